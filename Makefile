@@ -1,0 +1,168 @@
+# Top-level build for the CDC pipeline. Sources are discovered by directory:
+#   common/**.c          -> build/libcdc.a (linked by everything)
+#   <proc>/*.c           -> build/lib<proc>.a + build/cdc-<proc> (main.c holds main())
+#   tools/<name>/*.c     -> build/<name>
+#   tests/unit/test_*.c  -> build/tests/unit/test_*        (cmocka)
+#   tests/integration/test_*.c -> build/tests/integration/test_*  (need the harness)
+# `make asan` rebuilds everything with ASan+UBSan into build-asan/ and runs the tests.
+
+BUILD   ?= build
+CC      ?= gcc
+SAN     ?=
+OPT     ?= -O2
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+
+CFLAGS_WARN := -Wall -Wextra -Werror -Wno-missing-field-initializers -Wno-format-truncation
+CFLAGS  := -std=gnu11 $(OPT) -g $(CFLAGS_WARN) -D_GNU_SOURCE -DCDC_VERSION='"$(VERSION)"' \
+           -I. -I$(BUILD)/gen -I/usr/include/postgresql -MMD -MP $(EXTRA_CFLAGS)
+LDLIBS  := -lrdkafka -lpq -lnng -lprotobuf-c -lcurl -lrocksdb -ljansson -lzstd -lsnappy \
+           -lavro -lz -lpthread -lm
+ifeq ($(SAN),1)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+PROTO_SRC := $(wildcard proto/*.proto)
+PROTO_C   := $(patsubst proto/%.proto,$(BUILD)/gen/proto/%.pb-c.c,$(PROTO_SRC))
+PROTO_H   := $(PROTO_C:.c=.h)
+
+COMMON_SRC := $(shell find common -name '*.c' 2>/dev/null | sort)
+COMMON_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(COMMON_SRC)) \
+              $(patsubst %.c,%.o,$(subst $(BUILD)/gen/,$(BUILD)/obj/gen/,$(PROTO_C)))
+LIBCDC     := $(BUILD)/libcdc.a
+
+PROCS      := capture coordinator worker
+proc_src    = $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
+proc_lib    = $(BUILD)/lib$(1).a
+PROC_LIBS  := $(foreach p,$(PROCS),$(if $(call proc_src,$(p)),$(call proc_lib,$(p))))
+PROC_BINS  := $(foreach p,$(PROCS),$(if $(wildcard $(p)/main.c),$(BUILD)/cdc-$(p)))
+
+TOOL_DIRS  := $(patsubst %/,%,$(sort $(dir $(wildcard tools/*/*.c))))
+TOOL_BINS  := $(foreach d,$(TOOL_DIRS),$(BUILD)/$(notdir $(d)))
+
+HARNESS_SRC := $(wildcard tests/harness/*.c)
+HARNESS_LIB := $(if $(HARNESS_SRC),$(BUILD)/libharness.a)
+
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+UNIT_BINS  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+INTEG_SRC  := $(wildcard tests/integration/test_*.c)
+INTEG_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(INTEG_SRC))
+BENCH_SRC  := $(wildcard benchmarks/*/*.c benchmarks/*.c)
+BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
+
+ALL_LIBS   := $(PROC_LIBS) $(HARNESS_LIB) $(LIBCDC)
+
+.PHONY: all bins tests test test-unit test-integration run lint fmt asan clean-build docs \
+        setup bench chaos start stop clean run-chaos
+.DEFAULT_GOAL := all
+.SECONDARY: $(PROTO_C) $(PROTO_H)
+
+all: bins tests
+bins: $(PROC_BINS) $(TOOL_BINS)
+tests: $(UNIT_BINS) $(INTEG_BINS) $(BENCH_BINS)
+
+$(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
+	@mkdir -p $(BUILD)/gen
+	protoc-c --c_out=$(BUILD)/gen $<
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Wno-unused-parameter -c $< -o $@
+
+# Every object may include the generated protocol header.
+$(BUILD)/obj/%.o: %.c $(PROTO_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIBCDC): $(COMMON_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+define PROC_RULES
+$(call proc_lib,$(1)): $(patsubst %.c,$(BUILD)/obj/%.o,$(call proc_src,$(1)))
+	@rm -f $$@
+	ar rcs $$@ $$^
+$(BUILD)/cdc-$(1): $(BUILD)/obj/$(1)/main.o $(if $(call proc_src,$(1)),$(call proc_lib,$(1))) $(LIBCDC)
+	$(CC) $(LDFLAGS) -o $$@ $$^ $(LDLIBS)
+endef
+$(foreach p,$(PROCS),$(eval $(call PROC_RULES,$(p))))
+
+define TOOL_RULES
+$(BUILD)/$(notdir $(1)): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard $(1)/*.c)) $(LIBCDC)
+	$(CC) $(LDFLAGS) -o $$@ $$^ $(LDLIBS)
+endef
+$(foreach d,$(TOOL_DIRS),$(eval $(call TOOL_RULES,$(d))))
+
+$(HARNESS_LIB): $(patsubst %.c,$(BUILD)/obj/%.o,$(HARNESS_SRC))
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(ALL_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS) -lcmocka
+
+$(BUILD)/benchmarks/%: $(BUILD)/obj/benchmarks/%.o $(ALL_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- setup, tests, run ------------------------------------------------------------
+setup:
+	@tools/setup.sh
+
+test: setup
+	@$(MAKE) --no-print-directory all
+	@tests/run.sh unit $(BUILD)
+	@tests/run.sh integration $(BUILD)
+
+test-unit: all
+	@tests/run.sh unit $(BUILD)
+
+test-integration: all
+	@tests/run.sh integration $(BUILD)
+
+run: setup
+	@$(MAKE) --no-print-directory bins
+	@tools/run.sh
+
+asan: setup
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 OPT=-O1 all
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	    tests/run.sh unit build-asan
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	    tests/run.sh integration build-asan
+
+C_FILES = $(shell git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null)
+fmt:
+	clang-format -i $(C_FILES)
+
+lint:
+	@clang-format --dry-run -Werror $(C_FILES)
+	@cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+	    --inline-suppr --suppress=missingIncludeSystem -I. -I$(BUILD)/gen \
+	    -D__GNUC__ --std=c11 $(filter %.c,$(C_FILES))
+	@tools/lint-extra.sh
+	@echo "lint: ok"
+
+docs: bins
+	@tools/gen-config-docs.sh $(BUILD) > docs/configuration.md
+
+clean-build:
+	rm -rf $(BUILD) build-asan
+
+# ---- benchmarks, chaos, compose (scripts own the details) ----------------------------
+bench: setup
+	@$(MAKE) --no-print-directory all
+	@benchmarks/run.sh all
+
+bench-%: setup
+	@$(MAKE) --no-print-directory all
+	@benchmarks/run.sh $*
+
+chaos: setup
+	@$(MAKE) --no-print-directory all
+	@chaos/run.sh
+
+start stop clean run-chaos:
+	@docker/compose.sh $@

@@ -1,0 +1,447 @@
+/*
+ * Declarative configuration: flag + environment parsing, validation, help and the
+ * generated configuration reference. See config.h for the contract.
+ */
+#include "common/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef CDC_VERSION
+#define CDC_VERSION "0.1.0"
+#endif
+
+extern char **environ;
+
+void cdc_config_env_name(const char *opt_name, char *buf, size_t size)
+{
+    size_t i = 0;
+    const char *p;
+
+    if (size == 0)
+        return;
+    for (p = "CDC_"; *p && i + 1 < size; p++)
+        buf[i++] = *p;
+    for (p = opt_name; *p && i + 1 < size; p++)
+        buf[i++] = (*p == '-' || *p == '.') ? '_' : (char)toupper((unsigned char)*p);
+    buf[i] = '\0';
+}
+
+bool cdc_parse_int(const char *s, int64_t *out)
+{
+    char *end;
+    long long v;
+
+    if (s == NULL || *s == '\0')
+        return false;
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+bool cdc_parse_bool(const char *s, bool *out)
+{
+    static const char *yes[] = {"true", "1", "yes", "on"};
+    static const char *no[] = {"false", "0", "no", "off"};
+
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = true;
+            return true;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = false;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Parses "<number><unit>" with a unit table; a bare number uses the unit of multiplier 1. */
+static bool parse_scaled(const char *s, const char *const *units, const int64_t *mult,
+                         int64_t *out)
+{
+    char *end;
+    double v;
+
+    if (s == NULL || *s == '\0' || isspace((unsigned char)*s) || *s == '-')
+        return false;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end == s)
+        return false;
+    for (size_t i = 0; units[i]; i++) {
+        if (strcasecmp(end, units[i]) == 0) {
+            double r = v * (double)mult[i];
+            if (r > 9.2e18)
+                return false;
+            *out = (int64_t)(r + 0.5);
+            return true;
+        }
+    }
+    return false;
+}
+
+bool cdc_parse_duration_ms(const char *s, int64_t *out)
+{
+    static const char *const units[] = {"", "ms", "s", "m", "h", NULL};
+    static const int64_t mult[] = {1, 1, 1000, 60000, 3600000};
+    return parse_scaled(s, units, mult, out);
+}
+
+bool cdc_parse_size(const char *s, int64_t *out)
+{
+    static const char *const units[] = {"", "b", "k", "kb", "kib", "m", "mb", "mib",
+                                        "g", "gb", "gib", NULL};
+    static const int64_t mult[] = {1,       1,       1024,       1024,       1024,      1048576,
+                                   1048576, 1048576, 1073741824, 1073741824, 1073741824};
+    return parse_scaled(s, units, mult, out);
+}
+
+static const char *type_form(const cdc_opt_t *o)
+{
+    switch (o->type) {
+    case CDC_OPT_INT:
+        return "an integer";
+    case CDC_OPT_BOOL:
+        return "true or false";
+    case CDC_OPT_DURATION:
+        return "a duration such as 250ms, 1s, 5m";
+    case CDC_OPT_SIZE:
+        return "a size such as 4096, 64KiB, 16MiB";
+    case CDC_OPT_ENUM:
+        return "one of the listed choices";
+    case CDC_OPT_STRING:
+    default:
+        return "a string";
+    }
+}
+
+static const char *type_name(const cdc_opt_t *o)
+{
+    switch (o->type) {
+    case CDC_OPT_INT:
+        return "int";
+    case CDC_OPT_BOOL:
+        return "bool";
+    case CDC_OPT_DURATION:
+        return "duration";
+    case CDC_OPT_SIZE:
+        return "size";
+    case CDC_OPT_ENUM:
+        return "enum";
+    case CDC_OPT_STRING:
+    default:
+        return "string";
+    }
+}
+
+static bool choice_ok(const char *choices, const char *v)
+{
+    size_t n = strlen(v);
+    const char *p = choices;
+
+    while (p && *p) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, v, n) == 0)
+            return true;
+        p = bar ? bar + 1 : NULL;
+    }
+    return false;
+}
+
+static void set_string(void *cfg, const cdc_opt_t *o, const char *v)
+{
+    char **slot = (char **)((char *)cfg + o->offset);
+    free(*slot);
+    *slot = v ? strdup(v) : NULL;
+}
+
+/* Validates and stores one textual value; `source` is "--name" or "CDC_NAME" or "default". */
+static cdc_err_t set_value(const cdc_opt_t *o, void *cfg, const char *v, const char *source,
+                           cdc_error_t *e)
+{
+    char env[128];
+    char *field = (char *)cfg + o->offset;
+    int64_t num = 0;
+    bool ok = true;
+
+    cdc_config_env_name(o->name, env, sizeof(env));
+    switch (o->type) {
+    case CDC_OPT_STRING:
+        set_string(cfg, o, v);
+        return CDC_OK;
+    case CDC_OPT_ENUM:
+        if (!choice_ok(o->choices, v))
+            return cdc_error_set(e, CDC_ERR_CONFIG,
+                                 "invalid value \"%s\" for option --%s (%s, from %s): expected "
+                                 "one of %s",
+                                 v, o->name, env, source, o->choices);
+        set_string(cfg, o, v);
+        return CDC_OK;
+    case CDC_OPT_BOOL: {
+        bool b;
+        if (!cdc_parse_bool(v, &b))
+            return cdc_error_set(e, CDC_ERR_CONFIG,
+                                 "invalid value \"%s\" for option --%s (%s, from %s): expected %s",
+                                 v, o->name, env, source, type_form(o));
+        *(bool *)field = b;
+        return CDC_OK;
+    }
+    case CDC_OPT_INT:
+        ok = cdc_parse_int(v, &num);
+        break;
+    case CDC_OPT_DURATION:
+        ok = cdc_parse_duration_ms(v, &num);
+        break;
+    case CDC_OPT_SIZE:
+        ok = cdc_parse_size(v, &num);
+        break;
+    }
+    if (!ok)
+        return cdc_error_set(e, CDC_ERR_CONFIG,
+                             "invalid value \"%s\" for option --%s (%s, from %s): expected %s", v,
+                             o->name, env, source, type_form(o));
+    if (o->min < o->max && (num < o->min || num > o->max))
+        return cdc_error_set(e, CDC_ERR_CONFIG,
+                             "value \"%s\" for option --%s (%s, from %s) is out of range: expected "
+                             "%" PRId64 " to %" PRId64 "%s",
+                             v, o->name, env, source, o->min, o->max,
+                             o->type == CDC_OPT_DURATION ? " milliseconds"
+                             : o->type == CDC_OPT_SIZE   ? " bytes"
+                                                         : "");
+    *(int64_t *)field = num;
+    return CDC_OK;
+}
+
+static const cdc_opt_t *find_opt(const cdc_opt_t *opts, const char *name, size_t len)
+{
+    for (const cdc_opt_t *o = opts; o->name; o++)
+        if (strlen(o->name) == len && strncmp(o->name, name, len) == 0)
+            return o;
+    return NULL;
+}
+
+static const char *env_lookup(char **env, const char *name)
+{
+    size_t n = strlen(name);
+    for (; env && *env; env++)
+        if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
+            return *env + n + 1;
+    return NULL;
+}
+
+cdc_config_result_t cdc_config_parse(const cdc_opt_t *opts, const char *prog, const char *summary,
+                                     int argc, char **argv, char **environ_list, void *cfg,
+                                     FILE *out, cdc_error_t *e)
+{
+    size_t nopts = 0;
+    bool *set_by_flag;
+    cdc_config_result_t res = CDC_CONFIG_OK;
+
+    for (const cdc_opt_t *o = opts; o->name; o++)
+        nopts++;
+    set_by_flag = calloc(nopts + 1, sizeof(bool));
+    if (set_by_flag == NULL) {
+        cdc_error_set(e, CDC_ERR_NOMEM, "out of memory parsing configuration");
+        return CDC_CONFIG_ERROR;
+    }
+
+    /* Defaults first, so flags and environment only override. */
+    for (const cdc_opt_t *o = opts; o->name; o++) {
+        if (o->default_value && set_value(o, cfg, o->default_value, "default", e) != CDC_OK) {
+            res = CDC_CONFIG_ERROR; /* a bad default is a bug in the table; report it anyway */
+            goto done;
+        }
+    }
+
+    /* Flags. */
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *name, *eq, *val;
+        const cdc_opt_t *o;
+        size_t len;
+
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            cdc_config_print_help(opts, prog, summary, out);
+            res = CDC_CONFIG_HELP;
+            goto done;
+        }
+        if (strcmp(arg, "--help-markdown") == 0) {
+            cdc_config_print_markdown(opts, prog, summary, out);
+            res = CDC_CONFIG_MARKDOWN;
+            goto done;
+        }
+        if (strcmp(arg, "--version") == 0) {
+            fprintf(out, "%s %s\n", prog, CDC_VERSION);
+            res = CDC_CONFIG_VERSION;
+            goto done;
+        }
+        if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
+            cdc_error_set(e, CDC_ERR_CONFIG,
+                          "unexpected argument \"%s\": options take the form --name=value (see "
+                          "--help)",
+                          arg);
+            res = CDC_CONFIG_ERROR;
+            goto done;
+        }
+        name = arg + 2;
+        eq = strchr(name, '=');
+        len = eq ? (size_t)(eq - name) : strlen(name);
+        o = find_opt(opts, name, len);
+        if (o == NULL) {
+            cdc_error_set(e, CDC_ERR_CONFIG, "unknown option --%.*s (see --help)", (int)len, name);
+            res = CDC_CONFIG_ERROR;
+            goto done;
+        }
+        if (eq) {
+            val = eq + 1;
+        } else if (o->type == CDC_OPT_BOOL) {
+            val = "true";
+        } else if (i + 1 < argc) {
+            val = argv[++i];
+        } else {
+            cdc_error_set(e, CDC_ERR_CONFIG, "option --%s needs a value: expected %s", o->name,
+                          type_form(o));
+            res = CDC_CONFIG_ERROR;
+            goto done;
+        }
+        if (set_value(o, cfg, val, "command line", e) != CDC_OK) {
+            res = CDC_CONFIG_ERROR;
+            goto done;
+        }
+        set_by_flag[o - opts] = true;
+    }
+
+    /* Environment, where no flag was given; then required checks. */
+    for (const cdc_opt_t *o = opts; o->name; o++) {
+        char env[128];
+        const char *v;
+
+        cdc_config_env_name(o->name, env, sizeof(env));
+        v = set_by_flag[o - opts] ? NULL : env_lookup(environ_list, env);
+        if (v != NULL) {
+            if (set_value(o, cfg, v, "environment", e) != CDC_OK) {
+                res = CDC_CONFIG_ERROR;
+                goto done;
+            }
+        } else if (o->required && !set_by_flag[o - opts]) {
+            cdc_error_set(e, CDC_ERR_CONFIG,
+                          "missing required option --%s (or environment variable %s): expected %s",
+                          o->name, env, type_form(o));
+            res = CDC_CONFIG_ERROR;
+            goto done;
+        }
+    }
+done:
+    free(set_by_flag);
+    return res;
+}
+
+void cdc_config_load(const cdc_opt_t *opts, const char *prog, const char *summary, int argc,
+                     char **argv, void *cfg)
+{
+    cdc_error_t e;
+    cdc_config_result_t r;
+
+    cdc_error_clear(&e);
+    r = cdc_config_parse(opts, prog, summary, argc, argv, environ, cfg, stdout, &e);
+    switch (r) {
+    case CDC_CONFIG_OK:
+        return;
+    case CDC_CONFIG_HELP:
+    case CDC_CONFIG_MARKDOWN:
+    case CDC_CONFIG_VERSION:
+        cdc_config_free(opts, cfg);
+        exit(0);
+    case CDC_CONFIG_ERROR:
+    default:
+        fprintf(stderr, "%s: %s\n", prog, e.msg);
+        cdc_config_free(opts, cfg);
+        exit(CDC_CONFIG_EXIT);
+    }
+}
+
+void cdc_config_free(const cdc_opt_t *opts, void *cfg)
+{
+    for (const cdc_opt_t *o = opts; o->name; o++) {
+        if (o->type == CDC_OPT_STRING || o->type == CDC_OPT_ENUM) {
+            char **slot = (char **)((char *)cfg + o->offset);
+            free(*slot);
+            *slot = NULL;
+        }
+    }
+}
+
+/* Allowed values; `md` separates choices with ", " so they do not break a Markdown table. */
+static void bounds_text(const cdc_opt_t *o, char *buf, size_t size, bool md)
+{
+    buf[0] = '\0';
+    if (o->type == CDC_OPT_ENUM) {
+        snprintf(buf, size, "%s", o->choices);
+        if (md) {
+            char tmp[96];
+            size_t j = 0;
+            for (const char *p = o->choices; *p && j + 3 < sizeof(tmp); p++) {
+                if (*p == '|') {
+                    tmp[j++] = ',';
+                    tmp[j++] = ' ';
+                } else {
+                    tmp[j++] = *p;
+                }
+            }
+            tmp[j] = '\0';
+            snprintf(buf, size, "%s", tmp);
+        }
+    } else if (o->min < o->max)
+        snprintf(buf, size, "%" PRId64 "..%" PRId64 "%s", o->min, o->max,
+                 o->type == CDC_OPT_DURATION ? " ms"
+                 : o->type == CDC_OPT_SIZE   ? " bytes"
+                                             : "");
+}
+
+void cdc_config_print_help(const cdc_opt_t *opts, const char *prog, const char *summary, FILE *out)
+{
+    fprintf(out, "Usage: %s [--option=value ...]\n\n%s\n\nOptions (each also read from the "
+                 "environment variable shown; flags win):\n",
+            prog, summary);
+    for (const cdc_opt_t *o = opts; o->name; o++) {
+        char env[128], bounds[128];
+        cdc_config_env_name(o->name, env, sizeof(env));
+        bounds_text(o, bounds, sizeof(bounds), false);
+        fprintf(out, "  --%s=<%s>  [%s]\n      %s", o->name, type_name(o), env, o->help);
+        if (bounds[0])
+            fprintf(out, " (%s)", bounds);
+        if (o->required)
+            fprintf(out, " Required.");
+        else if (o->default_value)
+            fprintf(out, " Default: %s.", o->default_value[0] ? o->default_value : "\"\"");
+        fputc('\n', out);
+    }
+    fprintf(out, "  --help, --help-markdown, --version\n");
+}
+
+void cdc_config_print_markdown(const cdc_opt_t *opts, const char *prog, const char *summary,
+                               FILE *out)
+{
+    fprintf(out, "## `%s`\n\n%s\n\n", prog, summary);
+    fprintf(out, "| Flag | Environment | Type | Default | Allowed | Description |\n");
+    fprintf(out, "|---|---|---|---|---|---|\n");
+    for (const cdc_opt_t *o = opts; o->name; o++) {
+        char env[128], bounds[128];
+        cdc_config_env_name(o->name, env, sizeof(env));
+        bounds_text(o, bounds, sizeof(bounds), true);
+        fprintf(out, "| `--%s` | `%s` | %s | %s%s%s | %s | %s |\n", o->name, env, type_name(o),
+                o->required ? "**required**" : (o->default_value ? "`" : "—"),
+                o->required ? "" : (o->default_value ? o->default_value : ""),
+                (!o->required && o->default_value) ? "`" : "", bounds[0] ? bounds : "", o->help);
+    }
+    fputc('\n', out);
+}

@@ -1,0 +1,87 @@
+/*
+ * Declarative configuration. Each binary describes its options once, in a table of
+ * cdc_opt_t; that table drives flag parsing (--name=value or --name value), the
+ * CDC_<NAME> environment variables (flags win over environment, environment over
+ * defaults), validation (type, bounds, choices, required), --help, and the generated
+ * reference docs/configuration.md (--help-markdown).
+ *
+ * Bad configuration is reported with the option's flag and environment names and the
+ * expected form; cdc_config_load() callers exit with status 2 (CDC_CONFIG_EXIT).
+ */
+#ifndef CDC_CONFIG_H
+#define CDC_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/err.h"
+
+#define CDC_CONFIG_EXIT 2
+
+typedef enum cdc_opt_type {
+    CDC_OPT_STRING,   /* char * (heap copy, owned by the config struct) */
+    CDC_OPT_INT,      /* int64_t */
+    CDC_OPT_BOOL,     /* bool: true/false/1/0/yes/no/on/off; a bare flag means true */
+    CDC_OPT_DURATION, /* int64_t milliseconds: "250ms", "1s", "5m", "2h", bare number = ms */
+    CDC_OPT_SIZE,     /* int64_t bytes: "512", "64KiB", "16MiB", "1GiB", "1k", "1m" */
+    CDC_OPT_ENUM,     /* char *, one of choices ("initial|never") */
+} cdc_opt_type_t;
+
+typedef struct cdc_opt {
+    const char *name;          /* flag without dashes, e.g. "commit-interval" */
+    cdc_opt_type_t type;
+    size_t offset;             /* offsetof(config struct, field) */
+    const char *default_value; /* textual default, NULL = none */
+    bool required;             /* must be set by flag or environment */
+    int64_t min, max;          /* bounds for INT/DURATION/SIZE when min < max */
+    const char *choices;       /* "a|b|c" for ENUM */
+    const char *help;          /* one sentence for --help and the docs */
+} cdc_opt_t;
+
+/* Terminates an option table. */
+#define CDC_OPT_END {NULL, CDC_OPT_STRING, 0, NULL, false, 0, 0, NULL, NULL}
+
+typedef enum cdc_config_result {
+    CDC_CONFIG_OK = 0,
+    CDC_CONFIG_HELP,     /* --help printed to out */
+    CDC_CONFIG_MARKDOWN, /* --help-markdown printed to out */
+    CDC_CONFIG_VERSION,  /* --version printed to out */
+    CDC_CONFIG_ERROR,    /* error in e (code CDC_ERR_CONFIG), message names the option */
+} cdc_config_result_t;
+
+/*
+ * Parses argv and the environment into *cfg according to opts. `environ_list` is a
+ * NULL-terminated "KEY=VALUE" array (pass environ). Positional arguments are
+ * rejected. Help text goes to out. On error *cfg may be partly filled: release it
+ * with cdc_config_free().
+ */
+cdc_config_result_t cdc_config_parse(const cdc_opt_t *opts, const char *prog, const char *summary,
+                                     int argc, char **argv, char **environ_list, void *cfg,
+                                     FILE *out, cdc_error_t *e);
+
+/*
+ * The usual entry: parse argc/argv/environ; on --help/--version print and exit(0);
+ * on error print "<prog>: <message>" to stderr and exit(CDC_CONFIG_EXIT).
+ */
+void cdc_config_load(const cdc_opt_t *opts, const char *prog, const char *summary, int argc,
+                     char **argv, void *cfg);
+
+/* Frees the strings owned by *cfg. */
+void cdc_config_free(const cdc_opt_t *opts, void *cfg);
+
+/* Environment variable name of an option: CDC_ + upper-case name with '-' -> '_'. */
+void cdc_config_env_name(const char *opt_name, char *buf, size_t size);
+
+void cdc_config_print_help(const cdc_opt_t *opts, const char *prog, const char *summary, FILE *out);
+void cdc_config_print_markdown(const cdc_opt_t *opts, const char *prog, const char *summary,
+                               FILE *out);
+
+/* Value parsers, exposed for tests and for other modules that read such values. */
+bool cdc_parse_duration_ms(const char *s, int64_t *out);
+bool cdc_parse_size(const char *s, int64_t *out);
+bool cdc_parse_bool(const char *s, bool *out);
+bool cdc_parse_int(const char *s, int64_t *out);
+
+#endif

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs one test suite: `tests/run.sh unit|integration [build-dir]`.
+#   unit:        every build/tests/unit/test_* binary (cmocka), no servers.
+#   integration: starts the harness (PostgreSQL, etcd, development Kafka broker) once,
+#                runs build/tests/integration/test_*, tests/integration/*.sh and the
+#                Node tests in tests/js, and always tears the harness down.
+# Exits non-zero when any test fails; prints a summary of failures.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+suite=${1:?usage: tests/run.sh unit|integration [build-dir]}
+BUILD=${2:-build}
+export CDC_BUILD_DIR=$PWD/$BUILD
+failed=()
+passed=0
+
+run_one() {
+    local name=$1
+    shift
+    local start=$SECONDS
+    if "$@"; then
+        passed=$((passed + 1))
+        echo "PASS $name ($((SECONDS - start))s)"
+    else
+        failed+=("$name")
+        echo "FAIL $name ($((SECONDS - start))s)"
+    fi
+}
+
+case "$suite" in
+unit)
+    for t in "$BUILD"/tests/unit/test_*; do
+        [ -x "$t" ] || continue
+        run_one "$(basename "$t")" "$t"
+    done
+    ;;
+integration)
+    # shellcheck source=tests/harness/harness.sh
+    . tests/harness/harness.sh
+    harness_up || { echo "FAIL harness did not start"; exit 1; }
+    trap 'harness_down' EXIT INT TERM
+    for t in "$BUILD"/tests/integration/test_*; do
+        [ -x "$t" ] || continue
+        run_one "$(basename "$t")" "$t"
+    done
+    for t in tests/integration/*.sh; do
+        [ -f "$t" ] || continue
+        run_one "$(basename "$t")" bash "$t"
+    done
+    if compgen -G "tests/js/*.test.mjs" >/dev/null; then
+        for t in tests/js/*.test.mjs; do
+            run_one "$(basename "$t")" node --test "$t"
+        done
+    fi
+    ;;
+*)
+    echo "unknown suite $suite" >&2
+    exit 2
+    ;;
+esac
+
+echo "== $suite: $passed passed, ${#failed[@]} failed"
+if [ "${#failed[@]}" -gt 0 ]; then
+    printf '   failed: %s\n' "${failed[@]}"
+    exit 1
+fi
