@@ -64,8 +64,7 @@ bool cdc_parse_bool(const char *s, bool *out)
 }
 
 /* Parses "<number><unit>" with a unit table; a bare number uses the unit of multiplier 1. */
-static bool parse_scaled(const char *s, const char *const *units, const int64_t *mult,
-                         int64_t *out)
+static bool parse_scaled(const char *s, const char *const *units, const int64_t *mult, int64_t *out)
 {
     char *end;
     double v;
@@ -97,8 +96,8 @@ bool cdc_parse_duration_ms(const char *s, int64_t *out)
 
 bool cdc_parse_size(const char *s, int64_t *out)
 {
-    static const char *const units[] = {"", "b", "k", "kb", "kib", "m", "mb", "mib",
-                                        "g", "gb", "gib", NULL};
+    static const char *const units[] = {"",   "b",   "k", "kb", "kib", "m",
+                                        "mb", "mib", "g", "gb", "gib", NULL};
     static const int64_t mult[] = {1,       1,       1024,       1024,       1024,      1048576,
                                    1048576, 1048576, 1073741824, 1073741824, 1073741824};
     return parse_scaled(s, units, mult, out);
@@ -409,8 +408,9 @@ static void bounds_text(const cdc_opt_t *o, char *buf, size_t size, bool md)
 
 void cdc_config_print_help(const cdc_opt_t *opts, const char *prog, const char *summary, FILE *out)
 {
-    fprintf(out, "Usage: %s [--option=value ...]\n\n%s\n\nOptions (each also read from the "
-                 "environment variable shown; flags win):\n",
+    fprintf(out,
+            "Usage: %s [--option=value ...]\n\n%s\n\nOptions (each also read from the "
+            "environment variable shown; flags win):\n",
             prog, summary);
     for (const cdc_opt_t *o = opts; o->name; o++) {
         char env[128], bounds[128];

@@ -30,7 +30,7 @@ typedef enum cdc_opt_type {
 } cdc_opt_type_t;
 
 typedef struct cdc_opt {
-    const char *name;          /* flag without dashes, e.g. "commit-interval" */
+    const char *name; /* flag without dashes, e.g. "commit-interval" */
     cdc_opt_type_t type;
     size_t offset;             /* offsetof(config struct, field) */
     const char *default_value; /* textual default, NULL = none */
@@ -41,7 +41,10 @@ typedef struct cdc_opt {
 } cdc_opt_t;
 
 /* Terminates an option table. */
-#define CDC_OPT_END {NULL, CDC_OPT_STRING, 0, NULL, false, 0, 0, NULL, NULL}
+#define CDC_OPT_END                                                                                \
+    {                                                                                              \
+        NULL, CDC_OPT_STRING, 0, NULL, false, 0, 0, NULL, NULL                                     \
+    }
 
 typedef enum cdc_config_result {
     CDC_CONFIG_OK = 0,

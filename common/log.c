@@ -61,7 +61,8 @@ bool cdc_log_enabled(cdc_log_level_t level)
     return level >= min_level;
 }
 
-/* Appends s to buf at *pos with quote and backslash escaping; control chars become \n, \t, \uXXXX. */
+/* Appends s to buf at *pos with quote and backslash escaping; control chars become \n, \t, \uXXXX.
+ */
 static void append_escaped(char *buf, size_t cap, size_t *pos, const char *s)
 {
     for (; *s && *pos + 8 < cap; s++) {

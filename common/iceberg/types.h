@@ -13,12 +13,12 @@
 
 typedef enum cdc_ice_type {
     CDC_ICE_BOOLEAN = 0,
-    CDC_ICE_INT,         /* int32 */
-    CDC_ICE_LONG,        /* int64 */
+    CDC_ICE_INT,  /* int32 */
+    CDC_ICE_LONG, /* int64 */
     CDC_ICE_FLOAT,
     CDC_ICE_DOUBLE,
-    CDC_ICE_DECIMAL,     /* decimal(precision, scale), unscaled two's complement */
-    CDC_ICE_STRING,      /* UTF-8 */
+    CDC_ICE_DECIMAL, /* decimal(precision, scale), unscaled two's complement */
+    CDC_ICE_STRING,  /* UTF-8 */
     CDC_ICE_BINARY,
     CDC_ICE_DATE,        /* int32 days since 1970-01-01 */
     CDC_ICE_TIME,        /* int64 microseconds since midnight */
@@ -29,13 +29,13 @@ typedef enum cdc_ice_type {
 } cdc_ice_type_t;
 
 typedef struct cdc_ice_field {
-    int32_t id;          /* Iceberg field id, > 0, unique in the table's history */
+    int32_t id; /* Iceberg field id, > 0, unique in the table's history */
     char *name;
     cdc_ice_type_t type;
-    int32_t precision;   /* DECIMAL only */
-    int32_t scale;       /* DECIMAL only */
+    int32_t precision; /* DECIMAL only */
+    int32_t scale;     /* DECIMAL only */
     bool required;
-    char *doc;           /* optional, may be NULL */
+    char *doc; /* optional, may be NULL */
 } cdc_ice_field_t;
 
 typedef struct cdc_ice_schema {
@@ -49,12 +49,12 @@ typedef struct cdc_ice_schema {
 /* Statistics of one column in a written file, bounds in Iceberg single-value encoding. */
 typedef struct cdc_ice_col_stats {
     int32_t field_id;
-    int64_t column_size;  /* compressed bytes of the column chunk(s) */
-    int64_t value_count;  /* including nulls */
+    int64_t column_size; /* compressed bytes of the column chunk(s) */
+    int64_t value_count; /* including nulls */
     int64_t null_count;
-    int64_t nan_count;    /* float/double; -1 when not tracked */
+    int64_t nan_count; /* float/double; -1 when not tracked */
     bool has_bounds;
-    uint8_t lower[64];    /* strings/binary are truncated to 16 bytes (lower) / incremented (upper) */
+    uint8_t lower[64]; /* strings/binary are truncated to 16 bytes (lower) / incremented (upper) */
     size_t lower_len;
     uint8_t upper[64];
     size_t upper_len;
@@ -69,15 +69,15 @@ typedef enum cdc_ice_content {
 /* A data or delete file ready to be added to a table. */
 typedef struct cdc_ice_data_file {
     cdc_ice_content_t content;
-    char *path;               /* fully qualified location */
+    char *path; /* fully qualified location */
     int64_t record_count;
     int64_t file_size_in_bytes;
     int32_t schema_id;
-    int32_t *equality_ids;    /* EQUALITY_DELETES only */
+    int32_t *equality_ids; /* EQUALITY_DELETES only */
     size_t nequality_ids;
     cdc_ice_col_stats_t *stats;
     size_t nstats;
-    int64_t *split_offsets;   /* row group offsets, may be NULL */
+    int64_t *split_offsets; /* row group offsets, may be NULL */
     size_t nsplit_offsets;
 } cdc_ice_data_file_t;
 
