@@ -6,7 +6,7 @@
 #                Node tests in tests/js, and always tears the harness down.
 # Exits non-zero when any test fails; prints a summary of failures.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 suite=${1:?usage: tests/run.sh unit|integration [build-dir]}
 BUILD=${2:-build}
 export CDC_BUILD_DIR=$PWD/$BUILD
