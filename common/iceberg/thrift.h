@@ -56,11 +56,11 @@ void cdc_thrift_i64(cdc_thrift_t *t, int64_t v); /* zigzag varint */
 void cdc_thrift_binary(cdc_thrift_t *t, const void *data, size_t len);
 static inline uint64_t cdc_thrift_zigzag64(int64_t v)
 {
-    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    return ((uint64_t)v << 1) ^ (v < 0 ? ~(uint64_t)0 : 0);
 }
 static inline uint32_t cdc_thrift_zigzag32(int32_t v)
 {
-    return ((uint32_t)v << 1) ^ (uint32_t)(v >> 31);
+    return ((uint32_t)v << 1) ^ (v < 0 ? ~(uint32_t)0 : 0);
 }
 
 /* Opens a struct (a list element or the top level) / writes STOP and closes it. */
