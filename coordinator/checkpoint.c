@@ -348,7 +348,7 @@ static int64_t get_int(json_t *o, const char *key)
 
 static cdc_err_t parse_file(json_t *fo, cdc_staged_file_t *f, cdc_error_t *e)
 {
-    json_t *v, *eq, *st, *so;
+    json_t *eq, *st, *so;
     size_t i;
     const char *table = json_string_value(json_object_get(fo, "table"));
     const char *path = json_string_value(json_object_get(fo, "path"));
@@ -368,7 +368,8 @@ static cdc_err_t parse_file(json_t *fo, cdc_staged_file_t *f, cdc_error_t *e)
         f->file.equality_ids = calloc(json_array_size(eq), sizeof(int32_t));
         if (f->file.equality_ids == NULL)
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        json_array_foreach(eq, i, v) f->file.equality_ids[i] = (int32_t)json_integer_value(v);
+        for (i = 0; i < json_array_size(eq); i++)
+            f->file.equality_ids[i] = (int32_t)json_integer_value(json_array_get(eq, i));
         f->file.nequality_ids = json_array_size(eq);
     }
     so = json_object_get(fo, "splits");
@@ -376,7 +377,8 @@ static cdc_err_t parse_file(json_t *fo, cdc_staged_file_t *f, cdc_error_t *e)
         f->file.split_offsets = calloc(json_array_size(so), sizeof(int64_t));
         if (f->file.split_offsets == NULL)
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        json_array_foreach(so, i, v) f->file.split_offsets[i] = (int64_t)json_integer_value(v);
+        for (i = 0; i < json_array_size(so); i++)
+            f->file.split_offsets[i] = (int64_t)json_integer_value(json_array_get(so, i));
         f->file.nsplit_offsets = json_array_size(so);
     }
     st = json_object_get(fo, "stats");
@@ -385,8 +387,8 @@ static cdc_err_t parse_file(json_t *fo, cdc_staged_file_t *f, cdc_error_t *e)
         if (f->file.stats == NULL)
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         f->file.nstats = json_array_size(st);
-        json_array_foreach(st, i, v)
-        {
+        for (i = 0; i < json_array_size(st); i++) {
+            json_t *v = json_array_get(st, i);
             cdc_ice_col_stats_t *s = &f->file.stats[i];
             const char *lo = json_string_value(json_object_get(v, "lower"));
             const char *hi = json_string_value(json_object_get(v, "upper"));
@@ -410,10 +412,9 @@ static cdc_err_t parse_file(json_t *fo, cdc_staged_file_t *f, cdc_error_t *e)
 static cdc_err_t parse_files(cdc_checkpoint_t *c, json_t *files, cdc_error_t *e)
 {
     size_t i;
-    json_t *fo;
 
-    json_array_foreach(files, i, fo)
-    {
+    for (i = 0; i < json_array_size(files); i++) {
+        json_t *fo = json_array_get(files, i);
         cdc_staged_file_t f;
         cdc_err_t rc = parse_file(fo, &f, e);
         if (rc == CDC_OK)
@@ -431,7 +432,7 @@ cdc_err_t cdc_checkpoint_from_json(const char *json, size_t len, cdc_checkpoint_
                                    cdc_error_t *e)
 {
     json_error_t je;
-    json_t *o = json_loadb(json, len, 0, &je), *parts, *po, *schemas, *files;
+    json_t *o = json_loadb(json, len, 0, &je), *parts, *schemas, *files;
     cdc_checkpoint_t *c = NULL;
     cdc_err_t rc = CDC_OK;
     size_t i;
@@ -456,8 +457,8 @@ cdc_err_t cdc_checkpoint_from_json(const char *json, size_t len, cdc_checkpoint_
     c->barrier_ms = get_int(o, "barrier_ms");
     c->completed_ms = get_int(o, "completed_ms");
     parts = json_object_get(o, "partitions");
-    json_array_foreach(parts, i, po)
-    {
+    for (i = 0; i < json_array_size(parts); i++) {
+        json_t *po = json_array_get(parts, i);
         int64_t p = get_int(po, "p");
         const char *topic, *owner = json_string_value(json_object_get(po, "owner"));
         json_t *off;
@@ -466,8 +467,10 @@ cdc_err_t cdc_checkpoint_from_json(const char *json, size_t len, cdc_checkpoint_
                                "checkpoint %" PRIu64 " names partition %" PRId64, c->epoch, p);
             goto cleanup;
         }
-        json_object_foreach(json_object_get(po, "offsets"), topic, off)
-        {
+        void *it = json_object_iter(json_object_get(po, "offsets"));
+        for (; it != NULL; it = json_object_iter_next(json_object_get(po, "offsets"), it)) {
+            topic = json_object_iter_key(it);
+            off = json_object_iter_value(it);
             if ((rc = cdc_checkpoint_set_offset(c, (uint32_t)p, topic,
                                                 (int64_t)json_integer_value(off))) != CDC_OK)
                 goto nomem;
@@ -479,8 +482,8 @@ cdc_err_t cdc_checkpoint_from_json(const char *json, size_t len, cdc_checkpoint_
             snprintf(c->partitions[p].owner, sizeof(c->partitions[p].owner), "%s", owner);
     }
     schemas = json_object_get(o, "schemas");
-    json_array_foreach(schemas, i, po)
-    {
+    for (i = 0; i < json_array_size(schemas); i++) {
+        json_t *po = json_array_get(schemas, i);
         const char *t = json_string_value(json_object_get(po, "table"));
         const char *s = json_string_value(json_object_get(po, "schema"));
         if (t == NULL || s == NULL) {
