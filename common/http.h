@@ -1,0 +1,69 @@
+/*
+ * Admin HTTP endpoint of every process, built on NNG's HTTP server. It serves
+ * /healthz (always 200 "ok" while the process runs), /readyz (200 or 503 from a ready
+ * callback), /metrics (the Prometheus text of a metrics registry) and GET handlers that
+ * the process registers, such as the coordinator's /status (JSON). Unknown paths get
+ * 404, other methods on known paths 405.
+ *
+ * Threads: handlers and the ready callback run on NNG's worker threads, possibly
+ * concurrently; they must be thread-safe and should not block for long.
+ */
+#ifndef CDC_HTTP_H
+#define CDC_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/err.h"
+#include "common/metrics.h"
+
+typedef struct cdc_http_server cdc_http_server_t;
+
+/*
+ * What a handler fills. The server pre-sets status 200 and content type
+ * "text/plain; charset=utf-8". `body` must be a malloc()ed buffer (or NULL for an
+ * empty body); the server takes ownership and frees it after sending.
+ */
+typedef struct cdc_http_response {
+    int status;
+    char content_type[96];
+    char *body;
+    size_t body_len;
+} cdc_http_response_t;
+
+/*
+ * A GET handler. `path` is the request path without the query string, `query` the
+ * part after '?' ("" when none). Both are valid only during the call.
+ */
+typedef void (*cdc_http_handler_fn)(void *arg, const char *path, const char *query,
+                                    cdc_http_response_t *resp);
+
+/* Returns whether the process is ready; on false, `reason` (size bytes) may say why. */
+typedef bool (*cdc_http_ready_fn)(void *arg, char *reason, size_t size);
+
+/*
+ * Creates a server bound to `addr` ("host:port", port 0 = any free port; only the given
+ * host) serving /healthz, /readyz and /metrics from `metrics` (NULL = the default
+ * registry). Not yet listening: register handlers, then cdc_http_server_start().
+ * On success *out is owned by the caller (cdc_http_server_close()).
+ */
+cdc_err_t cdc_http_server_open(cdc_http_server_t **out, const char *addr, cdc_metrics_t *metrics,
+                               cdc_error_t *e);
+
+/* Sets the /readyz callback (default: always ready). Call before start. */
+void cdc_http_server_set_ready(cdc_http_server_t *s, cdc_http_ready_fn fn, void *arg);
+
+/* Registers a GET handler for an exact path (e.g. "/status"). Call before start. */
+cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,
+                              void *arg, cdc_error_t *e);
+
+/* Starts listening. CDC_ERR_UNAVAILABLE when the address cannot be bound. */
+cdc_err_t cdc_http_server_start(cdc_http_server_t *s, cdc_error_t *e);
+
+/* The bound TCP port (useful with port 0); 0 when not started. */
+int cdc_http_server_port(const cdc_http_server_t *s);
+
+/* Stops and frees the server; NULL is a no-op. Waits for running handlers. */
+void cdc_http_server_close(cdc_http_server_t *s);
+
+#endif

@@ -1,0 +1,177 @@
+/*
+ * Parquet writer for Iceberg data and delete files. Debian ships no C library
+ * that writes Parquet (Arrow's is C++ and not packaged for this build), so this
+ * module implements the subset the pipeline needs directly from the Apache
+ * Parquet format specification: flat schemas of every cdc_ice_type_t, required
+ * and optional columns (definition levels, RLE/bit-packed hybrid), PLAIN and
+ * dictionary (RLE_DICTIONARY) encodings, data page v1, zstd/snappy/no
+ * compression, column-chunk statistics, Iceberg field ids on every column and
+ * the `iceberg.schema` footer key. The Thrift compact encoding of the footer
+ * and page headers lives in common/iceberg/thrift.c.
+ *
+ * The API is row-oriented: open a writer for a schema, append rows of typed
+ * values, close. Values are buffered per column for one row group and encoded
+ * in tight loops when the row group is flushed (at opts.row_group_bytes of
+ * buffered data). The writer does NOT roll files: the caller watches
+ * cdc_pq_writer_size() and closes the file and opens the next when it passes
+ * its target file size. On close the writer fills a cdc_ice_data_file_t with
+ * record count, file size, split offsets and per-column Iceberg statistics
+ * (bounds in Iceberg single-value encoding).
+ *
+ * Threads: a writer is used by one thread at a time; writers are independent.
+ */
+#ifndef CDC_ICEBERG_PARQUET_H
+#define CDC_ICEBERG_PARQUET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/iceberg/types.h"
+
+/* Compression codec of data and dictionary pages. */
+typedef enum cdc_pq_codec {
+    CDC_PQ_CODEC_NONE = 0,
+    CDC_PQ_CODEC_SNAPPY,
+    CDC_PQ_CODEC_ZSTD,
+} cdc_pq_codec_t;
+
+typedef struct cdc_pq_options {
+    cdc_pq_codec_t codec;    /* default ZSTD */
+    int zstd_level;          /* default 3 */
+    size_t row_group_bytes;  /* flush a row group at this many buffered bytes; default 64 MiB */
+    size_t page_bytes;       /* target uncompressed data page size; default 1 MiB */
+    bool dictionary;         /* dictionary-encode string/binary columns; default true */
+    size_t dict_max_bytes;   /* fall back to PLAIN past this dictionary size; default 1 MiB */
+    size_t dict_max_entries; /* ... or past this many distinct values; default 65536 */
+} cdc_pq_options_t;
+
+/* Fills *opts with the defaults above. */
+void cdc_pq_options_init(cdc_pq_options_t *opts);
+
+/* Parses "zstd", "snappy", "none"/"uncompressed" (case-insensitive). */
+cdc_err_t cdc_pq_codec_parse(const char *name, cdc_pq_codec_t *out);
+const char *cdc_pq_codec_name(cdc_pq_codec_t codec);
+
+/*
+ * One cell of a row. Which member is read depends on the column's type:
+ *   BOOLEAN b; INT, DATE i32; LONG, TIME, TIMESTAMP, TIMESTAMPTZ i64; FLOAT f32;
+ *   DOUBLE f64; STRING, BINARY bytes (UTF-8 for STRING, not NUL-terminated);
+ *   DECIMAL dec (unscaled value, i.e. 12.34 in decimal(p,2) is 1234);
+ *   UUID uuid (16 bytes, RFC 4122 byte order).
+ * is_null must be false for required columns. Pointers are only borrowed for the
+ * duration of cdc_pq_writer_append() (the writer copies the bytes).
+ */
+typedef struct cdc_ice_value {
+    bool is_null;
+    union {
+        bool b;
+        int32_t i32;
+        int64_t i64;
+        float f32;
+        double f64;
+        __int128 dec;
+        uint8_t uuid[16];
+        struct {
+            const uint8_t *ptr;
+            size_t len;
+        } bytes;
+    } v;
+} cdc_ice_value_t;
+
+/*
+ * Parses a decimal literal ("-12.3", "7", "1e3" is NOT accepted) into its
+ * unscaled value at `scale`: "12.3" at scale 2 -> 1230. Fails with
+ * CDC_ERR_INVALID when the text is not a decimal, has more fractional digits
+ * than `scale` (would lose precision), or exceeds `precision` digits.
+ */
+cdc_err_t cdc_ice_decimal_parse(const char *text, size_t len, int32_t precision, int32_t scale,
+                                __int128 *out);
+
+/* Output sink: called with consecutive file bytes. Return CDC_OK or fill err. */
+typedef cdc_err_t (*cdc_pq_sink_fn)(void *ctx, const void *data, size_t len, cdc_error_t *err);
+
+typedef struct cdc_pq_writer cdc_pq_writer_t;
+
+/*
+ * Opens a writer that creates (O_EXCL) and writes a local file at `path`.
+ * The schema is copied; opts may be NULL for defaults. On success *out owns the
+ * writer (free with cdc_pq_writer_free()); on failure *out is untouched.
+ */
+cdc_err_t cdc_pq_writer_open_file(const cdc_ice_schema_t *schema, const char *path,
+                                  const cdc_pq_options_t *opts, cdc_pq_writer_t **out,
+                                  cdc_error_t *err);
+
+/* Opens a writer that accumulates the file in memory; see cdc_pq_writer_take_buffer(). */
+cdc_err_t cdc_pq_writer_open_buffer(const cdc_ice_schema_t *schema, const cdc_pq_options_t *opts,
+                                    cdc_pq_writer_t **out, cdc_error_t *err);
+
+/* Opens a writer that hands bytes to `sink` (ctx is borrowed until the writer is freed). */
+cdc_err_t cdc_pq_writer_open_sink(const cdc_ice_schema_t *schema, cdc_pq_sink_fn sink, void *ctx,
+                                  const cdc_pq_options_t *opts, cdc_pq_writer_t **out,
+                                  cdc_error_t *err);
+
+/*
+ * Appends one row: values[i] is the cell of schema field i (schema order). On
+ * failure (a NULL in a required column, CDC_ERR_INVALID; an I/O error while
+ * flushing a row group) the row is not added; after an I/O error the writer
+ * is unusable except for cdc_pq_writer_free().
+ */
+cdc_err_t cdc_pq_writer_append(cdc_pq_writer_t *w, const cdc_ice_value_t *values, cdc_error_t *err);
+
+/* Rows appended so far. */
+int64_t cdc_pq_writer_rows(const cdc_pq_writer_t *w);
+
+/*
+ * Estimated file size if closed now: bytes already written plus an estimate of
+ * the buffered row group after encoding. The caller rolls to a new file when
+ * this passes its target.
+ */
+uint64_t cdc_pq_writer_size(const cdc_pq_writer_t *w);
+
+/*
+ * Flushes the last row group and writes the footer (and, for a file, fsyncs
+ * it). Fills *df (when not NULL): content DATA, path (strdup of the file path,
+ * NULL for buffer/sink writers: the caller sets it), record_count,
+ * file_size_in_bytes, schema_id, stats (one per field, schema order),
+ * split_offsets. *df's arrays are owned by the caller afterwards: release them
+ * with cdc_ice_data_file_clear() (common/iceberg/schema.h). A closed writer
+ * must still be freed.
+ */
+cdc_err_t cdc_pq_writer_close(cdc_pq_writer_t *w, cdc_ice_data_file_t *df, cdc_error_t *err);
+
+/*
+ * Buffer writers only, after a successful close: moves the file bytes to the
+ * caller (*data is malloc'ed, free with free()). Returns CDC_ERR_INVALID otherwise.
+ */
+cdc_err_t cdc_pq_writer_take_buffer(cdc_pq_writer_t *w, uint8_t **data, size_t *len);
+
+/* Frees the writer. A file writer that was not closed leaves a partial file behind
+ * (the caller removes it); NULL is ignored. */
+void cdc_pq_writer_free(cdc_pq_writer_t *w);
+
+/*
+ * Iceberg single-value binary encoding of one non-null value of `field`'s type
+ * (little-endian int/long/float/double, int32 days, int64 micros, minimal
+ * big-endian two's complement for decimals, raw bytes for string/binary/uuid).
+ * Writes at most `cap` bytes to out, sets *out_len and returns true, or returns
+ * false when it does not fit. Exposed for delete-file and manifest code and tests.
+ */
+bool cdc_ice_bound_encode(const cdc_ice_field_t *field, const cdc_ice_value_t *v, uint8_t *out,
+                          size_t cap, size_t *out_len);
+
+/*
+ * Iceberg bound truncation for strings (UTF-8, by code points) and binary (by
+ * bytes) to `width` units: lower bound = prefix; upper bound = prefix with the
+ * last unit incremented (carrying leftwards). Sets *out_len (at most cap) and
+ * returns true; returns false when the result does not fit or an upper bound
+ * cannot be incremented (all units at their maximum: store no upper bound).
+ * Values not longer than width are copied as is.
+ */
+bool cdc_ice_truncate_lower(bool is_string, const uint8_t *in, size_t len, size_t width,
+                            uint8_t *out, size_t cap, size_t *out_len);
+bool cdc_ice_truncate_upper(bool is_string, const uint8_t *in, size_t len, size_t width,
+                            uint8_t *out, size_t cap, size_t *out_len);
+
+#endif

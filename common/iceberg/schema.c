@@ -1,0 +1,295 @@
+/*
+ * Iceberg schema <-> JSON mapping and schema/data-file memory helpers (see
+ * schema.h). The JSON shape is the Iceberg table spec's schema object, used
+ * verbatim in table metadata, manifests and the Parquet `iceberg.schema` key.
+ */
+#include "common/iceberg/schema.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const type_names[CDC_ICE__TYPE_COUNT] = {
+    [CDC_ICE_BOOLEAN] = "boolean",     [CDC_ICE_INT] = "int",
+    [CDC_ICE_LONG] = "long",           [CDC_ICE_FLOAT] = "float",
+    [CDC_ICE_DOUBLE] = "double",       [CDC_ICE_DECIMAL] = "decimal",
+    [CDC_ICE_STRING] = "string",       [CDC_ICE_BINARY] = "binary",
+    [CDC_ICE_DATE] = "date",           [CDC_ICE_TIME] = "time",
+    [CDC_ICE_TIMESTAMP] = "timestamp", [CDC_ICE_TIMESTAMPTZ] = "timestamptz",
+    [CDC_ICE_UUID] = "uuid",
+};
+
+const char *cdc_ice_type_string(const cdc_ice_field_t *field, char *buf, size_t cap)
+{
+    if (cap == 0)
+        return buf;
+    if ((int)field->type < 0 || field->type >= CDC_ICE__TYPE_COUNT)
+        snprintf(buf, cap, "unknown");
+    else if (field->type == CDC_ICE_DECIMAL)
+        snprintf(buf, cap, "decimal(%d,%d)", (int)field->precision, (int)field->scale);
+    else
+        snprintf(buf, cap, "%s", type_names[field->type]);
+    return buf;
+}
+
+cdc_err_t cdc_ice_type_parse(const char *text, cdc_ice_field_t *field)
+{
+    int p, s, n = 0;
+
+    if (text == NULL)
+        return CDC_ERR_INVALID;
+    if (sscanf(text, " decimal ( %d , %d ) %n", &p, &s, &n) == 2 && text[n] == '\0') {
+        if (p < 1 || p > 38 || s < 0 || s > p)
+            return CDC_ERR_INVALID;
+        field->type = CDC_ICE_DECIMAL;
+        field->precision = p;
+        field->scale = s;
+        return CDC_OK;
+    }
+    for (int t = 0; t < CDC_ICE__TYPE_COUNT; t++) {
+        if (t != CDC_ICE_DECIMAL && strcmp(text, type_names[t]) == 0) {
+            field->type = (cdc_ice_type_t)t;
+            field->precision = 0;
+            field->scale = 0;
+            return CDC_OK;
+        }
+    }
+    return CDC_ERR_UNSUPPORTED;
+}
+
+json_t *cdc_ice_schema_to_jansson(const cdc_ice_schema_t *schema)
+{
+    json_t *obj = json_object();
+    json_t *fields = json_array();
+    json_t *ids = json_array();
+    char tbuf[40];
+
+    if (obj == NULL || fields == NULL || ids == NULL)
+        goto fail;
+    if (json_object_set_new(obj, "type", json_string("struct")) != 0 ||
+        json_object_set_new(obj, "schema-id", json_integer(schema->schema_id)) != 0)
+        goto fail;
+    for (size_t i = 0; i < schema->nfields; i++) {
+        const cdc_ice_field_t *f = &schema->fields[i];
+        json_t *fo = json_object();
+
+        if (fo == NULL || json_array_append_new(fields, fo) != 0)
+            goto fail;
+        if (json_object_set_new(fo, "id", json_integer(f->id)) != 0 ||
+            json_object_set_new(fo, "name", json_string(f->name ? f->name : "")) != 0 ||
+            json_object_set_new(fo, "required", json_boolean(f->required)) != 0 ||
+            json_object_set_new(fo, "type",
+                                json_string(cdc_ice_type_string(f, tbuf, sizeof(tbuf)))) != 0)
+            goto fail;
+        if (f->doc != NULL && json_object_set_new(fo, "doc", json_string(f->doc)) != 0)
+            goto fail;
+    }
+    json_object_set_new(obj, "fields", fields);
+    fields = NULL;
+    for (size_t i = 0; i < schema->nidentifier; i++) {
+        if (json_array_append_new(ids, json_integer(schema->identifier_ids[i])) != 0)
+            goto fail;
+    }
+    json_object_set_new(obj, "identifier-field-ids", ids);
+    return obj;
+fail:
+    json_decref(obj);
+    json_decref(fields);
+    json_decref(ids);
+    return NULL;
+}
+
+char *cdc_ice_schema_to_json(const cdc_ice_schema_t *schema)
+{
+    json_t *obj = cdc_ice_schema_to_jansson(schema);
+    char *text;
+
+    if (obj == NULL)
+        return NULL;
+    text = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(obj);
+    return text;
+}
+
+cdc_err_t cdc_ice_schema_from_jansson(const json_t *obj, cdc_ice_schema_t *out, cdc_error_t *err)
+{
+    const json_t *fields, *ids, *sid;
+    cdc_err_t rc;
+
+    memset(out, 0, sizeof(*out));
+    if (!json_is_object(obj))
+        return cdc_error_set(err, CDC_ERR_INVALID, "iceberg schema is not a JSON object");
+    sid = json_object_get(obj, "schema-id");
+    out->schema_id = json_is_integer(sid) ? (int32_t)json_integer_value(sid) : 0;
+    fields = json_object_get(obj, "fields");
+    if (!json_is_array(fields))
+        return cdc_error_set(err, CDC_ERR_INVALID, "iceberg schema has no \"fields\" array");
+    out->nfields = json_array_size(fields);
+    out->fields = calloc(out->nfields ? out->nfields : 1, sizeof(*out->fields));
+    if (out->fields == NULL) {
+        rc = cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < out->nfields; i++) {
+        const json_t *fo = json_array_get(fields, i);
+        const json_t *id = json_object_get(fo, "id"), *name = json_object_get(fo, "name");
+        const json_t *req = json_object_get(fo, "required"), *type = json_object_get(fo, "type");
+        const json_t *doc = json_object_get(fo, "doc");
+        cdc_ice_field_t *f = &out->fields[i];
+
+        if (!json_is_integer(id) || !json_is_string(name)) {
+            rc = cdc_error_set(err, CDC_ERR_INVALID,
+                               "iceberg schema field %zu has no integer \"id\" or string \"name\"",
+                               i);
+            goto fail;
+        }
+        if (!json_is_string(type)) {
+            rc = cdc_error_set(err, CDC_ERR_UNSUPPORTED,
+                               "iceberg schema field \"%s\" is not of a primitive type",
+                               json_string_value(name));
+            goto fail;
+        }
+        f->id = (int32_t)json_integer_value(id);
+        f->required = json_is_true(req);
+        f->name = strdup(json_string_value(name));
+        f->doc = json_is_string(doc) ? strdup(json_string_value(doc)) : NULL;
+        if (f->name == NULL || (json_is_string(doc) && f->doc == NULL)) {
+            rc = cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        rc = cdc_ice_type_parse(json_string_value(type), f);
+        if (rc != CDC_OK) {
+            cdc_error_set(err, rc, "iceberg schema field \"%s\" has unsupported type \"%s\"",
+                          f->name, json_string_value(type));
+            goto fail;
+        }
+    }
+    ids = json_object_get(obj, "identifier-field-ids");
+    if (json_is_array(ids) && json_array_size(ids) > 0) {
+        out->nidentifier = json_array_size(ids);
+        out->identifier_ids = calloc(out->nidentifier, sizeof(int32_t));
+        if (out->identifier_ids == NULL) {
+            rc = cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        for (size_t i = 0; i < out->nidentifier; i++)
+            out->identifier_ids[i] = (int32_t)json_integer_value(json_array_get(ids, i));
+    }
+    return CDC_OK;
+fail:
+    cdc_ice_schema_free(out);
+    return rc;
+}
+
+cdc_err_t cdc_ice_schema_from_json(const char *text, cdc_ice_schema_t *out, cdc_error_t *err)
+{
+    json_error_t jerr;
+    json_t *obj = json_loads(text, 0, &jerr);
+    cdc_err_t rc;
+
+    if (obj == NULL) {
+        memset(out, 0, sizeof(*out));
+        return cdc_error_set(err, CDC_ERR_INVALID, "could not parse iceberg schema JSON: %s",
+                             jerr.text);
+    }
+    rc = cdc_ice_schema_from_jansson(obj, out, err);
+    json_decref(obj);
+    return rc;
+}
+
+cdc_err_t cdc_ice_schema_copy(cdc_ice_schema_t *dst, const cdc_ice_schema_t *src)
+{
+    memset(dst, 0, sizeof(*dst));
+    dst->schema_id = src->schema_id;
+    dst->fields = calloc(src->nfields ? src->nfields : 1, sizeof(*dst->fields));
+    if (dst->fields == NULL)
+        goto fail;
+    dst->nfields = src->nfields;
+    for (size_t i = 0; i < src->nfields; i++) {
+        dst->fields[i] = src->fields[i];
+        dst->fields[i].name = strdup(src->fields[i].name ? src->fields[i].name : "");
+        dst->fields[i].doc = src->fields[i].doc ? strdup(src->fields[i].doc) : NULL;
+        if (dst->fields[i].name == NULL || (src->fields[i].doc && dst->fields[i].doc == NULL))
+            goto fail;
+    }
+    if (src->nidentifier > 0) {
+        dst->identifier_ids = malloc(src->nidentifier * sizeof(int32_t));
+        if (dst->identifier_ids == NULL)
+            goto fail;
+        memcpy(dst->identifier_ids, src->identifier_ids, src->nidentifier * sizeof(int32_t));
+        dst->nidentifier = src->nidentifier;
+    }
+    return CDC_OK;
+fail:
+    cdc_ice_schema_free(dst);
+    return CDC_ERR_NOMEM;
+}
+
+void cdc_ice_schema_free(cdc_ice_schema_t *schema)
+{
+    if (schema == NULL)
+        return;
+    for (size_t i = 0; schema->fields != NULL && i < schema->nfields; i++) {
+        free(schema->fields[i].name);
+        free(schema->fields[i].doc);
+    }
+    free(schema->fields);
+    free(schema->identifier_ids);
+    memset(schema, 0, sizeof(*schema));
+}
+
+int cdc_ice_schema_find(const cdc_ice_schema_t *schema, int32_t field_id)
+{
+    for (size_t i = 0; i < schema->nfields; i++) {
+        if (schema->fields[i].id == field_id)
+            return (int)i;
+    }
+    return -1;
+}
+
+static void *dup_array(const void *src, size_t n, size_t size, bool *ok)
+{
+    void *p;
+
+    if (src == NULL || n == 0)
+        return NULL;
+    p = malloc(n * size);
+    if (p == NULL) {
+        *ok = false;
+        return NULL;
+    }
+    memcpy(p, src, n * size);
+    return p;
+}
+
+cdc_err_t cdc_ice_data_file_copy(cdc_ice_data_file_t *dst, const cdc_ice_data_file_t *src)
+{
+    bool ok = true;
+
+    *dst = *src;
+    dst->path = NULL;
+    dst->equality_ids = dup_array(src->equality_ids, src->nequality_ids, sizeof(int32_t), &ok);
+    dst->stats = dup_array(src->stats, src->nstats, sizeof(cdc_ice_col_stats_t), &ok);
+    dst->split_offsets = dup_array(src->split_offsets, src->nsplit_offsets, sizeof(int64_t), &ok);
+    if (src->path != NULL) {
+        dst->path = strdup(src->path);
+        ok = ok && dst->path != NULL;
+    }
+    if (!ok) {
+        cdc_ice_data_file_clear(dst);
+        return CDC_ERR_NOMEM;
+    }
+    return CDC_OK;
+}
+
+void cdc_ice_data_file_clear(cdc_ice_data_file_t *df)
+{
+    if (df == NULL)
+        return;
+    free(df->path);
+    free(df->equality_ids);
+    free(df->stats);
+    free(df->split_offsets);
+    memset(df, 0, sizeof(*df));
+}

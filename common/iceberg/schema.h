@@ -1,0 +1,65 @@
+/*
+ * Iceberg schema helpers shared by the Parquet writer (the `iceberg.schema`
+ * footer key), table metadata (the `schemas` list) and manifests (the `schema`
+ * Avro metadata key): type names, the schema <-> JSON mapping of the Iceberg
+ * spec ({"type":"struct","schema-id":N,"fields":[{"id","name","required",
+ * "type"}],"identifier-field-ids":[...]}), deep copy and release, and release
+ * of data-file descriptors. JSON goes through jansson.
+ */
+#ifndef CDC_ICEBERG_SCHEMA_H
+#define CDC_ICEBERG_SCHEMA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "common/err.h"
+#include "common/iceberg/types.h"
+
+/*
+ * Iceberg type string of a field: "boolean", "int", "long", "float", "double",
+ * "decimal(P,S)", "string", "binary", "date", "time", "timestamp",
+ * "timestamptz", "uuid". Writes into buf (32 bytes are always enough) and returns buf.
+ */
+const char *cdc_ice_type_string(const cdc_ice_field_t *field, char *buf, size_t cap);
+
+/* Parses an Iceberg primitive type string into field->type/precision/scale. */
+cdc_err_t cdc_ice_type_parse(const char *text, cdc_ice_field_t *field);
+
+/* New reference to the schema's JSON object; NULL on allocation failure. Caller decrefs. */
+json_t *cdc_ice_schema_to_jansson(const cdc_ice_schema_t *schema);
+
+/* Compact JSON text of the schema; malloc'ed, caller frees. NULL on allocation failure. */
+char *cdc_ice_schema_to_json(const cdc_ice_schema_t *schema);
+
+/*
+ * Fills *out (caller-provided, contents overwritten) from a schema JSON object.
+ * Only flat schemas of primitive types are accepted (CDC_ERR_UNSUPPORTED
+ * otherwise). On success *out owns its arrays (release with
+ * cdc_ice_schema_free()); on failure *out is zeroed.
+ */
+cdc_err_t cdc_ice_schema_from_jansson(const json_t *obj, cdc_ice_schema_t *out, cdc_error_t *err);
+
+/* Same as cdc_ice_schema_from_jansson() from JSON text. */
+cdc_err_t cdc_ice_schema_from_json(const char *text, cdc_ice_schema_t *out, cdc_error_t *err);
+
+/* Deep copy into *dst (contents overwritten). On failure *dst is zeroed. */
+cdc_err_t cdc_ice_schema_copy(cdc_ice_schema_t *dst, const cdc_ice_schema_t *src);
+
+/* Frees the arrays and strings inside *schema (not schema itself) and zeroes it. */
+void cdc_ice_schema_free(cdc_ice_schema_t *schema);
+
+/* Index of the field with this id, or -1. */
+int cdc_ice_schema_find(const cdc_ice_schema_t *schema, int32_t field_id);
+
+/*
+ * Deep copy of a data-file descriptor into *dst (contents overwritten). On
+ * failure *dst is zeroed.
+ */
+cdc_err_t cdc_ice_data_file_copy(cdc_ice_data_file_t *dst, const cdc_ice_data_file_t *src);
+
+/* Frees path, equality_ids, stats and split_offsets inside *df and zeroes it. */
+void cdc_ice_data_file_clear(cdc_ice_data_file_t *df);
+
+#endif

@@ -1,0 +1,555 @@
+/*
+ * Checkpoint record: construction and JSON form (see checkpoint.h). Bounds of column
+ * statistics are binary; they travel as lower-case hex strings.
+ */
+#include "coordinator/checkpoint.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+cdc_checkpoint_t *cdc_checkpoint_new(const char *job, uint64_t epoch, uint64_t term,
+                                     uint64_t generation)
+{
+    cdc_checkpoint_t *c = calloc(1, sizeof(*c));
+
+    if (c == NULL)
+        return NULL;
+    c->job = strdup(job ? job : "");
+    if (c->job == NULL) {
+        free(c);
+        return NULL;
+    }
+    c->epoch = epoch;
+    c->term = term;
+    c->generation = generation;
+    return c;
+}
+
+static void free_file(cdc_staged_file_t *f)
+{
+    free(f->table);
+    free(f->file.path);
+    free(f->file.equality_ids);
+    free(f->file.stats);
+    free(f->file.split_offsets);
+}
+
+void cdc_checkpoint_free(cdc_checkpoint_t *c)
+{
+    if (c == NULL)
+        return;
+    for (int p = 0; p < CDC_PARTITIONS; p++) {
+        for (size_t i = 0; i < c->partitions[p].noffsets; i++)
+            free(c->partitions[p].offsets[i].topic);
+        free(c->partitions[p].offsets);
+        free(c->partitions[p].state_handle);
+    }
+    for (size_t i = 0; i < c->nfiles; i++)
+        free_file(&c->files[i]);
+    free(c->files);
+    for (size_t i = 0; i < c->nschemas; i++) {
+        free(c->schemas[i].table);
+        free(c->schemas[i].schema_json);
+    }
+    free(c->schemas);
+    free(c->files_path);
+    free(c->job);
+    free(c);
+}
+
+cdc_err_t cdc_checkpoint_set_offset(cdc_checkpoint_t *c, uint32_t p, const char *topic,
+                                    int64_t next_offset)
+{
+    cdc_ckpt_partition_t *cp;
+    cdc_topic_offset_t *grown;
+
+    if (p >= CDC_PARTITIONS || topic == NULL)
+        return CDC_ERR_INVALID;
+    cp = &c->partitions[p];
+    for (size_t i = 0; i < cp->noffsets; i++)
+        if (strcmp(cp->offsets[i].topic, topic) == 0) {
+            cp->offsets[i].next_offset = next_offset;
+            return CDC_OK;
+        }
+    grown = realloc(cp->offsets, (cp->noffsets + 1) * sizeof(*grown));
+    if (grown == NULL)
+        return CDC_ERR_NOMEM;
+    cp->offsets = grown;
+    grown[cp->noffsets].topic = strdup(topic);
+    if (grown[cp->noffsets].topic == NULL)
+        return CDC_ERR_NOMEM;
+    grown[cp->noffsets].next_offset = next_offset;
+    cp->noffsets++;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_checkpoint_set_state(cdc_checkpoint_t *c, uint32_t p, const char *handle)
+{
+    char *copy;
+
+    if (p >= CDC_PARTITIONS)
+        return CDC_ERR_INVALID;
+    copy = strdup(handle ? handle : "");
+    if (copy == NULL)
+        return CDC_ERR_NOMEM;
+    free(c->partitions[p].state_handle);
+    c->partitions[p].state_handle = copy;
+    return CDC_OK;
+}
+
+static void *dup_mem(const void *src, size_t n)
+{
+    void *d;
+
+    if (src == NULL || n == 0)
+        return NULL;
+    d = malloc(n);
+    if (d != NULL)
+        memcpy(d, src, n);
+    return d;
+}
+
+cdc_err_t cdc_checkpoint_add_file(cdc_checkpoint_t *c, const cdc_staged_file_t *f)
+{
+    cdc_staged_file_t *grown, *d;
+
+    grown = realloc(c->files, (c->nfiles + 1) * sizeof(*grown));
+    if (grown == NULL)
+        return CDC_ERR_NOMEM;
+    c->files = grown;
+    d = &grown[c->nfiles];
+    memset(d, 0, sizeof(*d));
+    d->table = strdup(f->table ? f->table : "");
+    d->partition = f->partition;
+    d->file = f->file;
+    d->file.path = strdup(f->file.path ? f->file.path : "");
+    d->file.equality_ids =
+        dup_mem(f->file.equality_ids, f->file.nequality_ids * sizeof(*f->file.equality_ids));
+    d->file.stats = dup_mem(f->file.stats, f->file.nstats * sizeof(*f->file.stats));
+    d->file.split_offsets =
+        dup_mem(f->file.split_offsets, f->file.nsplit_offsets * sizeof(*f->file.split_offsets));
+    if (d->table == NULL || d->file.path == NULL ||
+        (f->file.nequality_ids && d->file.equality_ids == NULL) ||
+        (f->file.nstats && d->file.stats == NULL) ||
+        (f->file.nsplit_offsets && d->file.split_offsets == NULL)) {
+        free_file(d);
+        return CDC_ERR_NOMEM;
+    }
+    c->nfiles++;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_checkpoint_add_schema(cdc_checkpoint_t *c, const char *table, const char *schema_json)
+{
+    cdc_schema_update_t *grown;
+
+    for (size_t i = 0; i < c->nschemas; i++)
+        if (strcmp(c->schemas[i].table, table) == 0 &&
+            strcmp(c->schemas[i].schema_json, schema_json) == 0)
+            return CDC_OK;
+    grown = realloc(c->schemas, (c->nschemas + 1) * sizeof(*grown));
+    if (grown == NULL)
+        return CDC_ERR_NOMEM;
+    c->schemas = grown;
+    grown[c->nschemas].table = strdup(table);
+    grown[c->nschemas].schema_json = strdup(schema_json);
+    if (grown[c->nschemas].table == NULL || grown[c->nschemas].schema_json == NULL) {
+        free(grown[c->nschemas].table);
+        free(grown[c->nschemas].schema_json);
+        return CDC_ERR_NOMEM;
+    }
+    c->nschemas++;
+    return CDC_OK;
+}
+
+void cdc_checkpoint_totals(const cdc_checkpoint_t *c, int64_t *bytes, int64_t *records,
+                           size_t *data_files, size_t *delete_files)
+{
+    int64_t b = 0, r = 0;
+    size_t nd = 0, ndel = 0;
+
+    for (size_t i = 0; i < c->nfiles; i++) {
+        b += c->files[i].file.file_size_in_bytes;
+        if (c->files[i].file.content == CDC_ICE_CONTENT_DATA) {
+            r += c->files[i].file.record_count;
+            nd++;
+        } else {
+            ndel++;
+        }
+    }
+    if (bytes)
+        *bytes = b;
+    if (records)
+        *records = r;
+    if (data_files)
+        *data_files = nd;
+    if (delete_files)
+        *delete_files = ndel;
+}
+
+/* ---- JSON ----------------------------------------------------------------------- */
+
+static json_t *hex_value(const uint8_t *b, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    char buf[2 * 64 + 1];
+
+    if (n > 64)
+        n = 64;
+    for (size_t i = 0; i < n; i++) {
+        buf[2 * i] = digits[b[i] >> 4];
+        buf[2 * i + 1] = digits[b[i] & 15];
+    }
+    buf[2 * n] = '\0';
+    return json_string(buf);
+}
+
+static int hex_digit(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+static bool hex_parse(const char *s, uint8_t *out, size_t cap, size_t *len)
+{
+    size_t n = strlen(s);
+
+    if (n % 2 != 0 || n / 2 > cap)
+        return false;
+    for (size_t i = 0; i < n / 2; i++) {
+        int hi = hex_digit(s[2 * i]), lo = hex_digit(s[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return false;
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    *len = n / 2;
+    return true;
+}
+
+static json_t *file_json(const cdc_staged_file_t *f)
+{
+    json_t *o = json_object(), *eq = json_array(), *st = json_array(), *so = json_array();
+
+    for (size_t i = 0; i < f->file.nequality_ids; i++)
+        json_array_append_new(eq, json_integer(f->file.equality_ids[i]));
+    for (size_t i = 0; i < f->file.nsplit_offsets; i++)
+        json_array_append_new(so, json_integer(f->file.split_offsets[i]));
+    for (size_t i = 0; i < f->file.nstats; i++) {
+        const cdc_ice_col_stats_t *s = &f->file.stats[i];
+        json_t *so1 = json_object();
+        json_object_set_new(so1, "id", json_integer(s->field_id));
+        json_object_set_new(so1, "size", json_integer(s->column_size));
+        json_object_set_new(so1, "values", json_integer(s->value_count));
+        json_object_set_new(so1, "nulls", json_integer(s->null_count));
+        json_object_set_new(so1, "nans", json_integer(s->nan_count));
+        if (s->has_bounds) {
+            json_object_set_new(so1, "lower", hex_value(s->lower, s->lower_len));
+            json_object_set_new(so1, "upper", hex_value(s->upper, s->upper_len));
+        }
+        json_array_append_new(st, so1);
+    }
+    json_object_set_new(o, "table", json_string(f->table));
+    json_object_set_new(o, "p", json_integer(f->partition));
+    json_object_set_new(o, "path", json_string(f->file.path));
+    json_object_set_new(o, "content", json_integer(f->file.content));
+    json_object_set_new(o, "records", json_integer(f->file.record_count));
+    json_object_set_new(o, "size", json_integer(f->file.file_size_in_bytes));
+    json_object_set_new(o, "schema_id", json_integer(f->file.schema_id));
+    json_object_set_new(o, "eq", eq);
+    json_object_set_new(o, "stats", st);
+    json_object_set_new(o, "splits", so);
+    return o;
+}
+
+static json_t *files_array(const cdc_checkpoint_t *c)
+{
+    json_t *a = json_array();
+
+    for (size_t i = 0; i < c->nfiles; i++)
+        json_array_append_new(a, file_json(&c->files[i]));
+    return a;
+}
+
+char *cdc_checkpoint_to_json(const cdc_checkpoint_t *c, bool with_files)
+{
+    json_t *o = json_object(), *parts = json_array(), *schemas = json_array();
+    char *out;
+
+    json_object_set_new(o, "job", json_string(c->job));
+    json_object_set_new(o, "epoch", json_integer((json_int_t)c->epoch));
+    json_object_set_new(o, "term", json_integer((json_int_t)c->term));
+    json_object_set_new(o, "generation", json_integer((json_int_t)c->generation));
+    json_object_set_new(o, "barrier_ms", json_integer(c->barrier_ms));
+    json_object_set_new(o, "completed_ms", json_integer(c->completed_ms));
+    for (int p = 0; p < CDC_PARTITIONS; p++) {
+        const cdc_ckpt_partition_t *cp = &c->partitions[p];
+        json_t *po = json_object(), *offs = json_object();
+        for (size_t i = 0; i < cp->noffsets; i++)
+            json_object_set_new(offs, cp->offsets[i].topic,
+                                json_integer(cp->offsets[i].next_offset));
+        json_object_set_new(po, "p", json_integer(p));
+        json_object_set_new(po, "offsets", offs);
+        json_object_set_new(po, "state", json_string(cp->state_handle ? cp->state_handle : ""));
+        json_object_set_new(po, "owner", json_string(cp->owner));
+        json_array_append_new(parts, po);
+    }
+    json_object_set_new(o, "partitions", parts);
+    for (size_t i = 0; i < c->nschemas; i++) {
+        json_t *so = json_object();
+        json_object_set_new(so, "table", json_string(c->schemas[i].table));
+        json_object_set_new(so, "schema", json_string(c->schemas[i].schema_json));
+        json_array_append_new(schemas, so);
+    }
+    json_object_set_new(o, "schemas", schemas);
+    if (with_files)
+        json_object_set_new(o, "files", files_array(c));
+    if (c->files_path)
+        json_object_set_new(o, "files_path", json_string(c->files_path));
+    {
+        int64_t bytes, records;
+        size_t nd, ndel;
+        cdc_checkpoint_totals(c, &bytes, &records, &nd, &ndel);
+        json_object_set_new(o, "bytes", json_integer(bytes));
+        json_object_set_new(o, "records", json_integer(records));
+        json_object_set_new(o, "data_files", json_integer((json_int_t)nd));
+        json_object_set_new(o, "delete_files", json_integer((json_int_t)ndel));
+    }
+    out = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return out;
+}
+
+char *cdc_checkpoint_files_to_json(const cdc_checkpoint_t *c)
+{
+    json_t *o = json_object();
+    char *out;
+
+    json_object_set_new(o, "job", json_string(c->job));
+    json_object_set_new(o, "epoch", json_integer((json_int_t)c->epoch));
+    json_object_set_new(o, "files", files_array(c));
+    out = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return out;
+}
+
+static int64_t get_int(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
+}
+
+static cdc_err_t parse_file(json_t *fo, cdc_staged_file_t *f, cdc_error_t *e)
+{
+    json_t *eq, *st, *so;
+    size_t i;
+    const char *table = json_string_value(json_object_get(fo, "table"));
+    const char *path = json_string_value(json_object_get(fo, "path"));
+
+    memset(f, 0, sizeof(*f));
+    if (table == NULL || path == NULL)
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "checkpoint file entry lacks table or path");
+    f->table = (char *)table; /* borrowed; cdc_checkpoint_add_file copies */
+    f->file.path = (char *)path;
+    f->partition = (uint32_t)get_int(fo, "p");
+    f->file.content = (cdc_ice_content_t)get_int(fo, "content");
+    f->file.record_count = get_int(fo, "records");
+    f->file.file_size_in_bytes = get_int(fo, "size");
+    f->file.schema_id = (int32_t)get_int(fo, "schema_id");
+    eq = json_object_get(fo, "eq");
+    if (json_array_size(eq) > 0) {
+        f->file.equality_ids = calloc(json_array_size(eq), sizeof(int32_t));
+        if (f->file.equality_ids == NULL)
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        for (i = 0; i < json_array_size(eq); i++)
+            f->file.equality_ids[i] = (int32_t)json_integer_value(json_array_get(eq, i));
+        f->file.nequality_ids = json_array_size(eq);
+    }
+    so = json_object_get(fo, "splits");
+    if (json_array_size(so) > 0) {
+        f->file.split_offsets = calloc(json_array_size(so), sizeof(int64_t));
+        if (f->file.split_offsets == NULL)
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        for (i = 0; i < json_array_size(so); i++)
+            f->file.split_offsets[i] = (int64_t)json_integer_value(json_array_get(so, i));
+        f->file.nsplit_offsets = json_array_size(so);
+    }
+    st = json_object_get(fo, "stats");
+    if (json_array_size(st) > 0) {
+        f->file.stats = calloc(json_array_size(st), sizeof(cdc_ice_col_stats_t));
+        if (f->file.stats == NULL)
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        f->file.nstats = json_array_size(st);
+        for (i = 0; i < json_array_size(st); i++) {
+            json_t *v = json_array_get(st, i);
+            cdc_ice_col_stats_t *s = &f->file.stats[i];
+            const char *lo = json_string_value(json_object_get(v, "lower"));
+            const char *hi = json_string_value(json_object_get(v, "upper"));
+            s->field_id = (int32_t)get_int(v, "id");
+            s->column_size = get_int(v, "size");
+            s->value_count = get_int(v, "values");
+            s->null_count = get_int(v, "nulls");
+            s->nan_count = get_int(v, "nans");
+            if (lo && hi) {
+                if (!hex_parse(lo, s->lower, sizeof(s->lower), &s->lower_len) ||
+                    !hex_parse(hi, s->upper, sizeof(s->upper), &s->upper_len))
+                    return cdc_error_set(e, CDC_ERR_CORRUPT,
+                                         "checkpoint file \"%s\" has bad column bounds", path);
+                s->has_bounds = true;
+            }
+        }
+    }
+    return CDC_OK;
+}
+
+static cdc_err_t parse_files(cdc_checkpoint_t *c, json_t *files, cdc_error_t *e)
+{
+    size_t i;
+
+    for (i = 0; i < json_array_size(files); i++) {
+        json_t *fo = json_array_get(files, i);
+        cdc_staged_file_t f;
+        cdc_err_t rc = parse_file(fo, &f, e);
+        if (rc == CDC_OK)
+            rc = cdc_checkpoint_add_file(c, &f);
+        free(f.file.equality_ids);
+        free(f.file.stats);
+        free(f.file.split_offsets);
+        if (rc != CDC_OK)
+            return e && e->code != CDC_OK ? rc : cdc_error_set(e, rc, "out of memory");
+    }
+    return CDC_OK;
+}
+
+cdc_err_t cdc_checkpoint_from_json(const char *json, size_t len, cdc_checkpoint_t **out,
+                                   cdc_error_t *e)
+{
+    json_error_t je;
+    json_t *o = json_loadb(json, len, 0, &je), *parts, *schemas, *files;
+    cdc_checkpoint_t *c = NULL;
+    cdc_err_t rc = CDC_OK;
+    size_t i;
+
+    *out = NULL;
+    if (o == NULL || !json_is_object(o)) {
+        rc = cdc_error_set(e, CDC_ERR_CORRUPT, "checkpoint record is not a JSON object: %s",
+                           o ? "wrong type" : je.text);
+        goto cleanup;
+    }
+    if (!json_is_integer(json_object_get(o, "epoch"))) {
+        rc = cdc_error_set(e, CDC_ERR_CORRUPT, "checkpoint record lacks \"epoch\"");
+        goto cleanup;
+    }
+    c = cdc_checkpoint_new(json_string_value(json_object_get(o, "job")),
+                           (uint64_t)get_int(o, "epoch"), (uint64_t)get_int(o, "term"),
+                           (uint64_t)get_int(o, "generation"));
+    if (c == NULL) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto cleanup;
+    }
+    c->barrier_ms = get_int(o, "barrier_ms");
+    c->completed_ms = get_int(o, "completed_ms");
+    parts = json_object_get(o, "partitions");
+    for (i = 0; i < json_array_size(parts); i++) {
+        json_t *po = json_array_get(parts, i);
+        int64_t p = get_int(po, "p");
+        const char *topic, *owner = json_string_value(json_object_get(po, "owner"));
+        json_t *off;
+        if (p < 0 || p >= CDC_PARTITIONS) {
+            rc = cdc_error_set(e, CDC_ERR_CORRUPT,
+                               "checkpoint %" PRIu64 " names partition %" PRId64, c->epoch, p);
+            goto cleanup;
+        }
+        void *it = json_object_iter(json_object_get(po, "offsets"));
+        for (; it != NULL; it = json_object_iter_next(json_object_get(po, "offsets"), it)) {
+            topic = json_object_iter_key(it);
+            off = json_object_iter_value(it);
+            if ((rc = cdc_checkpoint_set_offset(c, (uint32_t)p, topic,
+                                                (int64_t)json_integer_value(off))) != CDC_OK)
+                goto nomem;
+        }
+        if ((rc = cdc_checkpoint_set_state(
+                 c, (uint32_t)p, json_string_value(json_object_get(po, "state")))) != CDC_OK)
+            goto nomem;
+        if (owner)
+            snprintf(c->partitions[p].owner, sizeof(c->partitions[p].owner), "%s", owner);
+    }
+    schemas = json_object_get(o, "schemas");
+    for (i = 0; i < json_array_size(schemas); i++) {
+        json_t *po = json_array_get(schemas, i);
+        const char *t = json_string_value(json_object_get(po, "table"));
+        const char *s = json_string_value(json_object_get(po, "schema"));
+        if (t == NULL || s == NULL) {
+            rc = cdc_error_set(e, CDC_ERR_CORRUPT, "checkpoint %" PRIu64 " has a bad schema entry",
+                               c->epoch);
+            goto cleanup;
+        }
+        if ((rc = cdc_checkpoint_add_schema(c, t, s)) != CDC_OK)
+            goto nomem;
+    }
+    files = json_object_get(o, "files");
+    if (files && (rc = parse_files(c, files, e)) != CDC_OK)
+        goto cleanup;
+    if (json_is_string(json_object_get(o, "files_path"))) {
+        c->files_path = strdup(json_string_value(json_object_get(o, "files_path")));
+        if (c->files_path == NULL) {
+            rc = CDC_ERR_NOMEM;
+            goto nomem;
+        }
+    }
+    *out = c;
+    c = NULL;
+    goto cleanup;
+nomem:
+    cdc_error_set(e, rc, "out of memory");
+cleanup:
+    cdc_checkpoint_free(c);
+    json_decref(o);
+    return rc;
+}
+
+cdc_err_t cdc_checkpoint_files_from_json(cdc_checkpoint_t *c, const char *json, size_t len,
+                                         cdc_error_t *e)
+{
+    json_error_t je;
+    json_t *o = json_loadb(json, len, 0, &je);
+    cdc_err_t rc;
+
+    if (o == NULL || !json_is_array(json_object_get(o, "files"))) {
+        json_decref(o);
+        return cdc_error_set(e, CDC_ERR_CORRUPT,
+                             "pending file list of checkpoint %" PRIu64 " is not valid", c->epoch);
+    }
+    rc = parse_files(c, json_object_get(o, "files"), e);
+    json_decref(o);
+    return rc;
+}
+
+char *cdc_checkpoint_offsets_json(const cdc_checkpoint_t *c)
+{
+    json_t *o = json_object();
+    char *out;
+
+    for (int p = 0; p < CDC_PARTITIONS; p++)
+        for (size_t i = 0; i < c->partitions[p].noffsets; i++) {
+            const cdc_topic_offset_t *to = &c->partitions[p].offsets[i];
+            json_t *arr = json_object_get(o, to->topic);
+            if (arr == NULL) {
+                arr = json_array();
+                for (int q = 0; q < CDC_PARTITIONS; q++)
+                    json_array_append_new(arr, json_integer(-1));
+                json_object_set_new(o, to->topic, arr);
+            }
+            json_array_set_new(arr, (size_t)p, json_integer(to->next_offset));
+        }
+    out = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(o);
+    return out;
+}

@@ -1,0 +1,107 @@
+/*
+ * Checkpoint records: what a completed epoch is, and how it is kept in etcd. A record
+ * names, for every partition slot, the next offsets per source topic and the state
+ * handle at the barrier, plus every file staged for the epoch and the schema updates
+ * the workers reported. It is written once, in an etcd transaction fenced by the
+ * leader's term, to /cdc/<job>/checkpoints/<epoch> and /cdc/<job>/latest; that write is
+ * the point of no return. When the file list is large it goes into a pending JSON file
+ * in the warehouse first and the record holds only its path (files_path).
+ *
+ * This file holds the record type and its JSON form (pure, unit tested); the etcd and
+ * warehouse I/O lives in checkpoint_store functions declared at the end.
+ */
+#ifndef CDC_COORDINATOR_CHECKPOINT_H
+#define CDC_COORDINATOR_CHECKPOINT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/iceberg/types.h"
+#include "coordinator/assign.h"
+
+typedef struct cdc_topic_offset {
+    char *topic;
+    int64_t next_offset;
+} cdc_topic_offset_t;
+
+typedef struct cdc_ckpt_partition {
+    cdc_topic_offset_t *offsets; /* next offset per source topic */
+    size_t noffsets;
+    char *state_handle; /* "" or NULL = empty state */
+    char owner[CDC_WORKER_ID_MAX];
+} cdc_ckpt_partition_t;
+
+typedef struct cdc_staged_file {
+    char *table;        /* "<namespace>.<table>" */
+    uint32_t partition; /* slot that produced it */
+    cdc_ice_data_file_t file;
+} cdc_staged_file_t;
+
+typedef struct cdc_schema_update {
+    char *table;
+    char *schema_json; /* Iceberg schema JSON */
+} cdc_schema_update_t;
+
+typedef struct cdc_checkpoint {
+    char *job;
+    uint64_t epoch;
+    uint64_t term;
+    uint64_t generation;
+    int64_t barrier_ms;   /* wall clock when the barrier was sent */
+    int64_t completed_ms; /* wall clock when the last ack arrived */
+    cdc_ckpt_partition_t partitions[CDC_PARTITIONS];
+    cdc_staged_file_t *files;
+    size_t nfiles;
+    cdc_schema_update_t *schemas;
+    size_t nschemas;
+    char *files_path; /* pending file list in the warehouse, NULL when files are inline */
+} cdc_checkpoint_t;
+
+/* Allocates an empty record; returns NULL on allocation failure. Free with cdc_checkpoint_free. */
+cdc_checkpoint_t *cdc_checkpoint_new(const char *job, uint64_t epoch, uint64_t term,
+                                     uint64_t generation);
+void cdc_checkpoint_free(cdc_checkpoint_t *c);
+
+/* Sets the slot's next offset for topic (adds or replaces). Copies topic. */
+cdc_err_t cdc_checkpoint_set_offset(cdc_checkpoint_t *c, uint32_t p, const char *topic,
+                                    int64_t next_offset);
+/* Sets the state handle of slot p (copied). */
+cdc_err_t cdc_checkpoint_set_state(cdc_checkpoint_t *c, uint32_t p, const char *handle);
+/* Appends a file; copies everything in f. */
+cdc_err_t cdc_checkpoint_add_file(cdc_checkpoint_t *c, const cdc_staged_file_t *f);
+/* Appends a schema update unless an identical one for the table is there; copies. */
+cdc_err_t cdc_checkpoint_add_schema(cdc_checkpoint_t *c, const char *table,
+                                    const char *schema_json);
+
+/* Total bytes and record count of data (content 0) files, and delete files. */
+void cdc_checkpoint_totals(const cdc_checkpoint_t *c, int64_t *bytes, int64_t *records,
+                           size_t *data_files, size_t *delete_files);
+
+/*
+ * JSON encoding. with_files=false leaves "files" out (they live in files_path).
+ * Returns a malloc'd NUL-terminated string owned by the caller, or NULL on failure.
+ */
+char *cdc_checkpoint_to_json(const cdc_checkpoint_t *c, bool with_files);
+
+/* Encodes only the file list ({"files":[...]}) for the pending file. Caller frees. */
+char *cdc_checkpoint_files_to_json(const cdc_checkpoint_t *c);
+
+/*
+ * Parses a record. On success *out is a new record owned by the caller. A record with
+ * files_path and no files is valid; load the list with cdc_checkpoint_files_from_json.
+ */
+cdc_err_t cdc_checkpoint_from_json(const char *json, size_t len, cdc_checkpoint_t **out,
+                                   cdc_error_t *e);
+/* Parses a pending file list into c (appending). */
+cdc_err_t cdc_checkpoint_files_from_json(cdc_checkpoint_t *c, const char *json, size_t len,
+                                         cdc_error_t *e);
+
+/*
+ * Summary value of cdc.offsets: {"<topic>":[next offset of slot 0, ..., slot 11], ...}.
+ * Caller frees.
+ */
+char *cdc_checkpoint_offsets_json(const cdc_checkpoint_t *c);
+
+#endif

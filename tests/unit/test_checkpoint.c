@@ -1,0 +1,169 @@
+/* Unit tests for coordinator/checkpoint.c: the record's JSON form round-trips. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "coordinator/checkpoint.h"
+
+static cdc_checkpoint_t *sample(void)
+{
+    cdc_checkpoint_t *c = cdc_checkpoint_new("job1", 42, 9, 3);
+    cdc_staged_file_t f;
+    cdc_ice_col_stats_t st[2];
+    int32_t eq[1] = {1};
+
+    assert_non_null(c);
+    c->barrier_ms = 1000;
+    c->completed_ms = 1100;
+    for (uint32_t p = 0; p < CDC_PARTITIONS; p++) {
+        assert_int_equal(cdc_checkpoint_set_offset(c, p, "cdc.public.a", 10 + p), CDC_OK);
+        assert_int_equal(cdc_checkpoint_set_offset(c, p, "cdc.public.b", 20 + p), CDC_OK);
+        assert_int_equal(cdc_checkpoint_set_offset(c, p, "cdc.public.a", 30 + p), CDC_OK);
+        assert_int_equal(cdc_checkpoint_set_state(c, p, p % 2 ? "s3://x/state/1" : ""), CDC_OK);
+        snprintf(c->partitions[p].owner, sizeof(c->partitions[p].owner), "w%u", p % 3);
+    }
+    memset(&f, 0, sizeof(f));
+    memset(st, 0, sizeof(st));
+    st[0].field_id = 1;
+    st[0].value_count = 5;
+    st[0].nan_count = -1;
+    st[0].has_bounds = true;
+    st[0].lower[0] = 0x00;
+    st[0].lower[1] = 0xff;
+    st[0].lower_len = 2;
+    st[0].upper[0] = 0xab;
+    st[0].upper_len = 1;
+    st[1].field_id = 2;
+    st[1].null_count = 5;
+    f.table = "ns.t";
+    f.partition = 4;
+    f.file.path = "/wh/ns/t/data/a.parquet";
+    f.file.record_count = 5;
+    f.file.file_size_in_bytes = 999;
+    f.file.stats = st;
+    f.file.nstats = 2;
+    assert_int_equal(cdc_checkpoint_add_file(c, &f), CDC_OK);
+    f.table = "ns.t";
+    f.file.path = "/wh/ns/t/data/d.parquet";
+    f.file.content = CDC_ICE_CONTENT_EQUALITY_DELETES;
+    f.file.equality_ids = eq;
+    f.file.nequality_ids = 1;
+    f.file.record_count = 2;
+    assert_int_equal(cdc_checkpoint_add_file(c, &f), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_schema(c, "ns.t", "{\"type\":\"struct\"}"), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_schema(c, "ns.t", "{\"type\":\"struct\"}"), CDC_OK);
+    assert_int_equal(c->nschemas, 1);
+    return c;
+}
+
+static void test_roundtrip(void **state)
+{
+    cdc_checkpoint_t *c = sample(), *d = NULL;
+    cdc_error_t e;
+    char *js, *js2;
+    (void)state;
+
+    js = cdc_checkpoint_to_json(c, true);
+    assert_non_null(js);
+    assert_int_equal(cdc_checkpoint_from_json(js, strlen(js), &d, &e), CDC_OK);
+    assert_int_equal(d->epoch, 42);
+    assert_int_equal(d->term, 9);
+    assert_int_equal(d->generation, 3);
+    assert_string_equal(d->job, "job1");
+    assert_int_equal(d->partitions[3].noffsets, 2);
+    assert_int_equal(d->partitions[3].offsets[0].next_offset, 33);
+    assert_string_equal(d->partitions[3].state_handle, "s3://x/state/1");
+    assert_string_equal(d->partitions[5].owner, "w2");
+    assert_int_equal(d->nfiles, 2);
+    assert_int_equal(d->files[0].file.stats[0].lower_len, 2);
+    assert_int_equal(d->files[0].file.stats[0].lower[1], 0xff);
+    assert_true(d->files[0].file.stats[0].has_bounds);
+    assert_false(d->files[0].file.stats[1].has_bounds);
+    assert_int_equal(d->files[1].file.content, CDC_ICE_CONTENT_EQUALITY_DELETES);
+    assert_int_equal(d->files[1].file.equality_ids[0], 1);
+    assert_int_equal(d->files[0].partition, 4);
+    js2 = cdc_checkpoint_to_json(d, true);
+    assert_string_equal(js, js2);
+    free(js);
+    free(js2);
+    cdc_checkpoint_free(d);
+    cdc_checkpoint_free(c);
+}
+
+static void test_pending_file_list(void **state)
+{
+    cdc_checkpoint_t *c = sample(), *d = NULL;
+    cdc_error_t e;
+    char *rec, *files;
+    (void)state;
+
+    c->files_path = strdup("/wh/_cdc/job1/pending/42.json");
+    rec = cdc_checkpoint_to_json(c, false);
+    files = cdc_checkpoint_files_to_json(c);
+    assert_null(strstr(rec, "a.parquet"));
+    assert_int_equal(cdc_checkpoint_from_json(rec, strlen(rec), &d, &e), CDC_OK);
+    assert_int_equal(d->nfiles, 0);
+    assert_string_equal(d->files_path, "/wh/_cdc/job1/pending/42.json");
+    assert_int_equal(cdc_checkpoint_files_from_json(d, files, strlen(files), &e), CDC_OK);
+    assert_int_equal(d->nfiles, 2);
+    assert_string_equal(d->files[1].file.path, "/wh/ns/t/data/d.parquet");
+    free(rec);
+    free(files);
+    cdc_checkpoint_free(d);
+    cdc_checkpoint_free(c);
+}
+
+static void test_bad_input(void **state)
+{
+    cdc_checkpoint_t *d = NULL;
+    cdc_error_t e;
+    const char *bad[] = {"",
+                         "[]",
+                         "{\"job\":\"x\"}",
+                         "{\"epoch\":1,\"partitions\":[{\"p\":12}]}",
+                         "{\"epoch\":1,\"files\":[{\"table\":\"t\"}]}",
+                         "{\"epoch\":1,\"files\":[{\"table\":\"t\",\"path\":\"p\",\"stats\":[{"
+                         "\"lower\":\"zz\",\"upper\":\"00\"}]}]}"};
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_not_equal(cdc_checkpoint_from_json(bad[i], strlen(bad[i]), &d, &e), CDC_OK);
+        assert_null(d);
+        assert_int_equal(e.code, CDC_ERR_CORRUPT);
+    }
+}
+
+static void test_offsets_summary(void **state)
+{
+    cdc_checkpoint_t *c = sample();
+    char *s;
+    (void)state;
+    s = cdc_checkpoint_offsets_json(c);
+    assert_string_equal(s, "{\"cdc.public.a\":[30,31,32,33,34,35,36,37,38,39,40,41],"
+                           "\"cdc.public.b\":[20,21,22,23,24,25,26,27,28,29,30,31]}");
+    free(s);
+    int64_t bytes, records;
+    size_t nd, ndel;
+    cdc_checkpoint_totals(c, &bytes, &records, &nd, &ndel);
+    assert_int_equal(bytes, 1998);
+    assert_int_equal(records, 5);
+    assert_int_equal(nd, 1);
+    assert_int_equal(ndel, 1);
+    cdc_checkpoint_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_pending_file_list),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_offsets_summary),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
