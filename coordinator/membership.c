@@ -118,6 +118,16 @@ int cdc_members_alive_ids(const cdc_members_t *ms, const char **ids, int cap)
     return n;
 }
 
+int cdc_members_alive_count(const cdc_members_t *ms)
+{
+    int n = 0;
+
+    for (int i = 0; i < ms->n; i++)
+        if (ms->m[i].alive)
+            n++;
+    return n;
+}
+
 bool cdc_members_is_alive(const cdc_members_t *ms, const char *id)
 {
     for (int i = 0; i < ms->n; i++)

@@ -73,6 +73,9 @@ int cdc_members_expire(cdc_members_t *ms, int64_t now_ms, int64_t timeout_ms,
 /* Alive member ids in registration-table order; returns the count (<= cap). */
 int cdc_members_alive_ids(const cdc_members_t *ms, const char **ids, int cap);
 
+/* Number of alive members. */
+int cdc_members_alive_count(const cdc_members_t *ms);
+
 /* Whether a member with this id is alive. */
 bool cdc_members_is_alive(const cdc_members_t *ms, const char *id);
 

@@ -166,6 +166,50 @@ cdc_err_t cdc_store_get_checkpoint(cdc_store_t *st, uint64_t epoch, cdc_checkpoi
     return rc;
 }
 
+cdc_err_t cdc_store_list_checkpoints(cdc_store_t *st, uint64_t lo, uint64_t hi,
+                                     cdc_checkpoint_t ***out, size_t *n, cdc_error_t *e)
+{
+    char prefix[512];
+    cdc_etcd_kvs_t kvs;
+    cdc_checkpoint_t **recs = NULL;
+    size_t count = 0;
+    cdc_err_t rc;
+
+    *out = NULL;
+    *n = 0;
+    snprintf(prefix, sizeof(prefix), "%scheckpoints/", st->prefix);
+    memset(&kvs, 0, sizeof(kvs));
+    if ((rc = cdc_etcd_range_prefix(st->etcd, prefix, 0, &kvs, e)) != CDC_OK)
+        return rc;
+    recs = calloc(kvs.count + 1, sizeof(*recs));
+    if (recs == NULL) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto cleanup;
+    }
+    for (size_t i = 0; i < kvs.count; i++) {
+        uint64_t ep = strtoull(kvs.kvs[i].key + strlen(prefix), NULL, 10);
+        if (ep < lo || ep > hi)
+            continue;
+        rc = cdc_checkpoint_from_json(kvs.kvs[i].value, kvs.kvs[i].value_len, &recs[count], e);
+        if (rc != CDC_OK) {
+            cdc_error_prefix(e, "etcd key \"%s\"", kvs.kvs[i].key);
+            goto cleanup;
+        }
+        count++;
+    }
+    *out = recs;
+    *n = count;
+    recs = NULL;
+cleanup:
+    if (recs != NULL) {
+        for (size_t i = 0; i < count; i++)
+            cdc_checkpoint_free(recs[i]);
+        free(recs);
+    }
+    cdc_etcd_kvs_clear(&kvs);
+    return rc;
+}
+
 cdc_err_t cdc_store_put_committed(cdc_store_t *st, uint64_t epoch, cdc_error_t *e)
 {
     char key[512], val[32];

@@ -52,6 +52,13 @@ cdc_err_t cdc_store_put_checkpoint(cdc_store_t *st, uint64_t epoch, const char *
 cdc_err_t cdc_store_get_checkpoint(cdc_store_t *st, uint64_t epoch, cdc_checkpoint_t **out,
                                    cdc_error_t *e);
 
+/*
+ * Loads every record with lo <= epoch <= hi in epoch order. On CDC_OK *out is a
+ * malloc()ed array of *n records, all owned by the caller.
+ */
+cdc_err_t cdc_store_list_checkpoints(cdc_store_t *st, uint64_t lo, uint64_t hi,
+                                     cdc_checkpoint_t ***out, size_t *n, cdc_error_t *e);
+
 /* Moves committed to epoch (fenced). */
 cdc_err_t cdc_store_put_committed(cdc_store_t *st, uint64_t epoch, cdc_error_t *e);
 
