@@ -8,6 +8,7 @@
 # As a command:             tests/harness/harness.sh up [dir] | down [dir] | env [dir]
 #                           tests/harness/harness.sh etcd-stop|etcd-start|pg-stop|pg-start [dir]
 #                           tests/harness/harness.sh status [dir]
+#                           tests/harness/harness.sh kafka-ctl "BROKER DOWN 2" ...
 # [dir] defaults to $CDC_TEST_TMP. Every process the harness starts runs in its own
 # process group whose id is kept in <dir>/<service>.pid, so `down` (and harness_down)
 # can kill the whole group even after a restart by etcd-start/pg-start from a test.
@@ -278,6 +279,7 @@ _harness_write_env() {
         if [ -s "$dir/kafka.bootstrap" ]; then
             echo "export CDC_TEST_KAFKA='$(cat "$dir/kafka.bootstrap")'"
             echo "export CDC_TEST_KAFKA_CTL='$(cat "$dir/kafka.control")'"
+            echo "export CDC_KAFKA_DEV_CONTROL='$(cat "$dir/kafka.control")'"
             echo "export CDC_TEST_KAFKA_PID=$(cat "$dir/kafka.pid" 2>/dev/null)"
         fi
     } >>"$f"
@@ -378,6 +380,31 @@ harness_pg_start() {
     _harness_pg_start "$dir"
 }
 
+# Sends each argument as one command line to the kafka-dev control channel and prints
+# the replies; fails when any reply is not "OK ...". Usage: harness_kafka_ctl "BROKER DOWN 2"
+harness_kafka_ctl() {
+    local ctl=${CDC_TEST_KAFKA_CTL:-} line rc=0 fd
+    if [ -z "$ctl" ] && [ -n "${CDC_TEST_TMP:-}" ] && [ -s "$CDC_TEST_TMP/kafka.control" ]; then
+        ctl=$(cat "$CDC_TEST_TMP/kafka.control")
+    fi
+    [ -n "$ctl" ] || {
+        _hlog "no kafka-dev control address (CDC_TEST_KAFKA_CTL)"
+        return 1
+    }
+    exec {fd}<>"/dev/tcp/${ctl%:*}/${ctl##*:}" || return 1
+    printf '%s\n' "$@" >&"$fd"
+    for _ in "$@"; do
+        if ! read -r -t 30 line <&"$fd"; then
+            rc=1
+            break
+        fi
+        echo "$line"
+        [[ $line == OK* ]] || rc=1
+    done
+    exec {fd}>&-
+    return "$rc"
+}
+
 # --- command mode ------------------------------------------------------------------------
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
@@ -401,6 +428,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     etcd-start) harness_etcd_start "${1:-}" ;;
     pg-stop) harness_pg_stop "${2:-INT}" "${1:-}" ;;
     pg-start) harness_pg_start "${1:-}" ;;
+    kafka-ctl) harness_kafka_ctl "$@" ;;
     status)
         dir=$(_harness_dir "${1:-}") || exit 1
         for s in pg etcd kafka; do
@@ -414,7 +442,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     *)
         echo "usage: $0 up [dir] | down [dir] | env [dir] | status [dir] |" \
             "etcd-stop [dir] [signal] | etcd-start [dir] | pg-stop [dir] [signal] |" \
-            "pg-start [dir]" >&2
+            "pg-start [dir] | kafka-ctl <command>..." >&2
         exit 2
         ;;
     esac

@@ -1,0 +1,679 @@
+/*
+ * Change-event encoding (see event.h). Values arrive in PostgreSQL's text output form
+ * with the session settings the capture forces on its connections (DateStyle=ISO,
+ * TimeZone=UTC, bytea_output=hex, extra_float_digits=1), which is what the parsers
+ * below rely on.
+ */
+#include "capture/event.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- buffer ---------------------------------------------------------------------- */
+
+static bool reserve(cdc_buf_t *b, size_t extra)
+{
+    size_t need, ncap;
+    char *n;
+
+    if (b->oom)
+        return false;
+    need = b->len + extra + 1;
+    if (need <= b->cap)
+        return true;
+    ncap = b->cap ? b->cap : 256;
+    while (ncap < need)
+        ncap *= 2;
+    n = realloc(b->data, ncap);
+    if (n == NULL) {
+        b->oom = true;
+        return false;
+    }
+    b->data = n;
+    b->cap = ncap;
+    return true;
+}
+
+void cdc_buf_reset(cdc_buf_t *b)
+{
+    b->len = 0;
+    b->oom = false;
+    if (b->data)
+        b->data[0] = '\0';
+}
+
+void cdc_buf_free(cdc_buf_t *b)
+{
+    free(b->data);
+    memset(b, 0, sizeof(*b));
+}
+
+void cdc_buf_put(cdc_buf_t *b, const void *p, size_t n)
+{
+    if (!reserve(b, n))
+        return;
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void cdc_buf_puts(cdc_buf_t *b, const char *s)
+{
+    cdc_buf_put(b, s, strlen(s));
+}
+
+void cdc_buf_putc(cdc_buf_t *b, char c)
+{
+    if (!reserve(b, 1))
+        return;
+    b->data[b->len++] = c;
+    b->data[b->len] = '\0';
+}
+
+void cdc_buf_printf(cdc_buf_t *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (!reserve(b, 64))
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->oom = true;
+        return;
+    }
+    if ((size_t)n >= b->cap - b->len) {
+        if (!reserve(b, (size_t)n))
+            return;
+        va_start(ap, fmt);
+        vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+    }
+    b->len += (size_t)n;
+}
+
+void cdc_buf_json_str(cdc_buf_t *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t i, start = 0;
+
+    if (!reserve(b, n + 2))
+        return;
+    b->data[b->len++] = '"';
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *esc = NULL;
+        char u[7];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        cdc_buf_put(b, s + start, i - start);
+        start = i + 1;
+        switch (c) {
+        case '"':
+            esc = "\\\"";
+            break;
+        case '\\':
+            esc = "\\\\";
+            break;
+        case '\n':
+            esc = "\\n";
+            break;
+        case '\r':
+            esc = "\\r";
+            break;
+        case '\t':
+            esc = "\\t";
+            break;
+        case '\b':
+            esc = "\\b";
+            break;
+        case '\f':
+            esc = "\\f";
+            break;
+        default:
+            u[0] = '\\';
+            u[1] = 'u';
+            u[2] = '0';
+            u[3] = '0';
+            u[4] = hex[c >> 4];
+            u[5] = hex[c & 15];
+            u[6] = '\0';
+            esc = u;
+        }
+        cdc_buf_puts(b, esc);
+    }
+    cdc_buf_put(b, s + start, n - start);
+    cdc_buf_putc(b, '"');
+}
+
+/* ---- scalar parsers ---------------------------------------------------------------- */
+
+static bool digits(const char **p, const char *end, int min, int max, int64_t *out)
+{
+    int64_t v = 0;
+    int n = 0;
+    while (*p < end && **p >= '0' && **p <= '9' && n < max) {
+        v = v * 10 + (**p - '0');
+        (*p)++;
+        n++;
+    }
+    *out = v;
+    return n >= min;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (astronomical year numbering). */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+    int64_t era, yoe, doy, doe;
+    y -= m <= 2;
+    era = (y >= 0 ? y : y - 399) / 400;
+    yoe = y - era * 400;
+    doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static bool ends_with_bc(const char *s, size_t *len)
+{
+    if (*len >= 3 && memcmp(s + *len - 3, " BC", 3) == 0) {
+        *len -= 3;
+        return true;
+    }
+    return false;
+}
+
+/* "YYYY-MM-DD" (4+ digit year) at *p. */
+static bool parse_ymd(const char **p, const char *end, bool bc, int64_t *days)
+{
+    int64_t y, m, d;
+    if (!digits(p, end, 4, 9, &y) || *p >= end || **p != '-')
+        return false;
+    (*p)++;
+    if (!digits(p, end, 2, 2, &m) || *p >= end || **p != '-')
+        return false;
+    (*p)++;
+    if (!digits(p, end, 2, 2, &d))
+        return false;
+    if (m < 1 || m > 12 || d < 1 || d > 31)
+        return false;
+    if (bc)
+        y = 1 - y;
+    *days = days_from_civil(y, m, d);
+    return true;
+}
+
+/* "HH:MM:SS[.ffffff]" at *p. */
+static bool parse_hms(const char **p, const char *end, int64_t *micros)
+{
+    int64_t h, m, s, frac = 0;
+    if (!digits(p, end, 2, 2, &h) || *p >= end || **p != ':')
+        return false;
+    (*p)++;
+    if (!digits(p, end, 2, 2, &m) || *p >= end || **p != ':')
+        return false;
+    (*p)++;
+    if (!digits(p, end, 2, 2, &s))
+        return false;
+    if (*p < end && **p == '.') {
+        int n = 0;
+        (*p)++;
+        while (*p < end && **p >= '0' && **p <= '9') {
+            if (n < 6) {
+                frac = frac * 10 + (**p - '0');
+                n++;
+            }
+            (*p)++;
+        }
+        if (n == 0)
+            return false;
+        while (n++ < 6)
+            frac *= 10;
+    }
+    if (h > 24 || m > 59 || s > 60)
+        return false;
+    *micros = ((h * 60 + m) * 60 + s) * INT64_C(1000000) + frac;
+    return true;
+}
+
+bool cdc_event_parse_date(const char *s, size_t len, int64_t *days)
+{
+    bool bc = ends_with_bc(s, &len);
+    const char *p = s, *end = s + len;
+    return parse_ymd(&p, end, bc, days) && p == end;
+}
+
+bool cdc_event_parse_time(const char *s, size_t len, int64_t *micros)
+{
+    const char *p = s, *end = s + len;
+    return parse_hms(&p, end, micros) && p == end;
+}
+
+bool cdc_event_parse_timestamp(const char *s, size_t len, int64_t *micros)
+{
+    bool bc = ends_with_bc(s, &len);
+    const char *p = s, *end = s + len;
+    int64_t days, tod;
+
+    if (!parse_ymd(&p, end, bc, &days) || p >= end || *p != ' ')
+        return false;
+    p++;
+    if (!parse_hms(&p, end, &tod))
+        return false;
+    *micros = days * INT64_C(86400000000) + tod;
+    if (p < end && (*p == '+' || *p == '-')) {
+        /* zone offset "+HH[:MM[:SS]]": local = UTC + offset, so UTC = local - offset */
+        int sign = *p == '-' ? -1 : 1;
+        int64_t oh, om = 0, os = 0;
+        p++;
+        if (!digits(&p, end, 2, 2, &oh))
+            return false;
+        if (p < end && *p == ':') {
+            p++;
+            if (!digits(&p, end, 2, 2, &om))
+                return false;
+            if (p < end && *p == ':') {
+                p++;
+                if (!digits(&p, end, 2, 2, &os))
+                    return false;
+            }
+        }
+        *micros -= sign * ((oh * 60 + om) * 60 + os) * INT64_C(1000000);
+    }
+    return p == end;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+void cdc_event_put_base64_of_hex(cdc_buf_t *b, const char *s, size_t len)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    uint8_t in[3];
+    size_t n = 0, i;
+
+    if (len < 2 || s[0] != '\\' || s[1] != 'x') {
+        /* not hex output: keep the text so nothing is lost */
+        cdc_buf_json_str(b, s, len);
+        return;
+    }
+    if (!reserve(b, (len - 2) / 2 * 4 / 3 + 8))
+        return;
+    cdc_buf_putc(b, '"');
+    for (i = 2; i + 1 < len; i += 2) {
+        int hi = hexval(s[i]), lo = hexval(s[i + 1]);
+        if (hi < 0 || lo < 0)
+            break;
+        in[n++] = (uint8_t)(hi << 4 | lo);
+        if (n == 3) {
+            char o[4] = {tab[in[0] >> 2], tab[((in[0] & 3) << 4) | (in[1] >> 4)],
+                         tab[((in[1] & 15) << 2) | (in[2] >> 6)], tab[in[2] & 63]};
+            cdc_buf_put(b, o, 4);
+            n = 0;
+        }
+    }
+    if (n == 1) {
+        char o[4] = {tab[in[0] >> 2], tab[(in[0] & 3) << 4], '=', '='};
+        cdc_buf_put(b, o, 4);
+    } else if (n == 2) {
+        char o[4] = {tab[in[0] >> 2], tab[((in[0] & 3) << 4) | (in[1] >> 4)],
+                     tab[(in[1] & 15) << 2], '='};
+        cdc_buf_put(b, o, 4);
+    }
+    cdc_buf_putc(b, '"');
+}
+
+static bool is_json_number(const char *s, size_t len)
+{
+    size_t i = 0;
+    if (i < len && s[i] == '-')
+        i++;
+    if (i >= len || s[i] < '0' || s[i] > '9')
+        return false;
+    if (s[i] == '0' && i + 1 < len && s[i + 1] >= '0' && s[i + 1] <= '9')
+        return false;
+    while (i < len && s[i] >= '0' && s[i] <= '9')
+        i++;
+    if (i < len && s[i] == '.') {
+        i++;
+        if (i >= len || s[i] < '0' || s[i] > '9')
+            return false;
+        while (i < len && s[i] >= '0' && s[i] <= '9')
+            i++;
+    }
+    if (i < len && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < len && (s[i] == '+' || s[i] == '-'))
+            i++;
+        if (i >= len || s[i] < '0' || s[i] > '9')
+            return false;
+        while (i < len && s[i] >= '0' && s[i] <= '9')
+            i++;
+    }
+    return i == len;
+}
+
+/* ---- arrays ------------------------------------------------------------------------ */
+
+/* One array element (already unquoted/unescaped into tmp when quoted). */
+static void put_elem(cdc_buf_t *b, cdc_value_enc_t enc, const char *s, size_t len, bool quoted)
+{
+    if (!quoted && len == 4 && strncasecmp(s, "NULL", 4) == 0) {
+        cdc_buf_puts(b, "null");
+        return;
+    }
+    switch (enc) {
+    case CDC_VENC_INT:
+    case CDC_VENC_FLOAT:
+    case CDC_VENC_DECIMAL:
+        if (is_json_number(s, len)) {
+            cdc_buf_put(b, s, len);
+            return;
+        }
+        break;
+    case CDC_VENC_BOOL:
+        if (len == 1 && (s[0] == 't' || s[0] == 'f')) {
+            cdc_buf_puts(b, s[0] == 't' ? "true" : "false");
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    cdc_buf_json_str(b, s, len);
+}
+
+/*
+ * Parses a PostgreSQL array literal ("{1,2,NULL}", "{{a,b},{c,d}}", "{\"x y\",z}",
+ * optionally prefixed by dimension decoration "[0:1]={...}") into JSON array text.
+ */
+bool cdc_event_array_to_json(cdc_buf_t *b, cdc_value_enc_t elem_enc, const char *s, size_t len)
+{
+    const char *p = s, *end = s + len;
+    cdc_buf_t tmp = {0};
+    int depth = 0;
+    bool need_value = false, ok = false;
+
+    if (p < end && *p == '[') {
+        const char *eq = memchr(p, '=', len);
+        if (eq == NULL)
+            return false;
+        p = eq + 1;
+    }
+    while (p < end) {
+        char c = *p;
+        if (c == '{') {
+            cdc_buf_putc(b, '[');
+            depth++;
+            need_value = false;
+            p++;
+            if (p < end && *p == '}')
+                continue;
+            need_value = true;
+            continue;
+        }
+        if (c == '}') {
+            cdc_buf_putc(b, ']');
+            depth--;
+            p++;
+            if (depth == 0)
+                break;
+            continue;
+        }
+        if (c == ',') {
+            cdc_buf_putc(b, ',');
+            p++;
+            need_value = true;
+            continue;
+        }
+        if (depth == 0 || !need_value)
+            goto cleanup;
+        need_value = false;
+        cdc_buf_reset(&tmp);
+        if (c == '"') {
+            p++;
+            while (p < end && *p != '"') {
+                if (*p == '\\' && p + 1 < end)
+                    p++;
+                cdc_buf_putc(&tmp, *p);
+                p++;
+            }
+            if (p >= end)
+                goto cleanup;
+            p++;
+            put_elem(b, elem_enc, tmp.data ? tmp.data : "", tmp.len, true);
+        } else {
+            const char *start = p;
+            while (p < end && *p != ',' && *p != '}') {
+                if (*p == '\\' && p + 1 < end)
+                    p++;
+                p++;
+            }
+            /* unquoted elements may hold backslash escapes only in odd cases */
+            for (const char *q = start; q < p; q++) {
+                if (*q == '\\' && q + 1 < p)
+                    q++;
+                cdc_buf_putc(&tmp, *q);
+            }
+            put_elem(b, elem_enc, tmp.data ? tmp.data : "", tmp.len, false);
+        }
+    }
+    ok = depth == 0 && p == end;
+cleanup:
+    cdc_buf_free(&tmp);
+    return ok && !b->oom;
+}
+
+/* ---- values ------------------------------------------------------------------------ */
+
+void cdc_event_put_value(cdc_buf_t *b, cdc_value_enc_t enc, uint32_t elem_oid, const char *text,
+                         size_t len)
+{
+    int64_t v;
+
+    switch (enc) {
+    case CDC_VENC_BOOL:
+        if (len == 1 && (text[0] == 't' || text[0] == 'f')) {
+            cdc_buf_puts(b, text[0] == 't' ? "true" : "false");
+            return;
+        }
+        break;
+    case CDC_VENC_INT:
+    case CDC_VENC_FLOAT:
+        if (is_json_number(text, len)) {
+            cdc_buf_put(b, text, len);
+            return;
+        }
+        break; /* NaN, Infinity, -Infinity: strings */
+    case CDC_VENC_DATE:
+        if (cdc_event_parse_date(text, len, &v)) {
+            cdc_buf_printf(b, "%" PRId64, v);
+            return;
+        }
+        break;
+    case CDC_VENC_TIME:
+        if (cdc_event_parse_time(text, len, &v)) {
+            cdc_buf_printf(b, "%" PRId64, v);
+            return;
+        }
+        break;
+    case CDC_VENC_TIMESTAMP:
+        if (cdc_event_parse_timestamp(text, len, &v)) {
+            cdc_buf_printf(b, "%" PRId64, v);
+            return;
+        }
+        break;
+    case CDC_VENC_BYTES:
+        cdc_event_put_base64_of_hex(b, text, len);
+        return;
+    case CDC_VENC_ARRAY: {
+        cdc_buf_t arr = {0};
+        cdc_value_enc_t ee;
+        cdc_ice_type_t ice;
+        int32_t p, s;
+        cdc_schema_map_type(elem_oid, -1, &ice, &p, &s, &ee);
+        if (cdc_event_array_to_json(&arr, ee, text, len)) {
+            cdc_buf_json_str(b, arr.data, arr.len);
+            cdc_buf_free(&arr);
+            return;
+        }
+        cdc_buf_free(&arr);
+        break;
+    }
+    default:
+        break;
+    }
+    cdc_buf_json_str(b, text, len);
+}
+
+/* ---- envelope ---------------------------------------------------------------------- */
+
+static void put_row(cdc_buf_t *b, const cdc_schema_doc_t *schema, const cdc_pgo_tuple_t *row,
+                    bool key_only)
+{
+    bool first = true;
+    cdc_buf_putc(b, '{');
+    for (size_t i = 0; i < schema->ncols && i < row->ncols; i++) {
+        const cdc_schema_col_t *c = &schema->cols[i];
+        const cdc_pgo_value_t *v = &row->cols[i];
+        if (v->kind == CDC_PGO_VAL_UNCHANGED || (key_only && c->key == 0))
+            continue;
+        if (!first)
+            cdc_buf_putc(b, ',');
+        first = false;
+        cdc_buf_json_str(b, c->name, strlen(c->name));
+        cdc_buf_putc(b, ':');
+        if (v->kind == CDC_PGO_VAL_NULL || v->data == NULL)
+            cdc_buf_puts(b, "null");
+        else
+            cdc_event_put_value(b, c->enc, c->elem_oid, v->data, v->len);
+    }
+    cdc_buf_putc(b, '}');
+}
+
+void cdc_event_encode_value(cdc_buf_t *b, const cdc_event_t *ev)
+{
+    const cdc_schema_doc_t *sc = ev->schema;
+    bool any_unchanged = false;
+
+    cdc_buf_puts(b, "{\"before\":");
+    if (ev->before)
+        put_row(b, sc, ev->before, ev->before_key_only);
+    else
+        cdc_buf_puts(b, "null");
+    cdc_buf_puts(b, ",\"after\":");
+    if (ev->after)
+        put_row(b, sc, ev->after, false);
+    else
+        cdc_buf_puts(b, "null");
+    cdc_buf_printf(
+        b, ",\"source\":{\"version\":\"%s\",\"connector\":\"cdc-capture\",\"name\":", CDC_VERSION);
+    cdc_buf_json_str(b, ev->name, strlen(ev->name));
+    cdc_buf_puts(b, ",\"db\":");
+    cdc_buf_json_str(b, ev->db, strlen(ev->db));
+    cdc_buf_puts(b, ",\"schema\":");
+    cdc_buf_json_str(b, sc->pg_schema, strlen(sc->pg_schema));
+    cdc_buf_puts(b, ",\"table\":");
+    cdc_buf_json_str(b, sc->pg_table, strlen(sc->pg_table));
+    cdc_buf_printf(b,
+                   ",\"lsn\":%" PRIu64 ",\"txId\":%" PRIu32 ",\"ts_ms\":%" PRId64
+                   ",\"sequence\":\"[\\\"%" PRIu64 "\\\",\\\"%" PRIu64
+                   "\\\"]\",\"snapshot\":\"%s\"},\"op\":\"%c\",\"ts_ms\":%" PRId64,
+                   ev->lsn, ev->xid, ev->source_ts_ms, ev->commit_lsn, ev->lsn, ev->snapshot,
+                   ev->op, ev->ts_ms);
+    if (ev->after) {
+        for (size_t i = 0; i < sc->ncols && i < ev->after->ncols; i++) {
+            if (ev->after->cols[i].kind != CDC_PGO_VAL_UNCHANGED)
+                continue;
+            cdc_buf_puts(b, any_unchanged ? "," : ",\"unchanged_toast\":[");
+            any_unchanged = true;
+            cdc_buf_json_str(b, sc->cols[i].name, strlen(sc->cols[i].name));
+        }
+        if (any_unchanged)
+            cdc_buf_putc(b, ']');
+    }
+    cdc_buf_putc(b, '}');
+}
+
+static const cdc_pgo_value_t *key_value(const cdc_pgo_tuple_t *row, const cdc_pgo_tuple_t *fallback,
+                                        size_t i)
+{
+    if (row && i < row->ncols && row->cols[i].kind != CDC_PGO_VAL_UNCHANGED)
+        return &row->cols[i];
+    if (fallback && i < fallback->ncols && fallback->cols[i].kind != CDC_PGO_VAL_UNCHANGED)
+        return &fallback->cols[i];
+    return NULL;
+}
+
+bool cdc_event_encode_key(cdc_buf_t *b, const cdc_schema_doc_t *schema, const cdc_pgo_tuple_t *row,
+                          const cdc_pgo_tuple_t *fallback)
+{
+    bool first = true;
+    cdc_buf_putc(b, '{');
+    for (size_t i = 0; i < schema->ncols; i++) {
+        const cdc_schema_col_t *c = &schema->cols[i];
+        const cdc_pgo_value_t *v;
+        if (c->key == 0)
+            continue;
+        v = key_value(row, fallback, i);
+        if (v == NULL)
+            return false;
+        if (!first)
+            cdc_buf_putc(b, ',');
+        first = false;
+        cdc_buf_json_str(b, c->name, strlen(c->name));
+        cdc_buf_putc(b, ':');
+        if (v->kind == CDC_PGO_VAL_NULL || v->data == NULL)
+            cdc_buf_puts(b, "null");
+        else
+            cdc_event_put_value(b, c->enc, c->elem_oid, v->data, v->len);
+    }
+    cdc_buf_putc(b, '}');
+    return !first && !b->oom;
+}
+
+bool cdc_event_same_key(const cdc_schema_doc_t *schema, const cdc_pgo_tuple_t *a,
+                        const cdc_pgo_tuple_t *b)
+{
+    for (size_t i = 0; i < schema->ncols; i++) {
+        const cdc_pgo_value_t *x, *y;
+        if (schema->cols[i].key == 0)
+            continue;
+        x = key_value(a, NULL, i);
+        y = key_value(b, NULL, i);
+        if (x == NULL || y == NULL)
+            continue; /* unchanged TOAST: the value did not change */
+        if (x->kind != y->kind || x->len != y->len ||
+            (x->len && memcmp(x->data, y->data, x->len) != 0))
+            return false;
+    }
+    return true;
+}
+
+const char *cdc_lsn_str(uint64_t lsn, char *buf, size_t size)
+{
+    snprintf(buf, size, "%X/%X", (unsigned)(lsn >> 32), (unsigned)(lsn & 0xffffffffu));
+    return buf;
+}
+
+bool cdc_lsn_parse(const char *s, uint64_t *lsn)
+{
+    unsigned hi, lo;
+    char tail;
+    if (s == NULL || sscanf(s, "%X/%X%c", &hi, &lo, &tail) != 2)
+        return false;
+    *lsn = ((uint64_t)hi << 32) | lo;
+    return true;
+}

@@ -1,0 +1,163 @@
+/*
+ * Table schema documents exchanged between cdc-capture and cdc-worker. The capture
+ * registers one document per (table, version) on the compacted topic
+ * `<prefix>._schemas` (key `<topic>/<version>`) before the first event that uses it;
+ * each event names its version in the `cdc.schema` header. The document lists the
+ * source columns (PostgreSQL type oid/name/typmod, nullability, key position) and the
+ * Iceberg type each maps to, so the worker converts values by schema and never by
+ * guessing from JSON. The PostgreSQL -> Iceberg type mapping lives here too, so that
+ * every process agrees on it. Format: docs/events.md.
+ */
+#ifndef CDC_CDCSCHEMA_H
+#define CDC_CDCSCHEMA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/iceberg/types.h"
+
+#define CDC_SCHEMA_FORMAT 1
+
+/* Built-in PostgreSQL type oids the mapping knows (pg_type.dat). */
+enum {
+    CDC_PG_BOOL = 16,
+    CDC_PG_BYTEA = 17,
+    CDC_PG_CHAR = 18, /* "char", one byte */
+    CDC_PG_NAME = 19,
+    CDC_PG_INT8 = 20,
+    CDC_PG_INT2 = 21,
+    CDC_PG_INT4 = 23,
+    CDC_PG_TEXT = 25,
+    CDC_PG_OID = 26,
+    CDC_PG_JSON = 114,
+    CDC_PG_XML = 142,
+    CDC_PG_FLOAT4 = 700,
+    CDC_PG_FLOAT8 = 701,
+    CDC_PG_MONEY = 790,
+    CDC_PG_BPCHAR = 1042,
+    CDC_PG_VARCHAR = 1043,
+    CDC_PG_DATE = 1082,
+    CDC_PG_TIME = 1083,
+    CDC_PG_TIMESTAMP = 1114,
+    CDC_PG_TIMESTAMPTZ = 1184,
+    CDC_PG_INTERVAL = 1186,
+    CDC_PG_TIMETZ = 1266,
+    CDC_PG_NUMERIC = 1700,
+    CDC_PG_UUID = 2950,
+    CDC_PG_JSONB = 3802,
+};
+
+/* How a column's value is written in the event JSON (docs/events.md, "values"). */
+typedef enum cdc_value_enc {
+    CDC_VENC_BOOL = 0,  /* JSON true/false */
+    CDC_VENC_INT,       /* JSON integer */
+    CDC_VENC_FLOAT,     /* JSON number, or the strings "NaN", "Infinity", "-Infinity" */
+    CDC_VENC_DECIMAL,   /* JSON string holding the exact decimal text, e.g. "12.50" */
+    CDC_VENC_STRING,    /* JSON string, the PostgreSQL text form */
+    CDC_VENC_BYTES,     /* JSON string, standard base64 with padding */
+    CDC_VENC_DATE,      /* JSON integer, days since 1970-01-01 */
+    CDC_VENC_TIME,      /* JSON integer, microseconds since midnight */
+    CDC_VENC_TIMESTAMP, /* JSON integer, microseconds since 1970-01-01 00:00:00 (no zone / UTC) */
+    CDC_VENC_UUID,      /* JSON string, canonical 8-4-4-4-12 lower-case hex */
+    CDC_VENC_ARRAY,     /* JSON string holding a JSON array text, e.g. "[1,2,null]" */
+    CDC_VENC__COUNT
+} cdc_value_enc_t;
+
+/* One column of a source table at one schema version. */
+typedef struct cdc_schema_col {
+    char *name;
+    uint32_t pg_oid;
+    char *pg_type; /* e.g. "int4", "numeric", "public.mood"; may be NULL on decode */
+    int32_t typmod;
+    bool nullable;
+    int key; /* 1-based position in the primary key, 0 when not a key column */
+    cdc_ice_type_t ice_type;
+    int32_t precision; /* DECIMAL only */
+    int32_t scale;     /* DECIMAL only */
+    cdc_value_enc_t enc;
+    uint32_t elem_oid; /* ARRAY only: element type oid, 0 when unknown */
+} cdc_schema_col_t;
+
+/* A table's schema at one version. All strings and arrays are owned by the struct. */
+typedef struct cdc_schema_doc {
+    int format;  /* CDC_SCHEMA_FORMAT */
+    char *topic; /* "<prefix>.<schema>.<table>" */
+    char *pg_schema;
+    char *pg_table;
+    int64_t version; /* > 0, increasing per topic */
+    uint32_t relid;
+    char replica_identity; /* 'd' default, 'f' full, 'i' index, 'n' nothing */
+    cdc_schema_col_t *cols;
+    size_t ncols;
+} cdc_schema_doc_t;
+
+/*
+ * Maps a PostgreSQL column type to its Iceberg type and event value encoding.
+ * `oid` is the column's type oid, `typmod` its atttypmod, `elem_oid` the element type
+ * for arrays (0 when the column is not a known array). Unknown or user-defined types
+ * (enums, domains, composites) map to string/CDC_VENC_STRING. Numeric with a typmod
+ * maps to decimal(p,s) when p <= 38, otherwise (and without typmod) to string holding
+ * the exact decimal text.
+ */
+void cdc_schema_map_type(uint32_t oid, int32_t typmod, cdc_ice_type_t *ice, int32_t *precision,
+                         int32_t *scale, cdc_value_enc_t *enc);
+
+/* Element oid of a built-in array type oid (e.g. 1007 int4[] -> 23), 0 when not an array. */
+uint32_t cdc_schema_array_elem(uint32_t array_oid);
+
+/* Name of a built-in type oid ("int4"), or NULL when not built in. Static storage. */
+const char *cdc_schema_pg_type_name(uint32_t oid);
+
+/* Iceberg type as text: "int", "decimal(12,2)". Writes into buf; returns buf. */
+const char *cdc_schema_ice_type_str(cdc_ice_type_t t, int32_t precision, int32_t scale, char *buf,
+                                    size_t size);
+
+/* Parses an Iceberg primitive type name ("long", "decimal(10,2)"). */
+bool cdc_schema_ice_type_parse(const char *s, cdc_ice_type_t *t, int32_t *precision,
+                               int32_t *scale);
+
+const char *cdc_schema_venc_name(cdc_value_enc_t enc);
+bool cdc_schema_venc_parse(const char *s, cdc_value_enc_t *out);
+
+/*
+ * Serializes doc to compact JSON. On success *out is a malloc'ed NUL-terminated string
+ * owned by the caller (free()). The column order and keys are stable, so equal
+ * documents (ignoring version) serialize equally: see cdc_schema_doc_same_shape().
+ */
+cdc_err_t cdc_schema_doc_encode(const cdc_schema_doc_t *doc, char **out, cdc_error_t *e);
+
+/*
+ * Parses a document. On success *doc is filled (caller frees with
+ * cdc_schema_doc_free()); on failure *doc is left empty. Unknown fields are ignored.
+ */
+cdc_err_t cdc_schema_doc_decode(const char *json, size_t len, cdc_schema_doc_t *doc,
+                                cdc_error_t *e);
+
+/* True when a and b describe the same columns (names, types, key, nullability). */
+bool cdc_schema_doc_same_shape(const cdc_schema_doc_t *a, const cdc_schema_doc_t *b);
+
+/* Deep copy; dst owns its copies. */
+cdc_err_t cdc_schema_doc_copy(cdc_schema_doc_t *dst, const cdc_schema_doc_t *src);
+
+/* Frees everything doc owns and zeroes it. NULL-safe. */
+void cdc_schema_doc_free(cdc_schema_doc_t *doc);
+
+/*
+ * Builds an Iceberg schema from a document: field ids 1..n in column order (callers
+ * that evolve a table keep their own id assignment), identifier fields = key columns.
+ * On success *out owns its strings; free with cdc_schema_ice_free().
+ */
+cdc_err_t cdc_schema_doc_to_iceberg(const cdc_schema_doc_t *doc, cdc_ice_schema_t *out,
+                                    cdc_error_t *e);
+void cdc_schema_ice_free(cdc_ice_schema_t *s);
+
+/* Kafka key of a schema record: "<topic>/<version>". Writes into buf; returns buf. */
+const char *cdc_schema_record_key(const char *topic, int64_t version, char *buf, size_t size);
+
+/* Splits a schema record key; topic is copied into buf. */
+bool cdc_schema_record_key_parse(const char *key, size_t len, char *topic, size_t size,
+                                 int64_t *version);
+
+#endif

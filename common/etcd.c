@@ -1,0 +1,1221 @@
+/*
+ * etcd v3 client over the gRPC JSON gateway (see etcd.h). Every call is one HTTP POST of
+ * a JSON request to /v3/<service>/<method> on the current endpoint, with keys and values
+ * in base64 and int64 fields as strings, as the gateway's protobuf JSON mapping wants.
+ * A transport failure moves on to the next endpoint; a gRPC error in the body is mapped
+ * to a cdc_err_t by its status code. Streaming methods (watch, lease keep-alive) are read
+ * as newline-separated JSON objects until the first useful one arrives; then the
+ * transfer is cut.
+ */
+#include "common/etcd.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "common/log.h"
+
+#define DEFAULT_TIMEOUT_MS 2000
+#define MAX_ENDPOINTS 16
+
+struct cdc_etcd {
+    char *endpoints[MAX_ENDPOINTS];
+    size_t nendpoints;
+    size_t current;
+    int timeout_ms;
+    CURL *curl;
+};
+
+/* gRPC status codes that appear in the gateway's error bodies */
+enum {
+    GRPC_INVALID_ARGUMENT = 3,
+    GRPC_DEADLINE_EXCEEDED = 4,
+    GRPC_NOT_FOUND = 5,
+    GRPC_FAILED_PRECONDITION = 9,
+    GRPC_OUT_OF_RANGE = 11,
+    GRPC_UNAVAILABLE = 14,
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void curl_init_once(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- base64 and key helpers --------------------------------------------------------- */
+
+static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *cdc_etcd_b64_encode(const void *data, size_t len)
+{
+    const unsigned char *in = data;
+    char *out = malloc(4 * ((len + 2) / 3) + 1);
+    size_t o = 0;
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        if (i + 1 < len)
+            v |= (uint32_t)in[i + 1] << 8;
+        if (i + 2 < len)
+            v |= in[i + 2];
+        out[o++] = b64chars[(v >> 18) & 63];
+        out[o++] = b64chars[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? b64chars[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? b64chars[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static int b64val(char ch)
+{
+    if (ch >= 'A' && ch <= 'Z')
+        return ch - 'A';
+    if (ch >= 'a' && ch <= 'z')
+        return ch - 'a' + 26;
+    if (ch >= '0' && ch <= '9')
+        return ch - '0' + 52;
+    if (ch == '+' || ch == '-')
+        return 62;
+    if (ch == '/' || ch == '_')
+        return 63;
+    return -1;
+}
+
+char *cdc_etcd_b64_decode(const char *text, size_t *len)
+{
+    size_t n = strlen(text);
+    char *out = malloc(n / 4 * 3 + 4);
+    size_t o = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t pad = 0;
+
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (text[i] == '=') {
+            pad++;
+            continue;
+        }
+        int v = b64val(text[i]);
+        if (v < 0 || pad > 0)
+            goto bad;
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    /* leftover bits must be zero padding and the total length a valid one */
+    if (pad > 2 || bits >= 6 || (acc & ((1u << bits) - 1)) != 0 || (n > 0 && n % 4 != 0 && pad))
+        goto bad;
+    out[o] = '\0';
+    if (len != NULL)
+        *len = o;
+    return out;
+bad:
+    free(out);
+    return NULL;
+}
+
+char *cdc_etcd_prefix_end(const char *prefix, size_t *len)
+{
+    size_t n = strlen(prefix);
+    char *end = malloc(n + 1);
+    if (end == NULL)
+        return NULL;
+    memcpy(end, prefix, n + 1);
+    while (n > 0) {
+        unsigned char ch = (unsigned char)end[n - 1];
+        if (ch < 0xff) {
+            end[n - 1] = (char)(ch + 1);
+            end[n] = '\0';
+            *len = n;
+            return end;
+        }
+        n--;
+    }
+    /* empty prefix or all 0xff: "\0" means "to the end of the keyspace" */
+    end[0] = '\0';
+    *len = 1;
+    return end;
+}
+
+/* ---- result types ------------------------------------------------------------------- */
+
+void cdc_etcd_kv_clear(cdc_etcd_kv_t *kv)
+{
+    if (kv == NULL)
+        return;
+    free(kv->key);
+    free(kv->value);
+    memset(kv, 0, sizeof(*kv));
+}
+
+void cdc_etcd_kvs_clear(cdc_etcd_kvs_t *kvs)
+{
+    if (kvs == NULL)
+        return;
+    for (size_t i = 0; i < kvs->count; i++)
+        cdc_etcd_kv_clear(&kvs->kvs[i]);
+    free(kvs->kvs);
+    memset(kvs, 0, sizeof(*kvs));
+}
+
+void cdc_etcd_txn_result_clear(cdc_etcd_txn_result_t *r)
+{
+    if (r == NULL)
+        return;
+    for (size_t i = 0; i < r->count; i++)
+        cdc_etcd_kvs_clear(&r->responses[i]);
+    free(r->responses);
+    memset(r, 0, sizeof(*r));
+}
+
+void cdc_etcd_events_clear(cdc_etcd_events_t *ev)
+{
+    if (ev == NULL)
+        return;
+    for (size_t i = 0; i < ev->count; i++)
+        cdc_etcd_kv_clear(&ev->events[i].kv);
+    free(ev->events);
+    memset(ev, 0, sizeof(*ev));
+}
+
+/* ---- JSON helpers ------------------------------------------------------------------- */
+
+/* int64 fields come as strings ("123"); accept numbers too; absent = 0. */
+static int64_t jint(const json_t *obj, const char *name)
+{
+    const json_t *v = json_object_get(obj, name);
+    if (json_is_string(v))
+        return strtoll(json_string_value(v), NULL, 10);
+    if (json_is_integer(v))
+        return (int64_t)json_integer_value(v);
+    return 0;
+}
+
+static json_t *jint_str(int64_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%lld", (long long)v);
+    return json_string(buf);
+}
+
+static int jset_b64(json_t *obj, const char *name, const void *data, size_t len)
+{
+    char *b = cdc_etcd_b64_encode(data, len);
+    if (b == NULL)
+        return -1;
+    int rv = json_object_set_new(obj, name, json_string(b));
+    free(b);
+    return rv;
+}
+
+static int jset_key(json_t *obj, const char *key, bool prefix)
+{
+    if (jset_b64(obj, "key", key, strlen(key)) != 0)
+        return -1;
+    if (prefix) {
+        size_t n;
+        char *end = cdc_etcd_prefix_end(key, &n);
+        if (end == NULL)
+            return -1;
+        int rv = jset_b64(obj, "range_end", end, n);
+        free(end);
+        return rv;
+    }
+    return 0;
+}
+
+/* Decodes a base64 field into a NUL-terminated heap buffer ("" when absent). */
+static int jbytes(const json_t *obj, const char *name, char **out, size_t *len)
+{
+    const char *s = json_string_value(json_object_get(obj, name));
+    *out = cdc_etcd_b64_decode(s ? s : "", len);
+    return *out == NULL ? -1 : 0;
+}
+
+static int decode_kv(const json_t *j, cdc_etcd_kv_t *kv)
+{
+    memset(kv, 0, sizeof(*kv));
+    if (jbytes(j, "key", &kv->key, &kv->key_len) != 0 ||
+        jbytes(j, "value", &kv->value, &kv->value_len) != 0) {
+        cdc_etcd_kv_clear(kv);
+        return -1;
+    }
+    kv->create_revision = jint(j, "create_revision");
+    kv->mod_revision = jint(j, "mod_revision");
+    kv->version = jint(j, "version");
+    kv->lease = jint(j, "lease");
+    return 0;
+}
+
+static int decode_range(const json_t *resp, cdc_etcd_kvs_t *out)
+{
+    const json_t *kvs = json_object_get(resp, "kvs");
+    memset(out, 0, sizeof(*out));
+    out->revision = jint(json_object_get(resp, "header"), "revision");
+    out->more = json_is_true(json_object_get(resp, "more"));
+    size_t n = json_is_array(kvs) ? json_array_size(kvs) : 0;
+    if (n == 0)
+        return 0;
+    out->kvs = calloc(n, sizeof(*out->kvs));
+    if (out->kvs == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (decode_kv(json_array_get(kvs, i), &out->kvs[i]) != 0) {
+            cdc_etcd_kvs_clear(out);
+            return -1;
+        }
+        out->count = i + 1;
+    }
+    return 0;
+}
+
+/* ---- client and transport ------------------------------------------------------------ */
+
+cdc_err_t cdc_etcd_open(cdc_etcd_t **out, const char *endpoints, int timeout_ms, cdc_error_t *e)
+{
+    cdc_etcd_t *c;
+    char *copy, *save = NULL;
+
+    if (endpoints == NULL || endpoints[0] == '\0')
+        return cdc_error_set(e, CDC_ERR_CONFIG,
+                             "no etcd endpoints given: expected e.g. http://127.0.0.1:2379");
+    pthread_once(&curl_once, curl_init_once);
+    c = calloc(1, sizeof(*c));
+    copy = strdup(endpoints);
+    if (c == NULL || copy == NULL) {
+        free(c);
+        free(copy);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    for (char *tok = strtok_r(copy, ", ", &save); tok != NULL; tok = strtok_r(NULL, ", ", &save)) {
+        size_t n = strlen(tok);
+        while (n > 0 && tok[n - 1] == '/')
+            tok[--n] = '\0';
+        if (strncmp(tok, "http://", 7) != 0 && strncmp(tok, "https://", 8) != 0) {
+            cdc_error_set(e, CDC_ERR_CONFIG,
+                          "invalid etcd endpoint \"%s\": expected http://host:port", tok);
+            goto fail;
+        }
+        if (c->nendpoints == MAX_ENDPOINTS) {
+            cdc_error_set(e, CDC_ERR_CONFIG, "too many etcd endpoints (at most %d)", MAX_ENDPOINTS);
+            goto fail;
+        }
+        if ((c->endpoints[c->nendpoints] = strdup(tok)) == NULL) {
+            cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        c->nendpoints++;
+    }
+    if (c->nendpoints == 0) {
+        cdc_error_set(e, CDC_ERR_CONFIG, "no etcd endpoints in \"%s\"", endpoints);
+        goto fail;
+    }
+    if ((c->curl = curl_easy_init()) == NULL) {
+        cdc_error_set(e, CDC_ERR_NOMEM, "could not create a curl handle");
+        goto fail;
+    }
+    c->timeout_ms = timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS;
+    free(copy);
+    *out = c;
+    return CDC_OK;
+fail:
+    free(copy);
+    cdc_etcd_close(c);
+    return e ? e->code : CDC_ERR_CONFIG;
+}
+
+void cdc_etcd_close(cdc_etcd_t *c)
+{
+    if (c == NULL)
+        return;
+    for (size_t i = 0; i < c->nendpoints; i++)
+        free(c->endpoints[i]);
+    if (c->curl != NULL)
+        curl_easy_cleanup(c->curl);
+    free(c);
+}
+
+void cdc_etcd_set_timeout(cdc_etcd_t *c, int timeout_ms)
+{
+    c->timeout_ms = timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS;
+}
+
+typedef struct rbuf {
+    char *data;
+    size_t len, cap;
+    bool oom;
+    /* streaming mode: stop once `want` says an object is the one we wait for */
+    bool stream;
+    size_t parsed;                       /* bytes already consumed as objects */
+    int (*want)(json_t *obj, void *arg); /* 1 = done (keep obj), 0 = continue */
+    void *want_arg;
+    json_t *result; /* the object that ended the stream */
+    bool done;
+} rbuf_t;
+
+/* Feeds complete newline-separated JSON objects of a stream to want(). */
+static void stream_scan(rbuf_t *b)
+{
+    while (!b->done) {
+        size_t start = b->parsed;
+        while (start < b->len &&
+               (b->data[start] == '\n' || b->data[start] == '\r' || b->data[start] == ' '))
+            start++;
+        const char *nl = memchr(b->data + start, '\n', b->len - start);
+        if (nl == NULL)
+            return;
+        size_t n = (size_t)(nl - (b->data + start));
+        json_error_t jerr;
+        json_t *obj = json_loadb(b->data + start, n, 0, &jerr);
+        b->parsed = start + n + 1;
+        if (obj == NULL)
+            continue;
+        if (b->want(obj, b->want_arg)) {
+            b->result = obj;
+            b->done = true;
+            return;
+        }
+        json_decref(obj);
+    }
+}
+
+static size_t on_write(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+    rbuf_t *b = arg;
+    size_t n = size * nmemb;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *d = realloc(b->data, cap);
+        if (d == NULL) {
+            b->oom = true;
+            return 0;
+        }
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, ptr, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    if (b->stream) {
+        stream_scan(b);
+        if (b->done)
+            return 0; /* cut the transfer: we have what we waited for */
+    }
+    return n;
+}
+
+static cdc_err_t grpc_error(cdc_error_t *e, const json_t *body, long http, const char *ep,
+                            const char *path)
+{
+    int64_t code = jint(body, "code");
+    const char *msg = json_string_value(json_object_get(body, "message"));
+    if (msg == NULL)
+        msg = json_string_value(json_object_get(body, "error"));
+    if (msg == NULL)
+        msg = "no message";
+    switch (code) {
+    case GRPC_NOT_FOUND:
+        return cdc_error_set(e, CDC_ERR_NOT_FOUND, "etcd %s%s: %s", ep, path, msg);
+    case GRPC_INVALID_ARGUMENT:
+        return cdc_error_set(e, CDC_ERR_INVALID, "etcd %s%s rejected the request: %s", ep, path,
+                             msg);
+    case GRPC_OUT_OF_RANGE:
+        return cdc_error_set(e, CDC_ERR_STALE, "etcd %s%s: %s", ep, path, msg);
+    case GRPC_DEADLINE_EXCEEDED:
+        return cdc_error_set(e, CDC_ERR_TIMEOUT, "etcd %s%s timed out: %s", ep, path, msg);
+    default:
+        return cdc_error_set_retriable(e, CDC_ERR_UNAVAILABLE, true,
+                                       "etcd %s%s failed (HTTP %ld, gRPC code %lld): %s", ep, path,
+                                       http, (long long)code, msg);
+    }
+}
+
+/*
+ * POSTs req to path on the endpoints, starting with the one that last worked. On CDC_OK
+ * *resp is the decoded JSON body (caller decrefs). With want != NULL the response is
+ * read as a stream and *resp is the first object want() accepted; a stream that times
+ * out before that gives CDC_ERR_TIMEOUT with *idle (may be NULL) set when the stream was
+ * up and simply nothing arrived.
+ */
+static cdc_err_t call(cdc_etcd_t *c, const char *path, json_t *req, int timeout_ms,
+                      int (*want)(json_t *, void *), void *want_arg, json_t **resp, bool *idle,
+                      cdc_error_t *e)
+{
+    char *body = json_dumps(req, JSON_COMPACT);
+    struct curl_slist *headers = NULL;
+    cdc_err_t err = CDC_ERR_UNAVAILABLE;
+    char url[1024];
+
+    if (idle != NULL)
+        *idle = false;
+    if (body == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory encoding an etcd request");
+    headers = curl_slist_append(headers, "Content-Type: application/json");
+    for (size_t attempt = 0; attempt < c->nendpoints; attempt++) {
+        size_t idx = (c->current + attempt) % c->nendpoints;
+        const char *ep = c->endpoints[idx];
+        rbuf_t b = {0};
+        char cerr[CURL_ERROR_SIZE] = "";
+        long http = 0;
+        int to = timeout_ms > 0 ? timeout_ms : c->timeout_ms;
+
+        b.stream = want != NULL;
+        b.want = want;
+        b.want_arg = want_arg;
+        snprintf(url, sizeof(url), "%s%s", ep, path);
+        curl_easy_reset(c->curl);
+        curl_easy_setopt(c->curl, CURLOPT_URL, url);
+        curl_easy_setopt(c->curl, CURLOPT_POST, 1L);
+        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+        curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
+        curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_write);
+        curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &b);
+        curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, cerr);
+        curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, (long)to);
+        curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)(to < 1000 ? to : 1000));
+        CURLcode rc = curl_easy_perform(c->curl);
+        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &http);
+
+        if (b.oom) {
+            free(b.data);
+            json_decref(b.result);
+            err = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory reading etcd %s%s", ep, path);
+            goto done;
+        }
+        if (want != NULL && b.done) {
+            free(b.data);
+            c->current = idx;
+            *resp = b.result;
+            err = CDC_OK;
+            goto done;
+        }
+        if (rc != CURLE_OK) {
+            bool timeout = rc == CURLE_OPERATION_TIMEDOUT;
+            bool got_data = b.len > 0 && http == 200;
+            free(b.data);
+            if (timeout && want != NULL && got_data) {
+                /* the stream was up, simply nothing we wait for arrived */
+                c->current = idx;
+                if (idle != NULL)
+                    *idle = true;
+                err = cdc_error_set(e, CDC_ERR_TIMEOUT, "etcd %s%s: nothing within %d ms", ep, path,
+                                    to);
+                goto done;
+            }
+            err = cdc_error_set_retriable(e, timeout ? CDC_ERR_TIMEOUT : CDC_ERR_UNAVAILABLE, true,
+                                          "could not reach etcd at %s%s: %s", ep, path,
+                                          cerr[0] ? cerr : curl_easy_strerror(rc));
+            cdc_log_debug("%s", e ? e->msg : "etcd request failed");
+            continue;
+        }
+        json_error_t jerr;
+        json_t *j = NULL;
+        if (want != NULL) {
+            /* stream ended without the object we wanted: look at what came */
+            j = json_loadb(b.data ? b.data : "", b.len, JSON_DISABLE_EOF_CHECK, &jerr);
+        } else {
+            j = json_loadb(b.data ? b.data : "", b.len, 0, &jerr);
+        }
+        free(b.data);
+        if (j == NULL) {
+            err = cdc_error_set_retriable(e, CDC_ERR_UNAVAILABLE, true,
+                                          "etcd %s%s answered HTTP %ld with invalid JSON: %s", ep,
+                                          path, http, jerr.text);
+            continue;
+        }
+        const json_t *inner = json_object_get(j, "error");
+        if (json_is_object(inner)) /* streams wrap errors as {"error":{...}} */
+            ;
+        else
+            inner = j;
+        if (http != 200 || json_object_get(inner, "code") != NULL) {
+            err = grpc_error(e, inner, http, ep, path);
+            json_decref(j);
+            if (err == CDC_ERR_UNAVAILABLE || err == CDC_ERR_TIMEOUT)
+                continue;     /* this member cannot serve: try the next one */
+            c->current = idx; /* a definite answer, e.g. not found */
+            goto done;
+        }
+        if (want != NULL) {
+            json_decref(j);
+            err = cdc_error_set_retriable(e, CDC_ERR_UNAVAILABLE, true,
+                                          "etcd %s%s closed the stream early", ep, path);
+            continue;
+        }
+        c->current = idx;
+        *resp = j;
+        err = CDC_OK;
+        goto done;
+    }
+done:
+    curl_slist_free_all(headers);
+    free(body);
+    return err;
+}
+
+/* ---- KV ------------------------------------------------------------------------------ */
+
+cdc_err_t cdc_etcd_range_prefix(cdc_etcd_t *c, const char *prefix, int64_t limit,
+                                cdc_etcd_kvs_t *out, cdc_error_t *e)
+{
+    json_t *req = json_object(), *resp = NULL;
+    cdc_err_t err;
+    if (req == NULL || jset_key(req, prefix, true) != 0) {
+        json_decref(req);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    if (limit > 0)
+        json_object_set_new(req, "limit", jint_str(limit));
+    err = call(c, "/v3/kv/range", req, 0, NULL, NULL, &resp, NULL, e);
+    json_decref(req);
+    if (err != CDC_OK)
+        return cdc_error_prefix(e, "could not read etcd prefix \"%s\"", prefix);
+    if (decode_range(resp, out) != 0)
+        err =
+            cdc_error_set(e, CDC_ERR_UNAVAILABLE, "could not decode etcd range of \"%s\"", prefix);
+    json_decref(resp);
+    return err;
+}
+
+cdc_err_t cdc_etcd_get(cdc_etcd_t *c, const char *key, cdc_etcd_kv_t *out, int64_t *revision,
+                       cdc_error_t *e)
+{
+    json_t *req = json_object(), *resp = NULL;
+    cdc_etcd_kvs_t kvs;
+    cdc_err_t err;
+    if (req == NULL || jset_key(req, key, false) != 0) {
+        json_decref(req);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    err = call(c, "/v3/kv/range", req, 0, NULL, NULL, &resp, NULL, e);
+    json_decref(req);
+    if (err != CDC_OK)
+        return cdc_error_prefix(e, "could not read etcd key \"%s\"", key);
+    if (decode_range(resp, &kvs) != 0) {
+        json_decref(resp);
+        return cdc_error_set(e, CDC_ERR_UNAVAILABLE, "could not decode etcd key \"%s\"", key);
+    }
+    json_decref(resp);
+    if (revision != NULL)
+        *revision = kvs.revision;
+    if (kvs.count == 0) {
+        cdc_etcd_kvs_clear(&kvs);
+        return cdc_error_set(e, CDC_ERR_NOT_FOUND, "etcd key \"%s\" does not exist", key);
+    }
+    *out = kvs.kvs[0];
+    memset(&kvs.kvs[0], 0, sizeof(kvs.kvs[0]));
+    cdc_etcd_kvs_clear(&kvs);
+    return CDC_OK;
+}
+
+cdc_err_t cdc_etcd_put(cdc_etcd_t *c, const char *key, const void *value, size_t value_len,
+                       int64_t lease, int64_t *revision, cdc_error_t *e)
+{
+    json_t *req = json_object(), *resp = NULL;
+    cdc_err_t err;
+    if (req == NULL || jset_key(req, key, false) != 0 ||
+        jset_b64(req, "value", value ? value : "", value ? value_len : 0) != 0) {
+        json_decref(req);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    if (lease != 0)
+        json_object_set_new(req, "lease", jint_str(lease));
+    err = call(c, "/v3/kv/put", req, 0, NULL, NULL, &resp, NULL, e);
+    json_decref(req);
+    if (err == CDC_ERR_NOT_FOUND && lease != 0)
+        return cdc_error_set(e, CDC_ERR_FENCED,
+                             "could not write etcd key \"%s\": lease %lld "
+                             "has expired",
+                             key, (long long)lease);
+    if (err != CDC_OK)
+        return cdc_error_prefix(e, "could not write etcd key \"%s\"", key);
+    if (revision != NULL)
+        *revision = jint(json_object_get(resp, "header"), "revision");
+    json_decref(resp);
+    return CDC_OK;
+}
+
+cdc_err_t cdc_etcd_delete(cdc_etcd_t *c, const char *key, bool prefix, int64_t *deleted,
+                          cdc_error_t *e)
+{
+    json_t *req = json_object(), *resp = NULL;
+    cdc_err_t err;
+    if (req == NULL || jset_key(req, key, prefix) != 0) {
+        json_decref(req);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    err = call(c, "/v3/kv/deleterange", req, 0, NULL, NULL, &resp, NULL, e);
+    json_decref(req);
+    if (err != CDC_OK)
+        return cdc_error_prefix(e, "could not delete etcd key \"%s\"", key);
+    if (deleted != NULL)
+        *deleted = jint(resp, "deleted");
+    json_decref(resp);
+    return CDC_OK;
+}
+
+/* ---- txn ----------------------------------------------------------------------------- */
+
+static json_t *encode_cmp(const cdc_etcd_cmp_t *cmp)
+{
+    static const char *const results[] = {"EQUAL", "GREATER", "LESS", "NOT_EQUAL"};
+    static const char *const targets[] = {"VERSION", "CREATE", "MOD", "VALUE", "LEASE"};
+    static const char *const fields[] = {"version", "create_revision", "mod_revision", "value",
+                                         "lease"};
+    json_t *j = json_object();
+    if (j == NULL || (unsigned)cmp->result > CDC_ETCD_NOT_EQUAL ||
+        (unsigned)cmp->target > CDC_ETCD_CMP_LEASE || jset_key(j, cmp->key, false) != 0)
+        goto fail;
+    json_object_set_new(j, "result", json_string(results[cmp->result]));
+    json_object_set_new(j, "target", json_string(targets[cmp->target]));
+    if (cmp->target == CDC_ETCD_CMP_VALUE) {
+        if (jset_b64(j, "value", cmp->value ? cmp->value : "", cmp->value ? cmp->value_len : 0))
+            goto fail;
+    } else {
+        json_object_set_new(j, fields[cmp->target], jint_str(cmp->number));
+    }
+    return j;
+fail:
+    json_decref(j);
+    return NULL;
+}
+
+static json_t *encode_op(const cdc_etcd_op_t *op)
+{
+    json_t *inner = json_object(), *j = json_object();
+    const char *name = NULL;
+    if (inner == NULL || j == NULL)
+        goto fail;
+    switch (op->type) {
+    case CDC_ETCD_OP_PUT:
+        name = "request_put";
+        if (jset_key(inner, op->key, false) != 0 ||
+            jset_b64(inner, "value", op->value ? op->value : "", op->value ? op->value_len : 0))
+            goto fail;
+        if (op->lease != 0)
+            json_object_set_new(inner, "lease", jint_str(op->lease));
+        break;
+    case CDC_ETCD_OP_DELETE:
+        name = "request_delete_range";
+        if (jset_key(inner, op->key, op->prefix) != 0)
+            goto fail;
+        break;
+    case CDC_ETCD_OP_RANGE:
+        name = "request_range";
+        if (jset_key(inner, op->key, op->prefix) != 0)
+            goto fail;
+        break;
+    default:
+        goto fail;
+    }
+    json_object_set_new(j, name, inner);
+    return j;
+fail:
+    json_decref(inner);
+    json_decref(j);
+    return NULL;
+}
+
+static int encode_ops(json_t *req, const char *name, const cdc_etcd_op_t *ops, size_t n)
+{
+    json_t *arr = json_array();
+    if (arr == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        json_t *op = encode_op(&ops[i]);
+        if (op == NULL) {
+            json_decref(arr);
+            return -1;
+        }
+        json_array_append_new(arr, op);
+    }
+    return json_object_set_new(req, name, arr);
+}
+
+cdc_err_t cdc_etcd_txn(cdc_etcd_t *c, const cdc_etcd_cmp_t *cmps, size_t ncmps,
+                       const cdc_etcd_op_t *success, size_t nsuccess, const cdc_etcd_op_t *failure,
+                       size_t nfailure, cdc_etcd_txn_result_t *out, cdc_error_t *e)
+{
+    json_t *req = json_object(), *resp = NULL, *arr = json_array();
+    cdc_err_t err;
+
+    memset(out, 0, sizeof(*out));
+    if (req == NULL || arr == NULL) {
+        json_decref(arr);
+        goto oom;
+    }
+    json_object_set_new(req, "compare", arr);
+    for (size_t i = 0; i < ncmps; i++) {
+        json_t *cmp = encode_cmp(&cmps[i]);
+        if (cmp == NULL)
+            goto invalid;
+        json_array_append_new(arr, cmp);
+    }
+    if (encode_ops(req, "success", success, nsuccess) != 0 ||
+        encode_ops(req, "failure", failure, nfailure) != 0)
+        goto invalid;
+    err = call(c, "/v3/kv/txn", req, 0, NULL, NULL, &resp, NULL, e);
+    json_decref(req);
+    if (err != CDC_OK)
+        return cdc_error_prefix(e, "etcd transaction failed");
+
+    out->succeeded = json_is_true(json_object_get(resp, "succeeded"));
+    out->revision = jint(json_object_get(resp, "header"), "revision");
+    const json_t *rs = json_object_get(resp, "responses");
+    size_t n = json_is_array(rs) ? json_array_size(rs) : 0;
+    if (n > 0) {
+        out->responses = calloc(n, sizeof(*out->responses));
+        if (out->responses == NULL) {
+            json_decref(resp);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < n; i++) {
+            const json_t *r = json_array_get(rs, i);
+            const json_t *range = json_object_get(r, "response_range");
+            out->count = i + 1;
+            if (range != NULL && decode_range(range, &out->responses[i]) != 0) {
+                json_decref(resp);
+                cdc_etcd_txn_result_clear(out);
+                return cdc_error_set(e, CDC_ERR_UNAVAILABLE,
+                                     "could not decode etcd transaction response");
+            }
+        }
+    }
+    json_decref(resp);
+    return CDC_OK;
+invalid:
+    json_decref(req);
+    return cdc_error_set(e, CDC_ERR_INVALID, "invalid etcd transaction (bad compare or op)");
+oom:
+    json_decref(req);
+    return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+}
+
+/* ---- leases -------------------------------------------------------------------------- */
+
+static json_t *lease_req(int64_t lease)
+{
+    json_t *req = json_object();
+    if (req != NULL)
+        json_object_set_new(req, "ID", jint_str(lease));
+    return req;
+}
+
+cdc_err_t cdc_etcd_lease_grant(cdc_etcd_t *c, int64_t ttl_s, int64_t *lease, cdc_error_t *e)
+{
+    json_t *req = json_object(), *resp = NULL;
+    cdc_err_t err;
+    if (req == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    json_object_set_new(req, "TTL", jint_str(ttl_s));
+    err = call(c, "/v3/lease/grant", req, 0, NULL, NULL, &resp, NULL, e);
+    json_decref(req);
+    if (err != CDC_OK)
+        return cdc_error_prefix(e, "could not grant an etcd lease of %llds", (long long)ttl_s);
+    *lease = jint(resp, "ID");
+    json_decref(resp);
+    if (*lease == 0)
+        return cdc_error_set(e, CDC_ERR_UNAVAILABLE, "etcd granted no lease id");
+    return CDC_OK;
+}
+
+static int want_result(json_t *obj, void *arg)
+{
+    (void)arg;
+    return json_object_get(obj, "result") != NULL || json_object_get(obj, "error") != NULL;
+}
+
+cdc_err_t cdc_etcd_lease_keepalive(cdc_etcd_t *c, int64_t lease, int64_t *ttl_s, cdc_error_t *e)
+{
+    json_t *req = lease_req(lease), *resp = NULL;
+    cdc_err_t err;
+    if (req == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    err = call(c, "/v3/lease/keepalive", req, 0, want_result, NULL, &resp, NULL, e);
+    json_decref(req);
+    if (err != CDC_OK)
+        return cdc_error_prefix(e, "could not renew etcd lease %lld", (long long)lease);
+    const json_t *err_obj = json_object_get(resp, "error");
+    if (err_obj != NULL) {
+        err = grpc_error(e, err_obj, 200, c->endpoints[c->current], "/v3/lease/keepalive");
+        json_decref(resp);
+        return err == CDC_ERR_NOT_FOUND
+                   ? cdc_error_set(e, CDC_ERR_FENCED, "etcd lease %lld has expired",
+                                   (long long)lease)
+                   : err;
+    }
+    int64_t ttl = jint(json_object_get(resp, "result"), "TTL");
+    json_decref(resp);
+    if (ttl <= 0)
+        return cdc_error_set(e, CDC_ERR_FENCED, "etcd lease %lld has expired or was revoked",
+                             (long long)lease);
+    if (ttl_s != NULL)
+        *ttl_s = ttl;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_etcd_lease_revoke(cdc_etcd_t *c, int64_t lease, cdc_error_t *e)
+{
+    json_t *req = lease_req(lease), *resp = NULL;
+    cdc_err_t err;
+    if (req == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    err = call(c, "/v3/lease/revoke", req, 0, NULL, NULL, &resp, NULL, e);
+    json_decref(req);
+    json_decref(resp);
+    if (err == CDC_ERR_NOT_FOUND) {
+        cdc_error_clear(e);
+        return CDC_OK;
+    }
+    if (err != CDC_OK)
+        return cdc_error_prefix(e, "could not revoke etcd lease %lld", (long long)lease);
+    return CDC_OK;
+}
+
+cdc_err_t cdc_etcd_lease_ttl(cdc_etcd_t *c, int64_t lease, int64_t *ttl_s, cdc_error_t *e)
+{
+    json_t *req = lease_req(lease), *resp = NULL;
+    cdc_err_t err;
+    if (req == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    err = call(c, "/v3/lease/timetolive", req, 0, NULL, NULL, &resp, NULL, e);
+    json_decref(req);
+    if (err != CDC_OK)
+        return cdc_error_prefix(e, "could not read etcd lease %lld", (long long)lease);
+    int64_t ttl = jint(resp, "TTL");
+    json_decref(resp);
+    if (ttl < 0)
+        return cdc_error_set(e, CDC_ERR_FENCED, "etcd lease %lld has expired or was revoked",
+                             (long long)lease);
+    if (ttl_s != NULL)
+        *ttl_s = ttl;
+    return CDC_OK;
+}
+
+/* ---- watch --------------------------------------------------------------------------- */
+
+static int want_events(json_t *obj, void *arg)
+{
+    (void)arg;
+    const json_t *r = json_object_get(obj, "result");
+    if (json_object_get(obj, "error") != NULL)
+        return 1;
+    if (r == NULL)
+        return 0;
+    if (json_is_true(json_object_get(r, "canceled")) || jint(r, "compact_revision") != 0)
+        return 1;
+    const json_t *evs = json_object_get(r, "events");
+    return json_is_array(evs) && json_array_size(evs) > 0;
+}
+
+cdc_err_t cdc_etcd_watch_wait(cdc_etcd_t *c, const char *key, bool prefix, int64_t from_revision,
+                              int timeout_ms, cdc_etcd_events_t *out, cdc_error_t *e)
+{
+    json_t *req = json_object(), *create = json_object(), *resp = NULL;
+    cdc_err_t err;
+
+    memset(out, 0, sizeof(*out));
+    if (req == NULL || create == NULL || jset_key(create, key, prefix) != 0) {
+        json_decref(req);
+        json_decref(create);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    if (from_revision > 0)
+        json_object_set_new(create, "start_revision", jint_str(from_revision));
+    json_object_set_new(req, "create_request", create);
+    bool idle = false;
+    err = call(c, "/v3/watch", req, timeout_ms > 0 ? timeout_ms : 1, want_events, NULL, &resp,
+               &idle, e);
+    json_decref(req);
+    if (err == CDC_ERR_TIMEOUT && idle) {
+        /* the watch was established and no change came: an empty answer, not an error */
+        cdc_error_clear(e);
+        return CDC_OK;
+    }
+    if (err != CDC_OK)
+        return cdc_error_prefix(e, "could not watch etcd key \"%s\"", key);
+
+    const json_t *r = json_object_get(resp, "result");
+    if (json_object_get(resp, "error") != NULL) {
+        err = grpc_error(e, json_object_get(resp, "error"), 200, c->endpoints[c->current],
+                         "/v3/watch");
+        json_decref(resp);
+        return err;
+    }
+    if (jint(r, "compact_revision") != 0 || json_is_true(json_object_get(r, "canceled"))) {
+        err = cdc_error_set(e, CDC_ERR_STALE,
+                            "etcd watch of \"%s\" from revision %lld was cancelled (compacted "
+                            "at %lld)",
+                            key, (long long)from_revision, (long long)jint(r, "compact_revision"));
+        json_decref(resp);
+        return err;
+    }
+    const json_t *evs = json_object_get(r, "events");
+    size_t n = json_array_size(evs);
+    out->revision = jint(json_object_get(r, "header"), "revision");
+    out->events = calloc(n, sizeof(*out->events));
+    if (out->events == NULL) {
+        json_decref(resp);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *ev = json_array_get(evs, i);
+        const char *type = json_string_value(json_object_get(ev, "type"));
+        out->events[i].type = type != NULL && strcmp(type, "DELETE") == 0 ? CDC_ETCD_EVENT_DELETE
+                                                                          : CDC_ETCD_EVENT_PUT;
+        out->count = i + 1;
+        if (decode_kv(json_object_get(ev, "kv"), &out->events[i].kv) != 0) {
+            json_decref(resp);
+            cdc_etcd_events_clear(out);
+            return cdc_error_set(e, CDC_ERR_UNAVAILABLE, "could not decode etcd watch event");
+        }
+    }
+    json_decref(resp);
+    return CDC_OK;
+}
+
+/* ---- election ------------------------------------------------------------------------ */
+
+struct cdc_etcd_election {
+    cdc_etcd_t *client;
+    char *key;
+    char *value;
+    int64_t ttl_s;
+    int64_t lease;
+    int64_t term;
+    bool leader;
+};
+
+cdc_err_t cdc_etcd_election_open(cdc_etcd_election_t **out, cdc_etcd_t *c, const char *key,
+                                 const char *value, int64_t ttl_s, cdc_error_t *e)
+{
+    cdc_etcd_election_t *el = calloc(1, sizeof(*el));
+    if (el == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    el->client = c;
+    el->key = strdup(key);
+    el->value = strdup(value ? value : "");
+    el->ttl_s = ttl_s > 0 ? ttl_s : 5;
+    if (el->key == NULL || el->value == NULL) {
+        cdc_etcd_election_close(el);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    *out = el;
+    return CDC_OK;
+}
+
+void cdc_etcd_election_close(cdc_etcd_election_t *el)
+{
+    if (el == NULL)
+        return;
+    free(el->key);
+    free(el->value);
+    free(el);
+}
+
+static cdc_err_t try_once(cdc_etcd_election_t *el, bool *won, int64_t *term, int64_t *revision,
+                          cdc_error_t *e)
+{
+    cdc_err_t err;
+    cdc_etcd_txn_result_t r;
+
+    if (el->lease == 0 &&
+        (err = cdc_etcd_lease_grant(el->client, el->ttl_s, &el->lease, e)) != CDC_OK)
+        return err;
+    cdc_etcd_cmp_t cmp = {.key = el->key,
+                          .target = CDC_ETCD_CMP_CREATE_REVISION,
+                          .result = CDC_ETCD_EQUAL,
+                          .number = 0};
+    cdc_etcd_op_t put = {.type = CDC_ETCD_OP_PUT,
+                         .key = el->key,
+                         .value = el->value,
+                         .value_len = strlen(el->value),
+                         .lease = el->lease};
+    cdc_etcd_op_t get = {.type = CDC_ETCD_OP_RANGE, .key = el->key};
+    err = cdc_etcd_txn(el->client, &cmp, 1, &put, 1, &get, 1, &r, e);
+    if (err != CDC_OK)
+        return err;
+    *revision = r.revision;
+    if (r.succeeded) {
+        el->leader = true;
+        el->term = r.revision; /* the put's revision is the key's create_revision */
+    } else if (r.count == 1 && r.responses[0].count == 1 &&
+               r.responses[0].kvs[0].lease == el->lease) {
+        el->leader = true; /* already ours */
+        el->term = r.responses[0].kvs[0].create_revision;
+    } else {
+        el->leader = false;
+        el->term = 0;
+        if (term != NULL && r.count == 1 && r.responses[0].count == 1)
+            *term = r.responses[0].kvs[0].create_revision;
+    }
+    cdc_etcd_txn_result_clear(&r);
+    *won = el->leader;
+    if (el->leader && term != NULL)
+        *term = el->term;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_etcd_election_try(cdc_etcd_election_t *el, bool *won, int64_t *term, cdc_error_t *e)
+{
+    int64_t revision = 0;
+    cdc_err_t err = try_once(el, won, term, &revision, e);
+    if (err == CDC_ERR_FENCED || err == CDC_ERR_NOT_FOUND) {
+        /* our lease expired between grant and put: start over with a fresh one */
+        el->lease = 0;
+        cdc_error_clear(e);
+        err = try_once(el, won, term, &revision, e);
+    }
+    if (err != CDC_OK)
+        cdc_error_prefix(e, "could not campaign for \"%s\"", el->key);
+    return err;
+}
+
+cdc_err_t cdc_etcd_election_campaign(cdc_etcd_election_t *el, int timeout_ms, int64_t *term,
+                                     cdc_error_t *e)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+    for (;;) {
+        bool won = false;
+        int64_t revision = 0, seen = 0;
+        cdc_err_t err = try_once(el, &won, &seen, &revision, e);
+        if (err == CDC_ERR_FENCED || err == CDC_ERR_NOT_FOUND) {
+            el->lease = 0;
+            continue;
+        }
+        if (err != CDC_OK)
+            return cdc_error_prefix(e, "could not campaign for \"%s\"", el->key);
+        if (won) {
+            if (term != NULL)
+                *term = el->term;
+            return CDC_OK;
+        }
+        /* keep our lease alive while we wait, so a win does not start with a dead one */
+        if (cdc_etcd_lease_keepalive(el->client, el->lease, NULL, NULL) != CDC_OK)
+            el->lease = 0;
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            return cdc_error_set(e, CDC_ERR_TIMEOUT,
+                                 "still not leader of \"%s\" after %d ms (term %lld holds it)",
+                                 el->key, timeout_ms, (long long)seen);
+        int wait = left < el->ttl_s * 1000 / 3 ? (int)left : (int)(el->ttl_s * 1000 / 3);
+        cdc_etcd_events_t ev;
+        err = cdc_etcd_watch_wait(el->client, el->key, false, revision + 1, wait > 0 ? wait : 1,
+                                  &ev, e);
+        if (err == CDC_OK)
+            cdc_etcd_events_clear(&ev);
+        else if (err != CDC_ERR_STALE)
+            return cdc_error_prefix(e, "could not campaign for \"%s\"", el->key);
+    }
+}
+
+cdc_err_t cdc_etcd_election_keepalive(cdc_etcd_election_t *el, cdc_error_t *e)
+{
+    cdc_etcd_kv_t kv;
+    cdc_err_t err;
+    if (!el->leader)
+        return cdc_error_set(e, CDC_ERR_FENCED, "not leader of \"%s\"", el->key);
+    err = cdc_etcd_lease_keepalive(el->client, el->lease, NULL, e);
+    if (err == CDC_ERR_FENCED) {
+        el->leader = false;
+        el->lease = 0;
+        return cdc_error_prefix(e, "lost leadership of \"%s\" (term %lld)", el->key,
+                                (long long)el->term);
+    }
+    if (err != CDC_OK)
+        return err;
+    err = cdc_etcd_get(el->client, el->key, &kv, NULL, e);
+    if (err == CDC_ERR_NOT_FOUND ||
+        (err == CDC_OK && (kv.lease != el->lease || kv.create_revision != el->term))) {
+        if (err == CDC_OK)
+            cdc_etcd_kv_clear(&kv);
+        el->leader = false;
+        return cdc_error_set(e, CDC_ERR_FENCED,
+                             "lost leadership of \"%s\" (term %lld): the key was replaced", el->key,
+                             (long long)el->term);
+    }
+    if (err != CDC_OK)
+        return err;
+    cdc_etcd_kv_clear(&kv);
+    return CDC_OK;
+}
+
+cdc_err_t cdc_etcd_election_resign(cdc_etcd_election_t *el, cdc_error_t *e)
+{
+    cdc_err_t err = CDC_OK;
+    if (el->lease != 0)
+        err = cdc_etcd_lease_revoke(el->client, el->lease, e);
+    if (err == CDC_OK) {
+        el->lease = 0;
+        el->leader = false;
+        el->term = 0;
+    }
+    return err;
+}
+
+bool cdc_etcd_election_is_leader(const cdc_etcd_election_t *el)
+{
+    return el->leader;
+}
+
+int64_t cdc_etcd_election_term(const cdc_etcd_election_t *el)
+{
+    return el->leader ? el->term : 0;
+}
+
+int64_t cdc_etcd_election_lease(const cdc_etcd_election_t *el)
+{
+    return el->lease;
+}
+
+void cdc_etcd_election_fence(const cdc_etcd_election_t *el, cdc_etcd_cmp_t *cmp)
+{
+    memset(cmp, 0, sizeof(*cmp));
+    cmp->key = el->key;
+    cmp->target = CDC_ETCD_CMP_CREATE_REVISION;
+    cmp->result = CDC_ETCD_EQUAL;
+    cmp->number = el->term;
+}
+
+cdc_err_t cdc_etcd_leader(cdc_etcd_t *c, const char *key, char **value, int64_t *term,
+                          cdc_error_t *e)
+{
+    cdc_etcd_kv_t kv;
+    cdc_err_t err = cdc_etcd_get(c, key, &kv, NULL, e);
+    if (err == CDC_ERR_NOT_FOUND)
+        return cdc_error_set(e, CDC_ERR_NOT_FOUND, "no leader holds \"%s\"", key);
+    if (err != CDC_OK)
+        return err;
+    if (term != NULL)
+        *term = kv.create_revision;
+    if (value != NULL) {
+        *value = kv.value;
+        kv.value = NULL;
+    }
+    cdc_etcd_kv_clear(&kv);
+    return CDC_OK;
+}

@@ -1,0 +1,280 @@
+/*
+ * Admin HTTP endpoint on NNG's HTTP server (see http.h). Every route is an NNG handler
+ * restricted to GET, so NNG itself answers 404 for unknown paths and 405 for other
+ * methods. NNG shares one server object per host:port, so "port 0" is resolved to a
+ * concrete free port before the server is created; otherwise two endpoints in one
+ * process would silently share a server.
+ */
+#include "common/http.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <nng/nng.h>
+#include <nng/supplemental/http/http.h>
+
+#include "common/log.h"
+
+#define MAX_ROUTES 32
+
+typedef enum route_kind { ROUTE_HEALTH, ROUTE_READY, ROUTE_METRICS, ROUTE_CUSTOM } route_kind_t;
+
+typedef struct route {
+    cdc_http_server_t *server;
+    route_kind_t kind;
+    char path[128];
+    cdc_http_handler_fn fn;
+    void *arg;
+} route_t;
+
+struct cdc_http_server {
+    char host[256];
+    int port;
+    bool started;
+    nng_http_server *http;
+    cdc_metrics_t *metrics;
+    cdc_http_ready_fn ready_fn;
+    void *ready_arg;
+    route_t routes[MAX_ROUTES];
+    size_t nroutes;
+};
+
+/* Binds an ephemeral loopback/host port, reads it back and releases it. */
+static int pick_free_port(const char *host)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+    int port = 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return 0;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = 0;
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+static void respond(nng_aio *aio, int status, const char *content_type, const char *body,
+                    size_t len)
+{
+    nng_http_res *res = NULL;
+    int rv;
+    if ((rv = nng_http_res_alloc(&res)) != 0) {
+        nng_aio_finish(aio, rv);
+        return;
+    }
+    if ((rv = nng_http_res_set_status(res, (uint16_t)status)) != 0 ||
+        (rv = nng_http_res_set_header(res, "Content-Type", content_type)) != 0 ||
+        (rv = nng_http_res_copy_data(res, body ? body : "", len)) != 0) {
+        nng_http_res_free(res);
+        nng_aio_finish(aio, rv);
+        return;
+    }
+    nng_aio_set_output(aio, 0, res);
+    nng_aio_finish(aio, 0);
+}
+
+static void handle(nng_aio *aio)
+{
+    nng_http_req *req = nng_aio_get_input(aio, 0);
+    nng_http_handler *h = nng_aio_get_input(aio, 1);
+    route_t *r = nng_http_handler_get_data(h);
+    cdc_http_server_t *s = r->server;
+
+    switch (r->kind) {
+    case ROUTE_HEALTH:
+        respond(aio, 200, "text/plain; charset=utf-8", "ok\n", 3);
+        return;
+    case ROUTE_READY: {
+        char reason[256] = "";
+        char body[300];
+        bool ready = s->ready_fn == NULL || s->ready_fn(s->ready_arg, reason, sizeof(reason));
+        int n = snprintf(body, sizeof(body), "%s%s%s\n", ready ? "ready" : "not ready",
+                         reason[0] ? ": " : "", reason);
+        respond(aio, ready ? 200 : 503, "text/plain; charset=utf-8", body,
+                n > 0 && (size_t)n < sizeof(body) ? (size_t)n : strlen(body));
+        return;
+    }
+    case ROUTE_METRICS: {
+        size_t len = 0;
+        char *text = cdc_metrics_render(s->metrics, &len);
+        if (text == NULL) {
+            respond(aio, 500, "text/plain; charset=utf-8", "out of memory\n", 14);
+            return;
+        }
+        respond(aio, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+        free(text);
+        return;
+    }
+    case ROUTE_CUSTOM:
+        break;
+    }
+
+    const char *uri = nng_http_req_get_uri(req);
+    const char *q = strchr(uri, '?');
+    char path[512];
+    size_t plen = q ? (size_t)(q - uri) : strlen(uri);
+    if (plen >= sizeof(path))
+        plen = sizeof(path) - 1;
+    memcpy(path, uri, plen);
+    path[plen] = '\0';
+
+    cdc_http_response_t resp = {.status = 200};
+    snprintf(resp.content_type, sizeof(resp.content_type), "text/plain; charset=utf-8");
+    r->fn(r->arg, path, q ? q + 1 : "", &resp);
+    if (resp.status < 100 || resp.status > 599)
+        resp.status = 500;
+    respond(aio, resp.status, resp.content_type, resp.body, resp.body ? resp.body_len : 0);
+    free(resp.body);
+}
+
+static cdc_err_t add_route(cdc_http_server_t *s, route_kind_t kind, const char *path,
+                           cdc_http_handler_fn fn, void *arg, cdc_error_t *e)
+{
+    if (s->started)
+        return cdc_error_set(e, CDC_ERR_INVALID, "cannot add \"%s\": http server already started",
+                             path);
+    if (path == NULL || path[0] != '/' || strlen(path) >= sizeof(s->routes[0].path))
+        return cdc_error_set(e, CDC_ERR_INVALID, "invalid http path \"%s\"", path ? path : "");
+    for (size_t i = 0; i < s->nroutes; i++) {
+        if (strcmp(s->routes[i].path, path) == 0)
+            return cdc_error_set(e, CDC_ERR_EXISTS, "http path \"%s\" is already registered", path);
+    }
+    if (s->nroutes >= MAX_ROUTES)
+        return cdc_error_set(e, CDC_ERR_INVALID, "too many http paths (at most %d)", MAX_ROUTES);
+    route_t *r = &s->routes[s->nroutes++];
+    r->server = s;
+    r->kind = kind;
+    snprintf(r->path, sizeof(r->path), "%s", path);
+    r->fn = fn;
+    r->arg = arg;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_http_server_open(cdc_http_server_t **out, const char *addr, cdc_metrics_t *metrics,
+                               cdc_error_t *e)
+{
+    const char *colon = addr ? strrchr(addr, ':') : NULL;
+    char *end = NULL;
+    long port;
+
+    if (colon == NULL || colon == addr || (size_t)(colon - addr) >= 256)
+        return cdc_error_set(e, CDC_ERR_CONFIG,
+                             "invalid http address \"%s\": expected host:port, e.g. "
+                             "127.0.0.1:8080",
+                             addr ? addr : "");
+    port = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || *end != '\0' || port < 0 || port > 65535)
+        return cdc_error_set(e, CDC_ERR_CONFIG, "invalid port in http address \"%s\"", addr);
+
+    cdc_http_server_t *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    memcpy(s->host, addr, (size_t)(colon - addr));
+    s->port = (int)port;
+    s->metrics = metrics ? metrics : cdc_metrics_default();
+    add_route(s, ROUTE_HEALTH, "/healthz", NULL, NULL, NULL);
+    add_route(s, ROUTE_READY, "/readyz", NULL, NULL, NULL);
+    add_route(s, ROUTE_METRICS, "/metrics", NULL, NULL, NULL);
+    *out = s;
+    return CDC_OK;
+}
+
+void cdc_http_server_set_ready(cdc_http_server_t *s, cdc_http_ready_fn fn, void *arg)
+{
+    s->ready_fn = fn;
+    s->ready_arg = arg;
+}
+
+cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,
+                              void *arg, cdc_error_t *e)
+{
+    if (fn == NULL)
+        return cdc_error_set(e, CDC_ERR_INVALID, "http handler for \"%s\" is NULL",
+                             path ? path : "");
+    return add_route(s, ROUTE_CUSTOM, path, fn, arg, e);
+}
+
+static int try_start(cdc_http_server_t *s, int port)
+{
+    char urlbuf[300];
+    nng_url *url = NULL;
+    int rv;
+
+    snprintf(urlbuf, sizeof(urlbuf), "http://%s:%d", s->host, port);
+    if ((rv = nng_url_parse(&url, urlbuf)) != 0)
+        return rv;
+    rv = nng_http_server_hold(&s->http, url);
+    nng_url_free(url);
+    if (rv != 0)
+        return rv;
+    for (size_t i = 0; i < s->nroutes; i++) {
+        nng_http_handler *h = NULL;
+        if ((rv = nng_http_handler_alloc(&h, s->routes[i].path, handle)) != 0)
+            goto fail;
+        if ((rv = nng_http_handler_set_method(h, "GET")) != 0 ||
+            (rv = nng_http_handler_set_data(h, &s->routes[i], NULL)) != 0 ||
+            (rv = nng_http_server_add_handler(s->http, h)) != 0) {
+            nng_http_handler_free(h);
+            goto fail;
+        }
+    }
+    if ((rv = nng_http_server_start(s->http)) != 0)
+        goto fail;
+    s->port = port;
+    return 0;
+fail:
+    nng_http_server_release(s->http);
+    s->http = NULL;
+    return rv;
+}
+
+cdc_err_t cdc_http_server_start(cdc_http_server_t *s, cdc_error_t *e)
+{
+    int rv = NNG_EADDRINUSE;
+    if (s->started)
+        return CDC_OK;
+    if (s->port != 0) {
+        rv = try_start(s, s->port);
+    } else {
+        /* a port picked from the kernel may be taken before we bind it: retry a few */
+        for (int attempt = 0; attempt < 5 && rv == NNG_EADDRINUSE; attempt++) {
+            int port = pick_free_port(s->host);
+            rv = port ? try_start(s, port) : NNG_EADDRINUSE;
+        }
+    }
+    if (rv != 0)
+        return cdc_error_set(e, rv == NNG_EADDRINVAL ? CDC_ERR_CONFIG : CDC_ERR_UNAVAILABLE,
+                             "could not start http server on \"%s:%d\": %s", s->host, s->port,
+                             nng_strerror(rv));
+    s->started = true;
+    cdc_log_info("http server listening on %s:%d", s->host, s->port);
+    return CDC_OK;
+}
+
+int cdc_http_server_port(const cdc_http_server_t *s)
+{
+    return s && s->started ? s->port : 0;
+}
+
+void cdc_http_server_close(cdc_http_server_t *s)
+{
+    if (s == NULL)
+        return;
+    if (s->http != NULL) {
+        nng_http_server_stop(s->http);
+        nng_http_server_release(s->http);
+    }
+    free(s);
+}

@@ -1,0 +1,486 @@
+/*
+ * NNG + protobuf-c messaging between coordinator and workers (see msg.h). One NNG
+ * message = one packed Cdc__Envelope. The server is a pair1 socket in polyamorous mode:
+ * every received message carries its pipe, and a reply is addressed by setting the pipe
+ * on the outgoing message. Pipe add/remove notifications arrive on NNG threads and are
+ * queued under a mutex for the server loop. Garbage (unpack failure or empty body)
+ * closes the offending pipe only.
+ */
+#include "common/msg.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nng/nng.h>
+#include <nng/protocol/pair1/pair.h>
+#include <nng/supplemental/util/platform.h>
+
+#include "common/log.h"
+
+#define DEFAULT_SEND_TIMEOUT_MS 1000
+#define DEFAULT_RECV_MAX (64u * 1024 * 1024)
+#define DEFAULT_RECONNECT_MIN_MS 100
+#define DEFAULT_RECONNECT_MAX_MS 2000
+
+static cdc_err_t nng_to_cdc(int rv)
+{
+    switch (rv) {
+    case 0:
+        return CDC_OK;
+    case NNG_ETIMEDOUT:
+        return CDC_ERR_TIMEOUT;
+    case NNG_ECLOSED:
+        return CDC_ERR_CLOSED;
+    case NNG_ENOMEM:
+        return CDC_ERR_NOMEM;
+    case NNG_EINVAL:
+    case NNG_EADDRINVAL:
+    case NNG_ENOTSUP:
+        return CDC_ERR_INVALID;
+    case NNG_EPROTO:
+        return CDC_ERR_PROTOCOL;
+    default:
+        return CDC_ERR_UNAVAILABLE;
+    }
+}
+
+static cdc_err_t nng_fail(cdc_error_t *e, int rv, const char *what, const char *url)
+{
+    return cdc_error_set(e, nng_to_cdc(rv), "could not %s \"%s\": %s", what, url ? url : "",
+                         nng_strerror(rv));
+}
+
+/* ---- encode/decode ---------------------------------------------------------------- */
+
+cdc_err_t cdc_msg_encode(const Cdc__Envelope *env, uint8_t **buf, size_t *len, cdc_error_t *e)
+{
+    if (env == NULL || env->body_case == CDC__ENVELOPE__BODY__NOT_SET)
+        return cdc_error_set(e, CDC_ERR_INVALID, "envelope has no body");
+    size_t n = cdc__envelope__get_packed_size(env);
+    uint8_t *out = malloc(n > 0 ? n : 1);
+    if (out == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory packing a %zu byte envelope", n);
+    cdc__envelope__pack(env, out);
+    *buf = out;
+    *len = n;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_msg_decode(const uint8_t *buf, size_t len, Cdc__Envelope **out, cdc_error_t *e)
+{
+    Cdc__Envelope *env = cdc__envelope__unpack(NULL, len, buf);
+    if (env == NULL)
+        return cdc_error_set(e, CDC_ERR_PROTOCOL, "frame of %zu bytes is not a protocol envelope",
+                             len);
+    if (env->body_case == CDC__ENVELOPE__BODY__NOT_SET) {
+        cdc__envelope__free_unpacked(env, NULL);
+        return cdc_error_set(e, CDC_ERR_PROTOCOL, "envelope of %zu bytes has no body", len);
+    }
+    *out = env;
+    return CDC_OK;
+}
+
+void cdc_msg_free(Cdc__Envelope *env)
+{
+    if (env != NULL)
+        cdc__envelope__free_unpacked(env, NULL);
+}
+
+const char *cdc_msg_body_name(const Cdc__Envelope *env)
+{
+    if (env == NULL)
+        return "none";
+    switch (env->body_case) {
+    case CDC__ENVELOPE__BODY_REGISTER:
+        return "register";
+    case CDC__ENVELOPE__BODY_HEARTBEAT:
+        return "heartbeat";
+    case CDC__ENVELOPE__BODY_ASSIGN:
+        return "assign";
+    case CDC__ENVELOPE__BODY_BARRIER:
+        return "barrier";
+    case CDC__ENVELOPE__BODY_ACK:
+        return "ack";
+    case CDC__ENVELOPE__BODY_COMMITTED:
+        return "committed";
+    case CDC__ENVELOPE__BODY_ABORT:
+        return "abort";
+    case CDC__ENVELOPE__BODY_REJECT:
+        return "reject";
+    default:
+        return "none";
+    }
+}
+
+/* ---- shared socket helpers ---------------------------------------------------------- */
+
+static void apply_options(const cdc_msg_options_t *opts, cdc_msg_options_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    if (opts != NULL)
+        *o = *opts;
+    if (o->send_timeout_ms <= 0)
+        o->send_timeout_ms = DEFAULT_SEND_TIMEOUT_MS;
+    if (o->recv_max_bytes == 0)
+        o->recv_max_bytes = DEFAULT_RECV_MAX;
+    if (o->reconnect_min_ms <= 0)
+        o->reconnect_min_ms = DEFAULT_RECONNECT_MIN_MS;
+    if (o->reconnect_max_ms <= 0)
+        o->reconnect_max_ms = DEFAULT_RECONNECT_MAX_MS;
+    if (o->reconnect_max_ms < o->reconnect_min_ms)
+        o->reconnect_max_ms = o->reconnect_min_ms;
+}
+
+static int set_socket_options(nng_socket sock, const cdc_msg_options_t *o)
+{
+    int rv;
+    if ((rv = nng_socket_set_ms(sock, NNG_OPT_SENDTIMEO, o->send_timeout_ms)) != 0 ||
+        (rv = nng_socket_set_size(sock, NNG_OPT_RECVMAXSZ, o->recv_max_bytes)) != 0 ||
+        (rv = nng_socket_set_ms(sock, NNG_OPT_RECONNMINT, o->reconnect_min_ms)) != 0 ||
+        (rv = nng_socket_set_ms(sock, NNG_OPT_RECONNMAXT, o->reconnect_max_ms)) != 0)
+        return rv;
+    return 0;
+}
+
+static cdc_err_t send_env(nng_socket sock, const Cdc__Envelope *env, uint32_t pipe, cdc_error_t *e)
+{
+    nng_msg *msg = NULL;
+    size_t n;
+    int rv;
+
+    if (env == NULL || env->body_case == CDC__ENVELOPE__BODY__NOT_SET)
+        return cdc_error_set(e, CDC_ERR_INVALID, "envelope has no body");
+    n = cdc__envelope__get_packed_size(env);
+    if ((rv = nng_msg_alloc(&msg, n)) != 0)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "could not allocate a %zu byte message", n);
+    cdc__envelope__pack(env, nng_msg_body(msg));
+    if (pipe != 0) {
+        nng_pipe p = NNG_PIPE_INITIALIZER;
+        p.id = pipe;
+        nng_msg_set_pipe(msg, p);
+    }
+    if ((rv = nng_sendmsg(sock, msg, 0)) != 0) {
+        nng_msg_free(msg); /* ownership stays with us on failure */
+        return cdc_error_set(e, nng_to_cdc(rv), "could not send %s message%s: %s",
+                             cdc_msg_body_name(env), pipe ? " to worker pipe" : "",
+                             nng_strerror(rv));
+    }
+    return CDC_OK;
+}
+
+/*
+ * Receives one frame within the deadline. On success *env is decoded and *pipe set.
+ * Garbage closes the pipe and yields CDC_ERR_PROTOCOL.
+ */
+static cdc_err_t recv_env(nng_socket sock, int timeout_ms, Cdc__Envelope **env, uint32_t *pipe,
+                          cdc_error_t *e)
+{
+    nng_msg *msg = NULL;
+    int rv;
+
+    nng_socket_set_ms(sock, NNG_OPT_RECVTIMEO, timeout_ms < 0 ? NNG_DURATION_INFINITE : timeout_ms);
+    if ((rv = nng_recvmsg(sock, &msg, 0)) != 0) {
+        if (rv == NNG_ETIMEDOUT)
+            return cdc_error_set(e, CDC_ERR_TIMEOUT, "no message within %d ms", timeout_ms);
+        return cdc_error_set(e, nng_to_cdc(rv), "could not receive a message: %s",
+                             nng_strerror(rv));
+    }
+    nng_pipe p = nng_msg_get_pipe(msg);
+    *pipe = nng_pipe_id(p);
+    cdc_err_t err = cdc_msg_decode(nng_msg_body(msg), nng_msg_len(msg), env, e);
+    if (err != CDC_OK) {
+        cdc_log_warn("dropping connection on pipe %u: %s", nng_pipe_id(p), e ? e->msg : "garbage");
+        nng_pipe_close(p);
+    }
+    nng_msg_free(msg);
+    return err;
+}
+
+/* ---- server ------------------------------------------------------------------------ */
+
+typedef struct event_node {
+    cdc_msg_event_t ev;
+    struct event_node *next;
+} event_node_t;
+
+struct cdc_msg_server {
+    nng_socket sock;
+    nng_listener listener;
+    cdc_msg_options_t opts;
+    pthread_mutex_t lock;
+    event_node_t *head, *tail;
+    size_t queued;
+    _Atomic uint64_t garbage;
+    bool open;
+};
+
+static void server_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    cdc_msg_server_t *s = arg;
+    event_node_t *n = malloc(sizeof(*n));
+    if (n == NULL) {
+        cdc_log_error("out of memory queueing a pipe event for pipe %u", nng_pipe_id(p));
+        return;
+    }
+    n->ev.type = ev == NNG_PIPE_EV_ADD_POST ? CDC_MSG_PIPE_ADDED : CDC_MSG_PIPE_REMOVED;
+    n->ev.pipe = nng_pipe_id(p);
+    n->next = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (s->queued >= (size_t)s->opts.event_queue_size && s->head != NULL) {
+        /* keep the newest events; a consumer this far behind re-syncs from removals */
+        event_node_t *old = s->head;
+        s->head = old->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+        s->queued--;
+        cdc_log_warn("pipe event queue full, dropped event for pipe %u", old->ev.pipe);
+        free(old);
+    }
+    if (s->tail != NULL)
+        s->tail->next = n;
+    else
+        s->head = n;
+    s->tail = n;
+    s->queued++;
+    pthread_mutex_unlock(&s->lock);
+}
+
+cdc_err_t cdc_msg_server_open(cdc_msg_server_t **out, const char *url,
+                              const cdc_msg_options_t *opts, cdc_error_t *e)
+{
+    int rv;
+    cdc_msg_server_t *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    apply_options(opts, &s->opts);
+    if (s->opts.event_queue_size <= 0)
+        s->opts.event_queue_size = 1024;
+    pthread_mutex_init(&s->lock, NULL);
+    if ((rv = nng_pair1_open_poly(&s->sock)) != 0) {
+        nng_fail(e, rv, "open message socket for", url);
+        goto fail;
+    }
+    s->open = true;
+    if ((rv = set_socket_options(s->sock, &s->opts)) != 0) {
+        nng_fail(e, rv, "set options on message socket for", url);
+        goto fail;
+    }
+    if ((rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_POST, server_pipe_cb, s)) != 0 ||
+        (rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, server_pipe_cb, s)) != 0) {
+        nng_fail(e, rv, "register pipe notifications for", url);
+        goto fail;
+    }
+    if ((rv = nng_listen(s->sock, url, &s->listener, 0)) != 0) {
+        nng_fail(e, rv, "listen on", url);
+        if (rv == NNG_EADDRINVAL || rv == NNG_EINVAL || rv == NNG_ENOTSUP)
+            cdc_error_set(e, CDC_ERR_CONFIG, "invalid listen address \"%s\": %s", url,
+                          nng_strerror(rv));
+        goto fail;
+    }
+    *out = s;
+    return CDC_OK;
+fail:
+    cdc_msg_server_close(s);
+    return e ? e->code : CDC_ERR_UNAVAILABLE;
+}
+
+int cdc_msg_server_port(const cdc_msg_server_t *s)
+{
+    int port = 0;
+    if (s == NULL || nng_listener_get_int(s->listener, NNG_OPT_TCP_BOUND_PORT, &port) != 0)
+        return 0;
+    return port;
+}
+
+cdc_err_t cdc_msg_server_recv(cdc_msg_server_t *s, int timeout_ms, Cdc__Envelope **env,
+                              uint32_t *pipe, cdc_error_t *e)
+{
+    nng_time deadline = timeout_ms < 0 ? 0 : nng_clock() + (nng_time)timeout_ms;
+    for (;;) {
+        int wait = -1;
+        if (timeout_ms >= 0) {
+            nng_time now = nng_clock();
+            wait = now >= deadline ? 0 : (int)(deadline - now);
+        }
+        cdc_err_t err = recv_env(s->sock, wait, env, pipe, e);
+        if (err != CDC_ERR_PROTOCOL) {
+            if (err == CDC_ERR_TIMEOUT)
+                cdc_error_set(e, CDC_ERR_TIMEOUT, "no message from workers within %d ms",
+                              timeout_ms);
+            return err;
+        }
+        atomic_fetch_add(&s->garbage, 1);
+        if (timeout_ms >= 0 && nng_clock() >= deadline)
+            return cdc_error_set(e, CDC_ERR_TIMEOUT, "no valid message from workers within %d ms",
+                                 timeout_ms);
+    }
+}
+
+cdc_err_t cdc_msg_server_send(cdc_msg_server_t *s, uint32_t pipe, const Cdc__Envelope *env,
+                              cdc_error_t *e)
+{
+    if (pipe == 0)
+        return cdc_error_set(e, CDC_ERR_INVALID, "server send needs a pipe id");
+    return send_env(s->sock, env, pipe, e);
+}
+
+void cdc_msg_server_close_pipe(cdc_msg_server_t *s, uint32_t pipe)
+{
+    (void)s;
+    nng_pipe p = NNG_PIPE_INITIALIZER;
+    p.id = pipe;
+    nng_pipe_close(p);
+}
+
+bool cdc_msg_server_poll_event(cdc_msg_server_t *s, cdc_msg_event_t *ev)
+{
+    bool got = false;
+    pthread_mutex_lock(&s->lock);
+    event_node_t *n = s->head;
+    if (n != NULL) {
+        s->head = n->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+        s->queued--;
+        *ev = n->ev;
+        got = true;
+    }
+    pthread_mutex_unlock(&s->lock);
+    free(n);
+    return got;
+}
+
+uint64_t cdc_msg_server_garbage_count(const cdc_msg_server_t *s)
+{
+    return atomic_load(&((cdc_msg_server_t *)s)->garbage);
+}
+
+void cdc_msg_server_close(cdc_msg_server_t *s)
+{
+    if (s == NULL)
+        return;
+    if (s->open)
+        nng_close(s->sock); /* waits for callbacks in progress */
+    event_node_t *n = s->head;
+    while (n != NULL) {
+        event_node_t *next = n->next;
+        free(n);
+        n = next;
+    }
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+/* ---- client ------------------------------------------------------------------------ */
+
+struct cdc_msg_client {
+    nng_socket sock;
+    nng_dialer dialer;
+    bool dialing;
+    cdc_msg_options_t opts;
+    _Atomic int pipes;
+    char url[512];
+};
+
+static void client_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    cdc_msg_client_t *c = arg;
+    if (ev == NNG_PIPE_EV_ADD_POST) {
+        atomic_fetch_add(&c->pipes, 1);
+        cdc_log_debug("connected to \"%s\" on pipe %u", c->url, nng_pipe_id(p));
+    } else {
+        atomic_fetch_sub(&c->pipes, 1);
+        cdc_log_debug("lost connection to \"%s\" on pipe %u", c->url, nng_pipe_id(p));
+    }
+}
+
+static cdc_err_t client_dial(cdc_msg_client_t *c, const char *url, cdc_error_t *e)
+{
+    int rv;
+    snprintf(c->url, sizeof(c->url), "%s", url);
+    if ((rv = nng_dialer_create(&c->dialer, c->sock, url)) != 0) {
+        if (rv == NNG_EADDRINVAL || rv == NNG_EINVAL || rv == NNG_ENOTSUP)
+            return cdc_error_set(e, CDC_ERR_CONFIG, "invalid coordinator address \"%s\": %s", url,
+                                 nng_strerror(rv));
+        return nng_fail(e, rv, "create dialer for", url);
+    }
+    nng_dialer_set_ms(c->dialer, NNG_OPT_RECONNMINT, c->opts.reconnect_min_ms);
+    nng_dialer_set_ms(c->dialer, NNG_OPT_RECONNMAXT, c->opts.reconnect_max_ms);
+    /* non-blocking: a server that is not up yet is retried in the background */
+    if ((rv = nng_dialer_start(c->dialer, NNG_FLAG_NONBLOCK)) != 0) {
+        nng_dialer_close(c->dialer);
+        return nng_fail(e, rv, "dial", url);
+    }
+    c->dialing = true;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_msg_client_open(cdc_msg_client_t **out, const char *url,
+                              const cdc_msg_options_t *opts, cdc_error_t *e)
+{
+    int rv;
+    cdc_err_t err;
+    cdc_msg_client_t *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    apply_options(opts, &c->opts);
+    if ((rv = nng_pair1_open(&c->sock)) != 0) {
+        err = nng_fail(e, rv, "open message socket for", url);
+        free(c);
+        return err;
+    }
+    if ((rv = set_socket_options(c->sock, &c->opts)) != 0 ||
+        (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, client_pipe_cb, c)) != 0 ||
+        (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, client_pipe_cb, c)) != 0) {
+        err = nng_fail(e, rv, "set up message socket for", url);
+        goto fail;
+    }
+    if ((err = client_dial(c, url, e)) != CDC_OK)
+        goto fail;
+    *out = c;
+    return CDC_OK;
+fail:
+    nng_close(c->sock);
+    free(c);
+    return err;
+}
+
+cdc_err_t cdc_msg_client_redial(cdc_msg_client_t *c, const char *url, cdc_error_t *e)
+{
+    if (c->dialing) {
+        nng_dialer_close(c->dialer); /* also closes its pipe */
+        c->dialing = false;
+    }
+    return client_dial(c, url, e);
+}
+
+bool cdc_msg_client_connected(const cdc_msg_client_t *c)
+{
+    return atomic_load(&((cdc_msg_client_t *)c)->pipes) > 0;
+}
+
+cdc_err_t cdc_msg_client_send(cdc_msg_client_t *c, const Cdc__Envelope *env, cdc_error_t *e)
+{
+    cdc_err_t err = send_env(c->sock, env, 0, e);
+    if (err != CDC_OK)
+        cdc_error_prefix(e, "coordinator \"%s\"", c->url);
+    return err;
+}
+
+cdc_err_t cdc_msg_client_recv(cdc_msg_client_t *c, int timeout_ms, Cdc__Envelope **env,
+                              cdc_error_t *e)
+{
+    uint32_t pipe = 0;
+    return recv_env(c->sock, timeout_ms, env, &pipe, e);
+}
+
+void cdc_msg_client_close(cdc_msg_client_t *c)
+{
+    if (c == NULL)
+        return;
+    nng_close(c->sock);
+    free(c);
+}
