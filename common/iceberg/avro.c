@@ -47,7 +47,8 @@ void cdc_avro_put_raw(cdc_avro_buf_t *b, const void *p, size_t n)
 
 size_t cdc_avro_zigzag_encode(int64_t v, uint8_t *out)
 {
-    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    uint64_t u = (uint64_t)v;
+    uint64_t z = (u << 1) ^ (0 - (u >> 63));
     size_t n = 0;
     while (z >= 0x80) {
         out[n++] = (uint8_t)(z | 0x80);
@@ -190,8 +191,7 @@ cdc_err_t cdc_avro_writer_end_record(cdc_avro_writer_t *w, cdc_error_t *e)
     return CDC_OK;
 }
 
-cdc_err_t cdc_avro_writer_finish(cdc_avro_writer_t *w, uint8_t **out, size_t *len,
-                                 cdc_error_t *e)
+cdc_err_t cdc_avro_writer_finish(cdc_avro_writer_t *w, uint8_t **out, size_t *len, cdc_error_t *e)
 {
     cdc_err_t rc = flush_block(w, e);
     if (rc != CDC_OK) {

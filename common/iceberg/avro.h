@@ -71,8 +71,7 @@ cdc_err_t cdc_avro_writer_end_record(cdc_avro_writer_t *w, cdc_error_t *e);
  * Flushes the last block and hands the finished file to the caller (*out, owned by
  * the caller, free()); w is reset either way.
  */
-cdc_err_t cdc_avro_writer_finish(cdc_avro_writer_t *w, uint8_t **out, size_t *len,
-                                 cdc_error_t *e);
+cdc_err_t cdc_avro_writer_finish(cdc_avro_writer_t *w, uint8_t **out, size_t *len, cdc_error_t *e);
 /* Releases everything held by w (after an error). */
 void cdc_avro_writer_discard(cdc_avro_writer_t *w);
 

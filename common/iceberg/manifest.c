@@ -11,70 +11,133 @@
 #include <string.h>
 
 static const char ENTRY_SCHEMA[] =
-    "{\"type\":\"record\",\"name\":\"manifest_entry\",\"fields\":[{\"name\":\"status\",\"type\":\"int\",\"field-id"
-    "\":0},{\"name\":\"snapshot_id\",\"type\":[\"null\",\"long\"],\"default\":null,\"field-id\":1},{\"name\":\"se"
-    "quence_number\",\"type\":[\"null\",\"long\"],\"default\":null,\"field-id\":3},{\"name\":\"file_sequence_"
-    "number\",\"type\":[\"null\",\"long\"],\"default\":null,\"field-id\":4},{\"name\":\"data_file\",\"type\":{\"t"
-    "ype\":\"record\",\"name\":\"r2\",\"fields\":[{\"name\":\"content\",\"type\":\"int\",\"doc\":\"Contents of the "
-    "file: 0=data, 1=position deletes, 2=equality deletes\",\"field-id\":134},{\"name\":\"file_path\","
-    "\"type\":\"string\",\"doc\":\"Location URI with FS scheme\",\"field-id\":100},{\"name\":\"file_format\","
-    "\"type\":\"string\",\"doc\":\"File format name: avro, orc, or parquet\",\"field-id\":101},{\"name\":\"p"
-    "artition\",\"type\":{\"type\":\"record\",\"name\":\"r102\",\"fields\":[]},\"doc\":\"Partition data tuple, "
-    "schema based on the partition spec\",\"field-id\":102},{\"name\":\"record_count\",\"type\":\"long\",\""
-    "doc\":\"Number of records in the file\",\"field-id\":103},{\"name\":\"file_size_in_bytes\",\"type\":\""
-    "long\",\"doc\":\"Total file size in bytes\",\"field-id\":104},{\"name\":\"column_sizes\",\"type\":[\"nul"
-    "l\",{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"k117_v118\",\"fields\":[{\"name\":\"key\",\"ty"
-    "pe\":\"int\",\"field-id\":117},{\"name\":\"value\",\"type\":\"long\",\"field-id\":118}]},\"logicalType\":\"m"
-    "ap\"}],\"doc\":\"Map of column id to total size on disk\",\"default\":null,\"field-id\":108},{\"name"
-    "\":\"value_counts\",\"type\":[\"null\",{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"k119_v120"
-    "\",\"fields\":[{\"name\":\"key\",\"type\":\"int\",\"field-id\":119},{\"name\":\"value\",\"type\":\"long\",\"fiel"
-    "d-id\":120}]},\"logicalType\":\"map\"}],\"doc\":\"Map of column id to total count, including null "
-    "and NaN\",\"default\":null,\"field-id\":109},{\"name\":\"null_value_counts\",\"type\":[\"null\",{\"type\""
-    ":\"array\",\"items\":{\"type\":\"record\",\"name\":\"k121_v122\",\"fields\":[{\"name\":\"key\",\"type\":\"int\","
-    "\"field-id\":121},{\"name\":\"value\",\"type\":\"long\",\"field-id\":122}]},\"logicalType\":\"map\"}],\"doc"
-    "\":\"Map of column id to null value count\",\"default\":null,\"field-id\":110},{\"name\":\"nan_value"
-    "_counts\",\"type\":[\"null\",{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"k138_v139\",\"field"
-    "s\":[{\"name\":\"key\",\"type\":\"int\",\"field-id\":138},{\"name\":\"value\",\"type\":\"long\",\"field-id\":13"
-    "9}]},\"logicalType\":\"map\"}],\"doc\":\"Map of column id to number of NaN values in the column\","
-    "\"default\":null,\"field-id\":137},{\"name\":\"lower_bounds\",\"type\":[\"null\",{\"type\":\"array\",\"item"
-    "s\":{\"type\":\"record\",\"name\":\"k126_v127\",\"fields\":[{\"name\":\"key\",\"type\":\"int\",\"field-id\":126"
-    "},{\"name\":\"value\",\"type\":\"bytes\",\"field-id\":127}]},\"logicalType\":\"map\"}],\"doc\":\"Map of col"
-    "umn id to lower bound\",\"default\":null,\"field-id\":125},{\"name\":\"upper_bounds\",\"type\":[\"null"
-    "\",{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"k129_v130\",\"fields\":[{\"name\":\"key\",\"typ"
-    "e\":\"int\",\"field-id\":129},{\"name\":\"value\",\"type\":\"bytes\",\"field-id\":130}]},\"logicalType\":\"m"
-    "ap\"}],\"doc\":\"Map of column id to upper bound\",\"default\":null,\"field-id\":128},{\"name\":\"key_"
-    "metadata\",\"type\":[\"null\",\"bytes\"],\"doc\":\"Encryption key metadata blob\",\"default\":null,\"fie"
-    "ld-id\":131},{\"name\":\"split_offsets\",\"type\":[\"null\",{\"type\":\"array\",\"items\":\"long\",\"element"
-    "-id\":133}],\"doc\":\"Splittable offsets\",\"default\":null,\"field-id\":132},{\"name\":\"equality_ids"
-    "\",\"type\":[\"null\",{\"type\":\"array\",\"items\":\"int\",\"element-id\":136}],\"doc\":\"Equality comparis"
-    "on field IDs\",\"default\":null,\"field-id\":135},{\"name\":\"sort_order_id\",\"type\":[\"null\",\"int\"]"
-    ",\"doc\":\"Sort order ID\",\"default\":null,\"field-id\":140},{\"name\":\"referenced_data_file\",\"type"
-    "\":[\"null\",\"string\"],\"doc\":\"Fully qualified location (URI with FS scheme) of a data file th"
+    "{\"type\":\"record\",\"name\":\"manifest_entry\",\"fields\":[{\"name\":\"status\",\"type\":"
+    "\"int\",\"field-id"
+    "\":0},{\"name\":\"snapshot_id\",\"type\":[\"null\",\"long\"],\"default\":null,\"field-id\":1},"
+    "{\"name\":\"se"
+    "quence_number\",\"type\":[\"null\",\"long\"],\"default\":null,\"field-id\":3},{\"name\":"
+    "\"file_sequence_"
+    "number\",\"type\":[\"null\",\"long\"],\"default\":null,\"field-id\":4},{\"name\":\"data_"
+    "file\",\"type\":{\"t"
+    "ype\":\"record\",\"name\":\"r2\",\"fields\":[{\"name\":\"content\",\"type\":\"int\",\"doc\":"
+    "\"Contents of the "
+    "file: 0=data, 1=position deletes, 2=equality "
+    "deletes\",\"field-id\":134},{\"name\":\"file_path\","
+    "\"type\":\"string\",\"doc\":\"Location URI with FS "
+    "scheme\",\"field-id\":100},{\"name\":\"file_format\","
+    "\"type\":\"string\",\"doc\":\"File format name: avro, orc, or "
+    "parquet\",\"field-id\":101},{\"name\":\"p"
+    "artition\",\"type\":{\"type\":\"record\",\"name\":\"r102\",\"fields\":[]},\"doc\":\"Partition "
+    "data tuple, "
+    "schema based on the partition "
+    "spec\",\"field-id\":102},{\"name\":\"record_count\",\"type\":\"long\",\""
+    "doc\":\"Number of records in the "
+    "file\",\"field-id\":103},{\"name\":\"file_size_in_bytes\",\"type\":\""
+    "long\",\"doc\":\"Total file size in "
+    "bytes\",\"field-id\":104},{\"name\":\"column_sizes\",\"type\":[\"nul"
+    "l\",{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"k117_v118\",\"fields\":[{"
+    "\"name\":\"key\",\"ty"
+    "pe\":\"int\",\"field-id\":117},{\"name\":\"value\",\"type\":\"long\",\"field-id\":118}]},"
+    "\"logicalType\":\"m"
+    "ap\"}],\"doc\":\"Map of column id to total size on "
+    "disk\",\"default\":null,\"field-id\":108},{\"name"
+    "\":\"value_counts\",\"type\":[\"null\",{\"type\":\"array\",\"items\":{\"type\":\"record\","
+    "\"name\":\"k119_v120"
+    "\",\"fields\":[{\"name\":\"key\",\"type\":\"int\",\"field-id\":119},{\"name\":\"value\","
+    "\"type\":\"long\",\"fiel"
+    "d-id\":120}]},\"logicalType\":\"map\"}],\"doc\":\"Map of column id to total count, including "
+    "null "
+    "and "
+    "NaN\",\"default\":null,\"field-id\":109},{\"name\":\"null_value_counts\",\"type\":[\"null\",{"
+    "\"type\""
+    ":\"array\",\"items\":{\"type\":\"record\",\"name\":\"k121_v122\",\"fields\":[{\"name\":"
+    "\"key\",\"type\":\"int\","
+    "\"field-id\":121},{\"name\":\"value\",\"type\":\"long\",\"field-id\":122}]},\"logicalType\":"
+    "\"map\"}],\"doc"
+    "\":\"Map of column id to null value "
+    "count\",\"default\":null,\"field-id\":110},{\"name\":\"nan_value"
+    "_counts\",\"type\":[\"null\",{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":"
+    "\"k138_v139\",\"field"
+    "s\":[{\"name\":\"key\",\"type\":\"int\",\"field-id\":138},{\"name\":\"value\",\"type\":"
+    "\"long\",\"field-id\":13"
+    "9}]},\"logicalType\":\"map\"}],\"doc\":\"Map of column id to number of NaN values in the "
+    "column\","
+    "\"default\":null,\"field-id\":137},{\"name\":\"lower_bounds\",\"type\":[\"null\",{\"type\":"
+    "\"array\",\"item"
+    "s\":{\"type\":\"record\",\"name\":\"k126_v127\",\"fields\":[{\"name\":\"key\",\"type\":"
+    "\"int\",\"field-id\":126"
+    "},{\"name\":\"value\",\"type\":\"bytes\",\"field-id\":127}]},\"logicalType\":\"map\"}],"
+    "\"doc\":\"Map of col"
+    "umn id to lower "
+    "bound\",\"default\":null,\"field-id\":125},{\"name\":\"upper_bounds\",\"type\":[\"null"
+    "\",{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"k129_v130\",\"fields\":[{"
+    "\"name\":\"key\",\"typ"
+    "e\":\"int\",\"field-id\":129},{\"name\":\"value\",\"type\":\"bytes\",\"field-id\":130}]},"
+    "\"logicalType\":\"m"
+    "ap\"}],\"doc\":\"Map of column id to upper "
+    "bound\",\"default\":null,\"field-id\":128},{\"name\":\"key_"
+    "metadata\",\"type\":[\"null\",\"bytes\"],\"doc\":\"Encryption key metadata "
+    "blob\",\"default\":null,\"fie"
+    "ld-id\":131},{\"name\":\"split_offsets\",\"type\":[\"null\",{\"type\":\"array\",\"items\":"
+    "\"long\",\"element"
+    "-id\":133}],\"doc\":\"Splittable "
+    "offsets\",\"default\":null,\"field-id\":132},{\"name\":\"equality_ids"
+    "\",\"type\":[\"null\",{\"type\":\"array\",\"items\":\"int\",\"element-id\":136}],\"doc\":"
+    "\"Equality comparis"
+    "on field "
+    "IDs\",\"default\":null,\"field-id\":135},{\"name\":\"sort_order_id\",\"type\":[\"null\","
+    "\"int\"]"
+    ",\"doc\":\"Sort order "
+    "ID\",\"default\":null,\"field-id\":140},{\"name\":\"referenced_data_file\",\"type"
+    "\":[\"null\",\"string\"],\"doc\":\"Fully qualified location (URI with FS scheme) of a data "
+    "file th"
     "at all deletes reference\",\"default\":null,\"field-id\":143}]},\"field-id\":2}]}";
 
 static const char LIST_SCHEMA[] =
-    "{\"type\":\"record\",\"name\":\"manifest_file\",\"fields\":[{\"name\":\"manifest_path\",\"type\":\"string\","
-    "\"doc\":\"Location URI with FS scheme\",\"field-id\":500},{\"name\":\"manifest_length\",\"type\":\"long"
-    "\",\"doc\":\"Total file size in bytes\",\"field-id\":501},{\"name\":\"partition_spec_id\",\"type\":\"int"
-    "\",\"doc\":\"Spec ID used to write\",\"field-id\":502},{\"name\":\"content\",\"type\":\"int\",\"doc\":\"Cont"
-    "ents of the manifest: 0=data, 1=deletes\",\"field-id\":517},{\"name\":\"sequence_number\",\"type\":"
-    "\"long\",\"doc\":\"Sequence number when the manifest was added\",\"field-id\":515},{\"name\":\"min_se"
-    "quence_number\",\"type\":\"long\",\"doc\":\"Lowest sequence number in the manifest\",\"field-id\":516"
-    "},{\"name\":\"added_snapshot_id\",\"type\":\"long\",\"doc\":\"Snapshot ID that added the manifest\",\"f"
-    "ield-id\":503},{\"name\":\"added_files_count\",\"type\":\"int\",\"doc\":\"Added entry count\",\"field-id"
-    "\":504},{\"name\":\"existing_files_count\",\"type\":\"int\",\"doc\":\"Existing entry count\",\"field-id\""
-    ":505},{\"name\":\"deleted_files_count\",\"type\":\"int\",\"doc\":\"Deleted entry count\",\"field-id\":50"
-    "6},{\"name\":\"added_rows_count\",\"type\":\"long\",\"doc\":\"Added rows count\",\"field-id\":512},{\"nam"
-    "e\":\"existing_rows_count\",\"type\":\"long\",\"doc\":\"Existing rows count\",\"field-id\":513},{\"name\""
-    ":\"deleted_rows_count\",\"type\":\"long\",\"doc\":\"Deleted rows count\",\"field-id\":514},{\"name\":\"pa"
-    "rtitions\",\"type\":[\"null\",{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":\"r508\",\"fields\":["
-    "{\"name\":\"contains_null\",\"type\":\"boolean\",\"doc\":\"True if any file has a null partition valu"
-    "e\",\"field-id\":509},{\"name\":\"contains_nan\",\"type\":[\"null\",\"boolean\"],\"doc\":\"True if any fil"
-    "e has a nan partition value\",\"default\":null,\"field-id\":518},{\"name\":\"lower_bound\",\"type\":["
-    "\"null\",\"bytes\"],\"doc\":\"Partition lower bound for all files\",\"default\":null,\"field-id\":510}"
-    ",{\"name\":\"upper_bound\",\"type\":[\"null\",\"bytes\"],\"doc\":\"Partition upper bound for all files\""
-    ",\"default\":null,\"field-id\":511}]},\"element-id\":508}],\"doc\":\"Summary for each partition\",\"d"
-    "efault\":null,\"field-id\":507},{\"name\":\"key_metadata\",\"type\":[\"null\",\"bytes\"],\"doc\":\"Encrypt"
+    "{\"type\":\"record\",\"name\":\"manifest_file\",\"fields\":[{\"name\":\"manifest_path\","
+    "\"type\":\"string\","
+    "\"doc\":\"Location URI with FS "
+    "scheme\",\"field-id\":500},{\"name\":\"manifest_length\",\"type\":\"long"
+    "\",\"doc\":\"Total file size in "
+    "bytes\",\"field-id\":501},{\"name\":\"partition_spec_id\",\"type\":\"int"
+    "\",\"doc\":\"Spec ID used to "
+    "write\",\"field-id\":502},{\"name\":\"content\",\"type\":\"int\",\"doc\":\"Cont"
+    "ents of the manifest: 0=data, "
+    "1=deletes\",\"field-id\":517},{\"name\":\"sequence_number\",\"type\":"
+    "\"long\",\"doc\":\"Sequence number when the manifest was "
+    "added\",\"field-id\":515},{\"name\":\"min_se"
+    "quence_number\",\"type\":\"long\",\"doc\":\"Lowest sequence number in the "
+    "manifest\",\"field-id\":516"
+    "},{\"name\":\"added_snapshot_id\",\"type\":\"long\",\"doc\":\"Snapshot ID that added the "
+    "manifest\",\"f"
+    "ield-id\":503},{\"name\":\"added_files_count\",\"type\":\"int\",\"doc\":\"Added entry "
+    "count\",\"field-id"
+    "\":504},{\"name\":\"existing_files_count\",\"type\":\"int\",\"doc\":\"Existing entry "
+    "count\",\"field-id\""
+    ":505},{\"name\":\"deleted_files_count\",\"type\":\"int\",\"doc\":\"Deleted entry "
+    "count\",\"field-id\":50"
+    "6},{\"name\":\"added_rows_count\",\"type\":\"long\",\"doc\":\"Added rows "
+    "count\",\"field-id\":512},{\"nam"
+    "e\":\"existing_rows_count\",\"type\":\"long\",\"doc\":\"Existing rows "
+    "count\",\"field-id\":513},{\"name\""
+    ":\"deleted_rows_count\",\"type\":\"long\",\"doc\":\"Deleted rows "
+    "count\",\"field-id\":514},{\"name\":\"pa"
+    "rtitions\",\"type\":[\"null\",{\"type\":\"array\",\"items\":{\"type\":\"record\",\"name\":"
+    "\"r508\",\"fields\":["
+    "{\"name\":\"contains_null\",\"type\":\"boolean\",\"doc\":\"True if any file has a null "
+    "partition valu"
+    "e\",\"field-id\":509},{\"name\":\"contains_nan\",\"type\":[\"null\",\"boolean\"],\"doc\":"
+    "\"True if any fil"
+    "e has a nan partition "
+    "value\",\"default\":null,\"field-id\":518},{\"name\":\"lower_bound\",\"type\":["
+    "\"null\",\"bytes\"],\"doc\":\"Partition lower bound for all "
+    "files\",\"default\":null,\"field-id\":510}"
+    ",{\"name\":\"upper_bound\",\"type\":[\"null\",\"bytes\"],\"doc\":\"Partition upper bound for "
+    "all files\""
+    ",\"default\":null,\"field-id\":511}]},\"element-id\":508}],\"doc\":\"Summary for each "
+    "partition\",\"d"
+    "efault\":null,\"field-id\":507},{\"name\":\"key_metadata\",\"type\":[\"null\",\"bytes\"],"
+    "\"doc\":\"Encrypt"
     "ion key metadata blob\",\"default\":null,\"field-id\":519}]}";
 
 static cdc_err_t oom(cdc_error_t *e)
@@ -209,12 +272,18 @@ cdc_err_t cdc_ice_manifest_write(const cdc_ice_manifest_entry_t *entries, size_t
     char sid[16];
     snprintf(sid, sizeof(sid), "%d", schema_id);
     const char *meta[] = {
-        "schema",         schema_json,
-        "schema-id",      sid,
-        "partition-spec", "[]",
-        "partition-spec-id", "0",
-        "format-version", "2",
-        "content",        content == CDC_ICE_MANIFEST_DELETES ? "deletes" : "data",
+        "schema",
+        schema_json,
+        "schema-id",
+        sid,
+        "partition-spec",
+        "[]",
+        "partition-spec-id",
+        "0",
+        "format-version",
+        "2",
+        "content",
+        content == CDC_ICE_MANIFEST_DELETES ? "deletes" : "data",
     };
     cdc_avro_writer_t w;
     cdc_err_t rc = cdc_avro_writer_init(&w, ENTRY_SCHEMA, codec, meta, 6, e);
@@ -264,8 +333,8 @@ cdc_err_t cdc_ice_manifest_list_write(const cdc_ice_manifest_file_t *files, size
     snprintf(pid, sizeof(pid), "%lld", (long long)parent_id);
     snprintf(seq, sizeof(seq), "%lld", (long long)sequence_number);
     const char *meta[] = {
-        "snapshot-id",     sid, "sequence-number", seq, "format-version", "2",
-        "parent-snapshot-id", pid,
+        "snapshot-id",    sid, "sequence-number",    seq,
+        "format-version", "2", "parent-snapshot-id", pid,
     };
     cdc_avro_writer_t w;
     cdc_err_t rc = cdc_avro_writer_init(&w, LIST_SCHEMA, codec, meta, parent_id >= 0 ? 4 : 3, e);
@@ -380,8 +449,7 @@ static cdc_ice_col_stats_t *stats_for(cdc_ice_data_file_t *f, int32_t id)
     return s;
 }
 
-static bool read_stat_map(avro_value_t *df, const char *name, stat_map_t m,
-                          cdc_ice_data_file_t *f)
+static bool read_stat_map(avro_value_t *df, const char *name, stat_map_t m, cdc_ice_data_file_t *f)
 {
     avro_value_t arr;
     size_t n = 0;
@@ -393,7 +461,8 @@ static bool read_stat_map(avro_value_t *df, const char *name, stat_map_t m,
         int32_t key;
         if (avro_value_get_by_index(&arr, i, &kv, NULL) != 0 ||
             avro_value_get_by_name(&kv, "key", &k, NULL) != 0 ||
-            avro_value_get_by_name(&kv, "value", &v, NULL) != 0 || avro_value_get_int(&k, &key) != 0)
+            avro_value_get_by_name(&kv, "value", &v, NULL) != 0 ||
+            avro_value_get_int(&k, &key) != 0)
             return false;
         cdc_ice_col_stats_t *s = stats_for(f, key);
         if (!s)

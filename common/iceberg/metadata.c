@@ -83,8 +83,7 @@ static cdc_err_t req_int(json_t *root, const char *key, int64_t *out, cdc_error_
 {
     json_t *v = json_object_get(root, key);
     if (!json_is_integer(v))
-        return cdc_error_set(e, CDC_ERR_CORRUPT,
-                             "table metadata has no integer \"%s\"", key);
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "table metadata has no integer \"%s\"", key);
     *out = json_integer_value(v);
     return CDC_OK;
 }
@@ -176,8 +175,8 @@ cdc_err_t cdc_ice_metadata_parse(const char *json, size_t len, cdc_ice_metadata_
             goto done;
         }
         for (size_t i = 0; i < n; i++) {
-            if ((rc = cdc_ice_schema_from_jansson(json_array_get(schemas, i), &out->schemas[i], e)) !=
-                CDC_OK)
+            if ((rc = cdc_ice_schema_from_jansson(json_array_get(schemas, i), &out->schemas[i],
+                                                  e)) != CDC_OK)
                 goto done;
             out->nschemas++;
         }

@@ -35,7 +35,7 @@ typedef struct cdc_ice_snapshot {
     int64_t sequence_number;
     int64_t timestamp_ms;
     char *manifest_list;
-    int32_t schema_id; /* -1 = absent */
+    int32_t schema_id;       /* -1 = absent */
     cdc_ice_props_t summary; /* includes "operation" */
 } cdc_ice_snapshot_t;
 
@@ -59,8 +59,8 @@ typedef struct cdc_ice_metadata {
     cdc_ice_schema_t *schemas;
     size_t nschemas;
     int32_t current_schema_id;
-    int32_t default_spec_id;     /* 0 */
-    int32_t last_partition_id;   /* 999 for unpartitioned */
+    int32_t default_spec_id;       /* 0 */
+    int32_t last_partition_id;     /* 999 for unpartitioned */
     int32_t default_sort_order_id; /* 0 */
     cdc_ice_props_t properties;
     int64_t current_snapshot_id; /* -1 = none */

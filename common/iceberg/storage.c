@@ -65,7 +65,8 @@ cdc_err_t cdc_storage_open(const char *warehouse, const cdc_storage_config_t *cf
         s->region = strdup(cfg->region ? cfg->region : "us-east-1");
         if (cfg->endpoint) {
             s->endpoint = strdup(cfg->endpoint);
-        } else if (s->region && asprintf(&s->endpoint, "https://s3.%s.amazonaws.com", s->region) < 0) {
+        } else if (s->region &&
+                   asprintf(&s->endpoint, "https://s3.%s.amazonaws.com", s->region) < 0) {
             s->endpoint = NULL;
         }
         s->access_key = strdup(cfg->access_key ? cfg->access_key : "");
@@ -156,8 +157,8 @@ static cdc_err_t fsync_dir(const char *dir, cdc_error_t *e)
 }
 
 /* Writes data to a fresh temp file next to path; *tmp (caller frees) names it. */
-static cdc_err_t write_temp(const char *path, const void *data, size_t len, char **tmp,
-                            char **dir, cdc_error_t *e)
+static cdc_err_t write_temp(const char *path, const void *data, size_t len, char **tmp, char **dir,
+                            cdc_error_t *e)
 {
     cdc_err_t rc;
     *tmp = NULL;
@@ -525,7 +526,8 @@ static cdc_err_t s3_request(cdc_storage_t *s, const char *method, const char *ur
         curl_easy_setopt(c, CURLOPT_USERPWD, userpwd);
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
         curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, s->timeout_ms);
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, s->timeout_ms < 10000 ? s->timeout_ms : 10000);
+        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                         s->timeout_ms < 10000 ? s->timeout_ms : 10000);
         curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
@@ -548,15 +550,14 @@ static cdc_err_t s3_request(cdc_storage_t *s, const char *method, const char *ur
         bool retry;
         if (cc != CURLE_OK) {
             retry = true;
-            rc = cdc_error_set_retriable(e, cc == CURLE_OPERATION_TIMEDOUT ? CDC_ERR_TIMEOUT
-                                                                           : CDC_ERR_UNAVAILABLE,
-                                         true, "s3 %s %s failed: %s", method, url,
-                                         curl_easy_strerror(cc));
+            rc = cdc_error_set_retriable(
+                e, cc == CURLE_OPERATION_TIMEDOUT ? CDC_ERR_TIMEOUT : CDC_ERR_UNAVAILABLE, true,
+                "s3 %s %s failed: %s", method, url, curl_easy_strerror(cc));
         } else if (resp->status >= 500 || resp->status == 429) {
             retry = true;
-            rc = cdc_error_set_retriable(e, CDC_ERR_UNAVAILABLE, true,
-                                         "s3 %s %s failed with HTTP %ld", method, url,
-                                         resp->status);
+            rc =
+                cdc_error_set_retriable(e, CDC_ERR_UNAVAILABLE, true,
+                                        "s3 %s %s failed with HTTP %ld", method, url, resp->status);
         } else {
             return resp->oom ? oom(e) : CDC_OK;
         }
@@ -574,8 +575,8 @@ static cdc_err_t s3_status_err(const char *what, const char *location, const s3_
         return cdc_error_set(e, CDC_ERR_NOT_FOUND, "\"%s\" does not exist", location);
     if (r->status == 403 || r->status == 401)
         return cdc_error_set(e, CDC_ERR_STORAGE,
-                             "could not %s \"%s\": access denied (HTTP %ld): %.200s", what, location,
-                             r->status, r->body ? r->body : "");
+                             "could not %s \"%s\": access denied (HTTP %ld): %.200s", what,
+                             location, r->status, r->body ? r->body : "");
     return cdc_error_set(e, CDC_ERR_STORAGE, "could not %s \"%s\": HTTP %ld: %.200s", what,
                          location, r->status, r->body ? r->body : "");
 }
@@ -672,7 +673,8 @@ static char *xml_take(const char *xml, const char *tag, const char **pos)
         static const struct {
             const char *ent;
             char c;
-        } ents[] = {{"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
+        } ents[] = {
+            {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}};
         bool done = false;
         for (size_t i = 0; i < sizeof(ents) / sizeof(ents[0]) && *p == '&'; i++) {
             size_t l = strlen(ents[i].ent);
@@ -815,8 +817,8 @@ static cdc_err_t s3_multipart(cdc_storage_t *s, const char *location, int fd, si
         len += (size_t)snprintf(xml + len, cap - len, "<CompleteMultipartUpload>");
         for (size_t i = 0; i < etags.n; i++)
             len += (size_t)snprintf(xml + len, cap - len,
-                                    "<Part><PartNumber>%zu</PartNumber><ETag>%s</ETag></Part>", i + 1,
-                                    etags.v[i]);
+                                    "<Part><PartNumber>%zu</PartNumber><ETag>%s</ETag></Part>",
+                                    i + 1, etags.v[i]);
         len += (size_t)snprintf(xml + len, cap - len, "</CompleteMultipartUpload>");
         char q[1024];
         snprintf(q, sizeof(q), "uploadId=%s", eu);
@@ -937,12 +939,10 @@ cdc_err_t cdc_storage_get(cdc_storage_t *s, const char *location, uint8_t **data
         free(r.body);
         return rc;
     }
-    if (!r.body) {
-        r.body = calloc(1, 1);
-        if (!r.body)
-            return oom(e);
-    }
-    *data = (uint8_t *)r.body;
+    uint8_t *body = r.body ? (uint8_t *)r.body : calloc(1, 1);
+    if (!body)
+        return oom(e);
+    *data = body;
     *len = r.len;
     return CDC_OK;
 }

@@ -18,11 +18,12 @@
 typedef struct cdc_storage cdc_storage_t;
 
 typedef struct cdc_storage_config {
-    const char *endpoint;   /* S3: "http://127.0.0.1:9000"; NULL = https://s3.<region>.amazonaws.com */
-    const char *region;     /* S3: default "us-east-1" */
-    const char *access_key; /* S3 */
-    const char *secret_key; /* S3 */
-    bool path_style;        /* S3: bucket in the path (MinIO, s3rver) instead of the host */
+    const char
+        *endpoint;      /* S3: "http://127.0.0.1:9000"; NULL = https://s3.<region>.amazonaws.com */
+    const char *region; /* S3: default "us-east-1" */
+    const char *access_key;     /* S3 */
+    const char *secret_key;     /* S3 */
+    bool path_style;            /* S3: bucket in the path (MinIO, s3rver) instead of the host */
     size_t multipart_threshold; /* S3: files at least this big use multipart; 0 = 16 MiB */
     size_t part_size;           /* S3: multipart part size; 0 = 8 MiB (min 5 MiB) */
     int max_retries;            /* retries on 5xx, 429 and timeouts; 0 = 5; -1 = none */
@@ -74,8 +75,7 @@ cdc_err_t cdc_storage_get(cdc_storage_t *s, const char *location, uint8_t **data
 /* Deletes an object; a missing object is not an error. */
 cdc_err_t cdc_storage_delete(cdc_storage_t *s, const char *location, cdc_error_t *e);
 
-cdc_err_t cdc_storage_exists(cdc_storage_t *s, const char *location, bool *exists,
-                             cdc_error_t *e);
+cdc_err_t cdc_storage_exists(cdc_storage_t *s, const char *location, bool *exists, cdc_error_t *e);
 
 /* Size in bytes of an object (CDC_ERR_NOT_FOUND if missing). */
 cdc_err_t cdc_storage_size(cdc_storage_t *s, const char *location, int64_t *size, cdc_error_t *e);

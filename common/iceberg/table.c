@@ -16,7 +16,7 @@
 #include "common/iceberg/schema.h"
 #include "common/log.h"
 
-#define DEFAULT_MIN_COUNT_TO_MERGE 16
+#define DEFAULT_MIN_COUNT_TO_MERGE 8
 #define DEFAULT_TARGET_SIZE (8 * 1024 * 1024)
 #define DEFAULT_PREVIOUS_VERSIONS_MAX 100
 
@@ -54,10 +54,9 @@ void cdc_ice_uuid(char out[37])
     random_bytes(b, sizeof(b));
     b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
     b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
-    snprintf(out, 37,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-             b[15]);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
 }
 
 static int64_t new_snapshot_id(const cdc_ice_metadata_t *md)
@@ -344,7 +343,8 @@ static cdc_err_t log_previous(const cdc_ice_table_t *t, cdc_ice_metadata_t *md, 
     ml[md->nmetadata_log].timestamp_ms = t->md.last_updated_ms;
     ml[md->nmetadata_log].file = prev;
     md->nmetadata_log++;
-    int64_t max = prop_int(md, "write.metadata.previous-versions-max", DEFAULT_PREVIOUS_VERSIONS_MAX);
+    int64_t max =
+        prop_int(md, "write.metadata.previous-versions-max", DEFAULT_PREVIOUS_VERSIONS_MAX);
     if (max < 1)
         max = 1;
     if ((int64_t)md->nmetadata_log > max) {
@@ -664,7 +664,8 @@ static cdc_err_t build_content(commit_ctx_t *cx, cdc_ice_manifest_content_t cont
 {
     const cdc_ice_metadata_t *md = &cx->t->md;
     bool merge = prop_bool(md, "commit.manifest-merge.enabled", true);
-    int64_t min_count = prop_int(md, "commit.manifest.min-count-to-merge", DEFAULT_MIN_COUNT_TO_MERGE);
+    int64_t min_count =
+        prop_int(md, "commit.manifest.min-count-to-merge", DEFAULT_MIN_COUNT_TO_MERGE);
     int64_t target = prop_int(md, "commit.manifest.target-size-bytes", DEFAULT_TARGET_SIZE);
     size_t nsmall = 0;
     for (size_t i = 0; i < nold; i++)
@@ -679,8 +680,8 @@ static cdc_err_t build_content(commit_ctx_t *cx, cdc_ice_manifest_content_t cont
                                        .sequence_number = -1,
                                        .file_sequence_number = -1,
                                        .file = files[i]};
-        en.file.content = content == CDC_ICE_MANIFEST_DATA ? CDC_ICE_CONTENT_DATA
-                                                           : files[i].content;
+        en.file.content =
+            content == CDC_ICE_MANIFEST_DATA ? CDC_ICE_CONTENT_DATA : files[i].content;
         if (content == CDC_ICE_MANIFEST_DELETES && en.file.content == CDC_ICE_CONTENT_DATA)
             en.file.content = CDC_ICE_CONTENT_EQUALITY_DELETES;
         if (!entry_push(&ev, &en)) {
@@ -797,8 +798,8 @@ static cdc_err_t build_summary(const cdc_ice_commit_t *c, const cdc_ice_snapshot
     return rc == CDC_OK ? CDC_OK : CDC_ERR_NOMEM;
 }
 
-cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c,
-                               int64_t *snapshot_id, cdc_error_t *e)
+cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, int64_t *snapshot_id,
+                               cdc_error_t *e)
 {
     commit_ctx_t cx = {.t = t};
     cdc_ice_manifest_file_t *old = NULL;
@@ -820,8 +821,7 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c,
                                  "equality delete file \"%s\" has no equality_ids",
                                  c->delete_files[i].path);
     if (!schema)
-        return cdc_error_set(e, CDC_ERR_CORRUPT, "table \"%s\" has no current schema",
-                             t->location);
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "table \"%s\" has no current schema", t->location);
     cx.snapshot_id = new_snapshot_id(&t->md);
     cx.seq = t->md.last_sequence_number + 1;
     cx.schema_id = schema->schema_id;
@@ -857,8 +857,9 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c,
         rc = oom(e);
         goto fail;
     }
-    if ((rc = cdc_ice_manifest_list_write(list.v, list.n, cx.snapshot_id, parent ? parent->snapshot_id : -1,
-                                          cx.seq, cx.codec, &lbuf, &llen, e)) != CDC_OK)
+    if ((rc = cdc_ice_manifest_list_write(list.v, list.n, cx.snapshot_id,
+                                          parent ? parent->snapshot_id : -1, cx.seq, cx.codec,
+                                          &lbuf, &llen, e)) != CDC_OK)
         goto fail;
     if ((rc = cdc_storage_put(t->storage, list_path, lbuf, llen, e)) != CDC_OK)
         goto fail;
@@ -889,7 +890,8 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c,
     sn->sequence_number = cx.seq;
     sn->timestamp_ms = ts;
     sn->schema_id = schema->schema_id;
-    if (!(sn->manifest_list = strdup(list_path)) || build_summary(c, parent, &sn->summary) != CDC_OK) {
+    if (!(sn->manifest_list = strdup(list_path)) ||
+        build_summary(c, parent, &sn->summary) != CDC_OK) {
         rc = oom(e);
         goto fail;
     }
@@ -924,8 +926,7 @@ done:
 }
 
 cdc_err_t cdc_ice_table_append(cdc_ice_table_t *t, const cdc_ice_data_file_t *files, size_t n,
-                               const cdc_ice_props_t *summary, int64_t *snapshot_id,
-                               cdc_error_t *e)
+                               const cdc_ice_props_t *summary, int64_t *snapshot_id, cdc_error_t *e)
 {
     cdc_ice_commit_t c = {.data_files = files, .ndata_files = n, .summary = summary};
     return cdc_ice_table_commit(t, &c, snapshot_id, e);
@@ -951,8 +952,7 @@ cdc_err_t cdc_ice_table_add_column(cdc_ice_table_t *t, const cdc_ice_field_t *fi
 {
     const cdc_ice_schema_t *cur = cdc_ice_metadata_current_schema(&t->md);
     if (!cur)
-        return cdc_error_set(e, CDC_ERR_CORRUPT, "table \"%s\" has no current schema",
-                             t->location);
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "table \"%s\" has no current schema", t->location);
     if (field->required)
         return cdc_error_set(e, CDC_ERR_UNSUPPORTED,
                              "cannot add required column \"%s\" to table \"%s\"", field->name,

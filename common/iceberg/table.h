@@ -94,8 +94,8 @@ typedef struct cdc_ice_commit {
  * committer created the next version first (t is unchanged; refresh and retry).
  * On success t holds the new version and *snapshot_id (may be NULL) the new id.
  */
-cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c,
-                               int64_t *snapshot_id, cdc_error_t *e);
+cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, int64_t *snapshot_id,
+                               cdc_error_t *e);
 
 /* Shorthands for cdc_ice_table_commit(). */
 cdc_err_t cdc_ice_table_append(cdc_ice_table_t *t, const cdc_ice_data_file_t *files, size_t n,
