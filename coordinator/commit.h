@@ -42,6 +42,9 @@ cdc_err_t cdc_committer_open(cdc_committer_t **out, const cdc_committer_options_
                              cdc_error_t *e);
 void cdc_committer_close(cdc_committer_t *c);
 
+/* Sets the leader term written as cdc.term and checked against the table (fencing). */
+void cdc_committer_set_term(cdc_committer_t *c, uint64_t term);
+
 /* Commits rec to every table it touches (see above). rec is not modified. */
 cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
                                cdc_commit_result_t *res, cdc_error_t *e);

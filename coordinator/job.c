@@ -825,6 +825,7 @@ void cdc_coord_run(cdc_coord_t *c)
 
         if (ev == CDC_LEADER_ELECTED) {
             c->term = (uint64_t)c->leader.term;
+            cdc_committer_set_term(c->committer, c->term);
             cdc_metrics_gauge_set(c->m_term, (double)c->term);
             cdc_restart_init(&c->restart, (int)c->cfg.restart_max_failures,
                              c->cfg.restart_interval_ms, c->cfg.restart_delay_ms);
@@ -854,4 +855,129 @@ void cdc_coord_run(cdc_coord_t *c)
         }
     }
     cdc_log_info("coordinator \"%s\" stopping", c->cfg.id);
+}
+
+/* ---- setup ----------------------------------------------------------------------------- */
+
+static void init_metrics(cdc_coord_t *c)
+{
+    cdc_metrics_t *r = c->metrics;
+
+    c->m_committed = cdc_metrics_counter(r, "cdc_coordinator_epochs_committed_total",
+                                         "Epochs committed to Iceberg.", NULL);
+    c->m_failures = cdc_metrics_counter(r, "cdc_coordinator_failures_total",
+                                        "Failures that triggered a recovery.", NULL);
+    c->m_rejected = cdc_metrics_counter(r, "cdc_coordinator_acks_rejected_total",
+                                        "Acks rejected (stale term/generation, foreign slots).",
+                                        NULL);
+    c->m_aborted = cdc_metrics_counter(r, "cdc_coordinator_epochs_aborted_total",
+                                       "Open epochs abandoned by recoveries.", NULL);
+    c->m_etcd_errors = cdc_metrics_counter(r, "cdc_coordinator_etcd_errors_total",
+                                           "Failed etcd operations.", NULL);
+    c->m_commit_errors = cdc_metrics_counter(r, "cdc_coordinator_commit_errors_total",
+                                             "Failed Iceberg commit attempts.", NULL);
+    c->m_orphans = cdc_metrics_counter(r, "cdc_coordinator_orphans_removed_total",
+                                       "Orphan data files deleted.", NULL);
+    c->m_state = cdc_metrics_gauge(r, "cdc_coordinator_job_state",
+                                   "0 STANDBY, 1 STARTING, 2 RECOVERING, 3 RUNNING, 4 FAILED.",
+                                   NULL);
+    c->m_term = cdc_metrics_gauge(r, "cdc_coordinator_term", "Leader term (0 = standby).", NULL);
+    c->m_generation = cdc_metrics_gauge(r, "cdc_coordinator_generation",
+                                        "Assignment generation in the current term.", NULL);
+    c->m_workers = cdc_metrics_gauge(r, "cdc_coordinator_workers_alive", "Registered live workers.",
+                                     NULL);
+    c->m_last_epoch = cdc_metrics_gauge(r, "cdc_coordinator_last_committed_epoch",
+                                        "Newest epoch committed to Iceberg.", NULL);
+    c->m_latency = cdc_metrics_histogram(
+        r, "cdc_coordinator_commit_latency_seconds",
+        "From barrier to the epoch's snapshots being visible.", cdc_metrics_latency_buckets,
+        cdc_metrics_latency_nbuckets, NULL);
+    c->m_record_latency = cdc_metrics_histogram(
+        r, "cdc_coordinator_record_latency_seconds",
+        "From barrier to the checkpoint record being in etcd.", cdc_metrics_latency_buckets,
+        cdc_metrics_latency_nbuckets, NULL);
+}
+
+cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
+{
+    cdc_committer_options_t co;
+    cdc_err_t rc;
+    char value[768];
+
+    pthread_mutex_init(&c->status_mu, NULL);
+    c->metrics = cdc_metrics_default();
+    init_metrics(c);
+    cdc_members_init(&c->members);
+    cdc_epochs_init(&c->epochs, c->cfg.job);
+    cdc_restart_init(&c->restart, (int)c->cfg.restart_max_failures, c->cfg.restart_interval_ms,
+                     c->cfg.restart_delay_ms);
+
+    if ((rc = cdc_etcd_open(&c->etcd, c->cfg.etcd, (int)c->cfg.etcd_timeout_ms, e)) != CDC_OK)
+        return cdc_error_prefix(e, "option --etcd");
+    if ((rc = cdc_msg_server_open(&c->msg, c->cfg.listen, NULL, e)) != CDC_OK)
+        return cdc_error_prefix(e, "option --listen \"%s\"", c->cfg.listen);
+    if (c->cfg.advertise && c->cfg.advertise[0]) {
+        snprintf(c->endpoint, sizeof(c->endpoint), "%s", c->cfg.advertise);
+    } else {
+        /* a listen URL with port 0 is advertised with the bound port */
+        const char *colon = strrchr(c->cfg.listen, ':');
+        int port = cdc_msg_server_port(c->msg);
+        if (colon && port > 0)
+            snprintf(c->endpoint, sizeof(c->endpoint), "%.*s:%d",
+                     (int)(colon - c->cfg.listen), c->cfg.listen, port);
+        else
+            snprintf(c->endpoint, sizeof(c->endpoint), "%s", c->cfg.listen);
+    }
+    if ((rc = cdc_http_server_open(&c->http, c->cfg.http, c->metrics, e)) != CDC_OK)
+        return cdc_error_prefix(e, "option --http \"%s\"", c->cfg.http);
+    if ((rc = cdc_admin_register(c, e)) != CDC_OK)
+        return rc;
+    if ((rc = cdc_http_server_start(c->http, e)) != CDC_OK)
+        return cdc_error_prefix(e, "option --http \"%s\"", c->cfg.http);
+    {
+        const char *colon = strrchr(c->cfg.http, ':');
+        snprintf(c->admin, sizeof(c->admin), "%.*s:%d",
+                 colon ? (int)(colon - c->cfg.http) : 0, c->cfg.http,
+                 cdc_http_server_port(c->http));
+    }
+    memset(&co, 0, sizeof(co));
+    co.warehouse = c->cfg.warehouse;
+    co.job = c->cfg.job;
+    co.s3_endpoint = c->cfg.s3_endpoint;
+    co.s3_region = c->cfg.s3_region;
+    co.s3_access_key = c->cfg.s3_access_key;
+    co.s3_secret_key = c->cfg.s3_secret_key;
+    co.s3_path_style = c->cfg.s3_path_style;
+    if ((rc = cdc_committer_open(&c->committer, &co, e)) != CDC_OK)
+        return cdc_error_prefix(e, "option --warehouse \"%s\"", c->cfg.warehouse);
+    snprintf(value, sizeof(value), "{\"id\":\"%s\",\"endpoint\":\"%s\",\"admin\":\"%s\"}",
+             c->cfg.id, c->endpoint, c->admin);
+    if ((rc = cdc_leader_open(&c->leader, c->etcd, c->cfg.job, value,
+                              (c->cfg.lease_ttl_ms + 999) / 1000, e)) != CDC_OK)
+        return rc;
+    cdc_store_init(&c->store, c->etcd, c->leader.el, c->cfg.job);
+    cdc_log_info("coordinator \"%s\" for job \"%s\": workers dial %s, admin http://%s", c->cfg.id,
+                 c->cfg.job, c->endpoint, c->admin);
+    cdc_admin_publish(c);
+    return CDC_OK;
+}
+
+void cdc_coord_close(cdc_coord_t *c)
+{
+    /* resign so that a standby takes over at once */
+    cdc_leader_close(&c->leader, true);
+    cdc_http_server_close(c->http);
+    c->http = NULL;
+    cdc_msg_server_close(c->msg);
+    c->msg = NULL;
+    cdc_committer_close(c->committer);
+    c->committer = NULL;
+    cdc_etcd_close(c->etcd);
+    c->etcd = NULL;
+    cdc_epochs_clear(&c->epochs);
+    clear_queue(c);
+    cdc_checkpoint_free(c->base);
+    c->base = NULL;
+    free(c->status_json);
+    c->status_json = NULL;
 }
