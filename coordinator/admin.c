@@ -64,8 +64,7 @@ char *cdc_coord_status_json(cdc_coord_t *c)
     }
     json_object_set_new(o, "leader", leader);
 
-    json_object_set_new(rs, "failures_recent",
-                        json_integer(cdc_restart_recent(&c->restart, now)));
+    json_object_set_new(rs, "failures_recent", json_integer(cdc_restart_recent(&c->restart, now)));
     json_object_set_new(rs, "failures_total", json_integer(c->restart.total));
     json_object_set_new(rs, "max_failures", json_integer(c->cfg.restart_max_failures));
     json_object_set_new(rs, "interval_ms", json_integer(c->cfg.restart_interval_ms));

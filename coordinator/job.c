@@ -197,8 +197,7 @@ static void recover(cdc_coord_t *c, const char *reason, bool count_failure)
     int64_t now = mono_ms(), at = now;
     uint64_t first = cdc_epochs_oldest_open(&c->epochs);
 
-    if (c->state == CDC_JOB_STANDBY || c->state == CDC_JOB_STARTING ||
-        c->state == CDC_JOB_FAILED)
+    if (c->state == CDC_JOB_STANDBY || c->state == CDC_JOB_STARTING || c->state == CDC_JOB_FAILED)
         return;
     if (first == 0)
         first = c->epochs.next_epoch;
@@ -235,8 +234,7 @@ static void lose_worker(cdc_coord_t *c, cdc_member_t *m, const char *reason)
     uint32_t pipe = m->pipe;
     bool owned = owns_any(c, m->id);
 
-    cdc_log_warn("worker \"%s\" (incarnation %" PRIu64 ") lost: %s", m->id, m->incarnation,
-                 reason);
+    cdc_log_warn("worker \"%s\" (incarnation %" PRIu64 ") lost: %s", m->id, m->incarnation, reason);
     cdc_members_lose(m, mono_ms(), reason);
     if (pipe)
         cdc_msg_server_close_pipe(c->msg, pipe);
@@ -357,10 +355,10 @@ static void leader_start(cdc_coord_t *c, int64_t now)
         return;
     cdc_error_clear(&e);
     snprintf(value, sizeof(value),
-             "{\"id\":\"%s\",\"endpoint\":\"%s\",\"admin\":\"%s\",\"term\":%" PRIu64 "}",
-             c->cfg.id, c->endpoint, c->admin, c->term);
-    if ((rc = cdc_store_put_leader(&c->store, value, cdc_etcd_election_lease(c->leader.el),
-                                   &e)) != CDC_OK)
+             "{\"id\":\"%s\",\"endpoint\":\"%s\",\"admin\":\"%s\",\"term\":%" PRIu64 "}", c->cfg.id,
+             c->endpoint, c->admin, c->term);
+    if ((rc = cdc_store_put_leader(&c->store, value, cdc_etcd_election_lease(c->leader.el), &e)) !=
+        CDC_OK)
         goto retry;
     if ((rc = cdc_store_read_heads(&c->store, &latest, &committed, &e)) != CDC_OK)
         goto retry;
@@ -468,8 +466,7 @@ static void process_queue(cdc_coord_t *c, int64_t now)
                 free(json);
                 json = NULL;
                 if ((rc = cdc_committer_put_pending(c->committer, q->rec, &e)) != CDC_OK) {
-                    cdc_log_warn("could not write pending file list of checkpoint %" PRIu64
-                                 ": %s",
+                    cdc_log_warn("could not write pending file list of checkpoint %" PRIu64 ": %s",
                                  q->rec->epoch, e.msg);
                     snprintf(c->last_commit_error, sizeof(c->last_commit_error), "%s", e.msg);
                     c->commit_retry_ms = now + COMMIT_RETRY_MS;
@@ -737,7 +734,8 @@ static void check_liveness(cdc_coord_t *c, int64_t now)
         cdc_pset_t missing;
         if (cdc_epochs_overdue(&c->epochs, now, c->cfg.ack_deadline_ms, &epoch, &missing)) {
             char why[256];
-            snprintf(why, sizeof(why), "epoch %" PRIu64 " missed the ack deadline (%" PRId64
+            snprintf(why, sizeof(why),
+                     "epoch %" PRIu64 " missed the ack deadline (%" PRId64
                      " ms, partitions 0x%03x missing)",
                      epoch, c->cfg.ack_deadline_ms, missing);
             for (int p = 0; p < CDC_PARTITIONS; p++) {
@@ -867,9 +865,9 @@ static void init_metrics(cdc_coord_t *c)
                                          "Epochs committed to Iceberg.", NULL);
     c->m_failures = cdc_metrics_counter(r, "cdc_coordinator_failures_total",
                                         "Failures that triggered a recovery.", NULL);
-    c->m_rejected = cdc_metrics_counter(r, "cdc_coordinator_acks_rejected_total",
-                                        "Acks rejected (stale term/generation, foreign slots).",
-                                        NULL);
+    c->m_rejected =
+        cdc_metrics_counter(r, "cdc_coordinator_acks_rejected_total",
+                            "Acks rejected (stale term/generation, foreign slots).", NULL);
     c->m_aborted = cdc_metrics_counter(r, "cdc_coordinator_epochs_aborted_total",
                                        "Open epochs abandoned by recoveries.", NULL);
     c->m_etcd_errors = cdc_metrics_counter(r, "cdc_coordinator_etcd_errors_total",
@@ -878,24 +876,24 @@ static void init_metrics(cdc_coord_t *c)
                                              "Failed Iceberg commit attempts.", NULL);
     c->m_orphans = cdc_metrics_counter(r, "cdc_coordinator_orphans_removed_total",
                                        "Orphan data files deleted.", NULL);
-    c->m_state = cdc_metrics_gauge(r, "cdc_coordinator_job_state",
-                                   "0 STANDBY, 1 STARTING, 2 RECOVERING, 3 RUNNING, 4 FAILED.",
-                                   NULL);
+    c->m_state =
+        cdc_metrics_gauge(r, "cdc_coordinator_job_state",
+                          "0 STANDBY, 1 STARTING, 2 RECOVERING, 3 RUNNING, 4 FAILED.", NULL);
     c->m_term = cdc_metrics_gauge(r, "cdc_coordinator_term", "Leader term (0 = standby).", NULL);
     c->m_generation = cdc_metrics_gauge(r, "cdc_coordinator_generation",
                                         "Assignment generation in the current term.", NULL);
-    c->m_workers = cdc_metrics_gauge(r, "cdc_coordinator_workers_alive", "Registered live workers.",
-                                     NULL);
+    c->m_workers =
+        cdc_metrics_gauge(r, "cdc_coordinator_workers_alive", "Registered live workers.", NULL);
     c->m_last_epoch = cdc_metrics_gauge(r, "cdc_coordinator_last_committed_epoch",
                                         "Newest epoch committed to Iceberg.", NULL);
-    c->m_latency = cdc_metrics_histogram(
-        r, "cdc_coordinator_commit_latency_seconds",
-        "From barrier to the epoch's snapshots being visible.", cdc_metrics_latency_buckets,
-        cdc_metrics_latency_nbuckets, NULL);
-    c->m_record_latency = cdc_metrics_histogram(
-        r, "cdc_coordinator_record_latency_seconds",
-        "From barrier to the checkpoint record being in etcd.", cdc_metrics_latency_buckets,
-        cdc_metrics_latency_nbuckets, NULL);
+    c->m_latency =
+        cdc_metrics_histogram(r, "cdc_coordinator_commit_latency_seconds",
+                              "From barrier to the epoch's snapshots being visible.",
+                              cdc_metrics_latency_buckets, cdc_metrics_latency_nbuckets, NULL);
+    c->m_record_latency =
+        cdc_metrics_histogram(r, "cdc_coordinator_record_latency_seconds",
+                              "From barrier to the checkpoint record being in etcd.",
+                              cdc_metrics_latency_buckets, cdc_metrics_latency_nbuckets, NULL);
 }
 
 cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
@@ -923,8 +921,8 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
         const char *colon = strrchr(c->cfg.listen, ':');
         int port = cdc_msg_server_port(c->msg);
         if (colon && port > 0)
-            snprintf(c->endpoint, sizeof(c->endpoint), "%.*s:%d",
-                     (int)(colon - c->cfg.listen), c->cfg.listen, port);
+            snprintf(c->endpoint, sizeof(c->endpoint), "%.*s:%d", (int)(colon - c->cfg.listen),
+                     c->cfg.listen, port);
         else
             snprintf(c->endpoint, sizeof(c->endpoint), "%s", c->cfg.listen);
     }
@@ -936,9 +934,8 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
         return cdc_error_prefix(e, "option --http \"%s\"", c->cfg.http);
     {
         const char *colon = strrchr(c->cfg.http, ':');
-        snprintf(c->admin, sizeof(c->admin), "%.*s:%d",
-                 colon ? (int)(colon - c->cfg.http) : 0, c->cfg.http,
-                 cdc_http_server_port(c->http));
+        snprintf(c->admin, sizeof(c->admin), "%.*s:%d", colon ? (int)(colon - c->cfg.http) : 0,
+                 c->cfg.http, cdc_http_server_port(c->http));
     }
     memset(&co, 0, sizeof(co));
     co.warehouse = c->cfg.warehouse;

@@ -23,15 +23,15 @@ typedef enum cdc_leader_event {
 } cdc_leader_event_t;
 
 typedef struct cdc_leader {
-    cdc_etcd_t *etcd;          /* borrowed */
-    cdc_etcd_election_t *el;   /* owned */
+    cdc_etcd_t *etcd;        /* borrowed */
+    cdc_etcd_election_t *el; /* owned */
     char key[256];
     int64_t ttl_s;
     bool leading;
     int64_t term;
-    int64_t next_try_ms;      /* standby: next campaign attempt */
-    int64_t next_renew_ms;    /* leader: next keepalive */
-    int64_t last_renewed_ms;  /* leader: last successful keepalive */
+    int64_t next_try_ms;     /* standby: next campaign attempt */
+    int64_t next_renew_ms;   /* leader: next keepalive */
+    int64_t last_renewed_ms; /* leader: last successful keepalive */
     char last_error[256];
 } cdc_leader_t;
 

@@ -37,11 +37,11 @@ typedef struct cdc_members {
 } cdc_members_t;
 
 typedef enum cdc_register_result {
-    CDC_REGISTER_NEW = 0,    /* first time this id is seen, or it was lost */
-    CDC_REGISTER_REPLACED,   /* id was alive on another pipe or incarnation: old one dropped */
-    CDC_REGISTER_SAME,       /* duplicate Register on the same pipe and incarnation */
-    CDC_REGISTER_FULL,       /* too many workers */
-    CDC_REGISTER_INVALID,    /* empty or too long id */
+    CDC_REGISTER_NEW = 0,  /* first time this id is seen, or it was lost */
+    CDC_REGISTER_REPLACED, /* id was alive on another pipe or incarnation: old one dropped */
+    CDC_REGISTER_SAME,     /* duplicate Register on the same pipe and incarnation */
+    CDC_REGISTER_FULL,     /* too many workers */
+    CDC_REGISTER_INVALID,  /* empty or too long id */
 } cdc_register_result_t;
 
 void cdc_members_init(cdc_members_t *ms);

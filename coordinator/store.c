@@ -65,8 +65,7 @@ cdc_err_t cdc_store_read_heads(cdc_store_t *st, uint64_t *latest, uint64_t *comm
 
 /* Runs a txn of puts under the leader fence plus optional extra compares. */
 static cdc_err_t fenced_txn(cdc_store_t *st, const cdc_etcd_cmp_t *extra, size_t nextra,
-                            const cdc_etcd_op_t *ops, size_t nops, bool *succeeded,
-                            cdc_error_t *e)
+                            const cdc_etcd_op_t *ops, size_t nops, bool *succeeded, cdc_error_t *e)
 {
     cdc_etcd_cmp_t cmps[4];
     size_t n = 0;
@@ -103,10 +102,12 @@ cdc_err_t cdc_store_reserve_epochs(cdc_store_t *st, uint64_t min_next, uint64_t 
         if (start == 0)
             start = 1;
         snprintf(val, sizeof(val), "%" PRIu64, start + block);
-        cdc_etcd_cmp_t cmp = {.key = key, .target = CDC_ETCD_CMP_MOD_REVISION,
-                              .result = CDC_ETCD_EQUAL, .number = mod_rev};
-        cdc_etcd_op_t op = {.type = CDC_ETCD_OP_PUT, .key = key, .value = val,
-                            .value_len = strlen(val)};
+        cdc_etcd_cmp_t cmp = {.key = key,
+                              .target = CDC_ETCD_CMP_MOD_REVISION,
+                              .result = CDC_ETCD_EQUAL,
+                              .number = mod_rev};
+        cdc_etcd_op_t op = {
+            .type = CDC_ETCD_OP_PUT, .key = key, .value = val, .value_len = strlen(val)};
         if ((rc = fenced_txn(st, &cmp, 1, &op, 1, &ok, e)) != CDC_OK)
             return rc;
         if (ok) {
@@ -134,7 +135,9 @@ cdc_err_t cdc_store_put_checkpoint(cdc_store_t *st, uint64_t epoch, const char *
     cdc_store_key(st, "latest", lkey, sizeof(lkey));
     snprintf(val, sizeof(val), "%" PRIu64, epoch);
     cdc_etcd_op_t ops[2] = {
-        {.type = CDC_ETCD_OP_PUT, .key = ckey, .value = record_json,
+        {.type = CDC_ETCD_OP_PUT,
+         .key = ckey,
+         .value = record_json,
          .value_len = strlen(record_json)},
         {.type = CDC_ETCD_OP_PUT, .key = lkey, .value = val, .value_len = strlen(val)},
     };
@@ -218,8 +221,8 @@ cdc_err_t cdc_store_put_committed(cdc_store_t *st, uint64_t epoch, cdc_error_t *
 
     cdc_store_key(st, "committed", key, sizeof(key));
     snprintf(val, sizeof(val), "%" PRIu64, epoch);
-    cdc_etcd_op_t op = {.type = CDC_ETCD_OP_PUT, .key = key, .value = val,
-                        .value_len = strlen(val)};
+    cdc_etcd_op_t op = {
+        .type = CDC_ETCD_OP_PUT, .key = key, .value = val, .value_len = strlen(val)};
     if ((rc = fenced_txn(st, NULL, 0, &op, 1, &ok, e)) != CDC_OK)
         return rc;
     if (!ok)
@@ -260,8 +263,11 @@ cdc_err_t cdc_store_put_leader(cdc_store_t *st, const char *value, int64_t lease
     cdc_err_t rc;
 
     cdc_store_key(st, "leader", key, sizeof(key));
-    cdc_etcd_op_t op = {.type = CDC_ETCD_OP_PUT, .key = key, .value = value,
-                        .value_len = strlen(value), .lease = lease};
+    cdc_etcd_op_t op = {.type = CDC_ETCD_OP_PUT,
+                        .key = key,
+                        .value = value,
+                        .value_len = strlen(value),
+                        .lease = lease};
     if ((rc = fenced_txn(st, NULL, 0, &op, 1, &ok, e)) != CDC_OK)
         return rc;
     if (!ok)
