@@ -229,7 +229,7 @@ static void test_generic_schema(void **state)
     assert_string_equal(c.schema->ns, "inventory");
     assert_true(c.after.vals[2].u.dec == 1500);
     assert_int_equal(c.after.vals[3].u.i, 1709287200123000LL); /* millis -> micros */
-    assert_int_equal(c.commit_lsn, 5);                          /* no sequence: lsn */
+    assert_int_equal(c.commit_lsn, 5);                         /* no sequence: lsn */
     cdc_change_clear(&c);
     cdc_catalog_free(cat);
 }
