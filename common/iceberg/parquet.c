@@ -668,6 +668,8 @@ size_t cdc_pq__hybrid_encode_u32(const uint32_t *vals, size_t n, int bw, uint8_t
 
 static inline uint64_t hash_bytes(const uint8_t *p, size_t n)
 {
+    const uint8_t *end = p + n;
+    size_t total = n;
     uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xFF51AFD7ED558CCDull);
     while (n >= 8) {
         uint64_t k;
@@ -678,8 +680,18 @@ static inline uint64_t hash_bytes(const uint8_t *p, size_t n)
         n -= 8;
     }
     if (n > 0) {
-        uint64_t k = 0;
-        memcpy(&k, p, n);
+        /* whole-word loads only: a byte-wise tail copy stalls store forwarding */
+        uint64_t k;
+        if (total >= 8) {
+            memcpy(&k, end - 8, 8);
+        } else if (n >= 4) {
+            uint32_t a, b;
+            memcpy(&a, p, 4);
+            memcpy(&b, end - 4, 4);
+            k = a | ((uint64_t)b << 32);
+        } else {
+            k = p[0] | ((uint64_t)p[n / 2] << 8) | ((uint64_t)end[-1] << 16);
+        }
         h = (h ^ (k * 0xC2B2AE3D27D4EB4Full)) * 0x9E3779B97F4A7C15ull;
     }
     h ^= h >> 32;
@@ -912,7 +924,8 @@ static void pq_stat_encode(const column_t *c, const stats_t *s, bool want_max, u
     case CDC_ICE_STRING:
     case CDC_ICE_BINARY:
         if (v.v.bytes.len <= PQ_STAT_MAX) {
-            memcpy(out, v.v.bytes.ptr, v.v.bytes.len);
+            if (v.v.bytes.len > 0)
+                memcpy(out, v.v.bytes.ptr, v.v.bytes.len);
             *len = v.v.bytes.len;
             return;
         }
