@@ -6,12 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(build-essential pkg-config git ca-certificates
-      librdkafka-dev libpq-dev libnng-dev libprotobuf-c-dev protobuf-c-compiler
-      libcurl4-openssl-dev libcmocka-dev librocksdb-dev libjansson-dev libzstd-dev
-      libsnappy-dev libavro-dev zlib1g-dev
-      postgresql-15 postgresql-client-15 etcd-server etcd-client kcat
-      clang-format cppcheck shellcheck nodejs npm gnuplot-nox procps iproute2 curl)
+# The package list is written once in tools/packages.txt (also read by the Docker build).
+mapfile -t PKGS < <(awk '$1 == "build" || $1 == "dev" { print $2 }' tools/packages.txt | sort -u)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -279,6 +279,7 @@ _harness_write_env() {
         if [ -s "$dir/kafka.bootstrap" ]; then
             echo "export CDC_TEST_KAFKA='$(cat "$dir/kafka.bootstrap")'"
             echo "export CDC_TEST_KAFKA_CTL='$(cat "$dir/kafka.control")'"
+            echo "export CDC_KAFKA_DEV_CONTROL='$(cat "$dir/kafka.control")'"
             echo "export CDC_TEST_KAFKA_PID=$(cat "$dir/kafka.pid" 2>/dev/null)"
         fi
     } >>"$f"

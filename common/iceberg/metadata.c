@@ -1,0 +1,443 @@
+/*
+ * Table metadata JSON (see metadata.h). Field names and required keys follow the
+ * Iceberg table spec, format version 2; schemas go through schema.c so the JSON
+ * mapping of a schema exists once in the project.
+ */
+#include "common/iceberg/metadata.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/iceberg/schema.h"
+
+static cdc_err_t oom(cdc_error_t *e)
+{
+    return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory in table metadata");
+}
+
+const char *cdc_ice_props_get(const cdc_ice_props_t *props, const char *key)
+{
+    for (size_t i = 0; i < props->n; i++)
+        if (strcmp(props->keys[i], key) == 0)
+            return props->values[i];
+    return NULL;
+}
+
+cdc_err_t cdc_ice_props_set(cdc_ice_props_t *props, const char *key, const char *value)
+{
+    char *v = strdup(value);
+    if (!v)
+        return CDC_ERR_NOMEM;
+    for (size_t i = 0; i < props->n; i++) {
+        if (strcmp(props->keys[i], key) == 0) {
+            free(props->values[i]);
+            props->values[i] = v;
+            return CDC_OK;
+        }
+    }
+    char *k = strdup(key);
+    char **nk = realloc(props->keys, (props->n + 1) * sizeof(char *));
+    if (nk)
+        props->keys = nk;
+    char **nv = nk ? realloc(props->values, (props->n + 1) * sizeof(char *)) : NULL;
+    if (nv)
+        props->values = nv;
+    if (!k || !nk || !nv) {
+        free(k);
+        free(v);
+        return CDC_ERR_NOMEM;
+    }
+    props->keys[props->n] = k;
+    props->values[props->n] = v;
+    props->n++;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_ice_props_copy(cdc_ice_props_t *dst, const cdc_ice_props_t *src)
+{
+    memset(dst, 0, sizeof(*dst));
+    for (size_t i = 0; i < src->n; i++) {
+        if (cdc_ice_props_set(dst, src->keys[i], src->values[i]) != CDC_OK) {
+            cdc_ice_props_free(dst);
+            return CDC_ERR_NOMEM;
+        }
+    }
+    return CDC_OK;
+}
+
+void cdc_ice_props_free(cdc_ice_props_t *props)
+{
+    for (size_t i = 0; i < props->n; i++) {
+        free(props->keys[i]);
+        free(props->values[i]);
+    }
+    free(props->keys);
+    free(props->values);
+    memset(props, 0, sizeof(*props));
+}
+
+/* ---- parse ---------------------------------------------------------------------- */
+
+static cdc_err_t req_int(json_t *root, const char *key, int64_t *out, cdc_error_t *e)
+{
+    json_t *v = json_object_get(root, key);
+    if (!json_is_integer(v))
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "table metadata has no integer \"%s\"", key);
+    *out = json_integer_value(v);
+    return CDC_OK;
+}
+
+static int64_t opt_int(json_t *root, const char *key, int64_t dflt)
+{
+    json_t *v = json_object_get(root, key);
+    return json_is_integer(v) ? json_integer_value(v) : dflt;
+}
+
+static cdc_err_t parse_props(json_t *obj, cdc_ice_props_t *out)
+{
+    const char *k;
+    json_t *v;
+    if (!json_is_object(obj))
+        return CDC_OK;
+    json_object_foreach(obj, k, v)
+    {
+        const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+        char buf[32];
+        if (!s && json_is_integer(v)) {
+            snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(v));
+            s = buf;
+        }
+        if (s && cdc_ice_props_set(out, k, s) != CDC_OK)
+            return CDC_ERR_NOMEM;
+    }
+    return CDC_OK;
+}
+
+cdc_err_t cdc_ice_metadata_parse(const char *json, size_t len, cdc_ice_metadata_t *out,
+                                 cdc_error_t *e)
+{
+    memset(out, 0, sizeof(*out));
+    json_error_t je;
+    json_t *root = json_loadb(json, len, 0, &je);
+    cdc_err_t rc = CDC_OK;
+    int64_t v = 0;
+    if (!root || !json_is_object(root)) {
+        rc = cdc_error_set(e, CDC_ERR_CORRUPT, "could not parse table metadata: %s (line %d)",
+                           root ? "not an object" : je.text, je.line);
+        goto done;
+    }
+    if ((rc = req_int(root, "format-version", &v, e)) != CDC_OK)
+        goto done;
+    out->format_version = (int)v;
+    if (v != 2 && v != 1) {
+        rc = cdc_error_set(e, CDC_ERR_UNSUPPORTED, "table format version %lld is not supported",
+                           (long long)v);
+        goto done;
+    }
+    const char *uuid = json_string_value(json_object_get(root, "table-uuid"));
+    const char *loc = json_string_value(json_object_get(root, "location"));
+    if (!loc) {
+        rc = cdc_error_set(e, CDC_ERR_CORRUPT, "table metadata has no \"location\"");
+        goto done;
+    }
+    snprintf(out->table_uuid, sizeof(out->table_uuid), "%s", uuid ? uuid : "");
+    if (!(out->location = strdup(loc))) {
+        rc = oom(e);
+        goto done;
+    }
+    out->last_sequence_number = opt_int(root, "last-sequence-number", 0);
+    if ((rc = req_int(root, "last-updated-ms", &out->last_updated_ms, e)) != CDC_OK ||
+        (rc = req_int(root, "last-column-id", &v, e)) != CDC_OK)
+        goto done;
+    out->last_column_id = (int32_t)v;
+
+    json_t *schemas = json_object_get(root, "schemas");
+    if (!json_is_array(schemas)) {
+        json_t *one = json_object_get(root, "schema"); /* v1 */
+        if (!json_is_object(one)) {
+            rc = cdc_error_set(e, CDC_ERR_CORRUPT, "table metadata has no \"schemas\"");
+            goto done;
+        }
+        out->schemas = calloc(1, sizeof(cdc_ice_schema_t));
+        if (!out->schemas) {
+            rc = oom(e);
+            goto done;
+        }
+        if ((rc = cdc_ice_schema_from_jansson(one, &out->schemas[0], e)) != CDC_OK)
+            goto done;
+        out->nschemas = 1;
+    } else {
+        size_t n = json_array_size(schemas);
+        out->schemas = calloc(n ? n : 1, sizeof(cdc_ice_schema_t));
+        if (!out->schemas) {
+            rc = oom(e);
+            goto done;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if ((rc = cdc_ice_schema_from_jansson(json_array_get(schemas, i), &out->schemas[i],
+                                                  e)) != CDC_OK)
+                goto done;
+            out->nschemas++;
+        }
+    }
+    out->current_schema_id =
+        (int32_t)opt_int(root, "current-schema-id", out->nschemas ? out->schemas[0].schema_id : 0);
+
+    json_t *specs = json_object_get(root, "partition-specs"), *spec;
+    size_t i;
+    json_array_foreach(specs, i, spec)
+    {
+        if (json_array_size(json_object_get(spec, "fields")) > 0) {
+            rc = cdc_error_set(e, CDC_ERR_UNSUPPORTED, "partitioned tables are not supported");
+            goto done;
+        }
+    }
+    out->default_spec_id = (int32_t)opt_int(root, "default-spec-id", 0);
+    out->last_partition_id = (int32_t)opt_int(root, "last-partition-id", 999);
+    out->default_sort_order_id = (int32_t)opt_int(root, "default-sort-order-id", 0);
+    if ((rc = parse_props(json_object_get(root, "properties"), &out->properties)) != CDC_OK) {
+        rc = oom(e);
+        goto done;
+    }
+    json_t *cur = json_object_get(root, "current-snapshot-id");
+    out->current_snapshot_id = json_is_integer(cur) ? json_integer_value(cur) : -1;
+
+    json_t *snaps = json_object_get(root, "snapshots"), *s;
+    if (json_array_size(snaps) > 0) {
+        out->snapshots = calloc(json_array_size(snaps), sizeof(cdc_ice_snapshot_t));
+        if (!out->snapshots) {
+            rc = oom(e);
+            goto done;
+        }
+    }
+    json_array_foreach(snaps, i, s)
+    {
+        cdc_ice_snapshot_t *sn = &out->snapshots[out->nsnapshots++];
+        sn->parent_id = -1;
+        sn->schema_id = -1;
+        const char *ml = json_string_value(json_object_get(s, "manifest-list"));
+        if ((rc = req_int(s, "snapshot-id", &sn->snapshot_id, e)) != CDC_OK ||
+            (rc = req_int(s, "timestamp-ms", &sn->timestamp_ms, e)) != CDC_OK)
+            goto done;
+        if (!ml) {
+            rc = cdc_error_set(e, CDC_ERR_UNSUPPORTED, "snapshot %lld has no manifest-list",
+                               (long long)sn->snapshot_id);
+            goto done;
+        }
+        sn->parent_id = opt_int(s, "parent-snapshot-id", -1);
+        sn->sequence_number = opt_int(s, "sequence-number", 0);
+        sn->schema_id = (int32_t)opt_int(s, "schema-id", -1);
+        if (!(sn->manifest_list = strdup(ml)) ||
+            parse_props(json_object_get(s, "summary"), &sn->summary) != CDC_OK) {
+            rc = oom(e);
+            goto done;
+        }
+    }
+    json_t *slog = json_object_get(root, "snapshot-log"), *le;
+    if (json_array_size(slog) > 0) {
+        out->snapshot_log = calloc(json_array_size(slog), sizeof(cdc_ice_snapshot_log_t));
+        if (!out->snapshot_log) {
+            rc = oom(e);
+            goto done;
+        }
+    }
+    json_array_foreach(slog, i, le)
+    {
+        out->snapshot_log[out->nsnapshot_log].timestamp_ms = opt_int(le, "timestamp-ms", 0);
+        out->snapshot_log[out->nsnapshot_log].snapshot_id = opt_int(le, "snapshot-id", -1);
+        out->nsnapshot_log++;
+    }
+    json_t *mlog = json_object_get(root, "metadata-log");
+    if (json_array_size(mlog) > 0) {
+        out->metadata_log = calloc(json_array_size(mlog), sizeof(cdc_ice_metadata_log_t));
+        if (!out->metadata_log) {
+            rc = oom(e);
+            goto done;
+        }
+    }
+    json_array_foreach(mlog, i, le)
+    {
+        const char *f = json_string_value(json_object_get(le, "metadata-file"));
+        if (!f)
+            continue;
+        cdc_ice_metadata_log_t *m = &out->metadata_log[out->nmetadata_log];
+        m->timestamp_ms = opt_int(le, "timestamp-ms", 0);
+        if (!(m->file = strdup(f))) {
+            rc = oom(e);
+            goto done;
+        }
+        out->nmetadata_log++;
+    }
+done:
+    json_decref(root);
+    if (rc != CDC_OK)
+        cdc_ice_metadata_free(out);
+    return rc;
+}
+
+/* ---- write ---------------------------------------------------------------------- */
+
+static json_t *props_json(const cdc_ice_props_t *p)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; o && i < p->n; i++) {
+        if (json_object_set_new(o, p->keys[i], json_string(p->values[i])) != 0) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+/* json_object_set_new that records failure in *ok. */
+static void put(json_t *o, const char *k, json_t *v, bool *ok)
+{
+    if (!v || json_object_set_new(o, k, v) != 0)
+        *ok = false;
+}
+
+static void append(json_t *a, json_t *v, bool *ok)
+{
+    if (!v || json_array_append_new(a, v) != 0)
+        *ok = false;
+}
+
+cdc_err_t cdc_ice_metadata_write(const cdc_ice_metadata_t *md, char **json, cdc_error_t *e)
+{
+    bool ok = true;
+    json_t *root = json_object();
+    if (!root)
+        return oom(e);
+    put(root, "format-version", json_integer(md->format_version ? md->format_version : 2), &ok);
+    put(root, "table-uuid", json_string(md->table_uuid), &ok);
+    put(root, "location", json_string(md->location), &ok);
+    put(root, "last-sequence-number", json_integer(md->last_sequence_number), &ok);
+    put(root, "last-updated-ms", json_integer(md->last_updated_ms), &ok);
+    put(root, "last-column-id", json_integer(md->last_column_id), &ok);
+    put(root, "current-schema-id", json_integer(md->current_schema_id), &ok);
+    json_t *schemas = json_array();
+    for (size_t i = 0; schemas && i < md->nschemas; i++)
+        append(schemas, cdc_ice_schema_to_jansson(&md->schemas[i]), &ok);
+    put(root, "schemas", schemas, &ok);
+    put(root, "default-spec-id", json_integer(md->default_spec_id), &ok);
+    put(root, "partition-specs",
+        json_pack("[{s:i, s:[]}]", "spec-id", (int)md->default_spec_id, "fields"), &ok);
+    put(root, "last-partition-id", json_integer(md->last_partition_id), &ok);
+    put(root, "default-sort-order-id", json_integer(md->default_sort_order_id), &ok);
+    put(root, "sort-orders",
+        json_pack("[{s:i, s:[]}]", "order-id", (int)md->default_sort_order_id, "fields"), &ok);
+    put(root, "properties", props_json(&md->properties), &ok);
+    put(root, "current-snapshot-id", json_integer(md->current_snapshot_id), &ok);
+    json_t *refs = json_object();
+    if (refs && md->current_snapshot_id >= 0)
+        put(refs, "main",
+            json_pack("{s:I, s:s}", "snapshot-id", (json_int_t)md->current_snapshot_id, "type",
+                      "branch"),
+            &ok);
+    put(root, "refs", refs, &ok);
+    json_t *snaps = json_array();
+    for (size_t i = 0; snaps && i < md->nsnapshots; i++) {
+        const cdc_ice_snapshot_t *s = &md->snapshots[i];
+        json_t *o = json_object();
+        if (!o) {
+            ok = false;
+            break;
+        }
+        put(o, "sequence-number", json_integer(s->sequence_number), &ok);
+        put(o, "snapshot-id", json_integer(s->snapshot_id), &ok);
+        if (s->parent_id >= 0)
+            put(o, "parent-snapshot-id", json_integer(s->parent_id), &ok);
+        put(o, "timestamp-ms", json_integer(s->timestamp_ms), &ok);
+        put(o, "summary", props_json(&s->summary), &ok);
+        put(o, "manifest-list", json_string(s->manifest_list), &ok);
+        if (s->schema_id >= 0)
+            put(o, "schema-id", json_integer(s->schema_id), &ok);
+        append(snaps, o, &ok);
+    }
+    put(root, "snapshots", snaps, &ok);
+    put(root, "statistics", json_array(), &ok);
+    put(root, "partition-statistics", json_array(), &ok);
+    json_t *slog = json_array();
+    for (size_t i = 0; slog && i < md->nsnapshot_log; i++)
+        append(slog,
+               json_pack("{s:I, s:I}", "timestamp-ms", (json_int_t)md->snapshot_log[i].timestamp_ms,
+                         "snapshot-id", (json_int_t)md->snapshot_log[i].snapshot_id),
+               &ok);
+    put(root, "snapshot-log", slog, &ok);
+    json_t *mlog = json_array();
+    for (size_t i = 0; mlog && i < md->nmetadata_log; i++)
+        append(mlog,
+               json_pack("{s:I, s:s}", "timestamp-ms", (json_int_t)md->metadata_log[i].timestamp_ms,
+                         "metadata-file", md->metadata_log[i].file),
+               &ok);
+    put(root, "metadata-log", mlog, &ok);
+    char *out = ok ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(root);
+    if (!out)
+        return oom(e);
+    *json = out;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_ice_metadata_copy(cdc_ice_metadata_t *dst, const cdc_ice_metadata_t *src)
+{
+    /* a round trip through JSON is the simplest correct deep copy */
+    char *json;
+    cdc_error_t e;
+    cdc_err_t rc = cdc_ice_metadata_write(src, &json, &e);
+    if (rc != CDC_OK) {
+        memset(dst, 0, sizeof(*dst));
+        return rc;
+    }
+    rc = cdc_ice_metadata_parse(json, strlen(json), dst, &e);
+    free(json);
+    return rc;
+}
+
+void cdc_ice_metadata_free(cdc_ice_metadata_t *md)
+{
+    free(md->location);
+    for (size_t i = 0; i < md->nschemas; i++)
+        cdc_ice_schema_free(&md->schemas[i]);
+    free(md->schemas);
+    cdc_ice_props_free(&md->properties);
+    for (size_t i = 0; i < md->nsnapshots; i++) {
+        free(md->snapshots[i].manifest_list);
+        cdc_ice_props_free(&md->snapshots[i].summary);
+    }
+    free(md->snapshots);
+    free(md->snapshot_log);
+    for (size_t i = 0; i < md->nmetadata_log; i++)
+        free(md->metadata_log[i].file);
+    free(md->metadata_log);
+    memset(md, 0, sizeof(*md));
+}
+
+const cdc_ice_schema_t *cdc_ice_metadata_schema(const cdc_ice_metadata_t *md, int32_t schema_id)
+{
+    for (size_t i = 0; i < md->nschemas; i++)
+        if (md->schemas[i].schema_id == schema_id)
+            return &md->schemas[i];
+    return NULL;
+}
+
+const cdc_ice_schema_t *cdc_ice_metadata_current_schema(const cdc_ice_metadata_t *md)
+{
+    return cdc_ice_metadata_schema(md, md->current_schema_id);
+}
+
+const cdc_ice_snapshot_t *cdc_ice_metadata_snapshot(const cdc_ice_metadata_t *md,
+                                                    int64_t snapshot_id)
+{
+    for (size_t i = 0; i < md->nsnapshots; i++)
+        if (md->snapshots[i].snapshot_id == snapshot_id)
+            return &md->snapshots[i];
+    return NULL;
+}
+
+const cdc_ice_snapshot_t *cdc_ice_metadata_current_snapshot(const cdc_ice_metadata_t *md)
+{
+    return md->current_snapshot_id < 0 ? NULL
+                                       : cdc_ice_metadata_snapshot(md, md->current_snapshot_id);
+}

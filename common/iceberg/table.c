@@ -1,0 +1,1219 @@
+/*
+ * Iceberg table operations (see table.h): load/create in the Hadoop-catalog
+ * layout, snapshot commits with manifest merging, schema changes, and the
+ * optimistic, atomic metadata swap every change goes through (commit_metadata()).
+ */
+#include "common/iceberg/table.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "common/iceberg/manifest.h"
+#include "common/iceberg/schema.h"
+#include "common/log.h"
+
+#define DEFAULT_MIN_COUNT_TO_MERGE 8
+#define DEFAULT_TARGET_SIZE (8 * 1024 * 1024)
+#define DEFAULT_PREVIOUS_VERSIONS_MAX 100
+
+struct cdc_ice_table {
+    cdc_storage_t *storage; /* borrowed */
+    char *location;
+    int64_t version;
+    cdc_ice_metadata_t md;
+};
+
+static cdc_err_t oom(cdc_error_t *e)
+{
+    return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory in iceberg table");
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void random_bytes(void *p, size_t n)
+{
+    if (getrandom(p, n, 0) != (ssize_t)n) {
+        uint8_t *b = p;
+        for (size_t i = 0; i < n; i++)
+            b[i] = (uint8_t)(rand() ^ (int)now_ms());
+    }
+}
+
+void cdc_ice_uuid(char out[37])
+{
+    uint8_t b[16];
+    random_bytes(b, sizeof(b));
+    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
+    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+}
+
+static int64_t new_snapshot_id(const cdc_ice_metadata_t *md)
+{
+    for (;;) {
+        uint64_t v;
+        random_bytes(&v, sizeof(v));
+        int64_t id = (int64_t)(v & INT64_MAX);
+        if (id != 0 && !cdc_ice_metadata_snapshot(md, id))
+            return id;
+    }
+}
+
+char *cdc_ice_table_location(const char *warehouse, const char *ns, const char *name)
+{
+    size_t wl = strlen(warehouse);
+    while (wl > 1 && warehouse[wl - 1] == '/')
+        wl--;
+    char *out;
+    if (asprintf(&out, "%.*s/%s/%s", (int)wl, warehouse, ns, name) < 0)
+        return NULL;
+    return out;
+}
+
+char *cdc_ice_data_file_location(const char *table_location, const char *tag)
+{
+    char uuid[37], *out;
+    cdc_ice_uuid(uuid);
+    if (asprintf(&out, "%s/data/%s%s%s.parquet", table_location, tag ? tag : "", tag ? "-" : "",
+                 uuid) < 0)
+        return NULL;
+    return out;
+}
+
+static char *metadata_path(const char *location, int64_t version)
+{
+    char *p;
+    if (asprintf(&p, "%s/metadata/v%" PRId64 ".metadata.json", location, version) < 0)
+        return NULL;
+    return p;
+}
+
+static char *hint_path(const char *location)
+{
+    char *p;
+    if (asprintf(&p, "%s/metadata/version-hint.text", location) < 0)
+        return NULL;
+    return p;
+}
+
+static char *normalize(const char *location)
+{
+    size_t l = strlen(location);
+    while (l > 1 && location[l - 1] == '/')
+        l--;
+    return strndup(location, l);
+}
+
+static int64_t prop_int(const cdc_ice_metadata_t *md, const char *key, int64_t dflt)
+{
+    const char *v = cdc_ice_props_get(&md->properties, key);
+    if (!v || !*v)
+        return dflt;
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    return *end ? dflt : (int64_t)x;
+}
+
+static bool prop_bool(const cdc_ice_metadata_t *md, const char *key, bool dflt)
+{
+    const char *v = cdc_ice_props_get(&md->properties, key);
+    if (!v)
+        return dflt;
+    return strcmp(v, "true") == 0;
+}
+
+static cdc_avro_codec_t manifest_codec(const cdc_ice_metadata_t *md)
+{
+    const char *v = cdc_ice_props_get(&md->properties, "write.avro.compression-codec");
+    if (v && (strcmp(v, "uncompressed") == 0 || strcmp(v, "none") == 0 || strcmp(v, "null") == 0))
+        return CDC_AVRO_CODEC_NULL;
+    return CDC_AVRO_CODEC_DEFLATE;
+}
+
+/* ---- load / create ------------------------------------------------------------------ */
+
+static cdc_err_t read_version(cdc_ice_table_t *t, int64_t version, cdc_ice_metadata_t *md,
+                              cdc_error_t *e)
+{
+    char *path = metadata_path(t->location, version);
+    if (!path)
+        return oom(e);
+    uint8_t *buf;
+    size_t len;
+    cdc_err_t rc = cdc_storage_get(t->storage, path, &buf, &len, e);
+    if (rc == CDC_OK) {
+        rc = cdc_ice_metadata_parse((const char *)buf, len, md, e);
+        if (rc != CDC_OK)
+            cdc_error_prefix(e, "could not load \"%s\"", path);
+        free(buf);
+    }
+    free(path);
+    return rc;
+}
+
+static cdc_err_t version_exists(cdc_ice_table_t *t, int64_t version, bool *exists, cdc_error_t *e)
+{
+    char *path = metadata_path(t->location, version);
+    if (!path)
+        return oom(e);
+    cdc_err_t rc = cdc_storage_exists(t->storage, path, exists, e);
+    free(path);
+    return rc;
+}
+
+static cdc_err_t find_latest(cdc_ice_table_t *t, int64_t *version, cdc_error_t *e)
+{
+    char *hp = hint_path(t->location);
+    if (!hp)
+        return oom(e);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int64_t v = 0;
+    cdc_err_t rc = cdc_storage_get(t->storage, hp, &buf, &len, e);
+    free(hp);
+    if (rc == CDC_OK) {
+        v = strtoll((const char *)buf, NULL, 10);
+        free(buf);
+        if (v < 1)
+            v = 0;
+    } else if (rc != CDC_ERR_NOT_FOUND) {
+        return rc;
+    }
+    bool exists = false;
+    if (v >= 1) {
+        if ((rc = version_exists(t, v, &exists, e)) != CDC_OK)
+            return rc;
+        if (!exists)
+            v = 0; /* hint points to a removed file: scan from the start */
+    }
+    /* the hint may lag behind the newest metadata file: probe forward */
+    for (;;) {
+        if ((rc = version_exists(t, v + 1, &exists, e)) != CDC_OK)
+            return rc;
+        if (!exists)
+            break;
+        v++;
+    }
+    if (v == 0)
+        return cdc_error_set(e, CDC_ERR_NOT_FOUND, "no iceberg table at \"%s\"", t->location);
+    *version = v;
+    return CDC_OK;
+}
+
+static cdc_err_t table_new(cdc_storage_t *storage, const char *location, cdc_ice_table_t **out,
+                           cdc_error_t *e)
+{
+    cdc_ice_table_t *t = calloc(1, sizeof(*t));
+    if (!t)
+        return oom(e);
+    t->storage = storage;
+    if (!(t->location = normalize(location))) {
+        free(t);
+        return oom(e);
+    }
+    *out = t;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_ice_table_refresh(cdc_ice_table_t *t, cdc_error_t *e)
+{
+    int64_t v = 0;
+    cdc_ice_metadata_t md;
+    cdc_err_t rc = find_latest(t, &v, e);
+    if (rc != CDC_OK)
+        return rc;
+    if ((rc = read_version(t, v, &md, e)) != CDC_OK)
+        return rc;
+    cdc_ice_metadata_free(&t->md);
+    t->md = md;
+    t->version = v;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_ice_table_load(cdc_storage_t *storage, const char *location, cdc_ice_table_t **out,
+                             cdc_error_t *e)
+{
+    cdc_ice_table_t *t;
+    cdc_err_t rc = table_new(storage, location, &t, e);
+    if (rc != CDC_OK)
+        return rc;
+    if ((rc = cdc_ice_table_refresh(t, e)) != CDC_OK) {
+        cdc_ice_table_close(t);
+        return rc;
+    }
+    *out = t;
+    return CDC_OK;
+}
+
+void cdc_ice_table_close(cdc_ice_table_t *t)
+{
+    if (!t)
+        return;
+    cdc_ice_metadata_free(&t->md);
+    free(t->location);
+    free(t);
+}
+
+const cdc_ice_metadata_t *cdc_ice_table_metadata(const cdc_ice_table_t *t)
+{
+    return &t->md;
+}
+
+int64_t cdc_ice_table_version(const cdc_ice_table_t *t)
+{
+    return t->version;
+}
+
+const char *cdc_ice_table_get_location(const cdc_ice_table_t *t)
+{
+    return t->location;
+}
+
+/*
+ * The atomic swap: writes md as version t->version + 1 without overwrite, then the
+ * hint. On success t takes md (md is zeroed); on failure md stays with the caller.
+ */
+static cdc_err_t commit_metadata(cdc_ice_table_t *t, cdc_ice_metadata_t *md, cdc_error_t *e)
+{
+    int64_t next = t->version + 1;
+    char *path = metadata_path(t->location, next), *json = NULL, *hp = hint_path(t->location);
+    cdc_err_t rc;
+    if (!path || !hp) {
+        rc = oom(e);
+        goto done;
+    }
+    if ((rc = cdc_ice_metadata_write(md, &json, e)) != CDC_OK)
+        goto done;
+    rc = cdc_storage_put_if_absent(t->storage, path, json, strlen(json), e);
+    if (rc == CDC_ERR_EXISTS) {
+        rc = cdc_error_set_retriable(e, CDC_ERR_CONFLICT, true,
+                                     "commit conflict on table \"%s\": version %" PRId64
+                                     " was created by another committer",
+                                     t->location, next);
+        goto done;
+    }
+    if (rc != CDC_OK)
+        goto done;
+    /* The commit is durable now; the hint only speeds up loading (readers probe forward). */
+    char num[24];
+    int nl = snprintf(num, sizeof(num), "%" PRId64, next);
+    cdc_error_t he;
+    if (cdc_storage_put(t->storage, hp, num, (size_t)nl, &he) != CDC_OK)
+        cdc_log_warn("could not update version hint of \"%s\": %s", t->location, he.msg);
+    cdc_ice_metadata_free(&t->md);
+    t->md = *md;
+    memset(md, 0, sizeof(*md));
+    t->version = next;
+done:
+    free(path);
+    free(hp);
+    free(json);
+    return rc;
+}
+
+/* Appends the replaced version to metadata-log and trims it; returns removed files. */
+static cdc_err_t log_previous(const cdc_ice_table_t *t, cdc_ice_metadata_t *md, char ***dropped,
+                              size_t *ndropped, cdc_error_t *e)
+{
+    *dropped = NULL;
+    *ndropped = 0;
+    if (t->version < 1)
+        return CDC_OK;
+    char *prev = metadata_path(t->location, t->version);
+    cdc_ice_metadata_log_t *ml =
+        realloc(md->metadata_log, (md->nmetadata_log + 1) * sizeof(*md->metadata_log));
+    if (!prev || !ml) {
+        free(prev);
+        if (ml)
+            md->metadata_log = ml;
+        return oom(e);
+    }
+    md->metadata_log = ml;
+    ml[md->nmetadata_log].timestamp_ms = t->md.last_updated_ms;
+    ml[md->nmetadata_log].file = prev;
+    md->nmetadata_log++;
+    int64_t max =
+        prop_int(md, "write.metadata.previous-versions-max", DEFAULT_PREVIOUS_VERSIONS_MAX);
+    if (max < 1)
+        max = 1;
+    if ((int64_t)md->nmetadata_log > max) {
+        size_t drop = md->nmetadata_log - (size_t)max;
+        *dropped = calloc(drop, sizeof(char *));
+        if (!*dropped)
+            return oom(e);
+        for (size_t i = 0; i < drop; i++)
+            (*dropped)[i] = md->metadata_log[i].file;
+        memmove(md->metadata_log, md->metadata_log + drop, (size_t)max * sizeof(*ml));
+        md->nmetadata_log = (size_t)max;
+        *ndropped = drop;
+    }
+    return CDC_OK;
+}
+
+static void delete_dropped(cdc_ice_table_t *t, char **dropped, size_t n)
+{
+    bool del = prop_bool(&t->md, "write.metadata.delete-after-commit.enabled", false);
+    for (size_t i = 0; i < n; i++) {
+        cdc_error_t e;
+        if (del && cdc_storage_delete(t->storage, dropped[i], &e) != CDC_OK)
+            cdc_log_warn("could not delete old metadata file: %s", e.msg);
+        free(dropped[i]);
+    }
+    free(dropped);
+}
+
+/* Frees metadata-log entries that log_previous() dropped but that stay in t->md. */
+static void free_list(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static cdc_err_t commit_with_log(cdc_ice_table_t *t, cdc_ice_metadata_t *md, cdc_error_t *e)
+{
+    char **dropped;
+    size_t ndropped;
+    cdc_err_t rc = log_previous(t, md, &dropped, &ndropped, e);
+    if (rc != CDC_OK) {
+        free_list(dropped, ndropped);
+        return rc;
+    }
+    rc = commit_metadata(t, md, e);
+    if (rc != CDC_OK) {
+        free_list(dropped, ndropped);
+        return rc;
+    }
+    delete_dropped(t, dropped, ndropped);
+    return CDC_OK;
+}
+
+cdc_err_t cdc_ice_table_create(cdc_storage_t *storage, const char *location,
+                               const cdc_ice_schema_t *schema, const cdc_ice_props_t *props,
+                               cdc_ice_table_t **out, cdc_error_t *e)
+{
+    cdc_ice_table_t *t;
+    cdc_err_t rc = table_new(storage, location, &t, e);
+    if (rc != CDC_OK)
+        return rc;
+    cdc_ice_metadata_t md;
+    memset(&md, 0, sizeof(md));
+    md.format_version = 2;
+    cdc_ice_uuid(md.table_uuid);
+    md.location = strdup(t->location);
+    md.schemas = calloc(1, sizeof(cdc_ice_schema_t));
+    if (!md.location || !md.schemas) {
+        rc = oom(e);
+        goto fail;
+    }
+    if ((rc = cdc_ice_schema_copy(&md.schemas[0], schema)) != CDC_OK) {
+        rc = oom(e);
+        goto fail;
+    }
+    md.nschemas = 1;
+    md.schemas[0].schema_id = 0;
+    for (size_t i = 0; i < schema->nfields; i++) {
+        if (schema->fields[i].id <= 0) {
+            rc = cdc_error_set(e, CDC_ERR_INVALID, "field \"%s\" has no positive field id",
+                               schema->fields[i].name);
+            goto fail;
+        }
+        if (schema->fields[i].id > md.last_column_id)
+            md.last_column_id = schema->fields[i].id;
+    }
+    md.last_partition_id = 999;
+    md.current_snapshot_id = -1;
+    md.last_updated_ms = now_ms();
+    if (props && (rc = cdc_ice_props_copy(&md.properties, props)) != CDC_OK) {
+        rc = oom(e);
+        goto fail;
+    }
+    if (!cdc_ice_props_get(&md.properties, "write.parquet.compression-codec") &&
+        cdc_ice_props_set(&md.properties, "write.parquet.compression-codec", "zstd") != CDC_OK) {
+        rc = oom(e);
+        goto fail;
+    }
+    t->version = 0;
+    rc = commit_metadata(t, &md, e);
+    if (rc == CDC_ERR_CONFLICT) {
+        rc = cdc_error_set(e, CDC_ERR_EXISTS, "iceberg table \"%s\" already exists", t->location);
+        goto fail;
+    }
+    if (rc != CDC_OK)
+        goto fail;
+    *out = t;
+    return CDC_OK;
+fail:
+    cdc_ice_metadata_free(&md);
+    cdc_ice_table_close(t);
+    return rc;
+}
+
+cdc_err_t cdc_ice_table_open(cdc_storage_t *storage, const char *location,
+                             const cdc_ice_schema_t *schema, const cdc_ice_props_t *props,
+                             cdc_ice_table_t **out, cdc_error_t *e)
+{
+    for (int attempt = 0; attempt < 3; attempt++) {
+        cdc_err_t rc = cdc_ice_table_load(storage, location, out, e);
+        if (rc != CDC_ERR_NOT_FOUND)
+            return rc;
+        rc = cdc_ice_table_create(storage, location, schema, props, out, e);
+        if (rc != CDC_ERR_EXISTS)
+            return rc;
+    }
+    return cdc_error_set(e, CDC_ERR_CONFLICT, "could not open or create table \"%s\"", location);
+}
+
+/* ---- snapshot commits --------------------------------------------------------------- */
+
+/* Files this commit wrote, removed again when the commit fails. */
+typedef struct written {
+    char **v;
+    size_t n;
+} written_t;
+
+static bool written_add(written_t *w, const char *loc)
+{
+    char **v = realloc(w->v, (w->n + 1) * sizeof(char *));
+    if (!v)
+        return false;
+    w->v = v;
+    if (!(w->v[w->n] = strdup(loc)))
+        return false;
+    w->n++;
+    return true;
+}
+
+static void written_cleanup(cdc_ice_table_t *t, written_t *w, bool remove)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        cdc_error_t e;
+        if (remove)
+            (void)cdc_storage_delete(t->storage, w->v[i], &e);
+        free(w->v[i]);
+    }
+    free(w->v);
+    w->v = NULL;
+    w->n = 0;
+}
+
+static cdc_err_t read_manifest_list(cdc_ice_table_t *t, const cdc_ice_snapshot_t *s,
+                                    cdc_ice_manifest_file_t **files, size_t *n, cdc_error_t *e)
+{
+    *files = NULL;
+    *n = 0;
+    if (!s)
+        return CDC_OK;
+    uint8_t *buf;
+    size_t len;
+    cdc_err_t rc = cdc_storage_get(t->storage, s->manifest_list, &buf, &len, e);
+    if (rc != CDC_OK)
+        return rc;
+    rc = cdc_ice_manifest_list_read(buf, len, files, n, e);
+    free(buf);
+    if (rc != CDC_OK)
+        cdc_error_prefix(e, "could not read manifest list \"%s\"", s->manifest_list);
+    return rc;
+}
+
+static cdc_err_t read_manifest(cdc_ice_table_t *t, const cdc_ice_manifest_file_t *mf,
+                               cdc_ice_manifest_entry_t **entries, size_t *n, cdc_error_t *e)
+{
+    uint8_t *buf;
+    size_t len;
+    cdc_err_t rc = cdc_storage_get(t->storage, mf->path, &buf, &len, e);
+    if (rc != CDC_OK)
+        return rc;
+    rc = cdc_ice_manifest_read(buf, len, mf, entries, n, e);
+    free(buf);
+    if (rc != CDC_OK)
+        cdc_error_prefix(e, "could not read manifest \"%s\"", mf->path);
+    return rc;
+}
+
+/* Entries being assembled into one new manifest. */
+typedef struct entry_vec {
+    cdc_ice_manifest_entry_t *v;
+    size_t n, cap;
+} entry_vec_t;
+
+static bool entry_push(entry_vec_t *ev, const cdc_ice_manifest_entry_t *en)
+{
+    if (ev->n == ev->cap) {
+        size_t cap = ev->cap ? ev->cap * 2 : 16;
+        cdc_ice_manifest_entry_t *v = realloc(ev->v, cap * sizeof(*v));
+        if (!v)
+            return false;
+        ev->v = v;
+        ev->cap = cap;
+    }
+    ev->v[ev->n] = *en;
+    if (cdc_ice_data_file_copy(&ev->v[ev->n].file, &en->file) != CDC_OK)
+        return false;
+    ev->n++;
+    return true;
+}
+
+static void entry_vec_free(entry_vec_t *ev)
+{
+    cdc_ice_manifest_entries_free(ev->v, ev->n);
+    memset(ev, 0, sizeof(*ev));
+}
+
+typedef struct commit_ctx {
+    cdc_ice_table_t *t;
+    int64_t snapshot_id;
+    int64_t seq;
+    char *schema_json;
+    int32_t schema_id;
+    cdc_avro_codec_t codec;
+    written_t written;
+} commit_ctx_t;
+
+/* Writes entries as a manifest and describes it in *mf. */
+static cdc_err_t write_manifest(commit_ctx_t *cx, const entry_vec_t *ev,
+                                cdc_ice_manifest_content_t content, cdc_ice_manifest_file_t *mf,
+                                cdc_error_t *e)
+{
+    uint8_t *buf;
+    size_t len;
+    char uuid[37];
+    memset(mf, 0, sizeof(*mf));
+    cdc_err_t rc = cdc_ice_manifest_write(ev->v, ev->n, cx->schema_json, cx->schema_id, content,
+                                          cx->codec, &buf, &len, e);
+    if (rc != CDC_OK)
+        return rc;
+    cdc_ice_uuid(uuid);
+    if (asprintf(&mf->path, "%s/metadata/%s-m%d.avro", cx->t->location, uuid, (int)content) < 0) {
+        mf->path = NULL;
+        free(buf);
+        return oom(e);
+    }
+    rc = cdc_storage_put(cx->t->storage, mf->path, buf, len, e);
+    free(buf);
+    if (rc != CDC_OK)
+        return rc;
+    if (!written_add(&cx->written, mf->path))
+        return oom(e);
+    mf->length = (int64_t)len;
+    mf->spec_id = 0;
+    mf->content = content;
+    mf->sequence_number = cx->seq;
+    mf->min_sequence_number = cx->seq;
+    mf->added_snapshot_id = cx->snapshot_id;
+    for (size_t i = 0; i < ev->n; i++) {
+        const cdc_ice_manifest_entry_t *en = &ev->v[i];
+        int64_t s = en->sequence_number < 0 ? cx->seq : en->sequence_number;
+        if (s < mf->min_sequence_number)
+            mf->min_sequence_number = s;
+        if (en->status == CDC_ICE_ENTRY_ADDED) {
+            mf->added_files++;
+            mf->added_rows += en->file.record_count;
+        } else if (en->status == CDC_ICE_ENTRY_EXISTING) {
+            mf->existing_files++;
+            mf->existing_rows += en->file.record_count;
+        } else {
+            mf->deleted_files++;
+            mf->deleted_rows += en->file.record_count;
+        }
+    }
+    return CDC_OK;
+}
+
+typedef struct mf_vec {
+    cdc_ice_manifest_file_t *v;
+    size_t n, cap;
+} mf_vec_t;
+
+static bool mf_push(mf_vec_t *mv, cdc_ice_manifest_file_t *mf, bool copy_path)
+{
+    if (mv->n == mv->cap) {
+        size_t cap = mv->cap ? mv->cap * 2 : 16;
+        cdc_ice_manifest_file_t *v = realloc(mv->v, cap * sizeof(*v));
+        if (!v)
+            return false;
+        mv->v = v;
+        mv->cap = cap;
+    }
+    mv->v[mv->n] = *mf;
+    if (copy_path && !(mv->v[mv->n].path = strdup(mf->path)))
+        return false;
+    mv->n++;
+    return true;
+}
+
+/*
+ * Builds the manifests of one content kind: the new files' entries, merged with the
+ * small existing manifests when there are enough of them (min-count-to-merge).
+ */
+static cdc_err_t build_content(commit_ctx_t *cx, cdc_ice_manifest_content_t content,
+                               const cdc_ice_data_file_t *files, size_t nfiles,
+                               const cdc_ice_manifest_file_t *old, size_t nold, mf_vec_t *out,
+                               cdc_error_t *e)
+{
+    const cdc_ice_metadata_t *md = &cx->t->md;
+    bool merge = prop_bool(md, "commit.manifest-merge.enabled", true);
+    int64_t min_count =
+        prop_int(md, "commit.manifest.min-count-to-merge", DEFAULT_MIN_COUNT_TO_MERGE);
+    int64_t target = prop_int(md, "commit.manifest.target-size-bytes", DEFAULT_TARGET_SIZE);
+    size_t nsmall = 0;
+    for (size_t i = 0; i < nold; i++)
+        if (old[i].content == content && old[i].length < target)
+            nsmall++;
+    bool do_merge = merge && nsmall + (nfiles > 0) >= (size_t)(min_count < 2 ? 2 : min_count);
+    entry_vec_t ev = {0};
+    cdc_err_t rc = CDC_OK;
+    for (size_t i = 0; i < nfiles; i++) {
+        cdc_ice_manifest_entry_t en = {.status = CDC_ICE_ENTRY_ADDED,
+                                       .snapshot_id = cx->snapshot_id,
+                                       .sequence_number = -1,
+                                       .file_sequence_number = -1,
+                                       .file = files[i]};
+        en.file.content =
+            content == CDC_ICE_MANIFEST_DATA ? CDC_ICE_CONTENT_DATA : files[i].content;
+        if (content == CDC_ICE_MANIFEST_DELETES && en.file.content == CDC_ICE_CONTENT_DATA)
+            en.file.content = CDC_ICE_CONTENT_EQUALITY_DELETES;
+        if (!entry_push(&ev, &en)) {
+            rc = oom(e);
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < nold; i++) {
+        if (old[i].content != content)
+            continue;
+        if (!do_merge || old[i].length >= target) {
+            if (!mf_push(out, (cdc_ice_manifest_file_t *)&old[i], true)) {
+                rc = oom(e);
+                goto done;
+            }
+            continue;
+        }
+        cdc_ice_manifest_entry_t *ents;
+        size_t nents;
+        if ((rc = read_manifest(cx->t, &old[i], &ents, &nents, e)) != CDC_OK)
+            goto done;
+        for (size_t j = 0; j < nents; j++) {
+            if (ents[j].status == CDC_ICE_ENTRY_DELETED)
+                continue; /* deleted entries are only kept by the snapshot that deleted them */
+            ents[j].status = CDC_ICE_ENTRY_EXISTING;
+            if (!entry_push(&ev, &ents[j])) {
+                cdc_ice_manifest_entries_free(ents, nents);
+                rc = oom(e);
+                goto done;
+            }
+        }
+        cdc_ice_manifest_entries_free(ents, nents);
+    }
+    if (ev.n > 0) {
+        cdc_ice_manifest_file_t mf;
+        if ((rc = write_manifest(cx, &ev, content, &mf, e)) != CDC_OK) {
+            free(mf.path);
+            goto done;
+        }
+        /* the new manifest goes first, as Iceberg writers do */
+        if (!mf_push(out, &mf, false)) {
+            free(mf.path);
+            rc = oom(e);
+            goto done;
+        }
+        memmove(out->v + 1, out->v, (out->n - 1) * sizeof(*out->v));
+        out->v[0] = mf;
+    }
+done:
+    entry_vec_free(&ev);
+    return rc;
+}
+
+static int64_t summary_int(const cdc_ice_snapshot_t *s, const char *key)
+{
+    const char *v = s ? cdc_ice_props_get(&s->summary, key) : NULL;
+    return v ? strtoll(v, NULL, 10) : 0;
+}
+
+static cdc_err_t set_int(cdc_ice_props_t *p, const char *key, int64_t v)
+{
+    char buf[24];
+    snprintf(buf, sizeof(buf), "%" PRId64, v);
+    return cdc_ice_props_set(p, key, buf);
+}
+
+static cdc_err_t build_summary(const cdc_ice_commit_t *c, const cdc_ice_snapshot_t *parent,
+                               cdc_ice_props_t *sum)
+{
+    int64_t add_data = (int64_t)c->ndata_files, add_del = (int64_t)c->ndelete_files;
+    int64_t add_records = 0, add_size = 0, add_eq = 0, add_pos = 0, add_eq_files = 0;
+    for (size_t i = 0; i < c->ndata_files; i++) {
+        add_records += c->data_files[i].record_count;
+        add_size += c->data_files[i].file_size_in_bytes;
+    }
+    for (size_t i = 0; i < c->ndelete_files; i++) {
+        add_size += c->delete_files[i].file_size_in_bytes;
+        if (c->delete_files[i].content == CDC_ICE_CONTENT_POSITION_DELETES) {
+            add_pos += c->delete_files[i].record_count;
+        } else {
+            add_eq += c->delete_files[i].record_count;
+            add_eq_files++;
+        }
+    }
+    const char *op = add_del == 0 ? "append" : (add_data == 0 ? "delete" : "overwrite");
+    cdc_err_t rc = cdc_ice_props_set(sum, "operation", op);
+    if (add_data > 0) {
+        rc |= set_int(sum, "added-data-files", add_data);
+        rc |= set_int(sum, "added-records", add_records);
+    }
+    if (add_del > 0) {
+        rc |= set_int(sum, "added-delete-files", add_del);
+        if (add_eq_files > 0) {
+            rc |= set_int(sum, "added-equality-delete-files", add_eq_files);
+            rc |= set_int(sum, "added-equality-deletes", add_eq);
+        }
+        if (add_pos > 0) {
+            rc |= set_int(sum, "added-position-delete-files", add_del - add_eq_files);
+            rc |= set_int(sum, "added-position-deletes", add_pos);
+        }
+    }
+    rc |= set_int(sum, "added-files-size", add_size);
+    rc |= set_int(sum, "changed-partition-count", add_data + add_del > 0 ? 1 : 0);
+    rc |= set_int(sum, "total-records", summary_int(parent, "total-records") + add_records);
+    rc |= set_int(sum, "total-files-size", summary_int(parent, "total-files-size") + add_size);
+    rc |= set_int(sum, "total-data-files", summary_int(parent, "total-data-files") + add_data);
+    rc |= set_int(sum, "total-delete-files", summary_int(parent, "total-delete-files") + add_del);
+    rc |= set_int(sum, "total-position-deletes",
+                  summary_int(parent, "total-position-deletes") + add_pos);
+    rc |= set_int(sum, "total-equality-deletes",
+                  summary_int(parent, "total-equality-deletes") + add_eq);
+    for (size_t i = 0; c->summary && i < c->summary->n; i++)
+        rc |= cdc_ice_props_set(sum, c->summary->keys[i], c->summary->values[i]);
+    return rc == CDC_OK ? CDC_OK : CDC_ERR_NOMEM;
+}
+
+cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, int64_t *snapshot_id,
+                               cdc_error_t *e)
+{
+    commit_ctx_t cx = {.t = t};
+    cdc_ice_manifest_file_t *old = NULL;
+    size_t nold = 0;
+    mf_vec_t list = {0};
+    cdc_ice_metadata_t md;
+    memset(&md, 0, sizeof(md));
+    uint8_t *lbuf = NULL;
+    size_t llen = 0;
+    char *list_path = NULL;
+    cdc_err_t rc;
+    const cdc_ice_snapshot_t *parent = cdc_ice_metadata_current_snapshot(&t->md);
+    const cdc_ice_schema_t *schema = cdc_ice_metadata_current_schema(&t->md);
+
+    for (size_t i = 0; i < c->ndelete_files; i++)
+        if (c->delete_files[i].content == CDC_ICE_CONTENT_EQUALITY_DELETES &&
+            c->delete_files[i].nequality_ids == 0)
+            return cdc_error_set(e, CDC_ERR_INVALID,
+                                 "equality delete file \"%s\" has no equality_ids",
+                                 c->delete_files[i].path);
+    if (!schema)
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "table \"%s\" has no current schema", t->location);
+    cx.snapshot_id = new_snapshot_id(&t->md);
+    cx.seq = t->md.last_sequence_number + 1;
+    cx.schema_id = schema->schema_id;
+    cx.codec = manifest_codec(&t->md);
+    if (!(cx.schema_json = cdc_ice_schema_to_json(schema))) {
+        rc = oom(e);
+        goto fail;
+    }
+    if ((rc = read_manifest_list(t, parent, &old, &nold, e)) != CDC_OK)
+        goto fail;
+    if ((rc = build_content(&cx, CDC_ICE_MANIFEST_DATA, c->data_files, c->ndata_files, old, nold,
+                            &list, e)) != CDC_OK)
+        goto fail;
+    {
+        mf_vec_t dl = {0};
+        rc = build_content(&cx, CDC_ICE_MANIFEST_DELETES, c->delete_files, c->ndelete_files, old,
+                           nold, &dl, e);
+        for (size_t i = 0; i < dl.n; i++) {
+            if (rc == CDC_OK && !mf_push(&list, &dl.v[i], false))
+                rc = oom(e);
+            if (rc != CDC_OK)
+                free(dl.v[i].path);
+        }
+        free(dl.v);
+        if (rc != CDC_OK)
+            goto fail;
+    }
+    char uuid[37];
+    cdc_ice_uuid(uuid);
+    if (asprintf(&list_path, "%s/metadata/snap-%" PRId64 "-1-%s.avro", t->location, cx.snapshot_id,
+                 uuid) < 0) {
+        list_path = NULL;
+        rc = oom(e);
+        goto fail;
+    }
+    if ((rc = cdc_ice_manifest_list_write(list.v, list.n, cx.snapshot_id,
+                                          parent ? parent->snapshot_id : -1, cx.seq, cx.codec,
+                                          &lbuf, &llen, e)) != CDC_OK)
+        goto fail;
+    if ((rc = cdc_storage_put(t->storage, list_path, lbuf, llen, e)) != CDC_OK)
+        goto fail;
+    if (!written_add(&cx.written, list_path)) {
+        rc = oom(e);
+        goto fail;
+    }
+
+    /* the new metadata: a copy of the current one plus the snapshot */
+    if ((rc = cdc_ice_metadata_copy(&md, &t->md)) != CDC_OK) {
+        rc = oom(e);
+        goto fail;
+    }
+    int64_t ts = c->timestamp_ms > 0 ? c->timestamp_ms : now_ms();
+    if (ts <= t->md.last_updated_ms)
+        ts = t->md.last_updated_ms + 1; /* keep the logs monotonic under clock skew */
+    cdc_ice_snapshot_t *sv = realloc(md.snapshots, (md.nsnapshots + 1) * sizeof(*sv));
+    if (!sv) {
+        rc = oom(e);
+        goto fail;
+    }
+    md.snapshots = sv;
+    cdc_ice_snapshot_t *sn = &md.snapshots[md.nsnapshots];
+    memset(sn, 0, sizeof(*sn));
+    md.nsnapshots++;
+    sn->snapshot_id = cx.snapshot_id;
+    sn->parent_id = parent ? parent->snapshot_id : -1;
+    sn->sequence_number = cx.seq;
+    sn->timestamp_ms = ts;
+    sn->schema_id = schema->schema_id;
+    if (!(sn->manifest_list = strdup(list_path)) ||
+        build_summary(c, parent, &sn->summary) != CDC_OK) {
+        rc = oom(e);
+        goto fail;
+    }
+    cdc_ice_snapshot_log_t *sl = realloc(md.snapshot_log, (md.nsnapshot_log + 1) * sizeof(*sl));
+    if (!sl) {
+        rc = oom(e);
+        goto fail;
+    }
+    md.snapshot_log = sl;
+    sl[md.nsnapshot_log].timestamp_ms = ts;
+    sl[md.nsnapshot_log].snapshot_id = cx.snapshot_id;
+    md.nsnapshot_log++;
+    md.last_sequence_number = cx.seq;
+    md.current_snapshot_id = cx.snapshot_id;
+    md.last_updated_ms = ts;
+    if ((rc = commit_with_log(t, &md, e)) != CDC_OK)
+        goto fail;
+    if (snapshot_id)
+        *snapshot_id = cx.snapshot_id;
+    written_cleanup(t, &cx.written, false);
+    goto done;
+fail:
+    cdc_ice_metadata_free(&md);
+    written_cleanup(t, &cx.written, true);
+done:
+    free(lbuf);
+    free(list_path);
+    free(cx.schema_json);
+    cdc_ice_manifest_files_free(old, nold);
+    cdc_ice_manifest_files_free(list.v, list.n);
+    return rc;
+}
+
+cdc_err_t cdc_ice_table_append(cdc_ice_table_t *t, const cdc_ice_data_file_t *files, size_t n,
+                               const cdc_ice_props_t *summary, int64_t *snapshot_id, cdc_error_t *e)
+{
+    cdc_ice_commit_t c = {.data_files = files, .ndata_files = n, .summary = summary};
+    return cdc_ice_table_commit(t, &c, snapshot_id, e);
+}
+
+cdc_err_t cdc_ice_table_row_delta(cdc_ice_table_t *t, const cdc_ice_data_file_t *data, size_t ndata,
+                                  const cdc_ice_data_file_t *deletes, size_t ndeletes,
+                                  const cdc_ice_props_t *summary, int64_t *snapshot_id,
+                                  cdc_error_t *e)
+{
+    cdc_ice_commit_t c = {.data_files = data,
+                          .ndata_files = ndata,
+                          .delete_files = deletes,
+                          .ndelete_files = ndeletes,
+                          .summary = summary};
+    return cdc_ice_table_commit(t, &c, snapshot_id, e);
+}
+
+/* ---- metadata-only changes ------------------------------------------------------------ */
+
+cdc_err_t cdc_ice_table_add_column(cdc_ice_table_t *t, const cdc_ice_field_t *field,
+                                   int32_t *field_id, cdc_error_t *e)
+{
+    const cdc_ice_schema_t *cur = cdc_ice_metadata_current_schema(&t->md);
+    if (!cur)
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "table \"%s\" has no current schema", t->location);
+    if (field->required)
+        return cdc_error_set(e, CDC_ERR_UNSUPPORTED,
+                             "cannot add required column \"%s\" to table \"%s\"", field->name,
+                             t->location);
+    for (size_t i = 0; i < cur->nfields; i++)
+        if (strcmp(cur->fields[i].name, field->name) == 0)
+            return cdc_error_set(e, CDC_ERR_EXISTS, "column \"%s\" already exists in table \"%s\"",
+                                 field->name, t->location);
+    cdc_ice_metadata_t md;
+    cdc_err_t rc = cdc_ice_metadata_copy(&md, &t->md);
+    if (rc != CDC_OK)
+        return oom(e);
+    int32_t max_schema = 0;
+    for (size_t i = 0; i < md.nschemas; i++)
+        if (md.schemas[i].schema_id > max_schema)
+            max_schema = md.schemas[i].schema_id;
+    cdc_ice_schema_t *sv = realloc(md.schemas, (md.nschemas + 1) * sizeof(*sv));
+    if (!sv) {
+        rc = oom(e);
+        goto fail;
+    }
+    md.schemas = sv;
+    cdc_ice_schema_t *ns = &md.schemas[md.nschemas];
+    if (cdc_ice_schema_copy(ns, cur) != CDC_OK) {
+        rc = oom(e);
+        goto fail;
+    }
+    md.nschemas++;
+    cdc_ice_field_t *fv = realloc(ns->fields, (ns->nfields + 1) * sizeof(*fv));
+    if (!fv) {
+        rc = oom(e);
+        goto fail;
+    }
+    ns->fields = fv;
+    cdc_ice_field_t *f = &ns->fields[ns->nfields];
+    *f = *field;
+    f->id = md.last_column_id + 1;
+    f->name = strdup(field->name);
+    f->doc = field->doc ? strdup(field->doc) : NULL;
+    ns->nfields++;
+    if (!f->name || (field->doc && !f->doc)) {
+        rc = oom(e);
+        goto fail;
+    }
+    ns->schema_id = max_schema + 1;
+    md.last_column_id = f->id;
+    md.current_schema_id = ns->schema_id;
+    int64_t ts = now_ms();
+    md.last_updated_ms = ts > t->md.last_updated_ms ? ts : t->md.last_updated_ms + 1;
+    int32_t new_id = f->id;
+    if ((rc = commit_with_log(t, &md, e)) != CDC_OK)
+        goto fail;
+    if (field_id)
+        *field_id = new_id;
+    return CDC_OK;
+fail:
+    cdc_ice_metadata_free(&md);
+    return rc;
+}
+
+cdc_err_t cdc_ice_table_set_properties(cdc_ice_table_t *t, const cdc_ice_props_t *props,
+                                       cdc_error_t *e)
+{
+    cdc_ice_metadata_t md;
+    cdc_err_t rc = cdc_ice_metadata_copy(&md, &t->md);
+    if (rc != CDC_OK)
+        return oom(e);
+    for (size_t i = 0; i < props->n; i++) {
+        if (cdc_ice_props_set(&md.properties, props->keys[i], props->values[i]) != CDC_OK) {
+            cdc_ice_metadata_free(&md);
+            return oom(e);
+        }
+    }
+    int64_t ts = now_ms();
+    md.last_updated_ms = ts > t->md.last_updated_ms ? ts : t->md.last_updated_ms + 1;
+    if ((rc = commit_with_log(t, &md, e)) != CDC_OK)
+        cdc_ice_metadata_free(&md);
+    return rc;
+}
+
+/* ---- queries -------------------------------------------------------------------------- */
+
+const char *cdc_ice_table_snapshot_property(const cdc_ice_table_t *t, int64_t snapshot_id,
+                                            const char *key)
+{
+    const cdc_ice_snapshot_t *s = snapshot_id < 0 ? cdc_ice_metadata_current_snapshot(&t->md)
+                                                  : cdc_ice_metadata_snapshot(&t->md, snapshot_id);
+    return s ? cdc_ice_props_get(&s->summary, key) : NULL;
+}
+
+int64_t cdc_ice_table_find_checkpoint(const cdc_ice_table_t *t, const char *job,
+                                      int64_t checkpoint_id)
+{
+    for (size_t i = t->md.nsnapshots; i-- > 0;) {
+        const cdc_ice_snapshot_t *s = &t->md.snapshots[i];
+        const char *j = cdc_ice_props_get(&s->summary, CDC_ICE_SUMMARY_JOB);
+        const char *c = cdc_ice_props_get(&s->summary, CDC_ICE_SUMMARY_CHECKPOINT);
+        if (j && c && strcmp(j, job) == 0 && strtoll(c, NULL, 10) == checkpoint_id)
+            return s->snapshot_id;
+    }
+    return -1;
+}
+
+int64_t cdc_ice_table_last_checkpoint(const cdc_ice_table_t *t, const char *job)
+{
+    int64_t best = -1;
+    for (size_t i = 0; i < t->md.nsnapshots; i++) {
+        const cdc_ice_snapshot_t *s = &t->md.snapshots[i];
+        const char *j = cdc_ice_props_get(&s->summary, CDC_ICE_SUMMARY_JOB);
+        const char *c = cdc_ice_props_get(&s->summary, CDC_ICE_SUMMARY_CHECKPOINT);
+        if (j && c && strcmp(j, job) == 0) {
+            int64_t v = strtoll(c, NULL, 10);
+            if (v > best)
+                best = v;
+        }
+    }
+    return best;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool list_add(char ***v, size_t *n, size_t *cap, const char *s)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        char **nv = realloc(*v, nc * sizeof(char *));
+        if (!nv)
+            return false;
+        *v = nv;
+        *cap = nc;
+    }
+    if (!((*v)[*n] = strdup(s)))
+        return false;
+    (*n)++;
+    return true;
+}
+
+cdc_err_t cdc_ice_table_referenced_files(cdc_ice_table_t *t, char ***locations, size_t *n,
+                                         cdc_error_t *e)
+{
+    char **v = NULL;
+    size_t cnt = 0, cap = 0;
+    cdc_err_t rc = CDC_OK;
+    char *cur = metadata_path(t->location, t->version), *hp = hint_path(t->location);
+    if (!cur || !hp || !list_add(&v, &cnt, &cap, cur) || !list_add(&v, &cnt, &cap, hp)) {
+        rc = oom(e);
+        goto done;
+    }
+    for (size_t i = 0; i < t->md.nmetadata_log; i++)
+        if (!list_add(&v, &cnt, &cap, t->md.metadata_log[i].file)) {
+            rc = oom(e);
+            goto done;
+        }
+    for (size_t i = 0; i < t->md.nsnapshots; i++) {
+        cdc_ice_manifest_file_t *mfs;
+        size_t nmf;
+        if (!list_add(&v, &cnt, &cap, t->md.snapshots[i].manifest_list)) {
+            rc = oom(e);
+            goto done;
+        }
+        if ((rc = read_manifest_list(t, &t->md.snapshots[i], &mfs, &nmf, e)) != CDC_OK)
+            goto done;
+        for (size_t j = 0; j < nmf && rc == CDC_OK; j++) {
+            /* manifests are shared between snapshots: read each once */
+            bool seen = false;
+            for (size_t k = 0; k < cnt && !seen; k++)
+                seen = strcmp(v[k], mfs[j].path) == 0;
+            if (seen)
+                continue;
+            if (!list_add(&v, &cnt, &cap, mfs[j].path)) {
+                rc = oom(e);
+                break;
+            }
+            cdc_ice_manifest_entry_t *ents;
+            size_t nents;
+            if ((rc = read_manifest(t, &mfs[j], &ents, &nents, e)) != CDC_OK)
+                break;
+            for (size_t k = 0; k < nents; k++)
+                if (!list_add(&v, &cnt, &cap, ents[k].file.path)) {
+                    rc = oom(e);
+                    break;
+                }
+            cdc_ice_manifest_entries_free(ents, nents);
+        }
+        cdc_ice_manifest_files_free(mfs, nmf);
+        if (rc != CDC_OK)
+            goto done;
+    }
+    qsort(v, cnt, sizeof(char *), cmp_str);
+    size_t u = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        if (u > 0 && strcmp(v[u - 1], v[i]) == 0) {
+            free(v[i]);
+            continue;
+        }
+        v[u++] = v[i];
+    }
+    cnt = u;
+done:
+    free(cur);
+    free(hp);
+    if (rc != CDC_OK) {
+        cdc_storage_list_free(v, cnt);
+        return rc;
+    }
+    *locations = v;
+    *n = cnt;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_ice_table_live_files(cdc_ice_table_t *t, cdc_ice_live_file_t **files, size_t *n,
+                                   cdc_error_t *e)
+{
+    cdc_ice_manifest_file_t *mfs;
+    size_t nmf;
+    *files = NULL;
+    *n = 0;
+    cdc_err_t rc = read_manifest_list(t, cdc_ice_metadata_current_snapshot(&t->md), &mfs, &nmf, e);
+    if (rc != CDC_OK)
+        return rc;
+    cdc_ice_live_file_t *v = NULL;
+    size_t cnt = 0;
+    for (size_t i = 0; i < nmf && rc == CDC_OK; i++) {
+        cdc_ice_manifest_entry_t *ents;
+        size_t nents;
+        if ((rc = read_manifest(t, &mfs[i], &ents, &nents, e)) != CDC_OK)
+            break;
+        cdc_ice_live_file_t *nv = realloc(v, (cnt + nents + 1) * sizeof(*nv));
+        if (!nv) {
+            cdc_ice_manifest_entries_free(ents, nents);
+            rc = oom(e);
+            break;
+        }
+        v = nv;
+        for (size_t k = 0; k < nents; k++) {
+            if (ents[k].status == CDC_ICE_ENTRY_DELETED)
+                continue;
+            v[cnt].file = ents[k].file; /* take ownership */
+            memset(&ents[k].file, 0, sizeof(ents[k].file));
+            v[cnt].sequence_number = ents[k].sequence_number;
+            v[cnt].snapshot_id = ents[k].snapshot_id;
+            cnt++;
+        }
+        cdc_ice_manifest_entries_free(ents, nents);
+    }
+    cdc_ice_manifest_files_free(mfs, nmf);
+    if (rc != CDC_OK) {
+        cdc_ice_live_files_free(v, cnt);
+        return rc;
+    }
+    *files = v;
+    *n = cnt;
+    return CDC_OK;
+}
+
+void cdc_ice_live_files_free(cdc_ice_live_file_t *files, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cdc_ice_data_file_clear(&files[i].file);
+    free(files);
+}

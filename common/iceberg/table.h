@@ -1,0 +1,169 @@
+/*
+ * Iceberg v2 tables in a Hadoop-catalog layout: the API the coordinator (the only
+ * committer) and the workers use. A table lives at <warehouse>/<namespace>/<table>
+ * with data/ and metadata/; metadata/vN.metadata.json is created without overwrite
+ * (link() locally, If-None-Match: * on S3) and metadata/version-hint.text then holds
+ * N as a bare integer. Losing that race returns CDC_ERR_CONFLICT (retriable): call
+ * cdc_ice_table_refresh() and commit again. Files a failed commit wrote are removed.
+ *
+ * Each commit adds one snapshot (append, row delta) and merges small manifests so
+ * that the manifest count stays bounded when committing every second
+ * (commit.manifest-merge.enabled, commit.manifest.min-count-to-merge,
+ * commit.manifest.target-size-bytes). A handle is not thread-safe; use one per thread.
+ */
+#ifndef CDC_ICEBERG_TABLE_H
+#define CDC_ICEBERG_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/iceberg/metadata.h"
+#include "common/iceberg/storage.h"
+#include "common/iceberg/types.h"
+
+/* Summary keys the pipeline stores in every snapshot it commits. */
+#define CDC_ICE_SUMMARY_JOB "cdc.job"
+#define CDC_ICE_SUMMARY_CHECKPOINT "cdc.checkpoint-id"
+#define CDC_ICE_SUMMARY_OFFSETS "cdc.offsets"
+
+typedef struct cdc_ice_table cdc_ice_table_t;
+
+/*
+ * "<warehouse>/<namespace>/<name>" without a doubled slash; newly allocated (caller
+ * frees), NULL on allocation failure.
+ */
+char *cdc_ice_table_location(const char *warehouse, const char *ns, const char *name);
+
+/*
+ * Creates a table with format-version 2, the schema (with its identifier-field-ids;
+ * schema id 0 is used, field ids as given) and properties (may be NULL), as
+ * metadata/v1.metadata.json. CDC_ERR_EXISTS if the table already exists. The
+ * storage handle is borrowed and must outlive the table. On success *out is owned
+ * by the caller (cdc_ice_table_close).
+ */
+cdc_err_t cdc_ice_table_create(cdc_storage_t *storage, const char *location,
+                               const cdc_ice_schema_t *schema, const cdc_ice_props_t *props,
+                               cdc_ice_table_t **out, cdc_error_t *e);
+
+/*
+ * Loads the latest version: reads version-hint.text, then probes vN+1, vN+2, ...
+ * (a committer may have died between the two writes). CDC_ERR_NOT_FOUND when there
+ * is no table at location.
+ */
+cdc_err_t cdc_ice_table_load(cdc_storage_t *storage, const char *location, cdc_ice_table_t **out,
+                             cdc_error_t *e);
+
+/* Loads the table, creating it with schema/props when it does not exist yet. */
+cdc_err_t cdc_ice_table_open(cdc_storage_t *storage, const char *location,
+                             const cdc_ice_schema_t *schema, const cdc_ice_props_t *props,
+                             cdc_ice_table_t **out, cdc_error_t *e);
+
+/* Reloads the latest version (after CDC_ERR_CONFLICT). */
+cdc_err_t cdc_ice_table_refresh(cdc_ice_table_t *t, cdc_error_t *e);
+
+void cdc_ice_table_close(cdc_ice_table_t *t);
+
+/* The loaded metadata (owned by t, valid until the next refresh or commit). */
+const cdc_ice_metadata_t *cdc_ice_table_metadata(const cdc_ice_table_t *t);
+/* The loaded metadata version N (vN.metadata.json). */
+int64_t cdc_ice_table_version(const cdc_ice_table_t *t);
+/* The table location (owned by t). */
+const char *cdc_ice_table_get_location(const cdc_ice_table_t *t);
+
+/*
+ * One commit. data_files and delete_files are borrowed (only read). summary (may
+ * be NULL) adds caller keys to the snapshot summary, e.g. cdc.job,
+ * cdc.checkpoint-id, cdc.offsets. Files must already be in storage.
+ */
+typedef struct cdc_ice_commit {
+    const cdc_ice_data_file_t *data_files;
+    size_t ndata_files;
+    const cdc_ice_data_file_t *delete_files; /* equality deletes (content 2) */
+    size_t ndelete_files;
+    const cdc_ice_props_t *summary;
+    int64_t timestamp_ms; /* 0 = now */
+} cdc_ice_commit_t;
+
+/*
+ * Commits one snapshot from c: "append" without deletes, "overwrite" with data and
+ * deletes (row delta), "delete" with deletes only. Data files get sequence number
+ * last-sequence-number + 1 through inheritance, so this snapshot's equality deletes
+ * apply to rows of earlier snapshots only. Returns CDC_ERR_CONFLICT when another
+ * committer created the next version first (t is unchanged; refresh and retry).
+ * On success t holds the new version and *snapshot_id (may be NULL) the new id.
+ */
+cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, int64_t *snapshot_id,
+                               cdc_error_t *e);
+
+/* Shorthands for cdc_ice_table_commit(). */
+cdc_err_t cdc_ice_table_append(cdc_ice_table_t *t, const cdc_ice_data_file_t *files, size_t n,
+                               const cdc_ice_props_t *summary, int64_t *snapshot_id,
+                               cdc_error_t *e);
+cdc_err_t cdc_ice_table_row_delta(cdc_ice_table_t *t, const cdc_ice_data_file_t *data, size_t ndata,
+                                  const cdc_ice_data_file_t *deletes, size_t ndeletes,
+                                  const cdc_ice_props_t *summary, int64_t *snapshot_id,
+                                  cdc_error_t *e);
+
+/*
+ * Schema change: adds an optional column (field->id is ignored and assigned as
+ * last-column-id + 1; field->required must be false). A new schema id becomes
+ * current. *field_id (may be NULL) receives the new id. CDC_ERR_EXISTS if a column
+ * of that name exists; CDC_ERR_CONFLICT as for commits.
+ */
+cdc_err_t cdc_ice_table_add_column(cdc_ice_table_t *t, const cdc_ice_field_t *field,
+                                   int32_t *field_id, cdc_error_t *e);
+
+/* Sets table properties (a metadata-only commit); CDC_ERR_CONFLICT as for commits. */
+cdc_err_t cdc_ice_table_set_properties(cdc_ice_table_t *t, const cdc_ice_props_t *props,
+                                       cdc_error_t *e);
+
+/*
+ * Summary value of a snapshot (-1 = current snapshot), or NULL. The pointer is owned
+ * by t and valid until the next refresh or commit.
+ */
+const char *cdc_ice_table_snapshot_property(const cdc_ice_table_t *t, int64_t snapshot_id,
+                                            const char *key);
+
+/* Id of the snapshot committed for (job, checkpoint_id), or -1 if there is none. */
+int64_t cdc_ice_table_find_checkpoint(const cdc_ice_table_t *t, const char *job,
+                                      int64_t checkpoint_id);
+
+/* Highest cdc.checkpoint-id committed by job, or -1. */
+int64_t cdc_ice_table_last_checkpoint(const cdc_ice_table_t *t, const char *job);
+
+/*
+ * Every location the retained table state references: metadata files (current and
+ * metadata-log), version-hint.text, manifest lists, manifests, data and delete files
+ * of all retained snapshots. Anything else under <location>/ is an orphan. The
+ * caller owns *locations (cdc_storage_list_free).
+ */
+cdc_err_t cdc_ice_table_referenced_files(cdc_ice_table_t *t, char ***locations, size_t *n,
+                                         cdc_error_t *e);
+
+/*
+ * Live data and delete files of the current snapshot (with inherited sequence
+ * numbers in the entries); the caller owns *entries (cdc_ice_manifest_entries_free
+ * from manifest.h, passed as void to keep this header small).
+ */
+typedef struct cdc_ice_live_file {
+    cdc_ice_data_file_t file; /* owned */
+    int64_t sequence_number;
+    int64_t snapshot_id;
+} cdc_ice_live_file_t;
+cdc_err_t cdc_ice_table_live_files(cdc_ice_table_t *t, cdc_ice_live_file_t **files, size_t *n,
+                                   cdc_error_t *e);
+void cdc_ice_live_files_free(cdc_ice_live_file_t *files, size_t n);
+
+/*
+ * A new, unique location for a data or delete file of the table at
+ * table_location: "<table_location>/data/<tag>-<uuid>.parquet" (tag may be NULL, e.g.
+ * "w2-p7-e42"). Newly allocated (caller frees), NULL on allocation failure.
+ */
+char *cdc_ice_data_file_location(const char *table_location, const char *tag);
+
+/* A random RFC 4122 version-4 UUID in canonical text form (37 bytes with NUL). */
+void cdc_ice_uuid(char out[37]);
+
+#endif

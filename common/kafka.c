@@ -1,0 +1,919 @@
+/*
+ * librdkafka adapter (see kafka.h): producer with per-message delivery reports,
+ * manually assigned consumer, topic admin, and the translation of librdkafka error
+ * codes to cdc_err_t. Nothing outside this file (and tools/kafka-dev) sees rdkafka.h.
+ */
+#include "common/kafka.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "common/log.h"
+
+/* ---- murmur2 ------------------------------------------------------------------------ */
+
+uint32_t cdc_kafka_murmur2(const void *key, size_t len)
+{
+    /* Kafka's Utils.murmur2: 32-bit MurmurHash2, little-endian 4-byte blocks. */
+    const uint32_t m = 0x5bd1e995u;
+    const unsigned r = 24;
+    const unsigned char *data = key;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)len;
+    size_t blocks = len / 4;
+
+    for (size_t i = 0; i < blocks; i++) {
+        const unsigned char *b = data + i * 4;
+        uint32_t k =
+            (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+        k *= m;
+        k ^= k >> r;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    switch (len & 3) {
+    case 3:
+        h ^= (uint32_t)data[(len & ~(size_t)3) + 2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)data[(len & ~(size_t)3) + 1] << 8;
+        /* fall through */
+    case 1:
+        h ^= (uint32_t)data[len & ~(size_t)3];
+        h *= m;
+        break;
+    default:
+        break;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+int32_t cdc_kafka_partition_for_key(const void *key, size_t len, int32_t npartitions)
+{
+    if (npartitions <= 0)
+        return -1;
+    return (int32_t)((cdc_kafka_murmur2(key, len) & 0x7fffffffu) % (uint32_t)npartitions);
+}
+
+/* ---- errors ------------------------------------------------------------------------- */
+
+/* Our code and retriable flag for a librdkafka error. */
+static cdc_err_t translate(rd_kafka_resp_err_t err, bool *retriable)
+{
+    *retriable = false;
+    switch (err) {
+    case RD_KAFKA_RESP_ERR_NO_ERROR:
+        return CDC_OK;
+    case RD_KAFKA_RESP_ERR__TIMED_OUT:
+    case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR__QUEUE_FULL:
+    case RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE:
+        *retriable = true;
+        return CDC_ERR_TIMEOUT;
+    case RD_KAFKA_RESP_ERR__TRANSPORT:
+    case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
+    case RD_KAFKA_RESP_ERR__RESOLVE:
+    case RD_KAFKA_RESP_ERR__WAIT_COORD:
+    case RD_KAFKA_RESP_ERR__NODE_UPDATE:
+    case RD_KAFKA_RESP_ERR__RETRY:
+    case RD_KAFKA_RESP_ERR__OUTDATED:
+    case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
+    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_REPLICA_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION:
+    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS:
+    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+    case RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS:
+    case RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_NOT_COORDINATOR:
+    case RD_KAFKA_RESP_ERR_KAFKA_STORAGE_ERROR:
+    case RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_OFFSET_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_THROTTLING_QUOTA_EXCEEDED:
+    case RD_KAFKA_RESP_ERR_INVALID_MSG:
+    case RD_KAFKA_RESP_ERR_CONCURRENT_TRANSACTIONS:
+        *retriable = true;
+        return CDC_ERR_UNAVAILABLE;
+    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+        return CDC_ERR_NOT_FOUND;
+    case RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS:
+        return CDC_ERR_EXISTS;
+    case RD_KAFKA_RESP_ERR__INVALID_ARG:
+    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
+    case RD_KAFKA_RESP_ERR_INVALID_PARTITIONS:
+    case RD_KAFKA_RESP_ERR_INVALID_REPLICATION_FACTOR:
+    case RD_KAFKA_RESP_ERR_INVALID_CONFIG:
+        return CDC_ERR_INVALID;
+    case RD_KAFKA_RESP_ERR__PURGE_QUEUE:
+    case RD_KAFKA_RESP_ERR__PURGE_INFLIGHT:
+    case RD_KAFKA_RESP_ERR__DESTROY:
+        return CDC_ERR_CLOSED;
+    case RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE:
+    case RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION:
+        return CDC_ERR_UNSUPPORTED;
+    case RD_KAFKA_RESP_ERR__FENCED:
+    case RD_KAFKA_RESP_ERR_PRODUCER_FENCED:
+    case RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH:
+        return CDC_ERR_FENCED;
+    default:
+        return CDC_ERR_KAFKA;
+    }
+}
+
+static cdc_err_t kerr(cdc_error_t *e, rd_kafka_resp_err_t err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static cdc_err_t kerr(cdc_error_t *e, rd_kafka_resp_err_t err, const char *fmt, ...)
+{
+    char what[384];
+    va_list ap;
+    bool retriable;
+    cdc_err_t code = translate(err, &retriable);
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    return cdc_error_set_retriable(e, code, retriable, "%s: %s (%s)", what, rd_kafka_err2str(err),
+                                   rd_kafka_err2name(err));
+}
+
+/* Same as kerr() for an rd_kafka_error_t, which carries its own retriable flag; frees it. */
+static cdc_err_t kerror(cdc_error_t *e, rd_kafka_error_t *error, const char *what)
+{
+    bool retriable;
+    cdc_err_t code = translate(rd_kafka_error_code(error), &retriable);
+
+    if (rd_kafka_error_is_retriable(error))
+        retriable = true;
+    if (rd_kafka_error_is_fatal(error))
+        retriable = false;
+    cdc_error_set_retriable(e, code, retriable, "%s: %s", what, rd_kafka_error_string(error));
+    rd_kafka_error_destroy(error);
+    return code;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- configuration ---------------------------------------------------------------------- */
+
+static cdc_err_t conf_set(rd_kafka_conf_t *conf, const char *name, const char *value,
+                          cdc_error_t *e)
+{
+    char errstr[512];
+    if (rd_kafka_conf_set(conf, name, value, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
+        return cdc_error_set(e, CDC_ERR_CONFIG, "invalid Kafka property \"%s=%s\": %s", name, value,
+                             errstr);
+    return CDC_OK;
+}
+
+static cdc_err_t conf_set_int(rd_kafka_conf_t *conf, const char *name, int64_t v, cdc_error_t *e)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%lld", (long long)v);
+    return conf_set(conf, name, buf, e);
+}
+
+/* Applies "k=v" entries separated by ';' or newlines (blank entries ignored). */
+static cdc_err_t conf_apply_properties(rd_kafka_conf_t *conf, const char *props, cdc_error_t *e)
+{
+    char *copy, *save = NULL;
+    cdc_err_t rc = CDC_OK;
+
+    if (props == NULL || props[0] == '\0')
+        return CDC_OK;
+    copy = strdup(props);
+    if (copy == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    for (char *kv = strtok_r(copy, ";\n", &save); kv; kv = strtok_r(NULL, ";\n", &save)) {
+        char *eq;
+        while (*kv == ' ' || *kv == '\t')
+            kv++;
+        if (*kv == '\0')
+            continue;
+        eq = strchr(kv, '=');
+        if (eq == NULL || eq == kv) {
+            rc = cdc_error_set(e, CDC_ERR_CONFIG,
+                               "invalid Kafka property \"%s\": expected key=value", kv);
+            break;
+        }
+        *eq = '\0';
+        rc = conf_set(conf, kv, eq + 1, e);
+        if (rc != CDC_OK)
+            break;
+    }
+    free(copy);
+    return rc;
+}
+
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    (void)rk;
+    /* Connection failures (FAIL) are routine while brokers restart: warn only. */
+    if (level <= 3 && strcmp(fac, "FAIL") != 0)
+        cdc_log_error("kafka %s: %s", fac, buf);
+    else if (level <= 4)
+        cdc_log_warn("kafka %s: %s", fac, buf);
+    else if (level <= 6)
+        cdc_log_info("kafka %s: %s", fac, buf);
+    else
+        cdc_log_debug("kafka %s: %s", fac, buf);
+}
+
+static rd_kafka_conf_t *conf_base(const char *bootstrap, const char *client_id, cdc_error_t *e)
+{
+    rd_kafka_conf_t *conf;
+
+    if (bootstrap == NULL || bootstrap[0] == '\0') {
+        cdc_error_set(e, CDC_ERR_CONFIG, "no Kafka bootstrap servers given");
+        return NULL;
+    }
+    conf = rd_kafka_conf_new();
+    if (conf_set(conf, "bootstrap.servers", bootstrap, e) != CDC_OK ||
+        conf_set(conf, "client.id", client_id ? client_id : "cdc", e) != CDC_OK ||
+        conf_set(conf, "log.connection.close", "false", e) != CDC_OK) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    return conf;
+}
+
+/* ---- producer ----------------------------------------------------------------------------- */
+
+struct cdc_kafka_producer {
+    rd_kafka_t *rk;
+    cdc_kafka_delivery_fn on_delivery;
+    void *cb_arg;
+    int queue_full_timeout_ms;
+};
+
+static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    cdc_kafka_producer_t *p = opaque;
+    cdc_error_t detail;
+    cdc_err_t code = CDC_OK;
+
+    (void)rk;
+    cdc_error_clear(&detail);
+    if (m->err)
+        code = kerr(&detail, m->err, "could not deliver message to topic \"%s\" partition %d",
+                    rd_kafka_topic_name(m->rkt), (int)m->partition);
+    if (p->on_delivery)
+        p->on_delivery(m->_private, code, &detail, m->partition, m->offset, p->cb_arg);
+}
+
+static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)opaque;
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+        char buf[512];
+        rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, buf, sizeof(buf));
+        cdc_log_error("kafka fatal error: %s: %s", rd_kafka_err2name(orig), buf);
+    } else if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT) {
+        cdc_log_debug("kafka: %s", reason);
+    } else {
+        cdc_log_warn("kafka error %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)err), reason);
+    }
+}
+
+cdc_err_t cdc_kafka_producer_new(const cdc_kafka_producer_config_t *cfg, cdc_kafka_producer_t **out,
+                                 cdc_error_t *e)
+{
+    cdc_kafka_producer_t *p;
+    rd_kafka_conf_t *conf;
+    char errstr[512];
+
+    *out = NULL;
+    p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    p->on_delivery = cfg->on_delivery;
+    p->cb_arg = cfg->cb_arg;
+    p->queue_full_timeout_ms = cfg->queue_full_timeout_ms > 0 ? cfg->queue_full_timeout_ms : 30000;
+
+    conf = conf_base(cfg->bootstrap, cfg->client_id, e);
+    if (conf == NULL)
+        goto fail;
+    if (conf_set(conf, "enable.idempotence", "true", e) != CDC_OK ||
+        conf_set(conf, "acks", "all", e) != CDC_OK ||
+        conf_set(conf, "partitioner", "murmur2_random", e) != CDC_OK ||
+        conf_set(conf, "compression.codec", cfg->compression ? cfg->compression : "lz4", e) !=
+            CDC_OK ||
+        conf_set_int(conf, "linger.ms", cfg->linger_ms >= 0 ? cfg->linger_ms : 5, e) != CDC_OK ||
+        conf_set_int(conf, "queue.buffering.max.messages",
+                     cfg->queue_max_messages > 0 ? cfg->queue_max_messages : 100000, e) != CDC_OK ||
+        conf_set_int(conf, "queue.buffering.max.kbytes",
+                     cfg->queue_max_kbytes > 0 ? cfg->queue_max_kbytes : 1048576, e) != CDC_OK ||
+        conf_set_int(conf, "delivery.timeout.ms",
+                     cfg->delivery_timeout_ms > 0 ? cfg->delivery_timeout_ms : 300000,
+                     e) != CDC_OK ||
+        (cfg->message_max_bytes > 0 &&
+         conf_set_int(conf, "message.max.bytes", cfg->message_max_bytes, e) != CDC_OK) ||
+        conf_apply_properties(conf, cfg->properties, e) != CDC_OK) {
+        rd_kafka_conf_destroy(conf);
+        goto fail;
+    }
+    rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    rd_kafka_conf_set_opaque(conf, p);
+    p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    if (p->rk == NULL) {
+        rd_kafka_conf_destroy(conf);
+        cdc_error_set(e, CDC_ERR_CONFIG, "could not create Kafka producer: %s", errstr);
+        goto fail;
+    }
+    *out = p;
+    return CDC_OK;
+fail:
+    free(p);
+    return e ? e->code : CDC_ERR_CONFIG;
+}
+
+void cdc_kafka_producer_free(cdc_kafka_producer_t *p)
+{
+    if (p == NULL)
+        return;
+    /* Purged messages get their delivery reports (CDC_ERR_CLOSED) from the flush. */
+    rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_flush(p->rk, 5000);
+    rd_kafka_destroy(p->rk);
+    free(p);
+}
+
+cdc_err_t cdc_kafka_produce(cdc_kafka_producer_t *p, const cdc_kafka_record_t *rec, cdc_error_t *e)
+{
+    rd_kafka_headers_t *hdrs = NULL;
+    rd_kafka_resp_err_t err;
+    int64_t deadline = 0;
+
+    if (rec->topic == NULL || rec->topic[0] == '\0')
+        return cdc_error_set(e, CDC_ERR_INVALID, "record without a topic");
+    if (rec->header_count > 0) {
+        hdrs = rd_kafka_headers_new(rec->header_count);
+        for (size_t i = 0; i < rec->header_count; i++)
+            rd_kafka_header_add(hdrs, rec->headers[i].name, -1, rec->headers[i].value,
+                                rec->headers[i].value ? (ssize_t)rec->headers[i].value_len : 0);
+    }
+    for (;;) {
+        err = rd_kafka_producev(
+            p->rk, RD_KAFKA_V_TOPIC(rec->topic), RD_KAFKA_V_PARTITION(rec->partition),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_KEY((void *)(uintptr_t)rec->key, rec->key ? rec->key_len : 0),
+            RD_KAFKA_V_VALUE((void *)(uintptr_t)rec->value, rec->value ? rec->value_len : 0),
+            RD_KAFKA_V_TIMESTAMP(rec->timestamp_ms), RD_KAFKA_V_OPAQUE(rec->opaque),
+            RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+        if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            return CDC_OK; /* headers now owned by the message */
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            break;
+        /* Backpressure: serve delivery reports so the queue drains, bounded in time. */
+        if (deadline == 0)
+            deadline = now_ms() + p->queue_full_timeout_ms;
+        else if (now_ms() >= deadline)
+            break;
+        rd_kafka_poll(p->rk, 20);
+    }
+    if (hdrs)
+        rd_kafka_headers_destroy(hdrs);
+    return kerr(e, err, "could not produce to topic \"%s\"", rec->topic);
+}
+
+int cdc_kafka_producer_poll(cdc_kafka_producer_t *p, int timeout_ms)
+{
+    return rd_kafka_poll(p->rk, timeout_ms);
+}
+
+cdc_err_t cdc_kafka_producer_flush(cdc_kafka_producer_t *p, int timeout_ms, cdc_error_t *e)
+{
+    rd_kafka_resp_err_t err = rd_kafka_flush(p->rk, timeout_ms);
+    if (err)
+        return kerr(e, err, "could not flush %d Kafka messages within %d ms",
+                    rd_kafka_outq_len(p->rk), timeout_ms);
+    return cdc_kafka_producer_fatal(p, e);
+}
+
+int cdc_kafka_producer_outstanding(cdc_kafka_producer_t *p)
+{
+    return rd_kafka_outq_len(p->rk);
+}
+
+cdc_err_t cdc_kafka_producer_fatal(cdc_kafka_producer_t *p, cdc_error_t *e)
+{
+    char buf[512];
+    rd_kafka_resp_err_t err = rd_kafka_fatal_error(p->rk, buf, sizeof(buf));
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+        return CDC_OK;
+    return cdc_error_set_retriable(e, CDC_ERR_KAFKA, false, "Kafka producer failed: %s (%s)", buf,
+                                   rd_kafka_err2name(err));
+}
+
+/* Partition count of topic through handle rk. */
+static cdc_err_t partitions_of(rd_kafka_t *rk, const char *topic, int32_t *count, int timeout_ms,
+                               cdc_error_t *e)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    rd_kafka_resp_err_t err;
+    cdc_err_t rc = CDC_OK;
+
+    if (rkt == NULL)
+        return kerr(e, rd_kafka_last_error(), "invalid topic \"%s\"", topic);
+    err = rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms);
+    if (err) {
+        rc = kerr(e, err, "could not read metadata of topic \"%s\"", topic);
+    } else if (md->topic_cnt != 1 || md->topics[0].err || md->topics[0].partition_cnt == 0) {
+        err = md->topic_cnt == 1 && md->topics[0].err ? md->topics[0].err
+                                                      : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+        rc = kerr(e, err, "topic \"%s\"", topic);
+    } else {
+        *count = md->topics[0].partition_cnt;
+    }
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    return rc;
+}
+
+cdc_err_t cdc_kafka_producer_partitions(cdc_kafka_producer_t *p, const char *topic, int32_t *count,
+                                        int timeout_ms, cdc_error_t *e)
+{
+    return partitions_of(p->rk, topic, count, timeout_ms, e);
+}
+
+/* ---- consumer ------------------------------------------------------------------------------ */
+
+struct cdc_kafka_consumer {
+    rd_kafka_t *rk;
+    rd_kafka_queue_t *queue;
+};
+
+cdc_err_t cdc_kafka_consumer_new(const cdc_kafka_consumer_config_t *cfg, cdc_kafka_consumer_t **out,
+                                 cdc_error_t *e)
+{
+    cdc_kafka_consumer_t *c;
+    rd_kafka_conf_t *conf;
+    char errstr[512];
+
+    *out = NULL;
+    c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    conf = conf_base(cfg->bootstrap, cfg->client_id, e);
+    if (conf == NULL)
+        goto fail;
+    /* Offsets live in our checkpoints: never commit, never store, and fail instead of
+     * silently resetting when a checkpointed offset is gone. */
+    if (conf_set(conf, "group.id", cfg->group_id ? cfg->group_id : "cdc-unmanaged", e) != CDC_OK ||
+        conf_set(conf, "enable.auto.commit", "false", e) != CDC_OK ||
+        conf_set(conf, "enable.auto.offset.store", "false", e) != CDC_OK ||
+        conf_set(conf, "auto.offset.reset", "error", e) != CDC_OK ||
+        conf_set(conf, "enable.partition.eof", "false", e) != CDC_OK ||
+        conf_set(conf, "isolation.level",
+                 cfg->read_committed ? "read_committed" : "read_uncommitted", e) != CDC_OK ||
+        conf_set_int(conf, "fetch.wait.max.ms",
+                     cfg->fetch_wait_max_ms > 0 ? cfg->fetch_wait_max_ms : 100, e) != CDC_OK ||
+        (cfg->fetch_max_bytes > 0 &&
+         conf_set_int(conf, "fetch.max.bytes", cfg->fetch_max_bytes, e) != CDC_OK) ||
+        conf_apply_properties(conf, cfg->properties, e) != CDC_OK) {
+        rd_kafka_conf_destroy(conf);
+        goto fail;
+    }
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+    if (c->rk == NULL) {
+        rd_kafka_conf_destroy(conf);
+        cdc_error_set(e, CDC_ERR_CONFIG, "could not create Kafka consumer: %s", errstr);
+        goto fail;
+    }
+    rd_kafka_poll_set_consumer(c->rk);
+    c->queue = rd_kafka_queue_get_consumer(c->rk);
+    if (c->queue == NULL) {
+        rd_kafka_destroy(c->rk);
+        cdc_error_set(e, CDC_ERR_INTERNAL, "Kafka consumer has no consumer queue");
+        goto fail;
+    }
+    *out = c;
+    return CDC_OK;
+fail:
+    free(c);
+    return e ? e->code : CDC_ERR_CONFIG;
+}
+
+void cdc_kafka_consumer_free(cdc_kafka_consumer_t *c)
+{
+    if (c == NULL)
+        return;
+    rd_kafka_assign(c->rk, NULL);
+    rd_kafka_queue_destroy(c->queue);
+    rd_kafka_consumer_close(c->rk);
+    rd_kafka_destroy(c->rk);
+    free(c);
+}
+
+static rd_kafka_topic_partition_list_t *one_tp(const char *topic, int32_t partition, int64_t offset)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, topic, partition)->offset = offset;
+    return l;
+}
+
+cdc_err_t cdc_kafka_consumer_assign(cdc_kafka_consumer_t *c, const cdc_kafka_tp_t *tps, size_t n,
+                                    cdc_error_t *e)
+{
+    rd_kafka_topic_partition_list_t *l;
+    rd_kafka_resp_err_t err;
+
+    if (n == 0) {
+        err = rd_kafka_assign(c->rk, NULL);
+        return err ? kerr(e, err, "could not clear the Kafka assignment") : CDC_OK;
+    }
+    l = rd_kafka_topic_partition_list_new((int)n);
+    for (size_t i = 0; i < n; i++)
+        rd_kafka_topic_partition_list_add(l, tps[i].topic, tps[i].partition)->offset =
+            tps[i].offset;
+    err = rd_kafka_assign(c->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (err)
+        return kerr(e, err, "could not assign %zu Kafka partitions", n);
+    return CDC_OK;
+}
+
+cdc_err_t cdc_kafka_consumer_seek(cdc_kafka_consumer_t *c, const char *topic, int32_t partition,
+                                  int64_t offset, int timeout_ms, cdc_error_t *e)
+{
+    rd_kafka_topic_partition_list_t *l = one_tp(topic, partition, offset);
+    rd_kafka_error_t *error = rd_kafka_seek_partitions(c->rk, l, timeout_ms);
+    rd_kafka_resp_err_t perr = l->elems[0].err;
+    cdc_err_t rc = CDC_OK;
+
+    if (error)
+        rc = kerror(e, error, "could not seek");
+    else if (perr)
+        rc = kerr(e, perr, "could not seek topic \"%s\" partition %d to offset %lld", topic,
+                  (int)partition, (long long)offset);
+    rd_kafka_topic_partition_list_destroy(l);
+    return rc;
+}
+
+static cdc_err_t pause_resume(cdc_kafka_consumer_t *c, const char *topic, int32_t partition,
+                              bool pause, cdc_error_t *e)
+{
+    rd_kafka_topic_partition_list_t *l = one_tp(topic, partition, RD_KAFKA_OFFSET_INVALID);
+    rd_kafka_resp_err_t err =
+        pause ? rd_kafka_pause_partitions(c->rk, l) : rd_kafka_resume_partitions(c->rk, l);
+    cdc_err_t rc = CDC_OK;
+
+    if (!err)
+        err = l->elems[0].err;
+    if (err)
+        rc = kerr(e, err, "could not %s topic \"%s\" partition %d", pause ? "pause" : "resume",
+                  topic, (int)partition);
+    rd_kafka_topic_partition_list_destroy(l);
+    return rc;
+}
+
+cdc_err_t cdc_kafka_consumer_pause(cdc_kafka_consumer_t *c, const char *topic, int32_t partition,
+                                   cdc_error_t *e)
+{
+    return pause_resume(c, topic, partition, true, e);
+}
+
+cdc_err_t cdc_kafka_consumer_resume(cdc_kafka_consumer_t *c, const char *topic, int32_t partition,
+                                    cdc_error_t *e)
+{
+    return pause_resume(c, topic, partition, false, e);
+}
+
+cdc_err_t cdc_kafka_consume_batch(cdc_kafka_consumer_t *c, cdc_kafka_msg_t *msgs, size_t max,
+                                  size_t *n, int timeout_ms, cdc_error_t *e)
+{
+    rd_kafka_message_t *raw[256];
+    int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    cdc_err_t rc = CDC_OK;
+
+    *n = 0;
+    while (*n < max && rc == CDC_OK) {
+        size_t want = max - *n < 256 ? max - *n : 256;
+        int wait = 0;
+        ssize_t got;
+
+        if (*n == 0) {
+            int64_t left = deadline - now_ms();
+            wait = left > 0 ? (int)left : 0;
+        }
+        got = rd_kafka_consume_batch_queue(c->queue, wait, raw, want);
+        if (got < 0)
+            return kerr(e, rd_kafka_last_error(), "could not consume from Kafka");
+        if (got == 0) {
+            if (*n > 0 || now_ms() >= deadline)
+                break;
+            continue;
+        }
+        for (ssize_t i = 0; i < got; i++) {
+            rd_kafka_message_t *m = raw[i];
+            bool retriable;
+            if (m->err) {
+                translate(m->err, &retriable);
+                if (rc == CDC_OK && !retriable && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                    if (m->rkt)
+                        rc = kerr(e, m->err, "could not consume topic \"%s\" partition %d",
+                                  rd_kafka_topic_name(m->rkt), (int)m->partition);
+                    else
+                        rc = kerr(e, m->err, "could not consume: %s", rd_kafka_message_errstr(m));
+                } else if (retriable) {
+                    cdc_log_debug("kafka consumer: %s", rd_kafka_message_errstr(m));
+                }
+                rd_kafka_message_destroy(m);
+                continue;
+            }
+            if (rc != CDC_OK) {
+                /* Keep what came before the error; later messages are refetched by the
+                 * caller after it handled the error (it seeks anyway). */
+                rd_kafka_message_destroy(m);
+                continue;
+            }
+            cdc_kafka_msg_t *out = &msgs[(*n)++];
+            out->topic = rd_kafka_topic_name(m->rkt);
+            out->partition = m->partition;
+            out->offset = m->offset;
+            out->key = m->key;
+            out->key_len = m->key ? m->key_len : 0;
+            out->value = m->payload;
+            out->value_len = m->payload ? m->len : 0;
+            out->timestamp_ms = rd_kafka_message_timestamp(m, NULL);
+            out->impl = m;
+        }
+    }
+    return rc;
+}
+
+void cdc_kafka_msgs_release(cdc_kafka_msg_t *msgs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (msgs[i].impl)
+            rd_kafka_message_destroy(msgs[i].impl);
+        msgs[i].impl = NULL;
+    }
+}
+
+static rd_kafka_headers_t *msg_headers(const cdc_kafka_msg_t *m)
+{
+    rd_kafka_headers_t *h = NULL;
+    if (m->impl == NULL || rd_kafka_message_headers(m->impl, &h) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return NULL;
+    return h;
+}
+
+size_t cdc_kafka_msg_header_count(const cdc_kafka_msg_t *m)
+{
+    rd_kafka_headers_t *h = msg_headers(m);
+    return h ? rd_kafka_header_cnt(h) : 0;
+}
+
+bool cdc_kafka_msg_header_at(const cdc_kafka_msg_t *m, size_t idx, cdc_kafka_header_t *out)
+{
+    rd_kafka_headers_t *h = msg_headers(m);
+    const char *name;
+    const void *val;
+    size_t len;
+
+    if (h == NULL || rd_kafka_header_get_all(h, idx, &name, &val, &len))
+        return false;
+    out->name = name;
+    out->value = val;
+    out->value_len = val ? len : 0;
+    return true;
+}
+
+bool cdc_kafka_msg_header(const cdc_kafka_msg_t *m, const char *name, cdc_kafka_header_t *out)
+{
+    rd_kafka_headers_t *h = msg_headers(m);
+    const void *val;
+    size_t len;
+
+    if (h == NULL || rd_kafka_header_get_last(h, name, &val, &len))
+        return false;
+    out->name = name;
+    out->value = val;
+    out->value_len = val ? len : 0;
+    return true;
+}
+
+cdc_err_t cdc_kafka_consumer_watermarks(cdc_kafka_consumer_t *c, const char *topic,
+                                        int32_t partition, int64_t *low, int64_t *high,
+                                        int timeout_ms, cdc_error_t *e)
+{
+    rd_kafka_resp_err_t err =
+        rd_kafka_query_watermark_offsets(c->rk, topic, partition, low, high, timeout_ms);
+    if (err)
+        return kerr(e, err, "could not read watermarks of topic \"%s\" partition %d", topic,
+                    (int)partition);
+    return CDC_OK;
+}
+
+cdc_err_t cdc_kafka_consumer_partitions(cdc_kafka_consumer_t *c, const char *topic, int32_t *count,
+                                        int timeout_ms, cdc_error_t *e)
+{
+    return partitions_of(c->rk, topic, count, timeout_ms, e);
+}
+
+/* ---- admin -------------------------------------------------------------------------------- */
+
+static rd_kafka_t *admin_handle(const char *bootstrap, const char *properties, bool auto_create,
+                                cdc_error_t *e)
+{
+    rd_kafka_conf_t *conf = conf_base(bootstrap, "cdc-admin", e);
+    char errstr[512];
+    rd_kafka_t *rk;
+
+    if (conf == NULL)
+        return NULL;
+    if (conf_apply_properties(conf, properties, e) != CDC_OK ||
+        conf_set(conf, "allow.auto.create.topics", auto_create ? "true" : "false", e) != CDC_OK) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+    if (rk == NULL) {
+        rd_kafka_conf_destroy(conf);
+        cdc_error_set(e, CDC_ERR_CONFIG, "could not create Kafka admin client: %s", errstr);
+    }
+    return rk;
+}
+
+cdc_err_t cdc_kafka_topic_partitions(const char *bootstrap, const char *properties,
+                                     const char *topic, int32_t *count, int timeout_ms,
+                                     cdc_error_t *e)
+{
+    rd_kafka_t *rk = admin_handle(bootstrap, properties, false, e);
+    cdc_err_t rc;
+
+    if (rk == NULL)
+        return e ? e->code : CDC_ERR_CONFIG;
+    rc = partitions_of(rk, topic, count, timeout_ms, e);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
+/* CreateTopics for one topic; CDC_ERR_EXISTS when it is there already. */
+static cdc_err_t create_topic(rd_kafka_t *rk, const cdc_kafka_topic_spec_t *spec, int timeout_ms,
+                              cdc_error_t *e)
+{
+    char errstr[512];
+    rd_kafka_NewTopic_t *nt;
+    rd_kafka_AdminOptions_t *opts;
+    rd_kafka_queue_t *q;
+    rd_kafka_event_t *ev;
+    cdc_err_t rc = CDC_OK;
+
+    nt = rd_kafka_NewTopic_new(spec->name, spec->partitions,
+                               spec->replication_factor > 0 ? spec->replication_factor : -1, errstr,
+                               sizeof(errstr));
+    if (nt == NULL)
+        return cdc_error_set(e, CDC_ERR_INVALID, "invalid topic \"%s\": %s", spec->name, errstr);
+    if (spec->compact)
+        rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
+    opts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+    rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, errstr, sizeof(errstr));
+    rd_kafka_AdminOptions_set_operation_timeout(opts, timeout_ms, errstr, sizeof(errstr));
+    q = rd_kafka_queue_new(rk);
+    rd_kafka_CreateTopics(rk, &nt, 1, opts, q);
+    ev = rd_kafka_queue_poll(q, timeout_ms + 2000);
+    if (ev == NULL) {
+        rc = cdc_error_set(e, CDC_ERR_TIMEOUT, "could not create topic \"%s\": no answer in %d ms",
+                           spec->name, timeout_ms);
+    } else if (rd_kafka_event_error(ev)) {
+        rc = kerr(e, rd_kafka_event_error(ev), "could not create topic \"%s\"", spec->name);
+    } else {
+        size_t cnt = 0;
+        const rd_kafka_topic_result_t **res =
+            rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &cnt);
+        rd_kafka_resp_err_t err =
+            cnt == 1 ? rd_kafka_topic_result_error(res[0]) : RD_KAFKA_RESP_ERR__BAD_MSG;
+        if (err)
+            rc = kerr(e, err, "could not create topic \"%s\"", spec->name);
+    }
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_AdminOptions_destroy(opts);
+    rd_kafka_NewTopic_destroy(nt);
+    return rc;
+}
+
+/*
+ * The development broker has no CreateTopics; its control channel (CDC_KAFKA_DEV_CONTROL,
+ * host:port, set by the test harness and `make run`) creates topics with a given count.
+ */
+static cdc_err_t create_on_dev_broker(const char *control, const cdc_kafka_topic_spec_t *spec,
+                                      cdc_error_t *e)
+{
+    char host[64], line[512];
+    const char *colon = strrchr(control, ':');
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    struct timeval tv = {.tv_sec = 10};
+    ssize_t got = 0;
+    int fd, n;
+
+    if (colon == NULL || (size_t)(colon - control) >= sizeof(host))
+        return cdc_error_set(e, CDC_ERR_CONFIG, "invalid CDC_KAFKA_DEV_CONTROL \"%s\"", control);
+    memcpy(host, control, (size_t)(colon - control));
+    host[colon - control] = '\0';
+    sa.sin_port = htons((uint16_t)atoi(colon + 1));
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+        return cdc_error_set(e, CDC_ERR_CONFIG, "invalid CDC_KAFKA_DEV_CONTROL \"%s\"", control);
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return cdc_error_set(e, CDC_ERR_IO, "socket: %s", strerror(errno));
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return cdc_error_set(e, CDC_ERR_UNAVAILABLE,
+                             "could not reach the development broker's control channel %s: %s",
+                             control, strerror(errno));
+    }
+    n = snprintf(line, sizeof(line), "CREATE %s %d\n", spec->name, (int)spec->partitions);
+    if (write(fd, line, (size_t)n) != n) {
+        close(fd);
+        return cdc_error_set(e, CDC_ERR_UNAVAILABLE, "could not write to %s", control);
+    }
+    while ((size_t)got < sizeof(line) - 1) {
+        ssize_t r = read(fd, line + got, sizeof(line) - 1 - (size_t)got);
+        if (r <= 0)
+            break;
+        got += r;
+        if (memchr(line, '\n', (size_t)got))
+            break;
+    }
+    close(fd);
+    line[got > 0 ? got : 0] = '\0';
+    line[strcspn(line, "\n")] = '\0';
+    if (strncmp(line, "OK", 2) == 0 || strstr(line, "already exists"))
+        return CDC_OK;
+    return cdc_error_set(e, CDC_ERR_KAFKA,
+                         "could not create topic \"%s\" on the development broker: %s", spec->name,
+                         line[0] ? line : "no reply");
+}
+
+cdc_err_t cdc_kafka_ensure_topic(const char *bootstrap, const char *properties,
+                                 const cdc_kafka_topic_spec_t *spec, int timeout_ms, cdc_error_t *e)
+{
+    rd_kafka_t *rk;
+    int32_t have = 0;
+    cdc_err_t rc;
+    const char *dev = getenv("CDC_KAFKA_DEV_CONTROL");
+
+    if (spec->partitions <= 0)
+        return cdc_error_set(e, CDC_ERR_INVALID, "topic \"%s\" needs a positive partition count",
+                             spec->name);
+    rk = admin_handle(bootstrap, properties, true, e);
+    if (rk == NULL)
+        return e ? e->code : CDC_ERR_CONFIG;
+    rc = create_topic(rk, spec, timeout_ms, e);
+    if (rc == CDC_ERR_UNSUPPORTED) {
+        if (dev && dev[0])
+            rc = create_on_dev_broker(dev, spec, e);
+        else
+            rc = CDC_OK; /* fall through: the metadata request below creates it */
+    }
+    if (rc == CDC_OK || rc == CDC_ERR_EXISTS) {
+        /* Metadata may lag behind a fresh create: retry briefly until it shows up. */
+        int64_t deadline = now_ms() + timeout_ms;
+        do {
+            rc = partitions_of(rk, spec->name, &have, timeout_ms, e);
+            if (rc == CDC_OK || now_ms() >= deadline)
+                break;
+            usleep(100 * 1000);
+        } while (rc == CDC_ERR_NOT_FOUND || (e && e->retriable));
+    }
+    if (rc == CDC_OK && have != spec->partitions)
+        rc = cdc_error_set_retriable(e, CDC_ERR_CONFLICT, false,
+                                     "topic \"%s\" has %d partitions, expected %d", spec->name,
+                                     (int)have, (int)spec->partitions);
+    rd_kafka_destroy(rk);
+    return rc;
+}

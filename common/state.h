@@ -1,0 +1,91 @@
+/*
+ * State store adapter: the only module that touches RocksDB (rocksdb/c.h). The worker
+ * keeps one store per partition slot (dedup positions, last row images); other code
+ * speaks this API in the project's own types. A store has named column families, each
+ * with its own TTL (entries older than the TTL disappear at compaction; 0 = forever).
+ * Writes skip the WAL: durability comes only from cdc_state_checkpoint(), which flushes
+ * the memtables and hard-links a consistent copy of the database into a directory.
+ * Everything written after the last checkpoint is lost on a crash by design: the epoch
+ * protocol replays those records from Kafka.
+ *
+ * Threads: a store and its batches are used by one thread at a time.
+ */
+#ifndef CDC_STATE_H
+#define CDC_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+typedef struct cdc_state cdc_state_t;
+typedef struct cdc_state_batch cdc_state_batch_t;
+
+#define CDC_STATE_MAX_FAMILIES 8
+
+typedef struct cdc_state_options {
+    size_t nfamilies;                             /* 1..CDC_STATE_MAX_FAMILIES */
+    const char *families[CDC_STATE_MAX_FAMILIES]; /* names; index = family number */
+    int ttl_seconds[CDC_STATE_MAX_FAMILIES];      /* <= 0: never expires */
+    size_t write_buffer_size;                     /* bytes per memtable, 0 = 4 MiB */
+    size_t block_cache_size;                      /* bytes, 0 = 8 MiB (shared by all stores) */
+} cdc_state_options_t;
+
+/*
+ * Opens (creating when missing) the store in directory dir. The options must name the
+ * same families every time the store is opened. On success *out is owned by the caller
+ * (cdc_state_close()); on failure *out is untouched.
+ */
+cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *opts, cdc_state_t **out,
+                         cdc_error_t *e);
+
+/* Closes the store (NULL is fine). Unflushed writes are dropped (no WAL). */
+void cdc_state_close(cdc_state_t *st);
+
+/* Removes a closed store's directory and everything in it; a missing dir is fine. */
+cdc_err_t cdc_state_destroy(const char *dir, cdc_error_t *e);
+
+/*
+ * Looks up key in family. On success *val is a malloc'd copy owned by the caller (free()),
+ * *val_len its length. Returns CDC_ERR_NOT_FOUND (without touching e) when absent.
+ */
+cdc_err_t cdc_state_get(cdc_state_t *st, int family, const void *key, size_t key_len, void **val,
+                        size_t *val_len, cdc_error_t *e);
+
+/* Writes one key (no WAL; see the file comment). */
+cdc_err_t cdc_state_put(cdc_state_t *st, int family, const void *key, size_t key_len,
+                        const void *val, size_t val_len, cdc_error_t *e);
+
+/* A write batch bound to st; applied atomically by cdc_state_write(). */
+cdc_state_batch_t *cdc_state_batch_new(cdc_state_t *st);
+void cdc_state_batch_put(cdc_state_batch_t *b, int family, const void *key, size_t key_len,
+                         const void *val, size_t val_len);
+void cdc_state_batch_delete(cdc_state_batch_t *b, int family, const void *key, size_t key_len);
+size_t cdc_state_batch_count(const cdc_state_batch_t *b);
+void cdc_state_batch_clear(cdc_state_batch_t *b);
+void cdc_state_batch_free(cdc_state_batch_t *b);
+/* Applies the batch; the batch is not cleared. */
+cdc_err_t cdc_state_write(cdc_state_t *st, cdc_state_batch_t *b, cdc_error_t *e);
+
+/*
+ * Flushes every memtable and creates a consistent, openable copy of the store in dir
+ * (which must not exist): immutable table files are hard-linked, the small descriptor
+ * files copied. The copy is what gets uploaded by the worker's checkpoint module.
+ */
+cdc_err_t cdc_state_checkpoint(cdc_state_t *st, const char *dir, cdc_error_t *e);
+
+/* Forces a full compaction (drops expired entries); used by tests and maintenance. */
+cdc_err_t cdc_state_compact(cdc_state_t *st, cdc_error_t *e);
+
+/* Bytes on disk (live table files) plus bytes in memtables, all families. */
+uint64_t cdc_state_size(cdc_state_t *st);
+
+/* Estimated number of keys in a family (RocksDB's estimate). */
+uint64_t cdc_state_estimate_keys(cdc_state_t *st, int family);
+
+/* Whether name (a file name inside a store or checkpoint directory) is an immutable
+ * table file (content never changes under the same name within one database lineage). */
+bool cdc_state_file_is_immutable(const char *name);
+
+#endif

@@ -1,0 +1,37 @@
+#!/bin/sh
+# Entrypoint of the cdc image: the first argument names the program, the rest are its
+# flags; configuration otherwise comes from CDC_* environment variables (flags win).
+#   capture | coordinator | worker | cdcctl | kafka-dev | loadgen | <any command>
+# A worker without CDC_ID takes the ordinal of its StatefulSet pod name (cdc-worker-2 -> 2)
+# from POD_NAME or HOSTNAME, so ids are stable across restarts and rescheduling.
+set -eu
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+capture | coordinator | worker)
+    if [ "$cmd" = worker ] && [ -z "${CDC_ID:-}" ]; then
+        name=${POD_NAME:-$(hostname)}
+        ordinal=${name##*-}
+        case "$ordinal" in
+        '' | *[!0-9]*)
+            echo "cdc-entrypoint: worker needs CDC_ID, or a pod name ending in its ordinal (got \"$name\")" >&2
+            exit 2
+            ;;
+        esac
+        CDC_ID=$ordinal
+        export CDC_ID
+    fi
+    exec "cdc-$cmd" "$@"
+    ;;
+cdcctl | kafka-dev | loadgen)
+    exec "$cmd" "$@"
+    ;;
+'' | help | --help)
+    echo "usage: <image> capture|coordinator|worker|cdcctl|kafka-dev|loadgen [--flags]"
+    echo "       each program takes --help; configuration through CDC_* environment variables"
+    exit 0
+    ;;
+*)
+    exec "$cmd" "$@"
+    ;;
+esac

@@ -1,0 +1,204 @@
+// Reads Parquet files written by common/iceberg/parquet.c back with DuckDB, an
+// independent reader. $CDC_BUILD_DIR/pq-fixtures writes each file plus a JSON
+// file with the values it wrote; this test checks values (read_parquet), field
+// ids, physical and logical types (parquet_schema), statistics, codecs and
+// encodings (parquet_metadata) and the `iceberg.schema` footer key
+// (parquet_kv_metadata). Run by tests/run.sh integration (node --test).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
+
+const buildDir = process.env.CDC_BUILD_DIR;
+let dir;
+let conn;
+let fixtures = [];
+
+async function rows(sql) {
+  const r = await conn.runAndReadAll(sql);
+  return r.getRowObjectsJson();
+}
+
+const q = (s) => `'${s.replaceAll("'", "''")}'`;
+const ident = (s) => `"${s.replaceAll('"', '""')}"`;
+
+// SQL expression giving the canonical text pq-fixtures wrote for a column.
+function canon(col) {
+  const c = ident(col.name);
+  const t = col.type;
+  if (t === 'float' || t === 'double') return c; // compared numerically
+  if (t === 'binary') return `hex(${c})`;
+  if (t === 'date') return `CAST((${c} - DATE '1970-01-01') AS VARCHAR)`;
+  if (t === 'time')
+    return `CAST(((extract(hour FROM ${c}) * 3600 + extract(minute FROM ${c}) * 60) * 1000000 + extract(microseconds FROM ${c})) AS VARCHAR)`;
+  if (t === 'timestamp' || t === 'timestamptz') return `CAST(epoch_us(${c}) AS VARCHAR)`;
+  return `CAST(${c} AS VARCHAR)`;
+}
+
+function expectedLogical(t) {
+  if (t === 'string') return /^StringType/;
+  if (t.startsWith('decimal')) {
+    const [, p, s] = t.match(/decimal\((\d+),(\d+)\)/);
+    return new RegExp(`^DecimalType\\(scale=${s}, precision=${p}\\)`);
+  }
+  if (t === 'date') return /^DateType/;
+  if (t === 'time') return /^TimeType\(isAdjustedToUTC=0, unit=TimeUnit\(MILLIS=<null>, MICROS=MicroSeconds/;
+  if (t === 'timestamp') return /^TimestampType\(isAdjustedToUTC=0, unit=TimeUnit\(MILLIS=<null>, MICROS=MicroSeconds/;
+  if (t === 'timestamptz') return /^TimestampType\(isAdjustedToUTC=1, unit=TimeUnit\(MILLIS=<null>, MICROS=MicroSeconds/;
+  if (t === 'uuid') return /^UUIDType/;
+  return null;
+}
+
+function expectedPhysical(t) {
+  if (t === 'boolean') return 'BOOLEAN';
+  if (t === 'int' || t === 'date') return 'INT32';
+  if (t === 'long' || t === 'time' || t === 'timestamp' || t === 'timestamptz') return 'INT64';
+  if (t === 'float') return 'FLOAT';
+  if (t === 'double') return 'DOUBLE';
+  if (t === 'string' || t === 'binary') return 'BYTE_ARRAY';
+  if (t === 'uuid') return 'FIXED_LEN_BYTE_ARRAY';
+  const p = Number(t.match(/decimal\((\d+),/)[1]);
+  return p <= 9 ? 'INT32' : p <= 18 ? 'INT64' : 'FIXED_LEN_BYTE_ARRAY';
+}
+
+before(async () => {
+  assert.ok(buildDir, 'CDC_BUILD_DIR must point at the build directory (set by tests/run.sh)');
+  const tool = path.join(buildDir, 'pq-fixtures');
+  assert.ok(fs.existsSync(tool), `${tool} does not exist: run make first`);
+  dir = fs.mkdtempSync(path.join(process.env.CDC_TEST_TMP || os.tmpdir(), 'pq-readback-'));
+  execFileSync(tool, [dir], { stdio: 'inherit' });
+  fixtures = fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .sort()
+    .map((f) => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')));
+  assert.ok(fixtures.length >= 8, 'pq-fixtures wrote too few files');
+  const db = await DuckDBInstance.create(':memory:');
+  conn = await db.connect();
+  await conn.run("SET TimeZone = 'UTC'");
+});
+
+after(() => {
+  if (dir) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('values read back exactly as written', async () => {
+  for (const fx of fixtures) {
+    const sel = fx.columns.map((c) => `${canon(c)} AS ${ident(c.name)}`).join(', ');
+    const got = await rows(
+      `SELECT ${sel} FROM read_parquet(${q(fx.file)}, file_row_number = true) ORDER BY file_row_number`,
+    );
+    assert.equal(got.length, fx.rows.length, `${fx.file}: row count`);
+    for (let i = 0; i < fx.rows.length; i++) {
+      fx.columns.forEach((c, j) => {
+        const want = fx.rows[i][j];
+        const have = got[i][c.name];
+        const where = `${path.basename(fx.file)} row ${i} column ${c.name}`;
+        if (want === null) {
+          assert.equal(have, null, where);
+        } else if (c.type === 'float') {
+          assert.equal(Math.fround(Number(have)), Math.fround(Number(want)), where);
+        } else if (c.type === 'double') {
+          assert.equal(Number(have), Number(want), where);
+        } else {
+          assert.equal(have, want, where);
+        }
+      });
+    }
+  }
+});
+
+test('schema: field ids, repetition, physical and logical types', async () => {
+  for (const fx of fixtures) {
+    const got = await rows(
+      `SELECT name, field_id, type, type_length, repetition_type, logical_type FROM parquet_schema(${q(fx.file)})`,
+    );
+    const cols = got.filter((r) => r.type !== null);
+    assert.equal(cols.length, fx.columns.length, `${fx.file}: column count`);
+    fx.columns.forEach((c, j) => {
+      const r = cols[j];
+      const where = `${path.basename(fx.file)} column ${c.name}`;
+      assert.equal(r.name, c.name, where);
+      assert.equal(Number(r.field_id), c.field_id, `${where}: field_id`);
+      assert.equal(r.repetition_type, c.required ? 'REQUIRED' : 'OPTIONAL', where);
+      assert.equal(r.type, expectedPhysical(c.type), `${where}: physical type`);
+      if (c.type === 'uuid') assert.equal(Number(r.type_length), 16, where);
+      const lt = expectedLogical(c.type);
+      if (lt) assert.match(r.logical_type ?? '', lt, `${where}: logical type`);
+      else assert.equal(r.logical_type, null, `${where}: logical type`);
+    });
+  }
+});
+
+test('footer holds the iceberg.schema key', async () => {
+  for (const fx of fixtures) {
+    const got = await rows(
+      `SELECT decode(key) AS k, decode(value) AS v FROM parquet_kv_metadata(${q(fx.file)})`,
+    );
+    const kv = got.find((r) => r.k === 'iceberg.schema');
+    assert.ok(kv, `${fx.file}: no iceberg.schema key`);
+    const schema = JSON.parse(kv.v);
+    assert.equal(schema.type, 'struct');
+    assert.equal(schema['schema-id'], 3);
+    assert.deepEqual(schema['identifier-field-ids'], [1]);
+    assert.deepEqual(
+      schema.fields.map((f) => [f.id, f.name, f.required, f.type]),
+      fx.columns.map((c) => [c.field_id, c.name, c.required, c.type]),
+    );
+  }
+});
+
+test('column statistics, codecs, encodings and row groups', async () => {
+  for (const fx of fixtures) {
+    const meta = await rows(
+      `SELECT row_group_id, row_group_num_rows, path_in_schema, stats_min_value, stats_max_value,
+              stats_null_count, compression, encodings
+       FROM parquet_metadata(${q(fx.file)}) ORDER BY row_group_id, column_id`,
+    );
+    const groups = [...new Set(meta.map((m) => m.row_group_id))];
+    assert.equal(groups.length, fx.row_groups, `${fx.file}: row groups`);
+    if (path.basename(fx.file).startsWith('multi_rowgroup')) assert.ok(groups.length > 1);
+    const codec = { zstd: 'ZSTD', snappy: 'SNAPPY', none: 'UNCOMPRESSED' }[fx.codec];
+    let first = 0;
+    for (const g of groups) {
+      const chunks = meta.filter((m) => m.row_group_id === g);
+      const n = Number(chunks[0].row_group_num_rows);
+      // the true min/max/null count of the rows of this group, as DuckDB reads them
+      const aggs = fx.columns
+        .map(
+          (c, j) =>
+            `min(${ident(c.name)})::VARCHAR AS mn${j}, max(${ident(c.name)})::VARCHAR AS mx${j}, count(*) - count(${ident(c.name)}) AS nn${j}`,
+        )
+        .join(', ');
+      const [truth] = await rows(
+        `SELECT ${aggs} FROM read_parquet(${q(fx.file)}, file_row_number = true)
+         WHERE file_row_number >= ${first} AND file_row_number < ${first + n}`,
+      );
+      fx.columns.forEach((c, j) => {
+        const m = chunks.find((x) => x.path_in_schema === c.name);
+        const where = `${path.basename(fx.file)} row group ${g} column ${c.name}`;
+        assert.ok(m, where);
+        assert.equal(m.compression, codec, `${where}: codec`);
+        assert.equal(Number(m.stats_null_count), Number(truth[`nn${j}`]), `${where}: null count`);
+        if (c.type === 'float' || c.type === 'double') {
+          assert.equal(Number(m.stats_min_value), Number(truth[`mn${j}`]), `${where}: min`);
+          assert.equal(Number(m.stats_max_value), Number(truth[`mx${j}`]), `${where}: max`);
+        } else {
+          assert.equal(m.stats_min_value, truth[`mn${j}`], `${where}: min`);
+          assert.equal(m.stats_max_value, truth[`mx${j}`], `${where}: max`);
+        }
+        if (c.type === 'string' || c.type === 'binary') {
+          const dict = m.encodings.includes('RLE_DICTIONARY');
+          const fallback = path.basename(fx.file).startsWith('dict_fallback');
+          const anyValue = Number(truth[`nn${j}`]) < n; // an all-null chunk has no dictionary
+          assert.equal(dict, fx.dictionary && !fallback && anyValue, `${where}: encodings ${m.encodings}`);
+        }
+      });
+      first += n;
+    }
+    assert.equal(first, fx.rows.length, `${fx.file}: rows over all row groups`);
+  }
+});

@@ -1,0 +1,430 @@
+/*
+ * Unit tests for common/iceberg/table.c on the local storage backend in a temp
+ * directory: create/load, append and row-delta snapshots (summaries, sequence
+ * numbers, refs, logs), schema change, the optimistic commit (two handles and two
+ * racing threads: each version won exactly once, the loser gets CDC_ERR_CONFLICT),
+ * bounded manifest growth over 200 commits, previous-versions-max, the hint
+ * lagging behind the newest metadata file, and the referenced-files listing.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/iceberg/manifest.h"
+#include "common/iceberg/storage.h"
+#include "common/iceberg/table.h"
+
+static cdc_ice_field_t FIELDS[] = {
+    {.id = 1, .name = "id", .type = CDC_ICE_LONG, .required = true},
+    {.id = 2, .name = "v", .type = CDC_ICE_STRING},
+};
+static int32_t IDS[] = {1};
+static cdc_ice_schema_t SCHEMA = {
+    .schema_id = 0, .fields = FIELDS, .nfields = 2, .identifier_ids = IDS, .nidentifier = 1};
+
+typedef struct fixture {
+    char dir[256];
+    char *loc;
+    cdc_storage_t *st;
+} fixture_t;
+
+static int setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(f->dir, sizeof(f->dir), "%s/cdc-ice-XXXXXX", tmp);
+    assert_non_null(mkdtemp(f->dir));
+    char wh[300];
+    snprintf(wh, sizeof(wh), "file://%s", f->dir);
+    f->loc = cdc_ice_table_location(wh, "db", "t");
+    cdc_error_t e;
+    assert_int_equal(cdc_storage_open(wh, NULL, &f->st, &e), CDC_OK);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", f->dir);
+    cdc_storage_close(f->st);
+    free(f->loc);
+    free(f);
+    return 0;
+}
+
+/* A fake data file descriptor (the table layer does not read data files). */
+static void fake_file(cdc_ice_data_file_t *df, const char *loc, cdc_ice_content_t content,
+                      int64_t rows)
+{
+    memset(df, 0, sizeof(*df));
+    df->content = content;
+    df->path = cdc_ice_data_file_location(loc, content == CDC_ICE_CONTENT_DATA ? "d" : "eq");
+    df->record_count = rows;
+    df->file_size_in_bytes = 1000 + rows;
+    if (content == CDC_ICE_CONTENT_EQUALITY_DELETES) {
+        df->equality_ids = malloc(sizeof(int32_t));
+        df->equality_ids[0] = 1;
+        df->nequality_ids = 1;
+    }
+}
+
+static void test_create_load(void **state)
+{
+    fixture_t *f = *state;
+    cdc_error_t e;
+    cdc_ice_table_t *t, *t2;
+    assert_int_equal(cdc_ice_table_load(f->st, f->loc, &t, &e), CDC_ERR_NOT_FOUND);
+    cdc_ice_props_t props = {0};
+    cdc_ice_props_set(&props, "owner", "cdc");
+    assert_int_equal(cdc_ice_table_create(f->st, f->loc, &SCHEMA, &props, &t, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_version(t), 1);
+    assert_int_equal(cdc_ice_table_create(f->st, f->loc, &SCHEMA, &props, &t2, &e), CDC_ERR_EXISTS);
+    assert_int_equal(cdc_ice_table_load(f->st, f->loc, &t2, &e), CDC_OK);
+    const cdc_ice_metadata_t *md = cdc_ice_table_metadata(t2);
+    assert_int_equal(md->format_version, 2);
+    assert_int_equal(md->last_column_id, 2);
+    assert_string_equal(cdc_ice_props_get(&md->properties, "owner"), "cdc");
+    assert_int_equal(cdc_ice_metadata_current_schema(md)->identifier_ids[0], 1);
+    /* version-hint.text: bare integer, no newline */
+    char hint[512];
+    snprintf(hint, sizeof(hint), "%s/metadata/version-hint.text", f->loc);
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(cdc_storage_get(f->st, hint, &buf, &len, &e), CDC_OK);
+    assert_int_equal(len, 1);
+    assert_memory_equal(buf, "1", 1);
+    free(buf);
+    cdc_ice_table_close(t2);
+    cdc_ice_table_close(t);
+    cdc_ice_props_free(&props);
+}
+
+static void test_append_row_delta_schema(void **state)
+{
+    fixture_t *f = *state;
+    cdc_error_t e;
+    cdc_ice_table_t *t;
+    assert_int_equal(cdc_ice_table_open(f->st, f->loc, &SCHEMA, NULL, &t, &e), CDC_OK);
+    cdc_ice_data_file_t d1, d2, del;
+    fake_file(&d1, f->loc, CDC_ICE_CONTENT_DATA, 10);
+    fake_file(&d2, f->loc, CDC_ICE_CONTENT_DATA, 3);
+    fake_file(&del, f->loc, CDC_ICE_CONTENT_EQUALITY_DELETES, 2);
+    cdc_ice_props_t sum = {0};
+    cdc_ice_props_set(&sum, CDC_ICE_SUMMARY_JOB, "job1");
+    cdc_ice_props_set(&sum, CDC_ICE_SUMMARY_CHECKPOINT, "7");
+    cdc_ice_props_set(&sum, CDC_ICE_SUMMARY_OFFSETS, "{\"0\":5}");
+    int64_t s1, s2;
+    assert_int_equal(cdc_ice_table_append(t, &d1, 1, &sum, &s1, &e), CDC_OK);
+    cdc_ice_props_set(&sum, CDC_ICE_SUMMARY_CHECKPOINT, "8");
+    assert_int_equal(cdc_ice_table_row_delta(t, &d2, 1, &del, 1, &sum, &s2, &e), CDC_OK);
+    const cdc_ice_metadata_t *md = cdc_ice_table_metadata(t);
+    assert_int_equal(md->last_sequence_number, 2);
+    assert_true(md->current_snapshot_id == s2);
+    const cdc_ice_snapshot_t *sn = cdc_ice_metadata_current_snapshot(md);
+    assert_true(sn->parent_id == s1);
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "operation"), "overwrite");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "added-data-files"), "1");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "added-records"), "3");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "added-delete-files"), "1");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "added-equality-deletes"), "2");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "total-records"), "13");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "total-data-files"), "2");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "total-delete-files"), "1");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "total-equality-deletes"), "2");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "total-position-deletes"), "0");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "total-files-size"), "3015");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, CDC_ICE_SUMMARY_OFFSETS), "{\"0\":5}");
+    assert_string_equal(cdc_ice_table_snapshot_property(t, s1, "operation"), "append");
+    assert_true(cdc_ice_table_find_checkpoint(t, "job1", 7) == s1);
+    assert_true(cdc_ice_table_find_checkpoint(t, "job1", 8) == s2);
+    assert_int_equal(cdc_ice_table_find_checkpoint(t, "job1", 9), -1);
+    assert_int_equal(cdc_ice_table_find_checkpoint(t, "job2", 7), -1);
+    assert_int_equal(cdc_ice_table_last_checkpoint(t, "job1"), 8);
+    assert_int_equal(md->nsnapshot_log, 2);
+    assert_int_equal(md->nmetadata_log, 2); /* v1, v2 */
+
+    /* live files with sequence numbers: deletes at seq 2 apply to d1 (seq 1) only */
+    cdc_ice_live_file_t *lf;
+    size_t nlf;
+    assert_int_equal(cdc_ice_table_live_files(t, &lf, &nlf, &e), CDC_OK);
+    assert_int_equal(nlf, 3);
+    for (size_t i = 0; i < nlf; i++) {
+        if (strcmp(lf[i].file.path, d1.path) == 0)
+            assert_int_equal(lf[i].sequence_number, 1);
+        else
+            assert_int_equal(lf[i].sequence_number, 2);
+        if (lf[i].file.content == CDC_ICE_CONTENT_EQUALITY_DELETES)
+            assert_int_equal(lf[i].file.equality_ids[0], 1);
+    }
+    cdc_ice_live_files_free(lf, nlf);
+
+    /* schema change */
+    cdc_ice_field_t nf = {.name = "extra", .type = CDC_ICE_DOUBLE};
+    int32_t fid;
+    assert_int_equal(cdc_ice_table_add_column(t, &nf, &fid, &e), CDC_OK);
+    assert_int_equal(fid, 3);
+    assert_int_equal(cdc_ice_table_add_column(t, &nf, &fid, &e), CDC_ERR_EXISTS);
+    cdc_ice_table_t *t2;
+    assert_int_equal(cdc_ice_table_load(f->st, f->loc, &t2, &e), CDC_OK);
+    md = cdc_ice_table_metadata(t2);
+    assert_int_equal(md->current_schema_id, 1);
+    assert_int_equal(md->nschemas, 2);
+    assert_int_equal(cdc_ice_metadata_current_schema(md)->nfields, 3);
+    assert_int_equal(md->last_column_id, 3);
+    assert_true(md->current_snapshot_id == s2);
+    cdc_ice_table_close(t2);
+
+    /* referenced files: everything the table holds, nothing else in metadata/ */
+    char **refs;
+    size_t nrefs;
+    assert_int_equal(cdc_ice_table_referenced_files(t, &refs, &nrefs, &e), CDC_OK);
+    char prefix[512];
+    snprintf(prefix, sizeof(prefix), "%s/metadata/", f->loc);
+    char **all;
+    size_t nall;
+    assert_int_equal(cdc_storage_list(f->st, prefix, &all, &nall, &e), CDC_OK);
+    for (size_t i = 0; i < nall; i++) {
+        bool found = false;
+        for (size_t j = 0; j < nrefs && !found; j++)
+            found = strcmp(all[i], refs[j]) == 0;
+        if (!found)
+            fail_msg("unreferenced file %s", all[i]);
+    }
+    bool has_d1 = false;
+    for (size_t j = 0; j < nrefs; j++)
+        has_d1 |= strcmp(refs[j], d1.path) == 0;
+    assert_true(has_d1);
+    cdc_storage_list_free(all, nall);
+    cdc_storage_list_free(refs, nrefs);
+
+    cdc_ice_data_file_clear(&d1);
+    cdc_ice_data_file_clear(&d2);
+    cdc_ice_data_file_clear(&del);
+    cdc_ice_props_free(&sum);
+    cdc_ice_table_close(t);
+}
+
+static void test_conflict_two_handles(void **state)
+{
+    fixture_t *f = *state;
+    cdc_error_t e;
+    cdc_ice_table_t *a, *b;
+    assert_int_equal(cdc_ice_table_open(f->st, f->loc, &SCHEMA, NULL, &a, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_load(f->st, f->loc, &b, &e), CDC_OK);
+    cdc_ice_data_file_t d;
+    fake_file(&d, f->loc, CDC_ICE_CONTENT_DATA, 1);
+    assert_int_equal(cdc_ice_table_append(a, &d, 1, NULL, NULL, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_append(b, &d, 1, NULL, NULL, &e), CDC_ERR_CONFLICT);
+    assert_true(e.retriable);
+    /* the loser's manifests and manifest list were removed */
+    char prefix[512];
+    snprintf(prefix, sizeof(prefix), "%s/metadata/", f->loc);
+    char **all;
+    size_t nall;
+    assert_int_equal(cdc_storage_list(f->st, prefix, &all, &nall, &e), CDC_OK);
+    assert_int_equal(nall, 5); /* v1, v2, hint, 1 manifest, 1 list */
+    cdc_storage_list_free(all, nall);
+    assert_int_equal(cdc_ice_table_refresh(b, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_append(b, &d, 1, NULL, NULL, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_version(b), 3);
+    assert_string_equal(cdc_ice_table_snapshot_property(b, -1, "total-records"), "2");
+    cdc_ice_data_file_clear(&d);
+    cdc_ice_table_close(a);
+    cdc_ice_table_close(b);
+}
+
+typedef struct racer {
+    fixture_t *f;
+    const char *job;
+    int commits;
+    int conflicts;
+} racer_t;
+
+static void *race(void *arg)
+{
+    racer_t *r = arg;
+    cdc_error_t e;
+    cdc_ice_table_t *t;
+    if (cdc_ice_table_load(r->f->st, r->f->loc, &t, &e) != CDC_OK)
+        return (void *)1;
+    for (int i = 0; i < r->commits; i++) {
+        cdc_ice_data_file_t d;
+        fake_file(&d, r->f->loc, CDC_ICE_CONTENT_DATA, 1);
+        cdc_ice_props_t sum = {0};
+        char cp[16];
+        snprintf(cp, sizeof(cp), "%d", i);
+        cdc_ice_props_set(&sum, CDC_ICE_SUMMARY_JOB, r->job);
+        cdc_ice_props_set(&sum, CDC_ICE_SUMMARY_CHECKPOINT, cp);
+        for (;;) {
+            /* the coordinator's rule: re-check right before committing */
+            if (cdc_ice_table_find_checkpoint(t, r->job, i) >= 0)
+                break;
+            cdc_err_t rc = cdc_ice_table_append(t, &d, 1, &sum, NULL, &e);
+            if (rc == CDC_OK)
+                break;
+            if (rc != CDC_ERR_CONFLICT || !e.retriable)
+                return (void *)2;
+            r->conflicts++;
+            if (cdc_ice_table_refresh(t, &e) != CDC_OK)
+                return (void *)3;
+        }
+        cdc_ice_props_free(&sum);
+        cdc_ice_data_file_clear(&d);
+    }
+    cdc_ice_table_close(t);
+    return NULL;
+}
+
+static void test_racing_committers(void **state)
+{
+    fixture_t *f = *state;
+    cdc_error_t e;
+    cdc_ice_table_t *t;
+    assert_int_equal(cdc_ice_table_open(f->st, f->loc, &SCHEMA, NULL, &t, &e), CDC_OK);
+    racer_t r[2] = {{f, "a", 25, 0}, {f, "b", 25, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, race, &r[i]);
+    for (int i = 0; i < 2; i++) {
+        void *ret;
+        pthread_join(th[i], &ret);
+        assert_null(ret);
+    }
+    assert_int_equal(cdc_ice_table_refresh(t, &e), CDC_OK);
+    const cdc_ice_metadata_t *md = cdc_ice_table_metadata(t);
+    assert_int_equal(cdc_ice_table_version(t), 51);
+    assert_int_equal(md->nsnapshots, 50);
+    for (int i = 0; i < 25; i++) {
+        /* each checkpoint exactly once per job */
+        int seen_a = 0, seen_b = 0;
+        for (size_t s = 0; s < md->nsnapshots; s++) {
+            const char *j = cdc_ice_props_get(&md->snapshots[s].summary, CDC_ICE_SUMMARY_JOB);
+            const char *c =
+                cdc_ice_props_get(&md->snapshots[s].summary, CDC_ICE_SUMMARY_CHECKPOINT);
+            if (atoi(c) != i)
+                continue;
+            seen_a += strcmp(j, "a") == 0;
+            seen_b += strcmp(j, "b") == 0;
+        }
+        assert_int_equal(seen_a, 1);
+        assert_int_equal(seen_b, 1);
+    }
+    /* the snapshot chain is linear */
+    for (size_t s = 1; s < md->nsnapshots; s++)
+        assert_true(md->snapshots[s].parent_id == md->snapshots[s - 1].snapshot_id);
+    assert_string_equal(cdc_ice_table_snapshot_property(t, -1, "total-records"), "50");
+    fprintf(stderr, "racing committers: %d + %d conflicts\n", r[0].conflicts, r[1].conflicts);
+    cdc_ice_table_close(t);
+}
+
+static void test_manifest_growth_bounded(void **state)
+{
+    fixture_t *f = *state;
+    cdc_error_t e;
+    cdc_ice_table_t *t;
+    cdc_ice_props_t props = {0};
+    cdc_ice_props_set(&props, "write.metadata.previous-versions-max", "5");
+    cdc_ice_props_set(&props, "write.metadata.delete-after-commit.enabled", "true");
+    assert_int_equal(cdc_ice_table_create(f->st, f->loc, &SCHEMA, &props, &t, &e), CDC_OK);
+    size_t max_manifests = 0;
+    for (int i = 0; i < 200; i++) {
+        cdc_ice_data_file_t d, del;
+        fake_file(&d, f->loc, CDC_ICE_CONTENT_DATA, 2);
+        fake_file(&del, f->loc, CDC_ICE_CONTENT_EQUALITY_DELETES, 1);
+        assert_int_equal(cdc_ice_table_row_delta(t, &d, 1, &del, i % 2, NULL, NULL, &e), CDC_OK);
+        cdc_ice_data_file_clear(&d);
+        cdc_ice_data_file_clear(&del);
+        const cdc_ice_snapshot_t *s = cdc_ice_metadata_current_snapshot(cdc_ice_table_metadata(t));
+        uint8_t *buf;
+        size_t len;
+        assert_int_equal(cdc_storage_get(f->st, s->manifest_list, &buf, &len, &e), CDC_OK);
+        cdc_ice_manifest_file_t *mfs;
+        size_t nmf;
+        assert_int_equal(cdc_ice_manifest_list_read(buf, len, &mfs, &nmf, &e), CDC_OK);
+        if (nmf > max_manifests)
+            max_manifests = nmf;
+        cdc_ice_manifest_files_free(mfs, nmf);
+        free(buf);
+    }
+    fprintf(stderr, "manifest growth: at most %zu manifests over 200 commits\n", max_manifests);
+    assert_true(max_manifests <= 2 * 8);
+    const cdc_ice_metadata_t *md = cdc_ice_table_metadata(t);
+    assert_int_equal(md->nsnapshots, 200);
+    assert_string_equal(cdc_ice_table_snapshot_property(t, -1, "total-records"), "400");
+    assert_string_equal(cdc_ice_table_snapshot_property(t, -1, "total-delete-files"), "100");
+    /* live files survive merging: 200 data + 100 delete files */
+    cdc_ice_live_file_t *lf;
+    size_t nlf;
+    assert_int_equal(cdc_ice_table_live_files(t, &lf, &nlf, &e), CDC_OK);
+    assert_int_equal(nlf, 300);
+    int64_t seqs = 0;
+    for (size_t i = 0; i < nlf; i++)
+        if (lf[i].file.content == CDC_ICE_CONTENT_DATA)
+            seqs += lf[i].sequence_number;
+    assert_int_equal(seqs, 200 * 201 / 2); /* every data file kept its own sequence number */
+    cdc_ice_live_files_free(lf, nlf);
+    /* previous-versions-max = 5 and delete-after-commit: old metadata files are gone */
+    assert_int_equal(md->nmetadata_log, 5);
+    char p[512];
+    bool exists;
+    snprintf(p, sizeof(p), "%s/metadata/v1.metadata.json", f->loc);
+    assert_int_equal(cdc_storage_exists(f->st, p, &exists, &e), CDC_OK);
+    assert_false(exists);
+    snprintf(p, sizeof(p), "%s/metadata/v200.metadata.json", f->loc);
+    assert_int_equal(cdc_storage_exists(f->st, p, &exists, &e), CDC_OK);
+    assert_true(exists);
+    cdc_ice_props_free(&props);
+    cdc_ice_table_close(t);
+}
+
+static void test_hint_lagging(void **state)
+{
+    fixture_t *f = *state;
+    cdc_error_t e;
+    cdc_ice_table_t *t;
+    assert_int_equal(cdc_ice_table_open(f->st, f->loc, &SCHEMA, NULL, &t, &e), CDC_OK);
+    cdc_ice_data_file_t d;
+    fake_file(&d, f->loc, CDC_ICE_CONTENT_DATA, 1);
+    assert_int_equal(cdc_ice_table_append(t, &d, 1, NULL, NULL, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_append(t, &d, 1, NULL, NULL, &e), CDC_OK);
+    /* a committer that died after creating v3 but before the hint */
+    char hint[512];
+    snprintf(hint, sizeof(hint), "%s/metadata/version-hint.text", f->loc);
+    assert_int_equal(cdc_storage_put(f->st, hint, "1", 1, &e), CDC_OK);
+    cdc_ice_table_t *t2;
+    assert_int_equal(cdc_ice_table_load(f->st, f->loc, &t2, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_version(t2), 3);
+    /* no hint at all */
+    assert_int_equal(cdc_storage_delete(f->st, hint, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_refresh(t2, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_version(t2), 3);
+    cdc_ice_data_file_clear(&d);
+    cdc_ice_table_close(t2);
+    cdc_ice_table_close(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_create_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_append_row_delta_schema, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conflict_two_handles, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_racing_committers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_manifest_growth_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hint_lagging, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

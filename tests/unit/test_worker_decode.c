@@ -1,0 +1,305 @@
+/*
+ * Unit tests for worker/decode.c: the capture's events (schema by registry version),
+ * Debezium JsonConverter envelopes with and without schemas, the flattened
+ * ExtractNewRecordState form, type mapping, TOAST markers and DLQ classification.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/unit/worker_fixtures.h"
+#include "worker/decode.h"
+
+static const char *TOPIC = "cdc.public.orders";
+
+static cdc_catalog_t *catalog_v1v2(void)
+{
+    cdc_catalog_t *cat = cdc_catalog_new();
+    cdc_error_t e;
+    size_t n;
+    char *v1 = fixture("capture_schema_v1.json", &n);
+    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 1, v1, n, &e), CDC_OK);
+    free(v1);
+    char *v2 = fixture("capture_schema_v2.json", &n);
+    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 2, v2, n, &e), CDC_OK);
+    free(v2);
+    return cat;
+}
+
+static int col(const cdc_source_schema_t *s, const char *name)
+{
+    for (size_t i = 0; i < s->ncols; i++)
+        if (strcmp(s->cols[i].name, name) == 0)
+            return (int)i;
+    fail_msg("no column %s", name);
+    return -1;
+}
+
+static cdc_err_t decode_str(cdc_catalog_t *cat, const char *topic, const char *key,
+                            const char *value, int64_t version, cdc_change_t *c,
+                            cdc_decode_error_t *de)
+{
+    cdc_decode_input_t in = {
+        topic, 3, 100, key, key ? strlen(key) : 0, value, value ? strlen(value) : 0, version};
+    return cdc_decode(cat, NULL, &in, c, de);
+}
+
+static cdc_err_t decode_fixture(cdc_catalog_t *cat, const char *topic, const char *key,
+                                const char *name, int64_t version, cdc_change_t *c,
+                                cdc_decode_error_t *de)
+{
+    char *v = fixture(name, NULL);
+    cdc_err_t rc = decode_str(cat, topic, key, v, version, c, de);
+    free(v);
+    return rc;
+}
+
+static void test_capture_insert(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = catalog_v1v2();
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    assert_int_equal(decode_fixture(cat, TOPIC, "{\"id\":42}", "capture_insert.json", 1, &c, &de),
+                     CDC_OK);
+    assert_int_equal(c.op, CDC_OP_CREATE);
+    assert_int_equal(c.lsn, 24023928);
+    assert_int_equal(c.commit_lsn, 24024000);
+    assert_int_equal(c.tx_id, 771);
+    assert_int_equal(c.source_ts_us, 1709287200123000LL);
+    assert_int_equal(c.schema->version, 1);
+    assert_string_equal(c.schema->ns, "public");
+    assert_string_equal(c.schema->table, "orders");
+    const cdc_source_schema_t *s = c.schema;
+    assert_int_equal(s->nkey, 1);
+    assert_int_equal(c.after.vals[col(s, "id")].u.i, 42);
+    assert_memory_equal(c.after.vals[col(s, "customer")].bytes, "ada", 3);
+    assert_true(c.after.vals[col(s, "amount")].u.dec == 1250);
+    /* 2024-03-01T10:00:00.123456Z */
+    assert_int_equal(c.after.vals[col(s, "created")].u.i, 1709287200123456LL);
+    assert_null(c.before.vals);
+    assert_non_null(c.entity);
+    assert_int_equal(c.partition, 3);
+    assert_int_equal(c.offset, 100);
+    cdc_change_clear(&c);
+    cdc_catalog_free(cat);
+}
+
+static void test_capture_toast_and_field_ids(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = catalog_v1v2();
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    assert_int_equal(
+        decode_fixture(cat, TOPIC, "{\"id\":42}", "capture_update_toast.json", 2, &c, &de), CDC_OK);
+    const cdc_source_schema_t *s = c.schema, *v1 = cdc_catalog_get(cat, TOPIC, 1);
+    assert_int_equal(s->version, 2);
+    assert_int_equal(c.after.vals[col(s, "note")].kind, CDC_VAL_TOAST);
+    assert_int_equal(c.after.vals[col(s, "status")].kind, CDC_VAL_NULL);
+    /* Field ids stable across versions; the added column gets a new id. */
+    for (size_t i = 0; i < v1->ncols; i++)
+        assert_int_equal(v1->cols[i].field_id, s->cols[col(s, v1->cols[i].name)].field_id);
+    assert_int_equal(s->cols[col(s, "status")].field_id, 6);
+    assert_int_not_equal(s->schema_id, v1->schema_id);
+    assert_ptr_equal(cdc_catalog_latest(cat, TOPIC), s);
+    char *js = cdc_schema_mirror_json(s);
+    assert_non_null(strstr(js, "\"identifier-field-ids\":[1]"));
+    assert_non_null(strstr(js, "\"decimal(10, 2)\""));
+    free(js);
+    js = cdc_schema_changelog_json(s);
+    assert_non_null(strstr(js, "\"_kafka_offset\""));
+    free(js);
+    cdc_change_clear(&c);
+    cdc_catalog_free(cat);
+}
+
+static void test_debezium_with_schema(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = cdc_catalog_new();
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    char *key = fixture("debezium_key_with_schema.json", NULL);
+    const char *topic = "dbserver1.inventory.customers";
+    assert_int_equal(decode_fixture(cat, topic, key, "debezium_with_schema.json", -1, &c, &de),
+                     CDC_OK);
+    const cdc_source_schema_t *s = c.schema;
+    assert_string_equal(s->ns, "inventory");
+    assert_string_equal(s->table, "customers");
+    assert_int_equal(s->nkey, 1);
+    assert_string_equal(s->cols[s->key_cols[0]].name, "id");
+    assert_int_equal(s->cols[col(s, "id")].type, CDC_ICE_INT);
+    assert_int_equal(s->cols[col(s, "balance")].type, CDC_ICE_DECIMAL);
+    assert_true(c.after.vals[col(s, "balance")].u.dec == 12345); /* "MDk=" = 0x3039 */
+    assert_int_equal(s->cols[col(s, "updated")].type, CDC_ICE_TIMESTAMP);
+    assert_int_equal(c.after.vals[col(s, "updated")].u.i, 1709287200123456LL);
+    assert_int_equal(s->cols[col(s, "born")].type, CDC_ICE_DATE);
+    assert_int_equal(c.after.vals[col(s, "born")].u.i, 19000);
+    assert_int_equal(s->cols[col(s, "ref")].type, CDC_ICE_UUID);
+    assert_int_equal(c.after.vals[col(s, "ref")].len, 16);
+    assert_int_equal(c.after.vals[col(s, "ref")].bytes[0], 0xa0);
+    assert_int_equal(c.commit_lsn, 24023800); /* from source.sequence */
+    assert_int_equal(c.lsn, 24023928);
+    assert_int_equal(c.tx_id, 555);
+    cdc_change_clear(&c);
+    /* The same embedded schema again resolves to the same catalog entry. */
+    assert_int_equal(decode_fixture(cat, topic, key, "debezium_with_schema.json", -1, &c, &de),
+                     CDC_OK);
+    assert_ptr_equal(c.schema, s);
+    cdc_change_clear(&c);
+    free(key);
+    cdc_catalog_free(cat);
+}
+
+static void test_debezium_without_schema(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = catalog_v1v2();
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    /* No header: the topic's latest registered schema gives the types. */
+    assert_int_equal(
+        decode_fixture(cat, TOPIC, "{\"id\":42}", "debezium_no_schema_delete.json", -1, &c, &de),
+        CDC_OK);
+    assert_int_equal(c.op, CDC_OP_DELETE);
+    assert_null(c.after.vals);
+    assert_int_equal(c.before.vals[col(c.schema, "id")].u.i, 42);
+    assert_int_equal(c.commit_lsn, 24040000);
+    assert_int_equal(c.lsn, 24040100);
+    cdc_change_clear(&c);
+    /* Without any registered schema the event cannot be typed. */
+    assert_int_equal(decode_fixture(cat, "other.public.t", "{\"id\":1}",
+                                    "debezium_no_schema_delete.json", -1, &c, &de),
+                     CDC_ERR_INVALID);
+    assert_int_equal(de.cls, CDC_DLQ_UNKNOWN_SCHEMA);
+    cdc_catalog_free(cat);
+}
+
+static void test_flattened(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = catalog_v1v2();
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    assert_int_equal(decode_fixture(cat, "pg.public.orders", "{\"id\":7}",
+                                    "debezium_flattened_with_schema.json", -1, &c, &de),
+                     CDC_OK);
+    assert_int_equal(c.op, CDC_OP_UPDATE);
+    assert_int_equal(c.lsn, 25000000);
+    assert_int_equal(c.commit_lsn, 25000000);
+    assert_int_equal(c.source_ts_us, 1709287500000000LL);
+    assert_int_equal(c.schema->ncols, 2); /* __ fields are metadata, not columns */
+    assert_int_equal(c.after.vals[col(c.schema, "customer")].kind, CDC_VAL_TOAST);
+    cdc_change_clear(&c);
+    assert_int_equal(
+        decode_fixture(cat, TOPIC, "{\"id\":7}", "debezium_flattened_delete.json", -1, &c, &de),
+        CDC_OK);
+    assert_int_equal(c.op, CDC_OP_DELETE);
+    assert_int_equal(c.before.vals[col(c.schema, "id")].u.i, 7);
+    assert_null(c.after.vals);
+    cdc_change_clear(&c);
+    cdc_catalog_free(cat);
+}
+
+static void test_tombstone(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = catalog_v1v2();
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    assert_int_equal(decode_str(cat, TOPIC, "{\"id\":1}", NULL, -1, &c, &de), CDC_OK);
+    assert_true(c.tombstone);
+    cdc_change_clear(&c);
+    cdc_catalog_free(cat);
+}
+
+static void expect_dlq(cdc_catalog_t *cat, const char *value, int64_t version, cdc_dlq_class_t cls)
+{
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    assert_int_equal(decode_str(cat, TOPIC, "{\"id\":1}", value, version, &c, &de),
+                     CDC_ERR_INVALID);
+    if (de.cls != cls)
+        fail_msg("expected %s, got %s (%s) for %s", cdc_dlq_class_name(cls),
+                 cdc_dlq_class_name(de.cls), de.msg, value);
+    assert_true(de.msg[0] != '\0');
+    assert_null(c.entity);
+}
+
+static void test_dlq_classes(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = catalog_v1v2();
+    expect_dlq(cat, "{\"op\":\"c\",\"after\":{\"id\":", 1, CDC_DLQ_MALFORMED_JSON);
+    expect_dlq(cat, "[1,2]", 1, CDC_DLQ_MALFORMED_JSON);
+    expect_dlq(cat, "{\"op\":\"c\",\"after\":{\"customer\":\"x\"},\"source\":{\"lsn\":1}}", 1,
+               CDC_DLQ_MISSING_KEY);
+    expect_dlq(cat, "{\"op\":\"c\",\"after\":{\"id\":null},\"source\":{\"lsn\":1}}", 1,
+               CDC_DLQ_TYPE_MISMATCH); /* key declared not null */
+    expect_dlq(cat, "{\"op\":\"x\",\"after\":{\"id\":1},\"source\":{\"lsn\":1}}", 1,
+               CDC_DLQ_UNKNOWN_OP);
+    expect_dlq(cat, "{\"op\":\"t\",\"source\":{\"lsn\":1}}", 1, CDC_DLQ_UNKNOWN_OP);
+    expect_dlq(cat, "{\"op\":\"c\",\"after\":{\"id\":\"one\"},\"source\":{\"lsn\":1}}", 1,
+               CDC_DLQ_TYPE_MISMATCH);
+    expect_dlq(cat, "{\"op\":\"c\",\"after\":{\"id\":1,\"amount\":\"1.234\"},\"source\":{}}", 1,
+               CDC_DLQ_TYPE_MISMATCH); /* scale 2 cannot hold 1.234 */
+    expect_dlq(cat, "{\"op\":\"c\",\"after\":{\"id\":1,\"created\":\"yesterday\"},\"source\":{}}",
+               1, CDC_DLQ_TYPE_MISMATCH);
+    expect_dlq(cat, "{\"op\":\"c\",\"after\":{\"id\":1},\"source\":{\"lsn\":1}}", 9,
+               CDC_DLQ_UNKNOWN_SCHEMA);
+
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    cdc_decode_options_t o = {.max_record_bytes = 16};
+    const char *v = "{\"op\":\"c\",\"after\":{\"id\":1},\"source\":{\"lsn\":1}}";
+    cdc_decode_input_t in = {TOPIC, 0, 5, "{\"id\":1}", 8, v, strlen(v), 1};
+    assert_int_equal(cdc_decode(cat, &o, &in, &c, &de), CDC_ERR_INVALID);
+    assert_int_equal(de.cls, CDC_DLQ_OVERSIZED);
+    cdc_catalog_free(cat);
+}
+
+static void test_row_image_roundtrip(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = catalog_v1v2();
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    uint8_t *img;
+    size_t len;
+    cdc_val_t v;
+    assert_int_equal(decode_fixture(cat, TOPIC, "{\"id\":42}", "capture_insert.json", 1, &c, &de),
+                     CDC_OK);
+    assert_true(cdc_row_serialize(&c.after, &img, &len));
+    const cdc_source_schema_t *s = c.schema;
+    assert_int_equal(cdc_row_image_lookup(img, len, s->cols[col(s, "note")].field_id, &v), 1);
+    assert_int_equal(v.len, 5);
+    assert_memory_equal(v.bytes, "hello", 5);
+    free(v.bytes);
+    assert_int_equal(cdc_row_image_lookup(img, len, s->cols[col(s, "amount")].field_id, &v), 1);
+    assert_true(v.u.dec == 1250);
+    assert_int_equal(cdc_row_image_lookup(img, len, 99, &v), 0);
+    assert_int_equal(cdc_row_image_lookup(img, len - 3, 99, &v), -1);
+    free(img);
+    cdc_change_clear(&c);
+    cdc_catalog_free(cat);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_capture_insert),
+        cmocka_unit_test(test_capture_toast_and_field_ids),
+        cmocka_unit_test(test_debezium_with_schema),
+        cmocka_unit_test(test_debezium_without_schema),
+        cmocka_unit_test(test_flattened),
+        cmocka_unit_test(test_tombstone),
+        cmocka_unit_test(test_dlq_classes),
+        cmocka_unit_test(test_row_image_roundtrip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,62 @@
+-- Demo schema for the load generator, `make run`, docker compose and the chaos suite.
+-- Idempotent: run it again on an existing database and nothing changes.
+-- Two source tables (public.transactions, public.accounts) and an audit table that a
+-- trigger fills in the same transaction as every change, so only committed changes are
+-- recorded; the verifier (chaos/verify) trusts it as the independent record of what
+-- happened. seq orders the changes of one key in commit order (a second transaction
+-- that touches the same key waits for the first one's row lock, then takes a later seq).
+CREATE TABLE IF NOT EXISTS public.transactions (
+    entity_id  bigint PRIMARY KEY,
+    account    text,
+    amount     numeric(12, 2),
+    status     text,
+    note       text,
+    updated_at timestamptz
+);
+
+CREATE TABLE IF NOT EXISTS public.accounts (
+    account_id bigint PRIMARY KEY,
+    owner      text,
+    balance    numeric(14, 2),
+    active     boolean,
+    score      double precision,
+    visits     integer,
+    opened_on  date,
+    updated_at timestamptz
+);
+
+CREATE SCHEMA IF NOT EXISTS cdc_audit;
+
+CREATE TABLE IF NOT EXISTS cdc_audit.changes (
+    seq       bigserial PRIMARY KEY,
+    tbl       text     NOT NULL,
+    op        char(1)  NOT NULL,      -- c (insert), u (update), d (delete)
+    pk        bigint   NOT NULL,
+    txid      bigint   NOT NULL,
+    row_image jsonb    NOT NULL       -- the new row (c, u) or the old row (d)
+);
+CREATE INDEX IF NOT EXISTS changes_tbl_pk ON cdc_audit.changes (tbl, pk, seq);
+
+CREATE OR REPLACE FUNCTION cdc_audit.record() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    img jsonb;
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        img := to_jsonb(OLD);
+    ELSE
+        img := to_jsonb(NEW);
+    END IF;
+    INSERT INTO cdc_audit.changes (tbl, op, pk, txid, row_image)
+    VALUES (TG_TABLE_NAME,
+            CASE TG_OP WHEN 'INSERT' THEN 'c' WHEN 'UPDATE' THEN 'u' ELSE 'd' END,
+            (img ->> TG_ARGV[0])::bigint, txid_current(), img);
+    RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER transactions_audit AFTER INSERT OR UPDATE OR DELETE ON public.transactions
+    FOR EACH ROW EXECUTE FUNCTION cdc_audit.record('entity_id');
+
+CREATE OR REPLACE TRIGGER accounts_audit AFTER INSERT OR UPDATE OR DELETE ON public.accounts
+    FOR EACH ROW EXECUTE FUNCTION cdc_audit.record('account_id');

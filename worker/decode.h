@@ -1,0 +1,196 @@
+/*
+ * Record decoding: turns one Kafka record (key, value, headers) into a typed change
+ * (cdc_change_t) whose row images follow a known source schema. Accepts the capture's
+ * events (Debezium-style envelope, schema referenced by the `cdc.schema` header and
+ * registered on `<prefix>._schemas`) and real Debezium JSON: the JsonConverter envelope
+ * with schemas ({"schema":..,"payload":..}), without schemas (types then come from the
+ * table's registered schema), and the ExtractNewRecordState flattened form (__op,
+ * __lsn, __deleted, ...). Types always come from a schema, never from JSON values.
+ *
+ * The catalog (cdc_catalog_t) holds every known schema version per topic and assigns
+ * Iceberg field ids by column name, stable across versions, so ADD COLUMN gets a new
+ * id and old rows read it as null.
+ */
+#ifndef CDC_WORKER_DECODE_H
+#define CDC_WORKER_DECODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "common/err.h"
+#include "common/iceberg/types.h"
+#include "worker/dlq.h"
+
+/* How a column's JSON value is encoded when the type alone does not say it. */
+typedef enum cdc_enc {
+    CDC_ENC_DEFAULT = 0, /* temporal ints in micros (days for dates), decimals as text */
+    CDC_ENC_MILLIS,      /* temporal int in milliseconds (io.debezium.time.Timestamp/Time) */
+    CDC_ENC_MICROS,
+    CDC_ENC_NANOS,
+    CDC_ENC_BASE64, /* decimal: unscaled two's complement bytes in base64 (Kafka Decimal) */
+} cdc_enc_t;
+
+typedef struct cdc_column {
+    char *name;
+    int32_t field_id;
+    cdc_ice_type_t type;
+    int32_t precision, scale; /* DECIMAL */
+    cdc_enc_t enc;
+    bool key;      /* part of the primary key (identifier field) */
+    bool optional; /* nullable */
+} cdc_column_t;
+
+/* One version of a source table's schema. Owned by the catalog. */
+typedef struct cdc_source_schema {
+    char *topic;
+    char *ns;    /* source schema, e.g. "public" -> Iceberg namespace */
+    char *table; /* source table name */
+    int64_t version;
+    cdc_column_t *cols;
+    size_t ncols;
+    size_t *key_cols; /* indices into cols, key order */
+    size_t nkey;
+    int32_t schema_id;    /* Iceberg schema id this version maps to */
+    uint64_t fingerprint; /* hash of (name, type) list: equal = same Iceberg schema */
+} cdc_source_schema_t;
+
+typedef enum cdc_val_kind {
+    CDC_VAL_NULL = 0,
+    CDC_VAL_SET,
+    CDC_VAL_TOAST, /* unchanged TOAST value: not sent, must be repaired from state */
+} cdc_val_kind_t;
+
+/* A typed column value. Strings/binary/uuid point into `bytes` (owned by the row). */
+typedef struct cdc_val {
+    cdc_val_kind_t kind;
+    union {
+        bool b;
+        int64_t i;    /* INT, LONG, DATE, TIME, TIMESTAMP(TZ) */
+        double d;     /* FLOAT, DOUBLE */
+        __int128 dec; /* DECIMAL unscaled, at the column's scale */
+    } u;
+    uint8_t *bytes; /* STRING, BINARY, UUID (16 bytes); malloc'd, owned by the value */
+    size_t len;
+} cdc_val_t;
+
+/* A row image: one value per column of `schema`. */
+typedef struct cdc_row {
+    const cdc_source_schema_t *schema;
+    cdc_val_t *vals; /* schema->ncols */
+} cdc_row_t;
+
+typedef enum cdc_op {
+    CDC_OP_CREATE = 'c',
+    CDC_OP_UPDATE = 'u',
+    CDC_OP_DELETE = 'd',
+    CDC_OP_READ = 'r',
+} cdc_op_t;
+
+/* A decoded change. Owns its rows and key (cdc_change_clear()). */
+typedef struct cdc_change {
+    cdc_op_t op;
+    uint64_t lsn;
+    uint64_t commit_lsn;
+    int64_t tx_id;        /* -1 when unknown */
+    int64_t source_ts_us; /* source commit time, microseconds since epoch */
+    const cdc_source_schema_t *schema;
+    cdc_row_t before; /* vals NULL when absent */
+    cdc_row_t after;  /* vals NULL for deletes */
+    uint8_t *entity;  /* canonical entity key: table identity + key values */
+    size_t entity_len;
+    const char *topic; /* borrowed from the input */
+    int32_t partition;
+    int64_t offset;
+    bool tombstone; /* Kafka tombstone (null value): skipped, not an error */
+} cdc_change_t;
+
+/* Kafka record as seen by the decoder (all borrowed). */
+typedef struct cdc_decode_input {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    const void *key;
+    size_t key_len;
+    const void *value; /* NULL = tombstone */
+    size_t value_len;
+    int64_t schema_version; /* `cdc.schema` header, -1 when absent */
+} cdc_decode_input_t;
+
+typedef struct cdc_catalog cdc_catalog_t;
+
+typedef struct cdc_decode_options {
+    size_t max_record_bytes;       /* larger values go to the DLQ as oversized; 0 = 16 MiB */
+    const char *toast_placeholder; /* Debezium's unavailable.value.placeholder */
+    const char *default_ns;        /* namespace when the event names none ("public") */
+} cdc_decode_options_t;
+
+/* Decode failure: class for the DLQ plus a message. */
+typedef struct cdc_decode_error {
+    cdc_dlq_class_t cls;
+    char msg[256];
+} cdc_decode_error_t;
+
+cdc_catalog_t *cdc_catalog_new(void);
+void cdc_catalog_free(cdc_catalog_t *cat);
+
+/*
+ * Registers a schema version from the capture's registry (value of `<prefix>._schemas`
+ * keyed `<topic>/<version>`). Idempotent. Versions must be registered in increasing
+ * order per topic for deterministic field ids (the registry topic is read in order).
+ */
+cdc_err_t cdc_catalog_register_json(cdc_catalog_t *cat, const char *topic, int64_t version,
+                                    const char *json, size_t len, cdc_error_t *e);
+
+/* Seeds field ids for a table from an existing Iceberg schema (names -> ids). */
+void cdc_catalog_seed_ids(cdc_catalog_t *cat, const char *ns, const char *table,
+                          const cdc_ice_schema_t *schema);
+
+/* Latest registered version for a topic, or NULL. Owned by the catalog. */
+const cdc_source_schema_t *cdc_catalog_latest(cdc_catalog_t *cat, const char *topic);
+const cdc_source_schema_t *cdc_catalog_get(cdc_catalog_t *cat, const char *topic, int64_t version);
+
+/*
+ * Decodes one record. On CDC_OK *out is filled (release with cdc_change_clear()); a
+ * tombstone returns CDC_OK with out->tombstone set. On CDC_ERR_INVALID *de says why
+ * (the record belongs in the DLQ) and *out holds nothing. Other codes are internal
+ * failures (out of memory).
+ */
+cdc_err_t cdc_decode(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
+                     const cdc_decode_input_t *in, cdc_change_t *out, cdc_decode_error_t *de);
+
+void cdc_change_clear(cdc_change_t *c);
+
+/* Frees the values' bytes and the array (not the schema). */
+void cdc_row_clear(cdc_row_t *r);
+/* Deep copy of a row. Returns false on out of memory. */
+bool cdc_row_copy(cdc_row_t *dst, const cdc_row_t *src);
+
+/*
+ * Row image serialization for state (TOAST repair): values tagged by field id, so an
+ * image written under one schema version reads under a later one.
+ */
+bool cdc_row_serialize(const cdc_row_t *r, uint8_t **out, size_t *out_len);
+/* Value of field_id in a serialized image: 1 = found (v filled, bytes malloc'd),
+ * 0 = absent, -1 = corrupt. */
+int cdc_row_image_lookup(const uint8_t *img, size_t len, int32_t field_id, cdc_val_t *v);
+
+/* Builds the Iceberg schema JSON of the mirror table for a source schema (caller frees). */
+char *cdc_schema_mirror_json(const cdc_source_schema_t *s);
+/* Same for the changelog table: row columns + _op, _lsn, ... */
+char *cdc_schema_changelog_json(const cdc_source_schema_t *s);
+
+/* Field ids of the changelog's metadata columns. */
+enum {
+    CDC_CL_FIELD_OP = 100001,
+    CDC_CL_FIELD_LSN,
+    CDC_CL_FIELD_COMMIT_LSN,
+    CDC_CL_FIELD_TX_ID,
+    CDC_CL_FIELD_SOURCE_TS,
+    CDC_CL_FIELD_KAFKA_PARTITION,
+    CDC_CL_FIELD_KAFKA_OFFSET,
+};
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * Per-partition dedup state (DESIGN.md section 4). One store per partition slot, in
+ * RocksDB through common/state.h, with two families:
+ *   "dedup" (TTL, default 24 h): 'S' + entity + lsn + op  -> ""   (exact replays)
+ *                                 'P' + entity              -> (commit_lsn, lsn)
+ *   "rows"  (no TTL):             entity -> (commit_lsn, lsn) + last image of the
+ *                                 TOAST-able columns (string, binary, decimal)
+ * A change is a duplicate when its (entity, lsn, op) key was seen, or when its
+ * position (commit_lsn, lsn) is not after the entity's last position (a replay that
+ * arrives out of order). Live rows keep their position without expiry in "rows";
+ * only positions of deleted entities age out with the TTL.
+ *
+ * The "rows" family also says whether an entity exists in the mirror table as of the
+ * last applied change, which lets the stager skip equality deletes for new keys, and
+ * holds the old values used to repair unchanged TOAST columns (toast.c).
+ */
+#ifndef CDC_WORKER_DEDUP_H
+#define CDC_WORKER_DEDUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/state.h"
+#include "worker/decode.h"
+
+enum { CDC_DEDUP_FAMILY = 0, CDC_ROWS_FAMILY = 1 };
+
+typedef enum cdc_dedup_verdict {
+    CDC_DEDUP_NEW = 0,
+    CDC_DEDUP_REPLAY, /* exact (entity, lsn, op) seen before */
+    CDC_DEDUP_STALE,  /* position not after the entity's last position */
+} cdc_dedup_verdict_t;
+
+typedef struct cdc_dedup {
+    cdc_state_t *st;
+    cdc_state_batch_t *batch;
+    int ttl_seconds;
+} cdc_dedup_t;
+
+/* State store options used for a partition's store (families and TTLs). */
+void cdc_dedup_state_options(cdc_state_options_t *o, int ttl_seconds);
+
+/* Opens the partition store in dir. On success *out is owned by the caller. */
+cdc_err_t cdc_dedup_open(const char *dir, int ttl_seconds, cdc_dedup_t **out, cdc_error_t *e);
+void cdc_dedup_close(cdc_dedup_t *d);
+
+/*
+ * Checks change c. *image receives the entity's stored row value (position + image,
+ * malloc'd, caller frees) or NULL when the entity is not live in state.
+ */
+cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdict_t *verdict,
+                          uint8_t **image, size_t *image_len, cdc_error_t *e);
+
+/* Records an accepted (and TOAST-repaired) change: seen key, position, row image. */
+cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e);
+
+/* Image part of a stored row value (skips the 16-byte position). */
+static inline const uint8_t *cdc_dedup_image(const uint8_t *val, size_t len, size_t *img_len)
+{
+    *img_len = len >= 16 ? len - 16 : 0;
+    return len >= 16 ? val + 16 : val;
+}
+
+#endif

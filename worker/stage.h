@@ -1,0 +1,79 @@
+/*
+ * Per-epoch staging for one partition slot. Accepted changes (deduped, TOAST
+ * repaired) are collapsed per entity for the mirror table and appended for the
+ * changelog table; at a barrier the epoch's content is written as Parquet files under
+ * each table's data/ directory and described for the Ack:
+ *   mirror    (`<ns>.<table>`):  data rows = final image of every key whose last change
+ *             is not a delete; equality deletes (on the key) = every key that was live
+ *             in state before its first change of the epoch. A key known to be new
+ *             gets no delete; a key whose last change is a delete gets only the delete.
+ *   changelog (`<ns>.<table>_changelog`): every change once, in offset order, with
+ *             _op, _lsn, _commit_lsn, _tx_id, _source_ts, _kafka_partition,
+ *             _kafka_offset and the after image (the before image for deletes).
+ * The stage tracks the bytes it holds so the consumer can pause fetching past a limit.
+ */
+#ifndef CDC_WORKER_STAGE_H
+#define CDC_WORKER_STAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/iceberg/types.h"
+#include "worker/decode.h"
+
+typedef struct cdc_stage_entry {
+    uint8_t *entity;
+    size_t entity_len;
+    bool needs_delete; /* live in state before the epoch's first change to it */
+    bool deleted;      /* last change is a delete */
+    cdc_row_t row;     /* final after image, or the before image (key) for deletes */
+} cdc_stage_entry_t;
+
+typedef struct cdc_changelog_row {
+    cdc_row_t row;
+    char op;
+    uint64_t lsn, commit_lsn;
+    int64_t tx_id;
+    int64_t source_ts_us;
+    int32_t partition;
+    int64_t offset;
+} cdc_changelog_row_t;
+
+typedef struct cdc_stage_table {
+    char *ns, *table;
+    const cdc_source_schema_t *schema; /* latest schema seen this epoch: files use it */
+    cdc_stage_entry_t *entries;        /* first-change order */
+    size_t nentries, cap;
+    size_t *slots; /* open-addressing index into entries (+1; 0 = empty) */
+    size_t nslots;
+    cdc_changelog_row_t *changelog;
+    size_t nchangelog, clcap;
+} cdc_stage_table_t;
+
+typedef struct cdc_stage {
+    uint32_t partition;
+    uint64_t epoch;
+    cdc_stage_table_t *tables;
+    size_t ntables;
+    size_t bytes; /* approximate memory held */
+    uint64_t changes;
+} cdc_stage_t;
+
+void cdc_stage_init(cdc_stage_t *s, uint32_t partition, uint64_t epoch);
+/* Drops everything staged (abandoned epoch or after the files were written). */
+void cdc_stage_reset(cdc_stage_t *s, uint64_t epoch);
+void cdc_stage_free(cdc_stage_t *s);
+
+/*
+ * Adds an accepted change. live_before = the entity had a row in state before this
+ * change (dedup's image != NULL). Moves c's row images into the stage on success
+ * (c keeps its entity and must still be cleared by the caller).
+ */
+cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_error_t *e);
+
+/* Number of mirror data rows / equality deletes a table will produce. */
+void cdc_stage_table_counts(const cdc_stage_table_t *t, size_t *data_rows, size_t *deletes);
+
+#endif
