@@ -131,15 +131,16 @@ cdc_err_t cdc_registry_load(cdc_capture_t *cap, cdc_error_t *e)
 
     topic_name(cap, "_schemas", schemas, sizeof(schemas));
     topic_name(cap, "_capture", state, sizeof(state));
+    /* an existing topic with more partitions is fine: the capture uses partition 0 only */
     spec.name = schemas;
     rc = cdc_kafka_ensure_topic(cap->cfg->kafka_bootstrap, cap->cfg->kafka_properties, &spec,
                                 ADMIN_TIMEOUT_MS, e);
-    if (rc != CDC_OK)
+    if (rc != CDC_OK && rc != CDC_ERR_CONFLICT)
         return rc;
     spec.name = state;
     rc = cdc_kafka_ensure_topic(cap->cfg->kafka_bootstrap, cap->cfg->kafka_properties, &spec,
                                 ADMIN_TIMEOUT_MS, e);
-    if (rc != CDC_OK)
+    if (rc != CDC_OK && rc != CDC_ERR_CONFLICT)
         return rc;
     cap->snapshot_marked = false;
     rc = read_topic(cap, schemas, on_schema, e);
