@@ -36,8 +36,8 @@ static const cdc_opt_t options[] = {
      "initial: emit existing rows (op r) when the slot is created; never: stream only."},
     {"snapshot-chunk", CDC_OPT_INT, C(snapshot_chunk), "10000", false, 1, 10000000, NULL,
      "Rows fetched per snapshot chunk."},
-    {"heartbeat-interval", CDC_OPT_DURATION, C(heartbeat_interval_ms), "10s", false, 0,
-     86400000, NULL,
+    {"heartbeat-interval", CDC_OPT_DURATION, C(heartbeat_interval_ms), "10s", false, 0, 86400000,
+     NULL,
      "Interval of pg_logical_emit_message heartbeats that let the slot advance while tables "
      "are idle (0 = off)."},
     {"status-interval", CDC_OPT_DURATION, C(status_interval_ms), "1s", false, 10, 60000, NULL,
@@ -103,11 +103,12 @@ int main(int argc, char **argv)
     cdc_err_t rc;
     int status = 0;
 
-    cdc_config_load(options, "cdc-capture", "PostgreSQL logical replication to Kafka.", argc,
-                    argv, &cfg);
+    cdc_config_load(options, "cdc-capture", "PostgreSQL logical replication to Kafka.", argc, argv,
+                    &cfg);
     if (!valid_name(cfg.slot)) {
-        fprintf(stderr, "cdc-capture: invalid --slot (CDC_SLOT) \"%s\": expected lower-case "
-                        "letters, digits and _ (at most 63)\n",
+        fprintf(stderr,
+                "cdc-capture: invalid --slot (CDC_SLOT) \"%s\": expected lower-case "
+                "letters, digits and _ (at most 63)\n",
                 cfg.slot);
         return CDC_CONFIG_EXIT;
     }

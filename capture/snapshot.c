@@ -148,8 +148,8 @@ static cdc_err_t emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t, PGresult 
     return CDC_OK;
 }
 
-static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t cp,
-                                int64_t ts, uint64_t tx, cdc_error_t *e)
+static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t cp, int64_t ts,
+                                uint64_t tx, cdc_error_t *e)
 {
     cdc_schema_doc_t doc;
     cdc_buf_t cols = {0}, sql = {0};
@@ -178,17 +178,15 @@ static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint
     rc = exec(cap->src.sql, sql.data, e);
     if (rc != CDC_OK)
         goto cleanup;
-    snprintf(fetch, sizeof(fetch), "FETCH %" PRId64 " FROM cdc_snapshot",
-             cap->cfg->snapshot_chunk);
+    snprintf(fetch, sizeof(fetch), "FETCH %" PRId64 " FROM cdc_snapshot", cap->cfg->snapshot_chunk);
     cdc_log_info("snapshot of %s.%s started", t->schema, t->name);
     /* one chunk is held back so the table's last row can say snapshot="last" */
     for (;;) {
         int n;
         cur = PQexec(cap->src.sql, fetch);
         if (PQresultStatus(cur) != PGRES_TUPLES_OK) {
-            rc = cdc_error_set_retriable(e, CDC_ERR_SOURCE, true,
-                                         "snapshot of %s.%s failed: %s", t->schema, t->name,
-                                         PQresultErrorMessage(cur));
+            rc = cdc_error_set_retriable(e, CDC_ERR_SOURCE, true, "snapshot of %s.%s failed: %s",
+                                         t->schema, t->name, PQresultErrorMessage(cur));
             goto cleanup;
         }
         n = PQntuples(cur);
@@ -205,8 +203,8 @@ static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint
         prev = cur;
         cur = NULL;
         if (*cap->stop) {
-            rc = cdc_error_set(e, CDC_ERR_CLOSED, "stopped during the snapshot of %s.%s",
-                               t->schema, t->name);
+            rc = cdc_error_set(e, CDC_ERR_CLOSED, "stopped during the snapshot of %s.%s", t->schema,
+                               t->name);
             goto cleanup;
         }
         cdc_kafka_producer_poll(cap->producer, 0);

@@ -138,8 +138,7 @@ static PGresult *query(PGconn *c, cdc_error_t *e, const char *sql, int nparams,
     ExecStatusType st = PQresultStatus(r);
     if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
         if (PQstatus(c) != CONNECTION_OK)
-            cdc_error_set(e, CDC_ERR_UNAVAILABLE, "lost connection to PostgreSQL: %s",
-                          pqmsg(c));
+            cdc_error_set(e, CDC_ERR_UNAVAILABLE, "lost connection to PostgreSQL: %s", pqmsg(c));
         else
             cdc_error_set(e, CDC_ERR_SOURCE, "query failed: %s", resmsg(r));
         PQclear(r);
@@ -331,8 +330,9 @@ cdc_err_t cdc_source_check_setup(cdc_source_t *src, const cdc_source_setup_t *se
             }
             r = query(c, e, sql.data, 0, NULL);
             if (r == NULL) {
-                cdc_error_prefix(e, "could not create publication \"%s\" (hint: the role must "
-                                    "own the tables, or an administrator runs: %s)",
+                cdc_error_prefix(e,
+                                 "could not create publication \"%s\" (hint: the role must "
+                                 "own the tables, or an administrator runs: %s)",
                                  setup->publication, sql.data);
                 e->code = CDC_ERR_CONFIG;
                 e->retriable = false;
@@ -363,10 +363,9 @@ cdc_err_t cdc_source_check_setup(cdc_source_t *src, const cdc_source_setup_t *se
             free(q);
             PQfreemem(pub);
             if (!setup->create_publication)
-                return cdc_error_set(e, CDC_ERR_CONFIG,
-                                     "table \"%s.%s\" is not in publication \"%s\" (hint: %s;)",
-                                     setup->tables[i].schema, setup->tables[i].name,
-                                     setup->publication, sql);
+                return cdc_error_set(
+                    e, CDC_ERR_CONFIG, "table \"%s.%s\" is not in publication \"%s\" (hint: %s;)",
+                    setup->tables[i].schema, setup->tables[i].name, setup->publication, sql);
             r = query(c, e, sql, 0, NULL);
             if (r == NULL) {
                 cdc_error_prefix(e, "could not add \"%s.%s\" to publication \"%s\"",
@@ -464,8 +463,7 @@ cdc_err_t cdc_source_create_slot(cdc_source_t *src, const char *slot, bool expor
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
         cdc_err_t code =
             PQstatus(src->repl) != CONNECTION_OK ? CDC_ERR_UNAVAILABLE : CDC_ERR_SOURCE;
-        cdc_error_set(e, code, "could not create replication slot \"%s\": %s", slot,
-                      resmsg(r));
+        cdc_error_set(e, code, "could not create replication slot \"%s\": %s", slot, resmsg(r));
         PQclear(r);
         return code;
     }
@@ -560,8 +558,8 @@ static int64_t pg_now_us(void)
 }
 
 cdc_err_t cdc_source_read(cdc_source_t *src, int timeout_ms, cdc_source_event_t *ev,
-                          const uint8_t **data, size_t *len, uint64_t *lsn,
-                          bool *reply_requested, cdc_error_t *e)
+                          const uint8_t **data, size_t *len, uint64_t *lsn, bool *reply_requested,
+                          cdc_error_t *e)
 {
     char *buf = NULL;
     int n;
@@ -648,17 +646,16 @@ cdc_err_t cdc_source_feedback(cdc_source_t *src, uint64_t confirmed, cdc_error_t
 
 cdc_err_t cdc_source_heartbeat(cdc_source_t *src, cdc_error_t *e)
 {
-    PGresult *r = query(src->sql, e,
-                        "SELECT pg_logical_emit_message(true, 'cdc.heartbeat', now()::text)", 0,
-                        NULL);
+    PGresult *r = query(
+        src->sql, e, "SELECT pg_logical_emit_message(true, 'cdc.heartbeat', now()::text)", 0, NULL);
     if (r == NULL)
         return e->code;
     PQclear(r);
     return CDC_OK;
 }
 
-cdc_err_t cdc_source_notnull(cdc_source_t *src, uint32_t relid, const char *const *names,
-                             size_t n, bool *notnull, cdc_error_t *e)
+cdc_err_t cdc_source_notnull(cdc_source_t *src, uint32_t relid, const char *const *names, size_t n,
+                             bool *notnull, cdc_error_t *e)
 {
     char oid[16];
     const char *p[1] = {oid};

@@ -95,8 +95,8 @@ cdc_err_t cdc_source_start(cdc_source_t *src, const char *slot, const char *publ
  * Errors: CDC_ERR_UNAVAILABLE (connection lost, retriable), CDC_ERR_PROTOCOL.
  */
 cdc_err_t cdc_source_read(cdc_source_t *src, int timeout_ms, cdc_source_event_t *ev,
-                          const uint8_t **data, size_t *len, uint64_t *lsn,
-                          bool *reply_requested, cdc_error_t *e);
+                          const uint8_t **data, size_t *len, uint64_t *lsn, bool *reply_requested,
+                          cdc_error_t *e);
 
 /* Sends a standby status update: written = received, flushed = applied = confirmed. */
 cdc_err_t cdc_source_feedback(cdc_source_t *src, uint64_t confirmed, cdc_error_t *e);
@@ -111,8 +111,8 @@ void cdc_source_stop(cdc_source_t *src);
  * Column facts the Relation message does not carry: nullability (attnotnull) by
  * attribute name, for the relation oid. *notnull receives one flag per name in names.
  */
-cdc_err_t cdc_source_notnull(cdc_source_t *src, uint32_t relid, const char *const *names,
-                             size_t n, bool *notnull, cdc_error_t *e);
+cdc_err_t cdc_source_notnull(cdc_source_t *src, uint32_t relid, const char *const *names, size_t n,
+                             bool *notnull, cdc_error_t *e);
 
 /* Current WAL insert position (for lag metrics). */
 cdc_err_t cdc_source_current_lsn(cdc_source_t *src, uint64_t *lsn, cdc_error_t *e);

@@ -79,8 +79,7 @@ cdc_err_t cdc_capture_parse_tables(const char *list, cdc_source_table_t **t, siz
     return CDC_OK;
 }
 
-cdc_capture_table_t *cdc_capture_table_get(cdc_capture_t *cap, const char *schema,
-                                           const char *name)
+cdc_capture_table_t *cdc_capture_table_get(cdc_capture_t *cap, const char *schema, const char *name)
 {
     char topic[512];
     cdc_capture_table_t *t, *nt;
@@ -115,8 +114,7 @@ cdc_capture_table_t *cdc_capture_table_get(cdc_capture_t *cap, const char *schem
     t->m_events = cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_events_total",
                                       "Change events produced, per table.", labels);
     t->m_bytes = cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_bytes_total",
-                                     "Bytes of event keys and values produced, per table.",
-                                     labels);
+                                     "Bytes of event keys and values produced, per table.", labels);
     t->m_snapshot_rows =
         cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_snapshot_rows_total",
                             "Rows read by the initial snapshot, per table.", labels);
@@ -239,8 +237,7 @@ cdc_err_t cdc_capture_produce(cdc_capture_t *cap, cdc_capture_table_t *t, int32_
     cdc_err_t rc;
 
     if (value->oom || (key && key->oom))
-        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory encoding an event of %s",
-                             t->topic);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory encoding an event of %s", t->topic);
     for (;;) {
         rc = cdc_kafka_produce(cap->producer, &rec, e);
         if (rc != CDC_ERR_TIMEOUT)
@@ -366,8 +363,7 @@ static cdc_capture_table_t *captured(cdc_capture_t *cap, uint32_t relid, cdc_err
     if (t == NULL || !t->captured)
         return NULL;
     if (!t->has_doc) {
-        *rc = cdc_error_set(e, CDC_ERR_PROTOCOL, "change for relation %u before its schema",
-                            relid);
+        *rc = cdc_error_set(e, CDC_ERR_PROTOCOL, "change for relation %u before its schema", relid);
         return NULL;
     }
     return t;
@@ -403,8 +399,7 @@ static cdc_err_t emit(cdc_capture_t *cap, cdc_capture_table_t *t, char op, uint6
                                cap->tx_id, e);
 }
 
-static cdc_err_t on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn,
-                           cdc_error_t *e)
+static cdc_err_t on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn, cdc_error_t *e)
 {
     cdc_capture_table_t *t;
     cdc_err_t rc;
@@ -431,8 +426,8 @@ static cdc_err_t on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t 
                 return rc;
             return emit(cap, t, 'c', lsn, NULL, false, nw, nw, old, e);
         }
-        return emit(cap, t, 'u', lsn, m->u.update.old_kind == 'O' ? old : NULL, false, nw, nw,
-                    old, e);
+        return emit(cap, t, 'u', lsn, m->u.update.old_kind == 'O' ? old : NULL, false, nw, nw, old,
+                    e);
     }
     case CDC_PGO_DELETE:
         t = captured(cap, m->u.del.relid, e, &rc);
@@ -555,8 +550,8 @@ static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *
     rc = cdc_source_create_slot(&cap->src, cap->cfg->slot, initial, &cp, snapname, e);
     if (rc != CDC_OK)
         return rc;
-    cdc_log_info("created slot %s at consistent point %X/%X", cap->cfg->slot,
-                 (unsigned)(cp >> 32), (unsigned)cp);
+    cdc_log_info("created slot %s at consistent point %X/%X", cap->cfg->slot, (unsigned)(cp >> 32),
+                 (unsigned)cp);
     cap->confirmed = cp;
     cdc_txtrack_free(&cap->track);
     cdc_txtrack_init(&cap->track, cp);
@@ -731,9 +726,9 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
     const char *lbl[] = {NULL};
     (void)lbl;
 
-    cap->m_transactions = cdc_metrics_counter(cdc_metrics_default(),
-                                              "cdc_capture_transactions_total",
-                                              "Transactions decoded from the slot.", NULL);
+    cap->m_transactions =
+        cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_transactions_total",
+                            "Transactions decoded from the slot.", NULL);
     cap->m_delivery_errors =
         cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_delivery_errors_total",
                             "Kafka deliveries that failed (the session restarts).", NULL);
@@ -776,8 +771,8 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
         cdc_log_warn("capture session ended: %s; retrying in %" PRId64 " ms", err.msg, backoff);
         cdc_metrics_counter_inc(cap->m_reconnects);
         sleep_ms(cap, backoff);
-        backoff = backoff * 2 > cap->cfg->reconnect_max_ms ? cap->cfg->reconnect_max_ms
-                                                           : backoff * 2;
+        backoff =
+            backoff * 2 > cap->cfg->reconnect_max_ms ? cap->cfg->reconnect_max_ms : backoff * 2;
     }
     return CDC_OK;
 }
