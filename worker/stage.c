@@ -266,8 +266,7 @@ cdc_err_t cdc_stage_ice_schema(const cdc_source_schema_t *s, cdc_stage_kind_t ki
                        false) &&
              add_field(out, CDC_CL_FIELD_KAFKA_PARTITION, "_kafka_partition", CDC_ICE_INT, 0, 0,
                        true) &&
-             add_field(out, CDC_CL_FIELD_KAFKA_OFFSET, "_kafka_offset", CDC_ICE_LONG, 0, 0,
-                       true);
+             add_field(out, CDC_CL_FIELD_KAFKA_OFFSET, "_kafka_offset", CDC_ICE_LONG, 0, 0, true);
     if (ok)
         return CDC_OK;
 nomem:
@@ -456,8 +455,8 @@ static cdc_err_t write_kind(const cdc_stage_t *s, const cdc_stage_table_t *t, cd
         rows = t->nchangelog;
     } else {
         for (size_t i = 0; i < t->nentries; i++)
-            rows += kind == CDC_STAGE_MIRROR_DATA ? !t->entries[i].deleted
-                                                  : t->entries[i].needs_delete;
+            rows +=
+                kind == CDC_STAGE_MIRROR_DATA ? !t->entries[i].deleted : t->entries[i].needs_delete;
     }
     if (rows == 0)
         return CDC_OK;
@@ -520,7 +519,8 @@ static cdc_err_t write_kind(const cdc_stage_t *s, const cdc_stage_table_t *t, cd
     if (rc == CDC_OK)
         rc = job_close(&j, storage, out, e);
     if (rc != CDC_OK) {
-        cdc_error_prefix(e, "could not stage %s file for table \"%s.%s\" (partition %u, epoch %llu)",
+        cdc_error_prefix(e,
+                         "could not stage %s file for table \"%s.%s\" (partition %u, epoch %llu)",
                          kind == CDC_STAGE_MIRROR_DELETES ? "equality delete" : "data", t->ns,
                          t->table, s->partition, (unsigned long long)s->epoch);
         cdc_ice_data_file_clear(&out->df);
@@ -563,8 +563,8 @@ cdc_err_t cdc_stage_write(const cdc_stage_t *s, cdc_storage_t *storage,
     for (size_t i = 0; i < s->ntables; i++)
         for (int k = CDC_STAGE_MIRROR_DATA; k <= CDC_STAGE_CHANGELOG; k++) {
             bool written;
-            cdc_err_t rc = write_kind(s, &s->tables[i], (cdc_stage_kind_t)k, storage, o, &out[n],
-                                      &written, e);
+            cdc_err_t rc =
+                write_kind(s, &s->tables[i], (cdc_stage_kind_t)k, storage, o, &out[n], &written, e);
             if (rc != CDC_OK) {
                 for (size_t f = 0; f < n; f++) {
                     cdc_error_t e2;

@@ -76,8 +76,6 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_e
 /* Number of mirror data rows / equality deletes a table will produce. */
 void cdc_stage_table_counts(const cdc_stage_table_t *t, size_t *data_rows, size_t *deletes);
 
-
-
 /* ---- writing the epoch's files ------------------------------------------------------ */
 
 #include "common/iceberg/storage.h"
