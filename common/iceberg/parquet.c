@@ -924,7 +924,8 @@ static void pq_stat_encode(const column_t *c, const stats_t *s, bool want_max, u
     case CDC_ICE_STRING:
     case CDC_ICE_BINARY:
         if (v.v.bytes.len <= PQ_STAT_MAX) {
-            memcpy(out, v.v.bytes.ptr, v.v.bytes.len);
+            if (v.v.bytes.len > 0)
+                memcpy(out, v.v.bytes.ptr, v.v.bytes.len);
             *len = v.v.bytes.len;
             return;
         }
@@ -1157,7 +1158,7 @@ cdc_err_t cdc_pq_writer_open_file(const cdc_ice_schema_t *schema, const char *pa
         return rc;
     w->sink_kind = SINK_FILE;
     w->path = strdup(path);
-    if (w->path == NULL || !buf_reserve(&w->out, FILE_BUF_BYTES)) {
+    if (w->path == NULL) {
         cdc_pq_writer_free(w);
         return cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
     }

@@ -1,0 +1,175 @@
+/*
+ * Admin API of the coordinator: /status (JSON), /readyz, plus /healthz and /metrics
+ * from common/http.c. The main loop builds the status document (it owns the state)
+ * and publishes it under a mutex; HTTP threads only copy the published text.
+ *
+ * /status fields: job, id, state (RUNNING|RECOVERING|FAILED|STANDBY|STARTING), leader
+ * (this process: id, endpoint, admin, term), term, generation, recovery_reason,
+ * restart {failures_recent, failures_total, max_failures, interval_ms}, workers [{id,
+ * incarnation, alive, last_heartbeat_ms_ago, partitions, lost_reason}], assignment
+ * [{partition, owner, offsets {topic: next offset}}], epochs {open, next, last_recorded,
+ * last_committed, pending_commits}, checkpoints [{epoch, duration_ms, bytes, records,
+ * data_files, delete_files, tables, completed_at_ms}], last_commit_error.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "common/log.h"
+#include "coordinator/coordinator.h"
+
+static int64_t now_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+char *cdc_coord_status_json(cdc_coord_t *c)
+{
+    json_t *o = json_object(), *ws = json_array(), *as = json_array(), *cs = json_array();
+    json_t *leader = json_object(), *ep = json_object(), *rs = json_object();
+    int64_t now = now_mono();
+    char *out;
+
+    json_object_set_new(o, "job", json_string(c->cfg.job));
+    json_object_set_new(o, "id", json_string(c->cfg.id));
+    json_object_set_new(o, "state", json_string(cdc_job_state_name(c->state)));
+    json_object_set_new(o, "is_leader", json_boolean(c->state != CDC_JOB_STANDBY));
+    json_object_set_new(o, "term", json_integer((json_int_t)c->term));
+    json_object_set_new(o, "generation", json_integer((json_int_t)c->generation));
+    json_object_set_new(o, "recovery_reason", json_string(c->recovery_reason));
+    if (c->state != CDC_JOB_STANDBY) {
+        json_object_set_new(leader, "id", json_string(c->cfg.id));
+        json_object_set_new(leader, "endpoint", json_string(c->endpoint));
+        json_object_set_new(leader, "admin", json_string(c->admin));
+        json_object_set_new(leader, "term", json_integer((json_int_t)c->term));
+    } else {
+        char *value = NULL;
+        int64_t term = 0;
+        /* a standby shows who leads; a short read, the loop tolerates it */
+        cdc_error_t e;
+        if (cdc_etcd_leader(c->etcd, c->leader.key, &value, &term, &e) == CDC_OK) {
+            json_t *v = json_loads(value, 0, NULL);
+            if (v != NULL) {
+                json_object_set(v, "term", json_integer(term));
+                json_decref(leader);
+                leader = v;
+            }
+            free(value);
+        }
+    }
+    json_object_set_new(o, "leader", leader);
+
+    json_object_set_new(rs, "failures_recent", json_integer(cdc_restart_recent(&c->restart, now)));
+    json_object_set_new(rs, "failures_total", json_integer(c->restart.total));
+    json_object_set_new(rs, "max_failures", json_integer(c->cfg.restart_max_failures));
+    json_object_set_new(rs, "interval_ms", json_integer(c->cfg.restart_interval_ms));
+    json_object_set_new(rs, "delay_ms", json_integer(c->cfg.restart_delay_ms));
+    json_object_set_new(o, "restart", rs);
+
+    for (int i = 0; i < c->members.n; i++) {
+        const cdc_member_t *m = &c->members.m[i];
+        json_t *w = json_object(), *ps = json_array();
+        for (int p = 0; p < CDC_PARTITIONS; p++)
+            if (strcmp(c->owner[p], m->id) == 0 && m->alive)
+                json_array_append_new(ps, json_integer(p));
+        json_object_set_new(w, "id", json_string(m->id));
+        json_object_set_new(w, "incarnation", json_integer((json_int_t)m->incarnation));
+        json_object_set_new(w, "alive", json_boolean(m->alive));
+        json_object_set_new(w, "last_heartbeat_ms_ago", json_integer(now - m->last_heartbeat_ms));
+        json_object_set_new(w, "admin", json_string(m->admin));
+        json_object_set_new(w, "partitions", ps);
+        if (!m->alive)
+            json_object_set_new(w, "lost_reason", json_string(m->lost_reason));
+        json_array_append_new(ws, w);
+    }
+    json_object_set_new(o, "workers", ws);
+
+    for (int p = 0; p < CDC_PARTITIONS; p++) {
+        json_t *a = json_object(), *offs = json_object();
+        if (c->base != NULL)
+            for (size_t j = 0; j < c->base->partitions[p].noffsets; j++)
+                json_object_set_new(offs, c->base->partitions[p].offsets[j].topic,
+                                    json_integer(c->base->partitions[p].offsets[j].next_offset));
+        json_object_set_new(a, "partition", json_integer(p));
+        json_object_set_new(a, "owner", json_string(c->owner[p]));
+        json_object_set_new(a, "offsets", offs);
+        json_array_append_new(as, a);
+    }
+    json_object_set_new(o, "assignment", as);
+
+    json_object_set_new(ep, "open", json_integer(c->epochs.nopen));
+    json_object_set_new(ep, "next", json_integer((json_int_t)c->epochs.next_epoch));
+    json_object_set_new(ep, "last_recorded", json_integer((json_int_t)c->last_recorded));
+    json_object_set_new(ep, "last_committed", json_integer((json_int_t)c->last_committed));
+    json_object_set_new(ep, "pending_commits", json_integer(c->nqueue));
+    json_object_set_new(o, "epochs", ep);
+
+    for (int i = c->nhistory - 1; i >= 0; i--) {
+        const cdc_ckpt_summary_t *h = &c->history[i];
+        json_t *k = json_object();
+        json_object_set_new(k, "epoch", json_integer((json_int_t)h->epoch));
+        json_object_set_new(k, "duration_ms", json_integer(h->duration_ms));
+        json_object_set_new(k, "bytes", json_integer(h->bytes));
+        json_object_set_new(k, "records", json_integer(h->records));
+        json_object_set_new(k, "data_files", json_integer((json_int_t)h->data_files));
+        json_object_set_new(k, "delete_files", json_integer((json_int_t)h->delete_files));
+        json_object_set_new(k, "tables", json_integer(h->tables));
+        json_object_set_new(k, "completed_at_ms", json_integer(h->completed_wall_ms));
+        json_array_append_new(cs, k);
+    }
+    json_object_set_new(o, "checkpoints", cs);
+    json_object_set_new(o, "last_commit_error", json_string(c->last_commit_error));
+    out = json_dumps(o, JSON_INDENT(2));
+    json_decref(o);
+    return out;
+}
+
+void cdc_admin_publish(cdc_coord_t *c)
+{
+    char *js = cdc_coord_status_json(c);
+
+    if (js == NULL)
+        return;
+    pthread_mutex_lock(&c->status_mu);
+    free(c->status_json);
+    c->status_json = js;
+    pthread_mutex_unlock(&c->status_mu);
+}
+
+/* HTTP thread. */
+static void status_handler(void *arg, const char *path, const char *query,
+                           cdc_http_response_t *resp)
+{
+    cdc_coord_t *c = arg;
+    (void)path;
+    (void)query;
+
+    pthread_mutex_lock(&c->status_mu);
+    resp->body = c->status_json ? strdup(c->status_json) : strdup("{}");
+    pthread_mutex_unlock(&c->status_mu);
+    resp->body_len = resp->body ? strlen(resp->body) : 0;
+    snprintf(resp->content_type, sizeof(resp->content_type), "application/json");
+}
+
+/* HTTP thread: ready = leader RUNNING, or a healthy standby. */
+static bool ready(void *arg, char *reason, size_t size)
+{
+    cdc_coord_t *c = arg;
+    cdc_job_state_t s = c->state; /* a racy read of an int is fine for a probe */
+
+    if (s == CDC_JOB_RUNNING || s == CDC_JOB_STANDBY)
+        return true;
+    snprintf(reason, size, "job state %s", cdc_job_state_name(s));
+    return false;
+}
+
+cdc_err_t cdc_admin_register(cdc_coord_t *c, cdc_error_t *e)
+{
+    cdc_http_server_set_ready(c->http, ready, c);
+    return cdc_http_server_add(c->http, "/status", status_handler, c, e);
+}

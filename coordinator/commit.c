@@ -1,0 +1,481 @@
+/*
+ * Iceberg commits of recorded checkpoints (see commit.h), over common/iceberg/table.h.
+ * StagedFile.table is "<namespace>.<table>" (split at the first dot); the table lives
+ * at <warehouse>/<namespace>/<table>.
+ */
+#include "coordinator/commit.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/iceberg/schema.h"
+#include "common/iceberg/table.h"
+#include "common/log.h"
+
+#define COMMIT_ATTEMPTS 8
+#define SUMMARY_TERM "cdc.term"
+#define MAX_KNOWN_TABLES 256
+#define MAX_SUSPECTS 65536
+
+/* A file that looked orphaned, and since when (orphan age without object mtimes). */
+typedef struct suspect {
+    char *location;
+    int64_t first_seen_ms;
+} suspect_t;
+
+struct cdc_committer {
+    cdc_storage_t *storage;
+    char *warehouse;
+    char *job;
+    uint64_t term;
+    char *known[MAX_KNOWN_TABLES]; /* table locations committed to by this process */
+    int nknown;
+    suspect_t *suspects;
+    size_t nsuspects;
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+cdc_err_t cdc_committer_open(cdc_committer_t **out, const cdc_committer_options_t *opt,
+                             cdc_error_t *e)
+{
+    cdc_committer_t *c = calloc(1, sizeof(*c));
+    cdc_storage_config_t sc;
+    cdc_err_t rc;
+
+    *out = NULL;
+    if (c == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    memset(&sc, 0, sizeof(sc));
+    sc.endpoint = opt->s3_endpoint && opt->s3_endpoint[0] ? opt->s3_endpoint : NULL;
+    sc.region = opt->s3_region && opt->s3_region[0] ? opt->s3_region : NULL;
+    sc.access_key = opt->s3_access_key;
+    sc.secret_key = opt->s3_secret_key;
+    sc.path_style = opt->s3_path_style;
+    sc.timeout_ms = 10000;
+    sc.max_retries = 2;
+    c->warehouse = strdup(opt->warehouse);
+    c->job = strdup(opt->job);
+    if (c->warehouse == NULL || c->job == NULL) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((rc = cdc_storage_open(opt->warehouse, &sc, &c->storage, e)) != CDC_OK)
+        goto fail;
+    *out = c;
+    return CDC_OK;
+fail:
+    cdc_committer_close(c);
+    return rc;
+}
+
+void cdc_committer_close(cdc_committer_t *c)
+{
+    if (c == NULL)
+        return;
+    cdc_storage_close(c->storage);
+    for (int i = 0; i < c->nknown; i++)
+        free(c->known[i]);
+    for (size_t i = 0; i < c->nsuspects; i++)
+        free(c->suspects[i].location);
+    free(c->suspects);
+    free(c->warehouse);
+    free(c->job);
+    free(c);
+}
+
+void cdc_committer_set_term(cdc_committer_t *c, uint64_t term)
+{
+    c->term = term;
+}
+
+static void remember_table(cdc_committer_t *c, const char *location)
+{
+    for (int i = 0; i < c->nknown; i++)
+        if (strcmp(c->known[i], location) == 0)
+            return;
+    if (c->nknown < MAX_KNOWN_TABLES) {
+        char *copy = strdup(location);
+        if (copy)
+            c->known[c->nknown++] = copy;
+    }
+}
+
+/* "<ns>.<table>" -> location; caller frees. */
+static char *table_location(cdc_committer_t *c, const char *qualified)
+{
+    const char *dot = strchr(qualified, '.');
+    char ns[256];
+    size_t nlen;
+
+    if (dot == NULL || dot == qualified || dot[1] == '\0')
+        return NULL;
+    nlen = (size_t)(dot - qualified);
+    if (nlen >= sizeof(ns))
+        return NULL;
+    memcpy(ns, qualified, nlen);
+    ns[nlen] = '\0';
+    return cdc_ice_table_location(c->warehouse, ns, dot + 1);
+}
+
+/* Adds columns of `want` missing from the table (by name), in field order. */
+static cdc_err_t evolve(cdc_ice_table_t *t, const cdc_ice_schema_t *want, int *changes,
+                        cdc_error_t *e)
+{
+    for (int attempt = 0; attempt < COMMIT_ATTEMPTS; attempt++) {
+        const cdc_ice_schema_t *cur = cdc_ice_metadata_current_schema(cdc_ice_table_metadata(t));
+        cdc_err_t rc = CDC_OK;
+        bool conflict = false;
+
+        for (size_t i = 0; cur != NULL && i < want->nfields; i++) {
+            bool have = false;
+            int32_t id = 0;
+            cdc_ice_field_t f;
+            for (size_t j = 0; j < cur->nfields; j++)
+                if (strcmp(cur->fields[j].name, want->fields[i].name) == 0)
+                    have = true;
+            if (have)
+                continue;
+            f = want->fields[i];
+            f.required = false;
+            rc = cdc_ice_table_add_column(t, &f, &id, e);
+            if (rc == CDC_ERR_CONFLICT) {
+                conflict = true;
+                break;
+            }
+            if (rc == CDC_ERR_EXISTS)
+                continue;
+            if (rc != CDC_OK)
+                return rc;
+            (*changes)++;
+            if (id != want->fields[i].id)
+                cdc_log_warn("column \"%s\" of table \"%s\" got field id %d, the worker used %d",
+                             f.name, cdc_ice_table_get_location(t), id, want->fields[i].id);
+            else
+                cdc_log_info("added column \"%s\" (field id %d) to table \"%s\"", f.name, id,
+                             cdc_ice_table_get_location(t));
+            cur = cdc_ice_metadata_current_schema(cdc_ice_table_metadata(t));
+        }
+        if (!conflict)
+            return CDC_OK;
+        if ((rc = cdc_ice_table_refresh(t, e)) != CDC_OK)
+            return rc;
+    }
+    return cdc_error_set(e, CDC_ERR_CONFLICT, "schema change of table \"%s\" kept conflicting",
+                         cdc_ice_table_get_location(t));
+}
+
+/* The newest schema update the record carries for a table, parsed; NULL when none. */
+static cdc_err_t schema_for(const cdc_checkpoint_t *rec, const char *table, cdc_ice_schema_t *out,
+                            bool *found, cdc_error_t *e)
+{
+    *found = false;
+    for (size_t i = rec->nschemas; i > 0; i--) {
+        if (strcmp(rec->schemas[i - 1].table, table) != 0)
+            continue;
+        if (cdc_ice_schema_from_json(rec->schemas[i - 1].schema_json, out, e) != CDC_OK)
+            return cdc_error_prefix(e, "schema update for table \"%s\" in checkpoint %" PRIu64,
+                                    table, rec->epoch);
+        *found = true;
+        return CDC_OK;
+    }
+    return CDC_OK;
+}
+
+static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, const char *table,
+                              cdc_commit_result_t *res, cdc_error_t *e)
+{
+    char *location = table_location(c, table);
+    cdc_ice_schema_t schema;
+    bool have_schema = false;
+    cdc_ice_table_t *t = NULL;
+    cdc_ice_data_file_t *data = NULL, *dels = NULL;
+    size_t ndata = 0, ndels = 0;
+    cdc_ice_props_t summary = {0};
+    char num[32], *offsets = NULL;
+    cdc_err_t rc;
+
+    memset(&schema, 0, sizeof(schema));
+    if (location == NULL)
+        return cdc_error_set(e, CDC_ERR_INVALID,
+                             "staged file names table \"%s\", expected \"<namespace>.<table>\"",
+                             table);
+    if ((rc = schema_for(rec, table, &schema, &have_schema, e)) != CDC_OK)
+        goto cleanup;
+    rc = cdc_ice_table_load(c->storage, location, &t, e);
+    if (rc == CDC_ERR_NOT_FOUND) {
+        if (!have_schema) {
+            rc = cdc_error_set(e, CDC_ERR_PROTOCOL,
+                               "table \"%s\" does not exist and checkpoint %" PRIu64
+                               " carries no schema for it",
+                               table, rec->epoch);
+            goto cleanup;
+        }
+        cdc_error_clear(e);
+        rc = cdc_ice_table_open(c->storage, location, &schema, NULL, &t, e);
+        if (rc == CDC_OK) {
+            res->schema_changes++;
+            cdc_log_info("created table \"%s\" at %s", table, location);
+        }
+    }
+    if (rc != CDC_OK)
+        goto cleanup;
+    remember_table(c, location);
+    if (have_schema && (rc = evolve(t, &schema, &res->schema_changes, e)) != CDC_OK)
+        goto cleanup;
+
+    for (size_t i = 0; i < rec->nfiles; i++) {
+        if (strcmp(rec->files[i].table, table) != 0)
+            continue;
+        if (rec->files[i].file.content == CDC_ICE_CONTENT_DATA)
+            ndata++;
+        else
+            ndels++;
+    }
+    if (ndata + ndels == 0) {
+        rc = CDC_OK;
+        goto cleanup;
+    }
+    data = calloc(ndata + 1, sizeof(*data));
+    dels = calloc(ndels + 1, sizeof(*dels));
+    if (data == NULL || dels == NULL) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto cleanup;
+    }
+    ndata = ndels = 0;
+    for (size_t i = 0; i < rec->nfiles; i++) {
+        if (strcmp(rec->files[i].table, table) != 0)
+            continue;
+        if (rec->files[i].file.content == CDC_ICE_CONTENT_DATA)
+            data[ndata++] = rec->files[i].file; /* shallow: borrowed for the commit */
+        else
+            dels[ndels++] = rec->files[i].file;
+    }
+    offsets = cdc_checkpoint_offsets_json(rec);
+    cdc_ice_props_set(&summary, CDC_ICE_SUMMARY_JOB, c->job);
+    snprintf(num, sizeof(num), "%" PRIu64, rec->epoch);
+    cdc_ice_props_set(&summary, CDC_ICE_SUMMARY_CHECKPOINT, num);
+    cdc_ice_props_set(&summary, CDC_ICE_SUMMARY_OFFSETS, offsets ? offsets : "{}");
+    snprintf(num, sizeof(num), "%" PRIu64, c->term);
+    cdc_ice_props_set(&summary, SUMMARY_TERM, num);
+
+    for (int attempt = 0;; attempt++) {
+        const char *tv;
+        cdc_ice_commit_t ic;
+        /* validate at commit time: read the table again right before the swap */
+        if (attempt > 0 && (rc = cdc_ice_table_refresh(t, e)) != CDC_OK)
+            goto cleanup;
+        tv = cdc_ice_table_snapshot_property(t, -1, SUMMARY_TERM);
+        if (tv != NULL && strtoull(tv, NULL, 10) > c->term) {
+            rc = cdc_error_set(e, CDC_ERR_FENCED,
+                               "table \"%s\" was committed by leader term %s, ours is %" PRIu64,
+                               table, tv, c->term);
+            goto cleanup;
+        }
+        if (cdc_ice_table_last_checkpoint(t, c->job) >= (int64_t)rec->epoch) {
+            res->tables_skipped++;
+            rc = CDC_OK;
+            goto cleanup;
+        }
+        memset(&ic, 0, sizeof(ic));
+        ic.data_files = data;
+        ic.ndata_files = ndata;
+        ic.delete_files = dels;
+        ic.ndelete_files = ndels;
+        ic.summary = &summary;
+        rc = cdc_ice_table_commit(t, &ic, NULL, e);
+        if (rc == CDC_OK) {
+            res->tables_committed++;
+            goto cleanup;
+        }
+        if (rc != CDC_ERR_CONFLICT || attempt + 1 >= COMMIT_ATTEMPTS)
+            goto cleanup;
+        cdc_error_clear(e);
+    }
+cleanup:
+    if (rc != CDC_OK && e && strstr(e->msg, table) == NULL)
+        cdc_error_prefix(e, "commit of checkpoint %" PRIu64 " to table \"%s\"", rec->epoch, table);
+    cdc_ice_props_free(&summary);
+    free(offsets);
+    free(data);
+    free(dels);
+    cdc_ice_table_close(t);
+    cdc_ice_schema_free(&schema);
+    free(location);
+    return rc;
+}
+
+cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
+                               cdc_commit_result_t *res, cdc_error_t *e)
+{
+    const char **tables;
+    size_t ntables = 0;
+    cdc_err_t rc = CDC_OK;
+
+    memset(res, 0, sizeof(*res));
+    tables = calloc(rec->nfiles + rec->nschemas + 1, sizeof(*tables));
+    if (tables == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < rec->nschemas + rec->nfiles; i++) {
+        const char *t =
+            i < rec->nschemas ? rec->schemas[i].table : rec->files[i - rec->nschemas].table;
+        bool seen = false;
+        for (size_t j = 0; j < ntables; j++)
+            if (strcmp(tables[j], t) == 0)
+                seen = true;
+        if (!seen)
+            tables[ntables++] = t;
+    }
+    for (size_t i = 0; i < ntables && rc == CDC_OK; i++)
+        rc = commit_table(c, rec, tables[i], res, e);
+    free(tables);
+    return rc;
+}
+
+static void pending_location(cdc_committer_t *c, uint64_t epoch, char *buf, size_t size)
+{
+    size_t n = strlen(c->warehouse);
+    snprintf(buf, size, "%s%s_cdc/%s/pending/%020" PRIu64 ".json", c->warehouse,
+             n > 0 && c->warehouse[n - 1] == '/' ? "" : "/", c->job, epoch);
+}
+
+cdc_err_t cdc_committer_put_pending(cdc_committer_t *c, cdc_checkpoint_t *rec, cdc_error_t *e)
+{
+    char loc[1024];
+    char *json = cdc_checkpoint_files_to_json(rec);
+    cdc_err_t rc;
+
+    if (json == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    pending_location(c, rec->epoch, loc, sizeof(loc));
+    rc = cdc_storage_put(c->storage, loc, json, strlen(json), e);
+    free(json);
+    if (rc != CDC_OK)
+        return rc;
+    free(rec->files_path);
+    rec->files_path = strdup(loc);
+    return rec->files_path ? CDC_OK : cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+}
+
+cdc_err_t cdc_committer_load_pending(cdc_committer_t *c, cdc_checkpoint_t *rec, cdc_error_t *e)
+{
+    uint8_t *data = NULL;
+    size_t len = 0;
+    cdc_err_t rc;
+
+    if (rec == NULL || rec->files_path == NULL || rec->nfiles > 0)
+        return CDC_OK;
+    if ((rc = cdc_storage_get(c->storage, rec->files_path, &data, &len, e)) != CDC_OK)
+        return rc;
+    rc = cdc_checkpoint_files_from_json(rec, (const char *)data, len, e);
+    free(data);
+    return rc;
+}
+
+void cdc_committer_prune_pending(cdc_committer_t *c, uint64_t keep_from)
+{
+    char prefix[1024], **locs = NULL;
+    size_t n = 0;
+    cdc_error_t e;
+
+    pending_location(c, 0, prefix, sizeof(prefix));
+    *strrchr(prefix, '/') = '\0';
+    if (cdc_storage_list(c->storage, prefix, &locs, &n, &e) != CDC_OK)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        const char *base = strrchr(locs[i], '/');
+        if (base && strtoull(base + 1, NULL, 10) < keep_from)
+            cdc_storage_delete(c->storage, locs[i], &e);
+    }
+    cdc_storage_list_free(locs, n);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool named_by(const cdc_checkpoint_t *const *keep, size_t nkeep, const char *loc)
+{
+    for (size_t k = 0; k < nkeep; k++)
+        for (size_t i = 0; i < keep[k]->nfiles; i++)
+            if (strcmp(keep[k]->files[i].file.path, loc) == 0)
+                return true;
+    return false;
+}
+
+static suspect_t *find_suspect(cdc_committer_t *c, const char *loc)
+{
+    for (size_t i = 0; i < c->nsuspects; i++)
+        if (strcmp(c->suspects[i].location, loc) == 0)
+            return &c->suspects[i];
+    return NULL;
+}
+
+cdc_err_t cdc_committer_remove_orphans(cdc_committer_t *c, const cdc_checkpoint_t *const *keep,
+                                       size_t nkeep, int64_t min_age_ms, int *deleted,
+                                       cdc_error_t *e)
+{
+    int64_t now = mono_ms();
+    cdc_err_t rc = CDC_OK;
+    suspect_t *still = NULL;
+    size_t nstill = 0;
+
+    *deleted = 0;
+    still = calloc(MAX_SUSPECTS, sizeof(*still));
+    if (still == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    for (int ti = 0; ti < c->nknown && rc == CDC_OK; ti++) {
+        cdc_ice_table_t *t = NULL;
+        char **refs = NULL, **files = NULL, prefix[1024];
+        size_t nrefs = 0, nfiles = 0;
+
+        if ((rc = cdc_ice_table_load(c->storage, c->known[ti], &t, e)) != CDC_OK)
+            break;
+        rc = cdc_ice_table_referenced_files(t, &refs, &nrefs, e);
+        snprintf(prefix, sizeof(prefix), "%s/data/", c->known[ti]);
+        if (rc == CDC_OK)
+            rc = cdc_storage_list(c->storage, prefix, &files, &nfiles, e);
+        if (rc == CDC_OK) {
+            qsort(refs, nrefs, sizeof(char *), cmp_str);
+            for (size_t i = 0; i < nfiles; i++) {
+                suspect_t *s;
+                if (bsearch(&files[i], refs, nrefs, sizeof(char *), cmp_str) ||
+                    named_by(keep, nkeep, files[i]))
+                    continue;
+                s = find_suspect(c, files[i]);
+                if (s != NULL && now - s->first_seen_ms >= min_age_ms) {
+                    cdc_error_t de;
+                    if (cdc_storage_delete(c->storage, files[i], &de) == CDC_OK) {
+                        (*deleted)++;
+                        cdc_log_info("removed orphan file \"%s\"", files[i]);
+                    }
+                    continue;
+                }
+                if (nstill < MAX_SUSPECTS) {
+                    still[nstill].location = strdup(files[i]);
+                    still[nstill].first_seen_ms = s ? s->first_seen_ms : now;
+                    if (still[nstill].location)
+                        nstill++;
+                }
+            }
+        }
+        cdc_storage_list_free(refs, nrefs);
+        cdc_storage_list_free(files, nfiles);
+        cdc_ice_table_close(t);
+    }
+    for (size_t i = 0; i < c->nsuspects; i++)
+        free(c->suspects[i].location);
+    free(c->suspects);
+    c->suspects = still;
+    c->nsuspects = nstill;
+    return rc;
+}

@@ -1,0 +1,73 @@
+/*
+ * The Iceberg commit of a recorded checkpoint (DESIGN.md section 3, step 5): for every
+ * table the epoch touched, first the schema updates the workers reported (a table is
+ * created on first use), then one snapshot holding the epoch's data and equality-delete
+ * files with the summary properties cdc.job, cdc.checkpoint-id, cdc.offsets and
+ * cdc.term. Right before each atomic swap the table is read again and the epoch is
+ * skipped when a snapshot of this job already carries a checkpoint id >= it; a table
+ * that already carries a higher cdc.term belongs to a newer leader and the commit is
+ * refused (CDC_ERR_FENCED). A lost race (CDC_ERR_CONFLICT) is retried on fresh metadata.
+ * Commits are therefore idempotent: a new leader simply commits `latest` again.
+ *
+ * The committer also keeps the pending file lists of large checkpoints in the warehouse
+ * (<warehouse>/_cdc/<job>/pending/<epoch>.json) and removes orphan files (orphan.c).
+ * Runs on the coordinator's main thread.
+ */
+#ifndef CDC_COORDINATOR_COMMIT_H
+#define CDC_COORDINATOR_COMMIT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "coordinator/checkpoint.h"
+
+typedef struct cdc_committer cdc_committer_t;
+
+typedef struct cdc_committer_options {
+    const char *warehouse; /* local directory or s3://bucket/prefix */
+    const char *job;
+    const char *s3_endpoint, *s3_region, *s3_access_key, *s3_secret_key;
+    bool s3_path_style;
+} cdc_committer_options_t;
+
+typedef struct cdc_commit_result {
+    int tables_committed; /* snapshots created */
+    int tables_skipped;   /* already held the epoch */
+    int schema_changes;   /* schema commits (incl. table creation) */
+} cdc_commit_result_t;
+
+/* Opens the warehouse. On success *out is owned by the caller (cdc_committer_close). */
+cdc_err_t cdc_committer_open(cdc_committer_t **out, const cdc_committer_options_t *opt,
+                             cdc_error_t *e);
+void cdc_committer_close(cdc_committer_t *c);
+
+/* Sets the leader term written as cdc.term and checked against the table (fencing). */
+void cdc_committer_set_term(cdc_committer_t *c, uint64_t term);
+
+/* Commits rec to every table it touches (see above). rec is not modified. */
+cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
+                               cdc_commit_result_t *res, cdc_error_t *e);
+
+/*
+ * Writes rec's file list to its pending file and sets rec->files_path (owned by rec).
+ * Use before recording a checkpoint whose record would be too large for etcd.
+ */
+cdc_err_t cdc_committer_put_pending(cdc_committer_t *c, cdc_checkpoint_t *rec, cdc_error_t *e);
+
+/* Loads the file list of rec->files_path into rec (no-op when files_path is NULL). */
+cdc_err_t cdc_committer_load_pending(cdc_committer_t *c, cdc_checkpoint_t *rec, cdc_error_t *e);
+
+/* Deletes pending files of epochs below keep_from (best effort). */
+void cdc_committer_prune_pending(cdc_committer_t *c, uint64_t keep_from);
+
+/*
+ * Orphan cleanup: deletes files under <table>/data/ of every table of this job that no
+ * retained snapshot references, that no checkpoint in keep (records not yet committed)
+ * names, and that are older than min_age_ms. *deleted gets the count.
+ */
+cdc_err_t cdc_committer_remove_orphans(cdc_committer_t *c, const cdc_checkpoint_t *const *keep,
+                                       size_t nkeep, int64_t min_age_ms, int *deleted,
+                                       cdc_error_t *e);
+
+#endif

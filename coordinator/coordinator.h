@@ -1,0 +1,165 @@
+/*
+ * The coordinator process: configuration and the runtime that ties the subsystems
+ * together (membership.c, assign.c, epoch.c, store.c, leader.c, commit.c, restart.c,
+ * admin.c). One main thread runs everything in a loop (job.c): it drains worker
+ * messages, drives the election, sends barriers, records and commits completed epochs.
+ * The admin HTTP server runs on NNG threads and only reads a status snapshot that the
+ * loop publishes under a mutex.
+ */
+#ifndef CDC_COORDINATOR_COORDINATOR_H
+#define CDC_COORDINATOR_COORDINATOR_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/config.h"
+#include "common/etcd.h"
+#include "common/http.h"
+#include "common/metrics.h"
+#include "common/msg.h"
+#include "coordinator/checkpoint.h"
+#include "coordinator/commit.h"
+#include "coordinator/epoch.h"
+#include "coordinator/leader.h"
+#include "coordinator/membership.h"
+#include "coordinator/restart.h"
+#include "coordinator/store.h"
+
+typedef struct cdc_coord_config {
+    char *id;
+    char *job;
+    char *etcd;
+    char *listen;
+    char *advertise;
+    char *http;
+    char *warehouse;
+    char *namespace_;
+    char *s3_endpoint;
+    char *s3_region;
+    char *s3_access_key;
+    char *s3_secret_key;
+    bool s3_path_style;
+    int64_t commit_interval_ms;
+    int64_t heartbeat_timeout_ms;
+    int64_t ack_deadline_ms;
+    int64_t rebalance_grace_ms;
+    int64_t restart_max_failures;
+    int64_t restart_interval_ms;
+    int64_t restart_delay_ms;
+    int64_t lease_ttl_ms;
+    int64_t etcd_timeout_ms;
+    int64_t inline_files_max;
+    int64_t checkpoints_retained;
+    int64_t orphan_age_ms;
+    int64_t orphan_interval_ms;
+    char *fault;
+    char *log_level;
+    char *log_format;
+} cdc_coord_config_t;
+
+extern const cdc_opt_t cdc_coord_options[];
+
+typedef enum cdc_job_state {
+    CDC_JOB_STANDBY = 0, /* not the leader */
+    CDC_JOB_STARTING,    /* leader, reading etcd and finishing the previous term's commits */
+    CDC_JOB_RECOVERING,  /* leader, waiting to (re)assign partitions */
+    CDC_JOB_RUNNING,     /* leader, barriers flowing */
+    CDC_JOB_FAILED,      /* restart strategy exhausted */
+} cdc_job_state_t;
+
+const char *cdc_job_state_name(cdc_job_state_t s);
+
+#define CDC_COMMIT_QUEUE_MAX 32
+#define CDC_HISTORY_MAX 16
+
+/* A completed epoch on its way into etcd and Iceberg. */
+typedef struct cdc_pending_commit {
+    cdc_checkpoint_t *rec; /* owned */
+    bool recorded;         /* in etcd: must be committed, whatever happens */
+    int64_t barrier_mono;  /* for latency */
+    int attempts;
+} cdc_pending_commit_t;
+
+/* What /status shows about a finished checkpoint. */
+typedef struct cdc_ckpt_summary {
+    uint64_t epoch;
+    int64_t completed_wall_ms;
+    int64_t duration_ms; /* barrier -> snapshot visible */
+    int64_t bytes;
+    int64_t records;
+    size_t data_files;
+    size_t delete_files;
+    int tables;
+} cdc_ckpt_summary_t;
+
+typedef struct cdc_coord {
+    cdc_coord_config_t cfg;
+    volatile sig_atomic_t *stop;
+
+    cdc_etcd_t *etcd;
+    cdc_msg_server_t *msg;
+    cdc_http_server_t *http;
+    cdc_committer_t *committer;
+    cdc_leader_t leader;
+    cdc_store_t store;
+    cdc_metrics_t *metrics;
+    char endpoint[256]; /* advertised NNG url */
+    char admin[128];    /* advertised admin addr */
+
+    cdc_job_state_t state;
+    uint64_t term;
+    uint64_t generation;
+    cdc_members_t members;
+    cdc_epochs_t epochs;
+    cdc_restart_t restart;
+    char owner[CDC_PARTITIONS][CDC_WORKER_ID_MAX]; /* current assignment */
+    char prev_owner[CDC_PARTITIONS][CDC_WORKER_ID_MAX];
+    cdc_checkpoint_t *base; /* newest completed checkpoint: start point of assignments */
+    uint64_t last_recorded;
+    uint64_t last_committed;
+    int64_t restart_at_ms;
+    int64_t grace_until_ms;
+    int64_t next_barrier_ms;
+    int64_t etcd_retry_ms;
+    int64_t next_orphan_ms;
+    int64_t next_status_ms;
+    char recovery_reason[256];
+
+    cdc_pending_commit_t queue[CDC_COMMIT_QUEUE_MAX];
+    int nqueue;
+    int64_t commit_retry_ms;
+    char last_commit_error[256];
+
+    cdc_ckpt_summary_t history[CDC_HISTORY_MAX];
+    int nhistory;
+
+    /* metrics */
+    cdc_counter_t *m_committed, *m_failures, *m_rejected, *m_aborted, *m_etcd_errors,
+        *m_commit_errors, *m_orphans;
+    cdc_gauge_t *m_state, *m_term, *m_workers, *m_generation, *m_last_epoch;
+    cdc_histogram_t *m_latency, *m_record_latency;
+
+    pthread_mutex_t status_mu;
+    char *status_json; /* published snapshot, guarded by status_mu */
+} cdc_coord_t;
+
+/* Opens servers and clients from c->cfg. */
+cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e);
+
+/* Runs until *c->stop is set. */
+void cdc_coord_run(cdc_coord_t *c);
+
+void cdc_coord_close(cdc_coord_t *c);
+
+/* Builds the /status JSON of the current state (main thread); caller frees. */
+char *cdc_coord_status_json(cdc_coord_t *c);
+
+/* Registers /status on the HTTP server and the ready callback (admin.c). */
+cdc_err_t cdc_admin_register(cdc_coord_t *c, cdc_error_t *e);
+
+/* Publishes a fresh status snapshot for the HTTP threads (admin.c). */
+void cdc_admin_publish(cdc_coord_t *c);
+
+#endif

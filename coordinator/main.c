@@ -1,0 +1,140 @@
+/*
+ * cdc-coordinator: leader election, membership, partition assignment, epoch barriers,
+ * checkpoint records in etcd and the only Iceberg committer (DESIGN.md sections 2-3).
+ * This file holds the option table, process setup and signal handling; the loop is in
+ * job.c.
+ */
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "coordinator/coordinator.h"
+
+#define OPT(name, type, field, def, help)                                                          \
+    {                                                                                              \
+        name, type, offsetof(cdc_coord_config_t, field), def, false, 0, 0, NULL, help              \
+    }
+#define OPT_RANGE(name, type, field, def, lo, hi, help)                                            \
+    {                                                                                              \
+        name, type, offsetof(cdc_coord_config_t, field), def, false, lo, hi, NULL, help            \
+    }
+
+const cdc_opt_t cdc_coord_options[] = {
+    OPT("id", CDC_OPT_STRING, id, NULL,
+        "Identity of this coordinator in leader election (default: host name and pid)."),
+    OPT("job", CDC_OPT_STRING, job, "cdc", "Job name; etcd keys live under /cdc/<job>/."),
+    OPT("etcd", CDC_OPT_STRING, etcd, "http://127.0.0.1:2379",
+        "Comma-separated etcd endpoints (gRPC gateway URLs)."),
+    OPT("listen", CDC_OPT_STRING, listen, "tcp://127.0.0.1:7100",
+        "NNG URL the coordinator listens on for workers."),
+    OPT("advertise", CDC_OPT_STRING, advertise, NULL,
+        "NNG URL workers dial, published in /cdc/<job>/leader (default: the listen URL)."),
+    OPT("http", CDC_OPT_STRING, http, "127.0.0.1:7180",
+        "Admin HTTP address host:port (/status, /metrics, /healthz, /readyz)."),
+    {"warehouse", CDC_OPT_STRING, offsetof(cdc_coord_config_t, warehouse), NULL, true, 0, 0, NULL,
+     "Warehouse location: a local directory or s3://bucket/prefix."},
+    OPT("namespace", CDC_OPT_STRING, namespace_, "cdc",
+        "Iceberg namespace of the tables (workers name tables <namespace>.<table>)."),
+    OPT("s3-endpoint", CDC_OPT_STRING, s3_endpoint, NULL, "S3 endpoint URL (MinIO, s3rver)."),
+    OPT("s3-region", CDC_OPT_STRING, s3_region, "us-east-1", "S3 region."),
+    OPT("s3-access-key", CDC_OPT_STRING, s3_access_key, NULL, "S3 access key id."),
+    OPT("s3-secret-key", CDC_OPT_STRING, s3_secret_key, NULL, "S3 secret access key."),
+    OPT("s3-path-style", CDC_OPT_BOOL, s3_path_style, "true",
+        "Put the bucket in the URL path (MinIO) rather than the host name."),
+    OPT_RANGE("commit-interval", CDC_OPT_DURATION, commit_interval_ms, "1s", 100, 3600000,
+              "Time between barriers: one epoch, one snapshot per table."),
+    OPT_RANGE("heartbeat-timeout", CDC_OPT_DURATION, heartbeat_timeout_ms, "3s", 500, 600000,
+              "A worker silent for longer is declared dead."),
+    OPT_RANGE("ack-deadline", CDC_OPT_DURATION, ack_deadline_ms, "10s", 500, 3600000,
+              "An epoch not acked by all partitions within this time is aborted."),
+    OPT_RANGE("rebalance-grace", CDC_OPT_DURATION, rebalance_grace_ms, "2s", 0, 600000,
+              "How long a lost worker's partitions wait for it to come back."),
+    OPT_RANGE("restart-max-failures", CDC_OPT_INT, restart_max_failures, "10", 1, 255,
+              "Failure-rate restart strategy: failures tolerated per interval."),
+    OPT_RANGE("restart-interval", CDC_OPT_DURATION, restart_interval_ms, "5m", 1000, 86400000,
+              "Failure-rate restart strategy: the measuring interval."),
+    OPT_RANGE("restart-delay", CDC_OPT_DURATION, restart_delay_ms, "500ms", 0, 3600000,
+              "Failure-rate restart strategy: delay before each recovery."),
+    OPT_RANGE("lease-ttl", CDC_OPT_DURATION, lease_ttl_ms, "5s", 1000, 600000,
+              "TTL of the leader lease; a standby takes over this long after a crash."),
+    OPT_RANGE("etcd-timeout", CDC_OPT_DURATION, etcd_timeout_ms, "1s", 100, 60000,
+              "Timeout of one etcd request."),
+    OPT_RANGE("inline-files-max", CDC_OPT_INT, inline_files_max, "200", 0, 100000,
+              "Checkpoints with more staged files keep the list in a pending file in the "
+              "warehouse, and etcd only its path."),
+    OPT_RANGE("checkpoints-retained", CDC_OPT_INT, checkpoints_retained, "20", 1, 100000,
+              "Checkpoint records kept in etcd."),
+    OPT_RANGE("orphan-age", CDC_OPT_DURATION, orphan_age_ms, "10m", 0, 604800000,
+              "Unreferenced data files are deleted only after being seen this long."),
+    OPT_RANGE("orphan-interval", CDC_OPT_DURATION, orphan_interval_ms, "1m", 0, 86400000,
+              "Time between orphan scans (0 = never)."),
+    OPT("fault", CDC_OPT_STRING, fault, NULL,
+        "Testing only: exit at a named point (after-checkpoint-record, after-iceberg-commit)."),
+    {"log-level", CDC_OPT_ENUM, offsetof(cdc_coord_config_t, log_level), "info", false, 0, 0,
+     "debug|info|warn|error", "Log level."},
+    {"log-format", CDC_OPT_ENUM, offsetof(cdc_coord_config_t, log_format), "logfmt", false, 0, 0,
+     "logfmt|json", "Log line format."},
+    CDC_OPT_END,
+};
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+int main(int argc, char **argv)
+{
+    static cdc_coord_t coord;
+    cdc_coord_t *c = &coord;
+    cdc_error_t e;
+    struct sigaction sa;
+    int status = 1;
+
+    memset(c, 0, sizeof(*c));
+    cdc_config_load(cdc_coord_options, "cdc-coordinator",
+                    "Coordinates workers and commits epochs to Iceberg.", argc, argv, &c->cfg);
+    if (c->cfg.id == NULL) {
+        char host[HOST_NAME_MAX + 1] = "host", id[HOST_NAME_MAX + 32];
+        gethostname(host, sizeof(host));
+        snprintf(id, sizeof(id), "%s-%d", host, (int)getpid());
+        c->cfg.id = strdup(id);
+    }
+    if (c->cfg.fault == NULL && getenv("CDC_FAULT") != NULL)
+        c->cfg.fault = strdup(getenv("CDC_FAULT"));
+    {
+        cdc_log_level_t lv;
+        cdc_log_format_t lf;
+        cdc_log_init("cdc-coordinator", c->cfg.id);
+        if (cdc_log_parse_level(c->cfg.log_level, &lv))
+            cdc_log_set_level(lv);
+        if (cdc_log_parse_format(c->cfg.log_format, &lf))
+            cdc_log_set_format(lf);
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    c->stop = &stop_flag;
+
+    cdc_error_clear(&e);
+    if (cdc_coord_open(c, &e) != CDC_OK) {
+        cdc_log_error("could not start the coordinator: %s", e.msg);
+        goto done;
+    }
+    cdc_coord_run(c);
+    status = 0;
+done:
+    cdc_coord_close(c);
+    cdc_config_free(cdc_coord_options, &c->cfg);
+    return status;
+}

@@ -1,0 +1,151 @@
+/*
+ * Worker membership table (see membership.h). A small array: at most a few dozen
+ * workers, looked up by pipe on every message.
+ */
+#include "coordinator/membership.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void cdc_members_init(cdc_members_t *ms)
+{
+    memset(ms, 0, sizeof(*ms));
+}
+
+cdc_member_t *cdc_members_by_id(cdc_members_t *ms, const char *id)
+{
+    for (int i = 0; i < ms->n; i++)
+        if (strcmp(ms->m[i].id, id) == 0)
+            return &ms->m[i];
+    return NULL;
+}
+
+cdc_member_t *cdc_members_by_pipe(cdc_members_t *ms, uint32_t pipe)
+{
+    if (pipe == 0)
+        return NULL;
+    for (int i = 0; i < ms->n; i++)
+        if (ms->m[i].alive && ms->m[i].pipe == pipe)
+            return &ms->m[i];
+    return NULL;
+}
+
+cdc_register_result_t cdc_members_register(cdc_members_t *ms, const char *id, uint64_t incarnation,
+                                           uint32_t pipe, const char *admin, int64_t now_ms,
+                                           uint32_t *old_pipe)
+{
+    cdc_member_t *m;
+    cdc_register_result_t r = CDC_REGISTER_NEW;
+
+    if (old_pipe)
+        *old_pipe = 0;
+    if (id == NULL || id[0] == '\0' || strlen(id) >= CDC_WORKER_ID_MAX)
+        return CDC_REGISTER_INVALID;
+    /* another id on the same pipe is a protocol error of that worker; drop the other */
+    for (int i = 0; i < ms->n; i++)
+        if (ms->m[i].alive && ms->m[i].pipe == pipe && strcmp(ms->m[i].id, id) != 0)
+            cdc_members_lose(&ms->m[i], now_ms, "another worker registered on its pipe");
+    m = cdc_members_by_id(ms, id);
+    if (m != NULL && m->alive) {
+        if (m->pipe == pipe && m->incarnation == incarnation) {
+            m->last_heartbeat_ms = now_ms;
+            return CDC_REGISTER_SAME;
+        }
+        if (old_pipe && m->pipe != pipe)
+            *old_pipe = m->pipe;
+        r = CDC_REGISTER_REPLACED;
+    }
+    if (m == NULL) {
+        if (ms->n >= CDC_MEMBERS_MAX)
+            return CDC_REGISTER_FULL;
+        m = &ms->m[ms->n++];
+        memset(m, 0, sizeof(*m));
+        snprintf(m->id, sizeof(m->id), "%s", id);
+    }
+    m->incarnation = incarnation;
+    m->pipe = pipe;
+    m->alive = true;
+    m->registered_ms = now_ms;
+    m->last_heartbeat_ms = now_ms;
+    m->lost_ms = 0;
+    m->lost_reason[0] = '\0';
+    snprintf(m->admin, sizeof(m->admin), "%s", admin ? admin : "");
+    return r;
+}
+
+bool cdc_members_heartbeat(cdc_members_t *ms, uint32_t pipe, int64_t now_ms)
+{
+    cdc_member_t *m = cdc_members_by_pipe(ms, pipe);
+
+    if (m == NULL)
+        return false;
+    m->last_heartbeat_ms = now_ms;
+    m->heartbeats++;
+    return true;
+}
+
+void cdc_members_lose(cdc_member_t *m, int64_t now_ms, const char *reason)
+{
+    if (!m->alive)
+        return;
+    m->alive = false;
+    m->lost_ms = now_ms;
+    snprintf(m->lost_reason, sizeof(m->lost_reason), "%s", reason ? reason : "");
+}
+
+int cdc_members_expire(cdc_members_t *ms, int64_t now_ms, int64_t timeout_ms,
+                       uint32_t pipes[CDC_MEMBERS_MAX])
+{
+    int n = 0;
+
+    for (int i = 0; i < ms->n; i++) {
+        cdc_member_t *m = &ms->m[i];
+        if (m->alive && now_ms - m->last_heartbeat_ms > timeout_ms) {
+            pipes[n++] = m->pipe;
+            cdc_members_lose(m, now_ms, "missed heartbeats");
+        }
+    }
+    return n;
+}
+
+int cdc_members_alive_ids(const cdc_members_t *ms, const char **ids, int cap)
+{
+    int n = 0;
+
+    for (int i = 0; i < ms->n && n < cap; i++)
+        if (ms->m[i].alive)
+            ids[n++] = ms->m[i].id;
+    return n;
+}
+
+int cdc_members_alive_count(const cdc_members_t *ms)
+{
+    int n = 0;
+
+    for (int i = 0; i < ms->n; i++)
+        if (ms->m[i].alive)
+            n++;
+    return n;
+}
+
+bool cdc_members_is_alive(const cdc_members_t *ms, const char *id)
+{
+    for (int i = 0; i < ms->n; i++)
+        if (ms->m[i].alive && strcmp(ms->m[i].id, id) == 0)
+            return true;
+    return false;
+}
+
+void cdc_members_forget(cdc_members_t *ms, int64_t now_ms, int64_t keep_ms)
+{
+    int keep = 0;
+
+    for (int i = 0; i < ms->n; i++) {
+        if (!ms->m[i].alive && now_ms - ms->m[i].lost_ms > keep_ms)
+            continue;
+        if (keep != i)
+            ms->m[keep] = ms->m[i];
+        keep++;
+    }
+    ms->n = keep;
+}

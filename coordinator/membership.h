@@ -1,0 +1,85 @@
+/*
+ * Worker membership: who is registered, on which NNG pipe, with which incarnation, and
+ * when each was last heard from. A worker is identified by its stable id (--id); a new
+ * incarnation (process restart) or a new pipe under the same id replaces the old entry.
+ * A worker is lost when its pipe goes away, when it misses heartbeats for longer than
+ * the timeout, or when the epoch logic declares it (missed ack deadline). Lost workers
+ * are remembered (lost_ms) so the rebalance grace period can give their partitions back
+ * when they return. Pure logic; the caller passes the clock.
+ */
+#ifndef CDC_COORDINATOR_MEMBERSHIP_H
+#define CDC_COORDINATOR_MEMBERSHIP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coordinator/assign.h"
+
+#define CDC_MEMBERS_MAX 64
+
+typedef struct cdc_member {
+    char id[CDC_WORKER_ID_MAX];
+    uint64_t incarnation;
+    uint32_t pipe; /* 0 = none */
+    bool alive;
+    int64_t registered_ms;
+    int64_t last_heartbeat_ms;
+    int64_t lost_ms; /* when it was declared lost, 0 while alive */
+    char lost_reason[96];
+    char admin[128]; /* worker's admin endpoint, may be "" */
+    uint64_t heartbeats;
+} cdc_member_t;
+
+typedef struct cdc_members {
+    cdc_member_t m[CDC_MEMBERS_MAX];
+    int n;
+} cdc_members_t;
+
+typedef enum cdc_register_result {
+    CDC_REGISTER_NEW = 0,  /* first time this id is seen, or it was lost */
+    CDC_REGISTER_REPLACED, /* id was alive on another pipe or incarnation: old one dropped */
+    CDC_REGISTER_SAME,     /* duplicate Register on the same pipe and incarnation */
+    CDC_REGISTER_FULL,     /* too many workers */
+    CDC_REGISTER_INVALID,  /* empty or too long id */
+} cdc_register_result_t;
+
+void cdc_members_init(cdc_members_t *ms);
+
+/* Registers id on pipe. *old_pipe (may be NULL) gets the replaced pipe (0 = none). */
+cdc_register_result_t cdc_members_register(cdc_members_t *ms, const char *id, uint64_t incarnation,
+                                           uint32_t pipe, const char *admin, int64_t now_ms,
+                                           uint32_t *old_pipe);
+
+/* Finds the alive member on pipe; NULL when none. */
+cdc_member_t *cdc_members_by_pipe(cdc_members_t *ms, uint32_t pipe);
+
+/* Finds a member by id (alive or lost); NULL when unknown. */
+cdc_member_t *cdc_members_by_id(cdc_members_t *ms, const char *id);
+
+/* Records a heartbeat from pipe; false when no alive member has that pipe. */
+bool cdc_members_heartbeat(cdc_members_t *ms, uint32_t pipe, int64_t now_ms);
+
+/* Marks the member lost (keeps it for the grace logic). */
+void cdc_members_lose(cdc_member_t *m, int64_t now_ms, const char *reason);
+
+/*
+ * Marks every alive member silent for longer than timeout_ms as lost and returns how
+ * many; their old pipes are written to pipes (capacity CDC_MEMBERS_MAX) for closing.
+ */
+int cdc_members_expire(cdc_members_t *ms, int64_t now_ms, int64_t timeout_ms,
+                       uint32_t pipes[CDC_MEMBERS_MAX]);
+
+/* Alive member ids in registration-table order; returns the count (<= cap). */
+int cdc_members_alive_ids(const cdc_members_t *ms, const char **ids, int cap);
+
+/* Number of alive members. */
+int cdc_members_alive_count(const cdc_members_t *ms);
+
+/* Whether a member with this id is alive. */
+bool cdc_members_is_alive(const cdc_members_t *ms, const char *id);
+
+/* Forgets members lost before now_ms - keep_ms. */
+void cdc_members_forget(cdc_members_t *ms, int64_t now_ms, int64_t keep_ms);
+
+#endif

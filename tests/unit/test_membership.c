@@ -1,0 +1,65 @@
+/* Unit tests for coordinator/membership.c: register, replace, heartbeats, expiry. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "coordinator/membership.h"
+
+static void test_register_and_replace(void **state)
+{
+    cdc_members_t ms;
+    uint32_t old;
+    const char *ids[CDC_MEMBERS_MAX];
+    (void)state;
+    cdc_members_init(&ms);
+    assert_int_equal(cdc_members_register(&ms, "w0", 1, 10, "", 0, &old), CDC_REGISTER_NEW);
+    assert_int_equal(cdc_members_register(&ms, "w1", 1, 11, "", 0, &old), CDC_REGISTER_NEW);
+    assert_int_equal(cdc_members_register(&ms, "w0", 1, 10, "", 5, &old), CDC_REGISTER_SAME);
+    /* restart of w0 on a new pipe before the old pipe's removal arrived */
+    assert_int_equal(cdc_members_register(&ms, "w0", 2, 12, "", 6, &old), CDC_REGISTER_REPLACED);
+    assert_int_equal(old, 10);
+    assert_null(cdc_members_by_pipe(&ms, 10));
+    assert_string_equal(cdc_members_by_pipe(&ms, 12)->id, "w0");
+    assert_int_equal(cdc_members_alive_ids(&ms, ids, CDC_MEMBERS_MAX), 2);
+    assert_int_equal(cdc_members_register(&ms, "", 1, 13, "", 0, &old), CDC_REGISTER_INVALID);
+    /* a second id on the same pipe drops the first */
+    assert_int_equal(cdc_members_register(&ms, "w9", 1, 11, "", 7, &old), CDC_REGISTER_NEW);
+    assert_false(cdc_members_is_alive(&ms, "w1"));
+}
+
+static void test_heartbeat_expiry(void **state)
+{
+    cdc_members_t ms;
+    uint32_t pipes[CDC_MEMBERS_MAX];
+    (void)state;
+    cdc_members_init(&ms);
+    cdc_members_register(&ms, "w0", 1, 10, "", 0, NULL);
+    cdc_members_register(&ms, "w1", 1, 11, "", 0, NULL);
+    assert_true(cdc_members_heartbeat(&ms, 10, 2500));
+    assert_false(cdc_members_heartbeat(&ms, 99, 2500));
+    assert_int_equal(cdc_members_expire(&ms, 3001, 3000, pipes), 1);
+    assert_int_equal(pipes[0], 11);
+    assert_false(cdc_members_is_alive(&ms, "w1"));
+    assert_true(cdc_members_is_alive(&ms, "w0"));
+    /* a lost member is remembered, then forgotten */
+    assert_non_null(cdc_members_by_id(&ms, "w1"));
+    assert_int_equal(cdc_members_by_id(&ms, "w1")->lost_ms, 3001);
+    cdc_members_forget(&ms, 4000, 5000);
+    assert_non_null(cdc_members_by_id(&ms, "w1"));
+    cdc_members_forget(&ms, 9000, 5000);
+    assert_null(cdc_members_by_id(&ms, "w1"));
+    /* it can come back */
+    assert_int_equal(cdc_members_register(&ms, "w1", 2, 14, "", 9500, NULL), CDC_REGISTER_NEW);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_register_and_replace),
+        cmocka_unit_test(test_heartbeat_expiry),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
