@@ -65,6 +65,33 @@ static int pick_free_port(const char *host)
     return port;
 }
 
+/* NNG knows reason phrases only for some codes and sends nothing for the others. */
+static const char *reason_phrase(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 204:
+        return "No Content";
+    case 400:
+        return "Bad Request";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 409:
+        return "Conflict";
+    case 500:
+        return "Internal Server Error";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return status < 300 ? "OK" : status < 500 ? "Client Error" : "Server Error";
+    }
+}
+
 static void respond(nng_aio *aio, int status, const char *content_type, const char *body,
                     size_t len)
 {
@@ -75,8 +102,12 @@ static void respond(nng_aio *aio, int status, const char *content_type, const ch
         return;
     }
     if ((rv = nng_http_res_set_status(res, (uint16_t)status)) != 0 ||
+        (rv = nng_http_res_set_reason(res, reason_phrase(status))) != 0 ||
         (rv = nng_http_res_set_header(res, "Content-Type", content_type)) != 0 ||
-        (rv = nng_http_res_copy_data(res, body ? body : "", len)) != 0) {
+        (len > 0 && (rv = nng_http_res_copy_data(res, body, len)) != 0) ||
+        (len == 0 && (rv = nng_http_res_set_header(res, "Content-Length", "0")) != 0)) {
+        /* NNG cannot copy an empty body (it fails allocating 0 bytes) and then sends no
+         * Content-Length, so an empty body is announced by hand */
         nng_http_res_free(res);
         nng_aio_finish(aio, rv);
         return;

@@ -453,6 +453,10 @@ cdc_err_t cdc_msg_client_redial(cdc_msg_client_t *c, const char *url, cdc_error_
     if (c->dialing) {
         nng_dialer_close(c->dialer); /* also closes its pipe */
         c->dialing = false;
+        /* the pipe's removal is reported asynchronously: wait for it (bounded) so that
+         * "connected" afterwards means connected to the new url */
+        for (int waited = 0; atomic_load(&c->pipes) > 0 && waited < 1000; waited += 5)
+            nng_msleep(5);
     }
     return client_dial(c, url, e);
 }

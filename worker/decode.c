@@ -6,6 +6,8 @@
  */
 #include "worker/decode.h"
 
+#include "common/cdcschema.h"
+
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
@@ -357,6 +359,9 @@ static const char *ice_type_name(const cdc_column_t *col, char *buf, size_t size
     return names[col->type];
 }
 
+static cdc_err_t register_generic(cdc_catalog_t *c, const char *topic, int64_t version,
+                                  const char *text, size_t len, cdc_error_t *e);
+
 /* ---- registry schema JSON ----------------------------------------------------------- */
 
 static const char *jstr(json_t *o, const char *k)
@@ -404,8 +409,60 @@ static void names_from_topic(const char *topic, char *ns, size_t nsz, char *tabl
     snprintf(ns, nsz, "%.*s", (int)(last - prev), prev);
 }
 
+/* Registers a document of the capture's format (common/cdcschema.h, docs/events.md). */
+static cdc_err_t register_doc(cdc_catalog_t *c, const char *topic, int64_t version,
+                              const cdc_schema_doc_t *doc, cdc_error_t *e)
+{
+    cdc_source_schema_t *s;
+    topic_schemas_t *t;
+    s = schema_new(topic, doc->pg_schema ? doc->pg_schema : "public",
+                   doc->pg_table ? doc->pg_table : topic, doc->ncols);
+    if (s == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    s->version = version;
+    for (size_t i = 0; i < doc->ncols; i++) {
+        const cdc_schema_col_t *dc = &doc->cols[i];
+        cdc_column_t *col = &s->cols[i];
+        if ((col->name = strdup(dc->name)) == NULL) {
+            schema_free(s);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
+        s->ncols++;
+        col->type = dc->ice_type;
+        col->precision = dc->precision;
+        col->scale = dc->scale;
+        col->key = dc->key > 0;
+        col->optional = dc->nullable && dc->key == 0;
+        /* Every capture encoding is this decoder's default for the Iceberg type:
+         * temporal integers in micros (days for dates), decimals as text, bytes base64,
+         * arrays and other types as strings. */
+        col->enc = CDC_ENC_DEFAULT;
+    }
+    if (!schema_finish(c, s) || (t = topic_get(c, topic, true)) == NULL || !topic_add(t, s)) {
+        schema_free(s);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    return CDC_OK;
+}
+
 cdc_err_t cdc_catalog_register_json(cdc_catalog_t *c, const char *topic, int64_t version,
                                     const char *text, size_t len, cdc_error_t *e)
+{
+    cdc_schema_doc_t doc;
+    if (cdc_catalog_get(c, topic, version) != NULL)
+        return CDC_OK;
+    if (cdc_schema_doc_decode(text, len, &doc, NULL) == CDC_OK) {
+        cdc_err_t rc = register_doc(c, topic, version, &doc, e);
+        cdc_schema_doc_free(&doc);
+        return rc;
+    }
+    return register_generic(c, topic, version, text, len, e);
+}
+
+/* A simpler hand-written form ({"namespace","table","columns":[{"name","type","key",
+ * "nullable"}]}) for tests and for operators describing Debezium tables. */
+static cdc_err_t register_generic(cdc_catalog_t *c, const char *topic, int64_t version,
+                                  const char *text, size_t len, cdc_error_t *e)
 {
     json_error_t je;
     json_t *root = json_loadb(text, len, 0, &je), *cols;

@@ -138,6 +138,20 @@ static int load(const char *csv, table_t *t)
     return 0;
 }
 
+static void table_free(table_t *t)
+{
+    free(t->id);
+    free(t->amount);
+    free(t->ts);
+    free(t->score);
+    free(t->flag);
+    free(t->note_null);
+    free(t->strings);
+    free(t->status_off);
+    free(t->account_off);
+    free(t->note_off);
+}
+
 static double now(void)
 {
     struct timespec ts;
@@ -236,11 +250,14 @@ int main(int argc, char **argv)
     snprintf(path, sizeof(path), "%s/cdc.parquet", argv[3]);
     for (int i = 0; i < runs; i++) {
         double s;
-        if (write_once(&t, path, &s, &bytes) != 0)
+        if (write_once(&t, path, &s, &bytes) != 0) {
+            table_free(&t);
             return 1;
+        }
         if (s < best)
             best = s;
     }
+    table_free(&t);
     printf("rows=%ld best_seconds=%.6f bytes=%" PRId64 "\n", t.rows, best, bytes);
     return 0;
 }

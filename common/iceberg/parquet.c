@@ -924,7 +924,8 @@ static void pq_stat_encode(const column_t *c, const stats_t *s, bool want_max, u
     case CDC_ICE_STRING:
     case CDC_ICE_BINARY:
         if (v.v.bytes.len <= PQ_STAT_MAX) {
-            memcpy(out, v.v.bytes.ptr, v.v.bytes.len);
+            if (v.v.bytes.len > 0)
+                memcpy(out, v.v.bytes.ptr, v.v.bytes.len);
             *len = v.v.bytes.len;
             return;
         }

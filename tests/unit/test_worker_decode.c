@@ -81,6 +81,8 @@ static void test_capture_insert(void **state)
     assert_true(c.after.vals[col(s, "amount")].u.dec == 1250);
     /* 2024-03-01T10:00:00.123456Z */
     assert_int_equal(c.after.vals[col(s, "created")].u.i, 1709287200123456LL);
+    assert_int_equal(s->cols[col(s, "created")].type, CDC_ICE_TIMESTAMPTZ);
+    assert_false(s->cols[col(s, "id")].optional);
     assert_null(c.before.vals);
     assert_non_null(c.entity);
     assert_int_equal(c.partition, 3);
@@ -206,6 +208,32 @@ static void test_flattened(void **state)
     cdc_catalog_free(cat);
 }
 
+static void test_generic_schema(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = cdc_catalog_new();
+    cdc_error_t e;
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    size_t n;
+    char *g = fixture("generic_schema.json", &n);
+    assert_int_equal(cdc_catalog_register_json(cat, "pg.inventory.items", 1, g, n, &e), CDC_OK);
+    free(g);
+    assert_int_equal(decode_str(cat, "pg.inventory.items", "{\"sku\":\"A-1\"}",
+                                "{\"op\":\"r\",\"after\":{\"sku\":\"A-1\",\"qty\":3,"
+                                "\"price\":\"1.5\",\"seen\":1709287200123},"
+                                "\"source\":{\"lsn\":5}}",
+                                -1, &c, &de),
+                     CDC_OK);
+    assert_int_equal(c.op, CDC_OP_READ);
+    assert_string_equal(c.schema->ns, "inventory");
+    assert_true(c.after.vals[2].u.dec == 1500);
+    assert_int_equal(c.after.vals[3].u.i, 1709287200123000LL); /* millis -> micros */
+    assert_int_equal(c.commit_lsn, 5);                         /* no sequence: lsn */
+    cdc_change_clear(&c);
+    cdc_catalog_free(cat);
+}
+
 static void test_tombstone(void **state)
 {
     (void)state;
@@ -297,6 +325,7 @@ int main(void)
         cmocka_unit_test(test_debezium_with_schema),
         cmocka_unit_test(test_debezium_without_schema),
         cmocka_unit_test(test_flattened),
+        cmocka_unit_test(test_generic_schema),
         cmocka_unit_test(test_tombstone),
         cmocka_unit_test(test_dlq_classes),
         cmocka_unit_test(test_row_image_roundtrip),

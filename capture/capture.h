@@ -1,0 +1,175 @@
+/*
+ * The capture engine: configuration, per-table state and the pieces that turn the
+ * slot into Kafka events (stream.c: session loop and change handling; snapshot.c: the
+ * initial snapshot; registry.c: schema versions and the snapshot marker on Kafka).
+ * Everything here runs on the main thread, including Kafka delivery reports (served
+ * by the producer polls this thread makes).
+ */
+#ifndef CDC_CAPTURE_CAPTURE_H
+#define CDC_CAPTURE_CAPTURE_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "capture/event.h"
+#include "capture/pgoutput.h"
+#include "capture/source.h"
+#include "capture/txtrack.h"
+#include "common/cdcschema.h"
+#include "common/err.h"
+#include "common/kafka.h"
+#include "common/metrics.h"
+
+typedef struct cdc_capture_config {
+    char *pg_dsn;
+    char *slot;
+    char *publication;
+    char *tables; /* "schema.table,..." (schema defaults to public); empty = the publication's */
+    bool create_publication;
+    char *topic_prefix;
+    int64_t partitions;
+    char *snapshot_mode; /* initial | never */
+    int64_t snapshot_chunk;
+    int64_t heartbeat_interval_ms; /* 0 = off */
+    int64_t status_interval_ms;
+    char *kafka_bootstrap;
+    char *kafka_properties;
+    char *kafka_compression;
+    int64_t max_inflight;       /* producer queue bound, messages */
+    int64_t max_inflight_bytes; /* producer queue bound, bytes */
+    int64_t reconnect_max_ms;
+    int64_t drain_timeout_ms;
+    char *http_addr;
+    char *log_level;
+    char *log_format;
+} cdc_capture_config_t;
+
+/* One captured table. */
+typedef struct cdc_capture_table {
+    char *topic;
+    char *schema;
+    char *name;
+    uint32_t relid;       /* 0 until a Relation message (or the snapshot) names it */
+    bool captured;        /* in the configured table set */
+    bool topic_ready;     /* topic ensured with the right partition count */
+    int32_t partitions;   /* partition count of the topic */
+    cdc_schema_doc_t doc; /* current schema (doc.version = version events name); may be empty */
+    bool has_doc;
+    cdc_schema_doc_t latest; /* latest registered version on Kafka (from the registry) */
+    bool has_latest;
+    char version_str[24];
+    cdc_counter_t *m_events;
+    cdc_counter_t *m_bytes;
+    cdc_counter_t *m_snapshot_rows;
+} cdc_capture_table_t;
+
+/* Type names from Type messages (user-defined types). */
+typedef struct cdc_capture_type {
+    uint32_t oid;
+    char *name; /* "schema.typname" */
+    bool is_array;
+} cdc_capture_type_t;
+
+typedef struct cdc_capture {
+    const cdc_capture_config_t *cfg;
+    volatile sig_atomic_t *stop; /* set by the signal handler */
+
+    cdc_source_t src;
+    cdc_source_table_t *wanted; /* the configured (or published) tables */
+    size_t nwanted;
+
+    cdc_kafka_producer_t *producer;
+    cdc_txtrack_t track;
+    bool schema_ack_pending;
+    cdc_err_t schema_ack_err;
+
+    cdc_capture_table_t *tables;
+    size_t ntables;
+    cdc_capture_type_t *types;
+    size_t ntypes;
+    bool registry_loaded;
+    bool snapshot_marked; /* the slot's snapshot marker was found on Kafka */
+    uint64_t marker_lsn;
+
+    /* current transaction */
+    uint64_t tx_id;
+    uint32_t xid;
+    uint64_t commit_lsn;
+    int64_t commit_ts_ms;
+
+    cdc_pgo_scratch_t scratch;
+    cdc_buf_t key;
+    cdc_buf_t value;
+
+    uint64_t confirmed;     /* last LSN sent to PostgreSQL as flushed */
+    int64_t last_status_ms; /* when the last status update went out */
+    int64_t last_heartbeat_ms;
+    bool ready;    /* streaming (for /readyz) */
+    bool streamed; /* the current session reached streaming */
+
+    cdc_counter_t *m_transactions;
+    cdc_counter_t *m_delivery_errors;
+    cdc_gauge_t *m_confirmed_lsn;
+    cdc_gauge_t *m_lag_bytes;
+    cdc_gauge_t *m_inflight;
+    cdc_gauge_t *m_snapshot_running;
+    cdc_gauge_t *m_snapshot_tables_done;
+    cdc_gauge_t *m_snapshot_tables_total;
+    cdc_counter_t *m_heartbeats;
+    cdc_counter_t *m_reconnects;
+} cdc_capture_t;
+
+/* Sentinel opaque of schema-registry records (never a transaction id). */
+#define CDC_CAPTURE_SCHEMA_OPAQUE ((void *)(uintptr_t)UINT64_MAX)
+
+/* Parses the --tables list into t/n (caller frees with cdc_source_tables_free()). */
+cdc_err_t cdc_capture_parse_tables(const char *list, cdc_source_table_t **t, size_t *n,
+                                   cdc_error_t *e);
+
+/*
+ * Runs the capture until *stop is set: sessions with reconnect and backoff. Returns
+ * CDC_OK after a clean drain, or the non-retriable error (setup problem) that ended it.
+ */
+cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e);
+
+void cdc_capture_free(cdc_capture_t *cap);
+
+/* ---- shared between stream.c, snapshot.c and registry.c ---- */
+
+int64_t cdc_capture_now_ms(void);
+
+/* Table state by topic (created when missing); NULL on OOM. */
+cdc_capture_table_t *cdc_capture_table_get(cdc_capture_t *cap, const char *schema,
+                                           const char *name);
+
+/* Fills one column's mapping from its type. */
+void cdc_capture_fill_col(cdc_capture_t *cap, cdc_schema_col_t *col, uint32_t oid, int32_t typmod,
+                          const char *type_name);
+
+/*
+ * Installs `doc` (moved in: the table owns it afterwards, on success and failure) as the
+ * table's current schema: reuses the latest registered version when the shape is equal,
+ * otherwise registers latest+1 on `<prefix>._schemas` and waits for Kafka's ack. Also
+ * ensures the table's topic exists.
+ */
+cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_schema_doc_t *doc,
+                                 cdc_error_t *e);
+
+/* Reads `<prefix>._schemas` and `<prefix>._capture` (snapshot markers) from Kafka. */
+cdc_err_t cdc_registry_load(cdc_capture_t *cap, cdc_error_t *e);
+
+/* Records that the slot's initial snapshot completed (or was skipped) at lsn. */
+cdc_err_t cdc_registry_mark_snapshot(cdc_capture_t *cap, uint64_t lsn, const char *mode,
+                                     cdc_error_t *e);
+
+/* Produces one event (copying key and value), with backpressure; tx = txtrack id. */
+cdc_err_t cdc_capture_produce(cdc_capture_t *cap, cdc_capture_table_t *t, int32_t partition,
+                              const cdc_buf_t *key, const cdc_buf_t *value, char op, uint64_t tx,
+                              cdc_error_t *e);
+
+/* Runs the initial snapshot with the exported snapshot name at the consistent point. */
+cdc_err_t cdc_snapshot_run(cdc_capture_t *cap, const char *snapshot_name, uint64_t consistent_lsn,
+                           cdc_error_t *e);
+
+#endif

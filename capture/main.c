@@ -1,0 +1,163 @@
+/*
+ * cdc-capture: PostgreSQL logical replication (pgoutput) to Kafka. This file holds the
+ * option table, logging and HTTP setup and signal handling; the engine is in stream.c
+ * (session loop), snapshot.c, registry.c and source.c. See docs/capture.md.
+ */
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/capture.h"
+#include "common/config.h"
+#include "common/http.h"
+#include "common/log.h"
+
+#define C(f) offsetof(cdc_capture_config_t, f)
+
+static const cdc_opt_t options[] = {
+    {"pg-dsn", CDC_OPT_STRING, C(pg_dsn), NULL, true, 0, 0, NULL,
+     "libpq connection string of the source database (the role needs LOGIN and REPLICATION)."},
+    {"slot", CDC_OPT_STRING, C(slot), "cdc_slot", false, 0, 0, NULL,
+     "Logical replication slot (pgoutput); created when missing."},
+    {"publication", CDC_OPT_STRING, C(publication), "cdc_pub", false, 0, 0, NULL,
+     "Publication the slot streams."},
+    {"tables", CDC_OPT_STRING, C(tables), "", false, 0, 0, NULL,
+     "Tables to capture, comma separated schema.table (default schema public); empty = every "
+     "table of the publication."},
+    {"create-publication", CDC_OPT_BOOL, C(create_publication), "false", false, 0, 0, NULL,
+     "Create the publication (FOR TABLE --tables) or add missing tables to it."},
+    {"topic-prefix", CDC_OPT_STRING, C(topic_prefix), "cdc", false, 0, 0, NULL,
+     "Topic prefix: events go to <prefix>.<schema>.<table>, schemas to <prefix>._schemas."},
+    {"partitions", CDC_OPT_INT, C(partitions), "12", false, 1, 10000, NULL,
+     "Partitions of table topics created by the capture."},
+    {"snapshot-mode", CDC_OPT_ENUM, C(snapshot_mode), "initial", false, 0, 0, "initial|never",
+     "initial: emit existing rows (op r) when the slot is created; never: stream only."},
+    {"snapshot-chunk", CDC_OPT_INT, C(snapshot_chunk), "10000", false, 1, 10000000, NULL,
+     "Rows fetched per snapshot chunk."},
+    {"heartbeat-interval", CDC_OPT_DURATION, C(heartbeat_interval_ms), "10s", false, 0, 86400000,
+     NULL,
+     "Interval of pg_logical_emit_message heartbeats that let the slot advance while tables "
+     "are idle (0 = off)."},
+    {"status-interval", CDC_OPT_DURATION, C(status_interval_ms), "1s", false, 10, 60000, NULL,
+     "Interval of standby status updates (confirmed flush LSN) to PostgreSQL."},
+    {"kafka-bootstrap", CDC_OPT_STRING, C(kafka_bootstrap), NULL, true, 0, 0, NULL,
+     "Kafka bootstrap servers host:port[,host:port]."},
+    {"kafka-properties", CDC_OPT_STRING, C(kafka_properties), "", false, 0, 0, NULL,
+     "Extra librdkafka properties, key=value separated by ';' (e.g. security settings)."},
+    {"kafka-compression", CDC_OPT_ENUM, C(kafka_compression), "lz4", false, 0, 0,
+     "none|gzip|snappy|lz4|zstd", "Compression of produced batches."},
+    {"max-inflight", CDC_OPT_INT, C(max_inflight), "50000", false, 100, 10000000, NULL,
+     "Events produced and not yet acknowledged before the capture stops reading (backpressure)."},
+    {"max-inflight-bytes", CDC_OPT_SIZE, C(max_inflight_bytes), "64MiB", false, 1048576,
+     INT64_C(4294967296), NULL, "Bytes of unacknowledged events before backpressure."},
+    {"reconnect-max", CDC_OPT_DURATION, C(reconnect_max_ms), "30s", false, 100, 3600000, NULL,
+     "Longest backoff between reconnect attempts."},
+    {"drain-timeout", CDC_OPT_DURATION, C(drain_timeout_ms), "30s", false, 0, 3600000, NULL,
+     "How long shutdown waits for Kafka to acknowledge in-flight events."},
+    {"http-addr", CDC_OPT_STRING, C(http_addr), "127.0.0.1:9102", false, 0, 0, NULL,
+     "Address of /metrics, /healthz and /readyz (empty = no HTTP server)."},
+    {"log-level", CDC_OPT_ENUM, C(log_level), "info", false, 0, 0, "debug|info|warn|error",
+     "Log level."},
+    {"log-format", CDC_OPT_ENUM, C(log_format), "logfmt", false, 0, 0, "logfmt|json",
+     "Log line format."},
+    CDC_OPT_END,
+};
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static bool ready(void *arg, char *reason, size_t size)
+{
+    const cdc_capture_t *cap = arg;
+    if (!cap->ready)
+        snprintf(reason, size, "not streaming");
+    return cap->ready;
+}
+
+static bool valid_name(const char *s)
+{
+    if (s == NULL || *s == '\0' || strlen(s) > 63)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
+            return false;
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    cdc_capture_config_t cfg = {0};
+    cdc_capture_t cap = {0};
+    cdc_http_server_t *http = NULL;
+    cdc_log_level_t level;
+    cdc_log_format_t format;
+    struct sigaction sa;
+    cdc_error_t err;
+    cdc_err_t rc;
+    int status = 0;
+
+    cdc_config_load(options, "cdc-capture", "PostgreSQL logical replication to Kafka.", argc, argv,
+                    &cfg);
+    if (!valid_name(cfg.slot)) {
+        fprintf(stderr,
+                "cdc-capture: invalid --slot (CDC_SLOT) \"%s\": expected lower-case "
+                "letters, digits and _ (at most 63)\n",
+                cfg.slot);
+        return CDC_CONFIG_EXIT;
+    }
+    if (strchr(cfg.publication, '"') != NULL || cfg.publication[0] == '\0') {
+        fprintf(stderr, "cdc-capture: invalid --publication (CDC_PUBLICATION) \"%s\"\n",
+                cfg.publication);
+        return CDC_CONFIG_EXIT;
+    }
+    cdc_log_init("cdc-capture", cfg.slot);
+    if (cdc_log_parse_level(cfg.log_level, &level))
+        cdc_log_set_level(level);
+    if (cdc_log_parse_format(cfg.log_format, &format))
+        cdc_log_set_format(format);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    cap.cfg = &cfg;
+    cap.stop = &stop_requested;
+    if (cfg.http_addr && cfg.http_addr[0]) {
+        if (cdc_http_server_open(&http, cfg.http_addr, NULL, &err) != CDC_OK) {
+            cdc_log_error("could not open HTTP server on %s: %s", cfg.http_addr, err.msg);
+            status = 1;
+            goto done;
+        }
+        cdc_http_server_set_ready(http, ready, &cap);
+        if (cdc_http_server_start(http, &err) != CDC_OK) {
+            cdc_log_error("could not start HTTP server on %s: %s", cfg.http_addr, err.msg);
+            status = 1;
+            goto done;
+        }
+    }
+    cdc_log_info("cdc-capture starting: slot %s, publication %s, kafka %s", cfg.slot,
+                 cfg.publication, cfg.kafka_bootstrap);
+    cdc_error_clear(&err);
+    rc = cdc_capture_run(&cap, &err);
+    if (rc != CDC_OK) {
+        cdc_log_error("%s", err.msg);
+        fprintf(stderr, "cdc-capture: %s\n", err.msg);
+        status = 1;
+    } else {
+        cdc_log_info("cdc-capture stopped");
+    }
+done:
+    cdc_http_server_close(http);
+    cdc_capture_free(&cap);
+    cdc_config_free(options, &cfg);
+    return status;
+}

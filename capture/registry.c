@@ -1,0 +1,298 @@
+/*
+ * Schema registry and capture state on Kafka. `<prefix>._schemas` (compacted, one
+ * partition) holds one schema document per (topic, version); `<prefix>._capture`
+ * (compacted, one partition) holds the capture's own markers, today only
+ * "snapshot/<slot>": written once the slot's initial snapshot is fully acked. Both are
+ * read from the beginning at start, which is how schema versions stay stable across
+ * restarts and how a capture killed mid-snapshot knows to redo it.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "capture/capture.h"
+#include "common/log.h"
+
+#define ADMIN_TIMEOUT_MS 30000
+
+static void topic_name(const cdc_capture_t *cap, const char *suffix, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s.%s", cap->cfg->topic_prefix, suffix);
+}
+
+/* Reads one single-partition topic to its high watermark, calling fn per message. */
+static cdc_err_t read_topic(cdc_capture_t *cap, const char *topic,
+                            void (*fn)(cdc_capture_t *, const cdc_kafka_msg_t *), cdc_error_t *e)
+{
+    cdc_kafka_consumer_config_t cc = {.bootstrap = cap->cfg->kafka_bootstrap,
+                                      .client_id = "cdc-capture-registry",
+                                      .properties = cap->cfg->kafka_properties};
+    cdc_kafka_consumer_t *c = NULL;
+    cdc_kafka_tp_t tp = {topic, 0, CDC_KAFKA_OFFSET_BEGINNING};
+    cdc_kafka_msg_t msgs[256];
+    int64_t low = 0, high = 0, next = 0;
+    int64_t deadline = cdc_capture_now_ms() + ADMIN_TIMEOUT_MS;
+    cdc_err_t rc;
+
+    rc = cdc_kafka_consumer_new(&cc, &c, e);
+    if (rc != CDC_OK)
+        return rc;
+    rc = cdc_kafka_consumer_watermarks(c, topic, 0, &low, &high, ADMIN_TIMEOUT_MS, e);
+    if (rc != CDC_OK)
+        goto cleanup;
+    if (high <= low)
+        goto cleanup;
+    rc = cdc_kafka_consumer_assign(c, &tp, 1, e);
+    if (rc != CDC_OK)
+        goto cleanup;
+    next = low;
+    while (next < high) {
+        size_t n = 0;
+        if (cdc_capture_now_ms() > deadline) {
+            rc = cdc_error_set(e, CDC_ERR_TIMEOUT, "timed out reading topic \"%s\"", topic);
+            goto cleanup;
+        }
+        rc = cdc_kafka_consume_batch(c, msgs, 256, &n, 500, e);
+        for (size_t i = 0; i < n; i++) {
+            fn(cap, &msgs[i]);
+            next = msgs[i].offset + 1;
+        }
+        cdc_kafka_msgs_release(msgs, n);
+        if (rc != CDC_OK)
+            goto cleanup;
+    }
+cleanup:
+    cdc_kafka_consumer_free(c);
+    if (rc != CDC_OK)
+        cdc_error_prefix(e, "could not read \"%s\"", topic);
+    return rc;
+}
+
+static void on_schema(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
+{
+    cdc_schema_doc_t doc;
+    cdc_error_t err;
+    cdc_capture_table_t *t;
+
+    if (m->value == NULL || m->key == NULL)
+        return;
+    if (cdc_schema_doc_decode(m->value, m->value_len, &doc, &err) != CDC_OK) {
+        cdc_log_warn("ignoring schema record at offset %" PRId64 ": %s", m->offset, err.msg);
+        return;
+    }
+    if (doc.pg_schema == NULL || doc.pg_table == NULL) {
+        cdc_schema_doc_free(&doc);
+        return;
+    }
+    t = cdc_capture_table_get(cap, doc.pg_schema, doc.pg_table);
+    if (t == NULL || strcmp(t->topic, doc.topic) != 0 ||
+        (t->has_latest && t->latest.version >= doc.version)) {
+        cdc_schema_doc_free(&doc);
+        return;
+    }
+    if (t->has_latest)
+        cdc_schema_doc_free(&t->latest);
+    t->latest = doc;
+    t->has_latest = true;
+}
+
+static void on_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
+{
+    char key[256];
+    json_t *j;
+    json_error_t jerr;
+    uint64_t lsn = 0;
+
+    snprintf(key, sizeof(key), "snapshot/%s", cap->cfg->slot);
+    if (m->key == NULL || m->key_len != strlen(key) || memcmp(m->key, key, m->key_len) != 0)
+        return;
+    if (m->value == NULL) { /* tombstone: marker removed */
+        cap->snapshot_marked = false;
+        return;
+    }
+    j = json_loadb(m->value, m->value_len, 0, &jerr);
+    if (j == NULL)
+        return;
+    if (cdc_lsn_parse(json_string_value(json_object_get(j, "consistent_lsn")), &lsn)) {
+        cap->snapshot_marked = true;
+        cap->marker_lsn = lsn;
+    }
+    json_decref(j);
+}
+
+cdc_err_t cdc_registry_load(cdc_capture_t *cap, cdc_error_t *e)
+{
+    char schemas[256], state[256];
+    cdc_kafka_topic_spec_t spec = {.partitions = 1, .compact = true};
+    cdc_err_t rc;
+
+    topic_name(cap, "_schemas", schemas, sizeof(schemas));
+    topic_name(cap, "_capture", state, sizeof(state));
+    /* an existing topic with more partitions is fine: the capture uses partition 0 only */
+    spec.name = schemas;
+    rc = cdc_kafka_ensure_topic(cap->cfg->kafka_bootstrap, cap->cfg->kafka_properties, &spec,
+                                ADMIN_TIMEOUT_MS, e);
+    if (rc != CDC_OK && rc != CDC_ERR_CONFLICT)
+        return rc;
+    spec.name = state;
+    rc = cdc_kafka_ensure_topic(cap->cfg->kafka_bootstrap, cap->cfg->kafka_properties, &spec,
+                                ADMIN_TIMEOUT_MS, e);
+    if (rc != CDC_OK && rc != CDC_ERR_CONFLICT)
+        return rc;
+    cap->snapshot_marked = false;
+    rc = read_topic(cap, schemas, on_schema, e);
+    if (rc != CDC_OK)
+        return rc;
+    rc = read_topic(cap, state, on_marker, e);
+    if (rc != CDC_OK)
+        return rc;
+    cap->registry_loaded = true;
+    return CDC_OK;
+}
+
+/* Produces one record on an internal topic and waits until Kafka acked it. */
+static cdc_err_t produce_acked(cdc_capture_t *cap, const char *topic, const char *key,
+                               const char *value, cdc_error_t *e)
+{
+    cdc_kafka_record_t rec = {.topic = topic,
+                              .partition = 0,
+                              .key = key,
+                              .key_len = strlen(key),
+                              .value = value,
+                              .value_len = strlen(value),
+                              .opaque = CDC_CAPTURE_SCHEMA_OPAQUE};
+    cdc_err_t rc;
+
+    cap->schema_ack_pending = true;
+    cap->schema_ack_err = CDC_OK;
+    for (;;) {
+        rc = cdc_kafka_produce(cap->producer, &rec, e);
+        if (rc != CDC_ERR_TIMEOUT)
+            break;
+        if (*cap->stop)
+            return rc;
+    }
+    if (rc != CDC_OK) {
+        cap->schema_ack_pending = false;
+        return rc;
+    }
+    /* everything produced before is acked too: events never overtake their schema */
+    while (cap->schema_ack_pending) {
+        rc = cdc_kafka_producer_flush(cap->producer, 1000, e);
+        if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT)
+            return rc;
+        if (cap->schema_ack_pending && *cap->stop)
+            return cdc_error_set(e, CDC_ERR_CLOSED, "stopping before \"%s\" was acked", key);
+    }
+    if (cap->schema_ack_err != CDC_OK)
+        return cdc_error_set_retriable(e, cap->schema_ack_err, true,
+                                       "could not publish \"%s\" to \"%s\": %s", key, topic,
+                                       cdc_err_str(cap->schema_ack_err));
+    return CDC_OK;
+}
+
+cdc_err_t cdc_registry_mark_snapshot(cdc_capture_t *cap, uint64_t lsn, const char *mode,
+                                     cdc_error_t *e)
+{
+    char topic[256], key[256], lsnbuf[32], *value;
+    json_t *j = json_object();
+    cdc_err_t rc;
+
+    topic_name(cap, "_capture", topic, sizeof(topic));
+    snprintf(key, sizeof(key), "snapshot/%s", cap->cfg->slot);
+    json_object_set_new(j, "slot", json_string(cap->cfg->slot));
+    json_object_set_new(j, "consistent_lsn", json_string(cdc_lsn_str(lsn, lsnbuf, 32)));
+    json_object_set_new(j, "mode", json_string(mode));
+    json_object_set_new(j, "ts_ms", json_integer(cdc_capture_now_ms()));
+    value = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (value == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    rc = produce_acked(cap, topic, key, value, e);
+    free(value);
+    if (rc == CDC_OK) {
+        cap->snapshot_marked = true;
+        cap->marker_lsn = lsn;
+    }
+    return rc;
+}
+
+static cdc_err_t ensure_topic(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
+{
+    cdc_kafka_topic_spec_t spec = {.name = t->topic, .partitions = (int32_t)cap->cfg->partitions};
+    cdc_err_t rc;
+    int32_t n = 0;
+
+    if (t->topic_ready)
+        return CDC_OK;
+    rc = cdc_kafka_ensure_topic(cap->cfg->kafka_bootstrap, cap->cfg->kafka_properties, &spec,
+                                ADMIN_TIMEOUT_MS, e);
+    if (rc == CDC_ERR_CONFLICT) {
+        /* an existing topic with another partition count: use it as it is */
+        if (cdc_kafka_topic_partitions(cap->cfg->kafka_bootstrap, cap->cfg->kafka_properties,
+                                       t->topic, &n, ADMIN_TIMEOUT_MS, e) != CDC_OK)
+            return e->code;
+        cdc_log_warn("topic %s has %d partitions, not %d; using it as it is", t->topic, (int)n,
+                     (int)cap->cfg->partitions);
+        t->partitions = n;
+    } else if (rc != CDC_OK) {
+        return rc;
+    } else {
+        t->partitions = (int32_t)cap->cfg->partitions;
+    }
+    t->topic_ready = true;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_schema_doc_t *doc,
+                                 cdc_error_t *e)
+{
+    char topic[256], key[512];
+    char *json = NULL;
+    cdc_err_t rc;
+
+    free(doc->topic);
+    doc->topic = strdup(t->topic);
+    if (doc->topic == NULL) {
+        cdc_schema_doc_free(doc);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    rc = ensure_topic(cap, t, e);
+    if (rc != CDC_OK) {
+        cdc_schema_doc_free(doc);
+        return rc;
+    }
+    if (t->has_latest && cdc_schema_doc_same_shape(&t->latest, doc)) {
+        doc->version = t->latest.version;
+    } else {
+        doc->version = t->has_latest ? t->latest.version + 1 : 1;
+        rc = cdc_schema_doc_encode(doc, &json, e);
+        if (rc != CDC_OK) {
+            cdc_schema_doc_free(doc);
+            return rc;
+        }
+        topic_name(cap, "_schemas", topic, sizeof(topic));
+        cdc_schema_record_key(t->topic, doc->version, key, sizeof(key));
+        rc = produce_acked(cap, topic, key, json, e);
+        free(json);
+        if (rc != CDC_OK) {
+            cdc_schema_doc_free(doc);
+            return rc;
+        }
+        cdc_log_info("registered schema %s version %" PRId64 " (%zu columns)", t->topic,
+                     doc->version, doc->ncols);
+        if (t->has_latest)
+            cdc_schema_doc_free(&t->latest);
+        t->has_latest = cdc_schema_doc_copy(&t->latest, doc) == CDC_OK;
+    }
+    if (t->has_doc)
+        cdc_schema_doc_free(&t->doc);
+    t->doc = *doc;
+    t->has_doc = true;
+    memset(doc, 0, sizeof(*doc));
+    snprintf(t->version_str, sizeof(t->version_str), "%" PRId64, t->doc.version);
+    return CDC_OK;
+}

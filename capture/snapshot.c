@@ -1,0 +1,286 @@
+/*
+ * Initial snapshot: reads every captured table inside the snapshot the slot exported
+ * when it was created (SET TRANSACTION SNAPSHOT on the normal connection), so the rows
+ * are exactly those committed before the slot's consistent point; streaming then starts
+ * at that point, with no gap and no overlap. Each table is read through a cursor in
+ * chunks of --snapshot-chunk rows (memory stays bounded) and emitted as op "r" events.
+ * A capture killed during the snapshot never wrote the snapshot marker, so the next
+ * start drops the slot and snapshots again (duplicates are possible, gaps are not).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "capture/capture.h"
+#include "common/log.h"
+
+static cdc_err_t exec(PGconn *c, const char *sql, cdc_error_t *e)
+{
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        cdc_err_t code = PQstatus(c) != CONNECTION_OK ? CDC_ERR_UNAVAILABLE : CDC_ERR_SOURCE;
+        char msg[400];
+        size_t n;
+        snprintf(msg, sizeof(msg), "%s", PQresultErrorMessage(r));
+        n = strlen(msg);
+        while (n > 0 && msg[n - 1] == '\n')
+            msg[--n] = '\0';
+        cdc_error_set_retriable(e, code, true, "snapshot query failed: %s", msg);
+        PQclear(r);
+        return code;
+    }
+    PQclear(r);
+    return CDC_OK;
+}
+
+/* Builds the table's schema document from the catalog, as pgoutput's Relation would. */
+static cdc_err_t catalog_doc(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_schema_doc_t *doc,
+                             cdc_buf_t *collist, cdc_error_t *e)
+{
+    const char *p[2] = {t->schema, t->name};
+    PGresult *r;
+    int n, key = 0;
+
+    memset(doc, 0, sizeof(*doc));
+    r = PQexecParams(cap->src.sql,
+                     "SELECT a.attname, a.atttypid, a.atttypmod, a.attnotnull, "
+                     "  c.relreplident = 'f' OR EXISTS (SELECT 1 FROM pg_index i "
+                     "    WHERE i.indrelid = c.oid AND a.attnum = ANY (i.indkey) AND "
+                     "    ((c.relreplident = 'd' AND i.indisprimary) OR "
+                     "     (c.relreplident = 'i' AND i.indisreplident))), "
+                     "  tn.nspname || '.' || ty.typname, c.oid, c.relreplident "
+                     "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+                     "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                     "JOIN pg_type ty ON ty.oid = a.atttypid "
+                     "JOIN pg_namespace tn ON tn.oid = ty.typnamespace "
+                     "WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 "
+                     "AND NOT a.attisdropped AND a.attgenerated = '' ORDER BY a.attnum",
+                     2, NULL, p, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        cdc_error_set_retriable(e, CDC_ERR_SOURCE, true, "could not read columns of %s.%s: %s",
+                                t->schema, t->name, PQresultErrorMessage(r));
+        PQclear(r);
+        return CDC_ERR_SOURCE;
+    }
+    n = PQntuples(r);
+    doc->format = CDC_SCHEMA_FORMAT;
+    doc->pg_schema = strdup(t->schema);
+    doc->pg_table = strdup(t->name);
+    doc->cols = calloc(n ? (size_t)n : 1, sizeof(*doc->cols));
+    if (doc->cols == NULL || doc->pg_schema == NULL || doc->pg_table == NULL) {
+        PQclear(r);
+        cdc_schema_doc_free(doc);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    doc->ncols = (size_t)n;
+    for (int i = 0; i < n; i++) {
+        cdc_schema_col_t *c = &doc->cols[i];
+        char *q;
+        c->name = strdup(PQgetvalue(r, i, 0));
+        cdc_capture_fill_col(cap, c, (uint32_t)strtoul(PQgetvalue(r, i, 1), NULL, 10),
+                             (int32_t)strtol(PQgetvalue(r, i, 2), NULL, 10), PQgetvalue(r, i, 5));
+        c->key = strcmp(PQgetvalue(r, i, 4), "t") == 0 ? ++key : 0;
+        c->nullable = c->key == 0 && strcmp(PQgetvalue(r, i, 3), "t") != 0;
+        q = PQescapeIdentifier(cap->src.sql, c->name ? c->name : "", c->name ? strlen(c->name) : 0);
+        cdc_buf_printf(collist, "%s%s", i ? ", " : "", q ? q : "?");
+        PQfreemem(q);
+    }
+    if (n > 0) {
+        doc->relid = (uint32_t)strtoul(PQgetvalue(r, 0, 6), NULL, 10);
+        doc->replica_identity = PQgetvalue(r, 0, 7)[0];
+    }
+    PQclear(r);
+    if (key == 0) {
+        cdc_schema_doc_free(doc);
+        return cdc_error_set(e, CDC_ERR_CONFIG,
+                             "table \"%s.%s\" has no primary key and no usable replica identity "
+                             "(hint: add a primary key, or ALTER TABLE \"%s\".\"%s\" REPLICA "
+                             "IDENTITY FULL;)",
+                             t->schema, t->name, t->schema, t->name);
+    }
+    return CDC_OK;
+}
+
+/* Emits the rows of one chunk; `last_row` >= 0 marks that row as the table's last. */
+static cdc_err_t emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t, PGresult *r, int from,
+                           int to, bool last, uint64_t cp, int64_t ts, uint64_t tx,
+                           cdc_pgo_value_t *vals, cdc_error_t *e)
+{
+    cdc_pgo_tuple_t row = {(uint16_t)t->doc.ncols, vals};
+    cdc_event_t ev = {.op = 'r',
+                      .schema = &t->doc,
+                      .after = &row,
+                      .lsn = cp,
+                      .commit_lsn = cp,
+                      .xid = 0,
+                      .source_ts_ms = ts,
+                      .db = cap->src.db,
+                      .name = cap->cfg->topic_prefix};
+    cdc_err_t rc;
+
+    for (int i = from; i < to; i++) {
+        for (size_t c = 0; c < t->doc.ncols; c++) {
+            if (PQgetisnull(r, i, (int)c)) {
+                vals[c] = (cdc_pgo_value_t){CDC_PGO_VAL_NULL, NULL, 0};
+            } else {
+                vals[c] = (cdc_pgo_value_t){CDC_PGO_VAL_TEXT, PQgetvalue(r, i, (int)c),
+                                            (uint32_t)PQgetlength(r, i, (int)c)};
+            }
+        }
+        ev.snapshot = (last && i == to - 1) ? "last" : "true";
+        ev.ts_ms = cdc_capture_now_ms();
+        cdc_buf_reset(&cap->key);
+        cdc_buf_reset(&cap->value);
+        if (!cdc_event_encode_key(&cap->key, &t->doc, &row, NULL))
+            return cdc_error_set(e, CDC_ERR_INTERNAL, "snapshot row of %s.%s without key",
+                                 t->schema, t->name);
+        cdc_event_encode_value(&cap->value, &ev);
+        rc = cdc_capture_produce(cap, t, CDC_KAFKA_PARTITION_ANY, &cap->key, &cap->value, 'r', tx,
+                                 e);
+        if (rc != CDC_OK)
+            return rc;
+        cdc_metrics_counter_inc(t->m_snapshot_rows);
+    }
+    return CDC_OK;
+}
+
+static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t cp, int64_t ts,
+                                uint64_t tx, cdc_error_t *e)
+{
+    cdc_schema_doc_t doc;
+    cdc_buf_t cols = {0}, sql = {0};
+    cdc_pgo_value_t *vals = NULL;
+    PGresult *prev = NULL, *cur = NULL;
+    char fetch[64];
+    char *qs = NULL, *qn = NULL;
+    int64_t rows = 0;
+    cdc_err_t rc;
+
+    rc = catalog_doc(cap, t, &doc, &cols, e);
+    if (rc != CDC_OK)
+        goto cleanup;
+    rc = cdc_capture_set_schema(cap, t, &doc, e);
+    if (rc != CDC_OK)
+        goto cleanup;
+    vals = calloc(t->doc.ncols ? t->doc.ncols : 1, sizeof(*vals));
+    qs = PQescapeIdentifier(cap->src.sql, t->schema, strlen(t->schema));
+    qn = PQescapeIdentifier(cap->src.sql, t->name, strlen(t->name));
+    if (vals == NULL || qs == NULL || qn == NULL) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto cleanup;
+    }
+    cdc_buf_printf(&sql, "DECLARE cdc_snapshot NO SCROLL CURSOR FOR SELECT %s FROM %s.%s",
+                   cols.data ? cols.data : "", qs, qn);
+    rc = exec(cap->src.sql, sql.data, e);
+    if (rc != CDC_OK)
+        goto cleanup;
+    snprintf(fetch, sizeof(fetch), "FETCH %" PRId64 " FROM cdc_snapshot", cap->cfg->snapshot_chunk);
+    cdc_log_info("snapshot of %s.%s started", t->schema, t->name);
+    /* one chunk is held back so the table's last row can say snapshot="last" */
+    for (;;) {
+        int n;
+        cur = PQexec(cap->src.sql, fetch);
+        if (PQresultStatus(cur) != PGRES_TUPLES_OK) {
+            rc = cdc_error_set_retriable(e, CDC_ERR_SOURCE, true, "snapshot of %s.%s failed: %s",
+                                         t->schema, t->name, PQresultErrorMessage(cur));
+            goto cleanup;
+        }
+        n = PQntuples(cur);
+        if (prev) {
+            rc = emit_rows(cap, t, prev, 0, PQntuples(prev), n == 0, cp, ts, tx, vals, e);
+            if (rc != CDC_OK)
+                goto cleanup;
+            rows += PQntuples(prev);
+            PQclear(prev);
+            prev = NULL;
+        }
+        if (n == 0)
+            break;
+        prev = cur;
+        cur = NULL;
+        if (*cap->stop) {
+            rc = cdc_error_set(e, CDC_ERR_CLOSED, "stopped during the snapshot of %s.%s", t->schema,
+                               t->name);
+            goto cleanup;
+        }
+        cdc_kafka_producer_poll(cap->producer, 0);
+        if (cap->track.failed) {
+            rc = cdc_error_set_retriable(e, CDC_ERR_KAFKA, true,
+                                         "a Kafka delivery failed during the snapshot");
+            goto cleanup;
+        }
+    }
+    rc = exec(cap->src.sql, "CLOSE cdc_snapshot", e);
+    if (rc == CDC_OK)
+        cdc_log_info("snapshot of %s.%s done: %" PRId64 " rows", t->schema, t->name, rows);
+cleanup:
+    PQclear(prev);
+    PQclear(cur);
+    PQfreemem(qs);
+    PQfreemem(qn);
+    free(vals);
+    cdc_buf_free(&cols);
+    cdc_buf_free(&sql);
+    return rc;
+}
+
+cdc_err_t cdc_snapshot_run(cdc_capture_t *cap, const char *snapshot_name, uint64_t consistent_lsn,
+                           cdc_error_t *e)
+{
+    char sql[160];
+    int64_t ts = cdc_capture_now_ms();
+    uint64_t tx;
+    cdc_err_t rc;
+
+    cdc_metrics_gauge_set(cap->m_snapshot_running, 1);
+    cdc_metrics_gauge_set(cap->m_snapshot_tables_total, (double)cap->nwanted);
+    cdc_metrics_gauge_set(cap->m_snapshot_tables_done, 0);
+    rc = exec(cap->src.sql, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", e);
+    if (rc != CDC_OK)
+        goto done;
+    snprintf(sql, sizeof(sql), "SET TRANSACTION SNAPSHOT '%s'", snapshot_name);
+    rc = exec(cap->src.sql, sql, e);
+    if (rc != CDC_OK)
+        goto done;
+    tx = cdc_txtrack_begin(&cap->track);
+    for (size_t i = 0; i < cap->nwanted && rc == CDC_OK; i++) {
+        cdc_capture_table_t *t =
+            cdc_capture_table_get(cap, cap->wanted[i].schema, cap->wanted[i].name);
+        if (t == NULL) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            break;
+        }
+        rc = snapshot_table(cap, t, consistent_lsn, ts, tx, e);
+        if (rc == CDC_OK)
+            cdc_metrics_gauge_set(cap->m_snapshot_tables_done, (double)(i + 1));
+    }
+    if (rc != CDC_OK)
+        goto done;
+    cdc_txtrack_commit(&cap->track, tx, consistent_lsn);
+    rc = exec(cap->src.sql, "COMMIT", e);
+    if (rc != CDC_OK)
+        goto done;
+    /* every snapshot event must be acked before the marker says the snapshot is complete */
+    while (cdc_kafka_producer_outstanding(cap->producer) > 0 && !cap->track.failed) {
+        rc = cdc_kafka_producer_flush(cap->producer, 1000, e);
+        if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT)
+            goto done;
+        rc = CDC_OK;
+        if (*cap->stop) {
+            rc = cdc_error_set(e, CDC_ERR_CLOSED, "stopped before the snapshot was acked");
+            goto done;
+        }
+    }
+    if (cap->track.failed)
+        rc = cdc_error_set_retriable(e, CDC_ERR_KAFKA, true,
+                                     "a Kafka delivery failed during the snapshot");
+done:
+    if (rc != CDC_OK)
+        exec(cap->src.sql, "ROLLBACK", &(cdc_error_t){0});
+    cdc_metrics_gauge_set(cap->m_snapshot_running, 0);
+    return rc;
+}

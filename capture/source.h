@@ -1,0 +1,120 @@
+/*
+ * The PostgreSQL side of the capture: the libpq adapter. It owns two connections, a
+ * normal one (setup checks, catalog queries, snapshot reads, heartbeats) and a
+ * `replication=database` one (slot creation with an exported snapshot, the pgoutput
+ * stream, standby status updates). Both force the session settings the event encoder
+ * relies on (DateStyle=ISO, TimeZone=UTC, bytea_output=hex, extra_float_digits=1).
+ * Only this file and snapshot.c include libpq-fe.h.
+ */
+#ifndef CDC_CAPTURE_SOURCE_H
+#define CDC_CAPTURE_SOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+typedef struct pg_conn PGconn;
+
+typedef struct cdc_source_table {
+    char *schema;
+    char *name;
+} cdc_source_table_t;
+
+typedef struct cdc_source {
+    PGconn *sql;
+    PGconn *repl;
+    char *copybuf;           /* last buffer from PQgetCopyData (freed on the next read) */
+    uint64_t last_received;  /* highest LSN seen in XLogData or keepalive */
+    uint64_t server_wal_end; /* server's WAL end from the last message */
+    char db[128];
+} cdc_source_t;
+
+/* What cdc_source_read() returned. */
+typedef enum cdc_source_event {
+    CDC_SRC_NONE = 0,  /* nothing within the timeout */
+    CDC_SRC_DATA,      /* an XLogData payload */
+    CDC_SRC_KEEPALIVE, /* a primary keepalive; reply_requested says whether to answer now */
+} cdc_source_event_t;
+
+/* Opens the normal connection. CDC_ERR_UNAVAILABLE (retriable) when it cannot connect. */
+cdc_err_t cdc_source_connect_sql(cdc_source_t *src, const char *dsn, cdc_error_t *e);
+
+/* Opens the replication connection (replication=database). */
+cdc_err_t cdc_source_connect_repl(cdc_source_t *src, const char *dsn, cdc_error_t *e);
+
+/* Closes both connections and frees buffers; the struct can be reused. */
+void cdc_source_close(cdc_source_t *src);
+
+/* Setup checks and the settings they need. */
+typedef struct cdc_source_setup {
+    const char *slot;
+    const char *publication;
+    const cdc_source_table_t *tables; /* configured tables; may be empty = the publication's */
+    size_t ntables;
+    bool create_publication;
+} cdc_source_setup_t;
+
+/*
+ * Checks wal_level, replication slot and sender limits, the REPLICATION privilege,
+ * that each table exists, is readable and has a usable key, and that the publication
+ * exists and contains the tables (creating or extending it when create_publication).
+ * On failure e->msg says what is wrong and how to fix it (SQL or setting); the error is
+ * CDC_ERR_CONFIG (not retriable). On success *out and *nout list the tables to capture
+ * (caller frees with cdc_source_tables_free()).
+ */
+cdc_err_t cdc_source_check_setup(cdc_source_t *src, const cdc_source_setup_t *setup,
+                                 cdc_source_table_t **out, size_t *nout, cdc_error_t *e);
+
+void cdc_source_tables_free(cdc_source_table_t *t, size_t n);
+
+/* Whether the slot exists (in this database, with pgoutput) and its confirmed_flush_lsn. */
+cdc_err_t cdc_source_slot_info(cdc_source_t *src, const char *slot, bool *exists,
+                               uint64_t *confirmed, cdc_error_t *e);
+
+/*
+ * Creates the logical slot on the replication connection. With export_snapshot the
+ * snapshot name is written to snapshot (size >= 64) and stays usable until the next
+ * command on the replication connection.
+ */
+cdc_err_t cdc_source_create_slot(cdc_source_t *src, const char *slot, bool export_snapshot,
+                                 uint64_t *consistent_lsn, char *snapshot, cdc_error_t *e);
+
+/* Drops the slot (waiting for a previous walsender to let go of it). */
+cdc_err_t cdc_source_drop_slot(cdc_source_t *src, const char *slot, cdc_error_t *e);
+
+/* START_REPLICATION with pgoutput proto_version 1, the publication and messages on. */
+cdc_err_t cdc_source_start(cdc_source_t *src, const char *slot, const char *publication,
+                           uint64_t start_lsn, cdc_error_t *e);
+
+/*
+ * Waits up to timeout_ms for one message of the stream. DATA: *data and *len give the pgoutput
+ * payload (valid until the next call) and *lsn the WAL position it came from.
+ * KEEPALIVE: *reply_requested tells whether the server wants a status update now.
+ * Errors: CDC_ERR_UNAVAILABLE (connection lost, retriable), CDC_ERR_PROTOCOL.
+ */
+cdc_err_t cdc_source_read(cdc_source_t *src, int timeout_ms, cdc_source_event_t *ev,
+                          const uint8_t **data, size_t *len, uint64_t *lsn, bool *reply_requested,
+                          cdc_error_t *e);
+
+/* Sends a standby status update: written = received, flushed = applied = confirmed. */
+cdc_err_t cdc_source_feedback(cdc_source_t *src, uint64_t confirmed, cdc_error_t *e);
+
+/* Emits a transactional logical message (prefix "cdc.heartbeat") on the normal connection. */
+cdc_err_t cdc_source_heartbeat(cdc_source_t *src, cdc_error_t *e);
+
+/* Ends the stream politely (CopyDone) so the walsender exits; errors are ignored. */
+void cdc_source_stop(cdc_source_t *src);
+
+/*
+ * Column facts the Relation message does not carry: nullability (attnotnull) by
+ * attribute name, for the relation oid. *notnull receives one flag per name in names.
+ */
+cdc_err_t cdc_source_notnull(cdc_source_t *src, uint32_t relid, const char *const *names, size_t n,
+                             bool *notnull, cdc_error_t *e);
+
+/* Current WAL insert position (for lag metrics). */
+cdc_err_t cdc_source_current_lsn(cdc_source_t *src, uint64_t *lsn, cdc_error_t *e);
+
+#endif

@@ -1,0 +1,806 @@
+/*
+ * The capture's session loop: connect, check the setup, find or create the slot (with
+ * the initial snapshot when needed), then stream pgoutput messages into Kafka events.
+ * A transaction's commit LSN is confirmed to PostgreSQL only when every event of it
+ * and of all earlier transactions was acknowledged by Kafka (txtrack.c). Any failure
+ * of PostgreSQL or Kafka ends the session; the next one resumes from the slot's
+ * confirmed position after a backoff, so nothing is skipped (duplicates are possible).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <time.h>
+
+#include "capture/capture.h"
+#include "common/log.h"
+
+#define READ_TIMEOUT_MS 100
+#define POLL_EVERY 256
+#define QUEUE_FULL_WAIT_MS 200
+
+int64_t cdc_capture_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+cdc_err_t cdc_capture_parse_tables(const char *list, cdc_source_table_t **t, size_t *n,
+                                   cdc_error_t *e)
+{
+    char *copy, *save = NULL, *tok;
+    size_t cap = 0;
+
+    *t = NULL;
+    *n = 0;
+    if (list == NULL || *list == '\0')
+        return CDC_OK;
+    copy = strdup(list);
+    if (copy == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    for (tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+        char *dot = strchr(tok, '.');
+        if (*n == cap) {
+            size_t ncap = cap ? cap * 2 : 8;
+            cdc_source_table_t *nt = realloc(*t, ncap * sizeof(**t));
+            if (nt == NULL) {
+                free(copy);
+                return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            }
+            *t = nt;
+            cap = ncap;
+        }
+        if (dot) {
+            *dot = '\0';
+            (*t)[*n].schema = strdup(tok);
+            (*t)[*n].name = strdup(dot + 1);
+        } else {
+            (*t)[*n].schema = strdup("public");
+            (*t)[*n].name = strdup(tok);
+        }
+        if ((*t)[*n].name[0] == '\0' || (*t)[*n].schema[0] == '\0') {
+            (*n)++;
+            free(copy);
+            return cdc_error_set(e, CDC_ERR_CONFIG,
+                                 "invalid table name in --tables: expected schema.table");
+        }
+        (*n)++;
+    }
+    free(copy);
+    return CDC_OK;
+}
+
+cdc_capture_table_t *cdc_capture_table_get(cdc_capture_t *cap, const char *schema, const char *name)
+{
+    char topic[512];
+    cdc_capture_table_t *t, *nt;
+    const char *labels[5];
+
+    snprintf(topic, sizeof(topic), "%s.%s.%s", cap->cfg->topic_prefix, schema, name);
+    for (size_t i = 0; i < cap->ntables; i++)
+        if (strcmp(cap->tables[i].topic, topic) == 0)
+            return &cap->tables[i];
+    nt = realloc(cap->tables, (cap->ntables + 1) * sizeof(*nt));
+    if (nt == NULL)
+        return NULL;
+    cap->tables = nt;
+    t = &cap->tables[cap->ntables];
+    memset(t, 0, sizeof(*t));
+    t->topic = strdup(topic);
+    t->schema = strdup(schema);
+    t->name = strdup(name);
+    if (t->topic == NULL || t->schema == NULL || t->name == NULL) {
+        free(t->topic);
+        free(t->schema);
+        free(t->name);
+        return NULL;
+    }
+    for (size_t i = 0; i < cap->nwanted; i++)
+        if (strcmp(cap->wanted[i].schema, schema) == 0 && strcmp(cap->wanted[i].name, name) == 0)
+            t->captured = true;
+    snprintf(topic, sizeof(topic), "%s.%s", schema, name);
+    labels[0] = "table";
+    labels[1] = topic;
+    labels[2] = NULL;
+    t->m_events = cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_events_total",
+                                      "Change events produced, per table.", labels);
+    t->m_bytes = cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_bytes_total",
+                                     "Bytes of event keys and values produced, per table.", labels);
+    t->m_snapshot_rows =
+        cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_snapshot_rows_total",
+                            "Rows read by the initial snapshot, per table.", labels);
+    cap->ntables++;
+    return t;
+}
+
+static cdc_capture_table_t *table_by_relid(cdc_capture_t *cap, uint32_t relid)
+{
+    for (size_t i = 0; i < cap->ntables; i++)
+        if (cap->tables[i].relid == relid)
+            return &cap->tables[i];
+    return NULL;
+}
+
+void cdc_capture_fill_col(cdc_capture_t *cap, cdc_schema_col_t *col, uint32_t oid, int32_t typmod,
+                          const char *type_name)
+{
+    const char *builtin = cdc_schema_pg_type_name(oid);
+    uint32_t elem = cdc_schema_array_elem(oid);
+    char buf[160];
+
+    col->pg_oid = oid;
+    col->typmod = typmod;
+    cdc_schema_map_type(oid, typmod, &col->ice_type, &col->precision, &col->scale, &col->enc);
+    col->elem_oid = elem;
+    if (builtin == NULL && elem != 0) {
+        snprintf(buf, sizeof(buf), "_%s", cdc_schema_pg_type_name(elem));
+        builtin = buf;
+    }
+    if (builtin == NULL && type_name == NULL) {
+        for (size_t i = 0; i < cap->ntypes; i++)
+            if (cap->types[i].oid == oid)
+                type_name = cap->types[i].name;
+    }
+    if (builtin == NULL && type_name != NULL) {
+        const char *dot = strrchr(type_name, '.');
+        const char *base = dot ? dot + 1 : type_name;
+        if (base[0] == '_') /* an array of a user-defined type: elements as strings */
+            col->enc = CDC_VENC_ARRAY;
+    }
+    free(col->pg_type);
+    col->pg_type = strdup(builtin ? builtin : type_name ? type_name : "unknown");
+}
+
+/* ---- Kafka ---------------------------------------------------------------------------- */
+
+static void on_delivery(void *opaque, cdc_err_t err, const cdc_error_t *detail, int32_t partition,
+                        int64_t offset, void *cb_arg)
+{
+    cdc_capture_t *cap = cb_arg;
+    (void)partition;
+    (void)offset;
+    if (opaque == CDC_CAPTURE_SCHEMA_OPAQUE) {
+        cap->schema_ack_pending = false;
+        cap->schema_ack_err = err;
+    } else {
+        cdc_txtrack_acked(&cap->track, (uint64_t)(uintptr_t)opaque, err == CDC_OK);
+    }
+    if (err != CDC_OK && err != CDC_ERR_CLOSED) {
+        cdc_metrics_counter_inc(cap->m_delivery_errors);
+        cdc_log_error("kafka delivery failed: %s", detail ? detail->msg : cdc_err_str(err));
+    }
+}
+
+static cdc_err_t producer_open(cdc_capture_t *cap, cdc_error_t *e)
+{
+    cdc_kafka_producer_config_t pc = {
+        .bootstrap = cap->cfg->kafka_bootstrap,
+        .client_id = "cdc-capture",
+        .compression = cap->cfg->kafka_compression,
+        .linger_ms = 5,
+        .queue_max_messages = cap->cfg->max_inflight,
+        .queue_max_kbytes = cap->cfg->max_inflight_bytes / 1024,
+        .delivery_timeout_ms = 0,
+        .queue_full_timeout_ms = QUEUE_FULL_WAIT_MS,
+        .properties = cap->cfg->kafka_properties,
+        .on_delivery = on_delivery,
+        .cb_arg = cap,
+    };
+    return cdc_kafka_producer_new(&pc, &cap->producer, e);
+}
+
+/* Sends a status update with what Kafka has acked so far. */
+static cdc_err_t send_status(cdc_capture_t *cap, cdc_error_t *e)
+{
+    uint64_t c = cdc_txtrack_confirmable(&cap->track);
+    cdc_err_t rc;
+    if (c > cap->confirmed)
+        cap->confirmed = c;
+    rc = cdc_source_feedback(&cap->src, cap->confirmed, e);
+    cap->last_status_ms = mono_ms();
+    cdc_metrics_gauge_set(cap->m_confirmed_lsn, (double)cap->confirmed);
+    if (cap->src.server_wal_end > cap->confirmed)
+        cdc_metrics_gauge_set(cap->m_lag_bytes, (double)(cap->src.server_wal_end - cap->confirmed));
+    else
+        cdc_metrics_gauge_set(cap->m_lag_bytes, 0);
+    cdc_metrics_gauge_set(cap->m_inflight, (double)cap->track.inflight);
+    return rc;
+}
+
+cdc_err_t cdc_capture_produce(cdc_capture_t *cap, cdc_capture_table_t *t, int32_t partition,
+                              const cdc_buf_t *key, const cdc_buf_t *value, char op, uint64_t tx,
+                              cdc_error_t *e)
+{
+    char opstr[2] = {op, '\0'};
+    cdc_kafka_header_t hdr[2] = {
+        {"cdc.schema", t->version_str, strlen(t->version_str)},
+        {"cdc.op", opstr, 1},
+    };
+    cdc_kafka_record_t rec = {.topic = t->topic,
+                              .partition = partition,
+                              .key = key ? key->data : NULL,
+                              .key_len = key ? key->len : 0,
+                              .value = value->data,
+                              .value_len = value->len,
+                              .headers = hdr,
+                              .header_count = 2,
+                              .opaque = (void *)(uintptr_t)tx};
+    cdc_err_t rc;
+
+    if (value->oom || (key && key->oom))
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory encoding an event of %s", t->topic);
+    for (;;) {
+        rc = cdc_kafka_produce(cap->producer, &rec, e);
+        if (rc != CDC_ERR_TIMEOUT)
+            break;
+        /* producer queue full: backpressure. Keep the walsender happy meanwhile. */
+        if (*cap->stop)
+            return cdc_error_set(e, CDC_ERR_CLOSED, "stopping while the producer queue is full");
+        if (cap->src.repl && send_status(cap, e) != CDC_OK)
+            return e->code;
+        if (cap->track.failed)
+            return cdc_error_set(e, CDC_ERR_KAFKA, "a Kafka delivery failed");
+    }
+    if (rc != CDC_OK)
+        return rc;
+    cdc_txtrack_add(&cap->track, tx);
+    cdc_metrics_counter_inc(t->m_events);
+    cdc_metrics_counter_add(t->m_bytes, (double)(value->len + (key ? key->len : 0)));
+    return CDC_OK;
+}
+
+/* ---- change handling ---------------------------------------------------------------- */
+
+static cdc_err_t on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_error_t *e)
+{
+    cdc_capture_table_t *t, *old;
+    cdc_schema_doc_t doc = {0};
+    const char **names = NULL;
+    bool *notnull = NULL;
+    int key = 0;
+    cdc_err_t rc = CDC_ERR_NOMEM;
+    uint16_t n = m->u.relation.ncols;
+
+    t = cdc_capture_table_get(cap, m->u.relation.nspname, m->u.relation.relname);
+    if (t == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    old = table_by_relid(cap, m->u.relation.relid);
+    if (old && old != t)
+        old->relid = 0; /* renamed: the oid now belongs to another name */
+    t->relid = m->u.relation.relid;
+    if (!t->captured) {
+        cdc_log_debug("ignoring relation %s.%s (not in --tables)", t->schema, t->name);
+        return CDC_OK;
+    }
+    doc.format = CDC_SCHEMA_FORMAT;
+    doc.pg_schema = strdup(t->schema);
+    doc.pg_table = strdup(t->name);
+    doc.relid = m->u.relation.relid;
+    doc.replica_identity = m->u.relation.replident;
+    doc.cols = calloc(n ? n : 1, sizeof(*doc.cols));
+    names = calloc(n ? n : 1, sizeof(*names));
+    notnull = calloc(n ? n : 1, sizeof(*notnull));
+    if (doc.cols == NULL || names == NULL || notnull == NULL || doc.pg_schema == NULL ||
+        doc.pg_table == NULL)
+        goto fail;
+    doc.ncols = n;
+    for (uint16_t i = 0; i < n; i++) {
+        const cdc_pgo_column_t *c = &m->u.relation.cols[i];
+        doc.cols[i].name = strdup(c->name);
+        if (doc.cols[i].name == NULL)
+            goto fail;
+        names[i] = doc.cols[i].name;
+        cdc_capture_fill_col(cap, &doc.cols[i], c->type_oid, c->typmod, NULL);
+        doc.cols[i].key = c->key ? ++key : 0;
+    }
+    if (cdc_source_notnull(&cap->src, doc.relid, names, n, notnull, e) != CDC_OK) {
+        rc = e->code;
+        goto fail;
+    }
+    for (uint16_t i = 0; i < n; i++)
+        doc.cols[i].nullable = doc.cols[i].key == 0 && !notnull[i];
+    free(names);
+    free(notnull);
+    if (key == 0) {
+        cdc_schema_doc_free(&doc);
+        return cdc_error_set(e, CDC_ERR_CONFIG,
+                             "table \"%s.%s\" has no primary key and no usable replica identity "
+                             "(hint: add a primary key, or ALTER TABLE \"%s\".\"%s\" REPLICA "
+                             "IDENTITY FULL;)",
+                             t->schema, t->name, t->schema, t->name);
+    }
+    return cdc_capture_set_schema(cap, t, &doc, e);
+fail:
+    free(names);
+    free(notnull);
+    cdc_schema_doc_free(&doc);
+    if (rc == CDC_ERR_NOMEM)
+        cdc_error_set(e, rc, "out of memory");
+    return rc;
+}
+
+static cdc_err_t on_type(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_error_t *e)
+{
+    cdc_capture_type_t *nt;
+    char *name = NULL;
+
+    if (asprintf(&name, "%s.%s", m->u.type.nspname, m->u.type.typname) < 0)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < cap->ntypes; i++) {
+        if (cap->types[i].oid == m->u.type.oid) {
+            free(cap->types[i].name);
+            cap->types[i].name = name;
+            return CDC_OK;
+        }
+    }
+    nt = realloc(cap->types, (cap->ntypes + 1) * sizeof(*nt));
+    if (nt == NULL) {
+        free(name);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    cap->types = nt;
+    cap->types[cap->ntypes].oid = m->u.type.oid;
+    cap->types[cap->ntypes].name = name;
+    cap->types[cap->ntypes].is_array = m->u.type.typname[0] == '_';
+    cap->ntypes++;
+    return CDC_OK;
+}
+
+static cdc_capture_table_t *captured(cdc_capture_t *cap, uint32_t relid, cdc_error_t *e,
+                                     cdc_err_t *rc)
+{
+    cdc_capture_table_t *t = table_by_relid(cap, relid);
+    *rc = CDC_OK;
+    if (t == NULL || !t->captured)
+        return NULL;
+    if (!t->has_doc) {
+        *rc = cdc_error_set(e, CDC_ERR_PROTOCOL, "change for relation %u before its schema", relid);
+        return NULL;
+    }
+    return t;
+}
+
+static cdc_err_t emit(cdc_capture_t *cap, cdc_capture_table_t *t, char op, uint64_t lsn,
+                      const cdc_pgo_tuple_t *before, bool before_key_only,
+                      const cdc_pgo_tuple_t *after, const cdc_pgo_tuple_t *keyrow,
+                      const cdc_pgo_tuple_t *keyfallback, cdc_error_t *e)
+{
+    cdc_event_t ev = {.op = op,
+                      .schema = &t->doc,
+                      .before = before,
+                      .before_key_only = before_key_only,
+                      .after = after,
+                      .lsn = lsn,
+                      .commit_lsn = cap->commit_lsn,
+                      .xid = cap->xid,
+                      .source_ts_ms = cap->commit_ts_ms,
+                      .ts_ms = cdc_capture_now_ms(),
+                      .snapshot = "false",
+                      .db = cap->src.db,
+                      .name = cap->cfg->topic_prefix};
+
+    cdc_buf_reset(&cap->key);
+    cdc_buf_reset(&cap->value);
+    if (!cdc_event_encode_key(&cap->key, &t->doc, keyrow, keyfallback))
+        return cdc_error_set(e, CDC_ERR_PROTOCOL,
+                             "change at %" PRIu64 " of %s.%s lacks a key column value", lsn,
+                             t->schema, t->name);
+    cdc_event_encode_value(&cap->value, &ev);
+    return cdc_capture_produce(cap, t, CDC_KAFKA_PARTITION_ANY, &cap->key, &cap->value, op,
+                               cap->tx_id, e);
+}
+
+static cdc_err_t on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn, cdc_error_t *e)
+{
+    cdc_capture_table_t *t;
+    cdc_err_t rc;
+
+    if (cap->tx_id == 0)
+        return cdc_error_set(e, CDC_ERR_PROTOCOL, "change outside a transaction");
+    switch (m->kind) {
+    case CDC_PGO_INSERT:
+        t = captured(cap, m->u.insert.relid, e, &rc);
+        if (t == NULL)
+            return rc;
+        return emit(cap, t, 'c', lsn, NULL, false, &m->u.insert.newtup, &m->u.insert.newtup, NULL,
+                    e);
+    case CDC_PGO_UPDATE: {
+        const cdc_pgo_tuple_t *old = m->u.update.old_kind ? &m->u.update.oldtup : NULL;
+        const cdc_pgo_tuple_t *nw = &m->u.update.newtup;
+        t = captured(cap, m->u.update.relid, e, &rc);
+        if (t == NULL)
+            return rc;
+        if (old && !cdc_event_same_key(&t->doc, old, nw)) {
+            /* the key changed: a delete of the old key and an insert of the new one */
+            rc = emit(cap, t, 'd', lsn, old, m->u.update.old_kind == 'K', NULL, old, NULL, e);
+            if (rc != CDC_OK)
+                return rc;
+            return emit(cap, t, 'c', lsn, NULL, false, nw, nw, old, e);
+        }
+        return emit(cap, t, 'u', lsn, m->u.update.old_kind == 'O' ? old : NULL, false, nw, nw, old,
+                    e);
+    }
+    case CDC_PGO_DELETE:
+        t = captured(cap, m->u.del.relid, e, &rc);
+        if (t == NULL)
+            return rc;
+        return emit(cap, t, 'd', lsn, &m->u.del.oldtup, m->u.del.old_kind == 'K', NULL,
+                    &m->u.del.oldtup, NULL, e);
+    case CDC_PGO_TRUNCATE:
+        for (uint32_t i = 0; i < m->u.truncate.nrelids; i++) {
+            cdc_event_t ev = {.op = 't',
+                              .lsn = lsn,
+                              .commit_lsn = cap->commit_lsn,
+                              .xid = cap->xid,
+                              .source_ts_ms = cap->commit_ts_ms,
+                              .snapshot = "false",
+                              .db = cap->src.db,
+                              .name = cap->cfg->topic_prefix};
+            t = captured(cap, m->u.truncate.relids[i], e, &rc);
+            if (t == NULL) {
+                if (rc != CDC_OK)
+                    return rc;
+                continue;
+            }
+            ev.schema = &t->doc;
+            ev.ts_ms = cdc_capture_now_ms();
+            cdc_buf_reset(&cap->value);
+            cdc_event_encode_value(&cap->value, &ev);
+            /* every partition sees the truncate in order with its rows */
+            for (int32_t p = 0; p < t->partitions; p++) {
+                rc = cdc_capture_produce(cap, t, p, NULL, &cap->value, 't', cap->tx_id, e);
+                if (rc != CDC_OK)
+                    return rc;
+            }
+        }
+        return CDC_OK;
+    default:
+        return CDC_OK;
+    }
+}
+
+static cdc_err_t on_message(cdc_capture_t *cap, const uint8_t *data, size_t len, uint64_t lsn,
+                            cdc_error_t *e)
+{
+    cdc_pgo_msg_t m;
+    cdc_err_t rc = cdc_pgo_decode(data, len, &cap->scratch, &m, e);
+
+    if (rc != CDC_OK)
+        return rc;
+    switch (m.kind) {
+    case CDC_PGO_BEGIN:
+        cap->tx_id = cdc_txtrack_begin(&cap->track);
+        if (cap->tx_id == 0)
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory tracking transactions");
+        cap->xid = m.u.begin.xid;
+        cap->commit_lsn = m.u.begin.final_lsn;
+        cap->commit_ts_ms = (m.u.begin.commit_ts + CDC_PG_EPOCH_OFFSET_US) / 1000;
+        return CDC_OK;
+    case CDC_PGO_COMMIT:
+        if (cap->tx_id == 0)
+            return cdc_error_set(e, CDC_ERR_PROTOCOL, "commit without begin");
+        cdc_txtrack_commit(&cap->track, cap->tx_id, m.u.commit.end_lsn);
+        cap->tx_id = 0;
+        cdc_metrics_counter_inc(cap->m_transactions);
+        return CDC_OK;
+    case CDC_PGO_RELATION:
+        return on_relation(cap, &m, e);
+    case CDC_PGO_TYPE:
+        return on_type(cap, &m, e);
+    case CDC_PGO_ORIGIN:
+    case CDC_PGO_MESSAGE:
+        return CDC_OK; /* heartbeats and foreign messages carry no row changes */
+    default:
+        return on_change(cap, &m, lsn, e);
+    }
+}
+
+/* ---- session ----------------------------------------------------------------------- */
+
+static cdc_err_t drain(cdc_capture_t *cap, cdc_error_t *e)
+{
+    int64_t deadline = mono_ms() + cap->cfg->drain_timeout_ms;
+    cdc_error_t ignored;
+
+    (void)e;
+    while (cap->producer && cdc_kafka_producer_outstanding(cap->producer) > 0 &&
+           mono_ms() < deadline)
+        cdc_kafka_producer_flush(cap->producer, 200, &ignored);
+    if (cap->src.repl && send_status(cap, &ignored) == CDC_OK)
+        cdc_log_info("confirmed %X/%X to PostgreSQL", (unsigned)(cap->confirmed >> 32),
+                     (unsigned)cap->confirmed);
+    return CDC_OK;
+}
+
+static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *e)
+{
+    bool exists, initial = strcmp(cap->cfg->snapshot_mode, "initial") == 0;
+    uint64_t confirmed = 0, cp = 0;
+    char snapname[64] = "";
+    cdc_err_t rc;
+
+    rc = cdc_source_slot_info(&cap->src, cap->cfg->slot, &exists, &confirmed, e);
+    if (rc != CDC_OK)
+        return rc;
+    if (exists && initial && !cap->snapshot_marked) {
+        cdc_log_warn("slot %s exists but its initial snapshot never completed: dropping the "
+                     "slot and redoing the snapshot",
+                     cap->cfg->slot);
+        rc = cdc_source_drop_slot(&cap->src, cap->cfg->slot, e);
+        if (rc != CDC_OK)
+            return rc;
+        exists = false;
+    }
+    if (exists) {
+        *start = 0; /* the server resumes at confirmed_flush_lsn */
+        cap->confirmed = confirmed;
+        cdc_log_info("resuming slot %s at %X/%X", cap->cfg->slot, (unsigned)(confirmed >> 32),
+                     (unsigned)confirmed);
+        return CDC_OK;
+    }
+    rc = cdc_source_create_slot(&cap->src, cap->cfg->slot, initial, &cp, snapname, e);
+    if (rc != CDC_OK)
+        return rc;
+    cdc_log_info("created slot %s at consistent point %X/%X", cap->cfg->slot, (unsigned)(cp >> 32),
+                 (unsigned)cp);
+    cap->confirmed = cp;
+    cdc_txtrack_free(&cap->track);
+    cdc_txtrack_init(&cap->track, cp);
+    if (initial) {
+        rc = cdc_snapshot_run(cap, snapname, cp, e);
+        if (rc != CDC_OK)
+            return rc;
+    }
+    rc = cdc_registry_mark_snapshot(cap, cp, initial ? "initial" : "never", e);
+    if (rc != CDC_OK)
+        return rc;
+    *start = cp;
+    return CDC_OK;
+}
+
+static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
+{
+    cdc_source_setup_t setup = {.slot = cap->cfg->slot,
+                                .publication = cap->cfg->publication,
+                                .create_publication = cap->cfg->create_publication};
+    cdc_source_table_t *configured = NULL;
+    size_t nconfigured = 0, since_poll = 0;
+    uint64_t start = 0;
+    cdc_err_t rc;
+
+    rc = cdc_capture_parse_tables(cap->cfg->tables, &configured, &nconfigured, e);
+    if (rc != CDC_OK)
+        goto cleanup;
+    setup.tables = configured;
+    setup.ntables = nconfigured;
+    rc = cdc_source_connect_sql(&cap->src, cap->cfg->pg_dsn, e);
+    if (rc != CDC_OK)
+        goto cleanup;
+    cdc_source_tables_free(cap->wanted, cap->nwanted);
+    cap->wanted = NULL;
+    cap->nwanted = 0;
+    rc = cdc_source_check_setup(&cap->src, &setup, &cap->wanted, &cap->nwanted, e);
+    if (rc != CDC_OK)
+        goto cleanup;
+    for (size_t i = 0; i < cap->nwanted; i++) {
+        cdc_capture_table_t *t =
+            cdc_capture_table_get(cap, cap->wanted[i].schema, cap->wanted[i].name);
+        if (t == NULL) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            goto cleanup;
+        }
+        t->captured = true;
+    }
+    if (cap->producer == NULL) {
+        rc = producer_open(cap, e);
+        if (rc != CDC_OK)
+            goto cleanup;
+    }
+    if (!cap->registry_loaded) {
+        rc = cdc_registry_load(cap, e);
+        if (rc != CDC_OK)
+            goto cleanup;
+    }
+    rc = cdc_source_connect_repl(&cap->src, cap->cfg->pg_dsn, e);
+    if (rc != CDC_OK)
+        goto cleanup;
+    cdc_txtrack_free(&cap->track);
+    cdc_txtrack_init(&cap->track, 0);
+    rc = prepare_slot(cap, &start, e);
+    if (rc != CDC_OK)
+        goto cleanup;
+    cdc_txtrack_free(&cap->track);
+    cdc_txtrack_init(&cap->track, cap->confirmed);
+    cap->tx_id = 0;
+    /* relation ids are re-announced by Relation messages in every new stream */
+    for (size_t i = 0; i < cap->ntables; i++)
+        cap->tables[i].relid = 0;
+    rc = cdc_source_start(&cap->src, cap->cfg->slot, cap->cfg->publication, start, e);
+    if (rc != CDC_OK)
+        goto cleanup;
+    cap->ready = true;
+    cap->streamed = true;
+    cap->last_status_ms = mono_ms();
+    cap->last_heartbeat_ms = mono_ms();
+    cdc_log_info("streaming slot %s (publication %s, %zu tables)", cap->cfg->slot,
+                 cap->cfg->publication, cap->nwanted);
+
+    while (!*cap->stop) {
+        cdc_source_event_t ev;
+        const uint8_t *data = NULL;
+        size_t len = 0;
+        uint64_t lsn = 0;
+        bool reply = false;
+        int64_t now;
+
+        rc = cdc_source_read(&cap->src, READ_TIMEOUT_MS, &ev, &data, &len, &lsn, &reply, e);
+        if (rc != CDC_OK)
+            goto cleanup;
+        if (ev == CDC_SRC_DATA) {
+            rc = on_message(cap, data, len, lsn, e);
+            if (rc != CDC_OK)
+                goto cleanup;
+            if (++since_poll >= POLL_EVERY) {
+                cdc_kafka_producer_poll(cap->producer, 0);
+                since_poll = 0;
+            }
+        } else {
+            cdc_kafka_producer_poll(cap->producer, 0);
+        }
+        if (cap->track.failed) {
+            rc = cdc_error_set_retriable(e, CDC_ERR_KAFKA, true,
+                                         "a Kafka delivery failed; restarting from the last "
+                                         "confirmed position");
+            goto cleanup;
+        }
+        rc = cdc_kafka_producer_fatal(cap->producer, e);
+        if (rc != CDC_OK) {
+            e->retriable = true;
+            goto cleanup;
+        }
+        now = mono_ms();
+        if (reply || now - cap->last_status_ms >= cap->cfg->status_interval_ms) {
+            rc = send_status(cap, e);
+            if (rc != CDC_OK)
+                goto cleanup;
+        }
+        if (cap->cfg->heartbeat_interval_ms > 0 &&
+            now - cap->last_heartbeat_ms >= cap->cfg->heartbeat_interval_ms) {
+            cap->last_heartbeat_ms = now;
+            rc = cdc_source_heartbeat(&cap->src, e);
+            if (rc != CDC_OK)
+                goto cleanup;
+            cdc_metrics_counter_inc(cap->m_heartbeats);
+        }
+    }
+    rc = CDC_OK;
+cleanup:
+    cap->ready = false;
+    if (rc == CDC_OK || rc == CDC_ERR_CLOSED) {
+        drain(cap, e);
+        rc = CDC_OK;
+    } else if (cap->producer) {
+        /* Let in-flight events finish against this session's tracker and confirm what
+         * Kafka acked; a producer that cannot drain is replaced so that no late delivery
+         * report reaches the next session's tracker. */
+        cdc_error_t ignored;
+        int64_t deadline = mono_ms() + cap->cfg->drain_timeout_ms;
+        while (cdc_kafka_producer_outstanding(cap->producer) > 0 && mono_ms() < deadline &&
+               cdc_kafka_producer_fatal(cap->producer, &ignored) == CDC_OK)
+            cdc_kafka_producer_flush(cap->producer, 200, &ignored);
+        if (cdc_kafka_producer_outstanding(cap->producer) > 0 ||
+            cdc_kafka_producer_fatal(cap->producer, &ignored) != CDC_OK) {
+            cdc_kafka_producer_free(cap->producer);
+            cap->producer = NULL;
+        }
+        if (cap->src.repl)
+            send_status(cap, &ignored);
+    }
+    cdc_source_stop(&cap->src);
+    cdc_source_close(&cap->src);
+    cdc_source_tables_free(configured, nconfigured);
+    return rc;
+}
+
+static void sleep_ms(cdc_capture_t *cap, int64_t ms)
+{
+    int64_t end = mono_ms() + ms;
+    while (!*cap->stop && mono_ms() < end) {
+        struct timeval tv = {0, 50000};
+        select(0, NULL, NULL, NULL, &tv);
+    }
+}
+
+cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
+{
+    int64_t backoff = 500;
+    const char *lbl[] = {NULL};
+    (void)lbl;
+
+    cap->m_transactions =
+        cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_transactions_total",
+                            "Transactions decoded from the slot.", NULL);
+    cap->m_delivery_errors =
+        cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_delivery_errors_total",
+                            "Kafka deliveries that failed (the session restarts).", NULL);
+    cap->m_confirmed_lsn =
+        cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_confirmed_lsn",
+                          "Flush LSN confirmed to PostgreSQL (every event before it acked).", NULL);
+    cap->m_lag_bytes = cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_slot_lag_bytes",
+                                         "Server WAL end minus the confirmed LSN, in bytes.", NULL);
+    cap->m_inflight = cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_inflight_events",
+                                        "Events produced and not yet acknowledged by Kafka.", NULL);
+    cap->m_snapshot_running =
+        cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_snapshot_running",
+                          "1 while the initial snapshot runs.", NULL);
+    cap->m_snapshot_tables_done =
+        cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_snapshot_tables_done",
+                          "Tables the running or last snapshot has finished.", NULL);
+    cap->m_snapshot_tables_total =
+        cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_snapshot_tables_total",
+                          "Tables the running or last snapshot reads.", NULL);
+    cap->m_heartbeats = cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_heartbeats_total",
+                                            "Heartbeat messages emitted.", NULL);
+    cap->m_reconnects = cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_reconnects_total",
+                                            "Sessions restarted after an error.", NULL);
+    cdc_txtrack_init(&cap->track, 0);
+    while (!*cap->stop) {
+        cdc_error_t err;
+        cdc_err_t rc;
+        cdc_error_clear(&err);
+        rc = session(cap, &err);
+        if (rc == CDC_OK)
+            break;
+        if (cap->streamed)
+            backoff = 500;
+        cap->streamed = false;
+        if (!err.retriable && rc != CDC_ERR_UNAVAILABLE && rc != CDC_ERR_TIMEOUT &&
+            rc != CDC_ERR_KAFKA) {
+            *e = err;
+            return rc;
+        }
+        cdc_log_warn("capture session ended: %s; retrying in %" PRId64 " ms", err.msg, backoff);
+        cdc_metrics_counter_inc(cap->m_reconnects);
+        sleep_ms(cap, backoff);
+        backoff =
+            backoff * 2 > cap->cfg->reconnect_max_ms ? cap->cfg->reconnect_max_ms : backoff * 2;
+    }
+    return CDC_OK;
+}
+
+void cdc_capture_free(cdc_capture_t *cap)
+{
+    cdc_error_t ignored;
+    if (cap->producer) {
+        cdc_kafka_producer_flush(cap->producer, 1000, &ignored);
+        cdc_kafka_producer_free(cap->producer);
+    }
+    cap->producer = NULL;
+    cdc_source_close(&cap->src);
+    cdc_source_tables_free(cap->wanted, cap->nwanted);
+    for (size_t i = 0; i < cap->ntables; i++) {
+        cdc_capture_table_t *t = &cap->tables[i];
+        free(t->topic);
+        free(t->schema);
+        free(t->name);
+        cdc_schema_doc_free(&t->doc);
+        cdc_schema_doc_free(&t->latest);
+    }
+    free(cap->tables);
+    for (size_t i = 0; i < cap->ntypes; i++)
+        free(cap->types[i].name);
+    free(cap->types);
+    cdc_txtrack_free(&cap->track);
+    cdc_pgo_scratch_free(&cap->scratch);
+    cdc_buf_free(&cap->key);
+    cdc_buf_free(&cap->value);
+}

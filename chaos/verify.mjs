@@ -1,0 +1,500 @@
+// The exactly-once verifier: compares the Iceberg tables the pipeline wrote with
+// PostgreSQL, using readers this project did not write (icebird for Iceberg metadata
+// and Avro manifests, DuckDB for Parquet data and for applying position and equality
+// deletes). For each table it checks
+//   (1) mirror == source table, every row and column;
+//   (2) the changelog holds every committed change exactly once, compared with the
+//       audit record (cdc_audit.changes, filled by a trigger in the same transaction as
+//       each change; see tools/loadgen/schema.sql);
+//   (3) per key, the changelog's order (by _commit_lsn, _lsn) follows the source order
+//       (audit seq) and Kafka offsets grow along it.
+// Prints a short report; the last line is
+//   VERIFY ok rows=<n> lost=0 duplicated=0 mismatched=0
+// or VERIFY FAILED with the counts, and the exit status matches (0 / 1; 2 = usage).
+//
+// Usage: chaos/verify --pg <conninfo> --warehouse <dir> [--namespace public]
+//          [--tables transactions,accounts] [--path-map <prefix>=<dir>]... [--wait <s>]
+//          [--verbose]
+// --path-map maps a location prefix written in the metadata (s3://warehouse/) to a
+// local directory, e.g. a warehouse copied out of MinIO. --wait retries until the check
+// passes or the time is up (catch-up after the load stops).
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const readers = () => import(pathToFileURL(path.join(root, 'tests/js/deploy/readers.mjs')).href);
+
+// ---- locations -------------------------------------------------------------------------
+
+let pathMaps = []; // [prefix, localDir]
+
+/** Maps a location from Iceberg metadata (path, file:// URL, s3:// URL) to a local path. */
+export function localPath(loc) {
+  let s = String(loc).replace(/^s3a:\/\//, 's3://');
+  const m = s.match(/^https:\/\/([^./]+)\.s3\.amazonaws\.com\/(.*)$/); // icebird's s3 translation
+  if (m) s = `s3://${m[1]}/${m[2]}`;
+  for (const [prefix, dir] of pathMaps) {
+    const p = prefix.replace(/^s3a:\/\//, 's3://');
+    if (s.startsWith(p)) return path.join(dir, s.slice(p.length));
+  }
+  if (s.startsWith('file://')) return fileURLToPath(s);
+  return s;
+}
+
+/** fetch() for icebird over local files: GET with optional Range, and HEAD. */
+function installFileFetch() {
+  globalThis.fetch = async (input, init = {}) => {
+    const url = typeof input === 'string' ? input : input.url;
+    const p = localPath(url);
+    if (!p.startsWith('/')) {
+      // never reach out to the network: every location must map to a local file
+      return new Response(null, { status: 404, statusText: `no local path for ${url} (use --path-map)` });
+    }
+    let st;
+    try {
+      st = fs.statSync(p);
+    } catch {
+      return new Response(null, { status: 404, statusText: `not found: ${p}` });
+    }
+    if ((init.method ?? 'GET') === 'HEAD') {
+      return new Response(null, { status: 200, headers: { 'content-length': String(st.size) } });
+    }
+    const headers = new Headers(init.headers ?? {});
+    const range = headers.get('range');
+    let start = 0;
+    let end = st.size - 1;
+    if (range) {
+      const r = range.match(/bytes=(\d*)-(\d*)/);
+      if (r[1] === '' && r[2] !== '') {
+        start = Math.max(0, st.size - Number(r[2]));
+      } else {
+        start = Number(r[1]);
+        if (r[2] !== '') end = Math.min(end, Number(r[2]));
+      }
+    }
+    const fd = fs.openSync(p, 'r');
+    const buf = Buffer.alloc(Math.max(0, end - start + 1));
+    fs.readSync(fd, buf, 0, buf.length, start);
+    fs.closeSync(fd);
+    return new Response(buf, {
+      status: range ? 206 : 200,
+      headers: { 'content-length': String(buf.length) },
+    });
+  };
+}
+
+// ---- canonical values ------------------------------------------------------------------
+
+/** Microseconds since the epoch from an ISO-like timestamp string, as a string. */
+function tsMicros(s) {
+  const m = String(s).match(
+    /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}(?::?\d{2})?)?$/);
+  if (!m) return String(s);
+  const ms = Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +m[6]);
+  let off = 0;
+  if (m[8] && m[8] !== 'Z') {
+    const digits = m[8].slice(1).replace(':', '');
+    const sign = m[8][0] === '-' ? -1 : 1;
+    off = sign * (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2, 4) || 0)) * 60000;
+  }
+  const frac = (m[7] ?? '').padEnd(6, '0').slice(0, 6);
+  return (BigInt(ms - off) * 1000n + BigInt(frac)).toString();
+}
+
+/** The canonical text of a value of an Iceberg type, from PostgreSQL JSON or DuckDB. */
+export function canon(type, v) {
+  if (v === null || v === undefined) return null;
+  if (type === 'timestamptz' || type === 'timestamp') {
+    return /^-?\d+$/.test(String(v)) ? String(v) : tsMicros(v);
+  }
+  if (type === 'boolean') return String(v === true || v === 't' || v === 'true');
+  if (type === 'double' || type === 'float' || type === 'int' || type === 'long' ||
+      String(type).startsWith('decimal')) {
+    const n = Number(v);
+    return Number.isNaN(n) ? String(v) : String(n);
+  }
+  if (typeof v === 'object') return JSON.stringify(v);
+  return String(v);
+}
+
+/** DuckDB expression giving a column in a form canon() accepts. */
+function duckExpr(field) {
+  const c = `"${field.name.replaceAll('"', '""')}"`;
+  if (field.type === 'timestamptz' || field.type === 'timestamp') return `CAST(epoch_us(${c}) AS VARCHAR)`;
+  if (field.type === 'double' || field.type === 'float') return `CAST(${c} AS DOUBLE)`;
+  return `CAST(${c} AS VARCHAR)`;
+}
+
+// ---- Iceberg ----------------------------------------------------------------------------
+
+const sqlStr = (s) => `'${String(s).replaceAll("'", "''")}'`;
+const ident = (s) => `"${String(s).replaceAll('"', '""')}"`;
+
+/**
+ * Reads the current snapshot of the table in dir: rows (objects of canonical values, by
+ * column name) after position and equality deletes, the schema's fields, and the
+ * snapshot summary. A table that does not exist yet reads as empty (exists=false).
+ */
+export async function readIcebergTable(dir, conn) {
+  const { icebird } = await readers();
+  if (!fs.existsSync(path.join(dir, 'metadata'))) return { exists: false, rows: [], fields: [] };
+  const metadata = await icebird.icebergMetadata({ tableUrl: dir });
+  const schema = metadata.schemas.find((s) => s['schema-id'] === metadata['current-schema-id']);
+  const fields = schema.fields.filter((f) => typeof f.type === 'string');
+  const snapId = metadata['current-snapshot-id'];
+  if (snapId === undefined || snapId === null || snapId < 0) {
+    return { exists: true, rows: [], fields, summary: {} };
+  }
+  const snapshot = metadata.snapshots.find((s) => s['snapshot-id'] === snapId);
+  const manifests = await icebird.icebergManifests(metadata);
+  const data = [];
+  const posDeletes = [];
+  const eqDeletes = [];
+  for (const { entries } of manifests) {
+    for (const e of entries) {
+      if (e.status === 2) continue;
+      const f = e.data_file;
+      const rec = { orig: f.file_path, local: localPath(f.file_path), seq: BigInt(e.sequence_number ?? 0) };
+      if (!f.content) data.push(rec);
+      else if (f.content === 1) posDeletes.push(rec);
+      else eqDeletes.push({ ...rec, ids: f.equality_ids ?? schema['identifier-field-ids'] ?? [] });
+    }
+  }
+  if (!data.length) return { exists: true, rows: [], fields, summary: snapshot.summary ?? {} };
+  const list = (xs) => `[${xs.map((x) => sqlStr(x.local)).join(', ')}]`;
+  const values = (xs) => xs.map((x) => `(${sqlStr(x.local)}, ${sqlStr(x.orig)}, ${x.seq})`).join(', ');
+  // Columns are matched by Iceberg field id (Parquet field_id), as the spec says; names
+  // in files may differ (renames, writers that sanitize names). Name match is the fallback.
+  const fileColumns = new Map();
+  const eqFiles = eqDeletes;
+  const pq = await (await conn.runAndReadAll(`SELECT file_name, name, field_id
+      FROM parquet_schema(${list([...data, ...eqFiles])})`)).getRowObjectsJson();
+  for (const c of pq) {
+    if (!fileColumns.has(c.file_name)) fileColumns.set(c.file_name, new Map());
+    const m = fileColumns.get(c.file_name);
+    if (c.field_id !== null && c.field_id !== undefined) m.set(`id:${c.field_id}`, c.name);
+    m.set(`name:${c.name}`, c.name);
+  }
+  const projection = (file, wanted) => {
+    const m = fileColumns.get(file.local) ?? new Map();
+    return wanted.map((f) => {
+      const col = m.get(`id:${f.id}`) ?? m.get(`name:${f.name}`);
+      return `${col ? ident(col) : 'NULL'} AS ${ident(f.name)}`;
+    }).join(', ');
+  };
+  const union = (files, wanted, extra) => files.map((f) =>
+    `SELECT ${projection(f, wanted)}, ${sqlStr(f.orig)} AS __file, ${f.seq}::BIGINT AS __seq${extra}
+     FROM read_parquet(${sqlStr(f.local)}, file_row_number = true)`).join(' UNION ALL BY NAME ');
+  await conn.run('DROP TABLE IF EXISTS __d');
+  await conn.run(`CREATE TEMP TABLE __d AS ${union(data, fields, ', file_row_number AS __pos')}`);
+  if (posDeletes.length) {
+    await conn.run(`DELETE FROM __d USING (
+        SELECT p.file_path, p.pos, f.seq FROM read_parquet(${list(posDeletes)}, filename = true) p
+        JOIN (VALUES ${values(posDeletes)}) f(local, orig, seq) ON p.filename = f.local) x
+      WHERE __d.__file = x.file_path AND __d.__pos = x.pos AND __d.__seq <= x.seq`);
+  }
+  const byIds = new Map();
+  for (const e of eqDeletes) {
+    const k = e.ids.join(',');
+    if (!byIds.has(k)) byIds.set(k, []);
+    byIds.get(k).push(e);
+  }
+  for (const [k, files] of byIds) {
+    const keyFields = k.split(',').map((id) => schema.fields.find((f) => f.id === Number(id)));
+    const on = keyFields.map((f) => `__d.${ident(f.name)} IS NOT DISTINCT FROM x.${ident(f.name)}`).join(' AND ');
+    await conn.run(`DELETE FROM __d USING (${union(files, keyFields, '')}) x
+      WHERE ${on} AND __d.__seq < x.__seq`);
+  }
+  const present = new Set((await (await conn.runAndReadAll('DESCRIBE __d')).getRowObjectsJson())
+    .map((r) => r.column_name));
+  const sel = fields.map((f) => (present.has(f.name) ? duckExpr(f) : 'NULL') + ` AS ${ident(f.name)}`);
+  const reader = await conn.runAndReadAll(`SELECT ${sel.join(', ')} FROM __d`);
+  const raw = reader.getRowObjectsJson();
+  const rows = raw.map((r) => {
+    const o = {};
+    for (const f of fields) o[f.name] = canon(f.type, r[f.name]);
+    return o;
+  });
+  return { exists: true, rows, fields, summary: snapshot.summary ?? {} };
+}
+
+// ---- PostgreSQL -------------------------------------------------------------------------
+
+/** Runs a query through psql and yields one text value per row (the first column). */
+async function psqlLines(dsn, sql) {
+  const child = spawn('psql', ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', dsn, '-c', sql], {
+    env: { ...process.env, PGTZ: 'UTC', PGCLIENTENCODING: 'UTF8' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let err = '';
+  child.stderr.on('data', (d) => { err += d; });
+  const lines = [];
+  for await (const line of createInterface({ input: child.stdout, crlfDelay: Infinity })) {
+    if (line !== '') lines.push(line);
+  }
+  const code = await new Promise((res) => child.on('close', res));
+  if (code !== 0) throw new Error(`psql failed: ${err.trim()}`);
+  return lines;
+}
+
+async function primaryKey(dsn, ns, table) {
+  const cols = await psqlLines(dsn, `SELECT a.attname FROM pg_index i JOIN pg_attribute a
+      ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+      WHERE i.indrelid = ${sqlStr(`${ns}.${table}`)}::regclass AND i.indisprimary ORDER BY a.attnum`);
+  if (cols.length !== 1) throw new Error(`table "${ns}.${table}" needs a single-column primary key (has ${cols.length})`);
+  return cols[0];
+}
+
+// ---- the checks -------------------------------------------------------------------------
+
+function imageOf(fields, obj, keyOnly, pk) {
+  const out = {};
+  for (const f of fields) {
+    if (f.name.startsWith('_')) continue;
+    if (keyOnly && f.name !== pk) continue;
+    out[f.name] = canon(f.type, obj[f.name]);
+  }
+  return out;
+}
+
+function diffImage(a, b) {
+  for (const k of Object.keys(a)) if (a[k] !== b[k]) return k;
+  return null;
+}
+
+const short = (v) => {
+  const s = JSON.stringify(v);
+  return s && s.length > 80 ? `${s.slice(0, 77)}...` : s;
+};
+
+export async function verifyTable({ dsn, warehouse, ns, table, conn, log }) {
+  const r = { table, rows: 0, lost: 0, duplicated: 0, mismatched: 0, notes: [] };
+  const note = (s) => { if (r.notes.length < 20) r.notes.push(s); };
+  const pk = await primaryKey(dsn, ns, table);
+
+  // (1) mirror == source
+  const mirror = await readIcebergTable(path.join(warehouse, ns, table), conn);
+  const source = (await psqlLines(dsn, `SELECT to_jsonb(t)::text FROM ${ident(ns)}.${ident(table)} t`))
+    .map((l) => JSON.parse(l));
+  let fields = mirror.fields;
+  if (!mirror.exists) note(`mirror ${ns}.${table}: no table in the warehouse`);
+  if (!fields.length && source.length) {
+    fields = Object.keys(source[0]).map((name) => ({ name, type: 'string' }));
+  }
+  const types = Object.fromEntries(fields.map((f) => [f.name, f.type]));
+  const srcByKey = new Map(source.map((s) => [canon(types[pk] ?? 'long', s[pk]), s]));
+  const mirByKey = new Map();
+  for (const m of mirror.rows) {
+    const k = m[pk];
+    if (mirByKey.has(k)) {
+      r.duplicated++;
+      note(`mirror: key ${k} appears more than once`);
+    } else {
+      mirByKey.set(k, m);
+    }
+  }
+  for (const [k, s] of srcByKey) {
+    r.rows++;
+    const m = mirByKey.get(k);
+    if (!m) {
+      r.lost++;
+      note(`mirror: key ${k} missing`);
+      continue;
+    }
+    const want = imageOf(fields, s, false, pk);
+    const col = diffImage(want, imageOf(fields, m, false, pk));
+    if (col) {
+      r.mismatched++;
+      note(`mirror: key ${k} column ${col}: source ${short(want[col])}, mirror ${short(m[col])}`);
+    }
+  }
+  for (const k of mirByKey.keys()) {
+    if (!srcByKey.has(k)) {
+      r.duplicated++;
+      note(`mirror: key ${k} is not in the source (deleted or never there)`);
+    }
+  }
+
+  // (2) + (3) changelog vs audit
+  const changelog = await readIcebergTable(path.join(warehouse, ns, `${table}_changelog`), conn);
+  const audit = (await psqlLines(dsn, `SELECT json_build_object('seq', seq, 'op', op, 'pk', pk,
+      'img', row_image)::text FROM cdc_audit.changes WHERE tbl = ${sqlStr(table)} ORDER BY seq`))
+    .map((l) => JSON.parse(l));
+  if (!changelog.exists && audit.length) note(`changelog ${ns}.${table}_changelog: no table in the warehouse`);
+  const cfields = changelog.fields.length ? changelog.fields : fields;
+  const ctypes = Object.fromEntries(cfields.map((f) => [f.name, f.type]));
+  const keyType = ctypes[pk] ?? types[pk] ?? 'long';
+  const auditByKey = new Map();
+  for (const a of audit) {
+    const k = canon(keyType, a.pk);
+    if (!auditByKey.has(k)) auditByKey.set(k, []);
+    auditByKey.get(k).push(a);
+  }
+  const clByKey = new Map();
+  const seen = new Set();
+  for (const c of changelog.rows) {
+    const k = c[pk];
+    const id = `${k}|${c._lsn}|${c._op}`;
+    if (c._lsn !== null && seen.has(id)) {
+      // the dedup identity (entity, lsn, op) twice: a duplicate
+      r.duplicated++;
+      note(`changelog: key ${k} change at lsn ${c._lsn} op ${c._op} appears more than once`);
+      continue;
+    }
+    seen.add(id);
+    if (!clByKey.has(k)) clByKey.set(k, []);
+    clByKey.get(k).push(c);
+  }
+  const big = (v) => { try { return BigInt(v ?? 0); } catch { return 0n; } };
+  for (const list of clByKey.values()) {
+    // snapshot rows (r) come first; then commit order, then position inside the transaction
+    list.sort((x, y) => {
+      const rx = x._op === 'r' ? 0 : 1;
+      const ry = y._op === 'r' ? 0 : 1;
+      if (rx !== ry) return rx - ry;
+      const c = big(x._commit_lsn) - big(y._commit_lsn);
+      if (c !== 0n) return c < 0n ? -1 : 1;
+      const l = big(x._lsn) - big(y._lsn);
+      return l === 0n ? 0 : l < 0n ? -1 : 1;
+    });
+  }
+  const keys = new Set([...auditByKey.keys(), ...clByKey.keys()]);
+  for (const k of keys) {
+    const want = auditByKey.get(k) ?? [];
+    const got = clByKey.get(k) ?? [];
+    r.rows += want.length;
+    const n = Math.min(want.length, got.length);
+    let orderBad = false;
+    for (let i = 0; i < n; i++) {
+      const a = want[i];
+      const c = got[i];
+      const op = a.op === 'r' ? 'r' : a.op;
+      if (c._op !== op) {
+        r.mismatched++;
+        orderBad = true;
+        note(`changelog: key ${k} change ${i + 1}: expected op ${op} (audit seq ${a.seq}), found ${c._op} at lsn ${c._lsn}`);
+        continue;
+      }
+      const keyOnly = op === 'd';
+      const col = diffImage(imageOf(cfields, a.img, keyOnly, pk), imageOf(cfields, c, keyOnly, pk));
+      if (col) {
+        r.mismatched++;
+        note(`changelog: key ${k} change ${i + 1} (${op}, audit seq ${a.seq}) column ${col}: ` +
+          `source ${short(canon(ctypes[col], a.img[col]))}, changelog ${short(c[col])}`);
+      }
+      if (i > 0 && c._kafka_partition === got[i - 1]._kafka_partition &&
+          big(c._kafka_offset) <= big(got[i - 1]._kafka_offset) && !orderBad) {
+        r.mismatched++;
+        orderBad = true;
+        note(`changelog: key ${k} Kafka offsets go backwards at change ${i + 1}`);
+      }
+    }
+    if (want.length > got.length) {
+      r.lost += want.length - got.length;
+      note(`changelog: key ${k} has ${got.length} of ${want.length} changes`);
+    } else if (got.length > want.length) {
+      r.duplicated += got.length - want.length;
+      note(`changelog: key ${k} has ${got.length} changes, the source made ${want.length}`);
+    }
+  }
+  if (log) {
+    log(`${ns}.${table}: mirror ${mirror.rows.length} rows vs source ${source.length}; ` +
+      `changelog ${changelog.rows.length} changes vs audit ${audit.length}; ` +
+      `lost=${r.lost} duplicated=${r.duplicated} mismatched=${r.mismatched}` +
+      (mirror.summary?.['cdc.checkpoint-id'] ? ` (checkpoint ${mirror.summary['cdc.checkpoint-id']})` : ''));
+  }
+  return r;
+}
+
+let fetchInstalled = false;
+
+/** Sets the location prefix maps and serves icebird's fetches from local files. */
+export function configure(maps) {
+  pathMaps = maps;
+  if (!fetchInstalled) installFileFetch();
+  fetchInstalled = true;
+}
+
+export async function verify({ dsn, warehouse, ns = 'public', tables, log = null, maps = [] }) {
+  configure(maps);
+  const { DuckDBInstance } = await readers();
+  const db = await DuckDBInstance.create(':memory:');
+  const conn = await db.connect();
+  const total = { rows: 0, lost: 0, duplicated: 0, mismatched: 0, notes: [] };
+  try {
+    for (const t of tables) {
+      const r = await verifyTable({ dsn, warehouse, ns, table: t, conn, log });
+      for (const k of ['rows', 'lost', 'duplicated', 'mismatched']) total[k] += r[k];
+      total.notes.push(...r.notes.map((n) => `${t}: ${n}`));
+    }
+  } finally {
+    conn.closeSync?.();
+  }
+  total.ok = total.lost === 0 && total.duplicated === 0 && total.mismatched === 0;
+  return total;
+}
+
+function usage(msg) {
+  if (msg) console.error(`verify: ${msg}`);
+  console.error('usage: chaos/verify --pg <conninfo> --warehouse <dir> [--namespace public] ' +
+    '[--tables transactions,accounts] [--path-map <prefix>=<dir>]... [--wait <seconds>] [--verbose]');
+  process.exit(2);
+}
+
+async function main() {
+  const args = process.argv.slice(2);
+  const opt = { ns: 'public', tables: ['transactions', 'accounts'], maps: [], wait: 0, verbose: false };
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    const val = () => (i + 1 < args.length ? args[++i] : usage(`${a} needs a value`));
+    if (a === '--pg') opt.dsn = val();
+    else if (a === '--warehouse') opt.warehouse = path.resolve(val());
+    else if (a === '--namespace') opt.ns = val();
+    else if (a === '--tables') opt.tables = val().split(',').filter(Boolean);
+    else if (a === '--wait') opt.wait = Number(val());
+    else if (a === '--verbose') opt.verbose = true;
+    else if (a === '--path-map') {
+      const v = val();
+      const eq = v.indexOf('=');
+      if (eq < 1) usage(`--path-map expects <prefix>=<dir>, got "${v}"`);
+      opt.maps.push([v.slice(0, eq), path.resolve(v.slice(eq + 1))]);
+    } else if (a === '--help' || a === '-h') usage();
+    else usage(`unknown argument "${a}"`);
+  }
+  if (!opt.dsn) usage('--pg is required');
+  if (!opt.warehouse) usage('--warehouse is required');
+  // locations written as plain paths or file:// URLs need no map; s3://<bucket>/ may
+  opt.maps.push([`file://${opt.warehouse}/`, opt.warehouse]);
+  const deadline = Date.now() + opt.wait * 1000;
+  let res;
+  let attempt = 0;
+  for (;;) {
+    attempt++;
+    const lines = [];
+    try {
+      res = await verify({ dsn: opt.dsn, warehouse: opt.warehouse, ns: opt.ns, tables: opt.tables,
+        maps: opt.maps, log: (s) => lines.push(s) });
+    } catch (e) {
+      res = { ok: false, rows: 0, lost: 0, duplicated: 0, mismatched: 0, notes: [], error: e.message };
+    }
+    res.lines = lines;
+    if (res.ok || Date.now() >= deadline) break;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  for (const l of res.lines) console.log(l);
+  if (res.error) console.log(`error: ${res.error}`);
+  const shown = opt.verbose ? res.notes : res.notes.slice(0, 10);
+  for (const n of shown) console.log(`  ${n}`);
+  if (res.notes.length > shown.length) console.log(`  ... ${res.notes.length - shown.length} more (--verbose)`);
+  if (attempt > 1) console.log(`(${attempt} attempts)`);
+  const counts = `rows=${res.rows} lost=${res.lost} duplicated=${res.duplicated} mismatched=${res.mismatched}`;
+  console.log(res.ok ? `VERIFY ok ${counts}` : `VERIFY FAILED ${counts}`);
+  process.exit(res.ok ? 0 : 1);
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  await main();
+}

@@ -1,0 +1,186 @@
+/* Component tests of common/http.c: a real NNG HTTP server on loopback queried with
+ * libcurl: /healthz, /readyz (ready and not ready), /metrics from a registry, a custom
+ * JSON handler with a query string, 404 and 405, and two servers on port 0. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "common/http.h"
+
+typedef struct reply {
+    long status;
+    char body[8192];
+    size_t len;
+    char content_type[128];
+} reply_t;
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg)
+{
+    reply_t *r = arg;
+    size_t len = size * n;
+    if (r->len + len >= sizeof(r->body))
+        len = sizeof(r->body) - 1 - r->len;
+    memcpy(r->body + r->len, p, len);
+    r->len += len;
+    r->body[r->len] = '\0';
+    return size * n;
+}
+
+static void get(int port, const char *path, const char *method, reply_t *r)
+{
+    char url[256];
+    char *ct = NULL;
+    CURL *curl = curl_easy_init();
+    memset(r, 0, sizeof(*r));
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 5000L);
+    if (method != NULL) {
+        curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, "x");
+    }
+    CURLcode rc = curl_easy_perform(curl);
+    if (rc != CURLE_OK)
+        fail_msg("GET %s: %s", url, curl_easy_strerror(rc));
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_easy_getinfo(curl, CURLINFO_CONTENT_TYPE, &ct);
+    if (ct != NULL)
+        snprintf(r->content_type, sizeof(r->content_type), "%s", ct);
+    curl_easy_cleanup(curl);
+}
+
+static bool ready_flag;
+
+static bool ready(void *arg, char *reason, size_t size)
+{
+    (void)arg;
+    if (!ready_flag)
+        snprintf(reason, size, "no leader elected yet");
+    return ready_flag;
+}
+
+static void status_handler(void *arg, const char *path, const char *query,
+                           cdc_http_response_t *resp)
+{
+    const char *job = arg;
+    char buf[512];
+    int n = snprintf(buf, sizeof(buf), "{\"job\":\"%s\",\"path\":\"%s\",\"query\":\"%s\"}", job,
+                     path, query);
+    resp->body = strdup(buf);
+    resp->body_len = (size_t)n;
+    snprintf(resp->content_type, sizeof(resp->content_type), "application/json");
+}
+
+static void teapot_handler(void *arg, const char *path, const char *query,
+                           cdc_http_response_t *resp)
+{
+    (void)arg;
+    (void)path;
+    (void)query;
+    resp->status = 418; /* no body */
+}
+
+static void test_endpoints(void **state)
+{
+    (void)state;
+    cdc_error_t e;
+    cdc_http_server_t *s = NULL, *s2 = NULL;
+    reply_t r;
+    cdc_metrics_t *reg = cdc_metrics_new();
+    cdc_counter_t *c = cdc_metrics_counter(reg, "cdc_test_requests_total", "Requests.",
+                                           (const char *[]){"kind", "x", NULL});
+    cdc_metrics_counter_add(c, 3);
+
+    assert_int_equal(cdc_http_server_open(&s, "127.0.0.1:0", reg, &e), CDC_OK);
+    cdc_http_server_set_ready(s, ready, NULL);
+    assert_int_equal(cdc_http_server_add(s, "/status", status_handler, "j1", &e), CDC_OK);
+    assert_int_equal(cdc_http_server_add(s, "/teapot", teapot_handler, NULL, &e), CDC_OK);
+    assert_int_equal(cdc_http_server_add(s, "/status", status_handler, "j1", &e), CDC_ERR_EXISTS);
+    assert_int_equal(cdc_http_server_port(s), 0);
+    assert_int_equal(cdc_http_server_start(s, &e), CDC_OK);
+    int port = cdc_http_server_port(s);
+    assert_true(port > 0);
+    assert_int_equal(cdc_http_server_add(s, "/late", status_handler, NULL, &e), CDC_ERR_INVALID);
+
+    get(port, "/healthz", NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "ok\n");
+
+    ready_flag = false;
+    get(port, "/readyz", NULL, &r);
+    assert_int_equal(r.status, 503);
+    assert_string_equal(r.body, "not ready: no leader elected yet\n");
+    ready_flag = true;
+    get(port, "/readyz", NULL, &r);
+    assert_int_equal(r.status, 200);
+
+    get(port, "/metrics", NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.content_type, "version=0.0.4"));
+    assert_string_equal(r.body, "# HELP cdc_test_requests_total Requests.\n"
+                                "# TYPE cdc_test_requests_total counter\n"
+                                "cdc_test_requests_total{kind=\"x\"} 3\n");
+    cdc_metrics_counter_inc(c);
+    get(port, "/metrics", NULL, &r);
+    assert_non_null(strstr(r.body, "cdc_test_requests_total{kind=\"x\"} 4\n"));
+
+    get(port, "/status?verbose=1", NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.content_type, "application/json");
+    assert_string_equal(r.body, "{\"job\":\"j1\",\"path\":\"/status\",\"query\":\"verbose=1\"}");
+
+    get(port, "/teapot", NULL, &r);
+    assert_int_equal(r.status, 418);
+    assert_int_equal(r.len, 0);
+
+    get(port, "/nope", NULL, &r);
+    assert_int_equal(r.status, 404);
+    get(port, "/healthz", "POST", &r);
+    assert_int_equal(r.status, 405);
+
+    /* a second server on port 0 gets its own port (NNG would otherwise share one) */
+    assert_int_equal(cdc_http_server_open(&s2, "127.0.0.1:0", NULL, &e), CDC_OK);
+    assert_int_equal(cdc_http_server_start(s2, &e), CDC_OK);
+    assert_true(cdc_http_server_port(s2) != port);
+    get(cdc_http_server_port(s2), "/healthz", NULL, &r);
+    assert_int_equal(r.status, 200);
+    get(cdc_http_server_port(s2), "/status", NULL, &r);
+    assert_int_equal(r.status, 404);
+    cdc_http_server_close(s2);
+
+    /* the same fixed port twice: the second cannot bind... */
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    cdc_http_server_close(s);
+    /* ...but after close the port is free again */
+    assert_int_equal(cdc_http_server_open(&s, addr, reg, &e), CDC_OK);
+    assert_int_equal(cdc_http_server_start(s, &e), CDC_OK);
+    assert_int_equal(cdc_http_server_port(s), port);
+    get(port, "/healthz", NULL, &r);
+    assert_int_equal(r.status, 200);
+    cdc_http_server_close(s);
+
+    assert_int_equal(cdc_http_server_open(&s, "no-port", reg, &e), CDC_ERR_CONFIG);
+    assert_int_equal(cdc_http_server_open(&s, "127.0.0.1:99999", reg, &e), CDC_ERR_CONFIG);
+    cdc_metrics_free(reg);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_endpoints),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}

@@ -1,0 +1,478 @@
+/*
+ * Component tests of common/kafka.c against the development broker (tools/kafka-dev)
+ * started by the harness: 10,000 messages produced by one process and consumed by
+ * another, in order per partition and on the partition the Java client would pick;
+ * a broker taken down and up while producing (nothing lost, nothing duplicated);
+ * injected request errors; compression codecs; seek, pause/resume and watermarks;
+ * topic creation with a partition count.
+ *
+ * The binary also runs as the producer process: `test_kafka produce <topic> <n> <codec>`.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "common/kafka.h"
+#include "tests/harness/harness.h"
+
+#define NPART 12
+
+static void unique_topic(char *buf, size_t size, const char *prefix)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(buf, size, "%s-%d-%ld", prefix, (int)getpid(), (long)(ts.tv_nsec / 1000));
+}
+
+/* ---- producer side -------------------------------------------------------------------- */
+
+typedef struct acks {
+    int ok;
+    int failed;
+    cdc_err_t last_err;
+} acks_t;
+
+static void on_delivery(void *opaque, cdc_err_t err, const cdc_error_t *detail, int32_t partition,
+                        int64_t offset, void *cb_arg)
+{
+    acks_t *a = cb_arg;
+    (void)opaque;
+    (void)partition;
+    (void)offset;
+    if (err == CDC_OK) {
+        a->ok++;
+    } else {
+        a->failed++;
+        a->last_err = err;
+        fprintf(stderr, "delivery failed: %s\n", detail->msg);
+    }
+}
+
+static cdc_kafka_producer_t *new_producer(const char *codec, acks_t *acks)
+{
+    cdc_kafka_producer_config_t pc = {
+        .bootstrap = cdc_test_require("CDC_TEST_KAFKA"),
+        .compression = codec,
+        .linger_ms = 5,
+        .on_delivery = on_delivery,
+        .cb_arg = acks,
+    };
+    cdc_kafka_producer_t *p = NULL;
+    cdc_error_t e;
+    if (cdc_kafka_producer_new(&pc, &p, &e) != CDC_OK) {
+        fprintf(stderr, "producer: %s\n", e.msg);
+        return NULL;
+    }
+    return p;
+}
+
+/* Produces n messages key-<i> -> "<i>" with a header seq=<i>, flushes; 0 when all acked. */
+static int produce_range(cdc_kafka_producer_t *p, acks_t *acks, const char *topic, int from, int n)
+{
+    cdc_error_t e;
+    for (int i = from; i < from + n; i++) {
+        char key[32], val[32];
+        int kl = snprintf(key, sizeof(key), "key-%d", i % 997);
+        int vl = snprintf(val, sizeof(val), "%d", i);
+        cdc_kafka_header_t h = {.name = "seq", .value = val, .value_len = (size_t)vl};
+        cdc_kafka_record_t rec = {.topic = topic,
+                                  .partition = CDC_KAFKA_PARTITION_ANY,
+                                  .key = key,
+                                  .key_len = (size_t)kl,
+                                  .value = val,
+                                  .value_len = (size_t)vl,
+                                  .headers = &h,
+                                  .header_count = 1,
+                                  .opaque = (void *)(intptr_t)i};
+        if (cdc_kafka_produce(p, &rec, &e) != CDC_OK) {
+            fprintf(stderr, "produce: %s\n", e.msg);
+            return 1;
+        }
+        cdc_kafka_producer_poll(p, 0);
+    }
+    (void)acks;
+    return 0;
+}
+
+static int producer_main(const char *topic, int n, const char *codec)
+{
+    acks_t acks = {0};
+    cdc_kafka_producer_t *p = new_producer(codec, &acks);
+    cdc_error_t e;
+    int rc = 1;
+
+    if (p == NULL)
+        return 1;
+    if (produce_range(p, &acks, topic, 0, n) != 0)
+        goto out;
+    if (cdc_kafka_producer_flush(p, 60000, &e) != CDC_OK) {
+        fprintf(stderr, "flush: %s\n", e.msg);
+        goto out;
+    }
+    rc = (acks.ok == n && acks.failed == 0) ? 0 : 1;
+    if (rc)
+        fprintf(stderr, "acked %d of %d, %d failed\n", acks.ok, n, acks.failed);
+out:
+    cdc_kafka_producer_free(p);
+    return rc;
+}
+
+/* ---- consumer side -------------------------------------------------------------------- */
+
+static cdc_kafka_consumer_t *new_consumer(void)
+{
+    cdc_kafka_consumer_config_t cc = {.bootstrap = cdc_test_require("CDC_TEST_KAFKA")};
+    cdc_kafka_consumer_t *c = NULL;
+    cdc_error_t e;
+    if (cdc_kafka_consumer_new(&cc, &c, &e) != CDC_OK)
+        fail_msg("consumer: %s", e.msg);
+    return c;
+}
+
+static void assign_all(cdc_kafka_consumer_t *c, const char *topic, int np)
+{
+    cdc_kafka_tp_t tps[64];
+    cdc_error_t e;
+    for (int i = 0; i < np; i++)
+        tps[i] = (cdc_kafka_tp_t){topic, i, CDC_KAFKA_OFFSET_BEGINNING};
+    assert_int_equal(cdc_kafka_consumer_assign(c, tps, (size_t)np, &e), CDC_OK);
+}
+
+/*
+ * Consumes until `expect` messages arrived (or the deadline) and checks: each message's
+ * partition is the Java partition of its key, offsets per partition are 0,1,2,..., values
+ * per key increase (per-key order), the seq header equals the value, no value repeats.
+ */
+static void consume_and_check(cdc_kafka_consumer_t *c, int expect, int np, int timeout_ms)
+{
+    cdc_kafka_msg_t msgs[500];
+    int64_t next_offset[64] = {0};
+    int last_by_key[997];
+    char *seen = calloc((size_t)expect, 1);
+    int total = 0;
+    long long deadline = cdc_test_now_ms() + timeout_ms;
+    cdc_error_t e;
+
+    assert_non_null(seen);
+    for (int i = 0; i < 997; i++)
+        last_by_key[i] = -1;
+    while (total < expect && cdc_test_now_ms() < deadline) {
+        size_t n = 0;
+        assert_int_equal(cdc_kafka_consume_batch(c, msgs, 500, &n, 500, &e), CDC_OK);
+        for (size_t i = 0; i < n; i++) {
+            cdc_kafka_msg_t *m = &msgs[i];
+            char buf[32];
+            int v, k;
+            cdc_kafka_header_t h;
+            assert_true(m->partition >= 0 && m->partition < np);
+            assert_int_equal(m->offset, next_offset[m->partition]);
+            next_offset[m->partition]++;
+            assert_true(m->value_len < sizeof(buf));
+            memcpy(buf, m->value, m->value_len);
+            buf[m->value_len] = '\0';
+            v = atoi(buf);
+            assert_true(v >= 0 && v < expect);
+            assert_int_equal(seen[v], 0);
+            seen[v] = 1;
+            k = v % 997;
+            assert_true(v > last_by_key[k]);
+            last_by_key[k] = v;
+            assert_int_equal(m->partition, cdc_kafka_partition_for_key(m->key, m->key_len, np));
+            assert_true(cdc_kafka_msg_header(m, "seq", &h));
+            assert_int_equal(h.value_len, m->value_len);
+            assert_memory_equal(h.value, m->value, m->value_len);
+            assert_int_equal(cdc_kafka_msg_header_count(m), 1);
+            total++;
+        }
+        cdc_kafka_msgs_release(msgs, n);
+    }
+    free(seen);
+    assert_int_equal(total, expect);
+    /* nothing beyond */
+    {
+        size_t n = 0;
+        assert_int_equal(cdc_kafka_consume_batch(c, msgs, 500, &n, 300, &e), CDC_OK);
+        cdc_kafka_msgs_release(msgs, n);
+        assert_int_equal(n, 0);
+    }
+}
+
+static void ensure(const char *topic, int np)
+{
+    cdc_error_t e;
+    cdc_kafka_topic_spec_t spec = {.name = topic, .partitions = np};
+    if (cdc_kafka_ensure_topic(cdc_test_require("CDC_TEST_KAFKA"), NULL, &spec, 10000, &e) !=
+        CDC_OK)
+        fail_msg("ensure topic: %s", e.msg);
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+static void test_two_processes_10k(void **state)
+{
+    char topic[128];
+    char *argv[6];
+    pid_t pid;
+    int st;
+    cdc_kafka_consumer_t *c;
+    (void)state;
+
+    unique_topic(topic, sizeof(topic), "t10k");
+    ensure(topic, NPART);
+    c = new_consumer();
+    assign_all(c, topic, NPART);
+    argv[0] = (char *)cdc_test_self();
+    argv[1] = "produce";
+    argv[2] = topic;
+    argv[3] = "10000";
+    argv[4] = "zstd";
+    argv[5] = NULL;
+    pid = cdc_test_spawn(argv, NULL);
+    assert_true(pid > 0);
+    consume_and_check(c, 10000, NPART, 60000);
+    assert_true(cdc_test_wait_exit(pid, 60000, &st));
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    cdc_kafka_consumer_free(c);
+}
+
+typedef struct progress {
+    cdc_kafka_producer_t *p;
+    acks_t *acks;
+    int target;
+} progress_t;
+
+static bool acked_at_least(void *arg)
+{
+    progress_t *pr = arg;
+    cdc_kafka_producer_poll(pr->p, 10);
+    return pr->acks->ok >= pr->target;
+}
+
+static void test_broker_down_up(void **state)
+{
+    char topic[128], reply[256];
+    acks_t acks = {0};
+    cdc_kafka_producer_t *p;
+    cdc_kafka_consumer_t *c;
+    cdc_error_t e;
+    progress_t pr;
+    (void)state;
+
+    unique_topic(topic, sizeof(topic), "tdown");
+    ensure(topic, NPART);
+    p = new_producer("lz4", &acks);
+    assert_non_null(p);
+    assert_int_equal(produce_range(p, &acks, topic, 0, 1000), 0);
+    assert_int_equal(cdc_kafka_producer_flush(p, 30000, &e), CDC_OK);
+    assert_int_equal(acks.ok, 1000);
+
+    assert_true(cdc_test_kafka_ctl("BROKER DOWN 2", reply, sizeof(reply)));
+    assert_int_equal(produce_range(p, &acks, topic, 1000, 1000), 0);
+    /* Partitions led by the other brokers keep going while broker 2 is down. */
+    pr = (progress_t){p, &acks, 1100};
+    assert_true(cdc_test_wait_for(acked_at_least, &pr, 30000));
+    assert_true(cdc_test_kafka_ctl("BROKER UP 2", reply, sizeof(reply)));
+    assert_int_equal(cdc_kafka_producer_flush(p, 60000, &e), CDC_OK);
+    assert_int_equal(acks.ok, 2000);
+    assert_int_equal(acks.failed, 0);
+    cdc_kafka_producer_free(p);
+
+    c = new_consumer();
+    assign_all(c, topic, NPART);
+    consume_and_check(c, 2000, NPART, 60000);
+    cdc_kafka_consumer_free(c);
+}
+
+static void test_injected_errors(void **state)
+{
+    char topic[128], reply[256];
+    acks_t acks = {0};
+    cdc_kafka_producer_t *p;
+    cdc_kafka_consumer_t *c;
+    cdc_error_t e;
+    (void)state;
+
+    unique_topic(topic, sizeof(topic), "terr");
+    ensure(topic, NPART);
+    /* Produce (api key 0) fails 5 times with retriable errors: the idempotent producer
+     * retries and nothing is lost or duplicated. */
+    assert_true(cdc_test_kafka_ctl("ERRORS 0 5 NOT_LEADER_FOR_PARTITION", reply, sizeof(reply)));
+    p = new_producer("snappy", &acks);
+    assert_non_null(p);
+    assert_int_equal(produce_range(p, &acks, topic, 0, 500), 0);
+    assert_int_equal(cdc_kafka_producer_flush(p, 60000, &e), CDC_OK);
+    assert_int_equal(acks.ok, 500);
+    cdc_kafka_producer_free(p);
+    c = new_consumer();
+    assign_all(c, topic, NPART);
+    consume_and_check(c, 500, NPART, 30000);
+    cdc_kafka_consumer_free(c);
+    /* garbage on the control channel is answered with ERR and the channel keeps working */
+    assert_false(cdc_test_kafka_ctl("\x01\x02 garbage", reply, sizeof(reply)));
+    assert_true(strncmp(reply, "ERR", 3) == 0);
+    assert_true(cdc_test_kafka_ctl("PING", reply, sizeof(reply)));
+}
+
+static void test_codecs(void **state)
+{
+    static const char *codecs[] = {"none", "gzip", "snappy", "lz4", "zstd"};
+    (void)state;
+    for (size_t i = 0; i < sizeof(codecs) / sizeof(codecs[0]); i++) {
+        char topic[128];
+        acks_t acks = {0};
+        cdc_kafka_producer_t *p;
+        cdc_kafka_consumer_t *c;
+        cdc_error_t e;
+        unique_topic(topic, sizeof(topic), codecs[i]);
+        ensure(topic, 3);
+        p = new_producer(codecs[i], &acks);
+        assert_non_null(p);
+        assert_int_equal(produce_range(p, &acks, topic, 0, 300), 0);
+        assert_int_equal(cdc_kafka_producer_flush(p, 30000, &e), CDC_OK);
+        assert_int_equal(acks.ok, 300);
+        cdc_kafka_producer_free(p);
+        c = new_consumer();
+        assign_all(c, topic, 3);
+        consume_and_check(c, 300, 3, 30000);
+        cdc_kafka_consumer_free(c);
+    }
+}
+
+static void test_seek_pause_watermarks(void **state)
+{
+    char topic[128];
+    acks_t acks = {0};
+    cdc_kafka_producer_t *p;
+    cdc_kafka_consumer_t *c;
+    cdc_kafka_msg_t msgs[100];
+    cdc_error_t e;
+    int64_t lo = -5, hi = -5;
+    size_t n = 0;
+    int32_t count = 0;
+    cdc_kafka_tp_t tp;
+    (void)state;
+
+    unique_topic(topic, sizeof(topic), "tseek");
+    ensure(topic, 1);
+    p = new_producer(NULL, &acks);
+    assert_non_null(p);
+    assert_int_equal(produce_range(p, &acks, topic, 0, 50), 0);
+    assert_int_equal(cdc_kafka_producer_flush(p, 30000, &e), CDC_OK);
+    assert_int_equal(cdc_kafka_producer_partitions(p, topic, &count, 5000, &e), CDC_OK);
+    assert_int_equal(count, 1);
+    cdc_kafka_producer_free(p);
+
+    c = new_consumer();
+    assert_int_equal(cdc_kafka_consumer_watermarks(c, topic, 0, &lo, &hi, 5000, &e), CDC_OK);
+    assert_int_equal(lo, 0);
+    assert_int_equal(hi, 50);
+    assert_int_equal(cdc_kafka_consumer_partitions(c, topic, &count, 5000, &e), CDC_OK);
+    assert_int_equal(count, 1);
+    assert_int_equal(cdc_kafka_consumer_partitions(c, "no-such-topic-xyz", &count, 5000, &e),
+                     CDC_ERR_NOT_FOUND);
+
+    tp = (cdc_kafka_tp_t){topic, 0, 40};
+    assert_int_equal(cdc_kafka_consumer_assign(c, &tp, 1, &e), CDC_OK);
+    assert_int_equal(cdc_kafka_consume_batch(c, msgs, 100, &n, 10000, &e), CDC_OK);
+    assert_true(n > 0);
+    assert_int_equal(msgs[0].offset, 40);
+    cdc_kafka_msgs_release(msgs, n);
+
+    /* seek back and read from there */
+    assert_int_equal(cdc_kafka_consumer_seek(c, topic, 0, 5, 5000, &e), CDC_OK);
+    assert_int_equal(cdc_kafka_consume_batch(c, msgs, 1, &n, 10000, &e), CDC_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(msgs[0].offset, 5);
+    cdc_kafka_msgs_release(msgs, n);
+
+    /* paused: nothing arrives; resumed: the next offset arrives */
+    assert_int_equal(cdc_kafka_consumer_seek(c, topic, 0, 10, 5000, &e), CDC_OK);
+    assert_int_equal(cdc_kafka_consumer_pause(c, topic, 0, &e), CDC_OK);
+    assert_int_equal(cdc_kafka_consume_batch(c, msgs, 100, &n, 500, &e), CDC_OK);
+    cdc_kafka_msgs_release(msgs, n);
+    assert_int_equal(n, 0);
+    assert_int_equal(cdc_kafka_consumer_resume(c, topic, 0, &e), CDC_OK);
+    assert_int_equal(cdc_kafka_consume_batch(c, msgs, 1, &n, 10000, &e), CDC_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(msgs[0].offset, 10);
+    cdc_kafka_msgs_release(msgs, n);
+
+    /* an offset past the end is an error, not a silent reset */
+    tp.offset = 1000;
+    assert_int_equal(cdc_kafka_consumer_assign(c, &tp, 1, &e), CDC_OK);
+    {
+        cdc_err_t rc = CDC_OK;
+        long long deadline = cdc_test_now_ms() + 15000;
+        while (rc == CDC_OK && cdc_test_now_ms() < deadline) {
+            rc = cdc_kafka_consume_batch(c, msgs, 100, &n, 500, &e);
+            cdc_kafka_msgs_release(msgs, n);
+        }
+        assert_int_not_equal(rc, CDC_OK);
+        assert_false(e.retriable);
+    }
+    assert_int_equal(cdc_kafka_consumer_assign(c, NULL, 0, &e), CDC_OK);
+    cdc_kafka_consumer_free(c);
+}
+
+static void test_ensure_topic(void **state)
+{
+    const char *bs = cdc_test_require("CDC_TEST_KAFKA");
+    char topic[128];
+    cdc_kafka_topic_spec_t spec;
+    cdc_error_t e;
+    int32_t n = 0;
+    acks_t acks = {0};
+    cdc_kafka_producer_t *p;
+    cdc_kafka_record_t rec;
+    (void)state;
+
+    unique_topic(topic, sizeof(topic), "tens");
+    spec = (cdc_kafka_topic_spec_t){.name = topic, .partitions = 5, .compact = true};
+    assert_int_equal(cdc_kafka_ensure_topic(bs, NULL, &spec, 10000, &e), CDC_OK);
+    assert_int_equal(cdc_kafka_topic_partitions(bs, NULL, topic, &n, 5000, &e), CDC_OK);
+    assert_int_equal(n, 5);
+    /* idempotent */
+    assert_int_equal(cdc_kafka_ensure_topic(bs, NULL, &spec, 10000, &e), CDC_OK);
+    /* a different count is a conflict */
+    spec.partitions = 7;
+    assert_int_equal(cdc_kafka_ensure_topic(bs, NULL, &spec, 10000, &e), CDC_ERR_CONFLICT);
+    assert_non_null(strstr(e.msg, "has 5 partitions"));
+    assert_int_equal(cdc_kafka_topic_partitions(bs, NULL, "never-created-topic", &n, 5000, &e),
+                     CDC_ERR_NOT_FOUND);
+
+    /* a topic created on first use gets the broker's default (kafka-dev: 12) */
+    unique_topic(topic, sizeof(topic), "tauto");
+    p = new_producer(NULL, &acks);
+    assert_non_null(p);
+    rec = (cdc_kafka_record_t){
+        .topic = topic, .partition = CDC_KAFKA_PARTITION_ANY, .value = "x", .value_len = 1};
+    assert_int_equal(cdc_kafka_produce(p, &rec, &e), CDC_OK);
+    assert_int_equal(cdc_kafka_producer_flush(p, 30000, &e), CDC_OK);
+    assert_int_equal(acks.ok, 1);
+    cdc_kafka_producer_free(p);
+    assert_int_equal(cdc_kafka_topic_partitions(bs, NULL, topic, &n, 5000, &e), CDC_OK);
+    assert_int_equal(n, 12);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_processes_10k),     cmocka_unit_test(test_broker_down_up),
+        cmocka_unit_test(test_injected_errors),       cmocka_unit_test(test_codecs),
+        cmocka_unit_test(test_seek_pause_watermarks), cmocka_unit_test(test_ensure_topic),
+    };
+    if (argc == 5 && strcmp(argv[1], "produce") == 0)
+        return producer_main(argv[2], atoi(argv[3]), argv[4]);
+    cdc_test_require("CDC_TEST_KAFKA");
+    cdc_test_require("CDC_TEST_KAFKA_CTL");
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

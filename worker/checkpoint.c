@@ -1,0 +1,463 @@
+/*
+ * Incremental state checkpoints in the warehouse (see checkpoint.h for the layout).
+ * Only this module moves state files between the local disk and the shared store.
+ */
+#include "worker/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "common/log.h"
+#include "common/state.h"
+
+static void rand_hex(char *out, size_t nhex)
+{
+    static const char hex[] = "0123456789abcdef";
+    uint8_t b[32];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    size_t n = (nhex + 1) / 2;
+    if (fd < 0 || read(fd, b, n) != (ssize_t)n) {
+        uint64_t x = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)out;
+        for (size_t i = 0; i < n; i++, x = x * 6364136223846793005ULL + 1442695040888963407ULL)
+            b[i] = (uint8_t)(x >> 56);
+    }
+    if (fd >= 0)
+        close(fd);
+    for (size_t i = 0; i < nhex; i++)
+        out[i] = hex[(b[i / 2] >> ((i % 2) ? 0 : 4)) & 15];
+    out[nhex] = '\0';
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void files_free(cdc_ckpt_file_t *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(f[i].name);
+        free(f[i].location);
+    }
+    free(f);
+}
+
+static void entry_free(cdc_ckpt_entry_t *en)
+{
+    free(en->handle);
+    free(en->local_dir);
+    files_free(en->files, en->nfiles);
+    memset(en, 0, sizeof(*en));
+}
+
+cdc_err_t cdc_ckpt_init(cdc_ckpt_t *c, cdc_storage_t *storage, const char *warehouse,
+                        const char *job, uint32_t partition, const char *local_root, cdc_error_t *e)
+{
+    size_t wl = strlen(warehouse);
+    memset(c, 0, sizeof(*c));
+    c->storage = storage;
+    c->partition = partition;
+    if (asprintf(&c->root, "%.*s/_checkpoints/%s/p%u",
+                 (int)(wl && warehouse[wl - 1] == '/' ? wl - 1 : wl), warehouse, job,
+                 partition) < 0 ||
+        (c->local_root = strdup(local_root)) == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    if (mkdir(local_root, 0755) != 0 && errno != EEXIST)
+        return cdc_error_set(e, CDC_ERR_IO, "could not create directory \"%s\": %s", local_root,
+                             strerror(errno));
+    cdc_ckpt_new_lineage(c);
+    return CDC_OK;
+}
+
+void cdc_ckpt_free(cdc_ckpt_t *c)
+{
+    for (size_t i = 0; i < c->nentries; i++)
+        entry_free(&c->entries[i]);
+    free(c->entries);
+    free(c->root);
+    free(c->local_root);
+    memset(c, 0, sizeof(*c));
+}
+
+void cdc_ckpt_new_lineage(cdc_ckpt_t *c)
+{
+    rand_hex(c->lineage, 16);
+}
+
+/* Location of an immutable file already in the store for the current lineage: the
+ * latest entry lists every file the store had at its checkpoint. */
+static const cdc_ckpt_file_t *known_file(const cdc_ckpt_t *c, const char *name, int64_t size)
+{
+    if (c->nentries == 0)
+        return NULL;
+    const cdc_ckpt_entry_t *en = &c->entries[c->nentries - 1];
+    for (size_t i = 0; i < en->nfiles; i++)
+        if (strcmp(en->files[i].name, name) == 0 && en->files[i].size == size)
+            return &en->files[i];
+    return NULL;
+}
+
+static cdc_ckpt_entry_t *add_entry(cdc_ckpt_t *c)
+{
+    cdc_ckpt_entry_t *n = realloc(c->entries, (c->nentries + 1) * sizeof(*n));
+    if (n == NULL)
+        return NULL;
+    c->entries = n;
+    memset(&n[c->nentries], 0, sizeof(*n));
+    return &n[c->nentries++];
+}
+
+static char *manifest_json(const cdc_ckpt_t *c, const cdc_ckpt_entry_t *en)
+{
+    json_t *root = json_object(), *files = json_array();
+    char *out;
+    for (size_t i = 0; i < en->nfiles; i++)
+        json_array_append_new(files, json_pack("{s:s,s:s,s:I}", "name", en->files[i].name,
+                                               "location", en->files[i].location, "size",
+                                               (json_int_t)en->files[i].size));
+    json_object_set_new(root, "format", json_integer(1));
+    json_object_set_new(root, "partition", json_integer(c->partition));
+    json_object_set_new(root, "epoch", json_integer((json_int_t)en->epoch));
+    json_object_set_new(root, "lineage", json_string(c->lineage));
+    json_object_set_new(root, "files", files);
+    out = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return out;
+}
+
+cdc_err_t cdc_ckpt_upload(cdc_ckpt_t *c, uint64_t epoch, const char *local_dir, const char **handle,
+                          cdc_ckpt_stats_t *stats, cdc_error_t *e)
+{
+    DIR *d = opendir(local_dir);
+    struct dirent *de;
+    cdc_ckpt_file_t *files = NULL;
+    size_t nfiles = 0, cap = 0;
+    char rnd[9], path[1024];
+    cdc_ckpt_stats_t st = {0};
+    double t0 = now_ms();
+    cdc_err_t rc = CDC_OK;
+    char *json = NULL, *handle_loc = NULL;
+    cdc_ckpt_entry_t *en;
+
+    if (d == NULL)
+        return cdc_error_set(e, CDC_ERR_IO, "could not open checkpoint directory \"%s\": %s",
+                             local_dir, strerror(errno));
+    rand_hex(rnd, 8);
+    while ((de = readdir(d)) != NULL) {
+        struct stat sb;
+        cdc_ckpt_file_t *f;
+        const cdc_ckpt_file_t *known;
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", local_dir, de->d_name);
+        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        if (nfiles == cap) {
+            cap = cap ? cap * 2 : 32;
+            cdc_ckpt_file_t *nf = realloc(files, cap * sizeof(*nf));
+            if (nf == NULL) {
+                rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+            files = nf;
+        }
+        f = &files[nfiles];
+        memset(f, 0, sizeof(*f));
+        f->size = (int64_t)sb.st_size;
+        if ((f->name = strdup(de->d_name)) == NULL) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        nfiles++;
+        st.files_total++;
+        st.bytes_total += (uint64_t)sb.st_size;
+        known = cdc_state_file_is_immutable(de->d_name) ? known_file(c, de->d_name, f->size) : NULL;
+        if (known != NULL) {
+            f->location = strdup(known->location);
+            if (f->location == NULL) {
+                rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+            continue;
+        }
+        if (cdc_state_file_is_immutable(de->d_name)) {
+            if (asprintf(&f->location, "%s/sst/%s-%s", c->root, c->lineage, de->d_name) < 0)
+                f->location = NULL;
+        } else if (asprintf(&f->location, "%s/meta/%" PRIu64 "-%s/%s", c->root, epoch, rnd,
+                            de->d_name) < 0) {
+            f->location = NULL;
+        }
+        if (f->location == NULL) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        rc = cdc_storage_put_file(c->storage, f->location, path, e);
+        if (rc != CDC_OK) {
+            cdc_error_prefix(e, "could not upload state file \"%s\" of partition %u", path,
+                             c->partition);
+            goto done;
+        }
+        st.files_uploaded++;
+        st.bytes_uploaded += (uint64_t)sb.st_size;
+    }
+    if (asprintf(&handle_loc, "%s/m-%020" PRIu64 "-%s.json", c->root, epoch, rnd) < 0) {
+        handle_loc = NULL;
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    en = add_entry(c);
+    if (en == NULL) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    en->epoch = epoch;
+    en->files = files;
+    en->nfiles = nfiles;
+    en->handle = handle_loc;
+    en->local_dir = strdup(local_dir);
+    files = NULL;
+    nfiles = 0;
+    handle_loc = NULL;
+    json = manifest_json(c, en);
+    if (json == NULL) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    } else {
+        rc = cdc_storage_put(c->storage, en->handle, json, strlen(json), e);
+        st.bytes_uploaded += strlen(json);
+    }
+    if (rc != CDC_OK) {
+        /* Forget the entry: its manifest is not durable, so it is no checkpoint. */
+        entry_free(en);
+        c->nentries--;
+        goto done;
+    }
+    *handle = en->handle;
+    c->bytes_uploaded += st.bytes_uploaded;
+    c->files_uploaded += st.files_uploaded;
+done:
+    closedir(d);
+    files_free(files, nfiles);
+    free(handle_loc);
+    free(json);
+    st.ms = now_ms() - t0;
+    if (stats != NULL)
+        *stats = st;
+    return rc;
+}
+
+static cdc_err_t copy_file(const char *from, const char *to, bool link_ok, cdc_error_t *e)
+{
+    char buf[65536];
+    ssize_t n;
+    int in, out;
+    if (link_ok && link(from, to) == 0)
+        return CDC_OK;
+    in = open(from, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return cdc_error_set(e, CDC_ERR_IO, "could not open \"%s\": %s", from, strerror(errno));
+    out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (out < 0) {
+        close(in);
+        return cdc_error_set(e, CDC_ERR_IO, "could not create \"%s\": %s", to, strerror(errno));
+    }
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        if (write(out, buf, (size_t)n) != n) {
+            n = -1;
+            break;
+        }
+    close(in);
+    if (n < 0 || fsync(out) != 0) {
+        close(out);
+        return cdc_error_set(e, CDC_ERR_IO, "could not copy \"%s\" to \"%s\": %s", from, to,
+                             strerror(errno));
+    }
+    close(out);
+    return CDC_OK;
+}
+
+static cdc_err_t write_file(const char *path, const uint8_t *data, size_t len, cdc_error_t *e)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    size_t off = 0;
+    if (fd < 0)
+        return cdc_error_set(e, CDC_ERR_IO, "could not create \"%s\": %s", path, strerror(errno));
+    while (off < len) {
+        ssize_t n = write(fd, data + off, len - off);
+        if (n <= 0) {
+            close(fd);
+            return cdc_error_set(e, CDC_ERR_IO, "could not write \"%s\": %s", path,
+                                 strerror(errno));
+        }
+        off += (size_t)n;
+    }
+    close(fd);
+    return CDC_OK;
+}
+
+static cdc_err_t parse_manifest(const uint8_t *data, size_t len, const char *handle,
+                                cdc_ckpt_entry_t *en, cdc_error_t *e)
+{
+    json_error_t je;
+    json_t *root = json_loadb((const char *)data, len, 0, &je), *files;
+    if (root == NULL)
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "state checkpoint manifest \"%s\" is not JSON: %s",
+                             handle, je.text);
+    files = json_object_get(root, "files");
+    en->epoch = (uint64_t)json_integer_value(json_object_get(root, "epoch"));
+    en->nfiles = json_array_size(files);
+    en->files = calloc(en->nfiles ? en->nfiles : 1, sizeof(cdc_ckpt_file_t));
+    if (en->files == NULL) {
+        json_decref(root);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < en->nfiles; i++) {
+        json_t *f = json_array_get(files, i);
+        const char *name = json_string_value(json_object_get(f, "name"));
+        const char *loc = json_string_value(json_object_get(f, "location"));
+        if (name == NULL || loc == NULL || strchr(name, '/') != NULL) {
+            json_decref(root);
+            return cdc_error_set(e, CDC_ERR_CORRUPT,
+                                 "state checkpoint manifest \"%s\" has a bad file entry %zu",
+                                 handle, i);
+        }
+        en->files[i].name = strdup(name);
+        en->files[i].location = strdup(loc);
+        en->files[i].size = json_integer_value(json_object_get(f, "size"));
+    }
+    json_decref(root);
+    return CDC_OK;
+}
+
+cdc_err_t cdc_ckpt_restore(cdc_ckpt_t *c, const char *handle, const char *dest, bool *reused,
+                           cdc_error_t *e)
+{
+    cdc_ckpt_entry_t tmp = {0}, *en;
+    cdc_err_t rc;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    char from[1024], to[1024];
+
+    *reused = false;
+    if (mkdir(dest, 0755) != 0)
+        return cdc_error_set(e, CDC_ERR_IO, "could not create directory \"%s\": %s", dest,
+                             strerror(errno));
+    for (size_t i = c->nentries; i-- > 0;) {
+        struct stat sb;
+        en = &c->entries[i];
+        if (strcmp(en->handle, handle) != 0 || en->local_dir == NULL ||
+            stat(en->local_dir, &sb) != 0)
+            continue;
+        /* Local copy of exactly this checkpoint: hard-link the immutable files. */
+        for (size_t k = 0; k < en->nfiles; k++) {
+            snprintf(from, sizeof(from), "%s/%s", en->local_dir, en->files[k].name);
+            snprintf(to, sizeof(to), "%s/%s", dest, en->files[k].name);
+            rc = copy_file(from, to, cdc_state_file_is_immutable(en->files[k].name), e);
+            if (rc != CDC_OK)
+                return rc;
+        }
+        *reused = true;
+        /* Later entries belong to abandoned epochs of the old store. */
+        cdc_ckpt_drop_after(c, en->epoch);
+        cdc_ckpt_new_lineage(c);
+        return CDC_OK;
+    }
+
+    rc = cdc_storage_get(c->storage, handle, &data, &len, e);
+    if (rc != CDC_OK)
+        return cdc_error_prefix(e, "could not read state checkpoint \"%s\"", handle);
+    rc = parse_manifest(data, len, handle, &tmp, e);
+    free(data);
+    if (rc != CDC_OK)
+        goto fail;
+    for (size_t k = 0; k < tmp.nfiles; k++) {
+        data = NULL;
+        rc = cdc_storage_get(c->storage, tmp.files[k].location, &data, &len, e);
+        if (rc != CDC_OK) {
+            cdc_error_prefix(e, "could not restore state file \"%s\"", tmp.files[k].location);
+            goto fail;
+        }
+        snprintf(to, sizeof(to), "%s/%s", dest, tmp.files[k].name);
+        rc = write_file(to, data, len, e);
+        free(data);
+        if (rc != CDC_OK)
+            goto fail;
+    }
+    /* The restored checkpoint replaces everything this worker knew for the partition. */
+    for (size_t i = 0; i < c->nentries; i++)
+        entry_free(&c->entries[i]);
+    c->nentries = 0;
+    en = add_entry(c);
+    if (en == NULL) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    *en = tmp;
+    en->handle = strdup(handle);
+    cdc_ckpt_new_lineage(c);
+    return en->handle ? CDC_OK : cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+fail:
+    entry_free(&tmp);
+    return rc;
+}
+
+/* Deletes entry i's local copy, manifest and files no entry >= keep_from refers to. */
+static void discard(cdc_ckpt_t *c, size_t i, size_t keep_from, size_t keep_to)
+{
+    cdc_ckpt_entry_t *en = &c->entries[i];
+    cdc_error_t e;
+    if (en->local_dir != NULL)
+        cdc_state_destroy(en->local_dir, &e);
+    if (en->handle != NULL && cdc_storage_delete(c->storage, en->handle, &e) != CDC_OK)
+        cdc_log_warn("could not delete state checkpoint manifest \"%s\": %s", en->handle, e.msg);
+    for (size_t k = 0; k < en->nfiles; k++) {
+        bool ref = false;
+        for (size_t j = keep_from; j < keep_to && !ref; j++)
+            for (size_t f = 0; f < c->entries[j].nfiles && !ref; f++)
+                ref = strcmp(c->entries[j].files[f].location, en->files[k].location) == 0;
+        if (!ref && cdc_storage_delete(c->storage, en->files[k].location, &e) != CDC_OK)
+            cdc_log_warn("could not delete state file \"%s\": %s", en->files[k].location, e.msg);
+    }
+}
+
+cdc_err_t cdc_ckpt_gc(cdc_ckpt_t *c, uint64_t committed_epoch, cdc_error_t *e)
+{
+    size_t keep = 0;
+    (void)e;
+    /* Keep the newest checkpoint at or before the committed epoch, and all later. */
+    for (size_t i = 0; i < c->nentries; i++)
+        if (c->entries[i].epoch <= committed_epoch)
+            keep = i;
+    if (keep == 0)
+        return CDC_OK;
+    for (size_t i = 0; i < keep; i++) {
+        discard(c, i, keep, c->nentries);
+        entry_free(&c->entries[i]);
+    }
+    memmove(c->entries, c->entries + keep, (c->nentries - keep) * sizeof(*c->entries));
+    c->nentries -= keep;
+    return CDC_OK;
+}
+
+void cdc_ckpt_drop_after(cdc_ckpt_t *c, uint64_t epoch)
+{
+    size_t n = c->nentries;
+    while (n > 0 && c->entries[n - 1].epoch > epoch)
+        n--;
+    for (size_t i = n; i < c->nentries; i++) {
+        discard(c, i, 0, n);
+        entry_free(&c->entries[i]);
+    }
+    c->nentries = n;
+}
