@@ -1158,7 +1158,7 @@ cdc_err_t cdc_pq_writer_open_file(const cdc_ice_schema_t *schema, const char *pa
         return rc;
     w->sink_kind = SINK_FILE;
     w->path = strdup(path);
-    if (w->path == NULL || !buf_reserve(&w->out, FILE_BUF_BYTES)) {
+    if (w->path == NULL) {
         cdc_pq_writer_free(w);
         return cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
     }

@@ -390,6 +390,30 @@ static void test_election(void **state)
     OK(cdc_etcd_election_resign(b, &e));
     cdc_etcd_election_close(a);
     cdc_etcd_election_close(b);
+
+    /* regression: a standby whose lease is about to run out must not win with it */
+    OK(cdc_etcd_election_open(&a, c1, key, "A", 3, &e));
+    OK(cdc_etcd_election_open(&b, c2, key, "B", 3, &e));
+    OK(cdc_etcd_election_try(a, &won, &term1, &e));
+    assert_true(won);
+    OK(cdc_etcd_election_try(b, &won, &seen, &e));
+    assert_false(won);
+    int64_t ttl = 3, deadline = now_ms() + 10000;
+    while (ttl > 1 && now_ms() < deadline) {
+        OK(cdc_etcd_election_keepalive(a, &e));
+        OK(cdc_etcd_lease_ttl(c3, cdc_etcd_election_lease(b), &ttl, &e));
+        if (ttl > 1)
+            OK(cdc_etcd_watch_wait(c3, k("never"), false, 0, 100, &(cdc_etcd_events_t){0}, &e));
+    }
+    assert_true(ttl <= 1);
+    OK(cdc_etcd_election_resign(a, &e));
+    OK(cdc_etcd_election_try(b, &won, &term2, &e));
+    assert_true(won);
+    OK(cdc_etcd_lease_ttl(c3, cdc_etcd_election_lease(b), &ttl, &e));
+    assert_true(ttl >= 2);
+    OK(cdc_etcd_election_resign(b, &e));
+    cdc_etcd_election_close(a);
+    cdc_etcd_election_close(b);
     cdc_etcd_close(c1);
     cdc_etcd_close(c2);
     cdc_etcd_close(c3);

@@ -65,6 +65,9 @@ static cdc_config_result_t parse(tcfg_t *c, char **env, cdc_error_t *e, FILE *ou
 
 static char *no_env[] = {NULL};
 
+/* Terminates parse()'s argument list (a typed null pointer for the variadic call). */
+#define END ((char *)NULL)
+
 static void expect_error(cdc_config_result_t r, tcfg_t *c, const cdc_error_t *e,
                          const char *needle1, const char *needle2)
 {
@@ -83,7 +86,7 @@ static void test_defaults_and_flags(void **state)
     cdc_error_t e;
     (void)state;
 
-    assert_int_equal(parse(&c, no_env, &e, NULL, "--dsn=x", NULL), CDC_CONFIG_OK);
+    assert_int_equal(parse(&c, no_env, &e, NULL, "--dsn=x", END), CDC_CONFIG_OK);
     assert_string_equal(c.name, "anon");
     assert_int_equal(c.count, 3);
     assert_false(c.verbose);
@@ -96,8 +99,7 @@ static void test_defaults_and_flags(void **state)
 
     /* --name value form, bare bool, every type */
     assert_int_equal(parse(&c, no_env, &e, NULL, "--dsn", "host=a", "--name", "n1", "--verbose",
-                           "--count=100", "--interval=250ms", "--buffer=16MiB", "--mode=safe",
-                           NULL),
+                           "--count=100", "--interval=250ms", "--buffer=16MiB", "--mode=safe", END),
                      CDC_CONFIG_OK);
     assert_string_equal(c.name, "n1");
     assert_string_equal(c.required_s, "host=a");
@@ -110,7 +112,7 @@ static void test_defaults_and_flags(void **state)
 
     /* the last of a repeated flag wins; --verbose=false */
     assert_int_equal(
-        parse(&c, no_env, &e, NULL, "--dsn=x", "--count=5", "--count=6", "--verbose=off", NULL),
+        parse(&c, no_env, &e, NULL, "--dsn=x", "--count=5", "--count=6", "--verbose=off", END),
         CDC_CONFIG_OK);
     assert_int_equal(c.count, 6);
     assert_false(c.verbose);
@@ -122,13 +124,13 @@ static void test_unknown_and_stray(void **state)
     tcfg_t c;
     cdc_error_t e;
     (void)state;
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--colour=red", NULL), &c, &e,
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--colour=red", END), &c, &e,
                  "unknown option --colour", "--help");
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "positional", NULL), &c, &e,
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "positional", END), &c, &e,
                  "unexpected argument \"positional\"", "--name=value");
-    expect_error(parse(&c, no_env, &e, NULL, "-v", NULL), &c, &e, "unexpected argument \"-v\"",
+    expect_error(parse(&c, no_env, &e, NULL, "-v", END), &c, &e, "unexpected argument \"-v\"",
                  NULL);
-    expect_error(parse(&c, no_env, &e, NULL, "--", NULL), &c, &e, "unexpected argument", NULL);
+    expect_error(parse(&c, no_env, &e, NULL, "--", END), &c, &e, "unexpected argument", NULL);
 }
 
 static void test_missing_value(void **state)
@@ -136,9 +138,9 @@ static void test_missing_value(void **state)
     tcfg_t c;
     cdc_error_t e;
     (void)state;
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--count", NULL), &c, &e,
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--count", END), &c, &e,
                  "option --count needs a value", "integer");
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn", NULL), &c, &e, "option --dsn needs a value",
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn", END), &c, &e, "option --dsn needs a value",
                  NULL);
 }
 
@@ -147,23 +149,23 @@ static void test_wrong_type_per_type(void **state)
     tcfg_t c;
     cdc_error_t e;
     (void)state;
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--count=ten", NULL), &c, &e,
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--count=ten", END), &c, &e,
                  "invalid value \"ten\" for option --count", "an integer");
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--count=5x", NULL), &c, &e,
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--count=5x", END), &c, &e,
                  "--count (CDC_COUNT, from command line)", NULL);
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--count=", NULL), &c, &e,
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--count=", END), &c, &e,
                  "invalid value \"\"", NULL);
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--verbose=maybe", NULL), &c, &e,
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--verbose=maybe", END), &c, &e,
                  "invalid value \"maybe\" for option --verbose", "true or false");
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--interval=soon", NULL), &c, &e,
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--interval=soon", END), &c, &e,
                  "--interval", "a duration such as");
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--interval=5parsecs", NULL), &c, &e,
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--interval=5parsecs", END), &c, &e,
                  "--interval", NULL);
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--interval=-5s", NULL), &c, &e,
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--interval=-5s", END), &c, &e,
                  "--interval", NULL);
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--buffer=lots", NULL), &c, &e, "--buffer",
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--buffer=lots", END), &c, &e, "--buffer",
                  "a size such as");
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--buffer=12QiB", NULL), &c, &e, "--buffer",
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--buffer=12QiB", END), &c, &e, "--buffer",
                  NULL);
 }
 
@@ -172,19 +174,19 @@ static void test_out_of_range(void **state)
     tcfg_t c;
     cdc_error_t e;
     (void)state;
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--count=0", NULL), &c, &e,
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--count=0", END), &c, &e,
                  "value \"0\" for option --count", "out of range: expected 1 to 100");
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--count=101", NULL), &c, &e,
-                 "out of range", NULL);
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--interval=5ms", NULL), &c, &e,
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--count=101", END), &c, &e, "out of range",
+                 NULL);
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--interval=5ms", END), &c, &e,
                  "--interval", "milliseconds");
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--interval=2h", NULL), &c, &e,
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--interval=2h", END), &c, &e,
                  "out of range", NULL);
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--buffer=2GiB", NULL), &c, &e, "--buffer",
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--buffer=2GiB", END), &c, &e, "--buffer",
                  "bytes");
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--buffer=100", NULL), &c, &e,
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--buffer=100", END), &c, &e,
                  "out of range", NULL);
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--count=99999999999999999999", NULL), &c,
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--count=99999999999999999999", END), &c,
                  &e, "--count", NULL);
 }
 
@@ -193,12 +195,11 @@ static void test_bad_enum(void **state)
     tcfg_t c;
     cdc_error_t e;
     (void)state;
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--mode=turbo", NULL), &c, &e,
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--mode=turbo", END), &c, &e,
                  "invalid value \"turbo\" for option --mode", "expected one of fast|safe|off");
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--mode=Fast", NULL), &c, &e, "--mode",
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--mode=Fast", END), &c, &e, "--mode",
                  NULL);
-    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--mode=fas", NULL), &c, &e, "--mode",
-                 NULL);
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--mode=fas", END), &c, &e, "--mode", NULL);
 }
 
 static void test_missing_required(void **state)
@@ -206,12 +207,12 @@ static void test_missing_required(void **state)
     tcfg_t c;
     cdc_error_t e;
     (void)state;
-    expect_error(parse(&c, no_env, &e, NULL, NULL), &c, &e, "missing required option --dsn",
+    expect_error(parse(&c, no_env, &e, NULL, END), &c, &e, "missing required option --dsn",
                  "CDC_DSN");
     /* the environment satisfies it */
     {
         char *env[] = {"CDC_DSN=from-env", NULL};
-        assert_int_equal(parse(&c, env, &e, NULL, NULL), CDC_CONFIG_OK);
+        assert_int_equal(parse(&c, env, &e, NULL, END), CDC_CONFIG_OK);
         assert_string_equal(c.required_s, "from-env");
         cdc_config_free(opts, &c);
     }
@@ -226,7 +227,7 @@ static void test_env_precedence(void **state)
     (void)state;
 
     /* environment over default */
-    assert_int_equal(parse(&c, env, &e, NULL, NULL), CDC_CONFIG_OK);
+    assert_int_equal(parse(&c, env, &e, NULL, END), CDC_CONFIG_OK);
     assert_int_equal(c.count, 7);
     assert_string_equal(c.name, "envname");
     assert_true(c.verbose);
@@ -234,7 +235,7 @@ static void test_env_precedence(void **state)
     cdc_config_free(opts, &c);
 
     /* flag over environment */
-    assert_int_equal(parse(&c, env, &e, NULL, "--count=8", "--name=flag", NULL), CDC_CONFIG_OK);
+    assert_int_equal(parse(&c, env, &e, NULL, "--count=8", "--name=flag", END), CDC_CONFIG_OK);
     assert_int_equal(c.count, 8);
     assert_string_equal(c.name, "flag");
     assert_string_equal(c.required_s, "envdsn");
@@ -243,20 +244,20 @@ static void test_env_precedence(void **state)
     /* a flag hides a bad environment value */
     {
         char *bad[] = {"CDC_COUNT=lots", "CDC_DSN=x", NULL};
-        assert_int_equal(parse(&c, bad, &e, NULL, "--count=9", NULL), CDC_CONFIG_OK);
+        assert_int_equal(parse(&c, bad, &e, NULL, "--count=9", END), CDC_CONFIG_OK);
         assert_int_equal(c.count, 9);
         cdc_config_free(opts, &c);
-        expect_error(parse(&c, bad, &e, NULL, NULL), &c, &e,
+        expect_error(parse(&c, bad, &e, NULL, END), &c, &e,
                      "invalid value \"lots\" for option --count (CDC_COUNT, from environment)",
                      NULL);
     }
     {
         char *bad[] = {"CDC_INTERVAL=1ms", "CDC_DSN=x", NULL};
-        expect_error(parse(&c, bad, &e, NULL, NULL), &c, &e, "from environment", "out of range");
+        expect_error(parse(&c, bad, &e, NULL, END), &c, &e, "from environment", "out of range");
     }
     {
         char *bad[] = {"CDC_MODE=fastest", "CDC_DSN=x", NULL};
-        expect_error(parse(&c, bad, &e, NULL, NULL), &c, &e, "CDC_MODE", "one of");
+        expect_error(parse(&c, bad, &e, NULL, END), &c, &e, "CDC_MODE", "one of");
     }
 }
 
@@ -333,7 +334,7 @@ static char *captured(cdc_config_result_t *r, const char *flag)
     cdc_error_t e;
 
     assert_non_null(f);
-    *r = parse(&c, no_env, &e, f, flag, NULL);
+    *r = parse(&c, no_env, &e, f, flag, END);
     fclose(f);
     cdc_config_free(opts, &c);
     return buf;
@@ -392,7 +393,7 @@ static void test_help_before_errors(void **state)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     (void)state;
-    assert_int_equal(parse(&c, no_env, &e, f, "--help", "--count=bad", NULL), CDC_CONFIG_HELP);
+    assert_int_equal(parse(&c, no_env, &e, f, "--help", "--count=bad", END), CDC_CONFIG_HELP);
     fclose(f);
     free(buf);
     cdc_config_free(opts, &c);
