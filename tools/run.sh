@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# `make run`: the whole pipeline on loopback, all data under .run/ in the checkout:
+# the harness's PostgreSQL, etcd and development Kafka broker, the demo schema with
+# INITIAL_ROWS rows per table (captured by the initial snapshot), cdc-capture, two
+# coordinators (leader + standby), three workers, and the load generator. Shows progress
+# (source changes, last committed epoch, records and duration of the last checkpoint,
+# live workers, leader) until Ctrl-C, which stops everything and keeps .run/ for a look.
+#   DURATION=<s>     stop the load after s seconds, wait for the tables to catch up, run
+#                    the verifier (chaos/verify), print its report, exit with its status
+#   LOAD_RATE=<n>    changes per second (default 500)
+#   INITIAL_ROWS=<n> rows per table before the capture starts (default 1000)
+#   CATCHUP=<s>      how long the verifier waits for the tables (default 120)
+#   RUN_DIR=<dir>    data directory (default .run); the warehouse is <dir>/warehouse
+# Pipeline start/stop and the process supervisor live in chaos/lib.sh (shared with the
+# chaos suite); logs are in <dir>/procs/<name>.log.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+BUILD=${BUILD:-build}
+export CDC_BUILD_DIR=$ROOT/$BUILD
+RUN_DIR=${RUN_DIR:-$ROOT/.run}
+export CHAOS_DIR=$RUN_DIR CHAOS_BUILD=$CDC_BUILD_DIR
+# shellcheck source=chaos/lib.sh
+. chaos/lib.sh
+
+LOAD_RATE=${LOAD_RATE:-500}
+CATCHUP=${CATCHUP:-120}
+log() { echo "run: $*" >&2; }
+
+for b in cdc-capture cdc-coordinator cdc-worker loadgen kafka-dev; do
+    [ -x "$BUILD/$b" ] || {
+        log "$BUILD/$b is not built (make bins)"
+        exit 1
+    }
+done
+
+# A previous run killed hard may have left servers and processes behind.
+if [ -d "$RUN_DIR/servers" ]; then
+    # shellcheck source=tests/harness/harness.sh
+    . tests/harness/harness.sh
+    CDC_TEST_TMP=$RUN_DIR/servers pipeline_down purge 2>/dev/null
+fi
+rm -rf "$RUN_DIR"
+mkdir -p "$RUN_DIR"
+
+stopped=0
+stop() {
+    [ "$stopped" = 1 ] && return
+    stopped=1
+    trap '' INT TERM
+    log "stopping"
+    pipeline_down
+    log "stopped; data kept in $RUN_DIR"
+}
+trap 'stop; exit 130' INT
+trap 'stop; exit 143' TERM
+trap 'stop' EXIT
+
+CHAOS_INITIAL_ROWS=${INITIAL_ROWS:-1000} pipeline_up || exit 1
+proc_start loadgen "$CDC_BUILD_DIR/loadgen" --pg-dsn "$PIPELINE_PG_DSN" --create-schema=false \
+    --rate "$LOAD_RATE" --report-interval 10s
+
+cat <<EOT
+
+  PostgreSQL   psql "$PIPELINE_PG_DSN"
+  etcd         $CDC_TEST_ETCD      Kafka (development broker) $CDC_TEST_KAFKA
+  coordinators $(for i in 0 1; do printf 'http://%s/status  ' "$(cat "$RUN_DIR/procs/coordinator-$i.http")"; done)
+  warehouse    $RUN_DIR/warehouse/$CHAOS_NAMESPACE/{transactions,accounts}{,_changelog}
+  logs         $RUN_DIR/procs/*.log
+  verify       chaos/verify --pg "$PIPELINE_PG_DSN" --warehouse $RUN_DIR/warehouse
+  query        docs/deployment.md and README (DuckDB read_parquet, icebird icebergRead)
+
+EOT
+
+progress() {
+    local s changes
+    changes=$(psql -X -A -t -d "$PIPELINE_PG_DSN" -c 'SELECT coalesce(max(seq), 0) FROM cdc_audit.changes' 2>/dev/null)
+    if s=$(chaos_status 2>/dev/null); then
+        jq -r --arg ch "${changes:-?}" '"run: source changes \($ch)  committed epoch \(.epochs.last_committed)  " +
+            "last checkpoint \((.checkpoints[0].records // 0)) records in \((.checkpoints[0].duration_ms // 0)) ms  " +
+            "workers \([.workers[] | select(.alive)] | length)/\(.workers | length)  leader \(.id) term \(.term)"' <<<"$s" >&2
+    else
+        log "source changes ${changes:-?}  (no leader answering)"
+    fi
+}
+
+if [ -n "${DURATION:-}" ]; then
+    log "load for ${DURATION}s at ${LOAD_RATE}/s"
+    end=$((SECONDS + DURATION))
+    while [ "$SECONDS" -lt "$end" ]; do
+        sleep 2
+        progress
+    done
+    proc_signal loadgen TERM
+    chaos_wait 30 "the load generator to stop" bash -c "! kill -0 $(proc_pid loadgen) 2>/dev/null"
+    tail -n1 "$RUN_DIR/procs/loadgen.log" >&2
+    log "load stopped; waiting up to ${CATCHUP}s for the tables to catch up, then verifying"
+    pipeline_verify --wait "$CATCHUP"
+    rc=$?
+    progress
+    exit "$rc"
+fi
+log "running; Ctrl-C stops everything"
+while true; do
+    sleep 5
+    progress
+done
