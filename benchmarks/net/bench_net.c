@@ -82,11 +82,13 @@ static int bench_nng(long n)
 
     if (lat == NULL || cdc_msg_server_open(&ec.s, "tcp://127.0.0.1:0", NULL, &e) != CDC_OK) {
         fprintf(stderr, "bench_net: %s\n", e.msg);
+        free(lat); /* process exits next; other handles die with it */
         return 1;
     }
     snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", cdc_msg_server_port(ec.s));
     if (cdc_msg_client_open(&c, url, NULL, &e) != CDC_OK) {
         fprintf(stderr, "bench_net: %s\n", e.msg);
+        free(lat); /* process exits next; other handles die with it */
         return 1;
     }
     pthread_create(&th, NULL, echo_loop, &ec);
@@ -103,6 +105,7 @@ static int bench_nng(long n)
         if (cdc_msg_client_send(c, &env, &e) != CDC_OK ||
             cdc_msg_client_recv(c, 5000, &reply, &e) != CDC_OK) {
             fprintf(stderr, "bench_net: round trip %ld: %s\n", i, e.msg);
+            free(lat); /* process exits next; other handles die with it */
             return 1;
         }
         if (i >= 0)
@@ -124,6 +127,7 @@ static int bench_nng(long n)
         hb.generation = (uint64_t)i;
         if (cdc_msg_client_send(c, &env, &e) != CDC_OK) {
             fprintf(stderr, "bench_net: send %ld: %s\n", i, e.msg);
+            free(lat); /* process exits next; other handles die with it */
             return 1;
         }
     }
@@ -153,6 +157,7 @@ static int bench_etcd(const char *endpoints, long n)
     snprintf(prefix, sizeof(prefix), "/cdc-bench/%ld/", (long)time(NULL));
     if (lat == NULL || cdc_etcd_open(&c, endpoints, 2000, &e) != CDC_OK) {
         fprintf(stderr, "bench_net: %s\n", e.msg);
+        free(lat); /* process exits next; other handles die with it */
         return 1;
     }
     for (long i = 0; i < n; i++) {
@@ -160,6 +165,7 @@ static int bench_etcd(const char *endpoints, long n)
         int64_t t0 = now_ns();
         if (cdc_etcd_put(c, key, value, sizeof(value), 0, NULL, &e) != CDC_OK) {
             fprintf(stderr, "bench_net: put: %s\n", e.msg);
+            free(lat); /* process exits next; other handles die with it */
             return 1;
         }
         lat[i] = now_ns() - t0;
@@ -171,6 +177,7 @@ static int bench_etcd(const char *endpoints, long n)
     if (cdc_etcd_election_open(&el, c, key, "bench", 10, &e) != CDC_OK ||
         cdc_etcd_election_campaign(el, 5000, &term, &e) != CDC_OK) {
         fprintf(stderr, "bench_net: election: %s\n", e.msg);
+        free(lat); /* process exits next; other handles die with it */
         return 1;
     }
     for (long i = 0; i < n; i++) {
@@ -188,6 +195,7 @@ static int bench_etcd(const char *endpoints, long n)
         int64_t t0 = now_ns();
         if (cdc_etcd_txn(c, &fence, 1, ops, 2, NULL, 0, &r, &e) != CDC_OK || !r.succeeded) {
             fprintf(stderr, "bench_net: txn: %s\n", e.msg);
+            free(lat); /* process exits next; other handles die with it */
             return 1;
         }
         lat[i] = now_ns() - t0;
