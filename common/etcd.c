@@ -1043,6 +1043,15 @@ static cdc_err_t try_once(cdc_etcd_election_t *el, bool *won, int64_t *term, int
     cdc_err_t err;
     cdc_etcd_txn_result_t r;
 
+    /* a standby's lease is not renewed while it waits: refresh it first, so a win
+     * starts with a full TTL instead of a lease about to run out */
+    if (!el->leader && el->lease != 0) {
+        err = cdc_etcd_lease_keepalive(el->client, el->lease, NULL, e);
+        if (err == CDC_ERR_FENCED)
+            el->lease = 0;
+        else if (err != CDC_OK)
+            return err;
+    }
     if (el->lease == 0 &&
         (err = cdc_etcd_lease_grant(el->client, el->ttl_s, &el->lease, e)) != CDC_OK)
         return err;
@@ -1114,9 +1123,6 @@ cdc_err_t cdc_etcd_election_campaign(cdc_etcd_election_t *el, int timeout_ms, in
                 *term = el->term;
             return CDC_OK;
         }
-        /* keep our lease alive while we wait, so a win does not start with a dead one */
-        if (cdc_etcd_lease_keepalive(el->client, el->lease, NULL, NULL) != CDC_OK)
-            el->lease = 0;
         int64_t left = deadline - now_ms();
         if (left <= 0)
             return cdc_error_set(e, CDC_ERR_TIMEOUT,

@@ -197,8 +197,9 @@ cdc_err_t cdc_etcd_election_open(cdc_etcd_election_t **out, cdc_etcd_t *c, const
                                  const char *value, int64_t ttl_s, cdc_error_t *e);
 
 /*
- * One campaign attempt, not blocking on others: grants a lease when it has none, then
- * txn(create_revision(key) == 0 -> put key=value with lease). *won tells whether we
+ * One campaign attempt, not blocking on others: renews its lease (or grants a new one
+ * when it has none or it expired), then txn(create_revision(key) == 0 -> put key=value
+ * with lease), so a standby that wins starts with a full TTL. *won tells whether we
  * are (or already were) the leader; then *term is the key's create_revision (strictly
  * increasing across leaders).
  */

@@ -125,7 +125,7 @@ int cdc_kafka_producer_poll(cdc_kafka_producer_t *p, int timeout_ms);
  */
 cdc_err_t cdc_kafka_producer_flush(cdc_kafka_producer_t *p, int timeout_ms, cdc_error_t *e);
 
-/* Messages queued or in flight (not yet reported). */
+/* Messages queued or in flight plus delivery reports and events not yet served (0 = all done). */
 int cdc_kafka_producer_outstanding(cdc_kafka_producer_t *p);
 
 /*

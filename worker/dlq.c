@@ -55,3 +55,99 @@ void cdc_dlq_headers(cdc_dlq_headers_t *h, cdc_dlq_class_t cls, const char *mess
     h->name[5] = "cdc.error.time";
     snprintf(h->value[5], sizeof(h->value[5]), "%s.%03dZ", ts, (int)(now_ms % 1000));
 }
+
+/* ---- sending (worker runtime) ------------------------------------------------------- */
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "worker/worker.h"
+
+struct cdc_dlq_delivery {
+    bool done;
+    cdc_err_t err;
+    cdc_error_t detail;
+};
+typedef struct cdc_dlq_delivery delivery_t;
+
+void cdc_worker_dlq_delivery(void *opaque, cdc_err_t err, const cdc_error_t *detail,
+                             int32_t partition, int64_t offset, void *cb_arg)
+{
+    delivery_t *d = opaque;
+    (void)partition;
+    (void)offset;
+    (void)cb_arg;
+    if (d == NULL)
+        return;
+    d->done = true;
+    d->err = err;
+    if (detail != NULL)
+        d->detail = *detail;
+}
+
+/* Topics this process already made sure of. */
+static char ensured[64][300];
+static int nensured;
+
+static void ensure_dlq_topic(cdc_worker_t *w, const char *topic)
+{
+    cdc_kafka_topic_spec_t spec = {topic, CDC_WORKER_PARTITIONS, -1, false};
+    cdc_error_t e;
+    for (int i = 0; i < nensured; i++)
+        if (strcmp(ensured[i], topic) == 0)
+            return;
+    if (cdc_kafka_ensure_topic(w->cfg.kafka, w->cfg.kafka_properties, &spec, 5000, &e) != CDC_OK &&
+        e.code != CDC_ERR_CONFLICT) {
+        cdc_log_warn("could not create dead-letter topic \"%s\": %s", topic, e.msg);
+        return;
+    }
+    if (nensured < 64)
+        snprintf(ensured[nensured++], sizeof(ensured[0]), "%s", topic);
+}
+
+cdc_err_t cdc_worker_dlq_send(cdc_worker_t *w, const cdc_kafka_msg_t *m, cdc_dlq_class_t cls,
+                              const char *message, cdc_error_t *e)
+{
+    char topic[300];
+    cdc_dlq_headers_t h;
+    cdc_kafka_header_t kh[CDC_DLQ_NHEADERS];
+    struct timespec ts;
+    int delay_ms = 100;
+
+    cdc_dlq_topic(m->topic, topic, sizeof(topic));
+    ensure_dlq_topic(w, topic);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    cdc_dlq_headers(&h, cls, message, m->topic, m->partition, m->offset,
+                    (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+    for (int i = 0; i < CDC_DLQ_NHEADERS; i++)
+        kh[i] = (cdc_kafka_header_t){h.name[i], h.value[i], strlen(h.value[i])};
+    cdc_log_warn("record %s[%d]@%" PRId64 " sent to dead-letter topic \"%s\": %s: %s", m->topic,
+                 m->partition, m->offset, topic, cdc_dlq_class_name(cls), message);
+    /* A dead letter must be durable before the record's offset moves past it: retry
+     * transient failures with bounded backoff, forever unless the worker stops. */
+    for (;;) {
+        delivery_t d = {0};
+        cdc_kafka_record_t rec = {
+            topic, CDC_KAFKA_PARTITION_ANY, m->key, m->key_len, m->value, m->value_len,
+            kh,    CDC_DLQ_NHEADERS,        0,      &d};
+        cdc_err_t rc = cdc_kafka_produce(w->dlq, &rec, e);
+        if (rc == CDC_OK) {
+            rc = cdc_kafka_producer_flush(w->dlq, 10000, e);
+            if (rc == CDC_OK && !d.done)
+                rc = cdc_error_set(e, CDC_ERR_TIMEOUT, "no delivery report");
+            if (rc == CDC_OK && d.err != CDC_OK) {
+                *e = d.detail;
+                rc = d.err;
+            }
+        }
+        if (rc == CDC_OK)
+            return CDC_OK;
+        if (w->stop != NULL && *w->stop)
+            return cdc_error_set(e, CDC_ERR_CLOSED, "worker stopping");
+        cdc_log_warn("could not write dead letter to \"%s\" (retrying in %d ms): %s", topic,
+                     delay_ms, e->msg);
+        usleep((useconds_t)delay_ms * 1000);
+        delay_ms = delay_ms * 2 > 5000 ? 5000 : delay_ms * 2;
+    }
+}

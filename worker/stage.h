@@ -76,4 +76,45 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_e
 /* Number of mirror data rows / equality deletes a table will produce. */
 void cdc_stage_table_counts(const cdc_stage_table_t *t, size_t *data_rows, size_t *deletes);
 
+/* ---- writing the epoch's files ------------------------------------------------------ */
+
+#include "common/iceberg/storage.h"
+
+typedef enum cdc_stage_kind {
+    CDC_STAGE_MIRROR_DATA = 0,
+    CDC_STAGE_MIRROR_DELETES,
+    CDC_STAGE_CHANGELOG,
+} cdc_stage_kind_t;
+
+/* One written file: Iceberg table name ("<ns>.<table>" or "<ns>.<table>_changelog") and
+ * its descriptor (owned; release with cdc_stage_files_free()). */
+typedef struct cdc_staged_file {
+    char *table;
+    cdc_stage_kind_t kind;
+    cdc_ice_data_file_t df;
+    char *schema_json; /* the table's Iceberg schema this file was written with */
+} cdc_staged_file_t;
+
+typedef struct cdc_stage_write_options {
+    const char *warehouse;
+    const char *job;
+    int compression; /* cdc_pq_codec_t; 0 = none */
+} cdc_stage_write_options_t;
+
+/*
+ * Writes the epoch's files (mirror data, mirror equality deletes, changelog) for every
+ * table, durably (fsync'd locally, or uploaded), under each table's data/ directory with
+ * names carrying the job, epoch and partition. On success *files (caller frees with
+ * cdc_stage_files_free()) lists them; on failure files already written are removed
+ * and nothing is returned. The stage is not reset.
+ */
+cdc_err_t cdc_stage_write(const cdc_stage_t *s, cdc_storage_t *storage,
+                          const cdc_stage_write_options_t *o, cdc_staged_file_t **files,
+                          size_t *nfiles, cdc_error_t *e);
+void cdc_stage_files_free(cdc_staged_file_t *files, size_t n);
+
+/* Iceberg schema of a table kind for a source schema (caller frees with
+ * cdc_ice_schema_free(); deletes: key columns only). */
+cdc_err_t cdc_stage_ice_schema(const cdc_source_schema_t *s, cdc_stage_kind_t kind,
+                               cdc_ice_schema_t *out, cdc_error_t *e);
 #endif

@@ -45,6 +45,10 @@ enum { PAGE_DATA = 0, PAGE_DICTIONARY = 2 };
 enum { CT_UTF8 = 0, CT_DECIMAL = 5, CT_DATE = 6, CT_TIME_MICROS = 8, CT_TIMESTAMP_MICROS = 10 };
 enum { REP_REQUIRED = 0, REP_OPTIONAL = 1 };
 
+/* Limits that keep 32-bit offsets and page sizes from overflowing. */
+#define PQ_MAX_VALUE ((size_t)256 << 20)
+#define PQ_MAX_ROW_GROUP ((size_t)1 << 30)
+
 /* Max bytes of a min/max value kept in the Parquet column statistics. */
 #define PQ_STAT_MAX 64
 
@@ -700,6 +704,35 @@ static inline uint64_t hash_bytes(const uint8_t *p, size_t n)
     return h;
 }
 
+/* Equality of two byte strings of length n, without a libc call for short keys. */
+static inline bool bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    uint64_t x, y, u, v;
+    uint32_t p, q, r, t;
+
+    if (n >= 8 && n <= 16) {
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        memcpy(&u, a + n - 8, 8);
+        memcpy(&v, b + n - 8, 8);
+        return x == y && u == v;
+    }
+    if (n >= 4 && n < 8) {
+        memcpy(&p, a, 4);
+        memcpy(&q, b, 4);
+        memcpy(&r, a + n - 4, 4);
+        memcpy(&t, b + n - 4, 4);
+        return p == q && r == t;
+    }
+    if (n < 4) {
+        for (size_t i = 0; i < n; i++)
+            if (a[i] != b[i])
+                return false;
+        return true;
+    }
+    return memcmp(a, b, n) == 0;
+}
+
 static inline const uint8_t *dict_entry(const column_t *c, uint32_t i, size_t *len)
 {
     const uint32_t *ends = (const uint32_t *)c->dict_offs.p;
@@ -1051,6 +1084,13 @@ static cdc_err_t writer_new(const cdc_ice_schema_t *schema, const cdc_pq_options
         w->opts.page_bytes = 1u << 20;
     if (w->opts.row_group_bytes == 0)
         w->opts.row_group_bytes = 64u << 20;
+    /* byte-array offsets are 32-bit: keep a row group's data well below 4 GiB */
+    if (w->opts.row_group_bytes > PQ_MAX_ROW_GROUP)
+        w->opts.row_group_bytes = PQ_MAX_ROW_GROUP;
+    if (w->opts.dict_max_bytes > PQ_MAX_ROW_GROUP)
+        w->opts.dict_max_bytes = PQ_MAX_ROW_GROUP;
+    if (w->opts.page_bytes > PQ_MAX_VALUE)
+        w->opts.page_bytes = PQ_MAX_VALUE;
     if (schema->nfields == 0) {
         rc = cdc_error_set(err, CDC_ERR_INVALID, "parquet schema has no columns");
         goto fail;
@@ -1158,7 +1198,7 @@ cdc_err_t cdc_pq_writer_open_file(const cdc_ice_schema_t *schema, const char *pa
         return rc;
     w->sink_kind = SINK_FILE;
     w->path = strdup(path);
-    if (w->path == NULL || !buf_reserve(&w->out, FILE_BUF_BYTES)) {
+    if (w->path == NULL) {
         cdc_pq_writer_free(w);
         return cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
     }
@@ -1283,7 +1323,7 @@ static bool add_bytes(cdc_pq_writer_t *w, column_t *c, const uint8_t *p, size_t 
                 size_t len;
                 uint32_t id = (uint32_t)e - 1;
                 const uint8_t *q = dict_entry(c, id, &len);
-                if (len == n && (n == 0 || memcmp(p, q, n) == 0)) {
+                if (len == n && bytes_eq(p, q, n)) {
                     if (!buf_reserve(&c->idx, 4))
                         return false;
                     memcpy(c->idx.p + c->idx.len, &id, 4);
@@ -1343,8 +1383,9 @@ cdc_err_t cdc_pq_writer_append(cdc_pq_writer_t *w, const cdc_ice_value_t *values
             return cdc_error_set(err, CDC_ERR_INVALID,
                                  "value out of range for decimal(%d,%d) column \"%s\"",
                                  (int)c->field->precision, (int)c->field->scale, c->field->name);
-        if (c->is_bytes && v->v.bytes.len > UINT32_MAX / 2)
-            return cdc_error_set(err, CDC_ERR_INVALID, "value too large for column \"%s\"",
+        if (c->is_bytes && v->v.bytes.len > PQ_MAX_VALUE)
+            return cdc_error_set(err, CDC_ERR_INVALID,
+                                 "value of %zu bytes too large for column \"%s\"", v->v.bytes.len,
                                  c->field->name);
     }
     for (size_t i = 0; i < w->ncols; i++) {

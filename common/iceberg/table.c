@@ -91,6 +91,21 @@ char *cdc_ice_data_file_location(const char *table_location, const char *tag)
     return out;
 }
 
+cdc_err_t cdc_ice_data_file_put(cdc_storage_t *storage, const char *table_location, const char *tag,
+                                const void *data, size_t len, char **location, cdc_error_t *e)
+{
+    char *loc = cdc_ice_data_file_location(table_location, tag);
+    if (!loc)
+        return oom(e);
+    cdc_err_t rc = cdc_storage_put(storage, loc, data, len, e);
+    if (rc != CDC_OK) {
+        free(loc);
+        return rc;
+    }
+    *location = loc;
+    return CDC_OK;
+}
+
 static char *metadata_path(const char *location, int64_t version)
 {
     char *p;

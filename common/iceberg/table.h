@@ -163,6 +163,14 @@ void cdc_ice_live_files_free(cdc_ice_live_file_t *files, size_t n);
  */
 char *cdc_ice_data_file_location(const char *table_location, const char *tag);
 
+/*
+ * Stores a finished data or delete file through storage at a new location from
+ * cdc_ice_data_file_location() (readers never see a partial file). On success
+ * *location (caller frees) is where it went: put it into cdc_ice_data_file_t.path.
+ */
+cdc_err_t cdc_ice_data_file_put(cdc_storage_t *storage, const char *table_location, const char *tag,
+                                const void *data, size_t len, char **location, cdc_error_t *e);
+
 /* A random RFC 4122 version-4 UUID in canonical text form (37 bytes with NUL). */
 void cdc_ice_uuid(char out[37]);
 

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "common/etcd.h"
+#include "common/http.h"
 
 static char prefix[128];
 
@@ -295,6 +296,24 @@ static void test_unreachable_and_failover(void **state)
     OK(cdc_etcd_get(c, k("failover"), &kv, NULL, &e));
     cdc_etcd_kv_clear(&kv);
     cdc_etcd_close(c);
+
+    /* an HTTP server that is not etcd (answers 405 with a non-JSON body): retriable */
+    cdc_http_server_t *h = NULL;
+    OK(cdc_http_server_open(&h, "127.0.0.1:0", NULL, &e));
+    OK(cdc_http_server_start(h, &e));
+    snprintf(eps, sizeof(eps), "http://127.0.0.1:%d", cdc_http_server_port(h));
+    OK(cdc_etcd_open(&c, eps, 1000, &e));
+    assert_int_equal(cdc_etcd_get(c, k("x"), &kv, NULL, &e), CDC_ERR_UNAVAILABLE);
+    assert_true(e.retriable);
+    cdc_etcd_close(c);
+    /* ...and failover past it */
+    snprintf(eps, sizeof(eps), "http://127.0.0.1:%d,%s", cdc_http_server_port(h),
+             getenv("CDC_TEST_ETCD"));
+    OK(cdc_etcd_open(&c, eps, 1000, &e));
+    OK(cdc_etcd_get(c, k("failover"), &kv, NULL, &e));
+    cdc_etcd_kv_clear(&kv);
+    cdc_etcd_close(c);
+    cdc_http_server_close(h);
 }
 
 typedef struct campaigner {
@@ -387,6 +406,30 @@ static void test_election(void **state)
     assert_true(term1 > term2);
     assert_int_equal(cdc_etcd_election_campaign(b, 300, &seen, &e), CDC_ERR_TIMEOUT);
     OK(cdc_etcd_election_resign(a, &e));
+    OK(cdc_etcd_election_resign(b, &e));
+    cdc_etcd_election_close(a);
+    cdc_etcd_election_close(b);
+
+    /* regression: a standby whose lease is about to run out must not win with it */
+    OK(cdc_etcd_election_open(&a, c1, key, "A", 3, &e));
+    OK(cdc_etcd_election_open(&b, c2, key, "B", 3, &e));
+    OK(cdc_etcd_election_try(a, &won, &term1, &e));
+    assert_true(won);
+    OK(cdc_etcd_election_try(b, &won, &seen, &e));
+    assert_false(won);
+    int64_t ttl = 3, deadline = now_ms() + 10000;
+    while (ttl > 1 && now_ms() < deadline) {
+        OK(cdc_etcd_election_keepalive(a, &e));
+        OK(cdc_etcd_lease_ttl(c3, cdc_etcd_election_lease(b), &ttl, &e));
+        if (ttl > 1)
+            OK(cdc_etcd_watch_wait(c3, k("never"), false, 0, 100, &(cdc_etcd_events_t){0}, &e));
+    }
+    assert_true(ttl <= 1);
+    OK(cdc_etcd_election_resign(a, &e));
+    OK(cdc_etcd_election_try(b, &won, &term2, &e));
+    assert_true(won);
+    OK(cdc_etcd_lease_ttl(c3, cdc_etcd_election_lease(b), &ttl, &e));
+    assert_true(ttl >= 2);
     OK(cdc_etcd_election_resign(b, &e));
     cdc_etcd_election_close(a);
     cdc_etcd_election_close(b);

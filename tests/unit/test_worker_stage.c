@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -114,6 +115,43 @@ static void test_collapse(void **state)
     assert_int_equal(t->changelog[5].op, 'd');
     assert_int_equal(t->changelog[5].row.vals[0].u.i, 3); /* before image for deletes */
     assert_true(s.bytes > 0);
+
+    /* Write the epoch's files into a local warehouse. */
+    char wh[256];
+    const char *tmpd = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(wh, sizeof(wh), "%s/test_stage.XXXXXX", tmpd);
+    assert_non_null(mkdtemp(wh));
+    cdc_storage_t *storage;
+    assert_int_equal(cdc_storage_open(wh, NULL, &storage, &e), CDC_OK);
+    cdc_stage_write_options_t wo = {.warehouse = wh, .job = "j1"};
+    cdc_staged_file_t *files;
+    size_t nfiles;
+    assert_int_equal(cdc_stage_write(&s, storage, &wo, &files, &nfiles, &e), CDC_OK);
+    assert_int_equal(nfiles, 3);
+    assert_string_equal(files[0].table, "public.orders");
+    assert_int_equal(files[0].df.content, CDC_ICE_CONTENT_DATA);
+    assert_int_equal(files[0].df.record_count, 3);
+    assert_string_equal(files[1].table, "public.orders");
+    assert_int_equal(files[1].df.content, CDC_ICE_CONTENT_EQUALITY_DELETES);
+    assert_int_equal(files[1].df.record_count, 3);
+    assert_int_equal(files[1].df.nequality_ids, 1);
+    assert_int_equal(files[1].df.equality_ids[0], 1);
+    assert_string_equal(files[2].table, "public.orders_changelog");
+    assert_int_equal(files[2].df.record_count, 10);
+    for (size_t i = 0; i < nfiles; i++) {
+        bool exists = false;
+        assert_int_equal(cdc_storage_exists(storage, files[i].df.path, &exists, &e), CDC_OK);
+        assert_true(exists);
+        assert_non_null(strstr(files[i].df.path, "/data/j1-e7-p4-"));
+        assert_true(files[i].df.file_size_in_bytes > 0);
+        assert_non_null(files[i].schema_json);
+    }
+    assert_non_null(strstr(files[2].schema_json, "\"_kafka_offset\""));
+    cdc_stage_files_free(files, nfiles);
+    cdc_storage_close(storage);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", wh);
+    assert_int_equal(system(cmd), 0);
 
     cdc_stage_reset(&s, 8);
     assert_int_equal(s.ntables, 0);

@@ -82,11 +82,11 @@ static void make_value(const kind_t *k, int64_t i, cdc_ice_value_t *v, uint8_t *
         snprintf(txt, cap, "%" PRId64, v->v.i64);
         break;
     case CDC_ICE_FLOAT:
-        v->v.f32 = (float)(i - 50) * 0.25f;
+        v->v.f32 = i % 50 == 7 ? NAN : (float)(i - 50) * 0.25f;
         snprintf(txt, cap, "%.9g", (double)v->v.f32);
         break;
     case CDC_ICE_DOUBLE:
-        v->v.f64 = (double)(i - 50) * 1.1;
+        v->v.f64 = i % 50 == 8 ? NAN : (double)(i - 50) * 1.1;
         snprintf(txt, cap, "%.17g", v->v.f64);
         break;
     case CDC_ICE_DECIMAL: {

@@ -1,0 +1,841 @@
+/*
+ * The worker's data path: Kafka consumption of the owned partition slots, the record
+ * path (decode -> dead letter | dedup -> TOAST repair -> stage), the schema registry
+ * topic, assignment (state restore + seek), the barrier snapshot (files + state
+ * checkpoint + Ack content) and backpressure. Runs on the worker's only thread.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "common/cdcschema.h"
+#include "common/iceberg/parquet.h"
+#include "common/iceberg/schema.h"
+#include "common/log.h"
+#include "common/state.h"
+#include "worker/toast.h"
+#include "worker/worker.h"
+
+#define BATCH_MAX 2048
+#define STORAGE_RETRIES 3
+
+static char *join(const char *a, const char *b)
+{
+    char *out;
+    return asprintf(&out, "%s/%s", a, b) < 0 ? NULL : out;
+}
+
+static int topic_index(const cdc_worker_t *w, const char *topic)
+{
+    for (size_t i = 0; i < w->ntopics; i++)
+        if (strcmp(w->topics[i], topic) == 0)
+            return (int)i;
+    return -1;
+}
+
+static cdc_table_metrics_t *table_metrics(cdc_worker_t *w, const char *ns, const char *table)
+{
+    char name[256];
+    snprintf(name, sizeof(name), "%s.%s", ns, table);
+    for (size_t i = 0; i < w->ntmetrics; i++)
+        if (strcmp(w->tmetrics[i].name, name) == 0)
+            return &w->tmetrics[i];
+    cdc_table_metrics_t *n = realloc(w->tmetrics, (w->ntmetrics + 1) * sizeof(*n));
+    if (n == NULL)
+        return NULL;
+    w->tmetrics = n;
+    n = &w->tmetrics[w->ntmetrics++];
+    memset(n, 0, sizeof(*n));
+    snprintf(n->name, sizeof(n->name), "%s", name);
+    const char *labels[] = {"table", name, NULL};
+    n->in = cdc_metrics_counter(w->metrics, "cdc_worker_records_in_total",
+                                "Decoded change events per source table.", labels);
+    n->out = cdc_metrics_counter(w->metrics, "cdc_worker_records_out_total",
+                                 "Changes staged for Iceberg per source table.", labels);
+    n->dups = cdc_metrics_counter(w->metrics, "cdc_worker_duplicates_dropped_total",
+                                  "Replayed or out-of-order duplicate changes dropped.", labels);
+    return n;
+}
+
+/* ---- open / close ------------------------------------------------------------------- */
+
+static cdc_err_t split_topics(cdc_worker_t *w, cdc_error_t *e)
+{
+    const char *list = w->cfg.topics && w->cfg.topics[0] ? w->cfg.topics : w->cfg.tables;
+    bool explicit_topics = w->cfg.topics && w->cfg.topics[0];
+    char *copy, *save = NULL;
+    if (list == NULL || list[0] == '\0')
+        return cdc_error_set(e, CDC_ERR_CONFIG,
+                             "option --tables (or --topics) is required: name the source tables, "
+                             "e.g. --tables public.orders,public.items");
+    copy = strdup(list);
+    for (char *tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+        if (w->ntopics == CDC_WORKER_MAX_TOPICS) {
+            free(copy);
+            return cdc_error_set(e, CDC_ERR_CONFIG, "option --tables: more than %d tables",
+                                 CDC_WORKER_MAX_TOPICS);
+        }
+        if (explicit_topics)
+            w->topics[w->ntopics] = strdup(tok);
+        else if (asprintf(&w->topics[w->ntopics], "%s.%s%s", w->cfg.topic_prefix, tok,
+                          strchr(tok, '.') ? "" : "") < 0)
+            w->topics[w->ntopics] = NULL;
+        if (w->topics[w->ntopics] == NULL) {
+            free(copy);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
+        w->ntopics++;
+    }
+    free(copy);
+    snprintf(w->schema_topic, sizeof(w->schema_topic), "%s._schemas", w->cfg.topic_prefix);
+    return CDC_OK;
+}
+
+cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
+{
+    cdc_err_t rc;
+    cdc_storage_config_t sc = {0};
+    cdc_kafka_consumer_config_t cc = {0};
+    cdc_kafka_producer_config_t pc = {0};
+    char client[300];
+
+    if ((rc = split_topics(w, e)) != CDC_OK)
+        return rc;
+    if (mkdir(w->cfg.state_dir, 0755) != 0 && errno != EEXIST)
+        return cdc_error_set(e, CDC_ERR_CONFIG, "option --state-dir: could not create \"%s\": %s",
+                             w->cfg.state_dir, strerror(errno));
+    sc.endpoint = w->cfg.s3_endpoint;
+    sc.region = w->cfg.s3_region;
+    sc.access_key = w->cfg.s3_access_key;
+    sc.secret_key = w->cfg.s3_secret_key;
+    sc.path_style = w->cfg.s3_path_style;
+    if ((rc = cdc_storage_open(w->cfg.warehouse, &sc, &w->storage, e)) != CDC_OK)
+        return cdc_error_prefix(e, "option --warehouse \"%s\"", w->cfg.warehouse);
+    w->catalog = cdc_catalog_new();
+    if (w->catalog == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    w->dopts.max_record_bytes = (size_t)w->cfg.max_record_bytes;
+    w->dopts.toast_placeholder = w->cfg.toast_placeholder;
+    w->dopts.default_ns = "public";
+
+    snprintf(client, sizeof(client), "cdc-worker-%s", w->cfg.id);
+    cc.bootstrap = w->cfg.kafka;
+    cc.client_id = client;
+    cc.group_id = client;
+    cc.properties = w->cfg.kafka_properties;
+    if ((rc = cdc_kafka_consumer_new(&cc, &w->consumer, e)) != CDC_OK)
+        return cdc_error_prefix(e, "option --kafka");
+    if ((rc = cdc_kafka_consumer_new(&cc, &w->schema_consumer, e)) != CDC_OK)
+        return cdc_error_prefix(e, "option --kafka");
+    pc.bootstrap = w->cfg.kafka;
+    pc.client_id = client;
+    pc.properties = w->cfg.kafka_properties;
+    pc.linger_ms = 0;
+    pc.on_delivery = cdc_worker_dlq_delivery;
+    if ((rc = cdc_kafka_producer_new(&pc, &w->dlq, e)) != CDC_OK)
+        return cdc_error_prefix(e, "option --kafka");
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
+        w->slots[p].partition = (uint32_t)p;
+    w->schema_next_offset = -1;
+    return CDC_OK;
+}
+
+static void slot_release(cdc_worker_t *w, cdc_slot_t *s, bool remove_local)
+{
+    cdc_error_t e;
+    cdc_dedup_close(s->dedup);
+    s->dedup = NULL;
+    if (remove_local && s->db_dir != NULL)
+        cdc_state_destroy(s->db_dir, &e);
+    free(s->db_dir);
+    s->db_dir = NULL;
+    cdc_stage_free(&s->stage);
+    if (remove_local && s->ckpt_ready) {
+        /* Forget local copies; the shared store keeps what checkpoints need. */
+        for (size_t i = 0; i < s->ckpt.nentries; i++)
+            if (s->ckpt.entries[i].local_dir != NULL)
+                cdc_state_destroy(s->ckpt.entries[i].local_dir, &e);
+        cdc_ckpt_free(&s->ckpt);
+        s->ckpt_ready = false;
+    }
+    s->owned = false;
+    free(s->last_handle);
+    s->last_handle = NULL;
+    (void)w;
+}
+
+void cdc_worker_data_close(cdc_worker_t *w)
+{
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
+        slot_release(w, &w->slots[p], false);
+        if (w->slots[p].ckpt_ready)
+            cdc_ckpt_free(&w->slots[p].ckpt);
+    }
+    if (w->dlq != NULL) {
+        cdc_error_t e;
+        cdc_kafka_producer_flush(w->dlq, 5000, &e);
+    }
+    cdc_kafka_producer_free(w->dlq);
+    cdc_kafka_consumer_free(w->consumer);
+    cdc_kafka_consumer_free(w->schema_consumer);
+    cdc_catalog_free(w->catalog);
+    cdc_storage_close(w->storage);
+    for (size_t i = 0; i < w->ntopics; i++)
+        free(w->topics[i]);
+    free(w->tmetrics);
+}
+
+/* ---- schema registry topic ---------------------------------------------------------- */
+
+cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e)
+{
+    cdc_kafka_msg_t msgs[256];
+    size_t n;
+    cdc_err_t rc;
+
+    if (w->schema_next_offset < 0) {
+        int32_t parts = 0;
+        rc = cdc_kafka_consumer_partitions(w->schema_consumer, w->schema_topic, &parts, 2000, e);
+        if (rc == CDC_ERR_NOT_FOUND || parts <= 0)
+            return CDC_OK; /* nothing registered yet */
+        if (rc != CDC_OK)
+            return rc;
+        cdc_kafka_tp_t tps[64];
+        for (int32_t i = 0; i < parts && i < 64; i++)
+            tps[i] = (cdc_kafka_tp_t){w->schema_topic, i, CDC_KAFKA_OFFSET_BEGINNING};
+        if ((rc = cdc_kafka_consumer_assign(w->schema_consumer, tps,
+                                            (size_t)(parts < 64 ? parts : 64), e)) != CDC_OK)
+            return rc;
+        w->schema_next_offset = 0;
+    }
+    /* Read until a poll comes back empty: the capture registers before producing. */
+    for (int round = 0; round < 1000; round++) {
+        rc = cdc_kafka_consume_batch(w->schema_consumer, msgs, 256, &n, round == 0 ? 200 : 50, e);
+        for (size_t i = 0; i < n; i++) {
+            char topic[256];
+            int64_t version;
+            cdc_error_t e2;
+            if (msgs[i].value == NULL || msgs[i].key == NULL ||
+                !cdc_schema_record_key_parse(msgs[i].key, msgs[i].key_len, topic, sizeof(topic),
+                                             &version))
+                continue;
+            if (cdc_catalog_register_json(w->catalog, topic, version, msgs[i].value,
+                                          msgs[i].value_len, &e2) != CDC_OK)
+                cdc_log_warn("ignoring schema document \"%s/%" PRId64 "\": %s", topic, version,
+                             e2.msg);
+            else
+                cdc_log_debug("registered schema \"%s\" version %" PRId64, topic, version);
+        }
+        cdc_kafka_msgs_release(msgs, n);
+        if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT)
+            return rc;
+        if (n == 0)
+            break;
+    }
+    return CDC_OK;
+}
+
+/* ---- assignment ---------------------------------------------------------------------- */
+
+static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionState *ps,
+                           cdc_error_t *e)
+{
+    char name[64], rnd[32];
+    char *root;
+    cdc_err_t rc;
+    bool reused = false;
+
+    snprintf(name, sizeof(name), "p%u", s->partition);
+    root = join(w->cfg.state_dir, name);
+    if (root == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    /* The store restarts from the checkpoint: drop the old one and the stage. */
+    cdc_dedup_close(s->dedup);
+    s->dedup = NULL;
+    if (s->db_dir != NULL) {
+        cdc_state_destroy(s->db_dir, e);
+        free(s->db_dir);
+        s->db_dir = NULL;
+    }
+    cdc_stage_free(&s->stage);
+    cdc_stage_init(&s->stage, s->partition, 0);
+    if (!s->ckpt_ready) {
+        rc = cdc_ckpt_init(&s->ckpt, w->storage, w->cfg.warehouse, w->cfg.job, s->partition, root,
+                           e);
+        if (rc != CDC_OK) {
+            free(root);
+            return rc;
+        }
+        s->ckpt_ready = true;
+    }
+    snprintf(rnd, sizeof(rnd), "db-%" PRIu64 "-%ld", w->generation, (long)time(NULL));
+    s->db_dir = join(root, rnd);
+    free(root);
+    if (s->db_dir == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    cdc_state_destroy(s->db_dir, e);
+    free(s->last_handle);
+    s->last_handle = NULL;
+    if (ps->state_handle != NULL && ps->state_handle[0] != '\0') {
+        for (int attempt = 0;; attempt++) {
+            rc = cdc_ckpt_restore(&s->ckpt, ps->state_handle, s->db_dir, &reused, e);
+            if (rc == CDC_OK || attempt >= STORAGE_RETRIES || !e->retriable)
+                break;
+            cdc_state_destroy(s->db_dir, e);
+        }
+        if (rc != CDC_OK)
+            return cdc_error_prefix(e, "could not restore partition %u", s->partition);
+        s->last_handle = strdup(ps->state_handle);
+        cdc_log_info("partition %u: state restored from %s checkpoint %s", s->partition,
+                     reused ? "the local copy of" : "shared", ps->state_handle);
+    } else {
+        /* No checkpoint yet: an empty store; forget what this worker had. */
+        cdc_ckpt_drop_after(&s->ckpt, 0);
+        cdc_ckpt_new_lineage(&s->ckpt);
+    }
+    rc = cdc_dedup_open(s->db_dir, (int)(w->cfg.dedup_ttl_ms / 1000), &s->dedup, e);
+    if (rc != CDC_OK)
+        return rc;
+    for (size_t t = 0; t < w->ntopics; t++) {
+        s->next_offset[t] = CDC_KAFKA_OFFSET_BEGINNING;
+        for (size_t k = 0; k < ps->n_offsets; k++)
+            if (ps->offsets[k]->topic && strcmp(ps->offsets[k]->topic, w->topics[t]) == 0)
+                s->next_offset[t] = ps->offsets[k]->next_offset;
+    }
+    s->owned = true;
+    s->dirty = false;
+    if (s->lag == NULL) {
+        const char *labels[] = {"partition", name, NULL};
+        s->lag =
+            cdc_metrics_gauge(w->metrics, "cdc_worker_partition_lag_records",
+                              "Records behind the high watermark, per partition slot.", labels);
+        s->state_bytes =
+            cdc_metrics_gauge(w->metrics, "cdc_worker_state_bytes",
+                              "Size of the partition's state store (disk + memory).", labels);
+    }
+    return CDC_OK;
+}
+
+cdc_err_t cdc_worker_assign(cdc_worker_t *w, const Cdc__Assign *a, cdc_error_t *e)
+{
+    bool want[CDC_WORKER_PARTITIONS] = {false};
+    cdc_kafka_tp_t *tps;
+    size_t ntp = 0;
+    cdc_err_t rc;
+
+    for (size_t i = 0; i < a->n_partitions; i++)
+        if (a->partitions[i]->partition < CDC_WORKER_PARTITIONS)
+            want[a->partitions[i]->partition] = true;
+    /* Stop fetching before touching the stores. */
+    cdc_kafka_consumer_assign(w->consumer, NULL, 0, e);
+    w->paused = false;
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
+        if (w->slots[p].owned && !want[p])
+            slot_release(w, &w->slots[p], true);
+    for (size_t i = 0; i < a->n_partitions; i++) {
+        const Cdc__PartitionState *ps = a->partitions[i];
+        if (ps->partition >= CDC_WORKER_PARTITIONS)
+            continue;
+        rc = slot_open(w, &w->slots[ps->partition], ps, e);
+        if (rc != CDC_OK)
+            return rc;
+    }
+    tps = calloc(CDC_WORKER_PARTITIONS * w->ntopics + 1, sizeof(*tps));
+    if (tps == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
+        for (size_t t = 0; w->slots[p].owned && t < w->ntopics; t++)
+            tps[ntp++] = (cdc_kafka_tp_t){w->topics[t], p, w->slots[p].next_offset[t]};
+    rc = cdc_kafka_consumer_assign(w->consumer, tps, ntp, e);
+    free(tps);
+    return rc;
+}
+
+void cdc_worker_suspend(cdc_worker_t *w)
+{
+    cdc_error_t e;
+    cdc_kafka_consumer_assign(w->consumer, NULL, 0, &e);
+    w->paused = false;
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
+        if (w->slots[p].owned)
+            cdc_stage_reset(&w->slots[p].stage, 0);
+}
+
+/* ---- the record path ----------------------------------------------------------------- */
+
+static void count_dlq(cdc_worker_t *w, cdc_dlq_class_t cls)
+{
+    if (w->m_dlq[cls] == NULL) {
+        const char *labels[] = {"class", cdc_dlq_class_name(cls), NULL};
+        w->m_dlq[cls] =
+            cdc_metrics_counter(w->metrics, "cdc_worker_dlq_records_total",
+                                "Records sent to the dead-letter topic, by class.", labels);
+    }
+    cdc_metrics_counter_inc(w->m_dlq[cls]);
+}
+
+static int64_t header_version(const cdc_kafka_msg_t *m)
+{
+    cdc_kafka_header_t h;
+    char buf[32];
+    if (!cdc_kafka_msg_header(m, "cdc.schema", &h) || h.value == NULL || h.value_len == 0 ||
+        h.value_len >= sizeof(buf))
+        return -1;
+    memcpy(buf, h.value, h.value_len);
+    buf[h.value_len] = '\0';
+    char *end;
+    long long v = strtoll(buf, &end, 10);
+    return *end == '\0' && v > 0 ? v : -1;
+}
+
+/* Processes one message; CDC_OK unless an internal/transient failure stops the batch. */
+static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka_msg_t *m,
+                         cdc_error_t *e)
+{
+    cdc_decode_input_t in = {m->topic,   m->partition, m->offset,    m->key,
+                             m->key_len, m->value,     m->value_len, header_version(m)};
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    cdc_err_t rc;
+    cdc_dedup_verdict_t verdict;
+    uint8_t *img = NULL;
+    size_t img_len = 0;
+    const char *bad_col = NULL;
+
+    rc = cdc_decode(w->catalog, &w->dopts, &in, &c, &de);
+    if (rc == CDC_ERR_INVALID && de.cls == CDC_DLQ_UNKNOWN_SCHEMA && in.schema_version > 0) {
+        /* The capture registers a version before using it: catch up and retry once. */
+        cdc_error_t e2;
+        if (cdc_worker_schemas_poll(w, &e2) != CDC_OK)
+            return cdc_error_set_retriable(e, CDC_ERR_UNAVAILABLE, true,
+                                           "could not read schema topic \"%s\": %s",
+                                           w->schema_topic, e2.msg);
+        rc = cdc_decode(w->catalog, &w->dopts, &in, &c, &de);
+    }
+    if (rc == CDC_ERR_INVALID) {
+        rc = cdc_worker_dlq_send(w, m, de.cls, de.msg, e);
+        if (rc != CDC_OK)
+            return rc;
+        count_dlq(w, de.cls);
+        goto advance;
+    }
+    if (rc != CDC_OK)
+        return cdc_error_set(e, rc, "could not decode record %s[%d]@%" PRId64, m->topic,
+                             m->partition, m->offset);
+    if (c.tombstone) {
+        cdc_metrics_counter_inc(w->m_tombstones);
+        cdc_change_clear(&c);
+        goto advance;
+    }
+    cdc_table_metrics_t *tm = table_metrics(w, c.schema->ns, c.schema->table);
+    if (tm != NULL)
+        cdc_metrics_counter_inc(tm->in);
+    rc = cdc_dedup_check(s->dedup, &c, &verdict, &img, &img_len, e);
+    if (rc != CDC_OK)
+        goto fail;
+    if (verdict != CDC_DEDUP_NEW) {
+        if (tm != NULL)
+            cdc_metrics_counter_inc(tm->dups);
+        free(img);
+        cdc_change_clear(&c);
+        goto advance;
+    }
+    if (cdc_toast_needed(&c) && cdc_toast_repair(&c, img, img_len, &bad_col) != CDC_OK) {
+        char msg[300];
+        snprintf(msg, sizeof(msg),
+                 "unchanged TOAST column \"%s\" has no earlier value in state for this row",
+                 bad_col ? bad_col : "?");
+        free(img);
+        cdc_change_clear(&c);
+        rc = cdc_worker_dlq_send(w, m, CDC_DLQ_UNRESOLVED_TOAST, msg, e);
+        if (rc != CDC_OK)
+            return rc;
+        count_dlq(w, CDC_DLQ_UNRESOLVED_TOAST);
+        goto advance;
+    }
+    /* Record in state first: the stage moves the row images out of c. */
+    rc = cdc_dedup_record(s->dedup, &c, e);
+    if (rc == CDC_OK)
+        rc = cdc_stage_add(&s->stage, &c, img != NULL, e);
+    free(img);
+    if (rc != CDC_OK)
+        goto fail;
+    if (tm != NULL)
+        cdc_metrics_counter_inc(tm->out);
+    cdc_change_clear(&c);
+    s->dirty = true;
+advance:
+    s->next_offset[ti] = m->offset + 1;
+    return CDC_OK;
+fail:
+    cdc_change_clear(&c);
+    return rc;
+}
+
+static size_t staged_bytes(const cdc_worker_t *w)
+{
+    size_t n = 0;
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
+        if (w->slots[p].owned)
+            n += w->slots[p].stage.bytes;
+    return n;
+}
+
+static void set_paused(cdc_worker_t *w, bool pause)
+{
+    cdc_error_t e;
+    if (w->paused == pause)
+        return;
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
+        for (size_t t = 0; w->slots[p].owned && t < w->ntopics; t++) {
+            if (pause)
+                cdc_kafka_consumer_pause(w->consumer, w->topics[t], p, &e);
+            else
+                cdc_kafka_consumer_resume(w->consumer, w->topics[t], p, &e);
+        }
+    w->paused = pause;
+    if (pause)
+        cdc_log_info("staged data passed --max-staged-bytes (%" PRId64
+                     "): fetching paused until the next barrier",
+                     w->cfg.max_staged_bytes);
+}
+
+cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
+{
+    static cdc_kafka_msg_t msgs[BATCH_MAX];
+    size_t n = 0, max = (size_t)w->cfg.batch_size;
+    cdc_err_t rc, prc = CDC_OK;
+    static int64_t last_err_log;
+
+    if (max == 0 || max > BATCH_MAX)
+        max = BATCH_MAX;
+    rc = cdc_kafka_consume_batch(w->consumer, msgs, max, &n, timeout_ms, e);
+    for (size_t i = 0; i < n; i++) {
+        const cdc_kafka_msg_t *m = &msgs[i];
+        int ti = topic_index(w, m->topic);
+        cdc_slot_t *s;
+        if (ti < 0 || m->partition < 0 || m->partition >= CDC_WORKER_PARTITIONS)
+            continue;
+        s = &w->slots[m->partition];
+        if (!s->owned || (s->next_offset[ti] >= 0 && m->offset < s->next_offset[ti]))
+            continue; /* stale fetch from before a seek */
+        prc = process(w, s, ti, m, e);
+        if (prc != CDC_OK) {
+            /* Transient failure: rewind this partition to the failed record and retry. */
+            cdc_error_t e2;
+            cdc_kafka_consumer_seek(w->consumer, m->topic, m->partition, m->offset, 1000, &e2);
+            for (size_t k = i + 1; k < n; k++)
+                if (msgs[k].partition == m->partition && strcmp(msgs[k].topic, m->topic) == 0)
+                    msgs[k].partition = -1; /* skip the rest of it in this batch */
+            cdc_log_warn("partition %d: %s; retrying", m->partition, e->msg);
+        }
+    }
+    cdc_kafka_msgs_release(msgs, n);
+    if (!w->paused && w->cfg.max_staged_bytes > 0 &&
+        staged_bytes(w) > (size_t)w->cfg.max_staged_bytes)
+        set_paused(w, true);
+    if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT) {
+        int64_t now = cdc_worker_mono_ms();
+        if (now - last_err_log > 5000) {
+            cdc_log_warn("kafka consumer: %s", e->msg);
+            last_err_log = now;
+        }
+        return CDC_OK; /* unknown topics etc.: keep going; the capture creates them */
+    }
+    return prc == CDC_OK ? CDC_OK : prc;
+}
+
+/* ---- snapshot ---------------------------------------------------------------------- */
+
+static void free_staged(Cdc__StagedFile *f)
+{
+    if (f == NULL)
+        return;
+    free(f->table);
+    free(f->path);
+    free(f->equality_ids);
+    for (size_t i = 0; i < f->n_stats; i++) {
+        free(f->stats[i]->lower_bound.data);
+        free(f->stats[i]->upper_bound.data);
+        free(f->stats[i]);
+    }
+    free(f->stats);
+    free(f);
+}
+
+void cdc_worker_ack_free(Cdc__Ack *ack)
+{
+    for (size_t i = 0; i < ack->n_partitions; i++) {
+        Cdc__PartitionState *ps = ack->partitions[i];
+        for (size_t k = 0; k < ps->n_offsets; k++)
+            free(ps->offsets[k]);
+        free(ps->offsets);
+        free(ps->state_handle);
+        free(ps);
+    }
+    free(ack->partitions);
+    for (size_t i = 0; i < ack->n_files; i++)
+        free_staged(ack->files[i]);
+    free(ack->files);
+    for (size_t i = 0; i < ack->n_schemas; i++) {
+        free(ack->schemas[i]->table);
+        free(ack->schemas[i]->schema_json);
+        free(ack->schemas[i]);
+    }
+    free(ack->schemas);
+    ack->partitions = NULL;
+    ack->files = NULL;
+    ack->schemas = NULL;
+    ack->n_partitions = ack->n_files = ack->n_schemas = 0;
+}
+
+static uint8_t *dup_bytes(const uint8_t *p, size_t n)
+{
+    uint8_t *d = malloc(n ? n : 1);
+    if (d != NULL && n)
+        memcpy(d, p, n);
+    return d;
+}
+
+static Cdc__StagedFile *to_proto(const cdc_staged_file_t *sf, uint32_t partition)
+{
+    Cdc__StagedFile *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return NULL;
+    cdc__staged_file__init(f);
+    f->table = strdup(sf->table);
+    f->path = strdup(sf->df.path);
+    f->content = (uint32_t)sf->df.content;
+    f->record_count = sf->df.record_count;
+    f->file_size_in_bytes = sf->df.file_size_in_bytes;
+    f->schema_id = sf->df.schema_id;
+    f->partition = partition;
+    if (sf->df.nequality_ids > 0) {
+        f->equality_ids = malloc(sf->df.nequality_ids * sizeof(int32_t));
+        if (f->equality_ids != NULL) {
+            memcpy(f->equality_ids, sf->df.equality_ids, sf->df.nequality_ids * sizeof(int32_t));
+            f->n_equality_ids = sf->df.nequality_ids;
+        }
+    }
+    f->stats = calloc(sf->df.nstats + 1, sizeof(*f->stats));
+    for (size_t i = 0; f->stats != NULL && i < sf->df.nstats; i++) {
+        const cdc_ice_col_stats_t *st = &sf->df.stats[i];
+        Cdc__ColumnStats *cs = calloc(1, sizeof(*cs));
+        if (cs == NULL)
+            break;
+        cdc__column_stats__init(cs);
+        cs->field_id = st->field_id;
+        cs->column_size = st->column_size;
+        cs->value_count = st->value_count;
+        cs->null_count = st->null_count;
+        cs->has_bounds = st->has_bounds;
+        if (st->has_bounds) {
+            cs->lower_bound.data = dup_bytes(st->lower, st->lower_len);
+            cs->lower_bound.len = st->lower_len;
+            cs->upper_bound.data = dup_bytes(st->upper, st->upper_len);
+            cs->upper_bound.len = st->upper_len;
+        }
+        f->stats[f->n_stats++] = cs;
+    }
+    return f;
+}
+
+static bool add_schema(Cdc__Ack *ack, const char *table, char *json)
+{
+    for (size_t i = 0; i < ack->n_schemas; i++)
+        if (strcmp(ack->schemas[i]->table, table) == 0) {
+            free(json);
+            return true;
+        }
+    Cdc__SchemaUpdate **n = realloc(ack->schemas, (ack->n_schemas + 1) * sizeof(*n));
+    Cdc__SchemaUpdate *su = calloc(1, sizeof(*su));
+    if (n == NULL || su == NULL || json == NULL) {
+        if (n != NULL)
+            ack->schemas = n;
+        free(su);
+        free(json);
+        return false;
+    }
+    ack->schemas = n;
+    cdc__schema_update__init(su);
+    su->table = strdup(table);
+    su->schema_json = json;
+    ack->schemas[ack->n_schemas++] = su;
+    return true;
+}
+
+static char *table_schema_json(const cdc_source_schema_t *s, cdc_stage_kind_t kind)
+{
+    cdc_ice_schema_t is;
+    cdc_error_t e;
+    char *json;
+    if (cdc_stage_ice_schema(s, kind, &is, &e) != CDC_OK)
+        return NULL;
+    json = cdc_ice_schema_to_json(&is);
+    cdc_ice_schema_free(&is);
+    return json;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static cdc_err_t snapshot_slot(cdc_worker_t *w, cdc_slot_t *s, uint64_t epoch, Cdc__Ack *ack,
+                               cdc_error_t *e)
+{
+    cdc_staged_file_t *files = NULL;
+    size_t nfiles = 0;
+    cdc_err_t rc;
+    cdc_stage_write_options_t wo = {w->cfg.warehouse, w->cfg.job, 0};
+    double t0 = now_s();
+    cdc_pq_codec_t codec = CDC_PQ_CODEC_ZSTD;
+
+    if (w->cfg.compression != NULL)
+        cdc_pq_codec_parse(w->cfg.compression, &codec);
+    wo.compression = (int)codec;
+    s->stage.epoch = epoch;
+    for (int attempt = 0;; attempt++) {
+        rc = cdc_stage_write(&s->stage, w->storage, &wo, &files, &nfiles, e);
+        if (rc == CDC_OK || attempt >= STORAGE_RETRIES || !e->retriable)
+            break;
+    }
+    if (rc != CDC_OK)
+        return rc;
+    cdc_metrics_histogram_observe(w->m_stage_seconds, now_s() - t0);
+
+    /* Schemas first (the coordinator creates/evolves tables before adding files). */
+    for (size_t i = 0; i < s->stage.ntables; i++) {
+        const cdc_stage_table_t *t = &s->stage.tables[i];
+        char name[300];
+        snprintf(name, sizeof(name), "%s.%s", t->ns, t->table);
+        add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_MIRROR_DATA));
+        snprintf(name, sizeof(name), "%s.%s_changelog", t->ns, t->table);
+        add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_CHANGELOG));
+    }
+    Cdc__StagedFile **nf = realloc(ack->files, (ack->n_files + nfiles + 1) * sizeof(*nf));
+    if (nf == NULL) {
+        cdc_stage_files_free(files, nfiles);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    ack->files = nf;
+    for (size_t i = 0; i < nfiles; i++) {
+        Cdc__StagedFile *f = to_proto(&files[i], s->partition);
+        if (f != NULL)
+            ack->files[ack->n_files++] = f;
+    }
+    cdc_stage_files_free(files, nfiles);
+
+    /* State checkpoint: only when something changed since the last one. */
+    if (s->dirty || s->last_handle == NULL) {
+        /* (a clean store reuses its last handle: nothing new to upload) */
+        char name[64];
+        char *dir;
+        const char *handle = NULL;
+        cdc_ckpt_stats_t st;
+        double c0 = now_s();
+        snprintf(name, sizeof(name), "ckpt-%" PRIu64 "-%" PRIu64, epoch, w->incarnation);
+        dir = join(s->ckpt.local_root, name);
+        if (dir == NULL)
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        cdc_state_destroy(dir, e);
+        rc = cdc_state_checkpoint(s->dedup->st, dir, e);
+        for (int attempt = 0; rc == CDC_OK; attempt++) {
+            rc = cdc_ckpt_upload(&s->ckpt, epoch, dir, &handle, &st, e);
+            if (rc == CDC_OK || attempt >= STORAGE_RETRIES || !e->retriable)
+                break;
+        }
+        free(dir);
+        if (rc != CDC_OK)
+            return cdc_error_prefix(e, "could not checkpoint partition %u for epoch %" PRIu64,
+                                    s->partition, epoch);
+        cdc_metrics_counter_add(w->m_ckpt_bytes, (double)st.bytes_uploaded);
+        cdc_metrics_histogram_observe(w->m_ckpt_seconds, now_s() - c0);
+        free(s->last_handle);
+        s->last_handle = strdup(handle);
+        s->dirty = false;
+    }
+
+    Cdc__PartitionState *ps = calloc(1, sizeof(*ps));
+    Cdc__PartitionState **np = realloc(ack->partitions, (ack->n_partitions + 1) * sizeof(*np));
+    if (ps == NULL || np == NULL) {
+        free(ps);
+        if (np != NULL)
+            ack->partitions = np;
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    ack->partitions = np;
+    cdc__partition_state__init(ps);
+    ps->partition = s->partition;
+    ps->state_handle = strdup(s->last_handle ? s->last_handle : "");
+    ps->offsets = calloc(w->ntopics + 1, sizeof(*ps->offsets));
+    for (size_t t = 0; ps->offsets != NULL && t < w->ntopics; t++) {
+        Cdc__TopicOffset *to = calloc(1, sizeof(*to));
+        if (to == NULL)
+            break;
+        cdc__topic_offset__init(to);
+        to->topic = w->topics[t]; /* borrowed: not freed by cdc_worker_ack_free */
+        to->next_offset = s->next_offset[t];
+        ps->offsets[ps->n_offsets++] = to;
+    }
+    ack->partitions[ack->n_partitions++] = ps;
+    cdc_stage_reset(&s->stage, epoch + 1);
+    return CDC_OK;
+}
+
+cdc_err_t cdc_worker_snapshot(cdc_worker_t *w, uint64_t epoch, Cdc__Ack *ack, cdc_error_t *e)
+{
+    cdc_err_t rc;
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
+        if (!w->slots[p].owned)
+            continue;
+        rc = snapshot_slot(w, &w->slots[p], epoch, ack, e);
+        if (rc != CDC_OK) {
+            cdc_worker_ack_free(ack);
+            return rc;
+        }
+    }
+    cdc_metrics_counter_inc(w->m_epochs);
+    set_paused(w, false);
+    return CDC_OK;
+}
+
+void cdc_worker_committed(cdc_worker_t *w, uint64_t epoch)
+{
+    cdc_error_t e;
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
+        if (w->slots[p].owned && w->slots[p].ckpt_ready)
+            cdc_ckpt_gc(&w->slots[p].ckpt, epoch, &e);
+}
+
+void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms)
+{
+    if (now_ms < w->next_lag_ms)
+        return;
+    w->next_lag_ms = now_ms + 2000;
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
+        cdc_slot_t *s = &w->slots[p];
+        double lag = 0;
+        if (!s->owned)
+            continue;
+        for (size_t t = 0; t < w->ntopics; t++) {
+            int64_t low = 0, high = 0;
+            cdc_error_t e;
+            if (cdc_kafka_consumer_watermarks(w->consumer, w->topics[t], p, &low, &high, 200, &e) !=
+                CDC_OK)
+                continue;
+            int64_t pos = s->next_offset[t] >= 0 ? s->next_offset[t] : low;
+            if (high > pos)
+                lag += (double)(high - pos);
+        }
+        cdc_metrics_gauge_set(s->lag, lag);
+        if (s->dedup != NULL)
+            cdc_metrics_gauge_set(s->state_bytes, (double)cdc_state_size(s->dedup->st));
+    }
+}

@@ -1,0 +1,187 @@
+/*
+ * cdc-worker: consumes its assigned partition slots, decodes, dedups, stages mirror and
+ * changelog files per epoch and checkpoints its state (DESIGN.md sections 2-4). This
+ * file holds the option table, process setup and signal handling; the loop is in
+ * session.c, the record path in consume.c.
+ */
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "worker/worker.h"
+
+#define OPT(name, type, field, def, help)                                                          \
+    {                                                                                              \
+        name, type, offsetof(cdc_worker_config_t, field), def, false, 0, 0, NULL, help             \
+    }
+#define OPT_RANGE(name, type, field, def, lo, hi, help)                                            \
+    {                                                                                              \
+        name, type, offsetof(cdc_worker_config_t, field), def, false, lo, hi, NULL, help           \
+    }
+
+static const cdc_opt_t options[] = {
+    {"id", CDC_OPT_STRING, offsetof(cdc_worker_config_t, id), NULL, true, 0, 0, NULL,
+     "Stable worker id (e.g. the StatefulSet pod name); the coordinator gives a restarting "
+     "worker its partitions back by this id."},
+    OPT("job", CDC_OPT_STRING, job, "cdc", "Job name; etcd keys live under /cdc/<job>/."),
+    OPT("etcd", CDC_OPT_STRING, etcd, "http://127.0.0.1:2379",
+        "Comma-separated etcd endpoints, used to find the leading coordinator."),
+    OPT("coordinator", CDC_OPT_STRING, coordinator, NULL,
+        "Coordinator NNG URL; when set, etcd is not used to find the leader (tests)."),
+    {"kafka", CDC_OPT_STRING, offsetof(cdc_worker_config_t, kafka), NULL, true, 0, 0, NULL,
+     "Kafka bootstrap servers host:port[,host:port]."},
+    OPT("kafka-properties", CDC_OPT_STRING, kafka_properties, NULL,
+        "Extra librdkafka properties, \"key=value\" separated by ';'."),
+    OPT("topic-prefix", CDC_OPT_STRING, topic_prefix, "cdc",
+        "Topic prefix of the capture: tables are read from <prefix>.<schema>.<table>, schema "
+        "documents from <prefix>._schemas."),
+    OPT("tables", CDC_OPT_STRING, tables, NULL,
+        "Source tables to consume, comma-separated <schema>.<table> (e.g. public.orders)."),
+    OPT("topics", CDC_OPT_STRING, topics, NULL,
+        "Explicit topic names to consume instead of --tables (e.g. Debezium topics)."),
+    {"warehouse", CDC_OPT_STRING, offsetof(cdc_worker_config_t, warehouse), NULL, true, 0, 0, NULL,
+     "Warehouse location: a local directory or s3://bucket/prefix."},
+    OPT("state-dir", CDC_OPT_STRING, state_dir, "/var/lib/cdc-worker",
+        "Local directory for the partitions' RocksDB state and checkpoint copies."),
+    OPT("http", CDC_OPT_STRING, http, "127.0.0.1:7190",
+        "Admin HTTP address host:port (/metrics, /healthz, /readyz); port 0 = any."),
+    OPT("log-level", CDC_OPT_ENUM, log_level, "info", "Log level."),
+    OPT("log-format", CDC_OPT_ENUM, log_format, "logfmt", "Log format."),
+    OPT("s3-endpoint", CDC_OPT_STRING, s3_endpoint, NULL, "S3 endpoint URL (MinIO, s3rver)."),
+    OPT("s3-region", CDC_OPT_STRING, s3_region, "us-east-1", "S3 region."),
+    OPT("s3-access-key", CDC_OPT_STRING, s3_access_key, NULL, "S3 access key id."),
+    OPT("s3-secret-key", CDC_OPT_STRING, s3_secret_key, NULL, "S3 secret access key."),
+    OPT("s3-path-style", CDC_OPT_BOOL, s3_path_style, "true",
+        "Put the bucket in the URL path (MinIO) rather than the host name."),
+    OPT_RANGE("heartbeat-interval", CDC_OPT_DURATION, heartbeat_interval_ms, "500ms", 50, 60000,
+              "Time between heartbeats to the coordinator."),
+    OPT_RANGE("dedup-ttl", CDC_OPT_DURATION, dedup_ttl_ms, "24h", 1000, 31LL * 86400000,
+              "How long dedup keys of deleted rows and replay keys are kept."),
+    OPT_RANGE("max-record-bytes", CDC_OPT_SIZE, max_record_bytes, "16MiB", 1024, 1LL << 31,
+              "Larger records go to the dead-letter topic as oversized."),
+    OPT_RANGE("max-staged-bytes", CDC_OPT_SIZE, max_staged_bytes, "128MiB", 1 << 20, 1LL << 40,
+              "Memory for one epoch's staged changes; past it fetching pauses until the next "
+              "barrier."),
+    OPT_RANGE("batch-size", CDC_OPT_INT, batch_size, "1000", 1, 2048,
+              "Records read from Kafka per batch."),
+    OPT("compression", CDC_OPT_ENUM, compression, "zstd", "Parquet compression codec."),
+    OPT("toast-placeholder", CDC_OPT_STRING, toast_placeholder, "__debezium_unavailable_value",
+        "Debezium's unavailable.value.placeholder (unchanged TOAST marker in Debezium input)."),
+    CDC_OPT_END,
+};
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+static bool ready(void *arg, char *reason, size_t size)
+{
+    cdc_worker_t *w = arg;
+    if (!w->registered) {
+        snprintf(reason, size, "not registered with a coordinator");
+        return false;
+    }
+    return true;
+}
+
+/* Fixes up the enum choices (the table above keeps the macro short). */
+static cdc_opt_t *option_table(void)
+{
+    static cdc_opt_t opts[sizeof(options) / sizeof(options[0])];
+    memcpy(opts, options, sizeof(options));
+    for (size_t i = 0; opts[i].name != NULL; i++) {
+        if (strcmp(opts[i].name, "log-level") == 0)
+            opts[i].choices = "debug|info|warn|error";
+        else if (strcmp(opts[i].name, "log-format") == 0)
+            opts[i].choices = "logfmt|json";
+        else if (strcmp(opts[i].name, "compression") == 0)
+            opts[i].choices = "zstd|snappy|none";
+    }
+    return opts;
+}
+
+int main(int argc, char **argv)
+{
+    static cdc_worker_t w;
+    const cdc_opt_t *opts = option_table();
+    cdc_error_t e;
+    cdc_log_level_t level;
+    cdc_log_format_t format;
+    struct sigaction sa;
+    struct timespec ts;
+    int status = 0;
+
+    cdc_config_load(opts, "cdc-worker",
+                    "Consumes change events, dedups them and stages Iceberg files per epoch.", argc,
+                    argv, &w.cfg);
+    cdc_log_init("cdc-worker", w.cfg.id);
+    if (cdc_log_parse_level(w.cfg.log_level, &level))
+        cdc_log_set_level(level);
+    if (cdc_log_parse_format(w.cfg.log_format, &format))
+        cdc_log_set_format(format);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    w.incarnation = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    w.stop = &stop_flag;
+    w.metrics = cdc_metrics_default();
+    w.m_tombstones = cdc_metrics_counter(w.metrics, "cdc_worker_tombstones_total",
+                                         "Kafka tombstones skipped.", NULL);
+    w.m_ckpt_bytes = cdc_metrics_counter(w.metrics, "cdc_worker_checkpoint_uploaded_bytes_total",
+                                         "State checkpoint bytes uploaded (incremental).", NULL);
+    w.m_epochs = cdc_metrics_counter(w.metrics, "cdc_worker_epochs_acked_total",
+                                     "Epochs snapshotted and acked.", NULL);
+    w.m_aborts =
+        cdc_metrics_counter(w.metrics, "cdc_worker_aborts_total", "Abort messages acted on.", NULL);
+    w.m_rejected =
+        cdc_metrics_counter(w.metrics, "cdc_worker_stale_messages_total",
+                            "Coordinator messages ignored for an old term/generation.", NULL);
+    w.m_stage_seconds =
+        cdc_metrics_histogram(w.metrics, "cdc_worker_epoch_staging_seconds",
+                              "Time to write one partition's files at a barrier.",
+                              cdc_metrics_latency_buckets, cdc_metrics_latency_nbuckets, NULL);
+    w.m_ckpt_seconds =
+        cdc_metrics_histogram(w.metrics, "cdc_worker_checkpoint_seconds",
+                              "Time to checkpoint and upload one partition's state.",
+                              cdc_metrics_latency_buckets, cdc_metrics_latency_nbuckets, NULL);
+
+    if (cdc_worker_data_open(&w, &e) != CDC_OK) {
+        fprintf(stderr, "cdc-worker: %s\n", e.msg);
+        cdc_worker_data_close(&w);
+        return e.code == CDC_ERR_CONFIG ? CDC_CONFIG_EXIT : 1;
+    }
+    if (cdc_http_server_open(&w.http, w.cfg.http, w.metrics, &e) != CDC_OK ||
+        (cdc_http_server_set_ready(w.http, ready, &w), cdc_http_server_start(w.http, &e)) !=
+            CDC_OK) {
+        fprintf(stderr, "cdc-worker: option --http \"%s\": %s\n", w.cfg.http, e.msg);
+        cdc_http_server_close(w.http);
+        cdc_worker_data_close(&w);
+        return CDC_CONFIG_EXIT;
+    }
+    cdc_log_info("worker \"%s\" job \"%s\": %zu topics, warehouse %s, metrics on port %d", w.cfg.id,
+                 w.cfg.job, w.ntopics, w.cfg.warehouse, cdc_http_server_port(w.http));
+    if (cdc_worker_run(&w, &e) != CDC_OK) {
+        cdc_log_error("%s", e.msg);
+        status = 1;
+    }
+    cdc_log_info("worker \"%s\" stopping", w.cfg.id);
+    cdc_http_server_close(w.http);
+    cdc_worker_data_close(&w);
+    cdc_config_free(opts, &w.cfg);
+    return status;
+}

@@ -1,0 +1,286 @@
+/*
+ * The worker's link to the coordinator (DESIGN.md section 3) and its main loop: find
+ * the leader through etcd (`/cdc/<job>/leader`, JSON {"id","endpoint","admin"}; term =
+ * the key's create revision) and redial when it changes, register with a stable id and
+ * a per-process incarnation, heartbeat, and act on Assign (restore + seek), Barrier
+ * (snapshot + Ack, then keep consuming), Abort (drop staged data, wait for the next
+ * assignment), Committed (drop old checkpoints) and Reject. Messages of an older term
+ * or generation than the assignment we run are ignored, so a stale leader can never
+ * make this worker ack into a generation it does not own.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "common/log.h"
+#include "worker/worker.h"
+
+int64_t cdc_worker_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void send_env(cdc_worker_t *w, Cdc__Envelope *env)
+{
+    cdc_error_t e;
+    if (w->msg == NULL)
+        return;
+    if (cdc_msg_client_send(w->msg, env, &e) != CDC_OK)
+        cdc_log_debug("could not send %s to the coordinator: %s", cdc_msg_body_name(env), e.msg);
+}
+
+static void send_register(cdc_worker_t *w)
+{
+    Cdc__Envelope env = CDC__ENVELOPE__INIT;
+    Cdc__Register r = CDC__REGISTER__INIT;
+    char admin[256];
+    snprintf(admin, sizeof(admin), "%s", w->cfg.http ? w->cfg.http : "");
+    r.worker_id = w->cfg.id;
+    r.incarnation = w->incarnation;
+    r.admin_endpoint = admin;
+    env.body_case = CDC__ENVELOPE__BODY_REGISTER;
+    env.register_ = &r;
+    send_env(w, &env);
+    cdc_log_info("registering with coordinator %s as \"%s\" (incarnation %" PRIu64 ")",
+                 w->leader_url, w->cfg.id, w->incarnation);
+}
+
+static void send_heartbeat(cdc_worker_t *w)
+{
+    Cdc__Envelope env = CDC__ENVELOPE__INIT;
+    Cdc__Heartbeat h = CDC__HEARTBEAT__INIT;
+    h.worker_id = w->cfg.id;
+    h.incarnation = w->incarnation;
+    h.term = w->term;
+    h.generation = w->generation;
+    env.body_case = CDC__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &h;
+    send_env(w, &env);
+}
+
+/* Points the client at url (opening it the first time). */
+static void dial(cdc_worker_t *w, const char *url)
+{
+    cdc_error_t e;
+    cdc_err_t rc;
+    if (strcmp(url, w->leader_url) == 0 && w->msg != NULL)
+        return;
+    if (w->msg == NULL)
+        rc = cdc_msg_client_open(&w->msg, url, NULL, &e);
+    else
+        rc = cdc_msg_client_redial(w->msg, url, &e);
+    if (rc != CDC_OK) {
+        cdc_log_warn("could not dial coordinator %s: %s", url, e.msg);
+        return;
+    }
+    cdc_log_info("dialing coordinator %s", url);
+    snprintf(w->leader_url, sizeof(w->leader_url), "%s", url);
+    w->registered = false;
+    w->next_register_ms = 0;
+}
+
+static void find_leader(cdc_worker_t *w)
+{
+    char key[300], *value = NULL;
+    int64_t term = 0;
+    cdc_error_t e;
+    json_t *j;
+    const char *endpoint;
+
+    if (w->cfg.coordinator != NULL && w->cfg.coordinator[0] != '\0') {
+        dial(w, w->cfg.coordinator);
+        return;
+    }
+    snprintf(key, sizeof(key), "/cdc/%s/leader", w->cfg.job);
+    if (cdc_etcd_leader(w->etcd, key, &value, &term, &e) != CDC_OK) {
+        if (e.code != CDC_ERR_NOT_FOUND)
+            cdc_log_debug("could not read leader key \"%s\": %s", key, e.msg);
+        return;
+    }
+    j = json_loads(value, 0, NULL);
+    endpoint = json_string_value(json_object_get(j, "endpoint"));
+    if (endpoint != NULL) {
+        if (term != w->leader_term)
+            cdc_log_info("leader of job \"%s\" is \"%s\" (term %" PRId64 ")", w->cfg.job,
+                         json_string_value(json_object_get(j, "id")), term);
+        w->leader_term = term;
+        dial(w, endpoint);
+    } else {
+        cdc_log_warn("leader key \"%s\" has no endpoint: %s", key, value);
+    }
+    json_decref(j);
+    free(value);
+}
+
+static bool newer_or_same(uint64_t t1, uint64_t g1, uint64_t t2, uint64_t g2)
+{
+    return t1 > t2 || (t1 == t2 && g1 >= g2);
+}
+
+static void on_assign(cdc_worker_t *w, const Cdc__Assign *a)
+{
+    cdc_error_t e;
+    /* A new assignment must be newer than the one we run; after an Abort the next
+     * Assign carries the Abort's generation. */
+    bool accept = a->term > w->term ||
+                  (a->term == w->term && (a->generation > w->generation ||
+                                          (!w->assigned && a->generation == w->generation)));
+    if (!accept) {
+        cdc_metrics_counter_inc(w->m_rejected);
+        cdc_log_warn("ignoring stale assignment (term %" PRIu64 " generation %" PRIu64
+                     "; running term %" PRIu64 " generation %" PRIu64 ")",
+                     a->term, a->generation, w->term, w->generation);
+        return;
+    }
+    w->term = a->term;
+    w->generation = a->generation;
+    w->assigned = false;
+    if (cdc_worker_assign(w, a, &e) != CDC_OK) {
+        cdc_log_error("could not take assignment (term %" PRIu64 " generation %" PRIu64 "): %s",
+                      a->term, a->generation, e.msg);
+        cdc_worker_suspend(w);
+        return;
+    }
+    w->assigned = true;
+    cdc_log_info("assignment term %" PRIu64 " generation %" PRIu64 ": %zu partitions from "
+                 "checkpoint %" PRIu64,
+                 a->term, a->generation, a->n_partitions, a->checkpoint_epoch);
+}
+
+static void on_barrier(cdc_worker_t *w, const Cdc__Barrier *b)
+{
+    Cdc__Envelope env = CDC__ENVELOPE__INIT;
+    Cdc__Ack ack = CDC__ACK__INIT;
+    cdc_error_t e;
+
+    if (!w->assigned || b->term != w->term || b->generation != w->generation) {
+        cdc_metrics_counter_inc(w->m_rejected);
+        cdc_log_debug("ignoring barrier %" PRIu64 " of term %" PRIu64 " generation %" PRIu64,
+                      b->epoch, b->term, b->generation);
+        return;
+    }
+    if (cdc_worker_snapshot(w, b->epoch, &ack, &e) != CDC_OK) {
+        /* No ack: the coordinator aborts the epoch and reassigns; nothing is lost. */
+        cdc_log_error("could not snapshot epoch %" PRIu64 ": %s", b->epoch, e.msg);
+        return;
+    }
+    ack.worker_id = w->cfg.id;
+    ack.term = w->term;
+    ack.generation = w->generation;
+    ack.epoch = b->epoch;
+    env.body_case = CDC__ENVELOPE__BODY_ACK;
+    env.ack = &ack;
+    send_env(w, &env);
+    cdc_log_debug("acked epoch %" PRIu64 " (%zu partitions, %zu files)", b->epoch, ack.n_partitions,
+                  ack.n_files);
+    cdc_worker_ack_free(&ack);
+}
+
+static void on_abort(cdc_worker_t *w, const Cdc__Abort *a)
+{
+    if (!newer_or_same(a->term, a->generation, w->term, w->generation)) {
+        cdc_metrics_counter_inc(w->m_rejected);
+        return;
+    }
+    cdc_log_warn("epochs from %" PRIu64 " aborted (term %" PRIu64 " generation %" PRIu64
+                 "): %s; dropping staged data, waiting for a new assignment",
+                 a->epoch, a->term, a->generation, a->reason ? a->reason : "");
+    cdc_metrics_counter_inc(w->m_aborts);
+    cdc_worker_suspend(w);
+    w->term = a->term;
+    w->generation = a->generation;
+    w->assigned = false;
+}
+
+static void handle(cdc_worker_t *w, const Cdc__Envelope *env)
+{
+    switch (env->body_case) {
+    case CDC__ENVELOPE__BODY_ASSIGN:
+        on_assign(w, env->assign);
+        break;
+    case CDC__ENVELOPE__BODY_BARRIER:
+        on_barrier(w, env->barrier);
+        break;
+    case CDC__ENVELOPE__BODY_ABORT:
+        on_abort(w, env->abort);
+        break;
+    case CDC__ENVELOPE__BODY_COMMITTED:
+        if (env->committed->term >= w->term)
+            cdc_worker_committed(w, env->committed->epoch);
+        break;
+    case CDC__ENVELOPE__BODY_REJECT:
+        cdc_log_warn("coordinator rejected us: %s",
+                     env->reject->reason ? env->reject->reason : "(no reason)");
+        w->registered = false;
+        w->next_register_ms = cdc_worker_mono_ms() + 500;
+        break;
+    default:
+        cdc_log_debug("ignoring %s from the coordinator", cdc_msg_body_name(env));
+        break;
+    }
+}
+
+cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
+{
+    cdc_err_t rc;
+    if (w->cfg.coordinator == NULL || w->cfg.coordinator[0] == '\0') {
+        rc = cdc_etcd_open(&w->etcd, w->cfg.etcd, 2000, e);
+        if (rc != CDC_OK)
+            return cdc_error_prefix(e, "option --etcd");
+    }
+    rc = cdc_worker_schemas_poll(w, e);
+    if (rc != CDC_OK)
+        cdc_log_warn("schema topic not readable yet: %s", e->msg);
+
+    while (!*w->stop) {
+        int64_t now = cdc_worker_mono_ms();
+        Cdc__Envelope *env = NULL;
+
+        if (now >= w->next_leader_check_ms) {
+            find_leader(w);
+            w->next_leader_check_ms = now + 1000;
+        }
+        if (w->msg != NULL && !cdc_msg_client_connected(w->msg))
+            w->registered = false;
+        if (w->msg != NULL && cdc_msg_client_connected(w->msg) && !w->registered &&
+            now >= w->next_register_ms) {
+            send_register(w);
+            w->registered = true;
+            w->next_heartbeat_ms = now + w->cfg.heartbeat_interval_ms;
+        }
+        if (w->registered && now >= w->next_heartbeat_ms) {
+            send_heartbeat(w);
+            w->next_heartbeat_ms = now + w->cfg.heartbeat_interval_ms;
+        }
+        /* Coordinator messages first: a barrier cuts between two batches. */
+        while (w->msg != NULL && cdc_msg_client_recv(w->msg, 0, &env, e) == CDC_OK) {
+            handle(w, env);
+            cdc_msg_free(env);
+            env = NULL;
+            if (*w->stop)
+                break;
+        }
+        if (w->assigned) {
+            if (cdc_worker_consume(w, 20, e) != CDC_OK)
+                cdc_log_warn("%s", e->msg);
+            cdc_worker_update_gauges(w, now);
+        } else if (w->msg != NULL && cdc_msg_client_recv(w->msg, 50, &env, e) == CDC_OK) {
+            handle(w, env);
+            cdc_msg_free(env);
+        } else if (w->msg == NULL) {
+            struct timespec ts = {0, 50 * 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    cdc_msg_client_close(w->msg);
+    w->msg = NULL;
+    cdc_etcd_close(w->etcd);
+    w->etcd = NULL;
+    return CDC_OK;
+}

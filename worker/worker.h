@@ -1,0 +1,176 @@
+/*
+ * cdc-worker process state shared by its subsystems: configuration, the coordinator
+ * session (session.c), the partition slots it owns with their state stores, stages and
+ * checkpoints (consume.c), the dead-letter producer (dlq.c) and metrics. One thread runs
+ * everything (worker_run() in session.c): records are processed between coordinator
+ * messages, so a barrier always falls on a record boundary.
+ */
+#ifndef CDC_WORKER_WORKER_H
+#define CDC_WORKER_WORKER_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/etcd.h"
+#include "common/http.h"
+#include "common/iceberg/storage.h"
+#include "common/kafka.h"
+#include "common/metrics.h"
+#include "common/msg.h"
+#include "worker/checkpoint.h"
+#include "worker/decode.h"
+#include "worker/dedup.h"
+#include "worker/dlq.h"
+#include "worker/stage.h"
+
+#define CDC_WORKER_PARTITIONS 12
+#define CDC_WORKER_MAX_TOPICS 64
+
+typedef struct cdc_worker_config {
+    char *id;
+    char *job;
+    char *etcd;
+    char *coordinator; /* NNG URL; skips etcd leader discovery (tests) */
+    char *kafka;
+    char *kafka_properties;
+    char *topic_prefix;
+    char *tables; /* "public.orders,public.items" */
+    char *topics; /* explicit topic names, overrides tables */
+    char *warehouse;
+    char *state_dir;
+    char *http;
+    char *log_level;
+    char *log_format;
+    char *s3_endpoint, *s3_region, *s3_access_key, *s3_secret_key;
+    bool s3_path_style;
+    int64_t heartbeat_interval_ms;
+    int64_t dedup_ttl_ms;
+    int64_t max_record_bytes;
+    int64_t max_staged_bytes;
+    int64_t batch_size;
+    char *compression;
+    char *toast_placeholder;
+} cdc_worker_config_t;
+
+/* Per-table metric series, looked up once. */
+typedef struct cdc_table_metrics {
+    char name[256];
+    cdc_counter_t *in, *out, *dups;
+} cdc_table_metrics_t;
+
+/* One owned partition slot. */
+typedef struct cdc_slot {
+    bool owned;
+    uint32_t partition;
+    cdc_dedup_t *dedup;
+    char *db_dir;
+    cdc_ckpt_t ckpt;
+    bool ckpt_ready;
+    cdc_stage_t stage;
+    int64_t next_offset[CDC_WORKER_MAX_TOPICS]; /* next offset to read per topic */
+    int64_t high[CDC_WORKER_MAX_TOPICS];        /* last known high watermark */
+    bool dirty;                                 /* state changed since the last checkpoint */
+    char *last_handle;                          /* latest checkpoint handle (copy, owned) */
+    cdc_gauge_t *lag, *state_bytes;
+} cdc_slot_t;
+
+typedef struct cdc_worker {
+    cdc_worker_config_t cfg;
+    uint64_t incarnation;
+    char *topics[CDC_WORKER_MAX_TOPICS];
+    size_t ntopics;
+    char schema_topic[256];
+
+    /* coordinator session */
+    cdc_etcd_t *etcd;
+    cdc_msg_client_t *msg;
+    char leader_url[512];
+    int64_t leader_term;
+    uint64_t term, generation; /* of the assignment we run */
+    bool assigned;             /* an assignment is active (false after Abort) */
+    bool registered;
+    int64_t next_heartbeat_ms, next_leader_check_ms, next_register_ms;
+
+    /* data path */
+    cdc_kafka_consumer_t *consumer;
+    cdc_kafka_consumer_t *schema_consumer;
+    int64_t schema_next_offset;
+    cdc_kafka_producer_t *dlq;
+    cdc_storage_t *storage;
+    cdc_catalog_t *catalog;
+    cdc_decode_options_t dopts;
+    cdc_slot_t slots[CDC_WORKER_PARTITIONS];
+    bool paused;
+    int64_t next_lag_ms;
+
+    /* metrics */
+    cdc_http_server_t *http;
+    cdc_metrics_t *metrics;
+    cdc_table_metrics_t *tmetrics;
+    size_t ntmetrics;
+    cdc_counter_t *m_dlq[CDC_DLQ__COUNT];
+    cdc_counter_t *m_tombstones, *m_ckpt_bytes, *m_epochs, *m_aborts, *m_rejected;
+    cdc_histogram_t *m_stage_seconds, *m_ckpt_seconds;
+
+    volatile sig_atomic_t *stop;
+} cdc_worker_t;
+
+/* ---- consume.c ------------------------------------------------------------------------ */
+
+/* Opens Kafka clients, storage and the catalog. */
+cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e);
+void cdc_worker_data_close(cdc_worker_t *w);
+
+/* Reads new schema documents from the registry topic (up to its end). */
+cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e);
+
+/*
+ * Makes the owned set exactly `parts` (from an Assign): every listed partition is reset
+ * to its checkpoint (state restored, stage dropped) and sought to its offsets; other
+ * partitions are released.
+ */
+cdc_err_t cdc_worker_assign(cdc_worker_t *w, const Cdc__Assign *a, cdc_error_t *e);
+
+/* Drops staged data of every partition and stops fetching (after an Abort). */
+void cdc_worker_suspend(cdc_worker_t *w);
+
+/* Consumes and processes one batch (up to timeout_ms waiting). */
+cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e);
+
+/*
+ * Snapshot for barrier `epoch`: writes every owned partition's files, checkpoints its
+ * state and fills the Ack (caller frees with cdc_worker_ack_free()).
+ */
+cdc_err_t cdc_worker_snapshot(cdc_worker_t *w, uint64_t epoch, Cdc__Ack *ack, cdc_error_t *e);
+void cdc_worker_ack_free(Cdc__Ack *ack);
+
+/* Committed{epoch}: drops checkpoints no longer needed. */
+void cdc_worker_committed(cdc_worker_t *w, uint64_t epoch);
+
+/* Updates lag and state-size gauges (cheap; rate-limited inside). */
+void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms);
+
+/* ---- dlq.c ---------------------------------------------------------------------------- */
+
+/*
+ * Sends a dead letter for message (topic, partition, offset, key, value) with the error
+ * class and message; blocks with bounded backoff until Kafka acked it (a dead letter is
+ * never lost, and the record's offset is only passed after that).
+ */
+cdc_err_t cdc_worker_dlq_send(cdc_worker_t *w, const cdc_kafka_msg_t *m, cdc_dlq_class_t cls,
+                              const char *message, cdc_error_t *e);
+
+/* Delivery callback of the dead-letter producer (opaque = the pending send). */
+void cdc_worker_dlq_delivery(void *opaque, cdc_err_t err, const cdc_error_t *detail,
+                             int32_t partition, int64_t offset, void *cb_arg);
+
+/* ---- session.c ------------------------------------------------------------------------ */
+
+/* Runs the worker until *stop is set. Returns CDC_OK on a clean stop. */
+cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e);
+
+int64_t cdc_worker_mono_ms(void);
+
+#endif
