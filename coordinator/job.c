@@ -194,7 +194,7 @@ static void send_assignments(cdc_coord_t *c)
  */
 static void recover(cdc_coord_t *c, const char *reason, bool count_failure)
 {
-    int64_t now = mono_ms(), at = now;
+    int64_t now = mono_ms(), at = now + (count_failure ? 0 : 100); /* joins coalesce */
     uint64_t first = cdc_epochs_oldest_open(&c->epochs);
 
     if (c->state == CDC_JOB_STANDBY || c->state == CDC_JOB_STARTING || c->state == CDC_JOB_FAILED)
@@ -262,6 +262,9 @@ static void try_assign(cdc_coord_t *c, int64_t now)
         if (c->prev_owner[p][0] && !cdc_members_is_alive(&c->members, c->prev_owner[p]))
             all_back = false;
     if (!all_back && now < c->grace_until_ms)
+        return;
+    /* the first assignment of a term without history waits for the workers to gather */
+    if (c->generation == 0 && c->base == NULL && now < c->grace_until_ms)
         return;
     if (cdc_epochs_remaining(&c->epochs) < 2) {
         uint64_t from, limit;

@@ -1,0 +1,710 @@
+/*
+ * Component tests of cdc-coordinator against real etcd and the real Iceberg library,
+ * with "fake workers": processes (this binary in fake-worker mode) that speak the real
+ * protocol over NNG and stage real Parquet files, but read a synthetic source instead
+ * of Kafka: record `off` of partition slot `p` is the row (id = p * 1e9 + off, p, off).
+ * That makes exactly-once checkable without the worker's record path: every test ends
+ * with tests/js/lib/verify_slots.mjs reading the table with icebird and asserting that
+ * each slot's records [0, next offset in the newest snapshot) are there exactly once.
+ *
+ * Failures exercised: kill -9 of a worker mid-epoch, SIGSTOP past the heartbeat timeout
+ * then SIGCONT (its late acks are rejected), kill -9 of the leader with a standby,
+ * etcd stopped and restarted, a crash between the etcd record and the Iceberg commit,
+ * and 1, 3 and 12 workers.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "common/etcd.h"
+#include "common/iceberg/parquet.h"
+#include "common/iceberg/schema.h"
+#include "common/iceberg/table.h"
+#include "common/log.h"
+#include "common/msg.h"
+#include "tests/harness/harness.h"
+
+#define ROWS_PER_EPOCH 40
+#define MAX_PROCS 16
+
+/* ---- fake worker ------------------------------------------------------------------- */
+
+static const char *SCHEMA_JSON =
+    "{\"type\":\"struct\",\"schema-id\":0,\"identifier-field-ids\":[1],\"fields\":["
+    "{\"id\":1,\"name\":\"id\",\"required\":true,\"type\":\"long\"},"
+    "{\"id\":2,\"name\":\"p\",\"required\":true,\"type\":\"int\"},"
+    "{\"id\":3,\"name\":\"off\",\"required\":true,\"type\":\"long\"}]}";
+
+typedef struct fake {
+    const char *id, *etcd, *job, *warehouse;
+    cdc_etcd_t *ec;
+    cdc_msg_client_t *mc;
+    char endpoint[256];
+    uint64_t incarnation, term, generation;
+    bool owned[12];
+    int64_t next_off[12];
+    bool registered;
+    cdc_ice_schema_t schema;
+} fake_t;
+
+static int64_t now_ms(void)
+{
+    return (int64_t)cdc_test_now_ms();
+}
+
+static void fake_send(fake_t *f, Cdc__Envelope *env)
+{
+    cdc_error_t e;
+    cdc_msg_client_send(f->mc, env, &e);
+}
+
+static void fake_find_leader(fake_t *f)
+{
+    char key[256], *value = NULL;
+    int64_t term;
+    cdc_error_t e;
+
+    snprintf(key, sizeof(key), "/cdc/%s/leader", f->job);
+    if (cdc_etcd_leader(f->ec, key, &value, &term, &e) != CDC_OK)
+        return;
+    json_t *v = json_loads(value, 0, NULL);
+    const char *ep = v ? json_string_value(json_object_get(v, "endpoint")) : NULL;
+    if (ep && strcmp(ep, f->endpoint) != 0) {
+        snprintf(f->endpoint, sizeof(f->endpoint), "%s", ep);
+        if (f->mc == NULL)
+            cdc_msg_client_open(&f->mc, ep, NULL, &e);
+        else
+            cdc_msg_client_redial(f->mc, ep, &e);
+        f->registered = false;
+    }
+    json_decref(v);
+    free(value);
+}
+
+static void fake_register(fake_t *f)
+{
+    Cdc__Envelope env = CDC__ENVELOPE__INIT;
+    Cdc__Register r = CDC__REGISTER__INIT;
+
+    r.worker_id = (char *)f->id;
+    r.incarnation = f->incarnation;
+    r.admin_endpoint = "";
+    env.body_case = CDC__ENVELOPE__BODY_REGISTER;
+    env.register_ = &r;
+    fake_send(f, &env);
+    f->registered = true;
+}
+
+static void fake_heartbeat(fake_t *f)
+{
+    Cdc__Envelope env = CDC__ENVELOPE__INIT;
+    Cdc__Heartbeat h = CDC__HEARTBEAT__INIT;
+
+    h.worker_id = (char *)f->id;
+    h.incarnation = f->incarnation;
+    h.term = f->term;
+    h.generation = f->generation;
+    env.body_case = CDC__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &h;
+    fake_send(f, &env);
+}
+
+/* Writes records [from, from+n) of slot p as a Parquet file; fills the StagedFile. */
+static bool fake_stage(fake_t *f, int p, int64_t from, int n, uint64_t epoch, Cdc__StagedFile *sf,
+                       cdc_ice_data_file_t *df, Cdc__ColumnStats *cs, Cdc__ColumnStats **csp)
+{
+    char dir[1024], path[1200];
+    cdc_pq_writer_t *w = NULL;
+    cdc_error_t e;
+
+    snprintf(dir, sizeof(dir), "%s/fk/items/data", f->warehouse);
+    snprintf(path, sizeof(path), "mkdir -p '%s'", dir);
+    if (system(path) != 0)
+        return false;
+    snprintf(path, sizeof(path), "%s/%s-p%d-e%" PRIu64 "-%" PRIu64 ".parquet", dir, f->id, p, epoch,
+             f->incarnation);
+    unlink(path); /* a re-sent epoch after a restart of the same incarnation cannot happen */
+    if (cdc_pq_writer_open_file(&f->schema, path, NULL, &w, &e) != CDC_OK) {
+        fprintf(stderr, "fake worker: %s\n", e.msg);
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        cdc_ice_value_t v[3];
+        memset(v, 0, sizeof(v));
+        v[0].v.i64 = (int64_t)p * 1000000000LL + from + i;
+        v[1].v.i32 = p;
+        v[2].v.i64 = from + i;
+        cdc_pq_writer_append(w, v, &e);
+    }
+    if (cdc_pq_writer_close(w, df, &e) != CDC_OK) {
+        cdc_pq_writer_free(w);
+        return false;
+    }
+    cdc_pq_writer_free(w);
+    cdc__staged_file__init(sf);
+    sf->table = "fk.items";
+    sf->path = df->path;
+    sf->content = 0;
+    sf->record_count = df->record_count;
+    sf->file_size_in_bytes = df->file_size_in_bytes;
+    sf->schema_id = 0;
+    sf->partition = (uint32_t)p;
+    for (size_t i = 0; i < df->nstats && i < 3; i++) {
+        cdc__column_stats__init(&cs[i]);
+        cs[i].field_id = df->stats[i].field_id;
+        cs[i].column_size = df->stats[i].column_size;
+        cs[i].value_count = df->stats[i].value_count;
+        cs[i].null_count = df->stats[i].null_count;
+        cs[i].has_bounds = df->stats[i].has_bounds;
+        cs[i].lower_bound.data = df->stats[i].lower;
+        cs[i].lower_bound.len = df->stats[i].lower_len;
+        cs[i].upper_bound.data = df->stats[i].upper;
+        cs[i].upper_bound.len = df->stats[i].upper_len;
+        csp[i] = &cs[i];
+    }
+    sf->n_stats = df->nstats < 3 ? df->nstats : 3;
+    sf->stats = csp;
+    return true;
+}
+
+static void fake_on_barrier(fake_t *f, const Cdc__Barrier *b)
+{
+    Cdc__Envelope env = CDC__ENVELOPE__INIT;
+    Cdc__Ack ack = CDC__ACK__INIT;
+    Cdc__PartitionState ps[12], *psp[12];
+    Cdc__TopicOffset to[12], *top[12];
+    Cdc__StagedFile sf[12], *sfp[12];
+    Cdc__ColumnStats cs[12][3], *csp[12][3];
+    cdc_ice_data_file_t df[12];
+    Cdc__SchemaUpdate su = CDC__SCHEMA_UPDATE__INIT, *sup = &su;
+    size_t n = 0;
+
+    if (b->term != f->term || b->generation != f->generation)
+        return;
+    memset(df, 0, sizeof(df));
+    for (int p = 0; p < 12; p++) {
+        if (!f->owned[p])
+            continue;
+        if (!fake_stage(f, p, f->next_off[p], ROWS_PER_EPOCH, b->epoch, &sf[n], &df[n], cs[n],
+                        csp[n]))
+            return; /* no ack: the coordinator's deadline takes over */
+        cdc__partition_state__init(&ps[n]);
+        cdc__topic_offset__init(&to[n]);
+        to[n].topic = "src";
+        to[n].next_offset = f->next_off[p] + ROWS_PER_EPOCH;
+        top[n] = &to[n];
+        ps[n].partition = (uint32_t)p;
+        ps[n].n_offsets = 1;
+        ps[n].offsets = &top[n];
+        ps[n].state_handle = "";
+        psp[n] = &ps[n];
+        sfp[n] = &sf[n];
+        f->next_off[p] += ROWS_PER_EPOCH;
+        n++;
+    }
+    su.table = "fk.items";
+    su.schema_json = (char *)SCHEMA_JSON;
+    ack.worker_id = (char *)f->id;
+    ack.term = b->term;
+    ack.generation = b->generation;
+    ack.epoch = b->epoch;
+    ack.n_partitions = n;
+    ack.partitions = psp;
+    ack.n_files = n;
+    ack.files = sfp;
+    ack.n_schemas = 1;
+    ack.schemas = &sup;
+    env.body_case = CDC__ENVELOPE__BODY_ACK;
+    env.ack = &ack;
+    fake_send(f, &env);
+    for (size_t i = 0; i < n; i++)
+        cdc_ice_data_file_clear(&df[i]);
+}
+
+static void fake_on_assign(fake_t *f, const Cdc__Assign *a)
+{
+    if (a->term < f->term)
+        return;
+    f->term = a->term;
+    f->generation = a->generation;
+    memset(f->owned, 0, sizeof(f->owned));
+    for (size_t i = 0; i < a->n_partitions; i++) {
+        const Cdc__PartitionState *ps = a->partitions[i];
+        if (ps->partition >= 12)
+            continue;
+        f->owned[ps->partition] = true;
+        f->next_off[ps->partition] = ps->n_offsets > 0 ? ps->offsets[0]->next_offset : 0;
+    }
+}
+
+static int fake_worker_main(int argc, char **argv)
+{
+    fake_t f;
+    cdc_error_t e;
+    int64_t next_hb = 0, next_leader = 0;
+    volatile int forever = 1;
+
+    if (argc < 6)
+        return 2;
+    memset(&f, 0, sizeof(f));
+    f.id = argv[2];
+    f.etcd = argv[3];
+    f.job = argv[4];
+    f.warehouse = argv[5];
+    f.incarnation = (uint64_t)time(NULL) * 1000 + (uint64_t)getpid() % 1000;
+    cdc_log_init("fake-worker", f.id);
+    if (cdc_ice_schema_from_json(SCHEMA_JSON, &f.schema, &e) != CDC_OK ||
+        cdc_etcd_open(&f.ec, f.etcd, 500, &e) != CDC_OK)
+        return 1;
+    while (forever) {
+        int64_t now = now_ms();
+        Cdc__Envelope *env = NULL;
+        if (now >= next_leader) {
+            fake_find_leader(&f);
+            next_leader = now + 300;
+        }
+        if (f.mc == NULL) {
+            usleep(50000);
+            continue;
+        }
+        if (!f.registered && cdc_msg_client_connected(f.mc))
+            fake_register(&f);
+        if (now >= next_hb) {
+            fake_heartbeat(&f);
+            next_hb = now + 200;
+        }
+        if (cdc_msg_client_recv(f.mc, 50, &env, &e) != CDC_OK)
+            continue;
+        switch (env->body_case) {
+        case CDC__ENVELOPE__BODY_ASSIGN:
+            fake_on_assign(&f, env->assign);
+            break;
+        case CDC__ENVELOPE__BODY_BARRIER:
+            fake_on_barrier(&f, env->barrier);
+            break;
+        case CDC__ENVELOPE__BODY_ABORT:
+            if (env->abort->term >= f.term) {
+                f.term = env->abort->term;
+                f.generation = env->abort->generation;
+                memset(f.owned, 0, sizeof(f.owned));
+            }
+            break;
+        case CDC__ENVELOPE__BODY_REJECT:
+            if (strstr(env->reject->reason, "regist") != NULL)
+                f.registered = false;
+            break;
+        default:
+            break;
+        }
+        cdc_msg_free(env);
+    }
+    return 0;
+}
+
+/* ---- test scaffolding ------------------------------------------------------------------ */
+
+typedef struct scenario {
+    char job[64];
+    char *dir;
+    char warehouse[1024];
+    pid_t coords[2];
+    int ncoords;
+    pid_t workers[MAX_PROCS];
+    int nworkers;
+    int http_port[2];
+    cdc_etcd_t *ec;
+} scenario_t;
+
+static int free_port(void)
+{
+    static int next = 0;
+    if (next == 0)
+        next = 20000 + (int)(getpid() % 20000);
+    return next++;
+}
+
+static pid_t start_coordinator(scenario_t *s, int idx, const char *fault)
+{
+    const cdc_test_env_t *env = cdc_test_env();
+    char bin[1024], id[64], job[96], etcd[256], listen[64], http[64], wh[1100], log[1200];
+    char faultopt[128];
+    int port = free_port();
+
+    s->http_port[idx] = free_port();
+    snprintf(bin, sizeof(bin), "%s/cdc-coordinator", env->build_dir);
+    snprintf(id, sizeof(id), "--id=coord%d", idx);
+    snprintf(job, sizeof(job), "--job=%s", s->job);
+    snprintf(etcd, sizeof(etcd), "--etcd=%s", env->etcd);
+    snprintf(listen, sizeof(listen), "--listen=tcp://127.0.0.1:%d", port);
+    snprintf(http, sizeof(http), "--http=127.0.0.1:%d", s->http_port[idx]);
+    snprintf(wh, sizeof(wh), "--warehouse=%s", s->warehouse);
+    snprintf(log, sizeof(log), "%s/coord%d.log", s->dir, idx);
+    snprintf(faultopt, sizeof(faultopt), "--fault=%s", fault ? fault : "");
+    char *argv[] = {bin,
+                    id,
+                    job,
+                    etcd,
+                    listen,
+                    http,
+                    wh,
+                    "--commit-interval=300ms",
+                    "--heartbeat-timeout=1500ms",
+                    "--ack-deadline=3s",
+                    "--rebalance-grace=500ms",
+                    "--restart-delay=100ms",
+                    "--lease-ttl=2s",
+                    "--etcd-timeout=500ms",
+                    "--orphan-interval=0",
+                    faultopt,
+                    NULL};
+    if (fault == NULL)
+        argv[15] = NULL;
+    pid_t pid = cdc_test_spawn(argv, log);
+    assert_true(pid > 0);
+    s->coords[idx] = pid;
+    if (idx + 1 > s->ncoords)
+        s->ncoords = idx + 1;
+    return pid;
+}
+
+static pid_t start_worker(scenario_t *s, int idx)
+{
+    const cdc_test_env_t *env = cdc_test_env();
+    char id[32], log[1200];
+
+    snprintf(id, sizeof(id), "w%02d", idx);
+    snprintf(log, sizeof(log), "%s/%s.log", s->dir, id);
+    char *argv[] = {
+        (char *)cdc_test_self(), "fake-worker", id, (char *)env->etcd, s->job, s->warehouse, NULL};
+    pid_t pid = cdc_test_spawn(argv, log);
+    assert_true(pid > 0);
+    s->workers[idx] = pid;
+    if (idx + 1 > s->nworkers)
+        s->nworkers = idx + 1;
+    return pid;
+}
+
+static void scenario_open(scenario_t *s, const char *name)
+{
+    const cdc_test_env_t *env = cdc_test_env();
+    cdc_error_t e;
+
+    memset(s, 0, sizeof(*s));
+    snprintf(s->job, sizeof(s->job), "%s-%d-%lld", name, (int)getpid(), cdc_test_now_ms() % 100000);
+    s->dir = cdc_test_mkdtemp(name);
+    snprintf(s->warehouse, sizeof(s->warehouse), "%s/warehouse", s->dir);
+    assert_int_equal(cdc_etcd_open(&s->ec, env->etcd, 1000, &e), CDC_OK);
+}
+
+static void scenario_close(scenario_t *s)
+{
+    for (int i = 0; i < s->nworkers; i++)
+        if (s->workers[i] > 0)
+            cdc_test_kill(s->workers[i], SIGKILL, 2000);
+    for (int i = 0; i < s->ncoords; i++)
+        if (s->coords[i] > 0)
+            cdc_test_kill(s->coords[i], SIGTERM, 5000);
+    cdc_etcd_close(s->ec);
+    free(s->dir);
+}
+
+static uint64_t etcd_number(scenario_t *s, const char *name)
+{
+    char key[256];
+    cdc_etcd_kv_t kv;
+    cdc_error_t e;
+    uint64_t v = 0;
+
+    snprintf(key, sizeof(key), "/cdc/%s/%s", s->job, name);
+    memset(&kv, 0, sizeof(kv));
+    if (cdc_etcd_get(s->ec, key, &kv, NULL, &e) == CDC_OK) {
+        v = strtoull(kv.value, NULL, 10);
+        cdc_etcd_kv_clear(&kv);
+    }
+    return v;
+}
+
+static int64_t leader_term(scenario_t *s)
+{
+    char key[256];
+    int64_t term = 0;
+    cdc_error_t e;
+
+    snprintf(key, sizeof(key), "/cdc/%s/leader", s->job);
+    if (cdc_etcd_leader(s->ec, key, NULL, &term, &e) != CDC_OK)
+        return 0;
+    return term;
+}
+
+/* Number of snapshots committed to the table so far (0 when it does not exist). */
+static int committed_snapshots(scenario_t *s)
+{
+    char loc[1200];
+    cdc_storage_t *st = NULL;
+    cdc_ice_table_t *t = NULL;
+    cdc_error_t e;
+    int n = 0;
+
+    snprintf(loc, sizeof(loc), "%s/fk/items", s->warehouse);
+    if (cdc_storage_open(s->warehouse, NULL, &st, &e) != CDC_OK)
+        return 0;
+    if (cdc_ice_table_load(st, loc, &t, &e) == CDC_OK) {
+        n = (int)cdc_ice_table_metadata(t)->nsnapshots;
+        cdc_ice_table_close(t);
+    }
+    cdc_storage_close(st);
+    return n;
+}
+
+typedef struct wait_committed {
+    scenario_t *s;
+    uint64_t target;
+} wait_committed_t;
+
+static bool committed_reached(void *arg)
+{
+    wait_committed_t *w = arg;
+    return etcd_number(w->s, "committed") >= w->target;
+}
+
+/* Waits until `more` further epochs are committed; returns the committed epoch. */
+static uint64_t wait_more_commits(scenario_t *s, int more, int timeout_ms)
+{
+    int before = committed_snapshots(s);
+    long long deadline = cdc_test_now_ms() + timeout_ms;
+
+    while (cdc_test_now_ms() < deadline) {
+        if (committed_snapshots(s) >= before + more)
+            return etcd_number(s, "committed");
+        usleep(50000);
+    }
+    fail_msg("job %s: fewer than %d further snapshots within %d ms (had %d, now %d)", s->job, more,
+             timeout_ms, before, committed_snapshots(s));
+    return 0;
+}
+
+static void verify(scenario_t *s)
+{
+    char cmd[4096];
+    const cdc_test_env_t *env = cdc_test_env();
+    char root[1024];
+    int rc;
+
+    /* the build dir is <root>/build: the verifier lives in <root>/tests/js/lib */
+    snprintf(root, sizeof(root), "%s/..", env->build_dir);
+    snprintf(cmd, sizeof(cmd), "cd '%s/tests/js' && node lib/verify_slots.mjs '%s/fk/items' '%s'",
+             root, s->warehouse, s->job);
+    rc = system(cmd);
+    assert_int_equal(rc, 0);
+}
+
+/* Stops everything but one coordinator, lets it commit what it has, then verifies. */
+static void quiesce_and_verify(scenario_t *s)
+{
+    for (int i = 0; i < s->nworkers; i++)
+        if (s->workers[i] > 0) {
+            cdc_test_kill(s->workers[i], SIGKILL, 2000);
+            s->workers[i] = 0;
+        }
+    /* in-flight epochs abort; recorded ones get committed; give the commit a moment */
+    wait_committed_t w = {s, etcd_number(s, "latest")};
+    assert_true(cdc_test_wait_for(committed_reached, &w, 10000));
+    verify(s);
+}
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+static void run_n_workers(int n)
+{
+    scenario_t s;
+    char name[32];
+
+    snprintf(name, sizeof(name), "n%d", n);
+    scenario_open(&s, name);
+    start_coordinator(&s, 0, NULL);
+    for (int i = 0; i < n; i++)
+        start_worker(&s, i);
+    wait_more_commits(&s, 8, 30000);
+    quiesce_and_verify(&s);
+    scenario_close(&s);
+}
+
+static void test_one_worker(void **state)
+{
+    (void)state;
+    run_n_workers(1);
+}
+
+static void test_three_workers(void **state)
+{
+    (void)state;
+    run_n_workers(3);
+}
+
+static void test_twelve_workers(void **state)
+{
+    (void)state;
+    run_n_workers(12);
+}
+
+static void test_kill_worker(void **state)
+{
+    scenario_t s;
+    long long t0;
+    (void)state;
+
+    scenario_open(&s, "killw");
+    start_coordinator(&s, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        start_worker(&s, i);
+    wait_more_commits(&s, 5, 30000);
+    t0 = cdc_test_now_ms();
+    cdc_test_kill(s.workers[1], SIGKILL, 2000);
+    s.workers[1] = 0;
+    wait_more_commits(&s, 1, 15000);
+    fprintf(stderr, "recovery: kill -9 of a worker to the next committed epoch: %lld ms\n",
+            cdc_test_now_ms() - t0);
+    wait_more_commits(&s, 4, 15000);
+    /* the worker comes back and gets partitions again */
+    start_worker(&s, 1);
+    wait_more_commits(&s, 5, 20000);
+    quiesce_and_verify(&s);
+    scenario_close(&s);
+}
+
+static void test_pause_worker(void **state)
+{
+    scenario_t s;
+    (void)state;
+
+    scenario_open(&s, "pausew");
+    start_coordinator(&s, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        start_worker(&s, i);
+    wait_more_commits(&s, 5, 30000);
+    kill(s.workers[2], SIGSTOP);
+    /* past the heartbeat timeout: the others take over its partitions */
+    wait_more_commits(&s, 4, 20000);
+    kill(s.workers[2], SIGCONT);
+    wait_more_commits(&s, 6, 20000);
+    quiesce_and_verify(&s);
+    scenario_close(&s);
+}
+
+static void test_leader_failover(void **state)
+{
+    scenario_t s;
+    int64_t term1, term2;
+    long long t0;
+    (void)state;
+
+    scenario_open(&s, "failover");
+    start_coordinator(&s, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        start_worker(&s, i);
+    wait_more_commits(&s, 4, 30000);
+    start_coordinator(&s, 1, NULL); /* standby */
+    wait_more_commits(&s, 2, 10000);
+    term1 = leader_term(&s);
+    assert_true(term1 > 0);
+    t0 = cdc_test_now_ms();
+    cdc_test_kill(s.coords[0], SIGKILL, 2000);
+    s.coords[0] = 0;
+    wait_more_commits(&s, 3, 30000);
+    term2 = leader_term(&s);
+    fprintf(stderr,
+            "failover: leader kill -9 to 3 more commits: %lld ms, term %" PRId64 " -> %" PRId64
+            "\n",
+            cdc_test_now_ms() - t0, term1, term2);
+    assert_true(term2 > term1);
+    quiesce_and_verify(&s);
+    scenario_close(&s);
+}
+
+static void test_crash_after_record(void **state)
+{
+    scenario_t s;
+    int status = 0;
+    uint64_t latest, committed;
+    (void)state;
+
+    scenario_open(&s, "fault");
+    start_coordinator(&s, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        start_worker(&s, i);
+    wait_more_commits(&s, 3, 30000);
+    /* replace the leader by one that dies between the etcd record and the commit */
+    cdc_test_kill(s.coords[0], SIGTERM, 5000);
+    start_coordinator(&s, 0, "after-checkpoint-record");
+    assert_true(cdc_test_wait_exit(s.coords[0], 30000, &status));
+    s.coords[0] = 0;
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 86);
+    latest = etcd_number(&s, "latest");
+    committed = etcd_number(&s, "committed");
+    fprintf(stderr, "fault: latest %" PRIu64 " committed %" PRIu64 "\n", latest, committed);
+    assert_true(latest > committed);
+    /* a normal coordinator commits the recorded epoch once and goes on */
+    start_coordinator(&s, 1, NULL);
+    wait_more_commits(&s, 4, 30000);
+    assert_true(etcd_number(&s, "committed") > latest);
+    quiesce_and_verify(&s);
+    scenario_close(&s);
+}
+
+static void test_etcd_restart(void **state)
+{
+    scenario_t s;
+    (void)state;
+
+    scenario_open(&s, "etcd");
+    start_coordinator(&s, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        start_worker(&s, i);
+    wait_more_commits(&s, 4, 30000);
+    assert_true(cdc_test_harness("etcd-stop"));
+    {
+        /* commits pause (each needs its etcd record first) */
+        int before = committed_snapshots(&s);
+        long long until = cdc_test_now_ms() + 2500;
+        while (cdc_test_now_ms() < until)
+            usleep(100000);
+        assert_true(committed_snapshots(&s) <= before + 1);
+    }
+    assert_true(cdc_test_harness("etcd-start"));
+    wait_more_commits(&s, 5, 40000);
+    quiesce_and_verify(&s);
+    scenario_close(&s);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "fake-worker") == 0)
+        return fake_worker_main(argc, argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_three_workers),      cmocka_unit_test(test_one_worker),
+        cmocka_unit_test(test_twelve_workers),     cmocka_unit_test(test_kill_worker),
+        cmocka_unit_test(test_pause_worker),       cmocka_unit_test(test_leader_failover),
+        cmocka_unit_test(test_crash_after_record), cmocka_unit_test(test_etcd_restart),
+    };
+    if (argc > 1 && strcmp(argv[1], "--only") == 0 && argc > 2) {
+        for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+            if (strcmp(tests[i].name, argv[2]) == 0)
+                return _cmocka_run_group_tests("coordinator", &tests[i], 1, NULL, NULL);
+        return 2;
+    }
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

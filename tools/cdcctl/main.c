@@ -1,0 +1,332 @@
+/*
+ * cdcctl: operator CLI over the coordinator's admin API and etcd.
+ *   cdcctl status        the leader's /status, for a person (--json: raw)
+ *   cdcctl leader        who leads the job (from etcd)
+ *   cdcctl checkpoints   checkpoint records kept in etcd, newest first
+ *   cdcctl checkpoint N  one record as JSON
+ * The coordinator's admin address comes from --coordinator, or from the leader key in
+ * etcd (--etcd, --job).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "common/config.h"
+#include "common/etcd.h"
+
+typedef struct ctl_config {
+    char *coordinator;
+    char *etcd;
+    char *job;
+    bool json;
+    char *command;
+    int64_t timeout_ms;
+} ctl_config_t;
+
+static const cdc_opt_t options[] = {
+    {"coordinator", CDC_OPT_STRING, offsetof(ctl_config_t, coordinator), NULL, false, 0, 0, NULL,
+     "Admin address host:port of a coordinator (default: the leader's, from etcd)."},
+    {"etcd", CDC_OPT_STRING, offsetof(ctl_config_t, etcd), "http://127.0.0.1:2379", false, 0, 0,
+     NULL, "Comma-separated etcd endpoints."},
+    {"job", CDC_OPT_STRING, offsetof(ctl_config_t, job), "cdc", false, 0, 0, NULL, "Job name."},
+    {"json", CDC_OPT_BOOL, offsetof(ctl_config_t, json), "false", false, 0, 0, NULL,
+     "Print raw JSON instead of the human form."},
+    {"command", CDC_OPT_STRING, offsetof(ctl_config_t, command), "status", false, 0, 0, NULL,
+     "status | leader | checkpoints | checkpoint:<epoch> (also given as the first argument)."},
+    {"timeout", CDC_OPT_DURATION, offsetof(ctl_config_t, timeout_ms), "3s", false, 100, 600000,
+     NULL, "Timeout of each request."},
+    CDC_OPT_END,
+};
+
+typedef struct buf {
+    char *data;
+    size_t len;
+} buf_t;
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+    buf_t *b = arg;
+    size_t n = size * nmemb;
+    char *grown = realloc(b->data, b->len + n + 1);
+
+    if (grown == NULL)
+        return 0;
+    b->data = grown;
+    memcpy(b->data + b->len, ptr, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return n;
+}
+
+static int http_get(const char *url, long timeout_ms, buf_t *out)
+{
+    CURL *h = curl_easy_init();
+    CURLcode rc;
+    long code = 0;
+
+    if (h == NULL)
+        return -1;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+    rc = curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_cleanup(h);
+    if (rc != CURLE_OK) {
+        fprintf(stderr, "cdcctl: could not fetch \"%s\": %s\n", url, curl_easy_strerror(rc));
+        return -1;
+    }
+    return (int)code;
+}
+
+static char *leader_admin(const ctl_config_t *cfg, int64_t *term)
+{
+    cdc_etcd_t *ec = NULL;
+    cdc_error_t e;
+    char key[256], *value = NULL, *admin = NULL;
+
+    if (cdc_etcd_open(&ec, cfg->etcd, (int)cfg->timeout_ms, &e) != CDC_OK) {
+        fprintf(stderr, "cdcctl: %s\n", e.msg);
+        return NULL;
+    }
+    snprintf(key, sizeof(key), "/cdc/%s/leader", cfg->job);
+    if (cdc_etcd_leader(ec, key, &value, term, &e) != CDC_OK) {
+        fprintf(stderr, "cdcctl: %s\nhint: is a coordinator of job \"%s\" running?\n", e.msg,
+                cfg->job);
+    } else {
+        json_t *v = json_loads(value, 0, NULL);
+        const char *a = v ? json_string_value(json_object_get(v, "admin")) : NULL;
+        if (a)
+            admin = strdup(a);
+        json_decref(v);
+    }
+    free(value);
+    cdc_etcd_close(ec);
+    return admin;
+}
+
+static const char *str(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+static long long num(json_t *o, const char *k)
+{
+    return (long long)json_integer_value(json_object_get(o, k));
+}
+
+static void print_status(json_t *st)
+{
+    json_t *ws = json_object_get(st, "workers"), *as = json_object_get(st, "assignment");
+    json_t *ep = json_object_get(st, "epochs"), *cs = json_object_get(st, "checkpoints");
+    json_t *leader = json_object_get(st, "leader"), *rs = json_object_get(st, "restart");
+    size_t i;
+
+    printf("job %s  state %s  term %lld  generation %lld\n", str(st, "job"), str(st, "state"),
+           num(st, "term"), num(st, "generation"));
+    printf("leader %s  endpoint %s  admin %s\n", str(leader, "id"), str(leader, "endpoint"),
+           str(leader, "admin"));
+    if (str(st, "recovery_reason")[0])
+        printf("last recovery: %s\n", str(st, "recovery_reason"));
+    printf("restarts: %lld in window (max %lld per %lld s), %lld total\n",
+           num(rs, "failures_recent"), num(rs, "max_failures"), num(rs, "interval_ms") / 1000,
+           num(rs, "failures_total"));
+    printf("epochs: next %lld  open %lld  recorded %lld  committed %lld  pending commits %lld\n",
+           num(ep, "next"), num(ep, "open"), num(ep, "last_recorded"), num(ep, "last_committed"),
+           num(ep, "pending_commits"));
+    if (str(st, "last_commit_error")[0])
+        printf("last commit error: %s\n", str(st, "last_commit_error"));
+    printf("\nWORKER          ALIVE  HEARTBEAT  PARTITIONS\n");
+    for (i = 0; i < json_array_size(ws); i++) {
+        json_t *w = json_array_get(ws, i), *ps = json_object_get(w, "partitions");
+        char parts[128] = "";
+        size_t off = 0;
+        for (size_t j = 0; j < json_array_size(ps) && off < sizeof(parts) - 8; j++)
+            off += (size_t)snprintf(parts + off, sizeof(parts) - off, "%s%lld", j ? "," : "",
+                                    (long long)json_integer_value(json_array_get(ps, j)));
+        printf("%-15s %-6s %7lldms  %s%s%s\n", str(w, "id"),
+               json_is_true(json_object_get(w, "alive")) ? "yes" : "no",
+               num(w, "last_heartbeat_ms_ago"), parts,
+               json_is_true(json_object_get(w, "alive")) ? "" : "  lost: ",
+               json_is_true(json_object_get(w, "alive")) ? "" : str(w, "lost_reason"));
+    }
+    printf("\nPARTITION  OWNER           OFFSETS (checkpoint)\n");
+    for (i = 0; i < json_array_size(as); i++) {
+        json_t *a = json_array_get(as, i), *offs = json_object_get(a, "offsets");
+        char *o = json_dumps(offs, JSON_COMPACT | JSON_SORT_KEYS);
+        printf("%9lld  %-15s %s\n", num(a, "partition"), str(a, "owner"), o ? o : "{}");
+        free(o);
+    }
+    printf("\nEPOCH        DURATION  RECORDS    BYTES       DATA  DELETES  TABLES\n");
+    for (i = 0; i < json_array_size(cs) && i < 10; i++) {
+        json_t *k = json_array_get(cs, i);
+        printf("%-12lld %6lldms  %-10lld %-11lld %-5lld %-8lld %lld\n", num(k, "epoch"),
+               num(k, "duration_ms"), num(k, "records"), num(k, "bytes"), num(k, "data_files"),
+               num(k, "delete_files"), num(k, "tables"));
+    }
+}
+
+static int cmd_status(const ctl_config_t *cfg)
+{
+    char url[512], *admin = cfg->coordinator ? strdup(cfg->coordinator) : NULL;
+    int64_t term = 0;
+    buf_t b = {0};
+    int code, status = 1;
+    json_t *st;
+
+    if (admin == NULL && (admin = leader_admin(cfg, &term)) == NULL)
+        return 1;
+    snprintf(url, sizeof(url), "http://%s/status", admin);
+    code = http_get(url, (long)cfg->timeout_ms, &b);
+    if (code != 200) {
+        if (code > 0)
+            fprintf(stderr, "cdcctl: GET %s answered HTTP %d\n", url, code);
+        goto done;
+    }
+    if (cfg->json) {
+        printf("%s\n", b.data);
+        status = 0;
+        goto done;
+    }
+    st = json_loads(b.data, 0, NULL);
+    if (st == NULL) {
+        fprintf(stderr, "cdcctl: %s did not return JSON\n", url);
+        goto done;
+    }
+    print_status(st);
+    json_decref(st);
+    status = 0;
+done:
+    free(b.data);
+    free(admin);
+    return status;
+}
+
+static int cmd_etcd(const ctl_config_t *cfg, const char *what, const char *arg)
+{
+    cdc_etcd_t *ec = NULL;
+    cdc_error_t e;
+    char key[256];
+    int status = 1;
+
+    if (cdc_etcd_open(&ec, cfg->etcd, (int)cfg->timeout_ms, &e) != CDC_OK) {
+        fprintf(stderr, "cdcctl: %s\n", e.msg);
+        return 1;
+    }
+    if (strcmp(what, "leader") == 0) {
+        char *value = NULL;
+        int64_t term = 0;
+        snprintf(key, sizeof(key), "/cdc/%s/leader", cfg->job);
+        if (cdc_etcd_leader(ec, key, &value, &term, &e) == CDC_OK) {
+            printf("%s (term %" PRId64 ")\n", value, term);
+            status = 0;
+        } else {
+            fprintf(stderr, "cdcctl: %s\n", e.msg);
+        }
+        free(value);
+    } else if (strcmp(what, "checkpoint") == 0) {
+        cdc_etcd_kv_t kv;
+        snprintf(key, sizeof(key), "/cdc/%s/checkpoints/%020" PRIu64, cfg->job,
+                 (uint64_t)strtoull(arg, NULL, 10));
+        memset(&kv, 0, sizeof(kv));
+        if (cdc_etcd_get(ec, key, &kv, NULL, &e) == CDC_OK) {
+            printf("%s\n", kv.value);
+            cdc_etcd_kv_clear(&kv);
+            status = 0;
+        } else {
+            fprintf(stderr, "cdcctl: %s\n", e.msg);
+        }
+    } else {
+        cdc_etcd_kvs_t kvs;
+        snprintf(key, sizeof(key), "/cdc/%s/checkpoints/", cfg->job);
+        memset(&kvs, 0, sizeof(kvs));
+        if (cdc_etcd_range_prefix(ec, key, 0, &kvs, &e) == CDC_OK) {
+            printf("EPOCH        TERM   RECORDS    BYTES       FILES  BARRIER->COMPLETE\n");
+            for (size_t i = kvs.count; i > 0; i--) {
+                json_t *r = json_loads(kvs.kvs[i - 1].value, 0, NULL);
+                if (r == NULL)
+                    continue;
+                printf("%-12lld %-6lld %-10lld %-11lld %-6lld %lldms\n", num(r, "epoch"),
+                       num(r, "term"), num(r, "records"), num(r, "bytes"),
+                       num(r, "data_files") + num(r, "delete_files"),
+                       num(r, "completed_ms") - num(r, "barrier_ms"));
+                json_decref(r);
+            }
+            cdc_etcd_kvs_clear(&kvs);
+            status = 0;
+        } else {
+            fprintf(stderr, "cdcctl: %s\n", e.msg);
+        }
+    }
+    cdc_etcd_close(ec);
+    return status;
+}
+
+static bool takes_value(const char *flag)
+{
+    static const char *const with_value[] = {"--coordinator", "--etcd", "--job", "--timeout",
+                                             "--command"};
+    for (size_t i = 0; i < sizeof(with_value) / sizeof(with_value[0]); i++)
+        if (strcmp(flag, with_value[i]) == 0)
+            return true;
+    return false;
+}
+
+int main(int argc, char **argv)
+{
+    ctl_config_t cfg;
+    const char *cmd;
+    char **args = calloc((size_t)argc + 2, sizeof(char *));
+    const char *words[2] = {NULL, NULL};
+    int nargs = 0, nwords = 0, status;
+    char cmdbuf[128];
+
+    if (args == NULL)
+        return 1;
+    /* bare words are the subcommand and its argument: "status", "checkpoint 42" */
+    args[nargs++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] != '-' && !takes_value(argv[i - 1])) {
+            if (nwords < 2)
+                words[nwords++] = argv[i];
+            continue;
+        }
+        args[nargs++] = argv[i];
+    }
+    if (words[0] != NULL) {
+        snprintf(cmdbuf, sizeof(cmdbuf), "--command=%s%s%s", words[0], words[1] ? ":" : "",
+                 words[1] ? words[1] : "");
+        args[nargs++] = cmdbuf;
+    }
+    memset(&cfg, 0, sizeof(cfg));
+    cdc_config_load(options, "cdcctl",
+                    "Operator CLI of the CDC pipeline: cdcctl [options] status | leader | "
+                    "checkpoints | checkpoint <epoch>.",
+                    nargs, args, &cfg);
+    cmd = cfg.command;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (strcmp(cmd, "status") == 0)
+        status = cmd_status(&cfg);
+    else if (strcmp(cmd, "leader") == 0 || strcmp(cmd, "checkpoints") == 0)
+        status = cmd_etcd(&cfg, cmd, "");
+    else if (strncmp(cmd, "checkpoint:", 11) == 0)
+        status = cmd_etcd(&cfg, "checkpoint", cmd + 11);
+    else {
+        fprintf(stderr,
+                "cdcctl: unknown command \"%s\"\nhint: status, leader, checkpoints, "
+                "checkpoint <epoch>\n",
+                cmd);
+        status = 2;
+    }
+    curl_global_cleanup();
+    cdc_config_free(options, &cfg);
+    free(args);
+    return status;
+}
