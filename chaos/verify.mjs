@@ -12,11 +12,13 @@
 //   VERIFY ok rows=<n> lost=0 duplicated=0 mismatched=0
 // or VERIFY FAILED with the counts, and the exit status matches (0 / 1; 2 = usage).
 //
-// Usage: chaos/verify --pg <conninfo> --warehouse <dir> [--namespace public]
+// Usage: chaos/verify --pg <conninfo> --warehouse <dir> [--namespace <ns>] [--schema public]
 //          [--tables transactions,accounts] [--path-map <prefix>=<dir>]... [--wait <s>]
 //          [--verbose]
 // --path-map maps a location prefix written in the metadata (s3://warehouse/) to a
-// local directory, e.g. a warehouse copied out of MinIO. --wait retries until the check
+// local directory, e.g. a warehouse copied out of MinIO. --schema is the PostgreSQL
+// schema of the source tables; --namespace the warehouse namespace (default: public if
+// the table is there, else the namespace directory that holds it). --wait retries until the check
 // passes or the time is up (catch-up after the load stops).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -270,14 +272,28 @@ const short = (v) => {
   return s && s.length > 80 ? `${s.slice(0, 77)}...` : s;
 };
 
-export async function verifyTable({ dsn, warehouse, ns, table, conn, log }) {
+/** The warehouse namespace holding table: the given one, else public, else any. */
+function findNamespace(warehouse, ns, table) {
+  if (ns) return ns;
+  if (fs.existsSync(path.join(warehouse, 'public', table, 'metadata'))) return 'public';
+  let dirs = [];
+  try {
+    dirs = fs.readdirSync(warehouse);
+  } catch {
+    return 'public';
+  }
+  return dirs.find((d) => fs.existsSync(path.join(warehouse, d, table, 'metadata'))) ?? 'public';
+}
+
+export async function verifyTable({ dsn, warehouse, schema = 'public', namespace, table, conn, log }) {
+  const ns = findNamespace(warehouse, namespace, table);
   const r = { table, rows: 0, lost: 0, duplicated: 0, mismatched: 0, notes: [] };
   const note = (s) => { if (r.notes.length < 20) r.notes.push(s); };
-  const pk = await primaryKey(dsn, ns, table);
+  const pk = await primaryKey(dsn, schema, table);
 
   // (1) mirror == source
   const mirror = await readIcebergTable(path.join(warehouse, ns, table), conn);
-  const source = (await psqlLines(dsn, `SELECT to_jsonb(t)::text FROM ${ident(ns)}.${ident(table)} t`))
+  const source = (await psqlLines(dsn, `SELECT to_jsonb(t)::text FROM ${ident(schema)}.${ident(table)} t`))
     .map((l) => JSON.parse(l));
   let fields = mirror.fields;
   if (!mirror.exists) note(`mirror ${ns}.${table}: no table in the warehouse`);
@@ -418,7 +434,7 @@ export function configure(maps) {
   fetchInstalled = true;
 }
 
-export async function verify({ dsn, warehouse, ns = 'public', tables, log = null, maps = [] }) {
+export async function verify({ dsn, warehouse, schema = 'public', namespace, tables, log = null, maps = [] }) {
   configure(maps);
   const { DuckDBInstance } = await readers();
   const db = await DuckDBInstance.create(':memory:');
@@ -426,7 +442,7 @@ export async function verify({ dsn, warehouse, ns = 'public', tables, log = null
   const total = { rows: 0, lost: 0, duplicated: 0, mismatched: 0, notes: [] };
   try {
     for (const t of tables) {
-      const r = await verifyTable({ dsn, warehouse, ns, table: t, conn, log });
+      const r = await verifyTable({ dsn, warehouse, schema, namespace, table: t, conn, log });
       for (const k of ['rows', 'lost', 'duplicated', 'mismatched']) total[k] += r[k];
       total.notes.push(...r.notes.map((n) => `${t}: ${n}`));
     }
@@ -440,19 +456,20 @@ export async function verify({ dsn, warehouse, ns = 'public', tables, log = null
 function usage(msg) {
   if (msg) console.error(`verify: ${msg}`);
   console.error('usage: chaos/verify --pg <conninfo> --warehouse <dir> [--namespace public] ' +
-    '[--tables transactions,accounts] [--path-map <prefix>=<dir>]... [--wait <seconds>] [--verbose]');
+    '[--schema public] [--tables transactions,accounts] [--path-map <prefix>=<dir>]... [--wait <seconds>] [--verbose]');
   process.exit(2);
 }
 
 async function main() {
   const args = process.argv.slice(2);
-  const opt = { ns: 'public', tables: ['transactions', 'accounts'], maps: [], wait: 0, verbose: false };
+  const opt = { schema: 'public', namespace: undefined, tables: ['transactions', 'accounts'], maps: [], wait: 0, verbose: false };
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     const val = () => (i + 1 < args.length ? args[++i] : usage(`${a} needs a value`));
     if (a === '--pg') opt.dsn = val();
     else if (a === '--warehouse') opt.warehouse = path.resolve(val());
-    else if (a === '--namespace') opt.ns = val();
+    else if (a === '--namespace') opt.namespace = val();
+    else if (a === '--schema') opt.schema = val();
     else if (a === '--tables') opt.tables = val().split(',').filter(Boolean);
     else if (a === '--wait') opt.wait = Number(val());
     else if (a === '--verbose') opt.verbose = true;
@@ -475,7 +492,7 @@ async function main() {
     attempt++;
     const lines = [];
     try {
-      res = await verify({ dsn: opt.dsn, warehouse: opt.warehouse, ns: opt.ns, tables: opt.tables,
+      res = await verify({ dsn: opt.dsn, warehouse: opt.warehouse, schema: opt.schema, namespace: opt.namespace, tables: opt.tables,
         maps: opt.maps, log: (s) => lines.push(s) });
     } catch (e) {
       res = { ok: false, rows: 0, lost: 0, duplicated: 0, mismatched: 0, notes: [], error: e.message };

@@ -519,6 +519,8 @@ static cdc_err_t s3_request(cdc_storage_t *s, const char *method, const char *ur
         struct curl_slist *hdrs = NULL;
         hdrs = curl_slist_append(hdrs, "Content-Type: application/octet-stream");
         hdrs = curl_slist_append(hdrs, "Expect:");
+        /* curl < 8 does not add the payload hash S3 requires; SigV4 then signs this value */
+        hdrs = curl_slist_append(hdrs, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
         for (size_t i = 0; extra && extra[i]; i++)
             hdrs = curl_slist_append(hdrs, extra[i]);
         curl_easy_setopt(c, CURLOPT_URL, url);

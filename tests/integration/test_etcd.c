@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "common/etcd.h"
+#include "common/http.h"
 
 static char prefix[128];
 
@@ -295,6 +296,24 @@ static void test_unreachable_and_failover(void **state)
     OK(cdc_etcd_get(c, k("failover"), &kv, NULL, &e));
     cdc_etcd_kv_clear(&kv);
     cdc_etcd_close(c);
+
+    /* an HTTP server that is not etcd (answers 405 with a non-JSON body): retriable */
+    cdc_http_server_t *h = NULL;
+    OK(cdc_http_server_open(&h, "127.0.0.1:0", NULL, &e));
+    OK(cdc_http_server_start(h, &e));
+    snprintf(eps, sizeof(eps), "http://127.0.0.1:%d", cdc_http_server_port(h));
+    OK(cdc_etcd_open(&c, eps, 1000, &e));
+    assert_int_equal(cdc_etcd_get(c, k("x"), &kv, NULL, &e), CDC_ERR_UNAVAILABLE);
+    assert_true(e.retriable);
+    cdc_etcd_close(c);
+    /* ...and failover past it */
+    snprintf(eps, sizeof(eps), "http://127.0.0.1:%d,%s", cdc_http_server_port(h),
+             getenv("CDC_TEST_ETCD"));
+    OK(cdc_etcd_open(&c, eps, 1000, &e));
+    OK(cdc_etcd_get(c, k("failover"), &kv, NULL, &e));
+    cdc_etcd_kv_clear(&kv);
+    cdc_etcd_close(c);
+    cdc_http_server_close(h);
 }
 
 typedef struct campaigner {

@@ -43,6 +43,7 @@ typedef struct loadgen_config {
     bool create_schema;
     bool drop;
     bool setup_only;
+    bool mark_snapshot;
     int64_t report_interval_ms;
     int64_t reconnect_timeout_ms;
     char *log_level;
@@ -83,6 +84,9 @@ static const cdc_opt_t options[] = {
         "drop the demo tables and the audit record first"),
     OPT("setup-only", CDC_OPT_BOOL, setup_only, "false", 0, 0, NULL,
         "create the schema and initial rows, then exit"),
+    OPT("mark-snapshot", CDC_OPT_BOOL, mark_snapshot, "false", 0, 0, NULL,
+        "after setup, replace the audit record with one snapshot entry (op r) per existing row: "
+        "run it just before the capture starts with an initial snapshot"),
     OPT("report-interval", CDC_OPT_DURATION, report_interval_ms, "5s", 0, 0, NULL,
         "progress line interval on stderr (0 = none)"),
     OPT("reconnect-timeout", CDC_OPT_DURATION, reconnect_timeout_ms, "60s", 0, 0, NULL,
@@ -657,6 +661,17 @@ int main(int argc, char **argv)
     if (conn == NULL)
         goto cleanup;
     if (!setup(conn, &cfg, &tx, &acc, &st))
+        goto cleanup;
+    if (cfg.mark_snapshot &&
+        !exec_ok(conn,
+                 "BEGIN; DELETE FROM cdc_audit.changes;"
+                 " INSERT INTO cdc_audit.changes (tbl, op, pk, txid, row_image)"
+                 " SELECT 'transactions', 'r', entity_id, txid_current(), to_jsonb(t)"
+                 " FROM public.transactions t ORDER BY entity_id;"
+                 " INSERT INTO cdc_audit.changes (tbl, op, pk, txid, row_image)"
+                 " SELECT 'accounts', 'r', account_id, txid_current(), to_jsonb(a)"
+                 " FROM public.accounts a ORDER BY account_id; COMMIT",
+                 "mark the snapshot in the audit record"))
         goto cleanup;
     if (cfg.setup_only) {
         rc = 0;

@@ -30,7 +30,7 @@ CREATE SCHEMA IF NOT EXISTS cdc_audit;
 CREATE TABLE IF NOT EXISTS cdc_audit.changes (
     seq       bigserial PRIMARY KEY,
     tbl       text     NOT NULL,
-    op        char(1)  NOT NULL,      -- c (insert), u (update), d (delete)
+    op        char(1)  NOT NULL,      -- c (insert), u (update), d (delete), r (snapshot)
     pk        bigint   NOT NULL,
     txid      bigint   NOT NULL,
     row_image jsonb    NOT NULL       -- the new row (c, u) or the old row (d)

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The chaos suite: `make chaos DURATION=<seconds>` (default 300; CI runs a short one).
+# Starts the local pipeline (chaos/lib.sh; CHAOS_BACKEND=compose|k8s runs against
+# containers or pods that are already up instead), then for each scenario: runs the
+# load generator, injects the scenario's faults, stops the load, waits for the tables to
+# catch up and runs the verifier. Prints a table (faults injected, recoveries, records
+# lost / duplicated / mismatched per scenario) and exits non-zero when any scenario lost,
+# duplicated or mismatched a record or did not recover.
+#   SEED=<n>            replay a run (the seed is printed first)
+#   SCENARIOS="a b"     run only these (names in chaos/scenarios.sh)
+#   LOAD_RATE=<n>       changes per second during the scenarios (default 300)
+#   CHAOS_KEEP=1        keep .run/chaos after the run
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+# shellcheck source=chaos/lib.sh
+. chaos/lib.sh
+# shellcheck source=chaos/scenarios.sh
+. chaos/scenarios.sh
+
+DURATION=${DURATION:-300}
+LOAD_RATE=${LOAD_RATE:-300}
+CATCHUP=${CATCHUP:-90}
+read -r -a scenarios <<<"${SCENARIOS:-${CHAOS_SCENARIOS[*]}}"
+chaos_seed "${SEED:-}"
+
+budget=$((DURATION / ${#scenarios[@]}))
+[ "$budget" -lt 10 ] && budget=10
+
+export CHAOS_DIR=${CHAOS_DIR:-$PWD/.run/chaos}
+results=()
+failed=0
+
+cleanup() {
+    if [ "$CHAOS_BACKEND" = local ]; then
+        pipeline_down
+        [ "${CHAOS_KEEP:-0}" = 1 ] || rm -rf "$CHAOS_DIR"
+    fi
+}
+
+case "$CHAOS_BACKEND" in
+local)
+    for b in cdc-capture cdc-coordinator cdc-worker loadgen; do
+        [ -x "$CHAOS_BUILD/$b" ] || chaos_die "$CHAOS_BUILD/$b is not built (make bins)"
+    done
+    rm -rf "$CHAOS_DIR"
+    trap cleanup EXIT
+    trap 'exit 130' INT TERM
+    CHAOS_PROXY=1 pipeline_up
+    export CHAOS_PROXY=1
+    ;;
+compose | k8s)
+    chaos_log "backend $CHAOS_BACKEND: faults against running containers; the load generator" \
+        "and the verifier are run by docker/compose.sh run-chaos (compose) or by hand (k8s)"
+    ;;
+esac
+
+run_load() {
+    [ "$CHAOS_BACKEND" = local ] || return 0
+    "$CHAOS_BUILD/loadgen" --pg-dsn "$PIPELINE_PG_DSN" --create-schema=false --rate "$LOAD_RATE" \
+        --duration "${1}s" --seed "$2" --report-interval 0 \
+        >>"$CHAOS_DIR/procs/loadgen.log" 2>&1 &
+    LOAD_PID=$!
+}
+
+i=0
+for s in "${scenarios[@]}"; do
+    declare -F "scenario_$s" >/dev/null || chaos_die "unknown scenario \"$s\""
+    i=$((i + 1))
+    f0=$FAULTS
+    r0=$RECOVERIES
+    chaos_log "== scenario $s (${budget}s, load ${LOAD_RATE}/s)"
+    run_load "$budget" $((SEED + i))
+    "scenario_$s" "$budget"
+    [ -n "${LOAD_PID:-}" ] && wait "$LOAD_PID"
+    LOAD_PID=
+    verdict="-"
+    counts="lost=- duplicated=- mismatched=-"
+    if [ "$CHAOS_BACKEND" = local ]; then
+        out=$(pipeline_verify --wait "$CATCHUP" 2>&1)
+        last=$(tail -n1 <<<"$out")
+        echo "$out" | sed 's/^/    /' >&2
+        counts=$(grep -o 'lost=[0-9]* duplicated=[0-9]* mismatched=[0-9]*' <<<"$last" ||
+            echo "lost=? duplicated=? mismatched=?")
+        case "$last" in
+        "VERIFY ok"*) verdict=ok ;;
+        *)
+            verdict=FAILED
+            failed=1
+            ;;
+        esac
+    fi
+    faults=$((FAULTS - f0))
+    recovered=$((RECOVERIES - r0))
+    [ "$recovered" -lt "$faults" ] && [ "$s" != double-fault ] && failed=1
+    results+=("$s $faults $recovered $counts $verdict")
+done
+
+printf '\nchaos: seed=%s duration=%ss backend=%s\n' "$SEED" "$DURATION" "$CHAOS_BACKEND"
+printf '%-18s %7s %11s %6s %11s %11s  %s\n' scenario faults recoveries lost duplicated mismatched verify
+tl=0
+td=0
+tm=0
+for r in "${results[@]}"; do
+    read -r name faults rec lost dup mis verdict <<<"$r"
+    lost=${lost#lost=}
+    dup=${dup#duplicated=}
+    mis=${mis#mismatched=}
+    printf '%-18s %7s %11s %6s %11s %11s  %s\n' "$name" "$faults" "$rec" "$lost" "$dup" "$mis" "$verdict"
+    [[ "$lost" =~ ^[0-9]+$ ]] && tl=$((tl + lost))
+    [[ "$dup" =~ ^[0-9]+$ ]] && td=$((td + dup))
+    [[ "$mis" =~ ^[0-9]+$ ]] && tm=$((tm + mis))
+done
+printf '%-18s %7s %11s %6s %11s %11s\n' TOTAL "$FAULTS" "$RECOVERIES" "$tl" "$td" "$tm"
+if [ "$failed" -ne 0 ]; then
+    echo "chaos: FAILED (replay with SEED=$SEED)"
+    exit 1
+fi
+echo "chaos: ok"
