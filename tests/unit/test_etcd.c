@@ -4,11 +4,17 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "common/etcd.h"
 
@@ -95,6 +101,51 @@ static void test_unreachable_is_retriable_and_quick(void **state)
     cdc_etcd_close(c);
 }
 
+/* A listening socket that never accepts nor answers: requests to it hang until the
+ * per-request timeout. Returns the fd; *port gets the port. */
+static int blackhole(int *port)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(fd, 16), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+static void test_hanging_member_times_out(void **state)
+{
+    (void)state;
+    int port;
+    int fd = blackhole(&port);
+    char eps[128];
+    cdc_etcd_t *c = NULL;
+    cdc_error_t e;
+    int64_t rev;
+    struct timespec a, b;
+
+    snprintf(eps, sizeof(eps), "http://127.0.0.1:%d", port);
+    assert_int_equal(cdc_etcd_open(&c, eps, 300, &e), CDC_OK);
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    assert_int_equal(cdc_etcd_put(c, "/k", "v", 1, 0, &rev, &e), CDC_ERR_TIMEOUT);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    assert_true(e.retriable);
+    long ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+    assert_true(ms >= 250 && ms < 2000);
+    /* a watch on a hanging member is a timeout error, not an empty answer */
+    cdc_etcd_events_t ev;
+    assert_int_equal(cdc_etcd_watch_wait(c, "/k", false, 0, 300, &ev, &e), CDC_ERR_TIMEOUT);
+    assert_true(e.retriable);
+    cdc_etcd_close(c);
+    close(fd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -102,6 +153,7 @@ int main(void)
         cmocka_unit_test(test_prefix_end),
         cmocka_unit_test(test_bad_endpoints),
         cmocka_unit_test(test_unreachable_is_retriable_and_quick),
+        cmocka_unit_test(test_hanging_member_times_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -420,6 +420,19 @@ static void test_writer_rejects_bad_rows(void **state)
 
     f[1].precision = 40;
     assert_int_equal(cdc_pq_writer_open_buffer(&s, NULL, &w, &err), CDC_ERR_INVALID);
+
+    /* a byte array past the 256 MiB value limit is refused before it is read */
+    cdc_ice_field_t g[] = {{.id = 1, .name = "blob", .type = CDC_ICE_BINARY, .required = true}};
+    cdc_ice_schema_t gs = {.fields = g, .nfields = 1};
+    uint8_t one = 1;
+    cdc_ice_value_t big = {.v.bytes = {&one, (size_t)300 << 20}};
+    assert_int_equal(cdc_pq_writer_open_buffer(&gs, NULL, &w, &err), CDC_OK);
+    assert_int_equal(cdc_pq_writer_append(w, &big, &err), CDC_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "\"blob\""));
+    big.v.bytes.len = 1;
+    assert_int_equal(cdc_pq_writer_append(w, &big, &err), CDC_OK);
+    assert_int_equal(cdc_pq_writer_rows(w), 1);
+    cdc_pq_writer_free(w);
 }
 
 static void test_row_groups_split(void **state)
