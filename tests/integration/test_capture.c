@@ -1,0 +1,808 @@
+/*
+ * Component tests of cdc-capture against the harness PostgreSQL and development Kafka
+ * broker: every listed type and operation with the events' content, per-key order and
+ * partitioning checked; a schema change; kill -9 and restart with nothing missing;
+ * heartbeats advancing confirmed_flush_lsn while tables are idle; snapshot consistency
+ * with concurrent writes; bad setups failing with a message and a fix. Each test uses
+ * its own slot, publication and topic prefix, so they do not see each other's events.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+#include <libpq-fe.h>
+
+#include "common/kafka.h"
+#include "tests/harness/harness.h"
+
+/* ---- PostgreSQL helpers ------------------------------------------------------------- */
+
+static PGconn *pg_as(const char *extra)
+{
+    char conninfo[1024];
+    PGconn *c;
+    snprintf(conninfo, sizeof(conninfo), "%s %s", cdc_test_require("CDC_TEST_PG_DSN"),
+             extra ? extra : "");
+    c = PQconnectdb(conninfo);
+    if (PQstatus(c) != CONNECTION_OK)
+        fail_msg("could not connect: %s", PQerrorMessage(c));
+    return c;
+}
+
+static void sql(PGconn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sql(PGconn *c, const char *fmt, ...)
+{
+    char q[8192];
+    va_list ap;
+    PGresult *r;
+    va_start(ap, fmt);
+    vsnprintf(q, sizeof(q), fmt, ap);
+    va_end(ap);
+    r = PQexec(c, q);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+        fail_msg("SQL failed: %s: %s", q, PQresultErrorMessage(r));
+    PQclear(r);
+}
+
+/* First value of a query, malloc'ed ("" for NULL). */
+static char *sql1(PGconn *c, const char *q)
+{
+    PGresult *r = PQexec(c, q);
+    char *v;
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) < 1)
+        fail_msg("SQL failed: %s: %s", q, PQresultErrorMessage(r));
+    v = strdup(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return v;
+}
+
+static uint64_t lsn_of(const char *s)
+{
+    unsigned hi, lo;
+    if (sscanf(s, "%X/%X", &hi, &lo) != 2)
+        return 0;
+    return ((uint64_t)hi << 32) | lo;
+}
+
+/* ---- capture process ---------------------------------------------------------------- */
+
+static char log_path[1024];
+static char tag[16];
+
+/* "<base>_<tag>": slot, publication and topic prefix unique to this run. */
+static const char *N(const char *base)
+{
+    static char bufs[8][96];
+    static int next;
+    char *b = bufs[next++ % 8];
+    snprintf(b, 96, "%s_%s", base, tag);
+    return b;
+}
+
+static pid_t start_capture(const char *name, const char *tables, const char *more1,
+                           const char *more2)
+{
+    char dsn[600], kafka[600], slot[128], pub[128], prefix[128], tbl[300];
+    const cdc_test_env_t *env = cdc_test_env();
+    char bin[1024];
+    char *argv[16];
+    int i = 0;
+    pid_t pid;
+
+    snprintf(bin, sizeof(bin), "%s/cdc-capture", env->build_dir);
+    snprintf(dsn, sizeof(dsn), "--pg-dsn=%s", env->pg_dsn);
+    snprintf(kafka, sizeof(kafka), "--kafka-bootstrap=%s", env->kafka);
+    snprintf(slot, sizeof(slot), "--slot=%s", name);
+    snprintf(pub, sizeof(pub), "--publication=%s", name);
+    snprintf(prefix, sizeof(prefix), "--topic-prefix=%s", name);
+    snprintf(tbl, sizeof(tbl), "--tables=%s", tables);
+    snprintf(log_path, sizeof(log_path), "%s/capture-%s.log", env->tmp, name);
+    argv[i++] = bin;
+    argv[i++] = dsn;
+    argv[i++] = kafka;
+    argv[i++] = slot;
+    argv[i++] = pub;
+    argv[i++] = prefix;
+    argv[i++] = tbl;
+    argv[i++] = "--create-publication";
+    argv[i++] = "--http-addr=";
+    argv[i++] = "--status-interval=100ms";
+    if (more1)
+        argv[i++] = (char *)more1;
+    if (more2)
+        argv[i++] = (char *)more2;
+    argv[i] = NULL;
+    pid = cdc_test_spawn(argv, log_path);
+    assert_true(pid > 0);
+    return pid;
+}
+
+static char *read_log(void);
+
+static const char *topic_of(const char *base, const char *rest)
+{
+    static char bufs[4][160];
+    static int next;
+    char *b = bufs[next++ % 4];
+    snprintf(b, 160, "%s.%s", N(base), rest);
+    return b;
+}
+
+/* Streaming (not just the slot held during the snapshot): the capture logs it. */
+static bool log_says_streaming(void *arg)
+{
+    (void)arg;
+    return strstr(read_log(), "msg=\"streaming slot") != NULL;
+}
+
+static void wait_streaming(PGconn *c, const char *slot)
+{
+    (void)c;
+    if (!cdc_test_wait_for(log_says_streaming, NULL, 60000)) {
+        char cmd[1200];
+        snprintf(cmd, sizeof(cmd), "tail -n 30 %s >&2", log_path);
+        (void)system(cmd);
+        fail_msg("capture did not start streaming slot %s", slot);
+    }
+}
+
+static char *read_log(void)
+{
+    FILE *f = fopen(log_path, "r");
+    static char buf[262144];
+    size_t n;
+    if (f == NULL)
+        return "";
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* ---- events ------------------------------------------------------------------------- */
+
+typedef struct ev {
+    int32_t partition;
+    int64_t offset;
+    char *key;
+    json_t *value;
+    char op;
+    int schema_version;
+    uint64_t commit_lsn, lsn;
+} ev_t;
+
+typedef struct evs {
+    ev_t *v;
+    size_t n, cap;
+} evs_t;
+
+static void evs_free(evs_t *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->v[i].key);
+        json_decref(s->v[i].value);
+    }
+    free(s->v);
+    memset(s, 0, sizeof(*s));
+}
+
+static void add_msg(evs_t *s, const cdc_kafka_msg_t *m)
+{
+    ev_t *e;
+    cdc_kafka_header_t h;
+    json_error_t jerr;
+    const char *seq;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 1024;
+        s->v = realloc(s->v, s->cap * sizeof(*s->v));
+    }
+    e = &s->v[s->n++];
+    memset(e, 0, sizeof(*e));
+    e->partition = m->partition;
+    e->offset = m->offset;
+    e->key = m->key ? strndup(m->key, m->key_len) : NULL;
+    e->value = json_loadb(m->value, m->value_len, 0, &jerr);
+    if (e->value == NULL)
+        fail_msg("event is not JSON: %s", jerr.text);
+    if (cdc_kafka_msg_header(m, "cdc.schema", &h)) {
+        char v[32] = {0};
+        memcpy(v, h.value, h.value_len < 31 ? h.value_len : 31);
+        e->schema_version = atoi(v);
+    }
+    if (cdc_kafka_msg_header(m, "cdc.op", &h) && h.value_len == 1)
+        e->op = *(const char *)h.value;
+    seq = json_string_value(json_object_get(json_object_get(e->value, "source"), "sequence"));
+    if (seq) {
+        json_t *a = json_loads(seq, 0, &jerr);
+        e->commit_lsn = strtoull(json_string_value(json_array_get(a, 0)), NULL, 10);
+        e->lsn = strtoull(json_string_value(json_array_get(a, 1)), NULL, 10);
+        json_decref(a);
+    }
+}
+
+/*
+ * Reads every partition of topic from the beginning up to its high watermark, and on
+ * until at least `want` events arrived (or timeout); quiet_ms > 0 keeps reading that long
+ * after, so extra events (duplicates) are seen too.
+ */
+static void consume_q(const char *topic, evs_t *out, size_t want, int timeout_ms, int quiet_ms)
+{
+    cdc_kafka_consumer_config_t cc = {.bootstrap = cdc_test_require("CDC_TEST_KAFKA")};
+    cdc_kafka_consumer_t *c;
+    cdc_kafka_tp_t tps[64];
+    cdc_kafka_msg_t msgs[512];
+    int64_t high[64], next[64];
+    cdc_error_t e;
+    int32_t np = 0;
+    long long deadline = cdc_test_now_ms() + timeout_ms, quiet_until = 0;
+    bool refresh = true;
+
+    assert_int_equal(cdc_kafka_consumer_new(&cc, &c, &e), CDC_OK);
+    while (cdc_kafka_consumer_partitions(c, topic, &np, 5000, &e) != CDC_OK) {
+        if (cdc_test_now_ms() > deadline)
+            fail_msg("topic %s does not exist: %s", topic, e.msg);
+        usleep(100000);
+    }
+    for (int32_t p = 0; p < np; p++) {
+        tps[p] = (cdc_kafka_tp_t){topic, p, CDC_KAFKA_OFFSET_BEGINNING};
+        next[p] = 0;
+    }
+    assert_int_equal(cdc_kafka_consumer_assign(c, tps, (size_t)np, &e), CDC_OK);
+    for (;;) {
+        size_t n = 0;
+        bool at_end = true;
+        long long now = cdc_test_now_ms();
+        if (now > deadline)
+            break;
+        if (refresh) {
+            for (int32_t p = 0; p < np; p++) {
+                int64_t low = 0;
+                high[p] = 0;
+                cdc_kafka_consumer_watermarks(c, topic, p, &low, &high[p], 5000, &e);
+            }
+            refresh = false;
+        }
+        for (int32_t p = 0; p < np; p++)
+            if (next[p] < high[p])
+                at_end = false;
+        if (at_end) {
+            if (out->n >= want && quiet_until == 0)
+                quiet_until = now + quiet_ms;
+            if (out->n >= want && now >= quiet_until)
+                break;
+            refresh = true;
+        }
+        cdc_kafka_consume_batch(c, msgs, 512, &n, 100, &e);
+        for (size_t i = 0; i < n; i++) {
+            add_msg(out, &msgs[i]);
+            if (msgs[i].partition < 64 && msgs[i].offset + 1 > next[msgs[i].partition])
+                next[msgs[i].partition] = msgs[i].offset + 1;
+        }
+        cdc_kafka_msgs_release(msgs, n);
+    }
+    cdc_kafka_consumer_free(c);
+}
+
+static void consume(const char *topic, evs_t *out, size_t want, int timeout_ms)
+{
+    consume_q(topic, out, want, timeout_ms, 500);
+}
+
+static json_t *after_of(const ev_t *e)
+{
+    return json_object_get(e->value, "after");
+}
+
+static int key_id(const ev_t *e)
+{
+    json_error_t jerr;
+    json_t *k = e->key ? json_loads(e->key, 0, &jerr) : NULL;
+    int id = k ? (int)json_integer_value(json_object_get(k, "id")) : -1;
+    json_decref(k);
+    return id;
+}
+
+/* Checks partitioning and that (commit_lsn, lsn) never goes backwards per key. */
+static void check_key_order(const evs_t *s, bool strict)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        const ev_t *a = &s->v[i];
+        if (a->key == NULL)
+            continue;
+        assert_int_equal(a->partition, cdc_kafka_partition_for_key(a->key, strlen(a->key), 12));
+        for (size_t j = 0; j < s->n; j++) {
+            const ev_t *b = &s->v[j];
+            if (b->key == NULL || b->partition != a->partition || b->offset <= a->offset ||
+                strcmp(a->key, b->key) != 0)
+                continue;
+            if (strict && !(b->commit_lsn > a->commit_lsn ||
+                            (b->commit_lsn == a->commit_lsn && b->lsn > a->lsn))) {
+                /* a key change emits d and c at the same lsn, but for different keys */
+                fail_msg("key %s out of order at offsets %lld, %lld", a->key, (long long)a->offset,
+                         (long long)b->offset);
+            }
+        }
+    }
+}
+
+static const ev_t *find(const evs_t *s, char op, int id, size_t nth)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->v[i].op == op && key_id(&s->v[i]) == id && nth-- == 0)
+            return &s->v[i];
+    return NULL;
+}
+
+static const char *str_at(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    if (s == NULL)
+        fail_msg("field %s is not a string", k);
+    return s;
+}
+
+/* ---- tests ---------------------------------------------------------------------------- */
+
+static void test_types_and_operations(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    evs_t s = {0};
+    const ev_t *e;
+    json_t *a;
+    pid_t pid;
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_types; DROP TYPE IF EXISTS ct_mood");
+    sql(c, "CREATE TYPE ct_mood AS ENUM ('sad', 'ok', 'happy')");
+    sql(c, "CREATE TABLE ct_types (id int PRIMARY KEY, b bool, i2 int2, i4 int4, i8 int8, "
+           "f4 float4, f8 float8, n numeric(30,9), nn numeric, t text, vc varchar(10), "
+           "ch char(3), by bytea, d date, tm time, ts timestamp, tz timestamptz, u uuid, "
+           "j json, jb jsonb, mood ct_mood, ia int[], ta text[], big text)");
+    pid = start_capture(N("ct_ops"), "public.ct_types", NULL, NULL);
+    wait_streaming(c, N("ct_ops"));
+
+    sql(c, "INSERT INTO ct_types VALUES (1, true, -32768, 2147483647, 9223372036854775807, "
+           "1.5, 0.1, 123456789012345678901.123456789, 1e-20, 'h\"i\\\\', 'vc', 'ab', "
+           "'\\x00ff10', '2024-02-29', '13:45:10.5', '2024-02-29 12:34:56.123456', "
+           "'2024-02-29 14:34:56.123456+02', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', "
+           "'{\"a\": [1, 2]}', '{\"b\": null}', 'happy', '{1,NULL,3}', '{x,\"y z\"}', 'small');"
+           "INSERT INTO ct_types (id) VALUES (2)");
+    /* one transaction: the same row twice, an insert and a delete */
+    sql(c, "BEGIN; UPDATE ct_types SET t = 'a' WHERE id = 1; UPDATE ct_types SET t = 'b' WHERE "
+           "id = 1; INSERT INTO ct_types (id, f8) VALUES (3, 'NaN'); DELETE FROM ct_types WHERE "
+           "id = 2; COMMIT");
+    /* an unchanged TOASTed value */
+    sql(c, "UPDATE ct_types SET big = (SELECT string_agg(md5(g::text), '') FROM "
+           "generate_series(1, 400) g) WHERE id = 3");
+    sql(c, "UPDATE ct_types SET i4 = 5 WHERE id = 3");
+    /* a key change */
+    sql(c, "UPDATE ct_types SET id = 4 WHERE id = 3");
+    sql(c, "TRUNCATE ct_types");
+    /* schema change */
+    sql(c, "ALTER TABLE ct_types ADD COLUMN extra int");
+    sql(c, "INSERT INTO ct_types (id, extra) VALUES (10, 42)");
+
+    consume(topic_of("ct_ops", "public.ct_types"), &s, 2 + 4 + 2 + 2 + 12 + 1, 30000);
+    assert_int_equal(s.n, 23);
+    check_key_order(&s, true);
+
+    /* every type */
+    e = find(&s, 'c', 1, 0);
+    assert_non_null(e);
+    a = after_of(e);
+    assert_true(json_is_true(json_object_get(a, "b")));
+    assert_int_equal(json_integer_value(json_object_get(a, "i2")), -32768);
+    assert_int_equal(json_integer_value(json_object_get(a, "i4")), 2147483647);
+    assert_true(json_integer_value(json_object_get(a, "i8")) == INT64_MAX);
+    assert_true(json_real_value(json_object_get(a, "f4")) == 1.5);
+    assert_true(json_real_value(json_object_get(a, "f8")) == 0.1);
+    assert_string_equal(str_at(a, "n"), "123456789012345678901.123456789");
+    assert_string_equal(str_at(a, "nn"), "0.00000000000000000001");
+    assert_string_equal(str_at(a, "t"), "h\"i\\\\");
+    assert_string_equal(str_at(a, "vc"), "vc");
+    assert_string_equal(str_at(a, "ch"), "ab ");
+    assert_string_equal(str_at(a, "by"), "AP8Q");
+    assert_int_equal(json_integer_value(json_object_get(a, "d")), 19782);
+    assert_true(json_integer_value(json_object_get(a, "tm")) == 49510500000LL);
+    assert_true(json_integer_value(json_object_get(a, "ts")) == 1709210096123456LL);
+    assert_true(json_integer_value(json_object_get(a, "tz")) == 1709210096123456LL);
+    assert_string_equal(str_at(a, "u"), "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11");
+    assert_string_equal(str_at(a, "j"), "{\"a\": [1, 2]}");
+    assert_string_equal(str_at(a, "jb"), "{\"b\": null}");
+    assert_string_equal(str_at(a, "mood"), "happy");
+    assert_string_equal(str_at(a, "ia"), "[1,null,3]");
+    assert_string_equal(str_at(a, "ta"), "[\"x\",\"y z\"]");
+    assert_int_equal(e->schema_version, 1);
+    assert_string_equal(e->key, "{\"id\":1}");
+    assert_string_equal(str_at(json_object_get(e->value, "source"), "snapshot"), "false");
+    assert_string_equal(str_at(json_object_get(e->value, "source"), "connector"), "cdc-capture");
+    assert_string_equal(str_at(json_object_get(e->value, "source"), "table"), "ct_types");
+
+    /* NULLs are present as null */
+    e = find(&s, 'c', 2, 0);
+    assert_non_null(e);
+    assert_non_null(json_object_get(after_of(e), "f8"));
+    assert_true(json_is_null(json_object_get(after_of(e), "f8")));
+
+    /* the multi-statement transaction: same txId and commit, increasing lsn, in order */
+    {
+        const ev_t *u1 = find(&s, 'u', 1, 0), *u2 = find(&s, 'u', 1, 1);
+        const ev_t *c3 = find(&s, 'c', 3, 0), *d2 = find(&s, 'd', 2, 0);
+        json_int_t tx;
+        assert_non_null(u1);
+        assert_non_null(u2);
+        assert_non_null(c3);
+        assert_non_null(d2);
+        assert_string_equal(str_at(after_of(u1), "t"), "a");
+        assert_string_equal(str_at(after_of(u2), "t"), "b");
+        assert_true(u1->offset < u2->offset);
+        assert_true(u1->lsn < u2->lsn && u2->lsn < c3->lsn && c3->lsn < d2->lsn);
+        assert_true(u1->commit_lsn == d2->commit_lsn && u1->commit_lsn == c3->commit_lsn);
+        tx = json_integer_value(json_object_get(json_object_get(u1->value, "source"), "txId"));
+        assert_true(tx == json_integer_value(
+                              json_object_get(json_object_get(d2->value, "source"), "txId")));
+        assert_true(json_is_null(json_object_get(u1->value, "before")));
+        assert_int_equal(
+            json_integer_value(json_object_get(json_object_get(d2->value, "before"), "id")), 2);
+        assert_int_equal(json_object_size(json_object_get(d2->value, "before")), 1);
+        assert_string_equal(str_at(after_of(c3), "f8"), "NaN");
+    }
+    /* unchanged TOAST: listed, and absent from after */
+    {
+        const ev_t *t1 = find(&s, 'u', 3, 0), *t2 = find(&s, 'u', 3, 1);
+        json_t *list;
+        assert_non_null(t1);
+        assert_non_null(t2);
+        assert_true(strlen(str_at(after_of(t1), "big")) == 12800);
+        assert_null(json_object_get(t1->value, "unchanged_toast"));
+        list = json_object_get(t2->value, "unchanged_toast");
+        assert_int_equal(json_array_size(list), 1);
+        assert_string_equal(json_string_value(json_array_get(list, 0)), "big");
+        assert_null(json_object_get(after_of(t2), "big"));
+        assert_int_equal(json_integer_value(json_object_get(after_of(t2), "i4")), 5);
+    }
+    /* key change: delete of the old key, insert of the new one */
+    {
+        const ev_t *d3 = find(&s, 'd', 3, 0), *c4 = find(&s, 'c', 4, 0);
+        assert_non_null(d3);
+        assert_non_null(c4);
+        assert_true(d3->lsn == c4->lsn);
+        assert_int_equal(json_integer_value(json_object_get(after_of(c4), "i4")), 5);
+    }
+    /* truncate: once per partition, no key */
+    {
+        int seen[12] = {0};
+        for (size_t i = 0; i < s.n; i++) {
+            if (s.v[i].op != 't')
+                continue;
+            assert_null(s.v[i].key);
+            seen[s.v[i].partition]++;
+        }
+        for (int p = 0; p < 12; p++)
+            assert_int_equal(seen[p], 1);
+    }
+    /* the schema change is a new version, registered on the schemas topic */
+    e = find(&s, 'c', 10, 0);
+    assert_non_null(e);
+    assert_int_equal(e->schema_version, 2);
+    assert_int_equal(json_integer_value(json_object_get(after_of(e), "extra")), 42);
+    evs_free(&s);
+    consume(topic_of("ct_ops", "_schemas"), &s, 2, 20000);
+    assert_int_equal(s.n, 2);
+    evs_free(&s);
+
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_ops"));
+    PQfinish(c);
+}
+
+static void test_kill9_restart(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    evs_t s = {0};
+    pid_t pid;
+    int total = 0;
+    char *counts;
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_kill");
+    sql(c, "CREATE TABLE ct_kill (id int PRIMARY KEY, v int NOT NULL)");
+    pid = start_capture(N("ct_kill"), "public.ct_kill", NULL, NULL);
+    wait_streaming(c, N("ct_kill"));
+    /* 50 transactions of 200 inserts and one of 100,000, then a kill -9 as soon as the
+     * first events arrive, while the capture works through the backlog */
+    for (int t = 0; t < 50; t++, total += 200)
+        sql(c, "INSERT INTO ct_kill SELECT g, 0 FROM generate_series(%d, %d) g", total + 1,
+            total + 200);
+    sql(c, "INSERT INTO ct_kill SELECT g, 0 FROM generate_series(%d, %d) g", total + 1,
+        total + 100000);
+    total += 100000;
+    sql(c, "UPDATE ct_kill SET v = 1 WHERE id %% 10 = 0");
+    consume_q(topic_of("ct_kill", "public.ct_kill"), &s, 1, 30000, 0);
+    assert_true(s.n > 0);
+    evs_free(&s);
+    cdc_test_kill(pid, SIGKILL, 5000);
+    /* more changes while the capture is down */
+    sql(c, "INSERT INTO ct_kill SELECT g, 0 FROM generate_series(%d, %d) g", total + 1,
+        total + 2000);
+    total += 2000;
+    sql(c, "DELETE FROM ct_kill WHERE id %% 7 = 0");
+    pid = start_capture(N("ct_kill"), "public.ct_kill", NULL, NULL);
+    wait_streaming(c, N("ct_kill"));
+    counts = sql1(c, "SELECT count(*) FROM ct_kill");
+    /* expected changes: inserts, the updates, the deletes; re-read until all are there */
+    {
+        size_t want = (size_t)total + (size_t)(total - 2000) / 10 + (size_t)total / 7;
+        bool *ins = calloc((size_t)total + 1, 1), *upd = calloc((size_t)total + 1, 1),
+             *del = calloc((size_t)total + 1, 1);
+        long long t0 = cdc_test_now_ms(), deadline = t0 + 120000;
+        char missing[128] = "";
+        do {
+            evs_free(&s);
+            consume(topic_of("ct_kill", "public.ct_kill"), &s, want, 60000);
+            memset(ins, 0, (size_t)total + 1);
+            memset(upd, 0, (size_t)total + 1);
+            memset(del, 0, (size_t)total + 1);
+            for (size_t i = 0; i < s.n; i++) {
+                int id = key_id(&s.v[i]);
+                assert_true(id >= 1 && id <= total);
+                if (s.v[i].op == 'c')
+                    ins[id] = true;
+                else if (s.v[i].op == 'u' &&
+                         json_integer_value(json_object_get(after_of(&s.v[i]), "v")) == 1)
+                    upd[id] = true;
+                else if (s.v[i].op == 'd')
+                    del[id] = true;
+            }
+            missing[0] = '\0';
+            for (int id = 1; id <= total && !missing[0]; id++) {
+                if (!ins[id])
+                    snprintf(missing, sizeof(missing), "insert of id %d", id);
+                else if (id <= total - 2000 && id % 10 == 0 && !upd[id])
+                    snprintf(missing, sizeof(missing), "update of id %d", id);
+                else if (id % 7 == 0 && !del[id])
+                    snprintf(missing, sizeof(missing), "delete of id %d", id);
+            }
+        } while (missing[0] && cdc_test_now_ms() < deadline);
+        if (missing[0])
+            fail_msg("%s is missing (read %zu events)", missing, s.n);
+        print_message("kill -9: %zu events for %zu changes (%zu duplicates), %lld ms\n", s.n, want,
+                      s.n - want, cdc_test_now_ms() - t0);
+        free(ins);
+        free(upd);
+        free(del);
+    }
+    free(counts);
+    evs_free(&s);
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_kill"));
+    PQfinish(c);
+}
+
+typedef struct flush_wait {
+    PGconn *c;
+    uint64_t target;
+} flush_wait_t;
+
+static bool flushed_past(void *arg)
+{
+    flush_wait_t *w = arg;
+    char q[256];
+    char *v;
+    snprintf(q, sizeof(q),
+             "SELECT coalesce(confirmed_flush_lsn::text, '0/0') FROM pg_replication_slots "
+             "WHERE slot_name = '%s'",
+             N("ct_hb"));
+    v = sql1(w->c, q);
+    bool ok = lsn_of(v) >= w->target;
+    free(v);
+    return ok;
+}
+
+static void test_heartbeat_advances_slot(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    flush_wait_t w = {c, 0};
+    char *v;
+    pid_t pid;
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_hb; DROP TABLE IF EXISTS ct_hb_other");
+    sql(c, "CREATE TABLE ct_hb (id int PRIMARY KEY); CREATE TABLE ct_hb_other (id int)");
+    pid = start_capture(N("ct_hb"), "public.ct_hb", "--heartbeat-interval=200ms", NULL);
+    wait_streaming(c, N("ct_hb"));
+    /* WAL that the captured table never sees */
+    sql(c, "INSERT INTO ct_hb_other SELECT generate_series(1, 10000)");
+    v = sql1(c, "SELECT pg_current_wal_lsn()");
+    w.target = lsn_of(v);
+    free(v);
+    if (!cdc_test_wait_for(flushed_past, &w, 20000))
+        fail_msg("confirmed_flush_lsn did not advance past %llx while idle",
+                 (unsigned long long)w.target);
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_hb"));
+    PQfinish(c);
+}
+
+static void test_snapshot_consistency(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    evs_t s = {0};
+    PGresult *r;
+    pid_t pid;
+    int n = 30000, rows;
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_snap");
+    sql(c, "CREATE TABLE ct_snap (id int PRIMARY KEY, v int NOT NULL, pad text)");
+    sql(c, "INSERT INTO ct_snap SELECT g, 0, repeat('p', 100) FROM generate_series(1, %d) g", n);
+    pid = start_capture(N("ct_snap"), "public.ct_snap", "--snapshot-chunk=500", NULL);
+    /* writes racing with slot creation and the snapshot */
+    for (int i = 0; i < 20; i++) {
+        sql(c, "UPDATE ct_snap SET v = v + 1 WHERE id %% 20 = %d", i);
+        sql(c, "INSERT INTO ct_snap VALUES (%d, -1, 'new')", n + 1 + i);
+        sql(c, "DELETE FROM ct_snap WHERE id = %d", 100 + i * 37);
+    }
+    wait_streaming(c, N("ct_snap"));
+    r = PQexec(c, "SELECT id, v FROM ct_snap ORDER BY id");
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    rows = PQntuples(r);
+    /* at least one event per row; wait until the final state matches */
+    consume(topic_of("ct_snap", "public.ct_snap"), &s, (size_t)rows, 60000);
+    {
+        int max_id = n + 100;
+        int *val = calloc((size_t)max_id + 1, sizeof(int));
+        bool *live = calloc((size_t)max_id + 1, 1);
+        uint64_t *cl = calloc((size_t)max_id + 1, sizeof(uint64_t)),
+                 *ll = calloc((size_t)max_id + 1, sizeof(uint64_t));
+        size_t nr = 0, nlast = 0;
+        long long deadline = cdc_test_now_ms() + 60000;
+        bool ok = false;
+        while (!ok && cdc_test_now_ms() < deadline) {
+            memset(live, 0, (size_t)max_id + 1);
+            memset(cl, 0, ((size_t)max_id + 1) * sizeof(uint64_t));
+            memset(ll, 0, ((size_t)max_id + 1) * sizeof(uint64_t));
+            nr = nlast = 0;
+            for (size_t i = 0; i < s.n; i++) {
+                const ev_t *e = &s.v[i];
+                int id = key_id(e);
+                if (id < 1 || id > max_id)
+                    fail_msg("unexpected key %s", e->key ? e->key : "null");
+                if (e->op == 'r') {
+                    const char *snap = json_string_value(
+                        json_object_get(json_object_get(e->value, "source"), "snapshot"));
+                    nr++;
+                    if (strcmp(snap, "last") == 0)
+                        nlast++;
+                }
+                if (e->commit_lsn < cl[id] || (e->commit_lsn == cl[id] && e->lsn < ll[id]))
+                    continue;
+                cl[id] = e->commit_lsn;
+                ll[id] = e->lsn;
+                live[id] = e->op != 'd';
+                if (live[id])
+                    val[id] = (int)json_integer_value(json_object_get(after_of(e), "v"));
+            }
+            ok = true;
+            for (int i = 0; i < rows && ok; i++) {
+                int id = atoi(PQgetvalue(r, i, 0));
+                if (!live[id] || val[id] != atoi(PQgetvalue(r, i, 1)))
+                    ok = false;
+            }
+            {
+                int nlive = 0;
+                for (int id = 1; id <= max_id; id++)
+                    nlive += live[id];
+                if (nlive != rows)
+                    ok = false;
+            }
+            if (!ok) {
+                evs_free(&s);
+                consume(topic_of("ct_snap", "public.ct_snap"), &s, (size_t)rows + 100, 5000);
+            }
+        }
+        if (!ok)
+            fail_msg("the rebuilt table does not match PostgreSQL");
+        assert_true(nr > 0);
+        assert_int_equal(nlast, 1);
+        print_message("snapshot: %zu snapshot rows, %zu events, %d rows in the table\n", nr, s.n,
+                      rows);
+        free(val);
+        free(live);
+        free(cl);
+        free(ll);
+    }
+    PQclear(r);
+    evs_free(&s);
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_snap"));
+    PQfinish(c);
+}
+
+/* Runs the capture to its exit; returns the exit status and leaves the log readable. */
+static int run_to_exit(const char *name, const char *tables, const char *more)
+{
+    pid_t pid = start_capture(name, tables, more, NULL);
+    int status = 0;
+    if (!cdc_test_wait_exit(pid, 30000, &status)) {
+        cdc_test_kill(pid, SIGKILL, 1000);
+        fail_msg("capture did not exit on a bad setup; log: %s", read_log());
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_bad_setup(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    char dsn[700];
+    const char *log;
+    (void)state;
+
+    /* a missing table */
+    assert_int_equal(run_to_exit(N("ct_bad1"), "public.ct_does_not_exist", NULL), 1);
+    log = read_log();
+    assert_non_null(strstr(log, "table \"public.ct_does_not_exist\" does not exist"));
+    assert_non_null(strstr(log, "hint"));
+
+    /* a table without a key */
+    sql(c, "DROP TABLE IF EXISTS ct_nokey; CREATE TABLE ct_nokey (a int)");
+    assert_int_equal(run_to_exit(N("ct_bad2"), "public.ct_nokey", NULL), 1);
+    log = read_log();
+    assert_non_null(strstr(log, "has no primary key"));
+    assert_non_null(strstr(log, "REPLICA IDENTITY FULL"));
+
+    /* a role without REPLICATION */
+    sql(c, "CREATE ROLE ct_norepl_%s LOGIN", tag);
+    sql(c, "GRANT SELECT ON ct_nokey TO ct_norepl_%s", tag);
+    snprintf(dsn, sizeof(dsn), "--pg-dsn=%s user=ct_norepl_%s", cdc_test_require("CDC_TEST_PG_DSN"),
+             tag);
+    {
+        pid_t pid = start_capture(N("ct_bad3"), "public.ct_nokey", dsn, NULL);
+        int status = 0;
+        assert_true(cdc_test_wait_exit(pid, 30000, &status));
+        assert_int_equal(WEXITSTATUS(status), 1);
+    }
+    log = read_log();
+    assert_non_null(strstr(log, "lacks the REPLICATION attribute"));
+    assert_non_null(strstr(log, "ALTER ROLE"));
+
+    /* a missing publication without --create-publication is reported with the SQL */
+    sql(c, "DROP TABLE IF EXISTS ct_publess; CREATE TABLE ct_publess (id int PRIMARY KEY)");
+    {
+        char dsn2[700];
+        pid_t pid;
+        int status = 0;
+        snprintf(dsn2, sizeof(dsn2), "--create-publication=false");
+        pid = start_capture(N("ct_bad4"), "public.ct_publess", dsn2, NULL);
+        assert_true(cdc_test_wait_exit(pid, 30000, &status));
+        assert_int_equal(WEXITSTATUS(status), 1);
+        log = read_log();
+        snprintf(dsn2, sizeof(dsn2), "publication \"%s\" does not exist", N("ct_bad4"));
+        assert_non_null(strstr(log, dsn2));
+        assert_non_null(strstr(log, "CREATE PUBLICATION"));
+    }
+    PQfinish(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kill9_restart),
+        cmocka_unit_test(test_types_and_operations),
+        cmocka_unit_test(test_heartbeat_advances_slot),
+        cmocka_unit_test(test_snapshot_consistency),
+        cmocka_unit_test(test_bad_setup),
+    };
+    cdc_test_env();
+    snprintf(tag, sizeof(tag), "%ld", (long)getpid());
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
