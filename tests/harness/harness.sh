@@ -331,6 +331,11 @@ harness_up() {
     _harness_write_env "$dir"
     # shellcheck disable=SC1091
     . "$dir/env"
+    # A watchdog stops everything if the shell that sourced us dies without harness_down
+    # (SIGKILL, CI timeout). Not for `harness.sh up`, whose process exits right away.
+    if [ "${_harness_cmd_mode:-0}" != 1 ] && [ "${CDC_HARNESS_WATCH:-1}" = 1 ]; then
+        _harness_spawn "$dir/watch.pid" "$dir/watch.log" bash "$_harness_self" watch "$dir" "$$"
+    fi
     _hlog "up in $dir"
 }
 
@@ -339,6 +344,9 @@ harness_up() {
 harness_down() {
     local dir=${1:-${CDC_TEST_TMP:-}} pgdata
     [ -n "$dir" ] && [ -d "$dir" ] || return 0
+    if [ "$(cat "$dir/watch.pid" 2>/dev/null)" != "$$" ]; then
+        _harness_kill "$dir/watch.pid" TERM
+    fi
     _harness_kill "$dir/kafka.pid" TERM
     _harness_kill "$dir/etcd.pid" TERM
     _harness_pg_stop "$dir"
@@ -409,6 +417,7 @@ harness_kafka_ctl() {
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     set -uo pipefail
+    _harness_cmd_mode=1
     action=${1:-}
     shift || true
     case "$action" in
@@ -429,6 +438,12 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     pg-stop) harness_pg_stop "${2:-INT}" "${1:-}" ;;
     pg-start) harness_pg_start "${1:-}" ;;
     kafka-ctl) harness_kafka_ctl "$@" ;;
+    watch)
+        # internal: harness_up's watchdog (dir, owner pid)
+        trap '' INT
+        while kill -0 "$2" 2>/dev/null; do sleep 1; done
+        [ -s "$1/owner.pid" ] && [ "$(cat "$1/owner.pid")" = "$2" ] && harness_down "$1"
+        ;;
     status)
         dir=$(_harness_dir "${1:-}") || exit 1
         for s in pg etcd kafka; do
