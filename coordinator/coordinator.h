@@ -110,7 +110,8 @@ typedef struct cdc_coord {
 
     cdc_job_state_t state;
     uint64_t term;
-    uint64_t generation;
+    uint64_t generation;   /* strictly increasing for the life of the process */
+    bool assigned_in_term; /* an Assign went out in the current term */
     cdc_members_t members;
     cdc_epochs_t epochs;
     cdc_restart_t restart;

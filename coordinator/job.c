@@ -264,7 +264,7 @@ static void try_assign(cdc_coord_t *c, int64_t now)
     if (!all_back && now < c->grace_until_ms)
         return;
     /* the first assignment of a term without history waits for the workers to gather */
-    if (c->generation == 0 && c->base == NULL && now < c->grace_until_ms)
+    if (!c->assigned_in_term && c->base == NULL && now < c->grace_until_ms)
         return;
     if (cdc_epochs_remaining(&c->epochs) < 2) {
         uint64_t from, limit;
@@ -299,6 +299,7 @@ static void try_assign(cdc_coord_t *c, int64_t now)
     cdc_epochs_reset(&c->epochs, c->term, c->generation, owners);
     cdc_metrics_gauge_set(c->m_generation, (double)c->generation);
     send_assignments(c);
+    c->assigned_in_term = true;
     c->next_barrier_ms = now + c->cfg.commit_interval_ms;
     set_state(c, CDC_JOB_RUNNING);
 }
@@ -418,7 +419,11 @@ static void leader_start(cdc_coord_t *c, int64_t now)
             snprintf(c->prev_owner[p], sizeof(c->prev_owner[p]), "%s",
                      c->base->partitions[p].owner);
     memset(c->owner, 0, sizeof(c->owner));
-    c->generation = 0;
+    /*
+     * generation is never reset: the same process can win the same term again (its
+     * lease survived an etcd outage) and a (term, generation) pair must never repeat.
+     */
+    c->assigned_in_term = false;
     c->restart_at_ms = now;
     c->grace_until_ms = now + c->cfg.rebalance_grace_ms;
     snprintf(c->recovery_reason, sizeof(c->recovery_reason), "new leader term %" PRIu64, c->term);

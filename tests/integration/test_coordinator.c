@@ -325,32 +325,21 @@ typedef struct scenario {
     int ncoords;
     pid_t workers[MAX_PROCS];
     int nworkers;
-    int http_port[2];
     cdc_etcd_t *ec;
 } scenario_t;
-
-static int free_port(void)
-{
-    static int next = 0;
-    if (next == 0)
-        next = 20000 + (int)(getpid() % 20000);
-    return next++;
-}
 
 static pid_t start_coordinator(scenario_t *s, int idx, const char *fault)
 {
     const cdc_test_env_t *env = cdc_test_env();
     char bin[1024], id[64], job[96], etcd[256], listen[64], http[64], wh[1100], log[1200];
     char faultopt[128];
-    int port = free_port();
 
-    s->http_port[idx] = free_port();
     snprintf(bin, sizeof(bin), "%s/cdc-coordinator", env->build_dir);
     snprintf(id, sizeof(id), "--id=coord%d", idx);
     snprintf(job, sizeof(job), "--job=%s", s->job);
     snprintf(etcd, sizeof(etcd), "--etcd=%s", env->etcd);
-    snprintf(listen, sizeof(listen), "--listen=tcp://127.0.0.1:%d", port);
-    snprintf(http, sizeof(http), "--http=127.0.0.1:%d", s->http_port[idx]);
+    snprintf(listen, sizeof(listen), "--listen=tcp://127.0.0.1:0");
+    snprintf(http, sizeof(http), "--http=127.0.0.1:0");
     snprintf(wh, sizeof(wh), "--warehouse=%s", s->warehouse);
     snprintf(log, sizeof(log), "%s/coord%d.log", s->dir, idx);
     snprintf(faultopt, sizeof(faultopt), "--fault=%s", fault ? fault : "");
