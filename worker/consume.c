@@ -81,8 +81,8 @@ static cdc_err_t split_topics(cdc_worker_t *w, cdc_error_t *e)
         }
         if (explicit_topics)
             w->topics[w->ntopics] = strdup(tok);
-        else if (asprintf(&w->topics[w->ntopics], "%s.%s%s", w->cfg.topic_prefix, tok,
-                          strchr(tok, '.') ? "" : "") < 0)
+        else if (asprintf(&w->topics[w->ntopics], "%s.%s%s", w->cfg.topic_prefix,
+                          strchr(tok, '.') ? "" : "public.", tok) < 0)
             w->topics[w->ntopics] = NULL;
         if (w->topics[w->ntopics] == NULL) {
             free(copy);
