@@ -145,8 +145,14 @@ proc_stop_all() {
 # pipeline_up: servers + schema + capture + coordinators + workers under $CHAOS_DIR.
 # CHAOS_PROXY=1 puts a fault proxy between each worker and the coordinator.
 # CHAOS_INITIAL_ROWS rows per table exist before the capture starts (snapshot, op r).
+# It is pipeline_servers_up (servers + schema) then pipeline_procs_up (the processes);
+# benchmarks call the two separately to measure PostgreSQL alone in between.
 pipeline_up() {
-    local i port http
+    pipeline_servers_up
+    pipeline_procs_up
+}
+
+pipeline_servers_up() {
     mkdir -p "$CHAOS_DIR"
     CHAOS_DIR=$(cd "$CHAOS_DIR" && pwd)
     export CDC_TEST_TMP=$CHAOS_DIR/servers CDC_TEST_KEEP=1
@@ -159,7 +165,10 @@ pipeline_up() {
     "$CHAOS_BUILD/loadgen" --pg-dsn "$PIPELINE_PG_DSN" --setup-only --drop \
         --initial-rows "${CHAOS_INITIAL_ROWS:-0}" --mark-snapshot --report-interval 0 ||
         chaos_die "could not create the demo schema"
+}
 
+pipeline_procs_up() {
+    local i port http
     port=$(harness_free_port)
     proc_start capture "$CHAOS_BUILD/cdc-capture" --pg-dsn "$PIPELINE_PG_DSN" \
         --tables "$CHAOS_TABLES" --create-publication=true --kafka-bootstrap "$CDC_TEST_KAFKA" \
