@@ -159,7 +159,7 @@ pipeline_servers_up() {
     mkdir -p "$CDC_TEST_TMP" "$CHAOS_DIR/warehouse" "$CHAOS_DIR/state"
     # shellcheck source=tests/harness/harness.sh
     . "$CHAOS_ROOT/tests/harness/harness.sh"
-    harness_up || chaos_die "the servers did not start (see $CDC_TEST_TMP)"
+    harness_up "$CDC_TEST_TMP" || chaos_die "the servers did not start (see $CDC_TEST_TMP)"
     PIPELINE_PG_DSN=$CDC_TEST_PG_DSN
     export PIPELINE_PG_DSN
     "$CHAOS_BUILD/loadgen" --pg-dsn "$PIPELINE_PG_DSN" --setup-only --drop \
@@ -208,10 +208,18 @@ pipeline_procs_up() {
     chaos_log "pipeline up: warehouse $CHAOS_DIR/warehouse, logs $CHAOS_DIR/procs/*.log"
 }
 
+# pipeline_down [purge]: stops everything; with purge also deletes $CHAOS_DIR and the
+# PostgreSQL data directory the harness may keep outside it.
 pipeline_down() {
+    local pgdata=""
     proc_stop_all
-    if declare -F harness_down >/dev/null; then
-        harness_down || true
+    if declare -F harness_down >/dev/null && [ -d "${CDC_TEST_TMP:-}" ]; then
+        pgdata=$(readlink "$CDC_TEST_TMP/pg" 2>/dev/null || true)
+        harness_down "$CDC_TEST_TMP" || true
+    fi
+    if [ "${1:-}" = purge ]; then
+        case "$pgdata" in */cdc-pg.*/pg) rm -rf "$(dirname "$pgdata")" ;; esac
+        rm -rf "$CHAOS_DIR"
     fi
 }
 
