@@ -145,21 +145,30 @@ proc_stop_all() {
 # pipeline_up: servers + schema + capture + coordinators + workers under $CHAOS_DIR.
 # CHAOS_PROXY=1 puts a fault proxy between each worker and the coordinator.
 # CHAOS_INITIAL_ROWS rows per table exist before the capture starts (snapshot, op r).
+# It is pipeline_servers_up (servers + schema) then pipeline_procs_up (the processes);
+# benchmarks call the two separately to measure PostgreSQL alone in between.
 pipeline_up() {
-    local i port http
+    pipeline_servers_up
+    pipeline_procs_up
+}
+
+pipeline_servers_up() {
     mkdir -p "$CHAOS_DIR"
     CHAOS_DIR=$(cd "$CHAOS_DIR" && pwd)
     export CDC_TEST_TMP=$CHAOS_DIR/servers CDC_TEST_KEEP=1
     mkdir -p "$CDC_TEST_TMP" "$CHAOS_DIR/warehouse" "$CHAOS_DIR/state"
     # shellcheck source=tests/harness/harness.sh
     . "$CHAOS_ROOT/tests/harness/harness.sh"
-    harness_up || chaos_die "the servers did not start (see $CDC_TEST_TMP)"
+    harness_up "$CDC_TEST_TMP" || chaos_die "the servers did not start (see $CDC_TEST_TMP)"
     PIPELINE_PG_DSN=$CDC_TEST_PG_DSN
     export PIPELINE_PG_DSN
     "$CHAOS_BUILD/loadgen" --pg-dsn "$PIPELINE_PG_DSN" --setup-only --drop \
         --initial-rows "${CHAOS_INITIAL_ROWS:-0}" --mark-snapshot --report-interval 0 ||
         chaos_die "could not create the demo schema"
+}
 
+pipeline_procs_up() {
+    local i port http
     port=$(harness_free_port)
     proc_start capture "$CHAOS_BUILD/cdc-capture" --pg-dsn "$PIPELINE_PG_DSN" \
         --tables "$CHAOS_TABLES" --create-publication=true --kafka-bootstrap "$CDC_TEST_KAFKA" \
@@ -199,10 +208,18 @@ pipeline_up() {
     chaos_log "pipeline up: warehouse $CHAOS_DIR/warehouse, logs $CHAOS_DIR/procs/*.log"
 }
 
+# pipeline_down [purge]: stops everything; with purge also deletes $CHAOS_DIR and the
+# PostgreSQL data directory the harness may keep outside it.
 pipeline_down() {
+    local pgdata=""
     proc_stop_all
-    if declare -F harness_down >/dev/null; then
-        harness_down || true
+    if declare -F harness_down >/dev/null && [ -d "${CDC_TEST_TMP:-}" ]; then
+        pgdata=$(readlink "$CDC_TEST_TMP/pg" 2>/dev/null || true)
+        harness_down "$CDC_TEST_TMP" || true
+    fi
+    if [ "${1:-}" = purge ]; then
+        case "$pgdata" in */cdc-pg.*/pg) rm -rf "$(dirname "$pgdata")" ;; esac
+        rm -rf "$CHAOS_DIR"
     fi
 }
 

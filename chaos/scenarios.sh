@@ -11,11 +11,12 @@ CHAOS_SCENARIOS=(kill-workers pause-worker kill-leader kill-capture etcd-restart
 FAULTS=0
 RECOVERIES=0
 
-# Counts a recovery when the leader commits again with every worker after a fault.
+# Counts recoveries (one per fault injected, default 1) when the leader commits again
+# with every worker after the faults.
 _recovered() {
-    local before=$1
+    local before=$1 n=${2:-1}
     if pipeline_wait_recovered "$before" "${CHAOS_RECOVERY_TIMEOUT:-60}"; then
-        RECOVERIES=$((RECOVERIES + 1))
+        RECOVERIES=$((RECOVERIES + n))
     else
         chaos_log "no recovery within ${CHAOS_RECOVERY_TIMEOUT:-60}s"
     fi
@@ -133,11 +134,11 @@ scenario_double-fault() {
     before=$(pipeline_committed)
     chaos_kill "$w"
     [ -n "$l" ] && chaos_kill "$l"
-    FAULTS=$((FAULTS + 2))
+    FAULTS=$((FAULTS + ${l:+1} + 1))
     chaos_between 1 9
     sleep "0.$REPLY"
     chaos_recover "$w"
-    _recovered "$before"
+    _recovered "$before" $((${l:+1} + 1))
     [ -n "$l" ] && chaos_recover "$l"
     return 0
 }
