@@ -10,6 +10,7 @@ BUILD   ?= build
 CC      ?= gcc
 SAN     ?=
 OPT     ?= -O2
+NPROC   := $(shell nproc 2>/dev/null || echo 2)
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 
 CFLAGS_WARN := -Wall -Wextra -Werror -Wno-missing-field-initializers -Wno-format-truncation
@@ -112,9 +113,8 @@ setup:
 	@tools/setup.sh
 
 test: setup
-	@$(MAKE) --no-print-directory all
-	@tests/run.sh unit $(BUILD)
-	@tests/run.sh integration $(BUILD)
+	@$(MAKE) --no-print-directory -j$(NPROC) all
+	@rc=0; tests/run.sh unit $(BUILD) || rc=1; tests/run.sh integration $(BUILD) || rc=1; exit $$rc
 
 test-unit: all
 	@tests/run.sh unit $(BUILD)
@@ -123,15 +123,15 @@ test-integration: all
 	@tests/run.sh integration $(BUILD)
 
 run: setup
-	@$(MAKE) --no-print-directory bins
+	@$(MAKE) --no-print-directory -j$(NPROC) bins
 	@tools/run.sh
 
 asan: setup
-	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 OPT=-O1 all
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	    tests/run.sh unit build-asan
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	    tests/run.sh integration build-asan
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 OPT=-O1 -j$(NPROC) all
+	@export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	    LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0; \
+	    rc=0; tests/run.sh unit build-asan || rc=1; tests/run.sh integration build-asan || rc=1; \
+	    exit $$rc
 
 C_FILES = $(shell git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null)
 fmt:
@@ -154,15 +154,15 @@ clean-build:
 
 # ---- benchmarks, chaos, compose (scripts own the details) ----------------------------
 bench: setup
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@benchmarks/run.sh all
 
 bench-%: setup
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@benchmarks/run.sh $*
 
 chaos: setup
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@chaos/run.sh
 
 start stop clean run-chaos:

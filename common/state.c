@@ -100,6 +100,11 @@ cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *o, cdc_stat
         rocksdb_options_set_write_buffer_size(co, o->write_buffer_size ? o->write_buffer_size
                                                                        : (size_t)4 << 20);
         rocksdb_options_set_max_write_buffer_number(co, 2);
+        /* Most lookups are for keys that do not exist (new rows, unseen replay keys):
+         * a whole-key bloom filter in the memtable answers those without a skiplist
+         * search. */
+        rocksdb_options_set_memtable_prefix_bloom_size_ratio(co, 0.05);
+        rocksdb_options_set_memtable_whole_key_filtering(co, 1);
         rocksdb_options_set_compression(co, rocksdb_lz4_compression);
         rocksdb_options_set_block_based_table_factory(co, st->table_opts);
         st->cf_opts[i] = co;

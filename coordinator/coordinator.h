@@ -80,6 +80,8 @@ typedef struct cdc_pending_commit {
     bool recorded;         /* in etcd: must be committed, whatever happens */
     int64_t barrier_mono;  /* for latency */
     int attempts;
+    int64_t record_ms; /* time of the etcd write */
+    int64_t commit_ms; /* time of the Iceberg commits */
 } cdc_pending_commit_t;
 
 /* What /status shows about a finished checkpoint. */
@@ -110,7 +112,8 @@ typedef struct cdc_coord {
 
     cdc_job_state_t state;
     uint64_t term;
-    uint64_t generation;
+    uint64_t generation;   /* strictly increasing for the life of the process */
+    bool assigned_in_term; /* an Assign went out in the current term */
     cdc_members_t members;
     cdc_epochs_t epochs;
     cdc_restart_t restart;

@@ -81,8 +81,8 @@ static cdc_err_t split_topics(cdc_worker_t *w, cdc_error_t *e)
         }
         if (explicit_topics)
             w->topics[w->ntopics] = strdup(tok);
-        else if (asprintf(&w->topics[w->ntopics], "%s.%s%s", w->cfg.topic_prefix, tok,
-                          strchr(tok, '.') ? "" : "") < 0)
+        else if (asprintf(&w->topics[w->ntopics], "%s.%s%s", w->cfg.topic_prefix,
+                          strchr(tok, '.') ? "" : "public.", tok) < 0)
             w->topics[w->ntopics] = NULL;
         if (w->topics[w->ntopics] == NULL) {
             free(copy);
@@ -601,7 +601,7 @@ static uint8_t *dup_bytes(const uint8_t *p, size_t n)
     return d;
 }
 
-static Cdc__StagedFile *to_proto(const cdc_staged_file_t *sf, uint32_t partition)
+static Cdc__StagedFile *to_proto(const cdc_stage_file_t *sf, uint32_t partition)
 {
     Cdc__StagedFile *f = calloc(1, sizeof(*f));
     if (f == NULL)
@@ -690,7 +690,7 @@ static double now_s(void)
 static cdc_err_t snapshot_slot(cdc_worker_t *w, cdc_slot_t *s, uint64_t epoch, Cdc__Ack *ack,
                                cdc_error_t *e)
 {
-    cdc_staged_file_t *files = NULL;
+    cdc_stage_file_t *files = NULL;
     size_t nfiles = 0;
     cdc_err_t rc;
     cdc_stage_write_options_t wo = {w->cfg.warehouse, w->cfg.job, 0};

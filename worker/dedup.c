@@ -96,12 +96,32 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
 {
     size_t klen, vlen;
     void *val = NULL;
-    uint8_t *key = seen_key(c, &klen);
+    uint8_t *key;
     cdc_err_t rc;
 
     *image = NULL;
     *image_len = 0;
     *verdict = CDC_DEDUP_NEW;
+    /* A live entity's position decides alone: an exact replay has the same position,
+     * so it is "not after" the last one. The (entity, lsn, op) key is consulted when
+     * the entity is not live (deleted, expired, or never seen). */
+    rc = cdc_state_get(d->st, CDC_ROWS_FAMILY, c->entity, c->entity_len, &val, &vlen, e);
+    if (rc == CDC_OK && vlen >= 16) {
+        uint64_t lc = get_u64(val), ll = get_u64((uint8_t *)val + 8);
+        if (pos_le(c->commit_lsn, c->lsn, lc, ll)) {
+            *verdict = c->commit_lsn == lc && c->lsn == ll ? CDC_DEDUP_REPLAY : CDC_DEDUP_STALE;
+            free(val);
+            return CDC_OK;
+        }
+        *image = val;
+        *image_len = vlen;
+        return CDC_OK;
+    }
+    free(val);
+    if (rc != CDC_OK && rc != CDC_ERR_NOT_FOUND)
+        return rc;
+
+    key = seen_key(c, &klen);
     if (key == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     rc = cdc_state_get(d->st, CDC_DEDUP_FAMILY, key, klen, &val, &vlen, e);
@@ -112,21 +132,6 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
         return CDC_OK;
     }
     if (rc != CDC_ERR_NOT_FOUND)
-        return rc;
-
-    rc = cdc_state_get(d->st, CDC_ROWS_FAMILY, c->entity, c->entity_len, &val, &vlen, e);
-    if (rc == CDC_OK && vlen >= 16) {
-        if (pos_le(c->commit_lsn, c->lsn, get_u64(val), get_u64((uint8_t *)val + 8))) {
-            *verdict = CDC_DEDUP_STALE;
-            free(val);
-            return CDC_OK;
-        }
-        *image = val;
-        *image_len = vlen;
-        return CDC_OK;
-    }
-    free(val);
-    if (rc != CDC_OK && rc != CDC_ERR_NOT_FOUND)
         return rc;
     /* Not live: a deleted entity may still have a (TTL-bounded) position. */
     key = pos_key(c, &klen);

@@ -139,6 +139,7 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_REALTIME, &ts);
     w.incarnation = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
     w.stop = &stop_flag;
+    pthread_mutex_init(&w.link_lock, NULL);
     w.metrics = cdc_metrics_default();
     w.m_tombstones = cdc_metrics_counter(w.metrics, "cdc_worker_tombstones_total",
                                          "Kafka tombstones skipped.", NULL);

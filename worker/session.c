@@ -26,13 +26,21 @@ int64_t cdc_worker_mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void send_env(cdc_worker_t *w, Cdc__Envelope *env)
+/* Sends one envelope; the caller holds link_lock. */
+static void send_locked(cdc_worker_t *w, Cdc__Envelope *env)
 {
     cdc_error_t e;
     if (w->msg == NULL)
         return;
     if (cdc_msg_client_send(w->msg, env, &e) != CDC_OK)
         cdc_log_debug("could not send %s to the coordinator: %s", cdc_msg_body_name(env), e.msg);
+}
+
+static void send_env(cdc_worker_t *w, Cdc__Envelope *env)
+{
+    pthread_mutex_lock(&w->link_lock);
+    send_locked(w, env);
+    pthread_mutex_unlock(&w->link_lock);
 }
 
 static void send_register(cdc_worker_t *w)
@@ -51,6 +59,7 @@ static void send_register(cdc_worker_t *w)
                  w->leader_url, w->cfg.id, w->incarnation);
 }
 
+/* Caller holds link_lock. */
 static void send_heartbeat(cdc_worker_t *w)
 {
     Cdc__Envelope env = CDC__ENVELOPE__INIT;
@@ -61,7 +70,23 @@ static void send_heartbeat(cdc_worker_t *w)
     h.generation = w->generation;
     env.body_case = CDC__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &h;
-    send_env(w, &env);
+    send_locked(w, &env);
+}
+
+/* Heartbeat thread: every interval while registered. Stops with the stop flag. */
+static void *heartbeat_main(void *arg)
+{
+    cdc_worker_t *w = arg;
+    while (!*w->stop) {
+        struct timespec ts = {w->cfg.heartbeat_interval_ms / 1000,
+                              (w->cfg.heartbeat_interval_ms % 1000) * 1000000};
+        pthread_mutex_lock(&w->link_lock);
+        if (w->registered)
+            send_heartbeat(w);
+        pthread_mutex_unlock(&w->link_lock);
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
 }
 
 /* Points the client at url (opening it the first time). */
@@ -71,17 +96,19 @@ static void dial(cdc_worker_t *w, const char *url)
     cdc_err_t rc;
     if (strcmp(url, w->leader_url) == 0 && w->msg != NULL)
         return;
+    pthread_mutex_lock(&w->link_lock);
     if (w->msg == NULL)
         rc = cdc_msg_client_open(&w->msg, url, NULL, &e);
     else
         rc = cdc_msg_client_redial(w->msg, url, &e);
+    w->registered = false;
+    pthread_mutex_unlock(&w->link_lock);
     if (rc != CDC_OK) {
         cdc_log_warn("could not dial coordinator %s: %s", url, e.msg);
         return;
     }
     cdc_log_info("dialing coordinator %s", url);
     snprintf(w->leader_url, sizeof(w->leader_url), "%s", url);
-    w->registered = false;
     w->next_register_ms = 0;
 }
 
@@ -138,8 +165,10 @@ static void on_assign(cdc_worker_t *w, const Cdc__Assign *a)
                      a->term, a->generation, w->term, w->generation);
         return;
     }
+    pthread_mutex_lock(&w->link_lock);
     w->term = a->term;
     w->generation = a->generation;
+    pthread_mutex_unlock(&w->link_lock);
     w->assigned = false;
     if (cdc_worker_assign(w, a, &e) != CDC_OK) {
         cdc_log_error("could not take assignment (term %" PRIu64 " generation %" PRIu64 "): %s",
@@ -193,8 +222,10 @@ static void on_abort(cdc_worker_t *w, const Cdc__Abort *a)
                  a->epoch, a->term, a->generation, a->reason ? a->reason : "");
     cdc_metrics_counter_inc(w->m_aborts);
     cdc_worker_suspend(w);
+    pthread_mutex_lock(&w->link_lock);
     w->term = a->term;
     w->generation = a->generation;
+    pthread_mutex_unlock(&w->link_lock);
     w->assigned = false;
 }
 
@@ -217,8 +248,10 @@ static void handle(cdc_worker_t *w, const Cdc__Envelope *env)
     case CDC__ENVELOPE__BODY_REJECT:
         cdc_log_warn("coordinator rejected us: %s",
                      env->reject->reason ? env->reject->reason : "(no reason)");
+        pthread_mutex_lock(&w->link_lock);
         w->registered = false;
-        w->next_register_ms = cdc_worker_mono_ms() + 500;
+        pthread_mutex_unlock(&w->link_lock);
+        w->next_register_ms = cdc_worker_mono_ms() + 200;
         break;
     default:
         cdc_log_debug("ignoring %s from the coordinator", cdc_msg_body_name(env));
@@ -237,6 +270,9 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
     rc = cdc_worker_schemas_poll(w, e);
     if (rc != CDC_OK)
         cdc_log_warn("schema topic not readable yet: %s", e->msg);
+    if (pthread_create(&w->hb_thread, NULL, heartbeat_main, w) != 0)
+        return cdc_error_set(e, CDC_ERR_INTERNAL, "could not start the heartbeat thread");
+    w->hb_running = true;
 
     while (!*w->stop) {
         int64_t now = cdc_worker_mono_ms();
@@ -246,18 +282,16 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
             find_leader(w);
             w->next_leader_check_ms = now + 1000;
         }
+        pthread_mutex_lock(&w->link_lock);
         if (w->msg != NULL && !cdc_msg_client_connected(w->msg))
             w->registered = false;
-        if (w->msg != NULL && cdc_msg_client_connected(w->msg) && !w->registered &&
-            now >= w->next_register_ms) {
-            send_register(w);
+        bool do_register = w->msg != NULL && cdc_msg_client_connected(w->msg) && !w->registered &&
+                           now >= w->next_register_ms;
+        if (do_register)
             w->registered = true;
-            w->next_heartbeat_ms = now + w->cfg.heartbeat_interval_ms;
-        }
-        if (w->registered && now >= w->next_heartbeat_ms) {
-            send_heartbeat(w);
-            w->next_heartbeat_ms = now + w->cfg.heartbeat_interval_ms;
-        }
+        pthread_mutex_unlock(&w->link_lock);
+        if (do_register)
+            send_register(w);
         /* Coordinator messages first: a barrier cuts between two batches. */
         while (w->msg != NULL && cdc_msg_client_recv(w->msg, 0, &env, e) == CDC_OK) {
             handle(w, env);
@@ -278,6 +312,8 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
             nanosleep(&ts, NULL);
         }
     }
+    if (w->hb_running)
+        pthread_join(w->hb_thread, NULL);
     cdc_msg_client_close(w->msg);
     w->msg = NULL;
     cdc_etcd_close(w->etcd);

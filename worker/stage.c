@@ -274,7 +274,7 @@ nomem:
     return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
 }
 
-void cdc_stage_files_free(cdc_staged_file_t *files, size_t n)
+void cdc_stage_files_free(cdc_stage_file_t *files, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         free(files[i].table);
@@ -415,7 +415,7 @@ static cdc_err_t job_open(file_job_t *j, cdc_storage_t *storage, const cdc_stage
     return rc;
 }
 
-static cdc_err_t job_close(file_job_t *j, cdc_storage_t *storage, cdc_staged_file_t *out,
+static cdc_err_t job_close(file_job_t *j, cdc_storage_t *storage, cdc_stage_file_t *out,
                            cdc_error_t *e)
 {
     cdc_err_t rc = cdc_pq_writer_close(j->w, &out->df, e);
@@ -445,7 +445,7 @@ static cdc_err_t job_close(file_job_t *j, cdc_storage_t *storage, cdc_staged_fil
 
 static cdc_err_t write_kind(const cdc_stage_t *s, const cdc_stage_table_t *t, cdc_stage_kind_t kind,
                             cdc_storage_t *storage, const cdc_stage_write_options_t *o,
-                            cdc_staged_file_t *out, bool *written, cdc_error_t *e)
+                            cdc_stage_file_t *out, bool *written, cdc_error_t *e)
 {
     file_job_t j;
     cdc_err_t rc;
@@ -553,10 +553,10 @@ static cdc_err_t write_kind(const cdc_stage_t *s, const cdc_stage_table_t *t, cd
 }
 
 cdc_err_t cdc_stage_write(const cdc_stage_t *s, cdc_storage_t *storage,
-                          const cdc_stage_write_options_t *o, cdc_staged_file_t **files,
+                          const cdc_stage_write_options_t *o, cdc_stage_file_t **files,
                           size_t *nfiles, cdc_error_t *e)
 {
-    cdc_staged_file_t *out = calloc(s->ntables * 3 + 1, sizeof(*out));
+    cdc_stage_file_t *out = calloc(s->ntables * 3 + 1, sizeof(*out));
     size_t n = 0;
     if (out == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");

@@ -88,12 +88,12 @@ typedef enum cdc_stage_kind {
 
 /* One written file: Iceberg table name ("<ns>.<table>" or "<ns>.<table>_changelog") and
  * its descriptor (owned; release with cdc_stage_files_free()). */
-typedef struct cdc_staged_file {
+typedef struct cdc_stage_file {
     char *table;
     cdc_stage_kind_t kind;
     cdc_ice_data_file_t df;
     char *schema_json; /* the table's Iceberg schema this file was written with */
-} cdc_staged_file_t;
+} cdc_stage_file_t;
 
 typedef struct cdc_stage_write_options {
     const char *warehouse;
@@ -109,9 +109,9 @@ typedef struct cdc_stage_write_options {
  * and nothing is returned. The stage is not reset.
  */
 cdc_err_t cdc_stage_write(const cdc_stage_t *s, cdc_storage_t *storage,
-                          const cdc_stage_write_options_t *o, cdc_staged_file_t **files,
+                          const cdc_stage_write_options_t *o, cdc_stage_file_t **files,
                           size_t *nfiles, cdc_error_t *e);
-void cdc_stage_files_free(cdc_staged_file_t *files, size_t n);
+void cdc_stage_files_free(cdc_stage_file_t *files, size_t n);
 
 /* Iceberg schema of a table kind for a source schema (caller frees with
  * cdc_ice_schema_free(); deletes: key columns only). */

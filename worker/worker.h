@@ -8,6 +8,7 @@
 #ifndef CDC_WORKER_WORKER_H
 #define CDC_WORKER_WORKER_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -91,7 +92,13 @@ typedef struct cdc_worker {
     uint64_t term, generation; /* of the assignment we run */
     bool assigned;             /* an assignment is active (false after Abort) */
     bool registered;
-    int64_t next_heartbeat_ms, next_leader_check_ms, next_register_ms;
+    int64_t next_leader_check_ms, next_register_ms;
+    /* Heartbeats come from their own thread so that long work on the main thread
+     * (restores, uploads, dead-letter retries) does not look like a dead worker.
+     * link_lock serializes every send and guards msg/registered/term/generation. */
+    pthread_mutex_t link_lock;
+    pthread_t hb_thread;
+    bool hb_running;
 
     /* data path */
     cdc_kafka_consumer_t *consumer;

@@ -1087,6 +1087,64 @@ int64_t cdc_ice_table_last_checkpoint(const cdc_ice_table_t *t, const char *job)
     return best;
 }
 
+/* Open-addressing set of strings (borrowed pointers) for de-duplicating file lists. */
+typedef struct strset {
+    const char **slots;
+    size_t cap, n;
+} strset_t;
+
+static uint64_t str_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Adds s; returns 1 if added, 0 if present, -1 on allocation failure. */
+static int strset_add(strset_t *set, const char *s)
+{
+    if (2 * (set->n + 1) > set->cap) {
+        size_t cap = set->cap ? set->cap * 2 : 256;
+        const char **slots = calloc(cap, sizeof(char *));
+        if (!slots)
+            return -1;
+        for (size_t i = 0; i < set->cap; i++) {
+            if (!set->slots[i])
+                continue;
+            size_t j = str_hash(set->slots[i]) & (cap - 1);
+            while (slots[j])
+                j = (j + 1) & (cap - 1);
+            slots[j] = set->slots[i];
+        }
+        free(set->slots);
+        set->slots = slots;
+        set->cap = cap;
+    }
+    size_t j = str_hash(s) & (set->cap - 1);
+    while (set->slots[j]) {
+        if (strcmp(set->slots[j], s) == 0)
+            return 0;
+        j = (j + 1) & (set->cap - 1);
+    }
+    set->slots[j] = s;
+    set->n++;
+    return 1;
+}
+
+static bool strset_has(const strset_t *set, const char *s)
+{
+    if (set->cap == 0)
+        return false;
+    size_t j = str_hash(s) & (set->cap - 1);
+    while (set->slots[j]) {
+        if (strcmp(set->slots[j], s) == 0)
+            return true;
+        j = (j + 1) & (set->cap - 1);
+    }
+    return false;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -1113,6 +1171,7 @@ cdc_err_t cdc_ice_table_referenced_files(cdc_ice_table_t *t, char ***locations, 
 {
     char **v = NULL;
     size_t cnt = 0, cap = 0;
+    strset_t manifests = {0};
     cdc_err_t rc = CDC_OK;
     char *cur = metadata_path(t->location, t->version), *hp = hint_path(t->location);
     if (!cur || !hp || !list_add(&v, &cnt, &cap, cur) || !list_add(&v, &cnt, &cap, hp)) {
@@ -1135,15 +1194,17 @@ cdc_err_t cdc_ice_table_referenced_files(cdc_ice_table_t *t, char ***locations, 
             goto done;
         for (size_t j = 0; j < nmf && rc == CDC_OK; j++) {
             /* manifests are shared between snapshots: read each once */
-            bool seen = false;
-            for (size_t k = 0; k < cnt && !seen; k++)
-                seen = strcmp(v[k], mfs[j].path) == 0;
-            if (seen)
-                continue;
             if (!list_add(&v, &cnt, &cap, mfs[j].path)) {
                 rc = oom(e);
                 break;
             }
+            int added = strset_add(&manifests, v[cnt - 1]);
+            if (added < 0) {
+                rc = oom(e);
+                break;
+            }
+            if (added == 0)
+                continue;
             cdc_ice_manifest_entry_t *ents;
             size_t nents;
             if ((rc = read_manifest(t, &mfs[j], &ents, &nents, e)) != CDC_OK)
@@ -1170,6 +1231,7 @@ cdc_err_t cdc_ice_table_referenced_files(cdc_ice_table_t *t, char ***locations, 
     }
     cnt = u;
 done:
+    free(manifests.slots);
     free(cur);
     free(hp);
     if (rc != CDC_OK) {
@@ -1179,6 +1241,86 @@ done:
     *locations = v;
     *n = cnt;
     return CDC_OK;
+}
+
+cdc_err_t cdc_ice_table_expire_snapshots(cdc_ice_table_t *t, int64_t older_than_ms,
+                                         int64_t min_keep, size_t *expired, cdc_error_t *e)
+{
+    if (older_than_ms < 0)
+        older_than_ms = now_ms() - prop_int(&t->md, "history.expire.max-snapshot-age-ms",
+                                            5LL * 24 * 3600 * 1000);
+    if (min_keep < 0)
+        min_keep = prop_int(&t->md, "history.expire.min-snapshots-to-keep", 1);
+    if (expired)
+        *expired = 0;
+    size_t keep_from =
+        t->md.nsnapshots > (size_t)min_keep ? t->md.nsnapshots - (size_t)min_keep : 0;
+    size_t nexp = 0;
+    for (size_t i = 0; i < t->md.nsnapshots; i++)
+        if (i < keep_from && t->md.snapshots[i].timestamp_ms < older_than_ms &&
+            t->md.snapshots[i].snapshot_id != t->md.current_snapshot_id)
+            nexp++;
+    if (nexp == 0)
+        return CDC_OK;
+
+    char **before = NULL, **after = NULL;
+    size_t nbefore = 0, nafter = 0;
+    strset_t keep = {0};
+    cdc_ice_metadata_t md;
+    memset(&md, 0, sizeof(md));
+    cdc_err_t rc = cdc_ice_table_referenced_files(t, &before, &nbefore, e);
+    if (rc != CDC_OK)
+        return rc;
+    if ((rc = cdc_ice_metadata_copy(&md, &t->md)) != CDC_OK) {
+        rc = oom(e);
+        goto done;
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < md.nsnapshots; i++) {
+        cdc_ice_snapshot_t *s = &md.snapshots[i];
+        if (i < keep_from && s->timestamp_ms < older_than_ms &&
+            s->snapshot_id != md.current_snapshot_id) {
+            free(s->manifest_list);
+            cdc_ice_props_free(&s->summary);
+            continue;
+        }
+        md.snapshots[w++] = *s;
+    }
+    md.nsnapshots = w;
+    w = 0;
+    for (size_t i = 0; i < md.nsnapshot_log; i++)
+        if (cdc_ice_metadata_snapshot(&md, md.snapshot_log[i].snapshot_id))
+            md.snapshot_log[w++] = md.snapshot_log[i];
+    md.nsnapshot_log = w;
+    int64_t ts = now_ms();
+    md.last_updated_ms = ts > t->md.last_updated_ms ? ts : t->md.last_updated_ms + 1;
+    if ((rc = commit_with_log(t, &md, e)) != CDC_OK)
+        goto done;
+    if (expired)
+        *expired = nexp;
+    /* the expiry is committed; deleting unreferenced files is best effort */
+    cdc_error_t de;
+    if (cdc_ice_table_referenced_files(t, &after, &nafter, &de) != CDC_OK) {
+        cdc_log_warn("could not list files of \"%s\" after expiring snapshots: %s", t->location,
+                     de.msg);
+        goto done;
+    }
+    for (size_t i = 0; i < nafter; i++)
+        if (strset_add(&keep, after[i]) < 0)
+            goto done;
+    for (size_t i = 0; i < nbefore; i++) {
+        if (strset_has(&keep, before[i]) || strstr(before[i], ".metadata.json") ||
+            strstr(before[i], "version-hint.text"))
+            continue; /* metadata files follow write.metadata.previous-versions-max */
+        if (cdc_storage_delete(t->storage, before[i], &de) != CDC_OK)
+            cdc_log_warn("could not delete expired file: %s", de.msg);
+    }
+done:
+    free(keep.slots);
+    cdc_ice_metadata_free(&md);
+    cdc_storage_list_free(before, nbefore);
+    cdc_storage_list_free(after, nafter);
+    return rc;
 }
 
 cdc_err_t cdc_ice_table_live_files(cdc_ice_table_t *t, cdc_ice_live_file_t **files, size_t *n,

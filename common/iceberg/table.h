@@ -143,6 +143,20 @@ cdc_err_t cdc_ice_table_referenced_files(cdc_ice_table_t *t, char ***locations, 
                                          cdc_error_t *e);
 
 /*
+ * Expires snapshots: removes from the metadata every snapshot older than
+ * older_than_ms (epoch ms; -1 = now - history.expire.max-snapshot-age-ms, default 5
+ * days) except the current one and the min_keep newest (-1 =
+ * history.expire.min-snapshots-to-keep, default 1), commits that (CDC_ERR_CONFLICT as
+ * for commits), then deletes manifest lists, manifests and data files that no
+ * retained snapshot references any more. *expired (may be NULL) receives the count.
+ * Call it periodically when committing every second, or the metadata file grows
+ * without bound. cdc_ice_table_last_checkpoint() stays correct across expiry;
+ * cdc_ice_table_find_checkpoint() only sees retained snapshots.
+ */
+cdc_err_t cdc_ice_table_expire_snapshots(cdc_ice_table_t *t, int64_t older_than_ms,
+                                         int64_t min_keep, size_t *expired, cdc_error_t *e);
+
+/*
  * Live data and delete files of the current snapshot (with inherited sequence
  * numbers in the entries); the caller owns *entries (cdc_ice_manifest_entries_free
  * from manifest.h, passed as void to keep this header small).

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,6 +317,55 @@ static void test_unreachable_and_failover(void **state)
     cdc_http_server_close(h);
 }
 
+static pid_t etcd_pid(void)
+{
+    const char *pid = getenv("CDC_TEST_ETCD_PID");
+    if (pid == NULL || atoi(pid) <= 0)
+        fail_msg("CDC_TEST_ETCD_PID is not set: run under tests/run.sh integration");
+    return (pid_t)atoi(pid);
+}
+
+/* etcd frozen (SIGSTOP) answers nothing: calls time out, retriable, and the same client
+ * (with its now stale pooled connection) works again once etcd resumes. */
+static void test_frozen_etcd(void **state)
+{
+    (void)state;
+    cdc_etcd_t *c = client();
+    cdc_error_t e;
+    cdc_etcd_kv_t kv;
+    pid_t pid = etcd_pid();
+
+    OK(cdc_etcd_put(c, k("frozen"), "1", 1, 0, NULL, &e));
+    cdc_etcd_set_timeout(c, 300);
+    assert_int_equal(kill(pid, SIGSTOP), 0);
+    int64_t t0 = now_ms();
+    cdc_err_t err = cdc_etcd_get(c, k("frozen"), &kv, NULL, &e);
+    int64_t took = now_ms() - t0;
+    kill(pid, SIGCONT);
+    assert_int_equal(err, CDC_ERR_TIMEOUT);
+    assert_true(e.retriable);
+    assert_true(took < 2000);
+
+    cdc_etcd_set_timeout(c, 2000);
+    int64_t deadline = now_ms() + 10000;
+    do {
+        err = cdc_etcd_get(c, k("frozen"), &kv, NULL, &e);
+    } while (err != CDC_OK && e.retriable && now_ms() < deadline);
+    OK(err);
+    assert_string_equal(kv.value, "1");
+    cdc_etcd_kv_clear(&kv);
+    cdc_etcd_close(c);
+}
+
+static int thaw(void **state)
+{
+    (void)state;
+    const char *pid = getenv("CDC_TEST_ETCD_PID");
+    if (pid != NULL && atoi(pid) > 0)
+        kill((pid_t)atoi(pid), SIGCONT); /* never leave etcd stopped for later tests */
+    return 0;
+}
+
 typedef struct campaigner {
     cdc_etcd_election_t *el;
     cdc_err_t err;
@@ -463,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_lease_expiry_and_keepalive),
         cmocka_unit_test(test_watch),
         cmocka_unit_test(test_unreachable_and_failover),
+        cmocka_unit_test_teardown(test_frozen_etcd, thaw),
         cmocka_unit_test(test_election),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

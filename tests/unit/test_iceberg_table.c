@@ -386,6 +386,52 @@ static void test_manifest_growth_bounded(void **state)
     snprintf(p, sizeof(p), "%s/metadata/v200.metadata.json", f->loc);
     assert_int_equal(cdc_storage_exists(f->st, p, &exists, &e), CDC_OK);
     assert_true(exists);
+
+    /* expire all but the 10 newest snapshots: files of expired ones go, data stays */
+    char prefix[512];
+    snprintf(prefix, sizeof(prefix), "%s/metadata/", f->loc);
+    char **all;
+    size_t nall_before, nall_after, expired = 0;
+    assert_int_equal(cdc_storage_list(f->st, prefix, &all, &nall_before, &e), CDC_OK);
+    cdc_storage_list_free(all, nall_before);
+    assert_int_equal(cdc_ice_table_expire_snapshots(t, INT64_MAX, 10, &expired, &e), CDC_OK);
+    assert_int_equal(expired, 190);
+    md = cdc_ice_table_metadata(t);
+    assert_int_equal(md->nsnapshots, 10);
+    assert_int_equal(md->nsnapshot_log, 10);
+    assert_string_equal(cdc_ice_table_snapshot_property(t, -1, "total-records"), "400");
+    assert_int_equal(cdc_ice_table_live_files(t, &lf, &nlf, &e), CDC_OK);
+    assert_int_equal(nlf, 300);
+    cdc_ice_live_files_free(lf, nlf);
+    assert_int_equal(cdc_storage_list(f->st, prefix, &all, &nall_after, &e), CDC_OK);
+    fprintf(stderr, "expire: metadata/ had %zu files, now %zu\n", nall_before, nall_after);
+    assert_true(nall_after < nall_before / 4);
+    /* everything still referenced exists; nothing unreferenced is left in metadata/ */
+    char **refs;
+    size_t nrefs;
+    assert_int_equal(cdc_ice_table_referenced_files(t, &refs, &nrefs, &e), CDC_OK);
+    for (size_t i = 0; i < nrefs; i++) {
+        if (strstr(refs[i], "/data/"))
+            continue; /* fake data files were never written */
+        bool ex = false;
+        assert_int_equal(cdc_storage_exists(f->st, refs[i], &ex, &e), CDC_OK);
+        if (!ex)
+            fail_msg("referenced file %s is missing", refs[i]);
+    }
+    for (size_t i = 0; i < nall_after; i++) {
+        bool found = false;
+        for (size_t j = 0; j < nrefs && !found; j++)
+            found = strcmp(all[i], refs[j]) == 0;
+        if (!found)
+            fail_msg("unreferenced file %s left behind", all[i]);
+    }
+    cdc_storage_list_free(refs, nrefs);
+    cdc_storage_list_free(all, nall_after);
+    cdc_ice_table_t *t2;
+    assert_int_equal(cdc_ice_table_load(f->st, f->loc, &t2, &e), CDC_OK);
+    assert_int_equal(cdc_ice_metadata_current_snapshot(cdc_ice_table_metadata(t2))->sequence_number,
+                     200);
+    cdc_ice_table_close(t2);
     cdc_ice_props_free(&props);
     cdc_ice_table_close(t);
 }

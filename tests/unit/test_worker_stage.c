@@ -124,7 +124,7 @@ static void test_collapse(void **state)
     cdc_storage_t *storage;
     assert_int_equal(cdc_storage_open(wh, NULL, &storage, &e), CDC_OK);
     cdc_stage_write_options_t wo = {.warehouse = wh, .job = "j1"};
-    cdc_staged_file_t *files;
+    cdc_stage_file_t *files;
     size_t nfiles;
     assert_int_equal(cdc_stage_write(&s, storage, &wo, &files, &nfiles, &e), CDC_OK);
     assert_int_equal(nfiles, 3);

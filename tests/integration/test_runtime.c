@@ -1,0 +1,498 @@
+/*
+ * The distributed epoch runtime end to end, with real processes: cdc-coordinator (one or
+ * two), real cdc-worker processes, real etcd and the development Kafka broker. Change
+ * events in the capture's format (docs/events.md) are produced straight into Kafka by a
+ * loader thread while failures are injected; each test then waits until the committed
+ * offsets cover everything produced and checks the mirror and changelog tables with
+ * icebird (tests/js/lib/verify_items.mjs): every change exactly once in the changelog,
+ * every row exactly once with its final value in the mirror.
+ *
+ * Failures: kill -9 of a worker mid-epoch, SIGSTOP past the heartbeat timeout then
+ * SIGCONT, kill -9 of the leader with a standby, etcd stopped and restarted under load,
+ * a coordinator crash between the etcd record and the Iceberg commit; 1, 3 and 12
+ * workers.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "common/etcd.h"
+#include "common/iceberg/table.h"
+#include "common/kafka.h"
+#include "tests/harness/harness.h"
+
+#define UPDATE_EVERY 7
+
+typedef struct rt {
+    char job[64];
+    char prefix[64];
+    char topic[160];
+    char *dir;
+    char wh[1024];
+    pid_t coords[2];
+    pid_t workers[12];
+    int nworkers;
+    cdc_etcd_t *ec;
+    cdc_kafka_producer_t *prod;
+    /* loader */
+    pthread_t loader;
+    int inserts; /* ids 1..inserts */
+    int rate;    /* inserts per second */
+    volatile int produced_events;
+    volatile bool loader_done;
+    uint64_t lsn;
+} rt_t;
+
+/* ---- producing ----------------------------------------------------------------------- */
+
+static void produce(rt_t *t, const char *key, const char *value)
+{
+    static const char ver[] = "1";
+    cdc_kafka_header_t h[1] = {{"cdc.schema", ver, 1}};
+    cdc_kafka_record_t r = {
+        t->topic, CDC_KAFKA_PARTITION_ANY, key, strlen(key), value, strlen(value), h, 1, 0, NULL};
+    cdc_error_t e;
+
+    while (cdc_kafka_produce(t->prod, &r, &e) != CDC_OK)
+        cdc_kafka_producer_poll(t->prod, 100);
+}
+
+static void produce_schema(rt_t *t)
+{
+    char key[300], doc[2048], stopic[128];
+    cdc_error_t e;
+
+    snprintf(key, sizeof(key), "%s/1", t->topic);
+    snprintf(doc, sizeof(doc),
+             "{\"format\":1,\"topic\":\"%s\",\"schema\":\"public\",\"table\":\"items\","
+             "\"version\":1,\"relid\":1,\"replica_identity\":\"default\",\"key\":[\"id\"],"
+             "\"columns\":["
+             "{\"name\":\"id\",\"pg_oid\":20,\"pg_type\":\"int8\",\"typmod\":-1,"
+             "\"nullable\":false,\"key\":1,\"iceberg\":\"long\",\"encoding\":\"int\"},"
+             "{\"name\":\"v\",\"pg_oid\":25,\"pg_type\":\"text\",\"typmod\":-1,"
+             "\"nullable\":true,\"key\":0,\"iceberg\":\"string\",\"encoding\":\"string\"}]}",
+             t->topic);
+    snprintf(stopic, sizeof(stopic), "%s._schemas", t->prefix);
+    cdc_kafka_record_t r = {stopic, 0, key, strlen(key), doc, strlen(doc), NULL, 0, 0, NULL};
+    assert_int_equal(cdc_kafka_produce(t->prod, &r, &e), CDC_OK);
+    assert_int_equal(cdc_kafka_producer_flush(t->prod, 20000, &e), CDC_OK);
+}
+
+static void produce_change(rt_t *t, char op, long id)
+{
+    char key[64], value[512];
+    uint64_t lsn = ++t->lsn * 16;
+
+    snprintf(key, sizeof(key), "{\"id\":%ld}", id);
+    snprintf(value, sizeof(value),
+             "{\"before\":null,\"after\":{\"id\":%ld,\"v\":\"%c%ld\"},\"source\":{"
+             "\"schema\":\"public\",\"table\":\"items\",\"lsn\":%" PRIu64 ",\"txId\":%" PRIu64
+             ",\"ts_ms\":1709287200000,\"sequence\":\"[\\\"%" PRIu64 "\\\",\\\"%" PRIu64
+             "\\\"]\",\"snapshot\":\"false\"},\"op\":\"%c\",\"ts_ms\":1709287200001}",
+             id, op == 'c' ? 'i' : 'u', id, lsn, lsn, lsn + 8, lsn, op);
+    produce(t, key, value);
+    t->produced_events++;
+}
+
+static void *loader_main(void *arg)
+{
+    rt_t *t = arg;
+    long long start = cdc_test_now_ms();
+    cdc_error_t e;
+
+    for (int id = 1; id <= t->inserts; id++) {
+        produce_change(t, 'c', id);
+        if (id % UPDATE_EVERY == 0)
+            produce_change(t, 'u', id);
+        if (id % 100 == 0) {
+            /* keep the rate: sleep until this id is due */
+            long long due = start + (long long)id * 1000 / t->rate;
+            long long now = cdc_test_now_ms();
+            cdc_kafka_producer_poll(t->prod, 0);
+            if (due > now)
+                usleep((useconds_t)(due - now) * 1000);
+        }
+    }
+    cdc_kafka_producer_flush(t->prod, 60000, &e);
+    t->loader_done = true;
+    return NULL;
+}
+
+/* ---- processes -------------------------------------------------------------------------- */
+
+static void start_coordinator(rt_t *t, int idx, const char *fault)
+{
+    const cdc_test_env_t *env = cdc_test_env();
+    char bin[1024], id[32], job[96], etcd[256], listen[64], http[64], wh[1100], log[1200],
+        faultopt[96];
+
+    snprintf(bin, sizeof(bin), "%s/cdc-coordinator", env->build_dir);
+    snprintf(id, sizeof(id), "--id=coord%d", idx);
+    snprintf(job, sizeof(job), "--job=%s", t->job);
+    snprintf(etcd, sizeof(etcd), "--etcd=%s", env->etcd);
+    snprintf(listen, sizeof(listen), "--listen=tcp://127.0.0.1:0");
+    snprintf(http, sizeof(http), "--http=127.0.0.1:0");
+    snprintf(wh, sizeof(wh), "--warehouse=%s", t->wh);
+    snprintf(log, sizeof(log), "%s/coord%d.log", t->dir, idx);
+    snprintf(faultopt, sizeof(faultopt), "--fault=%s", fault ? fault : "");
+    char *argv[] = {bin,
+                    id,
+                    job,
+                    etcd,
+                    listen,
+                    http,
+                    wh,
+                    "--commit-interval=500ms",
+                    "--heartbeat-timeout=2s",
+                    "--ack-deadline=8s",
+                    "--rebalance-grace=500ms",
+                    "--restart-delay=100ms",
+                    "--lease-ttl=2s",
+                    "--etcd-timeout=500ms",
+                    "--orphan-interval=0",
+                    faultopt,
+                    NULL};
+    if (fault == NULL)
+        argv[15] = NULL;
+    t->coords[idx] = cdc_test_spawn(argv, log);
+    assert_true(t->coords[idx] > 0);
+}
+
+static void start_worker(rt_t *t, int idx)
+{
+    const cdc_test_env_t *env = cdc_test_env();
+    char bin[1024], id[32], log[1200], state[1200], tables[] = "public.items";
+
+    snprintf(bin, sizeof(bin), "%s/cdc-worker", env->build_dir);
+    snprintf(id, sizeof(id), "w%02d", idx);
+    snprintf(log, sizeof(log), "%s/worker-%s.log", t->dir, id);
+    snprintf(state, sizeof(state), "%s/state-%s", t->dir, id);
+    char *argv[] = {bin,
+                    "--id",
+                    id,
+                    "--job",
+                    t->job,
+                    "--etcd",
+                    (char *)env->etcd,
+                    "--kafka",
+                    (char *)env->kafka,
+                    "--tables",
+                    tables,
+                    "--topic-prefix",
+                    t->prefix,
+                    "--warehouse",
+                    t->wh,
+                    "--state-dir",
+                    state,
+                    "--http=127.0.0.1:0",
+                    "--heartbeat-interval=200ms",
+                    NULL};
+    t->workers[idx] = cdc_test_spawn(argv, log);
+    assert_true(t->workers[idx] > 0);
+    if (idx + 1 > t->nworkers)
+        t->nworkers = idx + 1;
+}
+
+static void rt_open(rt_t *t, const char *name, int inserts, int rate)
+{
+    const cdc_test_env_t *env = cdc_test_env();
+    cdc_kafka_producer_config_t pc;
+    cdc_error_t e;
+    static int seq;
+
+    memset(t, 0, sizeof(*t));
+    snprintf(t->job, sizeof(t->job), "%s-%d-%d", name, (int)getpid(), ++seq);
+    snprintf(t->prefix, sizeof(t->prefix), "rt%d%s%d", (int)getpid(), name, seq);
+    snprintf(t->topic, sizeof(t->topic), "%s.public.items", t->prefix);
+    t->dir = cdc_test_mkdtemp(name);
+    snprintf(t->wh, sizeof(t->wh), "%s/warehouse", t->dir);
+    t->inserts = inserts;
+    t->rate = rate;
+    assert_int_equal(cdc_etcd_open(&t->ec, env->etcd, 1000, &e), CDC_OK);
+    memset(&pc, 0, sizeof(pc));
+    pc.bootstrap = env->kafka;
+    pc.linger_ms = 5;
+    assert_int_equal(cdc_kafka_producer_new(&pc, &t->prod, &e), CDC_OK);
+    produce_schema(t);
+}
+
+static void rt_start_load(rt_t *t)
+{
+    assert_int_equal(pthread_create(&t->loader, NULL, loader_main, t), 0);
+}
+
+static void rt_close(rt_t *t)
+{
+    for (int i = 0; i < t->nworkers; i++)
+        if (t->workers[i] > 0)
+            cdc_test_kill(t->workers[i], SIGTERM, 5000);
+    for (int i = 0; i < 2; i++)
+        if (t->coords[i] > 0)
+            cdc_test_kill(t->coords[i], SIGTERM, 5000);
+    cdc_kafka_producer_free(t->prod);
+    cdc_etcd_close(t->ec);
+    free(t->dir);
+}
+
+/* ---- observing progress -------------------------------------------------------------- */
+
+/* Sum of the changelog's committed next offsets of our topic, and its snapshot count. */
+static int64_t committed_offsets(rt_t *t, int *snapshots)
+{
+    char loc[1200];
+    cdc_storage_t *st = NULL;
+    cdc_ice_table_t *tb = NULL;
+    cdc_error_t e;
+    int64_t sum = 0;
+
+    *snapshots = 0;
+    snprintf(loc, sizeof(loc), "%s/public/items_changelog", t->wh);
+    if (cdc_storage_open(t->wh, NULL, &st, &e) != CDC_OK)
+        return 0;
+    if (cdc_ice_table_load(st, loc, &tb, &e) == CDC_OK) {
+        const char *offs = cdc_ice_table_snapshot_property(tb, -1, "cdc.offsets");
+        json_t *o = offs ? json_loads(offs, 0, NULL) : NULL;
+        json_t *arr = o ? json_object_get(o, t->topic) : NULL;
+        for (size_t i = 0; i < json_array_size(arr); i++) {
+            json_int_t v = json_integer_value(json_array_get(arr, i));
+            if (v > 0)
+                sum += v;
+        }
+        json_decref(o);
+        *snapshots = (int)cdc_ice_table_metadata(tb)->nsnapshots;
+        cdc_ice_table_close(tb);
+    }
+    cdc_storage_close(st);
+    return sum;
+}
+
+/* Waits for `more` further changelog snapshots; returns the elapsed ms. */
+static long long wait_snapshots(rt_t *t, int more, int timeout_ms)
+{
+    int before, now;
+    long long t0 = cdc_test_now_ms();
+
+    committed_offsets(t, &before);
+    while (cdc_test_now_ms() - t0 < timeout_ms) {
+        committed_offsets(t, &now);
+        if (now >= before + more)
+            return cdc_test_now_ms() - t0;
+        usleep(20000);
+    }
+    fail_msg("job %s: no %d further commits within %d ms", t->job, more, timeout_ms);
+    return -1;
+}
+
+static void wait_drained_and_verify(rt_t *t, int timeout_ms)
+{
+    long long t0 = cdc_test_now_ms();
+    int snaps = 0;
+    int64_t sum = 0;
+    char cmd[4096];
+
+    while (!t->loader_done && cdc_test_now_ms() - t0 < timeout_ms)
+        usleep(50000);
+    assert_true(t->loader_done);
+    pthread_join(t->loader, NULL);
+    while (cdc_test_now_ms() - t0 < timeout_ms) {
+        sum = committed_offsets(t, &snaps);
+        if (sum >= t->produced_events)
+            break;
+        usleep(100000);
+    }
+    fprintf(stderr, "job %s: committed offsets %" PRId64 " of %d events, %d snapshots\n", t->job,
+            sum, t->produced_events, snaps);
+    assert_int_equal(sum, t->produced_events);
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s/../tests/js' && node lib/verify_items.mjs '%s' public items %d %d",
+             cdc_test_env()->build_dir, t->wh, t->inserts, UPDATE_EVERY);
+    assert_int_equal(system(cmd), 0);
+}
+
+static uint64_t etcd_number(rt_t *t, const char *name)
+{
+    char key[256];
+    cdc_etcd_kv_t kv;
+    cdc_error_t e;
+    uint64_t v = 0;
+
+    snprintf(key, sizeof(key), "/cdc/%s/%s", t->job, name);
+    memset(&kv, 0, sizeof(kv));
+    if (cdc_etcd_get(t->ec, key, &kv, NULL, &e) == CDC_OK) {
+        v = strtoull(kv.value, NULL, 10);
+        cdc_etcd_kv_clear(&kv);
+    }
+    return v;
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+static void run_plain(int nworkers)
+{
+    rt_t t;
+    char name[16];
+
+    snprintf(name, sizeof(name), "plain%d", nworkers);
+    rt_open(&t, name, 20000, 5000);
+    start_coordinator(&t, 0, NULL);
+    for (int i = 0; i < nworkers; i++)
+        start_worker(&t, i);
+    rt_start_load(&t);
+    wait_drained_and_verify(&t, 120000);
+    rt_close(&t);
+}
+
+static void test_one_worker(void **state)
+{
+    (void)state;
+    run_plain(1);
+}
+
+static void test_three_workers(void **state)
+{
+    (void)state;
+    run_plain(3);
+}
+
+static void test_twelve_workers(void **state)
+{
+    (void)state;
+    run_plain(12);
+}
+
+static void test_kill_worker(void **state)
+{
+    rt_t t;
+    long long ms;
+    (void)state;
+
+    rt_open(&t, "kill", 30000, 3000);
+    start_coordinator(&t, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        start_worker(&t, i);
+    rt_start_load(&t);
+    wait_snapshots(&t, 3, 60000);
+    usleep(200000); /* mid-epoch */
+    cdc_test_kill(t.workers[1], SIGKILL, 2000);
+    t.workers[1] = 0;
+    ms = wait_snapshots(&t, 1, 30000);
+    fprintf(stderr, "BENCH-NOTE recovery_worker_kill_ms %lld\n", ms);
+    wait_snapshots(&t, 3, 30000);
+    start_worker(&t, 1);
+    wait_drained_and_verify(&t, 180000);
+    rt_close(&t);
+}
+
+static void test_pause_worker(void **state)
+{
+    rt_t t;
+    (void)state;
+
+    rt_open(&t, "pause", 30000, 3000);
+    start_coordinator(&t, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        start_worker(&t, i);
+    rt_start_load(&t);
+    wait_snapshots(&t, 3, 60000);
+    kill(t.workers[2], SIGSTOP);
+    wait_snapshots(&t, 4, 30000); /* declared dead after 2 s; the others go on */
+    kill(t.workers[2], SIGCONT);
+    wait_snapshots(&t, 3, 30000);
+    wait_drained_and_verify(&t, 180000);
+    rt_close(&t);
+}
+
+static void test_leader_kill(void **state)
+{
+    rt_t t;
+    (void)state;
+
+    rt_open(&t, "leader", 30000, 3000);
+    start_coordinator(&t, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        start_worker(&t, i);
+    rt_start_load(&t);
+    wait_snapshots(&t, 2, 60000);
+    start_coordinator(&t, 1, NULL);
+    wait_snapshots(&t, 2, 30000);
+    cdc_test_kill(t.coords[0], SIGKILL, 2000);
+    t.coords[0] = 0;
+    fprintf(stderr, "leader failover to next commit: %lld ms\n", wait_snapshots(&t, 1, 30000));
+    wait_drained_and_verify(&t, 180000);
+    rt_close(&t);
+}
+
+static void test_etcd_restart(void **state)
+{
+    rt_t t;
+    (void)state;
+
+    rt_open(&t, "etcd", 30000, 3000);
+    start_coordinator(&t, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        start_worker(&t, i);
+    rt_start_load(&t);
+    wait_snapshots(&t, 3, 60000);
+    assert_true(cdc_test_harness("etcd-stop"));
+    usleep(3000000);
+    assert_true(cdc_test_harness("etcd-start"));
+    wait_snapshots(&t, 2, 60000);
+    wait_drained_and_verify(&t, 180000);
+    rt_close(&t);
+}
+
+static void test_crash_after_record(void **state)
+{
+    rt_t t;
+    int status = 0;
+    uint64_t latest, committed;
+    (void)state;
+
+    rt_open(&t, "fault", 30000, 3000);
+    start_coordinator(&t, 0, "after-checkpoint-record");
+    for (int i = 0; i < 3; i++)
+        start_worker(&t, i);
+    rt_start_load(&t);
+    assert_true(cdc_test_wait_exit(t.coords[0], 60000, &status));
+    t.coords[0] = 0;
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 86);
+    latest = etcd_number(&t, "latest");
+    committed = etcd_number(&t, "committed");
+    assert_true(latest > committed);
+    start_coordinator(&t, 1, NULL);
+    wait_snapshots(&t, 2, 60000);
+    assert_true(etcd_number(&t, "committed") > latest);
+    wait_drained_and_verify(&t, 180000);
+    rt_close(&t);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_three_workers), cmocka_unit_test(test_kill_worker),
+        cmocka_unit_test(test_pause_worker),  cmocka_unit_test(test_leader_kill),
+        cmocka_unit_test(test_etcd_restart),  cmocka_unit_test(test_crash_after_record),
+        cmocka_unit_test(test_one_worker),    cmocka_unit_test(test_twelve_workers),
+    };
+    if (argc > 2 && strcmp(argv[1], "--only") == 0) {
+        for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+            if (strcmp(tests[i].name, argv[2]) == 0)
+                return _cmocka_run_group_tests("runtime", &tests[i], 1, NULL, NULL);
+        return 2;
+    }
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
