@@ -114,8 +114,7 @@ setup:
 
 test: setup
 	@$(MAKE) --no-print-directory -j$(NPROC) all
-	@tests/run.sh unit $(BUILD)
-	@tests/run.sh integration $(BUILD)
+	@rc=0; tests/run.sh unit $(BUILD) || rc=1; tests/run.sh integration $(BUILD) || rc=1; exit $$rc
 
 test-unit: all
 	@tests/run.sh unit $(BUILD)
@@ -129,10 +128,10 @@ run: setup
 
 asan: setup
 	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 OPT=-O1 -j$(NPROC) all
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	    tests/run.sh unit build-asan
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	    tests/run.sh integration build-asan
+	@export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	    LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0; \
+	    rc=0; tests/run.sh unit build-asan || rc=1; tests/run.sh integration build-asan || rc=1; \
+	    exit $$rc
 
 C_FILES = $(shell git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null)
 fmt:

@@ -80,6 +80,8 @@ typedef struct cdc_pending_commit {
     bool recorded;         /* in etcd: must be committed, whatever happens */
     int64_t barrier_mono;  /* for latency */
     int attempts;
+    int64_t record_ms; /* time of the etcd write */
+    int64_t commit_ms; /* time of the Iceberg commits */
 } cdc_pending_commit_t;
 
 /* What /status shows about a finished checkpoint. */

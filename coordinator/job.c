@@ -487,7 +487,9 @@ static void process_queue(cdc_coord_t *c, int64_t now)
                 c->commit_retry_ms = now + COMMIT_RETRY_MS;
                 return;
             }
+            int64_t t_rec = mono_ms();
             rc = cdc_store_put_checkpoint(&c->store, q->rec->epoch, json, &e);
+            q->record_ms = mono_ms() - t_rec;
             free(json);
             if (rc == CDC_ERR_FENCED) {
                 cdc_leader_step_down(&c->leader, e.msg);
@@ -511,7 +513,11 @@ static void process_queue(cdc_coord_t *c, int64_t now)
                                           (double)(mono_ms() - q->barrier_mono) / 1000.0);
             fault_point(c, "after-checkpoint-record");
         }
-        rc = cdc_committer_commit(c->committer, q->rec, &res, &e);
+        {
+            int64_t t_commit = mono_ms();
+            rc = cdc_committer_commit(c->committer, q->rec, &res, &e);
+            q->commit_ms = mono_ms() - t_commit;
+        }
         if (rc == CDC_ERR_FENCED) {
             cdc_leader_step_down(&c->leader, e.msg);
             become_standby(c, e.msg);
@@ -548,8 +554,10 @@ static void process_queue(cdc_coord_t *c, int64_t now)
             cdc_metrics_counter_inc(c->m_committed);
             cdc_metrics_gauge_set(c->m_last_epoch, (double)q->rec->epoch);
             record_history(c, q->rec, dur, res.tables_committed);
-            cdc_log_debug("checkpoint %" PRIu64 " committed in %" PRId64 " ms (%d tables)",
-                          q->rec->epoch, dur, res.tables_committed);
+            cdc_log_debug("checkpoint %" PRIu64 " committed in %" PRId64 " ms (acks %" PRId64
+                          " ms, etcd record %" PRId64 " ms, iceberg %" PRId64 " ms, %d tables)",
+                          q->rec->epoch, dur, q->rec->completed_ms - q->rec->barrier_ms,
+                          q->record_ms, q->commit_ms, res.tables_committed);
         }
         if (q->rec->epoch % 16 == 0 && c->cfg.checkpoints_retained > 0 &&
             q->rec->epoch > (uint64_t)c->cfg.checkpoints_retained) {

@@ -1,110 +1,107 @@
 #!/usr/bin/env bash
-# `make run`: the local pipeline on loopback, all data under .run/ in the checkout.
-# Starts the services in SERVICES order (the harness' PostgreSQL, etcd and development
-# Kafka broker first, then whatever pipeline processes exist), prints the endpoints,
-# and stops everything in reverse order on Ctrl-C / SIGTERM, or after DURATION seconds.
-#
-# Adding a service: write start_<name> (start it in the background with run_bg, which
-# records its pid in .run/<name>.pid and its log in .run/<name>.log) and optionally
-# stop_<name> (default: SIGTERM to the process group from the pid file), then add the
-# name to SERVICES.
-#   DURATION=<s>   stop after s seconds (later: catch up and verify; exit status = verifier)
-#   RUN_DIR=<dir>  data directory (default .run)
+# `make run`: the whole pipeline on loopback, all data under .run/ in the checkout:
+# the harness's PostgreSQL, etcd and development Kafka broker, the demo schema with
+# INITIAL_ROWS rows per table (captured by the initial snapshot), cdc-capture, two
+# coordinators (leader + standby), three workers, and the load generator. Shows progress
+# (source changes, last committed epoch, records and duration of the last checkpoint,
+# live workers, leader) until Ctrl-C, which stops everything and keeps .run/ for a look.
+#   DURATION=<s>     stop the load after s seconds, wait for the tables to catch up, run
+#                    the verifier (chaos/verify), print its report, exit with its status
+#   LOAD_RATE=<n>    changes per second (default 500)
+#   INITIAL_ROWS=<n> rows per table before the capture starts (default 1000)
+#   CATCHUP=<s>      how long the verifier waits for the tables (default 120)
+#   RUN_DIR=<dir>    data directory (default .run); the warehouse is <dir>/warehouse
+# Pipeline start/stop and the process supervisor live in chaos/lib.sh (shared with the
+# chaos suite); logs are in <dir>/procs/<name>.log.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 BUILD=${BUILD:-build}
 export CDC_BUILD_DIR=$ROOT/$BUILD
 RUN_DIR=${RUN_DIR:-$ROOT/.run}
-mkdir -p "$RUN_DIR"
-RUN_DIR=$(cd "$RUN_DIR" && pwd)
+export CHAOS_DIR=$RUN_DIR CHAOS_BUILD=$CDC_BUILD_DIR
+# shellcheck source=chaos/lib.sh
+. chaos/lib.sh
 
-# shellcheck source=tests/harness/harness.sh
-. tests/harness/harness.sh
-
-SERVICES=(infra)
-started=()
-sleeper=""
-
+LOAD_RATE=${LOAD_RATE:-500}
+CATCHUP=${CATCHUP:-120}
 log() { echo "run: $*" >&2; }
 
-# Starts "$@" in its own process group; pid in $RUN_DIR/<name>.pid, output in <name>.log.
-run_bg() {
-    local name=$1
-    shift
-    _harness_spawn "$RUN_DIR/$name.pid" "$RUN_DIR/$name.log" "$@"
-}
+for b in cdc-capture cdc-coordinator cdc-worker loadgen kafka-dev; do
+    [ -x "$BUILD/$b" ] || {
+        log "$BUILD/$b is not built (make bins)"
+        exit 1
+    }
+done
 
-start_infra() {
-    # A previous run that was killed hard may have left servers behind: stop them.
-    harness_down "$RUN_DIR"
-    harness_up "$RUN_DIR" || return 1
-}
+# A previous run killed hard may have left servers and processes behind.
+if [ -d "$RUN_DIR/servers" ]; then
+    # shellcheck source=tests/harness/harness.sh
+    . tests/harness/harness.sh
+    CDC_TEST_TMP=$RUN_DIR/servers pipeline_down purge 2>/dev/null
+fi
+rm -rf "$RUN_DIR"
+mkdir -p "$RUN_DIR"
 
-stop_infra() {
-    harness_down "$RUN_DIR"
-}
-
-stop_default() {
-    _harness_kill "$RUN_DIR/$1.pid" TERM
-}
-
-stop_all() {
-    local i name
-    [ "${#started[@]}" -gt 0 ] || return 0
+stopped=0
+stop() {
+    [ "$stopped" = 1 ] && return
+    stopped=1
     trap '' INT TERM
-    [ -n "$sleeper" ] && kill "$sleeper" 2>/dev/null
-    for ((i = ${#started[@]} - 1; i >= 0; i--)); do
-        name=${started[$i]}
-        if declare -F "stop_$name" >/dev/null; then
-            "stop_$name"
-        else
-            stop_default "$name"
-        fi
-    done
-    started=()
-    log "stopped"
+    log "stopping"
+    pipeline_down
+    log "stopped; data kept in $RUN_DIR"
 }
+trap 'stop; exit 130' INT
+trap 'stop; exit 143' TERM
+trap 'stop' EXIT
 
-print_endpoints() {
-    cat <<EOT
+CHAOS_INITIAL_ROWS=${INITIAL_ROWS:-1000} pipeline_up || exit 1
+proc_start loadgen "$CDC_BUILD_DIR/loadgen" --pg-dsn "$PIPELINE_PG_DSN" --create-schema=false \
+    --rate "$LOAD_RATE" --report-interval 10s
 
-  PostgreSQL   $CDC_TEST_PG_DSN
-               psql "$CDC_TEST_PG_DSN"
-  etcd         $CDC_TEST_ETCD
-  Kafka (dev)  bootstrap $CDC_TEST_KAFKA
-               control   $CDC_TEST_KAFKA_CTL  (tests/harness/harness.sh kafka-ctl HELP)
-  data         $RUN_DIR   (environment: $RUN_DIR/env)
+cat <<EOT
+
+  PostgreSQL   psql "$PIPELINE_PG_DSN"
+  etcd         $CDC_TEST_ETCD      Kafka (development broker) $CDC_TEST_KAFKA
+  coordinators $(for i in 0 1; do printf 'http://%s/status  ' "$(cat "$RUN_DIR/procs/coordinator-$i.http")"; done)
+  warehouse    $RUN_DIR/warehouse/$CHAOS_NAMESPACE/{transactions,accounts}{,_changelog}
+  logs         $RUN_DIR/procs/*.log
+  verify       chaos/verify --pg "$PIPELINE_PG_DSN" --warehouse $RUN_DIR/warehouse
+  query        docs/deployment.md and README (DuckDB read_parquet, icebird icebergRead)
 
 EOT
+
+progress() {
+    local s changes
+    changes=$(psql -X -A -t -d "$PIPELINE_PG_DSN" -c 'SELECT coalesce(max(seq), 0) FROM cdc_audit.changes' 2>/dev/null)
+    if s=$(chaos_status 2>/dev/null); then
+        jq -r --arg ch "${changes:-?}" '"run: source changes \($ch)  committed epoch \(.epochs.last_committed)  " +
+            "last checkpoint \((.checkpoints[0].records // 0)) records in \((.checkpoints[0].duration_ms // 0)) ms  " +
+            "workers \([.workers[] | select(.alive)] | length)/\(.workers | length)  leader \(.id) term \(.term)"' <<<"$s" >&2
+    else
+        log "source changes ${changes:-?}  (no leader answering)"
+    fi
 }
 
-trap 'stop_all; exit 130' INT
-trap 'stop_all; exit 143' TERM
-trap 'stop_all' EXIT
-
-for svc in "${SERVICES[@]}"; do
-    log "starting $svc"
-    if ! "start_$svc"; then
-        log "could not start $svc (logs in $RUN_DIR)"
-        exit 1
-    fi
-    started+=("$svc")
-done
-print_endpoints
 if [ -n "${DURATION:-}" ]; then
-    log "running for ${DURATION}s"
+    log "load for ${DURATION}s at ${LOAD_RATE}/s"
     end=$((SECONDS + DURATION))
-    while ((SECONDS < end)); do
-        sleep 1 &
-        sleeper=$!
-        wait "$sleeper"
+    while [ "$SECONDS" -lt "$end" ]; do
+        sleep 2
+        progress
     done
-    exit 0
+    proc_signal loadgen TERM
+    chaos_wait 30 "the load generator to stop" bash -c "! kill -0 $(proc_pid loadgen) 2>/dev/null"
+    tail -n1 "$RUN_DIR/procs/loadgen.log" >&2
+    log "load stopped; waiting up to ${CATCHUP}s for the tables to catch up, then verifying"
+    pipeline_verify --wait "$CATCHUP"
+    rc=$?
+    progress
+    exit "$rc"
 fi
 log "running; Ctrl-C stops everything"
 while true; do
-    sleep 3600 &
-    sleeper=$!
-    wait "$sleeper"
+    sleep 5
+    progress
 done

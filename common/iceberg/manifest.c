@@ -371,8 +371,10 @@ static cdc_err_t reader_open(reader_t *r, const uint8_t *buf, size_t len, const 
     if (avro_file_reader_fp(fp, what, 1, &r->file) != 0)
         return cdc_error_set(e, CDC_ERR_CORRUPT, "could not read avro header of %s: %s", what,
                              avro_strerror());
+    /* returns a new reference (avro-c >= 1.8); the class keeps its own */
     avro_schema_t ws = avro_file_reader_get_writer_schema(r->file);
     r->iface = avro_generic_class_from_schema(ws);
+    avro_schema_decref(ws);
     if (!r->iface || avro_generic_value_new(r->iface, &r->value) != 0) {
         avro_file_reader_close(r->file);
         return cdc_error_set(e, CDC_ERR_CORRUPT, "unsupported avro schema in %s: %s", what,

@@ -105,12 +105,17 @@ harness_free_port() {
     return 1
 }
 
-# Polls "$@" until it succeeds or $1 seconds pass. Usage: _harness_wait secs what cmd...
+# Polls "$@" until it succeeds, $1 seconds pass, or the process group in pid file $3
+# is gone (then it fails at once). Usage: _harness_wait secs what pidfile cmd...
 _harness_wait() {
-    local secs=$1 what=$2 deadline
-    shift 2
+    local secs=$1 what=$2 pidfile=$3 deadline
+    shift 3
     deadline=$((SECONDS + secs))
     while ! "$@" >/dev/null 2>&1; do
+        if ! _harness_group_alive "$(cat "$pidfile" 2>/dev/null || echo 0)"; then
+            _hlog "$what exited during startup"
+            return 1
+        fi
         if ((SECONDS >= deadline)); then
             _hlog "$what not ready after ${secs}s"
             return 1
@@ -195,7 +200,7 @@ _harness_pg_start() {
         cmd=(setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups -- "${cmd[@]}")
     fi
     _harness_spawn "$dir/pg.pid" "$dir/pg.log" "${cmd[@]}" || return 1
-    _harness_wait "${CDC_HARNESS_TIMEOUT:-60}" "postgresql on port $port" \
+    _harness_wait "${CDC_HARNESS_TIMEOUT:-60}" "postgresql on port $port" "$dir/pg.pid" \
         "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$port" -U postgres -d postgres || {
         tail -n 20 "$dir/pg.log" >&2
         return 1
@@ -223,7 +228,7 @@ _harness_etcd_start() {
         --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
         --initial-cluster "cdc-test=http://127.0.0.1:$pport" \
         --initial-cluster-state new --logger zap --log-level warn || return 1
-    _harness_wait "${CDC_HARNESS_TIMEOUT:-60}" "etcd on port $cport" \
+    _harness_wait "${CDC_HARNESS_TIMEOUT:-60}" "etcd on port $cport" "$dir/etcd.pid" \
         _harness_etcd_healthy "$cport" || {
         tail -n 20 "$dir/etcd.log" >&2
         return 1
@@ -249,7 +254,8 @@ _harness_kafka_start() {
     _harness_spawn "$dir/kafka.pid" "$dir/kafka.log" "$bin" --info-file="$dir/kafka.info" \
         --default-partitions="${CDC_TEST_KAFKA_PARTITIONS:-12}" ${CDC_TEST_KAFKA_ARGS:-} ||
         return 1
-    _harness_wait "${CDC_HARNESS_TIMEOUT:-60}" "kafka-dev" grep -q '^READY' "$dir/kafka.info" || {
+    _harness_wait "${CDC_HARNESS_TIMEOUT:-60}" "kafka-dev" "$dir/kafka.pid" \
+        grep -q '^READY' "$dir/kafka.info" || {
         tail -n 20 "$dir/kafka.log" >&2
         return 1
     }
@@ -290,7 +296,7 @@ _harness_write_env() {
 # Starts the servers in $1 (created when missing; default: a new temporary directory)
 # and exports the CDC_TEST_* variables. On failure stops what it started and returns 1.
 harness_up() {
-    local dir=${1:-} svc
+    local dir=${1:-} svc attempt
     if [ -z "$dir" ]; then
         dir=$(mktemp -d "${TMPDIR:-/tmp}/cdc-test.XXXXXX") || return 1
     fi
@@ -302,18 +308,35 @@ harness_up() {
         case "$svc" in
         pg)
             [ -f "$dir/pg.port" ] || harness_free_port >"$dir/pg.port"
-            { _harness_pg_init "$dir" && _harness_pg_start "$dir"; } || {
+            _harness_pg_init "$dir" || {
                 harness_down "$dir"
                 return 1
             }
+            # A port can be taken between choosing and binding (parallel runs): retry
+            # on fresh ports.
+            for attempt in 1 2 3; do
+                _harness_pg_start "$dir" && break
+                _harness_kill "$dir/pg.pid" KILL
+                [ "$attempt" = 3 ] && {
+                    harness_down "$dir"
+                    return 1
+                }
+                harness_free_port >"$dir/pg.port"
+            done
             ;;
         etcd)
             [ -f "$dir/etcd.port" ] || harness_free_port >"$dir/etcd.port"
             [ -f "$dir/etcd.peer-port" ] || harness_free_port >"$dir/etcd.peer-port"
-            _harness_etcd_start "$dir" || {
-                harness_down "$dir"
-                return 1
-            }
+            for attempt in 1 2 3; do
+                _harness_etcd_start "$dir" && break
+                _harness_kill "$dir/etcd.pid" KILL
+                [ "$attempt" = 3 ] && {
+                    harness_down "$dir"
+                    return 1
+                }
+                harness_free_port >"$dir/etcd.port"
+                harness_free_port >"$dir/etcd.peer-port"
+            done
             ;;
         kafka)
             _harness_kafka_start "$dir" || {

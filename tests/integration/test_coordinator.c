@@ -328,6 +328,8 @@ typedef struct scenario {
     cdc_etcd_t *ec;
 } scenario_t;
 
+static const char *extra_opts[4]; /* extra coordinator options of the next start */
+
 static pid_t start_coordinator(scenario_t *s, int idx, const char *fault)
 {
     const cdc_test_env_t *env = cdc_test_env();
@@ -360,9 +362,14 @@ static pid_t start_coordinator(scenario_t *s, int idx, const char *fault)
                     "--orphan-interval=0",
                     faultopt,
                     NULL};
-    if (fault == NULL)
-        argv[15] = NULL;
-    pid_t pid = cdc_test_spawn(argv, log);
+    char *full[32];
+    int n = 0;
+    for (int i = 0; argv[i] != NULL && (fault != NULL || i < 15); i++)
+        full[n++] = argv[i];
+    for (int i = 0; i < 4 && extra_opts[i] != NULL; i++)
+        full[n++] = (char *)extra_opts[i];
+    full[n] = NULL;
+    pid_t pid = cdc_test_spawn(full, log);
     assert_true(pid > 0);
     s->coords[idx] = pid;
     if (idx + 1 > s->ncoords)
@@ -679,15 +686,163 @@ static void test_etcd_restart(void **state)
     scenario_close(&s);
 }
 
+static bool file_gone(void *arg)
+{
+    return access((const char *)arg, F_OK) != 0;
+}
+
+/* Orphan cleanup: an unreferenced file in <table>/data/ goes, committed files stay. */
+static void test_orphans(void **state)
+{
+    scenario_t s;
+    char path[1300];
+    FILE *f;
+    (void)state;
+
+    scenario_open(&s, "orphan");
+    extra_opts[0] = "--orphan-age=1s";
+    extra_opts[1] = "--orphan-interval=300ms";
+    start_coordinator(&s, 0, NULL);
+    memset(extra_opts, 0, sizeof(extra_opts));
+    for (int i = 0; i < 3; i++)
+        start_worker(&s, i);
+    wait_more_commits(&s, 3, 30000);
+    snprintf(path, sizeof(path), "%s/fk/items/data/orphan-of-an-aborted-epoch.parquet",
+             s.warehouse);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("PAR1 not really", f);
+    fclose(f);
+    assert_true(cdc_test_wait_for(file_gone, path, 15000));
+    /* a worker killed mid-epoch leaves staged files behind; they go too */
+    cdc_test_kill(s.workers[0], SIGKILL, 2000);
+    s.workers[0] = 0;
+    wait_more_commits(&s, 6, 30000);
+    quiesce_and_verify(&s); /* every committed file is still readable */
+    scenario_close(&s);
+}
+
+/* Warehouse write failure at commit time: recorded epochs are retried, none is lost. */
+static void test_warehouse_failure(void **state)
+{
+    scenario_t s;
+    char md[1300], away[1400];
+    FILE *f;
+    int before;
+    (void)state;
+
+    scenario_open(&s, "whfail");
+    start_coordinator(&s, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        start_worker(&s, i);
+    wait_more_commits(&s, 3, 30000);
+    snprintf(md, sizeof(md), "%s/fk/items/metadata", s.warehouse);
+    snprintf(away, sizeof(away), "%s.away", md);
+    before = committed_snapshots(&s);
+    /* the metadata directory becomes a plain file: every commit attempt fails */
+    assert_int_equal(rename(md, away), 0);
+    f = fopen(md, "w");
+    assert_non_null(f);
+    fclose(f);
+    long long until = cdc_test_now_ms() + 2500;
+    while (cdc_test_now_ms() < until)
+        usleep(100000);
+    uint64_t recorded = etcd_number(&s, "latest"), committed = etcd_number(&s, "committed");
+    fprintf(stderr, "warehouse down: latest %" PRIu64 " committed %" PRIu64 "\n", recorded,
+            committed);
+    assert_true(recorded > committed);
+    assert_int_equal(unlink(md), 0);
+    assert_int_equal(rename(away, md), 0);
+    assert_int_equal(committed_snapshots(&s), before);
+    wait_more_commits(&s, 5, 30000);
+    quiesce_and_verify(&s);
+    scenario_close(&s);
+}
+
+static char *status_json(scenario_t *s)
+{
+    const cdc_test_env_t *env = cdc_test_env();
+    char cmd[2048], buf[65536];
+    size_t n;
+    FILE *p;
+
+    snprintf(cmd, sizeof(cmd), "'%s/cdcctl' --etcd='%s' --job='%s' --json status", env->build_dir,
+             env->etcd, s->job);
+    p = popen(cmd, "r");
+    if (p == NULL)
+        return NULL;
+    n = fread(buf, 1, sizeof(buf) - 1, p);
+    pclose(p);
+    buf[n] = '\0';
+    return strdup(buf);
+}
+
+typedef struct want_state {
+    scenario_t *s;
+    const char *state;
+} want_state_t;
+
+static bool state_is(void *arg)
+{
+    want_state_t *w = arg;
+    char *js = status_json(w->s);
+    json_t *o = js ? json_loads(js, 0, NULL) : NULL;
+    bool ok = o && strcmp(json_string_value(json_object_get(o, "state")) ?: "", w->state) == 0;
+    json_decref(o);
+    free(js);
+    return ok;
+}
+
+/* Restart strategy: more failures than allowed per interval -> FAILED, visible in /status. */
+static void test_restart_strategy_failed(void **state)
+{
+    scenario_t s;
+    (void)state;
+
+    scenario_open(&s, "failed");
+    extra_opts[0] = "--restart-max-failures=2";
+    extra_opts[1] = "--restart-interval=10m";
+    start_coordinator(&s, 0, NULL);
+    memset(extra_opts, 0, sizeof(extra_opts));
+    for (int i = 0; i < 4; i++)
+        start_worker(&s, i);
+    wait_more_commits(&s, 2, 30000);
+    want_state_t running = {&s, "RUNNING"}, failed = {&s, "FAILED"};
+    assert_true(cdc_test_wait_for(state_is, &running, 10000));
+    for (int i = 0; i < 3; i++) {
+        cdc_test_kill(s.workers[i], SIGKILL, 2000);
+        s.workers[i] = 0;
+        if (i < 2)
+            assert_true(cdc_test_wait_for(state_is, &running, 15000));
+    }
+    assert_true(cdc_test_wait_for(state_is, &failed, 15000));
+    /* FAILED stays FAILED and stops barriers: no further snapshots */
+    int before = committed_snapshots(&s);
+    long long until = cdc_test_now_ms() + 1500;
+    while (cdc_test_now_ms() < until)
+        usleep(100000);
+    assert_int_equal(committed_snapshots(&s), before);
+    assert_true(state_is(&failed));
+    verify(&s);
+    scenario_close(&s);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "fake-worker") == 0)
         return fake_worker_main(argc, argv);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_three_workers),      cmocka_unit_test(test_one_worker),
-        cmocka_unit_test(test_twelve_workers),     cmocka_unit_test(test_kill_worker),
-        cmocka_unit_test(test_pause_worker),       cmocka_unit_test(test_leader_failover),
-        cmocka_unit_test(test_crash_after_record), cmocka_unit_test(test_etcd_restart),
+        cmocka_unit_test(test_three_workers),
+        cmocka_unit_test(test_one_worker),
+        cmocka_unit_test(test_twelve_workers),
+        cmocka_unit_test(test_kill_worker),
+        cmocka_unit_test(test_pause_worker),
+        cmocka_unit_test(test_leader_failover),
+        cmocka_unit_test(test_crash_after_record),
+        cmocka_unit_test(test_etcd_restart),
+        cmocka_unit_test(test_orphans),
+        cmocka_unit_test(test_restart_strategy_failed),
+        cmocka_unit_test(test_warehouse_failure),
     };
     if (argc > 1 && strcmp(argv[1], "--only") == 0 && argc > 2) {
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)

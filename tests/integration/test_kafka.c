@@ -322,6 +322,60 @@ static void test_injected_errors(void **state)
     assert_true(cdc_test_kafka_ctl("PING", reply, sizeof(reply)));
 }
 
+/* A full local queue makes produce() poll and retry, then give up with a retriable
+ * timeout after queue_full_timeout_ms; nothing queued is lost. */
+static void test_backpressure(void **state)
+{
+    char topic[128], reply[256], key[8], cmd[32];
+    acks_t acks = {0};
+    cdc_kafka_producer_config_t pc = {
+        .bootstrap = cdc_test_require("CDC_TEST_KAFKA"),
+        .linger_ms = 0,
+        .queue_max_messages = 5,
+        .queue_full_timeout_ms = 300,
+        .on_delivery = on_delivery,
+        .cb_arg = &acks,
+    };
+    cdc_kafka_producer_t *p = NULL;
+    cdc_kafka_consumer_t *c;
+    cdc_kafka_record_t rec;
+    cdc_error_t e;
+    long long t0;
+    (void)state;
+
+    unique_topic(topic, sizeof(topic), "tbp");
+    ensure(topic, 3);
+    for (int b = 1; b <= 3; b++) {
+        snprintf(cmd, sizeof(cmd), "BROKER DOWN %d", b);
+        assert_true(cdc_test_kafka_ctl(cmd, reply, sizeof(reply)));
+    }
+    assert_int_equal(cdc_kafka_producer_new(&pc, &p, &e), CDC_OK);
+    assert_int_equal(produce_range(p, &acks, topic, 0, 5), 0);
+    snprintf(key, sizeof(key), "k");
+    rec = (cdc_kafka_record_t){.topic = topic,
+                               .partition = CDC_KAFKA_PARTITION_ANY,
+                               .key = key,
+                               .key_len = 1,
+                               .value = "5",
+                               .value_len = 1};
+    t0 = cdc_test_now_ms();
+    assert_int_equal(cdc_kafka_produce(p, &rec, &e), CDC_ERR_TIMEOUT);
+    assert_true(e.retriable);
+    assert_true(cdc_test_now_ms() - t0 >= 250);
+    for (int b = 1; b <= 3; b++) {
+        snprintf(cmd, sizeof(cmd), "BROKER UP %d", b);
+        assert_true(cdc_test_kafka_ctl(cmd, reply, sizeof(reply)));
+    }
+    assert_int_equal(cdc_kafka_producer_flush(p, 60000, &e), CDC_OK);
+    assert_int_equal(acks.ok, 5);
+    assert_int_equal(acks.failed, 0);
+    cdc_kafka_producer_free(p);
+    c = new_consumer();
+    assign_all(c, topic, 3);
+    consume_and_check(c, 5, 3, 30000);
+    cdc_kafka_consumer_free(c);
+}
+
 static void test_codecs(void **state)
 {
     static const char *codecs[] = {"none", "gzip", "snappy", "lz4", "zstd"};
@@ -466,9 +520,13 @@ static void test_ensure_topic(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_two_processes_10k),     cmocka_unit_test(test_broker_down_up),
-        cmocka_unit_test(test_injected_errors),       cmocka_unit_test(test_codecs),
-        cmocka_unit_test(test_seek_pause_watermarks), cmocka_unit_test(test_ensure_topic),
+        cmocka_unit_test(test_two_processes_10k),
+        cmocka_unit_test(test_broker_down_up),
+        cmocka_unit_test(test_injected_errors),
+        cmocka_unit_test(test_backpressure),
+        cmocka_unit_test(test_codecs),
+        cmocka_unit_test(test_seek_pause_watermarks),
+        cmocka_unit_test(test_ensure_topic),
     };
     if (argc == 5 && strcmp(argv[1], "produce") == 0)
         return producer_main(argv[2], atoi(argv[3]), argv[4]);

@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -221,4 +222,52 @@ test('S3 backend against s3rver: commit and read back', async () => {
   // the metadata files are really in the bucket, version hint without newline
   const hint = await realFetch(`http://127.0.0.1:${port}/warehouse/wh/db/t/metadata/version-hint.text`);
   assert.equal(await hint.text(), String(exp.version));
+});
+
+test('S3 backend retries 5xx answers (flaky proxy in front of s3rver)', async () => {
+  assert.ok(s3, 'the s3rver test must run first');
+  let n = 0;
+  let injected = 0;
+  // every third request fails with 503 before it reaches s3rver
+  const proxy = http.createServer((req, res) => {
+    n++;
+    if (n % 3 === 0) {
+      injected++;
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(503, { 'Content-Type': 'application/xml' });
+        res.end('<Error><Code>SlowDown</Code></Error>');
+      });
+      return;
+    }
+    const up = http.request(
+      { host: '127.0.0.1', port: s3.port, method: req.method, path: req.url, headers: req.headers },
+      (ur) => {
+        res.writeHead(ur.statusCode, ur.headers);
+        ur.pipe(res);
+      },
+    );
+    up.on('error', () => {
+      res.writeHead(502);
+      res.end();
+    });
+    req.pipe(up);
+  });
+  await new Promise((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  const pport = proxy.address().port;
+  try {
+    const args = [
+      `--s3-endpoint=http://127.0.0.1:${pport}`,
+      '--s3-access-key=S3RVER',
+      '--s3-secret-key=S3RVER',
+    ];
+    await gen(['--mode=storage', '--warehouse=s3://warehouse/flaky', ...args]);
+    const seed = (process.env.CDC_ICE_SEED ? Number(process.env.CDC_ICE_SEED) : Date.now() % 1000000) + 300;
+    console.log(`iceberg flaky-s3 seed=${seed}`);
+    await checkRandom('s3://warehouse/flaky', seed, 15, args);
+    assert.ok(injected > 10, `only ${injected} failures injected`);
+    console.log(`flaky proxy: ${n} requests, ${injected} answered 503`);
+  } finally {
+    await new Promise((resolve) => proxy.close(resolve));
+  }
 });

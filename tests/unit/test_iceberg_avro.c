@@ -128,6 +128,7 @@ static void write_and_read(cdc_avro_codec_t codec, int nrec)
     assert_int_equal(avro_file_reader_fp(fp, "mem", 1, &r), 0);
     avro_schema_t ws = avro_file_reader_get_writer_schema(r);
     avro_value_iface_t *iface = avro_generic_class_from_schema(ws);
+    avro_schema_decref(ws);
     avro_value_t val;
     avro_generic_value_new(iface, &val);
     int count = 0;
