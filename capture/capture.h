@@ -59,6 +59,9 @@ typedef struct cdc_capture_table {
     cdc_schema_doc_t latest; /* latest registered version on Kafka (from the registry) */
     bool has_latest;
     char version_str[24];
+    cdc_buf_t source_head; /* cached constant head of the envelope's "source" */
+    char **col_names;      /* cached `"col":` per column of doc */
+    size_t *col_name_lens;
     cdc_counter_t *m_events;
     cdc_counter_t *m_bytes;
     cdc_counter_t *m_snapshot_rows;
@@ -155,6 +158,9 @@ void cdc_capture_fill_col(cdc_capture_t *cap, cdc_schema_col_t *col, uint32_t oi
  */
 cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_schema_doc_t *doc,
                                  cdc_error_t *e);
+
+/* Frees the table's cached column names. */
+void cdc_capture_table_free_names(cdc_capture_table_t *t);
 
 /* Reads `<prefix>._schemas` and `<prefix>._capture` (snapshot markers) from Kafka. */
 cdc_err_t cdc_registry_load(cdc_capture_t *cap, cdc_error_t *e);

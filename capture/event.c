@@ -97,6 +97,27 @@ void cdc_buf_printf(cdc_buf_t *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
+void cdc_buf_put_u64(cdc_buf_t *b, uint64_t v)
+{
+    char tmp[24];
+    int i = 24;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    cdc_buf_put(b, tmp + i, (size_t)(24 - i));
+}
+
+void cdc_buf_put_i64(cdc_buf_t *b, int64_t v)
+{
+    if (v < 0) {
+        cdc_buf_putc(b, '-');
+        cdc_buf_put_u64(b, (uint64_t)0 - (uint64_t)v);
+    } else {
+        cdc_buf_put_u64(b, (uint64_t)v);
+    }
+}
+
 void cdc_buf_json_str(cdc_buf_t *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
@@ -499,19 +520,19 @@ void cdc_event_put_value(cdc_buf_t *b, cdc_value_enc_t enc, uint32_t elem_oid, c
         break; /* NaN, Infinity, -Infinity: strings */
     case CDC_VENC_DATE:
         if (cdc_event_parse_date(text, len, &v)) {
-            cdc_buf_printf(b, "%" PRId64, v);
+            cdc_buf_put_i64(b, v);
             return;
         }
         break;
     case CDC_VENC_TIME:
         if (cdc_event_parse_time(text, len, &v)) {
-            cdc_buf_printf(b, "%" PRId64, v);
+            cdc_buf_put_i64(b, v);
             return;
         }
         break;
     case CDC_VENC_TIMESTAMP:
         if (cdc_event_parse_timestamp(text, len, &v)) {
-            cdc_buf_printf(b, "%" PRId64, v);
+            cdc_buf_put_i64(b, v);
             return;
         }
         break;
@@ -540,9 +561,9 @@ void cdc_event_put_value(cdc_buf_t *b, cdc_value_enc_t enc, uint32_t elem_oid, c
 
 /* ---- envelope ---------------------------------------------------------------------- */
 
-static void put_row(cdc_buf_t *b, const cdc_schema_doc_t *schema, const cdc_pgo_tuple_t *row,
-                    bool key_only)
+static void put_row(cdc_buf_t *b, const cdc_event_t *ev, const cdc_pgo_tuple_t *row, bool key_only)
 {
+    const cdc_schema_doc_t *schema = ev->schema;
     bool first = true;
     cdc_buf_putc(b, '{');
     for (size_t i = 0; i < schema->ncols && i < row->ncols; i++) {
@@ -553,46 +574,72 @@ static void put_row(cdc_buf_t *b, const cdc_schema_doc_t *schema, const cdc_pgo_
         if (!first)
             cdc_buf_putc(b, ',');
         first = false;
-        cdc_buf_json_str(b, c->name, strlen(c->name));
-        cdc_buf_putc(b, ':');
+        if (ev->col_names) {
+            cdc_buf_put(b, ev->col_names[i], ev->col_name_lens[i]);
+        } else {
+            cdc_buf_json_str(b, c->name, strlen(c->name));
+            cdc_buf_putc(b, ':');
+        }
         if (v->kind == CDC_PGO_VAL_NULL || v->data == NULL)
-            cdc_buf_puts(b, "null");
+            cdc_buf_put(b, "null", 4);
         else
             cdc_event_put_value(b, c->enc, c->elem_oid, v->data, v->len);
     }
     cdc_buf_putc(b, '}');
 }
 
+void cdc_event_source_head(cdc_buf_t *b, const char *name, const char *db, const char *schema,
+                           const char *table)
+{
+    cdc_buf_puts(b, ",\"source\":{\"version\":");
+    cdc_buf_json_str(b, CDC_VERSION, strlen(CDC_VERSION));
+    cdc_buf_puts(b, ",\"connector\":\"cdc-capture\",\"name\":");
+    cdc_buf_json_str(b, name, strlen(name));
+    cdc_buf_puts(b, ",\"db\":");
+    cdc_buf_json_str(b, db, strlen(db));
+    cdc_buf_puts(b, ",\"schema\":");
+    cdc_buf_json_str(b, schema, strlen(schema));
+    cdc_buf_puts(b, ",\"table\":");
+    cdc_buf_json_str(b, table, strlen(table));
+}
+
+#define PUT_LIT(b, s) cdc_buf_put((b), (s), sizeof(s) - 1)
+
 void cdc_event_encode_value(cdc_buf_t *b, const cdc_event_t *ev)
 {
     const cdc_schema_doc_t *sc = ev->schema;
     bool any_unchanged = false;
 
-    cdc_buf_puts(b, "{\"before\":");
+    PUT_LIT(b, "{\"before\":");
     if (ev->before)
-        put_row(b, sc, ev->before, ev->before_key_only);
+        put_row(b, ev, ev->before, ev->before_key_only);
     else
-        cdc_buf_puts(b, "null");
-    cdc_buf_puts(b, ",\"after\":");
+        PUT_LIT(b, "null");
+    PUT_LIT(b, ",\"after\":");
     if (ev->after)
-        put_row(b, sc, ev->after, false);
+        put_row(b, ev, ev->after, false);
     else
-        cdc_buf_puts(b, "null");
-    cdc_buf_printf(
-        b, ",\"source\":{\"version\":\"%s\",\"connector\":\"cdc-capture\",\"name\":", CDC_VERSION);
-    cdc_buf_json_str(b, ev->name, strlen(ev->name));
-    cdc_buf_puts(b, ",\"db\":");
-    cdc_buf_json_str(b, ev->db, strlen(ev->db));
-    cdc_buf_puts(b, ",\"schema\":");
-    cdc_buf_json_str(b, sc->pg_schema, strlen(sc->pg_schema));
-    cdc_buf_puts(b, ",\"table\":");
-    cdc_buf_json_str(b, sc->pg_table, strlen(sc->pg_table));
-    cdc_buf_printf(b,
-                   ",\"lsn\":%" PRIu64 ",\"txId\":%" PRIu32 ",\"ts_ms\":%" PRId64
-                   ",\"sequence\":\"[\\\"%" PRIu64 "\\\",\\\"%" PRIu64
-                   "\\\"]\",\"snapshot\":\"%s\"},\"op\":\"%c\",\"ts_ms\":%" PRId64,
-                   ev->lsn, ev->xid, ev->source_ts_ms, ev->commit_lsn, ev->lsn, ev->snapshot,
-                   ev->op, ev->ts_ms);
+        PUT_LIT(b, "null");
+    if (ev->source_head)
+        cdc_buf_put(b, ev->source_head, ev->source_head_len);
+    else
+        cdc_event_source_head(b, ev->name, ev->db, sc->pg_schema, sc->pg_table);
+    PUT_LIT(b, ",\"lsn\":");
+    cdc_buf_put_u64(b, ev->lsn);
+    PUT_LIT(b, ",\"txId\":");
+    cdc_buf_put_u64(b, ev->xid);
+    PUT_LIT(b, ",\"ts_ms\":");
+    cdc_buf_put_i64(b, ev->source_ts_ms);
+    PUT_LIT(b, ",\"sequence\":\"[\\\"");
+    cdc_buf_put_u64(b, ev->commit_lsn);
+    PUT_LIT(b, "\\\",\\\"");
+    cdc_buf_put_u64(b, ev->lsn);
+    PUT_LIT(b, "\\\"]\",\"snapshot\":\"");
+    cdc_buf_puts(b, ev->snapshot);
+    PUT_LIT(b, "\"},\"op\":\"");
+    cdc_buf_putc(b, ev->op);
+    PUT_LIT(b, "\",\"ts_ms\":");
+    cdc_buf_put_i64(b, ev->ts_ms);
     if (ev->after) {
         for (size_t i = 0; i < sc->ncols && i < ev->after->ncols; i++) {
             if (ev->after->cols[i].kind != CDC_PGO_VAL_UNCHANGED)

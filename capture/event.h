@@ -65,7 +65,21 @@ typedef struct cdc_event {
     const char *snapshot; /* "true", "last" or "false" */
     const char *db;
     const char *name; /* topic prefix */
+    /* Optional caches (NULL = computed each time): the source object's constant head from
+     * cdc_event_source_head(), and per column the JSON member name `"col":`. */
+    const char *source_head;
+    size_t source_head_len;
+    const char *const *col_names;
+    const size_t *col_name_lens;
 } cdc_event_t;
+
+/* Writes the constant head of "source" (version .. table) into b (appending). */
+void cdc_event_source_head(cdc_buf_t *b, const char *name, const char *db, const char *schema,
+                           const char *table);
+
+/* Appends a decimal integer. */
+void cdc_buf_put_i64(cdc_buf_t *b, int64_t v);
+void cdc_buf_put_u64(cdc_buf_t *b, uint64_t v);
 
 /*
  * Writes the envelope of ev into b (appending). Unchanged-TOAST columns of `after` are

@@ -247,6 +247,16 @@ static cdc_err_t ensure_topic(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_er
     return CDC_OK;
 }
 
+void cdc_capture_table_free_names(cdc_capture_table_t *t)
+{
+    for (size_t i = 0; t->col_names && i < t->doc.ncols; i++)
+        free(t->col_names[i]);
+    free(t->col_names);
+    free(t->col_name_lens);
+    t->col_names = NULL;
+    t->col_name_lens = NULL;
+}
+
 cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_schema_doc_t *doc,
                                  cdc_error_t *e)
 {
@@ -288,11 +298,34 @@ cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc
             cdc_schema_doc_free(&t->latest);
         t->has_latest = cdc_schema_doc_copy(&t->latest, doc) == CDC_OK;
     }
+    cdc_capture_table_free_names(t);
     if (t->has_doc)
         cdc_schema_doc_free(&t->doc);
     t->doc = *doc;
     t->has_doc = true;
     memset(doc, 0, sizeof(*doc));
     snprintf(t->version_str, sizeof(t->version_str), "%" PRId64, t->doc.version);
+    /* caches for the encoder's hot path */
+    cdc_buf_reset(&t->source_head);
+    cdc_event_source_head(&t->source_head, cap->cfg->topic_prefix, cap->src.db, t->schema, t->name);
+    cdc_capture_table_free_names(t);
+    t->col_names = calloc(t->doc.ncols ? t->doc.ncols : 1, sizeof(*t->col_names));
+    t->col_name_lens = calloc(t->doc.ncols ? t->doc.ncols : 1, sizeof(*t->col_name_lens));
+    if (t->col_names == NULL || t->col_name_lens == NULL || t->source_head.oom) {
+        cdc_capture_table_free_names(t);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < t->doc.ncols; i++) {
+        cdc_buf_t nb = {0};
+        cdc_buf_json_str(&nb, t->doc.cols[i].name, strlen(t->doc.cols[i].name));
+        cdc_buf_putc(&nb, ':');
+        if (nb.oom) {
+            cdc_buf_free(&nb);
+            cdc_capture_table_free_names(t);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
+        t->col_names[i] = nb.data;
+        t->col_name_lens[i] = nb.len;
+    }
     return CDC_OK;
 }

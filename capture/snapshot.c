@@ -119,7 +119,11 @@ static cdc_err_t emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t, PGresult 
                       .xid = 0,
                       .source_ts_ms = ts,
                       .db = cap->src.db,
-                      .name = cap->cfg->topic_prefix};
+                      .name = cap->cfg->topic_prefix,
+                      .source_head = t->source_head.data,
+                      .source_head_len = t->source_head.len,
+                      .col_names = (const char *const *)t->col_names,
+                      .col_name_lens = t->col_name_lens};
     cdc_err_t rc;
 
     for (int i = from; i < to; i++) {

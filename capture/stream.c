@@ -386,7 +386,11 @@ static cdc_err_t emit(cdc_capture_t *cap, cdc_capture_table_t *t, char op, uint6
                       .ts_ms = cdc_capture_now_ms(),
                       .snapshot = "false",
                       .db = cap->src.db,
-                      .name = cap->cfg->topic_prefix};
+                      .name = cap->cfg->topic_prefix,
+                      .source_head = t->source_head.data,
+                      .source_head_len = t->source_head.len,
+                      .col_names = (const char *const *)t->col_names,
+                      .col_name_lens = t->col_name_lens};
 
     cdc_buf_reset(&cap->key);
     cdc_buf_reset(&cap->value);
@@ -792,6 +796,8 @@ void cdc_capture_free(cdc_capture_t *cap)
         free(t->topic);
         free(t->schema);
         free(t->name);
+        cdc_capture_table_free_names(t);
+        cdc_buf_free(&t->source_head);
         cdc_schema_doc_free(&t->doc);
         cdc_schema_doc_free(&t->latest);
     }

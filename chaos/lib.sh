@@ -186,22 +186,7 @@ pipeline_procs_up() {
     done
 
     for ((i = 0; i < CHAOS_WORKERS; i++)); do
-        local coord=()
-        if [ "${CHAOS_PROXY:-0}" = 1 ]; then
-            rm -f "$CHAOS_DIR/procs/proxy-$i.port"
-            proc_start "proxy-$i" node "$CHAOS_ROOT/chaos/faultproxy.mjs" --listen 127.0.0.1:0 \
-                --port-file "$CHAOS_DIR/procs/proxy-$i.port" --etcd "$CDC_TEST_ETCD" --job "$CDC_JOB"
-            chaos_wait 10 "proxy-$i" test -s "$CHAOS_DIR/procs/proxy-$i.port" ||
-                chaos_die "fault proxy $i did not start"
-            coord=(--coordinator "tcp://127.0.0.1:$(cat "$CHAOS_DIR/procs/proxy-$i.port")")
-        fi
-        http=$(harness_free_port)
-        mkdir -p "$CHAOS_DIR/state/worker-$i"
-        proc_start "worker-$i" "$CHAOS_BUILD/cdc-worker" --id "$i" --job "$CDC_JOB" \
-            --etcd "$CDC_TEST_ETCD" "${coord[@]}" --kafka "$CDC_TEST_KAFKA" \
-            --tables "$CHAOS_TABLES" --warehouse "$CHAOS_DIR/warehouse" \
-            --state-dir "$CHAOS_DIR/state/worker-$i" --http "127.0.0.1:$http"
-        echo "127.0.0.1:$http" >"$CHAOS_DIR/procs/worker-$i.http"
+        pipeline_start_worker "$i"
     done
     chaos_wait 60 "a leader with ${CHAOS_WORKERS} live workers" pipeline_ready ||
         chaos_die "the pipeline did not come up; logs in $CHAOS_DIR/procs"
@@ -210,6 +195,26 @@ pipeline_procs_up() {
 
 # pipeline_down [purge]: stops everything; with purge also deletes $CHAOS_DIR and the
 # PostgreSQL data directory the harness may keep outside it.
+# pipeline_start_worker <i>: starts worker-<i> (id <i>), behind proxy-<i> with CHAOS_PROXY=1.
+pipeline_start_worker() {
+    local i=$1 http coord=()
+    if [ "${CHAOS_PROXY:-0}" = 1 ]; then
+        rm -f "$CHAOS_DIR/procs/proxy-$i.port"
+        proc_start "proxy-$i" node "$CHAOS_ROOT/chaos/faultproxy.mjs" --listen 127.0.0.1:0 \
+            --port-file "$CHAOS_DIR/procs/proxy-$i.port" --etcd "$CDC_TEST_ETCD" --job "$CDC_JOB"
+        chaos_wait 10 "proxy-$i" test -s "$CHAOS_DIR/procs/proxy-$i.port" ||
+            chaos_die "fault proxy $i did not start"
+        coord=(--coordinator "tcp://127.0.0.1:$(cat "$CHAOS_DIR/procs/proxy-$i.port")")
+    fi
+    http=$(harness_free_port)
+    mkdir -p "$CHAOS_DIR/state/worker-$i"
+    proc_start "worker-$i" "$CHAOS_BUILD/cdc-worker" --id "$i" --job "$CDC_JOB" \
+        --etcd "$CDC_TEST_ETCD" "${coord[@]}" --kafka "$CDC_TEST_KAFKA" \
+        --tables "$CHAOS_TABLES" --warehouse "$CHAOS_DIR/warehouse" \
+        --state-dir "$CHAOS_DIR/state/worker-$i" --http "127.0.0.1:$http"
+    echo "127.0.0.1:$http" >"$CHAOS_DIR/procs/worker-$i.http"
+}
+
 pipeline_down() {
     local pgdata=""
     proc_stop_all

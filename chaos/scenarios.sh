@@ -6,7 +6,7 @@
 
 # shellcheck disable=SC2034 # used by chaos/run.sh
 CHAOS_SCENARIOS=(kill-workers pause-worker kill-leader kill-capture etcd-restart
-    partition-worker double-fault)
+    partition-worker double-fault scale-workers)
 
 FAULTS=0
 RECOVERIES=0
@@ -141,4 +141,37 @@ scenario_double-fault() {
     _recovered "$before" $((${l:+1} + 1))
     [ -n "$l" ] && chaos_recover "$l"
     return 0
+}
+
+# Scale out by one worker and back in (a clean SIGTERM): two rebalances under load.
+scenario_scale-workers() {
+    local n before
+    n=$(chaos_targets worker | wc -l)
+    before=$(pipeline_committed)
+    chaos_log "scale workers $n -> $((n + 1))"
+    case "$CHAOS_BACKEND" in
+    local) pipeline_start_worker "$n" ;;
+    compose)
+        chaos_log "compose has a fixed set of worker services; scale-workers skipped"
+        return 0
+        ;;
+    k8s) _kubectl scale statefulset cdc-worker --replicas=$((n + 1)) ;;
+    esac
+    FAULTS=$((FAULTS + 1))
+    CHAOS_WORKERS=$((n + 1)) _recovered "$before"
+    chaos_between 2 5
+    sleep "$REPLY"
+    before=$(pipeline_committed)
+    chaos_log "scale workers $((n + 1)) -> $n"
+    case "$CHAOS_BACKEND" in
+    local)
+        proc_signal "worker-$n" TERM
+        proc_signal "proxy-$n" TERM
+        chaos_wait 30 "worker-$n to leave" bash -c "! kill -0 $(proc_pid "worker-$n") 2>/dev/null"
+        rm -f "$CHAOS_DIR/procs/worker-$n.pid" "$CHAOS_DIR/procs/proxy-$n.pid"
+        ;;
+    k8s) _kubectl scale statefulset cdc-worker --replicas="$n" ;;
+    esac
+    FAULTS=$((FAULTS + 1))
+    _recovered "$before"
 }

@@ -15,6 +15,7 @@
 // Usage: chaos/verify --pg <conninfo> --warehouse <dir> [--namespace <ns>] [--schema public]
 //          [--tables transactions,accounts] [--path-map <prefix>=<dir>]... [--wait <s>]
 //          [--verbose]
+//        chaos/verify --warehouse <dir> --show <table> [--limit n]   (print a table's rows)
 // --path-map maps a location prefix written in the metadata (s3://warehouse/) to a
 // local directory, e.g. a warehouse copied out of MinIO. --schema is the PostgreSQL
 // schema of the source tables; --namespace the warehouse namespace (default: public if
@@ -453,16 +454,43 @@ export async function verify({ dsn, warehouse, schema = 'public', namespace, tab
   return total;
 }
 
+/** --show <table>: prints the current rows of a warehouse table as JSON lines. */
+async function show(opt) {
+  configure(opt.maps);
+  const { DuckDBInstance } = await readers();
+  const conn = await (await DuckDBInstance.create(':memory:')).connect();
+  const ns = findNamespace(opt.warehouse, opt.namespace, opt.show);
+  const t = await readIcebergTable(path.join(opt.warehouse, ns, opt.show), conn);
+  if (!t.exists) {
+    console.error(`verify: no table ${ns}.${opt.show} in ${opt.warehouse}`);
+    process.exit(1);
+  }
+  const isoMicros = (v) => {
+    const n = BigInt(v);
+    const ms = n / 1000n;
+    const us = ((n % 1000n) + 1000n) % 1000n;
+    return new Date(Number(ms)).toISOString().replace('Z', `${String(us).padStart(3, '0')}Z`);
+  };
+  for (const r of t.rows.slice(0, opt.limit)) {
+    for (const f of t.fields) {
+      if ((f.type === 'timestamptz' || f.type === 'timestamp') && r[f.name] !== null) r[f.name] = isoMicros(r[f.name]);
+    }
+    console.log(JSON.stringify(r));
+  }
+  console.error(`${ns}.${opt.show}: ${t.rows.length} rows (snapshot summary ${JSON.stringify(t.summary)})`);
+}
+
 function usage(msg) {
   if (msg) console.error(`verify: ${msg}`);
   console.error('usage: chaos/verify --pg <conninfo> --warehouse <dir> [--namespace public] ' +
-    '[--schema public] [--tables transactions,accounts] [--path-map <prefix>=<dir>]... [--wait <seconds>] [--verbose]');
+    '[--schema public] [--tables transactions,accounts] [--path-map <prefix>=<dir>]... [--wait <seconds>] [--verbose]\n' +
+    '       chaos/verify --warehouse <dir> --show <table> [--limit 20] [--namespace <ns>]   (rows as JSON lines)');
   process.exit(2);
 }
 
 async function main() {
   const args = process.argv.slice(2);
-  const opt = { schema: 'public', namespace: undefined, tables: ['transactions', 'accounts'], maps: [], wait: 0, verbose: false };
+  const opt = { show: null, limit: 20, schema: 'public', namespace: undefined, tables: ['transactions', 'accounts'], maps: [], wait: 0, verbose: false };
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     const val = () => (i + 1 < args.length ? args[++i] : usage(`${a} needs a value`));
@@ -473,6 +501,8 @@ async function main() {
     else if (a === '--tables') opt.tables = val().split(',').filter(Boolean);
     else if (a === '--wait') opt.wait = Number(val());
     else if (a === '--verbose') opt.verbose = true;
+    else if (a === '--show') opt.show = val();
+    else if (a === '--limit') opt.limit = Number(val());
     else if (a === '--path-map') {
       const v = val();
       const eq = v.indexOf('=');
@@ -481,10 +511,14 @@ async function main() {
     } else if (a === '--help' || a === '-h') usage();
     else usage(`unknown argument "${a}"`);
   }
-  if (!opt.dsn) usage('--pg is required');
   if (!opt.warehouse) usage('--warehouse is required');
   // locations written as plain paths or file:// URLs need no map; s3://<bucket>/ may
   opt.maps.push([`file://${opt.warehouse}/`, opt.warehouse]);
+  if (opt.show) {
+    await show(opt);
+    return;
+  }
+  if (!opt.dsn) usage('--pg is required');
   const deadline = Date.now() + opt.wait * 1000;
   let res;
   let attempt = 0;

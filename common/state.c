@@ -86,6 +86,9 @@ cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *o, cdc_stat
     rocksdb_options_set_max_open_files(st->opts, 256);
     rocksdb_options_set_keep_log_file_num(st->opts, 2);
     rocksdb_options_set_info_log_level(st->opts, 2 /* WARN */);
+    /* Caps all memtables of this store together (a worker may hold 12 stores). */
+    rocksdb_options_set_db_write_buffer_size(
+        st->opts, 2 * (o->write_buffer_size ? o->write_buffer_size : (size_t)4 << 20));
     st->cf = st->cf_all + 1;
     const char *names[CDC_STATE_MAX_FAMILIES + 1];
     int ttls[CDC_STATE_MAX_FAMILIES + 1];

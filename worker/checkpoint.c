@@ -394,9 +394,13 @@ cdc_err_t cdc_ckpt_restore(cdc_ckpt_t *c, const char *handle, const char *dest, 
         if (rc != CDC_OK)
             goto fail;
     }
-    /* The restored checkpoint replaces everything this worker knew for the partition. */
-    for (size_t i = 0; i < c->nentries; i++)
+    /* The restored checkpoint replaces everything this worker knew for the partition
+     * (their remote files belong to checkpoints that are no longer ours to collect). */
+    for (size_t i = 0; i < c->nentries; i++) {
+        if (c->entries[i].local_dir != NULL)
+            cdc_state_destroy(c->entries[i].local_dir, e);
         entry_free(&c->entries[i]);
+    }
     c->nentries = 0;
     en = add_entry(c);
     if (en == NULL) {

@@ -264,6 +264,8 @@ static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionS
     cdc_stage_free(&s->stage);
     cdc_stage_init(&s->stage, s->partition, 0);
     if (!s->ckpt_ready) {
+        /* Whatever an earlier process left here is not trusted: start clean. */
+        cdc_state_destroy(root, e);
         rc = cdc_ckpt_init(&s->ckpt, w->storage, w->cfg.warehouse, w->cfg.job, s->partition, root,
                            e);
         if (rc != CDC_OK) {
@@ -514,10 +516,17 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
     if (max == 0 || max > BATCH_MAX)
         max = BATCH_MAX;
     rc = cdc_kafka_consume_batch(w->consumer, msgs, max, &n, timeout_ms, e);
+    int64_t next_poll = cdc_worker_mono_ms() + 20;
     for (size_t i = 0; i < n; i++) {
         const cdc_kafka_msg_t *m = &msgs[i];
         int ti = topic_index(w, m->topic);
         cdc_slot_t *s;
+        /* Serve barriers between records, not only between batches. */
+        if ((i & 31) == 0 && cdc_worker_mono_ms() >= next_poll) {
+            if (cdc_worker_poll_control(w) || !w->assigned)
+                break; /* reassigned or aborted: the rest of the batch is void */
+            next_poll = cdc_worker_mono_ms() + 20;
+        }
         if (ti < 0 || m->partition < 0 || m->partition >= CDC_WORKER_PARTITIONS)
             continue;
         s = &w->slots[m->partition];
@@ -816,26 +825,34 @@ void cdc_worker_committed(cdc_worker_t *w, uint64_t epoch)
 
 void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms)
 {
-    if (now_ms < w->next_lag_ms)
+    /* One broker round trip per call (a watermark query for one partition of one
+     * topic, round robin), so the data path never waits for a burst of them. */
+    static size_t cursor;
+    size_t total = CDC_WORKER_PARTITIONS * (w->ntopics ? w->ntopics : 1);
+    if (now_ms < w->next_lag_ms || w->ntopics == 0)
         return;
-    w->next_lag_ms = now_ms + 2000;
-    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
+    w->next_lag_ms = now_ms + 2000 / (int64_t)total + 1;
+    for (size_t tries = 0; tries < total; tries++) {
+        size_t k = cursor++ % total;
+        int p = (int)(k / w->ntopics);
+        size_t t = k % w->ntopics;
         cdc_slot_t *s = &w->slots[p];
+        int64_t low = 0, high = 0;
+        cdc_error_t e;
         double lag = 0;
         if (!s->owned)
             continue;
-        for (size_t t = 0; t < w->ntopics; t++) {
-            int64_t low = 0, high = 0;
-            cdc_error_t e;
-            if (cdc_kafka_consumer_watermarks(w->consumer, w->topics[t], p, &low, &high, 200, &e) !=
-                CDC_OK)
-                continue;
-            int64_t pos = s->next_offset[t] >= 0 ? s->next_offset[t] : low;
-            if (high > pos)
-                lag += (double)(high - pos);
+        if (cdc_kafka_consumer_watermarks(w->consumer, w->topics[t], p, &low, &high, 100, &e) ==
+            CDC_OK)
+            s->high[t] = high;
+        for (size_t i = 0; i < w->ntopics; i++) {
+            int64_t pos = s->next_offset[i] >= 0 ? s->next_offset[i] : 0;
+            if (s->high[i] > pos)
+                lag += (double)(s->high[i] - pos);
         }
         cdc_metrics_gauge_set(s->lag, lag);
-        if (s->dedup != NULL)
+        if (t == 0 && s->dedup != NULL)
             cdc_metrics_gauge_set(s->state_bytes, (double)cdc_state_size(s->dedup->st));
+        break;
     }
 }

@@ -1355,21 +1355,27 @@ static uint64_t json_u64(json_t *j)
     return 0;
 }
 
-/* Debezium's source.sequence: "[\"<lastCommitLsn>\",\"<lsn>\"]". */
+/* Debezium's source.sequence: "[\"<lastCommitLsn>\",\"<lsn>\"]" (the capture writes
+ * [commit_lsn, lsn]). Only the first element is needed; parsed by hand because this runs
+ * for every record. */
 static bool sequence_commit_lsn(json_t *seq, uint64_t *commit_lsn)
 {
-    json_t *arr, *first;
-    bool ok = false;
+    const char *p;
+    char *end;
     if (!json_is_string(seq))
         return false;
-    arr = json_loads(json_string_value(seq), 0, NULL);
-    first = json_array_get(arr, 0);
-    if (first != NULL && !json_is_null(first)) {
-        *commit_lsn = json_u64(first);
-        ok = true;
-    }
-    json_decref(arr);
-    return ok;
+    p = json_string_value(seq);
+    while (*p == ' ' || *p == '[')
+        p++;
+    if (*p == '"')
+        p++;
+    if (*p < '0' || *p > '9')
+        return false; /* null or garbage: no commit position */
+    unsigned long long v = strtoull(p, &end, 10);
+    if (end == p)
+        return false;
+    *commit_lsn = (uint64_t)v;
+    return true;
 }
 
 static void fail(cdc_decode_error_t *de, cdc_dlq_class_t cls, const char *fmt, const char *arg)

@@ -168,8 +168,9 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e
     put_u64(pos + 8, c->lsn);
     cdc_state_batch_clear(d->batch);
     cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, sk, sklen, "", 0);
-    cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, pk, pklen, pos, 16);
     if (c->op == CDC_OP_DELETE) {
+        /* A live row keeps its position in "rows"; a deleted one keeps it here. */
+        cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, pk, pklen, pos, 16);
         cdc_state_batch_delete(d->batch, CDC_ROWS_FAMILY, c->entity, c->entity_len);
     } else {
         /* Image of the toastable columns only, tagged by field id. */

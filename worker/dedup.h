@@ -2,7 +2,7 @@
  * Per-partition dedup state (DESIGN.md section 4). One store per partition slot, in
  * RocksDB through common/state.h, with two families:
  *   "dedup" (TTL, default 24 h): 'S' + entity + lsn + op  -> ""   (exact replays)
- *                                 'P' + entity              -> (commit_lsn, lsn)
+ *                                 'P' + entity              -> (commit_lsn, lsn) of a deleted row
  *   "rows"  (no TTL):             entity -> (commit_lsn, lsn) + last image of the
  *                                 TOAST-able columns (string, binary, decimal)
  * A change is a duplicate when its (entity, lsn, op) key was seen, or when its

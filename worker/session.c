@@ -43,6 +43,7 @@ static void send_env(cdc_worker_t *w, Cdc__Envelope *env)
     pthread_mutex_unlock(&w->link_lock);
 }
 
+/* Caller holds link_lock. */
 static void send_register(cdc_worker_t *w)
 {
     Cdc__Envelope env = CDC__ENVELOPE__INIT;
@@ -54,7 +55,7 @@ static void send_register(cdc_worker_t *w)
     r.admin_endpoint = admin;
     env.body_case = CDC__ENVELOPE__BODY_REGISTER;
     env.register_ = &r;
-    send_env(w, &env);
+    send_locked(w, &env);
     cdc_log_info("registering with coordinator %s as \"%s\" (incarnation %" PRIu64 ")",
                  w->leader_url, w->cfg.id, w->incarnation);
 }
@@ -174,9 +175,11 @@ static void on_assign(cdc_worker_t *w, const Cdc__Assign *a)
         cdc_log_error("could not take assignment (term %" PRIu64 " generation %" PRIu64 "): %s",
                       a->term, a->generation, e.msg);
         cdc_worker_suspend(w);
+        w->assignment_seq++;
         return;
     }
     w->assigned = true;
+    w->assignment_seq++;
     cdc_log_info("assignment term %" PRIu64 " generation %" PRIu64 ": %zu partitions from "
                  "checkpoint %" PRIu64,
                  a->term, a->generation, a->n_partitions, a->checkpoint_epoch);
@@ -222,6 +225,7 @@ static void on_abort(cdc_worker_t *w, const Cdc__Abort *a)
                  a->epoch, a->term, a->generation, a->reason ? a->reason : "");
     cdc_metrics_counter_inc(w->m_aborts);
     cdc_worker_suspend(w);
+    w->assignment_seq++;
     pthread_mutex_lock(&w->link_lock);
     w->term = a->term;
     w->generation = a->generation;
@@ -251,12 +255,27 @@ static void handle(cdc_worker_t *w, const Cdc__Envelope *env)
         pthread_mutex_lock(&w->link_lock);
         w->registered = false;
         pthread_mutex_unlock(&w->link_lock);
-        w->next_register_ms = cdc_worker_mono_ms() + 200;
+        w->next_register_ms = cdc_worker_mono_ms() + 100;
         break;
     default:
         cdc_log_debug("ignoring %s from the coordinator", cdc_msg_body_name(env));
         break;
     }
+}
+
+bool cdc_worker_poll_control(cdc_worker_t *w)
+{
+    uint64_t seq = w->assignment_seq;
+    Cdc__Envelope *env = NULL;
+    cdc_error_t e;
+    while (w->msg != NULL && !*w->stop && cdc_msg_client_recv(w->msg, 0, &env, &e) == CDC_OK) {
+        handle(w, env);
+        cdc_msg_free(env);
+        env = NULL;
+        if (w->assignment_seq != seq)
+            break; /* let the caller drop its batch before anything else happens */
+    }
+    return w->assignment_seq != seq;
 }
 
 cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
@@ -292,14 +311,9 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
         pthread_mutex_unlock(&w->link_lock);
         if (do_register)
             send_register(w);
-        /* Coordinator messages first: a barrier cuts between two batches. */
-        while (w->msg != NULL && cdc_msg_client_recv(w->msg, 0, &env, e) == CDC_OK) {
-            handle(w, env);
-            cdc_msg_free(env);
-            env = NULL;
-            if (*w->stop)
-                break;
-        }
+        /* Coordinator messages first (the consume loop also polls between records). */
+        while (cdc_worker_poll_control(w) && !*w->stop)
+            ;
         if (w->assigned) {
             if (cdc_worker_consume(w, 20, e) != CDC_OK)
                 cdc_log_warn("%s", e->msg);

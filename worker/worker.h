@@ -97,6 +97,7 @@ typedef struct cdc_worker {
      * (restores, uploads, dead-letter retries) does not look like a dead worker.
      * link_lock serializes every send and guards msg/registered/term/generation. */
     pthread_mutex_t link_lock;
+    uint64_t assignment_seq; /* bumped on every Assign/Abort acted on */
     pthread_t hb_thread;
     bool hb_running;
 
@@ -174,6 +175,14 @@ void cdc_worker_dlq_delivery(void *opaque, cdc_err_t err, const cdc_error_t *det
                              int32_t partition, int64_t offset, void *cb_arg);
 
 /* ---- session.c ------------------------------------------------------------------------ */
+
+/*
+ * Handles every coordinator message already received, without waiting. Called between
+ * records by the consume loop so that a barrier is served promptly at a record boundary.
+ * Returns true when the assignment changed (Assign or Abort): the caller must drop the
+ * rest of its batch.
+ */
+bool cdc_worker_poll_control(cdc_worker_t *w);
 
 /* Runs the worker until *stop is set. Returns CDC_OK on a clean stop. */
 cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e);

@@ -382,17 +382,68 @@ cdc_err_t cdc_ice_metadata_write(const cdc_ice_metadata_t *md, char **json, cdc_
 
 cdc_err_t cdc_ice_metadata_copy(cdc_ice_metadata_t *dst, const cdc_ice_metadata_t *src)
 {
-    /* a round trip through JSON is the simplest correct deep copy */
-    char *json;
-    cdc_error_t e;
-    cdc_err_t rc = cdc_ice_metadata_write(src, &json, &e);
-    if (rc != CDC_OK) {
-        memset(dst, 0, sizeof(*dst));
-        return rc;
+    /* field by field: this runs on every commit, on metadata that grows with history */
+    *dst = *src;
+    dst->location = NULL;
+    dst->schemas = NULL;
+    dst->nschemas = 0;
+    memset(&dst->properties, 0, sizeof(dst->properties));
+    dst->snapshots = NULL;
+    dst->nsnapshots = 0;
+    dst->snapshot_log = NULL;
+    dst->nsnapshot_log = 0;
+    dst->metadata_log = NULL;
+    dst->nmetadata_log = 0;
+    if (!(dst->location = strdup(src->location ? src->location : "")))
+        goto fail;
+    if (src->nschemas) {
+        if (!(dst->schemas = calloc(src->nschemas, sizeof(cdc_ice_schema_t))))
+            goto fail;
+        for (size_t i = 0; i < src->nschemas; i++) {
+            if (cdc_ice_schema_copy(&dst->schemas[i], &src->schemas[i]) != CDC_OK)
+                goto fail;
+            dst->nschemas++;
+        }
     }
-    rc = cdc_ice_metadata_parse(json, strlen(json), dst, &e);
-    free(json);
-    return rc;
+    if (cdc_ice_props_copy(&dst->properties, &src->properties) != CDC_OK)
+        goto fail;
+    if (src->nsnapshots) {
+        if (!(dst->snapshots = calloc(src->nsnapshots, sizeof(cdc_ice_snapshot_t))))
+            goto fail;
+        for (size_t i = 0; i < src->nsnapshots; i++) {
+            cdc_ice_snapshot_t *d = &dst->snapshots[i];
+            const cdc_ice_snapshot_t *s = &src->snapshots[i];
+            *d = *s;
+            d->manifest_list = NULL;
+            memset(&d->summary, 0, sizeof(d->summary));
+            dst->nsnapshots++;
+            if (!(d->manifest_list = strdup(s->manifest_list)) ||
+                cdc_ice_props_copy(&d->summary, &s->summary) != CDC_OK)
+                goto fail;
+        }
+    }
+    if (src->nsnapshot_log) {
+        dst->snapshot_log = malloc(src->nsnapshot_log * sizeof(cdc_ice_snapshot_log_t));
+        if (!dst->snapshot_log)
+            goto fail;
+        memcpy(dst->snapshot_log, src->snapshot_log,
+               src->nsnapshot_log * sizeof(cdc_ice_snapshot_log_t));
+        dst->nsnapshot_log = src->nsnapshot_log;
+    }
+    if (src->nmetadata_log) {
+        if (!(dst->metadata_log = calloc(src->nmetadata_log, sizeof(cdc_ice_metadata_log_t))))
+            goto fail;
+        for (size_t i = 0; i < src->nmetadata_log; i++) {
+            dst->metadata_log[i].timestamp_ms = src->metadata_log[i].timestamp_ms;
+            if (!(dst->metadata_log[i].file = strdup(src->metadata_log[i].file)))
+                goto fail;
+            dst->nmetadata_log++;
+        }
+    }
+    return CDC_OK;
+fail:
+    cdc_ice_metadata_free(dst);
+    return CDC_ERR_NOMEM;
 }
 
 void cdc_ice_metadata_free(cdc_ice_metadata_t *md)

@@ -184,6 +184,8 @@ static cdc_err_t write_temp(const char *path, const void *data, size_t len, char
         rc = cdc_error_set(e, CDC_ERR_IO, "could not create \"%s\": %s", *tmp, strerror(errno));
         goto fail;
     }
+    /* mkstemp creates 0600; table files are read by other users' engines (Spark, Trino) */
+    (void)fchmod(fd, 0644);
     const uint8_t *p = data;
     size_t left = len;
     while (left > 0) {

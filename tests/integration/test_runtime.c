@@ -9,8 +9,8 @@
  *
  * Failures: kill -9 of a worker mid-epoch, SIGSTOP past the heartbeat timeout then
  * SIGCONT, kill -9 of the leader with a standby, etcd stopped and restarted under load,
- * a coordinator crash between the etcd record and the Iceberg commit; 1, 3 and 12
- * workers.
+ * a coordinator crash between the etcd record and the Iceberg commit, all Kafka brokers
+ * down and back up; 1, 3 and 12 workers.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -480,6 +480,35 @@ static void test_crash_after_record(void **state)
     rt_close(&t);
 }
 
+/* Kafka brokers down and back up under load (the development broker's control channel). */
+static void test_kafka_down(void **state)
+{
+    rt_t t;
+    char reply[256];
+    (void)state;
+
+    rt_open(&t, "kafka", 30000, 3000);
+    start_coordinator(&t, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        start_worker(&t, i);
+    rt_start_load(&t);
+    wait_snapshots(&t, 3, 60000);
+    for (int b = 1; b <= 3; b++) {
+        char cmd[32];
+        snprintf(cmd, sizeof(cmd), "BROKER DOWN %d", b);
+        assert_true(cdc_test_kafka_ctl(cmd, reply, sizeof(reply)));
+    }
+    usleep(3000000);
+    for (int b = 1; b <= 3; b++) {
+        char cmd[32];
+        snprintf(cmd, sizeof(cmd), "BROKER UP %d", b);
+        assert_true(cdc_test_kafka_ctl(cmd, reply, sizeof(reply)));
+    }
+    wait_snapshots(&t, 2, 60000);
+    wait_drained_and_verify(&t, 180000);
+    rt_close(&t);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -487,6 +516,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pause_worker),  cmocka_unit_test(test_leader_kill),
         cmocka_unit_test(test_etcd_restart),  cmocka_unit_test(test_crash_after_record),
         cmocka_unit_test(test_one_worker),    cmocka_unit_test(test_twelve_workers),
+        cmocka_unit_test(test_kafka_down),
     };
     if (argc > 2 && strcmp(argv[1], "--only") == 0) {
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
