@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Backlog drain end to end (make bench-backlog): BACKLOG_CHANGES (default 1,000,000)
+# changes on public.transactions (50% inserts, 30% updates, 20% deletes, 1000 per
+# transaction) are written while nothing consumes; two slots exist from before the first
+# change: one for pg_recvlogical, one for cdc-capture. Then, in the same run:
+#   1. pg_recvlogical decodes its slot (pgoutput, output discarded) up to the backlog's
+#      end LSN: the baseline decode rate;
+#   2. the local pipeline (chaos/lib.sh: capture, 2 coordinators, 3 workers) starts and
+#      drains the backlog; the clock runs from before the processes start until the
+#      changelog table's committed snapshot holds every change (startup included), and
+#      the capture's rate until its cdc_capture_events_total reaches the backlog.
+# Figures: backlog_recvlogical_changes_per_s, backlog_capture_changes_per_s and
+# backlog_e2e_changes_per_s (ratios vs pg_recvlogical), backlog_e2e_seconds.
+# Knobs: BACKLOG_CHANGES, BACKLOG_TIMEOUT (seconds, default 900), BACKLOG_WORKERS (3).
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+# shellcheck source=benchmarks/lib.sh
+. benchmarks/lib.sh
+
+N=${BACKLOG_CHANGES:-1000000}
+TIMEOUT=${BACKLOG_TIMEOUT:-900}
+BENCH_WORK=$(mktemp -d "${TMPDIR:-/tmp}/cdc-bench-backlog.XXXXXX")
+export BENCH_WORK CHAOS_DIR=$BENCH_WORK/run CHAOS_WORKERS=${BACKLOG_WORKERS:-3} CDC_JOB=bench
+# the slot exists before the backlog: the capture streams it (no initial snapshot)
+export CDC_SNAPSHOT_MODE=never
+
+cleanup() {
+    pipeline_down >/dev/null 2>&1
+    if [ "${BENCH_KEEP:-0}" = 1 ]; then
+        bench_log "kept $BENCH_WORK"
+    else
+        rm -rf "$BENCH_WORK"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", b - a }'; }
+rate() { awk -v n="$1" -v s="$2" 'BEGIN { if (s <= 0) print 0; else printf "%.0f\n", n / s }'; }
+
+pipeline_servers_up >"$BENCH_WORK/setup.log" 2>&1 || exit 1
+ins=$((N / 2))
+upd=$((N * 3 / 10))
+del=$((N - ins - upd))
+bench_log "building a backlog of $N changes ($ins inserts, $upd updates, $del deletes)"
+bench_psql >/dev/null <<EOF || exit 1
+ALTER TABLE public.transactions DISABLE TRIGGER transactions_audit;
+CREATE PUBLICATION cdc_pub FOR TABLE public.transactions, public.accounts;
+CREATE PUBLICATION bench_pub FOR TABLE public.transactions, public.accounts;
+SELECT 'slot' FROM pg_create_logical_replication_slot('cdc_slot', 'pgoutput');
+SELECT 'slot' FROM pg_create_logical_replication_slot('bench_recv', 'pgoutput');
+EOF
+t0=$(now)
+bench_psql <<EOF || exit 1
+DO \$\$
+DECLARE
+    b int := 1000;
+BEGIN
+    FOR i IN 0 .. ($ins - 1) / b LOOP
+        INSERT INTO public.transactions (entity_id, account, amount, status, note, updated_at)
+        SELECT g, 'acct-' || (g % 997), (g % 100000) / 100.0, 'new', 'backlog row ' || g, clock_timestamp()
+        FROM generate_series(i * b + 1, least((i + 1) * b, $ins)) g;
+        COMMIT;
+    END LOOP;
+    FOR i IN 0 .. ($upd - 1) / b LOOP
+        UPDATE public.transactions SET amount = amount + 1, status = 'update', updated_at = clock_timestamp()
+        WHERE entity_id BETWEEN i * b + 1 AND least((i + 1) * b, $upd);
+        COMMIT;
+    END LOOP;
+    FOR i IN 0 .. ($del - 1) / b LOOP
+        DELETE FROM public.transactions
+        WHERE entity_id BETWEEN $ins - $del + i * b + 1 AND least($ins - $del + (i + 1) * b, $ins);
+        COMMIT;
+    END LOOP;
+END
+\$\$;
+EOF
+end_lsn=$(bench_psql -c "SELECT pg_current_wal_lsn()")
+bench_log "backlog written in $(elapsed "$t0" "$(now)") s; end LSN $end_lsn"
+
+# 1. the baseline
+recv_s=$(bench_recvlogical bench_recv bench_pub "$end_lsn") || {
+    bench_log "pg_recvlogical failed"
+    exit 1
+}
+recv_cps=$(rate "$N" "$recv_s")
+bench_log "pg_recvlogical: $N changes in $recv_s s ($recv_cps/s)"
+bench_psql -c "SELECT pg_drop_replication_slot('bench_recv')" >/dev/null
+
+# 2. the pipeline
+t0=$(now)
+pipeline_procs_up >>"$BENCH_WORK/setup.log" 2>&1 || {
+    bench_log "the pipeline did not start (logs in $CHAOS_DIR/procs)"
+    exit 1
+}
+t_up=$(now)
+cap_s=""
+deadline=$((SECONDS + TIMEOUT))
+while :; do
+    if [ -z "$cap_s" ]; then
+        ev=$(curl -fsS --max-time 1 "http://$(cat "$CHAOS_DIR/procs/capture.http")/metrics" 2>/dev/null |
+            awk '/^cdc_capture_events_total/ { s += $NF } END { printf "%.0f\n", s + 0 }')
+        [ "${ev:-0}" -ge "$N" ] && cap_s=$(elapsed "$t0" "$(now)")
+    fi
+    got=$(bench_changelog_records "$CHAOS_NAMESPACE/transactions_changelog")
+    [ "$got" -ge "$N" ] && break
+    if [ "$SECONDS" -ge "$deadline" ]; then
+        bench_log "not drained after ${TIMEOUT}s: $got of $N changes in the changelog"
+        exit 1
+    fi
+    sleep 0.25
+done
+e2e_s=$(elapsed "$t0" "$(now)")
+e2e_cps=$(rate "$N" "$e2e_s")
+bench_log "pipeline: started in $(elapsed "$t0" "$t_up") s; capture done after ${cap_s:-?} s;" \
+    "all $N changes committed to Iceberg after $e2e_s s ($e2e_cps/s)"
+
+bench_line backlog_changes "$N" changes
+bench_line backlog_recvlogical_changes_per_s "$recv_cps" changes/s
+if [ -n "$cap_s" ]; then
+    cap_cps=$(rate "$N" "$cap_s")
+    bench_line backlog_capture_changes_per_s "$cap_cps" changes/s "$recv_cps" \
+        "$(bench_div "$cap_cps" "$recv_cps")" pg_recvlogical
+fi
+bench_line backlog_e2e_changes_per_s "$e2e_cps" changes/s "$recv_cps" \
+    "$(bench_div "$e2e_cps" "$recv_cps")" pg_recvlogical
+bench_line backlog_e2e_seconds "$e2e_s" s
+awk -v r="$(bench_div "$e2e_cps" "$recv_cps")" 'BEGIN {
+    printf "backlog: target end to end >= 0.5 x pg_recvlogical: %s (%.2f)\n", (r >= 0.5 ? "met" : "NOT met"), r }' >&2
