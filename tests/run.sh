@@ -17,6 +17,11 @@ run_one() {
     local name=$1
     shift
     local start=$SECONDS
+    # A test may have restarted a server (harness.sh etcd-start): take its new pid.
+    if [ -n "${CDC_TEST_TMP:-}" ] && [ -f "$CDC_TEST_TMP/env" ]; then
+        # shellcheck disable=SC1091
+        . "$CDC_TEST_TMP/env"
+    fi
     if "$@"; then
         passed=$((passed + 1))
         echo "PASS $name ($((SECONDS - start))s)"

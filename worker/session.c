@@ -197,6 +197,7 @@ static void on_barrier(cdc_worker_t *w, const Cdc__Barrier *b)
                       b->epoch, b->term, b->generation);
         return;
     }
+    int64_t t0 = cdc_worker_mono_ms();
     if (cdc_worker_snapshot(w, b->epoch, &ack, &e) != CDC_OK) {
         /* No ack: the coordinator aborts the epoch and reassigns; nothing is lost. */
         cdc_log_error("could not snapshot epoch %" PRIu64 ": %s", b->epoch, e.msg);
@@ -209,8 +210,8 @@ static void on_barrier(cdc_worker_t *w, const Cdc__Barrier *b)
     env.body_case = CDC__ENVELOPE__BODY_ACK;
     env.ack = &ack;
     send_env(w, &env);
-    cdc_log_debug("acked epoch %" PRIu64 " (%zu partitions, %zu files)", b->epoch, ack.n_partitions,
-                  ack.n_files);
+    cdc_log_debug("acked epoch %" PRIu64 " (%zu partitions, %zu files) after %" PRId64 " ms",
+                  b->epoch, ack.n_partitions, ack.n_files, cdc_worker_mono_ms() - t0);
     cdc_worker_ack_free(&ack);
 }
 
