@@ -75,6 +75,7 @@ run_once() {
     }
     [ "$rate" -gt 0 ] && rargs=(-R "$rate")
     bench_sampler_start "$dir/samples"
+    R_LOAD1=$(bench_load1)
     a0=$(bench_audit_count)
     t_start=$(date +%s%3N)
     bench_pgbench "$secs" "${rargs[@]}" || bench_log "[$label] pgbench: $(tail -3 "$BENCH_WORK/pgbench-$BENCH_PGBENCH_RUNS.log")"
@@ -200,6 +201,7 @@ part_main() {
     bench_line e2e_commit_time_violations "$(jq -r .clock_check.updated_at_after_commit "$R_DIR/result.json")" rows
     checkpoint_lines e2e
     lag_lines e2e
+    bench_line e2e_machine_load1_at_start "$R_LOAD1" load
     proc_lines e2e
     plots "$R_DIR/result.tsv" e2e
     awk -v r="$cps_ratio" -v p="$(jq -r .p99_ms "$R_DIR/result.json")" 'BEGIN {
