@@ -14,8 +14,8 @@
 #            what it made visible and how far behind it is, no latency)
 # Method and caveats: docs/benchmarks.md. Knobs (seconds unless noted):
 #   E2E_PARTS ("main sweep scaling"), E2E_CEILING_SECONDS (20), E2E_SECONDS (60),
-#   E2E_FRACTION (0.55), E2E_SWEEP_SECONDS (45; the 30 s interval runs 2x), E2E_SWEEP
-#   ("100ms 1s 5s 30s"), E2E_SCALE_SECONDS (40), E2E_SCALE ("1 2 3 6"),
+#   E2E_FRACTION (0.55), E2E_SWEEP_SECONDS (30; the 30 s interval runs 3x, at least 90), E2E_SWEEP
+#   ("100ms 1s 5s 30s"), E2E_SCALE_SECONDS (30), E2E_SCALE ("1 2 3 6"),
 #   E2E_CATCHUP_TIMEOUT (180), E2E_SCALE_CATCHUP (30), BENCH_KEYS (100000), BENCH_PGBENCH_CLIENTS (4),
 #   E2E_RATE (transactions/s; skips the ceiling run's rate derivation when set).
 set -uo pipefail
@@ -27,8 +27,8 @@ PARTS=${E2E_PARTS:-main sweep scaling}
 CEIL_SECS=${E2E_CEILING_SECONDS:-20}
 MAIN_SECS=${E2E_SECONDS:-60}
 FRACTION=${E2E_FRACTION:-0.55}
-SWEEP_SECS=${E2E_SWEEP_SECONDS:-45}
-SCALE_SECS=${E2E_SCALE_SECONDS:-40}
+SWEEP_SECS=${E2E_SWEEP_SECONDS:-30}
+SCALE_SECS=${E2E_SCALE_SECONDS:-30}
 CATCHUP=${E2E_CATCHUP_TIMEOUT:-180}
 BENCH_WORK=$(mktemp -d "${TMPDIR:-/tmp}/cdc-bench-e2e.XXXXXX")
 export BENCH_WORK
@@ -225,7 +225,8 @@ part_sweep() {
     fi
     for iv in ${E2E_SWEEP:-100ms 1s 5s 30s}; do
         secs=$SWEEP_SECS
-        [ "$iv" = 30s ] && secs=$((SWEEP_SECS * 2))
+        # the 30 s interval needs a few commits: at least 90 s
+        [ "$iv" = 30s ] && secs=$((SWEEP_SECS * 3 > 90 ? SWEEP_SECS * 3 : 90))
         name=sweep_${iv}
         run_once "$name" 3 "$iv" "$rate" "$secs" || {
             status=1
@@ -239,8 +240,9 @@ part_sweep() {
         bench_line "${name}_small_files" "$(jq -r .small_files "$R_DIR/result.json")" files
         bench_line "${name}_files" "$(jq -r '.data_files + .delete_files' "$R_DIR/result.json")" files
         bench_line "${name}_sustained_changes_per_s" "$R_CPS" changes/s
-        [ "$iv" = 1s ] && plots "$R_DIR/result.tsv" sweep-1s
+        if [ "$iv" = 1s ]; then plots "$R_DIR/result.tsv" sweep-1s; fi
     done
+    return 0
 }
 
 # Unthrottled load; a configuration that falls behind gets E2E_SCALE_CATCHUP seconds after
@@ -258,8 +260,9 @@ part_scaling() {
         bench_line "scale_${n}w_pg_changes_per_s" "$R_PG_CPS" changes/s
         behind=$((R_CHANGES - $(jq -r .changes "$R_DIR/result.json")))
         bench_line "scale_${n}w_behind" "$((behind < 0 ? 0 : behind))" changes
-        [ "$R_CAUGHT" = 1 ] && latency_lines "scale_${n}w"
+        if [ "$R_CAUGHT" = 1 ]; then latency_lines "scale_${n}w"; fi
     done
+    return 0
 }
 
 for part in $PARTS; do
