@@ -179,7 +179,8 @@ set output "$BENCH_RESULTS/$name-throughput.png"
 set title "end to end throughput ($name): changes per second"
 set ylabel "changes/s"
 plot "$tsv" using 1:2 with lines lw 2 title "committed in PostgreSQL", \
-     "$tsv" using 1:5 with steps lw 2 title "visible in Iceberg"
+     "$tsv" using 1:5 with impulses lw 1 lc rgb "#a0a0a0" title "visible in Iceberg (per second)", \
+     "$tsv" using 1:6 with lines lw 2 title "visible in Iceberg (5 s average)"
 set output "$BENCH_RESULTS/$name-latency.png"
 set title "end to end latency ($name): PostgreSQL commit -> Iceberg snapshot visible"
 set ylabel "ms"
