@@ -55,7 +55,7 @@ char *cdc_coord_status_json(cdc_coord_t *c)
         if (cdc_etcd_leader(c->etcd, c->leader.key, &value, &term, &e) == CDC_OK) {
             json_t *v = json_loads(value, 0, NULL);
             if (v != NULL) {
-                json_object_set(v, "term", json_integer(term));
+                json_object_set_new(v, "term", json_integer(term));
                 json_decref(leader);
                 leader = v;
             }

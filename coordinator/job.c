@@ -129,8 +129,11 @@ static bool owns_any(const cdc_coord_t *c, const char *id)
     return false;
 }
 
-/* Sends each alive worker its Assign of the current generation (empty when idle). */
-static void send_assignments(cdc_coord_t *c)
+/*
+ * Sends each alive worker its Assign of the current generation (empty when idle); only
+ * to the worker on only_pipe when that is not 0.
+ */
+static void send_assignments(cdc_coord_t *c, uint32_t only_pipe)
 {
     for (int i = 0; i < c->members.n; i++) {
         cdc_member_t *m = &c->members.m[i];
@@ -141,7 +144,7 @@ static void send_assignments(cdc_coord_t *c)
         Cdc__TopicOffset **topp[CDC_PARTITIONS] = {0};
         size_t n = 0;
 
-        if (!m->alive)
+        if (!m->alive || (only_pipe != 0 && m->pipe != only_pipe))
             continue;
         for (int p = 0; p < CDC_PARTITIONS; p++) {
             const cdc_ckpt_partition_t *bp = c->base ? &c->base->partitions[p] : NULL;
@@ -298,7 +301,7 @@ static void try_assign(cdc_coord_t *c, int64_t now)
     c->generation++;
     cdc_epochs_reset(&c->epochs, c->term, c->generation, owners);
     cdc_metrics_gauge_set(c->m_generation, (double)c->generation);
-    send_assignments(c);
+    send_assignments(c, 0);
     c->assigned_in_term = true;
     c->next_barrier_ms = now + c->cfg.commit_interval_ms;
     set_state(c, CDC_JOB_RUNNING);
@@ -596,7 +599,7 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
     case CDC_REGISTER_SAME:
         /* a worker that lost our Assign asks again */
         if (c->state == CDC_JOB_RUNNING)
-            send_assignments(c);
+            send_assignments(c, pipe);
         return;
     case CDC_REGISTER_NEW:
     case CDC_REGISTER_REPLACED:

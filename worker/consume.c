@@ -5,6 +5,7 @@
  * checkpoint + Ack content) and backpressure. Runs on the worker's only thread.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -798,17 +799,106 @@ static cdc_err_t snapshot_slot(cdc_worker_t *w, cdc_slot_t *s, uint64_t epoch, C
     return CDC_OK;
 }
 
+/* One partition's snapshot, run on its own thread: partitions share nothing but the
+ * (thread-safe) storage handle, block cache and metrics. */
+typedef struct snap_job {
+    cdc_worker_t *w;
+    cdc_slot_t *s;
+    uint64_t epoch;
+    Cdc__Ack part;
+    cdc_err_t rc;
+    cdc_error_t e;
+} snap_job_t;
+
+static void *snap_thread(void *arg)
+{
+    snap_job_t *j = arg;
+    j->rc = snapshot_slot(j->w, j->s, j->epoch, &j->part, &j->e);
+    return NULL;
+}
+
+/* Moves the parts' arrays into ack (schemas deduplicated by table). */
+static cdc_err_t merge_parts(Cdc__Ack *ack, snap_job_t *jobs, int n, cdc_error_t *e)
+{
+    size_t np = 0, nf = 0, ns = 0;
+    for (int i = 0; i < n; i++) {
+        np += jobs[i].part.n_partitions;
+        nf += jobs[i].part.n_files;
+        ns += jobs[i].part.n_schemas;
+    }
+    ack->partitions = calloc(np + 1, sizeof(*ack->partitions));
+    ack->files = calloc(nf + 1, sizeof(*ack->files));
+    ack->schemas = calloc(ns + 1, sizeof(*ack->schemas));
+    if (ack->partitions == NULL || ack->files == NULL || ack->schemas == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        Cdc__Ack *p = &jobs[i].part;
+        for (size_t k = 0; k < p->n_partitions; k++)
+            ack->partitions[ack->n_partitions++] = p->partitions[k];
+        for (size_t k = 0; k < p->n_files; k++)
+            ack->files[ack->n_files++] = p->files[k];
+        for (size_t k = 0; k < p->n_schemas; k++) {
+            bool dup = false;
+            for (size_t m = 0; m < ack->n_schemas && !dup; m++)
+                dup = strcmp(ack->schemas[m]->table, p->schemas[k]->table) == 0;
+            if (dup) {
+                free(p->schemas[k]->table);
+                free(p->schemas[k]->schema_json);
+                free(p->schemas[k]);
+            } else {
+                ack->schemas[ack->n_schemas++] = p->schemas[k];
+            }
+        }
+        free(p->partitions);
+        free(p->files);
+        free(p->schemas);
+        p->partitions = NULL;
+        p->files = NULL;
+        p->schemas = NULL;
+        p->n_partitions = p->n_files = p->n_schemas = 0;
+    }
+    return CDC_OK;
+}
+
 cdc_err_t cdc_worker_snapshot(cdc_worker_t *w, uint64_t epoch, Cdc__Ack *ack, cdc_error_t *e)
 {
-    cdc_err_t rc;
+    snap_job_t jobs[CDC_WORKER_PARTITIONS];
+    pthread_t th[CDC_WORKER_PARTITIONS];
+    bool started[CDC_WORKER_PARTITIONS] = {false};
+    int n = 0;
+    cdc_err_t rc = CDC_OK;
+
+    memset(jobs, 0, sizeof(jobs));
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         if (!w->slots[p].owned)
             continue;
-        rc = snapshot_slot(w, &w->slots[p], epoch, ack, e);
-        if (rc != CDC_OK) {
-            cdc_worker_ack_free(ack);
-            return rc;
+        jobs[n].w = w;
+        jobs[n].s = &w->slots[p];
+        jobs[n].epoch = epoch;
+        cdc__ack__init(&jobs[n].part);
+        n++;
+    }
+    /* Partitions snapshot in parallel: the work is mostly fsync and upload latency. */
+    for (int i = 0; i < n; i++)
+        started[i] = pthread_create(&th[i], NULL, snap_thread, &jobs[i]) == 0;
+    for (int i = 0; i < n; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        else
+            snap_thread(&jobs[i]);
+    }
+    for (int i = 0; i < n && rc == CDC_OK; i++)
+        if (jobs[i].rc != CDC_OK) {
+            *e = jobs[i].e;
+            rc = jobs[i].rc;
         }
+    if (rc == CDC_OK)
+        rc = merge_parts(ack, jobs, n, e);
+    for (int i = 0; i < n; i++)
+        cdc_worker_ack_free(&jobs[i].part);
+    if (rc != CDC_OK) {
+        cdc_worker_ack_free(ack);
+        return rc;
     }
     cdc_metrics_counter_inc(w->m_epochs);
     set_paused(w, false);
@@ -825,34 +915,28 @@ void cdc_worker_committed(cdc_worker_t *w, uint64_t epoch)
 
 void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms)
 {
-    /* One broker round trip per call (a watermark query for one partition of one
-     * topic, round robin), so the data path never waits for a burst of them. */
-    static size_t cursor;
-    size_t total = CDC_WORKER_PARTITIONS * (w->ntopics ? w->ntopics : 1);
-    if (now_ms < w->next_lag_ms || w->ntopics == 0)
+    if (now_ms < w->next_lag_ms)
         return;
-    w->next_lag_ms = now_ms + 2000 / (int64_t)total + 1;
-    for (size_t tries = 0; tries < total; tries++) {
-        size_t k = cursor++ % total;
-        int p = (int)(k / w->ntopics);
-        size_t t = k % w->ntopics;
+    w->next_lag_ms = now_ms + 2000;
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         cdc_slot_t *s = &w->slots[p];
-        int64_t low = 0, high = 0;
-        cdc_error_t e;
         double lag = 0;
         if (!s->owned)
             continue;
-        if (cdc_kafka_consumer_watermarks(w->consumer, w->topics[t], p, &low, &high, 100, &e) ==
-            CDC_OK)
-            s->high[t] = high;
-        for (size_t i = 0; i < w->ntopics; i++) {
-            int64_t pos = s->next_offset[i] >= 0 ? s->next_offset[i] : 0;
-            if (s->high[i] > pos)
-                lag += (double)(s->high[i] - pos);
+        for (size_t t = 0; t < w->ntopics; t++) {
+            int64_t low = 0, high = 0;
+            cdc_error_t e;
+            /* cached by librdkafka from fetch responses: no broker round trip here */
+            if (cdc_kafka_consumer_watermarks(w->consumer, w->topics[t], p, &low, &high, 0, &e) ==
+                    CDC_OK &&
+                high >= 0)
+                s->high[t] = high;
+            int64_t pos = s->next_offset[t] >= 0 ? s->next_offset[t] : 0;
+            if (s->high[t] > pos)
+                lag += (double)(s->high[t] - pos);
         }
         cdc_metrics_gauge_set(s->lag, lag);
-        if (t == 0 && s->dedup != NULL)
+        if (s->dedup != NULL)
             cdc_metrics_gauge_set(s->state_bytes, (double)cdc_state_size(s->dedup->st));
-        break;
     }
 }

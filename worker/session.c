@@ -81,10 +81,17 @@ static void *heartbeat_main(void *arg)
     while (!*w->stop) {
         struct timespec ts = {w->cfg.heartbeat_interval_ms / 1000,
                               (w->cfg.heartbeat_interval_ms % 1000) * 1000000};
+        int64_t t0 = cdc_worker_mono_ms();
         pthread_mutex_lock(&w->link_lock);
+        int64_t t1 = cdc_worker_mono_ms();
         if (w->registered)
             send_heartbeat(w);
         pthread_mutex_unlock(&w->link_lock);
+        int64_t t2 = cdc_worker_mono_ms();
+        if (t2 - t0 > w->cfg.heartbeat_interval_ms)
+            cdc_log_warn("heartbeat was late: %" PRId64 " ms waiting for the link, %" PRId64
+                         " ms sending",
+                         t1 - t0, t2 - t1);
         nanosleep(&ts, NULL);
     }
     return NULL;
@@ -197,6 +204,7 @@ static void on_barrier(cdc_worker_t *w, const Cdc__Barrier *b)
                       b->epoch, b->term, b->generation);
         return;
     }
+    int64_t t0 = cdc_worker_mono_ms();
     if (cdc_worker_snapshot(w, b->epoch, &ack, &e) != CDC_OK) {
         /* No ack: the coordinator aborts the epoch and reassigns; nothing is lost. */
         cdc_log_error("could not snapshot epoch %" PRIu64 ": %s", b->epoch, e.msg);
@@ -209,8 +217,8 @@ static void on_barrier(cdc_worker_t *w, const Cdc__Barrier *b)
     env.body_case = CDC__ENVELOPE__BODY_ACK;
     env.ack = &ack;
     send_env(w, &env);
-    cdc_log_debug("acked epoch %" PRIu64 " (%zu partitions, %zu files)", b->epoch, ack.n_partitions,
-                  ack.n_files);
+    cdc_log_debug("acked epoch %" PRIu64 " (%zu partitions, %zu files) after %" PRId64 " ms",
+                  b->epoch, ack.n_partitions, ack.n_files, cdc_worker_mono_ms() - t0);
     cdc_worker_ack_free(&ack);
 }
 

@@ -191,7 +191,7 @@ static pid_t start_worker(const char *id)
                     state,
                     "--http=127.0.0.1:0",
                     "--heartbeat-interval=200ms",
-                    "--log-level=info",
+                    "--log-level=debug",
                     NULL};
     pid_t pid = cdc_test_spawn(argv, log);
     assert_true(pid > 0);
