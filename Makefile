@@ -93,6 +93,8 @@ $(BUILD)/$(notdir $(1)): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard $(1)/*.c)) $
 	$(CC) $(LDFLAGS) -o $$@ $$^ $(LDLIBS)
 endef
 $(foreach d,$(TOOL_DIRS),$(eval $(call TOOL_RULES,$(d))))
+# tools/loadgen/schema.c embeds schema.sql with .incbin, which gcc's -MMD cannot see.
+$(BUILD)/obj/tools/loadgen/schema.o: tools/loadgen/schema.sql
 
 $(HARNESS_LIB): $(patsubst %.c,$(BUILD)/obj/%.o,$(HARNESS_SRC))
 	@rm -f $@

@@ -591,7 +591,7 @@ cdc_err_t cdc_source_read(cdc_source_t *src, int timeout_ms, cdc_source_event_t 
     if (n == -1) {
         PGresult *r = PQgetResult(src->repl);
         cdc_error_set(e, CDC_ERR_UNAVAILABLE, "replication stream ended: %s",
-                      r ? resmsg(r) : "no result");
+                      r && PQresultErrorMessage(r)[0] ? resmsg(r) : pqmsg(src->repl));
         PQclear(r);
         return CDC_ERR_UNAVAILABLE;
     }

@@ -681,9 +681,14 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
             now - cap->last_heartbeat_ms >= cap->cfg->heartbeat_interval_ms) {
             cap->last_heartbeat_ms = now;
             rc = cdc_source_heartbeat(&cap->src, e);
-            if (rc != CDC_OK)
+            if (rc == CDC_ERR_UNAVAILABLE)
                 goto cleanup;
-            cdc_metrics_counter_inc(cap->m_heartbeats);
+            if (rc != CDC_OK)
+                cdc_log_warn("heartbeat failed (the slot advances only with captured "
+                             "changes): %s",
+                             e->msg);
+            else
+                cdc_metrics_counter_inc(cap->m_heartbeats);
         }
     }
     rc = CDC_OK;

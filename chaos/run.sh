@@ -61,6 +61,21 @@ run_load() {
     LOAD_PID=$!
 }
 
+# A worker the leader does not count as alive after a scenario (say, a paused worker that
+# never rejoined) is restarted, so the next scenario starts from a whole pipeline; the
+# scenario that left it behind has already been marked as not recovered.
+repair_workers() {
+    local st w n
+    st=$(chaos_status 2>/dev/null) || return 0
+    for ((n = 0; n < CHAOS_WORKERS; n++)); do
+        w=$(jq -r --arg id "$n" '[.workers[] | select(.id == $id and .alive)] | length' <<<"$st")
+        if [ "$w" = 0 ]; then
+            chaos_log "repair: worker-$n is not alive for the leader; restarting it"
+            proc_restart "worker-$n"
+        fi
+    done
+}
+
 i=0
 for s in "${scenarios[@]}"; do
     declare -F "scenario_$s" >/dev/null || chaos_die "unknown scenario \"$s\""
@@ -70,6 +85,7 @@ for s in "${scenarios[@]}"; do
     chaos_log "== scenario $s (${budget}s, load ${LOAD_RATE}/s)"
     run_load "$budget" $((SEED + i))
     "scenario_$s" "$budget"
+    [ "$CHAOS_BACKEND" = local ] && repair_workers
     [ -n "${LOAD_PID:-}" ] && wait "$LOAD_PID"
     LOAD_PID=
     verdict="-"

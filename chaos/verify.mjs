@@ -288,7 +288,7 @@ function findNamespace(warehouse, ns, table) {
 
 export async function verifyTable({ dsn, warehouse, schema = 'public', namespace, table, conn, log }) {
   const ns = findNamespace(warehouse, namespace, table);
-  const r = { table, rows: 0, lost: 0, duplicated: 0, mismatched: 0, notes: [] };
+  const r = { table, rows: 0, lost: 0, duplicated: 0, mismatched: 0, pending: 0, notes: [] };
   const note = (s) => { if (r.notes.length < 20) r.notes.push(s); };
   const pk = await primaryKey(dsn, schema, table);
 
@@ -338,7 +338,8 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
   // (2) + (3) changelog vs audit
   const changelog = await readIcebergTable(path.join(warehouse, ns, `${table}_changelog`), conn);
   const audit = (await psqlLines(dsn, `SELECT json_build_object('seq', seq, 'op', op, 'pk', pk,
-      'img', row_image)::text FROM cdc_audit.changes WHERE tbl = ${sqlStr(table)} ORDER BY seq`))
+      'img', row_image, 'lsn', (wal_lsn - '0/0'::pg_lsn)::text)::text
+      FROM cdc_audit.changes WHERE tbl = ${sqlStr(table)} ORDER BY seq`))
     .map((l) => JSON.parse(l));
   if (!changelog.exists && audit.length) note(`changelog ${ns}.${table}_changelog: no table in the warehouse`);
   const cfields = changelog.fields.length ? changelog.fields : fields;
@@ -378,6 +379,12 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
       return l === 0n ? 0 : l < 0n ? -1 : 1;
     });
   }
+  // the changelog's commit frontier: missing changes made after it may only be late
+  let frontier = null;
+  for (const c of changelog.rows) {
+    const v = big(c._commit_lsn);
+    if (frontier === null || v > frontier) frontier = v;
+  }
   const keys = new Set([...auditByKey.keys(), ...clByKey.keys()]);
   for (const k of keys) {
     const want = auditByKey.get(k) ?? [];
@@ -411,6 +418,9 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
     }
     if (want.length > got.length) {
       r.lost += want.length - got.length;
+      for (const a of want.slice(got.length)) {
+        if (a.lsn !== null && a.lsn !== undefined && frontier !== null && BigInt(a.lsn) > frontier) r.pending++;
+      }
       note(`changelog: key ${k} has ${got.length} of ${want.length} changes`);
     } else if (got.length > want.length) {
       r.duplicated += got.length - want.length;
@@ -421,6 +431,7 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
     log(`${ns}.${table}: mirror ${mirror.rows.length} rows vs source ${source.length}; ` +
       `changelog ${changelog.rows.length} changes vs audit ${audit.length}; ` +
       `lost=${r.lost} duplicated=${r.duplicated} mismatched=${r.mismatched}` +
+      (r.pending ? ` (${r.pending} of the lost changes were made after the changelog's last commit LSN: not caught up yet?)` : '') +
       (mirror.summary?.['cdc.checkpoint-id'] ? ` (checkpoint ${mirror.summary['cdc.checkpoint-id']})` : ''));
   }
   return r;
@@ -440,11 +451,11 @@ export async function verify({ dsn, warehouse, schema = 'public', namespace, tab
   const { DuckDBInstance } = await readers();
   const db = await DuckDBInstance.create(':memory:');
   const conn = await db.connect();
-  const total = { rows: 0, lost: 0, duplicated: 0, mismatched: 0, notes: [] };
+  const total = { rows: 0, lost: 0, duplicated: 0, mismatched: 0, pending: 0, notes: [] };
   try {
     for (const t of tables) {
       const r = await verifyTable({ dsn, warehouse, schema, namespace, table: t, conn, log });
-      for (const k of ['rows', 'lost', 'duplicated', 'mismatched']) total[k] += r[k];
+      for (const k of ['rows', 'lost', 'duplicated', 'mismatched', 'pending']) total[k] += r[k];
       total.notes.push(...r.notes.map((n) => `${t}: ${n}`));
     }
   } finally {

@@ -312,6 +312,20 @@ static cdc_err_t commit_metadata(cdc_ice_table_t *t, cdc_ice_metadata_t *md, cdc
         goto done;
     rc = cdc_storage_put_if_absent(t->storage, path, json, strlen(json), e);
     if (rc == CDC_ERR_EXISTS) {
+        /*
+         * On S3 a retried PUT whose first attempt landed (answer lost to a timeout)
+         * sees 412: if the existing version is byte for byte ours, we won.
+         */
+        uint8_t *cur = NULL;
+        size_t curlen = 0;
+        cdc_error_t ge;
+        bool ours = cdc_storage_get(t->storage, path, &cur, &curlen, &ge) == CDC_OK &&
+                    curlen == strlen(json) && memcmp(cur, json, curlen) == 0;
+        free(cur);
+        if (ours) {
+            rc = CDC_OK;
+            goto won;
+        }
         rc = cdc_error_set_retriable(e, CDC_ERR_CONFLICT, true,
                                      "commit conflict on table \"%s\": version %" PRId64
                                      " was created by another committer",
@@ -320,6 +334,7 @@ static cdc_err_t commit_metadata(cdc_ice_table_t *t, cdc_ice_metadata_t *md, cdc
     }
     if (rc != CDC_OK)
         goto done;
+won:
     /* The commit is durable now; the hint only speeds up loading (readers probe forward). */
     char num[24];
     int nl = snprintf(num, sizeof(num), "%" PRId64, next);

@@ -218,3 +218,20 @@ char *cdc_test_mkdtemp(const char *name)
     }
     return path;
 }
+
+pid_t cdc_test_server_pid(const char *service)
+{
+    const char *tmp = cdc_test_require("CDC_TEST_TMP");
+    char path[4096];
+    FILE *f;
+    int pid = -1;
+
+    snprintf(path, sizeof(path), "%s/%s.pid", tmp, service);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    if (fscanf(f, "%d", &pid) != 1)
+        pid = -1;
+    fclose(f);
+    return pid > 0 ? (pid_t)pid : -1;
+}

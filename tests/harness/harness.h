@@ -79,6 +79,13 @@ bool cdc_test_kafka_ctl(const char *cmd, char *reply, size_t size);
  */
 bool cdc_test_harness(const char *action);
 
+/*
+ * Current pid (= process group) of a harness server: "pg", "etcd" or "kafka", read from
+ * $CDC_TEST_TMP/<service>.pid, so it is right after a restart by cdc_test_harness()
+ * (CDC_TEST_ETCD_PID in the environment is the pid at start). Returns -1 when unknown.
+ */
+pid_t cdc_test_server_pid(const char *service);
+
 /* Creates a fresh directory $CDC_TEST_TMP/<name>-XXXXXX; returns a malloc'ed path. */
 char *cdc_test_mkdtemp(const char *name);
 

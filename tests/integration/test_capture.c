@@ -728,6 +728,42 @@ static void test_snapshot_consistency(void **state)
     PQfinish(c);
 }
 
+static void test_reconnect_after_pg_restart(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    evs_t s = {0};
+    pid_t pid;
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_rc");
+    sql(c, "CREATE TABLE ct_rc (id int PRIMARY KEY)");
+    pid = start_capture(N("ct_rc"), "public.ct_rc", "--reconnect-max=1s", NULL);
+    wait_streaming(c, N("ct_rc"));
+    sql(c, "INSERT INTO ct_rc SELECT generate_series(1, 100)");
+    PQfinish(c);
+    assert_true(cdc_test_harness("pg-stop"));
+    assert_true(cdc_test_harness("pg-start"));
+    c = pg_as(NULL);
+    sql(c, "INSERT INTO ct_rc SELECT generate_series(101, 200)");
+    consume(topic_of("ct_rc", "public.ct_rc"), &s, 200, 60000);
+    {
+        bool seen[201] = {false};
+        for (size_t i = 0; i < s.n; i++) {
+            int id = key_id(&s.v[i]);
+            assert_true(id >= 1 && id <= 200);
+            seen[id] = true;
+        }
+        for (int id = 1; id <= 200; id++)
+            if (!seen[id])
+                fail_msg("insert of id %d missing after the restart", id);
+    }
+    assert_non_null(strstr(read_log(), "retrying in"));
+    evs_free(&s);
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_rc"));
+    PQfinish(c);
+}
+
 /* Runs the capture to its exit; returns the exit status and leaves the log readable. */
 static int run_to_exit(const char *name, const char *tables, const char *more)
 {
@@ -801,6 +837,7 @@ int main(void)
         cmocka_unit_test(test_heartbeat_advances_slot),
         cmocka_unit_test(test_snapshot_consistency),
         cmocka_unit_test(test_bad_setup),
+        cmocka_unit_test(test_reconnect_after_pg_restart),
     };
     cdc_test_env();
     snprintf(tag, sizeof(tag), "%ld", (long)getpid());

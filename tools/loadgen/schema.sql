@@ -33,8 +33,13 @@ CREATE TABLE IF NOT EXISTS cdc_audit.changes (
     op        char(1)  NOT NULL,      -- c (insert), u (update), d (delete), r (snapshot)
     pk        bigint   NOT NULL,
     txid      bigint   NOT NULL,
-    row_image jsonb    NOT NULL       -- the new row (c, u) or the old row (d)
+    row_image jsonb    NOT NULL,      -- the new row (c, u) or the old row (d)
+    -- WAL insert position when the change was made: a little past the change's own LSN,
+    -- so the verifier can tell changes the tables have not reached yet from lost ones
+    wal_lsn   pg_lsn   DEFAULT pg_current_wal_insert_lsn()
 );
+ALTER TABLE cdc_audit.changes ADD COLUMN IF NOT EXISTS wal_lsn pg_lsn
+    DEFAULT pg_current_wal_insert_lsn();
 CREATE INDEX IF NOT EXISTS changes_tbl_pk ON cdc_audit.changes (tbl, pk, seq);
 
 CREATE OR REPLACE FUNCTION cdc_audit.record() RETURNS trigger
