@@ -739,8 +739,11 @@ cdc_err_t cdc_kafka_consumer_watermarks(cdc_kafka_consumer_t *c, const char *top
                                         int32_t partition, int64_t *low, int64_t *high,
                                         int timeout_ms, cdc_error_t *e)
 {
+    /* timeout 0: the values cached from the last fetch response, without a request */
     rd_kafka_resp_err_t err =
-        rd_kafka_query_watermark_offsets(c->rk, topic, partition, low, high, timeout_ms);
+        timeout_ms == 0
+            ? rd_kafka_get_watermark_offsets(c->rk, topic, partition, low, high)
+            : rd_kafka_query_watermark_offsets(c->rk, topic, partition, low, high, timeout_ms);
     if (err)
         return kerr(e, err, "could not read watermarks of topic \"%s\" partition %d", topic,
                     (int)partition);

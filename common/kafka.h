@@ -213,7 +213,9 @@ bool cdc_kafka_msg_header_at(const cdc_kafka_msg_t *m, size_t idx, cdc_kafka_hea
 /* The last header called name; false when there is none. */
 bool cdc_kafka_msg_header(const cdc_kafka_msg_t *m, const char *name, cdc_kafka_header_t *out);
 
-/* Low and high watermark of a partition, asked from the broker (lag = high - position). */
+/* Low and high watermark of a partition, asked from the broker (lag = high - position).
+ * timeout_ms 0 returns the values cached from the last fetch response without a request
+ * (non-blocking; the low watermark may then be -1). */
 cdc_err_t cdc_kafka_consumer_watermarks(cdc_kafka_consumer_t *c, const char *topic,
                                         int32_t partition, int64_t *low, int64_t *high,
                                         int timeout_ms, cdc_error_t *e);

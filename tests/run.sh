@@ -42,7 +42,10 @@ integration)
     # shellcheck source=tests/harness/harness.sh
     . tests/harness/harness.sh
     harness_up || { echo "FAIL harness did not start"; exit 1; }
-    trap 'harness_down' EXIT INT TERM
+    # Interrupted: stop the servers and stop running tests (EXIT runs harness_down).
+    trap 'harness_down' EXIT
+    trap 'echo "interrupted"; exit 130' INT
+    trap 'echo "terminated"; exit 143' TERM
     for t in "$BUILD"/tests/integration/test_*; do
         [ -x "$t" ] || continue
         run_one "$(basename "$t")" "$t"
