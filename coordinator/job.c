@@ -868,7 +868,8 @@ void cdc_coord_run(cdc_coord_t *c)
         }
         if (now >= c->next_status_ms) {
             cdc_admin_publish(c);
-            c->next_status_ms = now + 200;
+            /* a standby asks etcd who leads for its status: not that often */
+            c->next_status_ms = now + (c->state == CDC_JOB_STANDBY ? 1000 : 200);
         }
     }
     cdc_log_info("coordinator \"%s\" stopping", c->cfg.id);
