@@ -740,6 +740,33 @@ static void test_orphans(void **state)
     scenario_close(&s);
 }
 
+/* Snapshot expiry keeps the metadata small when committing often, and the table still
+ * holds every record exactly once (the already-committed check survives expiry). */
+static void test_snapshot_expiry(void **state)
+{
+    static scenario_t s; /* static: teardown() closes it after a failed assertion */
+    (void)state;
+
+    scenario_open(&s, "expire");
+    extra_opts[0] = "--snapshot-retention=1s";
+    extra_opts[1] = "--snapshot-min-keep=3";
+    extra_opts[2] = "--orphan-interval=300ms";
+    start_coordinator(&s, 0, NULL);
+    memset(extra_opts, 0, sizeof(extra_opts));
+    for (int i = 0; i < 3; i++)
+        start_worker(&s, i);
+    /* commits go on (counted in etcd, not in snapshots, which expiry removes) */
+    wait_committed_t w = {&s, etcd_number(&s, "committed") + 12};
+    assert_true(cdc_test_wait_for(committed_reached, &w, 60000));
+    /* 12+ commits at 1 s intervals, retention 1 s: far fewer snapshots than commits remain */
+    int n = committed_snapshots(&s);
+    cdc_log_info("snapshots retained after %llu commits: %d", (unsigned long long)w.target, n);
+    assert_true(n >= 1);
+    assert_true(n <= 6);
+    quiesce_and_verify(&s);
+    scenario_close(&s);
+}
+
 static uint64_t latest_at_break; /* etcd "latest" when the warehouse broke */
 
 /* An epoch recorded after the warehouse broke is waiting for its commit. */
@@ -869,6 +896,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_crash_after_record, teardown),
         cmocka_unit_test_teardown(test_etcd_restart, teardown),
         cmocka_unit_test_teardown(test_orphans, teardown),
+        cmocka_unit_test_teardown(test_snapshot_expiry, teardown),
         cmocka_unit_test_teardown(test_restart_strategy_failed, teardown),
         cmocka_unit_test_teardown(test_warehouse_failure, teardown),
     };
