@@ -840,6 +840,7 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, in
     uint8_t *lbuf = NULL;
     size_t llen = 0;
     char *list_path = NULL;
+    bool remove_files = true;
     cdc_err_t rc;
     const cdc_ice_snapshot_t *parent = cdc_ice_metadata_current_snapshot(&t->md);
     const cdc_ice_schema_t *schema = cdc_ice_metadata_current_schema(&t->md);
@@ -937,15 +938,22 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, in
     md.last_sequence_number = cx.seq;
     md.current_snapshot_id = cx.snapshot_id;
     md.last_updated_ms = ts;
-    if ((rc = commit_with_log(t, &md, e)) != CDC_OK)
+    if ((rc = commit_with_log(t, &md, e)) != CDC_OK) {
+        /*
+         * Only a definite conflict proves our files unreferenced. After any other
+         * failure (an S3 PUT whose outcome is unknown) the new version may exist and
+         * reference them: keep them; if unreferenced they are orphans for cleanup.
+         */
+        remove_files = rc == CDC_ERR_CONFLICT;
         goto fail;
+    }
     if (snapshot_id)
         *snapshot_id = cx.snapshot_id;
     written_cleanup(t, &cx.written, false);
     goto done;
 fail:
     cdc_ice_metadata_free(&md);
-    written_cleanup(t, &cx.written, true);
+    written_cleanup(t, &cx.written, remove_files);
 done:
     free(lbuf);
     free(list_path);
