@@ -123,7 +123,7 @@ int main(int argc, char **argv)
 
     snprintf(cp, sizeof(cp), "%s/ckpt-1", local);
     t0 = now_ms();
-    if (cdc_state_checkpoint(d->st, cp, &e) != CDC_OK ||
+    if (cdc_dedup_checkpoint(d, cp, &e) != CDC_OK ||
         cdc_ckpt_upload(&ck, 1, cp, &h, &s1, &e) != CDC_OK)
         die("checkpoint 1", &e);
     double t_full = now_ms() - t0;
@@ -134,7 +134,7 @@ int main(int argc, char **argv)
         apply(cat, d, 'u', 1 + (long)(((uint64_t)i * 2654435761u) % (uint64_t)keys), lsn += 10);
     snprintf(cp, sizeof(cp), "%s/ckpt-2", local);
     t0 = now_ms();
-    if (cdc_state_checkpoint(d->st, cp, &e) != CDC_OK ||
+    if (cdc_dedup_checkpoint(d, cp, &e) != CDC_OK ||
         cdc_ckpt_upload(&ck, 2, cp, &h, &s2, &e) != CDC_OK)
         die("checkpoint 2", &e);
     double t_incr = now_ms() - t0;
