@@ -83,6 +83,10 @@ static void apply(cdc_catalog_t *cat, cdc_dedup_t *d, char op, long id, uint64_t
         die("dedup check", &e);
     if (verdict == CDC_DEDUP_NEW && cdc_dedup_record(d, &c, &e) != CDC_OK)
         die("dedup record", &e);
+    /* The worker writes the state once per consumed batch (--batch-size 1000). */
+    static long applied;
+    if (++applied % 1000 == 0 && cdc_dedup_flush(d, &e) != CDC_OK)
+        die("dedup flush", &e);
     free(img);
     cdc_change_clear(&c);
 }
