@@ -831,6 +831,24 @@ static void maybe_orphans(cdc_coord_t *c, int64_t now)
     cdc_metrics_counter_add(c->m_orphans, deleted);
 }
 
+/* Expires old snapshots; runs on the orphan interval, only between commits. */
+static void maybe_expire(cdc_coord_t *c, int64_t now)
+{
+    size_t expired = 0;
+    cdc_error_t e;
+
+    if (c->cfg.snapshot_retention_ms <= 0 || c->cfg.orphan_interval_ms <= 0 ||
+        now < c->next_expire_ms || c->nqueue > 0)
+        return;
+    c->next_expire_ms = now + c->cfg.orphan_interval_ms;
+    if (cdc_committer_expire(c->committer, c->cfg.snapshot_retention_ms, c->cfg.snapshot_min_keep,
+                             &expired, &e) != CDC_OK)
+        cdc_log_warn("snapshot expiry failed: %s", e.msg);
+    else if (expired > 0)
+        cdc_log_info("expired %zu snapshots", expired);
+    cdc_metrics_counter_add(c->m_expired, (int64_t)expired);
+}
+
 /* ---- the loop ------------------------------------------------------------------------- */
 
 void cdc_coord_run(cdc_coord_t *c)
@@ -863,8 +881,10 @@ void cdc_coord_run(cdc_coord_t *c)
             maybe_barrier(c, now);
             if (c->state != CDC_JOB_STANDBY && c->state != CDC_JOB_STARTING)
                 process_queue(c, mono_ms());
-            if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING)
+            if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING) {
                 maybe_orphans(c, now);
+                maybe_expire(c, now);
+            }
         }
         if (now >= c->next_status_ms) {
             cdc_admin_publish(c);
@@ -896,6 +916,8 @@ static void init_metrics(cdc_coord_t *c)
                                              "Failed Iceberg commit attempts.", NULL);
     c->m_orphans = cdc_metrics_counter(r, "cdc_coordinator_orphans_removed_total",
                                        "Orphan data files deleted.", NULL);
+    c->m_expired = cdc_metrics_counter(r, "cdc_coordinator_snapshots_expired_total",
+                                       "Snapshots removed by expiry.", NULL);
     c->m_state =
         cdc_metrics_gauge(r, "cdc_coordinator_job_state",
                           "0 STANDBY, 1 STARTING, 2 RECOVERING, 3 RUNNING, 4 FAILED.", NULL);

@@ -6,6 +6,7 @@
  */
 #include "worker/decode.h"
 
+#include "common/base64.h"
 #include "common/cdcschema.h"
 #include "worker/jsonscan.h"
 
@@ -785,47 +786,11 @@ static bool parse_timestamp(const char *s, bool with_zone, int64_t *us)
     return true;
 }
 
-static int b64val(int ch)
-{
-    if (ch >= 'A' && ch <= 'Z')
-        return ch - 'A';
-    if (ch >= 'a' && ch <= 'z')
-        return ch - 'a' + 26;
-    if (ch >= '0' && ch <= '9')
-        return ch - '0' + 52;
-    if (ch == '+' || ch == '-')
-        return 62;
-    if (ch == '/' || ch == '_')
-        return 63;
-    return -1;
-}
-
+/* Debezium's binary columns: base64 text of n characters (see common/base64.h). */
 static bool base64_decode(const char *s, size_t n, uint8_t **out, size_t *out_len)
 {
-    uint8_t *buf = malloc(n * 3 / 4 + 3);
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    if (buf == NULL)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '=')
-            break;
-        int v = b64val((unsigned char)s[i]);
-        if (v < 0) {
-            free(buf);
-            return false;
-        }
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            buf[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    *out = buf;
-    *out_len = o;
-    return true;
+    *out = (uint8_t *)cdc_base64_decode(s, n, out_len);
+    return *out != NULL;
 }
 
 static bool hexval(int ch, int *v)

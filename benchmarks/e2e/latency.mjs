@@ -6,8 +6,8 @@
 //    in the transaction's commit record (pgoutput's BEGIN message carries it; ms);
 //    checked against updated_at = clock_timestamp() set inside the transaction, which
 //    must not be later than the commit;
-//  - visible time: each vN.metadata.json is one commit; its mtime (the file is complete
-//    and linked under its final name, after which readers can find it) is when the
+//  - visible time: each vN.metadata.json is one commit; its ctime (set when the complete
+//    file is linked under its final name, after which readers can find it) is when the
 //    snapshot it adds became visible. The snapshot's own timestamp-ms (taken just before
 //    writing) is reported too;
 //  - file -> snapshot: the current snapshot's manifests (icebird) give each data file's
@@ -51,10 +51,13 @@ function snapshotTimes(dir) {
   for (const f of files) {
     const p = path.join(md, f);
     const m = JSON.parse(fs.readFileSync(p, 'utf8'));
-    const mtime = fs.statSync(p).mtimeMs;
+    // the status-change time: the file is written under a temporary name, then linked
+    // under its final name (and the temporary name unlinked), which sets ctime; from
+    // then on readers can find it. mtime (end of writing) is a little earlier.
+    const visible = fs.statSync(p).ctimeMs;
     for (const s of m.snapshots ?? []) {
       const seq = Number(s['sequence-number']);
-      if (!seen.has(seq)) seen.set(seq, { visible: mtime, ts: Number(s['timestamp-ms']) });
+      if (!seen.has(seq)) seen.set(seq, { visible, ts: Number(s['timestamp-ms']) });
     }
   }
   return { seen, versions: files.length };
