@@ -32,6 +32,9 @@ bench_line() {
 # Prints a/b with 3 decimals (0 when b is 0).
 bench_div() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print 0; else printf "%.3f\n", a / b }'; }
 
+# The machine's 1-minute load average (other jobs on the 2 cores skew every figure).
+bench_load1() { cut -d' ' -f1 /proc/loadavg; }
+
 bench_psql() { "$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$PIPELINE_PG_DSN" "$@"; }
 
 # ---- workload --------------------------------------------------------------------------

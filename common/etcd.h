@@ -236,11 +236,6 @@ cdc_err_t cdc_etcd_leader(cdc_etcd_t *c, const char *key, char **value, int64_t 
 
 /* ---- helpers exposed for tests ------------------------------------------------------- */
 
-/* Standard base64 with padding. Both return a malloc()ed NUL-terminated string/buffer
- * (caller frees) or NULL (out of memory / invalid input for decode). */
-char *cdc_etcd_b64_encode(const void *data, size_t len);
-char *cdc_etcd_b64_decode(const char *text, size_t *len);
-
 /* Smallest key greater than every key with this prefix ("" ->"\0" = all keys): the
  * range_end of a prefix range. Malloc()ed; length in *len. */
 char *cdc_etcd_prefix_end(const char *prefix, size_t *len);

@@ -11,8 +11,9 @@
  * Keys are partitioned Java-compatibly: murmur2 (seed 0x9747b28c), toPositive(h) % n,
  * the same as the Java client's default partitioner and librdkafka's murmur2 partitioner.
  *
- * Threads: librdkafka handles are thread-safe, and this adapter adds no shared state,
- * so one thread may produce while another polls. Delivery callbacks run on whichever
+ * Threads: librdkafka handles are thread-safe, and the adapter's only shared state (the
+ * producer's cache of topic handles, so that producing does not look topics up by name)
+ * is locked, so one thread may produce while another polls. Delivery callbacks run on whichever
  * thread calls cdc_kafka_producer_poll(), _flush() or cdc_kafka_produce() (the latter
  * polls while the queue is full), so a callback must lock what it shares. A consumer
  * handle is used by one thread at a time.
@@ -213,7 +214,9 @@ bool cdc_kafka_msg_header_at(const cdc_kafka_msg_t *m, size_t idx, cdc_kafka_hea
 /* The last header called name; false when there is none. */
 bool cdc_kafka_msg_header(const cdc_kafka_msg_t *m, const char *name, cdc_kafka_header_t *out);
 
-/* Low and high watermark of a partition, asked from the broker (lag = high - position). */
+/* Low and high watermark of a partition, asked from the broker (lag = high - position).
+ * timeout_ms 0 returns the values cached from the last fetch response without a request
+ * (non-blocking; the low watermark may then be -1). */
 cdc_err_t cdc_kafka_consumer_watermarks(cdc_kafka_consumer_t *c, const char *topic,
                                         int32_t partition, int64_t *low, int64_t *high,
                                         int timeout_ms, cdc_error_t *e);

@@ -191,9 +191,13 @@ cdc_err_t cdc_state_get(cdc_state_t *st, int family, const void *key, size_t key
         return rerr(e, err, "read", st->dir);
     if (v == NULL)
         return CDC_ERR_NOT_FOUND;
-    /* rocksdb_get returns malloc'd memory; copy anyway so callers may free() safely even
-     * if RocksDB was built with a different allocator. */
-    *val = malloc(len ? len : 1);
+    /* The C API returns a malloc()ed copy (rocksdb_free() is free()): hand it over. */
+    if (len > 0) {
+        *val = v;
+        *val_len = len;
+        return CDC_OK;
+    }
+    *val = malloc(1);
     if (*val == NULL) {
         rocksdb_free(v);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");

@@ -420,6 +420,29 @@ static suspect_t *find_suspect(cdc_committer_t *c, const char *loc)
     return NULL;
 }
 
+cdc_err_t cdc_committer_expire(cdc_committer_t *c, int64_t retention_ms, int64_t min_keep,
+                               size_t *expired, cdc_error_t *e)
+{
+    struct timespec ts;
+    int64_t older_than;
+    cdc_err_t rc = CDC_OK;
+
+    clock_gettime(CLOCK_REALTIME, &ts); /* snapshot timestamps are wall-clock ms */
+    older_than = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - retention_ms;
+    *expired = 0;
+    for (int ti = 0; ti < c->nknown && rc == CDC_OK; ti++) {
+        cdc_ice_table_t *t = NULL;
+        size_t n = 0;
+
+        if ((rc = cdc_ice_table_load(c->storage, c->known[ti], &t, e)) != CDC_OK)
+            break;
+        rc = cdc_ice_table_expire_snapshots(t, older_than, min_keep, &n, e);
+        cdc_ice_table_close(t);
+        *expired += n;
+    }
+    return rc;
+}
+
 cdc_err_t cdc_committer_remove_orphans(cdc_committer_t *c, const cdc_checkpoint_t *const *keep,
                                        size_t nkeep, int64_t min_age_ms, int *deleted,
                                        cdc_error_t *e)

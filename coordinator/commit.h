@@ -62,6 +62,15 @@ cdc_err_t cdc_committer_load_pending(cdc_committer_t *c, cdc_checkpoint_t *rec, 
 void cdc_committer_prune_pending(cdc_committer_t *c, uint64_t keep_from);
 
 /*
+ * Snapshot expiry for every table of this job: removes snapshots older than
+ * now - retention_ms except the min_keep newest (the already-committed check reads the
+ * highest cdc.checkpoint-id, which survives expiry) and deletes the files only expired
+ * snapshots referenced. *expired gets the number of snapshots removed.
+ */
+cdc_err_t cdc_committer_expire(cdc_committer_t *c, int64_t retention_ms, int64_t min_keep,
+                               size_t *expired, cdc_error_t *e);
+
+/*
  * Orphan cleanup: deletes files under <table>/data/ of every table of this job that no
  * retained snapshot references, that no checkpoint in keep (records not yet committed)
  * names, and that are older than min_age_ms. *deleted gets the count.

@@ -54,6 +54,8 @@ typedef struct cdc_coord_config {
     int64_t checkpoints_retained;
     int64_t orphan_age_ms;
     int64_t orphan_interval_ms;
+    int64_t snapshot_retention_ms;
+    int64_t snapshot_min_keep;
     char *fault;
     char *log_level;
     char *log_format;
@@ -127,6 +129,7 @@ typedef struct cdc_coord {
     int64_t next_barrier_ms;
     int64_t etcd_retry_ms;
     int64_t next_orphan_ms;
+    int64_t next_expire_ms;
     int64_t next_status_ms;
     char recovery_reason[256];
 
@@ -140,7 +143,7 @@ typedef struct cdc_coord {
 
     /* metrics */
     cdc_counter_t *m_committed, *m_failures, *m_rejected, *m_aborted, *m_etcd_errors,
-        *m_commit_errors, *m_orphans;
+        *m_commit_errors, *m_orphans, *m_expired;
     cdc_gauge_t *m_state, *m_term, *m_workers, *m_generation, *m_last_epoch;
     cdc_histogram_t *m_latency, *m_record_latency;
 

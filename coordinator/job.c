@@ -129,8 +129,11 @@ static bool owns_any(const cdc_coord_t *c, const char *id)
     return false;
 }
 
-/* Sends each alive worker its Assign of the current generation (empty when idle). */
-static void send_assignments(cdc_coord_t *c)
+/*
+ * Sends each alive worker its Assign of the current generation (empty when idle); only
+ * to the worker on only_pipe when that is not 0.
+ */
+static void send_assignments(cdc_coord_t *c, uint32_t only_pipe)
 {
     for (int i = 0; i < c->members.n; i++) {
         cdc_member_t *m = &c->members.m[i];
@@ -141,7 +144,7 @@ static void send_assignments(cdc_coord_t *c)
         Cdc__TopicOffset **topp[CDC_PARTITIONS] = {0};
         size_t n = 0;
 
-        if (!m->alive)
+        if (!m->alive || (only_pipe != 0 && m->pipe != only_pipe))
             continue;
         for (int p = 0; p < CDC_PARTITIONS; p++) {
             const cdc_ckpt_partition_t *bp = c->base ? &c->base->partitions[p] : NULL;
@@ -298,7 +301,7 @@ static void try_assign(cdc_coord_t *c, int64_t now)
     c->generation++;
     cdc_epochs_reset(&c->epochs, c->term, c->generation, owners);
     cdc_metrics_gauge_set(c->m_generation, (double)c->generation);
-    send_assignments(c);
+    send_assignments(c, 0);
     c->assigned_in_term = true;
     c->next_barrier_ms = now + c->cfg.commit_interval_ms;
     set_state(c, CDC_JOB_RUNNING);
@@ -596,7 +599,7 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
     case CDC_REGISTER_SAME:
         /* a worker that lost our Assign asks again */
         if (c->state == CDC_JOB_RUNNING)
-            send_assignments(c);
+            send_assignments(c, pipe);
         return;
     case CDC_REGISTER_NEW:
     case CDC_REGISTER_REPLACED:
@@ -828,6 +831,24 @@ static void maybe_orphans(cdc_coord_t *c, int64_t now)
     cdc_metrics_counter_add(c->m_orphans, deleted);
 }
 
+/* Expires old snapshots; runs on the orphan interval, only between commits. */
+static void maybe_expire(cdc_coord_t *c, int64_t now)
+{
+    size_t expired = 0;
+    cdc_error_t e;
+
+    if (c->cfg.snapshot_retention_ms <= 0 || c->cfg.orphan_interval_ms <= 0 ||
+        now < c->next_expire_ms || c->nqueue > 0)
+        return;
+    c->next_expire_ms = now + c->cfg.orphan_interval_ms;
+    if (cdc_committer_expire(c->committer, c->cfg.snapshot_retention_ms, c->cfg.snapshot_min_keep,
+                             &expired, &e) != CDC_OK)
+        cdc_log_warn("snapshot expiry failed: %s", e.msg);
+    else if (expired > 0)
+        cdc_log_info("expired %zu snapshots", expired);
+    cdc_metrics_counter_add(c->m_expired, (int64_t)expired);
+}
+
 /* ---- the loop ------------------------------------------------------------------------- */
 
 void cdc_coord_run(cdc_coord_t *c)
@@ -860,12 +881,15 @@ void cdc_coord_run(cdc_coord_t *c)
             maybe_barrier(c, now);
             if (c->state != CDC_JOB_STANDBY && c->state != CDC_JOB_STARTING)
                 process_queue(c, mono_ms());
-            if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING)
+            if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING) {
                 maybe_orphans(c, now);
+                maybe_expire(c, now);
+            }
         }
         if (now >= c->next_status_ms) {
             cdc_admin_publish(c);
-            c->next_status_ms = now + 200;
+            /* a standby asks etcd who leads for its status: not that often */
+            c->next_status_ms = now + (c->state == CDC_JOB_STANDBY ? 1000 : 200);
         }
     }
     cdc_log_info("coordinator \"%s\" stopping", c->cfg.id);
@@ -892,6 +916,8 @@ static void init_metrics(cdc_coord_t *c)
                                              "Failed Iceberg commit attempts.", NULL);
     c->m_orphans = cdc_metrics_counter(r, "cdc_coordinator_orphans_removed_total",
                                        "Orphan data files deleted.", NULL);
+    c->m_expired = cdc_metrics_counter(r, "cdc_coordinator_snapshots_expired_total",
+                                       "Snapshots removed by expiry.", NULL);
     c->m_state =
         cdc_metrics_gauge(r, "cdc_coordinator_job_state",
                           "0 STANDBY, 1 STARTING, 2 RECOVERING, 3 RUNNING, 4 FAILED.", NULL);

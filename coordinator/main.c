@@ -74,6 +74,12 @@ const cdc_opt_t cdc_coord_options[] = {
               "Unreferenced data files are deleted only after being seen this long."),
     OPT_RANGE("orphan-interval", CDC_OPT_DURATION, orphan_interval_ms, "1m", 0, 86400000,
               "Time between orphan scans (0 = never)."),
+    OPT_RANGE("snapshot-retention", CDC_OPT_DURATION, snapshot_retention_ms, "30m", 0, 31536000000,
+              "Snapshots older than this are expired (with their unreferenced files) once per "
+              "orphan interval, so table metadata stays small when committing every second "
+              "(0 = never expire)."),
+    OPT_RANGE("snapshot-min-keep", CDC_OPT_INT, snapshot_min_keep, "10", 1, 1000000,
+              "Newest snapshots always kept by expiry, whatever their age."),
     OPT("fault", CDC_OPT_STRING, fault, NULL,
         "Testing only: exit at a named point (after-checkpoint-record, after-iceberg-commit)."),
     {"log-level", CDC_OPT_ENUM, offsetof(cdc_coord_config_t, log_level), "info", false, 0, 0,

@@ -42,7 +42,10 @@ integration)
     # shellcheck source=tests/harness/harness.sh
     . tests/harness/harness.sh
     harness_up || { echo "FAIL harness did not start"; exit 1; }
-    trap 'harness_down' EXIT INT TERM
+    # Interrupted: stop the servers and stop running tests (EXIT runs harness_down).
+    trap 'harness_down' EXIT
+    trap 'echo "interrupted"; exit 130' INT
+    trap 'echo "terminated"; exit 143' TERM
     for t in "$BUILD"/tests/integration/test_*; do
         [ -x "$t" ] || continue
         run_one "$(basename "$t")" "$t"
@@ -55,6 +58,19 @@ integration)
         for t in tests/js/*.test.mjs; do
             run_one "$(basename "$t")" node --test "$t"
         done
+    fi
+    # Processes the tests spawn (coordinators, workers, ...) log into the harness dir;
+    # under `make asan` a sanitizer report there is a failure even when the test passed.
+    if [ -n "${CDC_TEST_TMP:-}" ] && [ -d "$CDC_TEST_TMP" ]; then
+        reports=$(grep -rlE 'ERROR: (Address|Leak)Sanitizer|runtime error: ' \
+            --include='*.log' "$CDC_TEST_TMP" 2>/dev/null)
+        if [ -n "$reports" ]; then
+            failed+=("sanitizer reports in spawned processes' logs")
+            while read -r f; do
+                echo "sanitizer report in $f:"
+                grep -m1 -A12 -E 'ERROR: (Address|Leak)Sanitizer|runtime error: ' "$f"
+            done <<<"$reports"
+        fi
     fi
     ;;
 *)

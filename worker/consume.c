@@ -545,6 +545,13 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
         }
     }
     cdc_kafka_msgs_release(msgs, n);
+    /* One state write per partition and batch (dedup keeps them pending until here). */
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
+        cdc_error_t e2;
+        if (w->slots[p].owned && w->slots[p].dedup != NULL &&
+            cdc_dedup_flush(w->slots[p].dedup, &e2) != CDC_OK)
+            cdc_log_warn("partition %d: %s; retrying at the next batch", p, e2.msg);
+    }
     if (!w->paused && w->cfg.max_staged_bytes > 0 &&
         staged_bytes(w) > (size_t)w->cfg.max_staged_bytes)
         set_paused(w, true);
@@ -755,7 +762,7 @@ static cdc_err_t snapshot_slot(cdc_worker_t *w, cdc_slot_t *s, uint64_t epoch, C
         if (dir == NULL)
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         cdc_state_destroy(dir, e);
-        rc = cdc_state_checkpoint(s->dedup->st, dir, e);
+        rc = cdc_dedup_checkpoint(s->dedup, dir, e);
         for (int attempt = 0; rc == CDC_OK; attempt++) {
             rc = cdc_ckpt_upload(&s->ckpt, epoch, dir, &handle, &st, e);
             if (rc == CDC_OK || attempt >= STORAGE_RETRIES || !e->retriable)
@@ -915,34 +922,28 @@ void cdc_worker_committed(cdc_worker_t *w, uint64_t epoch)
 
 void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms)
 {
-    /* One broker round trip per call (a watermark query for one partition of one
-     * topic, round robin), so the data path never waits for a burst of them. */
-    static size_t cursor;
-    size_t total = CDC_WORKER_PARTITIONS * (w->ntopics ? w->ntopics : 1);
-    if (now_ms < w->next_lag_ms || w->ntopics == 0)
+    if (now_ms < w->next_lag_ms)
         return;
-    w->next_lag_ms = now_ms + 2000 / (int64_t)total + 1;
-    for (size_t tries = 0; tries < total; tries++) {
-        size_t k = cursor++ % total;
-        int p = (int)(k / w->ntopics);
-        size_t t = k % w->ntopics;
+    w->next_lag_ms = now_ms + 2000;
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         cdc_slot_t *s = &w->slots[p];
-        int64_t low = 0, high = 0;
-        cdc_error_t e;
         double lag = 0;
         if (!s->owned)
             continue;
-        if (cdc_kafka_consumer_watermarks(w->consumer, w->topics[t], p, &low, &high, 100, &e) ==
-            CDC_OK)
-            s->high[t] = high;
-        for (size_t i = 0; i < w->ntopics; i++) {
-            int64_t pos = s->next_offset[i] >= 0 ? s->next_offset[i] : 0;
-            if (s->high[i] > pos)
-                lag += (double)(s->high[i] - pos);
+        for (size_t t = 0; t < w->ntopics; t++) {
+            int64_t low = 0, high = 0;
+            cdc_error_t e;
+            /* cached by librdkafka from fetch responses: no broker round trip here */
+            if (cdc_kafka_consumer_watermarks(w->consumer, w->topics[t], p, &low, &high, 0, &e) ==
+                    CDC_OK &&
+                high >= 0)
+                s->high[t] = high;
+            int64_t pos = s->next_offset[t] >= 0 ? s->next_offset[t] : 0;
+            if (s->high[t] > pos)
+                lag += (double)(s->high[t] - pos);
         }
         cdc_metrics_gauge_set(s->lag, lag);
-        if (t == 0 && s->dedup != NULL)
+        if (s->dedup != NULL)
             cdc_metrics_gauge_set(s->state_bytes, (double)cdc_state_size(s->dedup->st));
-        break;
     }
 }

@@ -6,7 +6,9 @@
  */
 #include "worker/decode.h"
 
+#include "common/base64.h"
 #include "common/cdcschema.h"
+#include "worker/jsonscan.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -784,47 +786,11 @@ static bool parse_timestamp(const char *s, bool with_zone, int64_t *us)
     return true;
 }
 
-static int b64val(int ch)
-{
-    if (ch >= 'A' && ch <= 'Z')
-        return ch - 'A';
-    if (ch >= 'a' && ch <= 'z')
-        return ch - 'a' + 26;
-    if (ch >= '0' && ch <= '9')
-        return ch - '0' + 52;
-    if (ch == '+' || ch == '-')
-        return 62;
-    if (ch == '/' || ch == '_')
-        return 63;
-    return -1;
-}
-
+/* Debezium's binary columns: base64 text of n characters (see common/base64.h). */
 static bool base64_decode(const char *s, size_t n, uint8_t **out, size_t *out_len)
 {
-    uint8_t *buf = malloc(n * 3 / 4 + 3);
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    if (buf == NULL)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '=')
-            break;
-        int v = b64val((unsigned char)s[i]);
-        if (v < 0) {
-            free(buf);
-            return false;
-        }
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            buf[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    *out = buf;
-    *out_len = o;
-    return true;
+    *out = (uint8_t *)cdc_base64_decode(s, n, out_len);
+    return *out != NULL;
 }
 
 static bool hexval(int ch, int *v)
@@ -1392,7 +1358,7 @@ static json_t *key_names(const cdc_decode_input_t *in)
     json_t *v;
     if (in->key == NULL || in->key_len == 0)
         return NULL;
-    k = json_loadb(in->key, in->key_len, 0, NULL);
+    k = cdc_json_load(in->key, in->key_len, NULL);
     if (k == NULL)
         return NULL;
     payload = json_object_get(k, "payload");
@@ -1443,7 +1409,7 @@ cdc_err_t cdc_decode(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
                  in->value_len, max);
         return CDC_ERR_INVALID;
     }
-    root = json_loadb(in->value, in->value_len, 0, &je);
+    root = cdc_json_load(in->value, in->value_len, &je);
     if (root == NULL || !json_is_object(root)) {
         de->cls = CDC_DLQ_MALFORMED_JSON;
         snprintf(de->msg, sizeof(de->msg), "invalid JSON at line %d column %d: %s", je.line,

@@ -81,10 +81,17 @@ static void *heartbeat_main(void *arg)
     while (!*w->stop) {
         struct timespec ts = {w->cfg.heartbeat_interval_ms / 1000,
                               (w->cfg.heartbeat_interval_ms % 1000) * 1000000};
+        int64_t t0 = cdc_worker_mono_ms();
         pthread_mutex_lock(&w->link_lock);
+        int64_t t1 = cdc_worker_mono_ms();
         if (w->registered)
             send_heartbeat(w);
         pthread_mutex_unlock(&w->link_lock);
+        int64_t t2 = cdc_worker_mono_ms();
+        if (t2 - t0 > w->cfg.heartbeat_interval_ms)
+            cdc_log_warn("heartbeat was late: %" PRId64 " ms waiting for the link, %" PRId64
+                         " ms sending",
+                         t1 - t0, t2 - t1);
         nanosleep(&ts, NULL);
     }
     return NULL;

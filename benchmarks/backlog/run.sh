@@ -80,6 +80,7 @@ end_lsn=$(bench_psql -c "SELECT pg_current_wal_lsn()")
 bench_log "backlog written in $(elapsed "$t0" "$(now)") s; end LSN $end_lsn"
 
 # 1. the baseline
+load_recv=$(bench_load1)
 recv_s=$(bench_recvlogical bench_recv bench_pub "$end_lsn") || {
     bench_log "pg_recvlogical failed"
     exit 1
@@ -89,6 +90,7 @@ bench_log "pg_recvlogical: $N changes in $recv_s s ($recv_cps/s)"
 bench_psql -c "SELECT pg_drop_replication_slot('bench_recv')" >/dev/null
 
 # 2. the pipeline
+load_drain=$(bench_load1)
 t0=$(now)
 pipeline_procs_up >>"$BENCH_WORK/setup.log" 2>&1 || {
     bench_log "the pipeline did not start (logs in $CHAOS_DIR/procs)"
@@ -126,5 +128,8 @@ fi
 bench_line backlog_e2e_changes_per_s "$e2e_cps" changes/s "$recv_cps" \
     "$(bench_div "$e2e_cps" "$recv_cps")" pg_recvlogical
 bench_line backlog_e2e_seconds "$e2e_s" s
+# other jobs on the machine skew both sides: the 1-minute load average when each began
+bench_line backlog_machine_load1_recvlogical "$load_recv" load
+bench_line backlog_machine_load1_drain "$load_drain" load
 awk -v r="$(bench_div "$e2e_cps" "$recv_cps")" 'BEGIN {
     printf "backlog: target end to end >= 0.5 x pg_recvlogical: %s (%.2f)\n", (r >= 0.5 ? "met" : "NOT met"), r }' >&2

@@ -6,8 +6,8 @@
 //    in the transaction's commit record (pgoutput's BEGIN message carries it; ms);
 //    checked against updated_at = clock_timestamp() set inside the transaction, which
 //    must not be later than the commit;
-//  - visible time: each vN.metadata.json is one commit; its mtime (the file is complete
-//    and linked under its final name, after which readers can find it) is when the
+//  - visible time: each vN.metadata.json is one commit; its ctime (set when the complete
+//    file is linked under its final name, after which readers can find it) is when the
 //    snapshot it adds became visible. The snapshot's own timestamp-ms (taken just before
 //    writing) is reported too;
 //  - file -> snapshot: the current snapshot's manifests (icebird) give each data file's
@@ -51,10 +51,13 @@ function snapshotTimes(dir) {
   for (const f of files) {
     const p = path.join(md, f);
     const m = JSON.parse(fs.readFileSync(p, 'utf8'));
-    const mtime = fs.statSync(p).mtimeMs;
+    // the status-change time: the file is written under a temporary name, then linked
+    // under its final name (and the temporary name unlinked), which sets ctime; from
+    // then on readers can find it. mtime (end of writing) is a little earlier.
+    const visible = fs.statSync(p).ctimeMs;
     for (const s of m.snapshots ?? []) {
       const seq = Number(s['sequence-number']);
-      if (!seen.has(seq)) seen.set(seq, { visible: mtime, ts: Number(s['timestamp-ms']) });
+      if (!seen.has(seq)) seen.set(seq, { visible, ts: Number(s['timestamp-ms']) });
     }
   }
   return { seen, versions: files.length };
@@ -149,14 +152,21 @@ for (const t of fs.readdirSync(tablesDir)) {
 
 const secs = [...new Set([...perSec.keys(), ...visSec.keys()])].sort((a, b) => a - b);
 const t0 = secs.length ? secs[0] : 0;
+// visible changes per second averaged over the 5 s around each second: commits arrive
+// once per interval, so the raw per-second count is all spikes
+const visAvg = (s) => {
+  let n = 0;
+  for (let d = -2; d <= 2; d++) n += visSec.get(s + d) ?? 0;
+  return (n / 5).toFixed(0);
+};
 const tsv = secs.map((s) => {
   const b = perSec.get(s);
   const l = b ? b.lats.sort((x, y) => x - y) : [];
   return [s - t0, b ? b.n : 0, b ? pct(l, 50).toFixed(0) : '', b ? pct(l, 99).toFixed(0) : '',
-    visSec.get(s) ?? 0].join('\t');
+    visSec.get(s) ?? 0, visAvg(s)].join('\t');
 });
-fs.writeFileSync(`${out}.tsv`, '# t_s\tchanges_committed_in_pg\tp50_ms\tp99_ms\tchanges_visible_in_iceberg\n' +
-  tsv.join('\n') + '\n');
+fs.writeFileSync(`${out}.tsv`, '# t_s\tchanges_committed_in_pg\tp50_ms\tp99_ms\tchanges_visible_in_iceberg' +
+  '\tvisible_5s_avg\n' + tsv.join('\n') + '\n');
 const srcMin = secs.length ? secs[0] * 1000 : 0;
 const result = {
   changes: lat.length,

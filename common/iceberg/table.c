@@ -312,6 +312,20 @@ static cdc_err_t commit_metadata(cdc_ice_table_t *t, cdc_ice_metadata_t *md, cdc
         goto done;
     rc = cdc_storage_put_if_absent(t->storage, path, json, strlen(json), e);
     if (rc == CDC_ERR_EXISTS) {
+        /*
+         * On S3 a retried PUT whose first attempt landed (answer lost to a timeout)
+         * sees 412: if the existing version is byte for byte ours, we won.
+         */
+        uint8_t *cur = NULL;
+        size_t curlen = 0;
+        cdc_error_t ge;
+        bool ours = cdc_storage_get(t->storage, path, &cur, &curlen, &ge) == CDC_OK &&
+                    curlen == strlen(json) && memcmp(cur, json, curlen) == 0;
+        free(cur);
+        if (ours) {
+            rc = CDC_OK;
+            goto won;
+        }
         rc = cdc_error_set_retriable(e, CDC_ERR_CONFLICT, true,
                                      "commit conflict on table \"%s\": version %" PRId64
                                      " was created by another committer",
@@ -320,6 +334,7 @@ static cdc_err_t commit_metadata(cdc_ice_table_t *t, cdc_ice_metadata_t *md, cdc
     }
     if (rc != CDC_OK)
         goto done;
+won:
     /* The commit is durable now; the hint only speeds up loading (readers probe forward). */
     char num[24];
     int nl = snprintf(num, sizeof(num), "%" PRId64, next);
@@ -825,6 +840,7 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, in
     uint8_t *lbuf = NULL;
     size_t llen = 0;
     char *list_path = NULL;
+    bool remove_files = true;
     cdc_err_t rc;
     const cdc_ice_snapshot_t *parent = cdc_ice_metadata_current_snapshot(&t->md);
     const cdc_ice_schema_t *schema = cdc_ice_metadata_current_schema(&t->md);
@@ -922,15 +938,22 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, in
     md.last_sequence_number = cx.seq;
     md.current_snapshot_id = cx.snapshot_id;
     md.last_updated_ms = ts;
-    if ((rc = commit_with_log(t, &md, e)) != CDC_OK)
+    if ((rc = commit_with_log(t, &md, e)) != CDC_OK) {
+        /*
+         * Only a definite conflict proves our files unreferenced. After any other
+         * failure (an S3 PUT whose outcome is unknown) the new version may exist and
+         * reference them: keep them; if unreferenced they are orphans for cleanup.
+         */
+        remove_files = rc == CDC_ERR_CONFLICT;
         goto fail;
+    }
     if (snapshot_id)
         *snapshot_id = cx.snapshot_id;
     written_cleanup(t, &cx.written, false);
     goto done;
 fail:
     cdc_ice_metadata_free(&md);
-    written_cleanup(t, &cx.written, true);
+    written_cleanup(t, &cx.written, remove_files);
 done:
     free(lbuf);
     free(list_path);

@@ -17,6 +17,7 @@
 
 #include "common/etcd.h"
 #include "common/http.h"
+#include "tests/harness/harness.h"
 
 static char prefix[128];
 
@@ -317,12 +318,14 @@ static void test_unreachable_and_failover(void **state)
     cdc_http_server_close(h);
 }
 
+/* The current etcd pid: read from the harness' pid file, because an earlier test may
+ * have restarted etcd (CDC_TEST_ETCD_PID in the environment is only the pid at start). */
 static pid_t etcd_pid(void)
 {
-    const char *pid = getenv("CDC_TEST_ETCD_PID");
-    if (pid == NULL || atoi(pid) <= 0)
-        fail_msg("CDC_TEST_ETCD_PID is not set: run under tests/run.sh integration");
-    return (pid_t)atoi(pid);
+    pid_t pid = cdc_test_server_pid("etcd");
+    if (pid <= 0)
+        fail_msg("no etcd pid in $CDC_TEST_TMP/etcd.pid: run under tests/run.sh integration");
+    return pid;
 }
 
 /* etcd frozen (SIGSTOP) answers nothing: calls time out, retriable, and the same client
@@ -360,9 +363,9 @@ static void test_frozen_etcd(void **state)
 static int thaw(void **state)
 {
     (void)state;
-    const char *pid = getenv("CDC_TEST_ETCD_PID");
-    if (pid != NULL && atoi(pid) > 0)
-        kill((pid_t)atoi(pid), SIGCONT); /* never leave etcd stopped for later tests */
+    pid_t pid = cdc_test_server_pid("etcd");
+    if (pid > 0)
+        kill(pid, SIGCONT); /* never leave etcd stopped for later tests */
     return 0;
 }
 

@@ -50,8 +50,9 @@ typedef struct rt {
     cdc_kafka_producer_t *prod;
     /* loader */
     pthread_t loader;
-    int inserts; /* ids 1..inserts */
-    int rate;    /* inserts per second */
+    bool loader_running; /* started and not joined yet */
+    int inserts;         /* ids 1..inserts */
+    int rate;            /* inserts per second */
     volatile int produced_events;
     volatile bool loader_done;
     uint64_t lsn;
@@ -207,6 +208,8 @@ static void start_worker(rt_t *t, int idx)
         t->nworkers = idx + 1;
 }
 
+static rt_t *open_rt; /* the running test's runtime, for teardown() */
+
 static void rt_open(rt_t *t, const char *name, int inserts, int rate)
 {
     const cdc_test_env_t *env = cdc_test_env();
@@ -215,6 +218,7 @@ static void rt_open(rt_t *t, const char *name, int inserts, int rate)
     static int seq;
 
     memset(t, 0, sizeof(*t));
+    open_rt = t;
     snprintf(t->job, sizeof(t->job), "%s-%d-%d", name, (int)getpid(), ++seq);
     snprintf(t->prefix, sizeof(t->prefix), "rt%d%s%d", (int)getpid(), name, seq);
     snprintf(t->topic, sizeof(t->topic), "%s.public.items", t->prefix);
@@ -233,6 +237,7 @@ static void rt_open(rt_t *t, const char *name, int inserts, int rate)
 static void rt_start_load(rt_t *t)
 {
     assert_int_equal(pthread_create(&t->loader, NULL, loader_main, t), 0);
+    t->loader_running = true;
 }
 
 static void rt_close(rt_t *t)
@@ -243,9 +248,23 @@ static void rt_close(rt_t *t)
     for (int i = 0; i < 2; i++)
         if (t->coords[i] > 0)
             cdc_test_kill(t->coords[i], SIGTERM, 5000);
+    if (t->loader_running)
+        pthread_join(t->loader, NULL); /* it ends on its own: a bounded load, then flush */
     cdc_kafka_producer_free(t->prod);
     cdc_etcd_close(t->ec);
     free(t->dir);
+    memset(t, 0, sizeof(*t));
+    if (open_rt == t)
+        open_rt = NULL;
+}
+
+/* A failed assertion leaves the test early: stop its processes and free what it holds. */
+static int teardown(void **state)
+{
+    (void)state;
+    if (open_rt != NULL)
+        rt_close(open_rt);
+    return 0;
 }
 
 /* ---- observing progress -------------------------------------------------------------- */
@@ -308,6 +327,7 @@ static void wait_drained_and_verify(rt_t *t, int timeout_ms)
         usleep(50000);
     assert_true(t->loader_done);
     pthread_join(t->loader, NULL);
+    t->loader_running = false;
     while (cdc_test_now_ms() - t0 < timeout_ms) {
         sum = committed_offsets(t, &snaps);
         if (sum >= t->produced_events)
@@ -343,7 +363,7 @@ static uint64_t etcd_number(rt_t *t, const char *name)
 
 static void run_plain(int nworkers)
 {
-    rt_t t;
+    static rt_t t; /* static: teardown() closes it after a failed assertion */
     char name[16];
 
     snprintf(name, sizeof(name), "plain%d", nworkers);
@@ -376,7 +396,7 @@ static void test_twelve_workers(void **state)
 
 static void test_kill_worker(void **state)
 {
-    rt_t t;
+    static rt_t t; /* static: teardown() closes it after a failed assertion */
     long long ms;
     (void)state;
 
@@ -399,7 +419,7 @@ static void test_kill_worker(void **state)
 
 static void test_pause_worker(void **state)
 {
-    rt_t t;
+    static rt_t t; /* static: teardown() closes it after a failed assertion */
     (void)state;
 
     rt_open(&t, "pause", 30000, 3000);
@@ -418,7 +438,7 @@ static void test_pause_worker(void **state)
 
 static void test_leader_kill(void **state)
 {
-    rt_t t;
+    static rt_t t; /* static: teardown() closes it after a failed assertion */
     (void)state;
 
     rt_open(&t, "leader", 30000, 3000);
@@ -438,7 +458,7 @@ static void test_leader_kill(void **state)
 
 static void test_etcd_restart(void **state)
 {
-    rt_t t;
+    static rt_t t; /* static: teardown() closes it after a failed assertion */
     (void)state;
 
     rt_open(&t, "etcd", 30000, 3000);
@@ -457,7 +477,7 @@ static void test_etcd_restart(void **state)
 
 static void test_crash_after_record(void **state)
 {
-    rt_t t;
+    static rt_t t; /* static: teardown() closes it after a failed assertion */
     int status = 0;
     uint64_t latest, committed;
     (void)state;
@@ -483,7 +503,7 @@ static void test_crash_after_record(void **state)
 /* Kafka brokers down and back up under load (the development broker's control channel). */
 static void test_kafka_down(void **state)
 {
-    rt_t t;
+    static rt_t t; /* static: teardown() closes it after a failed assertion */
     char reply[256];
     (void)state;
 
@@ -512,11 +532,15 @@ static void test_kafka_down(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_three_workers), cmocka_unit_test(test_kill_worker),
-        cmocka_unit_test(test_pause_worker),  cmocka_unit_test(test_leader_kill),
-        cmocka_unit_test(test_etcd_restart),  cmocka_unit_test(test_crash_after_record),
-        cmocka_unit_test(test_one_worker),    cmocka_unit_test(test_twelve_workers),
-        cmocka_unit_test(test_kafka_down),
+        cmocka_unit_test_teardown(test_three_workers, teardown),
+        cmocka_unit_test_teardown(test_kill_worker, teardown),
+        cmocka_unit_test_teardown(test_pause_worker, teardown),
+        cmocka_unit_test_teardown(test_leader_kill, teardown),
+        cmocka_unit_test_teardown(test_etcd_restart, teardown),
+        cmocka_unit_test_teardown(test_crash_after_record, teardown),
+        cmocka_unit_test_teardown(test_one_worker, teardown),
+        cmocka_unit_test_teardown(test_twelve_workers, teardown),
+        cmocka_unit_test_teardown(test_kafka_down, teardown),
     };
     if (argc > 2 && strcmp(argv[1], "--only") == 0) {
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)

@@ -1,4 +1,4 @@
-/* Unit tests for the pure helpers of common/etcd.c (base64, prefix range ends) and for
+/* Unit tests for the pure helpers of common/etcd.c (prefix range ends) and for
  * the client's behaviour without any server: bad endpoints and fast retriable failures. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,36 +17,6 @@
 #include <unistd.h>
 
 #include "common/etcd.h"
-
-static void check_b64(const char *plain, size_t len, const char *encoded)
-{
-    char *enc = cdc_etcd_b64_encode(plain, len);
-    assert_string_equal(enc, encoded);
-    size_t n = 99;
-    char *dec = cdc_etcd_b64_decode(encoded, &n);
-    assert_non_null(dec);
-    assert_int_equal(n, len);
-    assert_memory_equal(dec, plain, len);
-    assert_int_equal(dec[n], '\0');
-    free(enc);
-    free(dec);
-}
-
-static void test_base64(void **state)
-{
-    (void)state;
-    check_b64("", 0, "");
-    check_b64("f", 1, "Zg==");
-    check_b64("fo", 2, "Zm8=");
-    check_b64("foo", 3, "Zm9v");
-    check_b64("foob", 4, "Zm9vYg==");
-    check_b64("/cdc/job/leader", 15, "L2NkYy9qb2IvbGVhZGVy");
-    check_b64("\x00\xff\xfe", 3, "AP/+");
-    size_t n;
-    assert_null(cdc_etcd_b64_decode("Zm9v!", &n));
-    assert_null(cdc_etcd_b64_decode("Zg=a", &n));
-    assert_null(cdc_etcd_b64_decode("Zh==", &n)); /* non-zero padding bits */
-}
 
 static void test_prefix_end(void **state)
 {
@@ -149,7 +119,6 @@ static void test_hanging_member_times_out(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_base64),
         cmocka_unit_test(test_prefix_end),
         cmocka_unit_test(test_bad_endpoints),
         cmocka_unit_test(test_unreachable_is_retriable_and_quick),

@@ -81,6 +81,7 @@ static void test_failure_poisons(void **state)
     cdc_txtrack_acked(&t, a, false);
     assert_true(cdc_txtrack_confirmable(&t) == 50);
     /* an ack for an unknown id is a bug and poisons too */
+    cdc_txtrack_free(&t);
     cdc_txtrack_init(&t, 5);
     cdc_txtrack_acked(&t, 77, true);
     assert_true(t.failed);

@@ -8,6 +8,11 @@
  *                    schema change (add column) half-way; an in-memory model
  *                    applies the same operations.
  *   --mode alltypes  one append of a few rows with a column of every type.
+ *   --mode race      one of several committer processes: opens (or creates) the
+ *                    table and commits --commits appends of one row each with
+ *                    cdc.job = --job, retrying each lost race after a refresh and
+ *                    skipping checkpoints already in the table; writes
+ *                    {"conflicts": N, "rows": [...its rows...]}.
  *   --mode storage   exercises the storage backend (put, put-if-absent, multipart
  *                    upload of a 12 MiB file, get, size, list, delete); exits 1 on
  *                    the first failed check.
@@ -40,6 +45,7 @@ typedef struct options {
     int64_t seed;
     int64_t commits;
     char *out;
+    char *job;
     char *s3_endpoint;
     char *s3_region;
     char *s3_access_key;
@@ -55,11 +61,14 @@ static const cdc_opt_t OPTS[] = {
      "namespace of the table"},
     {"table", CDC_OPT_STRING, offsetof(options_t, table), "t", false, 0, 0, NULL, "table name"},
     {"mode", CDC_OPT_ENUM, offsetof(options_t, mode), "random", false, 0, 0,
-     "random|alltypes|storage", "what to write (storage: exercise the storage backend and exit)"},
+     "random|alltypes|storage|race",
+     "what to write (storage: exercise the storage backend and exit)"},
     {"seed", CDC_OPT_INT, offsetof(options_t, seed), "1", false, 0, 0, NULL,
      "seed of the random operation sequence"},
     {"commits", CDC_OPT_INT, offsetof(options_t, commits), "40", false, 1, 100000, NULL,
      "number of commits in random mode"},
+    {"job", CDC_OPT_STRING, offsetof(options_t, job), "job", false, 0, 0, NULL,
+     "cdc.job of the commits in race mode"},
     {"out", CDC_OPT_STRING, offsetof(options_t, out), NULL, true, 0, 0, NULL,
      "where to write the expected-state JSON"},
     {"s3-endpoint", CDC_OPT_STRING, offsetof(options_t, s3_endpoint), NULL, false, 0, 0, NULL,
@@ -327,6 +336,73 @@ static json_t *run_random(ctx_t *c)
     return rows;
 }
 
+/* ---- race mode ------------------------------------------------------------------------ */
+
+static json_t *run_race(ctx_t *c, int64_t *conflicts)
+{
+    cdc_error_t e;
+    cdc_ice_schema_t schema = {.schema_id = 0,
+                               .fields = BASE_FIELDS,
+                               .nfields = 4,
+                               .identifier_ids = ID_FIELDS,
+                               .nidentifier = 1};
+    if (cdc_ice_table_open(c->st, c->location, &schema, NULL, &c->t, &e) != CDC_OK)
+        die("open table", &e);
+    json_t *rows = json_array();
+    /* ids unique across racers: a hash of the job name in the high bits */
+    int64_t base = 0;
+    for (const char *p = c->o->job; *p; p++)
+        base = (base * 31 + (unsigned char)*p) % 1000003;
+    base *= 1000000;
+    for (int64_t k = 0; k < c->o->commits; k++) {
+        int64_t id = base + k;
+        cdc_ice_data_file_t df;
+        memset(&df, 0, sizeof(df));
+        cdc_ice_value_t v[4];
+        memset(v, 0, sizeof(v));
+        v[0].v.i64 = id;
+        v[1].v.bytes.ptr = (const uint8_t *)c->o->job;
+        v[1].v.bytes.len = strlen(c->o->job);
+        v[2].v.i32 = (int32_t)k;
+        v[3].v.f64 = (double)k / 2.0;
+        cdc_pq_writer_t *w;
+        if (cdc_pq_writer_open_buffer(&schema, &c->pq, &w, &e) != CDC_OK ||
+            cdc_pq_writer_append(w, v, &e) != CDC_OK || cdc_pq_writer_close(w, &df, &e) != CDC_OK)
+            die("write parquet", &e);
+        uint8_t *buf;
+        size_t len;
+        cdc_pq_writer_take_buffer(w, &buf, &len);
+        cdc_pq_writer_free(w);
+        free(df.path);
+        if (cdc_ice_data_file_put(c->st, c->location, c->o->job, buf, len, &df.path, &e) != CDC_OK)
+            die("store data file", &e);
+        free(buf);
+        cdc_ice_props_t sum = {0};
+        char cp[24];
+        snprintf(cp, sizeof(cp), "%" PRId64, k);
+        cdc_ice_props_set(&sum, CDC_ICE_SUMMARY_JOB, c->o->job);
+        cdc_ice_props_set(&sum, CDC_ICE_SUMMARY_CHECKPOINT, cp);
+        for (;;) {
+            if (cdc_ice_table_find_checkpoint(c->t, c->o->job, k) >= 0)
+                break; /* committed by an earlier attempt whose answer was lost */
+            cdc_err_t rc = cdc_ice_table_append(c->t, &df, 1, &sum, NULL, &e);
+            if (rc == CDC_OK)
+                break;
+            if (rc != CDC_ERR_CONFLICT || !e.retriable)
+                die("commit", &e);
+            (*conflicts)++;
+            if (cdc_ice_table_refresh(c->t, &e) != CDC_OK)
+                die("refresh", &e);
+        }
+        cdc_ice_props_free(&sum);
+        cdc_ice_data_file_clear(&df);
+        json_array_append_new(rows, json_pack("{s:I, s:s, s:I, s:f, s:n}", "id", (json_int_t)id,
+                                              "name", c->o->job, "qty", (json_int_t)k, "price",
+                                              (double)k / 2.0, "note"));
+    }
+    return rows;
+}
+
 /* ---- alltypes mode -------------------------------------------------------------------- */
 
 static json_t *run_alltypes(ctx_t *c)
@@ -518,7 +594,11 @@ int main(int argc, char **argv)
     }
     c.location = cdc_ice_table_location(o.warehouse, o.ns, o.table);
     json_t *rows;
-    rows = strcmp(o.mode, "alltypes") == 0 ? run_alltypes(&c) : run_random(&c);
+    int64_t conflicts = 0;
+    if (strcmp(o.mode, "race") == 0)
+        rows = run_race(&c, &conflicts);
+    else
+        rows = strcmp(o.mode, "alltypes") == 0 ? run_alltypes(&c) : run_random(&c);
 
     cdc_ice_live_file_t *lf;
     size_t nlf;
@@ -540,11 +620,12 @@ int main(int argc, char **argv)
     }
     cdc_ice_live_files_free(lf, nlf);
     const cdc_ice_metadata_t *md = cdc_ice_table_metadata(c.t);
-    json_t *out = json_pack("{s:s, s:o, s:o, s:o, s:I, s:I, s:I, s:I}", "table",
-                            cdc_ice_table_get_location(c.t), "rows", rows, "data_files", data,
-                            "delete_files", dels, "data_records", (json_int_t)data_records,
-                            "snapshots", (json_int_t)md->nsnapshots, "version",
-                            (json_int_t)cdc_ice_table_version(c.t), "seed", (json_int_t)o.seed);
+    json_t *out =
+        json_pack("{s:s, s:o, s:o, s:o, s:I, s:I, s:I, s:I, s:I}", "table",
+                  cdc_ice_table_get_location(c.t), "rows", rows, "data_files", data, "delete_files",
+                  dels, "data_records", (json_int_t)data_records, "snapshots",
+                  (json_int_t)md->nsnapshots, "version", (json_int_t)cdc_ice_table_version(c.t),
+                  "seed", (json_int_t)o.seed, "conflicts", (json_int_t)conflicts);
     if (json_dump_file(out, o.out, JSON_INDENT(1)) != 0) {
         fprintf(stderr, "ice-testgen: could not write \"%s\"\n", o.out);
         return 1;
