@@ -19,6 +19,9 @@
 #include "common/log.h"
 #include "worker/worker.h"
 
+/* Longer than NNG's reconnect backoff cap (2 s): its dialer had its chances by then. */
+#define LINK_REDIAL_MS 3000
+
 int64_t cdc_worker_mono_ms(void)
 {
     struct timespec ts;
@@ -301,6 +304,7 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
         return cdc_error_set(e, CDC_ERR_INTERNAL, "could not start the heartbeat thread");
     w->hb_running = true;
 
+    int64_t down_since_ms = 0; /* when the link to the coordinator went down, 0 = up */
     while (!*w->stop) {
         int64_t now = cdc_worker_mono_ms();
         Cdc__Envelope *env = NULL;
@@ -310,8 +314,24 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
             w->next_leader_check_ms = now + 1000;
         }
         pthread_mutex_lock(&w->link_lock);
-        if (w->msg != NULL && !cdc_msg_client_connected(w->msg))
+        if (w->msg != NULL && !cdc_msg_client_connected(w->msg)) {
             w->registered = false;
+            /* NNG's dialer does not always reconnect after the coordinator closed our pipe
+             * (seen after a SIGSTOP past the heartbeat timeout: no pipe, forever). A link
+             * down longer than NNG's own retry interval gets a fresh dialer. */
+            if (down_since_ms == 0) {
+                down_since_ms = now;
+            } else if (now - down_since_ms >= LINK_REDIAL_MS) {
+                cdc_error_t de;
+                cdc_log_warn("no connection to coordinator %s for %" PRId64 " ms: redialing",
+                             w->leader_url, now - down_since_ms);
+                if (cdc_msg_client_redial(w->msg, w->leader_url, &de) != CDC_OK)
+                    cdc_log_warn("could not redial coordinator %s: %s", w->leader_url, de.msg);
+                down_since_ms = now;
+            }
+        } else {
+            down_since_ms = 0;
+        }
         bool do_register = w->msg != NULL && cdc_msg_client_connected(w->msg) && !w->registered &&
                            now >= w->next_register_ms;
         if (do_register)
