@@ -27,10 +27,20 @@ int64_t cdc_capture_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The coarse clocks are read without a timer access (tick resolution, a few ms): plenty
+ * for status/heartbeat intervals and for the envelope's processing time, and called for
+ * every change. */
+static int64_t coarse_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static int64_t mono_ms(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -383,7 +393,7 @@ static cdc_err_t emit(cdc_capture_t *cap, cdc_capture_table_t *t, char op, uint6
                       .commit_lsn = cap->commit_lsn,
                       .xid = cap->xid,
                       .source_ts_ms = cap->commit_ts_ms,
-                      .ts_ms = cdc_capture_now_ms(),
+                      .ts_ms = coarse_now_ms(),
                       .snapshot = "false",
                       .db = cap->src.db,
                       .name = cap->cfg->topic_prefix,
@@ -672,7 +682,11 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
             goto cleanup;
         }
         now = mono_ms();
-        if (reply || now - cap->last_status_ms >= cap->cfg->status_interval_ms) {
+        /* Between messages (no data this round: the backlog is drained or the server is
+         * quiet) confirm at once what Kafka acked, so the slot does not wait a whole
+         * status interval to advance. */
+        if (reply || now - cap->last_status_ms >= cap->cfg->status_interval_ms ||
+            (ev != CDC_SRC_DATA && cdc_txtrack_confirmable(&cap->track) > cap->confirmed)) {
             rc = send_status(cap, e);
             if (rc != CDC_OK)
                 goto cleanup;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -263,11 +264,20 @@ static rd_kafka_conf_t *conf_base(const char *bootstrap, const char *client_id, 
 
 /* ---- producer ----------------------------------------------------------------------------- */
 
+/* Topic handles kept for the producer's life, so that a produce call neither looks the
+ * topic up by name nor takes and drops a reference (the capture has a handful of topics). */
+#define TOPIC_CACHE_MAX 64
+
 struct cdc_kafka_producer {
     rd_kafka_t *rk;
     cdc_kafka_delivery_fn on_delivery;
     void *cb_arg;
     int queue_full_timeout_ms;
+    pthread_mutex_t topics_mu; /* guards topics[], which only grows */
+    size_t ntopics;
+    rd_kafka_topic_t *topics[TOPIC_CACHE_MAX];
+    const char *last_name; /* fast path: the name and handle of the last produce call */
+    rd_kafka_topic_t *last_rkt;
 };
 
 static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
@@ -313,6 +323,7 @@ cdc_err_t cdc_kafka_producer_new(const cdc_kafka_producer_config_t *cfg, cdc_kaf
     p->on_delivery = cfg->on_delivery;
     p->cb_arg = cfg->cb_arg;
     p->queue_full_timeout_ms = cfg->queue_full_timeout_ms > 0 ? cfg->queue_full_timeout_ms : 30000;
+    pthread_mutex_init(&p->topics_mu, NULL);
 
     conf = conf_base(cfg->bootstrap, cfg->client_id, e);
     if (conf == NULL)
@@ -348,6 +359,7 @@ cdc_err_t cdc_kafka_producer_new(const cdc_kafka_producer_config_t *cfg, cdc_kaf
     *out = p;
     return CDC_OK;
 fail:
+    pthread_mutex_destroy(&p->topics_mu);
     free(p);
     return e ? e->code : CDC_ERR_CONFIG;
 }
@@ -359,18 +371,56 @@ void cdc_kafka_producer_free(cdc_kafka_producer_t *p)
     /* Purged messages get their delivery reports (CDC_ERR_CLOSED) from the flush. */
     rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
     rd_kafka_flush(p->rk, 5000);
+    for (size_t i = 0; i < p->ntopics; i++)
+        rd_kafka_topic_destroy(p->topics[i]);
     rd_kafka_destroy(p->rk);
+    pthread_mutex_destroy(&p->topics_mu);
     free(p);
+}
+
+/*
+ * The cached handle of topic `name`, created on first use; NULL when the cache is full
+ * (the caller then produces by name). The handle lives until the producer is freed.
+ */
+static rd_kafka_topic_t *topic_handle(cdc_kafka_producer_t *p, const char *name)
+{
+    rd_kafka_topic_t *rkt = NULL;
+
+    pthread_mutex_lock(&p->topics_mu);
+    if (p->last_name != NULL && strcmp(p->last_name, name) == 0) {
+        rkt = p->last_rkt;
+        goto out;
+    }
+    for (size_t i = 0; i < p->ntopics; i++) {
+        if (strcmp(rd_kafka_topic_name(p->topics[i]), name) == 0) {
+            rkt = p->topics[i];
+            break;
+        }
+    }
+    if (rkt == NULL && p->ntopics < TOPIC_CACHE_MAX) {
+        rkt = rd_kafka_topic_new(p->rk, name, NULL);
+        if (rkt != NULL)
+            p->topics[p->ntopics++] = rkt;
+    }
+    if (rkt != NULL) {
+        p->last_name = rd_kafka_topic_name(rkt);
+        p->last_rkt = rkt;
+    }
+out:
+    pthread_mutex_unlock(&p->topics_mu);
+    return rkt;
 }
 
 cdc_err_t cdc_kafka_produce(cdc_kafka_producer_t *p, const cdc_kafka_record_t *rec, cdc_error_t *e)
 {
     rd_kafka_headers_t *hdrs = NULL;
+    rd_kafka_topic_t *rkt;
     rd_kafka_resp_err_t err;
     int64_t deadline = 0;
 
     if (rec->topic == NULL || rec->topic[0] == '\0')
         return cdc_error_set(e, CDC_ERR_INVALID, "record without a topic");
+    rkt = topic_handle(p, rec->topic);
     if (rec->header_count > 0) {
         hdrs = rd_kafka_headers_new(rec->header_count);
         for (size_t i = 0; i < rec->header_count; i++)
@@ -378,13 +428,22 @@ cdc_err_t cdc_kafka_produce(cdc_kafka_producer_t *p, const cdc_kafka_record_t *r
                                 rec->headers[i].value ? (ssize_t)rec->headers[i].value_len : 0);
     }
     for (;;) {
-        err = rd_kafka_producev(
-            p->rk, RD_KAFKA_V_TOPIC(rec->topic), RD_KAFKA_V_PARTITION(rec->partition),
-            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_KEY((void *)(uintptr_t)rec->key, rec->key ? rec->key_len : 0),
-            RD_KAFKA_V_VALUE((void *)(uintptr_t)rec->value, rec->value ? rec->value_len : 0),
-            RD_KAFKA_V_TIMESTAMP(rec->timestamp_ms), RD_KAFKA_V_OPAQUE(rec->opaque),
-            RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+        if (rkt != NULL)
+            err = rd_kafka_producev(
+                p->rk, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(rec->partition),
+                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                RD_KAFKA_V_KEY((void *)(uintptr_t)rec->key, rec->key ? rec->key_len : 0),
+                RD_KAFKA_V_VALUE((void *)(uintptr_t)rec->value, rec->value ? rec->value_len : 0),
+                RD_KAFKA_V_TIMESTAMP(rec->timestamp_ms), RD_KAFKA_V_OPAQUE(rec->opaque),
+                RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+        else
+            err = rd_kafka_producev(
+                p->rk, RD_KAFKA_V_TOPIC(rec->topic), RD_KAFKA_V_PARTITION(rec->partition),
+                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                RD_KAFKA_V_KEY((void *)(uintptr_t)rec->key, rec->key ? rec->key_len : 0),
+                RD_KAFKA_V_VALUE((void *)(uintptr_t)rec->value, rec->value ? rec->value_len : 0),
+                RD_KAFKA_V_TIMESTAMP(rec->timestamp_ms), RD_KAFKA_V_OPAQUE(rec->opaque),
+                RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
         if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
             return CDC_OK; /* headers now owned by the message */
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)

@@ -11,8 +11,9 @@
  * Keys are partitioned Java-compatibly: murmur2 (seed 0x9747b28c), toPositive(h) % n,
  * the same as the Java client's default partitioner and librdkafka's murmur2 partitioner.
  *
- * Threads: librdkafka handles are thread-safe, and this adapter adds no shared state,
- * so one thread may produce while another polls. Delivery callbacks run on whichever
+ * Threads: librdkafka handles are thread-safe, and the adapter's only shared state (the
+ * producer's cache of topic handles, so that producing does not look topics up by name)
+ * is locked, so one thread may produce while another polls. Delivery callbacks run on whichever
  * thread calls cdc_kafka_producer_poll(), _flush() or cdc_kafka_produce() (the latter
  * polls while the queue is full), so a callback must lock what it shares. A consumer
  * handle is used by one thread at a time.

@@ -59,6 +59,19 @@ integration)
             run_one "$(basename "$t")" node --test "$t"
         done
     fi
+    # Processes the tests spawn (coordinators, workers, ...) log into the harness dir;
+    # under `make asan` a sanitizer report there is a failure even when the test passed.
+    if [ -n "${CDC_TEST_TMP:-}" ] && [ -d "$CDC_TEST_TMP" ]; then
+        reports=$(grep -rlE 'ERROR: (Address|Leak)Sanitizer|runtime error: ' \
+            --include='*.log' "$CDC_TEST_TMP" 2>/dev/null)
+        if [ -n "$reports" ]; then
+            failed+=("sanitizer reports in spawned processes' logs")
+            while read -r f; do
+                echo "sanitizer report in $f:"
+                grep -m1 -A12 -E 'ERROR: (Address|Leak)Sanitizer|runtime error: ' "$f"
+            done <<<"$reports"
+        fi
+    fi
     ;;
 *)
     echo "unknown suite $suite" >&2
