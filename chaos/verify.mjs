@@ -432,7 +432,8 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
       `changelog ${changelog.rows.length} changes vs audit ${audit.length}; ` +
       `lost=${r.lost} duplicated=${r.duplicated} mismatched=${r.mismatched}` +
       (r.pending ? ` (${r.pending} of the lost changes were made after the changelog's last commit LSN: not caught up yet?)` : '') +
-      (mirror.summary?.['cdc.checkpoint-id'] ? ` (checkpoint ${mirror.summary['cdc.checkpoint-id']})` : ''));
+      (mirror.summary?.['cdc.checkpoint-id'] ? ` (checkpoint ${mirror.summary['cdc.checkpoint-id']}` +
+        `, changelog ${changelog.summary?.['cdc.checkpoint-id'] ?? '-'})` : ''));
   }
   return r;
 }

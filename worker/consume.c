@@ -545,6 +545,13 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
         }
     }
     cdc_kafka_msgs_release(msgs, n);
+    /* One state write per partition and batch (dedup keeps them pending until here). */
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
+        cdc_error_t e2;
+        if (w->slots[p].owned && w->slots[p].dedup != NULL &&
+            cdc_dedup_flush(w->slots[p].dedup, &e2) != CDC_OK)
+            cdc_log_warn("partition %d: %s; retrying at the next batch", p, e2.msg);
+    }
     if (!w->paused && w->cfg.max_staged_bytes > 0 &&
         staged_bytes(w) > (size_t)w->cfg.max_staged_bytes)
         set_paused(w, true);
@@ -755,7 +762,7 @@ static cdc_err_t snapshot_slot(cdc_worker_t *w, cdc_slot_t *s, uint64_t epoch, C
         if (dir == NULL)
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         cdc_state_destroy(dir, e);
-        rc = cdc_state_checkpoint(s->dedup->st, dir, e);
+        rc = cdc_dedup_checkpoint(s->dedup, dir, e);
         for (int attempt = 0; rc == CDC_OK; attempt++) {
             rc = cdc_ckpt_upload(&s->ckpt, epoch, dir, &handle, &st, e);
             if (rc == CDC_OK || attempt >= STORAGE_RETRIES || !e->retriable)

@@ -8,6 +8,7 @@
 
 #include "common/base64.h"
 #include "common/cdcschema.h"
+#include "worker/jsonscan.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -1357,7 +1358,7 @@ static json_t *key_names(const cdc_decode_input_t *in)
     json_t *v;
     if (in->key == NULL || in->key_len == 0)
         return NULL;
-    k = json_loadb(in->key, in->key_len, 0, NULL);
+    k = cdc_json_load(in->key, in->key_len, NULL);
     if (k == NULL)
         return NULL;
     payload = json_object_get(k, "payload");
@@ -1408,7 +1409,7 @@ cdc_err_t cdc_decode(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
                  in->value_len, max);
         return CDC_ERR_INVALID;
     }
-    root = json_loadb(in->value, in->value_len, 0, &je);
+    root = cdc_json_load(in->value, in->value_len, &je);
     if (root == NULL || !json_is_object(root)) {
         de->cls = CDC_DLQ_MALFORMED_JSON;
         snprintf(de->msg, sizeof(de->msg), "invalid JSON at line %d column %d: %s", je.line,

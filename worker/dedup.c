@@ -1,12 +1,16 @@
 /*
  * Dedup on top of the partition's state store (see dedup.h for the key layout).
- * Writes go to the store directly (no WAL); the store becomes durable only through a
- * checkpoint at the next barrier, together with the Kafka offsets it matches.
+ * Writes of accepted changes are collected in one write batch per consumed Kafka batch
+ * (an in-memory overlay answers lookups until it is written) and go to the store without
+ * WAL; the store becomes durable only through a checkpoint at the next barrier, together
+ * with the Kafka offsets it matches. cdc_dedup_checkpoint always flushes first.
  */
 #include "worker/dedup.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/log.h"
 
 void cdc_dedup_state_options(cdc_state_options_t *o, int ttl_seconds)
 {
@@ -37,11 +41,210 @@ cdc_err_t cdc_dedup_open(const char *dir, int ttl_seconds, cdc_dedup_t **out, cd
     return CDC_OK;
 }
 
+/* ---- pending writes: an overlay over the store until the next flush ---------------- */
+
+typedef struct cdc_dedup_entry {
+    size_t koff, klen, voff, vlen;
+    uint32_t hash;
+    uint8_t family;
+    bool deleted;
+} cdc_dedup_entry_t;
+
+static uint32_t pending_hash(int family, const uint8_t *k, size_t n)
+{
+    uint32_t h = 2166136261u ^ (uint32_t)family;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ k[i]) * 16777619u;
+    return h;
+}
+
+static cdc_dedup_entry_t *pending_find(cdc_dedup_pending_t *p, int family, const void *key,
+                                       size_t klen, uint32_t h)
+{
+    if (p->nslots == 0)
+        return NULL;
+    for (size_t i = h & (p->nslots - 1);; i = (i + 1) & (p->nslots - 1)) {
+        uint32_t s = p->slots[i];
+        if (s == 0)
+            return NULL;
+        cdc_dedup_entry_t *en = &p->entries[s - 1];
+        if (en->hash == h && en->family == family && en->klen == klen &&
+            memcmp(p->arena + en->koff, key, klen) == 0)
+            return en;
+    }
+}
+
+static bool arena_add(cdc_dedup_pending_t *p, const void *data, size_t n, size_t *off)
+{
+    if (p->arena_len + n > p->arena_cap) {
+        size_t cap = p->arena_cap ? p->arena_cap : 65536;
+        while (cap < p->arena_len + n)
+            cap *= 2;
+        uint8_t *a = realloc(p->arena, cap);
+        if (a == NULL)
+            return false;
+        p->arena = a;
+        p->arena_cap = cap;
+    }
+    if (n > 0 && data != NULL)
+        memcpy(p->arena + p->arena_len, data, n);
+    *off = p->arena_len;
+    p->arena_len += n;
+    return true;
+}
+
+static bool pending_rehash(cdc_dedup_pending_t *p, size_t nslots)
+{
+    uint32_t *slots = calloc(nslots, sizeof(*slots));
+    if (slots == NULL)
+        return false;
+    for (size_t e = 0; e < p->nentries; e++) {
+        size_t i = p->entries[e].hash & (nslots - 1);
+        while (slots[i] != 0)
+            i = (i + 1) & (nslots - 1);
+        slots[i] = (uint32_t)(e + 1);
+    }
+    free(p->slots);
+    p->slots = slots;
+    p->nslots = nslots;
+    return true;
+}
+
+/* Room for n more entries and bytes more arena bytes, so that pending_set cannot fail. */
+static bool pending_reserve(cdc_dedup_pending_t *p, size_t n, size_t bytes)
+{
+    size_t off;
+    if ((p->nentries + n) * 2 > p->nslots) {
+        size_t ns = p->nslots ? p->nslots : 1024;
+        while ((p->nentries + n) * 2 > ns)
+            ns *= 2;
+        if (!pending_rehash(p, ns))
+            return false;
+    }
+    if (p->nentries + n > p->entries_cap) {
+        size_t cap = p->entries_cap ? p->entries_cap : 512;
+        while (p->nentries + n > cap)
+            cap *= 2;
+        cdc_dedup_entry_t *ne = realloc(p->entries, cap * sizeof(*ne));
+        if (ne == NULL)
+            return false;
+        p->entries = ne;
+        p->entries_cap = cap;
+    }
+    if (!arena_add(p, NULL, bytes, &off))
+        return false;
+    p->arena_len -= bytes; /* only the capacity was wanted */
+    return true;
+}
+
+/* Sets (or marks deleted) family/key in the overlay. Fails only without a reserve. */
+static bool pending_set(cdc_dedup_pending_t *p, int family, const void *key, size_t klen,
+                        const void *val, size_t vlen, bool deleted)
+{
+    uint32_t h = pending_hash(family, key, klen);
+    cdc_dedup_entry_t *en = pending_find(p, family, key, klen, h);
+    size_t voff;
+    if (!arena_add(p, val, vlen, &voff))
+        return false;
+    if (en == NULL) {
+        size_t koff;
+        if ((p->nentries + 1) * 2 > p->nslots &&
+            !pending_rehash(p, p->nslots ? p->nslots * 2 : 1024))
+            return false;
+        if (p->nentries == p->entries_cap) {
+            size_t cap = p->entries_cap ? p->entries_cap * 2 : 512;
+            cdc_dedup_entry_t *ne = realloc(p->entries, cap * sizeof(*ne));
+            if (ne == NULL)
+                return false;
+            p->entries = ne;
+            p->entries_cap = cap;
+        }
+        if (!arena_add(p, key, klen, &koff))
+            return false;
+        en = &p->entries[p->nentries++];
+        en->koff = koff;
+        en->klen = klen;
+        en->hash = h;
+        en->family = (uint8_t)family;
+        size_t i = h & (p->nslots - 1);
+        while (p->slots[i] != 0)
+            i = (i + 1) & (p->nslots - 1);
+        p->slots[i] = (uint32_t)p->nentries;
+    }
+    en->voff = voff;
+    en->vlen = vlen;
+    en->deleted = deleted;
+    return true;
+}
+
+static void pending_clear(cdc_dedup_pending_t *p)
+{
+    if (p->nentries > 0 && p->slots != NULL)
+        memset(p->slots, 0, p->nslots * sizeof(*p->slots));
+    p->nentries = 0;
+    p->arena_len = 0;
+}
+
+static void pending_free(cdc_dedup_pending_t *p)
+{
+    free(p->arena);
+    free(p->entries);
+    free(p->slots);
+    memset(p, 0, sizeof(*p));
+}
+
+/*
+ * Looks key up in the overlay first, then in the store. Same contract as cdc_state_get
+ * (a pending delete is CDC_ERR_NOT_FOUND).
+ */
+static cdc_err_t lookup(cdc_dedup_t *d, int family, const void *key, size_t klen, void **val,
+                        size_t *vlen, cdc_error_t *e)
+{
+    cdc_dedup_pending_t *p = &d->pending;
+    cdc_dedup_entry_t *en =
+        p->nentries ? pending_find(p, family, key, klen, pending_hash(family, key, klen)) : NULL;
+    *val = NULL;
+    *vlen = 0;
+    if (en == NULL)
+        return cdc_state_get(d->st, family, key, klen, val, vlen, e);
+    if (en->deleted)
+        return CDC_ERR_NOT_FOUND;
+    *val = malloc(en->vlen ? en->vlen : 1);
+    if (*val == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    memcpy(*val, p->arena + en->voff, en->vlen);
+    *vlen = en->vlen;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_dedup_flush(cdc_dedup_t *d, cdc_error_t *e)
+{
+    cdc_err_t rc;
+    if (d == NULL || cdc_state_batch_count(d->batch) == 0)
+        return CDC_OK;
+    rc = cdc_state_write(d->st, d->batch, e);
+    if (rc != CDC_OK)
+        return rc;
+    cdc_state_batch_clear(d->batch);
+    pending_clear(&d->pending);
+    return CDC_OK;
+}
+
+cdc_err_t cdc_dedup_checkpoint(cdc_dedup_t *d, const char *dir, cdc_error_t *e)
+{
+    cdc_err_t rc = cdc_dedup_flush(d, e);
+    return rc == CDC_OK ? cdc_state_checkpoint(d->st, dir, e) : rc;
+}
+
 void cdc_dedup_close(cdc_dedup_t *d)
 {
+    cdc_error_t e;
     if (d == NULL)
         return;
+    if (cdc_dedup_flush(d, &e) != CDC_OK)
+        cdc_log_warn("could not write pending dedup state: %s", e.msg);
     cdc_state_batch_free(d->batch);
+    pending_free(&d->pending);
     cdc_state_close(d->st);
     free(d);
 }
@@ -105,7 +308,7 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
     /* A live entity's position decides alone: an exact replay has the same position,
      * so it is "not after" the last one. The (entity, lsn, op) key is consulted when
      * the entity is not live (deleted, expired, or never seen). */
-    rc = cdc_state_get(d->st, CDC_ROWS_FAMILY, c->entity, c->entity_len, &val, &vlen, e);
+    rc = lookup(d, CDC_ROWS_FAMILY, c->entity, c->entity_len, &val, &vlen, e);
     if (rc == CDC_OK && vlen >= 16) {
         uint64_t lc = get_u64(val), ll = get_u64((uint8_t *)val + 8);
         if (pos_le(c->commit_lsn, c->lsn, lc, ll)) {
@@ -124,7 +327,7 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
     key = seen_key(c, &klen);
     if (key == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    rc = cdc_state_get(d->st, CDC_DEDUP_FAMILY, key, klen, &val, &vlen, e);
+    rc = lookup(d, CDC_DEDUP_FAMILY, key, klen, &val, &vlen, e);
     free(key);
     if (rc == CDC_OK) {
         free(val);
@@ -137,7 +340,7 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
     key = pos_key(c, &klen);
     if (key == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    rc = cdc_state_get(d->st, CDC_DEDUP_FAMILY, key, klen, &val, &vlen, e);
+    rc = lookup(d, CDC_DEDUP_FAMILY, key, klen, &val, &vlen, e);
     free(key);
     if (rc == CDC_OK) {
         if (vlen >= 16 && pos_le(c->commit_lsn, c->lsn, get_u64(val), get_u64((uint8_t *)val + 8)))
@@ -156,8 +359,9 @@ static bool toastable(cdc_ice_type_t t)
 
 cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e)
 {
-    size_t sklen, pklen;
+    size_t sklen, pklen, blen = 0;
     uint8_t *sk = seen_key(c, &sklen), *pk = pos_key(c, &pklen), pos[16];
+    uint8_t *buf = NULL, *full = NULL;
     cdc_err_t rc = CDC_OK;
 
     if (sk == NULL || pk == NULL) {
@@ -166,21 +370,13 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e
     }
     put_u64(pos, c->commit_lsn);
     put_u64(pos + 8, c->lsn);
-    cdc_state_batch_clear(d->batch);
-    cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, sk, sklen, "", 0);
-    if (c->op == CDC_OP_DELETE) {
-        /* A live row keeps its position in "rows"; a deleted one keeps it here. */
-        cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, pk, pklen, pos, 16);
-        cdc_state_batch_delete(d->batch, CDC_ROWS_FAMILY, c->entity, c->entity_len);
-    } else {
+    if (c->op != CDC_OP_DELETE) {
         /* Image of the toastable columns only, tagged by field id. */
         const cdc_source_schema_t *s = c->after.schema;
         cdc_source_schema_t sub = *s;
         cdc_column_t cols[s->ncols ? s->ncols : 1];
         cdc_val_t vals[s->ncols ? s->ncols : 1];
         cdc_row_t img = {&sub, vals};
-        uint8_t *buf = NULL, *full;
-        size_t blen = 0;
         sub.ncols = 0;
         sub.cols = cols;
         for (size_t i = 0; i < s->ncols; i++)
@@ -189,18 +385,32 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e
                 vals[sub.ncols++] = c->after.vals[i];
             }
         if (!cdc_row_serialize(&img, &buf, &blen) || (full = malloc(blen + 16)) == NULL) {
-            free(buf);
             rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
             goto done;
         }
         memcpy(full, pos, 16);
         memcpy(full + 16, buf, blen);
-        cdc_state_batch_put(d->batch, CDC_ROWS_FAMILY, c->entity, c->entity_len, full, blen + 16);
-        free(buf);
-        free(full);
     }
-    rc = cdc_state_write(d->st, d->batch, e);
+    /* Reserve first so that the change goes into the overlay whole or not at all. */
+    if (!pending_reserve(&d->pending, 3, sklen + pklen + c->entity_len * 2 + blen + 32)) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    pending_set(&d->pending, CDC_DEDUP_FAMILY, sk, sklen, "", 0, false);
+    cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, sk, sklen, "", 0);
+    if (c->op == CDC_OP_DELETE) {
+        /* A live row keeps its position in "rows"; a deleted one keeps it here. */
+        pending_set(&d->pending, CDC_DEDUP_FAMILY, pk, pklen, pos, 16, false);
+        pending_set(&d->pending, CDC_ROWS_FAMILY, c->entity, c->entity_len, NULL, 0, true);
+        cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, pk, pklen, pos, 16);
+        cdc_state_batch_delete(d->batch, CDC_ROWS_FAMILY, c->entity, c->entity_len);
+    } else {
+        pending_set(&d->pending, CDC_ROWS_FAMILY, c->entity, c->entity_len, full, blen + 16, false);
+        cdc_state_batch_put(d->batch, CDC_ROWS_FAMILY, c->entity, c->entity_len, full, blen + 16);
+    }
 done:
+    free(buf);
+    free(full);
     free(sk);
     free(pk);
     return rc;

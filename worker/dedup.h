@@ -32,9 +32,25 @@ typedef enum cdc_dedup_verdict {
     CDC_DEDUP_STALE,  /* position not after the entity's last position */
 } cdc_dedup_verdict_t;
 
+/*
+ * Writes of accepted changes are collected in one RocksDB write batch and written by
+ * cdc_dedup_flush (once per consumed Kafka batch, and always before a checkpoint). Until
+ * then an in-memory overlay (pending) answers lookups for the keys in that batch, so a
+ * later change to the same entity sees the earlier one.
+ */
+typedef struct cdc_dedup_pending {
+    uint8_t *arena; /* keys and values of the entries, back to back */
+    size_t arena_len, arena_cap;
+    struct cdc_dedup_entry *entries;
+    size_t nentries, entries_cap;
+    uint32_t *slots; /* open addressing: entry index + 1, 0 = empty */
+    size_t nslots;   /* power of two */
+} cdc_dedup_pending_t;
+
 typedef struct cdc_dedup {
     cdc_state_t *st;
-    cdc_state_batch_t *batch;
+    cdc_state_batch_t *batch; /* pending writes, not yet in the store */
+    cdc_dedup_pending_t pending;
     int ttl_seconds;
 } cdc_dedup_t;
 
@@ -52,8 +68,18 @@ void cdc_dedup_close(cdc_dedup_t *d);
 cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdict_t *verdict,
                           uint8_t **image, size_t *image_len, cdc_error_t *e);
 
-/* Records an accepted (and TOAST-repaired) change: seen key, position, row image. */
+/*
+ * Records an accepted (and TOAST-repaired) change: seen key, position, row image. The
+ * writes are pending (visible to cdc_dedup_check) until cdc_dedup_flush.
+ */
 cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e);
+
+/* Writes the pending changes to the store in one write batch. On failure they stay
+ * pending (a later flush retries). */
+cdc_err_t cdc_dedup_flush(cdc_dedup_t *d, cdc_error_t *e);
+
+/* Flushes, then checkpoints the store into dir (cdc_state_checkpoint). */
+cdc_err_t cdc_dedup_checkpoint(cdc_dedup_t *d, const char *dir, cdc_error_t *e);
 
 /* Image part of a stored row value (skips the 16-byte position). */
 static inline const uint8_t *cdc_dedup_image(const uint8_t *val, size_t len, size_t *img_len)

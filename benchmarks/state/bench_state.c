@@ -83,6 +83,10 @@ static void apply(cdc_catalog_t *cat, cdc_dedup_t *d, char op, long id, uint64_t
         die("dedup check", &e);
     if (verdict == CDC_DEDUP_NEW && cdc_dedup_record(d, &c, &e) != CDC_OK)
         die("dedup record", &e);
+    /* The worker writes the state once per consumed batch (--batch-size 1000). */
+    static long applied;
+    if (++applied % 1000 == 0 && cdc_dedup_flush(d, &e) != CDC_OK)
+        die("dedup flush", &e);
     free(img);
     cdc_change_clear(&c);
 }
@@ -123,7 +127,7 @@ int main(int argc, char **argv)
 
     snprintf(cp, sizeof(cp), "%s/ckpt-1", local);
     t0 = now_ms();
-    if (cdc_state_checkpoint(d->st, cp, &e) != CDC_OK ||
+    if (cdc_dedup_checkpoint(d, cp, &e) != CDC_OK ||
         cdc_ckpt_upload(&ck, 1, cp, &h, &s1, &e) != CDC_OK)
         die("checkpoint 1", &e);
     double t_full = now_ms() - t0;
@@ -134,7 +138,7 @@ int main(int argc, char **argv)
         apply(cat, d, 'u', 1 + (long)(((uint64_t)i * 2654435761u) % (uint64_t)keys), lsn += 10);
     snprintf(cp, sizeof(cp), "%s/ckpt-2", local);
     t0 = now_ms();
-    if (cdc_state_checkpoint(d->st, cp, &e) != CDC_OK ||
+    if (cdc_dedup_checkpoint(d, cp, &e) != CDC_OK ||
         cdc_ckpt_upload(&ck, 2, cp, &h, &s2, &e) != CDC_OK)
         die("checkpoint 2", &e);
     double t_incr = now_ms() - t0;

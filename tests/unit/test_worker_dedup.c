@@ -168,7 +168,7 @@ static void test_replay_after_restore(void **state)
         cdc_change_clear(&c);
     }
     snprintf(cp, sizeof(cp), "%s/cp1", f->dir);
-    assert_int_equal(cdc_state_checkpoint(f->d->st, cp, &e), CDC_OK);
+    assert_int_equal(cdc_dedup_checkpoint(f->d, cp, &e), CDC_OK);
     /* Changes after the checkpoint are lost with the store (as in a crash). */
     make(f, &c, 'u', 1, 5000, 5000, NULL);
     assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
@@ -239,6 +239,37 @@ static void test_toast_repair(void **state)
     cdc_change_clear(&c);
 }
 
+/* The same history answered from pending writes (before a flush) and from the store
+ * (after it): a delete and re-insert inside one batch, then replays of all of it. */
+static void test_pending_and_flushed(void **state)
+{
+    fx_t *f = *state;
+    cdc_change_t c;
+    cdc_error_t e;
+    bool live;
+    for (int round = 0; round < 2; round++) {
+        /* Round 1 replays everything: older than the live position, so stale. */
+        make(f, &c, 'c', 7, 100, 90, NULL);
+        assert_int_equal(apply(f, &c, &live), round == 0 ? CDC_DEDUP_NEW : CDC_DEDUP_STALE);
+        cdc_change_clear(&c);
+        make(f, &c, 'd', 7, 200, 190, NULL);
+        assert_int_equal(apply(f, &c, &live), round == 0 ? CDC_DEDUP_NEW : CDC_DEDUP_STALE);
+        assert_true(live || round == 1);
+        cdc_change_clear(&c);
+        if (round == 0) {
+            /* Replay of the insert after the delete: older than the delete's position. */
+            make(f, &c, 'c', 7, 100, 90, NULL);
+            assert_int_not_equal(apply(f, &c, &live), CDC_DEDUP_NEW);
+            assert_false(live);
+            cdc_change_clear(&c);
+        }
+        make(f, &c, 'c', 7, 300, 290, NULL);
+        assert_int_equal(apply(f, &c, &live), round == 0 ? CDC_DEDUP_NEW : CDC_DEDUP_REPLAY);
+        cdc_change_clear(&c);
+        assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,6 +277,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_out_of_order_duplicate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replay_after_restore, setup, teardown),
         cmocka_unit_test_setup_teardown(test_toast_repair, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pending_and_flushed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,100 @@
+/*
+ * Unit tests for worker/jsonscan.c: the fast path builds exactly jansson's tree (same
+ * values, key order, duplicate-key rule), and everything outside its subset (non-ASCII,
+ * \u escapes, reals, huge integers, syntax errors, scalars at top level) is refused so
+ * that cdc_json_load falls back to json_loadb with jansson's own result or error.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "worker/jsonscan.h"
+
+/* Both parsers agree; fast says whether the fast path must take it. */
+static void same(const char *doc, bool fast)
+{
+    json_error_t je;
+    json_t *ref = json_loadb(doc, strlen(doc), 0, &je);
+    json_t *got = cdc_json_scan(doc, strlen(doc));
+    json_t *load = cdc_json_load(doc, strlen(doc), &je);
+    if (fast)
+        assert_non_null(got);
+    else
+        assert_null(got);
+    if (ref == NULL) {
+        assert_null(load);
+    } else {
+        assert_non_null(load);
+        assert_true(json_equal(ref, load));
+        if (got != NULL) {
+            char *a = json_dumps(ref, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            char *b = json_dumps(got, JSON_COMPACT | JSON_PRESERVE_ORDER);
+            assert_string_equal(a, b); /* also the key order */
+            free(a);
+            free(b);
+        }
+    }
+    json_decref(ref);
+    json_decref(got);
+    json_decref(load);
+}
+
+static void test_fast_subset(void **state)
+{
+    (void)state;
+    same("{}", true);
+    same(" [ ] ", true);
+    same("{\"before\":null,\"after\":{\"id\":42,\"v\":\"value-42\"},\"source\":{\"schema\":"
+         "\"public\",\"lsn\":123456789012,\"sequence\":\"[\\\"1\\\",\\\"2\\\"]\"},"
+         "\"op\":\"c\",\"ts_ms\":1709287200001}",
+         true);
+    same("{\"a\":[1,-2,0,-0,true,false,null,\"x\"],\"b\":{\"c\":{}}}", true);
+    same("{\"esc\":\"q\\\" b\\\\ s\\/ \\b\\f\\n\\r\\t\",\"k\\n\":1}", true);
+    same("{\"dup\":1,\"z\":2,\"dup\":3}", true);
+    same("\t{\r\n\"a\" : 999999999999999999 }\n", true);
+    same("{\"neg\":-999999999999999999}", true);
+}
+
+static void test_fallback(void **state)
+{
+    (void)state;
+    same("{\"u\":\"caf\xc3\xa9\"}", false); /* non-ASCII: valid UTF-8 */
+    same("{\"u\":\"\xff\"}", false);        /* invalid UTF-8: jansson error */
+    same("{\"u\":\"\\u00e9\\ud83d\\ude00\"}", false);
+    same("{\"nul\":\"a\\u0000b\"}", false);
+    same("{\"r\":1.5,\"e\":1e3}", false);
+    same("{\"big\":1234567890123456789}", false);
+    same("{\"big\":99999999999999999999999}", false);
+    same("{\"lz\":01}", false);
+    same("{\"a\":1,}", false);
+    same("{\"a\":1", false);
+    same("{\"a\" 1}", false);
+    same("{\"a\":tru}", false);
+    same("{\"a\":truex}", false);
+    same("{} x", false);
+    same("42", false);
+    same("\"s\"", false);
+    same("", false);
+    same("{\"ctl\":\"a\tb\"}", false);
+    same("{\"bad\":\"\\x\"}", false);
+    char deep[201];
+    memset(deep, '[', 100); /* deeper than the fast path goes */
+    memset(deep + 100, ']', 100);
+    deep[200] = '\0';
+    same(deep, false);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fast_subset),
+        cmocka_unit_test(test_fallback),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,286 @@
+/*
+ * A small recursive-descent JSON parser for the plain subset of JSON that change events
+ * use (see jsonscan.h). It builds the same jansson tree json_loadb would and bails out on
+ * anything it does not handle exactly like jansson, leaving that to json_loadb.
+ */
+#include "worker/jsonscan.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SCAN_MAX_DEPTH = 64, SCAN_MAX_DIGITS = 18 };
+
+typedef struct scan {
+    const char *p, *end;
+    char *tmp; /* unescape buffer, grown on demand */
+    size_t tmp_cap;
+} scan_t;
+
+static json_t *scan_value(scan_t *s, int depth);
+
+static void skip_ws(scan_t *s)
+{
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t'))
+        s->p++;
+}
+
+/*
+ * Scans a string body after its opening quote. On success *out and *len give its bytes
+ * (in the input, or in s->tmp when it had escapes) and s->p is past the closing quote.
+ */
+static bool scan_string(scan_t *s, const char **out, size_t *len)
+{
+    const char *start = s->p;
+    size_t n = 0;
+    while (s->p < s->end) {
+        unsigned char ch = (unsigned char)*s->p;
+        if (ch == '"') {
+            *out = start;
+            *len = (size_t)(s->p - start);
+            s->p++;
+            return true;
+        }
+        if (ch == '\\')
+            break;
+        if (ch < 0x20 || ch >= 0x80)
+            return false; /* control bytes are errors; non-ASCII needs UTF-8 checks */
+        s->p++;
+    }
+    if (s->p >= s->end)
+        return false;
+    /* Escapes: copy into the scratch buffer. */
+    n = (size_t)(s->p - start);
+    size_t need = n + (size_t)(s->end - s->p);
+    if (need > s->tmp_cap) {
+        char *t = realloc(s->tmp, need);
+        if (t == NULL)
+            return false;
+        s->tmp = t;
+        s->tmp_cap = need;
+    }
+    memcpy(s->tmp, start, n);
+    while (s->p < s->end) {
+        unsigned char ch = (unsigned char)*s->p++;
+        if (ch == '"') {
+            *out = s->tmp;
+            *len = n;
+            return true;
+        }
+        if (ch < 0x20 || ch >= 0x80)
+            return false;
+        if (ch != '\\') {
+            s->tmp[n++] = (char)ch;
+            continue;
+        }
+        if (s->p >= s->end)
+            return false;
+        switch (*s->p++) {
+        case '"':
+            s->tmp[n++] = '"';
+            break;
+        case '\\':
+            s->tmp[n++] = '\\';
+            break;
+        case '/':
+            s->tmp[n++] = '/';
+            break;
+        case 'b':
+            s->tmp[n++] = '\b';
+            break;
+        case 'f':
+            s->tmp[n++] = '\f';
+            break;
+        case 'n':
+            s->tmp[n++] = '\n';
+            break;
+        case 'r':
+            s->tmp[n++] = '\r';
+            break;
+        case 't':
+            s->tmp[n++] = '\t';
+            break;
+        default:
+            return false; /* \uXXXX (surrogates, NUL) and invalid escapes: jansson decides */
+        }
+    }
+    return false;
+}
+
+static json_t *scan_number(scan_t *s)
+{
+    bool neg = false;
+    int digits = 0;
+    int64_t v = 0;
+    if (*s->p == '-') {
+        neg = true;
+        s->p++;
+    }
+    if (s->p >= s->end || *s->p < '0' || *s->p > '9')
+        return NULL;
+    if (*s->p == '0' && s->p + 1 < s->end && s->p[1] >= '0' && s->p[1] <= '9')
+        return NULL; /* leading zero: an error for jansson */
+    while (s->p < s->end && *s->p >= '0' && *s->p <= '9') {
+        if (++digits > SCAN_MAX_DIGITS)
+            return NULL;
+        v = v * 10 + (*s->p++ - '0');
+    }
+    if (s->p < s->end && (*s->p == '.' || *s->p == 'e' || *s->p == 'E'))
+        return NULL; /* reals: left to jansson's strtod */
+    return json_integer(neg ? -v : v);
+}
+
+static bool literal(scan_t *s, const char *word, size_t n)
+{
+    if ((size_t)(s->end - s->p) < n || memcmp(s->p, word, n) != 0)
+        return false;
+    s->p += n;
+    return true;
+}
+
+static json_t *scan_object(scan_t *s, int depth)
+{
+    json_t *obj = json_object();
+    const char *key;
+    size_t klen;
+    if (obj == NULL)
+        return NULL;
+    skip_ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        return obj;
+    }
+    for (;;) {
+        json_t *v;
+        char *k;
+        skip_ws(s);
+        if (s->p >= s->end || *s->p != '"')
+            goto fail;
+        s->p++;
+        if (!scan_string(s, &key, &klen))
+            goto fail;
+        /* The value's string may reuse the scratch buffer: keep the key apart. */
+        k = key == s->tmp ? strndup(key, klen) : NULL;
+        if (key == s->tmp && k == NULL)
+            goto fail;
+        skip_ws(s);
+        if (s->p >= s->end || *s->p != ':') {
+            free(k);
+            goto fail;
+        }
+        s->p++;
+        v = scan_value(s, depth + 1);
+        if (v == NULL || json_object_setn_new_nocheck(obj, k ? k : key, klen, v) != 0) {
+            free(k);
+            goto fail; /* setn_new consumed v on failure */
+        }
+        free(k);
+        skip_ws(s);
+        if (s->p >= s->end)
+            goto fail;
+        if (*s->p == ',') {
+            s->p++;
+            continue;
+        }
+        if (*s->p == '}') {
+            s->p++;
+            return obj;
+        }
+        goto fail;
+    }
+fail:
+    json_decref(obj);
+    return NULL;
+}
+
+static json_t *scan_array(scan_t *s, int depth)
+{
+    json_t *arr = json_array();
+    if (arr == NULL)
+        return NULL;
+    skip_ws(s);
+    if (s->p < s->end && *s->p == ']') {
+        s->p++;
+        return arr;
+    }
+    for (;;) {
+        json_t *v = scan_value(s, depth + 1);
+        if (v == NULL || json_array_append_new(arr, v) != 0)
+            goto fail;
+        skip_ws(s);
+        if (s->p >= s->end)
+            goto fail;
+        if (*s->p == ',') {
+            s->p++;
+            continue;
+        }
+        if (*s->p == ']') {
+            s->p++;
+            return arr;
+        }
+        goto fail;
+    }
+fail:
+    json_decref(arr);
+    return NULL;
+}
+
+static json_t *scan_value(scan_t *s, int depth)
+{
+    const char *str;
+    size_t len;
+    if (depth > SCAN_MAX_DEPTH)
+        return NULL;
+    skip_ws(s);
+    if (s->p >= s->end)
+        return NULL;
+    switch (*s->p) {
+    case '{':
+        s->p++;
+        return scan_object(s, depth);
+    case '[':
+        s->p++;
+        return scan_array(s, depth);
+    case '"':
+        s->p++;
+        return scan_string(s, &str, &len) ? json_stringn_nocheck(str, len) : NULL;
+    case 't':
+        return literal(s, "true", 4) ? json_true() : NULL;
+    case 'f':
+        return literal(s, "false", 5) ? json_false() : NULL;
+    case 'n':
+        return literal(s, "null", 4) ? json_null() : NULL;
+    default:
+        return scan_number(s);
+    }
+}
+
+json_t *cdc_json_scan(const char *buf, size_t len)
+{
+    scan_t s = {NULL, NULL, NULL, 0};
+    json_t *root;
+    if (buf == NULL)
+        return NULL;
+    s.p = buf;
+    s.end = buf + len;
+    skip_ws(&s);
+    if (s.p >= s.end || (*s.p != '{' && *s.p != '['))
+        return NULL; /* jansson without JSON_DECODE_ANY wants an object or array */
+    root = scan_value(&s, 0);
+    free(s.tmp);
+    if (root == NULL)
+        return NULL;
+    skip_ws(&s);
+    if (s.p != s.end) {
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+json_t *cdc_json_load(const char *buf, size_t len, json_error_t *err)
+{
+    json_t *root = cdc_json_scan(buf, len);
+    return root != NULL ? root : json_loadb(buf, len, 0, err);
+}

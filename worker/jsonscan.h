@@ -1,0 +1,28 @@
+/*
+ * Fast JSON parsing for the record path. Change events are small, plain JSON documents
+ * (ASCII keys, integers, short strings); jansson's general-purpose lexer spends most of
+ * the decode time on them. cdc_json_scan() parses such documents directly into a jansson
+ * tree identical to what json_loadb(buf, len, 0, ..) returns, and gives up (returns NULL)
+ * on anything outside that plain subset: non-ASCII bytes, \u escapes, real numbers,
+ * integers of more than 18 digits, deep nesting, and every syntax error. The caller then
+ * falls back to json_loadb, which also produces the error message, so results and errors
+ * are exactly jansson's.
+ */
+#ifndef CDC_WORKER_JSONSCAN_H
+#define CDC_WORKER_JSONSCAN_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+/*
+ * Parses buf[0..len) (a top-level object or array, nothing but whitespace after it).
+ * Returns a new reference owned by the caller, or NULL when the document is outside the
+ * fast subset (call json_loadb then).
+ */
+json_t *cdc_json_scan(const char *buf, size_t len);
+
+/* cdc_json_scan, falling back to json_loadb(buf, len, 0, err) (err may be NULL). */
+json_t *cdc_json_load(const char *buf, size_t len, json_error_t *err);
+
+#endif
