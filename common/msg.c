@@ -488,3 +488,8 @@ void cdc_msg_client_close(cdc_msg_client_t *c)
     nng_close(c->sock);
     free(c);
 }
+
+void cdc_msg_shutdown(void)
+{
+    nng_fini();
+}

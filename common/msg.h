@@ -103,6 +103,14 @@ uint64_t cdc_msg_server_garbage_count(const cdc_msg_server_t *s);
 /* Closes the socket and frees the server; NULL is a no-op. */
 void cdc_msg_server_close(cdc_msg_server_t *s);
 
+/*
+ * Releases NNG's global state (nng_fini) at process exit, after every socket and NNG HTTP
+ * server is closed. Messages handed to NNG for a peer that went away are freed by it
+ * asynchronously; without this, exit races those frees and leak checkers (make asan)
+ * report them. Nothing NNG-based may be used afterwards.
+ */
+void cdc_msg_shutdown(void);
+
 /* ---- client (worker side) -------------------------------------------------------- */
 
 typedef struct cdc_msg_client cdc_msg_client_t;

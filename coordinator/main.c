@@ -14,6 +14,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/msg.h"
 #include "coordinator/coordinator.h"
 
 #define OPT(name, type, field, def, help)                                                          \
@@ -141,6 +142,7 @@ int main(int argc, char **argv)
     status = 0;
 done:
     cdc_coord_close(c);
+    cdc_msg_shutdown();
     cdc_config_free(cdc_coord_options, &c->cfg);
     return status;
 }
