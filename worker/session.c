@@ -9,6 +9,7 @@
  * make this worker ack into a generation it does not own.
  */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,14 +30,20 @@ int64_t cdc_worker_mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Set by the heartbeat thread when its sends keep failing on a link NNG calls up. */
+static _Atomic bool redial_wanted;
+
 /* Sends one envelope; the caller holds link_lock. */
-static void send_locked(cdc_worker_t *w, Cdc__Envelope *env)
+static bool send_locked(cdc_worker_t *w, Cdc__Envelope *env)
 {
     cdc_error_t e;
     if (w->msg == NULL)
-        return;
-    if (cdc_msg_client_send(w->msg, env, &e) != CDC_OK)
+        return false;
+    if (cdc_msg_client_send(w->msg, env, &e) != CDC_OK) {
         cdc_log_debug("could not send %s to the coordinator: %s", cdc_msg_body_name(env), e.msg);
+        return false;
+    }
+    return true;
 }
 
 static void send_env(cdc_worker_t *w, Cdc__Envelope *env)
@@ -64,7 +71,7 @@ static void send_register(cdc_worker_t *w)
 }
 
 /* Caller holds link_lock. */
-static void send_heartbeat(cdc_worker_t *w)
+static bool send_heartbeat(cdc_worker_t *w)
 {
     Cdc__Envelope env = CDC__ENVELOPE__INIT;
     Cdc__Heartbeat h = CDC__HEARTBEAT__INIT;
@@ -74,21 +81,27 @@ static void send_heartbeat(cdc_worker_t *w)
     h.generation = w->generation;
     env.body_case = CDC__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &h;
-    send_locked(w, &env);
+    return send_locked(w, &env);
 }
 
 /* Heartbeat thread: every interval while registered. Stops with the stop flag. */
 static void *heartbeat_main(void *arg)
 {
     cdc_worker_t *w = arg;
+    int failed = 0; /* consecutive heartbeats NNG could not send */
     while (!*w->stop) {
         struct timespec ts = {w->cfg.heartbeat_interval_ms / 1000,
                               (w->cfg.heartbeat_interval_ms % 1000) * 1000000};
         int64_t t0 = cdc_worker_mono_ms();
         pthread_mutex_lock(&w->link_lock);
         int64_t t1 = cdc_worker_mono_ms();
-        if (w->registered)
-            send_heartbeat(w);
+        if (w->registered) {
+            failed = send_heartbeat(w) ? 0 : failed + 1;
+            if (failed >= 3) { /* each waited out the 1 s send timeout: a dead pipe */
+                atomic_store(&redial_wanted, true);
+                failed = 0;
+            }
+        }
         pthread_mutex_unlock(&w->link_lock);
         int64_t t2 = cdc_worker_mono_ms();
         if (t2 - t0 > w->cfg.heartbeat_interval_ms)
@@ -314,6 +327,13 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
             w->next_leader_check_ms = now + 1000;
         }
         pthread_mutex_lock(&w->link_lock);
+        if (w->msg != NULL && atomic_exchange(&redial_wanted, false)) {
+            cdc_error_t de;
+            cdc_log_warn("heartbeats to coordinator %s keep failing: redialing", w->leader_url);
+            if (cdc_msg_client_redial(w->msg, w->leader_url, &de) != CDC_OK)
+                cdc_log_warn("could not redial coordinator %s: %s", w->leader_url, de.msg);
+            w->registered = false;
+        }
         if (w->msg != NULL && !cdc_msg_client_connected(w->msg)) {
             w->registered = false;
             /* NNG's dialer does not always reconnect after the coordinator closed our pipe
