@@ -954,9 +954,9 @@ static void finish_job(cdc_worker_t *w, cdc_snap_job_t *job)
     ack.epoch = job->epoch;
     if (!atomic_load(&w->fin_cancel) && cdc_worker_send_ack(w, &ack)) {
         cdc_metrics_counter_inc(w->m_epochs);
-        cdc_log_debug("acked epoch %" PRIu64 " (%zu partitions, %zu files) %" PRId64
-                      " ms after the cut",
-                      job->epoch, ack.n_partitions, ack.n_files, cdc_worker_mono_ms() - job->cut_ms);
+        cdc_log_debug(
+            "acked epoch %" PRIu64 " (%zu partitions, %zu files) %" PRId64 " ms after the cut",
+            job->epoch, ack.n_partitions, ack.n_files, cdc_worker_mono_ms() - job->cut_ms);
     }
     cdc_worker_ack_free(&ack);
 }

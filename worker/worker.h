@@ -172,8 +172,8 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e);
  * work; otherwise returns at once, and the caller keeps consuming. Fails (no Ack; the
  * coordinator aborts the epoch) only when the cut itself cannot be made.
  */
-cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation,
-                             uint64_t epoch, cdc_error_t *e);
+cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation, uint64_t epoch,
+                             cdc_error_t *e);
 void cdc_worker_ack_free(Cdc__Ack *ack);
 
 /* Waits until the finalizer has nothing left to do (cancel: its Ack is not sent). */
