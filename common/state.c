@@ -42,8 +42,17 @@ static rocksdb_cache_t *shared_cache;
 static rocksdb_cache_t *get_cache(size_t bytes)
 {
     pthread_mutex_lock(&cache_lock);
-    if (shared_cache == NULL)
+    if (shared_cache == NULL) {
         shared_cache = rocksdb_cache_create_lru(bytes ? bytes : (size_t)8 << 20);
+        /* Flushes of all stores share the default environment's high-priority pool
+         * (one thread unless raised): let the stores of one worker flush side by side
+         * when a barrier checkpoints them all at once. */
+        rocksdb_env_t *env = rocksdb_create_default_env();
+        if (env != NULL) {
+            rocksdb_env_set_high_priority_background_threads(env, 4);
+            rocksdb_env_destroy(env); /* the wrapper; the default environment stays */
+        }
+    }
     pthread_mutex_unlock(&cache_lock);
     return shared_cache;
 }
