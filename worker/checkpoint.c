@@ -167,8 +167,7 @@ static cdc_err_t put_state_file(cdc_ckpt_t *c, const char *location, const char 
                                 cdc_error_t *e)
 {
     char *local = cdc_storage_local_path(c->storage, location);
-    if (local != NULL && make_parent(local) &&
-        (link(path, local) == 0 || errno == EEXIST)) {
+    if (local != NULL && make_parent(local) && (link(path, local) == 0 || errno == EEXIST)) {
         /* (EEXIST: a retried upload; names carry the lineage or the epoch and a random
          * id, so it is this file) */
         char *slash = strrchr(local, '/');
