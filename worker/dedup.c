@@ -3,10 +3,13 @@
  * Writes of accepted changes are collected in one write batch per consumed Kafka batch
  * (an in-memory overlay answers lookups until it is written) and go to the store without
  * WAL; the store becomes durable only through a checkpoint at the next barrier, together
- * with the Kafka offsets it matches. cdc_dedup_checkpoint always flushes first.
+ * with the Kafka offsets it matches. cdc_dedup_checkpoint always flushes first; a held
+ * store (cdc_dedup_cut .. cdc_dedup_checkpoint_cut) keeps new writes in the overlay while
+ * another thread copies it.
  */
 #include "worker/dedup.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -220,7 +223,7 @@ static cdc_err_t lookup(cdc_dedup_t *d, int family, const void *key, size_t klen
 cdc_err_t cdc_dedup_flush(cdc_dedup_t *d, cdc_error_t *e)
 {
     cdc_err_t rc;
-    if (d == NULL || cdc_state_batch_count(d->batch) == 0)
+    if (d == NULL || cdc_state_batch_count(d->batch) == 0 || atomic_load(&d->held))
         return CDC_OK;
     rc = cdc_state_write(d->st, d->batch, e);
     if (rc != CDC_OK)
@@ -236,11 +239,38 @@ cdc_err_t cdc_dedup_checkpoint(cdc_dedup_t *d, const char *dir, cdc_error_t *e)
     return rc == CDC_OK ? cdc_state_checkpoint(d->st, dir, e) : rc;
 }
 
+cdc_err_t cdc_dedup_cut(cdc_dedup_t *d, cdc_error_t *e)
+{
+    cdc_err_t rc;
+    if (atomic_load(&d->held))
+        return cdc_error_set(e, CDC_ERR_INTERNAL,
+                             "state store is still held by the previous checkpoint");
+    rc = cdc_dedup_flush(d, e);
+    if (rc == CDC_OK)
+        atomic_store(&d->held, true);
+    return rc;
+}
+
+cdc_err_t cdc_dedup_checkpoint_cut(cdc_dedup_t *d, const char *dir, cdc_error_t *e)
+{
+    /* The record thread only reads the store meanwhile: RocksDB allows that. */
+    cdc_err_t rc = cdc_state_checkpoint(d->st, dir, e);
+    atomic_store(&d->held, false);
+    return rc;
+}
+
+void cdc_dedup_release(cdc_dedup_t *d)
+{
+    if (d != NULL)
+        atomic_store(&d->held, false);
+}
+
 void cdc_dedup_close(cdc_dedup_t *d)
 {
     cdc_error_t e;
     if (d == NULL)
         return;
+    atomic_store(&d->held, false);
     if (cdc_dedup_flush(d, &e) != CDC_OK)
         cdc_log_warn("could not write pending dedup state: %s", e.msg);
     cdc_state_batch_free(d->batch);
@@ -426,9 +456,12 @@ static bool toastable(cdc_ice_type_t t)
 }
 
 /*
- * Records a truncate: the pending writes go to the store first, then one write batch
- * deletes every "rows" entry of the table and stores the truncate's position under the
- * table identity, so lookups never see a row from before the truncate.
+ * Records a truncate like any change, through the pending batch: after the table's
+ * earlier pending writes, one range delete of every "rows" entry of the table, then the
+ * truncate's position under the table identity. The batch applies them in that order at
+ * the next flush (also when the store is held by a checkpoint cut). Until then, lookups
+ * that still find a row from before the truncate (in the overlay or the store) ignore
+ * it: its position is not after the marker (cdc_dedup_check).
  */
 static cdc_err_t record_truncate(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e)
 {
@@ -437,11 +470,12 @@ static cdc_err_t record_truncate(cdc_dedup_t *d, const cdc_change_t *c, cdc_erro
     cdc_dedup_marker_t *mk = NULL;
     cdc_err_t rc;
 
-    if (sk == NULL || lo == NULL || hi == NULL) {
+    if (sk == NULL || lo == NULL || hi == NULL ||
+        !pending_reserve(&d->pending, 2, sklen + len + 16 + 32)) {
         rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         goto done;
     }
-    if ((rc = table_marker(d, c, &mk, e)) != CDC_OK || (rc = cdc_dedup_flush(d, e)) != CDC_OK)
+    if ((rc = table_marker(d, c, &mk, e)) != CDC_OK)
         goto done;
     /* entities of the table: "<ns>.<table>\0" + key parts, i.e. [prefix "\0", prefix "\1") */
     memcpy(lo, c->entity, len);
@@ -453,12 +487,8 @@ static cdc_err_t record_truncate(cdc_dedup_t *d, const cdc_change_t *c, cdc_erro
     cdc_state_batch_delete_range(d->batch, CDC_ROWS_FAMILY, lo, len + 1, hi, len);
     cdc_state_batch_put(d->batch, CDC_ROWS_FAMILY, c->entity, len, pos, 16);
     cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, sk, sklen, "", 0);
-    if ((rc = cdc_state_write(d->st, d->batch, e)) != CDC_OK) {
-        cdc_state_batch_clear(d->batch);
-        cdc_error_prefix(e, "could not record truncate of \"%s\"", (const char *)c->entity);
-        goto done;
-    }
-    cdc_state_batch_clear(d->batch);
+    pending_set(&d->pending, CDC_ROWS_FAMILY, c->entity, len, pos, 16, false);
+    pending_set(&d->pending, CDC_DEDUP_FAMILY, sk, sklen, "", 0, false);
     mk->set = true;
     mk->commit_lsn = c->commit_lsn;
     mk->lsn = c->lsn;
