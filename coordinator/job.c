@@ -100,6 +100,19 @@ static void send_reject(cdc_coord_t *c, uint32_t pipe, const char *reason)
     send_env(c, pipe, &env);
 }
 
+/*
+ * A worker talks to us while we do not lead. A standby also closes the pipe: a worker
+ * that dials a fixed address (a fault proxy, a Service) only finds the leader by
+ * dialing again; one that follows the leader key redials on its own anyway. While
+ * STARTING we lead already: the worker registers again once we are ready.
+ */
+static void reject_not_leader(cdc_coord_t *c, uint32_t pipe)
+{
+    send_reject(c, pipe, "not the leader");
+    if (c->state == CDC_JOB_STANDBY)
+        cdc_msg_server_close_pipe(c->msg, pipe);
+}
+
 static void broadcast(cdc_coord_t *c, const Cdc__Envelope *env)
 {
     for (int i = 0; i < c->members.n; i++)
@@ -316,9 +329,25 @@ static void clear_queue(cdc_coord_t *c)
     c->nqueue = 0;
 }
 
+/*
+ * Drops every worker: a standby must not keep their links, or workers that reach the
+ * coordinators through a fixed address (a proxy, a Service) would stay attached to a
+ * process that no longer leads, heartbeating into it while the new leader waits for
+ * them. Closing the pipes makes them dial again and land on whoever leads now.
+ */
+static void drop_workers(cdc_coord_t *c)
+{
+    for (int i = 0; i < c->members.n; i++)
+        if (c->members.m[i].alive && c->members.m[i].pipe != 0)
+            cdc_msg_server_close_pipe(c->msg, c->members.m[i].pipe);
+    cdc_members_init(&c->members);
+    cdc_metrics_gauge_set(c->m_workers, 0);
+}
+
 static void become_standby(cdc_coord_t *c, const char *reason)
 {
     cdc_log_warn("job \"%s\": no longer leader: %s", c->cfg.job, reason);
+    drop_workers(c);
     cdc_epochs_reset(&c->epochs, 0, 0, NULL);
     clear_queue(c);
     memset(c->owner, 0, sizeof(c->owner));
@@ -583,7 +612,7 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
     bool was_alive, owned;
 
     if (c->state == CDC_JOB_STANDBY || c->state == CDC_JOB_STARTING) {
-        send_reject(c, pipe, "not the leader");
+        reject_not_leader(c, pipe);
         return;
     }
     was_alive = cdc_members_is_alive(&c->members, r->worker_id ? r->worker_id : "");
@@ -696,16 +725,14 @@ static void on_message(cdc_coord_t *c, Cdc__Envelope *env, uint32_t pipe, int64_
         on_register(c, env->register_, pipe, now);
         break;
     case CDC__ENVELOPE__BODY_HEARTBEAT:
-        if (!cdc_members_heartbeat(&c->members, pipe, now)) {
-            if (c->state != CDC_JOB_STANDBY && c->state != CDC_JOB_STARTING)
-                send_reject(c, pipe, "unknown worker: register first");
-            else
-                send_reject(c, pipe, "not the leader");
-        }
+        if (c->state == CDC_JOB_STANDBY || c->state == CDC_JOB_STARTING)
+            reject_not_leader(c, pipe);
+        else if (!cdc_members_heartbeat(&c->members, pipe, now))
+            send_reject(c, pipe, "unknown worker: register first");
         break;
     case CDC__ENVELOPE__BODY_ACK:
         if (c->state == CDC_JOB_STANDBY)
-            send_reject(c, pipe, "not the leader");
+            reject_not_leader(c, pipe);
         else
             on_ack(c, env->ack, pipe);
         break;
