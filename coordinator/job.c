@@ -25,6 +25,7 @@
 #define ETCD_RETRY_MS 300
 #define COMMIT_RETRY_MS 300
 #define MAX_OPEN_BEFORE_PAUSE 8
+#define SLOW_MAINTENANCE_MS 1000
 
 const char *cdc_job_state_name(cdc_job_state_t s)
 {
@@ -63,6 +64,16 @@ static void fault_point(cdc_coord_t *c, const char *name)
     if (c->cfg.fault != NULL && strcmp(c->cfg.fault, name) == 0) {
         cdc_log_error("fault injection: exiting at \"%s\"", name);
         _exit(86);
+    }
+}
+
+/* Debug fault injection: stalls the main loop for ms at a named point (a slow scan). */
+static void fault_stall(cdc_coord_t *c, const char *name, int64_t ms)
+{
+    if (c->cfg.fault != NULL && strcmp(c->cfg.fault, name) == 0) {
+        struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        cdc_log_warn("fault injection: stalling %" PRId64 " ms at \"%s\"", ms, name);
+        nanosleep(&ts, NULL);
     }
 }
 
@@ -348,6 +359,7 @@ static void become_standby(cdc_coord_t *c, const char *reason)
 {
     cdc_log_warn("job \"%s\": no longer leader: %s", c->cfg.job, reason);
     drop_workers(c);
+    memset(c->nhigh, 0, sizeof(c->nhigh));
     cdc_epochs_reset(&c->epochs, 0, 0, NULL);
     clear_queue(c);
     memset(c->owner, 0, sizeof(c->owner));
@@ -456,6 +468,9 @@ static void leader_start(cdc_coord_t *c, int64_t now)
      * lease survived an etcd outage) and a (term, generation) pair must never repeat.
      */
     c->assigned_in_term = false;
+    /* maintenance reads every table (slow at first): not while the term gets going */
+    c->next_orphan_ms = now + c->cfg.orphan_interval_ms;
+    c->next_expire_ms = now + c->cfg.orphan_interval_ms;
     c->restart_at_ms = now;
     c->grace_until_ms = now + c->cfg.rebalance_grace_ms;
     snprintf(c->recovery_reason, sizeof(c->recovery_reason), "new leader term %" PRIu64, c->term);
@@ -652,6 +667,33 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
     }
 }
 
+/* Keeps the high watermarks an owner reports with its ack (for the lag in /status). */
+static void note_high_watermarks(cdc_coord_t *c, const cdc_member_t *m, const Cdc__Ack *ack)
+{
+    for (size_t i = 0; i < ack->n_partitions; i++) {
+        const Cdc__PartitionState *ps = ack->partitions[i];
+        uint32_t p = ps->partition;
+        if (p >= CDC_PARTITIONS || strcmp(c->owner[p], m->id) != 0)
+            continue;
+        for (size_t k = 0; k < ps->n_offsets; k++) {
+            const Cdc__TopicOffset *to = ps->offsets[k];
+            int j;
+            if (to->topic == NULL || to->high_watermark <= 0)
+                continue;
+            for (j = 0; j < c->nhigh[p]; j++)
+                if (strcmp(c->high[p][j].topic, to->topic) == 0)
+                    break;
+            if (j == c->nhigh[p]) {
+                if (j == CDC_COORD_TOPICS_MAX)
+                    continue;
+                snprintf(c->high[p][j].topic, sizeof(c->high[p][j].topic), "%s", to->topic);
+                c->nhigh[p]++;
+            }
+            c->high[p][j].high = to->high_watermark;
+        }
+    }
+}
+
 static void on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
 {
     cdc_member_t *m = cdc_members_by_pipe(&c->members, pipe);
@@ -670,6 +712,8 @@ static void on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
         cdc_metrics_counter_inc(c->m_rejected);
         return; /* acks of an aborted generation */
     }
+    if (ack->term == c->term && ack->generation == c->generation)
+        note_high_watermarks(c, m, ack);
     cdc_error_clear(&e);
     r = cdc_epochs_ack(&c->epochs, ack, wall_ms(), &e);
     switch (r) {
@@ -846,6 +890,7 @@ static void maybe_orphans(cdc_coord_t *c, int64_t now)
     if (c->cfg.orphan_interval_ms <= 0 || now < c->next_orphan_ms)
         return;
     c->next_orphan_ms = now + c->cfg.orphan_interval_ms;
+    fault_stall(c, "stall-orphan-scan", 3 * c->cfg.lease_ttl_ms);
     if (c->nqueue > 0 && c->queue[0].recorded)
         return; /* a recorded epoch waits for its commit: its files must stay */
     for (int i = 0; i < c->nqueue; i++)
@@ -855,6 +900,10 @@ static void maybe_orphans(cdc_coord_t *c, int64_t now)
         cdc_log_warn("orphan cleanup failed: %s", e.msg);
     else if (deleted > 0)
         cdc_log_info("orphan cleanup removed %d files", deleted);
+    if (mono_ms() - now > SLOW_MAINTENANCE_MS)
+        cdc_log_warn("orphan cleanup took %" PRId64 " ms (barriers wait meanwhile)",
+                     mono_ms() - now);
+    c->next_orphan_ms = mono_ms() + c->cfg.orphan_interval_ms; /* a pause between scans */
     cdc_metrics_counter_add(c->m_orphans, deleted);
 }
 
@@ -873,6 +922,10 @@ static void maybe_expire(cdc_coord_t *c, int64_t now)
         cdc_log_warn("snapshot expiry failed: %s", e.msg);
     else if (expired > 0)
         cdc_log_info("expired %zu snapshots", expired);
+    if (mono_ms() - now > SLOW_MAINTENANCE_MS)
+        cdc_log_warn("snapshot expiry took %" PRId64 " ms (barriers wait meanwhile)",
+                     mono_ms() - now);
+    c->next_expire_ms = mono_ms() + c->cfg.orphan_interval_ms;
     cdc_metrics_counter_add(c->m_expired, (int64_t)expired);
 }
 
@@ -910,7 +963,7 @@ void cdc_coord_run(cdc_coord_t *c)
                 process_queue(c, mono_ms());
             if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING) {
                 maybe_orphans(c, now);
-                maybe_expire(c, now);
+                maybe_expire(c, mono_ms());
             }
         }
         if (now >= c->next_status_ms) {
@@ -1018,8 +1071,8 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
         return cdc_error_prefix(e, "option --warehouse \"%s\"", c->cfg.warehouse);
     snprintf(value, sizeof(value), "{\"id\":\"%s\",\"endpoint\":\"%s\",\"admin\":\"%s\"}",
              c->cfg.id, c->endpoint, c->admin);
-    if ((rc = cdc_leader_open(&c->leader, c->etcd, c->cfg.job, value,
-                              (c->cfg.lease_ttl_ms + 999) / 1000, e)) != CDC_OK)
+    if ((rc = cdc_leader_open(&c->leader, c->etcd, c->cfg.etcd, (int)c->cfg.etcd_timeout_ms,
+                              c->cfg.job, value, (c->cfg.lease_ttl_ms + 999) / 1000, e)) != CDC_OK)
         return rc;
     cdc_store_init(&c->store, c->etcd, c->leader.el, c->cfg.job);
     cdc_log_info("coordinator \"%s\" for job \"%s\": workers dial %s, admin http://%s", c->cfg.id,

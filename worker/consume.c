@@ -799,6 +799,7 @@ static cdc_err_t snapshot_slot(cdc_worker_t *w, cdc_slot_t *s, uint64_t epoch, C
         cdc__topic_offset__init(to);
         to->topic = w->topics[t]; /* borrowed: not freed by cdc_worker_ack_free */
         to->next_offset = s->next_offset[t];
+        to->high_watermark = s->high[t] > 0 ? s->high[t] : 0; /* for the leader's /status */
         ps->offsets[ps->n_offsets++] = to;
     }
     ack->partitions[ack->n_partitions++] = ps;

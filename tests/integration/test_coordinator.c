@@ -724,6 +724,36 @@ static void test_deposed_leader_drops_workers(void **state)
     scenario_close(&s);
 }
 
+/*
+ * A leader whose main loop is busy for longer than the lease TTL (a cold orphan scan of
+ * a big warehouse, a commit backlog after an etcd outage) keeps its lease: the renewal
+ * does not wait for the loop. Before, the lease ran out, the standby took over and the
+ * old leader's workers were stranded (chaos: leadership flipped every orphan interval).
+ */
+static void test_leader_survives_stall(void **state)
+{
+    static scenario_t s; /* static: teardown() closes it after a failed assertion */
+    int64_t term;
+    (void)state;
+
+    scenario_open(&s, "stall");
+    extra_opts[0] = "--orphan-interval=2s"; /* each scan stalls 3 x the 2 s lease TTL */
+    start_coordinator(&s, 0, "stall-orphan-scan");
+    memset(extra_opts, 0, sizeof(extra_opts));
+    for (int i = 0; i < 3; i++)
+        start_worker(&s, i);
+    wait_more_commits(&s, 3, 30000);
+    term = leader_term(&s);
+    assert_true(term > 0);
+    start_coordinator(&s, 1, NULL); /* a standby ready to take over */
+    /* two stalls of 6 s each, commits in between: the leader and its term stay */
+    wait_more_commits(&s, 3, 30000);
+    wait_more_commits(&s, 3, 30000);
+    assert_true(leader_term(&s) == term);
+    quiesce_and_verify(&s);
+    scenario_close(&s);
+}
+
 static void test_crash_after_record(void **state)
 {
     static scenario_t s; /* static: teardown() closes it after a failed assertion */
@@ -972,6 +1002,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_pause_worker, teardown),
         cmocka_unit_test_teardown(test_leader_failover, teardown),
         cmocka_unit_test_teardown(test_deposed_leader_drops_workers, teardown),
+        cmocka_unit_test_teardown(test_leader_survives_stall, teardown),
         cmocka_unit_test_teardown(test_crash_after_record, teardown),
         cmocka_unit_test_teardown(test_etcd_restart, teardown),
         cmocka_unit_test_teardown(test_orphans, teardown),
