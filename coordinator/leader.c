@@ -138,6 +138,8 @@ void cdc_leader_close(cdc_leader_t *l, bool resign)
 {
     cdc_error_t e;
 
+    if (l->key[0] == '\0')
+        return; /* never opened */
     stop_renewer(l);
     if (l->el != NULL) {
         if (resign && l->leading)
@@ -149,6 +151,7 @@ void cdc_leader_close(cdc_leader_t *l, bool resign)
     l->renew_etcd = NULL;
     l->leading = false;
     pthread_mutex_destroy(&l->renew_mu);
+    l->key[0] = '\0';
 }
 
 void cdc_leader_step_down(cdc_leader_t *l, const char *reason)
