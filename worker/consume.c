@@ -760,6 +760,7 @@ typedef struct snap_part {
     uint64_t epoch;
     cdc_stage_t stage;                          /* the epoch's stage (owned) */
     int64_t next_offset[CDC_WORKER_MAX_TOPICS]; /* at the cut */
+    int64_t high[CDC_WORKER_MAX_TOPICS];        /* last known high watermarks at the cut */
     bool checkpoint;                            /* state changed: store held at the cut */
     Cdc__Ack part;
     cdc_err_t rc;
@@ -890,6 +891,7 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
         cdc__topic_offset__init(to);
         to->topic = w->topics[t]; /* borrowed: not freed by cdc_worker_ack_free */
         to->next_offset = j->next_offset[t];
+        to->high_watermark = j->high[t] > 0 ? j->high[t] : 0; /* for the leader's /status */
         ps->offsets[ps->n_offsets++] = to;
     }
     ack->partitions[ack->n_partitions++] = ps;
@@ -1113,6 +1115,7 @@ cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation
             }
         }
         memcpy(j->next_offset, s->next_offset, sizeof(j->next_offset));
+        memcpy(j->high, s->high, sizeof(j->high));
         j->stage = s->stage; /* moved */
         j->stage.epoch = epoch;
         cdc_stage_init(&s->stage, s->partition, epoch + 1);
