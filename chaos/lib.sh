@@ -181,7 +181,7 @@ pipeline_procs_up() {
         proc_start "coordinator-$i" "$CHAOS_BUILD/cdc-coordinator" --id "coordinator-$i" \
             --job "$CDC_JOB" --etcd "$CDC_TEST_ETCD" --listen "tcp://127.0.0.1:$port" \
             --http "127.0.0.1:$http" --warehouse "$CHAOS_DIR/warehouse" \
-            --namespace "$CHAOS_NAMESPACE" --heartbeat-timeout "${CHAOS_HEARTBEAT_TIMEOUT}s"
+            --heartbeat-timeout "${CHAOS_HEARTBEAT_TIMEOUT}s"
         echo "127.0.0.1:$http" >"$CHAOS_DIR/procs/coordinator-$i.http"
     done
 

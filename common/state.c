@@ -253,6 +253,14 @@ void cdc_state_batch_delete(cdc_state_batch_t *b, int family, const void *key, s
         rocksdb_writebatch_delete_cf(b->wb, b->st->cf[family], key, key_len);
 }
 
+void cdc_state_batch_delete_range(cdc_state_batch_t *b, int family, const void *begin,
+                                  size_t begin_len, const void *end, size_t end_len)
+{
+    if (fam_ok(b->st, family))
+        rocksdb_writebatch_delete_range_cf(b->wb, b->st->cf[family], begin, begin_len, end,
+                                           end_len);
+}
+
 size_t cdc_state_batch_count(const cdc_state_batch_t *b)
 {
     return (size_t)rocksdb_writebatch_count(b->wb);

@@ -198,6 +198,45 @@ static cdc_err_t schema_for(const cdc_checkpoint_t *rec, const char *table, cdc_
     return CDC_OK;
 }
 
+/* Which live mirror files a commit removes: those of the truncating slots. */
+typedef struct truncate_match {
+    const char *job;
+    uint32_t partitions; /* bit p = slot p truncated */
+} truncate_match_t;
+
+/*
+ * Slot that wrote a staged file, from its name "<job>-e<epoch>-p<P>-<kind>-<uuid>.parquet"
+ * (worker/stage.c), or -1 when the file is not one of this job's staged files.
+ */
+int cdc_committer_file_partition(const char *path, const char *job)
+{
+    const char *base = strrchr(path, '/');
+    size_t jl = strlen(job);
+    char *end;
+    long p;
+
+    base = base ? base + 1 : path;
+    if (strncmp(base, job, jl) != 0 || base[jl] != '-' || base[jl + 1] != 'e')
+        return -1;
+    base += jl + 2;
+    if (*base < '0' || *base > '9')
+        return -1;
+    strtoull(base, &end, 10);
+    if (end[0] != '-' || end[1] != 'p' || end[2] < '0' || end[2] > '9')
+        return -1;
+    p = strtol(end + 2, &end, 10);
+    if (*end != '-' || p < 0 || p >= CDC_PARTITIONS)
+        return -1;
+    return (int)p;
+}
+
+static bool truncated_file(const cdc_ice_data_file_t *f, void *arg)
+{
+    const truncate_match_t *m = arg;
+    int p = cdc_committer_file_partition(f->path, m->job);
+    return p >= 0 && (m->partitions & (1u << p)) != 0;
+}
+
 static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, const char *table,
                               cdc_commit_result_t *res, cdc_error_t *e)
 {
@@ -209,6 +248,7 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
     size_t ndata = 0, ndels = 0;
     cdc_ice_props_t summary = {0};
     char num[32], *offsets = NULL;
+    truncate_match_t trunc = {c->job, cdc_checkpoint_truncated(rec, table)};
     cdc_err_t rc;
 
     memset(&schema, 0, sizeof(schema));
@@ -220,6 +260,15 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
         goto cleanup;
     rc = cdc_ice_table_load(c->storage, location, &t, e);
     if (rc == CDC_ERR_NOT_FOUND) {
+        bool has_files = false;
+        for (size_t i = 0; i < rec->nfiles && !has_files; i++)
+            has_files = strcmp(rec->files[i].table, table) == 0;
+        if (!have_schema && trunc.partitions != 0 && !has_files) {
+            /* a truncate of a table nobody wrote yet: nothing to remove */
+            cdc_error_clear(e);
+            rc = CDC_OK;
+            goto cleanup;
+        }
         if (!have_schema) {
             rc = cdc_error_set(e, CDC_ERR_PROTOCOL,
                                "table \"%s\" does not exist and checkpoint %" PRIu64
@@ -248,7 +297,7 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
         else
             ndels++;
     }
-    if (ndata + ndels == 0) {
+    if (ndata + ndels == 0 && trunc.partitions == 0) {
         rc = CDC_OK;
         goto cleanup;
     }
@@ -299,9 +348,18 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
         ic.delete_files = dels;
         ic.ndelete_files = ndels;
         ic.summary = &summary;
+        if (trunc.partitions != 0) {
+            /* TRUNCATE: the slots' earlier files go in the snapshot that adds their new ones */
+            ic.remove = truncated_file;
+            ic.remove_arg = &trunc;
+        }
         rc = cdc_ice_table_commit(t, &ic, NULL, e);
         if (rc == CDC_OK) {
             res->tables_committed++;
+            if (trunc.partitions != 0)
+                cdc_log_info("checkpoint %" PRIu64 ": truncate of table \"%s\" applied for "
+                             "partitions 0x%03x",
+                             rec->epoch, table, trunc.partitions);
             goto cleanup;
         }
         if (rc != CDC_ERR_CONFLICT || attempt + 1 >= COMMIT_ATTEMPTS)
@@ -351,12 +409,14 @@ cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
     table_job_t *jobs;
 
     memset(res, 0, sizeof(*res));
-    tables = calloc(rec->nfiles + rec->nschemas + 1, sizeof(*tables));
+    tables = calloc(rec->nfiles + rec->nschemas + rec->ntruncates + 1, sizeof(*tables));
     if (tables == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < rec->nschemas + rec->nfiles; i++) {
-        const char *t =
-            i < rec->nschemas ? rec->schemas[i].table : rec->files[i - rec->nschemas].table;
+    for (size_t i = 0; i < rec->nschemas + rec->nfiles + rec->ntruncates; i++) {
+        const char *t = i < rec->nschemas ? rec->schemas[i].table
+                        : i < rec->nschemas + rec->nfiles
+                            ? rec->files[i - rec->nschemas].table
+                            : rec->truncates[i - rec->nschemas - rec->nfiles].table;
         bool seen = false;
         for (size_t j = 0; j < ntables; j++)
             if (strcmp(tables[j], t) == 0)

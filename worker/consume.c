@@ -618,10 +618,43 @@ void cdc_worker_ack_free(Cdc__Ack *ack)
         free(ack->schemas[i]);
     }
     free(ack->schemas);
+    for (size_t i = 0; i < ack->n_truncates; i++) {
+        free(ack->truncates[i]->table);
+        free(ack->truncates[i]);
+    }
+    free(ack->truncates);
     ack->partitions = NULL;
     ack->files = NULL;
     ack->schemas = NULL;
-    ack->n_partitions = ack->n_files = ack->n_schemas = 0;
+    ack->truncates = NULL;
+    ack->n_partitions = ack->n_files = ack->n_schemas = ack->n_truncates = 0;
+}
+
+/* Reports the slot's truncated tables in the ack (TableTruncate, docs/protocol.md). */
+static cdc_err_t add_truncates(Cdc__Ack *ack, const cdc_stage_t *stage, cdc_error_t *e)
+{
+    for (size_t i = 0; i < stage->ntables; i++) {
+        const cdc_stage_table_t *t = &stage->tables[i];
+        Cdc__TableTruncate **n, *tt;
+        char name[300];
+        if (!t->truncated)
+            continue;
+        n = realloc(ack->truncates, (ack->n_truncates + 1) * sizeof(*n));
+        if (n == NULL)
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        ack->truncates = n;
+        tt = calloc(1, sizeof(*tt));
+        snprintf(name, sizeof(name), "%s.%s", t->ns, t->table);
+        if (tt == NULL || (cdc__table_truncate__init(tt), tt->table = strdup(name)) == NULL) {
+            free(tt);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
+        tt->partition = stage->partition;
+        ack->truncates[ack->n_truncates++] = tt;
+        cdc_log_info("partition %u: truncate of \"%s\" in epoch %llu", stage->partition, name,
+                     (unsigned long long)stage->epoch);
+    }
+    return CDC_OK;
 }
 
 static uint8_t *dup_bytes(const uint8_t *p, size_t n)
@@ -727,6 +760,7 @@ typedef struct snap_part {
     uint64_t epoch;
     cdc_stage_t stage;                          /* the epoch's stage (owned) */
     int64_t next_offset[CDC_WORKER_MAX_TOPICS]; /* at the cut */
+    int64_t high[CDC_WORKER_MAX_TOPICS];        /* last known high watermarks at the cut */
     bool checkpoint;                            /* state changed: store held at the cut */
     Cdc__Ack part;
     cdc_err_t rc;
@@ -878,6 +912,8 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
             ack->files[ack->n_files++] = f;
     }
     cdc_stage_files_free(files, nfiles);
+    if ((rc = add_truncates(ack, &j->stage, e)) != CDC_OK)
+        return rc;
 
     Cdc__PartitionState *ps = calloc(1, sizeof(*ps));
     Cdc__PartitionState **np = realloc(ack->partitions, (ack->n_partitions + 1) * sizeof(*np));
@@ -899,6 +935,7 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
         cdc__topic_offset__init(to);
         to->topic = w->topics[t]; /* borrowed: not freed by cdc_worker_ack_free */
         to->next_offset = j->next_offset[t];
+        to->high_watermark = j->high[t] > 0 ? j->high[t] : 0; /* for the leader's /status */
         ps->offsets[ps->n_offsets++] = to;
     }
     ack->partitions[ack->n_partitions++] = ps;
@@ -918,19 +955,27 @@ static void *snap_thread(void *arg)
 /* Moves the parts' arrays into ack (schemas deduplicated by table). */
 static cdc_err_t merge_parts(Cdc__Ack *ack, snap_part_t *jobs, int n, cdc_error_t *e)
 {
-    size_t np = 0, nf = 0, ns = 0;
+    size_t np = 0, nf = 0, ns = 0, nt = 0;
     for (int i = 0; i < n; i++) {
         np += jobs[i].part.n_partitions;
         nf += jobs[i].part.n_files;
         ns += jobs[i].part.n_schemas;
+        nt += jobs[i].part.n_truncates;
     }
     ack->partitions = calloc(np + 1, sizeof(*ack->partitions));
     ack->files = calloc(nf + 1, sizeof(*ack->files));
     ack->schemas = calloc(ns + 1, sizeof(*ack->schemas));
-    if (ack->partitions == NULL || ack->files == NULL || ack->schemas == NULL)
+    ack->truncates = calloc(nt + 1, sizeof(*ack->truncates));
+    if (ack->partitions == NULL || ack->files == NULL || ack->schemas == NULL ||
+        ack->truncates == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         Cdc__Ack *p = &jobs[i].part;
+        for (size_t k = 0; k < p->n_truncates; k++)
+            ack->truncates[ack->n_truncates++] = p->truncates[k];
+        free(p->truncates);
+        p->truncates = NULL;
+        p->n_truncates = 0;
         for (size_t k = 0; k < p->n_partitions; k++)
             ack->partitions[ack->n_partitions++] = p->partitions[k];
         for (size_t k = 0; k < p->n_files; k++)
@@ -1114,6 +1159,7 @@ cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation
             }
         }
         memcpy(j->next_offset, s->next_offset, sizeof(j->next_offset));
+        memcpy(j->high, s->high, sizeof(j->high));
         j->stage = s->stage; /* moved */
         j->stage.epoch = epoch;
         cdc_stage_init(&s->stage, s->partition, epoch + 1);
