@@ -538,12 +538,18 @@ static bool named_by(const cdc_checkpoint_t *const *keep, size_t nkeep, const ch
     return false;
 }
 
+static int cmp_suspect(const void *a, const void *b)
+{
+    return strcmp(((const suspect_t *)a)->location, ((const suspect_t *)b)->location);
+}
+
+/* c->suspects is sorted by location (see cdc_committer_remove_orphans). */
 static suspect_t *find_suspect(cdc_committer_t *c, const char *loc)
 {
-    for (size_t i = 0; i < c->nsuspects; i++)
-        if (strcmp(c->suspects[i].location, loc) == 0)
-            return &c->suspects[i];
-    return NULL;
+    suspect_t key = {(char *)loc, 0};
+    if (c->nsuspects == 0)
+        return NULL;
+    return bsearch(&key, c->suspects, c->nsuspects, sizeof(suspect_t), cmp_suspect);
 }
 
 cdc_err_t cdc_committer_expire(cdc_committer_t *c, int64_t retention_ms, int64_t min_keep,
@@ -624,6 +630,7 @@ cdc_err_t cdc_committer_remove_orphans(cdc_committer_t *c, const cdc_checkpoint_
     for (size_t i = 0; i < c->nsuspects; i++)
         free(c->suspects[i].location);
     free(c->suspects);
+    qsort(still, nstill, sizeof(suspect_t), cmp_suspect); /* for find_suspect() */
     c->suspects = still;
     c->nsuspects = nstill;
     return rc;
