@@ -1,8 +1,10 @@
 /*
  * The worker's data path: Kafka consumption of the owned partition slots, the record
  * path (decode -> dead letter | dedup -> TOAST repair -> stage), the schema registry
- * topic, assignment (state restore + seek), the barrier snapshot (files + state
- * checkpoint + Ack content) and backpressure. Runs on the worker's only thread.
+ * topic, assignment (state restore + seek), backpressure, and the barrier: the record
+ * thread cuts the epoch (next offsets, stage, state store held at the record boundary)
+ * and the finalizer thread writes the files, checkpoints the state and sends the Ack,
+ * while the record thread keeps consuming the next epoch.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -38,7 +40,7 @@ static int topic_index(const cdc_worker_t *w, const char *topic)
     return -1;
 }
 
-static cdc_table_metrics_t *table_metrics(cdc_worker_t *w, const char *ns, const char *table)
+static cdc_table_metrics_t *table_metrics_find(cdc_worker_t *w, const char *ns, const char *table)
 {
     char name[256];
     snprintf(name, sizeof(name), "%s.%s", ns, table);
@@ -61,6 +63,23 @@ static cdc_table_metrics_t *table_metrics(cdc_worker_t *w, const char *ns, const
                                   "Replayed or out-of-order duplicate changes dropped.", labels);
     return n;
 }
+
+/* The series of a record's table: the same schema as the last record's in the common
+ * case (no formatting and string compares per record). */
+static cdc_table_metrics_t *table_metrics(cdc_worker_t *w, const cdc_source_schema_t *schema)
+{
+    if (schema == w->tm_schema && w->tm_index < w->ntmetrics)
+        return &w->tmetrics[w->tm_index];
+    cdc_table_metrics_t *tm = table_metrics_find(w, schema->ns, schema->table);
+    if (tm != NULL) {
+        w->tm_schema = schema;
+        w->tm_index = (size_t)(tm - w->tmetrics);
+    }
+    return tm;
+}
+
+static void *finalizer_main(void *arg);
+static void finalizer_stop(cdc_worker_t *w);
 
 /* ---- open / close ------------------------------------------------------------------- */
 
@@ -104,6 +123,8 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
     cdc_kafka_producer_config_t pc = {0};
     char client[300];
 
+    pthread_mutex_init(&w->fin_lock, NULL);
+    pthread_cond_init(&w->fin_cond, NULL);
     if ((rc = split_topics(w, e)) != CDC_OK)
         return rc;
     if (mkdir(w->cfg.state_dir, 0755) != 0 && errno != EEXIST)
@@ -142,6 +163,9 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
         w->slots[p].partition = (uint32_t)p;
     w->schema_next_offset = -1;
+    if (pthread_create(&w->fin_thread, NULL, finalizer_main, w) != 0)
+        return cdc_error_set(e, CDC_ERR_INTERNAL, "could not start the finalizer thread");
+    w->fin_running = true;
     return CDC_OK;
 }
 
@@ -171,6 +195,7 @@ static void slot_release(cdc_worker_t *w, cdc_slot_t *s, bool remove_local)
 
 void cdc_worker_data_close(cdc_worker_t *w)
 {
+    finalizer_stop(w);
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         slot_release(w, &w->slots[p], false);
         if (w->slots[p].ckpt_ready)
@@ -333,8 +358,10 @@ cdc_err_t cdc_worker_assign(cdc_worker_t *w, const Cdc__Assign *a, cdc_error_t *
     for (size_t i = 0; i < a->n_partitions; i++)
         if (a->partitions[i]->partition < CDC_WORKER_PARTITIONS)
             want[a->partitions[i]->partition] = true;
-    /* Stop fetching before touching the stores. */
+    /* Stop fetching before touching the stores; an epoch still being finished belongs
+     * to the old assignment: drop it. */
     cdc_kafka_consumer_assign(w->consumer, NULL, 0, e);
+    cdc_worker_finalizer_wait(w, true);
     w->paused = false;
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
         if (w->slots[p].owned && !want[p])
@@ -362,6 +389,7 @@ void cdc_worker_suspend(cdc_worker_t *w)
 {
     cdc_error_t e;
     cdc_kafka_consumer_assign(w->consumer, NULL, 0, &e);
+    cdc_worker_finalizer_wait(w, true);
     w->paused = false;
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
         if (w->slots[p].owned)
@@ -434,7 +462,7 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
         cdc_change_clear(&c);
         goto advance;
     }
-    cdc_table_metrics_t *tm = table_metrics(w, c.schema->ns, c.schema->table);
+    cdc_table_metrics_t *tm = table_metrics(w, c.schema);
     if (tm != NULL)
         cdc_metrics_counter_inc(tm->in);
     rc = cdc_dedup_check(s->dedup, &c, &verdict, &img, &img_len, e);
@@ -604,10 +632,43 @@ void cdc_worker_ack_free(Cdc__Ack *ack)
         free(ack->schemas[i]);
     }
     free(ack->schemas);
+    for (size_t i = 0; i < ack->n_truncates; i++) {
+        free(ack->truncates[i]->table);
+        free(ack->truncates[i]);
+    }
+    free(ack->truncates);
     ack->partitions = NULL;
     ack->files = NULL;
     ack->schemas = NULL;
-    ack->n_partitions = ack->n_files = ack->n_schemas = 0;
+    ack->truncates = NULL;
+    ack->n_partitions = ack->n_files = ack->n_schemas = ack->n_truncates = 0;
+}
+
+/* Reports the slot's truncated tables in the ack (TableTruncate, docs/protocol.md). */
+static cdc_err_t add_truncates(Cdc__Ack *ack, const cdc_stage_t *stage, cdc_error_t *e)
+{
+    for (size_t i = 0; i < stage->ntables; i++) {
+        const cdc_stage_table_t *t = &stage->tables[i];
+        Cdc__TableTruncate **n, *tt;
+        char name[300];
+        if (!t->truncated)
+            continue;
+        n = realloc(ack->truncates, (ack->n_truncates + 1) * sizeof(*n));
+        if (n == NULL)
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        ack->truncates = n;
+        tt = calloc(1, sizeof(*tt));
+        snprintf(name, sizeof(name), "%s.%s", t->ns, t->table);
+        if (tt == NULL || (cdc__table_truncate__init(tt), tt->table = strdup(name)) == NULL) {
+            free(tt);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
+        tt->partition = stage->partition;
+        ack->truncates[ack->n_truncates++] = tt;
+        cdc_log_info("partition %u: truncate of \"%s\" in epoch %llu", stage->partition, name,
+                     (unsigned long long)stage->epoch);
+    }
+    return CDC_OK;
 }
 
 static uint8_t *dup_bytes(const uint8_t *p, size_t n)
@@ -704,32 +765,149 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static cdc_err_t snapshot_slot(cdc_worker_t *w, cdc_slot_t *s, uint64_t epoch, Cdc__Ack *ack,
-                               cdc_error_t *e)
-{
-    cdc_stage_file_t *files = NULL;
-    size_t nfiles = 0;
-    cdc_err_t rc;
-    cdc_stage_write_options_t wo = {w->cfg.warehouse, w->cfg.job, 0};
-    double t0 = now_s();
-    cdc_pq_codec_t codec = CDC_PQ_CODEC_ZSTD;
+/* ---- barrier: cut on the record thread, finish on the finalizer thread ------------- */
 
-    if (w->cfg.compression != NULL)
-        cdc_pq_codec_parse(w->cfg.compression, &codec);
-    wo.compression = (int)codec;
-    s->stage.epoch = epoch;
-    for (int attempt = 0;; attempt++) {
-        rc = cdc_stage_write(&s->stage, w->storage, &wo, &files, &nfiles, e);
+/* One partition's share of a cut epoch. */
+typedef struct snap_part {
+    cdc_worker_t *w;
+    cdc_slot_t *s; /* its ckpt and last_handle belong to the finalizer until done */
+    uint64_t epoch;
+    cdc_stage_t stage;                          /* the epoch's stage (owned) */
+    int64_t next_offset[CDC_WORKER_MAX_TOPICS]; /* at the cut */
+    int64_t high[CDC_WORKER_MAX_TOPICS];        /* last known high watermarks at the cut */
+    bool checkpoint;                            /* state changed: store held at the cut */
+    Cdc__Ack part;
+    cdc_err_t rc;
+    cdc_error_t e;
+    cdc_err_t ckpt_rc; /* of the state checkpoint, which runs beside the file writing */
+    cdc_error_t ckpt_e;
+} snap_part_t;
+
+/* One cut epoch handed to the finalizer. */
+typedef struct cdc_snap_job {
+    uint64_t term, generation, epoch;
+    int64_t cut_ms;
+    int n;
+    snap_part_t parts[CDC_WORKER_PARTITIONS];
+} cdc_snap_job_t;
+
+/* The state checkpoint of one partition (when its store changed since the last one; a
+ * clean store reuses its last handle: nothing new to upload). Runs on its own thread,
+ * beside the file writing of the same partition. */
+static void *checkpoint_thread(void *arg)
+{
+    snap_part_t *j = arg;
+    cdc_worker_t *w = j->w;
+    cdc_slot_t *s = j->s;
+    uint64_t epoch = j->epoch;
+    cdc_error_t *e = &j->ckpt_e;
+    cdc_err_t rc;
+    char name[64];
+    char *dir;
+    const char *handle = NULL;
+    cdc_ckpt_stats_t st;
+    double c0 = now_s();
+
+    snprintf(name, sizeof(name), "ckpt-%" PRIu64 "-%" PRIu64, epoch, w->incarnation);
+    dir = join(s->ckpt.local_root, name);
+    if (dir == NULL) {
+        cdc_dedup_release(s->dedup);
+        j->ckpt_rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    cdc_state_destroy(dir, e);
+    rc = cdc_dedup_checkpoint_cut(s->dedup, dir, e);
+    for (int attempt = 0; rc == CDC_OK; attempt++) {
+        if (atomic_load(&w->fin_cancel)) {
+            rc = cdc_error_set(e, CDC_ERR_UNAVAILABLE, "epoch abandoned");
+            break;
+        }
+        rc = cdc_ckpt_upload(&s->ckpt, epoch, dir, &handle, &st, e);
         if (rc == CDC_OK || attempt >= STORAGE_RETRIES || !e->retriable)
             break;
     }
-    if (rc != CDC_OK)
+    free(dir);
+    free(s->last_handle);
+    s->last_handle = NULL; /* the next cut checkpoints again when this one failed */
+    if (rc == CDC_OK) {
+        cdc_metrics_counter_add(w->m_ckpt_bytes, (double)st.bytes_uploaded);
+        cdc_metrics_histogram_observe(w->m_ckpt_seconds, now_s() - c0);
+        s->last_handle = strdup(handle);
+        if (s->last_handle == NULL)
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    } else {
+        cdc_error_prefix(e, "could not checkpoint partition %u for epoch %" PRIu64, s->partition,
+                         epoch);
+    }
+    j->ckpt_rc = rc;
+    return NULL;
+}
+
+/* Writes the partition's files of the cut epoch (durable: fsynced or uploaded). */
+static cdc_err_t write_files(snap_part_t *j, cdc_stage_file_t **files, size_t *nfiles)
+{
+    cdc_worker_t *w = j->w;
+    cdc_stage_write_options_t wo = {w->cfg.warehouse, w->cfg.job, 0};
+    cdc_pq_codec_t codec = CDC_PQ_CODEC_ZSTD;
+    cdc_err_t rc;
+    double t0 = now_s();
+
+    *files = NULL;
+    *nfiles = 0;
+    if (w->cfg.compression != NULL)
+        cdc_pq_codec_parse(w->cfg.compression, &codec);
+    wo.compression = (int)codec;
+    for (int attempt = 0;; attempt++) {
+        if (atomic_load(&w->fin_cancel))
+            return cdc_error_set(&j->e, CDC_ERR_UNAVAILABLE, "epoch abandoned");
+        rc = cdc_stage_write(&j->stage, w->storage, &wo, files, nfiles, &j->e);
+        if (rc == CDC_OK || attempt >= STORAGE_RETRIES || !j->e.retriable)
+            break;
+    }
+    if (rc == CDC_OK)
+        cdc_metrics_histogram_observe(w->m_stage_seconds, now_s() - t0);
+    return rc;
+}
+
+/*
+ * Finishes one partition of a cut epoch (finalizer side; runs on its own thread so that
+ * fsync and upload latency overlap): the state checkpoint on a thread of its own (it
+ * releases the store's hold as soon as RocksDB copied it), the epoch's Parquet files
+ * here, then the Ack part once both are durable.
+ */
+static cdc_err_t snapshot_slot(snap_part_t *j)
+{
+    cdc_worker_t *w = j->w;
+    cdc_slot_t *s = j->s;
+    Cdc__Ack *ack = &j->part;
+    cdc_error_t *e = &j->e;
+    cdc_stage_file_t *files = NULL;
+    size_t nfiles = 0;
+    cdc_err_t rc = CDC_OK;
+    pthread_t ckpt;
+    bool ckpt_started = false;
+
+    j->ckpt_rc = CDC_OK;
+    if (j->checkpoint) {
+        ckpt_started = pthread_create(&ckpt, NULL, checkpoint_thread, j) == 0;
+        if (!ckpt_started)
+            checkpoint_thread(j);
+    }
+    rc = write_files(j, &files, &nfiles);
+    if (ckpt_started)
+        pthread_join(ckpt, NULL);
+    if (rc == CDC_OK && j->ckpt_rc != CDC_OK) {
+        *e = j->ckpt_e;
+        rc = j->ckpt_rc;
+    }
+    if (rc != CDC_OK) {
+        cdc_stage_files_free(files, nfiles); /* (the coordinator never sees them: orphans) */
         return rc;
-    cdc_metrics_histogram_observe(w->m_stage_seconds, now_s() - t0);
+    }
 
     /* Schemas first (the coordinator creates/evolves tables before adding files). */
-    for (size_t i = 0; i < s->stage.ntables; i++) {
-        const cdc_stage_table_t *t = &s->stage.tables[i];
+    for (size_t i = 0; i < j->stage.ntables; i++) {
+        const cdc_stage_table_t *t = &j->stage.tables[i];
         char name[300];
         snprintf(name, sizeof(name), "%s.%s", t->ns, t->table);
         add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_MIRROR_DATA));
@@ -748,36 +926,8 @@ static cdc_err_t snapshot_slot(cdc_worker_t *w, cdc_slot_t *s, uint64_t epoch, C
             ack->files[ack->n_files++] = f;
     }
     cdc_stage_files_free(files, nfiles);
-
-    /* State checkpoint: only when something changed since the last one. */
-    if (s->dirty || s->last_handle == NULL) {
-        /* (a clean store reuses its last handle: nothing new to upload) */
-        char name[64];
-        char *dir;
-        const char *handle = NULL;
-        cdc_ckpt_stats_t st;
-        double c0 = now_s();
-        snprintf(name, sizeof(name), "ckpt-%" PRIu64 "-%" PRIu64, epoch, w->incarnation);
-        dir = join(s->ckpt.local_root, name);
-        if (dir == NULL)
-            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        cdc_state_destroy(dir, e);
-        rc = cdc_dedup_checkpoint(s->dedup, dir, e);
-        for (int attempt = 0; rc == CDC_OK; attempt++) {
-            rc = cdc_ckpt_upload(&s->ckpt, epoch, dir, &handle, &st, e);
-            if (rc == CDC_OK || attempt >= STORAGE_RETRIES || !e->retriable)
-                break;
-        }
-        free(dir);
-        if (rc != CDC_OK)
-            return cdc_error_prefix(e, "could not checkpoint partition %u for epoch %" PRIu64,
-                                    s->partition, epoch);
-        cdc_metrics_counter_add(w->m_ckpt_bytes, (double)st.bytes_uploaded);
-        cdc_metrics_histogram_observe(w->m_ckpt_seconds, now_s() - c0);
-        free(s->last_handle);
-        s->last_handle = strdup(handle);
-        s->dirty = false;
-    }
+    if ((rc = add_truncates(ack, &j->stage, e)) != CDC_OK)
+        return rc;
 
     Cdc__PartitionState *ps = calloc(1, sizeof(*ps));
     Cdc__PartitionState **np = realloc(ack->partitions, (ack->n_partitions + 1) * sizeof(*np));
@@ -798,48 +948,48 @@ static cdc_err_t snapshot_slot(cdc_worker_t *w, cdc_slot_t *s, uint64_t epoch, C
             break;
         cdc__topic_offset__init(to);
         to->topic = w->topics[t]; /* borrowed: not freed by cdc_worker_ack_free */
-        to->next_offset = s->next_offset[t];
+        to->next_offset = j->next_offset[t];
+        to->high_watermark = j->high[t] > 0 ? j->high[t] : 0; /* for the leader's /status */
         ps->offsets[ps->n_offsets++] = to;
     }
     ack->partitions[ack->n_partitions++] = ps;
-    cdc_stage_reset(&s->stage, epoch + 1);
     return CDC_OK;
 }
 
-/* One partition's snapshot, run on its own thread: partitions share nothing but the
- * (thread-safe) storage handle, block cache and metrics. */
-typedef struct snap_job {
-    cdc_worker_t *w;
-    cdc_slot_t *s;
-    uint64_t epoch;
-    Cdc__Ack part;
-    cdc_err_t rc;
-    cdc_error_t e;
-} snap_job_t;
-
 static void *snap_thread(void *arg)
 {
-    snap_job_t *j = arg;
-    j->rc = snapshot_slot(j->w, j->s, j->epoch, &j->part, &j->e);
+    snap_part_t *j = arg;
+    j->rc = snapshot_slot(j);
+    if (j->checkpoint)
+        cdc_dedup_release(j->s->dedup); /* normally done by the checkpoint already */
+    cdc_stage_free(&j->stage);
     return NULL;
 }
 
 /* Moves the parts' arrays into ack (schemas deduplicated by table). */
-static cdc_err_t merge_parts(Cdc__Ack *ack, snap_job_t *jobs, int n, cdc_error_t *e)
+static cdc_err_t merge_parts(Cdc__Ack *ack, snap_part_t *jobs, int n, cdc_error_t *e)
 {
-    size_t np = 0, nf = 0, ns = 0;
+    size_t np = 0, nf = 0, ns = 0, nt = 0;
     for (int i = 0; i < n; i++) {
         np += jobs[i].part.n_partitions;
         nf += jobs[i].part.n_files;
         ns += jobs[i].part.n_schemas;
+        nt += jobs[i].part.n_truncates;
     }
     ack->partitions = calloc(np + 1, sizeof(*ack->partitions));
     ack->files = calloc(nf + 1, sizeof(*ack->files));
     ack->schemas = calloc(ns + 1, sizeof(*ack->schemas));
-    if (ack->partitions == NULL || ack->files == NULL || ack->schemas == NULL)
+    ack->truncates = calloc(nt + 1, sizeof(*ack->truncates));
+    if (ack->partitions == NULL || ack->files == NULL || ack->schemas == NULL ||
+        ack->truncates == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         Cdc__Ack *p = &jobs[i].part;
+        for (size_t k = 0; k < p->n_truncates; k++)
+            ack->truncates[ack->n_truncates++] = p->truncates[k];
+        free(p->truncates);
+        p->truncates = NULL;
+        p->n_truncates = 0;
         for (size_t k = 0; k < p->n_partitions; k++)
             ack->partitions[ack->n_partitions++] = p->partitions[k];
         for (size_t k = 0; k < p->n_files; k++)
@@ -867,57 +1017,187 @@ static cdc_err_t merge_parts(Cdc__Ack *ack, snap_job_t *jobs, int n, cdc_error_t
     return CDC_OK;
 }
 
-cdc_err_t cdc_worker_snapshot(cdc_worker_t *w, uint64_t epoch, Cdc__Ack *ack, cdc_error_t *e)
+/* Finalizer side of one cut epoch: every partition in parallel, then one Ack. */
+static void finish_job(cdc_worker_t *w, cdc_snap_job_t *job)
 {
-    snap_job_t jobs[CDC_WORKER_PARTITIONS];
     pthread_t th[CDC_WORKER_PARTITIONS];
     bool started[CDC_WORKER_PARTITIONS] = {false};
-    int n = 0;
+    Cdc__Ack ack = CDC__ACK__INIT;
+    cdc_error_t e;
     cdc_err_t rc = CDC_OK;
+    int n = job->n;
 
-    memset(jobs, 0, sizeof(jobs));
-    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
-        if (!w->slots[p].owned)
-            continue;
-        jobs[n].w = w;
-        jobs[n].s = &w->slots[p];
-        jobs[n].epoch = epoch;
-        cdc__ack__init(&jobs[n].part);
-        n++;
-    }
-    /* Partitions snapshot in parallel: the work is mostly fsync and upload latency. */
+    /* Partitions in parallel: the work is mostly fsync and upload latency. */
     for (int i = 0; i < n; i++)
-        started[i] = pthread_create(&th[i], NULL, snap_thread, &jobs[i]) == 0;
+        started[i] = pthread_create(&th[i], NULL, snap_thread, &job->parts[i]) == 0;
     for (int i = 0; i < n; i++) {
         if (started[i])
             pthread_join(th[i], NULL);
         else
-            snap_thread(&jobs[i]);
+            snap_thread(&job->parts[i]);
     }
     for (int i = 0; i < n && rc == CDC_OK; i++)
-        if (jobs[i].rc != CDC_OK) {
-            *e = jobs[i].e;
-            rc = jobs[i].rc;
+        if (job->parts[i].rc != CDC_OK) {
+            e = job->parts[i].e;
+            rc = job->parts[i].rc;
         }
     if (rc == CDC_OK)
-        rc = merge_parts(ack, jobs, n, e);
+        rc = merge_parts(&ack, job->parts, n, &e);
     for (int i = 0; i < n; i++)
-        cdc_worker_ack_free(&jobs[i].part);
+        cdc_worker_ack_free(&job->parts[i].part);
     if (rc != CDC_OK) {
-        cdc_worker_ack_free(ack);
-        return rc;
+        /* No ack: the coordinator aborts the epoch and reassigns; nothing is lost. */
+        if (!atomic_load(&w->fin_cancel))
+            cdc_log_error("could not snapshot epoch %" PRIu64 ": %s", job->epoch, e.msg);
+        cdc_worker_ack_free(&ack);
+        return;
     }
-    cdc_metrics_counter_inc(w->m_epochs);
+    ack.term = job->term;
+    ack.generation = job->generation;
+    ack.epoch = job->epoch;
+    if (!atomic_load(&w->fin_cancel) && cdc_worker_send_ack(w, &ack)) {
+        cdc_metrics_counter_inc(w->m_epochs);
+        cdc_log_debug(
+            "acked epoch %" PRIu64 " (%zu partitions, %zu files) %" PRId64 " ms after the cut",
+            job->epoch, ack.n_partitions, ack.n_files, cdc_worker_mono_ms() - job->cut_ms);
+    }
+    cdc_worker_ack_free(&ack);
+}
+
+static void *finalizer_main(void *arg)
+{
+    cdc_worker_t *w = arg;
+    pthread_mutex_lock(&w->fin_lock);
+    for (;;) {
+        while (!w->fin_stop && w->fin_job == NULL && w->fin_gc_epoch == 0)
+            pthread_cond_wait(&w->fin_cond, &w->fin_lock);
+        if (w->fin_job == NULL && w->fin_gc_epoch == 0)
+            break; /* stopping, nothing left */
+        cdc_snap_job_t *job = w->fin_job;
+        uint64_t gc = w->fin_gc_epoch;
+        w->fin_gc_epoch = 0;
+        w->fin_busy = true;
+        pthread_mutex_unlock(&w->fin_lock);
+        if (job != NULL)
+            finish_job(w, job);
+        if (gc != 0) {
+            /* Committed{gc}: checkpoints older than the one of gc are not needed. */
+            cdc_error_t e;
+            for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
+                if (w->slots[p].owned && w->slots[p].ckpt_ready)
+                    cdc_ckpt_gc(&w->slots[p].ckpt, gc, &e);
+        }
+        pthread_mutex_lock(&w->fin_lock);
+        if (job != NULL && w->fin_job == job)
+            w->fin_job = NULL;
+        free(job);
+        w->fin_busy = false;
+        pthread_cond_broadcast(&w->fin_cond);
+    }
+    pthread_mutex_unlock(&w->fin_lock);
+    return NULL;
+}
+
+void cdc_worker_finalizer_wait(cdc_worker_t *w, bool cancel)
+{
+    if (!w->fin_running)
+        return;
+    pthread_mutex_lock(&w->fin_lock);
+    if (cancel) {
+        atomic_store(&w->fin_cancel, true);
+        w->fin_gc_epoch = 0;
+    }
+    while (w->fin_job != NULL || w->fin_busy || w->fin_gc_epoch != 0)
+        pthread_cond_wait(&w->fin_cond, &w->fin_lock);
+    atomic_store(&w->fin_cancel, false);
+    pthread_mutex_unlock(&w->fin_lock);
+}
+
+static void finalizer_stop(cdc_worker_t *w)
+{
+    if (!w->fin_running)
+        return;
+    cdc_worker_finalizer_wait(w, true);
+    pthread_mutex_lock(&w->fin_lock);
+    w->fin_stop = true;
+    pthread_cond_broadcast(&w->fin_cond);
+    pthread_mutex_unlock(&w->fin_lock);
+    pthread_join(w->fin_thread, NULL);
+    w->fin_running = false;
+}
+
+cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation, uint64_t epoch,
+                             cdc_error_t *e)
+{
+    int64_t t0 = cdc_worker_mono_ms();
+    cdc_snap_job_t *job;
+
+    if (!w->fin_running)
+        return cdc_error_set(e, CDC_ERR_INTERNAL, "the finalizer thread is not running");
+    /* One epoch in the finalizer at a time: it owns the checkpoint chain. */
+    cdc_worker_finalizer_wait(w, false);
+    int64_t waited = cdc_worker_mono_ms() - t0;
+    if (waited > 50)
+        cdc_log_debug("barrier %" PRIu64 ": waited %" PRId64 " ms for the previous epoch's files",
+                      epoch, waited);
+    job = calloc(1, sizeof(*job));
+    if (job == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    job->term = term;
+    job->generation = generation;
+    job->epoch = epoch;
+    job->cut_ms = cdc_worker_mono_ms();
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
+        cdc_slot_t *s = &w->slots[p];
+        snap_part_t *j;
+        if (!s->owned)
+            continue;
+        j = &job->parts[job->n];
+        j->w = w;
+        j->s = s;
+        j->epoch = epoch;
+        j->checkpoint = s->dirty || s->last_handle == NULL;
+        /* The store as of this record boundary: the accepted changes are written, later
+         * ones stay in the dedup overlay until the checkpoint has copied the store. */
+        if (j->checkpoint) {
+            cdc_err_t rc = cdc_dedup_cut(s->dedup, e);
+            if (rc != CDC_OK) {
+                for (int i = 0; i < job->n; i++)
+                    if (job->parts[i].checkpoint)
+                        cdc_dedup_release(job->parts[i].s->dedup);
+                /* the stages moved so far are lost with the epoch: the abort replays */
+                for (int i = 0; i < job->n; i++)
+                    cdc_stage_free(&job->parts[i].stage);
+                free(job);
+                return cdc_error_prefix(e, "partition %u", s->partition);
+            }
+        }
+        memcpy(j->next_offset, s->next_offset, sizeof(j->next_offset));
+        memcpy(j->high, s->high, sizeof(j->high));
+        j->stage = s->stage; /* moved */
+        j->stage.epoch = epoch;
+        cdc_stage_init(&s->stage, s->partition, epoch + 1);
+        cdc__ack__init(&j->part);
+        s->dirty = false;
+        job->n++;
+    }
+    pthread_mutex_lock(&w->fin_lock);
+    w->fin_job = job;
+    pthread_cond_broadcast(&w->fin_cond);
+    pthread_mutex_unlock(&w->fin_lock);
     set_paused(w, false);
     return CDC_OK;
 }
 
 void cdc_worker_committed(cdc_worker_t *w, uint64_t epoch)
 {
-    cdc_error_t e;
-    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
-        if (w->slots[p].owned && w->slots[p].ckpt_ready)
-            cdc_ckpt_gc(&w->slots[p].ckpt, epoch, &e);
+    if (!w->fin_running)
+        return;
+    pthread_mutex_lock(&w->fin_lock);
+    if (epoch > w->fin_gc_epoch)
+        w->fin_gc_epoch = epoch;
+    pthread_cond_broadcast(&w->fin_cond);
+    pthread_mutex_unlock(&w->fin_lock);
 }
 
 void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms)

@@ -13,10 +13,19 @@
  * The "rows" family also says whether an entity exists in the mirror table as of the
  * last applied change, which lets the stager skip equality deletes for new keys, and
  * holds the old values used to repair unchanged TOAST columns (toast.c).
+ *
+ * Truncate (op 't', entity = the table identity "<ns>.<table>\0"): recording it deletes
+ * every "rows" entry of the table (one range delete in the pending batch: the slot's rows
+ * are gone, so keys are new again and no stale TOAST image survives; until the batch is
+ * written, rows older than the truncate are ignored) and stores the truncate's position
+ * under the table identity in "rows" (no TTL). From then on every change of the table
+ * whose position is not after the truncate is a duplicate: replays of pre-truncate
+ * changes and of the truncate itself are dropped however late they arrive.
  */
 #ifndef CDC_WORKER_DEDUP_H
 #define CDC_WORKER_DEDUP_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -47,11 +56,25 @@ typedef struct cdc_dedup_pending {
     size_t nslots;   /* power of two */
 } cdc_dedup_pending_t;
 
+/* Cached truncate position of one table (see "Truncate" above). */
+typedef struct cdc_dedup_marker {
+    uint8_t *table; /* "<ns>.<table>\0", the entity prefix of the table */
+    size_t len;
+    bool set; /* the table was truncated at (commit_lsn, lsn) */
+    uint64_t commit_lsn, lsn;
+} cdc_dedup_marker_t;
+
 typedef struct cdc_dedup {
     cdc_state_t *st;
     cdc_state_batch_t *batch; /* pending writes, not yet in the store */
     cdc_dedup_pending_t pending;
     int ttl_seconds;
+    cdc_dedup_marker_t *markers; /* per table, loaded on first use (record thread) */
+    size_t nmarkers;
+    /* Set by cdc_dedup_cut until cdc_dedup_checkpoint_cut has copied the store: while
+     * set, cdc_dedup_flush keeps every write pending, so the store holds exactly the
+     * state at the cut. */
+    _Atomic bool held;
 } cdc_dedup_t;
 
 /* State store options used for a partition's store (families and TTLs). */
@@ -75,11 +98,29 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
 cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e);
 
 /* Writes the pending changes to the store in one write batch. On failure they stay
- * pending (a later flush retries). */
+ * pending (a later flush retries). While the store is held (cdc_dedup_cut) it writes
+ * nothing and returns CDC_OK: the writes stay pending (and visible) until released. */
 cdc_err_t cdc_dedup_flush(cdc_dedup_t *d, cdc_error_t *e);
 
 /* Flushes, then checkpoints the store into dir (cdc_state_checkpoint). */
 cdc_err_t cdc_dedup_checkpoint(cdc_dedup_t *d, const char *dir, cdc_error_t *e);
+
+/*
+ * Checkpoints in two steps so that the record path keeps going while the store is
+ * copied (docs/worker.md, "Barriers"):
+ *   cdc_dedup_cut (record thread, at the barrier's record boundary): flushes the
+ *     pending writes and holds the store: later changes are checked and recorded as
+ *     usual but stay in the overlay, out of the store;
+ *   cdc_dedup_checkpoint_cut (any one other thread): checkpoints the store into dir,
+ *     which is therefore exactly the state at the cut, then releases the hold (also on
+ *     failure; the next cdc_dedup_flush writes what accumulated).
+ * Between the two, only cdc_dedup_check / cdc_dedup_record / cdc_dedup_flush may run
+ * on the record thread (they read the store and write the overlay).
+ */
+cdc_err_t cdc_dedup_cut(cdc_dedup_t *d, cdc_error_t *e);
+cdc_err_t cdc_dedup_checkpoint_cut(cdc_dedup_t *d, const char *dir, cdc_error_t *e);
+/* Releases a hold without a checkpoint (the epoch was abandoned). */
+void cdc_dedup_release(cdc_dedup_t *d);
 
 /* Image part of a stored row value (skips the 16-byte position). */
 static inline const uint8_t *cdc_dedup_image(const uint8_t *val, size_t len, size_t *img_len)

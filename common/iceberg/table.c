@@ -6,6 +6,7 @@
 #include "common/iceberg/table.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -609,7 +610,34 @@ typedef struct commit_ctx {
     int32_t schema_id;
     cdc_avro_codec_t codec;
     written_t written;
+    const cdc_ice_commit_t *c; /* for the removal predicate */
+    /* files removed by this commit (summary) */
+    int64_t rm_data, rm_records, rm_size, rm_del, rm_eq_files, rm_eq, rm_pos;
 } commit_ctx_t;
+
+/* Whether the commit removes this live entry. */
+static bool removes(const commit_ctx_t *cx, const cdc_ice_manifest_entry_t *en)
+{
+    return cx->c != NULL && cx->c->remove != NULL && en->status != CDC_ICE_ENTRY_DELETED &&
+           cx->c->remove(&en->file, cx->c->remove_arg);
+}
+
+static void count_removed(commit_ctx_t *cx, const cdc_ice_data_file_t *f)
+{
+    cx->rm_size += f->file_size_in_bytes;
+    if (f->content == CDC_ICE_CONTENT_DATA) {
+        cx->rm_data++;
+        cx->rm_records += f->record_count;
+    } else {
+        cx->rm_del++;
+        if (f->content == CDC_ICE_CONTENT_EQUALITY_DELETES) {
+            cx->rm_eq_files++;
+            cx->rm_eq += f->record_count;
+        } else {
+            cx->rm_pos += f->record_count;
+        }
+    }
+}
 
 /* Writes entries as a manifest and describes it in *mf. */
 static cdc_err_t write_manifest(commit_ctx_t *cx, const entry_vec_t *ev,
@@ -720,23 +748,39 @@ static cdc_err_t build_content(commit_ctx_t *cx, cdc_ice_manifest_content_t cont
         }
     }
     for (size_t i = 0; i < nold; i++) {
+        cdc_ice_manifest_entry_t *ents = NULL;
+        size_t nents = 0;
+        bool rewrite = do_merge && old[i].length < target;
         if (old[i].content != content)
             continue;
-        if (!do_merge || old[i].length >= target) {
+        if (!rewrite && cx->c != NULL && cx->c->remove != NULL) {
+            /* a manifest that lists a file to remove is rewritten (merged) */
+            if ((rc = read_manifest(cx->t, &old[i], &ents, &nents, e)) != CDC_OK)
+                goto done;
+            for (size_t j = 0; j < nents && !rewrite; j++)
+                rewrite = removes(cx, &ents[j]);
+        }
+        if (!rewrite) {
+            cdc_ice_manifest_entries_free(ents, nents);
             if (!mf_push(out, (cdc_ice_manifest_file_t *)&old[i], true)) {
                 rc = oom(e);
                 goto done;
             }
             continue;
         }
-        cdc_ice_manifest_entry_t *ents;
-        size_t nents;
-        if ((rc = read_manifest(cx->t, &old[i], &ents, &nents, e)) != CDC_OK)
+        if (ents == NULL && (rc = read_manifest(cx->t, &old[i], &ents, &nents, e)) != CDC_OK)
             goto done;
         for (size_t j = 0; j < nents; j++) {
             if (ents[j].status == CDC_ICE_ENTRY_DELETED)
                 continue; /* deleted entries are only kept by the snapshot that deleted them */
-            ents[j].status = CDC_ICE_ENTRY_EXISTING;
+            if (removes(cx, &ents[j])) {
+                /* removed by this snapshot: status DELETED, original sequence numbers */
+                ents[j].status = CDC_ICE_ENTRY_DELETED;
+                ents[j].snapshot_id = cx->snapshot_id;
+                count_removed(cx, &ents[j].file);
+            } else {
+                ents[j].status = CDC_ICE_ENTRY_EXISTING;
+            }
             if (!entry_push(&ev, &ents[j])) {
                 cdc_ice_manifest_entries_free(ents, nents);
                 rc = oom(e);
@@ -778,8 +822,8 @@ static cdc_err_t set_int(cdc_ice_props_t *p, const char *key, int64_t v)
     return cdc_ice_props_set(p, key, buf);
 }
 
-static cdc_err_t build_summary(const cdc_ice_commit_t *c, const cdc_ice_snapshot_t *parent,
-                               cdc_ice_props_t *sum)
+static cdc_err_t build_summary(const cdc_ice_commit_t *c, const commit_ctx_t *cx,
+                               const cdc_ice_snapshot_t *parent, cdc_ice_props_t *sum)
 {
     int64_t add_data = (int64_t)c->ndata_files, add_del = (int64_t)c->ndelete_files;
     int64_t add_records = 0, add_size = 0, add_eq = 0, add_pos = 0, add_eq_files = 0;
@@ -796,8 +840,26 @@ static cdc_err_t build_summary(const cdc_ice_commit_t *c, const cdc_ice_snapshot
             add_eq_files++;
         }
     }
-    const char *op = add_del == 0 ? "append" : (add_data == 0 ? "delete" : "overwrite");
+    bool removed = cx->rm_data + cx->rm_del > 0;
+    const char *op = add_del == 0 && !removed ? "append" : add_data == 0 ? "delete" : "overwrite";
     cdc_err_t rc = cdc_ice_props_set(sum, "operation", op);
+    if (cx->rm_data > 0) {
+        rc |= set_int(sum, "deleted-data-files", cx->rm_data);
+        rc |= set_int(sum, "deleted-records", cx->rm_records);
+    }
+    if (cx->rm_del > 0) {
+        rc |= set_int(sum, "removed-delete-files", cx->rm_del);
+        if (cx->rm_eq_files > 0) {
+            rc |= set_int(sum, "removed-equality-delete-files", cx->rm_eq_files);
+            rc |= set_int(sum, "removed-equality-deletes", cx->rm_eq);
+        }
+        if (cx->rm_pos > 0) {
+            rc |= set_int(sum, "removed-position-delete-files", cx->rm_del - cx->rm_eq_files);
+            rc |= set_int(sum, "removed-position-deletes", cx->rm_pos);
+        }
+    }
+    if (removed)
+        rc |= set_int(sum, "removed-files-size", cx->rm_size);
     if (add_data > 0) {
         rc |= set_int(sum, "added-data-files", add_data);
         rc |= set_int(sum, "added-records", add_records);
@@ -814,15 +876,19 @@ static cdc_err_t build_summary(const cdc_ice_commit_t *c, const cdc_ice_snapshot
         }
     }
     rc |= set_int(sum, "added-files-size", add_size);
-    rc |= set_int(sum, "changed-partition-count", add_data + add_del > 0 ? 1 : 0);
-    rc |= set_int(sum, "total-records", summary_int(parent, "total-records") + add_records);
-    rc |= set_int(sum, "total-files-size", summary_int(parent, "total-files-size") + add_size);
-    rc |= set_int(sum, "total-data-files", summary_int(parent, "total-data-files") + add_data);
-    rc |= set_int(sum, "total-delete-files", summary_int(parent, "total-delete-files") + add_del);
+    rc |= set_int(sum, "changed-partition-count", add_data + add_del > 0 || removed ? 1 : 0);
+    rc |= set_int(sum, "total-records",
+                  summary_int(parent, "total-records") + add_records - cx->rm_records);
+    rc |= set_int(sum, "total-files-size",
+                  summary_int(parent, "total-files-size") + add_size - cx->rm_size);
+    rc |= set_int(sum, "total-data-files",
+                  summary_int(parent, "total-data-files") + add_data - cx->rm_data);
+    rc |= set_int(sum, "total-delete-files",
+                  summary_int(parent, "total-delete-files") + add_del - cx->rm_del);
     rc |= set_int(sum, "total-position-deletes",
-                  summary_int(parent, "total-position-deletes") + add_pos);
+                  summary_int(parent, "total-position-deletes") + add_pos - cx->rm_pos);
     rc |= set_int(sum, "total-equality-deletes",
-                  summary_int(parent, "total-equality-deletes") + add_eq);
+                  summary_int(parent, "total-equality-deletes") + add_eq - cx->rm_eq);
     for (size_t i = 0; c->summary && i < c->summary->n; i++)
         rc |= cdc_ice_props_set(sum, c->summary->keys[i], c->summary->values[i]);
     return rc == CDC_OK ? CDC_OK : CDC_ERR_NOMEM;
@@ -831,7 +897,7 @@ static cdc_err_t build_summary(const cdc_ice_commit_t *c, const cdc_ice_snapshot
 cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, int64_t *snapshot_id,
                                cdc_error_t *e)
 {
-    commit_ctx_t cx = {.t = t};
+    commit_ctx_t cx = {.t = t, .c = c};
     cdc_ice_manifest_file_t *old = NULL;
     size_t nold = 0;
     mf_vec_t list = {0};
@@ -922,7 +988,7 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, in
     sn->timestamp_ms = ts;
     sn->schema_id = schema->schema_id;
     if (!(sn->manifest_list = strdup(list_path)) ||
-        build_summary(c, parent, &sn->summary) != CDC_OK) {
+        build_summary(c, &cx, parent, &sn->summary) != CDC_OK) {
         rc = oom(e);
         goto fail;
     }
@@ -1189,6 +1255,127 @@ static bool list_add(char ***v, size_t *n, size_t *cap, const char *s)
     return true;
 }
 
+/*
+ * Paths listed by immutable Avro files (manifest list -> manifests, manifest -> data and
+ * delete files), cached for the life of the process: a file of either kind is written
+ * once under a unique name and never changes, and reading hundreds of them again on
+ * every orphan scan stalled the coordinator for seconds. A manifest list is cached only
+ * with all its manifests, so a cached list never needs the Avro file again. Guarded by
+ * ref_cache_mu, held for a whole cdc_ice_table_referenced_files() call; emptied when it
+ * grows past REF_CACHE_MAX_ITEMS (it only saves reads).
+ */
+#define REF_CACHE_MAX_ITEMS (4u * 1024 * 1024)
+
+typedef struct ref_entry {
+    char *path;
+    char **items;
+    size_t n;
+} ref_entry_t;
+
+static pthread_mutex_t ref_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static ref_entry_t *ref_slots;
+static size_t ref_cap, ref_n, ref_items;
+
+static void ref_cache_clear(void)
+{
+    for (size_t i = 0; i < ref_cap; i++) {
+        if (ref_slots[i].path == NULL)
+            continue;
+        free(ref_slots[i].path);
+        cdc_storage_list_free(ref_slots[i].items, ref_slots[i].n);
+    }
+    free(ref_slots);
+    ref_slots = NULL;
+    ref_cap = ref_n = ref_items = 0;
+}
+
+static const ref_entry_t *ref_cache_get(const char *path)
+{
+    if (ref_cap == 0)
+        return NULL;
+    for (size_t j = str_hash(path) & (ref_cap - 1); ref_slots[j].path; j = (j + 1) & (ref_cap - 1))
+        if (strcmp(ref_slots[j].path, path) == 0)
+            return &ref_slots[j];
+    return NULL;
+}
+
+/* Takes items (n strings) on success; false on allocation failure (items untouched). */
+static bool ref_cache_put(const char *path, char **items, size_t n)
+{
+    if (2 * (ref_n + 1) > ref_cap) {
+        size_t cap = ref_cap ? ref_cap * 2 : 1024;
+        ref_entry_t *slots = calloc(cap, sizeof(*slots));
+        if (slots == NULL)
+            return false;
+        for (size_t i = 0; i < ref_cap; i++) {
+            if (ref_slots[i].path == NULL)
+                continue;
+            size_t j = str_hash(ref_slots[i].path) & (cap - 1);
+            while (slots[j].path)
+                j = (j + 1) & (cap - 1);
+            slots[j] = ref_slots[i];
+        }
+        free(ref_slots);
+        ref_slots = slots;
+        ref_cap = cap;
+    }
+    size_t j = str_hash(path) & (ref_cap - 1);
+    while (ref_slots[j].path)
+        j = (j + 1) & (ref_cap - 1);
+    if ((ref_slots[j].path = strdup(path)) == NULL)
+        return false;
+    ref_slots[j].items = items;
+    ref_slots[j].n = n;
+    ref_n++;
+    ref_items += n + 1;
+    return true;
+}
+
+/* Reads manifest list s (and the manifests it names that are not cached) into the cache. */
+static cdc_err_t ref_cache_load(cdc_ice_table_t *t, const cdc_ice_snapshot_t *s,
+                                const ref_entry_t **out, cdc_error_t *e)
+{
+    cdc_ice_manifest_file_t *mfs = NULL;
+    size_t nmf = 0, cnt = 0, cap = 0;
+    char **paths = NULL;
+    cdc_err_t rc = read_manifest_list(t, s, &mfs, &nmf, e);
+
+    for (size_t j = 0; j < nmf && rc == CDC_OK; j++) {
+        cdc_ice_manifest_entry_t *ents;
+        size_t nents, fcnt = 0, fcap = 0;
+        char **files = NULL;
+        if (!list_add(&paths, &cnt, &cap, mfs[j].path)) {
+            rc = oom(e);
+            break;
+        }
+        if (ref_cache_get(mfs[j].path) != NULL)
+            continue;
+        if ((rc = read_manifest(t, &mfs[j], &ents, &nents, e)) != CDC_OK)
+            break;
+        for (size_t k = 0; k < nents && rc == CDC_OK; k++) {
+            /* a removed file is referenced by the snapshots where it is live */
+            if (ents[k].status == CDC_ICE_ENTRY_DELETED)
+                continue;
+            if (!list_add(&files, &fcnt, &fcap, ents[k].file.path))
+                rc = oom(e);
+        }
+        cdc_ice_manifest_entries_free(ents, nents);
+        if (rc == CDC_OK && !ref_cache_put(mfs[j].path, files, fcnt))
+            rc = oom(e);
+        if (rc != CDC_OK)
+            cdc_storage_list_free(files, fcnt);
+    }
+    cdc_ice_manifest_files_free(mfs, nmf);
+    if (rc == CDC_OK && !ref_cache_put(s->manifest_list, paths, cnt))
+        rc = oom(e);
+    if (rc != CDC_OK) {
+        cdc_storage_list_free(paths, cnt);
+        return rc;
+    }
+    *out = ref_cache_get(s->manifest_list);
+    return CDC_OK;
+}
+
 cdc_err_t cdc_ice_table_referenced_files(cdc_ice_table_t *t, char ***locations, size_t *n,
                                          cdc_error_t *e)
 {
@@ -1197,6 +1384,10 @@ cdc_err_t cdc_ice_table_referenced_files(cdc_ice_table_t *t, char ***locations, 
     strset_t manifests = {0};
     cdc_err_t rc = CDC_OK;
     char *cur = metadata_path(t->location, t->version), *hp = hint_path(t->location);
+
+    pthread_mutex_lock(&ref_cache_mu);
+    if (ref_items > REF_CACHE_MAX_ITEMS)
+        ref_cache_clear();
     if (!cur || !hp || !list_add(&v, &cnt, &cap, cur) || !list_add(&v, &cnt, &cap, hp)) {
         rc = oom(e);
         goto done;
@@ -1207,41 +1398,36 @@ cdc_err_t cdc_ice_table_referenced_files(cdc_ice_table_t *t, char ***locations, 
             goto done;
         }
     for (size_t i = 0; i < t->md.nsnapshots; i++) {
-        cdc_ice_manifest_file_t *mfs;
-        size_t nmf;
-        if (!list_add(&v, &cnt, &cap, t->md.snapshots[i].manifest_list)) {
+        const cdc_ice_snapshot_t *s = &t->md.snapshots[i];
+        const ref_entry_t *ml;
+        if (!list_add(&v, &cnt, &cap, s->manifest_list)) {
             rc = oom(e);
             goto done;
         }
-        if ((rc = read_manifest_list(t, &t->md.snapshots[i], &mfs, &nmf, e)) != CDC_OK)
+        if ((ml = ref_cache_get(s->manifest_list)) == NULL &&
+            (rc = ref_cache_load(t, s, &ml, e)) != CDC_OK)
             goto done;
-        for (size_t j = 0; j < nmf && rc == CDC_OK; j++) {
-            /* manifests are shared between snapshots: read each once */
-            if (!list_add(&v, &cnt, &cap, mfs[j].path)) {
-                rc = oom(e);
-                break;
-            }
-            int added = strset_add(&manifests, v[cnt - 1]);
+        for (size_t j = 0; j < ml->n; j++) {
+            const ref_entry_t *m;
+            /* manifests are shared between snapshots: list each once */
+            int added = strset_add(&manifests, ml->items[j]);
             if (added < 0) {
                 rc = oom(e);
-                break;
+                goto done;
             }
             if (added == 0)
                 continue;
-            cdc_ice_manifest_entry_t *ents;
-            size_t nents;
-            if ((rc = read_manifest(t, &mfs[j], &ents, &nents, e)) != CDC_OK)
-                break;
-            for (size_t k = 0; k < nents; k++)
-                if (!list_add(&v, &cnt, &cap, ents[k].file.path)) {
+            if (!list_add(&v, &cnt, &cap, ml->items[j])) {
+                rc = oom(e);
+                goto done;
+            }
+            m = ref_cache_get(ml->items[j]);
+            for (size_t k = 0; m != NULL && k < m->n; k++)
+                if (!list_add(&v, &cnt, &cap, m->items[k])) {
                     rc = oom(e);
-                    break;
+                    goto done;
                 }
-            cdc_ice_manifest_entries_free(ents, nents);
         }
-        cdc_ice_manifest_files_free(mfs, nmf);
-        if (rc != CDC_OK)
-            goto done;
     }
     qsort(v, cnt, sizeof(char *), cmp_str);
     size_t u = 0;
@@ -1254,6 +1440,7 @@ cdc_err_t cdc_ice_table_referenced_files(cdc_ice_table_t *t, char ***locations, 
     }
     cnt = u;
 done:
+    pthread_mutex_unlock(&ref_cache_mu);
     free(manifests.slots);
     free(cur);
     free(hp);
