@@ -376,25 +376,48 @@ void cdc_msg_server_close(cdc_msg_server_t *s)
 
 /* ---- client ------------------------------------------------------------------------ */
 
+/*
+ * Link state. NNG 1.5.2 reports REM_POST for every pipe that got ADD_PRE, including pipes
+ * the pair1 protocol refused (a new connection while the previous pipe is closed but not
+ * yet reaped is rejected as "already connected"); a counter of ADD_POST minus REM_POST
+ * therefore drifts below the truth and the link could look down forever. We track the
+ * one pipe pair1 accepted instead: set on ADD_POST, cleared only by that pipe's REM_POST.
+ */
 struct cdc_msg_client {
     nng_socket sock;
+    bool sock_open;
     nng_dialer dialer;
     bool dialing;
     cdc_msg_options_t opts;
-    _Atomic int pipes;
+    pthread_mutex_t lock; /* guards pipe and the counters below */
+    uint32_t pipe;        /* the accepted pipe, 0 = none */
+    uint64_t pipes_added, pipes_refused;
     char url[512];
 };
 
 static void client_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
     cdc_msg_client_t *c = arg;
+    uint32_t id = nng_pipe_id(p);
+    bool refused = false;
+
+    pthread_mutex_lock(&c->lock);
     if (ev == NNG_PIPE_EV_ADD_POST) {
-        atomic_fetch_add(&c->pipes, 1);
-        cdc_log_debug("connected to \"%s\" on pipe %u", c->url, nng_pipe_id(p));
+        c->pipe = id;
+        c->pipes_added++;
+    } else if (c->pipe == id) {
+        c->pipe = 0;
     } else {
-        atomic_fetch_sub(&c->pipes, 1);
-        cdc_log_debug("lost connection to \"%s\" on pipe %u", c->url, nng_pipe_id(p));
+        refused = true; /* removed without having been added: refused by pair1 */
+        c->pipes_refused++;
     }
+    pthread_mutex_unlock(&c->lock);
+    if (ev == NNG_PIPE_EV_ADD_POST)
+        cdc_log_debug("connected to \"%s\" on pipe %u", c->url, id);
+    else if (refused)
+        cdc_log_debug("connection to \"%s\" on pipe %u was refused by the socket", c->url, id);
+    else
+        cdc_log_debug("lost connection to \"%s\" on pipe %u", c->url, id);
 }
 
 static cdc_err_t client_dial(cdc_msg_client_t *c, const char *url, cdc_error_t *e)
@@ -418,34 +441,49 @@ static cdc_err_t client_dial(cdc_msg_client_t *c, const char *url, cdc_error_t *
     return CDC_OK;
 }
 
+/* Opens c->sock with the options and pipe notifications (no dialer yet). */
+static cdc_err_t client_socket_open(cdc_msg_client_t *c, const char *url, cdc_error_t *e)
+{
+    int rv;
+    if ((rv = nng_pair1_open(&c->sock)) != 0)
+        return nng_fail(e, rv, "open message socket for", url);
+    c->sock_open = true;
+    if ((rv = set_socket_options(c->sock, &c->opts)) != 0 ||
+        (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, client_pipe_cb, c)) != 0 ||
+        (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, client_pipe_cb, c)) != 0)
+        return nng_fail(e, rv, "set up message socket for", url);
+    return CDC_OK;
+}
+
+/* Closes c->sock: NNG closes every pipe and runs their callbacks before returning. */
+static void client_socket_close(cdc_msg_client_t *c)
+{
+    if (c->sock_open)
+        nng_close(c->sock);
+    c->sock_open = false;
+    c->dialing = false;
+    pthread_mutex_lock(&c->lock);
+    c->pipe = 0;
+    pthread_mutex_unlock(&c->lock);
+}
+
 cdc_err_t cdc_msg_client_open(cdc_msg_client_t **out, const char *url,
                               const cdc_msg_options_t *opts, cdc_error_t *e)
 {
-    int rv;
     cdc_err_t err;
     cdc_msg_client_t *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     apply_options(opts, &c->opts);
-    if ((rv = nng_pair1_open(&c->sock)) != 0) {
-        err = nng_fail(e, rv, "open message socket for", url);
-        free(c);
+    pthread_mutex_init(&c->lock, NULL);
+    snprintf(c->url, sizeof(c->url), "%s", url);
+    if ((err = client_socket_open(c, url, e)) != CDC_OK ||
+        (err = client_dial(c, url, e)) != CDC_OK) {
+        cdc_msg_client_close(c);
         return err;
     }
-    if ((rv = set_socket_options(c->sock, &c->opts)) != 0 ||
-        (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, client_pipe_cb, c)) != 0 ||
-        (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, client_pipe_cb, c)) != 0) {
-        err = nng_fail(e, rv, "set up message socket for", url);
-        goto fail;
-    }
-    if ((err = client_dial(c, url, e)) != CDC_OK)
-        goto fail;
     *out = c;
     return CDC_OK;
-fail:
-    nng_close(c->sock);
-    free(c);
-    return err;
 }
 
 cdc_err_t cdc_msg_client_redial(cdc_msg_client_t *c, const char *url, cdc_error_t *e)
@@ -455,19 +493,51 @@ cdc_err_t cdc_msg_client_redial(cdc_msg_client_t *c, const char *url, cdc_error_
         c->dialing = false;
         /* the pipe's removal is reported asynchronously: wait for it (bounded) so that
          * "connected" afterwards means connected to the new url */
-        for (int waited = 0; atomic_load(&c->pipes) > 0 && waited < 1000; waited += 5)
+        for (int waited = 0; cdc_msg_client_connected(c) && waited < 1000; waited += 5)
             nng_msleep(5);
+    }
+    return client_dial(c, url, e);
+}
+
+cdc_err_t cdc_msg_client_reset(cdc_msg_client_t *c, const char *url, cdc_error_t *e)
+{
+    cdc_err_t err;
+    client_socket_close(c);
+    if ((err = client_socket_open(c, url, e)) != CDC_OK) {
+        client_socket_close(c);
+        return err;
     }
     return client_dial(c, url, e);
 }
 
 bool cdc_msg_client_connected(const cdc_msg_client_t *c)
 {
-    return atomic_load(&((cdc_msg_client_t *)c)->pipes) > 0;
+    cdc_msg_client_t *m = (cdc_msg_client_t *)c;
+    pthread_mutex_lock(&m->lock);
+    bool up = m->pipe != 0;
+    pthread_mutex_unlock(&m->lock);
+    return up;
+}
+
+void cdc_msg_client_stats(const cdc_msg_client_t *c, uint32_t *pipe, uint64_t *added,
+                          uint64_t *refused)
+{
+    cdc_msg_client_t *m = (cdc_msg_client_t *)c;
+    pthread_mutex_lock(&m->lock);
+    if (pipe)
+        *pipe = m->pipe;
+    if (added)
+        *added = m->pipes_added;
+    if (refused)
+        *refused = m->pipes_refused;
+    pthread_mutex_unlock(&m->lock);
 }
 
 cdc_err_t cdc_msg_client_send(cdc_msg_client_t *c, const Cdc__Envelope *env, cdc_error_t *e)
 {
+    if (!c->sock_open)
+        return cdc_error_set(e, CDC_ERR_CLOSED, "coordinator \"%s\": message socket is closed",
+                             c->url);
     cdc_err_t err = send_env(c->sock, env, 0, e);
     if (err != CDC_OK)
         cdc_error_prefix(e, "coordinator \"%s\"", c->url);
@@ -478,6 +548,9 @@ cdc_err_t cdc_msg_client_recv(cdc_msg_client_t *c, int timeout_ms, Cdc__Envelope
                               cdc_error_t *e)
 {
     uint32_t pipe = 0;
+    if (!c->sock_open)
+        return cdc_error_set(e, CDC_ERR_CLOSED, "coordinator \"%s\": message socket is closed",
+                             c->url);
     return recv_env(c->sock, timeout_ms, env, &pipe, e);
 }
 
@@ -485,7 +558,8 @@ void cdc_msg_client_close(cdc_msg_client_t *c)
 {
     if (c == NULL)
         return;
-    nng_close(c->sock);
+    client_socket_close(c);
+    pthread_mutex_destroy(&c->lock);
     free(c);
 }
 

@@ -126,8 +126,21 @@ cdc_err_t cdc_msg_client_open(cdc_msg_client_t **out, const char *url,
 /* Closes the current dialer and dials a new url (leader changed). */
 cdc_err_t cdc_msg_client_redial(cdc_msg_client_t *c, const char *url, cdc_error_t *e);
 
-/* Whether a pipe to the server is currently up. */
+/*
+ * Closes the whole socket (its pipes, dialer and any message queued in it) and dials url
+ * from a new one: nothing of the old link survives. Not concurrent with send/recv on c.
+ * On failure c stays usable for another reset (sends and receives fail meanwhile).
+ */
+cdc_err_t cdc_msg_client_reset(cdc_msg_client_t *c, const char *url, cdc_error_t *e);
+
+/* Whether a pipe to the server is currently up (a pipe the socket accepted and that was
+ * not removed since). */
 bool cdc_msg_client_connected(const cdc_msg_client_t *c);
+
+/* Link diagnostics: the current pipe id (0 = none), pipes accepted so far, connections
+ * the socket refused (NNG reports them as removed pipes). Any pointer may be NULL. */
+void cdc_msg_client_stats(const cdc_msg_client_t *c, uint32_t *pipe, uint64_t *added,
+                          uint64_t *refused);
 
 /* Sends env; CDC_ERR_TIMEOUT when no connection took it within the send timeout. */
 cdc_err_t cdc_msg_client_send(cdc_msg_client_t *c, const Cdc__Envelope *env, cdc_error_t *e);
