@@ -382,33 +382,67 @@ void cdc_msg_server_close(cdc_msg_server_t *s)
  * yet reaped is rejected as "already connected"); a counter of ADD_POST minus REM_POST
  * therefore drifts below the truth and the link could look down forever. We track the
  * one pipe pair1 accepted instead: set on ADD_POST, cleared only by that pipe's REM_POST.
+ *
+ * Closing a socket. In NNG 1.5.2 a pipe closed while its TCP receive completes can leave
+ * the protocol's receive unfinished for good (nanomsg/nng#1636, fixed in 1.6.0): the
+ * process-wide pipe reaper then waits forever on that pipe, so no pipe is removed again
+ * (the dialer never redials, pair1 refuses new connections, REM_POST never comes for a
+ * later pipe) and nng_close() of that socket never returns. Seen on workers resumed after
+ * a SIGSTOP: the send of a heartbeat fails on the dead connection while the buffered
+ * messages are still being read. A socket is therefore closed on a helper thread with a
+ * bounded wait; one that does not close is abandoned (its memory and thread leak), and a
+ * new socket works regardless because opening pipes does not need the reaper. Each socket
+ * gets its own callback context so that late events of an abandoned socket are ignored.
  */
+typedef struct client_link {
+    cdc_msg_client_t *c;
+    uint64_t gen; /* the client's socket generation this link belongs to */
+    nng_socket sock;
+    _Atomic int refs;
+    _Atomic bool closed;
+} client_link_t;
+
 struct cdc_msg_client {
     nng_socket sock;
-    bool sock_open;
+    client_link_t *link; /* of sock; NULL = no socket */
     nng_dialer dialer;
     bool dialing;
     cdc_msg_options_t opts;
-    pthread_mutex_t lock; /* guards pipe and the counters below */
+    pthread_mutex_t lock; /* guards gen, pipe and the counters below */
+    uint64_t gen;         /* bumped per socket: events of older sockets are ignored */
     uint32_t pipe;        /* the accepted pipe, 0 = none */
-    uint64_t pipes_added, pipes_refused;
+    uint64_t pipes_added, pipes_refused, stuck_closes;
+    _Atomic int closing; /* sockets being closed on helper threads */
     char url[512];
 };
 
+#define CLIENT_CLOSE_WAIT_MS 2000
+
+static void link_release(client_link_t *l)
+{
+    if (atomic_fetch_sub(&l->refs, 1) == 1)
+        free(l);
+}
+
 static void client_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
-    cdc_msg_client_t *c = arg;
+    client_link_t *l = arg;
+    cdc_msg_client_t *c = l->c;
     uint32_t id = nng_pipe_id(p);
     bool refused = false;
 
     pthread_mutex_lock(&c->lock);
+    if (l->gen != c->gen) {
+        pthread_mutex_unlock(&c->lock);
+        return; /* a socket we already replaced */
+    }
     if (ev == NNG_PIPE_EV_ADD_POST) {
         c->pipe = id;
         c->pipes_added++;
     } else if (c->pipe == id) {
         c->pipe = 0;
     } else {
-        refused = true; /* removed without having been added: refused by pair1 */
+        refused = true; /* removed without having been the accepted pipe */
         c->pipes_refused++;
     }
     pthread_mutex_unlock(&c->lock);
@@ -445,26 +479,83 @@ static cdc_err_t client_dial(cdc_msg_client_t *c, const char *url, cdc_error_t *
 static cdc_err_t client_socket_open(cdc_msg_client_t *c, const char *url, cdc_error_t *e)
 {
     int rv;
-    if ((rv = nng_pair1_open(&c->sock)) != 0)
+    client_link_t *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    if ((rv = nng_pair1_open(&c->sock)) != 0) {
+        free(l);
         return nng_fail(e, rv, "open message socket for", url);
-    c->sock_open = true;
+    }
+    pthread_mutex_lock(&c->lock);
+    l->gen = ++c->gen;
+    c->pipe = 0;
+    pthread_mutex_unlock(&c->lock);
+    l->c = c;
+    l->sock = c->sock;
+    atomic_init(&l->refs, 1);
+    atomic_init(&l->closed, false);
+    c->link = l;
     if ((rv = set_socket_options(c->sock, &c->opts)) != 0 ||
-        (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, client_pipe_cb, c)) != 0 ||
-        (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, client_pipe_cb, c)) != 0)
+        (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, client_pipe_cb, l)) != 0 ||
+        (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, client_pipe_cb, l)) != 0)
         return nng_fail(e, rv, "set up message socket for", url);
     return CDC_OK;
 }
 
-/* Closes c->sock: NNG closes every pipe and runs their callbacks before returning. */
+static void *close_main(void *arg)
+{
+    client_link_t *l = arg;
+    cdc_msg_client_t *c = l->c;
+    nng_close(l->sock); /* returns once every pipe was removed: may never, see above */
+    atomic_store(&l->closed, true);
+    atomic_fetch_sub(&c->closing, 1); /* last use of c */
+    link_release(l);
+    return NULL;
+}
+
+/*
+ * Closes c->sock (if any) on a helper thread and waits up to CLIENT_CLOSE_WAIT_MS; a close
+ * that takes longer is abandoned (logged once per socket). Afterwards c has no socket.
+ */
 static void client_socket_close(cdc_msg_client_t *c)
 {
-    if (c->sock_open)
-        nng_close(c->sock);
-    c->sock_open = false;
+    client_link_t *l = c->link;
+    pthread_t t;
+    pthread_attr_t attr;
+
+    if (l == NULL)
+        return;
+    c->link = NULL;
     c->dialing = false;
     pthread_mutex_lock(&c->lock);
+    c->gen++; /* from now on events of the old socket are ignored */
     c->pipe = 0;
     pthread_mutex_unlock(&c->lock);
+    atomic_fetch_add(&l->refs, 1);
+    atomic_fetch_add(&c->closing, 1);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, close_main, l) != 0) {
+        pthread_attr_destroy(&attr);
+        close_main(l); /* no thread: close inline */
+        link_release(l);
+        return;
+    }
+    pthread_attr_destroy(&attr);
+    for (int waited = 0; !atomic_load(&l->closed) && waited < CLIENT_CLOSE_WAIT_MS; waited += 5)
+        nng_msleep(5);
+    if (!atomic_load(&l->closed)) {
+        pthread_mutex_lock(&c->lock);
+        c->stuck_closes++;
+        pthread_mutex_unlock(&c->lock);
+        cdc_log_warn("closing the connection to \"%s\" did not finish within %d ms: NNG's pipe "
+                     "reaper is stuck (a known NNG 1.5.2 bug, nanomsg/nng#1636, fixed in 1.6.0); "
+                     "the old socket is abandoned and a new one is used, but closed connections "
+                     "are no longer freed in this process (hint: restart the process when "
+                     "convenient, or use NNG 1.6.0 or later)",
+                     c->url, CLIENT_CLOSE_WAIT_MS);
+    }
+    link_release(l);
 }
 
 cdc_err_t cdc_msg_client_open(cdc_msg_client_t **out, const char *url,
@@ -476,6 +567,7 @@ cdc_err_t cdc_msg_client_open(cdc_msg_client_t **out, const char *url,
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     apply_options(opts, &c->opts);
     pthread_mutex_init(&c->lock, NULL);
+    atomic_init(&c->closing, 0);
     snprintf(c->url, sizeof(c->url), "%s", url);
     if ((err = client_socket_open(c, url, e)) != CDC_OK ||
         (err = client_dial(c, url, e)) != CDC_OK) {
@@ -488,6 +580,9 @@ cdc_err_t cdc_msg_client_open(cdc_msg_client_t **out, const char *url,
 
 cdc_err_t cdc_msg_client_redial(cdc_msg_client_t *c, const char *url, cdc_error_t *e)
 {
+    if (c->link == NULL)
+        return cdc_error_set(e, CDC_ERR_CLOSED, "coordinator \"%s\": message socket is closed",
+                             c->url);
     if (c->dialing) {
         nng_dialer_close(c->dialer); /* also closes its pipe */
         c->dialing = false;
@@ -519,23 +614,20 @@ bool cdc_msg_client_connected(const cdc_msg_client_t *c)
     return up;
 }
 
-void cdc_msg_client_stats(const cdc_msg_client_t *c, uint32_t *pipe, uint64_t *added,
-                          uint64_t *refused)
+void cdc_msg_client_stats(const cdc_msg_client_t *c, cdc_msg_client_stats_t *st)
 {
     cdc_msg_client_t *m = (cdc_msg_client_t *)c;
     pthread_mutex_lock(&m->lock);
-    if (pipe)
-        *pipe = m->pipe;
-    if (added)
-        *added = m->pipes_added;
-    if (refused)
-        *refused = m->pipes_refused;
+    st->pipe = m->pipe;
+    st->pipes_added = m->pipes_added;
+    st->pipes_refused = m->pipes_refused;
+    st->stuck_closes = m->stuck_closes;
     pthread_mutex_unlock(&m->lock);
 }
 
 cdc_err_t cdc_msg_client_send(cdc_msg_client_t *c, const Cdc__Envelope *env, cdc_error_t *e)
 {
-    if (!c->sock_open)
+    if (c->link == NULL)
         return cdc_error_set(e, CDC_ERR_CLOSED, "coordinator \"%s\": message socket is closed",
                              c->url);
     cdc_err_t err = send_env(c->sock, env, 0, e);
@@ -548,7 +640,7 @@ cdc_err_t cdc_msg_client_recv(cdc_msg_client_t *c, int timeout_ms, Cdc__Envelope
                               cdc_error_t *e)
 {
     uint32_t pipe = 0;
-    if (!c->sock_open)
+    if (c->link == NULL)
         return cdc_error_set(e, CDC_ERR_CLOSED, "coordinator \"%s\": message socket is closed",
                              c->url);
     return recv_env(c->sock, timeout_ms, env, &pipe, e);
@@ -559,6 +651,8 @@ void cdc_msg_client_close(cdc_msg_client_t *c)
     if (c == NULL)
         return;
     client_socket_close(c);
+    if (atomic_load(&c->closing) > 0)
+        return; /* an abandoned socket may still call back into c: keep it */
     pthread_mutex_destroy(&c->lock);
     free(c);
 }

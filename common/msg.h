@@ -129,7 +129,9 @@ cdc_err_t cdc_msg_client_redial(cdc_msg_client_t *c, const char *url, cdc_error_
 /*
  * Closes the whole socket (its pipes, dialer and any message queued in it) and dials url
  * from a new one: nothing of the old link survives. Not concurrent with send/recv on c.
- * On failure c stays usable for another reset (sends and receives fail meanwhile).
+ * On failure c stays usable for another reset (sends and receives fail meanwhile). The
+ * old socket is closed on a helper thread; a close that does not finish within 2 s (NNG
+ * 1.5.2 bug, see msg.c) is abandoned with a warning, and the new socket works anyway.
  */
 cdc_err_t cdc_msg_client_reset(cdc_msg_client_t *c, const char *url, cdc_error_t *e);
 
@@ -137,10 +139,15 @@ cdc_err_t cdc_msg_client_reset(cdc_msg_client_t *c, const char *url, cdc_error_t
  * not removed since). */
 bool cdc_msg_client_connected(const cdc_msg_client_t *c);
 
-/* Link diagnostics: the current pipe id (0 = none), pipes accepted so far, connections
- * the socket refused (NNG reports them as removed pipes). Any pointer may be NULL. */
-void cdc_msg_client_stats(const cdc_msg_client_t *c, uint32_t *pipe, uint64_t *added,
-                          uint64_t *refused);
+/* Link diagnostics (log lines, tests). */
+typedef struct cdc_msg_client_stats {
+    uint32_t pipe;          /* the current pipe, 0 = none */
+    uint64_t pipes_added;   /* pipes accepted so far, over all sockets */
+    uint64_t pipes_refused; /* connections the socket refused (NNG reports them removed) */
+    uint64_t stuck_closes;  /* sockets whose close did not finish and were abandoned */
+} cdc_msg_client_stats_t;
+
+void cdc_msg_client_stats(const cdc_msg_client_t *c, cdc_msg_client_stats_t *st);
 
 /* Sends env; CDC_ERR_TIMEOUT when no connection took it within the send timeout. */
 cdc_err_t cdc_msg_client_send(cdc_msg_client_t *c, const Cdc__Envelope *env, cdc_error_t *e);
@@ -151,7 +158,8 @@ cdc_err_t cdc_msg_client_send(cdc_msg_client_t *c, const Cdc__Envelope *env, cdc
 cdc_err_t cdc_msg_client_recv(cdc_msg_client_t *c, int timeout_ms, Cdc__Envelope **env,
                               cdc_error_t *e);
 
-/* Closes the socket and frees the client; NULL is a no-op. */
+/* Closes the socket and frees the client; NULL is a no-op. Waits at most 2 s for NNG to
+ * close the socket (then the client's memory is left to the abandoned socket). */
 void cdc_msg_client_close(cdc_msg_client_t *c);
 
 #endif

@@ -318,13 +318,12 @@ typedef struct cdc_link_watch {
 static void reset_link(cdc_worker_t *w, cdc_link_watch_t *lw, int64_t now, const char *why)
 {
     cdc_error_t e;
-    uint32_t pipe = 0;
-    uint64_t added = 0, refused = 0;
+    cdc_msg_client_stats_t st;
 
-    cdc_msg_client_stats(w->msg, &pipe, &added, &refused);
+    cdc_msg_client_stats(w->msg, &st);
     cdc_log_warn("%s: reopening the connection to coordinator %s (pipe %u, %" PRIu64
-                 " connections so far, %" PRIu64 " refused)",
-                 why, w->leader_url, pipe, added, refused);
+                 " connections so far, %" PRIu64 " refused, %" PRIu64 " abandoned sockets)",
+                 why, w->leader_url, st.pipe, st.pipes_added, st.pipes_refused, st.stuck_closes);
     if (cdc_msg_client_reset(w->msg, w->leader_url, &e) != CDC_OK)
         cdc_log_warn("could not reopen the connection to coordinator %s: %s", w->leader_url, e.msg);
     w->registered = false;

@@ -273,8 +273,8 @@ static void test_dropped_and_reset(void **state)
     cdc_msg_client_t *c = NULL;
     char url[128], url2[128];
     Cdc__Envelope *env = NULL;
-    uint32_t pipe = 0, first = 0, cur = 0;
-    uint64_t added = 0, refused = 0;
+    uint32_t pipe = 0, first = 0;
+    cdc_msg_client_stats_t st;
 
     OK(cdc_msg_server_open(&s, "tcp://127.0.0.1:0", &opts, &e));
     snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", cdc_msg_server_port(s));
@@ -283,18 +283,18 @@ static void test_dropped_and_reset(void **state)
     OK(send_register(c, "w1", &e));
     OK(cdc_msg_server_recv(s, 5000, &env, &first, &e));
     cdc_msg_free(env);
-    cdc_msg_client_stats(c, &cur, &added, &refused);
-    assert_int_equal(added, 1);
-    assert_true(cur != 0);
+    cdc_msg_client_stats(c, &st);
+    assert_int_equal(st.pipes_added, 1);
+    assert_true(st.pipe != 0);
 
     /* the server drops the pipe: NNG redials and a Register on the new pipe is heard */
     cdc_msg_server_close_pipe(s, first);
     int64_t deadline = now_ms() + 5000;
     do {
-        cdc_msg_client_stats(c, &cur, &added, NULL);
+        cdc_msg_client_stats(c, &st);
         nng_msleep(10);
-    } while ((added < 2 || cur == 0) && now_ms() < deadline);
-    assert_int_equal(added, 2);
+    } while ((st.pipes_added < 2 || st.pipe == 0) && now_ms() < deadline);
+    assert_int_equal(st.pipes_added, 2);
     OK(send_register(c, "w1", &e));
     OK(cdc_msg_server_recv(s, 5000, &env, &pipe, &e));
     cdc_msg_free(env);
@@ -334,6 +334,8 @@ static void test_dropped_and_reset(void **state)
     cdc_msg_free(env);
     assert_int_equal(cdc_msg_server_recv(s, 100, &env, &pipe, &e), CDC_ERR_TIMEOUT);
 
+    cdc_msg_client_stats(c, &st);
+    assert_int_equal(st.stuck_closes, 0);
     cdc_msg_client_close(c);
     cdc_msg_server_close(s);
     cdc_msg_server_close(s2);
