@@ -199,6 +199,82 @@ static cdc_err_t recv_env(nng_socket sock, int timeout_ms, Cdc__Envelope **env, 
     return err;
 }
 
+/*
+ * Bounded socket close. In NNG 1.5.2 a pipe closed while its TCP receive completes can
+ * leave the protocol's receive unfinished for good (nanomsg/nng#1636, fixed in 1.6.0): the
+ * process-wide pipe reaper then waits forever on that pipe, so no pipe of the process is
+ * removed again and nng_close() of its socket never returns. Seen on workers resumed after
+ * a SIGSTOP: a send fails on the dead connection while the buffered messages are still
+ * being read. Sockets are therefore closed on a helper thread with a bounded wait; a
+ * socket that does not close is abandoned (its memory and the thread leak), and
+ * nng_fini() is skipped at exit because it would wait for the reaper too.
+ */
+#define CLOSE_WAIT_MS 2000
+
+typedef struct sock_closer {
+    nng_socket sock;
+    _Atomic bool done;
+    _Atomic int refs;
+} sock_closer_t;
+
+static _Atomic bool reaper_stuck;
+
+static void closer_release(sock_closer_t *k)
+{
+    if (atomic_fetch_sub(&k->refs, 1) == 1)
+        free(k);
+}
+
+static void *closer_main(void *arg)
+{
+    sock_closer_t *k = arg;
+    nng_close(k->sock);
+    atomic_store(&k->done, true);
+    closer_release(k);
+    return NULL;
+}
+
+/* Closes sock; true when NNG finished within CLOSE_WAIT_MS (callbacks are over), false when
+ * the close was abandoned (logged; the socket's callbacks may still run later). */
+static bool close_bounded(nng_socket sock, const char *what)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    bool done;
+    sock_closer_t *k = calloc(1, sizeof(*k));
+
+    if (k == NULL) {
+        nng_close(sock);
+        return true;
+    }
+    k->sock = sock;
+    atomic_init(&k->done, false);
+    atomic_init(&k->refs, 2);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, closer_main, k) != 0) {
+        pthread_attr_destroy(&attr);
+        atomic_fetch_sub(&k->refs, 1);
+        closer_main(k); /* no thread: close inline */
+        return true;
+    }
+    pthread_attr_destroy(&attr);
+    for (int waited = 0; !atomic_load(&k->done) && waited < CLOSE_WAIT_MS; waited += 5)
+        nng_msleep(5);
+    done = atomic_load(&k->done);
+    closer_release(k);
+    if (!done) {
+        atomic_store(&reaper_stuck, true);
+        cdc_log_warn("closing the %s did not finish within %d ms: NNG's pipe reaper is stuck "
+                     "(NNG 1.5.2 bug nanomsg/nng#1636, fixed in 1.6.0); the socket is "
+                     "abandoned, new connections still work but closed ones are no longer "
+                     "freed in this process (hint: restart it when convenient, or use NNG "
+                     "1.6.0 or later)",
+                     what, CLOSE_WAIT_MS);
+    }
+    return done;
+}
+
 /* ---- server ------------------------------------------------------------------------ */
 
 typedef struct event_node {
@@ -362,8 +438,9 @@ void cdc_msg_server_close(cdc_msg_server_t *s)
 {
     if (s == NULL)
         return;
-    if (s->open)
-        nng_close(s->sock); /* waits for callbacks in progress */
+    /* waits for callbacks in progress; an abandoned socket may still call back: keep s */
+    if (s->open && !close_bounded(s->sock, "coordinator message socket"))
+        return;
     event_node_t *n = s->head;
     while (n != NULL) {
         event_node_t *next = n->next;
@@ -383,23 +460,13 @@ void cdc_msg_server_close(cdc_msg_server_t *s)
  * therefore drifts below the truth and the link could look down forever. We track the
  * one pipe pair1 accepted instead: set on ADD_POST, cleared only by that pipe's REM_POST.
  *
- * Closing a socket. In NNG 1.5.2 a pipe closed while its TCP receive completes can leave
- * the protocol's receive unfinished for good (nanomsg/nng#1636, fixed in 1.6.0): the
- * process-wide pipe reaper then waits forever on that pipe, so no pipe is removed again
- * (the dialer never redials, pair1 refuses new connections, REM_POST never comes for a
- * later pipe) and nng_close() of that socket never returns. Seen on workers resumed after
- * a SIGSTOP: the send of a heartbeat fails on the dead connection while the buffered
- * messages are still being read. A socket is therefore closed on a helper thread with a
- * bounded wait; one that does not close is abandoned (its memory and thread leak), and a
- * new socket works regardless because opening pipes does not need the reaper. Each socket
- * gets its own callback context so that late events of an abandoned socket are ignored.
+ * A reset closes the socket with close_bounded() and opens a new one; each socket gets
+ * its own callback context (link) so that late events of an abandoned socket are ignored.
+ * A link (and the client itself) is freed only once NNG is done with its socket.
  */
 typedef struct client_link {
     cdc_msg_client_t *c;
     uint64_t gen; /* the client's socket generation this link belongs to */
-    nng_socket sock;
-    _Atomic int refs;
-    _Atomic bool closed;
 } client_link_t;
 
 struct cdc_msg_client {
@@ -412,17 +479,8 @@ struct cdc_msg_client {
     uint64_t gen;         /* bumped per socket: events of older sockets are ignored */
     uint32_t pipe;        /* the accepted pipe, 0 = none */
     uint64_t pipes_added, pipes_refused, stuck_closes;
-    _Atomic int closing; /* sockets being closed on helper threads */
     char url[512];
 };
-
-#define CLIENT_CLOSE_WAIT_MS 2000
-
-static void link_release(client_link_t *l)
-{
-    if (atomic_fetch_sub(&l->refs, 1) == 1)
-        free(l);
-}
 
 static void client_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
@@ -491,9 +549,6 @@ static cdc_err_t client_socket_open(cdc_msg_client_t *c, const char *url, cdc_er
     c->pipe = 0;
     pthread_mutex_unlock(&c->lock);
     l->c = c;
-    l->sock = c->sock;
-    atomic_init(&l->refs, 1);
-    atomic_init(&l->closed, false);
     c->link = l;
     if ((rv = set_socket_options(c->sock, &c->opts)) != 0 ||
         (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, client_pipe_cb, l)) != 0 ||
@@ -502,26 +557,10 @@ static cdc_err_t client_socket_open(cdc_msg_client_t *c, const char *url, cdc_er
     return CDC_OK;
 }
 
-static void *close_main(void *arg)
-{
-    client_link_t *l = arg;
-    cdc_msg_client_t *c = l->c;
-    nng_close(l->sock); /* returns once every pipe was removed: may never, see above */
-    atomic_store(&l->closed, true);
-    atomic_fetch_sub(&c->closing, 1); /* last use of c */
-    link_release(l);
-    return NULL;
-}
-
-/*
- * Closes c->sock (if any) on a helper thread and waits up to CLIENT_CLOSE_WAIT_MS; a close
- * that takes longer is abandoned (logged once per socket). Afterwards c has no socket.
- */
+/* Closes c->sock (if any; bounded, see close_bounded()). Afterwards c has no socket. */
 static void client_socket_close(cdc_msg_client_t *c)
 {
     client_link_t *l = c->link;
-    pthread_t t;
-    pthread_attr_t attr;
 
     if (l == NULL)
         return;
@@ -531,31 +570,13 @@ static void client_socket_close(cdc_msg_client_t *c)
     c->gen++; /* from now on events of the old socket are ignored */
     c->pipe = 0;
     pthread_mutex_unlock(&c->lock);
-    atomic_fetch_add(&l->refs, 1);
-    atomic_fetch_add(&c->closing, 1);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, close_main, l) != 0) {
-        pthread_attr_destroy(&attr);
-        close_main(l); /* no thread: close inline */
-        link_release(l);
-        return;
-    }
-    pthread_attr_destroy(&attr);
-    for (int waited = 0; !atomic_load(&l->closed) && waited < CLIENT_CLOSE_WAIT_MS; waited += 5)
-        nng_msleep(5);
-    if (!atomic_load(&l->closed)) {
+    if (close_bounded(c->sock, "connection to the coordinator")) {
+        free(l);
+    } else {
         pthread_mutex_lock(&c->lock);
-        c->stuck_closes++;
+        c->stuck_closes++; /* l stays with the abandoned socket */
         pthread_mutex_unlock(&c->lock);
-        cdc_log_warn("closing the connection to \"%s\" did not finish within %d ms: NNG's pipe "
-                     "reaper is stuck (a known NNG 1.5.2 bug, nanomsg/nng#1636, fixed in 1.6.0); "
-                     "the old socket is abandoned and a new one is used, but closed connections "
-                     "are no longer freed in this process (hint: restart the process when "
-                     "convenient, or use NNG 1.6.0 or later)",
-                     c->url, CLIENT_CLOSE_WAIT_MS);
     }
-    link_release(l);
 }
 
 cdc_err_t cdc_msg_client_open(cdc_msg_client_t **out, const char *url,
@@ -567,7 +588,6 @@ cdc_err_t cdc_msg_client_open(cdc_msg_client_t **out, const char *url,
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     apply_options(opts, &c->opts);
     pthread_mutex_init(&c->lock, NULL);
-    atomic_init(&c->closing, 0);
     snprintf(c->url, sizeof(c->url), "%s", url);
     if ((err = client_socket_open(c, url, e)) != CDC_OK ||
         (err = client_dial(c, url, e)) != CDC_OK) {
@@ -651,7 +671,7 @@ void cdc_msg_client_close(cdc_msg_client_t *c)
     if (c == NULL)
         return;
     client_socket_close(c);
-    if (atomic_load(&c->closing) > 0)
+    if (c->stuck_closes > 0)
         return; /* an abandoned socket may still call back into c: keep it */
     pthread_mutex_destroy(&c->lock);
     free(c);
@@ -659,5 +679,9 @@ void cdc_msg_client_close(cdc_msg_client_t *c)
 
 void cdc_msg_shutdown(void)
 {
+    if (atomic_load(&reaper_stuck)) {
+        cdc_log_warn("skipping NNG's shutdown: its pipe reaper is stuck (see earlier warning)");
+        return;
+    }
     nng_fini();
 }

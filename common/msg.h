@@ -100,14 +100,16 @@ bool cdc_msg_server_poll_event(cdc_msg_server_t *s, cdc_msg_event_t *ev);
 /* Number of frames dropped as garbage so far (tests, metrics). */
 uint64_t cdc_msg_server_garbage_count(const cdc_msg_server_t *s);
 
-/* Closes the socket and frees the server; NULL is a no-op. */
+/* Closes the socket and frees the server; NULL is a no-op. Waits at most 2 s for NNG
+ * (NNG 1.5.2 can fail to close a socket, see msg.c; the server is then left allocated). */
 void cdc_msg_server_close(cdc_msg_server_t *s);
 
 /*
  * Releases NNG's global state (nng_fini) at process exit, after every socket and NNG HTTP
  * server is closed. Messages handed to NNG for a peer that went away are freed by it
  * asynchronously; without this, exit races those frees and leak checkers (make asan)
- * report them. Nothing NNG-based may be used afterwards.
+ * report them. Nothing NNG-based may be used afterwards. Skipped (with a warning) when a
+ * socket could not be closed: nng_fini() would wait forever for NNG's stuck reaper.
  */
 void cdc_msg_shutdown(void);
 
