@@ -171,8 +171,8 @@ pipeline_procs_up() {
     local i port http
     port=$(harness_free_port)
     proc_start capture "$CHAOS_BUILD/cdc-capture" --pg-dsn "$PIPELINE_PG_DSN" \
-        --tables "$CHAOS_TABLES" --create-publication=true --kafka-bootstrap "$CDC_TEST_KAFKA" \
-        --http-addr "127.0.0.1:$port"
+        --tables "$CHAOS_TABLES" --create-publication=true --kafka "$CDC_TEST_KAFKA" \
+        --http "127.0.0.1:$port"
     echo "127.0.0.1:$port" >"$CHAOS_DIR/procs/capture.http"
 
     for ((i = 0; i < CHAOS_COORDINATORS; i++)); do
@@ -181,7 +181,7 @@ pipeline_procs_up() {
         proc_start "coordinator-$i" "$CHAOS_BUILD/cdc-coordinator" --id "coordinator-$i" \
             --job "$CDC_JOB" --etcd "$CDC_TEST_ETCD" --listen "tcp://127.0.0.1:$port" \
             --http "127.0.0.1:$http" --warehouse "$CHAOS_DIR/warehouse" \
-            --namespace "$CHAOS_NAMESPACE" --heartbeat-timeout "${CHAOS_HEARTBEAT_TIMEOUT}s"
+            --heartbeat-timeout "${CHAOS_HEARTBEAT_TIMEOUT}s"
         echo "127.0.0.1:$http" >"$CHAOS_DIR/procs/coordinator-$i.http"
     done
 

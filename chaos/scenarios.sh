@@ -90,6 +90,7 @@ scenario_kill-capture() {
 }
 
 # etcd stops and starts again (local: the harness's etcd; elsewhere: its container/pod).
+# CHAOS_ETCD_DOWN=<s> fixes the outage (past the 5 s lease TTL the leader steps down).
 scenario_etcd-restart() {
     local before
     before=$(pipeline_committed)
@@ -101,7 +102,7 @@ scenario_etcd-restart() {
     chaos_log "etcd stopped"
     FAULTS=$((FAULTS + 1))
     chaos_between 2 5
-    sleep "$REPLY"
+    sleep "${CHAOS_ETCD_DOWN:-$REPLY}"
     case "$CHAOS_BACKEND" in
     local) harness_etcd_start ;;
     compose) _compose start etcd ;;

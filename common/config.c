@@ -222,9 +222,12 @@ static cdc_err_t set_value(const cdc_opt_t *o, void *cfg, const char *v, const c
 
 static const cdc_opt_t *find_opt(const cdc_opt_t *opts, const char *name, size_t len)
 {
-    for (const cdc_opt_t *o = opts; o->name; o++)
+    for (const cdc_opt_t *o = opts; o->name; o++) {
         if (strlen(o->name) == len && strncmp(o->name, name, len) == 0)
             return o;
+        if (o->alias && strlen(o->alias) == len && strncmp(o->alias, name, len) == 0)
+            return o;
+    }
     return NULL;
 }
 
@@ -326,6 +329,11 @@ cdc_config_result_t cdc_config_parse(const cdc_opt_t *opts, const char *prog, co
 
         cdc_config_env_name(o->name, env, sizeof(env));
         v = set_by_flag[o - opts] ? NULL : env_lookup(environ_list, env);
+        if (v == NULL && o->alias && !set_by_flag[o - opts]) {
+            char old[128];
+            cdc_config_env_name(o->alias, old, sizeof(old));
+            v = env_lookup(environ_list, old);
+        }
         if (v != NULL) {
             if (set_value(o, cfg, v, "environment", e) != CDC_OK) {
                 res = CDC_CONFIG_ERROR;
@@ -423,6 +431,8 @@ void cdc_config_print_help(const cdc_opt_t *opts, const char *prog, const char *
             fprintf(out, " Required.");
         else if (o->default_value)
             fprintf(out, " Default: %s.", o->default_value[0] ? o->default_value : "\"\"");
+        if (o->alias)
+            fprintf(out, " Formerly --%s.", o->alias);
         fputc('\n', out);
     }
     fprintf(out, "  --help, --help-markdown, --version\n");
@@ -438,10 +448,16 @@ void cdc_config_print_markdown(const cdc_opt_t *opts, const char *prog, const ch
         char env[128], bounds[128];
         cdc_config_env_name(o->name, env, sizeof(env));
         bounds_text(o, bounds, sizeof(bounds), true);
-        fprintf(out, "| `--%s` | `%s` | %s | %s%s%s | %s | %s |\n", o->name, env, type_name(o),
+        fprintf(out, "| `--%s` | `%s` | %s | %s%s%s | %s | %s", o->name, env, type_name(o),
                 o->required ? "**required**" : (o->default_value ? "`" : "—"),
                 o->required ? "" : (o->default_value ? o->default_value : ""),
                 (!o->required && o->default_value) ? "`" : "", bounds[0] ? bounds : "", o->help);
+        if (o->alias) {
+            char old[128];
+            cdc_config_env_name(o->alias, old, sizeof(old));
+            fprintf(out, " Formerly `--%s` / `%s`, still accepted.", o->alias, old);
+        }
+        fprintf(out, " |\n");
     }
     fputc('\n', out);
 }

@@ -5,6 +5,9 @@
  * defaults), validation (type, bounds, choices, required), --help, and the generated
  * reference docs/configuration.md (--help-markdown).
  *
+ * An option renamed for consistency keeps its former name as an alias: --<alias> and
+ * CDC_<ALIAS> are still read (the new names win), and --help lists the alias.
+ *
  * Bad configuration is reported with the option's flag and environment names and the
  * expected form; cdc_config_load() callers exit with status 2 (CDC_CONFIG_EXIT).
  */
@@ -38,12 +41,13 @@ typedef struct cdc_opt {
     int64_t min, max;          /* bounds for INT/DURATION/SIZE when min < max */
     const char *choices;       /* "a|b|c" for ENUM */
     const char *help;          /* one sentence for --help and the docs */
+    const char *alias;         /* former name still accepted (flag and CDC_ variable), or NULL */
 } cdc_opt_t;
 
 /* Terminates an option table. */
 #define CDC_OPT_END                                                                                \
     {                                                                                              \
-        NULL, CDC_OPT_STRING, 0, NULL, false, 0, 0, NULL, NULL                                     \
+        NULL, CDC_OPT_STRING, 0, NULL, false, 0, 0, NULL, NULL, NULL                               \
     }
 
 typedef enum cdc_config_result {

@@ -344,6 +344,10 @@ cdc_err_t cdc_msg_server_open(cdc_msg_server_t **out, const char *url,
         nng_fail(e, rv, "set options on message socket for", url);
         goto fail;
     }
+    /* a deep receive queue: while the server's owner is busy for a few seconds (a commit
+     * backlog, a slow scan), clients' sends queue up here instead of timing out and
+     * dropping acks and heartbeats (best effort: the default depth is tiny) */
+    nng_socket_set_int(s->sock, NNG_OPT_RECVBUF, 8192);
     if ((rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_POST, server_pipe_cb, s)) != 0 ||
         (rv = nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, server_pipe_cb, s)) != 0) {
         nng_fail(e, rv, "register pipe notifications for", url);

@@ -7,7 +7,9 @@
  * (this process: id, endpoint, admin, term), term, generation, recovery_reason,
  * restart {failures_recent, failures_total, max_failures, interval_ms}, workers [{id,
  * incarnation, alive, last_heartbeat_ms_ago, partitions, lost_reason}], assignment
- * [{partition, owner, offsets {topic: next offset}}], epochs {open, next, last_recorded,
+ * [{partition, owner, offsets {topic: next offset}, high_watermarks {topic: end offset the
+ * owner last reported}, lag (records from offsets to the high watermarks, null until an
+ * owner reported one)}], epochs {open, next, last_recorded,
  * last_committed, pending_commits}, checkpoints [{epoch, duration_ms, bytes, records,
  * data_files, delete_files, tables, completed_at_ms}], last_commit_error.
  */
@@ -90,14 +92,28 @@ char *cdc_coord_status_json(cdc_coord_t *c)
     json_object_set_new(o, "workers", ws);
 
     for (int p = 0; p < CDC_PARTITIONS; p++) {
-        json_t *a = json_object(), *offs = json_object();
+        json_t *a = json_object(), *offs = json_object(), *highs = json_object();
+        int64_t lag = 0;
         if (c->base != NULL)
             for (size_t j = 0; j < c->base->partitions[p].noffsets; j++)
                 json_object_set_new(offs, c->base->partitions[p].offsets[j].topic,
                                     json_integer(c->base->partitions[p].offsets[j].next_offset));
+        /* lag: records between the newest checkpoint and the end of each topic partition */
+        for (int j = 0; j < c->nhigh[p]; j++) {
+            const cdc_topic_high_t *h = &c->high[p][j];
+            int64_t at = 0;
+            json_t *o = json_object_get(offs, h->topic);
+            if (o != NULL && json_integer_value(o) > 0)
+                at = json_integer_value(o);
+            json_object_set_new(highs, h->topic, json_integer(h->high));
+            if (h->high > at)
+                lag += h->high - at;
+        }
         json_object_set_new(a, "partition", json_integer(p));
         json_object_set_new(a, "owner", json_string(c->owner[p]));
         json_object_set_new(a, "offsets", offs);
+        json_object_set_new(a, "high_watermarks", highs);
+        json_object_set_new(a, "lag", c->nhigh[p] > 0 ? json_integer(lag) : json_null());
         json_array_append_new(as, a);
     }
     json_object_set_new(o, "assignment", as);

@@ -35,7 +35,6 @@ typedef struct cdc_coord_config {
     char *advertise;
     char *http;
     char *warehouse;
-    char *namespace_;
     char *s3_endpoint;
     char *s3_region;
     char *s3_access_key;
@@ -85,6 +84,14 @@ typedef struct cdc_pending_commit {
     int64_t record_ms; /* time of the etcd write */
     int64_t commit_ms; /* time of the Iceberg commits */
 } cdc_pending_commit_t;
+
+#define CDC_COORD_TOPICS_MAX 16
+
+/* The end of one source topic partition as the owner last reported it (for /status). */
+typedef struct cdc_topic_high {
+    char topic[256];
+    int64_t high;
+} cdc_topic_high_t;
 
 /* What /status shows about a finished checkpoint. */
 typedef struct cdc_ckpt_summary {
@@ -140,6 +147,8 @@ typedef struct cdc_coord {
 
     cdc_ckpt_summary_t history[CDC_HISTORY_MAX];
     int nhistory;
+    cdc_topic_high_t high[CDC_PARTITIONS][CDC_COORD_TOPICS_MAX]; /* from the owners' acks */
+    int nhigh[CDC_PARTITIONS];
 
     /* metrics */
     cdc_counter_t *m_committed, *m_failures, *m_rejected, *m_aborted, *m_etcd_errors,

@@ -25,6 +25,7 @@
 #define ETCD_RETRY_MS 300
 #define COMMIT_RETRY_MS 300
 #define MAX_OPEN_BEFORE_PAUSE 8
+#define SLOW_MAINTENANCE_MS 1000
 
 const char *cdc_job_state_name(cdc_job_state_t s)
 {
@@ -66,6 +67,16 @@ static void fault_point(cdc_coord_t *c, const char *name)
     }
 }
 
+/* Debug fault injection: stalls the main loop for ms at a named point (a slow scan). */
+static void fault_stall(cdc_coord_t *c, const char *name, int64_t ms)
+{
+    if (c->cfg.fault != NULL && strcmp(c->cfg.fault, name) == 0) {
+        struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        cdc_log_warn("fault injection: stalling %" PRId64 " ms at \"%s\"", ms, name);
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void set_state(cdc_coord_t *c, cdc_job_state_t s)
 {
     if (c->state != s)
@@ -98,6 +109,19 @@ static void send_reject(cdc_coord_t *c, uint32_t pipe, const char *reason)
     env.body_case = CDC__ENVELOPE__BODY_REJECT;
     env.reject = &r;
     send_env(c, pipe, &env);
+}
+
+/*
+ * A worker talks to us while we do not lead. A standby also closes the pipe: a worker
+ * that dials a fixed address (a fault proxy, a Service) only finds the leader by
+ * dialing again; one that follows the leader key redials on its own anyway. While
+ * STARTING we lead already: the worker registers again once we are ready.
+ */
+static void reject_not_leader(cdc_coord_t *c, uint32_t pipe)
+{
+    send_reject(c, pipe, "not the leader");
+    if (c->state == CDC_JOB_STANDBY)
+        cdc_msg_server_close_pipe(c->msg, pipe);
 }
 
 static void broadcast(cdc_coord_t *c, const Cdc__Envelope *env)
@@ -316,9 +340,26 @@ static void clear_queue(cdc_coord_t *c)
     c->nqueue = 0;
 }
 
+/*
+ * Drops every worker: a standby must not keep their links, or workers that reach the
+ * coordinators through a fixed address (a proxy, a Service) would stay attached to a
+ * process that no longer leads, heartbeating into it while the new leader waits for
+ * them. Closing the pipes makes them dial again and land on whoever leads now.
+ */
+static void drop_workers(cdc_coord_t *c)
+{
+    for (int i = 0; i < c->members.n; i++)
+        if (c->members.m[i].alive && c->members.m[i].pipe != 0)
+            cdc_msg_server_close_pipe(c->msg, c->members.m[i].pipe);
+    cdc_members_init(&c->members);
+    cdc_metrics_gauge_set(c->m_workers, 0);
+}
+
 static void become_standby(cdc_coord_t *c, const char *reason)
 {
     cdc_log_warn("job \"%s\": no longer leader: %s", c->cfg.job, reason);
+    drop_workers(c);
+    memset(c->nhigh, 0, sizeof(c->nhigh));
     cdc_epochs_reset(&c->epochs, 0, 0, NULL);
     clear_queue(c);
     memset(c->owner, 0, sizeof(c->owner));
@@ -427,6 +468,9 @@ static void leader_start(cdc_coord_t *c, int64_t now)
      * lease survived an etcd outage) and a (term, generation) pair must never repeat.
      */
     c->assigned_in_term = false;
+    /* maintenance reads every table (slow at first): not while the term gets going */
+    c->next_orphan_ms = now + c->cfg.orphan_interval_ms;
+    c->next_expire_ms = now + c->cfg.orphan_interval_ms;
     c->restart_at_ms = now;
     c->grace_until_ms = now + c->cfg.rebalance_grace_ms;
     snprintf(c->recovery_reason, sizeof(c->recovery_reason), "new leader term %" PRIu64, c->term);
@@ -583,7 +627,7 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
     bool was_alive, owned;
 
     if (c->state == CDC_JOB_STANDBY || c->state == CDC_JOB_STARTING) {
-        send_reject(c, pipe, "not the leader");
+        reject_not_leader(c, pipe);
         return;
     }
     was_alive = cdc_members_is_alive(&c->members, r->worker_id ? r->worker_id : "");
@@ -623,6 +667,33 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
     }
 }
 
+/* Keeps the high watermarks an owner reports with its ack (for the lag in /status). */
+static void note_high_watermarks(cdc_coord_t *c, const cdc_member_t *m, const Cdc__Ack *ack)
+{
+    for (size_t i = 0; i < ack->n_partitions; i++) {
+        const Cdc__PartitionState *ps = ack->partitions[i];
+        uint32_t p = ps->partition;
+        if (p >= CDC_PARTITIONS || strcmp(c->owner[p], m->id) != 0)
+            continue;
+        for (size_t k = 0; k < ps->n_offsets; k++) {
+            const Cdc__TopicOffset *to = ps->offsets[k];
+            int j;
+            if (to->topic == NULL || to->high_watermark <= 0)
+                continue;
+            for (j = 0; j < c->nhigh[p]; j++)
+                if (strcmp(c->high[p][j].topic, to->topic) == 0)
+                    break;
+            if (j == c->nhigh[p]) {
+                if (j == CDC_COORD_TOPICS_MAX)
+                    continue;
+                snprintf(c->high[p][j].topic, sizeof(c->high[p][j].topic), "%s", to->topic);
+                c->nhigh[p]++;
+            }
+            c->high[p][j].high = to->high_watermark;
+        }
+    }
+}
+
 static void on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
 {
     cdc_member_t *m = cdc_members_by_pipe(&c->members, pipe);
@@ -641,6 +712,8 @@ static void on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
         cdc_metrics_counter_inc(c->m_rejected);
         return; /* acks of an aborted generation */
     }
+    if (ack->term == c->term && ack->generation == c->generation)
+        note_high_watermarks(c, m, ack);
     cdc_error_clear(&e);
     r = cdc_epochs_ack(&c->epochs, ack, wall_ms(), &e);
     switch (r) {
@@ -696,16 +769,14 @@ static void on_message(cdc_coord_t *c, Cdc__Envelope *env, uint32_t pipe, int64_
         on_register(c, env->register_, pipe, now);
         break;
     case CDC__ENVELOPE__BODY_HEARTBEAT:
-        if (!cdc_members_heartbeat(&c->members, pipe, now)) {
-            if (c->state != CDC_JOB_STANDBY && c->state != CDC_JOB_STARTING)
-                send_reject(c, pipe, "unknown worker: register first");
-            else
-                send_reject(c, pipe, "not the leader");
-        }
+        if (c->state == CDC_JOB_STANDBY || c->state == CDC_JOB_STARTING)
+            reject_not_leader(c, pipe);
+        else if (!cdc_members_heartbeat(&c->members, pipe, now))
+            send_reject(c, pipe, "unknown worker: register first");
         break;
     case CDC__ENVELOPE__BODY_ACK:
         if (c->state == CDC_JOB_STANDBY)
-            send_reject(c, pipe, "not the leader");
+            reject_not_leader(c, pipe);
         else
             on_ack(c, env->ack, pipe);
         break;
@@ -819,6 +890,7 @@ static void maybe_orphans(cdc_coord_t *c, int64_t now)
     if (c->cfg.orphan_interval_ms <= 0 || now < c->next_orphan_ms)
         return;
     c->next_orphan_ms = now + c->cfg.orphan_interval_ms;
+    fault_stall(c, "stall-orphan-scan", 3 * c->cfg.lease_ttl_ms);
     if (c->nqueue > 0 && c->queue[0].recorded)
         return; /* a recorded epoch waits for its commit: its files must stay */
     for (int i = 0; i < c->nqueue; i++)
@@ -828,6 +900,10 @@ static void maybe_orphans(cdc_coord_t *c, int64_t now)
         cdc_log_warn("orphan cleanup failed: %s", e.msg);
     else if (deleted > 0)
         cdc_log_info("orphan cleanup removed %d files", deleted);
+    if (mono_ms() - now > SLOW_MAINTENANCE_MS)
+        cdc_log_warn("orphan cleanup took %" PRId64 " ms (barriers wait meanwhile)",
+                     mono_ms() - now);
+    c->next_orphan_ms = mono_ms() + c->cfg.orphan_interval_ms; /* a pause between scans */
     cdc_metrics_counter_add(c->m_orphans, deleted);
 }
 
@@ -846,6 +922,10 @@ static void maybe_expire(cdc_coord_t *c, int64_t now)
         cdc_log_warn("snapshot expiry failed: %s", e.msg);
     else if (expired > 0)
         cdc_log_info("expired %zu snapshots", expired);
+    if (mono_ms() - now > SLOW_MAINTENANCE_MS)
+        cdc_log_warn("snapshot expiry took %" PRId64 " ms (barriers wait meanwhile)",
+                     mono_ms() - now);
+    c->next_expire_ms = mono_ms() + c->cfg.orphan_interval_ms;
     cdc_metrics_counter_add(c->m_expired, (int64_t)expired);
 }
 
@@ -883,7 +963,7 @@ void cdc_coord_run(cdc_coord_t *c)
                 process_queue(c, mono_ms());
             if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING) {
                 maybe_orphans(c, now);
-                maybe_expire(c, now);
+                maybe_expire(c, mono_ms());
             }
         }
         if (now >= c->next_status_ms) {
@@ -991,8 +1071,8 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
         return cdc_error_prefix(e, "option --warehouse \"%s\"", c->cfg.warehouse);
     snprintf(value, sizeof(value), "{\"id\":\"%s\",\"endpoint\":\"%s\",\"admin\":\"%s\"}",
              c->cfg.id, c->endpoint, c->admin);
-    if ((rc = cdc_leader_open(&c->leader, c->etcd, c->cfg.job, value,
-                              (c->cfg.lease_ttl_ms + 999) / 1000, e)) != CDC_OK)
+    if ((rc = cdc_leader_open(&c->leader, c->etcd, c->cfg.etcd, (int)c->cfg.etcd_timeout_ms,
+                              c->cfg.job, value, (c->cfg.lease_ttl_ms + 999) / 1000, e)) != CDC_OK)
         return rc;
     cdc_store_init(&c->store, c->etcd, c->leader.el, c->cfg.job);
     cdc_log_info("coordinator \"%s\" for job \"%s\": workers dial %s, admin http://%s", c->cfg.id,

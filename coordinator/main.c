@@ -40,8 +40,6 @@ const cdc_opt_t cdc_coord_options[] = {
         "Admin HTTP address host:port (/status, /metrics, /healthz, /readyz)."),
     {"warehouse", CDC_OPT_STRING, offsetof(cdc_coord_config_t, warehouse), NULL, true, 0, 0, NULL,
      "Warehouse location: a local directory or s3://bucket/prefix."},
-    OPT("namespace", CDC_OPT_STRING, namespace_, "cdc",
-        "Iceberg namespace of the tables (workers name tables <namespace>.<table>)."),
     OPT("s3-endpoint", CDC_OPT_STRING, s3_endpoint, NULL, "S3 endpoint URL (MinIO, s3rver)."),
     OPT("s3-region", CDC_OPT_STRING, s3_region, "us-east-1", "S3 region."),
     OPT("s3-access-key", CDC_OPT_STRING, s3_access_key, NULL, "S3 access key id."),
@@ -82,7 +80,8 @@ const cdc_opt_t cdc_coord_options[] = {
     OPT_RANGE("snapshot-min-keep", CDC_OPT_INT, snapshot_min_keep, "10", 1, 1000000,
               "Newest snapshots always kept by expiry, whatever their age."),
     OPT("fault", CDC_OPT_STRING, fault, NULL,
-        "Testing only: exit at a named point (after-checkpoint-record, after-iceberg-commit)."),
+        "Testing only: exit at a named point (after-checkpoint-record, after-iceberg-commit), "
+        "or stall the main loop for 3 lease TTLs at each orphan scan (stall-orphan-scan)."),
     {"log-level", CDC_OPT_ENUM, offsetof(cdc_coord_config_t, log_level), "info", false, 0, 0,
      "debug|info|warn|error", "Log level."},
     {"log-format", CDC_OPT_ENUM, offsetof(cdc_coord_config_t, log_format), "logfmt", false, 0, 0,

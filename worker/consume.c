@@ -1,8 +1,10 @@
 /*
  * The worker's data path: Kafka consumption of the owned partition slots, the record
  * path (decode -> dead letter | dedup -> TOAST repair -> stage), the schema registry
- * topic, assignment (state restore + seek), the barrier snapshot (files + state
- * checkpoint + Ack content) and backpressure. Runs on the worker's only thread.
+ * topic, assignment (state restore + seek), backpressure, and the barrier: the record
+ * thread cuts the epoch (next offsets, stage, state store held at the record boundary)
+ * and the finalizer thread writes the files, checkpoints the state and sends the Ack,
+ * while the record thread keeps consuming the next epoch.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -62,6 +64,9 @@ static cdc_table_metrics_t *table_metrics(cdc_worker_t *w, const char *ns, const
     return n;
 }
 
+static void *finalizer_main(void *arg);
+static void finalizer_stop(cdc_worker_t *w);
+
 /* ---- open / close ------------------------------------------------------------------- */
 
 static cdc_err_t split_topics(cdc_worker_t *w, cdc_error_t *e)
@@ -104,6 +109,8 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
     cdc_kafka_producer_config_t pc = {0};
     char client[300];
 
+    pthread_mutex_init(&w->fin_lock, NULL);
+    pthread_cond_init(&w->fin_cond, NULL);
     if ((rc = split_topics(w, e)) != CDC_OK)
         return rc;
     if (mkdir(w->cfg.state_dir, 0755) != 0 && errno != EEXIST)
@@ -142,6 +149,9 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
         w->slots[p].partition = (uint32_t)p;
     w->schema_next_offset = -1;
+    if (pthread_create(&w->fin_thread, NULL, finalizer_main, w) != 0)
+        return cdc_error_set(e, CDC_ERR_INTERNAL, "could not start the finalizer thread");
+    w->fin_running = true;
     return CDC_OK;
 }
 
@@ -171,6 +181,7 @@ static void slot_release(cdc_worker_t *w, cdc_slot_t *s, bool remove_local)
 
 void cdc_worker_data_close(cdc_worker_t *w)
 {
+    finalizer_stop(w);
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         slot_release(w, &w->slots[p], false);
         if (w->slots[p].ckpt_ready)
@@ -333,8 +344,10 @@ cdc_err_t cdc_worker_assign(cdc_worker_t *w, const Cdc__Assign *a, cdc_error_t *
     for (size_t i = 0; i < a->n_partitions; i++)
         if (a->partitions[i]->partition < CDC_WORKER_PARTITIONS)
             want[a->partitions[i]->partition] = true;
-    /* Stop fetching before touching the stores. */
+    /* Stop fetching before touching the stores; an epoch still being finished belongs
+     * to the old assignment: drop it. */
     cdc_kafka_consumer_assign(w->consumer, NULL, 0, e);
+    cdc_worker_finalizer_wait(w, true);
     w->paused = false;
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
         if (w->slots[p].owned && !want[p])
@@ -362,6 +375,7 @@ void cdc_worker_suspend(cdc_worker_t *w)
 {
     cdc_error_t e;
     cdc_kafka_consumer_assign(w->consumer, NULL, 0, &e);
+    cdc_worker_finalizer_wait(w, true);
     w->paused = false;
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
         if (w->slots[p].owned)
@@ -704,22 +718,95 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static cdc_err_t snapshot_slot(cdc_worker_t *w, cdc_slot_t *s, uint64_t epoch, Cdc__Ack *ack,
-                               cdc_error_t *e)
+/* ---- barrier: cut on the record thread, finish on the finalizer thread ------------- */
+
+/* One partition's share of a cut epoch. */
+typedef struct snap_part {
+    cdc_worker_t *w;
+    cdc_slot_t *s; /* its ckpt and last_handle belong to the finalizer until done */
+    uint64_t epoch;
+    cdc_stage_t stage;                          /* the epoch's stage (owned) */
+    int64_t next_offset[CDC_WORKER_MAX_TOPICS]; /* at the cut */
+    int64_t high[CDC_WORKER_MAX_TOPICS];        /* last known high watermarks at the cut */
+    bool checkpoint;                            /* state changed: store held at the cut */
+    Cdc__Ack part;
+    cdc_err_t rc;
+    cdc_error_t e;
+} snap_part_t;
+
+/* One cut epoch handed to the finalizer. */
+typedef struct cdc_snap_job {
+    uint64_t term, generation, epoch;
+    int64_t cut_ms;
+    int n;
+    snap_part_t parts[CDC_WORKER_PARTITIONS];
+} cdc_snap_job_t;
+
+/*
+ * Finishes one partition of a cut epoch (finalizer side; runs on its own thread so that
+ * fsync and upload latency overlap): state checkpoint first (it releases the store's
+ * hold, so the record thread writes to its store again as early as possible), then the
+ * epoch's Parquet files, then the Ack part.
+ */
+static cdc_err_t snapshot_slot(snap_part_t *j)
 {
+    cdc_worker_t *w = j->w;
+    cdc_slot_t *s = j->s;
+    uint64_t epoch = j->epoch;
+    Cdc__Ack *ack = &j->part;
+    cdc_error_t *e = &j->e;
     cdc_stage_file_t *files = NULL;
     size_t nfiles = 0;
-    cdc_err_t rc;
+    cdc_err_t rc = CDC_OK;
     cdc_stage_write_options_t wo = {w->cfg.warehouse, w->cfg.job, 0};
-    double t0 = now_s();
     cdc_pq_codec_t codec = CDC_PQ_CODEC_ZSTD;
 
+    /* State checkpoint: only when something changed since the last one (a clean store
+     * reuses its last handle: nothing new to upload). */
+    if (j->checkpoint) {
+        char name[64];
+        char *dir;
+        const char *handle = NULL;
+        cdc_ckpt_stats_t st;
+        double c0 = now_s();
+        snprintf(name, sizeof(name), "ckpt-%" PRIu64 "-%" PRIu64, epoch, w->incarnation);
+        dir = join(s->ckpt.local_root, name);
+        if (dir == NULL) {
+            cdc_dedup_release(s->dedup);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
+        cdc_state_destroy(dir, e);
+        rc = cdc_dedup_checkpoint_cut(s->dedup, dir, e);
+        for (int attempt = 0; rc == CDC_OK; attempt++) {
+            if (atomic_load(&w->fin_cancel)) {
+                rc = cdc_error_set(e, CDC_ERR_UNAVAILABLE, "epoch abandoned");
+                break;
+            }
+            rc = cdc_ckpt_upload(&s->ckpt, epoch, dir, &handle, &st, e);
+            if (rc == CDC_OK || attempt >= STORAGE_RETRIES || !e->retriable)
+                break;
+        }
+        free(dir);
+        free(s->last_handle);
+        s->last_handle = NULL; /* the next cut checkpoints again when this one failed */
+        if (rc != CDC_OK)
+            return cdc_error_prefix(e, "could not checkpoint partition %u for epoch %" PRIu64,
+                                    s->partition, epoch);
+        cdc_metrics_counter_add(w->m_ckpt_bytes, (double)st.bytes_uploaded);
+        cdc_metrics_histogram_observe(w->m_ckpt_seconds, now_s() - c0);
+        s->last_handle = strdup(handle);
+        if (s->last_handle == NULL)
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+
+    double t0 = now_s();
     if (w->cfg.compression != NULL)
         cdc_pq_codec_parse(w->cfg.compression, &codec);
     wo.compression = (int)codec;
-    s->stage.epoch = epoch;
     for (int attempt = 0;; attempt++) {
-        rc = cdc_stage_write(&s->stage, w->storage, &wo, &files, &nfiles, e);
+        if (atomic_load(&w->fin_cancel))
+            return cdc_error_set(e, CDC_ERR_UNAVAILABLE, "epoch abandoned");
+        rc = cdc_stage_write(&j->stage, w->storage, &wo, &files, &nfiles, e);
         if (rc == CDC_OK || attempt >= STORAGE_RETRIES || !e->retriable)
             break;
     }
@@ -728,8 +815,8 @@ static cdc_err_t snapshot_slot(cdc_worker_t *w, cdc_slot_t *s, uint64_t epoch, C
     cdc_metrics_histogram_observe(w->m_stage_seconds, now_s() - t0);
 
     /* Schemas first (the coordinator creates/evolves tables before adding files). */
-    for (size_t i = 0; i < s->stage.ntables; i++) {
-        const cdc_stage_table_t *t = &s->stage.tables[i];
+    for (size_t i = 0; i < j->stage.ntables; i++) {
+        const cdc_stage_table_t *t = &j->stage.tables[i];
         char name[300];
         snprintf(name, sizeof(name), "%s.%s", t->ns, t->table);
         add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_MIRROR_DATA));
@@ -748,36 +835,6 @@ static cdc_err_t snapshot_slot(cdc_worker_t *w, cdc_slot_t *s, uint64_t epoch, C
             ack->files[ack->n_files++] = f;
     }
     cdc_stage_files_free(files, nfiles);
-
-    /* State checkpoint: only when something changed since the last one. */
-    if (s->dirty || s->last_handle == NULL) {
-        /* (a clean store reuses its last handle: nothing new to upload) */
-        char name[64];
-        char *dir;
-        const char *handle = NULL;
-        cdc_ckpt_stats_t st;
-        double c0 = now_s();
-        snprintf(name, sizeof(name), "ckpt-%" PRIu64 "-%" PRIu64, epoch, w->incarnation);
-        dir = join(s->ckpt.local_root, name);
-        if (dir == NULL)
-            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        cdc_state_destroy(dir, e);
-        rc = cdc_dedup_checkpoint(s->dedup, dir, e);
-        for (int attempt = 0; rc == CDC_OK; attempt++) {
-            rc = cdc_ckpt_upload(&s->ckpt, epoch, dir, &handle, &st, e);
-            if (rc == CDC_OK || attempt >= STORAGE_RETRIES || !e->retriable)
-                break;
-        }
-        free(dir);
-        if (rc != CDC_OK)
-            return cdc_error_prefix(e, "could not checkpoint partition %u for epoch %" PRIu64,
-                                    s->partition, epoch);
-        cdc_metrics_counter_add(w->m_ckpt_bytes, (double)st.bytes_uploaded);
-        cdc_metrics_histogram_observe(w->m_ckpt_seconds, now_s() - c0);
-        free(s->last_handle);
-        s->last_handle = strdup(handle);
-        s->dirty = false;
-    }
 
     Cdc__PartitionState *ps = calloc(1, sizeof(*ps));
     Cdc__PartitionState **np = realloc(ack->partitions, (ack->n_partitions + 1) * sizeof(*np));
@@ -798,34 +855,26 @@ static cdc_err_t snapshot_slot(cdc_worker_t *w, cdc_slot_t *s, uint64_t epoch, C
             break;
         cdc__topic_offset__init(to);
         to->topic = w->topics[t]; /* borrowed: not freed by cdc_worker_ack_free */
-        to->next_offset = s->next_offset[t];
+        to->next_offset = j->next_offset[t];
+        to->high_watermark = j->high[t] > 0 ? j->high[t] : 0; /* for the leader's /status */
         ps->offsets[ps->n_offsets++] = to;
     }
     ack->partitions[ack->n_partitions++] = ps;
-    cdc_stage_reset(&s->stage, epoch + 1);
     return CDC_OK;
 }
 
-/* One partition's snapshot, run on its own thread: partitions share nothing but the
- * (thread-safe) storage handle, block cache and metrics. */
-typedef struct snap_job {
-    cdc_worker_t *w;
-    cdc_slot_t *s;
-    uint64_t epoch;
-    Cdc__Ack part;
-    cdc_err_t rc;
-    cdc_error_t e;
-} snap_job_t;
-
 static void *snap_thread(void *arg)
 {
-    snap_job_t *j = arg;
-    j->rc = snapshot_slot(j->w, j->s, j->epoch, &j->part, &j->e);
+    snap_part_t *j = arg;
+    j->rc = snapshot_slot(j);
+    if (j->checkpoint)
+        cdc_dedup_release(j->s->dedup); /* normally done by the checkpoint already */
+    cdc_stage_free(&j->stage);
     return NULL;
 }
 
 /* Moves the parts' arrays into ack (schemas deduplicated by table). */
-static cdc_err_t merge_parts(Cdc__Ack *ack, snap_job_t *jobs, int n, cdc_error_t *e)
+static cdc_err_t merge_parts(Cdc__Ack *ack, snap_part_t *jobs, int n, cdc_error_t *e)
 {
     size_t np = 0, nf = 0, ns = 0;
     for (int i = 0; i < n; i++) {
@@ -867,57 +916,187 @@ static cdc_err_t merge_parts(Cdc__Ack *ack, snap_job_t *jobs, int n, cdc_error_t
     return CDC_OK;
 }
 
-cdc_err_t cdc_worker_snapshot(cdc_worker_t *w, uint64_t epoch, Cdc__Ack *ack, cdc_error_t *e)
+/* Finalizer side of one cut epoch: every partition in parallel, then one Ack. */
+static void finish_job(cdc_worker_t *w, cdc_snap_job_t *job)
 {
-    snap_job_t jobs[CDC_WORKER_PARTITIONS];
     pthread_t th[CDC_WORKER_PARTITIONS];
     bool started[CDC_WORKER_PARTITIONS] = {false};
-    int n = 0;
+    Cdc__Ack ack = CDC__ACK__INIT;
+    cdc_error_t e;
     cdc_err_t rc = CDC_OK;
+    int n = job->n;
 
-    memset(jobs, 0, sizeof(jobs));
-    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
-        if (!w->slots[p].owned)
-            continue;
-        jobs[n].w = w;
-        jobs[n].s = &w->slots[p];
-        jobs[n].epoch = epoch;
-        cdc__ack__init(&jobs[n].part);
-        n++;
-    }
-    /* Partitions snapshot in parallel: the work is mostly fsync and upload latency. */
+    /* Partitions in parallel: the work is mostly fsync and upload latency. */
     for (int i = 0; i < n; i++)
-        started[i] = pthread_create(&th[i], NULL, snap_thread, &jobs[i]) == 0;
+        started[i] = pthread_create(&th[i], NULL, snap_thread, &job->parts[i]) == 0;
     for (int i = 0; i < n; i++) {
         if (started[i])
             pthread_join(th[i], NULL);
         else
-            snap_thread(&jobs[i]);
+            snap_thread(&job->parts[i]);
     }
     for (int i = 0; i < n && rc == CDC_OK; i++)
-        if (jobs[i].rc != CDC_OK) {
-            *e = jobs[i].e;
-            rc = jobs[i].rc;
+        if (job->parts[i].rc != CDC_OK) {
+            e = job->parts[i].e;
+            rc = job->parts[i].rc;
         }
     if (rc == CDC_OK)
-        rc = merge_parts(ack, jobs, n, e);
+        rc = merge_parts(&ack, job->parts, n, &e);
     for (int i = 0; i < n; i++)
-        cdc_worker_ack_free(&jobs[i].part);
+        cdc_worker_ack_free(&job->parts[i].part);
     if (rc != CDC_OK) {
-        cdc_worker_ack_free(ack);
-        return rc;
+        /* No ack: the coordinator aborts the epoch and reassigns; nothing is lost. */
+        if (!atomic_load(&w->fin_cancel))
+            cdc_log_error("could not snapshot epoch %" PRIu64 ": %s", job->epoch, e.msg);
+        cdc_worker_ack_free(&ack);
+        return;
     }
-    cdc_metrics_counter_inc(w->m_epochs);
+    ack.term = job->term;
+    ack.generation = job->generation;
+    ack.epoch = job->epoch;
+    if (!atomic_load(&w->fin_cancel) && cdc_worker_send_ack(w, &ack)) {
+        cdc_metrics_counter_inc(w->m_epochs);
+        cdc_log_debug(
+            "acked epoch %" PRIu64 " (%zu partitions, %zu files) %" PRId64 " ms after the cut",
+            job->epoch, ack.n_partitions, ack.n_files, cdc_worker_mono_ms() - job->cut_ms);
+    }
+    cdc_worker_ack_free(&ack);
+}
+
+static void *finalizer_main(void *arg)
+{
+    cdc_worker_t *w = arg;
+    pthread_mutex_lock(&w->fin_lock);
+    for (;;) {
+        while (!w->fin_stop && w->fin_job == NULL && w->fin_gc_epoch == 0)
+            pthread_cond_wait(&w->fin_cond, &w->fin_lock);
+        if (w->fin_job == NULL && w->fin_gc_epoch == 0)
+            break; /* stopping, nothing left */
+        cdc_snap_job_t *job = w->fin_job;
+        uint64_t gc = w->fin_gc_epoch;
+        w->fin_gc_epoch = 0;
+        w->fin_busy = true;
+        pthread_mutex_unlock(&w->fin_lock);
+        if (job != NULL)
+            finish_job(w, job);
+        if (gc != 0) {
+            /* Committed{gc}: checkpoints older than the one of gc are not needed. */
+            cdc_error_t e;
+            for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
+                if (w->slots[p].owned && w->slots[p].ckpt_ready)
+                    cdc_ckpt_gc(&w->slots[p].ckpt, gc, &e);
+        }
+        pthread_mutex_lock(&w->fin_lock);
+        if (job != NULL && w->fin_job == job)
+            w->fin_job = NULL;
+        free(job);
+        w->fin_busy = false;
+        pthread_cond_broadcast(&w->fin_cond);
+    }
+    pthread_mutex_unlock(&w->fin_lock);
+    return NULL;
+}
+
+void cdc_worker_finalizer_wait(cdc_worker_t *w, bool cancel)
+{
+    if (!w->fin_running)
+        return;
+    pthread_mutex_lock(&w->fin_lock);
+    if (cancel) {
+        atomic_store(&w->fin_cancel, true);
+        w->fin_gc_epoch = 0;
+    }
+    while (w->fin_job != NULL || w->fin_busy || w->fin_gc_epoch != 0)
+        pthread_cond_wait(&w->fin_cond, &w->fin_lock);
+    atomic_store(&w->fin_cancel, false);
+    pthread_mutex_unlock(&w->fin_lock);
+}
+
+static void finalizer_stop(cdc_worker_t *w)
+{
+    if (!w->fin_running)
+        return;
+    cdc_worker_finalizer_wait(w, true);
+    pthread_mutex_lock(&w->fin_lock);
+    w->fin_stop = true;
+    pthread_cond_broadcast(&w->fin_cond);
+    pthread_mutex_unlock(&w->fin_lock);
+    pthread_join(w->fin_thread, NULL);
+    w->fin_running = false;
+}
+
+cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation, uint64_t epoch,
+                             cdc_error_t *e)
+{
+    int64_t t0 = cdc_worker_mono_ms();
+    cdc_snap_job_t *job;
+
+    if (!w->fin_running)
+        return cdc_error_set(e, CDC_ERR_INTERNAL, "the finalizer thread is not running");
+    /* One epoch in the finalizer at a time: it owns the checkpoint chain. */
+    cdc_worker_finalizer_wait(w, false);
+    int64_t waited = cdc_worker_mono_ms() - t0;
+    if (waited > 50)
+        cdc_log_debug("barrier %" PRIu64 ": waited %" PRId64 " ms for the previous epoch's files",
+                      epoch, waited);
+    job = calloc(1, sizeof(*job));
+    if (job == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    job->term = term;
+    job->generation = generation;
+    job->epoch = epoch;
+    job->cut_ms = cdc_worker_mono_ms();
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
+        cdc_slot_t *s = &w->slots[p];
+        snap_part_t *j;
+        if (!s->owned)
+            continue;
+        j = &job->parts[job->n];
+        j->w = w;
+        j->s = s;
+        j->epoch = epoch;
+        j->checkpoint = s->dirty || s->last_handle == NULL;
+        /* The store as of this record boundary: the accepted changes are written, later
+         * ones stay in the dedup overlay until the checkpoint has copied the store. */
+        if (j->checkpoint) {
+            cdc_err_t rc = cdc_dedup_cut(s->dedup, e);
+            if (rc != CDC_OK) {
+                for (int i = 0; i < job->n; i++)
+                    if (job->parts[i].checkpoint)
+                        cdc_dedup_release(job->parts[i].s->dedup);
+                /* the stages moved so far are lost with the epoch: the abort replays */
+                for (int i = 0; i < job->n; i++)
+                    cdc_stage_free(&job->parts[i].stage);
+                free(job);
+                return cdc_error_prefix(e, "partition %u", s->partition);
+            }
+        }
+        memcpy(j->next_offset, s->next_offset, sizeof(j->next_offset));
+        memcpy(j->high, s->high, sizeof(j->high));
+        j->stage = s->stage; /* moved */
+        j->stage.epoch = epoch;
+        cdc_stage_init(&s->stage, s->partition, epoch + 1);
+        cdc__ack__init(&j->part);
+        s->dirty = false;
+        job->n++;
+    }
+    pthread_mutex_lock(&w->fin_lock);
+    w->fin_job = job;
+    pthread_cond_broadcast(&w->fin_cond);
+    pthread_mutex_unlock(&w->fin_lock);
     set_paused(w, false);
     return CDC_OK;
 }
 
 void cdc_worker_committed(cdc_worker_t *w, uint64_t epoch)
 {
-    cdc_error_t e;
-    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
-        if (w->slots[p].owned && w->slots[p].ckpt_ready)
-            cdc_ckpt_gc(&w->slots[p].ckpt, epoch, &e);
+    if (!w->fin_running)
+        return;
+    pthread_mutex_lock(&w->fin_lock);
+    if (epoch > w->fin_gc_epoch)
+        w->fin_gc_epoch = epoch;
+    pthread_cond_broadcast(&w->fin_cond);
+    pthread_mutex_unlock(&w->fin_lock);
 }
 
 void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms)

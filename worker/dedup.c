@@ -3,10 +3,13 @@
  * Writes of accepted changes are collected in one write batch per consumed Kafka batch
  * (an in-memory overlay answers lookups until it is written) and go to the store without
  * WAL; the store becomes durable only through a checkpoint at the next barrier, together
- * with the Kafka offsets it matches. cdc_dedup_checkpoint always flushes first.
+ * with the Kafka offsets it matches. cdc_dedup_checkpoint always flushes first; a held
+ * store (cdc_dedup_cut .. cdc_dedup_checkpoint_cut) keeps new writes in the overlay while
+ * another thread copies it.
  */
 #include "worker/dedup.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -220,7 +223,7 @@ static cdc_err_t lookup(cdc_dedup_t *d, int family, const void *key, size_t klen
 cdc_err_t cdc_dedup_flush(cdc_dedup_t *d, cdc_error_t *e)
 {
     cdc_err_t rc;
-    if (d == NULL || cdc_state_batch_count(d->batch) == 0)
+    if (d == NULL || cdc_state_batch_count(d->batch) == 0 || atomic_load(&d->held))
         return CDC_OK;
     rc = cdc_state_write(d->st, d->batch, e);
     if (rc != CDC_OK)
@@ -236,11 +239,38 @@ cdc_err_t cdc_dedup_checkpoint(cdc_dedup_t *d, const char *dir, cdc_error_t *e)
     return rc == CDC_OK ? cdc_state_checkpoint(d->st, dir, e) : rc;
 }
 
+cdc_err_t cdc_dedup_cut(cdc_dedup_t *d, cdc_error_t *e)
+{
+    cdc_err_t rc;
+    if (atomic_load(&d->held))
+        return cdc_error_set(e, CDC_ERR_INTERNAL,
+                             "state store is still held by the previous checkpoint");
+    rc = cdc_dedup_flush(d, e);
+    if (rc == CDC_OK)
+        atomic_store(&d->held, true);
+    return rc;
+}
+
+cdc_err_t cdc_dedup_checkpoint_cut(cdc_dedup_t *d, const char *dir, cdc_error_t *e)
+{
+    /* The record thread only reads the store meanwhile: RocksDB allows that. */
+    cdc_err_t rc = cdc_state_checkpoint(d->st, dir, e);
+    atomic_store(&d->held, false);
+    return rc;
+}
+
+void cdc_dedup_release(cdc_dedup_t *d)
+{
+    if (d != NULL)
+        atomic_store(&d->held, false);
+}
+
 void cdc_dedup_close(cdc_dedup_t *d)
 {
     cdc_error_t e;
     if (d == NULL)
         return;
+    atomic_store(&d->held, false);
     if (cdc_dedup_flush(d, &e) != CDC_OK)
         cdc_log_warn("could not write pending dedup state: %s", e.msg);
     cdc_state_batch_free(d->batch);

@@ -17,6 +17,7 @@
 #ifndef CDC_WORKER_DEDUP_H
 #define CDC_WORKER_DEDUP_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -52,6 +53,10 @@ typedef struct cdc_dedup {
     cdc_state_batch_t *batch; /* pending writes, not yet in the store */
     cdc_dedup_pending_t pending;
     int ttl_seconds;
+    /* Set by cdc_dedup_cut until cdc_dedup_checkpoint_cut has copied the store: while
+     * set, cdc_dedup_flush keeps every write pending, so the store holds exactly the
+     * state at the cut. */
+    _Atomic bool held;
 } cdc_dedup_t;
 
 /* State store options used for a partition's store (families and TTLs). */
@@ -75,11 +80,29 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
 cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e);
 
 /* Writes the pending changes to the store in one write batch. On failure they stay
- * pending (a later flush retries). */
+ * pending (a later flush retries). While the store is held (cdc_dedup_cut) it writes
+ * nothing and returns CDC_OK: the writes stay pending (and visible) until released. */
 cdc_err_t cdc_dedup_flush(cdc_dedup_t *d, cdc_error_t *e);
 
 /* Flushes, then checkpoints the store into dir (cdc_state_checkpoint). */
 cdc_err_t cdc_dedup_checkpoint(cdc_dedup_t *d, const char *dir, cdc_error_t *e);
+
+/*
+ * Checkpoints in two steps so that the record path keeps going while the store is
+ * copied (docs/worker.md, "Barriers"):
+ *   cdc_dedup_cut (record thread, at the barrier's record boundary): flushes the
+ *     pending writes and holds the store: later changes are checked and recorded as
+ *     usual but stay in the overlay, out of the store;
+ *   cdc_dedup_checkpoint_cut (any one other thread): checkpoints the store into dir,
+ *     which is therefore exactly the state at the cut, then releases the hold (also on
+ *     failure; the next cdc_dedup_flush writes what accumulated).
+ * Between the two, only cdc_dedup_check / cdc_dedup_record / cdc_dedup_flush may run
+ * on the record thread (they read the store and write the overlay).
+ */
+cdc_err_t cdc_dedup_cut(cdc_dedup_t *d, cdc_error_t *e);
+cdc_err_t cdc_dedup_checkpoint_cut(cdc_dedup_t *d, const char *dir, cdc_error_t *e);
+/* Releases a hold without a checkpoint (the epoch was abandoned). */
+void cdc_dedup_release(cdc_dedup_t *d);
 
 /* Image part of a stored row value (skips the 16-byte position). */
 static inline const uint8_t *cdc_dedup_image(const uint8_t *val, size_t len, size_t *img_len)

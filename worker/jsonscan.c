@@ -139,6 +139,19 @@ static bool literal(scan_t *s, const char *word, size_t n)
     return true;
 }
 
+/* What follows a member of an object or array: ',' (more), the closing bracket, or junk. */
+typedef enum { SEP_MORE, SEP_CLOSED, SEP_BAD } sep_t;
+
+static sep_t next_member(scan_t *s, char close)
+{
+    skip_ws(s);
+    if (s->p >= s->end)
+        return SEP_BAD;
+    if (*s->p == ',' || *s->p == close)
+        return *s->p++ == ',' ? SEP_MORE : SEP_CLOSED;
+    return SEP_BAD;
+}
+
 static json_t *scan_object(scan_t *s, int depth)
 {
     json_t *obj = json_object();
@@ -176,18 +189,14 @@ static json_t *scan_object(scan_t *s, int depth)
             goto fail; /* setn_new consumed v on failure */
         }
         free(k);
-        skip_ws(s);
-        if (s->p >= s->end)
-            goto fail;
-        if (*s->p == ',') {
-            s->p++;
+        switch (next_member(s, '}')) {
+        case SEP_MORE:
             continue;
-        }
-        if (*s->p == '}') {
-            s->p++;
+        case SEP_CLOSED:
             return obj;
+        default:
+            goto fail;
         }
-        goto fail;
     }
 fail:
     json_decref(obj);
@@ -208,18 +217,14 @@ static json_t *scan_array(scan_t *s, int depth)
         json_t *v = scan_value(s, depth + 1);
         if (v == NULL || json_array_append_new(arr, v) != 0)
             goto fail;
-        skip_ws(s);
-        if (s->p >= s->end)
-            goto fail;
-        if (*s->p == ',') {
-            s->p++;
+        switch (next_member(s, ']')) {
+        case SEP_MORE:
             continue;
-        }
-        if (*s->p == ']') {
-            s->p++;
+        case SEP_CLOSED:
             return arr;
+        default:
+            goto fail;
         }
-        goto fail;
     }
 fail:
     json_decref(arr);

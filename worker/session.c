@@ -48,13 +48,6 @@ static bool send_locked(cdc_worker_t *w, Cdc__Envelope *env)
     return true;
 }
 
-static void send_env(cdc_worker_t *w, Cdc__Envelope *env)
-{
-    pthread_mutex_lock(&w->link_lock);
-    send_locked(w, env);
-    pthread_mutex_unlock(&w->link_lock);
-}
-
 /* Caller holds link_lock. */
 static void send_register(cdc_worker_t *w)
 {
@@ -214,8 +207,6 @@ static void on_assign(cdc_worker_t *w, const Cdc__Assign *a)
 
 static void on_barrier(cdc_worker_t *w, const Cdc__Barrier *b)
 {
-    Cdc__Envelope env = CDC__ENVELOPE__INIT;
-    Cdc__Ack ack = CDC__ACK__INIT;
     cdc_error_t e;
 
     if (!w->assigned || b->term != w->term || b->generation != w->generation) {
@@ -224,22 +215,24 @@ static void on_barrier(cdc_worker_t *w, const Cdc__Barrier *b)
                       b->epoch, b->term, b->generation);
         return;
     }
-    int64_t t0 = cdc_worker_mono_ms();
-    if (cdc_worker_snapshot(w, b->epoch, &ack, &e) != CDC_OK) {
+    /* Cut here (a record boundary); the finalizer thread acks, we keep consuming. */
+    if (cdc_worker_barrier(w, b->term, b->generation, b->epoch, &e) != CDC_OK)
         /* No ack: the coordinator aborts the epoch and reassigns; nothing is lost. */
         cdc_log_error("could not snapshot epoch %" PRIu64 ": %s", b->epoch, e.msg);
-        return;
-    }
-    ack.worker_id = w->cfg.id;
-    ack.term = w->term;
-    ack.generation = w->generation;
-    ack.epoch = b->epoch;
+}
+
+bool cdc_worker_send_ack(cdc_worker_t *w, Cdc__Ack *ack)
+{
+    Cdc__Envelope env = CDC__ENVELOPE__INIT;
+    bool sent = false;
+    ack->worker_id = w->cfg.id;
     env.body_case = CDC__ENVELOPE__BODY_ACK;
-    env.ack = &ack;
-    send_env(w, &env);
-    cdc_log_debug("acked epoch %" PRIu64 " (%zu partitions, %zu files) after %" PRId64 " ms",
-                  b->epoch, ack.n_partitions, ack.n_files, cdc_worker_mono_ms() - t0);
-    cdc_worker_ack_free(&ack);
+    env.ack = ack;
+    pthread_mutex_lock(&w->link_lock);
+    if (ack->term == w->term && ack->generation == w->generation)
+        sent = send_locked(w, &env);
+    pthread_mutex_unlock(&w->link_lock);
+    return sent;
 }
 
 static void on_abort(cdc_worker_t *w, const Cdc__Abort *a)
@@ -418,6 +411,7 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
     }
     if (w->hb_running)
         pthread_join(w->hb_thread, NULL);
+    cdc_worker_finalizer_wait(w, true); /* it sends on w->msg */
     cdc_msg_client_close(w->msg);
     w->msg = NULL;
     cdc_etcd_close(w->etcd);

@@ -2,14 +2,19 @@
  * cdc-worker process state shared by its subsystems: configuration, the coordinator
  * session (session.c), the partition slots it owns with their state stores, stages and
  * checkpoints (consume.c), the dead-letter producer (dlq.c) and metrics. One thread runs
- * everything (worker_run() in session.c): records are processed between coordinator
- * messages, so a barrier always falls on a record boundary.
+ * the record path and the coordinator link (worker_run() in session.c): records are
+ * processed between coordinator messages, so a barrier always falls on a record boundary.
+ * At a barrier that thread only cuts the epoch (swaps each partition's stage, holds its
+ * state store) and hands it to the finalizer thread (consume.c), which writes the files,
+ * checkpoints the state and sends the Ack while records of the next epoch flow. A
+ * heartbeat thread keeps the link alive.
  */
 #ifndef CDC_WORKER_WORKER_H
 #define CDC_WORKER_WORKER_H
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -113,6 +118,18 @@ typedef struct cdc_worker {
     bool paused;
     int64_t next_lag_ms;
 
+    /* Finalizer thread (consume.c): finishes one cut epoch at a time. While fin_job is
+     * set (or a GC runs), the finalizer owns the slots' checkpoint data (ckpt,
+     * last_handle) and the cut stages; the record thread waits for it to be idle before
+     * the next cut and before it reassigns, drops or closes slots. */
+    pthread_mutex_t fin_lock;
+    pthread_cond_t fin_cond;
+    pthread_t fin_thread;
+    bool fin_running, fin_stop, fin_busy;
+    struct cdc_snap_job *fin_job; /* submitted and not finished yet */
+    uint64_t fin_gc_epoch;        /* Committed epoch whose checkpoint GC is pending */
+    _Atomic bool fin_cancel;      /* the assignment changed: do not ack the job */
+
     /* metrics */
     cdc_http_server_t *http;
     cdc_metrics_t *metrics;
@@ -148,13 +165,21 @@ void cdc_worker_suspend(cdc_worker_t *w);
 cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e);
 
 /*
- * Snapshot for barrier `epoch`: writes every owned partition's files, checkpoints its
- * state and fills the Ack (caller frees with cdc_worker_ack_free()).
+ * Barrier (term, generation, epoch): cuts every owned partition at the current record
+ * boundary (its next offsets, its stage and its state store as of now) and hands the
+ * epoch to the finalizer thread, which writes the files, checkpoints the state and
+ * sends the Ack (cdc_worker_send_ack). Waits first for the previous epoch's finalizer
+ * work; otherwise returns at once, and the caller keeps consuming. Fails (no Ack; the
+ * coordinator aborts the epoch) only when the cut itself cannot be made.
  */
-cdc_err_t cdc_worker_snapshot(cdc_worker_t *w, uint64_t epoch, Cdc__Ack *ack, cdc_error_t *e);
+cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation, uint64_t epoch,
+                             cdc_error_t *e);
 void cdc_worker_ack_free(Cdc__Ack *ack);
 
-/* Committed{epoch}: drops checkpoints no longer needed. */
+/* Waits until the finalizer has nothing left to do (cancel: its Ack is not sent). */
+void cdc_worker_finalizer_wait(cdc_worker_t *w, bool cancel);
+
+/* Committed{epoch}: drops checkpoints no longer needed (on the finalizer thread). */
 void cdc_worker_committed(cdc_worker_t *w, uint64_t epoch);
 
 /* Updates lag and state-size gauges (cheap; rate-limited inside). */
@@ -183,6 +208,12 @@ void cdc_worker_dlq_delivery(void *opaque, cdc_err_t err, const cdc_error_t *det
  * rest of its batch.
  */
 bool cdc_worker_poll_control(cdc_worker_t *w);
+
+/*
+ * Sends an Ack built by the finalizer thread (ack->term/generation set by the caller),
+ * unless the worker runs another term or generation by now. Thread-safe.
+ */
+bool cdc_worker_send_ack(cdc_worker_t *w, Cdc__Ack *ack);
 
 /* Runs the worker until *stop is set. Returns CDC_OK on a clean stop. */
 cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e);

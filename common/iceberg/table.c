@@ -6,6 +6,7 @@
 #include "common/iceberg/table.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1189,6 +1190,123 @@ static bool list_add(char ***v, size_t *n, size_t *cap, const char *s)
     return true;
 }
 
+/*
+ * Paths listed by immutable Avro files (manifest list -> manifests, manifest -> data and
+ * delete files), cached for the life of the process: a file of either kind is written
+ * once under a unique name and never changes, and reading hundreds of them again on
+ * every orphan scan stalled the coordinator for seconds. A manifest list is cached only
+ * with all its manifests, so a cached list never needs the Avro file again. Guarded by
+ * ref_cache_mu, held for a whole cdc_ice_table_referenced_files() call; emptied when it
+ * grows past REF_CACHE_MAX_ITEMS (it only saves reads).
+ */
+#define REF_CACHE_MAX_ITEMS (4u * 1024 * 1024)
+
+typedef struct ref_entry {
+    char *path;
+    char **items;
+    size_t n;
+} ref_entry_t;
+
+static pthread_mutex_t ref_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static ref_entry_t *ref_slots;
+static size_t ref_cap, ref_n, ref_items;
+
+static void ref_cache_clear(void)
+{
+    for (size_t i = 0; i < ref_cap; i++) {
+        if (ref_slots[i].path == NULL)
+            continue;
+        free(ref_slots[i].path);
+        cdc_storage_list_free(ref_slots[i].items, ref_slots[i].n);
+    }
+    free(ref_slots);
+    ref_slots = NULL;
+    ref_cap = ref_n = ref_items = 0;
+}
+
+static const ref_entry_t *ref_cache_get(const char *path)
+{
+    if (ref_cap == 0)
+        return NULL;
+    for (size_t j = str_hash(path) & (ref_cap - 1); ref_slots[j].path; j = (j + 1) & (ref_cap - 1))
+        if (strcmp(ref_slots[j].path, path) == 0)
+            return &ref_slots[j];
+    return NULL;
+}
+
+/* Takes items (n strings) on success; false on allocation failure (items untouched). */
+static bool ref_cache_put(const char *path, char **items, size_t n)
+{
+    if (2 * (ref_n + 1) > ref_cap) {
+        size_t cap = ref_cap ? ref_cap * 2 : 1024;
+        ref_entry_t *slots = calloc(cap, sizeof(*slots));
+        if (slots == NULL)
+            return false;
+        for (size_t i = 0; i < ref_cap; i++) {
+            if (ref_slots[i].path == NULL)
+                continue;
+            size_t j = str_hash(ref_slots[i].path) & (cap - 1);
+            while (slots[j].path)
+                j = (j + 1) & (cap - 1);
+            slots[j] = ref_slots[i];
+        }
+        free(ref_slots);
+        ref_slots = slots;
+        ref_cap = cap;
+    }
+    size_t j = str_hash(path) & (ref_cap - 1);
+    while (ref_slots[j].path)
+        j = (j + 1) & (ref_cap - 1);
+    if ((ref_slots[j].path = strdup(path)) == NULL)
+        return false;
+    ref_slots[j].items = items;
+    ref_slots[j].n = n;
+    ref_n++;
+    ref_items += n + 1;
+    return true;
+}
+
+/* Reads manifest list s (and the manifests it names that are not cached) into the cache. */
+static cdc_err_t ref_cache_load(cdc_ice_table_t *t, const cdc_ice_snapshot_t *s,
+                                const ref_entry_t **out, cdc_error_t *e)
+{
+    cdc_ice_manifest_file_t *mfs = NULL;
+    size_t nmf = 0, cnt = 0, cap = 0;
+    char **paths = NULL;
+    cdc_err_t rc = read_manifest_list(t, s, &mfs, &nmf, e);
+
+    for (size_t j = 0; j < nmf && rc == CDC_OK; j++) {
+        cdc_ice_manifest_entry_t *ents;
+        size_t nents, fcnt = 0, fcap = 0;
+        char **files = NULL;
+        if (!list_add(&paths, &cnt, &cap, mfs[j].path)) {
+            rc = oom(e);
+            break;
+        }
+        if (ref_cache_get(mfs[j].path) != NULL)
+            continue;
+        if ((rc = read_manifest(t, &mfs[j], &ents, &nents, e)) != CDC_OK)
+            break;
+        for (size_t k = 0; k < nents && rc == CDC_OK; k++)
+            if (!list_add(&files, &fcnt, &fcap, ents[k].file.path))
+                rc = oom(e);
+        cdc_ice_manifest_entries_free(ents, nents);
+        if (rc == CDC_OK && !ref_cache_put(mfs[j].path, files, fcnt))
+            rc = oom(e);
+        if (rc != CDC_OK)
+            cdc_storage_list_free(files, fcnt);
+    }
+    cdc_ice_manifest_files_free(mfs, nmf);
+    if (rc == CDC_OK && !ref_cache_put(s->manifest_list, paths, cnt))
+        rc = oom(e);
+    if (rc != CDC_OK) {
+        cdc_storage_list_free(paths, cnt);
+        return rc;
+    }
+    *out = ref_cache_get(s->manifest_list);
+    return CDC_OK;
+}
+
 cdc_err_t cdc_ice_table_referenced_files(cdc_ice_table_t *t, char ***locations, size_t *n,
                                          cdc_error_t *e)
 {
@@ -1197,6 +1315,10 @@ cdc_err_t cdc_ice_table_referenced_files(cdc_ice_table_t *t, char ***locations, 
     strset_t manifests = {0};
     cdc_err_t rc = CDC_OK;
     char *cur = metadata_path(t->location, t->version), *hp = hint_path(t->location);
+
+    pthread_mutex_lock(&ref_cache_mu);
+    if (ref_items > REF_CACHE_MAX_ITEMS)
+        ref_cache_clear();
     if (!cur || !hp || !list_add(&v, &cnt, &cap, cur) || !list_add(&v, &cnt, &cap, hp)) {
         rc = oom(e);
         goto done;
@@ -1207,41 +1329,36 @@ cdc_err_t cdc_ice_table_referenced_files(cdc_ice_table_t *t, char ***locations, 
             goto done;
         }
     for (size_t i = 0; i < t->md.nsnapshots; i++) {
-        cdc_ice_manifest_file_t *mfs;
-        size_t nmf;
-        if (!list_add(&v, &cnt, &cap, t->md.snapshots[i].manifest_list)) {
+        const cdc_ice_snapshot_t *s = &t->md.snapshots[i];
+        const ref_entry_t *ml;
+        if (!list_add(&v, &cnt, &cap, s->manifest_list)) {
             rc = oom(e);
             goto done;
         }
-        if ((rc = read_manifest_list(t, &t->md.snapshots[i], &mfs, &nmf, e)) != CDC_OK)
+        if ((ml = ref_cache_get(s->manifest_list)) == NULL &&
+            (rc = ref_cache_load(t, s, &ml, e)) != CDC_OK)
             goto done;
-        for (size_t j = 0; j < nmf && rc == CDC_OK; j++) {
-            /* manifests are shared between snapshots: read each once */
-            if (!list_add(&v, &cnt, &cap, mfs[j].path)) {
-                rc = oom(e);
-                break;
-            }
-            int added = strset_add(&manifests, v[cnt - 1]);
+        for (size_t j = 0; j < ml->n; j++) {
+            const ref_entry_t *m;
+            /* manifests are shared between snapshots: list each once */
+            int added = strset_add(&manifests, ml->items[j]);
             if (added < 0) {
                 rc = oom(e);
-                break;
+                goto done;
             }
             if (added == 0)
                 continue;
-            cdc_ice_manifest_entry_t *ents;
-            size_t nents;
-            if ((rc = read_manifest(t, &mfs[j], &ents, &nents, e)) != CDC_OK)
-                break;
-            for (size_t k = 0; k < nents; k++)
-                if (!list_add(&v, &cnt, &cap, ents[k].file.path)) {
+            if (!list_add(&v, &cnt, &cap, ml->items[j])) {
+                rc = oom(e);
+                goto done;
+            }
+            m = ref_cache_get(ml->items[j]);
+            for (size_t k = 0; m != NULL && k < m->n; k++)
+                if (!list_add(&v, &cnt, &cap, m->items[k])) {
                     rc = oom(e);
-                    break;
+                    goto done;
                 }
-            cdc_ice_manifest_entries_free(ents, nents);
         }
-        cdc_ice_manifest_files_free(mfs, nmf);
-        if (rc != CDC_OK)
-            goto done;
     }
     qsort(v, cnt, sizeof(char *), cmp_str);
     size_t u = 0;
@@ -1254,6 +1371,7 @@ cdc_err_t cdc_ice_table_referenced_files(cdc_ice_table_t *t, char ***locations, 
     }
     cnt = u;
 done:
+    pthread_mutex_unlock(&ref_cache_mu);
     free(manifests.slots);
     free(cur);
     free(hp);

@@ -58,6 +58,9 @@ typedef struct fake {
     bool owned[12];
     int64_t next_off[12];
     bool registered;
+    /* sticky: like a worker behind a proxy or a Service, it looks the leader up only
+     * when its link drops or it is told "not the leader", never while connected */
+    bool sticky, was_connected;
     cdc_ice_schema_t schema;
 } fake_t;
 
@@ -265,6 +268,7 @@ static int fake_worker_main(int argc, char **argv)
     f.etcd = argv[3];
     f.job = argv[4];
     f.warehouse = argv[5];
+    f.sticky = argc > 6 && strcmp(argv[6], "sticky") == 0;
     f.incarnation = (uint64_t)time(NULL) * 1000 + (uint64_t)getpid() % 1000;
     cdc_log_init("fake-worker", f.id);
     if (cdc_ice_schema_from_json(SCHEMA_JSON, &f.schema, &e) != CDC_OK ||
@@ -273,16 +277,23 @@ static int fake_worker_main(int argc, char **argv)
     while (forever) {
         int64_t now = now_ms();
         Cdc__Envelope *env = NULL;
-        if (now >= next_leader) {
+        bool connected = f.mc != NULL && cdc_msg_client_connected(f.mc);
+        if (f.sticky ? (!connected && (f.was_connected || now >= next_leader))
+                     : now >= next_leader) {
             fake_find_leader(&f);
             next_leader = now + 300;
         }
+        f.was_connected = connected;
         if (f.mc == NULL) {
             usleep(50000);
             continue;
         }
-        if (!f.registered && cdc_msg_client_connected(f.mc))
+        if (!connected) {
+            if (f.sticky)
+                f.registered = false; /* a new connection may reach another coordinator */
+        } else if (!f.registered) {
             fake_register(&f);
+        }
         if (now >= next_hb) {
             fake_heartbeat(&f);
             next_hb = now + 200;
@@ -306,6 +317,10 @@ static int fake_worker_main(int argc, char **argv)
         case CDC__ENVELOPE__BODY_REJECT:
             if (strstr(env->reject->reason, "regist") != NULL)
                 f.registered = false;
+            if (f.sticky && strstr(env->reject->reason, "not the leader") != NULL) {
+                f.endpoint[0] = '\0'; /* dial whoever leads now, even the same address */
+                fake_find_leader(&f);
+            }
             break;
         default:
             break;
@@ -378,21 +393,33 @@ static pid_t start_coordinator(scenario_t *s, int idx, const char *fault)
     return pid;
 }
 
-static pid_t start_worker(scenario_t *s, int idx)
+/* mode: NULL (follows the leader key) or "sticky" (see fake_t). */
+static pid_t start_worker_mode(scenario_t *s, int idx, const char *mode)
 {
     const cdc_test_env_t *env = cdc_test_env();
     char id[32], log[1200];
 
     snprintf(id, sizeof(id), "w%02d", idx);
     snprintf(log, sizeof(log), "%s/%s.log", s->dir, id);
-    char *argv[] = {
-        (char *)cdc_test_self(), "fake-worker", id, (char *)env->etcd, s->job, s->warehouse, NULL};
+    char *argv[] = {(char *)cdc_test_self(),
+                    "fake-worker",
+                    id,
+                    (char *)env->etcd,
+                    s->job,
+                    s->warehouse,
+                    (char *)mode,
+                    NULL};
     pid_t pid = cdc_test_spawn(argv, log);
     assert_true(pid > 0);
     s->workers[idx] = pid;
     if (idx + 1 > s->nworkers)
         s->nworkers = idx + 1;
     return pid;
+}
+
+static pid_t start_worker(scenario_t *s, int idx)
+{
+    return start_worker_mode(s, idx, NULL);
 }
 
 static void scenario_open(scenario_t *s, const char *name)
@@ -646,6 +673,87 @@ static void test_leader_failover(void **state)
     scenario_close(&s);
 }
 
+typedef struct term_after {
+    scenario_t *s;
+    int64_t term;
+} term_after_t;
+
+static bool term_moved(void *arg)
+{
+    term_after_t *t = arg;
+    int64_t now = leader_term(t->s);
+    return now > 0 && now != t->term;
+}
+
+/*
+ * A leader that loses its lease while its workers reach it through a fixed address (a
+ * proxy, a Service: the chaos suite's setup) must let go of them, or they keep
+ * heartbeating into a standby while the new leader waits for them forever. The lease
+ * is revoked while the leader is frozen, so that the standby surely wins.
+ */
+static void test_deposed_leader_drops_workers(void **state)
+{
+    static scenario_t s; /* static: teardown() closes it after a failed assertion */
+    char key[256];
+    cdc_etcd_kv_t kv;
+    cdc_error_t e;
+    term_after_t moved;
+    (void)state;
+
+    scenario_open(&s, "deposed");
+    start_coordinator(&s, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        start_worker_mode(&s, i, "sticky");
+    wait_more_commits(&s, 4, 30000);
+    start_coordinator(&s, 1, NULL); /* standby */
+    wait_more_commits(&s, 2, 10000);
+    moved.s = &s;
+    moved.term = leader_term(&s);
+    assert_true(moved.term > 0);
+    snprintf(key, sizeof(key), "/cdc/%s/leader", s.job);
+    memset(&kv, 0, sizeof(kv));
+    assert_int_equal(kill(s.coords[0], SIGSTOP), 0);
+    assert_int_equal(cdc_etcd_get(s.ec, key, &kv, NULL, &e), CDC_OK);
+    assert_int_equal(cdc_etcd_lease_revoke(s.ec, kv.lease, &e), CDC_OK);
+    cdc_etcd_kv_clear(&kv);
+    assert_true(cdc_test_wait_for(term_moved, &moved, 10000));
+    assert_int_equal(kill(s.coords[0], SIGCONT), 0);
+    /* the workers find the new leader and it commits with them */
+    wait_more_commits(&s, 4, 30000);
+    quiesce_and_verify(&s);
+    scenario_close(&s);
+}
+
+/*
+ * A leader whose main loop is busy for longer than the lease TTL (a cold orphan scan of
+ * a big warehouse, a commit backlog after an etcd outage) keeps its lease: the renewal
+ * does not wait for the loop. Before, the lease ran out, the standby took over and the
+ * old leader's workers were stranded (chaos: leadership flipped every orphan interval).
+ */
+static void test_leader_survives_stall(void **state)
+{
+    static scenario_t s; /* static: teardown() closes it after a failed assertion */
+    int64_t term;
+    (void)state;
+
+    scenario_open(&s, "stall");
+    extra_opts[0] = "--orphan-interval=2s"; /* each scan stalls 3 x the 2 s lease TTL */
+    start_coordinator(&s, 0, "stall-orphan-scan");
+    memset(extra_opts, 0, sizeof(extra_opts));
+    for (int i = 0; i < 3; i++)
+        start_worker(&s, i);
+    wait_more_commits(&s, 3, 30000);
+    term = leader_term(&s);
+    assert_true(term > 0);
+    start_coordinator(&s, 1, NULL); /* a standby ready to take over */
+    /* two stalls of 6 s each, commits in between: the leader and its term stay */
+    wait_more_commits(&s, 3, 30000);
+    wait_more_commits(&s, 3, 30000);
+    assert_true(leader_term(&s) == term);
+    quiesce_and_verify(&s);
+    scenario_close(&s);
+}
+
 static void test_crash_after_record(void **state)
 {
     static scenario_t s; /* static: teardown() closes it after a failed assertion */
@@ -893,6 +1001,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_kill_worker, teardown),
         cmocka_unit_test_teardown(test_pause_worker, teardown),
         cmocka_unit_test_teardown(test_leader_failover, teardown),
+        cmocka_unit_test_teardown(test_deposed_leader_drops_workers, teardown),
+        cmocka_unit_test_teardown(test_leader_survives_stall, teardown),
         cmocka_unit_test_teardown(test_crash_after_record, teardown),
         cmocka_unit_test_teardown(test_etcd_restart, teardown),
         cmocka_unit_test_teardown(test_orphans, teardown),

@@ -3,7 +3,7 @@
  * (unknown option, missing value, wrong type per type, out of range, bad enum, missing
  * required, stray arguments, bad values from the environment), precedence (flag over
  * environment over default), duration/size/bool/int parsers, and --help,
- * --help-markdown and --version output.
+ * --help-markdown and --version output, and renamed options' former names (aliases).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,7 +39,7 @@ static const cdc_opt_t opts[] = {
      "A buffer."},
     {"mode", CDC_OPT_ENUM, offsetof(tcfg_t, mode), "fast", false, 0, 0, "fast|safe|off", "A mode."},
     {"dsn", CDC_OPT_STRING, offsetof(tcfg_t, required_s), NULL, true, 0, 0, NULL,
-     "Required connection string."},
+     "Required connection string.", "pg-dsn"},
     CDC_OPT_END,
 };
 
@@ -440,6 +440,38 @@ static void test_load_exit_codes(void **state)
     assert_int_equal(load_in_child(ok, 2, msg, sizeof(msg)), 0);
 }
 
+/* A renamed option's former name is accepted as a flag and as CDC_<ALIAS>; new names win. */
+static void test_alias(void **state)
+{
+    tcfg_t c;
+    cdc_error_t e;
+    char *old_env[] = {"CDC_PG_DSN=old", NULL};
+    char *both_env[] = {"CDC_PG_DSN=old", "CDC_DSN=new", NULL};
+    char buf[4096] = {0};
+    FILE *out;
+
+    (void)state;
+    assert_int_equal(parse(&c, no_env, &e, NULL, "--pg-dsn=flag", END), CDC_CONFIG_OK);
+    assert_string_equal(c.required_s, "flag");
+    cdc_config_free(opts, &c);
+    assert_int_equal(parse(&c, old_env, &e, NULL, END), CDC_CONFIG_OK);
+    assert_string_equal(c.required_s, "old");
+    cdc_config_free(opts, &c);
+    assert_int_equal(parse(&c, both_env, &e, NULL, END), CDC_CONFIG_OK);
+    assert_string_equal(c.required_s, "new");
+    cdc_config_free(opts, &c);
+    assert_int_equal(parse(&c, old_env, &e, NULL, "--dsn=flag", END), CDC_CONFIG_OK);
+    assert_string_equal(c.required_s, "flag");
+    cdc_config_free(opts, &c);
+
+    out = fmemopen(buf, sizeof(buf) - 1, "w");
+    assert_non_null(out);
+    assert_int_equal(parse(&c, no_env, &e, out, "--help-markdown", END), CDC_CONFIG_MARKDOWN);
+    fclose(out);
+    cdc_config_free(opts, &c);
+    assert_non_null(strstr(buf, "Formerly `--pg-dsn` / `CDC_PG_DSN`, still accepted."));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -449,7 +481,7 @@ int main(void)
         cmocka_unit_test(test_missing_required),   cmocka_unit_test(test_env_precedence),
         cmocka_unit_test(test_env_name),           cmocka_unit_test(test_parsers),
         cmocka_unit_test(test_help_outputs),       cmocka_unit_test(test_help_before_errors),
-        cmocka_unit_test(test_load_exit_codes),
+        cmocka_unit_test(test_load_exit_codes),    cmocka_unit_test(test_alias),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /*
  * Unit tests for worker/dedup.c and worker/toast.c on a real RocksDB store
  * (common/state.c): exact replay, out-of-order duplicate, replay after restoring the
- * store from a checkpoint copy, TOAST repair from the stored image.
+ * store from a checkpoint copy, TOAST repair from the stored image, a checkpoint taken
+ * at a barrier cut while later changes keep coming.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -270,6 +271,82 @@ static void test_pending_and_flushed(void **state)
     }
 }
 
+/* Copies the checkpoint at cp to a fresh store and opens it in place of f->d's store. */
+static cdc_dedup_t *open_copy(fx_t *f, const char *cp, const char *name)
+{
+    char db[300], cmd[700];
+    cdc_error_t e;
+    cdc_dedup_t *d;
+    snprintf(db, sizeof(db), "%s/%s", f->dir, name);
+    snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", cp, db);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(cdc_dedup_open(db, 86400, &d, &e), CDC_OK);
+    return d;
+}
+
+/* A barrier cut: changes accepted after cdc_dedup_cut (while another thread copies the
+ * store) are seen by the record path but are not in that checkpoint; the next flush
+ * writes them to the store. */
+static void test_checkpoint_at_cut(void **state)
+{
+    fx_t *f = *state;
+    cdc_change_t c;
+    cdc_error_t e;
+    char cp[300];
+    for (int id = 1; id <= 50; id++) { /* epoch E: ids 1..50, the last batch unflushed */
+        make(f, &c, 'c', id, 1000 + (uint64_t)id, 1000 + (uint64_t)id, NULL);
+        assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+        cdc_change_clear(&c);
+        if (id == 30)
+            assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    }
+    assert_int_equal(cdc_dedup_cut(f->d, &e), CDC_OK);
+    /* a second cut before the checkpoint is a bug, not a silent no-op */
+    assert_int_not_equal(cdc_dedup_cut(f->d, &e), CDC_OK);
+    /* epoch E+1 while the store is held: ids 51..60 and an update of id 1 */
+    for (int id = 51; id <= 60; id++) {
+        make(f, &c, 'c', id, 2000 + (uint64_t)id, 2000 + (uint64_t)id, NULL);
+        assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+        cdc_change_clear(&c);
+    }
+    make(f, &c, 'u', 1, 3000, 3000, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK); /* held: stays pending */
+    make(f, &c, 'u', 1, 3000, 3000, NULL);               /* seen through the overlay */
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_REPLAY);
+    cdc_change_clear(&c);
+    snprintf(cp, sizeof(cp), "%s/cp-cut", f->dir);
+    assert_int_equal(cdc_dedup_checkpoint_cut(f->d, cp, &e), CDC_OK);
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK); /* released: written now */
+
+    /* The checkpoint is epoch E exactly: E's changes are replays, E+1's are new. */
+    cdc_dedup_t *live = f->d;
+    f->d = open_copy(f, cp, "db-cut");
+    for (int id = 1; id <= 50; id++) {
+        make(f, &c, 'c', id, 1000 + (uint64_t)id, 1000 + (uint64_t)id, NULL);
+        assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_REPLAY);
+        cdc_change_clear(&c);
+    }
+    make(f, &c, 'c', 55, 2055, 2055, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    make(f, &c, 'u', 1, 3000, 3000, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    cdc_dedup_close(f->d);
+
+    /* The live store has everything, through the store (nothing pending). */
+    f->d = live;
+    assert_int_equal(f->d->pending.nentries, 0);
+    make(f, &c, 'c', 55, 2055, 2055, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_REPLAY);
+    cdc_change_clear(&c);
+    make(f, &c, 'u', 1, 3000, 3000, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_REPLAY);
+    cdc_change_clear(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -278,6 +355,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replay_after_restore, setup, teardown),
         cmocka_unit_test_setup_teardown(test_toast_repair, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pending_and_flushed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_at_cut, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

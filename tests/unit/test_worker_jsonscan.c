@@ -78,6 +78,12 @@ static void test_fallback(void **state)
     same("{\"a\":tru}", false);
     same("{\"a\":truex}", false);
     same("{} x", false);
+    same("[1 2]", false);
+    same("[1,]", false);
+    same("[1", false);
+    same("{\"a\":[1}", false);
+    same("[{\"a\":1]", false);
+    same("[[],[1,[2]]]", true);
     same("42", false);
     same("\"s\"", false);
     same("", false);
