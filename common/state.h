@@ -62,6 +62,9 @@ cdc_state_batch_t *cdc_state_batch_new(cdc_state_t *st);
 void cdc_state_batch_put(cdc_state_batch_t *b, int family, const void *key, size_t key_len,
                          const void *val, size_t val_len);
 void cdc_state_batch_delete(cdc_state_batch_t *b, int family, const void *key, size_t key_len);
+/* Deletes every key k of family with begin <= k < end (bytewise order). */
+void cdc_state_batch_delete_range(cdc_state_batch_t *b, int family, const void *begin,
+                                  size_t begin_len, const void *end, size_t end_len);
 size_t cdc_state_batch_count(const cdc_state_batch_t *b);
 void cdc_state_batch_clear(cdc_state_batch_t *b);
 void cdc_state_batch_free(cdc_state_batch_t *b);

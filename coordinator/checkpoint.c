@@ -55,6 +55,9 @@ void cdc_checkpoint_free(cdc_checkpoint_t *c)
         free(c->schemas[i].schema_json);
     }
     free(c->schemas);
+    for (size_t i = 0; i < c->ntruncates; i++)
+        free(c->truncates[i].table);
+    free(c->truncates);
     free(c->files_path);
     free(c->job);
     free(c);
@@ -163,6 +166,37 @@ cdc_err_t cdc_checkpoint_add_schema(cdc_checkpoint_t *c, const char *table, cons
     }
     c->nschemas++;
     return CDC_OK;
+}
+
+cdc_err_t cdc_checkpoint_add_truncate(cdc_checkpoint_t *c, const char *table, uint32_t p)
+{
+    cdc_table_truncate_t *grown;
+
+    if (p >= CDC_PARTITIONS)
+        return CDC_ERR_INVALID;
+    for (size_t i = 0; i < c->ntruncates; i++)
+        if (strcmp(c->truncates[i].table, table) == 0) {
+            c->truncates[i].partitions |= 1u << p;
+            return CDC_OK;
+        }
+    grown = realloc(c->truncates, (c->ntruncates + 1) * sizeof(*grown));
+    if (grown == NULL)
+        return CDC_ERR_NOMEM;
+    c->truncates = grown;
+    grown[c->ntruncates].table = strdup(table);
+    grown[c->ntruncates].partitions = 1u << p;
+    if (grown[c->ntruncates].table == NULL)
+        return CDC_ERR_NOMEM;
+    c->ntruncates++;
+    return CDC_OK;
+}
+
+uint32_t cdc_checkpoint_truncated(const cdc_checkpoint_t *c, const char *table)
+{
+    for (size_t i = 0; i < c->ntruncates; i++)
+        if (strcmp(c->truncates[i].table, table) == 0)
+            return c->truncates[i].partitions;
+    return 0;
 }
 
 void cdc_checkpoint_totals(const cdc_checkpoint_t *c, int64_t *bytes, int64_t *records,
@@ -309,6 +343,19 @@ char *cdc_checkpoint_to_json(const cdc_checkpoint_t *c, bool with_files)
         json_array_append_new(schemas, so);
     }
     json_object_set_new(o, "schemas", schemas);
+    if (c->ntruncates > 0) {
+        json_t *tr = json_array();
+        for (size_t i = 0; i < c->ntruncates; i++) {
+            json_t *to = json_object(), *ps = json_array();
+            for (int p = 0; p < CDC_PARTITIONS; p++)
+                if (c->truncates[i].partitions & (1u << p))
+                    json_array_append_new(ps, json_integer(p));
+            json_object_set_new(to, "table", json_string(c->truncates[i].table));
+            json_object_set_new(to, "p", ps);
+            json_array_append_new(tr, to);
+        }
+        json_object_set_new(o, "truncates", tr);
+    }
     if (with_files)
         json_object_set_new(o, "files", files_array(c));
     if (c->files_path)
@@ -493,6 +540,27 @@ cdc_err_t cdc_checkpoint_from_json(const char *json, size_t len, cdc_checkpoint_
         }
         if ((rc = cdc_checkpoint_add_schema(c, t, s)) != CDC_OK)
             goto nomem;
+    }
+    json_t *truncates = json_object_get(o, "truncates");
+    for (i = 0; i < json_array_size(truncates); i++) {
+        json_t *to = json_array_get(truncates, i), *ps = json_object_get(to, "p");
+        const char *t = json_string_value(json_object_get(to, "table"));
+        if (t == NULL || !json_is_array(ps)) {
+            rc = cdc_error_set(e, CDC_ERR_CORRUPT,
+                               "checkpoint %" PRIu64 " has a bad truncate entry", c->epoch);
+            goto cleanup;
+        }
+        for (size_t k = 0; k < json_array_size(ps); k++) {
+            json_int_t p = json_integer_value(json_array_get(ps, k));
+            if (p < 0 || p >= CDC_PARTITIONS) {
+                rc = cdc_error_set(e, CDC_ERR_CORRUPT,
+                                   "checkpoint %" PRIu64 " truncates partition %lld", c->epoch,
+                                   (long long)p);
+                goto cleanup;
+            }
+            if ((rc = cdc_checkpoint_add_truncate(c, t, (uint32_t)p)) != CDC_OK)
+                goto nomem;
+        }
     }
     files = json_object_get(o, "files");
     if (files && (rc = parse_files(c, files, e)) != CDC_OK)

@@ -2,7 +2,8 @@
  * Checkpoint records: what a completed epoch is, and how it is kept in etcd. A record
  * names, for every partition slot, the next offsets per source topic and the state
  * handle at the barrier, plus every file staged for the epoch and the schema updates
- * the workers reported. It is written once, in an etcd transaction fenced by the
+ * the workers reported, and the (table, slot) pairs that applied a TRUNCATE. It is
+ * written once, in an etcd transaction fenced by the
  * leader's term, to /cdc/<job>/checkpoints/<epoch> and /cdc/<job>/latest; that write is
  * the point of no return. When the file list is large it goes into a pending JSON file
  * in the warehouse first and the record holds only its path (files_path).
@@ -44,6 +45,12 @@ typedef struct cdc_schema_update {
     char *schema_json; /* Iceberg schema JSON */
 } cdc_schema_update_t;
 
+/* A mirror table some slots truncated in the epoch (see cdc_checkpoint_add_truncate). */
+typedef struct cdc_table_truncate {
+    char *table;         /* mirror table "<namespace>.<table>" */
+    uint32_t partitions; /* bit p set = slot p met a TRUNCATE in this epoch */
+} cdc_table_truncate_t;
+
 typedef struct cdc_checkpoint {
     char *job;
     uint64_t epoch;
@@ -57,6 +64,8 @@ typedef struct cdc_checkpoint {
     cdc_schema_update_t *schemas;
     size_t nschemas;
     char *files_path; /* pending file list in the warehouse, NULL when files are inline */
+    cdc_table_truncate_t *truncates; /* always inline in the record ("truncates") */
+    size_t ntruncates;
 } cdc_checkpoint_t;
 
 /* Allocates an empty record; returns NULL on allocation failure. Free with cdc_checkpoint_free. */
@@ -74,6 +83,14 @@ cdc_err_t cdc_checkpoint_add_file(cdc_checkpoint_t *c, const cdc_staged_file_t *
 /* Appends a schema update unless an identical one for the table is there; copies. */
 cdc_err_t cdc_checkpoint_add_schema(cdc_checkpoint_t *c, const char *table,
                                     const char *schema_json);
+
+/*
+ * Records that slot p truncated table in this epoch: the commit removes every live
+ * mirror file slot p wrote before this epoch, in the epoch's snapshot. Copies table.
+ */
+cdc_err_t cdc_checkpoint_add_truncate(cdc_checkpoint_t *c, const char *table, uint32_t p);
+/* Slots that truncated table in this epoch (bit p), 0 when none. */
+uint32_t cdc_checkpoint_truncated(const cdc_checkpoint_t *c, const char *table);
 
 /* Total bytes and record count of data (content 0) files, and delete files. */
 void cdc_checkpoint_totals(const cdc_checkpoint_t *c, int64_t *bytes, int64_t *records,

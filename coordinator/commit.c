@@ -6,6 +6,7 @@
 #include "coordinator/commit.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@ struct cdc_committer {
     char *warehouse;
     char *job;
     uint64_t term;
+    pthread_mutex_t known_lock;    /* tables commit in parallel (cdc_committer_commit) */
     char *known[MAX_KNOWN_TABLES]; /* table locations committed to by this process */
     int nknown;
     suspect_t *suspects;
@@ -62,6 +64,7 @@ cdc_err_t cdc_committer_open(cdc_committer_t **out, const cdc_committer_options_
     sc.path_style = opt->s3_path_style;
     sc.timeout_ms = 10000;
     sc.max_retries = 2;
+    pthread_mutex_init(&c->known_lock, NULL);
     c->warehouse = strdup(opt->warehouse);
     c->job = strdup(opt->job);
     if (c->warehouse == NULL || c->job == NULL) {
@@ -89,6 +92,7 @@ void cdc_committer_close(cdc_committer_t *c)
     free(c->suspects);
     free(c->warehouse);
     free(c->job);
+    pthread_mutex_destroy(&c->known_lock);
     free(c);
 }
 
@@ -99,14 +103,18 @@ void cdc_committer_set_term(cdc_committer_t *c, uint64_t term)
 
 static void remember_table(cdc_committer_t *c, const char *location)
 {
+    pthread_mutex_lock(&c->known_lock);
     for (int i = 0; i < c->nknown; i++)
-        if (strcmp(c->known[i], location) == 0)
+        if (strcmp(c->known[i], location) == 0) {
+            pthread_mutex_unlock(&c->known_lock);
             return;
+        }
     if (c->nknown < MAX_KNOWN_TABLES) {
         char *copy = strdup(location);
         if (copy)
             c->known[c->nknown++] = copy;
     }
+    pthread_mutex_unlock(&c->known_lock);
 }
 
 /* "<ns>.<table>" -> location; caller frees. */
@@ -190,6 +198,45 @@ static cdc_err_t schema_for(const cdc_checkpoint_t *rec, const char *table, cdc_
     return CDC_OK;
 }
 
+/* Which live mirror files a commit removes: those of the truncating slots. */
+typedef struct truncate_match {
+    const char *job;
+    uint32_t partitions; /* bit p = slot p truncated */
+} truncate_match_t;
+
+/*
+ * Slot that wrote a staged file, from its name "<job>-e<epoch>-p<P>-<kind>-<uuid>.parquet"
+ * (worker/stage.c), or -1 when the file is not one of this job's staged files.
+ */
+int cdc_committer_file_partition(const char *path, const char *job)
+{
+    const char *base = strrchr(path, '/');
+    size_t jl = strlen(job);
+    char *end;
+    long p;
+
+    base = base ? base + 1 : path;
+    if (strncmp(base, job, jl) != 0 || base[jl] != '-' || base[jl + 1] != 'e')
+        return -1;
+    base += jl + 2;
+    if (*base < '0' || *base > '9')
+        return -1;
+    strtoull(base, &end, 10);
+    if (end[0] != '-' || end[1] != 'p' || end[2] < '0' || end[2] > '9')
+        return -1;
+    p = strtol(end + 2, &end, 10);
+    if (*end != '-' || p < 0 || p >= CDC_PARTITIONS)
+        return -1;
+    return (int)p;
+}
+
+static bool truncated_file(const cdc_ice_data_file_t *f, void *arg)
+{
+    const truncate_match_t *m = arg;
+    int p = cdc_committer_file_partition(f->path, m->job);
+    return p >= 0 && (m->partitions & (1u << p)) != 0;
+}
+
 static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, const char *table,
                               cdc_commit_result_t *res, cdc_error_t *e)
 {
@@ -201,6 +248,7 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
     size_t ndata = 0, ndels = 0;
     cdc_ice_props_t summary = {0};
     char num[32], *offsets = NULL;
+    truncate_match_t trunc = {c->job, cdc_checkpoint_truncated(rec, table)};
     cdc_err_t rc;
 
     memset(&schema, 0, sizeof(schema));
@@ -212,6 +260,15 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
         goto cleanup;
     rc = cdc_ice_table_load(c->storage, location, &t, e);
     if (rc == CDC_ERR_NOT_FOUND) {
+        bool has_files = false;
+        for (size_t i = 0; i < rec->nfiles && !has_files; i++)
+            has_files = strcmp(rec->files[i].table, table) == 0;
+        if (!have_schema && trunc.partitions != 0 && !has_files) {
+            /* a truncate of a table nobody wrote yet: nothing to remove */
+            cdc_error_clear(e);
+            rc = CDC_OK;
+            goto cleanup;
+        }
         if (!have_schema) {
             rc = cdc_error_set(e, CDC_ERR_PROTOCOL,
                                "table \"%s\" does not exist and checkpoint %" PRIu64
@@ -240,7 +297,7 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
         else
             ndels++;
     }
-    if (ndata + ndels == 0) {
+    if (ndata + ndels == 0 && trunc.partitions == 0) {
         rc = CDC_OK;
         goto cleanup;
     }
@@ -291,9 +348,18 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
         ic.delete_files = dels;
         ic.ndelete_files = ndels;
         ic.summary = &summary;
+        if (trunc.partitions != 0) {
+            /* TRUNCATE: the slots' earlier files go in the snapshot that adds their new ones */
+            ic.remove = truncated_file;
+            ic.remove_arg = &trunc;
+        }
         rc = cdc_ice_table_commit(t, &ic, NULL, e);
         if (rc == CDC_OK) {
             res->tables_committed++;
+            if (trunc.partitions != 0)
+                cdc_log_info("checkpoint %" PRIu64 ": truncate of table \"%s\" applied for "
+                             "partitions 0x%03x",
+                             rec->epoch, table, trunc.partitions);
             goto cleanup;
         }
         if (rc != CDC_ERR_CONFLICT || attempt + 1 >= COMMIT_ATTEMPTS)
@@ -313,20 +379,44 @@ cleanup:
     return rc;
 }
 
+/* One table's commit, on its own thread (tables are independent: each one's snapshot
+ * carries the epoch and is validated against that table alone). */
+typedef struct table_job {
+    cdc_committer_t *c;
+    const cdc_checkpoint_t *rec;
+    const char *table;
+    cdc_commit_result_t res;
+    cdc_err_t rc;
+    cdc_error_t e;
+} table_job_t;
+
+static void *table_thread(void *arg)
+{
+    table_job_t *j = arg;
+    cdc_error_clear(&j->e);
+    j->rc = commit_table(j->c, j->rec, j->table, &j->res, &j->e);
+    return NULL;
+}
+
+#define COMMIT_PARALLEL 8
+
 cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
                                cdc_commit_result_t *res, cdc_error_t *e)
 {
     const char **tables;
     size_t ntables = 0;
     cdc_err_t rc = CDC_OK;
+    table_job_t *jobs;
 
     memset(res, 0, sizeof(*res));
-    tables = calloc(rec->nfiles + rec->nschemas + 1, sizeof(*tables));
+    tables = calloc(rec->nfiles + rec->nschemas + rec->ntruncates + 1, sizeof(*tables));
     if (tables == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < rec->nschemas + rec->nfiles; i++) {
-        const char *t =
-            i < rec->nschemas ? rec->schemas[i].table : rec->files[i - rec->nschemas].table;
+    for (size_t i = 0; i < rec->nschemas + rec->nfiles + rec->ntruncates; i++) {
+        const char *t = i < rec->nschemas ? rec->schemas[i].table
+                        : i < rec->nschemas + rec->nfiles
+                            ? rec->files[i - rec->nschemas].table
+                            : rec->truncates[i - rec->nschemas - rec->nfiles].table;
         bool seen = false;
         for (size_t j = 0; j < ntables; j++)
             if (strcmp(tables[j], t) == 0)
@@ -334,8 +424,44 @@ cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
         if (!seen)
             tables[ntables++] = t;
     }
-    for (size_t i = 0; i < ntables && rc == CDC_OK; i++)
-        rc = commit_table(c, rec, tables[i], res, e);
+    jobs = calloc(ntables + 1, sizeof(*jobs));
+    if (jobs == NULL) {
+        free(tables);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    /* Tables in parallel (their metadata writes and fsyncs overlap), a few at a time. A
+     * failed table is retried with the whole checkpoint; the tables that made it skip
+     * the epoch then (their snapshot already holds its checkpoint id). */
+    for (size_t from = 0; from < ntables; from += COMMIT_PARALLEL) {
+        pthread_t th[COMMIT_PARALLEL];
+        bool started[COMMIT_PARALLEL] = {false};
+        size_t n = ntables - from < COMMIT_PARALLEL ? ntables - from : COMMIT_PARALLEL;
+        for (size_t k = 0; k < n; k++) {
+            table_job_t *j = &jobs[from + k];
+            j->c = c;
+            j->rec = rec;
+            j->table = tables[from + k];
+            started[k] = n > 1 && pthread_create(&th[k], NULL, table_thread, j) == 0;
+            if (!started[k])
+                table_thread(j);
+        }
+        for (size_t k = 0; k < n; k++)
+            if (started[k])
+                pthread_join(th[k], NULL);
+    }
+    for (size_t i = 0; i < ntables; i++) {
+        res->tables_committed += jobs[i].res.tables_committed;
+        res->tables_skipped += jobs[i].res.tables_skipped;
+        res->schema_changes += jobs[i].res.schema_changes;
+        /* the first failure, but fencing wins: the caller must step down */
+        if (jobs[i].rc != CDC_OK &&
+            (rc == CDC_OK || (jobs[i].rc == CDC_ERR_FENCED && rc != CDC_ERR_FENCED))) {
+            rc = jobs[i].rc;
+            if (e != NULL)
+                *e = jobs[i].e;
+        }
+    }
+    free(jobs);
     free(tables);
     return rc;
 }
@@ -412,12 +538,18 @@ static bool named_by(const cdc_checkpoint_t *const *keep, size_t nkeep, const ch
     return false;
 }
 
+static int cmp_suspect(const void *a, const void *b)
+{
+    return strcmp(((const suspect_t *)a)->location, ((const suspect_t *)b)->location);
+}
+
+/* c->suspects is sorted by location (see cdc_committer_remove_orphans). */
 static suspect_t *find_suspect(cdc_committer_t *c, const char *loc)
 {
-    for (size_t i = 0; i < c->nsuspects; i++)
-        if (strcmp(c->suspects[i].location, loc) == 0)
-            return &c->suspects[i];
-    return NULL;
+    suspect_t key = {(char *)loc, 0};
+    if (c->nsuspects == 0)
+        return NULL;
+    return bsearch(&key, c->suspects, c->nsuspects, sizeof(suspect_t), cmp_suspect);
 }
 
 cdc_err_t cdc_committer_expire(cdc_committer_t *c, int64_t retention_ms, int64_t min_keep,
@@ -498,6 +630,7 @@ cdc_err_t cdc_committer_remove_orphans(cdc_committer_t *c, const cdc_checkpoint_
     for (size_t i = 0; i < c->nsuspects; i++)
         free(c->suspects[i].location);
     free(c->suspects);
+    qsort(still, nstill, sizeof(suspect_t), cmp_suspect); /* for find_suspect() */
     c->suspects = still;
     c->nsuspects = nstill;
     return rc;

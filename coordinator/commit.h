@@ -45,9 +45,20 @@ void cdc_committer_close(cdc_committer_t *c);
 /* Sets the leader term written as cdc.term and checked against the table (fencing). */
 void cdc_committer_set_term(cdc_committer_t *c, uint64_t term);
 
-/* Commits rec to every table it touches (see above). rec is not modified. */
+/*
+ * Commits rec to every table it touches (see above). rec is not modified. For a table
+ * with truncates (rec->truncates), the same snapshot removes every live file the
+ * truncating slots wrote before (identified by cdc_committer_file_partition) and adds
+ * the epoch's files: Iceberg operation "overwrite" (or "delete" without new files).
+ */
 cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
                                cdc_commit_result_t *res, cdc_error_t *e);
+
+/*
+ * Slot that staged a data/delete file, from the worker's file name
+ * "<job>-e<epoch>-p<P>-<kind>-<uuid>.parquet"; -1 when path is not a staged file of job.
+ */
+int cdc_committer_file_partition(const char *path, const char *job);
 
 /*
  * Writes rec's file list to its pending file and sets rec->files_path (owned by rec).

@@ -194,6 +194,18 @@ cdc_ack_result_t cdc_epochs_ack(cdc_epochs_t *t, const Cdc__Ack *ack, int64_t wa
         }
     }
 
+    for (size_t i = 0; i < ack->n_truncates; i++) {
+        const Cdc__TableTruncate *tt = ack->truncates[i];
+        if (tt->partition >= CDC_PARTITIONS || !(slots & (1u << tt->partition)) ||
+            tt->table == NULL || tt->table[0] == '\0') {
+            cdc_error_set(e, CDC_ERR_PROTOCOL,
+                          "worker \"%s\" sent a truncate of \"%s\" for partition %u outside its "
+                          "ack",
+                          wid, tt->table ? tt->table : "", tt->partition);
+            return CDC_ACK_INVALID;
+        }
+    }
+
     /* valid: merge */
     for (size_t i = 0; i < ack->n_partitions; i++) {
         const Cdc__PartitionState *ps = ack->partitions[i];
@@ -210,6 +222,10 @@ cdc_ack_result_t cdc_epochs_ack(cdc_epochs_t *t, const Cdc__Ack *ack, int64_t wa
     for (size_t i = 0; i < ack->n_schemas; i++)
         if (cdc_checkpoint_add_schema(o->rec, ack->schemas[i]->table,
                                       ack->schemas[i]->schema_json) != CDC_OK)
+            goto nomem;
+    for (size_t i = 0; i < ack->n_truncates; i++)
+        if (cdc_checkpoint_add_truncate(o->rec, ack->truncates[i]->table,
+                                        ack->truncates[i]->partition) != CDC_OK)
             goto nomem;
     o->acked |= slots;
     if (o->acked == CDC_PSET_ALL) {

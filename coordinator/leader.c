@@ -201,8 +201,11 @@ cdc_leader_event_t cdc_leader_tick(cdc_leader_t *l, int64_t now_ms)
     if (atomic_load(&l->renew_lost) || now_ms - atomic_load(&l->renewed_ms) >= l->ttl_s * 1000) {
         char reason[256];
         pthread_mutex_lock(&l->renew_mu);
-        snprintf(reason, sizeof(reason), "%s",
-                 l->renew_error[0] ? l->renew_error : "lease not renewed for a whole TTL");
+        if (atomic_load(&l->renew_lost))
+            snprintf(reason, sizeof(reason), "%s", l->renew_error);
+        else
+            snprintf(reason, sizeof(reason), "lease not renewed for a whole TTL (%s)",
+                     l->renew_error[0] ? l->renew_error : "the renewal did not answer");
         pthread_mutex_unlock(&l->renew_mu);
         snprintf(l->last_error, sizeof(l->last_error), "%s", reason);
         cdc_leader_step_down(l, reason);

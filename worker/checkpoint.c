@@ -137,6 +137,57 @@ static char *manifest_json(const cdc_ckpt_t *c, const cdc_ckpt_entry_t *en)
     return out;
 }
 
+/* mkdir -p of path's parent directory. */
+static bool make_parent(const char *path)
+{
+    char dir[1024];
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL || slash == path || (size_t)(slash - path) >= sizeof(dir))
+        return false;
+    snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+    for (char *p = dir + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+                return false;
+            *p = '/';
+        }
+    return mkdir(dir, 0755) == 0 || errno == EEXIST;
+}
+
+/*
+ * Puts one file of a local checkpoint directory at location. For a local warehouse on
+ * the same file system the file is hard-linked instead of copied: nothing ever changes
+ * a file of a checkpoint directory in place (table files are immutable, RocksDB writes
+ * the descriptor files of the copy once, and restores copy those instead of linking
+ * them), and it was fsynced when written, so only the new directory entry needs an
+ * fsync. Anything else (S3, another file system) is copied.
+ */
+static cdc_err_t put_state_file(cdc_ckpt_t *c, const char *location, const char *path,
+                                cdc_error_t *e)
+{
+    char *local = cdc_storage_local_path(c->storage, location);
+    if (local != NULL && make_parent(local) && (link(path, local) == 0 || errno == EEXIST)) {
+        /* (EEXIST: a retried upload; names carry the lineage or the epoch and a random
+         * id, so it is this file) */
+        char *slash = strrchr(local, '/');
+        int fd = -1;
+        *slash = '\0';
+        fd = open(local, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        bool ok = fd >= 0 && fsync(fd) == 0;
+        if (fd >= 0)
+            close(fd);
+        *slash = '/';
+        if (ok) {
+            free(local);
+            return CDC_OK;
+        }
+        unlink(local);
+    }
+    free(local);
+    return cdc_storage_put_file(c->storage, location, path, e);
+}
+
 cdc_err_t cdc_ckpt_upload(cdc_ckpt_t *c, uint64_t epoch, const char *local_dir, const char **handle,
                           cdc_ckpt_stats_t *stats, cdc_error_t *e)
 {
@@ -203,7 +254,7 @@ cdc_err_t cdc_ckpt_upload(cdc_ckpt_t *c, uint64_t epoch, const char *local_dir, 
             rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
             goto done;
         }
-        rc = cdc_storage_put_file(c->storage, f->location, path, e);
+        rc = put_state_file(c, f->location, path, e);
         if (rc != CDC_OK) {
             cdc_error_prefix(e, "could not upload state file \"%s\" of partition %u", path,
                              c->partition);

@@ -618,10 +618,43 @@ void cdc_worker_ack_free(Cdc__Ack *ack)
         free(ack->schemas[i]);
     }
     free(ack->schemas);
+    for (size_t i = 0; i < ack->n_truncates; i++) {
+        free(ack->truncates[i]->table);
+        free(ack->truncates[i]);
+    }
+    free(ack->truncates);
     ack->partitions = NULL;
     ack->files = NULL;
     ack->schemas = NULL;
-    ack->n_partitions = ack->n_files = ack->n_schemas = 0;
+    ack->truncates = NULL;
+    ack->n_partitions = ack->n_files = ack->n_schemas = ack->n_truncates = 0;
+}
+
+/* Reports the slot's truncated tables in the ack (TableTruncate, docs/protocol.md). */
+static cdc_err_t add_truncates(Cdc__Ack *ack, const cdc_stage_t *stage, cdc_error_t *e)
+{
+    for (size_t i = 0; i < stage->ntables; i++) {
+        const cdc_stage_table_t *t = &stage->tables[i];
+        Cdc__TableTruncate **n, *tt;
+        char name[300];
+        if (!t->truncated)
+            continue;
+        n = realloc(ack->truncates, (ack->n_truncates + 1) * sizeof(*n));
+        if (n == NULL)
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        ack->truncates = n;
+        tt = calloc(1, sizeof(*tt));
+        snprintf(name, sizeof(name), "%s.%s", t->ns, t->table);
+        if (tt == NULL || (cdc__table_truncate__init(tt), tt->table = strdup(name)) == NULL) {
+            free(tt);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
+        tt->partition = stage->partition;
+        ack->truncates[ack->n_truncates++] = tt;
+        cdc_log_info("partition %u: truncate of \"%s\" in epoch %llu", stage->partition, name,
+                     (unsigned long long)stage->epoch);
+    }
+    return CDC_OK;
 }
 
 static uint8_t *dup_bytes(const uint8_t *p, size_t n)
@@ -732,6 +765,8 @@ typedef struct snap_part {
     Cdc__Ack part;
     cdc_err_t rc;
     cdc_error_t e;
+    cdc_err_t ckpt_rc; /* of the state checkpoint, which runs beside the file writing */
+    cdc_error_t ckpt_e;
 } snap_part_t;
 
 /* One cut epoch handed to the finalizer. */
@@ -742,77 +777,119 @@ typedef struct cdc_snap_job {
     snap_part_t parts[CDC_WORKER_PARTITIONS];
 } cdc_snap_job_t;
 
-/*
- * Finishes one partition of a cut epoch (finalizer side; runs on its own thread so that
- * fsync and upload latency overlap): state checkpoint first (it releases the store's
- * hold, so the record thread writes to its store again as early as possible), then the
- * epoch's Parquet files, then the Ack part.
- */
-static cdc_err_t snapshot_slot(snap_part_t *j)
+/* The state checkpoint of one partition (when its store changed since the last one; a
+ * clean store reuses its last handle: nothing new to upload). Runs on its own thread,
+ * beside the file writing of the same partition. */
+static void *checkpoint_thread(void *arg)
 {
+    snap_part_t *j = arg;
     cdc_worker_t *w = j->w;
     cdc_slot_t *s = j->s;
     uint64_t epoch = j->epoch;
-    Cdc__Ack *ack = &j->part;
-    cdc_error_t *e = &j->e;
-    cdc_stage_file_t *files = NULL;
-    size_t nfiles = 0;
-    cdc_err_t rc = CDC_OK;
-    cdc_stage_write_options_t wo = {w->cfg.warehouse, w->cfg.job, 0};
-    cdc_pq_codec_t codec = CDC_PQ_CODEC_ZSTD;
+    cdc_error_t *e = &j->ckpt_e;
+    cdc_err_t rc;
+    char name[64];
+    char *dir;
+    const char *handle = NULL;
+    cdc_ckpt_stats_t st;
+    double c0 = now_s();
 
-    /* State checkpoint: only when something changed since the last one (a clean store
-     * reuses its last handle: nothing new to upload). */
-    if (j->checkpoint) {
-        char name[64];
-        char *dir;
-        const char *handle = NULL;
-        cdc_ckpt_stats_t st;
-        double c0 = now_s();
-        snprintf(name, sizeof(name), "ckpt-%" PRIu64 "-%" PRIu64, epoch, w->incarnation);
-        dir = join(s->ckpt.local_root, name);
-        if (dir == NULL) {
-            cdc_dedup_release(s->dedup);
-            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    snprintf(name, sizeof(name), "ckpt-%" PRIu64 "-%" PRIu64, epoch, w->incarnation);
+    dir = join(s->ckpt.local_root, name);
+    if (dir == NULL) {
+        cdc_dedup_release(s->dedup);
+        j->ckpt_rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    cdc_state_destroy(dir, e);
+    rc = cdc_dedup_checkpoint_cut(s->dedup, dir, e);
+    for (int attempt = 0; rc == CDC_OK; attempt++) {
+        if (atomic_load(&w->fin_cancel)) {
+            rc = cdc_error_set(e, CDC_ERR_UNAVAILABLE, "epoch abandoned");
+            break;
         }
-        cdc_state_destroy(dir, e);
-        rc = cdc_dedup_checkpoint_cut(s->dedup, dir, e);
-        for (int attempt = 0; rc == CDC_OK; attempt++) {
-            if (atomic_load(&w->fin_cancel)) {
-                rc = cdc_error_set(e, CDC_ERR_UNAVAILABLE, "epoch abandoned");
-                break;
-            }
-            rc = cdc_ckpt_upload(&s->ckpt, epoch, dir, &handle, &st, e);
-            if (rc == CDC_OK || attempt >= STORAGE_RETRIES || !e->retriable)
-                break;
-        }
-        free(dir);
-        free(s->last_handle);
-        s->last_handle = NULL; /* the next cut checkpoints again when this one failed */
-        if (rc != CDC_OK)
-            return cdc_error_prefix(e, "could not checkpoint partition %u for epoch %" PRIu64,
-                                    s->partition, epoch);
+        rc = cdc_ckpt_upload(&s->ckpt, epoch, dir, &handle, &st, e);
+        if (rc == CDC_OK || attempt >= STORAGE_RETRIES || !e->retriable)
+            break;
+    }
+    free(dir);
+    free(s->last_handle);
+    s->last_handle = NULL; /* the next cut checkpoints again when this one failed */
+    if (rc == CDC_OK) {
         cdc_metrics_counter_add(w->m_ckpt_bytes, (double)st.bytes_uploaded);
         cdc_metrics_histogram_observe(w->m_ckpt_seconds, now_s() - c0);
         s->last_handle = strdup(handle);
         if (s->last_handle == NULL)
-            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    } else {
+        cdc_error_prefix(e, "could not checkpoint partition %u for epoch %" PRIu64, s->partition,
+                         epoch);
     }
+    j->ckpt_rc = rc;
+    return NULL;
+}
 
+/* Writes the partition's files of the cut epoch (durable: fsynced or uploaded). */
+static cdc_err_t write_files(snap_part_t *j, cdc_stage_file_t **files, size_t *nfiles)
+{
+    cdc_worker_t *w = j->w;
+    cdc_stage_write_options_t wo = {w->cfg.warehouse, w->cfg.job, 0};
+    cdc_pq_codec_t codec = CDC_PQ_CODEC_ZSTD;
+    cdc_err_t rc;
     double t0 = now_s();
+
+    *files = NULL;
+    *nfiles = 0;
     if (w->cfg.compression != NULL)
         cdc_pq_codec_parse(w->cfg.compression, &codec);
     wo.compression = (int)codec;
     for (int attempt = 0;; attempt++) {
         if (atomic_load(&w->fin_cancel))
-            return cdc_error_set(e, CDC_ERR_UNAVAILABLE, "epoch abandoned");
-        rc = cdc_stage_write(&j->stage, w->storage, &wo, &files, &nfiles, e);
-        if (rc == CDC_OK || attempt >= STORAGE_RETRIES || !e->retriable)
+            return cdc_error_set(&j->e, CDC_ERR_UNAVAILABLE, "epoch abandoned");
+        rc = cdc_stage_write(&j->stage, w->storage, &wo, files, nfiles, &j->e);
+        if (rc == CDC_OK || attempt >= STORAGE_RETRIES || !j->e.retriable)
             break;
     }
-    if (rc != CDC_OK)
+    if (rc == CDC_OK)
+        cdc_metrics_histogram_observe(w->m_stage_seconds, now_s() - t0);
+    return rc;
+}
+
+/*
+ * Finishes one partition of a cut epoch (finalizer side; runs on its own thread so that
+ * fsync and upload latency overlap): the state checkpoint on a thread of its own (it
+ * releases the store's hold as soon as RocksDB copied it), the epoch's Parquet files
+ * here, then the Ack part once both are durable.
+ */
+static cdc_err_t snapshot_slot(snap_part_t *j)
+{
+    cdc_worker_t *w = j->w;
+    cdc_slot_t *s = j->s;
+    Cdc__Ack *ack = &j->part;
+    cdc_error_t *e = &j->e;
+    cdc_stage_file_t *files = NULL;
+    size_t nfiles = 0;
+    cdc_err_t rc = CDC_OK;
+    pthread_t ckpt;
+    bool ckpt_started = false;
+
+    j->ckpt_rc = CDC_OK;
+    if (j->checkpoint) {
+        ckpt_started = pthread_create(&ckpt, NULL, checkpoint_thread, j) == 0;
+        if (!ckpt_started)
+            checkpoint_thread(j);
+    }
+    rc = write_files(j, &files, &nfiles);
+    if (ckpt_started)
+        pthread_join(ckpt, NULL);
+    if (rc == CDC_OK && j->ckpt_rc != CDC_OK) {
+        *e = j->ckpt_e;
+        rc = j->ckpt_rc;
+    }
+    if (rc != CDC_OK) {
+        cdc_stage_files_free(files, nfiles); /* (the coordinator never sees them: orphans) */
         return rc;
-    cdc_metrics_histogram_observe(w->m_stage_seconds, now_s() - t0);
+    }
 
     /* Schemas first (the coordinator creates/evolves tables before adding files). */
     for (size_t i = 0; i < j->stage.ntables; i++) {
@@ -835,6 +912,8 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
             ack->files[ack->n_files++] = f;
     }
     cdc_stage_files_free(files, nfiles);
+    if ((rc = add_truncates(ack, &j->stage, e)) != CDC_OK)
+        return rc;
 
     Cdc__PartitionState *ps = calloc(1, sizeof(*ps));
     Cdc__PartitionState **np = realloc(ack->partitions, (ack->n_partitions + 1) * sizeof(*np));
@@ -876,19 +955,27 @@ static void *snap_thread(void *arg)
 /* Moves the parts' arrays into ack (schemas deduplicated by table). */
 static cdc_err_t merge_parts(Cdc__Ack *ack, snap_part_t *jobs, int n, cdc_error_t *e)
 {
-    size_t np = 0, nf = 0, ns = 0;
+    size_t np = 0, nf = 0, ns = 0, nt = 0;
     for (int i = 0; i < n; i++) {
         np += jobs[i].part.n_partitions;
         nf += jobs[i].part.n_files;
         ns += jobs[i].part.n_schemas;
+        nt += jobs[i].part.n_truncates;
     }
     ack->partitions = calloc(np + 1, sizeof(*ack->partitions));
     ack->files = calloc(nf + 1, sizeof(*ack->files));
     ack->schemas = calloc(ns + 1, sizeof(*ack->schemas));
-    if (ack->partitions == NULL || ack->files == NULL || ack->schemas == NULL)
+    ack->truncates = calloc(nt + 1, sizeof(*ack->truncates));
+    if (ack->partitions == NULL || ack->files == NULL || ack->schemas == NULL ||
+        ack->truncates == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         Cdc__Ack *p = &jobs[i].part;
+        for (size_t k = 0; k < p->n_truncates; k++)
+            ack->truncates[ack->n_truncates++] = p->truncates[k];
+        free(p->truncates);
+        p->truncates = NULL;
+        p->n_truncates = 0;
         for (size_t k = 0; k < p->n_partitions; k++)
             ack->partitions[ack->n_partitions++] = p->partitions[k];
         for (size_t k = 0; k < p->n_files; k++)

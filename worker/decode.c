@@ -1457,7 +1457,14 @@ cdc_err_t cdc_decode(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
             goto done;
         }
     }
-    if (strlen(op) != 1 || strchr("curd", op[0]) == NULL) {
+    if (strcmp(op, "t") == 0 && (flattened || in->schema_version < 0)) {
+        /* Only cdc-capture writes a truncate to every partition (docs/events.md); from
+         * Debezium it sits in one partition and cannot be applied per slot. */
+        fail(de, CDC_DLQ_UNKNOWN_OP, "%s",
+             "truncate events are applied only from cdc-capture (with a cdc.schema header)");
+        goto done;
+    }
+    if (strlen(op) != 1 || strchr("curdt", op[0]) == NULL) {
         fail(de, CDC_DLQ_UNKNOWN_OP, "unknown op \"%.20s\"", op);
         goto done;
     }
@@ -1538,6 +1545,20 @@ cdc_err_t cdc_decode(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
     }
     if (c->commit_lsn == 0)
         c->commit_lsn = c->lsn;
+
+    if (c->op == CDC_OP_TRUNCATE) {
+        /* No rows: the entity is the table identity "<ns>.<table>\0" (a prefix of every
+         * entity of the table). */
+        size_t n = strlen(s->ns) + strlen(s->table) + 2;
+        c->entity = malloc(n);
+        if (c->entity == NULL) {
+            rc = CDC_ERR_NOMEM;
+            goto done;
+        }
+        c->entity_len = (size_t)snprintf((char *)c->entity, n, "%s.%s", s->ns, s->table) + 1;
+        rc = CDC_OK;
+        goto done;
+    }
 
     /* Row images. */
     if (flattened) {

@@ -87,6 +87,7 @@ typedef enum cdc_op {
     CDC_OP_UPDATE = 'u',
     CDC_OP_DELETE = 'd',
     CDC_OP_READ = 'r',
+    CDC_OP_TRUNCATE = 't', /* capture events only; entity = table identity, no rows */
 } cdc_op_t;
 
 /* A decoded change. Owns its rows and key (cdc_change_clear()). */

@@ -275,6 +275,9 @@ void cdc_dedup_close(cdc_dedup_t *d)
         cdc_log_warn("could not write pending dedup state: %s", e.msg);
     cdc_state_batch_free(d->batch);
     pending_free(&d->pending);
+    for (size_t i = 0; i < d->nmarkers; i++)
+        free(d->markers[i].table);
+    free(d->markers);
     cdc_state_close(d->st);
     free(d);
 }
@@ -324,9 +327,60 @@ static bool pos_le(uint64_t c1, uint64_t l1, uint64_t c2, uint64_t l2)
     return c1 < c2 || (c1 == c2 && l1 <= l2);
 }
 
+/* Length of the table identity "<ns>.<table>\0" that starts every entity. */
+static size_t table_prefix_len(const cdc_change_t *c)
+{
+    const uint8_t *z = memchr(c->entity, 0, c->entity_len);
+    return z ? (size_t)(z - c->entity) + 1 : c->entity_len;
+}
+
+/* The table's truncate marker, loaded from "rows" on first use and cached. */
+static cdc_err_t table_marker(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_marker_t **out,
+                              cdc_error_t *e)
+{
+    size_t len = table_prefix_len(c), vlen = 0;
+    void *val = NULL;
+    cdc_dedup_marker_t *m;
+    cdc_err_t rc;
+
+    for (size_t i = 0; i < d->nmarkers; i++)
+        if (d->markers[i].len == len && memcmp(d->markers[i].table, c->entity, len) == 0) {
+            *out = &d->markers[i];
+            return CDC_OK;
+        }
+    rc = lookup(d, CDC_ROWS_FAMILY, c->entity, len, &val, &vlen, e);
+    if (rc != CDC_OK && rc != CDC_ERR_NOT_FOUND)
+        return rc;
+    m = realloc(d->markers, (d->nmarkers + 1) * sizeof(*m));
+    if (m == NULL) {
+        free(val);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    d->markers = m;
+    m = &d->markers[d->nmarkers];
+    memset(m, 0, sizeof(*m));
+    m->table = malloc(len);
+    if (m->table == NULL) {
+        free(val);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    memcpy(m->table, c->entity, len);
+    m->len = len;
+    if (rc == CDC_OK && vlen >= 16) {
+        m->set = true;
+        m->commit_lsn = get_u64(val);
+        m->lsn = get_u64((uint8_t *)val + 8);
+    }
+    free(val);
+    d->nmarkers++;
+    *out = m;
+    return CDC_OK;
+}
+
 cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdict_t *verdict,
                           uint8_t **image, size_t *image_len, cdc_error_t *e)
 {
+    cdc_dedup_marker_t *mk = NULL;
     size_t klen, vlen;
     void *val = NULL;
     uint8_t *key;
@@ -335,10 +389,24 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
     *image = NULL;
     *image_len = 0;
     *verdict = CDC_DEDUP_NEW;
+    /* Nothing at or before the table's last truncate is applied again. */
+    if ((rc = table_marker(d, c, &mk, e)) != CDC_OK)
+        return rc;
+    if (mk->set && pos_le(c->commit_lsn, c->lsn, mk->commit_lsn, mk->lsn)) {
+        *verdict = c->op == CDC_OP_TRUNCATE && c->commit_lsn == mk->commit_lsn && c->lsn == mk->lsn
+                       ? CDC_DEDUP_REPLAY
+                       : CDC_DEDUP_STALE;
+        return CDC_OK;
+    }
+    if (c->op == CDC_OP_TRUNCATE)
+        return CDC_OK; /* a newer truncate */
     /* A live entity's position decides alone: an exact replay has the same position,
      * so it is "not after" the last one. The (entity, lsn, op) key is consulted when
      * the entity is not live (deleted, expired, or never seen). */
     rc = lookup(d, CDC_ROWS_FAMILY, c->entity, c->entity_len, &val, &vlen, e);
+    if (rc == CDC_OK && vlen >= 16 && mk->set &&
+        pos_le(get_u64(val), get_u64((uint8_t *)val + 8), mk->commit_lsn, mk->lsn))
+        rc = CDC_ERR_NOT_FOUND; /* a row from before the truncate: gone */
     if (rc == CDC_OK && vlen >= 16) {
         uint64_t lc = get_u64(val), ll = get_u64((uint8_t *)val + 8);
         if (pos_le(c->commit_lsn, c->lsn, lc, ll)) {
@@ -387,6 +455,50 @@ static bool toastable(cdc_ice_type_t t)
     return t == CDC_ICE_STRING || t == CDC_ICE_BINARY || t == CDC_ICE_DECIMAL;
 }
 
+/*
+ * Records a truncate like any change, through the pending batch: after the table's
+ * earlier pending writes, one range delete of every "rows" entry of the table, then the
+ * truncate's position under the table identity. The batch applies them in that order at
+ * the next flush (also when the store is held by a checkpoint cut). Until then, lookups
+ * that still find a row from before the truncate (in the overlay or the store) ignore
+ * it: its position is not after the marker (cdc_dedup_check).
+ */
+static cdc_err_t record_truncate(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e)
+{
+    size_t len = table_prefix_len(c), sklen;
+    uint8_t *sk = seen_key(c, &sklen), *lo = malloc(len + 1), *hi = malloc(len), pos[16];
+    cdc_dedup_marker_t *mk = NULL;
+    cdc_err_t rc;
+
+    if (sk == NULL || lo == NULL || hi == NULL ||
+        !pending_reserve(&d->pending, 2, sklen + len + 16 + 32)) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = table_marker(d, c, &mk, e)) != CDC_OK)
+        goto done;
+    /* entities of the table: "<ns>.<table>\0" + key parts, i.e. [prefix "\0", prefix "\1") */
+    memcpy(lo, c->entity, len);
+    lo[len] = 0;
+    memcpy(hi, c->entity, len);
+    hi[len - 1] = 1;
+    put_u64(pos, c->commit_lsn);
+    put_u64(pos + 8, c->lsn);
+    cdc_state_batch_delete_range(d->batch, CDC_ROWS_FAMILY, lo, len + 1, hi, len);
+    cdc_state_batch_put(d->batch, CDC_ROWS_FAMILY, c->entity, len, pos, 16);
+    cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, sk, sklen, "", 0);
+    pending_set(&d->pending, CDC_ROWS_FAMILY, c->entity, len, pos, 16, false);
+    pending_set(&d->pending, CDC_DEDUP_FAMILY, sk, sklen, "", 0, false);
+    mk->set = true;
+    mk->commit_lsn = c->commit_lsn;
+    mk->lsn = c->lsn;
+done:
+    free(sk);
+    free(lo);
+    free(hi);
+    return rc;
+}
+
 cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e)
 {
     size_t sklen, pklen, blen = 0;
@@ -394,6 +506,11 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e
     uint8_t *buf = NULL, *full = NULL;
     cdc_err_t rc = CDC_OK;
 
+    if (c->op == CDC_OP_TRUNCATE) {
+        free(sk);
+        free(pk);
+        return record_truncate(d, c, e);
+    }
     if (sk == NULL || pk == NULL) {
         rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         goto done;

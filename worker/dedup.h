@@ -13,6 +13,14 @@
  * The "rows" family also says whether an entity exists in the mirror table as of the
  * last applied change, which lets the stager skip equality deletes for new keys, and
  * holds the old values used to repair unchanged TOAST columns (toast.c).
+ *
+ * Truncate (op 't', entity = the table identity "<ns>.<table>\0"): recording it deletes
+ * every "rows" entry of the table (one range delete in the pending batch: the slot's rows
+ * are gone, so keys are new again and no stale TOAST image survives; until the batch is
+ * written, rows older than the truncate are ignored) and stores the truncate's position
+ * under the table identity in "rows" (no TTL). From then on every change of the table
+ * whose position is not after the truncate is a duplicate: replays of pre-truncate
+ * changes and of the truncate itself are dropped however late they arrive.
  */
 #ifndef CDC_WORKER_DEDUP_H
 #define CDC_WORKER_DEDUP_H
@@ -48,11 +56,21 @@ typedef struct cdc_dedup_pending {
     size_t nslots;   /* power of two */
 } cdc_dedup_pending_t;
 
+/* Cached truncate position of one table (see "Truncate" above). */
+typedef struct cdc_dedup_marker {
+    uint8_t *table; /* "<ns>.<table>\0", the entity prefix of the table */
+    size_t len;
+    bool set; /* the table was truncated at (commit_lsn, lsn) */
+    uint64_t commit_lsn, lsn;
+} cdc_dedup_marker_t;
+
 typedef struct cdc_dedup {
     cdc_state_t *st;
     cdc_state_batch_t *batch; /* pending writes, not yet in the store */
     cdc_dedup_pending_t pending;
     int ttl_seconds;
+    cdc_dedup_marker_t *markers; /* per table, loaded on first use (record thread) */
+    size_t nmarkers;
     /* Set by cdc_dedup_cut until cdc_dedup_checkpoint_cut has copied the store: while
      * set, cdc_dedup_flush keeps every write pending, so the store holds exactly the
      * state at the cut. */

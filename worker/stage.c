@@ -126,8 +126,60 @@ static size_t row_bytes(const cdc_row_t *r)
     return n;
 }
 
+static bool changelog_reserve(cdc_stage_table_t *t)
+{
+    if (t->nchangelog == t->clcap) {
+        size_t cap = t->clcap ? t->clcap * 2 : 64;
+        cdc_changelog_row_t *n = realloc(t->changelog, cap * sizeof(*n));
+        if (n == NULL)
+            return false;
+        t->changelog = n;
+        t->clcap = cap;
+    }
+    return true;
+}
+
+static size_t row_bytes(const cdc_row_t *r);
+
+/* Truncate: see cdc_stage_add in stage.h. */
+static cdc_err_t stage_truncate(cdc_stage_t *s, const cdc_change_t *c, cdc_error_t *e)
+{
+    cdc_stage_table_t *t = table_for(s, c->schema);
+    if (t == NULL || !changelog_reserve(t))
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory staging partition %u epoch %llu",
+                             s->partition, (unsigned long long)s->epoch);
+    t->schema = c->schema;
+    for (size_t i = 0; i < t->nentries; i++) {
+        s->bytes -=
+            sizeof(t->entries[i]) + t->entries[i].entity_len + row_bytes(&t->entries[i].row);
+        free(t->entries[i].entity);
+        cdc_row_clear(&t->entries[i].row);
+    }
+    t->nentries = 0;
+    if (t->slots != NULL)
+        memset(t->slots, 0, t->nslots * sizeof(*t->slots));
+    t->truncated = true;
+    if (c->partition == 0) {
+        cdc_changelog_row_t *cl = &t->changelog[t->nchangelog++];
+        memset(cl, 0, sizeof(*cl));
+        cl->row.schema = c->schema; /* no values: every row column is null */
+        cl->op = (char)CDC_OP_TRUNCATE;
+        cl->lsn = c->lsn;
+        cl->commit_lsn = c->commit_lsn;
+        cl->tx_id = c->tx_id;
+        cl->source_ts_us = c->source_ts_us;
+        cl->partition = c->partition;
+        cl->offset = c->offset;
+        s->bytes += sizeof(*cl);
+    }
+    s->changes++;
+    return CDC_OK;
+}
+
 cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_error_t *e)
 {
+    if (c->op == CDC_OP_TRUNCATE)
+        return stage_truncate(s, c, e);
     cdc_stage_table_t *t = table_for(s, c->schema);
     cdc_stage_entry_t *en;
     cdc_changelog_row_t *cl;
@@ -329,6 +381,8 @@ static void to_cell(const cdc_ice_field_t *f, const cdc_val_t *v, cdc_ice_value_
 /* Value of field id in a row (rows may use an older schema version), or NULL. */
 static const cdc_val_t *row_field(const cdc_row_t *r, int32_t id)
 {
+    if (r->vals == NULL)
+        return NULL; /* a truncate's changelog row */
     for (size_t i = 0; i < r->schema->ncols; i++)
         if (r->schema->cols[i].field_id == id)
             return &r->vals[i];
@@ -486,6 +540,7 @@ static cdc_err_t write_kind(const cdc_stage_t *s, const cdc_stage_table_t *t, cd
                     cell->v.bytes.ptr = (const uint8_t *)(cl->op == 'c'   ? "c"
                                                           : cl->op == 'u' ? "u"
                                                           : cl->op == 'd' ? "d"
+                                                          : cl->op == 't' ? "t"
                                                                           : "r");
                     cell->v.bytes.len = 1;
                     break;

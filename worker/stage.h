@@ -50,6 +50,7 @@ typedef struct cdc_stage_table {
     size_t nslots;
     cdc_changelog_row_t *changelog;
     size_t nchangelog, clcap;
+    bool truncated; /* a TRUNCATE was staged this epoch: entries are post-truncate only */
 } cdc_stage_table_t;
 
 typedef struct cdc_stage {
@@ -70,6 +71,12 @@ void cdc_stage_free(cdc_stage_t *s);
  * Adds an accepted change. live_before = the entity had a row in state before this
  * change (dedup's image != NULL). Moves c's row images into the stage on success
  * (c keeps its entity and must still be cleared by the caller).
+ *
+ * A truncate (op 't') drops the table's mirror entries staged so far this epoch (they
+ * predate it; the changelog keeps its rows) and marks the table truncated, which the
+ * Ack reports so that the coordinator removes the slot's earlier mirror files. Every
+ * slot sees the truncate; only partition 0 adds it to the changelog (one `_op = 't'`
+ * row with null row columns), so the changelog holds it once.
  */
 cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_error_t *e);
 

@@ -610,7 +610,34 @@ typedef struct commit_ctx {
     int32_t schema_id;
     cdc_avro_codec_t codec;
     written_t written;
+    const cdc_ice_commit_t *c; /* for the removal predicate */
+    /* files removed by this commit (summary) */
+    int64_t rm_data, rm_records, rm_size, rm_del, rm_eq_files, rm_eq, rm_pos;
 } commit_ctx_t;
+
+/* Whether the commit removes this live entry. */
+static bool removes(const commit_ctx_t *cx, const cdc_ice_manifest_entry_t *en)
+{
+    return cx->c != NULL && cx->c->remove != NULL && en->status != CDC_ICE_ENTRY_DELETED &&
+           cx->c->remove(&en->file, cx->c->remove_arg);
+}
+
+static void count_removed(commit_ctx_t *cx, const cdc_ice_data_file_t *f)
+{
+    cx->rm_size += f->file_size_in_bytes;
+    if (f->content == CDC_ICE_CONTENT_DATA) {
+        cx->rm_data++;
+        cx->rm_records += f->record_count;
+    } else {
+        cx->rm_del++;
+        if (f->content == CDC_ICE_CONTENT_EQUALITY_DELETES) {
+            cx->rm_eq_files++;
+            cx->rm_eq += f->record_count;
+        } else {
+            cx->rm_pos += f->record_count;
+        }
+    }
+}
 
 /* Writes entries as a manifest and describes it in *mf. */
 static cdc_err_t write_manifest(commit_ctx_t *cx, const entry_vec_t *ev,
@@ -721,23 +748,39 @@ static cdc_err_t build_content(commit_ctx_t *cx, cdc_ice_manifest_content_t cont
         }
     }
     for (size_t i = 0; i < nold; i++) {
+        cdc_ice_manifest_entry_t *ents = NULL;
+        size_t nents = 0;
+        bool rewrite = do_merge && old[i].length < target;
         if (old[i].content != content)
             continue;
-        if (!do_merge || old[i].length >= target) {
+        if (!rewrite && cx->c != NULL && cx->c->remove != NULL) {
+            /* a manifest that lists a file to remove is rewritten (merged) */
+            if ((rc = read_manifest(cx->t, &old[i], &ents, &nents, e)) != CDC_OK)
+                goto done;
+            for (size_t j = 0; j < nents && !rewrite; j++)
+                rewrite = removes(cx, &ents[j]);
+        }
+        if (!rewrite) {
+            cdc_ice_manifest_entries_free(ents, nents);
             if (!mf_push(out, (cdc_ice_manifest_file_t *)&old[i], true)) {
                 rc = oom(e);
                 goto done;
             }
             continue;
         }
-        cdc_ice_manifest_entry_t *ents;
-        size_t nents;
-        if ((rc = read_manifest(cx->t, &old[i], &ents, &nents, e)) != CDC_OK)
+        if (ents == NULL && (rc = read_manifest(cx->t, &old[i], &ents, &nents, e)) != CDC_OK)
             goto done;
         for (size_t j = 0; j < nents; j++) {
             if (ents[j].status == CDC_ICE_ENTRY_DELETED)
                 continue; /* deleted entries are only kept by the snapshot that deleted them */
-            ents[j].status = CDC_ICE_ENTRY_EXISTING;
+            if (removes(cx, &ents[j])) {
+                /* removed by this snapshot: status DELETED, original sequence numbers */
+                ents[j].status = CDC_ICE_ENTRY_DELETED;
+                ents[j].snapshot_id = cx->snapshot_id;
+                count_removed(cx, &ents[j].file);
+            } else {
+                ents[j].status = CDC_ICE_ENTRY_EXISTING;
+            }
             if (!entry_push(&ev, &ents[j])) {
                 cdc_ice_manifest_entries_free(ents, nents);
                 rc = oom(e);
@@ -779,8 +822,8 @@ static cdc_err_t set_int(cdc_ice_props_t *p, const char *key, int64_t v)
     return cdc_ice_props_set(p, key, buf);
 }
 
-static cdc_err_t build_summary(const cdc_ice_commit_t *c, const cdc_ice_snapshot_t *parent,
-                               cdc_ice_props_t *sum)
+static cdc_err_t build_summary(const cdc_ice_commit_t *c, const commit_ctx_t *cx,
+                               const cdc_ice_snapshot_t *parent, cdc_ice_props_t *sum)
 {
     int64_t add_data = (int64_t)c->ndata_files, add_del = (int64_t)c->ndelete_files;
     int64_t add_records = 0, add_size = 0, add_eq = 0, add_pos = 0, add_eq_files = 0;
@@ -797,8 +840,26 @@ static cdc_err_t build_summary(const cdc_ice_commit_t *c, const cdc_ice_snapshot
             add_eq_files++;
         }
     }
-    const char *op = add_del == 0 ? "append" : (add_data == 0 ? "delete" : "overwrite");
+    bool removed = cx->rm_data + cx->rm_del > 0;
+    const char *op = add_del == 0 && !removed ? "append" : add_data == 0 ? "delete" : "overwrite";
     cdc_err_t rc = cdc_ice_props_set(sum, "operation", op);
+    if (cx->rm_data > 0) {
+        rc |= set_int(sum, "deleted-data-files", cx->rm_data);
+        rc |= set_int(sum, "deleted-records", cx->rm_records);
+    }
+    if (cx->rm_del > 0) {
+        rc |= set_int(sum, "removed-delete-files", cx->rm_del);
+        if (cx->rm_eq_files > 0) {
+            rc |= set_int(sum, "removed-equality-delete-files", cx->rm_eq_files);
+            rc |= set_int(sum, "removed-equality-deletes", cx->rm_eq);
+        }
+        if (cx->rm_pos > 0) {
+            rc |= set_int(sum, "removed-position-delete-files", cx->rm_del - cx->rm_eq_files);
+            rc |= set_int(sum, "removed-position-deletes", cx->rm_pos);
+        }
+    }
+    if (removed)
+        rc |= set_int(sum, "removed-files-size", cx->rm_size);
     if (add_data > 0) {
         rc |= set_int(sum, "added-data-files", add_data);
         rc |= set_int(sum, "added-records", add_records);
@@ -815,15 +876,19 @@ static cdc_err_t build_summary(const cdc_ice_commit_t *c, const cdc_ice_snapshot
         }
     }
     rc |= set_int(sum, "added-files-size", add_size);
-    rc |= set_int(sum, "changed-partition-count", add_data + add_del > 0 ? 1 : 0);
-    rc |= set_int(sum, "total-records", summary_int(parent, "total-records") + add_records);
-    rc |= set_int(sum, "total-files-size", summary_int(parent, "total-files-size") + add_size);
-    rc |= set_int(sum, "total-data-files", summary_int(parent, "total-data-files") + add_data);
-    rc |= set_int(sum, "total-delete-files", summary_int(parent, "total-delete-files") + add_del);
+    rc |= set_int(sum, "changed-partition-count", add_data + add_del > 0 || removed ? 1 : 0);
+    rc |= set_int(sum, "total-records",
+                  summary_int(parent, "total-records") + add_records - cx->rm_records);
+    rc |= set_int(sum, "total-files-size",
+                  summary_int(parent, "total-files-size") + add_size - cx->rm_size);
+    rc |= set_int(sum, "total-data-files",
+                  summary_int(parent, "total-data-files") + add_data - cx->rm_data);
+    rc |= set_int(sum, "total-delete-files",
+                  summary_int(parent, "total-delete-files") + add_del - cx->rm_del);
     rc |= set_int(sum, "total-position-deletes",
-                  summary_int(parent, "total-position-deletes") + add_pos);
+                  summary_int(parent, "total-position-deletes") + add_pos - cx->rm_pos);
     rc |= set_int(sum, "total-equality-deletes",
-                  summary_int(parent, "total-equality-deletes") + add_eq);
+                  summary_int(parent, "total-equality-deletes") + add_eq - cx->rm_eq);
     for (size_t i = 0; c->summary && i < c->summary->n; i++)
         rc |= cdc_ice_props_set(sum, c->summary->keys[i], c->summary->values[i]);
     return rc == CDC_OK ? CDC_OK : CDC_ERR_NOMEM;
@@ -832,7 +897,7 @@ static cdc_err_t build_summary(const cdc_ice_commit_t *c, const cdc_ice_snapshot
 cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, int64_t *snapshot_id,
                                cdc_error_t *e)
 {
-    commit_ctx_t cx = {.t = t};
+    commit_ctx_t cx = {.t = t, .c = c};
     cdc_ice_manifest_file_t *old = NULL;
     size_t nold = 0;
     mf_vec_t list = {0};
@@ -923,7 +988,7 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, in
     sn->timestamp_ms = ts;
     sn->schema_id = schema->schema_id;
     if (!(sn->manifest_list = strdup(list_path)) ||
-        build_summary(c, parent, &sn->summary) != CDC_OK) {
+        build_summary(c, &cx, parent, &sn->summary) != CDC_OK) {
         rc = oom(e);
         goto fail;
     }
@@ -1287,9 +1352,13 @@ static cdc_err_t ref_cache_load(cdc_ice_table_t *t, const cdc_ice_snapshot_t *s,
             continue;
         if ((rc = read_manifest(t, &mfs[j], &ents, &nents, e)) != CDC_OK)
             break;
-        for (size_t k = 0; k < nents && rc == CDC_OK; k++)
+        for (size_t k = 0; k < nents && rc == CDC_OK; k++) {
+            /* a removed file is referenced by the snapshots where it is live */
+            if (ents[k].status == CDC_ICE_ENTRY_DELETED)
+                continue;
             if (!list_add(&files, &fcnt, &fcap, ents[k].file.path))
                 rc = oom(e);
+        }
         cdc_ice_manifest_entries_free(ents, nents);
         if (rc == CDC_OK && !ref_cache_put(mfs[j].path, files, fcnt))
             rc = oom(e);

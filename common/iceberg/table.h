@@ -6,7 +6,8 @@
  * N as a bare integer. Losing that race returns CDC_ERR_CONFLICT (retriable): call
  * cdc_ice_table_refresh() and commit again. Files a failed commit wrote are removed.
  *
- * Each commit adds one snapshot (append, row delta) and merges small manifests so
+ * Each commit adds one snapshot (append, row delta, overwrite with removed files) and
+ * merges small manifests so
  * that the manifest count stays bounded when committing every second
  * (commit.manifest-merge.enabled, commit.manifest.min-count-to-merge,
  * commit.manifest.target-size-bytes). A handle is not thread-safe; use one per thread.
@@ -84,11 +85,22 @@ typedef struct cdc_ice_commit {
     size_t ndelete_files;
     const cdc_ice_props_t *summary;
     int64_t timestamp_ms; /* 0 = now */
+    /*
+     * Optional file removal (e.g. a TRUNCATE): every live data or delete file of the
+     * parent snapshot for which remove(file, remove_arg) returns true is removed by this
+     * snapshot (its manifest entry is rewritten with status DELETED). Evaluated again on
+     * every attempt, against the snapshot the commit actually replaces. NULL = none.
+     */
+    bool (*remove)(const cdc_ice_data_file_t *file, void *remove_arg);
+    void *remove_arg;
 } cdc_ice_commit_t;
 
 /*
- * Commits one snapshot from c: "append" without deletes, "overwrite" with data and
- * deletes (row delta), "delete" with deletes only. Data files get sequence number
+ * Commits one snapshot from c: "append" without deletes or removals, "overwrite" with
+ * data and deletes (row delta) or data and removed files, "delete" with deletes or
+ * removals only. Removed files are counted in the summary (deleted-data-files,
+ * deleted-records, removed-delete-files, removed-equality-deletes, removed-files-size)
+ * and subtracted from the totals. Data files get sequence number
  * last-sequence-number + 1 through inheritance, so this snapshot's equality deletes
  * apply to rows of earlier snapshots only. Returns CDC_ERR_CONFLICT when another
  * committer created the next version first (t is unchanged; refresh and retry).

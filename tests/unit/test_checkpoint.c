@@ -88,11 +88,46 @@ static void test_roundtrip(void **state)
     assert_int_equal(d->files[1].file.content, CDC_ICE_CONTENT_EQUALITY_DELETES);
     assert_int_equal(d->files[1].file.equality_ids[0], 1);
     assert_int_equal(d->files[0].partition, 4);
+    assert_int_equal(d->ntruncates, 0);
     js2 = cdc_checkpoint_to_json(d, true);
     assert_string_equal(js, js2);
     free(js);
     free(js2);
     cdc_checkpoint_free(d);
+    cdc_checkpoint_free(c);
+}
+
+/* Truncates are always inline (also when the file list is pending) and round-trip. */
+static void test_truncates(void **state)
+{
+    cdc_checkpoint_t *c = sample(), *d = NULL;
+    cdc_error_t e;
+    char *js, *js2;
+    (void)state;
+
+    assert_int_equal(cdc_checkpoint_add_truncate(c, "ns.t", 3), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_truncate(c, "ns.t", 0), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_truncate(c, "ns.u", 11), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_truncate(c, "ns.u", 12), CDC_ERR_INVALID);
+    assert_int_equal(cdc_checkpoint_truncated(c, "ns.t"), 0x9);
+    assert_int_equal(cdc_checkpoint_truncated(c, "ns.u"), 0x800);
+    assert_int_equal(cdc_checkpoint_truncated(c, "ns.v"), 0);
+    js = cdc_checkpoint_to_json(c, true);
+    assert_non_null(strstr(js, "\"truncates\":[{\"table\":\"ns.t\",\"p\":[0,3]}"));
+    assert_int_equal(cdc_checkpoint_from_json(js, strlen(js), &d, &e), CDC_OK);
+    assert_int_equal(d->ntruncates, 2);
+    assert_int_equal(cdc_checkpoint_truncated(d, "ns.t"), 0x9);
+    assert_int_equal(cdc_checkpoint_truncated(d, "ns.u"), 0x800);
+    js2 = cdc_checkpoint_to_json(d, true);
+    assert_string_equal(js, js2);
+    free(js);
+    free(js2);
+    cdc_checkpoint_free(d);
+    js = cdc_checkpoint_to_json(c, false); /* files pending: truncates stay inline */
+    assert_non_null(strstr(js, "\"truncates\""));
+    free(js);
+    const char *bad = "{\"epoch\":1,\"truncates\":[{\"table\":\"ns.t\",\"p\":[12]}]}";
+    assert_int_equal(cdc_checkpoint_from_json(bad, strlen(bad), &d, &e), CDC_ERR_CORRUPT);
     cdc_checkpoint_free(c);
 }
 
@@ -160,9 +195,8 @@ static void test_offsets_summary(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_roundtrip),
-        cmocka_unit_test(test_pending_file_list),
-        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_roundtrip),       cmocka_unit_test(test_pending_file_list),
+        cmocka_unit_test(test_truncates),       cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_offsets_summary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -136,6 +136,41 @@ static void test_stale_and_foreign_rejected(void **state)
     cdc_epochs_clear(&t);
 }
 
+/* Truncates of the ack's slots enter the record; one for a foreign slot rejects the ack. */
+static void test_truncates(void **state)
+{
+    cdc_epochs_t t;
+    ack_buf_t b;
+    uint64_t e;
+    cdc_error_t err;
+    Cdc__TableTruncate tt, *ttp = &tt;
+    (void)state;
+    setup_tracker(&t);
+    assert_int_equal(cdc_epochs_begin(&t, 0, 0, &e), CDC_OK);
+    cdc__table_truncate__init(&tt);
+    tt.table = "ns.t";
+    tt.partition = 5; /* not a slot of this ack */
+    make_ack(&b, "w0", 7, 3, e, w0s, 4);
+    b.ack.n_truncates = 1;
+    b.ack.truncates = &ttp;
+    assert_int_equal(cdc_epochs_ack(&t, &b.ack, 1, &err), CDC_ACK_INVALID);
+    assert_int_equal(t.open[0].rec->ntruncates, 0);
+    tt.partition = 2;
+    assert_int_equal(cdc_epochs_ack(&t, &b.ack, 1, &err), CDC_ACK_ACCEPTED);
+    make_ack(&b, "w1", 7, 3, e, w1s, 4);
+    tt.partition = 4;
+    b.ack.n_truncates = 1;
+    b.ack.truncates = &ttp;
+    assert_int_equal(cdc_epochs_ack(&t, &b.ack, 1, &err), CDC_ACK_ACCEPTED);
+    make_ack(&b, "w2", 7, 3, e, w2s, 4);
+    assert_int_equal(cdc_epochs_ack(&t, &b.ack, 1, &err), CDC_ACK_COMPLETE);
+    cdc_checkpoint_t *c = cdc_epochs_take_complete(&t);
+    assert_non_null(c);
+    assert_int_equal(cdc_checkpoint_truncated(c, "ns.t"), (1u << 2) | (1u << 4));
+    cdc_checkpoint_free(c);
+    cdc_epochs_clear(&t);
+}
+
 static void test_reset_aborts_open(void **state)
 {
     cdc_epochs_t t;
@@ -238,6 +273,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_complete_needs_set),
         cmocka_unit_test(test_stale_and_foreign_rejected),
+        cmocka_unit_test(test_truncates),
         cmocka_unit_test(test_reset_aborts_open),
         cmocka_unit_test(test_overdue),
         cmocka_unit_test(test_reservation),

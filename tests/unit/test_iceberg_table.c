@@ -4,7 +4,8 @@
  * numbers, refs, logs), schema change, the optimistic commit (two handles and two
  * racing threads: each version won exactly once, the loser gets CDC_ERR_CONFLICT),
  * bounded manifest growth over 200 commits, previous-versions-max, the hint
- * lagging behind the newest metadata file, and the referenced-files listing.
+ * lagging behind the newest metadata file, the referenced-files listing, and removing
+ * files (overwrite/delete snapshots that drop one partition's files).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -436,6 +437,143 @@ static void test_manifest_growth_bounded(void **state)
     cdc_ice_table_close(t);
 }
 
+/* ---- removing files (TRUNCATE of one partition's rows) ------------------------------ */
+
+static void tagged_file(cdc_ice_data_file_t *df, const char *loc, cdc_ice_content_t content,
+                        int64_t rows, const char *tag)
+{
+    fake_file(df, loc, content, rows);
+    free(df->path);
+    df->path = cdc_ice_data_file_location(loc, tag);
+}
+
+static bool remove_tagged(const cdc_ice_data_file_t *file, void *arg)
+{
+    const char *base = strrchr(file->path, '/');
+    return base != NULL && strstr(base, (const char *)arg) != NULL;
+}
+
+static bool live_has(cdc_ice_live_file_t *lf, size_t n, const char *path)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(lf[i].file.path, path) == 0)
+            return true;
+    return false;
+}
+
+static void check_remove(fixture_t *f, const char *min_merge)
+{
+    cdc_error_t e;
+    cdc_ice_table_t *t;
+    cdc_ice_props_t props = {0};
+    cdc_ice_props_set(&props, "commit.manifest.min-count-to-merge", min_merge);
+    assert_int_equal(cdc_ice_table_open(f->st, f->loc, &SCHEMA, &props, &t, &e), CDC_OK);
+    cdc_ice_data_file_t a, b, c, d, x, g;
+    tagged_file(&a, f->loc, CDC_ICE_CONTENT_DATA, 10, "j-e1-p0-data");
+    tagged_file(&b, f->loc, CDC_ICE_CONTENT_DATA, 5, "j-e1-p1-data");
+    tagged_file(&c, f->loc, CDC_ICE_CONTENT_DATA, 3, "j-e2-p0-data");
+    tagged_file(&d, f->loc, CDC_ICE_CONTENT_EQUALITY_DELETES, 2, "j-e2-p0-eqdel");
+    tagged_file(&x, f->loc, CDC_ICE_CONTENT_DATA, 4, "j-e2-p1-data");
+    tagged_file(&g, f->loc, CDC_ICE_CONTENT_DATA, 7, "j-e3-p0-data");
+    cdc_ice_data_file_t ab[] = {a, b}, cx[] = {c, x};
+    assert_int_equal(cdc_ice_table_append(t, ab, 2, NULL, NULL, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_row_delta(t, cx, 2, &d, 1, NULL, NULL, &e), CDC_OK);
+
+    /* partition 0 truncated: its data and delete files go, g comes in the same snapshot */
+    cdc_ice_commit_t ic = {
+        .data_files = &g, .ndata_files = 1, .remove = remove_tagged, .remove_arg = (void *)"-p0-"};
+    assert_int_equal(cdc_ice_table_commit(t, &ic, NULL, &e), CDC_OK);
+    const cdc_ice_snapshot_t *sn = cdc_ice_metadata_current_snapshot(cdc_ice_table_metadata(t));
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "operation"), "overwrite");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "added-data-files"), "1");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "deleted-data-files"), "2");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "deleted-records"), "13");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "removed-delete-files"), "1");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "removed-equality-deletes"), "2");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "total-records"), "16"); /* 5+4+7 */
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "total-data-files"), "3");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "total-delete-files"), "0");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "total-equality-deletes"), "0");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "total-files-size"), "3016");
+
+    /* a second handle sees the same live files (b, x, g) */
+    cdc_ice_table_t *t2;
+    cdc_ice_live_file_t *lf;
+    size_t nlf;
+    assert_int_equal(cdc_ice_table_load(f->st, f->loc, &t2, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_live_files(t2, &lf, &nlf, &e), CDC_OK);
+    assert_int_equal(nlf, 3);
+    assert_true(live_has(lf, nlf, b.path) && live_has(lf, nlf, x.path) &&
+                live_has(lf, nlf, g.path));
+    for (size_t i = 0; i < nlf; i++)
+        if (strcmp(lf[i].file.path, b.path) == 0)
+            assert_int_equal(lf[i].sequence_number, 1); /* kept its sequence number */
+    cdc_ice_live_files_free(lf, nlf);
+    cdc_ice_table_close(t2);
+
+    /* removal only (partition 1): operation "delete" */
+    ic = (cdc_ice_commit_t){.remove = remove_tagged, .remove_arg = (void *)"-p1-"};
+    assert_int_equal(cdc_ice_table_commit(t, &ic, NULL, &e), CDC_OK);
+    sn = cdc_ice_metadata_current_snapshot(cdc_ice_table_metadata(t));
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "operation"), "delete");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "deleted-data-files"), "2");
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "total-records"), "7");
+    assert_int_equal(cdc_ice_table_live_files(t, &lf, &nlf, &e), CDC_OK);
+    assert_int_equal(nlf, 1);
+    assert_string_equal(lf[0].file.path, g.path);
+    cdc_ice_live_files_free(lf, nlf);
+
+    /* nothing matches: a plain commit, and later commits keep the state */
+    cdc_ice_data_file_t h;
+    tagged_file(&h, f->loc, CDC_ICE_CONTENT_DATA, 1, "j-e5-p2-data");
+    ic = (cdc_ice_commit_t){
+        .data_files = &h, .ndata_files = 1, .remove = remove_tagged, .remove_arg = (void *)"-p1-"};
+    assert_int_equal(cdc_ice_table_commit(t, &ic, NULL, &e), CDC_OK);
+    sn = cdc_ice_metadata_current_snapshot(cdc_ice_table_metadata(t));
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "operation"), "append");
+    assert_null(cdc_ice_props_get(&sn->summary, "deleted-data-files"));
+    assert_string_equal(cdc_ice_props_get(&sn->summary, "total-records"), "8");
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(cdc_ice_table_append(t, &h, 0, NULL, NULL, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_live_files(t, &lf, &nlf, &e), CDC_OK);
+    assert_int_equal(nlf, 2);
+    assert_true(live_has(lf, nlf, g.path) && live_has(lf, nlf, h.path));
+    cdc_ice_live_files_free(lf, nlf);
+
+    /* once the snapshots where they were live expire, removed files are unreferenced */
+    char **refs;
+    size_t nrefs;
+    assert_int_equal(cdc_ice_table_expire_snapshots(t, INT64_MAX, 1, NULL, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_referenced_files(t, &refs, &nrefs, &e), CDC_OK);
+    for (size_t i = 0; i < nrefs; i++) {
+        assert_true(strcmp(refs[i], a.path) != 0 && strcmp(refs[i], d.path) != 0 &&
+                    strcmp(refs[i], b.path) != 0);
+    }
+    bool has_g = false;
+    for (size_t i = 0; i < nrefs; i++)
+        has_g |= strcmp(refs[i], g.path) == 0;
+    assert_true(has_g);
+    cdc_storage_list_free(refs, nrefs);
+
+    cdc_ice_data_file_t *all[] = {&a, &b, &c, &d, &x, &g, &h};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        cdc_ice_data_file_clear(all[i]);
+    cdc_ice_props_free(&props);
+    cdc_ice_table_close(t);
+}
+
+/* Without manifest merging (the removing commit rewrites the manifests that list the
+ * files) and with merging at every commit. */
+static void test_remove_files(void **state)
+{
+    check_remove(*state, "100");
+}
+
+static void test_remove_files_merging(void **state)
+{
+    check_remove(*state, "2");
+}
+
 static void test_hint_lagging(void **state)
 {
     fixture_t *f = *state;
@@ -471,6 +609,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_racing_committers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_manifest_growth_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hint_lagging, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remove_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remove_files_merging, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

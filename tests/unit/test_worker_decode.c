@@ -271,7 +271,25 @@ static void test_dlq_classes(void **state)
                CDC_DLQ_TYPE_MISMATCH); /* key declared not null */
     expect_dlq(cat, "{\"op\":\"x\",\"after\":{\"id\":1},\"source\":{\"lsn\":1}}", 1,
                CDC_DLQ_UNKNOWN_OP);
-    expect_dlq(cat, "{\"op\":\"t\",\"source\":{\"lsn\":1}}", 1, CDC_DLQ_UNKNOWN_OP);
+    /* a truncate without the cdc.schema header (Debezium: in one partition only) */
+    expect_dlq(cat, "{\"op\":\"t\",\"source\":{\"lsn\":1}}", -1, CDC_DLQ_UNKNOWN_OP);
+    {
+        /* from the capture (header version): applied; entity = the table identity */
+        cdc_change_t c;
+        cdc_decode_error_t de;
+        assert_int_equal(decode_str(cat, TOPIC, NULL,
+                                    "{\"before\":null,\"after\":null,\"op\":\"t\",\"source\":{"
+                                    "\"lsn\":7,\"sequence\":\"[\\\"9\\\",\\\"7\\\"]\"}}",
+                                    1, &c, &de),
+                         CDC_OK);
+        assert_int_equal(c.op, CDC_OP_TRUNCATE);
+        assert_int_equal(c.lsn, 7);
+        assert_int_equal(c.commit_lsn, 9);
+        assert_null(c.after.vals);
+        assert_int_equal(c.entity_len, strlen("public.orders") + 1);
+        assert_memory_equal(c.entity, "public.orders", c.entity_len);
+        cdc_change_clear(&c);
+    }
     expect_dlq(cat, "{\"op\":\"c\",\"after\":{\"id\":\"one\"},\"source\":{\"lsn\":1}}", 1,
                CDC_DLQ_TYPE_MISMATCH);
     expect_dlq(cat, "{\"op\":\"c\",\"after\":{\"id\":1,\"amount\":\"1.234\"},\"source\":{}}", 1,

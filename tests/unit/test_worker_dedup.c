@@ -2,7 +2,8 @@
  * Unit tests for worker/dedup.c and worker/toast.c on a real RocksDB store
  * (common/state.c): exact replay, out-of-order duplicate, replay after restoring the
  * store from a checkpoint copy, TOAST repair from the stored image, a checkpoint taken
- * at a barrier cut while later changes keep coming.
+ * at a barrier cut while later changes keep coming, truncate (rows of the table reset,
+ * replays before it dropped, also after a restore).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -347,6 +348,166 @@ static void test_checkpoint_at_cut(void **state)
     cdc_change_clear(&c);
 }
 
+/* A truncate event of the test table (capture format: no key, no rows). */
+static void make_truncate(fx_t *f, cdc_change_t *c, const char *topic, uint64_t commit_lsn,
+                          uint64_t lsn)
+{
+    char v[512];
+    cdc_decode_error_t de;
+    snprintf(v, sizeof(v),
+             "{\"op\":\"t\",\"before\":null,\"after\":null,\"source\":{\"lsn\":%llu,"
+             "\"commit_lsn\":%llu}}",
+             (unsigned long long)lsn, (unsigned long long)commit_lsn);
+    cdc_decode_input_t in = {topic, 0, 0, NULL, 0, v, strlen(v), 2};
+    assert_int_equal(cdc_decode(f->cat, NULL, &in, c, &de), CDC_OK);
+    assert_int_equal(c->op, CDC_OP_TRUNCATE);
+}
+
+/* Truncate: the table's rows are gone from state (keys are new again), the other table
+ * keeps its rows, and replays of the truncate and of anything before it are dropped,
+ * also after restoring the store from a checkpoint. */
+static void test_truncate(void **state)
+{
+    fx_t *f = *state;
+    cdc_change_t c;
+    cdc_error_t e;
+    bool live;
+    size_t n;
+    const char *other = "cdc.public.orders2";
+    char *v2 = fixture("capture_schema_v2.json", &n), *pos = strstr(v2, "\"orders\"");
+    assert_non_null(pos);
+    char doc[8192];
+    snprintf(doc, sizeof(doc), "%.*s\"orders2\"%s", (int)(pos - v2), v2, pos + 8);
+    free(v2);
+    assert_int_equal(cdc_catalog_register_json(f->cat, other, 2, doc, strlen(doc), &e), CDC_OK);
+
+    for (int id = 1; id <= 5; id++) {
+        make(f, &c, 'c', id, 100 + (uint64_t)id, 100 + (uint64_t)id, NULL);
+        assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+        cdc_change_clear(&c);
+        if (id == 3)
+            assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK); /* 4, 5 stay pending */
+    }
+    {
+        cdc_decode_error_t de;
+        const char *v = "{\"op\":\"c\",\"after\":{\"id\":1},\"source\":{\"lsn\":50,"
+                        "\"commit_lsn\":50}}";
+        cdc_decode_input_t in = {other, 0, 0, NULL, 0, v, strlen(v), 2};
+        assert_int_equal(cdc_decode(f->cat, NULL, &in, &c, &de), CDC_OK);
+        assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+        cdc_change_clear(&c);
+    }
+
+    make_truncate(f, &c, TOPIC, 200, 200);
+    assert_int_equal(c.entity_len, strlen("public.orders") + 1);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    /* after the next flush the rows are gone from the store itself (range delete) */
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    for (int id = 1; id <= 5; id++) {
+        void *val = NULL;
+        size_t vlen = 0;
+        make(f, &c, 'c', id, 1, 1, NULL);
+        assert_int_equal(
+            cdc_state_get(f->d->st, CDC_ROWS_FAMILY, c.entity, c.entity_len, &val, &vlen, &e),
+            CDC_ERR_NOT_FOUND);
+        cdc_change_clear(&c);
+    }
+    make_truncate(f, &c, TOPIC, 200, 200); /* the truncate replayed */
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_REPLAY);
+    cdc_change_clear(&c);
+    /* replays of changes before it (also earlier in its transaction) */
+    make(f, &c, 'c', 1, 101, 101, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_STALE);
+    cdc_change_clear(&c);
+    make(f, &c, 'c', 5, 105, 105, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_STALE);
+    cdc_change_clear(&c);
+    make(f, &c, 'c', 9, 200, 190, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_STALE);
+    cdc_change_clear(&c);
+    /* after it (same transaction, later statement; then a later one): keys are new */
+    make(f, &c, 'c', 2, 200, 210, NULL);
+    assert_int_equal(apply(f, &c, &live), CDC_DEDUP_NEW);
+    assert_false(live);
+    cdc_change_clear(&c);
+    make(f, &c, 'c', 5, 300, 300, NULL);
+    assert_int_equal(apply(f, &c, &live), CDC_DEDUP_NEW);
+    assert_false(live);
+    cdc_change_clear(&c);
+    /* the other table is untouched */
+    {
+        cdc_decode_error_t de;
+        const char *v = "{\"op\":\"u\",\"after\":{\"id\":1},\"source\":{\"lsn\":400,"
+                        "\"commit_lsn\":400}}";
+        cdc_decode_input_t in = {other, 0, 0, NULL, 0, v, strlen(v), 2};
+        assert_int_equal(cdc_decode(f->cat, NULL, &in, &c, &de), CDC_OK);
+        assert_int_equal(apply(f, &c, &live), CDC_DEDUP_NEW);
+        assert_true(live);
+        cdc_change_clear(&c);
+    }
+
+    /* checkpoint, restore elsewhere: the marker comes back from the store */
+    char cp[300], db2[300], cmd[700];
+    snprintf(cp, sizeof(cp), "%s/cpt", f->dir);
+    assert_int_equal(cdc_dedup_checkpoint(f->d, cp, &e), CDC_OK);
+    cdc_dedup_close(f->d);
+    f->d = NULL;
+    snprintf(db2, sizeof(db2), "%s/dbt", f->dir);
+    snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", cp, db2);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(cdc_dedup_open(db2, 86400, &f->d, &e), CDC_OK);
+    make(f, &c, 'c', 3, 103, 103, NULL);
+    assert_int_equal(apply(f, &c, &live), CDC_DEDUP_STALE);
+    cdc_change_clear(&c);
+    make_truncate(f, &c, TOPIC, 200, 200);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_REPLAY);
+    cdc_change_clear(&c);
+    make(f, &c, 'u', 5, 350, 350, NULL);
+    assert_int_equal(apply(f, &c, &live), CDC_DEDUP_NEW);
+    assert_true(live);
+    cdc_change_clear(&c);
+    make(f, &c, 'c', 4, 104, 104, NULL); /* was pending at the truncate */
+    assert_int_equal(apply(f, &c, &live), CDC_DEDUP_STALE);
+    cdc_change_clear(&c);
+    /* a second truncate moves the mark */
+    make_truncate(f, &c, TOPIC, 500, 500);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    make(f, &c, 'u', 5, 350, 350, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_STALE);
+    cdc_change_clear(&c);
+    make(f, &c, 'c', 5, 600, 600, NULL);
+    assert_int_equal(apply(f, &c, &live), CDC_DEDUP_NEW);
+    assert_false(live);
+    cdc_change_clear(&c);
+    assert_int_equal(cdc_state_estimate_keys(f->d->st, CDC_ROWS_FAMILY) < 100, true);
+
+    /* a truncate after a barrier cut stays out of that checkpoint */
+    assert_int_equal(cdc_dedup_cut(f->d, &e), CDC_OK);
+    make_truncate(f, &c, TOPIC, 700, 700);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    make(f, &c, 'u', 5, 650, 650, NULL); /* before it: dropped while still pending */
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_STALE);
+    cdc_change_clear(&c);
+    make(f, &c, 'c', 5, 800, 800, NULL);
+    assert_int_equal(apply(f, &c, &live), CDC_DEDUP_NEW);
+    assert_false(live); /* the row from before is ignored, though still in the store */
+    cdc_change_clear(&c);
+    snprintf(cp, sizeof(cp), "%s/cpt2", f->dir);
+    assert_int_equal(cdc_dedup_checkpoint_cut(f->d, cp, &e), CDC_OK);
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    make_truncate(f, &c, TOPIC, 700, 700);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_REPLAY);
+    cdc_change_clear(&c);
+    cdc_dedup_close(f->d);
+    f->d = open_copy(f, cp, "dbt2");
+    make_truncate(f, &c, TOPIC, 700, 700); /* the checkpoint predates it */
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -356,6 +517,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_toast_repair, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pending_and_flushed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_at_cut, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_truncate, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /*
  * Unit tests for worker/stage.c (per-epoch collapse) and worker/dlq.c (dead-letter
  * headers): several changes to one key collapse to one final image; new keys need no
- * equality delete; a delete writes only the delete; the changelog keeps every change.
+ * equality delete; a delete writes only the delete; the changelog keeps every change;
+ * a truncate drops the epoch's earlier mirror entries (changelog 't' row on partition 0).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -161,6 +162,105 @@ static void test_collapse(void **state)
     cdc_catalog_free(cat);
 }
 
+/* A change or truncate of the test table in Kafka partition p. */
+static void change_in(cdc_catalog_t *cat, cdc_change_t *c, char op, int id, int32_t p, uint64_t lsn,
+                      int64_t offset)
+{
+    char v[512];
+    cdc_decode_error_t de;
+    if (op == 't')
+        snprintf(v, sizeof(v),
+                 "{\"op\":\"t\",\"before\":null,\"after\":null,\"source\":{\"lsn\":%llu}}",
+                 (unsigned long long)lsn);
+    else
+        snprintf(v, sizeof(v),
+                 "{\"op\":\"%c\",\"after\":{\"id\":%d,\"customer\":\"c%d\"},\"source\":{"
+                 "\"lsn\":%llu}}",
+                 op, id, id, (unsigned long long)lsn);
+    cdc_decode_input_t in = {TOPIC, p, offset, NULL, 0, v, strlen(v), 1};
+    assert_int_equal(cdc_decode(cat, NULL, &in, c, &de), CDC_OK);
+}
+
+/* Truncate: the epoch's earlier mirror entries go, the changelog keeps them; only
+ * partition 0 records the truncate in the changelog; the table is marked truncated. */
+static void test_truncate(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = cdc_catalog_new();
+    cdc_error_t e;
+    size_t n;
+    char *v1 = fixture("capture_schema_v1.json", &n);
+    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 1, v1, n, &e), CDC_OK);
+    free(v1);
+    char wh[256];
+    const char *tmpd = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(wh, sizeof(wh), "%s/test_stage_t.XXXXXX", tmpd);
+    assert_non_null(mkdtemp(wh));
+    cdc_storage_t *storage;
+    assert_int_equal(cdc_storage_open(wh, NULL, &storage, &e), CDC_OK);
+    cdc_stage_write_options_t wo = {.warehouse = wh, .job = "j1"};
+
+    for (int32_t p = 0; p <= 4; p += 4) {
+        cdc_stage_t s;
+        cdc_stage_init(&s, (uint32_t)p, 9);
+        struct {
+            char op;
+            int id;
+            bool live_before;
+        } seq[] = {
+            {'c', 1, false}, {'u', 2, true}, {'t', 0, false}, {'c', 2, false}, {'c', 3, false}};
+        size_t bytes_before_truncate = 0;
+        for (size_t i = 0; i < sizeof(seq) / sizeof(seq[0]); i++) {
+            cdc_change_t c;
+            if (seq[i].op == 't')
+                bytes_before_truncate = s.bytes;
+            change_in(cat, &c, seq[i].op, seq[i].id, p, 100 + i, (int64_t)(50 + i));
+            assert_int_equal(cdc_stage_add(&s, &c, seq[i].live_before, &e), CDC_OK);
+            cdc_change_clear(&c);
+            if (seq[i].op == 't')
+                assert_true(s.bytes < bytes_before_truncate);
+        }
+        assert_int_equal(s.ntables, 1);
+        const cdc_stage_table_t *t = &s.tables[0];
+        assert_true(t->truncated);
+        assert_int_equal(t->nentries, 2); /* 2 and 3, both new after the truncate */
+        assert_null(entry(t, 1));
+        assert_false(entry(t, 2)->needs_delete);
+        assert_int_equal(t->nchangelog, p == 0 ? 5 : 4);
+        if (p == 0) {
+            assert_int_equal(t->changelog[2].op, 't');
+            assert_null(t->changelog[2].row.vals);
+            assert_int_equal(t->changelog[2].offset, 52);
+        }
+        cdc_stage_file_t *files;
+        size_t nfiles;
+        assert_int_equal(cdc_stage_write(&s, storage, &wo, &files, &nfiles, &e), CDC_OK);
+        assert_int_equal(nfiles, 2); /* data (2 rows) + changelog; no deletes */
+        assert_int_equal(files[0].df.content, CDC_ICE_CONTENT_DATA);
+        assert_int_equal(files[0].df.record_count, 2);
+        assert_string_equal(files[1].table, "public.orders_changelog");
+        assert_int_equal(files[1].df.record_count, p == 0 ? 5 : 4);
+        cdc_stage_files_free(files, nfiles);
+
+        /* a truncate alone: no mirror file, still truncated */
+        cdc_stage_reset(&s, 10);
+        cdc_change_t c;
+        change_in(cat, &c, 't', 0, p, 300, 70);
+        assert_int_equal(cdc_stage_add(&s, &c, false, &e), CDC_OK);
+        cdc_change_clear(&c);
+        assert_true(s.tables[0].truncated);
+        assert_int_equal(cdc_stage_write(&s, storage, &wo, &files, &nfiles, &e), CDC_OK);
+        assert_int_equal(nfiles, p == 0 ? 1 : 0);
+        cdc_stage_files_free(files, nfiles);
+        cdc_stage_free(&s);
+    }
+    cdc_storage_close(storage);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", wh);
+    assert_int_equal(system(cmd), 0);
+    cdc_catalog_free(cat);
+}
+
 static void test_many_keys(void **state)
 {
     (void)state;
@@ -217,6 +317,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_collapse),
         cmocka_unit_test(test_many_keys),
+        cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_dlq_headers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
