@@ -107,7 +107,9 @@ typedef struct cdc_ckpt_summary {
 
 typedef struct cdc_coord {
     cdc_coord_config_t cfg;
-    volatile sig_atomic_t *stop;
+    /* Set by the signal handler, which may run on any thread; atomic so that every
+     * thread reads it without a data race (lock-free: allowed in a handler). */
+    volatile _Atomic sig_atomic_t *stop;
 
     cdc_etcd_t *etcd;
     cdc_msg_server_t *msg;

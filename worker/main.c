@@ -76,7 +76,7 @@ static const cdc_opt_t options[] = {
     CDC_OPT_END,
 };
 
-static volatile sig_atomic_t stop_flag;
+static volatile _Atomic sig_atomic_t stop_flag; /* read by other threads */
 
 static void on_signal(int sig)
 {
