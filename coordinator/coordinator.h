@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -159,7 +160,8 @@ typedef struct cdc_coord {
     cdc_histogram_t *m_latency, *m_record_latency;
 
     pthread_mutex_t status_mu;
-    char *status_json; /* published snapshot, guarded by status_mu */
+    char *status_json;      /* published snapshot, guarded by status_mu */
+    _Atomic int state_seen; /* c->state for the HTTP thread (/readyz) */
 } cdc_coord_t;
 
 /* Opens servers and clients from c->cfg. */

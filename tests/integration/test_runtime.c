@@ -22,6 +22,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,8 +54,8 @@ typedef struct rt {
     bool loader_running; /* started and not joined yet */
     int inserts;         /* ids 1..inserts */
     int rate;            /* inserts per second */
-    volatile int produced_events;
-    volatile bool loader_done;
+    _Atomic int produced_events; /* loader thread -> test thread */
+    _Atomic bool loader_done;
     uint64_t lsn;
 } rt_t;
 
