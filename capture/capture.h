@@ -59,6 +59,7 @@ typedef struct cdc_capture_table {
     cdc_schema_doc_t latest; /* latest registered version on Kafka (from the registry) */
     bool has_latest;
     char version_str[24];
+    size_t version_len;
     cdc_buf_t source_head; /* cached constant head of the envelope's "source" */
     char **col_names;      /* cached `"col":` per column of doc */
     size_t *col_name_lens;
@@ -169,10 +170,13 @@ cdc_err_t cdc_registry_load(cdc_capture_t *cap, cdc_error_t *e);
 cdc_err_t cdc_registry_mark_snapshot(cdc_capture_t *cap, uint64_t lsn, const char *mode,
                                      cdc_error_t *e);
 
-/* Produces one event (copying key and value), with backpressure; tx = txtrack id. */
+/*
+ * Produces one event (copying key and value) with the `cdc.schema` header, with
+ * backpressure; ts_ms = the Kafka message timestamp (the envelope's ts_ms), tx = txtrack id.
+ */
 cdc_err_t cdc_capture_produce(cdc_capture_t *cap, cdc_capture_table_t *t, int32_t partition,
-                              const cdc_buf_t *key, const cdc_buf_t *value, char op, uint64_t tx,
-                              cdc_error_t *e);
+                              const cdc_buf_t *key, const cdc_buf_t *value, int64_t ts_ms,
+                              uint64_t tx, cdc_error_t *e);
 
 /* Runs the initial snapshot with the exported snapshot name at the consistent point. */
 cdc_err_t cdc_snapshot_run(cdc_capture_t *cap, const char *snapshot_name, uint64_t consistent_lsn,

@@ -14,7 +14,7 @@
 
 /* ---- buffer ---------------------------------------------------------------------- */
 
-static bool reserve(cdc_buf_t *b, size_t extra)
+bool cdc_buf_grow(cdc_buf_t *b, size_t extra)
 {
     size_t need, ncap;
     char *n;
@@ -51,26 +51,9 @@ void cdc_buf_free(cdc_buf_t *b)
     memset(b, 0, sizeof(*b));
 }
 
-void cdc_buf_put(cdc_buf_t *b, const void *p, size_t n)
-{
-    if (!reserve(b, n))
-        return;
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
 void cdc_buf_puts(cdc_buf_t *b, const char *s)
 {
     cdc_buf_put(b, s, strlen(s));
-}
-
-void cdc_buf_putc(cdc_buf_t *b, char c)
-{
-    if (!reserve(b, 1))
-        return;
-    b->data[b->len++] = c;
-    b->data[b->len] = '\0';
 }
 
 void cdc_buf_printf(cdc_buf_t *b, const char *fmt, ...)
@@ -78,7 +61,7 @@ void cdc_buf_printf(cdc_buf_t *b, const char *fmt, ...)
     va_list ap;
     int n;
 
-    if (!reserve(b, 64))
+    if (!cdc_buf_grow(b, 64))
         return;
     va_start(ap, fmt);
     n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
@@ -88,7 +71,7 @@ void cdc_buf_printf(cdc_buf_t *b, const char *fmt, ...)
         return;
     }
     if ((size_t)n >= b->cap - b->len) {
-        if (!reserve(b, (size_t)n))
+        if (!cdc_buf_grow(b, (size_t)n))
             return;
         va_start(ap, fmt);
         vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
@@ -97,15 +80,29 @@ void cdc_buf_printf(cdc_buf_t *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
+/* "00" .. "99": two digits per division (the envelope has half a dozen integers). */
+static const char digit_pairs[201] = "000102030405060708091011121314151617181920212223242526272829"
+                                     "303132333435363738394041424344454647484950515253545556575859"
+                                     "606162636465666768697071727374757677787980818283848586878889"
+                                     "90919293949596979899";
+
 void cdc_buf_put_u64(cdc_buf_t *b, uint64_t v)
 {
-    char tmp[24];
-    int i = 24;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    cdc_buf_put(b, tmp + i, (size_t)(24 - i));
+    char tmp[20];
+    int i = 20;
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100) * 2;
+        v /= 100;
+        tmp[--i] = digit_pairs[r + 1];
+        tmp[--i] = digit_pairs[r];
+    }
+    if (v >= 10) {
+        tmp[--i] = digit_pairs[v * 2 + 1];
+        tmp[--i] = digit_pairs[v * 2];
+    } else {
+        tmp[--i] = (char)('0' + v);
+    }
+    cdc_buf_put(b, tmp + i, (size_t)(20 - i));
 }
 
 void cdc_buf_put_i64(cdc_buf_t *b, int64_t v)
@@ -118,19 +115,36 @@ void cdc_buf_put_i64(cdc_buf_t *b, int64_t v)
     }
 }
 
+/* Bytes a JSON string cannot hold as they are: control characters, '"' and '\\'. */
+static const unsigned char json_escape[256] = {1, 1, 1, 1, 1, 1, 1, 1, 1,         1,         1, 1,
+                                               1, 1, 1, 1, 1, 1, 1, 1, 1,         1,         1, 1,
+                                               1, 1, 1, 1, 1, 1, 1, 1, ['"'] = 1, ['\\'] = 1};
+
 void cdc_buf_json_str(cdc_buf_t *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
     size_t i, start = 0;
 
-    if (!reserve(b, n + 2))
+    if (!cdc_buf_grow(b, n + 2))
         return;
+    /* the common case: nothing to escape, one copy */
+    for (i = 0; i < n; i++)
+        if (json_escape[(unsigned char)s[i]])
+            break;
+    if (i == n) {
+        b->data[b->len] = '"';
+        memcpy(b->data + b->len + 1, s, n);
+        b->data[b->len + 1 + n] = '"';
+        b->len += n + 2;
+        b->data[b->len] = '\0';
+        return;
+    }
     b->data[b->len++] = '"';
-    for (i = 0; i < n; i++) {
+    for (; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         const char *esc = NULL;
         char u[7];
-        if (c >= 0x20 && c != '"' && c != '\\')
+        if (!json_escape[c])
             continue;
         cdc_buf_put(b, s + start, i - start);
         start = i + 1;
@@ -330,7 +344,7 @@ void cdc_event_put_base64_of_hex(cdc_buf_t *b, const char *s, size_t len)
         cdc_buf_json_str(b, s, len);
         return;
     }
-    if (!reserve(b, (len - 2) / 2 * 4 / 3 + 8))
+    if (!cdc_buf_grow(b, (len - 2) / 2 * 4 / 3 + 8))
         return;
     cdc_buf_putc(b, '"');
     for (i = 2; i + 1 < len; i += 2) {

@@ -143,8 +143,8 @@ static cdc_err_t emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t, PGresult 
             return cdc_error_set(e, CDC_ERR_INTERNAL, "snapshot row of %s.%s without key",
                                  t->schema, t->name);
         cdc_event_encode_value(&cap->value, &ev);
-        rc = cdc_capture_produce(cap, t, CDC_KAFKA_PARTITION_ANY, &cap->key, &cap->value, 'r', tx,
-                                 e);
+        rc = cdc_capture_produce(cap, t, CDC_KAFKA_PARTITION_ANY, &cap->key, &cap->value, ev.ts_ms,
+                                 tx, e);
         if (rc != CDC_OK)
             return rc;
         cdc_metrics_counter_inc(t->m_snapshot_rows);

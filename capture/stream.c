@@ -227,22 +227,22 @@ static cdc_err_t send_status(cdc_capture_t *cap, cdc_error_t *e)
 }
 
 cdc_err_t cdc_capture_produce(cdc_capture_t *cap, cdc_capture_table_t *t, int32_t partition,
-                              const cdc_buf_t *key, const cdc_buf_t *value, char op, uint64_t tx,
-                              cdc_error_t *e)
+                              const cdc_buf_t *key, const cdc_buf_t *value, int64_t ts_ms,
+                              uint64_t tx, cdc_error_t *e)
 {
-    char opstr[2] = {op, '\0'};
-    cdc_kafka_header_t hdr[2] = {
-        {"cdc.schema", t->version_str, strlen(t->version_str)},
-        {"cdc.op", opstr, 1},
-    };
+    /* One header per event: librdkafka allocates a header list per message (list, array
+     * and one block per header, freed with the delivery report), the largest per-event
+     * cost left in the producer path, so the events carry only what consumers need. */
+    cdc_kafka_header_t hdr = {"cdc.schema", t->version_str, t->version_len};
     cdc_kafka_record_t rec = {.topic = t->topic,
                               .partition = partition,
                               .key = key ? key->data : NULL,
                               .key_len = key ? key->len : 0,
                               .value = value->data,
                               .value_len = value->len,
-                              .headers = hdr,
-                              .header_count = 2,
+                              .headers = &hdr,
+                              .header_count = 1,
+                              .timestamp_ms = ts_ms,
                               .opaque = (void *)(uintptr_t)tx};
     cdc_err_t rc;
 
@@ -409,7 +409,7 @@ static cdc_err_t emit(cdc_capture_t *cap, cdc_capture_table_t *t, char op, uint6
                              "change at %" PRIu64 " of %s.%s lacks a key column value", lsn,
                              t->schema, t->name);
     cdc_event_encode_value(&cap->value, &ev);
-    return cdc_capture_produce(cap, t, CDC_KAFKA_PARTITION_ANY, &cap->key, &cap->value, op,
+    return cdc_capture_produce(cap, t, CDC_KAFKA_PARTITION_ANY, &cap->key, &cap->value, ev.ts_ms,
                                cap->tx_id, e);
 }
 
@@ -471,7 +471,7 @@ static cdc_err_t on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t 
             cdc_event_encode_value(&cap->value, &ev);
             /* every partition sees the truncate in order with its rows */
             for (int32_t p = 0; p < t->partitions; p++) {
-                rc = cdc_capture_produce(cap, t, p, NULL, &cap->value, 't', cap->tx_id, e);
+                rc = cdc_capture_produce(cap, t, p, NULL, &cap->value, ev.ts_ms, cap->tx_id, e);
                 if (rc != CDC_OK)
                     return rc;
             }

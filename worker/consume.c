@@ -40,7 +40,7 @@ static int topic_index(const cdc_worker_t *w, const char *topic)
     return -1;
 }
 
-static cdc_table_metrics_t *table_metrics(cdc_worker_t *w, const char *ns, const char *table)
+static cdc_table_metrics_t *table_metrics_find(cdc_worker_t *w, const char *ns, const char *table)
 {
     char name[256];
     snprintf(name, sizeof(name), "%s.%s", ns, table);
@@ -62,6 +62,20 @@ static cdc_table_metrics_t *table_metrics(cdc_worker_t *w, const char *ns, const
     n->dups = cdc_metrics_counter(w->metrics, "cdc_worker_duplicates_dropped_total",
                                   "Replayed or out-of-order duplicate changes dropped.", labels);
     return n;
+}
+
+/* The series of a record's table: the same schema as the last record's in the common
+ * case (no formatting and string compares per record). */
+static cdc_table_metrics_t *table_metrics(cdc_worker_t *w, const cdc_source_schema_t *schema)
+{
+    if (schema == w->tm_schema && w->tm_index < w->ntmetrics)
+        return &w->tmetrics[w->tm_index];
+    cdc_table_metrics_t *tm = table_metrics_find(w, schema->ns, schema->table);
+    if (tm != NULL) {
+        w->tm_schema = schema;
+        w->tm_index = (size_t)(tm - w->tmetrics);
+    }
+    return tm;
 }
 
 static void *finalizer_main(void *arg);
@@ -448,7 +462,7 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
         cdc_change_clear(&c);
         goto advance;
     }
-    cdc_table_metrics_t *tm = table_metrics(w, c.schema->ns, c.schema->table);
+    cdc_table_metrics_t *tm = table_metrics(w, c.schema);
     if (tm != NULL)
         cdc_metrics_counter_inc(tm->in);
     rc = cdc_dedup_check(s->dedup, &c, &verdict, &img, &img_len, e);

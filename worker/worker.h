@@ -135,6 +135,8 @@ typedef struct cdc_worker {
     cdc_metrics_t *metrics;
     cdc_table_metrics_t *tmetrics;
     size_t ntmetrics;
+    const void *tm_schema; /* schema of the last record's table and its series index */
+    size_t tm_index;
     cdc_counter_t *m_dlq[CDC_DLQ__COUNT];
     cdc_counter_t *m_tombstones, *m_ckpt_bytes, *m_epochs, *m_aborts, *m_rejected;
     cdc_histogram_t *m_stage_seconds, *m_ckpt_seconds;

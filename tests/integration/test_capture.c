@@ -217,9 +217,16 @@ static void add_msg(evs_t *s, const cdc_kafka_msg_t *m)
         char v[32] = {0};
         memcpy(v, h.value, h.value_len < 31 ? h.value_len : 31);
         e->schema_version = atoi(v);
+        /* events carry only cdc.schema (docs/events.md); op is the envelope's */
+        if (cdc_kafka_msg_header_count(m) != 1)
+            fail_msg("event has %zu headers, expected only cdc.schema",
+                     cdc_kafka_msg_header_count(m));
     }
-    if (cdc_kafka_msg_header(m, "cdc.op", &h) && h.value_len == 1)
-        e->op = *(const char *)h.value;
+    {
+        const char *op = json_string_value(json_object_get(e->value, "op"));
+        if (op != NULL && strlen(op) == 1)
+            e->op = op[0];
+    }
     seq = json_string_value(json_object_get(json_object_get(e->value, "source"), "sequence"));
     if (seq) {
         json_t *a = json_loads(seq, 0, &jerr);

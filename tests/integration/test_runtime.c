@@ -371,6 +371,33 @@ static uint64_t etcd_number(rt_t *t, const char *name)
     return v;
 }
 
+/* Lines of path that contain needle. */
+static int count_in_file(const char *path, const char *needle)
+{
+    char line[4096];
+    int n = 0;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strstr(line, needle) != NULL)
+            n++;
+    fclose(f);
+    return n;
+}
+
+/* Waits until path has at least `want` lines containing needle. */
+static bool wait_count(const char *path, const char *needle, int want, int timeout_ms)
+{
+    long long t0 = cdc_test_now_ms();
+    while (count_in_file(path, needle) < want) {
+        if (cdc_test_now_ms() - t0 >= timeout_ms)
+            return false;
+        usleep(20000);
+    }
+    return true;
+}
+
 /* ---- tests -------------------------------------------------------------------------------- */
 
 static void run_plain(int nworkers)
@@ -434,15 +461,33 @@ static void test_pause_worker(void **state)
     static rt_t t; /* static: teardown() closes it after a failed assertion */
     (void)state;
 
-    rt_open(&t, "pause", 30000, 3000);
+    rt_open(&t, "pause", 90000, 3000); /* 30 s of load: three pause cycles */
     start_coordinator(&t, 0, NULL);
     for (int i = 0; i < 3; i++)
         start_worker(&t, i);
     rt_start_load(&t);
     wait_snapshots(&t, 3, 60000);
-    kill(t.workers[2], SIGSTOP);
-    wait_snapshots(&t, 4, 30000); /* declared dead after 2 s; the others go on */
-    kill(t.workers[2], SIGCONT);
+    /* Several pauses, each caught at a different point of the worker's epoch cycle; after
+     * each the worker must register again and take an assignment. */
+    for (int cycle = 0; cycle < 3; cycle++) {
+        char log[1200];
+        int assigned, lost;
+        snprintf(log, sizeof(log), "%s/worker-w02.log", t.dir);
+        assigned = count_in_file(log, "msg=\"assignment term");
+        snprintf(log, sizeof(log), "%s/coord0.log", t.dir);
+        lost = count_in_file(log, "w02\\\" (incarnation");
+        wait_snapshots(&t, 1, 30000);
+        usleep((useconds_t)cycle * 170000); /* 0, 170, 340 ms into the 500 ms epoch */
+        kill(t.workers[2], SIGSTOP);
+        /* declared lost after 2 s of missed heartbeats; the others go on */
+        assert_true(wait_count(log, "w02\\\" (incarnation", lost + 1, 30000));
+        wait_snapshots(&t, 1 + 2 * cycle, 30000); /* ever longer past being declared lost */
+        kill(t.workers[2], SIGCONT);
+        snprintf(log, sizeof(log), "%s/worker-w02.log", t.dir);
+        /* it must notice it was dropped, register again and take an assignment */
+        if (!wait_count(log, "msg=\"assignment term", assigned + 1, 30000))
+            fail_msg("paused worker w02 did not rejoin (pause %d)", cycle + 1);
+    }
     wait_snapshots(&t, 3, 30000);
     wait_drained_and_verify(&t, 180000);
     rt_close(&t);

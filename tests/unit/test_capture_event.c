@@ -276,6 +276,49 @@ static void test_key(void **state)
     cdc_buf_free(&b);
 }
 
+/* Integers (two digits per step), strings with and without escapes, buffer growth. */
+static void test_buffer_appends(void **state)
+{
+    static const uint64_t u[] = {0,   9,    10,    99,     100,           101,
+                                 999, 1000, 12345, 100000, 4294967295ULL, 18446744073709551615ULL};
+    static const int64_t s[] = {0, -1, -10, -99, -100, 7, INT64_MIN, INT64_MAX};
+    cdc_buf_t b = {0};
+    char want[48];
+    (void)state;
+    for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++) {
+        cdc_buf_reset(&b);
+        cdc_buf_put_u64(&b, u[i]);
+        snprintf(want, sizeof(want), "%llu", (unsigned long long)u[i]);
+        assert_string_equal(b.data, want);
+    }
+    for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
+        cdc_buf_reset(&b);
+        cdc_buf_put_i64(&b, s[i]);
+        snprintf(want, sizeof(want), "%lld", (long long)s[i]);
+        assert_string_equal(b.data, want);
+    }
+    cdc_buf_reset(&b);
+    cdc_buf_json_str(&b, "plain", 5);
+    cdc_buf_json_str(&b, "", 0);
+    cdc_buf_json_str(&b, "x\x1f", 2);
+    cdc_buf_json_str(&b, "\"", 1);
+    assert_string_equal(b.data, "\"plain\"\"\"\"x\\u001f\"\"\\\"\"");
+    /* many small appends across reallocations stay NUL-terminated and in order */
+    cdc_buf_reset(&b);
+    size_t total = 0;
+    for (int i = 0; i < 1000; i++) {
+        total += 1 + (size_t)(i % 11);
+        cdc_buf_putc(&b, (char)('a' + i % 26));
+        cdc_buf_put(&b, "0123456789", (size_t)(i % 11));
+    }
+    assert_false(b.oom);
+    assert_int_equal(b.len, total);
+    assert_int_equal(strlen(b.data), b.len);
+    assert_int_equal(b.data[0], 'a');
+    assert_int_equal(b.data[b.len - 1], '8'); /* i = 999: "012345678" */
+    cdc_buf_free(&b);
+}
+
 static void test_lsn_text(void **state)
 {
     char buf[32];
@@ -299,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_envelope_update_unchanged_toast),
         cmocka_unit_test(test_envelope_delete_key_only_and_nulls),
         cmocka_unit_test(test_key),
+        cmocka_unit_test(test_buffer_appends),
         cmocka_unit_test(test_lsn_text),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
