@@ -51,9 +51,9 @@ typedef struct rt {
     cdc_kafka_producer_t *prod;
     /* loader */
     pthread_t loader;
-    bool loader_running; /* started and not joined yet */
-    int inserts;         /* ids 1..inserts */
-    int rate;            /* inserts per second */
+    bool loader_running;         /* started and not joined yet */
+    int inserts;                 /* ids 1..inserts */
+    int rate;                    /* inserts per second */
     _Atomic int produced_events; /* loader thread -> test thread */
     _Atomic bool loader_done;
     uint64_t lsn;
