@@ -5,6 +5,8 @@
 #   tests/unit/test_*.c  -> build/tests/unit/test_*        (cmocka)
 #   tests/integration/test_*.c -> build/tests/integration/test_*  (need the harness)
 # `make asan` rebuilds everything with ASan+UBSan into build-asan/ and runs the tests.
+# `make tsan` rebuilds everything with ThreadSanitizer into build-tsan/ and runs the unit
+# tests and the integration tests that run worker and coordinator processes (TSAN_TESTS).
 
 BUILD   ?= build
 CC      ?= gcc
@@ -21,6 +23,13 @@ LDLIBS  := -lrdkafka -lpq -lnng -lprotobuf-c -lcurl -lrocksdb -ljansson -lzstd -
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
+endif
+# ThreadSanitizer cannot be combined with ASan: a separate mode and build directory.
+# tests/tsan/c11threads.c routes librdkafka's C11 threads through TSan's pthread hooks.
+ifeq ($(SAN),thread)
+CFLAGS    += -fsanitize=thread -fno-omit-frame-pointer
+TSAN_SHIM := $(BUILD)/obj/tests/tsan/c11threads.o
+LDFLAGS   += -fsanitize=thread $(TSAN_SHIM)
 endif
 
 PROTO_SRC := $(wildcard proto/*.proto)
@@ -53,7 +62,7 @@ BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 
 ALL_LIBS   := $(PROC_LIBS) $(HARNESS_LIB) $(LIBCDC)
 
-.PHONY: all bins tests test test-unit test-integration run lint fmt asan clean-build docs \
+.PHONY: all bins tests test test-unit test-integration run lint fmt asan tsan clean-build docs \
         setup bench chaos start stop clean run-chaos
 .DEFAULT_GOAL := all
 .SECONDARY: $(PROTO_C) $(PROTO_H)
@@ -108,6 +117,10 @@ $(BUILD)/benchmarks/%: $(BUILD)/obj/benchmarks/%.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS)
 
+ifneq ($(TSAN_SHIM),)
+$(PROC_BINS) $(TOOL_BINS) $(UNIT_BINS) $(INTEG_BINS) $(BENCH_BINS): | $(TSAN_SHIM)
+endif
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 # ---- setup, tests, run ------------------------------------------------------------
@@ -135,6 +148,14 @@ asan: setup
 	    rc=0; tests/run.sh unit build-asan || rc=1; tests/run.sh integration build-asan || rc=1; \
 	    exit $$rc
 
+# Integration tests that run worker and coordinator processes (the threaded code).
+TSAN_TESTS ?= test_worker test_runtime test_coordinator test_truncate
+tsan: setup
+	@$(MAKE) --no-print-directory BUILD=build-tsan SAN=thread OPT=-O1 -j$(NPROC) all
+	@export TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp"; \
+	    rc=0; tests/run.sh unit build-tsan || rc=1; \
+	    TESTS="$(TSAN_TESTS)" tests/run.sh integration build-tsan || rc=1; exit $$rc
+
 C_FILES = $(shell git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null)
 fmt:
 	clang-format -i $(C_FILES)
@@ -152,7 +173,7 @@ docs: bins
 	@tools/gen-config-docs.sh $(BUILD) > docs/configuration.md
 
 clean-build:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-tsan
 
 # ---- benchmarks, chaos, compose (scripts own the details) ----------------------------
 bench: setup

@@ -199,6 +199,82 @@ static cdc_err_t recv_env(nng_socket sock, int timeout_ms, Cdc__Envelope **env, 
     return err;
 }
 
+/*
+ * Bounded socket close. In NNG 1.5.2 a pipe closed while its TCP receive completes can
+ * leave the protocol's receive unfinished for good (nanomsg/nng#1636, fixed in 1.6.0): the
+ * process-wide pipe reaper then waits forever on that pipe, so no pipe of the process is
+ * removed again and nng_close() of its socket never returns. Seen on workers resumed after
+ * a SIGSTOP: a send fails on the dead connection while the buffered messages are still
+ * being read. Sockets are therefore closed on a helper thread with a bounded wait; a
+ * socket that does not close is abandoned (its memory and the thread leak), and
+ * nng_fini() is skipped at exit because it would wait for the reaper too.
+ */
+#define CLOSE_WAIT_MS 2000
+
+typedef struct sock_closer {
+    nng_socket sock;
+    _Atomic bool done;
+    _Atomic int refs;
+} sock_closer_t;
+
+static _Atomic bool reaper_stuck;
+
+static void closer_release(sock_closer_t *k)
+{
+    if (atomic_fetch_sub(&k->refs, 1) == 1)
+        free(k);
+}
+
+static void *closer_main(void *arg)
+{
+    sock_closer_t *k = arg;
+    nng_close(k->sock);
+    atomic_store(&k->done, true);
+    closer_release(k);
+    return NULL;
+}
+
+/* Closes sock; true when NNG finished within CLOSE_WAIT_MS (callbacks are over), false when
+ * the close was abandoned (logged; the socket's callbacks may still run later). */
+static bool close_bounded(nng_socket sock, const char *what)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    bool done;
+    sock_closer_t *k = calloc(1, sizeof(*k));
+
+    if (k == NULL) {
+        nng_close(sock);
+        return true;
+    }
+    k->sock = sock;
+    atomic_init(&k->done, false);
+    atomic_init(&k->refs, 2);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, closer_main, k) != 0) {
+        pthread_attr_destroy(&attr);
+        atomic_fetch_sub(&k->refs, 1);
+        closer_main(k); /* no thread: close inline */
+        return true;
+    }
+    pthread_attr_destroy(&attr);
+    for (int waited = 0; !atomic_load(&k->done) && waited < CLOSE_WAIT_MS; waited += 5)
+        nng_msleep(5);
+    done = atomic_load(&k->done);
+    closer_release(k);
+    if (!done) {
+        atomic_store(&reaper_stuck, true);
+        cdc_log_warn("closing the %s did not finish within %d ms: NNG's pipe reaper is stuck "
+                     "(NNG 1.5.2 bug nanomsg/nng#1636, fixed in 1.6.0); the socket is "
+                     "abandoned, new connections still work but closed ones are no longer "
+                     "freed in this process (hint: restart it when convenient, or use NNG "
+                     "1.6.0 or later)",
+                     what, CLOSE_WAIT_MS);
+    }
+    return done;
+}
+
 /* ---- server ------------------------------------------------------------------------ */
 
 typedef struct event_node {
@@ -366,8 +442,9 @@ void cdc_msg_server_close(cdc_msg_server_t *s)
 {
     if (s == NULL)
         return;
-    if (s->open)
-        nng_close(s->sock); /* waits for callbacks in progress */
+    /* waits for callbacks in progress; an abandoned socket may still call back: keep s */
+    if (s->open && !close_bounded(s->sock, "coordinator message socket"))
+        return;
     event_node_t *n = s->head;
     while (n != NULL) {
         event_node_t *next = n->next;
@@ -380,25 +457,63 @@ void cdc_msg_server_close(cdc_msg_server_t *s)
 
 /* ---- client ------------------------------------------------------------------------ */
 
+/*
+ * Link state. NNG 1.5.2 reports REM_POST for every pipe that got ADD_PRE, including pipes
+ * the pair1 protocol refused (a new connection while the previous pipe is closed but not
+ * yet reaped is rejected as "already connected"); a counter of ADD_POST minus REM_POST
+ * therefore drifts below the truth and the link could look down forever. We track the
+ * one pipe pair1 accepted instead: set on ADD_POST, cleared only by that pipe's REM_POST.
+ *
+ * A reset closes the socket with close_bounded() and opens a new one; each socket gets
+ * its own callback context (link) so that late events of an abandoned socket are ignored.
+ * A link (and the client itself) is freed only once NNG is done with its socket.
+ */
+typedef struct client_link {
+    cdc_msg_client_t *c;
+    uint64_t gen; /* the client's socket generation this link belongs to */
+} client_link_t;
+
 struct cdc_msg_client {
     nng_socket sock;
+    client_link_t *link; /* of sock; NULL = no socket */
     nng_dialer dialer;
     bool dialing;
     cdc_msg_options_t opts;
-    _Atomic int pipes;
+    pthread_mutex_t lock; /* guards gen, pipe and the counters below */
+    uint64_t gen;         /* bumped per socket: events of older sockets are ignored */
+    uint32_t pipe;        /* the accepted pipe, 0 = none */
+    uint64_t pipes_added, pipes_refused, stuck_closes;
     char url[512];
 };
 
 static void client_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
-    cdc_msg_client_t *c = arg;
-    if (ev == NNG_PIPE_EV_ADD_POST) {
-        atomic_fetch_add(&c->pipes, 1);
-        cdc_log_debug("connected to \"%s\" on pipe %u", c->url, nng_pipe_id(p));
-    } else {
-        atomic_fetch_sub(&c->pipes, 1);
-        cdc_log_debug("lost connection to \"%s\" on pipe %u", c->url, nng_pipe_id(p));
+    client_link_t *l = arg;
+    cdc_msg_client_t *c = l->c;
+    uint32_t id = nng_pipe_id(p);
+    bool refused = false;
+
+    pthread_mutex_lock(&c->lock);
+    if (l->gen != c->gen) {
+        pthread_mutex_unlock(&c->lock);
+        return; /* a socket we already replaced */
     }
+    if (ev == NNG_PIPE_EV_ADD_POST) {
+        c->pipe = id;
+        c->pipes_added++;
+    } else if (c->pipe == id) {
+        c->pipe = 0;
+    } else {
+        refused = true; /* removed without having been the accepted pipe */
+        c->pipes_refused++;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (ev == NNG_PIPE_EV_ADD_POST)
+        cdc_log_debug("connected to \"%s\" on pipe %u", c->url, id);
+    else if (refused)
+        cdc_log_debug("connection to \"%s\" on pipe %u was refused by the socket", c->url, id);
+    else
+        cdc_log_debug("lost connection to \"%s\" on pipe %u", c->url, id);
 }
 
 static cdc_err_t client_dial(cdc_msg_client_t *c, const char *url, cdc_error_t *e)
@@ -422,56 +537,123 @@ static cdc_err_t client_dial(cdc_msg_client_t *c, const char *url, cdc_error_t *
     return CDC_OK;
 }
 
+/* Opens c->sock with the options and pipe notifications (no dialer yet). */
+static cdc_err_t client_socket_open(cdc_msg_client_t *c, const char *url, cdc_error_t *e)
+{
+    int rv;
+    client_link_t *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    if ((rv = nng_pair1_open(&c->sock)) != 0) {
+        free(l);
+        return nng_fail(e, rv, "open message socket for", url);
+    }
+    pthread_mutex_lock(&c->lock);
+    l->gen = ++c->gen;
+    c->pipe = 0;
+    pthread_mutex_unlock(&c->lock);
+    l->c = c;
+    c->link = l;
+    if ((rv = set_socket_options(c->sock, &c->opts)) != 0 ||
+        (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, client_pipe_cb, l)) != 0 ||
+        (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, client_pipe_cb, l)) != 0)
+        return nng_fail(e, rv, "set up message socket for", url);
+    return CDC_OK;
+}
+
+/* Closes c->sock (if any; bounded, see close_bounded()). Afterwards c has no socket. */
+static void client_socket_close(cdc_msg_client_t *c)
+{
+    client_link_t *l = c->link;
+
+    if (l == NULL)
+        return;
+    c->link = NULL;
+    c->dialing = false;
+    pthread_mutex_lock(&c->lock);
+    c->gen++; /* from now on events of the old socket are ignored */
+    c->pipe = 0;
+    pthread_mutex_unlock(&c->lock);
+    if (close_bounded(c->sock, "connection to the coordinator")) {
+        free(l);
+    } else {
+        pthread_mutex_lock(&c->lock);
+        c->stuck_closes++; /* l stays with the abandoned socket */
+        pthread_mutex_unlock(&c->lock);
+    }
+}
+
 cdc_err_t cdc_msg_client_open(cdc_msg_client_t **out, const char *url,
                               const cdc_msg_options_t *opts, cdc_error_t *e)
 {
-    int rv;
     cdc_err_t err;
     cdc_msg_client_t *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     apply_options(opts, &c->opts);
-    if ((rv = nng_pair1_open(&c->sock)) != 0) {
-        err = nng_fail(e, rv, "open message socket for", url);
-        free(c);
+    pthread_mutex_init(&c->lock, NULL);
+    snprintf(c->url, sizeof(c->url), "%s", url);
+    if ((err = client_socket_open(c, url, e)) != CDC_OK ||
+        (err = client_dial(c, url, e)) != CDC_OK) {
+        cdc_msg_client_close(c);
         return err;
     }
-    if ((rv = set_socket_options(c->sock, &c->opts)) != 0 ||
-        (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, client_pipe_cb, c)) != 0 ||
-        (rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, client_pipe_cb, c)) != 0) {
-        err = nng_fail(e, rv, "set up message socket for", url);
-        goto fail;
-    }
-    if ((err = client_dial(c, url, e)) != CDC_OK)
-        goto fail;
     *out = c;
     return CDC_OK;
-fail:
-    nng_close(c->sock);
-    free(c);
-    return err;
 }
 
 cdc_err_t cdc_msg_client_redial(cdc_msg_client_t *c, const char *url, cdc_error_t *e)
 {
+    if (c->link == NULL)
+        return cdc_error_set(e, CDC_ERR_CLOSED, "coordinator \"%s\": message socket is closed",
+                             c->url);
     if (c->dialing) {
         nng_dialer_close(c->dialer); /* also closes its pipe */
         c->dialing = false;
         /* the pipe's removal is reported asynchronously: wait for it (bounded) so that
          * "connected" afterwards means connected to the new url */
-        for (int waited = 0; atomic_load(&c->pipes) > 0 && waited < 1000; waited += 5)
+        for (int waited = 0; cdc_msg_client_connected(c) && waited < 1000; waited += 5)
             nng_msleep(5);
+    }
+    return client_dial(c, url, e);
+}
+
+cdc_err_t cdc_msg_client_reset(cdc_msg_client_t *c, const char *url, cdc_error_t *e)
+{
+    cdc_err_t err;
+    client_socket_close(c);
+    if ((err = client_socket_open(c, url, e)) != CDC_OK) {
+        client_socket_close(c);
+        return err;
     }
     return client_dial(c, url, e);
 }
 
 bool cdc_msg_client_connected(const cdc_msg_client_t *c)
 {
-    return atomic_load(&((cdc_msg_client_t *)c)->pipes) > 0;
+    cdc_msg_client_t *m = (cdc_msg_client_t *)c;
+    pthread_mutex_lock(&m->lock);
+    bool up = m->pipe != 0;
+    pthread_mutex_unlock(&m->lock);
+    return up;
+}
+
+void cdc_msg_client_stats(const cdc_msg_client_t *c, cdc_msg_client_stats_t *st)
+{
+    cdc_msg_client_t *m = (cdc_msg_client_t *)c;
+    pthread_mutex_lock(&m->lock);
+    st->pipe = m->pipe;
+    st->pipes_added = m->pipes_added;
+    st->pipes_refused = m->pipes_refused;
+    st->stuck_closes = m->stuck_closes;
+    pthread_mutex_unlock(&m->lock);
 }
 
 cdc_err_t cdc_msg_client_send(cdc_msg_client_t *c, const Cdc__Envelope *env, cdc_error_t *e)
 {
+    if (c->link == NULL)
+        return cdc_error_set(e, CDC_ERR_CLOSED, "coordinator \"%s\": message socket is closed",
+                             c->url);
     cdc_err_t err = send_env(c->sock, env, 0, e);
     if (err != CDC_OK)
         cdc_error_prefix(e, "coordinator \"%s\"", c->url);
@@ -482,6 +664,9 @@ cdc_err_t cdc_msg_client_recv(cdc_msg_client_t *c, int timeout_ms, Cdc__Envelope
                               cdc_error_t *e)
 {
     uint32_t pipe = 0;
+    if (c->link == NULL)
+        return cdc_error_set(e, CDC_ERR_CLOSED, "coordinator \"%s\": message socket is closed",
+                             c->url);
     return recv_env(c->sock, timeout_ms, env, &pipe, e);
 }
 
@@ -489,11 +674,18 @@ void cdc_msg_client_close(cdc_msg_client_t *c)
 {
     if (c == NULL)
         return;
-    nng_close(c->sock);
+    client_socket_close(c);
+    if (c->stuck_closes > 0)
+        return; /* an abandoned socket may still call back into c: keep it */
+    pthread_mutex_destroy(&c->lock);
     free(c);
 }
 
 void cdc_msg_shutdown(void)
 {
+    if (atomic_load(&reaper_stuck)) {
+        cdc_log_warn("skipping NNG's shutdown: its pipe reaper is stuck (see earlier warning)");
+        return;
+    }
     nng_fini();
 }

@@ -100,14 +100,16 @@ bool cdc_msg_server_poll_event(cdc_msg_server_t *s, cdc_msg_event_t *ev);
 /* Number of frames dropped as garbage so far (tests, metrics). */
 uint64_t cdc_msg_server_garbage_count(const cdc_msg_server_t *s);
 
-/* Closes the socket and frees the server; NULL is a no-op. */
+/* Closes the socket and frees the server; NULL is a no-op. Waits at most 2 s for NNG
+ * (NNG 1.5.2 can fail to close a socket, see msg.c; the server is then left allocated). */
 void cdc_msg_server_close(cdc_msg_server_t *s);
 
 /*
  * Releases NNG's global state (nng_fini) at process exit, after every socket and NNG HTTP
  * server is closed. Messages handed to NNG for a peer that went away are freed by it
  * asynchronously; without this, exit races those frees and leak checkers (make asan)
- * report them. Nothing NNG-based may be used afterwards.
+ * report them. Nothing NNG-based may be used afterwards. Skipped (with a warning) when a
+ * socket could not be closed: nng_fini() would wait forever for NNG's stuck reaper.
  */
 void cdc_msg_shutdown(void);
 
@@ -126,8 +128,28 @@ cdc_err_t cdc_msg_client_open(cdc_msg_client_t **out, const char *url,
 /* Closes the current dialer and dials a new url (leader changed). */
 cdc_err_t cdc_msg_client_redial(cdc_msg_client_t *c, const char *url, cdc_error_t *e);
 
-/* Whether a pipe to the server is currently up. */
+/*
+ * Closes the whole socket (its pipes, dialer and any message queued in it) and dials url
+ * from a new one: nothing of the old link survives. Not concurrent with send/recv on c.
+ * On failure c stays usable for another reset (sends and receives fail meanwhile). The
+ * old socket is closed on a helper thread; a close that does not finish within 2 s (NNG
+ * 1.5.2 bug, see msg.c) is abandoned with a warning, and the new socket works anyway.
+ */
+cdc_err_t cdc_msg_client_reset(cdc_msg_client_t *c, const char *url, cdc_error_t *e);
+
+/* Whether a pipe to the server is currently up (a pipe the socket accepted and that was
+ * not removed since). */
 bool cdc_msg_client_connected(const cdc_msg_client_t *c);
+
+/* Link diagnostics (log lines, tests). */
+typedef struct cdc_msg_client_stats {
+    uint32_t pipe;          /* the current pipe, 0 = none */
+    uint64_t pipes_added;   /* pipes accepted so far, over all sockets */
+    uint64_t pipes_refused; /* connections the socket refused (NNG reports them removed) */
+    uint64_t stuck_closes;  /* sockets whose close did not finish and were abandoned */
+} cdc_msg_client_stats_t;
+
+void cdc_msg_client_stats(const cdc_msg_client_t *c, cdc_msg_client_stats_t *st);
 
 /* Sends env; CDC_ERR_TIMEOUT when no connection took it within the send timeout. */
 cdc_err_t cdc_msg_client_send(cdc_msg_client_t *c, const Cdc__Envelope *env, cdc_error_t *e);
@@ -138,7 +160,8 @@ cdc_err_t cdc_msg_client_send(cdc_msg_client_t *c, const Cdc__Envelope *env, cdc
 cdc_err_t cdc_msg_client_recv(cdc_msg_client_t *c, int timeout_ms, Cdc__Envelope **env,
                               cdc_error_t *e);
 
-/* Closes the socket and frees the client; NULL is a no-op. */
+/* Closes the socket and frees the client; NULL is a no-op. Waits at most 2 s for NNG to
+ * close the socket (then the client's memory is left to the abandoned socket). */
 void cdc_msg_client_close(cdc_msg_client_t *c);
 
 #endif

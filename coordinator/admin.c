@@ -176,7 +176,7 @@ static void status_handler(void *arg, const char *path, const char *query,
 static bool ready(void *arg, char *reason, size_t size)
 {
     cdc_coord_t *c = arg;
-    cdc_job_state_t s = c->state; /* a racy read of an int is fine for a probe */
+    cdc_job_state_t s = (cdc_job_state_t)atomic_load(&c->state_seen);
 
     if (s == CDC_JOB_RUNNING || s == CDC_JOB_STANDBY)
         return true;

@@ -11,6 +11,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -107,7 +108,9 @@ typedef struct cdc_ckpt_summary {
 
 typedef struct cdc_coord {
     cdc_coord_config_t cfg;
-    volatile sig_atomic_t *stop;
+    /* Set by the signal handler, which may run on any thread; atomic so that every
+     * thread reads it without a data race (lock-free: allowed in a handler). */
+    volatile _Atomic sig_atomic_t *stop;
 
     cdc_etcd_t *etcd;
     cdc_msg_server_t *msg;
@@ -157,7 +160,8 @@ typedef struct cdc_coord {
     cdc_histogram_t *m_latency, *m_record_latency;
 
     pthread_mutex_t status_mu;
-    char *status_json; /* published snapshot, guarded by status_mu */
+    char *status_json;      /* published snapshot, guarded by status_mu */
+    _Atomic int state_seen; /* c->state for the HTTP thread (/readyz) */
 } cdc_coord_t;
 
 /* Opens servers and clients from c->cfg. */

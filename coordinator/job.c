@@ -83,6 +83,7 @@ static void set_state(cdc_coord_t *c, cdc_job_state_t s)
         cdc_log_info("job \"%s\" state %s -> %s", c->cfg.job, cdc_job_state_name(c->state),
                      cdc_job_state_name(s));
     c->state = s;
+    atomic_store(&c->state_seen, (int)s);
     cdc_metrics_gauge_set(c->m_state, (double)s);
 }
 

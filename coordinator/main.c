@@ -89,7 +89,7 @@ const cdc_opt_t cdc_coord_options[] = {
     CDC_OPT_END,
 };
 
-static volatile sig_atomic_t stop_flag;
+static volatile _Atomic sig_atomic_t stop_flag; /* read by other threads */
 
 static void on_signal(int sig)
 {

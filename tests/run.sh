@@ -4,6 +4,8 @@
 #   integration: starts the harness (PostgreSQL, etcd, development Kafka broker) once,
 #                runs build/tests/integration/test_*, tests/integration/*.sh and the
 #                Node tests in tests/js, and always tears the harness down.
+# TESTS="test_a test_b" (integration only) runs just those build/tests/integration
+# binaries, not the scripts and Node tests (`make tsan` uses it).
 # Exits non-zero when any test fails; prints a summary of failures.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -46,29 +48,37 @@ integration)
     trap 'harness_down' EXIT
     trap 'echo "interrupted"; exit 130' INT
     trap 'echo "terminated"; exit 143' TERM
-    for t in "$BUILD"/tests/integration/test_*; do
-        [ -x "$t" ] || continue
-        run_one "$(basename "$t")" "$t"
-    done
-    for t in tests/integration/*.sh; do
-        [ -f "$t" ] || continue
-        run_one "$(basename "$t")" bash "$t"
-    done
-    if compgen -G "tests/js/*.test.mjs" >/dev/null; then
-        for t in tests/js/*.test.mjs; do
-            run_one "$(basename "$t")" node --test "$t"
+    if [ -n "${TESTS:-}" ]; then
+        for name in $TESTS; do
+            run_one "$name" "$BUILD/tests/integration/$name"
         done
+    else
+        for t in "$BUILD"/tests/integration/test_*; do
+            [ -x "$t" ] || continue
+            run_one "$(basename "$t")" "$t"
+        done
+        for t in tests/integration/*.sh; do
+            [ -f "$t" ] || continue
+            run_one "$(basename "$t")" bash "$t"
+        done
+        if compgen -G "tests/js/*.test.mjs" >/dev/null; then
+            for t in tests/js/*.test.mjs; do
+                run_one "$(basename "$t")" node --test "$t"
+            done
+        fi
     fi
     # Processes the tests spawn (coordinators, workers, ...) log into the harness dir;
-    # under `make asan` a sanitizer report there is a failure even when the test passed.
+    # under `make asan` / `make tsan` a sanitizer report there is a failure even when the
+    # test passed.
+    san_re='ERROR: (Address|Leak)Sanitizer|runtime error: |WARNING: ThreadSanitizer'
     if [ -n "${CDC_TEST_TMP:-}" ] && [ -d "$CDC_TEST_TMP" ]; then
-        reports=$(grep -rlE 'ERROR: (Address|Leak)Sanitizer|runtime error: ' \
+        reports=$(grep -rlE "$san_re" \
             --include='*.log' "$CDC_TEST_TMP" 2>/dev/null)
         if [ -n "$reports" ]; then
             failed+=("sanitizer reports in spawned processes' logs")
             while read -r f; do
                 echo "sanitizer report in $f:"
-                grep -m1 -A12 -E 'ERROR: (Address|Leak)Sanitizer|runtime error: ' "$f"
+                grep -m1 -A24 -E "$san_re" "$f"
             done <<<"$reports"
         fi
     fi

@@ -76,7 +76,7 @@ static const cdc_opt_t options[] = {
     CDC_OPT_END,
 };
 
-static volatile sig_atomic_t stop_flag;
+static volatile _Atomic sig_atomic_t stop_flag; /* read by other threads */
 
 static void on_signal(int sig)
 {
@@ -87,7 +87,12 @@ static void on_signal(int sig)
 static bool ready(void *arg, char *reason, size_t size)
 {
     cdc_worker_t *w = arg;
-    if (!w->registered) {
+    bool registered;
+
+    pthread_mutex_lock(&w->link_lock); /* we are on an HTTP thread */
+    registered = w->registered;
+    pthread_mutex_unlock(&w->link_lock);
+    if (!registered) {
         snprintf(reason, size, "not registered with a coordinator");
         return false;
     }

@@ -21,7 +21,9 @@
 #include "worker/worker.h"
 
 /* Longer than NNG's reconnect backoff cap (2 s): its dialer had its chances by then. */
-#define LINK_REDIAL_MS 3000
+#define LINK_RESET_MS 3000
+/* Registered but no assignment for this long: our Register or the Assign got lost. */
+#define REREGISTER_MS 5000
 
 int64_t cdc_worker_mono_ms(void)
 {
@@ -31,7 +33,7 @@ int64_t cdc_worker_mono_ms(void)
 }
 
 /* Set by the heartbeat thread when its sends keep failing on a link NNG calls up. */
-static _Atomic bool redial_wanted;
+static _Atomic bool reset_wanted;
 
 /* Sends one envelope; the caller holds link_lock. */
 static bool send_locked(cdc_worker_t *w, Cdc__Envelope *env)
@@ -90,10 +92,12 @@ static void *heartbeat_main(void *arg)
         int64_t t1 = cdc_worker_mono_ms();
         if (w->registered) {
             failed = send_heartbeat(w) ? 0 : failed + 1;
-            if (failed >= 3) { /* each waited out the 1 s send timeout: a dead pipe */
-                atomic_store(&redial_wanted, true);
+            if (failed >= 3) { /* each waited out the 1 s send timeout: a dead link */
+                atomic_store(&reset_wanted, true);
                 failed = 0;
             }
+        } else {
+            failed = 0;
         }
         pthread_mutex_unlock(&w->link_lock);
         int64_t t2 = cdc_worker_mono_ms();
@@ -116,8 +120,8 @@ static void dial(cdc_worker_t *w, const char *url)
     pthread_mutex_lock(&w->link_lock);
     if (w->msg == NULL)
         rc = cdc_msg_client_open(&w->msg, url, NULL, &e);
-    else
-        rc = cdc_msg_client_redial(w->msg, url, &e);
+    else /* a new socket: nothing queued for the old leader goes to the new one */
+        rc = cdc_msg_client_reset(w->msg, url, &e);
     w->registered = false;
     pthread_mutex_unlock(&w->link_lock);
     if (rc != CDC_OK) {
@@ -295,6 +299,74 @@ bool cdc_worker_poll_control(cdc_worker_t *w)
     return w->assignment_seq != seq;
 }
 
+/* What the main loop remembers about the coordinator link between iterations. */
+typedef struct cdc_link_watch {
+    int64_t down_since_ms; /* when the link went down, 0 = up */
+    int64_t waiting_ms;    /* since when we wait for an Assign (Register sent, or Abort) */
+    bool was_assigned;
+} cdc_link_watch_t;
+
+/* Closes the client socket and dials the leader from a new one; registers afresh. Caller
+ * holds link_lock. */
+static void reset_link(cdc_worker_t *w, cdc_link_watch_t *lw, int64_t now, const char *why)
+{
+    cdc_error_t e;
+    cdc_msg_client_stats_t st;
+
+    cdc_msg_client_stats(w->msg, &st);
+    cdc_log_warn("%s: reopening the connection to coordinator %s (pipe %u, %" PRIu64
+                 " connections so far, %" PRIu64 " refused, %" PRIu64 " abandoned sockets)",
+                 why, w->leader_url, st.pipe, st.pipes_added, st.pipes_refused, st.stuck_closes);
+    if (cdc_msg_client_reset(w->msg, w->leader_url, &e) != CDC_OK)
+        cdc_log_warn("could not reopen the connection to coordinator %s: %s", w->leader_url, e.msg);
+    w->registered = false;
+    w->next_register_ms = 0;
+    lw->down_since_ms = now;
+}
+
+/*
+ * Keeps the session with the coordinator alive; runs every main loop iteration with
+ * link_lock held. A worker the coordinator dropped (a pause past the heartbeat timeout,
+ * a network cut) must come back on its own:
+ * - link down for LINK_RESET_MS (longer than NNG's own redial backoff), or heartbeats
+ *   failing on a link NNG still calls up: the whole client socket is replaced, so no
+ *   pipe, dialer or queued message of the old link survives;
+ * - link up and not registered: Register (again after a Reject);
+ * - registered for REREGISTER_MS without an assignment: the Register or the Assign was
+ *   lost (the coordinator drops messages for a pipe that does not read), so Register
+ *   again; the coordinator answers a known worker with its current Assign.
+ */
+static void watch_link(cdc_worker_t *w, cdc_link_watch_t *lw, int64_t now)
+{
+    if (w->msg == NULL)
+        return;
+    if (atomic_exchange(&reset_wanted, false)) {
+        reset_link(w, lw, now, "heartbeats keep failing");
+        return;
+    }
+    if (!cdc_msg_client_connected(w->msg)) {
+        w->registered = false;
+        if (lw->down_since_ms == 0)
+            lw->down_since_ms = now;
+        else if (now - lw->down_since_ms >= LINK_RESET_MS)
+            reset_link(w, lw, now, "no connection for 3 s");
+        return;
+    }
+    lw->down_since_ms = 0;
+    if (lw->was_assigned && !w->assigned)
+        lw->waiting_ms = now; /* aborted: the coordinator reassigns */
+    lw->was_assigned = w->assigned;
+    if (w->registered && !w->assigned && now - lw->waiting_ms >= REREGISTER_MS) {
+        cdc_log_info("no assignment for %" PRId64 " ms: registering again", now - lw->waiting_ms);
+        w->registered = false;
+    }
+    if (!w->registered && now >= w->next_register_ms) {
+        w->registered = true;
+        lw->waiting_ms = now;
+        send_register(w);
+    }
+}
+
 cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
 {
     cdc_err_t rc;
@@ -310,7 +382,7 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
         return cdc_error_set(e, CDC_ERR_INTERNAL, "could not start the heartbeat thread");
     w->hb_running = true;
 
-    int64_t down_since_ms = 0; /* when the link to the coordinator went down, 0 = up */
+    cdc_link_watch_t lw = {0};
     while (!*w->stop) {
         int64_t now = cdc_worker_mono_ms();
         Cdc__Envelope *env = NULL;
@@ -320,38 +392,8 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
             w->next_leader_check_ms = now + 1000;
         }
         pthread_mutex_lock(&w->link_lock);
-        if (w->msg != NULL && atomic_exchange(&redial_wanted, false)) {
-            cdc_error_t de;
-            cdc_log_warn("heartbeats to coordinator %s keep failing: redialing", w->leader_url);
-            if (cdc_msg_client_redial(w->msg, w->leader_url, &de) != CDC_OK)
-                cdc_log_warn("could not redial coordinator %s: %s", w->leader_url, de.msg);
-            w->registered = false;
-        }
-        if (w->msg != NULL && !cdc_msg_client_connected(w->msg)) {
-            w->registered = false;
-            /* NNG's dialer does not always reconnect after the coordinator closed our pipe
-             * (seen after a SIGSTOP past the heartbeat timeout: no pipe, forever). A link
-             * down longer than NNG's own retry interval gets a fresh dialer. */
-            if (down_since_ms == 0) {
-                down_since_ms = now;
-            } else if (now - down_since_ms >= LINK_REDIAL_MS) {
-                cdc_error_t de;
-                cdc_log_warn("no connection to coordinator %s for %" PRId64 " ms: redialing",
-                             w->leader_url, now - down_since_ms);
-                if (cdc_msg_client_redial(w->msg, w->leader_url, &de) != CDC_OK)
-                    cdc_log_warn("could not redial coordinator %s: %s", w->leader_url, de.msg);
-                down_since_ms = now;
-            }
-        } else {
-            down_since_ms = 0;
-        }
-        bool do_register = w->msg != NULL && cdc_msg_client_connected(w->msg) && !w->registered &&
-                           now >= w->next_register_ms;
-        if (do_register)
-            w->registered = true;
+        watch_link(w, &lw, now);
         pthread_mutex_unlock(&w->link_lock);
-        if (do_register)
-            send_register(w);
         /* Coordinator messages first (the consume loop also polls between records). */
         while (cdc_worker_poll_control(w) && !*w->stop)
             ;

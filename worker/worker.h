@@ -141,7 +141,9 @@ typedef struct cdc_worker {
     cdc_counter_t *m_tombstones, *m_ckpt_bytes, *m_epochs, *m_aborts, *m_rejected;
     cdc_histogram_t *m_stage_seconds, *m_ckpt_seconds;
 
-    volatile sig_atomic_t *stop;
+    /* Set by the signal handler, which may run on any thread; read by the heartbeat
+     * thread too. Atomic (lock-free: allowed in a handler), so no data race. */
+    volatile _Atomic sig_atomic_t *stop;
 } cdc_worker_t;
 
 /* ---- consume.c ------------------------------------------------------------------------ */

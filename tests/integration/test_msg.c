@@ -1,7 +1,8 @@
 /* Component tests of common/msg.c over real NNG TCP sockets on loopback: a server and
  * two clients exchange requests and responses; a raw pair1 peer sending junk gets its
  * pipe dropped while the others keep working; a restarted server is reconnected to;
- * a client redials a new server. Every wait has a deadline. */
+ * a client redials a new server; a dropped client comes back and a reset client gets a
+ * new socket. Every wait has a deadline. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -259,11 +260,93 @@ static void test_timeouts_and_limits(void **state)
     cdc_msg_server_close(s);
 }
 
+/*
+ * A client whose server dropped it (a worker declared lost) comes back by itself, and a
+ * reset replaces its socket: the server sees the old pipe go and a new one come, and the
+ * link works both ways afterwards, also towards another server.
+ */
+static void test_dropped_and_reset(void **state)
+{
+    (void)state;
+    cdc_error_t e;
+    cdc_msg_server_t *s = NULL, *s2 = NULL;
+    cdc_msg_client_t *c = NULL;
+    char url[128], url2[128];
+    Cdc__Envelope *env = NULL;
+    uint32_t pipe = 0, first = 0;
+    cdc_msg_client_stats_t st;
+
+    OK(cdc_msg_server_open(&s, "tcp://127.0.0.1:0", &opts, &e));
+    snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", cdc_msg_server_port(s));
+    OK(cdc_msg_client_open(&c, url, &opts, &e));
+    assert_true(wait_connected(c, true, 5000));
+    OK(send_register(c, "w1", &e));
+    OK(cdc_msg_server_recv(s, 5000, &env, &first, &e));
+    cdc_msg_free(env);
+    cdc_msg_client_stats(c, &st);
+    assert_int_equal(st.pipes_added, 1);
+    assert_true(st.pipe != 0);
+
+    /* the server drops the pipe: NNG redials and a Register on the new pipe is heard */
+    cdc_msg_server_close_pipe(s, first);
+    int64_t deadline = now_ms() + 5000;
+    do {
+        cdc_msg_client_stats(c, &st);
+        nng_msleep(10);
+    } while ((st.pipes_added < 2 || st.pipe == 0) && now_ms() < deadline);
+    assert_int_equal(st.pipes_added, 2);
+    OK(send_register(c, "w1", &e));
+    OK(cdc_msg_server_recv(s, 5000, &env, &pipe, &e));
+    cdc_msg_free(env);
+    assert_true(pipe != first);
+
+    /* reset: a new socket, the old pipe is removed, the new one carries both ways */
+    drain_events(s, CDC_MSG_PIPE_REMOVED);
+    first = pipe;
+    OK(cdc_msg_client_reset(c, url, &e));
+    assert_true(wait_connected(c, true, 5000));
+    deadline = now_ms() + 5000;
+    bool removed = false;
+    while (!removed && now_ms() < deadline) {
+        cdc_msg_event_t ev;
+        while (cdc_msg_server_poll_event(s, &ev))
+            removed |= ev.type == CDC_MSG_PIPE_REMOVED && ev.pipe == first;
+        nng_msleep(10);
+    }
+    assert_true(removed);
+    OK(send_register(c, "w1", &e));
+    OK(cdc_msg_server_recv(s, 5000, &env, &pipe, &e));
+    cdc_msg_free(env);
+    assert_true(pipe != first);
+    OK(send_assign(s, pipe, 7, &e));
+    OK(cdc_msg_client_recv(c, 5000, &env, &e));
+    assert_int_equal(env->assign->generation, 7);
+    cdc_msg_free(env);
+
+    /* reset towards another server (leader change) */
+    OK(cdc_msg_server_open(&s2, "tcp://127.0.0.1:0", &opts, &e));
+    snprintf(url2, sizeof(url2), "tcp://127.0.0.1:%d", cdc_msg_server_port(s2));
+    OK(cdc_msg_client_reset(c, url2, &e));
+    assert_true(wait_connected(c, true, 5000));
+    OK(send_register(c, "w2", &e));
+    OK(cdc_msg_server_recv(s2, 5000, &env, &pipe, &e));
+    assert_string_equal(env->register_->worker_id, "w2");
+    cdc_msg_free(env);
+    assert_int_equal(cdc_msg_server_recv(s, 100, &env, &pipe, &e), CDC_ERR_TIMEOUT);
+
+    cdc_msg_client_stats(c, &st);
+    assert_int_equal(st.stuck_closes, 0);
+    cdc_msg_client_close(c);
+    cdc_msg_server_close(s);
+    cdc_msg_server_close(s2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exchange_garbage_restart),
         cmocka_unit_test(test_timeouts_and_limits),
+        cmocka_unit_test(test_dropped_and_reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
