@@ -1409,7 +1409,8 @@ cdc_err_t cdc_decode(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
                  in->value_len, max);
         return CDC_ERR_INVALID;
     }
-    root = cdc_json_load(in->value, in->value_len, &je);
+    memset(&je, 0, sizeof(je)); /* the fast path leaves it alone */
+    root = cdc_json_load_scoped(in->value, in->value_len, &je);
     if (root == NULL || !json_is_object(root)) {
         de->cls = CDC_DLQ_MALFORMED_JSON;
         snprintf(de->msg, sizeof(de->msg), "invalid JSON at line %d column %d: %s", je.line,
@@ -1599,6 +1600,7 @@ cdc_err_t cdc_decode(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
 done:
     json_decref(knames);
     json_decref(root);
+    cdc_json_scope_end(); /* nothing of root is used past this point */
     if (rc != CDC_OK) {
         const char *t = c->topic;
         cdc_change_clear(c);

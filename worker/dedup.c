@@ -208,8 +208,10 @@ static cdc_err_t lookup(cdc_dedup_t *d, int family, const void *key, size_t klen
         p->nentries ? pending_find(p, family, key, klen, pending_hash(family, key, klen)) : NULL;
     *val = NULL;
     *vlen = 0;
-    if (en == NULL)
+    if (en == NULL) {
+        d->store_lookups++;
         return cdc_state_get(d->st, family, key, klen, val, vlen, e);
+    }
     if (en->deleted)
         return CDC_ERR_NOT_FOUND;
     *val = malloc(en->vlen ? en->vlen : 1);
@@ -278,6 +280,7 @@ void cdc_dedup_close(cdc_dedup_t *d)
     for (size_t i = 0; i < d->nmarkers; i++)
         free(d->markers[i].table);
     free(d->markers);
+    free(d->kbuf);
     cdc_state_close(d->st);
     free(d);
 }
@@ -296,29 +299,52 @@ static uint64_t get_u64(const uint8_t *p)
     return v;
 }
 
-/* 'S' + entity + lsn + op into a malloc'd buffer. */
-static uint8_t *seen_key(const cdc_change_t *c, size_t *len)
+/* 'S' + entity + lsn + op into k (entity_len + 10 bytes); returns the length. */
+static size_t seen_key_into(const cdc_change_t *c, uint8_t *k)
 {
-    uint8_t *k = malloc(c->entity_len + 10);
-    if (k == NULL)
-        return NULL;
     k[0] = 'S';
     memcpy(k + 1, c->entity, c->entity_len);
     put_u64(k + 1 + c->entity_len, c->lsn);
     k[9 + c->entity_len] = (uint8_t)c->op;
-    *len = c->entity_len + 10;
+    return c->entity_len + 10;
+}
+
+/* 'P' + entity into k (entity_len + 1 bytes); returns the length. */
+static size_t pos_key_into(const cdc_change_t *c, uint8_t *k)
+{
+    k[0] = 'P';
+    memcpy(k + 1, c->entity, c->entity_len);
+    return c->entity_len + 1;
+}
+
+/* 'S' + entity + lsn + op into a malloc'd buffer. */
+static uint8_t *seen_key(const cdc_change_t *c, size_t *len)
+{
+    uint8_t *k = malloc(c->entity_len + 10);
+    if (k != NULL)
+        *len = seen_key_into(c, k);
     return k;
 }
 
 static uint8_t *pos_key(const cdc_change_t *c, size_t *len)
 {
     uint8_t *k = malloc(c->entity_len + 1);
-    if (k == NULL)
-        return NULL;
-    k[0] = 'P';
-    memcpy(k + 1, c->entity, c->entity_len);
-    *len = c->entity_len + 1;
+    if (k != NULL)
+        *len = pos_key_into(c, k);
     return k;
+}
+
+/* A scratch buffer of at least n bytes for lookup keys, owned by d (record thread). */
+static uint8_t *key_buf(cdc_dedup_t *d, size_t n)
+{
+    if (n > d->kbuf_cap) {
+        uint8_t *b = realloc(d->kbuf, n);
+        if (b == NULL)
+            return NULL;
+        d->kbuf = b;
+        d->kbuf_cap = n;
+    }
+    return d->kbuf;
 }
 
 /* (a1, b1) <= (a2, b2) */
@@ -383,7 +409,7 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
     cdc_dedup_marker_t *mk = NULL;
     size_t klen, vlen;
     void *val = NULL;
-    uint8_t *key;
+    uint8_t *kbuf;
     cdc_err_t rc;
 
     *image = NULL;
@@ -419,34 +445,53 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
         return CDC_OK;
     }
     free(val);
+    val = NULL;
     if (rc != CDC_OK && rc != CDC_ERR_NOT_FOUND)
         return rc;
 
-    key = seen_key(c, &klen);
-    if (key == NULL)
+    /*
+     * Not live: a deleted entity keeps its last position under 'P' (TTL-bounded).
+     * Every (entity, lsn, op) key was written with a change whose position is not after
+     * the entity's last position, and the delete that ends a live row writes its 'P'
+     * position in the same batch as its own key (so with the same TTL timestamp and
+     * after every older key of the entity). Hence:
+     *   - a position exists and the change is after it: no key of the change can exist
+     *     (new, no key lookup);
+     *   - the change is before it: a stale replay (no key lookup);
+     *   - equal: a replay; the key only tells an exact replay from a stale one;
+     *   - no position (never seen, or the position expired): any key left of the entity
+     *     is older than the TTL (compaction dropped the position first), a replay the
+     *     TTL no longer covers. The key is not read either.
+     * Writes are unchanged: the keys are still stored for every accepted change.
+     */
+    if ((kbuf = key_buf(d, c->entity_len + 10)) == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    rc = lookup(d, CDC_DEDUP_FAMILY, key, klen, &val, &vlen, e);
-    free(key);
-    if (rc == CDC_OK) {
-        free(val);
-        *verdict = CDC_DEDUP_REPLAY;
+    klen = pos_key_into(c, kbuf);
+    rc = lookup(d, CDC_DEDUP_FAMILY, kbuf, klen, &val, &vlen, e);
+    if (rc == CDC_ERR_NOT_FOUND)
         return CDC_OK;
-    }
-    if (rc != CDC_ERR_NOT_FOUND)
+    if (rc != CDC_OK)
         return rc;
-    /* Not live: a deleted entity may still have a (TTL-bounded) position. */
-    key = pos_key(c, &klen);
-    if (key == NULL)
-        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    rc = lookup(d, CDC_DEDUP_FAMILY, key, klen, &val, &vlen, e);
-    free(key);
-    if (rc == CDC_OK) {
-        if (vlen >= 16 && pos_le(c->commit_lsn, c->lsn, get_u64(val), get_u64((uint8_t *)val + 8)))
+    if (vlen >= 16) {
+        uint64_t lc = get_u64(val), ll = get_u64((uint8_t *)val + 8);
+        if (pos_le(c->commit_lsn, c->lsn, lc, ll))
             *verdict = CDC_DEDUP_STALE;
-        free(val);
-        return CDC_OK;
+        if (c->commit_lsn == lc && c->lsn == ll) {
+            void *sv = NULL;
+            size_t svlen = 0;
+            klen = seen_key_into(c, kbuf);
+            rc = lookup(d, CDC_DEDUP_FAMILY, kbuf, klen, &sv, &svlen, e);
+            free(sv);
+            if (rc == CDC_OK)
+                *verdict = CDC_DEDUP_REPLAY;
+            else if (rc != CDC_ERR_NOT_FOUND) {
+                free(val);
+                return rc;
+            }
+        }
     }
-    return rc == CDC_ERR_NOT_FOUND ? CDC_OK : rc;
+    free(val);
+    return CDC_OK;
 }
 
 /* Only the columns that PostgreSQL can TOAST are kept for repair. */

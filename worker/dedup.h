@@ -5,10 +5,12 @@
  *                                 'P' + entity              -> (commit_lsn, lsn) of a deleted row
  *   "rows"  (no TTL):             entity -> (commit_lsn, lsn) + last image of the
  *                                 TOAST-able columns (string, binary, decimal)
- * A change is a duplicate when its (entity, lsn, op) key was seen, or when its
- * position (commit_lsn, lsn) is not after the entity's last position (a replay that
- * arrives out of order). Live rows keep their position without expiry in "rows";
- * only positions of deleted entities age out with the TTL.
+ * A change is a duplicate when its position (commit_lsn, lsn) is not after the entity's
+ * last position (live: "rows"; deleted: 'P'): an exact replay (equal position) or a
+ * replay that arrives out of order. The (entity, lsn, op) key is written for every
+ * accepted change but read only when the positions are equal (docs/worker.md, "Dedup").
+ * Live rows keep their position without expiry in "rows"; only positions of deleted
+ * entities age out with the TTL.
  *
  * The "rows" family also says whether an entity exists in the mirror table as of the
  * last applied change, which lets the stager skip equality deletes for new keys, and
@@ -71,6 +73,9 @@ typedef struct cdc_dedup {
     int ttl_seconds;
     cdc_dedup_marker_t *markers; /* per table, loaded on first use (record thread) */
     size_t nmarkers;
+    uint8_t *kbuf; /* scratch for lookup keys (record thread) */
+    size_t kbuf_cap;
+    uint64_t store_lookups; /* point lookups that reached RocksDB (tests, profiling) */
     /* Set by cdc_dedup_cut until cdc_dedup_checkpoint_cut has copied the store: while
      * set, cdc_dedup_flush keeps every write pending, so the store holds exactly the
      * state at the cut. */

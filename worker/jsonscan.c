@@ -289,3 +289,71 @@ json_t *cdc_json_load(const char *buf, size_t len, json_error_t *err)
     json_t *root = cdc_json_scan(buf, len);
     return root != NULL ? root : json_loadb(buf, len, 0, err);
 }
+
+/* ---- per-thread arena for short-lived trees (cdc_json_load_scoped) ------------------ */
+
+enum { ARENA_BYTES = 128 * 1024 };
+
+typedef struct arena {
+    uint8_t *base; /* ARENA_BYTES, allocated on first use, kept for the thread's life */
+    size_t used;
+    bool active; /* allocations go to the arena (only while the fast scanner runs) */
+} arena_t;
+
+static __thread arena_t tl_arena;
+
+static void *arena_malloc(size_t n)
+{
+    arena_t *a = &tl_arena;
+    if (a->active) {
+        size_t need = (n + 15) & ~(size_t)15;
+        if (need <= ARENA_BYTES - a->used) {
+            void *p = a->base + a->used;
+            a->used += need;
+            return p;
+        }
+    }
+    return malloc(n); /* inactive, or the arena is full */
+}
+
+static void arena_free(void *p)
+{
+    const arena_t *a = &tl_arena;
+    uintptr_t u = (uintptr_t)p, b = (uintptr_t)a->base;
+    if (a->base != NULL && u >= b && u < b + ARENA_BYTES)
+        return; /* released all at once by cdc_json_scope_end */
+    free(p);
+}
+
+/*
+ * Installed before main (and before any thread starts): outside an active arena the
+ * functions are exactly malloc and free, so values jansson allocated before (or in other
+ * threads, or in other libraries using jansson) are unaffected.
+ */
+__attribute__((constructor)) static void arena_install(void)
+{
+    json_set_alloc_funcs(arena_malloc, arena_free);
+}
+
+json_t *cdc_json_load_scoped(const char *buf, size_t len, json_error_t *err)
+{
+    arena_t *a = &tl_arena;
+    json_t *root;
+    json_malloc_t fm;
+    json_free_t ff;
+    json_get_alloc_funcs(&fm, &ff);
+    if (a->base == NULL && fm == arena_malloc)
+        a->base = malloc(ARENA_BYTES);
+    if (a->base != NULL) {
+        a->used = 0;
+        a->active = true;
+    }
+    root = cdc_json_scan(buf, len);
+    a->active = false;
+    return root != NULL ? root : json_loadb(buf, len, 0, err);
+}
+
+void cdc_json_scope_end(void)
+{
+    tl_arena.used = 0;
+}

@@ -25,4 +25,17 @@ json_t *cdc_json_scan(const char *buf, size_t len);
 /* cdc_json_scan, falling back to json_loadb(buf, len, 0, err) (err may be NULL). */
 json_t *cdc_json_load(const char *buf, size_t len, json_error_t *err);
 
+/*
+ * cdc_json_load for a tree that lives only until cdc_json_scope_end() on this thread (the
+ * record path: one event at a time). The fast path takes the tree's nodes from a
+ * per-thread arena instead of malloc (jansson's frees of them are no-ops), which saves
+ * most of the allocator work of building and freeing a tree per event. Rules: call
+ * cdc_json_scope_end() after the last json_decref of the tree and before the next
+ * cdc_json_load_scoped on the thread; no node of the tree (or pointer into one) may be
+ * kept past it, nor handed to another thread. Values added to the tree later, and the
+ * json_loadb fallback, use malloc as usual.
+ */
+json_t *cdc_json_load_scoped(const char *buf, size_t len, json_error_t *err);
+void cdc_json_scope_end(void);
+
 #endif

@@ -64,6 +64,12 @@ hwm() { # VmHWM of pid $1 in kB (0 when gone)
     while read -r k v _; do [ "$k" = VmHWM: ] && r=$v; done 2>/dev/null <"/proc/$1/status"
     echo "$r"
 }
+cpu_ticks() { # utime + stime of pid $1 (all its threads), in clock ticks; empty when gone
+    local l f
+    read -r l 2>/dev/null <"/proc/$1/stat" || return 0
+    read -ra f <<<"${l##*) }"
+    echo $((f[11] + f[12]))
+}
 start=$(now_ms)
 "$bin" --pg-dsn="$dsn" --kafka-bootstrap="$CDC_TEST_KAFKA" --slot=bench_cdc \
     --publication=bench_pub --tables=public.bench_capture --topic-prefix=bench \
@@ -71,11 +77,19 @@ start=$(now_ms)
     ${BENCH_CAPTURE_ARGS:-} >"$log" 2>&1 &
 pid=$!
 peak=0
+wal_pid=0
+wal_ticks=0
 while :; do
-    echo "SELECT confirmed_flush_lsn - '0/0'::pg_lsn >= $endnum FROM pg_replication_slots
-          WHERE slot_name = 'bench_cdc';" >&"$poll_in"
-    done_=
-    read -r -t 60 done_ <&"$poll_out" || { echo "bench-capture: polling psql failed" >&2; exit 1; }
+    echo "SELECT confirmed_flush_lsn - '0/0'::pg_lsn >= $endnum, coalesce(active_pid, 0)
+          FROM pg_replication_slots WHERE slot_name = 'bench_cdc';" >&"$poll_in"
+    reply=
+    read -r -t 60 reply <&"$poll_out" || { echo "bench-capture: polling psql failed" >&2; exit 1; }
+    done_=${reply%%|*}
+    [ "${reply#*|}" != 0 ] && wal_pid=${reply#*|}
+    if [ "$wal_pid" != 0 ]; then # the walsender serving the capture (CPU until it exits)
+        w=$(cpu_ticks "$wal_pid")
+        [ -n "$w" ] && wal_ticks=$w
+    fi
     r=$(hwm "$pid")
     [ "$r" -gt "$peak" ] && peak=$r
     [ "$done_" = t ] && break
@@ -94,6 +108,7 @@ done
 cdc_ms=$(($(now_ms) - start))
 r=$(hwm "$pid")
 [ "$r" -gt "$peak" ] && peak=$r
+cap_ticks=$(cpu_ticks "$pid")
 kill -TERM "$pid"
 wait "$pid" || true
 echo '\q' >&"$poll_in"
@@ -115,4 +130,10 @@ echo "bench-capture: $changes changes; cdc-capture ${cdc_ms} ms (to Kafka, acked
     "confirmed), pg_recvlogical ${recv_ms} ms (to /dev/null)"
 echo "BENCH capture_changes_per_s $cdc_rate changes/s baseline=$recv_rate ratio=$ratio"
 echo "BENCH capture_peak_rss $((peak / 1024)) MiB"
+# CPU time per change (load-independent, unlike the rates): the whole capture process
+# (main thread + librdkafka threads) and the walsender that decoded its slot.
+tck=$(getconf CLK_TCK)
+per_change() { awk -v t="$1" -v h="$tck" -v n="$changes" 'BEGIN { printf "%.2f", t / h * 1e6 / n }'; }
+echo "BENCH capture_cpu_per_change $(per_change "${cap_ticks:-0}") us"
+echo "BENCH capture_walsender_cpu_per_change $(per_change "$wal_ticks") us"
 echo "BENCH capture_backlog_changes $changes changes"

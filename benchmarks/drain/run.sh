@@ -64,10 +64,15 @@ ours_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
 echo "pipeline: $EVENTS events into mirror + changelog in $ours_s s (from worker start)"
 
 rss_kb=0
+cpu_ticks=0
 for p in "${wpids[@]}"; do
     r=$(awk '/VmHWM/ { print $2 }' "/proc/$p/status" 2>/dev/null || echo 0)
     [ "${r:-0}" -gt "$rss_kb" ] && rss_kb=$r
+    # utime + stime of the worker (fields 14 and 15 after the "(comm)" field)
+    t=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{ print $12 + $13 }' || echo 0)
+    cpu_ticks=$((cpu_ticks + ${t:-0}))
 done
+cpu_s=$(awk -v t="$cpu_ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t / hz }')
 
 # commit latency: "checkpoint N committed in X ms" (debug lines of the coordinator)
 lat=$(sed -n 's/.*checkpoint [0-9]* committed in \([0-9]*\) ms.*/\1/p' "$work/coordinator.log" | sort -n)
@@ -83,3 +88,6 @@ awk -v n="$EVENTS" -v o="$ours_s" -v k="$kcat_s" 'BEGIN {
 echo "BENCH drain_commit_latency_p50_ms ${p50:-0} ms"
 echo "BENCH drain_commit_latency_p99_ms ${p99:-0} ms"
 echo "BENCH drain_worker_peak_rss_mb $((rss_kb / 1024)) MB"
+awk -v c="$cpu_s" -v n="$EVENTS" 'BEGIN {
+    printf "BENCH drain_worker_cpu_per_event_us %.1f us (worker utime+stime %.2f s)\n", c * 1e6 / n, c
+}'

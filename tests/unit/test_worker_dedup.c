@@ -144,7 +144,12 @@ static void test_out_of_order_duplicate(void **state)
     make(f, &c, 'd', 5, 400, 390, NULL);
     assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
     cdc_change_clear(&c);
+    /* An exact replay of a change before the delete: its position decides (stale). */
     make(f, &c, 'u', 5, 300, 250, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_STALE);
+    cdc_change_clear(&c);
+    /* An exact replay of the delete itself: equal position, its key says replay. */
+    make(f, &c, 'd', 5, 400, 390, NULL);
     assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_REPLAY);
     cdc_change_clear(&c);
     make(f, &c, 'c', 5, 100, 80, NULL);
@@ -155,6 +160,75 @@ static void test_out_of_order_duplicate(void **state)
     make(f, &c, 'c', 5, 500, 490, NULL);
     assert_int_equal(apply(f, &c, &live), CDC_DEDUP_NEW);
     assert_false(live);
+    cdc_change_clear(&c);
+}
+
+/*
+ * Every replay of a row's whole history (insert, updates, delete, re-insert, delete) is
+ * dropped, in the same write batch (overlay), after a flush, and from a restored copy of
+ * a checkpoint; and the lookups a change costs: a new key reads the row and the
+ * deleted-row position only, never its (entity, lsn, op) key.
+ */
+static void test_history_replays(void **state)
+{
+    fx_t *f = *state;
+    cdc_change_t c;
+    cdc_error_t e;
+    char cp[300], db2[300], cmd[700];
+    static const struct {
+        char op;
+        uint64_t commit_lsn, lsn;
+    } h[] = {{'c', 100, 90},  {'u', 200, 190}, {'u', 200, 195}, {'d', 300, 290},
+             {'c', 400, 390}, {'u', 500, 490}, {'d', 600, 590}};
+    const size_t n = sizeof(h) / sizeof(h[0]);
+
+    /* Lookup cost of a new key: the table's truncate marker once, then two per key. */
+    make(f, &c, 'c', 1000, 10, 10, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    uint64_t before = f->d->store_lookups;
+    for (int id = 1001; id <= 1100; id++) {
+        make(f, &c, 'c', id, 20, 20, NULL);
+        assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+        cdc_change_clear(&c);
+    }
+    assert_int_equal(f->d->store_lookups - before, 200);
+
+    for (int round = 0; round < 3; round++) {
+        int id = 7 + round;
+        for (size_t i = 0; i < n; i++) {
+            make(f, &c, h[i].op, id, h[i].commit_lsn, h[i].lsn, NULL);
+            assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+            cdc_change_clear(&c);
+            /* replay everything so far (overlay in round 0, store after a flush) */
+            if (round == 1)
+                assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+            for (size_t j = 0; j <= i; j++) {
+                make(f, &c, h[j].op, id, h[j].commit_lsn, h[j].lsn, NULL);
+                assert_int_not_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+                cdc_change_clear(&c);
+            }
+        }
+    }
+    /* From a restored checkpoint copy: the whole history of ids 7..9 again. */
+    snprintf(cp, sizeof(cp), "%s/cph", f->dir);
+    assert_int_equal(cdc_dedup_checkpoint(f->d, cp, &e), CDC_OK);
+    cdc_dedup_close(f->d);
+    f->d = NULL;
+    snprintf(db2, sizeof(db2), "%s/dbh", f->dir);
+    snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", cp, db2);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(cdc_dedup_open(db2, 86400, &f->d, &e), CDC_OK);
+    for (int id = 7; id <= 9; id++)
+        for (size_t j = 0; j < n; j++) {
+            make(f, &c, h[j].op, id, h[j].commit_lsn, h[j].lsn, NULL);
+            assert_int_not_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+            cdc_change_clear(&c);
+        }
+    /* ... while a later change of the deleted row is new. */
+    make(f, &c, 'c', 7, 700, 690, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
     cdc_change_clear(&c);
 }
 
@@ -513,6 +587,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_exact_replay, setup, teardown),
         cmocka_unit_test_setup_teardown(test_out_of_order_duplicate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_history_replays, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replay_after_restore, setup, teardown),
         cmocka_unit_test_setup_teardown(test_toast_repair, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pending_and_flushed, setup, teardown),

@@ -3,12 +3,15 @@
  * values, key order, duplicate-key rule), and everything outside its subset (non-ASCII,
  * \u escapes, reals, huge integers, syntax errors, scalars at top level) is refused so
  * that cdc_json_load falls back to json_loadb with jansson's own result or error.
+ * cdc_json_load_scoped (arena-backed trees) gives the same trees, also when the arena
+ * fills up, when the tree is changed after loading, and across many scopes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,11 +99,61 @@ static void test_fallback(void **state)
     same(deep, false);
 }
 
+/* Scoped (arena) loads: same trees as json_loadb, many times over on one thread. */
+static void test_scoped(void **state)
+{
+    (void)state;
+    json_error_t je;
+    const char *docs[] = {
+        "{\"before\":null,\"after\":{\"id\":42,\"v\":\"value-42\"},\"source\":{\"lsn\":1},"
+        "\"op\":\"c\"}",
+        "{\"a\":[1,2,{\"b\":\"\\u00e9\"}]}", /* json_loadb fallback */
+        "{\"x\":1.5}",                       /* fallback too */
+        "[1,2,3]",
+    };
+    for (int round = 0; round < 2000; round++) {
+        const char *doc = docs[round % 4];
+        json_t *ref = json_loadb(doc, strlen(doc), 0, &je);
+        json_t *got = cdc_json_load_scoped(doc, strlen(doc), &je);
+        assert_non_null(got);
+        assert_true(json_equal(ref, got));
+        /* Changing the tree afterwards allocates outside the arena: freed normally. */
+        if (json_is_object(got))
+            assert_int_equal(json_object_set_new(got, "added", json_string("a string value")), 0);
+        /* A tree loaded meanwhile without a scope is an ordinary one. */
+        json_t *other = cdc_json_load(doc, strlen(doc), &je);
+        assert_non_null(other);
+        json_decref(got);
+        cdc_json_scope_end();
+        assert_true(json_equal(ref, other));
+        json_decref(other);
+        json_decref(ref);
+    }
+    /* A document whose tree does not fit in the arena: the rest comes from malloc. */
+    size_t n = 40000, cap = n * 24 + 16, len = 0;
+    char *big = malloc(cap);
+    assert_non_null(big);
+    big[len++] = '{';
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(big + len, cap - len, "%s\"k%zu\":\"v%zu\"", i ? "," : "", i, i);
+    big[len++] = '}';
+    json_t *ref = json_loadb(big, len, 0, &je);
+    json_t *got = cdc_json_load_scoped(big, len, &je);
+    assert_non_null(ref);
+    assert_non_null(got);
+    assert_true(json_equal(ref, got));
+    json_decref(got);
+    cdc_json_scope_end();
+    json_decref(ref);
+    free(big);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fast_subset),
         cmocka_unit_test(test_fallback),
+        cmocka_unit_test(test_scoped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
