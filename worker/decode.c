@@ -396,19 +396,35 @@ static cdc_source_schema_t *schema_new(const char *topic, const char *ns, const 
 }
 
 /* Splits "<prefix>.<schema>.<table>" into ns and table (the last two parts). */
+/* snprintf(dst, size, "%.*s", n, src) for a src without NUL in its first n bytes, minus
+ * the cost of the formatting machinery (it runs several times per event). */
+static void copy_name(char *dst, size_t size, const char *src, size_t n)
+{
+    if (n >= size)
+        n = size - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* snprintf(dst, size, "%s", src) */
+static void copy_str(char *dst, size_t size, const char *src)
+{
+    copy_name(dst, size, src, strlen(src));
+}
+
 static void names_from_topic(const char *topic, char *ns, size_t nsz, char *table, size_t tsz)
 {
     const char *last = strrchr(topic, '.');
     if (last == NULL) {
-        snprintf(ns, nsz, "public");
-        snprintf(table, tsz, "%s", topic);
+        copy_str(ns, nsz, "public");
+        copy_str(table, tsz, topic);
         return;
     }
-    snprintf(table, tsz, "%s", last + 1);
+    copy_str(table, tsz, last + 1);
     const char *prev = last;
     while (prev > topic && prev[-1] != '.')
         prev--;
-    snprintf(ns, nsz, "%.*s", (int)(last - prev), prev);
+    copy_name(ns, nsz, prev, (size_t)(last - prev));
 }
 
 /* Registers a document of the capture's format (common/cdcschema.h, docs/events.md). */
@@ -1441,13 +1457,13 @@ cdc_err_t cdc_decode(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
     source = json_object_get(payload, "source");
     names_from_topic(in->topic, ns, sizeof(ns), table, sizeof(table));
     if (opts && opts->default_ns && strchr(in->topic, '.') == NULL)
-        snprintf(ns, sizeof(ns), "%s", opts->default_ns);
+        copy_str(ns, sizeof(ns), opts->default_ns);
     if (jstr(source, "schema"))
-        snprintf(ns, sizeof(ns), "%s", jstr(source, "schema"));
+        copy_str(ns, sizeof(ns), jstr(source, "schema"));
     if (jstr(source, "table"))
-        snprintf(table, sizeof(table), "%s", jstr(source, "table"));
+        copy_str(table, sizeof(table), jstr(source, "table"));
     if (flattened && jstr(payload, "__table"))
-        snprintf(table, sizeof(table), "%s", jstr(payload, "__table"));
+        copy_str(table, sizeof(table), jstr(payload, "__table"));
 
     if (op == NULL) {
         if (flattened && json_object_get(payload, "__op") == NULL) {

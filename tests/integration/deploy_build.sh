@@ -6,11 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${CDC_BUILD_DIR:-$PWD/build}
-# The image ships the release build. A sanitizer build dir (make asan: build-asan) holds
-# objects compiled with -fsanitize that a plain link cannot use, and its binaries would
-# need libasan at run time: build the release binaries in their own directory instead.
+# The image ships the release build. A sanitizer build dir (make asan: build-asan, make
+# tsan: build-tsan) holds objects compiled with -fsanitize that a plain link cannot use,
+# and its binaries would need libasan/libtsan at run time: build the release binaries in
+# their own directory instead.
 case "$build" in
-*-asan | *-asan/) build=$PWD/build ;;
+*-asan | *-asan/ | *-tsan | *-tsan/) build=$PWD/build ;;
 esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
