@@ -156,8 +156,9 @@ typedef struct cdc_coord {
     /* metrics */
     cdc_counter_t *m_committed, *m_failures, *m_rejected, *m_aborted, *m_etcd_errors,
         *m_commit_errors, *m_orphans, *m_expired;
-    cdc_gauge_t *m_state, *m_term, *m_workers, *m_generation, *m_last_epoch;
-    cdc_histogram_t *m_latency, *m_record_latency;
+    cdc_gauge_t *m_state, *m_term, *m_workers, *m_generation, *m_last_epoch, *m_stall_max;
+    cdc_histogram_t *m_latency, *m_record_latency, *m_stall;
+    int64_t stall_max_ms; /* longest main-loop iteration as leader */
 
     pthread_mutex_t status_mu;
     char *status_json;      /* published snapshot, guarded by status_mu */

@@ -932,11 +932,26 @@ static void maybe_expire(cdc_coord_t *c, int64_t now)
 
 /* ---- the loop ------------------------------------------------------------------------- */
 
+/*
+ * One loop iteration as leader took ms: everything in it (commits, orphan scans, expiry)
+ * delays barriers and acks, so the longest one is exported and a slow one logged.
+ */
+static void observe_stall(cdc_coord_t *c, int64_t ms)
+{
+    cdc_metrics_histogram_observe(c->m_stall, (double)ms / 1000.0);
+    if (ms > c->stall_max_ms) {
+        c->stall_max_ms = ms;
+        cdc_metrics_gauge_set(c->m_stall_max, (double)ms / 1000.0);
+    }
+    if (ms > SLOW_MAINTENANCE_MS)
+        cdc_log_warn("coordinator loop stalled for %" PRId64 " ms (barriers waited)", ms);
+}
+
 void cdc_coord_run(cdc_coord_t *c)
 {
     set_state(c, CDC_JOB_STANDBY);
     while (!*c->stop) {
-        int64_t now = mono_ms();
+        int64_t now = mono_ms(), began = now;
         cdc_leader_event_t ev = cdc_leader_tick(&c->leader, now);
 
         if (ev == CDC_LEADER_ELECTED) {
@@ -967,6 +982,8 @@ void cdc_coord_run(cdc_coord_t *c)
                 maybe_expire(c, mono_ms());
             }
         }
+        if (c->state != CDC_JOB_STANDBY)
+            observe_stall(c, mono_ms() - began);
         if (now >= c->next_status_ms) {
             cdc_admin_publish(c);
             /* a standby asks etcd who leads for its status: not that often */
@@ -1017,6 +1034,12 @@ static void init_metrics(cdc_coord_t *c)
         cdc_metrics_histogram(r, "cdc_coordinator_record_latency_seconds",
                               "From barrier to the checkpoint record being in etcd.",
                               cdc_metrics_latency_buckets, cdc_metrics_latency_nbuckets, NULL);
+    c->m_stall = cdc_metrics_histogram(
+        r, "cdc_coordinator_loop_stall_seconds", "Duration of each main-loop iteration as leader.",
+        cdc_metrics_latency_buckets, cdc_metrics_latency_nbuckets, NULL);
+    c->m_stall_max =
+        cdc_metrics_gauge(r, "cdc_coordinator_loop_stall_max_seconds",
+                          "Longest main-loop iteration as leader since the start.", NULL);
 }
 
 cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)

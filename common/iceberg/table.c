@@ -639,6 +639,10 @@ static void count_removed(commit_ctx_t *cx, const cdc_ice_data_file_t *f)
     }
 }
 
+/* Feed the referenced-files cache with what a commit writes (defined below). */
+static void ref_cache_feed_manifest(const char *path, const cdc_ice_manifest_entry_t *v, size_t n);
+static void ref_cache_feed_list(const char *path, const cdc_ice_manifest_file_t *mfs, size_t n);
+
 /* Writes entries as a manifest and describes it in *mf. */
 static cdc_err_t write_manifest(commit_ctx_t *cx, const entry_vec_t *ev,
                                 cdc_ice_manifest_content_t content, cdc_ice_manifest_file_t *mf,
@@ -664,6 +668,7 @@ static cdc_err_t write_manifest(commit_ctx_t *cx, const entry_vec_t *ev,
         return rc;
     if (!written_add(&cx->written, mf->path))
         return oom(e);
+    ref_cache_feed_manifest(mf->path, ev->v, ev->n); /* an orphan scan need not read it */
     mf->length = (int64_t)len;
     mf->spec_id = 0;
     mf->content = content;
@@ -964,6 +969,7 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, in
         rc = oom(e);
         goto fail;
     }
+    ref_cache_feed_list(list_path, list.v, list.n);
 
     /* the new metadata: a copy of the current one plus the snapshot */
     if ((rc = cdc_ice_metadata_copy(&md, &t->md)) != CDC_OK) {
@@ -1329,6 +1335,47 @@ static bool ref_cache_put(const char *path, char **items, size_t n)
     ref_n++;
     ref_items += n + 1;
     return true;
+}
+
+/*
+ * Caches the paths a manifest this process just wrote lists (its live entries), so orphan
+ * scans and expiry never read it back. Best effort: on allocation failure nothing is cached.
+ */
+static void ref_cache_feed_manifest(const char *path, const cdc_ice_manifest_entry_t *v, size_t n)
+{
+    char **files = NULL;
+    size_t cnt = 0, cap = 0;
+    bool ok = true;
+
+    for (size_t i = 0; i < n && ok; i++)
+        if (v[i].status != CDC_ICE_ENTRY_DELETED)
+            ok = list_add(&files, &cnt, &cap, v[i].file.path);
+    pthread_mutex_lock(&ref_cache_mu);
+    if (ok && ref_cache_get(path) == NULL && ref_cache_put(path, files, cnt))
+        files = NULL, cnt = 0;
+    pthread_mutex_unlock(&ref_cache_mu);
+    cdc_storage_list_free(files, cnt);
+}
+
+/*
+ * Caches a manifest list this process just wrote, but only when every manifest it names is
+ * cached (the invariant ref_cache_load keeps); otherwise a scan reads the list once.
+ */
+static void ref_cache_feed_list(const char *path, const cdc_ice_manifest_file_t *mfs, size_t n)
+{
+    char **paths = NULL;
+    size_t cnt = 0, cap = 0;
+    bool ok = true;
+
+    for (size_t i = 0; i < n && ok; i++)
+        ok = list_add(&paths, &cnt, &cap, mfs[i].path);
+    pthread_mutex_lock(&ref_cache_mu);
+    for (size_t i = 0; i < cnt && ok; i++)
+        ok = ref_cache_get(paths[i]) != NULL;
+    if (ok && ref_cache_get(path) == NULL && ref_cache_put(path, paths, cnt))
+        paths = NULL, cnt = 0;
+    pthread_mutex_unlock(&ref_cache_mu);
+    cdc_storage_list_free(paths, cnt);
 }
 
 /* Reads manifest list s (and the manifests it names that are not cached) into the cache. */

@@ -574,6 +574,51 @@ static void test_remove_files_merging(void **state)
     check_remove(*state, "2");
 }
 
+/*
+ * The manifests and manifest lists a commit writes feed the referenced-files cache, so an
+ * orphan scan after commits reads none of them back: with every Avro file gone from
+ * metadata/, cdc_ice_table_referenced_files() still lists them and every live file.
+ */
+static void test_referenced_files_fed_by_commits(void **state)
+{
+    fixture_t *f = *state;
+    cdc_ice_table_t *t;
+    cdc_error_t e;
+    char prefix[512], **all, **refs;
+    size_t nall, nrefs, nlf;
+    cdc_ice_live_file_t *lf;
+
+    assert_int_equal(cdc_ice_table_create(f->st, f->loc, &SCHEMA, NULL, &t, &e), CDC_OK);
+    for (int i = 0; i < 60; i++) {
+        cdc_ice_data_file_t d, del;
+        fake_file(&d, f->loc, CDC_ICE_CONTENT_DATA, 2);
+        fake_file(&del, f->loc, CDC_ICE_CONTENT_EQUALITY_DELETES, 1);
+        assert_int_equal(cdc_ice_table_row_delta(t, &d, 1, &del, i % 2, NULL, NULL, &e), CDC_OK);
+        cdc_ice_data_file_clear(&d);
+        cdc_ice_data_file_clear(&del);
+    }
+    assert_int_equal(cdc_ice_table_live_files(t, &lf, &nlf, &e), CDC_OK);
+    assert_int_equal(nlf, 90);
+    snprintf(prefix, sizeof(prefix), "%s/metadata/", f->loc);
+    assert_int_equal(cdc_storage_list(f->st, prefix, &all, &nall, &e), CDC_OK);
+    for (size_t i = 0; i < nall; i++)
+        if (strstr(all[i], ".avro"))
+            assert_int_equal(cdc_storage_delete(f->st, all[i], &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_referenced_files(t, &refs, &nrefs, &e), CDC_OK);
+    for (size_t i = 0; i < nall + nlf; i++) {
+        const char *want = i < nall ? all[i] : lf[i - nall].file.path;
+        bool found = false;
+        for (size_t j = 0; j < nrefs && !found; j++)
+            found = strcmp(want, refs[j]) == 0;
+        if (!found && strstr(want, ".metadata.json") == NULL)
+            fail_msg("%s not referenced", want);
+    }
+    cdc_storage_list_free(refs, nrefs);
+    cdc_storage_list_free(all, nall);
+    cdc_ice_live_files_free(lf, nlf);
+    cdc_ice_table_close(t);
+}
+
 static void test_hint_lagging(void **state)
 {
     fixture_t *f = *state;
@@ -609,6 +654,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_racing_committers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_manifest_growth_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hint_lagging, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_referenced_files_fed_by_commits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_files_merging, setup, teardown),
     };
