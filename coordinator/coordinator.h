@@ -106,6 +106,8 @@ typedef struct cdc_ckpt_summary {
     int tables;
 } cdc_ckpt_summary_t;
 
+#define CDC_CLOSING_MAX 64
+
 typedef struct cdc_coord {
     cdc_coord_config_t cfg;
     /* Set by the signal handler, which may run on any thread; atomic so that every
@@ -147,6 +149,14 @@ typedef struct cdc_coord {
     int nqueue;
     int64_t commit_retry_ms;
     char last_commit_error[256];
+
+    /* Pipes a standby rejected, closed once the Reject had time to leave (closing at
+     * once drops the queued reply inside NNG 1.5.2, which also leaks it). */
+    struct {
+        uint32_t pipe;
+        int64_t due_ms;
+    } closing[CDC_CLOSING_MAX];
+    int nclosing;
 
     cdc_ckpt_summary_t history[CDC_HISTORY_MAX];
     int nhistory;

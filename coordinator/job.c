@@ -26,6 +26,9 @@
 #define COMMIT_RETRY_MS 300
 #define MAX_OPEN_BEFORE_PAUSE 8
 #define SLOW_MAINTENANCE_MS 1000
+#define LOOP_WAIT_MAX_MS 50       /* longest message wait of a running leader's loop */
+#define STANDBY_WAIT_MS 100       /* a standby's message wait */
+#define REJECT_CLOSE_DELAY_MS 200 /* a standby closes a rejected worker's pipe after this */
 
 const char *cdc_job_state_name(cdc_job_state_t s)
 {
@@ -121,8 +124,34 @@ static void send_reject(cdc_coord_t *c, uint32_t pipe, const char *reason)
 static void reject_not_leader(cdc_coord_t *c, uint32_t pipe)
 {
     send_reject(c, pipe, "not the leader");
-    if (c->state == CDC_JOB_STANDBY)
-        cdc_msg_server_close_pipe(c->msg, pipe);
+    if (c->state != CDC_JOB_STANDBY)
+        return;
+    for (int i = 0; i < c->nclosing; i++)
+        if (c->closing[i].pipe == pipe)
+            return; /* already due */
+    if (c->nclosing == CDC_CLOSING_MAX) {
+        cdc_msg_server_close_pipe(c->msg, pipe); /* a flood of dialers: close at once */
+        return;
+    }
+    c->closing[c->nclosing].pipe = pipe;
+    c->closing[c->nclosing].due_ms = mono_ms() + REJECT_CLOSE_DELAY_MS;
+    c->nclosing++;
+}
+
+/* Closes the rejected pipes whose delay has passed (forgets them if we lead meanwhile:
+ * the worker registers again on the same pipe). */
+static void close_rejected(cdc_coord_t *c, int64_t now)
+{
+    int kept = 0;
+    for (int i = 0; i < c->nclosing; i++) {
+        if (c->state != CDC_JOB_STANDBY)
+            continue;
+        if (now >= c->closing[i].due_ms)
+            cdc_msg_server_close_pipe(c->msg, c->closing[i].pipe);
+        else
+            c->closing[kept++] = c->closing[i];
+    }
+    c->nclosing = kept;
 }
 
 static void broadcast(cdc_coord_t *c, const Cdc__Envelope *env)
@@ -947,6 +976,26 @@ static void observe_stall(cdc_coord_t *c, int64_t ms)
         cdc_log_warn("coordinator loop stalled for %" PRId64 " ms (barriers waited)", ms);
 }
 
+/*
+ * How long the loop may wait for a message before its timers need it: until the next
+ * barrier or commit retry, at most LOOP_WAIT_MAX_MS (heartbeat checks, status); a
+ * standby only watches the election. Every timed receive costs NNG 1.5.2 a busy wait on
+ * the clock, so waking 200 times a second kept an idle coordinator at 16% of a core.
+ */
+static int loop_wait_ms(const cdc_coord_t *c, int64_t now)
+{
+    int64_t w = LOOP_WAIT_MAX_MS;
+
+    if (c->state == CDC_JOB_STANDBY)
+        return STANDBY_WAIT_MS;
+    if (c->state != CDC_JOB_RUNNING)
+        return 20; /* starting or recovering: assignment and grace timers */
+    if (c->nqueue > 0)
+        w = c->commit_retry_ms - now < w ? c->commit_retry_ms - now : w;
+    w = c->next_barrier_ms - now < w ? c->next_barrier_ms - now : w;
+    return w < 0 ? 0 : (int)w;
+}
+
 void cdc_coord_run(cdc_coord_t *c)
 {
     set_state(c, CDC_JOB_STANDBY);
@@ -968,7 +1017,7 @@ void cdc_coord_run(cdc_coord_t *c)
         if (c->state == CDC_JOB_STARTING)
             leader_start(c, now);
 
-        drain(c, c->nqueue > 0 && now >= c->commit_retry_ms ? 0 : 5);
+        drain(c, loop_wait_ms(c, now));
         now = mono_ms();
         if (c->state != CDC_JOB_STANDBY) {
             check_liveness(c, now);
@@ -982,6 +1031,8 @@ void cdc_coord_run(cdc_coord_t *c)
                 maybe_expire(c, mono_ms());
             }
         }
+        if (c->nclosing > 0)
+            close_rejected(c, now);
         if (c->state != CDC_JOB_STANDBY)
             observe_stall(c, mono_ms() - began);
         if (now >= c->next_status_ms) {
