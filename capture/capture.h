@@ -109,8 +109,8 @@ typedef struct cdc_capture {
     uint64_t confirmed;     /* last LSN sent to PostgreSQL as flushed */
     int64_t last_status_ms; /* when the last status update went out */
     int64_t last_heartbeat_ms;
-    bool ready;    /* streaming (for /readyz) */
-    bool streamed; /* the current session reached streaming */
+    _Atomic bool ready; /* streaming; read by the HTTP thread (/readyz) */
+    bool streamed;      /* the current session reached streaming */
 
     cdc_counter_t *m_transactions;
     cdc_counter_t *m_delivery_errors;

@@ -4,6 +4,7 @@
  * (session loop), snapshot.c, registry.c and source.c. See docs/capture.md.
  */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,9 +77,10 @@ static void on_signal(int sig)
 static bool ready(void *arg, char *reason, size_t size)
 {
     const cdc_capture_t *cap = arg;
-    if (!cap->ready)
+    bool ok = atomic_load(&cap->ready); /* runs on an HTTP thread */
+    if (!ok)
         snprintf(reason, size, "not streaming");
-    return cap->ready;
+    return ok;
 }
 
 static bool valid_name(const char *s)
