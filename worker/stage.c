@@ -141,6 +141,23 @@ static bool changelog_reserve(cdc_stage_table_t *t)
 
 static size_t row_bytes(const cdc_row_t *r);
 
+/* Appends c's changelog row without values (room made by changelog_reserve). */
+static cdc_changelog_row_t *changelog_push(cdc_stage_t *s, cdc_stage_table_t *t,
+                                           const cdc_change_t *c)
+{
+    cdc_changelog_row_t *cl = &t->changelog[t->nchangelog++];
+    memset(cl, 0, sizeof(*cl));
+    cl->op = (char)c->op;
+    cl->lsn = c->lsn;
+    cl->commit_lsn = c->commit_lsn;
+    cl->tx_id = c->tx_id;
+    cl->source_ts_us = c->source_ts_us;
+    cl->partition = c->partition;
+    cl->offset = c->offset;
+    s->bytes += sizeof(*cl);
+    return cl;
+}
+
 /* Truncate: see cdc_stage_add in stage.h. */
 static cdc_err_t stage_truncate(cdc_stage_t *s, const cdc_change_t *c, cdc_error_t *e)
 {
@@ -159,19 +176,8 @@ static cdc_err_t stage_truncate(cdc_stage_t *s, const cdc_change_t *c, cdc_error
     if (t->slots != NULL)
         memset(t->slots, 0, t->nslots * sizeof(*t->slots));
     t->truncated = true;
-    if (c->partition == 0) {
-        cdc_changelog_row_t *cl = &t->changelog[t->nchangelog++];
-        memset(cl, 0, sizeof(*cl));
-        cl->row.schema = c->schema; /* no values: every row column is null */
-        cl->op = (char)CDC_OP_TRUNCATE;
-        cl->lsn = c->lsn;
-        cl->commit_lsn = c->commit_lsn;
-        cl->tx_id = c->tx_id;
-        cl->source_ts_us = c->source_ts_us;
-        cl->partition = c->partition;
-        cl->offset = c->offset;
-        s->bytes += sizeof(*cl);
-    }
+    if (c->partition == 0)
+        changelog_push(s, t, c)->row.schema = c->schema; /* no values: every column null */
     s->changes++;
     return CDC_OK;
 }
@@ -193,14 +199,8 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_e
     if (t->nslots == 0 || (t->nentries + 1) * 2 > t->nslots)
         if (!rehash(t))
             goto nomem;
-    if (t->nchangelog == t->clcap) {
-        size_t cap = t->clcap ? t->clcap * 2 : 64;
-        cdc_changelog_row_t *n = realloc(t->changelog, cap * sizeof(*n));
-        if (n == NULL)
-            goto nomem;
-        t->changelog = n;
-        t->clcap = cap;
-    }
+    if (!changelog_reserve(t))
+        goto nomem;
     if (!cdc_row_copy(&copy, img))
         goto nomem;
 
@@ -236,17 +236,10 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_e
     en->row = copy;
     s->bytes += row_bytes(&en->row);
 
-    cl = &t->changelog[t->nchangelog++];
+    cl = changelog_push(s, t, c);
     cl->row = *img; /* moved */
     img->vals = NULL;
-    cl->op = (char)c->op;
-    cl->lsn = c->lsn;
-    cl->commit_lsn = c->commit_lsn;
-    cl->tx_id = c->tx_id;
-    cl->source_ts_us = c->source_ts_us;
-    cl->partition = c->partition;
-    cl->offset = c->offset;
-    s->bytes += sizeof(*cl) + row_bytes(&cl->row);
+    s->bytes += row_bytes(&cl->row);
     s->changes++;
     return CDC_OK;
 nomem:
