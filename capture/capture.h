@@ -36,6 +36,7 @@ typedef struct cdc_capture_config {
     char *kafka_bootstrap;
     char *kafka_properties;
     char *kafka_compression;
+    int64_t kafka_linger_ms;
     int64_t max_inflight;       /* producer queue bound, messages */
     int64_t max_inflight_bytes; /* producer queue bound, bytes */
     int64_t reconnect_max_ms;

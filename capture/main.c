@@ -49,6 +49,9 @@ static const cdc_opt_t options[] = {
      "Extra librdkafka properties, key=value separated by ';' (e.g. security settings)."},
     {"kafka-compression", CDC_OPT_ENUM, C(kafka_compression), "lz4", false, 0, 0,
      "none|gzip|snappy|lz4|zstd", "Compression of produced batches."},
+    {"kafka-linger", CDC_OPT_DURATION, C(kafka_linger_ms), "50ms", false, 0, 5000, NULL,
+     "How long the producer waits to fill a batch (librdkafka linger.ms). Fewer, larger "
+     "batches cost the capture and the brokers much less CPU at a steady rate."},
     {"max-inflight", CDC_OPT_INT, C(max_inflight), "50000", false, 100, 10000000, NULL,
      "Events produced and not yet acknowledged before the capture stops reading (backpressure)."},
     {"max-inflight-bytes", CDC_OPT_SIZE, C(max_inflight_bytes), "64MiB", false, 1048576,

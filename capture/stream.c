@@ -196,7 +196,7 @@ static cdc_err_t producer_open(cdc_capture_t *cap, cdc_error_t *e)
         .bootstrap = cap->cfg->kafka_bootstrap,
         .client_id = "cdc-capture",
         .compression = cap->cfg->kafka_compression,
-        .linger_ms = 5,
+        .linger_ms = (int)cap->cfg->kafka_linger_ms,
         .queue_max_messages = cap->cfg->max_inflight,
         .queue_max_kbytes = cap->cfg->max_inflight_bytes / 1024,
         .delivery_timeout_ms = 0,
