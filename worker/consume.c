@@ -782,6 +782,7 @@ typedef struct snap_part {
     cdc_error_t e;
     cdc_err_t ckpt_rc; /* of the state checkpoint, which runs beside the file writing */
     cdc_error_t ckpt_e;
+    int64_t files_ms, ckpt_ms; /* durations, for the debug log of the ack */
 } snap_part_t;
 
 /* One cut epoch handed to the finalizer. */
@@ -817,6 +818,7 @@ static void *checkpoint_thread(void *arg)
         return NULL;
     }
     cdc_state_destroy(dir, e);
+    int64_t t0 = cdc_worker_mono_ms();
     rc = cdc_dedup_checkpoint_cut(s->dedup, dir, e);
     for (int attempt = 0; rc == CDC_OK; attempt++) {
         if (atomic_load(&w->fin_cancel)) {
@@ -841,6 +843,7 @@ static void *checkpoint_thread(void *arg)
                          epoch);
     }
     j->ckpt_rc = rc;
+    j->ckpt_ms = cdc_worker_mono_ms() - t0;
     return NULL;
 }
 
@@ -894,7 +897,9 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
         if (!ckpt_started)
             checkpoint_thread(j);
     }
+    int64_t t0 = cdc_worker_mono_ms();
     rc = write_files(j, &files, &nfiles);
+    j->files_ms = cdc_worker_mono_ms() - t0;
     if (ckpt_started)
         pthread_join(ckpt, NULL);
     if (rc == CDC_OK && j->ckpt_rc != CDC_OK) {
@@ -1057,10 +1062,17 @@ static void finish_job(cdc_worker_t *w, cdc_snap_job_t *job)
     ack.generation = job->generation;
     ack.epoch = job->epoch;
     if (!atomic_load(&w->fin_cancel) && cdc_worker_send_ack(w, &ack)) {
+        int64_t files_ms = 0, ckpt_ms = 0;
+        for (int i = 0; i < n; i++) {
+            files_ms = job->parts[i].files_ms > files_ms ? job->parts[i].files_ms : files_ms;
+            ckpt_ms = job->parts[i].ckpt_ms > ckpt_ms ? job->parts[i].ckpt_ms : ckpt_ms;
+        }
         cdc_metrics_counter_inc(w->m_epochs);
-        cdc_log_debug(
-            "acked epoch %" PRIu64 " (%zu partitions, %zu files) %" PRId64 " ms after the cut",
-            job->epoch, ack.n_partitions, ack.n_files, cdc_worker_mono_ms() - job->cut_ms);
+        cdc_log_debug("acked epoch %" PRIu64 " (%zu partitions, %zu files) %" PRId64
+                      " ms after the cut (slowest partition: files %" PRId64
+                      " ms, state checkpoint %" PRId64 " ms)",
+                      job->epoch, ack.n_partitions, ack.n_files, cdc_worker_mono_ms() - job->cut_ms,
+                      files_ms, ckpt_ms);
     }
     cdc_worker_ack_free(&ack);
 }
