@@ -62,20 +62,32 @@ static const char FORMAT_KEY[] = "cdc.state.format";
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static rocksdb_cache_t *shared_cache;
 
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
+static void env_init(void)
+{
+    /* Flushes of all stores share the default environment's high-priority pool (one
+     * thread unless raised): let the stores of one worker flush side by side when a
+     * barrier checkpoints them all at once. */
+    rocksdb_env_t *env = rocksdb_create_default_env();
+    if (env != NULL) {
+        rocksdb_env_set_high_priority_background_threads(env, 4);
+        rocksdb_env_set_background_threads(env, 1);
+        rocksdb_env_destroy(env); /* the wrapper; the default environment stays */
+    }
+}
+
+void cdc_state_env_init(void)
+{
+    pthread_once(&env_once, env_init);
+}
+
 static rocksdb_cache_t *get_cache(size_t bytes)
 {
+    cdc_state_env_init();
     pthread_mutex_lock(&cache_lock);
-    if (shared_cache == NULL) {
+    if (shared_cache == NULL)
         shared_cache = rocksdb_cache_create_lru(bytes ? bytes : (size_t)8 << 20);
-        /* Flushes of all stores share the default environment's high-priority pool
-         * (one thread unless raised): let the stores of one worker flush side by side
-         * when a barrier checkpoints them all at once. */
-        rocksdb_env_t *env = rocksdb_create_default_env();
-        if (env != NULL) {
-            rocksdb_env_set_high_priority_background_threads(env, 4);
-            rocksdb_env_destroy(env); /* the wrapper; the default environment stays */
-        }
-    }
     pthread_mutex_unlock(&cache_lock);
     return shared_cache;
 }

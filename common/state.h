@@ -44,6 +44,14 @@ typedef struct cdc_state_options {
 #define CDC_STATE_FORMAT 1
 
 /*
+ * Starts RocksDB's shared background threads (flushes, compactions) now, on the calling
+ * thread. Threads inherit the scheduling priority of the thread that creates them: a
+ * process that lowers the priority of some thread calls this first, from a thread at
+ * normal priority. Idempotent; cdc_state_open() calls it too.
+ */
+void cdc_state_env_init(void);
+
+/*
  * Opens (creating when missing) the store in directory dir. The options must name the
  * same families every time the store is opened. A store in another format than
  * CDC_STATE_FORMAT fails with CDC_ERR_STATE naming dir. On success *out is owned by the

@@ -409,8 +409,9 @@ static void count_dlq(cdc_worker_t *w, cdc_dlq_class_t cls)
     cdc_metrics_counter_inc(w->m_dlq[cls]);
 }
 
-static int64_t header_version(const cdc_kafka_msg_t *m)
+static int64_t header_version(const void *arg)
 {
+    const cdc_kafka_msg_t *m = arg;
     cdc_kafka_header_t h;
     char buf[32];
     if (!cdc_kafka_msg_header(m, "cdc.schema", &h) || h.value == NULL || h.value_len == 0 ||
@@ -427,8 +428,8 @@ static int64_t header_version(const cdc_kafka_msg_t *m)
 static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka_msg_t *m,
                          cdc_error_t *e)
 {
-    cdc_decode_input_t in = {m->topic,   m->partition, m->offset,    m->key,
-                             m->key_len, m->value,     m->value_len, header_version(m)};
+    cdc_decode_input_t in = {m->topic, m->partition, m->offset, m->key,         m->key_len,
+                             m->value, m->value_len, -1,        header_version, m};
     cdc_change_t c;
     cdc_decode_error_t de;
     cdc_err_t rc;
@@ -438,7 +439,7 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
     const char *bad_col = NULL;
 
     rc = cdc_decode(w->catalog, &w->dopts, &in, &c, &de);
-    if (rc == CDC_ERR_INVALID && de.cls == CDC_DLQ_UNKNOWN_SCHEMA && in.schema_version > 0) {
+    if (rc == CDC_ERR_INVALID && de.cls == CDC_DLQ_UNKNOWN_SCHEMA && de.schema_version > 0) {
         /* The capture registers a version before using it: catch up and retry once. */
         cdc_error_t e2;
         if (cdc_worker_schemas_poll(w, &e2) != CDC_OK)
@@ -781,6 +782,7 @@ typedef struct snap_part {
     cdc_error_t e;
     cdc_err_t ckpt_rc; /* of the state checkpoint, which runs beside the file writing */
     cdc_error_t ckpt_e;
+    int64_t files_ms, ckpt_ms; /* durations, for the debug log of the ack */
 } snap_part_t;
 
 /* One cut epoch handed to the finalizer. */
@@ -816,6 +818,7 @@ static void *checkpoint_thread(void *arg)
         return NULL;
     }
     cdc_state_destroy(dir, e);
+    int64_t t0 = cdc_worker_mono_ms();
     rc = cdc_dedup_checkpoint_cut(s->dedup, dir, e);
     for (int attempt = 0; rc == CDC_OK; attempt++) {
         if (atomic_load(&w->fin_cancel)) {
@@ -840,6 +843,7 @@ static void *checkpoint_thread(void *arg)
                          epoch);
     }
     j->ckpt_rc = rc;
+    j->ckpt_ms = cdc_worker_mono_ms() - t0;
     return NULL;
 }
 
@@ -893,7 +897,9 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
         if (!ckpt_started)
             checkpoint_thread(j);
     }
+    int64_t t0 = cdc_worker_mono_ms();
     rc = write_files(j, &files, &nfiles);
+    j->files_ms = cdc_worker_mono_ms() - t0;
     if (ckpt_started)
         pthread_join(ckpt, NULL);
     if (rc == CDC_OK && j->ckpt_rc != CDC_OK) {
@@ -1056,10 +1062,17 @@ static void finish_job(cdc_worker_t *w, cdc_snap_job_t *job)
     ack.generation = job->generation;
     ack.epoch = job->epoch;
     if (!atomic_load(&w->fin_cancel) && cdc_worker_send_ack(w, &ack)) {
+        int64_t files_ms = 0, ckpt_ms = 0;
+        for (int i = 0; i < n; i++) {
+            files_ms = job->parts[i].files_ms > files_ms ? job->parts[i].files_ms : files_ms;
+            ckpt_ms = job->parts[i].ckpt_ms > ckpt_ms ? job->parts[i].ckpt_ms : ckpt_ms;
+        }
         cdc_metrics_counter_inc(w->m_epochs);
-        cdc_log_debug(
-            "acked epoch %" PRIu64 " (%zu partitions, %zu files) %" PRId64 " ms after the cut",
-            job->epoch, ack.n_partitions, ack.n_files, cdc_worker_mono_ms() - job->cut_ms);
+        cdc_log_debug("acked epoch %" PRIu64 " (%zu partitions, %zu files) %" PRId64
+                      " ms after the cut (slowest partition: files %" PRId64
+                      " ms, state checkpoint %" PRId64 " ms)",
+                      job->epoch, ack.n_partitions, ack.n_files, cdc_worker_mono_ms() - job->cut_ms,
+                      files_ms, ckpt_ms);
     }
     cdc_worker_ack_free(&ack);
 }

@@ -56,6 +56,7 @@ typedef struct cdc_worker_config {
     int64_t max_record_bytes;
     int64_t max_staged_bytes;
     int64_t batch_size;
+    int64_t record_nice; /* nice of the record thread (0 = unchanged) */
     char *compression;
     char *toast_placeholder;
 } cdc_worker_config_t;
