@@ -59,8 +59,6 @@ typedef struct cdc_capture_table {
     bool has_doc;
     cdc_schema_doc_t latest; /* latest registered version on Kafka (from the registry) */
     bool has_latest;
-    char version_str[24];
-    size_t version_len;
     cdc_buf_t source_head; /* cached constant head of the envelope's "source" */
     char **col_names;      /* cached `"col":` per column of doc */
     size_t *col_name_lens;
@@ -172,7 +170,7 @@ cdc_err_t cdc_registry_mark_snapshot(cdc_capture_t *cap, uint64_t lsn, const cha
                                      cdc_error_t *e);
 
 /*
- * Produces one event (copying key and value) with the `cdc.schema` header, with
+ * Produces one event (copying key and value; no headers, the envelope names its schema), with
  * backpressure; ts_ms = the Kafka message timestamp (the envelope's ts_ms), tx = txtrack id.
  */
 cdc_err_t cdc_capture_produce(cdc_capture_t *cap, cdc_capture_table_t *t, int32_t partition,

@@ -603,7 +603,7 @@ static void put_row(cdc_buf_t *b, const cdc_event_t *ev, const cdc_pgo_tuple_t *
 }
 
 void cdc_event_source_head(cdc_buf_t *b, const char *name, const char *db, const char *schema,
-                           const char *table)
+                           const char *table, int64_t schema_version)
 {
     cdc_buf_puts(b, ",\"source\":{\"version\":");
     cdc_buf_json_str(b, CDC_VERSION, strlen(CDC_VERSION));
@@ -615,6 +615,10 @@ void cdc_event_source_head(cdc_buf_t *b, const char *name, const char *db, const
     cdc_buf_json_str(b, schema, strlen(schema));
     cdc_buf_puts(b, ",\"table\":");
     cdc_buf_json_str(b, table, strlen(table));
+    if (schema_version > 0) {
+        cdc_buf_puts(b, ",\"schema_version\":");
+        cdc_buf_put_i64(b, schema_version);
+    }
 }
 
 #define PUT_LIT(b, s) cdc_buf_put((b), (s), sizeof(s) - 1)
@@ -637,7 +641,7 @@ void cdc_event_encode_value(cdc_buf_t *b, const cdc_event_t *ev)
     if (ev->source_head)
         cdc_buf_put(b, ev->source_head, ev->source_head_len);
     else
-        cdc_event_source_head(b, ev->name, ev->db, sc->pg_schema, sc->pg_table);
+        cdc_event_source_head(b, ev->name, ev->db, sc->pg_schema, sc->pg_table, sc->version);
     PUT_LIT(b, ",\"lsn\":");
     cdc_buf_put_u64(b, ev->lsn);
     PUT_LIT(b, ",\"txId\":");

@@ -95,9 +95,10 @@ typedef struct cdc_event {
     const size_t *col_name_lens;
 } cdc_event_t;
 
-/* Writes the constant head of "source" (version .. table) into b (appending). */
+/* Writes the constant head of "source" (version .. table, schema_version) into b
+ * (appending). schema_version <= 0 leaves the member out. */
 void cdc_event_source_head(cdc_buf_t *b, const char *name, const char *db, const char *schema,
-                           const char *table);
+                           const char *table, int64_t schema_version);
 
 /* Appends a decimal integer. */
 void cdc_buf_put_i64(cdc_buf_t *b, int64_t v);

@@ -304,11 +304,10 @@ cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc
     t->doc = *doc;
     t->has_doc = true;
     memset(doc, 0, sizeof(*doc));
-    t->version_len =
-        (size_t)snprintf(t->version_str, sizeof(t->version_str), "%" PRId64, t->doc.version);
     /* caches for the encoder's hot path */
     cdc_buf_reset(&t->source_head);
-    cdc_event_source_head(&t->source_head, cap->cfg->topic_prefix, cap->src.db, t->schema, t->name);
+    cdc_event_source_head(&t->source_head, cap->cfg->topic_prefix, cap->src.db, t->schema, t->name,
+                          t->doc.version);
     cdc_capture_table_free_names(t);
     t->col_names = calloc(t->doc.ncols ? t->doc.ncols : 1, sizeof(*t->col_names));
     t->col_name_lens = calloc(t->doc.ncols ? t->doc.ncols : 1, sizeof(*t->col_name_lens));

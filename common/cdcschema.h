@@ -2,7 +2,7 @@
  * Table schema documents exchanged between cdc-capture and cdc-worker. The capture
  * registers one document per (table, version) on the compacted topic
  * `<prefix>._schemas` (key `<topic>/<version>`) before the first event that uses it;
- * each event names its version in the `cdc.schema` header. The document lists the
+ * each event names its version in its envelope (source.schema_version). The document lists the
  * source columns (PostgreSQL type oid/name/typmod, nullability, key position) and the
  * Iceberg type each maps to, so the worker converts values by schema and never by
  * guessing from JSON. The PostgreSQL -> Iceberg type mapping lives here too, so that

@@ -409,8 +409,9 @@ static void count_dlq(cdc_worker_t *w, cdc_dlq_class_t cls)
     cdc_metrics_counter_inc(w->m_dlq[cls]);
 }
 
-static int64_t header_version(const cdc_kafka_msg_t *m)
+static int64_t header_version(const void *arg)
 {
+    const cdc_kafka_msg_t *m = arg;
     cdc_kafka_header_t h;
     char buf[32];
     if (!cdc_kafka_msg_header(m, "cdc.schema", &h) || h.value == NULL || h.value_len == 0 ||
@@ -427,8 +428,8 @@ static int64_t header_version(const cdc_kafka_msg_t *m)
 static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka_msg_t *m,
                          cdc_error_t *e)
 {
-    cdc_decode_input_t in = {m->topic,   m->partition, m->offset,    m->key,
-                             m->key_len, m->value,     m->value_len, header_version(m)};
+    cdc_decode_input_t in = {m->topic, m->partition, m->offset, m->key,         m->key_len,
+                             m->value, m->value_len, -1,        header_version, m};
     cdc_change_t c;
     cdc_decode_error_t de;
     cdc_err_t rc;
@@ -438,7 +439,7 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
     const char *bad_col = NULL;
 
     rc = cdc_decode(w->catalog, &w->dopts, &in, &c, &de);
-    if (rc == CDC_ERR_INVALID && de.cls == CDC_DLQ_UNKNOWN_SCHEMA && in.schema_version > 0) {
+    if (rc == CDC_ERR_INVALID && de.cls == CDC_DLQ_UNKNOWN_SCHEMA && de.schema_version > 0) {
         /* The capture registers a version before using it: catch up and retry once. */
         cdc_error_t e2;
         if (cdc_worker_schemas_poll(w, &e2) != CDC_OK)

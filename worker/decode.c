@@ -1490,11 +1490,13 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
     const cdc_source_schema_t *s = NULL;
     const char *op;
     bool flattened;
+    int64_t version;
     char ns[128], table[128];
     cdc_err_t rc = CDC_ERR_INVALID;
 
     memset(c, 0, sizeof(*c));
     memset(de, 0, sizeof(*de));
+    de->schema_version = -1;
     c->topic = in->topic;
     c->partition = in->partition;
     c->offset = in->offset;
@@ -1539,6 +1541,12 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
     if (flattened)
         op = jstr(payload, "__op");
     source = json_object_get(payload, "source");
+    version = json_integer_value(json_object_get(source, "schema_version"));
+    if (version <= 0)
+        version = in->schema_version >= 0 || in->header_version == NULL
+                      ? in->schema_version
+                      : in->header_version(in->header_arg);
+    de->schema_version = version;
     names_from_topic(in->topic, ns, sizeof(ns), table, sizeof(table));
     if (opts && opts->default_ns && strchr(in->topic, '.') == NULL)
         copy_str(ns, sizeof(ns), opts->default_ns);
@@ -1558,11 +1566,11 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
             goto done;
         }
     }
-    if (strcmp(op, "t") == 0 && (flattened || in->schema_version < 0)) {
+    if (strcmp(op, "t") == 0 && (flattened || version < 0)) {
         /* Only cdc-capture writes a truncate to every partition (docs/events.md); from
          * Debezium it sits in one partition and cannot be applied per slot. */
         fail(de, CDC_DLQ_UNKNOWN_OP, "%s",
-             "truncate events are applied only from cdc-capture (with a cdc.schema header)");
+             "truncate events are applied only from cdc-capture (with a schema version)");
         goto done;
     }
     if (strlen(op) != 1 || strchr("curdt", op[0]) == NULL) {
@@ -1577,14 +1585,13 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
             c->op = CDC_OP_DELETE;
     }
 
-    /* Schema: header version (capture), embedded Connect schema, or the topic's latest. */
-    if (in->schema_version >= 0) {
-        s = cdc_catalog_get(cat, in->topic, in->schema_version);
+    /* Schema: registered version (capture), embedded Connect schema, or the topic's latest. */
+    if (version >= 0) {
+        s = cdc_catalog_get(cat, in->topic, version);
         if (s == NULL) {
             de->cls = CDC_DLQ_UNKNOWN_SCHEMA;
             snprintf(de->msg, sizeof(de->msg),
-                     "schema version %" PRId64 " of topic \"%s\" is unknown", in->schema_version,
-                     in->topic);
+                     "schema version %" PRId64 " of topic \"%s\" is unknown", version, in->topic);
             goto done;
         }
     } else if (schema != NULL) {

@@ -1,10 +1,10 @@
 /*
  * Record decoding: turns one Kafka record (key, value, headers) into a typed change
  * (cdc_change_t) whose row images follow a known source schema. Accepts the capture's
- * events (Debezium-style envelope, schema referenced by the `cdc.schema` header and
- * registered on `<prefix>._schemas`) and real Debezium JSON: the JsonConverter envelope
- * with schemas ({"schema":..,"payload":..}), without schemas (types then come from the
- * table's registered schema), and the ExtractNewRecordState flattened form (__op,
+ * events (Debezium-style envelope, schema referenced by source.schema_version or the
+ * `cdc.schema` header and registered on `<prefix>._schemas`) and real Debezium JSON: the
+ * JsonConverter envelope with schemas ({"schema":..,"payload":..}), without schemas (types then
+ * come from the table's registered schema), and the ExtractNewRecordState flattened form (__op,
  * __lsn, __deleted, ...). Types always come from a schema, never from JSON values.
  *
  * The catalog (cdc_catalog_t) holds every known schema version per topic and assigns
@@ -117,7 +117,14 @@ typedef struct cdc_decode_input {
     size_t key_len;
     const void *value; /* NULL = tombstone */
     size_t value_len;
-    int64_t schema_version; /* `cdc.schema` header, -1 when absent */
+    /* The schema version names a registered document: the envelope's source.schema_version
+     * (the capture), else the `cdc.schema` header (events of earlier captures). The caller
+     * either passes the header's value (-1 when absent) or -1 and header_version, which
+     * the decoder calls only when the envelope names no version (a header lookup costs an
+     * allocation per message in librdkafka). */
+    int64_t schema_version;
+    int64_t (*header_version)(const void *arg); /* optional; -1 when absent */
+    const void *header_arg;
 } cdc_decode_input_t;
 
 typedef struct cdc_catalog cdc_catalog_t;
@@ -132,6 +139,7 @@ typedef struct cdc_decode_options {
 typedef struct cdc_decode_error {
     cdc_dlq_class_t cls;
     char msg[256];
+    int64_t schema_version; /* the version the event names (envelope or header), -1 if none */
 } cdc_decode_error_t;
 
 cdc_catalog_t *cdc_catalog_new(void);

@@ -35,8 +35,6 @@ static int produce(const char *bootstrap, const char *prefix, long events, long 
     cdc_kafka_producer_t *p = NULL;
     cdc_error_t e;
     char topic[256], stopic[256], key[320], doc[2048], value[512];
-    static const char ver[] = "1";
-    cdc_kafka_header_t h[1] = {{"cdc.schema", ver, 1}};
     long long t0;
 
     memset(&pc, 0, sizeof(pc));
@@ -71,13 +69,16 @@ static int produce(const char *bootstrap, const char *prefix, long events, long 
         int klen = snprintf(key, sizeof(key), "{\"id\":%ld}", id);
         int vlen = snprintf(value, sizeof(value),
                             "{\"before\":null,\"after\":{\"id\":%ld,\"v\":\"value-%ld\"},"
-                            "\"source\":{\"schema\":\"public\",\"table\":\"items\",\"lsn\":%" PRIu64
+                            "\"source\":{\"version\":\"" CDC_VERSION "\",\"connector\":"
+                            "\"cdc-capture\",\"name\":\"bench\",\"db\":\"bench\",\"schema\":"
+                            "\"public\",\"table\":\"items\",\"schema_version\":1,\"lsn\":%" PRIu64
                             ",\"txId\":%" PRIu64 ",\"ts_ms\":1709287200000,\"sequence\":"
                             "\"[\\\"%" PRIu64 "\\\",\\\"%" PRIu64 "\\\"]\",\"snapshot\":\"false\"},"
                             "\"op\":\"c\",\"ts_ms\":1709287200001}",
                             id, id, lsn, lsn, lsn + 8, lsn);
         cdc_kafka_record_t r = {
-            topic, CDC_KAFKA_PARTITION_ANY, key, (size_t)klen, value, (size_t)vlen, h, 1, 0, NULL};
+            topic, CDC_KAFKA_PARTITION_ANY, key, (size_t)klen, value, (size_t)vlen, NULL, 0, 0,
+            NULL};
         while (cdc_kafka_produce(p, &r, &e) != CDC_OK)
             cdc_kafka_producer_poll(p, 100);
         if (rate > 0 && id % 100 == 0) {

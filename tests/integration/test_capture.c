@@ -198,7 +198,6 @@ static void evs_free(evs_t *s)
 static void add_msg(evs_t *s, const cdc_kafka_msg_t *m)
 {
     ev_t *e;
-    cdc_kafka_header_t h;
     json_error_t jerr;
     const char *seq;
     if (s->n == s->cap) {
@@ -213,15 +212,12 @@ static void add_msg(evs_t *s, const cdc_kafka_msg_t *m)
     e->value = json_loadb(m->value, m->value_len, 0, &jerr);
     if (e->value == NULL)
         fail_msg("event is not JSON: %s", jerr.text);
-    if (cdc_kafka_msg_header(m, "cdc.schema", &h)) {
-        char v[32] = {0};
-        memcpy(v, h.value, h.value_len < 31 ? h.value_len : 31);
-        e->schema_version = atoi(v);
-        /* events carry only cdc.schema (docs/events.md); op is the envelope's */
-        if (cdc_kafka_msg_header_count(m) != 1)
-            fail_msg("event has %zu headers, expected only cdc.schema",
-                     cdc_kafka_msg_header_count(m));
-    }
+    /* events carry no headers (docs/events.md): the schema version and the op are the
+     * envelope's */
+    if (cdc_kafka_msg_header_count(m) != 0)
+        fail_msg("event has %zu headers, expected none", cdc_kafka_msg_header_count(m));
+    e->schema_version = (int)json_integer_value(
+        json_object_get(json_object_get(e->value, "source"), "schema_version"));
     {
         const char *op = json_string_value(json_object_get(e->value, "op"));
         if (op != NULL && strlen(op) == 1)

@@ -309,6 +309,64 @@ static void test_dlq_classes(void **state)
     cdc_catalog_free(cat);
 }
 
+/* Header lookups done by the decoder (header_version callback). */
+static int header_calls;
+
+static int64_t header_two(const void *arg)
+{
+    (void)arg;
+    header_calls++;
+    return 2;
+}
+
+static void test_schema_version_source(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = catalog_v1v2();
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    const char *with = "{\"before\":null,\"after\":{\"id\":1},\"source\":{\"schema\":\"public\","
+                       "\"table\":\"orders\",\"schema_version\":1,\"lsn\":5},\"op\":\"c\"}";
+    const char *without =
+        "{\"before\":null,\"after\":{\"id\":1},\"source\":{\"lsn\":5},\"op\":\"c\"}";
+    cdc_decode_input_t in = {TOPIC,        0,  1,          "{\"id\":1}", 8, with,
+                             strlen(with), -1, header_two, NULL};
+
+    /* the envelope's version wins, and the header is not looked up */
+    header_calls = 0;
+    assert_int_equal(cdc_decode(cat, NULL, &in, &c, &de), CDC_OK);
+    assert_int_equal(c.schema->version, 1);
+    assert_int_equal(header_calls, 0);
+    cdc_change_clear(&c);
+    /* without one, the header is read (once) */
+    in.value = without;
+    in.value_len = strlen(without);
+    assert_int_equal(cdc_decode(cat, NULL, &in, &c, &de), CDC_OK);
+    assert_int_equal(c.schema->version, 2);
+    assert_int_equal(header_calls, 1);
+    cdc_change_clear(&c);
+    /* an unknown envelope version is reported with the version, for the worker's retry */
+    expect_dlq(cat,
+               "{\"op\":\"c\",\"after\":{\"id\":1},\"source\":{\"schema_version\":7,\"lsn\":1}}",
+               -1, CDC_DLQ_UNKNOWN_SCHEMA);
+    assert_int_equal(
+        decode_str(cat, TOPIC, "{\"id\":1}",
+                   "{\"op\":\"c\",\"after\":{\"id\":1},\"source\":{\"schema_version\":7}}", -1, &c,
+                   &de),
+        CDC_ERR_INVALID);
+    assert_int_equal(de.schema_version, 7);
+    /* a truncate that names its version comes from the capture: applied */
+    assert_int_equal(
+        decode_str(cat, TOPIC, NULL,
+                   "{\"before\":null,\"after\":null,\"op\":\"t\",\"source\":{"
+                   "\"schema_version\":1,\"lsn\":7,\"sequence\":\"[\\\"9\\\",\\\"7\\\"]\"}}",
+                   -1, &c, &de),
+        CDC_OK);
+    assert_int_equal(c.op, CDC_OP_TRUNCATE);
+    cdc_change_clear(&c);
+    cdc_catalog_free(cat);
+}
+
 static void test_row_image_roundtrip(void **state)
 {
     (void)state;
@@ -347,6 +405,7 @@ int main(void)
         cmocka_unit_test(test_tombstone),
         cmocka_unit_test(test_dlq_classes),
         cmocka_unit_test(test_row_image_roundtrip),
+        cmocka_unit_test(test_schema_version_source),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
