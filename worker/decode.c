@@ -1472,12 +1472,11 @@ cdc_err_t cdc_decode(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
 {
     /* The capture's own events take the direct decoder; everything else, and every
      * event it is not sure about, the general one (which defines the behaviour). */
+    cdc_decode_input_t copy = *in;
     if (in->value != NULL && in->value_len <= max_record_bytes(opts) &&
-        cdc_decode_fast(cat, opts, in, c)) {
-        memset(de, 0, sizeof(*de));
+        cdc_decode_fast(cat, opts, &copy, c, de))
         return CDC_OK;
-    }
-    return cdc_decode_tree(cat, opts, in, c, de);
+    return cdc_decode_tree(cat, opts, &copy, c, de);
 }
 
 cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,

@@ -576,7 +576,7 @@ fail:
 }
 
 bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
-                     const cdc_decode_input_t *in, cdc_change_t *c)
+                     cdc_decode_input_t *in, cdc_change_t *c, cdc_decode_error_t *de_out)
 {
     char stack_scratch[FX_STACK_SCRATCH];
     member_t stack_members[FX_STACK_MEMBERS];
@@ -664,8 +664,16 @@ bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
         goto done;
     c->op = (cdc_op_t)op.s[0];
 
-    /* The schema version. */
-    version = in->schema_version;
+    /* The schema version: the envelope's, else the caller's header (looked up once: the
+     * result replaces the lookup in *in for the tree path). */
+    version = si.version.t == CDC_JV_INT ? si.version.i : 0;
+    if (version <= 0) {
+        if (in->schema_version < 0 && in->header_version != NULL) {
+            in->schema_version = in->header_version(in->header_arg);
+            in->header_version = NULL;
+        }
+        version = in->schema_version;
+    }
     if (version >= 0)
         s = cdc_catalog_get(cat, in->topic, version);
     else
@@ -717,6 +725,10 @@ bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
         }
     memset(&de, 0, sizeof(de));
     ok = cdc_decode_entity(s, c->after.vals ? &c->after : &c->before, c, &de);
+    if (ok) {
+        memset(de_out, 0, sizeof(*de_out));
+        de_out->schema_version = version;
+    }
 done:
     if (!ok)
         cdc_change_clear(c);

@@ -62,12 +62,14 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
 
 /*
  * The direct decoder of capture events (decode_fast.c). Returns true when it decoded the
- * record into *out, exactly as cdc_decode_tree would have (de untouched; *out released
- * with cdc_change_clear). Returns false, with *out cleared, for anything it does not handle
- * exactly: the caller then runs cdc_decode_tree, which also produces every error. Expects
- * a non-NULL value within the size limit.
+ * record into *out and *de exactly as cdc_decode_tree would have (*out released with
+ * cdc_change_clear). Returns false, with *out cleared and *de untouched, for anything it
+ * does not handle exactly: the caller then runs cdc_decode_tree with the same *in, which
+ * also produces every error. When it called in->header_version it stores the result in
+ * in->schema_version and clears the callback (same meaning, one lookup). Expects a
+ * non-NULL value within the size limit.
  */
 bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
-                     const cdc_decode_input_t *in, cdc_change_t *out);
+                     cdc_decode_input_t *in, cdc_change_t *out, cdc_decode_error_t *de);
 
 #endif

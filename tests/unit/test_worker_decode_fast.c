@@ -149,33 +149,56 @@ static void assert_changes_equal(const cdc_change_t *a, const cdc_change_t *b, c
 }
 
 static long n_fast, n_cases;
+static int header_calls;
+
+static int64_t header_cb(const void *arg)
+{
+    header_calls++;
+    return *(const int64_t *)arg;
+}
 
 /*
- * Decodes value through cdc_decode and cdc_decode_tree and asserts identical outcomes.
- * Returns whether the direct decoder took it.
+ * Decodes value through cdc_decode and cdc_decode_tree and asserts identical outcomes,
+ * with the header version passed as a value and then through the lookup callback (which
+ * cdc_decode calls at most once). Returns whether the direct decoder took it.
  */
 static bool differential(cdc_catalog_t *cat, const char *value, size_t len, int64_t version,
                          const char *what)
 {
-    cdc_decode_input_t in = {TOPIC, 4, 77, "{\"id\":1}", 8, value, len, version};
+    cdc_decode_input_t in = {TOPIC, 4, 77, "{\"id\":1}", 8, value, len, version, NULL, NULL};
+    cdc_decode_input_t lazy = {TOPIC, 4, 77, "{\"id\":1}", 8, value, len, -1, header_cb, &version};
     cdc_change_t a, b, f;
-    cdc_decode_error_t da, db;
+    cdc_decode_error_t da, db, df;
     cdc_err_t ra, rb;
     bool fast;
 
     n_cases++;
     memset(&f, 0, sizeof(f));
-    ra = cdc_decode(cat, NULL, &in, &a, &da);
+    for (int pass = 0; pass < 2; pass++) {
+        header_calls = 0;
+        ra = cdc_decode(cat, NULL, pass ? &lazy : &in, &a, &da);
+        if (header_calls > 1)
+            fail_msg("%s: %d header lookups", what, header_calls);
+        rb = cdc_decode_tree(cat, NULL, &in, &b, &db);
+        if (ra != rb)
+            fail_msg("%s: rc %d (decode) vs %d (tree): %s", what, ra, rb, db.msg);
+        if (ra == CDC_OK)
+            assert_changes_equal(&a, &b, what);
+        if (da.cls != db.cls || strcmp(da.msg, db.msg) != 0 ||
+            da.schema_version != db.schema_version)
+            fail_msg("%s: error differs: %d %s (v%lld) / %d %s (v%lld)", what, da.cls, da.msg,
+                     (long long)da.schema_version, db.cls, db.msg, (long long)db.schema_version);
+        if (ra == CDC_OK)
+            cdc_change_clear(&a);
+        if (rb == CDC_OK)
+            cdc_change_clear(&b);
+    }
     rb = cdc_decode_tree(cat, NULL, &in, &b, &db);
-    if (ra != rb)
-        fail_msg("%s: rc %d (decode) vs %d (tree): %s", what, ra, rb, db.msg);
-    if (ra == CDC_OK)
-        assert_changes_equal(&a, &b, what);
-    if (da.cls != db.cls || strcmp(da.msg, db.msg) != 0)
-        fail_msg("%s: error differs: %d %s / %d %s", what, da.cls, da.msg, db.cls, db.msg);
     /* The direct decoder on its own: success only where the tree succeeds, same result. */
-    fast = value != NULL && cdc_decode_fast(cat, NULL, &in, &f);
+    fast = value != NULL && cdc_decode_fast(cat, NULL, &in, &f, &df);
     if (fast) {
+        if (df.cls != db.cls || df.schema_version != db.schema_version || df.msg[0] != '\0')
+            fail_msg("%s: direct decoder's error record differs", what);
         if (rb != CDC_OK || b.tombstone)
             fail_msg("%s: direct decoder accepted what the tree path rejects (%s)", what,
                      db.msg);
@@ -187,8 +210,6 @@ static bool differential(cdc_catalog_t *cat, const char *value, size_t len, int6
         assert_null(f.before.vals);
         assert_null(f.after.vals);
     }
-    if (ra == CDC_OK)
-        cdc_change_clear(&a);
     if (rb == CDC_OK)
         cdc_change_clear(&b);
     return fast;
@@ -225,7 +246,7 @@ static void fill_tuple(cdc_pgo_tuple_t *t, cdc_pgo_value_t *vals, const row_text
 
 /* Encodes an event with capture/event.c; caller frees. */
 static char *encode(char op, const row_text_t *before, bool key_only, const row_text_t *after,
-                    const char *snapshot, uint64_t lsn)
+                    const char *snapshot, uint64_t lsn, int64_t envelope_version)
 {
     cdc_pgo_tuple_t tb, ta;
     cdc_pgo_value_t vb[NCOLS], va[NCOLS];
@@ -249,7 +270,9 @@ static char *encode(char op, const row_text_t *before, bool key_only, const row_
     ev.snapshot = snapshot;
     ev.db = "app";
     ev.name = "cdc";
+    DOC.version = envelope_version; /* 0: no source.schema_version (older captures) */
     cdc_event_encode_value(&b, &ev);
+    DOC.version = 1;
     assert_false(b.oom);
     return b.data;
 }
@@ -300,11 +323,11 @@ static char **corpus(size_t *n)
     size_t k = 0;
     for (size_t i = 0; i < NROWS; i++) {
         const row_text_t *prev = &ROWS[(i + 1) % NGOOD];
-        ev[k++] = encode('c', NULL, false, &ROWS[i], "false", 1000 + i);
-        ev[k++] = encode('r', NULL, false, &ROWS[i], i == 0 ? "true" : "last", 0);
-        ev[k++] = encode('u', prev, false, &ROWS[i], "false", 2000 + i);
-        ev[k++] = encode('d', &ROWS[i], true, NULL, "false", 3000 + i);
-        ev[k++] = encode('d', &ROWS[i], false, NULL, "false", 4000 + i);
+        ev[k++] = encode('c', NULL, false, &ROWS[i], "false", 1000 + i, 1);
+        ev[k++] = encode('r', NULL, false, &ROWS[i], i == 0 ? "true" : "last", 0, 0);
+        ev[k++] = encode('u', prev, false, &ROWS[i], "false", 2000 + i, i % 2 ? 2 : 0);
+        ev[k++] = encode('d', &ROWS[i], true, NULL, "false", 3000 + i, 0);
+        ev[k++] = encode('d', &ROWS[i], false, NULL, "false", 4000 + i, 1);
     }
     *n = k;
     return ev;
@@ -325,7 +348,7 @@ static void test_capture_corpus(void **state)
         if (row < NGOOD || row == NROWS - 1)
             if (!fast)
                 fail_msg("%s did not take the direct path: %s", what, ev[i]);
-        /* Version 2 of the schema (a renamed column) decodes the same bytes. */
+        /* Header versions: version 2 of the schema (a renamed column), unknown, none. */
         differential(cat, ev[i], strlen(ev[i]), 2, what);
         /* Unknown version and no version (latest). */
         differential(cat, ev[i], strlen(ev[i]), 9, what);
@@ -404,6 +427,18 @@ static const struct {
     {"{\"after\":{" KEY "},\"source\":[1],\"op\":\"c\"}", true},
     {"{\"after\":{" KEY "},\"op\":\"c\"}", true},
     {"{\"after\":{" KEY "},\"source\":{},\"op\":\"r\"}", true},
+    /* the envelope's version: wins over the header; 0, negative or not an integer: header */
+    {"{\"after\":{" KEY "},\"source\":{\"schema_version\":2},\"op\":\"c\"}", true},
+    {"{\"after\":{" KEY "},\"op\":\"c\",\"source\":{\"lsn\":3,\"schema_version\":1}}", true},
+    {"{\"after\":{" KEY "},\"source\":{\"schema_version\":0},\"op\":\"c\"}", true},
+    {"{\"after\":{" KEY "},\"source\":{\"schema_version\":-3},\"op\":\"c\"}", true},
+    {"{\"after\":{" KEY "},\"source\":{\"schema_version\":\"2\"},\"op\":\"c\"}", true},
+    {"{\"after\":{" KEY "},\"source\":{\"schema_version\":1.0},\"op\":\"c\"}", true},
+    {"{\"after\":{" KEY "},\"source\":{\"schema_version\":8},\"op\":\"c\"}", false},
+    {"{\"after\":{" KEY "},\"source\":{\"schema_version\":1,\"schema_version\":2},\"op\":"
+     "\"c\"}",
+     false},
+    {"{\"after\":null,\"before\":null,\"source\":{\"schema_version\":1},\"op\":\"t\"}", false},
     /* unchanged_toast: null, empty, names not in the schema */
     {"{\"after\":{" KEY "}," SRC ",\"op\":\"u\",\"unchanged_toast\":null}", true},
     {"{\"after\":{" KEY "}," SRC ",\"op\":\"u\",\"unchanged_toast\":[]}", true},
@@ -536,7 +571,7 @@ static void test_options(void **state)
     assert_int_equal(cdc_decode(cat, &o, &in, &c, &de), CDC_ERR_INVALID);
     assert_int_equal(de.cls, CDC_DLQ_OVERSIZED);
     o.max_record_bytes = 0;
-    assert_true(cdc_decode_fast(cat, &o, &in, &c));
+    assert_true(cdc_decode_fast(cat, &o, &in, &c, &de));
     assert_int_equal(c.after.vals[9].kind, CDC_VAL_TOAST);
     assert_int_equal(c.after.vals[11].kind, CDC_VAL_TOAST);
     cdc_change_clear(&c);
