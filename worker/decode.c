@@ -1253,7 +1253,7 @@ static bool is_bytes_type(cdc_ice_type_t t)
 bool cdc_decode_entity(const cdc_source_schema_t *s, const cdc_row_t *r, cdc_change_t *c,
                        cdc_decode_error_t *de)
 {
-    size_t cap = strlen(s->ns) + strlen(s->table) + 2, n;
+    size_t nsl = strlen(s->ns), tl = strlen(s->table), cap = nsl + tl + 2, n;
     uint8_t fixed[16];
 
     if (s->nkey == 0) {
@@ -1274,7 +1274,10 @@ bool cdc_decode_entity(const cdc_source_schema_t *s, const cdc_row_t *r, cdc_cha
     c->entity = malloc(cap);
     if (c->entity == NULL)
         return false;
-    n = (size_t)snprintf((char *)c->entity, cap, "%s.%s", s->ns, s->table) + 1;
+    memcpy(c->entity, s->ns, nsl); /* "<ns>.<table>\0" */
+    c->entity[nsl] = '.';
+    memcpy(c->entity + nsl + 1, s->table, tl + 1);
+    n = nsl + tl + 2;
     for (size_t k = 0; k < s->nkey; k++) {
         const cdc_column_t *col = &s->cols[s->key_cols[k]];
         const cdc_val_t *v = &r->vals[s->key_cols[k]];

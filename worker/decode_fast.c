@@ -32,6 +32,8 @@ enum {
     FX_MAX_INT_DIGITS = 18,    /* always within json_int_t: no overflow check needed */
 };
 
+#define ONES UINT64_C(0x0101010101010101)
+
 typedef struct member {
     const char *key; /* in the scratch buffer, NUL-terminated */
     size_t klen;
@@ -58,8 +60,10 @@ typedef struct fx {
 static const unsigned char str_special[256] = {[0 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1,
                                                [0x80 ... 0xff] = 1};
 
-static void skip_ws(fx_t *f)
+static inline void skip_ws(fx_t *f)
 {
+    if (f->p < f->end && (unsigned char)*f->p > ' ')
+        return; /* the common case: no whitespace (every JSON blank is <= ' ') */
     while (f->p < f->end && (*f->p == ' ' || *f->p == '\n' || *f->p == '\r' || *f->p == '\t'))
         f->p++;
 }
@@ -158,11 +162,29 @@ static bool scan_string(fx_t *f, const char **s, size_t *n)
     const unsigned char *p = (const unsigned char *)f->p, *end = (const unsigned char *)f->end;
     char *o = f->out;
     for (;;) {
-        const unsigned char *run = p;
+        /* Plain bytes eight at a time: each word is stored before it is checked, which
+         * stays inside the scratch buffer (o never runs ahead of p, and p + 8 <= end). */
+        while (end - p >= 8) {
+            uint64_t x, hit;
+            memcpy(&x, p, 8);
+            memcpy(o, &x, 8);
+            hit = ((x - ONES * 0x20) & ~x) |                 /* < 0x20 (or >= 0x80) */
+                  (((x ^ ONES * '"') - ONES) & ~(x ^ ONES * '"')) |   /* '"' */
+                  (((x ^ ONES * '\\') - ONES) & ~(x ^ ONES * '\\')) | /* '\\' */
+                  x;                                                 /* >= 0x80 */
+            hit &= ONES * 0x80;
+            if (hit != 0) {
+                /* the lowest flagged byte is exact (false positives only sit above) */
+                size_t k = (size_t)__builtin_ctzll(hit) / 8;
+                p += k;
+                o += k;
+                break;
+            }
+            p += 8;
+            o += 8;
+        }
         while (p < end && !str_special[*p])
-            p++;
-        memcpy(o, run, (size_t)(p - run));
-        o += p - run;
+            *o++ = (char)*p++;
         if (p >= end)
             return false;
         if (*p == '"') {
@@ -465,9 +487,12 @@ enum {
     SRC_VERSION = 64,
 };
 
-static bool key_is(const char *k, size_t n, const char *word)
+/* k[0..n) (no NUL inside) equals the NUL-terminated word. Inlined: for a literal word
+ * the length is a constant. */
+static inline __attribute__((always_inline)) bool key_is(const char *k, size_t n,
+                                                         const char *word)
 {
-    return strncmp(k, word, n) == 0 && word[n] == '\0';
+    return n == strlen(word) && memcmp(k, word, n) == 0;
 }
 
 static bool scan_source(fx_t *f, source_info_t *si)
