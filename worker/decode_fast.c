@@ -25,11 +25,11 @@
 #include <string.h>
 
 enum {
-    FX_MAX_DEPTH = 32,         /* nesting beyond this: the tree path decides */
-    FX_STACK_SCRATCH = 8192,   /* events up to this size need no heap scratch */
-    FX_STACK_MEMBERS = 96,     /* row members held on the stack */
-    FX_STACK_COLS = 256,       /* columns whose "seen" flags fit on the stack */
-    FX_MAX_INT_DIGITS = 18,    /* always within json_int_t: no overflow check needed */
+    FX_MAX_DEPTH = 32,       /* nesting beyond this: the tree path decides */
+    FX_STACK_SCRATCH = 8192, /* events up to this size need no heap scratch */
+    FX_STACK_MEMBERS = 96,   /* row members held on the stack */
+    FX_STACK_COLS = 256,     /* columns whose "seen" flags fit on the stack */
+    FX_MAX_INT_DIGITS = 18,  /* always within json_int_t: no overflow check needed */
 };
 
 #define ONES UINT64_C(0x0101010101010101)
@@ -57,8 +57,8 @@ typedef struct fx {
 } fx_t;
 
 /* Byte classes inside a string: 0 = copy as is, 1 = needs a look. */
-static const unsigned char str_special[256] = {[0 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1,
-                                               [0x80 ... 0xff] = 1};
+static const unsigned char str_special[256] = {
+    [0 ... 0x1f] = 1, ['"'] = 1, ['\\'] = 1, [0x80 ... 0xff] = 1};
 
 static inline void skip_ws(fx_t *f)
 {
@@ -168,10 +168,10 @@ static bool scan_string(fx_t *f, const char **s, size_t *n)
             uint64_t x, hit;
             memcpy(&x, p, 8);
             memcpy(o, &x, 8);
-            hit = ((x - ONES * 0x20) & ~x) |                 /* < 0x20 (or >= 0x80) */
+            hit = ((x - ONES * 0x20) & ~x) |                          /* < 0x20 (or >= 0x80) */
                   (((x ^ ONES * '"') - ONES) & ~(x ^ ONES * '"')) |   /* '"' */
                   (((x ^ ONES * '\\') - ONES) & ~(x ^ ONES * '\\')) | /* '\\' */
-                  x;                                                 /* >= 0x80 */
+                  x;                                                  /* >= 0x80 */
             hit &= ONES * 0x80;
             if (hit != 0) {
                 /* the lowest flagged byte is exact (false positives only sit above) */
@@ -489,8 +489,7 @@ enum {
 
 /* k[0..n) (no NUL inside) equals the NUL-terminated word. Inlined: for a literal word
  * the length is a constant. */
-static inline __attribute__((always_inline)) bool key_is(const char *k, size_t n,
-                                                         const char *word)
+static inline __attribute__((always_inline)) bool key_is(const char *k, size_t n, const char *word)
 {
     return n == strlen(word) && memcmp(k, word, n) == 0;
 }
@@ -517,8 +516,7 @@ static bool scan_source(fx_t *f, source_info_t *si)
         cdc_jv_t v, *dst = NULL;
         unsigned bit = 0;
         int r;
-        if (!expect(f, '"') || !scan_string(f, &k, &kn) || !expect(f, ':') ||
-            !scan_value(f, &v, 1))
+        if (!expect(f, '"') || !scan_string(f, &k, &kn) || !expect(f, ':') || !scan_value(f, &v, 1))
             return false;
         if (key_is(k, kn, "lsn")) {
             dst = &si->lsn;
@@ -600,8 +598,8 @@ fail:
     return false;
 }
 
-bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
-                     cdc_decode_input_t *in, cdc_change_t *c, cdc_decode_error_t *de_out)
+bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts, cdc_decode_input_t *in,
+                     cdc_change_t *c, cdc_decode_error_t *de_out)
 {
     char stack_scratch[FX_STACK_SCRATCH];
     member_t stack_members[FX_STACK_MEMBERS];

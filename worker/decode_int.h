@@ -69,7 +69,7 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
  * in->schema_version and clears the callback (same meaning, one lookup). Expects a
  * non-NULL value within the size limit.
  */
-bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
-                     cdc_decode_input_t *in, cdc_change_t *out, cdc_decode_error_t *de);
+bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts, cdc_decode_input_t *in,
+                     cdc_change_t *out, cdc_decode_error_t *de);
 
 #endif

@@ -70,8 +70,8 @@ static const char *const SCHEMAS[] = {
 };
 
 #define SOURCE(table)                                                                              \
-    "\"source\":{\"version\":\"dev\",\"connector\":\"cdc-capture\",\"name\":\"bench\",\"db\":"    \
-    "\"app\",\"schema\":\"public\",\"table\":\"" table "\",\"schema_version\":1,\"lsn\":%" PRIu64 \
+    "\"source\":{\"version\":\"dev\",\"connector\":\"cdc-capture\",\"name\":\"bench\",\"db\":"     \
+    "\"app\",\"schema\":\"public\",\"table\":\"" table "\",\"schema_version\":1,\"lsn\":%" PRIu64  \
     ",\"txId\":%" PRIu64 ",\"ts_ms\":1709287200000,\"sequence\":\"[\\\"%" PRIu64                   \
     "\\\",\\\"%" PRIu64 "\\\"]\",\"snapshot\":\"false\"}"
 
@@ -99,8 +99,7 @@ static int make_event(int shape, long id, char *v, size_t size)
             "\"3q2+7w==\",\"attrs\":\"{\\\"color\\\": \\\"red\\\", \\\"size\\\": %ld}\","
             "\"comment\":null}," SOURCE("wide") ",\"op\":\"u\",\"ts_ms\":1709287200002}",
             id, id % 100, id % 1000, id * 3, id % 2 ? "true" : "false", id,
-            (int64_t)1709287200000000 + id, 19000 + id % 365, id, id % 7, lsn, lsn, lsn + 8,
-            lsn);
+            (int64_t)1709287200000000 + id, 19000 + id % 365, id, id % 7, lsn, lsn, lsn + 8, lsn);
     }
 }
 
@@ -112,17 +111,17 @@ static double thread_cpu_ns(void)
 }
 
 /* Decodes n events of shape through one path; returns thread CPU ns per event. */
-__attribute__((noinline)) static double run(cdc_catalog_t *cat, int shape, char **ring, const size_t *lens, long n,
-                  bool tree)
+__attribute__((noinline)) static double run(cdc_catalog_t *cat, int shape, char **ring,
+                                            const size_t *lens, long n, bool tree)
 {
     double t0 = thread_cpu_ns();
     for (long i = 0; i < n; i++) {
-        cdc_decode_input_t in = {TOPICS[shape], 0, i,       NULL, 0, ring[i % RING],
-                                 lens[i % RING], -1,    NULL, NULL};
+        cdc_decode_input_t in = {TOPICS[shape],  0,  i,    NULL, 0, ring[i % RING],
+                                 lens[i % RING], -1, NULL, NULL};
         cdc_change_t c;
         cdc_decode_error_t de;
-        cdc_err_t rc = tree ? cdc_decode_tree(cat, NULL, &in, &c, &de)
-                            : cdc_decode(cat, NULL, &in, &c, &de);
+        cdc_err_t rc =
+            tree ? cdc_decode_tree(cat, NULL, &in, &c, &de) : cdc_decode(cat, NULL, &in, &c, &de);
         if (rc != CDC_OK) {
             fprintf(stderr, "bench_decode: decode failed: %s\n", de.msg);
             exit(1);

@@ -76,8 +76,8 @@ static void build_doc(void)
         cdc_schema_col_t *c = &DOC.cols[i];
         c->name = strdup(COLS[i].name);
         c->pg_oid = COLS[i].oid;
-        c->pg_type = strdup(cdc_schema_pg_type_name(COLS[i].oid) ? cdc_schema_pg_type_name(COLS[i].oid)
-                                                                  : "_array");
+        c->pg_type = strdup(
+            cdc_schema_pg_type_name(COLS[i].oid) ? cdc_schema_pg_type_name(COLS[i].oid) : "_array");
         c->typmod = COLS[i].typmod;
         c->nullable = COLS[i].nullable;
         c->key = COLS[i].key;
@@ -139,8 +139,8 @@ static void assert_changes_equal(const cdc_change_t *a, const cdc_change_t *b, c
         a->topic != b->topic || a->partition != b->partition || a->offset != b->offset ||
         a->tombstone != b->tombstone || a->entity_len != b->entity_len ||
         (a->entity_len && memcmp(a->entity, b->entity, a->entity_len) != 0))
-        fail_msg("%s: change header differs (op %c/%c lsn %llu/%llu commit %llu/%llu)", what,
-                 a->op, b->op, (unsigned long long)a->lsn, (unsigned long long)b->lsn,
+        fail_msg("%s: change header differs (op %c/%c lsn %llu/%llu commit %llu/%llu)", what, a->op,
+                 b->op, (unsigned long long)a->lsn, (unsigned long long)b->lsn,
                  (unsigned long long)a->commit_lsn, (unsigned long long)b->commit_lsn);
     assert_ptr_equal(a->before.schema, b->before.schema);
     assert_ptr_equal(a->after.schema, b->after.schema);
@@ -200,8 +200,7 @@ static bool differential(cdc_catalog_t *cat, const char *value, size_t len, int6
         if (df.cls != db.cls || df.schema_version != db.schema_version || df.msg[0] != '\0')
             fail_msg("%s: direct decoder's error record differs", what);
         if (rb != CDC_OK || b.tombstone)
-            fail_msg("%s: direct decoder accepted what the tree path rejects (%s)", what,
-                     db.msg);
+            fail_msg("%s: direct decoder accepted what the tree path rejects (%s)", what, db.msg);
         assert_changes_equal(&f, &b, what);
         cdc_change_clear(&f);
         n_fast++;
@@ -278,41 +277,198 @@ static char *encode(char op, const row_text_t *before, bool key_only, const row_
 }
 
 static const row_text_t ROWS[] = {
-    {{"1", "eu", "-32768", "2147483647", "t", "1.5", "3.141592653589793", "12345.678",
-      "123456789012345678901234567890.123456789", "plain text", "varchar", "\\xdeadbeef",
-      "2024-02-29", "12:34:56.789", "2024-03-01 10:00:00.123456", "2024-03-01 10:00:00+05:30",
-      "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "{\"a\": [1, \"x\\\"y\"], \"b\": null}",
-      "{1,2,NULL}", "{{a,b},{\"c d\",e}}", "7"}},
-    {{"2", "us", NULL, NULL, "f", "NaN", "Infinity", "-0.001", "NaN", NULL, NULL, NULL, NULL,
-      NULL, NULL, NULL, NULL, NULL, NULL, NULL, "0"}},
-    {{"3", "q\"uote\\back", "0", "-1", NULL, "-Infinity", "-0", "0", "1e5",
-      "tab\there\nnew\rline\x01\x1f ctl \"q\" \\ /", "h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9f\x98\x80",
-      "\\x", "0001-01-01 BC", "24:00:00", "1970-01-01 00:00:00", "2024-03-01 10:00:00-08",
-      "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "[]", "{}", "{\"\\\\\",\"\\\"\"}", "-5"}},
-    {{"999999999999999999", "", "32767", "-2147483648", "t", "3.4028235e+38", "1.7976931348623157e308",
-      "999999999.999", "-0.000000000000000000001", "", "\xe2\x82\xac", "\\x00ff10",
-      "9999-12-31", "00:00:00", "2262-04-11 23:47:16.854775", "1900-01-01 00:00:00+00",
-      "00000000-0000-0000-0000-000000000000", "\"str\"", "{NULL}", "{NULL,\"NULL\"}", "1"}},
-    {{"-999999999999999999", "x", "1", "1", "f", "1e-45", "2.2250738585072014e-308", "1e3", "1.0", "a", "b",
-      "\\x41", "1970-01-01", "23:59:59.999999", "1969-12-31 23:59:59.999999",
-      "2024-01-01 00:00:00.5+01:30:15", "ffffffff-ffff-ffff-ffff-ffffffffffff", "123",
-      "{-1,0,1}", "{\"\"}", "2"}},
+    {{"1",
+      "eu",
+      "-32768",
+      "2147483647",
+      "t",
+      "1.5",
+      "3.141592653589793",
+      "12345.678",
+      "123456789012345678901234567890.123456789",
+      "plain text",
+      "varchar",
+      "\\xdeadbeef",
+      "2024-02-29",
+      "12:34:56.789",
+      "2024-03-01 10:00:00.123456",
+      "2024-03-01 10:00:00+05:30",
+      "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+      "{\"a\": [1, \"x\\\"y\"], \"b\": null}",
+      "{1,2,NULL}",
+      "{{a,b},{\"c d\",e}}",
+      "7"}},
+    {{"2",  "us", NULL, NULL, "f",  "NaN", "Infinity", "-0.001", "NaN", NULL, NULL,
+      NULL, NULL, NULL, NULL, NULL, NULL,  NULL,       NULL,     NULL,  "0"}},
+    {{"3",
+      "q\"uote\\back",
+      "0",
+      "-1",
+      NULL,
+      "-Infinity",
+      "-0",
+      "0",
+      "1e5",
+      "tab\there\nnew\rline\x01\x1f ctl \"q\" \\ /",
+      "h\xc3\xa9llo \xe2\x9c\x93 \xf0\x9f\x98\x80",
+      "\\x",
+      "0001-01-01 BC",
+      "24:00:00",
+      "1970-01-01 00:00:00",
+      "2024-03-01 10:00:00-08",
+      "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11",
+      "[]",
+      "{}",
+      "{\"\\\\\",\"\\\"\"}",
+      "-5"}},
+    {{"999999999999999999",
+      "",
+      "32767",
+      "-2147483648",
+      "t",
+      "3.4028235e+38",
+      "1.7976931348623157e308",
+      "999999999.999",
+      "-0.000000000000000000001",
+      "",
+      "\xe2\x82\xac",
+      "\\x00ff10",
+      "9999-12-31",
+      "00:00:00",
+      "2262-04-11 23:47:16.854775",
+      "1900-01-01 00:00:00+00",
+      "00000000-0000-0000-0000-000000000000",
+      "\"str\"",
+      "{NULL}",
+      "{NULL,\"NULL\"}",
+      "1"}},
+    {{"-999999999999999999",
+      "x",
+      "1",
+      "1",
+      "f",
+      "1e-45",
+      "2.2250738585072014e-308",
+      "1e3",
+      "1.0",
+      "a",
+      "b",
+      "\\x41",
+      "1970-01-01",
+      "23:59:59.999999",
+      "1969-12-31 23:59:59.999999",
+      "2024-01-01 00:00:00.5+01:30:15",
+      "ffffffff-ffff-ffff-ffff-ffffffffffff",
+      "123",
+      "{-1,0,1}",
+      "{\"\"}",
+      "2"}},
     /* values the tree path rejects: both must agree on the DLQ class and message */
-    {{"10", "bad", "1", "1", "t", "1", "1", "NaN", "1", "a", "b", "\\xzz", "2024-01-01",
-      "00:00:00", "2024-01-01 00:00:00", "2024-01-01 00:00:00+00",
-      "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "{}", "{}", "{}", "1"}},
-    {{"11", "bad", "1", "1", "t", "1", "1", "1234567890.0", "1", "a", "b", "\\x00",
-      "2024-01-01", "00:00:00", "2024-01-01 00:00:00", "2024-01-01 00:00:00+00",
-      "not-a-uuid", "{}", "{}", "{}", "1"}},
-    {{"12", "bad", "1", "1", "t", "1", "1", "1.0001", "1", "a", "b", "\\x00", "2024-01-01",
-      "00:00:00", "2024-01-01 00:00:00", "2024-01-01 00:00:00+00",
-      "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "{}", "{}", "{}", NULL}},
-    {{NULL, "nullkey", "1", "1", "t", "1", "1", "1", "1", "a", "b", "\\x00", "2024-01-01",
-      "00:00:00", "2024-01-01 00:00:00", "2024-01-01 00:00:00+00",
-      "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "{}", "{}", "{}", "1"}},
-    {{"13", "toast", "1", "1", "t", "1", "1", "1", "1", UNCH, UNCH, UNCH, "2024-01-01",
-      "00:00:00", "2024-01-01 00:00:00", "2024-01-01 00:00:00+00",
-      "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", UNCH, "{}", UNCH, "1"}},
+    {{"10",
+      "bad",
+      "1",
+      "1",
+      "t",
+      "1",
+      "1",
+      "NaN",
+      "1",
+      "a",
+      "b",
+      "\\xzz",
+      "2024-01-01",
+      "00:00:00",
+      "2024-01-01 00:00:00",
+      "2024-01-01 00:00:00+00",
+      "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+      "{}",
+      "{}",
+      "{}",
+      "1"}},
+    {{"11",
+      "bad",
+      "1",
+      "1",
+      "t",
+      "1",
+      "1",
+      "1234567890.0",
+      "1",
+      "a",
+      "b",
+      "\\x00",
+      "2024-01-01",
+      "00:00:00",
+      "2024-01-01 00:00:00",
+      "2024-01-01 00:00:00+00",
+      "not-a-uuid",
+      "{}",
+      "{}",
+      "{}",
+      "1"}},
+    {{"12",
+      "bad",
+      "1",
+      "1",
+      "t",
+      "1",
+      "1",
+      "1.0001",
+      "1",
+      "a",
+      "b",
+      "\\x00",
+      "2024-01-01",
+      "00:00:00",
+      "2024-01-01 00:00:00",
+      "2024-01-01 00:00:00+00",
+      "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+      "{}",
+      "{}",
+      "{}",
+      NULL}},
+    {{NULL,
+      "nullkey",
+      "1",
+      "1",
+      "t",
+      "1",
+      "1",
+      "1",
+      "1",
+      "a",
+      "b",
+      "\\x00",
+      "2024-01-01",
+      "00:00:00",
+      "2024-01-01 00:00:00",
+      "2024-01-01 00:00:00+00",
+      "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+      "{}",
+      "{}",
+      "{}",
+      "1"}},
+    {{"13",
+      "toast",
+      "1",
+      "1",
+      "t",
+      "1",
+      "1",
+      "1",
+      "1",
+      UNCH,
+      UNCH,
+      UNCH,
+      "2024-01-01",
+      "00:00:00",
+      "2024-01-01 00:00:00",
+      "2024-01-01 00:00:00+00",
+      "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+      UNCH,
+      "{}",
+      UNCH,
+      "1"}},
 };
 enum { NROWS = sizeof(ROWS) / sizeof(ROWS[0]), NGOOD = 5 };
 
@@ -364,8 +520,8 @@ static void test_capture_corpus(void **state)
 static void test_mutations(void **state)
 {
     (void)state;
-    static const char subst[] = {'"', '\\', '{', '}', '[', ']', ',', ':', ' ', '0', '9', '-',
-                                 '.', 'e', 'n', 't', 'x', '\0', '\x1f', '\x80', '\xff'};
+    static const char subst[] = {'"', '\\', '{', '}', '[', ']', ',',  ':',    ' ',    '0',   '9',
+                                 '-', '.',  'e', 'n', 't', 'x', '\0', '\x1f', '\x80', '\xff'};
     cdc_catalog_t *cat = catalog();
     size_t n;
     char **ev = corpus(&n);
@@ -393,8 +549,8 @@ static void test_mutations(void **state)
 /* ---- hand-written edge cases ------------------------------------------------------- */
 
 #define SRC                                                                                        \
-    "\"source\":{\"version\":\"dev\",\"connector\":\"cdc-capture\",\"name\":\"cdc\",\"db\":"      \
-    "\"app\",\"schema\":\"public\",\"table\":\"every\",\"lsn\":500,\"txId\":7,\"ts_ms\":"      \
+    "\"source\":{\"version\":\"dev\",\"connector\":\"cdc-capture\",\"name\":\"cdc\",\"db\":"       \
+    "\"app\",\"schema\":\"public\",\"table\":\"every\",\"lsn\":500,\"txId\":7,\"ts_ms\":"          \
     "1709287200000,\"sequence\":\"[\\\"600\\\",\\\"500\\\"]\",\"snapshot\":\"false\"}"
 #define KEY "\"id\":5,\"region\":\"r\",\"req\":1"
 
@@ -442,7 +598,8 @@ static const struct {
     /* unchanged_toast: null, empty, names not in the schema */
     {"{\"after\":{" KEY "}," SRC ",\"op\":\"u\",\"unchanged_toast\":null}", true},
     {"{\"after\":{" KEY "}," SRC ",\"op\":\"u\",\"unchanged_toast\":[]}", true},
-    {"{\"after\":{" KEY "}," SRC ",\"op\":\"u\",\"unchanged_toast\":[\"txt\",\"nope\",\"t\\u0078t\"]}",
+    {"{\"after\":{" KEY "}," SRC
+     ",\"op\":\"u\",\"unchanged_toast\":[\"txt\",\"nope\",\"t\\u0078t\"]}",
      true},
     /* Debezium's placeholder for an unavailable value */
     {"{\"after\":{" KEY ",\"txt\":\"__debezium_unavailable_value\",\"bin\":"
