@@ -715,6 +715,62 @@ static void test_edge_cases(void **state)
     cdc_schema_doc_free(&DOC);
 }
 
+/* Events beyond the decoder's stack buffers: a long text (heap scratch), a row with more
+ * members than the stack holds, a schema with more columns than the stack flags. */
+static void test_large(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = catalog();
+    size_t cap = 200000, n = 0;
+    char *v = malloc(cap);
+    n += (size_t)snprintf(v + n, cap - n, "{\"after\":{" KEY ",\"txt\":\"");
+    for (int i = 0; i < 5000; i++)
+        n += (size_t)snprintf(v + n, cap - n, "caf\xc3\xa9 \\\"%d\\n ", i);
+    n += (size_t)snprintf(v + n, cap - n, "\"");
+    for (int i = 0; i < 300; i++)
+        n += (size_t)snprintf(v + n, cap - n, ",\"extra%d\":[%d,\"x\"]", i, i);
+    n += (size_t)snprintf(v + n, cap - n, "}," SRC ",\"op\":\"c\"}");
+    assert_true(n > 16384);
+    assert_true(differential(cat, v, n, 1, "large event"));
+    for (size_t cut = n - 200; cut < n; cut++)
+        differential(cat, v, cut, 1, "large event prefix");
+    free(v);
+    cdc_catalog_free(cat);
+    cdc_schema_doc_free(&DOC);
+
+    /* 300 columns */
+    cat = cdc_catalog_new();
+    cdc_error_t e;
+    const char *topic = "cdc.public.wide";
+    size_t sn = 0;
+    char *sj = malloc(cap);
+    sn += (size_t)snprintf(sj + sn, cap - sn, "{\"namespace\":\"public\",\"table\":\"wide\","
+                                              "\"columns\":[{\"name\":\"id\",\"type\":\"long\","
+                                              "\"key\":true}");
+    for (int i = 1; i < 300; i++)
+        sn += (size_t)snprintf(sj + sn, cap - sn, ",{\"name\":\"c%d\",\"type\":\"int\"}", i);
+    sn += (size_t)snprintf(sj + sn, cap - sn, "]}");
+    assert_int_equal(cdc_catalog_register_json(cat, topic, 1, sj, sn, &e), CDC_OK);
+    n = 0;
+    v = malloc(cap);
+    n += (size_t)snprintf(v + n, cap - n, "{\"after\":{\"id\":1");
+    for (int i = 299; i > 0; i--)
+        n += (size_t)snprintf(v + n, cap - n, ",\"c%d\":%d", i, i * 7);
+    n += (size_t)snprintf(v + n, cap - n, "},\"op\":\"c\",\"source\":{\"lsn\":4}}");
+    cdc_decode_input_t in = {topic, 0, 1, NULL, 0, v, n, 1, NULL, NULL};
+    cdc_change_t a, b;
+    cdc_decode_error_t da, db;
+    assert_true(cdc_decode_fast(cat, NULL, &in, &a, &da));
+    assert_int_equal(cdc_decode_tree(cat, NULL, &in, &b, &db), CDC_OK);
+    assert_changes_equal(&a, &b, "300 columns");
+    assert_int_equal(a.after.vals[299].u.i, 299 * 7);
+    cdc_change_clear(&a);
+    cdc_change_clear(&b);
+    free(v);
+    free(sj);
+    cdc_catalog_free(cat);
+}
+
 /* Options: placeholder and size limit behave the same on both paths. */
 static void test_options(void **state)
 {
@@ -752,6 +808,7 @@ int main(void)
         cmocka_unit_test(test_capture_corpus),
         cmocka_unit_test(test_edge_cases),
         cmocka_unit_test(test_options),
+        cmocka_unit_test(test_large),
         cmocka_unit_test(test_mutations),
     };
     return cmocka_run_group_tests(tests, NULL, report);
