@@ -1,8 +1,14 @@
 /*
- * RocksDB adapter behind common/state.h. Each store is a RocksDB database opened with
- * per-family TTLs (DBWithTTL), WAL disabled, small memtables and one block cache
- * shared by every store in the process, so 12 partition stores fit a worker's memory
- * budget. RocksDB error strings are translated to CDC_ERR_STATE at this boundary.
+ * RocksDB adapter behind common/state.h. Each store is a plain RocksDB database, WAL
+ * disabled, small memtables and one block cache shared by every store in the process,
+ * so 12 partition stores fit a worker's memory budget. RocksDB error strings are
+ * translated to CDC_ERR_STATE at this boundary.
+ *
+ * Expiry: every value ends with its write time (4 bytes, little-endian int32 seconds:
+ * the layout of RocksDB's DBWithTTL, which earlier builds used). The write time is
+ * appended when a put enters a batch (no re-encoding of the batch at write, which
+ * DBWithTTL does); a family with a TTL drops an entry older than the TTL on read and, in
+ * a compaction filter, from the table files. Families without a TTL never look at it.
  */
 #include "common/state.h"
 
@@ -13,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <rocksdb/c.h>
 
@@ -28,33 +35,118 @@ struct cdc_state {
     rocksdb_filterpolicy_t *filter; /* owned by table_opts once set */
     rocksdb_readoptions_t *ropts;
     rocksdb_writeoptions_t *wopts;
+    /* Per family (index as cf): TTL in seconds (<= 0: none) and its compaction filter. */
+    int ttl[CDC_STATE_MAX_FAMILIES];
+    rocksdb_compactionfilter_t *expire[CDC_STATE_MAX_FAMILIES];
+    int64_t (*clock)(void);
     char *dir;
 };
 
 struct cdc_state_batch {
     cdc_state_t *st;
     rocksdb_writebatch_t *wb;
+    uint8_t ts[4]; /* write time of the batch's entries, set by the first put */
+    bool ts_set;
+    char *buf; /* scratch: value + write time */
+    size_t buf_cap;
 };
+
+/* Length of the write time that ends every value (DBWithTTL's layout). */
+#define TS_LEN 4
+/* A smaller write time is corrupt (DBWithTTL's check: its release date). */
+#define TS_MIN 1368146402
+
+/* Marker key of the store's format in RocksDB's default family (state.h). */
+static const char FORMAT_KEY[] = "cdc.state.format";
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static rocksdb_cache_t *shared_cache;
 
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
+static void env_init(void)
+{
+    /* Flushes of all stores share the default environment's high-priority pool (one
+     * thread unless raised): let the stores of one worker flush side by side when a
+     * barrier checkpoints them all at once. */
+    rocksdb_env_t *env = rocksdb_create_default_env();
+    if (env != NULL) {
+        rocksdb_env_set_high_priority_background_threads(env, 4);
+        rocksdb_env_set_background_threads(env, 1);
+        rocksdb_env_destroy(env); /* the wrapper; the default environment stays */
+    }
+}
+
+void cdc_state_env_init(void)
+{
+    pthread_once(&env_once, env_init);
+}
+
 static rocksdb_cache_t *get_cache(size_t bytes)
 {
+    cdc_state_env_init();
     pthread_mutex_lock(&cache_lock);
-    if (shared_cache == NULL) {
+    if (shared_cache == NULL)
         shared_cache = rocksdb_cache_create_lru(bytes ? bytes : (size_t)8 << 20);
-        /* Flushes of all stores share the default environment's high-priority pool
-         * (one thread unless raised): let the stores of one worker flush side by side
-         * when a barrier checkpoints them all at once. */
-        rocksdb_env_t *env = rocksdb_create_default_env();
-        if (env != NULL) {
-            rocksdb_env_set_high_priority_background_threads(env, 4);
-            rocksdb_env_destroy(env); /* the wrapper; the default environment stays */
-        }
-    }
     pthread_mutex_unlock(&cache_lock);
     return shared_cache;
+}
+
+static int64_t wall_clock(void)
+{
+    return (int64_t)time(NULL);
+}
+
+static void put_ts(uint8_t *p, int64_t t)
+{
+    uint32_t v = (uint32_t)(int32_t)t;
+    for (int i = 0; i < TS_LEN; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static int64_t get_ts(const char *p)
+{
+    const uint8_t *u = (const uint8_t *)p;
+    return (int32_t)((uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 |
+                     (uint32_t)u[3] << 24);
+}
+
+/* DBWithTTL's rule: an entry written at ts is expired once ts + ttl < now. */
+static bool expired(int64_t ts, int ttl, int64_t now)
+{
+    return ttl > 0 && ts + ttl < now;
+}
+
+/* Compaction filter of a family with a TTL: state = the store (ttl, clock). */
+typedef struct expire_filter {
+    int ttl;
+    int64_t (*clock)(void);
+} expire_filter_t;
+
+static unsigned char expire_filter(void *state, int level, const char *key, size_t klen,
+                                   const char *val, size_t vlen, char **new_val, size_t *new_len,
+                                   unsigned char *changed)
+{
+    const expire_filter_t *f = state;
+    (void)level;
+    (void)key;
+    (void)klen;
+    (void)new_val;
+    (void)new_len;
+    *changed = 0;
+    /* A value too short to hold a write time is left alone: reads report it. */
+    return vlen >= TS_LEN && expired(get_ts(val + vlen - TS_LEN), f->ttl, f->clock());
+}
+
+static const char *expire_filter_name(void *state)
+{
+    (void)state;
+    return "cdc.state.expire";
+}
+
+static void expire_filter_free(void *state)
+{
+    free(state);
 }
 
 static cdc_err_t rerr(cdc_error_t *e, char *errptr, const char *what, const char *dir)
@@ -63,6 +155,40 @@ static cdc_err_t rerr(cdc_error_t *e, char *errptr, const char *what, const char
                                  errptr ? errptr : "unknown error");
     rocksdb_free(errptr);
     return rc;
+}
+
+/*
+ * Reads the format marker; writes it into a store that has none (new, or written by a
+ * build before the marker, whose values have the same layout). The marker reaches disk
+ * with the store's next flush, like every write.
+ */
+static cdc_err_t check_format(cdc_state_t *st, cdc_error_t *e)
+{
+    char *err = NULL, want[16];
+    size_t len = 0;
+    char *v = rocksdb_get_cf(st->db, st->ropts, st->cf_all[0], FORMAT_KEY, sizeof(FORMAT_KEY) - 1,
+                             &len, &err);
+    int n = snprintf(want, sizeof(want), "%d", CDC_STATE_FORMAT);
+
+    if (err != NULL)
+        return rerr(e, err, "read the format of", st->dir);
+    if (v == NULL) {
+        rocksdb_put_cf(st->db, st->wopts, st->cf_all[0], FORMAT_KEY, sizeof(FORMAT_KEY) - 1, want,
+                       (size_t)n, &err);
+        return err ? rerr(e, err, "write the format of", st->dir) : CDC_OK;
+    }
+    if (len != (size_t)n || memcmp(v, want, len) != 0) {
+        cdc_err_t rc =
+            cdc_error_set(e, CDC_ERR_STATE,
+                          "state store \"%s\" has format \"%.*s\", this build reads only format %d "
+                          "(hint: run the build that wrote it, or remove the directory: a worker "
+                          "restores its partitions from the latest checkpoint)",
+                          st->dir, (int)(len < 32 ? len : 32), v, CDC_STATE_FORMAT);
+        rocksdb_free(v);
+        return rc;
+    }
+    rocksdb_free(v);
+    return CDC_OK;
 }
 
 cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *o, cdc_state_t **out,
@@ -83,6 +209,7 @@ cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *o, cdc_stat
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
     st->nfamilies = o->nfamilies;
+    st->clock = o->clock ? o->clock : wall_clock;
     st->table_opts = rocksdb_block_based_options_create();
     rocksdb_block_based_options_set_block_cache(st->table_opts, get_cache(o->block_cache_size));
     st->filter = rocksdb_filterpolicy_create_bloom(10);
@@ -122,11 +249,25 @@ cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *o, cdc_stat
         rocksdb_options_set_memtable_whole_key_filtering(co, 1);
         rocksdb_options_set_compression(co, rocksdb_lz4_compression);
         rocksdb_options_set_block_based_table_factory(co, st->table_opts);
+        if (i > 0 && ttls[i] > 0) {
+            expire_filter_t *f = malloc(sizeof(*f));
+            if (f == NULL) {
+                rocksdb_options_destroy(co);
+                cdc_state_close(st);
+                return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            }
+            f->ttl = ttls[i];
+            f->clock = st->clock;
+            st->ttl[i - 1] = ttls[i];
+            st->expire[i - 1] = rocksdb_compactionfilter_create(f, expire_filter_free,
+                                                                expire_filter, expire_filter_name);
+            rocksdb_options_set_compaction_filter(co, st->expire[i - 1]);
+        }
         st->cf_opts[i] = co;
     }
-    st->db = rocksdb_open_column_families_with_ttl(st->opts, dir, (int)o->nfamilies + 1, names,
-                                                   (const rocksdb_options_t *const *)st->cf_opts,
-                                                   st->cf_all, ttls, &err);
+    st->db = rocksdb_open_column_families(st->opts, dir, (int)o->nfamilies + 1, names,
+                                          (const rocksdb_options_t *const *)st->cf_opts, st->cf_all,
+                                          &err);
     if (err != NULL || st->db == NULL) {
         cdc_err_t rc = rerr(e, err, "open", dir);
         st->db = NULL;
@@ -136,6 +277,11 @@ cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *o, cdc_stat
     st->ropts = rocksdb_readoptions_create();
     st->wopts = rocksdb_writeoptions_create();
     rocksdb_writeoptions_disable_WAL(st->wopts, 1);
+    cdc_err_t rc = check_format(st, e);
+    if (rc != CDC_OK) {
+        cdc_state_close(st);
+        return rc;
+    }
     *out = st;
     return CDC_OK;
 }
@@ -152,6 +298,9 @@ void cdc_state_close(cdc_state_t *st)
     for (size_t i = 0; i <= st->nfamilies; i++)
         if (st->cf_opts[i] != NULL)
             rocksdb_options_destroy(st->cf_opts[i]);
+    for (size_t i = 0; i < st->nfamilies; i++)
+        if (st->expire[i] != NULL)
+            rocksdb_compactionfilter_destroy(st->expire[i]); /* frees its state */
     if (st->opts != NULL)
         rocksdb_options_destroy(st->opts);
     if (st->table_opts != NULL)
@@ -189,44 +338,114 @@ static bool fam_ok(const cdc_state_t *st, int family)
     return family >= 0 && (size_t)family < st->nfamilies;
 }
 
+/*
+ * Checks a stored value (write time at its end) and copies its payload into a malloc'd
+ * buffer: CDC_OK, CDC_ERR_NOT_FOUND when expired, CDC_ERR_STATE when corrupt.
+ */
+static cdc_err_t take_value(cdc_state_t *st, int family, const char *v, size_t len, void **val,
+                            size_t *val_len, cdc_error_t *e)
+{
+    int64_t ts;
+    if (len < TS_LEN || (ts = get_ts(v + len - TS_LEN)) < TS_MIN)
+        return cdc_error_set(e, CDC_ERR_STATE,
+                             "state store \"%s\": corrupt value in family %d (no write time)",
+                             st->dir, family);
+    if (st->ttl[family] > 0 && expired(ts, st->ttl[family], st->clock()))
+        return CDC_ERR_NOT_FOUND;
+    len -= TS_LEN;
+    if ((*val = malloc(len ? len : 1)) == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    memcpy(*val, v, len);
+    *val_len = len;
+    return CDC_OK;
+}
+
 cdc_err_t cdc_state_get(cdc_state_t *st, int family, const void *key, size_t key_len, void **val,
                         size_t *val_len, cdc_error_t *e)
 {
     char *err = NULL;
     size_t len = 0;
-    char *v;
+    rocksdb_pinnableslice_t *ps;
+    cdc_err_t rc;
 
     if (!fam_ok(st, family))
         return cdc_error_set(e, CDC_ERR_INVALID, "no state family %d", family);
-    v = rocksdb_get_cf(st->db, st->ropts, st->cf[family], key, key_len, &len, &err);
+    ps = rocksdb_get_pinned_cf(st->db, st->ropts, st->cf[family], key, key_len, &err);
     if (err != NULL)
         return rerr(e, err, "read", st->dir);
-    if (v == NULL)
+    if (ps == NULL)
         return CDC_ERR_NOT_FOUND;
-    /* The C API returns a malloc()ed copy (rocksdb_free() is free()): hand it over. */
-    if (len > 0) {
-        *val = v;
-        *val_len = len;
-        return CDC_OK;
+    const char *v = rocksdb_pinnableslice_value(ps, &len);
+    rc = take_value(st, family, v, len, val, val_len, e);
+    rocksdb_pinnableslice_destroy(ps);
+    return rc;
+}
+
+cdc_err_t cdc_state_multi_get(cdc_state_t *st, int family, size_t n, const void *const *keys,
+                              const size_t *key_lens, void **vals, size_t *val_lens, cdc_err_t *rcs,
+                              cdc_error_t *e)
+{
+    enum { CHUNK = 256 };
+    rocksdb_pinnableslice_t *ps[CHUNK];
+    char *errs[CHUNK];
+    cdc_err_t rc = CDC_OK;
+
+    if (!fam_ok(st, family))
+        return cdc_error_set(e, CDC_ERR_INVALID, "no state family %d", family);
+    for (size_t base = 0; base < n; base += CHUNK) {
+        size_t m = n - base < CHUNK ? n - base : CHUNK;
+        rocksdb_batched_multi_get_cf(st->db, st->ropts, st->cf[family], m,
+                                     (const char *const *)(keys + base), key_lens + base, ps, errs,
+                                     false);
+        for (size_t i = 0; i < m; i++) {
+            size_t k = base + i, len = 0;
+            vals[k] = NULL;
+            val_lens[k] = 0;
+            if (errs[i] != NULL) {
+                rc = rcs[k] = rerr(e, errs[i], "read", st->dir);
+            } else if (ps[i] == NULL) {
+                rcs[k] = CDC_ERR_NOT_FOUND;
+            } else {
+                const char *v = rocksdb_pinnableslice_value(ps[i], &len);
+                if (v == NULL) {
+                    rcs[k] = CDC_ERR_NOT_FOUND;
+                } else {
+                    rcs[k] = take_value(st, family, v, len, &vals[k], &val_lens[k], e);
+                    if (rcs[k] != CDC_OK && rcs[k] != CDC_ERR_NOT_FOUND)
+                        rc = rcs[k];
+                }
+            }
+            if (ps[i] != NULL)
+                rocksdb_pinnableslice_destroy(ps[i]);
+        }
     }
-    *val = malloc(1);
-    if (*val == NULL) {
-        rocksdb_free(v);
-        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    return rc;
+}
+
+/* The batch's write time, taken at its first put. */
+static const char *batch_ts(cdc_state_batch_t *b)
+{
+    if (!b->ts_set) {
+        put_ts(b->ts, b->st->clock());
+        b->ts_set = true;
     }
-    memcpy(*val, v, len);
-    rocksdb_free(v);
-    *val_len = len;
-    return CDC_OK;
+    return (const char *)b->ts;
 }
 
 cdc_err_t cdc_state_put(cdc_state_t *st, int family, const void *key, size_t key_len,
                         const void *val, size_t val_len, cdc_error_t *e)
 {
     char *err = NULL;
+    uint8_t ts[TS_LEN];
     if (!fam_ok(st, family))
         return cdc_error_set(e, CDC_ERR_INVALID, "no state family %d", family);
-    rocksdb_put_cf(st->db, st->wopts, st->cf[family], key, key_len, val, val_len, &err);
+    put_ts(ts, st->clock());
+    const char *kl[1] = {key}, *vl[2] = {val, (const char *)ts};
+    size_t kls[1] = {key_len}, vls[2] = {val_len, TS_LEN};
+    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+    rocksdb_writebatch_putv_cf(wb, st->cf[family], 1, kl, kls, 2, vl, vls);
+    rocksdb_write(st->db, st->wopts, wb, &err);
+    rocksdb_writebatch_destroy(wb);
     return err ? rerr(e, err, "write", st->dir) : CDC_OK;
 }
 
@@ -243,8 +462,28 @@ cdc_state_batch_t *cdc_state_batch_new(cdc_state_t *st)
 void cdc_state_batch_put(cdc_state_batch_t *b, int family, const void *key, size_t key_len,
                          const void *val, size_t val_len)
 {
-    if (fam_ok(b->st, family))
-        rocksdb_writebatch_put_cf(b->wb, b->st->cf[family], key, key_len, val, val_len);
+    const char *ts = batch_ts(b);
+    if (!fam_ok(b->st, family))
+        return;
+    if (val_len + TS_LEN > b->buf_cap) {
+        size_t cap = b->buf_cap ? b->buf_cap : 256;
+        while (cap < val_len + TS_LEN)
+            cap *= 2;
+        char *nb = realloc(b->buf, cap);
+        if (nb == NULL) {
+            /* rare: let RocksDB join the parts itself */
+            const char *kl[1] = {key}, *vl[2] = {val, ts};
+            size_t kls[1] = {key_len}, vls[2] = {val_len, TS_LEN};
+            rocksdb_writebatch_putv_cf(b->wb, b->st->cf[family], 1, kl, kls, 2, vl, vls);
+            return;
+        }
+        b->buf = nb;
+        b->buf_cap = cap;
+    }
+    if (val_len > 0)
+        memcpy(b->buf, val, val_len);
+    memcpy(b->buf + val_len, ts, TS_LEN);
+    rocksdb_writebatch_put_cf(b->wb, b->st->cf[family], key, key_len, b->buf, val_len + TS_LEN);
 }
 
 void cdc_state_batch_delete(cdc_state_batch_t *b, int family, const void *key, size_t key_len)
@@ -269,6 +508,7 @@ size_t cdc_state_batch_count(const cdc_state_batch_t *b)
 void cdc_state_batch_clear(cdc_state_batch_t *b)
 {
     rocksdb_writebatch_clear(b->wb);
+    b->ts_set = false;
 }
 
 void cdc_state_batch_free(cdc_state_batch_t *b)
@@ -276,6 +516,7 @@ void cdc_state_batch_free(cdc_state_batch_t *b)
     if (b == NULL)
         return;
     rocksdb_writebatch_destroy(b->wb);
+    free(b->buf);
     free(b);
 }
 

@@ -2,7 +2,10 @@
  * State store adapter: the only module that touches RocksDB (rocksdb/c.h). The worker
  * keeps one store per partition slot (dedup positions, last row images); other code
  * speaks this API in the project's own types. A store has named column families, each
- * with its own TTL (entries older than the TTL disappear at compaction; 0 = forever).
+ * with its own TTL: an entry older than its family's TTL is no longer returned by reads
+ * and is dropped at compaction (0 = forever). Every value carries its write time
+ * (format 1, the layout of RocksDB's DBWithTTL, so stores written through DBWithTTL by
+ * earlier builds open unchanged); a store written in another format is refused.
  * Writes skip the WAL: durability comes only from cdc_state_checkpoint(), which flushes
  * the memtables and hard-links a consistent copy of the database into a directory.
  * Everything written after the last checkpoint is lost on a crash by design: the epoch
@@ -30,12 +33,29 @@ typedef struct cdc_state_options {
     int ttl_seconds[CDC_STATE_MAX_FAMILIES];      /* <= 0: never expires */
     size_t write_buffer_size;                     /* bytes per memtable, 0 = 4 MiB */
     size_t block_cache_size;                      /* bytes, 0 = 8 MiB (shared by all stores) */
+    /* Seconds since the epoch used for write times and expiry; NULL = time(). Tests only:
+     * it must never go backwards and is read from RocksDB's compaction threads too. */
+    int64_t (*clock)(void);
 } cdc_state_options_t;
+
+/* On-disk format written and read by this build (a marker key in RocksDB's default
+ * family; a store without one was written by a build that predates the marker, in the
+ * same format). */
+#define CDC_STATE_FORMAT 1
+
+/*
+ * Starts RocksDB's shared background threads (flushes, compactions) now, on the calling
+ * thread. Threads inherit the scheduling priority of the thread that creates them: a
+ * process that lowers the priority of some thread calls this first, from a thread at
+ * normal priority. Idempotent; cdc_state_open() calls it too.
+ */
+void cdc_state_env_init(void);
 
 /*
  * Opens (creating when missing) the store in directory dir. The options must name the
- * same families every time the store is opened. On success *out is owned by the caller
- * (cdc_state_close()); on failure *out is untouched.
+ * same families every time the store is opened. A store in another format than
+ * CDC_STATE_FORMAT fails with CDC_ERR_STATE naming dir. On success *out is owned by the
+ * caller (cdc_state_close()); on failure *out is untouched.
  */
 cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *opts, cdc_state_t **out,
                          cdc_error_t *e);
@@ -48,16 +68,29 @@ cdc_err_t cdc_state_destroy(const char *dir, cdc_error_t *e);
 
 /*
  * Looks up key in family. On success *val is a malloc'd copy owned by the caller (free()),
- * *val_len its length. Returns CDC_ERR_NOT_FOUND (without touching e) when absent.
+ * *val_len its length. Returns CDC_ERR_NOT_FOUND (without touching e) when absent or
+ * expired.
  */
 cdc_err_t cdc_state_get(cdc_state_t *st, int family, const void *key, size_t key_len, void **val,
                         size_t *val_len, cdc_error_t *e);
+
+/*
+ * Looks up n keys of one family in one RocksDB MultiGet (cheaper per key than n gets).
+ * For each i, rcs[i] is CDC_OK (vals[i] a malloc'd copy owned by the caller, val_lens[i]
+ * its length), CDC_ERR_NOT_FOUND (vals[i] NULL) or CDC_ERR_STATE (vals[i] NULL; the
+ * message of the last such key is in e). Returns CDC_OK unless a key failed.
+ */
+cdc_err_t cdc_state_multi_get(cdc_state_t *st, int family, size_t n, const void *const *keys,
+                              const size_t *key_lens, void **vals, size_t *val_lens, cdc_err_t *rcs,
+                              cdc_error_t *e);
 
 /* Writes one key (no WAL; see the file comment). */
 cdc_err_t cdc_state_put(cdc_state_t *st, int family, const void *key, size_t key_len,
                         const void *val, size_t val_len, cdc_error_t *e);
 
-/* A write batch bound to st; applied atomically by cdc_state_write(). */
+/* A write batch bound to st; applied atomically by cdc_state_write(). Every entry of a
+ * batch gets the same write time: the clock's value at its first put since it was
+ * created or cleared. */
 cdc_state_batch_t *cdc_state_batch_new(cdc_state_t *st);
 void cdc_state_batch_put(cdc_state_batch_t *b, int family, const void *key, size_t key_len,
                          const void *val, size_t val_len);

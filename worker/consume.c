@@ -25,6 +25,7 @@
 
 #define BATCH_MAX 2048
 #define STORAGE_RETRIES 3
+#define SCHEMA_READ_TIMEOUT_MS 10000
 
 static char *join(const char *a, const char *b)
 {
@@ -162,7 +163,6 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
         return cdc_error_prefix(e, "option --kafka");
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
         w->slots[p].partition = (uint32_t)p;
-    w->schema_next_offset = -1;
     if (pthread_create(&w->fin_thread, NULL, finalizer_main, w) != 0)
         return cdc_error_set(e, CDC_ERR_INTERNAL, "could not start the finalizer thread");
     w->fin_running = true;
@@ -217,34 +217,62 @@ void cdc_worker_data_close(cdc_worker_t *w)
 
 /* ---- schema registry topic ---------------------------------------------------------- */
 
+/*
+ * Reads the schema topic up to its end as of now: the high watermark of each partition,
+ * asked from the broker, not "until a poll comes back empty", which says nothing while
+ * the first fetch is still on its way. An event whose version is unknown after this
+ * names a version that was never registered (the capture registers before producing).
+ */
 cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e)
 {
     cdc_kafka_msg_t msgs[256];
+    int64_t high[CDC_WORKER_SCHEMA_PARTITIONS];
+    int64_t deadline = cdc_worker_mono_ms() + SCHEMA_READ_TIMEOUT_MS;
     size_t n;
     cdc_err_t rc;
 
-    if (w->schema_next_offset < 0) {
+    if (w->schema_parts == 0) {
         int32_t parts = 0;
         rc = cdc_kafka_consumer_partitions(w->schema_consumer, w->schema_topic, &parts, 2000, e);
-        if (rc == CDC_ERR_NOT_FOUND || parts <= 0)
+        if (rc == CDC_ERR_NOT_FOUND || (rc == CDC_OK && parts <= 0))
             return CDC_OK; /* nothing registered yet */
         if (rc != CDC_OK)
             return rc;
-        cdc_kafka_tp_t tps[64];
-        for (int32_t i = 0; i < parts && i < 64; i++)
+        if (parts > CDC_WORKER_SCHEMA_PARTITIONS)
+            parts = CDC_WORKER_SCHEMA_PARTITIONS;
+        cdc_kafka_tp_t tps[CDC_WORKER_SCHEMA_PARTITIONS];
+        for (int32_t i = 0; i < parts; i++) {
             tps[i] = (cdc_kafka_tp_t){w->schema_topic, i, CDC_KAFKA_OFFSET_BEGINNING};
-        if ((rc = cdc_kafka_consumer_assign(w->schema_consumer, tps,
-                                            (size_t)(parts < 64 ? parts : 64), e)) != CDC_OK)
+            w->schema_next[i] = 0;
+        }
+        if ((rc = cdc_kafka_consumer_assign(w->schema_consumer, tps, (size_t)parts, e)) != CDC_OK)
             return rc;
-        w->schema_next_offset = 0;
+        w->schema_parts = parts;
     }
-    /* Read until a poll comes back empty: the capture registers before producing. */
-    for (int round = 0; round < 1000; round++) {
-        rc = cdc_kafka_consume_batch(w->schema_consumer, msgs, 256, &n, round == 0 ? 200 : 50, e);
+    rc = cdc_kafka_consumer_end_offsets(w->schema_consumer, w->schema_topic, w->schema_parts, high,
+                                        2000, e);
+    if (rc != CDC_OK)
+        return rc;
+    for (;;) {
+        bool done = true;
+        for (int32_t i = 0; i < w->schema_parts; i++)
+            done = done && w->schema_next[i] >= high[i];
+        if (done)
+            return CDC_OK;
+        int64_t left = deadline - cdc_worker_mono_ms();
+        if (left <= 0)
+            return cdc_error_set_retriable(e, CDC_ERR_TIMEOUT, true,
+                                           "schema topic \"%s\" not read to its end within %d ms",
+                                           w->schema_topic, SCHEMA_READ_TIMEOUT_MS);
+        rc = cdc_kafka_consume_batch(w->schema_consumer, msgs, 256, &n,
+                                     left < 100 ? (int)left : 100, e);
         for (size_t i = 0; i < n; i++) {
             char topic[256];
             int64_t version;
             cdc_error_t e2;
+            if (msgs[i].partition >= 0 && msgs[i].partition < w->schema_parts &&
+                msgs[i].offset + 1 > w->schema_next[msgs[i].partition])
+                w->schema_next[msgs[i].partition] = msgs[i].offset + 1;
             if (msgs[i].value == NULL || msgs[i].key == NULL ||
                 !cdc_schema_record_key_parse(msgs[i].key, msgs[i].key_len, topic, sizeof(topic),
                                              &version))
@@ -259,10 +287,7 @@ cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e)
         cdc_kafka_msgs_release(msgs, n);
         if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT)
             return rc;
-        if (n == 0)
-            break;
     }
-    return CDC_OK;
 }
 
 /* ---- assignment ---------------------------------------------------------------------- */
@@ -782,6 +807,7 @@ typedef struct snap_part {
     cdc_error_t e;
     cdc_err_t ckpt_rc; /* of the state checkpoint, which runs beside the file writing */
     cdc_error_t ckpt_e;
+    int64_t files_ms, ckpt_ms; /* durations, for the debug log of the ack */
 } snap_part_t;
 
 /* One cut epoch handed to the finalizer. */
@@ -817,6 +843,7 @@ static void *checkpoint_thread(void *arg)
         return NULL;
     }
     cdc_state_destroy(dir, e);
+    int64_t t0 = cdc_worker_mono_ms();
     rc = cdc_dedup_checkpoint_cut(s->dedup, dir, e);
     for (int attempt = 0; rc == CDC_OK; attempt++) {
         if (atomic_load(&w->fin_cancel)) {
@@ -841,6 +868,7 @@ static void *checkpoint_thread(void *arg)
                          epoch);
     }
     j->ckpt_rc = rc;
+    j->ckpt_ms = cdc_worker_mono_ms() - t0;
     return NULL;
 }
 
@@ -894,7 +922,9 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
         if (!ckpt_started)
             checkpoint_thread(j);
     }
+    int64_t t0 = cdc_worker_mono_ms();
     rc = write_files(j, &files, &nfiles);
+    j->files_ms = cdc_worker_mono_ms() - t0;
     if (ckpt_started)
         pthread_join(ckpt, NULL);
     if (rc == CDC_OK && j->ckpt_rc != CDC_OK) {
@@ -1057,10 +1087,17 @@ static void finish_job(cdc_worker_t *w, cdc_snap_job_t *job)
     ack.generation = job->generation;
     ack.epoch = job->epoch;
     if (!atomic_load(&w->fin_cancel) && cdc_worker_send_ack(w, &ack)) {
+        int64_t files_ms = 0, ckpt_ms = 0;
+        for (int i = 0; i < n; i++) {
+            files_ms = job->parts[i].files_ms > files_ms ? job->parts[i].files_ms : files_ms;
+            ckpt_ms = job->parts[i].ckpt_ms > ckpt_ms ? job->parts[i].ckpt_ms : ckpt_ms;
+        }
         cdc_metrics_counter_inc(w->m_epochs);
-        cdc_log_debug(
-            "acked epoch %" PRIu64 " (%zu partitions, %zu files) %" PRId64 " ms after the cut",
-            job->epoch, ack.n_partitions, ack.n_files, cdc_worker_mono_ms() - job->cut_ms);
+        cdc_log_debug("acked epoch %" PRIu64 " (%zu partitions, %zu files) %" PRId64
+                      " ms after the cut (slowest partition: files %" PRId64
+                      " ms, state checkpoint %" PRId64 " ms)",
+                      job->epoch, ack.n_partitions, ack.n_files, cdc_worker_mono_ms() - job->cut_ms,
+                      files_ms, ckpt_ms);
     }
     cdc_worker_ack_free(&ack);
 }

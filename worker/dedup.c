@@ -451,18 +451,16 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
 
     /*
      * Not live: a deleted entity keeps its last position under 'P' (TTL-bounded).
-     * Every (entity, lsn, op) key was written with a change whose position is not after
-     * the entity's last position, and the delete that ends a live row writes its 'P'
-     * position in the same batch as its own key (so with the same TTL timestamp and
-     * after every older key of the entity). Hence:
-     *   - a position exists and the change is after it: no key of the change can exist
-     *     (new, no key lookup);
+     * Only deletes write an (entity, lsn, op) key, in the same batch as their 'P'
+     * position (so with the same write time: both expire together). Hence:
+     *   - a position exists and the change is after it: new (no key lookup);
      *   - the change is before it: a stale replay (no key lookup);
-     *   - equal: a replay; the key only tells an exact replay from a stale one;
-     *   - no position (never seen, or the position expired): any key left of the entity
-     *     is older than the TTL (compaction dropped the position first), a replay the
-     *     TTL no longer covers. The key is not read either.
-     * Writes are unchanged: the keys are still stored for every accepted change.
+     *   - equal: a replay either way; the key only tells an exact replay of the delete
+     *     from a stale change (an insert or update at the delete's position cannot have
+     *     been accepted: the delete would not have been after it);
+     *   - no position (never seen, or the position expired): new; a replay older than
+     *     the TTL is no longer recognized.
+     * The decision to drop never depends on the key, only the verdict's kind.
      */
     if ((kbuf = key_buf(d, c->entity_len + 10)) == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
@@ -588,9 +586,11 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e
         rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         goto done;
     }
-    pending_set(&d->pending, CDC_DEDUP_FAMILY, sk, sklen, "", 0, false);
-    cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, sk, sklen, "", 0);
     if (c->op == CDC_OP_DELETE) {
+        /* The (entity, lsn, op) key is read only for a change at a deleted row's position
+         * (cdc_dedup_check), i.e. a replay of this delete: only deletes write it. */
+        pending_set(&d->pending, CDC_DEDUP_FAMILY, sk, sklen, "", 0, false);
+        cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, sk, sklen, "", 0);
         /* A live row keeps its position in "rows"; a deleted one keeps it here. */
         pending_set(&d->pending, CDC_DEDUP_FAMILY, pk, pklen, pos, 16, false);
         pending_set(&d->pending, CDC_ROWS_FAMILY, c->entity, c->entity_len, NULL, 0, true);

@@ -1,14 +1,14 @@
 /*
  * Per-partition dedup state (DESIGN.md section 4). One store per partition slot, in
  * RocksDB through common/state.h, with two families:
- *   "dedup" (TTL, default 24 h): 'S' + entity + lsn + op  -> ""   (exact replays)
+ *   "dedup" (TTL, default 24 h): 'S' + entity + lsn + op  -> ""   (deletes: exact replays)
  *                                 'P' + entity              -> (commit_lsn, lsn) of a deleted row
  *   "rows"  (no TTL):             entity -> (commit_lsn, lsn) + last image of the
  *                                 TOAST-able columns (string, binary, decimal)
  * A change is a duplicate when its position (commit_lsn, lsn) is not after the entity's
  * last position (live: "rows"; deleted: 'P'): an exact replay (equal position) or a
- * replay that arrives out of order. The (entity, lsn, op) key is written for every
- * accepted change but read only when the positions are equal (docs/worker.md, "Dedup").
+ * replay that arrives out of order. The (entity, lsn, op) key is read only when a change
+ * has a deleted row's position, so only deletes write it (docs/worker.md, "Dedup").
  * Live rows keep their position without expiry in "rows"; only positions of deleted
  * entities age out with the TTL.
  *

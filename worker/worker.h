@@ -33,6 +33,7 @@
 
 #define CDC_WORKER_PARTITIONS 12
 #define CDC_WORKER_MAX_TOPICS 64
+#define CDC_WORKER_SCHEMA_PARTITIONS 64 /* the schema topic has 1; more are read up to this */
 
 typedef struct cdc_worker_config {
     char *id;
@@ -56,6 +57,7 @@ typedef struct cdc_worker_config {
     int64_t max_record_bytes;
     int64_t max_staged_bytes;
     int64_t batch_size;
+    int64_t record_nice; /* nice of the record thread (0 = unchanged) */
     char *compression;
     char *toast_placeholder;
 } cdc_worker_config_t;
@@ -109,7 +111,8 @@ typedef struct cdc_worker {
     /* data path */
     cdc_kafka_consumer_t *consumer;
     cdc_kafka_consumer_t *schema_consumer;
-    int64_t schema_next_offset;
+    int32_t schema_parts; /* partitions of the schema topic read; 0 = not assigned yet */
+    int64_t schema_next[CDC_WORKER_SCHEMA_PARTITIONS]; /* next offset read per partition */
     cdc_kafka_producer_t *dlq;
     cdc_storage_t *storage;
     cdc_catalog_t *catalog;

@@ -11,6 +11,7 @@
  *   - ADD COLUMN mid-stream: new column committed, old rows read it as null
  *   - a partition's state restored on another worker keeps dropping replays
  */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -494,6 +495,63 @@ static void test_duplicates_toast_dlq_add_column(void **state)
     json_decref(m);
 }
 
+/* nice of thread tid of pid and its name (/proc/<pid>/task/<tid>/{stat,comm}). */
+static int thread_nice(pid_t pid, const char *tid, char *name, size_t size)
+{
+    char path[128], buf[1024];
+    FILE *f;
+    int nice = -100;
+
+    snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, tid);
+    name[0] = '\0';
+    if ((f = fopen(path, "r")) != NULL) {
+        if (fgets(name, (int)size, f) != NULL)
+            name[strcspn(name, "\n")] = '\0';
+        fclose(f);
+    }
+    snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, tid);
+    if ((f = fopen(path, "r")) == NULL)
+        return nice;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* fields after the command name: state is 3rd */
+    int field = 2;
+    for (; p != NULL && *p; p++)
+        if (*p == ' ' && ++field == 19)
+            return atoi(p + 1);
+    return nice;
+}
+
+/* The record thread runs at --record-nice (default 10); the threads that finish an
+ * epoch (RocksDB's flushes, the finalizer) keep the normal priority. */
+static void assert_record_priority(pid_t pid)
+{
+    char path[64], name[64];
+    DIR *d;
+    struct dirent *de;
+    int rocksdb = 0, normal = 0;
+
+    snprintf(path, sizeof(path), "%d", (int)pid);
+    assert_int_equal(thread_nice(pid, path, name, sizeof(name)), 10);
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    assert_non_null(d = opendir(path));
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.' || atoi(de->d_name) == (int)pid)
+            continue;
+        int nice = thread_nice(pid, de->d_name, name, sizeof(name));
+        if (strncmp(name, "rocksdb:", 8) == 0) {
+            rocksdb++;
+            if (nice != 0)
+                fail_msg("thread %s (%s) runs at nice %d, expected 0", de->d_name, name, nice);
+        }
+        normal += nice == 0;
+    }
+    closedir(d);
+    assert_true(rocksdb >= 2);     /* flush and compaction pools */
+    assert_true(normal > rocksdb); /* the finalizer, heartbeat and client threads too */
+}
+
 static void test_restore_on_other_worker(void **state)
 {
     (void)state;
@@ -513,6 +571,7 @@ static void test_restore_on_other_worker(void **state)
     send_event("orders", 'c', 201, "\"customer\":\"end2\",\"note\":\"n\"", 7100, NULL, 1);
     flush();
     wait_rows("orders", 28, 90000);
+    assert_record_priority(T.workers[1]);
     json_t *m = read_table("orders");
     json_t *rows = rows_of(m);
     assert_int_equal(json_array_size(rows), 28);

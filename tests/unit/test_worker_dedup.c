@@ -3,7 +3,8 @@
  * (common/state.c): exact replay, out-of-order duplicate, replay after restoring the
  * store from a checkpoint copy, TOAST repair from the stored image, a checkpoint taken
  * at a barrier cut while later changes keep coming, truncate (rows of the table reset,
- * replays before it dropped, also after a restore).
+ * replays before it dropped, also after a restore), (entity, lsn, op) keys written only
+ * by deletes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -582,6 +583,65 @@ static void test_truncate(void **state)
     cdc_change_clear(&c);
 }
 
+/* Whether the store (after a flush) holds c's (entity, lsn, op) key. */
+static bool seen_key_stored(fx_t *f, const cdc_change_t *c)
+{
+    uint8_t k[512];
+    cdc_error_t e;
+    void *v = NULL;
+    size_t n = 0;
+    assert_true(c->entity_len + 10 <= sizeof(k));
+    k[0] = 'S';
+    memcpy(k + 1, c->entity, c->entity_len);
+    for (int i = 0; i < 8; i++)
+        k[1 + c->entity_len + i] = (uint8_t)(c->lsn >> (56 - 8 * i));
+    k[9 + c->entity_len] = (uint8_t)c->op;
+    cdc_err_t rc = cdc_state_get(f->d->st, CDC_DEDUP_FAMILY, k, c->entity_len + 10, &v, &n, &e);
+    assert_true(rc == CDC_OK || rc == CDC_ERR_NOT_FOUND);
+    free(v);
+    return rc == CDC_OK;
+}
+
+/*
+ * Only deletes write their (entity, lsn, op) key: it is read only for a change at a
+ * deleted row's position. Inserts and updates write one entry ("rows"); the verdicts
+ * of their replays come from the positions alone (REPLAY for the equal position of a
+ * live row, STALE before it), also from the store after a flush.
+ */
+static void test_seen_keys_only_for_deletes(void **state)
+{
+    fx_t *f = *state;
+    cdc_change_t c, ins, upd, del;
+    cdc_error_t e;
+    make(f, &ins, 'c', 9, 100, 90, NULL);
+    assert_int_equal(apply(f, &ins, NULL), CDC_DEDUP_NEW);
+    make(f, &upd, 'u', 9, 200, 190, NULL);
+    assert_int_equal(apply(f, &upd, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    assert_false(seen_key_stored(f, &ins));
+    assert_false(seen_key_stored(f, &upd));
+    assert_int_equal(cdc_state_estimate_keys(f->d->st, CDC_DEDUP_FAMILY), 0);
+    make(f, &c, 'u', 9, 200, 190, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_REPLAY);
+    cdc_change_clear(&c);
+    make(f, &c, 'c', 9, 100, 90, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_STALE);
+    cdc_change_clear(&c);
+    make(f, &del, 'd', 9, 300, 290, NULL);
+    assert_int_equal(apply(f, &del, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    assert_true(seen_key_stored(f, &del));
+    make(f, &c, 'd', 9, 300, 290, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_REPLAY);
+    cdc_change_clear(&c);
+    make(f, &c, 'u', 9, 200, 190, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_STALE);
+    cdc_change_clear(&c);
+    cdc_change_clear(&ins);
+    cdc_change_clear(&upd);
+    cdc_change_clear(&del);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -593,6 +653,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pending_and_flushed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_at_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_truncate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_seen_keys_only_for_deletes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
