@@ -744,9 +744,10 @@ static void test_large(void **state)
     const char *topic = "cdc.public.wide";
     size_t sn = 0;
     char *sj = malloc(cap);
-    sn += (size_t)snprintf(sj + sn, cap - sn, "{\"namespace\":\"public\",\"table\":\"wide\","
-                                              "\"columns\":[{\"name\":\"id\",\"type\":\"long\","
-                                              "\"key\":true}");
+    sn += (size_t)snprintf(sj + sn, cap - sn,
+                           "{\"namespace\":\"public\",\"table\":\"wide\","
+                           "\"columns\":[{\"name\":\"id\",\"type\":\"long\","
+                           "\"key\":true}");
     for (int i = 1; i < 300; i++)
         sn += (size_t)snprintf(sj + sn, cap - sn, ",{\"name\":\"c%d\",\"type\":\"int\"}", i);
     sn += (size_t)snprintf(sj + sn, cap - sn, "]}");
@@ -805,10 +806,8 @@ static int report(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_capture_corpus),
-        cmocka_unit_test(test_edge_cases),
-        cmocka_unit_test(test_options),
-        cmocka_unit_test(test_large),
+        cmocka_unit_test(test_capture_corpus), cmocka_unit_test(test_edge_cases),
+        cmocka_unit_test(test_options),        cmocka_unit_test(test_large),
         cmocka_unit_test(test_mutations),
     };
     return cmocka_run_group_tests(tests, NULL, report);
