@@ -622,11 +622,30 @@ cdc_err_t cdc_kafka_consumer_assign(cdc_kafka_consumer_t *c, const cdc_kafka_tp_
         err = rd_kafka_assign(c->rk, NULL);
         return err ? kerr(e, err, "could not clear the Kafka assignment") : CDC_OK;
     }
+    /* A partition whose topic has no metadata yet starts in librdkafka without a leader
+     * and waits for the next periodic refresh (about a second) before its first offset
+     * query and fetch. Ask for each topic's metadata first; the handles are dropped once
+     * the assignment holds the topics. */
+    rd_kafka_topic_t *rkts[16];
+    size_t nrkt = 0;
+    for (size_t i = 0; i < n && nrkt < sizeof(rkts) / sizeof(rkts[0]); i++) {
+        bool seen = false;
+        for (size_t k = 0; k < nrkt && !seen; k++)
+            seen = strcmp(rd_kafka_topic_name(rkts[k]), tps[i].topic) == 0;
+        if (seen || (rkts[nrkt] = rd_kafka_topic_new(c->rk, tps[i].topic, NULL)) == NULL)
+            continue;
+        const struct rd_kafka_metadata *md = NULL;
+        if (rd_kafka_metadata(c->rk, 0, rkts[nrkt], &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+            rd_kafka_metadata_destroy(md); /* else: librdkafka's own refresh finds it later */
+        nrkt++;
+    }
     l = rd_kafka_topic_partition_list_new((int)n);
     for (size_t i = 0; i < n; i++)
         rd_kafka_topic_partition_list_add(l, tps[i].topic, tps[i].partition)->offset =
             tps[i].offset;
     err = rd_kafka_assign(c->rk, l);
+    for (size_t k = 0; k < nrkt; k++)
+        rd_kafka_topic_destroy(rkts[k]);
     rd_kafka_topic_partition_list_destroy(l);
     if (err)
         return kerr(e, err, "could not assign %zu Kafka partitions", n);
@@ -807,6 +826,30 @@ cdc_err_t cdc_kafka_consumer_watermarks(cdc_kafka_consumer_t *c, const char *top
         return kerr(e, err, "could not read watermarks of topic \"%s\" partition %d", topic,
                     (int)partition);
     return CDC_OK;
+}
+
+cdc_err_t cdc_kafka_consumer_end_offsets(cdc_kafka_consumer_t *c, const char *topic, int32_t n,
+                                         int64_t *high, int timeout_ms, cdc_error_t *e)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n > 0 ? n : 1);
+    rd_kafka_resp_err_t err;
+    cdc_err_t rc = CDC_OK;
+
+    /* a ListOffsets for "latest" (timestamp -1) answers each partition's high watermark */
+    for (int32_t i = 0; i < n; i++)
+        rd_kafka_topic_partition_list_add(l, topic, i)->offset = RD_KAFKA_OFFSET_END;
+    err = rd_kafka_offsets_for_times(c->rk, l, timeout_ms);
+    for (int i = 0; !err && i < l->cnt; i++) {
+        const rd_kafka_topic_partition_t *tp = &l->elems[i];
+        if (tp->err)
+            err = tp->err;
+        else if (tp->partition >= 0 && tp->partition < n)
+            high[tp->partition] = tp->offset;
+    }
+    if (err)
+        rc = kerr(e, err, "could not read the end offsets of topic \"%s\"", topic);
+    rd_kafka_topic_partition_list_destroy(l);
+    return rc;
 }
 
 cdc_err_t cdc_kafka_consumer_partitions(cdc_kafka_consumer_t *c, const char *topic, int32_t *count,

@@ -221,6 +221,10 @@ cdc_err_t cdc_kafka_consumer_watermarks(cdc_kafka_consumer_t *c, const char *top
                                         int32_t partition, int64_t *low, int64_t *high,
                                         int timeout_ms, cdc_error_t *e);
 
+/* High watermarks of partitions 0..n-1 of topic, in one request per leader broker. */
+cdc_err_t cdc_kafka_consumer_end_offsets(cdc_kafka_consumer_t *c, const char *topic, int32_t n,
+                                         int64_t *high, int timeout_ms, cdc_error_t *e);
+
 /* Number of partitions of topic (CDC_ERR_NOT_FOUND when it does not exist). */
 cdc_err_t cdc_kafka_consumer_partitions(cdc_kafka_consumer_t *c, const char *topic, int32_t *count,
                                         int timeout_ms, cdc_error_t *e);

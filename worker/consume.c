@@ -25,6 +25,7 @@
 
 #define BATCH_MAX 2048
 #define STORAGE_RETRIES 3
+#define SCHEMA_READ_TIMEOUT_MS 10000
 
 static char *join(const char *a, const char *b)
 {
@@ -162,7 +163,6 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
         return cdc_error_prefix(e, "option --kafka");
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
         w->slots[p].partition = (uint32_t)p;
-    w->schema_next_offset = -1;
     if (pthread_create(&w->fin_thread, NULL, finalizer_main, w) != 0)
         return cdc_error_set(e, CDC_ERR_INTERNAL, "could not start the finalizer thread");
     w->fin_running = true;
@@ -217,34 +217,62 @@ void cdc_worker_data_close(cdc_worker_t *w)
 
 /* ---- schema registry topic ---------------------------------------------------------- */
 
+/*
+ * Reads the schema topic up to its end as of now: the high watermark of each partition,
+ * asked from the broker, not "until a poll comes back empty", which says nothing while
+ * the first fetch is still on its way. An event whose version is unknown after this
+ * names a version that was never registered (the capture registers before producing).
+ */
 cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e)
 {
     cdc_kafka_msg_t msgs[256];
+    int64_t high[CDC_WORKER_SCHEMA_PARTITIONS];
+    int64_t deadline = cdc_worker_mono_ms() + SCHEMA_READ_TIMEOUT_MS;
     size_t n;
     cdc_err_t rc;
 
-    if (w->schema_next_offset < 0) {
+    if (w->schema_parts == 0) {
         int32_t parts = 0;
         rc = cdc_kafka_consumer_partitions(w->schema_consumer, w->schema_topic, &parts, 2000, e);
-        if (rc == CDC_ERR_NOT_FOUND || parts <= 0)
+        if (rc == CDC_ERR_NOT_FOUND || (rc == CDC_OK && parts <= 0))
             return CDC_OK; /* nothing registered yet */
         if (rc != CDC_OK)
             return rc;
-        cdc_kafka_tp_t tps[64];
-        for (int32_t i = 0; i < parts && i < 64; i++)
+        if (parts > CDC_WORKER_SCHEMA_PARTITIONS)
+            parts = CDC_WORKER_SCHEMA_PARTITIONS;
+        cdc_kafka_tp_t tps[CDC_WORKER_SCHEMA_PARTITIONS];
+        for (int32_t i = 0; i < parts; i++) {
             tps[i] = (cdc_kafka_tp_t){w->schema_topic, i, CDC_KAFKA_OFFSET_BEGINNING};
-        if ((rc = cdc_kafka_consumer_assign(w->schema_consumer, tps,
-                                            (size_t)(parts < 64 ? parts : 64), e)) != CDC_OK)
+            w->schema_next[i] = 0;
+        }
+        if ((rc = cdc_kafka_consumer_assign(w->schema_consumer, tps, (size_t)parts, e)) != CDC_OK)
             return rc;
-        w->schema_next_offset = 0;
+        w->schema_parts = parts;
     }
-    /* Read until a poll comes back empty: the capture registers before producing. */
-    for (int round = 0; round < 1000; round++) {
-        rc = cdc_kafka_consume_batch(w->schema_consumer, msgs, 256, &n, round == 0 ? 200 : 50, e);
+    rc = cdc_kafka_consumer_end_offsets(w->schema_consumer, w->schema_topic, w->schema_parts, high,
+                                        2000, e);
+    if (rc != CDC_OK)
+        return rc;
+    for (;;) {
+        bool done = true;
+        for (int32_t i = 0; i < w->schema_parts; i++)
+            done = done && w->schema_next[i] >= high[i];
+        if (done)
+            return CDC_OK;
+        int64_t left = deadline - cdc_worker_mono_ms();
+        if (left <= 0)
+            return cdc_error_set_retriable(e, CDC_ERR_TIMEOUT, true,
+                                           "schema topic \"%s\" not read to its end within %d ms",
+                                           w->schema_topic, SCHEMA_READ_TIMEOUT_MS);
+        rc = cdc_kafka_consume_batch(w->schema_consumer, msgs, 256, &n,
+                                     left < 100 ? (int)left : 100, e);
         for (size_t i = 0; i < n; i++) {
             char topic[256];
             int64_t version;
             cdc_error_t e2;
+            if (msgs[i].partition >= 0 && msgs[i].partition < w->schema_parts &&
+                msgs[i].offset + 1 > w->schema_next[msgs[i].partition])
+                w->schema_next[msgs[i].partition] = msgs[i].offset + 1;
             if (msgs[i].value == NULL || msgs[i].key == NULL ||
                 !cdc_schema_record_key_parse(msgs[i].key, msgs[i].key_len, topic, sizeof(topic),
                                              &version))
@@ -259,10 +287,7 @@ cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e)
         cdc_kafka_msgs_release(msgs, n);
         if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT)
             return rc;
-        if (n == 0)
-            break;
     }
-    return CDC_OK;
 }
 
 /* ---- assignment ---------------------------------------------------------------------- */

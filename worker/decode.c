@@ -8,6 +8,7 @@
 
 #include "common/base64.h"
 #include "common/cdcschema.h"
+#include "worker/decode_int.h"
 #include "worker/jsonscan.h"
 
 #include <ctype.h>
@@ -911,46 +912,48 @@ static int64_t scale_temporal(int64_t x, cdc_enc_t enc)
 }
 
 /*
- * Converts JSON j to the column's type. Returns false with de set on a type mismatch;
- * toast_placeholder marks Debezium's unchanged-TOAST placeholder.
+ * Converts one JSON value (j, see decode_int.h) to the column's type. Shared by the tree
+ * path and the direct decoder, so both produce the same values. Returns 1 when converted,
+ * 0 on a type mismatch (v zeroed), -1 when out of memory; placeholder marks Debezium's
+ * unchanged-TOAST placeholder.
  */
-static bool convert(const cdc_column_t *col, json_t *j, const char *placeholder, cdc_val_t *v,
-                    cdc_decode_error_t *de)
+int cdc_decode_convert(const cdc_column_t *col, const cdc_jv_t *j, const char *placeholder,
+                       cdc_val_t *v)
 {
-    const char *str = json_is_string(j) ? json_string_value(j) : NULL;
-    size_t slen = str ? json_string_length(j) : 0;
+    const char *str = j->t == CDC_JV_STRING ? j->s : NULL;
+    size_t slen = str ? j->n : 0;
 
     memset(v, 0, sizeof(*v));
-    if (j == NULL || json_is_null(j)) {
+    if (j->t == CDC_JV_NULL) {
         v->kind = CDC_VAL_NULL;
         if (!col->optional)
             goto mismatch;
-        return true;
+        return 1;
     }
     if (str != NULL && placeholder != NULL && strcmp(str, placeholder) == 0) {
         v->kind = CDC_VAL_TOAST;
-        return true;
+        return 1;
     }
     v->kind = CDC_VAL_SET;
     switch (col->type) {
     case CDC_ICE_BOOLEAN:
-        if (!json_is_boolean(j))
+        if (j->t != CDC_JV_TRUE && j->t != CDC_JV_FALSE)
             goto mismatch;
-        v->u.b = json_is_true(j);
-        return true;
+        v->u.b = j->t == CDC_JV_TRUE;
+        return 1;
     case CDC_ICE_INT:
     case CDC_ICE_LONG:
-        if (!json_is_integer(j))
+        if (j->t != CDC_JV_INT)
             goto mismatch;
-        v->u.i = json_integer_value(j);
+        v->u.i = j->i;
         if (col->type == CDC_ICE_INT && (v->u.i < INT32_MIN || v->u.i > INT32_MAX))
             goto mismatch;
-        return true;
+        return 1;
     case CDC_ICE_FLOAT:
     case CDC_ICE_DOUBLE:
-        if (json_is_number(j)) {
-            v->u.d = json_number_value(j);
-            return true;
+        if (j->t == CDC_JV_INT || j->t == CDC_JV_REAL) {
+            v->u.d = j->t == CDC_JV_INT ? (double)j->i : j->d;
+            return 1;
         }
         if (str && strcmp(str, "NaN") == 0)
             v->u.d = NAN;
@@ -960,7 +963,7 @@ static bool convert(const cdc_column_t *col, json_t *j, const char *placeholder,
             v->u.d = -INFINITY;
         else
             goto mismatch;
-        return true;
+        return 1;
     case CDC_ICE_DECIMAL: {
         char buf[64];
         if (col->enc == CDC_ENC_BASE64) {
@@ -977,29 +980,23 @@ static bool convert(const cdc_column_t *col, json_t *j, const char *placeholder,
                 x = (__int128)(((unsigned __int128)x << 8) | raw[i]);
             free(raw);
             v->u.dec = x;
-            return true;
+            return 1;
         }
-        if (json_is_integer(j)) {
-            snprintf(buf, sizeof(buf), "%" JSON_INTEGER_FORMAT, json_integer_value(j));
+        if (j->t == CDC_JV_INT) {
+            snprintf(buf, sizeof(buf), "%" PRId64, j->i);
             str = buf;
-        } else if (json_is_real(j)) {
-            snprintf(buf, sizeof(buf), "%.17g", json_real_value(j));
+        } else if (j->t == CDC_JV_REAL) {
+            snprintf(buf, sizeof(buf), "%.17g", j->d);
             str = buf;
         }
         if (str == NULL || !parse_decimal_text(str, col->precision, col->scale, &v->u.dec))
             goto mismatch;
-        return true;
+        return 1;
     }
     case CDC_ICE_STRING:
         if (str != NULL)
-            return set_bytes(v, str, slen);
-        if (json_is_object(j) || json_is_array(j)) { /* json/jsonb sent as structure */
-            char *d = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
-            bool ok = d != NULL && set_bytes(v, d, strlen(d));
-            free(d);
-            return ok;
-        }
-        goto mismatch;
+            return set_bytes(v, str, slen) ? 1 : -1;
+        goto mismatch; /* json/jsonb sent as structure: the tree path dumps it */
     case CDC_ICE_BINARY:
         if (str == NULL)
             goto mismatch;
@@ -1009,7 +1006,7 @@ static bool convert(const cdc_column_t *col, json_t *j, const char *placeholder,
             free(v->bytes);
             v->bytes = malloc((slen - 2) / 2 + 1);
             if (v->bytes == NULL)
-                return false;
+                return -1;
             for (size_t i = 2; i < slen; i += 2) {
                 int hi, lo;
                 if (!hexval((unsigned char)str[i], &hi) ||
@@ -1021,7 +1018,7 @@ static bool convert(const cdc_column_t *col, json_t *j, const char *placeholder,
                 v->bytes[(i - 2) / 2] = (uint8_t)(hi << 4 | lo);
             }
             v->len = (slen - 2) / 2;
-            return true;
+            return 1;
         }
         if (!base64_decode(str, slen, &v->bytes, &v->len))
             goto mismatch;
@@ -1031,46 +1028,109 @@ static bool convert(const cdc_column_t *col, json_t *j, const char *placeholder,
             memset(v, 0, sizeof(*v));
             v->kind = CDC_VAL_TOAST;
         }
-        return true;
+        return 1;
     case CDC_ICE_DATE: {
         const char *rest;
-        if (json_is_integer(j)) {
-            v->u.i = json_integer_value(j);
-            return true;
+        if (j->t == CDC_JV_INT) {
+            v->u.i = j->i;
+            return 1;
         }
         if (str == NULL || !parse_date(str, &v->u.i, &rest) || *rest != '\0')
             goto mismatch;
-        return true;
+        return 1;
     }
     case CDC_ICE_TIME: {
         const char *rest;
-        if (json_is_integer(j)) {
-            v->u.i = scale_temporal(json_integer_value(j), col->enc);
-            return true;
+        if (j->t == CDC_JV_INT) {
+            v->u.i = scale_temporal(j->i, col->enc);
+            return 1;
         }
         if (str == NULL || !parse_time(str, &v->u.i, &rest))
             goto mismatch;
-        return true;
+        return 1;
     }
     case CDC_ICE_TIMESTAMP:
     case CDC_ICE_TIMESTAMPTZ:
-        if (json_is_integer(j)) {
-            v->u.i = scale_temporal(json_integer_value(j), col->enc);
-            return true;
+        if (j->t == CDC_JV_INT) {
+            v->u.i = scale_temporal(j->i, col->enc);
+            return 1;
         }
         if (str == NULL || !parse_timestamp(str, col->type == CDC_ICE_TIMESTAMPTZ, &v->u.i))
             goto mismatch;
-        return true;
+        return 1;
     case CDC_ICE_UUID: {
         uint8_t u[16];
         if (str == NULL || !parse_uuid(str, u))
             goto mismatch;
-        return set_bytes(v, u, 16);
+        return set_bytes(v, u, 16) ? 1 : -1;
     }
     default:
         break;
     }
 mismatch:
+    memset(v, 0, sizeof(*v));
+    return 0;
+}
+
+/* The tree's value as the converter sees it (strings stay in the tree). */
+static void jv_from_json(json_t *j, cdc_jv_t *jv)
+{
+    memset(jv, 0, sizeof(*jv));
+    switch (j == NULL ? JSON_NULL : json_typeof(j)) {
+    case JSON_TRUE:
+        jv->t = CDC_JV_TRUE;
+        break;
+    case JSON_FALSE:
+        jv->t = CDC_JV_FALSE;
+        break;
+    case JSON_INTEGER:
+        jv->t = CDC_JV_INT;
+        jv->i = json_integer_value(j);
+        break;
+    case JSON_REAL:
+        jv->t = CDC_JV_REAL;
+        jv->d = json_real_value(j);
+        break;
+    case JSON_STRING:
+        jv->t = CDC_JV_STRING;
+        jv->s = json_string_value(j);
+        jv->n = json_string_length(j);
+        break;
+    case JSON_OBJECT:
+    case JSON_ARRAY:
+        jv->t = CDC_JV_OTHER;
+        break;
+    default:
+        jv->t = CDC_JV_NULL;
+        break;
+    }
+}
+
+/*
+ * Converts JSON j to the column's type. Returns false with de set on a type mismatch
+ * (nothing set when out of memory).
+ */
+static bool convert(const cdc_column_t *col, json_t *j, const char *placeholder, cdc_val_t *v,
+                    cdc_decode_error_t *de)
+{
+    cdc_jv_t jv;
+    int r;
+
+    jv_from_json(j, &jv);
+    if (jv.t == CDC_JV_OTHER && col->type == CDC_ICE_STRING) { /* json/jsonb as structure */
+        char *d = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+        bool ok;
+        memset(v, 0, sizeof(*v));
+        v->kind = CDC_VAL_SET;
+        ok = d != NULL && set_bytes(v, d, strlen(d));
+        free(d);
+        return ok;
+    }
+    r = cdc_decode_convert(col, &jv, placeholder, v);
+    if (r > 0)
+        return true;
+    if (r < 0)
+        return false;
     de->cls = CDC_DLQ_TYPE_MISMATCH;
     {
         char tb[32];
@@ -1092,27 +1152,6 @@ void cdc_row_clear(cdc_row_t *r)
             free(r->vals[i].bytes);
     free(r->vals);
     r->vals = NULL;
-}
-
-bool cdc_row_copy(cdc_row_t *dst, const cdc_row_t *src)
-{
-    dst->schema = src->schema;
-    dst->vals = NULL;
-    if (src->vals == NULL)
-        return true;
-    dst->vals = calloc(src->schema->ncols ? src->schema->ncols : 1, sizeof(cdc_val_t));
-    if (dst->vals == NULL)
-        return false;
-    for (size_t i = 0; i < src->schema->ncols; i++) {
-        dst->vals[i] = src->vals[i];
-        dst->vals[i].bytes = NULL;
-        if (src->vals[i].bytes != NULL &&
-            !set_bytes(&dst->vals[i], src->vals[i].bytes, src->vals[i].len)) {
-            cdc_row_clear(dst);
-            return false;
-        }
-    }
-    return true;
 }
 
 void cdc_change_clear(cdc_change_t *c)
@@ -1190,10 +1229,10 @@ static bool is_bytes_type(cdc_ice_type_t t)
 }
 
 /* Entity key: "<ns>.<table>\0" then per key column: type, length, canonical bytes. */
-static bool build_entity(const cdc_source_schema_t *s, const cdc_row_t *r, cdc_change_t *c,
-                         cdc_decode_error_t *de)
+bool cdc_decode_entity(const cdc_source_schema_t *s, const cdc_row_t *r, cdc_change_t *c,
+                       cdc_decode_error_t *de)
 {
-    size_t cap = strlen(s->ns) + strlen(s->table) + 2, n;
+    size_t nsl = strlen(s->ns), tl = strlen(s->table), cap = nsl + tl + 2, n;
     uint8_t fixed[16];
 
     if (s->nkey == 0) {
@@ -1214,7 +1253,10 @@ static bool build_entity(const cdc_source_schema_t *s, const cdc_row_t *r, cdc_c
     c->entity = malloc(cap);
     if (c->entity == NULL)
         return false;
-    n = (size_t)snprintf((char *)c->entity, cap, "%s.%s", s->ns, s->table) + 1;
+    memcpy(c->entity, s->ns, nsl); /* "<ns>.<table>\0" */
+    c->entity[nsl] = '.';
+    memcpy(c->entity + nsl + 1, s->table, tl + 1);
+    n = nsl + tl + 2;
     for (size_t k = 0; k < s->nkey; k++) {
         const cdc_column_t *col = &s->cols[s->key_cols[k]];
         const cdc_val_t *v = &r->vals[s->key_cols[k]];
@@ -1340,13 +1382,9 @@ static uint64_t json_u64(json_t *j)
 /* Debezium's source.sequence: "[\"<lastCommitLsn>\",\"<lsn>\"]" (the capture writes
  * [commit_lsn, lsn]). Only the first element is needed; parsed by hand because this runs
  * for every record. */
-static bool sequence_commit_lsn(json_t *seq, uint64_t *commit_lsn)
+bool cdc_decode_sequence_text(const char *p, uint64_t *commit_lsn)
 {
-    const char *p;
     char *end;
-    if (!json_is_string(seq))
-        return false;
-    p = json_string_value(seq);
     while (*p == ' ' || *p == '[')
         p++;
     if (*p == '"')
@@ -1358,6 +1396,11 @@ static bool sequence_commit_lsn(json_t *seq, uint64_t *commit_lsn)
         return false;
     *commit_lsn = (uint64_t)v;
     return true;
+}
+
+static bool sequence_commit_lsn(json_t *seq, uint64_t *commit_lsn)
+{
+    return json_is_string(seq) && cdc_decode_sequence_text(json_string_value(seq), commit_lsn);
 }
 
 static void fail(cdc_decode_error_t *de, cdc_dlq_class_t cls, const char *fmt, const char *arg)
@@ -1395,12 +1438,34 @@ static json_t *key_names(const cdc_decode_input_t *in)
     return names;
 }
 
+const char *cdc_decode_placeholder(const cdc_decode_options_t *opts)
+{
+    return opts && opts->toast_placeholder ? opts->toast_placeholder
+                                           : "__debezium_unavailable_value";
+}
+
+static size_t max_record_bytes(const cdc_decode_options_t *opts)
+{
+    return opts && opts->max_record_bytes ? opts->max_record_bytes : (size_t)16 << 20;
+}
+
 cdc_err_t cdc_decode(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
                      const cdc_decode_input_t *in, cdc_change_t *c, cdc_decode_error_t *de)
 {
-    size_t max = opts && opts->max_record_bytes ? opts->max_record_bytes : (size_t)16 << 20;
-    const char *placeholder =
-        opts && opts->toast_placeholder ? opts->toast_placeholder : "__debezium_unavailable_value";
+    /* The capture's own events take the direct decoder; everything else, and every
+     * event it is not sure about, the general one (which defines the behaviour). */
+    cdc_decode_input_t copy = *in;
+    if (in->value != NULL && in->value_len <= max_record_bytes(opts) &&
+        cdc_decode_fast(cat, opts, &copy, c, de))
+        return CDC_OK;
+    return cdc_decode_tree(cat, opts, &copy, c, de);
+}
+
+cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
+                          const cdc_decode_input_t *in, cdc_change_t *c, cdc_decode_error_t *de)
+{
+    size_t max = max_record_bytes(opts);
+    const char *placeholder = cdc_decode_placeholder(opts);
     json_error_t je;
     json_t *root = NULL, *payload, *schema, *source, *before, *after, *knames = NULL;
     const cdc_source_schema_t *s = NULL;
@@ -1617,7 +1682,7 @@ cdc_err_t cdc_decode(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
                 }
         }
     }
-    if (!build_entity(s, c->after.vals ? &c->after : &c->before, c, de))
+    if (!cdc_decode_entity(s, c->after.vals ? &c->after : &c->before, c, de))
         goto done;
     rc = CDC_OK;
 done:

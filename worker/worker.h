@@ -33,6 +33,7 @@
 
 #define CDC_WORKER_PARTITIONS 12
 #define CDC_WORKER_MAX_TOPICS 64
+#define CDC_WORKER_SCHEMA_PARTITIONS 64 /* the schema topic has 1; more are read up to this */
 
 typedef struct cdc_worker_config {
     char *id;
@@ -110,7 +111,8 @@ typedef struct cdc_worker {
     /* data path */
     cdc_kafka_consumer_t *consumer;
     cdc_kafka_consumer_t *schema_consumer;
-    int64_t schema_next_offset;
+    int32_t schema_parts; /* partitions of the schema topic read; 0 = not assigned yet */
+    int64_t schema_next[CDC_WORKER_SCHEMA_PARTITIONS]; /* next offset read per partition */
     cdc_kafka_producer_t *dlq;
     cdc_storage_t *storage;
     cdc_catalog_t *catalog;

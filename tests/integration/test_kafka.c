@@ -429,6 +429,13 @@ static void test_seek_pause_watermarks(void **state)
     assert_int_equal(cdc_kafka_consumer_watermarks(c, topic, 0, &lo, &hi, 5000, &e), CDC_OK);
     assert_int_equal(lo, 0);
     assert_int_equal(hi, 50);
+    {
+        int64_t ends[2] = {-5, -5};
+        assert_int_equal(cdc_kafka_consumer_end_offsets(c, topic, 1, ends, 5000, &e), CDC_OK);
+        assert_int_equal(ends[0], 50);
+        assert_int_equal(ends[1], -5); /* only the partitions asked for */
+        assert_int_not_equal(cdc_kafka_consumer_end_offsets(c, topic, 2, ends, 5000, &e), CDC_OK);
+    }
     assert_int_equal(cdc_kafka_consumer_partitions(c, topic, &count, 5000, &e), CDC_OK);
     assert_int_equal(count, 1);
     assert_int_equal(cdc_kafka_consumer_partitions(c, "no-such-topic-xyz", &count, 5000, &e),
