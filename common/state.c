@@ -117,7 +117,7 @@ static bool expired(int64_t ts, int ttl, int64_t now)
     return ttl > 0 && ts + ttl < now;
 }
 
-/* Compaction filter of a family with a TTL: state = the store (ttl, clock). */
+/* Compaction filter of a family with a TTL; its state: the TTL and the store's clock. */
 typedef struct expire_filter {
     int ttl;
     int64_t (*clock)(void);
