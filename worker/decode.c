@@ -1154,27 +1154,6 @@ void cdc_row_clear(cdc_row_t *r)
     r->vals = NULL;
 }
 
-bool cdc_row_copy(cdc_row_t *dst, const cdc_row_t *src)
-{
-    dst->schema = src->schema;
-    dst->vals = NULL;
-    if (src->vals == NULL)
-        return true;
-    dst->vals = calloc(src->schema->ncols ? src->schema->ncols : 1, sizeof(cdc_val_t));
-    if (dst->vals == NULL)
-        return false;
-    for (size_t i = 0; i < src->schema->ncols; i++) {
-        dst->vals[i] = src->vals[i];
-        dst->vals[i].bytes = NULL;
-        if (src->vals[i].bytes != NULL &&
-            !set_bytes(&dst->vals[i], src->vals[i].bytes, src->vals[i].len)) {
-            cdc_row_clear(dst);
-            return false;
-        }
-    }
-    return true;
-}
-
 void cdc_change_clear(cdc_change_t *c)
 {
     cdc_row_clear(&c->before);

@@ -174,8 +174,6 @@ void cdc_change_clear(cdc_change_t *c);
 
 /* Frees the values' bytes and the array (not the schema). */
 void cdc_row_clear(cdc_row_t *r);
-/* Deep copy of a row. Returns false on out of memory. */
-bool cdc_row_copy(cdc_row_t *dst, const cdc_row_t *src);
 
 /*
  * Row image serialization for state (TOAST repair): values tagged by field id, so an

@@ -19,10 +19,8 @@ void cdc_stage_init(cdc_stage_t *s, uint32_t partition, uint64_t epoch)
 
 static void table_free(cdc_stage_table_t *t)
 {
-    for (size_t i = 0; i < t->nentries; i++) {
+    for (size_t i = 0; i < t->nentries; i++)
         free(t->entries[i].entity);
-        cdc_row_clear(&t->entries[i].row);
-    }
     for (size_t i = 0; i < t->nchangelog; i++)
         cdc_row_clear(&t->changelog[i].row);
     free(t->entries);
@@ -167,10 +165,8 @@ static cdc_err_t stage_truncate(cdc_stage_t *s, const cdc_change_t *c, cdc_error
                              s->partition, (unsigned long long)s->epoch);
     t->schema = c->schema;
     for (size_t i = 0; i < t->nentries; i++) {
-        s->bytes -=
-            sizeof(t->entries[i]) + t->entries[i].entity_len + row_bytes(&t->entries[i].row);
+        s->bytes -= sizeof(t->entries[i]) + t->entries[i].entity_len;
         free(t->entries[i].entity);
-        cdc_row_clear(&t->entries[i].row);
     }
     t->nentries = 0;
     if (t->slots != NULL)
@@ -190,7 +186,6 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_e
     cdc_stage_entry_t *en;
     cdc_changelog_row_t *cl;
     cdc_row_t *img = c->op == CDC_OP_DELETE ? &c->before : &c->after;
-    cdc_row_t copy;
     size_t slot = 0;
 
     if (t == NULL)
@@ -201,40 +196,30 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_e
             goto nomem;
     if (!changelog_reserve(t))
         goto nomem;
-    if (!cdc_row_copy(&copy, img))
-        goto nomem;
 
     en = lookup(t, c->entity, c->entity_len, &slot);
     if (en == NULL) {
         if (t->nentries == t->cap) {
             size_t cap = t->cap ? t->cap * 2 : 64;
             cdc_stage_entry_t *n = realloc(t->entries, cap * sizeof(*n));
-            if (n == NULL) {
-                cdc_row_clear(&copy);
+            if (n == NULL)
                 goto nomem;
-            }
             t->entries = n;
             t->cap = cap;
         }
         en = &t->entries[t->nentries];
         memset(en, 0, sizeof(*en));
         en->entity = malloc(c->entity_len);
-        if (en->entity == NULL) {
-            cdc_row_clear(&copy);
+        if (en->entity == NULL)
             goto nomem;
-        }
         memcpy(en->entity, c->entity, c->entity_len);
         en->entity_len = c->entity_len;
         en->needs_delete = live_before;
         t->slots[slot] = ++t->nentries;
         s->bytes += sizeof(*en) + c->entity_len;
-    } else {
-        s->bytes -= row_bytes(&en->row);
-        cdc_row_clear(&en->row);
     }
     en->deleted = c->op == CDC_OP_DELETE;
-    en->row = copy;
-    s->bytes += row_bytes(&en->row);
+    en->last = t->nchangelog; /* the row changelog_push appends next */
 
     cl = changelog_push(s, t, c);
     cl->row = *img; /* moved */
@@ -521,7 +506,7 @@ static cdc_err_t write_kind(const cdc_stage_t *s, const cdc_stage_table_t *t, cd
             const cdc_stage_entry_t *en = &t->entries[i];
             if (kind == CDC_STAGE_MIRROR_DATA ? en->deleted : !en->needs_delete)
                 continue;
-            r = &en->row;
+            r = cdc_stage_entry_row(t, en);
         }
         for (size_t f = 0; f < j.schema.nfields; f++) {
             const cdc_ice_field_t *fld = &j.schema.fields[f];

@@ -28,7 +28,8 @@ typedef struct cdc_stage_entry {
     size_t entity_len;
     bool needs_delete; /* live in state before the epoch's first change to it */
     bool deleted;      /* last change is a delete */
-    cdc_row_t row;     /* final after image, or the before image (key) for deletes */
+    size_t last;       /* changelog index of the last change: its row is the final after
+                        * image, or the before image (key) for deletes */
 } cdc_stage_entry_t;
 
 typedef struct cdc_changelog_row {
@@ -52,6 +53,13 @@ typedef struct cdc_stage_table {
     size_t nchangelog, clcap;
     bool truncated; /* a TRUNCATE was staged this epoch: entries are post-truncate only */
 } cdc_stage_table_t;
+
+/* The mirror row of entry en of t: the image of its last change (not a copy). */
+static inline const cdc_row_t *cdc_stage_entry_row(const cdc_stage_table_t *t,
+                                                   const cdc_stage_entry_t *en)
+{
+    return &t->changelog[en->last].row;
+}
 
 typedef struct cdc_stage {
     uint32_t partition;

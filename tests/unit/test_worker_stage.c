@@ -41,7 +41,7 @@ static void change(cdc_catalog_t *cat, cdc_change_t *c, char op, int id, const c
 static const cdc_stage_entry_t *entry(const cdc_stage_table_t *t, int id)
 {
     for (size_t i = 0; i < t->nentries; i++)
-        if (t->entries[i].row.vals[0].u.i == id)
+        if (cdc_stage_entry_row(t, &t->entries[i])->vals[0].u.i == id)
             return &t->entries[i];
     return NULL;
 }
@@ -86,10 +86,10 @@ static void test_collapse(void **state)
     const cdc_stage_entry_t *en = entry(t, 1);
     assert_false(en->deleted);
     assert_false(en->needs_delete); /* known new: no equality delete */
-    assert_memory_equal(en->row.vals[1].bytes, "c", 1);
+    assert_memory_equal(cdc_stage_entry_row(t, en)->vals[1].bytes, "c", 1);
     en = entry(t, 2);
     assert_true(en->needs_delete);
-    assert_memory_equal(en->row.vals[1].bytes, "y", 1);
+    assert_memory_equal(cdc_stage_entry_row(t, en)->vals[1].bytes, "y", 1);
     en = entry(t, 3);
     assert_true(en->deleted);
     assert_true(en->needs_delete); /* delete writes only the equality delete */
@@ -99,7 +99,7 @@ static void test_collapse(void **state)
     en = entry(t, 5);
     assert_false(en->deleted);
     assert_true(en->needs_delete);
-    assert_memory_equal(en->row.vals[1].bytes, "again", 5);
+    assert_memory_equal(cdc_stage_entry_row(t, en)->vals[1].bytes, "again", 5);
 
     size_t data, deletes;
     cdc_stage_table_counts(t, &data, &deletes);
@@ -283,8 +283,9 @@ static void test_many_keys(void **state)
     assert_int_equal(s.tables[0].nentries, 5000);
     assert_int_equal(s.tables[0].nchangelog, 15000);
     for (size_t i = 0; i < 5000; i++) {
-        assert_int_equal(s.tables[0].entries[i].row.vals[0].u.i, (int64_t)i);
-        assert_memory_equal(s.tables[0].entries[i].row.vals[1].bytes, "last", 4);
+        const cdc_row_t *r = cdc_stage_entry_row(&s.tables[0], &s.tables[0].entries[i]);
+        assert_int_equal(r->vals[0].u.i, (int64_t)i);
+        assert_memory_equal(r->vals[1].bytes, "last", 4);
         assert_false(s.tables[0].entries[i].needs_delete);
     }
     cdc_stage_free(&s);
