@@ -96,7 +96,14 @@ proc_start() {
     setsid bash -c 'echo $$ > "$1"; shift; exec "$@"' _ "$d/$name.pid" "$@" \
         </dev/null >>"$d/$name.log" 2>&1 &
     disown "$!" 2>/dev/null
-    chaos_wait 5 "pid file of $name" test -s "$d/$name.pid"
+    # the inner shell writes it within milliseconds: poll finely (processes start in turn)
+    local i
+    for ((i = 0; i < 250; i++)); do
+        [ -s "$d/$name.pid" ] && return 0
+        sleep 0.02
+    done
+    chaos_log "timed out after 5s waiting for pid file of $name"
+    return 1
 }
 
 proc_pid() { cat "$CHAOS_DIR/procs/$1.pid" 2>/dev/null; }
@@ -181,7 +188,7 @@ pipeline_procs_up() {
         proc_start "coordinator-$i" "$CHAOS_BUILD/cdc-coordinator" --id "coordinator-$i" \
             --job "$CDC_JOB" --etcd "$CDC_TEST_ETCD" --listen "tcp://127.0.0.1:$port" \
             --http "127.0.0.1:$http" --warehouse "$CHAOS_DIR/warehouse" \
-            --heartbeat-timeout "${CHAOS_HEARTBEAT_TIMEOUT}s"
+            --heartbeat-timeout "${CHAOS_HEARTBEAT_TIMEOUT}s" --expected-workers "$CHAOS_WORKERS"
         echo "127.0.0.1:$http" >"$CHAOS_DIR/procs/coordinator-$i.http"
     done
 

@@ -381,6 +381,20 @@ cdc_err_t cdc_state_get(cdc_state_t *st, int family, const void *key, size_t key
     return rc;
 }
 
+typedef struct key_sort {
+    const void *const *keys;
+    const size_t *lens;
+} key_sort_t;
+
+static int key_cmp(const void *a, const void *b, void *arg)
+{
+    const key_sort_t *ks = arg;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    size_t li = ks->lens[i], lj = ks->lens[j];
+    int c = memcmp(ks->keys[i], ks->keys[j], li < lj ? li : lj);
+    return c != 0 ? c : (li > lj) - (li < lj);
+}
+
 cdc_err_t cdc_state_multi_get(cdc_state_t *st, int family, size_t n, const void *const *keys,
                               const size_t *key_lens, void **vals, size_t *val_lens, cdc_err_t *rcs,
                               cdc_error_t *e)
@@ -388,17 +402,28 @@ cdc_err_t cdc_state_multi_get(cdc_state_t *st, int family, size_t n, const void 
     enum { CHUNK = 256 };
     rocksdb_pinnableslice_t *ps[CHUNK];
     char *errs[CHUNK];
+    const char *skeys[CHUNK];
+    size_t slens[CHUNK], idx[CHUNK];
     cdc_err_t rc = CDC_OK;
 
     if (!fam_ok(st, family))
         return cdc_error_set(e, CDC_ERR_INVALID, "no state family %d", family);
     for (size_t base = 0; base < n; base += CHUNK) {
         size_t m = n - base < CHUNK ? n - base : CHUNK;
-        rocksdb_batched_multi_get_cf(st->db, st->ropts, st->cf[family], m,
-                                     (const char *const *)(keys + base), key_lens + base, ps, errs,
-                                     false);
+        /* RocksDB wants the keys in order; sorting them here (indexes, bytewise) is
+         * cheaper than its own copy-and-sort. */
+        key_sort_t ks = {keys + base, key_lens + base};
+        for (size_t i = 0; i < m; i++)
+            idx[i] = i;
+        qsort_r(idx, m, sizeof(idx[0]), key_cmp, &ks);
         for (size_t i = 0; i < m; i++) {
-            size_t k = base + i, len = 0;
+            skeys[i] = keys[base + idx[i]];
+            slens[i] = key_lens[base + idx[i]];
+        }
+        rocksdb_batched_multi_get_cf(st->db, st->ropts, st->cf[family], m, skeys, slens, ps, errs,
+                                     true);
+        for (size_t i = 0; i < m; i++) {
+            size_t k = base + idx[i], len = 0;
             vals[k] = NULL;
             val_lens[k] = 0;
             if (errs[i] != NULL) {
@@ -420,6 +445,31 @@ cdc_err_t cdc_state_multi_get(cdc_state_t *st, int family, size_t n, const void 
         }
     }
     return rc;
+}
+
+bool cdc_state_may_have_prefix(cdc_state_t *st, int family, const void *prefix, size_t len)
+{
+    rocksdb_iterator_t *it;
+    char *err = NULL;
+    bool found = true;
+    if (!fam_ok(st, family))
+        return true;
+    it = rocksdb_create_iterator_cf(st->db, st->ropts, st->cf[family]);
+    if (it == NULL)
+        return true;
+    rocksdb_iter_seek(it, prefix, len);
+    rocksdb_iter_get_error(it, &err);
+    if (err != NULL) {
+        rocksdb_free(err);
+    } else if (!rocksdb_iter_valid(it)) {
+        found = false;
+    } else {
+        size_t klen = 0;
+        const char *k = rocksdb_iter_key(it, &klen);
+        found = klen >= len && memcmp(k, prefix, len) == 0;
+    }
+    rocksdb_iter_destroy(it);
+    return found;
 }
 
 /* The batch's write time, taken at its first put. */

@@ -88,6 +88,13 @@ cdc_err_t cdc_state_multi_get(cdc_state_t *st, int family, size_t n, const void 
 cdc_err_t cdc_state_put(cdc_state_t *st, int family, const void *key, size_t key_len,
                         const void *val, size_t val_len, cdc_error_t *e);
 
+/*
+ * Whether family may hold a key that starts with prefix: false only when it certainly
+ * holds none (expired entries not yet compacted away count as held; so does a failed
+ * read). Costs one iterator seek.
+ */
+bool cdc_state_may_have_prefix(cdc_state_t *st, int family, const void *prefix, size_t len);
+
 /* A write batch bound to st; applied atomically by cdc_state_write(). Every entry of a
  * batch gets the same write time: the clock's value at its first put since it was
  * created or cleared. */

@@ -45,6 +45,7 @@ typedef struct cdc_coord_config {
     int64_t heartbeat_timeout_ms;
     int64_t ack_deadline_ms;
     int64_t rebalance_grace_ms;
+    int64_t expected_workers; /* 0 = unknown: a term's first assignment waits the grace */
     int64_t restart_max_failures;
     int64_t restart_interval_ms;
     int64_t restart_delay_ms;

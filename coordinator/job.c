@@ -320,8 +320,10 @@ static void try_assign(cdc_coord_t *c, int64_t now)
             all_back = false;
     if (!all_back && now < c->grace_until_ms)
         return;
-    /* the first assignment of a term without history waits for the workers to gather */
-    if (!c->assigned_in_term && c->base == NULL && now < c->grace_until_ms)
+    /* The first assignment of a term waits for the workers to gather: the expected number,
+     * else (unknown) the grace when the job has no history. */
+    if (!c->assigned_in_term && now < c->grace_until_ms &&
+        (c->cfg.expected_workers > 0 ? n < c->cfg.expected_workers : c->base == NULL))
         return;
     if (cdc_epochs_remaining(&c->epochs) < 2) {
         uint64_t from, limit;

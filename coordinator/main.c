@@ -53,7 +53,12 @@ const cdc_opt_t cdc_coord_options[] = {
     OPT_RANGE("ack-deadline", CDC_OPT_DURATION, ack_deadline_ms, "10s", 500, 3600000,
               "An epoch not acked by all partitions within this time is aborted."),
     OPT_RANGE("rebalance-grace", CDC_OPT_DURATION, rebalance_grace_ms, "2s", 0, 600000,
-              "How long a lost worker's partitions wait for it to come back."),
+              "How long a lost worker's partitions wait for it to come back, and how long a "
+              "new leader waits for workers to gather before its first assignment."),
+    OPT_RANGE("expected-workers", CDC_OPT_INT, expected_workers, "0", 0, 1000,
+              "Workers the job normally runs with (e.g. the StatefulSet's replicas): a new "
+              "leader assigns as soon as that many are registered instead of waiting "
+              "--rebalance-grace (0 = unknown)."),
     OPT_RANGE("restart-max-failures", CDC_OPT_INT, restart_max_failures, "10", 1, 255,
               "Failure-rate restart strategy: failures tolerated per interval."),
     OPT_RANGE("restart-interval", CDC_OPT_DURATION, restart_interval_ms, "5m", 1000, 86400000,

@@ -40,6 +40,7 @@ cdc_err_t cdc_dedup_open(const char *dir, int ttl_seconds, cdc_dedup_t **out, cd
     }
     d->batch = cdc_state_batch_new(d->st);
     d->ttl_seconds = ttl_seconds;
+    d->no_positions = !cdc_state_may_have_prefix(d->st, CDC_DEDUP_FAMILY, "P", 1);
     *out = d;
     return CDC_OK;
 }
@@ -461,7 +462,11 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
      *   - no position (never seen, or the position expired): new; a replay older than
      *     the TTL is no longer recognized.
      * The decision to drop never depends on the key, only the verdict's kind.
+     * A partition that has no position at all (no delete in the store or since it was
+     * opened: a snapshot load, an insert-only table) skips the lookup.
      */
+    if (d->no_positions)
+        return CDC_OK;
     if ((kbuf = key_buf(d, c->entity_len + 10)) == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     klen = pos_key_into(c, kbuf);
@@ -544,20 +549,21 @@ done:
 
 cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e)
 {
-    size_t sklen, pklen, blen = 0;
-    uint8_t *sk = seen_key(c, &sklen), *pk = pos_key(c, &pklen), pos[16];
+    size_t sklen = 0, pklen = 0, blen = 0;
+    uint8_t *sk = NULL, *pk = NULL, pos[16];
     uint8_t *buf = NULL, *full = NULL;
     cdc_err_t rc = CDC_OK;
 
-    if (c->op == CDC_OP_TRUNCATE) {
-        free(sk);
-        free(pk);
+    if (c->op == CDC_OP_TRUNCATE)
         return record_truncate(d, c, e);
-    }
-    if (sk == NULL || pk == NULL) {
+    /* Only a delete writes keys besides its row (see cdc_dedup_check). */
+    if (c->op == CDC_OP_DELETE &&
+        ((sk = seen_key(c, &sklen)) == NULL || (pk = pos_key(c, &pklen)) == NULL)) {
         rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         goto done;
     }
+    if (c->op == CDC_OP_DELETE)
+        d->no_positions = false; /* before its position can be looked up */
     put_u64(pos, c->commit_lsn);
     put_u64(pos + 8, c->lsn);
     if (c->op != CDC_OP_DELETE) {

@@ -76,6 +76,9 @@ typedef struct cdc_dedup {
     uint8_t *kbuf; /* scratch for lookup keys (record thread) */
     size_t kbuf_cap;
     uint64_t store_lookups; /* point lookups that reached RocksDB (tests, profiling) */
+    /* No deleted-row position exists (none in the store when opened, no delete recorded
+     * since): a change of an entity that is not live is new without a lookup. */
+    bool no_positions;
     /* Set by cdc_dedup_cut until cdc_dedup_checkpoint_cut has copied the store: while
      * set, cdc_dedup_flush keeps every write pending, so the store holds exactly the
      * state at the cut. */

@@ -415,7 +415,9 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
 
         if (now >= w->next_leader_check_ms) {
             find_leader(w);
-            w->next_leader_check_ms = now + 1000;
+            /* every second while registered; faster while looking for a leader (start,
+             * failover), so that a new leader's first assignment waits for nobody */
+            w->next_leader_check_ms = now + (w->registered ? 1000 : 200);
         }
         pthread_mutex_lock(&w->link_lock);
         watch_link(w, &lw, now);

@@ -45,7 +45,8 @@ echo "kcat: $EVENTS events in $kcat_s s"
 wh=$work/warehouse
 "$BUILD_DIR/cdc-coordinator" --id=bench --job="$prefix" --etcd="$CDC_TEST_ETCD" \
     --listen=tcp://127.0.0.1:0 --http=127.0.0.1:0 --warehouse="$wh" \
-    --commit-interval=1s --rebalance-grace=1s --orphan-interval=0 --log-level=debug \
+    --commit-interval=1s --rebalance-grace=1s --expected-workers="$WORKERS" --orphan-interval=0 \
+    --log-level=debug \
     >"$work/coordinator.log" 2>&1 &
 pids+=($!)
 t0=$(date +%s.%N)

@@ -1,10 +1,10 @@
 /*
  * Unit tests for common/state.c on real RocksDB stores: expiry of TTL families on read
  * and in the compaction filter (with an injected clock), one write time per batch,
- * MultiGet equal to single gets, the format marker (an unknown format is refused naming
- * the directory), and stores written through RocksDB's DBWithTTL by earlier builds,
- * which open and read unchanged. The last test creates such a store with the RocksDB C
- * API directly: it is a fixture of the old on-disk format, not a second adapter.
+ * MultiGet equal to single gets, the prefix probe, the format marker (an unknown format is refused
+ * naming the directory), and stores written through RocksDB's DBWithTTL by earlier builds, which
+ * open and read unchanged. The last test creates such a store with the RocksDB C API directly: it
+ * is a fixture of the old on-disk format, not a second adapter.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -217,6 +217,22 @@ static void test_multi_get(void **state)
     cdc_state_close(st);
 }
 
+static void test_may_have_prefix(void **state)
+{
+    fx_t *f = *state;
+    cdc_state_t *st = open_store(f->db, true);
+    assert_false(cdc_state_may_have_prefix(st, 0, "P", 1));
+    put(st, 0, "O-before", "1");
+    put(st, 0, "Q-after", "1");
+    put(st, 1, "P-other-family", "1");
+    assert_false(cdc_state_may_have_prefix(st, 0, "P", 1));
+    put(st, 0, "P-key", "1");
+    assert_true(cdc_state_may_have_prefix(st, 0, "P", 1));
+    assert_true(cdc_state_may_have_prefix(st, 0, "P-k", 3));
+    assert_false(cdc_state_may_have_prefix(st, 0, "P-x", 3));
+    cdc_state_close(st);
+}
+
 /* Opens dir with the RocksDB C API as the store's families (no TTL wrapper). */
 static rocksdb_t *raw_open(const char *dir, rocksdb_column_family_handle_t **cfs,
                            rocksdb_options_t **opts)
@@ -338,6 +354,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_expiry_on_read_and_compaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_write_time, setup, teardown),
         cmocka_unit_test_setup_teardown(test_multi_get, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_may_have_prefix, setup, teardown),
         cmocka_unit_test_setup_teardown(test_format_marker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_written_by_dbwithttl, setup, teardown),
     };

@@ -183,7 +183,8 @@ static void test_history_replays(void **state)
              {'c', 400, 390}, {'u', 500, 490}, {'d', 600, 590}};
     const size_t n = sizeof(h) / sizeof(h[0]);
 
-    /* Lookup cost of a new key: the table's truncate marker once, then two per key. */
+    /* Lookup cost of a new key: the table's truncate marker once, then one per key (the
+     * row) while the partition has no deleted-row position at all. */
     make(f, &c, 'c', 1000, 10, 10, NULL);
     assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
     cdc_change_clear(&c);
@@ -194,7 +195,21 @@ static void test_history_replays(void **state)
         assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
         cdc_change_clear(&c);
     }
+    assert_int_equal(f->d->store_lookups - before, 100);
+    /* Once a delete is recorded (still pending): two, the row and its position. */
+    make(f, &c, 'd', 1001, 30, 30, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    before = f->d->store_lookups;
+    for (int id = 1101; id <= 1200; id++) {
+        make(f, &c, 'c', id, 40, 40, NULL);
+        assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+        cdc_change_clear(&c);
+    }
     assert_int_equal(f->d->store_lookups - before, 200);
+    make(f, &c, 'c', 1001, 30, 30, NULL); /* the delete's position still decides */
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_STALE);
+    cdc_change_clear(&c);
 
     for (int round = 0; round < 3; round++) {
         int id = 7 + round;
@@ -221,6 +236,7 @@ static void test_history_replays(void **state)
     snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", cp, db2);
     assert_int_equal(system(cmd), 0);
     assert_int_equal(cdc_dedup_open(db2, 86400, &f->d, &e), CDC_OK);
+    assert_false(f->d->no_positions); /* the copy holds positions: they are looked up */
     for (int id = 7; id <= 9; id++)
         for (size_t j = 0; j < n; j++) {
             make(f, &c, h[j].op, id, h[j].commit_lsn, h[j].lsn, NULL);
@@ -621,6 +637,7 @@ static void test_seen_keys_only_for_deletes(void **state)
     assert_false(seen_key_stored(f, &ins));
     assert_false(seen_key_stored(f, &upd));
     assert_int_equal(cdc_state_estimate_keys(f->d->st, CDC_DEDUP_FAMILY), 0);
+    assert_true(f->d->no_positions);
     make(f, &c, 'u', 9, 200, 190, NULL);
     assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_REPLAY);
     cdc_change_clear(&c);
@@ -629,8 +646,15 @@ static void test_seen_keys_only_for_deletes(void **state)
     cdc_change_clear(&c);
     make(f, &del, 'd', 9, 300, 290, NULL);
     assert_int_equal(apply(f, &del, NULL), CDC_DEDUP_NEW);
+    assert_false(f->d->no_positions);
     assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
     assert_true(seen_key_stored(f, &del));
+    /* Reopened, the store's positions are found again. */
+    char db[300];
+    snprintf(db, sizeof(db), "%s/db", f->dir);
+    cdc_dedup_close(f->d);
+    assert_int_equal(cdc_dedup_open(db, 86400, &f->d, &e), CDC_OK);
+    assert_false(f->d->no_positions);
     make(f, &c, 'd', 9, 300, 290, NULL);
     assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_REPLAY);
     cdc_change_clear(&c);
