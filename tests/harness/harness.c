@@ -129,6 +129,15 @@ int cdc_test_kill(pid_t pid, int sig, int timeout_ms)
     return st;
 }
 
+void cdc_test_kill_all(pid_t *pids, int n, int sig, int timeout_ms)
+{
+    for (int i = 0; i < n; i++)
+        if (pids[i] > 0) {
+            cdc_test_kill(pids[i], sig, timeout_ms);
+            pids[i] = 0;
+        }
+}
+
 const char *cdc_test_self(void)
 {
     static char path[4096];

@@ -64,6 +64,12 @@ bool cdc_test_wait_exit(pid_t pid, int timeout_ms, int *status);
  */
 int cdc_test_kill(pid_t pid, int sig, int timeout_ms);
 
+/*
+ * cdc_test_kill(pid, sig, timeout_ms) of every pid > 0 in pids[0..n), in order; each
+ * slot is set to 0 (a test's array of coordinators or workers, on teardown).
+ */
+void cdc_test_kill_all(pid_t *pids, int n, int sig, int timeout_ms);
+
 /* Path of the running test binary (to spawn itself in another mode). */
 const char *cdc_test_self(void);
 

@@ -23,6 +23,7 @@
 
 #include "common/kafka.h"
 #include "tests/harness/harness.h"
+#include "tests/harness/procs.h"
 
 /* ---- PostgreSQL helpers ------------------------------------------------------------- */
 
@@ -88,40 +89,16 @@ static const char *N(const char *base)
     return b;
 }
 
-static pid_t start_capture(const char *name, const char *tables, const char *more1,
-                           const char *more2)
+/* more: one further option, or NULL. */
+static pid_t start_capture(const char *name, const char *tables, const char *more)
 {
-    char dsn[600], kafka[600], slot[128], pub[128], prefix[128], tbl[300];
-    const cdc_test_env_t *env = cdc_test_env();
-    char bin[1024];
-    char *argv[16];
-    int i = 0;
+    /* the log goes straight into the harness directory, where read_log() finds it */
+    cdc_test_job_t job = {.dir = cdc_test_env()->tmp, .topic_prefix = name};
+    const char *const extra[] = {more, NULL};
     pid_t pid;
 
-    snprintf(bin, sizeof(bin), "%s/cdc-capture", env->build_dir);
-    snprintf(dsn, sizeof(dsn), "--pg-dsn=%s", env->pg_dsn);
-    snprintf(kafka, sizeof(kafka), "--kafka-bootstrap=%s", env->kafka);
-    snprintf(slot, sizeof(slot), "--slot=%s", name);
-    snprintf(pub, sizeof(pub), "--publication=%s", name);
-    snprintf(prefix, sizeof(prefix), "--topic-prefix=%s", name);
-    snprintf(tbl, sizeof(tbl), "--tables=%s", tables);
-    snprintf(log_path, sizeof(log_path), "%s/capture-%s.log", env->tmp, name);
-    argv[i++] = bin;
-    argv[i++] = dsn;
-    argv[i++] = kafka;
-    argv[i++] = slot;
-    argv[i++] = pub;
-    argv[i++] = prefix;
-    argv[i++] = tbl;
-    argv[i++] = "--create-publication";
-    argv[i++] = "--http-addr=";
-    argv[i++] = "--status-interval=100ms";
-    if (more1)
-        argv[i++] = (char *)more1;
-    if (more2)
-        argv[i++] = (char *)more2;
-    argv[i] = NULL;
-    pid = cdc_test_spawn(argv, log_path);
+    cdc_test_log_path(&job, "capture", name, log_path, sizeof(log_path));
+    pid = cdc_test_start_capture(&job, name, tables, extra);
     assert_true(pid > 0);
     return pid;
 }
@@ -370,7 +347,7 @@ static void test_types_and_operations(void **state)
            "f4 float4, f8 float8, n numeric(30,9), nn numeric, t text, vc varchar(10), "
            "ch char(3), by bytea, d date, tm time, ts timestamp, tz timestamptz, u uuid, "
            "j json, jb jsonb, mood ct_mood, ia int[], ta text[], big text)");
-    pid = start_capture(N("ct_ops"), "public.ct_types", NULL, NULL);
+    pid = start_capture(N("ct_ops"), "public.ct_types", NULL);
     wait_streaming(c, N("ct_ops"));
 
     sql(c, "INSERT INTO ct_types VALUES (1, true, -32768, 2147483647, 9223372036854775807, "
@@ -519,7 +496,7 @@ static void test_kill9_restart(void **state)
 
     sql(c, "DROP TABLE IF EXISTS ct_kill");
     sql(c, "CREATE TABLE ct_kill (id int PRIMARY KEY, v int NOT NULL)");
-    pid = start_capture(N("ct_kill"), "public.ct_kill", NULL, NULL);
+    pid = start_capture(N("ct_kill"), "public.ct_kill", NULL);
     wait_streaming(c, N("ct_kill"));
     /* 50 transactions of 200 inserts and one of 100,000, then a kill -9 as soon as the
      * first events arrive, while the capture works through the backlog */
@@ -539,7 +516,7 @@ static void test_kill9_restart(void **state)
         total + 2000);
     total += 2000;
     sql(c, "DELETE FROM ct_kill WHERE id %% 7 = 0");
-    pid = start_capture(N("ct_kill"), "public.ct_kill", NULL, NULL);
+    pid = start_capture(N("ct_kill"), "public.ct_kill", NULL);
     wait_streaming(c, N("ct_kill"));
     counts = sql1(c, "SELECT count(*) FROM ct_kill");
     /* expected changes: inserts, the updates, the deletes; re-read until all are there */
@@ -621,7 +598,7 @@ static void test_heartbeat_advances_slot(void **state)
 
     sql(c, "DROP TABLE IF EXISTS ct_hb; DROP TABLE IF EXISTS ct_hb_other");
     sql(c, "CREATE TABLE ct_hb (id int PRIMARY KEY); CREATE TABLE ct_hb_other (id int)");
-    pid = start_capture(N("ct_hb"), "public.ct_hb", "--heartbeat-interval=200ms", NULL);
+    pid = start_capture(N("ct_hb"), "public.ct_hb", "--heartbeat-interval=200ms");
     wait_streaming(c, N("ct_hb"));
     /* WAL that the captured table never sees */
     sql(c, "INSERT INTO ct_hb_other SELECT generate_series(1, 10000)");
@@ -648,7 +625,7 @@ static void test_snapshot_consistency(void **state)
     sql(c, "DROP TABLE IF EXISTS ct_snap");
     sql(c, "CREATE TABLE ct_snap (id int PRIMARY KEY, v int NOT NULL, pad text)");
     sql(c, "INSERT INTO ct_snap SELECT g, 0, repeat('p', 100) FROM generate_series(1, %d) g", n);
-    pid = start_capture(N("ct_snap"), "public.ct_snap", "--snapshot-chunk=500", NULL);
+    pid = start_capture(N("ct_snap"), "public.ct_snap", "--snapshot-chunk=500");
     /* writes racing with slot creation and the snapshot */
     for (int i = 0; i < 20; i++) {
         sql(c, "UPDATE ct_snap SET v = v + 1 WHERE id %% 20 = %d", i);
@@ -740,7 +717,7 @@ static void test_reconnect_after_pg_restart(void **state)
 
     sql(c, "DROP TABLE IF EXISTS ct_rc");
     sql(c, "CREATE TABLE ct_rc (id int PRIMARY KEY)");
-    pid = start_capture(N("ct_rc"), "public.ct_rc", "--reconnect-max=1s", NULL);
+    pid = start_capture(N("ct_rc"), "public.ct_rc", "--reconnect-max=1s");
     wait_streaming(c, N("ct_rc"));
     sql(c, "INSERT INTO ct_rc SELECT generate_series(1, 100)");
     PQfinish(c);
@@ -770,7 +747,7 @@ static void test_reconnect_after_pg_restart(void **state)
 /* Runs the capture to its exit; returns the exit status and leaves the log readable. */
 static int run_to_exit(const char *name, const char *tables, const char *more)
 {
-    pid_t pid = start_capture(name, tables, more, NULL);
+    pid_t pid = start_capture(name, tables, more);
     int status = 0;
     if (!cdc_test_wait_exit(pid, 30000, &status)) {
         cdc_test_kill(pid, SIGKILL, 1000);
@@ -805,7 +782,7 @@ static void test_bad_setup(void **state)
     snprintf(dsn, sizeof(dsn), "--pg-dsn=%s user=ct_norepl_%s", cdc_test_require("CDC_TEST_PG_DSN"),
              tag);
     {
-        pid_t pid = start_capture(N("ct_bad3"), "public.ct_nokey", dsn, NULL);
+        pid_t pid = start_capture(N("ct_bad3"), "public.ct_nokey", dsn);
         int status = 0;
         assert_true(cdc_test_wait_exit(pid, 30000, &status));
         assert_int_equal(WEXITSTATUS(status), 1);
@@ -821,7 +798,7 @@ static void test_bad_setup(void **state)
         pid_t pid;
         int status = 0;
         snprintf(dsn2, sizeof(dsn2), "--create-publication=false");
-        pid = start_capture(N("ct_bad4"), "public.ct_publess", dsn2, NULL);
+        pid = start_capture(N("ct_bad4"), "public.ct_publess", dsn2);
         assert_true(cdc_test_wait_exit(pid, 30000, &status));
         assert_int_equal(WEXITSTATUS(status), 1);
         log = read_log();

@@ -37,6 +37,7 @@
 #include "common/log.h"
 #include "common/msg.h"
 #include "tests/harness/harness.h"
+#include "tests/harness/procs.h"
 
 #define ROWS_PER_EPOCH 40
 #define MAX_PROCS 16
@@ -341,51 +342,35 @@ typedef struct scenario {
     pid_t workers[MAX_PROCS];
     int nworkers;
     cdc_etcd_t *ec;
+    cdc_test_job_t procs; /* job, dir and warehouse of the coordinators */
 } scenario_t;
 
 static const char *extra_opts[4]; /* extra coordinator options of the next start */
 static scenario_t *open_scenario; /* the running test's scenario, for teardown() */
 
+/* Options of every coordinator here: short epochs, failure detection and leases. */
+static const char *const COORD_OPTS[] = {
+    "--commit-interval=300ms", "--heartbeat-timeout=1500ms", "--ack-deadline=3s",
+    "--rebalance-grace=500ms", "--restart-delay=100ms",      "--lease-ttl=2s",
+    "--etcd-timeout=500ms",    "--orphan-interval=0",        NULL};
+
 static pid_t start_coordinator(scenario_t *s, int idx, const char *fault)
 {
-    const cdc_test_env_t *env = cdc_test_env();
-    char bin[1024], id[64], job[96], etcd[256], listen[64], http[64], wh[1100], log[1200];
-    char faultopt[128];
-
-    snprintf(bin, sizeof(bin), "%s/cdc-coordinator", env->build_dir);
-    snprintf(id, sizeof(id), "--id=coord%d", idx);
-    snprintf(job, sizeof(job), "--job=%s", s->job);
-    snprintf(etcd, sizeof(etcd), "--etcd=%s", env->etcd);
-    snprintf(listen, sizeof(listen), "--listen=tcp://127.0.0.1:0");
-    snprintf(http, sizeof(http), "--http=127.0.0.1:0");
-    snprintf(wh, sizeof(wh), "--warehouse=%s", s->warehouse);
-    snprintf(log, sizeof(log), "%s/coord%d.log", s->dir, idx);
-    snprintf(faultopt, sizeof(faultopt), "--fault=%s", fault ? fault : "");
-    char *argv[] = {bin,
-                    id,
-                    job,
-                    etcd,
-                    listen,
-                    http,
-                    wh,
-                    "--commit-interval=300ms",
-                    "--heartbeat-timeout=1500ms",
-                    "--ack-deadline=3s",
-                    "--rebalance-grace=500ms",
-                    "--restart-delay=100ms",
-                    "--lease-ttl=2s",
-                    "--etcd-timeout=500ms",
-                    "--orphan-interval=0",
-                    faultopt,
-                    NULL};
-    char *full[32];
+    char id[64], faultopt[128];
+    const char *opts[32];
     int n = 0;
-    for (int i = 0; argv[i] != NULL && (fault != NULL || i < 15); i++)
-        full[n++] = argv[i];
+
+    snprintf(id, sizeof(id), "coord%d", idx);
+    for (int i = 0; COORD_OPTS[i] != NULL; i++)
+        opts[n++] = COORD_OPTS[i];
+    if (fault != NULL) {
+        snprintf(faultopt, sizeof(faultopt), "--fault=%s", fault);
+        opts[n++] = faultopt;
+    }
     for (int i = 0; i < 4 && extra_opts[i] != NULL; i++)
-        full[n++] = (char *)extra_opts[i];
-    full[n] = NULL;
-    pid_t pid = cdc_test_spawn(full, log);
+        opts[n++] = extra_opts[i];
+    opts[n] = NULL;
+    pid_t pid = cdc_test_start_coordinator(&s->procs, id, opts);
     assert_true(pid > 0);
     s->coords[idx] = pid;
     if (idx + 1 > s->ncoords)
@@ -422,6 +407,13 @@ static pid_t start_worker(scenario_t *s, int idx)
     return start_worker_mode(s, idx, NULL);
 }
 
+/* Workers w00 .. w<n-1>. */
+static void start_workers(scenario_t *s, int n)
+{
+    for (int i = 0; i < n; i++)
+        start_worker_mode(s, i, NULL);
+}
+
 static void scenario_open(scenario_t *s, const char *name)
 {
     const cdc_test_env_t *env = cdc_test_env();
@@ -432,17 +424,14 @@ static void scenario_open(scenario_t *s, const char *name)
     snprintf(s->job, sizeof(s->job), "%s-%d-%lld", name, (int)getpid(), cdc_test_now_ms() % 100000);
     s->dir = cdc_test_mkdtemp(name);
     snprintf(s->warehouse, sizeof(s->warehouse), "%s/warehouse", s->dir);
+    s->procs = (cdc_test_job_t){.dir = s->dir, .name = s->job, .warehouse = s->warehouse};
     assert_int_equal(cdc_etcd_open(&s->ec, env->etcd, 1000, &e), CDC_OK);
 }
 
 static void scenario_close(scenario_t *s)
 {
-    for (int i = 0; i < s->nworkers; i++)
-        if (s->workers[i] > 0)
-            cdc_test_kill(s->workers[i], SIGKILL, 2000);
-    for (int i = 0; i < s->ncoords; i++)
-        if (s->coords[i] > 0)
-            cdc_test_kill(s->coords[i], SIGTERM, 5000);
+    cdc_test_kill_all(s->workers, s->nworkers, SIGKILL, 2000);
+    cdc_test_kill_all(s->coords, s->ncoords, SIGTERM, 5000);
     cdc_etcd_close(s->ec);
     free(s->dir);
     memset(s, 0, sizeof(*s));
@@ -462,18 +451,7 @@ static int teardown(void **state)
 
 static uint64_t etcd_number(scenario_t *s, const char *name)
 {
-    char key[256];
-    cdc_etcd_kv_t kv;
-    cdc_error_t e;
-    uint64_t v = 0;
-
-    snprintf(key, sizeof(key), "/cdc/%s/%s", s->job, name);
-    memset(&kv, 0, sizeof(kv));
-    if (cdc_etcd_get(s->ec, key, &kv, NULL, &e) == CDC_OK) {
-        v = strtoull(kv.value, NULL, 10);
-        cdc_etcd_kv_clear(&kv);
-    }
-    return v;
+    return cdc_test_job_number(&s->procs, s->ec, name);
 }
 
 static int64_t leader_term(scenario_t *s)
@@ -553,11 +531,7 @@ static void verify(scenario_t *s)
 /* Stops everything but one coordinator, lets it commit what it has, then verifies. */
 static void quiesce_and_verify(scenario_t *s)
 {
-    for (int i = 0; i < s->nworkers; i++)
-        if (s->workers[i] > 0) {
-            cdc_test_kill(s->workers[i], SIGKILL, 2000);
-            s->workers[i] = 0;
-        }
+    cdc_test_kill_all(s->workers, s->nworkers, SIGKILL, 2000);
     /* in-flight epochs abort; recorded ones get committed; give the commit a moment */
     wait_committed_t w = {s, etcd_number(s, "latest")};
     assert_true(cdc_test_wait_for(committed_reached, &w, 10000));
@@ -566,37 +540,20 @@ static void quiesce_and_verify(scenario_t *s)
 
 /* ---- tests ------------------------------------------------------------------------------ */
 
-static void run_n_workers(int n)
+/* As many workers as the test's initial state says (see main()). */
+static void test_n_workers(void **state)
 {
     static scenario_t s; /* static: teardown() closes it after a failed assertion */
+    int n = *(int *)*state;
     char name[32];
 
     snprintf(name, sizeof(name), "n%d", n);
     scenario_open(&s, name);
     start_coordinator(&s, 0, NULL);
-    for (int i = 0; i < n; i++)
-        start_worker(&s, i);
+    start_workers(&s, n);
     wait_more_commits(&s, 8, 30000);
     quiesce_and_verify(&s);
     scenario_close(&s);
-}
-
-static void test_one_worker(void **state)
-{
-    (void)state;
-    run_n_workers(1);
-}
-
-static void test_three_workers(void **state)
-{
-    (void)state;
-    run_n_workers(3);
-}
-
-static void test_twelve_workers(void **state)
-{
-    (void)state;
-    run_n_workers(12);
 }
 
 static void test_kill_worker(void **state)
@@ -607,8 +564,7 @@ static void test_kill_worker(void **state)
 
     scenario_open(&s, "killw");
     start_coordinator(&s, 0, NULL);
-    for (int i = 0; i < 3; i++)
-        start_worker(&s, i);
+    start_workers(&s, 3);
     wait_more_commits(&s, 5, 30000);
     t0 = cdc_test_now_ms();
     cdc_test_kill(s.workers[1], SIGKILL, 2000);
@@ -631,8 +587,7 @@ static void test_pause_worker(void **state)
 
     scenario_open(&s, "pausew");
     start_coordinator(&s, 0, NULL);
-    for (int i = 0; i < 3; i++)
-        start_worker(&s, i);
+    start_workers(&s, 3);
     wait_more_commits(&s, 5, 30000);
     kill(s.workers[2], SIGSTOP);
     /* past the heartbeat timeout: the others take over its partitions */
@@ -652,8 +607,7 @@ static void test_leader_failover(void **state)
 
     scenario_open(&s, "failover");
     start_coordinator(&s, 0, NULL);
-    for (int i = 0; i < 3; i++)
-        start_worker(&s, i);
+    start_workers(&s, 3);
     wait_more_commits(&s, 4, 30000);
     start_coordinator(&s, 1, NULL); /* standby */
     wait_more_commits(&s, 2, 10000);
@@ -740,8 +694,7 @@ static void test_leader_survives_stall(void **state)
     extra_opts[0] = "--orphan-interval=2s"; /* each scan stalls 3 x the 2 s lease TTL */
     start_coordinator(&s, 0, "stall-orphan-scan");
     memset(extra_opts, 0, sizeof(extra_opts));
-    for (int i = 0; i < 3; i++)
-        start_worker(&s, i);
+    start_workers(&s, 3);
     wait_more_commits(&s, 3, 30000);
     term = leader_term(&s);
     assert_true(term > 0);
@@ -765,8 +718,7 @@ static void test_crash_after_record(void **state)
     /* 12 files per epoch > 5: file lists go through pending files in the warehouse */
     extra_opts[0] = "--inline-files-max=5";
     start_coordinator(&s, 0, NULL);
-    for (int i = 0; i < 3; i++)
-        start_worker(&s, i);
+    start_workers(&s, 3);
     wait_more_commits(&s, 3, 30000);
     /* replace the leader by one that dies between the etcd record and the commit */
     cdc_test_kill(s.coords[0], SIGTERM, 5000);
@@ -794,8 +746,7 @@ static void test_etcd_restart(void **state)
 
     scenario_open(&s, "etcd");
     start_coordinator(&s, 0, NULL);
-    for (int i = 0; i < 3; i++)
-        start_worker(&s, i);
+    start_workers(&s, 3);
     wait_more_commits(&s, 4, 30000);
     assert_true(cdc_test_harness("etcd-stop"));
     {
@@ -830,8 +781,7 @@ static void test_orphans(void **state)
     extra_opts[1] = "--orphan-interval=300ms";
     start_coordinator(&s, 0, NULL);
     memset(extra_opts, 0, sizeof(extra_opts));
-    for (int i = 0; i < 3; i++)
-        start_worker(&s, i);
+    start_workers(&s, 3);
     wait_more_commits(&s, 3, 30000);
     snprintf(path, sizeof(path), "%s/fk/items/data/orphan-of-an-aborted-epoch.parquet",
              s.warehouse);
@@ -861,8 +811,7 @@ static void test_snapshot_expiry(void **state)
     extra_opts[2] = "--orphan-interval=300ms";
     start_coordinator(&s, 0, NULL);
     memset(extra_opts, 0, sizeof(extra_opts));
-    for (int i = 0; i < 3; i++)
-        start_worker(&s, i);
+    start_workers(&s, 3);
     /* commits go on (counted in etcd, not in snapshots, which expiry removes) */
     wait_committed_t w = {&s, etcd_number(&s, "committed") + 12};
     assert_true(cdc_test_wait_for(committed_reached, &w, 60000));
@@ -896,8 +845,7 @@ static void test_warehouse_failure(void **state)
 
     scenario_open(&s, "whfail");
     start_coordinator(&s, 0, NULL);
-    for (int i = 0; i < 3; i++)
-        start_worker(&s, i);
+    start_workers(&s, 3);
     wait_more_commits(&s, 3, 30000);
     snprintf(md, sizeof(md), "%s/fk/items/metadata", s.warehouse);
     snprintf(away, sizeof(away), "%s.away", md);
@@ -967,8 +915,7 @@ static void test_restart_strategy_failed(void **state)
     extra_opts[1] = "--restart-interval=10m";
     start_coordinator(&s, 0, NULL);
     memset(extra_opts, 0, sizeof(extra_opts));
-    for (int i = 0; i < 4; i++)
-        start_worker(&s, i);
+    start_workers(&s, 4);
     wait_more_commits(&s, 2, 30000);
     want_state_t running = {&s, "RUNNING"}, failed = {&s, "FAILED"};
     assert_true(cdc_test_wait_for(state_is, &running, 10000));
@@ -994,10 +941,11 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "fake-worker") == 0)
         return fake_worker_main(argc, argv);
+    static int one = 1, three = 3, twelve = 12;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_three_workers, teardown),
-        cmocka_unit_test_teardown(test_one_worker, teardown),
-        cmocka_unit_test_teardown(test_twelve_workers, teardown),
+        {"test_three_workers", test_n_workers, NULL, teardown, &three},
+        {"test_one_worker", test_n_workers, NULL, teardown, &one},
+        {"test_twelve_workers", test_n_workers, NULL, teardown, &twelve},
         cmocka_unit_test_teardown(test_kill_worker, teardown),
         cmocka_unit_test_teardown(test_pause_worker, teardown),
         cmocka_unit_test_teardown(test_leader_failover, teardown),

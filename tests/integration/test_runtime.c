@@ -35,6 +35,7 @@
 #include "common/iceberg/table.h"
 #include "common/kafka.h"
 #include "tests/harness/harness.h"
+#include "tests/harness/procs.h"
 
 #define UPDATE_EVERY 7
 
@@ -48,6 +49,7 @@ typedef struct rt {
     pid_t workers[12];
     int nworkers;
     cdc_etcd_t *ec;
+    cdc_test_job_t procs; /* what the coordinators and workers share */
     cdc_kafka_producer_t *prod;
     /* loader */
     pthread_t loader;
@@ -138,75 +140,40 @@ static void *loader_main(void *arg)
 
 static void start_coordinator(rt_t *t, int idx, const char *fault)
 {
-    const cdc_test_env_t *env = cdc_test_env();
-    char bin[1024], id[32], job[96], etcd[256], listen[64], http[64], wh[1100], log[1200],
-        faultopt[96];
+    char id[32], faultopt[96];
 
-    snprintf(bin, sizeof(bin), "%s/cdc-coordinator", env->build_dir);
-    snprintf(id, sizeof(id), "--id=coord%d", idx);
-    snprintf(job, sizeof(job), "--job=%s", t->job);
-    snprintf(etcd, sizeof(etcd), "--etcd=%s", env->etcd);
-    snprintf(listen, sizeof(listen), "--listen=tcp://127.0.0.1:0");
-    snprintf(http, sizeof(http), "--http=127.0.0.1:0");
-    snprintf(wh, sizeof(wh), "--warehouse=%s", t->wh);
-    snprintf(log, sizeof(log), "%s/coord%d.log", t->dir, idx);
+    snprintf(id, sizeof(id), "coord%d", idx);
     snprintf(faultopt, sizeof(faultopt), "--fault=%s", fault ? fault : "");
-    char *argv[] = {bin,
-                    id,
-                    job,
-                    etcd,
-                    listen,
-                    http,
-                    wh,
-                    "--commit-interval=500ms",
-                    "--heartbeat-timeout=2s",
-                    "--ack-deadline=8s",
-                    "--rebalance-grace=500ms",
-                    "--restart-delay=100ms",
-                    "--lease-ttl=2s",
-                    "--etcd-timeout=500ms",
-                    "--orphan-interval=0",
-                    faultopt,
-                    NULL};
-    if (fault == NULL)
-        argv[15] = NULL;
-    t->coords[idx] = cdc_test_spawn(argv, log);
+    const char *const opts[] = {"--commit-interval=500ms",
+                                "--heartbeat-timeout=2s",
+                                "--ack-deadline=8s",
+                                "--rebalance-grace=500ms",
+                                "--restart-delay=100ms",
+                                "--lease-ttl=2s",
+                                "--etcd-timeout=500ms",
+                                "--orphan-interval=0",
+                                fault ? faultopt : NULL, /* the end of the list without one */
+                                NULL};
+    t->coords[idx] = cdc_test_start_coordinator(&t->procs, id, opts);
     assert_true(t->coords[idx] > 0);
 }
 
 static void start_worker(rt_t *t, int idx)
 {
-    const cdc_test_env_t *env = cdc_test_env();
-    char bin[1024], id[32], log[1200], state[1200], tables[] = "public.items";
+    char id[32];
 
-    snprintf(bin, sizeof(bin), "%s/cdc-worker", env->build_dir);
     snprintf(id, sizeof(id), "w%02d", idx);
-    snprintf(log, sizeof(log), "%s/worker-%s.log", t->dir, id);
-    snprintf(state, sizeof(state), "%s/state-%s", t->dir, id);
-    char *argv[] = {bin,
-                    "--id",
-                    id,
-                    "--job",
-                    t->job,
-                    "--etcd",
-                    (char *)env->etcd,
-                    "--kafka",
-                    (char *)env->kafka,
-                    "--tables",
-                    tables,
-                    "--topic-prefix",
-                    t->prefix,
-                    "--warehouse",
-                    t->wh,
-                    "--state-dir",
-                    state,
-                    "--http=127.0.0.1:0",
-                    "--heartbeat-interval=200ms",
-                    NULL};
-    t->workers[idx] = cdc_test_spawn(argv, log);
+    t->workers[idx] = cdc_test_start_worker(&t->procs, id, "public.items", NULL);
     assert_true(t->workers[idx] > 0);
     if (idx + 1 > t->nworkers)
         t->nworkers = idx + 1;
+}
+
+/* Workers w00 .. w<n-1>. */
+static void start_workers(rt_t *t, int n)
+{
+    for (int i = 0; i < n; i++)
+        start_worker(t, i);
 }
 
 static rt_t *open_rt; /* the running test's runtime, for teardown() */
@@ -225,6 +192,8 @@ static void rt_open(rt_t *t, const char *name, int inserts, int rate)
     snprintf(t->topic, sizeof(t->topic), "%s.public.items", t->prefix);
     t->dir = cdc_test_mkdtemp(name);
     snprintf(t->wh, sizeof(t->wh), "%s/warehouse", t->dir);
+    t->procs = (cdc_test_job_t){
+        .dir = t->dir, .name = t->job, .warehouse = t->wh, .topic_prefix = t->prefix};
     t->inserts = inserts;
     t->rate = rate;
     assert_int_equal(cdc_etcd_open(&t->ec, env->etcd, 1000, &e), CDC_OK);
@@ -243,12 +212,8 @@ static void rt_start_load(rt_t *t)
 
 static void rt_close(rt_t *t)
 {
-    for (int i = 0; i < t->nworkers; i++)
-        if (t->workers[i] > 0)
-            cdc_test_kill(t->workers[i], SIGTERM, 5000);
-    for (int i = 0; i < 2; i++)
-        if (t->coords[i] > 0)
-            cdc_test_kill(t->coords[i], SIGTERM, 5000);
+    cdc_test_kill_all(t->workers, t->nworkers, SIGTERM, 5000);
+    cdc_test_kill_all(t->coords, 2, SIGTERM, 5000);
     if (t->loader_running)
         pthread_join(t->loader, NULL); /* it ends on its own: a bounded load, then flush */
     cdc_kafka_producer_free(t->prod);
@@ -385,18 +350,7 @@ static void wait_drained_and_verify(rt_t *t, int timeout_ms)
 
 static uint64_t etcd_number(rt_t *t, const char *name)
 {
-    char key[256];
-    cdc_etcd_kv_t kv;
-    cdc_error_t e;
-    uint64_t v = 0;
-
-    snprintf(key, sizeof(key), "/cdc/%s/%s", t->job, name);
-    memset(&kv, 0, sizeof(kv));
-    if (cdc_etcd_get(t->ec, key, &kv, NULL, &e) == CDC_OK) {
-        v = strtoull(kv.value, NULL, 10);
-        cdc_etcd_kv_clear(&kv);
-    }
-    return v;
+    return cdc_test_job_number(&t->procs, t->ec, name);
 }
 
 /* Lines of path that contain needle. */
@@ -428,37 +382,20 @@ static bool wait_count(const char *path, const char *needle, int want, int timeo
 
 /* ---- tests -------------------------------------------------------------------------------- */
 
-static void run_plain(int nworkers)
+/* As many workers as the test's initial state says (see main()), under a steady load. */
+static void test_n_workers(void **state)
 {
     static rt_t t; /* static: teardown() closes it after a failed assertion */
+    int nworkers = *(int *)*state;
     char name[16];
 
     snprintf(name, sizeof(name), "plain%d", nworkers);
     rt_open(&t, name, 20000, 5000);
     start_coordinator(&t, 0, NULL);
-    for (int i = 0; i < nworkers; i++)
-        start_worker(&t, i);
+    start_workers(&t, nworkers);
     rt_start_load(&t);
     wait_drained_and_verify(&t, 120000);
     rt_close(&t);
-}
-
-static void test_one_worker(void **state)
-{
-    (void)state;
-    run_plain(1);
-}
-
-static void test_three_workers(void **state)
-{
-    (void)state;
-    run_plain(3);
-}
-
-static void test_twelve_workers(void **state)
-{
-    (void)state;
-    run_plain(12);
 }
 
 static void test_kill_worker(void **state)
@@ -469,8 +406,7 @@ static void test_kill_worker(void **state)
 
     rt_open(&t, "kill", 30000, 3000);
     start_coordinator(&t, 0, NULL);
-    for (int i = 0; i < 3; i++)
-        start_worker(&t, i);
+    start_workers(&t, 3);
     rt_start_load(&t);
     wait_snapshots(&t, 3, 60000);
     usleep(200000); /* mid-epoch */
@@ -491,8 +427,7 @@ static void test_pause_worker(void **state)
 
     rt_open(&t, "pause", 90000, 3000); /* 30 s of load: three pause cycles */
     start_coordinator(&t, 0, NULL);
-    for (int i = 0; i < 3; i++)
-        start_worker(&t, i);
+    start_workers(&t, 3);
     rt_start_load(&t);
     wait_snapshots(&t, 3, 60000);
     /* Several pauses, each caught at a different point of the worker's epoch cycle; after
@@ -500,9 +435,9 @@ static void test_pause_worker(void **state)
     for (int cycle = 0; cycle < 3; cycle++) {
         char log[1200];
         int assigned, lost;
-        snprintf(log, sizeof(log), "%s/worker-w02.log", t.dir);
+        cdc_test_log_path(&t.procs, "worker", "w02", log, sizeof(log));
         assigned = count_in_file(log, "msg=\"assignment term");
-        snprintf(log, sizeof(log), "%s/coord0.log", t.dir);
+        cdc_test_log_path(&t.procs, "coordinator", "coord0", log, sizeof(log));
         lost = count_in_file(log, "w02\\\" (incarnation");
         wait_snapshots(&t, 1, 30000);
         usleep((useconds_t)cycle * 170000); /* 0, 170, 340 ms into the 500 ms epoch */
@@ -511,7 +446,7 @@ static void test_pause_worker(void **state)
         assert_true(wait_count(log, "w02\\\" (incarnation", lost + 1, 30000));
         wait_snapshots(&t, 1 + 2 * cycle, 30000); /* ever longer past being declared lost */
         kill(t.workers[2], SIGCONT);
-        snprintf(log, sizeof(log), "%s/worker-w02.log", t.dir);
+        cdc_test_log_path(&t.procs, "worker", "w02", log, sizeof(log));
         /* it must notice it was dropped, register again and take an assignment */
         if (!wait_count(log, "msg=\"assignment term", assigned + 1, 30000))
             fail_msg("paused worker w02 did not rejoin (pause %d)", cycle + 1);
@@ -528,8 +463,7 @@ static void test_leader_kill(void **state)
 
     rt_open(&t, "leader", 30000, 3000);
     start_coordinator(&t, 0, NULL);
-    for (int i = 0; i < 3; i++)
-        start_worker(&t, i);
+    start_workers(&t, 3);
     rt_start_load(&t);
     wait_snapshots(&t, 2, 60000);
     start_coordinator(&t, 1, NULL);
@@ -548,8 +482,7 @@ static void test_etcd_restart(void **state)
 
     rt_open(&t, "etcd", 30000, 3000);
     start_coordinator(&t, 0, NULL);
-    for (int i = 0; i < 3; i++)
-        start_worker(&t, i);
+    start_workers(&t, 3);
     rt_start_load(&t);
     wait_snapshots(&t, 3, 60000);
     assert_true(cdc_test_harness("etcd-stop"));
@@ -569,8 +502,7 @@ static void test_crash_after_record(void **state)
 
     rt_open(&t, "fault", 30000, 3000);
     start_coordinator(&t, 0, "after-checkpoint-record");
-    for (int i = 0; i < 3; i++)
-        start_worker(&t, i);
+    start_workers(&t, 3);
     rt_start_load(&t);
     assert_true(cdc_test_wait_exit(t.coords[0], 60000, &status));
     t.coords[0] = 0;
@@ -594,8 +526,7 @@ static void test_kafka_down(void **state)
 
     rt_open(&t, "kafka", 30000, 3000);
     start_coordinator(&t, 0, NULL);
-    for (int i = 0; i < 3; i++)
-        start_worker(&t, i);
+    start_workers(&t, 3);
     rt_start_load(&t);
     wait_snapshots(&t, 3, 60000);
     for (int b = 1; b <= 3; b++) {
@@ -616,15 +547,16 @@ static void test_kafka_down(void **state)
 
 int main(int argc, char **argv)
 {
+    static int one = 1, three = 3, twelve = 12;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_three_workers, teardown),
+        {"test_three_workers", test_n_workers, NULL, teardown, &three},
         cmocka_unit_test_teardown(test_kill_worker, teardown),
         cmocka_unit_test_teardown(test_pause_worker, teardown),
         cmocka_unit_test_teardown(test_leader_kill, teardown),
         cmocka_unit_test_teardown(test_etcd_restart, teardown),
         cmocka_unit_test_teardown(test_crash_after_record, teardown),
-        cmocka_unit_test_teardown(test_one_worker, teardown),
-        cmocka_unit_test_teardown(test_twelve_workers, teardown),
+        {"test_one_worker", test_n_workers, NULL, teardown, &one},
+        {"test_twelve_workers", test_n_workers, NULL, teardown, &twelve},
         cmocka_unit_test_teardown(test_kafka_down, teardown),
     };
     if (argc > 2 && strcmp(argv[1], "--only") == 0) {

@@ -28,12 +28,14 @@
 
 #include "common/kafka.h"
 #include "tests/harness/harness.h"
+#include "tests/harness/procs.h"
 
 typedef struct it {
     const cdc_test_env_t *env;
     char name[64]; /* job, slot, publication, topic prefix */
     char *dir;
     char wh[512];
+    cdc_test_job_t procs; /* what the capture, coordinator and workers share */
     pid_t capture, coord, workers[2];
     PGconn *pg;
 } it_t;
@@ -59,83 +61,20 @@ static void sql(const char *fmt, ...)
 
 /* ---- processes ------------------------------------------------------------------- */
 
+/* The coordinator's options: short epochs, a worker declared lost after 1.5 s. */
+static const char *const COORD_OPTS[] = {"--commit-interval=300ms", "--rebalance-grace=300ms",
+                                         "--heartbeat-timeout=1500ms", NULL};
+
 static pid_t start_capture(void)
 {
-    char bin[600], log[600], dsn[600], kafka[600], slot[128], pub[128], prefix[128];
-    snprintf(bin, sizeof(bin), "%s/cdc-capture", T.env->build_dir);
-    snprintf(log, sizeof(log), "%s/capture.log", T.dir);
-    snprintf(dsn, sizeof(dsn), "--pg-dsn=%s", T.env->pg_dsn);
-    snprintf(kafka, sizeof(kafka), "--kafka-bootstrap=%s", T.env->kafka);
-    snprintf(slot, sizeof(slot), "--slot=%s", T.name);
-    snprintf(pub, sizeof(pub), "--publication=%s", T.name);
-    snprintf(prefix, sizeof(prefix), "--topic-prefix=%s", T.name);
-    char *argv[] = {bin,
-                    dsn,
-                    kafka,
-                    slot,
-                    pub,
-                    prefix,
-                    "--tables=public.trunc_t",
-                    "--create-publication",
-                    "--http-addr=",
-                    "--status-interval=100ms",
-                    NULL};
-    pid_t pid = cdc_test_spawn(argv, log);
-    assert_true(pid > 0);
-    return pid;
-}
-
-static pid_t start_coordinator(void)
-{
-    char bin[600], log[600];
-    snprintf(bin, sizeof(bin), "%s/cdc-coordinator", T.env->build_dir);
-    snprintf(log, sizeof(log), "%s/coordinator.log", T.dir);
-    char *argv[] = {bin,
-                    "--id=c1",
-                    "--job",
-                    T.name,
-                    "--etcd",
-                    (char *)T.env->etcd,
-                    "--listen=tcp://127.0.0.1:0",
-                    "--http=127.0.0.1:0",
-                    "--warehouse",
-                    T.wh,
-                    "--commit-interval=300ms",
-                    "--rebalance-grace=300ms",
-                    "--heartbeat-timeout=1500ms",
-                    NULL};
-    pid_t pid = cdc_test_spawn(argv, log);
+    pid_t pid = cdc_test_start_capture(&T.procs, T.name, "public.trunc_t", NULL);
     assert_true(pid > 0);
     return pid;
 }
 
 static pid_t start_worker(const char *id)
 {
-    char bin[600], log[600], state[600];
-    snprintf(bin, sizeof(bin), "%s/cdc-worker", T.env->build_dir);
-    snprintf(log, sizeof(log), "%s/worker-%s.log", T.dir, id);
-    snprintf(state, sizeof(state), "%s/state-%s", T.dir, id);
-    char *argv[] = {bin,
-                    "--id",
-                    (char *)id,
-                    "--job",
-                    T.name,
-                    "--etcd",
-                    (char *)T.env->etcd,
-                    "--kafka",
-                    (char *)T.env->kafka,
-                    "--tables",
-                    "public.trunc_t",
-                    "--topic-prefix",
-                    T.name,
-                    "--warehouse",
-                    T.wh,
-                    "--state-dir",
-                    state,
-                    "--http=127.0.0.1:0",
-                    "--heartbeat-interval=200ms",
-                    NULL};
-    pid_t pid = cdc_test_spawn(argv, log);
+    pid_t pid = cdc_test_start_worker(&T.procs, id, "public.trunc_t", NULL);
     assert_true(pid > 0);
     return pid;
 }
@@ -146,7 +85,7 @@ static bool capture_streaming(void *arg)
     char path[700], buf[65536];
     size_t n = 0;
     (void)arg;
-    snprintf(path, sizeof(path), "%s/capture.log", T.dir);
+    cdc_test_log_path(&T.procs, "capture", T.name, path, sizeof(path));
     FILE *f = fopen(path, "r");
     if (f != NULL) {
         n = fread(buf, 1, sizeof(buf) - 1, f);
@@ -312,6 +251,8 @@ static int setup(void **state)
     T.dir = cdc_test_mkdtemp("truncate-it");
     snprintf(T.name, sizeof(T.name), "trunc%d", (int)getpid());
     snprintf(T.wh, sizeof(T.wh), "%s/warehouse", T.dir);
+    T.procs =
+        (cdc_test_job_t){.dir = T.dir, .name = T.name, .warehouse = T.wh, .topic_prefix = T.name};
     snprintf(conninfo, sizeof(conninfo), "%s", cdc_test_require("CDC_TEST_PG_DSN"));
     T.pg = PQconnectdb(conninfo);
     if (PQstatus(T.pg) != CONNECTION_OK) {
@@ -324,13 +265,9 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    for (int i = 0; i < 2; i++)
-        if (T.workers[i] > 0)
-            cdc_test_kill(T.workers[i], SIGTERM, 5000);
-    if (T.coord > 0)
-        cdc_test_kill(T.coord, SIGTERM, 5000);
-    if (T.capture > 0)
-        cdc_test_kill(T.capture, SIGTERM, 5000);
+    cdc_test_kill_all(T.workers, 2, SIGTERM, 5000);
+    cdc_test_kill_all(&T.coord, 1, SIGTERM, 5000);
+    cdc_test_kill_all(&T.capture, 1, SIGTERM, 5000);
     if (T.pg != NULL) {
         char q[256];
         snprintf(q, sizeof(q),
@@ -357,7 +294,8 @@ static void test_truncate_applied(void **state)
     T.capture = start_capture();
     if (!cdc_test_wait_for(capture_streaming, NULL, 60000))
         fail_msg("capture did not start streaming (logs in %s)", T.dir);
-    T.coord = start_coordinator();
+    T.coord = cdc_test_start_coordinator(&T.procs, "c1", COORD_OPTS);
+    assert_true(T.coord > 0);
     T.workers[0] = start_worker("w0");
     T.workers[1] = start_worker("w1");
     /* streamed changes before the truncate */

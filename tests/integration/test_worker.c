@@ -27,12 +27,14 @@
 
 #include "common/kafka.h"
 #include "tests/harness/harness.h"
+#include "tests/harness/procs.h"
 
 typedef struct it {
     const cdc_test_env_t *env;
     char job[64], prefix[64];
     char *dir;
     char wh[512];
+    cdc_test_job_t procs; /* what the coordinator and the workers share */
     pid_t coord;
     pid_t workers[4];
     cdc_kafka_producer_t *prod;
@@ -143,58 +145,15 @@ static void send_event(const char *table, char op, long id, const char *cols, ui
 
 /* ---- processes ----------------------------------------------------------------------- */
 
-static pid_t start_coordinator(void)
-{
-    char bin[600], log[600];
-    snprintf(bin, sizeof(bin), "%s/cdc-coordinator", T.env->build_dir);
-    snprintf(log, sizeof(log), "%s/coordinator.log", T.dir);
-    char *argv[] = {bin,
-                    "--id=c1",
-                    "--job",
-                    T.job,
-                    "--etcd",
-                    (char *)T.env->etcd,
-                    "--listen=tcp://127.0.0.1:0",
-                    "--http=127.0.0.1:0",
-                    "--warehouse",
-                    T.wh,
-                    "--commit-interval=300ms",
-                    "--rebalance-grace=300ms",
-                    "--heartbeat-timeout=1500ms",
-                    NULL};
-    pid_t pid = cdc_test_spawn(argv, log);
-    assert_true(pid > 0);
-    return pid;
-}
+/* The coordinator's options: short epochs, a worker declared lost after 1.5 s. */
+static const char *const COORD_OPTS[] = {"--commit-interval=300ms", "--rebalance-grace=300ms",
+                                         "--heartbeat-timeout=1500ms", NULL};
 
 static pid_t start_worker(const char *id)
 {
-    char bin[600], log[600], state[600], tables[] = "public.orders,public.poison,public.evolve";
-    snprintf(bin, sizeof(bin), "%s/cdc-worker", T.env->build_dir);
-    snprintf(log, sizeof(log), "%s/worker-%s.log", T.dir, id);
-    snprintf(state, sizeof(state), "%s/state-%s", T.dir, id);
-    char *argv[] = {bin,
-                    "--id",
-                    (char *)id,
-                    "--job",
-                    T.job,
-                    "--etcd",
-                    (char *)T.env->etcd,
-                    "--kafka",
-                    (char *)T.env->kafka,
-                    "--tables",
-                    tables,
-                    "--topic-prefix",
-                    T.prefix,
-                    "--warehouse",
-                    T.wh,
-                    "--state-dir",
-                    state,
-                    "--http=127.0.0.1:0",
-                    "--heartbeat-interval=200ms",
-                    "--log-level=debug",
-                    NULL};
-    pid_t pid = cdc_test_spawn(argv, log);
+    static const char *const opts[] = {"--log-level=debug", NULL};
+    pid_t pid =
+        cdc_test_start_worker(&T.procs, id, "public.orders,public.poison,public.evolve", opts);
     assert_true(pid > 0);
     return pid;
 }
@@ -288,6 +247,8 @@ static int setup(void **state)
     snprintf(T.job, sizeof(T.job), "wit%d", (int)getpid());
     snprintf(T.prefix, sizeof(T.prefix), "wit%d", (int)getpid());
     snprintf(T.wh, sizeof(T.wh), "%s/warehouse", T.dir);
+    T.procs =
+        (cdc_test_job_t){.dir = T.dir, .name = T.job, .warehouse = T.wh, .topic_prefix = T.prefix};
     pc.bootstrap = T.env->kafka;
     pc.linger_ms = 1;
     if (cdc_kafka_producer_new(&pc, &T.prod, &e) != CDC_OK) {
@@ -316,11 +277,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    for (int i = 0; i < 4; i++)
-        if (T.workers[i] > 0)
-            cdc_test_kill(T.workers[i], SIGTERM, 5000);
-    if (T.coord > 0)
-        cdc_test_kill(T.coord, SIGTERM, 5000);
+    cdc_test_kill_all(T.workers, 4, SIGTERM, 5000);
+    cdc_test_kill_all(&T.coord, 1, SIGTERM, 5000);
     cdc_kafka_producer_free(T.prod);
     return 0;
 }
@@ -338,7 +296,8 @@ static void test_duplicates_toast_dlq_add_column(void **state)
     schema("orders", 1, false);
     schema("poison", 1, false);
     schema("evolve", 1, false);
-    T.coord = start_coordinator();
+    T.coord = cdc_test_start_coordinator(&T.procs, "c1", COORD_OPTS);
+    assert_true(T.coord > 0);
     T.workers[0] = start_worker("w1");
 
     /* orders: 30 inserts, 10 updates, 5 deletes, a TOASTed row and its TOAST update */
