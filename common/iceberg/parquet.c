@@ -212,7 +212,7 @@ void cdc_pq_options_init(cdc_pq_options_t *opts)
 {
     memset(opts, 0, sizeof(*opts));
     opts->codec = CDC_PQ_CODEC_ZSTD;
-    opts->zstd_level = 3;
+    opts->zstd_level = 1; /* as small as 3 on dictionary-encoded pages, faster (parquet.md) */
     opts->row_group_bytes = 64u << 20;
     opts->page_bytes = 1u << 20;
     opts->dictionary = true;

@@ -39,7 +39,7 @@ typedef enum cdc_pq_codec {
 
 typedef struct cdc_pq_options {
     cdc_pq_codec_t codec;    /* default ZSTD */
-    int zstd_level;          /* default 3 */
+    int zstd_level;          /* default 1 */
     size_t row_group_bytes;  /* flush a row group at this many buffered bytes; default 64 MiB */
     size_t page_bytes;       /* target uncompressed data page size; default 1 MiB */
     bool dictionary;         /* dictionary-encode string/binary columns; default true */
