@@ -993,8 +993,7 @@ static void *snap_thread(void *arg)
     j->rc = snapshot_slot(j);
     if (j->checkpoint)
         cdc_dedup_release(j->s->dedup); /* normally done by the checkpoint already */
-    cdc_stage_free(&j->stage);
-    return NULL;
+    return NULL; /* the stage is freed after the Ack is sent (finish_job) */
 }
 
 /* Moves the parts' arrays into ack (schemas deduplicated by table). */
@@ -1048,6 +1047,14 @@ static cdc_err_t merge_parts(Cdc__Ack *ack, snap_part_t *jobs, int n, cdc_error_
     return CDC_OK;
 }
 
+/* Frees the epoch's stages: after the Ack, since freeing a large epoch's rows (one
+ * allocation per string value) takes a good part of the finalizer's time. */
+static void free_stages(cdc_snap_job_t *job)
+{
+    for (int i = 0; i < job->n; i++)
+        cdc_stage_free(&job->parts[i].stage);
+}
+
 /* Finalizer side of one cut epoch: every partition in parallel, then one Ack. */
 static void finish_job(cdc_worker_t *w, cdc_snap_job_t *job)
 {
@@ -1081,6 +1088,7 @@ static void finish_job(cdc_worker_t *w, cdc_snap_job_t *job)
         if (!atomic_load(&w->fin_cancel))
             cdc_log_error("could not snapshot epoch %" PRIu64 ": %s", job->epoch, e.msg);
         cdc_worker_ack_free(&ack);
+        free_stages(job);
         return;
     }
     ack.term = job->term;
@@ -1100,6 +1108,7 @@ static void finish_job(cdc_worker_t *w, cdc_snap_job_t *job)
                       files_ms, ckpt_ms);
     }
     cdc_worker_ack_free(&ack);
+    free_stages(job);
 }
 
 static void *finalizer_main(void *arg)
