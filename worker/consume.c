@@ -993,7 +993,7 @@ static void *snap_thread(void *arg)
     j->rc = snapshot_slot(j);
     if (j->checkpoint)
         cdc_dedup_release(j->s->dedup); /* normally done by the checkpoint already */
-    return NULL; /* the stage is freed after the Ack is sent (finish_job) */
+    return NULL;                        /* the stage is freed after the Ack is sent (finish_job) */
 }
 
 /* Moves the parts' arrays into ack (schemas deduplicated by table). */
