@@ -571,7 +571,7 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
     if (max == 0 || max > BATCH_MAX)
         max = BATCH_MAX;
     rc = cdc_kafka_consume_batch(w->consumer, msgs, max, &n, timeout_ms, e);
-    int64_t next_poll = cdc_worker_mono_ms() + 20;
+    int64_t next_poll = cdc_worker_mono_ms() + 5;
     for (size_t i = 0; i < n; i++) {
         const cdc_kafka_msg_t *m = &msgs[i];
         int ti = topic_index(w, m->topic);
@@ -580,7 +580,7 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
         if ((i & 31) == 0 && cdc_worker_mono_ms() >= next_poll) {
             if (cdc_worker_poll_control(w) || !w->assigned)
                 break; /* reassigned or aborted: the rest of the batch is void */
-            next_poll = cdc_worker_mono_ms() + 20;
+            next_poll = cdc_worker_mono_ms() + 5;
         }
         if (ti < 0 || m->partition < 0 || m->partition >= CDC_WORKER_PARTITIONS)
             continue;

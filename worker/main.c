@@ -71,7 +71,7 @@ static const cdc_opt_t options[] = {
     OPT_RANGE("batch-size", CDC_OPT_INT, batch_size, "1000", 1, 2048,
               "Records read from Kafka per batch."),
     OPT("compression", CDC_OPT_ENUM, compression, "zstd", "Parquet compression codec."),
-    OPT_RANGE("record-nice", CDC_OPT_INT, record_nice, "10", 0, 19,
+    OPT_RANGE("record-nice", CDC_OPT_INT, record_nice, "5", 0, 19,
               "Nice value of the record thread, relative to the worker's other threads: when "
               "the worker is short of CPU, a barrier's files and state checkpoint run first, "
               "which keeps the commit latency down (0 = same priority)."),

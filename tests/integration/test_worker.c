@@ -482,7 +482,7 @@ static int thread_nice(pid_t pid, const char *tid, char *name, size_t size)
     return nice;
 }
 
-/* The record thread runs at --record-nice (default 10); the threads that finish an
+/* The record thread runs at --record-nice (default 5); the threads that finish an
  * epoch (RocksDB's flushes, the finalizer) keep the normal priority. */
 static void assert_record_priority(pid_t pid)
 {
@@ -492,7 +492,7 @@ static void assert_record_priority(pid_t pid)
     int rocksdb = 0, normal = 0;
 
     snprintf(path, sizeof(path), "%d", (int)pid);
-    assert_int_equal(thread_nice(pid, path, name, sizeof(name)), 10);
+    assert_int_equal(thread_nice(pid, path, name, sizeof(name)), 5);
     snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
     assert_non_null(d = opendir(path));
     while ((de = readdir(d)) != NULL) {
