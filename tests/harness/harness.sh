@@ -87,6 +87,18 @@ _harness_kill() {
 
 # --- ports, waiting --------------------------------------------------------------------
 
+# harness_wait_for <seconds> <command...>: polls the command (output discarded) every
+# 50 ms until it succeeds; returns 1 when the seconds passed first. For shell tests.
+harness_wait_for() {
+    local secs=$1
+    shift
+    local end=$((SECONDS + secs))
+    until "$@" >/dev/null 2>&1; do
+        ((SECONDS < end)) || return 1
+        sleep 0.05
+    done
+}
+
 _harness_used_ports=""
 # Prints a TCP port that nothing listens on and that this harness has not handed out.
 # Range below the Linux ephemeral range so outgoing connections do not take it.

@@ -29,16 +29,7 @@ fail() {
     exit 1
 }
 
-# Polls "$@" until it succeeds, for up to $1 seconds.
-wait_for() {
-    local secs=$1
-    shift
-    local end=$((SECONDS + secs))
-    until "$@" >/dev/null 2>&1; do
-        ((SECONDS < end)) || return 1
-        sleep 0.1
-    done
-}
+wait_for() { harness_wait_for "$@"; }
 
 admin=127.0.0.1:$(harness_free_port)
 "$CDC_BUILD_DIR/cdc-coordinator" --id c1 --job "$job" --etcd "$CDC_TEST_ETCD" \

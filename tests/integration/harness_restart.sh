@@ -7,20 +7,13 @@ set -euo pipefail
 : "${CDC_TEST_ETCD:?}" "${CDC_TEST_PG_DSN:?}" "${CDC_TEST_KAFKA_CTL:?}" "${CDC_TEST_HARNESS:?}"
 H=$CDC_TEST_HARNESS
 
+# shellcheck source=tests/harness/harness.sh
+. "$H" # for harness_wait_for (sourcing starts nothing)
+wait_for() { harness_wait_for "$@"; }
+
 fail() {
     echo "FAIL: $*" >&2
     exit 1
-}
-
-# Polls "$@" until it succeeds, for up to $1 seconds.
-wait_for() {
-    local secs=$1
-    shift
-    local end=$((SECONDS + secs))
-    until "$@" >/dev/null 2>&1; do
-        ((SECONDS < end)) || return 1
-        sleep 0.05
-    done
 }
 
 etcd_get() {
