@@ -72,8 +72,8 @@ static void env_init(void)
     rocksdb_env_t *env = rocksdb_create_default_env();
     if (env != NULL) {
         rocksdb_env_set_high_priority_background_threads(env, 4);
-        rocksdb_env_set_background_threads(env, 1);
-        rocksdb_env_destroy(env); /* the wrapper; the default environment stays */
+        rocksdb_env_set_background_threads(env, 1); /* compactions; starts it now too */
+        rocksdb_env_destroy(env);                   /* the wrapper; the default environment stays */
     }
 }
 

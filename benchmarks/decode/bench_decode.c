@@ -20,6 +20,8 @@
 #include "worker/decode.h"
 #include "worker/decode_int.h"
 
+#include "benchmarks/orders_schema.h"
+
 enum { RING = 1024 };
 
 static const char *const TOPICS[] = {"bench.public.items", "bench.public.orders",
@@ -32,16 +34,7 @@ static const char *const SCHEMAS[] = {
     "\"key\":1,\"iceberg\":\"long\",\"encoding\":\"int\"},"
     "{\"name\":\"v\",\"pg_oid\":25,\"pg_type\":\"text\",\"typmod\":-1,\"nullable\":true,"
     "\"key\":0,\"iceberg\":\"string\",\"encoding\":\"string\"}]}",
-    "{\"format\":1,\"topic\":\"bench.public.orders\",\"schema\":\"public\",\"table\":\"orders\","
-    "\"version\":1,\"relid\":2,\"replica_identity\":\"default\",\"key\":[\"id\"],\"columns\":["
-    "{\"name\":\"id\",\"pg_oid\":20,\"pg_type\":\"int8\",\"typmod\":-1,\"nullable\":false,"
-    "\"key\":1,\"iceberg\":\"long\",\"encoding\":\"int\"},"
-    "{\"name\":\"customer\",\"pg_oid\":25,\"pg_type\":\"text\",\"typmod\":-1,\"nullable\":true,"
-    "\"key\":0,\"iceberg\":\"string\",\"encoding\":\"string\"},"
-    "{\"name\":\"amount\",\"pg_oid\":1700,\"pg_type\":\"numeric\",\"typmod\":655366,"
-    "\"nullable\":true,\"key\":0,\"iceberg\":\"decimal(10,2)\",\"encoding\":\"decimal\"},"
-    "{\"name\":\"note\",\"pg_oid\":25,\"pg_type\":\"text\",\"typmod\":-1,\"nullable\":true,"
-    "\"key\":0,\"iceberg\":\"string\",\"encoding\":\"string\"}]}",
+    BENCH_ORDERS_SCHEMA,
     "{\"format\":1,\"topic\":\"bench.public.wide\",\"schema\":\"public\",\"table\":\"wide\","
     "\"version\":1,\"relid\":3,\"replica_identity\":\"default\",\"key\":[\"id\"],\"columns\":["
     "{\"name\":\"id\",\"pg_oid\":20,\"pg_type\":\"int8\",\"typmod\":-1,\"nullable\":false,"

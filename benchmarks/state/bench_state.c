@@ -23,18 +23,10 @@
 #include "worker/decode.h"
 #include "worker/dedup.h"
 
+#include "benchmarks/orders_schema.h"
+
 static const char *TOPIC = "bench.public.orders";
-static const char *SCHEMA =
-    "{\"format\":1,\"topic\":\"bench.public.orders\",\"schema\":\"public\",\"table\":\"orders\","
-    "\"version\":1,\"relid\":1,\"replica_identity\":\"default\",\"key\":[\"id\"],\"columns\":["
-    "{\"name\":\"id\",\"pg_oid\":20,\"pg_type\":\"int8\",\"typmod\":-1,\"nullable\":false,"
-    "\"key\":1,\"iceberg\":\"long\",\"encoding\":\"int\"},"
-    "{\"name\":\"customer\",\"pg_oid\":25,\"pg_type\":\"text\",\"typmod\":-1,\"nullable\":true,"
-    "\"key\":0,\"iceberg\":\"string\",\"encoding\":\"string\"},"
-    "{\"name\":\"amount\",\"pg_oid\":1700,\"pg_type\":\"numeric\",\"typmod\":655366,"
-    "\"nullable\":true,\"key\":0,\"iceberg\":\"decimal(10,2)\",\"encoding\":\"decimal\"},"
-    "{\"name\":\"note\",\"pg_oid\":25,\"pg_type\":\"text\",\"typmod\":-1,\"nullable\":true,"
-    "\"key\":0,\"iceberg\":\"string\",\"encoding\":\"string\"}]}";
+static const char *SCHEMA = BENCH_ORDERS_SCHEMA;
 
 static double now_ms(void)
 {
