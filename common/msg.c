@@ -8,11 +8,14 @@
  */
 #include "common/msg.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <nng/nng.h>
 #include <nng/protocol/pair1/pair.h>
@@ -172,6 +175,43 @@ static cdc_err_t send_env(nng_socket sock, const Cdc__Envelope *env, uint32_t pi
 }
 
 /*
+ * nng_recvmsg() within timeout_ms (< 0: forever). A timed receive is not left to NNG:
+ * in NNG 1.5.2 the expiry thread spins on the clock for up to a millisecond before it
+ * times an aio out (it expires only when the deadline is strictly in the past), so a
+ * coordinator loop waiting 50 ms at a time burned ~1 % of a core in that thread. Instead
+ * the socket's receive descriptor (NNG_OPT_RECVFD, readable while a message is waiting)
+ * is polled and the message taken without blocking; sockets without one fall back to
+ * NNG's timeout.
+ */
+static int wait_recv(nng_socket sock, int timeout_ms, nng_msg **msg)
+{
+    int fd = -1, rv;
+    struct timespec t0;
+
+    if (timeout_ms < 0 || nng_socket_get_int(sock, NNG_OPT_RECVFD, &fd) != 0 || fd < 0) {
+        nng_socket_set_ms(sock, NNG_OPT_RECVTIMEO,
+                          timeout_ms < 0 ? NNG_DURATION_INFINITE : timeout_ms);
+        return nng_recvmsg(sock, msg, 0);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        struct timespec now;
+        int64_t left;
+
+        if ((rv = nng_recvmsg(sock, msg, NNG_FLAG_NONBLOCK)) != NNG_EAGAIN)
+            return rv;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        left = (int64_t)timeout_ms -
+               ((int64_t)(now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+        if (left <= 0)
+            return NNG_ETIMEDOUT;
+        if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
+            return NNG_ESYSERR;
+    }
+}
+
+/*
  * Receives one frame within the deadline. On success *env is decoded and *pipe set.
  * Garbage closes the pipe and yields CDC_ERR_PROTOCOL.
  */
@@ -179,11 +219,10 @@ static cdc_err_t recv_env(nng_socket sock, int timeout_ms, Cdc__Envelope **env, 
                           cdc_error_t *e)
 {
     nng_msg *msg = NULL;
-    int rv;
+    int rv = wait_recv(sock, timeout_ms, &msg);
 
-    nng_socket_set_ms(sock, NNG_OPT_RECVTIMEO, timeout_ms < 0 ? NNG_DURATION_INFINITE : timeout_ms);
-    if ((rv = nng_recvmsg(sock, &msg, 0)) != 0) {
-        if (rv == NNG_ETIMEDOUT)
+    if (rv != 0) {
+        if (rv == NNG_ETIMEDOUT || rv == NNG_EAGAIN)
             return cdc_error_set(e, CDC_ERR_TIMEOUT, "no message within %d ms", timeout_ms);
         return cdc_error_set(e, nng_to_cdc(rv), "could not receive a message: %s",
                              nng_strerror(rv));
