@@ -39,6 +39,7 @@ struct cdc_state {
     int ttl[CDC_STATE_MAX_FAMILIES];
     rocksdb_compactionfilter_t *expire[CDC_STATE_MAX_FAMILIES];
     int64_t (*clock)(void);
+    size_t wal_checkpoint_bytes; /* 0: no WAL (cdc_state_options_t) */
     char *dir;
 };
 
@@ -225,6 +226,9 @@ cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *o, cdc_stat
     rocksdb_options_set_max_open_files(st->opts, 256);
     rocksdb_options_set_keep_log_file_num(st->opts, 2);
     rocksdb_options_set_info_log_level(st->opts, 2 /* WARN */);
+    /* With a WAL, RocksDB only appends to its buffer on a write; cdc_state_checkpoint()
+     * writes the buffer out before it copies the WAL. */
+    rocksdb_options_set_manual_wal_flush(st->opts, o->wal_checkpoint_bytes > 0);
     /* Caps all memtables of this store together (a worker may hold 12 stores). */
     rocksdb_options_set_db_write_buffer_size(
         st->opts, 2 * (o->write_buffer_size ? o->write_buffer_size : (size_t)4 << 20));
@@ -276,7 +280,8 @@ cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *o, cdc_stat
     }
     st->ropts = rocksdb_readoptions_create();
     st->wopts = rocksdb_writeoptions_create();
-    rocksdb_writeoptions_disable_WAL(st->wopts, 1);
+    rocksdb_writeoptions_disable_WAL(st->wopts, o->wal_checkpoint_bytes == 0);
+    st->wal_checkpoint_bytes = o->wal_checkpoint_bytes;
     cdc_err_t rc = check_format(st, e);
     if (rc != CDC_OK) {
         cdc_state_close(st);
@@ -582,13 +587,21 @@ cdc_err_t cdc_state_checkpoint(cdc_state_t *st, const char *dir, cdc_error_t *e)
     char *err = NULL;
     rocksdb_checkpoint_t *cp;
 
-    /* With the WAL off, the memtables must reach table files before the copy: a
-     * checkpoint with log_size_for_flush 0 flushes first, all families in one atomic
-     * flush job (atomic_flush), then links the files. */
+    /* log_size_for_flush 0 (no WAL): the memtables must reach table files before the
+     * copy, so the checkpoint flushes first, all families in one atomic flush job
+     * (atomic_flush), then links the files. With a WAL smaller than
+     * wal_checkpoint_bytes it links the table files and copies the WAL files instead,
+     * the last one trimmed to its size at this moment: the buffered WAL goes out first
+     * (not synced: the copy is synced). */
+    if (st->wal_checkpoint_bytes > 0) {
+        rocksdb_flush_wal(st->db, 0, &err);
+        if (err != NULL)
+            return rerr(e, err, "checkpoint", st->dir);
+    }
     cp = rocksdb_checkpoint_object_create(st->db, &err);
     if (err != NULL)
         return rerr(e, err, "checkpoint", st->dir);
-    rocksdb_checkpoint_create(cp, dir, 0, &err);
+    rocksdb_checkpoint_create(cp, dir, (uint64_t)st->wal_checkpoint_bytes, &err);
     rocksdb_checkpoint_object_destroy(cp);
     if (err != NULL)
         return rerr(e, err, "checkpoint", st->dir);

@@ -6,10 +6,14 @@
  * and is dropped at compaction (0 = forever). Every value carries its write time
  * (format 1, the layout of RocksDB's DBWithTTL, so stores written through DBWithTTL by
  * earlier builds open unchanged); a store written in another format is refused.
- * Writes skip the WAL: durability comes only from cdc_state_checkpoint(), which flushes
- * the memtables and hard-links a consistent copy of the database into a directory.
- * Everything written after the last checkpoint is lost on a crash by design: the epoch
- * protocol replays those records from Kafka.
+ * Durability comes only from cdc_state_checkpoint(), which puts a consistent copy of the
+ * database into a directory: table files hard-linked, and either the memtables flushed
+ * into a new table file first (writes skip the WAL), or, with wal_checkpoint_bytes set,
+ * the write-ahead log copied instead while it is small (writes go to an unsynced WAL
+ * that RocksDB buffers in memory until a checkpoint writes it out: no flush, no new
+ * table file, no compaction per checkpoint). The live store's own files are never
+ * reopened after a crash: everything written after the last checkpoint is lost by
+ * design, and the epoch protocol replays those records from Kafka.
  *
  * Threads: a store and its batches are used by one thread at a time.
  */
@@ -33,6 +37,10 @@ typedef struct cdc_state_options {
     int ttl_seconds[CDC_STATE_MAX_FAMILIES];      /* <= 0: never expires */
     size_t write_buffer_size;                     /* bytes per memtable, 0 = 4 MiB */
     size_t block_cache_size;                      /* bytes, 0 = 8 MiB (shared by all stores) */
+    /* 0: writes skip the WAL and every checkpoint flushes the memtables. Otherwise writes
+     * go to the WAL (buffered, never synced) and a checkpoint copies the WAL instead of
+     * flushing as long as the live WAL files are smaller than this many bytes. */
+    size_t wal_checkpoint_bytes;
     /* Seconds since the epoch used for write times and expiry; NULL = time(). Tests only:
      * it must never go backwards and is read from RocksDB's compaction threads too. */
     int64_t (*clock)(void);
@@ -60,7 +68,7 @@ void cdc_state_env_init(void);
 cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *opts, cdc_state_t **out,
                          cdc_error_t *e);
 
-/* Closes the store (NULL is fine). Unflushed writes are dropped (no WAL). */
+/* Closes the store (NULL is fine). Writes not in a checkpoint count as lost. */
 void cdc_state_close(cdc_state_t *st);
 
 /* Removes a closed store's directory and everything in it; a missing dir is fine. */
@@ -84,7 +92,7 @@ cdc_err_t cdc_state_multi_get(cdc_state_t *st, int family, size_t n, const void 
                               const size_t *key_lens, void **vals, size_t *val_lens, cdc_err_t *rcs,
                               cdc_error_t *e);
 
-/* Writes one key (no WAL; see the file comment). */
+/* Writes one key (durable only through a checkpoint; see the file comment). */
 cdc_err_t cdc_state_put(cdc_state_t *st, int family, const void *key, size_t key_len,
                         const void *val, size_t val_len, cdc_error_t *e);
 
@@ -112,9 +120,12 @@ void cdc_state_batch_free(cdc_state_batch_t *b);
 cdc_err_t cdc_state_write(cdc_state_t *st, cdc_state_batch_t *b, cdc_error_t *e);
 
 /*
- * Flushes every memtable and creates a consistent, openable copy of the store in dir
- * (which must not exist): immutable table files are hard-linked, the small descriptor
- * files copied. The copy is what gets uploaded by the worker's checkpoint module.
+ * Creates a consistent, openable copy of the store in dir (which must not exist) holding
+ * every write made before the call: immutable table files are hard-linked, the small
+ * descriptor files copied. The memtables are flushed first, unless the store has
+ * wal_checkpoint_bytes and its live WAL is smaller than that: then the WAL is written
+ * out and copied (trimmed to what was written), and opening the copy replays it. The
+ * copy is what gets uploaded by the worker's checkpoint module.
  */
 cdc_err_t cdc_state_checkpoint(cdc_state_t *st, const char *dir, cdc_error_t *e);
 

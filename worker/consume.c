@@ -292,6 +292,15 @@ cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e)
 
 /* ---- assignment ---------------------------------------------------------------------- */
 
+/* The Parquet codec of the epoch's files (--compression; zstd by default). */
+static int stage_codec(const cdc_worker_t *w)
+{
+    cdc_pq_codec_t codec = CDC_PQ_CODEC_ZSTD;
+    if (w->cfg.compression != NULL)
+        cdc_pq_codec_parse(w->cfg.compression, &codec);
+    return (int)codec;
+}
+
 static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionState *ps,
                            cdc_error_t *e)
 {
@@ -314,6 +323,7 @@ static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionS
     }
     cdc_stage_free(&s->stage);
     cdc_stage_init(&s->stage, s->partition, 0);
+    cdc_stage_set_encoding(&s->stage, stage_codec(w), CDC_STAGE_ENCODE_ROWS);
     if (!s->ckpt_ready) {
         /* Whatever an earlier process left here is not trusted: start clean. */
         cdc_state_destroy(root, e);
@@ -876,16 +886,12 @@ static void *checkpoint_thread(void *arg)
 static cdc_err_t write_files(snap_part_t *j, cdc_stage_file_t **files, size_t *nfiles)
 {
     cdc_worker_t *w = j->w;
-    cdc_stage_write_options_t wo = {w->cfg.warehouse, w->cfg.job, 0};
-    cdc_pq_codec_t codec = CDC_PQ_CODEC_ZSTD;
+    cdc_stage_write_options_t wo = {w->cfg.warehouse, w->cfg.job, stage_codec(w)};
     cdc_err_t rc;
     double t0 = now_s();
 
     *files = NULL;
     *nfiles = 0;
-    if (w->cfg.compression != NULL)
-        cdc_pq_codec_parse(w->cfg.compression, &codec);
-    wo.compression = (int)codec;
     for (int attempt = 0;; attempt++) {
         if (atomic_load(&w->fin_cancel))
             return cdc_error_set(&j->e, CDC_ERR_UNAVAILABLE, "epoch abandoned");
@@ -1224,6 +1230,7 @@ cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation
         j->stage = s->stage; /* moved */
         j->stage.epoch = epoch;
         cdc_stage_init(&s->stage, s->partition, epoch + 1);
+        cdc_stage_set_encoding(&s->stage, stage_codec(w), CDC_STAGE_ENCODE_ROWS);
         cdc__ack__init(&j->part);
         s->dirty = false;
         job->n++;

@@ -1,9 +1,11 @@
 /*
  * Dedup on top of the partition's state store (see dedup.h for the key layout).
  * Writes of accepted changes are collected in one write batch per consumed Kafka batch
- * (an in-memory overlay answers lookups until it is written) and go to the store without
- * WAL; the store becomes durable only through a checkpoint at the next barrier, together
- * with the Kafka offsets it matches. cdc_dedup_checkpoint always flushes first; a held
+ * (an in-memory overlay answers lookups until it is written) and go to the store with an
+ * unsynced, buffered WAL; the store becomes durable only through a checkpoint at the
+ * next barrier, together with the Kafka offsets it matches. The checkpoint copies the
+ * WAL rather than flushing the memtables (no table file, flush or compaction per epoch
+ * per partition), up to the size of the store's memtables; a held
  * store (cdc_dedup_cut .. cdc_dedup_checkpoint_cut) keeps new writes in the overlay while
  * another thread copies it.
  */
@@ -27,6 +29,11 @@ void cdc_dedup_state_options(cdc_state_options_t *o, int ttl_seconds)
      * while the epoch runs, so the checkpoint at the barrier flushes only the rest (drain
      * commit p99 about 350 ms instead of 500 to 590 ms with 4 MiB; docs/worker.md). */
     o->write_buffer_size = (size_t)1 << 20;
+    /* A checkpoint copies the WAL instead of flushing while the WAL holds no more than
+     * the store's memtables (two per family set; common/state.c): at a steady rate a
+     * partition flushes when its memtables fill, not at every barrier, which was most
+     * of a worker's CPU per epoch (docs/worker.md). */
+    o->wal_checkpoint_bytes = 2 * o->write_buffer_size;
 }
 
 cdc_err_t cdc_dedup_open(const char *dir, int ttl_seconds, cdc_dedup_t **out, cdc_error_t *e)

@@ -1,14 +1,36 @@
 /*
  * Per-epoch collapse and buffering (see stage.h). Collapse keeps one entry per
  * entity in first-change order behind an open-addressing index; the changelog is a
- * plain append-only array. File writing lives in stage_files.c.
+ * plain append-only array. The second half writes the epoch's files: one encoder (an
+ * in-memory Parquet writer) per table and kind, filled ahead while the epoch runs
+ * (stage_encode_ahead) and finished at the barrier (write_kind).
  */
 #include "worker/stage.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "common/iceberg/parquet.h"
+
+/* One table's file of one kind being encoded into memory (see stage.h). */
+typedef struct cdc_stage_enc {
+    const cdc_source_schema_t *src; /* the source schema the file is written with */
+    cdc_stage_kind_t kind;
+    int codec;
+    cdc_ice_schema_t schema;
+    int *colmap; /* per field: its column index in src, -1 for changelog metadata */
+    cdc_ice_value_t *cells;
+    cdc_pq_writer_t *w; /* buffer writer */
+    size_t done;        /* changelog rows / entries [0, done) appended */
+    size_t bytes;       /* counted in the stage's bytes */
+} cdc_stage_enc_t;
+static void enc_drop(cdc_stage_t *s, cdc_stage_enc_t **slot);
+static void enc_free(cdc_stage_enc_t *en);
+static void stage_encode_ahead(cdc_stage_t *s, cdc_stage_table_t *t);
 
 void cdc_stage_init(cdc_stage_t *s, uint32_t partition, uint64_t epoch)
 {
@@ -19,6 +41,8 @@ void cdc_stage_init(cdc_stage_t *s, uint32_t partition, uint64_t epoch)
 
 static void table_free(cdc_stage_table_t *t)
 {
+    enc_free(t->enc_cl);
+    enc_free(t->enc_data);
     for (size_t i = 0; i < t->nentries; i++)
         free(t->entries[i].entity);
     for (size_t i = 0; i < t->nchangelog; i++)
@@ -28,6 +52,12 @@ static void table_free(cdc_stage_table_t *t)
     free(t->changelog);
     free(t->ns);
     free(t->table);
+}
+
+void cdc_stage_set_encoding(cdc_stage_t *s, int codec, size_t rows)
+{
+    s->enc_codec = codec;
+    s->enc_rows = rows;
 }
 
 void cdc_stage_reset(cdc_stage_t *s, uint64_t epoch)
@@ -164,6 +194,7 @@ static cdc_err_t stage_truncate(cdc_stage_t *s, const cdc_change_t *c, cdc_error
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory staging partition %u epoch %llu",
                              s->partition, (unsigned long long)s->epoch);
     t->schema = c->schema;
+    enc_drop(s, &t->enc_data); /* its entries go */
     for (size_t i = 0; i < t->nentries; i++) {
         s->bytes -= sizeof(t->entries[i]) + t->entries[i].entity_len;
         free(t->entries[i].entity);
@@ -175,6 +206,8 @@ static cdc_err_t stage_truncate(cdc_stage_t *s, const cdc_change_t *c, cdc_error
     if (c->partition == 0)
         changelog_push(s, t, c)->row.schema = c->schema; /* no values: every column null */
     s->changes++;
+    if (s->enc_rows > 0)
+        stage_encode_ahead(s, t);
     return CDC_OK;
 }
 
@@ -217,6 +250,10 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_e
         en->needs_delete = live_before;
         t->slots[slot] = ++t->nentries;
         s->bytes += sizeof(*en) + c->entity_len;
+    } else if (t->enc_data != NULL && (size_t)(en - t->entries) < t->enc_data->done) {
+        /* an entry already encoded ahead changed: the mirror file is encoded whole */
+        enc_drop(s, &t->enc_data);
+        t->enc_data_off = true;
     }
     en->deleted = c->op == CDC_OP_DELETE;
     en->last = t->nchangelog; /* the row changelog_push appends next */
@@ -226,6 +263,8 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_e
     img->vals = NULL;
     s->bytes += row_bytes(&cl->row);
     s->changes++;
+    if (s->enc_rows > 0)
+        stage_encode_ahead(s, t);
     return CDC_OK;
 nomem:
     return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory staging partition %u epoch %llu",
@@ -367,208 +406,355 @@ static const cdc_val_t *row_field(const cdc_row_t *r, int32_t id)
     return NULL;
 }
 
-typedef struct file_job {
-    cdc_pq_writer_t *w;
-    char *location;
-    char *local; /* local path when writing directly, else NULL (buffer + put) */
-    cdc_ice_schema_t schema;
-    cdc_ice_value_t *cells;
-} file_job_t;
+/* ---- encoders: one in-memory Parquet file of one kind for one table ------------------ */
 
-static void job_abandon(file_job_t *j, cdc_storage_t *storage)
+static void enc_free(cdc_stage_enc_t *en)
 {
-    cdc_error_t e;
-    cdc_pq_writer_free(j->w);
-    if (j->local != NULL)
-        unlink(j->local);
-    else if (j->location != NULL)
-        cdc_storage_delete(storage, j->location, &e);
-    free(j->local);
-    free(j->location);
-    free(j->cells);
-    cdc_ice_schema_free(&j->schema);
-    memset(j, 0, sizeof(*j));
+    if (en == NULL)
+        return;
+    cdc_pq_writer_free(en->w);
+    cdc_ice_schema_free(&en->schema);
+    free(en->colmap);
+    free(en->cells);
+    free(en);
 }
 
-static cdc_err_t job_open(file_job_t *j, cdc_storage_t *storage, const cdc_stage_t *s,
-                          const cdc_stage_table_t *t, cdc_stage_kind_t kind,
-                          const cdc_stage_write_options_t *o, cdc_error_t *e)
+static cdc_err_t enc_open(const cdc_source_schema_t *src, cdc_stage_kind_t kind, int codec,
+                          cdc_stage_enc_t **out, cdc_error_t *e)
 {
-    static const char *const kind_tag[] = {"data", "eqdel", "cl"};
-    char tag[256], name[300];
-    char *table_loc;
+    cdc_stage_enc_t *en = calloc(1, sizeof(*en));
     cdc_pq_options_t po;
     cdc_err_t rc;
 
-    memset(j, 0, sizeof(*j));
-    rc = cdc_stage_ice_schema(t->schema, kind, &j->schema, e);
-    if (rc != CDC_OK)
+    if (en == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    en->src = src;
+    en->kind = kind;
+    en->codec = codec;
+    rc = cdc_stage_ice_schema(src, kind, &en->schema, e);
+    if (rc != CDC_OK) {
+        free(en);
         return rc;
+    }
+    size_t nf = en->schema.nfields ? en->schema.nfields : 1;
+    en->colmap = malloc(nf * sizeof(int));
+    en->cells = calloc(nf, sizeof(cdc_ice_value_t));
+    if (en->colmap == NULL || en->cells == NULL) {
+        enc_free(en);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    for (size_t f = 0; f < en->schema.nfields; f++) {
+        en->colmap[f] = -1;
+        for (size_t c = 0; c < src->ncols; c++)
+            if (src->cols[c].field_id == en->schema.fields[f].id) {
+                en->colmap[f] = (int)c;
+                break;
+            }
+    }
+    cdc_pq_options_init(&po);
+    po.codec = (cdc_pq_codec_t)codec;
+    rc = cdc_pq_writer_open_buffer(&en->schema, &po, &en->w, e);
+    if (rc != CDC_OK) {
+        enc_free(en);
+        return rc;
+    }
+    *out = en;
+    return CDC_OK;
+}
+
+/* Fills en->cells for a changelog row (cl != NULL) or a mirror row r. */
+static void enc_cells(cdc_stage_enc_t *en, const cdc_row_t *r, const cdc_changelog_row_t *cl)
+{
+    /* rows of the file's schema map by index; older versions by field id */
+    bool direct = r->schema == en->src && r->vals != NULL;
+    for (size_t f = 0; f < en->schema.nfields; f++) {
+        const cdc_ice_field_t *fld = &en->schema.fields[f];
+        cdc_ice_value_t *cell = &en->cells[f];
+        if (cl != NULL && fld->id >= CDC_CL_FIELD_OP) {
+            memset(cell, 0, sizeof(*cell));
+            switch (fld->id) {
+            case CDC_CL_FIELD_OP:
+                cell->v.bytes.ptr = (const uint8_t *)(cl->op == 'c'   ? "c"
+                                                      : cl->op == 'u' ? "u"
+                                                      : cl->op == 'd' ? "d"
+                                                      : cl->op == 't' ? "t"
+                                                                      : "r");
+                cell->v.bytes.len = 1;
+                break;
+            case CDC_CL_FIELD_LSN:
+                cell->v.i64 = (int64_t)cl->lsn;
+                break;
+            case CDC_CL_FIELD_COMMIT_LSN:
+                cell->v.i64 = (int64_t)cl->commit_lsn;
+                break;
+            case CDC_CL_FIELD_TX_ID:
+                cell->is_null = cl->tx_id < 0;
+                cell->v.i64 = cl->tx_id;
+                break;
+            case CDC_CL_FIELD_SOURCE_TS:
+                cell->is_null = cl->source_ts_us <= 0;
+                cell->v.i64 = cl->source_ts_us;
+                break;
+            case CDC_CL_FIELD_KAFKA_PARTITION:
+                cell->v.i32 = cl->partition;
+                break;
+            default:
+                cell->v.i64 = cl->offset;
+                break;
+            }
+            continue;
+        }
+        const cdc_val_t *v =
+            direct && en->colmap[f] >= 0 ? &r->vals[en->colmap[f]] : row_field(r, fld->id);
+        to_cell(fld, v, cell);
+    }
+}
+
+/* Whether entry en has a row in a file of kind (mirror data or deletes). */
+static inline bool entry_in(const cdc_stage_entry_t *en, cdc_stage_kind_t kind)
+{
+    return kind == CDC_STAGE_MIRROR_DATA ? !en->deleted : en->needs_delete;
+}
+
+/* Appends changelog rows / entries [en->done, end) of t. */
+static cdc_err_t enc_append(cdc_stage_enc_t *en, const cdc_stage_table_t *t, size_t end,
+                            cdc_error_t *e)
+{
+    cdc_err_t rc = CDC_OK;
+    for (size_t i = en->done; i < end && rc == CDC_OK; i++) {
+        if (en->kind == CDC_STAGE_CHANGELOG) {
+            enc_cells(en, &t->changelog[i].row, &t->changelog[i]);
+        } else {
+            const cdc_stage_entry_t *entry = &t->entries[i];
+            if (!entry_in(entry, en->kind))
+                continue;
+            enc_cells(en, cdc_stage_entry_row(t, entry), NULL);
+        }
+        rc = cdc_pq_writer_append(en->w, en->cells, e);
+    }
+    if (rc == CDC_OK)
+        en->done = end;
+    return rc;
+}
+
+/* Drops a table's encoder of the changelog or the mirror data (NULL is fine). */
+static void enc_drop(cdc_stage_t *s, cdc_stage_enc_t **slot)
+{
+    if (*slot == NULL)
+        return;
+    s->bytes -= (*slot)->bytes;
+    enc_free(*slot);
+    *slot = NULL;
+}
+
+/* Appends [done, end) as one row group (on failure: no more encoding ahead of this
+ * kind this epoch; the barrier encodes the file whole and reports any error). */
+static void enc_ahead(cdc_stage_t *s, cdc_stage_table_t *t, cdc_stage_enc_t **slot,
+                      cdc_stage_kind_t kind, size_t end)
+{
+    cdc_error_t e;
+    if (*slot == NULL && enc_open(t->schema, kind, s->enc_codec, slot, &e) != CDC_OK) {
+        *slot = NULL;
+        goto off;
+    }
+    cdc_stage_enc_t *en = *slot;
+    if (enc_append(en, t, end, &e) != CDC_OK || cdc_pq_writer_flush(en->w, &e) != CDC_OK)
+        goto off;
+    size_t bytes = (size_t)cdc_pq_writer_size(en->w);
+    s->bytes += bytes - en->bytes;
+    en->bytes = bytes;
+    return;
+off:
+    enc_drop(s, slot);
+    if (kind == CDC_STAGE_MIRROR_DATA)
+        t->enc_data_off = true;
+    else
+        s->enc_rows = 0; /* (a changelog row group that cannot be encoded now) */
+}
+
+/* After a change was added to t: encodes the row groups that are due. */
+static void stage_encode_ahead(cdc_stage_t *s, cdc_stage_table_t *t)
+{
+    size_t n = s->enc_rows;
+    if (t->enc_cl != NULL && t->enc_cl->src != t->schema)
+        enc_drop(s, &t->enc_cl); /* schema changed: the file is written with the new one */
+    while (s->enc_rows > 0 && t->nchangelog - (t->enc_cl ? t->enc_cl->done : 0) >= n)
+        enc_ahead(s, t, &t->enc_cl, CDC_STAGE_CHANGELOG, (t->enc_cl ? t->enc_cl->done : 0) + n);
+    if (t->enc_data_off || s->enc_rows == 0)
+        return;
+    if (t->enc_data != NULL && t->enc_data->src != t->schema)
+        enc_drop(s, &t->enc_data);
+    while (!t->enc_data_off && t->nentries - (t->enc_data ? t->enc_data->done : 0) >= n + n / 2)
+        enc_ahead(s, t, &t->enc_data, CDC_STAGE_MIRROR_DATA,
+                  (t->enc_data ? t->enc_data->done : 0) + n);
+}
+
+size_t cdc_stage_encoded(const cdc_stage_table_t *t, cdc_stage_kind_t kind,
+                         const cdc_source_schema_t **schema)
+{
+    const cdc_stage_enc_t *en = kind == CDC_STAGE_CHANGELOG     ? t->enc_cl
+                                : kind == CDC_STAGE_MIRROR_DATA ? t->enc_data
+                                                                : NULL;
+    if (schema != NULL)
+        *schema = en ? en->src : NULL;
+    return en ? en->done : 0;
+}
+
+/* ---- storing a file ------------------------------------------------------------------- */
+
+/* Creates a local file durably with data (mkdir -p of its directory when missing). */
+static cdc_err_t put_local(const char *path, const uint8_t *data, size_t len, cdc_error_t *e)
+{
+    const char *slash = strrchr(path, '/');
+    if (slash != NULL && slash != path) { /* data/ may not exist yet */
+        char dir[1024];
+        struct stat sb;
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+        if (stat(dir, &sb) != 0) {
+            for (char *p = dir + 1; *p; p++)
+                if (*p == '/') {
+                    *p = '\0';
+                    mkdir(dir, 0755);
+                    *p = '/';
+                }
+            mkdir(dir, 0755);
+        }
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return cdc_error_set(e, errno == EEXIST ? CDC_ERR_EXISTS : CDC_ERR_IO,
+                             "could not create file \"%s\": %s", path, strerror(errno));
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = write(fd, data + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            goto fail;
+        done += (size_t)n;
+    }
+    if (fsync(fd) != 0)
+        goto fail;
+    if (close(fd) != 0) {
+        fd = -1;
+        goto fail;
+    }
+    return CDC_OK;
+fail : {
+    int err = errno;
+    if (fd >= 0)
+        close(fd);
+    unlink(path);
+    return cdc_error_set(e, CDC_ERR_IO, "could not write file \"%s\": %s", path, strerror(err));
+}
+}
+
+/* Location of the epoch's file of a kind for table t (caller frees), or NULL. */
+static char *file_location(const cdc_stage_t *s, const cdc_stage_table_t *t, cdc_stage_kind_t kind,
+                           const cdc_stage_write_options_t *o)
+{
+    static const char *const kind_tag[] = {"data", "eqdel", "cl"};
+    char tag[256], name[300];
+    char *table_loc, *loc;
     snprintf(name, sizeof(name), "%s%s", t->table, kind == CDC_STAGE_CHANGELOG ? "_changelog" : "");
     table_loc = cdc_ice_table_location(o->warehouse, t->ns, name);
     snprintf(tag, sizeof(tag), "%s-e%llu-p%u-%s", o->job, (unsigned long long)s->epoch,
              s->partition, kind_tag[kind]);
-    j->location = table_loc ? cdc_ice_data_file_location(table_loc, tag) : NULL;
+    loc = table_loc ? cdc_ice_data_file_location(table_loc, tag) : NULL;
     free(table_loc);
-    j->cells = calloc(j->schema.nfields ? j->schema.nfields : 1, sizeof(cdc_ice_value_t));
-    if (j->location == NULL || j->cells == NULL) {
-        job_abandon(j, storage);
-        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    }
-    cdc_pq_options_init(&po);
-    po.codec = (cdc_pq_codec_t)o->compression;
-    j->local = cdc_storage_local_path(storage, j->location);
-    if (j->local != NULL) {
-        char *slash = strrchr(j->local, '/');
-        if (slash != NULL) { /* data/ may not exist yet */
-            char dir[1024];
-            snprintf(dir, sizeof(dir), "%.*s", (int)(slash - j->local), j->local);
-            struct stat sb;
-            if (stat(dir, &sb) != 0) {
-                /* mkdir -p without a shell */
-                for (char *p = dir + 1; *p; p++)
-                    if (*p == '/') {
-                        *p = '\0';
-                        mkdir(dir, 0755);
-                        *p = '/';
-                    }
-                mkdir(dir, 0755);
-            }
-        }
-        rc = cdc_pq_writer_open_file(&j->schema, j->local, &po, &j->w, e);
+    return loc;
+}
+
+/* Closes en's file and stores it at location; fills out->df (path, schema). */
+static cdc_err_t enc_store(cdc_stage_enc_t *en, cdc_storage_t *storage, const char *location,
+                           cdc_stage_file_t *out, cdc_error_t *e)
+{
+    uint8_t *data = NULL;
+    size_t len = 0;
+    cdc_err_t rc = cdc_pq_writer_close(en->w, &out->df, e);
+    if (rc != CDC_OK)
+        return rc;
+    rc = cdc_pq_writer_take_buffer(en->w, &data, &len);
+    if (rc != CDC_OK) {
+        rc = cdc_error_set(e, rc, "parquet writer gave no buffer");
     } else {
-        rc = cdc_pq_writer_open_buffer(&j->schema, &po, &j->w, e);
+        char *local = cdc_storage_local_path(storage, location);
+        rc = local != NULL ? put_local(local, data, len, e)
+                           : cdc_storage_put(storage, location, data, len, e);
+        free(local);
+    }
+    free(data);
+    if (rc == CDC_OK) {
+        free(out->df.path);
+        out->df.path = strdup(location);
+        out->df.schema_id = en->schema.schema_id;
+        out->schema_json = cdc_ice_schema_to_json(&en->schema);
+        if (out->df.path == NULL || out->schema_json == NULL) {
+            cdc_error_t e2;
+            cdc_storage_delete(storage, location, &e2);
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
     }
     if (rc != CDC_OK) {
-        free(j->local);
-        j->local = NULL; /* nothing was created */
-        job_abandon(j, storage);
+        cdc_ice_data_file_clear(&out->df);
+        free(out->schema_json);
+        out->schema_json = NULL;
     }
     return rc;
 }
 
-static cdc_err_t job_close(file_job_t *j, cdc_storage_t *storage, cdc_stage_file_t *out,
-                           cdc_error_t *e)
-{
-    cdc_err_t rc = cdc_pq_writer_close(j->w, &out->df, e);
-    if (rc != CDC_OK)
-        return rc;
-    if (j->local == NULL) {
-        uint8_t *data;
-        size_t len;
-        rc = cdc_pq_writer_take_buffer(j->w, &data, &len);
-        if (rc == CDC_OK) {
-            rc = cdc_storage_put(storage, j->location, data, len, e);
-            free(data);
-        }
-        if (rc != CDC_OK) {
-            cdc_ice_data_file_clear(&out->df);
-            return rc;
-        }
-    }
-    free(out->df.path);
-    out->df.path = strdup(j->location);
-    out->df.schema_id = j->schema.schema_id;
-    out->schema_json = cdc_ice_schema_to_json(&j->schema);
-    if (out->df.path == NULL || out->schema_json == NULL)
-        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    return CDC_OK;
-}
-
-static cdc_err_t write_kind(const cdc_stage_t *s, const cdc_stage_table_t *t, cdc_stage_kind_t kind,
+static cdc_err_t write_kind(cdc_stage_t *s, cdc_stage_table_t *t, cdc_stage_kind_t kind,
                             cdc_storage_t *storage, const cdc_stage_write_options_t *o,
                             cdc_stage_file_t *out, bool *written, cdc_error_t *e)
 {
-    file_job_t j;
-    cdc_err_t rc;
+    cdc_stage_enc_t *en = NULL;
+    cdc_err_t rc = CDC_OK;
+    char *location = NULL;
     size_t rows = 0;
     *written = false;
+
+    /* what was encoded ahead is used up here, whatever happens */
+    if (kind == CDC_STAGE_CHANGELOG) {
+        en = t->enc_cl;
+        t->enc_cl = NULL;
+    } else if (kind == CDC_STAGE_MIRROR_DATA) {
+        en = t->enc_data;
+        t->enc_data = NULL;
+    }
+    if (en != NULL) {
+        s->bytes -= en->bytes;
+        if (en->src != t->schema || en->codec != o->compression) {
+            enc_free(en);
+            en = NULL;
+        }
+    }
     if (kind == CDC_STAGE_CHANGELOG) {
         rows = t->nchangelog;
     } else {
         for (size_t i = 0; i < t->nentries; i++)
-            rows +=
-                kind == CDC_STAGE_MIRROR_DATA ? !t->entries[i].deleted : t->entries[i].needs_delete;
+            rows += entry_in(&t->entries[i], kind);
     }
     if (rows == 0)
-        return CDC_OK;
-    rc = job_open(&j, storage, s, t, kind, o, e);
-    if (rc != CDC_OK)
-        return rc;
-    size_t n = kind == CDC_STAGE_CHANGELOG ? t->nchangelog : t->nentries;
-    for (size_t i = 0; i < n && rc == CDC_OK; i++) {
-        const cdc_row_t *r;
-        const cdc_changelog_row_t *cl = NULL;
-        if (kind == CDC_STAGE_CHANGELOG) {
-            cl = &t->changelog[i];
-            r = &cl->row;
-        } else {
-            const cdc_stage_entry_t *en = &t->entries[i];
-            if (kind == CDC_STAGE_MIRROR_DATA ? en->deleted : !en->needs_delete)
-                continue;
-            r = cdc_stage_entry_row(t, en);
-        }
-        for (size_t f = 0; f < j.schema.nfields; f++) {
-            const cdc_ice_field_t *fld = &j.schema.fields[f];
-            cdc_ice_value_t *cell = &j.cells[f];
-            if (cl != NULL && fld->id >= CDC_CL_FIELD_OP) {
-                memset(cell, 0, sizeof(*cell));
-                switch (fld->id) {
-                case CDC_CL_FIELD_OP:
-                    cell->v.bytes.ptr = (const uint8_t *)(cl->op == 'c'   ? "c"
-                                                          : cl->op == 'u' ? "u"
-                                                          : cl->op == 'd' ? "d"
-                                                          : cl->op == 't' ? "t"
-                                                                          : "r");
-                    cell->v.bytes.len = 1;
-                    break;
-                case CDC_CL_FIELD_LSN:
-                    cell->v.i64 = (int64_t)cl->lsn;
-                    break;
-                case CDC_CL_FIELD_COMMIT_LSN:
-                    cell->v.i64 = (int64_t)cl->commit_lsn;
-                    break;
-                case CDC_CL_FIELD_TX_ID:
-                    cell->is_null = cl->tx_id < 0;
-                    cell->v.i64 = cl->tx_id;
-                    break;
-                case CDC_CL_FIELD_SOURCE_TS:
-                    cell->is_null = cl->source_ts_us <= 0;
-                    cell->v.i64 = cl->source_ts_us;
-                    break;
-                case CDC_CL_FIELD_KAFKA_PARTITION:
-                    cell->v.i32 = cl->partition;
-                    break;
-                default:
-                    cell->v.i64 = cl->offset;
-                    break;
-                }
-                continue;
-            }
-            to_cell(fld, row_field(r, fld->id), cell);
-        }
-        rc = cdc_pq_writer_append(j.w, j.cells, e);
+        goto done;
+    if (en == NULL && (rc = enc_open(t->schema, kind, o->compression, &en, e)) != CDC_OK)
+        goto done;
+    location = file_location(s, t, kind, o);
+    if (location == NULL) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto done;
     }
+    rc = enc_append(en, t, kind == CDC_STAGE_CHANGELOG ? t->nchangelog : t->nentries, e);
     if (rc == CDC_OK)
-        rc = job_close(&j, storage, out, e);
-    if (rc != CDC_OK) {
-        cdc_error_prefix(e,
-                         "could not stage %s file for table \"%s.%s\" (partition %u, epoch %llu)",
-                         kind == CDC_STAGE_MIRROR_DELETES ? "equality delete" : "data", t->ns,
-                         t->table, s->partition, (unsigned long long)s->epoch);
-        cdc_ice_data_file_clear(&out->df);
-        free(out->schema_json);
-        out->schema_json = NULL;
-        job_abandon(&j, storage);
-        return rc;
-    }
+        rc = enc_store(en, storage, location, out, e);
+    if (rc != CDC_OK)
+        goto done;
     if (kind == CDC_STAGE_MIRROR_DELETES) {
         out->df.content = CDC_ICE_CONTENT_EQUALITY_DELETES;
-        out->df.equality_ids = malloc(j.schema.nidentifier * sizeof(int32_t));
+        out->df.equality_ids = malloc(en->schema.nidentifier * sizeof(int32_t));
         if (out->df.equality_ids != NULL) {
-            memcpy(out->df.equality_ids, j.schema.identifier_ids,
-                   j.schema.nidentifier * sizeof(int32_t));
-            out->df.nequality_ids = j.schema.nidentifier;
+            memcpy(out->df.equality_ids, en->schema.identifier_ids,
+                   en->schema.nidentifier * sizeof(int32_t));
+            out->df.nequality_ids = en->schema.nidentifier;
         }
     }
     char name[300];
@@ -576,16 +762,19 @@ static cdc_err_t write_kind(const cdc_stage_t *s, const cdc_stage_table_t *t, cd
              kind == CDC_STAGE_CHANGELOG ? "_changelog" : "");
     out->table = strdup(name);
     out->kind = kind;
-    free(j.local);
-    j.local = NULL;
-    free(j.location);
-    j.location = NULL;
-    job_abandon(&j, storage); /* frees the rest; the file stays */
     *written = true;
-    return CDC_OK;
+done:
+    if (rc != CDC_OK)
+        cdc_error_prefix(e,
+                         "could not stage %s file for table \"%s.%s\" (partition %u, epoch %llu)",
+                         kind == CDC_STAGE_MIRROR_DELETES ? "equality delete" : "data", t->ns,
+                         t->table, s->partition, (unsigned long long)s->epoch);
+    free(location);
+    enc_free(en);
+    return rc;
 }
 
-cdc_err_t cdc_stage_write(const cdc_stage_t *s, cdc_storage_t *storage,
+cdc_err_t cdc_stage_write(cdc_stage_t *s, cdc_storage_t *storage,
                           const cdc_stage_write_options_t *o, cdc_stage_file_t **files,
                           size_t *nfiles, cdc_error_t *e)
 {
@@ -604,6 +793,10 @@ cdc_err_t cdc_stage_write(const cdc_stage_t *s, cdc_storage_t *storage,
                     cdc_storage_delete(storage, out[f].df.path, &e2);
                 }
                 cdc_stage_files_free(out, n);
+                for (size_t t = 0; t < s->ntables; t++) { /* a retry encodes everything */
+                    enc_drop(s, &s->tables[t].enc_cl);
+                    enc_drop(s, &s->tables[t].enc_data);
+                }
                 return rc;
             }
             n += written;

@@ -11,6 +11,25 @@
  *             _op, _lsn, _commit_lsn, _tx_id, _source_ts, _kafka_partition,
  *             _kafka_offset and the after image (the before image for deletes).
  * The stage tracks the bytes it holds so the consumer can pause fetching past a limit.
+ *
+ * Encoding ahead (cdc_stage_set_encoding()): so that a barrier does not have to encode
+ * a whole epoch, the stage encodes Parquet row groups while the epoch runs, on the
+ * thread that adds changes, into in-memory files (compressed, counted in `bytes`):
+ *   changelog: every `rows` changelog rows become a row group (they never change);
+ *   mirror data: once `rows` + `rows`/2 entries are past the last encoded one, the
+ *             oldest `rows` of them become a row group (the newest stay open since
+ *             they are the likeliest to change again). A later change to an encoded
+ *             entry drops the table's mirror encoding for the rest of the epoch (its
+ *             file is then encoded whole at the barrier), so the waste is bounded.
+ * At the barrier cdc_stage_write() encodes only the rest, writes the footer and
+ * stores the file. A file always uses the table's latest schema of the epoch: a
+ * schema change drops what was encoded with the older one (re-encoded from the
+ * staged rows, which stay in memory until the stage is reset). A truncate drops the
+ * mirror encoding with the entries. cdc_stage_reset() drops everything (an abandoned
+ * epoch leaves no file: nothing is written before the barrier). Equality delete
+ * files are always encoded at the barrier. The files' contents, row counts and
+ * column statistics are the same as without encoding ahead; only the row-group
+ * boundaries differ.
  */
 #ifndef CDC_WORKER_STAGE_H
 #define CDC_WORKER_STAGE_H
@@ -52,6 +71,10 @@ typedef struct cdc_stage_table {
     cdc_changelog_row_t *changelog;
     size_t nchangelog, clcap;
     bool truncated; /* a TRUNCATE was staged this epoch: entries are post-truncate only */
+    /* encoding ahead (stage.c; NULL = nothing encoded yet) */
+    struct cdc_stage_enc *enc_cl;   /* changelog rows [0, enc_cl->done) */
+    struct cdc_stage_enc *enc_data; /* mirror data of entries [0, enc_data->done) */
+    bool enc_data_off;              /* an encoded entry changed: no more this epoch */
 } cdc_stage_table_t;
 
 /* The mirror row of entry en of t: the image of its last change (not a copy). */
@@ -66,12 +89,26 @@ typedef struct cdc_stage {
     uint64_t epoch;
     cdc_stage_table_t *tables;
     size_t ntables;
-    size_t bytes; /* approximate memory held */
+    size_t bytes; /* approximate memory held (encoded row groups included) */
     uint64_t changes;
+    size_t enc_rows; /* encoding ahead: rows per row group; 0 = all at the barrier */
+    int enc_codec;   /* cdc_pq_codec_t of the row groups encoded ahead */
 } cdc_stage_t;
 
+/* Rows per row group encoded ahead by the worker (see above; bench: benchmarks/stage). */
+#define CDC_STAGE_ENCODE_ROWS 4096
+
+/* An empty stage; encoding ahead is off until cdc_stage_set_encoding(). */
 void cdc_stage_init(cdc_stage_t *s, uint32_t partition, uint64_t epoch);
-/* Drops everything staged (abandoned epoch or after the files were written). */
+/*
+ * Turns encoding ahead on (rows > 0: row groups of that many rows, compressed with
+ * codec, a cdc_pq_codec_t) or off (0). The setting survives cdc_stage_reset(). The
+ * barrier's cdc_stage_write() uses what was encoded ahead only when its compression
+ * option is the same codec (else it encodes the whole file itself).
+ */
+void cdc_stage_set_encoding(cdc_stage_t *s, int codec, size_t rows);
+/* Drops everything staged, including row groups encoded ahead (abandoned epoch or
+ * after the files were written). */
 void cdc_stage_reset(cdc_stage_t *s, uint64_t epoch);
 void cdc_stage_free(cdc_stage_t *s);
 
@@ -101,6 +138,12 @@ typedef enum cdc_stage_kind {
     CDC_STAGE_CHANGELOG,
 } cdc_stage_kind_t;
 
+/* Encoding-ahead progress of table t for kind (CHANGELOG: changelog rows; MIRROR_DATA:
+ * entries; 0 when nothing is encoded) and, when schema is not NULL, the source schema
+ * it was encoded with (NULL when none). For tests and debugging. */
+size_t cdc_stage_encoded(const cdc_stage_table_t *t, cdc_stage_kind_t kind,
+                         const cdc_source_schema_t **schema);
+
 /* One written file: Iceberg table name ("<ns>.<table>" or "<ns>.<table>_changelog") and
  * its descriptor (owned; release with cdc_stage_files_free()). */
 typedef struct cdc_stage_file {
@@ -119,11 +162,14 @@ typedef struct cdc_stage_write_options {
 /*
  * Writes the epoch's files (mirror data, mirror equality deletes, changelog) for every
  * table, durably (fsync'd locally, or uploaded), under each table's data/ directory with
- * names carrying the job, epoch and partition. On success *files (caller frees with
- * cdc_stage_files_free()) lists them; on failure files already written are removed
- * and nothing is returned. The stage is not reset.
+ * names carrying the job, epoch and partition. Each file is assembled in memory (the
+ * row groups encoded ahead, then the rest and the footer) and stored with one write.
+ * On success *files (caller frees with cdc_stage_files_free()) lists them; on failure
+ * files already written are removed and nothing is returned. The staged rows stay
+ * (the stage is not reset) but the row groups encoded ahead are used up either way: a
+ * retry encodes everything.
  */
-cdc_err_t cdc_stage_write(const cdc_stage_t *s, cdc_storage_t *storage,
+cdc_err_t cdc_stage_write(cdc_stage_t *s, cdc_storage_t *storage,
                           const cdc_stage_write_options_t *o, cdc_stage_file_t **files,
                           size_t *nfiles, cdc_error_t *e);
 void cdc_stage_files_free(cdc_stage_file_t *files, size_t n);

@@ -1469,6 +1469,13 @@ nomem:
     return cdc_error_set(err, CDC_ERR_NOMEM, "out of memory while buffering a parquet row");
 }
 
+cdc_err_t cdc_pq_writer_flush(cdc_pq_writer_t *w, cdc_error_t *err)
+{
+    if (w->failed || w->closed)
+        return cdc_error_set(err, CDC_ERR_CLOSED, "parquet writer is closed or failed");
+    return flush_row_group(w, err);
+}
+
 int64_t cdc_pq_writer_rows(const cdc_pq_writer_t *w)
 {
     return w->rows;

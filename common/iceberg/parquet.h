@@ -12,11 +12,10 @@
  * The API is row-oriented: open a writer for a schema, append rows of typed
  * values, close. Values are buffered per column for one row group and encoded
  * in tight loops when the row group is flushed (at opts.row_group_bytes of
- * buffered data). The writer does NOT roll files: the caller watches
- * cdc_pq_writer_size() and closes the file and opens the next when it passes
- * its target file size. On close the writer fills a cdc_ice_data_file_t with
- * record count, file size, split offsets and per-column Iceberg statistics
- * (bounds in Iceberg single-value encoding).
+ * buffered data, or when the caller asks: cdc_pq_writer_flush()). The writer does NOT roll files:
+ * the caller watches cdc_pq_writer_size() and closes the file and opens the next when it passes its
+ * target file size. On close the writer fills a cdc_ice_data_file_t with record count, file size,
+ * split offsets and per-column Iceberg statistics (bounds in Iceberg single-value encoding).
  *
  * Threads: a writer is used by one thread at a time; writers are independent.
  */
@@ -119,6 +118,16 @@ cdc_err_t cdc_pq_writer_open_sink(const cdc_ice_schema_t *schema, cdc_pq_sink_fn
  * is unusable except for cdc_pq_writer_free().
  */
 cdc_err_t cdc_pq_writer_append(cdc_pq_writer_t *w, const cdc_ice_value_t *values, cdc_error_t *err);
+
+/*
+ * Ends the current row group now (encodes, compresses and emits it) instead of when
+ * opts.row_group_bytes of data are buffered; a no-op when no row is buffered. Lets a
+ * caller encode a file's row groups ahead of time (e.g. while an epoch runs) so that
+ * closing it only encodes the tail and writes the footer. Statistics and split
+ * offsets cover every row group. After a failure the writer is unusable except for
+ * cdc_pq_writer_free().
+ */
+cdc_err_t cdc_pq_writer_flush(cdc_pq_writer_t *w, cdc_error_t *err);
 
 /* Rows appended so far. */
 int64_t cdc_pq_writer_rows(const cdc_pq_writer_t *w);

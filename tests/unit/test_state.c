@@ -2,10 +2,12 @@
  * Unit tests for common/state.c on real RocksDB stores: expiry of TTL families on read
  * and in the compaction filter (with an injected clock), one write time per batch,
  * MultiGet equal to single gets, the prefix probe, the format marker (an unknown format is refused
- * naming the directory), and stores written through RocksDB's DBWithTTL by earlier builds, which
- * open and read unchanged. The last test creates such a store with the RocksDB C API directly: it
- * is a fixture of the old on-disk format, not a second adapter.
+ * naming the directory), checkpoints that copy the WAL instead of flushing (exactly the writes
+ * before them; a flush once the WAL outgrows its limit), and stores written through RocksDB's
+ * DBWithTTL by earlier builds, which open and read unchanged. The last test creates such a store
+ * with the RocksDB C API directly: it is a fixture of the old on-disk format, not a second adapter.
  */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -348,6 +351,107 @@ static void test_store_written_by_dbwithttl(void **state)
     cdc_state_close(st);
 }
 
+/* Number of files in dir whose name ends with suffix, and their total size. */
+static size_t count_suffix(const char *dir, const char *suffix, size_t *bytes)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    size_t n = 0, sl = strlen(suffix);
+    char path[600];
+    struct stat sb;
+    assert_non_null(d);
+    if (bytes != NULL)
+        *bytes = 0;
+    while ((de = readdir(d)) != NULL) {
+        size_t l = strlen(de->d_name);
+        if (l <= sl || strcmp(de->d_name + l - sl, suffix) != 0)
+            continue;
+        n++;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (bytes != NULL && stat(path, &sb) == 0)
+            *bytes += (size_t)sb.st_size;
+    }
+    closedir(d);
+    return n;
+}
+
+static cdc_state_t *open_wal_store(const char *dir, size_t wal_bytes)
+{
+    cdc_state_options_t o = {.nfamilies = 2,
+                             .families = {"ttl", "keep"},
+                             .ttl_seconds = {100, 0},
+                             .wal_checkpoint_bytes = wal_bytes};
+    cdc_state_t *st = NULL;
+    cdc_error_t e;
+    if (cdc_state_open(dir, &o, &st, &e) != CDC_OK)
+        fail_msg("open: %s", e.msg);
+    return st;
+}
+
+/* With wal_checkpoint_bytes a checkpoint copies the WAL instead of flushing, holds
+ * exactly the writes before it, and flushes once the WAL outgrows the limit. */
+static void test_wal_checkpoint(void **state)
+{
+    fx_t *f = *state;
+    cdc_error_t e;
+    char cp1[320], cp2[320], cp3[320], k[32], v[128];
+    size_t wal_bytes = 0;
+    cdc_state_t *st = open_wal_store(f->db, 64 << 10), *c;
+
+    for (int i = 0; i < 100; i++) {
+        snprintf(k, sizeof(k), "k%03d", i);
+        put(st, 0, k, "ttl-value");
+        put(st, 1, k, "keep-value");
+    }
+    snprintf(cp1, sizeof(cp1), "%s/cp1", f->dir);
+    assert_int_equal(cdc_state_checkpoint(st, cp1, &e), CDC_OK);
+    /* Nothing was flushed: the copy has no table file, its WAL holds the writes. */
+    assert_int_equal(count_suffix(cp1, ".sst", NULL), 0);
+    assert_true(count_suffix(cp1, ".log", &wal_bytes) >= 1);
+    assert_true(wal_bytes > 100 * 2 * 4);
+    assert_int_equal(count_suffix(f->db, ".sst", NULL), 0);
+
+    /* Writes after the checkpoint are not in it; a delete before the next one is. */
+    put(st, 1, "late", "after-cp1");
+    cdc_error_t de;
+    cdc_state_batch_t *b = cdc_state_batch_new(st);
+    cdc_state_batch_delete(b, 1, "k007", 4);
+    assert_int_equal(cdc_state_write(st, b, &de), CDC_OK);
+    cdc_state_batch_free(b);
+    snprintf(cp2, sizeof(cp2), "%s/cp2", f->dir);
+    assert_int_equal(cdc_state_checkpoint(st, cp2, &e), CDC_OK);
+    assert_int_equal(count_suffix(cp2, ".sst", NULL), 0);
+
+    c = open_wal_store(cp1, 64 << 10);
+    assert_true(has(c, 0, "k000", "ttl-value"));
+    assert_true(has(c, 1, "k099", "keep-value"));
+    assert_true(has(c, 1, "k007", "keep-value"));
+    assert_false(has(c, 1, "late", NULL));
+    cdc_state_close(c);
+    c = open_wal_store(cp2, 64 << 10);
+    assert_true(has(c, 1, "late", "after-cp1"));
+    assert_false(has(c, 1, "k007", NULL));
+    assert_true(has(c, 0, "k007", "ttl-value"));
+    cdc_state_close(c);
+
+    /* Past the limit the checkpoint flushes: table files, and every key readable. */
+    memset(v, 'x', sizeof(v) - 1);
+    v[sizeof(v) - 1] = '\0';
+    for (int i = 0; i < 1000; i++) {
+        snprintf(k, sizeof(k), "big%04d", i);
+        put(st, 1, k, v);
+    }
+    snprintf(cp3, sizeof(cp3), "%s/cp3", f->dir);
+    assert_int_equal(cdc_state_checkpoint(st, cp3, &e), CDC_OK);
+    assert_true(count_suffix(cp3, ".sst", NULL) >= 1);
+    cdc_state_close(st);
+    c = open_wal_store(cp3, 64 << 10);
+    assert_true(has(c, 1, "big0999", v));
+    assert_true(has(c, 1, "late", "after-cp1"));
+    assert_true(has(c, 0, "k050", "ttl-value"));
+    cdc_state_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -357,6 +461,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_may_have_prefix, setup, teardown),
         cmocka_unit_test_setup_teardown(test_format_marker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_written_by_dbwithttl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_checkpoint, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

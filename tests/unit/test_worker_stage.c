@@ -3,6 +3,12 @@
  * headers): several changes to one key collapse to one final image; new keys need no
  * equality delete; a delete writes only the delete; the changelog keeps every change;
  * a truncate drops the epoch's earlier mirror entries (changelog 't' row on partition 0).
+ * Encoding ahead (row groups encoded while the epoch runs) gives files with the same
+ * rows, counts and column statistics as encoding everything at the barrier, also
+ * across a mid-epoch schema change, a change to an already encoded entry, a truncate
+ * and a reset. With CDC_STAGE_KEEP_DIR set, the compared files are left in that
+ * directory (pairs "<case>-ahead" / "<case>-whole" warehouses) for
+ * tests/js/stage_readback.test.mjs, which compares their rows with DuckDB.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -313,9 +320,342 @@ static void test_dlq_headers(void **state)
         assert_string_not_equal(cdc_dlq_class_name((cdc_dlq_class_t)c), "unknown");
 }
 
+/* ---- encoding ahead ------------------------------------------------------------------ */
+
+/* A change with every column of the schema version (v2 adds status), some nulls. */
+static void change_full(cdc_catalog_t *cat, cdc_change_t *c, char op, int id, int version, int k,
+                        int64_t offset)
+{
+    char v[1024];
+    cdc_decode_error_t de;
+    if (op == 'd') {
+        snprintf(v, sizeof(v),
+                 "{\"op\":\"d\",\"before\":{\"id\":%d},\"source\":{\"lsn\":%lld,\"txId\":%d,"
+                 "\"ts_ms\":1709287200123}}",
+                 id, (long long)(1000 + offset), k);
+    } else {
+        char status[64] = "";
+        if (version >= 2)
+            snprintf(status, sizeof(status), ",\"status\":\"s%d\"", k % 7);
+        snprintf(v, sizeof(v),
+                 "{\"op\":\"%c\",\"after\":{\"id\":%d,\"customer\":\"cust-%d\",\"amount\":"
+                 "\"%d.%02d\",\"created\":%lld,\"note\":%s%s},\"source\":{\"lsn\":%lld,"
+                 "\"txId\":%d,\"ts_ms\":1709287200123}}",
+                 op, id, (id * 7 + k) % 1000, k % 5000, k % 100,
+                 (long long)(1709287200000000LL + k * 1000LL), k % 3 ? "\"n\"" : "null", status,
+                 (long long)(1000 + offset), k);
+    }
+    cdc_decode_input_t in = {TOPIC, 4, offset, NULL, 0, v, strlen(v), version, NULL, NULL};
+    assert_int_equal(cdc_decode(cat, NULL, &in, c, &de), CDC_OK);
+}
+
+typedef struct step {
+    char op;
+    int id;
+    int version;
+    bool live_before;
+} step_t;
+
+/* Adds the same change to both stages. */
+static void add_both(cdc_catalog_t *cat, cdc_stage_t *a, cdc_stage_t *b, step_t st, int k)
+{
+    cdc_error_t e;
+    cdc_change_t c;
+    change_full(cat, &c, st.op, st.id, st.version, k, 5000 + k);
+    assert_int_equal(cdc_stage_add(a, &c, st.live_before, &e), CDC_OK);
+    cdc_change_clear(&c);
+    change_full(cat, &c, st.op, st.id, st.version, k, 5000 + k);
+    assert_int_equal(cdc_stage_add(b, &c, st.live_before, &e), CDC_OK);
+    cdc_change_clear(&c);
+}
+
+static void assert_same_stats(const cdc_ice_data_file_t *x, const cdc_ice_data_file_t *y)
+{
+    assert_int_equal(x->content, y->content);
+    assert_int_equal(x->record_count, y->record_count);
+    assert_int_equal(x->schema_id, y->schema_id);
+    assert_int_equal(x->nstats, y->nstats);
+    for (size_t i = 0; i < x->nstats; i++) {
+        const cdc_ice_col_stats_t *p = &x->stats[i], *q = &y->stats[i];
+        assert_int_equal(p->field_id, q->field_id);
+        assert_int_equal(p->value_count, q->value_count);
+        assert_int_equal(p->null_count, q->null_count);
+        assert_int_equal(p->has_bounds, q->has_bounds);
+        if (p->has_bounds) {
+            assert_int_equal(p->lower_len, q->lower_len);
+            assert_memory_equal(p->lower, q->lower, p->lower_len);
+            assert_int_equal(p->upper_len, q->upper_len);
+            assert_memory_equal(p->upper, q->upper, p->upper_len);
+        }
+    }
+    assert_int_equal(x->nequality_ids, y->nequality_ids);
+}
+
+/* A warehouse directory for one side of a case (kept under CDC_STAGE_KEEP_DIR). */
+static void case_dir(char *out, size_t cap, const char *name, const char *side)
+{
+    const char *keep = getenv("CDC_STAGE_KEEP_DIR");
+    if (keep != NULL) {
+        snprintf(out, cap, "%s/%s-%s", keep, name, side);
+        assert_int_equal(mkdir(out, 0755), 0);
+        return;
+    }
+    const char *tmpd = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(out, cap, "%s/test_stage_%s_%s.XXXXXX", tmpd, name, side);
+    assert_non_null(mkdtemp(out));
+}
+
+static void remove_dir(const char *dir)
+{
+    char cmd[600];
+    if (getenv("CDC_STAGE_KEEP_DIR") != NULL)
+        return;
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Writes both stages (whole = no encoding ahead; ahead) and compares their files:
+ * same tables, kinds, row counts and statistics; the ahead files have more row
+ * groups when min_groups says so (per kind: data, deletes, changelog). */
+static void compare_writes(const char *name, cdc_stage_t *whole, cdc_stage_t *ahead,
+                           const size_t min_groups[3])
+{
+    char dw[512], da[512];
+    cdc_error_t e;
+    cdc_storage_t *sw, *sa;
+    cdc_stage_file_t *fw, *fa;
+    size_t nw, na;
+    case_dir(dw, sizeof(dw), name, "whole");
+    case_dir(da, sizeof(da), name, "ahead");
+    assert_int_equal(cdc_storage_open(dw, NULL, &sw, &e), CDC_OK);
+    assert_int_equal(cdc_storage_open(da, NULL, &sa, &e), CDC_OK);
+    cdc_stage_write_options_t ow = {.warehouse = dw, .job = "j1", .compression = 2};
+    cdc_stage_write_options_t oa = {.warehouse = da, .job = "j1", .compression = 2};
+    whole->epoch = ahead->epoch = 3;
+    assert_int_equal(cdc_stage_write(whole, sw, &ow, &fw, &nw, &e), CDC_OK);
+    size_t bytes_before = ahead->bytes;
+    assert_int_equal(cdc_stage_write(ahead, sa, &oa, &fa, &na, &e), CDC_OK);
+    assert_true(ahead->bytes <= bytes_before); /* the encoded row groups are used up */
+    for (size_t i = 0; i < ahead->ntables; i++) {
+        assert_null(ahead->tables[i].enc_cl);
+        assert_null(ahead->tables[i].enc_data);
+    }
+    assert_int_equal(nw, na);
+    for (size_t i = 0; i < nw; i++) {
+        assert_string_equal(fw[i].table, fa[i].table);
+        assert_int_equal(fw[i].kind, fa[i].kind);
+        assert_string_equal(fw[i].schema_json, fa[i].schema_json);
+        assert_same_stats(&fw[i].df, &fa[i].df);
+        assert_int_equal(fw[i].df.nsplit_offsets, 1);
+        assert_true(fa[i].df.nsplit_offsets >= min_groups[fa[i].kind]);
+        for (size_t g = 1; g < fa[i].df.nsplit_offsets; g++)
+            assert_true(fa[i].df.split_offsets[g] > fa[i].df.split_offsets[g - 1]);
+        bool exists = false;
+        assert_int_equal(cdc_storage_exists(sa, fa[i].df.path, &exists, &e), CDC_OK);
+        assert_true(exists);
+    }
+    cdc_stage_files_free(fw, nw);
+    cdc_stage_files_free(fa, na);
+    cdc_storage_close(sw);
+    cdc_storage_close(sa);
+    remove_dir(dw);
+    remove_dir(da);
+}
+
+static const cdc_source_schema_t *encoded_schema(const cdc_stage_table_t *t)
+{
+    const cdc_source_schema_t *sch;
+    cdc_stage_encoded(t, CDC_STAGE_CHANGELOG, &sch);
+    return sch;
+}
+
+static cdc_catalog_t *catalog_v1_v2(void)
+{
+    cdc_catalog_t *cat = cdc_catalog_new();
+    cdc_error_t e;
+    size_t n;
+    char *v1 = fixture("capture_schema_v1.json", &n);
+    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 1, v1, n, &e), CDC_OK);
+    free(v1);
+    char *v2 = fixture("capture_schema_v2.json", &n);
+    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 2, v2, n, &e), CDC_OK);
+    free(v2);
+    return cat;
+}
+
+/* More rows than the row-group size: inserts, updates of recent (not yet encoded)
+ * keys, deletes of keys that were live before; the files match. */
+static void test_ahead_matches_whole(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = catalog_v1_v2();
+    cdc_stage_t whole, ahead;
+    cdc_stage_init(&whole, 4, 1);
+    cdc_stage_init(&ahead, 4, 1);
+    cdc_stage_set_encoding(&ahead, 2, 100);
+    int k = 0;
+    for (int id = 0; id < 1000; id++) {
+        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
+        if (id % 10 == 9) /* the key just before stays open (not encoded yet) */
+            add_both(cat, &whole, &ahead, (step_t){'u', id - 1, 1, true}, k++);
+        if (id % 50 == 0) /* keys live before the epoch: equality deletes */
+            add_both(cat, &whole, &ahead, (step_t){'d', 100000 + id, 1, true}, k++);
+    }
+    const cdc_stage_table_t *t = &ahead.tables[0];
+    assert_non_null(t->enc_cl);
+    assert_non_null(t->enc_data);
+    assert_false(t->enc_data_off);
+    assert_true(cdc_stage_encoded(t, CDC_STAGE_CHANGELOG, NULL) >= 1000); /* in multiples of 100 */
+    assert_int_equal(cdc_stage_encoded(t, CDC_STAGE_CHANGELOG, NULL) % 100, 0);
+    assert_true(t->nchangelog - cdc_stage_encoded(t, CDC_STAGE_CHANGELOG, NULL) < 100);
+    assert_true(t->nentries - cdc_stage_encoded(t, CDC_STAGE_MIRROR_DATA, NULL) < 150);
+    assert_true(ahead.bytes > whole.bytes); /* the encoded row groups count */
+    compare_writes("matches", &whole, &ahead, (size_t[3]){9, 1, 11});
+    cdc_stage_free(&whole);
+    cdc_stage_free(&ahead);
+    cdc_catalog_free(cat);
+}
+
+/* A change to an entry that is already encoded stops the mirror encoding for the
+ * epoch (the changelog goes on); a truncate drops it too; the files still match. */
+static void test_ahead_changed_entry_and_truncate(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = catalog_v1_v2();
+    cdc_stage_t whole, ahead;
+    cdc_stage_init(&whole, 0, 1);
+    cdc_stage_init(&ahead, 0, 1);
+    cdc_stage_set_encoding(&ahead, 2, 64);
+    int k = 0;
+    for (int id = 0; id < 300; id++)
+        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
+    const cdc_stage_table_t *t = &ahead.tables[0];
+    assert_non_null(t->enc_data);
+    size_t bytes = ahead.bytes;
+    add_both(cat, &whole, &ahead, (step_t){'u', 3, 1, true}, k++); /* encoded: id 3 */
+    assert_null(t->enc_data);
+    assert_true(t->enc_data_off);
+    assert_true(ahead.bytes < bytes + 1000); /* its row groups no longer count */
+    for (int id = 300; id < 600; id++)
+        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
+    assert_null(t->enc_data); /* not again this epoch */
+    assert_non_null(t->enc_cl);
+    assert_true(cdc_stage_encoded(t, CDC_STAGE_CHANGELOG, NULL) >= 576);
+    compare_writes("changed", &whole, &ahead, (size_t[3]){1, 1, 9});
+    cdc_stage_free(&whole);
+    cdc_stage_free(&ahead);
+
+    /* truncate (partition 0: a changelog row) after encoded mirror rows */
+    cdc_stage_init(&whole, 0, 1);
+    cdc_stage_init(&ahead, 0, 1);
+    cdc_stage_set_encoding(&ahead, 2, 64);
+    for (int id = 0; id < 200; id++)
+        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
+    assert_non_null(ahead.tables[0].enc_data);
+    cdc_change_t c;
+    cdc_error_t e;
+    change_in(cat, &c, 't', 0, 0, 900000, 9000);
+    assert_int_equal(cdc_stage_add(&whole, &c, false, &e), CDC_OK);
+    cdc_change_clear(&c);
+    change_in(cat, &c, 't', 0, 0, 900000, 9000);
+    assert_int_equal(cdc_stage_add(&ahead, &c, false, &e), CDC_OK);
+    cdc_change_clear(&c);
+    assert_null(ahead.tables[0].enc_data);
+    assert_true(ahead.tables[0].truncated);
+    for (int id = 1000; id < 1300; id++) /* after the truncate: encoded ahead again */
+        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
+    assert_non_null(ahead.tables[0].enc_data);
+    compare_writes("truncate", &whole, &ahead, (size_t[3]){3, 1, 7});
+    cdc_stage_free(&whole);
+    cdc_stage_free(&ahead);
+    cdc_catalog_free(cat);
+}
+
+/* A schema change mid-epoch: the row groups encoded with the old version are
+ * dropped and the file (latest schema) is re-encoded from the staged rows. */
+static void test_ahead_schema_change(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = catalog_v1_v2();
+    cdc_stage_t whole, ahead;
+    cdc_stage_init(&whole, 4, 1);
+    cdc_stage_init(&ahead, 4, 1);
+    cdc_stage_set_encoding(&ahead, 2, 64);
+    int k = 0;
+    for (int id = 0; id < 250; id++)
+        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
+    const cdc_stage_table_t *t = &ahead.tables[0];
+    assert_non_null(t->enc_cl);
+    const cdc_source_schema_t *v1 = t->schema;
+    add_both(cat, &whole, &ahead, (step_t){'c', 250, 2, false}, k++);
+    assert_ptr_not_equal(t->schema, v1);
+    /* the next row group due re-encodes from row 0 with v2 */
+    assert_non_null(t->enc_cl);
+    assert_ptr_equal(encoded_schema(t), t->schema);
+    for (int id = 251; id < 400; id++)
+        add_both(cat, &whole, &ahead, (step_t){'u', id - 200, 2, true}, k++);
+    assert_ptr_equal(encoded_schema(t), t->schema);
+    assert_true(cdc_stage_encoded(t, CDC_STAGE_CHANGELOG, NULL) >= 384);
+    compare_writes("schema", &whole, &ahead, (size_t[3]){1, 1, 6});
+    cdc_stage_free(&whole);
+    cdc_stage_free(&ahead);
+    cdc_catalog_free(cat);
+}
+
+/* An abandoned epoch: reset drops the row groups encoded ahead; nothing was written
+ * before the barrier; the setting survives the reset. A barrier with another codec
+ * encodes the file whole (the ahead row groups are not used). */
+static void test_ahead_reset_and_codec(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = catalog_v1_v2();
+    cdc_stage_t whole, ahead;
+    cdc_stage_init(&whole, 4, 1);
+    cdc_stage_init(&ahead, 4, 1);
+    cdc_stage_set_encoding(&ahead, 2, 50);
+    int k = 0;
+    for (int id = 0; id < 400; id++)
+        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
+    assert_non_null(ahead.tables[0].enc_cl);
+    cdc_stage_reset(&ahead, 2);
+    assert_int_equal(ahead.ntables, 0);
+    assert_int_equal(ahead.bytes, 0);
+    assert_int_equal(ahead.enc_rows, 50);
+    cdc_stage_reset(&whole, 2);
+    for (int id = 0; id < 120; id++)
+        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
+    assert_non_null(ahead.tables[0].enc_cl);
+    assert_int_equal(cdc_stage_encoded(&ahead.tables[0], CDC_STAGE_CHANGELOG, NULL), 100);
+
+    /* snappy at the barrier: zstd row groups are not used */
+    char wh[512];
+    cdc_error_t e;
+    cdc_storage_t *st;
+    case_dir(wh, sizeof(wh), "codec", "ahead");
+    assert_int_equal(cdc_storage_open(wh, NULL, &st, &e), CDC_OK);
+    cdc_stage_write_options_t o = {.warehouse = wh, .job = "j1", .compression = 1};
+    cdc_stage_file_t *files;
+    size_t n;
+    assert_int_equal(cdc_stage_write(&ahead, st, &o, &files, &n, &e), CDC_OK);
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(files[i].df.nsplit_offsets, 1);
+    assert_int_equal(files[1].df.record_count, 120);
+    cdc_stage_files_free(files, n);
+    cdc_storage_close(st);
+    remove_dir(wh);
+    cdc_stage_free(&whole);
+    cdc_stage_free(&ahead);
+    cdc_catalog_free(cat);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ahead_matches_whole),
+        cmocka_unit_test(test_ahead_changed_entry_and_truncate),
+        cmocka_unit_test(test_ahead_schema_change),
+        cmocka_unit_test(test_ahead_reset_and_codec),
         cmocka_unit_test(test_collapse),
         cmocka_unit_test(test_many_keys),
         cmocka_unit_test(test_truncate),
