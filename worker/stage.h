@@ -163,7 +163,9 @@ typedef struct cdc_stage_write_options {
  * Writes the epoch's files (mirror data, mirror equality deletes, changelog) for every
  * table, durably (fsync'd locally, or uploaded), under each table's data/ directory with
  * names carrying the job, epoch and partition. Each file is assembled in memory (the
- * row groups encoded ahead, then the rest and the footer) and stored with one write.
+ * row groups encoded ahead, then the rest and the footer); then all are written (local
+ * files: created, written and their writeback started before the first fsync, so
+ * that the fsyncs overlap) or uploaded.
  * On success *files (caller frees with cdc_stage_files_free()) lists them; on failure
  * files already written are removed and nothing is returned. The staged rows stay
  * (the stage is not reset) but the row groups encoded ahead are used up either way: a
