@@ -33,6 +33,7 @@ typedef struct cdc_capture_config {
     int64_t snapshot_chunk;
     int64_t heartbeat_interval_ms; /* 0 = off */
     int64_t status_interval_ms;
+    int64_t read_coalesce_ms; /* see cdc_source_t.coalesce_ms */
     char *kafka_bootstrap;
     char *kafka_properties;
     char *kafka_compression;

@@ -43,6 +43,10 @@ static const cdc_opt_t options[] = {
      "are idle (0 = off)."},
     {"status-interval", CDC_OPT_DURATION, C(status_interval_ms), "1s", false, 10, 60000, NULL,
      "Interval of standby status updates (confirmed flush LSN) to PostgreSQL."},
+    {"read-coalesce", CDC_OPT_DURATION, C(read_coalesce_ms), "2ms", false, 0, 100, NULL,
+     "While changes trickle in, read the replication stream at most once per this interval "
+     "(one wakeup per batch of transactions instead of one per transaction; adds at most this "
+     "much latency; 0 = read each message as soon as it arrives)."},
     {"kafka", CDC_OPT_STRING, C(kafka_bootstrap), NULL, true, 0, 0, NULL,
      "Kafka bootstrap servers host:port[,host:port].", "kafka-bootstrap"},
     {"kafka-properties", CDC_OPT_STRING, C(kafka_properties), "", false, 0, 0, NULL,

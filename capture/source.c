@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/select.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include <libpq-fe.h>
 
@@ -557,6 +558,38 @@ static int64_t pg_now_us(void)
     return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec - CDC_PG_EPOCH_OFFSET_US;
 }
 
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * The received data is used up. After a wakeup that brought a trickle of messages, waits
+ * until coalesce_ms have passed since that wakeup and returns true: the caller then
+ * takes whatever arrived meanwhile without waiting in select(). Otherwise (coalescing
+ * off, nothing since the last wakeup, or a burst that should be read at full speed)
+ * returns false at once.
+ */
+static bool coalesce_wait(cdc_source_t *src)
+{
+    int64_t now, until;
+    if (src->coalesce_ms <= 0 || src->cycle_bytes == 0 ||
+        src->cycle_bytes >= CDC_SOURCE_COALESCE_MAX_BYTES)
+        return false;
+    now = mono_us();
+    until = src->wake_us + (int64_t)src->coalesce_ms * 1000;
+    if (until > now) {
+        struct timespec ts = {(until - now) / 1000000, ((until - now) % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+        now = mono_us();
+    }
+    src->wake_us = now;
+    src->cycle_bytes = 0;
+    return true;
+}
+
 cdc_err_t cdc_source_read(cdc_source_t *src, int timeout_ms, cdc_source_event_t *ev,
                           const uint8_t **data, size_t *len, uint64_t *lsn, bool *reply_requested,
                           cdc_error_t *e)
@@ -571,6 +604,12 @@ cdc_err_t cdc_source_read(cdc_source_t *src, int timeout_ms, cdc_source_event_t 
         src->copybuf = NULL;
     }
     n = PQgetCopyData(src->repl, &buf, 1);
+    if (n == 0 && coalesce_wait(src)) {
+        if (PQconsumeInput(src->repl) == 0)
+            return cdc_error_set(e, CDC_ERR_UNAVAILABLE, "replication connection lost: %s",
+                                 pqmsg(src->repl));
+        n = PQgetCopyData(src->repl, &buf, 1);
+    }
     if (n == 0) {
         fd_set fds;
         struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
@@ -585,9 +624,13 @@ cdc_err_t cdc_source_read(cdc_source_t *src, int timeout_ms, cdc_source_event_t 
             return cdc_error_set(e, CDC_ERR_UNAVAILABLE, "replication connection lost: %s",
                                  pqmsg(src->repl));
         n = PQgetCopyData(src->repl, &buf, 1);
+        src->wake_us = mono_us();
+        src->cycle_bytes = 0;
         if (n == 0)
             return CDC_OK;
     }
+    if (n > 0)
+        src->cycle_bytes += (size_t)n;
     if (n == -1) {
         PGresult *r = PQgetResult(src->repl);
         cdc_error_set(e, CDC_ERR_UNAVAILABLE, "replication stream ended: %s",

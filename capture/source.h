@@ -28,8 +28,19 @@ typedef struct cdc_source {
     char *copybuf;           /* last buffer from PQgetCopyData (freed on the next read) */
     uint64_t last_received;  /* highest LSN seen in XLogData or keepalive */
     uint64_t server_wal_end; /* server's WAL end from the last message */
+    /* Read coalescing (set by the caller; 0 = off): when the received data is used up
+     * and the last wakeup brought only a trickle (< CDC_SOURCE_COALESCE_MAX_BYTES), the
+     * next read first lets coalesce_ms pass since that wakeup, so that a steady stream
+     * of small transactions costs one wakeup per interval instead of one per message.
+     * A burst (backlog) never waits. */
+    int coalesce_ms;
+    int64_t wake_us;    /* monotonic time of the last wakeup with data (0 = none) */
+    size_t cycle_bytes; /* bytes of messages returned since that wakeup */
     char db[128];
 } cdc_source_t;
+
+/* A wakeup that brought at least this much is a burst: the next read does not wait. */
+#define CDC_SOURCE_COALESCE_MAX_BYTES (64u * 1024)
 
 /* What cdc_source_read() returned. */
 typedef enum cdc_source_event {
@@ -89,8 +100,8 @@ cdc_err_t cdc_source_start(cdc_source_t *src, const char *slot, const char *publ
                            uint64_t start_lsn, cdc_error_t *e);
 
 /*
- * Waits up to timeout_ms for one message of the stream. DATA: *data and *len give the pgoutput
- * payload (valid until the next call) and *lsn the WAL position it came from.
+ * Waits up to timeout_ms for one message of the stream (see coalesce_ms). DATA: *data and *len give
+ * the pgoutput payload (valid until the next call) and *lsn the WAL position it came from.
  * KEEPALIVE: *reply_requested tells whether the server wants a status update now.
  * Errors: CDC_ERR_UNAVAILABLE (connection lost, retriable), CDC_ERR_PROTOCOL.
  */

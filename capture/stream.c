@@ -19,6 +19,7 @@
 #define READ_TIMEOUT_MS 100
 #define POLL_EVERY 256
 #define QUEUE_FULL_WAIT_MS 200
+#define STATUS_MIN_GAP_MS 50
 
 int64_t cdc_capture_now_ms(void)
 {
@@ -636,6 +637,8 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
     /* relation ids are re-announced by Relation messages in every new stream */
     for (size_t i = 0; i < cap->ntables; i++)
         cap->tables[i].relid = 0;
+    cap->src.coalesce_ms = (int)cap->cfg->read_coalesce_ms;
+    cap->src.cycle_bytes = 0;
     rc = cdc_source_start(&cap->src, cap->cfg->slot, cap->cfg->publication, start, e);
     if (rc != CDC_OK)
         goto cleanup;
@@ -681,10 +684,11 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
         }
         now = mono_ms();
         /* Between messages (no data this round: the backlog is drained or the server is
-         * quiet) confirm at once what Kafka acked, so the slot does not wait a whole
-         * status interval to advance. */
+         * quiet) confirm what Kafka acked without waiting a whole status interval, but
+         * at most every STATUS_MIN_GAP_MS: each update also wakes the walsender. */
         if (reply || now - cap->last_status_ms >= cap->cfg->status_interval_ms ||
-            (ev != CDC_SRC_DATA && cdc_txtrack_confirmable(&cap->track) > cap->confirmed)) {
+            (ev != CDC_SRC_DATA && now - cap->last_status_ms >= STATUS_MIN_GAP_MS &&
+             cdc_txtrack_confirmable(&cap->track) > cap->confirmed)) {
             rc = send_status(cap, e);
             if (rc != CDC_OK)
                 goto cleanup;

@@ -645,13 +645,11 @@ static json_t *encode_op(const cdc_etcd_op_t *op)
             json_object_set_new(inner, "lease", jint_str(op->lease));
         break;
     case CDC_ETCD_OP_DELETE:
-        name = "request_delete_range";
-        if (jset_key(inner, op->key, op->prefix) != 0)
-            goto fail;
-        break;
     case CDC_ETCD_OP_RANGE:
-        name = "request_range";
-        if (jset_key(inner, op->key, op->prefix) != 0)
+        name = op->type == CDC_ETCD_OP_DELETE ? "request_delete_range" : "request_range";
+        if (jset_key(inner, op->key, op->prefix && op->range_end == NULL) != 0 ||
+            (op->range_end != NULL &&
+             jset_b64(inner, "range_end", op->range_end, strlen(op->range_end)) != 0))
             goto fail;
         break;
     default:

@@ -113,7 +113,8 @@ typedef enum cdc_etcd_op_type {
     CDC_ETCD_OP_RANGE,
 } cdc_etcd_op_type_t;
 
-/* One operation of a transaction branch; prefix applies to DELETE and RANGE. */
+/* One operation of a transaction branch; prefix applies to DELETE and RANGE, and so does
+ * range_end: when set, the op covers the keys in [key, range_end) (prefix is ignored). */
 typedef struct cdc_etcd_op {
     cdc_etcd_op_type_t type;
     const char *key;
@@ -121,6 +122,7 @@ typedef struct cdc_etcd_op {
     size_t value_len;
     int64_t lease;
     bool prefix;
+    const char *range_end;
 } cdc_etcd_op_t;
 
 typedef struct cdc_etcd_txn_result {

@@ -62,7 +62,7 @@ cdc_err_t cdc_store_list_checkpoints(cdc_store_t *st, uint64_t lo, uint64_t hi,
 /* Moves committed to epoch (fenced). */
 cdc_err_t cdc_store_put_committed(cdc_store_t *st, uint64_t epoch, cdc_error_t *e);
 
-/* Deletes checkpoint records below keep_from (fenced per key, best effort). */
+/* Deletes checkpoint records below keep_from (one fenced range delete, best effort). */
 cdc_err_t cdc_store_prune(cdc_store_t *st, uint64_t keep_from, cdc_error_t *e);
 
 /* Puts the leader key's value (keeping its lease), fenced. */

@@ -161,6 +161,29 @@ static void test_txn(void **state)
     cdc_etcd_txn_result_clear(&r);
     cdc_etcd_kv_t kv;
     assert_int_equal(cdc_etcd_get(c, key, &kv, NULL, &e), CDC_ERR_NOT_FOUND);
+
+    /* range_end: [txn/r/0002, txn/r/0004) only (the coordinator's checkpoint pruning) */
+    char keys[5][64];
+    for (int i = 0; i < 5; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "%s", k(""));
+        snprintf(keys[i] + strlen(keys[i]), sizeof(keys[i]) - strlen(keys[i]), "txn/r/%04d", i);
+        OK(cdc_etcd_put(c, keys[i], "v", 1, 0, NULL, &e));
+    }
+    cdc_etcd_op_t rdel[2] = {
+        {.type = CDC_ETCD_OP_DELETE, .key = keys[2], .range_end = keys[4]},
+        {.type = CDC_ETCD_OP_RANGE, .key = k("txn/r/"), .prefix = true, .range_end = keys[2]},
+    };
+    OK(cdc_etcd_txn(c, NULL, 0, rdel, 2, NULL, 0, &r, &e));
+    assert_true(r.succeeded);
+    assert_int_equal(r.responses[1].count, 2); /* the range honours range_end over prefix */
+    cdc_etcd_txn_result_clear(&r);
+    cdc_etcd_kvs_t left;
+    OK(cdc_etcd_range_prefix(c, k("txn/r/"), 0, &left, &e));
+    assert_int_equal(left.count, 3);
+    assert_string_equal(left.kvs[0].key, keys[0]);
+    assert_string_equal(left.kvs[1].key, keys[1]);
+    assert_string_equal(left.kvs[2].key, keys[4]);
+    cdc_etcd_kvs_clear(&left);
     cdc_etcd_close(c);
 }
 
