@@ -584,7 +584,7 @@ static void stage_encode_ahead(cdc_stage_t *s, cdc_stage_table_t *t)
         return;
     if (t->enc_data != NULL && t->enc_data->src != t->schema)
         enc_drop(s, &t->enc_data);
-    while (!t->enc_data_off && t->nentries - (t->enc_data ? t->enc_data->done : 0) >= n + n / 2)
+    while (!t->enc_data_off && t->nentries - (t->enc_data ? t->enc_data->done : 0) >= n + n / 4)
         enc_ahead(s, t, &t->enc_data, CDC_STAGE_MIRROR_DATA,
                   (t->enc_data ? t->enc_data->done : 0) + n);
 }

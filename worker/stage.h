@@ -16,7 +16,7 @@
  * a whole epoch, the stage encodes Parquet row groups while the epoch runs, on the
  * thread that adds changes, into in-memory files (compressed, counted in `bytes`):
  *   changelog: every `rows` changelog rows become a row group (they never change);
- *   mirror data: once `rows` + `rows`/2 entries are past the last encoded one, the
+ *   mirror data: once `rows` + `rows`/4 entries are past the last encoded one, the
  *             oldest `rows` of them become a row group (the newest stay open since
  *             they are the likeliest to change again). A later change to an encoded
  *             entry drops the table's mirror encoding for the rest of the epoch (its
