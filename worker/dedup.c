@@ -30,10 +30,11 @@ void cdc_dedup_state_options(cdc_state_options_t *o, int ttl_seconds)
      * commit p99 about 350 ms instead of 500 to 590 ms with 4 MiB; docs/worker.md). */
     o->write_buffer_size = (size_t)1 << 20;
     /* A checkpoint copies the WAL instead of flushing while the WAL holds no more than
-     * the store's memtables (two per family set; common/state.c): at a steady rate a
-     * partition flushes when its memtables fill, not at every barrier, which was most
-     * of a worker's CPU per epoch (docs/worker.md). */
-    o->wal_checkpoint_bytes = 2 * o->write_buffer_size;
+     * one memtable's worth (common/state.c): at a steady rate a partition flushes when
+     * its memtables fill, not at every barrier, which was most of a worker's CPU per
+     * epoch; and a checkpoint copies (uploads) at most 1 MiB of WAL per partition
+     * (docs/worker.md). */
+    o->wal_checkpoint_bytes = o->write_buffer_size;
 }
 
 cdc_err_t cdc_dedup_open(const char *dir, int ttl_seconds, cdc_dedup_t **out, cdc_error_t *e)

@@ -584,7 +584,7 @@ static void stage_encode_ahead(cdc_stage_t *s, cdc_stage_table_t *t)
         return;
     if (t->enc_data != NULL && t->enc_data->src != t->schema)
         enc_drop(s, &t->enc_data);
-    while (!t->enc_data_off && t->nentries - (t->enc_data ? t->enc_data->done : 0) >= n + n / 2)
+    while (!t->enc_data_off && t->nentries - (t->enc_data ? t->enc_data->done : 0) >= n + n / 4)
         enc_ahead(s, t, &t->enc_data, CDC_STAGE_MIRROR_DATA,
                   (t->enc_data ? t->enc_data->done : 0) + n);
 }
@@ -602,8 +602,10 @@ size_t cdc_stage_encoded(const cdc_stage_table_t *t, cdc_stage_kind_t kind,
 
 /* ---- storing a file ------------------------------------------------------------------- */
 
-/* Creates a local file durably with data (mkdir -p of its directory when missing). */
-static cdc_err_t put_local(const char *path, const uint8_t *data, size_t len, cdc_error_t *e)
+/* Creates a local file with data and starts its writeback; the caller fsyncs and
+ * closes *fd (mkdir -p of its directory when missing). On failure nothing is left. */
+static cdc_err_t local_begin(const char *path, const uint8_t *data, size_t len, int *fd,
+                             cdc_error_t *e)
 {
     const char *slash = strrchr(path, '/');
     if (slash != NULL && slash != path) { /* data/ may not exist yet */
@@ -620,33 +622,28 @@ static cdc_err_t put_local(const char *path, const uint8_t *data, size_t len, cd
             mkdir(dir, 0755);
         }
     }
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
+    *fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (*fd < 0)
         return cdc_error_set(e, errno == EEXIST ? CDC_ERR_EXISTS : CDC_ERR_IO,
                              "could not create file \"%s\": %s", path, strerror(errno));
     size_t done = 0;
     while (done < len) {
-        ssize_t n = write(fd, data + done, len - done);
+        ssize_t n = write(*fd, data + done, len - done);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0)
-            goto fail;
+        if (n < 0) {
+            int err = errno;
+            close(*fd);
+            *fd = -1;
+            unlink(path);
+            return cdc_error_set(e, CDC_ERR_IO, "could not write file \"%s\": %s", path,
+                                 strerror(err));
+        }
         done += (size_t)n;
     }
-    if (fsync(fd) != 0)
-        goto fail;
-    if (close(fd) != 0) {
-        fd = -1;
-        goto fail;
-    }
+    /* start the writeback now: the fsyncs of the epoch's files then overlap */
+    sync_file_range(*fd, 0, 0, SYNC_FILE_RANGE_WRITE);
     return CDC_OK;
-fail : {
-    int err = errno;
-    if (fd >= 0)
-        close(fd);
-    unlink(path);
-    return cdc_error_set(e, CDC_ERR_IO, "could not write file \"%s\": %s", path, strerror(err));
-}
 }
 
 /* Location of the epoch's file of a kind for table t (caller frees), or NULL. */
@@ -665,51 +662,25 @@ static char *file_location(const cdc_stage_t *s, const cdc_stage_table_t *t, cdc
     return loc;
 }
 
-/* Closes en's file and stores it at location; fills out->df (path, schema). */
-static cdc_err_t enc_store(cdc_stage_enc_t *en, cdc_storage_t *storage, const char *location,
-                           cdc_stage_file_t *out, cdc_error_t *e)
-{
-    uint8_t *data = NULL;
-    size_t len = 0;
-    cdc_err_t rc = cdc_pq_writer_close(en->w, &out->df, e);
-    if (rc != CDC_OK)
-        return rc;
-    rc = cdc_pq_writer_take_buffer(en->w, &data, &len);
-    if (rc != CDC_OK) {
-        rc = cdc_error_set(e, rc, "parquet writer gave no buffer");
-    } else {
-        char *local = cdc_storage_local_path(storage, location);
-        rc = local != NULL ? put_local(local, data, len, e)
-                           : cdc_storage_put(storage, location, data, len, e);
-        free(local);
-    }
-    free(data);
-    if (rc == CDC_OK) {
-        free(out->df.path);
-        out->df.path = strdup(location);
-        out->df.schema_id = en->schema.schema_id;
-        out->schema_json = cdc_ice_schema_to_json(&en->schema);
-        if (out->df.path == NULL || out->schema_json == NULL) {
-            cdc_error_t e2;
-            cdc_storage_delete(storage, location, &e2);
-            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        }
-    }
-    if (rc != CDC_OK) {
-        cdc_ice_data_file_clear(&out->df);
-        free(out->schema_json);
-        out->schema_json = NULL;
-    }
-    return rc;
-}
+/* One encoded file waiting to be stored. */
+typedef struct pending {
+    uint8_t *data;
+    size_t len;
+    int fd; /* local file created, not yet fsynced; else -1 */
+    bool stored;
+} pending_t;
 
-static cdc_err_t write_kind(cdc_stage_t *s, cdc_stage_table_t *t, cdc_stage_kind_t kind,
-                            cdc_storage_t *storage, const cdc_stage_write_options_t *o,
-                            cdc_stage_file_t *out, bool *written, cdc_error_t *e)
+/*
+ * Finishes table t's file of a kind in memory (the rest of the rows and the footer,
+ * after what was encoded ahead): *out describes it (path = its location), p holds its
+ * bytes. *written = false when the kind has no rows.
+ */
+static cdc_err_t encode_kind(cdc_stage_t *s, cdc_stage_table_t *t, cdc_stage_kind_t kind,
+                             const cdc_stage_write_options_t *o, cdc_stage_file_t *out,
+                             pending_t *p, bool *written, cdc_error_t *e)
 {
     cdc_stage_enc_t *en = NULL;
     cdc_err_t rc = CDC_OK;
-    char *location = NULL;
     size_t rows = 0;
     *written = false;
 
@@ -738,16 +709,24 @@ static cdc_err_t write_kind(cdc_stage_t *s, cdc_stage_table_t *t, cdc_stage_kind
         goto done;
     if (en == NULL && (rc = enc_open(t->schema, kind, o->compression, &en, e)) != CDC_OK)
         goto done;
-    location = file_location(s, t, kind, o);
-    if (location == NULL) {
-        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        goto done;
-    }
     rc = enc_append(en, t, kind == CDC_STAGE_CHANGELOG ? t->nchangelog : t->nentries, e);
     if (rc == CDC_OK)
-        rc = enc_store(en, storage, location, out, e);
+        rc = cdc_pq_writer_close(en->w, &out->df, e);
     if (rc != CDC_OK)
         goto done;
+    if (cdc_pq_writer_take_buffer(en->w, &p->data, &p->len) != CDC_OK) {
+        rc = cdc_error_set(e, CDC_ERR_INTERNAL, "parquet writer gave no buffer");
+        goto done;
+    }
+    free(out->df.path);
+    out->df.path = file_location(s, t, kind, o);
+    out->df.schema_id = en->schema.schema_id;
+    out->schema_json = cdc_ice_schema_to_json(&en->schema);
+    char name[300];
+    snprintf(name, sizeof(name), "%s.%s%s", t->ns, t->table,
+             kind == CDC_STAGE_CHANGELOG ? "_changelog" : "");
+    out->table = strdup(name);
+    out->kind = kind;
     if (kind == CDC_STAGE_MIRROR_DELETES) {
         out->df.content = CDC_ICE_CONTENT_EQUALITY_DELETES;
         out->df.equality_ids = malloc(en->schema.nidentifier * sizeof(int32_t));
@@ -757,20 +736,53 @@ static cdc_err_t write_kind(cdc_stage_t *s, cdc_stage_table_t *t, cdc_stage_kind
             out->df.nequality_ids = en->schema.nidentifier;
         }
     }
-    char name[300];
-    snprintf(name, sizeof(name), "%s.%s%s", t->ns, t->table,
-             kind == CDC_STAGE_CHANGELOG ? "_changelog" : "");
-    out->table = strdup(name);
-    out->kind = kind;
-    *written = true;
+    if (out->df.path == NULL || out->schema_json == NULL || out->table == NULL ||
+        (kind == CDC_STAGE_MIRROR_DELETES && out->df.equality_ids == NULL))
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    *written = true; /* (out is released by the caller, also on failure) */
 done:
+    if (rc != CDC_OK && !*written) {
+        cdc_ice_data_file_clear(&out->df);
+        free(p->data);
+        p->data = NULL;
+    }
     if (rc != CDC_OK)
         cdc_error_prefix(e,
                          "could not stage %s file for table \"%s.%s\" (partition %u, epoch %llu)",
                          kind == CDC_STAGE_MIRROR_DELETES ? "equality delete" : "data", t->ns,
                          t->table, s->partition, (unsigned long long)s->epoch);
-    free(location);
     enc_free(en);
+    return rc;
+}
+
+/*
+ * Stores the encoded files: local ones are all created and written (writeback started)
+ * before the first fsync, so that their I/O overlaps; S3 ones are uploaded.
+ */
+static cdc_err_t store_all(cdc_storage_t *storage, cdc_stage_file_t *out, pending_t *p, size_t n,
+                           cdc_error_t *e)
+{
+    cdc_err_t rc = CDC_OK;
+    for (size_t i = 0; i < n && rc == CDC_OK; i++) {
+        char *local = cdc_storage_local_path(storage, out[i].df.path);
+        if (local != NULL)
+            rc = local_begin(local, p[i].data, p[i].len, &p[i].fd, e);
+        else
+            rc = cdc_storage_put(storage, out[i].df.path, p[i].data, p[i].len, e);
+        p[i].stored = rc == CDC_OK;
+        free(local);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (p[i].fd < 0)
+            continue;
+        if (rc == CDC_OK && fsync(p[i].fd) != 0)
+            rc = cdc_error_set(e, CDC_ERR_IO, "could not fsync file \"%s\": %s", out[i].df.path,
+                               strerror(errno));
+        if (close(p[i].fd) != 0 && rc == CDC_OK)
+            rc = cdc_error_set(e, CDC_ERR_IO, "could not close file \"%s\": %s", out[i].df.path,
+                               strerror(errno));
+        p[i].fd = -1;
+    }
     return rc;
 }
 
@@ -778,29 +790,43 @@ cdc_err_t cdc_stage_write(cdc_stage_t *s, cdc_storage_t *storage,
                           const cdc_stage_write_options_t *o, cdc_stage_file_t **files,
                           size_t *nfiles, cdc_error_t *e)
 {
-    cdc_stage_file_t *out = calloc(s->ntables * 3 + 1, sizeof(*out));
-    size_t n = 0;
-    if (out == NULL)
+    size_t cap = s->ntables * 3 + 1, n = 0;
+    cdc_stage_file_t *out = calloc(cap, sizeof(*out));
+    pending_t *p = calloc(cap, sizeof(*p));
+    cdc_err_t rc = CDC_OK;
+    if (out == NULL || p == NULL) {
+        free(out);
+        free(p);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < s->ntables; i++)
-        for (int k = CDC_STAGE_MIRROR_DATA; k <= CDC_STAGE_CHANGELOG; k++) {
+    }
+    for (size_t i = 0; i < cap; i++)
+        p[i].fd = -1;
+    /* encode every file first (CPU), then store them together (I/O) */
+    for (size_t i = 0; i < s->ntables && rc == CDC_OK; i++)
+        for (int k = CDC_STAGE_MIRROR_DATA; k <= CDC_STAGE_CHANGELOG && rc == CDC_OK; k++) {
             bool written;
-            cdc_err_t rc =
-                write_kind(s, &s->tables[i], (cdc_stage_kind_t)k, storage, o, &out[n], &written, e);
-            if (rc != CDC_OK) {
-                for (size_t f = 0; f < n; f++) {
-                    cdc_error_t e2;
-                    cdc_storage_delete(storage, out[f].df.path, &e2);
-                }
-                cdc_stage_files_free(out, n);
-                for (size_t t = 0; t < s->ntables; t++) { /* a retry encodes everything */
-                    enc_drop(s, &s->tables[t].enc_cl);
-                    enc_drop(s, &s->tables[t].enc_data);
-                }
-                return rc;
-            }
+            rc = encode_kind(s, &s->tables[i], (cdc_stage_kind_t)k, o, &out[n], &p[n], &written, e);
             n += written;
         }
+    if (rc == CDC_OK)
+        rc = store_all(storage, out, p, n, e);
+    for (size_t i = 0; i < n; i++)
+        free(p[i].data);
+    if (rc != CDC_OK) {
+        for (size_t i = 0; i < n; i++)
+            if (p[i].stored) {
+                cdc_error_t e2;
+                cdc_storage_delete(storage, out[i].df.path, &e2);
+            }
+        free(p);
+        cdc_stage_files_free(out, n);
+        for (size_t t = 0; t < s->ntables; t++) { /* a retry encodes everything */
+            enc_drop(s, &s->tables[t].enc_cl);
+            enc_drop(s, &s->tables[t].enc_data);
+        }
+        return rc;
+    }
+    free(p);
     *files = out;
     *nfiles = n;
     return CDC_OK;

@@ -16,7 +16,7 @@
  * a whole epoch, the stage encodes Parquet row groups while the epoch runs, on the
  * thread that adds changes, into in-memory files (compressed, counted in `bytes`):
  *   changelog: every `rows` changelog rows become a row group (they never change);
- *   mirror data: once `rows` + `rows`/2 entries are past the last encoded one, the
+ *   mirror data: once `rows` + `rows`/4 entries are past the last encoded one, the
  *             oldest `rows` of them become a row group (the newest stay open since
  *             they are the likeliest to change again). A later change to an encoded
  *             entry drops the table's mirror encoding for the rest of the epoch (its
@@ -163,7 +163,9 @@ typedef struct cdc_stage_write_options {
  * Writes the epoch's files (mirror data, mirror equality deletes, changelog) for every
  * table, durably (fsync'd locally, or uploaded), under each table's data/ directory with
  * names carrying the job, epoch and partition. Each file is assembled in memory (the
- * row groups encoded ahead, then the rest and the footer) and stored with one write.
+ * row groups encoded ahead, then the rest and the footer); then all are written (local
+ * files: created, written and their writeback started before the first fsync, so
+ * that the fsyncs overlap) or uploaded.
  * On success *files (caller frees with cdc_stage_files_free()) lists them; on failure
  * files already written are removed and nothing is returned. The staged rows stay
  * (the stage is not reset) but the row groups encoded ahead are used up either way: a
