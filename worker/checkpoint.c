@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,15 +25,12 @@ static void rand_hex(char *out, size_t nhex)
 {
     static const char hex[] = "0123456789abcdef";
     uint8_t b[32];
-    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
     size_t n = (nhex + 1) / 2;
-    if (fd < 0 || read(fd, b, n) != (ssize_t)n) {
+    if (getrandom(b, n, 0) != (ssize_t)n) {
         uint64_t x = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)out;
         for (size_t i = 0; i < n; i++, x = x * 6364136223846793005ULL + 1442695040888963407ULL)
             b[i] = (uint8_t)(x >> 56);
     }
-    if (fd >= 0)
-        close(fd);
     for (size_t i = 0; i < nhex; i++)
         out[i] = hex[(b[i / 2] >> ((i % 2) ? 0 : 4)) & 15];
     out[nhex] = '\0';
@@ -137,22 +135,32 @@ static char *manifest_json(const cdc_ckpt_t *c, const cdc_ckpt_entry_t *en)
     return out;
 }
 
-/* mkdir -p of path's parent directory. */
-static bool make_parent(const char *path)
+/* Directories whose new entries must be made durable before the manifest is written. */
+typedef struct dir_set {
+    char *v[8];
+    size_t n;
+} dir_set_t;
+
+/* Adds the directory of path (false: out of memory or too many directories). */
+static bool dir_set_add(dir_set_t *s, const char *path)
 {
-    char dir[1024];
     const char *slash = strrchr(path, '/');
-    if (slash == NULL || slash == path || (size_t)(slash - path) >= sizeof(dir))
+    size_t len = slash ? (size_t)(slash - path) : 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (strlen(s->v[i]) == len && strncmp(s->v[i], path, len) == 0)
+            return true;
+    if (len == 0 || s->n == sizeof(s->v) / sizeof(s->v[0]) ||
+        (s->v[s->n] = strndup(path, len)) == NULL)
         return false;
-    snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-    for (char *p = dir + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-                return false;
-            *p = '/';
-        }
-    return mkdir(dir, 0755) == 0 || errno == EEXIST;
+    s->n++;
+    return true;
+}
+
+static void dir_set_free(dir_set_t *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->v[i]);
+    s->n = 0;
 }
 
 /*
@@ -161,28 +169,35 @@ static bool make_parent(const char *path)
  * a file of a checkpoint directory in place (table files are immutable, RocksDB writes
  * the descriptor files of the copy once, and restores copy those instead of linking
  * them), and it was fsynced when written, so only the new directory entry needs an
- * fsync. Anything else (S3, another file system) is copied.
+ * fsync: its directory goes into dirs, which the caller fsyncs once per upload before
+ * the manifest refers to the file. The directory is created (mkdir -p) only when the
+ * link says it is missing. Anything else (S3, another file system) is copied durably.
  */
 static cdc_err_t put_state_file(cdc_ckpt_t *c, const char *location, const char *path,
-                                cdc_error_t *e)
+                                dir_set_t *dirs, cdc_error_t *e)
 {
     char *local = cdc_storage_local_path(c->storage, location);
-    if (local != NULL && make_parent(local) && (link(path, local) == 0 || errno == EEXIST)) {
+    if (local != NULL) {
+        int rv = link(path, local);
+        if (rv != 0 && errno == ENOENT) {
+            char *slash = strrchr(local, '/');
+            cdc_error_t me;
+            if (slash != NULL && slash != local) {
+                *slash = '\0';
+                bool made = cdc_storage_local_mkdirs(local, &me) == CDC_OK;
+                *slash = '/';
+                if (made)
+                    rv = link(path, local);
+            }
+        }
         /* (EEXIST: a retried upload; names carry the lineage or the epoch and a random
          * id, so it is this file) */
-        char *slash = strrchr(local, '/');
-        int fd = -1;
-        *slash = '\0';
-        fd = open(local, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        bool ok = fd >= 0 && fsync(fd) == 0;
-        if (fd >= 0)
-            close(fd);
-        *slash = '/';
-        if (ok) {
+        if ((rv == 0 || errno == EEXIST) && dir_set_add(dirs, local)) {
             free(local);
             return CDC_OK;
         }
-        unlink(local);
+        if (rv == 0)
+            unlink(local);
     }
     free(local);
     return cdc_storage_put_file(c->storage, location, path, e);
@@ -201,6 +216,7 @@ cdc_err_t cdc_ckpt_upload(cdc_ckpt_t *c, uint64_t epoch, const char *local_dir, 
     cdc_err_t rc = CDC_OK;
     char *json = NULL, *handle_loc = NULL;
     cdc_ckpt_entry_t *en;
+    dir_set_t dirs = {0};
 
     if (d == NULL)
         return cdc_error_set(e, CDC_ERR_IO, "could not open checkpoint directory \"%s\": %s",
@@ -246,7 +262,7 @@ cdc_err_t cdc_ckpt_upload(cdc_ckpt_t *c, uint64_t epoch, const char *local_dir, 
         if (cdc_state_file_is_immutable(de->d_name)) {
             if (asprintf(&f->location, "%s/sst/%s-%s", c->root, c->lineage, de->d_name) < 0)
                 f->location = NULL;
-        } else if (asprintf(&f->location, "%s/meta/%" PRIu64 "-%s/%s", c->root, epoch, rnd,
+        } else if (asprintf(&f->location, "%s/meta/%" PRIu64 "-%s-%s", c->root, epoch, rnd,
                             de->d_name) < 0) {
             f->location = NULL;
         }
@@ -254,7 +270,7 @@ cdc_err_t cdc_ckpt_upload(cdc_ckpt_t *c, uint64_t epoch, const char *local_dir, 
             rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
             goto done;
         }
-        rc = put_state_file(c, f->location, path, e);
+        rc = put_state_file(c, f->location, path, &dirs, e);
         if (rc != CDC_OK) {
             cdc_error_prefix(e, "could not upload state file \"%s\" of partition %u", path,
                              c->partition);
@@ -263,6 +279,12 @@ cdc_err_t cdc_ckpt_upload(cdc_ckpt_t *c, uint64_t epoch, const char *local_dir, 
         st.files_uploaded++;
         st.bytes_uploaded += (uint64_t)sb.st_size;
     }
+    /* The linked files' directory entries, durable before the manifest names them. */
+    for (size_t i = 0; i < dirs.n; i++)
+        if ((rc = cdc_storage_local_fsync_dir(dirs.v[i], e)) != CDC_OK) {
+            e->retriable = true;
+            goto done;
+        }
     if (asprintf(&handle_loc, "%s/m-%020" PRIu64 "-%s.json", c->root, epoch, rnd) < 0) {
         handle_loc = NULL;
         rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
@@ -299,6 +321,7 @@ cdc_err_t cdc_ckpt_upload(cdc_ckpt_t *c, uint64_t epoch, const char *local_dir, 
     c->files_uploaded += st.files_uploaded;
 done:
     closedir(d);
+    dir_set_free(&dirs);
     files_free(files, nfiles);
     free(handle_loc);
     free(json);
@@ -467,6 +490,23 @@ fail:
     return rc;
 }
 
+/* Earlier versions put each checkpoint's descriptor files in a directory of its own,
+ * meta/<epoch>-<rand>/: removes that directory once its last file is gone (local
+ * warehouse; rmdir fails harmlessly while it is not empty). */
+static void remove_legacy_dir(const cdc_ckpt_t *c, const char *location)
+{
+    char *local = cdc_storage_local_path(c->storage, location), *slash;
+    char *rl = cdc_storage_local_path(c->storage, c->root);
+    size_t n = rl ? strlen(rl) : 0;
+    if (local != NULL && rl != NULL && strncmp(local, rl, n) == 0 &&
+        strncmp(local + n, "/meta/", 6) == 0 && (slash = strrchr(local, '/')) > local + n + 5) {
+        *slash = '\0';
+        rmdir(local);
+    }
+    free(local);
+    free(rl);
+}
+
 /* Deletes entry i's local copy, manifest and files no entry >= keep_from refers to. */
 static void discard(cdc_ckpt_t *c, size_t i, size_t keep_from, size_t keep_to)
 {
@@ -483,6 +523,8 @@ static void discard(cdc_ckpt_t *c, size_t i, size_t keep_from, size_t keep_to)
                 ref = strcmp(c->entries[j].files[f].location, en->files[k].location) == 0;
         if (!ref && cdc_storage_delete(c->storage, en->files[k].location, &e) != CDC_OK)
             cdc_log_warn("could not delete state file \"%s\": %s", en->files[k].location, e.msg);
+        else if (!ref)
+            remove_legacy_dir(c, en->files[k].location);
     }
 }
 

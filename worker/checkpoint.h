@@ -12,7 +12,9 @@
  *   sst/<lineage>-<name>        shared immutable files (lineage = random id of the
  *                               local store that produced them, so two stores restored
  *                               from one checkpoint never collide on file numbers)
- *   meta/<epoch>-<rand>/<name>  descriptor files of one checkpoint
+ *   meta/<epoch>-<rand>-<name>  descriptor files of one checkpoint (flat: no directory
+ *                               per checkpoint to create, fsync and remove; earlier
+ *                               versions used meta/<epoch>-<rand>/<name>, still read)
  *   m-<epoch>-<rand>.json       the manifest = state handle
  *
  * Restore downloads a manifest's files into a fresh directory (any worker can do it,

@@ -115,31 +115,65 @@ char *cdc_storage_local_path(const cdc_storage_t *s, const char *location)
     return strdup(local_strip(location));
 }
 
+static cdc_err_t fsync_dir(const char *dir, cdc_error_t *e);
+
+/* fsync of the directory that contains path (path has no trailing slash). */
+static cdc_err_t fsync_parent(const char *path, cdc_error_t *e)
+{
+    const char *slash = strrchr(path, '/');
+    char *parent;
+    cdc_err_t rc;
+    if (slash == NULL)
+        return fsync_dir(".", e);
+    if (slash == path)
+        return fsync_dir("/", e);
+    if ((parent = strndup(path, (size_t)(slash - path))) == NULL)
+        return oom(e);
+    rc = fsync_dir(parent, e);
+    free(parent);
+    return rc;
+}
+
+/*
+ * mkdir -p, bottom-up: one mkdir() when the parent exists (the common case: the
+ * ancestors are only probed when it does not), and the parent of every directory it
+ * creates is fsynced, so that a file made durable in it later stays reachable.
+ */
 static cdc_err_t mkdirs(const char *dir, cdc_error_t *e)
 {
-    char *p = strdup(dir);
-    if (!p)
-        return oom(e);
-    for (char *c = p + 1; *c; c++) {
-        if (*c != '/')
-            continue;
-        *c = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-            cdc_err_t rc = cdc_error_set(e, CDC_ERR_IO, "could not create directory \"%s\": %s", p,
-                                         strerror(errno));
-            free(p);
-            return rc;
+    cdc_err_t rc;
+    if (mkdir(dir, 0755) == 0)
+        return fsync_parent(dir, e);
+    if (errno == EEXIST)
+        return CDC_OK;
+    if (errno == ENOENT) {
+        const char *slash = strrchr(dir, '/');
+        char *parent;
+        if (slash != NULL && slash != dir) {
+            if ((parent = strndup(dir, (size_t)(slash - dir))) == NULL)
+                return oom(e);
+            rc = mkdirs(parent, e);
+            free(parent);
+            if (rc != CDC_OK)
+                return rc;
+            if (mkdir(dir, 0755) == 0)
+                return fsync_parent(dir, e);
+            if (errno == EEXIST)
+                return CDC_OK;
         }
-        *c = '/';
     }
-    if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-        cdc_err_t rc = cdc_error_set(e, CDC_ERR_IO, "could not create directory \"%s\": %s", p,
-                                     strerror(errno));
-        free(p);
-        return rc;
-    }
-    free(p);
-    return CDC_OK;
+    return cdc_error_set(e, CDC_ERR_IO, "could not create directory \"%s\": %s", dir,
+                         strerror(errno));
+}
+
+cdc_err_t cdc_storage_local_mkdirs(const char *dir, cdc_error_t *e)
+{
+    return mkdirs(dir, e);
+}
+
+cdc_err_t cdc_storage_local_fsync_dir(const char *dir, cdc_error_t *e)
+{
+    return fsync_dir(dir, e);
 }
 
 static cdc_err_t fsync_dir(const char *dir, cdc_error_t *e)
@@ -172,14 +206,19 @@ static cdc_err_t write_temp(const char *path, const void *data, size_t len, char
         return cdc_error_set(e, CDC_ERR_INVALID, "location \"%s\" is not an absolute path", path);
     }
     *slash = '\0';
-    if ((rc = mkdirs(*dir, e)) != CDC_OK)
-        goto fail;
     if (asprintf(tmp, "%s.tmp.XXXXXX", path) < 0) {
         *tmp = NULL;
         rc = oom(e);
         goto fail;
     }
+    /* The directory usually exists: create it (mkdir -p) only when mkstemp says not. */
     int fd = mkstemp(*tmp);
+    if (fd < 0 && errno == ENOENT) {
+        if ((rc = mkdirs(*dir, e)) != CDC_OK)
+            goto fail;
+        memcpy(*tmp + strlen(*tmp) - 6, "XXXXXX", 6);
+        fd = mkstemp(*tmp);
+    }
     if (fd < 0) {
         rc = cdc_error_set(e, CDC_ERR_IO, "could not create \"%s\": %s", *tmp, strerror(errno));
         goto fail;

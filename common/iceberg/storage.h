@@ -49,6 +49,14 @@ bool cdc_storage_is_local(const cdc_storage_t *s);
 char *cdc_storage_local_path(const cdc_storage_t *s, const char *location);
 
 /*
+ * Local paths: mkdir -p of dir that fsyncs the parent of every directory it creates
+ * (cheap when dir exists: one mkdir() call), and fsync of a directory (its entries
+ * durable). For callers that place files in the warehouse themselves (hard links).
+ */
+cdc_err_t cdc_storage_local_mkdirs(const char *dir, cdc_error_t *e);
+cdc_err_t cdc_storage_local_fsync_dir(const char *dir, cdc_error_t *e);
+
+/*
  * Writes an object atomically (readers see the old object or the whole new one,
  * never a part), replacing an existing one. Local: temp file, fsync, rename, fsync dir.
  */

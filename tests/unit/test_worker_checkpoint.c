@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -155,6 +156,110 @@ static void test_incremental_restore_gc(void **state)
     cdc_storage_close(storage);
 }
 
+static size_t count_dirs(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "find '%s' -mindepth 1 -type d | wc -l", dir);
+    FILE *p = popen(cmd, "r");
+    size_t n = 0;
+    assert_int_equal(fscanf(p, "%zu", &n), 1);
+    pclose(p);
+    return n;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/*
+ * Descriptor files go flat into meta/ (no directory per checkpoint); a checkpoint area
+ * removed behind the worker's back is created again (directories are only made when a
+ * link says they are missing); GC removes the per-checkpoint directories of the
+ * earlier layout once their files are gone.
+ */
+static void test_layout_missing_dirs_legacy(void **state)
+{
+    (void)state;
+    cdc_error_t e;
+    cdc_storage_t *storage;
+    cdc_ckpt_t a, b, r;
+    const char *h1, *h2, *h3;
+    char wh[300], la[300], lb[300], lr[300], db[300], cp[300], area[400], meta[450], cmd[700];
+    bool reused;
+
+    snprintf(wh, sizeof(wh), "%s/warehouse", tmp);
+    snprintf(la, sizeof(la), "%s/la", tmp);
+    snprintf(lb, sizeof(lb), "%s/lb", tmp);
+    snprintf(lr, sizeof(lr), "%s/lr", tmp);
+    snprintf(area, sizeof(area), "%s/_checkpoints/job2/p1", wh);
+    snprintf(meta, sizeof(meta), "%s/meta", area);
+    assert_int_equal(cdc_storage_open(wh, NULL, &storage, &e), CDC_OK);
+    assert_int_equal(cdc_ckpt_init(&a, storage, wh, "job2", 1, la, &e), CDC_OK);
+    snprintf(db, sizeof(db), "%s/db", la);
+    cdc_state_t *st = open_store(db);
+    fill(st, 0, 1000);
+    snprintf(cp, sizeof(cp), "%s/ckpt-1", la);
+    assert_int_equal(cdc_state_checkpoint(st, cp, &e), CDC_OK);
+    assert_int_equal(cdc_ckpt_upload(&a, 1, cp, &h1, NULL, &e), CDC_OK);
+    assert_true(count_files(meta) >= 1);
+    assert_int_equal(count_dirs(meta), 0);
+
+    /* The whole area disappears; a worker without history uploads everything again. */
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", area);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(cdc_ckpt_init(&b, storage, wh, "job2", 1, lb, &e), CDC_OK);
+    fill(st, 1000, 1100);
+    snprintf(cp, sizeof(cp), "%s/ckpt-2", lb);
+    assert_int_equal(cdc_state_checkpoint(st, cp, &e), CDC_OK);
+    assert_int_equal(cdc_ckpt_upload(&b, 2, cp, &h2, NULL, &e), CDC_OK);
+    cdc_state_close(st);
+    assert_int_equal(cdc_ckpt_init(&r, storage, wh, "job2", 1, lr, &e), CDC_OK);
+    snprintf(db, sizeof(db), "%s/db", lr);
+    assert_int_equal(cdc_ckpt_restore(&r, h2, db, &reused, &e), CDC_OK);
+    assert_false(reused);
+    st = open_store(db);
+    assert_true(has(st, 1099));
+    cdc_state_close(st);
+    cdc_ckpt_free(&r);
+
+    /* A checkpoint of the earlier layout (meta/<epoch>-<rand>/<name>), restored, then
+     * superseded and collected: its directory goes with its files. */
+    char legacy[500], file[600], man[600], json[1400];
+    snprintf(legacy, sizeof(legacy), "%s/meta/7-0123abcd", area);
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", legacy);
+    assert_int_equal(system(cmd), 0);
+    snprintf(file, sizeof(file), "%s/NOTES", legacy);
+    write_text(file, "legacy");
+    snprintf(man, sizeof(man), "%s/m-00000000000000000007-0123abcd.json", area);
+    snprintf(json, sizeof(json),
+             "{\"format\":1,\"partition\":1,\"epoch\":7,\"lineage\":\"x\",\"files\":"
+             "[{\"name\":\"NOTES\",\"location\":\"%s\",\"size\":6}]}",
+             file);
+    write_text(man, json);
+    assert_int_equal(cdc_ckpt_init(&r, storage, wh, "job2", 1, lr, &e), CDC_OK);
+    snprintf(db, sizeof(db), "%s/legacy-db", lr);
+    assert_int_equal(cdc_ckpt_restore(&r, man, db, &reused, &e), CDC_OK);
+    st = open_store(db); /* (a directory with only NOTES: an empty store) */
+    fill(st, 0, 10);
+    snprintf(cp, sizeof(cp), "%s/ckpt-8", lr);
+    assert_int_equal(cdc_state_checkpoint(st, cp, &e), CDC_OK);
+    assert_int_equal(cdc_ckpt_upload(&r, 8, cp, &h3, NULL, &e), CDC_OK);
+    cdc_state_close(st);
+    assert_int_equal(cdc_ckpt_gc(&r, 8, &e), CDC_OK);
+    struct stat sb;
+    assert_int_not_equal(stat(legacy, &sb), 0);
+    assert_int_equal(count_dirs(meta), 0);
+
+    cdc_ckpt_free(&a);
+    cdc_ckpt_free(&b);
+    cdc_ckpt_free(&r);
+    cdc_storage_close(storage);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -175,6 +280,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_incremental_restore_gc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_layout_missing_dirs_legacy, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,130 @@
+/*
+ * Unit tests for the local backend of common/iceberg/storage.c: puts create missing
+ * directories (only probed when the temp file cannot be created) also after the
+ * directories were removed behind the writer's back, put-if-absent keeps its
+ * create-once semantics there, and the local mkdir -p / directory fsync helpers.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "common/iceberg/storage.h"
+
+static char tmp[256];
+
+static void rm_rf(const char *path)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void expect_content(cdc_storage_t *s, const char *loc, const char *want)
+{
+    cdc_error_t e;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    assert_int_equal(cdc_storage_get(s, loc, &data, &len, &e), CDC_OK);
+    assert_int_equal(len, strlen(want));
+    assert_memory_equal(data, want, len);
+    free(data);
+}
+
+static size_t count_entries(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "ls -A '%s' | wc -l", dir);
+    FILE *p = popen(cmd, "r");
+    size_t n = 0;
+    assert_int_equal(fscanf(p, "%zu", &n), 1);
+    pclose(p);
+    return n;
+}
+
+static void test_put_creates_missing_dirs(void **state)
+{
+    (void)state;
+    cdc_storage_t *s;
+    cdc_error_t e;
+    char wh[300], loc[400], loc2[400], top[350], leaf[400];
+
+    snprintf(wh, sizeof(wh), "%s/wh", tmp);
+    snprintf(top, sizeof(top), "%s/a", wh);
+    snprintf(leaf, sizeof(leaf), "%s/a/b/c", wh);
+    snprintf(loc, sizeof(loc), "%s/a/b/c/one.json", wh);
+    snprintf(loc2, sizeof(loc2), "file://%s/a/b/c/two.json", wh);
+    assert_int_equal(cdc_storage_open(wh, NULL, &s, &e), CDC_OK);
+
+    /* nothing exists yet: every level is created */
+    assert_int_equal(cdc_storage_put(s, loc, "1", 1, &e), CDC_OK);
+    expect_content(s, loc, "1");
+    /* the directory exists: replaced in place, no temp file left behind */
+    assert_int_equal(cdc_storage_put(s, loc, "22", 2, &e), CDC_OK);
+    expect_content(s, loc, "22");
+    assert_int_equal(count_entries(leaf), 1);
+
+    /* removed behind our back: created again */
+    rm_rf(top);
+    assert_int_equal(cdc_storage_put(s, loc, "333", 3, &e), CDC_OK);
+    expect_content(s, loc, "333");
+    rm_rf(leaf);
+    assert_int_equal(cdc_storage_put_if_absent(s, loc2, "x", 1, &e), CDC_OK);
+    assert_int_equal(cdc_storage_put_if_absent(s, loc2, "y", 1, &e), CDC_ERR_EXISTS);
+    expect_content(s, loc2, "x");
+    assert_int_equal(count_entries(leaf), 1);
+
+    /* a file where a directory should be: an error, not a crash or a loop */
+    char bad[450];
+    snprintf(bad, sizeof(bad), "%s/a/b/c/two.json/three.json", wh);
+    assert_int_not_equal(cdc_storage_put(s, bad, "z", 1, &e), CDC_OK);
+    cdc_storage_close(s);
+}
+
+static void test_local_helpers(void **state)
+{
+    (void)state;
+    cdc_error_t e;
+    char dir[400];
+    struct stat sb;
+
+    snprintf(dir, sizeof(dir), "%s/x/y/z", tmp);
+    assert_int_equal(cdc_storage_local_mkdirs(dir, &e), CDC_OK);
+    assert_int_equal(stat(dir, &sb), 0);
+    assert_true(S_ISDIR(sb.st_mode));
+    assert_int_equal(cdc_storage_local_mkdirs(dir, &e), CDC_OK); /* exists: fine */
+    assert_int_equal(cdc_storage_local_fsync_dir(dir, &e), CDC_OK);
+    rm_rf(dir);
+    assert_int_equal(cdc_storage_local_fsync_dir(dir, &e), CDC_ERR_IO);
+    assert_non_null(strstr(e.msg, "z"));
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *t = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(tmp, sizeof(tmp), "%s/test_storage.XXXXXX", t);
+    return mkdtemp(tmp) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    rm_rf(tmp);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_put_creates_missing_dirs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_local_helpers, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
