@@ -262,6 +262,7 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_e
     cl->row = *img; /* moved */
     img->vals = NULL;
     s->bytes += row_bytes(&cl->row);
+    t->row_bytes += row_bytes(&cl->row);
     s->changes++;
     if (s->enc_rows > 0)
         stage_encode_ahead(s, t);
@@ -576,6 +577,10 @@ off:
 static void stage_encode_ahead(cdc_stage_t *s, cdc_stage_table_t *t)
 {
     size_t n = s->enc_rows;
+    /* wide rows: fewer per row group, so that the writer's buffers stay small */
+    size_t avg = t->nchangelog ? t->row_bytes / t->nchangelog + 1 : 1;
+    if (n > CDC_STAGE_ENCODE_BYTES / avg)
+        n = CDC_STAGE_ENCODE_BYTES / avg > 64 ? CDC_STAGE_ENCODE_BYTES / avg : 64;
     if (t->enc_cl != NULL && t->enc_cl->src != t->schema)
         enc_drop(s, &t->enc_cl); /* schema changed: the file is written with the new one */
     while (s->enc_rows > 0 && t->nchangelog - (t->enc_cl ? t->enc_cl->done : 0) >= n)

@@ -15,7 +15,8 @@
  * Encoding ahead (cdc_stage_set_encoding()): so that a barrier does not have to encode
  * a whole epoch, the stage encodes Parquet row groups while the epoch runs, on the
  * thread that adds changes, into in-memory files (compressed, counted in `bytes`):
- *   changelog: every `rows` changelog rows become a row group (they never change);
+ *   changelog: every `rows` changelog rows become a row group (they never change;
+ *             fewer for wide rows, see CDC_STAGE_ENCODE_BYTES);
  *   mirror data: once `rows` + `rows`/4 entries are past the last encoded one, the
  *             oldest `rows` of them become a row group (the newest stay open since
  *             they are the likeliest to change again). A later change to an encoded
@@ -75,6 +76,7 @@ typedef struct cdc_stage_table {
     struct cdc_stage_enc *enc_cl;   /* changelog rows [0, enc_cl->done) */
     struct cdc_stage_enc *enc_data; /* mirror data of entries [0, enc_data->done) */
     bool enc_data_off;              /* an encoded entry changed: no more this epoch */
+    size_t row_bytes;               /* staged bytes of the changelog's rows (row width) */
 } cdc_stage_table_t;
 
 /* The mirror row of entry en of t: the image of its last change (not a copy). */
@@ -95,8 +97,11 @@ typedef struct cdc_stage {
     int enc_codec;   /* cdc_pq_codec_t of the row groups encoded ahead */
 } cdc_stage_t;
 
-/* Rows per row group encoded ahead by the worker (see above; bench: benchmarks/stage). */
+/* Rows per row group encoded ahead by the worker (see above; bench: benchmarks/stage),
+ * fewer (at least 64) for rows wider than CDC_STAGE_ENCODE_BYTES / CDC_STAGE_ENCODE_ROWS
+ * staged bytes, so that a row group's buffers in the writer stay around that size. */
 #define CDC_STAGE_ENCODE_ROWS 4096
+#define CDC_STAGE_ENCODE_BYTES (2u << 20)
 
 /* An empty stage; encoding ahead is off until cdc_stage_set_encoding(). */
 void cdc_stage_init(cdc_stage_t *s, uint32_t partition, uint64_t epoch);

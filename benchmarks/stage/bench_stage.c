@@ -102,13 +102,17 @@ int main(int argc, char **argv)
         }
         double t2 = now_ms();
         bytes = 0;
-        for (size_t f = 0; f < nfiles; f++)
+        size_t groups = 0;
+        for (size_t f = 0; f < nfiles; f++) {
             bytes += files[f].df.file_size_in_bytes;
+            groups += files[f].df.nsplit_offsets;
+        }
         cdc_stage_files_free(files, nfiles);
         add[ep] = t1 - t0;
         wr[ep] = t2 - t1;
-        printf("epoch %d: add %.1f ms, write %.1f ms, %zu files, %" PRId64 " bytes\n", ep + 1,
-               add[ep], wr[ep], nfiles, bytes);
+        printf("epoch %d: add %.1f ms, write %.1f ms, %zu files, %zu row groups, %" PRId64
+               " bytes\n",
+               ep + 1, add[ep], wr[ep], nfiles, groups, bytes);
     }
     cdc_stage_free(&s);
     qsort(add, (size_t)epochs, sizeof(double), cmp_dbl);

@@ -707,9 +707,48 @@ static void test_ahead_write_failure_and_retry(void **state)
     cdc_catalog_free(cat);
 }
 
+/* Wide rows: fewer rows per row group encoded ahead (CDC_STAGE_ENCODE_BYTES). */
+static void test_ahead_wide_rows(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = catalog_v1_v2();
+    cdc_stage_t s;
+    cdc_error_t e;
+    cdc_stage_init(&s, 4, 1);
+    cdc_stage_set_encoding(&s, 2, CDC_STAGE_ENCODE_ROWS);
+    size_t vcap = 40000;
+    char *v = malloc(vcap), *note = malloc(20001);
+    assert_non_null(v);
+    assert_non_null(note);
+    memset(note, 'x', 20000);
+    note[20000] = '\0';
+    for (int id = 0; id < 300; id++) {
+        cdc_change_t c;
+        cdc_decode_error_t de;
+        note[id % 20000] = (char)('a' + id % 26);
+        snprintf(v, vcap,
+                 "{\"op\":\"c\",\"after\":{\"id\":%d,\"customer\":\"c\",\"note\":\"%s\"},"
+                 "\"source\":{\"lsn\":%d}}",
+                 id, note, 100 + id);
+        cdc_decode_input_t in = {TOPIC, 4, id, NULL, 0, v, strlen(v), 1, NULL, NULL};
+        assert_int_equal(cdc_decode(cat, NULL, &in, &c, &de), CDC_OK);
+        assert_int_equal(cdc_stage_add(&s, &c, false, &e), CDC_OK);
+        cdc_change_clear(&c);
+    }
+    /* ~20 kB rows: 2 MiB / 20 kB = ~100 rows per row group, not 4096 */
+    size_t done = cdc_stage_encoded(&s.tables[0], CDC_STAGE_CHANGELOG, NULL);
+    assert_true(done >= 200);
+    assert_true(done < 300);
+    free(v);
+    free(note);
+    cdc_stage_free(&s);
+    cdc_catalog_free(cat);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ahead_wide_rows),
         cmocka_unit_test(test_ahead_write_failure_and_retry),
         cmocka_unit_test(test_ahead_matches_whole),
         cmocka_unit_test(test_ahead_changed_entry_and_truncate),
