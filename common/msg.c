@@ -181,33 +181,39 @@ static cdc_err_t send_env(nng_socket sock, const Cdc__Envelope *env, uint32_t pi
  * coordinator loop waiting 50 ms at a time burned ~1 % of a core in that thread. Instead
  * the socket's receive descriptor (NNG_OPT_RECVFD, readable while a message is waiting)
  * is polled and the message taken without blocking; sockets without one fall back to
- * NNG's timeout.
+ * NNG's timeout. *rfd caches the descriptor (-1: not asked yet); a poll without a message
+ * (the worker checks every few ms between records) costs one poll() and no NNG aio.
  */
-static int wait_recv(nng_socket sock, int timeout_ms, nng_msg **msg)
+static int wait_recv(nng_socket sock, int *rfd, int timeout_ms, nng_msg **msg)
 {
-    int fd = -1, rv;
+    int rv;
     struct timespec t0;
 
-    if (timeout_ms < 0 || nng_socket_get_int(sock, NNG_OPT_RECVFD, &fd) != 0 || fd < 0) {
+    if (timeout_ms >= 0 && *rfd < 0 &&
+        (nng_socket_get_int(sock, NNG_OPT_RECVFD, rfd) != 0 || *rfd < 0))
+        *rfd = -1;
+    if (timeout_ms < 0 || *rfd < 0) {
         nng_socket_set_ms(sock, NNG_OPT_RECVTIMEO,
                           timeout_ms < 0 ? NNG_DURATION_INFINITE : timeout_ms);
         return nng_recvmsg(sock, msg, 0);
     }
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    for (int64_t left = timeout_ms;;) {
+        struct pollfd pfd = {.fd = *rfd, .events = POLLIN};
         struct timespec now;
-        int64_t left;
+        int n = poll(&pfd, 1, (int)left);
 
-        if ((rv = nng_recvmsg(sock, msg, NNG_FLAG_NONBLOCK)) != NNG_EAGAIN)
+        if (n < 0 && errno != EINTR)
+            return NNG_ESYSERR;
+        if (n > 0 && (rv = nng_recvmsg(sock, msg, NNG_FLAG_NONBLOCK)) != NNG_EAGAIN)
             return rv;
         clock_gettime(CLOCK_MONOTONIC, &now);
         left = (int64_t)timeout_ms -
                ((int64_t)(now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
-        if (left <= 0)
+        if (left <= 0 && n == 0)
             return NNG_ETIMEDOUT;
-        if (poll(&pfd, 1, (int)left) < 0 && errno != EINTR)
-            return NNG_ESYSERR;
+        if (left < 0)
+            left = 0;
     }
 }
 
@@ -215,11 +221,11 @@ static int wait_recv(nng_socket sock, int timeout_ms, nng_msg **msg)
  * Receives one frame within the deadline. On success *env is decoded and *pipe set.
  * Garbage closes the pipe and yields CDC_ERR_PROTOCOL.
  */
-static cdc_err_t recv_env(nng_socket sock, int timeout_ms, Cdc__Envelope **env, uint32_t *pipe,
-                          cdc_error_t *e)
+static cdc_err_t recv_env(nng_socket sock, int *rfd, int timeout_ms, Cdc__Envelope **env,
+                          uint32_t *pipe, cdc_error_t *e)
 {
     nng_msg *msg = NULL;
-    int rv = wait_recv(sock, timeout_ms, &msg);
+    int rv = wait_recv(sock, rfd, timeout_ms, &msg);
 
     if (rv != 0) {
         if (rv == NNG_ETIMEDOUT || rv == NNG_EAGAIN)
@@ -323,6 +329,7 @@ typedef struct event_node {
 
 struct cdc_msg_server {
     nng_socket sock;
+    int rfd; /* sock's receive descriptor (see wait_recv) */
     nng_listener listener;
     cdc_msg_options_t opts;
     pthread_mutex_t lock;
@@ -374,6 +381,7 @@ cdc_err_t cdc_msg_server_open(cdc_msg_server_t **out, const char *url,
     if (s->opts.event_queue_size <= 0)
         s->opts.event_queue_size = 1024;
     pthread_mutex_init(&s->lock, NULL);
+    s->rfd = -1;
     if ((rv = nng_pair1_open_poly(&s->sock)) != 0) {
         nng_fail(e, rv, "open message socket for", url);
         goto fail;
@@ -424,7 +432,7 @@ cdc_err_t cdc_msg_server_recv(cdc_msg_server_t *s, int timeout_ms, Cdc__Envelope
             nng_time now = nng_clock();
             wait = now >= deadline ? 0 : (int)(deadline - now);
         }
-        cdc_err_t err = recv_env(s->sock, wait, env, pipe, e);
+        cdc_err_t err = recv_env(s->sock, &s->rfd, wait, env, pipe, e);
         if (err != CDC_ERR_PROTOCOL) {
             if (err == CDC_ERR_TIMEOUT)
                 cdc_error_set(e, CDC_ERR_TIMEOUT, "no message from workers within %d ms",
@@ -514,6 +522,7 @@ typedef struct client_link {
 
 struct cdc_msg_client {
     nng_socket sock;
+    int rfd;             /* sock's receive descriptor (see wait_recv) */
     client_link_t *link; /* of sock; NULL = no socket */
     nng_dialer dialer;
     bool dialing;
@@ -583,6 +592,7 @@ static cdc_err_t client_socket_open(cdc_msg_client_t *c, const char *url, cdc_er
     client_link_t *l = calloc(1, sizeof(*l));
     if (l == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    c->rfd = -1;
     if ((rv = nng_pair1_open(&c->sock)) != 0) {
         free(l);
         return nng_fail(e, rv, "open message socket for", url);
@@ -706,7 +716,7 @@ cdc_err_t cdc_msg_client_recv(cdc_msg_client_t *c, int timeout_ms, Cdc__Envelope
     if (c->link == NULL)
         return cdc_error_set(e, CDC_ERR_CLOSED, "coordinator \"%s\": message socket is closed",
                              c->url);
-    return recv_env(c->sock, timeout_ms, env, &pipe, e);
+    return recv_env(c->sock, &c->rfd, timeout_ms, env, &pipe, e);
 }
 
 void cdc_msg_client_close(cdc_msg_client_t *c)
