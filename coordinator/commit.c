@@ -35,6 +35,12 @@ struct cdc_committer {
     pthread_mutex_t known_lock;    /* tables commit in parallel (cdc_committer_commit) */
     char *known[MAX_KNOWN_TABLES]; /* table locations committed to by this process */
     int nknown;
+    /* Tables kept loaded between commits (under known_lock; a commit takes its table
+     * out while it works on it): the next commit only checks that the table's latest
+     * version is still the loaded one instead of parsing its metadata again. */
+    cdc_ice_table_t *open[MAX_KNOWN_TABLES];
+    char *open_loc[MAX_KNOWN_TABLES]; /* the location each was loaded by */
+    int nopen;
     suspect_t *suspects;
     size_t nsuspects;
 };
@@ -84,6 +90,10 @@ void cdc_committer_close(cdc_committer_t *c)
 {
     if (c == NULL)
         return;
+    for (int i = 0; i < c->nopen; i++) {
+        cdc_ice_table_close(c->open[i]);
+        free(c->open_loc[i]);
+    }
     cdc_storage_close(c->storage);
     for (int i = 0; i < c->nknown; i++)
         free(c->known[i]);
@@ -115,6 +125,41 @@ static void remember_table(cdc_committer_t *c, const char *location)
             c->known[c->nknown++] = copy;
     }
     pthread_mutex_unlock(&c->known_lock);
+}
+
+/* The kept table at location, taken out of the cache (NULL when none). */
+static cdc_ice_table_t *take_table(cdc_committer_t *c, const char *location)
+{
+    cdc_ice_table_t *t = NULL;
+    pthread_mutex_lock(&c->known_lock);
+    for (int i = 0; i < c->nopen; i++)
+        if (strcmp(c->open_loc[i], location) == 0) {
+            t = c->open[i];
+            free(c->open_loc[i]);
+            c->nopen--;
+            c->open[i] = c->open[c->nopen];
+            c->open_loc[i] = c->open_loc[c->nopen];
+            break;
+        }
+    pthread_mutex_unlock(&c->known_lock);
+    return t;
+}
+
+/* Keeps t (committed or validated just now, loaded by location) for the next commit;
+ * takes ownership of t. */
+static void keep_table(cdc_committer_t *c, const char *location, cdc_ice_table_t *t)
+{
+    char *loc = strdup(location);
+    pthread_mutex_lock(&c->known_lock);
+    if (loc != NULL && c->nopen < MAX_KNOWN_TABLES) {
+        c->open_loc[c->nopen] = loc;
+        c->open[c->nopen++] = t;
+        t = NULL;
+        loc = NULL;
+    }
+    pthread_mutex_unlock(&c->known_lock);
+    free(loc);
+    cdc_ice_table_close(t);
 }
 
 /* "<ns>.<table>" -> location; caller frees. */
@@ -258,7 +303,17 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
                              table);
     if ((rc = schema_for(rec, table, &schema, &have_schema, e)) != CDC_OK)
         goto cleanup;
-    rc = cdc_ice_table_load(c->storage, location, &t, e);
+    /* A kept table is refreshed: the same validation as a load (the latest version),
+     * without parsing its metadata again when nobody else committed meanwhile. */
+    if ((t = take_table(c, location)) != NULL) {
+        rc = cdc_ice_table_refresh(t, e);
+        if (rc != CDC_OK) {
+            cdc_ice_table_close(t);
+            t = NULL;
+        }
+    }
+    if (t == NULL)
+        rc = cdc_ice_table_load(c->storage, location, &t, e);
     if (rc == CDC_ERR_NOT_FOUND) {
         bool has_files = false;
         for (size_t i = 0; i < rec->nfiles && !has_files; i++)
@@ -373,7 +428,10 @@ cleanup:
     free(offsets);
     free(data);
     free(dels);
-    cdc_ice_table_close(t);
+    if (rc == CDC_OK && t != NULL)
+        keep_table(c, location, t);
+    else
+        cdc_ice_table_close(t);
     cdc_ice_schema_free(&schema);
     free(location);
     return rc;

@@ -61,7 +61,8 @@ cdc_err_t cdc_ice_table_open(cdc_storage_t *storage, const char *location,
                              const cdc_ice_schema_t *schema, const cdc_ice_props_t *props,
                              cdc_ice_table_t **out, cdc_error_t *e);
 
-/* Reloads the latest version (after CDC_ERR_CONFLICT). */
+/* Reloads the latest version (after CDC_ERR_CONFLICT); when the latest version is still
+ * the loaded one, only checks that (no metadata file is parsed). */
 cdc_err_t cdc_ice_table_refresh(cdc_ice_table_t *t, cdc_error_t *e);
 
 void cdc_ice_table_close(cdc_ice_table_t *t);

@@ -242,6 +242,19 @@ static void test_conflict_two_handles(void **state)
     assert_int_equal(cdc_ice_table_append(b, &d, 1, NULL, NULL, &e), CDC_OK);
     assert_int_equal(cdc_ice_table_version(b), 3);
     assert_string_equal(cdc_ice_table_snapshot_property(b, -1, "total-records"), "2");
+
+    /* Refresh without a newer version keeps what is loaded (no re-parse: the snapshot
+     * array stays the same allocation); a newer version is read. */
+    const cdc_ice_snapshot_t *snaps = cdc_ice_table_metadata(b)->snapshots;
+    assert_int_equal(cdc_ice_table_refresh(b, &e), CDC_OK);
+    assert_ptr_equal(cdc_ice_table_metadata(b)->snapshots, snaps);
+    assert_int_equal(cdc_ice_table_version(b), 3);
+    assert_int_equal(cdc_ice_table_refresh(a, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_version(a), 3);
+    assert_int_equal(cdc_ice_table_append(a, &d, 1, NULL, NULL, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_refresh(b, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_version(b), 4);
+    assert_string_equal(cdc_ice_table_snapshot_property(b, -1, "total-records"), "3");
     cdc_ice_data_file_clear(&d);
     cdc_ice_table_close(a);
     cdc_ice_table_close(b);
