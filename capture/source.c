@@ -604,11 +604,19 @@ cdc_err_t cdc_source_read(cdc_source_t *src, int timeout_ms, cdc_source_event_t 
         src->copybuf = NULL;
     }
     n = PQgetCopyData(src->repl, &buf, 1);
-    if (n == 0 && coalesce_wait(src)) {
+    if (n == 0 && src->coalesce_ms > 0) {
+        /* libpq's buffer is used up: first take what the socket already holds (under a
+         * backlog it always holds more, and no read may wait), then coalesce. */
         if (PQconsumeInput(src->repl) == 0)
             return cdc_error_set(e, CDC_ERR_UNAVAILABLE, "replication connection lost: %s",
                                  pqmsg(src->repl));
         n = PQgetCopyData(src->repl, &buf, 1);
+        if (n == 0 && coalesce_wait(src)) {
+            if (PQconsumeInput(src->repl) == 0)
+                return cdc_error_set(e, CDC_ERR_UNAVAILABLE, "replication connection lost: %s",
+                                     pqmsg(src->repl));
+            n = PQgetCopyData(src->repl, &buf, 1);
+        }
     }
     if (n == 0) {
         fd_set fds;

@@ -28,11 +28,11 @@ typedef struct cdc_source {
     char *copybuf;           /* last buffer from PQgetCopyData (freed on the next read) */
     uint64_t last_received;  /* highest LSN seen in XLogData or keepalive */
     uint64_t server_wal_end; /* server's WAL end from the last message */
-    /* Read coalescing (set by the caller; 0 = off): when the received data is used up
-     * and the last wakeup brought only a trickle (< CDC_SOURCE_COALESCE_MAX_BYTES), the
-     * next read first lets coalesce_ms pass since that wakeup, so that a steady stream
-     * of small transactions costs one wakeup per interval instead of one per message.
-     * A burst (backlog) never waits. */
+    /* Read coalescing (set by the caller; 0 = off): when the received data is used up,
+     * the socket holds nothing more, and the last wakeup brought only a trickle
+     * (< CDC_SOURCE_COALESCE_MAX_BYTES), the next read first lets coalesce_ms pass
+     * since that wakeup, so that a steady stream of small transactions costs one wakeup
+     * per interval instead of one per message. A burst (backlog) never waits. */
     int coalesce_ms;
     int64_t wake_us;    /* monotonic time of the last wakeup with data (0 = none) */
     size_t cycle_bytes; /* bytes of messages returned since that wakeup */

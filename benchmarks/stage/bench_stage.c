@@ -6,6 +6,7 @@
  * encoded ahead while the epoch runs) and then writes the epoch's files into a local
  * warehouse under dir (timed: "write", the barrier's files phase). Prints one line per
  * epoch and the medians: "rows=<n> add_ms=<median> write_ms=<median> bytes=<files>".
+ * benchmarks/stage/run.sh (make bench-stage) compares encoding ahead with none.
  */
 #include <inttypes.h>
 #include <stdio.h>
