@@ -21,6 +21,7 @@
 
 #include "common/iceberg/table.h"
 #include "common/kafka.h"
+#include "tests/harness/items_schema.h"
 
 static long long now_ms(void)
 {
@@ -48,15 +49,7 @@ static int produce(const char *bootstrap, const char *prefix, long events, long 
     snprintf(topic, sizeof(topic), "%s.public.items", prefix);
     snprintf(stopic, sizeof(stopic), "%s._schemas", prefix);
     snprintf(key, sizeof(key), "%s/1", topic);
-    snprintf(doc, sizeof(doc),
-             "{\"format\":1,\"topic\":\"%s\",\"schema\":\"public\",\"table\":\"items\","
-             "\"version\":1,\"relid\":1,\"replica_identity\":\"default\",\"key\":[\"id\"],"
-             "\"columns\":["
-             "{\"name\":\"id\",\"pg_oid\":20,\"pg_type\":\"int8\",\"typmod\":-1,"
-             "\"nullable\":false,\"key\":1,\"iceberg\":\"long\",\"encoding\":\"int\"},"
-             "{\"name\":\"v\",\"pg_oid\":25,\"pg_type\":\"text\",\"typmod\":-1,"
-             "\"nullable\":true,\"key\":0,\"iceberg\":\"string\",\"encoding\":\"string\"}]}",
-             topic);
+    snprintf(doc, sizeof(doc), CDC_TEST_ITEMS_SCHEMA_FMT, topic);
     cdc_kafka_record_t sr = {stopic, 0, key, strlen(key), doc, strlen(doc), NULL, 0, 0, NULL};
     if (cdc_kafka_produce(p, &sr, &e) != CDC_OK ||
         cdc_kafka_producer_flush(p, 30000, &e) != CDC_OK) {

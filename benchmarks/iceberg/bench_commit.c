@@ -10,24 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/iceberg/manifest.h"
 #include "common/iceberg/storage.h"
 #include "common/iceberg/table.h"
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "benchmarks/timing.h"
 
 static void fail(const char *what, const cdc_error_t *e)
 {
@@ -74,7 +62,7 @@ int main(int argc, char **argv)
          .upper_len = 8},
         {.field_id = 2, .column_size = 4000, .value_count = 100, .null_count = 3, .nan_count = -1},
     };
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     for (int i = 0; i < commits; i++) {
         cdc_ice_data_file_t d = {.content = CDC_ICE_CONTENT_DATA,
                                  .record_count = 100,
@@ -97,10 +85,10 @@ int main(int argc, char **argv)
         cdc_ice_props_set(&sum, CDC_ICE_SUMMARY_CHECKPOINT, cp);
         cdc_ice_props_set(&sum, CDC_ICE_SUMMARY_OFFSETS,
                           "{\"orders\":[1,2,3,4,5,6,7,8,9,10,11,12]}");
-        double s = now_ms();
+        double s = bench_now_ms();
         if (cdc_ice_table_row_delta(t, &d, 1, &del, 1, &sum, NULL, &e) != CDC_OK)
             fail("commit", &e);
-        lat[i] = now_ms() - s;
+        lat[i] = bench_now_ms() - s;
         cdc_ice_props_free(&sum);
         free(d.path);
         free(del.path);
@@ -123,8 +111,8 @@ int main(int argc, char **argv)
             free(buf);
         }
     }
-    double total = now_ms() - t0;
-    qsort(lat, (size_t)commits, sizeof(double), cmp_double);
+    double total = bench_now_ms() - t0;
+    qsort(lat, (size_t)commits, sizeof(double), bench_cmp_double);
     char mpath[600];
     snprintf(mpath, sizeof(mpath), "%s/metadata/v%" PRId64 ".metadata.json", loc,
              cdc_ice_table_version(t));

@@ -12,22 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "benchmarks/timing.h"
+#include "tests/harness/items_schema.h"
 #include "worker/stage.h"
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
@@ -42,15 +30,7 @@ int main(int argc, char **argv)
     int epochs = argc > 3 ? atoi(argv[3]) : 5;
     if (epochs < 1 || epochs > 100)
         epochs = 5;
-    snprintf(doc, sizeof(doc),
-             "{\"format\":1,\"topic\":\"%s\",\"schema\":\"public\",\"table\":\"items\","
-             "\"version\":1,\"relid\":1,\"replica_identity\":\"default\",\"key\":[\"id\"],"
-             "\"columns\":["
-             "{\"name\":\"id\",\"pg_oid\":20,\"pg_type\":\"int8\",\"typmod\":-1,"
-             "\"nullable\":false,\"key\":1,\"iceberg\":\"long\",\"encoding\":\"int\"},"
-             "{\"name\":\"v\",\"pg_oid\":25,\"pg_type\":\"text\",\"typmod\":-1,"
-             "\"nullable\":true,\"key\":0,\"iceberg\":\"string\",\"encoding\":\"string\"}]}",
-             topic);
+    snprintf(doc, sizeof(doc), CDC_TEST_ITEMS_SCHEMA_FMT, topic);
     cdc_catalog_t *cat = cdc_catalog_new();
     if (cat == NULL || cdc_catalog_register_json(cat, topic, 1, doc, strlen(doc), &e) != CDC_OK) {
         fprintf(stderr, "bench_stage: schema: %s\n", e.msg);
@@ -71,7 +51,7 @@ int main(int argc, char **argv)
                            argc > 4 ? (size_t)atol(argv[4]) : CDC_STAGE_ENCODE_ROWS);
     for (int ep = 0; ep < epochs; ep++) {
         cdc_stage_reset(&s, (uint64_t)ep + 1);
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         for (long i = 0; i < rows; i++, id++) {
             uint64_t lsn = (uint64_t)id * 16;
             int vlen = snprintf(value, sizeof(value),
@@ -93,7 +73,7 @@ int main(int argc, char **argv)
             }
             cdc_change_clear(&c);
         }
-        double t1 = now_ms();
+        double t1 = bench_now_ms();
         cdc_stage_write_options_t wo = {argv[2], "bench", 2 /* zstd */};
         cdc_stage_file_t *files;
         size_t nfiles;
@@ -101,7 +81,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_stage: %s\n", e.msg);
             return 1;
         }
-        double t2 = now_ms();
+        double t2 = bench_now_ms();
         bytes = 0;
         size_t groups = 0;
         for (size_t f = 0; f < nfiles; f++) {
@@ -116,8 +96,8 @@ int main(int argc, char **argv)
                ep + 1, add[ep], wr[ep], nfiles, groups, bytes);
     }
     cdc_stage_free(&s);
-    qsort(add, (size_t)epochs, sizeof(double), cmp_dbl);
-    qsort(wr, (size_t)epochs, sizeof(double), cmp_dbl);
+    qsort(add, (size_t)epochs, sizeof(double), bench_cmp_double);
+    qsort(wr, (size_t)epochs, sizeof(double), bench_cmp_double);
     printf("rows=%ld add_ms=%.1f write_ms=%.1f bytes=%" PRId64 "\n", rows, add[epochs / 2],
            wr[epochs / 2], bytes);
     free(add);

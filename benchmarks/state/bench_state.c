@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -24,16 +23,10 @@
 #include "worker/dedup.h"
 
 #include "benchmarks/orders_schema.h"
+#include "benchmarks/timing.h"
 
 static const char *TOPIC = "bench.public.orders";
 static const char *SCHEMA = BENCH_ORDERS_SCHEMA;
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* CPU time of this process (all threads, incl. RocksDB's), milliseconds. */
 static double cpu_ms(void)
@@ -112,28 +105,28 @@ int main(int argc, char **argv)
         cdc_ckpt_init(&ck, storage, wh, "bench", 0, local, &e) != CDC_OK)
         die("warehouse", &e);
 
-    double t0 = now_ms(), c0 = cpu_ms();
+    double t0 = bench_now_ms(), c0 = cpu_ms();
     for (long id = 1; id <= keys; id++)
         apply(cat, d, 'c', id, lsn += 10);
-    double t_load = now_ms() - t0, c_load = cpu_ms() - c0;
+    double t_load = bench_now_ms() - t0, c_load = cpu_ms() - c0;
 
     snprintf(cp, sizeof(cp), "%s/ckpt-1", local);
-    t0 = now_ms();
+    t0 = bench_now_ms();
     if (cdc_dedup_checkpoint(d, cp, &e) != CDC_OK ||
         cdc_ckpt_upload(&ck, 1, cp, &h, &s1, &e) != CDC_OK)
         die("checkpoint 1", &e);
-    double t_full = now_ms() - t0;
+    double t_full = bench_now_ms() - t0;
     uint64_t size = cdc_state_size(d->st);
 
     /* One epoch's worth of updates spread over the key space. */
     for (long i = 0; i < updates; i++)
         apply(cat, d, 'u', 1 + (long)(((uint64_t)i * 2654435761u) % (uint64_t)keys), lsn += 10);
     snprintf(cp, sizeof(cp), "%s/ckpt-2", local);
-    t0 = now_ms();
+    t0 = bench_now_ms();
     if (cdc_dedup_checkpoint(d, cp, &e) != CDC_OK ||
         cdc_ckpt_upload(&ck, 2, cp, &h, &s2, &e) != CDC_OK)
         die("checkpoint 2", &e);
-    double t_incr = now_ms() - t0;
+    double t_incr = bench_now_ms() - t0;
 
     double per_million = (double)size * 1e6 / (double)keys / (1024.0 * 1024.0);
     printf("BENCH state_dedup_path_rate %.0f records/s\n", (double)keys / (t_load / 1e3));

@@ -35,6 +35,7 @@
 #include "common/iceberg/table.h"
 #include "common/kafka.h"
 #include "tests/harness/harness.h"
+#include "tests/harness/items_schema.h"
 #include "tests/harness/procs.h"
 
 #define UPDATE_EVERY 7
@@ -81,15 +82,7 @@ static void produce_schema(rt_t *t)
     cdc_error_t e;
 
     snprintf(key, sizeof(key), "%s/1", t->topic);
-    snprintf(doc, sizeof(doc),
-             "{\"format\":1,\"topic\":\"%s\",\"schema\":\"public\",\"table\":\"items\","
-             "\"version\":1,\"relid\":1,\"replica_identity\":\"default\",\"key\":[\"id\"],"
-             "\"columns\":["
-             "{\"name\":\"id\",\"pg_oid\":20,\"pg_type\":\"int8\",\"typmod\":-1,"
-             "\"nullable\":false,\"key\":1,\"iceberg\":\"long\",\"encoding\":\"int\"},"
-             "{\"name\":\"v\",\"pg_oid\":25,\"pg_type\":\"text\",\"typmod\":-1,"
-             "\"nullable\":true,\"key\":0,\"iceberg\":\"string\",\"encoding\":\"string\"}]}",
-             t->topic);
+    snprintf(doc, sizeof(doc), CDC_TEST_ITEMS_SCHEMA_FMT, t->topic);
     snprintf(stopic, sizeof(stopic), "%s._schemas", t->prefix);
     cdc_kafka_record_t r = {stopic, 0, key, strlen(key), doc, strlen(doc), NULL, 0, 0, NULL};
     assert_int_equal(cdc_kafka_produce(t->prod, &r, &e), CDC_OK);

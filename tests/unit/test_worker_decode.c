@@ -16,20 +16,6 @@
 
 static const char *TOPIC = "cdc.public.orders";
 
-static cdc_catalog_t *catalog_v1v2(void)
-{
-    cdc_catalog_t *cat = cdc_catalog_new();
-    cdc_error_t e;
-    size_t n;
-    char *v1 = fixture("capture_schema_v1.json", &n);
-    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 1, v1, n, &e), CDC_OK);
-    free(v1);
-    char *v2 = fixture("capture_schema_v2.json", &n);
-    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 2, v2, n, &e), CDC_OK);
-    free(v2);
-    return cat;
-}
-
 static int col(const cdc_source_schema_t *s, const char *name)
 {
     for (size_t i = 0; i < s->ncols; i++)
@@ -61,7 +47,7 @@ static cdc_err_t decode_fixture(cdc_catalog_t *cat, const char *topic, const cha
 static void test_capture_insert(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = catalog_v1v2();
+    cdc_catalog_t *cat = fixture_catalog(TOPIC, 2);
     cdc_change_t c;
     cdc_decode_error_t de;
     assert_int_equal(decode_fixture(cat, TOPIC, "{\"id\":42}", "capture_insert.json", 1, &c, &de),
@@ -94,7 +80,7 @@ static void test_capture_insert(void **state)
 static void test_capture_toast_and_field_ids(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = catalog_v1v2();
+    cdc_catalog_t *cat = fixture_catalog(TOPIC, 2);
     cdc_change_t c;
     cdc_decode_error_t de;
     assert_int_equal(
@@ -161,7 +147,7 @@ static void test_debezium_with_schema(void **state)
 static void test_debezium_without_schema(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = catalog_v1v2();
+    cdc_catalog_t *cat = fixture_catalog(TOPIC, 2);
     cdc_change_t c;
     cdc_decode_error_t de;
     /* No header: the topic's latest registered schema gives the types. */
@@ -185,7 +171,7 @@ static void test_debezium_without_schema(void **state)
 static void test_flattened(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = catalog_v1v2();
+    cdc_catalog_t *cat = fixture_catalog(TOPIC, 2);
     cdc_change_t c;
     cdc_decode_error_t de;
     assert_int_equal(decode_fixture(cat, "pg.public.orders", "{\"id\":7}",
@@ -237,7 +223,7 @@ static void test_generic_schema(void **state)
 static void test_tombstone(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = catalog_v1v2();
+    cdc_catalog_t *cat = fixture_catalog(TOPIC, 2);
     cdc_change_t c;
     cdc_decode_error_t de;
     assert_int_equal(decode_str(cat, TOPIC, "{\"id\":1}", NULL, -1, &c, &de), CDC_OK);
@@ -262,7 +248,7 @@ static void expect_dlq(cdc_catalog_t *cat, const char *value, int64_t version, c
 static void test_dlq_classes(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = catalog_v1v2();
+    cdc_catalog_t *cat = fixture_catalog(TOPIC, 2);
     expect_dlq(cat, "{\"op\":\"c\",\"after\":{\"id\":", 1, CDC_DLQ_MALFORMED_JSON);
     expect_dlq(cat, "[1,2]", 1, CDC_DLQ_MALFORMED_JSON);
     expect_dlq(cat, "{\"op\":\"c\",\"after\":{\"customer\":\"x\"},\"source\":{\"lsn\":1}}", 1,
@@ -322,7 +308,7 @@ static int64_t header_two(const void *arg)
 static void test_schema_version_source(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = catalog_v1v2();
+    cdc_catalog_t *cat = fixture_catalog(TOPIC, 2);
     cdc_change_t c;
     cdc_decode_error_t de;
     const char *with = "{\"before\":null,\"after\":{\"id\":1},\"source\":{\"schema\":\"public\","
@@ -370,7 +356,7 @@ static void test_schema_version_source(void **state)
 static void test_row_image_roundtrip(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = catalog_v1v2();
+    cdc_catalog_t *cat = fixture_catalog(TOPIC, 2);
     cdc_change_t c;
     cdc_decode_error_t de;
     uint8_t *img;

@@ -349,24 +349,52 @@ static void change_full(cdc_catalog_t *cat, cdc_change_t *c, char op, int id, in
     assert_int_equal(cdc_decode(cat, NULL, &in, c, &de), CDC_OK);
 }
 
-typedef struct step {
-    char op;
-    int id;
-    int version;
-    bool live_before;
-} step_t;
+/* Two stages fed the same changes: whole (no encoding ahead) and ahead (zstd row groups
+ * encoded while the epoch runs). k counts the changes added (their values and offsets). */
+typedef struct pair {
+    cdc_catalog_t *cat;
+    cdc_stage_t whole, ahead;
+    int k;
+} pair_t;
 
-/* Adds the same change to both stages. */
-static void add_both(cdc_catalog_t *cat, cdc_stage_t *a, cdc_stage_t *b, step_t st, int k)
+/* Empty stages for partition; ahead encodes row groups of enc_rows rows (cat and k are
+ * kept, so that a case can start again with the same catalog). */
+static void pair_init(pair_t *p, uint32_t partition, size_t enc_rows)
 {
-    cdc_error_t e;
-    cdc_change_t c;
-    change_full(cat, &c, st.op, st.id, st.version, k, 5000 + k);
-    assert_int_equal(cdc_stage_add(a, &c, st.live_before, &e), CDC_OK);
-    cdc_change_clear(&c);
-    change_full(cat, &c, st.op, st.id, st.version, k, 5000 + k);
-    assert_int_equal(cdc_stage_add(b, &c, st.live_before, &e), CDC_OK);
-    cdc_change_clear(&c);
+    cdc_stage_init(&p->whole, partition, 1);
+    cdc_stage_init(&p->ahead, partition, 1);
+    cdc_stage_set_encoding(&p->ahead, 2, enc_rows);
+}
+
+static void pair_free(pair_t *p)
+{
+    cdc_stage_free(&p->whole);
+    cdc_stage_free(&p->ahead);
+}
+
+/* Adds the same change (change_full(), or a truncate when op is 't') to both stages. */
+static void pair_add(pair_t *p, char op, int id, int version, bool live_before)
+{
+    cdc_stage_t *s[2] = {&p->whole, &p->ahead};
+    for (int i = 0; i < 2; i++) {
+        cdc_error_t e;
+        cdc_change_t c;
+        if (op == 't')
+            change_in(p->cat, &c, 't', 0, 0, 900000, 9000);
+        else
+            change_full(p->cat, &c, op, id, version, p->k, 5000 + p->k);
+        assert_int_equal(cdc_stage_add(s[i], &c, live_before, &e), CDC_OK);
+        cdc_change_clear(&c);
+    }
+    if (op != 't')
+        p->k++;
+}
+
+/* Inserts ids from..to-1 (schema version 1) into both stages. */
+static void pair_insert(pair_t *p, int from, int to)
+{
+    for (int id = from; id < to; id++)
+        pair_add(p, 'c', id, 1, false);
 }
 
 static void assert_same_stats(const cdc_ice_data_file_t *x, const cdc_ice_data_file_t *y)
@@ -414,12 +442,22 @@ static void remove_dir(const char *dir)
     assert_int_equal(system(cmd), 0);
 }
 
-/* Writes both stages (whole = no encoding ahead; ahead) and compares their files:
- * same tables, kinds, row counts and statistics; the ahead files have more row
- * groups when min_groups says so (per kind: data, deletes, changelog). */
-static void compare_writes(const char *name, cdc_stage_t *whole, cdc_stage_t *ahead,
-                           const size_t min_groups[3])
+/* Opens a storage on warehouse wh (*st, the caller closes it) and writes the stage's
+ * files with codec compression; returns what cdc_stage_write() returned. */
+static cdc_err_t write_stage(cdc_stage_t *s, const char *wh, int compression, cdc_storage_t **st,
+                             cdc_stage_file_t **files, size_t *n, cdc_error_t *e)
 {
+    assert_int_equal(cdc_storage_open(wh, NULL, st, e), CDC_OK);
+    cdc_stage_write_options_t o = {.warehouse = wh, .job = "j1", .compression = compression};
+    return cdc_stage_write(s, *st, &o, files, n, e);
+}
+
+/* Writes both stages and compares their files: same tables, kinds, row counts and
+ * statistics; the ahead files have more row groups when min_groups says so (per kind:
+ * data, deletes, changelog). Then frees the stages (pair_free()). */
+static void pair_compare(pair_t *p, const char *name, const size_t min_groups[3])
+{
+    cdc_stage_t *whole = &p->whole, *ahead = &p->ahead;
     char dw[512], da[512];
     cdc_error_t e;
     cdc_storage_t *sw, *sa;
@@ -427,14 +465,10 @@ static void compare_writes(const char *name, cdc_stage_t *whole, cdc_stage_t *ah
     size_t nw, na;
     case_dir(dw, sizeof(dw), name, "whole");
     case_dir(da, sizeof(da), name, "ahead");
-    assert_int_equal(cdc_storage_open(dw, NULL, &sw, &e), CDC_OK);
-    assert_int_equal(cdc_storage_open(da, NULL, &sa, &e), CDC_OK);
-    cdc_stage_write_options_t ow = {.warehouse = dw, .job = "j1", .compression = 2};
-    cdc_stage_write_options_t oa = {.warehouse = da, .job = "j1", .compression = 2};
     whole->epoch = ahead->epoch = 3;
-    assert_int_equal(cdc_stage_write(whole, sw, &ow, &fw, &nw, &e), CDC_OK);
+    assert_int_equal(write_stage(whole, dw, 2, &sw, &fw, &nw, &e), CDC_OK);
     size_t bytes_before = ahead->bytes;
-    assert_int_equal(cdc_stage_write(ahead, sa, &oa, &fa, &na, &e), CDC_OK);
+    assert_int_equal(write_stage(ahead, da, 2, &sa, &fa, &na, &e), CDC_OK);
     assert_true(ahead->bytes <= bytes_before); /* the encoded row groups are used up */
     for (size_t i = 0; i < ahead->ntables; i++) {
         assert_null(ahead->tables[i].enc_cl);
@@ -460,6 +494,7 @@ static void compare_writes(const char *name, cdc_stage_t *whole, cdc_stage_t *ah
     cdc_storage_close(sa);
     remove_dir(dw);
     remove_dir(da);
+    pair_free(p);
 }
 
 static const cdc_source_schema_t *encoded_schema(const cdc_stage_table_t *t)
@@ -469,39 +504,21 @@ static const cdc_source_schema_t *encoded_schema(const cdc_stage_table_t *t)
     return sch;
 }
 
-static cdc_catalog_t *catalog_v1_v2(void)
-{
-    cdc_catalog_t *cat = cdc_catalog_new();
-    cdc_error_t e;
-    size_t n;
-    char *v1 = fixture("capture_schema_v1.json", &n);
-    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 1, v1, n, &e), CDC_OK);
-    free(v1);
-    char *v2 = fixture("capture_schema_v2.json", &n);
-    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 2, v2, n, &e), CDC_OK);
-    free(v2);
-    return cat;
-}
-
 /* More rows than the row-group size: inserts, updates of recent (not yet encoded)
  * keys, deletes of keys that were live before; the files match. */
 static void test_ahead_matches_whole(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = catalog_v1_v2();
-    cdc_stage_t whole, ahead;
-    cdc_stage_init(&whole, 4, 1);
-    cdc_stage_init(&ahead, 4, 1);
-    cdc_stage_set_encoding(&ahead, 2, 100);
-    int k = 0;
+    pair_t p = {.cat = fixture_catalog(TOPIC, 2)};
+    pair_init(&p, 4, 100);
     for (int id = 0; id < 1000; id++) {
-        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
+        pair_add(&p, 'c', id, 1, false);
         if (id % 10 == 9) /* the key just before stays open (not encoded yet) */
-            add_both(cat, &whole, &ahead, (step_t){'u', id - 1, 1, true}, k++);
+            pair_add(&p, 'u', id - 1, 1, true);
         if (id % 50 == 0) /* keys live before the epoch: equality deletes */
-            add_both(cat, &whole, &ahead, (step_t){'d', 100000 + id, 1, true}, k++);
+            pair_add(&p, 'd', 100000 + id, 1, true);
     }
-    const cdc_stage_table_t *t = &ahead.tables[0];
+    const cdc_stage_table_t *t = &p.ahead.tables[0];
     assert_non_null(t->enc_cl);
     assert_non_null(t->enc_data);
     assert_false(t->enc_data_off);
@@ -509,11 +526,9 @@ static void test_ahead_matches_whole(void **state)
     assert_int_equal(cdc_stage_encoded(t, CDC_STAGE_CHANGELOG, NULL) % 100, 0);
     assert_true(t->nchangelog - cdc_stage_encoded(t, CDC_STAGE_CHANGELOG, NULL) < 100);
     assert_true(t->nentries - cdc_stage_encoded(t, CDC_STAGE_MIRROR_DATA, NULL) < 125);
-    assert_true(ahead.bytes > whole.bytes); /* the encoded row groups count */
-    compare_writes("matches", &whole, &ahead, (size_t[3]){9, 1, 11});
-    cdc_stage_free(&whole);
-    cdc_stage_free(&ahead);
-    cdc_catalog_free(cat);
+    assert_true(p.ahead.bytes > p.whole.bytes); /* the encoded row groups count */
+    pair_compare(&p, "matches", (size_t[3]){9, 1, 11});
+    cdc_catalog_free(p.cat);
 }
 
 /* A change to an entry that is already encoded stops the mirror encoding for the
@@ -521,54 +536,33 @@ static void test_ahead_matches_whole(void **state)
 static void test_ahead_changed_entry_and_truncate(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = catalog_v1_v2();
-    cdc_stage_t whole, ahead;
-    cdc_stage_init(&whole, 0, 1);
-    cdc_stage_init(&ahead, 0, 1);
-    cdc_stage_set_encoding(&ahead, 2, 64);
-    int k = 0;
-    for (int id = 0; id < 300; id++)
-        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
-    const cdc_stage_table_t *t = &ahead.tables[0];
+    pair_t p = {.cat = fixture_catalog(TOPIC, 2)};
+    pair_init(&p, 0, 64);
+    pair_insert(&p, 0, 300);
+    const cdc_stage_table_t *t = &p.ahead.tables[0];
     assert_non_null(t->enc_data);
-    size_t bytes = ahead.bytes;
-    add_both(cat, &whole, &ahead, (step_t){'u', 3, 1, true}, k++); /* encoded: id 3 */
+    size_t bytes = p.ahead.bytes;
+    pair_add(&p, 'u', 3, 1, true); /* encoded: id 3 */
     assert_null(t->enc_data);
     assert_true(t->enc_data_off);
-    assert_true(ahead.bytes < bytes + 1000); /* its row groups no longer count */
-    for (int id = 300; id < 600; id++)
-        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
+    assert_true(p.ahead.bytes < bytes + 1000); /* its row groups no longer count */
+    pair_insert(&p, 300, 600);
     assert_null(t->enc_data); /* not again this epoch */
     assert_non_null(t->enc_cl);
     assert_true(cdc_stage_encoded(t, CDC_STAGE_CHANGELOG, NULL) >= 576);
-    compare_writes("changed", &whole, &ahead, (size_t[3]){1, 1, 9});
-    cdc_stage_free(&whole);
-    cdc_stage_free(&ahead);
+    pair_compare(&p, "changed", (size_t[3]){1, 1, 9});
 
     /* truncate (partition 0: a changelog row) after encoded mirror rows */
-    cdc_stage_init(&whole, 0, 1);
-    cdc_stage_init(&ahead, 0, 1);
-    cdc_stage_set_encoding(&ahead, 2, 64);
-    for (int id = 0; id < 200; id++)
-        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
-    assert_non_null(ahead.tables[0].enc_data);
-    cdc_change_t c;
-    cdc_error_t e;
-    change_in(cat, &c, 't', 0, 0, 900000, 9000);
-    assert_int_equal(cdc_stage_add(&whole, &c, false, &e), CDC_OK);
-    cdc_change_clear(&c);
-    change_in(cat, &c, 't', 0, 0, 900000, 9000);
-    assert_int_equal(cdc_stage_add(&ahead, &c, false, &e), CDC_OK);
-    cdc_change_clear(&c);
-    assert_null(ahead.tables[0].enc_data);
-    assert_true(ahead.tables[0].truncated);
-    for (int id = 1000; id < 1300; id++) /* after the truncate: encoded ahead again */
-        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
-    assert_non_null(ahead.tables[0].enc_data);
-    compare_writes("truncate", &whole, &ahead, (size_t[3]){3, 1, 7});
-    cdc_stage_free(&whole);
-    cdc_stage_free(&ahead);
-    cdc_catalog_free(cat);
+    pair_init(&p, 0, 64);
+    pair_insert(&p, 0, 200);
+    assert_non_null(p.ahead.tables[0].enc_data);
+    pair_add(&p, 't', 0, 0, false);
+    assert_null(p.ahead.tables[0].enc_data);
+    assert_true(p.ahead.tables[0].truncated);
+    pair_insert(&p, 1000, 1300); /* after the truncate: encoded ahead again */
+    assert_non_null(p.ahead.tables[0].enc_data);
+    pair_compare(&p, "truncate", (size_t[3]){3, 1, 7});
+    cdc_catalog_free(p.cat);
 }
 
 /* A schema change mid-epoch: the row groups encoded with the old version are
@@ -576,30 +570,23 @@ static void test_ahead_changed_entry_and_truncate(void **state)
 static void test_ahead_schema_change(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = catalog_v1_v2();
-    cdc_stage_t whole, ahead;
-    cdc_stage_init(&whole, 4, 1);
-    cdc_stage_init(&ahead, 4, 1);
-    cdc_stage_set_encoding(&ahead, 2, 64);
-    int k = 0;
-    for (int id = 0; id < 250; id++)
-        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
-    const cdc_stage_table_t *t = &ahead.tables[0];
+    pair_t p = {.cat = fixture_catalog(TOPIC, 2)};
+    pair_init(&p, 4, 64);
+    pair_insert(&p, 0, 250);
+    const cdc_stage_table_t *t = &p.ahead.tables[0];
     assert_non_null(t->enc_cl);
     const cdc_source_schema_t *v1 = t->schema;
-    add_both(cat, &whole, &ahead, (step_t){'c', 250, 2, false}, k++);
+    pair_add(&p, 'c', 250, 2, false);
     assert_ptr_not_equal(t->schema, v1);
     /* the next row group due re-encodes from row 0 with v2 */
     assert_non_null(t->enc_cl);
     assert_ptr_equal(encoded_schema(t), t->schema);
     for (int id = 251; id < 400; id++)
-        add_both(cat, &whole, &ahead, (step_t){'u', id - 200, 2, true}, k++);
+        pair_add(&p, 'u', id - 200, 2, true);
     assert_ptr_equal(encoded_schema(t), t->schema);
     assert_true(cdc_stage_encoded(t, CDC_STAGE_CHANGELOG, NULL) >= 384);
-    compare_writes("schema", &whole, &ahead, (size_t[3]){1, 1, 6});
-    cdc_stage_free(&whole);
-    cdc_stage_free(&ahead);
-    cdc_catalog_free(cat);
+    pair_compare(&p, "schema", (size_t[3]){1, 1, 6});
+    cdc_catalog_free(p.cat);
 }
 
 /* An abandoned epoch: reset drops the row groups encoded ahead; nothing was written
@@ -608,35 +595,27 @@ static void test_ahead_schema_change(void **state)
 static void test_ahead_reset_and_codec(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = catalog_v1_v2();
-    cdc_stage_t whole, ahead;
-    cdc_stage_init(&whole, 4, 1);
-    cdc_stage_init(&ahead, 4, 1);
-    cdc_stage_set_encoding(&ahead, 2, 50);
-    int k = 0;
-    for (int id = 0; id < 400; id++)
-        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
-    assert_non_null(ahead.tables[0].enc_cl);
-    cdc_stage_reset(&ahead, 2);
-    assert_int_equal(ahead.ntables, 0);
-    assert_int_equal(ahead.bytes, 0);
-    assert_int_equal(ahead.enc_rows, 50);
-    cdc_stage_reset(&whole, 2);
-    for (int id = 0; id < 120; id++)
-        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
-    assert_non_null(ahead.tables[0].enc_cl);
-    assert_int_equal(cdc_stage_encoded(&ahead.tables[0], CDC_STAGE_CHANGELOG, NULL), 100);
+    pair_t p = {.cat = fixture_catalog(TOPIC, 2)};
+    pair_init(&p, 4, 50);
+    pair_insert(&p, 0, 400);
+    assert_non_null(p.ahead.tables[0].enc_cl);
+    cdc_stage_reset(&p.ahead, 2);
+    assert_int_equal(p.ahead.ntables, 0);
+    assert_int_equal(p.ahead.bytes, 0);
+    assert_int_equal(p.ahead.enc_rows, 50);
+    cdc_stage_reset(&p.whole, 2);
+    pair_insert(&p, 0, 120);
+    assert_non_null(p.ahead.tables[0].enc_cl);
+    assert_int_equal(cdc_stage_encoded(&p.ahead.tables[0], CDC_STAGE_CHANGELOG, NULL), 100);
 
     /* snappy at the barrier: zstd row groups are not used */
     char wh[512];
     cdc_error_t e;
     cdc_storage_t *st;
-    case_dir(wh, sizeof(wh), "codec", "ahead");
-    assert_int_equal(cdc_storage_open(wh, NULL, &st, &e), CDC_OK);
-    cdc_stage_write_options_t o = {.warehouse = wh, .job = "j1", .compression = 1};
     cdc_stage_file_t *files;
     size_t n;
-    assert_int_equal(cdc_stage_write(&ahead, st, &o, &files, &n, &e), CDC_OK);
+    case_dir(wh, sizeof(wh), "codec", "ahead");
+    assert_int_equal(write_stage(&p.ahead, wh, 1, &st, &files, &n, &e), CDC_OK);
     assert_int_equal(n, 2);
     for (size_t i = 0; i < n; i++)
         assert_int_equal(files[i].df.nsplit_offsets, 1);
@@ -644,9 +623,8 @@ static void test_ahead_reset_and_codec(void **state)
     cdc_stage_files_free(files, n);
     cdc_storage_close(st);
     remove_dir(wh);
-    cdc_stage_free(&whole);
-    cdc_stage_free(&ahead);
-    cdc_catalog_free(cat);
+    pair_free(&p);
+    cdc_catalog_free(p.cat);
 }
 
 /* Counts the files under dir (recursively). */
@@ -667,16 +645,11 @@ static int count_files(const char *dir)
 static void test_ahead_write_failure_and_retry(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = catalog_v1_v2();
-    cdc_stage_t whole, ahead;
-    cdc_stage_init(&whole, 4, 1);
-    cdc_stage_init(&ahead, 4, 1);
-    cdc_stage_set_encoding(&ahead, 2, 64);
-    int k = 0;
-    for (int id = 0; id < 500; id++)
-        add_both(cat, &whole, &ahead, (step_t){'c', id, 1, false}, k++);
-    assert_true(cdc_stage_encoded(&ahead.tables[0], CDC_STAGE_CHANGELOG, NULL) > 0);
-    assert_true(cdc_stage_encoded(&ahead.tables[0], CDC_STAGE_MIRROR_DATA, NULL) > 0);
+    pair_t p = {.cat = fixture_catalog(TOPIC, 2)};
+    pair_init(&p, 4, 64);
+    pair_insert(&p, 0, 500);
+    assert_true(cdc_stage_encoded(&p.ahead.tables[0], CDC_STAGE_CHANGELOG, NULL) > 0);
+    assert_true(cdc_stage_encoded(&p.ahead.tables[0], CDC_STAGE_MIRROR_DATA, NULL) > 0);
 
     /* a regular file where the changelog's data/ directory belongs: its file fails */
     char wh[512], path[700];
@@ -687,31 +660,27 @@ static void test_ahead_write_failure_and_retry(void **state)
     char cmd[800];
     snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && touch '%s/data'", path, path);
     assert_int_equal(system(cmd), 0);
-    assert_int_equal(cdc_storage_open(wh, NULL, &st, &e), CDC_OK);
-    cdc_stage_write_options_t o = {.warehouse = wh, .job = "j1", .compression = 2};
     cdc_stage_file_t *files;
     size_t n;
-    assert_int_not_equal(cdc_stage_write(&ahead, st, &o, &files, &n, &e), CDC_OK);
+    assert_int_not_equal(write_stage(&p.ahead, wh, 2, &st, &files, &n, &e), CDC_OK);
     assert_non_null(strstr(e.msg, "could not create file"));
     assert_int_equal(count_files(wh), 1); /* only the blocking file: the mirror's is gone */
-    assert_int_equal(cdc_stage_encoded(&ahead.tables[0], CDC_STAGE_CHANGELOG, NULL), 0);
-    assert_int_equal(cdc_stage_encoded(&ahead.tables[0], CDC_STAGE_MIRROR_DATA, NULL), 0);
+    assert_int_equal(cdc_stage_encoded(&p.ahead.tables[0], CDC_STAGE_CHANGELOG, NULL), 0);
+    assert_int_equal(cdc_stage_encoded(&p.ahead.tables[0], CDC_STAGE_MIRROR_DATA, NULL), 0);
     cdc_storage_close(st);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", wh);
     assert_int_equal(system(cmd), 0);
 
     /* the retry */
-    compare_writes("retry", &whole, &ahead, (size_t[3]){1, 1, 1});
-    cdc_stage_free(&whole);
-    cdc_stage_free(&ahead);
-    cdc_catalog_free(cat);
+    pair_compare(&p, "retry", (size_t[3]){1, 1, 1});
+    cdc_catalog_free(p.cat);
 }
 
 /* Wide rows: fewer rows per row group encoded ahead (CDC_STAGE_ENCODE_BYTES). */
 static void test_ahead_wide_rows(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = catalog_v1_v2();
+    cdc_catalog_t *cat = fixture_catalog(TOPIC, 2);
     cdc_stage_t s;
     cdc_error_t e;
     cdc_stage_init(&s, 4, 1);
