@@ -569,13 +569,13 @@ static int64_t mono_us(void)
  * The received data is used up. After a wakeup that brought a trickle of messages, waits
  * until coalesce_ms have passed since that wakeup and returns true: the caller then
  * takes whatever arrived meanwhile without waiting in select(). Otherwise (coalescing
- * off, nothing since the last wakeup, or a burst that should be read at full speed)
- * returns false at once.
+ * off, a backlog, nothing since the last wakeup, or a burst that should be read at full
+ * speed) returns false at once.
  */
 static bool coalesce_wait(cdc_source_t *src)
 {
     int64_t now, until;
-    if (src->coalesce_ms <= 0 || src->cycle_bytes == 0 ||
+    if (src->coalesce_ms <= 0 || !src->caught_up || src->cycle_bytes == 0 ||
         src->cycle_bytes >= CDC_SOURCE_COALESCE_MAX_BYTES)
         return false;
     now = mono_us();

@@ -34,6 +34,10 @@ typedef struct cdc_source {
      * since that wakeup, so that a steady stream of small transactions costs one wakeup
      * per interval instead of one per message. A burst (backlog) never waits. */
     int coalesce_ms;
+    /* Set by the caller: the stream is at the server's present (the last transaction
+     * committed less than CDC_SOURCE_FRESH_MS ago). Reading a backlog never coalesces,
+     * however the walsender's output happens to arrive. */
+    bool caught_up;
     int64_t wake_us;    /* monotonic time of the last wakeup with data (0 = none) */
     size_t cycle_bytes; /* bytes of messages returned since that wakeup */
     char db[128];
@@ -41,6 +45,8 @@ typedef struct cdc_source {
 
 /* A wakeup that brought at least this much is a burst: the next read does not wait. */
 #define CDC_SOURCE_COALESCE_MAX_BYTES (64u * 1024)
+/* A transaction that committed longer ago than this is backlog (see caught_up). */
+#define CDC_SOURCE_FRESH_MS 1000
 
 /* What cdc_source_read() returned. */
 typedef enum cdc_source_event {

@@ -497,6 +497,7 @@ static cdc_err_t on_message(cdc_capture_t *cap, const uint8_t *data, size_t len,
         cap->xid = m.u.begin.xid;
         cap->commit_lsn = m.u.begin.final_lsn;
         cap->commit_ts_ms = (m.u.begin.commit_ts + CDC_PG_EPOCH_OFFSET_US) / 1000;
+        cap->src.caught_up = coarse_now_ms() - cap->commit_ts_ms < CDC_SOURCE_FRESH_MS;
         return CDC_OK;
     case CDC_PGO_COMMIT:
         if (cap->tx_id == 0)
@@ -638,6 +639,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
     for (size_t i = 0; i < cap->ntables; i++)
         cap->tables[i].relid = 0;
     cap->src.coalesce_ms = (int)cap->cfg->read_coalesce_ms;
+    cap->src.caught_up = false; /* until a fresh transaction shows it */
     cap->src.cycle_bytes = 0;
     rc = cdc_source_start(&cap->src, cap->cfg->slot, cap->cfg->publication, start, e);
     if (rc != CDC_OK)

@@ -2,7 +2,8 @@
  * Component tests of cdc-capture against the harness PostgreSQL and development Kafka
  * broker: every listed type and operation with the events' content, per-key order and
  * partitioning checked; a schema change; kill -9 and restart with nothing missing;
- * heartbeats advancing confirmed_flush_lsn while tables are idle; snapshot consistency
+ * heartbeats advancing confirmed_flush_lsn while tables are idle; a burst read at once
+ * despite --read-coalesce; snapshot consistency
  * with concurrent writes; bad setups failing with a message and a fix. Each test uses
  * its own slot, publication and topic prefix, so they do not see each other's events.
  */
@@ -744,6 +745,38 @@ static void test_reconnect_after_pg_restart(void **state)
     PQfinish(c);
 }
 
+/*
+ * --read-coalesce spaces out reads only while changes trickle in: a burst (one large
+ * transaction) is read as fast as it arrives. At the longest interval (100 ms), reading
+ * these ~3 MB one libpq buffer (8 to 16 KiB) per interval would take 20 s or more; the
+ * deadline is 10 s, and the capture needs well under one.
+ */
+static void test_burst_not_coalesced(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    evs_t s = {0};
+    pid_t pid;
+    long long t0;
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_burst");
+    sql(c, "CREATE TABLE ct_burst (id int PRIMARY KEY, pad text)");
+    pid = start_capture(N("ct_burst"), "public.ct_burst", "--read-coalesce=100ms");
+    wait_streaming(c, N("ct_burst"));
+    t0 = cdc_test_now_ms();
+    sql(c, "INSERT INTO ct_burst SELECT g, repeat('x', 100) FROM generate_series(1, 20000) g");
+    consume_q(topic_of("ct_burst", "public.ct_burst"), &s, 20000, 10000, 0);
+    if (s.n < 20000)
+        fail_msg("only %zu of 20000 changes of one transaction within 10 s at "
+                 "--read-coalesce=100ms: the burst was read in coalesced steps",
+                 s.n);
+    fprintf(stderr, "burst of 20000 changes in Kafka after %lld ms\n", cdc_test_now_ms() - t0);
+    evs_free(&s);
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_burst"));
+    PQfinish(c);
+}
+
 /* Runs the capture to its exit; returns the exit status and leaves the log readable. */
 static int run_to_exit(const char *name, const char *tables, const char *more)
 {
@@ -818,6 +851,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_consistency),
         cmocka_unit_test(test_bad_setup),
         cmocka_unit_test(test_reconnect_after_pg_restart),
+        cmocka_unit_test(test_burst_not_coalesced),
     };
     cdc_test_env();
     snprintf(tag, sizeof(tag), "%ld", (long)getpid());
