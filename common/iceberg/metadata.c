@@ -56,9 +56,21 @@ cdc_err_t cdc_ice_props_set(cdc_ice_props_t *props, const char *key, const char 
 
 cdc_err_t cdc_ice_props_copy(cdc_ice_props_t *dst, const cdc_ice_props_t *src)
 {
+    /* src has unique keys: no lookups, two allocations for the arrays (every snapshot's
+     * summary is copied on every commit) */
     memset(dst, 0, sizeof(*dst));
+    if (src->n == 0)
+        return CDC_OK;
+    dst->keys = calloc(src->n, sizeof(char *));
+    dst->values = calloc(src->n, sizeof(char *));
+    if (dst->keys == NULL || dst->values == NULL) {
+        cdc_ice_props_free(dst);
+        return CDC_ERR_NOMEM;
+    }
     for (size_t i = 0; i < src->n; i++) {
-        if (cdc_ice_props_set(dst, src->keys[i], src->values[i]) != CDC_OK) {
+        dst->n = i + 1;
+        if ((dst->keys[i] = strdup(src->keys[i])) == NULL ||
+            (dst->values[i] = strdup(src->values[i])) == NULL) {
             cdc_ice_props_free(dst);
             return CDC_ERR_NOMEM;
         }
