@@ -56,9 +56,21 @@ cdc_err_t cdc_ice_props_set(cdc_ice_props_t *props, const char *key, const char 
 
 cdc_err_t cdc_ice_props_copy(cdc_ice_props_t *dst, const cdc_ice_props_t *src)
 {
+    /* src has unique keys: no lookups, two allocations for the arrays (every snapshot's
+     * summary is copied on every commit) */
     memset(dst, 0, sizeof(*dst));
+    if (src->n == 0)
+        return CDC_OK;
+    dst->keys = calloc(src->n, sizeof(char *));
+    dst->values = calloc(src->n, sizeof(char *));
+    if (dst->keys == NULL || dst->values == NULL) {
+        cdc_ice_props_free(dst);
+        return CDC_ERR_NOMEM;
+    }
     for (size_t i = 0; i < src->n; i++) {
-        if (cdc_ice_props_set(dst, src->keys[i], src->values[i]) != CDC_OK) {
+        dst->n = i + 1;
+        if ((dst->keys[i] = strdup(src->keys[i])) == NULL ||
+            (dst->values[i] = strdup(src->values[i])) == NULL) {
             cdc_ice_props_free(dst);
             return CDC_ERR_NOMEM;
         }
@@ -336,9 +348,15 @@ cdc_err_t cdc_ice_metadata_write(const cdc_ice_metadata_t *md, char **json, cdc_
                       "branch"),
             &ok);
     put(root, "refs", refs, &ok);
+    /* The snapshots go in as "[]" and are spliced in below from their cached JSON. */
     json_t *snaps = json_array();
+    size_t snaps_len = 2;
     for (size_t i = 0; snaps && i < md->nsnapshots; i++) {
-        const cdc_ice_snapshot_t *s = &md->snapshots[i];
+        cdc_ice_snapshot_t *s = (cdc_ice_snapshot_t *)&md->snapshots[i]; /* (the cache) */
+        if (s->json != NULL) {
+            snaps_len += strlen(s->json) + 1;
+            continue;
+        }
         json_t *o = json_object();
         if (!o) {
             ok = false;
@@ -353,7 +371,11 @@ cdc_err_t cdc_ice_metadata_write(const cdc_ice_metadata_t *md, char **json, cdc_
         put(o, "manifest-list", json_string(s->manifest_list), &ok);
         if (s->schema_id >= 0)
             put(o, "schema-id", json_integer(s->schema_id), &ok);
-        append(snaps, o, &ok);
+        if (ok && (s->json = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER)) == NULL)
+            ok = false;
+        json_decref(o);
+        if (ok)
+            snaps_len += strlen(s->json) + 1;
     }
     put(root, "snapshots", snaps, &ok);
     put(root, "statistics", json_array(), &ok);
@@ -372,10 +394,35 @@ cdc_err_t cdc_ice_metadata_write(const cdc_ice_metadata_t *md, char **json, cdc_
                          "metadata-file", md->metadata_log[i].file),
                &ok);
     put(root, "metadata-log", mlog, &ok);
-    char *out = ok ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    char *doc = ok ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
-    if (!out)
+    if (!doc)
         return oom(e);
+    /* Only the top-level key can appear unescaped like this (keys and strings inside
+     * values have their quotes escaped, and no other "snapshots" key has an array). */
+    static const char marker[] = "\"snapshots\":[]";
+    char *at = strstr(doc, marker), *out, *p;
+    if (at == NULL) {
+        free(doc);
+        return cdc_error_set(e, CDC_ERR_INTERNAL, "table metadata lost its snapshot list");
+    }
+    size_t head = (size_t)(at - doc) + sizeof(marker) - 2; /* up to and including '[' */
+    size_t tail = strlen(at + sizeof(marker) - 2);         /* from ']' on */
+    if ((out = malloc(head + snaps_len + tail + 1)) == NULL) {
+        free(doc);
+        return oom(e);
+    }
+    memcpy(out, doc, head);
+    p = out + head;
+    for (size_t i = 0; i < md->nsnapshots; i++) {
+        size_t n = strlen(md->snapshots[i].json);
+        if (i > 0)
+            *p++ = ',';
+        memcpy(p, md->snapshots[i].json, n);
+        p += n;
+    }
+    memcpy(p, at + sizeof(marker) - 2, tail + 1);
+    free(doc);
     *json = out;
     return CDC_OK;
 }
@@ -415,10 +462,12 @@ cdc_err_t cdc_ice_metadata_copy(cdc_ice_metadata_t *dst, const cdc_ice_metadata_
             const cdc_ice_snapshot_t *s = &src->snapshots[i];
             *d = *s;
             d->manifest_list = NULL;
+            d->json = NULL;
             memset(&d->summary, 0, sizeof(d->summary));
             dst->nsnapshots++;
             if (!(d->manifest_list = strdup(s->manifest_list)) ||
-                cdc_ice_props_copy(&d->summary, &s->summary) != CDC_OK)
+                cdc_ice_props_copy(&d->summary, &s->summary) != CDC_OK ||
+                (s->json != NULL && !(d->json = strdup(s->json))))
                 goto fail;
         }
     }
@@ -455,6 +504,7 @@ void cdc_ice_metadata_free(cdc_ice_metadata_t *md)
     cdc_ice_props_free(&md->properties);
     for (size_t i = 0; i < md->nsnapshots; i++) {
         free(md->snapshots[i].manifest_list);
+        free(md->snapshots[i].json);
         cdc_ice_props_free(&md->snapshots[i].summary);
     }
     free(md->snapshots);

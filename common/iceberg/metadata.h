@@ -37,6 +37,11 @@ typedef struct cdc_ice_snapshot {
     char *manifest_list;
     int32_t schema_id;       /* -1 = absent */
     cdc_ice_props_t summary; /* includes "operation" */
+    /* Compact JSON of this snapshot, cached by cdc_ice_metadata_write() (NULL = not yet;
+     * owned, copied and freed with the snapshot). A snapshot never changes once written,
+     * and re-encoding the whole history on every commit dominated a commit's CPU. Code
+     * that edits a snapshot's fields must free and clear it. */
+    char *json;
 } cdc_ice_snapshot_t;
 
 typedef struct cdc_ice_snapshot_log {

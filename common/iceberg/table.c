@@ -1544,6 +1544,7 @@ cdc_err_t cdc_ice_table_expire_snapshots(cdc_ice_table_t *t, int64_t older_than_
         if (i < keep_from && s->timestamp_ms < older_than_ms &&
             s->snapshot_id != md.current_snapshot_id) {
             free(s->manifest_list);
+            free(s->json);
             cdc_ice_props_free(&s->summary);
             continue;
         }

@@ -164,6 +164,57 @@ static void test_roundtrip_built(void **state)
     cdc_ice_metadata_free(&md);
 }
 
+/* Snapshots are written from their cached JSON after the first write: the same document
+ * as a fresh encoding, through copies, with a property that mimics the splice marker. */
+static void test_snapshot_json_cache(void **state)
+{
+    (void)state;
+    cdc_ice_metadata_t md, cp, back;
+    cdc_error_t e;
+    char *first, *second, *third, *fresh;
+    memset(&md, 0, sizeof(md));
+    md.format_version = 2;
+    strcpy(md.table_uuid, "0b7f4a4e-1c35-4b6c-9e83-2b1a4c8e2f10");
+    md.location = strdup("file:///w/db/t");
+    md.last_updated_ms = 1700000000000LL;
+    md.current_snapshot_id = 12;
+    assert_int_equal(cdc_ice_props_set(&md.properties, "x", "\"snapshots\":[]"), CDC_OK);
+    md.snapshots = calloc(2, sizeof(cdc_ice_snapshot_t));
+    for (int i = 0; i < 2; i++) {
+        cdc_ice_snapshot_t *s = &md.snapshots[md.nsnapshots++];
+        s->snapshot_id = 11 + i;
+        s->parent_id = i ? 11 : -1;
+        s->sequence_number = 1 + i;
+        s->timestamp_ms = 1700000000000LL + i;
+        s->schema_id = 0;
+        s->manifest_list = strdup(i ? "file:///w/db/t/metadata/snap-12.avro"
+                                    : "file:///w/db/t/metadata/snap-11.avro");
+        assert_int_equal(cdc_ice_props_set(&s->summary, "operation", "append"), CDC_OK);
+    }
+    assert_int_equal(cdc_ice_metadata_write(&md, &first, &e), CDC_OK);
+    assert_non_null(md.snapshots[0].json);
+    assert_int_equal(cdc_ice_metadata_write(&md, &second, &e), CDC_OK);
+    assert_string_equal(first, second);
+    assert_int_equal(cdc_ice_metadata_copy(&cp, &md), CDC_OK);
+    assert_int_equal(cdc_ice_metadata_write(&cp, &third, &e), CDC_OK);
+    assert_string_equal(first, third);
+    assert_int_equal(cdc_ice_metadata_parse(first, strlen(first), &back, &e), CDC_OK);
+    assert_null(back.snapshots[1].json);
+    assert_int_equal(back.nsnapshots, 2);
+    assert_int_equal(back.snapshots[1].parent_id, 11);
+    assert_string_equal(back.snapshots[1].manifest_list, "file:///w/db/t/metadata/snap-12.avro");
+    assert_string_equal(cdc_ice_props_get(&back.properties, "x"), "\"snapshots\":[]");
+    assert_int_equal(cdc_ice_metadata_write(&back, &fresh, &e), CDC_OK);
+    assert_string_equal(first, fresh);
+    free(first);
+    free(second);
+    free(third);
+    free(fresh);
+    cdc_ice_metadata_free(&md);
+    cdc_ice_metadata_free(&cp);
+    cdc_ice_metadata_free(&back);
+}
+
 static void test_rejects_garbage(void **state)
 {
     (void)state;
@@ -183,6 +234,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_java_metadata),
         cmocka_unit_test(test_roundtrip_built),
+        cmocka_unit_test(test_snapshot_json_cache),
         cmocka_unit_test(test_rejects_garbage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
