@@ -95,4 +95,16 @@ pid_t cdc_test_server_pid(const char *service);
 /* Creates a fresh directory $CDC_TEST_TMP/<name>-XXXXXX; returns a malloc'ed path. */
 char *cdc_test_mkdtemp(const char *name);
 
+/* ---- counting what a test left on disk (tests/harness/files.c; unit tests use it too) -- */
+
+/*
+ * Regular files in dir (and its subdirectories when recursive) whose names end with
+ * suffix (NULL = any name); *bytes, when not NULL, gets their total size. Returns -1
+ * when dir cannot be read.
+ */
+long cdc_test_count_files(const char *dir, const char *suffix, bool recursive, size_t *bytes);
+
+/* Directories below dir, at any depth (dir itself not counted); -1 when unreadable. */
+long cdc_test_count_dirs(const char *dir);
+
 #endif

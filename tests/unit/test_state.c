@@ -7,7 +7,6 @@
  * DBWithTTL by earlier builds, which open and read unchanged. The last test creates such a store
  * with the RocksDB C API directly: it is a fixture of the old on-disk format, not a second adapter.
  */
-#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -16,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +22,7 @@
 #include <rocksdb/c.h>
 
 #include "common/state.h"
+#include "tests/harness/harness.h"
 
 /* Seconds; the tests move it. Read by RocksDB's compaction threads too. */
 static _Atomic int64_t fake_now;
@@ -351,30 +350,6 @@ static void test_store_written_by_dbwithttl(void **state)
     cdc_state_close(st);
 }
 
-/* Number of files in dir whose name ends with suffix, and their total size. */
-static size_t count_suffix(const char *dir, const char *suffix, size_t *bytes)
-{
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    size_t n = 0, sl = strlen(suffix);
-    char path[600];
-    struct stat sb;
-    assert_non_null(d);
-    if (bytes != NULL)
-        *bytes = 0;
-    while ((de = readdir(d)) != NULL) {
-        size_t l = strlen(de->d_name);
-        if (l <= sl || strcmp(de->d_name + l - sl, suffix) != 0)
-            continue;
-        n++;
-        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-        if (bytes != NULL && stat(path, &sb) == 0)
-            *bytes += (size_t)sb.st_size;
-    }
-    closedir(d);
-    return n;
-}
-
 static cdc_state_t *open_wal_store(const char *dir, size_t wal_bytes)
 {
     cdc_state_options_t o = {.nfamilies = 2,
@@ -406,10 +381,10 @@ static void test_wal_checkpoint(void **state)
     snprintf(cp1, sizeof(cp1), "%s/cp1", f->dir);
     assert_int_equal(cdc_state_checkpoint(st, cp1, &e), CDC_OK);
     /* Nothing was flushed: the copy has no table file, its WAL holds the writes. */
-    assert_int_equal(count_suffix(cp1, ".sst", NULL), 0);
-    assert_true(count_suffix(cp1, ".log", &wal_bytes) >= 1);
+    assert_int_equal(cdc_test_count_files(cp1, ".sst", false, NULL), 0);
+    assert_true(cdc_test_count_files(cp1, ".log", false, &wal_bytes) >= 1);
     assert_true(wal_bytes > 100 * 2 * 4);
-    assert_int_equal(count_suffix(f->db, ".sst", NULL), 0);
+    assert_int_equal(cdc_test_count_files(f->db, ".sst", false, NULL), 0);
 
     /* Writes after the checkpoint are not in it; a delete before the next one is. */
     put(st, 1, "late", "after-cp1");
@@ -420,7 +395,7 @@ static void test_wal_checkpoint(void **state)
     cdc_state_batch_free(b);
     snprintf(cp2, sizeof(cp2), "%s/cp2", f->dir);
     assert_int_equal(cdc_state_checkpoint(st, cp2, &e), CDC_OK);
-    assert_int_equal(count_suffix(cp2, ".sst", NULL), 0);
+    assert_int_equal(cdc_test_count_files(cp2, ".sst", false, NULL), 0);
 
     c = open_wal_store(cp1, 64 << 10);
     assert_true(has(c, 0, "k000", "ttl-value"));
@@ -443,7 +418,7 @@ static void test_wal_checkpoint(void **state)
     }
     snprintf(cp3, sizeof(cp3), "%s/cp3", f->dir);
     assert_int_equal(cdc_state_checkpoint(st, cp3, &e), CDC_OK);
-    assert_true(count_suffix(cp3, ".sst", NULL) >= 1);
+    assert_true(cdc_test_count_files(cp3, ".sst", false, NULL) >= 1);
     cdc_state_close(st);
     c = open_wal_store(cp3, 64 << 10);
     assert_true(has(c, 1, "big0999", v));

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "common/iceberg/storage.h"
+#include "tests/harness/harness.h"
 
 static char tmp[256];
 
@@ -35,17 +36,6 @@ static void expect_content(cdc_storage_t *s, const char *loc, const char *want)
     assert_int_equal(len, strlen(want));
     assert_memory_equal(data, want, len);
     free(data);
-}
-
-static size_t count_entries(const char *dir)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "ls -A '%s' | wc -l", dir);
-    FILE *p = popen(cmd, "r");
-    size_t n = 0;
-    assert_int_equal(fscanf(p, "%zu", &n), 1);
-    pclose(p);
-    return n;
 }
 
 static void test_put_creates_missing_dirs(void **state)
@@ -68,7 +58,7 @@ static void test_put_creates_missing_dirs(void **state)
     /* the directory exists: replaced in place, no temp file left behind */
     assert_int_equal(cdc_storage_put(s, loc, "22", 2, &e), CDC_OK);
     expect_content(s, loc, "22");
-    assert_int_equal(count_entries(leaf), 1);
+    assert_int_equal(cdc_test_count_files(leaf, NULL, false, NULL), 1);
 
     /* removed behind our back: created again */
     rm_rf(top);
@@ -78,7 +68,7 @@ static void test_put_creates_missing_dirs(void **state)
     assert_int_equal(cdc_storage_put_if_absent(s, loc2, "x", 1, &e), CDC_OK);
     assert_int_equal(cdc_storage_put_if_absent(s, loc2, "y", 1, &e), CDC_ERR_EXISTS);
     expect_content(s, loc2, "x");
-    assert_int_equal(count_entries(leaf), 1);
+    assert_int_equal(cdc_test_count_files(leaf, NULL, false, NULL), 1);
 
     /* a file where a directory should be: an error, not a crash or a loop */
     char bad[450];

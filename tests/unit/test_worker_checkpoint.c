@@ -17,6 +17,7 @@
 
 #include "common/state.h"
 #include "worker/checkpoint.h"
+#include "tests/harness/harness.h"
 
 static char tmp[256];
 
@@ -51,17 +52,6 @@ static bool has(cdc_state_t *st, int i)
     if (rc == CDC_OK)
         free(v);
     return rc == CDC_OK;
-}
-
-static size_t count_files(const char *dir)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd), "find '%s' -type f | wc -l", dir);
-    FILE *p = popen(cmd, "r");
-    size_t n = 0;
-    assert_int_equal(fscanf(p, "%zu", &n), 1);
-    pclose(p);
-    return n;
 }
 
 static void test_incremental_restore_gc(void **state)
@@ -134,9 +124,9 @@ static void test_incremental_restore_gc(void **state)
 
     /* GC on b after epoch 3 committed: checkpoint 2's manifest and meta files go; the
      * shared table files checkpoint 3 still lists stay. */
-    size_t before = count_files(area);
+    size_t before = cdc_test_count_files(area, NULL, true, NULL);
     assert_int_equal(cdc_ckpt_gc(&b, 3, &e), CDC_OK);
-    size_t after = count_files(area);
+    size_t after = cdc_test_count_files(area, NULL, true, NULL);
     assert_true(after < before);
     char dbc[300];
     snprintf(dbc, sizeof(dbc), "%s/db-c", lb);
@@ -154,17 +144,6 @@ static void test_incremental_restore_gc(void **state)
     cdc_ckpt_free(&b);
     cdc_ckpt_free(&c);
     cdc_storage_close(storage);
-}
-
-static size_t count_dirs(const char *dir)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd), "find '%s' -mindepth 1 -type d | wc -l", dir);
-    FILE *p = popen(cmd, "r");
-    size_t n = 0;
-    assert_int_equal(fscanf(p, "%zu", &n), 1);
-    pclose(p);
-    return n;
 }
 
 static void write_text(const char *path, const char *text)
@@ -205,8 +184,8 @@ static void test_layout_missing_dirs_legacy(void **state)
     snprintf(cp, sizeof(cp), "%s/ckpt-1", la);
     assert_int_equal(cdc_state_checkpoint(st, cp, &e), CDC_OK);
     assert_int_equal(cdc_ckpt_upload(&a, 1, cp, &h1, NULL, &e), CDC_OK);
-    assert_true(count_files(meta) >= 1);
-    assert_int_equal(count_dirs(meta), 0);
+    assert_true(cdc_test_count_files(meta, NULL, true, NULL) >= 1);
+    assert_int_equal(cdc_test_count_dirs(meta), 0);
 
     /* The whole area disappears; a worker without history uploads everything again. */
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", area);
@@ -252,7 +231,7 @@ static void test_layout_missing_dirs_legacy(void **state)
     assert_int_equal(cdc_ckpt_gc(&r, 8, &e), CDC_OK);
     struct stat sb;
     assert_int_not_equal(stat(legacy, &sb), 0);
-    assert_int_equal(count_dirs(meta), 0);
+    assert_int_equal(cdc_test_count_dirs(meta), 0);
 
     cdc_ckpt_free(&a);
     cdc_ckpt_free(&b);

@@ -24,6 +24,7 @@
 #include "tests/unit/worker_fixtures.h"
 #include "worker/dlq.h"
 #include "worker/stage.h"
+#include "tests/harness/harness.h"
 
 static const char *TOPIC = "cdc.public.orders";
 
@@ -627,19 +628,6 @@ static void test_ahead_reset_and_codec(void **state)
     cdc_catalog_free(p.cat);
 }
 
-/* Counts the files under dir (recursively). */
-static int count_files(const char *dir)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "find '%s' -type f | wc -l", dir);
-    FILE *f = popen(cmd, "r");
-    int n = -1;
-    assert_non_null(f);
-    assert_int_equal(fscanf(f, "%d", &n), 1);
-    pclose(f);
-    return n;
-}
-
 /* A failed barrier write removes the files it stored and uses up the row groups
  * encoded ahead; the retry encodes everything and gives the same files. */
 static void test_ahead_write_failure_and_retry(void **state)
@@ -664,7 +652,8 @@ static void test_ahead_write_failure_and_retry(void **state)
     size_t n;
     assert_int_not_equal(write_stage(&p.ahead, wh, 2, &st, &files, &n, &e), CDC_OK);
     assert_non_null(strstr(e.msg, "could not create file"));
-    assert_int_equal(count_files(wh), 1); /* only the blocking file: the mirror's is gone */
+    assert_int_equal(cdc_test_count_files(wh, NULL, true, NULL),
+                     1); /* only the blocking file: the mirror's is gone */
     assert_int_equal(cdc_stage_encoded(&p.ahead.tables[0], CDC_STAGE_CHANGELOG, NULL), 0);
     assert_int_equal(cdc_stage_encoded(&p.ahead.tables[0], CDC_STAGE_MIRROR_DATA, NULL), 0);
     cdc_storage_close(st);
