@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hash.h"
 #include "common/log.h"
 
 void cdc_dedup_state_options(cdc_state_options_t *o, int ttl_seconds)
@@ -68,10 +69,7 @@ typedef struct cdc_dedup_entry {
 
 static uint32_t pending_hash(int family, const uint8_t *k, size_t n)
 {
-    uint32_t h = 2166136261u ^ (uint32_t)family;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ k[i]) * 16777619u;
-    return h;
+    return (uint32_t)cdc_hash_bytes(k, n, (uint64_t)family);
 }
 
 static cdc_dedup_entry_t *pending_find(cdc_dedup_pending_t *p, int family, const void *key,

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/hash.h"
 #include "common/iceberg/parquet.h"
 
 /* One table's file of one kind being encoded into memory (see stage.h). */
@@ -103,12 +104,7 @@ static cdc_stage_table_t *table_for(cdc_stage_t *s, const cdc_source_schema_t *s
 
 static uint64_t hash(const uint8_t *p, size_t n)
 {
-    uint64_t h = 14695981039346656037ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
+    return cdc_hash_bytes(p, n, 0);
 }
 
 static bool rehash(cdc_stage_table_t *t)
@@ -118,7 +114,7 @@ static bool rehash(cdc_stage_table_t *t)
     if (slots == NULL)
         return false;
     for (size_t i = 0; i < t->nentries; i++) {
-        size_t j = hash(t->entries[i].entity, t->entries[i].entity_len) & (n - 1);
+        size_t j = t->entries[i].hash & (n - 1);
         while (slots[j] != 0)
             j = (j + 1) & (n - 1);
         slots[j] = i + 1;
@@ -130,12 +126,13 @@ static bool rehash(cdc_stage_table_t *t)
 }
 
 /* Finds the entry of an entity, or the empty slot where it belongs (*slot). */
-static cdc_stage_entry_t *lookup(cdc_stage_table_t *t, const uint8_t *ent, size_t len, size_t *slot)
+static cdc_stage_entry_t *lookup(cdc_stage_table_t *t, const uint8_t *ent, size_t len, uint32_t h,
+                                 size_t *slot)
 {
-    size_t j = hash(ent, len) & (t->nslots - 1);
+    size_t j = h & (t->nslots - 1);
     while (t->slots[j] != 0) {
         cdc_stage_entry_t *en = &t->entries[t->slots[j] - 1];
-        if (en->entity_len == len && memcmp(en->entity, ent, len) == 0)
+        if (en->hash == h && en->entity_len == len && memcmp(en->entity, ent, len) == 0)
             return en;
         j = (j + 1) & (t->nslots - 1);
     }
@@ -220,6 +217,7 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_e
     cdc_changelog_row_t *cl;
     cdc_row_t *img = c->op == CDC_OP_DELETE ? &c->before : &c->after;
     size_t slot = 0;
+    uint32_t h;
 
     if (t == NULL)
         goto nomem;
@@ -230,7 +228,8 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_e
     if (!changelog_reserve(t))
         goto nomem;
 
-    en = lookup(t, c->entity, c->entity_len, &slot);
+    h = (uint32_t)hash(c->entity, c->entity_len);
+    en = lookup(t, c->entity, c->entity_len, h, &slot);
     if (en == NULL) {
         if (t->nentries == t->cap) {
             size_t cap = t->cap ? t->cap * 2 : 64;
@@ -247,6 +246,7 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_e
             goto nomem;
         memcpy(en->entity, c->entity, c->entity_len);
         en->entity_len = c->entity_len;
+        en->hash = h;
         en->needs_delete = live_before;
         t->slots[slot] = ++t->nentries;
         s->bytes += sizeof(*en) + c->entity_len;

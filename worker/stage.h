@@ -48,6 +48,7 @@ typedef struct cdc_stage_entry {
     size_t entity_len;
     bool needs_delete; /* live in state before the epoch's first change to it */
     bool deleted;      /* last change is a delete */
+    uint32_t hash;     /* of entity: a growing table rehashes without reading keys */
     size_t last;       /* changelog index of the last change: its row is the final after
                         * image, or the before image (key) for deletes */
 } cdc_stage_entry_t;

@@ -13,6 +13,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "common/hash.h"
 #include "common/iceberg/manifest.h"
 #include "common/iceberg/schema.h"
 #include "common/log.h"
@@ -1196,10 +1197,7 @@ typedef struct strset {
 
 static uint64_t str_hash(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
+    return cdc_hash_bytes(s, strlen(s), 0);
 }
 
 /* Adds s; returns 1 if added, 0 if present, -1 on allocation failure. */

@@ -363,6 +363,71 @@ static void test_pending_and_flushed(void **state)
     }
 }
 
+/* One flush of many keys in descending order, some written several times in the window
+ * (update twice; delete; delete then insert again): the store holds each key's last
+ * write, whatever order the batch was built in. */
+static void test_flush_last_write_per_key(void **state)
+{
+    fx_t *f = *state;
+    cdc_change_t c;
+    cdc_error_t e;
+    uint64_t before;
+    bool live;
+    for (int id = 60; id >= 1; id--) {
+        make(f, &c, 'c', id, 1000 + (uint64_t)id, 1000 + (uint64_t)id, NULL);
+        assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+        cdc_change_clear(&c);
+    }
+    make(f, &c, 'u', 10, 2000, 2000, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    make(f, &c, 'u', 10, 2001, 2001, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    make(f, &c, 'd', 20, 2002, 2002, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    make(f, &c, 'c', 20, 2003, 2003, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    make(f, &c, 'd', 30, 2004, 2004, NULL);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    assert_int_equal(f->d->pending.nentries, 0);
+
+    /* Everything below is answered by the store. */
+    before = f->d->store_lookups;
+    for (int id = 1; id <= 60; id++) {
+        if (id == 10 || id == 20 || id == 30)
+            continue;
+        make(f, &c, 'c', id, 1000 + (uint64_t)id, 1000 + (uint64_t)id, NULL);
+        assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_REPLAY);
+        cdc_change_clear(&c);
+    }
+    make(f, &c, 'u', 10, 2000, 2000, NULL); /* before the last update */
+    assert_int_equal(apply(f, &c, &live), CDC_DEDUP_STALE);
+    cdc_change_clear(&c);
+    make(f, &c, 'u', 10, 2001, 2001, NULL);
+    assert_int_equal(apply(f, &c, &live), CDC_DEDUP_REPLAY);
+    cdc_change_clear(&c);
+    make(f, &c, 'd', 20, 2002, 2002, NULL); /* the row is live again: its insert is later */
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_STALE);
+    cdc_change_clear(&c);
+    make(f, &c, 'u', 20, 2006, 2006, NULL); /* and it has the re-insert's image */
+    assert_int_equal(apply(f, &c, &live), CDC_DEDUP_NEW);
+    assert_true(live);
+    cdc_change_clear(&c);
+    make(f, &c, 'd', 30, 2004, 2004, NULL); /* deleted: its exact replay is recognized */
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_REPLAY);
+    cdc_change_clear(&c);
+    make(f, &c, 'c', 30, 2005, 2005, NULL); /* after the delete: new */
+    assert_int_equal(apply(f, &c, &live), CDC_DEDUP_NEW);
+    assert_false(live);
+    cdc_change_clear(&c);
+    assert_true(f->d->store_lookups > before + 60);
+}
+
 /* Copies the checkpoint at cp to a fresh store and opens it in place of f->d's store. */
 static cdc_dedup_t *open_copy(fx_t *f, const char *cp, const char *name)
 {
@@ -675,6 +740,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replay_after_restore, setup, teardown),
         cmocka_unit_test_setup_teardown(test_toast_repair, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pending_and_flushed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flush_last_write_per_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_at_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_truncate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seen_keys_only_for_deletes, setup, teardown),
