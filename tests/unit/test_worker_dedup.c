@@ -365,7 +365,7 @@ static void test_pending_and_flushed(void **state)
 
 /* One flush of many keys in descending order, some written several times in the window
  * (update twice; delete; delete then insert again): the store holds each key's last
- * write, whatever order the batch was built in. */
+ * write. */
 static void test_flush_last_write_per_key(void **state)
 {
     fx_t *f = *state;
