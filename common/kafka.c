@@ -537,10 +537,44 @@ cdc_err_t cdc_kafka_producer_partitions(cdc_kafka_producer_t *p, const char *top
 
 /* ---- consumer ------------------------------------------------------------------------------ */
 
+/* A partition whose fetching stopped on an error (see cdc_kafka_consumer_failed). */
+typedef struct failed_tp {
+    char topic[256];
+    int32_t partition;
+} failed_tp_t;
+
+#define CDC_KAFKA_MAX_FAILED 64
+
 struct cdc_kafka_consumer {
     rd_kafka_t *rk;
     rd_kafka_queue_t *queue;
+    failed_tp_t failed[CDC_KAFKA_MAX_FAILED]; /* since the last cdc_kafka_consumer_failed */
+    size_t nfailed;
 };
+
+/* Remembers topic/partition as failed (once). */
+static void note_failed(cdc_kafka_consumer_t *c, const char *topic, int32_t partition)
+{
+    for (size_t i = 0; i < c->nfailed; i++)
+        if (c->failed[i].partition == partition && strcmp(c->failed[i].topic, topic) == 0)
+            return;
+    if (c->nfailed == CDC_KAFKA_MAX_FAILED || strlen(topic) >= sizeof(c->failed[0].topic))
+        return;
+    strcpy(c->failed[c->nfailed].topic, topic);
+    c->failed[c->nfailed++].partition = partition;
+}
+
+size_t cdc_kafka_consumer_failed(cdc_kafka_consumer_t *c, char (*topics)[256], int32_t *partitions,
+                                 size_t max)
+{
+    size_t n = c->nfailed < max ? c->nfailed : max;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(topics[i], c->failed[i].topic, sizeof(topics[i]));
+        partitions[i] = c->failed[i].partition;
+    }
+    c->nfailed = 0;
+    return n;
+}
 
 cdc_err_t cdc_kafka_consumer_new(const cdc_kafka_consumer_config_t *cfg, cdc_kafka_consumer_t **out,
                                  cdc_error_t *e)
@@ -669,6 +703,21 @@ cdc_err_t cdc_kafka_consumer_seek(cdc_kafka_consumer_t *c, const char *topic, in
     return rc;
 }
 
+cdc_err_t cdc_kafka_consumer_restart(cdc_kafka_consumer_t *c, const char *topic, int32_t partition,
+                                     int64_t offset, cdc_error_t *e)
+{
+    rd_kafka_topic_partition_list_t *l = one_tp(topic, partition, offset);
+    rd_kafka_error_t *error = rd_kafka_incremental_unassign(c->rk, l);
+    cdc_err_t rc = CDC_OK;
+
+    if (error == NULL)
+        error = rd_kafka_incremental_assign(c->rk, l);
+    if (error != NULL)
+        rc = kerror(e, error, "could not assign the partition again");
+    rd_kafka_topic_partition_list_destroy(l);
+    return rc;
+}
+
 static cdc_err_t pause_resume(cdc_kafka_consumer_t *c, const char *topic, int32_t partition,
                               bool pause, cdc_error_t *e)
 {
@@ -728,6 +777,8 @@ cdc_err_t cdc_kafka_consume_batch(cdc_kafka_consumer_t *c, cdc_kafka_msg_t *msgs
             bool retriable;
             if (m->err) {
                 translate(m->err, &retriable);
+                if (!retriable && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && m->rkt)
+                    note_failed(c, rd_kafka_topic_name(m->rkt), m->partition);
                 if (rc == CDC_OK && !retriable && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
                     if (m->rkt)
                         rc = kerr(e, m->err, "could not consume topic \"%s\" partition %d",

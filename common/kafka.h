@@ -205,6 +205,24 @@ cdc_err_t cdc_kafka_consumer_resume(cdc_kafka_consumer_t *c, const char *topic, 
 cdc_err_t cdc_kafka_consume_batch(cdc_kafka_consumer_t *c, cdc_kafka_msg_t *msgs, size_t max,
                                   size_t *n, int timeout_ms, cdc_error_t *e);
 
+/*
+ * Partitions that reported a non-retriable error through cdc_kafka_consume_batch() since
+ * the last call (a failed offset lookup, an offset out of range): librdkafka stops
+ * fetching such a partition until it is assigned again (cdc_kafka_consumer_restart).
+ * Copies up to max of them (topic names into topics[i], partitions into partitions[i]),
+ * forgets them, returns how many.
+ */
+size_t cdc_kafka_consumer_failed(cdc_kafka_consumer_t *c, char (*topics)[256], int32_t *partitions,
+                                 size_t max);
+
+/*
+ * Takes topic/partition out of the assignment and puts it back at offset (also
+ * BEGINNING): the way to resume a partition that cdc_kafka_consumer_failed() reported,
+ * which librdkafka no longer lets one seek.
+ */
+cdc_err_t cdc_kafka_consumer_restart(cdc_kafka_consumer_t *c, const char *topic, int32_t partition,
+                                     int64_t offset, cdc_error_t *e);
+
 /* Releases messages returned by cdc_kafka_consume_batch(). */
 void cdc_kafka_msgs_release(cdc_kafka_msg_t *msgs, size_t n);
 

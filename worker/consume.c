@@ -364,6 +364,7 @@ static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionS
     if (rc != CDC_OK)
         return rc;
     for (size_t t = 0; t < w->ntopics; t++) {
+        s->reseek_at[t] = 0;
         s->next_offset[t] = CDC_KAFKA_OFFSET_BEGINNING;
         for (size_t k = 0; k < ps->n_offsets; k++)
             if (ps->offsets[k]->topic && strcmp(ps->offsets[k]->topic, w->topics[t]) == 0)
@@ -571,6 +572,53 @@ static void set_paused(cdc_worker_t *w, bool pause)
                      w->cfg.max_staged_bytes);
 }
 
+/* How long a partition whose fetching stopped on an error waits before it is assigned
+ * again from its next offset. */
+#define RESEEK_DELAY_MS 1000
+
+/*
+ * librdkafka stops fetching a partition after a non-retriable error, e.g. when the
+ * lookup of a logical start offset (the beginning of a partition with no checkpoint)
+ * failed on a broker that was busy or changing leaders, and this consumer does not let
+ * it reset offsets on its own (auto.offset.reset=error); nor can it be seeked any more.
+ * Such a partition is assigned again from its next offset after RESEEK_DELAY_MS, as
+ * often as it takes: a transient failure recovers, and a lasting one (a checkpointed
+ * offset that retention deleted) keeps warning while the partition's lag shows in
+ * /status, without skipping anything.
+ */
+static void reseek_failed(cdc_worker_t *w)
+{
+    char topics[16][256];
+    int32_t parts[16];
+    int64_t now = cdc_worker_mono_ms();
+    size_t n = cdc_kafka_consumer_failed(w->consumer, topics, parts, 16);
+    for (size_t i = 0; i < n; i++) {
+        int ti = topic_index(w, topics[i]);
+        if (ti >= 0 && parts[i] >= 0 && parts[i] < CDC_WORKER_PARTITIONS &&
+            w->slots[parts[i]].owned && w->slots[parts[i]].reseek_at[ti] == 0)
+            w->slots[parts[i]].reseek_at[ti] = now + RESEEK_DELAY_MS;
+    }
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
+        cdc_slot_t *s = &w->slots[p];
+        for (size_t t = 0; s->owned && t < w->ntopics; t++) {
+            cdc_error_t e2;
+            if (s->reseek_at[t] == 0 || now < s->reseek_at[t])
+                continue;
+            s->reseek_at[t] = 0;
+            if (cdc_kafka_consumer_restart(w->consumer, w->topics[t], p, s->next_offset[t], &e2) !=
+                CDC_OK) {
+                s->reseek_at[t] = now + RESEEK_DELAY_MS;
+                cdc_log_warn("partition %d topic \"%s\": could not assign it again: %s", p,
+                             w->topics[t], e2.msg);
+            } else {
+                cdc_log_warn("partition %d topic \"%s\": fetching had stopped on an error; "
+                             "assigned again from offset %" PRId64,
+                             p, w->topics[t], s->next_offset[t]);
+            }
+        }
+    }
+}
+
 cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
 {
     static cdc_kafka_msg_t msgs[BATCH_MAX];
@@ -619,6 +667,7 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
     if (!w->paused && w->cfg.max_staged_bytes > 0 &&
         staged_bytes(w) > (size_t)w->cfg.max_staged_bytes)
         set_paused(w, true);
+    reseek_failed(w);
     if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT) {
         int64_t now = cdc_worker_mono_ms();
         if (now - last_err_log > 5000) {

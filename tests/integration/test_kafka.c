@@ -322,6 +322,58 @@ static void test_injected_errors(void **state)
     assert_true(cdc_test_kafka_ctl("PING", reply, sizeof(reply)));
 }
 
+/*
+ * A partition whose fetching stopped on a non-retriable error (here the lookup of its
+ * start offset fails, as on a busy broker or during a leader change) is reported by
+ * cdc_kafka_consumer_failed() and resumes once assigned again; the worker does that on
+ * its own (worker/consume.c). Nothing is skipped or repeated.
+ */
+static void test_failed_partition_resumes(void **state)
+{
+    char topic[128], reply[256], cmd[96], failed_topics[64][256];
+    int32_t failed[64];
+    acks_t acks = {0};
+    cdc_kafka_producer_t *p;
+    cdc_kafka_consumer_t *c;
+    cdc_error_t e;
+    size_t nfailed = 0, n;
+    long long deadline;
+    (void)state;
+
+    unique_topic(topic, sizeof(topic), "tfail");
+    ensure(topic, NPART);
+    p = new_producer("lz4", &acks);
+    assert_non_null(p);
+    assert_int_equal(produce_range(p, &acks, topic, 0, 300), 0);
+    assert_int_equal(cdc_kafka_producer_flush(p, 60000, &e), CDC_OK);
+    cdc_kafka_producer_free(p);
+
+    /* ListOffsets (api key 2) fails for every partition's lookup of its beginning */
+    snprintf(cmd, sizeof(cmd), "ERRORS 2 %d UNKNOWN", NPART);
+    assert_true(cdc_test_kafka_ctl(cmd, reply, sizeof(reply)));
+    c = new_consumer();
+    assign_all(c, topic, NPART);
+    deadline = cdc_test_now_ms() + 10000;
+    while (nfailed == 0 && cdc_test_now_ms() < deadline) {
+        cdc_kafka_msg_t msgs[64];
+        cdc_kafka_consume_batch(c, msgs, 64, &n, 200, &e);
+        cdc_kafka_msgs_release(msgs, n);
+        nfailed = cdc_kafka_consumer_failed(c, failed_topics, failed, 64);
+    }
+    assert_true(nfailed > 0);
+    for (size_t i = 0; i < nfailed; i++) {
+        assert_string_equal(failed_topics[i], topic);
+        if (cdc_kafka_consumer_restart(c, topic, failed[i], CDC_KAFKA_OFFSET_BEGINNING, &e) !=
+            CDC_OK)
+            fail_msg("restart of partition %d: %s", (int)failed[i], e.msg);
+    }
+    snprintf(cmd, sizeof(cmd), "ERRORS CLEAR 2");
+    assert_true(cdc_test_kafka_ctl(cmd, reply, sizeof(reply)));
+    consume_and_check(c, 300, NPART, 30000);
+    assert_int_equal(cdc_kafka_consumer_failed(c, failed_topics, failed, 64), 0);
+    cdc_kafka_consumer_free(c);
+}
+
 /* A full local queue makes produce() poll and retry, then give up with a retriable
  * timeout after queue_full_timeout_ms; nothing queued is lost. */
 static void test_backpressure(void **state)
@@ -530,6 +582,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_two_processes_10k),
         cmocka_unit_test(test_broker_down_up),
         cmocka_unit_test(test_injected_errors),
+        cmocka_unit_test(test_failed_partition_resumes),
         cmocka_unit_test(test_backpressure),
         cmocka_unit_test(test_codecs),
         cmocka_unit_test(test_seek_pause_watermarks),
