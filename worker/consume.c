@@ -364,7 +364,7 @@ static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionS
     if (rc != CDC_OK)
         return rc;
     for (size_t t = 0; t < w->ntopics; t++) {
-        s->reseek_at[t] = 0;
+        s->restart_at[t] = 0;
         s->next_offset[t] = CDC_KAFKA_OFFSET_BEGINNING;
         for (size_t k = 0; k < ps->n_offsets; k++)
             if (ps->offsets[k]->topic && strcmp(ps->offsets[k]->topic, w->topics[t]) == 0)
@@ -574,19 +574,19 @@ static void set_paused(cdc_worker_t *w, bool pause)
 
 /* How long a partition whose fetching stopped on an error waits before it is assigned
  * again from its next offset. */
-#define RESEEK_DELAY_MS 1000
+#define RESTART_DELAY_MS 1000
 
 /*
  * librdkafka stops fetching a partition after a non-retriable error, e.g. when the
  * lookup of a logical start offset (the beginning of a partition with no checkpoint)
  * failed on a broker that was busy or changing leaders, and this consumer does not let
  * it reset offsets on its own (auto.offset.reset=error); nor can it be seeked any more.
- * Such a partition is assigned again from its next offset after RESEEK_DELAY_MS, as
+ * Such a partition is assigned again from its next offset after RESTART_DELAY_MS, as
  * often as it takes: a transient failure recovers, and a lasting one (a checkpointed
  * offset that retention deleted) keeps warning while the partition's lag shows in
  * /status, without skipping anything.
  */
-static void reseek_failed(cdc_worker_t *w)
+static void restart_failed(cdc_worker_t *w)
 {
     char topics[16][256];
     int32_t parts[16];
@@ -595,19 +595,19 @@ static void reseek_failed(cdc_worker_t *w)
     for (size_t i = 0; i < n; i++) {
         int ti = topic_index(w, topics[i]);
         if (ti >= 0 && parts[i] >= 0 && parts[i] < CDC_WORKER_PARTITIONS &&
-            w->slots[parts[i]].owned && w->slots[parts[i]].reseek_at[ti] == 0)
-            w->slots[parts[i]].reseek_at[ti] = now + RESEEK_DELAY_MS;
+            w->slots[parts[i]].owned && w->slots[parts[i]].restart_at[ti] == 0)
+            w->slots[parts[i]].restart_at[ti] = now + RESTART_DELAY_MS;
     }
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         cdc_slot_t *s = &w->slots[p];
         for (size_t t = 0; s->owned && t < w->ntopics; t++) {
             cdc_error_t e2;
-            if (s->reseek_at[t] == 0 || now < s->reseek_at[t])
+            if (s->restart_at[t] == 0 || now < s->restart_at[t])
                 continue;
-            s->reseek_at[t] = 0;
+            s->restart_at[t] = 0;
             if (cdc_kafka_consumer_restart(w->consumer, w->topics[t], p, s->next_offset[t], &e2) !=
                 CDC_OK) {
-                s->reseek_at[t] = now + RESEEK_DELAY_MS;
+                s->restart_at[t] = now + RESTART_DELAY_MS;
                 cdc_log_warn("partition %d topic \"%s\": could not assign it again: %s", p,
                              w->topics[t], e2.msg);
             } else {
@@ -667,7 +667,7 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
     if (!w->paused && w->cfg.max_staged_bytes > 0 &&
         staged_bytes(w) > (size_t)w->cfg.max_staged_bytes)
         set_paused(w, true);
-    reseek_failed(w);
+    restart_failed(w);
     if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT) {
         int64_t now = cdc_worker_mono_ms();
         if (now - last_err_log > 5000) {

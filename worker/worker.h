@@ -81,7 +81,7 @@ typedef struct cdc_slot {
     int64_t high[CDC_WORKER_MAX_TOPICS];        /* last known high watermark */
     /* When fetching stopped on an error (e.g. the lookup of the start offset failed):
      * the monotonic time at which the partition is assigned again (0 = fetching). */
-    int64_t reseek_at[CDC_WORKER_MAX_TOPICS];
+    int64_t restart_at[CDC_WORKER_MAX_TOPICS];
     bool dirty;        /* state changed since the last checkpoint */
     char *last_handle; /* latest checkpoint handle (copy, owned) */
     cdc_gauge_t *lag, *state_bytes;
