@@ -257,6 +257,45 @@ void cdc_capture_table_free_names(cdc_capture_table_t *t)
     t->col_name_lens = NULL;
 }
 
+/* One log line per column whose Iceberg identity changed (docs/worker.md, "Schema changes"). */
+static void log_changes(const cdc_schema_doc_t *prev, const cdc_schema_doc_t *doc)
+{
+    char a[64], b[64];
+    for (size_t i = 0; prev != NULL && i < doc->ncols; i++) {
+        const cdc_schema_col_t *c = &doc->cols[i], *p = NULL;
+        for (size_t k = 0; k < prev->ncols && p == NULL; k++)
+            if (prev->cols[k].field_id == c->field_id)
+                p = &prev->cols[k];
+        cdc_schema_ice_type_str(c->ice_type, c->precision, c->scale, b, sizeof(b));
+        if (p == NULL && c->type_version > 1) {
+            cdc_log_warn("%s: column \"%s\" changed to type %s, which Iceberg cannot promote: "
+                         "new field \"%s\" (id %d); the earlier values stay in the retired "
+                         "field of the old type",
+                         doc->topic, c->name, b, cdc_schema_col_field_name(c), (int)c->field_id);
+        } else if (p == NULL) {
+            cdc_log_info("%s: new column \"%s\" %s (field id %d)", doc->topic, c->name, b,
+                         (int)c->field_id);
+        } else {
+            cdc_schema_ice_type_str(p->ice_type, p->precision, p->scale, a, sizeof(a));
+            if (strcmp(p->name, c->name) != 0)
+                cdc_log_info("%s: column \"%s\" renamed to \"%s\" (field id %d)", doc->topic,
+                             p->name, c->name, (int)c->field_id);
+            if (strcmp(a, b) != 0)
+                cdc_log_info("%s: column \"%s\" promoted from %s to %s (field id %d)",
+                             doc->topic, c->name, a, b, (int)c->field_id);
+        }
+    }
+    for (size_t k = 0; prev != NULL && k < prev->ncols; k++) {
+        bool live = false;
+        for (size_t i = 0; i < doc->ncols && !live; i++)
+            live = doc->cols[i].field_id == prev->cols[k].field_id ||
+                   (prev->cols[k].attnum > 0 && doc->cols[i].attnum == prev->cols[k].attnum);
+        if (!live)
+            cdc_log_info("%s: column \"%s\" dropped (field id %d)", doc->topic,
+                         prev->cols[k].name, (int)prev->cols[k].field_id);
+    }
+}
+
 cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_schema_doc_t *doc,
                                  cdc_error_t *e)
 {
@@ -271,6 +310,8 @@ cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
     rc = ensure_topic(cap, t, e);
+    if (rc == CDC_OK)
+        rc = cdc_schema_doc_assign_ids(t->has_latest ? &t->latest : NULL, doc, e);
     if (rc != CDC_OK) {
         cdc_schema_doc_free(doc);
         return rc;
@@ -294,6 +335,7 @@ cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc
         }
         cdc_log_info("registered schema %s version %" PRId64 " (%zu columns)", t->topic,
                      doc->version, doc->ncols);
+        log_changes(t->has_latest ? &t->latest : NULL, doc);
         if (t->has_latest)
             cdc_schema_doc_free(&t->latest);
         t->has_latest = cdc_schema_doc_copy(&t->latest, doc) == CDC_OK;

@@ -52,7 +52,7 @@ static cdc_err_t catalog_doc(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_sch
                      "    WHERE i.indrelid = c.oid AND a.attnum = ANY (i.indkey) AND "
                      "    ((c.relreplident = 'd' AND i.indisprimary) OR "
                      "     (c.relreplident = 'i' AND i.indisreplident))), "
-                     "  tn.nspname || '.' || ty.typname, c.oid, c.relreplident "
+                     "  tn.nspname || '.' || ty.typname, c.oid, c.relreplident, a.attnum "
                      "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
                      "JOIN pg_namespace n ON n.oid = c.relnamespace "
                      "JOIN pg_type ty ON ty.oid = a.atttypid "
@@ -84,6 +84,7 @@ static cdc_err_t catalog_doc(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_sch
         cdc_capture_fill_col(cap, c, (uint32_t)strtoul(PQgetvalue(r, i, 1), NULL, 10),
                              (int32_t)strtol(PQgetvalue(r, i, 2), NULL, 10), PQgetvalue(r, i, 5));
         c->key = strcmp(PQgetvalue(r, i, 4), "t") == 0 ? ++key : 0;
+        c->attnum = (int32_t)strtol(PQgetvalue(r, i, 8), NULL, 10);
         c->nullable = c->key == 0 && strcmp(PQgetvalue(r, i, 3), "t") != 0;
         q = PQescapeIdentifier(cap->src.sql, c->name ? c->name : "", c->name ? strlen(c->name) : 0);
         cdc_buf_printf(collist, "%s%s", i ? ", " : "", q ? q : "?");

@@ -705,26 +705,30 @@ cdc_err_t cdc_source_heartbeat(cdc_source_t *src, cdc_error_t *e)
     return CDC_OK;
 }
 
-cdc_err_t cdc_source_notnull(cdc_source_t *src, uint32_t relid, const char *const *names, size_t n,
-                             bool *notnull, cdc_error_t *e)
+cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *const *names, size_t n,
+                             bool *notnull, int32_t *attnum, cdc_error_t *e)
 {
     char oid[16];
     const char *p[1] = {oid};
     PGresult *r;
 
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         notnull[i] = false;
+        attnum[i] = 0;
+    }
     snprintf(oid, sizeof(oid), "%u", relid);
     r = query(src->sql, e,
-              "SELECT attname, attnotnull FROM pg_attribute WHERE attrelid = $1::oid "
+              "SELECT attname, attnotnull, attnum FROM pg_attribute WHERE attrelid = $1::oid "
               "AND attnum > 0 AND NOT attisdropped",
               1, p);
     if (r == NULL)
         return e->code;
     for (int row = 0; row < PQntuples(r); row++)
         for (size_t i = 0; i < n; i++)
-            if (strcmp(PQgetvalue(r, row, 0), names[i]) == 0)
+            if (strcmp(PQgetvalue(r, row, 0), names[i]) == 0) {
                 notnull[i] = strcmp(PQgetvalue(r, row, 1), "t") == 0;
+                attnum[i] = (int32_t)strtol(PQgetvalue(r, row, 2), NULL, 10);
+            }
     PQclear(r);
     return CDC_OK;
 }

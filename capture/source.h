@@ -125,11 +125,13 @@ cdc_err_t cdc_source_heartbeat(cdc_source_t *src, cdc_error_t *e);
 void cdc_source_stop(cdc_source_t *src);
 
 /*
- * Column facts the Relation message does not carry: nullability (attnotnull) by
- * attribute name, for the relation oid. *notnull receives one flag per name in names.
+ * Column facts the Relation message does not carry, from the current catalog by
+ * attribute name, for the relation oid: nullability (attnotnull) and identity (attnum).
+ * notnull and attnum receive one entry per name in names; attnum is 0 for a name the
+ * catalog no longer has (a later DDL renamed or dropped it).
  */
-cdc_err_t cdc_source_notnull(cdc_source_t *src, uint32_t relid, const char *const *names, size_t n,
-                             bool *notnull, cdc_error_t *e);
+cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *const *names, size_t n,
+                             bool *notnull, int32_t *attnum, cdc_error_t *e);
 
 /* Current WAL insert position (for lag metrics). */
 cdc_err_t cdc_source_current_lsn(cdc_source_t *src, uint64_t *lsn, cdc_error_t *e);

@@ -275,6 +275,7 @@ static cdc_err_t on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_err
     cdc_schema_doc_t doc = {0};
     const char **names = NULL;
     bool *notnull = NULL;
+    int32_t *attnum = NULL;
     int key = 0;
     cdc_err_t rc = CDC_ERR_NOMEM;
     uint16_t n = m->u.relation.ncols;
@@ -298,7 +299,9 @@ static cdc_err_t on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_err
     doc.cols = calloc(n ? n : 1, sizeof(*doc.cols));
     names = calloc(n ? n : 1, sizeof(*names));
     notnull = calloc(n ? n : 1, sizeof(*notnull));
-    if (doc.cols == NULL || names == NULL || notnull == NULL || doc.pg_schema == NULL ||
+    attnum = calloc(n ? n : 1, sizeof(*attnum));
+    if (doc.cols == NULL || names == NULL || notnull == NULL || attnum == NULL ||
+        doc.pg_schema == NULL ||
         doc.pg_table == NULL)
         goto fail;
     doc.ncols = n;
@@ -311,14 +314,21 @@ static cdc_err_t on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_err
         cdc_capture_fill_col(cap, &doc.cols[i], c->type_oid, c->typmod, NULL);
         doc.cols[i].key = c->key ? ++key : 0;
     }
-    if (cdc_source_notnull(&cap->src, doc.relid, names, n, notnull, e) != CDC_OK) {
+    if (cdc_source_columns(&cap->src, doc.relid, names, n, notnull, attnum, e) != CDC_OK) {
         rc = e->code;
         goto fail;
     }
-    for (uint16_t i = 0; i < n; i++)
+    for (uint16_t i = 0; i < n; i++) {
         doc.cols[i].nullable = doc.cols[i].key == 0 && !notnull[i];
+        doc.cols[i].attnum = attnum[i];
+        if (attnum[i] == 0)
+            cdc_log_warn("column \"%s\" of %s.%s is no longer in the catalog (a later DDL "
+                         "renamed or dropped it): its identity follows its name",
+                         doc.cols[i].name, t->schema, t->name);
+    }
     free(names);
     free(notnull);
+    free(attnum);
     if (key == 0) {
         cdc_schema_doc_free(&doc);
         return cdc_error_set(e, CDC_ERR_CONFIG,
@@ -331,6 +341,7 @@ static cdc_err_t on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_err
 fail:
     free(names);
     free(notnull);
+    free(attnum);
     cdc_schema_doc_free(&doc);
     if (rc == CDC_ERR_NOMEM)
         cdc_error_set(e, rc, "out of memory");

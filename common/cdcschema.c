@@ -11,6 +11,8 @@
 
 #include <jansson.h>
 
+#include "common/iceberg/schema.h"
+
 static const struct {
     uint32_t oid;
     const char *name;
@@ -245,6 +247,32 @@ static const char *replident_name(char c)
     }
 }
 
+static void encode_identity(json_t *o, const cdc_schema_col_t *c)
+{
+    if (c->attnum > 0)
+        json_object_set_new(o, "attnum", json_integer(c->attnum));
+    if (c->field_id > 0)
+        json_object_set_new(o, "field_id", json_integer(c->field_id));
+    if (c->field_name != NULL)
+        json_object_set_new(o, "field_name", json_string(c->field_name));
+    if (c->type_version > 1)
+        json_object_set_new(o, "type_version", json_integer(c->type_version));
+}
+
+static void decode_identity(json_t *o, cdc_schema_col_t *c, bool *ok)
+{
+    const char *fn = json_string_value(json_object_get(o, "field_name"));
+    c->attnum = (int32_t)json_integer_value(json_object_get(o, "attnum"));
+    c->field_id = (int32_t)json_integer_value(json_object_get(o, "field_id"));
+    c->type_version = (int32_t)json_integer_value(json_object_get(o, "type_version"));
+    if (c->type_version < 1)
+        c->type_version = 1;
+    if (fn != NULL && (c->field_name = strdup(fn)) == NULL)
+        *ok = false;
+    if (c->attnum < 0 || c->field_id < 0)
+        *ok = false;
+}
+
 cdc_err_t cdc_schema_doc_encode(const cdc_schema_doc_t *doc, char **out, cdc_error_t *e)
 {
     json_t *root = NULL, *cols = NULL, *key = NULL;
@@ -286,10 +314,27 @@ cdc_err_t cdc_schema_doc_encode(const cdc_schema_doc_t *doc, char **out, cdc_err
         json_object_set_new(o, "encoding", json_string(cdc_schema_venc_name(c->enc)));
         if (c->enc == CDC_VENC_ARRAY)
             json_object_set_new(o, "elem_oid", json_integer(c->elem_oid));
+        encode_identity(o, c);
         json_array_append_new(cols, o);
     }
     json_object_set(root, "key", key);
     json_object_set(root, "columns", cols);
+    if (doc->last_field_id > 0)
+        json_object_set_new(root, "last_field_id", json_integer(doc->last_field_id));
+    if (doc->nretired > 0) {
+        json_t *ret = json_array();
+        for (size_t i = 0; ret != NULL && i < doc->nretired; i++) {
+            const cdc_schema_col_t *c = &doc->retired[i];
+            json_t *o = json_object();
+            json_object_set_new(o, "name", json_string(c->name));
+            json_object_set_new(o, "iceberg",
+                                json_string(cdc_schema_ice_type_str(c->ice_type, c->precision,
+                                                                    c->scale, tbuf, sizeof(tbuf))));
+            encode_identity(o, c);
+            json_array_append_new(ret, o);
+        }
+        json_object_set_new(root, "retired", ret);
+    }
     *out = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     if (*out == NULL)
         goto cleanup;
@@ -312,8 +357,9 @@ static char *dup_str(json_t *o, const char *name)
 cdc_err_t cdc_schema_doc_decode(const char *json, size_t len, cdc_schema_doc_t *doc, cdc_error_t *e)
 {
     json_error_t jerr;
-    json_t *root, *cols;
+    json_t *root, *cols, *ret;
     const char *ri;
+    bool ok = true;
     cdc_err_t rc = CDC_ERR_INVALID;
 
     memset(doc, 0, sizeof(*doc));
@@ -361,11 +407,36 @@ cdc_err_t cdc_schema_doc_decode(const char *json, size_t len, cdc_schema_doc_t *
         c->nullable = json_is_true(json_object_get(o, "nullable"));
         c->key = (int)json_integer_value(json_object_get(o, "key"));
         c->elem_oid = (uint32_t)json_integer_value(json_object_get(o, "elem_oid"));
-        if (c->name == NULL || ice == NULL || enc == NULL ||
+        decode_identity(o, c, &ok);
+        if (!ok || c->name == NULL || ice == NULL || enc == NULL ||
             !cdc_schema_ice_type_parse(ice, &c->ice_type, &c->precision, &c->scale) ||
             !cdc_schema_venc_parse(enc, &c->enc)) {
             cdc_error_set(e, rc, "invalid schema document \"%s\": bad column %zu", doc->topic, i);
             goto cleanup;
+        }
+    }
+    doc->last_field_id = (int32_t)json_integer_value(json_object_get(root, "last_field_id"));
+    ret = json_object_get(root, "retired");
+    if (json_is_array(ret) && json_array_size(ret) > 0) {
+        doc->retired = calloc(json_array_size(ret), sizeof(*doc->retired));
+        if (doc->retired == NULL) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            goto cleanup;
+        }
+        for (size_t i = 0; i < json_array_size(ret); i++) {
+            json_t *o = json_array_get(ret, i);
+            cdc_schema_col_t *c = &doc->retired[i];
+            const char *ice = json_string_value(json_object_get(o, "iceberg"));
+            doc->nretired++;
+            c->name = dup_str(o, "name");
+            c->nullable = true;
+            decode_identity(o, c, &ok);
+            if (!ok || c->name == NULL || ice == NULL || c->field_id <= 0 ||
+                !cdc_schema_ice_type_parse(ice, &c->ice_type, &c->precision, &c->scale)) {
+                cdc_error_set(e, rc, "invalid schema document \"%s\": bad retired column %zu",
+                              doc->topic, i);
+                goto cleanup;
+            }
         }
     }
     rc = CDC_OK;
@@ -383,16 +454,32 @@ static bool str_eq(const char *a, const char *b)
     return strcmp(a, b) == 0;
 }
 
+static bool same_identity(const cdc_schema_col_t *x, const cdc_schema_col_t *y)
+{
+    int32_t xv = x->type_version > 1 ? x->type_version : 1;
+    int32_t yv = y->type_version > 1 ? y->type_version : 1;
+    return x->attnum == y->attnum && x->field_id == y->field_id &&
+           str_eq(x->field_name, y->field_name) && xv == yv;
+}
+
 bool cdc_schema_doc_same_shape(const cdc_schema_doc_t *a, const cdc_schema_doc_t *b)
 {
     if (a->ncols != b->ncols || !str_eq(a->topic, b->topic) ||
-        a->replica_identity != b->replica_identity)
+        a->replica_identity != b->replica_identity || a->nretired != b->nretired ||
+        a->last_field_id != b->last_field_id)
         return false;
     for (size_t i = 0; i < a->ncols; i++) {
         const cdc_schema_col_t *x = &a->cols[i], *y = &b->cols[i];
         if (!str_eq(x->name, y->name) || x->pg_oid != y->pg_oid || x->typmod != y->typmod ||
             x->nullable != y->nullable || x->key != y->key || x->ice_type != y->ice_type ||
-            x->precision != y->precision || x->scale != y->scale || x->enc != y->enc)
+            x->precision != y->precision || x->scale != y->scale || x->enc != y->enc ||
+            !same_identity(x, y))
+            return false;
+    }
+    for (size_t i = 0; i < a->nretired; i++) {
+        const cdc_schema_col_t *x = &a->retired[i], *y = &b->retired[i];
+        if (!str_eq(x->name, y->name) || x->ice_type != y->ice_type ||
+            x->precision != y->precision || x->scale != y->scale || !same_identity(x, y))
             return false;
     }
     return true;
@@ -409,6 +496,14 @@ static char *xdup(const char *s, bool *ok)
     return d;
 }
 
+static void copy_col(cdc_schema_col_t *d, const cdc_schema_col_t *s, bool *ok)
+{
+    *d = *s;
+    d->name = xdup(s->name, ok);
+    d->pg_type = xdup(s->pg_type, ok);
+    d->field_name = xdup(s->field_name, ok);
+}
+
 cdc_err_t cdc_schema_doc_copy(cdc_schema_doc_t *dst, const cdc_schema_doc_t *src)
 {
     bool ok = true;
@@ -423,10 +518,18 @@ cdc_err_t cdc_schema_doc_copy(cdc_schema_doc_t *dst, const cdc_schema_doc_t *src
         cdc_schema_doc_free(dst);
         return CDC_ERR_NOMEM;
     }
-    for (size_t i = 0; i < src->ncols; i++) {
-        dst->cols[i] = src->cols[i];
-        dst->cols[i].name = xdup(src->cols[i].name, &ok);
-        dst->cols[i].pg_type = xdup(src->cols[i].pg_type, &ok);
+    for (size_t i = 0; i < src->ncols; i++)
+        copy_col(&dst->cols[i], &src->cols[i], &ok);
+    dst->retired = NULL;
+    dst->nretired = 0;
+    if (src->nretired > 0) {
+        dst->retired = calloc(src->nretired, sizeof(*dst->retired));
+        if (dst->retired == NULL)
+            ok = false;
+        for (size_t i = 0; dst->retired != NULL && i < src->nretired; i++) {
+            copy_col(&dst->retired[i], &src->retired[i], &ok);
+            dst->nretired++;
+        }
     }
     if (!ok) {
         cdc_schema_doc_free(dst);
@@ -442,8 +545,15 @@ void cdc_schema_doc_free(cdc_schema_doc_t *doc)
     for (size_t i = 0; doc->cols && i < doc->ncols; i++) {
         free(doc->cols[i].name);
         free(doc->cols[i].pg_type);
+        free(doc->cols[i].field_name);
     }
     free(doc->cols);
+    for (size_t i = 0; doc->retired && i < doc->nretired; i++) {
+        free(doc->retired[i].name);
+        free(doc->retired[i].pg_type);
+        free(doc->retired[i].field_name);
+    }
+    free(doc->retired);
     free(doc->topic);
     free(doc->pg_schema);
     free(doc->pg_table);
@@ -453,29 +563,31 @@ void cdc_schema_doc_free(cdc_schema_doc_t *doc)
 cdc_err_t cdc_schema_doc_to_iceberg(const cdc_schema_doc_t *doc, cdc_ice_schema_t *out,
                                     cdc_error_t *e)
 {
+    size_t n = doc->ncols + doc->nretired;
     memset(out, 0, sizeof(*out));
-    out->fields = calloc(doc->ncols ? doc->ncols : 1, sizeof(*out->fields));
+    out->fields = calloc(n ? n : 1, sizeof(*out->fields));
     out->identifier_ids = calloc(doc->ncols ? doc->ncols : 1, sizeof(*out->identifier_ids));
     if (out->fields == NULL || out->identifier_ids == NULL)
         goto nomem;
     out->schema_id = 0;
-    for (size_t i = 0; i < doc->ncols; i++) {
-        const cdc_schema_col_t *c = &doc->cols[i];
+    for (size_t i = 0; i < n; i++) {
+        bool live = i < doc->ncols;
+        const cdc_schema_col_t *c = live ? &doc->cols[i] : &doc->retired[i - doc->ncols];
         cdc_ice_field_t *f = &out->fields[i];
-        f->id = (int32_t)(i + 1);
-        f->name = strdup(c->name);
+        f->id = c->field_id > 0 ? c->field_id : (int32_t)(i + 1);
+        f->name = strdup(live ? cdc_schema_col_field_name(c) : c->name);
         if (f->name == NULL)
             goto nomem;
         out->nfields = i + 1;
         f->type = c->ice_type;
         f->precision = c->precision;
         f->scale = c->scale;
-        f->required = c->key > 0;
+        f->required = live && c->key > 0;
     }
     for (int pos = 1; pos <= (int)doc->ncols; pos++)
         for (size_t i = 0; i < doc->ncols; i++)
             if (doc->cols[i].key == pos)
-                out->identifier_ids[out->nidentifier++] = (int32_t)(i + 1);
+                out->identifier_ids[out->nidentifier++] = out->fields[i].id;
     return CDC_OK;
 nomem:
     cdc_schema_ice_free(out);
@@ -524,4 +636,165 @@ bool cdc_schema_record_key_parse(const char *key, size_t len, char *topic, size_
     topic[slash] = '\0';
     *version = v;
     return v > 0;
+}
+
+/* ---- column identity ------------------------------------------------------------------ */
+
+const char *cdc_schema_col_field_name(const cdc_schema_col_t *c)
+{
+    return c->field_name != NULL ? c->field_name : c->name;
+}
+
+static bool ice_promotable(const cdc_schema_col_t *from, const cdc_schema_col_t *to)
+{
+    cdc_ice_field_t a = {.type = from->ice_type, .precision = from->precision,
+                         .scale = from->scale};
+    cdc_ice_field_t b = {.type = to->ice_type, .precision = to->precision, .scale = to->scale};
+    return cdc_ice_type_promotable(&a, &b);
+}
+
+/* The previous document's column that is this column, or NULL (a new column). */
+static const cdc_schema_col_t *match_prev(const cdc_schema_doc_t *prev, const cdc_schema_col_t *c,
+                                          size_t *index)
+{
+    bool by_attnum = c->attnum > 0;
+    for (size_t i = 0; by_attnum && i < prev->ncols; i++)
+        by_attnum = prev->cols[i].attnum > 0;
+    for (size_t i = 0; i < prev->ncols; i++) {
+        if (by_attnum ? prev->cols[i].attnum == c->attnum : strcmp(prev->cols[i].name, c->name) == 0) {
+            *index = i;
+            return &prev->cols[i];
+        }
+    }
+    return NULL;
+}
+
+/* True when name is used by another Iceberg column of doc than `self`. */
+static bool name_taken(const cdc_schema_doc_t *doc, const char *name, const cdc_schema_col_t *self)
+{
+    for (size_t i = 0; i < doc->ncols; i++)
+        if (&doc->cols[i] != self && strcmp(cdc_schema_col_field_name(&doc->cols[i]), name) == 0)
+            return true;
+    for (size_t i = 0; i < doc->nretired; i++)
+        if (&doc->retired[i] != self && strcmp(doc->retired[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+/* Sets *slot to "<base>__<tag><n>" (or base when n == 0). */
+static bool set_name(char **slot, const char *base, const char *tag, int32_t n)
+{
+    char *s = NULL;
+    free(*slot);
+    *slot = NULL;
+    if (n == 0)
+        return true;
+    if (asprintf(&s, "%s__%s%d", base, tag, (int)n) < 0)
+        return false;
+    *slot = s;
+    return true;
+}
+
+cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc_t *doc,
+                                    cdc_error_t *e)
+{
+    bool legacy = prev != NULL && prev->ncols > 0 && prev->cols[0].field_id <= 0;
+    int32_t last = prev != NULL ? prev->last_field_id : 0;
+    cdc_schema_col_t *retired;
+    size_t nret = 0, cap;
+
+    if (legacy && last < (int32_t)prev->ncols)
+        last = (int32_t)prev->ncols;
+    for (size_t i = 0; prev != NULL && i < prev->ncols; i++)
+        if (prev->cols[i].field_id > last)
+            last = prev->cols[i].field_id;
+    cap = doc->ncols + (prev != NULL ? prev->nretired + prev->ncols : 0);
+    retired = calloc(cap ? cap : 1, sizeof(*retired));
+    if (retired == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < doc->ncols; i++) {
+        cdc_schema_col_t *c = &doc->cols[i];
+        size_t pi = 0;
+        const cdc_schema_col_t *p = prev != NULL ? match_prev(prev, c, &pi) : NULL;
+        int32_t pid = p == NULL ? 0 : legacy ? (int32_t)pi + 1 : p->field_id;
+        bool ok = true;
+
+        if (p != NULL && ice_promotable(p, c)) {
+            c->field_id = pid;
+            c->type_version = p->type_version > 0 ? p->type_version : 1;
+        } else if (p != NULL) {
+            /* a type Iceberg cannot promote: a new field, the old one retired */
+            cdc_schema_col_t *r = &retired[nret++];
+            *r = *p;
+            r->field_id = pid;
+            r->pg_type = NULL;
+            r->field_name = NULL;
+            r->type_version = p->type_version > 0 ? p->type_version : 1;
+            r->name = strdup(cdc_schema_col_field_name(p));
+            r->nullable = true;
+            r->key = 0;
+            if (r->name == NULL)
+                ok = false;
+            c->field_id = ++last;
+            c->type_version = r->type_version + 1;
+        } else {
+            c->field_id = ++last;
+            c->type_version = 1;
+        }
+        if (c->attnum <= 0 && p != NULL)
+            c->attnum = p->attnum;
+        if (!ok || !set_name(&c->field_name, c->name, "v",
+                             c->type_version > 1 ? c->type_version : 0)) {
+            for (size_t k = 0; k < nret; k++)
+                free(retired[k].name);
+            free(retired);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
+    }
+    /* earlier retired fields stay while their source column lives */
+    for (size_t i = 0; prev != NULL && i < prev->nretired; i++) {
+        const cdc_schema_col_t *r = &prev->retired[i];
+        bool live = false;
+        for (size_t k = 0; k < doc->ncols && !live; k++)
+            live = r->attnum > 0 && doc->cols[k].attnum == r->attnum;
+        if (!live)
+            continue;
+        retired[nret] = *r;
+        retired[nret].pg_type = NULL;
+        retired[nret].field_name = NULL;
+        retired[nret].name = strdup(r->name);
+        if (retired[nret++].name == NULL) {
+            for (size_t k = 0; k < nret; k++)
+                free(retired[k].name);
+            free(retired);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
+    }
+    for (size_t i = 0; i < doc->nretired; i++) {
+        free(doc->retired[i].name);
+        free(doc->retired[i].pg_type);
+        free(doc->retired[i].field_name);
+    }
+    free(doc->retired);
+    doc->retired = retired;
+    doc->nretired = nret;
+    doc->last_field_id = last;
+    /* Iceberg names are unique: a clash (a source column named like a versioned or
+     * retired one) takes the field id as a suffix */
+    for (size_t i = 0; i < doc->ncols + doc->nretired; i++) {
+        bool live = i < doc->ncols;
+        cdc_schema_col_t *c = live ? &doc->cols[i] : &doc->retired[i - doc->ncols];
+        const char *name = live ? cdc_schema_col_field_name(c) : c->name;
+        char *base;
+        if (!name_taken(doc, name, c))
+            continue;
+        if ((base = strdup(name)) == NULL)
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        if (!set_name(live ? &c->field_name : &c->name, base, "f", c->field_id)) {
+            free(base);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
+        free(base);
+    }
+    return CDC_OK;
 }

@@ -78,6 +78,12 @@ typedef struct cdc_schema_col {
     int32_t scale;     /* DECIMAL only */
     cdc_value_enc_t enc;
     uint32_t elem_oid; /* ARRAY only: element type oid, 0 when unknown */
+    /* Column identity (docs/worker.md, "Schema changes"); 0 / NULL in documents of
+     * captures before identity was tracked. */
+    int32_t attnum;       /* pg_attribute.attnum: the source's identity of the column */
+    int32_t field_id;     /* Iceberg field id of the column in both tables */
+    char *field_name;     /* Iceberg column name when it is not `name` ("n__v2"), else NULL */
+    int32_t type_version; /* 1, + 1 on each type change that is no Iceberg promotion */
 } cdc_schema_col_t;
 
 /* A table's schema at one version. All strings and arrays are owned by the struct. */
@@ -91,6 +97,12 @@ typedef struct cdc_schema_doc {
     char replica_identity; /* 'd' default, 'f' full, 'i' index, 'n' nothing */
     cdc_schema_col_t *cols;
     size_t ncols;
+    /* Iceberg columns that hold values of an earlier type of a live column (a type
+     * change that is no promotion): `name` is the Iceberg name, no source value maps to
+     * them any more. Kept in the Iceberg schema while the source column lives. */
+    cdc_schema_col_t *retired;
+    size_t nretired;
+    int32_t last_field_id; /* highest field id ever given in the table's documents */
 } cdc_schema_doc_t;
 
 /*
@@ -135,7 +147,27 @@ cdc_err_t cdc_schema_doc_encode(const cdc_schema_doc_t *doc, char **out, cdc_err
 cdc_err_t cdc_schema_doc_decode(const char *json, size_t len, cdc_schema_doc_t *doc,
                                 cdc_error_t *e);
 
-/* True when a and b describe the same columns (names, types, key, nullability). */
+/* Iceberg name of a column: field_name, else name. */
+const char *cdc_schema_col_field_name(const cdc_schema_col_t *c);
+
+/*
+ * Gives doc's columns their identity against prev, the table's previous document (NULL
+ * for the first). The one place field ids are given (docs/worker.md, "Schema changes"):
+ * - a column matches the previous column of the same attnum (by name when either
+ *   document has no attnums);
+ * - a matched column keeps its field id when its Iceberg type is the same or an Iceberg
+ *   promotion of the old one (int -> long, float -> double, decimal precision widened
+ *   at the same scale); a rename keeps the id;
+ * - any other type change gives a new field id, named "<name>__v<k>", and the old
+ *   field is kept as a retired column (its values stay readable under its old name);
+ * - a new column gets last_field_id + 1; a dropped column's id is never given again.
+ * A prev of an earlier capture (no field ids) is read as ids 1..n in column order, the
+ * numbering workers gave such tables.
+ */
+cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc_t *doc,
+                                    cdc_error_t *e);
+
+/* True when a and b describe the same columns (names, types, key, nullability, identity). */
 bool cdc_schema_doc_same_shape(const cdc_schema_doc_t *a, const cdc_schema_doc_t *b);
 
 /* Deep copy; dst owns its copies. */
@@ -145,8 +177,9 @@ cdc_err_t cdc_schema_doc_copy(cdc_schema_doc_t *dst, const cdc_schema_doc_t *src
 void cdc_schema_doc_free(cdc_schema_doc_t *doc);
 
 /*
- * Builds an Iceberg schema from a document: field ids 1..n in column order (callers
- * that evolve a table keep their own id assignment), identifier fields = key columns.
+ * Builds an Iceberg schema from a document: the columns' field ids and Iceberg names
+ * (ids 1..n in column order for a document without ids), then the retired columns
+ * (optional), identifier fields = key columns.
  * On success *out owns its strings; free with cdc_schema_ice_free().
  */
 cdc_err_t cdc_schema_doc_to_iceberg(const cdc_schema_doc_t *doc, cdc_ice_schema_t *out,

@@ -145,12 +145,13 @@ cdc_err_t cdc_checkpoint_add_file(cdc_checkpoint_t *c, const cdc_staged_file_t *
     return CDC_OK;
 }
 
-cdc_err_t cdc_checkpoint_add_schema(cdc_checkpoint_t *c, const char *table, const char *schema_json)
+cdc_err_t cdc_checkpoint_add_schema(cdc_checkpoint_t *c, const char *table, const char *schema_json,
+                                    int64_t version)
 {
     cdc_schema_update_t *grown;
 
     for (size_t i = 0; i < c->nschemas; i++)
-        if (strcmp(c->schemas[i].table, table) == 0 &&
+        if (strcmp(c->schemas[i].table, table) == 0 && c->schemas[i].version == version &&
             strcmp(c->schemas[i].schema_json, schema_json) == 0)
             return CDC_OK;
     grown = realloc(c->schemas, (c->nschemas + 1) * sizeof(*grown));
@@ -159,6 +160,7 @@ cdc_err_t cdc_checkpoint_add_schema(cdc_checkpoint_t *c, const char *table, cons
     c->schemas = grown;
     grown[c->nschemas].table = strdup(table);
     grown[c->nschemas].schema_json = strdup(schema_json);
+    grown[c->nschemas].version = version;
     if (grown[c->nschemas].table == NULL || grown[c->nschemas].schema_json == NULL) {
         free(grown[c->nschemas].table);
         free(grown[c->nschemas].schema_json);
@@ -340,6 +342,8 @@ char *cdc_checkpoint_to_json(const cdc_checkpoint_t *c, bool with_files)
         json_t *so = json_object();
         json_object_set_new(so, "table", json_string(c->schemas[i].table));
         json_object_set_new(so, "schema", json_string(c->schemas[i].schema_json));
+        if (c->schemas[i].version > 0)
+            json_object_set_new(so, "version", json_integer(c->schemas[i].version));
         json_array_append_new(schemas, so);
     }
     json_object_set_new(o, "schemas", schemas);
@@ -538,7 +542,8 @@ cdc_err_t cdc_checkpoint_from_json(const char *json, size_t len, cdc_checkpoint_
                                c->epoch);
             goto cleanup;
         }
-        if ((rc = cdc_checkpoint_add_schema(c, t, s)) != CDC_OK)
+        if ((rc = cdc_checkpoint_add_schema(
+                 c, t, s, json_integer_value(json_object_get(po, "version")))) != CDC_OK)
             goto nomem;
     }
     json_t *truncates = json_object_get(o, "truncates");

@@ -43,6 +43,7 @@ typedef struct cdc_staged_file {
 typedef struct cdc_schema_update {
     char *table;
     char *schema_json; /* Iceberg schema JSON */
+    int64_t version;   /* source schema version (SchemaUpdate.source_version), 0 = none */
 } cdc_schema_update_t;
 
 /* A mirror table some slots truncated in the epoch (see cdc_checkpoint_add_truncate). */
@@ -82,7 +83,7 @@ cdc_err_t cdc_checkpoint_set_state(cdc_checkpoint_t *c, uint32_t p, const char *
 cdc_err_t cdc_checkpoint_add_file(cdc_checkpoint_t *c, const cdc_staged_file_t *f);
 /* Appends a schema update unless an identical one for the table is there; copies. */
 cdc_err_t cdc_checkpoint_add_schema(cdc_checkpoint_t *c, const char *table,
-                                    const char *schema_json);
+                                    const char *schema_json, int64_t version);
 
 /*
  * Records that slot p truncated table in this epoch: the commit removes every live

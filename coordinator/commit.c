@@ -179,9 +179,15 @@ static char *table_location(cdc_committer_t *c, const char *qualified)
     return cdc_ice_table_location(c->warehouse, ns, dot + 1);
 }
 
-/* Adds columns of `want` missing from the table (by name), in field order. */
-static cdc_err_t evolve(cdc_ice_table_t *t, const cdc_ice_schema_t *want, int *changes,
-                        cdc_error_t *e)
+/* Table property: the newest source schema version the table's schema follows. */
+#define PROP_SOURCE_VERSION "cdc.source-schema-version"
+
+/*
+ * Debezium schemas (no source version): adds the columns of `want` missing from the
+ * table, by name, in field order. Their ids are the worker's, by name (worker/decode.h).
+ */
+static cdc_err_t evolve_by_name(cdc_ice_table_t *t, const cdc_ice_schema_t *want, int *changes,
+                                cdc_error_t *e)
 {
     for (int attempt = 0; attempt < COMMIT_ATTEMPTS; attempt++) {
         const cdc_ice_schema_t *cur = cdc_ice_metadata_current_schema(cdc_ice_table_metadata(t));
@@ -209,12 +215,8 @@ static cdc_err_t evolve(cdc_ice_table_t *t, const cdc_ice_schema_t *want, int *c
             if (rc != CDC_OK)
                 return rc;
             (*changes)++;
-            if (id != want->fields[i].id)
-                cdc_log_warn("column \"%s\" of table \"%s\" got field id %d, the worker used %d",
-                             f.name, cdc_ice_table_get_location(t), id, want->fields[i].id);
-            else
-                cdc_log_info("added column \"%s\" (field id %d) to table \"%s\"", f.name, id,
-                             cdc_ice_table_get_location(t));
+            cdc_log_info("added column \"%s\" (field id %d) to table \"%s\"", f.name, id,
+                         cdc_ice_table_get_location(t));
             cur = cdc_ice_metadata_current_schema(cdc_ice_table_metadata(t));
         }
         if (!conflict)
@@ -226,20 +228,92 @@ static cdc_err_t evolve(cdc_ice_table_t *t, const cdc_ice_schema_t *want, int *c
                          cdc_ice_table_get_location(t));
 }
 
-/* The newest schema update the record carries for a table, parsed; NULL when none. */
-static cdc_err_t schema_for(const cdc_checkpoint_t *rec, const char *table, cdc_ice_schema_t *out,
-                            bool *found, cdc_error_t *e)
+/* The table's source schema version (PROP_SOURCE_VERSION), 0 when none. */
+static int64_t table_source_version(const cdc_ice_table_t *t)
 {
-    *found = false;
-    for (size_t i = rec->nschemas; i > 0; i--) {
-        if (strcmp(rec->schemas[i - 1].table, table) != 0)
+    const char *v = cdc_ice_props_get(&cdc_ice_table_metadata(t)->properties, PROP_SOURCE_VERSION);
+    return v != NULL ? strtoll(v, NULL, 10) : 0;
+}
+
+/*
+ * Source schemas (field ids given by column identity, common/cdcschema.h): the schema
+ * of a newer source version becomes the table's schema, by field id (renames, drops,
+ * promotions, new fields); the field ids are never the table's to choose. Every
+ * schema the epoch's files were written with must then read correctly in the table
+ * (cdc_ice_table_check_schema): a mismatch stops this table's commit.
+ */
+static cdc_err_t evolve(cdc_ice_table_t *t, const cdc_checkpoint_t *rec, const char *table,
+                        const cdc_ice_schema_t *want, int64_t version, int *changes,
+                        cdc_error_t *e)
+{
+    cdc_err_t rc = CDC_OK;
+
+    if (version <= 0)
+        return evolve_by_name(t, want, changes, e);
+    for (int attempt = 0; table_source_version(t) < version; attempt++) {
+        cdc_ice_props_t props = {0};
+        char num[32];
+        bool changed = false;
+        if (attempt >= COMMIT_ATTEMPTS)
+            return cdc_error_set(e, CDC_ERR_CONFLICT,
+                                 "schema change of table \"%s\" kept conflicting", table);
+        snprintf(num, sizeof(num), "%" PRId64, version);
+        if (cdc_ice_props_set(&props, PROP_SOURCE_VERSION, num) != CDC_OK)
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        rc = cdc_ice_table_set_schema(t, want, &props, &changed, e);
+        cdc_ice_props_free(&props);
+        if (rc == CDC_ERR_CONFLICT) {
+            cdc_error_clear(e);
+            if ((rc = cdc_ice_table_refresh(t, e)) != CDC_OK)
+                return rc;
             continue;
-        if (cdc_ice_schema_from_json(rec->schemas[i - 1].schema_json, out, e) != CDC_OK)
-            return cdc_error_prefix(e, "schema update for table \"%s\" in checkpoint %" PRIu64,
-                                    table, rec->epoch);
-        *found = true;
-        return CDC_OK;
+        }
+        if (rc != CDC_OK)
+            return cdc_error_prefix(e, "schema version %" PRId64 " of table \"%s\"", version,
+                                    table);
+        if (changed) {
+            (*changes)++;
+            cdc_log_info("table \"%s\" follows source schema version %" PRId64
+                         " (Iceberg schema %d, %zu fields)",
+                         table, version, (int)cdc_ice_table_metadata(t)->current_schema_id,
+                         want->nfields);
+        }
     }
+    for (size_t i = 0; i < rec->nschemas; i++) {
+        cdc_ice_schema_t fs;
+        if (strcmp(rec->schemas[i].table, table) != 0)
+            continue;
+        if ((rc = cdc_ice_schema_from_json(rec->schemas[i].schema_json, &fs, e)) != CDC_OK)
+            return rc;
+        rc = cdc_ice_table_check_schema(t, &fs, e);
+        cdc_ice_schema_free(&fs);
+        if (rc != CDC_OK)
+            return cdc_error_prefix(e, "files of checkpoint %" PRIu64 " (source schema version %" PRId64 ")",
+                                    rec->epoch, rec->schemas[i].version);
+    }
+    return CDC_OK;
+}
+
+/* The schema update of the newest source version the record carries for a table
+ * (the last one among equals), parsed; *found false when none. */
+static cdc_err_t schema_for(const cdc_checkpoint_t *rec, const char *table, cdc_ice_schema_t *out,
+                            int64_t *version, bool *found, cdc_error_t *e)
+{
+    size_t best = 0;
+    *found = false;
+    *version = 0;
+    for (size_t i = 0; i < rec->nschemas; i++) {
+        if (strcmp(rec->schemas[i].table, table) != 0)
+            continue;
+        if (!*found || rec->schemas[i].version >= *version) {
+            best = i;
+            *version = rec->schemas[i].version;
+        }
+        *found = true;
+    }
+    if (*found && cdc_ice_schema_from_json(rec->schemas[best].schema_json, out, e) != CDC_OK)
+        return cdc_error_prefix(e, "schema update for table \"%s\" in checkpoint %" PRIu64,
+                                table, rec->epoch);
     return CDC_OK;
 }
 
@@ -288,6 +362,7 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
     char *location = table_location(c, table);
     cdc_ice_schema_t schema;
     bool have_schema = false;
+    int64_t version = 0;
     cdc_ice_table_t *t = NULL;
     cdc_ice_data_file_t *data = NULL, *dels = NULL;
     size_t ndata = 0, ndels = 0;
@@ -301,7 +376,7 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
         return cdc_error_set(e, CDC_ERR_INVALID,
                              "staged file names table \"%s\", expected \"<namespace>.<table>\"",
                              table);
-    if ((rc = schema_for(rec, table, &schema, &have_schema, e)) != CDC_OK)
+    if ((rc = schema_for(rec, table, &schema, &version, &have_schema, e)) != CDC_OK)
         goto cleanup;
     /* A kept table is refreshed: the same validation as a load (the latest version),
      * without parsing its metadata again when nobody else committed meanwhile. */
@@ -341,7 +416,8 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
     if (rc != CDC_OK)
         goto cleanup;
     remember_table(c, location);
-    if (have_schema && (rc = evolve(t, &schema, &res->schema_changes, e)) != CDC_OK)
+    if (have_schema &&
+        (rc = evolve(t, rec, table, &schema, version, &res->schema_changes, e)) != CDC_OK)
         goto cleanup;
 
     for (size_t i = 0; i < rec->nfiles; i++) {

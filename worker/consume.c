@@ -807,7 +807,7 @@ static Cdc__StagedFile *to_proto(const cdc_stage_file_t *sf, uint32_t partition)
     return f;
 }
 
-static bool add_schema(Cdc__Ack *ack, const char *table, char *json)
+static bool add_schema(Cdc__Ack *ack, const char *table, char *json, int64_t version)
 {
     for (size_t i = 0; i < ack->n_schemas; i++)
         if (strcmp(ack->schemas[i]->table, table) == 0) {
@@ -827,6 +827,7 @@ static bool add_schema(Cdc__Ack *ack, const char *table, char *json)
     cdc__schema_update__init(su);
     su->table = strdup(table);
     su->schema_json = json;
+    su->source_version = version;
     ack->schemas[ack->n_schemas++] = su;
     return true;
 }
@@ -996,9 +997,11 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
         const cdc_stage_table_t *t = &j->stage.tables[i];
         char name[300];
         snprintf(name, sizeof(name), "%s.%s", t->ns, t->table);
-        add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_MIRROR_DATA));
+        /* a version only for ids given by column identity (Debezium schemas: 0) */
+        int64_t version = t->schema->ids_given ? t->schema->version : 0;
+        add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_MIRROR_DATA), version);
         snprintf(name, sizeof(name), "%s.%s_changelog", t->ns, t->table);
-        add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_CHANGELOG));
+        add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_CHANGELOG), version);
     }
     Cdc__StagedFile **nf = realloc(ack->files, (ack->n_files + nfiles + 1) * sizeof(*nf));
     if (nf == NULL) {

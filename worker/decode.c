@@ -57,9 +57,14 @@ static void schema_free(cdc_source_schema_t *s)
 {
     if (s == NULL)
         return;
-    for (size_t i = 0; i < s->ncols; i++)
+    for (size_t i = 0; i < s->ncols; i++) {
         free(s->cols[i].name);
+        free(s->cols[i].field_name);
+    }
     free(s->cols);
+    for (size_t i = 0; i < s->nretired; i++)
+        free(s->retired[i].name);
+    free(s->retired);
     free(s->key_cols);
     free(s->topic);
     free(s->ns);
@@ -180,8 +185,15 @@ static uint64_t schema_fp(const cdc_source_schema_t *s)
         int32_t t[6] = {col->field_id, (int32_t)col->type, col->precision,
                         col->scale,    (int32_t)col->key,  (int32_t)col->optional};
         h = fnv(h, col->name, strlen(col->name) + 1);
+        h = fnv(h, cdc_column_field_name(col), strlen(cdc_column_field_name(col)) + 1);
         h = fnv(h, t, sizeof(t));
         h = fnv(h, &col->enc, sizeof(col->enc));
+    }
+    for (size_t i = 0; i < s->nretired; i++) {
+        const cdc_column_t *col = &s->retired[i];
+        int32_t t[4] = {col->field_id, (int32_t)col->type, col->precision, col->scale};
+        h = fnv(h, col->name, strlen(col->name) + 1);
+        h = fnv(h, t, sizeof(t));
     }
     return h;
 }
@@ -196,7 +208,8 @@ static bool schema_finish(cdc_catalog_t *c, cdc_source_schema_t *s)
     if (t == NULL)
         return false;
     for (size_t i = 0; i < s->ncols; i++) {
-        s->cols[i].field_id = table_field_id(t, s->cols[i].name);
+        if (!s->ids_given)
+            s->cols[i].field_id = table_field_id(t, s->cols[i].name);
         if (s->cols[i].field_id < 0)
             return false;
         nkey += s->cols[i].key;
@@ -211,10 +224,11 @@ static bool schema_finish(cdc_catalog_t *c, cdc_source_schema_t *s)
             s->key_cols[s->nkey++] = i;
     s->fingerprint = schema_fp(s);
     /* The Iceberg schema id depends on the table columns only (not on encodings). */
-    for (size_t i = 0; i < s->ncols; i++) {
-        int32_t v[4] = {s->cols[i].field_id, (int32_t)s->cols[i].type, s->cols[i].precision,
-                        s->cols[i].scale};
+    for (size_t i = 0; i < s->ncols + s->nretired; i++) {
+        const cdc_column_t *col = i < s->ncols ? &s->cols[i] : &s->retired[i - s->ncols];
+        int32_t v[4] = {col->field_id, (int32_t)col->type, col->precision, col->scale};
         tablefp = fnv(tablefp, v, sizeof(v));
+        tablefp = fnv(tablefp, cdc_column_field_name(col), strlen(cdc_column_field_name(col)) + 1);
     }
     for (size_t i = 0; i < t->nfps; i++)
         if (t->fps[i] == tablefp) {
@@ -456,6 +470,37 @@ static cdc_err_t register_doc(cdc_catalog_t *c, const char *topic, int64_t versi
          * temporal integers in micros (days for dates), decimals as text, bytes base64,
          * arrays and other types as strings. */
         col->enc = CDC_ENC_DEFAULT;
+        col->field_id = dc->field_id;
+        if (dc->field_name != NULL && (col->field_name = strdup(dc->field_name)) == NULL) {
+            schema_free(s);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
+    }
+    /* documents of captures that track column identity carry the field ids */
+    s->ids_given = doc->ncols > 0;
+    for (size_t i = 0; i < doc->ncols; i++)
+        s->ids_given = s->ids_given && doc->cols[i].field_id > 0;
+    if (!s->ids_given)
+        for (size_t i = 0; i < doc->ncols; i++)
+            s->cols[i].field_id = 0;
+    if (s->ids_given && doc->nretired > 0) {
+        s->retired = calloc(doc->nretired, sizeof(*s->retired));
+        for (size_t i = 0; s->retired != NULL && i < doc->nretired; i++) {
+            const cdc_schema_col_t *dc = &doc->retired[i];
+            cdc_column_t *col = &s->retired[s->nretired];
+            if ((col->name = strdup(dc->name)) == NULL)
+                break;
+            s->nretired++;
+            col->field_id = dc->field_id;
+            col->type = dc->ice_type;
+            col->precision = dc->precision;
+            col->scale = dc->scale;
+            col->optional = true;
+        }
+        if (s->nretired != doc->nretired) {
+            schema_free(s);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
     }
     if (!schema_finish(c, s) || (t = topic_get(c, topic, true)) == NULL || !topic_add(t, s)) {
         schema_free(s);

@@ -7,9 +7,11 @@
  * come from the table's registered schema), and the ExtractNewRecordState flattened form (__op,
  * __lsn, __deleted, ...). Types always come from a schema, never from JSON values.
  *
- * The catalog (cdc_catalog_t) holds every known schema version per topic and assigns
- * Iceberg field ids by column name, stable across versions, so ADD COLUMN gets a new
- * id and old rows read it as null.
+ * The catalog (cdc_catalog_t) holds every known schema version per topic. Field ids come
+ * from the capture's schema documents (given once, by column identity: docs/worker.md,
+ * "Schema changes"); for Debezium schemas, which carry none, the catalog assigns them by
+ * column name, stable across versions, so ADD COLUMN gets a new id and old rows read it
+ * as null.
  */
 #ifndef CDC_WORKER_DECODE_H
 #define CDC_WORKER_DECODE_H
@@ -34,7 +36,8 @@ typedef enum cdc_enc {
 } cdc_enc_t;
 
 typedef struct cdc_column {
-    char *name;
+    char *name;       /* source column name (the event's member name) */
+    char *field_name; /* Iceberg column name when it is not `name` ("n__v2"), else NULL */
     int32_t field_id;
     cdc_ice_type_t type;
     int32_t precision, scale; /* DECIMAL */
@@ -55,7 +58,18 @@ typedef struct cdc_source_schema {
     size_t nkey;
     int32_t schema_id;    /* Iceberg schema id this version maps to */
     uint64_t fingerprint; /* hash of (name, type) list: equal = same Iceberg schema */
+    /* Iceberg fields of earlier types of live columns (common/cdcschema.h): in the
+     * tables' schema, never given a value by rows of this version */
+    cdc_column_t *retired;
+    size_t nretired;
+    bool ids_given; /* field ids come from the schema document, not from the catalog */
 } cdc_source_schema_t;
+
+/* Iceberg name of a column. */
+static inline const char *cdc_column_field_name(const cdc_column_t *c)
+{
+    return c->field_name != NULL ? c->field_name : c->name;
+}
 
 typedef enum cdc_val_kind {
     CDC_VAL_NULL = 0,

@@ -313,7 +313,7 @@ cdc_err_t cdc_stage_ice_schema(const cdc_source_schema_t *s, cdc_stage_kind_t ki
     bool ok = true;
     memset(out, 0, sizeof(*out));
     out->schema_id = s->schema_id;
-    out->fields = calloc(s->ncols + 8, sizeof(cdc_ice_field_t));
+    out->fields = calloc(s->ncols + s->nretired + 8, sizeof(cdc_ice_field_t));
     out->identifier_ids = calloc(s->nkey ? s->nkey : 1, sizeof(int32_t));
     if (out->fields == NULL || out->identifier_ids == NULL)
         goto nomem;
@@ -323,9 +323,15 @@ cdc_err_t cdc_stage_ice_schema(const cdc_source_schema_t *s, cdc_stage_kind_t ki
             continue;
         /* Changelog deletes carry only the old key: other columns must be optional. */
         bool required = c->key && kind != CDC_STAGE_CHANGELOG;
-        ok = add_field(out, c->field_id, c->name, c->type, c->precision, c->scale, required);
+        ok = add_field(out, c->field_id, cdc_column_field_name(c), c->type, c->precision,
+                       c->scale, required);
         if (c->key && kind != CDC_STAGE_CHANGELOG)
             out->identifier_ids[out->nidentifier++] = c->field_id;
+    }
+    /* earlier types of live columns: rows of older versions still carry them */
+    for (size_t i = 0; i < s->nretired && ok && kind != CDC_STAGE_MIRROR_DELETES; i++) {
+        const cdc_column_t *c = &s->retired[i];
+        ok = add_field(out, c->field_id, c->name, c->type, c->precision, c->scale, false);
     }
     if (kind == CDC_STAGE_CHANGELOG)
         ok = ok && add_field(out, CDC_CL_FIELD_OP, "_op", CDC_ICE_STRING, 0, 0, true) &&

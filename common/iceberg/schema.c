@@ -239,6 +239,15 @@ void cdc_ice_schema_free(cdc_ice_schema_t *schema)
     memset(schema, 0, sizeof(*schema));
 }
 
+bool cdc_ice_type_promotable(const cdc_ice_field_t *from, const cdc_ice_field_t *to)
+{
+    if (from->type == to->type)
+        return from->type != CDC_ICE_DECIMAL ||
+               (from->scale == to->scale && to->precision >= from->precision);
+    return (from->type == CDC_ICE_INT && to->type == CDC_ICE_LONG) ||
+           (from->type == CDC_ICE_FLOAT && to->type == CDC_ICE_DOUBLE);
+}
+
 int cdc_ice_schema_find(const cdc_ice_schema_t *schema, int32_t field_id)
 {
     for (size_t i = 0; i < schema->nfields; i++) {

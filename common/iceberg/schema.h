@@ -50,6 +50,14 @@ cdc_err_t cdc_ice_schema_copy(cdc_ice_schema_t *dst, const cdc_ice_schema_t *src
 /* Frees the arrays and strings inside *schema (not schema itself) and zeroes it. */
 void cdc_ice_schema_free(cdc_ice_schema_t *schema);
 
+/*
+ * True when a column of type `from` may be read as `to` under the same field id: the
+ * types are equal, or `to` is one of the Iceberg spec's promotions (int -> long,
+ * float -> double, decimal(P,S) -> decimal(P',S) with P' >= P). Anything else needs a
+ * new field id (docs/worker.md, "Schema changes").
+ */
+bool cdc_ice_type_promotable(const cdc_ice_field_t *from, const cdc_ice_field_t *to);
+
 /* Index of the field with this id, or -1. */
 int cdc_ice_schema_find(const cdc_ice_schema_t *schema, int32_t field_id);
 

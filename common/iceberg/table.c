@@ -1130,6 +1130,152 @@ fail:
     return rc;
 }
 
+/* The field of id in the table's newest schema that has it (current first), or NULL. */
+static const cdc_ice_field_t *history_field(const cdc_ice_metadata_t *md, int32_t id)
+{
+    const cdc_ice_schema_t *cur = cdc_ice_metadata_current_schema(md);
+    const cdc_ice_field_t *best = NULL;
+    int32_t best_schema = -1;
+    int k;
+
+    if (cur != NULL && (k = cdc_ice_schema_find(cur, id)) >= 0)
+        return &cur->fields[k];
+    for (size_t i = 0; i < md->nschemas; i++)
+        if (md->schemas[i].schema_id > best_schema &&
+            (k = cdc_ice_schema_find(&md->schemas[i], id)) >= 0) {
+            best = &md->schemas[i].fields[k];
+            best_schema = md->schemas[i].schema_id;
+        }
+    return best;
+}
+
+static bool same_schema(const cdc_ice_schema_t *a, const cdc_ice_schema_t *b)
+{
+    if (a->nfields != b->nfields || a->nidentifier != b->nidentifier)
+        return false;
+    for (size_t i = 0; i < a->nfields; i++) {
+        const cdc_ice_field_t *x = &a->fields[i], *y = &b->fields[i];
+        if (x->id != y->id || strcmp(x->name, y->name) != 0 || x->type != y->type ||
+            x->precision != y->precision || x->scale != y->scale || x->required != y->required)
+            return false;
+    }
+    for (size_t i = 0; i < a->nidentifier; i++)
+        if (a->identifier_ids[i] != b->identifier_ids[i])
+            return false;
+    return true;
+}
+
+static cdc_err_t type_mismatch(cdc_error_t *e, const cdc_ice_table_t *t, const cdc_ice_field_t *has,
+                               const cdc_ice_field_t *want)
+{
+    char a[48], b[48];
+    return cdc_error_set(e, CDC_ERR_INVALID,
+                         "field id %d (\"%s\") of table \"%s\" is %s, the schema declares %s "
+                         "(\"%s\"): not an Iceberg type promotion",
+                         (int)has->id, has->name, t->location, cdc_ice_type_string(has, a, sizeof(a)),
+                         cdc_ice_type_string(want, b, sizeof(b)), want->name);
+}
+
+cdc_err_t cdc_ice_table_check_schema(const cdc_ice_table_t *t, const cdc_ice_schema_t *fs,
+                                     cdc_error_t *e)
+{
+    for (size_t i = 0; i < fs->nfields; i++) {
+        const cdc_ice_field_t *has = history_field(&t->md, fs->fields[i].id);
+        if (has == NULL)
+            return cdc_error_set(e, CDC_ERR_INVALID,
+                                 "field id %d (\"%s\") is not a field of table \"%s\": files "
+                                 "written with it would not read",
+                                 (int)fs->fields[i].id, fs->fields[i].name, t->location);
+        if (!cdc_ice_type_promotable(&fs->fields[i], has))
+            return type_mismatch(e, t, has, &fs->fields[i]);
+    }
+    return CDC_OK;
+}
+
+cdc_err_t cdc_ice_table_set_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *want,
+                                   const cdc_ice_props_t *props, bool *changed, cdc_error_t *e)
+{
+    const cdc_ice_schema_t *cur = cdc_ice_metadata_current_schema(&t->md);
+    cdc_ice_schema_t ns;
+    cdc_ice_metadata_t md;
+    int32_t max_schema = 0, reuse = -1;
+    cdc_err_t rc;
+
+    if (changed)
+        *changed = false;
+    if (cur == NULL)
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "table \"%s\" has no current schema", t->location);
+    if (cdc_ice_schema_copy(&ns, want) != CDC_OK)
+        return oom(e);
+    ns.nidentifier = 0;
+    for (size_t i = 0; i < ns.nfields; i++) {
+        cdc_ice_field_t *f = &ns.fields[i];
+        const cdc_ice_field_t *has = history_field(&t->md, f->id);
+        if (has != NULL && !cdc_ice_type_promotable(has, f)) {
+            rc = type_mismatch(e, t, has, f);
+            cdc_ice_schema_free(&ns);
+            return rc;
+        }
+        /* required only where it was: a new or optional field stays optional */
+        f->required = f->required && has != NULL && has->required &&
+                      cdc_ice_schema_find(cur, f->id) >= 0;
+    }
+    for (size_t i = 0; i < want->nidentifier; i++) {
+        int k = cdc_ice_schema_find(&ns, want->identifier_ids[i]);
+        if (k >= 0 && ns.fields[k].required)
+            ns.identifier_ids[ns.nidentifier++] = want->identifier_ids[i];
+    }
+    for (size_t i = 0; i < t->md.nschemas; i++) {
+        if (t->md.schemas[i].schema_id > max_schema)
+            max_schema = t->md.schemas[i].schema_id;
+        ns.schema_id = t->md.schemas[i].schema_id;
+        if (reuse < 0 && same_schema(&t->md.schemas[i], &ns))
+            reuse = t->md.schemas[i].schema_id;
+    }
+    if (reuse == t->md.current_schema_id && (props == NULL || props->n == 0)) {
+        cdc_ice_schema_free(&ns);
+        return CDC_OK;
+    }
+    if ((rc = cdc_ice_metadata_copy(&md, &t->md)) != CDC_OK) {
+        cdc_ice_schema_free(&ns);
+        return oom(e);
+    }
+    if (reuse < 0) {
+        cdc_ice_schema_t *sv = realloc(md.schemas, (md.nschemas + 1) * sizeof(*sv));
+        if (sv == NULL) {
+            cdc_ice_schema_free(&ns);
+            rc = oom(e);
+            goto fail;
+        }
+        md.schemas = sv;
+        ns.schema_id = max_schema + 1;
+        md.schemas[md.nschemas++] = ns; /* moved */
+        for (size_t i = 0; i < ns.nfields; i++)
+            if (ns.fields[i].id > md.last_column_id)
+                md.last_column_id = ns.fields[i].id;
+        reuse = ns.schema_id;
+    } else {
+        cdc_ice_schema_free(&ns);
+    }
+    bool schema_changed = md.current_schema_id != reuse;
+    md.current_schema_id = reuse;
+    for (size_t i = 0; props != NULL && i < props->n; i++)
+        if (cdc_ice_props_set(&md.properties, props->keys[i], props->values[i]) != CDC_OK) {
+            rc = oom(e);
+            goto fail;
+        }
+    int64_t ts = now_ms();
+    md.last_updated_ms = ts > t->md.last_updated_ms ? ts : t->md.last_updated_ms + 1;
+    if ((rc = commit_with_log(t, &md, e)) != CDC_OK)
+        goto fail;
+    if (changed)
+        *changed = schema_changed;
+    return CDC_OK;
+fail:
+    cdc_ice_metadata_free(&md);
+    return rc;
+}
+
 cdc_err_t cdc_ice_table_set_properties(cdc_ice_table_t *t, const cdc_ice_props_t *props,
                                        cdc_error_t *e)
 {

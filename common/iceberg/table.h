@@ -128,6 +128,29 @@ cdc_err_t cdc_ice_table_row_delta(cdc_ice_table_t *t, const cdc_ice_data_file_t 
 cdc_err_t cdc_ice_table_add_column(cdc_ice_table_t *t, const cdc_ice_field_t *field,
                                    int32_t *field_id, cdc_error_t *e);
 
+/*
+ * Schema change by field id: makes `want` (its fields, ids and names as given) the
+ * current schema, and sets `props` (may be NULL) in the same commit. A field id the
+ * table had before must keep its type or take an Iceberg promotion of its latest type
+ * (cdc_ice_type_promotable()), else CDC_ERR_INVALID and nothing changes; a rename or a
+ * drop is free (dropped fields stay in the older schemas). New fields are added as
+ * optional, a required field may become optional and never the reverse, identifier
+ * fields are those of `want` that are required. An equal schema of the table's history
+ * is made current again instead of a new one. *changed (may be NULL) tells whether the
+ * current schema changed. CDC_ERR_CONFLICT as for commits.
+ */
+cdc_err_t cdc_ice_table_set_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *want,
+                                   const cdc_ice_props_t *props, bool *changed, cdc_error_t *e);
+
+/*
+ * Checks that files written with `file_schema` read correctly in the table: each of its
+ * field ids is a field of the table's history, and its type is that field's type in the
+ * current schema or promotable to it (the field's latest type when it was dropped).
+ * CDC_ERR_INVALID names the first field that does not fit.
+ */
+cdc_err_t cdc_ice_table_check_schema(const cdc_ice_table_t *t, const cdc_ice_schema_t *file_schema,
+                                     cdc_error_t *e);
+
 /* Sets table properties (a metadata-only commit); CDC_ERR_CONFLICT as for commits. */
 cdc_err_t cdc_ice_table_set_properties(cdc_ice_table_t *t, const cdc_ice_props_t *props,
                                        cdc_error_t *e);

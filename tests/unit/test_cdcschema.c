@@ -118,12 +118,188 @@ static void test_record_key_and_types(void **state)
     assert_string_equal(cdc_schema_pg_type_name(CDC_PG_UUID), "uuid");
 }
 
+/* ---- column identity (cdc_schema_doc_assign_ids) ------------------------------------- */
+
+/* A column "name" of attnum a with Iceberg type t (decimal: p, s). */
+static cdc_schema_col_t col(const char *name, int32_t a, cdc_ice_type_t t, int32_t p, int32_t s,
+                            int key)
+{
+    cdc_schema_col_t c = {.name = strdup(name), .attnum = a, .ice_type = t, .precision = p,
+                          .scale = s, .key = key, .nullable = key == 0, .enc = CDC_VENC_INT};
+    return c;
+}
+
+static cdc_schema_doc_t doc_of(const cdc_schema_col_t *cols, size_t n)
+{
+    cdc_schema_doc_t d = {.format = CDC_SCHEMA_FORMAT, .topic = strdup("cdc.public.t"),
+                          .version = 1, .replica_identity = 'd'};
+    d.cols = calloc(n, sizeof(*d.cols));
+    memcpy(d.cols, cols, n * sizeof(*cols));
+    for (size_t i = 0; i < n; i++)
+        d.cols[i].name = strdup(cols[i].name);
+    d.ncols = n;
+    return d;
+}
+
+/* The document next to prev after the given columns, ids assigned, round-tripped
+ * through JSON (what a restarted capture and every worker read). */
+static cdc_schema_doc_t next_doc(const cdc_schema_doc_t *prev, const cdc_schema_col_t *cols,
+                                 size_t n)
+{
+    cdc_schema_doc_t d = doc_of(cols, n), back;
+    cdc_error_t e;
+    char *json;
+    assert_int_equal(cdc_schema_doc_assign_ids(prev, &d, &e), CDC_OK);
+    assert_int_equal(cdc_schema_doc_encode(&d, &json, &e), CDC_OK);
+    assert_int_equal(cdc_schema_doc_decode(json, strlen(json), &back, &e), CDC_OK);
+    if (!cdc_schema_doc_same_shape(&d, &back))
+        fail_msg("not the same after a round trip: %s", json);
+    free(json);
+    cdc_schema_doc_free(&d);
+    return back;
+}
+
+static void test_identity_follows_attnum(void **state)
+{
+    (void)state;
+    cdc_schema_col_t v1[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1), col("v", 2, CDC_ICE_STRING, 0, 0, 0),
+                             col("a", 3, CDC_ICE_INT, 0, 0, 0),
+                             col("n", 4, CDC_ICE_DECIMAL, 10, 2, 0)};
+    cdc_schema_doc_t d1 = next_doc(NULL, v1, 4);
+    assert_int_equal(d1.cols[0].field_id, 1);
+    assert_int_equal(d1.cols[3].field_id, 4);
+    assert_int_equal(d1.last_field_id, 4);
+    assert_null(d1.cols[1].field_name);
+
+    /* ADD COLUMN added, RENAME v TO v_renamed: the rename keeps id 2, the new column 5 */
+    cdc_schema_col_t v2[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
+                             col("v_renamed", 2, CDC_ICE_STRING, 0, 0, 0),
+                             col("a", 3, CDC_ICE_INT, 0, 0, 0),
+                             col("n", 4, CDC_ICE_DECIMAL, 10, 2, 0),
+                             col("added", 5, CDC_ICE_STRING, 0, 0, 0)};
+    cdc_schema_doc_t d2 = next_doc(&d1, v2, 5);
+    assert_int_equal(d2.cols[1].field_id, 2);
+    assert_int_equal(d2.cols[4].field_id, 5);
+    assert_int_equal(d2.nretired, 0);
+
+    /* a int -> bigint (promotion: same id), n numeric(10,2) -> numeric(14,4) (scale: a new
+     * field n__v2, the old one retired under its name), n widened at the same scale later */
+    cdc_schema_col_t v3[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
+                             col("v_renamed", 2, CDC_ICE_STRING, 0, 0, 0),
+                             col("a", 3, CDC_ICE_LONG, 0, 0, 0),
+                             col("n", 4, CDC_ICE_DECIMAL, 14, 4, 0),
+                             col("added", 5, CDC_ICE_STRING, 0, 0, 0)};
+    cdc_schema_doc_t d3 = next_doc(&d2, v3, 5);
+    assert_int_equal(d3.cols[2].field_id, 3);
+    assert_int_equal(d3.cols[3].field_id, 6);
+    assert_string_equal(d3.cols[3].field_name, "n__v2");
+    assert_int_equal(d3.cols[3].type_version, 2);
+    assert_int_equal(d3.nretired, 1);
+    assert_string_equal(d3.retired[0].name, "n");
+    assert_int_equal(d3.retired[0].field_id, 4);
+    assert_int_equal(d3.retired[0].precision, 10);
+    assert_int_equal(d3.retired[0].scale, 2);
+
+    cdc_ice_schema_t ice;
+    cdc_error_t e;
+    assert_int_equal(cdc_schema_doc_to_iceberg(&d3, &ice, &e), CDC_OK);
+    assert_int_equal(ice.nfields, 6);
+    assert_string_equal(ice.fields[3].name, "n__v2");
+    assert_int_equal(ice.fields[3].id, 6);
+    assert_string_equal(ice.fields[5].name, "n");
+    assert_int_equal(ice.fields[5].id, 4);
+    assert_false(ice.fields[5].required);
+    cdc_schema_ice_free(&ice);
+
+    /* DROP COLUMN added; ADD COLUMN added again (a new attnum: a new field, never id 5);
+     * n widened at its new scale keeps 6 and the retired field stays */
+    cdc_schema_col_t v4[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
+                             col("v_renamed", 2, CDC_ICE_STRING, 0, 0, 0),
+                             col("a", 3, CDC_ICE_LONG, 0, 0, 0),
+                             col("n", 4, CDC_ICE_DECIMAL, 18, 4, 0),
+                             col("added", 6, CDC_ICE_STRING, 0, 0, 0)};
+    cdc_schema_doc_t d4 = next_doc(&d3, v4, 5);
+    assert_int_equal(d4.cols[3].field_id, 6);
+    assert_int_equal(d4.cols[4].field_id, 7);
+    assert_int_equal(d4.nretired, 1);
+    assert_int_equal(d4.last_field_id, 7);
+    assert_false(cdc_schema_doc_same_shape(&d3, &d4));
+    cdc_schema_doc_t again = next_doc(&d4, v4, 5); /* no change: the same document */
+    assert_true(cdc_schema_doc_same_shape(&d4, &again));
+
+    /* DROP COLUMN n: its retired field goes with it */
+    cdc_schema_col_t v5[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
+                             col("v_renamed", 2, CDC_ICE_STRING, 0, 0, 0),
+                             col("a", 3, CDC_ICE_LONG, 0, 0, 0)};
+    cdc_schema_doc_t d5 = next_doc(&d4, v5, 3);
+    assert_int_equal(d5.nretired, 0);
+    assert_int_equal(d5.last_field_id, 7);
+
+    /* text -> int of the same column twice: __v2, then __v3 with two retired fields */
+    cdc_schema_col_t v6[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
+                             col("v_renamed", 2, CDC_ICE_INT, 0, 0, 0),
+                             col("a", 3, CDC_ICE_LONG, 0, 0, 0)};
+    cdc_schema_doc_t d6 = next_doc(&d5, v6, 3);
+    cdc_schema_col_t v7[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
+                             col("v_renamed", 2, CDC_ICE_DATE, 0, 0, 0),
+                             col("a", 3, CDC_ICE_LONG, 0, 0, 0)};
+    cdc_schema_doc_t d7 = next_doc(&d6, v7, 3);
+    assert_string_equal(d7.cols[1].field_name, "v_renamed__v3");
+    assert_int_equal(d7.cols[1].field_id, 9);
+    assert_int_equal(d7.nretired, 2);
+
+    for (size_t i = 0; i < 4; i++)
+        free(v1[i].name);
+    for (size_t i = 0; i < 5; i++) {
+        free(v2[i].name);
+        free(v3[i].name);
+        free(v4[i].name);
+    }
+    for (size_t i = 0; i < 3; i++) {
+        free(v5[i].name);
+        free(v6[i].name);
+        free(v7[i].name);
+    }
+    cdc_schema_doc_t *all[] = {&d1, &d2, &d3, &d4, &again, &d5, &d6, &d7};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        cdc_schema_doc_free(all[i]);
+}
+
+/* A previous document of an earlier capture (no ids, no attnums): ids 1..n by position,
+ * then names match. A name clash with a versioned column takes the id as suffix. */
+static void test_identity_legacy_and_clash(void **state)
+{
+    (void)state;
+    cdc_schema_col_t v1[] = {col("id", 0, CDC_ICE_INT, 0, 0, 1), col("x", 0, CDC_ICE_STRING, 0, 0, 0)};
+    cdc_schema_doc_t d1 = doc_of(v1, 2);
+    cdc_schema_col_t v2[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1), col("x", 2, CDC_ICE_INT, 0, 0, 0),
+                             col("x__v2", 3, CDC_ICE_STRING, 0, 0, 0)};
+    cdc_schema_doc_t d2 = next_doc(&d1, v2, 3);
+    assert_int_equal(d2.cols[0].field_id, 1);
+    assert_int_equal(d2.cols[1].field_id, 3); /* string -> int: a new field */
+    assert_int_equal(d2.cols[2].field_id, 4);
+    assert_int_equal(d2.retired[0].field_id, 2);
+    /* "x__v2" is both the versioned x and a source column: one takes its id as suffix */
+    const char *a = cdc_schema_col_field_name(&d2.cols[1]);
+    const char *b = cdc_schema_col_field_name(&d2.cols[2]);
+    assert_true(strcmp(a, b) != 0);
+    assert_true(strcmp(a, "x__v2__f3") == 0 || strcmp(b, "x__v2__f4") == 0);
+    for (size_t i = 0; i < 3; i++)
+        free(v2[i].name);
+    for (size_t i = 0; i < 2; i++)
+        free(v1[i].name);
+    cdc_schema_doc_free(&d1);
+    cdc_schema_doc_free(&d2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_bad_documents),
         cmocka_unit_test(test_record_key_and_types),
+        cmocka_unit_test(test_identity_follows_attnum),
+        cmocka_unit_test(test_identity_legacy_and_clash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

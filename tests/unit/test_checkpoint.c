@@ -56,8 +56,8 @@ static cdc_checkpoint_t *sample(void)
     f.file.nequality_ids = 1;
     f.file.record_count = 2;
     assert_int_equal(cdc_checkpoint_add_file(c, &f), CDC_OK);
-    assert_int_equal(cdc_checkpoint_add_schema(c, "ns.t", "{\"type\":\"struct\"}"), CDC_OK);
-    assert_int_equal(cdc_checkpoint_add_schema(c, "ns.t", "{\"type\":\"struct\"}"), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_schema(c, "ns.t", "{\"type\":\"struct\"}", 0), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_schema(c, "ns.t", "{\"type\":\"struct\"}", 0), CDC_OK);
     assert_int_equal(c->nschemas, 1);
     return c;
 }

@@ -76,7 +76,7 @@ static cdc_checkpoint_t *record(uint64_t epoch)
     assert_non_null(c);
     for (uint32_t p = 0; p < CDC_PARTITIONS; p++)
         assert_int_equal(cdc_checkpoint_set_offset(c, p, "cdc.ns.t", (int64_t)epoch), CDC_OK);
-    assert_int_equal(cdc_checkpoint_add_schema(c, "ns.t", SCHEMA_JSON), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_schema(c, "ns.t", SCHEMA_JSON, 0), CDC_OK);
     return c;
 }
 
