@@ -143,13 +143,14 @@ const ident = (s) => `"${String(s).replaceAll('"', '""')}"`;
  */
 export async function readIcebergTable(dir, conn) {
   const { icebird } = await readers();
-  if (!fs.existsSync(path.join(dir, 'metadata'))) return { exists: false, rows: [], fields: [] };
+  if (!fs.existsSync(path.join(dir, 'metadata'))) return { exists: false, rows: [], fields: [], schemas: [] };
   const metadata = await icebird.icebergMetadata({ tableUrl: dir });
   const schema = metadata.schemas.find((s) => s['schema-id'] === metadata['current-schema-id']);
   const fields = schema.fields.filter((f) => typeof f.type === 'string');
+  const schemas = metadata.schemas;
   const snapId = metadata['current-snapshot-id'];
   if (snapId === undefined || snapId === null || snapId < 0) {
-    return { exists: true, rows: [], fields, summary: {} };
+    return { exists: true, rows: [], fields, schemas, summary: {} };
   }
   const snapshot = metadata.snapshots.find((s) => s['snapshot-id'] === snapId);
   const manifests = await icebird.icebergManifests(metadata);
@@ -166,7 +167,7 @@ export async function readIcebergTable(dir, conn) {
       else eqDeletes.push({ ...rec, ids: f.equality_ids ?? schema['identifier-field-ids'] ?? [] });
     }
   }
-  if (!data.length) return { exists: true, rows: [], fields, summary: snapshot.summary ?? {} };
+  if (!data.length) return { exists: true, rows: [], fields, schemas, summary: snapshot.summary ?? {} };
   const list = (xs) => `[${xs.map((x) => sqlStr(x.local)).join(', ')}]`;
   const values = (xs) => xs.map((x) => `(${sqlStr(x.local)}, ${sqlStr(x.orig)}, ${x.seq})`).join(', ');
   // Columns are matched by Iceberg field id (Parquet field_id), as the spec says; names
@@ -221,7 +222,42 @@ export async function readIcebergTable(dir, conn) {
     for (const f of fields) o[f.name] = canon(f.type, r[f.name]);
     return o;
   });
-  return { exists: true, rows, fields, summary: snapshot.summary ?? {} };
+  return { exists: true, rows, fields, schemas, summary: snapshot.summary ?? {} };
+}
+
+/**
+ * The source's columns as the table's current schema holds them (docs/worker.md,
+ * "Schema changes"): columns are resolved by field id, so a field renamed since keeps
+ * its earlier names (`alt`, looked up in row images recorded before the rename), and a
+ * column whose type changed beyond an Iceberg promotion is the versioned field
+ * `<name>__v<k>` plus the retired fields of its earlier types (`members`, newest first:
+ * a row holds its value in one of them).
+ */
+export function logicalColumns(fields, schemas = []) {
+  const names = new Map(); // field id -> names it had
+  for (const s of schemas) {
+    for (const f of s.fields ?? []) {
+      if (!names.has(f.id)) names.set(f.id, new Set());
+      names.get(f.id).add(f.name);
+    }
+  }
+  const current = new Set(fields.map((f) => f.name));
+  const groups = new Map();
+  for (const f of fields) {
+    const m = f.name.match(/^(.*)__v(\d+)$/);
+    const base = m && current.has(m[1]) ? m[1] : f.name;
+    const version = m && current.has(m[1]) ? Number(m[2]) : 1;
+    if (!groups.has(base)) groups.set(base, []);
+    groups.get(base).push({ f, version });
+  }
+  const out = [];
+  for (const [name, list] of groups) {
+    list.sort((a, b) => b.version - a.version);
+    const alt = new Set();
+    for (const { f } of list) for (const n of names.get(f.id) ?? []) if (!current.has(n)) alt.add(n);
+    out.push({ name, type: list[0].f.type, members: list.map(({ f }) => f.name), alt: [...alt] });
+  }
+  return out;
 }
 
 // ---- PostgreSQL -------------------------------------------------------------------------
@@ -253,12 +289,28 @@ async function primaryKey(dsn, ns, table) {
 
 // ---- the checks -------------------------------------------------------------------------
 
-function imageOf(fields, obj, keyOnly, pk) {
+/** A source row or audit image by logical column; a name absent from it may be an earlier name. */
+function imageOf(cols, obj, keyOnly, pk) {
   const out = {};
-  for (const f of fields) {
-    if (f.name.startsWith('_')) continue;
-    if (keyOnly && f.name !== pk) continue;
-    out[f.name] = canon(f.type, obj[f.name]);
+  for (const c of cols) {
+    if (c.name.startsWith('_')) continue;
+    if (keyOnly && c.name !== pk) continue;
+    let v = obj[c.name];
+    for (const a of c.alt ?? []) if (v === undefined) v = obj[a];
+    out[c.name] = canon(c.type, v);
+  }
+  return out;
+}
+
+/** A row read from Iceberg by logical column: the first member field that holds a value. */
+function tableImage(cols, row, keyOnly, pk) {
+  const out = {};
+  for (const c of cols) {
+    if (c.name.startsWith('_')) continue;
+    if (keyOnly && c.name !== pk) continue;
+    let v = null;
+    for (const m of c.members ?? [c.name]) if (v === null || v === undefined) v = row[m];
+    out[c.name] = v ?? null;
   }
   return out;
 }
@@ -296,7 +348,7 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
   const mirror = await readIcebergTable(path.join(warehouse, ns, table), conn);
   const source = (await psqlLines(dsn, `SELECT to_jsonb(t)::text FROM ${ident(schema)}.${ident(table)} t`))
     .map((l) => JSON.parse(l));
-  let fields = mirror.fields;
+  let fields = logicalColumns(mirror.fields, mirror.schemas);
   if (!mirror.exists) note(`mirror ${ns}.${table}: no table in the warehouse`);
   if (!fields.length && source.length) {
     fields = Object.keys(source[0]).map((name) => ({ name, type: 'string' }));
@@ -322,10 +374,11 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
       continue;
     }
     const want = imageOf(fields, s, false, pk);
-    const col = diffImage(want, imageOf(fields, m, false, pk));
+    const got = tableImage(fields, m, false, pk);
+    const col = diffImage(want, got);
     if (col) {
       r.mismatched++;
-      note(`mirror: key ${k} column ${col}: source ${short(want[col])}, mirror ${short(m[col])}`);
+      note(`mirror: key ${k} column ${col}: source ${short(want[col])}, mirror ${short(got[col])}`);
     }
   }
   for (const k of mirByKey.keys()) {
@@ -342,7 +395,7 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
       FROM cdc_audit.changes WHERE tbl = ${sqlStr(table)} ORDER BY seq`))
     .map((l) => JSON.parse(l));
   if (!changelog.exists && audit.length) note(`changelog ${ns}.${table}_changelog: no table in the warehouse`);
-  const cfields = changelog.fields.length ? changelog.fields : fields;
+  const cfields = changelog.fields.length ? logicalColumns(changelog.fields, changelog.schemas) : fields;
   const ctypes = Object.fromEntries(cfields.map((f) => [f.name, f.type]));
   const keyType = ctypes[pk] ?? types[pk] ?? 'long';
   const auditByKey = new Map();
@@ -403,11 +456,13 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
         continue;
       }
       const keyOnly = op === 'd';
-      const col = diffImage(imageOf(cfields, a.img, keyOnly, pk), imageOf(cfields, c, keyOnly, pk));
+      const aimg = imageOf(cfields, a.img, keyOnly, pk);
+      const cimg = tableImage(cfields, c, keyOnly, pk);
+      const col = diffImage(aimg, cimg);
       if (col) {
         r.mismatched++;
         note(`changelog: key ${k} change ${i + 1} (${op}, audit seq ${a.seq}) column ${col}: ` +
-          `source ${short(canon(ctypes[col], a.img[col]))}, changelog ${short(c[col])}`);
+          `source ${short(aimg[col])}, changelog ${short(cimg[col])}`);
       }
       if (i > 0 && c._kafka_partition === got[i - 1]._kafka_partition &&
           big(c._kafka_offset) <= big(got[i - 1]._kafka_offset) && !orderBad) {

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Schema evolution, end to end: the whole local pipeline (capture, two coordinators,
+# three workers) on real PostgreSQL, two tables taken through the same DDL, each change
+# followed by inserts, updates and deletes:
+#   evo_sep  every change in its own epoch: the verifier must pass after each step before
+#            the next one starts (so each step is committed on its own);
+#   evo_one  every change and the rows around it in one transaction, so rows under the
+#            old and the new types fall into one epoch.
+# The DDL: ADD COLUMN, RENAME COLUMN, int -> bigint and real -> double precision
+# (Iceberg promotions), numeric(10,2) -> numeric(14,4) (no promotion: a versioned field,
+# docs/worker.md "Schema changes"), numeric(14,4) -> numeric(16,4) (precision widening),
+# DROP COLUMN.
+# chaos/verify (icebird + DuckDB, resolving columns by field id) compares mirror ==
+# source on the current columns and every changelog row with the audit record,
+# column by column. Also checks the Iceberg schemas themselves: field ids follow the
+# source columns (a rename keeps its id, the changelog uses the mirror's ids) and the
+# types the table declares are those of the source.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+tmp=$(mktemp -d)
+export CHAOS_DIR=$tmp/evo CHAOS_BUILD=${CDC_BUILD_DIR:-$PWD/build}
+export CHAOS_TABLES=public.transactions,public.accounts,public.evo_sep,public.evo_one
+export CHAOS_INITIAL_ROWS=10
+# shellcheck source=chaos/lib.sh
+. chaos/lib.sh
+trap 'pipeline_down purge >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+
+fail() {
+    echo "schema_evolution: $*" >&2
+    tail -n 30 "$CHAOS_DIR"/procs/coordinator-0.log "$CHAOS_DIR"/procs/capture.log >&2 2>/dev/null
+    exit 1
+}
+sql() { psql -X -q -v ON_ERROR_STOP=1 -d "$PIPELINE_PG_DSN" "$@"; }
+
+pipeline_servers_up
+for t in evo_sep evo_one; do
+    sql <<SQL || fail "could not create $t"
+CREATE TABLE public.$t (id int PRIMARY KEY, v text, a int, n numeric(10,2), d text, f real);
+CREATE TRIGGER ${t}_audit AFTER INSERT OR UPDATE OR DELETE ON public.$t
+    FOR EACH ROW EXECUTE FUNCTION cdc_audit.record('id');
+INSERT INTO public.$t SELECT g, 'v' || g, g, g * 1.25, 'd' || g, g * 0.5 FROM generate_series(1, 40) g;
+DELETE FROM cdc_audit.changes WHERE tbl = '$t';
+INSERT INTO cdc_audit.changes (tbl, op, pk, txid, row_image)
+    SELECT '$t', 'r', id, txid_current(), to_jsonb(t) FROM public.$t t ORDER BY id;
+SQL
+done
+pipeline_procs_up
+
+# dml <table> <step>: inserts 4 rows, updates 4 rows of which 2 untouched since the start,
+# deletes 1; `step` makes keys and values distinct per step.
+dml() {
+    local t=$1 s=$2
+    cat <<SQL
+INSERT INTO public.$t (id) SELECT 1000 + $s * 10 + g FROM generate_series(1, 4) g;
+UPDATE public.$t SET id = id WHERE id IN (1000 + $s * 10 + 1);
+UPDATE public.$t SET id = id WHERE id IN ($s, 20 + $s, 1000 + $s * 10 + 2);
+DELETE FROM public.$t WHERE id = 30 + $s;
+SQL
+}
+
+# The DDL steps, then the values written under each step's schema (by column name of
+# that step). Each line: "<ddl>|<set clause>".
+steps=(
+    "ALTER TABLE %t ADD COLUMN added text|added = 'added-' || id"
+    "ALTER TABLE %t RENAME COLUMN v TO v_renamed|v_renamed = 'renamed-' || id"
+    "ALTER TABLE %t ALTER COLUMN a TYPE bigint|a = 9000000000 + id"
+    "ALTER TABLE %t ALTER COLUMN n TYPE numeric(14,4)|n = 1234567890.1234 + id"
+    "ALTER TABLE %t ALTER COLUMN f TYPE double precision|f = 0.1 + id"
+    "ALTER TABLE %t ALTER COLUMN n TYPE numeric(16,4)|n = 123456789012.5678 + id"
+    "ALTER TABLE %t DROP COLUMN d|added = 'after-drop-' || id"
+)
+
+# Every step but the new rows' values: the rows a step inserts get the step's values, and
+# so do the rows it updates (the set clause applies to the touched keys only).
+step_sql() {
+    local t=$1 i=$2 ddl set
+    ddl=${steps[$i]%%|*}
+    set=${steps[$i]#*|}
+    echo "${ddl//%t/public.$t};"
+    dml "$t" "$((i + 1))" | sed "s/SET id = id/SET $set/"
+    echo "UPDATE public.$t SET $set WHERE id BETWEEN 1000 + $((i + 1)) * 10 + 1 AND 1000 + $((i + 1)) * 10 + 4;"
+}
+
+# evo_one: everything in one transaction, rows under old and new types in one epoch
+{
+    echo "BEGIN;"
+    dml evo_one 0 | sed "s/SET id = id/SET v = 'before-' || id/"
+    for i in "${!steps[@]}"; do step_sql evo_one "$i"; done
+    echo "COMMIT;"
+} | sql || fail "the one-transaction DDL script failed"
+
+# evo_sep: one step at a time, each verified (hence committed) before the next
+for i in "${!steps[@]}"; do
+    step_sql evo_sep "$i" | sql || fail "step $((i + 1)) (${steps[$i]%%|*}) failed"
+    pipeline_verify --tables evo_sep --wait 90 >"$tmp/verify-$i.log" 2>&1 || {
+        cat "$tmp/verify-$i.log" >&2
+        fail "evo_sep after step $((i + 1)) (${steps[$i]%%|*}): the verifier failed"
+    }
+    tail -n 1 "$tmp/verify-$i.log" | sed "s/^/evo_sep step $((i + 1)): /"
+done
+pipeline_verify --tables evo_one,evo_sep --wait 90 >"$tmp/verify-final.log" 2>&1 || {
+    cat "$tmp/verify-final.log" >&2
+    fail "the verifier failed on the final state"
+}
+tail -n 1 "$tmp/verify-final.log" | sed 's/^/final: /'
+
+# The Iceberg schemas themselves, read with jq from the metadata the readers use.
+for t in evo_sep evo_one; do
+    for tbl in "$t" "${t}_changelog"; do
+        dir=$CHAOS_DIR/warehouse/public/$tbl
+        md=$dir/metadata/v$(cat "$dir/metadata/version-hint.text").metadata.json
+        [ -f "$md" ] || fail "$tbl: no metadata at $md"
+        cur=$(jq -c '.["current-schema-id"] as $c | .schemas[] | select(.["schema-id"] == $c)
+                     | [.fields[] | select(.id < 100000) | {id, name, type}]' "$md")
+        want='[{"id":1,"name":"id","type":"int"},{"id":2,"name":"v_renamed","type":"string"},'
+        want+='{"id":3,"name":"a","type":"long"},{"id":4,"name":"n","type":"decimal(10,2)"},'
+        want+='{"id":6,"name":"f","type":"double"},{"id":7,"name":"added","type":"string"},'
+        want+='{"id":8,"name":"n__v2","type":"decimal(16,4)"}]'
+        # order of the current schema's fields: sort by id for the comparison
+        got=$(jq -c 'sort_by(.id)' <<<"$cur")
+        [ "$got" = "$want" ] || fail "$tbl: current schema $got, expected $want"
+    done
+done
+echo "schema_evolution: ok"
