@@ -60,6 +60,8 @@ typedef struct cdc_capture_table {
     bool has_doc;
     cdc_schema_doc_t latest; /* latest registered version on Kafka (from the registry) */
     bool has_latest;
+    int64_t backfilled_version; /* newest version whose backfill completed (marker), 0 none */
+    bool backfill_pending;      /* a backfill of the table is due (docs/capture.md) */
     cdc_buf_t source_head; /* cached constant head of the envelope's "source" */
     char **col_names;      /* cached `"col":` per column of doc */
     size_t *col_name_lens;
@@ -118,6 +120,7 @@ typedef struct cdc_capture {
     cdc_gauge_t *m_lag_bytes;
     cdc_gauge_t *m_inflight;
     cdc_gauge_t *m_snapshot_running;
+    cdc_counter_t *m_backfills;
     cdc_gauge_t *m_snapshot_tables_done;
     cdc_gauge_t *m_snapshot_tables_total;
     cdc_counter_t *m_heartbeats;
@@ -167,6 +170,11 @@ void cdc_capture_table_free_names(cdc_capture_table_t *t);
 cdc_err_t cdc_registry_load(cdc_capture_t *cap, cdc_error_t *e);
 
 /* Records that the slot's initial snapshot completed (or was skipped) at lsn. */
+/* Records on `<prefix>._capture` that t's backfill of schema version `version` completed
+ * (everything produced before is acked first); clears t->backfill_pending. */
+cdc_err_t cdc_registry_mark_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, int64_t version,
+                                     cdc_error_t *e);
+
 cdc_err_t cdc_registry_mark_snapshot(cdc_capture_t *cap, uint64_t lsn, const char *mode,
                                      cdc_error_t *e);
 
@@ -179,6 +187,17 @@ cdc_err_t cdc_capture_produce(cdc_capture_t *cap, cdc_capture_table_t *t, int32_
                               uint64_t tx, cdc_error_t *e);
 
 /* Runs the initial snapshot with the exported snapshot name at the consistent point. */
+/*
+ * Backfill after DDL (docs/capture.md): re-reads t's rows and emits them as op "r" with
+ * source.snapshot "backfill" at position (current transaction's commit, lsn - 1), just
+ * before the stream's change at `lsn`, under t's current schema version, then records
+ * the marker. Does nothing (t stays pending) while the catalog is ahead of that version.
+ * keepalive (may be NULL) runs between chunks.
+ */
+cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
+                                cdc_err_t (*keepalive)(cdc_capture_t *, cdc_error_t *),
+                                cdc_error_t *e);
+
 cdc_err_t cdc_snapshot_run(cdc_capture_t *cap, const char *snapshot_name, uint64_t consistent_lsn,
                            cdc_error_t *e);
 

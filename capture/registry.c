@@ -99,6 +99,50 @@ static void on_schema(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
     t->has_latest = true;
 }
 
+static cdc_err_t produce_acked(cdc_capture_t *cap, const char *topic, const char *key,
+                               const char *value, cdc_error_t *e);
+
+/* "backfill/<topic>" = {"schema","table","version"}: the table's backfill of that
+ * schema version completed. */
+static void on_backfill_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
+{
+    json_error_t jerr;
+    json_t *j = m->value ? json_loadb(m->value, m->value_len, 0, &jerr) : NULL;
+    const char *schema = json_string_value(json_object_get(j, "schema"));
+    const char *table = json_string_value(json_object_get(j, "table"));
+    cdc_capture_table_t *t;
+
+    if (schema != NULL && table != NULL && (t = cdc_capture_table_get(cap, schema, table)) != NULL)
+        t->backfilled_version = json_integer_value(json_object_get(j, "version"));
+    json_decref(j);
+}
+
+cdc_err_t cdc_registry_mark_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, int64_t version,
+                                     cdc_error_t *e)
+{
+    char topic[256], key[512], *value;
+    json_t *j = json_object();
+    cdc_err_t rc;
+
+    topic_name(cap, "_capture", topic, sizeof(topic));
+    snprintf(key, sizeof(key), "backfill/%s", t->topic);
+    json_object_set_new(j, "schema", json_string(t->schema));
+    json_object_set_new(j, "table", json_string(t->name));
+    json_object_set_new(j, "version", json_integer(version));
+    json_object_set_new(j, "ts_ms", json_integer(cdc_capture_now_ms()));
+    value = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (value == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    rc = produce_acked(cap, topic, key, value, e);
+    free(value);
+    if (rc == CDC_OK) {
+        t->backfilled_version = version;
+        t->backfill_pending = false;
+    }
+    return rc;
+}
+
 static void on_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
 {
     char key[256];
@@ -106,6 +150,10 @@ static void on_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
     json_error_t jerr;
     uint64_t lsn = 0;
 
+    if (m->key != NULL && m->key_len > 9 && memcmp(m->key, "backfill/", 9) == 0) {
+        on_backfill_marker(cap, m);
+        return;
+    }
     snprintf(key, sizeof(key), "snapshot/%s", cap->cfg->slot);
     if (m->key == NULL || m->key_len != strlen(key) || memcmp(m->key, key, m->key_len) != 0)
         return;
@@ -316,10 +364,15 @@ cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc
         cdc_schema_doc_free(doc);
         return rc;
     }
+    /* a backfill an earlier version needed and never finished is still due */
+    bool due = t->has_latest && t->latest.backfill && t->backfilled_version < t->latest.version;
     if (t->has_latest && cdc_schema_doc_same_shape(&t->latest, doc)) {
         doc->version = t->latest.version;
+        t->backfill_pending = due;
     } else {
         doc->version = t->has_latest ? t->latest.version + 1 : 1;
+        doc->backfill = due || (t->has_latest && cdc_schema_doc_rewrites_rows(&t->latest, doc));
+        t->backfill_pending = doc->backfill;
         rc = cdc_schema_doc_encode(doc, &json, e);
         if (rc != CDC_OK) {
             cdc_schema_doc_free(doc);

@@ -106,19 +106,29 @@ static cdc_err_t catalog_doc(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_sch
     return CDC_OK;
 }
 
-/* Emits the rows of one chunk; `last_row` >= 0 marks that row as the table's last. */
+/* Where and how read rows are emitted: the initial snapshot's or a backfill's. */
+typedef struct read_pos {
+    uint64_t lsn, commit_lsn;
+    uint32_t xid;
+    int64_t ts;
+    uint64_t tx;          /* txtrack transaction the events belong to */
+    const char *label;    /* source.snapshot; NULL: "true", and "last" for the last row */
+} read_pos_t;
+
+/* Emits the rows of one chunk; `last` marks the chunk's last row as the table's last. */
 static cdc_err_t emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t, PGresult *r, int from,
-                           int to, bool last, uint64_t cp, int64_t ts, uint64_t tx,
-                           cdc_pgo_value_t *vals, cdc_error_t *e)
+                           int to, bool last, const read_pos_t *pos, cdc_pgo_value_t *vals,
+                           cdc_error_t *e)
 {
     cdc_pgo_tuple_t row = {(uint16_t)t->doc.ncols, vals};
+    uint64_t tx = pos->tx;
     cdc_event_t ev = {.op = 'r',
                       .schema = &t->doc,
                       .after = &row,
-                      .lsn = cp,
-                      .commit_lsn = cp,
-                      .xid = 0,
-                      .source_ts_ms = ts,
+                      .lsn = pos->lsn,
+                      .commit_lsn = pos->commit_lsn,
+                      .xid = pos->xid,
+                      .source_ts_ms = pos->ts,
                       .db = cap->src.db,
                       .name = cap->cfg->topic_prefix,
                       .source_head = t->source_head.data,
@@ -136,7 +146,7 @@ static cdc_err_t emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t, PGresult 
                                             (uint32_t)PQgetlength(r, i, (int)c)};
             }
         }
-        ev.snapshot = (last && i == to - 1) ? "last" : "true";
+        ev.snapshot = pos->label ? pos->label : (last && i == to - 1) ? "last" : "true";
         ev.ts_ms = cdc_capture_now_ms();
         cdc_buf_reset(&cap->key);
         cdc_buf_reset(&cap->value);
@@ -196,7 +206,8 @@ static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint
         }
         n = PQntuples(cur);
         if (prev) {
-            rc = emit_rows(cap, t, prev, 0, PQntuples(prev), n == 0, cp, ts, tx, vals, e);
+            read_pos_t pos = {.lsn = cp, .commit_lsn = cp, .ts = ts, .tx = tx};
+            rc = emit_rows(cap, t, prev, 0, PQntuples(prev), n == 0, &pos, vals, e);
             if (rc != CDC_OK)
                 goto cleanup;
             rows += PQntuples(prev);
@@ -287,5 +298,116 @@ done:
     if (rc != CDC_OK)
         exec(cap->src.sql, "ROLLBACK", &(cdc_error_t){0});
     cdc_metrics_gauge_set(cap->m_snapshot_running, 0);
+    return rc;
+}
+
+/* ---- backfill after DDL ------------------------------------------------------------- */
+
+/* True when the catalog's columns (doc from catalog_doc) are those of t->doc, in order. */
+static bool same_columns(const cdc_schema_doc_t *cat, const cdc_schema_doc_t *doc)
+{
+    if (cat->ncols != doc->ncols)
+        return false;
+    for (size_t i = 0; i < cat->ncols; i++)
+        if (strcmp(cat->cols[i].name, doc->cols[i].name) != 0 ||
+            cat->cols[i].pg_oid != doc->cols[i].pg_oid ||
+            cat->cols[i].typmod != doc->cols[i].typmod)
+            return false;
+    return true;
+}
+
+cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
+                                cdc_err_t (*keepalive)(cdc_capture_t *, cdc_error_t *),
+                                cdc_error_t *e)
+{
+    cdc_schema_doc_t cat;
+    cdc_buf_t cols = {0}, sql = {0};
+    cdc_pgo_value_t *vals = NULL;
+    char *qs = NULL, *qn = NULL, fetch[64];
+    read_pos_t pos = {.lsn = lsn - 1,
+                      .commit_lsn = cap->commit_lsn,
+                      .xid = cap->xid,
+                      .ts = cap->commit_ts_ms,
+                      .tx = cap->tx_id,
+                      .label = "backfill"};
+    int64_t rows = 0;
+    cdc_err_t rc;
+
+    rc = exec(cap->src.sql, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", e);
+    if (rc != CDC_OK)
+        return rc;
+    rc = catalog_doc(cap, t, &cat, &cols, e);
+    if (rc != CDC_OK)
+        goto done;
+    if (!same_columns(&cat, &t->doc)) {
+        /* The catalog is ahead of the stream (more DDL since): rows read now would not
+         * follow this version. A later Relation message of the table brings it. */
+        cdc_log_info("backfill of %s.%s waits: the catalog is ahead of schema version %" PRId64,
+                     t->schema, t->name, t->doc.version);
+        cdc_schema_doc_free(&cat);
+        goto done;
+    }
+    cdc_schema_doc_free(&cat);
+    vals = calloc(t->doc.ncols ? t->doc.ncols : 1, sizeof(*vals));
+    qs = PQescapeIdentifier(cap->src.sql, t->schema, strlen(t->schema));
+    qn = PQescapeIdentifier(cap->src.sql, t->name, strlen(t->name));
+    if (vals == NULL || qs == NULL || qn == NULL) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    cdc_buf_printf(&sql, "DECLARE cdc_backfill NO SCROLL CURSOR FOR SELECT %s FROM %s.%s",
+                   cols.data ? cols.data : "", qs, qn);
+    if ((rc = exec(cap->src.sql, sql.data, e)) != CDC_OK)
+        goto done;
+    snprintf(fetch, sizeof(fetch), "FETCH %" PRId64 " FROM cdc_backfill", cap->cfg->snapshot_chunk);
+    cdc_log_info("backfill of %s.%s (schema version %" PRId64 ") started", t->schema, t->name,
+                 t->doc.version);
+    for (;;) {
+        PGresult *r = PQexec(cap->src.sql, fetch);
+        int n;
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+            rc = cdc_error_set_retriable(e, CDC_ERR_SOURCE, true, "backfill of %s.%s failed: %s",
+                                         t->schema, t->name, PQresultErrorMessage(r));
+            PQclear(r);
+            goto done;
+        }
+        n = PQntuples(r);
+        rc = emit_rows(cap, t, r, 0, n, false, &pos, vals, e);
+        PQclear(r);
+        rows += n;
+        if (rc != CDC_OK || n == 0)
+            break;
+        cdc_kafka_producer_poll(cap->producer, 0);
+        if (*cap->stop) {
+            rc = cdc_error_set(e, CDC_ERR_CLOSED, "stopped during the backfill of %s.%s",
+                               t->schema, t->name);
+            break;
+        }
+        /* the replication connection stays alive while the table is read */
+        if (keepalive != NULL && (rc = keepalive(cap, e)) != CDC_OK)
+            break;
+    }
+    if (rc != CDC_OK)
+        goto done;
+    rc = exec(cap->src.sql, "COMMIT", e);
+    if (rc == CDC_OK)
+        rc = cdc_registry_mark_backfill(cap, t, t->doc.version, e);
+    if (rc == CDC_OK) {
+        cdc_metrics_counter_inc(cap->m_backfills);
+        cdc_log_info("backfill of %s.%s done: %" PRId64 " rows", t->schema, t->name, rows);
+    }
+    free(vals);
+    PQfreemem(qs);
+    PQfreemem(qn);
+    cdc_buf_free(&cols);
+    cdc_buf_free(&sql);
+    return rc;
+done:
+    exec(cap->src.sql, "ROLLBACK", &(cdc_error_t){0});
+    free(vals);
+    PQfreemem(qs);
+    PQfreemem(qn);
+    cdc_buf_free(&cols);
+    cdc_buf_free(&sql);
     return rc;
 }

@@ -706,7 +706,7 @@ cdc_err_t cdc_source_heartbeat(cdc_source_t *src, cdc_error_t *e)
 }
 
 cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *const *names, size_t n,
-                             bool *notnull, int32_t *attnum, cdc_error_t *e)
+                             bool *notnull, int32_t *attnum, bool *hasdef, cdc_error_t *e)
 {
     char oid[16];
     const char *p[1] = {oid};
@@ -715,10 +715,12 @@ cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *cons
     for (size_t i = 0; i < n; i++) {
         notnull[i] = false;
         attnum[i] = 0;
+        hasdef[i] = false;
     }
     snprintf(oid, sizeof(oid), "%u", relid);
     r = query(src->sql, e,
-              "SELECT attname, attnotnull, attnum FROM pg_attribute WHERE attrelid = $1::oid "
+              "SELECT attname, attnotnull, attnum, atthasdef OR atthasmissing FROM pg_attribute "
+              "WHERE attrelid = $1::oid "
               "AND attnum > 0 AND NOT attisdropped",
               1, p);
     if (r == NULL)
@@ -728,6 +730,7 @@ cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *cons
             if (strcmp(PQgetvalue(r, row, 0), names[i]) == 0) {
                 notnull[i] = strcmp(PQgetvalue(r, row, 1), "t") == 0;
                 attnum[i] = (int32_t)strtol(PQgetvalue(r, row, 2), NULL, 10);
+                hasdef[i] = strcmp(PQgetvalue(r, row, 3), "t") == 0;
             }
     PQclear(r);
     return CDC_OK;

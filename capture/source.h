@@ -126,12 +126,13 @@ void cdc_source_stop(cdc_source_t *src);
 
 /*
  * Column facts the Relation message does not carry, from the current catalog by
- * attribute name, for the relation oid: nullability (attnotnull) and identity (attnum).
- * notnull and attnum receive one entry per name in names; attnum is 0 for a name the
+ * attribute name, for the relation oid: nullability (attnotnull), identity (attnum) and
+ * whether existing rows got a default (atthasdef, atthasmissing). notnull, attnum and
+ * hasdef receive one entry per name in names; attnum is 0 for a name the
  * catalog no longer has (a later DDL renamed or dropped it).
  */
 cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *const *names, size_t n,
-                             bool *notnull, int32_t *attnum, cdc_error_t *e);
+                             bool *notnull, int32_t *attnum, bool *hasdef, cdc_error_t *e);
 
 /* Current WAL insert position (for lag metrics). */
 cdc_err_t cdc_source_current_lsn(cdc_source_t *src, uint64_t *lsn, cdc_error_t *e);

@@ -276,6 +276,7 @@ static cdc_err_t on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_err
     const char **names = NULL;
     bool *notnull = NULL;
     int32_t *attnum = NULL;
+    bool *hasdef = NULL;
     int key = 0;
     cdc_err_t rc = CDC_ERR_NOMEM;
     uint16_t n = m->u.relation.ncols;
@@ -300,7 +301,8 @@ static cdc_err_t on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_err
     names = calloc(n ? n : 1, sizeof(*names));
     notnull = calloc(n ? n : 1, sizeof(*notnull));
     attnum = calloc(n ? n : 1, sizeof(*attnum));
-    if (doc.cols == NULL || names == NULL || notnull == NULL || attnum == NULL ||
+    hasdef = calloc(n ? n : 1, sizeof(*hasdef));
+    if (doc.cols == NULL || names == NULL || notnull == NULL || attnum == NULL || hasdef == NULL ||
         doc.pg_schema == NULL ||
         doc.pg_table == NULL)
         goto fail;
@@ -314,13 +316,14 @@ static cdc_err_t on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_err
         cdc_capture_fill_col(cap, &doc.cols[i], c->type_oid, c->typmod, NULL);
         doc.cols[i].key = c->key ? ++key : 0;
     }
-    if (cdc_source_columns(&cap->src, doc.relid, names, n, notnull, attnum, e) != CDC_OK) {
+    if (cdc_source_columns(&cap->src, doc.relid, names, n, notnull, attnum, hasdef, e) != CDC_OK) {
         rc = e->code;
         goto fail;
     }
     for (uint16_t i = 0; i < n; i++) {
         doc.cols[i].nullable = doc.cols[i].key == 0 && !notnull[i];
         doc.cols[i].attnum = attnum[i];
+        doc.cols[i].has_default = hasdef[i];
         if (attnum[i] == 0)
             cdc_log_warn("column \"%s\" of %s.%s is no longer in the catalog (a later DDL "
                          "renamed or dropped it): its identity follows its name",
@@ -329,6 +332,7 @@ static cdc_err_t on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_err
     free(names);
     free(notnull);
     free(attnum);
+    free(hasdef);
     if (key == 0) {
         cdc_schema_doc_free(&doc);
         return cdc_error_set(e, CDC_ERR_CONFIG,
@@ -342,6 +346,7 @@ fail:
     free(names);
     free(notnull);
     free(attnum);
+    free(hasdef);
     cdc_schema_doc_free(&doc);
     if (rc == CDC_ERR_NOMEM)
         cdc_error_set(e, rc, "out of memory");
@@ -375,8 +380,14 @@ static cdc_err_t on_type(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_error_t
     return CDC_OK;
 }
 
-static cdc_capture_table_t *captured(cdc_capture_t *cap, uint32_t relid, cdc_error_t *e,
-                                     cdc_err_t *rc)
+static cdc_err_t keepalive(cdc_capture_t *cap, cdc_error_t *e)
+{
+    return cap->src.repl ? send_status(cap, e) : CDC_OK;
+}
+
+/* The captured table of a change at lsn; a backfill the table is due comes first. */
+static cdc_capture_table_t *captured(cdc_capture_t *cap, uint32_t relid, uint64_t lsn,
+                                     cdc_error_t *e, cdc_err_t *rc)
 {
     cdc_capture_table_t *t = table_by_relid(cap, relid);
     *rc = CDC_OK;
@@ -386,6 +397,8 @@ static cdc_capture_table_t *captured(cdc_capture_t *cap, uint32_t relid, cdc_err
         *rc = cdc_error_set(e, CDC_ERR_PROTOCOL, "change for relation %u before its schema", relid);
         return NULL;
     }
+    if (t->backfill_pending && (*rc = cdc_snapshot_backfill(cap, t, lsn, keepalive, e)) != CDC_OK)
+        return NULL;
     return t;
 }
 
@@ -432,7 +445,7 @@ static cdc_err_t on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t 
         return cdc_error_set(e, CDC_ERR_PROTOCOL, "change outside a transaction");
     switch (m->kind) {
     case CDC_PGO_INSERT:
-        t = captured(cap, m->u.insert.relid, e, &rc);
+        t = captured(cap, m->u.insert.relid, lsn, e, &rc);
         if (t == NULL)
             return rc;
         return emit(cap, t, 'c', lsn, NULL, false, &m->u.insert.newtup, &m->u.insert.newtup, NULL,
@@ -440,7 +453,7 @@ static cdc_err_t on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t 
     case CDC_PGO_UPDATE: {
         const cdc_pgo_tuple_t *old = m->u.update.old_kind ? &m->u.update.oldtup : NULL;
         const cdc_pgo_tuple_t *nw = &m->u.update.newtup;
-        t = captured(cap, m->u.update.relid, e, &rc);
+        t = captured(cap, m->u.update.relid, lsn, e, &rc);
         if (t == NULL)
             return rc;
         if (old && !cdc_event_same_key(&t->doc, old, nw)) {
@@ -454,7 +467,7 @@ static cdc_err_t on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t 
                     e);
     }
     case CDC_PGO_DELETE:
-        t = captured(cap, m->u.del.relid, e, &rc);
+        t = captured(cap, m->u.del.relid, lsn, e, &rc);
         if (t == NULL)
             return rc;
         return emit(cap, t, 'd', lsn, &m->u.del.oldtup, m->u.del.old_kind == 'K', NULL,
@@ -469,7 +482,7 @@ static cdc_err_t on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t 
                               .snapshot = "false",
                               .db = cap->src.db,
                               .name = cap->cfg->topic_prefix};
-            t = captured(cap, m->u.truncate.relids[i], e, &rc);
+            t = captured(cap, m->u.truncate.relids[i], lsn, e, &rc);
             if (t == NULL) {
                 if (rc != CDC_OK)
                     return rc;
@@ -780,6 +793,11 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
     cap->m_snapshot_running =
         cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_snapshot_running",
                           "1 while the initial snapshot runs.", NULL);
+    cap->m_backfills =
+        cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_backfills_total",
+                            "Tables re-read after a DDL that rewrote their rows without WAL "
+                            "changes (a column added with a default, a changed type).",
+                            NULL);
     cap->m_snapshot_tables_done =
         cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_snapshot_tables_done",
                           "Tables the running or last snapshot has finished.", NULL);

@@ -321,6 +321,8 @@ cdc_err_t cdc_schema_doc_encode(const cdc_schema_doc_t *doc, char **out, cdc_err
     json_object_set(root, "columns", cols);
     if (doc->last_field_id > 0)
         json_object_set_new(root, "last_field_id", json_integer(doc->last_field_id));
+    if (doc->backfill)
+        json_object_set_new(root, "backfill", json_true());
     if (doc->nretired > 0) {
         json_t *ret = json_array();
         for (size_t i = 0; ret != NULL && i < doc->nretired; i++) {
@@ -416,6 +418,7 @@ cdc_err_t cdc_schema_doc_decode(const char *json, size_t len, cdc_schema_doc_t *
         }
     }
     doc->last_field_id = (int32_t)json_integer_value(json_object_get(root, "last_field_id"));
+    doc->backfill = json_is_true(json_object_get(root, "backfill"));
     ret = json_object_get(root, "retired");
     if (json_is_array(ret) && json_array_size(ret) > 0) {
         doc->retired = calloc(json_array_size(ret), sizeof(*doc->retired));
@@ -797,4 +800,22 @@ cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc
         free(base);
     }
     return CDC_OK;
+}
+
+bool cdc_schema_doc_rewrites_rows(const cdc_schema_doc_t *prev, const cdc_schema_doc_t *doc)
+{
+    for (size_t i = 0; i < doc->ncols; i++) {
+        const cdc_schema_col_t *c = &doc->cols[i];
+        size_t pi = 0;
+        const cdc_schema_col_t *p = prev != NULL ? match_prev(prev, c, &pi) : NULL;
+        if (p == NULL) {
+            if (prev != NULL && c->has_default)
+                return true;
+            continue;
+        }
+        if (p->pg_oid != c->pg_oid || p->ice_type != c->ice_type ||
+            p->precision != c->precision || p->scale != c->scale)
+            return true;
+    }
+    return false;
 }

@@ -84,6 +84,7 @@ typedef struct cdc_schema_col {
     int32_t field_id;     /* Iceberg field id of the column in both tables */
     char *field_name;     /* Iceberg column name when it is not `name` ("n__v2"), else NULL */
     int32_t type_version; /* 1, + 1 on each type change that is no Iceberg promotion */
+    bool has_default;     /* the catalog has a default for it (not in the document) */
 } cdc_schema_col_t;
 
 /* A table's schema at one version. All strings and arrays are owned by the struct. */
@@ -103,6 +104,10 @@ typedef struct cdc_schema_doc {
     cdc_schema_col_t *retired;
     size_t nretired;
     int32_t last_field_id; /* highest field id ever given in the table's documents */
+    /* The change to this version rewrote rows without WAL changes (a column added with a
+     * default, a changed type): the capture re-reads the table (docs/capture.md,
+     * "Backfill after DDL") */
+    bool backfill;
 } cdc_schema_doc_t;
 
 /*
@@ -166,6 +171,14 @@ const char *cdc_schema_col_field_name(const cdc_schema_col_t *c);
  */
 cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc_t *doc,
                                     cdc_error_t *e);
+
+/*
+ * True when the change from prev to doc changed values of existing rows without a WAL
+ * change per row: a new column with a default (has_default), or a column whose
+ * PostgreSQL type or Iceberg type changed (ALTER COLUMN TYPE rewrites the table, maybe
+ * through USING). Such a version needs a backfill.
+ */
+bool cdc_schema_doc_rewrites_rows(const cdc_schema_doc_t *prev, const cdc_schema_doc_t *doc);
 
 /* True when a and b describe the same columns (names, types, key, nullability, identity). */
 bool cdc_schema_doc_same_shape(const cdc_schema_doc_t *a, const cdc_schema_doc_t *b);

@@ -473,7 +473,7 @@ static bool scan_list(fx_t *f, span_t *sp, bool object)
 /* What the envelope says about the position and the schema. */
 typedef struct source_info {
     bool present; /* "source" is an object */
-    cdc_jv_t lsn, tx, ts_ms, ts_us, commit_lsn, sequence, version;
+    cdc_jv_t lsn, tx, ts_ms, ts_us, commit_lsn, sequence, version, snapshot;
     unsigned seen; /* SRC_* bits */
 } source_info_t;
 
@@ -485,6 +485,7 @@ enum {
     SRC_COMMIT = 16,
     SRC_SEQUENCE = 32,
     SRC_VERSION = 64,
+    SRC_SNAPSHOT = 128,
 };
 
 /* k[0..n) (no NUL inside) equals the NUL-terminated word. Inlined: for a literal word
@@ -539,6 +540,9 @@ static bool scan_source(fx_t *f, source_info_t *si)
         } else if (key_is(k, kn, "schema_version")) {
             dst = &si->version;
             bit = SRC_VERSION;
+        } else if (key_is(k, kn, "snapshot")) {
+            dst = &si->snapshot;
+            bit = SRC_SNAPSHOT;
         }
         if (dst != NULL) {
             if (si->seen & bit)
@@ -722,6 +726,8 @@ bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts, cdc_d
         c->commit_lsn = 0;
     if (c->commit_lsn == 0)
         c->commit_lsn = c->lsn;
+    c->backfill = c->op == CDC_OP_READ && si.snapshot.t == CDC_JV_STRING && si.snapshot.n == 8 &&
+                  memcmp(si.snapshot.s, "backfill", 8) == 0;
 
     /* Rows. */
     if (s->ncols > sizeof(stack_seen) && (seen = malloc(s->ncols)) == NULL)

@@ -259,6 +259,8 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_e
     en->last = t->nchangelog; /* the row changelog_push appends next */
 
     cl = changelog_push(s, t, c);
+    cl->mirror_only = c->backfill;
+    t->nmirror_only += c->backfill;
     cl->row = *img; /* moved */
     img->vals = NULL;
     s->bytes += row_bytes(&cl->row);
@@ -530,6 +532,8 @@ static cdc_err_t enc_append(cdc_stage_enc_t *en, const cdc_stage_table_t *t, siz
     cdc_err_t rc = CDC_OK;
     for (size_t i = en->done; i < end && rc == CDC_OK; i++) {
         if (en->kind == CDC_STAGE_CHANGELOG) {
+            if (t->changelog[i].mirror_only)
+                continue;
             enc_cells(en, &t->changelog[i].row, &t->changelog[i]);
         } else {
             const cdc_stage_entry_t *entry = &t->entries[i];
@@ -711,7 +715,7 @@ static cdc_err_t encode_kind(cdc_stage_t *s, cdc_stage_table_t *t, cdc_stage_kin
         }
     }
     if (kind == CDC_STAGE_CHANGELOG) {
-        rows = t->nchangelog;
+        rows = t->nchangelog - t->nmirror_only;
     } else {
         for (size_t i = 0; i < t->nentries; i++)
             rows += entry_in(&t->entries[i], kind);

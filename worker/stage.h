@@ -61,6 +61,7 @@ typedef struct cdc_changelog_row {
     int64_t source_ts_us;
     int32_t partition;
     int64_t offset;
+    bool mirror_only; /* a backfill row (cdc_change_t.backfill): no changelog row */
 } cdc_changelog_row_t;
 
 typedef struct cdc_stage_table {
@@ -72,6 +73,7 @@ typedef struct cdc_stage_table {
     size_t nslots;
     cdc_changelog_row_t *changelog;
     size_t nchangelog, clcap;
+    size_t nmirror_only; /* changelog[] rows that are mirror_only */
     bool truncated; /* a TRUNCATE was staged this epoch: entries are post-truncate only */
     /* encoding ahead (stage.c; NULL = nothing encoded yet) */
     struct cdc_stage_enc *enc_cl;   /* changelog rows [0, enc_cl->done) */

@@ -9,7 +9,9 @@
 # The DDL: ADD COLUMN, RENAME COLUMN, int -> bigint and real -> double precision
 # (Iceberg promotions), numeric(10,2) -> numeric(14,4) (no promotion: a versioned field,
 # docs/worker.md "Schema changes"), numeric(14,4) -> numeric(16,4) (precision widening),
-# DROP COLUMN.
+# DROP COLUMN, ADD COLUMN ... [NOT NULL] DEFAULT (existing rows take the default), text ->
+# int USING an expression and int -> bigint USING one that changes every value (the table
+# is rewritten without WAL changes: the capture backfills it, docs/capture.md).
 # chaos/verify (icebird + DuckDB, resolving columns by field id) compares mirror ==
 # source on the current columns and every changelog row with the audit record,
 # column by column. Also checks the Iceberg schemas themselves: field ids follow the
@@ -68,6 +70,10 @@ steps=(
     "ALTER TABLE %t ALTER COLUMN f TYPE double precision|f = 0.1 + id"
     "ALTER TABLE %t ALTER COLUMN n TYPE numeric(16,4)|n = 123456789012.5678 + id"
     "ALTER TABLE %t DROP COLUMN d|added = 'after-drop-' || id"
+    "ALTER TABLE %t ADD COLUMN def text NOT NULL DEFAULT 'x'|def = 'set-' || id"
+    "ALTER TABLE %t ADD COLUMN def2 int DEFAULT 7|def2 = id"
+    "ALTER TABLE %t ALTER COLUMN v_renamed TYPE int USING length(v_renamed)|v_renamed = id * 7"
+    "ALTER TABLE %t ALTER COLUMN def2 TYPE bigint USING def2 * 2|def2 = id"
 )
 
 # Every step but the new rows' values: the rows a step inserts get the step's values, and
@@ -115,7 +121,8 @@ for t in evo_sep evo_one; do
         want='[{"id":1,"name":"id","type":"int"},{"id":2,"name":"v_renamed","type":"string"},'
         want+='{"id":3,"name":"a","type":"long"},{"id":4,"name":"n","type":"decimal(10,2)"},'
         want+='{"id":6,"name":"f","type":"double"},{"id":7,"name":"added","type":"string"},'
-        want+='{"id":8,"name":"n__v2","type":"decimal(16,4)"}]'
+        want+='{"id":8,"name":"n__v2","type":"decimal(16,4)"},{"id":9,"name":"def","type":"string"},'
+        want+='{"id":10,"name":"def2","type":"long"},{"id":11,"name":"v_renamed__v2","type":"int"}]'
         # order of the current schema's fields: sort by id for the comparison
         got=$(jq -c 'sort_by(.id)' <<<"$cur")
         [ "$got" = "$want" ] || fail "$tbl: current schema $got, expected $want"
