@@ -140,6 +140,22 @@ char *cdc_coord_status_json(cdc_coord_t *c)
     }
     json_object_set_new(o, "checkpoints", cs);
     json_object_set_new(o, "last_commit_error", json_string(c->last_commit_error));
+    if (c->committer != NULL) {
+        cdc_schema_change_t ch[CDC_SCHEMA_CHANGES_KEPT];
+        size_t n = cdc_committer_schema_changes(c->committer, ch, CDC_SCHEMA_CHANGES_KEPT);
+        json_t *sc = json_array();
+        for (size_t i = n; i > 0; i--) { /* newest first, as "checkpoints" */
+            json_t *k = json_object();
+            json_object_set_new(k, "table", json_string(ch[i - 1].table));
+            json_object_set_new(k, "source_version", json_integer(ch[i - 1].source_version));
+            json_object_set_new(k, "schema_id", json_integer(ch[i - 1].schema_id));
+            json_object_set_new(k, "at_ms", json_integer(ch[i - 1].at_ms));
+            json_object_set_new(k, "versioned", json_boolean(ch[i - 1].versioned));
+            json_object_set_new(k, "changes", json_string(ch[i - 1].summary));
+            json_array_append_new(sc, k);
+        }
+        json_object_set_new(o, "schema_changes", sc);
+    }
     out = json_dumps(o, JSON_INDENT(2));
     json_decref(o);
     return out;

@@ -6,6 +6,7 @@
 #include "coordinator/commit.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,96 @@ struct cdc_committer {
     int nopen;
     suspect_t *suspects;
     size_t nsuspects;
+    cdc_schema_change_t changes[CDC_SCHEMA_CHANGES_KEPT]; /* ring, under known_lock */
+    size_t nchanges;                                       /* ever recorded */
 };
+
+size_t cdc_committer_schema_changes(cdc_committer_t *c, cdc_schema_change_t *out, size_t max)
+{
+    size_t n, first;
+    pthread_mutex_lock(&c->known_lock);
+    n = c->nchanges < CDC_SCHEMA_CHANGES_KEPT ? c->nchanges : CDC_SCHEMA_CHANGES_KEPT;
+    if (n > max)
+        n = max;
+    first = c->nchanges - n;
+    for (size_t i = 0; i < n; i++)
+        out[i] = c->changes[(first + i) % CDC_SCHEMA_CHANGES_KEPT];
+    pthread_mutex_unlock(&c->known_lock);
+    return n;
+}
+
+/* Appends "<sep><text>" to a summary, keeping it terminated when it is full. */
+static void summary_add(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void summary_add(char *buf, size_t size, const char *fmt, ...)
+{
+    size_t len = strlen(buf);
+    va_list ap;
+    if (len + 3 >= size)
+        return;
+    if (len > 0) {
+        memcpy(buf + len, "; ", 3);
+        len += 2;
+    }
+    va_start(ap, fmt);
+    vsnprintf(buf + len, size - len, fmt, ap);
+    va_end(ap);
+}
+
+/* Records (and logs) what changed from schema `old` to the table's current one. */
+static void record_schema_change(cdc_committer_t *c, const char *table, int64_t version,
+                                 const cdc_ice_schema_t *old, const cdc_ice_table_t *t)
+{
+    const cdc_ice_schema_t *cur = cdc_ice_metadata_current_schema(cdc_ice_table_metadata(t));
+    cdc_schema_change_t ch;
+    struct timespec ts;
+    char a[48], b[48];
+
+    memset(&ch, 0, sizeof(ch));
+    snprintf(ch.table, sizeof(ch.table), "%s", table);
+    ch.source_version = version;
+    ch.schema_id = cdc_ice_table_metadata(t)->current_schema_id;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ch.at_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    for (size_t i = 0; cur != NULL && i < cur->nfields; i++) {
+        const cdc_ice_field_t *f = &cur->fields[i];
+        int k = cdc_ice_schema_find(old, f->id);
+        const char *v = strstr(f->name, "__v");
+        cdc_ice_type_string(f, b, sizeof(b));
+        if (k < 0 && v != NULL && v[3] >= '2' && v[3] <= '9') {
+            ch.versioned = true;
+            summary_add(ch.summary, sizeof(ch.summary),
+                        "new version %s %s(%d): a type change Iceberg cannot promote, the "
+                        "earlier values stay in %.*s",
+                        f->name, b, (int)f->id, (int)(v - f->name), f->name);
+        } else if (k < 0) {
+            summary_add(ch.summary, sizeof(ch.summary), "added %s %s(%d)", f->name, b, (int)f->id);
+        } else {
+            if (strcmp(old->fields[k].name, f->name) != 0)
+                summary_add(ch.summary, sizeof(ch.summary), "renamed %s -> %s(%d)",
+                            old->fields[k].name, f->name, (int)f->id);
+            cdc_ice_type_string(&old->fields[k], a, sizeof(a));
+            if (strcmp(a, b) != 0)
+                summary_add(ch.summary, sizeof(ch.summary), "promoted %s %s -> %s(%d)", f->name,
+                            a, b, (int)f->id);
+        }
+    }
+    for (size_t i = 0; old != NULL && i < old->nfields; i++)
+        if (cur == NULL || cdc_ice_schema_find(cur, old->fields[i].id) < 0)
+            summary_add(ch.summary, sizeof(ch.summary), "dropped %s(%d)", old->fields[i].name,
+                        (int)old->fields[i].id);
+    if (ch.summary[0] == '\0')
+        return; /* only properties or requiredness */
+    if (ch.versioned)
+        cdc_log_warn("table \"%s\" follows source schema version %" PRId64 ": %s", table,
+                     version, ch.summary);
+    else
+        cdc_log_info("table \"%s\" follows source schema version %" PRId64 ": %s", table,
+                     version, ch.summary);
+    pthread_mutex_lock(&c->known_lock);
+    c->changes[c->nchanges++ % CDC_SCHEMA_CHANGES_KEPT] = ch;
+    pthread_mutex_unlock(&c->known_lock);
+}
 
 static int64_t mono_ms(void)
 {
@@ -242,9 +332,9 @@ static int64_t table_source_version(const cdc_ice_table_t *t)
  * schema the epoch's files were written with must then read correctly in the table
  * (cdc_ice_table_check_schema): a mismatch stops this table's commit.
  */
-static cdc_err_t evolve(cdc_ice_table_t *t, const cdc_checkpoint_t *rec, const char *table,
-                        const cdc_ice_schema_t *want, int64_t version, int *changes,
-                        cdc_error_t *e)
+static cdc_err_t evolve(cdc_committer_t *c, cdc_ice_table_t *t, const cdc_checkpoint_t *rec,
+                        const char *table, const cdc_ice_schema_t *want, int64_t version,
+                        int *changes, cdc_error_t *e)
 {
     cdc_err_t rc = CDC_OK;
 
@@ -260,8 +350,17 @@ static cdc_err_t evolve(cdc_ice_table_t *t, const cdc_checkpoint_t *rec, const c
         snprintf(num, sizeof(num), "%" PRId64, version);
         if (cdc_ice_props_set(&props, PROP_SOURCE_VERSION, num) != CDC_OK)
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        cdc_ice_schema_t old;
+        const cdc_ice_schema_t *cur = cdc_ice_metadata_current_schema(cdc_ice_table_metadata(t));
+        if (cur == NULL || cdc_ice_schema_copy(&old, cur) != CDC_OK) {
+            cdc_ice_props_free(&props);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
         rc = cdc_ice_table_set_schema(t, want, &props, &changed, e);
         cdc_ice_props_free(&props);
+        if (rc == CDC_OK && changed)
+            record_schema_change(c, table, version, &old, t);
+        cdc_ice_schema_free(&old);
         if (rc == CDC_ERR_CONFLICT) {
             cdc_error_clear(e);
             if ((rc = cdc_ice_table_refresh(t, e)) != CDC_OK)
@@ -271,13 +370,8 @@ static cdc_err_t evolve(cdc_ice_table_t *t, const cdc_checkpoint_t *rec, const c
         if (rc != CDC_OK)
             return cdc_error_prefix(e, "schema version %" PRId64 " of table \"%s\"", version,
                                     table);
-        if (changed) {
+        if (changed)
             (*changes)++;
-            cdc_log_info("table \"%s\" follows source schema version %" PRId64
-                         " (Iceberg schema %d, %zu fields)",
-                         table, version, (int)cdc_ice_table_metadata(t)->current_schema_id,
-                         want->nfields);
-        }
     }
     for (size_t i = 0; i < rec->nschemas; i++) {
         cdc_ice_schema_t fs;
@@ -417,7 +511,7 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
         goto cleanup;
     remember_table(c, location);
     if (have_schema &&
-        (rc = evolve(t, rec, table, &schema, version, &res->schema_changes, e)) != CDC_OK)
+        (rc = evolve(c, t, rec, table, &schema, version, &res->schema_changes, e)) != CDC_OK)
         goto cleanup;
 
     for (size_t i = 0; i < rec->nfiles; i++) {

@@ -37,6 +37,20 @@ typedef struct cdc_commit_result {
     int schema_changes;   /* schema commits (incl. table creation) */
 } cdc_commit_result_t;
 
+/* A schema change the committer made (for /status): newest last. */
+#define CDC_SCHEMA_CHANGES_KEPT 16
+typedef struct cdc_schema_change {
+    char table[256];
+    int64_t source_version;
+    int32_t schema_id;     /* the table's Iceberg schema id afterwards */
+    int64_t at_ms;         /* wall clock */
+    char summary[512];     /* "added x(7); renamed v -> w(2); promoted a int -> long(3); ..." */
+    bool versioned;        /* a type change that is no promotion made a new field */
+} cdc_schema_change_t;
+
+/* Copies up to max of the latest schema changes, oldest first; returns how many. */
+size_t cdc_committer_schema_changes(cdc_committer_t *c, cdc_schema_change_t *out, size_t max);
+
 /* Opens the warehouse. On success *out is owned by the caller (cdc_committer_close). */
 cdc_err_t cdc_committer_open(cdc_committer_t **out, const cdc_committer_options_t *opt,
                              cdc_error_t *e);

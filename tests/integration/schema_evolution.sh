@@ -128,4 +128,9 @@ for t in evo_sep evo_one; do
         [ "$got" = "$want" ] || fail "$tbl: current schema $got, expected $want"
     done
 done
+# The leader's /status lists the schema changes it committed, the versioned one flagged.
+status=$(chaos_status) || fail "no leader status"
+jq -e '[.schema_changes[] | select(.versioned and (.changes | contains("v_renamed__v2")))]
+       | length > 0' <<<"$status" >/dev/null ||
+    fail "/status lists no versioned schema change: $(jq -c .schema_changes <<<"$status")"
 echo "schema_evolution: ok"

@@ -1,0 +1,230 @@
+/*
+ * Unit tests for schema changes by field id: cdc_ice_table_set_schema() and
+ * cdc_ice_table_check_schema() (common/iceberg/table.c), and the committer
+ * (coordinator/commit.c) making a newer source schema version the table's schema and
+ * refusing an epoch whose files carry field ids the table cannot read, on a local
+ * warehouse. Data files are descriptors only (the commit does not read them).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <unistd.h>
+
+#include "common/iceberg/schema.h"
+#include "common/iceberg/storage.h"
+#include "common/iceberg/table.h"
+#include "coordinator/commit.h"
+
+/* A schema from its Iceberg JSON. */
+static cdc_ice_schema_t schema_of(const char *json)
+{
+    cdc_ice_schema_t s;
+    cdc_error_t e;
+    assert_int_equal(cdc_ice_schema_from_json(json, &s, &e), CDC_OK);
+    return s;
+}
+
+#define V1                                                                                         \
+    "{\"type\":\"struct\",\"schema-id\":0,\"fields\":["                                            \
+    "{\"id\":1,\"name\":\"id\",\"required\":true,\"type\":\"int\"},"                               \
+    "{\"id\":2,\"name\":\"v\",\"required\":false,\"type\":\"string\"},"                            \
+    "{\"id\":3,\"name\":\"n\",\"required\":false,\"type\":\"decimal(10,2)\"}],"                    \
+    "\"identifier-field-ids\":[1]}"
+/* rename v -> w, promote id int -> long, n -> a versioned field, a new column */
+#define V2                                                                                         \
+    "{\"type\":\"struct\",\"schema-id\":0,\"fields\":["                                            \
+    "{\"id\":1,\"name\":\"id\",\"required\":true,\"type\":\"long\"},"                              \
+    "{\"id\":2,\"name\":\"w\",\"required\":false,\"type\":\"string\"},"                            \
+    "{\"id\":4,\"name\":\"n__v2\",\"required\":false,\"type\":\"decimal(14,4)\"},"                 \
+    "{\"id\":5,\"name\":\"x\",\"required\":true,\"type\":\"int\"},"                                \
+    "{\"id\":3,\"name\":\"n\",\"required\":false,\"type\":\"decimal(10,2)\"}],"                    \
+    "\"identifier-field-ids\":[1]}"
+/* v2 with x dropped */
+#define V3                                                                                         \
+    "{\"type\":\"struct\",\"schema-id\":0,\"fields\":["                                            \
+    "{\"id\":1,\"name\":\"id\",\"required\":true,\"type\":\"long\"},"                              \
+    "{\"id\":2,\"name\":\"w\",\"required\":false,\"type\":\"string\"},"                            \
+    "{\"id\":4,\"name\":\"n__v2\",\"required\":false,\"type\":\"decimal(14,4)\"},"                 \
+    "{\"id\":3,\"name\":\"n\",\"required\":false,\"type\":\"decimal(10,2)\"}],"                    \
+    "\"identifier-field-ids\":[1]}"
+
+static void tmp_warehouse(char *dir, size_t dsize, char *wh, size_t wsize)
+{
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(dir, dsize, "%s/cdc-commit-schema-XXXXXX", tmp);
+    assert_non_null(mkdtemp(dir));
+    snprintf(wh, wsize, "file://%s", dir);
+}
+
+static void rm_tree(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_set_schema_by_id(void **state)
+{
+    char dir[256], wh[300];
+    cdc_storage_t *st;
+    cdc_ice_table_t *t;
+    cdc_error_t e;
+    bool changed;
+    (void)state;
+
+    tmp_warehouse(dir, sizeof(dir), wh, sizeof(wh));
+    assert_int_equal(cdc_storage_open(wh, NULL, &st, &e), CDC_OK);
+    char *loc = cdc_ice_table_location(wh, "ns", "t");
+    cdc_ice_schema_t v1 = schema_of(V1), v2 = schema_of(V2), v3 = schema_of(V3);
+    assert_int_equal(cdc_ice_table_open(st, loc, &v1, NULL, &t, &e), CDC_OK);
+    int32_t first = cdc_ice_table_metadata(t)->current_schema_id;
+
+    assert_int_equal(cdc_ice_table_set_schema(t, &v2, NULL, &changed, &e), CDC_OK);
+    assert_true(changed);
+    const cdc_ice_schema_t *cur = cdc_ice_metadata_current_schema(cdc_ice_table_metadata(t));
+    assert_int_equal(cur->nfields, 5);
+    assert_string_equal(cur->fields[cdc_ice_schema_find(cur, 2)].name, "w");
+    assert_int_equal(cur->fields[cdc_ice_schema_find(cur, 1)].type, CDC_ICE_LONG);
+    assert_true(cur->fields[cdc_ice_schema_find(cur, 1)].required);
+    /* a new field is optional even when the schema says required */
+    assert_false(cur->fields[cdc_ice_schema_find(cur, 5)].required);
+    assert_int_equal(cdc_ice_table_metadata(t)->last_column_id, 5);
+
+    /* files of the old schema read in the new one; unknown ids and other types do not */
+    assert_int_equal(cdc_ice_table_check_schema(t, &v1, &e), CDC_OK);
+    cdc_ice_schema_t bad = schema_of(
+        "{\"type\":\"struct\",\"schema-id\":0,\"fields\":[{\"id\":100008,\"name\":\"added\","
+        "\"required\":false,\"type\":\"string\"}]}");
+    assert_int_equal(cdc_ice_table_check_schema(t, &bad, &e), CDC_ERR_INVALID);
+    assert_non_null(strstr(e.msg, "100008"));
+    cdc_ice_schema_free(&bad);
+    bad = schema_of("{\"type\":\"struct\",\"schema-id\":0,\"fields\":[{\"id\":3,\"name\":\"n\","
+                    "\"required\":false,\"type\":\"decimal(10,4)\"}]}");
+    assert_int_equal(cdc_ice_table_check_schema(t, &bad, &e), CDC_ERR_INVALID);
+    /* a scale change under the same id is refused and changes nothing */
+    int32_t before = cdc_ice_table_metadata(t)->current_schema_id;
+    assert_int_equal(cdc_ice_table_set_schema(t, &bad, NULL, &changed, &e), CDC_ERR_INVALID);
+    assert_non_null(strstr(e.msg, "not an Iceberg type promotion"));
+    assert_int_equal(cdc_ice_table_metadata(t)->current_schema_id, before);
+    cdc_ice_schema_free(&bad);
+
+    /* drop x: files that still carry it read (its field is in the history) */
+    assert_int_equal(cdc_ice_table_set_schema(t, &v3, NULL, &changed, &e), CDC_OK);
+    assert_true(changed);
+    assert_int_equal(cdc_ice_table_check_schema(t, &v2, &e), CDC_OK);
+    /* the same schema again: nothing to commit; v1's shape again would be a narrowing */
+    assert_int_equal(cdc_ice_table_set_schema(t, &v3, NULL, &changed, &e), CDC_OK);
+    assert_false(changed);
+    assert_int_equal(cdc_ice_table_set_schema(t, &v1, NULL, &changed, &e), CDC_ERR_INVALID);
+    assert_true(cdc_ice_table_metadata(t)->current_schema_id != first);
+
+    /* a reader of the metadata sees the same */
+    cdc_ice_table_close(t);
+    assert_int_equal(cdc_ice_table_load(st, loc, &t, &e), CDC_OK);
+    cur = cdc_ice_metadata_current_schema(cdc_ice_table_metadata(t));
+    assert_int_equal(cur->nfields, 4);
+    assert_int_equal(cdc_ice_schema_find(cur, 5), -1);
+    cdc_ice_table_close(t);
+    cdc_ice_schema_free(&v1);
+    cdc_ice_schema_free(&v2);
+    cdc_ice_schema_free(&v3);
+    free(loc);
+    cdc_storage_close(st);
+    rm_tree(dir);
+}
+
+static cdc_checkpoint_t *record(uint64_t epoch, const char *schema, int64_t version)
+{
+    cdc_checkpoint_t *c = cdc_checkpoint_new("job", epoch, 1, 1);
+    assert_non_null(c);
+    for (uint32_t p = 0; p < CDC_PARTITIONS; p++)
+        assert_int_equal(cdc_checkpoint_set_offset(c, p, "cdc.ns.t", (int64_t)epoch), CDC_OK);
+    if (schema != NULL)
+        assert_int_equal(cdc_checkpoint_add_schema(c, "ns.t", schema, version), CDC_OK);
+    return c;
+}
+
+static const cdc_ice_schema_t *current(cdc_storage_t *st, const char *loc, cdc_ice_table_t **t)
+{
+    cdc_error_t e;
+    assert_int_equal(cdc_ice_table_load(st, loc, t, &e), CDC_OK);
+    return cdc_ice_metadata_current_schema(cdc_ice_table_metadata(*t));
+}
+
+static void test_committer_follows_versions(void **state)
+{
+    char dir[256], wh[300];
+    cdc_committer_t *cm;
+    cdc_commit_result_t res;
+    cdc_storage_t *st;
+    cdc_ice_table_t *t;
+    cdc_error_t e;
+    (void)state;
+
+    tmp_warehouse(dir, sizeof(dir), wh, sizeof(wh));
+    cdc_committer_options_t o = {.warehouse = wh, .job = "job"};
+    assert_int_equal(cdc_committer_open(&cm, &o, &e), CDC_OK);
+    cdc_committer_set_term(cm, 1);
+    assert_int_equal(cdc_storage_open(wh, NULL, &st, &e), CDC_OK);
+    char *loc = cdc_ice_table_location(wh, "ns", "t");
+
+    cdc_checkpoint_t *c = record(1, V1, 1);
+    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), CDC_OK);
+    cdc_checkpoint_free(c);
+
+    /* one epoch with an older version's files next to the newer version's: the newer is
+     * the table's schema, the older files still read */
+    c = record(2, V2, 2);
+    assert_int_equal(cdc_checkpoint_add_schema(c, "ns.t", V1, 1), CDC_OK);
+    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), CDC_OK);
+    cdc_checkpoint_free(c);
+    const cdc_ice_schema_t *cur = current(st, loc, &t);
+    assert_int_equal(cur->nfields, 5);
+    assert_string_equal(cur->fields[cdc_ice_schema_find(cur, 2)].name, "w");
+    cdc_ice_table_close(t);
+    cdc_schema_change_t ch[4];
+    size_t n = cdc_committer_schema_changes(cm, ch, 4);
+    assert_true(n >= 1);
+    assert_true(ch[n - 1].versioned);
+    assert_non_null(strstr(ch[n - 1].summary, "renamed v -> w(2)"));
+    assert_non_null(strstr(ch[n - 1].summary, "promoted id int -> long(1)"));
+
+    /* a later epoch of a lagging worker (version 1 again): no step back */
+    c = record(3, V1, 1);
+    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), CDC_OK);
+    cdc_checkpoint_free(c);
+    cur = current(st, loc, &t);
+    assert_int_equal(cur->nfields, 5);
+    cdc_ice_table_close(t);
+
+    /* files whose field ids the table does not know: the commit stops, with the id */
+    c = record(4,
+               "{\"type\":\"struct\",\"schema-id\":0,\"fields\":[{\"id\":1,\"name\":\"id\","
+               "\"required\":true,\"type\":\"long\"},{\"id\":100008,\"name\":\"added\","
+               "\"required\":false,\"type\":\"string\"}],\"identifier-field-ids\":[1]}",
+               2);
+    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), CDC_ERR_INVALID);
+    assert_non_null(strstr(e.msg, "100008"));
+    assert_non_null(strstr(e.msg, "checkpoint 4"));
+    cdc_checkpoint_free(c);
+
+    cdc_committer_close(cm);
+    free(loc);
+    cdc_storage_close(st);
+    rm_tree(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_set_schema_by_id),
+        cmocka_unit_test(test_committer_follows_versions),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
