@@ -895,8 +895,10 @@ static char *capture_metrics(void)
     ssize_t r;
     int fd;
 
-    if (l == NULL)
+    if (l == NULL) {
         fail_msg("the capture did not log its HTTP port: %s", read_log());
+        return buf;
+    }
     a.sin_port = htons((uint16_t)atoi(l + strlen("http server listening on 127.0.0.1:")));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     fd = socket(AF_INET, SOCK_STREAM, 0);
