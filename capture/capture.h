@@ -68,7 +68,30 @@ typedef struct cdc_capture_table {
     cdc_counter_t *m_events;
     cdc_counter_t *m_bytes;
     cdc_counter_t *m_snapshot_rows;
+    /* A table error of its own (cdc_capture_table_fail): the table is not captured, the
+     * others are. Cleared when the next session (or, for an error found in the stream,
+     * the table's next Relation message) finds the table usable. */
+    bool failed;
+    cdc_gauge_t *m_error;     /* cdc_capture_table_errors{table}: 1 while failed */
+    cdc_counter_t *m_skipped; /* cdc_capture_skipped_changes_total{table} */
 } cdc_capture_table_t;
+
+/*
+ * A partition whose changes arrive under its own relation although its root is the
+ * captured table (the publication does not publish through the root, e.g. WAL decoded
+ * before publish_via_partition_root was set): its rows are mapped onto the root's
+ * columns by name and produced as the root's.
+ */
+typedef struct cdc_capture_leaf {
+    uint32_t relid;           /* the partition's relation id in this stream */
+    uint32_t root_relid;      /* the captured root's */
+    char *name;               /* "schema.partition", for logs */
+    char *root_name;          /* "schema.root", for logs */
+    bool warned;              /* its first change was logged */
+    size_t ncols;             /* columns of the root's schema built from this partition */
+    int *map;                 /* root column i = partition column map[i]; NULL: unmappable */
+    cdc_counter_t *m_skipped; /* the root's cdc_capture_skipped_changes_total */
+} cdc_capture_leaf_t;
 
 /* Type names from Type messages (user-defined types). */
 typedef struct cdc_capture_type {
@@ -94,6 +117,10 @@ typedef struct cdc_capture {
     size_t ntables;
     cdc_capture_type_t *types;
     size_t ntypes;
+    cdc_capture_leaf_t *leaves; /* partitions mapped to their captured root (this stream) */
+    size_t nleaves;
+    cdc_pgo_value_t *leafvals; /* scratch for the mapped rows (2 x the widest root) */
+    size_t leafvals_cap;
     bool registry_loaded;
     bool snapshot_marked; /* the slot's snapshot marker was found on Kafka */
     uint64_t marker_lsn;
@@ -149,6 +176,15 @@ int64_t cdc_capture_now_ms(void);
 /* Table state by topic (created when missing); NULL on OOM. */
 cdc_capture_table_t *cdc_capture_table_get(cdc_capture_t *cap, const char *schema,
                                            const char *name);
+
+/*
+ * Reports a table error of this table alone (printf-style message naming the table and
+ * the fix): logs it, marks the table failed and not captured (its changes are counted
+ * in cdc_capture_skipped_changes_total, not produced) and returns CDC_OK, so the
+ * session goes on with the other tables.
+ */
+cdc_err_t cdc_capture_table_fail(cdc_capture_t *cap, cdc_capture_table_t *t, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Fills one column's mapping from its type. */
 void cdc_capture_fill_col(cdc_capture_t *cap, cdc_schema_col_t *col, uint32_t oid, int32_t typmod,

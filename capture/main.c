@@ -26,9 +26,12 @@ static const cdc_opt_t options[] = {
      "Publication the slot streams."},
     {"tables", CDC_OPT_STRING, C(tables), "", false, 0, 0, NULL,
      "Tables to capture, comma separated schema.table (default schema public); empty = every "
-     "table of the publication."},
+     "table of the publication. A partitioned table is one table (its partitions' rows are "
+     "its own)."},
     {"create-publication", CDC_OPT_BOOL, C(create_publication), "false", false, 0, 0, NULL,
-     "Create the publication (FOR TABLE --tables) or add missing tables to it."},
+     "Create the publication (FOR TABLE --tables WITH (publish_via_partition_root = true)), "
+     "add missing tables to it, and set publish_via_partition_root when a partitioned table "
+     "needs it."},
     {"topic-prefix", CDC_OPT_STRING, C(topic_prefix), "cdc", false, 0, 0, NULL,
      "Topic prefix: events go to <prefix>.<schema>.<table>, schemas to <prefix>._schemas."},
     {"partitions", CDC_OPT_INT, C(partitions), "12", false, 1, 10000, NULL,

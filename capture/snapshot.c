@@ -271,6 +271,8 @@ cdc_err_t cdc_snapshot_run(cdc_capture_t *cap, const char *snapshot_name, uint64
             break;
         }
         rc = snapshot_table(cap, t, consistent_lsn, ts, tx, e);
+        if (rc == CDC_ERR_CONFIG) /* this table alone (it lost its key since the check) */
+            rc = cdc_capture_table_fail(cap, t, "%s", e->msg);
         if (rc == CDC_OK)
             cdc_metrics_gauge_set(cap->m_snapshot_tables_done, (double)(i + 1));
     }

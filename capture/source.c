@@ -182,17 +182,32 @@ static char *qualified(PGconn *c, const cdc_source_table_t *t)
     return out;
 }
 
-/* Checks one table: exists, readable, has a key. */
-static cdc_err_t check_table(PGconn *c, const cdc_source_table_t *t, cdc_error_t *e)
+/* What the catalog says about one candidate table (see check_table). */
+typedef struct table_info {
+    uint32_t oid;
+    bool partitioned;   /* relkind 'p': captured as one table through its root */
+    bool partition;     /* relispartition: a partition of another table */
+    bool usable;        /* passed every check so far */
+    bool needs_viaroot; /* published partitioned table: needs publish_via_partition_root */
+} table_info_t;
+
+/*
+ * Checks one table: exists, readable, has a key. A problem of this table alone is
+ * CDC_ERR_CONFIG (the caller leaves the table out and captures the others); anything
+ * else (a failed query) is an error of the whole session.
+ */
+static cdc_err_t check_table(PGconn *c, const cdc_source_table_t *t, table_info_t *info,
+                             cdc_error_t *e)
 {
     const char *params[2] = {t->schema, t->name};
     PGresult *r;
     cdc_err_t rc = CDC_OK;
 
+    memset(info, 0, sizeof(*info));
     r = query(c, e,
               "SELECT c.relreplident, "
               "  EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary), "
-              "  has_table_privilege(c.oid, 'SELECT'), c.relkind "
+              "  has_table_privilege(c.oid, 'SELECT'), c.relkind, c.oid, c.relispartition "
               "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
               "WHERE n.nspname = $1 AND c.relname = $2",
               2, params);
@@ -205,6 +220,9 @@ static cdc_err_t check_table(PGconn *c, const cdc_source_table_t *t, cdc_error_t
                            t->schema, t->name);
         goto cleanup;
     }
+    info->oid = (uint32_t)strtoul(PQgetvalue(r, 0, 4), NULL, 10);
+    info->partitioned = PQgetvalue(r, 0, 3)[0] == 'p';
+    info->partition = strcmp(PQgetvalue(r, 0, 5), "t") == 0;
     if (strcmp(PQgetvalue(r, 0, 2), "t") != 0) {
         rc = cdc_error_set(e, CDC_ERR_CONFIG,
                            "permission denied for table \"%s.%s\" (hint: GRANT SELECT ON "
@@ -225,9 +243,140 @@ static cdc_err_t check_table(PGconn *c, const cdc_source_table_t *t, cdc_error_t
             goto cleanup;
         }
     }
+    info->usable = true;
 cleanup:
     PQclear(r);
     return rc;
+}
+
+/* Per-table errors of one setup check: reported, and the first one kept. */
+typedef struct table_errors {
+    const cdc_source_setup_t *setup;
+    cdc_error_t first;
+    size_t n;
+} table_errors_t;
+
+static void table_error(table_errors_t *te, const cdc_source_table_t *t, table_info_t *info,
+                        const cdc_error_t *err)
+{
+    info->usable = false;
+    if (te->n++ == 0)
+        te->first = *err;
+    if (te->setup->table_error)
+        te->setup->table_error(te->setup->table_error_arg, t->schema, t->name, err);
+    else
+        cdc_log_error("%s", err->msg);
+}
+
+/*
+ * The publication's tables, as the capture captures them: a partition is replaced by
+ * the top-most of its ancestors that the publication publishes (the relation pgoutput
+ * sends its changes under with publish_via_partition_root), so a partitioned table
+ * published without that option still counts once, as its root.
+ */
+static PGresult *publication_tables(PGconn *c, const char *publication, cdc_error_t *e)
+{
+    const char *p[1] = {publication};
+    return query(
+        c, e,
+        "SELECT DISTINCT coalesce(tn.nspname, pt.schemaname), coalesce(tc.relname, pt.tablename) "
+        "FROM pg_publication_tables pt "
+        "JOIN pg_publication p ON p.pubname = pt.pubname "
+        "JOIN pg_namespace n ON n.nspname = pt.schemaname "
+        "JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename "
+        "LEFT JOIN LATERAL (SELECT a.relid FROM pg_partition_ancestors(c.oid) WITH ORDINALITY "
+        "    AS a(relid, ord) JOIN pg_class ac ON ac.oid = a.relid "
+        "  WHERE c.relispartition AND a.relid <> c.oid AND (p.puballtables "
+        "    OR EXISTS (SELECT 1 FROM pg_publication_rel pr WHERE pr.prpubid = p.oid "
+        "               AND pr.prrelid = a.relid) "
+        "    OR EXISTS (SELECT 1 FROM pg_publication_namespace pn WHERE pn.pnpubid = p.oid "
+        "               AND pn.pnnspid = ac.relnamespace)) "
+        "  ORDER BY a.ord DESC LIMIT 1) top ON true "
+        "LEFT JOIN pg_class tc ON tc.oid = top.relid "
+        "LEFT JOIN pg_namespace tn ON tn.oid = tc.relnamespace "
+        "WHERE pt.pubname = $1 ORDER BY 1, 2",
+        1, p);
+}
+
+/*
+ * A partition whose ancestor is captured too is left out: its rows are the ancestor's
+ * (the snapshot reads them through it, the stream sends them under it). Returns the
+ * ancestor's index or -1.
+ */
+static cdc_err_t captured_ancestor(PGconn *c, const table_info_t *info, size_t n, uint32_t oid,
+                                   long *found, cdc_error_t *e)
+{
+    char o[16];
+    const char *p[1] = {o};
+    PGresult *r;
+
+    *found = -1;
+    snprintf(o, sizeof(o), "%u", oid);
+    r = query(c, e,
+              "SELECT a.relid FROM pg_partition_ancestors($1::oid) a WHERE a.relid <> $1::oid", 1,
+              p);
+    if (r == NULL)
+        return e->code;
+    for (int row = 0; row < PQntuples(r) && *found < 0; row++) {
+        uint32_t anc = (uint32_t)strtoul(PQgetvalue(r, row, 0), NULL, 10);
+        for (size_t i = 0; i < n; i++)
+            if (info[i].usable && info[i].oid == anc) {
+                *found = (long)i;
+                break;
+            }
+    }
+    PQclear(r);
+    return CDC_OK;
+}
+
+/*
+ * Membership of one table in the publication (see cdc_source_check_setup): *direct = the
+ * publication names it (ADD TABLE would say "already member"); *published = it names it,
+ * its schema or all tables; *member = published, or pgoutput sends its rows (itself or,
+ * for a partitioned table, its partitions are in pg_publication_tables).
+ */
+static cdc_err_t membership(PGconn *c, const char *publication, uint32_t oid, bool *direct,
+                            bool *published, bool *member, cdc_error_t *e)
+{
+    char o[16];
+    const char *p[2] = {publication, o};
+    PGresult *r;
+
+    snprintf(o, sizeof(o), "%u", oid);
+    r = query(c, e,
+              "SELECT EXISTS (SELECT 1 FROM pg_publication_rel pr WHERE pr.prpubid = p.oid "
+              "         AND pr.prrelid = $2::oid), "
+              "  p.puballtables OR EXISTS (SELECT 1 FROM pg_publication_namespace pn "
+              "    JOIN pg_class c ON c.relnamespace = pn.pnnspid "
+              "    WHERE pn.pnpubid = p.oid AND c.oid = $2::oid), "
+              "  EXISTS (SELECT 1 FROM pg_publication_tables pt "
+              "    JOIN pg_namespace n ON n.nspname = pt.schemaname "
+              "    JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = pt.tablename "
+              "    WHERE pt.pubname = p.pubname AND (c.oid = $2::oid OR c.oid IN "
+              "      (SELECT tr.relid FROM pg_partition_tree($2::oid) tr WHERE tr.isleaf))) "
+              "FROM pg_publication p WHERE p.pubname = $1",
+              2, p);
+    if (r == NULL)
+        return e->code;
+    *direct = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    *published = *direct || (PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 1), "t") == 0);
+    *member = *published || (PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 2), "t") == 0);
+    PQclear(r);
+    return CDC_OK;
+}
+
+/* The publication (exists, FOR ALL TABLES, publish_via_partition_root). */
+static cdc_err_t publication_info(PGconn *c, const char *publication, bool *exists, bool *viaroot,
+                                  cdc_error_t *e)
+{
+    const char *p[1] = {publication};
+    PGresult *r = query(c, e, "SELECT pubviaroot FROM pg_publication WHERE pubname = $1", 1, p);
+    if (r == NULL)
+        return e->code;
+    *exists = PQntuples(r) == 1;
+    *viaroot = *exists && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    PQclear(r);
+    return CDC_OK;
 }
 
 cdc_err_t cdc_source_check_setup(cdc_source_t *src, const cdc_source_setup_t *setup,
@@ -236,11 +385,14 @@ cdc_err_t cdc_source_check_setup(cdc_source_t *src, const cdc_source_setup_t *se
     PGconn *c = src->sql;
     PGresult *r = NULL;
     cdc_source_table_t *tables = NULL;
-    size_t ntables = 0;
+    table_info_t *info = NULL;
+    table_errors_t te = {.setup = setup};
+    size_t ntables = 0, nusable = 0, npartitioned = 0;
     long slots, senders;
+    bool pub_exists = false, viaroot = false;
     cdc_err_t rc;
-    const char *pubparam[1] = {setup->publication};
     const char *slotparam[1] = {setup->slot};
+    char *pub = NULL;
 
     *out = NULL;
     *nout = 0;
@@ -301,121 +453,265 @@ cdc_err_t cdc_source_check_setup(cdc_source_t *src, const cdc_source_setup_t *se
         return rc;
     }
     PQclear(r);
-    /* tables */
-    for (size_t i = 0; i < setup->ntables; i++)
-        if ((rc = check_table(c, &setup->tables[i], e)) != CDC_OK)
-            return rc;
-    /* publication */
-    r = query(c, e, "SELECT puballtables FROM pg_publication WHERE pubname = $1", 1, pubparam);
-    if (r == NULL)
-        return e->code;
-    if (PQntuples(r) == 0) {
-        PQclear(r);
-        r = NULL;
-        if (!setup->create_publication || setup->ntables == 0) {
-            return cdc_error_set(
-                e, CDC_ERR_CONFIG,
-                "publication \"%s\" does not exist (hint: CREATE PUBLICATION \"%s\" FOR TABLE "
-                "<tables>; or run with --create-publication and --tables)",
-                setup->publication, setup->publication);
-        }
-        {
-            cdc_buf_t sql = {0};
-            char *pub = PQescapeIdentifier(c, setup->publication, strlen(setup->publication));
-            cdc_buf_printf(&sql, "CREATE PUBLICATION %s FOR TABLE ", pub ? pub : "?");
-            PQfreemem(pub);
-            for (size_t i = 0; i < setup->ntables; i++) {
-                char *q = qualified(c, &setup->tables[i]);
-                cdc_buf_printf(&sql, "%s%s", i ? ", " : "", q ? q : "?");
-                free(q);
-            }
-            r = query(c, e, sql.data, 0, NULL);
-            if (r == NULL) {
-                cdc_error_prefix(e,
-                                 "could not create publication \"%s\" (hint: the role must "
-                                 "own the tables, or an administrator runs: %s)",
-                                 setup->publication, sql.data);
-                e->code = CDC_ERR_CONFIG;
-                e->retriable = false;
-                cdc_buf_free(&sql);
-                return CDC_ERR_CONFIG;
-            }
-            cdc_log_info("created publication %s", setup->publication);
-            cdc_buf_free(&sql);
-        }
-    }
-    PQclear(r);
-    /* the publication must contain every configured table */
-    for (size_t i = 0; i < setup->ntables; i++) {
-        const char *p[3] = {setup->publication, setup->tables[i].schema, setup->tables[i].name};
-        r = query(c, e,
-                  "SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 "
-                  "AND tablename = $3",
-                  3, p);
-        if (r == NULL)
-            return e->code;
-        if (PQntuples(r) == 0) {
-            char *q = qualified(c, &setup->tables[i]);
-            char *pub = PQescapeIdentifier(c, setup->publication, strlen(setup->publication));
-            char sql[512];
-            PQclear(r);
-            snprintf(sql, sizeof(sql), "ALTER PUBLICATION %s ADD TABLE %s", pub ? pub : "?",
-                     q ? q : "?");
-            free(q);
-            PQfreemem(pub);
-            if (!setup->create_publication)
-                return cdc_error_set(
-                    e, CDC_ERR_CONFIG, "table \"%s.%s\" is not in publication \"%s\" (hint: %s;)",
-                    setup->tables[i].schema, setup->tables[i].name, setup->publication, sql);
-            r = query(c, e, sql, 0, NULL);
-            if (r == NULL) {
-                cdc_error_prefix(e, "could not add \"%s.%s\" to publication \"%s\"",
-                                 setup->tables[i].schema, setup->tables[i].name,
-                                 setup->publication);
-                e->code = CDC_ERR_CONFIG;
-                return CDC_ERR_CONFIG;
-            }
-        }
-        PQclear(r);
-    }
-    /* the capture set: configured tables, or everything the publication has */
+    r = NULL;
+    /* the publication: without --tables its tables are the capture set */
+    if ((rc = publication_info(c, setup->publication, &pub_exists, &viaroot, e)) != CDC_OK)
+        return rc;
+    if (!pub_exists && (!setup->create_publication || setup->ntables == 0))
+        return cdc_error_set(e, CDC_ERR_CONFIG,
+                             "publication \"%s\" does not exist (hint: CREATE PUBLICATION \"%s\" "
+                             "FOR TABLE <tables> WITH (publish_via_partition_root = true); or "
+                             "run with --create-publication and --tables)",
+                             setup->publication, setup->publication);
+    pub = PQescapeIdentifier(c, setup->publication, strlen(setup->publication));
+    if (pub == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     if (setup->ntables > 0) {
-        tables = calloc(setup->ntables, sizeof(*tables));
-        if (tables == NULL)
-            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        for (size_t i = 0; i < setup->ntables; i++) {
+        ntables = setup->ntables;
+        tables = calloc(ntables, sizeof(*tables));
+        if (tables == NULL) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        for (size_t i = 0; i < ntables; i++) {
             tables[i].schema = strdup(setup->tables[i].schema);
             tables[i].name = strdup(setup->tables[i].name);
         }
-        ntables = setup->ntables;
     } else {
-        r = query(c, e,
-                  "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = $1 "
-                  "ORDER BY 1, 2",
-                  1, pubparam);
-        if (r == NULL)
-            return e->code;
+        r = publication_tables(c, setup->publication, e);
+        if (r == NULL) {
+            rc = e->code;
+            goto done;
+        }
         ntables = (size_t)PQntuples(r);
         tables = calloc(ntables ? ntables : 1, sizeof(*tables));
         if (tables == NULL) {
-            PQclear(r);
-            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            goto done;
         }
         for (size_t i = 0; i < ntables; i++) {
             tables[i].schema = strdup(PQgetvalue(r, (int)i, 0));
             tables[i].name = strdup(PQgetvalue(r, (int)i, 1));
         }
         PQclear(r);
-        for (size_t i = 0; i < ntables; i++) {
-            if ((rc = check_table(c, &tables[i], e)) != CDC_OK) {
-                cdc_source_tables_free(tables, ntables);
-                return rc;
-            }
+        r = NULL;
+    }
+    info = calloc(ntables ? ntables : 1, sizeof(*info));
+    if (info == NULL) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < ntables; i++) {
+        if (tables[i].schema == NULL || tables[i].name == NULL) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            goto done;
         }
     }
-    *out = tables;
-    *nout = ntables;
-    return CDC_OK;
+    /* each table on its own: a problem of one table leaves it out, the others go on */
+    for (size_t i = 0; i < ntables; i++) {
+        cdc_error_t te_err;
+        rc = check_table(c, &tables[i], &info[i], &te_err);
+        if (rc == CDC_ERR_CONFIG)
+            table_error(&te, &tables[i], &info[i], &te_err);
+        else if (rc != CDC_OK) {
+            *e = te_err;
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < ntables; i++) {
+        long anc;
+        if (!info[i].usable || !info[i].partition)
+            continue;
+        rc = captured_ancestor(c, info, ntables, info[i].oid, &anc, e);
+        if (rc != CDC_OK)
+            goto done;
+        if (anc >= 0) {
+            cdc_log_warn("table %s.%s is a partition of %s.%s, which is captured too: its rows "
+                         "are captured as %s.%s's, not as a table of their own",
+                         tables[i].schema, tables[i].name, tables[anc].schema, tables[anc].name,
+                         tables[anc].schema, tables[anc].name);
+            info[i].usable = false;
+            info[i].oid = 0;
+        }
+    }
+    for (size_t i = 0; i < ntables; i++)
+        nusable += info[i].usable;
+    if (nusable == 0 && te.n > 0) {
+        /* nothing left to capture: the whole capture is misconfigured */
+        *e = te.first;
+        rc = e->code;
+        goto done;
+    }
+    if (!pub_exists) {
+        cdc_buf_t sql = {0};
+        size_t k = 0;
+        /* through the root: a partitioned table's changes arrive as the table's own */
+        cdc_buf_printf(&sql, "CREATE PUBLICATION %s FOR TABLE ", pub);
+        for (size_t i = 0; i < ntables; i++) {
+            char *q;
+            if (!info[i].usable)
+                continue;
+            q = qualified(c, &tables[i]);
+            cdc_buf_printf(&sql, "%s%s", k++ ? ", " : "", q ? q : "?");
+            free(q);
+        }
+        cdc_buf_printf(&sql, " WITH (publish_via_partition_root = true)");
+        r = query(c, e, sql.data, 0, NULL);
+        if (r == NULL) {
+            cdc_error_prefix(e,
+                             "could not create publication \"%s\" (hint: the role must "
+                             "own the tables, or an administrator runs: %s)",
+                             setup->publication, sql.data);
+            e->code = CDC_ERR_CONFIG;
+            e->retriable = false;
+            cdc_buf_free(&sql);
+            rc = CDC_ERR_CONFIG;
+            goto done;
+        }
+        PQclear(r);
+        r = NULL;
+        cdc_log_info("created publication %s", setup->publication);
+        cdc_buf_free(&sql);
+        viaroot = true;
+    }
+    /*
+     * Membership: a table is a member when the publication names it (or its schema, or
+     * all tables), and a partitioned table also when its partitions are published. ADD
+     * TABLE only for a table that is not a member; "already member" is no error.
+     */
+    for (size_t i = 0; i < ntables; i++) {
+        bool direct = false, published = false, member = false;
+        char *q;
+        char sql[600];
+        cdc_error_t add_err;
+        if (!info[i].usable)
+            continue;
+        rc = membership(c, setup->publication, info[i].oid, &direct, &published, &member, e);
+        if (rc != CDC_OK)
+            goto done;
+        /* only a published partitioned table depends on publish_via_partition_root: one
+         * published through its partitions alone arrives as they do (mapped to it) */
+        info[i].needs_viaroot = info[i].partitioned && published;
+        if (member)
+            continue;
+        info[i].needs_viaroot = info[i].partitioned;
+        q = qualified(c, &tables[i]);
+        snprintf(sql, sizeof(sql), "ALTER PUBLICATION %s ADD TABLE %s", pub, q ? q : "?");
+        free(q);
+        if (!setup->create_publication) {
+            cdc_error_set(&add_err, CDC_ERR_CONFIG,
+                          "table \"%s.%s\" is not in publication \"%s\" (hint: %s;)",
+                          tables[i].schema, tables[i].name, setup->publication, sql);
+            table_error(&te, &tables[i], &info[i], &add_err);
+            continue;
+        }
+        r = query(c, &add_err, sql, 0, NULL);
+        if (r == NULL) {
+            if (strstr(add_err.msg, "already member of publication") != NULL) {
+                cdc_log_info("table %s.%s is already a member of publication %s", tables[i].schema,
+                             tables[i].name, setup->publication);
+                continue;
+            }
+            if (add_err.code == CDC_ERR_UNAVAILABLE) {
+                *e = add_err;
+                rc = e->code;
+                goto done;
+            }
+            cdc_error_prefix(&add_err,
+                             "could not add \"%s.%s\" to publication \"%s\" (hint: the role "
+                             "must own the table, or an administrator runs: %s;)",
+                             tables[i].schema, tables[i].name, setup->publication, sql);
+            add_err.code = CDC_ERR_CONFIG;
+            add_err.retriable = false;
+            table_error(&te, &tables[i], &info[i], &add_err);
+            continue;
+        }
+        PQclear(r);
+        r = NULL;
+        cdc_log_info("added %s.%s to publication %s", tables[i].schema, tables[i].name,
+                     setup->publication);
+    }
+    /*
+     * A partitioned table needs publish_via_partition_root: without it pgoutput sends
+     * its changes under each partition's name and relation id. With
+     * --create-publication the capture manages the publication and sets the option;
+     * otherwise each partitioned table fails with the statement that fixes it.
+     */
+    for (size_t i = 0; i < ntables; i++)
+        npartitioned += info[i].usable && info[i].needs_viaroot;
+    if (npartitioned > 0 && !viaroot) {
+        char sql[300];
+        cdc_error_t set_err;
+        bool set = false;
+        snprintf(sql, sizeof(sql), "ALTER PUBLICATION %s SET (publish_via_partition_root = true)",
+                 pub);
+        if (setup->create_publication) {
+            r = query(c, &set_err, sql, 0, NULL);
+            if (r != NULL) {
+                PQclear(r);
+                r = NULL;
+                set = true;
+                cdc_log_warn("publication %s did not set publish_via_partition_root, which "
+                             "partitioned tables need: set it (%s)",
+                             setup->publication, sql);
+            } else if (set_err.code == CDC_ERR_UNAVAILABLE) {
+                *e = set_err;
+                rc = e->code;
+                goto done;
+            }
+        }
+        for (size_t i = 0; !set && i < ntables; i++) {
+            cdc_error_t pe;
+            if (!info[i].usable || !info[i].needs_viaroot)
+                continue;
+            if (setup->create_publication)
+                cdc_error_set(&pe, CDC_ERR_CONFIG,
+                              "table \"%s.%s\" is partitioned and publication \"%s\" does not "
+                              "set publish_via_partition_root, which could not be set: %s "
+                              "(hint: an administrator runs: %s;)",
+                              tables[i].schema, tables[i].name, setup->publication, set_err.msg,
+                              sql);
+            else
+                cdc_error_set(&pe, CDC_ERR_CONFIG,
+                              "table \"%s.%s\" is partitioned and publication \"%s\" does not "
+                              "set publish_via_partition_root, so its changes would arrive "
+                              "under its partitions' names (hint: %s; or run with "
+                              "--create-publication)",
+                              tables[i].schema, tables[i].name, setup->publication, sql);
+            table_error(&te, &tables[i], &info[i], &pe);
+        }
+    }
+    nusable = 0;
+    for (size_t i = 0; i < ntables; i++)
+        nusable += info[i].usable;
+    if (nusable == 0 && te.n > 0) {
+        *e = te.first;
+        rc = e->code;
+        goto done;
+    }
+    /* the capture set: the usable tables, in their order */
+    {
+        size_t k = 0;
+        for (size_t i = 0; i < ntables; i++) {
+            if (info[i].usable) {
+                tables[k++] = tables[i];
+            } else {
+                free(tables[i].schema);
+                free(tables[i].name);
+            }
+        }
+        *out = tables;
+        *nout = k;
+        tables = NULL;
+        ntables = 0;
+    }
+    rc = CDC_OK;
+done:
+    PQclear(r);
+    PQfreemem(pub);
+    free(info);
+    cdc_source_tables_free(tables, ntables);
+    return rc;
 }
 
 cdc_err_t cdc_source_slot_info(cdc_source_t *src, const char *slot, bool *exists,
@@ -744,4 +1040,57 @@ cdc_err_t cdc_source_current_lsn(cdc_source_t *src, uint64_t *lsn, cdc_error_t *
     cdc_lsn_parse(PQgetvalue(r, 0, 0), lsn);
     PQclear(r);
     return CDC_OK;
+}
+
+cdc_err_t cdc_source_partition_root(cdc_source_t *src, uint32_t relid, uint32_t *root_oid,
+                                    char **schema, char **name, char ***cols, size_t *ncols,
+                                    cdc_error_t *e)
+{
+    char oid[16];
+    const char *p[1] = {oid};
+    PGresult *r;
+    int n;
+
+    *root_oid = 0;
+    *schema = *name = NULL;
+    *cols = NULL;
+    *ncols = 0;
+    snprintf(oid, sizeof(oid), "%u", relid);
+    r = query(src->sql, e,
+              "SELECT r.oid, rn.nspname, r.relname, a.attname FROM pg_class r "
+              "JOIN pg_namespace rn ON rn.oid = r.relnamespace "
+              "JOIN pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 "
+              "  AND NOT a.attisdropped AND a.attgenerated = '' "
+              "WHERE r.oid = pg_partition_root($1::oid) AND r.oid <> $1::oid ORDER BY a.attnum",
+              1, p);
+    if (r == NULL)
+        return e->code;
+    n = PQntuples(r);
+    if (n > 0) {
+        *cols = calloc((size_t)n, sizeof(**cols));
+        *schema = strdup(PQgetvalue(r, 0, 1));
+        *name = strdup(PQgetvalue(r, 0, 2));
+        if (*cols == NULL || *schema == NULL || *name == NULL)
+            goto nomem;
+        for (int i = 0; i < n; i++) {
+            (*cols)[i] = strdup(PQgetvalue(r, i, 3));
+            if ((*cols)[i] == NULL)
+                goto nomem;
+            (*ncols)++;
+        }
+        *root_oid = (uint32_t)strtoul(PQgetvalue(r, 0, 0), NULL, 10);
+    }
+    PQclear(r);
+    return CDC_OK;
+nomem:
+    PQclear(r);
+    for (size_t i = 0; *cols && i < *ncols; i++)
+        free((*cols)[i]);
+    free(*cols);
+    free(*schema);
+    free(*name);
+    *cols = NULL;
+    *schema = *name = NULL;
+    *ncols = 0;
+    return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
 }

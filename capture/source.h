@@ -71,14 +71,23 @@ typedef struct cdc_source_setup {
     const cdc_source_table_t *tables; /* configured tables; may be empty = the publication's */
     size_t ntables;
     bool create_publication;
+    /* Called for each table that cannot be captured (see below); NULL = log it. */
+    void (*table_error)(void *arg, const char *schema, const char *name, const cdc_error_t *err);
+    void *table_error_arg;
 } cdc_source_setup_t;
 
 /*
  * Checks wal_level, replication slot and sender limits, the REPLICATION privilege,
  * that each table exists, is readable and has a usable key, and that the publication
- * exists and contains the tables (creating or extending it when create_publication).
- * On failure e->msg says what is wrong and how to fix it (SQL or setting); the error is
- * CDC_ERR_CONFIG (not retriable). On success *out and *nout list the tables to capture
+ * exists and contains the tables (creating it WITH (publish_via_partition_root = true),
+ * or adding tables, when create_publication). A partitioned table is one table: it is
+ * a member when the publication names it or publishes its partitions, and it needs the
+ * publication's publish_via_partition_root (set when create_publication). Problems of
+ * the whole capture fail with CDC_ERR_CONFIG (not retriable) and e->msg says what is
+ * wrong and how to fix it. A problem of one table (missing, unreadable, no key, not in
+ * the publication and not addable, partitioned without the option) is reported through
+ * setup->table_error and the table is left out; only when no table is left is it an
+ * error (the first table's). On success *out and *nout list the tables to capture
  * (caller frees with cdc_source_tables_free()).
  */
 cdc_err_t cdc_source_check_setup(cdc_source_t *src, const cdc_source_setup_t *setup,
@@ -133,6 +142,16 @@ void cdc_source_stop(cdc_source_t *src);
  */
 cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *const *names, size_t n,
                              bool *notnull, int32_t *attnum, bool *hasdef, cdc_error_t *e);
+
+/*
+ * For a partition: its top-most ancestor (pg_partition_root), as *root_oid, *schema and
+ * *name, and that table's columns in their order (*cols, *ncols; generated columns left
+ * out, as pgoutput leaves them out). *root_oid = 0 when relid is not a partition (or no
+ * longer exists, or was detached). The caller frees the strings and the array.
+ */
+cdc_err_t cdc_source_partition_root(cdc_source_t *src, uint32_t relid, uint32_t *root_oid,
+                                    char **schema, char **name, char ***cols, size_t *ncols,
+                                    cdc_error_t *e);
 
 /* Current WAL insert position (for lag metrics). */
 cdc_err_t cdc_source_current_lsn(cdc_source_t *src, uint64_t *lsn, cdc_error_t *e);

@@ -7,6 +7,7 @@
  * confirmed position after a backoff, so nothing is skipped (duplicates are possible).
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,8 +130,82 @@ cdc_capture_table_t *cdc_capture_table_get(cdc_capture_t *cap, const char *schem
     t->m_snapshot_rows =
         cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_snapshot_rows_total",
                             "Rows read by the initial snapshot, per table.", labels);
+    t->m_error = cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_table_errors",
+                                   "1 while the table is not captured because of an error of "
+                                   "its own (the log names it and the fix); the other tables "
+                                   "are captured.",
+                                   labels);
+    t->m_skipped = cdc_metrics_counter(
+        cdc_metrics_default(), "cdc_capture_skipped_changes_total",
+        "Changes received for a table that were not produced: the table is in error, or a "
+        "partition's change could not be mapped to its root.",
+        labels);
     cap->ntables++;
     return t;
+}
+
+/* Table state by name, or NULL (never creates one). */
+static cdc_capture_table_t *table_by_name(cdc_capture_t *cap, const char *schema, const char *name)
+{
+    for (size_t i = 0; i < cap->ntables; i++)
+        if (strcmp(cap->tables[i].schema, schema) == 0 && strcmp(cap->tables[i].name, name) == 0)
+            return &cap->tables[i];
+    return NULL;
+}
+
+static bool is_wanted(const cdc_capture_t *cap, const char *schema, const char *name)
+{
+    for (size_t i = 0; i < cap->nwanted; i++)
+        if (strcmp(cap->wanted[i].schema, schema) == 0 && strcmp(cap->wanted[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+static void table_failed(cdc_capture_table_t *t, const char *msg)
+{
+    cdc_log_error("table %s.%s is not captured (the other tables are): %s", t->schema, t->name,
+                  msg);
+    t->failed = true;
+    t->captured = false;
+    cdc_metrics_gauge_set(t->m_error, 1);
+}
+
+cdc_err_t cdc_capture_table_fail(cdc_capture_t *cap, cdc_capture_table_t *t, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    (void)cap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    table_failed(t, msg);
+    return CDC_OK;
+}
+
+/* cdc_capture_table_fail() for stream.c's own checks (the Relation message's key). */
+static cdc_err_t table_failure(cdc_capture_t *cap, cdc_capture_table_t *t, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static cdc_err_t table_failure(cdc_capture_t *cap, cdc_capture_table_t *t, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    (void)cap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    table_failed(t, msg);
+    return CDC_OK;
+}
+
+/* setup->table_error of the session's setup check */
+static void on_table_error(void *arg, const char *schema, const char *name, const cdc_error_t *err)
+{
+    cdc_capture_t *cap = arg;
+    cdc_capture_table_t *t = cdc_capture_table_get(cap, schema, name);
+    if (t == NULL)
+        cdc_log_error("%s", err->msg);
+    else
+        table_failed(t, err->msg);
 }
 
 static cdc_capture_table_t *table_by_relid(cdc_capture_t *cap, uint32_t relid)
@@ -335,7 +410,7 @@ static cdc_err_t on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_err
     free(hasdef);
     if (key == 0) {
         cdc_schema_doc_free(&doc);
-        return cdc_error_set(e, CDC_ERR_CONFIG,
+        return table_failure(cap, t,
                              "table \"%s.%s\" has no primary key and no usable replica identity "
                              "(hint: add a primary key, or ALTER TABLE \"%s\".\"%s\" REPLICA "
                              "IDENTITY FULL;)",
@@ -391,6 +466,10 @@ static cdc_capture_table_t *captured(cdc_capture_t *cap, uint32_t relid, uint64_
 {
     cdc_capture_table_t *t = table_by_relid(cap, relid);
     *rc = CDC_OK;
+    if (t != NULL && t->failed) {
+        cdc_metrics_counter_inc(t->m_skipped);
+        return NULL;
+    }
     if (t == NULL || !t->captured)
         return NULL;
     if (!t->has_doc) {
@@ -505,6 +584,285 @@ static cdc_err_t on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t 
     }
 }
 
+/* ---- partitions whose changes arrive under their own relation ------------------------ */
+
+static cdc_capture_leaf_t *leaf_by_relid(cdc_capture_t *cap, uint32_t relid)
+{
+    for (size_t i = 0; i < cap->nleaves; i++)
+        if (cap->leaves[i].relid == relid)
+            return &cap->leaves[i];
+    return NULL;
+}
+
+static void leaves_free(cdc_capture_t *cap)
+{
+    for (size_t i = 0; i < cap->nleaves; i++) {
+        free(cap->leaves[i].name);
+        free(cap->leaves[i].root_name);
+        free(cap->leaves[i].map);
+    }
+    free(cap->leaves);
+    cap->leaves = NULL;
+    cap->nleaves = 0;
+}
+
+/*
+ * A Relation message for a relation that is not a captured table: when it is a
+ * partition of a captured table (pgoutput sends a partition under its own name when
+ * the publication does not publish through the root), its changes are mapped to the
+ * root: the root's Relation is built from the partition's columns in the root's column
+ * order and handled as if the root had sent it, and the partition's relid is mapped.
+ * *handled = false: not such a partition (the caller goes on as for any relation).
+ */
+static cdc_err_t on_partition_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, bool *handled,
+                                       cdc_error_t *e)
+{
+    const char *nsp = m->u.relation.nspname, *rel = m->u.relation.relname;
+    cdc_capture_table_t *t = table_by_name(cap, nsp, rel), *root;
+    cdc_capture_leaf_t *leaf;
+    cdc_pgo_column_t *cols = NULL;
+    cdc_pgo_msg_t synth;
+    char *rs = NULL, *rn = NULL, **rcols = NULL;
+    size_t nrcols = 0, k = 0;
+    uint32_t root_oid = 0;
+    int *map = NULL;
+    bool key = false;
+    cdc_err_t rc;
+
+    *handled = false;
+    if ((t != NULL && (t->captured || t->failed)) || is_wanted(cap, nsp, rel))
+        return CDC_OK;
+    rc = cdc_source_partition_root(&cap->src, m->u.relation.relid, &root_oid, &rs, &rn, &rcols,
+                                   &nrcols, e);
+    if (rc != CDC_OK)
+        return rc;
+    root = root_oid ? table_by_name(cap, rs, rn) : NULL;
+    if (root == NULL || !root->captured)
+        goto cleanup; /* not a partition of a captured table */
+    *handled = true;
+    leaf = leaf_by_relid(cap, m->u.relation.relid);
+    if (leaf == NULL) {
+        cdc_capture_leaf_t *nl = realloc(cap->leaves, (cap->nleaves + 1) * sizeof(*nl));
+        if (nl == NULL) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            goto cleanup;
+        }
+        cap->leaves = nl;
+        leaf = &cap->leaves[cap->nleaves++];
+        memset(leaf, 0, sizeof(*leaf));
+        leaf->relid = m->u.relation.relid;
+        if (asprintf(&leaf->name, "%s.%s", nsp, rel) < 0)
+            leaf->name = NULL;
+        if (asprintf(&leaf->root_name, "%s.%s", rs, rn) < 0)
+            leaf->root_name = NULL;
+    }
+    free(leaf->map);
+    leaf->map = NULL;
+    leaf->ncols = 0;
+    leaf->root_relid = root_oid;
+    leaf->m_skipped = root->m_skipped;
+    cols = calloc(nrcols ? nrcols : 1, sizeof(*cols));
+    map = calloc(nrcols ? nrcols : 1, sizeof(*map));
+    if (cols == NULL || map == NULL) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto cleanup;
+    }
+    /* the root's columns, in its order, as the partition describes them */
+    for (size_t i = 0; i < nrcols; i++) {
+        for (uint16_t j = 0; j < m->u.relation.ncols; j++) {
+            if (strcmp(m->u.relation.cols[j].name, rcols[i]) == 0) {
+                cols[k] = m->u.relation.cols[j];
+                key = key || cols[k].key;
+                map[k++] = j;
+                break;
+            }
+        }
+    }
+    if (k == 0 || !key) {
+        cdc_log_error("partition %s.%s of %s.%s: its columns cannot be mapped to the root's "
+                      "(no key column in common); its changes are skipped and counted",
+                      nsp, rel, rs, rn);
+        goto cleanup;
+    }
+    /* With publish_via_partition_root pgoutput sends the root's Relation and then the
+     * partition's own (its changes then name the root): nothing to do for that one. */
+    if (root->relid == root_oid && root->has_doc && root->doc.ncols == k) {
+        bool same = true;
+        for (size_t i = 0; i < k && same; i++)
+            same = strcmp(root->doc.cols[i].name, cols[i].name) == 0;
+        if (same)
+            goto mapped;
+    }
+    memset(&synth, 0, sizeof(synth));
+    synth.kind = CDC_PGO_RELATION;
+    synth.u.relation.relid = root_oid;
+    synth.u.relation.nspname = rs;
+    synth.u.relation.relname = rn;
+    synth.u.relation.replident = m->u.relation.replident;
+    synth.u.relation.ncols = (uint16_t)k;
+    synth.u.relation.cols = cols;
+    rc = on_relation(cap, &synth, e);
+    if (rc != CDC_OK)
+        goto cleanup;
+mapped:
+    leaf = leaf_by_relid(cap, m->u.relation.relid);
+    leaf->map = map;
+    leaf->ncols = k;
+    map = NULL;
+cleanup:
+    free(cols);
+    free(map);
+    for (size_t i = 0; i < nrcols; i++)
+        free(rcols[i]);
+    free(rcols);
+    free(rs);
+    free(rn);
+    return rc;
+}
+
+/* The partition's row in the root's column order (vals: leaf->ncols values). */
+static bool leaf_row(const cdc_capture_leaf_t *leaf, const cdc_pgo_tuple_t *in,
+                     cdc_pgo_value_t *vals, cdc_pgo_tuple_t *out)
+{
+    for (size_t i = 0; i < leaf->ncols; i++) {
+        if (leaf->map[i] >= in->ncols)
+            return false;
+        vals[i] = in->cols[leaf->map[i]];
+    }
+    out->ncols = (uint16_t)leaf->ncols;
+    out->cols = vals;
+    return true;
+}
+
+/* A change of a mapped partition, produced as the root's. */
+static cdc_err_t on_leaf_change(cdc_capture_t *cap, cdc_capture_leaf_t *leaf,
+                                const cdc_pgo_msg_t *m, uint64_t lsn, cdc_error_t *e)
+{
+    cdc_pgo_msg_t m2 = *m;
+    cdc_pgo_value_t *v0, *v1;
+    bool ok = leaf->map != NULL;
+
+    if (ok && cap->leafvals_cap < 2 * leaf->ncols) {
+        cdc_pgo_value_t *nv = realloc(cap->leafvals, 2 * leaf->ncols * sizeof(*nv));
+        if (nv == NULL)
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        cap->leafvals = nv;
+        cap->leafvals_cap = 2 * leaf->ncols;
+    }
+    v0 = cap->leafvals;
+    v1 = ok ? cap->leafvals + leaf->ncols : NULL;
+    switch (m->kind) {
+    case CDC_PGO_INSERT:
+        m2.u.insert.relid = leaf->root_relid;
+        ok = ok && leaf_row(leaf, &m->u.insert.newtup, v0, &m2.u.insert.newtup);
+        break;
+    case CDC_PGO_UPDATE:
+        m2.u.update.relid = leaf->root_relid;
+        ok = ok && leaf_row(leaf, &m->u.update.newtup, v0, &m2.u.update.newtup);
+        if (m->u.update.old_kind)
+            ok = ok && leaf_row(leaf, &m->u.update.oldtup, v1, &m2.u.update.oldtup);
+        break;
+    case CDC_PGO_DELETE:
+        m2.u.del.relid = leaf->root_relid;
+        ok = ok && leaf_row(leaf, &m->u.del.oldtup, v0, &m2.u.del.oldtup);
+        break;
+    default:
+        return CDC_OK;
+    }
+    if (!leaf->warned) {
+        leaf->warned = true;
+        cdc_log_warn("changes of partition %s arrive under its own name (the publication "
+                     "does not publish through the root, or did not when they were written): "
+                     "producing them as %s's",
+                     leaf->name ? leaf->name : "?", leaf->root_name ? leaf->root_name : "?");
+    }
+    if (!ok) {
+        cdc_metrics_counter_inc(leaf->m_skipped);
+        cdc_log_warn("change at %X/%X of partition %s could not be mapped to its root: skipped",
+                     (unsigned)(lsn >> 32), (unsigned)lsn, leaf->name ? leaf->name : "?");
+        return CDC_OK;
+    }
+    return on_change(cap, &m2, lsn, e);
+}
+
+/*
+ * A TRUNCATE naming mapped partitions: a partition's truncate cannot be expressed as
+ * the root's (that would empty the whole table), so it is skipped, logged and counted;
+ * the other relations are handled as usual.
+ */
+static cdc_err_t on_truncate_leaves(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn,
+                                    cdc_error_t *e)
+{
+    cdc_pgo_msg_t m2 = *m;
+    uint32_t *rel = calloc(m->u.truncate.nrelids ? m->u.truncate.nrelids : 1, sizeof(*rel));
+    uint32_t n = 0;
+    cdc_err_t rc = CDC_OK;
+
+    if (rel == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < m->u.truncate.nrelids; i++) {
+        const cdc_capture_leaf_t *leaf = leaf_by_relid(cap, m->u.truncate.relids[i]);
+        if (leaf == NULL) {
+            rel[n++] = m->u.truncate.relids[i];
+            continue;
+        }
+        cdc_metrics_counter_inc(leaf->m_skipped);
+        cdc_log_warn("truncate of partition %s at %X/%X skipped: it arrived under the "
+                     "partition's name, and a truncate of the root would remove every "
+                     "partition's rows",
+                     leaf->name ? leaf->name : "?", (unsigned)(lsn >> 32), (unsigned)lsn);
+    }
+    m2.u.truncate.nrelids = n;
+    m2.u.truncate.relids = rel;
+    if (n > 0)
+        rc = on_change(cap, &m2, lsn, e);
+    free(rel);
+    return rc;
+}
+
+static uint32_t change_relid(const cdc_pgo_msg_t *m)
+{
+    switch (m->kind) {
+    case CDC_PGO_INSERT:
+        return m->u.insert.relid;
+    case CDC_PGO_UPDATE:
+        return m->u.update.relid;
+    case CDC_PGO_DELETE:
+        return m->u.del.relid;
+    default:
+        return 0;
+    }
+}
+
+/*
+ * A Relation message: a mapped partition's, or any other (on_relation). A table that
+ * failed in the stream (e.g. it lost its key) gets another chance with its next
+ * Relation message, which PostgreSQL sends after the table's definition changed.
+ */
+static cdc_err_t relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_error_t *e)
+{
+    const char *nsp = m->u.relation.nspname, *rel = m->u.relation.relname;
+    cdc_capture_table_t *t;
+    bool handled = false, retry = false;
+    cdc_err_t rc = on_partition_relation(cap, m, &handled, e);
+
+    if (rc != CDC_OK || handled)
+        return rc;
+    t = table_by_name(cap, nsp, rel);
+    if (t != NULL && t->failed && is_wanted(cap, nsp, rel)) {
+        t->captured = true;
+        retry = true;
+    }
+    rc = on_relation(cap, m, e);
+    t = table_by_name(cap, nsp, rel);
+    if (rc == CDC_OK && retry && t != NULL && t->captured) {
+        t->failed = false;
+        cdc_metrics_gauge_set(t->m_error, 0);
+        cdc_log_info("table %s.%s is captured again", t->schema, t->name);
+    }
+    return rc;
+}
+
 static cdc_err_t on_message(cdc_capture_t *cap, const uint8_t *data, size_t len, uint64_t lsn,
                             cdc_error_t *e)
 {
@@ -531,13 +889,25 @@ static cdc_err_t on_message(cdc_capture_t *cap, const uint8_t *data, size_t len,
         cdc_metrics_counter_inc(cap->m_transactions);
         return CDC_OK;
     case CDC_PGO_RELATION:
-        return on_relation(cap, &m, e);
+        return relation(cap, &m, e);
     case CDC_PGO_TYPE:
         return on_type(cap, &m, e);
     case CDC_PGO_ORIGIN:
     case CDC_PGO_MESSAGE:
         return CDC_OK; /* heartbeats and foreign messages carry no row changes */
+    case CDC_PGO_TRUNCATE:
+        if (cap->nleaves > 0)
+            return on_truncate_leaves(cap, &m, lsn, e);
+        return on_change(cap, &m, lsn, e);
     default:
+        if (cap->nleaves > 0) {
+            cdc_capture_leaf_t *leaf = leaf_by_relid(cap, change_relid(&m));
+            if (leaf != NULL) {
+                if (cap->tx_id == 0)
+                    return cdc_error_set(e, CDC_ERR_PROTOCOL, "change outside a transaction");
+                return on_leaf_change(cap, leaf, &m, lsn, e);
+            }
+        }
         return on_change(cap, &m, lsn, e);
     }
 }
@@ -609,7 +979,9 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
 {
     cdc_source_setup_t setup = {.slot = cap->cfg->slot,
                                 .publication = cap->cfg->publication,
-                                .create_publication = cap->cfg->create_publication};
+                                .create_publication = cap->cfg->create_publication,
+                                .table_error = on_table_error,
+                                .table_error_arg = cap};
     cdc_source_table_t *configured = NULL;
     size_t nconfigured = 0, since_poll = 0;
     uint64_t start = 0;
@@ -626,6 +998,15 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
     cdc_source_tables_free(cap->wanted, cap->nwanted);
     cap->wanted = NULL;
     cap->nwanted = 0;
+    /* the capture set and table errors are found again by every session */
+    for (size_t i = 0; i < cap->ntables; i++) {
+        cap->tables[i].captured = false;
+        if (cap->tables[i].failed) {
+            cap->tables[i].failed = false;
+            cdc_metrics_gauge_set(cap->tables[i].m_error, 0);
+        }
+    }
+    leaves_free(cap);
     rc = cdc_source_check_setup(&cap->src, &setup, &cap->wanted, &cap->nwanted, e);
     if (rc != CDC_OK)
         goto cleanup;
@@ -843,6 +1224,8 @@ void cdc_capture_free(cdc_capture_t *cap)
     cap->producer = NULL;
     cdc_source_close(&cap->src);
     cdc_source_tables_free(cap->wanted, cap->nwanted);
+    leaves_free(cap);
+    free(cap->leafvals);
     for (size_t i = 0; i < cap->ntables; i++) {
         cdc_capture_table_t *t = &cap->tables[i];
         free(t->topic);
