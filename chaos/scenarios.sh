@@ -6,7 +6,7 @@
 
 # shellcheck disable=SC2034 # used by chaos/run.sh
 CHAOS_SCENARIOS=(kill-workers pause-worker kill-leader kill-capture etcd-restart
-    partition-worker double-fault scale-workers)
+    partition-worker double-fault scale-workers schema-change)
 
 FAULTS=0
 RECOVERIES=0
@@ -175,4 +175,75 @@ scenario_scale-workers() {
     esac
     FAULTS=$((FAULTS + 1))
     _recovered "$before"
+}
+
+# Random DDL on the demo tables under load (docs/worker.md, "Schema changes"): a column
+# is added (maybe with a default), written, then renamed, promoted, changed to a type
+# Iceberg cannot promote, rewritten through USING, or dropped; a worker is killed once in
+# between. Only columns the scenario added are touched (the load generator writes the
+# table's own columns by position). Each DDL counts as a fault, recovered when the
+# leader commits again with every worker. Local backend only.
+scenario_schema-change() {
+    local end=$((SECONDS + $1)) n=0 t col type def next before w killed=0
+    if [ "$CHAOS_BACKEND" != local ]; then
+        chaos_log "schema-change runs against the local backend only; skipped"
+        return 0
+    fi
+    _ddl() {
+        chaos_log "ddl: $*"
+        psql -X -q -v ON_ERROR_STOP=1 -d "$PIPELINE_PG_DSN" -c "$*" >/dev/null ||
+            chaos_log "ddl failed: $*"
+    }
+    while [ "$SECONDS" -lt "$end" ]; do
+        n=$((n + 1))
+        chaos_pick transactions accounts
+        t=public.$REPLY
+        col=x_$n
+        chaos_pick text int "numeric(10,2)"
+        type=$REPLY
+        chaos_pick "" " DEFAULT 7"
+        def=$REPLY
+        before=$(pipeline_committed)
+        _ddl "ALTER TABLE $t ADD COLUMN $col $type$def"
+        FAULTS=$((FAULTS + 1))
+        _ddl "UPDATE $t SET $col = 3 WHERE ctid IN (SELECT ctid FROM $t ORDER BY random() LIMIT 20)"
+        _recovered "$before"
+        if [ "$killed" = 0 ]; then
+            _random_worker
+            w=$REPLY
+            chaos_kill "$w"
+            FAULTS=$((FAULTS + 1))
+            killed=1
+        fi
+        case "$type" in
+        text) chaos_pick rename "int USING length($col)" drop keep ;;
+        int) chaos_pick rename bigint "numeric(12,2)" drop keep ;;
+        *) chaos_pick rename "numeric(14,2)" "numeric(12,4)" drop keep ;;
+        esac
+        next=$REPLY
+        before=$(pipeline_committed)
+        case "$next" in
+        rename) _ddl "ALTER TABLE $t RENAME COLUMN $col TO ${col}_r" && col=${col}_r ;;
+        drop) _ddl "ALTER TABLE $t DROP COLUMN $col" ;;
+        keep) ;;
+        *) _ddl "ALTER TABLE $t ALTER COLUMN $col TYPE $next" ;;
+        esac
+        local pending=0
+        if [ "$killed" = 1 ]; then
+            chaos_recover "$w"
+            killed=2
+            pending=1
+        fi
+        if [ "$next" != drop ]; then
+            _ddl "UPDATE $t SET $col = 5 WHERE ctid IN (SELECT ctid FROM $t ORDER BY random() LIMIT 20)"
+        fi
+        if [ "$next" != keep ]; then
+            FAULTS=$((FAULTS + 1))
+            pending=$((pending + 1))
+        fi
+        [ "$pending" -gt 0 ] && _recovered "$before" "$pending"
+        chaos_between 1 3
+        sleep "$REPLY"
+    done
+    return 0
 }

@@ -289,6 +289,49 @@ async function primaryKey(dsn, ns, table) {
 
 // ---- the checks -------------------------------------------------------------------------
 
+/**
+ * The source's column names over time (cdc_audit.columns, filled by an event trigger
+ * after each CREATE/ALTER TABLE: tools/loadgen/schema.sql). Returns a function that
+ * renames the columns of an audit image recorded at `seq` to the names the same columns
+ * (by attnum) have now; a column dropped since goes. Without a history (no event
+ * trigger), images are returned as they are.
+ */
+async function columnHistory(dsn, schema, table) {
+  let rows = [];
+  try {
+    rows = (await psqlLines(dsn, `SELECT json_build_object('seq', seq, 'attnum', attnum, 'name', attname)::text
+        FROM cdc_audit.columns WHERE tbl = ${sqlStr(table)} ORDER BY seq`)).map((l) => JSON.parse(l));
+  } catch {
+    return (img) => img; // a database set up before the history existed
+  }
+  if (!rows.length) return (img) => img;
+  const now = new Map((await psqlLines(dsn, `SELECT json_build_object('attnum', attnum, 'name', attname)::text
+      FROM pg_attribute WHERE attrelid = ${sqlStr(`${schema}.${table}`)}::regclass
+      AND attnum > 0 AND NOT attisdropped`)).map((l) => JSON.parse(l)).map((c) => [c.attnum, c.name]));
+  const eras = []; // [{seq, byName: Map(name -> attnum)}], ascending
+  for (const r of rows) {
+    if (!eras.length || eras[eras.length - 1].seq !== Number(r.seq)) eras.push({ seq: Number(r.seq), byName: new Map() });
+    eras[eras.length - 1].byName.set(r.name, r.attnum);
+  }
+  return (img, seq) => {
+    if (img === null || typeof img !== 'object') return img;
+    let era = null;
+    for (const e of eras) if (e.seq < Number(seq)) era = e;
+    if (era === null) return img;
+    const out = {};
+    for (const [k, v] of Object.entries(img)) {
+      const attnum = era.byName.get(k);
+      if (attnum === undefined) {
+        if (!(k in out)) out[k] = v;
+        continue;
+      }
+      const name = now.get(attnum);
+      if (name !== undefined) out[name] = v; // else: dropped since
+    }
+    return out;
+  };
+}
+
 /** A source row or audit image by logical column; a name absent from it may be an earlier name. */
 function imageOf(cols, obj, keyOnly, pk) {
   const out = {};
@@ -394,6 +437,8 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
       'img', row_image, 'lsn', (wal_lsn - '0/0'::pg_lsn)::text)::text
       FROM cdc_audit.changes WHERE tbl = ${sqlStr(table)} ORDER BY seq`))
     .map((l) => JSON.parse(l));
+  const rename = await columnHistory(dsn, schema, table);
+  for (const a of audit) a.img = rename(a.img, a.seq);
   if (!changelog.exists && audit.length) note(`changelog ${ns}.${table}_changelog: no table in the warehouse`);
   const cfields = changelog.fields.length ? logicalColumns(changelog.fields, changelog.schemas) : fields;
   const ctypes = Object.fromEntries(cfields.map((f) => [f.name, f.type]));

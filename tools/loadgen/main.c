@@ -567,7 +567,8 @@ static bool setup(PGconn *conn, const loadgen_config_t *cfg, table_keys_t *tx, t
 {
     if (cfg->drop &&
         !exec_ok(conn,
-                 "DROP TABLE IF EXISTS public.transactions, public.accounts, cdc_audit.changes",
+                 "DROP TABLE IF EXISTS public.transactions, public.accounts, cdc_audit.changes, "
+                 "cdc_audit.columns",
                  "drop the demo tables"))
         return false;
     if (cfg->create_schema && !exec_ok(conn, cdc_loadgen_schema_sql, "create the demo schema"))

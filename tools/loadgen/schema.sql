@@ -65,3 +65,43 @@ CREATE OR REPLACE TRIGGER transactions_audit AFTER INSERT OR UPDATE OR DELETE ON
 
 CREATE OR REPLACE TRIGGER accounts_audit AFTER INSERT OR UPDATE OR DELETE ON public.accounts
     FOR EACH ROW EXECUTE FUNCTION cdc_audit.record('account_id');
+
+-- Column names in effect over time, so the verifier can resolve a column of an audit
+-- image recorded before a RENAME or a type change by its identity (attnum): after every
+-- CREATE/ALTER TABLE, an event trigger records the table's columns with the highest audit
+-- seq so far (DDL waits for the table's running changes, so every image with a larger
+-- seq follows the new columns). Event triggers need a superuser: without one the history
+-- stays empty and the verifier falls back to the names the Iceberg schemas had.
+CREATE TABLE IF NOT EXISTS cdc_audit.columns (
+    seq     bigint NOT NULL, -- images with seq > this follow these columns
+    tbl     text   NOT NULL,
+    attnum  int    NOT NULL,
+    attname text   NOT NULL
+);
+CREATE OR REPLACE FUNCTION cdc_audit.record_columns() RETURNS event_trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO cdc_audit.columns (seq, tbl, attnum, attname)
+    SELECT (SELECT coalesce(max(seq), 0) FROM cdc_audit.changes), c.relname, a.attnum, a.attname
+    FROM pg_event_trigger_ddl_commands() d
+    JOIN pg_class c ON c.oid = d.objid
+    JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+    WHERE d.object_type = 'table' AND c.relnamespace <> 'cdc_audit'::regnamespace;
+END
+$$;
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_event_trigger WHERE evtname = 'cdc_audit_columns') THEN
+        CREATE EVENT TRIGGER cdc_audit_columns ON ddl_command_end
+            WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE')
+            EXECUTE FUNCTION cdc_audit.record_columns();
+    END IF;
+EXCEPTION WHEN insufficient_privilege THEN
+    RAISE NOTICE 'no event trigger (not a superuser): column renames are resolved by Iceberg names';
+END
+$$;
+INSERT INTO cdc_audit.columns (seq, tbl, attnum, attname)
+SELECT 0, c.relname, a.attnum, a.attname
+FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE c.oid IN ('public.transactions'::regclass, 'public.accounts'::regclass)
+  AND NOT EXISTS (SELECT 1 FROM cdc_audit.columns x WHERE x.tbl = c.relname);
