@@ -31,7 +31,8 @@ typedef struct cdc_capture_config {
     int64_t partitions;
     char *snapshot_mode; /* initial | never */
     int64_t snapshot_chunk;
-    int64_t heartbeat_interval_ms; /* 0 = off */
+    int64_t heartbeat_interval_ms;    /* 0 = off */
+    int64_t schema_probe_interval_ms; /* 0 = off */
     int64_t status_interval_ms;
     int64_t read_coalesce_ms; /* see cdc_source_t.coalesce_ms */
     char *kafka_bootstrap;
@@ -61,9 +62,10 @@ typedef struct cdc_capture_table {
     cdc_schema_doc_t latest; /* latest registered version on Kafka (from the registry) */
     bool has_latest;
     int64_t backfilled_version; /* newest version whose backfill completed (marker), 0 none */
+    int64_t probe_sent_ms;      /* a schema probe message is on its way (0: none) */
     bool backfill_pending;      /* a backfill of the table is due (docs/capture.md) */
-    cdc_buf_t source_head; /* cached constant head of the envelope's "source" */
-    char **col_names;      /* cached `"col":` per column of doc */
+    cdc_buf_t source_head;      /* cached constant head of the envelope's "source" */
+    char **col_names;           /* cached `"col":` per column of doc */
     size_t *col_name_lens;
     cdc_counter_t *m_events;
     cdc_counter_t *m_bytes;
@@ -138,6 +140,7 @@ typedef struct cdc_capture {
     uint64_t confirmed;     /* last LSN sent to PostgreSQL as flushed */
     int64_t last_status_ms; /* when the last status update went out */
     int64_t last_heartbeat_ms;
+    int64_t last_probe_ms;
     _Atomic bool ready; /* streaming; read by the HTTP thread (/readyz) */
     bool streamed;      /* the current session reached streaming */
 
@@ -223,6 +226,18 @@ cdc_err_t cdc_capture_produce(cdc_capture_t *cap, cdc_capture_table_t *t, int32_
                               uint64_t tx, cdc_error_t *e);
 
 /* Runs the initial snapshot with the exported snapshot name at the consistent point. */
+/*
+ * The catalog's columns of t as JSON (*json malloc'ed; NULL when the table does not
+ * exist), and the schema document they make (as a Relation message would, with attnum,
+ * nullability, defaults and key flags; ids not assigned). The backfill and the schema
+ * probe (docs/capture.md, "Backfill after DDL") use them.
+ */
+cdc_err_t cdc_capture_table_catalog(cdc_capture_t *cap, const cdc_capture_table_t *t, char **json,
+                                    cdc_error_t *e);
+/* t may be NULL (a probe names its table by relid: doc->relid): names are then "?". */
+cdc_err_t cdc_capture_catalog_doc(cdc_capture_t *cap, const cdc_capture_table_t *t,
+                                  const char *json, cdc_schema_doc_t *doc, cdc_error_t *e);
+
 /*
  * Backfill after DDL (docs/capture.md): re-reads t's rows and emits them as op "r" with
  * source.snapshot "backfill" at position (current transaction's commit, lsn - 1), just

@@ -44,6 +44,11 @@ static const cdc_opt_t options[] = {
      NULL,
      "Interval of pg_logical_emit_message heartbeats that let the slot advance while tables "
      "are idle (0 = off)."},
+    {"schema-probe-interval", CDC_OPT_DURATION, C(schema_probe_interval_ms), "5s", false, 0,
+     86400000, NULL,
+     "Interval of the catalog check that carries a DDL no change of the table followed into "
+     "the stream (a pg_logical_emit_message), so a drop, a rename or a default reaches the "
+     "tables without waiting for the next change (0 = off)."},
     {"status-interval", CDC_OPT_DURATION, C(status_interval_ms), "1s", false, 10, 60000, NULL,
      "Interval of standby status updates (confirmed flush LSN) to PostgreSQL."},
     {"read-coalesce", CDC_OPT_DURATION, C(read_coalesce_ms), "2ms", false, 0, 100, NULL,

@@ -329,8 +329,8 @@ static void log_changes(const cdc_schema_doc_t *prev, const cdc_schema_doc_t *do
                 cdc_log_info("%s: column \"%s\" renamed to \"%s\" (field id %d)", doc->topic,
                              p->name, c->name, (int)c->field_id);
             if (strcmp(a, b) != 0)
-                cdc_log_info("%s: column \"%s\" promoted from %s to %s (field id %d)",
-                             doc->topic, c->name, a, b, (int)c->field_id);
+                cdc_log_info("%s: column \"%s\" promoted from %s to %s (field id %d)", doc->topic,
+                             c->name, a, b, (int)c->field_id);
         }
     }
     for (size_t k = 0; prev != NULL && k < prev->ncols; k++) {
@@ -339,8 +339,8 @@ static void log_changes(const cdc_schema_doc_t *prev, const cdc_schema_doc_t *do
             live = doc->cols[i].field_id == prev->cols[k].field_id ||
                    (prev->cols[k].attnum > 0 && doc->cols[i].attnum == prev->cols[k].attnum);
         if (!live)
-            cdc_log_info("%s: column \"%s\" dropped (field id %d)", doc->topic,
-                         prev->cols[k].name, (int)prev->cols[k].field_id);
+            cdc_log_info("%s: column \"%s\" dropped (field id %d)", doc->topic, prev->cols[k].name,
+                         (int)prev->cols[k].field_id);
     }
 }
 

@@ -14,6 +14,8 @@
 
 #include <libpq-fe.h>
 
+#include <jansson.h>
+
 #include "capture/capture.h"
 #include "common/log.h"
 
@@ -37,73 +39,103 @@ static cdc_err_t exec(PGconn *c, const char *sql, cdc_error_t *e)
     return CDC_OK;
 }
 
-/* Builds the table's schema document from the catalog, as pgoutput's Relation would. */
-static cdc_err_t catalog_doc(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_schema_doc_t *doc,
-                             cdc_buf_t *collist, cdc_error_t *e)
+cdc_err_t cdc_capture_catalog_doc(cdc_capture_t *cap, const cdc_capture_table_t *t,
+                                  const char *json, cdc_schema_doc_t *doc, cdc_error_t *e)
 {
-    const char *p[2] = {t->schema, t->name};
-    PGresult *r;
-    int n, key = 0;
+    json_error_t jerr;
+    json_t *root = json ? json_loads(json, 0, &jerr) : NULL, *cols = json_object_get(root, "cols");
+    const char *ri = json_string_value(json_object_get(root, "replident"));
+    const char *schema = t ? t->schema : "?", *name = t ? t->name : "?";
+    int key = 0;
 
     memset(doc, 0, sizeof(*doc));
-    r = PQexecParams(cap->src.sql,
-                     "SELECT a.attname, a.atttypid, a.atttypmod, a.attnotnull, "
-                     "  c.relreplident = 'f' OR EXISTS (SELECT 1 FROM pg_index i "
-                     "    WHERE i.indrelid = c.oid AND a.attnum = ANY (i.indkey) AND "
-                     "    ((c.relreplident = 'd' AND i.indisprimary) OR "
-                     "     (c.relreplident = 'i' AND i.indisreplident))), "
-                     "  tn.nspname || '.' || ty.typname, c.oid, c.relreplident, a.attnum "
-                     "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
-                     "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                     "JOIN pg_type ty ON ty.oid = a.atttypid "
-                     "JOIN pg_namespace tn ON tn.oid = ty.typnamespace "
-                     "WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 "
-                     "AND NOT a.attisdropped AND a.attgenerated = '' ORDER BY a.attnum",
-                     2, NULL, p, NULL, NULL, 0);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        cdc_error_set_retriable(e, CDC_ERR_SOURCE, true, "could not read columns of %s.%s: %s",
-                                t->schema, t->name, PQresultErrorMessage(r));
-        PQclear(r);
-        return CDC_ERR_SOURCE;
+    if (!json_is_array(cols) || ri == NULL) {
+        json_decref(root);
+        return cdc_error_set(e, CDC_ERR_PROTOCOL, "no columns for %s.%s in the catalog", schema,
+                             name);
     }
-    n = PQntuples(r);
     doc->format = CDC_SCHEMA_FORMAT;
-    doc->pg_schema = strdup(t->schema);
-    doc->pg_table = strdup(t->name);
-    doc->cols = calloc(n ? (size_t)n : 1, sizeof(*doc->cols));
+    doc->pg_schema = strdup(schema);
+    doc->pg_table = strdup(name);
+    doc->relid = (uint32_t)json_integer_value(json_object_get(root, "relid"));
+    doc->replica_identity = ri[0];
+    doc->cols = calloc(json_array_size(cols) ? json_array_size(cols) : 1, sizeof(*doc->cols));
     if (doc->cols == NULL || doc->pg_schema == NULL || doc->pg_table == NULL) {
-        PQclear(r);
+        json_decref(root);
         cdc_schema_doc_free(doc);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
-    doc->ncols = (size_t)n;
-    for (int i = 0; i < n; i++) {
-        cdc_schema_col_t *c = &doc->cols[i];
-        char *q;
-        c->name = strdup(PQgetvalue(r, i, 0));
-        cdc_capture_fill_col(cap, c, (uint32_t)strtoul(PQgetvalue(r, i, 1), NULL, 10),
-                             (int32_t)strtol(PQgetvalue(r, i, 2), NULL, 10), PQgetvalue(r, i, 5));
-        c->key = strcmp(PQgetvalue(r, i, 4), "t") == 0 ? ++key : 0;
-        c->attnum = (int32_t)strtol(PQgetvalue(r, i, 8), NULL, 10);
-        c->nullable = c->key == 0 && strcmp(PQgetvalue(r, i, 3), "t") != 0;
-        q = PQescapeIdentifier(cap->src.sql, c->name ? c->name : "", c->name ? strlen(c->name) : 0);
-        cdc_buf_printf(collist, "%s%s", i ? ", " : "", q ? q : "?");
-        PQfreemem(q);
+    for (size_t i = 0; i < json_array_size(cols); i++) {
+        json_t *o = json_array_get(cols, i);
+        cdc_schema_col_t *c = &doc->cols[doc->ncols];
+        const char *name = json_string_value(json_object_get(o, "name"));
+        if (name == NULL || (c->name = strdup(name)) == NULL) {
+            json_decref(root);
+            cdc_schema_doc_free(doc);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
+        doc->ncols++;
+        cdc_capture_fill_col(cap, c, (uint32_t)json_integer_value(json_object_get(o, "oid")),
+                             (int32_t)json_integer_value(json_object_get(o, "typmod")),
+                             json_string_value(json_object_get(o, "type")));
+        c->key = json_is_true(json_object_get(o, "key")) ? ++key : 0;
+        c->attnum = (int32_t)json_integer_value(json_object_get(o, "attnum"));
+        c->has_default = json_is_true(json_object_get(o, "hasdef"));
+        c->nullable = c->key == 0 && !json_is_true(json_object_get(o, "notnull"));
     }
-    if (n > 0) {
-        doc->relid = (uint32_t)strtoul(PQgetvalue(r, 0, 6), NULL, 10);
-        doc->replica_identity = PQgetvalue(r, 0, 7)[0];
-    }
-    PQclear(r);
+    json_decref(root);
     if (key == 0) {
         cdc_schema_doc_free(doc);
         return cdc_error_set(e, CDC_ERR_CONFIG,
                              "table \"%s.%s\" has no primary key and no usable replica identity "
                              "(hint: add a primary key, or ALTER TABLE \"%s\".\"%s\" REPLICA "
                              "IDENTITY FULL;)",
-                             t->schema, t->name, t->schema, t->name);
+                             schema, name, schema, name);
     }
     return CDC_OK;
+}
+
+cdc_err_t cdc_capture_table_catalog(cdc_capture_t *cap, const cdc_capture_table_t *t, char **json,
+                                    cdc_error_t *e)
+{
+    char *qs = PQescapeIdentifier(cap->src.sql, t->schema, strlen(t->schema));
+    char *qn = PQescapeIdentifier(cap->src.sql, t->name, strlen(t->name));
+    cdc_buf_t reg = {0};
+    cdc_err_t rc;
+
+    *json = NULL;
+    if (qs != NULL && qn != NULL)
+        cdc_buf_printf(&reg, "%s.%s", qs, qn);
+    PQfreemem(qs);
+    PQfreemem(qn);
+    rc = qs == NULL || qn == NULL || reg.oom
+             ? cdc_error_set(e, CDC_ERR_NOMEM, "out of memory")
+             : cdc_source_catalog_json(&cap->src, reg.data, json, e);
+    cdc_buf_free(&reg);
+    return rc;
+}
+
+/* Builds the table's schema document from the catalog, as pgoutput's Relation would, and
+ * the quoted column list to select. */
+static cdc_err_t catalog_doc(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_schema_doc_t *doc,
+                             cdc_buf_t *collist, cdc_error_t *e)
+{
+    char *json = NULL;
+    cdc_err_t rc;
+
+    memset(doc, 0, sizeof(*doc));
+    rc = cdc_capture_table_catalog(cap, t, &json, e);
+    if (rc == CDC_OK && json == NULL)
+        rc = cdc_error_set(e, CDC_ERR_CONFIG, "table \"%s.%s\" does not exist", t->schema, t->name);
+    if (rc == CDC_OK)
+        rc = cdc_capture_catalog_doc(cap, t, json, doc, e);
+    free(json);
+    for (size_t i = 0; rc == CDC_OK && i < doc->ncols; i++) {
+        char *q = PQescapeIdentifier(cap->src.sql, doc->cols[i].name, strlen(doc->cols[i].name));
+        cdc_buf_printf(collist, "%s%s", i ? ", " : "", q ? q : "?");
+        PQfreemem(q);
+    }
+    return rc;
 }
 
 /* Where and how read rows are emitted: the initial snapshot's or a backfill's. */
@@ -111,8 +143,8 @@ typedef struct read_pos {
     uint64_t lsn, commit_lsn;
     uint32_t xid;
     int64_t ts;
-    uint64_t tx;          /* txtrack transaction the events belong to */
-    const char *label;    /* source.snapshot; NULL: "true", and "last" for the last row */
+    uint64_t tx;       /* txtrack transaction the events belong to */
+    const char *label; /* source.snapshot; NULL: "true", and "last" for the last row */
 } read_pos_t;
 
 /* Emits the rows of one chunk; `last` marks the chunk's last row as the table's last. */
@@ -381,8 +413,8 @@ cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint
             break;
         cdc_kafka_producer_poll(cap->producer, 0);
         if (*cap->stop) {
-            rc = cdc_error_set(e, CDC_ERR_CLOSED, "stopped during the backfill of %s.%s",
-                               t->schema, t->name);
+            rc = cdc_error_set(e, CDC_ERR_CLOSED, "stopped during the backfill of %s.%s", t->schema,
+                               t->name);
             break;
         }
         /* the replication connection stays alive while the table is read */

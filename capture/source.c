@@ -991,6 +991,102 @@ cdc_err_t cdc_source_feedback(cdc_source_t *src, uint64_t confirmed, cdc_error_t
     return CDC_OK;
 }
 
+/*
+ * The columns of one table as one JSON text, as pgoutput's Relation would list them
+ * (live, not generated, in attnum order), with what a Relation does not carry: attnum,
+ * nullability, defaults, key flags by replica identity, type names. $1 is the quoted
+ * "schema"."name"; no row when there is no such table.
+ */
+#define CATALOG_SQL                                                                                \
+    "SELECT json_build_object('relid', c.oid::bigint, 'replident', c.relreplident::text, 'cols', " \
+    "  json_agg(json_build_object('name', a.attname, 'oid', a.atttypid::bigint, "                  \
+    "    'typmod', a.atttypmod, 'notnull', a.attnotnull, 'attnum', a.attnum, "                     \
+    "    'hasdef', a.atthasdef OR a.atthasmissing, "                                               \
+    "    'type', tn.nspname || '.' || ty.typname, "                                                \
+    "    'key', c.relreplident = 'f' OR EXISTS (SELECT 1 FROM pg_index i "                         \
+    "      WHERE i.indrelid = c.oid AND a.attnum = ANY (i.indkey) AND "                            \
+    "      ((c.relreplident = 'd' AND i.indisprimary) OR "                                         \
+    "       (c.relreplident = 'i' AND i.indisreplident)))) ORDER BY a.attnum))::text "             \
+    "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "                                   \
+    "JOIN pg_type ty ON ty.oid = a.atttypid "                                                      \
+    "JOIN pg_namespace tn ON tn.oid = ty.typnamespace "                                            \
+    "WHERE c.oid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped "                       \
+    "AND a.attgenerated = '' GROUP BY c.oid, c.relreplident"
+
+cdc_err_t cdc_source_catalog_json(cdc_source_t *src, const char *quoted_name, char **json,
+                                  cdc_error_t *e)
+{
+    const char *p[1] = {quoted_name};
+    PGresult *r = query(src->sql, e, CATALOG_SQL, 1, p);
+
+    *json = NULL;
+    if (r == NULL)
+        return cdc_error_prefix(e, "could not read the columns of %s", quoted_name);
+    if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 0) &&
+        (*json = strdup(PQgetvalue(r, 0, 0))) == NULL) {
+        PQclear(r);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    PQclear(r);
+    return CDC_OK;
+}
+
+cdc_err_t cdc_source_schema_probe(cdc_source_t *src, const char *schema, const char *table,
+                                  const char *prefix, cdc_error_t *e)
+{
+    char *qs = PQescapeIdentifier(src->sql, schema, strlen(schema));
+    char *qn = PQescapeIdentifier(src->sql, table, strlen(table));
+    char *sql = NULL;
+    const char *p[2] = {NULL, prefix};
+    PGresult *r;
+    cdc_err_t rc = CDC_OK;
+
+    if (qs == NULL || qn == NULL || asprintf(&sql, "%s.%s", qs, qn) < 0) {
+        PQfreemem(qs);
+        PQfreemem(qn);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    PQfreemem(qs);
+    PQfreemem(qn);
+    p[0] = sql;
+    r = query(src->sql, e, "BEGIN", 0, NULL);
+    if (r == NULL) {
+        free(sql);
+        return e->code;
+    }
+    PQclear(r);
+    /* the lock keeps DDL of the table out until the message is committed */
+    {
+        char *lock = NULL;
+        if (asprintf(&lock, "LOCK TABLE %s IN ACCESS SHARE MODE NOWAIT", sql) < 0) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        } else {
+            r = PQexec(src->sql, lock);
+            if (PQresultStatus(r) != PGRES_COMMAND_OK)
+                rc = cdc_error_set(e, CDC_ERR_CONFLICT, "could not lock %s: %s", sql,
+                                   PQresultErrorMessage(r));
+            PQclear(r);
+        }
+        free(lock);
+    }
+    if (rc == CDC_OK) {
+        char *q = NULL;
+        if (asprintf(&q, "SELECT pg_logical_emit_message(true, $2, (%s))", CATALOG_SQL) < 0) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        } else {
+            r = query(src->sql, e, q, 2, p);
+            if (r == NULL)
+                rc = e->code;
+            PQclear(r);
+            free(q);
+        }
+    }
+    r = PQexec(src->sql, rc == CDC_OK ? "COMMIT" : "ROLLBACK");
+    PQclear(r);
+    free(sql);
+    return rc;
+}
+
 cdc_err_t cdc_source_heartbeat(cdc_source_t *src, cdc_error_t *e)
 {
     PGresult *r = query(

@@ -140,6 +140,20 @@ void cdc_source_stop(cdc_source_t *src);
  * hasdef receive one entry per name in names; attnum is 0 for a name the
  * catalog no longer has (a later DDL renamed or dropped it).
  */
+/* The table's columns from the catalog as JSON (the form capture/snapshot.c reads);
+ * *json is malloc'ed, NULL when there is no such table. quoted_name: "schema"."name". */
+cdc_err_t cdc_source_catalog_json(cdc_source_t *src, const char *quoted_name, char **json,
+                                  cdc_error_t *e);
+
+/*
+ * Writes the table's catalog columns (cdc_source_catalog_json's JSON) into the WAL as a
+ * transactional logical message with `prefix`, under an ACCESS SHARE lock taken NOWAIT so
+ * that no DDL of the table commits between the read and the message. CDC_ERR_CONFLICT
+ * when the lock is held (a DDL runs): try again later.
+ */
+cdc_err_t cdc_source_schema_probe(cdc_source_t *src, const char *schema, const char *table,
+                                  const char *prefix, cdc_error_t *e);
+
 cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *const *names, size_t n,
                              bool *notnull, int32_t *attnum, bool *hasdef, cdc_error_t *e);
 

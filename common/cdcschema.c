@@ -650,8 +650,8 @@ const char *cdc_schema_col_field_name(const cdc_schema_col_t *c)
 
 static bool ice_promotable(const cdc_schema_col_t *from, const cdc_schema_col_t *to)
 {
-    cdc_ice_field_t a = {.type = from->ice_type, .precision = from->precision,
-                         .scale = from->scale};
+    cdc_ice_field_t a = {
+        .type = from->ice_type, .precision = from->precision, .scale = from->scale};
     cdc_ice_field_t b = {.type = to->ice_type, .precision = to->precision, .scale = to->scale};
     return cdc_ice_type_promotable(&a, &b);
 }
@@ -664,7 +664,8 @@ static const cdc_schema_col_t *match_prev(const cdc_schema_doc_t *prev, const cd
     for (size_t i = 0; by_attnum && i < prev->ncols; i++)
         by_attnum = prev->cols[i].attnum > 0;
     for (size_t i = 0; i < prev->ncols; i++) {
-        if (by_attnum ? prev->cols[i].attnum == c->attnum : strcmp(prev->cols[i].name, c->name) == 0) {
+        if (by_attnum ? prev->cols[i].attnum == c->attnum
+                      : strcmp(prev->cols[i].name, c->name) == 0) {
             *index = i;
             return &prev->cols[i];
         }
@@ -746,8 +747,8 @@ cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc
         }
         if (c->attnum <= 0 && p != NULL)
             c->attnum = p->attnum;
-        if (!ok || !set_name(&c->field_name, c->name, "v",
-                             c->type_version > 1 ? c->type_version : 0)) {
+        if (!ok ||
+            !set_name(&c->field_name, c->name, "v", c->type_version > 1 ? c->type_version : 0)) {
             for (size_t k = 0; k < nret; k++)
                 free(retired[k].name);
             free(retired);
@@ -813,8 +814,8 @@ bool cdc_schema_doc_rewrites_rows(const cdc_schema_doc_t *prev, const cdc_schema
                 return true;
             continue;
         }
-        if (p->pg_oid != c->pg_oid || p->ice_type != c->ice_type ||
-            p->precision != c->precision || p->scale != c->scale)
+        if (p->pg_oid != c->pg_oid || p->ice_type != c->ice_type || p->precision != c->precision ||
+            p->scale != c->scale)
             return true;
     }
     return false;

@@ -82,8 +82,8 @@ cdc_err_t cdc_checkpoint_set_state(cdc_checkpoint_t *c, uint32_t p, const char *
 /* Appends a file; copies everything in f. */
 cdc_err_t cdc_checkpoint_add_file(cdc_checkpoint_t *c, const cdc_staged_file_t *f);
 /* Appends a schema update unless an identical one for the table is there; copies. */
-cdc_err_t cdc_checkpoint_add_schema(cdc_checkpoint_t *c, const char *table,
-                                    const char *schema_json, int64_t version);
+cdc_err_t cdc_checkpoint_add_schema(cdc_checkpoint_t *c, const char *table, const char *schema_json,
+                                    int64_t version);
 
 /*
  * Records that slot p truncated table in this epoch: the commit removes every live

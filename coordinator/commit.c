@@ -45,7 +45,7 @@ struct cdc_committer {
     suspect_t *suspects;
     size_t nsuspects;
     cdc_schema_change_t changes[CDC_SCHEMA_CHANGES_KEPT]; /* ring, under known_lock */
-    size_t nchanges;                                       /* ever recorded */
+    size_t nchanges;                                      /* ever recorded */
 };
 
 size_t cdc_committer_schema_changes(cdc_committer_t *c, cdc_schema_change_t *out, size_t max)
@@ -114,8 +114,8 @@ static void record_schema_change(cdc_committer_t *c, const char *table, int64_t 
                             old->fields[k].name, f->name, (int)f->id);
             cdc_ice_type_string(&old->fields[k], a, sizeof(a));
             if (strcmp(a, b) != 0)
-                summary_add(ch.summary, sizeof(ch.summary), "promoted %s %s -> %s(%d)", f->name,
-                            a, b, (int)f->id);
+                summary_add(ch.summary, sizeof(ch.summary), "promoted %s %s -> %s(%d)", f->name, a,
+                            b, (int)f->id);
         }
     }
     for (size_t i = 0; old != NULL && i < old->nfields; i++)
@@ -125,11 +125,11 @@ static void record_schema_change(cdc_committer_t *c, const char *table, int64_t 
     if (ch.summary[0] == '\0')
         return; /* only properties or requiredness */
     if (ch.versioned)
-        cdc_log_warn("table \"%s\" follows source schema version %" PRId64 ": %s", table,
-                     version, ch.summary);
+        cdc_log_warn("table \"%s\" follows source schema version %" PRId64 ": %s", table, version,
+                     ch.summary);
     else
-        cdc_log_info("table \"%s\" follows source schema version %" PRId64 ": %s", table,
-                     version, ch.summary);
+        cdc_log_info("table \"%s\" follows source schema version %" PRId64 ": %s", table, version,
+                     ch.summary);
     pthread_mutex_lock(&c->known_lock);
     c->changes[c->nchanges++ % CDC_SCHEMA_CHANGES_KEPT] = ch;
     pthread_mutex_unlock(&c->known_lock);
@@ -382,8 +382,9 @@ static cdc_err_t evolve(cdc_committer_t *c, cdc_ice_table_t *t, const cdc_checkp
         rc = cdc_ice_table_check_schema(t, &fs, e);
         cdc_ice_schema_free(&fs);
         if (rc != CDC_OK)
-            return cdc_error_prefix(e, "files of checkpoint %" PRIu64 " (source schema version %" PRId64 ")",
-                                    rec->epoch, rec->schemas[i].version);
+            return cdc_error_prefix(
+                e, "files of checkpoint %" PRIu64 " (source schema version %" PRId64 ")",
+                rec->epoch, rec->schemas[i].version);
     }
     return CDC_OK;
 }
@@ -406,8 +407,8 @@ static cdc_err_t schema_for(const cdc_checkpoint_t *rec, const char *table, cdc_
         *found = true;
     }
     if (*found && cdc_ice_schema_from_json(rec->schemas[best].schema_json, out, e) != CDC_OK)
-        return cdc_error_prefix(e, "schema update for table \"%s\" in checkpoint %" PRIu64,
-                                table, rec->epoch);
+        return cdc_error_prefix(e, "schema update for table \"%s\" in checkpoint %" PRIu64, table,
+                                rec->epoch);
     return CDC_OK;
 }
 

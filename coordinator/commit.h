@@ -42,10 +42,10 @@ typedef struct cdc_commit_result {
 typedef struct cdc_schema_change {
     char table[256];
     int64_t source_version;
-    int32_t schema_id;     /* the table's Iceberg schema id afterwards */
-    int64_t at_ms;         /* wall clock */
-    char summary[512];     /* "added x(7); renamed v -> w(2); promoted a int -> long(3); ..." */
-    bool versioned;        /* a type change that is no promotion made a new field */
+    int32_t schema_id; /* the table's Iceberg schema id afterwards */
+    int64_t at_ms;     /* wall clock */
+    char summary[512]; /* "added x(7); renamed v -> w(2); promoted a int -> long(3); ..." */
+    bool versioned;    /* a type change that is no promotion made a new field */
 } cdc_schema_change_t;
 
 /* Copies up to max of the latest schema changes, oldest first; returns how many. */

@@ -220,8 +220,7 @@ cdc_ack_result_t cdc_epochs_ack(cdc_epochs_t *t, const Cdc__Ack *ack, int64_t wa
         if (merge_file(o->rec, ack->files[i]) != CDC_OK)
             goto nomem;
     for (size_t i = 0; i < ack->n_schemas; i++)
-        if (cdc_checkpoint_add_schema(o->rec, ack->schemas[i]->table,
-                                      ack->schemas[i]->schema_json,
+        if (cdc_checkpoint_add_schema(o->rec, ack->schemas[i]->table, ack->schemas[i]->schema_json,
                                       ack->schemas[i]->source_version) != CDC_OK)
             goto nomem;
     for (size_t i = 0; i < ack->n_truncates; i++)

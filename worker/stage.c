@@ -325,8 +325,8 @@ cdc_err_t cdc_stage_ice_schema(const cdc_source_schema_t *s, cdc_stage_kind_t ki
             continue;
         /* Changelog deletes carry only the old key: other columns must be optional. */
         bool required = c->key && kind != CDC_STAGE_CHANGELOG;
-        ok = add_field(out, c->field_id, cdc_column_field_name(c), c->type, c->precision,
-                       c->scale, required);
+        ok = add_field(out, c->field_id, cdc_column_field_name(c), c->type, c->precision, c->scale,
+                       required);
         if (c->key && kind != CDC_STAGE_CHANGELOG)
             out->identifier_ids[out->nidentifier++] = c->field_id;
     }

@@ -74,7 +74,7 @@ typedef struct cdc_stage_table {
     cdc_changelog_row_t *changelog;
     size_t nchangelog, clcap;
     size_t nmirror_only; /* changelog[] rows that are mirror_only */
-    bool truncated; /* a TRUNCATE was staged this epoch: entries are post-truncate only */
+    bool truncated;      /* a TRUNCATE was staged this epoch: entries are post-truncate only */
     /* encoding ahead (stage.c; NULL = nothing encoded yet) */
     struct cdc_stage_enc *enc_cl;   /* changelog rows [0, enc_cl->done) */
     struct cdc_stage_enc *enc_data; /* mirror data of entries [0, enc_data->done) */

@@ -1172,7 +1172,8 @@ static cdc_err_t type_mismatch(cdc_error_t *e, const cdc_ice_table_t *t, const c
     return cdc_error_set(e, CDC_ERR_INVALID,
                          "field id %d (\"%s\") of table \"%s\" is %s, the schema declares %s "
                          "(\"%s\"): not an Iceberg type promotion",
-                         (int)has->id, has->name, t->location, cdc_ice_type_string(has, a, sizeof(a)),
+                         (int)has->id, has->name, t->location,
+                         cdc_ice_type_string(has, a, sizeof(a)),
                          cdc_ice_type_string(want, b, sizeof(b)), want->name);
 }
 
@@ -1217,8 +1218,8 @@ cdc_err_t cdc_ice_table_set_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *w
             return rc;
         }
         /* required only where it was: a new or optional field stays optional */
-        f->required = f->required && has != NULL && has->required &&
-                      cdc_ice_schema_find(cur, f->id) >= 0;
+        f->required =
+            f->required && has != NULL && has->required && cdc_ice_schema_find(cur, f->id) >= 0;
     }
     for (size_t i = 0; i < want->nidentifier; i++) {
         int k = cdc_ice_schema_find(&ns, want->identifier_ids[i]);

@@ -124,15 +124,23 @@ static void test_record_key_and_types(void **state)
 static cdc_schema_col_t col(const char *name, int32_t a, cdc_ice_type_t t, int32_t p, int32_t s,
                             int key)
 {
-    cdc_schema_col_t c = {.name = strdup(name), .attnum = a, .ice_type = t, .precision = p,
-                          .scale = s, .key = key, .nullable = key == 0, .enc = CDC_VENC_INT};
+    cdc_schema_col_t c = {.name = strdup(name),
+                          .attnum = a,
+                          .ice_type = t,
+                          .precision = p,
+                          .scale = s,
+                          .key = key,
+                          .nullable = key == 0,
+                          .enc = CDC_VENC_INT};
     return c;
 }
 
 static cdc_schema_doc_t doc_of(const cdc_schema_col_t *cols, size_t n)
 {
-    cdc_schema_doc_t d = {.format = CDC_SCHEMA_FORMAT, .topic = strdup("cdc.public.t"),
-                          .version = 1, .replica_identity = 'd'};
+    cdc_schema_doc_t d = {.format = CDC_SCHEMA_FORMAT,
+                          .topic = strdup("cdc.public.t"),
+                          .version = 1,
+                          .replica_identity = 'd'};
     d.cols = calloc(n, sizeof(*d.cols));
     memcpy(d.cols, cols, n * sizeof(*cols));
     for (size_t i = 0; i < n; i++)
@@ -162,9 +170,9 @@ static cdc_schema_doc_t next_doc(const cdc_schema_doc_t *prev, const cdc_schema_
 static void test_identity_follows_attnum(void **state)
 {
     (void)state;
-    cdc_schema_col_t v1[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1), col("v", 2, CDC_ICE_STRING, 0, 0, 0),
-                             col("a", 3, CDC_ICE_INT, 0, 0, 0),
-                             col("n", 4, CDC_ICE_DECIMAL, 10, 2, 0)};
+    cdc_schema_col_t v1[] = {
+        col("id", 1, CDC_ICE_INT, 0, 0, 1), col("v", 2, CDC_ICE_STRING, 0, 0, 0),
+        col("a", 3, CDC_ICE_INT, 0, 0, 0), col("n", 4, CDC_ICE_DECIMAL, 10, 2, 0)};
     cdc_schema_doc_t d1 = next_doc(NULL, v1, 4);
     assert_int_equal(d1.cols[0].field_id, 1);
     assert_int_equal(d1.cols[3].field_id, 4);
@@ -172,11 +180,10 @@ static void test_identity_follows_attnum(void **state)
     assert_null(d1.cols[1].field_name);
 
     /* ADD COLUMN added, RENAME v TO v_renamed: the rename keeps id 2, the new column 5 */
-    cdc_schema_col_t v2[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
-                             col("v_renamed", 2, CDC_ICE_STRING, 0, 0, 0),
-                             col("a", 3, CDC_ICE_INT, 0, 0, 0),
-                             col("n", 4, CDC_ICE_DECIMAL, 10, 2, 0),
-                             col("added", 5, CDC_ICE_STRING, 0, 0, 0)};
+    cdc_schema_col_t v2[] = {
+        col("id", 1, CDC_ICE_INT, 0, 0, 1), col("v_renamed", 2, CDC_ICE_STRING, 0, 0, 0),
+        col("a", 3, CDC_ICE_INT, 0, 0, 0), col("n", 4, CDC_ICE_DECIMAL, 10, 2, 0),
+        col("added", 5, CDC_ICE_STRING, 0, 0, 0)};
     cdc_schema_doc_t d2 = next_doc(&d1, v2, 5);
     assert_int_equal(d2.cols[1].field_id, 2);
     assert_int_equal(d2.cols[4].field_id, 5);
@@ -184,11 +191,10 @@ static void test_identity_follows_attnum(void **state)
 
     /* a int -> bigint (promotion: same id), n numeric(10,2) -> numeric(14,4) (scale: a new
      * field n__v2, the old one retired under its name), n widened at the same scale later */
-    cdc_schema_col_t v3[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
-                             col("v_renamed", 2, CDC_ICE_STRING, 0, 0, 0),
-                             col("a", 3, CDC_ICE_LONG, 0, 0, 0),
-                             col("n", 4, CDC_ICE_DECIMAL, 14, 4, 0),
-                             col("added", 5, CDC_ICE_STRING, 0, 0, 0)};
+    cdc_schema_col_t v3[] = {
+        col("id", 1, CDC_ICE_INT, 0, 0, 1), col("v_renamed", 2, CDC_ICE_STRING, 0, 0, 0),
+        col("a", 3, CDC_ICE_LONG, 0, 0, 0), col("n", 4, CDC_ICE_DECIMAL, 14, 4, 0),
+        col("added", 5, CDC_ICE_STRING, 0, 0, 0)};
     cdc_schema_doc_t d3 = next_doc(&d2, v3, 5);
     assert_int_equal(d3.cols[2].field_id, 3);
     assert_int_equal(d3.cols[3].field_id, 6);
@@ -213,11 +219,10 @@ static void test_identity_follows_attnum(void **state)
 
     /* DROP COLUMN added; ADD COLUMN added again (a new attnum: a new field, never id 5);
      * n widened at its new scale keeps 6 and the retired field stays */
-    cdc_schema_col_t v4[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
-                             col("v_renamed", 2, CDC_ICE_STRING, 0, 0, 0),
-                             col("a", 3, CDC_ICE_LONG, 0, 0, 0),
-                             col("n", 4, CDC_ICE_DECIMAL, 18, 4, 0),
-                             col("added", 6, CDC_ICE_STRING, 0, 0, 0)};
+    cdc_schema_col_t v4[] = {
+        col("id", 1, CDC_ICE_INT, 0, 0, 1), col("v_renamed", 2, CDC_ICE_STRING, 0, 0, 0),
+        col("a", 3, CDC_ICE_LONG, 0, 0, 0), col("n", 4, CDC_ICE_DECIMAL, 18, 4, 0),
+        col("added", 6, CDC_ICE_STRING, 0, 0, 0)};
     cdc_schema_doc_t d4 = next_doc(&d3, v4, 5);
     assert_int_equal(d4.cols[3].field_id, 6);
     assert_int_equal(d4.cols[4].field_id, 7);
@@ -270,7 +275,8 @@ static void test_identity_follows_attnum(void **state)
 static void test_identity_legacy_and_clash(void **state)
 {
     (void)state;
-    cdc_schema_col_t v1[] = {col("id", 0, CDC_ICE_INT, 0, 0, 1), col("x", 0, CDC_ICE_STRING, 0, 0, 0)};
+    cdc_schema_col_t v1[] = {col("id", 0, CDC_ICE_INT, 0, 0, 1),
+                             col("x", 0, CDC_ICE_STRING, 0, 0, 0)};
     cdc_schema_doc_t d1 = doc_of(v1, 2);
     cdc_schema_col_t v2[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1), col("x", 2, CDC_ICE_INT, 0, 0, 0),
                              col("x__v2", 3, CDC_ICE_STRING, 0, 0, 0)};
