@@ -375,11 +375,34 @@ static cdc_err_t evolve(cdc_committer_t *c, cdc_ice_table_t *t, const cdc_checkp
     }
     for (size_t i = 0; i < rec->nschemas; i++) {
         cdc_ice_schema_t fs;
+        bool added = false;
         if (strcmp(rec->schemas[i].table, table) != 0)
             continue;
         if ((rc = cdc_ice_schema_from_json(rec->schemas[i].schema_json, &fs, e)) != CDC_OK)
             return rc;
         rc = cdc_ice_table_check_schema(t, &fs, e);
+        if (rc == CDC_ERR_INVALID && rec->schemas[i].version > 0 &&
+            rec->schemas[i].version < table_source_version(t)) {
+            /* An older version the table skipped (a column added and dropped between two
+             * versions it took): its schema joins the history, so the files' fields are
+             * the table's (readable through that schema), then they must read. */
+            cdc_error_clear(e);
+            for (int attempt = 0; attempt < COMMIT_ATTEMPTS; attempt++) {
+                rc = cdc_ice_table_add_past_schema(t, &fs, &added, e);
+                if (rc != CDC_ERR_CONFLICT)
+                    break;
+                cdc_error_clear(e);
+                if ((rc = cdc_ice_table_refresh(t, e)) != CDC_OK)
+                    break;
+            }
+            if (rc == CDC_OK && added)
+                cdc_log_info("table \"%s\": schema of source version %" PRId64
+                             " added to its history (files of checkpoint %" PRIu64
+                             " were written with it)",
+                             table, rec->schemas[i].version, rec->epoch);
+            if (rc == CDC_OK)
+                rc = cdc_ice_table_check_schema(t, &fs, e);
+        }
         cdc_ice_schema_free(&fs);
         if (rc != CDC_OK)
             return cdc_error_prefix(

@@ -1193,8 +1193,10 @@ cdc_err_t cdc_ice_table_check_schema(const cdc_ice_table_t *t, const cdc_ice_sch
     return CDC_OK;
 }
 
-cdc_err_t cdc_ice_table_set_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *want,
-                                   const cdc_ice_props_t *props, bool *changed, cdc_error_t *e)
+/* set_schema (current) and add_past_schema (!current). */
+static cdc_err_t put_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *want,
+                            const cdc_ice_props_t *props, bool current, bool *changed,
+                            cdc_error_t *e)
 {
     const cdc_ice_schema_t *cur = cdc_ice_metadata_current_schema(&t->md);
     cdc_ice_schema_t ns;
@@ -1212,7 +1214,9 @@ cdc_err_t cdc_ice_table_set_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *w
     for (size_t i = 0; i < ns.nfields; i++) {
         cdc_ice_field_t *f = &ns.fields[i];
         const cdc_ice_field_t *has = history_field(&t->md, f->id);
-        if (has != NULL && !cdc_ice_type_promotable(has, f)) {
+        /* a past schema's type promotes to the newest, the newest one's from it */
+        if (has != NULL && !(current ? cdc_ice_type_promotable(has, f)
+                                     : cdc_ice_type_promotable(f, has))) {
             rc = type_mismatch(e, t, has, f);
             cdc_ice_schema_free(&ns);
             return rc;
@@ -1233,7 +1237,8 @@ cdc_err_t cdc_ice_table_set_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *w
         if (reuse < 0 && same_schema(&t->md.schemas[i], &ns))
             reuse = t->md.schemas[i].schema_id;
     }
-    if (reuse == t->md.current_schema_id && (props == NULL || props->n == 0)) {
+    if ((current ? reuse == t->md.current_schema_id : reuse >= 0) &&
+        (props == NULL || props->n == 0)) {
         cdc_ice_schema_free(&ns);
         return CDC_OK;
     }
@@ -1258,8 +1263,9 @@ cdc_err_t cdc_ice_table_set_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *w
     } else {
         cdc_ice_schema_free(&ns);
     }
-    bool schema_changed = md.current_schema_id != reuse;
-    md.current_schema_id = reuse;
+    bool schema_changed = current ? md.current_schema_id != reuse : md.nschemas != t->md.nschemas;
+    if (current)
+        md.current_schema_id = reuse;
     for (size_t i = 0; props != NULL && i < props->n; i++)
         if (cdc_ice_props_set(&md.properties, props->keys[i], props->values[i]) != CDC_OK) {
             rc = oom(e);
@@ -1275,6 +1281,18 @@ cdc_err_t cdc_ice_table_set_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *w
 fail:
     cdc_ice_metadata_free(&md);
     return rc;
+}
+
+cdc_err_t cdc_ice_table_set_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *want,
+                                   const cdc_ice_props_t *props, bool *changed, cdc_error_t *e)
+{
+    return put_schema(t, want, props, true, changed, e);
+}
+
+cdc_err_t cdc_ice_table_add_past_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *want,
+                                        bool *added, cdc_error_t *e)
+{
+    return put_schema(t, want, NULL, false, added, e);
 }
 
 cdc_err_t cdc_ice_table_set_properties(cdc_ice_table_t *t, const cdc_ice_props_t *props,

@@ -143,6 +143,16 @@ cdc_err_t cdc_ice_table_set_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *w
                                    const cdc_ice_props_t *props, bool *changed, cdc_error_t *e);
 
 /*
+ * Adds an earlier schema to the table's history without making it current: the schema
+ * of files written before a change the table skipped (a column added and dropped again
+ * between two schemas the table took), so their fields are the table's. Each known field
+ * id's type must promote to its newest type (CDC_ERR_INVALID otherwise); an equal schema
+ * already there is not added again. *added (may be NULL) tells whether one was added.
+ */
+cdc_err_t cdc_ice_table_add_past_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *want,
+                                        bool *added, cdc_error_t *e);
+
+/*
  * Checks that files written with `file_schema` read correctly in the table: each of its
  * field ids is a field of the table's history, and its type is that field's type in the
  * current schema or promotable to it (the field's latest type when it was dropped).

@@ -220,11 +220,66 @@ static void test_committer_follows_versions(void **state)
     rm_tree(dir);
 }
 
+/* A worker still on version 2 (a column added, then dropped in version 3) acks after
+ * the table took version 3: version 2's schema joins the history, the current stays. */
+static void test_committer_skipped_version(void **state)
+{
+    char dir[256], wh[300];
+    cdc_committer_t *cm;
+    cdc_commit_result_t res;
+    cdc_storage_t *st;
+    cdc_ice_table_t *t;
+    cdc_error_t e;
+    (void)state;
+
+    tmp_warehouse(dir, sizeof(dir), wh, sizeof(wh));
+    cdc_committer_options_t o = {.warehouse = wh, .job = "job"};
+    assert_int_equal(cdc_committer_open(&cm, &o, &e), CDC_OK);
+    cdc_committer_set_term(cm, 1);
+    assert_int_equal(cdc_storage_open(wh, NULL, &st, &e), CDC_OK);
+    char *loc = cdc_ice_table_location(wh, "ns", "t");
+
+    cdc_checkpoint_t *c = record(1, V1, 1);
+    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), CDC_OK);
+    cdc_checkpoint_free(c);
+    c = record(2, V3, 3);
+    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), CDC_OK);
+    cdc_checkpoint_free(c);
+    c = record(3, V2, 2);
+    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), CDC_OK);
+    cdc_checkpoint_free(c);
+
+    const cdc_ice_schema_t *cur = current(st, loc, &t);
+    const cdc_ice_metadata_t *md = cdc_ice_table_metadata(t);
+    bool has_x = false;
+    assert_int_equal(cur->nfields, 4);
+    assert_int_equal(cdc_ice_schema_find(cur, 5), -1);
+    for (size_t i = 0; i < md->nschemas; i++)
+        has_x |= cdc_ice_schema_find(&md->schemas[i], 5) >= 0;
+    assert_true(has_x);
+    assert_int_equal(md->last_column_id, 5);
+    cdc_ice_table_close(t);
+
+    /* an older version whose type does not fit is still refused */
+    c = record(4,
+               "{\"type\":\"struct\",\"schema-id\":0,\"fields\":[{\"id\":1,\"name\":\"id\","
+               "\"required\":true,\"type\":\"string\"}],\"identifier-field-ids\":[1]}",
+               2);
+    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), CDC_ERR_INVALID);
+    cdc_checkpoint_free(c);
+
+    cdc_committer_close(cm);
+    free(loc);
+    cdc_storage_close(st);
+    rm_tree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_set_schema_by_id),
         cmocka_unit_test(test_committer_follows_versions),
+        cmocka_unit_test(test_committer_skipped_version),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
