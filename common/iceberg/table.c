@@ -1215,8 +1215,8 @@ static cdc_err_t put_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *want,
         cdc_ice_field_t *f = &ns.fields[i];
         const cdc_ice_field_t *has = history_field(&t->md, f->id);
         /* a past schema's type promotes to the newest, the newest one's from it */
-        if (has != NULL && !(current ? cdc_ice_type_promotable(has, f)
-                                     : cdc_ice_type_promotable(f, has))) {
+        if (has != NULL &&
+            !(current ? cdc_ice_type_promotable(has, f) : cdc_ice_type_promotable(f, has))) {
             rc = type_mismatch(e, t, has, f);
             cdc_ice_schema_free(&ns);
             return rc;
