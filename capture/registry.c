@@ -102,6 +102,23 @@ static void on_schema(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
 static cdc_err_t produce_acked(cdc_capture_t *cap, const char *topic, const char *key,
                                const char *value, cdc_error_t *e);
 
+/* Writes marker j (taken; "ts_ms" added) under key on `<prefix>._capture`, acked. */
+static cdc_err_t put_marker(cdc_capture_t *cap, const char *key, json_t *j, cdc_error_t *e)
+{
+    char topic[256], *value;
+    cdc_err_t rc;
+
+    topic_name(cap, "_capture", topic, sizeof(topic));
+    json_object_set_new(j, "ts_ms", json_integer(cdc_capture_now_ms()));
+    value = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (value == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    rc = produce_acked(cap, topic, key, value, e);
+    free(value);
+    return rc;
+}
+
 /* "backfill/<topic>" = {"schema","table","version"}: the table's backfill of that
  * schema version completed. */
 static void on_backfill_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
@@ -120,22 +137,15 @@ static void on_backfill_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
 cdc_err_t cdc_registry_mark_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, int64_t version,
                                      cdc_error_t *e)
 {
-    char topic[256], key[512], *value;
+    char key[512];
     json_t *j = json_object();
     cdc_err_t rc;
 
-    topic_name(cap, "_capture", topic, sizeof(topic));
     snprintf(key, sizeof(key), "backfill/%s", t->topic);
     json_object_set_new(j, "schema", json_string(t->schema));
     json_object_set_new(j, "table", json_string(t->name));
     json_object_set_new(j, "version", json_integer(version));
-    json_object_set_new(j, "ts_ms", json_integer(cdc_capture_now_ms()));
-    value = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    if (value == NULL)
-        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    rc = produce_acked(cap, topic, key, value, e);
-    free(value);
+    rc = put_marker(cap, key, j, e);
     if (rc == CDC_OK) {
         t->backfilled_version = version;
         t->backfill_pending = false;
@@ -245,22 +255,15 @@ static cdc_err_t produce_acked(cdc_capture_t *cap, const char *topic, const char
 cdc_err_t cdc_registry_mark_snapshot(cdc_capture_t *cap, uint64_t lsn, const char *mode,
                                      cdc_error_t *e)
 {
-    char topic[256], key[256], lsnbuf[32], *value;
+    char key[256], lsnbuf[32];
     json_t *j = json_object();
     cdc_err_t rc;
 
-    topic_name(cap, "_capture", topic, sizeof(topic));
     snprintf(key, sizeof(key), "snapshot/%s", cap->cfg->slot);
     json_object_set_new(j, "slot", json_string(cap->cfg->slot));
     json_object_set_new(j, "consistent_lsn", json_string(cdc_lsn_str(lsn, lsnbuf, 32)));
     json_object_set_new(j, "mode", json_string(mode));
-    json_object_set_new(j, "ts_ms", json_integer(cdc_capture_now_ms()));
-    value = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    if (value == NULL)
-        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    rc = produce_acked(cap, topic, key, value, e);
-    free(value);
+    rc = put_marker(cap, key, j, e);
     if (rc == CDC_OK) {
         cap->snapshot_marked = true;
         cap->marker_lsn = lsn;

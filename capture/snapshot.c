@@ -365,6 +365,7 @@ cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint
                       .tx = cap->tx_id,
                       .label = "backfill"};
     int64_t rows = 0;
+    bool committed = false;
     cdc_err_t rc;
 
     rc = exec(cap->src.sql, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", e);
@@ -421,23 +422,17 @@ cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint
         if (keepalive != NULL && (rc = keepalive(cap, e)) != CDC_OK)
             break;
     }
-    if (rc != CDC_OK)
-        goto done;
-    rc = exec(cap->src.sql, "COMMIT", e);
-    if (rc == CDC_OK)
+    if (rc == CDC_OK && (rc = exec(cap->src.sql, "COMMIT", e)) == CDC_OK) {
+        committed = true;
         rc = cdc_registry_mark_backfill(cap, t, t->doc.version, e);
+    }
     if (rc == CDC_OK) {
         cdc_metrics_counter_inc(cap->m_backfills);
         cdc_log_info("backfill of %s.%s done: %" PRId64 " rows", t->schema, t->name, rows);
     }
-    free(vals);
-    PQfreemem(qs);
-    PQfreemem(qn);
-    cdc_buf_free(&cols);
-    cdc_buf_free(&sql);
-    return rc;
 done:
-    exec(cap->src.sql, "ROLLBACK", &(cdc_error_t){0});
+    if (!committed)
+        exec(cap->src.sql, "ROLLBACK", &(cdc_error_t){0});
     free(vals);
     PQfreemem(qs);
     PQfreemem(qn);

@@ -182,21 +182,6 @@ cdc_err_t cdc_capture_table_fail(cdc_capture_t *cap, cdc_capture_table_t *t, con
     return CDC_OK;
 }
 
-/* cdc_capture_table_fail() for stream.c's own checks (the Relation message's key). */
-static cdc_err_t table_failure(cdc_capture_t *cap, cdc_capture_table_t *t, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static cdc_err_t table_failure(cdc_capture_t *cap, cdc_capture_table_t *t, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    (void)cap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    table_failed(t, msg);
-    return CDC_OK;
-}
-
 /* setup->table_error of the session's setup check */
 static void on_table_error(void *arg, const char *schema, const char *name, const cdc_error_t *err)
 {
@@ -409,11 +394,12 @@ static cdc_err_t on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_err
     free(hasdef);
     if (key == 0) {
         cdc_schema_doc_free(&doc);
-        return table_failure(cap, t,
-                             "table \"%s.%s\" has no primary key and no usable replica identity "
-                             "(hint: add a primary key, or ALTER TABLE \"%s\".\"%s\" REPLICA "
-                             "IDENTITY FULL;)",
-                             t->schema, t->name, t->schema, t->name);
+        return cdc_capture_table_fail(
+            cap, t,
+            "table \"%s.%s\" has no primary key and no usable replica identity "
+            "(hint: add a primary key, or ALTER TABLE \"%s\".\"%s\" REPLICA "
+            "IDENTITY FULL;)",
+            t->schema, t->name, t->schema, t->name);
     }
     return cdc_capture_set_schema(cap, t, &doc, e);
 fail:

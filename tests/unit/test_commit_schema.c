@@ -139,6 +139,33 @@ static void test_set_schema_by_id(void **state)
     rm_tree(dir);
 }
 
+/* A committer and a storage handle on a new local warehouse; loc = table ns.t. */
+typedef struct fx {
+    char dir[256], wh[300];
+    cdc_committer_t *cm;
+    cdc_storage_t *st;
+    char *loc;
+} fx_t;
+
+static void fx_open(fx_t *f)
+{
+    cdc_error_t e;
+    tmp_warehouse(f->dir, sizeof(f->dir), f->wh, sizeof(f->wh));
+    cdc_committer_options_t o = {.warehouse = f->wh, .job = "job"};
+    assert_int_equal(cdc_committer_open(&f->cm, &o, &e), CDC_OK);
+    cdc_committer_set_term(f->cm, 1);
+    assert_int_equal(cdc_storage_open(f->wh, NULL, &f->st, &e), CDC_OK);
+    f->loc = cdc_ice_table_location(f->wh, "ns", "t");
+}
+
+static void fx_close(fx_t *f)
+{
+    cdc_committer_close(f->cm);
+    free(f->loc);
+    cdc_storage_close(f->st);
+    rm_tree(f->dir);
+}
+
 static cdc_checkpoint_t *record(uint64_t epoch, const char *schema, int64_t version)
 {
     cdc_checkpoint_t *c = cdc_checkpoint_new("job", epoch, 1, 1);
@@ -150,6 +177,15 @@ static cdc_checkpoint_t *record(uint64_t epoch, const char *schema, int64_t vers
     return c;
 }
 
+/* Commits c (then frees it) and checks the result. */
+static void commit_expect(cdc_committer_t *cm, cdc_checkpoint_t *c, cdc_err_t want)
+{
+    cdc_commit_result_t res;
+    cdc_error_t e;
+    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), want);
+    cdc_checkpoint_free(c);
+}
+
 static const cdc_ice_schema_t *current(cdc_storage_t *st, const char *loc, cdc_ice_table_t **t)
 {
     cdc_error_t e;
@@ -159,7 +195,7 @@ static const cdc_ice_schema_t *current(cdc_storage_t *st, const char *loc, cdc_i
 
 static void test_committer_follows_versions(void **state)
 {
-    char dir[256], wh[300];
+    fx_t f;
     cdc_committer_t *cm;
     cdc_commit_result_t res;
     cdc_storage_t *st;
@@ -167,23 +203,19 @@ static void test_committer_follows_versions(void **state)
     cdc_error_t e;
     (void)state;
 
-    tmp_warehouse(dir, sizeof(dir), wh, sizeof(wh));
-    cdc_committer_options_t o = {.warehouse = wh, .job = "job"};
-    assert_int_equal(cdc_committer_open(&cm, &o, &e), CDC_OK);
-    cdc_committer_set_term(cm, 1);
-    assert_int_equal(cdc_storage_open(wh, NULL, &st, &e), CDC_OK);
-    char *loc = cdc_ice_table_location(wh, "ns", "t");
+    fx_open(&f);
+    cm = f.cm;
+    st = f.st;
+    const char *loc = f.loc;
 
     cdc_checkpoint_t *c = record(1, V1, 1);
-    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), CDC_OK);
-    cdc_checkpoint_free(c);
+    commit_expect(cm, c, CDC_OK);
 
     /* one epoch with an older version's files next to the newer version's: the newer is
      * the table's schema, the older files still read */
     c = record(2, V2, 2);
     assert_int_equal(cdc_checkpoint_add_schema(c, "ns.t", V1, 1), CDC_OK);
-    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), CDC_OK);
-    cdc_checkpoint_free(c);
+    commit_expect(cm, c, CDC_OK);
     const cdc_ice_schema_t *cur = current(st, loc, &t);
     assert_int_equal(cur->nfields, 5);
     assert_string_equal(cur->fields[cdc_ice_schema_find(cur, 2)].name, "w");
@@ -197,8 +229,7 @@ static void test_committer_follows_versions(void **state)
 
     /* a later epoch of a lagging worker (version 1 again): no step back */
     c = record(3, V1, 1);
-    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), CDC_OK);
-    cdc_checkpoint_free(c);
+    commit_expect(cm, c, CDC_OK);
     cur = current(st, loc, &t);
     assert_int_equal(cur->nfields, 5);
     cdc_ice_table_close(t);
@@ -214,40 +245,30 @@ static void test_committer_follows_versions(void **state)
     assert_non_null(strstr(e.msg, "checkpoint 4"));
     cdc_checkpoint_free(c);
 
-    cdc_committer_close(cm);
-    free(loc);
-    cdc_storage_close(st);
-    rm_tree(dir);
+    fx_close(&f);
 }
 
 /* A worker still on version 2 (a column added, then dropped in version 3) acks after
  * the table took version 3: version 2's schema joins the history, the current stays. */
 static void test_committer_skipped_version(void **state)
 {
-    char dir[256], wh[300];
+    fx_t f;
     cdc_committer_t *cm;
-    cdc_commit_result_t res;
     cdc_storage_t *st;
     cdc_ice_table_t *t;
-    cdc_error_t e;
     (void)state;
 
-    tmp_warehouse(dir, sizeof(dir), wh, sizeof(wh));
-    cdc_committer_options_t o = {.warehouse = wh, .job = "job"};
-    assert_int_equal(cdc_committer_open(&cm, &o, &e), CDC_OK);
-    cdc_committer_set_term(cm, 1);
-    assert_int_equal(cdc_storage_open(wh, NULL, &st, &e), CDC_OK);
-    char *loc = cdc_ice_table_location(wh, "ns", "t");
+    fx_open(&f);
+    cm = f.cm;
+    st = f.st;
+    const char *loc = f.loc;
 
     cdc_checkpoint_t *c = record(1, V1, 1);
-    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), CDC_OK);
-    cdc_checkpoint_free(c);
+    commit_expect(cm, c, CDC_OK);
     c = record(2, V3, 3);
-    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), CDC_OK);
-    cdc_checkpoint_free(c);
+    commit_expect(cm, c, CDC_OK);
     c = record(3, V2, 2);
-    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), CDC_OK);
-    cdc_checkpoint_free(c);
+    commit_expect(cm, c, CDC_OK);
 
     const cdc_ice_schema_t *cur = current(st, loc, &t);
     const cdc_ice_metadata_t *md = cdc_ice_table_metadata(t);
@@ -265,13 +286,9 @@ static void test_committer_skipped_version(void **state)
                "{\"type\":\"struct\",\"schema-id\":0,\"fields\":[{\"id\":1,\"name\":\"id\","
                "\"required\":true,\"type\":\"string\"}],\"identifier-field-ids\":[1]}",
                2);
-    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), CDC_ERR_INVALID);
-    cdc_checkpoint_free(c);
+    commit_expect(cm, c, CDC_ERR_INVALID);
 
-    cdc_committer_close(cm);
-    free(loc);
-    cdc_storage_close(st);
-    rm_tree(dir);
+    fx_close(&f);
 }
 
 int main(void)
