@@ -47,6 +47,7 @@ cdc_err_t cdc_capture_catalog_doc(cdc_capture_t *cap, const cdc_capture_table_t 
     const char *ri = json_string_value(json_object_get(root, "replident"));
     const char *schema = t ? t->schema : "?", *name = t ? t->name : "?";
     int key = 0;
+    cdc_err_t rc;
 
     memset(doc, 0, sizeof(*doc));
     if (!json_is_array(cols) || ri == NULL) {
@@ -82,6 +83,14 @@ cdc_err_t cdc_capture_catalog_doc(cdc_capture_t *cap, const cdc_capture_table_t 
         c->attnum = (int32_t)json_integer_value(json_object_get(o, "attnum"));
         c->has_default = json_is_true(json_object_get(o, "hasdef"));
         c->nullable = c->key == 0 && !json_is_true(json_object_get(o, "notnull"));
+    }
+    char *parts = json_dumps(json_object_get(root, "parts"), JSON_COMPACT | JSON_ENCODE_ANY);
+    rc = parts != NULL ? cdc_schema_doc_parts_from_json(doc, parts) : CDC_OK;
+    free(parts);
+    if (rc != CDC_OK) {
+        json_decref(root);
+        cdc_schema_doc_free(doc);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
     json_decref(root);
     if (key == 0) {
@@ -190,7 +199,8 @@ static cdc_err_t emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t, PGresult 
                                  tx, e);
         if (rc != CDC_OK)
             return rc;
-        cdc_metrics_counter_inc(t->m_snapshot_rows);
+        if (pos->label == NULL) /* a backfill is counted by cdc_capture_backfills_total */
+            cdc_metrics_counter_inc(t->m_snapshot_rows);
     }
     return CDC_OK;
 }

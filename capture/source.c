@@ -1006,7 +1006,9 @@ cdc_err_t cdc_source_feedback(cdc_source_t *src, uint64_t confirmed, cdc_error_t
     "    'key', c.relreplident = 'f' OR EXISTS (SELECT 1 FROM pg_index i "                         \
     "      WHERE i.indrelid = c.oid AND a.attnum = ANY (i.indkey) AND "                            \
     "      ((c.relreplident = 'd' AND i.indisprimary) OR "                                         \
-    "       (c.relreplident = 'i' AND i.indisreplident)))) ORDER BY a.attnum))::text "             \
+    "       (c.relreplident = 'i' AND i.indisreplident)))) ORDER BY a.attnum), "                   \
+    "  'parts', (SELECT coalesce(json_agg(p.relid::bigint ORDER BY p.relid::bigint), '[]') "       \
+    "    FROM pg_partition_tree(c.oid) p WHERE p.isleaf AND p.relid <> c.oid))::text "             \
     "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "                                   \
     "JOIN pg_type ty ON ty.oid = a.atttypid "                                                      \
     "JOIN pg_namespace tn ON tn.oid = ty.typnamespace "                                            \

@@ -401,6 +401,10 @@ static cdc_err_t on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_err
             "IDENTITY FULL;)",
             t->schema, t->name, t->schema, t->name);
     }
+    /* a Relation lists no partitions: they stay what the table's last version said */
+    if (t->has_latest && t->latest.parts_known &&
+        (rc = cdc_schema_doc_set_parts(&doc, t->latest.parts, t->latest.nparts)) != CDC_OK)
+        goto fail;
     return cdc_capture_set_schema(cap, t, &doc, e);
 fail:
     free(names);
@@ -864,7 +868,11 @@ static bool same_catalog_columns(const cdc_schema_doc_t *cat, const cdc_schema_d
             (y->attnum > 0 && x->attnum != y->attnum))
             return false;
     }
-    return true;
+    /* partitions attached or detached (when the current version lists them) */
+    return !doc->parts_known ||
+           (cat->nparts == doc->nparts &&
+            (cat->nparts == 0 ||
+             memcmp(cat->parts, doc->parts, cat->nparts * sizeof(*cat->parts)) == 0));
 }
 
 /*

@@ -273,6 +273,46 @@ static void decode_identity(json_t *o, cdc_schema_col_t *c, bool *ok)
         *ok = false;
 }
 
+cdc_err_t cdc_schema_doc_set_parts(cdc_schema_doc_t *doc, const uint32_t *parts, size_t n)
+{
+    free(doc->parts);
+    doc->parts = NULL;
+    doc->nparts = 0;
+    doc->parts_known = true;
+    if (n == 0)
+        return CDC_OK;
+    if ((doc->parts = malloc(n * sizeof(*doc->parts))) == NULL)
+        return CDC_ERR_NOMEM;
+    memcpy(doc->parts, parts, n * sizeof(*parts));
+    doc->nparts = n;
+    return CDC_OK;
+}
+
+/* Partitions from a JSON array (not an array: unknown). */
+static cdc_err_t parts_from_jansson(cdc_schema_doc_t *doc, const json_t *a)
+{
+    uint32_t *v;
+    cdc_err_t rc;
+    if (!json_is_array(a))
+        return CDC_OK;
+    if ((v = calloc(json_array_size(a) + 1, sizeof(*v))) == NULL)
+        return CDC_ERR_NOMEM;
+    for (size_t i = 0; i < json_array_size(a); i++)
+        v[i] = (uint32_t)json_integer_value(json_array_get(a, i));
+    rc = cdc_schema_doc_set_parts(doc, v, json_array_size(a));
+    free(v);
+    return rc;
+}
+
+cdc_err_t cdc_schema_doc_parts_from_json(cdc_schema_doc_t *doc, const char *json)
+{
+    json_error_t jerr;
+    json_t *a = json ? json_loads(json, 0, &jerr) : NULL;
+    cdc_err_t rc = parts_from_jansson(doc, a);
+    json_decref(a);
+    return rc;
+}
+
 cdc_err_t cdc_schema_doc_encode(const cdc_schema_doc_t *doc, char **out, cdc_error_t *e)
 {
     json_t *root = NULL, *cols = NULL, *key = NULL;
@@ -323,6 +363,12 @@ cdc_err_t cdc_schema_doc_encode(const cdc_schema_doc_t *doc, char **out, cdc_err
         json_object_set_new(root, "last_field_id", json_integer(doc->last_field_id));
     if (doc->backfill)
         json_object_set_new(root, "backfill", json_true());
+    if (doc->parts_known) {
+        json_t *ps = json_array();
+        for (size_t i = 0; ps != NULL && i < doc->nparts; i++)
+            json_array_append_new(ps, json_integer(doc->parts[i]));
+        json_object_set_new(root, "partitions", ps);
+    }
     if (doc->nretired > 0) {
         json_t *ret = json_array();
         for (size_t i = 0; ret != NULL && i < doc->nretired; i++) {
@@ -419,6 +465,10 @@ cdc_err_t cdc_schema_doc_decode(const char *json, size_t len, cdc_schema_doc_t *
     }
     doc->last_field_id = (int32_t)json_integer_value(json_object_get(root, "last_field_id"));
     doc->backfill = json_is_true(json_object_get(root, "backfill"));
+    if (parts_from_jansson(doc, json_object_get(root, "partitions")) != CDC_OK) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto cleanup;
+    }
     ret = json_object_get(root, "retired");
     if (json_is_array(ret) && json_array_size(ret) > 0) {
         doc->retired = calloc(json_array_size(ret), sizeof(*doc->retired));
@@ -469,7 +519,9 @@ bool cdc_schema_doc_same_shape(const cdc_schema_doc_t *a, const cdc_schema_doc_t
 {
     if (a->ncols != b->ncols || !str_eq(a->topic, b->topic) ||
         a->replica_identity != b->replica_identity || a->nretired != b->nretired ||
-        a->last_field_id != b->last_field_id)
+        a->last_field_id != b->last_field_id || a->parts_known != b->parts_known ||
+        a->nparts != b->nparts ||
+        (a->nparts > 0 && memcmp(a->parts, b->parts, a->nparts * sizeof(*a->parts)) != 0))
         return false;
     for (size_t i = 0; i < a->ncols; i++) {
         const cdc_schema_col_t *x = &a->cols[i], *y = &b->cols[i];
@@ -525,6 +577,13 @@ cdc_err_t cdc_schema_doc_copy(cdc_schema_doc_t *dst, const cdc_schema_doc_t *src
         copy_col(&dst->cols[i], &src->cols[i], &ok);
     dst->retired = NULL;
     dst->nretired = 0;
+    dst->parts = NULL;
+    if (src->nparts > 0) {
+        if ((dst->parts = malloc(src->nparts * sizeof(*dst->parts))) == NULL)
+            ok = false;
+        else
+            memcpy(dst->parts, src->parts, src->nparts * sizeof(*dst->parts));
+    }
     if (src->nretired > 0) {
         dst->retired = calloc(src->nretired, sizeof(*dst->retired));
         if (dst->retired == NULL)
@@ -557,6 +616,7 @@ void cdc_schema_doc_free(cdc_schema_doc_t *doc)
         free(doc->retired[i].field_name);
     }
     free(doc->retired);
+    free(doc->parts);
     free(doc->topic);
     free(doc->pg_schema);
     free(doc->pg_table);
@@ -805,6 +865,16 @@ cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc
 
 bool cdc_schema_doc_rewrites_rows(const cdc_schema_doc_t *prev, const cdc_schema_doc_t *doc)
 {
+    /* an attached partition (parts ascending) */
+    if (prev != NULL && prev->parts_known && doc->parts_known) {
+        size_t k = 0;
+        for (size_t i = 0; i < doc->nparts; i++) {
+            while (k < prev->nparts && prev->parts[k] < doc->parts[i])
+                k++;
+            if (k == prev->nparts || prev->parts[k] != doc->parts[i])
+                return true;
+        }
+    }
     for (size_t i = 0; i < doc->ncols; i++) {
         const cdc_schema_col_t *c = &doc->cols[i];
         size_t pi = 0;

@@ -108,6 +108,12 @@ typedef struct cdc_schema_doc {
      * default, a changed type): the capture re-reads the table (docs/capture.md,
      * "Backfill after DDL") */
     bool backfill;
+    /* Leaf partitions of a partitioned table (oids, ascending) as the catalog listed them
+     * (snapshot, schema probe); a Relation message does not carry them. An attached
+     * partition's rows come without WAL changes: a version that adds one needs a backfill. */
+    uint32_t *parts;
+    size_t nparts;
+    bool parts_known;
 } cdc_schema_doc_t;
 
 /*
@@ -152,6 +158,13 @@ cdc_err_t cdc_schema_doc_encode(const cdc_schema_doc_t *doc, char **out, cdc_err
 cdc_err_t cdc_schema_doc_decode(const char *json, size_t len, cdc_schema_doc_t *doc,
                                 cdc_error_t *e);
 
+/* Sets doc's partitions (n oids, ascending; copied) and parts_known. CDC_ERR_NOMEM. */
+cdc_err_t cdc_schema_doc_set_parts(cdc_schema_doc_t *doc, const uint32_t *parts, size_t n);
+
+/* Sets doc's partitions from a JSON text array of oids ("[16390,16395]"); a text that is
+ * not an array leaves them unknown. CDC_ERR_NOMEM. */
+cdc_err_t cdc_schema_doc_parts_from_json(cdc_schema_doc_t *doc, const char *json);
+
 /* Iceberg name of a column: field_name, else name. */
 const char *cdc_schema_col_field_name(const cdc_schema_col_t *c);
 
@@ -176,7 +189,8 @@ cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc
  * True when the change from prev to doc changed values of existing rows without a WAL
  * change per row: a new column with a default (has_default), or a column whose
  * PostgreSQL type or Iceberg type changed (ALTER COLUMN TYPE rewrites the table, maybe
- * through USING). Such a version needs a backfill.
+ * through USING), or a leaf partition attached (both documents list partitions). Such a
+ * version needs a backfill.
  */
 bool cdc_schema_doc_rewrites_rows(const cdc_schema_doc_t *prev, const cdc_schema_doc_t *doc);
 

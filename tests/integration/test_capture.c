@@ -967,13 +967,17 @@ static void create_partitioned(PGconn *c, const char *t)
  * A PARTITION BY LIST table with two partitions is captured as one table: the snapshot
  * reads it once through the parent, streamed changes arrive under the parent's topic
  * (publication created WITH publish_via_partition_root), nothing on the partitions'
- * topics; a partition attached while running is streamed, a detached one is not.
+ * topics; a partition attached while running is streamed, and the rows it held before
+ * come from a backfill (the schema probe sees the new partition); a detached one is not
+ * streamed.
  */
 static void test_partitioned_table(void **state)
 {
     PGconn *c = pg_as(NULL);
-    static const char *const opts[] = {"--http=127.0.0.1:0", NULL};
+    static const char *const opts[] = {"--http=127.0.0.1:0", "--schema-probe-interval=1s", NULL};
+    wait_metric_t wm = {"cdc_capture_backfills_total", 1};
     evs_t s = {0};
+    size_t streamed = 0;
     char *via;
     pid_t pid;
     (void)state;
@@ -995,7 +999,7 @@ static void test_partitioned_table(void **state)
     sql(c, "UPDATE ct_part SET v = 11 WHERE id = 1");
     sql(c, "UPDATE ct_part SET region = 'us' WHERE id = 3"); /* moves to the other partition */
     sql(c, "DELETE FROM ct_part WHERE id = 2");
-    /* attach: the row already in the table is not streamed (no WAL for it); new rows are */
+    /* attach: the row already in the table has no WAL change: a backfill brings it */
     sql(c, "CREATE TABLE ct_part_ap (id int NOT NULL, region text NOT NULL, v int)");
     sql(c, "INSERT INTO ct_part_ap VALUES (100, 'ap', 0)");
     sql(c, "ALTER TABLE ct_part ATTACH PARTITION ct_part_ap FOR VALUES IN ('ap')");
@@ -1006,16 +1010,25 @@ static void test_partitioned_table(void **state)
     sql(c, "UPDATE ct_part_us SET v = 41 WHERE id = 4");
     sql(c, "INSERT INTO ct_part VALUES (5, 'eu', 50)"); /* after everything above */
 
-    /* 2 snapshot rows; c3, c4, u1, d3/c3 (move), d2, c101, c5 */
+    if (!cdc_test_wait_for(metric_reached, &wm, 30000))
+        fail_msg("no backfill after the partition was attached");
+    /* 2 snapshot rows; c3, c4, u1, d3/c3 (move), d2, c101, c5; and the backfill's rows */
     consume_q(topic_of("ct_part", "public.ct_part"), &s, 10, 30000, 1500);
-    if (s.n != 10) {
+    for (size_t i = 0; i < s.n; i++)
+        streamed +=
+            strcmp(str_at(json_object_get(s.v[i].value, "source"), "snapshot"), "backfill") != 0;
+    if (streamed != 10) {
         for (size_t i = 0; i < s.n; i++)
             fprintf(stderr, "event %zu: %c key %s\n", i, s.v[i].op, s.v[i].key);
-        fail_msg("expected 10 events on the parent's topic, got %zu", s.n);
+        fail_msg("expected 10 streamed events on the parent's topic, got %zu", streamed);
     }
     check_key_order(&s, true);
     assert_non_null(find_kv(&s, 'r', 1, "eu"));
     assert_non_null(find_kv(&s, 'r', 2, "us"));
+    /* the attached partition's earlier row, re-read with the table */
+    const ev_t *back = find_kv(&s, 'r', 100, "ap");
+    assert_non_null(back);
+    assert_string_equal(str_at(json_object_get(back->value, "source"), "snapshot"), "backfill");
     assert_non_null(find_kv(&s, 'c', 3, "eu"));
     assert_non_null(find_kv(&s, 'c', 4, "us"));
     assert_int_equal(json_integer_value(json_object_get(after_of(find_kv(&s, 'u', 1, "eu")), "v")),
