@@ -543,23 +543,38 @@ typedef struct failed_tp {
     int32_t partition;
 } failed_tp_t;
 
-#define CDC_KAFKA_MAX_FAILED 64
-
 struct cdc_kafka_consumer {
     rd_kafka_t *rk;
     rd_kafka_queue_t *queue;
-    failed_tp_t failed[CDC_KAFKA_MAX_FAILED]; /* since the last cdc_kafka_consumer_failed */
-    size_t nfailed;
+    failed_tp_t *failed; /* not yet taken by cdc_kafka_consumer_failed; grows */
+    size_t nfailed, capfailed;
 };
 
-/* Remembers topic/partition as failed (once). */
+/* Remembers topic/partition as failed (once). Never drops one: a partition left out
+ * would stay stopped without a word. */
 static void note_failed(cdc_kafka_consumer_t *c, const char *topic, int32_t partition)
 {
     for (size_t i = 0; i < c->nfailed; i++)
         if (c->failed[i].partition == partition && strcmp(c->failed[i].topic, topic) == 0)
             return;
-    if (c->nfailed == CDC_KAFKA_MAX_FAILED || strlen(topic) >= sizeof(c->failed[0].topic))
+    if (strlen(topic) >= sizeof(c->failed[0].topic)) {
+        cdc_log_error("partition %d of topic \"%.64s...\" stopped on an error and cannot be "
+                      "reported: topic name too long",
+                      (int)partition, topic);
         return;
+    }
+    if (c->nfailed == c->capfailed) {
+        size_t cap = c->capfailed ? c->capfailed * 2 : 16;
+        failed_tp_t *n = realloc(c->failed, cap * sizeof(*n));
+        if (n == NULL) {
+            cdc_log_error("partition %d of topic \"%s\" stopped on an error and cannot be "
+                          "reported: out of memory",
+                          (int)partition, topic);
+            return;
+        }
+        c->failed = n;
+        c->capfailed = cap;
+    }
     strcpy(c->failed[c->nfailed].topic, topic);
     c->failed[c->nfailed++].partition = partition;
 }
@@ -572,7 +587,9 @@ size_t cdc_kafka_consumer_failed(cdc_kafka_consumer_t *c, char (*topics)[256], i
         memcpy(topics[i], c->failed[i].topic, sizeof(topics[i]));
         partitions[i] = c->failed[i].partition;
     }
-    c->nfailed = 0;
+    /* the rest wait for the next call */
+    memmove(c->failed, c->failed + n, (c->nfailed - n) * sizeof(*c->failed));
+    c->nfailed -= n;
     return n;
 }
 
@@ -636,6 +653,7 @@ void cdc_kafka_consumer_free(cdc_kafka_consumer_t *c)
     rd_kafka_queue_destroy(c->queue);
     rd_kafka_consumer_close(c->rk);
     rd_kafka_destroy(c->rk);
+    free(c->failed);
     free(c);
 }
 

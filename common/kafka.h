@@ -210,7 +210,7 @@ cdc_err_t cdc_kafka_consume_batch(cdc_kafka_consumer_t *c, cdc_kafka_msg_t *msgs
  * the last call (a failed offset lookup, an offset out of range): librdkafka stops
  * fetching such a partition until it is assigned again (cdc_kafka_consumer_restart).
  * Copies up to max of them (topic names into topics[i], partitions into partitions[i]),
- * forgets them, returns how many.
+ * forgets those, returns how many; the others are returned by the next calls.
  */
 size_t cdc_kafka_consumer_failed(cdc_kafka_consumer_t *c, char (*topics)[256], int32_t *partitions,
                                  size_t max);

@@ -591,12 +591,15 @@ static void restart_failed(cdc_worker_t *w)
     char topics[16][256];
     int32_t parts[16];
     int64_t now = cdc_worker_mono_ms();
-    size_t n = cdc_kafka_consumer_failed(w->consumer, topics, parts, 16);
-    for (size_t i = 0; i < n; i++) {
-        int ti = topic_index(w, topics[i]);
-        if (ti >= 0 && parts[i] >= 0 && parts[i] < CDC_WORKER_PARTITIONS &&
-            w->slots[parts[i]].owned && w->slots[parts[i]].restart_at[ti] == 0)
-            w->slots[parts[i]].restart_at[ti] = now + RESTART_DELAY_MS;
+    size_t n;
+    /* every partition reported, 16 at a time */
+    while ((n = cdc_kafka_consumer_failed(w->consumer, topics, parts, 16)) > 0) {
+        for (size_t i = 0; i < n; i++) {
+            int ti = topic_index(w, topics[i]);
+            if (ti >= 0 && parts[i] >= 0 && parts[i] < CDC_WORKER_PARTITIONS &&
+                w->slots[parts[i]].owned && w->slots[parts[i]].restart_at[ti] == 0)
+                w->slots[parts[i]].restart_at[ti] = now + RESTART_DELAY_MS;
+        }
     }
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         cdc_slot_t *s = &w->slots[p];
@@ -611,6 +614,7 @@ static void restart_failed(cdc_worker_t *w)
                 cdc_log_warn("partition %d topic \"%s\": could not assign it again: %s", p,
                              w->topics[t], e2.msg);
             } else {
+                cdc_metrics_counter_inc(w->m_fetch_restarts);
                 cdc_log_warn("partition %d topic \"%s\": fetching had stopped on an error; "
                              "assigned again from offset %" PRId64,
                              p, w->topics[t], s->next_offset[t]);

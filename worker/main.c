@@ -152,6 +152,9 @@ int main(int argc, char **argv)
     w.metrics = cdc_metrics_default();
     w.m_tombstones = cdc_metrics_counter(w.metrics, "cdc_worker_tombstones_total",
                                          "Kafka tombstones skipped.", NULL);
+    w.m_fetch_restarts = cdc_metrics_counter(
+        w.metrics, "cdc_worker_fetch_restarts_total",
+        "Partitions assigned again after their fetching stopped on an error.", NULL);
     w.m_ckpt_bytes = cdc_metrics_counter(w.metrics, "cdc_worker_checkpoint_uploaded_bytes_total",
                                          "State checkpoint bytes uploaded (incremental).", NULL);
     w.m_epochs = cdc_metrics_counter(w.metrics, "cdc_worker_epochs_acked_total",

@@ -145,6 +145,7 @@ typedef struct cdc_worker {
     size_t tm_index;
     cdc_counter_t *m_dlq[CDC_DLQ__COUNT];
     cdc_counter_t *m_tombstones, *m_ckpt_bytes, *m_epochs, *m_aborts, *m_rejected;
+    cdc_counter_t *m_fetch_restarts; /* partitions assigned again after fetching stopped */
     cdc_histogram_t *m_stage_seconds, *m_ckpt_seconds;
 
     /* Set by the signal handler, which may run on any thread; read by the heartbeat

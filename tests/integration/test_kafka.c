@@ -374,6 +374,58 @@ static void test_failed_partition_resumes(void **state)
     cdc_kafka_consumer_free(c);
 }
 
+/*
+ * The failed partitions are all reported even when they are taken one at a time:
+ * taking some leaves the others for the next call (earlier, taking 16 forgot the rest,
+ * and those partitions never fetched again, without a word).
+ */
+static void test_failed_partitions_taken_one_by_one(void **state)
+{
+    char topic[128], reply[256], cmd[96], failed_topics[1][256];
+    int32_t failed[1];
+    acks_t acks = {0};
+    cdc_kafka_producer_t *p;
+    cdc_kafka_consumer_t *c;
+    cdc_error_t e;
+    size_t n, restarted = 0;
+    long long deadline;
+    (void)state;
+
+    unique_topic(topic, sizeof(topic), "tfail1");
+    ensure(topic, NPART);
+    p = new_producer("lz4", &acks);
+    assert_non_null(p);
+    assert_int_equal(produce_range(p, &acks, topic, 0, 300), 0);
+    assert_int_equal(cdc_kafka_producer_flush(p, 60000, &e), CDC_OK);
+    cdc_kafka_producer_free(p);
+
+    snprintf(cmd, sizeof(cmd), "ERRORS 2 %d UNKNOWN", NPART);
+    assert_true(cdc_test_kafka_ctl(cmd, reply, sizeof(reply)));
+    c = new_consumer();
+    assign_all(c, topic, NPART);
+    /* let the lookups fail, then take the failed partitions one per call */
+    deadline = cdc_test_now_ms() + 3000;
+    while (cdc_test_now_ms() < deadline) {
+        cdc_kafka_msg_t msgs[64];
+        cdc_kafka_consume_batch(c, msgs, 64, &n, 200, &e);
+        cdc_kafka_msgs_release(msgs, n);
+    }
+    snprintf(cmd, sizeof(cmd), "ERRORS CLEAR 2");
+    assert_true(cdc_test_kafka_ctl(cmd, reply, sizeof(reply)));
+    while (cdc_kafka_consumer_failed(c, failed_topics, failed, 1) == 1) {
+        if (cdc_kafka_consumer_restart(c, topic, failed[0], CDC_KAFKA_OFFSET_BEGINNING, &e) !=
+            CDC_OK)
+            fail_msg("restart of partition %d: %s", (int)failed[0], e.msg);
+        restarted++;
+    }
+    if (restarted < 2)
+        fail_msg("%zu failed partition(s) reported, expected every partition whose lookup "
+                 "failed (at least two)",
+                 restarted);
+    consume_and_check(c, 300, NPART, 30000);
+    cdc_kafka_consumer_free(c);
+}
+
 /* A full local queue makes produce() poll and retry, then give up with a retriable
  * timeout after queue_full_timeout_ms; nothing queued is lost. */
 static void test_backpressure(void **state)
@@ -583,6 +635,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_broker_down_up),
         cmocka_unit_test(test_injected_errors),
         cmocka_unit_test(test_failed_partition_resumes),
+        cmocka_unit_test(test_failed_partitions_taken_one_by_one),
         cmocka_unit_test(test_backpressure),
         cmocka_unit_test(test_codecs),
         cmocka_unit_test(test_seek_pause_watermarks),
