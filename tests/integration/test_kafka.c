@@ -323,6 +323,34 @@ static void test_injected_errors(void **state)
 }
 
 /*
+ * A new topic `prefix`-... holding 300 messages, and a consumer assigned to all its
+ * partitions while the development broker fails the ListOffsets (api key 2) lookups of
+ * their beginnings: their fetching stops (the caller clears the errors with
+ * "ERRORS CLEAR 2").
+ */
+static cdc_kafka_consumer_t *failing_lookups(char *topic, size_t size, const char *prefix)
+{
+    char reply[256], cmd[96];
+    acks_t acks = {0};
+    cdc_kafka_producer_t *p;
+    cdc_kafka_consumer_t *c;
+    cdc_error_t e;
+
+    unique_topic(topic, size, prefix);
+    ensure(topic, NPART);
+    p = new_producer("lz4", &acks);
+    assert_non_null(p);
+    assert_int_equal(produce_range(p, &acks, topic, 0, 300), 0);
+    assert_int_equal(cdc_kafka_producer_flush(p, 60000, &e), CDC_OK);
+    cdc_kafka_producer_free(p);
+    snprintf(cmd, sizeof(cmd), "ERRORS 2 %d UNKNOWN", NPART);
+    assert_true(cdc_test_kafka_ctl(cmd, reply, sizeof(reply)));
+    c = new_consumer();
+    assign_all(c, topic, NPART);
+    return c;
+}
+
+/*
  * A partition whose fetching stopped on a non-retriable error (here the lookup of its
  * start offset fails, as on a busy broker or during a leader change) is reported by
  * cdc_kafka_consumer_failed() and resumes once assigned again; the worker does that on
@@ -332,27 +360,13 @@ static void test_failed_partition_resumes(void **state)
 {
     char topic[128], reply[256], cmd[96], failed_topics[64][256];
     int32_t failed[64];
-    acks_t acks = {0};
-    cdc_kafka_producer_t *p;
     cdc_kafka_consumer_t *c;
     cdc_error_t e;
     size_t nfailed = 0, n;
     long long deadline;
     (void)state;
 
-    unique_topic(topic, sizeof(topic), "tfail");
-    ensure(topic, NPART);
-    p = new_producer("lz4", &acks);
-    assert_non_null(p);
-    assert_int_equal(produce_range(p, &acks, topic, 0, 300), 0);
-    assert_int_equal(cdc_kafka_producer_flush(p, 60000, &e), CDC_OK);
-    cdc_kafka_producer_free(p);
-
-    /* ListOffsets (api key 2) fails for every partition's lookup of its beginning */
-    snprintf(cmd, sizeof(cmd), "ERRORS 2 %d UNKNOWN", NPART);
-    assert_true(cdc_test_kafka_ctl(cmd, reply, sizeof(reply)));
-    c = new_consumer();
-    assign_all(c, topic, NPART);
+    c = failing_lookups(topic, sizeof(topic), "tfail");
     deadline = cdc_test_now_ms() + 10000;
     while (nfailed == 0 && cdc_test_now_ms() < deadline) {
         cdc_kafka_msg_t msgs[64];
@@ -383,26 +397,13 @@ static void test_failed_partitions_taken_one_by_one(void **state)
 {
     char topic[128], reply[256], cmd[96], failed_topics[1][256];
     int32_t failed[1];
-    acks_t acks = {0};
-    cdc_kafka_producer_t *p;
     cdc_kafka_consumer_t *c;
     cdc_error_t e;
     size_t n, restarted = 0;
     long long deadline;
     (void)state;
 
-    unique_topic(topic, sizeof(topic), "tfail1");
-    ensure(topic, NPART);
-    p = new_producer("lz4", &acks);
-    assert_non_null(p);
-    assert_int_equal(produce_range(p, &acks, topic, 0, 300), 0);
-    assert_int_equal(cdc_kafka_producer_flush(p, 60000, &e), CDC_OK);
-    cdc_kafka_producer_free(p);
-
-    snprintf(cmd, sizeof(cmd), "ERRORS 2 %d UNKNOWN", NPART);
-    assert_true(cdc_test_kafka_ctl(cmd, reply, sizeof(reply)));
-    c = new_consumer();
-    assign_all(c, topic, NPART);
+    c = failing_lookups(topic, sizeof(topic), "tfail1");
     /* let the lookups fail, then take the failed partitions one per call */
     deadline = cdc_test_now_ms() + 3000;
     while (cdc_test_now_ms() < deadline) {

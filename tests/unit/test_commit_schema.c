@@ -196,32 +196,27 @@ static const cdc_ice_schema_t *current(cdc_storage_t *st, const char *loc, cdc_i
 static void test_committer_follows_versions(void **state)
 {
     fx_t f;
-    cdc_committer_t *cm;
     cdc_commit_result_t res;
-    cdc_storage_t *st;
     cdc_ice_table_t *t;
     cdc_error_t e;
     (void)state;
 
     fx_open(&f);
-    cm = f.cm;
-    st = f.st;
-    const char *loc = f.loc;
 
     cdc_checkpoint_t *c = record(1, V1, 1);
-    commit_expect(cm, c, CDC_OK);
+    commit_expect(f.cm, c, CDC_OK);
 
     /* one epoch with an older version's files next to the newer version's: the newer is
      * the table's schema, the older files still read */
     c = record(2, V2, 2);
     assert_int_equal(cdc_checkpoint_add_schema(c, "ns.t", V1, 1), CDC_OK);
-    commit_expect(cm, c, CDC_OK);
-    const cdc_ice_schema_t *cur = current(st, loc, &t);
+    commit_expect(f.cm, c, CDC_OK);
+    const cdc_ice_schema_t *cur = current(f.st, f.loc, &t);
     assert_int_equal(cur->nfields, 5);
     assert_string_equal(cur->fields[cdc_ice_schema_find(cur, 2)].name, "w");
     cdc_ice_table_close(t);
     cdc_schema_change_t ch[4];
-    size_t n = cdc_committer_schema_changes(cm, ch, 4);
+    size_t n = cdc_committer_schema_changes(f.cm, ch, 4);
     assert_true(n >= 1);
     assert_true(ch[n - 1].versioned);
     assert_non_null(strstr(ch[n - 1].summary, "renamed v -> w(2)"));
@@ -229,8 +224,8 @@ static void test_committer_follows_versions(void **state)
 
     /* a later epoch of a lagging worker (version 1 again): no step back */
     c = record(3, V1, 1);
-    commit_expect(cm, c, CDC_OK);
-    cur = current(st, loc, &t);
+    commit_expect(f.cm, c, CDC_OK);
+    cur = current(f.st, f.loc, &t);
     assert_int_equal(cur->nfields, 5);
     cdc_ice_table_close(t);
 
@@ -240,7 +235,7 @@ static void test_committer_follows_versions(void **state)
                "\"required\":true,\"type\":\"long\"},{\"id\":100008,\"name\":\"added\","
                "\"required\":false,\"type\":\"string\"}],\"identifier-field-ids\":[1]}",
                2);
-    assert_int_equal(cdc_committer_commit(cm, c, &res, &e), CDC_ERR_INVALID);
+    assert_int_equal(cdc_committer_commit(f.cm, c, &res, &e), CDC_ERR_INVALID);
     assert_non_null(strstr(e.msg, "100008"));
     assert_non_null(strstr(e.msg, "checkpoint 4"));
     cdc_checkpoint_free(c);
@@ -253,24 +248,19 @@ static void test_committer_follows_versions(void **state)
 static void test_committer_skipped_version(void **state)
 {
     fx_t f;
-    cdc_committer_t *cm;
-    cdc_storage_t *st;
     cdc_ice_table_t *t;
     (void)state;
 
     fx_open(&f);
-    cm = f.cm;
-    st = f.st;
-    const char *loc = f.loc;
 
     cdc_checkpoint_t *c = record(1, V1, 1);
-    commit_expect(cm, c, CDC_OK);
+    commit_expect(f.cm, c, CDC_OK);
     c = record(2, V3, 3);
-    commit_expect(cm, c, CDC_OK);
+    commit_expect(f.cm, c, CDC_OK);
     c = record(3, V2, 2);
-    commit_expect(cm, c, CDC_OK);
+    commit_expect(f.cm, c, CDC_OK);
 
-    const cdc_ice_schema_t *cur = current(st, loc, &t);
+    const cdc_ice_schema_t *cur = current(f.st, f.loc, &t);
     const cdc_ice_metadata_t *md = cdc_ice_table_metadata(t);
     bool has_x = false;
     assert_int_equal(cur->nfields, 4);
@@ -286,7 +276,7 @@ static void test_committer_skipped_version(void **state)
                "{\"type\":\"struct\",\"schema-id\":0,\"fields\":[{\"id\":1,\"name\":\"id\","
                "\"required\":true,\"type\":\"string\"}],\"identifier-field-ids\":[1]}",
                2);
-    commit_expect(cm, c, CDC_ERR_INVALID);
+    commit_expect(f.cm, c, CDC_ERR_INVALID);
 
     fx_close(&f);
 }
