@@ -155,6 +155,26 @@ char *cdc_coord_status_json(cdc_coord_t *c)
             json_array_append_new(sc, k);
         }
         json_object_set_new(o, "schema_changes", sc);
+        /* declared layouts (--partition-by, --sort-by) and whether they applied */
+        cdc_table_layout_t *ls = calloc(CDC_COMMITTER_MAX_TABLES, sizeof(*ls));
+        size_t nl = ls ? cdc_committer_layouts(c->committer, ls, CDC_COMMITTER_MAX_TABLES) : 0;
+        json_t *la = json_array();
+        for (size_t i = 0; i < nl; i++) {
+            json_t *k;
+            if (ls[i].partition_by == NULL && ls[i].sort_by == NULL && ls[i].error[0] == '\0')
+                continue;
+            k = json_object();
+            json_object_set_new(k, "table", json_string(ls[i].table));
+            json_object_set_new(k, "partition_by",
+                                json_string(ls[i].partition_by ? ls[i].partition_by : ""));
+            json_object_set_new(k, "sort_by", json_string(ls[i].sort_by ? ls[i].sort_by : ""));
+            json_object_set_new(k, "spec_id", json_integer(ls[i].spec_id));
+            json_object_set_new(k, "sort_order_id", json_integer(ls[i].order_id));
+            json_object_set_new(k, "error", json_string(ls[i].error));
+            json_array_append_new(la, k);
+        }
+        json_object_set_new(o, "layouts", la);
+        free(ls);
     }
     out = json_dumps(o, JSON_INDENT(2));
     json_decref(o);

@@ -10,6 +10,8 @@
 
 #include <jansson.h>
 
+#include "common/iceberg/schema.h"
+
 cdc_checkpoint_t *cdc_checkpoint_new(const char *job, uint64_t epoch, uint64_t term,
                                      uint64_t generation)
 {
@@ -31,10 +33,7 @@ cdc_checkpoint_t *cdc_checkpoint_new(const char *job, uint64_t epoch, uint64_t t
 static void free_file(cdc_staged_file_t *f)
 {
     free(f->table);
-    free(f->file.path);
-    free(f->file.equality_ids);
-    free(f->file.stats);
-    free(f->file.split_offsets);
+    cdc_ice_data_file_clear(&f->file);
 }
 
 void cdc_checkpoint_free(cdc_checkpoint_t *c)
@@ -103,18 +102,6 @@ cdc_err_t cdc_checkpoint_set_state(cdc_checkpoint_t *c, uint32_t p, const char *
     return CDC_OK;
 }
 
-static void *dup_mem(const void *src, size_t n)
-{
-    void *d;
-
-    if (src == NULL || n == 0)
-        return NULL;
-    d = malloc(n);
-    if (d != NULL)
-        memcpy(d, src, n);
-    return d;
-}
-
 cdc_err_t cdc_checkpoint_add_file(cdc_checkpoint_t *c, const cdc_staged_file_t *f)
 {
     cdc_staged_file_t *grown, *d;
@@ -127,17 +114,8 @@ cdc_err_t cdc_checkpoint_add_file(cdc_checkpoint_t *c, const cdc_staged_file_t *
     memset(d, 0, sizeof(*d));
     d->table = strdup(f->table ? f->table : "");
     d->partition = f->partition;
-    d->file = f->file;
-    d->file.path = strdup(f->file.path ? f->file.path : "");
-    d->file.equality_ids =
-        dup_mem(f->file.equality_ids, f->file.nequality_ids * sizeof(*f->file.equality_ids));
-    d->file.stats = dup_mem(f->file.stats, f->file.nstats * sizeof(*f->file.stats));
-    d->file.split_offsets =
-        dup_mem(f->file.split_offsets, f->file.nsplit_offsets * sizeof(*f->file.split_offsets));
-    if (d->table == NULL || d->file.path == NULL ||
-        (f->file.nequality_ids && d->file.equality_ids == NULL) ||
-        (f->file.nstats && d->file.stats == NULL) ||
-        (f->file.nsplit_offsets && d->file.split_offsets == NULL)) {
+    if (d->table == NULL || f->file.path == NULL ||
+        cdc_ice_data_file_copy(&d->file, &f->file) != CDC_OK) {
         free_file(d);
         return CDC_ERR_NOMEM;
     }
@@ -302,6 +280,17 @@ static json_t *file_json(const cdc_staged_file_t *f)
     json_object_set_new(o, "eq", eq);
     json_object_set_new(o, "stats", st);
     json_object_set_new(o, "splits", so);
+    if (f->file.sort_order_id != 0)
+        json_object_set_new(o, "order", json_integer(f->file.sort_order_id));
+    if (f->file.spec_id != 0) {
+        json_t *pv = json_array();
+        for (size_t i = 0; i < f->file.npartition; i++) {
+            const cdc_ice_part_value_t *v = &f->file.partition[i];
+            json_array_append_new(pv, v->null ? json_null() : hex_value(v->bytes, v->len));
+        }
+        json_object_set_new(o, "spec", json_integer(f->file.spec_id));
+        json_object_set_new(o, "part", pv);
+    }
     return o;
 }
 
@@ -399,7 +388,7 @@ static int64_t get_int(json_t *o, const char *key)
 
 static cdc_err_t parse_file(json_t *fo, cdc_staged_file_t *f, cdc_error_t *e)
 {
-    json_t *eq, *st, *so;
+    json_t *eq, *st, *so, *pv;
     size_t i;
     const char *table = json_string_value(json_object_get(fo, "table"));
     const char *path = json_string_value(json_object_get(fo, "path"));
@@ -431,6 +420,25 @@ static cdc_err_t parse_file(json_t *fo, cdc_staged_file_t *f, cdc_error_t *e)
         for (i = 0; i < json_array_size(so); i++)
             f->file.split_offsets[i] = (int64_t)json_integer_value(json_array_get(so, i));
         f->file.nsplit_offsets = json_array_size(so);
+    }
+    f->file.spec_id = (int32_t)get_int(fo, "spec");
+    f->file.sort_order_id = (int32_t)get_int(fo, "order");
+    pv = json_object_get(fo, "part");
+    if (json_array_size(pv) > 0) {
+        f->file.partition = calloc(json_array_size(pv), sizeof(cdc_ice_part_value_t));
+        if (f->file.partition == NULL)
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        f->file.npartition = json_array_size(pv);
+        for (i = 0; i < json_array_size(pv); i++) {
+            const char *hex = json_string_value(json_array_get(pv, i));
+            cdc_ice_part_value_t *v = &f->file.partition[i];
+            size_t cap = hex ? strlen(hex) / 2 + 1 : 0;
+            v->null = hex == NULL;
+            if (hex != NULL &&
+                ((v->bytes = malloc(cap)) == NULL || !hex_parse(hex, v->bytes, cap, &v->len)))
+                return cdc_error_set(e, CDC_ERR_CORRUPT,
+                                     "checkpoint file \"%s\" has a bad partition value", path);
+        }
     }
     st = json_object_get(fo, "stats");
     if (json_array_size(st) > 0) {
@@ -470,9 +478,8 @@ static cdc_err_t parse_files(cdc_checkpoint_t *c, json_t *files, cdc_error_t *e)
         cdc_err_t rc = parse_file(fo, &f, e);
         if (rc == CDC_OK)
             rc = cdc_checkpoint_add_file(c, &f);
-        free(f.file.equality_ids);
-        free(f.file.stats);
-        free(f.file.split_offsets);
+        f.file.path = NULL; /* borrowed from the JSON */
+        cdc_ice_data_file_clear(&f.file);
         if (rc != CDC_OK)
             return e && e->code != CDC_OK ? rc : cdc_error_set(e, rc, "out of memory");
     }

@@ -13,13 +13,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/iceberg/partition.h"
 #include "common/iceberg/schema.h"
 #include "common/iceberg/table.h"
 #include "common/log.h"
+#include "coordinator/layout.h"
 
 #define COMMIT_ATTEMPTS 8
 #define SUMMARY_TERM "cdc.term"
-#define MAX_KNOWN_TABLES 256
+#define MAX_KNOWN_TABLES CDC_COMMITTER_MAX_TABLES
 #define MAX_SUSPECTS 65536
 
 /* A file that looked orphaned, and since when (orphan age without object mtimes). */
@@ -46,6 +48,9 @@ struct cdc_committer {
     size_t nsuspects;
     cdc_schema_change_t changes[CDC_SCHEMA_CHANGES_KEPT]; /* ring, under known_lock */
     size_t nchanges;                                      /* ever recorded */
+    char *partition_by, *sort_by;                         /* declarations (layout.h) */
+    cdc_table_layout_t layouts[MAX_KNOWN_TABLES];         /* applied, under known_lock */
+    size_t nlayouts;
 };
 
 size_t cdc_committer_schema_changes(cdc_committer_t *c, cdc_schema_change_t *out, size_t max)
@@ -163,7 +168,10 @@ cdc_err_t cdc_committer_open(cdc_committer_t **out, const cdc_committer_options_
     pthread_mutex_init(&c->known_lock, NULL);
     c->warehouse = strdup(opt->warehouse);
     c->job = strdup(opt->job);
-    if (c->warehouse == NULL || c->job == NULL) {
+    c->partition_by = opt->partition_by ? strdup(opt->partition_by) : NULL;
+    c->sort_by = opt->sort_by ? strdup(opt->sort_by) : NULL;
+    if (c->warehouse == NULL || c->job == NULL || (opt->partition_by && !c->partition_by) ||
+        (opt->sort_by && !c->sort_by)) {
         rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -192,6 +200,14 @@ void cdc_committer_close(cdc_committer_t *c)
     free(c->suspects);
     free(c->warehouse);
     free(c->job);
+    free(c->partition_by);
+    free(c->sort_by);
+    for (size_t i = 0; i < c->nlayouts; i++) {
+        free(c->layouts[i].spec_json);
+        free(c->layouts[i].order_json);
+        free(c->layouts[i].partition_by);
+        free(c->layouts[i].sort_by);
+    }
     pthread_mutex_destroy(&c->known_lock);
     free(c);
 }
@@ -474,6 +490,101 @@ static bool truncated_file(const cdc_ice_data_file_t *f, void *arg)
     return p >= 0 && (m->partitions & (1u << p)) != 0;
 }
 
+size_t cdc_committer_layouts(cdc_committer_t *c, cdc_table_layout_t *out, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&c->known_lock);
+    for (size_t i = 0; i < c->nlayouts && n < max; i++)
+        out[n++] = c->layouts[i];
+    pthread_mutex_unlock(&c->known_lock);
+    return n;
+}
+
+/* The layout slot of table (under known_lock), added when new; NULL when full. */
+static cdc_table_layout_t *layout_slot(cdc_committer_t *c, const char *table)
+{
+    for (size_t i = 0; i < c->nlayouts; i++)
+        if (strcmp(c->layouts[i].table, table) == 0)
+            return &c->layouts[i];
+    if (c->nlayouts == MAX_KNOWN_TABLES)
+        return NULL;
+    memset(&c->layouts[c->nlayouts], 0, sizeof(c->layouts[0]));
+    snprintf(c->layouts[c->nlayouts].table, sizeof(c->layouts[0].table), "%s", table);
+    return &c->layouts[c->nlayouts++];
+}
+
+/*
+ * Makes the declared partition spec and sort order (--partition-by, --sort-by) the
+ * table's defaults, once per table and process. A declaration that does not fit the
+ * table (an unknown column, a transform its type does not take) is logged and shown in
+ * /status; the table keeps its layout and commits go on: files always name the spec
+ * they were written for, so any spec of the table's history stays correct.
+ */
+static void apply_layout(cdc_committer_t *c, cdc_ice_table_t *t, const char *table)
+{
+    cdc_table_layout_t *l;
+    char *pb, *sb, *json = NULL, *ojson = NULL;
+    const cdc_ice_partition_spec_t *spec;
+    const cdc_ice_sort_order_t *order;
+    bool changed = false;
+    cdc_error_t e;
+    cdc_err_t rc;
+
+    pthread_mutex_lock(&c->known_lock);
+    l = layout_slot(c, table);
+    bool done = l == NULL || l->applied;
+    pthread_mutex_unlock(&c->known_lock);
+    if (done)
+        return;
+    pb = cdc_layout_lookup(c->partition_by, table);
+    sb = cdc_layout_lookup(c->sort_by, table);
+    cdc_error_clear(&e);
+    for (int attempt = 0;; attempt++) {
+        rc = cdc_ice_table_set_layout(t, pb, sb, &changed, &e);
+        if (rc != CDC_ERR_CONFLICT || attempt + 1 >= COMMIT_ATTEMPTS)
+            break;
+        if ((rc = cdc_ice_table_refresh(t, &e)) != CDC_OK)
+            break;
+    }
+    if (rc != CDC_OK && rc != CDC_ERR_INVALID && rc != CDC_ERR_UNSUPPORTED) {
+        /* not applied: tried again at the table's next commit */
+        cdc_log_warn("table \"%s\": could not apply its layout yet: %s", table, e.msg);
+        free(pb);
+        free(sb);
+        return;
+    }
+    spec = cdc_ice_table_default_spec(t);
+    order = cdc_ice_table_default_sort_order(t);
+    if (rc == CDC_OK && spec != NULL && spec->nfields > 0) {
+        json_t *j = cdc_ice_partition_spec_to_jansson(spec);
+        json = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+    }
+    if (rc == CDC_OK && order != NULL && order->nfields > 0) {
+        json_t *j = cdc_ice_sort_order_to_jansson(order);
+        ojson = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+    }
+    if (rc != CDC_OK)
+        cdc_log_error("table \"%s\": --partition-by/--sort-by not applied: %s; the table keeps "
+                      "its current layout",
+                      table, e.msg);
+    else if (changed)
+        cdc_log_info("table \"%s\": layout now partitioned by \"%s\", sorted by \"%s\"", table,
+                     pb ? pb : "", sb ? sb : "");
+    pthread_mutex_lock(&c->known_lock);
+    l->applied = true;
+    l->spec_id = json ? spec->spec_id : 0;
+    l->spec_json = json;
+    l->order_id = ojson ? order->order_id : 0;
+    l->order_json = ojson;
+    l->partition_by = pb;
+    l->sort_by = sb;
+    if (rc != CDC_OK)
+        snprintf(l->error, sizeof(l->error), "%s", e.msg);
+    pthread_mutex_unlock(&c->known_lock);
+}
+
 static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, const char *table,
                               cdc_commit_result_t *res, cdc_error_t *e)
 {
@@ -537,6 +648,7 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
     if (have_schema &&
         (rc = evolve(c, t, rec, table, &schema, version, &res->schema_changes, e)) != CDC_OK)
         goto cleanup;
+    apply_layout(c, t, table);
 
     for (size_t i = 0; i < rec->nfiles; i++) {
         if (strcmp(rec->files[i].table, table) != 0)

@@ -29,6 +29,7 @@ typedef struct cdc_committer_options {
     const char *job;
     const char *s3_endpoint, *s3_region, *s3_access_key, *s3_secret_key;
     bool s3_path_style;
+    const char *partition_by, *sort_by; /* declared layouts (layout.h), may be NULL */
 } cdc_committer_options_t;
 
 typedef struct cdc_commit_result {
@@ -50,6 +51,29 @@ typedef struct cdc_schema_change {
 
 /* Copies up to max of the latest schema changes, oldest first; returns how many. */
 size_t cdc_committer_schema_changes(cdc_committer_t *c, cdc_schema_change_t *out, size_t max);
+
+/* Tables a committer keeps track of (layouts, loaded tables). */
+#define CDC_COMMITTER_MAX_TABLES 256
+
+/* A table's layout as applied by this committer (for barriers and /status). */
+typedef struct cdc_table_layout {
+    char table[256];
+    bool applied;
+    int32_t spec_id;    /* default partition spec; 0 = unpartitioned */
+    char *spec_json;    /* that spec as in table metadata (NULL when unpartitioned) */
+    int32_t order_id;   /* default sort order; 0 = unsorted */
+    char *order_json;   /* that order as in table metadata (NULL when unsorted) */
+    char *partition_by; /* the declarations applied (NULL = none) */
+    char *sort_by;
+    char error[512]; /* why the declarations were not applied ("" = they were) */
+} cdc_table_layout_t;
+
+/*
+ * Copies up to max layouts of the tables committed to so far; the strings stay owned by
+ * the committer and valid until it is closed (a table's layout is applied once per
+ * process). Returns how many.
+ */
+size_t cdc_committer_layouts(cdc_committer_t *c, cdc_table_layout_t *out, size_t max);
 
 /* Opens the warehouse. On success *out is owned by the caller (cdc_committer_close). */
 cdc_err_t cdc_committer_open(cdc_committer_t **out, const cdc_committer_options_t *opt,

@@ -57,6 +57,8 @@ typedef struct cdc_coord_config {
     int64_t orphan_interval_ms;
     int64_t snapshot_retention_ms;
     int64_t snapshot_min_keep;
+    char *partition_by; /* layout.h */
+    char *sort_by;
     char *fault;
     char *log_level;
     char *log_format;

@@ -97,6 +97,7 @@ static cdc_err_t merge_file(cdc_checkpoint_t *rec, const Cdc__StagedFile *sf)
 {
     cdc_staged_file_t f;
     cdc_ice_col_stats_t *stats = NULL;
+    cdc_ice_part_value_t *parts = NULL;
     cdc_err_t rc;
 
     memset(&f, 0, sizeof(f));
@@ -134,8 +135,26 @@ static cdc_err_t merge_file(cdc_checkpoint_t *rec, const Cdc__StagedFile *sf)
     }
     f.file.stats = stats;
     f.file.nstats = sf->n_stats;
+    f.file.spec_id = sf->spec_id;
+    f.file.sort_order_id = sf->sort_order_id;
+    if (sf->n_partition_values > 0) {
+        /* borrowed bytes: cdc_checkpoint_add_file copies */
+        parts = calloc(sf->n_partition_values, sizeof(*parts));
+        if (parts == NULL) {
+            free(stats);
+            return CDC_ERR_NOMEM;
+        }
+        for (size_t i = 0; i < sf->n_partition_values; i++) {
+            parts[i].null = sf->partition_values[i]->is_null;
+            parts[i].bytes = sf->partition_values[i]->value.data;
+            parts[i].len = sf->partition_values[i]->value.len;
+        }
+    }
+    f.file.partition = parts;
+    f.file.npartition = sf->n_partition_values;
     rc = cdc_checkpoint_add_file(rec, &f);
     free(stats);
+    free(parts);
     return rc;
 }
 

@@ -905,6 +905,25 @@ static void maybe_barrier(cdc_coord_t *c, int64_t now)
     b.term = c->term;
     b.generation = c->generation;
     b.epoch = epoch;
+    /* the partitioned or sorted tables' layouts: rows staged from this barrier use them */
+    static cdc_table_layout_t ls[CDC_COMMITTER_MAX_TABLES];
+    static Cdc__TableLayout tl[CDC_COMMITTER_MAX_TABLES];
+    static Cdc__TableLayout *tlp[CDC_COMMITTER_MAX_TABLES];
+    size_t nl =
+        c->committer ? cdc_committer_layouts(c->committer, ls, CDC_COMMITTER_MAX_TABLES) : 0;
+    for (size_t i = 0; i < nl; i++) {
+        if (ls[i].spec_json == NULL && ls[i].order_json == NULL)
+            continue;
+        cdc__table_layout__init(&tl[b.n_layouts]);
+        tl[b.n_layouts].table = ls[i].table;
+        tl[b.n_layouts].spec_id = ls[i].spec_id;
+        tl[b.n_layouts].spec_json = ls[i].spec_json ? ls[i].spec_json : "";
+        tl[b.n_layouts].sort_order_id = ls[i].order_id;
+        tl[b.n_layouts].sort_order_json = ls[i].order_json ? ls[i].order_json : "";
+        tlp[b.n_layouts] = &tl[b.n_layouts];
+        b.n_layouts++;
+    }
+    b.layouts = tlp;
     env.body_case = CDC__ENVELOPE__BODY_BARRIER;
     env.barrier = &b;
     for (int i = 0; i < c->members.n; i++)
@@ -1144,6 +1163,8 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     co.s3_access_key = c->cfg.s3_access_key;
     co.s3_secret_key = c->cfg.s3_secret_key;
     co.s3_path_style = c->cfg.s3_path_style;
+    co.partition_by = c->cfg.partition_by;
+    co.sort_by = c->cfg.sort_by;
     if ((rc = cdc_committer_open(&c->committer, &co, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --warehouse \"%s\"", c->cfg.warehouse);
     snprintf(value, sizeof(value), "{\"id\":\"%s\",\"endpoint\":\"%s\",\"admin\":\"%s\"}",

@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/msg.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/layout.h"
 
 #define OPT(name, type, field, def, help)                                                          \
     {                                                                                              \
@@ -84,6 +85,15 @@ const cdc_opt_t cdc_coord_options[] = {
               "(0 = never expire)."),
     OPT_RANGE("snapshot-min-keep", CDC_OPT_INT, snapshot_min_keep, "10", 1, 1000000,
               "Newest snapshots always kept by expiry, whatever their age."),
+    OPT("partition-by", CDC_OPT_STRING, partition_by, NULL,
+        "Iceberg partition specs of the target tables, \"<ns>.<table>=<terms>;...\", terms "
+        "being columns (identity) or bucket[N](col), truncate[W](col), year/month/day/hour(col), "
+        "e.g. \"public.orders=bucket[16](id);public.orders_changelog=day(_source_ts)\". A table "
+        "not named is unpartitioned; a change applies from the next start (docs/iceberg.md)."),
+    OPT("sort-by", CDC_OPT_STRING, sort_by, NULL,
+        "Iceberg sort orders of the target tables, \"<ns>.<table>=<terms>;...\", each term "
+        "[transform(]col[)] [asc|desc] [nulls first|nulls last], e.g. "
+        "\"public.orders=customer_id,id desc\". A table not named is unsorted."),
     OPT("fault", CDC_OPT_STRING, fault, NULL,
         "Testing only: exit at a named point (after-checkpoint-record, after-iceberg-commit), "
         "or stall the main loop for 3 lease TTLs at each orphan scan (stall-orphan-scan)."),
@@ -118,6 +128,13 @@ int main(int argc, char **argv)
         gethostname(host, sizeof(host));
         snprintf(id, sizeof(id), "%s-%d", host, (int)getpid());
         c->cfg.id = strdup(id);
+    }
+    cdc_error_clear(&e);
+    if (cdc_layout_check(c->cfg.partition_by, false, &e) != CDC_OK ||
+        cdc_layout_check(c->cfg.sort_by, true, &e) != CDC_OK) {
+        fprintf(stderr, "cdc-coordinator: %s\n", e.msg);
+        cdc_config_free(cdc_coord_options, &c->cfg);
+        return CDC_CONFIG_EXIT;
     }
     if (c->cfg.fault == NULL && getenv("CDC_FAULT") != NULL)
         c->cfg.fault = strdup(getenv("CDC_FAULT"));

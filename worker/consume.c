@@ -210,6 +210,7 @@ void cdc_worker_data_close(cdc_worker_t *w)
     cdc_kafka_consumer_free(w->schema_consumer);
     cdc_catalog_free(w->catalog);
     cdc_storage_close(w->storage);
+    cdc_layouts_free(&w->layouts);
     for (size_t i = 0; i < w->ntopics; i++)
         free(w->topics[i]);
     free(w->tmetrics);
@@ -525,10 +526,43 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
         count_dlq(w, CDC_DLQ_UNRESOLVED_TOAST);
         goto advance;
     }
+    /* Partitioned and sorted tables (layout.h): the row's partition is fixed now, and kept
+     * in state with the row; the partition the row had before is read from state. */
+    const cdc_ice_partition_spec_t *ms =
+        cdc_layouts_spec(&w->layouts, c.schema->ns, c.schema->table, false);
+    cdc_stage_parts_t parts = {
+        NULL,
+        0,
+        NULL,
+        0,
+        cdc_layouts_spec(&w->layouts, c.schema->ns, c.schema->table, true),
+        cdc_layouts_order(&w->layouts, c.schema->ns, c.schema->table, false),
+        cdc_layouts_order(&w->layouts, c.schema->ns, c.schema->table, true),
+    };
+    uint8_t *mkey = NULL, *okey = NULL;
+    size_t mlen = 0, olen = 0;
+    rc = CDC_OK;
+    if (ms != NULL && c.op != CDC_OP_DELETE &&
+        (rc = cdc_stage_part_key(ms, &c.after, NULL, &mkey, &mlen, e)) == CDC_ERR_INVALID) {
+        /* a value the spec cannot take: the row goes unpartitioned (spec 0), as correct */
+        cdc_log_warn("%s[%d]@%" PRId64 ": %s; the row is written unpartitioned", m->topic,
+                     m->partition, m->offset, e->msg);
+        rc = CDC_OK;
+    }
+    if (rc == CDC_OK && img != NULL && !cdc_dedup_image_part(img, img_len, &okey, &olen))
+        rc = cdc_error_set(e, CDC_ERR_CORRUPT, "corrupt row image in state for %s[%d]@%" PRId64,
+                           m->topic, m->partition, m->offset);
+    parts.mirror = mkey;
+    parts.mirror_len = mlen;
+    parts.old = okey;
+    parts.old_len = olen;
     /* Record in state first: the stage moves the row images out of c. */
-    rc = cdc_dedup_record(s->dedup, &c, e);
     if (rc == CDC_OK)
-        rc = cdc_stage_add(&s->stage, &c, img != NULL, e);
+        rc = cdc_dedup_record(s->dedup, &c, mkey, mlen, e);
+    if (rc == CDC_OK)
+        rc = cdc_stage_add(&s->stage, &c, img != NULL, &parts, e);
+    free(mkey);
+    free(okey);
     free(img);
     if (rc != CDC_OK)
         goto fail;
@@ -698,6 +732,11 @@ static void free_staged(Cdc__StagedFile *f)
         free(f->stats[i]);
     }
     free(f->stats);
+    for (size_t i = 0; i < f->n_partition_values; i++) {
+        free(f->partition_values[i]->value.data);
+        free(f->partition_values[i]);
+    }
+    free(f->partition_values);
     free(f);
 }
 
@@ -807,6 +846,22 @@ static Cdc__StagedFile *to_proto(const cdc_stage_file_t *sf, uint32_t partition)
             cs->upper_bound.len = st->upper_len;
         }
         f->stats[f->n_stats++] = cs;
+    }
+    f->spec_id = sf->df.spec_id;
+    f->sort_order_id = sf->df.sort_order_id;
+    f->partition_values = calloc(sf->df.npartition + 1, sizeof(*f->partition_values));
+    for (size_t i = 0; f->partition_values != NULL && i < sf->df.npartition; i++) {
+        const cdc_ice_part_value_t *v = &sf->df.partition[i];
+        Cdc__PartitionValue *pv = calloc(1, sizeof(*pv));
+        if (pv == NULL)
+            break;
+        cdc__partition_value__init(pv);
+        pv->is_null = v->null;
+        if (!v->null) {
+            pv->value.data = dup_bytes(v->bytes, v->len);
+            pv->value.len = v->len;
+        }
+        f->partition_values[f->n_partition_values++] = pv;
     }
     return f;
 }

@@ -557,7 +557,27 @@ done:
     return rc;
 }
 
-cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e)
+bool cdc_dedup_image_part(const uint8_t *val, size_t len, uint8_t **part, size_t *part_len)
+{
+    size_t il;
+    const uint8_t *img = cdc_dedup_image(val, len, &il);
+    cdc_val_t v;
+    int r = cdc_row_image_lookup(img, il, CDC_DEDUP_PART_FIELD, &v);
+    *part = NULL;
+    *part_len = 0;
+    if (r < 0)
+        return false;
+    if (r == 1 && v.kind == CDC_VAL_SET) {
+        *part = v.bytes;
+        *part_len = v.len;
+    } else if (r == 1) {
+        free(v.bytes);
+    }
+    return true;
+}
+
+cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t *part,
+                           size_t part_len, cdc_error_t *e)
 {
     size_t sklen = 0, pklen = 0, blen = 0;
     uint8_t *sk = NULL, *pk = NULL, pos[16];
@@ -580,8 +600,8 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e
         /* Image of the toastable columns only, tagged by field id. */
         const cdc_source_schema_t *s = c->after.schema;
         cdc_source_schema_t sub = *s;
-        cdc_column_t cols[s->ncols ? s->ncols : 1];
-        cdc_val_t vals[s->ncols ? s->ncols : 1];
+        cdc_column_t cols[s->ncols + 1];
+        cdc_val_t vals[s->ncols + 1];
         cdc_row_t img = {&sub, vals};
         sub.ncols = 0;
         sub.cols = cols;
@@ -590,6 +610,16 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e
                 cols[sub.ncols] = s->cols[i];
                 vals[sub.ncols++] = c->after.vals[i];
             }
+        if (part != NULL) { /* where the row's file is (partition key) */
+            memset(&cols[sub.ncols], 0, sizeof(cols[0]));
+            memset(&vals[sub.ncols], 0, sizeof(vals[0]));
+            cols[sub.ncols].name = "";
+            cols[sub.ncols].field_id = CDC_DEDUP_PART_FIELD;
+            cols[sub.ncols].type = CDC_ICE_BINARY;
+            vals[sub.ncols].kind = CDC_VAL_SET;
+            vals[sub.ncols].bytes = (uint8_t *)part;
+            vals[sub.ncols++].len = part_len;
+        }
         if (!cdc_row_serialize(&img, &buf, &blen) || (full = malloc(blen + 16)) == NULL) {
             rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
             goto done;

@@ -101,9 +101,22 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
 
 /*
  * Records an accepted (and TOAST-repaired) change: seen key, position, row image. The
- * writes are pending (visible to cdc_dedup_check) until cdc_dedup_flush.
+ * writes are pending (visible to cdc_dedup_check) until cdc_dedup_flush. part (may be
+ * NULL) is the partition key of the file the row goes to (stage.h), kept in the image
+ * as field CDC_DEDUP_PART_FIELD so that the row's next change deletes it there.
  */
-cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e);
+cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t *part,
+                           size_t part_len, cdc_error_t *e);
+
+/* Field id of the partition key in a stored image (no column has id 0). */
+#define CDC_DEDUP_PART_FIELD 0
+
+/*
+ * The partition key kept with a stored row value (as from cdc_dedup_check), malloc'ed
+ * into *part (caller frees); *part = NULL when the row has none (written unpartitioned,
+ * or recorded before partitioning existed). False when out of memory or corrupt.
+ */
+bool cdc_dedup_image_part(const uint8_t *val, size_t len, uint8_t **part, size_t *part_len);
 
 /* Writes the pending changes to the store in one write batch. On failure they stay
  * pending (a later flush retries). While the store is held (cdc_dedup_cut) it writes

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/hash.h"
+#include "common/log.h"
 #include "common/iceberg/parquet.h"
 
 /* One table's file of one kind being encoded into memory (see stage.h). */
@@ -40,17 +41,28 @@ void cdc_stage_init(cdc_stage_t *s, uint32_t partition, uint64_t epoch)
     s->epoch = epoch;
 }
 
+static void entry_clear(cdc_stage_entry_t *en)
+{
+    free(en->entity);
+    free(en->part);
+    free(en->old_part);
+}
+
 static void table_free(cdc_stage_table_t *t)
 {
     enc_free(t->enc_cl);
     enc_free(t->enc_data);
     for (size_t i = 0; i < t->nentries; i++)
-        free(t->entries[i].entity);
-    for (size_t i = 0; i < t->nchangelog; i++)
+        entry_clear(&t->entries[i]);
+    for (size_t i = 0; i < t->nchangelog; i++) {
         cdc_row_clear(&t->changelog[i].row);
+        free(t->changelog[i].part);
+    }
     free(t->entries);
     free(t->slots);
     free(t->changelog);
+    cdc_ice_sort_order_free(&t->orders[0]);
+    cdc_ice_sort_order_free(&t->orders[1]);
     free(t->ns);
     free(t->table);
 }
@@ -194,7 +206,7 @@ static cdc_err_t stage_truncate(cdc_stage_t *s, const cdc_change_t *c, cdc_error
     enc_drop(s, &t->enc_data); /* its entries go */
     for (size_t i = 0; i < t->nentries; i++) {
         s->bytes -= sizeof(t->entries[i]) + t->entries[i].entity_len;
-        free(t->entries[i].entity);
+        entry_clear(&t->entries[i]);
     }
     t->nentries = 0;
     if (t->slots != NULL)
@@ -208,7 +220,48 @@ static cdc_err_t stage_truncate(cdc_stage_t *s, const cdc_change_t *c, cdc_error
     return CDC_OK;
 }
 
-cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_error_t *e)
+/* Copies a partition key into *dst (freeing the old one); false when out of memory. */
+static bool set_key(uint8_t **dst, size_t *dst_len, const uint8_t *key, size_t len)
+{
+    uint8_t *k = NULL;
+    if (key != NULL && (k = malloc(len ? len : 1)) == NULL)
+        return false;
+    if (key != NULL)
+        memcpy(k, key, len);
+    free(*dst);
+    *dst = k;
+    *dst_len = key ? len : 0;
+    return true;
+}
+
+/* A table's first partitioned row: its files are written per partition at the barrier. */
+static void set_partitioned(cdc_stage_t *s, cdc_stage_table_t *t)
+{
+    if (t->partitioned)
+        return;
+    t->partitioned = true;
+    enc_drop(s, &t->enc_cl);
+    enc_drop(s, &t->enc_data);
+}
+
+/* Takes a table's latest sort order of kind k (0 mirror, 1 changelog); a sorted table
+ * is written at the barrier. False when out of memory. */
+static bool set_order(cdc_stage_t *s, cdc_stage_table_t *t, int k, const cdc_ice_sort_order_t *o)
+{
+    int32_t id = o != NULL ? o->order_id : 0;
+    if (t->orders[k].order_id == id)
+        return true;
+    cdc_ice_sort_order_free(&t->orders[k]);
+    memset(&t->orders[k], 0, sizeof(t->orders[k]));
+    if (o != NULL && cdc_ice_sort_order_copy(&t->orders[k], o) != CDC_OK)
+        return false;
+    if (o != NULL)
+        set_partitioned(s, t);
+    return true;
+}
+
+cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before,
+                        const cdc_stage_parts_t *parts, cdc_error_t *e)
 {
     if (c->op == CDC_OP_TRUNCATE)
         return stage_truncate(s, c, e);
@@ -248,6 +301,11 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_e
         en->entity_len = c->entity_len;
         en->hash = h;
         en->needs_delete = live_before;
+        if (live_before && parts != NULL &&
+            !set_key(&en->old_part, &en->old_part_len, parts->old, parts->old_len)) {
+            free(en->entity);
+            goto nomem;
+        }
         t->slots[slot] = ++t->nentries;
         s->bytes += sizeof(*en) + c->entity_len;
     } else if (t->enc_data != NULL && (size_t)(en - t->entries) < t->enc_data->done) {
@@ -256,6 +314,13 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_e
         t->enc_data_off = true;
     }
     en->deleted = c->op == CDC_OP_DELETE;
+    if (parts != NULL && !set_key(&en->part, &en->part_len, parts->mirror, parts->mirror_len))
+        goto nomem;
+    if (en->part != NULL || en->old_part != NULL)
+        set_partitioned(s, t);
+    if (parts != NULL &&
+        (!set_order(s, t, 0, parts->mirror_order) || !set_order(s, t, 1, parts->changelog_order)))
+        goto nomem;
     en->last = t->nchangelog; /* the row changelog_push appends next */
 
     cl = changelog_push(s, t, c);
@@ -263,6 +328,16 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_e
     t->nmirror_only += c->backfill;
     cl->row = *img; /* moved */
     img->vals = NULL;
+    if (parts != NULL && parts->changelog != NULL && !c->backfill) {
+        cdc_err_t rc =
+            cdc_stage_part_key(parts->changelog, &cl->row, cl, &cl->part, &cl->part_len, e);
+        if (rc == CDC_ERR_NOMEM)
+            return rc;    /* (the row stays staged, unpartitioned; the epoch fails) */
+        if (rc != CDC_OK) /* a value the spec cannot take: spec 0 is as correct */
+            cdc_log_warn("partition %u: %s; the changelog row is written unpartitioned",
+                         s->partition, e->msg);
+        set_partitioned(s, t);
+    }
     s->bytes += row_bytes(&cl->row);
     t->row_bytes += row_bytes(&cl->row);
     s->changes++;
@@ -291,6 +366,23 @@ void cdc_stage_table_counts(const cdc_stage_table_t *t, size_t *data_rows, size_
 #include "common/iceberg/parquet.h"
 #include "common/iceberg/schema.h"
 #include "common/iceberg/table.h"
+
+/* The changelog's metadata columns, in schema order. */
+static const struct {
+    int32_t id;
+    const char *name;
+    cdc_ice_type_t type;
+    bool required;
+} cl_cols[] = {
+    {CDC_CL_FIELD_OP, "_op", CDC_ICE_STRING, true},
+    {CDC_CL_FIELD_LSN, "_lsn", CDC_ICE_LONG, true},
+    {CDC_CL_FIELD_COMMIT_LSN, "_commit_lsn", CDC_ICE_LONG, true},
+    {CDC_CL_FIELD_TX_ID, "_tx_id", CDC_ICE_LONG, false},
+    {CDC_CL_FIELD_SOURCE_TS, "_source_ts", CDC_ICE_TIMESTAMPTZ, false},
+    {CDC_CL_FIELD_KAFKA_PARTITION, "_kafka_partition", CDC_ICE_INT, true},
+    {CDC_CL_FIELD_KAFKA_OFFSET, "_kafka_offset", CDC_ICE_LONG, true},
+};
+#define CL_NCOLS (sizeof(cl_cols) / sizeof(cl_cols[0]))
 
 static bool add_field(cdc_ice_schema_t *o, int32_t id, const char *name, cdc_ice_type_t type,
                       int32_t precision, int32_t scale, bool required)
@@ -335,16 +427,9 @@ cdc_err_t cdc_stage_ice_schema(const cdc_source_schema_t *s, cdc_stage_kind_t ki
         const cdc_column_t *c = &s->retired[i];
         ok = add_field(out, c->field_id, c->name, c->type, c->precision, c->scale, false);
     }
-    if (kind == CDC_STAGE_CHANGELOG)
-        ok = ok && add_field(out, CDC_CL_FIELD_OP, "_op", CDC_ICE_STRING, 0, 0, true) &&
-             add_field(out, CDC_CL_FIELD_LSN, "_lsn", CDC_ICE_LONG, 0, 0, true) &&
-             add_field(out, CDC_CL_FIELD_COMMIT_LSN, "_commit_lsn", CDC_ICE_LONG, 0, 0, true) &&
-             add_field(out, CDC_CL_FIELD_TX_ID, "_tx_id", CDC_ICE_LONG, 0, 0, false) &&
-             add_field(out, CDC_CL_FIELD_SOURCE_TS, "_source_ts", CDC_ICE_TIMESTAMPTZ, 0, 0,
-                       false) &&
-             add_field(out, CDC_CL_FIELD_KAFKA_PARTITION, "_kafka_partition", CDC_ICE_INT, 0, 0,
-                       true) &&
-             add_field(out, CDC_CL_FIELD_KAFKA_OFFSET, "_kafka_offset", CDC_ICE_LONG, 0, 0, true);
+    for (size_t i = 0; kind == CDC_STAGE_CHANGELOG && i < CL_NCOLS && ok; i++)
+        ok = add_field(out, cl_cols[i].id, cl_cols[i].name, cl_cols[i].type, 0, 0,
+                       cl_cols[i].required);
     if (ok)
         return CDC_OK;
 nomem:
@@ -471,6 +556,186 @@ static cdc_err_t enc_open(const cdc_source_schema_t *src, cdc_stage_kind_t kind,
     return CDC_OK;
 }
 
+/* The cell of a changelog metadata column (field id >= CDC_CL_FIELD_OP) of row cl. */
+static void cl_cell(const cdc_changelog_row_t *cl, int32_t id, cdc_ice_value_t *cell)
+{
+    memset(cell, 0, sizeof(*cell));
+    switch (id) {
+    case CDC_CL_FIELD_OP:
+        cell->v.bytes.ptr = (const uint8_t *)(cl->op == 'c'   ? "c"
+                                              : cl->op == 'u' ? "u"
+                                              : cl->op == 'd' ? "d"
+                                              : cl->op == 't' ? "t"
+                                                              : "r");
+        cell->v.bytes.len = 1;
+        break;
+    case CDC_CL_FIELD_LSN:
+        cell->v.i64 = (int64_t)cl->lsn;
+        break;
+    case CDC_CL_FIELD_COMMIT_LSN:
+        cell->v.i64 = (int64_t)cl->commit_lsn;
+        break;
+    case CDC_CL_FIELD_TX_ID:
+        cell->is_null = cl->tx_id < 0;
+        cell->v.i64 = cl->tx_id;
+        break;
+    case CDC_CL_FIELD_SOURCE_TS:
+        cell->is_null = cl->source_ts_us <= 0;
+        cell->v.i64 = cl->source_ts_us;
+        break;
+    case CDC_CL_FIELD_KAFKA_PARTITION:
+        cell->v.i32 = cl->partition;
+        break;
+    default:
+        cell->v.i64 = cl->offset;
+        break;
+    }
+}
+
+/* ---- partition keys: [spec id u32][n u16] then per value [set u8][len u32][bytes] ---- */
+
+static void put_u32le(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_u32le(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The source value of partition field source id `id` as a field and its single-value
+ * encoding in *in (bytes malloc'ed; null when the row lacks it). */
+static bool part_source(const cdc_row_t *r, const cdc_changelog_row_t *cl, int32_t id,
+                        cdc_ice_field_t *f, cdc_ice_part_value_t *in)
+{
+    cdc_ice_value_t cell;
+    size_t cap;
+    memset(f, 0, sizeof(*f));
+    memset(in, 0, sizeof(*in));
+    in->null = true;
+    if (cl != NULL && id >= CDC_CL_FIELD_OP) {
+        for (size_t i = 0; i < CL_NCOLS; i++)
+            if (cl_cols[i].id == id)
+                f->type = cl_cols[i].type;
+        f->id = id;
+        cl_cell(cl, id, &cell);
+    } else {
+        const cdc_val_t *v = row_field(r, id);
+        const cdc_column_t *col = NULL;
+        for (size_t i = 0; r->vals != NULL && i < r->schema->ncols; i++)
+            if (r->schema->cols[i].field_id == id)
+                col = &r->schema->cols[i];
+        if (col == NULL)
+            return true; /* not in this row's schema: null */
+        f->id = id;
+        f->type = col->type;
+        f->precision = col->precision;
+        f->scale = col->scale;
+        to_cell(f, v, &cell);
+    }
+    if (cell.is_null)
+        return true;
+    cap = f->type == CDC_ICE_STRING || f->type == CDC_ICE_BINARY ? cell.v.bytes.len + 1 : 16;
+    if ((in->bytes = malloc(cap)) == NULL)
+        return false;
+    in->null = !cdc_ice_bound_encode(f, &cell, in->bytes, cap, &in->len);
+    return true;
+}
+
+cdc_err_t cdc_stage_part_key(const cdc_ice_partition_spec_t *spec, const cdc_row_t *r,
+                             const cdc_changelog_row_t *cl, uint8_t **key, size_t *len,
+                             cdc_error_t *e)
+{
+    size_t cap = 64, n = 6;
+    uint8_t *k = malloc(cap);
+    cdc_err_t rc = CDC_OK;
+
+    *key = NULL;
+    *len = 0;
+    if (k == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    put_u32le(k, (uint32_t)spec->spec_id);
+    k[4] = (uint8_t)spec->nfields;
+    k[5] = (uint8_t)(spec->nfields >> 8);
+    for (size_t i = 0; i < spec->nfields && rc == CDC_OK; i++) {
+        const cdc_ice_partition_field_t *pf = &spec->fields[i];
+        cdc_ice_field_t f;
+        cdc_ice_part_value_t in, out = {true, NULL, 0};
+        if (!part_source(r, cl, pf->source_id, &f, &in)) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if (!in.null && (rc = cdc_ice_transform_apply(pf->transform, &f, &in, &out)) != CDC_OK)
+            cdc_error_set(e, rc,
+                          "partition field \"%s\" of spec %d: cannot transform the "
+                          "value of field %d",
+                          pf->name, (int)spec->spec_id, (int)pf->source_id);
+        free(in.bytes);
+        if (rc == CDC_OK && n + 5 + out.len > cap) {
+            uint8_t *g;
+            cap = (n + 5 + out.len) * 2;
+            if ((g = realloc(k, cap)) == NULL)
+                rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            else
+                k = g;
+        }
+        if (rc == CDC_OK) {
+            k[n] = !out.null;
+            put_u32le(k + n + 1, out.null ? 0 : (uint32_t)out.len);
+            if (!out.null && out.len)
+                memcpy(k + n + 5, out.bytes, out.len);
+            n += 5 + (out.null ? 0 : out.len);
+        }
+        free(out.bytes);
+    }
+    if (rc != CDC_OK) {
+        free(k);
+        return rc;
+    }
+    *key = k;
+    *len = n;
+    return CDC_OK;
+}
+
+bool cdc_stage_part_key_decode(const uint8_t *key, size_t len, int32_t *spec_id,
+                               cdc_ice_part_value_t **values, size_t *n)
+{
+    size_t nf, off = 6;
+    cdc_ice_part_value_t *v;
+    *values = NULL;
+    *n = 0;
+    *spec_id = 0;
+    if (key == NULL)
+        return true; /* spec 0 */
+    if (len < 6)
+        return false;
+    nf = (size_t)key[4] | (size_t)key[5] << 8;
+    if ((v = calloc(nf ? nf : 1, sizeof(*v))) == NULL)
+        return false;
+    for (size_t i = 0; i < nf; i++) {
+        size_t l;
+        if (off + 5 > len || off + 5 + (l = get_u32le(key + off + 1)) > len)
+            goto bad;
+        v[i].null = key[off] == 0;
+        if (!v[i].null) {
+            if ((v[i].bytes = malloc(l ? l : 1)) == NULL)
+                goto bad;
+            memcpy(v[i].bytes, key + off + 5, l);
+            v[i].len = l;
+        }
+        off += 5 + l;
+    }
+    *spec_id = (int32_t)get_u32le(key);
+    *values = v;
+    *n = nf;
+    return true;
+bad:
+    cdc_ice_part_values_free(v, nf);
+    return false;
+}
+
 /* Fills en->cells for a changelog row (cl != NULL) or a mirror row r. */
 static void enc_cells(cdc_stage_enc_t *en, const cdc_row_t *r, const cdc_changelog_row_t *cl)
 {
@@ -480,37 +745,7 @@ static void enc_cells(cdc_stage_enc_t *en, const cdc_row_t *r, const cdc_changel
         const cdc_ice_field_t *fld = &en->schema.fields[f];
         cdc_ice_value_t *cell = &en->cells[f];
         if (cl != NULL && fld->id >= CDC_CL_FIELD_OP) {
-            memset(cell, 0, sizeof(*cell));
-            switch (fld->id) {
-            case CDC_CL_FIELD_OP:
-                cell->v.bytes.ptr = (const uint8_t *)(cl->op == 'c'   ? "c"
-                                                      : cl->op == 'u' ? "u"
-                                                      : cl->op == 'd' ? "d"
-                                                      : cl->op == 't' ? "t"
-                                                                      : "r");
-                cell->v.bytes.len = 1;
-                break;
-            case CDC_CL_FIELD_LSN:
-                cell->v.i64 = (int64_t)cl->lsn;
-                break;
-            case CDC_CL_FIELD_COMMIT_LSN:
-                cell->v.i64 = (int64_t)cl->commit_lsn;
-                break;
-            case CDC_CL_FIELD_TX_ID:
-                cell->is_null = cl->tx_id < 0;
-                cell->v.i64 = cl->tx_id;
-                break;
-            case CDC_CL_FIELD_SOURCE_TS:
-                cell->is_null = cl->source_ts_us <= 0;
-                cell->v.i64 = cl->source_ts_us;
-                break;
-            case CDC_CL_FIELD_KAFKA_PARTITION:
-                cell->v.i32 = cl->partition;
-                break;
-            default:
-                cell->v.i64 = cl->offset;
-                break;
-            }
+            cl_cell(cl, fld->id, cell);
             continue;
         }
         const cdc_val_t *v =
@@ -525,24 +760,29 @@ static inline bool entry_in(const cdc_stage_entry_t *en, cdc_stage_kind_t kind)
     return kind == CDC_STAGE_MIRROR_DATA ? !en->deleted : en->needs_delete;
 }
 
+/* Appends changelog row / entry i of t when it belongs in en's kind of file. */
+static cdc_err_t enc_row(cdc_stage_enc_t *en, const cdc_stage_table_t *t, size_t i, cdc_error_t *e)
+{
+    if (en->kind == CDC_STAGE_CHANGELOG) {
+        if (t->changelog[i].mirror_only)
+            return CDC_OK;
+        enc_cells(en, &t->changelog[i].row, &t->changelog[i]);
+    } else {
+        const cdc_stage_entry_t *entry = &t->entries[i];
+        if (!entry_in(entry, en->kind))
+            return CDC_OK;
+        enc_cells(en, cdc_stage_entry_row(t, entry), NULL);
+    }
+    return cdc_pq_writer_append(en->w, en->cells, e);
+}
+
 /* Appends changelog rows / entries [en->done, end) of t. */
 static cdc_err_t enc_append(cdc_stage_enc_t *en, const cdc_stage_table_t *t, size_t end,
                             cdc_error_t *e)
 {
     cdc_err_t rc = CDC_OK;
-    for (size_t i = en->done; i < end && rc == CDC_OK; i++) {
-        if (en->kind == CDC_STAGE_CHANGELOG) {
-            if (t->changelog[i].mirror_only)
-                continue;
-            enc_cells(en, &t->changelog[i].row, &t->changelog[i]);
-        } else {
-            const cdc_stage_entry_t *entry = &t->entries[i];
-            if (!entry_in(entry, en->kind))
-                continue;
-            enc_cells(en, cdc_stage_entry_row(t, entry), NULL);
-        }
-        rc = cdc_pq_writer_append(en->w, en->cells, e);
-    }
+    for (size_t i = en->done; i < end && rc == CDC_OK; i++)
+        rc = enc_row(en, t, i, e);
     if (rc == CDC_OK)
         en->done = end;
     return rc;
@@ -587,6 +827,8 @@ off:
 static void stage_encode_ahead(cdc_stage_t *s, cdc_stage_table_t *t)
 {
     size_t n = s->enc_rows;
+    if (t->partitioned)
+        return; /* files per partition, at the barrier */
     /* wide rows: fewer per row group, so that the writer's buffers stay small */
     size_t avg = t->nchangelog ? t->row_bytes / t->nchangelog + 1 : 1;
     if (n > CDC_STAGE_ENCODE_BYTES / avg)
@@ -690,9 +932,18 @@ typedef struct pending {
  * after what was encoded ahead): *out describes it (path = its location), p holds its
  * bytes. *written = false when the kind has no rows.
  */
+/* The rows of one partition of a kind: indices into changelog[] or entries[]. */
+typedef struct group {
+    const uint8_t *key; /* partition key (NULL = spec 0) */
+    size_t key_len;
+    const size_t *idx;
+    size_t n;
+    int32_t order_id; /* the rows are sorted by this order (0 = unsorted) */
+} group_t;
+
 static cdc_err_t encode_kind(cdc_stage_t *s, cdc_stage_table_t *t, cdc_stage_kind_t kind,
-                             const cdc_stage_write_options_t *o, cdc_stage_file_t *out,
-                             pending_t *p, bool *written, cdc_error_t *e)
+                             const group_t *g, const cdc_stage_write_options_t *o,
+                             cdc_stage_file_t *out, pending_t *p, bool *written, cdc_error_t *e)
 {
     cdc_stage_enc_t *en = NULL;
     cdc_err_t rc = CDC_OK;
@@ -714,7 +965,9 @@ static cdc_err_t encode_kind(cdc_stage_t *s, cdc_stage_table_t *t, cdc_stage_kin
             en = NULL;
         }
     }
-    if (kind == CDC_STAGE_CHANGELOG) {
+    if (g != NULL) {
+        rows = g->n; /* (nothing is encoded ahead for a partitioned table) */
+    } else if (kind == CDC_STAGE_CHANGELOG) {
         rows = t->nchangelog - t->nmirror_only;
     } else {
         for (size_t i = 0; i < t->nentries; i++)
@@ -724,9 +977,19 @@ static cdc_err_t encode_kind(cdc_stage_t *s, cdc_stage_table_t *t, cdc_stage_kin
         goto done;
     if (en == NULL && (rc = enc_open(t->schema, kind, o->compression, &en, e)) != CDC_OK)
         goto done;
-    rc = enc_append(en, t, kind == CDC_STAGE_CHANGELOG ? t->nchangelog : t->nentries, e);
+    if (g != NULL)
+        for (size_t j = 0; j < g->n && rc == CDC_OK; j++)
+            rc = enc_row(en, t, g->idx[j], e);
+    else
+        rc = enc_append(en, t, kind == CDC_STAGE_CHANGELOG ? t->nchangelog : t->nentries, e);
     if (rc == CDC_OK)
         rc = cdc_pq_writer_close(en->w, &out->df, e);
+    if (rc == CDC_OK && g != NULL &&
+        !cdc_stage_part_key_decode(g->key, g->key_len, &out->df.spec_id, &out->df.partition,
+                                   &out->df.npartition))
+        rc = cdc_error_set(e, CDC_ERR_INTERNAL, "bad partition key");
+    if (g != NULL && kind != CDC_STAGE_MIRROR_DELETES)
+        out->df.sort_order_id = g->order_id;
     if (rc != CDC_OK)
         goto done;
     if (cdc_pq_writer_take_buffer(en->w, &p->data, &p->len) != CDC_OK) {
@@ -801,6 +1064,261 @@ static cdc_err_t store_all(cdc_storage_t *storage, cdc_stage_file_t *out, pendin
     return rc;
 }
 
+/* Key of row i of a kind: the data file's, the equality delete's or the changelog's. */
+static const uint8_t *row_key(const cdc_stage_table_t *t, cdc_stage_kind_t kind, size_t i,
+                              size_t *len)
+{
+    if (kind == CDC_STAGE_CHANGELOG) {
+        *len = t->changelog[i].part_len;
+        return t->changelog[i].part;
+    }
+    *len = kind == CDC_STAGE_MIRROR_DATA ? t->entries[i].part_len : t->entries[i].old_part_len;
+    return kind == CDC_STAGE_MIRROR_DATA ? t->entries[i].part : t->entries[i].old_part;
+}
+
+typedef struct keyed {
+    const uint8_t *key;
+    size_t len, idx;
+} keyed_t;
+
+static int keyed_cmp(const void *a, const void *b)
+{
+    const keyed_t *x = a, *y = b;
+    int c;
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    if (x->len > 0 && (c = memcmp(x->key, y->key, x->len)) != 0)
+        return c;
+    return x->idx < y->idx ? -1 : x->idx > y->idx; /* rows keep their order in a file */
+}
+
+/* Room for one more file in the write's arrays. */
+static bool files_reserve(cdc_stage_file_t **out, pending_t **p, size_t *cap, size_t n)
+{
+    cdc_stage_file_t *no;
+    pending_t *np;
+    if (n < *cap)
+        return true;
+    if ((no = realloc(*out, *cap * 2 * sizeof(*no))) == NULL)
+        return false;
+    *out = no;
+    if ((np = realloc(*p, *cap * 2 * sizeof(*np))) == NULL)
+        return false;
+    *p = np;
+    memset(no + *cap, 0, *cap * sizeof(*no));
+    memset(np + *cap, 0, *cap * sizeof(*np));
+    for (size_t i = *cap; i < *cap * 2; i++)
+        np[i].fd = -1;
+    *cap *= 2;
+    return true;
+}
+
+/* ---- sort orders: each file's rows sorted by its table's order ---------------------- */
+
+/* One sort field's transformed value of a row, in a comparable form. */
+typedef struct skey {
+    bool null;
+    int kind; /* 0 integer, 1 floating point, 2 bytes (unsigned lexicographic), 3 decimal */
+    int64_t i;
+    double d;
+    __int128 dec;
+    uint8_t *b;
+    size_t len;
+} skey_t;
+
+typedef struct srow {
+    size_t idx;
+    skey_t *keys; /* one per sort field */
+} srow_t;
+
+static int64_t le_signed(const uint8_t *p, size_t n)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    if (n < 8 && n > 0 && (p[n - 1] & 0x80))
+        v |= ~(uint64_t)0 << (8 * n);
+    return (int64_t)v;
+}
+
+/* The comparable form of a single-value encoded value of type `type`. */
+static void skey_set(skey_t *k, cdc_ice_type_t type, cdc_ice_part_value_t *v)
+{
+    memset(k, 0, sizeof(*k));
+    k->null = v->null;
+    if (v->null)
+        return;
+    switch (type) {
+    case CDC_ICE_FLOAT: {
+        float f;
+        uint32_t bits = (uint32_t)le_signed(v->bytes, 4);
+        memcpy(&f, &bits, 4);
+        k->kind = 1;
+        k->d = f;
+        break;
+    }
+    case CDC_ICE_DOUBLE: {
+        uint64_t bits = (uint64_t)le_signed(v->bytes, 8);
+        memcpy(&k->d, &bits, 8);
+        k->kind = 1;
+        break;
+    }
+    case CDC_ICE_DECIMAL:
+        k->kind = 3;
+        k->dec = v->len > 0 && (v->bytes[0] & 0x80) ? -1 : 0;
+        for (size_t i = 0; i < v->len; i++)
+            k->dec = (__int128)((unsigned __int128)k->dec << 8) | v->bytes[i];
+        break;
+    case CDC_ICE_STRING:
+    case CDC_ICE_BINARY:
+    case CDC_ICE_UUID:
+        k->kind = 2;
+        k->b = v->bytes; /* taken */
+        k->len = v->len;
+        v->bytes = NULL;
+        break;
+    default: /* boolean, int, long, date, time, timestamps */
+        k->i = le_signed(v->bytes, v->len > 8 ? 8 : v->len);
+        break;
+    }
+}
+
+static int skey_cmp(const skey_t *a, const skey_t *b)
+{
+    switch (a->kind) {
+    case 1:
+        return a->d < b->d ? -1 : a->d > b->d;
+    case 2: {
+        size_t n = a->len < b->len ? a->len : b->len;
+        int c = n ? memcmp(a->b, b->b, n) : 0;
+        return c != 0 ? c : a->len < b->len ? -1 : a->len > b->len;
+    }
+    case 3:
+        return a->dec < b->dec ? -1 : a->dec > b->dec;
+    default:
+        return a->i < b->i ? -1 : a->i > b->i;
+    }
+}
+
+static int srow_cmp(const void *pa, const void *pb, void *arg)
+{
+    const srow_t *a = pa, *b = pb;
+    const cdc_ice_sort_order_t *o = arg;
+    for (size_t f = 0; f < o->nfields; f++) {
+        const skey_t *x = &a->keys[f], *y = &b->keys[f];
+        int c;
+        if (x->null || y->null) {
+            if (x->null && y->null)
+                continue;
+            c = x->null == o->fields[f].nulls_first ? -1 : 1;
+            return c; /* null placement does not follow the direction */
+        }
+        if (x->kind != y->kind) /* rows of two schema versions (a promotion): by kind */
+            return x->kind < y->kind ? -1 : 1;
+        if ((c = skey_cmp(x, y)) != 0)
+            return o->fields[f].descending ? -c : c;
+    }
+    return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+/* Sorts the rows idx[0..n) of a kind by order o (stable for equal keys). */
+static cdc_err_t sort_rows(const cdc_stage_table_t *t, cdc_stage_kind_t kind,
+                           const cdc_ice_sort_order_t *o, size_t *idx, size_t n, cdc_error_t *e)
+{
+    srow_t *rows = calloc(n ? n : 1, sizeof(*rows));
+    skey_t *keys = calloc(n * o->nfields + 1, sizeof(*keys));
+    cdc_err_t rc = CDC_OK;
+
+    if (rows == NULL || keys == NULL) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t r = 0; r < n && rc == CDC_OK; r++) {
+        const cdc_changelog_row_t *cl = kind == CDC_STAGE_CHANGELOG ? &t->changelog[idx[r]] : NULL;
+        const cdc_row_t *row = cl ? &cl->row : cdc_stage_entry_row(t, &t->entries[idx[r]]);
+        rows[r].idx = idx[r];
+        rows[r].keys = &keys[r * o->nfields];
+        for (size_t f = 0; f < o->nfields && rc == CDC_OK; f++) {
+            const cdc_ice_sort_field_t *sf = &o->fields[f];
+            cdc_ice_field_t src, res;
+            cdc_ice_part_value_t in, out = {true, NULL, 0};
+            if (!part_source(row, cl, sf->source_id, &src, &in)) {
+                rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+                break;
+            }
+            if (!in.null && cdc_ice_transform_result(sf->transform, &src, &res) &&
+                cdc_ice_transform_apply(sf->transform, &src, &in, &out) == CDC_OK)
+                skey_set(&rows[r].keys[f], res.type, &out);
+            else
+                rows[r].keys[f].null = true; /* (a value the order cannot take sorts as null) */
+            free(in.bytes);
+            free(out.bytes);
+        }
+    }
+    if (rc == CDC_OK) {
+        qsort_r(rows, n, sizeof(*rows), srow_cmp, (void *)o);
+        for (size_t r = 0; r < n; r++)
+            idx[r] = rows[r].idx;
+    }
+done:
+    for (size_t i = 0; keys != NULL && i < n * o->nfields; i++)
+        free(keys[i].b);
+    free(keys);
+    free(rows);
+    return rc;
+}
+
+/* A partitioned or sorted table's files of a kind: one per partition key, rows sorted by
+ * the table's order (in staged order without one). */
+static cdc_err_t encode_groups(cdc_stage_t *s, cdc_stage_table_t *t, cdc_stage_kind_t kind,
+                               const cdc_stage_write_options_t *o, cdc_stage_file_t **out,
+                               pending_t **p, size_t *cap, size_t *n, cdc_error_t *e)
+{
+    size_t total = kind == CDC_STAGE_CHANGELOG ? t->nchangelog : t->nentries, nk = 0;
+    const cdc_ice_sort_order_t *order = &t->orders[kind == CDC_STAGE_CHANGELOG];
+    keyed_t *k = malloc((total ? total : 1) * sizeof(*k));
+    size_t *idx = malloc((total ? total : 1) * sizeof(*idx));
+    cdc_err_t rc = CDC_OK;
+
+    if (k == NULL || idx == NULL) {
+        free(k);
+        free(idx);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < total; i++) {
+        if (kind == CDC_STAGE_CHANGELOG ? t->changelog[i].mirror_only
+                                        : !entry_in(&t->entries[i], kind))
+            continue;
+        k[nk].key = row_key(t, kind, i, &k[nk].len);
+        k[nk++].idx = i;
+    }
+    qsort(k, nk, sizeof(*k), keyed_cmp);
+    for (size_t i = 0; i < nk; i++)
+        idx[i] = k[i].idx;
+    for (size_t a = 0, b; a < nk && rc == CDC_OK; a = b) {
+        group_t g = {k[a].key, k[a].len, idx + a, 0, 0};
+        bool written;
+        for (b = a; b < nk && k[b].len == k[a].len &&
+                    (k[a].len == 0 || memcmp(k[b].key, k[a].key, k[a].len) == 0);)
+            b++;
+        g.n = b - a;
+        if (order->nfields > 0 && kind != CDC_STAGE_MIRROR_DELETES) {
+            if ((rc = sort_rows(t, kind, order, idx + a, g.n, e)) != CDC_OK)
+                break;
+            g.order_id = order->order_id;
+        }
+        if (!files_reserve(out, p, cap, *n)) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            break;
+        }
+        rc = encode_kind(s, t, kind, &g, o, &(*out)[*n], &(*p)[*n], &written, e);
+        *n += written;
+    }
+    free(k);
+    free(idx);
+    return rc;
+}
+
 cdc_err_t cdc_stage_write(cdc_stage_t *s, cdc_storage_t *storage,
                           const cdc_stage_write_options_t *o, cdc_stage_file_t **files,
                           size_t *nfiles, cdc_error_t *e)
@@ -820,7 +1338,16 @@ cdc_err_t cdc_stage_write(cdc_stage_t *s, cdc_storage_t *storage,
     for (size_t i = 0; i < s->ntables && rc == CDC_OK; i++)
         for (int k = CDC_STAGE_MIRROR_DATA; k <= CDC_STAGE_CHANGELOG && rc == CDC_OK; k++) {
             bool written;
-            rc = encode_kind(s, &s->tables[i], (cdc_stage_kind_t)k, o, &out[n], &p[n], &written, e);
+            if (s->tables[i].partitioned) {
+                rc = encode_groups(s, &s->tables[i], (cdc_stage_kind_t)k, o, &out, &p, &cap, &n, e);
+                continue;
+            }
+            if (!files_reserve(&out, &p, &cap, n)) {
+                rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+                break;
+            }
+            rc = encode_kind(s, &s->tables[i], (cdc_stage_kind_t)k, NULL, o, &out[n], &p[n],
+                             &written, e);
             n += written;
         }
     if (rc == CDC_OK)

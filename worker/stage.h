@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/iceberg/partition.h"
 #include "common/iceberg/types.h"
 #include "worker/decode.h"
 
@@ -51,6 +52,10 @@ typedef struct cdc_stage_entry {
     uint32_t hash;     /* of entity: a growing table rehashes without reading keys */
     size_t last;       /* changelog index of the last change: its row is the final after
                         * image, or the before image (key) for deletes */
+    /* Partition keys (cdc_stage_part_key(); NULL = spec 0, unpartitioned): of the final
+     * row (its data file), and of the row before the epoch (its equality delete). */
+    uint8_t *part, *old_part;
+    size_t part_len, old_part_len;
 } cdc_stage_entry_t;
 
 typedef struct cdc_changelog_row {
@@ -62,6 +67,8 @@ typedef struct cdc_changelog_row {
     int32_t partition;
     int64_t offset;
     bool mirror_only; /* a backfill row (cdc_change_t.backfill): no changelog row */
+    uint8_t *part;    /* partition key in the changelog table (NULL = spec 0) */
+    size_t part_len;
 } cdc_changelog_row_t;
 
 typedef struct cdc_stage_table {
@@ -75,6 +82,13 @@ typedef struct cdc_stage_table {
     size_t nchangelog, clcap;
     size_t nmirror_only; /* changelog[] rows that are mirror_only */
     bool truncated;      /* a TRUNCATE was staged this epoch: entries are post-truncate only */
+    bool partitioned;    /* a row has a partition key or the table a sort order: files are
+                          * written at the barrier (no encoding ahead), per partition and
+                          * sorted */
+    /* sort orders of the mirror's data files ([0]) and of the changelog's ([1]) as of
+     * the latest change staged (order_id 0: unsorted); a sorted table is also written at
+     * the barrier */
+    cdc_ice_sort_order_t orders[2];
     /* encoding ahead (stage.c; NULL = nothing encoded yet) */
     struct cdc_stage_enc *enc_cl;   /* changelog rows [0, enc_cl->done) */
     struct cdc_stage_enc *enc_data; /* mirror data of entries [0, enc_data->done) */
@@ -131,7 +145,40 @@ void cdc_stage_free(cdc_stage_t *s);
  * slot sees the truncate; only partition 0 adds it to the changelog (one `_op = 't'`
  * row with null row columns), so the changelog holds it once.
  */
-cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before, cdc_error_t *e);
+/*
+ * Layout of a change (NULL: every file of the table unpartitioned and unsorted). A row's
+ * partition is fixed when it is staged, under the spec its table had then (the worker
+ * learns specs from barriers, layout.h), and recorded in state with the row, so that the
+ * equality delete of a later change reaches the file the row went to, also when that
+ * change moves the row to another partition (docs/worker.md, "Partitioned tables").
+ */
+typedef struct cdc_stage_parts {
+    const uint8_t *mirror; /* key of the change's row in the mirror (NULL = spec 0) */
+    size_t mirror_len;
+    const uint8_t *old; /* key of the row before the change, from state (NULL = spec 0:
+                         * the delete applies to the whole table) */
+    size_t old_len;
+    const cdc_ice_partition_spec_t *changelog; /* spec of the changelog table, or NULL */
+    /* sort orders of the mirror and of the changelog (NULL: unsorted): each file of the
+     * epoch is written sorted by the table's latest order and names it (sort_order_id) */
+    const cdc_ice_sort_order_t *mirror_order, *changelog_order;
+} cdc_stage_parts_t;
+
+cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before,
+                        const cdc_stage_parts_t *parts, cdc_error_t *e);
+
+/*
+ * Partition key of a row under spec: the spec id and the tuple of transformed values
+ * (cl: the changelog row, whose metadata columns _op, _lsn, _source_ts, ... a changelog
+ * spec may name; NULL for the mirror). A source column the row lacks is null. *key is
+ * malloc'ed (caller frees). cdc_stage_part_key_decode() turns a key into a data file's
+ * spec_id and partition values (caller frees with cdc_ice_part_values_free()).
+ */
+cdc_err_t cdc_stage_part_key(const cdc_ice_partition_spec_t *spec, const cdc_row_t *r,
+                             const cdc_changelog_row_t *cl, uint8_t **key, size_t *len,
+                             cdc_error_t *e);
+bool cdc_stage_part_key_decode(const uint8_t *key, size_t len, int32_t *spec_id,
+                               cdc_ice_part_value_t **values, size_t *n);
 
 /* Number of mirror data rows / equality deletes a table will produce. */
 void cdc_stage_table_counts(const cdc_stage_table_t *t, size_t *data_rows, size_t *deletes);

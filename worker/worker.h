@@ -29,6 +29,7 @@
 #include "worker/decode.h"
 #include "worker/dedup.h"
 #include "worker/dlq.h"
+#include "worker/layout.h"
 #include "worker/stage.h"
 
 #define CDC_WORKER_PARTITIONS 12
@@ -118,6 +119,7 @@ typedef struct cdc_worker {
     int64_t schema_next[CDC_WORKER_SCHEMA_PARTITIONS]; /* next offset read per partition */
     cdc_kafka_producer_t *dlq;
     cdc_storage_t *storage;
+    cdc_layouts_t layouts; /* partition specs from the last barrier (record thread) */
     cdc_catalog_t *catalog;
     cdc_decode_options_t dopts;
     cdc_slot_t slots[CDC_WORKER_PARTITIONS];

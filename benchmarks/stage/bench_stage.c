@@ -67,7 +67,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "bench_stage: decode: %s\n", de.msg);
                 return 1;
             }
-            if (cdc_stage_add(&s, &c, false, &e) != CDC_OK) {
+            if (cdc_stage_add(&s, &c, false, NULL, &e) != CDC_OK) {
                 fprintf(stderr, "bench_stage: %s\n", e.msg);
                 return 1;
             }

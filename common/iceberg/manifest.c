@@ -1,14 +1,19 @@
 /*
  * Manifests and manifest lists (see manifest.h). The Avro schemas below are the
  * Iceberg v2 spec's manifest_entry and manifest_file schemas with their field ids;
- * field order matters for the binary encoding in encode_entry()/encode_file().
+ * field order matters for the binary encoding in encode_entry()/encode_file(). The
+ * partition record (r102) of a manifest is generated from its spec's result types.
  */
 #include "common/iceberg/manifest.h"
 
 #include <avro.h>
+#include <ctype.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/iceberg/parquet.h"
 
 static const char ENTRY_SCHEMA[] =
     "{\"type\":\"record\",\"name\":\"manifest_entry\",\"fields\":[{\"name\":\"status\",\"type\":"
@@ -216,7 +221,53 @@ static void put_stat_map(cdc_avro_buf_t *b, const cdc_ice_data_file_t *f, stat_m
     cdc_avro_put_long(b, 0);
 }
 
-static void encode_entry(cdc_avro_buf_t *b, const cdc_ice_manifest_entry_t *en)
+/* One optional partition value as its Avro union (part_avro_type() says which type). */
+static bool put_part_value(cdc_avro_buf_t *b, const cdc_ice_field_t *f,
+                           const cdc_ice_part_value_t *v)
+{
+    uint8_t fixed[16];
+    int n;
+
+    if (v->null) {
+        cdc_avro_put_long(b, 0);
+        return true;
+    }
+    if (!cdc_ice_part_value_valid(f, v))
+        return false;
+    cdc_avro_put_long(b, 1);
+    switch (f->type) {
+    case CDC_ICE_BOOLEAN:
+        cdc_avro_put_bool(b, v->bytes[0] != 0);
+        break;
+    case CDC_ICE_INT:
+    case CDC_ICE_DATE:
+    case CDC_ICE_LONG:
+    case CDC_ICE_TIME:
+    case CDC_ICE_TIMESTAMP:
+    case CDC_ICE_TIMESTAMPTZ:
+        cdc_avro_put_long(b, cdc_ice_part_value_int(v));
+        break;
+    case CDC_ICE_FLOAT:
+    case CDC_ICE_DOUBLE: /* Avro's encoding is the single-value one: little-endian IEEE 754 */
+    case CDC_ICE_UUID:   /* fixed(16) */
+        cdc_avro_put_raw(b, v->bytes, v->len);
+        break;
+    case CDC_ICE_DECIMAL: /* fixed of the precision's size */
+        n = cdc_ice_decimal_fixed_len(f->precision);
+        if (v->len > (size_t)n)
+            return false;
+        cdc_ice_decimal_be_fixed(cdc_ice_part_value_decimal(v), fixed, n);
+        cdc_avro_put_raw(b, fixed, (size_t)n);
+        break;
+    default: /* string, binary */
+        cdc_avro_put_bytes(b, v->bytes, v->len);
+        break;
+    }
+    return true;
+}
+
+static bool encode_entry(cdc_avro_buf_t *b, const cdc_ice_manifest_entry_t *en,
+                         const cdc_ice_field_t *part_fields)
 {
     const cdc_ice_data_file_t *f = &en->file;
     cdc_avro_put_long(b, en->status);
@@ -226,7 +277,9 @@ static void encode_entry(cdc_avro_buf_t *b, const cdc_ice_manifest_entry_t *en)
     cdc_avro_put_long(b, f->content);
     cdc_avro_put_string(b, f->path);
     cdc_avro_put_string(b, "PARQUET");
-    /* partition: empty record, zero bytes */
+    for (size_t i = 0; i < f->npartition; i++)
+        if (!put_part_value(b, &part_fields[i], &f->partition[i]))
+            return false;
     cdc_avro_put_long(b, f->record_count);
     cdc_avro_put_long(b, f->file_size_in_bytes);
     put_stat_map(b, f, MAP_SIZES);
@@ -254,53 +307,190 @@ static void encode_entry(cdc_avro_buf_t *b, const cdc_ice_manifest_entry_t *en)
     } else {
         cdc_avro_put_long(b, 0);
     }
-    /* sort_order_id: 0 (unsorted) for data and equality deletes, null for position deletes */
+    /* sort_order_id: set for data and equality deletes, null for position deletes */
     if (f->content == CDC_ICE_CONTENT_POSITION_DELETES) {
         cdc_avro_put_long(b, 0);
     } else {
         cdc_avro_put_long(b, 1);
-        cdc_avro_put_long(b, 0);
+        cdc_avro_put_long(b, f->sort_order_id);
     }
     cdc_avro_put_long(b, 0); /* referenced_data_file: null */
+    return true;
+}
+
+/*
+ * Avro name of a partition field as Iceberg Java sanitizes it: [A-Za-z_][A-Za-z0-9_]*,
+ * a leading digit d becomes "_d", any other character "_x<HEX code point>".
+ */
+static char *avro_name(const char *name)
+{
+    size_t n = strlen(name);
+    char *out = malloc(n * 10 + 2), *p = out;
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (isalpha(c) || c == '_' || (i > 0 && isdigit(c))) {
+            *p++ = (char)c;
+        } else if (isdigit(c)) {
+            p += sprintf(p, "_%c", c);
+        } else {
+            /* a UTF-8 sequence is one code point */
+            uint32_t cp = c;
+            int more = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
+            cp &= more ? 0x3Fu >> more : 0xFFu;
+            for (; more > 0 && i + 1 < n && ((unsigned char)name[i + 1] & 0xC0) == 0x80; more--)
+                cp = cp << 6 | ((unsigned char)name[++i] & 0x3F);
+            p += sprintf(p, "_x%X", (unsigned)cp);
+        }
+    }
+    if (p == out)
+        *p++ = '_';
+    *p = '\0';
+    return out;
+}
+
+/* Avro type of a partition field's values, from the spec's type table. */
+static json_t *part_avro_type(const cdc_ice_field_t *f)
+{
+    static const char *const simple[CDC_ICE__TYPE_COUNT] = {
+        [CDC_ICE_BOOLEAN] = "boolean", [CDC_ICE_INT] = "int",       [CDC_ICE_LONG] = "long",
+        [CDC_ICE_FLOAT] = "float",     [CDC_ICE_DOUBLE] = "double", [CDC_ICE_STRING] = "string",
+        [CDC_ICE_BINARY] = "bytes",
+    };
+    char name[48];
+
+    switch (f->type) {
+    case CDC_ICE_DATE:
+        return json_pack("{s:s, s:s}", "type", "int", "logicalType", "date");
+    case CDC_ICE_TIME:
+        return json_pack("{s:s, s:s}", "type", "long", "logicalType", "time-micros");
+    case CDC_ICE_TIMESTAMP:
+    case CDC_ICE_TIMESTAMPTZ:
+        return json_pack("{s:s, s:s, s:b}", "type", "long", "logicalType", "timestamp-micros",
+                         "adjust-to-utc", f->type == CDC_ICE_TIMESTAMPTZ);
+    case CDC_ICE_DECIMAL:
+        snprintf(name, sizeof(name), "decimal_%d_%d_p%d", (int)f->precision, (int)f->scale,
+                 (int)f->id);
+        return json_pack("{s:s, s:s, s:i, s:s, s:i, s:i}", "type", "fixed", "name", name, "size",
+                         cdc_ice_decimal_fixed_len(f->precision), "logicalType", "decimal",
+                         "precision", (int)f->precision, "scale", (int)f->scale);
+    case CDC_ICE_UUID:
+        snprintf(name, sizeof(name), "uuid_fixed_p%d", (int)f->id);
+        return json_pack("{s:s, s:s, s:i, s:s}", "type", "fixed", "name", name, "size", 16,
+                         "logicalType", "uuid");
+    default:
+        return (int)f->type >= 0 && f->type < CDC_ICE__TYPE_COUNT && simple[f->type]
+                   ? json_string(simple[f->type])
+                   : NULL;
+    }
+}
+
+/* ENTRY_SCHEMA with the partition record of these partition fields; caller frees. */
+static char *entry_schema(const cdc_ice_field_t *part_fields, size_t npart)
+{
+    static const char empty[] = "{\"type\":\"record\",\"name\":\"r102\",\"fields\":[]}";
+    const char *at = strstr(ENTRY_SCHEMA, empty);
+    json_t *fields = json_array();
+    char *rec = NULL, *out = NULL;
+
+    for (size_t i = 0; fields != NULL && i < npart; i++) {
+        char *name = avro_name(part_fields[i].name ? part_fields[i].name : "");
+        json_t *type = part_avro_type(&part_fields[i]);
+        json_t *fo = name && type
+                         ? json_pack("{s:s, s:[s,o], s:n, s:i}", "name", name, "type", "null", type,
+                                     "default", "field-id", (int)part_fields[i].id)
+                         : NULL;
+        if (fo == NULL && !(name && type))
+            json_decref(type); /* json_pack() took it otherwise */
+        free(name);
+        if (fo == NULL || json_array_append_new(fields, fo) != 0) {
+            json_decref(fields);
+            return NULL;
+        }
+    }
+    json_t *r =
+        fields ? json_pack("{s:s, s:s, s:o}", "type", "record", "name", "r102", "fields", fields)
+               : NULL;
+    if (r != NULL)
+        rec = json_dumps(r, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(r);
+    if (rec != NULL && at != NULL &&
+        asprintf(&out, "%.*s%s%s", (int)(at - ENTRY_SCHEMA), ENTRY_SCHEMA, rec,
+                 at + sizeof(empty) - 1) < 0)
+        out = NULL;
+    free(rec);
+    return out;
 }
 
 cdc_err_t cdc_ice_manifest_write(const cdc_ice_manifest_entry_t *entries, size_t n,
                                  const char *schema_json, int32_t schema_id,
+                                 const cdc_ice_partition_spec_t *spec,
+                                 const cdc_ice_field_t *part_fields,
                                  cdc_ice_manifest_content_t content, cdc_avro_codec_t codec,
                                  uint8_t **out, size_t *len, cdc_error_t *e)
 {
-    char sid[16];
+    static const cdc_ice_partition_spec_t unpartitioned = {0};
+    char sid[16], specid[16], *schema = NULL, *spec_json = NULL;
+    json_t *sj = NULL;
+    cdc_avro_writer_t w;
+    cdc_err_t rc;
+
+    if (spec == NULL)
+        spec = &unpartitioned;
     snprintf(sid, sizeof(sid), "%d", schema_id);
+    snprintf(specid, sizeof(specid), "%d", (int)spec->spec_id);
+    /* "partition-spec" holds the spec's field list */
+    if ((sj = cdc_ice_partition_spec_to_jansson(spec)) == NULL ||
+        (spec_json = json_dumps(json_object_get(sj, "fields"),
+                                JSON_COMPACT | JSON_PRESERVE_ORDER)) == NULL ||
+        (schema = entry_schema(part_fields, spec->nfields)) == NULL) {
+        rc = oom(e);
+        goto done;
+    }
     const char *meta[] = {
         "schema",
         schema_json,
         "schema-id",
         sid,
         "partition-spec",
-        "[]",
+        spec_json,
         "partition-spec-id",
-        "0",
+        specid,
         "format-version",
         "2",
         "content",
         content == CDC_ICE_MANIFEST_DELETES ? "deletes" : "data",
     };
-    cdc_avro_writer_t w;
-    cdc_err_t rc = cdc_avro_writer_init(&w, ENTRY_SCHEMA, codec, meta, 6, e);
-    if (rc != CDC_OK)
-        return rc;
+    if ((rc = cdc_avro_writer_init(&w, schema, codec, meta, 6, e)) != CDC_OK)
+        goto done;
     for (size_t i = 0; i < n; i++) {
-        if (!entries[i].file.path) {
+        const cdc_ice_data_file_t *f = &entries[i].file;
+        if (!f->path) {
             cdc_avro_writer_discard(&w);
-            return cdc_error_set(e, CDC_ERR_INVALID, "manifest entry %zu has no file path", i);
+            rc = cdc_error_set(e, CDC_ERR_INVALID, "manifest entry %zu has no file path", i);
+            goto done;
         }
-        encode_entry(&w.record, &entries[i]);
+        if (f->spec_id != spec->spec_id || f->npartition != spec->nfields ||
+            !encode_entry(&w.record, &entries[i], part_fields)) {
+            cdc_avro_writer_discard(&w);
+            rc = cdc_error_set(e, CDC_ERR_INVALID,
+                               "file \"%s\" does not carry a valid partition of spec %d (%zu "
+                               "values for %zu fields)",
+                               f->path, (int)spec->spec_id, f->npartition, spec->nfields);
+            goto done;
+        }
         if ((rc = cdc_avro_writer_end_record(&w, e)) != CDC_OK) {
             cdc_avro_writer_discard(&w);
-            return rc;
+            goto done;
         }
     }
-    return cdc_avro_writer_finish(&w, out, len, e);
+    rc = cdc_avro_writer_finish(&w, out, len, e);
+done:
+    json_decref(sj);
+    free(spec_json);
+    free(schema);
+    return rc;
 }
 
 static void encode_file(cdc_avro_buf_t *b, const cdc_ice_manifest_file_t *m)
@@ -318,9 +508,99 @@ static void encode_file(cdc_avro_buf_t *b, const cdc_ice_manifest_file_t *m)
     cdc_avro_put_long(b, m->added_rows);
     cdc_avro_put_long(b, m->existing_rows);
     cdc_avro_put_long(b, m->deleted_rows);
-    cdc_avro_put_long(b, 1); /* partitions: empty list (unpartitioned) */
+    cdc_avro_put_long(b, 1); /* partitions: one field_summary per partition field */
+    if (m->npartitions > 0) {
+        cdc_avro_put_long(b, (int64_t)m->npartitions);
+        for (size_t i = 0; i < m->npartitions; i++) {
+            const cdc_ice_field_summary_t *ps = &m->partitions[i];
+            cdc_avro_put_bool(b, ps->contains_null);
+            cdc_avro_put_long(b, 1);
+            cdc_avro_put_bool(b, ps->contains_nan);
+            const cdc_ice_part_value_t *bounds[2] = {&ps->lower, &ps->upper};
+            for (int k = 0; k < 2; k++) {
+                cdc_avro_put_long(b, bounds[k]->null ? 0 : 1);
+                if (!bounds[k]->null)
+                    cdc_avro_put_bytes(b, bounds[k]->bytes, bounds[k]->len);
+            }
+        }
+    }
     cdc_avro_put_long(b, 0);
     cdc_avro_put_long(b, 0); /* key_metadata: null */
+}
+
+cdc_err_t cdc_ice_manifest_summarize(const cdc_ice_manifest_entry_t *entries, size_t n,
+                                     const cdc_ice_field_t *part_fields, size_t npart,
+                                     cdc_ice_manifest_file_t *mf)
+{
+    cdc_ice_field_summary_t *v = npart ? calloc(npart, sizeof(*v)) : NULL;
+
+    if (npart > 0 && v == NULL)
+        return CDC_ERR_NOMEM;
+    for (size_t i = 0; i < npart; i++) {
+        const cdc_ice_part_value_t *lo = NULL, *hi = NULL;
+        for (size_t j = 0; j < n; j++) {
+            const cdc_ice_data_file_t *f = &entries[j].file;
+            const cdc_ice_part_value_t *x = i < f->npartition ? &f->partition[i] : NULL;
+            if (x == NULL || x->null) {
+                v[i].contains_null = true;
+            } else if (cdc_ice_part_value_is_nan(&part_fields[i], x)) {
+                v[i].contains_nan = true;
+            } else {
+                if (lo == NULL || cdc_ice_part_value_compare(&part_fields[i], x, lo) < 0)
+                    lo = x;
+                if (hi == NULL || cdc_ice_part_value_compare(&part_fields[i], x, hi) > 0)
+                    hi = x;
+            }
+        }
+        static const cdc_ice_part_value_t none = {.null = true};
+        if (cdc_ice_part_value_copy(&v[i].lower, lo ? lo : &none) != CDC_OK ||
+            cdc_ice_part_value_copy(&v[i].upper, hi ? hi : &none) != CDC_OK) {
+            mf->partitions = v;
+            mf->npartitions = i + 1;
+            return CDC_ERR_NOMEM;
+        }
+    }
+    mf->partitions = v;
+    mf->npartitions = npart;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_ice_manifest_file_copy(cdc_ice_manifest_file_t *dst,
+                                     const cdc_ice_manifest_file_t *src)
+{
+    *dst = *src;
+    dst->partitions = NULL;
+    dst->npartitions = 0;
+    if ((dst->path = strdup(src->path ? src->path : "")) == NULL)
+        goto fail;
+    if (src->npartitions > 0) {
+        if ((dst->partitions = calloc(src->npartitions, sizeof(*dst->partitions))) == NULL)
+            goto fail;
+        for (size_t i = 0; i < src->npartitions; i++) {
+            cdc_ice_field_summary_t *d = &dst->partitions[i];
+            *d = src->partitions[i];
+            d->lower.bytes = d->upper.bytes = NULL;
+            dst->npartitions++;
+            if (cdc_ice_part_value_copy(&d->lower, &src->partitions[i].lower) != CDC_OK ||
+                cdc_ice_part_value_copy(&d->upper, &src->partitions[i].upper) != CDC_OK)
+                goto fail;
+        }
+    }
+    return CDC_OK;
+fail:
+    cdc_ice_manifest_file_clear(dst);
+    return CDC_ERR_NOMEM;
+}
+
+void cdc_ice_manifest_file_clear(cdc_ice_manifest_file_t *mf)
+{
+    free(mf->path);
+    for (size_t i = 0; i < mf->npartitions; i++) {
+        free(mf->partitions[i].lower.bytes);
+        free(mf->partitions[i].upper.bytes);
+    }
+    free(mf->partitions);
+    memset(mf, 0, sizeof(*mf));
 }
 
 cdc_err_t cdc_ice_manifest_list_write(const cdc_ice_manifest_file_t *files, size_t n,
@@ -540,7 +820,130 @@ static bool read_long_list(avro_value_t *df, const char *name, int64_t **out, si
     return true;
 }
 
-static cdc_err_t decode_entry(avro_value_t *rec, const cdc_ice_manifest_file_t *mf,
+/* A union's current branch (the value itself when not a union); false for null. */
+static bool unwrap(avro_value_t *v)
+{
+    avro_value_t br;
+    if (avro_value_get_type(v) == AVRO_UNION) {
+        if (avro_value_get_current_branch(v, &br) != 0)
+            return false;
+        *v = br;
+    }
+    return avro_value_get_type(v) != AVRO_NULL;
+}
+
+/*
+ * One partition value into its single-value encoding. type (NULL = as the Avro type
+ * says) gives the width of ints (a promoted int read as long) and marks decimals,
+ * which are stored as fixed of their precision's size and kept minimal here.
+ */
+static bool decode_part_value(avro_value_t *v, const cdc_ice_field_t *type,
+                              cdc_ice_part_value_t *out)
+{
+    static const cdc_ice_field_t as_avro[] = {
+        [AVRO_INT32] = {.type = CDC_ICE_INT},       [AVRO_INT64] = {.type = CDC_ICE_LONG},
+        [AVRO_FLOAT] = {.type = CDC_ICE_FLOAT},     [AVRO_DOUBLE] = {.type = CDC_ICE_DOUBLE},
+        [AVRO_BOOLEAN] = {.type = CDC_ICE_BOOLEAN},
+    };
+    cdc_ice_part_value_t raw = {0};
+    cdc_ice_value_t val = {0};
+    uint8_t buf[16];
+    avro_type_t at = avro_value_get_type(v);
+    int32_t i32;
+    int64_t i64;
+    float f32;
+    double f64;
+    int b;
+
+    memset(out, 0, sizeof(*out));
+    if (type == NULL && (at == AVRO_INT32 || at == AVRO_INT64 || at == AVRO_FLOAT ||
+                         at == AVRO_DOUBLE || at == AVRO_BOOLEAN))
+        type = &as_avro[at];
+    switch (at) {
+    case AVRO_INT32:
+    case AVRO_INT64:
+        if (at == AVRO_INT32 ? avro_value_get_int(v, &i32) : avro_value_get_long(v, &i64))
+            return false;
+        if (at == AVRO_INT32)
+            i64 = i32;
+        if (type->type == CDC_ICE_INT || type->type == CDC_ICE_DATE)
+            val.v.i32 = (int32_t)i64;
+        else
+            val.v.i64 = i64;
+        break;
+    case AVRO_FLOAT:
+    case AVRO_DOUBLE:
+        if (at == AVRO_FLOAT ? avro_value_get_float(v, &f32) : avro_value_get_double(v, &f64))
+            return false;
+        if (at == AVRO_FLOAT)
+            f64 = f32;
+        if (type->type == CDC_ICE_FLOAT)
+            val.v.f32 = (float)f64;
+        else
+            val.v.f64 = f64;
+        break;
+    case AVRO_BOOLEAN:
+        if (avro_value_get_boolean(v, &b) != 0)
+            return false;
+        val.v.b = b != 0;
+        break;
+    case AVRO_STRING: {
+        const char *p;
+        if (avro_value_get_string(v, &p, &raw.len) != 0 || raw.len == 0)
+            return false;
+        raw.bytes = (uint8_t *)p;
+        raw.len--; /* avro-c counts the terminating NUL */
+        return cdc_ice_part_value_copy(out, &raw) == CDC_OK;
+    }
+    case AVRO_BYTES:
+    case AVRO_FIXED: {
+        const void *p;
+        if ((at == AVRO_BYTES ? avro_value_get_bytes(v, &p, &raw.len)
+                              : avro_value_get_fixed(v, &p, &raw.len)) != 0)
+            return false;
+        raw.bytes = (uint8_t *)p;
+        if (type != NULL && type->type == CDC_ICE_DECIMAL)
+            return raw.len >= 1 && raw.len <= 16 &&
+                   cdc_ice_part_value_set_decimal(cdc_ice_part_value_decimal(&raw), out) == CDC_OK;
+        return cdc_ice_part_value_copy(out, &raw) == CDC_OK;
+    }
+    default:
+        return false;
+    }
+    if (!cdc_ice_bound_encode(type, &val, buf, sizeof(buf), &raw.len))
+        return false;
+    raw.bytes = buf;
+    return cdc_ice_part_value_copy(out, &raw) == CDC_OK;
+}
+
+static bool decode_partition(avro_value_t *df, const cdc_ice_field_t *part_fields, size_t npart,
+                             cdc_ice_data_file_t *f)
+{
+    avro_value_t rec;
+    size_t n = 0;
+
+    if (!field(df, "partition", &rec) || avro_value_get_size(&rec, &n) != 0 || n == 0)
+        return true;
+    if ((f->partition = calloc(n, sizeof(*f->partition))) == NULL)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        avro_value_t v;
+        f->npartition++;
+        if (avro_value_get_by_index(&rec, i, &v, NULL) != 0)
+            return false;
+        if (!unwrap(&v)) {
+            f->partition[i].null = true;
+            continue;
+        }
+        if (!decode_part_value(&v, part_fields && i < npart ? &part_fields[i] : NULL,
+                               &f->partition[i]))
+            return false;
+    }
+    return true;
+}
+
+static cdc_err_t decode_entry(avro_value_t *rec, const cdc_ice_manifest_file_t *mf, int32_t spec_id,
+                              const cdc_ice_field_t *part_fields, size_t npart,
                               cdc_ice_manifest_entry_t *en, cdc_error_t *e)
 {
     avro_value_t df;
@@ -569,6 +972,11 @@ static cdc_err_t decode_entry(avro_value_t *rec, const cdc_ice_manifest_file_t *
     f->record_count = get_num(&df, "record_count", 0);
     f->file_size_in_bytes = get_num(&df, "file_size_in_bytes", 0);
     f->schema_id = -1;
+    f->spec_id = spec_id;
+    f->sort_order_id = (int32_t)get_num(&df, "sort_order_id", 0);
+    if (!decode_partition(&df, part_fields, npart, f))
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "could not decode the partition of \"%s\"",
+                             f->path);
     int64_t *ids = NULL;
     size_t nids = 0;
     if (!read_stat_map(&df, "column_sizes", MAP_SIZES, f) ||
@@ -595,13 +1003,21 @@ static cdc_err_t decode_entry(avro_value_t *rec, const cdc_ice_manifest_file_t *
 }
 
 cdc_err_t cdc_ice_manifest_read(const uint8_t *buf, size_t len, const cdc_ice_manifest_file_t *mf,
+                                const cdc_ice_field_t *part_fields, size_t npart,
                                 cdc_ice_manifest_entry_t **entries, size_t *n, cdc_error_t *e)
 {
     reader_t r;
     const char *what = mf && mf->path ? mf->path : "manifest";
+    int32_t spec_id = 0;
+    char *hv = NULL;
     cdc_err_t rc = reader_open(&r, buf, len, what, e);
     if (rc != CDC_OK)
         return rc;
+    if (mf != NULL)
+        spec_id = mf->spec_id;
+    else if (cdc_avro_header_get(buf, len, "partition-spec-id", &hv, NULL) == CDC_OK)
+        spec_id = (int32_t)strtol(hv, NULL, 10);
+    free(hv);
     cdc_ice_manifest_entry_t *v = NULL;
     size_t cnt = 0, cap = 0;
     while (avro_file_reader_read_value(r.file, &r.value) == 0) {
@@ -614,7 +1030,7 @@ cdc_err_t cdc_ice_manifest_read(const uint8_t *buf, size_t len, const cdc_ice_ma
             }
             v = nv;
         }
-        rc = decode_entry(&r.value, mf, &v[cnt], e);
+        rc = decode_entry(&r.value, mf, spec_id, part_fields, npart, &v[cnt], e);
         cnt++;
         if (rc != CDC_OK)
             goto fail;
@@ -634,6 +1050,50 @@ void cdc_ice_manifest_entries_free(cdc_ice_manifest_entry_t *entries, size_t n)
     for (size_t i = 0; i < n; i++)
         cdc_ice_data_file_clear(&entries[i].file);
     free(entries);
+}
+
+static bool get_bool(avro_value_t *rec, const char *name)
+{
+    avro_value_t v;
+    int b = 0;
+    return field(rec, name, &v) && avro_value_get_boolean(&v, &b) == 0 && b != 0;
+}
+
+static bool get_bound(avro_value_t *rec, const char *name, cdc_ice_part_value_t *out)
+{
+    avro_value_t v;
+    cdc_ice_part_value_t raw = {.null = true};
+    const void *p;
+    if (field(rec, name, &v)) {
+        if (avro_value_get_bytes(&v, &p, &raw.len) != 0)
+            return false;
+        raw.bytes = (uint8_t *)p;
+        raw.null = false;
+    }
+    return cdc_ice_part_value_copy(out, &raw) == CDC_OK;
+}
+
+/* The manifest-list entry's field summaries (507), if any. */
+static bool read_summaries(avro_value_t *rec, cdc_ice_manifest_file_t *m)
+{
+    avro_value_t arr;
+    size_t n = 0;
+    if (!field(rec, "partitions", &arr) || avro_value_get_size(&arr, &n) != 0 || n == 0)
+        return true;
+    if ((m->partitions = calloc(n, sizeof(*m->partitions))) == NULL)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        avro_value_t fs;
+        cdc_ice_field_summary_t *s = &m->partitions[i];
+        m->npartitions++;
+        if (avro_value_get_by_index(&arr, i, &fs, NULL) != 0)
+            return false;
+        s->contains_null = get_bool(&fs, "contains_null");
+        s->contains_nan = get_bool(&fs, "contains_nan");
+        if (!get_bound(&fs, "lower_bound", &s->lower) || !get_bound(&fs, "upper_bound", &s->upper))
+            return false;
+    }
+    return true;
 }
 
 cdc_err_t cdc_ice_manifest_list_read(const uint8_t *buf, size_t len,
@@ -674,6 +1134,11 @@ cdc_err_t cdc_ice_manifest_list_read(const uint8_t *buf, size_t len,
         m->added_rows = get_num(&r.value, "added_rows_count", 0);
         m->existing_rows = get_num(&r.value, "existing_rows_count", 0);
         m->deleted_rows = get_num(&r.value, "deleted_rows_count", 0);
+        if (!read_summaries(&r.value, m)) {
+            rc =
+                cdc_error_set(e, CDC_ERR_CORRUPT, "could not decode partitions of \"%s\"", m->path);
+            goto fail;
+        }
     }
     reader_close(&r);
     *files = v;
@@ -688,7 +1153,7 @@ fail:
 void cdc_ice_manifest_files_free(cdc_ice_manifest_file_t *files, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        free(files[i].path);
+        cdc_ice_manifest_file_clear(&files[i]);
     free(files);
 }
 

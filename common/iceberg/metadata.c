@@ -126,6 +126,69 @@ static cdc_err_t parse_props(json_t *obj, cdc_ice_props_t *out)
     return CDC_OK;
 }
 
+/*
+ * partition-specs (v1: the single "partition-spec" field list as spec 0) and
+ * sort-orders, each with its default; a document without them has the unpartitioned
+ * spec 0 and the unsorted order 0.
+ */
+static cdc_err_t parse_layout(json_t *root, cdc_ice_metadata_t *out, cdc_error_t *e)
+{
+    json_t *specs = json_object_get(root, "partition-specs"), *orders, *v1 = NULL, *o;
+    size_t i, n;
+    cdc_err_t rc;
+
+    if (!json_is_array(specs) && json_is_array(json_object_get(root, "partition-spec"))) {
+        v1 = json_pack("[{s:i, s:O}]", "spec-id", 0, "fields",
+                       json_object_get(root, "partition-spec"));
+        if (v1 == NULL)
+            return oom(e);
+        specs = v1;
+    }
+    n = json_array_size(specs);
+    if ((out->specs = calloc(n ? n : 1, sizeof(*out->specs))) == NULL) {
+        json_decref(v1);
+        return oom(e);
+    }
+    out->nspecs = n ? 0 : 1; /* none listed: the unpartitioned spec 0 */
+    json_array_foreach(specs, i, o)
+    {
+        rc = cdc_ice_partition_spec_from_jansson(o, &out->specs[i], e);
+        if (rc != CDC_OK) {
+            json_decref(v1);
+            return rc;
+        }
+        out->nspecs++;
+    }
+    json_decref(v1);
+    out->default_spec_id = (int32_t)opt_int(root, "default-spec-id", out->specs[0].spec_id);
+    out->last_partition_id = (int32_t)opt_int(root, "last-partition-id", 999);
+    for (i = 0; i < out->nspecs; i++)
+        for (size_t k = 0; k < out->specs[i].nfields; k++)
+            if (out->specs[i].fields[k].field_id > out->last_partition_id)
+                out->last_partition_id = out->specs[i].fields[k].field_id;
+    if (!cdc_ice_metadata_spec(out, out->default_spec_id))
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "table metadata has no partition spec %d",
+                             (int)out->default_spec_id);
+
+    orders = json_object_get(root, "sort-orders");
+    n = json_array_size(orders);
+    if ((out->orders = calloc(n ? n : 1, sizeof(*out->orders))) == NULL)
+        return oom(e);
+    out->norders = n ? 0 : 1; /* none listed: the unsorted order 0 */
+    json_array_foreach(orders, i, o)
+    {
+        if ((rc = cdc_ice_sort_order_from_jansson(o, &out->orders[i], e)) != CDC_OK)
+            return rc;
+        out->norders++;
+    }
+    out->default_sort_order_id =
+        (int32_t)opt_int(root, "default-sort-order-id", out->orders[0].order_id);
+    if (!cdc_ice_metadata_sort_order(out, out->default_sort_order_id))
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "table metadata has no sort order %d",
+                             (int)out->default_sort_order_id);
+    return CDC_OK;
+}
+
 cdc_err_t cdc_ice_metadata_parse(const char *json, size_t len, cdc_ice_metadata_t *out,
                                  cdc_error_t *e)
 {
@@ -196,18 +259,9 @@ cdc_err_t cdc_ice_metadata_parse(const char *json, size_t len, cdc_ice_metadata_
     out->current_schema_id =
         (int32_t)opt_int(root, "current-schema-id", out->nschemas ? out->schemas[0].schema_id : 0);
 
-    json_t *specs = json_object_get(root, "partition-specs"), *spec;
+    if ((rc = parse_layout(root, out, e)) != CDC_OK)
+        goto done;
     size_t i;
-    json_array_foreach(specs, i, spec)
-    {
-        if (json_array_size(json_object_get(spec, "fields")) > 0) {
-            rc = cdc_error_set(e, CDC_ERR_UNSUPPORTED, "partitioned tables are not supported");
-            goto done;
-        }
-    }
-    out->default_spec_id = (int32_t)opt_int(root, "default-spec-id", 0);
-    out->last_partition_id = (int32_t)opt_int(root, "last-partition-id", 999);
-    out->default_sort_order_id = (int32_t)opt_int(root, "default-sort-order-id", 0);
     if ((rc = parse_props(json_object_get(root, "properties"), &out->properties)) != CDC_OK) {
         rc = oom(e);
         goto done;
@@ -333,12 +387,21 @@ cdc_err_t cdc_ice_metadata_write(const cdc_ice_metadata_t *md, char **json, cdc_
         append(schemas, cdc_ice_schema_to_jansson(&md->schemas[i]), &ok);
     put(root, "schemas", schemas, &ok);
     put(root, "default-spec-id", json_integer(md->default_spec_id), &ok);
-    put(root, "partition-specs",
-        json_pack("[{s:i, s:[]}]", "spec-id", (int)md->default_spec_id, "fields"), &ok);
+    /* metadata built without specs or orders has the unpartitioned / unsorted default */
+    cdc_ice_partition_spec_t unpartitioned = {.spec_id = md->default_spec_id};
+    cdc_ice_sort_order_t unsorted = {.order_id = md->default_sort_order_id};
+    json_t *specs = json_array();
+    for (size_t i = 0; specs && i < (md->nspecs ? md->nspecs : 1); i++)
+        append(specs,
+               cdc_ice_partition_spec_to_jansson(md->nspecs ? &md->specs[i] : &unpartitioned), &ok);
+    put(root, "partition-specs", specs, &ok);
     put(root, "last-partition-id", json_integer(md->last_partition_id), &ok);
     put(root, "default-sort-order-id", json_integer(md->default_sort_order_id), &ok);
-    put(root, "sort-orders",
-        json_pack("[{s:i, s:[]}]", "order-id", (int)md->default_sort_order_id, "fields"), &ok);
+    json_t *orders = json_array();
+    for (size_t i = 0; orders && i < (md->norders ? md->norders : 1); i++)
+        append(orders, cdc_ice_sort_order_to_jansson(md->norders ? &md->orders[i] : &unsorted),
+               &ok);
+    put(root, "sort-orders", orders, &ok);
     put(root, "properties", props_json(&md->properties), &ok);
     put(root, "current-snapshot-id", json_integer(md->current_snapshot_id), &ok);
     json_t *refs = json_object();
@@ -434,6 +497,10 @@ cdc_err_t cdc_ice_metadata_copy(cdc_ice_metadata_t *dst, const cdc_ice_metadata_
     dst->location = NULL;
     dst->schemas = NULL;
     dst->nschemas = 0;
+    dst->specs = NULL;
+    dst->nspecs = 0;
+    dst->orders = NULL;
+    dst->norders = 0;
     memset(&dst->properties, 0, sizeof(dst->properties));
     dst->snapshots = NULL;
     dst->nsnapshots = 0;
@@ -450,6 +517,24 @@ cdc_err_t cdc_ice_metadata_copy(cdc_ice_metadata_t *dst, const cdc_ice_metadata_
             if (cdc_ice_schema_copy(&dst->schemas[i], &src->schemas[i]) != CDC_OK)
                 goto fail;
             dst->nschemas++;
+        }
+    }
+    if (src->nspecs) {
+        if (!(dst->specs = calloc(src->nspecs, sizeof(*dst->specs))))
+            goto fail;
+        for (size_t i = 0; i < src->nspecs; i++) {
+            if (cdc_ice_partition_spec_copy(&dst->specs[i], &src->specs[i]) != CDC_OK)
+                goto fail;
+            dst->nspecs++;
+        }
+    }
+    if (src->norders) {
+        if (!(dst->orders = calloc(src->norders, sizeof(*dst->orders))))
+            goto fail;
+        for (size_t i = 0; i < src->norders; i++) {
+            if (cdc_ice_sort_order_copy(&dst->orders[i], &src->orders[i]) != CDC_OK)
+                goto fail;
+            dst->norders++;
         }
     }
     if (cdc_ice_props_copy(&dst->properties, &src->properties) != CDC_OK)
@@ -501,6 +586,12 @@ void cdc_ice_metadata_free(cdc_ice_metadata_t *md)
     for (size_t i = 0; i < md->nschemas; i++)
         cdc_ice_schema_free(&md->schemas[i]);
     free(md->schemas);
+    for (size_t i = 0; i < md->nspecs; i++)
+        cdc_ice_partition_spec_free(&md->specs[i]);
+    free(md->specs);
+    for (size_t i = 0; i < md->norders; i++)
+        cdc_ice_sort_order_free(&md->orders[i]);
+    free(md->orders);
     cdc_ice_props_free(&md->properties);
     for (size_t i = 0; i < md->nsnapshots; i++) {
         free(md->snapshots[i].manifest_list);
@@ -541,4 +632,64 @@ const cdc_ice_snapshot_t *cdc_ice_metadata_current_snapshot(const cdc_ice_metada
 {
     return md->current_snapshot_id < 0 ? NULL
                                        : cdc_ice_metadata_snapshot(md, md->current_snapshot_id);
+}
+
+const cdc_ice_partition_spec_t *cdc_ice_metadata_spec(const cdc_ice_metadata_t *md, int32_t spec_id)
+{
+    for (size_t i = 0; i < md->nspecs; i++)
+        if (md->specs[i].spec_id == spec_id)
+            return &md->specs[i];
+    return NULL;
+}
+
+const cdc_ice_partition_spec_t *cdc_ice_metadata_default_spec(const cdc_ice_metadata_t *md)
+{
+    return cdc_ice_metadata_spec(md, md->default_spec_id);
+}
+
+const cdc_ice_sort_order_t *cdc_ice_metadata_sort_order(const cdc_ice_metadata_t *md,
+                                                        int32_t order_id)
+{
+    for (size_t i = 0; i < md->norders; i++)
+        if (md->orders[i].order_id == order_id)
+            return &md->orders[i];
+    return NULL;
+}
+
+const cdc_ice_sort_order_t *cdc_ice_metadata_default_sort_order(const cdc_ice_metadata_t *md)
+{
+    return cdc_ice_metadata_sort_order(md, md->default_sort_order_id);
+}
+
+const cdc_ice_field_t *cdc_ice_metadata_history_field(const cdc_ice_metadata_t *md, int32_t id)
+{
+    const cdc_ice_schema_t *cur = cdc_ice_metadata_current_schema(md);
+    const cdc_ice_field_t *best = NULL;
+    int32_t best_schema = -1;
+    int k;
+
+    if (cur != NULL && (k = cdc_ice_schema_find(cur, id)) >= 0)
+        return &cur->fields[k];
+    for (size_t i = 0; i < md->nschemas; i++)
+        if (md->schemas[i].schema_id > best_schema &&
+            (k = cdc_ice_schema_find(&md->schemas[i], id)) >= 0) {
+            best = &md->schemas[i].fields[k];
+            best_schema = md->schemas[i].schema_id;
+        }
+    return best;
+}
+
+bool cdc_ice_metadata_spec_result_fields(const cdc_ice_metadata_t *md,
+                                         const cdc_ice_partition_spec_t *spec,
+                                         cdc_ice_field_t *results)
+{
+    for (size_t i = 0; i < spec->nfields; i++) {
+        const cdc_ice_partition_field_t *f = &spec->fields[i];
+        const cdc_ice_field_t *src = cdc_ice_metadata_history_field(md, f->source_id);
+        if (src == NULL || !cdc_ice_transform_result(f->transform, src, &results[i]))
+            return false;
+        results[i].id = f->field_id;
+        results[i].name = f->name;
+    }
+    return true;
 }

@@ -1,9 +1,9 @@
 /*
  * Iceberg table metadata (format v2) as C structs, parsed from and written to the
- * vN.metadata.json document with jansson. Only what this project writes is kept
- * in full: unpartitioned tables (one partition spec, id 0, no fields) and the
- * unsorted order (id 0). Any v2 document with those parses, including the ones
- * Iceberg Java writes.
+ * vN.metadata.json document with jansson: schemas, partition specs and sort orders
+ * (partition.h), properties, snapshots and the logs. Tables this project creates keep
+ * spec 0 unpartitioned and order 0 unsorted. v1 documents and the ones Iceberg Java
+ * writes parse too.
  */
 #ifndef CDC_ICEBERG_METADATA_H
 #define CDC_ICEBERG_METADATA_H
@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/iceberg/partition.h"
 #include "common/iceberg/types.h"
 
 /* String map in insertion order (table properties, snapshot summaries). */
@@ -64,9 +65,13 @@ typedef struct cdc_ice_metadata {
     cdc_ice_schema_t *schemas;
     size_t nschemas;
     int32_t current_schema_id;
-    int32_t default_spec_id;       /* 0 */
-    int32_t last_partition_id;     /* 999 for unpartitioned */
-    int32_t default_sort_order_id; /* 0 */
+    cdc_ice_partition_spec_t *specs; /* partition-specs; at least spec 0 */
+    size_t nspecs;
+    int32_t default_spec_id;
+    int32_t last_partition_id;    /* highest partition field id ever assigned; 999 = none */
+    cdc_ice_sort_order_t *orders; /* sort-orders; at least order 0 (unsorted) */
+    size_t norders;
+    int32_t default_sort_order_id;
     cdc_ice_props_t properties;
     int64_t current_snapshot_id; /* -1 = none */
     cdc_ice_snapshot_t *snapshots;
@@ -80,7 +85,7 @@ typedef struct cdc_ice_metadata {
 /*
  * Parses a metadata JSON document into *out (contents overwritten). On success
  * *out owns everything (cdc_ice_metadata_free); on failure *out is zeroed.
- * Partitioned specs and non-empty sort orders are rejected (CDC_ERR_UNSUPPORTED).
+ * Transforms this project does not know are rejected (CDC_ERR_UNSUPPORTED).
  */
 cdc_err_t cdc_ice_metadata_parse(const char *json, size_t len, cdc_ice_metadata_t *out,
                                  cdc_error_t *e);
@@ -99,5 +104,24 @@ const cdc_ice_schema_t *cdc_ice_metadata_current_schema(const cdc_ice_metadata_t
 const cdc_ice_snapshot_t *cdc_ice_metadata_snapshot(const cdc_ice_metadata_t *md,
                                                     int64_t snapshot_id);
 const cdc_ice_snapshot_t *cdc_ice_metadata_current_snapshot(const cdc_ice_metadata_t *md);
+const cdc_ice_partition_spec_t *cdc_ice_metadata_spec(const cdc_ice_metadata_t *md,
+                                                      int32_t spec_id);
+const cdc_ice_partition_spec_t *cdc_ice_metadata_default_spec(const cdc_ice_metadata_t *md);
+const cdc_ice_sort_order_t *cdc_ice_metadata_sort_order(const cdc_ice_metadata_t *md,
+                                                        int32_t order_id);
+const cdc_ice_sort_order_t *cdc_ice_metadata_default_sort_order(const cdc_ice_metadata_t *md);
+
+/* The field of this id in the newest schema that has it (the current one first), or NULL:
+ * the type a field had last, also after it was dropped. */
+const cdc_ice_field_t *cdc_ice_metadata_history_field(const cdc_ice_metadata_t *md, int32_t id);
+
+/*
+ * Result field of each partition field of spec (partition.h), its source field taken
+ * from the table's schema history (cdc_ice_metadata_history_field). False when a source
+ * field is unknown or the transform does not apply to it.
+ */
+bool cdc_ice_metadata_spec_result_fields(const cdc_ice_metadata_t *md,
+                                         const cdc_ice_partition_spec_t *spec,
+                                         cdc_ice_field_t *results /* spec->nfields */);
 
 #endif

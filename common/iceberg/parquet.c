@@ -257,8 +257,7 @@ static __int128 pow10_128(int p)
     return v;
 }
 
-/* Smallest byte length whose signed range holds every precision-digit number. */
-static int decimal_flba_len(int precision)
+int cdc_ice_decimal_fixed_len(int32_t precision)
 {
     __int128 need = pow10_128(precision) - 1;
     for (int n = 1; n <= 16; n++) {
@@ -334,7 +333,7 @@ static size_t decimal_min_be(__int128 v, uint8_t *out)
     return 16 - start;
 }
 
-static void decimal_be_fixed(__int128 v, uint8_t *out, int n)
+void cdc_ice_decimal_be_fixed(__int128 v, uint8_t *out, int n)
 {
     for (int i = n - 1; i >= 0; i--) {
         out[i] = (uint8_t)v;
@@ -950,7 +949,7 @@ static void pq_stat_encode(const column_t *c, const stats_t *s, bool want_max, u
             put_le64(out, (uint64_t)(int64_t)v.v.dec);
             *len = 8;
         } else {
-            decimal_be_fixed(v.v.dec, out, c->type_length);
+            cdc_ice_decimal_be_fixed(v.v.dec, out, c->type_length);
             *len = (size_t)c->type_length;
         }
         return;
@@ -1025,7 +1024,7 @@ static cdc_err_t column_init(column_t *c, const cdc_ice_field_t *f, const cdc_pq
             c->width = 8;
         } else {
             c->ptype = PT_FLBA;
-            c->type_length = decimal_flba_len(f->precision);
+            c->type_length = cdc_ice_decimal_fixed_len(f->precision);
             c->width = c->type_length;
         }
         break;
@@ -1446,7 +1445,7 @@ cdc_err_t cdc_pq_writer_append(cdc_pq_writer_t *w, const cdc_ice_value_t *values
                 int64_t x = (int64_t)v->v.dec;
                 memcpy(dst, &x, 8);
             } else {
-                decimal_be_fixed(v->v.dec, dst, c->type_length);
+                cdc_ice_decimal_be_fixed(v->v.dec, dst, c->type_length);
             }
             stats_dec(&c->rg, v->v.dec);
             break;

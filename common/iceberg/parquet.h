@@ -88,6 +88,15 @@ typedef struct cdc_ice_value {
 cdc_err_t cdc_ice_decimal_parse(const char *text, size_t len, int32_t precision, int32_t scale,
                                 __int128 *out);
 
+/*
+ * Smallest byte length whose signed range holds every number of `precision` digits:
+ * the size of a decimal's FIXED_LEN_BYTE_ARRAY in Parquet and of its Avro fixed in
+ * manifests (Iceberg's "minimum bytes required" for the precision).
+ */
+int cdc_ice_decimal_fixed_len(int32_t precision);
+/* v as n bytes of big-endian two's complement (sign-extended or truncated to n). */
+void cdc_ice_decimal_be_fixed(__int128 v, uint8_t *out, int n);
+
 /* Output sink: called with consecutive file bytes. Return CDC_OK or fill err. */
 typedef cdc_err_t (*cdc_pq_sink_fn)(void *ctx, const void *data, size_t len, cdc_error_t *err);
 

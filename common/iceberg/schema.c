@@ -10,6 +10,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/iceberg/partition.h"
+
 static const char *const type_names[CDC_ICE__TYPE_COUNT] = {
     [CDC_ICE_BOOLEAN] = "boolean",     [CDC_ICE_INT] = "int",
     [CDC_ICE_LONG] = "long",           [CDC_ICE_FLOAT] = "float",
@@ -281,6 +283,9 @@ cdc_err_t cdc_ice_data_file_copy(cdc_ice_data_file_t *dst, const cdc_ice_data_fi
     dst->equality_ids = dup_array(src->equality_ids, src->nequality_ids, sizeof(int32_t), &ok);
     dst->stats = dup_array(src->stats, src->nstats, sizeof(cdc_ice_col_stats_t), &ok);
     dst->split_offsets = dup_array(src->split_offsets, src->nsplit_offsets, sizeof(int64_t), &ok);
+    dst->partition = NULL;
+    if (cdc_ice_part_values_copy(&dst->partition, src->partition, src->npartition) != CDC_OK)
+        ok = false;
     if (src->path != NULL) {
         dst->path = strdup(src->path);
         ok = ok && dst->path != NULL;
@@ -300,5 +305,6 @@ void cdc_ice_data_file_clear(cdc_ice_data_file_t *df)
     free(df->equality_ids);
     free(df->stats);
     free(df->split_offsets);
+    cdc_ice_part_values_free(df->partition, df->npartition);
     memset(df, 0, sizeof(*df));
 }

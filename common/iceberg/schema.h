@@ -67,7 +67,7 @@ int cdc_ice_schema_find(const cdc_ice_schema_t *schema, int32_t field_id);
  */
 cdc_err_t cdc_ice_data_file_copy(cdc_ice_data_file_t *dst, const cdc_ice_data_file_t *src);
 
-/* Frees path, equality_ids, stats and split_offsets inside *df and zeroes it. */
+/* Frees path, equality_ids, stats, split_offsets and partition inside *df and zeroes it. */
 void cdc_ice_data_file_clear(cdc_ice_data_file_t *df);
 
 #endif

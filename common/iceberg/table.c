@@ -470,6 +470,16 @@ cdc_err_t cdc_ice_table_create(cdc_storage_t *storage, const char *location,
         if (schema->fields[i].id > md.last_column_id)
             md.last_column_id = schema->fields[i].id;
     }
+    /* spec 0 stays unpartitioned and order 0 unsorted for the life of the table: an
+     * equality delete file written in spec 0 applies to the whole table */
+    md.specs = calloc(1, sizeof(*md.specs));
+    md.orders = calloc(1, sizeof(*md.orders));
+    if (!md.specs || !md.orders) {
+        rc = oom(e);
+        goto fail;
+    }
+    md.nspecs = 1;
+    md.norders = 1;
     md.last_partition_id = 999;
     md.current_snapshot_id = -1;
     md.last_updated_ms = now_ms();
@@ -565,15 +575,42 @@ static cdc_err_t read_manifest_list(cdc_ice_table_t *t, const cdc_ice_snapshot_t
     return rc;
 }
 
+/*
+ * Result fields of a spec's partition fields (malloc'ed, caller frees the array; the
+ * names stay the spec's), NULL for an unpartitioned spec or when a source field is not
+ * in the schema history (*ok = false then).
+ */
+static cdc_ice_field_t *spec_fields(const cdc_ice_metadata_t *md,
+                                    const cdc_ice_partition_spec_t *spec, bool *ok)
+{
+    cdc_ice_field_t *v;
+    *ok = true;
+    if (spec == NULL || spec->nfields == 0)
+        return NULL;
+    if ((v = calloc(spec->nfields, sizeof(*v))) == NULL ||
+        !cdc_ice_metadata_spec_result_fields(md, spec, v)) {
+        free(v);
+        *ok = false;
+        return NULL;
+    }
+    return v;
+}
+
 static cdc_err_t read_manifest(cdc_ice_table_t *t, const cdc_ice_manifest_file_t *mf,
                                cdc_ice_manifest_entry_t **entries, size_t *n, cdc_error_t *e)
 {
     uint8_t *buf;
     size_t len;
+    bool typed;
+    const cdc_ice_partition_spec_t *spec = cdc_ice_metadata_spec(&t->md, mf->spec_id);
     cdc_err_t rc = cdc_storage_get(t->storage, mf->path, &buf, &len, e);
     if (rc != CDC_OK)
         return rc;
-    rc = cdc_ice_manifest_read(buf, len, mf, entries, n, e);
+    /* the spec's result types read decimals and promoted ints right; without them
+     * (unknown spec) the partition values are taken as the Avro types say */
+    cdc_ice_field_t *pf = spec_fields(&t->md, spec, &typed);
+    rc = cdc_ice_manifest_read(buf, len, mf, pf, pf ? spec->nfields : 0, entries, n, e);
+    free(pf);
     free(buf);
     if (rc != CDC_OK)
         cdc_error_prefix(e, "could not read manifest \"%s\"", mf->path);
@@ -618,6 +655,9 @@ typedef struct commit_ctx {
     cdc_avro_codec_t codec;
     written_t written;
     const cdc_ice_commit_t *c; /* for the removal predicate */
+    /* the spec whose manifests build_content() is building, its result fields */
+    const cdc_ice_partition_spec_t *spec;
+    const cdc_ice_field_t *part_fields;
     /* files removed by this commit (summary) */
     int64_t rm_data, rm_records, rm_size, rm_del, rm_eq_files, rm_eq, rm_pos;
 } commit_ctx_t;
@@ -659,8 +699,8 @@ static cdc_err_t write_manifest(commit_ctx_t *cx, const entry_vec_t *ev,
     size_t len;
     char uuid[37];
     memset(mf, 0, sizeof(*mf));
-    cdc_err_t rc = cdc_ice_manifest_write(ev->v, ev->n, cx->schema_json, cx->schema_id, content,
-                                          cx->codec, &buf, &len, e);
+    cdc_err_t rc = cdc_ice_manifest_write(ev->v, ev->n, cx->schema_json, cx->schema_id, cx->spec,
+                                          cx->part_fields, content, cx->codec, &buf, &len, e);
     if (rc != CDC_OK)
         return rc;
     cdc_ice_uuid(uuid);
@@ -677,8 +717,10 @@ static cdc_err_t write_manifest(commit_ctx_t *cx, const entry_vec_t *ev,
         return oom(e);
     ref_cache_feed_manifest(mf->path, ev->v, ev->n); /* an orphan scan need not read it */
     mf->length = (int64_t)len;
-    mf->spec_id = 0;
+    mf->spec_id = cx->spec->spec_id;
     mf->content = content;
+    if (cdc_ice_manifest_summarize(ev->v, ev->n, cx->part_fields, cx->spec->nfields, mf) != CDC_OK)
+        return oom(e);
     mf->sequence_number = cx->seq;
     mf->min_sequence_number = cx->seq;
     mf->added_snapshot_id = cx->snapshot_id;
@@ -706,7 +748,8 @@ typedef struct mf_vec {
     size_t n, cap;
 } mf_vec_t;
 
-static bool mf_push(mf_vec_t *mv, cdc_ice_manifest_file_t *mf, bool copy_path)
+/* Appends *mf: a deep copy, or (copy false) taking what it owns. */
+static bool mf_push(mf_vec_t *mv, const cdc_ice_manifest_file_t *mf, bool copy)
 {
     if (mv->n == mv->cap) {
         size_t cap = mv->cap ? mv->cap * 2 : 16;
@@ -716,22 +759,26 @@ static bool mf_push(mf_vec_t *mv, cdc_ice_manifest_file_t *mf, bool copy_path)
         mv->v = v;
         mv->cap = cap;
     }
-    mv->v[mv->n] = *mf;
-    if (copy_path && !(mv->v[mv->n].path = strdup(mf->path)))
+    if (!copy)
+        mv->v[mv->n] = *mf;
+    else if (cdc_ice_manifest_file_copy(&mv->v[mv->n], mf) != CDC_OK)
         return false;
     mv->n++;
     return true;
 }
 
 /*
- * Builds the manifests of one content kind: the new files' entries, merged with the
- * small existing manifests when there are enough of them (min-count-to-merge).
+ * Builds the manifests of one content kind and one partition spec (cx->spec): the new
+ * files' entries of that spec, merged with the spec's small existing manifests of that
+ * content when there are enough of them (min-count-to-merge).
  */
 static cdc_err_t build_content(commit_ctx_t *cx, cdc_ice_manifest_content_t content,
                                const cdc_ice_data_file_t *files, size_t nfiles,
                                const cdc_ice_manifest_file_t *old, size_t nold, mf_vec_t *out,
                                cdc_error_t *e)
 {
+    int32_t spec_id = cx->spec->spec_id;
+    size_t start = out->n, nnew = 0;
     const cdc_ice_metadata_t *md = &cx->t->md;
     bool merge = prop_bool(md, "commit.manifest-merge.enabled", true);
     int64_t min_count =
@@ -739,12 +786,16 @@ static cdc_err_t build_content(commit_ctx_t *cx, cdc_ice_manifest_content_t cont
     int64_t target = prop_int(md, "commit.manifest.target-size-bytes", DEFAULT_TARGET_SIZE);
     size_t nsmall = 0;
     for (size_t i = 0; i < nold; i++)
-        if (old[i].content == content && old[i].length < target)
+        if (old[i].content == content && old[i].spec_id == spec_id && old[i].length < target)
             nsmall++;
-    bool do_merge = merge && nsmall + (nfiles > 0) >= (size_t)(min_count < 2 ? 2 : min_count);
+    for (size_t i = 0; i < nfiles; i++)
+        nnew += files[i].spec_id == spec_id;
+    bool do_merge = merge && nsmall + (nnew > 0) >= (size_t)(min_count < 2 ? 2 : min_count);
     entry_vec_t ev = {0};
     cdc_err_t rc = CDC_OK;
     for (size_t i = 0; i < nfiles; i++) {
+        if (files[i].spec_id != spec_id)
+            continue;
         cdc_ice_manifest_entry_t en = {.status = CDC_ICE_ENTRY_ADDED,
                                        .snapshot_id = cx->snapshot_id,
                                        .sequence_number = -1,
@@ -763,7 +814,7 @@ static cdc_err_t build_content(commit_ctx_t *cx, cdc_ice_manifest_content_t cont
         cdc_ice_manifest_entry_t *ents = NULL;
         size_t nents = 0;
         bool rewrite = do_merge && old[i].length < target;
-        if (old[i].content != content)
+        if (old[i].content != content || old[i].spec_id != spec_id)
             continue;
         if (!rewrite && cx->c != NULL && cx->c->remove != NULL) {
             /* a manifest that lists a file to remove is rewritten (merged) */
@@ -774,7 +825,7 @@ static cdc_err_t build_content(commit_ctx_t *cx, cdc_ice_manifest_content_t cont
         }
         if (!rewrite) {
             cdc_ice_manifest_entries_free(ents, nents);
-            if (!mf_push(out, (cdc_ice_manifest_file_t *)&old[i], true)) {
+            if (!mf_push(out, &old[i], true)) {
                 rc = oom(e);
                 goto done;
             }
@@ -804,17 +855,17 @@ static cdc_err_t build_content(commit_ctx_t *cx, cdc_ice_manifest_content_t cont
     if (ev.n > 0) {
         cdc_ice_manifest_file_t mf;
         if ((rc = write_manifest(cx, &ev, content, &mf, e)) != CDC_OK) {
-            free(mf.path);
+            cdc_ice_manifest_file_clear(&mf);
             goto done;
         }
         /* the new manifest goes first, as Iceberg writers do */
         if (!mf_push(out, &mf, false)) {
-            free(mf.path);
+            cdc_ice_manifest_file_clear(&mf);
             rc = oom(e);
             goto done;
         }
-        memmove(out->v + 1, out->v, (out->n - 1) * sizeof(*out->v));
-        out->v[0] = mf;
+        memmove(out->v + start + 1, out->v + start, (out->n - 1 - start) * sizeof(*out->v));
+        out->v[start] = mf;
     }
 done:
     entry_vec_free(&ev);
@@ -832,6 +883,35 @@ static cdc_err_t set_int(cdc_ice_props_t *p, const char *key, int64_t v)
     char buf[24];
     snprintf(buf, sizeof(buf), "%" PRId64, v);
     return cdc_ice_props_set(p, key, buf);
+}
+
+static bool same_partition(const cdc_ice_data_file_t *a, const cdc_ice_data_file_t *b)
+{
+    if (a->spec_id != b->spec_id || a->npartition != b->npartition)
+        return false;
+    for (size_t i = 0; i < a->npartition; i++) {
+        const cdc_ice_part_value_t *x = &a->partition[i], *y = &b->partition[i];
+        if (x->null != y->null ||
+            (!x->null && (x->len != y->len || memcmp(x->bytes, y->bytes, x->len) != 0)))
+            return false;
+    }
+    return true;
+}
+
+/* Distinct (spec, partition) of the added files; removals count as one more when alone. */
+static int64_t changed_partitions(const cdc_ice_commit_t *c, bool removed)
+{
+    size_t n = c->ndata_files + c->ndelete_files;
+    int64_t count = 0;
+#define NTH(i) ((i) < c->ndata_files ? &c->data_files[i] : &c->delete_files[(i)-c->ndata_files])
+    for (size_t i = 0; i < n; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = same_partition(NTH(i), NTH(j));
+        count += !seen;
+    }
+#undef NTH
+    return count > 0 ? count : removed ? 1 : 0;
 }
 
 static cdc_err_t build_summary(const cdc_ice_commit_t *c, const commit_ctx_t *cx,
@@ -888,7 +968,7 @@ static cdc_err_t build_summary(const cdc_ice_commit_t *c, const commit_ctx_t *cx
         }
     }
     rc |= set_int(sum, "added-files-size", add_size);
-    rc |= set_int(sum, "changed-partition-count", add_data + add_del > 0 || removed ? 1 : 0);
+    rc |= set_int(sum, "changed-partition-count", changed_partitions(c, removed));
     rc |= set_int(sum, "total-records",
                   summary_int(parent, "total-records") + add_records - cx->rm_records);
     rc |= set_int(sum, "total-files-size",
@@ -904,6 +984,98 @@ static cdc_err_t build_summary(const cdc_ice_commit_t *c, const commit_ctx_t *cx
     for (size_t i = 0; c->summary && i < c->summary->n; i++)
         rc |= cdc_ice_props_set(sum, c->summary->keys[i], c->summary->values[i]);
     return rc == CDC_OK ? CDC_OK : CDC_ERR_NOMEM;
+}
+
+/*
+ * A file to commit names one of the table's specs and orders and carries one
+ * well-formed value per partition field of its spec.
+ */
+static cdc_err_t check_layout(const cdc_ice_table_t *t, const cdc_ice_data_file_t *f,
+                              cdc_error_t *e)
+{
+    const cdc_ice_partition_spec_t *spec = cdc_ice_metadata_spec(&t->md, f->spec_id);
+    cdc_ice_field_t *pf;
+    bool ok;
+
+    if (spec == NULL)
+        return cdc_error_set(e, CDC_ERR_INVALID,
+                             "file \"%s\" was written for partition spec %d, which table \"%s\" "
+                             "does not have",
+                             f->path, (int)f->spec_id, t->location);
+    if (f->npartition != spec->nfields)
+        return cdc_error_set(e, CDC_ERR_INVALID,
+                             "file \"%s\" has %zu partition values, partition spec %d of table "
+                             "\"%s\" has %zu fields",
+                             f->path, f->npartition, (int)spec->spec_id, t->location,
+                             spec->nfields);
+    if (cdc_ice_metadata_sort_order(&t->md, f->sort_order_id) == NULL)
+        return cdc_error_set(e, CDC_ERR_INVALID,
+                             "file \"%s\" names sort order %d, which table \"%s\" does not have",
+                             f->path, (int)f->sort_order_id, t->location);
+    pf = spec_fields(&t->md, spec, &ok);
+    if (!ok)
+        return cdc_error_set(e, CDC_ERR_CORRUPT,
+                             "partition spec %d of table \"%s\" has a source field its schemas "
+                             "do not have",
+                             (int)spec->spec_id, t->location);
+    for (size_t i = 0; i < spec->nfields; i++) {
+        if (cdc_ice_part_value_valid(&pf[i], &f->partition[i]))
+            continue;
+        char ty[32];
+        cdc_err_t rc =
+            cdc_error_set(e, CDC_ERR_INVALID,
+                          "file \"%s\": partition value %zu (\"%s\") is not a %s "
+                          "value (%zu bytes)",
+                          f->path, i + 1, spec->fields[i].name,
+                          cdc_ice_type_string(&pf[i], ty, sizeof(ty)), f->partition[i].len);
+        free(pf);
+        return rc;
+    }
+    free(pf);
+    return CDC_OK;
+}
+
+/*
+ * The new manifest list's entries: per content kind (data, then deletes) and per
+ * partition spec, the new files' manifest merged with that spec's existing ones
+ * (build_content). Manifests of a spec the table does not list are kept as they are.
+ */
+static cdc_err_t build_manifests(commit_ctx_t *cx, const cdc_ice_manifest_file_t *old, size_t nold,
+                                 mf_vec_t *list, cdc_error_t *e)
+{
+    const cdc_ice_metadata_t *md = &cx->t->md;
+    const cdc_ice_commit_t *c = cx->c;
+    cdc_err_t rc = CDC_OK;
+
+    for (int k = 0; k < 2 && rc == CDC_OK; k++) {
+        cdc_ice_manifest_content_t content =
+            k == 0 ? CDC_ICE_MANIFEST_DATA : CDC_ICE_MANIFEST_DELETES;
+        for (size_t i = 0; i < md->nspecs && rc == CDC_OK; i++) {
+            bool ok;
+            cdc_ice_field_t *pf = spec_fields(md, &md->specs[i], &ok);
+            cx->spec = &md->specs[i];
+            cx->part_fields = pf;
+            if (!ok) {
+                /* no new files (check_layout): keep the spec's manifests unread */
+                for (size_t j = 0; j < nold && rc == CDC_OK; j++)
+                    if (old[j].content == content && old[j].spec_id == md->specs[i].spec_id &&
+                        !mf_push(list, &old[j], true))
+                        rc = oom(e);
+                continue;
+            }
+            rc = k == 0
+                     ? build_content(cx, content, c->data_files, c->ndata_files, old, nold, list, e)
+                     : build_content(cx, content, c->delete_files, c->ndelete_files, old, nold,
+                                     list, e);
+            free(pf);
+        }
+    }
+    for (size_t j = 0; j < nold && rc == CDC_OK; j++)
+        if (cdc_ice_metadata_spec(md, old[j].spec_id) == NULL && !mf_push(list, &old[j], true))
+            rc = oom(e);
+    cx->spec = NULL;
+    cx->part_fields = NULL;
+    return rc;
 }
 
 cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, int64_t *snapshot_id,
@@ -929,6 +1101,12 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, in
             return cdc_error_set(e, CDC_ERR_INVALID,
                                  "equality delete file \"%s\" has no equality_ids",
                                  c->delete_files[i].path);
+    for (size_t i = 0; i < c->ndata_files + c->ndelete_files; i++) {
+        const cdc_ice_data_file_t *f =
+            i < c->ndata_files ? &c->data_files[i] : &c->delete_files[i - c->ndata_files];
+        if ((rc = check_layout(t, f, e)) != CDC_OK)
+            return rc;
+    }
     if (!schema)
         return cdc_error_set(e, CDC_ERR_CORRUPT, "table \"%s\" has no current schema", t->location);
     cx.snapshot_id = new_snapshot_id(&t->md);
@@ -941,23 +1119,8 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, in
     }
     if ((rc = read_manifest_list(t, parent, &old, &nold, e)) != CDC_OK)
         goto fail;
-    if ((rc = build_content(&cx, CDC_ICE_MANIFEST_DATA, c->data_files, c->ndata_files, old, nold,
-                            &list, e)) != CDC_OK)
+    if ((rc = build_manifests(&cx, old, nold, &list, e)) != CDC_OK)
         goto fail;
-    {
-        mf_vec_t dl = {0};
-        rc = build_content(&cx, CDC_ICE_MANIFEST_DELETES, c->delete_files, c->ndelete_files, old,
-                           nold, &dl, e);
-        for (size_t i = 0; i < dl.n; i++) {
-            if (rc == CDC_OK && !mf_push(&list, &dl.v[i], false))
-                rc = oom(e);
-            if (rc != CDC_OK)
-                free(dl.v[i].path);
-        }
-        free(dl.v);
-        if (rc != CDC_OK)
-            goto fail;
-    }
     char uuid[37];
     cdc_ice_uuid(uuid);
     if (asprintf(&list_path, "%s/metadata/snap-%" PRId64 "-1-%s.avro", t->location, cx.snapshot_id,
@@ -1130,25 +1293,6 @@ fail:
     return rc;
 }
 
-/* The field of id in the table's newest schema that has it (current first), or NULL. */
-static const cdc_ice_field_t *history_field(const cdc_ice_metadata_t *md, int32_t id)
-{
-    const cdc_ice_schema_t *cur = cdc_ice_metadata_current_schema(md);
-    const cdc_ice_field_t *best = NULL;
-    int32_t best_schema = -1;
-    int k;
-
-    if (cur != NULL && (k = cdc_ice_schema_find(cur, id)) >= 0)
-        return &cur->fields[k];
-    for (size_t i = 0; i < md->nschemas; i++)
-        if (md->schemas[i].schema_id > best_schema &&
-            (k = cdc_ice_schema_find(&md->schemas[i], id)) >= 0) {
-            best = &md->schemas[i].fields[k];
-            best_schema = md->schemas[i].schema_id;
-        }
-    return best;
-}
-
 static bool same_schema(const cdc_ice_schema_t *a, const cdc_ice_schema_t *b)
 {
     if (a->nfields != b->nfields || a->nidentifier != b->nidentifier)
@@ -1181,7 +1325,7 @@ cdc_err_t cdc_ice_table_check_schema(const cdc_ice_table_t *t, const cdc_ice_sch
                                      cdc_error_t *e)
 {
     for (size_t i = 0; i < fs->nfields; i++) {
-        const cdc_ice_field_t *has = history_field(&t->md, fs->fields[i].id);
+        const cdc_ice_field_t *has = cdc_ice_metadata_history_field(&t->md, fs->fields[i].id);
         if (has == NULL)
             return cdc_error_set(e, CDC_ERR_INVALID,
                                  "field id %d (\"%s\") is not a field of table \"%s\": files "
@@ -1213,7 +1357,7 @@ static cdc_err_t put_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *want,
     ns.nidentifier = 0;
     for (size_t i = 0; i < ns.nfields; i++) {
         cdc_ice_field_t *f = &ns.fields[i];
-        const cdc_ice_field_t *has = history_field(&t->md, f->id);
+        const cdc_ice_field_t *has = cdc_ice_metadata_history_field(&t->md, f->id);
         /* a past schema's type promotes to the newest, the newest one's from it */
         if (has != NULL &&
             !(current ? cdc_ice_type_promotable(has, f) : cdc_ice_type_promotable(f, has))) {
@@ -1293,6 +1437,105 @@ cdc_err_t cdc_ice_table_add_past_schema(cdc_ice_table_t *t, const cdc_ice_schema
                                         bool *added, cdc_error_t *e)
 {
     return put_schema(t, want, NULL, false, added, e);
+}
+
+const cdc_ice_partition_spec_t *cdc_ice_table_default_spec(const cdc_ice_table_t *t)
+{
+    return cdc_ice_metadata_default_spec(&t->md);
+}
+
+const cdc_ice_sort_order_t *cdc_ice_table_default_sort_order(const cdc_ice_table_t *t)
+{
+    return cdc_ice_metadata_default_sort_order(&t->md);
+}
+
+cdc_err_t cdc_ice_table_set_layout(cdc_ice_table_t *t, const char *partition_by,
+                                   const char *sort_by, bool *changed, cdc_error_t *e)
+{
+    const cdc_ice_schema_t *cur = cdc_ice_metadata_current_schema(&t->md);
+    cdc_ice_partition_spec_t spec;
+    cdc_ice_sort_order_t order;
+    cdc_ice_metadata_t md;
+    int32_t spec_id = -1, order_id = -1, max_spec = -1, max_order = 0;
+    cdc_err_t rc;
+
+    if (changed)
+        *changed = false;
+    if (cur == NULL)
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "table \"%s\" has no current schema", t->location);
+    if ((rc = cdc_ice_partition_spec_parse(partition_by, cur, t->md.last_partition_id + 1, &spec,
+                                           e)) != CDC_OK) {
+        cdc_error_prefix(e, "table \"%s\"", t->location);
+        return rc;
+    }
+    if ((rc = cdc_ice_sort_order_parse(sort_by, cur, &order, e)) != CDC_OK) {
+        cdc_ice_partition_spec_free(&spec);
+        cdc_error_prefix(e, "table \"%s\"", t->location);
+        return rc;
+    }
+    /* an existing spec or order with the same fields is made the default again */
+    for (size_t i = 0; i < t->md.nspecs; i++) {
+        if (spec_id < 0 && cdc_ice_partition_spec_same(&t->md.specs[i], &spec))
+            spec_id = t->md.specs[i].spec_id;
+        if (t->md.specs[i].spec_id > max_spec)
+            max_spec = t->md.specs[i].spec_id;
+    }
+    for (size_t i = 0; i < t->md.norders; i++) {
+        if (order_id < 0 && cdc_ice_sort_order_same(&t->md.orders[i], &order))
+            order_id = t->md.orders[i].order_id;
+        if (t->md.orders[i].order_id > max_order)
+            max_order = t->md.orders[i].order_id;
+    }
+    if (spec_id == t->md.default_spec_id && order_id == t->md.default_sort_order_id) {
+        rc = CDC_OK;
+        goto done;
+    }
+    if ((rc = cdc_ice_metadata_copy(&md, &t->md)) != CDC_OK) {
+        rc = oom(e);
+        goto done;
+    }
+    if (spec_id < 0) {
+        cdc_ice_partition_spec_t *v = realloc(md.specs, (md.nspecs + 1) * sizeof(*v));
+        if (v == NULL) {
+            rc = oom(e);
+            goto fail;
+        }
+        md.specs = v;
+        spec.spec_id = spec_id = max_spec + 1;
+        for (size_t i = 0; i < spec.nfields; i++)
+            if (spec.fields[i].field_id > md.last_partition_id)
+                md.last_partition_id = spec.fields[i].field_id;
+        md.specs[md.nspecs++] = spec; /* moved */
+        memset(&spec, 0, sizeof(spec));
+    }
+    if (order_id < 0) {
+        cdc_ice_sort_order_t *v = realloc(md.orders, (md.norders + 1) * sizeof(*v));
+        if (v == NULL) {
+            rc = oom(e);
+            goto fail;
+        }
+        md.orders = v;
+        /* order id 0 is reserved for the unsorted order */
+        order.order_id = order_id =
+            order.nfields == 0 && !cdc_ice_metadata_sort_order(&md, 0) ? 0 : max_order + 1;
+        md.orders[md.norders++] = order; /* moved */
+        memset(&order, 0, sizeof(order));
+    }
+    md.default_spec_id = spec_id;
+    md.default_sort_order_id = order_id;
+    int64_t ts = now_ms();
+    md.last_updated_ms = ts > t->md.last_updated_ms ? ts : t->md.last_updated_ms + 1;
+    if ((rc = commit_with_log(t, &md, e)) != CDC_OK)
+        goto fail;
+    if (changed)
+        *changed = true;
+    goto done;
+fail:
+    cdc_ice_metadata_free(&md);
+done:
+    cdc_ice_partition_spec_free(&spec);
+    cdc_ice_sort_order_free(&order);
+    return rc;
 }
 
 cdc_err_t cdc_ice_table_set_properties(cdc_ice_table_t *t, const cdc_ice_props_t *props,

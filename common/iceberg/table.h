@@ -77,7 +77,11 @@ const char *cdc_ice_table_get_location(const cdc_ice_table_t *t);
 /*
  * One commit. data_files and delete_files are borrowed (only read). summary (may
  * be NULL) adds caller keys to the snapshot summary, e.g. cdc.job,
- * cdc.checkpoint-id, cdc.offsets. Files must already be in storage.
+ * cdc.checkpoint-id, cdc.offsets. Files must already be in storage. Each file names
+ * one of the table's partition specs (spec_id) with one value per field of it, and
+ * one of its sort orders (CDC_ERR_INVALID otherwise); an equality delete file in the
+ * unpartitioned spec 0 applies to the whole table, one in a partitioned spec only to
+ * data files of the same spec and partition.
  */
 typedef struct cdc_ice_commit {
     const cdc_ice_data_file_t *data_files;
@@ -160,6 +164,25 @@ cdc_err_t cdc_ice_table_add_past_schema(cdc_ice_table_t *t, const cdc_ice_schema
  */
 cdc_err_t cdc_ice_table_check_schema(const cdc_ice_table_t *t, const cdc_ice_schema_t *file_schema,
                                      cdc_error_t *e);
+
+/*
+ * Declares the table's layout (a metadata-only commit when it changes): partition_by
+ * and sort_by are declarations as partition.h describes ("bucket[16](id), day(ts)";
+ * "region, id desc"), parsed against the current schema; NULL or "" = unpartitioned /
+ * unsorted, i.e. spec 0 / order 0 again. A spec (order) of the table with the same
+ * fields becomes the default again; otherwise a new one is added with spec id max + 1
+ * and partition field ids from last-partition-id + 1 (order id max + 1). Files written
+ * for earlier specs stay where they are. *changed (may be NULL) tells whether a default
+ * changed. CDC_ERR_INVALID names the bad term or column (nothing changes);
+ * CDC_ERR_CONFLICT as for commits.
+ */
+cdc_err_t cdc_ice_table_set_layout(cdc_ice_table_t *t, const char *partition_by,
+                                   const char *sort_by, bool *changed, cdc_error_t *e);
+
+/* The default partition spec and sort order (owned by t, valid until the next refresh or
+ * commit): what new files are written for. */
+const cdc_ice_partition_spec_t *cdc_ice_table_default_spec(const cdc_ice_table_t *t);
+const cdc_ice_sort_order_t *cdc_ice_table_default_sort_order(const cdc_ice_table_t *t);
 
 /* Sets table properties (a metadata-only commit); CDC_ERR_CONFLICT as for commits. */
 cdc_err_t cdc_ice_table_set_properties(cdc_ice_table_t *t, const cdc_ice_props_t *props,

@@ -66,6 +66,17 @@ typedef enum cdc_ice_content {
     CDC_ICE_CONTENT_EQUALITY_DELETES = 2,
 } cdc_ice_content_t;
 
+/*
+ * One value of a file's partition tuple: the partition field's result in Iceberg's
+ * single-value binary encoding (int/date little-endian 4 bytes, long/timestamp 8,
+ * strings UTF-8, decimals big-endian two's complement, ...). bytes is owned.
+ */
+typedef struct cdc_ice_part_value {
+    bool null;
+    uint8_t *bytes;
+    size_t len;
+} cdc_ice_part_value_t;
+
 /* A data or delete file ready to be added to a table. */
 typedef struct cdc_ice_data_file {
     cdc_ice_content_t content;
@@ -79,6 +90,13 @@ typedef struct cdc_ice_data_file {
     size_t nstats;
     int64_t *split_offsets; /* row group offsets, may be NULL */
     size_t nsplit_offsets;
+    /* Partition: the spec the file was written for (0 = the unpartitioned spec every
+     * table of this project keeps; an equality delete file there applies to the whole
+     * table) and one value per field of that spec, in spec order. */
+    int32_t spec_id;
+    cdc_ice_part_value_t *partition; /* npartition values, owned; NULL when 0 */
+    size_t npartition;
+    int32_t sort_order_id; /* order the rows are sorted by; 0 = unsorted */
 } cdc_ice_data_file_t;
 
 #endif

@@ -3,7 +3,10 @@
 // seeded random sequence of appends, upserts (data + equality deletes), deletes
 // and a schema change, and writes the rows an in-memory model of the same
 // operations holds; icebird must return exactly those rows. Set CDC_ICE_SEED to
-// replay a failing seed (the seed is printed on every run). Also: a table with a
+// replay a failing seed (the seed is printed on every run). Also: a partitioned
+// table (identity, day, bucket and truncate; upserts with equality deletes in the
+// unpartitioned spec 0) whose partition values icebird decodes from the manifests
+// must equal the values recomputed here from each data file's rows, a table with a
 // column of every type, DuckDB read_parquet over the live data files, and the S3
 // backend against s3rver started here on 127.0.0.1 with a free port.
 // Run by tests/run.sh integration (node --test).
@@ -17,7 +20,9 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { icebergRead } from 'icebird';
+import { asyncBufferFromFile, parquetReadObjects } from 'hyparquet';
+import { compressors } from 'hyparquet-compressors';
+import { icebergManifests, icebergMetadata, icebergRead } from 'icebird';
 import S3rver from 's3rver';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
@@ -73,9 +78,52 @@ function freePort() {
 
 function norm(v) {
   if (typeof v === 'bigint') return Number(v);
+  if (v instanceof Date) return v.getTime(); // timestamptz: the model keeps milliseconds
   if (v === undefined) return null;
   return v;
 }
+
+// Iceberg's bucket hash (spec appendix B: 32-bit Murmur3 x86, seed 0), written here from
+// the spec as a test oracle independent of common/iceberg/partition.c.
+function murmur3(bytes) {
+  const c1 = 0xcc9e2d51;
+  const c2 = 0x1b873593;
+  let h = 0;
+  const n = bytes.length;
+  const blocks = n & ~3;
+  const mix = (k) => {
+    k = Math.imul(k, c1);
+    k = (k << 15) | (k >>> 17);
+    return Math.imul(k, c2);
+  };
+  for (let i = 0; i < blocks; i += 4) {
+    h ^= mix(bytes[i] | (bytes[i + 1] << 8) | (bytes[i + 2] << 16) | (bytes[i + 3] << 24));
+    h = (h << 13) | (h >>> 19);
+    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
+  }
+  let k = 0;
+  switch (n & 3) {
+    case 3: k ^= bytes[blocks + 2] << 16; // falls through
+    case 2: k ^= bytes[blocks + 1] << 8; // falls through
+    case 1: k ^= bytes[blocks]; h ^= mix(k);
+  }
+  h ^= n;
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h | 0;
+}
+
+function bucketLong(v, n) {
+  const b = Buffer.alloc(8);
+  b.writeBigInt64LE(BigInt(v));
+  return (murmur3(b) & 0x7fffffff) % n;
+}
+
+const DAY_MS = 86400000;
+const tsMs = (v) => (v instanceof Date ? v.getTime() : Number(BigInt(v) / 1000n));
 
 function canonRows(rows, cols) {
   return rows
@@ -98,7 +146,7 @@ async function gen(args) {
 async function checkRandom(warehouse, seed, commits, extra = []) {
   const exp = await gen([`--warehouse=${warehouse}`, `--seed=${seed}`, `--commits=${commits}`, ...extra]);
   const got = await icebergRead({ tableUrl: exp.table });
-  const cols = ['id', 'name', 'qty', 'price', 'note'];
+  const cols = ['id', 'name', 'qty', 'price', 'ts', 'region', 'note'];
   const a = canonRows(got, cols);
   const b = canonRows(exp.rows, cols);
   assert.equal(a.length, b.length, `seed ${seed}: row count`);
@@ -132,6 +180,68 @@ test('many commits with manifest merging still read back exactly', async () => {
   const seed = (process.env.CDC_ICE_SEED ? Number(process.env.CDC_ICE_SEED) : Date.now() % 1000000) + 100;
   console.log(`iceberg long-run seed=${seed}`);
   await checkRandom(`file://${dir}/long-${seed}`, seed, 200);
+});
+
+test('partitioned table with upserts reads back exactly; partition values match the rows', async () => {
+  assert.equal(murmur3(Buffer.from('iceberg')), 1210000089); // the oracle itself (appendix B)
+  assert.equal(bucketLong(34, 0x7fffffff), 2017239379);
+  const seed = (process.env.CDC_ICE_SEED ? Number(process.env.CDC_ICE_SEED) : Date.now() % 1000000) + 400;
+  console.log(`iceberg partitioned seed=${seed}`);
+  const decl = 'region, day(ts), bucket[4](id), truncate[2](name)';
+  const exp = await checkRandom(`file://${dir}/part-${seed}`, seed, 40, [`--partition-by=${decl}`]);
+  const metadata = await icebergMetadata({ tableUrl: exp.table });
+  const spec = metadata['partition-specs'].find((s) => s['spec-id'] === metadata['default-spec-id']);
+  assert.equal(spec['spec-id'], 1);
+  assert.deepEqual(spec.fields.map((f) => [f.name, f.transform]), [
+    ['region', 'identity'], ['ts_day', 'day'], ['id_bucket', 'bucket[4]'], ['name_trunc', 'truncate[2]'],
+  ]);
+  const manifests = await icebergManifests(metadata);
+  const keys = new Set();
+  let files = 0;
+  let deletes = 0;
+  for (const { entries } of manifests) {
+    for (const { status, data_file: df } of entries) {
+      if (status === 2) continue;
+      if (df.content !== 0) {
+        deletes++;
+        assert.deepEqual(Object.keys(df.partition), [], 'equality deletes are global (spec 0)');
+        continue;
+      }
+      const got = {
+        region: df.partition.region ?? null,
+        ts_day: df.partition.ts_day == null ? null : df.partition.ts_day.getTime() / DAY_MS,
+        id_bucket: df.partition.id_bucket ?? null,
+        name_trunc: df.partition.name_trunc ?? null,
+      };
+      // the file's rows, read independently of our manifests
+      const rows = await parquetReadObjects({ file: await asyncBufferFromFile(df.file_path.slice(7)), compressors });
+      assert.equal(rows.length, Number(df.record_count));
+      for (const r of rows) {
+        const want = {
+          region: r.region ?? null,
+          ts_day: r.ts == null ? null : Math.floor(tsMs(r.ts) / DAY_MS),
+          id_bucket: bucketLong(r.id, 4),
+          name_trunc: r.name == null ? null : Array.from(r.name).slice(0, 2).join(''),
+        };
+        assert.deepEqual(got, want, `partition of ${df.file_path}`);
+      }
+      keys.add(JSON.stringify(got));
+      files++;
+    }
+  }
+  console.log(`partitioned: ${files} data files in ${keys.size} partitions, ${deletes} delete files`);
+  assert.equal(files, exp.data_files.length);
+  assert.ok(keys.size > 10, `only ${keys.size} partitions`);
+  assert.ok(deletes > 0);
+  assert.ok([...keys].some((k) => JSON.parse(k).ts_day < 0), 'a partition before 1970');
+
+  // DuckDB reads the partitioned data files too
+  const inst = await DuckDBInstance.create(':memory:');
+  const conn = await inst.connect();
+  const list = exp.data_files.map((f) => `'${f.path.replace('file://', '')}'`).join(', ');
+  const r = await conn.runAndReadAll(`SELECT count(*)::BIGINT AS n FROM read_parquet([${list}])`);
+  assert.equal(Number(r.getRowObjectsJson()[0].n), exp.data_records);
+  conn.closeSync?.();
 });
 
 test('every type reads back (icebird) and data files read with DuckDB read_parquet', async () => {
@@ -207,7 +317,7 @@ test('two committer processes racing: each version won once, every commit presen
     assert.equal(s['sequence-number'], i + 1);
   }
   const got = await icebergRead({ tableUrl: table });
-  const cols = ['id', 'name', 'qty', 'price', 'note'];
+  const cols = ['id', 'name', 'qty', 'price', 'ts', 'region', 'note'];
   assert.deepEqual(canonRows(got, cols), canonRows([...a.rows, ...b.rows], cols));
 });
 

@@ -48,7 +48,17 @@ static cdc_checkpoint_t *sample(void)
     f.file.file_size_in_bytes = 999;
     f.file.stats = st;
     f.file.nstats = 2;
+    /* partitioned: a value and a null */
+    static cdc_ice_part_value_t pv[2] = {{false, (uint8_t *)"eu", 2}, {true, NULL, 0}};
+    f.file.spec_id = 2;
+    f.file.sort_order_id = 1;
+    f.file.partition = pv;
+    f.file.npartition = 2;
     assert_int_equal(cdc_checkpoint_add_file(c, &f), CDC_OK);
+    f.file.spec_id = 0;
+    f.file.sort_order_id = 0;
+    f.file.partition = NULL;
+    f.file.npartition = 0;
     f.table = "ns.t";
     f.file.path = "/wh/ns/t/data/d.parquet";
     f.file.content = CDC_ICE_CONTENT_EQUALITY_DELETES;
@@ -88,6 +98,16 @@ static void test_roundtrip(void **state)
     assert_int_equal(d->files[1].file.content, CDC_ICE_CONTENT_EQUALITY_DELETES);
     assert_int_equal(d->files[1].file.equality_ids[0], 1);
     assert_int_equal(d->files[0].partition, 4);
+    assert_int_equal(d->files[0].file.spec_id, 2);
+    assert_int_equal(d->files[0].file.sort_order_id, 1);
+    assert_int_equal(d->files[1].file.sort_order_id, 0);
+    assert_int_equal(d->files[0].file.npartition, 2);
+    assert_false(d->files[0].file.partition[0].null);
+    assert_int_equal(d->files[0].file.partition[0].len, 2);
+    assert_memory_equal(d->files[0].file.partition[0].bytes, "eu", 2);
+    assert_true(d->files[0].file.partition[1].null);
+    assert_int_equal(d->files[1].file.spec_id, 0);
+    assert_int_equal(d->files[1].file.npartition, 0);
     assert_int_equal(d->ntruncates, 0);
     js2 = cdc_checkpoint_to_json(d, true);
     assert_string_equal(js, js2);

@@ -22,6 +22,7 @@ typedef struct ack_buf {
     Cdc__PartitionState ps[CDC_PARTITIONS], *psp[CDC_PARTITIONS];
     Cdc__TopicOffset to[CDC_PARTITIONS], *top[CDC_PARTITIONS];
     Cdc__StagedFile sf[CDC_PARTITIONS], *sfp[CDC_PARTITIONS];
+    Cdc__PartitionValue pv[CDC_PARTITIONS], *pvp[CDC_PARTITIONS];
     char path[CDC_PARTITIONS][64];
 } ack_buf_t;
 
@@ -53,6 +54,15 @@ static void make_ack(ack_buf_t *b, const char *worker, uint64_t term, uint64_t g
         b->sf[i].record_count = 10;
         b->sf[i].file_size_in_bytes = 1000;
         b->sf[i].partition = slots[i];
+        /* a file of partition spec 3 whose one value is the slot's number */
+        cdc__partition_value__init(&b->pv[i]);
+        b->pv[i].value.data = (uint8_t *)&slots[i];
+        b->pv[i].value.len = 4;
+        b->pvp[i] = &b->pv[i];
+        b->sf[i].spec_id = 3;
+        b->sf[i].sort_order_id = 2;
+        b->sf[i].n_partition_values = 1;
+        b->sf[i].partition_values = &b->pvp[i];
         b->sfp[i] = &b->sf[i];
     }
     b->ack.n_partitions = n;
@@ -99,6 +109,15 @@ static void test_complete_needs_set(void **state)
         assert_int_equal(c->partitions[p].noffsets, 1);
         assert_int_equal(c->partitions[p].offsets[0].next_offset, 100 * 100 + p);
         assert_string_equal(c->partitions[p].owner, owners[p]);
+    }
+    for (size_t i = 0; i < c->nfiles; i++) { /* the partition tuples are kept */
+        uint32_t v;
+        assert_int_equal(c->files[i].file.spec_id, 3);
+        assert_int_equal(c->files[i].file.sort_order_id, 2);
+        assert_int_equal(c->files[i].file.npartition, 1);
+        assert_int_equal(c->files[i].file.partition[0].len, 4);
+        memcpy(&v, c->files[i].file.partition[0].bytes, 4);
+        assert_int_equal(v, c->files[i].partition);
     }
     cdc_checkpoint_free(c);
     assert_null(cdc_epochs_take_complete(&t));

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <math.h>
 
 #include "common/iceberg/manifest.h"
 #include "common/iceberg/parquet.h"
@@ -176,7 +177,7 @@ static void test_manifest_roundtrip(void **state)
         char *sj = cdc_ice_schema_to_json(&SCHEMA);
         uint8_t *buf;
         size_t len;
-        assert_int_equal(cdc_ice_manifest_write(en, 2, sj, 0, CDC_ICE_MANIFEST_DATA,
+        assert_int_equal(cdc_ice_manifest_write(en, 2, sj, 0, NULL, NULL, CDC_ICE_MANIFEST_DATA,
                                                 (cdc_avro_codec_t)codec, &buf, &len, &e),
                          CDC_OK);
         static const char *keys[][2] = {{"schema-id", "0"},
@@ -204,7 +205,7 @@ static void test_manifest_roundtrip(void **state)
             .path = "m.avro", .sequence_number = 12, .added_snapshot_id = 99};
         cdc_ice_manifest_entry_t *out;
         size_t n;
-        assert_int_equal(cdc_ice_manifest_read(buf, len, &mf, &out, &n, &e), CDC_OK);
+        assert_int_equal(cdc_ice_manifest_read(buf, len, &mf, NULL, 0, &out, &n, &e), CDC_OK);
         assert_int_equal(n, 2);
         assert_int_equal(out[0].status, CDC_ICE_ENTRY_ADDED);
         assert_int_equal(out[0].sequence_number, 12); /* inherited */
@@ -233,7 +234,7 @@ static void test_manifest_roundtrip(void **state)
         cdc_ice_manifest_entries_free(out, n);
 
         /* without inheritance context, nulls stay -1 */
-        assert_int_equal(cdc_ice_manifest_read(buf, len, NULL, &out, &n, &e), CDC_OK);
+        assert_int_equal(cdc_ice_manifest_read(buf, len, NULL, NULL, 0, &out, &n, &e), CDC_OK);
         assert_int_equal(out[0].sequence_number, -1);
         cdc_ice_manifest_entries_free(out, n);
         free(buf);
@@ -255,7 +256,7 @@ static void test_delete_manifest(void **state)
     en.sequence_number = en.file_sequence_number = -1;
     uint8_t *buf;
     size_t len;
-    assert_int_equal(cdc_ice_manifest_write(&en, 1, "{}", 3, CDC_ICE_MANIFEST_DELETES,
+    assert_int_equal(cdc_ice_manifest_write(&en, 1, "{}", 3, NULL, NULL, CDC_ICE_MANIFEST_DELETES,
                                             CDC_AVRO_CODEC_DEFLATE, &buf, &len, &e),
                      CDC_OK);
     char *v;
@@ -264,7 +265,7 @@ static void test_delete_manifest(void **state)
     free(v);
     cdc_ice_manifest_entry_t *out;
     size_t n;
-    assert_int_equal(cdc_ice_manifest_read(buf, len, NULL, &out, &n, &e), CDC_OK);
+    assert_int_equal(cdc_ice_manifest_read(buf, len, NULL, NULL, 0, &out, &n, &e), CDC_OK);
     assert_int_equal(n, 1);
     assert_int_equal(out[0].file.content, CDC_ICE_CONTENT_EQUALITY_DELETES);
     assert_int_equal(out[0].file.nequality_ids, 1);
@@ -334,6 +335,211 @@ static void test_manifest_list_roundtrip(void **state)
     free(buf);
 }
 
+/* Value of a partition field in single-value encoding, from a parquet-style cell. */
+static cdc_ice_part_value_t pv(const cdc_ice_field_t *f, cdc_ice_value_t v)
+{
+    cdc_ice_part_value_t out = {0};
+    uint8_t b[64];
+    if (v.is_null) {
+        out.null = true;
+        return out;
+    }
+    if (f->type == CDC_ICE_STRING || f->type == CDC_ICE_BINARY) {
+        cdc_ice_part_value_t raw = {.bytes = (uint8_t *)v.v.bytes.ptr, .len = v.v.bytes.len};
+        assert_int_equal(cdc_ice_part_value_copy(&out, &raw), CDC_OK);
+        return out;
+    }
+    cdc_ice_part_value_t raw = {.bytes = b};
+    assert_true(cdc_ice_bound_encode(f, &v, b, sizeof(b), &raw.len));
+    assert_int_equal(cdc_ice_part_value_copy(&out, &raw), CDC_OK);
+    return out;
+}
+
+/*
+ * A manifest of a partitioned spec with a field of each result type: the header keys, the
+ * partition record's Avro types and field ids, values back byte for byte (decimals kept
+ * minimal), and the manifest list's field summaries.
+ */
+static void test_partitioned_manifest(void **state)
+{
+    (void)state;
+    cdc_error_t e;
+    /* spec 3: identity of each column of this schema */
+    cdc_ice_field_t cols[] = {
+        {.id = 1, .name = "i", .type = CDC_ICE_INT},
+        {.id = 2, .name = "s-x", .type = CDC_ICE_STRING},
+        {.id = 3, .name = "d", .type = CDC_ICE_DATE},
+        {.id = 4, .name = "dec", .type = CDC_ICE_DECIMAL, .precision = 9, .scale = 2},
+        {.id = 5, .name = "u", .type = CDC_ICE_UUID},
+        {.id = 6, .name = "ts", .type = CDC_ICE_TIMESTAMPTZ},
+        {.id = 7, .name = "b", .type = CDC_ICE_BOOLEAN},
+        {.id = 8, .name = "f", .type = CDC_ICE_DOUBLE},
+        {.id = 9, .name = "bin", .type = CDC_ICE_BINARY},
+        {.id = 10, .name = "l", .type = CDC_ICE_LONG},
+    };
+    enum { NC = 10 };
+    cdc_ice_schema_t schema = {.schema_id = 2, .fields = cols, .nfields = NC};
+    cdc_ice_partition_spec_t spec;
+    assert_int_equal(cdc_ice_partition_spec_parse("i, \"s-x\", d, dec, u, ts, b, f, bin, l",
+                                                  &schema, 1000, &spec, &e),
+                     CDC_OK);
+    spec.spec_id = 3;
+    cdc_ice_field_t pf[NC];
+    assert_true(cdc_ice_partition_spec_result_fields(&spec, &schema, pf));
+    cdc_ice_manifest_entry_t en[3];
+    cdc_ice_col_stats_t st[3][3];
+    for (int k = 0; k < 3; k++) {
+        memset(&en[k], 0, sizeof(en[k]));
+        fill_file(&en[k].file, st[k], k ? "file:///t/data/b.parquet" : "file:///t/data/a.parquet",
+                  CDC_ICE_CONTENT_DATA, 1, 2);
+        en[k].status = CDC_ICE_ENTRY_ADDED;
+        en[k].snapshot_id = 9;
+        en[k].sequence_number = en[k].file_sequence_number = -1;
+        en[k].file.spec_id = 3;
+        en[k].file.sort_order_id = 2;
+        en[k].file.npartition = NC;
+        en[k].file.partition = calloc(NC, sizeof(cdc_ice_part_value_t));
+        cdc_ice_value_t v[NC];
+        memset(v, 0, sizeof(v));
+        v[0].v.i32 = k == 0 ? -7 : 40 + k;
+        v[1].v.bytes.ptr = (const uint8_t *)(k == 1 ? "z\xc3\xa4" : "abc");
+        v[1].v.bytes.len = strlen((const char *)v[1].v.bytes.ptr);
+        v[2].v.i32 = 17486 + k;
+        v[3].v.dec = k == 2 ? -1 : 1420 * (k + 1);
+        for (int b = 0; b < 16; b++)
+            v[4].v.uuid[b] = (uint8_t)(b * 17 + k);
+        v[5].v.i64 = 1510871468000000LL + k;
+        v[6].v.b = k == 1;
+        v[7].v.f64 = k == 2 ? NAN : 1.5 * k;
+        v[8].v.bytes.ptr = (const uint8_t *)"\x00\x01";
+        v[8].v.bytes.len = 2;
+        v[9].v.i64 = -((int64_t)1 << 40) * k;
+        if (k == 1)
+            v[2].is_null = v[3].is_null = true; /* nulls in the summaries */
+        for (int c = 0; c < NC; c++)
+            en[k].file.partition[c] = pv(&pf[c], v[c]);
+    }
+    char *sj = cdc_ice_schema_to_json(&schema);
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(cdc_ice_manifest_write(en, 3, sj, 2, &spec, pf, CDC_ICE_MANIFEST_DATA,
+                                            CDC_AVRO_CODEC_DEFLATE, &buf, &len, &e),
+                     CDC_OK);
+    char *v;
+    assert_int_equal(cdc_avro_header_get(buf, len, "partition-spec-id", &v, &e), CDC_OK);
+    assert_string_equal(v, "3");
+    free(v);
+    assert_int_equal(cdc_avro_header_get(buf, len, "partition-spec", &v, &e), CDC_OK);
+    assert_non_null(strstr(v, "[{\"name\":\"i\",\"transform\":\"identity\",\"source-id\":1,"
+                              "\"field-id\":1000},"));
+    free(v);
+    assert_int_equal(cdc_avro_header_get(buf, len, "avro.schema", &v, &e), CDC_OK);
+    assert_non_null(strstr(v, "{\"name\":\"i\",\"type\":[\"null\",\"int\"],\"default\":null,"
+                              "\"field-id\":1000}"));
+    assert_non_null(strstr(v, "\"name\":\"s_x2Dx\"")); /* Avro-safe name */
+    assert_non_null(strstr(v, "{\"type\":\"int\",\"logicalType\":\"date\"}"));
+    assert_non_null(strstr(v, "\"type\":\"fixed\",\"name\":\"decimal_9_2_p1003\",\"size\":4,"
+                              "\"logicalType\":\"decimal\",\"precision\":9,\"scale\":2"));
+    assert_non_null(strstr(v, "\"size\":16,\"logicalType\":\"uuid\""));
+    assert_non_null(strstr(v, "\"logicalType\":\"timestamp-micros\",\"adjust-to-utc\":true"));
+    free(v);
+
+    cdc_ice_manifest_entry_t *out;
+    size_t n;
+    cdc_ice_manifest_file_t mf = {.path = "m.avro", .spec_id = 3, .sequence_number = 4};
+    assert_int_equal(cdc_ice_manifest_read(buf, len, &mf, pf, NC, &out, &n, &e), CDC_OK);
+    assert_int_equal(n, 3);
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(out[k].file.spec_id, 3);
+        assert_int_equal(out[k].file.sort_order_id, 2);
+        assert_int_equal(out[k].file.npartition, NC);
+        for (int c = 0; c < NC; c++) {
+            const cdc_ice_part_value_t *a = &en[k].file.partition[c],
+                                       *b = &out[k].file.partition[c];
+            assert_int_equal(a->null, b->null);
+            assert_int_equal(a->len, b->len);
+            if (!a->null)
+                assert_memory_equal(a->bytes, b->bytes, a->len);
+        }
+        /* copies keep the values */
+        cdc_ice_data_file_t cp;
+        assert_int_equal(cdc_ice_data_file_copy(&cp, &out[k].file), CDC_OK);
+        assert_int_equal(cp.npartition, NC);
+        assert_memory_equal(cp.partition[1].bytes, out[k].file.partition[1].bytes,
+                            cp.partition[1].len);
+        cdc_ice_data_file_clear(&cp);
+    }
+    assert_true(cdc_ice_part_value_decimal(&out[2].file.partition[3]) == -1);
+    assert_int_equal(out[2].file.partition[3].len, 1);
+    cdc_ice_manifest_entries_free(out, n);
+    /* without the spec's types: the spec id from the header, values as Avro has them */
+    assert_int_equal(cdc_ice_manifest_read(buf, len, NULL, NULL, 0, &out, &n, &e), CDC_OK);
+    assert_int_equal(out[0].file.spec_id, 3);
+    assert_int_equal(out[0].file.partition[0].len, 4);
+    assert_int_equal(cdc_ice_part_value_int(&out[0].file.partition[0]), -7);
+    assert_int_equal(out[0].file.partition[3].len, 4); /* fixed(4) as stored */
+    assert_int_equal(cdc_ice_part_value_int(&out[2].file.partition[9]), -((int64_t)1 << 41));
+    cdc_ice_manifest_entries_free(out, n);
+
+    /* a file of another spec or with too few values does not go in */
+    en[1].file.spec_id = 0;
+    uint8_t *bad;
+    assert_int_equal(cdc_ice_manifest_write(en, 3, sj, 2, &spec, pf, CDC_ICE_MANIFEST_DATA,
+                                            CDC_AVRO_CODEC_DEFLATE, &bad, &len, &e),
+                     CDC_ERR_INVALID);
+    en[1].file.spec_id = 3;
+    en[1].file.partition[0].len = 3; /* not an int */
+    assert_int_equal(cdc_ice_manifest_write(en, 3, sj, 2, &spec, pf, CDC_ICE_MANIFEST_DATA,
+                                            CDC_AVRO_CODEC_DEFLATE, &bad, &len, &e),
+                     CDC_ERR_INVALID);
+    en[1].file.partition[0].len = 4;
+
+    /* field summaries through the manifest list */
+    mf.path = strdup("file:///t/metadata/m.avro");
+    assert_int_equal(cdc_ice_manifest_summarize(en, 3, pf, NC, &mf), CDC_OK);
+    assert_int_equal(mf.npartitions, NC);
+    uint8_t *lbuf;
+    size_t llen;
+    assert_int_equal(
+        cdc_ice_manifest_list_write(&mf, 1, 9, -1, 4, CDC_AVRO_CODEC_NULL, &lbuf, &llen, &e),
+        CDC_OK);
+    cdc_ice_manifest_file_t *mfs;
+    size_t nmf;
+    assert_int_equal(cdc_ice_manifest_list_read(lbuf, llen, &mfs, &nmf, &e), CDC_OK);
+    assert_int_equal(nmf, 1);
+    assert_int_equal(mfs[0].spec_id, 3);
+    assert_int_equal(mfs[0].npartitions, NC);
+    const cdc_ice_field_summary_t *ps = mfs[0].partitions;
+    assert_false(ps[0].contains_null);
+    assert_int_equal(cdc_ice_part_value_int(&ps[0].lower), -7);
+    assert_int_equal(cdc_ice_part_value_int(&ps[0].upper), 42);
+    assert_memory_equal(ps[1].lower.bytes, "abc", 3);
+    assert_memory_equal(ps[1].upper.bytes, "z\xc3\xa4", 3);
+    assert_true(ps[2].contains_null);
+    assert_int_equal(cdc_ice_part_value_int(&ps[2].lower), 17486);
+    assert_int_equal(cdc_ice_part_value_int(&ps[2].upper), 17488);
+    assert_true(cdc_ice_part_value_decimal(&ps[3].lower) == -1);
+    assert_true(cdc_ice_part_value_decimal(&ps[3].upper) == 1420);
+    assert_false(ps[6].contains_null);
+    assert_int_equal(ps[6].lower.bytes[0], 0);
+    assert_int_equal(ps[6].upper.bytes[0], 1);
+    assert_true(ps[7].contains_nan);
+    assert_false(ps[7].lower.null);
+    cdc_ice_manifest_file_t cp;
+    assert_int_equal(cdc_ice_manifest_file_copy(&cp, &mfs[0]), CDC_OK);
+    assert_int_equal(cp.npartitions, NC);
+    assert_memory_equal(cp.partitions[1].upper.bytes, "z\xc3\xa4", 3);
+    cdc_ice_manifest_file_clear(&cp);
+    cdc_ice_manifest_files_free(mfs, nmf);
+    cdc_ice_manifest_file_clear(&mf);
+    free(lbuf);
+    free(buf);
+    free(sj);
+    for (int k = 0; k < 3; k++)
+        cdc_ice_part_values_free(en[k].file.partition, en[k].file.npartition);
+    cdc_ice_partition_spec_free(&spec);
+}
+
 static void test_read_java_manifests(void **state)
 {
     (void)state;
@@ -354,7 +560,7 @@ static void test_read_java_manifests(void **state)
     assert_int_equal((int64_t)len, mfs[2].length);
     cdc_ice_manifest_entry_t *en;
     size_t n;
-    assert_int_equal(cdc_ice_manifest_read(buf, len, &mfs[2], &en, &n, &e), CDC_OK);
+    assert_int_equal(cdc_ice_manifest_read(buf, len, &mfs[2], NULL, 0, &en, &n, &e), CDC_OK);
     assert_int_equal(n, 1);
     assert_int_equal(en[0].file.content, CDC_ICE_CONTENT_EQUALITY_DELETES);
     assert_int_equal(en[0].sequence_number, 3);
@@ -373,7 +579,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bound_encodings),     cmocka_unit_test(test_manifest_roundtrip),
         cmocka_unit_test(test_delete_manifest),     cmocka_unit_test(test_manifest_list_roundtrip),
-        cmocka_unit_test(test_read_java_manifests),
+        cmocka_unit_test(test_read_java_manifests), cmocka_unit_test(test_partitioned_manifest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -215,6 +215,71 @@ static void test_snapshot_json_cache(void **state)
     cdc_ice_metadata_free(&back);
 }
 
+/* Partition specs and sort orders survive write -> parse; a v1 "partition-spec" is spec 0. */
+static void test_layout_roundtrip(void **state)
+{
+    (void)state;
+    cdc_error_t e;
+    const char *doc =
+        "{\"format-version\":2,\"table-uuid\":\"u\",\"location\":\"file:///w/t\","
+        "\"last-updated-ms\":1,\"last-column-id\":3,\"current-schema-id\":0,\"schemas\":[{"
+        "\"type\":\"struct\",\"schema-id\":0,\"fields\":[{\"id\":1,\"name\":\"id\","
+        "\"required\":true,\"type\":\"long\"},{\"id\":3,\"name\":\"ts\",\"required\":false,"
+        "\"type\":\"timestamptz\"}]}],\"default-spec-id\":2,\"partition-specs\":[{\"spec-id\":"
+        "0,\"fields\":[]},{\"spec-id\":2,\"fields\":[{\"name\":\"ts_day\",\"transform\":"
+        "\"day\",\"source-id\":3,\"field-id\":1000},{\"name\":\"id_bucket\",\"transform\":"
+        "\"bucket[16]\",\"source-id\":1,\"field-id\":1001}]}],\"last-partition-id\":1001,"
+        "\"default-sort-order-id\":1,\"sort-orders\":[{\"order-id\":0,\"fields\":[]},{"
+        "\"order-id\":1,\"fields\":[{\"transform\":\"identity\",\"source-id\":1,"
+        "\"direction\":\"desc\",\"null-order\":\"nulls-last\"}]}],\"properties\":{},"
+        "\"current-snapshot-id\":-1,\"snapshots\":[]}";
+    cdc_ice_metadata_t md, back, cp;
+    char *out, *again;
+    assert_int_equal(cdc_ice_metadata_parse(doc, strlen(doc), &md, &e), CDC_OK);
+    assert_int_equal(md.nspecs, 2);
+    assert_int_equal(md.norders, 2);
+    assert_int_equal(md.last_partition_id, 1001);
+    const cdc_ice_partition_spec_t *spec = cdc_ice_metadata_default_spec(&md);
+    assert_int_equal(spec->spec_id, 2);
+    assert_int_equal(spec->fields[1].transform.kind, CDC_ICE_TRANSFORM_BUCKET);
+    assert_int_equal(spec->fields[1].transform.param, 16);
+    assert_null(cdc_ice_metadata_spec(&md, 1));
+    assert_int_equal(cdc_ice_metadata_spec(&md, 0)->nfields, 0);
+    assert_true(cdc_ice_metadata_default_sort_order(&md)->fields[0].descending);
+    cdc_ice_field_t rf[2];
+    assert_true(cdc_ice_metadata_spec_result_fields(&md, spec, rf));
+    assert_int_equal(rf[0].type, CDC_ICE_DATE);
+    assert_int_equal(rf[1].type, CDC_ICE_INT);
+    assert_int_equal(cdc_ice_metadata_copy(&cp, &md), CDC_OK);
+    assert_int_equal(cdc_ice_metadata_write(&cp, &out, &e), CDC_OK);
+    assert_non_null(
+        strstr(out, "\"partition-specs\":[{\"spec-id\":0,\"fields\":[]},{\"spec-id\":2"));
+    assert_int_equal(cdc_ice_metadata_parse(out, strlen(out), &back, &e), CDC_OK);
+    assert_int_equal(cdc_ice_metadata_write(&back, &again, &e), CDC_OK);
+    assert_string_equal(out, again);
+    assert_true(cdc_ice_partition_spec_same(cdc_ice_metadata_spec(&back, 2), spec));
+    assert_string_equal(cdc_ice_metadata_spec(&back, 2)->fields[0].name, "ts_day");
+    assert_true(cdc_ice_sort_order_same(cdc_ice_metadata_sort_order(&back, 1),
+                                        cdc_ice_metadata_sort_order(&md, 1)));
+    free(out);
+    free(again);
+    cdc_ice_metadata_free(&back);
+    cdc_ice_metadata_free(&cp);
+    cdc_ice_metadata_free(&md);
+
+    const char *v1 =
+        "{\"format-version\":1,\"location\":\"x\",\"last-updated-ms\":1,"
+        "\"last-column-id\":1,\"schema\":{\"type\":\"struct\",\"fields\":[{\"id\":1,"
+        "\"name\":\"a\",\"required\":false,\"type\":\"int\"}]},\"partition-spec\":[{"
+        "\"name\":\"a\",\"transform\":\"identity\",\"source-id\":1,\"field-id\":1000}]}";
+    assert_int_equal(cdc_ice_metadata_parse(v1, strlen(v1), &md, &e), CDC_OK);
+    assert_int_equal(md.nspecs, 1);
+    assert_int_equal(cdc_ice_metadata_default_spec(&md)->nfields, 1);
+    assert_int_equal(md.last_partition_id, 1000);
+    assert_int_equal(cdc_ice_metadata_default_sort_order(&md)->nfields, 0);
+    cdc_ice_metadata_free(&md);
+}
+
 static void test_rejects_garbage(void **state)
 {
     (void)state;
@@ -226,15 +291,27 @@ static void test_rejects_garbage(void **state)
     const char *part = "{\"format-version\":2,\"location\":\"x\",\"last-updated-ms\":1,"
                        "\"last-column-id\":1,\"schemas\":[],\"partition-specs\":[{\"spec-id\":0,"
                        "\"fields\":[{\"source-id\":1}]}]}";
-    assert_int_equal(cdc_ice_metadata_parse(part, strlen(part), &md, &e), CDC_ERR_UNSUPPORTED);
+    assert_int_equal(cdc_ice_metadata_parse(part, strlen(part), &md, &e), CDC_ERR_CORRUPT);
+    /* a transform this project does not know */
+    const char *zorder = "{\"format-version\":2,\"location\":\"x\",\"last-updated-ms\":1,"
+                         "\"last-column-id\":1,\"schemas\":[],\"partition-specs\":[{\"spec-id\":"
+                         "0,\"fields\":[{\"name\":\"z\",\"transform\":\"zorder\",\"source-id\":1,"
+                         "\"field-id\":1000}]}]}";
+    assert_int_equal(cdc_ice_metadata_parse(zorder, strlen(zorder), &md, &e), CDC_ERR_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "zorder"));
+    /* a default spec the document does not list */
+    const char *nodefault = "{\"format-version\":2,\"location\":\"x\",\"last-updated-ms\":1,"
+                            "\"last-column-id\":1,\"schemas\":[],\"default-spec-id\":3,"
+                            "\"partition-specs\":[{\"spec-id\":0,\"fields\":[]}]}";
+    assert_int_equal(cdc_ice_metadata_parse(nodefault, strlen(nodefault), &md, &e),
+                     CDC_ERR_CORRUPT);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_java_metadata),
-        cmocka_unit_test(test_roundtrip_built),
-        cmocka_unit_test(test_snapshot_json_cache),
+        cmocka_unit_test(test_parse_java_metadata), cmocka_unit_test(test_roundtrip_built),
+        cmocka_unit_test(test_snapshot_json_cache), cmocka_unit_test(test_layout_roundtrip),
         cmocka_unit_test(test_rejects_garbage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

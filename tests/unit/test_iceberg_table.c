@@ -4,8 +4,9 @@
  * numbers, refs, logs), schema change, the optimistic commit (two handles and two
  * racing threads: each version won exactly once, the loser gets CDC_ERR_CONFLICT),
  * bounded manifest growth over 200 commits, previous-versions-max, the hint
- * lagging behind the newest metadata file, the referenced-files listing, and removing
- * files (overwrite/delete snapshots that drop one partition's files).
+ * lagging behind the newest metadata file, the referenced-files listing, removing
+ * files (overwrite/delete snapshots that drop one partition's files), and partition
+ * specs and sort orders (set_layout, commits of partitioned files, merging per spec).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -658,6 +659,300 @@ static void test_hint_lagging(void **state)
     cdc_ice_table_close(t);
 }
 
+/* ---- partition specs and sort orders ------------------------------------------------ */
+
+static cdc_ice_field_t PFIELDS[] = {
+    {.id = 1, .name = "id", .type = CDC_ICE_LONG, .required = true},
+    {.id = 2, .name = "v", .type = CDC_ICE_STRING},
+    {.id = 3, .name = "ts", .type = CDC_ICE_TIMESTAMPTZ},
+};
+static cdc_ice_schema_t PSCHEMA = {
+    .schema_id = 0, .fields = PFIELDS, .nfields = 3, .identifier_ids = IDS, .nidentifier = 1};
+
+/* A fake file of spec spec_id with int partition values (INT64_MIN = null). */
+static void part_file(cdc_ice_data_file_t *df, const char *loc, cdc_ice_content_t content,
+                      int32_t spec_id, const int64_t *vals, size_t n)
+{
+    static const cdc_ice_field_t int_type = {.type = CDC_ICE_INT};
+    fake_file(df, loc, content, 3);
+    df->spec_id = spec_id;
+    df->npartition = n;
+    df->partition = n ? calloc(n, sizeof(cdc_ice_part_value_t)) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (vals[i] == INT64_MIN)
+            df->partition[i].null = true;
+        else
+            assert_int_equal(cdc_ice_part_value_set_int(&int_type, vals[i], &df->partition[i]),
+                             CDC_OK);
+    }
+}
+
+static const cdc_ice_live_file_t *live_find(const cdc_ice_live_file_t *lf, size_t n,
+                                            const char *path)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(lf[i].file.path, path) == 0)
+            return &lf[i];
+    fail_msg("%s is not live", path);
+    return NULL;
+}
+
+static void read_list(fixture_t *f, cdc_ice_table_t *t, cdc_ice_manifest_file_t **mfs, size_t *n)
+{
+    cdc_error_t e;
+    uint8_t *buf;
+    size_t len;
+    const cdc_ice_snapshot_t *s = cdc_ice_metadata_current_snapshot(cdc_ice_table_metadata(t));
+    assert_int_equal(cdc_storage_get(f->st, s->manifest_list, &buf, &len, &e), CDC_OK);
+    assert_int_equal(cdc_ice_manifest_list_read(buf, len, mfs, n, &e), CDC_OK);
+    free(buf);
+}
+
+static void test_set_layout(void **state)
+{
+    fixture_t *f = *state;
+    cdc_error_t e;
+    cdc_ice_table_t *t, *t2;
+    bool changed = true;
+    assert_int_equal(cdc_ice_table_create(f->st, f->loc, &PSCHEMA, NULL, &t, &e), CDC_OK);
+    const cdc_ice_partition_spec_t *spec = cdc_ice_table_default_spec(t);
+    assert_int_equal(spec->spec_id, 0);
+    assert_int_equal(spec->nfields, 0);
+    assert_int_equal(cdc_ice_table_default_sort_order(t)->order_id, 0);
+    assert_int_equal(cdc_ice_table_metadata(t)->last_partition_id, 999);
+
+    /* bad declarations change nothing and name the term */
+    assert_int_equal(cdc_ice_table_set_layout(t, "day(ts), hour(v)", NULL, &changed, &e),
+                     CDC_ERR_INVALID);
+    assert_non_null(strstr(e.msg, "hour(v)"));
+    assert_false(changed);
+    assert_int_equal(cdc_ice_table_set_layout(t, NULL, "id up", &changed, &e), CDC_ERR_INVALID);
+    assert_non_null(strstr(e.msg, "id up"));
+    assert_int_equal(cdc_ice_table_set_layout(t, "bucket[4](nope)", NULL, &changed, &e),
+                     CDC_ERR_INVALID);
+    assert_non_null(strstr(e.msg, "\"nope\""));
+    assert_int_equal(cdc_ice_table_version(t), 1);
+    /* unpartitioned and unsorted already: nothing to commit */
+    assert_int_equal(cdc_ice_table_set_layout(t, "", NULL, &changed, &e), CDC_OK);
+    assert_false(changed);
+    assert_int_equal(cdc_ice_table_version(t), 1);
+
+    assert_int_equal(cdc_ice_table_set_layout(t, "day(ts), bucket[4](id)", "id desc", &changed, &e),
+                     CDC_OK);
+    assert_true(changed);
+    assert_int_equal(cdc_ice_table_version(t), 2);
+    spec = cdc_ice_table_default_spec(t);
+    assert_int_equal(spec->spec_id, 1);
+    assert_int_equal(spec->nfields, 2);
+    assert_int_equal(spec->fields[0].field_id, 1000);
+    assert_int_equal(spec->fields[1].field_id, 1001);
+    assert_string_equal(spec->fields[0].name, "ts_day");
+    assert_int_equal(cdc_ice_table_metadata(t)->last_partition_id, 1001);
+    assert_int_equal(cdc_ice_table_default_sort_order(t)->order_id, 1);
+    assert_true(cdc_ice_table_default_sort_order(t)->fields[0].descending);
+    /* the same again: no commit */
+    assert_int_equal(cdc_ice_table_set_layout(t, "day(ts),bucket[4](id)", "id DESC", &changed, &e),
+                     CDC_OK);
+    assert_false(changed);
+    assert_int_equal(cdc_ice_table_version(t), 2);
+    /* back to unpartitioned and unsorted: spec 0 and order 0 again, nothing added */
+    assert_int_equal(cdc_ice_table_set_layout(t, NULL, "", &changed, &e), CDC_OK);
+    assert_true(changed);
+    assert_int_equal(cdc_ice_table_default_spec(t)->spec_id, 0);
+    assert_int_equal(cdc_ice_table_default_sort_order(t)->order_id, 0);
+    assert_int_equal(cdc_ice_table_metadata(t)->nspecs, 2);
+    /* a different field order is a different spec; the first one is reused */
+    assert_int_equal(cdc_ice_table_set_layout(t, "bucket[4](id), day(ts)", NULL, &changed, &e),
+                     CDC_OK);
+    assert_int_equal(cdc_ice_table_default_spec(t)->spec_id, 2);
+    assert_int_equal(cdc_ice_table_default_spec(t)->fields[0].field_id, 1002);
+    assert_int_equal(cdc_ice_table_metadata(t)->last_partition_id, 1003);
+    assert_int_equal(cdc_ice_table_set_layout(t, "day(ts), bucket[4](id)", "id desc", &changed, &e),
+                     CDC_OK);
+    assert_true(changed);
+    assert_int_equal(cdc_ice_table_default_spec(t)->spec_id, 1);
+    assert_int_equal(cdc_ice_table_default_sort_order(t)->order_id, 1);
+    assert_int_equal(cdc_ice_table_metadata(t)->nspecs, 3);
+    assert_int_equal(cdc_ice_table_metadata(t)->norders, 2);
+
+    /* another handle loads the same layout; its stale copy conflicts */
+    assert_int_equal(cdc_ice_table_load(f->st, f->loc, &t2, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_default_spec(t2)->spec_id, 1);
+    assert_int_equal(cdc_ice_metadata_spec(cdc_ice_table_metadata(t2), 2)->fields[1].source_id, 3);
+    assert_int_equal(cdc_ice_table_set_layout(t, "v", NULL, &changed, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_set_layout(t2, "truncate[2](v)", NULL, &changed, &e),
+                     CDC_ERR_CONFLICT);
+    assert_int_equal(cdc_ice_table_refresh(t2, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_default_spec(t2)->spec_id, 3);
+    assert_string_equal(cdc_ice_table_default_spec(t2)->fields[0].name, "v");
+    cdc_ice_table_close(t2);
+    cdc_ice_table_close(t);
+}
+
+/*
+ * Partitioned data and equality deletes in spec 0 (global) and spec 1: one manifest per
+ * content and spec with the spec's id and summaries, live files with their partition
+ * values, invalid layouts rejected, and merging only within a spec.
+ */
+static void test_partitioned_commits(void **state)
+{
+    fixture_t *f = *state;
+    cdc_error_t e;
+    cdc_ice_table_t *t;
+    cdc_ice_props_t props = {0};
+    cdc_ice_props_set(&props, "commit.manifest.min-count-to-merge", "3");
+    assert_int_equal(cdc_ice_table_create(f->st, f->loc, &PSCHEMA, &props, &t, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_set_layout(t, "day(ts), bucket[4](id)", "id", NULL, &e), CDC_OK);
+    cdc_ice_data_file_t d[3], del[2];
+    part_file(&d[0], f->loc, CDC_ICE_CONTENT_DATA, 1, (int64_t[]){17486, 2}, 2);
+    part_file(&d[1], f->loc, CDC_ICE_CONTENT_DATA, 1, (int64_t[]){INT64_MIN, 3}, 2);
+    part_file(&d[2], f->loc, CDC_ICE_CONTENT_DATA, 0, NULL, 0);
+    d[0].sort_order_id = d[1].sort_order_id = 1;
+    part_file(&del[0], f->loc, CDC_ICE_CONTENT_EQUALITY_DELETES, 0, NULL, 0);
+    part_file(&del[1], f->loc, CDC_ICE_CONTENT_EQUALITY_DELETES, 1, (int64_t[]){17490, 0}, 2);
+    assert_int_equal(cdc_ice_table_row_delta(t, d, 3, del, 2, NULL, NULL, &e), CDC_OK);
+    assert_string_equal(cdc_ice_table_snapshot_property(t, -1, "changed-partition-count"), "4");
+
+    cdc_ice_manifest_file_t *mfs;
+    size_t nmf;
+    read_list(f, t, &mfs, &nmf);
+    assert_int_equal(nmf, 4); /* data spec 0, data spec 1, deletes spec 0, deletes spec 1 */
+    for (size_t i = 0; i < nmf; i++) {
+        assert_int_equal(mfs[i].content, i < 2 ? CDC_ICE_MANIFEST_DATA : CDC_ICE_MANIFEST_DELETES);
+        assert_int_equal(mfs[i].spec_id, (int)(i % 2));
+        assert_int_equal(mfs[i].npartitions, i % 2 ? 2 : 0);
+        assert_int_equal(mfs[i].added_files, i == 1 ? 2 : 1);
+    }
+    const cdc_ice_field_summary_t *ps = mfs[1].partitions;
+    assert_true(ps[0].contains_null);
+    assert_int_equal(cdc_ice_part_value_int(&ps[0].lower), 17486);
+    assert_int_equal(cdc_ice_part_value_int(&ps[0].upper), 17486);
+    assert_false(ps[1].contains_null);
+    assert_int_equal(cdc_ice_part_value_int(&ps[1].lower), 2);
+    assert_int_equal(cdc_ice_part_value_int(&ps[1].upper), 3);
+    /* the spec-1 data manifest: header keys and the partition record */
+    uint8_t *buf;
+    size_t len;
+    char *v;
+    assert_int_equal(cdc_storage_get(f->st, mfs[1].path, &buf, &len, &e), CDC_OK);
+    assert_int_equal(cdc_avro_header_get(buf, len, "partition-spec-id", &v, &e), CDC_OK);
+    assert_string_equal(v, "1");
+    free(v);
+    assert_int_equal(cdc_avro_header_get(buf, len, "partition-spec", &v, &e), CDC_OK);
+    assert_string_equal(v, "[{\"name\":\"ts_day\",\"transform\":\"day\",\"source-id\":3,"
+                           "\"field-id\":1000},{\"name\":\"id_bucket\",\"transform\":"
+                           "\"bucket[4]\",\"source-id\":1,\"field-id\":1001}]");
+    free(v);
+    free(buf);
+    cdc_ice_manifest_files_free(mfs, nmf);
+
+    cdc_ice_live_file_t *lf;
+    size_t nlf;
+    assert_int_equal(cdc_ice_table_live_files(t, &lf, &nlf, &e), CDC_OK);
+    assert_int_equal(nlf, 5);
+    const cdc_ice_live_file_t *x = live_find(lf, nlf, d[0].path);
+    assert_int_equal(x->file.spec_id, 1);
+    assert_int_equal(x->file.sort_order_id, 1);
+    assert_int_equal(x->file.npartition, 2);
+    assert_int_equal(x->file.partition[0].len, 4);
+    assert_int_equal(cdc_ice_part_value_int(&x->file.partition[0]), 17486);
+    assert_int_equal(cdc_ice_part_value_int(&x->file.partition[1]), 2);
+    x = live_find(lf, nlf, d[1].path);
+    assert_true(x->file.partition[0].null);
+    x = live_find(lf, nlf, del[0].path);
+    assert_int_equal(x->file.spec_id, 0);
+    assert_int_equal(x->file.npartition, 0);
+    x = live_find(lf, nlf, del[1].path);
+    assert_int_equal(x->file.content, CDC_ICE_CONTENT_EQUALITY_DELETES);
+    assert_int_equal(cdc_ice_part_value_int(&x->file.partition[0]), 17490);
+    cdc_ice_live_files_free(lf, nlf);
+
+    /* invalid layouts: unknown spec, wrong value count, a value of the wrong width,
+     * an unknown sort order; nothing is committed */
+    int64_t version = cdc_ice_table_version(t);
+    cdc_ice_data_file_t bad;
+    part_file(&bad, f->loc, CDC_ICE_CONTENT_DATA, 7, NULL, 0);
+    assert_int_equal(cdc_ice_table_append(t, &bad, 1, NULL, NULL, &e), CDC_ERR_INVALID);
+    assert_non_null(strstr(e.msg, "partition spec 7"));
+    cdc_ice_data_file_clear(&bad);
+    part_file(&bad, f->loc, CDC_ICE_CONTENT_DATA, 1, (int64_t[]){1}, 1);
+    assert_int_equal(cdc_ice_table_append(t, &bad, 1, NULL, NULL, &e), CDC_ERR_INVALID);
+    cdc_ice_data_file_clear(&bad);
+    part_file(&bad, f->loc, CDC_ICE_CONTENT_DATA, 0, (int64_t[]){1}, 1);
+    assert_int_equal(cdc_ice_table_append(t, &bad, 1, NULL, NULL, &e), CDC_ERR_INVALID);
+    cdc_ice_data_file_clear(&bad);
+    part_file(&bad, f->loc, CDC_ICE_CONTENT_DATA, 1, (int64_t[]){1, 2}, 2);
+    bad.partition[1].len = 8;
+    bad.partition[1].bytes = realloc(bad.partition[1].bytes, 8);
+    assert_int_equal(cdc_ice_table_append(t, &bad, 1, NULL, NULL, &e), CDC_ERR_INVALID);
+    assert_non_null(strstr(e.msg, "id_bucket"));
+    bad.partition[1].len = 4;
+    bad.sort_order_id = 5;
+    assert_int_equal(cdc_ice_table_append(t, &bad, 1, NULL, NULL, &e), CDC_ERR_INVALID);
+    assert_non_null(strstr(e.msg, "sort order 5"));
+    cdc_ice_data_file_clear(&bad);
+    assert_int_equal(cdc_ice_table_version(t), version);
+
+    /* more commits in both specs: manifests merge within (content, spec) only */
+    for (int i = 0; i < 6; i++) {
+        cdc_ice_data_file_t a, b, q;
+        part_file(&a, f->loc, CDC_ICE_CONTENT_DATA, 1, (int64_t[]){17486 + i, i % 4}, 2);
+        part_file(&b, f->loc, CDC_ICE_CONTENT_DATA, 0, NULL, 0);
+        part_file(&q, f->loc, CDC_ICE_CONTENT_EQUALITY_DELETES, i % 2, (int64_t[]){17486, 1},
+                  i % 2 ? 2 : 0);
+        cdc_ice_data_file_t both[2] = {a, b};
+        assert_int_equal(cdc_ice_table_row_delta(t, both, 2, &q, 1, NULL, NULL, &e), CDC_OK);
+        cdc_ice_data_file_clear(&a);
+        cdc_ice_data_file_clear(&b);
+        cdc_ice_data_file_clear(&q);
+    }
+    read_list(f, t, &mfs, &nmf);
+    assert_true(nmf <= 4 * 3);
+    size_t merged = 0;
+    for (size_t i = 0; i < nmf; i++) {
+        if (mfs[i].existing_files > 0)
+            merged++;
+        /* every entry of a manifest is of the manifest's spec */
+        cdc_ice_manifest_entry_t *ents;
+        size_t nents;
+        assert_int_equal(cdc_storage_get(f->st, mfs[i].path, &buf, &len, &e), CDC_OK);
+        assert_int_equal(cdc_ice_manifest_read(buf, len, &mfs[i], NULL, 0, &ents, &nents, &e),
+                         CDC_OK);
+        for (size_t k = 0; k < nents; k++) {
+            assert_int_equal(ents[k].file.spec_id, mfs[i].spec_id);
+            assert_int_equal(ents[k].file.npartition, mfs[i].spec_id == 1 ? 2 : 0);
+        }
+        cdc_ice_manifest_entries_free(ents, nents);
+        free(buf);
+    }
+    assert_true(merged > 0);
+    cdc_ice_manifest_files_free(mfs, nmf);
+    assert_int_equal(cdc_ice_table_live_files(t, &lf, &nlf, &e), CDC_OK);
+    assert_int_equal(nlf, 5 + 6 * 3);
+    int64_t day_sum = 0;
+    for (size_t i = 0; i < nlf; i++)
+        if (lf[i].file.spec_id == 1 && lf[i].file.content == CDC_ICE_CONTENT_DATA &&
+            !lf[i].file.partition[0].null)
+            day_sum += cdc_ice_part_value_int(&lf[i].file.partition[0]) - 17486;
+    assert_int_equal(day_sum, 0 + (0 + 1 + 2 + 3 + 4 + 5)); /* kept through merging */
+    cdc_ice_live_files_free(lf, nlf);
+
+    /* removing spec-1 files rewrites their manifests with the values kept */
+    assert_int_equal(
+        cdc_ice_table_commit(
+            t, &(cdc_ice_commit_t){.remove = remove_tagged, .remove_arg = (void *)"eq-"}, NULL, &e),
+        CDC_OK);
+    assert_int_equal(cdc_ice_table_live_files(t, &lf, &nlf, &e), CDC_OK);
+    assert_int_equal(nlf, 3 + 6 * 2);
+    cdc_ice_live_files_free(lf, nlf);
+    for (int i = 0; i < 3; i++)
+        cdc_ice_data_file_clear(&d[i]);
+    for (int i = 0; i < 2; i++)
+        cdc_ice_data_file_clear(&del[i]);
+    cdc_ice_props_free(&props);
+    cdc_ice_table_close(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -670,6 +965,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_referenced_files_fed_by_commits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remove_files_merging, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_set_layout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_partitioned_commits, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

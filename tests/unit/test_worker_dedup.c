@@ -95,7 +95,7 @@ static cdc_dedup_verdict_t apply(fx_t *f, cdc_change_t *c, bool *live)
         *live = img != NULL;
     if (v == CDC_DEDUP_NEW) {
         assert_int_equal(cdc_toast_repair(c, img, len, &colname), CDC_OK);
-        assert_int_equal(cdc_dedup_record(f->d, c, &e), CDC_OK);
+        assert_int_equal(cdc_dedup_record(f->d, c, NULL, 0, &e), CDC_OK);
     }
     free(img);
     return v;
@@ -120,6 +120,55 @@ static void test_exact_replay(void **state)
     /* Another entity at the same position is not a duplicate. */
     make(f, &c, 'c', 2, 100, 90, NULL);
     assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+}
+
+/* The partition key recorded with a row comes back with the row's next change (its old
+ * partition, for the equality delete), survives a flush to the store, is replaced by the
+ * next change's key, and is absent for a row recorded without one. */
+static void test_partition_key_in_state(void **state)
+{
+    fx_t *f = *state;
+    cdc_change_t c;
+    cdc_error_t e;
+    cdc_dedup_verdict_t v;
+    uint8_t *img, *part;
+    size_t len, plen;
+    static const uint8_t k1[] = {3, 0, 0, 0, 1, 0, 1, 1, 0, 0, 0, 'a'};
+    static const uint8_t k2[] = {3, 0, 0, 0, 1, 0, 1, 1, 0, 0, 0, 'b'};
+
+    make(f, &c, 'c', 1, 100, 90, NULL);
+    assert_int_equal(cdc_dedup_check(f->d, &c, &v, &img, &len, &e), CDC_OK);
+    assert_null(img);
+    assert_int_equal(cdc_dedup_record(f->d, &c, k1, sizeof(k1), &e), CDC_OK);
+    cdc_change_clear(&c);
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+
+    make(f, &c, 'u', 1, 200, 190, NULL);
+    assert_int_equal(cdc_dedup_check(f->d, &c, &v, &img, &len, &e), CDC_OK);
+    assert_non_null(img);
+    assert_true(cdc_dedup_image_part(img, len, &part, &plen));
+    assert_int_equal(plen, sizeof(k1));
+    assert_memory_equal(part, k1, sizeof(k1));
+    free(part);
+    free(img);
+    assert_int_equal(cdc_dedup_record(f->d, &c, k2, sizeof(k2), &e), CDC_OK);
+    cdc_change_clear(&c);
+
+    make(f, &c, 'u', 1, 300, 290, NULL);
+    assert_int_equal(cdc_dedup_check(f->d, &c, &v, &img, &len, &e), CDC_OK);
+    assert_true(cdc_dedup_image_part(img, len, &part, &plen));
+    assert_memory_equal(part, k2, sizeof(k2));
+    free(part);
+    free(img);
+    assert_int_equal(cdc_dedup_record(f->d, &c, NULL, 0, &e), CDC_OK); /* unpartitioned now */
+    cdc_change_clear(&c);
+
+    make(f, &c, 'u', 1, 400, 390, NULL);
+    assert_int_equal(cdc_dedup_check(f->d, &c, &v, &img, &len, &e), CDC_OK);
+    assert_true(cdc_dedup_image_part(img, len, &part, &plen));
+    assert_null(part);
+    free(img);
     cdc_change_clear(&c);
 }
 
@@ -735,6 +784,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_exact_replay, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_partition_key_in_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_out_of_order_duplicate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_history_replays, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replay_after_restore, setup, teardown),

@@ -6,8 +6,9 @@
  * Encoding ahead (row groups encoded while the epoch runs) gives files with the same
  * rows, counts and column statistics as encoding everything at the barrier, also
  * across a mid-epoch schema change, a change to an already encoded entry, a truncate
- * and a reset. With CDC_STAGE_KEEP_DIR set, the compared files are left in that
- * directory (pairs "<case>-ahead" / "<case>-whole" warehouses) for
+ * and a reset. A partitioned table gets one file per partition of each kind, equality
+ * deletes in the partition the row had before the epoch. With CDC_STAGE_KEEP_DIR set, the compared
+ * files are left in that directory (pairs "<case>-ahead" / "<case>-whole" warehouses) for
  * tests/js/stage_readback.test.mjs, which compares their rows with DuckDB.
  */
 #include <setjmp.h>
@@ -82,7 +83,7 @@ static void test_collapse(void **state)
     for (size_t i = 0; i < sizeof(seq) / sizeof(seq[0]); i++) {
         cdc_change_t c;
         change(cat, &c, seq[i].op, seq[i].id, seq[i].cust, 100 + i, (int64_t)(1000 + i));
-        assert_int_equal(cdc_stage_add(&s, &c, seq[i].live_before, &e), CDC_OK);
+        assert_int_equal(cdc_stage_add(&s, &c, seq[i].live_before, NULL, &e), CDC_OK);
         cdc_change_clear(&c);
     }
     assert_int_equal(s.ntables, 1);
@@ -170,6 +171,152 @@ static void test_collapse(void **state)
     cdc_catalog_free(cat);
 }
 
+/* Partition key of a row of the test table with this customer under spec. */
+static void key_of(cdc_catalog_t *cat, const cdc_ice_partition_spec_t *spec, const char *customer,
+                   uint8_t **key, size_t *len)
+{
+    cdc_change_t c;
+    cdc_error_t e;
+    change(cat, &c, 'c', 99, customer, 1, 1);
+    assert_int_equal(cdc_stage_part_key(spec, &c.after, NULL, key, len, &e), CDC_OK);
+    cdc_change_clear(&c);
+}
+
+/* The file of a kind whose partition value (one identity field) is v (NULL: spec 0). */
+static const cdc_stage_file_t *file_in(const cdc_stage_file_t *files, size_t n,
+                                       cdc_stage_kind_t kind, const char *v)
+{
+    for (size_t i = 0; i < n; i++) {
+        const cdc_ice_data_file_t *df = &files[i].df;
+        if (files[i].kind != kind)
+            continue;
+        if (v == NULL && df->spec_id == 0 && df->npartition == 0)
+            return &files[i];
+        if (v != NULL && df->npartition == 1 && !df->partition[0].null &&
+            df->partition[0].len == strlen(v) && memcmp(df->partition[0].bytes, v, strlen(v)) == 0)
+            return &files[i];
+    }
+    return NULL;
+}
+
+/* A partitioned table: one file per partition of each kind; a data row goes to the
+ * partition of its final image, an equality delete to the partition the row had before
+ * the epoch (from state), also when the row moved; a row whose state has no partition
+ * key gets a delete in spec 0 (global); the changelog is partitioned by its own spec
+ * (here identity(_op)). The keys decode to the files' spec ids and values. */
+static void test_partitioned(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = cdc_catalog_new();
+    cdc_error_t e;
+    size_t n;
+    char *v1 = fixture("capture_schema_v1.json", &n);
+    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 1, v1, n, &e), CDC_OK);
+    free(v1);
+    cdc_ice_partition_field_t mf = {2, 1000, "customer", {CDC_ICE_TRANSFORM_IDENTITY, 0}};
+    cdc_ice_partition_field_t cf = {CDC_CL_FIELD_OP, 1000, "_op", {CDC_ICE_TRANSFORM_IDENTITY, 0}};
+    cdc_ice_partition_spec_t mspec = {3, &mf, 1}, cspec = {5, &cf, 1};
+    cdc_ice_sort_field_t msf = {1, {CDC_ICE_TRANSFORM_IDENTITY, 0}, true, false};
+    cdc_ice_sort_field_t csf = {
+        CDC_CL_FIELD_KAFKA_OFFSET, {CDC_ICE_TRANSFORM_IDENTITY, 0}, false, true};
+    cdc_ice_sort_order_t morder = {1, &msf, 1}, corder = {2, &csf, 1};
+    uint8_t *ka, *kb;
+    size_t la, lb;
+    key_of(cat, &mspec, "a", &ka, &la);
+    key_of(cat, &mspec, "b", &kb, &lb);
+
+    cdc_stage_t s;
+    cdc_stage_init(&s, 4, 7);
+    cdc_stage_set_encoding(&s, 0, 64); /* encoding ahead must step aside */
+    struct {
+        char op;
+        int id;
+        const char *cust;
+        const uint8_t *old; /* partition key in state before the change */
+        size_t old_len;
+        bool live_before;
+    } seq[] = {
+        {'c', 1, "a", NULL, 0, false}, /* new row in a */
+        {'u', 2, "b", ka, la, true},   /* moves a -> b */
+        {'u', 2, "c", kb, lb, true},   /* -> c within the epoch: the delete stays in a */
+        {'d', 3, NULL, kb, lb, true},  /* deleted from b */
+        {'u', 4, "a", NULL, 0, true},  /* state without a key: global delete */
+    };
+    for (size_t i = 0; i < sizeof(seq) / sizeof(seq[0]); i++) {
+        cdc_change_t c;
+        uint8_t *mk = NULL;
+        size_t ml = 0;
+        change(cat, &c, seq[i].op, seq[i].id, seq[i].cust, 100 + i, (int64_t)(1000 + i));
+        if (seq[i].op != 'd')
+            assert_int_equal(cdc_stage_part_key(&mspec, &c.after, NULL, &mk, &ml, &e), CDC_OK);
+        cdc_stage_parts_t parts = {mk, ml, seq[i].old, seq[i].old_len, &cspec, &morder, &corder};
+        assert_int_equal(cdc_stage_add(&s, &c, seq[i].live_before, &parts, &e), CDC_OK);
+        free(mk);
+        cdc_change_clear(&c);
+    }
+    assert_true(s.tables[0].partitioned);
+    assert_int_equal(cdc_stage_encoded(&s.tables[0], CDC_STAGE_CHANGELOG, NULL), 0);
+
+    char wh[256];
+    const char *tmpd = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(wh, sizeof(wh), "%s/test_stage_part.XXXXXX", tmpd);
+    assert_non_null(mkdtemp(wh));
+    cdc_storage_t *storage;
+    assert_int_equal(cdc_storage_open(wh, NULL, &storage, &e), CDC_OK);
+    cdc_stage_write_options_t wo = {.warehouse = wh, .job = "j1"};
+    cdc_stage_file_t *files;
+    size_t nfiles;
+    assert_int_equal(cdc_stage_write(&s, storage, &wo, &files, &nfiles, &e), CDC_OK);
+    /* data: a {1, 4}, c {2}; deletes: a {2}, b {3}, spec 0 {4}; changelog: c, u, d */
+    assert_int_equal(nfiles, 8);
+    const cdc_stage_file_t *f = file_in(files, nfiles, CDC_STAGE_MIRROR_DATA, "a");
+    assert_non_null(f);
+    assert_int_equal(f->df.spec_id, 3);
+    assert_int_equal(f->df.record_count, 2);
+    assert_int_equal(f->df.sort_order_id, 1); /* data files name the order they follow */
+    assert_non_null(f = file_in(files, nfiles, CDC_STAGE_MIRROR_DATA, "c"));
+    assert_int_equal(f->df.record_count, 1);
+    assert_null(file_in(files, nfiles, CDC_STAGE_MIRROR_DATA, "b"));
+    assert_non_null(f = file_in(files, nfiles, CDC_STAGE_MIRROR_DELETES, "a"));
+    assert_int_equal(f->df.spec_id, 3);
+    assert_int_equal(f->df.record_count, 1);
+    assert_int_equal(f->df.content, CDC_ICE_CONTENT_EQUALITY_DELETES);
+    assert_int_equal(f->df.sort_order_id, 0);
+    assert_non_null(f = file_in(files, nfiles, CDC_STAGE_MIRROR_DELETES, "b"));
+    assert_int_equal(f->df.record_count, 1);
+    assert_non_null(f = file_in(files, nfiles, CDC_STAGE_MIRROR_DELETES, NULL));
+    assert_int_equal(f->df.record_count, 1);
+    assert_non_null(f = file_in(files, nfiles, CDC_STAGE_CHANGELOG, "u"));
+    assert_int_equal(f->df.spec_id, 5);
+    assert_int_equal(f->df.record_count, 3);
+    assert_int_equal(f->df.sort_order_id, 2);
+    assert_string_equal(f->table, "public.orders_changelog");
+    assert_non_null(file_in(files, nfiles, CDC_STAGE_CHANGELOG, "c"));
+    assert_non_null(file_in(files, nfiles, CDC_STAGE_CHANGELOG, "d"));
+    cdc_stage_files_free(files, nfiles);
+    cdc_storage_close(storage);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", wh);
+    assert_int_equal(system(cmd), 0);
+
+    /* a key decodes to its spec id and values; NULL is spec 0 */
+    int32_t sid;
+    cdc_ice_part_value_t *vals;
+    assert_true(cdc_stage_part_key_decode(kb, lb, &sid, &vals, &n));
+    assert_int_equal(sid, 3);
+    assert_int_equal(n, 1);
+    assert_memory_equal(vals[0].bytes, "b", 1);
+    cdc_ice_part_values_free(vals, n);
+    assert_true(cdc_stage_part_key_decode(NULL, 0, &sid, &vals, &n));
+    assert_int_equal(sid, 0);
+    assert_int_equal(n, 0);
+    assert_false(cdc_stage_part_key_decode(kb, 7, &sid, &vals, &n)); /* truncated */
+    free(ka);
+    free(kb);
+    cdc_stage_free(&s);
+    cdc_catalog_free(cat);
+}
+
 /* A change or truncate of the test table in Kafka partition p. */
 static void change_in(cdc_catalog_t *cat, cdc_change_t *c, char op, int id, int32_t p, uint64_t lsn,
                       int64_t offset)
@@ -223,7 +370,7 @@ static void test_truncate(void **state)
             if (seq[i].op == 't')
                 bytes_before_truncate = s.bytes;
             change_in(cat, &c, seq[i].op, seq[i].id, p, 100 + i, (int64_t)(50 + i));
-            assert_int_equal(cdc_stage_add(&s, &c, seq[i].live_before, &e), CDC_OK);
+            assert_int_equal(cdc_stage_add(&s, &c, seq[i].live_before, NULL, &e), CDC_OK);
             cdc_change_clear(&c);
             if (seq[i].op == 't')
                 assert_true(s.bytes < bytes_before_truncate);
@@ -254,7 +401,7 @@ static void test_truncate(void **state)
         cdc_stage_reset(&s, 10);
         cdc_change_t c;
         change_in(cat, &c, 't', 0, p, 300, 70);
-        assert_int_equal(cdc_stage_add(&s, &c, false, &e), CDC_OK);
+        assert_int_equal(cdc_stage_add(&s, &c, false, NULL, &e), CDC_OK);
         cdc_change_clear(&c);
         assert_true(s.tables[0].truncated);
         assert_int_equal(cdc_stage_write(&s, storage, &wo, &files, &nfiles, &e), CDC_OK);
@@ -285,7 +432,7 @@ static void test_many_keys(void **state)
             cdc_change_t c;
             change(cat, &c, round ? 'u' : 'c', id, round == 2 ? "last" : "x",
                    (uint64_t)(round * 10000 + id), id);
-            assert_int_equal(cdc_stage_add(&s, &c, round > 0, &e), CDC_OK);
+            assert_int_equal(cdc_stage_add(&s, &c, round > 0, NULL, &e), CDC_OK);
             cdc_change_clear(&c);
         }
     assert_int_equal(s.tables[0].nentries, 5000);
@@ -384,7 +531,7 @@ static void pair_add(pair_t *p, char op, int id, int version, bool live_before)
             change_in(p->cat, &c, 't', 0, 0, 900000, 9000);
         else
             change_full(p->cat, &c, op, id, version, p->k, 5000 + p->k);
-        assert_int_equal(cdc_stage_add(s[i], &c, live_before, &e), CDC_OK);
+        assert_int_equal(cdc_stage_add(s[i], &c, live_before, NULL, &e), CDC_OK);
         cdc_change_clear(&c);
     }
     if (op != 't')
@@ -690,7 +837,7 @@ static void test_ahead_wide_rows(void **state)
                  id, note, 100 + id);
         cdc_decode_input_t in = {TOPIC, 4, id, NULL, 0, v, strlen(v), 1, NULL, NULL};
         assert_int_equal(cdc_decode(cat, NULL, &in, &c, &de), CDC_OK);
-        assert_int_equal(cdc_stage_add(&s, &c, false, &e), CDC_OK);
+        assert_int_equal(cdc_stage_add(&s, &c, false, NULL, &e), CDC_OK);
         cdc_change_clear(&c);
     }
     /* ~20 kB rows: 2 MiB / 20 kB = ~100 rows per row group, not 4096 */
@@ -713,6 +860,7 @@ int main(void)
         cmocka_unit_test(test_ahead_schema_change),
         cmocka_unit_test(test_ahead_reset_and_codec),
         cmocka_unit_test(test_collapse),
+        cmocka_unit_test(test_partitioned),
         cmocka_unit_test(test_many_keys),
         cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_dlq_headers),

@@ -6,7 +6,10 @@
  *                    upserts (data + equality deletes on the identifier field in
  *                    one row delta), deletes (equality deletes only) and one
  *                    schema change (add column) half-way; an in-memory model
- *                    applies the same operations.
+ *                    applies the same operations. With --partition-by the table
+ *                    is partitioned from the start: each commit writes one data file
+ *                    per partition of its rows (values from partition.c's
+ *                    transforms), equality deletes go to the unpartitioned spec 0.
  *   --mode alltypes  one append of a few rows with a column of every type.
  *   --mode race      one of several committer processes: opens (or creates) the
  *                    table and commits --commits appends of one row each with
@@ -18,7 +21,8 @@
  *                    the first failed check.
  *
  * Writes --out: {"table": "<location>", "rows": [...expected rows by id...],
- * "data_files": [...live data files...], "delete_files": [...], "snapshots": N}.
+ * "data_files": [...live data files with spec_id...], "delete_files": [...],
+ * "snapshots": N}.
  * Data files are written with common/iceberg/parquet.c and stored through
  * common/iceberg/storage.c (local directory or S3).
  */
@@ -33,6 +37,7 @@
 
 #include "common/config.h"
 #include "common/iceberg/parquet.h"
+#include "common/iceberg/partition.h"
 #include "common/iceberg/schema.h"
 #include "common/iceberg/storage.h"
 #include "common/iceberg/table.h"
@@ -52,6 +57,7 @@ typedef struct options {
     char *s3_secret_key;
     bool s3_path_style;
     char *codec;
+    char *partition_by;
 } options_t;
 
 static const cdc_opt_t OPTS[] = {
@@ -83,6 +89,8 @@ static const cdc_opt_t OPTS[] = {
      "address buckets in the path"},
     {"codec", CDC_OPT_STRING, offsetof(options_t, codec), "zstd", false, 0, 0, NULL,
      "parquet codec: zstd, snappy or none"},
+    {"partition-by", CDC_OPT_STRING, offsetof(options_t, partition_by), "", false, 0, 0, NULL,
+     "random mode: partition spec of the table, e.g. \"region, day(ts), bucket[4](id)\""},
     CDC_OPT_END,
 };
 
@@ -113,17 +121,25 @@ typedef struct row {
     char name[48];
     int32_t qty;
     double price;
+    bool ts_null;
+    int64_t ts;    /* microseconds, whole milliseconds; some before 1970 */
+    int region;    /* -1 = null */
     bool has_note; /* the row was written after the schema change */
     bool note_null;
     char note[32];
 } row_t;
+
+static const char *const REGIONS[] = {"eu", "us", "ap"};
 
 static cdc_ice_field_t BASE_FIELDS[] = {
     {.id = 1, .name = "id", .type = CDC_ICE_LONG, .required = true},
     {.id = 2, .name = "name", .type = CDC_ICE_STRING},
     {.id = 3, .name = "qty", .type = CDC_ICE_INT, .required = true},
     {.id = 4, .name = "price", .type = CDC_ICE_DOUBLE},
+    {.id = 5, .name = "ts", .type = CDC_ICE_TIMESTAMPTZ},
+    {.id = 6, .name = "region", .type = CDC_ICE_STRING},
 };
+#define NBASE 6
 static int32_t ID_FIELDS[] = {1};
 
 typedef struct ctx {
@@ -143,6 +159,54 @@ static const cdc_ice_schema_t *current_schema(ctx_t *c)
     return cdc_ice_metadata_current_schema(cdc_ice_table_metadata(c->t));
 }
 
+/* The cells of row id in schema order (id, name, qty, price, ts, region, note). */
+static void row_values(ctx_t *c, int64_t id, cdc_ice_value_t *v)
+{
+    const row_t *r = &c->rows[id];
+    memset(v, 0, (NBASE + 1) * sizeof(*v));
+    v[0].v.i64 = id;
+    v[1].is_null = r->name_null;
+    v[1].v.bytes.ptr = (const uint8_t *)r->name;
+    v[1].v.bytes.len = strlen(r->name);
+    v[2].v.i32 = r->qty;
+    v[3].v.f64 = r->price;
+    v[4].is_null = r->ts_null;
+    v[4].v.i64 = r->ts;
+    v[5].is_null = r->region < 0;
+    v[5].v.bytes.ptr = (const uint8_t *)(r->region < 0 ? "" : REGIONS[r->region]);
+    v[5].v.bytes.len = strlen((const char *)v[5].v.bytes.ptr);
+    v[6].is_null = r->note_null;
+    v[6].v.bytes.ptr = (const uint8_t *)r->note;
+    v[6].v.bytes.len = strlen(r->note);
+}
+
+/*
+ * Partition tuple of row id under spec (out: spec->nfields values, caller frees the
+ * bytes): each source cell in single-value encoding through cdc_ice_transform_apply(),
+ * as the worker computes it.
+ */
+static void row_partition(ctx_t *c, const cdc_ice_partition_spec_t *spec, int64_t id,
+                          cdc_ice_part_value_t *out)
+{
+    const cdc_ice_schema_t *cur = current_schema(c);
+    cdc_ice_value_t v[NBASE + 1];
+    row_values(c, id, v);
+    for (size_t i = 0; i < spec->nfields; i++) {
+        int k = cdc_ice_schema_find(cur, spec->fields[i].source_id);
+        const cdc_ice_field_t *src = &cur->fields[k];
+        uint8_t buf[64];
+        cdc_ice_part_value_t in = {.null = v[k].is_null, .bytes = buf};
+        if (src->type == CDC_ICE_STRING) {
+            in.bytes = (uint8_t *)v[k].v.bytes.ptr;
+            in.len = v[k].v.bytes.len;
+        } else if (!in.null && !cdc_ice_bound_encode(src, &v[k], buf, sizeof(buf), &in.len)) {
+            die("encode partition source", NULL);
+        }
+        if (cdc_ice_transform_apply(spec->fields[i].transform, src, &in, &out[i]) != CDC_OK)
+            die("partition transform", NULL);
+    }
+}
+
 /* Writes a parquet file of rows (ids) with the current schema, or only ids (deletes). */
 static void write_file(ctx_t *c, const int64_t *ids, size_t n, bool deletes,
                        cdc_ice_data_file_t *df)
@@ -159,20 +223,8 @@ static void write_file(ctx_t *c, const int64_t *ids, size_t n, bool deletes,
     if (cdc_pq_writer_open_buffer(schema, &c->pq, &w, &e) != CDC_OK)
         die("open parquet writer", &e);
     for (size_t i = 0; i < n; i++) {
-        const row_t *r = &c->rows[ids[i]];
-        cdc_ice_value_t v[5];
-        memset(v, 0, sizeof(v));
-        v[0].v.i64 = ids[i];
-        if (!deletes) {
-            v[1].is_null = r->name_null;
-            v[1].v.bytes.ptr = (const uint8_t *)r->name;
-            v[1].v.bytes.len = strlen(r->name);
-            v[2].v.i32 = r->qty;
-            v[3].v.f64 = r->price;
-            v[4].is_null = r->note_null;
-            v[4].v.bytes.ptr = (const uint8_t *)r->note;
-            v[4].v.bytes.len = strlen(r->note);
-        }
+        cdc_ice_value_t v[NBASE + 1];
+        row_values(c, ids[i], v);
         if (cdc_pq_writer_append(w, v, &e) != CDC_OK)
             die("append row", &e);
     }
@@ -215,6 +267,9 @@ static void fill_row(ctx_t *c, int64_t id, int64_t commit)
              rand_below(4) == 0 ? "-ünï" : "");
     r->qty = (int32_t)(rand_below(2000001) - 1000000);
     r->price = (double)rand_below(10000000) / 100.0;
+    r->ts_null = rand_below(10) == 0;
+    r->ts = (rand_below(20000) - 2000) * 3600000000LL + rand_below(3600000) * 1000;
+    r->region = (int)rand_below(4) - 1;
     r->has_note = c->has_note;
     r->note_null = rand_below(3) == 0;
     snprintf(r->note, sizeof(r->note), "note-%" PRId64, rand_below(5));
@@ -237,6 +292,64 @@ static size_t pick_present(ctx_t *c, int64_t *out, size_t k)
             out[n++] = id;
     }
     return n;
+}
+
+static bool same_tuple(const cdc_ice_part_value_t *a, const cdc_ice_part_value_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i].null != b[i].null ||
+            (!a[i].null && (a[i].len != b[i].len || memcmp(a[i].bytes, b[i].bytes, a[i].len))))
+            return false;
+    return true;
+}
+
+/*
+ * Data files of rows ids for the table's default spec: one file per partition (the rows
+ * of a partitioned file share one tuple), split in two when `split` and unpartitioned.
+ * Returns the file count; *out is malloc'ed.
+ */
+static size_t write_data(ctx_t *c, const int64_t *ids, size_t n, bool split,
+                         cdc_ice_data_file_t **out)
+{
+    const cdc_ice_partition_spec_t *spec = cdc_ice_table_default_spec(c->t);
+    size_t nf = spec->nfields, nfiles = 0;
+    cdc_ice_data_file_t *files = calloc(n + 2, sizeof(*files));
+    if (nf == 0) {
+        size_t half = split ? n / 2 : n;
+        write_file(c, ids, half, false, &files[nfiles++]);
+        if (half < n)
+            write_file(c, ids + half, n - half, false, &files[nfiles++]);
+        *out = files;
+        return nfiles;
+    }
+    cdc_ice_part_value_t *tuples = calloc(n * nf, sizeof(*tuples));
+    int64_t *group = calloc(n, sizeof(*group));
+    bool *done = calloc(n, sizeof(*done));
+    for (size_t i = 0; i < n; i++)
+        row_partition(c, spec, ids[i], &tuples[i * nf]);
+    for (size_t i = 0; i < n; i++) {
+        size_t g = 0;
+        if (done[i])
+            continue;
+        for (size_t j = i; j < n; j++)
+            if (!done[j] && same_tuple(&tuples[i * nf], &tuples[j * nf], nf)) {
+                done[j] = true;
+                group[g++] = ids[j];
+            }
+        cdc_ice_data_file_t *df = &files[nfiles++];
+        write_file(c, group, g, false, df);
+        df->spec_id = spec->spec_id;
+        df->npartition = nf;
+        if (cdc_ice_part_values_copy(&df->partition, &tuples[i * nf], nf) != CDC_OK)
+            die("copy partition", NULL);
+    }
+    for (size_t i = 0; i < n * nf; i++)
+        free(tuples[i].bytes);
+    free(tuples);
+    free(group);
+    free(done);
+    *out = files;
+    return nfiles;
 }
 
 static void commit(ctx_t *c, cdc_ice_data_file_t *data, size_t ndata, cdc_ice_data_file_t *del,
@@ -263,11 +376,13 @@ static json_t *run_random(ctx_t *c)
     cdc_error_t e;
     cdc_ice_schema_t schema = {.schema_id = 0,
                                .fields = BASE_FIELDS,
-                               .nfields = 4,
+                               .nfields = NBASE,
                                .identifier_ids = ID_FIELDS,
                                .nidentifier = 1};
     if (cdc_ice_table_create(c->st, c->location, &schema, NULL, &c->t, &e) != CDC_OK)
         die("create table", &e);
+    if (cdc_ice_table_set_layout(c->t, c->o->partition_by, NULL, NULL, &e) != CDC_OK)
+        die("set partition spec", &e);
     c->cap = 1024;
     c->rows = calloc((size_t)c->cap, sizeof(row_t));
     c->nrows = 1; /* ids start at 1 */
@@ -280,9 +395,8 @@ static json_t *run_random(ctx_t *c)
         }
         int64_t r = rand_below(100);
         int64_t ids[64];
-        size_t n = 0;
-        cdc_ice_data_file_t data[2], del;
-        memset(data, 0, sizeof(data));
+        size_t n = 0, ndata;
+        cdc_ice_data_file_t *data, del;
         memset(&del, 0, sizeof(del));
         if (r < 35 || c->nrows < 5) { /* append */
             n = (size_t)(1 + rand_below(20));
@@ -290,14 +404,10 @@ static json_t *run_random(ctx_t *c)
                 ids[i] = new_id(c);
                 fill_row(c, ids[i], k);
             }
-            if (n >= 4 && rand_below(2) == 0) { /* two data files in one commit */
-                write_file(c, ids, n / 2, false, &data[0]);
-                write_file(c, ids + n / 2, n - n / 2, false, &data[1]);
-                commit(c, data, 2, NULL, 0, k);
-            } else {
-                write_file(c, ids, n, false, &data[0]);
-                commit(c, data, 1, NULL, 0, k);
-            }
+            /* unpartitioned: sometimes two data files in one commit */
+            ndata = write_data(c, ids, n, n >= 4 && rand_below(2) == 0, &data);
+            commit(c, data, ndata, NULL, 0, k);
+            free(data);
         } else if (r < 80) { /* upsert: new images + equality deletes of the keys */
             n = pick_present(c, ids, (size_t)(1 + rand_below(10)));
             size_t extra = (size_t)rand_below(5);
@@ -305,9 +415,11 @@ static json_t *run_random(ctx_t *c)
                 ids[n++] = new_id(c);
             for (size_t i = 0; i < n; i++)
                 fill_row(c, ids[i], k);
-            write_file(c, ids, n, false, &data[0]);
+            ndata = write_data(c, ids, n, false, &data);
+            /* spec 0: the deletes apply to the keys' older rows in every partition */
             write_file(c, ids, n, true, &del);
-            commit(c, data, 1, &del, 1, k);
+            commit(c, data, ndata, &del, 1, k);
+            free(data);
         } else { /* delete */
             n = pick_present(c, ids, (size_t)(1 + rand_below(5)));
             if (n == 0)
@@ -328,6 +440,9 @@ static json_t *run_random(ctx_t *c)
         json_object_set_new(o, "name", r->name_null ? json_null() : json_string(r->name));
         json_object_set_new(o, "qty", json_integer(r->qty));
         json_object_set_new(o, "price", json_real(r->price));
+        json_object_set_new(o, "ts", r->ts_null ? json_null() : json_integer(r->ts / 1000));
+        json_object_set_new(o, "region",
+                            r->region < 0 ? json_null() : json_string(REGIONS[r->region]));
         json_object_set_new(o, "note",
                             !r->has_note || r->note_null ? json_null() : json_string(r->note));
         json_array_append_new(rows, o);
@@ -343,7 +458,7 @@ static json_t *run_race(ctx_t *c, int64_t *conflicts)
     cdc_error_t e;
     cdc_ice_schema_t schema = {.schema_id = 0,
                                .fields = BASE_FIELDS,
-                               .nfields = 4,
+                               .nfields = NBASE,
                                .identifier_ids = ID_FIELDS,
                                .nidentifier = 1};
     if (cdc_ice_table_open(c->st, c->location, &schema, NULL, &c->t, &e) != CDC_OK)
@@ -358,8 +473,9 @@ static json_t *run_race(ctx_t *c, int64_t *conflicts)
         int64_t id = base + k;
         cdc_ice_data_file_t df;
         memset(&df, 0, sizeof(df));
-        cdc_ice_value_t v[4];
+        cdc_ice_value_t v[NBASE];
         memset(v, 0, sizeof(v));
+        v[4].is_null = v[5].is_null = true;
         v[0].v.i64 = id;
         v[1].v.bytes.ptr = (const uint8_t *)c->o->job;
         v[1].v.bytes.len = strlen(c->o->job);
@@ -396,9 +512,10 @@ static json_t *run_race(ctx_t *c, int64_t *conflicts)
         }
         cdc_ice_props_free(&sum);
         cdc_ice_data_file_clear(&df);
-        json_array_append_new(rows, json_pack("{s:I, s:s, s:I, s:f, s:n}", "id", (json_int_t)id,
-                                              "name", c->o->job, "qty", (json_int_t)k, "price",
-                                              (double)k / 2.0, "note"));
+        json_array_append_new(rows,
+                              json_pack("{s:I, s:s, s:I, s:f, s:n, s:n, s:n}", "id", (json_int_t)id,
+                                        "name", c->o->job, "qty", (json_int_t)k, "price",
+                                        (double)k / 2.0, "note", "ts", "region"));
     }
     return rows;
 }
@@ -607,10 +724,11 @@ int main(int argc, char **argv)
     json_t *data = json_array(), *dels = json_array();
     int64_t data_records = 0;
     for (size_t i = 0; i < nlf; i++) {
-        json_t *o2 = json_pack("{s:s, s:I, s:I, s:I}", "path", lf[i].file.path, "records",
-                               (json_int_t)lf[i].file.record_count, "size",
-                               (json_int_t)lf[i].file.file_size_in_bytes, "sequence_number",
-                               (json_int_t)lf[i].sequence_number);
+        json_t *o2 =
+            json_pack("{s:s, s:I, s:I, s:I, s:i}", "path", lf[i].file.path, "records",
+                      (json_int_t)lf[i].file.record_count, "size",
+                      (json_int_t)lf[i].file.file_size_in_bytes, "sequence_number",
+                      (json_int_t)lf[i].sequence_number, "spec_id", (int)lf[i].file.spec_id);
         if (lf[i].file.content == CDC_ICE_CONTENT_DATA) {
             json_array_append_new(data, o2);
             data_records += lf[i].file.record_count;
