@@ -1115,90 +1115,16 @@ static bool files_reserve(cdc_stage_file_t **out, pending_t **p, size_t *cap, si
 
 /* ---- sort orders: each file's rows sorted by its table's order ---------------------- */
 
-/* One sort field's transformed value of a row, in a comparable form. */
+/* One sort field's transformed value of a row and its type. */
 typedef struct skey {
-    bool null;
-    int kind; /* 0 integer, 1 floating point, 2 bytes (unsigned lexicographic), 3 decimal */
-    int64_t i;
-    double d;
-    __int128 dec;
-    uint8_t *b;
-    size_t len;
+    cdc_ice_part_value_t v;
+    cdc_ice_field_t type;
 } skey_t;
 
 typedef struct srow {
     size_t idx;
     skey_t *keys; /* one per sort field */
 } srow_t;
-
-static int64_t le_signed(const uint8_t *p, size_t n)
-{
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    if (n < 8 && n > 0 && (p[n - 1] & 0x80))
-        v |= ~(uint64_t)0 << (8 * n);
-    return (int64_t)v;
-}
-
-/* The comparable form of a single-value encoded value of type `type`. */
-static void skey_set(skey_t *k, cdc_ice_type_t type, cdc_ice_part_value_t *v)
-{
-    memset(k, 0, sizeof(*k));
-    k->null = v->null;
-    if (v->null)
-        return;
-    switch (type) {
-    case CDC_ICE_FLOAT: {
-        float f;
-        uint32_t bits = (uint32_t)le_signed(v->bytes, 4);
-        memcpy(&f, &bits, 4);
-        k->kind = 1;
-        k->d = f;
-        break;
-    }
-    case CDC_ICE_DOUBLE: {
-        uint64_t bits = (uint64_t)le_signed(v->bytes, 8);
-        memcpy(&k->d, &bits, 8);
-        k->kind = 1;
-        break;
-    }
-    case CDC_ICE_DECIMAL:
-        k->kind = 3;
-        k->dec = v->len > 0 && (v->bytes[0] & 0x80) ? -1 : 0;
-        for (size_t i = 0; i < v->len; i++)
-            k->dec = (__int128)((unsigned __int128)k->dec << 8) | v->bytes[i];
-        break;
-    case CDC_ICE_STRING:
-    case CDC_ICE_BINARY:
-    case CDC_ICE_UUID:
-        k->kind = 2;
-        k->b = v->bytes; /* taken */
-        k->len = v->len;
-        v->bytes = NULL;
-        break;
-    default: /* boolean, int, long, date, time, timestamps */
-        k->i = le_signed(v->bytes, v->len > 8 ? 8 : v->len);
-        break;
-    }
-}
-
-static int skey_cmp(const skey_t *a, const skey_t *b)
-{
-    switch (a->kind) {
-    case 1:
-        return a->d < b->d ? -1 : a->d > b->d;
-    case 2: {
-        size_t n = a->len < b->len ? a->len : b->len;
-        int c = n ? memcmp(a->b, b->b, n) : 0;
-        return c != 0 ? c : a->len < b->len ? -1 : a->len > b->len;
-    }
-    case 3:
-        return a->dec < b->dec ? -1 : a->dec > b->dec;
-    default:
-        return a->i < b->i ? -1 : a->i > b->i;
-    }
-}
 
 static int srow_cmp(const void *pa, const void *pb, void *arg)
 {
@@ -1207,15 +1133,15 @@ static int srow_cmp(const void *pa, const void *pb, void *arg)
     for (size_t f = 0; f < o->nfields; f++) {
         const skey_t *x = &a->keys[f], *y = &b->keys[f];
         int c;
-        if (x->null || y->null) {
-            if (x->null && y->null)
+        if (x->v.null || y->v.null) {
+            if (x->v.null && y->v.null)
                 continue;
-            c = x->null == o->fields[f].nulls_first ? -1 : 1;
-            return c; /* null placement does not follow the direction */
+            /* null placement does not follow the direction */
+            return x->v.null == o->fields[f].nulls_first ? -1 : 1;
         }
-        if (x->kind != y->kind) /* rows of two schema versions (a promotion): by kind */
-            return x->kind < y->kind ? -1 : 1;
-        if ((c = skey_cmp(x, y)) != 0)
+        if (x->type.type != y->type.type) /* rows of two schema versions (a promotion) */
+            return x->type.type < y->type.type ? -1 : 1;
+        if ((c = cdc_ice_part_value_compare(&x->type, &x->v, &y->v)) != 0)
             return o->fields[f].descending ? -c : c;
     }
     return a->idx < b->idx ? -1 : a->idx > b->idx;
@@ -1240,19 +1166,19 @@ static cdc_err_t sort_rows(const cdc_stage_table_t *t, cdc_stage_kind_t kind,
         rows[r].keys = &keys[r * o->nfields];
         for (size_t f = 0; f < o->nfields && rc == CDC_OK; f++) {
             const cdc_ice_sort_field_t *sf = &o->fields[f];
-            cdc_ice_field_t src, res;
-            cdc_ice_part_value_t in, out = {true, NULL, 0};
+            cdc_ice_field_t src;
+            cdc_ice_part_value_t in;
+            skey_t *k = &rows[r].keys[f];
+            k->v.null = true;
             if (!part_source(row, cl, sf->source_id, &src, &in)) {
                 rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
                 break;
             }
-            if (!in.null && cdc_ice_transform_result(sf->transform, &src, &res) &&
-                cdc_ice_transform_apply(sf->transform, &src, &in, &out) == CDC_OK)
-                skey_set(&rows[r].keys[f], res.type, &out);
-            else
-                rows[r].keys[f].null = true; /* (a value the order cannot take sorts as null) */
+            /* (a value the order cannot take sorts as a null) */
+            if (!in.null && cdc_ice_transform_result(sf->transform, &src, &k->type) &&
+                cdc_ice_transform_apply(sf->transform, &src, &in, &k->v) != CDC_OK)
+                k->v.null = true;
             free(in.bytes);
-            free(out.bytes);
         }
     }
     if (rc == CDC_OK) {
@@ -1262,7 +1188,7 @@ static cdc_err_t sort_rows(const cdc_stage_table_t *t, cdc_stage_kind_t kind,
     }
 done:
     for (size_t i = 0; keys != NULL && i < n * o->nfields; i++)
-        free(keys[i].b);
+        free(keys[i].v.bytes);
     free(keys);
     free(rows);
     return rc;

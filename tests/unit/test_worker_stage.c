@@ -29,6 +29,41 @@
 
 static const char *TOPIC = "cdc.public.orders";
 
+/* A catalog holding the test table's schema (version 1). */
+static cdc_catalog_t *orders_catalog(void)
+{
+    cdc_catalog_t *cat = cdc_catalog_new();
+    cdc_error_t e;
+    size_t n;
+    char *v1 = fixture("capture_schema_v1.json", &n);
+    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 1, v1, n, &e), CDC_OK);
+    free(v1);
+    return cat;
+}
+
+/* A local warehouse in a new temporary directory. */
+typedef struct wh {
+    char dir[256];
+    cdc_storage_t *storage;
+} wh_t;
+
+static void wh_open(wh_t *w, const char *tag)
+{
+    cdc_error_t e;
+    const char *tmpd = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(w->dir, sizeof(w->dir), "%s/test_stage_%s.XXXXXX", tmpd, tag);
+    assert_non_null(mkdtemp(w->dir));
+    assert_int_equal(cdc_storage_open(w->dir, NULL, &w->storage, &e), CDC_OK);
+}
+
+static void wh_close(wh_t *w)
+{
+    char cmd[300];
+    cdc_storage_close(w->storage);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", w->dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void change(cdc_catalog_t *cat, cdc_change_t *c, char op, int id, const char *customer,
                    uint64_t lsn, int64_t offset)
 {
@@ -58,12 +93,8 @@ static const cdc_stage_entry_t *entry(const cdc_stage_table_t *t, int id)
 static void test_collapse(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = cdc_catalog_new();
+    cdc_catalog_t *cat = orders_catalog();
     cdc_error_t e;
-    size_t n;
-    char *v1 = fixture("capture_schema_v1.json", &n);
-    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 1, v1, n, &e), CDC_OK);
-    free(v1);
 
     cdc_stage_t s;
     cdc_stage_init(&s, 4, 7);
@@ -127,13 +158,10 @@ static void test_collapse(void **state)
     assert_true(s.bytes > 0);
 
     /* Write the epoch's files into a local warehouse. */
-    char wh[256];
-    const char *tmpd = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(wh, sizeof(wh), "%s/test_stage.XXXXXX", tmpd);
-    assert_non_null(mkdtemp(wh));
-    cdc_storage_t *storage;
-    assert_int_equal(cdc_storage_open(wh, NULL, &storage, &e), CDC_OK);
-    cdc_stage_write_options_t wo = {.warehouse = wh, .job = "j1"};
+    wh_t wh = {{0}, NULL};
+    wh_open(&wh, "c");
+    cdc_storage_t *storage = wh.storage;
+    cdc_stage_write_options_t wo = {.warehouse = wh.dir, .job = "j1"};
     cdc_stage_file_t *files;
     size_t nfiles;
     assert_int_equal(cdc_stage_write(&s, storage, &wo, &files, &nfiles, &e), CDC_OK);
@@ -158,10 +186,7 @@ static void test_collapse(void **state)
     }
     assert_non_null(strstr(files[2].schema_json, "\"_kafka_offset\""));
     cdc_stage_files_free(files, nfiles);
-    cdc_storage_close(storage);
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", wh);
-    assert_int_equal(system(cmd), 0);
+    wh_close(&wh);
 
     cdc_stage_reset(&s, 8);
     assert_int_equal(s.ntables, 0);
@@ -207,12 +232,9 @@ static const cdc_stage_file_t *file_in(const cdc_stage_file_t *files, size_t n,
 static void test_partitioned(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = cdc_catalog_new();
+    cdc_catalog_t *cat = orders_catalog();
     cdc_error_t e;
     size_t n;
-    char *v1 = fixture("capture_schema_v1.json", &n);
-    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 1, v1, n, &e), CDC_OK);
-    free(v1);
     cdc_ice_partition_field_t mf = {2, 1000, "customer", {CDC_ICE_TRANSFORM_IDENTITY, 0}};
     cdc_ice_partition_field_t cf = {CDC_CL_FIELD_OP, 1000, "_op", {CDC_ICE_TRANSFORM_IDENTITY, 0}};
     cdc_ice_partition_spec_t mspec = {3, &mf, 1}, cspec = {5, &cf, 1};
@@ -257,13 +279,10 @@ static void test_partitioned(void **state)
     assert_true(s.tables[0].partitioned);
     assert_int_equal(cdc_stage_encoded(&s.tables[0], CDC_STAGE_CHANGELOG, NULL), 0);
 
-    char wh[256];
-    const char *tmpd = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(wh, sizeof(wh), "%s/test_stage_part.XXXXXX", tmpd);
-    assert_non_null(mkdtemp(wh));
-    cdc_storage_t *storage;
-    assert_int_equal(cdc_storage_open(wh, NULL, &storage, &e), CDC_OK);
-    cdc_stage_write_options_t wo = {.warehouse = wh, .job = "j1"};
+    wh_t wh = {{0}, NULL};
+    wh_open(&wh, "part");
+    cdc_storage_t *storage = wh.storage;
+    cdc_stage_write_options_t wo = {.warehouse = wh.dir, .job = "j1"};
     cdc_stage_file_t *files;
     size_t nfiles;
     assert_int_equal(cdc_stage_write(&s, storage, &wo, &files, &nfiles, &e), CDC_OK);
@@ -294,10 +313,7 @@ static void test_partitioned(void **state)
     assert_non_null(file_in(files, nfiles, CDC_STAGE_CHANGELOG, "c"));
     assert_non_null(file_in(files, nfiles, CDC_STAGE_CHANGELOG, "d"));
     cdc_stage_files_free(files, nfiles);
-    cdc_storage_close(storage);
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", wh);
-    assert_int_equal(system(cmd), 0);
+    wh_close(&wh);
 
     /* a key decodes to its spec id and values; NULL is spec 0 */
     int32_t sid;
@@ -341,19 +357,12 @@ static void change_in(cdc_catalog_t *cat, cdc_change_t *c, char op, int id, int3
 static void test_truncate(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = cdc_catalog_new();
+    cdc_catalog_t *cat = orders_catalog();
     cdc_error_t e;
-    size_t n;
-    char *v1 = fixture("capture_schema_v1.json", &n);
-    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 1, v1, n, &e), CDC_OK);
-    free(v1);
-    char wh[256];
-    const char *tmpd = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(wh, sizeof(wh), "%s/test_stage_t.XXXXXX", tmpd);
-    assert_non_null(mkdtemp(wh));
-    cdc_storage_t *storage;
-    assert_int_equal(cdc_storage_open(wh, NULL, &storage, &e), CDC_OK);
-    cdc_stage_write_options_t wo = {.warehouse = wh, .job = "j1"};
+    wh_t wh = {{0}, NULL};
+    wh_open(&wh, "t");
+    cdc_storage_t *storage = wh.storage;
+    cdc_stage_write_options_t wo = {.warehouse = wh.dir, .job = "j1"};
 
     for (int32_t p = 0; p <= 4; p += 4) {
         cdc_stage_t s;
@@ -409,22 +418,15 @@ static void test_truncate(void **state)
         cdc_stage_files_free(files, nfiles);
         cdc_stage_free(&s);
     }
-    cdc_storage_close(storage);
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", wh);
-    assert_int_equal(system(cmd), 0);
+    wh_close(&wh);
     cdc_catalog_free(cat);
 }
 
 static void test_many_keys(void **state)
 {
     (void)state;
-    cdc_catalog_t *cat = cdc_catalog_new();
+    cdc_catalog_t *cat = orders_catalog();
     cdc_error_t e;
-    size_t n;
-    char *v1 = fixture("capture_schema_v1.json", &n);
-    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 1, v1, n, &e), CDC_OK);
-    free(v1);
     cdc_stage_t s;
     cdc_stage_init(&s, 0, 1);
     for (int round = 0; round < 3; round++)
