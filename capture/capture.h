@@ -242,12 +242,19 @@ cdc_err_t cdc_capture_catalog_doc(cdc_capture_t *cap, const cdc_capture_table_t 
  * Backfill after DDL (docs/capture.md): re-reads t's rows and emits them as op "r" with
  * source.snapshot "backfill" at position (current transaction's commit, lsn - 1), just
  * before the stream's change at `lsn`, under t's current schema version, then records
- * the marker. Does nothing (t stays pending) while the catalog is ahead of that version.
+ * the marker. A version with `resync` (a partition detached) first emits a truncate with
+ * source.snapshot "backfill" at lsn - 2, so that the mirror holds exactly the rows
+ * re-read. Does nothing (t stays pending) while the catalog is ahead of that version.
  * keepalive (may be NULL) runs between chunks.
  */
 cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
                                 cdc_err_t (*keepalive)(cdc_capture_t *, cdc_error_t *),
                                 cdc_error_t *e);
+
+/* Emits a truncate of t at position (current transaction's commit, lsn) to every
+ * partition of its topic, in order with its rows; snapshot = source.snapshot. */
+cdc_err_t cdc_capture_emit_truncate(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
+                                    const char *snapshot, cdc_error_t *e);
 
 cdc_err_t cdc_snapshot_run(cdc_capture_t *cap, const char *snapshot_name, uint64_t consistent_lsn,
                            cdc_error_t *e);

@@ -371,10 +371,14 @@ cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc
     bool due = t->has_latest && t->latest.backfill && t->backfilled_version < t->latest.version;
     if (t->has_latest && cdc_schema_doc_same_shape(&t->latest, doc)) {
         doc->version = t->latest.version;
+        doc->resync = due && t->latest.resync;
         t->backfill_pending = due;
     } else {
         doc->version = t->has_latest ? t->latest.version + 1 : 1;
-        doc->backfill = due || (t->has_latest && cdc_schema_doc_rewrites_rows(&t->latest, doc));
+        doc->resync = (due && t->latest.resync) ||
+                      (t->has_latest && cdc_schema_doc_drops_rows(&t->latest, doc));
+        doc->backfill = due || doc->resync ||
+                        (t->has_latest && cdc_schema_doc_rewrites_rows(&t->latest, doc));
         t->backfill_pending = doc->backfill;
         rc = cdc_schema_doc_encode(doc, &json, e);
         if (rc != CDC_OK) {

@@ -404,9 +404,13 @@ cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint
                    cols.data ? cols.data : "", qs, qn);
     if ((rc = exec(cap->src.sql, sql.data, e)) != CDC_OK)
         goto done;
+    /* rows left the table (a partition detached): the mirror starts over from the rows
+     * read here, after a truncate just before them (docs/capture.md) */
+    if (t->doc.resync && (rc = cdc_capture_emit_truncate(cap, t, lsn - 2, "backfill", e)) != CDC_OK)
+        goto done;
     snprintf(fetch, sizeof(fetch), "FETCH %" PRId64 " FROM cdc_backfill", cap->cfg->snapshot_chunk);
-    cdc_log_info("backfill of %s.%s (schema version %" PRId64 ") started", t->schema, t->name,
-                 t->doc.version);
+    cdc_log_info("backfill of %s.%s (schema version %" PRId64 ") started%s", t->schema, t->name,
+                 t->doc.version, t->doc.resync ? ", after a truncate of its mirror" : "");
     for (;;) {
         PGresult *r = PQexec(cap->src.sql, fetch);
         int n;

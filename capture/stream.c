@@ -470,6 +470,31 @@ static cdc_capture_table_t *captured(cdc_capture_t *cap, uint32_t relid, uint64_
     return t;
 }
 
+cdc_err_t cdc_capture_emit_truncate(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
+                                    const char *snapshot, cdc_error_t *e)
+{
+    cdc_event_t ev = {.op = 't',
+                      .schema = &t->doc,
+                      .lsn = lsn,
+                      .commit_lsn = cap->commit_lsn,
+                      .xid = cap->xid,
+                      .source_ts_ms = cap->commit_ts_ms,
+                      .snapshot = snapshot,
+                      .db = cap->src.db,
+                      .name = cap->cfg->topic_prefix};
+    cdc_err_t rc;
+
+    ev.ts_ms = cdc_capture_now_ms();
+    cdc_buf_reset(&cap->value);
+    cdc_event_encode_value(&cap->value, &ev);
+    /* every partition sees the truncate in order with its rows */
+    for (int32_t p = 0; p < t->partitions; p++)
+        if ((rc = cdc_capture_produce(cap, t, p, NULL, &cap->value, ev.ts_ms, cap->tx_id, e)) !=
+            CDC_OK)
+            return rc;
+    return CDC_OK;
+}
+
 static cdc_err_t emit(cdc_capture_t *cap, cdc_capture_table_t *t, char op, uint64_t lsn,
                       const cdc_pgo_tuple_t *before, bool before_key_only,
                       const cdc_pgo_tuple_t *after, const cdc_pgo_tuple_t *keyrow,
@@ -542,30 +567,14 @@ static cdc_err_t on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t 
                     &m->u.del.oldtup, NULL, e);
     case CDC_PGO_TRUNCATE:
         for (uint32_t i = 0; i < m->u.truncate.nrelids; i++) {
-            cdc_event_t ev = {.op = 't',
-                              .lsn = lsn,
-                              .commit_lsn = cap->commit_lsn,
-                              .xid = cap->xid,
-                              .source_ts_ms = cap->commit_ts_ms,
-                              .snapshot = "false",
-                              .db = cap->src.db,
-                              .name = cap->cfg->topic_prefix};
             t = captured(cap, m->u.truncate.relids[i], lsn, e, &rc);
             if (t == NULL) {
                 if (rc != CDC_OK)
                     return rc;
                 continue;
             }
-            ev.schema = &t->doc;
-            ev.ts_ms = cdc_capture_now_ms();
-            cdc_buf_reset(&cap->value);
-            cdc_event_encode_value(&cap->value, &ev);
-            /* every partition sees the truncate in order with its rows */
-            for (int32_t p = 0; p < t->partitions; p++) {
-                rc = cdc_capture_produce(cap, t, p, NULL, &cap->value, ev.ts_ms, cap->tx_id, e);
-                if (rc != CDC_OK)
-                    return rc;
-            }
+            if ((rc = cdc_capture_emit_truncate(cap, t, lsn, "false", e)) != CDC_OK)
+                return rc;
         }
         return CDC_OK;
     default:

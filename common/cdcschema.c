@@ -363,6 +363,8 @@ cdc_err_t cdc_schema_doc_encode(const cdc_schema_doc_t *doc, char **out, cdc_err
         json_object_set_new(root, "last_field_id", json_integer(doc->last_field_id));
     if (doc->backfill)
         json_object_set_new(root, "backfill", json_true());
+    if (doc->resync)
+        json_object_set_new(root, "resync", json_true());
     if (doc->parts_known) {
         json_t *ps = json_array();
         for (size_t i = 0; ps != NULL && i < doc->nparts; i++)
@@ -465,6 +467,7 @@ cdc_err_t cdc_schema_doc_decode(const char *json, size_t len, cdc_schema_doc_t *
     }
     doc->last_field_id = (int32_t)json_integer_value(json_object_get(root, "last_field_id"));
     doc->backfill = json_is_true(json_object_get(root, "backfill"));
+    doc->resync = json_is_true(json_object_get(root, "resync"));
     if (parts_from_jansson(doc, json_object_get(root, "partitions")) != CDC_OK) {
         rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         goto cleanup;
@@ -863,18 +866,29 @@ cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc
     return CDC_OK;
 }
 
+/* Whether every partition b lists is in a (both lists ascending and known). */
+static bool parts_within(const cdc_schema_doc_t *a, const cdc_schema_doc_t *b)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < b->nparts; i++) {
+        while (k < a->nparts && a->parts[k] < b->parts[i])
+            k++;
+        if (k == a->nparts || a->parts[k] != b->parts[i])
+            return false;
+    }
+    return true;
+}
+
+bool cdc_schema_doc_drops_rows(const cdc_schema_doc_t *prev, const cdc_schema_doc_t *doc)
+{
+    return prev != NULL && prev->parts_known && doc->parts_known && !parts_within(doc, prev);
+}
+
 bool cdc_schema_doc_rewrites_rows(const cdc_schema_doc_t *prev, const cdc_schema_doc_t *doc)
 {
-    /* an attached partition (parts ascending) */
-    if (prev != NULL && prev->parts_known && doc->parts_known) {
-        size_t k = 0;
-        for (size_t i = 0; i < doc->nparts; i++) {
-            while (k < prev->nparts && prev->parts[k] < doc->parts[i])
-                k++;
-            if (k == prev->nparts || prev->parts[k] != doc->parts[i])
-                return true;
-        }
-    }
+    /* an attached partition */
+    if (prev != NULL && prev->parts_known && doc->parts_known && !parts_within(prev, doc))
+        return true;
     for (size_t i = 0; i < doc->ncols; i++) {
         const cdc_schema_col_t *c = &doc->cols[i];
         size_t pi = 0;

@@ -108,6 +108,10 @@ typedef struct cdc_schema_doc {
      * default, a changed type): the capture re-reads the table (docs/capture.md,
      * "Backfill after DDL") */
     bool backfill;
+    /* Rows left the table without WAL changes (a partition detached): the backfill first
+     * truncates the table's mirror, so that it holds exactly the rows re-read
+     * (docs/capture.md, "Backfill after DDL"). Implies backfill. */
+    bool resync;
     /* Leaf partitions of a partitioned table (oids, ascending) as the catalog listed them
      * (snapshot, schema probe); a Relation message does not carry them. An attached
      * partition's rows come without WAL changes: a version that adds one needs a backfill. */
@@ -193,6 +197,13 @@ cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc
  * version needs a backfill.
  */
 bool cdc_schema_doc_rewrites_rows(const cdc_schema_doc_t *prev, const cdc_schema_doc_t *doc);
+
+/*
+ * True when the change from prev to doc removed rows without a WAL change per row: a
+ * leaf partition detached (both documents list partitions). Such a version needs a
+ * resync: a truncate of the mirror, then a backfill.
+ */
+bool cdc_schema_doc_drops_rows(const cdc_schema_doc_t *prev, const cdc_schema_doc_t *doc);
 
 /* True when a and b describe the same columns (names, types, key, nullability, identity). */
 bool cdc_schema_doc_same_shape(const cdc_schema_doc_t *a, const cdc_schema_doc_t *b);

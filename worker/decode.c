@@ -1676,7 +1676,8 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
             c->commit_lsn = json_u64(json_object_get(source, "commit_lsn"));
         else if (!sequence_commit_lsn(json_object_get(source, "sequence"), &c->commit_lsn))
             c->commit_lsn = 0;
-        c->backfill = c->op == CDC_OP_READ && jstr(source, "snapshot") != NULL &&
+        c->backfill = (c->op == CDC_OP_READ || c->op == CDC_OP_TRUNCATE) &&
+                      jstr(source, "snapshot") != NULL &&
                       strcmp(jstr(source, "snapshot"), "backfill") == 0;
     }
     if (c->commit_lsn == 0)

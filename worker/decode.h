@@ -120,8 +120,9 @@ typedef struct cdc_change {
     int32_t partition;
     int64_t offset;
     bool tombstone; /* Kafka tombstone (null value): skipped, not an error */
-    /* A row the capture re-read after a DDL rewrote the table (docs/capture.md, "Backfill
-     * after DDL"): it updates the mirror, and is no change of the source (no changelog row) */
+    /* A row the capture re-read after a DDL rewrote the table, or the truncate before
+     * such rows (docs/capture.md, "Backfill after DDL"): it updates the mirror, and is no
+     * change of the source (no changelog row) */
     bool backfill;
 } cdc_change_t;
 

@@ -726,7 +726,8 @@ bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts, cdc_d
         c->commit_lsn = 0;
     if (c->commit_lsn == 0)
         c->commit_lsn = c->lsn;
-    c->backfill = c->op == CDC_OP_READ && si.snapshot.t == CDC_JV_STRING && si.snapshot.n == 8 &&
+    c->backfill = (c->op == CDC_OP_READ || c->op == CDC_OP_TRUNCATE) &&
+                  si.snapshot.t == CDC_JV_STRING && si.snapshot.n == 8 &&
                   memcmp(si.snapshot.s, "backfill", 8) == 0;
 
     /* Rows. */

@@ -212,7 +212,8 @@ static cdc_err_t stage_truncate(cdc_stage_t *s, const cdc_change_t *c, cdc_error
     if (t->slots != NULL)
         memset(t->slots, 0, t->nslots * sizeof(*t->slots));
     t->truncated = true;
-    if (c->partition == 0)
+    /* (a backfill's truncate, before the rows of a resync, is the mirror's alone) */
+    if (c->partition == 0 && !c->backfill)
         changelog_push(s, t, c)->row.schema = c->schema; /* no values: every column null */
     s->changes++;
     if (s->enc_rows > 0)

@@ -969,7 +969,8 @@ static void create_partitioned(PGconn *c, const char *t)
  * (publication created WITH publish_via_partition_root), nothing on the partitions'
  * topics; a partition attached while running is streamed, and the rows it held before
  * come from a backfill (the schema probe sees the new partition); a detached one is not
- * streamed.
+ * streamed, and its rows leave the mirror: the backfill is then a resync (a truncate
+ * before the re-read rows).
  */
 static void test_partitioned_table(void **state)
 {
@@ -1029,6 +1030,23 @@ static void test_partitioned_table(void **state)
     const ev_t *back = find_kv(&s, 'r', 100, "ap");
     assert_non_null(back);
     assert_string_equal(str_at(json_object_get(back->value, "source"), "snapshot"), "backfill");
+    /* the detached partition's rows left without WAL changes: the backfill is a resync, a
+     * truncate (a backfill's, on every partition of the topic, just before the rows) and
+     * the rows the table still has, none of the detached partition's */
+    {
+        size_t truncs = 0;
+        for (size_t i = 0; i < s.n; i++) {
+            const char *snap = str_at(json_object_get(s.v[i].value, "source"), "snapshot");
+            if (s.v[i].op == 't' && strcmp(snap, "backfill") == 0) {
+                truncs++;
+                assert_true(s.v[i].lsn < back->lsn);
+                assert_int_equal(s.v[i].commit_lsn, back->commit_lsn);
+            }
+            if (s.v[i].op == 'r' && strcmp(snap, "backfill") == 0)
+                assert_string_not_equal(str_at(after_of(&s.v[i]), "region"), "us");
+        }
+        assert_true(truncs >= 1);
+    }
     assert_non_null(find_kv(&s, 'c', 3, "eu"));
     assert_non_null(find_kv(&s, 'c', 4, "us"));
     assert_int_equal(json_integer_value(json_object_get(after_of(find_kv(&s, 'u', 1, "eu")), "v")),

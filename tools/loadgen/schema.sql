@@ -52,8 +52,10 @@ BEGIN
     ELSE
         img := to_jsonb(NEW);
     END IF;
+    -- a partition's row counts for its partitioned table, which the pipeline captures
     INSERT INTO cdc_audit.changes (tbl, op, pk, txid, row_image)
-    VALUES (TG_TABLE_NAME,
+    VALUES (coalesce((SELECT c.relname FROM pg_class c WHERE c.oid = pg_partition_root(TG_RELID)),
+                     TG_TABLE_NAME),
             CASE TG_OP WHEN 'INSERT' THEN 'c' WHEN 'UPDATE' THEN 'u' ELSE 'd' END,
             (img ->> TG_ARGV[0])::bigint, txid_current(), img);
     RETURN NULL;
