@@ -377,8 +377,8 @@ cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc
         doc->version = t->has_latest ? t->latest.version + 1 : 1;
         doc->resync = (due && t->latest.resync) ||
                       (t->has_latest && cdc_schema_doc_drops_rows(&t->latest, doc));
-        doc->backfill = due || doc->resync ||
-                        (t->has_latest && cdc_schema_doc_rewrites_rows(&t->latest, doc));
+        doc->backfill =
+            due || doc->resync || (t->has_latest && cdc_schema_doc_rewrites_rows(&t->latest, doc));
         t->backfill_pending = doc->backfill;
         rc = cdc_schema_doc_encode(doc, &json, e);
         if (rc != CDC_OK) {
