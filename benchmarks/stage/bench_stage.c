@@ -1,7 +1,9 @@
 /*
  * Stage benchmark: the barrier cost of one partition's epoch in the drain benchmark's
  * shape (inserts of new ids into public.items (id long, v string)).
- *   bench_stage <rows> <dir> [epochs] [rows per row group encoded ahead, 0 = off]
+ *   bench_stage <rows> <dir> [epochs] [rows per row group encoded ahead, 0 = off] [buckets]
+ * With buckets > 0 the mirror is partitioned by bucket[buckets](id) and the changelog by
+ * the same spec, each row's key computed as the worker does (timed with "add").
  * Stages `rows` decoded changes per epoch (timed: "add", which includes the row groups
  * encoded ahead while the epoch runs) and then writes the epoch's files into a local
  * warehouse under dir (timed: "write", the barrier's files phase). Prints one line per
@@ -49,6 +51,9 @@ int main(int argc, char **argv)
     cdc_stage_init(&s, 3, 1);
     cdc_stage_set_encoding(&s, 2 /* zstd */,
                            argc > 4 ? (size_t)atol(argv[4]) : CDC_STAGE_ENCODE_ROWS);
+    int buckets = argc > 5 ? atoi(argv[5]) : 0;
+    cdc_ice_partition_field_t pf = {1, 1000, "id_bucket", {CDC_ICE_TRANSFORM_BUCKET, buckets}};
+    cdc_ice_partition_spec_t spec = {1, &pf, 1};
     for (int ep = 0; ep < epochs; ep++) {
         cdc_stage_reset(&s, (uint64_t)ep + 1);
         double t0 = bench_now_ms();
@@ -67,10 +72,21 @@ int main(int argc, char **argv)
                 fprintf(stderr, "bench_stage: decode: %s\n", de.msg);
                 return 1;
             }
-            if (cdc_stage_add(&s, &c, false, NULL, &e) != CDC_OK) {
+            uint8_t *key = NULL;
+            size_t klen = 0;
+            cdc_stage_parts_t parts = {NULL, 0, NULL, 0, &spec, NULL, NULL};
+            if (buckets > 0 &&
+                cdc_stage_part_key(&spec, &c.after, NULL, &key, &klen, &e) != CDC_OK) {
                 fprintf(stderr, "bench_stage: %s\n", e.msg);
                 return 1;
             }
+            parts.mirror = key;
+            parts.mirror_len = klen;
+            if (cdc_stage_add(&s, &c, false, buckets > 0 ? &parts : NULL, &e) != CDC_OK) {
+                fprintf(stderr, "bench_stage: %s\n", e.msg);
+                return 1;
+            }
+            free(key);
             cdc_change_clear(&c);
         }
         double t1 = bench_now_ms();
