@@ -30,6 +30,7 @@ typedef struct cdc_capture_config {
     char *topic_prefix;
     int64_t partitions;
     char *snapshot_mode; /* initial | never */
+    char *slot_lost;     /* fail | resnapshot: when the slot this capture streamed is gone */
     int64_t snapshot_chunk;
     int64_t heartbeat_interval_ms;    /* 0 = off */
     int64_t schema_probe_interval_ms; /* 0 = off */
@@ -155,7 +156,16 @@ typedef struct cdc_capture {
     cdc_gauge_t *m_snapshot_tables_total;
     cdc_counter_t *m_heartbeats;
     cdc_counter_t *m_reconnects;
+    cdc_gauge_t *m_slot_lost;
+    /* The slot this capture streamed from was dropped or invalidated (docs/capture.md,
+     * "Slot lost"): the process exits with CDC_CAPTURE_EXIT_SLOT_LOST, or re-snapshots
+     * with --slot-lost=resnapshot (then resnapshot is set while the snapshot runs: each
+     * table's mirror is truncated before its rows). */
+    bool slot_lost, resnapshot;
 } cdc_capture_t;
+
+/* Exit status of a capture whose slot was lost (--slot-lost=fail). */
+#define CDC_CAPTURE_EXIT_SLOT_LOST 3
 
 /* Sentinel opaque of schema-registry records (never a transaction id). */
 #define CDC_CAPTURE_SCHEMA_OPAQUE ((void *)(uintptr_t)UINT64_MAX)

@@ -38,6 +38,11 @@ static const cdc_opt_t options[] = {
      "Partitions of table topics created by the capture."},
     {"snapshot-mode", CDC_OPT_ENUM, C(snapshot_mode), "initial", false, 0, 0, "initial|never",
      "initial: emit existing rows (op r) when the slot is created; never: stream only."},
+    {"slot-lost", CDC_OPT_ENUM, C(slot_lost), "fail", false, 0, 0, "fail|resnapshot",
+     "When the slot this capture streamed from was dropped or invalidated "
+     "(max_slot_wal_keep_size): fail exits with status 3 and never starts from a new "
+     "position; resnapshot creates the slot again and re-reads every table, its mirror "
+     "truncated first (changes in between are missing from the changelog)."},
     {"snapshot-chunk", CDC_OPT_INT, C(snapshot_chunk), "10000", false, 1, 10000000, NULL,
      "Rows fetched per snapshot chunk."},
     {"heartbeat-interval", CDC_OPT_DURATION, C(heartbeat_interval_ms), "10s", false, 0, 86400000,
@@ -70,8 +75,9 @@ static const cdc_opt_t options[] = {
      INT64_C(4294967296), NULL, "Bytes of unacknowledged events before backpressure."},
     {"reconnect-max", CDC_OPT_DURATION, C(reconnect_max_ms), "30s", false, 100, 3600000, NULL,
      "Longest backoff between reconnect attempts."},
-    {"drain-timeout", CDC_OPT_DURATION, C(drain_timeout_ms), "30s", false, 0, 3600000, NULL,
-     "How long shutdown waits for Kafka to acknowledge in-flight events."},
+    {"drain-timeout", CDC_OPT_DURATION, C(drain_timeout_ms), "8s", false, 0, 3600000, NULL,
+     "How long shutdown waits for Kafka to acknowledge in-flight events; with the stream's "
+     "end (2 s at most) it bounds the exit after SIGTERM (10 s by default)."},
     {"http", CDC_OPT_STRING, C(http_addr), "127.0.0.1:9102", false, 0, 0, NULL,
      "Address of /metrics, /healthz and /readyz (empty = no HTTP server).", "http-addr"},
     {"log-level", CDC_OPT_ENUM, C(log_level), "info", false, 0, 0, "debug|info|warn|error",
@@ -168,7 +174,7 @@ int main(int argc, char **argv)
     if (rc != CDC_OK) {
         cdc_log_error("%s", err.msg);
         fprintf(stderr, "cdc-capture: %s\n", err.msg);
-        status = 1;
+        status = cap.slot_lost ? CDC_CAPTURE_EXIT_SLOT_LOST : 1;
     } else {
         cdc_log_info("cdc-capture stopped");
     }

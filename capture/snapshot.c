@@ -223,6 +223,18 @@ static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint
     rc = cdc_capture_set_schema(cap, t, &doc, e);
     if (rc != CDC_OK)
         goto cleanup;
+    if (cap->resnapshot) {
+        /* the slot was lost (--slot-lost=resnapshot): the mirror starts over from these
+         * rows, after a truncate (a backfill's: no changelog row) just before them */
+        uint64_t commit_lsn = cap->commit_lsn, tx_id = cap->tx_id;
+        cap->commit_lsn = cp;
+        cap->tx_id = tx;
+        rc = cdc_capture_emit_truncate(cap, t, cp - 1, "backfill", e);
+        cap->commit_lsn = commit_lsn;
+        cap->tx_id = tx_id;
+        if (rc != CDC_OK)
+            goto cleanup;
+    }
     vals = calloc(t->doc.ncols ? t->doc.ncols : 1, sizeof(*vals));
     qs = PQescapeIdentifier(cap->src.sql, t->schema, strlen(t->schema));
     qn = PQescapeIdentifier(cap->src.sql, t->name, strlen(t->name));

@@ -110,24 +110,59 @@ void cdc_source_close(cdc_source_t *src)
     src->sql = NULL;
 }
 
+/* How long a stop reads what the walsender still sends before it gives up on a polite end
+ * (docs/capture.md, "Shutdown"). */
+#define CDC_SOURCE_STOP_MS 2000
+
+static int64_t mono_us(void);
+
 void cdc_source_stop(cdc_source_t *src)
 {
     PGresult *r;
+    int64_t deadline;
     if (src->repl == NULL || PQstatus(src->repl) != CONNECTION_OK)
         return;
-    if (PQputCopyEnd(src->repl, NULL) > 0) {
-        PQflush(src->repl);
-        /* drain until the server ends COPY too; bounded by the results it sends */
-        for (int i = 0; i < 1000; i++) {
-            char *buf = NULL;
-            int n = PQgetCopyData(src->repl, &buf, 0);
-            if (buf)
-                PQfreemem(buf);
-            if (n < 0)
-                break;
+    if (PQputCopyEnd(src->repl, NULL) <= 0)
+        return;
+    PQflush(src->repl);
+    /* The walsender ends COPY only after the transaction it is sending, which may hold
+     * millions of rows: read and drop what still comes, for CDC_SOURCE_STOP_MS at most.
+     * Past that the caller just closes the connection: nothing is lost, the slot moved
+     * only as far as we confirmed. */
+    deadline = mono_us() + (int64_t)CDC_SOURCE_STOP_MS * 1000;
+    for (;;) {
+        char *buf = NULL;
+        int n = PQgetCopyData(src->repl, &buf, 1);
+        int64_t left = deadline - mono_us();
+        if (buf)
+            PQfreemem(buf);
+        if (n == -1)
+            break; /* the server ended COPY */
+        if (n < -1 || left <= 0) {
+            cdc_log_info("the server was still sending when the stream stopped: connection "
+                         "closed (the slot keeps its confirmed position)");
+            return;
         }
-        while ((r = PQgetResult(src->repl)) != NULL)
-            PQclear(r);
+        if (n == 0) {
+            int sock = PQsocket(src->repl);
+            fd_set rd;
+            struct timeval tv = {left / 1000000, left % 1000000};
+            if (sock < 0)
+                return;
+            FD_ZERO(&rd);
+            FD_SET(sock, &rd);
+            if (select(sock + 1, &rd, NULL, NULL, &tv) < 0 && errno != EINTR)
+                return;
+            if (PQconsumeInput(src->repl) == 0)
+                return;
+        }
+    }
+    /* COPY ended: the results of the command (a COPY state again means it did not) */
+    for (int i = 0; i < 16 && (r = PQgetResult(src->repl)) != NULL; i++) {
+        ExecStatusType st = PQresultStatus(r);
+        PQclear(r);
+        if (st == PGRES_COPY_OUT || st == PGRES_COPY_IN || st == PGRES_COPY_BOTH)
+            return;
     }
 }
 
@@ -715,7 +750,7 @@ done:
 }
 
 cdc_err_t cdc_source_slot_info(cdc_source_t *src, const char *slot, bool *exists,
-                               uint64_t *confirmed, cdc_error_t *e)
+                               uint64_t *confirmed, bool *lost, cdc_error_t *e)
 {
     const char *p[1] = {slot};
     PGresult *r;
@@ -723,9 +758,10 @@ cdc_err_t cdc_source_slot_info(cdc_source_t *src, const char *slot, bool *exists
 
     *exists = false;
     *confirmed = 0;
+    *lost = false;
     r = query(src->sql, e,
-              "SELECT confirmed_flush_lsn, plugin, database, slot_type FROM pg_replication_slots "
-              "WHERE slot_name = $1",
+              "SELECT confirmed_flush_lsn, plugin, database, slot_type, "
+              "coalesce(wal_status, '') = 'lost' FROM pg_replication_slots WHERE slot_name = $1",
               1, p);
     if (r == NULL)
         return e->code;
@@ -740,6 +776,7 @@ cdc_err_t cdc_source_slot_info(cdc_source_t *src, const char *slot, bool *exists
                                slot, src->db, slot);
         } else {
             *exists = true;
+            *lost = strcmp(PQgetvalue(r, 0, 4), "t") == 0;
             if (!PQgetisnull(r, 0, 0))
                 cdc_lsn_parse(PQgetvalue(r, 0, 0), confirmed);
         }

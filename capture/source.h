@@ -95,9 +95,11 @@ cdc_err_t cdc_source_check_setup(cdc_source_t *src, const cdc_source_setup_t *se
 
 void cdc_source_tables_free(cdc_source_table_t *t, size_t n);
 
-/* Whether the slot exists (in this database, with pgoutput) and its confirmed_flush_lsn. */
+/* Whether the slot exists (in this database, with pgoutput), its confirmed_flush_lsn, and
+ * whether it was invalidated (wal_status "lost": WAL it needs was removed, e.g. past
+ * max_slot_wal_keep_size). */
 cdc_err_t cdc_source_slot_info(cdc_source_t *src, const char *slot, bool *exists,
-                               uint64_t *confirmed, cdc_error_t *e);
+                               uint64_t *confirmed, bool *lost, cdc_error_t *e);
 
 /*
  * Creates the logical slot on the replication connection. With export_snapshot the
@@ -130,7 +132,9 @@ cdc_err_t cdc_source_feedback(cdc_source_t *src, uint64_t confirmed, cdc_error_t
 /* Emits a transactional logical message (prefix "cdc.heartbeat") on the normal connection. */
 cdc_err_t cdc_source_heartbeat(cdc_source_t *src, cdc_error_t *e);
 
-/* Ends the stream politely (CopyDone) so the walsender exits; errors are ignored. */
+/* Ends the stream politely (CopyDone) so the walsender exits, reading what it still sends
+ * for 2 s at most (a large transaction in flight); errors are ignored. Close the source
+ * afterwards in any case. */
 void cdc_source_stop(cdc_source_t *src);
 
 /*

@@ -1046,14 +1046,41 @@ static cdc_err_t drain(cdc_capture_t *cap, cdc_error_t *e)
 
 static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *e)
 {
-    bool exists, initial = strcmp(cap->cfg->snapshot_mode, "initial") == 0;
+    bool exists, lost, initial = strcmp(cap->cfg->snapshot_mode, "initial") == 0;
     uint64_t confirmed = 0, cp = 0;
     char snapname[64] = "";
     cdc_err_t rc;
 
-    rc = cdc_source_slot_info(&cap->src, cap->cfg->slot, &exists, &confirmed, e);
+    rc = cdc_source_slot_info(&cap->src, cap->cfg->slot, &exists, &confirmed, &lost, e);
     if (rc != CDC_OK)
         return rc;
+    /* The slot this capture streamed from is gone (dropped, or invalidated when its WAL
+     * was removed): the changes since its confirmed position cannot be read any more.
+     * Never start silently from a new position (docs/capture.md, "Slot lost"). */
+    if (lost || (!exists && cap->snapshot_marked)) {
+        cdc_metrics_gauge_set(cap->m_slot_lost, 1);
+        if (strcmp(cap->cfg->slot_lost, "resnapshot") != 0) {
+            cap->slot_lost = true;
+            return cdc_error_set(
+                e, CDC_ERR_STATE,
+                "replication slot \"%s\" %s; the changes since its last confirmed position "
+                "are lost to the pipeline, so the capture does not start from a new position "
+                "(hint: --slot-lost=resnapshot re-reads every table into fresh mirrors, "
+                "docs/capture.md \"Slot lost\")",
+                cap->cfg->slot,
+                lost ? "was invalidated: PostgreSQL removed WAL it needed "
+                       "(max_slot_wal_keep_size)"
+                     : "no longer exists, though this capture streamed from it");
+        }
+        cdc_log_error("replication slot %s %s: --slot-lost=resnapshot: creating it again and "
+                      "re-reading every table, each mirror truncated first",
+                      cap->cfg->slot, lost ? "was invalidated" : "no longer exists");
+        if (lost && (rc = cdc_source_drop_slot(&cap->src, cap->cfg->slot, e)) != CDC_OK)
+            return rc;
+        exists = false;
+        initial = true;
+        cap->resnapshot = true;
+    }
     if (exists && initial && !cap->snapshot_marked) {
         cdc_log_warn("slot %s exists but its initial snapshot never completed: dropping the "
                      "slot and redoing the snapshot",
@@ -1083,6 +1110,8 @@ static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *
         if (rc != CDC_OK)
             return rc;
     }
+    cap->resnapshot = false;
+    cdc_metrics_gauge_set(cap->m_slot_lost, 0);
     rc = cdc_registry_mark_snapshot(cap, cp, initial ? "initial" : "never", e);
     if (rc != CDC_OK)
         return rc;
@@ -1313,6 +1342,10 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
                                             "Heartbeat messages emitted.", NULL);
     cap->m_reconnects = cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_reconnects_total",
                                             "Sessions restarted after an error.", NULL);
+    cap->m_slot_lost = cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_slot_lost",
+                                         "1 when the slot this capture streamed from was dropped "
+                                         "or invalidated (docs/capture.md, \"Slot lost\").",
+                                         NULL);
     cdc_txtrack_init(&cap->track, 0);
     while (!*cap->stop) {
         cdc_error_t err;

@@ -218,6 +218,32 @@ void cdc_worker_data_close(cdc_worker_t *w)
 
 /* ---- schema registry topic ---------------------------------------------------------- */
 
+/* Schema-topic partitions whose fetching stopped on an error (as for the data topics,
+ * restart_failed() below) are assigned again from the next offset to read, all of them. */
+static void restart_failed_schemas(cdc_worker_t *w)
+{
+    char topics[16][256];
+    int32_t parts[16];
+    size_t n;
+    while ((n = cdc_kafka_consumer_failed(w->schema_consumer, topics, parts, 16)) > 0)
+        for (size_t i = 0; i < n; i++) {
+            cdc_error_t e2;
+            int32_t p = parts[i];
+            if (p < 0 || p >= w->schema_parts)
+                continue;
+            if (cdc_kafka_consumer_restart(w->schema_consumer, w->schema_topic, p,
+                                           w->schema_next[p], &e2) != CDC_OK) {
+                cdc_log_warn("schema topic \"%s\" partition %d: could not assign it again: %s",
+                             w->schema_topic, p, e2.msg);
+                continue;
+            }
+            cdc_metrics_counter_inc(w->m_fetch_restarts);
+            cdc_log_warn("schema topic \"%s\" partition %d: fetching had stopped on an error; "
+                         "assigned again from offset %" PRId64,
+                         w->schema_topic, p, w->schema_next[p]);
+        }
+}
+
 /*
  * Reads the schema topic up to its end as of now: the high watermark of each partition,
  * asked from the broker, not "until a poll comes back empty", which says nothing while
@@ -256,6 +282,7 @@ cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e)
         return rc;
     for (;;) {
         bool done = true;
+        restart_failed_schemas(w);
         for (int32_t i = 0; i < w->schema_parts; i++)
             done = done && w->schema_next[i] >= high[i];
         if (done)
