@@ -31,6 +31,7 @@ typedef struct cdc_capture_config {
     int64_t partitions;
     char *snapshot_mode; /* initial | never */
     char *slot_lost;     /* fail | resnapshot: when the slot this capture streamed is gone */
+    char *slot_busy;     /* wait | fail: when another process streams the slot */
     int64_t snapshot_chunk;
     int64_t heartbeat_interval_ms;    /* 0 = off */
     int64_t schema_probe_interval_ms; /* 0 = off */
@@ -157,6 +158,9 @@ typedef struct cdc_capture {
     cdc_counter_t *m_heartbeats;
     cdc_counter_t *m_reconnects;
     cdc_gauge_t *m_slot_lost;
+    cdc_gauge_t *m_standby;
+    int64_t standby_logged_ms; /* last "slot in use" warning (one a minute) */
+    bool slot_busy;            /* the session ended because another process streams the slot */
     /* The slot this capture streamed from was dropped or invalidated (docs/capture.md,
      * "Slot lost"): the process exits with CDC_CAPTURE_EXIT_SLOT_LOST, or re-snapshots
      * with --slot-lost=resnapshot (then resnapshot is set while the snapshot runs: each

@@ -38,6 +38,9 @@ static const cdc_opt_t options[] = {
      "Partitions of table topics created by the capture."},
     {"snapshot-mode", CDC_OPT_ENUM, C(snapshot_mode), "initial", false, 0, 0, "initial|never",
      "initial: emit existing rows (op r) when the slot is created; never: stream only."},
+    {"slot-busy", CDC_OPT_ENUM, C(slot_busy), "wait", false, 0, 0, "wait|fail",
+     "When another process streams the slot: wait checks every second and takes the slot "
+     "over when it is free (a standby capture); fail exits."},
     {"slot-lost", CDC_OPT_ENUM, C(slot_lost), "fail", false, 0, 0, "fail|resnapshot",
      "When the slot this capture streamed from was dropped or invalidated "
      "(max_slot_wal_keep_size): fail exits with status 3 and never starts from a new "

@@ -750,7 +750,7 @@ done:
 }
 
 cdc_err_t cdc_source_slot_info(cdc_source_t *src, const char *slot, bool *exists,
-                               uint64_t *confirmed, bool *lost, cdc_error_t *e)
+                               uint64_t *confirmed, bool *lost, int *active_pid, cdc_error_t *e)
 {
     const char *p[1] = {slot};
     PGresult *r;
@@ -759,9 +759,11 @@ cdc_err_t cdc_source_slot_info(cdc_source_t *src, const char *slot, bool *exists
     *exists = false;
     *confirmed = 0;
     *lost = false;
+    *active_pid = 0;
     r = query(src->sql, e,
               "SELECT confirmed_flush_lsn, plugin, database, slot_type, "
-              "coalesce(wal_status, '') = 'lost' FROM pg_replication_slots WHERE slot_name = $1",
+              "coalesce(wal_status, '') = 'lost', coalesce(active_pid, 0) "
+              "FROM pg_replication_slots WHERE slot_name = $1",
               1, p);
     if (r == NULL)
         return e->code;
@@ -777,6 +779,7 @@ cdc_err_t cdc_source_slot_info(cdc_source_t *src, const char *slot, bool *exists
         } else {
             *exists = true;
             *lost = strcmp(PQgetvalue(r, 0, 4), "t") == 0;
+            *active_pid = atoi(PQgetvalue(r, 0, 5));
             if (!PQgetisnull(r, 0, 0))
                 cdc_lsn_parse(PQgetvalue(r, 0, 0), confirmed);
         }

@@ -97,9 +97,9 @@ void cdc_source_tables_free(cdc_source_table_t *t, size_t n);
 
 /* Whether the slot exists (in this database, with pgoutput), its confirmed_flush_lsn, and
  * whether it was invalidated (wal_status "lost": WAL it needs was removed, e.g. past
- * max_slot_wal_keep_size). */
+ * max_slot_wal_keep_size), and the PID of the walsender streaming it (0 = none). */
 cdc_err_t cdc_source_slot_info(cdc_source_t *src, const char *slot, bool *exists,
-                               uint64_t *confirmed, bool *lost, cdc_error_t *e);
+                               uint64_t *confirmed, bool *lost, int *active_pid, cdc_error_t *e);
 
 /*
  * Creates the logical slot on the replication connection. With export_snapshot the

@@ -1047,13 +1047,33 @@ static cdc_err_t drain(cdc_capture_t *cap, cdc_error_t *e)
 static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *e)
 {
     bool exists, lost, initial = strcmp(cap->cfg->snapshot_mode, "initial") == 0;
+    int active;
     uint64_t confirmed = 0, cp = 0;
     char snapname[64] = "";
     cdc_err_t rc;
 
-    rc = cdc_source_slot_info(&cap->src, cap->cfg->slot, &exists, &confirmed, &lost, e);
+    rc = cdc_source_slot_info(&cap->src, cap->cfg->slot, &exists, &confirmed, &lost, &active, e);
     if (rc != CDC_OK)
         return rc;
+    /* Another process streams the slot (a capture that still runs, pg_recvlogical): only
+     * one may. This one waits, as a standby: it takes the slot over as soon as the other
+     * lets go, e.g. when it dies (docs/capture.md, "Two captures"). */
+    if (exists && active != 0) {
+        cdc_metrics_gauge_set(cap->m_standby, 1);
+        if (strcmp(cap->cfg->slot_busy, "fail") == 0)
+            return cdc_error_set(e, CDC_ERR_CONFLICT,
+                                 "replication slot \"%s\" is in use by PID %d (another "
+                                 "cdc-capture, or pg_recvlogical); --slot-busy=fail",
+                                 cap->cfg->slot, active);
+        cap->slot_busy = true;
+        return cdc_error_set_retriable(
+            e, CDC_ERR_CONFLICT, true,
+            "replication slot \"%s\" is in use by PID %d (another cdc-capture, or "
+            "pg_recvlogical): waiting to take it over (stop that process, or SELECT "
+            "pg_terminate_backend(%d))",
+            cap->cfg->slot, active, active);
+    }
+    cdc_metrics_gauge_set(cap->m_standby, 0);
     /* The slot this capture streamed from is gone (dropped, or invalidated when its WAL
      * was removed): the changes since its confirmed position cannot be read any more.
      * Never start silently from a new position (docs/capture.md, "Slot lost"). */
@@ -1342,6 +1362,10 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
                                             "Heartbeat messages emitted.", NULL);
     cap->m_reconnects = cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_reconnects_total",
                                             "Sessions restarted after an error.", NULL);
+    cap->m_standby = cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_standby",
+                                       "1 while another process streams the slot and this "
+                                       "capture waits to take it over.",
+                                       NULL);
     cap->m_slot_lost = cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_slot_lost",
                                          "1 when the slot this capture streamed from was dropped "
                                          "or invalidated (docs/capture.md, \"Slot lost\").",
@@ -1361,6 +1385,16 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
             rc != CDC_ERR_KAFKA) {
             *e = err;
             return rc;
+        }
+        if (cap->slot_busy) {
+            /* a standby: checks the slot every second, says so every minute */
+            cap->slot_busy = false;
+            if (mono_ms() - cap->standby_logged_ms >= 60000) {
+                cap->standby_logged_ms = mono_ms();
+                cdc_log_warn("%s", err.msg);
+            }
+            sleep_ms(cap, 1000);
+            continue;
         }
         cdc_log_warn("capture session ended: %s; retrying in %" PRId64 " ms", err.msg, backoff);
         cdc_metrics_counter_inc(cap->m_reconnects);

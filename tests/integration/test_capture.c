@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -584,6 +585,26 @@ static void test_kill9_restart(void **state)
     PQfinish(c);
 }
 
+/* The walsender of slot ct_term sent nothing for 300 ms (blocked on a full socket). */
+static bool walsender_blocked(void *arg)
+{
+    PGconn *c = arg;
+    char q[256], *a, *b;
+    struct timespec ts = {0, 300 * 1000000};
+    bool same;
+    snprintf(q, sizeof(q),
+             "SELECT coalesce((SELECT r.sent_lsn::text FROM pg_stat_replication r JOIN "
+             "pg_replication_slots s ON s.active_pid = r.pid WHERE s.slot_name = '%s'), '')",
+             N("ct_term"));
+    a = sql1(c, q);
+    nanosleep(&ts, NULL);
+    b = sql1(c, q);
+    same = a[0] != '\0' && strcmp(a, b) == 0;
+    free(a);
+    free(b);
+    return same;
+}
+
 /*
  * SIGTERM while the capture streams one large transaction (300,000 rows, far more
  * messages in flight than a stop reads): the capture exits within the shutdown bound
@@ -607,7 +628,14 @@ static void test_sigterm_under_backlog(void **state)
     consume_q(topic_of("ct_term", "public.ct_term"), &s, 1, 30000, 0);
     assert_true(s.n > 0);
     evs_free(&s);
+    /* Stopped, the capture reads nothing: the walsender fills the socket buffers and
+     * blocks (its sent_lsn stops moving), so that far more than a thousand messages are
+     * in flight when the stop begins. */
+    kill(pid, SIGSTOP);
+    if (!cdc_test_wait_for(walsender_blocked, c, 30000))
+        fail_msg("the walsender kept sending to a stopped capture");
     long long t0 = cdc_test_now_ms();
+    kill(pid, SIGCONT);
     kill(pid, SIGTERM);
     bool exited = cdc_test_wait_exit(pid, 10000, &status);
     long long took = cdc_test_now_ms() - t0;
@@ -698,6 +726,60 @@ static void test_slot_lost(void **state)
     evs_free(&s);
     assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
     sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_lost"));
+    PQfinish(c);
+}
+
+/* Occurrences of text in the capture log (two captures of one name share it). */
+typedef struct log_count {
+    const char *text;
+    int want;
+} log_count_t;
+
+static bool log_has_count(void *arg)
+{
+    const log_count_t *lc = arg;
+    const char *p = read_log();
+    int n = 0;
+    while ((p = strstr(p, lc->text)) != NULL) {
+        n++;
+        p += strlen(lc->text);
+    }
+    return n >= lc->want;
+}
+
+/*
+ * Two captures of one slot: the second finds the slot in use, says which PID holds it
+ * and waits as a standby (it keeps running); when the first is killed (kill -9) it takes
+ * the slot over within a few seconds and every change arrives.
+ */
+static void test_standby_capture(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    pid_t a, b;
+    int status;
+    log_count_t busy = {"is in use by PID", 1}, streaming = {"msg=\"streaming slot", 2};
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_sb");
+    sql(c, "CREATE TABLE ct_sb (id int PRIMARY KEY, v int NOT NULL)");
+    a = start_capture(N("ct_sb"), "public.ct_sb", NULL);
+    wait_streaming(c, N("ct_sb"));
+    b = start_capture(N("ct_sb"), "public.ct_sb", NULL);
+    if (!cdc_test_wait_for(log_has_count, &busy, 30000))
+        fail_msg("the second capture did not report the slot in use");
+    assert_false(cdc_test_wait_exit(b, 1500, &status)); /* a standby, not an exit */
+    sql(c, "INSERT INTO ct_sb SELECT g, 0 FROM generate_series(1, 1000) g");
+    cdc_test_kill(a, SIGKILL, 5000);
+    long long t0 = cdc_test_now_ms();
+    if (!cdc_test_wait_for(log_has_count, &streaming, 30000))
+        fail_msg("the standby capture did not take the slot over");
+    print_message("standby took the slot over %lld ms after the kill\n", cdc_test_now_ms() - t0);
+    assert_true(cdc_test_now_ms() - t0 < 15000);
+    sql(c, "INSERT INTO ct_sb SELECT g, 0 FROM generate_series(1001, 2000) g");
+    sql(c, "DELETE FROM ct_sb WHERE id %% 7 = 0");
+    expect_changes("ct_sb", 2000, 0, "standby takeover");
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(b, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_sb"));
     PQfinish(c);
 }
 
@@ -1381,6 +1463,7 @@ int main(void)
         cmocka_unit_test(test_partition_leaf_changes),
         cmocka_unit_test(test_sigterm_under_backlog),
         cmocka_unit_test(test_slot_lost),
+        cmocka_unit_test(test_standby_capture),
         cmocka_unit_test(test_table_errors_isolated),
     };
     cdc_test_env();
