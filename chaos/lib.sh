@@ -4,7 +4,8 @@
 #   - a small supervisor for local processes (start in their own process group, pid
 #     files, restart from the saved command line, stop all);
 #   - the local pipeline: the harness's servers (PostgreSQL, etcd, development Kafka
-#     broker), the demo schema, cdc-capture, two coordinators and three workers, each
+#     broker), the demo schema, two cdc-captures (one streams, one waits as a standby),
+#     two coordinators and three workers, each
 #     worker optionally behind its own fault-injecting proxy (chaos/faultproxy.mjs);
 #   - fault backends with one interface, chosen by CHAOS_BACKEND:
 #       local    kill -9 / SIGSTOP+SIGCONT of process groups, proxy cut/heal, harness etcd restart
@@ -12,8 +13,10 @@
 #       k8s      kubectl delete pod --grace-period=0 --force, kill -STOP/-CONT inside the
 #                pod, a deny-all NetworkPolicy on one pod
 #     chaos_targets <role>, chaos_kill, chaos_pause, chaos_resume, chaos_partition,
-#     chaos_heal, chaos_recover <target>, chaos_leader, chaos_status (leader's /status).
-# Roles: worker, coordinator, capture, etcd. Targets: worker-0.., coordinator-0.., capture.
+#     chaos_heal, chaos_recover <target>, chaos_leader, chaos_status (leader's /status),
+#     chaos_active_capture.
+# Roles: worker, coordinator, capture, etcd. Targets: worker-0.., coordinator-0..,
+# capture-0.. (local; compose and k8s run one capture).
 
 CHAOS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CHAOS_BACKEND=${CHAOS_BACKEND:-local}
@@ -21,6 +24,7 @@ CHAOS_BUILD=${CHAOS_BUILD:-$CHAOS_ROOT/build}
 CDC_JOB=${CDC_JOB:-demo}
 CHAOS_WORKERS=${CHAOS_WORKERS:-3}
 CHAOS_COORDINATORS=${CHAOS_COORDINATORS:-2}
+CHAOS_CAPTURES=${CHAOS_CAPTURES:-2}
 CHAOS_TABLES=${CHAOS_TABLES:-public.transactions,public.accounts}
 CHAOS_NAMESPACE=${CHAOS_NAMESPACE:-public}
 CHAOS_K8S_NAMESPACE=${CHAOS_K8S_NAMESPACE:-cdc}
@@ -176,11 +180,15 @@ pipeline_servers_up() {
 
 pipeline_procs_up() {
     local i port http
-    port=$(harness_free_port)
-    proc_start capture "$CHAOS_BUILD/cdc-capture" --pg-dsn "$PIPELINE_PG_DSN" \
-        --tables "$CHAOS_TABLES" --create-publication=true --kafka "$CDC_TEST_KAFKA" \
-        --http "127.0.0.1:$port"
-    echo "127.0.0.1:$port" >"$CHAOS_DIR/procs/capture.http"
+    # two captures: the one that gets the slot streams, the other waits as a standby
+    # (docs/capture.md, "Two captures")
+    for ((i = 0; i < CHAOS_CAPTURES; i++)); do
+        port=$(harness_free_port)
+        proc_start "capture-$i" "$CHAOS_BUILD/cdc-capture" --pg-dsn "$PIPELINE_PG_DSN" \
+            --tables "$CHAOS_TABLES" --create-publication=true --kafka "$CDC_TEST_KAFKA" \
+            --http "127.0.0.1:$port"
+        echo "127.0.0.1:$port" >"$CHAOS_DIR/procs/capture-$i.http"
+    done
 
     for ((i = 0; i < CHAOS_COORDINATORS; i++)); do
         port=$(harness_free_port)
@@ -282,6 +290,7 @@ chaos_targets() {
         case "$role" in
         worker) for ((i = 0; i < CHAOS_WORKERS; i++)); do echo "worker-$i"; done ;;
         coordinator) for ((i = 0; i < CHAOS_COORDINATORS; i++)); do echo "coordinator-$i"; done ;;
+        capture) for ((i = 0; i < CHAOS_CAPTURES; i++)); do echo "capture-$i"; done ;;
         *) echo "$role" ;;
         esac
         ;;
@@ -379,6 +388,22 @@ chaos_recover() {
     compose) _compose start "$1" ;;
     k8s) : ;;
     esac
+}
+
+# Prints the capture target that streams the slot (its /readyz answers 200; a standby's
+# does not), or the first capture when none does or the backend runs one.
+chaos_active_capture() {
+    local t
+    if [ "$CHAOS_BACKEND" = local ]; then
+        for t in $(chaos_targets capture); do
+            if curl -fsS --max-time 2 -o /dev/null \
+                "http://$(cat "$CHAOS_DIR/procs/$t.http" 2>/dev/null)/readyz" 2>/dev/null; then
+                echo "$t"
+                return 0
+            fi
+        done
+    fi
+    chaos_targets capture | head -n1
 }
 
 # Prints the /status JSON of the coordinator that leads.

@@ -75,11 +75,12 @@ scenario_kill-leader() {
     chaos_recover "$l"
 }
 
-# kill -9 of the capture: it restarts from the slot's confirmed LSN (at-least-once into
-# Kafka, deduplicated downstream).
+# kill -9 of the capture that streams the slot: the standby capture takes it over (or,
+# with one capture, the killed one restarts) from the slot's confirmed LSN (at-least-once
+# into Kafka, deduplicated downstream).
 scenario_kill-capture() {
     local t before
-    t=$(chaos_targets capture | head -n1)
+    t=$(chaos_active_capture)
     before=$(pipeline_committed)
     chaos_kill "$t"
     FAULTS=$((FAULTS + 1))

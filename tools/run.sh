@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make run`: the whole pipeline on loopback, all data under .run/ in the checkout:
 # the harness's PostgreSQL, etcd and development Kafka broker, the demo schema with
-# INITIAL_ROWS rows per table (captured by the initial snapshot), cdc-capture, two
+# INITIAL_ROWS rows per table (captured by the initial snapshot), two cdc-captures (active +
+# standby), two
 # coordinators (leader + standby), three workers, and the load generator. Shows progress
 # (source changes, last committed epoch, records and duration of the last checkpoint,
 # live workers, leader) until Ctrl-C, which stops everything and keeps .run/ for a look.

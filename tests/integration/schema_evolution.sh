@@ -29,7 +29,7 @@ trap 'pipeline_down purge >/dev/null 2>&1; rm -rf "$tmp"' EXIT
 
 fail() {
     echo "schema_evolution: $*" >&2
-    tail -n 30 "$CHAOS_DIR"/procs/coordinator-0.log "$CHAOS_DIR"/procs/capture.log >&2 2>/dev/null
+    tail -n 30 "$CHAOS_DIR"/procs/coordinator-0.log "$CHAOS_DIR"/procs/capture-*.log >&2 2>/dev/null
     exit 1
 }
 sql() { psql -X -q -v ON_ERROR_STOP=1 -d "$PIPELINE_PG_DSN" "$@"; }
