@@ -8,8 +8,9 @@
  * restart {failures_recent, failures_total, max_failures, interval_ms}, workers [{id,
  * incarnation, alive, last_heartbeat_ms_ago, partitions, lost_reason}], assignment
  * [{partition, owner, offsets {topic: next offset}, high_watermarks {topic: end offset the
- * owner last reported}, lag (records from offsets to the high watermarks, null until an
- * owner reported one)}], epochs {open, next, last_recorded,
+ * owner last reported}, stalled_ms {topic: how long the owner's progress watchdog has seen
+ * it behind without progress; only stalled topics}, lag (records from offsets to the high
+ * watermarks, null until an owner reported one)}], epochs {open, next, last_recorded,
  * last_committed, pending_commits}, checkpoints [{epoch, duration_ms, bytes, records,
  * data_files, delete_files, tables, completed_at_ms}], last_commit_error.
  */
@@ -109,6 +110,12 @@ char *cdc_coord_status_json(cdc_coord_t *c)
             if (h->high > at)
                 lag += h->high - at;
         }
+        json_t *stalled = json_object();
+        for (int j = 0; j < c->nhigh[p]; j++)
+            if (c->high[p][j].stalled_ms > 0)
+                json_object_set_new(stalled, c->high[p][j].topic,
+                                    json_integer(c->high[p][j].stalled_ms));
+        json_object_set_new(a, "stalled_ms", stalled);
         json_object_set_new(a, "partition", json_integer(p));
         json_object_set_new(a, "owner", json_string(c->owner[p]));
         json_object_set_new(a, "offsets", offs);

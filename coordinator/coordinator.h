@@ -95,6 +95,7 @@ typedef struct cdc_pending_commit {
 typedef struct cdc_topic_high {
     char topic[256];
     int64_t high;
+    int64_t stalled_ms; /* the owner's progress watchdog: stalled this long (0 = not) */
 } cdc_topic_high_t;
 
 /* What /status shows about a finished checkpoint. */

@@ -722,6 +722,11 @@ static void note_high_watermarks(cdc_coord_t *c, const cdc_member_t *m, const Cd
                 c->nhigh[p]++;
             }
             c->high[p][j].high = to->high_watermark;
+            if (to->stalled_ms > 0 && c->high[p][j].stalled_ms == 0)
+                cdc_log_warn("partition %u topic \"%s\": worker \"%s\" reports no progress for "
+                             "%" PRId64 " ms with records behind",
+                             p, to->topic, m->id, to->stalled_ms);
+            c->high[p][j].stalled_ms = to->stalled_ms;
         }
     }
 }

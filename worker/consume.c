@@ -393,6 +393,8 @@ static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionS
         return rc;
     for (size_t t = 0; t < w->ntopics; t++) {
         s->restart_at[t] = 0;
+        s->progress_ms[t] = 0; /* the watchdog starts over */
+        s->stalled_since[t] = 0;
         s->next_offset[t] = CDC_KAFKA_OFFSET_BEGINNING;
         for (size_t k = 0; k < ps->n_offsets; k++)
             if (ps->offsets[k]->topic && strcmp(ps->offsets[k]->topic, w->topics[t]) == 0)
@@ -675,13 +677,37 @@ static void restart_failed(cdc_worker_t *w)
                 cdc_log_warn("partition %d topic \"%s\": could not assign it again: %s", p,
                              w->topics[t], e2.msg);
             } else {
+                /* (a partition paused by whatever stalled it fetches again; a pause for
+                 * --max-staged-bytes is applied again by set_paused at its next call) */
+                if (!w->paused)
+                    cdc_kafka_consumer_resume(w->consumer, w->topics[t], p, &e2);
                 cdc_metrics_counter_inc(w->m_fetch_restarts);
-                cdc_log_warn("partition %d topic \"%s\": fetching had stopped on an error; "
-                             "assigned again from offset %" PRId64,
+                cdc_log_warn("partition %d topic \"%s\": fetching had stopped; assigned again "
+                             "from offset %" PRId64,
                              p, w->topics[t], s->next_offset[t]);
             }
         }
     }
+}
+
+/*
+ * Testing only: with CDC_WORKER_FAULT=stall-fetch in the environment, the first partition
+ * a record arrives from stops fetching after it, silently, once: a stall only the progress
+ * watchdog can see (tests/integration/test_worker.c). True when it just did.
+ */
+static bool fault_stall(cdc_worker_t *w, const cdc_kafka_msg_t *m)
+{
+    static bool done;
+    const char *f = getenv("CDC_WORKER_FAULT");
+    cdc_error_t e;
+    if (done || f == NULL || strcmp(f, "stall-fetch") != 0)
+        return false;
+    done = true;
+    cdc_kafka_consumer_pause(w->consumer, m->topic, m->partition, &e);
+    cdc_log_info(
+        "fault stall-fetch: partition %d topic \"%s\" stops fetching after offset %" PRId64,
+        m->partition, m->topic, m->offset);
+    return true;
 }
 
 cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
@@ -711,6 +737,12 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
         if (!s->owned || (s->next_offset[ti] >= 0 && m->offset < s->next_offset[ti]))
             continue; /* stale fetch from before a seek */
         prc = process(w, s, ti, m, e);
+        if (prc == CDC_OK && fault_stall(w, m)) {
+            for (size_t k = i + 1; k < n; k++) /* dropped, like a fetch that stopped */
+                if (msgs[k].partition == m->partition && strcmp(msgs[k].topic, m->topic) == 0)
+                    msgs[k].partition = -1;
+            continue;
+        }
         if (prc != CDC_OK) {
             /* Transient failure: rewind this partition to the failed record and retry. */
             cdc_error_t e2;
@@ -947,6 +979,7 @@ typedef struct snap_part {
     cdc_stage_t stage;                          /* the epoch's stage (owned) */
     int64_t next_offset[CDC_WORKER_MAX_TOPICS]; /* at the cut */
     int64_t high[CDC_WORKER_MAX_TOPICS];        /* last known high watermarks at the cut */
+    int64_t stalled_ms[CDC_WORKER_MAX_TOPICS];  /* progress watchdog at the cut (0 = fine) */
     bool checkpoint;                            /* state changed: store held at the cut */
     Cdc__Ack part;
     cdc_err_t rc;
@@ -1125,6 +1158,7 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
         to->topic = w->topics[t]; /* borrowed: not freed by cdc_worker_ack_free */
         to->next_offset = j->next_offset[t];
         to->high_watermark = j->high[t] > 0 ? j->high[t] : 0; /* for the leader's /status */
+        to->stalled_ms = j->stalled_ms[t];
         ps->offsets[ps->n_offsets++] = to;
     }
     ack->partitions[ack->n_partitions++] = ps;
@@ -1365,6 +1399,9 @@ cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation
         }
         memcpy(j->next_offset, s->next_offset, sizeof(j->next_offset));
         memcpy(j->high, s->high, sizeof(j->high));
+        for (size_t t = 0; t < w->ntopics; t++)
+            j->stalled_ms[t] =
+                s->stalled_since[t] != 0 ? cdc_worker_mono_ms() - s->stalled_since[t] : 0;
         j->stage = s->stage; /* moved */
         j->stage.epoch = epoch;
         cdc_stage_init(&s->stage, s->partition, epoch + 1);
@@ -1392,11 +1429,48 @@ void cdc_worker_committed(cdc_worker_t *w, uint64_t epoch)
     pthread_mutex_unlock(&w->fin_lock);
 }
 
+/*
+ * Progress watchdog of one topic partition (docs/worker.md, "Progress watchdog"): records
+ * behind the high watermark and an offset that has not moved for --progress-timeout
+ * (fetching not paused on purpose, no restart pending) is a stall, whatever its cause: it
+ * is logged, counted, reported with the next ack (TopicOffset.stalled_ms, shown in the
+ * coordinator's /status) and the partition is fetched again from its next offset (the
+ * restart of restart_failed()). Returns 1 while the partition is stalled.
+ */
+static int watchdog(cdc_worker_t *w, cdc_slot_t *s, size_t t, int64_t now)
+{
+    int64_t pos = s->next_offset[t] >= 0 ? s->next_offset[t] : 0;
+    if (s->progress_ms[t] == 0 || s->progress_offset[t] != pos || s->high[t] <= pos || w->paused ||
+        s->restart_at[t] != 0) {
+        if (s->stalled_since[t] != 0 && (s->progress_offset[t] != pos || s->high[t] <= pos))
+            cdc_log_info("partition %u topic \"%s\": progressing again at offset %" PRId64,
+                         s->partition, w->topics[t], pos);
+        if (s->progress_offset[t] != pos || s->high[t] <= pos || s->progress_ms[t] == 0) {
+            s->stalled_since[t] = 0;
+            s->progress_offset[t] = pos;
+            s->progress_ms[t] = now;
+        }
+        return s->stalled_since[t] != 0;
+    }
+    if (w->cfg.progress_timeout_ms <= 0 || now - s->progress_ms[t] < w->cfg.progress_timeout_ms)
+        return s->stalled_since[t] != 0;
+    if (s->stalled_since[t] == 0)
+        s->stalled_since[t] = s->progress_ms[t];
+    cdc_metrics_counter_inc(w->m_stalls);
+    cdc_log_warn("partition %u topic \"%s\": no progress for %" PRId64 " ms at offset %" PRId64
+                 " with %" PRId64 " records behind the high watermark: fetching it again",
+                 s->partition, w->topics[t], now - s->stalled_since[t], pos, s->high[t] - pos);
+    s->restart_at[t] = now;  /* restart_failed() assigns it again from next_offset */
+    s->progress_ms[t] = now; /* the next verdict after another timeout */
+    return 1;
+}
+
 void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms)
 {
     if (now_ms < w->next_lag_ms)
         return;
     w->next_lag_ms = now_ms + 2000;
+    double stalled = 0;
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         cdc_slot_t *s = &w->slots[p];
         double lag = 0;
@@ -1413,9 +1487,11 @@ void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms)
             int64_t pos = s->next_offset[t] >= 0 ? s->next_offset[t] : 0;
             if (s->high[t] > pos)
                 lag += (double)(s->high[t] - pos);
+            stalled += watchdog(w, s, t, now_ms);
         }
         cdc_metrics_gauge_set(s->lag, lag);
         if (s->dedup != NULL)
             cdc_metrics_gauge_set(s->state_bytes, (double)cdc_state_size(s->dedup->st));
     }
+    cdc_metrics_gauge_set(w->m_stalled, stalled);
 }

@@ -68,6 +68,10 @@ static const cdc_opt_t options[] = {
     OPT_RANGE("max-staged-bytes", CDC_OPT_SIZE, max_staged_bytes, "128MiB", 1 << 20, 1LL << 40,
               "Memory for one epoch's staged changes; past it fetching pauses until the next "
               "barrier."),
+    OPT_RANGE("progress-timeout", CDC_OPT_DURATION, progress_timeout_ms, "30s", 0, 86400000,
+              "Progress watchdog: a partition with records behind its high watermark whose "
+              "offset does not move for this long is logged, counted, reported to the "
+              "coordinator's /status and fetched again from its next offset (0 = off)."),
     OPT_RANGE("batch-size", CDC_OPT_INT, batch_size, "1000", 1, 2048,
               "Records read from Kafka per batch."),
     OPT("compression", CDC_OPT_ENUM, compression, "zstd", "Parquet compression codec."),
@@ -155,6 +159,13 @@ int main(int argc, char **argv)
     w.m_fetch_restarts = cdc_metrics_counter(
         w.metrics, "cdc_worker_fetch_restarts_total",
         "Partitions assigned again after their fetching stopped on an error.", NULL);
+    w.m_stalls = cdc_metrics_counter(
+        w.metrics, "cdc_worker_stalls_total",
+        "Progress watchdog: partitions found behind their high watermark without progress "
+        "for --progress-timeout (each then fetched again).",
+        NULL);
+    w.m_stalled = cdc_metrics_gauge(w.metrics, "cdc_worker_stalled_partitions",
+                                    "Progress watchdog: topic partitions stalled now.", NULL);
     w.m_ckpt_bytes = cdc_metrics_counter(w.metrics, "cdc_worker_checkpoint_uploaded_bytes_total",
                                          "State checkpoint bytes uploaded (incremental).", NULL);
     w.m_epochs = cdc_metrics_counter(w.metrics, "cdc_worker_epochs_acked_total",

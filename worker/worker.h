@@ -57,6 +57,7 @@ typedef struct cdc_worker_config {
     int64_t dedup_ttl_ms;
     int64_t max_record_bytes;
     int64_t max_staged_bytes;
+    int64_t progress_timeout_ms; /* progress watchdog; 0 = off */
     int64_t batch_size;
     int64_t record_nice; /* nice of the record thread (0 = unchanged) */
     char *compression;
@@ -80,6 +81,11 @@ typedef struct cdc_slot {
     cdc_stage_t stage;
     int64_t next_offset[CDC_WORKER_MAX_TOPICS]; /* next offset to read per topic */
     int64_t high[CDC_WORKER_MAX_TOPICS];        /* last known high watermark */
+    /* Progress watchdog (cdc_worker_update_gauges): the offset last seen moving and when,
+     * and since when the partition is stalled (0 = it is not). */
+    int64_t progress_offset[CDC_WORKER_MAX_TOPICS];
+    int64_t progress_ms[CDC_WORKER_MAX_TOPICS];
+    int64_t stalled_since[CDC_WORKER_MAX_TOPICS];
     /* When fetching stopped on an error (e.g. the lookup of the start offset failed):
      * the monotonic time at which the partition is assigned again (0 = fetching). */
     int64_t restart_at[CDC_WORKER_MAX_TOPICS];
@@ -148,6 +154,8 @@ typedef struct cdc_worker {
     cdc_counter_t *m_dlq[CDC_DLQ__COUNT];
     cdc_counter_t *m_tombstones, *m_ckpt_bytes, *m_epochs, *m_aborts, *m_rejected;
     cdc_counter_t *m_fetch_restarts; /* partitions assigned again after fetching stopped */
+    cdc_counter_t *m_stalls;         /* progress watchdog: stalls detected */
+    cdc_gauge_t *m_stalled;          /* progress watchdog: partitions stalled now */
     cdc_histogram_t *m_stage_seconds, *m_ckpt_seconds;
 
     /* Set by the signal handler, which may run on any thread; read by the heartbeat

@@ -10,6 +10,7 @@
  *   - poison records land in <topic>.dlq with the right headers; good ones flow
  *   - ADD COLUMN mid-stream: new column committed, old rows read it as null
  *   - a partition's state restored on another worker keeps dropping replays
+ *   - the progress watchdog finds a partition that stopped fetching silently
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -546,11 +547,59 @@ static void test_restore_on_other_worker(void **state)
     json_decref(cl);
 }
 
+/* Whether the log of worker `id` holds text. */
+static bool worker_log_has(const char *id, const char *text)
+{
+    char path[1024], *buf;
+    FILE *f;
+    long n;
+    bool found;
+    cdc_test_log_path(&T.procs, "worker", id, path, sizeof(path));
+    if ((f = fopen(path, "r")) == NULL)
+        return false;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = calloc((size_t)n + 1, 1);
+    found = buf != NULL && fread(buf, 1, (size_t)n, f) == (size_t)n && strstr(buf, text) != NULL;
+    free(buf);
+    fclose(f);
+    return found;
+}
+
+/* The progress watchdog: a partition whose fetching stops silently (the test fault
+ * stall-fetch pauses it after one record) with records behind is found within
+ * --progress-timeout, logged, fetched again, and every row arrives. */
+static void test_progress_watchdog(void **state)
+{
+    static const char *const opts[] = {"--log-level=debug", "--progress-timeout=2s", NULL};
+    (void)state;
+    cdc_test_kill(T.workers[1], SIGKILL, 2000);
+    T.workers[1] = 0;
+    for (long id = 300; id < 340; id++)
+        send_event("orders", 'c', id, "\"customer\":\"wd\",\"note\":\"n\"", 9000 + (uint64_t)id,
+                   NULL, 1);
+    flush();
+    setenv("CDC_WORKER_FAULT", "stall-fetch", 1);
+    T.workers[2] =
+        cdc_test_start_worker(&T.procs, "w3", "public.orders,public.poison,public.evolve", opts);
+    unsetenv("CDC_WORKER_FAULT");
+    assert_true(T.workers[2] > 0);
+    wait_rows("orders", 28 + 40, 90000);
+    assert_true(worker_log_has("w3", "fault stall-fetch"));
+    assert_true(worker_log_has("w3", "no progress for"));
+    assert_true(worker_log_has("w3", "fetching had stopped; assigned again"));
+    json_t *m = read_table("orders");
+    assert_int_equal(json_array_size(rows_of(m)), 28 + 40);
+    json_decref(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_duplicates_toast_dlq_add_column),
         cmocka_unit_test(test_restore_on_other_worker),
+        cmocka_unit_test(test_progress_watchdog),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
