@@ -164,6 +164,8 @@ int main(int argc, char **argv)
 done:
     cdc_coord_close(c);
     cdc_msg_shutdown();
+    if (status == 0)
+        cdc_log_info("cdc-coordinator stopped");
     cdc_config_free(cdc_coord_options, &c->cfg);
     return status;
 }

@@ -691,16 +691,20 @@ static void restart_failed(cdc_worker_t *w)
 }
 
 /*
- * Testing only: with CDC_WORKER_FAULT=stall-fetch in the environment, the first partition
- * a record arrives from stops fetching after it, silently, once: a stall only the progress
- * watchdog can see (tests/integration/test_worker.c). True when it just did.
+ * Testing only: with CDC_WORKER_FAULT=stall-fetch[:N] in the environment, the partition
+ * of the N-th record processed (default 1) stops fetching after it, silently, once: a
+ * stall only the progress watchdog can see (tests/integration/test_worker.c). True when
+ * it just did.
  */
 static bool fault_stall(cdc_worker_t *w, const cdc_kafka_msg_t *m)
 {
     static bool done;
+    static long seen;
     const char *f = getenv("CDC_WORKER_FAULT");
     cdc_error_t e;
-    if (done || f == NULL || strcmp(f, "stall-fetch") != 0)
+    if (done || f == NULL || strncmp(f, "stall-fetch", 11) != 0)
+        return false;
+    if (++seen < (f[11] == ':' ? atol(f + 12) : 1))
         return false;
     done = true;
     cdc_kafka_consumer_pause(w->consumer, m->topic, m->partition, &e);

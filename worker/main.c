@@ -206,6 +206,8 @@ int main(int argc, char **argv)
     cdc_log_info("worker \"%s\" stopping", w.cfg.id);
     cdc_http_server_close(w.http);
     cdc_worker_data_close(&w);
+    if (status == 0)
+        cdc_log_info("cdc-worker stopped");
     cdc_config_free(opts, &w.cfg);
     return status;
 }

@@ -568,7 +568,7 @@ static bool worker_log_has(const char *id, const char *text)
 }
 
 /* The progress watchdog: a partition whose fetching stops silently (the test fault
- * stall-fetch pauses it after one record) with records behind is found within
+ * stall-fetch:2 pauses it after the second record) with records behind is found within
  * --progress-timeout, logged, fetched again, and every row arrives. */
 static void test_progress_watchdog(void **state)
 {
@@ -576,15 +576,20 @@ static void test_progress_watchdog(void **state)
     (void)state;
     cdc_test_kill(T.workers[1], SIGKILL, 2000);
     T.workers[1] = 0;
-    for (long id = 300; id < 340; id++)
-        send_event("orders", 'c', id, "\"customer\":\"wd\",\"note\":\"n\"", 9000 + (uint64_t)id,
-                   NULL, 1);
-    flush();
-    setenv("CDC_WORKER_FAULT", "stall-fetch", 1);
+    setenv("CDC_WORKER_FAULT", "stall-fetch:2", 1);
     T.workers[2] =
         cdc_test_start_worker(&T.procs, "w3", "public.orders,public.poison,public.evolve", opts);
     unsetenv("CDC_WORKER_FAULT");
     assert_true(T.workers[2] > 0);
+    /* one record committed (the assignment has settled), then the rest: the second record
+     * stops its partition's fetching with the others of that partition behind it */
+    send_event("orders", 'c', 299, "\"customer\":\"wd\",\"note\":\"n\"", 9000, NULL, 1);
+    flush();
+    wait_rows("orders", 29, 90000);
+    for (long id = 300; id < 339; id++)
+        send_event("orders", 'c', id, "\"customer\":\"wd\",\"note\":\"n\"", 9000 + (uint64_t)id,
+                   NULL, 1);
+    flush();
     wait_rows("orders", 28 + 40, 90000);
     assert_true(worker_log_has("w3", "fault stall-fetch"));
     assert_true(worker_log_has("w3", "no progress for"));
