@@ -8,6 +8,7 @@
 #ifndef CDC_CAPTURE_CAPTURE_H
 #define CDC_CAPTURE_CAPTURE_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -159,14 +160,26 @@ typedef struct cdc_capture {
     cdc_counter_t *m_reconnects;
     cdc_gauge_t *m_slot_lost;
     cdc_gauge_t *m_standby;
+    bool standby;              /* waiting for the slot another process streams */
     int64_t standby_logged_ms; /* last "slot in use" warning (one a minute) */
     bool slot_busy;            /* the session ended because another process streams the slot */
+    /* /status (capture_status_publish): JSON rebuilt on the main thread, served by the HTTP
+     * thread under status_lock */
+    pthread_mutex_t status_lock;
+    char *status_json;
+    int64_t next_status_ms, next_retention_ms;
+    int64_t retained_wal, safe_wal; /* last cdc_source_slot_retention(); safe -1 = no limit */
+    cdc_gauge_t *m_retained_wal;
     /* The slot this capture streamed from was dropped or invalidated (docs/capture.md,
      * "Slot lost"): the process exits with CDC_CAPTURE_EXIT_SLOT_LOST, or re-snapshots
      * with --slot-lost=resnapshot (then resnapshot is set while the snapshot runs: each
      * table's mirror is truncated before its rows). */
     bool slot_lost, resnapshot;
 } cdc_capture_t;
+
+/* Rebuilds the JSON of the capture's /status (main thread; at most once a second unless
+ * force) and refreshes the slot's WAL retention every 5 s while connected. */
+void cdc_capture_status_publish(cdc_capture_t *cap, bool force);
 
 /* Exit status of a capture whose slot was lost (--slot-lost=fail). */
 #define CDC_CAPTURE_EXIT_SLOT_LOST 3

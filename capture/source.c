@@ -1129,6 +1129,28 @@ cdc_err_t cdc_source_schema_probe(cdc_source_t *src, const char *schema, const c
     return rc;
 }
 
+cdc_err_t cdc_source_slot_retention(cdc_source_t *src, const char *slot, int64_t *retained,
+                                    int64_t *safe, cdc_error_t *e)
+{
+    const char *p[1] = {slot};
+    PGresult *r = query(src->sql, e,
+                        "SELECT coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn), 0)"
+                        "::bigint, coalesce(safe_wal_size, -1) FROM pg_replication_slots "
+                        "WHERE slot_name = $1",
+                        1, p);
+    cdc_err_t rc = CDC_OK;
+    if (r == NULL)
+        return e->code;
+    if (PQntuples(r) != 1) {
+        rc = cdc_error_set(e, CDC_ERR_NOT_FOUND, "no replication slot \"%s\"", slot);
+    } else {
+        *retained = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+        *safe = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+    }
+    PQclear(r);
+    return rc;
+}
+
 cdc_err_t cdc_source_heartbeat(cdc_source_t *src, cdc_error_t *e)
 {
     PGresult *r = query(

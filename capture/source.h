@@ -132,6 +132,12 @@ cdc_err_t cdc_source_feedback(cdc_source_t *src, uint64_t confirmed, cdc_error_t
 /* Emits a transactional logical message (prefix "cdc.heartbeat") on the normal connection. */
 cdc_err_t cdc_source_heartbeat(cdc_source_t *src, cdc_error_t *e);
 
+/* The slot's WAL retention: bytes from its restart_lsn to the current WAL position (what
+ * PostgreSQL keeps for it) and safe_wal_size (bytes it may still fall behind before
+ * max_slot_wal_keep_size invalidates it; -1 = no limit). CDC_ERR_NOT_FOUND without it. */
+cdc_err_t cdc_source_slot_retention(cdc_source_t *src, const char *slot, int64_t *retained,
+                                    int64_t *safe, cdc_error_t *e);
+
 /* Ends the stream politely (CopyDone) so the walsender exits, reading what it still sends
  * for 2 s at most (a large transaction in flight); errors are ignored. Close the source
  * afterwards in any case. */

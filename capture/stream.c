@@ -14,6 +14,8 @@
 #include <sys/select.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "capture/capture.h"
 #include "common/log.h"
 
@@ -1060,6 +1062,7 @@ static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *
      * lets go, e.g. when it dies (docs/capture.md, "Two captures"). */
     if (exists && active != 0) {
         cdc_metrics_gauge_set(cap->m_standby, 1);
+        cap->standby = true;
         if (strcmp(cap->cfg->slot_busy, "fail") == 0)
             return cdc_error_set(e, CDC_ERR_CONFLICT,
                                  "replication slot \"%s\" is in use by PID %d (another "
@@ -1074,6 +1077,7 @@ static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *
             cap->cfg->slot, active, active);
     }
     cdc_metrics_gauge_set(cap->m_standby, 0);
+    cap->standby = false;
     /* The slot this capture streamed from is gone (dropped, or invalidated when its WAL
      * was removed): the changes since its confirmed position cannot be read any more.
      * Never start silently from a new position (docs/capture.md, "Slot lost"). */
@@ -1219,6 +1223,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
     cap->last_heartbeat_ms = mono_ms();
     cdc_log_info("streaming slot %s (publication %s, %zu tables)", cap->cfg->slot,
                  cap->cfg->publication, cap->nwanted);
+    cdc_capture_status_publish(cap, true);
 
     while (!*cap->stop) {
         cdc_source_event_t ev;
@@ -1273,6 +1278,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
             if (rc != CDC_OK)
                 cdc_log_warn("schema probe failed: %s", e->msg);
         }
+        cdc_capture_status_publish(cap, false);
         if (cap->cfg->heartbeat_interval_ms > 0 &&
             now - cap->last_heartbeat_ms >= cap->cfg->heartbeat_interval_ms) {
             cap->last_heartbeat_ms = now;
@@ -1325,6 +1331,72 @@ static void sleep_ms(cdc_capture_t *cap, int64_t ms)
     }
 }
 
+static json_t *lsn_json(uint64_t lsn)
+{
+    char b[32];
+    snprintf(b, sizeof(b), "%X/%X", (unsigned)(lsn >> 32), (unsigned)lsn);
+    return json_string(b);
+}
+
+void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
+{
+    int64_t now = mono_ms();
+    json_t *o, *tables;
+    char *js;
+    if (!force && now < cap->next_status_ms)
+        return;
+    cap->next_status_ms = now + 1000;
+    if (cap->src.sql != NULL && now >= cap->next_retention_ms) {
+        cdc_error_t e;
+        cap->next_retention_ms = now + 5000;
+        if (cdc_source_slot_retention(&cap->src, cap->cfg->slot, &cap->retained_wal, &cap->safe_wal,
+                                      &e) == CDC_OK)
+            cdc_metrics_gauge_set(cap->m_retained_wal, (double)cap->retained_wal);
+    }
+    o = json_object();
+    tables = json_array();
+    json_object_set_new(o, "slot", json_string(cap->cfg->slot));
+    json_object_set_new(o, "publication", json_string(cap->cfg->publication));
+    json_object_set_new(o, "state",
+                        json_string(cap->slot_lost ? "slot_lost"
+                                    : cap->ready   ? "streaming"
+                                    : cap->standby ? "standby"
+                                                   : "starting"));
+    json_object_set_new(o, "confirmed_lsn", lsn_json(cap->confirmed));
+    json_object_set_new(o, "server_wal_end", lsn_json(cap->src.server_wal_end));
+    json_object_set_new(o, "lag_bytes",
+                        json_integer(cap->src.server_wal_end > cap->confirmed
+                                         ? (json_int_t)(cap->src.server_wal_end - cap->confirmed)
+                                         : 0));
+    json_object_set_new(o, "retained_wal_bytes", json_integer(cap->retained_wal));
+    json_object_set_new(o, "safe_wal_bytes",
+                        cap->safe_wal >= 0 ? json_integer(cap->safe_wal) : json_null());
+    json_object_set_new(o, "inflight_events",
+                        json_integer(cap->producer
+                                         ? (json_int_t)cdc_kafka_producer_outstanding(cap->producer)
+                                         : 0));
+    for (size_t i = 0; i < cap->ntables; i++) {
+        const cdc_capture_table_t *t = &cap->tables[i];
+        json_t *x;
+        if (!t->captured && !t->failed)
+            continue;
+        x = json_object();
+        json_object_set_new(x, "table", json_sprintf("%s.%s", t->schema, t->name));
+        json_object_set_new(x, "schema_version", json_integer(t->has_doc ? t->doc.version : 0));
+        json_object_set_new(x, "error", json_boolean(t->failed));
+        json_array_append_new(tables, x);
+    }
+    json_object_set_new(o, "tables", tables);
+    js = json_dumps(o, JSON_INDENT(2));
+    json_decref(o);
+    if (js == NULL)
+        return;
+    pthread_mutex_lock(&cap->status_lock);
+    free(cap->status_json);
+    cap->status_json = js;
+    pthread_mutex_unlock(&cap->status_lock);
+}
+
 cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
 {
     int64_t backoff = 500;
@@ -1366,6 +1438,9 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
                                        "1 while another process streams the slot and this "
                                        "capture waits to take it over.",
                                        NULL);
+    cap->m_retained_wal = cdc_metrics_gauge(
+        cdc_metrics_default(), "cdc_capture_slot_retained_wal_bytes",
+        "WAL PostgreSQL keeps for the slot (current WAL minus restart_lsn).", NULL);
     cap->m_slot_lost = cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_slot_lost",
                                          "1 when the slot this capture streamed from was dropped "
                                          "or invalidated (docs/capture.md, \"Slot lost\").",
@@ -1375,7 +1450,9 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
         cdc_error_t err;
         cdc_err_t rc;
         cdc_error_clear(&err);
+        cdc_capture_status_publish(cap, true);
         rc = session(cap, &err);
+        cdc_capture_status_publish(cap, true);
         if (rc == CDC_OK)
             break;
         if (cap->streamed)
@@ -1428,6 +1505,8 @@ void cdc_capture_free(cdc_capture_t *cap)
         cdc_schema_doc_free(&t->latest);
     }
     free(cap->tables);
+    free(cap->status_json);
+    cap->status_json = NULL;
     for (size_t i = 0; i < cap->ntypes; i++)
         free(cap->types[i].name);
     free(cap->types);

@@ -112,6 +112,9 @@ static pid_t start_capture(const char *name, const char *tables, const char *mor
 }
 
 static char *read_log(void);
+static pid_t start_capture_opts(const char *name, const char *tables, const char *const *more);
+static double metric(const char *series);
+static json_t *capture_status(void);
 
 static const char *topic_of(const char *base, const char *rest)
 {
@@ -813,7 +816,8 @@ static void test_heartbeat_advances_slot(void **state)
 
     sql(c, "DROP TABLE IF EXISTS ct_hb; DROP TABLE IF EXISTS ct_hb_other");
     sql(c, "CREATE TABLE ct_hb (id int PRIMARY KEY); CREATE TABLE ct_hb_other (id int)");
-    pid = start_capture(N("ct_hb"), "public.ct_hb", "--heartbeat-interval=200ms");
+    static const char *const opts[] = {"--heartbeat-interval=200ms", "--http=127.0.0.1:0", NULL};
+    pid = start_capture_opts(N("ct_hb"), "public.ct_hb", opts);
     wait_streaming(c, N("ct_hb"));
     /* WAL that the captured table never sees */
     sql(c, "INSERT INTO ct_hb_other SELECT generate_series(1, 10000)");
@@ -823,6 +827,18 @@ static void test_heartbeat_advances_slot(void **state)
     if (!cdc_test_wait_for(flushed_past, &w, 20000))
         fail_msg("confirmed_flush_lsn did not advance past %llx while idle",
                  (unsigned long long)w.target);
+    /* /status: streaming, with the slot's WAL retention (no max_slot_wal_keep_size here) */
+    {
+        json_t *st = capture_status();
+        assert_string_equal(json_string_value(json_object_get(st, "state")), "streaming");
+        assert_string_equal(json_string_value(json_object_get(st, "slot")), N("ct_hb"));
+        assert_true(json_is_integer(json_object_get(st, "retained_wal_bytes")));
+        assert_true(json_integer_value(json_object_get(st, "retained_wal_bytes")) >= 0);
+        assert_true(json_is_null(json_object_get(st, "safe_wal_bytes")));
+        assert_int_equal(json_array_size(json_object_get(st, "tables")), 1);
+        json_decref(st);
+        assert_true(metric("cdc_capture_slot_retained_wal_bytes") >= 0);
+    }
     assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
     sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_hb"));
     PQfinish(c);
@@ -1092,13 +1108,14 @@ static int64_t topic_events(const char *topic)
     return sum;
 }
 
-/* GET /metrics of the capture whose log is log_path (its --http=127.0.0.1:0 port). */
-static char *capture_metrics(void)
+/* GET path of the capture whose log is log_path (its --http=127.0.0.1:0 port; the first
+ * one logged): the whole response, headers included. */
+static char *capture_get(const char *path)
 {
     static char buf[262144];
     const char *l = strstr(read_log(), "http server listening on 127.0.0.1:");
     struct sockaddr_in a = {.sin_family = AF_INET};
-    const char *req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    char req[256];
     size_t n = 0;
     ssize_t r;
     int fd;
@@ -1107,6 +1124,7 @@ static char *capture_metrics(void)
         fail_msg("the capture did not log its HTTP port: %s", read_log());
         return buf;
     }
+    snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
     a.sin_port = htons((uint16_t)atoi(l + strlen("http server listening on 127.0.0.1:")));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -1119,6 +1137,21 @@ static char *capture_metrics(void)
     buf[n] = '\0';
     close(fd);
     return buf;
+}
+
+static char *capture_metrics(void)
+{
+    return capture_get("/metrics");
+}
+
+/* The capture's /status as JSON (caller decrefs). */
+static json_t *capture_status(void)
+{
+    const char *body = strstr(capture_get("/status"), "\r\n\r\n");
+    json_t *j = body ? json_loads(body + 4, 0, NULL) : NULL;
+    if (j == NULL)
+        fail_msg("the capture's /status is not JSON");
+    return j;
 }
 
 /* The value of one metric series (name{labels}), or -1 when absent. */
