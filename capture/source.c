@@ -593,6 +593,17 @@ cdc_err_t cdc_source_check_setup(cdc_source_t *src, const cdc_source_setup_t *se
         cdc_buf_printf(&sql, " WITH (publish_via_partition_root = true)");
         r = query(c, e, sql.data, 0, NULL);
         if (r == NULL) {
+            bool now_exists = false, via;
+            cdc_error_t e2;
+            /* another capture created it first (two started together): next session */
+            if (publication_info(c, setup->publication, &now_exists, &via, &e2) == CDC_OK &&
+                now_exists) {
+                cdc_buf_free(&sql);
+                rc = cdc_error_set_retriable(e, CDC_ERR_CONFLICT, true,
+                                             "publication \"%s\" was created meanwhile",
+                                             setup->publication);
+                goto done;
+            }
             cdc_error_prefix(e,
                              "could not create publication \"%s\" (hint: the role must "
                              "own the tables, or an administrator runs: %s)",
@@ -798,9 +809,15 @@ cdc_err_t cdc_source_create_slot(cdc_source_t *src, const char *slot, bool expor
              slot, export_snapshot ? "export" : "nothing");
     r = PQexec(src->repl, sql);
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-        cdc_err_t code =
-            PQstatus(src->repl) != CONNECTION_OK ? CDC_ERR_UNAVAILABLE : CDC_ERR_SOURCE;
-        cdc_error_set(e, code, "could not create replication slot \"%s\": %s", slot, resmsg(r));
+        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        /* another capture created it first (two started together): the next session
+         * finds it in use and waits as a standby */
+        bool raced = state != NULL && strcmp(state, "42710") == 0;
+        cdc_err_t code = PQstatus(src->repl) != CONNECTION_OK ? CDC_ERR_UNAVAILABLE
+                         : raced                              ? CDC_ERR_CONFLICT
+                                                              : CDC_ERR_SOURCE;
+        cdc_error_set_retriable(e, code, raced || code == CDC_ERR_UNAVAILABLE,
+                                "could not create replication slot \"%s\": %s", slot, resmsg(r));
         PQclear(r);
         return code;
     }
@@ -1127,6 +1144,34 @@ cdc_err_t cdc_source_schema_probe(cdc_source_t *src, const char *schema, const c
     PQclear(r);
     free(sql);
     return rc;
+}
+
+cdc_err_t cdc_source_lock_slot(cdc_source_t *src, const char *slot, bool *got, int *holder,
+                               cdc_error_t *e)
+{
+    char key[128];
+    const char *p[1] = {key};
+    PGresult *r;
+
+    *got = false;
+    *holder = 0;
+    snprintf(key, sizeof(key), "cdc-capture:%s", slot);
+    r = query(src->sql, e, "SELECT pg_try_advisory_lock(hashtext($1))", 1, p);
+    if (r == NULL)
+        return e->code;
+    *got = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    PQclear(r);
+    if (*got)
+        return CDC_OK;
+    r = query(src->sql, e,
+              "SELECT coalesce(min(pid), 0) FROM pg_locks WHERE locktype = 'advisory' AND "
+              "granted AND objsubid = 1 AND objid = (hashtext($1)::bigint & 4294967295)::oid",
+              1, p);
+    if (r == NULL)
+        return e->code;
+    *holder = atoi(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return CDC_OK;
 }
 
 cdc_err_t cdc_source_slot_retention(cdc_source_t *src, const char *slot, int64_t *retained,

@@ -132,6 +132,16 @@ cdc_err_t cdc_source_feedback(cdc_source_t *src, uint64_t confirmed, cdc_error_t
 /* Emits a transactional logical message (prefix "cdc.heartbeat") on the normal connection. */
 cdc_err_t cdc_source_heartbeat(cdc_source_t *src, cdc_error_t *e);
 
+/*
+ * Leadership among captures of one slot: a session-level advisory lock on the normal
+ * connection (key: hashtext('cdc-capture:' || slot)), held until that connection closes.
+ * *got tells whether this connection holds it now; when not, *holder is the PostgreSQL
+ * backend PID holding it (0 when unknown). Covers the whole session, the snapshot too,
+ * while the slot itself is held only while it streams.
+ */
+cdc_err_t cdc_source_lock_slot(cdc_source_t *src, const char *slot, bool *got, int *holder,
+                               cdc_error_t *e);
+
 /* The slot's WAL retention: bytes from its restart_lsn to the current WAL position (what
  * PostgreSQL keeps for it) and safe_wal_size (bytes it may still fall behind before
  * max_slot_wal_keep_size invalidates it; -1 = no limit). CDC_ERR_NOT_FOUND without it. */

@@ -1046,6 +1046,55 @@ static cdc_err_t drain(cdc_capture_t *cap, cdc_error_t *e)
     return CDC_OK;
 }
 
+/*
+ * Another process streams the slot (a capture that still runs, pg_recvlogical): only one
+ * may. This one waits, as a standby: it takes the slot over as soon as the other lets go,
+ * e.g. when it dies (docs/capture.md, "Two captures"). What the active capture wrote to
+ * the registry meanwhile (schema versions, the snapshot marker) is read again at the
+ * takeover: a standby that acted on what it read at its start would redo a snapshot the
+ * other completed, or number schema versions twice.
+ */
+static cdc_err_t slot_in_use(cdc_capture_t *cap, int pid, cdc_error_t *e)
+{
+    cdc_metrics_gauge_set(cap->m_standby, 1);
+    cap->standby = true;
+    cap->registry_loaded = false;
+    if (strcmp(cap->cfg->slot_busy, "fail") == 0)
+        return cdc_error_set(e, CDC_ERR_CONFLICT,
+                             "replication slot \"%s\" is in use by PID %d (another "
+                             "cdc-capture, or pg_recvlogical); --slot-busy=fail",
+                             cap->cfg->slot, pid);
+    cap->slot_busy = true;
+    return cdc_error_set_retriable(e, CDC_ERR_CONFLICT, true,
+                                   "replication slot \"%s\" is in use by PID %d (another "
+                                   "cdc-capture, or pg_recvlogical): waiting to take it over "
+                                   "(stop that process, or SELECT pg_terminate_backend(%d))",
+                                   cap->cfg->slot, pid, pid);
+}
+
+/*
+ * Standby check before the session does anything: the capture that holds the slot's
+ * advisory lock (cdc_source_lock_slot) owns the slot for the life of its session, its
+ * snapshot included, during which the slot itself is not active; another one waits
+ * (slot_in_use).
+ */
+static cdc_err_t check_slot_free(cdc_capture_t *cap, cdc_error_t *e)
+{
+    bool got;
+    int holder;
+    cdc_err_t rc = cdc_source_lock_slot(&cap->src, cap->cfg->slot, &got, &holder, e);
+    if (rc != CDC_OK)
+        return rc;
+    if (!got)
+        return slot_in_use(cap, holder, e);
+    if (cap->standby) {
+        cdc_metrics_gauge_set(cap->m_standby, 0);
+        cap->standby = false;
+        cdc_log_info("replication slot %s is free: taking it over", cap->cfg->slot);
+    }
+    return CDC_OK;
+}
+
 static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *e)
 {
     bool exists, lost, initial = strcmp(cap->cfg->snapshot_mode, "initial") == 0;
@@ -1055,29 +1104,10 @@ static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *
     cdc_err_t rc;
 
     rc = cdc_source_slot_info(&cap->src, cap->cfg->slot, &exists, &confirmed, &lost, &active, e);
+    if (rc == CDC_OK && exists && active != 0)
+        rc = slot_in_use(cap, active, e);
     if (rc != CDC_OK)
         return rc;
-    /* Another process streams the slot (a capture that still runs, pg_recvlogical): only
-     * one may. This one waits, as a standby: it takes the slot over as soon as the other
-     * lets go, e.g. when it dies (docs/capture.md, "Two captures"). */
-    if (exists && active != 0) {
-        cdc_metrics_gauge_set(cap->m_standby, 1);
-        cap->standby = true;
-        if (strcmp(cap->cfg->slot_busy, "fail") == 0)
-            return cdc_error_set(e, CDC_ERR_CONFLICT,
-                                 "replication slot \"%s\" is in use by PID %d (another "
-                                 "cdc-capture, or pg_recvlogical); --slot-busy=fail",
-                                 cap->cfg->slot, active);
-        cap->slot_busy = true;
-        return cdc_error_set_retriable(
-            e, CDC_ERR_CONFLICT, true,
-            "replication slot \"%s\" is in use by PID %d (another cdc-capture, or "
-            "pg_recvlogical): waiting to take it over (stop that process, or SELECT "
-            "pg_terminate_backend(%d))",
-            cap->cfg->slot, active, active);
-    }
-    cdc_metrics_gauge_set(cap->m_standby, 0);
-    cap->standby = false;
     /* The slot this capture streamed from is gone (dropped, or invalidated when its WAL
      * was removed): the changes since its confirmed position cannot be read any more.
      * Never start silently from a new position (docs/capture.md, "Slot lost"). */
@@ -1161,6 +1191,8 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
     setup.tables = configured;
     setup.ntables = nconfigured;
     rc = cdc_source_connect_sql(&cap->src, cap->cfg->pg_dsn, e);
+    if (rc == CDC_OK)
+        rc = check_slot_free(cap, e);
     if (rc != CDC_OK)
         goto cleanup;
     cdc_source_tables_free(cap->wanted, cap->nwanted);
