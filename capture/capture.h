@@ -8,7 +8,6 @@
 #ifndef CDC_CAPTURE_CAPTURE_H
 #define CDC_CAPTURE_CAPTURE_H
 
-#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,6 +18,7 @@
 #include "capture/txtrack.h"
 #include "common/cdcschema.h"
 #include "common/err.h"
+#include "common/http.h"
 #include "common/kafka.h"
 #include "common/metrics.h"
 
@@ -163,10 +163,7 @@ typedef struct cdc_capture {
     bool standby;              /* waiting for the slot another process streams */
     int64_t standby_logged_ms; /* last "slot in use" warning (one a minute) */
     bool slot_busy;            /* the session ended because another process streams the slot */
-    /* /status (capture_status_publish): JSON rebuilt on the main thread, served by the HTTP
-     * thread under status_lock */
-    pthread_mutex_t status_lock;
-    char *status_json;
+    cdc_http_doc_t status;     /* /status (cdc_capture_status_publish) */
     int64_t next_status_ms, next_retention_ms;
     int64_t retained_wal, safe_wal; /* last cdc_source_slot_retention(); safe -1 = no limit */
     cdc_gauge_t *m_retained_wal;

@@ -107,21 +107,6 @@ static bool ready(void *arg, char *reason, size_t size)
     return ok;
 }
 
-/* GET /status: the capture's state as JSON (docs/capture.md, "/status"). */
-static void status_handler(void *arg, const char *path, const char *query,
-                           cdc_http_response_t *resp)
-{
-    cdc_capture_t *cap = arg;
-    (void)path;
-    (void)query;
-    pthread_mutex_lock(&cap->status_lock);
-    resp->body = strdup(cap->status_json ? cap->status_json : "{}");
-    pthread_mutex_unlock(&cap->status_lock);
-    resp->body_len = resp->body ? strlen(resp->body) : 0;
-    resp->status = 200;
-    snprintf(resp->content_type, sizeof(resp->content_type), "application/json");
-}
-
 static bool valid_name(const char *s)
 {
     if (s == NULL || *s == '\0' || strlen(s) > 63)
@@ -172,7 +157,7 @@ int main(int argc, char **argv)
 
     cap.cfg = &cfg;
     cap.stop = &stop_requested;
-    pthread_mutex_init(&cap.status_lock, NULL);
+    cdc_http_doc_init(&cap.status);
     cap.safe_wal = -1;
     if (cfg.http_addr && cfg.http_addr[0]) {
         if (cdc_http_server_open(&http, cfg.http_addr, NULL, &err) != CDC_OK) {
@@ -181,7 +166,7 @@ int main(int argc, char **argv)
             goto done;
         }
         cdc_http_server_set_ready(http, ready, &cap);
-        if (cdc_http_server_add(http, "/status", status_handler, &cap, &err) != CDC_OK) {
+        if (cdc_http_server_add_doc(http, "/status", &cap.status, &err) != CDC_OK) {
             cdc_log_error("could not serve /status: %s", err.msg);
             status = 1;
             goto done;

@@ -1421,12 +1421,7 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
     json_object_set_new(o, "tables", tables);
     js = json_dumps(o, JSON_INDENT(2));
     json_decref(o);
-    if (js == NULL)
-        return;
-    pthread_mutex_lock(&cap->status_lock);
-    free(cap->status_json);
-    cap->status_json = js;
-    pthread_mutex_unlock(&cap->status_lock);
+    cdc_http_doc_set(&cap->status, js);
 }
 
 cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
@@ -1537,8 +1532,7 @@ void cdc_capture_free(cdc_capture_t *cap)
         cdc_schema_doc_free(&t->latest);
     }
     free(cap->tables);
-    free(cap->status_json);
-    cap->status_json = NULL;
+    cdc_http_doc_free(&cap->status);
     for (size_t i = 0; i < cap->ntypes; i++)
         free(cap->types[i].name);
     free(cap->types);

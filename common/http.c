@@ -299,6 +299,47 @@ int cdc_http_server_port(const cdc_http_server_t *s)
     return s && s->started ? s->port : 0;
 }
 
+void cdc_http_doc_init(cdc_http_doc_t *d)
+{
+    pthread_mutex_init(&d->lock, NULL);
+    d->json = NULL;
+}
+
+void cdc_http_doc_set(cdc_http_doc_t *d, char *json)
+{
+    if (json == NULL)
+        return;
+    pthread_mutex_lock(&d->lock);
+    free(d->json);
+    d->json = json;
+    pthread_mutex_unlock(&d->lock);
+}
+
+void cdc_http_doc_free(cdc_http_doc_t *d)
+{
+    free(d->json);
+    d->json = NULL;
+    pthread_mutex_destroy(&d->lock);
+}
+
+static void doc_handler(void *arg, const char *path, const char *query, cdc_http_response_t *resp)
+{
+    cdc_http_doc_t *d = arg;
+    (void)path;
+    (void)query;
+    pthread_mutex_lock(&d->lock);
+    resp->body = strdup(d->json ? d->json : "{}");
+    pthread_mutex_unlock(&d->lock);
+    resp->body_len = resp->body ? strlen(resp->body) : 0;
+    snprintf(resp->content_type, sizeof(resp->content_type), "application/json");
+}
+
+cdc_err_t cdc_http_server_add_doc(cdc_http_server_t *s, const char *path, cdc_http_doc_t *d,
+                                  cdc_error_t *e)
+{
+    return cdc_http_server_add(s, path, doc_handler, d, e);
+}
+
 void cdc_http_server_close(cdc_http_server_t *s)
 {
     if (s == NULL)

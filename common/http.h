@@ -11,6 +11,7 @@
 #ifndef CDC_HTTP_H
 #define CDC_HTTP_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -56,6 +57,23 @@ void cdc_http_server_set_ready(cdc_http_server_t *s, cdc_http_ready_fn fn, void 
 /* Registers a GET handler for an exact path (e.g. "/status"). Call before start. */
 cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,
                               void *arg, cdc_error_t *e);
+
+/*
+ * A JSON document its owner rebuilds (e.g. /status, on the owner's main thread) and the
+ * server's threads serve as is: cdc_http_doc_set() swaps it under the lock.
+ */
+typedef struct cdc_http_doc {
+    pthread_mutex_t lock;
+    char *json; /* NULL = not yet published: served as {} */
+} cdc_http_doc_t;
+
+void cdc_http_doc_init(cdc_http_doc_t *d);
+/* Publishes json (malloc'ed, taken; NULL is ignored). */
+void cdc_http_doc_set(cdc_http_doc_t *d, char *json);
+void cdc_http_doc_free(cdc_http_doc_t *d);
+/* Serves d as application/json at path (GET). Call before start. */
+cdc_err_t cdc_http_server_add_doc(cdc_http_server_t *s, const char *path, cdc_http_doc_t *d,
+                                  cdc_error_t *e);
 
 /* Starts listening. CDC_ERR_UNAVAILABLE when the address cannot be bound. */
 cdc_err_t cdc_http_server_start(cdc_http_server_t *s, cdc_error_t *e);

@@ -194,25 +194,7 @@ void cdc_admin_publish(cdc_coord_t *c)
 
     if (js == NULL)
         return;
-    pthread_mutex_lock(&c->status_mu);
-    free(c->status_json);
-    c->status_json = js;
-    pthread_mutex_unlock(&c->status_mu);
-}
-
-/* HTTP thread. */
-static void status_handler(void *arg, const char *path, const char *query,
-                           cdc_http_response_t *resp)
-{
-    cdc_coord_t *c = arg;
-    (void)path;
-    (void)query;
-
-    pthread_mutex_lock(&c->status_mu);
-    resp->body = c->status_json ? strdup(c->status_json) : strdup("{}");
-    pthread_mutex_unlock(&c->status_mu);
-    resp->body_len = resp->body ? strlen(resp->body) : 0;
-    snprintf(resp->content_type, sizeof(resp->content_type), "application/json");
+    cdc_http_doc_set(&c->status, js);
 }
 
 /* HTTP thread: ready = leader RUNNING, or a healthy standby. */
@@ -230,5 +212,5 @@ static bool ready(void *arg, char *reason, size_t size)
 cdc_err_t cdc_admin_register(cdc_coord_t *c, cdc_error_t *e)
 {
     cdc_http_server_set_ready(c->http, ready, c);
-    return cdc_http_server_add(c->http, "/status", status_handler, c, e);
+    return cdc_http_server_add_doc(c->http, "/status", &c->status, e);
 }

@@ -174,8 +174,7 @@ typedef struct cdc_coord {
     cdc_histogram_t *m_latency, *m_record_latency, *m_stall;
     int64_t stall_max_ms; /* longest main-loop iteration as leader */
 
-    pthread_mutex_t status_mu;
-    char *status_json;      /* published snapshot, guarded by status_mu */
+    cdc_http_doc_t status;  /* the published /status */
     _Atomic int state_seen; /* c->state for the HTTP thread (/readyz) */
 } cdc_coord_t;
 

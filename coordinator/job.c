@@ -1125,7 +1125,7 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     cdc_err_t rc;
     char value[768];
 
-    pthread_mutex_init(&c->status_mu, NULL);
+    cdc_http_doc_init(&c->status);
     c->metrics = cdc_metrics_default();
     init_metrics(c);
     cdc_members_init(&c->members);
@@ -1200,6 +1200,5 @@ void cdc_coord_close(cdc_coord_t *c)
     clear_queue(c);
     cdc_checkpoint_free(c->base);
     c->base = NULL;
-    free(c->status_json);
-    c->status_json = NULL;
+    cdc_http_doc_free(&c->status);
 }
