@@ -698,15 +698,22 @@ static void restart_failed(cdc_worker_t *w)
  */
 static bool fault_stall(cdc_worker_t *w, const cdc_kafka_msg_t *m)
 {
-    static bool done;
+    static long at = -1; /* the record it stalls after; 0 = no fault (read once) */
     static long seen;
-    const char *f = getenv("CDC_WORKER_FAULT");
     cdc_error_t e;
-    if (done || f == NULL || strncmp(f, "stall-fetch", 11) != 0)
+    if (at == 0)
         return false;
-    if (++seen < (f[11] == ':' ? atol(f + 12) : 1))
+    if (at < 0) {
+        const char *f = getenv("CDC_WORKER_FAULT");
+        at = f == NULL || strncmp(f, "stall-fetch", 11) != 0 ? 0 : f[11] == ':' ? atol(f + 12) : 1;
+        if (at <= 0) {
+            at = 0;
+            return false;
+        }
+    }
+    if (++seen < at)
         return false;
-    done = true;
+    at = 0; /* once */
     cdc_kafka_consumer_pause(w->consumer, m->topic, m->partition, &e);
     cdc_log_info(
         "fault stall-fetch: partition %d topic \"%s\" stops fetching after offset %" PRId64,

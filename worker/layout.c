@@ -95,7 +95,11 @@ void cdc_layouts_update(cdc_layouts_t *l, Cdc__TableLayout *const *layouts, size
 static const cdc_layout_t *find(const cdc_layouts_t *l, const char *ns, const char *table,
                                 bool changelog)
 {
-    size_t nl = strlen(ns), tl = strlen(table);
+    size_t nl, tl;
+    if (l->n == 0)
+        return NULL; /* (the record path asks for every change) */
+    nl = strlen(ns);
+    tl = strlen(table);
     for (size_t i = 0; i < l->n; i++) {
         const char *name = l->v[i].table;
         if (strncmp(name, ns, nl) == 0 && name[nl] == '.' &&
