@@ -692,12 +692,15 @@ static void restart_failed(cdc_worker_t *w)
 
 /*
  * Testing only: with CDC_WORKER_FAULT=stall-fetch[:N] in the environment, the partition
- * of the N-th record processed (default 1) stops fetching after it, silently, once: a
- * stall only the progress watchdog can see (tests/integration/test_worker.c). True when
- * it just did.
+ * of the N-th record processed (default 1; or the first after it with more records of its
+ * partition in the batch) stops fetching after it, silently, once, the rest of the batch
+ * of that partition dropped: a stall only the progress watchdog can see
+ * (tests/integration/test_worker.c). True when it just did.
  */
-static bool fault_stall(cdc_worker_t *w, const cdc_kafka_msg_t *m)
+static bool fault_stall(cdc_worker_t *w, const cdc_kafka_msg_t *msgs, size_t i, size_t n)
 {
+    const cdc_kafka_msg_t *m = &msgs[i];
+    bool behind = false;
     static long at = -1; /* the record it stalls after; 0 = no fault (read once) */
     static long seen;
     cdc_error_t e;
@@ -711,7 +714,9 @@ static bool fault_stall(cdc_worker_t *w, const cdc_kafka_msg_t *m)
             return false;
         }
     }
-    if (++seen < at)
+    for (size_t k = i + 1; k < n && !behind; k++) /* records left behind it in this batch */
+        behind = msgs[k].partition == m->partition && strcmp(msgs[k].topic, m->topic) == 0;
+    if (++seen < at || !behind)
         return false;
     at = 0; /* once */
     cdc_kafka_consumer_pause(w->consumer, m->topic, m->partition, &e);
@@ -748,7 +753,7 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
         if (!s->owned || (s->next_offset[ti] >= 0 && m->offset < s->next_offset[ti]))
             continue; /* stale fetch from before a seek */
         prc = process(w, s, ti, m, e);
-        if (prc == CDC_OK && fault_stall(w, m)) {
+        if (prc == CDC_OK && fault_stall(w, msgs, i, n)) {
             for (size_t k = i + 1; k < n; k++) /* dropped, like a fetch that stopped */
                 if (msgs[k].partition == m->partition && strcmp(msgs[k].topic, m->topic) == 0)
                     msgs[k].partition = -1;
