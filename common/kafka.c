@@ -695,6 +695,15 @@ cdc_err_t cdc_kafka_consumer_assign(cdc_kafka_consumer_t *c, const cdc_kafka_tp_
     for (size_t i = 0; i < n; i++)
         rd_kafka_topic_partition_list_add(l, tps[i].topic, tps[i].partition)->offset =
             tps[i].offset;
+    /* librdkafka keeps a partition's pause (rd_kafka_pause_partitions) across
+     * assignments: a partition paused before, and assigned again, would never fetch, and
+     * nothing would say so (the silent backlog stall, docs/worker.md). An assignment
+     * starts every partition fetching: the pause is lifted before the partitions start
+     * (after, it would also restart an offset lookup in progress). Partitions this
+     * consumer never knew answer "unknown partition" here, which is fine. */
+    rd_kafka_resume_partitions(c->rk, l);
+    for (int i = 0; i < l->cnt; i++)
+        l->elems[i].err = RD_KAFKA_RESP_ERR_NO_ERROR;
     err = rd_kafka_assign(c->rk, l);
     for (size_t k = 0; k < nrkt; k++)
         rd_kafka_topic_destroy(rkts[k]);

@@ -181,7 +181,8 @@ cdc_err_t cdc_kafka_consumer_new(const cdc_kafka_consumer_config_t *cfg, cdc_kaf
 /* Closes and frees the consumer (no offset commits happen). NULL is allowed. */
 void cdc_kafka_consumer_free(cdc_kafka_consumer_t *c);
 
-/* Replaces the whole assignment with tps[0..n) (n = 0 unassigns everything). */
+/* Replaces the whole assignment with tps[0..n) (n = 0 unassigns everything); every
+ * assigned partition fetches, also one paused before. */
 cdc_err_t cdc_kafka_consumer_assign(cdc_kafka_consumer_t *c, const cdc_kafka_tp_t *tps, size_t n,
                                     cdc_error_t *e);
 

@@ -9,8 +9,11 @@
  * incarnation, alive, last_heartbeat_ms_ago, partitions, lost_reason}], assignment
  * [{partition, owner, offsets {topic: next offset}, high_watermarks {topic: end offset the
  * owner last reported}, stalled_ms {topic: how long the owner's progress watchdog has seen
- * it behind without progress; only stalled topics}, lag (records from offsets to the high
- * watermarks, null until an owner reported one)}], epochs {open, next, last_recorded,
+ * it behind without progress; only stalled topics}, no_progress_ms {topic: how long the
+ * coordinator's progress check has seen the checkpointed offset stay put with records
+ * behind it; only flagged topics}, missing_topic (a topic the other slots carry that the
+ * owner does not consume, or null), lag (records from offsets to the high watermarks,
+ * null until an owner reported one)}], epochs {open, next, last_recorded,
  * last_committed, pending_commits}, checkpoints [{epoch, duration_ms, bytes, records,
  * data_files, delete_files, tables, completed_at_ms}], last_commit_error.
  */
@@ -100,27 +103,35 @@ char *cdc_coord_status_json(cdc_coord_t *c)
                 json_object_set_new(offs, c->base->partitions[p].offsets[j].topic,
                                     json_integer(c->base->partitions[p].offsets[j].next_offset));
         /* lag: records between the newest checkpoint and the end of each topic partition */
-        for (int j = 0; j < c->nhigh[p]; j++) {
-            const cdc_topic_high_t *h = &c->high[p][j];
+        const cdc_progress_slot_t *ps = &c->progress.slot[p];
+        json_t *stalled = json_object(), *still = json_object();
+        bool known = false;
+        for (int j = 0; j < ps->n; j++) {
+            const cdc_progress_topic_t *h = &ps->t[j];
             int64_t at = 0;
             json_t *o = json_object_get(offs, h->topic);
+            if (h->stalled_ms > 0)
+                json_object_set_new(stalled, h->topic, json_integer(h->stalled_ms));
+            if (h->no_progress)
+                json_object_set_new(still, h->topic, json_integer(now - h->since_ms));
+            if (h->high <= 0)
+                continue;
+            known = true;
             if (o != NULL && json_integer_value(o) > 0)
                 at = json_integer_value(o);
             json_object_set_new(highs, h->topic, json_integer(h->high));
             if (h->high > at)
                 lag += h->high - at;
         }
-        json_t *stalled = json_object();
-        for (int j = 0; j < c->nhigh[p]; j++)
-            if (c->high[p][j].stalled_ms > 0)
-                json_object_set_new(stalled, c->high[p][j].topic,
-                                    json_integer(c->high[p][j].stalled_ms));
         json_object_set_new(a, "stalled_ms", stalled);
+        json_object_set_new(a, "no_progress_ms", still);
+        json_object_set_new(a, "missing_topic",
+                            ps->missing[0] ? json_string(ps->missing) : json_null());
         json_object_set_new(a, "partition", json_integer(p));
         json_object_set_new(a, "owner", json_string(c->owner[p]));
         json_object_set_new(a, "offsets", offs);
         json_object_set_new(a, "high_watermarks", highs);
-        json_object_set_new(a, "lag", c->nhigh[p] > 0 ? json_integer(lag) : json_null());
+        json_object_set_new(a, "lag", known ? json_integer(lag) : json_null());
         json_array_append_new(as, a);
     }
     json_object_set_new(o, "assignment", as);

@@ -25,6 +25,7 @@
 #include "coordinator/epoch.h"
 #include "coordinator/leader.h"
 #include "coordinator/membership.h"
+#include "coordinator/progress.h"
 #include "coordinator/restart.h"
 #include "coordinator/store.h"
 
@@ -57,6 +58,7 @@ typedef struct cdc_coord_config {
     int64_t orphan_interval_ms;
     int64_t snapshot_retention_ms;
     int64_t snapshot_min_keep;
+    int64_t progress_timeout_ms;
     char *partition_by; /* layout.h */
     char *sort_by;
     char *fault;
@@ -88,15 +90,6 @@ typedef struct cdc_pending_commit {
     int64_t record_ms; /* time of the etcd write */
     int64_t commit_ms; /* time of the Iceberg commits */
 } cdc_pending_commit_t;
-
-#define CDC_COORD_TOPICS_MAX 16
-
-/* The end of one source topic partition as the owner last reported it (for /status). */
-typedef struct cdc_topic_high {
-    char topic[256];
-    int64_t high;
-    int64_t stalled_ms; /* the owner's progress watchdog: stalled this long (0 = not) */
-} cdc_topic_high_t;
 
 /* What /status shows about a finished checkpoint. */
 typedef struct cdc_ckpt_summary {
@@ -164,13 +157,13 @@ typedef struct cdc_coord {
 
     cdc_ckpt_summary_t history[CDC_HISTORY_MAX];
     int nhistory;
-    cdc_topic_high_t high[CDC_PARTITIONS][CDC_COORD_TOPICS_MAX]; /* from the owners' acks */
-    int nhigh[CDC_PARTITIONS];
+    cdc_progress_t progress; /* high watermarks from the owners' acks, the progress check */
 
     /* metrics */
     cdc_counter_t *m_committed, *m_failures, *m_rejected, *m_aborted, *m_etcd_errors,
-        *m_commit_errors, *m_orphans, *m_expired;
-    cdc_gauge_t *m_state, *m_term, *m_workers, *m_generation, *m_last_epoch, *m_stall_max;
+        *m_commit_errors, *m_orphans, *m_expired, *m_no_progress, *m_missing_topic;
+    cdc_gauge_t *m_state, *m_term, *m_workers, *m_generation, *m_last_epoch, *m_stall_max,
+        *m_stalled_slots;
     cdc_histogram_t *m_latency, *m_record_latency, *m_stall;
     int64_t stall_max_ms; /* longest main-loop iteration as leader */
 

@@ -261,6 +261,7 @@ static void recover(cdc_coord_t *c, const char *reason, bool count_failure)
     if (c->epochs.nopen > 0)
         cdc_metrics_counter_add(c->m_aborted, c->epochs.nopen);
     cdc_epochs_reset(&c->epochs, c->term, c->generation, NULL);
+    cdc_progress_reset(&c->progress); /* the owners' clocks start afresh */
     snprintf(c->recovery_reason, sizeof(c->recovery_reason), "%s", reason);
     if (count_failure) {
         cdc_metrics_counter_inc(c->m_failures);
@@ -391,7 +392,7 @@ static void become_standby(cdc_coord_t *c, const char *reason)
 {
     cdc_log_warn("job \"%s\": no longer leader: %s", c->cfg.job, reason);
     drop_workers(c);
-    memset(c->nhigh, 0, sizeof(c->nhigh));
+    cdc_progress_reset(&c->progress);
     cdc_epochs_reset(&c->epochs, 0, 0, NULL);
     clear_queue(c);
     memset(c->owner, 0, sizeof(c->owner));
@@ -699,7 +700,8 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
     }
 }
 
-/* Keeps the high watermarks an owner reports with its ack (for the lag in /status). */
+/* Keeps the high watermarks an owner reports with its ack (for the lag in /status and
+ * the progress check). */
 static void note_high_watermarks(cdc_coord_t *c, const cdc_member_t *m, const Cdc__Ack *ack)
 {
     for (size_t i = 0; i < ack->n_partitions; i++) {
@@ -709,26 +711,51 @@ static void note_high_watermarks(cdc_coord_t *c, const cdc_member_t *m, const Cd
             continue;
         for (size_t k = 0; k < ps->n_offsets; k++) {
             const Cdc__TopicOffset *to = ps->offsets[k];
-            int j;
-            if (to->topic == NULL || to->high_watermark <= 0)
+            if (to->topic == NULL)
                 continue;
-            for (j = 0; j < c->nhigh[p]; j++)
-                if (strcmp(c->high[p][j].topic, to->topic) == 0)
-                    break;
-            if (j == c->nhigh[p]) {
-                if (j == CDC_COORD_TOPICS_MAX)
-                    continue;
-                snprintf(c->high[p][j].topic, sizeof(c->high[p][j].topic), "%s", to->topic);
-                c->nhigh[p]++;
-            }
-            c->high[p][j].high = to->high_watermark;
-            if (to->stalled_ms > 0 && c->high[p][j].stalled_ms == 0)
-                cdc_log_warn("partition %u topic \"%s\": worker \"%s\" reports no progress for "
-                             "%" PRId64 " ms with records behind",
-                             p, to->topic, m->id, to->stalled_ms);
-            c->high[p][j].stalled_ms = to->stalled_ms;
+            for (int j = 0; j < c->progress.slot[p].n; j++)
+                if (strcmp(c->progress.slot[p].t[j].topic, to->topic) == 0 && to->stalled_ms > 0 &&
+                    c->progress.slot[p].t[j].stalled_ms == 0)
+                    cdc_log_warn("partition %u topic \"%s\": worker \"%s\" reports no progress "
+                                 "for %" PRId64 " ms with records behind",
+                                 p, to->topic, m->id, to->stalled_ms);
+            cdc_progress_note_high(&c->progress, p, to->topic, to->high_watermark, to->stalled_ms);
         }
     }
+}
+
+/*
+ * The progress check of a completed checkpoint (progress.h): each new finding is logged
+ * and counted; a slot that made no progress makes the job recover, so that every slot
+ * is assigned again from its checkpoint. Returns true when it should.
+ */
+static bool check_progress(cdc_coord_t *c, const cdc_checkpoint_t *rec, char *why, size_t cap)
+{
+    cdc_progress_finding_t f[CDC_PARTITIONS * 2];
+    int n = cdc_progress_checkpoint(&c->progress, rec, mono_ms(), f, CDC_PARTITIONS * 2);
+    bool stalled = false;
+    for (int i = 0; i < n; i++) {
+        if (f[i].kind == CDC_PROGRESS_NO_PROGRESS) {
+            cdc_metrics_counter_inc(c->m_no_progress);
+            cdc_log_warn("partition %u topic \"%s\" (owner \"%s\"): no progress for %" PRId64
+                         " ms over %d checkpoints, offset %" PRId64 " with %" PRId64
+                         " records behind it",
+                         f[i].partition, f[i].topic, c->owner[f[i].partition], f[i].for_ms,
+                         c->progress.min_epochs, f[i].offset, f[i].behind);
+            if (!stalled)
+                snprintf(why, cap, "partition %u topic \"%s\" made no progress for %" PRId64 " ms",
+                         f[i].partition, f[i].topic, f[i].for_ms);
+            stalled = true;
+        } else {
+            cdc_metrics_counter_inc(c->m_missing_topic);
+            cdc_log_warn("partition %u: its owner \"%s\" does not consume topic \"%s\", which "
+                         "the other partitions carry: its changes in this partition are not "
+                         "being applied (a worker started with a different table set?)",
+                         f[i].partition, c->owner[f[i].partition], f[i].topic);
+        }
+    }
+    cdc_metrics_gauge_set(c->m_stalled_slots, cdc_progress_flagged(&c->progress));
+    return stalled;
 }
 
 static void on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
@@ -758,6 +785,8 @@ static void on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
         return;
     case CDC_ACK_COMPLETE: {
         cdc_checkpoint_t *rec;
+        char why[300] = "";
+        bool stalled = false;
         while ((rec = cdc_epochs_take_complete(&c->epochs)) != NULL) {
             cdc_pending_commit_t *q;
             if (c->nqueue == CDC_COMMIT_QUEUE_MAX) {
@@ -780,7 +809,11 @@ static void on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
                     cdc_checkpoint_from_json(js, strlen(js), &c->base, &e2);
                 free(js);
             }
+            if (check_progress(c, rec, why, sizeof(why)))
+                stalled = true;
         }
+        if (stalled)
+            recover(c, why, true);
         return;
     }
     case CDC_ACK_STALE:
@@ -1093,6 +1126,18 @@ static void init_metrics(cdc_coord_t *c)
                                        "Orphan data files deleted.", NULL);
     c->m_expired = cdc_metrics_counter(r, "cdc_coordinator_snapshots_expired_total",
                                        "Snapshots removed by expiry.", NULL);
+    {
+        static const char *const np[] = {"kind", "no_progress", NULL};
+        static const char *const mt[] = {"kind", "missing_topic", NULL};
+        const char *help = "Partition slots found stalled by the progress check (no_progress: "
+                           "records behind a checkpointed offset that stays put; missing_topic: "
+                           "the owner does not consume a topic the other slots carry).";
+        c->m_no_progress = cdc_metrics_counter(r, "cdc_coordinator_stalls_total", help, np);
+        c->m_missing_topic = cdc_metrics_counter(r, "cdc_coordinator_stalls_total", help, mt);
+        c->m_stalled_slots =
+            cdc_metrics_gauge(r, "cdc_coordinator_stalled_partitions",
+                              "Partition slots flagged by the progress check now.", NULL);
+    }
     c->m_state =
         cdc_metrics_gauge(r, "cdc_coordinator_job_state",
                           "0 STANDBY, 1 STARTING, 2 RECOVERING, 3 RUNNING, 4 FAILED.", NULL);
@@ -1130,6 +1175,7 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     init_metrics(c);
     cdc_members_init(&c->members);
     cdc_epochs_init(&c->epochs, c->cfg.job);
+    cdc_progress_init(&c->progress, c->cfg.progress_timeout_ms, 3);
     cdc_restart_init(&c->restart, (int)c->cfg.restart_max_failures, c->cfg.restart_interval_ms,
                      c->cfg.restart_delay_ms);
 

@@ -85,6 +85,11 @@ const cdc_opt_t cdc_coord_options[] = {
               "(0 = never expire)."),
     OPT_RANGE("snapshot-min-keep", CDC_OPT_INT, snapshot_min_keep, "10", 1, 1000000,
               "Newest snapshots always kept by expiry, whatever their age."),
+    OPT_RANGE("progress-timeout", CDC_OPT_DURATION, progress_timeout_ms, "90s", 0, 86400000,
+              "A partition slot whose checkpointed offset of a topic stays put with records "
+              "behind it for this long (and at least 3 checkpoints) is logged, counted and "
+              "shown in /status, and the job recovers: every slot is assigned again from its "
+              "checkpoint (0 = off; the workers' own --progress-timeout acts first)."),
     OPT("partition-by", CDC_OPT_STRING, partition_by, NULL,
         "Iceberg partition specs of the target tables, \"<ns>.<table>=<terms>;...\", terms "
         "being columns (identity) or bucket[N](col), truncate[W](col), year/month/day/hour(col), "

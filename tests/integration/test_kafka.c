@@ -589,6 +589,58 @@ static void test_seek_pause_watermarks(void **state)
     cdc_kafka_consumer_free(c);
 }
 
+/*
+ * A partition paused before an assignment fetches after it: librdkafka keeps a pause
+ * across rd_kafka_assign() (a worker paused by --max-staged-bytes and assigned again
+ * would stall silently, docs/worker.md); cdc_kafka_consumer_assign lifts it.
+ */
+static void test_assign_lifts_pause(void **state)
+{
+    char topic[128];
+    acks_t acks = {0};
+    cdc_kafka_producer_t *p;
+    cdc_kafka_consumer_t *c;
+    cdc_kafka_msg_t msgs[100];
+    cdc_kafka_tp_t tp;
+    cdc_error_t e;
+    size_t n = 0;
+    int got = 0;
+    long long deadline;
+    (void)state;
+
+    unique_topic(topic, sizeof(topic), "tpause");
+    ensure(topic, 1);
+    p = new_producer("none", &acks);
+    assert_non_null(p);
+    assert_int_equal(produce_range(p, &acks, topic, 0, 20), 0);
+    assert_int_equal(cdc_kafka_producer_flush(p, 30000, &e), CDC_OK);
+
+    c = new_consumer();
+    tp = (cdc_kafka_tp_t){topic, 0, 0};
+    assert_int_equal(cdc_kafka_consumer_assign(c, &tp, 1, &e), CDC_OK);
+    assert_int_equal(cdc_kafka_consumer_pause(c, topic, 0, &e), CDC_OK);
+    /* paused: nothing (the prefetched batch may still come, so drain it first) */
+    deadline = cdc_test_now_ms() + 1500;
+    while (cdc_test_now_ms() < deadline) {
+        assert_int_equal(cdc_kafka_consume_batch(c, msgs, 100, &n, 200, &e), CDC_OK);
+        cdc_kafka_msgs_release(msgs, n);
+    }
+    /* unassigned and assigned again from offset 0, as a worker's new assignment does */
+    assert_int_equal(cdc_kafka_consumer_assign(c, NULL, 0, &e), CDC_OK);
+    assert_int_equal(cdc_kafka_consumer_assign(c, &tp, 1, &e), CDC_OK);
+    deadline = cdc_test_now_ms() + 10000;
+    while (got < 20 && cdc_test_now_ms() < deadline) {
+        assert_int_equal(cdc_kafka_consume_batch(c, msgs, 100, &n, 200, &e), CDC_OK);
+        for (size_t i = 0; i < n; i++)
+            assert_int_equal(msgs[i].offset, got++);
+        cdc_kafka_msgs_release(msgs, n);
+    }
+    if (got != 20)
+        fail_msg("a partition paused before its assignment fetched %d of 20 records after it", got);
+    cdc_kafka_consumer_free(c);
+    cdc_kafka_producer_free(p);
+}
+
 static void test_ensure_topic(void **state)
 {
     const char *bs = cdc_test_require("CDC_TEST_KAFKA");
@@ -640,6 +692,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_backpressure),
         cmocka_unit_test(test_codecs),
         cmocka_unit_test(test_seek_pause_watermarks),
+        cmocka_unit_test(test_assign_lifts_pause),
         cmocka_unit_test(test_ensure_topic),
     };
     if (argc == 5 && strcmp(argv[1], "produce") == 0)

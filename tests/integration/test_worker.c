@@ -147,8 +147,10 @@ static void send_event(const char *table, char op, long id, const char *cols, ui
 /* ---- processes ----------------------------------------------------------------------- */
 
 /* The coordinator's options: short epochs, a worker declared lost after 1.5 s. */
+/* (the coordinator's progress check acts well after a worker watchdog of 2 s) */
 static const char *const COORD_OPTS[] = {"--commit-interval=300ms", "--rebalance-grace=300ms",
-                                         "--heartbeat-timeout=1500ms", NULL};
+                                         "--heartbeat-timeout=1500ms", "--progress-timeout=6s",
+                                         NULL};
 
 static pid_t start_worker(const char *id)
 {
@@ -547,14 +549,14 @@ static void test_restore_on_other_worker(void **state)
     json_decref(cl);
 }
 
-/* Whether the log of worker `id` holds text. */
-static bool worker_log_has(const char *id, const char *text)
+/* Whether the log of `program`'s process `id` holds text. */
+static bool log_has(const char *program, const char *id, const char *text)
 {
     char path[1024], *buf;
     FILE *f;
     long n;
     bool found;
-    cdc_test_log_path(&T.procs, "worker", id, path, sizeof(path));
+    cdc_test_log_path(&T.procs, program, id, path, sizeof(path));
     if ((f = fopen(path, "r")) == NULL)
         return false;
     fseek(f, 0, SEEK_END);
@@ -567,10 +569,20 @@ static bool worker_log_has(const char *id, const char *text)
     return found;
 }
 
+static bool worker_log_has(const char *id, const char *text)
+{
+    return log_has("worker", id, text);
+}
+
+/* Whether worker arg (an id) was assigned all 12 partitions. */
 static bool owns_all(void *arg)
 {
-    (void)arg;
-    return worker_log_has("w3", ": 12 partitions from checkpoint");
+    return worker_log_has(arg, ": 12 partitions from checkpoint");
+}
+
+static bool coordinator_says(void *arg)
+{
+    return log_has("coordinator", "c1", arg);
 }
 
 /* The progress watchdog: a partition whose fetching stops silently (the test fault
@@ -590,7 +602,7 @@ static void test_progress_watchdog(void **state)
     /* the assignment settles (w3 owns all 12 partitions: no reassignment will restart the
      * stalled partition behind the watchdog's back), one record is committed, then the
      * rest: the second record stops its partition's fetching with others behind it */
-    if (!cdc_test_wait_for(owns_all, NULL, 60000))
+    if (!cdc_test_wait_for(owns_all, "w3", 60000))
         fail_msg("w3 was never assigned all 12 partitions");
     send_event("orders", 'c', 299, "\"customer\":\"wd\",\"note\":\"n\"", 9000, NULL, 1);
     flush();
@@ -614,12 +626,62 @@ static void test_progress_watchdog(void **state)
     json_decref(m);
 }
 
+/*
+ * The coordinator's progress check (docs/protocol.md): with the worker's own watchdog
+ * off, a partition whose fetching stopped silently is found from the checkpoints (its
+ * offset stays put with records behind it), logged, and the job recovers: every row
+ * arrives. Then a worker started without one of the tables is reported for the
+ * partitions it owns.
+ */
+static void test_coordinator_progress_check(void **state)
+{
+    static const char *const off[] = {"--log-level=debug", "--progress-timeout=0", NULL};
+    static const char *const dflt[] = {"--log-level=debug", NULL};
+    char missing[512];
+    (void)state;
+    cdc_test_kill(T.workers[2], SIGKILL, 2000);
+    T.workers[2] = 0;
+    setenv("CDC_WORKER_FAULT", "stall-fetch:2", 1);
+    T.workers[2] =
+        cdc_test_start_worker(&T.procs, "w4", "public.orders,public.poison,public.evolve", off);
+    unsetenv("CDC_WORKER_FAULT");
+    assert_true(T.workers[2] > 0);
+    if (!cdc_test_wait_for(owns_all, "w4", 60000))
+        fail_msg("w4 was never assigned all 12 partitions");
+    send_event("orders", 'c', 399, "\"customer\":\"cp\",\"note\":\"n\"", 19000, NULL, 1);
+    flush();
+    wait_rows("orders", 28 + 40 + 1, 90000);
+    for (long id = 400; id < 439; id++)
+        send_event("orders", 'c', id, "\"customer\":\"cp\",\"note\":\"n\"", 19000 + (uint64_t)id,
+                   NULL, 1);
+    flush();
+    wait_rows("orders", 28 + 80, 90000);
+    assert_true(worker_log_has("w4", "fault stall-fetch"));
+    assert_false(worker_log_has("w4", "fetching it again")); /* its watchdog is off */
+    assert_true(coordinator_says("made no progress for"));
+    assert_true(coordinator_says("records behind it"));
+    json_t *m = read_table("orders");
+    assert_int_equal(json_array_size(rows_of(m)), 28 + 80);
+    json_decref(m);
+
+    /* a worker without public.evolve */
+    T.workers[3] = cdc_test_start_worker(&T.procs, "w5", "public.orders,public.poison", dflt);
+    assert_true(T.workers[3] > 0);
+    /* (the log escapes the quotes around the topic) */
+    snprintf(missing, sizeof(missing), "does not consume topic \\\"%s.public.evolve\\\"", T.prefix);
+    if (!cdc_test_wait_for(coordinator_says, missing, 60000))
+        fail_msg("the coordinator did not report the partitions of w5 (no public.evolve)");
+    cdc_test_kill(T.workers[3], SIGTERM, 10000);
+    T.workers[3] = 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_duplicates_toast_dlq_add_column),
         cmocka_unit_test(test_restore_on_other_worker),
         cmocka_unit_test(test_progress_watchdog),
+        cmocka_unit_test(test_coordinator_progress_check),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

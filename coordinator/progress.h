@@ -1,0 +1,85 @@
+/*
+ * The coordinator's progress check (docs/protocol.md, "Progress check"): from what it
+ * already has, the completed checkpoints' offsets and the high watermarks the owners
+ * report with their acks, it finds the two ways a partition slot can stop moving while
+ * the job looks healthy:
+ *   - no progress: a topic partition with records behind its checkpointed offset whose
+ *     offset stays the same over at least `min_epochs` completed checkpoints spanning at
+ *     least `timeout_ms` (a consumer that silently stopped fetching, found also by the
+ *     worker's own watchdog; this one also covers a worker that cannot see it);
+ *   - missing topic: a topic that other slots carry but the slot's owner does not
+ *     consume at all (a worker started with a different table set than its peers).
+ * Checkpoints that do not complete are not progress the check can judge (a job-wide halt
+ * shows in /status.epochs instead): it only looks at completed ones. Pure logic; the
+ * caller passes the clock and reacts to the findings (log, metric, recovery).
+ */
+#ifndef CDC_COORDINATOR_PROGRESS_H
+#define CDC_COORDINATOR_PROGRESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "coordinator/assign.h"
+#include "coordinator/checkpoint.h"
+
+#define CDC_PROGRESS_TOPICS_MAX 16
+
+/* One source topic partition of a slot. */
+typedef struct cdc_progress_topic {
+    char topic[256];
+    int64_t high;       /* end of the topic partition, as the owner last reported (0 = unknown) */
+    int64_t stalled_ms; /* the owner's own watchdog: stalled this long (0 = not) */
+    int64_t offset;     /* checkpointed next offset (-1 = not in a checkpoint yet) */
+    int64_t since_ms;   /* when the offset last moved, or had nothing behind it */
+    uint64_t epochs;    /* checkpoints completed since then */
+    bool no_progress;   /* flagged by the check */
+} cdc_progress_topic_t;
+
+typedef struct cdc_progress_slot {
+    cdc_progress_topic_t t[CDC_PROGRESS_TOPICS_MAX];
+    int n;
+    char missing[256]; /* a topic the owner does not consume ("" = none) */
+} cdc_progress_slot_t;
+
+typedef struct cdc_progress {
+    int64_t timeout_ms; /* 0 = the no-progress check is off */
+    int min_epochs;
+    cdc_progress_slot_t slot[CDC_PARTITIONS];
+} cdc_progress_t;
+
+/* A finding, new in this checkpoint. */
+typedef enum cdc_progress_kind {
+    CDC_PROGRESS_NO_PROGRESS = 1,
+    CDC_PROGRESS_MISSING_TOPIC,
+} cdc_progress_kind_t;
+
+typedef struct cdc_progress_finding {
+    cdc_progress_kind_t kind;
+    uint32_t partition;
+    const char *topic; /* points into the cdc_progress_t */
+    int64_t offset;    /* no progress: the offset it stays at */
+    int64_t behind;    /* no progress: records behind it */
+    int64_t for_ms;    /* no progress: since how long */
+} cdc_progress_finding_t;
+
+void cdc_progress_init(cdc_progress_t *p, int64_t timeout_ms, int min_epochs);
+
+/* Forgets everything (a new term or assignment: new owners start their clocks afresh). */
+void cdc_progress_reset(cdc_progress_t *p);
+
+/* Notes what slot `partition`'s owner reported for topic with an ack. */
+void cdc_progress_note_high(cdc_progress_t *p, uint32_t partition, const char *topic, int64_t high,
+                            int64_t stalled_ms);
+
+/*
+ * Judges a completed checkpoint at now_ms. Writes the new findings (a slot already
+ * flagged is not reported again until it recovered) to out, at most max; returns how
+ * many.
+ */
+int cdc_progress_checkpoint(cdc_progress_t *p, const cdc_checkpoint_t *ck, int64_t now_ms,
+                            cdc_progress_finding_t *out, int max);
+
+/* Slots flagged now, either way (for a gauge). */
+int cdc_progress_flagged(const cdc_progress_t *p);
+
+#endif
