@@ -210,7 +210,8 @@ pipeline_procs_up() {
 
 # pipeline_down [purge]: stops everything; with purge also deletes $CHAOS_DIR and the
 # PostgreSQL data directory the harness may keep outside it.
-# pipeline_start_worker <i>: starts worker-<i> (id <i>), behind proxy-<i> with CHAOS_PROXY=1.
+# pipeline_start_worker <i>: starts worker-<i> (id <i>), behind proxy-<i> with CHAOS_PROXY=1,
+# with the extra options in CHAOS_WORKER_ARGS (split on spaces).
 pipeline_start_worker() {
     local i=$1 http coord=()
     if [ "${CHAOS_PROXY:-0}" = 1 ]; then
@@ -226,7 +227,7 @@ pipeline_start_worker() {
     proc_start "worker-$i" "$CHAOS_BUILD/cdc-worker" --id "$i" --job "$CDC_JOB" \
         --etcd "$CDC_TEST_ETCD" "${coord[@]}" --kafka "$CDC_TEST_KAFKA" \
         --tables "$CHAOS_TABLES" --warehouse "$CHAOS_DIR/warehouse" \
-        --state-dir "$CHAOS_DIR/state/worker-$i" --http "127.0.0.1:$http"
+        --state-dir "$CHAOS_DIR/state/worker-$i" --http "127.0.0.1:$http" ${CHAOS_WORKER_ARGS:-}
     echo "127.0.0.1:$http" >"$CHAOS_DIR/procs/worker-$i.http"
 }
 

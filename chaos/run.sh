@@ -19,6 +19,8 @@ export CHAOS_DIR=${CHAOS_DIR:-$PWD/.run/chaos}
 . chaos/scenarios.sh
 
 DURATION=${DURATION:-300}
+# Small epochs' memory, so that a backlog pauses fetching (backlog-uncompressed).
+export CHAOS_WORKER_ARGS=${CHAOS_WORKER_ARGS---max-staged-bytes=2MiB}
 LOAD_RATE=${LOAD_RATE:-300}
 CATCHUP=${CATCHUP:-90}
 read -r -a scenarios <<<"${SCENARIOS:-${CHAOS_SCENARIOS[*]}}"
