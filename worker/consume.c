@@ -691,6 +691,23 @@ static void restart_failed(cdc_worker_t *w)
 }
 
 /*
+ * The first record of a partition read from the beginning (nothing of it checkpointed
+ * yet) is past offset 0: offsets 0 to first-1 are not in Kafka any more. The broker
+ * deleted them before this job read them (retention; the development broker keeps only
+ * 5 MiB per partition, see docs/worker.md, Known issues) or compaction did. A logical
+ * start offset follows the log start without an error, and neither the lag nor the
+ * progress watchdog can see records below it: this is their only trace.
+ */
+static void note_missing_start(cdc_worker_t *w, const cdc_kafka_msg_t *m)
+{
+    cdc_metrics_counter_add(w->m_missing, (double)m->offset);
+    cdc_log_warn("partition %d topic \"%s\": read from the beginning, its first record is at "
+                 "offset %" PRId64 ": offsets 0 to %" PRId64
+                 " are not in Kafka (deleted before they were read)",
+                 m->partition, m->topic, m->offset, m->offset - 1);
+}
+
+/*
  * Testing only: with CDC_WORKER_FAULT=stall-fetch[:N] in the environment, the partition
  * of the N-th record processed (default 1; or the first after it with more records of its
  * partition in the batch) stops fetching after it, silently, once, the rest of the batch
@@ -752,6 +769,8 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
         s = &w->slots[m->partition];
         if (!s->owned || (s->next_offset[ti] >= 0 && m->offset < s->next_offset[ti]))
             continue; /* stale fetch from before a seek */
+        if (s->next_offset[ti] == CDC_KAFKA_OFFSET_BEGINNING && m->offset > 0)
+            note_missing_start(w, m);
         prc = process(w, s, ti, m, e);
         if (prc == CDC_OK && fault_stall(w, msgs, i, n)) {
             for (size_t k = i + 1; k < n; k++) /* dropped, like a fetch that stopped */

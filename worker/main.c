@@ -164,6 +164,12 @@ int main(int argc, char **argv)
         "Progress watchdog: partitions found behind their high watermark without progress "
         "for --progress-timeout (each then fetched again).",
         NULL);
+    w.m_missing = cdc_metrics_counter(
+        w.metrics, "cdc_worker_missing_offsets_total",
+        "Offsets not in Kafka below the first record of a partition read from the beginning "
+        "(deleted by retention or compaction before they were read), added at each such "
+        "start.",
+        NULL);
     w.m_stalled = cdc_metrics_gauge(w.metrics, "cdc_worker_stalled_partitions",
                                     "Progress watchdog: topic partitions stalled now.", NULL);
     w.m_ckpt_bytes = cdc_metrics_counter(w.metrics, "cdc_worker_checkpoint_uploaded_bytes_total",

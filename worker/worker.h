@@ -155,6 +155,7 @@ typedef struct cdc_worker {
     cdc_counter_t *m_tombstones, *m_ckpt_bytes, *m_epochs, *m_aborts, *m_rejected;
     cdc_counter_t *m_fetch_restarts; /* partitions assigned again after fetching stopped */
     cdc_counter_t *m_stalls;         /* progress watchdog: stalls detected */
+    cdc_counter_t *m_missing;        /* offsets below a partition's first record, from 0 */
     cdc_gauge_t *m_stalled;          /* progress watchdog: partitions stalled now */
     cdc_histogram_t *m_stage_seconds, *m_ckpt_seconds;
 

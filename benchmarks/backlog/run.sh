@@ -39,6 +39,24 @@ now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", b - a }'; }
 rate() { awk -v n="$1" -v s="$2" 'BEGIN { if (s <= 0) print 0; else printf "%.0f\n", n / s }'; }
 
+# Not drained: per partition of the transactions topic, the broker's log start and end
+# (kcat) and the offset the leader's /status has checkpointed. A log start above 0 means
+# the broker deleted records; kafka-dev (librdkafka's mock cluster) keeps only 5 MiB per
+# partition (docs/worker.md, Known issues).
+backlog_diagnose() {
+    local t=cdc.public.transactions p lo last st
+    command -v kcat >/dev/null || return 0
+    st=$(chaos_status 2>/dev/null) || st='{}'
+    for ((p = 0; p < ${CDC_TEST_KAFKA_PARTITIONS:-12}; p++)); do
+        lo=$(timeout 20 kcat -C -q -b "$CDC_TEST_KAFKA" -t $t -p $p -o beginning -c 1 -e -f '%o\n' 2>/dev/null)
+        last=$(timeout 20 kcat -C -q -b "$CDC_TEST_KAFKA" -t $t -p $p -o -1 -c 1 -e -f '%o\n' 2>/dev/null)
+        bench_log "partition $p: broker log ${lo:-?}..$((${last:--1} + 1)), checkpointed" \
+            "$(jq -r --arg t $t --argjson p $p \
+                '[.assignment[]? | select(.partition == $p) | .offsets[$t]] | .[0] // "?"' \
+                <<<"$st")"
+    done
+}
+
 pipeline_servers_up >"$BENCH_WORK/setup.log" 2>&1 || exit 1
 ins=$((N / 2))
 upd=$((N * 3 / 10))
@@ -97,11 +115,13 @@ pipeline_procs_up >>"$BENCH_WORK/setup.log" 2>&1 || {
     exit 1
 }
 t_up=$(now)
+# the capture that streams the slot (the other is a standby)
+cap_http=$(cat "$CHAOS_DIR/procs/$(chaos_active_capture).http")
 cap_s=""
 deadline=$((SECONDS + TIMEOUT))
 while :; do
     if [ -z "$cap_s" ]; then
-        ev=$(curl -fsS --max-time 1 "http://$(cat "$CHAOS_DIR/procs/capture.http")/metrics" 2>/dev/null |
+        ev=$(curl -fsS --max-time 1 "http://$cap_http/metrics" 2>/dev/null |
             awk '/^cdc_capture_events_total/ { s += $NF } END { printf "%.0f\n", s + 0 }')
         [ "${ev:-0}" -ge "$N" ] && cap_s=$(elapsed "$t0" "$(now)")
     fi
@@ -109,6 +129,7 @@ while :; do
     [ "$got" -ge "$N" ] && break
     if [ "$SECONDS" -ge "$deadline" ]; then
         bench_log "not drained after ${TIMEOUT}s: $got of $N changes in the changelog"
+        backlog_diagnose
         exit 1
     fi
     sleep 0.25
