@@ -8,16 +8,26 @@
 #   2. the local pipeline (chaos/lib.sh: capture, 2 coordinators, 3 workers) starts and
 #      drains the backlog; the clock runs from before the processes start until the
 #      changelog table's committed snapshot holds every change (startup included), and
-#      the capture's rate until its cdc_capture_events_total reaches the backlog.
+#      the capture's rate until its cdc_capture_events_total reaches the backlog;
+#   3. uncompressed topics: the captures stop, BACKLOG_NONE_CHANGES (default 100,000)
+#      more changes are written, and the captures come back with
+#      --kafka-compression=none (the workers keep running); the clock runs from the
+#      captures' restart until the changelog holds those changes too. The development
+#      broker keeps 5 MiB per partition (docs/worker.md, Known issues): an uncompressed
+#      backlog above about 150,000 changes loses its oldest records there, hence the
+#      smaller default.
 # Figures: backlog_recvlogical_changes_per_s, backlog_capture_changes_per_s and
-# backlog_e2e_changes_per_s (ratios vs pg_recvlogical), backlog_e2e_seconds.
-# Knobs: BACKLOG_CHANGES, BACKLOG_TIMEOUT (seconds, default 900), BACKLOG_WORKERS (3).
+# backlog_e2e_changes_per_s (ratios vs pg_recvlogical), backlog_e2e_seconds,
+# backlog_none_e2e_changes_per_s (ratio vs pg_recvlogical), backlog_none_e2e_seconds.
+# Knobs: BACKLOG_CHANGES, BACKLOG_NONE_CHANGES (0 = skip phase 3), BACKLOG_TIMEOUT
+# (seconds per drain, default 900), BACKLOG_WORKERS (3).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=benchmarks/lib.sh
 . benchmarks/lib.sh
 
 N=${BACKLOG_CHANGES:-1000000}
+N2=${BACKLOG_NONE_CHANGES:-100000}
 TIMEOUT=${BACKLOG_TIMEOUT:-900}
 BENCH_WORK=$(mktemp -d "${TMPDIR:-/tmp}/cdc-bench-backlog.XXXXXX")
 export BENCH_WORK CHAOS_DIR=$BENCH_WORK/run CHAOS_WORKERS=${BACKLOG_WORKERS:-3} CDC_JOB=bench
@@ -58,10 +68,40 @@ backlog_diagnose() {
 }
 
 pipeline_servers_up >"$BENCH_WORK/setup.log" 2>&1 || exit 1
-ins=$((N / 2))
-upd=$((N * 3 / 10))
-del=$((N - ins - upd))
-bench_log "building a backlog of $N changes ($ins inserts, $upd updates, $del deletes)"
+# write_backlog <changes> <first key - 1>: half inserts, 30% updates, 20% deletes of
+# keys base+1.., 1000 per transaction.
+write_backlog() {
+    local n=$1 base=$2 ins upd del
+    ins=$((n / 2))
+    upd=$((n * 3 / 10))
+    del=$((n - ins - upd))
+    bench_log "building a backlog of $n changes ($ins inserts, $upd updates, $del deletes)"
+    bench_psql <<EOF
+DO \$\$
+DECLARE
+    b int := 1000;
+BEGIN
+    FOR i IN 0 .. ($ins - 1) / b LOOP
+        INSERT INTO public.transactions (entity_id, account, amount, status, note, updated_at)
+        SELECT $base + g, 'acct-' || (g % 997), (g % 100000) / 100.0, 'new', 'backlog row ' || g, clock_timestamp()
+        FROM generate_series(i * b + 1, least((i + 1) * b, $ins)) g;
+        COMMIT;
+    END LOOP;
+    FOR i IN 0 .. ($upd - 1) / b LOOP
+        UPDATE public.transactions SET amount = amount + 1, status = 'update', updated_at = clock_timestamp()
+        WHERE entity_id BETWEEN $base + i * b + 1 AND $base + least((i + 1) * b, $upd);
+        COMMIT;
+    END LOOP;
+    FOR i IN 0 .. ($del - 1) / b LOOP
+        DELETE FROM public.transactions
+        WHERE entity_id BETWEEN $base + $ins - $del + i * b + 1 AND $base + least($ins - $del + (i + 1) * b, $ins);
+        COMMIT;
+    END LOOP;
+END
+\$\$;
+EOF
+}
+
 bench_psql >/dev/null <<EOF || exit 1
 ALTER TABLE public.transactions DISABLE TRIGGER transactions_audit;
 CREATE PUBLICATION cdc_pub FOR TABLE public.transactions, public.accounts;
@@ -70,30 +110,7 @@ SELECT 'slot' FROM pg_create_logical_replication_slot('cdc_slot', 'pgoutput');
 SELECT 'slot' FROM pg_create_logical_replication_slot('bench_recv', 'pgoutput');
 EOF
 t0=$(now)
-bench_psql <<EOF || exit 1
-DO \$\$
-DECLARE
-    b int := 1000;
-BEGIN
-    FOR i IN 0 .. ($ins - 1) / b LOOP
-        INSERT INTO public.transactions (entity_id, account, amount, status, note, updated_at)
-        SELECT g, 'acct-' || (g % 997), (g % 100000) / 100.0, 'new', 'backlog row ' || g, clock_timestamp()
-        FROM generate_series(i * b + 1, least((i + 1) * b, $ins)) g;
-        COMMIT;
-    END LOOP;
-    FOR i IN 0 .. ($upd - 1) / b LOOP
-        UPDATE public.transactions SET amount = amount + 1, status = 'update', updated_at = clock_timestamp()
-        WHERE entity_id BETWEEN i * b + 1 AND least((i + 1) * b, $upd);
-        COMMIT;
-    END LOOP;
-    FOR i IN 0 .. ($del - 1) / b LOOP
-        DELETE FROM public.transactions
-        WHERE entity_id BETWEEN $ins - $del + i * b + 1 AND least($ins - $del + (i + 1) * b, $ins);
-        COMMIT;
-    END LOOP;
-END
-\$\$;
-EOF
+write_backlog "$N" 0 || exit 1
 end_lsn=$(bench_psql -c "SELECT pg_current_wal_lsn()")
 bench_log "backlog written in $(elapsed "$t0" "$(now)") s; end LSN $end_lsn"
 
@@ -139,6 +156,35 @@ e2e_cps=$(rate "$N" "$e2e_s")
 bench_log "pipeline: started in $(elapsed "$t0" "$t_up") s; capture done after ${cap_s:-?} s;" \
     "all $N changes committed to Iceberg after $e2e_s s ($e2e_cps/s)"
 
+# 3. uncompressed topics
+if [ "$N2" -gt 0 ]; then
+    for c in $(chaos_targets capture); do proc_signal "$c" TERM; done
+    for c in $(chaos_targets capture); do
+        chaos_wait 15 "$c to stop" bash -c "! kill -0 $(proc_pid "$c") 2>/dev/null"
+    done
+    write_backlog "$N2" 100000000 >/dev/null || exit 1
+    t2=$(now)
+    export CDC_KAFKA_COMPRESSION=none
+    for c in $(chaos_targets capture); do proc_restart "$c"; done
+    unset CDC_KAFKA_COMPRESSION
+    deadline=$((SECONDS + TIMEOUT))
+    while :; do
+        got=$(bench_changelog_records "$CHAOS_NAMESPACE/transactions_changelog")
+        [ "$got" -ge $((N + N2)) ] && break
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            bench_log "uncompressed: not drained after ${TIMEOUT}s: $((got - N)) of $N2 changes" \
+                "in the changelog"
+            backlog_diagnose
+            exit 1
+        fi
+        sleep 0.25
+    done
+    none_s=$(elapsed "$t2" "$(now)")
+    none_cps=$(rate "$N2" "$none_s")
+    bench_log "uncompressed: all $N2 changes committed $none_s s after the captures restarted" \
+        "($none_cps/s)"
+fi
+
 bench_line backlog_changes "$N" changes
 bench_line backlog_recvlogical_changes_per_s "$recv_cps" changes/s
 if [ -n "$cap_s" ]; then
@@ -149,6 +195,12 @@ fi
 bench_line backlog_e2e_changes_per_s "$e2e_cps" changes/s "$recv_cps" \
     "$(bench_div "$e2e_cps" "$recv_cps")" pg_recvlogical
 bench_line backlog_e2e_seconds "$e2e_s" s
+if [ "$N2" -gt 0 ]; then
+    bench_line backlog_none_changes "$N2" changes
+    bench_line backlog_none_e2e_changes_per_s "$none_cps" changes/s "$recv_cps" \
+        "$(bench_div "$none_cps" "$recv_cps")" pg_recvlogical
+    bench_line backlog_none_e2e_seconds "$none_s" s
+fi
 # other jobs on the machine skew both sides: the 1-minute load average when each began
 bench_line backlog_machine_load1_recvlogical "$load_recv" load
 bench_line backlog_machine_load1_drain "$load_drain" load
