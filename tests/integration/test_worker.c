@@ -761,6 +761,77 @@ static void test_missing_start_logged(void **state)
                  (long long)(low - 1), T.dir);
 }
 
+/* Distinct subjects (the message up to text) of the lines of worker id's log holding
+ * text, e.g. the partitions logged as "partition N topic \"T\": <text>". */
+static int log_distinct(const char *id, const char *text)
+{
+    char path[1024], line[4096], seen[256][300];
+    int n = 0;
+    cdc_test_log_path(&T.procs, "worker", id, path, sizeof(path));
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL && n < 256) {
+        char *m = strstr(line, "msg=\""), *end = strstr(line, text);
+        if (m == NULL || end == NULL || end < m)
+            continue;
+        m += 5;
+        int len = (int)(end - m) < 299 ? (int)(end - m) : 299;
+        bool dup = false;
+        for (int i = 0; i < n && !dup; i++)
+            dup = strncmp(seen[i], m, (size_t)len) == 0 && seen[i][len] == '\0';
+        if (!dup) {
+            memcpy(seen[n], m, (size_t)len);
+            seen[n++][len] = '\0';
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+/*
+ * Every partition whose fetching stopped on an error is started again, however many
+ * stop at once, data and schema topic alike: a new job (no checkpoint: every partition
+ * is read from the beginning) starts while the development broker fails the next
+ * ListOffsets requests, each of which covers many partitions; the worker must restart
+ * well over 16 partitions and the job's tables must end up with every row.
+ */
+static void test_many_failed_partitions(void **state)
+{
+    char job[96], wh[600], reply[256];
+    (void)state;
+    snprintf(job, sizeof(job), "%s-f", T.job);
+    snprintf(wh, sizeof(wh), "%s/warehouse-f", T.dir);
+    cdc_test_job_t fj = {.dir = T.dir, .name = job, .warehouse = wh, .topic_prefix = T.prefix};
+    json_t *src = read_table("orders");
+    size_t want = json_array_size(rows_of(src));
+    json_decref(src);
+    assert_true(want > 0);
+
+    pid_t coord = cdc_test_start_coordinator(&fj, "cf", COORD_OPTS);
+    assert_true(coord > 0);
+    /* (each lookup request covers the partitions led by one broker) */
+    assert_true(cdc_test_kafka_ctl("ERRORS 2 40 UNKNOWN", reply, sizeof(reply)));
+    pid_t worker =
+        cdc_test_start_worker(&fj, "f1", "public.orders,public.poison,public.evolve", NULL);
+    assert_true(worker > 0);
+    want_t w = {"orders", want, wh};
+    bool arrived = cdc_test_wait_for(have_rows, &w, 90000);
+    int restarted = log_distinct("f1", ": fetching had stopped; assigned again");
+    int schema = log_distinct("f1", ": fetching had stopped on an error; assigned again");
+    cdc_test_kill(worker, SIGTERM, 5000);
+    cdc_test_kill(coord, SIGTERM, 5000);
+    assert_true(cdc_test_kafka_ctl("ERRORS CLEAR 2", reply, sizeof(reply)));
+    if (!arrived)
+        fail_msg("the new job's orders table did not reach %zu rows (logs in %s)", want, T.dir);
+    if (restarted <= 16)
+        fail_msg("%d data partitions restarted after failed lookups, expected more than 16 "
+                 "(logs in %s)",
+                 restarted, T.dir);
+    if (schema < 1)
+        fail_msg("the schema topic's failed partition was not restarted (logs in %s)", T.dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -769,6 +840,7 @@ int main(void)
         cmocka_unit_test(test_progress_watchdog),
         cmocka_unit_test(test_coordinator_progress_check),
         cmocka_unit_test(test_missing_start_logged),
+        cmocka_unit_test(test_many_failed_partitions),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
