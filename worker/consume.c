@@ -490,12 +490,39 @@ static int64_t header_version(const void *arg)
     return *end == '\0' && v > 0 ? v : -1;
 }
 
+typedef struct topic_ref {
+    cdc_worker_t *w;
+    int ti;
+} topic_ref_t;
+
+/* The partition count of topic ti, asked from the broker once (decode input callback). */
+static int32_t topic_partitions(const void *arg)
+{
+    const topic_ref_t *r = arg;
+    cdc_worker_t *w = r->w;
+    int32_t n = 0;
+    cdc_error_t e;
+    if (r->ti < 0 || (size_t)r->ti >= w->ntopics)
+        return 0;
+    if (w->topic_parts[r->ti] > 0)
+        return w->topic_parts[r->ti];
+    if (cdc_kafka_consumer_partitions(w->consumer, w->topics[r->ti], &n, 5000, &e) != CDC_OK) {
+        cdc_log_warn("topic \"%s\": could not read its partition count: %s", w->topics[r->ti],
+                     e.msg);
+        return 0;
+    }
+    w->topic_parts[r->ti] = n;
+    return n;
+}
+
 /* Processes one message; CDC_OK unless an internal/transient failure stops the batch. */
 static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka_msg_t *m,
                          cdc_error_t *e)
 {
-    cdc_decode_input_t in = {m->topic, m->partition, m->offset, m->key,         m->key_len,
-                             m->value, m->value_len, -1,        header_version, m};
+    topic_ref_t tref = {w, ti};
+    cdc_decode_input_t in = {m->topic,         m->partition, m->offset, m->key,         m->key_len,
+                             m->value,         m->value_len, -1,        header_version, m,
+                             topic_partitions, &tref};
     cdc_change_t c;
     cdc_decode_error_t de;
     cdc_err_t rc;

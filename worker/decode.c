@@ -1593,11 +1593,25 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
         }
     }
     if (strcmp(op, "t") == 0 && (flattened || version < 0)) {
-        /* Only cdc-capture writes a truncate to every partition (docs/events.md); from
-         * Debezium it sits in one partition and cannot be applied per slot. */
-        fail(de, CDC_DLQ_UNKNOWN_OP, "%s",
-             "truncate events are applied only from cdc-capture (with a schema version)");
-        goto done;
+        /* cdc-capture writes a truncate to every partition (docs/events.md), in order with
+         * each partition's rows. Debezium writes one event, without a key, to one
+         * partition: in order with every row only when the topic has one partition
+         * (docs/worker.md, "Truncate"). */
+        int32_t parts = in->topic_partitions ? in->topic_partitions(in->topic_arg) : 0;
+        if (parts != 1) {
+            de->cls = CDC_DLQ_UNORDERED_TRUNCATE;
+            if (parts > 1)
+                snprintf(de->msg, sizeof(de->msg),
+                         "truncate event in partition %d of topic \"%s\", which has %d "
+                         "partitions: unordered with the rows of the others, it cannot be "
+                         "applied",
+                         (int)in->partition, in->topic, (int)parts);
+            else
+                snprintf(de->msg, sizeof(de->msg),
+                         "truncate event of topic \"%s\", whose partition count is unknown",
+                         in->topic);
+            goto done;
+        }
     }
     if (strlen(op) != 1 || strchr("curdt", op[0]) == NULL) {
         fail(de, CDC_DLQ_UNKNOWN_OP, "unknown op \"%.20s\"", op);

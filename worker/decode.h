@@ -143,6 +143,11 @@ typedef struct cdc_decode_input {
     int64_t schema_version;
     int64_t (*header_version)(const void *arg); /* optional; -1 when absent */
     const void *header_arg;
+    /* The topic's partition count (optional; <= 0 when unknown), asked only for a
+     * truncate that is not the capture's: one that sits in a single partition can be
+     * applied only when that is the topic's only partition. */
+    int32_t (*topic_partitions)(const void *arg);
+    const void *topic_arg;
 } cdc_decode_input_t;
 
 typedef struct cdc_catalog cdc_catalog_t;

@@ -99,6 +99,7 @@ typedef struct cdc_worker {
     uint64_t incarnation;
     char *topics[CDC_WORKER_MAX_TOPICS];
     size_t ntopics;
+    int32_t topic_parts[CDC_WORKER_MAX_TOPICS]; /* partition counts, 0 until asked */
     char schema_topic[256];
 
     /* coordinator session */

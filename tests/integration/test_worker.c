@@ -832,6 +832,91 @@ static void test_many_failed_partitions(void **state)
         fail_msg("the schema topic's failed partition was not restarted (logs in %s)", T.dir);
 }
 
+/* A Debezium change event (Connect envelope with its schema) of public.dbz. */
+static void dbz_event(char op, long id, const char *name, uint64_t lsn)
+{
+    char v[2048], key[64];
+    static const char *row = "{\"type\":\"struct\",\"optional\":true,\"field\":\"%s\",\"fields\":["
+                             "{\"type\":\"int32\",\"optional\":false,\"field\":\"id\"},"
+                             "{\"type\":\"string\",\"optional\":true,\"field\":\"name\"}]}";
+    char before[400], after[400], img[200];
+    snprintf(before, sizeof(before), row, "before");
+    snprintf(after, sizeof(after), row, "after");
+    if (op == 't')
+        snprintf(img, sizeof(img), "\"before\":null,\"after\":null");
+    else
+        snprintf(img, sizeof(img), "\"before\":null,\"after\":{\"id\":%ld,\"name\":\"%s\"}", id,
+                 name);
+    snprintf(v, sizeof(v),
+             "{\"schema\":{\"type\":\"struct\",\"optional\":false,\"fields\":[%s,%s,"
+             "{\"type\":\"struct\",\"optional\":false,\"field\":\"source\",\"fields\":["
+             "{\"type\":\"string\",\"optional\":false,\"field\":\"schema\"},"
+             "{\"type\":\"string\",\"optional\":false,\"field\":\"table\"},"
+             "{\"type\":\"int64\",\"optional\":true,\"field\":\"txId\"},"
+             "{\"type\":\"int64\",\"optional\":true,\"field\":\"lsn\"}]},"
+             "{\"type\":\"string\",\"optional\":false,\"field\":\"op\"}]},"
+             "\"payload\":{%s,\"source\":{\"connector\":\"postgresql\",\"schema\":\"public\","
+             "\"table\":\"dbz\",\"txId\":%llu,\"lsn\":%llu,\"ts_ms\":1700000000000},"
+             "\"op\":\"%c\",\"ts_ms\":1700000000000}}",
+             before, after, img, (unsigned long long)lsn, (unsigned long long)lsn, op);
+    snprintf(key, sizeof(key), "{\"id\":%ld}", id);
+    produce("dbz", op == 't' ? NULL : key, v, 0);
+}
+
+/*
+ * Debezium's truncate (one event, no key, no schema version) on a topic of one partition,
+ * as Debezium's topics usually are, is applied as a truncate: the rows before it leave the
+ * mirror, the changelog keeps them and gets the truncate once, the rows after it stay.
+ */
+static void test_debezium_truncate(void **state)
+{
+    char job[96], wh[600], topic[256];
+    cdc_error_t e;
+    (void)state;
+    snprintf(job, sizeof(job), "%s-d", T.job);
+    snprintf(wh, sizeof(wh), "%s/warehouse-d", T.dir);
+    cdc_test_job_t dj = {.dir = T.dir, .name = job, .warehouse = wh, .topic_prefix = T.prefix};
+    snprintf(topic, sizeof(topic), "%s.public.dbz", T.prefix);
+    cdc_kafka_topic_spec_t spec = {topic, 1, -1, false};
+    assert_int_equal(cdc_kafka_ensure_topic(T.env->kafka, NULL, &spec, 10000, &e), CDC_OK);
+    for (long id = 1; id <= 5; id++)
+        dbz_event('c', id, "before", 100 + (uint64_t)id);
+    dbz_event('t', 0, NULL, 200);
+    for (long id = 5; id <= 7; id++)
+        dbz_event('c', id, "after", 300 + (uint64_t)id);
+    flush();
+
+    pid_t coord = cdc_test_start_coordinator(&dj, "cd", COORD_OPTS);
+    assert_true(coord > 0);
+    pid_t worker = cdc_test_start_worker(&dj, "d1", "public.dbz", NULL);
+    assert_true(worker > 0);
+    want_t w = {"dbz_changelog", 9, wh};
+    bool arrived = cdc_test_wait_for(have_rows, &w, 90000);
+    json_t *m = read_table_in(wh, "dbz"), *cl = read_table_in(wh, "dbz_changelog");
+    cdc_test_kill(worker, SIGTERM, 5000);
+    cdc_test_kill(coord, SIGTERM, 5000);
+    if (!arrived)
+        fail_msg("dbz_changelog: %zu rows, expected 9 (logs in %s)", json_array_size(rows_of(cl)),
+                 T.dir);
+    /* the mirror: ids 5, 6, 7 of after the truncate */
+    assert_int_equal(json_array_size(rows_of(m)), 3);
+    for (long id = 5; id <= 7; id++) {
+        json_t *r = row_by_id(rows_of(m), id);
+        assert_non_null(r);
+        assert_string_equal(json_string_value(json_object_get(r, "name")), "after");
+    }
+    /* the changelog: 5 inserts, the truncate once, 3 inserts */
+    size_t truncates = 0;
+    for (size_t i = 0; i < json_array_size(rows_of(cl)); i++) {
+        const char *op = json_string_value(json_object_get(json_array_get(rows_of(cl), i), "_op"));
+        truncates += op != NULL && strcmp(op, "t") == 0;
+    }
+    assert_int_equal(truncates, 1);
+    assert_int_equal(json_array_size(rows_of(cl)), 9);
+    json_decref(m);
+    json_decref(cl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -841,6 +926,7 @@ int main(void)
         cmocka_unit_test(test_coordinator_progress_check),
         cmocka_unit_test(test_missing_start_logged),
         cmocka_unit_test(test_many_failed_partitions),
+        cmocka_unit_test(test_debezium_truncate),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -245,6 +245,45 @@ static void expect_dlq(cdc_catalog_t *cat, const char *value, int64_t version, c
     assert_null(c.entity);
 }
 
+static int32_t parts_of(const void *arg)
+{
+    return *(const int32_t *)arg;
+}
+
+/* Debezium's truncate (one event, no key, in one partition; no schema version) is applied
+ * when the topic has a single partition, and dead-lettered as unordered_truncate when it
+ * has several. */
+static void test_debezium_truncate(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = fixture_catalog(TOPIC, 2);
+    const char *v = "{\"before\":null,\"after\":null,\"op\":\"t\",\"ts_ms\":1700000000000,"
+                    "\"source\":{\"connector\":\"postgresql\",\"schema\":\"public\","
+                    "\"table\":\"orders\",\"lsn\":5000,\"txId\":9,\"ts_ms\":1700000000000}}";
+    int32_t one = 1, twelve = 12;
+    cdc_decode_input_t in = {TOPIC, 0, 7, NULL, 0, v, strlen(v), -1, NULL, NULL, parts_of, &one};
+    cdc_change_t c;
+    cdc_decode_error_t de;
+
+    assert_int_equal(cdc_decode(cat, NULL, &in, &c, &de), CDC_OK);
+    assert_int_equal(c.op, CDC_OP_TRUNCATE);
+    assert_int_equal(c.lsn, 5000);
+    assert_int_equal(c.commit_lsn, 5000);
+    assert_int_equal(c.tx_id, 9);
+    assert_int_equal(c.entity_len, strlen("public.orders") + 1);
+    assert_memory_equal(c.entity, "public.orders", c.entity_len);
+    cdc_change_clear(&c);
+
+    in.topic_arg = &twelve;
+    in.partition = 5;
+    assert_int_equal(cdc_decode(cat, NULL, &in, &c, &de), CDC_ERR_INVALID);
+    assert_int_equal(de.cls, CDC_DLQ_UNORDERED_TRUNCATE);
+    assert_non_null(strstr(de.msg, "partition 5"));
+    assert_non_null(strstr(de.msg, "12 partitions"));
+    assert_string_equal(cdc_dlq_class_name(de.cls), "unordered_truncate");
+    cdc_catalog_free(cat);
+}
+
 static void test_dlq_classes(void **state)
 {
     (void)state;
@@ -257,8 +296,9 @@ static void test_dlq_classes(void **state)
                CDC_DLQ_TYPE_MISMATCH); /* key declared not null */
     expect_dlq(cat, "{\"op\":\"x\",\"after\":{\"id\":1},\"source\":{\"lsn\":1}}", 1,
                CDC_DLQ_UNKNOWN_OP);
-    /* a truncate without the cdc.schema header (Debezium: in one partition only) */
-    expect_dlq(cat, "{\"op\":\"t\",\"source\":{\"lsn\":1}}", -1, CDC_DLQ_UNKNOWN_OP);
+    /* a truncate without the cdc.schema header (Debezium: in one partition only) on a
+     * topic whose partition count is unknown */
+    expect_dlq(cat, "{\"op\":\"t\",\"source\":{\"lsn\":1}}", -1, CDC_DLQ_UNORDERED_TRUNCATE);
     {
         /* from the capture (header version): applied; entity = the table identity */
         cdc_change_t c;
@@ -390,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_generic_schema),
         cmocka_unit_test(test_tombstone),
         cmocka_unit_test(test_dlq_classes),
+        cmocka_unit_test(test_debezium_truncate),
         cmocka_unit_test(test_row_image_roundtrip),
         cmocka_unit_test(test_schema_version_source),
     };
