@@ -3,7 +3,7 @@
 #   benchmarks/run.sh all       every benchmarks/<name>/run.sh, in name order
 #   benchmarks/run.sh <name>    one benchmark (make bench-<name>)
 # Each benchmark prints `BENCH <name> <value> <unit> [baseline=<v> ratio=<r>]` lines
-# (DESIGN.md section 7); they are merged into benchmarks/results/latest.json and the
+# (docs/design.md, "Contracts"); they are merged into benchmarks/results/latest.json and the
 # table benchmarks/results/latest.md is regenerated from it.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1

@@ -1,5 +1,5 @@
 /*
- * The Iceberg commit of a recorded checkpoint (DESIGN.md section 3, step 5): for every
+ * The Iceberg commit of a recorded checkpoint (docs/design.md, "The epoch protocol", step 4): for every
  * table the epoch touched, first the schema updates the workers reported (a table is
  * created on first use), then one snapshot holding the epoch's data and equality-delete
  * files with the summary properties cdc.job, cdc.checkpoint-id, cdc.offsets and

@@ -1,11 +1,11 @@
 /*
- * The epoch state machine of one assignment generation (DESIGN.md section 3, steps 2-4
- * and 6). It hands out epoch ids for barriers, collects acks, and declares an epoch
- * complete only when the acked partition ids form the SET of all 12 slots, each acked by
- * the worker that owns it in this generation. Acks from another term or generation, for
- * unknown epochs, for slots the sender does not own, or repeating a slot are rejected
- * whole, so a zombie worker's files never enter a checkpoint. Completed epochs leave in
- * epoch order. Pure logic over the protocol types; the caller passes the clock.
+ * The epoch state machine of one assignment generation (docs/design.md, "The epoch
+ * protocol", steps 1-3 and 5). It hands out epoch ids for barriers, collects acks, and declares an
+ * epoch complete only when the acked partition ids form the SET of all 12 slots, each acked by the
+ * worker that owns it in this generation. Acks from another term or generation, for unknown epochs,
+ * for slots the sender does not own, or repeating a slot are rejected whole, so a zombie worker's
+ * files never enter a checkpoint. Completed epochs leave in epoch order. Pure logic over the
+ * protocol types; the caller passes the clock.
  *
  * Epoch ids come from a reserved range [next, limit) that the caller obtains from etcd
  * (see leader.c): ids are never reused, also across terms and after aborts.

@@ -1,6 +1,6 @@
 /*
  * cdc-coordinator: leader election, membership, partition assignment, epoch barriers,
- * checkpoint records in etcd and the only Iceberg committer (DESIGN.md sections 2-3).
+ * checkpoint records in etcd and the only Iceberg committer (docs/design.md, "Processes").
  * This file holds the option table, process setup and signal handling; the loop is in
  * job.c.
  */

@@ -1,5 +1,5 @@
 /*
- * State checkpoints of one partition slot (DESIGN.md section 3 step 3; issue 6).
+ * State checkpoints of one partition slot (docs/design.md, "The epoch protocol", step 2).
  * At a barrier the partition's RocksDB store is flushed and hard-linked into a local
  * checkpoint directory (common/state.h); the files RocksDB never rewrites (*.sst) are
  * uploaded to the warehouse checkpoint area only when that checkpoint is the first to

@@ -207,11 +207,6 @@ bool cdc_row_serialize(const cdc_row_t *r, uint8_t **out, size_t *out_len);
  * 0 = absent, -1 = corrupt. */
 int cdc_row_image_lookup(const uint8_t *img, size_t len, int32_t field_id, cdc_val_t *v);
 
-/* Builds the Iceberg schema JSON of the mirror table for a source schema (caller frees). */
-char *cdc_schema_mirror_json(const cdc_source_schema_t *s);
-/* Same for the changelog table: row columns + _op, _lsn, ... */
-char *cdc_schema_changelog_json(const cdc_source_schema_t *s);
-
 /* Field ids of the changelog's metadata columns. */
 enum {
     CDC_CL_FIELD_OP = 100001,

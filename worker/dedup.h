@@ -1,5 +1,5 @@
 /*
- * Per-partition dedup state (DESIGN.md section 4). One store per partition slot, in
+ * Per-partition dedup state (docs/design.md, "Records and state"). One store per partition slot, in
  * RocksDB through common/state.h, with two families:
  *   "dedup" (TTL, default 24 h): 'S' + entity + lsn + op  -> ""   (deletes: exact replays)
  *                                 'P' + entity              -> (commit_lsn, lsn) of a deleted row

@@ -1,6 +1,6 @@
 /*
  * cdc-worker: consumes its assigned partition slots, decodes, dedups, stages mirror and
- * changelog files per epoch and checkpoints its state (DESIGN.md sections 2-4). This
+ * changelog files per epoch and checkpoints its state (docs/design.md, "Processes"). This
  * file holds the option table, process setup and signal handling; the loop is in
  * session.c, the record path in consume.c.
  */

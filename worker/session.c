@@ -1,5 +1,5 @@
 /*
- * The worker's link to the coordinator (DESIGN.md section 3) and its main loop: find
+ * The worker's link to the coordinator (docs/design.md, "The epoch protocol") and its main loop: find
  * the leader through etcd (`/cdc/<job>/leader`, JSON {"id","endpoint","admin"}; term =
  * the key's create revision) and redial when it changes, register with a stable id and
  * a per-process incarnation, heartbeat, and act on Assign (restore + seek), Barrier

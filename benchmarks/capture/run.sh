@@ -5,7 +5,7 @@
 # development Kafka broker (until PostgreSQL shows the end of the backlog confirmed,
 # i.e. every event acked by Kafka) and the other with pg_recvlogical (pgoutput,
 # proto_version 1, the same publication) into /dev/null. Prints BENCH lines
-# (DESIGN.md section 7): changes/s of both and their ratio, and the capture's peak RSS.
+# (docs/design.md, "Contracts"): changes/s of both and their ratio, and the capture's peak RSS.
 # Knobs: BENCH_ROWS (default 1000000), BENCH_UPDATE_TX (default 200, 1000 rows each),
 # BENCH_CAPTURE_ARGS (extra cdc-capture flags).
 set -euo pipefail

@@ -8,7 +8,7 @@
  * Usage: bench_decode [events per shape, default 200000] [tree|direct|both] [shape 0-2]
  * (one path and one shape are for instruction counts:
  *  valgrind --tool=callgrind --toggle-collect=run bench_decode 20000 direct 0).
- * Prints BENCH lines (DESIGN.md section 7): ns of thread CPU per event (direct, with the
+ * Prints BENCH lines (docs/design.md, "Contracts"): ns of thread CPU per event (direct, with the
  * tree path as baseline: ratio = direct / tree, lower is better) and the speedup.
  */
 #include <inttypes.h>

@@ -4,7 +4,7 @@
  * local warehouse, with snapshot expiry every 100 commits keeping the newest 300.
  * Measures commit latency (p50/p99), commit rate, the largest number of manifests
  * in a snapshot (bounded by merging) and the final metadata file size.
- * Usage: bench_commit [commits] [dir]. Prints BENCH lines (DESIGN.md section 7).
+ * Usage: bench_commit [commits] [dir]. Prints BENCH lines (docs/design.md, "Contracts").
  */
 #include <inttypes.h>
 #include <stdio.h>

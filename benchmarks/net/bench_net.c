@@ -6,7 +6,7 @@
  *                                  then one-way Heartbeat throughput.
  *   bench_net etcd <endpoints> [n] cdc_etcd_put latency and a checkpoint-shaped fenced txn
  *                                  (compare leader create_revision, put two keys) latency.
- * Prints BENCH lines (DESIGN.md section 7).
+ * Prints BENCH lines (docs/design.md, "Contracts").
  */
 #include <pthread.h>
 #include <stdatomic.h>

@@ -2,7 +2,7 @@
 # Network adapter benchmark (make bench-net): NNG Barrier->Ack round-trip latency and
 # one-way message rate over loopback TCP, then etcd put and fenced checkpoint-txn
 # latency through the gateway client against the harness's real etcd. Prints BENCH
-# lines (DESIGN.md section 7). Runnable directly after make.
+# lines (docs/design.md, "Contracts"). Runnable directly after make.
 set -euo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 BUILD_DIR=${CDC_BUILD_DIR:-$PWD/build}

@@ -4,7 +4,7 @@
 # COPY ... TO (FORMAT parquet, COMPRESSION zstd), in the same run, best of RUNS.
 # Data: bench_parquet gen writes a deterministic CSV once; both writers load it
 # into memory untimed and only the writing is timed. Prints BENCH lines
-# (DESIGN.md section 7); benchmarks/run.sh merges them into results/latest.json.
+# (docs/design.md, "Contracts"); benchmarks/run.sh merges them into results/latest.json.
 # Runnable directly: benchmarks/parquet/run.sh (after make).
 set -euo pipefail
 cd "$(dirname "$0")/../.." || exit 1

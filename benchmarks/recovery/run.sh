@@ -3,7 +3,7 @@
 # (RATE events/s), kill -9 one worker and measure the time until the next epoch is
 # committed to the changelog table (target <= 5 s). ROUNDS rounds; the killed worker is
 # restarted between rounds. Defaults: commit interval 1 s, heartbeat timeout 3 s,
-# rebalance grace 2 s (the coordinator's defaults). Prints BENCH lines (DESIGN.md 7).
+# rebalance grace 2 s (the coordinator's defaults). Prints BENCH lines (docs/design.md, "Contracts").
 # Runnable directly after make: benchmarks/recovery/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.." || exit 1

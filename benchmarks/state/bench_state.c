@@ -7,7 +7,7 @@
  *   - a full first checkpoint into a local warehouse (bytes uploaded, ms),
  *   - an incremental checkpoint after one more epoch of U updates (default 10,000):
  *     bytes uploaded and ms, which is what every barrier pays.
- * Usage: bench_state [keys] [updates]. Prints BENCH lines (DESIGN.md section 7).
+ * Usage: bench_state [keys] [updates]. Prints BENCH lines (docs/design.md, "Contracts").
  */
 #include <inttypes.h>
 #include <stdio.h>

@@ -95,13 +95,6 @@ static void test_capture_toast_and_field_ids(void **state)
     assert_int_equal(s->cols[col(s, "status")].field_id, 6);
     assert_int_not_equal(s->schema_id, v1->schema_id);
     assert_ptr_equal(cdc_catalog_latest(cat, TOPIC), s);
-    char *js = cdc_schema_mirror_json(s);
-    assert_non_null(strstr(js, "\"identifier-field-ids\":[1]"));
-    assert_non_null(strstr(js, "\"decimal(10, 2)\""));
-    free(js);
-    js = cdc_schema_changelog_json(s);
-    assert_non_null(strstr(js, "\"_kafka_offset\""));
-    free(js);
     cdc_change_clear(&c);
     cdc_catalog_free(cat);
 }
