@@ -1,13 +1,12 @@
 /*
- * The Iceberg commit of a recorded checkpoint (docs/design.md, "The epoch protocol", step 4): for every
- * table the epoch touched, first the schema updates the workers reported (a table is
- * created on first use), then one snapshot holding the epoch's data and equality-delete
- * files with the summary properties cdc.job, cdc.checkpoint-id, cdc.offsets and
- * cdc.term. Right before each atomic swap the table is read again and the epoch is
- * skipped when a snapshot of this job already carries a checkpoint id >= it; a table
- * that already carries a higher cdc.term belongs to a newer leader and the commit is
- * refused (CDC_ERR_FENCED). A lost race (CDC_ERR_CONFLICT) is retried on fresh metadata.
- * Commits are therefore idempotent: a new leader simply commits `latest` again.
+ * The Iceberg commit of a recorded checkpoint (docs/design.md, "The epoch protocol", step 4): for
+ * every table the epoch touched, first the schema updates the workers reported (a table is created
+ * on first use), then one snapshot holding the epoch's data and equality-delete files with the
+ * summary properties cdc.job, cdc.checkpoint-id, cdc.offsets and cdc.term. Right before each atomic
+ * swap the table is read again and the epoch is skipped when a snapshot of this job already carries
+ * a checkpoint id >= it; a table that already carries a higher cdc.term belongs to a newer leader
+ * and the commit is refused (CDC_ERR_FENCED). A lost race (CDC_ERR_CONFLICT) is retried on fresh
+ * metadata. Commits are therefore idempotent: a new leader simply commits `latest` again.
  *
  * The committer also keeps the pending file lists of large checkpoints in the warehouse
  * (<warehouse>/_cdc/<job>/pending/<epoch>.json) and removes orphan files (orphan.c).

@@ -1,5 +1,6 @@
 /*
- * The coordinator's main loop and job state machine (docs/design.md, "The epoch protocol"). One thread:
+ * The coordinator's main loop and job state machine (docs/design.md, "The epoch protocol"). One
+ * thread:
  *
  *   STANDBY --won election--> STARTING --etcd read, previous commits done--> RECOVERING
  *   RECOVERING --restart delay passed, workers present (grace)--> RUNNING (Assign sent)

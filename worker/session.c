@@ -1,12 +1,11 @@
 /*
- * The worker's link to the coordinator (docs/design.md, "The epoch protocol") and its main loop: find
- * the leader through etcd (`/cdc/<job>/leader`, JSON {"id","endpoint","admin"}; term =
- * the key's create revision) and redial when it changes, register with a stable id and
- * a per-process incarnation, heartbeat, and act on Assign (restore + seek), Barrier
- * (snapshot + Ack, then keep consuming), Abort (drop staged data, wait for the next
- * assignment), Committed (drop old checkpoints) and Reject. Messages of an older term
- * or generation than the assignment we run are ignored, so a stale leader can never
- * make this worker ack into a generation it does not own.
+ * The worker's link to the coordinator (docs/design.md, "The epoch protocol") and its main loop:
+ * find the leader through etcd (`/cdc/<job>/leader`, JSON {"id","endpoint","admin"}; term = the
+ * key's create revision) and redial when it changes, register with a stable id and a per-process
+ * incarnation, heartbeat, and act on Assign (restore + seek), Barrier (snapshot + Ack, then keep
+ * consuming), Abort (drop staged data, wait for the next assignment), Committed (drop old
+ * checkpoints) and Reject. Messages of an older term or generation than the assignment we run are
+ * ignored, so a stale leader can never make this worker ack into a generation it does not own.
  */
 #include <inttypes.h>
 #include <stdatomic.h>
