@@ -3,6 +3,7 @@
  * option table, logging and HTTP setup and signal handling; the engine is in stream.c
  * (session loop), snapshot.c, registry.c and source.c. See docs/capture.md.
  */
+#include <inttypes.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "capture/capture.h"
+#include "common/cluster.h"
 #include "common/config.h"
 #include "common/http.h"
 #include "common/log.h"
@@ -34,8 +36,10 @@ static const cdc_opt_t options[] = {
      "needs it."},
     {"topic-prefix", CDC_OPT_STRING, C(topic_prefix), "cdc", false, 0, 0, NULL,
      "Topic prefix: events go to <prefix>.<schema>.<table>, schemas to <prefix>._schemas."},
-    {"partitions", CDC_OPT_INT, C(partitions), "12", false, 1, 10000, NULL,
-     "Partitions of table topics created by the capture."},
+    {"partitions", CDC_OPT_INT, C(partitions), "12", false, 12, 12, NULL,
+     "Partitions of table topics created by the capture; must be 12, the partition slots the "
+     "coordinator assigns to the workers (a topic with more would have partitions no worker "
+     "reads)."},
     {"snapshot-mode", CDC_OPT_ENUM, C(snapshot_mode), "initial", false, 0, 0, "initial|never",
      "initial: emit existing rows (op r) when the slot is created; never: stream only."},
     {"slot-busy", CDC_OPT_ENUM, C(slot_busy), "wait", false, 0, 0, "wait|fail",
@@ -136,6 +140,14 @@ int main(int argc, char **argv)
                 "cdc-capture: invalid --slot (CDC_SLOT) \"%s\": expected lower-case "
                 "letters, digits and _ (at most 63)\n",
                 cfg.slot);
+        return CDC_CONFIG_EXIT;
+    }
+    if (cfg.partitions != CDC_CLUSTER_PARTITIONS) {
+        fprintf(stderr,
+                "cdc-capture: invalid --partitions (CDC_PARTITIONS) %" PRId64 ": the job's "
+                "workers and coordinator read %d partitions per topic (their partition slots); "
+                "topics with another count would leave changes unread or slots empty\n",
+                cfg.partitions, CDC_CLUSTER_PARTITIONS);
         return CDC_CONFIG_EXIT;
     }
     if (strchr(cfg.publication, '"') != NULL || cfg.publication[0] == '\0') {

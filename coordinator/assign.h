@@ -12,9 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/cluster.h"
 #include "common/err.h"
 
-#define CDC_PARTITIONS 12
+#define CDC_PARTITIONS CDC_CLUSTER_PARTITIONS
 #define CDC_WORKER_ID_MAX 64
 
 /* Bit set of partition slots, bit p = slot p. */

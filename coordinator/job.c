@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cluster.h"
 #include "common/log.h"
 
 #define EPOCH_BLOCK 1000
@@ -1169,7 +1170,6 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
 {
     cdc_committer_options_t co;
     cdc_err_t rc;
-    char value[768];
 
     cdc_http_doc_init(&c->status);
     c->metrics = cdc_metrics_default();
@@ -1219,11 +1219,20 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     co.sort_by = c->cfg.sort_by;
     if ((rc = cdc_committer_open(&c->committer, &co, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --warehouse \"%s\"", c->cfg.warehouse);
-    snprintf(value, sizeof(value), "{\"id\":\"%s\",\"endpoint\":\"%s\",\"admin\":\"%s\"}",
-             c->cfg.id, c->endpoint, c->admin);
-    if ((rc = cdc_leader_open(&c->leader, c->etcd, c->cfg.etcd, (int)c->cfg.etcd_timeout_ms,
-                              c->cfg.job, value, (c->cfg.lease_ttl_ms + 999) / 1000, e)) != CDC_OK)
-        return rc;
+    {
+        cdc_leader_record_t lr;
+        char *value;
+        snprintf(lr.id, sizeof(lr.id), "%s", c->cfg.id);
+        snprintf(lr.endpoint, sizeof(lr.endpoint), "%s", c->endpoint);
+        snprintf(lr.admin, sizeof(lr.admin), "%s", c->admin);
+        if ((value = cdc_leader_record_json(&lr)) == NULL)
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        rc = cdc_leader_open(&c->leader, c->etcd, c->cfg.etcd, (int)c->cfg.etcd_timeout_ms,
+                             c->cfg.job, value, (c->cfg.lease_ttl_ms + 999) / 1000, e);
+        free(value);
+        if (rc != CDC_OK)
+            return rc;
+    }
     cdc_store_init(&c->store, c->etcd, c->leader.el, c->cfg.job);
     cdc_log_info("coordinator \"%s\" for job \"%s\": workers dial %s, admin http://%s", c->cfg.id,
                  c->cfg.job, c->endpoint, c->admin);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/cluster.h"
 #include "common/log.h"
 
 #define CAMPAIGN_RETRY_MS 300
@@ -30,7 +31,7 @@ cdc_err_t cdc_leader_open(cdc_leader_t *l, cdc_etcd_t *etcd, const char *endpoin
     l->etcd = etcd;
     l->ttl_s = ttl_s < 1 ? 1 : ttl_s;
     pthread_mutex_init(&l->renew_mu, NULL);
-    snprintf(l->key, sizeof(l->key), "/cdc/%s/leader", job);
+    cdc_cluster_key(l->key, sizeof(l->key), job, "leader");
     if ((rc = cdc_etcd_open(&l->renew_etcd, endpoints, timeout_ms, e)) != CDC_OK)
         return rc;
     return cdc_etcd_election_open(&l->el, etcd, l->key, value, l->ttl_s, e);

@@ -9,12 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cluster.h"
+
 void cdc_store_init(cdc_store_t *st, cdc_etcd_t *etcd, cdc_etcd_election_t *el, const char *job)
 {
     memset(st, 0, sizeof(*st));
     st->etcd = etcd;
     st->el = el;
-    snprintf(st->prefix, sizeof(st->prefix), "/cdc/%s/", job);
+    cdc_cluster_key(st->prefix, sizeof(st->prefix), job, "");
+    snprintf(st->job, sizeof(st->job), "%s", job);
 }
 
 void cdc_store_key(const cdc_store_t *st, const char *name, char *buf, size_t size)
@@ -24,7 +27,7 @@ void cdc_store_key(const cdc_store_t *st, const char *name, char *buf, size_t si
 
 static void checkpoint_key(const cdc_store_t *st, uint64_t epoch, char *buf, size_t size)
 {
-    snprintf(buf, size, "%scheckpoints/%020" PRIu64, st->prefix, epoch);
+    cdc_cluster_checkpoint_key(buf, size, st->job, epoch);
 }
 
 static cdc_err_t get_number(cdc_store_t *st, const char *name, uint64_t *out, int64_t *mod_rev,

@@ -23,6 +23,7 @@ typedef struct cdc_store {
     cdc_etcd_t *etcd;        /* borrowed */
     cdc_etcd_election_t *el; /* borrowed; NULL = unfenced (tools, tests) */
     char prefix[256];        /* "/cdc/<job>/" */
+    char job[192];
 } cdc_store_t;
 
 void cdc_store_init(cdc_store_t *st, cdc_etcd_t *etcd, cdc_etcd_election_t *el, const char *job);

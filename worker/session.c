@@ -20,6 +20,7 @@
 
 #include <jansson.h>
 
+#include "common/cluster.h"
 #include "common/log.h"
 #include "common/state.h"
 #include "worker/worker.h"
@@ -142,31 +143,27 @@ static void find_leader(cdc_worker_t *w)
     char key[300], *value = NULL;
     int64_t term = 0;
     cdc_error_t e;
-    json_t *j;
-    const char *endpoint;
+    cdc_leader_record_t lr;
 
     if (w->cfg.coordinator != NULL && w->cfg.coordinator[0] != '\0') {
         dial(w, w->cfg.coordinator);
         return;
     }
-    snprintf(key, sizeof(key), "/cdc/%s/leader", w->cfg.job);
+    cdc_cluster_key(key, sizeof(key), w->cfg.job, "leader");
     if (cdc_etcd_leader(w->etcd, key, &value, &term, &e) != CDC_OK) {
         if (e.code != CDC_ERR_NOT_FOUND)
             cdc_log_debug("could not read leader key \"%s\": %s", key, e.msg);
         return;
     }
-    j = json_loads(value, 0, NULL);
-    endpoint = json_string_value(json_object_get(j, "endpoint"));
-    if (endpoint != NULL) {
+    if (cdc_leader_record_parse(value, &lr, &e) == CDC_OK && lr.endpoint[0] != '\0') {
         if (term != w->leader_term)
-            cdc_log_info("leader of job \"%s\" is \"%s\" (term %" PRId64 ")", w->cfg.job,
-                         json_string_value(json_object_get(j, "id")), term);
+            cdc_log_info("leader of job \"%s\" is \"%s\" (term %" PRId64 ")", w->cfg.job, lr.id,
+                         term);
         w->leader_term = term;
-        dial(w, endpoint);
+        dial(w, lr.endpoint);
     } else {
         cdc_log_warn("leader key \"%s\" has no endpoint: %s", key, value);
     }
-    json_decref(j);
     free(value);
 }
 

@@ -27,12 +27,13 @@
 #include "common/msg.h"
 #include "worker/checkpoint.h"
 #include "worker/decode.h"
+#include "common/cluster.h"
 #include "worker/dedup.h"
 #include "worker/dlq.h"
 #include "worker/layout.h"
 #include "worker/stage.h"
 
-#define CDC_WORKER_PARTITIONS 12
+#define CDC_WORKER_PARTITIONS CDC_CLUSTER_PARTITIONS
 #define CDC_WORKER_MAX_TOPICS 64
 #define CDC_WORKER_SCHEMA_PARTITIONS 64 /* the schema topic has 1; more are read up to this */
 

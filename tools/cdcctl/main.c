@@ -16,6 +16,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "common/cluster.h"
 #include "common/config.h"
 #include "common/etcd.h"
 
@@ -95,16 +96,14 @@ static char *leader_admin(const ctl_config_t *cfg, int64_t *term)
         fprintf(stderr, "cdcctl: %s\n", e.msg);
         return NULL;
     }
-    snprintf(key, sizeof(key), "/cdc/%s/leader", cfg->job);
+    cdc_cluster_key(key, sizeof(key), cfg->job, "leader");
     if (cdc_etcd_leader(ec, key, &value, term, &e) != CDC_OK) {
         fprintf(stderr, "cdcctl: %s\nhint: is a coordinator of job \"%s\" running?\n", e.msg,
                 cfg->job);
     } else {
-        json_t *v = json_loads(value, 0, NULL);
-        const char *a = v ? json_string_value(json_object_get(v, "admin")) : NULL;
-        if (a)
-            admin = strdup(a);
-        json_decref(v);
+        cdc_leader_record_t lr;
+        if (cdc_leader_record_parse(value, &lr, &e) == CDC_OK && lr.admin[0] != '\0')
+            admin = strdup(lr.admin);
     }
     free(value);
     cdc_etcd_close(ec);
@@ -223,7 +222,7 @@ static int cmd_etcd(const ctl_config_t *cfg, const char *what, const char *arg)
     if (strcmp(what, "leader") == 0) {
         char *value = NULL;
         int64_t term = 0;
-        snprintf(key, sizeof(key), "/cdc/%s/leader", cfg->job);
+        cdc_cluster_key(key, sizeof(key), cfg->job, "leader");
         if (cdc_etcd_leader(ec, key, &value, &term, &e) == CDC_OK) {
             printf("%s (term %" PRId64 ")\n", value, term);
             status = 0;
@@ -233,8 +232,7 @@ static int cmd_etcd(const ctl_config_t *cfg, const char *what, const char *arg)
         free(value);
     } else if (strcmp(what, "checkpoint") == 0) {
         cdc_etcd_kv_t kv;
-        snprintf(key, sizeof(key), "/cdc/%s/checkpoints/%020" PRIu64, cfg->job,
-                 (uint64_t)strtoull(arg, NULL, 10));
+        cdc_cluster_checkpoint_key(key, sizeof(key), cfg->job, (uint64_t)strtoull(arg, NULL, 10));
         memset(&kv, 0, sizeof(kv));
         if (cdc_etcd_get(ec, key, &kv, NULL, &e) == CDC_OK) {
             printf("%s\n", kv.value);
@@ -245,7 +243,7 @@ static int cmd_etcd(const ctl_config_t *cfg, const char *what, const char *arg)
         }
     } else {
         cdc_etcd_kvs_t kvs;
-        snprintf(key, sizeof(key), "/cdc/%s/checkpoints/", cfg->job);
+        cdc_cluster_key(key, sizeof(key), cfg->job, "checkpoints/");
         memset(&kvs, 0, sizeof(kvs));
         if (cdc_etcd_range_prefix(ec, key, 0, &kvs, &e) == CDC_OK) {
             printf("EPOCH        TERM   RECORDS    BYTES       FILES  BARRIER->COMPLETE\n");
