@@ -33,6 +33,13 @@ results=()
 failed=0
 
 cleanup() {
+    # a failed run: each process's last warnings, before its logs go
+    if [ "$failed" -ne 0 ] && [ -d "$CHAOS_DIR/procs" ]; then
+        for f in "$CHAOS_DIR"/procs/*.log; do
+            grep -E 'level=(warn|error)' "$f" 2>/dev/null | grep -v 'kafka FAIL' | tail -n 15 |
+                sed "s|^|chaos: $(basename "$f" .log): |"
+        done
+    fi
     if [ "$CHAOS_BACKEND" = local ]; then
         if [ "${CHAOS_KEEP:-0}" = 1 ]; then pipeline_down; else pipeline_down purge; fi
     fi

@@ -414,6 +414,55 @@ static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionS
     return CDC_OK;
 }
 
+typedef struct topic_ref {
+    cdc_worker_t *w;
+    int ti;
+} topic_ref_t;
+
+/* The partition count of topic ti, asked from the broker (waiting up to wait_ms) until it
+ * answered once; 0 when unknown. */
+static int32_t topic_partitions_wait(cdc_worker_t *w, int ti, int wait_ms, bool warn)
+{
+    int32_t n = 0;
+    cdc_error_t e;
+    if (ti < 0 || (size_t)ti >= w->ntopics)
+        return 0;
+    if (w->topic_parts[ti] > 0)
+        return w->topic_parts[ti];
+    if (cdc_kafka_consumer_partitions(w->consumer, w->topics[ti], &n, wait_ms, &e) != CDC_OK) {
+        if (warn)
+            cdc_log_warn("topic \"%s\": could not read its partition count: %s", w->topics[ti],
+                         e.msg);
+        return 0;
+    }
+    w->topic_parts[ti] = n;
+    return n;
+}
+
+/* Decode input callback: the partition count of a topic_ref_t's topic. */
+static int32_t topic_partitions(const void *arg)
+{
+    const topic_ref_t *r = arg;
+    return topic_partitions_wait(r->w, r->ti, 5000, true);
+}
+
+/* A topic with more partitions than the job's slots has partitions no worker reads: said
+ * once per topic, loudly (the capture refuses to create such topics; others may). */
+static void check_topic_partitions(cdc_worker_t *w)
+{
+    for (size_t t = 0; t < w->ntopics; t++) {
+        /* (briefly: a topic the capture has not created yet is asked again next time) */
+        int32_t n = topic_partitions_wait(w, (int)t, 200, false);
+        if (n > CDC_WORKER_PARTITIONS && !w->topic_parts_warned[t]) {
+            w->topic_parts_warned[t] = true;
+            cdc_log_error("topic \"%s\" has %d partitions, but the job reads %d (its partition "
+                          "slots): the changes in partitions %d to %d are never read",
+                          w->topics[t], (int)n, CDC_WORKER_PARTITIONS, CDC_WORKER_PARTITIONS,
+                          (int)n - 1);
+        }
+    }
+}
+
 cdc_err_t cdc_worker_assign(cdc_worker_t *w, const Cdc__Assign *a, cdc_error_t *e)
 {
     bool want[CDC_WORKER_PARTITIONS] = {false};
@@ -448,6 +497,8 @@ cdc_err_t cdc_worker_assign(cdc_worker_t *w, const Cdc__Assign *a, cdc_error_t *
             tps[ntp++] = (cdc_kafka_tp_t){w->topics[t], p, w->slots[p].next_offset[t]};
     rc = cdc_kafka_consumer_assign(w->consumer, tps, ntp, e);
     free(tps);
+    if (rc == CDC_OK)
+        check_topic_partitions(w);
     return rc;
 }
 
@@ -488,31 +539,6 @@ static int64_t header_version(const void *arg)
     char *end;
     long long v = strtoll(buf, &end, 10);
     return *end == '\0' && v > 0 ? v : -1;
-}
-
-typedef struct topic_ref {
-    cdc_worker_t *w;
-    int ti;
-} topic_ref_t;
-
-/* The partition count of topic ti, asked from the broker once (decode input callback). */
-static int32_t topic_partitions(const void *arg)
-{
-    const topic_ref_t *r = arg;
-    cdc_worker_t *w = r->w;
-    int32_t n = 0;
-    cdc_error_t e;
-    if (r->ti < 0 || (size_t)r->ti >= w->ntopics)
-        return 0;
-    if (w->topic_parts[r->ti] > 0)
-        return w->topic_parts[r->ti];
-    if (cdc_kafka_consumer_partitions(w->consumer, w->topics[r->ti], &n, 5000, &e) != CDC_OK) {
-        cdc_log_warn("topic \"%s\": could not read its partition count: %s", w->topics[r->ti],
-                     e.msg);
-        return 0;
-    }
-    w->topic_parts[r->ti] = n;
-    return n;
 }
 
 /* Processes one message; CDC_OK unless an internal/transient failure stops the batch. */

@@ -101,6 +101,7 @@ typedef struct cdc_worker {
     char *topics[CDC_WORKER_MAX_TOPICS];
     size_t ntopics;
     int32_t topic_parts[CDC_WORKER_MAX_TOPICS]; /* partition counts, 0 until asked */
+    bool topic_parts_warned[CDC_WORKER_MAX_TOPICS];
     char schema_topic[256];
 
     /* coordinator session */

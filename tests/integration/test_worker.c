@@ -888,15 +888,27 @@ static void test_debezium_truncate(void **state)
 
     pid_t coord = cdc_test_start_coordinator(&dj, "cd", COORD_OPTS);
     assert_true(coord > 0);
-    pid_t worker = cdc_test_start_worker(&dj, "d1", "public.dbz", NULL);
+    /* and a topic wider than the job's 12 slots: its extra partitions are named */
+    char wide[256];
+    snprintf(wide, sizeof(wide), "%s.public.wide", T.prefix);
+    cdc_kafka_topic_spec_t wspec = {wide, 16, -1, false};
+    assert_int_equal(cdc_kafka_ensure_topic(T.env->kafka, NULL, &wspec, 10000, &e), CDC_OK);
+    pid_t worker = cdc_test_start_worker(&dj, "d1", "public.dbz,public.wide", NULL);
     assert_true(worker > 0);
     want_t w = {"dbz_changelog", 9, wh};
     bool arrived = cdc_test_wait_for(have_rows, &w, 90000);
+    bool wide_named = worker_log_has(
+        "d1", "has 16 partitions, but the job reads 12 (its partition slots): the changes in "
+              "partitions 12 to 15 are never read");
     json_t *m = read_table_in(wh, "dbz"), *cl = read_table_in(wh, "dbz_changelog");
     cdc_test_kill(worker, SIGTERM, 5000);
     cdc_test_kill(coord, SIGTERM, 5000);
     if (!arrived)
         fail_msg("dbz_changelog: %zu rows, expected 9 (logs in %s)", json_array_size(rows_of(cl)),
+                 T.dir);
+    if (!wide_named)
+        fail_msg("worker d1 did not name the partitions of the 16-partition topic it cannot read "
+                 "(logs in %s)",
                  T.dir);
     /* the mirror: ids 5, 6, 7 of after the truncate */
     assert_int_equal(json_array_size(rows_of(m)), 3);
