@@ -741,9 +741,16 @@ static bool check_progress(cdc_coord_t *c, const cdc_checkpoint_t *rec, char *wh
             cdc_metrics_counter_inc(c->m_no_progress);
             cdc_log_warn("partition %u topic \"%s\" (owner \"%s\"): no progress for %" PRId64
                          " ms over %d checkpoints, offset %" PRId64 " with %" PRId64
-                         " records behind it",
+                         " records behind it%s",
                          f[i].partition, f[i].topic, c->owner[f[i].partition], f[i].for_ms,
-                         c->progress.min_epochs, f[i].offset, f[i].behind);
+                         c->progress.min_epochs, f[i].offset, f[i].behind,
+                         f[i].again ? "; a recovery at this offset did not help: not recovering "
+                                      "again (a transactional producer's last control record "
+                                      "looks like this)"
+                                    : "");
+            if (f[i].again)
+                continue;
+            cdc_progress_recovering(&c->progress, &f[i]);
             if (!stalled)
                 snprintf(why, cap, "partition %u topic \"%s\" made no progress for %" PRId64 " ms",
                          f[i].partition, f[i].topic, f[i].for_ms);

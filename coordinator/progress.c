@@ -13,7 +13,30 @@ void cdc_progress_init(cdc_progress_t *p, int64_t timeout_ms, int min_epochs)
 
 void cdc_progress_reset(cdc_progress_t *p)
 {
-    cdc_progress_init(p, p->timeout_ms, p->min_epochs);
+    for (int part = 0; part < CDC_PARTITIONS; part++) {
+        cdc_progress_slot_t *s = &p->slot[part];
+        s->missing[0] = '\0';
+        for (int j = 0; j < s->n; j++) {
+            cdc_progress_topic_t *t = &s->t[j];
+            t->high = 0;
+            t->stalled_ms = 0;
+            t->offset = -1;
+            t->since_ms = 0;
+            t->epochs = 0;
+            t->no_progress = false;
+        }
+    }
+}
+
+void cdc_progress_recovering(cdc_progress_t *p, const cdc_progress_finding_t *f)
+{
+    cdc_progress_slot_t *s;
+    if (f->partition >= CDC_PARTITIONS || f->kind != CDC_PROGRESS_NO_PROGRESS)
+        return;
+    s = &p->slot[f->partition];
+    for (int j = 0; j < s->n; j++)
+        if (strcmp(s->t[j].topic, f->topic) == 0)
+            s->t[j].recovered_at = f->offset;
 }
 
 /* The slot's entry for topic, added when absent (NULL when the slot is full). */
@@ -28,6 +51,7 @@ static cdc_progress_topic_t *entry(cdc_progress_slot_t *s, const char *topic)
     memset(t, 0, sizeof(*t));
     snprintf(t->topic, sizeof(t->topic), "%s", topic);
     t->offset = -1;
+    t->recovered_at = -1;
     return t;
 }
 
@@ -79,9 +103,13 @@ int cdc_progress_checkpoint(cdc_progress_t *p, const cdc_checkpoint_t *ck, int64
                 continue;
             t->no_progress = true;
             if (n < max)
-                out[n++] = (cdc_progress_finding_t){
-                    CDC_PROGRESS_NO_PROGRESS, part, t->topic, at, t->high - at,
-                    now_ms - t->since_ms};
+                out[n++] = (cdc_progress_finding_t){CDC_PROGRESS_NO_PROGRESS,
+                                                    part,
+                                                    t->topic,
+                                                    at,
+                                                    t->high - at,
+                                                    now_ms - t->since_ms,
+                                                    t->recovered_at == at};
         }
     }
 
@@ -101,8 +129,8 @@ int cdc_progress_checkpoint(cdc_progress_t *p, const cdc_checkpoint_t *ck, int64
             continue; /* reported already */
         snprintf(s->missing, sizeof(s->missing), "%s", missing);
         if (n < max)
-            out[n++] =
-                (cdc_progress_finding_t){CDC_PROGRESS_MISSING_TOPIC, part, s->missing, 0, 0, 0};
+            out[n++] = (cdc_progress_finding_t){
+                CDC_PROGRESS_MISSING_TOPIC, part, s->missing, 0, 0, 0, false};
     }
     return n;
 }

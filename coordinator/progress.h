@@ -33,6 +33,11 @@ typedef struct cdc_progress_topic {
     int64_t since_ms;   /* when the offset last moved, or had nothing behind it */
     uint64_t epochs;    /* checkpoints completed since then */
     bool no_progress;   /* flagged by the check */
+    /* the offset a recovery for no progress was made at (-1 = none): kept by
+     * cdc_progress_reset, so a slot that a recovery did not move is not recovered again
+     * at the same offset (a topic of a transactional producer ends in a control record:
+     * its checkpointed offset stays one below the high watermark for good) */
+    int64_t recovered_at;
 } cdc_progress_topic_t;
 
 typedef struct cdc_progress_slot {
@@ -60,12 +65,18 @@ typedef struct cdc_progress_finding {
     int64_t offset;    /* no progress: the offset it stays at */
     int64_t behind;    /* no progress: records behind it */
     int64_t for_ms;    /* no progress: since how long */
+    bool again;        /* no progress: at the offset a recovery was already made at */
 } cdc_progress_finding_t;
 
 void cdc_progress_init(cdc_progress_t *p, int64_t timeout_ms, int min_epochs);
 
-/* Forgets everything (a new term or assignment: new owners start their clocks afresh). */
+/* Starts every clock afresh (a new assignment: new owners), forgetting what the owners
+ * reported; keeps the offsets recoveries were made at. */
 void cdc_progress_reset(cdc_progress_t *p);
+
+/* Notes that the job recovers because of finding f (the next finding at the same offset
+ * has `again` set). */
+void cdc_progress_recovering(cdc_progress_t *p, const cdc_progress_finding_t *f);
 
 /* Notes what slot `partition`'s owner reported for topic with an ack. */
 void cdc_progress_note_high(cdc_progress_t *p, uint32_t partition, const char *topic, int64_t high,

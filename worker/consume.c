@@ -395,6 +395,7 @@ static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionS
         s->restart_at[t] = 0;
         s->progress_ms[t] = 0; /* the watchdog starts over */
         s->stalled_since[t] = 0;
+        s->watchdog_gave_up[t] = false;
         s->next_offset[t] = CDC_KAFKA_OFFSET_BEGINNING;
         for (size_t k = 0; k < ps->n_offsets; k++)
             if (ps->offsets[k]->topic && strcmp(ps->offsets[k]->topic, w->topics[t]) == 0)
@@ -1535,6 +1536,7 @@ static int watchdog(cdc_worker_t *w, cdc_slot_t *s, size_t t, int64_t now)
                          s->partition, w->topics[t], pos);
         if (s->progress_offset[t] != pos || s->high[t] <= pos || s->progress_ms[t] == 0) {
             s->stalled_since[t] = 0;
+            s->watchdog_gave_up[t] = false;
             s->progress_offset[t] = pos;
             s->progress_ms[t] = now;
         }
@@ -1542,8 +1544,22 @@ static int watchdog(cdc_worker_t *w, cdc_slot_t *s, size_t t, int64_t now)
     }
     if (w->cfg.progress_timeout_ms <= 0 || now - s->progress_ms[t] < w->cfg.progress_timeout_ms)
         return s->stalled_since[t] != 0;
-    if (s->stalled_since[t] == 0)
-        s->stalled_since[t] = s->progress_ms[t];
+    if (s->stalled_since[t] != 0) {
+        /* Fetched again at this offset already and still stuck: once is enough (a topic of
+         * a transactional producer ends in a control record no consumer returns, which
+         * looks just like this); the partition stays reported as stalled. */
+        if (!s->watchdog_gave_up[t]) {
+            s->watchdog_gave_up[t] = true;
+            cdc_log_warn("partition %u topic \"%s\": still no progress at offset %" PRId64
+                         " after fetching it again (%" PRId64 " behind the high watermark): not "
+                         "fetching it again; a control record at the end of a transactional "
+                         "producer's partition looks like this",
+                         s->partition, w->topics[t], pos, s->high[t] - pos);
+        }
+        s->progress_ms[t] = now;
+        return 1;
+    }
+    s->stalled_since[t] = s->progress_ms[t];
     cdc_metrics_counter_inc(w->m_stalls);
     cdc_log_warn("partition %u topic \"%s\": no progress for %" PRId64 " ms at offset %" PRId64
                  " with %" PRId64 " records behind the high watermark: fetching it again",

@@ -87,6 +87,7 @@ typedef struct cdc_slot {
     int64_t progress_offset[CDC_WORKER_MAX_TOPICS];
     int64_t progress_ms[CDC_WORKER_MAX_TOPICS];
     int64_t stalled_since[CDC_WORKER_MAX_TOPICS];
+    bool watchdog_gave_up[CDC_WORKER_MAX_TOPICS]; /* fetched again once, still stuck */
     /* When fetching stopped on an error (e.g. the lookup of the start offset failed):
      * the monotonic time at which the partition is assigned again (0 = fetching). */
     int64_t restart_at[CDC_WORKER_MAX_TOPICS];

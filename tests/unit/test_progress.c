@@ -102,6 +102,37 @@ static void test_needs_epochs(void **state)
         assert_int_equal(judge(&pr, (uint64_t)i, 5, 0, -1, i * 100000, f), 0);
 }
 
+/* A recovery that did not move the slot: the next finding at the same offset says so
+ * (and the coordinator does not recover again); one at another offset does not. */
+static void test_recovered_once_per_offset(void **state)
+{
+    cdc_progress_t pr;
+    cdc_progress_finding_t f[2 * CDC_PARTITIONS];
+    (void)state;
+    cdc_progress_init(&pr, 1000, 3);
+    highs(&pr, 100, 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(judge(&pr, (uint64_t)i, 99, 0, -1, i * 1000, f), 0);
+    assert_int_equal(judge(&pr, 3, 99, 0, -1, 3000, f), CDC_PARTITIONS);
+    assert_false(f[0].again);
+    for (int i = 0; i < CDC_PARTITIONS; i++)
+        cdc_progress_recovering(&pr, &f[i]);
+    cdc_progress_reset(&pr); /* the recovery */
+    highs(&pr, 100, 0);
+    for (int i = 4; i < 7; i++)
+        assert_int_equal(judge(&pr, (uint64_t)i, 99, 0, -1, i * 1000, f), 0);
+    assert_int_equal(judge(&pr, 7, 99, 0, -1, 7000, f), CDC_PARTITIONS);
+    assert_true(f[0].again);
+    assert_int_equal(f[0].offset, 99);
+    /* it moves, then stops elsewhere: a recovery is worth trying again */
+    assert_int_equal(judge(&pr, 8, 50, 0, -1, 8000, f), 0);
+    highs(&pr, 100, 0);
+    for (int i = 9; i < 11; i++)
+        assert_int_equal(judge(&pr, (uint64_t)i, 50, 0, -1, i * 1000, f), 0);
+    assert_int_equal(judge(&pr, 11, 50, 0, -1, 11000, f), CDC_PARTITIONS);
+    assert_false(f[0].again);
+}
+
 /* A slot whose owner does not consume a topic the others carry is reported once, and
  * cleared when it does again. */
 static void test_missing_topic(void **state)
@@ -128,6 +159,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_progress),
         cmocka_unit_test(test_needs_epochs),
+        cmocka_unit_test(test_recovered_once_per_offset),
         cmocka_unit_test(test_missing_topic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
