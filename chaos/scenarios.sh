@@ -290,9 +290,10 @@ scenario_schema-change() {
 # keys far above the load generator's) are inserted in transactions of 1,000, so changes
 # pile up in the slot; the captures come back writing uncompressed record batches
 # (--kafka-compression=none); while the workers drain the backlog, with fetching paused
-# by --max-staged-bytes (chaos/run.sh keeps it small), one is killed and restarted, so
-# the partitions are assigned again while paused: the silent stall of docs/worker.md
-# ("Known issues"). The verifier then finds whatever a stalled partition left behind.
+# by --max-staged-bytes (chaos/run.sh keeps it small), one gets SIGTERM (it must exit
+# within 10 s) and is restarted, so the partitions are assigned again while paused: the
+# silent stall of docs/worker.md ("A paused partition assigned again"). The backlog must
+# then drain within 25 s, and the verifier finds whatever a stalled partition left behind.
 # Local backend only.
 scenario_backlog-uncompressed() {
     local before t w caps=() rows=${CHAOS_BACKLOG_ROWS:-40000}
@@ -336,10 +337,21 @@ EOF
     # the workers are draining (and pausing): a rebalance now
     chaos_wait 30 "the workers to pause fetching" \
         grep -qs "fetching paused" "$CHAOS_DIR"/procs/worker-*.log
+    # SIGTERM under the backlog: the worker must be gone within 10 s (its partitions move
+    # to the others, which are paused), then it comes back
     _random_worker
     w=$REPLY
-    chaos_kill "$w"
+    local pid start
+    pid=$(proc_pid "$w")
+    start=$SECONDS
+    chaos_log "SIGTERM $w"
+    kill -TERM "$pid" 2>/dev/null
     FAULTS=$((FAULTS + 1))
+    if ! chaos_wait 10 "$w to exit after SIGTERM" bash -c "! kill -0 $pid 2>/dev/null"; then
+        chaos_log "$w did not exit within 10 s of SIGTERM under the backlog"
+        return 0 # (no recovery counted: the run fails)
+    fi
+    chaos_log "$w exited $((SECONDS - start)) s after SIGTERM"
     chaos_recover "$w"
     _recovered "$before"
     # Drained well before a progress watchdog (30 s) would have to step in: a partition
