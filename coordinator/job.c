@@ -715,13 +715,11 @@ static void note_high_watermarks(cdc_coord_t *c, const cdc_member_t *m, const Cd
             const Cdc__TopicOffset *to = ps->offsets[k];
             if (to->topic == NULL)
                 continue;
-            for (int j = 0; j < c->progress.slot[p].n; j++)
-                if (strcmp(c->progress.slot[p].t[j].topic, to->topic) == 0 && to->stalled_ms > 0 &&
-                    c->progress.slot[p].t[j].stalled_ms == 0)
-                    cdc_log_warn("partition %u topic \"%s\": worker \"%s\" reports no progress "
-                                 "for %" PRId64 " ms with records behind",
-                                 p, to->topic, m->id, to->stalled_ms);
-            cdc_progress_note_high(&c->progress, p, to->topic, to->high_watermark, to->stalled_ms);
+            if (cdc_progress_note_high(&c->progress, p, to->topic, to->high_watermark,
+                                       to->stalled_ms))
+                cdc_log_warn("partition %u topic \"%s\": worker \"%s\" reports no progress for "
+                             "%" PRId64 " ms with records behind",
+                             p, to->topic, m->id, to->stalled_ms);
         }
     }
 }
@@ -733,8 +731,8 @@ static void note_high_watermarks(cdc_coord_t *c, const cdc_member_t *m, const Cd
  */
 static bool check_progress(cdc_coord_t *c, const cdc_checkpoint_t *rec, char *why, size_t cap)
 {
-    cdc_progress_finding_t f[CDC_PARTITIONS * 2];
-    int n = cdc_progress_checkpoint(&c->progress, rec, mono_ms(), f, CDC_PARTITIONS * 2);
+    cdc_progress_finding_t f[CDC_PROGRESS_FINDINGS_MAX];
+    int n = cdc_progress_checkpoint(&c->progress, rec, mono_ms(), f, CDC_PROGRESS_FINDINGS_MAX);
     bool stalled = false;
     for (int i = 0; i < n; i++) {
         if (f[i].kind == CDC_PROGRESS_NO_PROGRESS) {

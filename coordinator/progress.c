@@ -55,16 +55,19 @@ static cdc_progress_topic_t *entry(cdc_progress_slot_t *s, const char *topic)
     return t;
 }
 
-void cdc_progress_note_high(cdc_progress_t *p, uint32_t partition, const char *topic, int64_t high,
+bool cdc_progress_note_high(cdc_progress_t *p, uint32_t partition, const char *topic, int64_t high,
                             int64_t stalled_ms)
 {
     cdc_progress_topic_t *t;
+    bool newly;
     if (partition >= CDC_PARTITIONS || topic == NULL ||
         (t = entry(&p->slot[partition], topic)) == NULL)
-        return;
+        return false;
     if (high > 0)
         t->high = high;
+    newly = stalled_ms > 0 && t->stalled_ms == 0;
     t->stalled_ms = stalled_ms;
+    return newly;
 }
 
 static bool in_checkpoint(const cdc_ckpt_partition_t *cp, const char *topic)

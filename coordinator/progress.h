@@ -58,6 +58,10 @@ typedef enum cdc_progress_kind {
     CDC_PROGRESS_MISSING_TOPIC,
 } cdc_progress_kind_t;
 
+/* Findings one checkpoint can give at most: every topic of every slot, and every slot's
+ * missing topic. */
+#define CDC_PROGRESS_FINDINGS_MAX (CDC_PARTITIONS * (CDC_PROGRESS_TOPICS_MAX + 1))
+
 typedef struct cdc_progress_finding {
     cdc_progress_kind_t kind;
     uint32_t partition;
@@ -78,14 +82,15 @@ void cdc_progress_reset(cdc_progress_t *p);
  * has `again` set). */
 void cdc_progress_recovering(cdc_progress_t *p, const cdc_progress_finding_t *f);
 
-/* Notes what slot `partition`'s owner reported for topic with an ack. */
-void cdc_progress_note_high(cdc_progress_t *p, uint32_t partition, const char *topic, int64_t high,
+/* Notes what slot `partition`'s owner reported for topic with an ack. True when the
+ * owner's watchdog reports the topic partition stalled and did not before. */
+bool cdc_progress_note_high(cdc_progress_t *p, uint32_t partition, const char *topic, int64_t high,
                             int64_t stalled_ms);
 
 /*
  * Judges a completed checkpoint at now_ms. Writes the new findings (a slot already
- * flagged is not reported again until it recovered) to out, at most max; returns how
- * many.
+ * flagged is not reported again until it recovered) to out, at most max (pass
+ * CDC_PROGRESS_FINDINGS_MAX: a finding left out is not reported later); returns how many.
  */
 int cdc_progress_checkpoint(cdc_progress_t *p, const cdc_checkpoint_t *ck, int64_t now_ms,
                             cdc_progress_finding_t *out, int max);

@@ -593,6 +593,35 @@ static bool coordinator_says(void *arg)
     return log_has("coordinator", "c1", arg);
 }
 
+/* Starts worker id (as T.workers[2]) with the test fault stall-fetch:2 and waits until
+ * it owns all 12 partitions (no reassignment will restart the stalled partition behind
+ * the progress checks' back). */
+static void start_stalling_worker(const char *id, const char *const *opts)
+{
+    setenv("CDC_WORKER_FAULT", "stall-fetch:2", 1);
+    T.workers[2] =
+        cdc_test_start_worker(&T.procs, id, "public.orders,public.poison,public.evolve", opts);
+    unsetenv("CDC_WORKER_FAULT");
+    assert_true(T.workers[2] > 0);
+    if (!cdc_test_wait_for(owns_all, (void *)id, 60000))
+        fail_msg("%s was never assigned all 12 partitions", id);
+}
+
+/* Orders first..first+39 after `before` rows: one is committed, then the rest, the second
+ * record stopping its partition's fetching with others behind it; all 40 must arrive. */
+static void send_past_stall(long first, size_t before)
+{
+    send_event("orders", 'c', first, "\"customer\":\"st\",\"note\":\"n\"",
+               9000 + (uint64_t)first * 10, NULL, 1);
+    flush();
+    wait_rows("orders", before + 1, 90000);
+    for (long id = first + 1; id < first + 40; id++)
+        send_event("orders", 'c', id, "\"customer\":\"st\",\"note\":\"n\"",
+                   9000 + (uint64_t)id * 10, NULL, 1);
+    flush();
+    wait_rows("orders", before + 40, 90000);
+}
+
 /* The progress watchdog: a partition whose fetching stops silently (the test fault
  * stall-fetch:2 pauses it after the second record) with records behind is found within
  * --progress-timeout, logged, fetched again, and every row arrives. */
@@ -602,24 +631,8 @@ static void test_progress_watchdog(void **state)
     (void)state;
     cdc_test_kill(T.workers[1], SIGKILL, 2000);
     T.workers[1] = 0;
-    setenv("CDC_WORKER_FAULT", "stall-fetch:2", 1);
-    T.workers[2] =
-        cdc_test_start_worker(&T.procs, "w3", "public.orders,public.poison,public.evolve", opts);
-    unsetenv("CDC_WORKER_FAULT");
-    assert_true(T.workers[2] > 0);
-    /* the assignment settles (w3 owns all 12 partitions: no reassignment will restart the
-     * stalled partition behind the watchdog's back), one record is committed, then the
-     * rest: the second record stops its partition's fetching with others behind it */
-    if (!cdc_test_wait_for(owns_all, "w3", 60000))
-        fail_msg("w3 was never assigned all 12 partitions");
-    send_event("orders", 'c', 299, "\"customer\":\"wd\",\"note\":\"n\"", 9000, NULL, 1);
-    flush();
-    wait_rows("orders", 29, 90000);
-    for (long id = 300; id < 339; id++)
-        send_event("orders", 'c', id, "\"customer\":\"wd\",\"note\":\"n\"", 9000 + (uint64_t)id,
-                   NULL, 1);
-    flush();
-    wait_rows("orders", 28 + 40, 90000);
+    start_stalling_worker("w3", opts);
+    send_past_stall(299, 28);
     assert_true(worker_log_has("w3", "fault stall-fetch"));
     if (!worker_log_has("w3", "no progress for")) {
         char path[1024], cmd[1200];
@@ -649,21 +662,8 @@ static void test_coordinator_progress_check(void **state)
     (void)state;
     cdc_test_kill(T.workers[2], SIGKILL, 2000);
     T.workers[2] = 0;
-    setenv("CDC_WORKER_FAULT", "stall-fetch:2", 1);
-    T.workers[2] =
-        cdc_test_start_worker(&T.procs, "w4", "public.orders,public.poison,public.evolve", off);
-    unsetenv("CDC_WORKER_FAULT");
-    assert_true(T.workers[2] > 0);
-    if (!cdc_test_wait_for(owns_all, "w4", 60000))
-        fail_msg("w4 was never assigned all 12 partitions");
-    send_event("orders", 'c', 399, "\"customer\":\"cp\",\"note\":\"n\"", 19000, NULL, 1);
-    flush();
-    wait_rows("orders", 28 + 40 + 1, 90000);
-    for (long id = 400; id < 439; id++)
-        send_event("orders", 'c', id, "\"customer\":\"cp\",\"note\":\"n\"", 19000 + (uint64_t)id,
-                   NULL, 1);
-    flush();
-    wait_rows("orders", 28 + 80, 90000);
+    start_stalling_worker("w4", off);
+    send_past_stall(399, 28 + 40);
     assert_true(worker_log_has("w4", "fault stall-fetch"));
     assert_false(worker_log_has("w4", "fetching it again")); /* its watchdog is off */
     assert_true(coordinator_says("made no progress for"));

@@ -27,7 +27,7 @@ static int judge(cdc_progress_t *pr, uint64_t epoch, int64_t a, int64_t b, int s
                  cdc_progress_finding_t *f)
 {
     cdc_checkpoint_t *ck = ckpt(epoch, a, b, skip);
-    int n = cdc_progress_checkpoint(pr, ck, now, f, 2 * CDC_PARTITIONS);
+    int n = cdc_progress_checkpoint(pr, ck, now, f, CDC_PROGRESS_FINDINGS_MAX);
     cdc_checkpoint_free(ck);
     return n;
 }
@@ -45,7 +45,7 @@ static void highs(cdc_progress_t *pr, int64_t a, int64_t b)
 static void test_no_progress(void **state)
 {
     cdc_progress_t pr;
-    cdc_progress_finding_t f[2 * CDC_PARTITIONS];
+    cdc_progress_finding_t f[CDC_PROGRESS_FINDINGS_MAX];
     (void)state;
     cdc_progress_init(&pr, 10000, 3);
     highs(&pr, 100, 50);
@@ -82,7 +82,7 @@ static void test_no_progress(void **state)
 static void test_needs_epochs(void **state)
 {
     cdc_progress_t pr;
-    cdc_progress_finding_t f[2 * CDC_PARTITIONS];
+    cdc_progress_finding_t f[CDC_PROGRESS_FINDINGS_MAX];
     (void)state;
     cdc_progress_init(&pr, 1000, 3);
     highs(&pr, 100, 0);
@@ -107,7 +107,7 @@ static void test_needs_epochs(void **state)
 static void test_recovered_once_per_offset(void **state)
 {
     cdc_progress_t pr;
-    cdc_progress_finding_t f[2 * CDC_PARTITIONS];
+    cdc_progress_finding_t f[CDC_PROGRESS_FINDINGS_MAX];
     (void)state;
     cdc_progress_init(&pr, 1000, 3);
     highs(&pr, 100, 0);
@@ -138,7 +138,7 @@ static void test_recovered_once_per_offset(void **state)
 static void test_missing_topic(void **state)
 {
     cdc_progress_t pr;
-    cdc_progress_finding_t f[2 * CDC_PARTITIONS];
+    cdc_progress_finding_t f[CDC_PROGRESS_FINDINGS_MAX];
     (void)state;
     cdc_progress_init(&pr, 0, 3);
     assert_int_equal(judge(&pr, 1, 0, 0, -1, 0, f), 0);
@@ -154,6 +154,30 @@ static void test_missing_topic(void **state)
     assert_string_equal(pr.slot[7].missing, "");
 }
 
+/* Every slot with two stuck topics and a missing one at once: all findings fit and are
+ * reported; note_high says when an owner's watchdog newly reports a stall. */
+static void test_many_findings(void **state)
+{
+    cdc_progress_t pr;
+    cdc_progress_finding_t f[CDC_PROGRESS_FINDINGS_MAX];
+    (void)state;
+    cdc_progress_init(&pr, 1000, 3);
+    highs(&pr, 100, 100);
+    assert_true(cdc_progress_note_high(&pr, 0, "a", 100, 5));
+    assert_false(cdc_progress_note_high(&pr, 0, "a", 100, 7));
+    assert_false(cdc_progress_note_high(&pr, 0, "a", 100, 0));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(judge(&pr, (uint64_t)i, 5, 5, -1, i * 1000, f), 0);
+    assert_int_equal(judge(&pr, 3, 5, 5, -1, 3000, f), 2 * CDC_PARTITIONS);
+    /* a topic only in slot 0's checkpoint: every other slot misses it */
+    cdc_checkpoint_t *ck = ckpt(4, 5, 5, -1);
+    assert_int_equal(cdc_checkpoint_set_offset(ck, 0, "c", 0), CDC_OK);
+    assert_int_equal(cdc_progress_checkpoint(&pr, ck, 4000, f, CDC_PROGRESS_FINDINGS_MAX),
+                     CDC_PARTITIONS - 1);
+    cdc_checkpoint_free(ck);
+    assert_int_equal(cdc_progress_flagged(&pr), CDC_PARTITIONS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -161,6 +185,7 @@ int main(void)
         cmocka_unit_test(test_needs_epochs),
         cmocka_unit_test(test_recovered_once_per_offset),
         cmocka_unit_test(test_missing_topic),
+        cmocka_unit_test(test_many_findings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
