@@ -477,6 +477,61 @@ bool cdc_state_may_have_prefix(cdc_state_t *st, int family, const void *prefix, 
     return found;
 }
 
+/* Bytewise comparison of two keys (shorter first on a common prefix). */
+static int key_compare(const void *a, size_t alen, const void *b, size_t blen)
+{
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+    return c != 0 ? c : (alen > blen) - (alen < blen);
+}
+
+cdc_err_t cdc_state_scan(cdc_state_t *st, int family, const void *begin, size_t begin_len,
+                         const void *end, size_t end_len, cdc_state_scan_fn fn, void *arg,
+                         cdc_error_t *e)
+{
+    const rocksdb_snapshot_t *snap;
+    rocksdb_readoptions_t *ro;
+    rocksdb_iterator_t *it;
+    char *err = NULL;
+    cdc_err_t rc = CDC_OK;
+    int64_t now;
+
+    if (!fam_ok(st, family))
+        return cdc_error_set(e, CDC_ERR_INVALID, "no state family %d", family);
+    if ((ro = rocksdb_readoptions_create()) == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    snap = rocksdb_create_snapshot(st->db);
+    rocksdb_readoptions_set_snapshot(ro, snap);
+    rocksdb_readoptions_set_iterate_upper_bound(ro, end, end_len);
+    it = rocksdb_create_iterator_cf(st->db, ro, st->cf[family]);
+    now = st->clock();
+    for (rocksdb_iter_seek(it, begin, begin_len); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t klen = 0, vlen = 0;
+        const char *k = rocksdb_iter_key(it, &klen), *v = rocksdb_iter_value(it, &vlen);
+        int64_t ts;
+        if (key_compare(k, klen, end, end_len) >= 0)
+            break;
+        if (vlen < TS_LEN || (ts = get_ts(v + vlen - TS_LEN)) < TS_MIN) {
+            rc = cdc_error_set(e, CDC_ERR_STATE,
+                               "state store \"%s\": corrupt value in family %d (no write time)",
+                               st->dir, family);
+            break;
+        }
+        if (st->ttl[family] > 0 && expired(ts, st->ttl[family], now))
+            continue;
+        if (!fn(k, klen, v, vlen - TS_LEN, arg))
+            break;
+    }
+    rocksdb_iter_get_error(it, &err);
+    if (err != NULL && rc == CDC_OK)
+        rc = rerr(e, err, "scan", st->dir);
+    else
+        rocksdb_free(err);
+    rocksdb_iter_destroy(it);
+    rocksdb_readoptions_destroy(ro);
+    rocksdb_release_snapshot(st->db, snap);
+    return rc;
+}
+
 /* The batch's write time, taken at its first put. */
 static const char *batch_ts(cdc_state_batch_t *b)
 {

@@ -103,6 +103,18 @@ cdc_err_t cdc_state_put(cdc_state_t *st, int family, const void *key, size_t key
  */
 bool cdc_state_may_have_prefix(cdc_state_t *st, int family, const void *prefix, size_t len);
 
+/*
+ * Calls fn(key, key_len, val, val_len, arg) for every live (unexpired) key k of family with
+ * begin <= k < end (bytewise order), in order; the pointers are valid during the call
+ * only. fn returns false to stop early. The scan reads one consistent view of the
+ * store. CDC_ERR_STATE on a read failure or a corrupt value.
+ */
+typedef bool (*cdc_state_scan_fn)(const void *key, size_t key_len, const void *val, size_t val_len,
+                                  void *arg);
+cdc_err_t cdc_state_scan(cdc_state_t *st, int family, const void *begin, size_t begin_len,
+                         const void *end, size_t end_len, cdc_state_scan_fn fn, void *arg,
+                         cdc_error_t *e);
+
 /* A write batch bound to st; applied atomically by cdc_state_write(). Every entry of a
  * batch gets the same write time: the clock's value at its first put since it was
  * created or cleared. */

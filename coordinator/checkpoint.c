@@ -57,6 +57,9 @@ void cdc_checkpoint_free(cdc_checkpoint_t *c)
     for (size_t i = 0; i < c->ntruncates; i++)
         free(c->truncates[i].table);
     free(c->truncates);
+    for (size_t i = 0; i < c->nfloors; i++)
+        free(c->floors[i].table);
+    free(c->floors);
     free(c->files_path);
     free(c->job);
     free(c);
@@ -177,6 +180,44 @@ uint32_t cdc_checkpoint_truncated(const cdc_checkpoint_t *c, const char *table)
         if (strcmp(c->truncates[i].table, table) == 0)
             return c->truncates[i].partitions;
     return 0;
+}
+
+cdc_err_t cdc_checkpoint_add_floor(cdc_checkpoint_t *c, const char *table, uint64_t commit_lsn,
+                                   uint64_t lsn, uint32_t partition)
+{
+    cdc_table_floor_t *f = NULL, *grown;
+
+    if (partition >= CDC_PARTITIONS)
+        return CDC_ERR_INVALID;
+    for (size_t i = 0; i < c->nfloors && f == NULL; i++)
+        if (strcmp(c->floors[i].table, table) == 0)
+            f = &c->floors[i];
+    if (f != NULL) {
+        if (commit_lsn < f->commit_lsn || (commit_lsn == f->commit_lsn && lsn <= f->lsn))
+            return CDC_OK; /* this one, or a later one, is there */
+    } else {
+        grown = realloc(c->floors, (c->nfloors + 1) * sizeof(*grown));
+        if (grown == NULL)
+            return CDC_ERR_NOMEM;
+        c->floors = grown;
+        f = &grown[c->nfloors];
+        if ((f->table = strdup(table)) == NULL)
+            return CDC_ERR_NOMEM;
+        c->nfloors++;
+    }
+    f->commit_lsn = commit_lsn;
+    f->lsn = lsn;
+    f->partition = partition;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_checkpoint_carry_floors(cdc_checkpoint_t *c, const cdc_checkpoint_t *from)
+{
+    cdc_err_t rc = CDC_OK;
+    for (size_t i = 0; from != NULL && rc == CDC_OK && i < from->nfloors; i++)
+        rc = cdc_checkpoint_add_floor(c, from->floors[i].table, from->floors[i].commit_lsn,
+                                      from->floors[i].lsn, from->floors[i].partition);
+    return rc;
 }
 
 void cdc_checkpoint_totals(const cdc_checkpoint_t *c, int64_t *bytes, int64_t *records,
@@ -348,6 +389,15 @@ char *cdc_checkpoint_to_json(const cdc_checkpoint_t *c, bool with_files)
             json_array_append_new(tr, to);
         }
         json_object_set_new(o, "truncates", tr);
+    }
+    if (c->nfloors > 0) {
+        json_t *fl = json_array();
+        for (size_t i = 0; i < c->nfloors; i++)
+            json_array_append_new(fl, json_pack("{s:s, s:I, s:I, s:i}", "table", c->floors[i].table,
+                                                "commit_lsn", (json_int_t)c->floors[i].commit_lsn,
+                                                "lsn", (json_int_t)c->floors[i].lsn, "p",
+                                                (int)c->floors[i].partition));
+        json_object_set_new(o, "floors", fl);
     }
     if (with_files)
         json_object_set_new(o, "files", files_array(c));
@@ -573,6 +623,22 @@ cdc_err_t cdc_checkpoint_from_json(const char *json, size_t len, cdc_checkpoint_
             if ((rc = cdc_checkpoint_add_truncate(c, t, (uint32_t)p)) != CDC_OK)
                 goto nomem;
         }
+    }
+    json_t *floors = json_object_get(o, "floors");
+    for (i = 0; i < json_array_size(floors); i++) {
+        json_t *fo = json_array_get(floors, i);
+        const char *t = json_string_value(json_object_get(fo, "table"));
+        json_t *cl = json_object_get(fo, "commit_lsn"), *l = json_object_get(fo, "lsn");
+        json_int_t p = json_integer_value(json_object_get(fo, "p"));
+        if (t == NULL || !json_is_integer(cl) || !json_is_integer(l) || p < 0 ||
+            p >= CDC_PARTITIONS) {
+            rc = cdc_error_set(e, CDC_ERR_CORRUPT, "checkpoint %" PRIu64 " has a bad floor entry",
+                               c->epoch);
+            goto cleanup;
+        }
+        if ((rc = cdc_checkpoint_add_floor(c, t, (uint64_t)json_integer_value(cl),
+                                           (uint64_t)json_integer_value(l), (uint32_t)p)) != CDC_OK)
+            goto nomem;
     }
     files = json_object_get(o, "files");
     if (files && (rc = parse_files(c, files, e)) != CDC_OK)

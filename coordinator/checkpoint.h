@@ -52,6 +52,14 @@ typedef struct cdc_table_truncate {
     uint32_t partitions; /* bit p set = slot p met a TRUNCATE in this epoch */
 } cdc_table_truncate_t;
 
+/* A truncate met in one partition slot, applied by the others by position (a floor;
+ * TableFloor in docs/protocol.md): the latest per table, carried from record to record. */
+typedef struct cdc_table_floor {
+    char *table; /* mirror table "<namespace>.<table>" */
+    uint64_t commit_lsn, lsn;
+    uint32_t partition; /* the slot that met it */
+} cdc_table_floor_t;
+
 typedef struct cdc_checkpoint {
     char *job;
     uint64_t epoch;
@@ -67,6 +75,8 @@ typedef struct cdc_checkpoint {
     char *files_path; /* pending file list in the warehouse, NULL when files are inline */
     cdc_table_truncate_t *truncates; /* always inline in the record ("truncates") */
     size_t ntruncates;
+    cdc_table_floor_t *floors; /* every table's latest floor so far ("floors") */
+    size_t nfloors;
 } cdc_checkpoint_t;
 
 /* Allocates an empty record; returns NULL on allocation failure. Free with cdc_checkpoint_free. */
@@ -92,6 +102,14 @@ cdc_err_t cdc_checkpoint_add_schema(cdc_checkpoint_t *c, const char *table, cons
 cdc_err_t cdc_checkpoint_add_truncate(cdc_checkpoint_t *c, const char *table, uint32_t p);
 /* Slots that truncated table in this epoch (bit p), 0 when none. */
 uint32_t cdc_checkpoint_truncated(const cdc_checkpoint_t *c, const char *table);
+
+/* Records a floor of table (copied): kept unless the table has one at a later
+ * (commit_lsn, lsn) already. */
+cdc_err_t cdc_checkpoint_add_floor(cdc_checkpoint_t *c, const char *table, uint64_t commit_lsn,
+                                   uint64_t lsn, uint32_t partition);
+/* Adds every floor of from (may be NULL) to c: a record carries the floors of the
+ * records before it, so that every slot gets them, also after a failover. */
+cdc_err_t cdc_checkpoint_carry_floors(cdc_checkpoint_t *c, const cdc_checkpoint_t *from);
 
 /* Total bytes and record count of data (content 0) files, and delete files. */
 void cdc_checkpoint_totals(const cdc_checkpoint_t *c, int64_t *bytes, int64_t *records,

@@ -225,6 +225,17 @@ cdc_ack_result_t cdc_epochs_ack(cdc_epochs_t *t, const Cdc__Ack *ack, int64_t wa
         }
     }
 
+    for (size_t i = 0; i < ack->n_floors; i++) {
+        const Cdc__TableFloor *tf = ack->floors[i];
+        if (tf->partition >= CDC_PARTITIONS || !(slots & (1u << tf->partition)) ||
+            tf->table == NULL || tf->table[0] == '\0') {
+            cdc_error_set(e, CDC_ERR_PROTOCOL,
+                          "worker \"%s\" sent a floor of \"%s\" for partition %u outside its ack",
+                          wid, tf->table ? tf->table : "", tf->partition);
+            return CDC_ACK_INVALID;
+        }
+    }
+
     /* valid: merge */
     for (size_t i = 0; i < ack->n_partitions; i++) {
         const Cdc__PartitionState *ps = ack->partitions[i];
@@ -245,6 +256,10 @@ cdc_ack_result_t cdc_epochs_ack(cdc_epochs_t *t, const Cdc__Ack *ack, int64_t wa
     for (size_t i = 0; i < ack->n_truncates; i++)
         if (cdc_checkpoint_add_truncate(o->rec, ack->truncates[i]->table,
                                         ack->truncates[i]->partition) != CDC_OK)
+            goto nomem;
+    for (size_t i = 0; i < ack->n_floors; i++)
+        if (cdc_checkpoint_add_floor(o->rec, ack->floors[i]->table, ack->floors[i]->commit_lsn,
+                                     ack->floors[i]->lsn, ack->floors[i]->partition) != CDC_OK)
             goto nomem;
     o->acked |= slots;
     if (o->acked == CDC_PSET_ALL) {

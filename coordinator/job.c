@@ -796,6 +796,12 @@ static void on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
         bool stalled = false;
         while ((rec = cdc_epochs_take_complete(&c->epochs)) != NULL) {
             cdc_pending_commit_t *q;
+            /* the floors so far go on in every record (before it is written) */
+            if (cdc_checkpoint_carry_floors(rec, c->base) != CDC_OK) {
+                cdc_checkpoint_free(rec);
+                recover(c, "out of memory carrying the floors", true);
+                return;
+            }
             if (c->nqueue == CDC_COMMIT_QUEUE_MAX) {
                 /* cannot happen: barriers pause long before; abort rather than lose */
                 cdc_checkpoint_free(rec);
@@ -969,6 +975,20 @@ static void maybe_barrier(cdc_coord_t *c, int64_t now)
         b.n_layouts++;
     }
     b.layouts = tlp;
+    /* truncates met in one partition: every slot applies them (docs/worker.md) */
+    static Cdc__TableFloor fl[CDC_COMMITTER_MAX_TABLES];
+    static Cdc__TableFloor *flp[CDC_COMMITTER_MAX_TABLES];
+    for (size_t i = 0; c->base != NULL && i < c->base->nfloors && i < CDC_COMMITTER_MAX_TABLES;
+         i++) {
+        cdc__table_floor__init(&fl[i]);
+        fl[i].table = c->base->floors[i].table;
+        fl[i].commit_lsn = c->base->floors[i].commit_lsn;
+        fl[i].lsn = c->base->floors[i].lsn;
+        fl[i].partition = c->base->floors[i].partition;
+        flp[i] = &fl[i];
+        b.n_floors = i + 1;
+    }
+    b.floors = flp;
     env.body_case = CDC__ENVELOPE__BODY_BARRIER;
     env.barrier = &b;
     for (int i = 0; i < c->members.n; i++)

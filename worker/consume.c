@@ -415,14 +415,9 @@ static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionS
     return CDC_OK;
 }
 
-typedef struct topic_ref {
-    cdc_worker_t *w;
-    int ti;
-} topic_ref_t;
-
 /* The partition count of topic ti, asked from the broker (waiting up to wait_ms) until it
  * answered once; 0 when unknown. */
-static int32_t topic_partitions_wait(cdc_worker_t *w, int ti, int wait_ms, bool warn)
+static int32_t topic_partitions_wait(cdc_worker_t *w, int ti, int wait_ms)
 {
     int32_t n = 0;
     cdc_error_t e;
@@ -430,21 +425,10 @@ static int32_t topic_partitions_wait(cdc_worker_t *w, int ti, int wait_ms, bool 
         return 0;
     if (w->topic_parts[ti] > 0)
         return w->topic_parts[ti];
-    if (cdc_kafka_consumer_partitions(w->consumer, w->topics[ti], &n, wait_ms, &e) != CDC_OK) {
-        if (warn)
-            cdc_log_warn("topic \"%s\": could not read its partition count: %s", w->topics[ti],
-                         e.msg);
+    if (cdc_kafka_consumer_partitions(w->consumer, w->topics[ti], &n, wait_ms, &e) != CDC_OK)
         return 0;
-    }
     w->topic_parts[ti] = n;
     return n;
-}
-
-/* Decode input callback: the partition count of a topic_ref_t's topic. */
-static int32_t topic_partitions(const void *arg)
-{
-    const topic_ref_t *r = arg;
-    return topic_partitions_wait(r->w, r->ti, 5000, true);
 }
 
 /* A topic with more partitions than the job's slots has partitions no worker reads: said
@@ -453,7 +437,7 @@ static void check_topic_partitions(cdc_worker_t *w)
 {
     for (size_t t = 0; t < w->ntopics; t++) {
         /* (briefly: a topic the capture has not created yet is asked again next time) */
-        int32_t n = topic_partitions_wait(w, (int)t, 200, false);
+        int32_t n = topic_partitions_wait(w, (int)t, 200);
         if (n > CDC_WORKER_PARTITIONS && !w->topic_parts_warned[t]) {
             w->topic_parts_warned[t] = true;
             cdc_log_error("topic \"%s\" has %d partitions, but the job reads %d (its partition "
@@ -546,10 +530,8 @@ static int64_t header_version(const void *arg)
 static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka_msg_t *m,
                          cdc_error_t *e)
 {
-    topic_ref_t tref = {w, ti};
-    cdc_decode_input_t in = {m->topic,         m->partition, m->offset, m->key,         m->key_len,
-                             m->value,         m->value_len, -1,        header_version, m,
-                             topic_partitions, &tref};
+    cdc_decode_input_t in = {m->topic, m->partition, m->offset, m->key,         m->key_len,
+                             m->value, m->value_len, -1,        header_version, m};
     cdc_change_t c;
     cdc_decode_error_t de;
     cdc_err_t rc;
@@ -589,7 +571,11 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
     rc = cdc_dedup_check(s->dedup, &c, &verdict, &img, &img_len, e);
     if (rc != CDC_OK)
         goto fail;
-    if (verdict != CDC_DEDUP_NEW) {
+    if (verdict == CDC_DEDUP_BEFORE_FLOOR) {
+        /* before its table's floor, reached late: the changelog's alone (dedup.h) */
+        c.changelog_only = true;
+        cdc_metrics_counter_inc(w->m_before_floor);
+    } else if (verdict != CDC_DEDUP_NEW) {
         if (tm != NULL)
             cdc_metrics_counter_inc(tm->dups);
         free(img);
@@ -643,7 +629,7 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
     if (rc == CDC_OK)
         rc = cdc_dedup_record(s->dedup, &c, mkey, mlen, e);
     if (rc == CDC_OK)
-        rc = cdc_stage_add(&s->stage, &c, img != NULL, &parts, e);
+        rc = cdc_stage_add(&s->stage, &c, img != NULL && !c.changelog_only, &parts, e);
     free(mkey);
     free(okey);
     free(img);
@@ -913,20 +899,48 @@ void cdc_worker_ack_free(Cdc__Ack *ack)
         free(ack->truncates[i]);
     }
     free(ack->truncates);
+    for (size_t i = 0; i < ack->n_floors; i++) {
+        free(ack->floors[i]->table);
+        free(ack->floors[i]);
+    }
+    free(ack->floors);
     ack->partitions = NULL;
     ack->files = NULL;
     ack->schemas = NULL;
     ack->truncates = NULL;
-    ack->n_partitions = ack->n_files = ack->n_schemas = ack->n_truncates = 0;
+    ack->floors = NULL;
+    ack->n_partitions = ack->n_files = ack->n_schemas = ack->n_truncates = ack->n_floors = 0;
 }
 
-/* Reports the slot's truncated tables in the ack (TableTruncate, docs/protocol.md). */
+/* Reports a floor the slot met (TableFloor, docs/protocol.md). */
+static cdc_err_t add_floor(Cdc__Ack *ack, const char *table, const cdc_stage_table_t *t,
+                           uint32_t partition, cdc_error_t *e)
+{
+    Cdc__TableFloor **n = realloc(ack->floors, (ack->n_floors + 1) * sizeof(*n)), *f;
+    if (n == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    ack->floors = n;
+    f = calloc(1, sizeof(*f));
+    if (f == NULL || (cdc__table_floor__init(f), f->table = strdup(table)) == NULL) {
+        free(f);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    f->commit_lsn = t->floor_commit_lsn;
+    f->lsn = t->floor_lsn;
+    f->partition = partition;
+    ack->floors[ack->n_floors++] = f;
+    return CDC_OK;
+}
+
+/* Reports the slot's truncated tables in the ack (TableTruncate, TableFloor,
+ * docs/protocol.md). */
 static cdc_err_t add_truncates(Cdc__Ack *ack, const cdc_stage_t *stage, cdc_error_t *e)
 {
     for (size_t i = 0; i < stage->ntables; i++) {
         const cdc_stage_table_t *t = &stage->tables[i];
         Cdc__TableTruncate **n, *tt;
         char name[300];
+        cdc_err_t rc;
         if (!t->truncated)
             continue;
         n = realloc(ack->truncates, (ack->n_truncates + 1) * sizeof(*n));
@@ -941,6 +955,8 @@ static cdc_err_t add_truncates(Cdc__Ack *ack, const cdc_stage_t *stage, cdc_erro
         }
         tt->partition = stage->partition;
         ack->truncates[ack->n_truncates++] = tt;
+        if (t->floor && (rc = add_floor(ack, name, t, stage->partition, e)) != CDC_OK)
+            return rc;
         cdc_log_info("partition %u: truncate of \"%s\" in epoch %llu", stage->partition, name,
                      (unsigned long long)stage->epoch);
     }
@@ -1266,22 +1282,29 @@ static void *snap_thread(void *arg)
 /* Moves the parts' arrays into ack (schemas deduplicated by table). */
 static cdc_err_t merge_parts(Cdc__Ack *ack, snap_part_t *jobs, int n, cdc_error_t *e)
 {
-    size_t np = 0, nf = 0, ns = 0, nt = 0;
+    size_t np = 0, nf = 0, ns = 0, nt = 0, nfl = 0;
     for (int i = 0; i < n; i++) {
         np += jobs[i].part.n_partitions;
         nf += jobs[i].part.n_files;
         ns += jobs[i].part.n_schemas;
         nt += jobs[i].part.n_truncates;
+        nfl += jobs[i].part.n_floors;
     }
     ack->partitions = calloc(np + 1, sizeof(*ack->partitions));
     ack->files = calloc(nf + 1, sizeof(*ack->files));
     ack->schemas = calloc(ns + 1, sizeof(*ack->schemas));
     ack->truncates = calloc(nt + 1, sizeof(*ack->truncates));
+    ack->floors = calloc(nfl + 1, sizeof(*ack->floors));
     if (ack->partitions == NULL || ack->files == NULL || ack->schemas == NULL ||
-        ack->truncates == NULL)
+        ack->truncates == NULL || ack->floors == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         Cdc__Ack *p = &jobs[i].part;
+        for (size_t k = 0; k < p->n_floors; k++)
+            ack->floors[ack->n_floors++] = p->floors[k];
+        free(p->floors);
+        p->floors = NULL;
+        p->n_floors = 0;
         for (size_t k = 0; k < p->n_truncates; k++)
             ack->truncates[ack->n_truncates++] = p->truncates[k];
         free(p->truncates);

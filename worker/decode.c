@@ -298,6 +298,24 @@ const cdc_source_schema_t *cdc_catalog_latest(cdc_catalog_t *c, const char *topi
     return t == NULL || t->latest < 0 ? NULL : cdc_catalog_get(c, topic, t->latest);
 }
 
+const cdc_source_schema_t *cdc_catalog_keyed(cdc_catalog_t *c, const char *table)
+{
+    const cdc_source_schema_t *best = NULL;
+    for (size_t i = 0; i < c->ntopics; i++)
+        for (size_t j = c->topics[i].n; j-- > 0;) {
+            const cdc_source_schema_t *s = c->topics[i].versions[j];
+            size_t nl = strlen(s->ns);
+            if (s->nkey == 0 || strncmp(table, s->ns, nl) != 0 || table[nl] != '.' ||
+                strcmp(table + nl + 1, s->table) != 0)
+                continue;
+            if (best == NULL || s->version > best->version ||
+                (s->version < 0 && best->version < 0 && s->version < best->version))
+                best = s; /* a newer registered version, or a newer embedded one */
+            break;
+        }
+    return best;
+}
+
 /* ---- type names --------------------------------------------------------------------- */
 
 /* Maps an Iceberg or PostgreSQL type name to an Iceberg type. */
@@ -1326,6 +1344,59 @@ bool cdc_decode_entity(const cdc_source_schema_t *s, const cdc_row_t *r, cdc_cha
     return true;
 }
 
+bool cdc_decode_entity_row(const cdc_source_schema_t *s, const uint8_t *entity, size_t len,
+                           cdc_row_t *row)
+{
+    const uint8_t *z = memchr(entity, 0, len), *p, *end = entity + len;
+
+    row->schema = s;
+    row->vals = NULL;
+    if (z == NULL || s->nkey == 0 ||
+        (row->vals = calloc(s->ncols ? s->ncols : 1, sizeof(cdc_val_t))) == NULL)
+        return false;
+    for (size_t i = 0; i < s->ncols; i++)
+        row->vals[i].kind = CDC_VAL_NULL;
+    p = z + 1;
+    for (size_t k = 0; k < s->nkey; k++) {
+        const cdc_column_t *col = &s->cols[s->key_cols[k]];
+        cdc_val_t *v = &row->vals[s->key_cols[k]];
+        uint8_t type = col->type == CDC_ICE_INT ? CDC_ICE_LONG : (uint8_t)col->type;
+        uint32_t n;
+        if (end - p < 5 || p[0] != type)
+            goto bad;
+        n = get_u32(p + 1);
+        p += 5;
+        if ((size_t)(end - p) < n)
+            goto bad;
+        if (is_bytes_type(col->type)) {
+            if ((v->bytes = malloc(n ? n : 1)) == NULL)
+                goto bad;
+            memcpy(v->bytes, p, n);
+            v->len = n;
+        } else if (col->type == CDC_ICE_BOOLEAN && n == 1) {
+            v->u.b = p[0] != 0;
+        } else if ((col->type == CDC_ICE_FLOAT || col->type == CDC_ICE_DOUBLE) && n == 8) {
+            memcpy(&v->u.d, p, 8);
+        } else if (col->type == CDC_ICE_DECIMAL && n == 16) {
+            memcpy(&v->u.dec, p, 16);
+        } else if (n == 8) {
+            uint64_t x = 0;
+            for (int b = 0; b < 8; b++)
+                x = x << 8 | p[b];
+            v->u.i = (int64_t)x;
+        } else {
+            goto bad;
+        }
+        v->kind = CDC_VAL_SET;
+        p += n;
+    }
+    if (p == end)
+        return true;
+bad:
+    cdc_row_clear(row);
+    return false;
+}
+
 bool cdc_row_serialize(const cdc_row_t *r, uint8_t **out, size_t *out_len)
 {
     const cdc_source_schema_t *s = r->schema;
@@ -1592,27 +1663,11 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
             goto done;
         }
     }
-    if (strcmp(op, "t") == 0 && (flattened || version < 0)) {
-        /* cdc-capture writes a truncate to every partition (docs/events.md), in order with
-         * each partition's rows. Debezium writes one event, without a key, to one
-         * partition: in order with every row only when the topic has one partition
-         * (docs/worker.md, "Truncate"). */
-        int32_t parts = in->topic_partitions ? in->topic_partitions(in->topic_arg) : 0;
-        if (parts != 1) {
-            de->cls = CDC_DLQ_UNORDERED_TRUNCATE;
-            if (parts > 1)
-                snprintf(de->msg, sizeof(de->msg),
-                         "truncate event in partition %d of topic \"%s\", which has %d "
-                         "partitions: unordered with the rows of the others, it cannot be "
-                         "applied",
-                         (int)in->partition, in->topic, (int)parts);
-            else
-                snprintf(de->msg, sizeof(de->msg),
-                         "truncate event of topic \"%s\", whose partition count is unknown",
-                         in->topic);
-            goto done;
-        }
-    }
+    /* cdc-capture writes a truncate to every partition (docs/events.md), in order with
+     * each partition's rows. Debezium writes one event, without a key, to one partition:
+     * the other partitions apply it by its position (docs/worker.md, "Debezium's
+     * truncate"). */
+    c->floor = strcmp(op, "t") == 0 && (flattened || version < 0);
     if (strlen(op) != 1 || strchr("curdt", op[0]) == NULL) {
         fail(de, CDC_DLQ_UNKNOWN_OP, "unknown op \"%.20s\"", op);
         goto done;

@@ -101,7 +101,7 @@ typedef enum cdc_op {
     CDC_OP_UPDATE = 'u',
     CDC_OP_DELETE = 'd',
     CDC_OP_READ = 'r',
-    CDC_OP_TRUNCATE = 't', /* capture events only; entity = table identity, no rows */
+    CDC_OP_TRUNCATE = 't', /* entity = table identity, no rows */
 } cdc_op_t;
 
 /* A decoded change. Owns its rows and key (cdc_change_clear()). */
@@ -124,6 +124,13 @@ typedef struct cdc_change {
      * such rows (docs/capture.md, "Backfill after DDL"): it updates the mirror, and is no
      * change of the source (no changelog row) */
     bool backfill;
+    /* A truncate written to one partition of the topic (Debezium's): the other partition
+     * slots apply it by position, as a floor (docs/worker.md, "Debezium's truncate"). */
+    bool floor;
+    /* A change from before its table's floor that reached its slot after the slot applied
+     * the floor: a change of the source (a changelog row), no longer of the mirror. Set by
+     * the caller from the dedup verdict (worker/dedup.h), never by the decoder. */
+    bool changelog_only;
 } cdc_change_t;
 
 /* Kafka record as seen by the decoder (all borrowed). */
@@ -143,11 +150,6 @@ typedef struct cdc_decode_input {
     int64_t schema_version;
     int64_t (*header_version)(const void *arg); /* optional; -1 when absent */
     const void *header_arg;
-    /* The topic's partition count (optional; <= 0 when unknown), asked only for a
-     * truncate that is not the capture's: one that sits in a single partition can be
-     * applied only when that is the topic's only partition. */
-    int32_t (*topic_partitions)(const void *arg);
-    const void *topic_arg;
 } cdc_decode_input_t;
 
 typedef struct cdc_catalog cdc_catalog_t;
@@ -183,6 +185,19 @@ void cdc_catalog_seed_ids(cdc_catalog_t *cat, const char *ns, const char *table,
 /* Latest registered version for a topic, or NULL. Owned by the catalog. */
 const cdc_source_schema_t *cdc_catalog_latest(cdc_catalog_t *cat, const char *topic);
 const cdc_source_schema_t *cdc_catalog_get(cdc_catalog_t *cat, const char *topic, int64_t version);
+
+/* The latest schema of table "<ns>.<table>" that has a key, from any topic and source
+ * (registered or embedded in events seen so far), or NULL. Owned by the catalog. */
+const cdc_source_schema_t *cdc_catalog_keyed(cdc_catalog_t *cat, const char *table);
+
+/*
+ * The key values of an entity key (cdc_decode_entity's output) as a row of schema s: its
+ * key columns set, every other column null (row->vals owned by the caller:
+ * cdc_row_clear). False when the entity does not hold s's key (another table, other key
+ * types) or out of memory.
+ */
+bool cdc_decode_entity_row(const cdc_source_schema_t *s, const uint8_t *entity, size_t len,
+                           cdc_row_t *row);
 
 /*
  * Decodes one record. On CDC_OK *out is filled (release with cdc_change_clear()); a

@@ -372,20 +372,20 @@ static size_t table_prefix_len(const cdc_change_t *c)
 }
 
 /* The table's truncate marker, loaded from "rows" on first use and cached. */
-static cdc_err_t table_marker(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_marker_t **out,
-                              cdc_error_t *e)
+static cdc_err_t table_marker(cdc_dedup_t *d, const uint8_t *table, size_t len,
+                              cdc_dedup_marker_t **out, cdc_error_t *e)
 {
-    size_t len = table_prefix_len(c), vlen = 0;
+    size_t vlen = 0;
     void *val = NULL;
     cdc_dedup_marker_t *m;
     cdc_err_t rc;
 
     for (size_t i = 0; i < d->nmarkers; i++)
-        if (d->markers[i].len == len && memcmp(d->markers[i].table, c->entity, len) == 0) {
+        if (d->markers[i].len == len && memcmp(d->markers[i].table, table, len) == 0) {
             *out = &d->markers[i];
             return CDC_OK;
         }
-    rc = lookup(d, CDC_ROWS_FAMILY, c->entity, len, &val, &vlen, e);
+    rc = lookup(d, CDC_ROWS_FAMILY, table, len, &val, &vlen, e);
     if (rc != CDC_OK && rc != CDC_ERR_NOT_FOUND)
         return rc;
     m = realloc(d->markers, (d->nmarkers + 1) * sizeof(*m));
@@ -401,12 +401,13 @@ static cdc_err_t table_marker(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_m
         free(val);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
-    memcpy(m->table, c->entity, len);
+    memcpy(m->table, table, len);
     m->len = len;
     if (rc == CDC_OK && vlen >= 16) {
         m->set = true;
         m->commit_lsn = get_u64(val);
         m->lsn = get_u64((uint8_t *)val + 8);
+        m->floor = vlen >= 17 && ((uint8_t *)val)[16] == 1;
     }
     free(val);
     d->nmarkers++;
@@ -414,34 +415,22 @@ static cdc_err_t table_marker(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_m
     return CDC_OK;
 }
 
-cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdict_t *verdict,
-                          uint8_t **image, size_t *image_len, cdc_error_t *e)
+/* cdc_dedup_check of a row change against its entity's state; before: the change is not
+ * after the table's floor (then a row from before the floor still decides). */
+static cdc_err_t check_entity(cdc_dedup_t *d, const cdc_change_t *c, const cdc_dedup_marker_t *mk,
+                              bool before, cdc_dedup_verdict_t *verdict, uint8_t **image,
+                              size_t *image_len, cdc_error_t *e)
 {
-    cdc_dedup_marker_t *mk = NULL;
     size_t klen, vlen;
     void *val = NULL;
     uint8_t *kbuf;
     cdc_err_t rc;
 
-    *image = NULL;
-    *image_len = 0;
-    *verdict = CDC_DEDUP_NEW;
-    /* Nothing at or before the table's last truncate is applied again. */
-    if ((rc = table_marker(d, c, &mk, e)) != CDC_OK)
-        return rc;
-    if (mk->set && pos_le(c->commit_lsn, c->lsn, mk->commit_lsn, mk->lsn)) {
-        *verdict = c->op == CDC_OP_TRUNCATE && c->commit_lsn == mk->commit_lsn && c->lsn == mk->lsn
-                       ? CDC_DEDUP_REPLAY
-                       : CDC_DEDUP_STALE;
-        return CDC_OK;
-    }
-    if (c->op == CDC_OP_TRUNCATE)
-        return CDC_OK; /* a newer truncate */
     /* A live entity's position decides alone: an exact replay has the same position,
      * so it is "not after" the last one. The (entity, lsn, op) key is consulted when
      * the entity is not live (deleted, expired, or never seen). */
     rc = lookup(d, CDC_ROWS_FAMILY, c->entity, c->entity_len, &val, &vlen, e);
-    if (rc == CDC_OK && vlen >= 16 && mk->set &&
+    if (rc == CDC_OK && vlen >= 16 && mk->set && !before &&
         pos_le(get_u64(val), get_u64((uint8_t *)val + 8), mk->commit_lsn, mk->lsn))
         rc = CDC_ERR_NOT_FOUND; /* a row from before the truncate: gone */
     if (rc == CDC_OK && vlen >= 16) {
@@ -507,6 +496,34 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
     return CDC_OK;
 }
 
+cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdict_t *verdict,
+                          uint8_t **image, size_t *image_len, cdc_error_t *e)
+{
+    cdc_dedup_marker_t *mk = NULL;
+    cdc_err_t rc;
+
+    *image = NULL;
+    *image_len = 0;
+    *verdict = CDC_DEDUP_NEW;
+    /* Nothing at or before the table's last truncate is applied again; before a floor,
+     * the entity's own position decides whether it is new (dedup.h, "Floor"). */
+    if ((rc = table_marker(d, c->entity, table_prefix_len(c), &mk, e)) != CDC_OK)
+        return rc;
+    bool before = mk->set && pos_le(c->commit_lsn, c->lsn, mk->commit_lsn, mk->lsn);
+    if (before && (!mk->floor || c->op == CDC_OP_TRUNCATE)) {
+        *verdict = c->op == CDC_OP_TRUNCATE && c->commit_lsn == mk->commit_lsn && c->lsn == mk->lsn
+                       ? CDC_DEDUP_REPLAY
+                       : CDC_DEDUP_STALE;
+        return CDC_OK;
+    }
+    if (c->op == CDC_OP_TRUNCATE)
+        return CDC_OK; /* a newer truncate */
+    rc = check_entity(d, c, mk, before, verdict, image, image_len, e);
+    if (rc == CDC_OK && before && *verdict == CDC_DEDUP_NEW)
+        *verdict = CDC_DEDUP_BEFORE_FLOOR; /* (its image still repairs its TOAST columns) */
+    return rc;
+}
+
 /* Only the columns that PostgreSQL can TOAST are kept for repair. */
 static bool toastable(cdc_ice_type_t t)
 {
@@ -533,7 +550,7 @@ static cdc_err_t record_truncate(cdc_dedup_t *d, const cdc_change_t *c, cdc_erro
         rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         goto done;
     }
-    if ((rc = table_marker(d, c, &mk, e)) != CDC_OK)
+    if ((rc = table_marker(d, c->entity, len, &mk, e)) != CDC_OK)
         goto done;
     /* entities of the table: "<ns>.<table>\0" + key parts, i.e. [prefix "\0", prefix "\1") */
     memcpy(lo, c->entity, len);
@@ -548,10 +565,100 @@ static cdc_err_t record_truncate(cdc_dedup_t *d, const cdc_change_t *c, cdc_erro
     pending_set(&d->pending, CDC_ROWS_FAMILY, c->entity, len, pos, 16, false);
     pending_set(&d->pending, CDC_DEDUP_FAMILY, sk, sklen, "", 0, false);
     mk->set = true;
+    mk->floor = false;
     mk->commit_lsn = c->commit_lsn;
     mk->lsn = c->lsn;
 done:
     free(sk);
+    free(lo);
+    free(hi);
+    return rc;
+}
+
+typedef struct floor_scan {
+    cdc_dedup_t *d;
+    const cdc_dedup_marker_t *mk;
+    uint64_t commit_lsn, lsn; /* the floor */
+    cdc_dedup_row_fn fn;
+    void *arg;
+    cdc_error_t *e;
+    cdc_err_t rc; /* fn's first error */
+} floor_scan_t;
+
+/* A row of the table, live in state (val: its value): passed on when the floor takes it. */
+static bool floor_row(floor_scan_t *f, const uint8_t *entity, size_t len, const uint8_t *val,
+                      size_t vlen)
+{
+    uint64_t c, l;
+    if (vlen < 16)
+        return true;
+    c = get_u64(val);
+    l = get_u64(val + 8);
+    if (!pos_le(c, l, f->commit_lsn, f->lsn) ||
+        (f->mk->set && pos_le(c, l, f->mk->commit_lsn, f->mk->lsn)))
+        return true; /* after the floor, or gone already */
+    f->rc = f->fn(entity, len, val, vlen, f->arg, f->e);
+    return f->rc == CDC_OK;
+}
+
+/* cdc_state_scan callback: store rows, unless the overlay has a newer word on them. */
+static bool floor_store_row(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+    floor_scan_t *f = arg;
+    cdc_dedup_pending_t *p = &f->d->pending;
+    if (p->nentries > 0 &&
+        pending_find(p, CDC_ROWS_FAMILY, key, klen, pending_hash(CDC_ROWS_FAMILY, key, klen)))
+        return true;
+    return floor_row(f, key, klen, val, vlen);
+}
+
+cdc_err_t cdc_dedup_floor(cdc_dedup_t *d, const uint8_t *table, size_t len, uint64_t commit_lsn,
+                          uint64_t lsn, cdc_dedup_row_fn fn, void *arg, bool *applied,
+                          cdc_error_t *e)
+{
+    floor_scan_t f = {d, NULL, commit_lsn, lsn, fn, arg, e, CDC_OK};
+    cdc_dedup_marker_t *mk = NULL;
+    uint8_t *lo = malloc(len + 1), *hi = malloc(len), pos[17];
+    cdc_err_t rc;
+
+    *applied = false;
+    if (lo == NULL || hi == NULL || !pending_reserve(&d->pending, 1, len + 17 + 16)) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = table_marker(d, table, len, &mk, e)) != CDC_OK)
+        goto done;
+    if (mk->set && pos_le(commit_lsn, lsn, mk->commit_lsn, mk->lsn))
+        goto done; /* this truncate, or a later one, is in place */
+    f.mk = mk;
+    /* the table's rows: [prefix "\0", prefix "\1"), as in record_truncate */
+    memcpy(lo, table, len);
+    lo[len] = 0;
+    memcpy(hi, table, len);
+    hi[len - 1] = 1;
+    rc = cdc_state_scan(d->st, CDC_ROWS_FAMILY, lo, len + 1, hi, len, floor_store_row, &f, e);
+    for (size_t i = 0; rc == CDC_OK && f.rc == CDC_OK && i < d->pending.nentries; i++) {
+        const cdc_dedup_entry_t *en = &d->pending.entries[i];
+        const uint8_t *k = d->pending.arena + en->koff;
+        if (en->family != CDC_ROWS_FAMILY || en->deleted || en->klen <= len ||
+            memcmp(k, table, len) != 0)
+            continue;
+        floor_row(&f, k, en->klen, d->pending.arena + en->voff, en->vlen);
+    }
+    if (rc == CDC_OK)
+        rc = f.rc;
+    if (rc != CDC_OK)
+        goto done;
+    put_u64(pos, commit_lsn);
+    put_u64(pos + 8, lsn);
+    pos[16] = 1;
+    cdc_state_batch_put(d->batch, CDC_ROWS_FAMILY, table, len, pos, sizeof(pos));
+    pending_set(&d->pending, CDC_ROWS_FAMILY, table, len, pos, sizeof(pos), false);
+    mk->set = mk->floor = true;
+    mk->commit_lsn = commit_lsn;
+    mk->lsn = lsn;
+    *applied = true;
+done:
     free(lo);
     free(hi);
     return rc;

@@ -23,6 +23,14 @@
  * under the table identity in "rows" (no TTL). From then on every change of the table
  * whose position is not after the truncate is a duplicate: replays of pre-truncate
  * changes and of the truncate itself are dropped however late they arrive.
+ *
+ * Floor (a truncate that reached another slot, cdc_dedup_floor; docs/worker.md,
+ * "Debezium's truncate"): the table's rows are kept, the marker gets the floor's
+ * position and a floor flag (a 17th byte, 1). A row whose position is not after the
+ * marker is gone, as above; but a change not after it is checked against its entity's
+ * own position, since this slot's stream had not reached the truncate: new ones are
+ * CDC_DEDUP_BEFORE_FLOOR (changes of the source, no longer of the mirror), replays stay
+ * duplicates.
  */
 #ifndef CDC_WORKER_DEDUP_H
 #define CDC_WORKER_DEDUP_H
@@ -39,8 +47,9 @@ enum { CDC_DEDUP_FAMILY = 0, CDC_ROWS_FAMILY = 1 };
 
 typedef enum cdc_dedup_verdict {
     CDC_DEDUP_NEW = 0,
-    CDC_DEDUP_REPLAY, /* exact (entity, lsn, op) seen before */
-    CDC_DEDUP_STALE,  /* position not after the entity's last position */
+    CDC_DEDUP_REPLAY,       /* exact (entity, lsn, op) seen before */
+    CDC_DEDUP_STALE,        /* position not after the entity's last position */
+    CDC_DEDUP_BEFORE_FLOOR, /* new, but not after its table's floor: a changelog row only */
 } cdc_dedup_verdict_t;
 
 /*
@@ -62,7 +71,8 @@ typedef struct cdc_dedup_pending {
 typedef struct cdc_dedup_marker {
     uint8_t *table; /* "<ns>.<table>\0", the entity prefix of the table */
     size_t len;
-    bool set; /* the table was truncated at (commit_lsn, lsn) */
+    bool set;   /* the table was truncated at (commit_lsn, lsn) */
+    bool floor; /* by a floor (cdc_dedup_floor), not in this slot's stream */
     uint64_t commit_lsn, lsn;
 } cdc_dedup_marker_t;
 
@@ -107,6 +117,22 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
  */
 cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t *part,
                            size_t part_len, cdc_error_t *e);
+
+/*
+ * Applies a floor of the table whose entity prefix is table ("<ns>.<table>\0", len
+ * bytes): a truncate at (commit_lsn, lsn) that another slot met. Unless the table's
+ * marker is already at or after it, calls fn(entity, entity_len, value, value_len, arg)
+ * for every row of the table live in state whose position is not after the floor (the
+ * value as from cdc_dedup_check), then sets the marker, as a floor, in the pending
+ * batch: those rows are gone from then on (see "Floor" above). *applied says whether
+ * it did. An error of fn ends the call with it (the marker is not set). Runs on the
+ * record thread, also while the store is held: it reads the store and the overlay.
+ */
+typedef cdc_err_t (*cdc_dedup_row_fn)(const uint8_t *entity, size_t entity_len, const uint8_t *val,
+                                      size_t val_len, void *arg, cdc_error_t *e);
+cdc_err_t cdc_dedup_floor(cdc_dedup_t *d, const uint8_t *table, size_t len, uint64_t commit_lsn,
+                          uint64_t lsn, cdc_dedup_row_fn fn, void *arg, bool *applied,
+                          cdc_error_t *e);
 
 /* Field id of the partition key in a stored image (no column has id 0). */
 #define CDC_DEDUP_PART_FIELD 0

@@ -18,7 +18,6 @@ static const char *const class_names[CDC_DLQ__COUNT] = {
     [CDC_DLQ_UNKNOWN_SCHEMA] = "unknown_schema",
     [CDC_DLQ_OVERSIZED] = "oversized",
     [CDC_DLQ_UNRESOLVED_TOAST] = "unresolved_toast",
-    [CDC_DLQ_UNORDERED_TRUNCATE] = "unordered_truncate",
 };
 
 const char *cdc_dlq_class_name(cdc_dlq_class_t cls)

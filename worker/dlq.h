@@ -22,7 +22,6 @@ typedef enum cdc_dlq_class {
     CDC_DLQ_UNKNOWN_SCHEMA,
     CDC_DLQ_OVERSIZED,
     CDC_DLQ_UNRESOLVED_TOAST,
-    CDC_DLQ_UNORDERED_TRUNCATE, /* a truncate in one partition of a topic of several */
     CDC_DLQ__COUNT
 } cdc_dlq_class_t;
 

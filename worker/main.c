@@ -170,6 +170,17 @@ int main(int argc, char **argv)
         "(deleted by retention or compaction before they were read), added at each such "
         "start.",
         NULL);
+    w.m_floor_rows = cdc_metrics_counter(
+        w.metrics, "cdc_worker_floor_rows_total",
+        "Rows removed from the mirror by truncates met in another partition (floors).", NULL);
+    w.m_before_floor = cdc_metrics_counter(
+        w.metrics, "cdc_worker_before_floor_total",
+        "Changes from before their table's floor that reached their slot after it: written "
+        "to the changelog only.",
+        NULL);
+    w.m_floors_waiting = cdc_metrics_gauge(
+        w.metrics, "cdc_worker_floors_waiting",
+        "Floors a slot could not apply at the last barrier (tried again at the next).", NULL);
     w.m_stalled = cdc_metrics_gauge(w.metrics, "cdc_worker_stalled_partitions",
                                     "Progress watchdog: topic partitions stalled now.", NULL);
     w.m_ckpt_bytes = cdc_metrics_counter(w.metrics, "cdc_worker_checkpoint_uploaded_bytes_total",

@@ -220,6 +220,8 @@ static void on_barrier(cdc_worker_t *w, const Cdc__Barrier *b)
     if (cdc_worker_barrier(w, b->term, b->generation, b->epoch, &e) != CDC_OK)
         /* No ack: the coordinator aborts the epoch and reassigns; nothing is lost. */
         cdc_log_error("could not snapshot epoch %" PRIu64 ": %s", b->epoch, e.msg);
+    else /* truncates met in one partition: the next epoch's first record boundary */
+        cdc_worker_apply_floors(w, b->floors, b->n_floors);
     /* the next epoch's rows are staged under the specs the coordinator has now */
     cdc_layouts_update(&w->layouts, b->layouts, b->n_layouts);
 }

@@ -212,8 +212,14 @@ static cdc_err_t stage_truncate(cdc_stage_t *s, const cdc_change_t *c, cdc_error
     if (t->slots != NULL)
         memset(t->slots, 0, t->nslots * sizeof(*t->slots));
     t->truncated = true;
-    /* (a backfill's truncate, before the rows of a resync, is the mirror's alone) */
-    if (c->partition == 0 && !c->backfill)
+    if (c->floor) { /* reported to every other slot (TableFloor, docs/protocol.md) */
+        t->floor = true;
+        t->floor_commit_lsn = c->commit_lsn;
+        t->floor_lsn = c->lsn;
+    }
+    /* (a backfill's truncate, before the rows of a resync, is the mirror's alone; a
+     * floor is in one partition only) */
+    if ((c->partition == 0 || c->floor) && !c->backfill)
         changelog_push(s, t, c)->row.schema = c->schema; /* no values: every column null */
     s->changes++;
     if (s->enc_rows > 0)
@@ -282,48 +288,54 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before,
     if (!changelog_reserve(t))
         goto nomem;
 
-    h = (uint32_t)hash(c->entity, c->entity_len);
-    en = lookup(t, c->entity, c->entity_len, h, &slot);
-    if (en == NULL) {
-        if (t->nentries == t->cap) {
-            size_t cap = t->cap ? t->cap * 2 : 64;
-            cdc_stage_entry_t *n = realloc(t->entries, cap * sizeof(*n));
-            if (n == NULL)
+    if (c->changelog_only && c->backfill)
+        return CDC_OK;       /* a re-read row from before a floor: nothing, in either table */
+    if (c->changelog_only) { /* a change from before a floor: the changelog's alone */
+        if (parts != NULL && !set_order(s, t, 1, parts->changelog_order))
+            goto nomem;
+    } else {
+        h = (uint32_t)hash(c->entity, c->entity_len);
+        en = lookup(t, c->entity, c->entity_len, h, &slot);
+        if (en == NULL) {
+            if (t->nentries == t->cap) {
+                size_t cap = t->cap ? t->cap * 2 : 64;
+                cdc_stage_entry_t *n = realloc(t->entries, cap * sizeof(*n));
+                if (n == NULL)
+                    goto nomem;
+                t->entries = n;
+                t->cap = cap;
+            }
+            en = &t->entries[t->nentries];
+            memset(en, 0, sizeof(*en));
+            en->entity = malloc(c->entity_len);
+            if (en->entity == NULL)
                 goto nomem;
-            t->entries = n;
-            t->cap = cap;
+            memcpy(en->entity, c->entity, c->entity_len);
+            en->entity_len = c->entity_len;
+            en->hash = h;
+            en->needs_delete = live_before;
+            if (live_before && parts != NULL &&
+                !set_key(&en->old_part, &en->old_part_len, parts->old, parts->old_len)) {
+                free(en->entity);
+                goto nomem;
+            }
+            t->slots[slot] = ++t->nentries;
+            s->bytes += sizeof(*en) + c->entity_len;
+        } else if (t->enc_data != NULL && (size_t)(en - t->entries) < t->enc_data->done) {
+            /* an entry already encoded ahead changed: the mirror file is encoded whole */
+            enc_drop(s, &t->enc_data);
+            t->enc_data_off = true;
         }
-        en = &t->entries[t->nentries];
-        memset(en, 0, sizeof(*en));
-        en->entity = malloc(c->entity_len);
-        if (en->entity == NULL)
+        en->deleted = c->op == CDC_OP_DELETE;
+        if (parts != NULL && !set_key(&en->part, &en->part_len, parts->mirror, parts->mirror_len))
             goto nomem;
-        memcpy(en->entity, c->entity, c->entity_len);
-        en->entity_len = c->entity_len;
-        en->hash = h;
-        en->needs_delete = live_before;
-        if (live_before && parts != NULL &&
-            !set_key(&en->old_part, &en->old_part_len, parts->old, parts->old_len)) {
-            free(en->entity);
+        if (en->part != NULL || en->old_part != NULL)
+            set_partitioned(s, t);
+        if (parts != NULL && (!set_order(s, t, 0, parts->mirror_order) ||
+                              !set_order(s, t, 1, parts->changelog_order)))
             goto nomem;
-        }
-        t->slots[slot] = ++t->nentries;
-        s->bytes += sizeof(*en) + c->entity_len;
-    } else if (t->enc_data != NULL && (size_t)(en - t->entries) < t->enc_data->done) {
-        /* an entry already encoded ahead changed: the mirror file is encoded whole */
-        enc_drop(s, &t->enc_data);
-        t->enc_data_off = true;
+        en->last = t->nchangelog; /* the row changelog_push appends next */
     }
-    en->deleted = c->op == CDC_OP_DELETE;
-    if (parts != NULL && !set_key(&en->part, &en->part_len, parts->mirror, parts->mirror_len))
-        goto nomem;
-    if (en->part != NULL || en->old_part != NULL)
-        set_partitioned(s, t);
-    if (parts != NULL &&
-        (!set_order(s, t, 0, parts->mirror_order) || !set_order(s, t, 1, parts->changelog_order)))
-        goto nomem;
-    en->last = t->nchangelog; /* the row changelog_push appends next */
-
     cl = changelog_push(s, t, c);
     cl->mirror_only = c->backfill;
     t->nmirror_only += c->backfill;

@@ -82,9 +82,11 @@ typedef struct cdc_stage_table {
     size_t nchangelog, clcap;
     size_t nmirror_only; /* changelog[] rows that are mirror_only */
     bool truncated;      /* a TRUNCATE was staged this epoch: entries are post-truncate only */
-    bool partitioned;    /* a row has a partition key or the table a sort order: files are
-                          * written at the barrier (no encoding ahead), per partition and
-                          * sorted */
+    bool floor;          /* the last one was a floor (cdc_change_t.floor), at this position: */
+    uint64_t floor_commit_lsn, floor_lsn;
+    bool partitioned; /* a row has a partition key or the table a sort order: files are
+                       * written at the barrier (no encoding ahead), per partition and
+                       * sorted */
     /* sort orders of the mirror's data files ([0]) and of the changelog's ([1]) as of
      * the latest change staged (order_id 0: unsorted); a sorted table is also written at
      * the barrier */
@@ -142,8 +144,14 @@ void cdc_stage_free(cdc_stage_t *s);
  * A truncate (op 't') drops the table's mirror entries staged so far this epoch (they
  * predate it; the changelog keeps its rows) and marks the table truncated, which the
  * Ack reports so that the coordinator removes the slot's earlier mirror files. Every
- * slot sees the truncate; only partition 0 adds it to the changelog (one `_op = 't'`
- * row with null row columns), so the changelog holds it once.
+ * slot sees the capture's truncate; only partition 0 adds it to the changelog (one
+ * `_op = 't'` row with null row columns), so the changelog holds it once. A floor
+ * (Debezium's truncate, in one partition) is added by the slot that meets it, and marks
+ * the table (floor, floor_*) for the Ack's TableFloor.
+ *
+ * A change with changelog_only set (before its table's floor, dedup.h) adds its
+ * changelog row only: the mirror entries are untouched (nothing at all for a backfill
+ * row).
  */
 /*
  * Layout of a change (NULL: every file of the table unpartitioned and unsorted). A row's

@@ -161,6 +161,10 @@ typedef struct cdc_worker {
     cdc_counter_t *m_stalls;         /* progress watchdog: stalls detected */
     cdc_counter_t *m_missing;        /* offsets below a partition's first record, from 0 */
     cdc_gauge_t *m_stalled;          /* progress watchdog: partitions stalled now */
+    cdc_counter_t *m_floor_rows;     /* rows removed by floors (floor.c) */
+    cdc_counter_t *m_before_floor;   /* changes before a floor that came after it */
+    cdc_gauge_t *m_floors_waiting;   /* (slot, floor) pairs not applied at the last barrier */
+    int64_t floor_warned_ms;         /* last "not applied yet" warning */
     cdc_histogram_t *m_stage_seconds, *m_ckpt_seconds;
 
     /* Set by the signal handler, which may run on any thread; read by the heartbeat
@@ -210,6 +214,16 @@ void cdc_worker_committed(cdc_worker_t *w, uint64_t epoch);
 
 /* Updates lag and state-size gauges (cheap; rate-limited inside). */
 void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms);
+
+/* ---- floor.c -------------------------------------------------------------------------- */
+
+/*
+ * Applies the barrier's floors (truncates met in one partition, TableFloor) in every
+ * owned slot that has not yet: right after cdc_worker_barrier, so at the new epoch's
+ * first record boundary. A floor that cannot be applied yet is logged, counted in
+ * cdc_worker_floors_waiting and tried again at the next barrier.
+ */
+void cdc_worker_apply_floors(cdc_worker_t *w, Cdc__TableFloor *const *floors, size_t n);
 
 /* ---- dlq.c ---------------------------------------------------------------------------- */
 

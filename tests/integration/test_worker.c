@@ -54,7 +54,8 @@ static const char *root_dir(void)
 
 /* ---- producing events ------------------------------------------------------------- */
 
-static void produce(const char *table, const char *key, const char *value, int version)
+static void produce_to(const char *table, int32_t partition, const char *key, const char *value,
+                       int version)
 {
     char topic[256], ver[16];
     cdc_error_t e;
@@ -63,7 +64,7 @@ static void produce(const char *table, const char *key, const char *value, int v
     snprintf(ver, sizeof(ver), "%d", version);
     h[0].value_len = strlen(ver);
     cdc_kafka_record_t r = {topic,
-                            CDC_KAFKA_PARTITION_ANY,
+                            partition,
                             key,
                             key ? strlen(key) : 0,
                             value,
@@ -73,6 +74,11 @@ static void produce(const char *table, const char *key, const char *value, int v
                             0,
                             NULL};
     assert_int_equal(cdc_kafka_produce(T.prod, &r, &e), CDC_OK);
+}
+
+static void produce(const char *table, const char *key, const char *value, int version)
+{
+    produce_to(table, CDC_KAFKA_PARTITION_ANY, key, value, version);
 }
 
 static void flush(void)
@@ -833,7 +839,9 @@ static void test_many_failed_partitions(void **state)
 }
 
 /* A Debezium change event (Connect envelope with its schema) of public.dbz. */
-static void dbz_event(char op, long id, const char *name, uint64_t lsn)
+/* A Debezium event (Connect JSON envelope) of table public.<table> into a partition. */
+static void dbz_event_to(const char *table, int32_t partition, char op, long id, const char *name,
+                         uint64_t lsn)
 {
     char v[2048], key[64];
     static const char *row = "{\"type\":\"struct\",\"optional\":true,\"field\":\"%s\",\"fields\":["
@@ -856,11 +864,31 @@ static void dbz_event(char op, long id, const char *name, uint64_t lsn)
              "{\"type\":\"int64\",\"optional\":true,\"field\":\"lsn\"}]},"
              "{\"type\":\"string\",\"optional\":false,\"field\":\"op\"}]},"
              "\"payload\":{%s,\"source\":{\"connector\":\"postgresql\",\"schema\":\"public\","
-             "\"table\":\"dbz\",\"txId\":%llu,\"lsn\":%llu,\"ts_ms\":1700000000000},"
+             "\"table\":\"%s\",\"txId\":%llu,\"lsn\":%llu,\"ts_ms\":1700000000000},"
              "\"op\":\"%c\",\"ts_ms\":1700000000000}}",
-             before, after, img, (unsigned long long)lsn, (unsigned long long)lsn, op);
+             before, after, img, table, (unsigned long long)lsn, (unsigned long long)lsn, op);
     snprintf(key, sizeof(key), "{\"id\":%ld}", id);
-    produce("dbz", op == 't' ? NULL : key, v, 0);
+    produce_to(table, partition, op == 't' ? NULL : key, v, 0);
+}
+
+static void dbz_event(char op, long id, const char *name, uint64_t lsn)
+{
+    dbz_event_to("dbz", CDC_KAFKA_PARTITION_ANY, op, id, name, lsn);
+}
+
+/* A job of its own (name suffix, warehouse) for Debezium topic public.<table>, created
+ * with the given partition count. job[96] and wh[600] receive the names. */
+static cdc_test_job_t dbz_job(const char *suffix, const char *table, int partitions, char *job,
+                              char *wh)
+{
+    char topic[256];
+    cdc_error_t e;
+    snprintf(job, 96, "%s-%s", T.job, suffix);
+    snprintf(wh, 600, "%s/warehouse-%s", T.dir, suffix);
+    snprintf(topic, sizeof(topic), "%s.public.%s", T.prefix, table);
+    cdc_kafka_topic_spec_t spec = {topic, partitions, -1, false};
+    assert_int_equal(cdc_kafka_ensure_topic(T.env->kafka, NULL, &spec, 10000, &e), CDC_OK);
+    return (cdc_test_job_t){.dir = T.dir, .name = job, .warehouse = wh, .topic_prefix = T.prefix};
 }
 
 /*
@@ -870,15 +898,10 @@ static void dbz_event(char op, long id, const char *name, uint64_t lsn)
  */
 static void test_debezium_truncate(void **state)
 {
-    char job[96], wh[600], topic[256];
+    char job[96], wh[600];
     cdc_error_t e;
     (void)state;
-    snprintf(job, sizeof(job), "%s-d", T.job);
-    snprintf(wh, sizeof(wh), "%s/warehouse-d", T.dir);
-    cdc_test_job_t dj = {.dir = T.dir, .name = job, .warehouse = wh, .topic_prefix = T.prefix};
-    snprintf(topic, sizeof(topic), "%s.public.dbz", T.prefix);
-    cdc_kafka_topic_spec_t spec = {topic, 1, -1, false};
-    assert_int_equal(cdc_kafka_ensure_topic(T.env->kafka, NULL, &spec, 10000, &e), CDC_OK);
+    cdc_test_job_t dj = dbz_job("d", "dbz", 1, job, wh);
     for (long id = 1; id <= 5; id++)
         dbz_event('c', id, "before", 100 + (uint64_t)id);
     dbz_event('t', 0, NULL, 200);
@@ -929,6 +952,116 @@ static void test_debezium_truncate(void **state)
     json_decref(cl);
 }
 
+typedef struct dbzm_want {
+    const char *wh;
+    size_t mirror, changelog;
+} dbzm_want_t;
+
+/* The mirror holds exactly w->mirror rows and the changelog w->changelog. */
+static bool dbzm_has(void *arg)
+{
+    dbzm_want_t *w = arg;
+    json_t *m = read_table_in(w->wh, "dbzm"), *cl = read_table_in(w->wh, "dbzm_changelog");
+    bool ok = m != NULL && cl != NULL && json_array_size(rows_of(m)) == w->mirror &&
+              json_array_size(rows_of(cl)) == w->changelog;
+    json_decref(m);
+    json_decref(cl);
+    if (!ok)
+        usleep(300 * 1000); /* pacing between reader runs, not a wait for a condition */
+    return ok;
+}
+
+/* Rows of the changelog with _op = op (and id, when id >= 0). */
+static size_t changelog_count(json_t *cl, const char *op, long id)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < json_array_size(rows_of(cl)); i++) {
+        json_t *r = json_array_get(rows_of(cl), i);
+        const char *o = json_string_value(json_object_get(r, "_op"));
+        n += o != NULL && strcmp(o, op) == 0 &&
+             (id < 0 || json_integer_value(json_object_get(r, "id")) == id);
+    }
+    return n;
+}
+
+/*
+ * Debezium's truncate on a topic of 12 partitions (docs/worker.md, "Debezium's truncate"):
+ * it sits in partition 5 only. Every slot applies it by position (a floor): its rows from
+ * before the truncate leave the mirror; a row after it that a slot consumed before it
+ * learned of the truncate (id 15, ahead) stays; changes from before the truncate that
+ * reach a slot after it applied the floor (ids 33 and 9 in partition 9, late) go to the
+ * changelog only, and a replay of one of them is still a duplicate.
+ */
+static void test_debezium_truncate_partitions(void **state)
+{
+    char job[96], wh[600];
+    (void)state;
+    cdc_test_job_t dj = dbz_job("m", "dbzm", 12, job, wh);
+    for (long id = 1; id <= 24; id++)
+        dbz_event_to("dbzm", (int32_t)(id % 12), 'c', id, "before", 100 + (uint64_t)id);
+    dbz_event_to("dbzm", 3, 'u', 15, "after", 700); /* slot 3 is past the truncate */
+    dbz_event_to("dbzm", 5, 't', 0, NULL, 500);
+    for (long id = 1; id <= 6; id++)
+        dbz_event_to("dbzm", (int32_t)(id % 12), 'u', id, "after", 600 + (uint64_t)id);
+    flush();
+
+    pid_t coord = cdc_test_start_coordinator(&dj, "cm", COORD_OPTS);
+    assert_true(coord > 0);
+    pid_t worker = cdc_test_start_worker(&dj, "m1", "public.dbzm", NULL);
+    assert_true(worker > 0);
+    /* mirror: ids 1-6 and 15, "after"; changelog: 24 + 1 + 1 + 6 */
+    dbzm_want_t w = {wh, 7, 32};
+    bool settled = cdc_test_wait_for(dbzm_has, &w, 90000);
+    json_t *m = read_table_in(wh, "dbzm");
+    if (!settled) {
+        json_t *cl = read_table_in(wh, "dbzm_changelog");
+        cdc_test_kill(worker, SIGTERM, 5000);
+        cdc_test_kill(coord, SIGTERM, 5000);
+        fail_msg("dbzm: mirror %zu rows (expected 7), changelog %zu (expected 32); logs in %s",
+                 json_array_size(rows_of(m)), json_array_size(rows_of(cl)), T.dir);
+    }
+    for (long id = 1; id <= 24; id++) {
+        json_t *r = row_by_id(rows_of(m), id);
+        if (id <= 6 || id == 15) {
+            assert_non_null(r);
+            assert_string_equal(json_string_value(json_object_get(r, "name")), "after");
+        } else if (r != NULL) {
+            fail_msg("dbzm: row %ld from before the truncate is in the mirror", id);
+        }
+    }
+    json_decref(m);
+    bool applied = worker_log_has("m1", "applied by position");
+
+    /* late: changes from before the truncate reach slot 9 after its floor */
+    dbz_event_to("dbzm", 9, 'c', 33, "late", 450);
+    dbz_event_to("dbzm", 9, 'u', 9, "late", 460);
+    dbz_event_to("dbzm", 9, 'c', 33, "late", 450); /* a replay */
+    dbz_event_to("dbzm", 9, 'c', 21, "after", 800);
+    flush();
+    w.mirror = 8;
+    w.changelog = 35;
+    settled = cdc_test_wait_for(dbzm_has, &w, 60000);
+    m = read_table_in(wh, "dbzm");
+    json_t *cl = read_table_in(wh, "dbzm_changelog");
+    cdc_test_kill(worker, SIGTERM, 5000);
+    cdc_test_kill(coord, SIGTERM, 5000);
+    if (!applied)
+        fail_msg("worker m1 did not log the truncate applied by position (logs in %s)", T.dir);
+    if (!settled)
+        fail_msg("dbzm after the late changes: mirror %zu rows (expected 8), changelog %zu "
+                 "(expected 35); logs in %s",
+                 json_array_size(rows_of(m)), json_array_size(rows_of(cl)), T.dir);
+    assert_null(row_by_id(rows_of(m), 33));
+    assert_null(row_by_id(rows_of(m), 9));
+    assert_non_null(row_by_id(rows_of(m), 21));
+    assert_int_equal(changelog_count(cl, "t", -1), 1);
+    assert_int_equal(changelog_count(cl, "c", 33), 1);
+    assert_int_equal(changelog_count(cl, "u", 9), 1);
+    assert_int_equal(changelog_count(cl, "u", 15), 1);
+    json_decref(m);
+    json_decref(cl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -939,6 +1072,7 @@ int main(void)
         cmocka_unit_test(test_missing_start_logged),
         cmocka_unit_test(test_many_failed_partitions),
         cmocka_unit_test(test_debezium_truncate),
+        cmocka_unit_test(test_debezium_truncate_partitions),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -212,12 +212,57 @@ static void test_offsets_summary(void **state)
     cdc_checkpoint_free(c);
 }
 
+/* Floors: the latest per table, carried from record to record, in the record's JSON. */
+static void test_floors(void **state)
+{
+    cdc_checkpoint_t *c = sample(), *d = NULL, *next = cdc_checkpoint_new("job", 8, 1, 1);
+    cdc_error_t e;
+    char *js;
+    (void)state;
+
+    assert_int_equal(cdc_checkpoint_add_floor(c, "ns.t", 10, 5, 3), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_floor(c, "ns.t", 9, 50, 4), CDC_OK); /* earlier */
+    assert_int_equal(cdc_checkpoint_add_floor(c, "ns.u", 7, 7, 11), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_floor(c, "ns.u", 7, 7, 12), CDC_ERR_INVALID);
+    assert_int_equal(c->nfloors, 2);
+    assert_int_equal(c->floors[0].commit_lsn, 10);
+    assert_int_equal(c->floors[0].partition, 3);
+    js = cdc_checkpoint_to_json(c, false);
+    assert_non_null(
+        strstr(js, "\"floors\":[{\"table\":\"ns.t\",\"commit_lsn\":10,\"lsn\":5,\"p\":3}"));
+    assert_int_equal(cdc_checkpoint_from_json(js, strlen(js), &d, &e), CDC_OK);
+    free(js);
+    /* the next record gets them, and keeps its own later one */
+    assert_int_equal(cdc_checkpoint_add_floor(next, "ns.u", 8, 1, 2), CDC_OK);
+    assert_int_equal(cdc_checkpoint_carry_floors(next, d), CDC_OK);
+    assert_int_equal(cdc_checkpoint_carry_floors(next, NULL), CDC_OK);
+    assert_int_equal(next->nfloors, 2);
+    for (size_t i = 0; i < next->nfloors; i++) {
+        const cdc_table_floor_t *f = &next->floors[i];
+        if (strcmp(f->table, "ns.t") == 0) {
+            assert_int_equal(f->commit_lsn, 10);
+            assert_int_equal(f->lsn, 5);
+            assert_int_equal(f->partition, 3);
+        } else {
+            assert_string_equal(f->table, "ns.u");
+            assert_int_equal(f->commit_lsn, 8);
+            assert_int_equal(f->partition, 2);
+        }
+    }
+    cdc_checkpoint_free(d);
+    const char *bad = "{\"epoch\":1,\"floors\":[{\"table\":\"ns.t\",\"lsn\":1,\"p\":0}]}";
+    assert_int_equal(cdc_checkpoint_from_json(bad, strlen(bad), &d, &e), CDC_ERR_CORRUPT);
+    assert_non_null(strstr(e.msg, "floor"));
+    cdc_checkpoint_free(next);
+    cdc_checkpoint_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),       cmocka_unit_test(test_pending_file_list),
         cmocka_unit_test(test_truncates),       cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_offsets_summary),
+        cmocka_unit_test(test_offsets_summary), cmocka_unit_test(test_floors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -235,6 +235,57 @@ static void test_may_have_prefix(void **state)
     cdc_state_close(st);
 }
 
+typedef struct scanned {
+    char keys[8][32];
+    int n, stop_after; /* stop_after: the callback stops after that many (0 = never) */
+} scanned_t;
+
+static bool note_key(const void *key, size_t klen, const void *val, size_t vlen, void *arg)
+{
+    scanned_t *s = arg;
+    assert_true(s->n < 8 && klen < 32);
+    assert_int_equal(vlen, 1); /* the value without its write time */
+    assert_memory_equal(val, "v", 1);
+    memcpy(s->keys[s->n], key, klen);
+    s->keys[s->n][klen] = '\0';
+    s->n++;
+    return s->stop_after == 0 || s->n < s->stop_after;
+}
+
+/* A scan: the keys in [begin, end) of the family, in order; expired ones skipped; the
+ * callback can stop it. */
+static void test_scan(void **state)
+{
+    fx_t *f = *state;
+    cdc_error_t e;
+    cdc_state_t *st = open_store(f->db, true);
+    put(st, 0, "a", "v");
+    put(st, 0, "b1", "v");
+    put(st, 0, "b2", "v");
+    put(st, 0, "b", "v");
+    put(st, 0, "c", "v");
+    put(st, 1, "b3", "v"); /* the other family */
+    scanned_t s = {0};
+    assert_int_equal(cdc_state_scan(st, 0, "b", 1, "c", 1, note_key, &s, &e), CDC_OK);
+    assert_int_equal(s.n, 3);
+    assert_string_equal(s.keys[0], "b");
+    assert_string_equal(s.keys[1], "b1");
+    assert_string_equal(s.keys[2], "b2");
+    memset(&s, 0, sizeof(s));
+    s.stop_after = 1;
+    assert_int_equal(cdc_state_scan(st, 0, "b", 1, "c", 1, note_key, &s, &e), CDC_OK);
+    assert_int_equal(s.n, 1);
+    /* expired: family 0 keeps keys 100 s */
+    atomic_store(&fake_now, T0 + 101);
+    put(st, 0, "b9", "v");
+    memset(&s, 0, sizeof(s));
+    assert_int_equal(cdc_state_scan(st, 0, "b", 1, "c", 1, note_key, &s, &e), CDC_OK);
+    assert_int_equal(s.n, 1);
+    assert_string_equal(s.keys[0], "b9");
+    assert_int_equal(cdc_state_scan(st, 7, "b", 1, "c", 1, note_key, &s, &e), CDC_ERR_INVALID);
+    cdc_state_close(st);
+}
+
 /* Opens dir with the RocksDB C API as the store's families (no TTL wrapper). */
 static rocksdb_t *raw_open(const char *dir, rocksdb_column_family_handle_t **cfs,
                            rocksdb_options_t **opts)
@@ -434,6 +485,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batch_write_time, setup, teardown),
         cmocka_unit_test_setup_teardown(test_multi_get, setup, teardown),
         cmocka_unit_test_setup_teardown(test_may_have_prefix, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scan, setup, teardown),
         cmocka_unit_test_setup_teardown(test_format_marker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_written_by_dbwithttl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_checkpoint, setup, teardown),

@@ -238,14 +238,9 @@ static void expect_dlq(cdc_catalog_t *cat, const char *value, int64_t version, c
     assert_null(c.entity);
 }
 
-static int32_t parts_of(const void *arg)
-{
-    return *(const int32_t *)arg;
-}
-
-/* Debezium's truncate (one event, no key, in one partition; no schema version) is applied
- * when the topic has a single partition, and dead-lettered as unordered_truncate when it
- * has several. */
+/* Debezium's truncate (one event, no key, in one partition; no schema version) is a
+ * floor: applied in its own partition, and by position in the others (docs/worker.md,
+ * "Debezium's truncate"), whatever the topic's partition count. */
 static void test_debezium_truncate(void **state)
 {
     (void)state;
@@ -253,27 +248,90 @@ static void test_debezium_truncate(void **state)
     const char *v = "{\"before\":null,\"after\":null,\"op\":\"t\",\"ts_ms\":1700000000000,"
                     "\"source\":{\"connector\":\"postgresql\",\"schema\":\"public\","
                     "\"table\":\"orders\",\"lsn\":5000,\"txId\":9,\"ts_ms\":1700000000000}}";
-    int32_t one = 1, twelve = 12;
-    cdc_decode_input_t in = {TOPIC, 0, 7, NULL, 0, v, strlen(v), -1, NULL, NULL, parts_of, &one};
+    cdc_decode_input_t in = {TOPIC, 0, 7, NULL, 0, v, strlen(v), -1, NULL, NULL};
     cdc_change_t c;
     cdc_decode_error_t de;
 
-    assert_int_equal(cdc_decode(cat, NULL, &in, &c, &de), CDC_OK);
-    assert_int_equal(c.op, CDC_OP_TRUNCATE);
-    assert_int_equal(c.lsn, 5000);
-    assert_int_equal(c.commit_lsn, 5000);
-    assert_int_equal(c.tx_id, 9);
-    assert_int_equal(c.entity_len, strlen("public.orders") + 1);
-    assert_memory_equal(c.entity, "public.orders", c.entity_len);
-    cdc_change_clear(&c);
+    for (int32_t p = 0; p < 12; p += 5) {
+        in.partition = p;
+        assert_int_equal(cdc_decode(cat, NULL, &in, &c, &de), CDC_OK);
+        assert_int_equal(c.op, CDC_OP_TRUNCATE);
+        assert_true(c.floor);
+        assert_false(c.changelog_only);
+        assert_int_equal(c.partition, p);
+        assert_int_equal(c.lsn, 5000);
+        assert_int_equal(c.commit_lsn, 5000);
+        assert_int_equal(c.tx_id, 9);
+        assert_int_equal(c.entity_len, strlen("public.orders") + 1);
+        assert_memory_equal(c.entity, "public.orders", c.entity_len);
+        cdc_change_clear(&c);
+    }
+    cdc_catalog_free(cat);
+}
 
-    in.topic_arg = &twelve;
-    in.partition = 5;
-    assert_int_equal(cdc_decode(cat, NULL, &in, &c, &de), CDC_ERR_INVALID);
-    assert_int_equal(de.cls, CDC_DLQ_UNORDERED_TRUNCATE);
-    assert_non_null(strstr(de.msg, "partition 5"));
-    assert_non_null(strstr(de.msg, "12 partitions"));
-    assert_string_equal(cdc_dlq_class_name(de.cls), "unordered_truncate");
+/* An entity key read back as a row (floors sweep rows by their state key alone): every
+ * key column, of the types a key has, with the others null; a key that is not the
+ * schema's is refused. cdc_catalog_keyed finds the table's latest keyed schema. */
+static void test_entity_row(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = fixture_catalog(TOPIC, 2);
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    cdc_error_t e;
+    cdc_row_t row;
+    char *doc = fixture("capture_schema_v2.json", NULL), *k = strstr(doc, "\"key\":[\"id\"]");
+    assert_non_null(k);
+    /* version 3: key (customer, id), customer a string */
+    char v3[8192];
+    snprintf(v3, sizeof(v3), "%.*s\"key\":[\"customer\",\"id\"]%s", (int)(k - doc), doc,
+             k + strlen("\"key\":[\"id\"]"));
+    char *ver = strstr(v3, "\"version\":2");
+    assert_non_null(ver);
+    ver[10] = '3';
+    char *ck = strstr(v3, "\"customer\",\"pg_oid\":25,\"pg_type\":\"text\",\"typmod\":-1,"
+                          "\"nullable\":true,\"key\":0");
+    assert_non_null(ck);
+    static const char key2[] = "\"nullable\":false,\"key\":2"; /* one byte longer */
+    char *nk = strstr(ck, "\"nullable\":true,\"key\":0");
+    memmove(nk + 1, nk, strlen(nk) + 1);
+    memcpy(nk, key2, strlen(key2));
+    free(doc);
+    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 3, v3, strlen(v3), &e), CDC_OK);
+    const cdc_source_schema_t *s3 = cdc_catalog_keyed(cat, "public.orders");
+    assert_non_null(s3);
+    assert_int_equal(s3->version, 3);
+    assert_int_equal(s3->nkey, 2);
+    assert_null(cdc_catalog_keyed(cat, "public.order"));
+    assert_null(cdc_catalog_keyed(cat, "other.orders"));
+
+    assert_int_equal(decode_str(cat, TOPIC, NULL,
+                                "{\"op\":\"c\",\"after\":{\"id\":-42,\"customer\":\"acme\","
+                                "\"note\":\"x\"},\"source\":{\"lsn\":1}}",
+                                3, &c, &de),
+                     CDC_OK);
+    assert_true(cdc_decode_entity_row(s3, c.entity, c.entity_len, &row));
+    for (size_t i = 0; i < s3->ncols; i++) {
+        const cdc_val_t *v = &row.vals[i];
+        if (strcmp(s3->cols[i].name, "id") == 0) {
+            assert_int_equal(v->kind, CDC_VAL_SET);
+            assert_int_equal(v->u.i, -42);
+        } else if (strcmp(s3->cols[i].name, "customer") == 0) {
+            assert_int_equal(v->kind, CDC_VAL_SET);
+            assert_int_equal(v->len, 4);
+            assert_memory_equal(v->bytes, "acme", 4);
+        } else {
+            assert_int_equal(v->kind, CDC_VAL_NULL);
+        }
+    }
+    cdc_row_clear(&row);
+    /* cut short, or read with another key (version 2: id alone) */
+    assert_false(cdc_decode_entity_row(s3, c.entity, c.entity_len - 1, &row));
+    assert_null(row.vals);
+    assert_false(
+        cdc_decode_entity_row(cdc_catalog_get(cat, TOPIC, 2), c.entity, c.entity_len, &row));
+    assert_false(cdc_decode_entity_row(s3, (const uint8_t *)"public.orders", 13, &row));
+    cdc_change_clear(&c);
     cdc_catalog_free(cat);
 }
 
@@ -289,9 +347,6 @@ static void test_dlq_classes(void **state)
                CDC_DLQ_TYPE_MISMATCH); /* key declared not null */
     expect_dlq(cat, "{\"op\":\"x\",\"after\":{\"id\":1},\"source\":{\"lsn\":1}}", 1,
                CDC_DLQ_UNKNOWN_OP);
-    /* a truncate without the cdc.schema header (Debezium: in one partition only) on a
-     * topic whose partition count is unknown */
-    expect_dlq(cat, "{\"op\":\"t\",\"source\":{\"lsn\":1}}", -1, CDC_DLQ_UNORDERED_TRUNCATE);
     {
         /* from the capture (header version): applied; entity = the table identity */
         cdc_change_t c;
@@ -305,6 +360,7 @@ static void test_dlq_classes(void **state)
         assert_int_equal(c.lsn, 7);
         assert_int_equal(c.commit_lsn, 9);
         assert_null(c.after.vals);
+        assert_false(c.floor); /* in every partition: not a floor */
         assert_int_equal(c.entity_len, strlen("public.orders") + 1);
         assert_memory_equal(c.entity, "public.orders", c.entity_len);
         cdc_change_clear(&c);
@@ -424,6 +480,7 @@ int main(void)
         cmocka_unit_test(test_tombstone),
         cmocka_unit_test(test_dlq_classes),
         cmocka_unit_test(test_debezium_truncate),
+        cmocka_unit_test(test_entity_row),
         cmocka_unit_test(test_row_image_roundtrip),
         cmocka_unit_test(test_schema_version_source),
     };

@@ -4,7 +4,8 @@
  * store from a checkpoint copy, TOAST repair from the stored image, a checkpoint taken
  * at a barrier cut while later changes keep coming, truncate (rows of the table reset,
  * replays before it dropped, also after a restore), (entity, lsn, op) keys written only
- * by deletes.
+ * by deletes, floors (a truncate met in another slot: rows swept by position, changes
+ * from before it that come later checked per entity).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -93,7 +94,7 @@ static cdc_dedup_verdict_t apply(fx_t *f, cdc_change_t *c, bool *live)
     assert_int_equal(cdc_dedup_check(f->d, c, &v, &img, &len, &e), CDC_OK);
     if (live)
         *live = img != NULL;
-    if (v == CDC_DEDUP_NEW) {
+    if (v == CDC_DEDUP_NEW || v == CDC_DEDUP_BEFORE_FLOOR) {
         assert_int_equal(cdc_toast_repair(c, img, len, &colname), CDC_OK);
         assert_int_equal(cdc_dedup_record(f->d, c, NULL, 0, &e), CDC_OK);
     }
@@ -780,6 +781,122 @@ static void test_seen_keys_only_for_deletes(void **state)
     cdc_change_clear(&del);
 }
 
+typedef struct swept {
+    int n;
+    int ids[16];
+} swept_t;
+
+/* cdc_dedup_floor callback: notes the id (last key byte: ids < 256) of each row swept. */
+static cdc_err_t note_row(const uint8_t *entity, size_t len, const uint8_t *val, size_t vlen,
+                          void *arg, cdc_error_t *e)
+{
+    swept_t *sw = arg;
+    (void)val;
+    (void)e;
+    assert_true(vlen >= 16);
+    assert_true(len > strlen("public.orders") + 1);
+    assert_memory_equal(entity, "public.orders", strlen("public.orders") + 1);
+    assert_true(sw->n < 16);
+    sw->ids[sw->n++] = entity[len - 1];
+    return CDC_OK;
+}
+
+static bool swept_has(const swept_t *sw, int id)
+{
+    for (int i = 0; i < sw->n; i++)
+        if (sw->ids[i] == id)
+            return true;
+    return false;
+}
+
+/* Applies change (op, id, position) and returns its verdict (a NEW one says whether the
+ * entity was live before). */
+static cdc_dedup_verdict_t step(fx_t *f, char op, int id, uint64_t pos, bool *live)
+{
+    cdc_change_t c;
+    make(f, &c, op, id, pos, pos, NULL);
+    cdc_dedup_verdict_t v = apply(f, &c, live);
+    cdc_change_clear(&c);
+    return v;
+}
+
+/*
+ * A floor (truncate at 200 met in another slot): the rows not after it are passed to the
+ * callback, from the store and from the pending overlay alike, and are gone afterwards;
+ * a row after it stays; the floor applies once; changes from before it are
+ * BEFORE_FLOOR when new to their entity and duplicates when not; the floor survives a
+ * reopen; a later truncate in the slot's own stream replaces it.
+ */
+static void test_floor(void **state)
+{
+    fx_t *f = *state;
+    cdc_error_t e;
+    swept_t sw = {0};
+    bool applied, live;
+    const uint8_t *table = (const uint8_t *)"public.orders";
+    size_t tlen = strlen("public.orders") + 1;
+
+    assert_int_equal(step(f, 'c', 1, 101, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(step(f, 'c', 2, 102, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(step(f, 'c', 4, 300, NULL), CDC_DEDUP_NEW); /* after the floor */
+    assert_int_equal(step(f, 'c', 5, 105, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(step(f, 'd', 5, 106, NULL), CDC_DEDUP_NEW); /* not live */
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    assert_int_equal(step(f, 'c', 3, 103, NULL), CDC_DEDUP_NEW); /* pending */
+    assert_int_equal(step(f, 'u', 2, 110, NULL), CDC_DEDUP_NEW); /* pending over the store */
+
+    assert_int_equal(cdc_dedup_floor(f->d, table, tlen, 200, 200, note_row, &sw, &applied, &e),
+                     CDC_OK);
+    assert_true(applied);
+    assert_int_equal(sw.n, 3);
+    assert_true(swept_has(&sw, 1) && swept_has(&sw, 2) && swept_has(&sw, 3));
+    /* once: the same floor, or an earlier one, does nothing */
+    sw.n = 0;
+    assert_int_equal(cdc_dedup_floor(f->d, table, tlen, 200, 200, note_row, &sw, &applied, &e),
+                     CDC_OK);
+    assert_false(applied);
+    assert_int_equal(cdc_dedup_floor(f->d, table, tlen, 150, 150, note_row, &sw, &applied, &e),
+                     CDC_OK);
+    assert_false(applied);
+    assert_int_equal(sw.n, 0);
+
+    /* after the floor: a swept row is gone, the row after it is live */
+    assert_int_equal(step(f, 'u', 1, 250, &live), CDC_DEDUP_NEW);
+    assert_false(live);
+    assert_int_equal(step(f, 'u', 4, 350, &live), CDC_DEDUP_NEW);
+    assert_true(live);
+    /* before the floor: new to the entity, or a duplicate */
+    assert_int_equal(step(f, 'u', 2, 150, NULL), CDC_DEDUP_BEFORE_FLOOR);
+    assert_int_equal(step(f, 'u', 2, 150, NULL), CDC_DEDUP_REPLAY);
+    assert_int_equal(step(f, 'u', 2, 102, NULL), CDC_DEDUP_STALE);
+    assert_int_equal(step(f, 'c', 6, 180, NULL), CDC_DEDUP_BEFORE_FLOOR);
+    assert_int_equal(step(f, 'c', 6, 180, NULL), CDC_DEDUP_REPLAY);
+    assert_int_equal(step(f, 'u', 4, 190, NULL), CDC_DEDUP_STALE); /* its row is after it */
+    assert_int_equal(step(f, 'c', 5, 105, NULL), CDC_DEDUP_STALE); /* before its delete */
+    assert_int_equal(step(f, 'c', 5, 150, NULL), CDC_DEDUP_BEFORE_FLOOR);
+    /* and a change before the floor never makes a row live after it */
+    assert_int_equal(step(f, 'u', 6, 260, &live), CDC_DEDUP_NEW);
+    assert_false(live);
+
+    /* the floor is kept in the store */
+    char db[300];
+    snprintf(db, sizeof(db), "%s/db", f->dir);
+    cdc_dedup_close(f->d);
+    assert_int_equal(cdc_dedup_open(db, 86400, &f->d, &e), CDC_OK);
+    assert_int_equal(step(f, 'c', 7, 150, NULL), CDC_DEDUP_BEFORE_FLOOR);
+    assert_int_equal(cdc_dedup_floor(f->d, table, tlen, 200, 200, note_row, &sw, &applied, &e),
+                     CDC_OK);
+    assert_false(applied);
+
+    /* a truncate in the slot's own stream: everything before it is a duplicate again */
+    cdc_change_t c;
+    make_truncate(f, &c, TOPIC, 400, 400);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    assert_int_equal(step(f, 'c', 8, 390, NULL), CDC_DEDUP_STALE);
+    assert_int_equal(step(f, 'c', 8, 410, NULL), CDC_DEDUP_NEW);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -793,6 +910,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_flush_last_write_per_key, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_at_cut, setup, teardown),
         cmocka_unit_test_setup_teardown(test_truncate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_floor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seen_keys_only_for_deletes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

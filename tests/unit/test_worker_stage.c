@@ -422,6 +422,79 @@ static void test_truncate(void **state)
     cdc_catalog_free(cat);
 }
 
+/* A floor (a truncate in partition 4 alone, marked floor): the slot writes its changelog
+ * row and reports it (floor, floor_*). A change before a floor (changelog_only) adds a
+ * changelog row and leaves the mirror entries alone; a backfill one adds nothing. A
+ * sweep's delete (mirror-only) adds an equality delete and no changelog row. */
+static void test_floor_and_changelog_only(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = orders_catalog();
+    cdc_error_t e;
+    wh_t wh = {{0}, NULL};
+    wh_open(&wh, "f");
+    cdc_stage_write_options_t wo = {.warehouse = wh.dir, .job = "j1"};
+    cdc_stage_t s;
+    cdc_change_t c;
+    cdc_stage_init(&s, 4, 9);
+
+    change_in(cat, &c, 'c', 1, 4, 100, 50);
+    assert_int_equal(cdc_stage_add(&s, &c, false, NULL, &e), CDC_OK);
+    cdc_change_clear(&c);
+    change_in(cat, &c, 't', 0, 4, 200, 51);
+    c.floor = true;
+    assert_int_equal(cdc_stage_add(&s, &c, false, NULL, &e), CDC_OK);
+    cdc_change_clear(&c);
+    const cdc_stage_table_t *t = &s.tables[0];
+    assert_true(t->truncated && t->floor);
+    assert_int_equal(t->floor_lsn, 200);
+    assert_int_equal(t->nchangelog, 2); /* the insert and the truncate, in partition 4 */
+    assert_int_equal(t->changelog[1].op, 't');
+
+    change_in(cat, &c, 'u', 2, 4, 150, 52); /* before the floor, reached late */
+    c.changelog_only = true;
+    assert_int_equal(cdc_stage_add(&s, &c, true, NULL, &e), CDC_OK);
+    cdc_change_clear(&c);
+    change_in(cat, &c, 'c', 3, 4, 160, 53);
+    c.changelog_only = c.backfill = true;
+    assert_int_equal(cdc_stage_add(&s, &c, false, NULL, &e), CDC_OK);
+    cdc_change_clear(&c);
+    assert_int_equal(t->nentries, 0);
+    assert_int_equal(t->nchangelog, 3);
+    assert_int_equal(t->changelog[2].op, 'u');
+
+    { /* a sweep's delete of a row of an earlier epoch */
+        const char *v = "{\"op\":\"d\",\"before\":{\"id\":5},\"source\":{\"lsn\":120}}";
+        cdc_decode_input_t in = {TOPIC, 4, -1, NULL, 0, v, strlen(v), 1};
+        cdc_decode_error_t de;
+        assert_int_equal(cdc_decode(cat, NULL, &in, &c, &de), CDC_OK);
+    }
+    c.backfill = true;
+    assert_int_equal(cdc_stage_add(&s, &c, true, NULL, &e), CDC_OK);
+    cdc_change_clear(&c);
+    assert_int_equal(t->nentries, 1);
+    assert_true(entry(t, 5)->needs_delete && entry(t, 5)->deleted);
+
+    cdc_stage_file_t *files;
+    size_t nfiles, deletes = 0, changelog = 0;
+    assert_int_equal(cdc_stage_write(&s, wh.storage, &wo, &files, &nfiles, &e), CDC_OK);
+    for (size_t i = 0; i < nfiles; i++) {
+        if (files[i].df.content == CDC_ICE_CONTENT_EQUALITY_DELETES)
+            deletes += (size_t)files[i].df.record_count;
+        else if (strcmp(files[i].table, "public.orders_changelog") == 0)
+            changelog += (size_t)files[i].df.record_count;
+        else
+            fail_msg("unexpected mirror data file of %lld rows",
+                     (long long)files[i].df.record_count);
+    }
+    assert_int_equal(deletes, 1);
+    assert_int_equal(changelog, 3);
+    cdc_stage_files_free(files, nfiles);
+    cdc_stage_free(&s);
+    wh_close(&wh);
+    cdc_catalog_free(cat);
+}
+
 static void test_many_keys(void **state)
 {
     (void)state;
@@ -859,6 +932,7 @@ int main(void)
         cmocka_unit_test(test_ahead_write_failure_and_retry),
         cmocka_unit_test(test_ahead_matches_whole),
         cmocka_unit_test(test_ahead_changed_entry_and_truncate),
+        cmocka_unit_test(test_floor_and_changelog_only),
         cmocka_unit_test(test_ahead_schema_change),
         cmocka_unit_test(test_ahead_reset_and_codec),
         cmocka_unit_test(test_collapse),
