@@ -990,7 +990,8 @@ static size_t changelog_count(json_t *cl, const char *op, long id)
  * before the truncate leave the mirror; a row after it that a slot consumed before it
  * learned of the truncate (id 15, ahead) stays; changes from before the truncate that
  * reach a slot after it applied the floor (ids 33 and 9 in partition 9, late) go to the
- * changelog only, and a replay of one of them is still a duplicate.
+ * changelog only, and a replay of one of them is still a duplicate, also on another worker
+ * that restored the slots from their checkpoints.
  */
 static void test_debezium_truncate_partitions(void **state)
 {
@@ -1031,6 +1032,11 @@ static void test_debezium_truncate_partitions(void **state)
     }
     json_decref(m);
     bool applied = worker_log_has("m1", "applied by position");
+
+    /* another worker, with an empty disk, restores the slots: their floors are in state */
+    cdc_test_kill(worker, SIGKILL, 2000);
+    worker = cdc_test_start_worker(&dj, "m2", "public.dbzm", NULL);
+    assert_true(worker > 0);
 
     /* late: changes from before the truncate reach slot 9 after its floor */
     dbz_event_to("dbzm", 9, 'c', 33, "late", 450);
