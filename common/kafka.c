@@ -2,72 +2,26 @@
  * librdkafka adapter (see kafka.h): producer with per-message delivery reports,
  * manually assigned consumer, topic admin, and the translation of librdkafka error
  * codes to cdc_err_t. Nothing outside this file (and tools/kafka-dev) sees rdkafka.h.
+ * One concept, the adapter, kept in one file so that the boundary stays one file; the
+ * parts that need no librdkafka live beside it: the key partitioner
+ * (kafka_partitioner.c) and the development broker's control channel (kafka_dev.c).
  */
 #include "common/kafka.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
 
+#include "common/clock.h"
+#include "common/kafka_int.h"
 #include "common/log.h"
-
-/* ---- murmur2 ------------------------------------------------------------------------ */
-
-uint32_t cdc_kafka_murmur2(const void *key, size_t len)
-{
-    /* Kafka's Utils.murmur2: 32-bit MurmurHash2, little-endian 4-byte blocks. */
-    const uint32_t m = 0x5bd1e995u;
-    const unsigned r = 24;
-    const unsigned char *data = key;
-    uint32_t h = 0x9747b28cu ^ (uint32_t)len;
-    size_t blocks = len / 4;
-
-    for (size_t i = 0; i < blocks; i++) {
-        const unsigned char *b = data + i * 4;
-        uint32_t k =
-            (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-        k *= m;
-        k ^= k >> r;
-        k *= m;
-        h *= m;
-        h ^= k;
-    }
-    switch (len & 3) {
-    case 3:
-        h ^= (uint32_t)data[(len & ~(size_t)3) + 2] << 16;
-        /* fall through */
-    case 2:
-        h ^= (uint32_t)data[(len & ~(size_t)3) + 1] << 8;
-        /* fall through */
-    case 1:
-        h ^= (uint32_t)data[len & ~(size_t)3];
-        h *= m;
-        break;
-    default:
-        break;
-    }
-    h ^= h >> 13;
-    h *= m;
-    h ^= h >> 15;
-    return h;
-}
-
-int32_t cdc_kafka_partition_for_key(const void *key, size_t len, int32_t npartitions)
-{
-    if (npartitions <= 0)
-        return -1;
-    return (int32_t)((cdc_kafka_murmur2(key, len) & 0x7fffffffu) % (uint32_t)npartitions);
-}
 
 /* ---- errors ------------------------------------------------------------------------- */
 
@@ -169,13 +123,6 @@ static cdc_err_t kerror(cdc_error_t *e, rd_kafka_error_t *error, const char *wha
     cdc_error_set_retriable(e, code, retriable, "%s: %s", what, rd_kafka_error_string(error));
     rd_kafka_error_destroy(error);
     return code;
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- configuration ---------------------------------------------------------------------- */
@@ -450,8 +397,8 @@ cdc_err_t cdc_kafka_produce(cdc_kafka_producer_t *p, const cdc_kafka_record_t *r
             break;
         /* Backpressure: serve delivery reports so the queue drains, bounded in time. */
         if (deadline == 0)
-            deadline = now_ms() + p->queue_full_timeout_ms;
-        else if (now_ms() >= deadline)
+            deadline = cdc_clock_mono_ms() + p->queue_full_timeout_ms;
+        else if (cdc_clock_mono_ms() >= deadline)
             break;
         rd_kafka_poll(p->rk, 20);
     }
@@ -778,7 +725,7 @@ cdc_err_t cdc_kafka_consume_batch(cdc_kafka_consumer_t *c, cdc_kafka_msg_t *msgs
                                   size_t *n, int timeout_ms, cdc_error_t *e)
 {
     rd_kafka_message_t *raw[256];
-    int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    int64_t deadline = cdc_clock_mono_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     cdc_err_t rc = CDC_OK;
 
     *n = 0;
@@ -788,14 +735,14 @@ cdc_err_t cdc_kafka_consume_batch(cdc_kafka_consumer_t *c, cdc_kafka_msg_t *msgs
         ssize_t got;
 
         if (*n == 0) {
-            int64_t left = deadline - now_ms();
+            int64_t left = deadline - cdc_clock_mono_ms();
             wait = left > 0 ? (int)left : 0;
         }
         got = rd_kafka_consume_batch_queue(c->queue, wait, raw, want);
         if (got < 0)
             return kerr(e, rd_kafka_last_error(), "could not consume from Kafka");
         if (got == 0) {
-            if (*n > 0 || now_ms() >= deadline)
+            if (*n > 0 || cdc_clock_mono_ms() >= deadline)
                 break;
             continue;
         }
@@ -1021,60 +968,6 @@ static cdc_err_t create_topic(rd_kafka_t *rk, const cdc_kafka_topic_spec_t *spec
     return rc;
 }
 
-/*
- * The development broker has no CreateTopics; its control channel (CDC_KAFKA_DEV_CONTROL,
- * host:port, set by the test harness and `make run`) creates topics with a given count.
- */
-static cdc_err_t create_on_dev_broker(const char *control, const cdc_kafka_topic_spec_t *spec,
-                                      cdc_error_t *e)
-{
-    char host[64], line[512];
-    const char *colon = strrchr(control, ':');
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    struct timeval tv = {.tv_sec = 10};
-    ssize_t got = 0;
-    int fd, n;
-
-    if (colon == NULL || (size_t)(colon - control) >= sizeof(host))
-        return cdc_error_set(e, CDC_ERR_CONFIG, "invalid CDC_KAFKA_DEV_CONTROL \"%s\"", control);
-    memcpy(host, control, (size_t)(colon - control));
-    host[colon - control] = '\0';
-    sa.sin_port = htons((uint16_t)atoi(colon + 1));
-    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
-        return cdc_error_set(e, CDC_ERR_CONFIG, "invalid CDC_KAFKA_DEV_CONTROL \"%s\"", control);
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return cdc_error_set(e, CDC_ERR_IO, "socket: %s", strerror(errno));
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        close(fd);
-        return cdc_error_set(e, CDC_ERR_UNAVAILABLE,
-                             "could not reach the development broker's control channel %s: %s",
-                             control, strerror(errno));
-    }
-    n = snprintf(line, sizeof(line), "CREATE %s %d\n", spec->name, (int)spec->partitions);
-    if (write(fd, line, (size_t)n) != n) {
-        close(fd);
-        return cdc_error_set(e, CDC_ERR_UNAVAILABLE, "could not write to %s", control);
-    }
-    while ((size_t)got < sizeof(line) - 1) {
-        ssize_t r = read(fd, line + got, sizeof(line) - 1 - (size_t)got);
-        if (r <= 0)
-            break;
-        got += r;
-        if (memchr(line, '\n', (size_t)got))
-            break;
-    }
-    close(fd);
-    line[got > 0 ? got : 0] = '\0';
-    line[strcspn(line, "\n")] = '\0';
-    if (strncmp(line, "OK", 2) == 0 || strstr(line, "already exists"))
-        return CDC_OK;
-    return cdc_error_set(e, CDC_ERR_KAFKA,
-                         "could not create topic \"%s\" on the development broker: %s", spec->name,
-                         line[0] ? line : "no reply");
-}
-
 cdc_err_t cdc_kafka_ensure_topic(const char *bootstrap, const char *properties,
                                  const cdc_kafka_topic_spec_t *spec, int timeout_ms, cdc_error_t *e)
 {
@@ -1093,17 +986,17 @@ cdc_err_t cdc_kafka_ensure_topic(const char *bootstrap, const char *properties,
      * an answer): use its control channel when we know it, else the metadata request
      * below creates the topic with the broker's default partition count. */
     if (dev && dev[0])
-        rc = create_on_dev_broker(dev, spec, e);
+        rc = cdc_kafka__dev_create_topic(dev, spec, e);
     else
         rc = create_topic(rk, spec, timeout_ms, e);
     if (rc == CDC_ERR_UNSUPPORTED || (rc == CDC_ERR_TIMEOUT && !(dev && dev[0])))
         rc = CDC_OK;
     if (rc == CDC_OK || rc == CDC_ERR_EXISTS) {
         /* Metadata may lag behind a fresh create: retry briefly until it shows up. */
-        int64_t deadline = now_ms() + timeout_ms;
+        int64_t deadline = cdc_clock_mono_ms() + timeout_ms;
         do {
             rc = partitions_of(rk, spec->name, !(dev && dev[0]), &have, timeout_ms, e);
-            if (rc == CDC_OK || now_ms() >= deadline)
+            if (rc == CDC_OK || cdc_clock_mono_ms() >= deadline)
                 break;
             usleep(100 * 1000);
         } while (rc == CDC_ERR_NOT_FOUND || (e && e->retriable));

@@ -21,6 +21,7 @@
 #include <nng/protocol/pair1/pair.h>
 #include <nng/supplemental/util/platform.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 #define DEFAULT_SEND_TIMEOUT_MS 1000
@@ -187,7 +188,7 @@ static cdc_err_t send_env(nng_socket sock, const Cdc__Envelope *env, uint32_t pi
 static int wait_recv(nng_socket sock, int *rfd, int timeout_ms, nng_msg **msg)
 {
     int rv;
-    struct timespec t0;
+    int64_t deadline;
 
     if (timeout_ms >= 0 && *rfd < 0 &&
         (nng_socket_get_int(sock, NNG_OPT_RECVFD, rfd) != 0 || *rfd < 0))
@@ -197,19 +198,16 @@ static int wait_recv(nng_socket sock, int *rfd, int timeout_ms, nng_msg **msg)
                           timeout_ms < 0 ? NNG_DURATION_INFINITE : timeout_ms);
         return nng_recvmsg(sock, msg, 0);
     }
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    deadline = cdc_clock_mono_ms() + timeout_ms;
     for (int64_t left = timeout_ms;;) {
         struct pollfd pfd = {.fd = *rfd, .events = POLLIN};
-        struct timespec now;
         int n = poll(&pfd, 1, (int)left);
 
         if (n < 0 && errno != EINTR)
             return NNG_ESYSERR;
         if (n > 0 && (rv = nng_recvmsg(sock, msg, NNG_FLAG_NONBLOCK)) != NNG_EAGAIN)
             return rv;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        left = (int64_t)timeout_ms -
-               ((int64_t)(now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+        left = deadline - cdc_clock_mono_ms();
         if (left <= 0 && n == 0)
             return NNG_ETIMEDOUT;
         if (left < 0)

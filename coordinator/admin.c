@@ -24,21 +24,15 @@
 
 #include <jansson.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "coordinator/coordinator.h"
-
-static int64_t now_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 char *cdc_coord_status_json(cdc_coord_t *c)
 {
     json_t *o = json_object(), *ws = json_array(), *as = json_array(), *cs = json_array();
     json_t *leader = json_object(), *ep = json_object(), *rs = json_object();
-    int64_t now = now_mono();
+    int64_t now = cdc_clock_mono_ms();
     char *out;
 
     json_object_set_new(o, "job", json_string(c->cfg.job));

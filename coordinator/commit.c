@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/iceberg/partition.h"
 #include "common/iceberg/schema.h"
 #include "common/iceberg/table.h"
@@ -91,15 +92,13 @@ static void record_schema_change(cdc_committer_t *c, const char *table, int64_t 
 {
     const cdc_ice_schema_t *cur = cdc_ice_metadata_current_schema(cdc_ice_table_metadata(t));
     cdc_schema_change_t ch;
-    struct timespec ts;
     char a[48], b[48];
 
     memset(&ch, 0, sizeof(ch));
     snprintf(ch.table, sizeof(ch.table), "%s", table);
     ch.source_version = version;
     ch.schema_id = cdc_ice_table_metadata(t)->current_schema_id;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ch.at_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    ch.at_ms = cdc_clock_wall_ms();
     for (size_t i = 0; cur != NULL && i < cur->nfields; i++) {
         const cdc_ice_field_t *f = &cur->fields[i];
         int k = cdc_ice_schema_find(old, f->id);
@@ -138,13 +137,6 @@ static void record_schema_change(cdc_committer_t *c, const char *table, int64_t 
     pthread_mutex_lock(&c->known_lock);
     c->changes[c->nchanges++ % CDC_SCHEMA_CHANGES_KEPT] = ch;
     pthread_mutex_unlock(&c->known_lock);
-}
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 cdc_err_t cdc_committer_open(cdc_committer_t **out, const cdc_committer_options_t *opt,
@@ -919,12 +911,11 @@ static suspect_t *find_suspect(cdc_committer_t *c, const char *loc)
 cdc_err_t cdc_committer_expire(cdc_committer_t *c, int64_t retention_ms, int64_t min_keep,
                                size_t *expired, cdc_error_t *e)
 {
-    struct timespec ts;
     int64_t older_than;
     cdc_err_t rc = CDC_OK;
 
-    clock_gettime(CLOCK_REALTIME, &ts); /* snapshot timestamps are wall-clock ms */
-    older_than = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 - retention_ms;
+    /* snapshot timestamps are wall-clock ms */
+    older_than = cdc_clock_wall_ms() - retention_ms;
     *expired = 0;
     for (int ti = 0; ti < c->nknown && rc == CDC_OK; ti++) {
         cdc_ice_table_t *t = NULL;
@@ -943,7 +934,7 @@ cdc_err_t cdc_committer_remove_orphans(cdc_committer_t *c, const cdc_checkpoint_
                                        size_t nkeep, int64_t min_age_ms, int *deleted,
                                        cdc_error_t *e)
 {
-    int64_t now = mono_ms();
+    int64_t now = cdc_clock_mono_ms();
     cdc_err_t rc = CDC_OK;
     suspect_t *still = NULL;
     size_t nstill = 0;

@@ -9,18 +9,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/cluster.h"
 #include "common/log.h"
 
 #define CAMPAIGN_RETRY_MS 300
 #define RENEW_RETRY_MS 250
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 cdc_err_t cdc_leader_open(cdc_leader_t *l, cdc_etcd_t *etcd, const char *endpoints, int timeout_ms,
                           const char *job, const char *value, int64_t ttl_s, cdc_error_t *e)
@@ -74,10 +68,10 @@ static cdc_err_t renew_once(cdc_leader_t *l, cdc_error_t *e)
 static void *renew_main(void *arg)
 {
     cdc_leader_t *l = arg;
-    int64_t period = l->ttl_s * 1000 / 3, next = mono_ms();
+    int64_t period = l->ttl_s * 1000 / 3, next = cdc_clock_mono_ms();
 
     while (!atomic_load(&l->renew_stop)) {
-        int64_t now = mono_ms();
+        int64_t now = cdc_clock_mono_ms();
         cdc_error_t e;
         cdc_err_t rc;
 
@@ -89,7 +83,7 @@ static void *renew_main(void *arg)
         }
         cdc_error_clear(&e);
         rc = renew_once(l, &e);
-        now = mono_ms();
+        now = cdc_clock_mono_ms();
         if (rc == CDC_OK) {
             atomic_store(&l->renewed_ms, now);
             set_renew_error(l, "");

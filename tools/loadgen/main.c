@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/log.h"
 
@@ -142,14 +143,6 @@ static int64_t rnd_below(int64_t n)
 static bool chance(int64_t pct)
 {
     return rnd_below(100) < pct;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void keyset_add(keyset_t *s, int64_t k)
@@ -416,7 +409,7 @@ static bool exec_ok(PGconn *conn, const char *sql, const char *what)
 
 static PGconn *connect_db(const loadgen_config_t *cfg, stats_t *st)
 {
-    double deadline = now_s() + (double)cfg->reconnect_timeout_ms / 1000.0;
+    double deadline = cdc_clock_mono_s() + (double)cfg->reconnect_timeout_ms / 1000.0;
     useconds_t backoff = 100000;
 
     for (;;) {
@@ -429,7 +422,7 @@ static PGconn *connect_db(const loadgen_config_t *cfg, stats_t *st)
         }
         cdc_log_warn("could not connect to PostgreSQL: %s", PQerrorMessage(conn));
         PQfinish(conn);
-        if (stop_requested || now_s() > deadline)
+        if (stop_requested || cdc_clock_mono_s() > deadline)
             return NULL;
         st->reconnects++;
         usleep(backoff);
@@ -679,11 +672,11 @@ int main(int argc, char **argv)
         goto cleanup;
     }
 
-    start = now_s();
+    start = cdc_clock_mono_s();
     next_report = start + (double)cfg.report_interval_ms / 1000.0;
     end = cfg.duration_ms > 0 ? start + (double)cfg.duration_ms / 1000.0 : 0;
     while (!stop_requested) {
-        double now = now_s();
+        double now = cdc_clock_mono_s();
         bool rollback = chance(cfg.rollback_pct);
         size_t tx_live = tx.live.len, acc_live = acc.live.len;
         int64_t changes;
@@ -727,13 +720,13 @@ int main(int argc, char **argv)
         if (cfg.rate > 0) {
             /* pace by changes issued so far, so the average rate holds over time */
             double due = start + (double)(st.changes + st.rollbacks) / (double)cfg.rate;
-            double wait = due - now_s();
+            double wait = due - cdc_clock_mono_s();
 
             if (wait > 0)
                 usleep((useconds_t)(wait * 1e6));
         }
     }
-    report(&st, now_s() - start, "loadgen: done");
+    report(&st, cdc_clock_mono_s() - start, "loadgen: done");
     rc = 0;
 
 cleanup:

@@ -1,0 +1,50 @@
+/*
+ * Clocks: the one place that reads the time. Monotonic for deadlines, intervals and
+ * timeouts (never jumps), wall-clock for what is stored or shown (snapshot timestamps,
+ * change times, logs). The coarse variants cost no system call (vDSO, a few ms of
+ * resolution) and suit hot paths that only need to know a second has passed.
+ */
+#ifndef CDC_COMMON_CLOCK_H
+#define CDC_COMMON_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+static inline int64_t cdc_clock_ms_of(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds on the monotonic clock: for deadlines and elapsed time. */
+static inline int64_t cdc_clock_mono_ms(void)
+{
+    return cdc_clock_ms_of(CLOCK_MONOTONIC);
+}
+
+/* Milliseconds since the Unix epoch: for timestamps that are stored or shown. */
+static inline int64_t cdc_clock_wall_ms(void)
+{
+    return cdc_clock_ms_of(CLOCK_REALTIME);
+}
+
+static inline int64_t cdc_clock_mono_coarse_ms(void)
+{
+    return cdc_clock_ms_of(CLOCK_MONOTONIC_COARSE);
+}
+
+static inline int64_t cdc_clock_wall_coarse_ms(void)
+{
+    return cdc_clock_ms_of(CLOCK_REALTIME_COARSE);
+}
+
+/* Seconds on the monotonic clock, with sub-microsecond resolution: for rates. */
+static inline double cdc_clock_mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+#endif
