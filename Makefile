@@ -44,7 +44,8 @@ PROTO_H   := $(PROTO_C:.c=.h)
 
 COMMON_SRC := $(shell find common -name '*.c' 2>/dev/null | sort)
 COMMON_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(COMMON_SRC)) \
-              $(patsubst %.c,%.o,$(subst $(BUILD)/gen/,$(BUILD)/obj/gen/,$(PROTO_C)))
+              $(patsubst %.c,%.o,$(subst $(BUILD)/gen/,$(BUILD)/obj/gen/,$(PROTO_C))) \
+              $(BUILD)/obj/gen/config_env.o
 LIBCDC     := $(BUILD)/libcdc.a
 
 PROCS      := capture coordinator worker
@@ -80,6 +81,17 @@ tests: $(UNIT_BINS) $(INTEG_BINS) $(BENCH_BINS)
 $(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
 	protoc-c --c_out=$(BUILD)/gen $<
+
+# The CDC_ variables of every cdc program, from the generated reference (which
+# tests/integration/config_docs.sh keeps equal to the option tables): a program warns of
+# a CDC_ variable that is none of them (common/config.c).
+$(BUILD)/gen/config_env.c: docs/configuration.md
+	@mkdir -p $(BUILD)/gen
+	@{ echo '/* Generated from docs/configuration.md by the Makefile. */'; \
+	   echo '#include <stddef.h>'; \
+	   echo 'const char *const cdc_config_known_env[] = {'; \
+	   grep -o '`CDC_[A-Z0-9_]*`' $< | tr -d '`' | sort -u | sed 's/.*/    "&",/'; \
+	   echo '    NULL};'; } > $@
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)

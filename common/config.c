@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,8 @@
 #endif
 
 extern char **environ;
+/* Every cdc program's CDC_ variables (generated from docs/configuration.md). */
+extern const char *const cdc_config_known_env[];
 
 void cdc_config_env_name(const char *opt_name, char *buf, size_t size)
 {
@@ -240,6 +243,126 @@ static const char *env_lookup(char **env, const char *name)
     return NULL;
 }
 
+/* Edit distance (insert, delete, substitute) between a and b, capped at 64 chars. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[65];
+
+    if (la > 64 || lb > 64)
+        return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[lb];
+}
+
+/* The option of opts whose name (as a flag, or as CDC_ variable when env) is closest
+ * to name. */
+static const cdc_opt_t *closest_opt(const cdc_opt_t *opts, const char *name, bool env)
+{
+    const cdc_opt_t *best = NULL;
+    size_t best_d = SIZE_MAX;
+
+    for (const cdc_opt_t *o = opts; o->name; o++) {
+        char buf[128];
+        size_t d;
+
+        if (env)
+            cdc_config_env_name(o->name, buf, sizeof(buf));
+        else
+            snprintf(buf, sizeof(buf), "%s", o->name);
+        d = edit_distance(name, buf);
+        if (d < best_d) {
+            best_d = d;
+            best = o;
+        }
+    }
+    return best;
+}
+
+/* CDC_ variables that are not options: read by the test harness, the development broker
+ * and fault injection (docs/configuration.md). */
+static bool reserved_env(const char *name)
+{
+    static const char *const prefixes[] = {"CDC_TEST_", "CDC_HARNESS_", NULL};
+    static const char *const names[] = {"CDC_KAFKA_DEV_CONTROL", "CDC_FAULT",    "CDC_WORKER_FAULT",
+                                        "CDC_BUILD_DIR",         "CDC_ICE_SEED", NULL};
+
+    for (size_t i = 0; prefixes[i]; i++)
+        if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+            return true;
+    for (size_t i = 0; names[i]; i++)
+        if (strcmp(name, names[i]) == 0)
+            return true;
+    return false;
+}
+
+static bool listed(const char *const *list, const char *name)
+{
+    for (; list && *list; list++)
+        if (strcmp(*list, name) == 0)
+            return true;
+    return false;
+}
+
+size_t cdc_config_check_env(const cdc_opt_t *opts, const char *prog, char **environ_list,
+                            const char *const *known, FILE *out)
+{
+    size_t unknown = 0;
+
+    for (char **env = environ_list; env && *env; env++) {
+        const char *eq = strchr(*env, '=');
+        char name[128];
+        const cdc_opt_t *o, *near;
+
+        if (strncmp(*env, "CDC_", 4) != 0 || eq == NULL || (size_t)(eq - *env) >= sizeof(name))
+            continue;
+        memcpy(name, *env, (size_t)(eq - *env));
+        name[eq - *env] = '\0';
+        if (reserved_env(name) || listed(known, name))
+            continue;
+        o = NULL;
+        for (const cdc_opt_t *p = opts; p->name && o == NULL; p++) {
+            char a[128], b[128];
+            cdc_config_env_name(p->name, a, sizeof(a));
+            if (p->alias)
+                cdc_config_env_name(p->alias, b, sizeof(b));
+            if (strcmp(a, name) == 0 || (p->alias && strcmp(b, name) == 0))
+                o = p;
+        }
+        if (o != NULL)
+            continue;
+        unknown++;
+        near = closest_opt(opts, name, true);
+        if (near != NULL) {
+            char n[128];
+            cdc_config_env_name(near->name, n, sizeof(n));
+            fprintf(out,
+                    "%s: warning: environment variable %s is not an option of any cdc program "
+                    "and is ignored; the closest option of %s is %s (--%s)\n",
+                    prog, name, prog, n, near->name);
+        } else {
+            fprintf(out,
+                    "%s: warning: environment variable %s is not an option of any cdc program "
+                    "and is ignored\n",
+                    prog, name);
+        }
+    }
+    return unknown;
+}
+
 cdc_config_result_t cdc_config_parse(const cdc_opt_t *opts, const char *prog, const char *summary,
                                      int argc, char **argv, char **environ_list, void *cfg,
                                      FILE *out, cdc_error_t *e)
@@ -299,7 +422,17 @@ cdc_config_result_t cdc_config_parse(const cdc_opt_t *opts, const char *prog, co
         len = eq ? (size_t)(eq - name) : strlen(name);
         o = find_opt(opts, name, len);
         if (o == NULL) {
-            cdc_error_set(e, CDC_ERR_CONFIG, "unknown option --%.*s (see --help)", (int)len, name);
+            const cdc_opt_t *near;
+            char given[128];
+
+            snprintf(given, sizeof(given), "%.*s", (int)len, name);
+            near = closest_opt(opts, given, false);
+            if (near != NULL && edit_distance(given, near->name) <= 3)
+                cdc_error_set(e, CDC_ERR_CONFIG,
+                              "unknown option --%s: did you mean --%s? (see --help)", given,
+                              near->name);
+            else
+                cdc_error_set(e, CDC_ERR_CONFIG, "unknown option --%s (see --help)", given);
             res = CDC_CONFIG_ERROR;
             goto done;
         }
@@ -362,6 +495,7 @@ void cdc_config_load(const cdc_opt_t *opts, const char *prog, const char *summar
     r = cdc_config_parse(opts, prog, summary, argc, argv, environ, cfg, stdout, &e);
     switch (r) {
     case CDC_CONFIG_OK:
+        cdc_config_check_env(opts, prog, environ, cdc_config_known_env, stderr);
         return;
     case CDC_CONFIG_HELP:
     case CDC_CONFIG_MARKDOWN:

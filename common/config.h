@@ -75,6 +75,17 @@ cdc_config_result_t cdc_config_parse(const cdc_opt_t *opts, const char *prog, co
 void cdc_config_load(const cdc_opt_t *opts, const char *prog, const char *summary, int argc,
                      char **argv, void *cfg);
 
+/*
+ * Warns on out ("<prog>: warning: ...") of each CDC_ variable in environ_list that is not
+ * an option (or former name) of opts, nor in known (the CDC_ variables of the other cdc
+ * programs, which a shared environment such as compose's may set), nor reserved (the test
+ * harness's CDC_TEST_*, CDC_KAFKA_DEV_CONTROL, fault injection): a typo would otherwise go
+ * unnoticed. Each warning names the closest option. Returns the number of warnings.
+ * cdc_config_load() calls it after a successful parse.
+ */
+size_t cdc_config_check_env(const cdc_opt_t *opts, const char *prog, char **environ_list,
+                            const char *const *known, FILE *out);
+
 /* Frees the strings owned by *cfg. */
 void cdc_config_free(const cdc_opt_t *opts, void *cfg);
 

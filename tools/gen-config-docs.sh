@@ -10,7 +10,16 @@ edit by hand. Every option is a flag (`--name=value` or `--name value`) and an e
 variable (`CDC_NAME`); a flag wins over the environment, the environment over the default.
 Durations accept `ms`, `s`, `m`, `h` (a bare number is milliseconds); sizes accept `KiB`,
 `MiB`, `GiB` (a bare number is bytes). Bad configuration exits with status 2 and a message
-naming the option.
+naming the option; an unknown flag names the closest one.
+
+A `CDC_` variable in the environment that is an option of no cdc program (a typo, say
+CDC_WAREHOUS) is reported when the program starts, with a warning on standard error that
+names the closest option of that program; the program still starts. Variables of the other
+cdc programs are accepted silently, so that one environment can serve them all (compose,
+Kubernetes ConfigMaps). Reserved for tests and local runs, and never reported:
+`CDC_TEST_*`, `CDC_HARNESS_*`, `CDC_KAFKA_DEV_CONTROL` (the development broker's control
+channel), `CDC_FAULT` and `CDC_WORKER_FAULT` (fault injection in tests), `CDC_BUILD_DIR`
+and `CDC_ICE_SEED`.
 
 HDR
 for b in cdc-capture cdc-coordinator cdc-worker cdcctl kafka-dev; do

@@ -29,7 +29,7 @@ if [ "$rc" -ne 0 ]; then
     grep -v '^    ' "$tmp/chaos.log" | tail -n 40
     # the verifier's findings (which keys, which columns); chaos/run.sh printed each
     # process's last warnings above
-    grep -E '^ +(mirror|changelog): key' "$tmp/chaos.log" | sort -u | head -n 40
+    grep -E '^ +([a-z_]+: )?(mirror|changelog): key' "$tmp/chaos.log" | sort -u | head -n 40
     echo "e2e_run: the short chaos run failed (rc=$rc)" >&2
     exit 1
 fi

@@ -131,6 +131,54 @@ static void test_unknown_and_stray(void **state)
     expect_error(parse(&c, no_env, &e, NULL, "-v", END), &c, &e, "unexpected argument \"-v\"",
                  NULL);
     expect_error(parse(&c, no_env, &e, NULL, "--", END), &c, &e, "unexpected argument", NULL);
+    /* A near miss names the option that was probably meant. */
+    expect_error(parse(&c, no_env, &e, NULL, "--dsn=x", "--intervall=2s", END), &c, &e,
+                 "unknown option --intervall: did you mean --interval?", NULL);
+}
+
+/* Warnings on out for env, as one string. */
+static size_t check_env(char **env, const char *const *known, char *buf, size_t size)
+{
+    FILE *out = fmemopen(buf, size - 1, "w");
+    size_t n;
+
+    assert_non_null(out);
+    memset(buf, 0, size);
+    n = cdc_config_check_env(opts, "prog", env, known, out);
+    fclose(out);
+    return n;
+}
+
+static void test_unknown_env(void **state)
+{
+    static const char *const known[] = {"CDC_WAREHOUSE", NULL};
+    char *typo[] = {"CDC_INTERVALL=5s", "PATH=/bin", "CDC_COUNT=4", NULL};
+    char *fine[] = {"CDC_NAME=x",
+                    "CDC_PG_DSN=old",
+                    "CDC_WAREHOUSE=s3://w/",
+                    "CDC_TEST_PG_DSN=host=x",
+                    "CDC_KAFKA_DEV_CONTROL=127.0.0.1:1",
+                    "CDC_FAULT=",
+                    "CDC=1",
+                    "NOT_CDC_X=1",
+                    NULL};
+    char *far[] = {"CDC_ZZZZZZZZZZZZZZZZZZZZZZ=1", "CDC_WAREHOUSE=x", NULL};
+    char buf[2048];
+
+    (void)state;
+    /* A typo: named, with the closest option of this program; known names are silent. */
+    assert_int_equal(check_env(typo, known, buf, sizeof(buf)), 1);
+    assert_non_null(strstr(buf, "prog: warning: environment variable CDC_INTERVALL is not an "
+                                "option of any cdc program"));
+    assert_non_null(strstr(buf, "CDC_INTERVAL (--interval)"));
+    assert_null(strstr(buf, "CDC_COUNT"));
+    /* Options, former names, other programs' options and reserved variables are silent. */
+    assert_int_equal(check_env(fine, known, buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "");
+    /* Without the other programs' list, their variables are reported too. */
+    assert_int_equal(check_env(far, NULL, buf, sizeof(buf)), 2);
+    assert_non_null(strstr(buf, "CDC_ZZZZZZZZZZZZZZZZZZZZZZ"));
+    assert_non_null(strstr(buf, "CDC_WAREHOUSE"));
 }
 
 static void test_missing_value(void **state)
@@ -482,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_env_name),           cmocka_unit_test(test_parsers),
         cmocka_unit_test(test_help_outputs),       cmocka_unit_test(test_help_before_errors),
         cmocka_unit_test(test_load_exit_codes),    cmocka_unit_test(test_alias),
+        cmocka_unit_test(test_unknown_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
