@@ -72,7 +72,8 @@ ALL_LIBS   := $(PROC_LIBS) $(HARNESS_LIB) $(LIBCDC)
 .PHONY: all bins tests test test-unit test-integration run lint fmt asan tsan clean-build docs \
         setup bench chaos start stop clean run-chaos
 .DEFAULT_GOAL := all
-.SECONDARY: $(PROTO_C) $(PROTO_H)
+# Keep every intermediate (generated sources, the objects of tests and benchmarks).
+.SECONDARY:
 
 all: bins tests
 bins: $(PROC_BINS) $(TOOL_BINS)

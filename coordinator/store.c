@@ -246,7 +246,12 @@ cdc_err_t cdc_store_prune(cdc_store_t *st, uint64_t keep_from, cdc_error_t *e)
     snprintf(prefix, sizeof(prefix), "%scheckpoints/", st->prefix);
     checkpoint_key(st, keep_from, end, sizeof(end));
     cdc_etcd_op_t op = {.type = CDC_ETCD_OP_DELETE, .key = prefix, .range_end = end};
-    return fenced_txn(st, NULL, 0, &op, 1, &ok, e);
+    cdc_err_t rc = fenced_txn(st, NULL, 0, &op, 1, &ok, e);
+    if (rc == CDC_OK && !ok)
+        return cdc_error_set(
+            e, CDC_ERR_FENCED,
+            "checkpoint records below %" PRIu64 " not pruned: no longer the leader", keep_from);
+    return rc;
 }
 
 cdc_err_t cdc_store_put_leader(cdc_store_t *st, const char *value, int64_t lease, cdc_error_t *e)

@@ -519,12 +519,8 @@ static void test_fenced_after_resign(void **state)
     cdc_etcd_election_close(a);
 }
 
-/*
- * KNOWN GAP (skipped so the suite stays green): cdc_store_prune() runs a fenced
- * transaction but returns CDC_OK when the fence failed (coordinator/store.c,
- * cdc_store_prune, ignores the txn's `succeeded`), unlike every other fenced write of
- * the store; a deposed leader's prune deletes nothing, but the caller cannot tell.
- */
+/* A deposed leader's prune deletes nothing and says so, like every other fenced write
+ * (it used to return CDC_OK). */
 static void test_fenced_prune(void **state)
 {
     fixture_t *f = *state;
@@ -532,7 +528,6 @@ static void test_fenced_prune(void **state)
     cdc_store_t sa;
     cdc_error_t e;
 
-    skip(); /* remove once a fenced prune reports CDC_ERR_FENCED */
     a = deposed(f, &sa, false);
     assert_int_equal(cdc_store_prune(&sa, 10, &e), CDC_ERR_FENCED);
     cdc_etcd_election_close(a);
