@@ -275,6 +275,11 @@ cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint
                                 cdc_err_t (*keepalive)(cdc_capture_t *, cdc_error_t *),
                                 cdc_error_t *e);
 
+/* An event of t with op and what every event of the table carries (schema, database,
+ * topic prefix, cached source head and column names); the caller fills in the rest. */
+void cdc_capture_event_init(cdc_event_t *ev, const cdc_capture_t *cap, const cdc_capture_table_t *t,
+                            char op);
+
 /* Emits a truncate of t at position (current transaction's commit, lsn) to every
  * partition of its topic, in order with its rows; snapshot = source.snapshot. */
 cdc_err_t cdc_capture_emit_truncate(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,

@@ -170,29 +170,36 @@ cdc_err_t cdc_capture_emit_truncate(cdc_capture_t *cap, cdc_capture_table_t *t, 
     return CDC_OK;
 }
 
+void cdc_capture_event_init(cdc_event_t *ev, const cdc_capture_t *cap, const cdc_capture_table_t *t,
+                            char op)
+{
+    *ev = (cdc_event_t){.op = op,
+                        .schema = &t->doc,
+                        .db = cap->src.db,
+                        .name = cap->cfg->topic_prefix,
+                        .source_head = t->source_head.data,
+                        .source_head_len = t->source_head.len,
+                        .col_names = (const char *const *)t->col_names,
+                        .col_name_lens = t->col_name_lens};
+}
+
 static cdc_err_t emit(cdc_capture_t *cap, cdc_capture_table_t *t, char op, uint64_t lsn,
                       const cdc_pgo_tuple_t *before, bool before_key_only,
                       const cdc_pgo_tuple_t *after, const cdc_pgo_tuple_t *keyrow,
                       const cdc_pgo_tuple_t *keyfallback, cdc_error_t *e)
 {
-    cdc_event_t ev = {.op = op,
-                      .schema = &t->doc,
-                      .before = before,
-                      .before_key_only = before_key_only,
-                      .after = after,
-                      .lsn = lsn,
-                      .commit_lsn = cap->commit_lsn,
-                      .xid = cap->xid,
-                      .source_ts_ms = cap->commit_ts_ms,
-                      .ts_ms = coarse_now_ms(),
-                      .snapshot = "false",
-                      .db = cap->src.db,
-                      .name = cap->cfg->topic_prefix,
-                      .source_head = t->source_head.data,
-                      .source_head_len = t->source_head.len,
-                      .col_names = (const char *const *)t->col_names,
-                      .col_name_lens = t->col_name_lens};
+    cdc_event_t ev;
 
+    cdc_capture_event_init(&ev, cap, t, op);
+    ev.before = before;
+    ev.before_key_only = before_key_only;
+    ev.after = after;
+    ev.lsn = lsn;
+    ev.commit_lsn = cap->commit_lsn;
+    ev.xid = cap->xid;
+    ev.source_ts_ms = cap->commit_ts_ms;
+    ev.ts_ms = coarse_now_ms();
+    ev.snapshot = "false";
     cdc_buf_reset(&cap->key);
     cdc_buf_reset(&cap->value);
     if (!cdc_event_encode_key(&cap->key, &t->doc, keyrow, keyfallback))

@@ -148,20 +148,15 @@ static cdc_err_t emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t, const cdc
 {
     cdc_pgo_tuple_t row = {(uint16_t)t->doc.ncols, vals};
     uint64_t tx = pos->tx;
-    cdc_event_t ev = {.op = 'r',
-                      .schema = &t->doc,
-                      .after = &row,
-                      .lsn = pos->lsn,
-                      .commit_lsn = pos->commit_lsn,
-                      .xid = pos->xid,
-                      .source_ts_ms = pos->ts,
-                      .db = cap->src.db,
-                      .name = cap->cfg->topic_prefix,
-                      .source_head = t->source_head.data,
-                      .source_head_len = t->source_head.len,
-                      .col_names = (const char *const *)t->col_names,
-                      .col_name_lens = t->col_name_lens};
+    cdc_event_t ev;
     cdc_err_t rc;
+
+    cdc_capture_event_init(&ev, cap, t, 'r');
+    ev.after = &row;
+    ev.lsn = pos->lsn;
+    ev.commit_lsn = pos->commit_lsn;
+    ev.xid = pos->xid;
+    ev.source_ts_ms = pos->ts;
 
     for (int i = from; i < to; i++) {
         for (size_t c = 0; c < t->doc.ncols; c++) {
