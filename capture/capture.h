@@ -1,7 +1,9 @@
 /*
  * The capture engine: configuration, per-table state and the pieces that turn the
- * slot into Kafka events (stream.c: session loop and change handling; snapshot.c: the
- * initial snapshot; registry.c: schema versions and the snapshot marker on Kafka).
+ * slot into Kafka events (stream.c: the session loop; changes.c, tables.c, partitions.c
+ * and probe.c: the stream's messages, see stream_int.h; snapshot.c: the initial
+ * snapshot and backfills; registry.c: schema versions and the snapshot marker on Kafka;
+ * source.h: PostgreSQL).
  * Everything here runs on the main thread, including Kafka delivery reports (served
  * by the producer polls this thread makes).
  */
@@ -196,7 +198,7 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e);
 
 void cdc_capture_free(cdc_capture_t *cap);
 
-/* ---- shared between stream.c, snapshot.c and registry.c ---- */
+/* ---- shared between the stream's pieces, snapshot.c and registry.c ---- */
 
 int64_t cdc_capture_now_ms(void);
 
