@@ -1,7 +1,9 @@
 /*
  * The capture engine: configuration, per-table state and the pieces that turn the
- * slot into Kafka events (stream.c: session loop and change handling; snapshot.c: the
- * initial snapshot; registry.c: schema versions and the snapshot marker on Kafka).
+ * slot into Kafka events (stream.c: the session loop; changes.c, tables.c, partitions.c
+ * and probe.c: the stream's messages, see stream_int.h; snapshot.c: the initial
+ * snapshot and backfills; registry.c: schema versions and the snapshot marker on Kafka;
+ * source.h: PostgreSQL).
  * Everything here runs on the main thread, including Kafka delivery reports (served
  * by the producer polls this thread makes).
  */
@@ -196,7 +198,7 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e);
 
 void cdc_capture_free(cdc_capture_t *cap);
 
-/* ---- shared between stream.c, snapshot.c and registry.c ---- */
+/* ---- shared between the stream's pieces, snapshot.c and registry.c ---- */
 
 int64_t cdc_capture_now_ms(void);
 
@@ -274,6 +276,11 @@ cdc_err_t cdc_capture_catalog_doc(cdc_capture_t *cap, const cdc_capture_table_t 
 cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
                                 cdc_err_t (*keepalive)(cdc_capture_t *, cdc_error_t *),
                                 cdc_error_t *e);
+
+/* An event of t with op and what every event of the table carries (schema, database,
+ * topic prefix, cached source head and column names); the caller fills in the rest. */
+void cdc_capture_event_init(cdc_event_t *ev, const cdc_capture_t *cap, const cdc_capture_table_t *t,
+                            char op);
 
 /* Emits a truncate of t at position (current transaction's commit, lsn) to every
  * partition of its topic, in order with its rows; snapshot = source.snapshot. */

@@ -1,7 +1,8 @@
 /*
  * cdc-capture: PostgreSQL logical replication (pgoutput) to Kafka. This file holds the
  * option table, logging and HTTP setup and signal handling; the engine is in stream.c
- * (session loop), snapshot.c, registry.c and source.c. See docs/capture.md.
+ * (session loop, capture.h), snapshot.c, registry.c and source.h (PostgreSQL). See
+ * docs/capture.md.
  */
 #include <inttypes.h>
 #include <signal.h>

@@ -12,30 +12,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <libpq-fe.h>
-
 #include <jansson.h>
 
 #include "capture/capture.h"
 #include "common/log.h"
 
-static cdc_err_t exec(PGconn *c, const char *sql, cdc_error_t *e)
+static cdc_err_t exec(cdc_pg_t *c, const char *sql, cdc_error_t *e)
 {
-    PGresult *r = PQexec(c, sql);
-    ExecStatusType st = PQresultStatus(r);
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        cdc_err_t code = PQstatus(c) != CONNECTION_OK ? CDC_ERR_UNAVAILABLE : CDC_ERR_SOURCE;
-        char msg[400];
-        size_t n;
-        snprintf(msg, sizeof(msg), "%s", PQresultErrorMessage(r));
-        n = strlen(msg);
-        while (n > 0 && msg[n - 1] == '\n')
-            msg[--n] = '\0';
-        cdc_error_set_retriable(e, code, true, "snapshot query failed: %s", msg);
-        PQclear(r);
+    cdc_pg_result_t *r = cdc_pg_exec(c, sql);
+    cdc_pg_status_t st = cdc_pg_status(r);
+    if (st != CDC_PG_COMMAND && st != CDC_PG_TUPLES) {
+        cdc_err_t code = cdc_pg_error(c, r, CDC_ERR_SOURCE, e, "snapshot query failed");
+        e->retriable = true;
+        cdc_pg_clear(r);
         return code;
     }
-    PQclear(r);
+    cdc_pg_clear(r);
     return CDC_OK;
 }
 
@@ -107,20 +99,13 @@ cdc_err_t cdc_capture_catalog_doc(cdc_capture_t *cap, const cdc_capture_table_t 
 cdc_err_t cdc_capture_table_catalog(cdc_capture_t *cap, const cdc_capture_table_t *t, char **json,
                                     cdc_error_t *e)
 {
-    char *qs = PQescapeIdentifier(cap->src.sql, t->schema, strlen(t->schema));
-    char *qn = PQescapeIdentifier(cap->src.sql, t->name, strlen(t->name));
-    cdc_buf_t reg = {0};
+    char *reg = cdc_pg_qualified(cap->src.sql, t->schema, t->name);
     cdc_err_t rc;
 
     *json = NULL;
-    if (qs != NULL && qn != NULL)
-        cdc_buf_printf(&reg, "%s.%s", qs, qn);
-    PQfreemem(qs);
-    PQfreemem(qn);
-    rc = qs == NULL || qn == NULL || reg.oom
-             ? cdc_error_set(e, CDC_ERR_NOMEM, "out of memory")
-             : cdc_source_catalog_json(&cap->src, reg.data, json, e);
-    cdc_buf_free(&reg);
+    rc = reg == NULL ? cdc_error_set(e, CDC_ERR_NOMEM, "out of memory")
+                     : cdc_source_catalog_json(&cap->src, reg, json, e);
+    free(reg);
     return rc;
 }
 
@@ -140,9 +125,9 @@ static cdc_err_t catalog_doc(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_sch
         rc = cdc_capture_catalog_doc(cap, t, json, doc, e);
     free(json);
     for (size_t i = 0; rc == CDC_OK && i < doc->ncols; i++) {
-        char *q = PQescapeIdentifier(cap->src.sql, doc->cols[i].name, strlen(doc->cols[i].name));
+        char *q = cdc_pg_ident(cap->src.sql, doc->cols[i].name);
         cdc_buf_printf(collist, "%s%s", i ? ", " : "", q ? q : "?");
-        PQfreemem(q);
+        free(q);
     }
     return rc;
 }
@@ -157,34 +142,29 @@ typedef struct read_pos {
 } read_pos_t;
 
 /* Emits the rows of one chunk; `last` marks the chunk's last row as the table's last. */
-static cdc_err_t emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t, PGresult *r, int from,
-                           int to, bool last, const read_pos_t *pos, cdc_pgo_value_t *vals,
-                           cdc_error_t *e)
+static cdc_err_t emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t, const cdc_pg_result_t *r,
+                           int from, int to, bool last, const read_pos_t *pos,
+                           cdc_pgo_value_t *vals, cdc_error_t *e)
 {
     cdc_pgo_tuple_t row = {(uint16_t)t->doc.ncols, vals};
     uint64_t tx = pos->tx;
-    cdc_event_t ev = {.op = 'r',
-                      .schema = &t->doc,
-                      .after = &row,
-                      .lsn = pos->lsn,
-                      .commit_lsn = pos->commit_lsn,
-                      .xid = pos->xid,
-                      .source_ts_ms = pos->ts,
-                      .db = cap->src.db,
-                      .name = cap->cfg->topic_prefix,
-                      .source_head = t->source_head.data,
-                      .source_head_len = t->source_head.len,
-                      .col_names = (const char *const *)t->col_names,
-                      .col_name_lens = t->col_name_lens};
+    cdc_event_t ev;
     cdc_err_t rc;
+
+    cdc_capture_event_init(&ev, cap, t, 'r');
+    ev.after = &row;
+    ev.lsn = pos->lsn;
+    ev.commit_lsn = pos->commit_lsn;
+    ev.xid = pos->xid;
+    ev.source_ts_ms = pos->ts;
 
     for (int i = from; i < to; i++) {
         for (size_t c = 0; c < t->doc.ncols; c++) {
-            if (PQgetisnull(r, i, (int)c)) {
+            if (cdc_pg_isnull(r, i, (int)c)) {
                 vals[c] = (cdc_pgo_value_t){CDC_PGO_VAL_NULL, NULL, 0};
             } else {
-                vals[c] = (cdc_pgo_value_t){CDC_PGO_VAL_TEXT, PQgetvalue(r, i, (int)c),
-                                            (uint32_t)PQgetlength(r, i, (int)c)};
+                vals[c] = (cdc_pgo_value_t){CDC_PGO_VAL_TEXT, cdc_pg_value(r, i, (int)c),
+                                            (uint32_t)cdc_pg_length(r, i, (int)c)};
             }
         }
         ev.snapshot = pos->label ? pos->label : (last && i == to - 1) ? "last" : "true";
@@ -205,15 +185,56 @@ static cdc_err_t emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t, PGresult 
     return CDC_OK;
 }
 
+/*
+ * Declares the cursor `name` over t's columns (collist from catalog_doc) and allocates
+ * *vals for one row; *fetch (size >= 64) gets the statement that reads a chunk.
+ */
+static cdc_err_t open_cursor(cdc_capture_t *cap, const cdc_capture_table_t *t, const char *name,
+                             const cdc_buf_t *collist, cdc_pgo_value_t **vals, char *fetch,
+                             cdc_error_t *e)
+{
+    char *rel = cdc_pg_qualified(cap->src.sql, t->schema, t->name);
+    cdc_buf_t sql = {0};
+    cdc_err_t rc;
+
+    *vals = calloc(t->doc.ncols ? t->doc.ncols : 1, sizeof(**vals));
+    if (*vals == NULL || rel == NULL) {
+        free(rel);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    cdc_buf_printf(&sql, "DECLARE %s NO SCROLL CURSOR FOR SELECT %s FROM %s", name,
+                   collist->data ? collist->data : "", rel);
+    rc = exec(cap->src.sql, sql.data, e);
+    snprintf(fetch, 64, "FETCH %" PRId64 " FROM %s", cap->cfg->snapshot_chunk, name);
+    free(rel);
+    cdc_buf_free(&sql);
+    return rc;
+}
+
+/* Reads the cursor's next chunk; NULL and e (retriable) when that fails. what names the
+ * read ("snapshot", "backfill"). */
+static cdc_pg_result_t *fetch_chunk(cdc_capture_t *cap, const cdc_capture_table_t *t,
+                                    const char *fetch, const char *what, cdc_error_t *e)
+{
+    cdc_pg_result_t *r = cdc_pg_exec(cap->src.sql, fetch);
+    if (cdc_pg_status(r) != CDC_PG_TUPLES) {
+        cdc_pg_error(cap->src.sql, r, CDC_ERR_SOURCE, e, "%s of %s.%s failed", what, t->schema,
+                     t->name);
+        e->retriable = true;
+        cdc_pg_clear(r);
+        return NULL;
+    }
+    return r;
+}
+
 static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t cp, int64_t ts,
                                 uint64_t tx, cdc_error_t *e)
 {
     cdc_schema_doc_t doc;
-    cdc_buf_t cols = {0}, sql = {0};
+    cdc_buf_t cols = {0};
     cdc_pgo_value_t *vals = NULL;
-    PGresult *prev = NULL, *cur = NULL;
+    cdc_pg_result_t *prev = NULL, *cur = NULL;
     char fetch[64];
-    char *qs = NULL, *qn = NULL;
     int64_t rows = 0;
     cdc_err_t rc;
 
@@ -235,37 +256,26 @@ static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint
         if (rc != CDC_OK)
             goto cleanup;
     }
-    vals = calloc(t->doc.ncols ? t->doc.ncols : 1, sizeof(*vals));
-    qs = PQescapeIdentifier(cap->src.sql, t->schema, strlen(t->schema));
-    qn = PQescapeIdentifier(cap->src.sql, t->name, strlen(t->name));
-    if (vals == NULL || qs == NULL || qn == NULL) {
-        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        goto cleanup;
-    }
-    cdc_buf_printf(&sql, "DECLARE cdc_snapshot NO SCROLL CURSOR FOR SELECT %s FROM %s.%s",
-                   cols.data ? cols.data : "", qs, qn);
-    rc = exec(cap->src.sql, sql.data, e);
+    rc = open_cursor(cap, t, "cdc_snapshot", &cols, &vals, fetch, e);
     if (rc != CDC_OK)
         goto cleanup;
-    snprintf(fetch, sizeof(fetch), "FETCH %" PRId64 " FROM cdc_snapshot", cap->cfg->snapshot_chunk);
     cdc_log_info("snapshot of %s.%s started", t->schema, t->name);
     /* one chunk is held back so the table's last row can say snapshot="last" */
     for (;;) {
         int n;
-        cur = PQexec(cap->src.sql, fetch);
-        if (PQresultStatus(cur) != PGRES_TUPLES_OK) {
-            rc = cdc_error_set_retriable(e, CDC_ERR_SOURCE, true, "snapshot of %s.%s failed: %s",
-                                         t->schema, t->name, PQresultErrorMessage(cur));
+        cur = fetch_chunk(cap, t, fetch, "snapshot", e);
+        if (cur == NULL) {
+            rc = e->code;
             goto cleanup;
         }
-        n = PQntuples(cur);
+        n = cdc_pg_ntuples(cur);
         if (prev) {
             read_pos_t pos = {.lsn = cp, .commit_lsn = cp, .ts = ts, .tx = tx};
-            rc = emit_rows(cap, t, prev, 0, PQntuples(prev), n == 0, &pos, vals, e);
+            rc = emit_rows(cap, t, prev, 0, cdc_pg_ntuples(prev), n == 0, &pos, vals, e);
             if (rc != CDC_OK)
                 goto cleanup;
-            rows += PQntuples(prev);
-            PQclear(prev);
+            rows += cdc_pg_ntuples(prev);
+            cdc_pg_clear(prev);
             prev = NULL;
         }
         if (n == 0)
@@ -288,13 +298,10 @@ static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint
     if (rc == CDC_OK)
         cdc_log_info("snapshot of %s.%s done: %" PRId64 " rows", t->schema, t->name, rows);
 cleanup:
-    PQclear(prev);
-    PQclear(cur);
-    PQfreemem(qs);
-    PQfreemem(qn);
+    cdc_pg_clear(prev);
+    cdc_pg_clear(cur);
     free(vals);
     cdc_buf_free(&cols);
-    cdc_buf_free(&sql);
     return rc;
 }
 
@@ -377,9 +384,9 @@ cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint
                                 cdc_error_t *e)
 {
     cdc_schema_doc_t cat;
-    cdc_buf_t cols = {0}, sql = {0};
+    cdc_buf_t cols = {0};
     cdc_pgo_value_t *vals = NULL;
-    char *qs = NULL, *qn = NULL, fetch[64];
+    char fetch[64];
     read_pos_t pos = {.lsn = lsn - 1,
                       .commit_lsn = cap->commit_lsn,
                       .xid = cap->xid,
@@ -405,36 +412,24 @@ cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint
         goto done;
     }
     cdc_schema_doc_free(&cat);
-    vals = calloc(t->doc.ncols ? t->doc.ncols : 1, sizeof(*vals));
-    qs = PQescapeIdentifier(cap->src.sql, t->schema, strlen(t->schema));
-    qn = PQescapeIdentifier(cap->src.sql, t->name, strlen(t->name));
-    if (vals == NULL || qs == NULL || qn == NULL) {
-        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    cdc_buf_printf(&sql, "DECLARE cdc_backfill NO SCROLL CURSOR FOR SELECT %s FROM %s.%s",
-                   cols.data ? cols.data : "", qs, qn);
-    if ((rc = exec(cap->src.sql, sql.data, e)) != CDC_OK)
+    if ((rc = open_cursor(cap, t, "cdc_backfill", &cols, &vals, fetch, e)) != CDC_OK)
         goto done;
     /* rows left the table (a partition detached): the mirror starts over from the rows
      * read here, after a truncate just before them (docs/capture.md) */
     if (t->doc.resync && (rc = cdc_capture_emit_truncate(cap, t, lsn - 2, "backfill", e)) != CDC_OK)
         goto done;
-    snprintf(fetch, sizeof(fetch), "FETCH %" PRId64 " FROM cdc_backfill", cap->cfg->snapshot_chunk);
     cdc_log_info("backfill of %s.%s (schema version %" PRId64 ") started%s", t->schema, t->name,
                  t->doc.version, t->doc.resync ? ", after a truncate of its mirror" : "");
     for (;;) {
-        PGresult *r = PQexec(cap->src.sql, fetch);
+        cdc_pg_result_t *r = fetch_chunk(cap, t, fetch, "backfill", e);
         int n;
-        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-            rc = cdc_error_set_retriable(e, CDC_ERR_SOURCE, true, "backfill of %s.%s failed: %s",
-                                         t->schema, t->name, PQresultErrorMessage(r));
-            PQclear(r);
+        if (r == NULL) {
+            rc = e->code;
             goto done;
         }
-        n = PQntuples(r);
+        n = cdc_pg_ntuples(r);
         rc = emit_rows(cap, t, r, 0, n, false, &pos, vals, e);
-        PQclear(r);
+        cdc_pg_clear(r);
         rows += n;
         if (rc != CDC_OK || n == 0)
             break;
@@ -460,9 +455,6 @@ done:
     if (!committed)
         exec(cap->src.sql, "ROLLBACK", &(cdc_error_t){0});
     free(vals);
-    PQfreemem(qs);
-    PQfreemem(qn);
     cdc_buf_free(&cols);
-    cdc_buf_free(&sql);
     return rc;
 }

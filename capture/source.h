@@ -1,10 +1,12 @@
 /*
- * The PostgreSQL side of the capture: the libpq adapter. It owns two connections, a
- * normal one (setup checks, catalog queries, snapshot reads, heartbeats) and a
- * `replication=database` one (slot creation with an exported snapshot, the pgoutput
- * stream, standby status updates). Both force the session settings the event encoder
- * relies on (DateStyle=ISO, TimeZone=UTC, bytea_output=hex, extra_float_digits=1).
- * Only this file and snapshot.c include libpq-fe.h.
+ * The PostgreSQL side of the capture. It owns two connections, a normal one (setup
+ * checks, catalog queries, snapshot reads, heartbeats) and a `replication=database` one
+ * (slot creation with an exported snapshot, the pgoutput stream, standby status
+ * updates). Both force the session settings the event encoder relies on (DateStyle=ISO,
+ * TimeZone=UTC, bytea_output=hex, extra_float_digits=1). Its pieces: source.c
+ * (connections and the slot), setup.c (setup checks), catalog.c (catalog queries) and
+ * replication.c (the stream). libpq itself is behind capture/pg.h, the only header of
+ * the capture that knows it.
  */
 #ifndef CDC_CAPTURE_SOURCE_H
 #define CDC_CAPTURE_SOURCE_H
@@ -13,9 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "capture/pg.h"
 #include "common/err.h"
-
-typedef struct pg_conn PGconn;
 
 typedef struct cdc_source_table {
     char *schema;
@@ -23,9 +24,9 @@ typedef struct cdc_source_table {
 } cdc_source_table_t;
 
 typedef struct cdc_source {
-    PGconn *sql;
-    PGconn *repl;
-    char *copybuf;           /* last buffer from PQgetCopyData (freed on the next read) */
+    cdc_pg_t *sql;
+    cdc_pg_t *repl;
+    char *copybuf;           /* last buffer from cdc_pg_copy_read (freed on the next read) */
     uint64_t last_received;  /* highest LSN seen in XLogData or keepalive */
     uint64_t server_wal_end; /* server's WAL end from the last message */
     /* Read coalescing (set by the caller; 0 = off): when the received data is used up,
@@ -153,13 +154,6 @@ cdc_err_t cdc_source_slot_retention(cdc_source_t *src, const char *slot, int64_t
  * afterwards in any case. */
 void cdc_source_stop(cdc_source_t *src);
 
-/*
- * Column facts the Relation message does not carry, from the current catalog by
- * attribute name, for the relation oid: nullability (attnotnull), identity (attnum) and
- * whether existing rows got a default (atthasdef, atthasmissing). notnull, attnum and
- * hasdef receive one entry per name in names; attnum is 0 for a name the
- * catalog no longer has (a later DDL renamed or dropped it).
- */
 /* The table's columns from the catalog as JSON (the form capture/snapshot.c reads);
  * *json is malloc'ed, NULL when there is no such table. quoted_name: "schema"."name". */
 cdc_err_t cdc_source_catalog_json(cdc_source_t *src, const char *quoted_name, char **json,
@@ -174,6 +168,13 @@ cdc_err_t cdc_source_catalog_json(cdc_source_t *src, const char *quoted_name, ch
 cdc_err_t cdc_source_schema_probe(cdc_source_t *src, const char *schema, const char *table,
                                   const char *prefix, cdc_error_t *e);
 
+/*
+ * Column facts the Relation message does not carry, from the current catalog by
+ * attribute name, for the relation oid: nullability (attnotnull), identity (attnum) and
+ * whether existing rows got a default (atthasdef, atthasmissing). notnull, attnum and
+ * hasdef receive one entry per name in names; attnum is 0 for a name the
+ * catalog no longer has (a later DDL renamed or dropped it).
+ */
 cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *const *names, size_t n,
                              bool *notnull, int32_t *attnum, bool *hasdef, cdc_error_t *e);
 

@@ -2,6 +2,12 @@
  * Iceberg commits of recorded checkpoints (see commit.h), over common/iceberg/table.h.
  * StagedFile.table is "<namespace>.<table>" (split at the first dot); the table lives
  * at <warehouse>/<namespace>/<table>.
+ *
+ * One concept in one file of about 1,000 lines: the committer, the coordinator's only
+ * writer of the warehouse. Every part works on its cache of loaded tables and the lock
+ * that guards it: the parallel per-table commit with its schema evolution and table
+ * layouts, the pending file lists of large checkpoints, and the snapshot expiry and
+ * orphan removal that run between commits.
  */
 #include "coordinator/commit.h"
 

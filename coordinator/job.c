@@ -10,8 +10,10 @@
  * Completed epochs go through a queue: record in etcd (fenced, the point of no return),
  * commit to Iceberg, move `committed`, tell the workers. Recorded epochs are never
  * dropped; unrecorded ones die with their generation only if the leader steps down.
+ * This file holds the states, the workers' membership and assignments, and the loop;
+ * the barriers, acks and the commit queue are the commit pipeline (pipeline.c).
  */
-#include "coordinator/coordinator.h"
+#include "coordinator/job_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -23,11 +25,6 @@
 #include "common/cluster.h"
 #include "common/log.h"
 
-#define EPOCH_BLOCK 1000
-#define ETCD_RETRY_MS 300
-#define COMMIT_RETRY_MS 300
-#define MAX_OPEN_BEFORE_PAUSE 8
-#define SLOW_MAINTENANCE_MS 1000
 #define LOOP_WAIT_MAX_MS 50       /* longest message wait of a running leader's loop */
 #define STANDBY_WAIT_MS 100       /* a standby's message wait */
 #define REJECT_CLOSE_DELAY_MS 200 /* a standby closes a rejected worker's pipe after this */
@@ -49,37 +46,11 @@ const char *cdc_job_state_name(cdc_job_state_t s)
     return "UNKNOWN";
 }
 
-static int64_t mono_ms(void)
+int64_t cdc_job_mono_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Debug fault injection (--fault / CDC_FAULT): exits without cleanup at a named point. */
-static void fault_point(cdc_coord_t *c, const char *name)
-{
-    if (c->cfg.fault != NULL && strcmp(c->cfg.fault, name) == 0) {
-        cdc_log_error("fault injection: exiting at \"%s\"", name);
-        _exit(86);
-    }
-}
-
-/* Debug fault injection: stalls the main loop for ms at a named point (a slow scan). */
-static void fault_stall(cdc_coord_t *c, const char *name, int64_t ms)
-{
-    if (c->cfg.fault != NULL && strcmp(c->cfg.fault, name) == 0) {
-        struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-        cdc_log_warn("fault injection: stalling %" PRId64 " ms at \"%s\"", ms, name);
-        nanosleep(&ts, NULL);
-    }
 }
 
 static void set_state(cdc_coord_t *c, cdc_job_state_t s)
@@ -94,7 +65,7 @@ static void set_state(cdc_coord_t *c, cdc_job_state_t s)
 
 /* ---- sending ----------------------------------------------------------------------- */
 
-static void send_env(cdc_coord_t *c, uint32_t pipe, const Cdc__Envelope *env)
+void cdc_job_send_env(cdc_coord_t *c, uint32_t pipe, const Cdc__Envelope *env)
 {
     cdc_error_t e;
 
@@ -104,7 +75,7 @@ static void send_env(cdc_coord_t *c, uint32_t pipe, const Cdc__Envelope *env)
         cdc_log_warn("could not send %s to pipe %u: %s", cdc_msg_body_name(env), pipe, e.msg);
 }
 
-static void send_reject(cdc_coord_t *c, uint32_t pipe, const char *reason)
+void cdc_job_send_reject(cdc_coord_t *c, uint32_t pipe, const char *reason)
 {
     Cdc__Envelope env = CDC__ENVELOPE__INIT;
     Cdc__Reject r = CDC__REJECT__INIT;
@@ -114,7 +85,7 @@ static void send_reject(cdc_coord_t *c, uint32_t pipe, const char *reason)
     r.generation = c->generation;
     env.body_case = CDC__ENVELOPE__BODY_REJECT;
     env.reject = &r;
-    send_env(c, pipe, &env);
+    cdc_job_send_env(c, pipe, &env);
 }
 
 /*
@@ -125,7 +96,7 @@ static void send_reject(cdc_coord_t *c, uint32_t pipe, const char *reason)
  */
 static void reject_not_leader(cdc_coord_t *c, uint32_t pipe)
 {
-    send_reject(c, pipe, "not the leader");
+    cdc_job_send_reject(c, pipe, "not the leader");
     if (c->state != CDC_JOB_STANDBY)
         return;
     for (int i = 0; i < c->nclosing; i++)
@@ -136,7 +107,7 @@ static void reject_not_leader(cdc_coord_t *c, uint32_t pipe)
         return;
     }
     c->closing[c->nclosing].pipe = pipe;
-    c->closing[c->nclosing].due_ms = mono_ms() + REJECT_CLOSE_DELAY_MS;
+    c->closing[c->nclosing].due_ms = cdc_job_mono_ms() + REJECT_CLOSE_DELAY_MS;
     c->nclosing++;
 }
 
@@ -156,11 +127,11 @@ static void close_rejected(cdc_coord_t *c, int64_t now)
     c->nclosing = kept;
 }
 
-static void broadcast(cdc_coord_t *c, const Cdc__Envelope *env)
+void cdc_job_broadcast(cdc_coord_t *c, const Cdc__Envelope *env)
 {
     for (int i = 0; i < c->members.n; i++)
         if (c->members.m[i].alive)
-            send_env(c, c->members.m[i].pipe, env);
+            cdc_job_send_env(c, c->members.m[i].pipe, env);
 }
 
 static void send_abort(cdc_coord_t *c, uint64_t from_epoch, const char *reason)
@@ -174,10 +145,10 @@ static void send_abort(cdc_coord_t *c, uint64_t from_epoch, const char *reason)
     a.reason = (char *)reason;
     env.body_case = CDC__ENVELOPE__BODY_ABORT;
     env.abort = &a;
-    broadcast(c, &env);
+    cdc_job_broadcast(c, &env);
 }
 
-static bool owns_any(const cdc_coord_t *c, const char *id)
+bool cdc_job_owns_any(const cdc_coord_t *c, const char *id)
 {
     for (int p = 0; p < CDC_PARTITIONS; p++)
         if (strcmp(c->owner[p], id) == 0)
@@ -234,7 +205,7 @@ static void send_assignments(cdc_coord_t *c, uint32_t only_pipe)
         a.partitions = psp;
         env.body_case = CDC__ENVELOPE__BODY_ASSIGN;
         env.assign = &a;
-        send_env(c, m->pipe, &env);
+        cdc_job_send_env(c, m->pipe, &env);
         cdc_log_info("assigned %zu partitions to worker \"%s\" (term %" PRIu64
                      " generation %" PRIu64 ", from checkpoint %" PRIu64 ")",
                      n, m->id, c->term, c->generation, a.checkpoint_epoch);
@@ -251,9 +222,9 @@ static void send_assignments(cdc_coord_t *c, uint32_t only_pipe)
  * Abandons every incomplete epoch for all partitions and schedules a reassignment.
  * count_failure: whether the restart strategy counts it (a worker joining does not).
  */
-static void recover(cdc_coord_t *c, const char *reason, bool count_failure)
+void cdc_job_recover(cdc_coord_t *c, const char *reason, bool count_failure)
 {
-    int64_t now = mono_ms(), at = now + (count_failure ? 0 : 100); /* joins coalesce */
+    int64_t now = cdc_job_mono_ms(), at = now + (count_failure ? 0 : 100); /* joins coalesce */
     uint64_t first = cdc_epochs_oldest_open(&c->epochs);
 
     if (c->state == CDC_JOB_STANDBY || c->state == CDC_JOB_STARTING || c->state == CDC_JOB_FAILED)
@@ -292,17 +263,17 @@ static void recover(cdc_coord_t *c, const char *reason, bool count_failure)
 static void lose_worker(cdc_coord_t *c, cdc_member_t *m, const char *reason)
 {
     uint32_t pipe = m->pipe;
-    bool owned = owns_any(c, m->id);
+    bool owned = cdc_job_owns_any(c, m->id);
 
     cdc_log_warn("worker \"%s\" (incarnation %" PRIu64 ") lost: %s", m->id, m->incarnation, reason);
-    cdc_members_lose(m, mono_ms(), reason);
+    cdc_members_lose(m, cdc_job_mono_ms(), reason);
     if (pipe)
         cdc_msg_server_close_pipe(c->msg, pipe);
     cdc_metrics_gauge_set(c->m_workers, (double)cdc_members_alive_count(&c->members));
     if (owned && (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING)) {
         char why[256];
         snprintf(why, sizeof(why), "worker \"%s\" lost: %s", m->id, reason);
-        recover(c, why, true);
+        cdc_job_recover(c, why, true);
     }
 }
 
@@ -368,13 +339,6 @@ static void try_assign(cdc_coord_t *c, int64_t now)
 
 /* ---- leader start / stop -------------------------------------------------------------- */
 
-static void clear_queue(cdc_coord_t *c)
-{
-    for (int i = 0; i < c->nqueue; i++)
-        cdc_checkpoint_free(c->queue[i].rec);
-    c->nqueue = 0;
-}
-
 /*
  * Drops every worker: a standby must not keep their links, or workers that reach the
  * coordinators through a fixed address (a proxy, a Service) would stay attached to a
@@ -390,35 +354,17 @@ static void drop_workers(cdc_coord_t *c)
     cdc_metrics_gauge_set(c->m_workers, 0);
 }
 
-static void become_standby(cdc_coord_t *c, const char *reason)
+void cdc_job_become_standby(cdc_coord_t *c, const char *reason)
 {
     cdc_log_warn("job \"%s\": no longer leader: %s", c->cfg.job, reason);
     drop_workers(c);
     cdc_progress_reset(&c->progress);
     cdc_epochs_reset(&c->epochs, 0, 0, NULL);
-    clear_queue(c);
+    cdc_job_clear_queue(c);
     memset(c->owner, 0, sizeof(c->owner));
     c->term = 0;
     set_state(c, CDC_JOB_STANDBY);
     cdc_metrics_gauge_set(c->m_term, 0);
-}
-
-static void record_history(cdc_coord_t *c, const cdc_checkpoint_t *rec, int64_t duration_ms,
-                           int tables)
-{
-    cdc_ckpt_summary_t *h;
-
-    if (c->nhistory == CDC_HISTORY_MAX) {
-        memmove(&c->history[0], &c->history[1], (CDC_HISTORY_MAX - 1) * sizeof(c->history[0]));
-        c->nhistory--;
-    }
-    h = &c->history[c->nhistory++];
-    memset(h, 0, sizeof(*h));
-    h->epoch = rec->epoch;
-    h->completed_wall_ms = wall_ms();
-    h->duration_ms = duration_ms;
-    h->tables = tables;
-    cdc_checkpoint_totals(rec, &h->bytes, &h->records, &h->data_files, &h->delete_files);
 }
 
 /*
@@ -519,138 +465,11 @@ retry:
     cdc_metrics_counter_inc(c->m_etcd_errors);
     if (rc == CDC_ERR_FENCED) {
         cdc_leader_step_down(&c->leader, e.msg);
-        become_standby(c, e.msg);
+        cdc_job_become_standby(c, e.msg);
         return;
     }
     cdc_log_warn("leader start of job \"%s\" delayed: %s", c->cfg.job, e.msg);
     c->etcd_retry_ms = now + ETCD_RETRY_MS;
-}
-
-/* ---- the commit pipeline ------------------------------------------------------------- */
-
-static void send_committed(cdc_coord_t *c, uint64_t epoch)
-{
-    Cdc__Envelope env = CDC__ENVELOPE__INIT;
-    Cdc__Committed m = CDC__COMMITTED__INIT;
-
-    m.term = c->term;
-    m.epoch = epoch;
-    env.body_case = CDC__ENVELOPE__BODY_COMMITTED;
-    env.committed = &m;
-    broadcast(c, &env);
-}
-
-static void process_queue(cdc_coord_t *c, int64_t now)
-{
-    while (c->nqueue > 0 && now >= c->commit_retry_ms) {
-        cdc_pending_commit_t *q = &c->queue[0];
-        cdc_error_t e;
-        cdc_err_t rc;
-        cdc_commit_result_t res;
-
-        cdc_error_clear(&e);
-        if (!q->recorded) {
-            char *json = cdc_checkpoint_to_json(q->rec, true);
-            if (json != NULL && (int64_t)q->rec->nfiles > c->cfg.inline_files_max &&
-                q->rec->files_path == NULL) {
-                free(json);
-                json = NULL;
-                if ((rc = cdc_committer_put_pending(c->committer, q->rec, &e)) != CDC_OK) {
-                    cdc_log_warn("could not write pending file list of checkpoint %" PRIu64 ": %s",
-                                 q->rec->epoch, e.msg);
-                    snprintf(c->last_commit_error, sizeof(c->last_commit_error), "%s", e.msg);
-                    c->commit_retry_ms = now + COMMIT_RETRY_MS;
-                    return;
-                }
-            }
-            if (json == NULL)
-                json = cdc_checkpoint_to_json(q->rec, q->rec->files_path == NULL);
-            if (json == NULL) {
-                c->commit_retry_ms = now + COMMIT_RETRY_MS;
-                return;
-            }
-            int64_t t_rec = mono_ms();
-            rc = cdc_store_put_checkpoint(&c->store, q->rec->epoch, json, &e);
-            q->record_ms = mono_ms() - t_rec;
-            free(json);
-            if (rc == CDC_ERR_FENCED) {
-                cdc_leader_step_down(&c->leader, e.msg);
-                become_standby(c, e.msg);
-                return;
-            }
-            if (rc != CDC_OK) {
-                /* etcd down: commits pause, nothing is lost, retried after */
-                cdc_metrics_counter_inc(c->m_etcd_errors);
-                if (q->attempts++ % 10 == 0)
-                    cdc_log_warn("could not record checkpoint %" PRIu64 " in etcd: %s",
-                                 q->rec->epoch, e.msg);
-                snprintf(c->last_commit_error, sizeof(c->last_commit_error), "%s", e.msg);
-                c->commit_retry_ms = now + ETCD_RETRY_MS;
-                return;
-            }
-            q->recorded = true;
-            q->attempts = 0;
-            c->last_recorded = q->rec->epoch;
-            cdc_metrics_histogram_observe(c->m_record_latency,
-                                          (double)(mono_ms() - q->barrier_mono) / 1000.0);
-            fault_point(c, "after-checkpoint-record");
-        }
-        {
-            int64_t t_commit = mono_ms();
-            rc = cdc_committer_commit(c->committer, q->rec, &res, &e);
-            q->commit_ms = mono_ms() - t_commit;
-        }
-        if (rc == CDC_ERR_FENCED) {
-            cdc_leader_step_down(&c->leader, e.msg);
-            become_standby(c, e.msg);
-            return;
-        }
-        if (rc != CDC_OK) {
-            cdc_metrics_counter_inc(c->m_commit_errors);
-            if (q->attempts++ % 10 == 0)
-                cdc_log_warn("could not commit checkpoint %" PRIu64 " to Iceberg: %s",
-                             q->rec->epoch, e.msg);
-            snprintf(c->last_commit_error, sizeof(c->last_commit_error), "%s", e.msg);
-            c->commit_retry_ms = now + COMMIT_RETRY_MS;
-            return;
-        }
-        fault_point(c, "after-iceberg-commit");
-        rc = cdc_store_put_committed(&c->store, q->rec->epoch, &e);
-        if (rc == CDC_ERR_FENCED) {
-            cdc_leader_step_down(&c->leader, e.msg);
-            become_standby(c, e.msg);
-            return;
-        }
-        if (rc != CDC_OK) {
-            cdc_metrics_counter_inc(c->m_etcd_errors);
-            snprintf(c->last_commit_error, sizeof(c->last_commit_error), "%s", e.msg);
-            c->commit_retry_ms = now + ETCD_RETRY_MS; /* the commit is idempotent */
-            return;
-        }
-        c->last_commit_error[0] = '\0';
-        c->last_committed = q->rec->epoch;
-        send_committed(c, q->rec->epoch);
-        {
-            int64_t dur = mono_ms() - q->barrier_mono;
-            cdc_metrics_histogram_observe(c->m_latency, (double)dur / 1000.0);
-            cdc_metrics_counter_inc(c->m_committed);
-            cdc_metrics_gauge_set(c->m_last_epoch, (double)q->rec->epoch);
-            record_history(c, q->rec, dur, res.tables_committed);
-            cdc_log_debug("checkpoint %" PRIu64 " committed in %" PRId64 " ms (acks %" PRId64
-                          " ms, etcd record %" PRId64 " ms, iceberg %" PRId64 " ms, %d tables)",
-                          q->rec->epoch, dur, q->rec->completed_ms - q->rec->barrier_ms,
-                          q->record_ms, q->commit_ms, res.tables_committed);
-        }
-        if (q->rec->epoch % 16 == 0 && c->cfg.checkpoints_retained > 0 &&
-            q->rec->epoch > (uint64_t)c->cfg.checkpoints_retained) {
-            uint64_t keep = q->rec->epoch - (uint64_t)c->cfg.checkpoints_retained;
-            cdc_store_prune(&c->store, keep, &e);
-            cdc_committer_prune_pending(c->committer, keep);
-        }
-        cdc_checkpoint_free(q->rec);
-        memmove(&c->queue[0], &c->queue[1], (size_t)(c->nqueue - 1) * sizeof(c->queue[0]));
-        c->nqueue--;
-    }
 }
 
 /* ---- messages ------------------------------------------------------------------------ */
@@ -666,13 +485,14 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
         return;
     }
     was_alive = cdc_members_is_alive(&c->members, r->worker_id ? r->worker_id : "");
-    owned = owns_any(c, r->worker_id ? r->worker_id : "");
+    owned = cdc_job_owns_any(c, r->worker_id ? r->worker_id : "");
     res = cdc_members_register(&c->members, r->worker_id, r->incarnation, pipe, r->admin_endpoint,
                                now, &old_pipe);
     switch (res) {
     case CDC_REGISTER_INVALID:
     case CDC_REGISTER_FULL:
-        send_reject(c, pipe, res == CDC_REGISTER_FULL ? "too many workers" : "invalid worker id");
+        cdc_job_send_reject(c, pipe,
+                            res == CDC_REGISTER_FULL ? "too many workers" : "invalid worker id");
         cdc_msg_server_close_pipe(c->msg, pipe);
         return;
     case CDC_REGISTER_SAME:
@@ -694,154 +514,11 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
         snprintf(why, sizeof(why), "worker \"%s\" %s", r->worker_id,
                  was_alive ? "restarted" : "joined");
         /* a restart of an owner is a failure; a join is a plain rebalance */
-        recover(c, why, was_alive && owned);
+        cdc_job_recover(c, why, was_alive && owned);
         /* a joining worker needs no grace wait */
         c->grace_until_ms = now;
     } else if (c->state == CDC_JOB_FAILED) {
-        send_reject(c, pipe, "job FAILED: restart strategy exhausted");
-    }
-}
-
-/* Keeps the high watermarks an owner reports with its ack (for the lag in /status and
- * the progress check). */
-static void note_high_watermarks(cdc_coord_t *c, const cdc_member_t *m, const Cdc__Ack *ack)
-{
-    for (size_t i = 0; i < ack->n_partitions; i++) {
-        const Cdc__PartitionState *ps = ack->partitions[i];
-        uint32_t p = ps->partition;
-        if (p >= CDC_PARTITIONS || strcmp(c->owner[p], m->id) != 0)
-            continue;
-        for (size_t k = 0; k < ps->n_offsets; k++) {
-            const Cdc__TopicOffset *to = ps->offsets[k];
-            if (to->topic == NULL)
-                continue;
-            if (cdc_progress_note_high(&c->progress, p, to->topic, to->high_watermark,
-                                       to->stalled_ms))
-                cdc_log_warn("partition %u topic \"%s\": worker \"%s\" reports no progress for "
-                             "%" PRId64 " ms with records behind",
-                             p, to->topic, m->id, to->stalled_ms);
-        }
-    }
-}
-
-/*
- * The progress check of a completed checkpoint (progress.h): each new finding is logged
- * and counted; a slot that made no progress makes the job recover, so that every slot
- * is assigned again from its checkpoint. Returns true when it should.
- */
-static bool check_progress(cdc_coord_t *c, const cdc_checkpoint_t *rec, char *why, size_t cap)
-{
-    cdc_progress_finding_t f[CDC_PROGRESS_FINDINGS_MAX];
-    int n = cdc_progress_checkpoint(&c->progress, rec, mono_ms(), f, CDC_PROGRESS_FINDINGS_MAX);
-    bool stalled = false;
-    for (int i = 0; i < n; i++) {
-        if (f[i].kind == CDC_PROGRESS_NO_PROGRESS) {
-            cdc_metrics_counter_inc(c->m_no_progress);
-            cdc_log_warn("partition %u topic \"%s\" (owner \"%s\"): no progress for %" PRId64
-                         " ms over %d checkpoints, offset %" PRId64 " with %" PRId64
-                         " records behind it%s",
-                         f[i].partition, f[i].topic, c->owner[f[i].partition], f[i].for_ms,
-                         c->progress.min_epochs, f[i].offset, f[i].behind,
-                         f[i].again ? "; a recovery at this offset did not help: not recovering "
-                                      "again (a transactional producer's last control record "
-                                      "looks like this)"
-                                    : "");
-            if (f[i].again)
-                continue;
-            cdc_progress_recovering(&c->progress, &f[i]);
-            if (!stalled)
-                snprintf(why, cap, "partition %u topic \"%s\" made no progress for %" PRId64 " ms",
-                         f[i].partition, f[i].topic, f[i].for_ms);
-            stalled = true;
-        } else {
-            cdc_metrics_counter_inc(c->m_missing_topic);
-            cdc_log_warn("partition %u: its owner \"%s\" does not consume topic \"%s\", which "
-                         "the other partitions carry: its changes in this partition are not "
-                         "being applied (a worker started with a different table set?)",
-                         f[i].partition, c->owner[f[i].partition], f[i].topic);
-        }
-    }
-    cdc_metrics_gauge_set(c->m_stalled_slots, cdc_progress_flagged(&c->progress));
-    return stalled;
-}
-
-static void on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
-{
-    cdc_member_t *m = cdc_members_by_pipe(&c->members, pipe);
-    cdc_error_t e;
-    cdc_ack_result_t r;
-
-    if (m == NULL || strcmp(m->id, ack->worker_id ? ack->worker_id : "") != 0) {
-        cdc_metrics_counter_inc(c->m_rejected);
-        cdc_log_warn("rejected ack of epoch %" PRIu64 " from unregistered pipe %u (\"%s\")",
-                     ack->epoch, pipe, ack->worker_id ? ack->worker_id : "");
-        send_reject(c, pipe, "not registered");
-        return;
-    }
-    m->last_heartbeat_ms = mono_ms();
-    if (c->state != CDC_JOB_RUNNING) {
-        cdc_metrics_counter_inc(c->m_rejected);
-        return; /* acks of an aborted generation */
-    }
-    if (ack->term == c->term && ack->generation == c->generation)
-        note_high_watermarks(c, m, ack);
-    cdc_error_clear(&e);
-    r = cdc_epochs_ack(&c->epochs, ack, wall_ms(), &e);
-    switch (r) {
-    case CDC_ACK_ACCEPTED:
-        return;
-    case CDC_ACK_COMPLETE: {
-        cdc_checkpoint_t *rec;
-        char why[300] = "";
-        bool stalled = false;
-        while ((rec = cdc_epochs_take_complete(&c->epochs)) != NULL) {
-            cdc_pending_commit_t *q;
-            /* the floors so far go on in every record (before it is written) */
-            if (cdc_checkpoint_carry_floors(rec, c->base) != CDC_OK) {
-                cdc_checkpoint_free(rec);
-                recover(c, "out of memory carrying the floors", true);
-                return;
-            }
-            if (c->nqueue == CDC_COMMIT_QUEUE_MAX) {
-                /* cannot happen: barriers pause long before; abort rather than lose */
-                cdc_checkpoint_free(rec);
-                recover(c, "commit queue full", true);
-                return;
-            }
-            q = &c->queue[c->nqueue++];
-            memset(q, 0, sizeof(*q));
-            q->rec = rec;
-            q->barrier_mono = mono_ms() - (rec->completed_ms - rec->barrier_ms);
-            cdc_checkpoint_free(c->base);
-            /* the base for a later reassignment: copy via JSON round trip */
-            {
-                char *js = cdc_checkpoint_to_json(rec, false);
-                cdc_error_t e2;
-                c->base = NULL;
-                if (js)
-                    cdc_checkpoint_from_json(js, strlen(js), &c->base, &e2);
-                free(js);
-            }
-            if (check_progress(c, rec, why, sizeof(why)))
-                stalled = true;
-        }
-        if (stalled)
-            recover(c, why, true);
-        return;
-    }
-    case CDC_ACK_STALE:
-    case CDC_ACK_UNKNOWN_EPOCH:
-        cdc_metrics_counter_inc(c->m_rejected);
-        cdc_log_info("rejected ack: %s", e.msg);
-        send_reject(c, pipe, e.msg);
-        return;
-    case CDC_ACK_NOT_OWNER:
-    case CDC_ACK_DUPLICATE:
-    case CDC_ACK_INVALID:
-        cdc_metrics_counter_inc(c->m_rejected);
-        cdc_log_warn("rejected ack: %s", e.msg);
-        send_reject(c, pipe, e.msg);
-        return;
+        cdc_job_send_reject(c, pipe, "job FAILED: restart strategy exhausted");
     }
 }
 
@@ -855,13 +532,13 @@ static void on_message(cdc_coord_t *c, Cdc__Envelope *env, uint32_t pipe, int64_
         if (c->state == CDC_JOB_STANDBY || c->state == CDC_JOB_STARTING)
             reject_not_leader(c, pipe);
         else if (!cdc_members_heartbeat(&c->members, pipe, now))
-            send_reject(c, pipe, "unknown worker: register first");
+            cdc_job_send_reject(c, pipe, "unknown worker: register first");
         break;
     case CDC__ENVELOPE__BODY_ACK:
         if (c->state == CDC_JOB_STANDBY)
             reject_not_leader(c, pipe);
         else
-            on_ack(c, env->ack, pipe);
+            cdc_job_on_ack(c, env->ack, pipe);
         break;
     default:
         cdc_log_warn("unexpected %s message from pipe %u", cdc_msg_body_name(env), pipe);
@@ -880,7 +557,7 @@ static void drain(cdc_coord_t *c, int wait_ms)
         cdc_err_t rc = cdc_msg_server_recv(c->msg, i == 0 ? wait_ms : 0, &env, &pipe, &e);
         if (rc != CDC_OK)
             break;
-        on_message(c, env, pipe, mono_ms());
+        on_message(c, env, pipe, cdc_job_mono_ms());
         cdc_msg_free(env);
     }
     while (cdc_msg_server_poll_event(c->msg, &ev)) {
@@ -921,128 +598,10 @@ static void check_liveness(cdc_coord_t *c, int64_t now)
                     cdc_msg_server_close_pipe(c->msg, m->pipe);
                 }
             }
-            recover(c, why, true);
+            cdc_job_recover(c, why, true);
         }
     }
     cdc_members_forget(&c->members, now, 10 * 60 * 1000);
-}
-
-static void maybe_barrier(cdc_coord_t *c, int64_t now)
-{
-    Cdc__Envelope env = CDC__ENVELOPE__INIT;
-    Cdc__Barrier b = CDC__BARRIER__INIT;
-    uint64_t epoch;
-    cdc_err_t rc;
-
-    if (c->state != CDC_JOB_RUNNING || now < c->next_barrier_ms)
-        return;
-    c->next_barrier_ms += c->cfg.commit_interval_ms;
-    if (c->next_barrier_ms < now)
-        c->next_barrier_ms = now + c->cfg.commit_interval_ms;
-    if (c->epochs.nopen >= MAX_OPEN_BEFORE_PAUSE || c->nqueue >= CDC_COMMIT_QUEUE_MAX / 2)
-        return; /* commits are behind (etcd or warehouse down): let workers accumulate */
-    if (cdc_epochs_remaining(&c->epochs) < 10 && now >= c->etcd_retry_ms) {
-        uint64_t from, limit;
-        cdc_error_t e;
-        if (cdc_store_reserve_epochs(&c->store, c->epochs.next_epoch, EPOCH_BLOCK, &from, &limit,
-                                     &e) == CDC_OK)
-            cdc_epochs_reserve(&c->epochs, from, limit);
-        else
-            c->etcd_retry_ms = now + ETCD_RETRY_MS;
-    }
-    rc = cdc_epochs_begin(&c->epochs, now, wall_ms(), &epoch);
-    if (rc != CDC_OK)
-        return;
-    b.term = c->term;
-    b.generation = c->generation;
-    b.epoch = epoch;
-    /* the partitioned or sorted tables' layouts: rows staged from this barrier use them */
-    static cdc_table_layout_t ls[CDC_COMMITTER_MAX_TABLES];
-    static Cdc__TableLayout tl[CDC_COMMITTER_MAX_TABLES];
-    static Cdc__TableLayout *tlp[CDC_COMMITTER_MAX_TABLES];
-    size_t nl =
-        c->committer ? cdc_committer_layouts(c->committer, ls, CDC_COMMITTER_MAX_TABLES) : 0;
-    for (size_t i = 0; i < nl; i++) {
-        if (ls[i].spec_json == NULL && ls[i].order_json == NULL)
-            continue;
-        cdc__table_layout__init(&tl[b.n_layouts]);
-        tl[b.n_layouts].table = ls[i].table;
-        tl[b.n_layouts].spec_id = ls[i].spec_id;
-        tl[b.n_layouts].spec_json = ls[i].spec_json ? ls[i].spec_json : "";
-        tl[b.n_layouts].sort_order_id = ls[i].order_id;
-        tl[b.n_layouts].sort_order_json = ls[i].order_json ? ls[i].order_json : "";
-        tlp[b.n_layouts] = &tl[b.n_layouts];
-        b.n_layouts++;
-    }
-    b.layouts = tlp;
-    /* truncates met in one partition: every slot applies them (docs/worker.md) */
-    static Cdc__TableFloor fl[CDC_COMMITTER_MAX_TABLES];
-    static Cdc__TableFloor *flp[CDC_COMMITTER_MAX_TABLES];
-    for (size_t i = 0; c->base != NULL && i < c->base->nfloors && i < CDC_COMMITTER_MAX_TABLES;
-         i++) {
-        cdc__table_floor__init(&fl[i]);
-        fl[i].table = c->base->floors[i].table;
-        fl[i].commit_lsn = c->base->floors[i].commit_lsn;
-        fl[i].lsn = c->base->floors[i].lsn;
-        fl[i].partition = c->base->floors[i].partition;
-        flp[i] = &fl[i];
-        b.n_floors = i + 1;
-    }
-    b.floors = flp;
-    env.body_case = CDC__ENVELOPE__BODY_BARRIER;
-    env.barrier = &b;
-    for (int i = 0; i < c->members.n; i++)
-        if (c->members.m[i].alive && owns_any(c, c->members.m[i].id))
-            send_env(c, c->members.m[i].pipe, &env);
-}
-
-static void maybe_orphans(cdc_coord_t *c, int64_t now)
-{
-    const cdc_checkpoint_t *keep[CDC_COMMIT_QUEUE_MAX];
-    size_t nkeep = 0;
-    int deleted = 0;
-    cdc_error_t e;
-
-    if (c->cfg.orphan_interval_ms <= 0 || now < c->next_orphan_ms)
-        return;
-    c->next_orphan_ms = now + c->cfg.orphan_interval_ms;
-    fault_stall(c, "stall-orphan-scan", 3 * c->cfg.lease_ttl_ms);
-    if (c->nqueue > 0 && c->queue[0].recorded)
-        return; /* a recorded epoch waits for its commit: its files must stay */
-    for (int i = 0; i < c->nqueue; i++)
-        keep[nkeep++] = c->queue[i].rec;
-    if (cdc_committer_remove_orphans(c->committer, keep, nkeep, c->cfg.orphan_age_ms, &deleted,
-                                     &e) != CDC_OK)
-        cdc_log_warn("orphan cleanup failed: %s", e.msg);
-    else if (deleted > 0)
-        cdc_log_info("orphan cleanup removed %d files", deleted);
-    if (mono_ms() - now > SLOW_MAINTENANCE_MS)
-        cdc_log_warn("orphan cleanup took %" PRId64 " ms (barriers wait meanwhile)",
-                     mono_ms() - now);
-    c->next_orphan_ms = mono_ms() + c->cfg.orphan_interval_ms; /* a pause between scans */
-    cdc_metrics_counter_add(c->m_orphans, deleted);
-}
-
-/* Expires old snapshots; runs on the orphan interval, only between commits. */
-static void maybe_expire(cdc_coord_t *c, int64_t now)
-{
-    size_t expired = 0;
-    cdc_error_t e;
-
-    if (c->cfg.snapshot_retention_ms <= 0 || c->cfg.orphan_interval_ms <= 0 ||
-        now < c->next_expire_ms || c->nqueue > 0)
-        return;
-    c->next_expire_ms = now + c->cfg.orphan_interval_ms;
-    if (cdc_committer_expire(c->committer, c->cfg.snapshot_retention_ms, c->cfg.snapshot_min_keep,
-                             &expired, &e) != CDC_OK)
-        cdc_log_warn("snapshot expiry failed: %s", e.msg);
-    else if (expired > 0)
-        cdc_log_info("expired %zu snapshots", expired);
-    if (mono_ms() - now > SLOW_MAINTENANCE_MS)
-        cdc_log_warn("snapshot expiry took %" PRId64 " ms (barriers wait meanwhile)",
-                     mono_ms() - now);
-    c->next_expire_ms = mono_ms() + c->cfg.orphan_interval_ms;
-    cdc_metrics_counter_add(c->m_expired, (int64_t)expired);
 }
 
 /* ---- the loop ------------------------------------------------------------------------- */
@@ -1086,7 +645,7 @@ void cdc_coord_run(cdc_coord_t *c)
 {
     set_state(c, CDC_JOB_STANDBY);
     while (!*c->stop) {
-        int64_t now = mono_ms(), began = now;
+        int64_t now = cdc_job_mono_ms(), began = now;
         cdc_leader_event_t ev = cdc_leader_tick(&c->leader, now);
 
         if (ev == CDC_LEADER_ELECTED) {
@@ -1098,29 +657,29 @@ void cdc_coord_run(cdc_coord_t *c)
             c->etcd_retry_ms = 0;
             set_state(c, CDC_JOB_STARTING);
         } else if (ev == CDC_LEADER_LOST) {
-            become_standby(c, c->leader.last_error);
+            cdc_job_become_standby(c, c->leader.last_error);
         }
         if (c->state == CDC_JOB_STARTING)
             leader_start(c, now);
 
         drain(c, loop_wait_ms(c, now));
-        now = mono_ms();
+        now = cdc_job_mono_ms();
         if (c->state != CDC_JOB_STANDBY) {
             check_liveness(c, now);
             if (c->state == CDC_JOB_RECOVERING)
                 try_assign(c, now);
-            maybe_barrier(c, now);
+            cdc_job_maybe_barrier(c, now);
             if (c->state != CDC_JOB_STANDBY && c->state != CDC_JOB_STARTING)
-                process_queue(c, mono_ms());
+                cdc_job_process_queue(c, cdc_job_mono_ms());
             if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING) {
-                maybe_orphans(c, now);
-                maybe_expire(c, mono_ms());
+                cdc_job_maybe_orphans(c, now);
+                cdc_job_maybe_expire(c, cdc_job_mono_ms());
             }
         }
         if (c->nclosing > 0)
             close_rejected(c, now);
         if (c->state != CDC_JOB_STANDBY)
-            observe_stall(c, mono_ms() - began);
+            observe_stall(c, cdc_job_mono_ms() - began);
         if (now >= c->next_status_ms) {
             cdc_admin_publish(c);
             /* a standby asks etcd who leads for its status: not that often */
@@ -1278,7 +837,7 @@ void cdc_coord_close(cdc_coord_t *c)
     cdc_etcd_close(c->etcd);
     c->etcd = NULL;
     cdc_epochs_clear(&c->epochs);
-    clear_queue(c);
+    cdc_job_clear_queue(c);
     cdc_checkpoint_free(c->base);
     c->base = NULL;
     cdc_http_doc_free(&c->status);

@@ -1,0 +1,188 @@
+/*
+ * The source's catalog queries (see source.h): what the stream's Relation messages do
+ * not carry. A table's columns as one JSON text (the form the snapshot, the backfill and
+ * the schema probe read), the probe itself written into the WAL under a lock
+ * (docs/capture.md, "Backfill after DDL"), column facts by name for a Relation, and a
+ * partition's root with its columns (docs/capture.md, "Partitioned tables").
+ */
+#include "capture/source.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * The columns of one table as one JSON text, as pgoutput's Relation would list them
+ * (live, not generated, in attnum order), with what a Relation does not carry: attnum,
+ * nullability, defaults, key flags by replica identity, type names. $1 is the quoted
+ * "schema"."name"; no row when there is no such table.
+ */
+#define CATALOG_SQL                                                                                \
+    "SELECT json_build_object('relid', c.oid::bigint, 'replident', c.relreplident::text, 'cols', " \
+    "  json_agg(json_build_object('name', a.attname, 'oid', a.atttypid::bigint, "                  \
+    "    'typmod', a.atttypmod, 'notnull', a.attnotnull, 'attnum', a.attnum, "                     \
+    "    'hasdef', a.atthasdef OR a.atthasmissing, "                                               \
+    "    'type', tn.nspname || '.' || ty.typname, "                                                \
+    "    'key', c.relreplident = 'f' OR EXISTS (SELECT 1 FROM pg_index i "                         \
+    "      WHERE i.indrelid = c.oid AND a.attnum = ANY (i.indkey) AND "                            \
+    "      ((c.relreplident = 'd' AND i.indisprimary) OR "                                         \
+    "       (c.relreplident = 'i' AND i.indisreplident)))) ORDER BY a.attnum), "                   \
+    "  'parts', (SELECT coalesce(json_agg(p.relid::bigint ORDER BY p.relid::bigint), '[]') "       \
+    "    FROM pg_partition_tree(c.oid) p WHERE p.isleaf AND p.relid <> c.oid))::text "             \
+    "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "                                   \
+    "JOIN pg_type ty ON ty.oid = a.atttypid "                                                      \
+    "JOIN pg_namespace tn ON tn.oid = ty.typnamespace "                                            \
+    "WHERE c.oid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped "                       \
+    "AND a.attgenerated = '' GROUP BY c.oid, c.relreplident"
+
+cdc_err_t cdc_source_catalog_json(cdc_source_t *src, const char *quoted_name, char **json,
+                                  cdc_error_t *e)
+{
+    const char *p[1] = {quoted_name};
+    cdc_pg_result_t *r = cdc_pg_query(src->sql, CATALOG_SQL, 1, p, e);
+
+    *json = NULL;
+    if (r == NULL)
+        return cdc_error_prefix(e, "could not read the columns of %s", quoted_name);
+    if (cdc_pg_ntuples(r) == 1 && !cdc_pg_isnull(r, 0, 0) &&
+        (*json = strdup(cdc_pg_value(r, 0, 0))) == NULL) {
+        cdc_pg_clear(r);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    cdc_pg_clear(r);
+    return CDC_OK;
+}
+
+cdc_err_t cdc_source_schema_probe(cdc_source_t *src, const char *schema, const char *table,
+                                  const char *prefix, cdc_error_t *e)
+{
+    char *sql = cdc_pg_qualified(src->sql, schema, table);
+    const char *p[2] = {sql, prefix};
+    cdc_pg_result_t *r;
+    cdc_err_t rc = CDC_OK;
+
+    if (sql == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    r = cdc_pg_query(src->sql, "BEGIN", 0, NULL, e);
+    if (r == NULL) {
+        free(sql);
+        return e->code;
+    }
+    cdc_pg_clear(r);
+    /* the lock keeps DDL of the table out until the message is committed */
+    {
+        char *lock = NULL;
+        if (asprintf(&lock, "LOCK TABLE %s IN ACCESS SHARE MODE NOWAIT", sql) < 0) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        } else {
+            r = cdc_pg_exec(src->sql, lock);
+            if (cdc_pg_status(r) != CDC_PG_COMMAND)
+                rc = cdc_error_set(e, CDC_ERR_CONFLICT, "could not lock %s: %s", sql,
+                                   cdc_pg_message(r));
+            cdc_pg_clear(r);
+        }
+        free(lock);
+    }
+    if (rc == CDC_OK) {
+        char *q = NULL;
+        if (asprintf(&q, "SELECT pg_logical_emit_message(true, $2, (%s))", CATALOG_SQL) < 0) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        } else {
+            r = cdc_pg_query(src->sql, q, 2, p, e);
+            if (r == NULL)
+                rc = e->code;
+            cdc_pg_clear(r);
+            free(q);
+        }
+    }
+    r = cdc_pg_exec(src->sql, rc == CDC_OK ? "COMMIT" : "ROLLBACK");
+    cdc_pg_clear(r);
+    free(sql);
+    return rc;
+}
+
+cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *const *names, size_t n,
+                             bool *notnull, int32_t *attnum, bool *hasdef, cdc_error_t *e)
+{
+    char oid[16];
+    const char *p[1] = {oid};
+    cdc_pg_result_t *r;
+
+    for (size_t i = 0; i < n; i++) {
+        notnull[i] = false;
+        attnum[i] = 0;
+        hasdef[i] = false;
+    }
+    snprintf(oid, sizeof(oid), "%u", relid);
+    r = cdc_pg_query(
+        src->sql,
+        "SELECT attname, attnotnull, attnum, atthasdef OR atthasmissing FROM pg_attribute "
+        "WHERE attrelid = $1::oid "
+        "AND attnum > 0 AND NOT attisdropped",
+        1, p, e);
+    if (r == NULL)
+        return e->code;
+    for (int row = 0; row < cdc_pg_ntuples(r); row++)
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(cdc_pg_value(r, row, 0), names[i]) == 0) {
+                notnull[i] = cdc_pg_is_true(r, row, 1);
+                attnum[i] = (int32_t)strtol(cdc_pg_value(r, row, 2), NULL, 10);
+                hasdef[i] = cdc_pg_is_true(r, row, 3);
+            }
+    cdc_pg_clear(r);
+    return CDC_OK;
+}
+
+cdc_err_t cdc_source_partition_root(cdc_source_t *src, uint32_t relid, uint32_t *root_oid,
+                                    char **schema, char **name, char ***cols, size_t *ncols,
+                                    cdc_error_t *e)
+{
+    char oid[16];
+    const char *p[1] = {oid};
+    cdc_pg_result_t *r;
+    int n;
+
+    *root_oid = 0;
+    *schema = *name = NULL;
+    *cols = NULL;
+    *ncols = 0;
+    snprintf(oid, sizeof(oid), "%u", relid);
+    r = cdc_pg_query(
+        src->sql,
+        "SELECT r.oid, rn.nspname, r.relname, a.attname FROM pg_class r "
+        "JOIN pg_namespace rn ON rn.oid = r.relnamespace "
+        "JOIN pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 "
+        "  AND NOT a.attisdropped AND a.attgenerated = '' "
+        "WHERE r.oid = pg_partition_root($1::oid) AND r.oid <> $1::oid ORDER BY a.attnum",
+        1, p, e);
+    if (r == NULL)
+        return e->code;
+    n = cdc_pg_ntuples(r);
+    if (n > 0) {
+        *cols = calloc((size_t)n, sizeof(**cols));
+        *schema = strdup(cdc_pg_value(r, 0, 1));
+        *name = strdup(cdc_pg_value(r, 0, 2));
+        if (*cols == NULL || *schema == NULL || *name == NULL)
+            goto nomem;
+        for (int i = 0; i < n; i++) {
+            (*cols)[i] = strdup(cdc_pg_value(r, i, 3));
+            if ((*cols)[i] == NULL)
+                goto nomem;
+            (*ncols)++;
+        }
+        *root_oid = (uint32_t)strtoul(cdc_pg_value(r, 0, 0), NULL, 10);
+    }
+    cdc_pg_clear(r);
+    return CDC_OK;
+nomem:
+    cdc_pg_clear(r);
+    for (size_t i = 0; *cols && i < *ncols; i++)
+        free((*cols)[i]);
+    free(*cols);
+    free(*schema);
+    free(*name);
+    *cols = NULL;
+    *schema = *name = NULL;
+    *ncols = 0;
+    return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+}

@@ -1,0 +1,102 @@
+/*
+ * Internal header of the capture's stream, shared by its pieces: stream.c (the session
+ * loop), changes.c (messages into events, the producer, status updates), tables.c (table
+ * state, Relation and Type messages), partitions.c (partitions mapped to their root)
+ * and probe.c (the schema probe, docs/capture.md, "Backfill after DDL"). Not for use
+ * outside the capture.
+ */
+#ifndef CDC_CAPTURE_STREAM_INT_H
+#define CDC_CAPTURE_STREAM_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "capture/capture.h"
+
+/* Prefix of the schema probe's logical messages. */
+#define CDC_CAPTURE_PROBE_PREFIX "cdc.schema"
+
+/* ---- stream.c ---- */
+
+/* Monotonic coarse milliseconds (intervals of the session). */
+int64_t cdc_capture_mono_ms(void);
+
+/* ---- tables.c ---- */
+
+/* Table state by name, or NULL (never creates one). */
+cdc_capture_table_t *cdc_capture_table_by_name(cdc_capture_t *cap, const char *schema,
+                                               const char *name);
+
+/* Table state by relation id of the current stream, or NULL. */
+cdc_capture_table_t *cdc_capture_table_by_relid(cdc_capture_t *cap, uint32_t relid);
+
+/* Whether schema.name is in the capture set of this session. */
+bool cdc_capture_is_wanted(const cdc_capture_t *cap, const char *schema, const char *name);
+
+/* setup->table_error of the session's setup check (arg: the capture). */
+void cdc_capture_on_table_error(void *arg, const char *schema, const char *name,
+                                const cdc_error_t *err);
+
+/* A captured table's Relation message: its schema document from the message and the
+ * catalog, installed as the table's current version. */
+cdc_err_t cdc_capture_on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_error_t *e);
+
+/* Any Relation message: a mapped partition's, or a table's (a failed table gets another
+ * chance). */
+cdc_err_t cdc_capture_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_error_t *e);
+
+/* A Type message: the name of a user-defined type. */
+cdc_err_t cdc_capture_on_type(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_error_t *e);
+
+/* ---- partitions.c ---- */
+
+/* The mapped partition of a relation id, or NULL. */
+cdc_capture_leaf_t *cdc_capture_leaf_by_relid(cdc_capture_t *cap, uint32_t relid);
+
+/* Forgets every mapped partition (a new session maps them again). */
+void cdc_capture_leaves_free(cdc_capture_t *cap);
+
+/* A Relation message of a partition of a captured table; *handled = false when it is
+ * not one. */
+cdc_err_t cdc_capture_on_partition_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m,
+                                            bool *handled, cdc_error_t *e);
+
+/* A change of a mapped partition, produced as the root's. */
+cdc_err_t cdc_capture_on_leaf_change(cdc_capture_t *cap, cdc_capture_leaf_t *leaf,
+                                     const cdc_pgo_msg_t *m, uint64_t lsn, cdc_error_t *e);
+
+/* A TRUNCATE that names mapped partitions (skipped) and maybe other relations. */
+cdc_err_t cdc_capture_on_truncate_leaves(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn,
+                                         cdc_error_t *e);
+
+/* ---- changes.c ---- */
+
+/* Creates the session's Kafka producer (cap->producer). */
+cdc_err_t cdc_capture_producer_open(cdc_capture_t *cap, cdc_error_t *e);
+
+/* Sends a status update with what Kafka has acked so far. */
+cdc_err_t cdc_capture_send_status(cdc_capture_t *cap, cdc_error_t *e);
+
+/* Keeps the replication connection alive during a long read (a backfill). */
+cdc_err_t cdc_capture_keepalive(cdc_capture_t *cap, cdc_error_t *e);
+
+/* An insert, update, delete or truncate of the current transaction. */
+cdc_err_t cdc_capture_on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn,
+                                cdc_error_t *e);
+
+/* One pgoutput message of the stream, from the WAL position lsn. */
+cdc_err_t cdc_capture_on_message(cdc_capture_t *cap, const uint8_t *data, size_t len, uint64_t lsn,
+                                 cdc_error_t *e);
+
+/* ---- probe.c ---- */
+
+/* Writes a probe for each captured table whose catalog columns differ from its current
+ * schema version. */
+cdc_err_t cdc_capture_probe_schemas(cdc_capture_t *cap, cdc_error_t *e);
+
+/* A probe decoded at lsn: its columns become the table's schema at this position. */
+cdc_err_t cdc_capture_on_probe(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn,
+                               cdc_error_t *e);
+
+#endif

@@ -1,0 +1,344 @@
+/*
+ * The capture's tables: the --tables list, each table's state by topic, name and
+ * relation id with its metrics, table errors (docs/capture.md, "Table errors"), and the
+ * Relation and Type messages that give a table its schema version. Partitions whose
+ * Relation arrives under their own name are in partitions.c.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/stream_int.h"
+#include "common/log.h"
+
+cdc_err_t cdc_capture_parse_tables(const char *list, cdc_source_table_t **t, size_t *n,
+                                   cdc_error_t *e)
+{
+    char *copy, *save = NULL, *tok;
+    size_t cap = 0;
+
+    *t = NULL;
+    *n = 0;
+    if (list == NULL || *list == '\0')
+        return CDC_OK;
+    copy = strdup(list);
+    if (copy == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    for (tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+        char *dot = strchr(tok, '.');
+        if (*n == cap) {
+            size_t ncap = cap ? cap * 2 : 8;
+            cdc_source_table_t *nt = realloc(*t, ncap * sizeof(**t));
+            if (nt == NULL) {
+                free(copy);
+                return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            }
+            *t = nt;
+            cap = ncap;
+        }
+        if (dot) {
+            *dot = '\0';
+            (*t)[*n].schema = strdup(tok);
+            (*t)[*n].name = strdup(dot + 1);
+        } else {
+            (*t)[*n].schema = strdup("public");
+            (*t)[*n].name = strdup(tok);
+        }
+        if ((*t)[*n].name[0] == '\0' || (*t)[*n].schema[0] == '\0') {
+            (*n)++;
+            free(copy);
+            return cdc_error_set(e, CDC_ERR_CONFIG,
+                                 "invalid table name in --tables: expected schema.table");
+        }
+        (*n)++;
+    }
+    free(copy);
+    return CDC_OK;
+}
+
+cdc_capture_table_t *cdc_capture_table_get(cdc_capture_t *cap, const char *schema, const char *name)
+{
+    char topic[512];
+    cdc_capture_table_t *t, *nt;
+    const char *labels[5];
+
+    snprintf(topic, sizeof(topic), "%s.%s.%s", cap->cfg->topic_prefix, schema, name);
+    for (size_t i = 0; i < cap->ntables; i++)
+        if (strcmp(cap->tables[i].topic, topic) == 0)
+            return &cap->tables[i];
+    nt = realloc(cap->tables, (cap->ntables + 1) * sizeof(*nt));
+    if (nt == NULL)
+        return NULL;
+    cap->tables = nt;
+    t = &cap->tables[cap->ntables];
+    memset(t, 0, sizeof(*t));
+    t->topic = strdup(topic);
+    t->schema = strdup(schema);
+    t->name = strdup(name);
+    if (t->topic == NULL || t->schema == NULL || t->name == NULL) {
+        free(t->topic);
+        free(t->schema);
+        free(t->name);
+        return NULL;
+    }
+    for (size_t i = 0; i < cap->nwanted; i++)
+        if (strcmp(cap->wanted[i].schema, schema) == 0 && strcmp(cap->wanted[i].name, name) == 0)
+            t->captured = true;
+    snprintf(topic, sizeof(topic), "%s.%s", schema, name);
+    labels[0] = "table";
+    labels[1] = topic;
+    labels[2] = NULL;
+    t->m_events = cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_events_total",
+                                      "Change events produced, per table.", labels);
+    t->m_bytes = cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_bytes_total",
+                                     "Bytes of event keys and values produced, per table.", labels);
+    t->m_snapshot_rows =
+        cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_snapshot_rows_total",
+                            "Rows read by the initial snapshot, per table.", labels);
+    t->m_error = cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_table_errors",
+                                   "1 while the table is not captured because of an error of "
+                                   "its own (the log names it and the fix); the other tables "
+                                   "are captured.",
+                                   labels);
+    t->m_skipped = cdc_metrics_counter(
+        cdc_metrics_default(), "cdc_capture_skipped_changes_total",
+        "Changes received for a table that were not produced: the table is in error, or a "
+        "partition's change could not be mapped to its root.",
+        labels);
+    cap->ntables++;
+    return t;
+}
+
+/* Table state by name, or NULL (never creates one). */
+cdc_capture_table_t *cdc_capture_table_by_name(cdc_capture_t *cap, const char *schema,
+                                               const char *name)
+{
+    for (size_t i = 0; i < cap->ntables; i++)
+        if (strcmp(cap->tables[i].schema, schema) == 0 && strcmp(cap->tables[i].name, name) == 0)
+            return &cap->tables[i];
+    return NULL;
+}
+
+bool cdc_capture_is_wanted(const cdc_capture_t *cap, const char *schema, const char *name)
+{
+    for (size_t i = 0; i < cap->nwanted; i++)
+        if (strcmp(cap->wanted[i].schema, schema) == 0 && strcmp(cap->wanted[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+static void table_failed(cdc_capture_table_t *t, const char *msg)
+{
+    cdc_log_error("table %s.%s is not captured (the other tables are): %s", t->schema, t->name,
+                  msg);
+    t->failed = true;
+    t->captured = false;
+    cdc_metrics_gauge_set(t->m_error, 1);
+}
+
+cdc_err_t cdc_capture_table_fail(cdc_capture_t *cap, cdc_capture_table_t *t, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    (void)cap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    table_failed(t, msg);
+    return CDC_OK;
+}
+
+/* setup->table_error of the session's setup check */
+void cdc_capture_on_table_error(void *arg, const char *schema, const char *name,
+                                const cdc_error_t *err)
+{
+    cdc_capture_t *cap = arg;
+    cdc_capture_table_t *t = cdc_capture_table_get(cap, schema, name);
+    if (t == NULL)
+        cdc_log_error("%s", err->msg);
+    else
+        table_failed(t, err->msg);
+}
+
+cdc_capture_table_t *cdc_capture_table_by_relid(cdc_capture_t *cap, uint32_t relid)
+{
+    for (size_t i = 0; i < cap->ntables; i++)
+        if (cap->tables[i].relid == relid)
+            return &cap->tables[i];
+    return NULL;
+}
+
+void cdc_capture_fill_col(cdc_capture_t *cap, cdc_schema_col_t *col, uint32_t oid, int32_t typmod,
+                          const char *type_name)
+{
+    const char *builtin = cdc_schema_pg_type_name(oid);
+    uint32_t elem = cdc_schema_array_elem(oid);
+    char buf[160];
+
+    col->pg_oid = oid;
+    col->typmod = typmod;
+    cdc_schema_map_type(oid, typmod, &col->ice_type, &col->precision, &col->scale, &col->enc);
+    col->elem_oid = elem;
+    if (builtin == NULL && elem != 0) {
+        snprintf(buf, sizeof(buf), "_%s", cdc_schema_pg_type_name(elem));
+        builtin = buf;
+    }
+    if (builtin == NULL && type_name == NULL) {
+        for (size_t i = 0; i < cap->ntypes; i++)
+            if (cap->types[i].oid == oid)
+                type_name = cap->types[i].name;
+    }
+    if (builtin == NULL && type_name != NULL) {
+        const char *dot = strrchr(type_name, '.');
+        const char *base = dot ? dot + 1 : type_name;
+        if (base[0] == '_') /* an array of a user-defined type: elements as strings */
+            col->enc = CDC_VENC_ARRAY;
+    }
+    free(col->pg_type);
+    col->pg_type = strdup(builtin ? builtin : type_name ? type_name : "unknown");
+}
+
+cdc_err_t cdc_capture_on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_error_t *e)
+{
+    cdc_capture_table_t *t, *old;
+    cdc_schema_doc_t doc = {0};
+    const char **names = NULL;
+    bool *notnull = NULL;
+    int32_t *attnum = NULL;
+    bool *hasdef = NULL;
+    int key = 0;
+    cdc_err_t rc = CDC_ERR_NOMEM;
+    uint16_t n = m->u.relation.ncols;
+
+    t = cdc_capture_table_get(cap, m->u.relation.nspname, m->u.relation.relname);
+    if (t == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    old = cdc_capture_table_by_relid(cap, m->u.relation.relid);
+    if (old && old != t)
+        old->relid = 0; /* renamed: the oid now belongs to another name */
+    t->relid = m->u.relation.relid;
+    if (!t->captured) {
+        cdc_log_debug("ignoring relation %s.%s (not in --tables)", t->schema, t->name);
+        return CDC_OK;
+    }
+    doc.format = CDC_SCHEMA_FORMAT;
+    doc.pg_schema = strdup(t->schema);
+    doc.pg_table = strdup(t->name);
+    doc.relid = m->u.relation.relid;
+    doc.replica_identity = m->u.relation.replident;
+    doc.cols = calloc(n ? n : 1, sizeof(*doc.cols));
+    names = calloc(n ? n : 1, sizeof(*names));
+    notnull = calloc(n ? n : 1, sizeof(*notnull));
+    attnum = calloc(n ? n : 1, sizeof(*attnum));
+    hasdef = calloc(n ? n : 1, sizeof(*hasdef));
+    if (doc.cols == NULL || names == NULL || notnull == NULL || attnum == NULL || hasdef == NULL ||
+        doc.pg_schema == NULL || doc.pg_table == NULL)
+        goto fail;
+    doc.ncols = n;
+    for (uint16_t i = 0; i < n; i++) {
+        const cdc_pgo_column_t *c = &m->u.relation.cols[i];
+        doc.cols[i].name = strdup(c->name);
+        if (doc.cols[i].name == NULL)
+            goto fail;
+        names[i] = doc.cols[i].name;
+        cdc_capture_fill_col(cap, &doc.cols[i], c->type_oid, c->typmod, NULL);
+        doc.cols[i].key = c->key ? ++key : 0;
+    }
+    if (cdc_source_columns(&cap->src, doc.relid, names, n, notnull, attnum, hasdef, e) != CDC_OK) {
+        rc = e->code;
+        goto fail;
+    }
+    for (uint16_t i = 0; i < n; i++) {
+        doc.cols[i].nullable = doc.cols[i].key == 0 && !notnull[i];
+        doc.cols[i].attnum = attnum[i];
+        doc.cols[i].has_default = hasdef[i];
+        if (attnum[i] == 0)
+            cdc_log_warn("column \"%s\" of %s.%s is no longer in the catalog (a later DDL "
+                         "renamed or dropped it): its identity follows its name",
+                         doc.cols[i].name, t->schema, t->name);
+    }
+    free(names);
+    free(notnull);
+    free(attnum);
+    free(hasdef);
+    if (key == 0) {
+        cdc_schema_doc_free(&doc);
+        return cdc_capture_table_fail(
+            cap, t,
+            "table \"%s.%s\" has no primary key and no usable replica identity "
+            "(hint: add a primary key, or ALTER TABLE \"%s\".\"%s\" REPLICA "
+            "IDENTITY FULL;)",
+            t->schema, t->name, t->schema, t->name);
+    }
+    /* a Relation lists no partitions: they stay what the table's last version said */
+    if (t->has_latest && t->latest.parts_known &&
+        (rc = cdc_schema_doc_set_parts(&doc, t->latest.parts, t->latest.nparts)) != CDC_OK)
+        goto fail;
+    return cdc_capture_set_schema(cap, t, &doc, e);
+fail:
+    free(names);
+    free(notnull);
+    free(attnum);
+    free(hasdef);
+    cdc_schema_doc_free(&doc);
+    if (rc == CDC_ERR_NOMEM)
+        cdc_error_set(e, rc, "out of memory");
+    return rc;
+}
+
+cdc_err_t cdc_capture_on_type(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_error_t *e)
+{
+    cdc_capture_type_t *nt;
+    char *name = NULL;
+
+    if (asprintf(&name, "%s.%s", m->u.type.nspname, m->u.type.typname) < 0)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < cap->ntypes; i++) {
+        if (cap->types[i].oid == m->u.type.oid) {
+            free(cap->types[i].name);
+            cap->types[i].name = name;
+            return CDC_OK;
+        }
+    }
+    nt = realloc(cap->types, (cap->ntypes + 1) * sizeof(*nt));
+    if (nt == NULL) {
+        free(name);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    cap->types = nt;
+    cap->types[cap->ntypes].oid = m->u.type.oid;
+    cap->types[cap->ntypes].name = name;
+    cap->types[cap->ntypes].is_array = m->u.type.typname[0] == '_';
+    cap->ntypes++;
+    return CDC_OK;
+}
+
+/*
+ * A Relation message: a mapped partition's, or any other (cdc_capture_on_relation). A table that
+ * failed in the stream (e.g. it lost its key) gets another chance with its next
+ * Relation message, which PostgreSQL sends after the table's definition changed.
+ */
+cdc_err_t cdc_capture_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_error_t *e)
+{
+    const char *nsp = m->u.relation.nspname, *rel = m->u.relation.relname;
+    cdc_capture_table_t *t;
+    bool handled = false, retry = false;
+    cdc_err_t rc = cdc_capture_on_partition_relation(cap, m, &handled, e);
+
+    if (rc != CDC_OK || handled)
+        return rc;
+    t = cdc_capture_table_by_name(cap, nsp, rel);
+    if (t != NULL && t->failed && cdc_capture_is_wanted(cap, nsp, rel)) {
+        t->captured = true;
+        retry = true;
+    }
+    rc = cdc_capture_on_relation(cap, m, e);
+    t = cdc_capture_table_by_name(cap, nsp, rel);
+    if (rc == CDC_OK && retry && t != NULL && t->captured) {
+        t->failed = false;
+        cdc_metrics_gauge_set(t->m_error, 0);
+        cdc_log_info("table %s.%s is captured again", t->schema, t->name);
+    }
+    return rc;
+}
