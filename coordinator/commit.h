@@ -9,7 +9,7 @@
  * metadata. Commits are therefore idempotent: a new leader simply commits `latest` again.
  *
  * The committer also keeps the pending file lists of large checkpoints in the warehouse
- * (<warehouse>/_cdc/<job>/pending/<epoch>.json) and removes orphan files (orphan.c).
+ * (<warehouse>/_cdc/<job>/pending/<epoch>.json) and removes orphan files.
  * Runs on the coordinator's main thread.
  */
 #ifndef CDC_COORDINATOR_COMMIT_H

@@ -1,7 +1,7 @@
 /*
  * The coordinator process: configuration and the runtime that ties the subsystems
  * together (membership.c, assign.c, epoch.c, store.c, leader.c, commit.c, restart.c,
- * admin.c). One main thread runs everything in a loop (job.c): it drains worker
+ * admin.c). One main thread runs everything in a loop (job.c, pipeline.c): it drains worker
  * messages, drives the election, sends barriers, records and commits completed epochs.
  * The admin HTTP server runs on NNG threads and only reads a status snapshot that the
  * loop publishes under a mutex.

@@ -2,7 +2,7 @@
  * cdc-coordinator: leader election, membership, partition assignment, epoch barriers,
  * checkpoint records in etcd and the only Iceberg committer (docs/design.md, "Processes").
  * This file holds the option table, process setup and signal handling; the loop is in
- * job.c.
+ * job.c and pipeline.c.
  */
 #include <limits.h>
 #include <signal.h>
