@@ -16,16 +16,32 @@
 #include "capture/pgoutput.h"
 #include "common/log.h"
 
+/* publication_names takes a string literal of comma-separated identifiers: the name as a
+ * quoted identifier ("" for "), inside a literal ('' for '). */
+static void publication_literal(const char *name, char *out, size_t size)
+{
+    size_t n = 0;
+    for (const char *p = name; *p && n + 5 < size; p++) {
+        if (*p == '"')
+            out[n++] = '"';
+        else if (*p == '\'')
+            out[n++] = '\'';
+        out[n++] = *p;
+    }
+    out[n] = '\0';
+}
+
 cdc_err_t cdc_source_start(cdc_source_t *src, const char *slot, const char *publication,
                            uint64_t start_lsn, cdc_error_t *e)
 {
-    char sql[512];
+    char sql[1024], pub[600];
     cdc_pg_result_t *r;
 
+    publication_literal(publication, pub, sizeof(pub));
     snprintf(sql, sizeof(sql),
              "START_REPLICATION SLOT \"%s\" LOGICAL %X/%X (proto_version '1', "
              "publication_names '\"%s\"', messages 'true')",
-             slot, (unsigned)(start_lsn >> 32), (unsigned)start_lsn, publication);
+             slot, (unsigned)(start_lsn >> 32), (unsigned)start_lsn, pub);
     r = cdc_pg_exec(src->repl, sql);
     if (cdc_pg_status(r) != CDC_PG_COPY_BOTH) {
         /* another capture (or a dying one) holds the slot: retry later */

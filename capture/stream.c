@@ -440,8 +440,6 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
 cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
 {
     int64_t backoff = 500;
-    const char *lbl[] = {NULL};
-    (void)lbl;
 
     cap->m_transactions =
         cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_transactions_total",

@@ -45,6 +45,11 @@ cdc_err_t cdc_capture_parse_tables(const char *list, cdc_source_table_t **t, siz
             (*t)[*n].schema = strdup("public");
             (*t)[*n].name = strdup(tok);
         }
+        if ((*t)[*n].name == NULL || (*t)[*n].schema == NULL) {
+            (*n)++;
+            free(copy);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
         if ((*t)[*n].name[0] == '\0' || (*t)[*n].schema[0] == '\0') {
             (*n)++;
             free(copy);
