@@ -1,0 +1,49 @@
+/*
+ * Growable arrays: the one place where memory grows by reallocation. An array is a
+ * pointer to its first element, a count kept by the caller, and (for arrays that double)
+ * a capacity:
+ *
+ *     if (cdc_array_reserve(t->entries, t->cap, t->nentries + 1, 64) != CDC_OK)
+ *         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+ *     t->entries[t->nentries++] = entry;
+ *
+ * cdc_array_reserve() doubles the capacity (from `min` elements when it is 0) until it
+ * holds `need` elements; cdc_array_resize() makes an array without a capacity (protobuf's
+ * repeated fields, arrays that rarely grow) exactly n elements long. Both check the size
+ * for overflow, and on failure (CDC_ERR_NOMEM) leave the array and its capacity as they
+ * were: the caller's elements stay valid and are freed as usual. Byte buffers are arrays
+ * of uint8_t or char.
+ */
+#ifndef CDC_COMMON_BUF_H
+#define CDC_COMMON_BUF_H
+
+#include <stddef.h>
+
+#include "common/err.h"
+
+/* The functions behind the macros (common/buf.c), on a void pointer holding the array;
+ * `size` is the size of one element. */
+cdc_err_t cdc_array_reserve_(void **arr, size_t *cap, size_t need, size_t size, size_t min);
+cdc_err_t cdc_array_resize_(void **arr, size_t n, size_t size);
+
+/* Room for `need` elements in array `arr` of capacity `cap` (a size_t lvalue, updated):
+ * CDC_OK, or CDC_ERR_NOMEM with arr and cap unchanged. */
+#define cdc_array_reserve(arr, cap, need, min)                                                     \
+    __extension__({                                                                                \
+        void *cdc_arr_ = (arr);                                                                    \
+        cdc_err_t cdc_rc_ = cdc_array_reserve_(&cdc_arr_, &(cap), (need), sizeof(*(arr)), (min));  \
+        (arr) = cdc_arr_;                                                                          \
+        cdc_rc_;                                                                                   \
+    })
+
+/* Reallocates array `arr` to exactly n elements (at least one is allocated): CDC_OK, or
+ * CDC_ERR_NOMEM with arr unchanged. */
+#define cdc_array_resize(arr, n)                                                                   \
+    __extension__({                                                                                \
+        void *cdc_arr_ = (arr);                                                                    \
+        cdc_err_t cdc_rc_ = cdc_array_resize_(&cdc_arr_, (n), sizeof(*(arr)));                     \
+        (arr) = cdc_arr_;                                                                          \
+        cdc_rc_;                                                                                   \
+    })
+
+#endif
