@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 enum { SCAN_MAX_DEPTH = 64, SCAN_MAX_DIGITS = 18 };
 
 typedef struct scan {

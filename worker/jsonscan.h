@@ -13,7 +13,9 @@
 
 #include <stddef.h>
 
-#include <jansson.h>
+/* jansson's types (the callers that walk a tree include <jansson.h>) */
+typedef struct json_t json_t;
+typedef struct json_error_t json_error_t;
 
 /*
  * Parses buf[0..len) (a top-level object or array, nothing but whitespace after it).
