@@ -1,5 +1,5 @@
 /*
- * Unit tests for worker/stage.c (per-epoch collapse) and worker/dlq.c (dead-letter
+ * Unit tests for worker/stage.h (per-epoch collapse, encoding, files) and worker/dlq.c (dead-letter
  * headers): several changes to one key collapse to one final image; new keys need no
  * equality delete; a delete writes only the delete; the changelog keeps every change;
  * a truncate drops the epoch's earlier mirror entries (changelog 't' row on partition 0).
