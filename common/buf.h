@@ -27,12 +27,16 @@ cdc_err_t cdc_array_reserve_(void **arr, size_t *cap, size_t need, size_t size, 
 cdc_err_t cdc_array_resize_(void **arr, size_t n, size_t size);
 
 /* Room for `need` elements in array `arr` of capacity `cap` (a size_t lvalue, updated):
- * CDC_OK, or CDC_ERR_NOMEM with arr and cap unchanged. */
+ * CDC_OK, or CDC_ERR_NOMEM with arr and cap unchanged. The check for room is inline. */
 #define cdc_array_reserve(arr, cap, need, min)                                                     \
     __extension__({                                                                                \
-        void *cdc_arr_ = (arr);                                                                    \
-        cdc_err_t cdc_rc_ = cdc_array_reserve_(&cdc_arr_, &(cap), (need), sizeof(*(arr)), (min));  \
-        (arr) = cdc_arr_;                                                                          \
+        size_t cdc_need_ = (need);                                                                 \
+        cdc_err_t cdc_rc_ = CDC_OK;                                                                \
+        if (cdc_need_ > (cap)) {                                                                   \
+            void *cdc_arr_ = (arr);                                                                \
+            cdc_rc_ = cdc_array_reserve_(&cdc_arr_, &(cap), cdc_need_, sizeof(*(arr)), (min));     \
+            (arr) = cdc_arr_;                                                                      \
+        }                                                                                          \
         cdc_rc_;                                                                                   \
     })
 

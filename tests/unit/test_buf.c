@@ -66,6 +66,7 @@ static void test_overflow_leaves_array(void **state)
     pair_t *arr = NULL;
     size_t cap = 0;
     assert_int_equal(cdc_array_reserve(arr, cap, 2, 2), CDC_OK);
+    assert_non_null(arr);
     arr[0] = (pair_t){7, 8};
     pair_t *before = arr;
     assert_int_equal(cdc_array_reserve(arr, cap, SIZE_MAX / 2, 2), CDC_ERR_NOMEM);
