@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/buf.h"
 #include "common/iceberg/schema.h"
 #include "common/log.h"
 #include "common/state.h"
@@ -84,10 +85,9 @@ void cdc_worker_ack_free(Cdc__Ack *ack)
 static cdc_err_t add_floor(Cdc__Ack *ack, const char *table, const cdc_stage_table_t *t,
                            uint32_t partition, cdc_error_t *e)
 {
-    Cdc__TableFloor **n = realloc(ack->floors, (ack->n_floors + 1) * sizeof(*n)), *f;
-    if (n == NULL)
+    Cdc__TableFloor *f;
+    if (cdc_array_resize(ack->floors, ack->n_floors + 1) != CDC_OK)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    ack->floors = n;
     f = calloc(1, sizeof(*f));
     if (f == NULL || (cdc__table_floor__init(f), f->table = strdup(table)) == NULL) {
         free(f);
@@ -106,15 +106,13 @@ static cdc_err_t add_truncates(Cdc__Ack *ack, const cdc_stage_t *stage, cdc_erro
 {
     for (size_t i = 0; i < stage->ntables; i++) {
         const cdc_stage_table_t *t = &stage->tables[i];
-        Cdc__TableTruncate **n, *tt;
+        Cdc__TableTruncate *tt;
         char name[300];
         cdc_err_t rc;
         if (!t->truncated)
             continue;
-        n = realloc(ack->truncates, (ack->n_truncates + 1) * sizeof(*n));
-        if (n == NULL)
+        if (cdc_array_resize(ack->truncates, ack->n_truncates + 1) != CDC_OK)
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        ack->truncates = n;
         tt = calloc(1, sizeof(*tt));
         snprintf(name, sizeof(name), "%s.%s", t->ns, t->table);
         if (tt == NULL || (cdc__table_truncate__init(tt), tt->table = strdup(name)) == NULL) {
@@ -205,16 +203,13 @@ static bool add_schema(Cdc__Ack *ack, const char *table, char *json, int64_t ver
             free(json);
             return true;
         }
-    Cdc__SchemaUpdate **n = realloc(ack->schemas, (ack->n_schemas + 1) * sizeof(*n));
+    bool grown = cdc_array_resize(ack->schemas, ack->n_schemas + 1) == CDC_OK;
     Cdc__SchemaUpdate *su = calloc(1, sizeof(*su));
-    if (n == NULL || su == NULL || json == NULL) {
-        if (n != NULL)
-            ack->schemas = n;
+    if (!grown || su == NULL || json == NULL) {
         free(su);
         free(json);
         return false;
     }
-    ack->schemas = n;
     cdc__schema_update__init(su);
     su->table = strdup(table);
     su->schema_json = json;
@@ -395,12 +390,10 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
         snprintf(name, sizeof(name), "%s.%s_changelog", t->ns, t->table);
         add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_CHANGELOG), version);
     }
-    Cdc__StagedFile **nf = realloc(ack->files, (ack->n_files + nfiles + 1) * sizeof(*nf));
-    if (nf == NULL) {
+    if (cdc_array_resize(ack->files, ack->n_files + nfiles + 1) != CDC_OK) {
         cdc_stage_files_free(files, nfiles);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
-    ack->files = nf;
     for (size_t i = 0; i < nfiles; i++) {
         Cdc__StagedFile *f = to_proto(&files[i], s->partition);
         if (f != NULL)
@@ -411,14 +404,10 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
         return rc;
 
     Cdc__PartitionState *ps = calloc(1, sizeof(*ps));
-    Cdc__PartitionState **np = realloc(ack->partitions, (ack->n_partitions + 1) * sizeof(*np));
-    if (ps == NULL || np == NULL) {
+    if (ps == NULL || cdc_array_resize(ack->partitions, ack->n_partitions + 1) != CDC_OK) {
         free(ps);
-        if (np != NULL)
-            ack->partitions = np;
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
-    ack->partitions = np;
     cdc__partition_state__init(ps);
     ps->partition = s->partition;
     ps->state_handle = strdup(s->last_handle ? s->last_handle : "");

@@ -23,7 +23,7 @@ typedef struct table_ids {
     char *ns, *table;
     char **names;
     int32_t *ids;
-    size_t n, cap;
+    size_t n, names_cap, ids_cap;
     int32_t next_id;
     uint64_t *fps; /* fingerprints of distinct schemas, index = schema id */
     size_t nfps;
@@ -102,10 +102,8 @@ static table_ids_t *table_get(cdc_catalog_t *c, const char *ns, const char *tabl
     for (size_t i = 0; i < c->ntables; i++)
         if (strcmp(c->tables[i].ns, ns) == 0 && strcmp(c->tables[i].table, table) == 0)
             return &c->tables[i];
-    t = realloc(c->tables, (c->ntables + 1) * sizeof(*t));
-    if (t == NULL)
+    if (cdc_array_resize(c->tables, c->ntables + 1) != CDC_OK)
         return NULL;
-    c->tables = t;
     t = &c->tables[c->ntables];
     memset(t, 0, sizeof(*t));
     t->ns = strdup(ns);
@@ -125,18 +123,9 @@ static int32_t table_field_id(table_ids_t *t, const char *name)
     for (size_t i = 0; i < t->n; i++)
         if (strcmp(t->names[i], name) == 0)
             return t->ids[i];
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 16;
-        char **nn = realloc(t->names, cap * sizeof(*nn));
-        if (nn == NULL)
-            return -1;
-        t->names = nn;
-        int32_t *ni = realloc(t->ids, cap * sizeof(*ni));
-        if (ni == NULL)
-            return -1;
-        t->ids = ni;
-        t->cap = cap;
-    }
+    if (cdc_array_reserve(t->names, t->names_cap, t->n + 1, 16) != CDC_OK ||
+        cdc_array_reserve(t->ids, t->ids_cap, t->n + 1, 16) != CDC_OK)
+        return -1;
     t->names[t->n] = strdup(name);
     if (t->names[t->n] == NULL)
         return -1;
@@ -234,10 +223,8 @@ static bool schema_finish(cdc_catalog_t *c, cdc_source_schema_t *s)
             s->schema_id = (int32_t)i;
             return true;
         }
-    uint64_t *nf = realloc(t->fps, (t->nfps + 1) * sizeof(*nf));
-    if (nf == NULL)
+    if (cdc_array_resize(t->fps, t->nfps + 1) != CDC_OK)
         return false;
-    t->fps = nf;
     t->fps[t->nfps] = tablefp;
     s->schema_id = (int32_t)t->nfps++;
     return true;
@@ -251,10 +238,8 @@ static topic_schemas_t *topic_get(cdc_catalog_t *c, const char *topic, bool crea
             return &c->topics[i];
     if (!create)
         return NULL;
-    t = realloc(c->topics, (c->ntopics + 1) * sizeof(*t));
-    if (t == NULL)
+    if (cdc_array_resize(c->topics, c->ntopics + 1) != CDC_OK)
         return NULL;
-    c->topics = t;
     t = &c->topics[c->ntopics];
     memset(t, 0, sizeof(*t));
     t->latest = -1;
@@ -266,14 +251,8 @@ static topic_schemas_t *topic_get(cdc_catalog_t *c, const char *topic, bool crea
 
 static bool topic_add(topic_schemas_t *t, cdc_source_schema_t *s)
 {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 4;
-        cdc_source_schema_t **v = realloc(t->versions, cap * sizeof(*v));
-        if (v == NULL)
-            return false;
-        t->versions = v;
-        t->cap = cap;
-    }
+    if (cdc_array_reserve(t->versions, t->cap, t->n + 1, 4) != CDC_OK)
+        return false;
     t->versions[t->n++] = s;
     if (s->version >= 0 && s->version > t->latest)
         t->latest = s->version;

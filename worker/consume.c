@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/buf.h"
 #include "common/cdcschema.h"
 #include "common/iceberg/parquet.h"
 #include "common/log.h"
@@ -45,11 +46,9 @@ static cdc_table_metrics_t *table_metrics_find(cdc_worker_t *w, const char *ns, 
     for (size_t i = 0; i < w->ntmetrics; i++)
         if (strcmp(w->tmetrics[i].name, name) == 0)
             return &w->tmetrics[i];
-    cdc_table_metrics_t *n = realloc(w->tmetrics, (w->ntmetrics + 1) * sizeof(*n));
-    if (n == NULL)
+    if (cdc_array_resize(w->tmetrics, w->ntmetrics + 1) != CDC_OK)
         return NULL;
-    w->tmetrics = n;
-    n = &w->tmetrics[w->ntmetrics++];
+    cdc_table_metrics_t *n = &w->tmetrics[w->ntmetrics++];
     memset(n, 0, sizeof(*n));
     snprintf(n->name, sizeof(n->name), "%s", name);
     const char *labels[] = {"table", name, NULL};

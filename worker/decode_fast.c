@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
+
 enum {
     FX_MAX_DEPTH = 32,       /* nesting beyond this: the tree path decides */
     FX_STACK_SCRATCH = 8192, /* events up to this size need no heap scratch */
@@ -395,15 +397,16 @@ static bool scan_value(fx_t *f, cdc_jv_t *v, int depth)
 
 static member_t *add_member(fx_t *f)
 {
-    if (f->nm == f->cap) {
-        size_t cap = f->cap * 2;
-        member_t *m = f->m_heap ? realloc(f->m, cap * sizeof(*m)) : malloc(cap * sizeof(*m));
+    if (f->nm == f->cap && f->m_heap) {
+        if (cdc_array_reserve(f->m, f->cap, f->cap * 2, 1) != CDC_OK)
+            return NULL;
+    } else if (f->nm == f->cap) { /* the first time: from the stack to the heap */
+        member_t *m = malloc(f->cap * 2 * sizeof(*m));
         if (m == NULL)
             return NULL;
-        if (!f->m_heap)
-            memcpy(m, f->m, f->nm * sizeof(*m));
+        memcpy(m, f->m, f->nm * sizeof(*m));
         f->m = m;
-        f->cap = cap;
+        f->cap *= 2;
         f->m_heap = true;
     }
     return &f->m[f->nm++];

@@ -12,6 +12,8 @@
 
 #include <jansson.h>
 
+#include "common/buf.h"
+
 enum { SCAN_MAX_DEPTH = 64, SCAN_MAX_DIGITS = 18 };
 
 typedef struct scan {
@@ -55,13 +57,8 @@ static bool scan_string(scan_t *s, const char **out, size_t *len)
     /* Escapes: copy into the scratch buffer. */
     n = (size_t)(s->p - start);
     size_t need = n + (size_t)(s->end - s->p);
-    if (need > s->tmp_cap) {
-        char *t = realloc(s->tmp, need);
-        if (t == NULL)
-            return false;
-        s->tmp = t;
-        s->tmp_cap = need;
-    }
+    if (cdc_array_reserve(s->tmp, s->tmp_cap, need, need) != CDC_OK)
+        return false;
     memcpy(s->tmp, start, n);
     while (s->p < s->end) {
         unsigned char ch = (unsigned char)*s->p++;

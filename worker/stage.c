@@ -77,10 +77,8 @@ static cdc_stage_table_t *table_for(cdc_stage_t *s, const cdc_source_schema_t *s
         if (strcmp(s->tables[i].ns, schema->ns) == 0 &&
             strcmp(s->tables[i].table, schema->table) == 0)
             return &s->tables[i];
-    t = realloc(s->tables, (s->ntables + 1) * sizeof(*t));
-    if (t == NULL)
+    if (cdc_array_resize(s->tables, s->ntables + 1) != CDC_OK)
         return NULL;
-    s->tables = t;
     t = &s->tables[s->ntables];
     memset(t, 0, sizeof(*t));
     t->ns = strdup(schema->ns);
@@ -145,15 +143,7 @@ static size_t row_bytes(const cdc_row_t *r)
 
 static bool changelog_reserve(cdc_stage_table_t *t)
 {
-    if (t->nchangelog == t->clcap) {
-        size_t cap = t->clcap ? t->clcap * 2 : 64;
-        cdc_changelog_row_t *n = realloc(t->changelog, cap * sizeof(*n));
-        if (n == NULL)
-            return false;
-        t->changelog = n;
-        t->clcap = cap;
-    }
-    return true;
+    return cdc_array_reserve(t->changelog, t->clcap, t->nchangelog + 1, 64) == CDC_OK;
 }
 
 /* Appends c's changelog row without values (room made by changelog_reserve). */
@@ -275,14 +265,8 @@ cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before,
         h = (uint32_t)hash(c->entity, c->entity_len);
         en = lookup(t, c->entity, c->entity_len, h, &slot);
         if (en == NULL) {
-            if (t->nentries == t->cap) {
-                size_t cap = t->cap ? t->cap * 2 : 64;
-                cdc_stage_entry_t *n = realloc(t->entries, cap * sizeof(*n));
-                if (n == NULL)
-                    goto nomem;
-                t->entries = n;
-                t->cap = cap;
-            }
+            if (cdc_array_reserve(t->entries, t->cap, t->nentries + 1, 64) != CDC_OK)
+                goto nomem;
             en = &t->entries[t->nentries];
             memset(en, 0, sizeof(*en));
             en->entity = malloc(c->entity_len);

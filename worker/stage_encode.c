@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/iceberg/partition.h"
 #include "common/iceberg/schema.h"
 #include "worker/stage_int.h"
@@ -427,14 +428,8 @@ cdc_err_t cdc_stage_part_key(const cdc_ice_partition_spec_t *spec, const cdc_row
                           "value of field %d",
                           pf->name, (int)spec->spec_id, (int)pf->source_id);
         free(in.bytes);
-        if (rc == CDC_OK && n + 5 + out.len > cap) {
-            uint8_t *g;
-            cap = (n + 5 + out.len) * 2;
-            if ((g = realloc(k, cap)) == NULL)
-                rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-            else
-                k = g;
-        }
+        if (rc == CDC_OK && cdc_array_reserve(k, cap, n + 5 + out.len, 64) != CDC_OK)
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         if (rc == CDC_OK) {
             k[n] = !out.null;
             put_u32le(k + n + 1, out.null ? 0 : (uint32_t)out.len);

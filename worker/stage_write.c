@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/iceberg/schema.h"
 #include "common/iceberg/table.h"
 #include "worker/stage_int.h"
@@ -268,20 +269,14 @@ static int keyed_cmp(const void *a, const void *b)
 /* Room for one more file in the write's arrays. */
 static bool files_reserve(cdc_stage_file_t **out, pending_t **p, size_t *cap, size_t n)
 {
-    cdc_stage_file_t *no;
-    pending_t *np;
     if (n < *cap)
         return true;
-    if ((no = realloc(*out, *cap * 2 * sizeof(*no))) == NULL)
+    if (cdc_array_resize(*out, *cap * 2) != CDC_OK || cdc_array_resize(*p, *cap * 2) != CDC_OK)
         return false;
-    *out = no;
-    if ((np = realloc(*p, *cap * 2 * sizeof(*np))) == NULL)
-        return false;
-    *p = np;
-    memset(no + *cap, 0, *cap * sizeof(*no));
-    memset(np + *cap, 0, *cap * sizeof(*np));
+    memset(*out + *cap, 0, *cap * sizeof(**out));
+    memset(*p + *cap, 0, *cap * sizeof(**p));
     for (size_t i = *cap; i < *cap * 2; i++)
-        np[i].fd = -1;
+        (*p)[i].fd = -1;
     *cap *= 2;
     return true;
 }
