@@ -21,10 +21,10 @@
 
 #include "common/err.h"
 
-/* The functions behind the macros (common/buf.c), on a void pointer holding the array;
- * `size` is the size of one element. */
-cdc_err_t cdc_array_reserve_(void **arr, size_t *cap, size_t need, size_t size, size_t min);
-cdc_err_t cdc_array_resize_(void **arr, size_t n, size_t size);
+/* The functions behind the macros (common/buf.c): the array reallocated (arr is then no
+ * longer valid), or NULL with arr untouched; `size` is the size of one element. */
+void *cdc_array_grow_(void *arr, size_t *cap, size_t need, size_t size, size_t min);
+void *cdc_array_resize_(void *arr, size_t n, size_t size);
 
 /* Room for `need` elements in array `arr` of capacity `cap` (a size_t lvalue, updated):
  * CDC_OK, or CDC_ERR_NOMEM with arr and cap unchanged. The check for room is inline. */
@@ -33,9 +33,11 @@ cdc_err_t cdc_array_resize_(void **arr, size_t n, size_t size);
         size_t cdc_need_ = (need);                                                                 \
         cdc_err_t cdc_rc_ = CDC_OK;                                                                \
         if (cdc_need_ > (cap)) {                                                                   \
-            void *cdc_arr_ = (arr);                                                                \
-            cdc_rc_ = cdc_array_reserve_(&cdc_arr_, &(cap), cdc_need_, sizeof(*(arr)), (min));     \
-            (arr) = cdc_arr_;                                                                      \
+            void *cdc_p_ = cdc_array_grow_((arr), &(cap), cdc_need_, sizeof(*(arr)), (min));       \
+            if (cdc_p_ != NULL)                                                                    \
+                (arr) = cdc_p_;                                                                    \
+            else                                                                                   \
+                cdc_rc_ = CDC_ERR_NOMEM;                                                           \
         }                                                                                          \
         cdc_rc_;                                                                                   \
     })
@@ -44,10 +46,10 @@ cdc_err_t cdc_array_resize_(void **arr, size_t n, size_t size);
  * CDC_ERR_NOMEM with arr unchanged. */
 #define cdc_array_resize(arr, n)                                                                   \
     __extension__({                                                                                \
-        void *cdc_arr_ = (arr);                                                                    \
-        cdc_err_t cdc_rc_ = cdc_array_resize_(&cdc_arr_, (n), sizeof(*(arr)));                     \
-        (arr) = cdc_arr_;                                                                          \
-        cdc_rc_;                                                                                   \
+        void *cdc_p_ = cdc_array_resize_((arr), (n), sizeof(*(arr)));                              \
+        if (cdc_p_ != NULL)                                                                        \
+            (arr) = cdc_p_;                                                                        \
+        cdc_p_ != NULL ? CDC_OK : CDC_ERR_NOMEM;                                                   \
     })
 
 #endif
