@@ -129,12 +129,43 @@ static cdc_err_t add_truncates(Cdc__Ack *ack, const cdc_stage_t *stage, cdc_erro
     return CDC_OK;
 }
 
-static uint8_t *dup_bytes(const uint8_t *p, size_t n)
+/* b = a copy of p[0..n) (data NULL when out of memory). */
+static void copy_binary(ProtobufCBinaryData *b, const uint8_t *p, size_t n)
 {
-    uint8_t *d = malloc(n ? n : 1);
-    if (d != NULL && n)
-        memcpy(d, p, n);
-    return d;
+    b->data = malloc(n ? n : 1);
+    if (b->data != NULL && n)
+        memcpy(b->data, p, n);
+    b->len = n;
+}
+
+static Cdc__ColumnStats *stats_to_proto(const cdc_ice_col_stats_t *st)
+{
+    Cdc__ColumnStats *cs = calloc(1, sizeof(*cs));
+    if (cs == NULL)
+        return NULL;
+    cdc__column_stats__init(cs);
+    cs->field_id = st->field_id;
+    cs->column_size = st->column_size;
+    cs->value_count = st->value_count;
+    cs->null_count = st->null_count;
+    cs->has_bounds = st->has_bounds;
+    if (st->has_bounds) {
+        copy_binary(&cs->lower_bound, st->lower, st->lower_len);
+        copy_binary(&cs->upper_bound, st->upper, st->upper_len);
+    }
+    return cs;
+}
+
+static Cdc__PartitionValue *part_value_to_proto(const cdc_ice_part_value_t *v)
+{
+    Cdc__PartitionValue *pv = calloc(1, sizeof(*pv));
+    if (pv != NULL) {
+        cdc__partition_value__init(pv);
+        pv->is_null = v->null;
+        if (!v->null)
+            copy_binary(&pv->value, v->bytes, v->len);
+    }
+    return pv;
 }
 
 static Cdc__StagedFile *to_proto(const cdc_stage_file_t *sf, uint32_t partition)
@@ -157,41 +188,20 @@ static Cdc__StagedFile *to_proto(const cdc_stage_file_t *sf, uint32_t partition)
             f->n_equality_ids = sf->df.nequality_ids;
         }
     }
-    f->stats = calloc(sf->df.nstats + 1, sizeof(*f->stats));
-    for (size_t i = 0; f->stats != NULL && i < sf->df.nstats; i++) {
-        const cdc_ice_col_stats_t *st = &sf->df.stats[i];
-        Cdc__ColumnStats *cs = calloc(1, sizeof(*cs));
-        if (cs == NULL)
-            break;
-        cdc__column_stats__init(cs);
-        cs->field_id = st->field_id;
-        cs->column_size = st->column_size;
-        cs->value_count = st->value_count;
-        cs->null_count = st->null_count;
-        cs->has_bounds = st->has_bounds;
-        if (st->has_bounds) {
-            cs->lower_bound.data = dup_bytes(st->lower, st->lower_len);
-            cs->lower_bound.len = st->lower_len;
-            cs->upper_bound.data = dup_bytes(st->upper, st->upper_len);
-            cs->upper_bound.len = st->upper_len;
-        }
-        f->stats[f->n_stats++] = cs;
-    }
     f->spec_id = sf->df.spec_id;
     f->sort_order_id = sf->df.sort_order_id;
+    f->stats = calloc(sf->df.nstats + 1, sizeof(*f->stats));
+    for (size_t i = 0; f->stats != NULL && i < sf->df.nstats; i++) {
+        if ((f->stats[f->n_stats] = stats_to_proto(&sf->df.stats[i])) == NULL)
+            break;
+        f->n_stats++;
+    }
     f->partition_values = calloc(sf->df.npartition + 1, sizeof(*f->partition_values));
     for (size_t i = 0; f->partition_values != NULL && i < sf->df.npartition; i++) {
-        const cdc_ice_part_value_t *v = &sf->df.partition[i];
-        Cdc__PartitionValue *pv = calloc(1, sizeof(*pv));
-        if (pv == NULL)
+        if ((f->partition_values[f->n_partition_values] =
+                 part_value_to_proto(&sf->df.partition[i])) == NULL)
             break;
-        cdc__partition_value__init(pv);
-        pv->is_null = v->null;
-        if (!v->null) {
-            pv->value.data = dup_bytes(v->bytes, v->len);
-            pv->value.len = v->len;
-        }
-        f->partition_values[f->n_partition_values++] = pv;
+        f->n_partition_values++;
     }
     return f;
 }

@@ -104,14 +104,10 @@ static table_ids_t *table_get(cdc_catalog_t *c, const char *ns, const char *tabl
             return &c->tables[i];
     if (cdc_array_resize(c->tables, c->ntables + 1) != CDC_OK)
         return NULL;
-    t = &c->tables[c->ntables];
-    memset(t, 0, sizeof(*t));
-    t->ns = strdup(ns);
-    t->table = strdup(table);
+    t = memset(&c->tables[c->ntables], 0, sizeof(*t));
     t->next_id = 1;
-    if (t->ns == NULL || t->table == NULL) {
+    if ((t->ns = strdup(ns)) == NULL || (t->table = strdup(table)) == NULL) {
         free(t->ns);
-        free(t->table);
         return NULL;
     }
     c->ntables++;
@@ -579,6 +575,25 @@ done:
 
 /* ---- Kafka Connect schemas (Debezium JsonConverter with schemas.enable=true) -------- */
 
+/* Debezium's and Kafka Connect's semantic types (besides Decimal), by name or alias: the
+ * Iceberg type and how the value is encoded. */
+static const struct {
+    const char *name, *alias;
+    cdc_ice_type_t type;
+    cdc_enc_t enc;
+} semantic[] = {
+    {"io.debezium.time.Date", "org.apache.kafka.connect.data.Date", CDC_ICE_DATE, CDC_ENC_DEFAULT},
+    {"io.debezium.time.Time", "org.apache.kafka.connect.data.Time", CDC_ICE_TIME, CDC_ENC_MILLIS},
+    {"io.debezium.time.MicroTime", NULL, CDC_ICE_TIME, CDC_ENC_MICROS},
+    {"io.debezium.time.NanoTime", NULL, CDC_ICE_TIME, CDC_ENC_NANOS},
+    {"io.debezium.time.Timestamp", "org.apache.kafka.connect.data.Timestamp", CDC_ICE_TIMESTAMP,
+     CDC_ENC_MILLIS},
+    {"io.debezium.time.MicroTimestamp", NULL, CDC_ICE_TIMESTAMP, CDC_ENC_MICROS},
+    {"io.debezium.time.NanoTimestamp", NULL, CDC_ICE_TIMESTAMP, CDC_ENC_NANOS},
+    {"io.debezium.time.ZonedTimestamp", NULL, CDC_ICE_TIMESTAMPTZ, CDC_ENC_DEFAULT},
+    {"io.debezium.data.Uuid", NULL, CDC_ICE_UUID, CDC_ENC_DEFAULT},
+};
+
 /* Maps one Connect field schema to a column. */
 static bool connect_column(json_t *f, cdc_column_t *col)
 {
@@ -598,51 +613,13 @@ static bool connect_column(json_t *f, cdc_column_t *col)
             col->enc = strcmp(type, "bytes") == 0 ? CDC_ENC_BASE64 : CDC_ENC_DEFAULT;
             return true;
         }
-        if (strcmp(name, "io.debezium.time.Date") == 0 ||
-            strcmp(name, "org.apache.kafka.connect.data.Date") == 0) {
-            col->type = CDC_ICE_DATE;
-            return true;
-        }
-        if (strcmp(name, "io.debezium.time.Time") == 0 ||
-            strcmp(name, "org.apache.kafka.connect.data.Time") == 0) {
-            col->type = CDC_ICE_TIME;
-            col->enc = CDC_ENC_MILLIS;
-            return true;
-        }
-        if (strcmp(name, "io.debezium.time.MicroTime") == 0) {
-            col->type = CDC_ICE_TIME;
-            col->enc = CDC_ENC_MICROS;
-            return true;
-        }
-        if (strcmp(name, "io.debezium.time.NanoTime") == 0) {
-            col->type = CDC_ICE_TIME;
-            col->enc = CDC_ENC_NANOS;
-            return true;
-        }
-        if (strcmp(name, "io.debezium.time.Timestamp") == 0 ||
-            strcmp(name, "org.apache.kafka.connect.data.Timestamp") == 0) {
-            col->type = CDC_ICE_TIMESTAMP;
-            col->enc = CDC_ENC_MILLIS;
-            return true;
-        }
-        if (strcmp(name, "io.debezium.time.MicroTimestamp") == 0) {
-            col->type = CDC_ICE_TIMESTAMP;
-            col->enc = CDC_ENC_MICROS;
-            return true;
-        }
-        if (strcmp(name, "io.debezium.time.NanoTimestamp") == 0) {
-            col->type = CDC_ICE_TIMESTAMP;
-            col->enc = CDC_ENC_NANOS;
-            return true;
-        }
-        if (strcmp(name, "io.debezium.time.ZonedTimestamp") == 0) {
-            col->type = CDC_ICE_TIMESTAMPTZ;
-            return true;
-        }
-        if (strcmp(name, "io.debezium.data.Uuid") == 0) {
-            col->type = CDC_ICE_UUID;
-            return true;
-        }
+        for (size_t i = 0; i < sizeof(semantic) / sizeof(semantic[0]); i++)
+            if (strcmp(semantic[i].name, name) == 0 ||
+                (semantic[i].alias != NULL && strcmp(semantic[i].alias, name) == 0)) {
+                col->type = semantic[i].type;
+                col->enc = semantic[i].enc;
+                return true;
+            }
         /* Other semantic names (Json, Xml, Enum, ZonedTime, ...) keep the base type. */
     }
     static const struct {

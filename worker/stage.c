@@ -97,24 +97,6 @@ static uint64_t hash(const uint8_t *p, size_t n)
     return cdc_hash_bytes(p, n, 0);
 }
 
-static bool rehash(cdc_stage_table_t *t)
-{
-    size_t n = t->nslots ? t->nslots * 2 : 64;
-    size_t *slots = calloc(n, sizeof(size_t));
-    if (slots == NULL)
-        return false;
-    for (size_t i = 0; i < t->nentries; i++) {
-        size_t j = t->entries[i].hash & (n - 1);
-        while (slots[j] != 0)
-            j = (j + 1) & (n - 1);
-        slots[j] = i + 1;
-    }
-    free(t->slots);
-    t->slots = slots;
-    t->nslots = n;
-    return true;
-}
-
 /* Finds the entry of an entity, or the empty slot where it belongs (*slot). */
 static cdc_stage_entry_t *lookup(cdc_stage_table_t *t, const uint8_t *ent, size_t len, uint32_t h,
                                  size_t *slot)
@@ -128,6 +110,25 @@ static cdc_stage_entry_t *lookup(cdc_stage_table_t *t, const uint8_t *ent, size_
     }
     *slot = j;
     return NULL;
+}
+
+/* Doubles the index (64 slots at first) and puts every entry in it again. */
+static bool rehash(cdc_stage_table_t *t)
+{
+    size_t n = t->nslots ? t->nslots * 2 : 64;
+    size_t *slots = calloc(n, sizeof(size_t));
+    if (slots == NULL)
+        return false;
+    free(t->slots);
+    t->slots = slots;
+    t->nslots = n;
+    for (size_t i = 0; i < t->nentries; i++) {
+        const cdc_stage_entry_t *en = &t->entries[i];
+        size_t j = 0;
+        lookup(t, en->entity, en->entity_len, en->hash, &j); /* entities are distinct: NULL */
+        t->slots[j] = i + 1;
+    }
+    return true;
 }
 
 static size_t row_bytes(const cdc_row_t *r)
