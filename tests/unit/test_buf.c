@@ -87,6 +87,7 @@ static void test_resize_exact(void **state)
     int64_t *arr = NULL;
     for (size_t n = 0; n < 10; n++) {
         assert_int_equal(cdc_array_resize(arr, n + 1), CDC_OK);
+        assert_non_null(arr);
         arr[n] = (int64_t)n * 3;
     }
     for (size_t n = 0; n < 10; n++)
