@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include "common/buf.h"
 #include "common/log.h"
 #include "common/state.h"
 
@@ -109,12 +110,10 @@ static const cdc_ckpt_file_t *known_file(const cdc_ckpt_t *c, const char *name, 
 
 static cdc_ckpt_entry_t *add_entry(cdc_ckpt_t *c)
 {
-    cdc_ckpt_entry_t *n = realloc(c->entries, (c->nentries + 1) * sizeof(*n));
-    if (n == NULL)
+    if (cdc_array_resize(c->entries, c->nentries + 1) != CDC_OK)
         return NULL;
-    c->entries = n;
-    memset(&n[c->nentries], 0, sizeof(*n));
-    return &n[c->nentries++];
+    memset(&c->entries[c->nentries], 0, sizeof(c->entries[0]));
+    return &c->entries[c->nentries++];
 }
 
 static char *manifest_json(const cdc_ckpt_t *c, const cdc_ckpt_entry_t *en)
@@ -231,14 +230,9 @@ cdc_err_t cdc_ckpt_upload(cdc_ckpt_t *c, uint64_t epoch, const char *local_dir, 
         snprintf(path, sizeof(path), "%s/%s", local_dir, de->d_name);
         if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
             continue;
-        if (nfiles == cap) {
-            cap = cap ? cap * 2 : 32;
-            cdc_ckpt_file_t *nf = realloc(files, cap * sizeof(*nf));
-            if (nf == NULL) {
-                rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-                goto done;
-            }
-            files = nf;
+        if (cdc_array_reserve(files, cap, nfiles + 1, 32) != CDC_OK) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            goto done;
         }
         f = &files[nfiles];
         memset(f, 0, sizeof(*f));

@@ -7,11 +7,10 @@
  * come from the table's registered schema), and the ExtractNewRecordState flattened form (__op,
  * __lsn, __deleted, ...). Types always come from a schema, never from JSON values.
  *
- * The catalog (cdc_catalog_t) holds every known schema version per topic. Field ids come
- * from the capture's schema documents (given once, by column identity: docs/worker.md,
- * "Schema changes"); for Debezium schemas, which carry none, the catalog assigns them by
- * column name, stable across versions, so ADD COLUMN gets a new id and old rows read it
- * as null.
+ * The schemas come from the catalog (worker/catalog.h). The pieces: worker/decode.c (the
+ * envelopes), worker/decode_fast.c (the direct decoder of the capture's events),
+ * worker/convert.c (JSON values to typed values), worker/row.c (entity keys and row
+ * images for state) and worker/catalog.c; their shared internals are in decode_int.h.
  */
 #ifndef CDC_WORKER_DECODE_H
 #define CDC_WORKER_DECODE_H
@@ -20,56 +19,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
-
 #include "common/err.h"
 #include "common/iceberg/types.h"
+#include "worker/catalog.h"
 #include "worker/dlq.h"
-
-/* How a column's JSON value is encoded when the type alone does not say it. */
-typedef enum cdc_enc {
-    CDC_ENC_DEFAULT = 0, /* temporal ints in micros (days for dates), decimals as text */
-    CDC_ENC_MILLIS,      /* temporal int in milliseconds (io.debezium.time.Timestamp/Time) */
-    CDC_ENC_MICROS,
-    CDC_ENC_NANOS,
-    CDC_ENC_BASE64, /* decimal: unscaled two's complement bytes in base64 (Kafka Decimal) */
-} cdc_enc_t;
-
-typedef struct cdc_column {
-    char *name;       /* source column name (the event's member name) */
-    char *field_name; /* Iceberg column name when it is not `name` ("n__v2"), else NULL */
-    int32_t field_id;
-    cdc_ice_type_t type;
-    int32_t precision, scale; /* DECIMAL */
-    cdc_enc_t enc;
-    bool key;      /* part of the primary key (identifier field) */
-    bool optional; /* nullable */
-} cdc_column_t;
-
-/* One version of a source table's schema. Owned by the catalog. */
-typedef struct cdc_source_schema {
-    char *topic;
-    char *ns;    /* source schema, e.g. "public" -> Iceberg namespace */
-    char *table; /* source table name */
-    int64_t version;
-    cdc_column_t *cols;
-    size_t ncols;
-    size_t *key_cols; /* indices into cols, key order */
-    size_t nkey;
-    int32_t schema_id;    /* Iceberg schema id this version maps to */
-    uint64_t fingerprint; /* hash of (name, type) list: equal = same Iceberg schema */
-    /* Iceberg fields of earlier types of live columns (common/cdcschema.h): in the
-     * tables' schema, never given a value by rows of this version */
-    cdc_column_t *retired;
-    size_t nretired;
-    bool ids_given; /* field ids come from the schema document, not from the catalog */
-} cdc_source_schema_t;
-
-/* Iceberg name of a column. */
-static inline const char *cdc_column_field_name(const cdc_column_t *c)
-{
-    return c->field_name != NULL ? c->field_name : c->name;
-}
 
 typedef enum cdc_val_kind {
     CDC_VAL_NULL = 0,
@@ -152,8 +105,6 @@ typedef struct cdc_decode_input {
     const void *header_arg;
 } cdc_decode_input_t;
 
-typedef struct cdc_catalog cdc_catalog_t;
-
 typedef struct cdc_decode_options {
     size_t max_record_bytes;       /* larger values go to the DLQ as oversized; 0 = 16 MiB */
     const char *toast_placeholder; /* Debezium's unavailable.value.placeholder */
@@ -166,29 +117,6 @@ typedef struct cdc_decode_error {
     char msg[256];
     int64_t schema_version; /* the version the event names (envelope or header), -1 if none */
 } cdc_decode_error_t;
-
-cdc_catalog_t *cdc_catalog_new(void);
-void cdc_catalog_free(cdc_catalog_t *cat);
-
-/*
- * Registers a schema version from the capture's registry (value of `<prefix>._schemas`
- * keyed `<topic>/<version>`). Idempotent. Versions must be registered in increasing
- * order per topic for deterministic field ids (the registry topic is read in order).
- */
-cdc_err_t cdc_catalog_register_json(cdc_catalog_t *cat, const char *topic, int64_t version,
-                                    const char *json, size_t len, cdc_error_t *e);
-
-/* Seeds field ids for a table from an existing Iceberg schema (names -> ids). */
-void cdc_catalog_seed_ids(cdc_catalog_t *cat, const char *ns, const char *table,
-                          const cdc_ice_schema_t *schema);
-
-/* Latest registered version for a topic, or NULL. Owned by the catalog. */
-const cdc_source_schema_t *cdc_catalog_latest(cdc_catalog_t *cat, const char *topic);
-const cdc_source_schema_t *cdc_catalog_get(cdc_catalog_t *cat, const char *topic, int64_t version);
-
-/* The latest schema of table "<ns>.<table>" that has a key, from any topic and source
- * (registered or embedded in events seen so far), or NULL. Owned by the catalog. */
-const cdc_source_schema_t *cdc_catalog_keyed(cdc_catalog_t *cat, const char *table);
 
 /*
  * The key values of an entity key (cdc_decode_entity's output) as a row of schema s: its
@@ -221,16 +149,5 @@ bool cdc_row_serialize(const cdc_row_t *r, uint8_t **out, size_t *out_len);
 /* Value of field_id in a serialized image: 1 = found (v filled, bytes malloc'd),
  * 0 = absent, -1 = corrupt. */
 int cdc_row_image_lookup(const uint8_t *img, size_t len, int32_t field_id, cdc_val_t *v);
-
-/* Field ids of the changelog's metadata columns. */
-enum {
-    CDC_CL_FIELD_OP = 100001,
-    CDC_CL_FIELD_LSN,
-    CDC_CL_FIELD_COMMIT_LSN,
-    CDC_CL_FIELD_TX_ID,
-    CDC_CL_FIELD_SOURCE_TS,
-    CDC_CL_FIELD_KAFKA_PARTITION,
-    CDC_CL_FIELD_KAFKA_OFFSET,
-};
 
 #endif

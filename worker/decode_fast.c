@@ -24,6 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
+#include "worker/jsonscan.h"
+
 enum {
     FX_MAX_DEPTH = 32,       /* nesting beyond this: the tree path decides */
     FX_STACK_SCRATCH = 8192, /* events up to this size need no heap scratch */
@@ -202,33 +205,14 @@ static bool scan_string(fx_t *f, const char **s, size_t *n)
         }
         if (*p != '\\' || ++p >= end)
             return false; /* control characters are errors for jansson */
-        switch (*p++) {
-        case '"':
-            *o++ = '"';
-            break;
-        case '\\':
-            *o++ = '\\';
-            break;
-        case '/':
-            *o++ = '/';
-            break;
-        case 'b':
-            *o++ = '\b';
-            break;
-        case 'f':
-            *o++ = '\f';
-            break;
-        case 'n':
-            *o++ = '\n';
-            break;
-        case 'r':
-            *o++ = '\r';
-            break;
-        case 't':
-            *o++ = '\t';
-            break;
-        case 'u': {
+        if (*p != 'u') {
+            int ch = cdc_json_unescape(*p++);
+            if (ch < 0)
+                return false;
+            *o++ = (char)ch;
+        } else {
             uint32_t u, lo;
+            p++;
             if (!hex4(p, end, &u) || u == 0)
                 return false; /* \u0000 is an error without JSON_ALLOW_NUL */
             p += 4;
@@ -242,10 +226,6 @@ static bool scan_string(fx_t *f, const char **s, size_t *n)
                 u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
             }
             o = utf8_put(o, u);
-            break;
-        }
-        default:
-            return false;
         }
     }
     *o = '\0';
@@ -395,15 +375,16 @@ static bool scan_value(fx_t *f, cdc_jv_t *v, int depth)
 
 static member_t *add_member(fx_t *f)
 {
-    if (f->nm == f->cap) {
-        size_t cap = f->cap * 2;
-        member_t *m = f->m_heap ? realloc(f->m, cap * sizeof(*m)) : malloc(cap * sizeof(*m));
+    if (f->nm == f->cap && f->m_heap) {
+        if (cdc_array_reserve(f->m, f->cap, f->cap * 2, 1) != CDC_OK)
+            return NULL;
+    } else if (f->nm == f->cap) { /* the first time: from the stack to the heap */
+        member_t *m = malloc(f->cap * 2 * sizeof(*m));
         if (m == NULL)
             return NULL;
-        if (!f->m_heap)
-            memcpy(m, f->m, f->nm * sizeof(*m));
+        memcpy(m, f->m, f->nm * sizeof(*m));
         f->m = m;
-        f->cap = cap;
+        f->cap *= 2;
         f->m_heap = true;
     }
     return &f->m[f->nm++];
@@ -470,23 +451,25 @@ static bool scan_list(fx_t *f, span_t *sp, bool object)
     }
 }
 
+/* The members of "source" the decoder reads (indices into source_info.v). */
+enum {
+    SRC_LSN,
+    SRC_TX,
+    SRC_TS_MS,
+    SRC_TS_US,
+    SRC_COMMIT,
+    SRC_SEQUENCE,
+    SRC_VERSION,
+    SRC_SNAPSHOT,
+    SRC__COUNT,
+};
+
 /* What the envelope says about the position and the schema. */
 typedef struct source_info {
-    bool present; /* "source" is an object */
-    cdc_jv_t lsn, tx, ts_ms, ts_us, commit_lsn, sequence, version, snapshot;
-    unsigned seen; /* SRC_* bits */
+    bool present;           /* "source" is an object */
+    cdc_jv_t v[SRC__COUNT]; /* lsn, txId, ts_ms, ts_us, commit_lsn, sequence, ... */
+    unsigned seen;          /* bit 1 << SRC_* for each member met */
 } source_info_t;
-
-enum {
-    SRC_LSN = 1,
-    SRC_TX = 2,
-    SRC_TS_MS = 4,
-    SRC_TS_US = 8,
-    SRC_COMMIT = 16,
-    SRC_SEQUENCE = 32,
-    SRC_VERSION = 64,
-    SRC_SNAPSHOT = 128,
-};
 
 /* k[0..n) (no NUL inside) equals the NUL-terminated word. Inlined: for a literal word
  * the length is a constant. */
@@ -514,41 +497,24 @@ static bool scan_source(fx_t *f, source_info_t *si)
     for (;;) {
         const char *k;
         size_t kn;
-        cdc_jv_t v, *dst = NULL;
-        unsigned bit = 0;
-        int r;
+        cdc_jv_t v;
+        int r, i;
         if (!expect(f, '"') || !scan_string(f, &k, &kn) || !expect(f, ':') || !scan_value(f, &v, 1))
             return false;
-        if (key_is(k, kn, "lsn")) {
-            dst = &si->lsn;
-            bit = SRC_LSN;
-        } else if (key_is(k, kn, "txId")) {
-            dst = &si->tx;
-            bit = SRC_TX;
-        } else if (key_is(k, kn, "ts_ms")) {
-            dst = &si->ts_ms;
-            bit = SRC_TS_MS;
-        } else if (key_is(k, kn, "ts_us")) {
-            dst = &si->ts_us;
-            bit = SRC_TS_US;
-        } else if (key_is(k, kn, "commit_lsn")) {
-            dst = &si->commit_lsn;
-            bit = SRC_COMMIT;
-        } else if (key_is(k, kn, "sequence")) {
-            dst = &si->sequence;
-            bit = SRC_SEQUENCE;
-        } else if (key_is(k, kn, "schema_version")) {
-            dst = &si->version;
-            bit = SRC_VERSION;
-        } else if (key_is(k, kn, "snapshot")) {
-            dst = &si->snapshot;
-            bit = SRC_SNAPSHOT;
-        }
-        if (dst != NULL) {
-            if (si->seen & bit)
+        i = key_is(k, kn, "lsn")              ? SRC_LSN
+            : key_is(k, kn, "txId")           ? SRC_TX
+            : key_is(k, kn, "ts_ms")          ? SRC_TS_MS
+            : key_is(k, kn, "ts_us")          ? SRC_TS_US
+            : key_is(k, kn, "commit_lsn")     ? SRC_COMMIT
+            : key_is(k, kn, "sequence")       ? SRC_SEQUENCE
+            : key_is(k, kn, "schema_version") ? SRC_VERSION
+            : key_is(k, kn, "snapshot")       ? SRC_SNAPSHOT
+                                              : -1;
+        if (i >= 0) {
+            if (si->seen & (1u << i))
                 return false; /* duplicate: jansson keeps the last one */
-            si->seen |= bit;
-            *dst = v;
+            si->seen |= 1u << i;
+            si->v[i] = v;
         }
         r = list_next(f, '}');
         if (r <= 0)
@@ -693,7 +659,7 @@ bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts, cdc_d
 
     /* The schema version: the envelope's, else the caller's header (looked up once: the
      * result replaces the lookup in *in for the tree path). */
-    version = si.version.t == CDC_JV_INT ? si.version.i : 0;
+    version = si.v[SRC_VERSION].t == CDC_JV_INT ? si.v[SRC_VERSION].i : 0;
     if (version <= 0) {
         if (in->schema_version < 0 && in->header_version != NULL) {
             in->schema_version = in->header_version(in->header_arg);
@@ -713,22 +679,23 @@ bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts, cdc_d
     c->offset = in->offset;
 
     /* Position and transaction, as the tree path reads them. */
-    c->lsn = jv_u64(&si.lsn);
-    c->tx_id = si.tx.t == CDC_JV_INT ? si.tx.i : -1;
-    if (si.ts_us.t == CDC_JV_INT)
-        c->source_ts_us = si.ts_us.i;
+    const cdc_jv_t *tx = &si.v[SRC_TX], *ts_us = &si.v[SRC_TS_US], *ts_ms = &si.v[SRC_TS_MS];
+    const cdc_jv_t *seq = &si.v[SRC_SEQUENCE], *snapshot = &si.v[SRC_SNAPSHOT];
+    c->lsn = jv_u64(&si.v[SRC_LSN]);
+    c->tx_id = tx->t == CDC_JV_INT ? tx->i : -1;
+    if (ts_us->t == CDC_JV_INT)
+        c->source_ts_us = ts_us->i;
     else
-        c->source_ts_us = (si.ts_ms.t == CDC_JV_INT ? si.ts_ms.i : 0) * 1000;
-    if (si.seen & SRC_COMMIT)
-        c->commit_lsn = jv_u64(&si.commit_lsn);
-    else if (si.sequence.t != CDC_JV_STRING ||
-             !cdc_decode_sequence_text(si.sequence.s, &c->commit_lsn))
+        c->source_ts_us = (ts_ms->t == CDC_JV_INT ? ts_ms->i : 0) * 1000;
+    if (si.seen & (1u << SRC_COMMIT))
+        c->commit_lsn = jv_u64(&si.v[SRC_COMMIT]);
+    else if (seq->t != CDC_JV_STRING || !cdc_decode_sequence_text(seq->s, &c->commit_lsn))
         c->commit_lsn = 0;
     if (c->commit_lsn == 0)
         c->commit_lsn = c->lsn;
     c->backfill = (c->op == CDC_OP_READ || c->op == CDC_OP_TRUNCATE) &&
-                  si.snapshot.t == CDC_JV_STRING && si.snapshot.n == 8 &&
-                  memcmp(si.snapshot.s, "backfill", 8) == 0;
+                  snapshot->t == CDC_JV_STRING && snapshot->n == 8 &&
+                  memcmp(snapshot->s, "backfill", 8) == 0;
 
     /* Rows. */
     if (s->ncols > sizeof(stack_seen) && (seen = malloc(s->ncols)) == NULL)

@@ -1,9 +1,11 @@
 /*
- * Internals shared by the two decoders of worker/decode.c (the general one, which walks a
- * jansson tree) and worker/decode_fast.c (the direct decoder of the capture's own event
- * format). Not for use outside worker/decode*.c and their tests: both decoders convert
- * values and build entity keys with the same functions, which is what keeps their
- * results identical.
+ * Internals shared by the pieces of the decoder (worker/decode.h): the two decoders,
+ * worker/decode.c (the general one, which walks a jansson tree) and worker/decode_fast.c
+ * (the direct decoder of the capture's own event format), and what they share: value
+ * conversion (worker/convert.c), entity keys (worker/row.c) and the catalog's schemas of
+ * Kafka Connect envelopes (worker/catalog.c). Not for use outside these files and their
+ * tests: both decoders convert values and build entity keys with the same functions,
+ * which is what keeps their results identical.
  */
 #ifndef CDC_WORKER_DECODE_INT_H
 #define CDC_WORKER_DECODE_INT_H
@@ -11,8 +13,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "worker/decode.h"
+
+typedef struct json_t json_t; /* jansson's, for the tree path */
 
 /* A JSON scalar as the value converter sees it. */
 typedef enum cdc_jv_type {
@@ -42,10 +47,54 @@ typedef struct cdc_jv {
 int cdc_decode_convert(const cdc_column_t *col, const cdc_jv_t *j, const char *placeholder,
                        cdc_val_t *v);
 
+/* Copies bytes p[0..n) into v->bytes (malloc'd); false when out of memory. */
+bool cdc_val_set_bytes(cdc_val_t *v, const void *p, size_t n);
+
+/*
+ * Decodes a JSON object into a row of schema s (convert.c): every column converted as by
+ * cdc_decode_convert, missing columns null. false with *de set on a type mismatch (or out
+ * of memory); r then holds nothing.
+ */
+bool cdc_decode_row_json(const cdc_source_schema_t *s, json_t *obj, const char *placeholder,
+                         cdc_row_t *r, cdc_decode_error_t *de);
+
 /* Builds c->entity from row r (schema s). false with *de set (no key, null key), or false
  * with de->cls untouched when out of memory. */
 bool cdc_decode_entity(const cdc_source_schema_t *s, const cdc_row_t *r, cdc_change_t *c,
                        cdc_decode_error_t *de);
+
+/*
+ * The schema of an event from a Kafka Connect struct schema (`fields` of the row struct)
+ * and the key field names (catalog.c): found among the topic's embedded schemas, or
+ * registered as a new one. NULL with *de set on failure.
+ */
+const cdc_source_schema_t *cdc_catalog_connect_schema(cdc_catalog_t *c, const char *topic,
+                                                      const char *ns, const char *table,
+                                                      json_t *fields, json_t *keynames,
+                                                      cdc_decode_error_t *de);
+
+/* Splits "<prefix>.<schema>.<table>" into ns and table (the last two parts; "public" and
+ * the topic when it has no dot). */
+void cdc_catalog_names_from_topic(const char *topic, char *ns, size_t nsz, char *table, size_t tsz);
+
+/* The string member k of JSON object o, or NULL. */
+const char *cdc_json_str(json_t *o, const char *k);
+
+/* snprintf(dst, size, "%.*s", n, src) for a src without NUL in its first n bytes, minus
+ * the cost of the formatting machinery (it runs several times per event). */
+static inline void cdc_copy_name(char *dst, size_t size, const char *src, size_t n)
+{
+    if (n >= size)
+        n = size - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* snprintf(dst, size, "%s", src) */
+static inline void cdc_copy_str(char *dst, size_t size, const char *src)
+{
+    cdc_copy_name(dst, size, src, strlen(src));
+}
 
 /* Commit LSN from Debezium's source.sequence text "[\"<commit>\",\"<lsn>\"]". */
 bool cdc_decode_sequence_text(const char *seq, uint64_t *commit_lsn);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/hash.h"
 #include "common/log.h"
 
@@ -90,16 +91,8 @@ static cdc_dedup_entry_t *pending_find(cdc_dedup_pending_t *p, int family, const
 
 static bool arena_add(cdc_dedup_pending_t *p, const void *data, size_t n, size_t *off)
 {
-    if (p->arena_len + n > p->arena_cap) {
-        size_t cap = p->arena_cap ? p->arena_cap : 65536;
-        while (cap < p->arena_len + n)
-            cap *= 2;
-        uint8_t *a = realloc(p->arena, cap);
-        if (a == NULL)
-            return false;
-        p->arena = a;
-        p->arena_cap = cap;
-    }
+    if (cdc_array_reserve(p->arena, p->arena_cap, p->arena_len + n, 65536) != CDC_OK)
+        return false;
     if (n > 0 && data != NULL)
         memcpy(p->arena + p->arena_len, data, n);
     *off = p->arena_len;
@@ -135,16 +128,8 @@ static bool pending_reserve(cdc_dedup_pending_t *p, size_t n, size_t bytes)
         if (!pending_rehash(p, ns))
             return false;
     }
-    if (p->nentries + n > p->entries_cap) {
-        size_t cap = p->entries_cap ? p->entries_cap : 512;
-        while (p->nentries + n > cap)
-            cap *= 2;
-        cdc_dedup_entry_t *ne = realloc(p->entries, cap * sizeof(*ne));
-        if (ne == NULL)
-            return false;
-        p->entries = ne;
-        p->entries_cap = cap;
-    }
+    if (cdc_array_reserve(p->entries, p->entries_cap, p->nentries + n, 512) != CDC_OK)
+        return false;
     if (!arena_add(p, NULL, bytes, &off))
         return false;
     p->arena_len -= bytes; /* only the capacity was wanted */
@@ -165,14 +150,8 @@ static bool pending_set(cdc_dedup_pending_t *p, int family, const void *key, siz
         if ((p->nentries + 1) * 2 > p->nslots &&
             !pending_rehash(p, p->nslots ? p->nslots * 2 : 1024))
             return false;
-        if (p->nentries == p->entries_cap) {
-            size_t cap = p->entries_cap ? p->entries_cap * 2 : 512;
-            cdc_dedup_entry_t *ne = realloc(p->entries, cap * sizeof(*ne));
-            if (ne == NULL)
-                return false;
-            p->entries = ne;
-            p->entries_cap = cap;
-        }
+        if (cdc_array_reserve(p->entries, p->entries_cap, p->nentries + 1, 512) != CDC_OK)
+            return false;
         if (!arena_add(p, key, klen, &koff))
             return false;
         en = &p->entries[p->nentries++];
@@ -348,13 +327,8 @@ static uint8_t *pos_key(const cdc_change_t *c, size_t *len)
 /* A scratch buffer of at least n bytes for lookup keys, owned by d (record thread). */
 static uint8_t *key_buf(cdc_dedup_t *d, size_t n)
 {
-    if (n > d->kbuf_cap) {
-        uint8_t *b = realloc(d->kbuf, n);
-        if (b == NULL)
-            return NULL;
-        d->kbuf = b;
-        d->kbuf_cap = n;
-    }
+    if (cdc_array_reserve(d->kbuf, d->kbuf_cap, n, n) != CDC_OK)
+        return NULL;
     return d->kbuf;
 }
 
@@ -388,12 +362,10 @@ static cdc_err_t table_marker(cdc_dedup_t *d, const uint8_t *table, size_t len,
     rc = lookup(d, CDC_ROWS_FAMILY, table, len, &val, &vlen, e);
     if (rc != CDC_OK && rc != CDC_ERR_NOT_FOUND)
         return rc;
-    m = realloc(d->markers, (d->nmarkers + 1) * sizeof(*m));
-    if (m == NULL) {
+    if (cdc_array_resize(d->markers, d->nmarkers + 1) != CDC_OK) {
         free(val);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
-    d->markers = m;
     m = &d->markers[d->nmarkers];
     memset(m, 0, sizeof(*m));
     m->table = malloc(len);

@@ -10,6 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "common/buf.h"
+
 enum { SCAN_MAX_DEPTH = 64, SCAN_MAX_DIGITS = 18 };
 
 typedef struct scan {
@@ -53,13 +57,8 @@ static bool scan_string(scan_t *s, const char **out, size_t *len)
     /* Escapes: copy into the scratch buffer. */
     n = (size_t)(s->p - start);
     size_t need = n + (size_t)(s->end - s->p);
-    if (need > s->tmp_cap) {
-        char *t = realloc(s->tmp, need);
-        if (t == NULL)
-            return false;
-        s->tmp = t;
-        s->tmp_cap = need;
-    }
+    if (cdc_array_reserve(s->tmp, s->tmp_cap, need, need) != CDC_OK)
+        return false;
     memcpy(s->tmp, start, n);
     while (s->p < s->end) {
         unsigned char ch = (unsigned char)*s->p++;
@@ -76,34 +75,10 @@ static bool scan_string(scan_t *s, const char **out, size_t *len)
         }
         if (s->p >= s->end)
             return false;
-        switch (*s->p++) {
-        case '"':
-            s->tmp[n++] = '"';
-            break;
-        case '\\':
-            s->tmp[n++] = '\\';
-            break;
-        case '/':
-            s->tmp[n++] = '/';
-            break;
-        case 'b':
-            s->tmp[n++] = '\b';
-            break;
-        case 'f':
-            s->tmp[n++] = '\f';
-            break;
-        case 'n':
-            s->tmp[n++] = '\n';
-            break;
-        case 'r':
-            s->tmp[n++] = '\r';
-            break;
-        case 't':
-            s->tmp[n++] = '\t';
-            break;
-        default:
+        int esc = cdc_json_unescape((unsigned char)*s->p++);
+        if (esc < 0)
             return false; /* \uXXXX (surrogates, NUL) and invalid escapes: jansson decides */
-        }
+        s->tmp[n++] = (char)esc;
     }
     return false;
 }
@@ -152,82 +127,70 @@ static sep_t next_member(scan_t *s, char close)
     return SEP_BAD;
 }
 
-static json_t *scan_object(scan_t *s, int depth)
+/* One "key": value member of an object, added to obj; false on anything else. */
+static bool scan_member(scan_t *s, json_t *obj, int depth)
 {
-    json_t *obj = json_object();
     const char *key;
     size_t klen;
-    if (obj == NULL)
-        return NULL;
+    json_t *v;
+    char *k;
+    bool ok;
     skip_ws(s);
-    if (s->p < s->end && *s->p == '}') {
-        s->p++;
-        return obj;
-    }
-    for (;;) {
-        json_t *v;
-        char *k;
-        skip_ws(s);
-        if (s->p >= s->end || *s->p != '"')
-            goto fail;
-        s->p++;
-        if (!scan_string(s, &key, &klen))
-            goto fail;
-        /* The value's string may reuse the scratch buffer: keep the key apart. */
-        k = key == s->tmp ? strndup(key, klen) : NULL;
-        if (key == s->tmp && k == NULL)
-            goto fail;
-        skip_ws(s);
-        if (s->p >= s->end || *s->p != ':') {
-            free(k);
-            goto fail;
-        }
-        s->p++;
-        v = scan_value(s, depth + 1);
-        if (v == NULL || json_object_setn_new_nocheck(obj, k ? k : key, klen, v) != 0) {
-            free(k);
-            goto fail; /* setn_new consumed v on failure */
-        }
+    if (s->p >= s->end || *s->p != '"')
+        return false;
+    s->p++;
+    if (!scan_string(s, &key, &klen))
+        return false;
+    /* The value's string may reuse the scratch buffer: keep the key apart. */
+    k = key == s->tmp ? strndup(key, klen) : NULL;
+    if (key == s->tmp && k == NULL)
+        return false;
+    skip_ws(s);
+    if (s->p >= s->end || *s->p != ':') {
         free(k);
-        switch (next_member(s, '}')) {
-        case SEP_MORE:
-            continue;
-        case SEP_CLOSED:
-            return obj;
-        default:
-            goto fail;
-        }
+        return false;
     }
-fail:
-    json_decref(obj);
-    return NULL;
+    s->p++;
+    v = scan_value(s, depth + 1);
+    /* (setn_new consumes v on failure) */
+    ok = v != NULL && json_object_setn_new_nocheck(obj, k ? k : key, klen, v) == 0;
+    free(k);
+    return ok;
 }
 
-static json_t *scan_array(scan_t *s, int depth)
+/* One element of an array, appended to arr. */
+static bool scan_element(scan_t *s, json_t *arr, int depth)
 {
-    json_t *arr = json_array();
-    if (arr == NULL)
+    json_t *v = scan_value(s, depth + 1);
+    return v != NULL && json_array_append_new(arr, v) == 0;
+}
+
+/* An object or an array (after its opening bracket). */
+static json_t *scan_list(scan_t *s, int depth, bool object)
+{
+    json_t *list = object ? json_object() : json_array();
+    char close = object ? '}' : ']';
+    if (list == NULL)
         return NULL;
     skip_ws(s);
-    if (s->p < s->end && *s->p == ']') {
+    if (s->p < s->end && *s->p == close) {
         s->p++;
-        return arr;
+        return list;
     }
     for (;;) {
-        json_t *v = scan_value(s, depth + 1);
-        if (v == NULL || json_array_append_new(arr, v) != 0)
+        if (!(object ? scan_member(s, list, depth) : scan_element(s, list, depth)))
             goto fail;
-        switch (next_member(s, ']')) {
+        switch (next_member(s, close)) {
         case SEP_MORE:
             continue;
         case SEP_CLOSED:
-            return arr;
+            return list;
         default:
             goto fail;
         }
     }
 fail:
-    json_decref(arr);
+    json_decref(list);
     return NULL;
 }
 
@@ -243,10 +206,10 @@ static json_t *scan_value(scan_t *s, int depth)
     switch (*s->p) {
     case '{':
         s->p++;
-        return scan_object(s, depth);
+        return scan_list(s, depth, true);
     case '[':
         s->p++;
-        return scan_array(s, depth);
+        return scan_list(s, depth, false);
     case '"':
         s->p++;
         return scan_string(s, &str, &len) ? json_stringn_nocheck(str, len) : NULL;

@@ -12,8 +12,11 @@
 #define CDC_WORKER_JSONSCAN_H
 
 #include <stddef.h>
+#include <string.h>
 
-#include <jansson.h>
+/* jansson's types (the callers that walk a tree include <jansson.h>) */
+typedef struct json_t json_t;
+typedef struct json_error_t json_error_t;
 
 /*
  * Parses buf[0..len) (a top-level object or array, nothing but whitespace after it).
@@ -37,5 +40,14 @@ json_t *cdc_json_load(const char *buf, size_t len, json_error_t *err);
  */
 json_t *cdc_json_load_scoped(const char *buf, size_t len, json_error_t *err);
 void cdc_json_scope_end(void);
+
+/* The character a one-letter JSON escape (\" \\ \/ \b \f \n \r \t) stands for, c being
+ * the letter after the backslash; -1 for \u and invalid escapes. */
+static inline int cdc_json_unescape(unsigned char c)
+{
+    static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+    const char *p = memchr(from, c, sizeof(from) - 1);
+    return p != NULL ? to[p - from] : -1;
+}
 
 #endif

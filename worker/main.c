@@ -154,44 +154,45 @@ int main(int argc, char **argv)
     w.stop = &stop_flag;
     pthread_mutex_init(&w.link_lock, NULL);
     w.metrics = cdc_metrics_default();
-    w.m_tombstones = cdc_metrics_counter(w.metrics, "cdc_worker_tombstones_total",
-                                         "Kafka tombstones skipped.", NULL);
-    w.m_fetch_restarts = cdc_metrics_counter(
-        w.metrics, "cdc_worker_fetch_restarts_total",
-        "Partitions assigned again after their fetching stopped on an error.", NULL);
-    w.m_stalls = cdc_metrics_counter(
-        w.metrics, "cdc_worker_stalls_total",
-        "Progress watchdog: partitions found behind their high watermark without progress "
-        "for --progress-timeout (each then fetched again).",
-        NULL);
-    w.m_missing = cdc_metrics_counter(
-        w.metrics, "cdc_worker_missing_offsets_total",
-        "Offsets not in Kafka below the first record of a partition read from the beginning "
-        "(deleted by retention or compaction before they were read), added at each such "
-        "start.",
-        NULL);
-    w.m_floor_rows = cdc_metrics_counter(
-        w.metrics, "cdc_worker_floor_rows_total",
-        "Rows removed from the mirror by truncates met in another partition (floors).", NULL);
-    w.m_before_floor = cdc_metrics_counter(
-        w.metrics, "cdc_worker_before_floor_total",
-        "Changes from before their table's floor that reached their slot after it: written "
-        "to the changelog only.",
-        NULL);
-    w.m_floors_waiting = cdc_metrics_gauge(
-        w.metrics, "cdc_worker_floors_waiting",
-        "Floors a slot could not apply at the last barrier (tried again at the next).", NULL);
-    w.m_stalled = cdc_metrics_gauge(w.metrics, "cdc_worker_stalled_partitions",
-                                    "Progress watchdog: topic partitions stalled now.", NULL);
-    w.m_ckpt_bytes = cdc_metrics_counter(w.metrics, "cdc_worker_checkpoint_uploaded_bytes_total",
-                                         "State checkpoint bytes uploaded (incremental).", NULL);
-    w.m_epochs = cdc_metrics_counter(w.metrics, "cdc_worker_epochs_acked_total",
-                                     "Epochs snapshotted and acked.", NULL);
-    w.m_aborts =
-        cdc_metrics_counter(w.metrics, "cdc_worker_aborts_total", "Abort messages acted on.", NULL);
-    w.m_rejected =
-        cdc_metrics_counter(w.metrics, "cdc_worker_stale_messages_total",
-                            "Coordinator messages ignored for an old term/generation.", NULL);
+    /* The process-wide series, in the order /metrics lists them. */
+    const struct {
+        cdc_counter_t **counter; /* or */
+        cdc_gauge_t **gauge;
+        const char *name, *help;
+    } series[] = {
+        {&w.m_tombstones, NULL, "cdc_worker_tombstones_total", "Kafka tombstones skipped."},
+        {&w.m_fetch_restarts, NULL, "cdc_worker_fetch_restarts_total",
+         "Partitions assigned again after their fetching stopped on an error."},
+        {&w.m_stalls, NULL, "cdc_worker_stalls_total",
+         "Progress watchdog: partitions found behind their high watermark without progress "
+         "for --progress-timeout (each then fetched again)."},
+        {&w.m_missing, NULL, "cdc_worker_missing_offsets_total",
+         "Offsets not in Kafka below the first record of a partition read from the beginning "
+         "(deleted by retention or compaction before they were read), added at each such "
+         "start."},
+        {&w.m_floor_rows, NULL, "cdc_worker_floor_rows_total",
+         "Rows removed from the mirror by truncates met in another partition (floors)."},
+        {&w.m_before_floor, NULL, "cdc_worker_before_floor_total",
+         "Changes from before their table's floor that reached their slot after it: written "
+         "to the changelog only."},
+        {NULL, &w.m_floors_waiting, "cdc_worker_floors_waiting",
+         "Floors a slot could not apply at the last barrier (tried again at the next)."},
+        {NULL, &w.m_stalled, "cdc_worker_stalled_partitions",
+         "Progress watchdog: topic partitions stalled now."},
+        {&w.m_ckpt_bytes, NULL, "cdc_worker_checkpoint_uploaded_bytes_total",
+         "State checkpoint bytes uploaded (incremental)."},
+        {&w.m_epochs, NULL, "cdc_worker_epochs_acked_total", "Epochs snapshotted and acked."},
+        {&w.m_aborts, NULL, "cdc_worker_aborts_total", "Abort messages acted on."},
+        {&w.m_rejected, NULL, "cdc_worker_stale_messages_total",
+         "Coordinator messages ignored for an old term/generation."},
+    };
+    for (size_t i = 0; i < sizeof(series) / sizeof(series[0]); i++) {
+        if (series[i].counter != NULL)
+            *series[i].counter =
+                cdc_metrics_counter(w.metrics, series[i].name, series[i].help, NULL);
+        else
+            *series[i].gauge = cdc_metrics_gauge(w.metrics, series[i].name, series[i].help, NULL);
+    }
     w.m_stage_seconds =
         cdc_metrics_histogram(w.metrics, "cdc_worker_epoch_staging_seconds",
                               "Time to write one partition's files at a barrier.",

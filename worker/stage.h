@@ -91,7 +91,7 @@ typedef struct cdc_stage_table {
      * the latest change staged (order_id 0: unsorted); a sorted table is also written at
      * the barrier */
     cdc_ice_sort_order_t orders[2];
-    /* encoding ahead (stage.c; NULL = nothing encoded yet) */
+    /* encoding ahead (stage_encode.c; NULL = nothing encoded yet) */
     struct cdc_stage_enc *enc_cl;   /* changelog rows [0, enc_cl->done) */
     struct cdc_stage_enc *enc_data; /* mirror data of entries [0, enc_data->done) */
     bool enc_data_off;              /* an encoded entry changed: no more this epoch */

@@ -1,13 +1,13 @@
 /*
  * cdc-worker process state shared by its subsystems: configuration, the coordinator
  * session (session.c), the partition slots it owns with their state stores, stages and
- * checkpoints (consume.c), the dead-letter producer (dlq.c) and metrics. One thread runs
- * the record path and the coordinator link (worker_run() in session.c): records are
- * processed between coordinator messages, so a barrier always falls on a record boundary.
- * At a barrier that thread only cuts the epoch (swaps each partition's stage, holds its
- * state store) and hands it to the finalizer thread (consume.c), which writes the files,
- * checkpoints the state and sends the Ack while records of the next epoch flow. A
- * heartbeat thread keeps the link alive.
+ * checkpoints (consume.c, barrier.c), the dead-letter producer (dlq.c) and metrics. One
+ * thread runs the record path and the coordinator link (worker_run() in session.c):
+ * records are processed between coordinator messages, so a barrier always falls on a
+ * record boundary. At a barrier that thread only cuts the epoch (swaps each partition's
+ * stage, holds its state store) and hands it to the finalizer thread (barrier.c), which
+ * writes the files, checkpoints the state and sends the Ack while records of the next
+ * epoch flow. A heartbeat thread keeps the link alive.
  */
 #ifndef CDC_WORKER_WORKER_H
 #define CDC_WORKER_WORKER_H
@@ -136,7 +136,7 @@ typedef struct cdc_worker {
     bool paused;
     int64_t next_lag_ms;
 
-    /* Finalizer thread (consume.c): finishes one cut epoch at a time. While fin_job is
+    /* Finalizer thread (barrier.c): finishes one cut epoch at a time. While fin_job is
      * set (or a GC runs), the finalizer owns the slots' checkpoint data (ckpt,
      * last_handle) and the cut stages; the record thread waits for it to be idle before
      * the next cut and before it reassigns, drops or closes slots. */
@@ -194,6 +194,23 @@ void cdc_worker_suspend(cdc_worker_t *w);
 /* Consumes and processes one batch (up to timeout_ms waiting). */
 cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e);
 
+/* Updates lag and state-size gauges (cheap; rate-limited inside). */
+void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms);
+
+/* Attempts at a storage operation (restore, upload, file writes) before giving up. */
+#define CDC_WORKER_STORAGE_RETRIES 3
+
+/* "<a>/<b>" (malloc'd), or NULL when out of memory. */
+char *cdc_worker_join(const char *a, const char *b);
+
+/* The cdc_pq_codec_t of the epoch's files (--compression; zstd by default). */
+int cdc_worker_stage_codec(const cdc_worker_t *w);
+
+/* Pauses (past --max-staged-bytes) or resumes fetching of every owned partition. */
+void cdc_worker_set_paused(cdc_worker_t *w, bool pause);
+
+/* ---- barrier.c ------------------------------------------------------------------------ */
+
 /*
  * Barrier (term, generation, epoch): cuts every owned partition at the current record
  * boundary (its next offsets, its stage and its state store as of now) and hands the
@@ -212,8 +229,10 @@ void cdc_worker_finalizer_wait(cdc_worker_t *w, bool cancel);
 /* Committed{epoch}: drops checkpoints no longer needed (on the finalizer thread). */
 void cdc_worker_committed(cdc_worker_t *w, uint64_t epoch);
 
-/* Updates lag and state-size gauges (cheap; rate-limited inside). */
-void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms);
+/* Starts the finalizer thread (cdc_worker_data_open); stops it, cancelling what it has
+ * not finished (cdc_worker_data_close). */
+cdc_err_t cdc_worker_finalizer_start(cdc_worker_t *w, cdc_error_t *e);
+void cdc_worker_finalizer_stop(cdc_worker_t *w);
 
 /* ---- floor.c -------------------------------------------------------------------------- */
 

@@ -1,7 +1,7 @@
 /*
- * Unit tests for worker/decode.c: the capture's events (schema by registry version),
- * Debezium JsonConverter envelopes with and without schemas, the flattened
- * ExtractNewRecordState form, type mapping, TOAST markers and DLQ classification.
+ * Unit tests for worker/decode.h (decode.c, catalog.c, convert.c, row.c): the capture's events
+ * (schema by registry version), Debezium JsonConverter envelopes with and without schemas, the
+ * flattened ExtractNewRecordState form, type mapping, TOAST markers and DLQ classification.
  */
 #include <setjmp.h>
 #include <stdarg.h>

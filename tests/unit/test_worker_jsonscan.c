@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "worker/jsonscan.h"
 

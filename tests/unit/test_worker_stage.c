@@ -1,7 +1,7 @@
 /*
- * Unit tests for worker/stage.c (per-epoch collapse) and worker/dlq.c (dead-letter
- * headers): several changes to one key collapse to one final image; new keys need no
- * equality delete; a delete writes only the delete; the changelog keeps every change;
+ * Unit tests for worker/stage.h (per-epoch collapse, encoding, files) and worker/dlq.c
+ * (dead-letter headers): several changes to one key collapse to one final image; new keys
+ * need no equality delete; a delete writes only the delete; the changelog keeps every change;
  * a truncate drops the epoch's earlier mirror entries (changelog 't' row on partition 0).
  * Encoding ahead (row groups encoded while the epoch runs) gives files with the same
  * rows, counts and column statistics as encoding everything at the barrier, also

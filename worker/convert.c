@@ -1,0 +1,491 @@
+/*
+ * Value conversion (decode_int.h): one JSON value to a column's Iceberg type, by the
+ * column's encoding (temporal integers and text, decimals as text or Kafka's base64
+ * bytes, PostgreSQL's hex or base64 binary, UUIDs), shared by the tree path and the
+ * direct decoder so that both produce the same values; and a JSON object of the tree
+ * path to a row.
+ */
+#include <ctype.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "common/base64.h"
+#include "worker/decode_int.h"
+
+/* The Iceberg type name of a column, for messages ("decimal(10, 2)" in buf). */
+static const char *ice_type_name(const cdc_column_t *col, char *buf, size_t size)
+{
+    static const char *const names[CDC_ICE__TYPE_COUNT] = {
+        "boolean", "int",  "long", "float",     "double",      "decimal", "string",
+        "binary",  "date", "time", "timestamp", "timestamptz", "uuid"};
+    if (col->type == CDC_ICE_DECIMAL) {
+        snprintf(buf, size, "decimal(%d, %d)", col->precision, col->scale);
+        return buf;
+    }
+    return names[col->type];
+}
+
+/* ---- text and numbers to values ------------------------------------------------------ */
+
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+    y -= m <= 2;
+    const int64_t era = (y >= 0 ? y : y - 399) / 400;
+    const unsigned yoe = (unsigned)(y - era * 400);
+    const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (int64_t)doe - 719468;
+}
+
+static bool parse_date(const char *s, int64_t *days, const char **rest)
+{
+    int y, m, d, n = 0;
+    if (sscanf(s, "%d-%d-%d%n", &y, &m, &d, &n) != 3 || m < 1 || m > 12 || d < 1 || d > 31)
+        return false;
+    *days = days_from_civil(y, (unsigned)m, (unsigned)d);
+    *rest = s + n;
+    return true;
+}
+
+static bool parse_time(const char *s, int64_t *us, const char **rest)
+{
+    int h, mi, n = 0;
+    double sec;
+    if (sscanf(s, "%d:%d:%lf%n", &h, &mi, &sec, &n) != 3 || h < 0 || h > 24 || mi < 0 || mi > 59 ||
+        sec < 0 || sec >= 61)
+        return false;
+    /* Integer part of seconds and fraction digits parsed exactly, not through double. */
+    const char *p = s;
+    while (*p && *p != ':')
+        p++;
+    p++;
+    while (*p && *p != ':')
+        p++;
+    p++;
+    int64_t whole = 0, frac = 0, scale = 1000000;
+    while (isdigit((unsigned char)*p))
+        whole = whole * 10 + (*p++ - '0');
+    if (*p == '.') {
+        p++;
+        while (isdigit((unsigned char)*p)) {
+            if (scale > 1) {
+                scale /= 10;
+                frac += (*p - '0') * scale;
+            }
+            p++;
+        }
+    }
+    *us = ((int64_t)h * 3600 + mi * 60 + whole) * 1000000 + frac;
+    *rest = p;
+    return true;
+}
+
+/* ISO timestamp; with_zone: accepts Z / +hh:mm / +hhmm / +hh and converts to UTC. */
+static bool parse_timestamp(const char *s, bool with_zone, int64_t *us)
+{
+    int64_t days, t;
+    const char *p;
+    if (!parse_date(s, &days, &p))
+        return false;
+    if (*p == 'T' || *p == ' ') {
+        if (!parse_time(p + 1, &t, &p))
+            return false;
+    } else {
+        t = 0;
+    }
+    int64_t off = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int sign = *p == '-' ? -1 : 1, hh = 0, mm = 0;
+        p++;
+        if (!isdigit((unsigned char)p[0]) || !isdigit((unsigned char)p[1]))
+            return false;
+        hh = (p[0] - '0') * 10 + (p[1] - '0');
+        p += 2;
+        if (*p == ':')
+            p++;
+        if (isdigit((unsigned char)p[0]) && isdigit((unsigned char)p[1])) {
+            mm = (p[0] - '0') * 10 + (p[1] - '0');
+            p += 2;
+        }
+        off = sign * ((int64_t)hh * 3600 + mm * 60) * 1000000;
+    }
+    if (*p != '\0')
+        return false;
+    (void)with_zone;
+    *us = days * 86400LL * 1000000 + t - off;
+    return true;
+}
+
+/* Debezium's binary columns: base64 text of n characters (see common/base64.h). */
+static bool base64_decode(const char *s, size_t n, uint8_t **out, size_t *out_len)
+{
+    *out = (uint8_t *)cdc_base64_decode(s, n, out_len);
+    return *out != NULL;
+}
+
+static bool hexval(int ch, int *v)
+{
+    if (ch >= '0' && ch <= '9')
+        *v = ch - '0';
+    else if (ch >= 'a' && ch <= 'f')
+        *v = ch - 'a' + 10;
+    else if (ch >= 'A' && ch <= 'F')
+        *v = ch - 'A' + 10;
+    else
+        return false;
+    return true;
+}
+
+/* Decimal text ("-12.50", "1e3") to an unscaled integer at `scale`. */
+static bool parse_decimal_text(const char *s, int32_t precision, int32_t scale, __int128 *out)
+{
+    __int128 v = 0;
+    int digits = 0, frac = 0, exp = 0;
+    bool neg = false, dot = false, any = false;
+    const char *p = s;
+    if (*p == '-' || *p == '+')
+        neg = *p++ == '-';
+    for (; *p; p++) {
+        if (isdigit((unsigned char)*p)) {
+            any = true;
+            if (v != 0 || *p != '0')
+                digits++;
+            if (digits > 38)
+                return false;
+            v = v * 10 + (*p - '0');
+            if (dot)
+                frac++;
+        } else if (*p == '.' && !dot) {
+            dot = true;
+        } else if (*p == 'e' || *p == 'E') {
+            char *end;
+            long x = strtol(p + 1, &end, 10);
+            if (*end != '\0' || x > 38 || x < -38)
+                return false;
+            exp = (int)x;
+            break;
+        } else {
+            return false;
+        }
+    }
+    if (!any)
+        return false;
+    int shift = scale - frac + exp;
+    for (; shift > 0; shift--) {
+        v *= 10;
+        digits++;
+    }
+    for (; shift < 0; shift++) {
+        if (v % 10 != 0)
+            return false; /* would lose digits: not representable at this scale */
+        v /= 10;
+        digits--;
+    }
+    if (precision > 0 && digits > precision)
+        return false;
+    *out = neg ? -v : v;
+    return true;
+}
+
+bool cdc_val_set_bytes(cdc_val_t *v, const void *p, size_t n)
+{
+    v->bytes = malloc(n ? n : 1);
+    if (v->bytes == NULL)
+        return false;
+    memcpy(v->bytes, p, n);
+    v->len = n;
+    return true;
+}
+
+static bool parse_uuid(const char *s, uint8_t out[16])
+{
+    int n = 0;
+    for (const char *p = s; *p; p++) {
+        int hi, lo;
+        if (*p == '-')
+            continue;
+        if (n >= 16 || !hexval((unsigned char)p[0], &hi) || !hexval((unsigned char)p[1], &lo))
+            return false;
+        out[n++] = (uint8_t)(hi << 4 | lo);
+        p++;
+    }
+    return n == 16;
+}
+
+static int64_t scale_temporal(int64_t x, cdc_enc_t enc)
+{
+    switch (enc) {
+    case CDC_ENC_MILLIS:
+        return x * 1000;
+    case CDC_ENC_NANOS:
+        return x / 1000;
+    default:
+        return x;
+    }
+}
+
+/*
+ * Converts one JSON value (j, see decode_int.h) to the column's type. Shared by the tree
+ * path and the direct decoder, so both produce the same values. Returns 1 when converted,
+ * 0 on a type mismatch (v zeroed), -1 when out of memory; placeholder marks Debezium's
+ * unchanged-TOAST placeholder.
+ */
+int cdc_decode_convert(const cdc_column_t *col, const cdc_jv_t *j, const char *placeholder,
+                       cdc_val_t *v)
+{
+    const char *str = j->t == CDC_JV_STRING ? j->s : NULL;
+    size_t slen = str ? j->n : 0;
+
+    memset(v, 0, sizeof(*v));
+    if (j->t == CDC_JV_NULL) {
+        v->kind = CDC_VAL_NULL;
+        if (!col->optional)
+            goto mismatch;
+        return 1;
+    }
+    if (str != NULL && placeholder != NULL && strcmp(str, placeholder) == 0) {
+        v->kind = CDC_VAL_TOAST;
+        return 1;
+    }
+    v->kind = CDC_VAL_SET;
+    switch (col->type) {
+    case CDC_ICE_BOOLEAN:
+        if (j->t != CDC_JV_TRUE && j->t != CDC_JV_FALSE)
+            goto mismatch;
+        v->u.b = j->t == CDC_JV_TRUE;
+        return 1;
+    case CDC_ICE_INT:
+    case CDC_ICE_LONG:
+        if (j->t != CDC_JV_INT)
+            goto mismatch;
+        v->u.i = j->i;
+        if (col->type == CDC_ICE_INT && (v->u.i < INT32_MIN || v->u.i > INT32_MAX))
+            goto mismatch;
+        return 1;
+    case CDC_ICE_FLOAT:
+    case CDC_ICE_DOUBLE:
+        if (j->t == CDC_JV_INT || j->t == CDC_JV_REAL) {
+            v->u.d = j->t == CDC_JV_INT ? (double)j->i : j->d;
+            return 1;
+        }
+        if (str && strcmp(str, "NaN") == 0)
+            v->u.d = NAN;
+        else if (str && strcmp(str, "Infinity") == 0)
+            v->u.d = INFINITY;
+        else if (str && strcmp(str, "-Infinity") == 0)
+            v->u.d = -INFINITY;
+        else
+            goto mismatch;
+        return 1;
+    case CDC_ICE_DECIMAL: {
+        char buf[64];
+        if (col->enc == CDC_ENC_BASE64) {
+            uint8_t *raw;
+            size_t rl;
+            if (str == NULL || !base64_decode(str, slen, &raw, &rl))
+                goto mismatch;
+            if (rl == 0 || rl > 16) {
+                free(raw);
+                goto mismatch;
+            }
+            __int128 x = (raw[0] & 0x80) ? -1 : 0;
+            for (size_t i = 0; i < rl; i++)
+                x = (__int128)(((unsigned __int128)x << 8) | raw[i]);
+            free(raw);
+            v->u.dec = x;
+            return 1;
+        }
+        if (j->t == CDC_JV_INT) {
+            snprintf(buf, sizeof(buf), "%" PRId64, j->i);
+            str = buf;
+        } else if (j->t == CDC_JV_REAL) {
+            snprintf(buf, sizeof(buf), "%.17g", j->d);
+            str = buf;
+        }
+        if (str == NULL || !parse_decimal_text(str, col->precision, col->scale, &v->u.dec))
+            goto mismatch;
+        return 1;
+    }
+    case CDC_ICE_STRING:
+        if (str != NULL)
+            return cdc_val_set_bytes(v, str, slen) ? 1 : -1;
+        goto mismatch; /* json/jsonb sent as structure: the tree path dumps it */
+    case CDC_ICE_BINARY:
+        if (str == NULL)
+            goto mismatch;
+        if (slen >= 2 && str[0] == '\\' && str[1] == 'x') { /* PostgreSQL hex format */
+            if ((slen - 2) % 2 != 0 || !cdc_val_set_bytes(v, "", 0))
+                goto mismatch;
+            free(v->bytes);
+            v->bytes = malloc((slen - 2) / 2 + 1);
+            if (v->bytes == NULL)
+                return -1;
+            for (size_t i = 2; i < slen; i += 2) {
+                int hi, lo;
+                if (!hexval((unsigned char)str[i], &hi) ||
+                    !hexval((unsigned char)str[i + 1], &lo)) {
+                    free(v->bytes);
+                    v->bytes = NULL;
+                    goto mismatch;
+                }
+                v->bytes[(i - 2) / 2] = (uint8_t)(hi << 4 | lo);
+            }
+            v->len = (slen - 2) / 2;
+            return 1;
+        }
+        if (!base64_decode(str, slen, &v->bytes, &v->len))
+            goto mismatch;
+        if (placeholder != NULL && v->len == strlen(placeholder) &&
+            memcmp(v->bytes, placeholder, v->len) == 0) {
+            free(v->bytes);
+            memset(v, 0, sizeof(*v));
+            v->kind = CDC_VAL_TOAST;
+        }
+        return 1;
+    case CDC_ICE_DATE: {
+        const char *rest;
+        if (j->t == CDC_JV_INT) {
+            v->u.i = j->i;
+            return 1;
+        }
+        if (str == NULL || !parse_date(str, &v->u.i, &rest) || *rest != '\0')
+            goto mismatch;
+        return 1;
+    }
+    case CDC_ICE_TIME: {
+        const char *rest;
+        if (j->t == CDC_JV_INT) {
+            v->u.i = scale_temporal(j->i, col->enc);
+            return 1;
+        }
+        if (str == NULL || !parse_time(str, &v->u.i, &rest))
+            goto mismatch;
+        return 1;
+    }
+    case CDC_ICE_TIMESTAMP:
+    case CDC_ICE_TIMESTAMPTZ:
+        if (j->t == CDC_JV_INT) {
+            v->u.i = scale_temporal(j->i, col->enc);
+            return 1;
+        }
+        if (str == NULL || !parse_timestamp(str, col->type == CDC_ICE_TIMESTAMPTZ, &v->u.i))
+            goto mismatch;
+        return 1;
+    case CDC_ICE_UUID: {
+        uint8_t u[16];
+        if (str == NULL || !parse_uuid(str, u))
+            goto mismatch;
+        return cdc_val_set_bytes(v, u, 16) ? 1 : -1;
+    }
+    default:
+        break;
+    }
+mismatch:
+    memset(v, 0, sizeof(*v));
+    return 0;
+}
+
+/* ---- the tree path ------------------------------------------------------------------- */
+
+/* The tree's value as the converter sees it (strings stay in the tree). */
+static void jv_from_json(json_t *j, cdc_jv_t *jv)
+{
+    memset(jv, 0, sizeof(*jv));
+    switch (j == NULL ? JSON_NULL : json_typeof(j)) {
+    case JSON_TRUE:
+        jv->t = CDC_JV_TRUE;
+        break;
+    case JSON_FALSE:
+        jv->t = CDC_JV_FALSE;
+        break;
+    case JSON_INTEGER:
+        jv->t = CDC_JV_INT;
+        jv->i = json_integer_value(j);
+        break;
+    case JSON_REAL:
+        jv->t = CDC_JV_REAL;
+        jv->d = json_real_value(j);
+        break;
+    case JSON_STRING:
+        jv->t = CDC_JV_STRING;
+        jv->s = json_string_value(j);
+        jv->n = json_string_length(j);
+        break;
+    case JSON_OBJECT:
+    case JSON_ARRAY:
+        jv->t = CDC_JV_OTHER;
+        break;
+    default:
+        jv->t = CDC_JV_NULL;
+        break;
+    }
+}
+
+/*
+ * Converts JSON j to the column's type. Returns false with de set on a type mismatch
+ * (nothing set when out of memory).
+ */
+static bool convert(const cdc_column_t *col, json_t *j, const char *placeholder, cdc_val_t *v,
+                    cdc_decode_error_t *de)
+{
+    cdc_jv_t jv;
+    int r;
+
+    jv_from_json(j, &jv);
+    if (jv.t == CDC_JV_OTHER && col->type == CDC_ICE_STRING) { /* json/jsonb as structure */
+        char *d = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+        bool ok;
+        memset(v, 0, sizeof(*v));
+        v->kind = CDC_VAL_SET;
+        ok = d != NULL && cdc_val_set_bytes(v, d, strlen(d));
+        free(d);
+        return ok;
+    }
+    r = cdc_decode_convert(col, &jv, placeholder, v);
+    if (r > 0)
+        return true;
+    if (r < 0)
+        return false;
+    de->cls = CDC_DLQ_TYPE_MISMATCH;
+    {
+        char tb[32];
+        char *shown = j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        snprintf(de->msg, sizeof(de->msg), "column \"%s\" expects %s, got %.80s", col->name,
+                 ice_type_name(col, tb, sizeof(tb)), shown ? shown : "null");
+        free(shown);
+    }
+    memset(v, 0, sizeof(*v));
+    return false;
+}
+
+/* Decodes a JSON object into a row of schema s. Missing columns read as null. */
+bool cdc_decode_row_json(const cdc_source_schema_t *s, json_t *obj, const char *placeholder,
+                         cdc_row_t *r, cdc_decode_error_t *de)
+{
+    r->schema = s;
+    r->vals = calloc(s->ncols ? s->ncols : 1, sizeof(cdc_val_t));
+    if (r->vals == NULL) {
+        de->cls = CDC_DLQ_MALFORMED_JSON;
+        snprintf(de->msg, sizeof(de->msg), "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < s->ncols; i++) {
+        json_t *j = json_object_get(obj, s->cols[i].name);
+        if (j == NULL) { /* column not in the event (e.g. before image): null, never guessed */
+            r->vals[i].kind = CDC_VAL_NULL;
+            continue;
+        }
+        if (!convert(&s->cols[i], j, placeholder, &r->vals[i], de)) {
+            cdc_row_clear(r);
+            return false;
+        }
+    }
+    return true;
+}
