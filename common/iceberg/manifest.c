@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/iceberg/parquet.h"
+#include "common/iceberg/bounds.h"
+#include "common/iceberg/decimal.h"
 
 static const char ENTRY_SCHEMA[] =
     "{\"type\":\"record\",\"name\":\"manifest_entry\",\"fields\":[{\"name\":\"status\",\"type\":"

@@ -14,7 +14,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "common/iceberg/parquet.h"
+#include "common/iceberg/bounds.h"
+#include "common/iceberg/byteorder.h"
+#include "common/iceberg/decimal.h"
 #include "common/iceberg/schema.h"
 
 #define MICROS_PER_HOUR 3600000000LL
@@ -38,37 +40,6 @@ static const char *const name_suffixes[] = {
 #define NTRANSFORMS (sizeof(transform_names) / sizeof(transform_names[0]))
 
 /* ---- little helpers ------------------------------------------------------------------ */
-
-static uint32_t get_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-    return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32;
-}
-
-static void put_le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-/* Big-endian two's complement (1..16 bytes) -> value. */
-static __int128 decimal_from_be(const uint8_t *p, size_t n)
-{
-    unsigned __int128 v = (p[0] & 0x80) ? ~(unsigned __int128)0 : 0;
-    for (size_t i = 0; i < n; i++)
-        v = (v << 8) | p[i];
-    return (__int128)v;
-}
 
 static int64_t floor_div(int64_t a, int64_t b)
 {
@@ -301,7 +272,7 @@ int64_t cdc_ice_part_value_int(const cdc_ice_part_value_t *v)
 
 __int128 cdc_ice_part_value_decimal(const cdc_ice_part_value_t *v)
 {
-    return decimal_from_be(v->bytes, v->len);
+    return cdc_ice_decimal_from_be(v->bytes, v->len);
 }
 
 cdc_err_t cdc_ice_part_value_set_int(const cdc_ice_field_t *type, int64_t v,
