@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "common/iceberg/partition.h"
 #include "common/iceberg/schema.h"
 #include "common/iceberg/table.h"
