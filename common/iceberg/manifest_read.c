@@ -58,6 +58,52 @@ static void reader_close(reader_t *r)
         avro_file_reader_close(r->file);
 }
 
+/* Decodes one record into elem (zeroed); arg is the caller's. */
+typedef cdc_err_t (*record_fn)(avro_value_t *rec, void *elem, const void *arg, cdc_error_t *e);
+
+/*
+ * Decodes every record of the Avro container buf[0..len) (named `what` in errors) into
+ * a new array of elements of elem_size bytes: on success *items and *n are the array
+ * and its length; on failure the elements decoded so far, and the one that failed, are
+ * released with release().
+ */
+static cdc_err_t read_records(const uint8_t *buf, size_t len, const char *what, size_t elem_size,
+                              record_fn decode, const void *arg, void (*release)(void *, size_t),
+                              void **items, size_t *n, cdc_error_t *e)
+{
+    reader_t r;
+    uint8_t *v = NULL;
+    size_t cnt = 0, cap = 0;
+    cdc_err_t rc = reader_open(&r, buf, len, what, e);
+
+    if (rc != CDC_OK)
+        return rc;
+    while (avro_file_reader_read_value(r.file, &r.value) == 0) {
+        if (cnt == cap) {
+            cap = cap ? cap * 2 : 16;
+            uint8_t *nv = realloc(v, cap * elem_size);
+            if (!nv) {
+                rc = oom(e);
+                break;
+            }
+            v = nv;
+        }
+        memset(v + cnt * elem_size, 0, elem_size);
+        rc = decode(&r.value, v + cnt * elem_size, arg, e);
+        cnt++;
+        if (rc != CDC_OK)
+            break;
+    }
+    reader_close(&r);
+    if (rc != CDC_OK) {
+        release(v, cnt);
+        return rc;
+    }
+    *items = v;
+    *n = cnt;
+    return CDC_OK;
+}
+
 /* Field lookup; unions are unwrapped, a null branch or a missing field gives false. */
 static bool field(avro_value_t *rec, const char *name, avro_value_t *out)
 {
@@ -386,46 +432,43 @@ static cdc_err_t decode_entry(avro_value_t *rec, const cdc_ice_manifest_file_t *
     return CDC_OK;
 }
 
+/* What decode_entry() needs besides the record. */
+typedef struct entry_args {
+    const cdc_ice_manifest_file_t *mf;
+    int32_t spec_id;
+    const cdc_ice_field_t *part_fields;
+    size_t npart;
+} entry_args_t;
+
+static cdc_err_t entry_record(avro_value_t *rec, void *elem, const void *arg, cdc_error_t *e)
+{
+    const entry_args_t *a = arg;
+    return decode_entry(rec, a->mf, a->spec_id, a->part_fields, a->npart, elem, e);
+}
+
+static void release_entries(void *v, size_t n)
+{
+    cdc_ice_manifest_entries_free(v, n);
+}
+
 cdc_err_t cdc_ice_manifest_read(const uint8_t *buf, size_t len, const cdc_ice_manifest_file_t *mf,
                                 const cdc_ice_field_t *part_fields, size_t npart,
                                 cdc_ice_manifest_entry_t **entries, size_t *n, cdc_error_t *e)
 {
-    reader_t r;
-    const char *what = mf && mf->path ? mf->path : "manifest";
-    int32_t spec_id = 0;
+    entry_args_t a = {.mf = mf, .part_fields = part_fields, .npart = npart};
     char *hv = NULL;
-    cdc_err_t rc = reader_open(&r, buf, len, what, e);
-    if (rc != CDC_OK)
-        return rc;
+    void *v;
+    cdc_err_t rc;
+
     if (mf != NULL)
-        spec_id = mf->spec_id;
+        a.spec_id = mf->spec_id;
     else if (cdc_avro_header_get(buf, len, "partition-spec-id", &hv, NULL) == CDC_OK)
-        spec_id = (int32_t)strtol(hv, NULL, 10);
+        a.spec_id = (int32_t)strtol(hv, NULL, 10);
     free(hv);
-    cdc_ice_manifest_entry_t *v = NULL;
-    size_t cnt = 0, cap = 0;
-    while (avro_file_reader_read_value(r.file, &r.value) == 0) {
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 16;
-            cdc_ice_manifest_entry_t *nv = realloc(v, cap * sizeof(*v));
-            if (!nv) {
-                rc = oom(e);
-                goto fail;
-            }
-            v = nv;
-        }
-        rc = decode_entry(&r.value, mf, spec_id, part_fields, npart, &v[cnt], e);
-        cnt++;
-        if (rc != CDC_OK)
-            goto fail;
-    }
-    reader_close(&r);
-    *entries = v;
-    *n = cnt;
-    return CDC_OK;
-fail:
-    cdc_ice_manifest_entries_free(v, cnt);
-    reader_close(&r);
+    rc = read_records(buf, len, mf && mf->path ? mf->path : "manifest", sizeof(**entries),
+                      entry_record, &a, release_entries, &v, n, e);
+    if (rc == CDC_OK)
+        *entries = v;
     return rc;
 }
 
@@ -480,57 +523,44 @@ static bool read_summaries(avro_value_t *rec, cdc_ice_manifest_file_t *m)
     return true;
 }
 
+/* One manifest-list entry. */
+static cdc_err_t list_record(avro_value_t *rec, void *elem, const void *arg, cdc_error_t *e)
+{
+    cdc_ice_manifest_file_t *m = elem;
+    (void)arg;
+    m->path = get_str(rec, "manifest_path");
+    if (!m->path)
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "manifest list entry has no manifest_path");
+    m->length = get_num(rec, "manifest_length", 0);
+    m->spec_id = (int32_t)get_num(rec, "partition_spec_id", 0);
+    m->content = (cdc_ice_manifest_content_t)get_num(rec, "content", 0);
+    m->sequence_number = get_num(rec, "sequence_number", 0);
+    m->min_sequence_number = get_num(rec, "min_sequence_number", 0);
+    m->added_snapshot_id = get_num(rec, "added_snapshot_id", -1);
+    m->added_files = (int32_t)get_num(rec, "added_files_count", 0);
+    m->existing_files = (int32_t)get_num(rec, "existing_files_count", 0);
+    m->deleted_files = (int32_t)get_num(rec, "deleted_files_count", 0);
+    m->added_rows = get_num(rec, "added_rows_count", 0);
+    m->existing_rows = get_num(rec, "existing_rows_count", 0);
+    m->deleted_rows = get_num(rec, "deleted_rows_count", 0);
+    if (!read_summaries(rec, m))
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "could not decode partitions of \"%s\"", m->path);
+    return CDC_OK;
+}
+
+static void release_files(void *v, size_t n)
+{
+    cdc_ice_manifest_files_free(v, n);
+}
+
 cdc_err_t cdc_ice_manifest_list_read(const uint8_t *buf, size_t len,
                                      cdc_ice_manifest_file_t **files, size_t *n, cdc_error_t *e)
 {
-    reader_t r;
-    cdc_err_t rc = reader_open(&r, buf, len, "manifest list", e);
-    if (rc != CDC_OK)
-        return rc;
-    cdc_ice_manifest_file_t *v = NULL;
-    size_t cnt = 0, cap = 0;
-    while (avro_file_reader_read_value(r.file, &r.value) == 0) {
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 16;
-            cdc_ice_manifest_file_t *nv = realloc(v, cap * sizeof(*v));
-            if (!nv) {
-                rc = oom(e);
-                goto fail;
-            }
-            v = nv;
-        }
-        cdc_ice_manifest_file_t *m = &v[cnt++];
-        memset(m, 0, sizeof(*m));
-        m->path = get_str(&r.value, "manifest_path");
-        if (!m->path) {
-            rc = cdc_error_set(e, CDC_ERR_CORRUPT, "manifest list entry has no manifest_path");
-            goto fail;
-        }
-        m->length = get_num(&r.value, "manifest_length", 0);
-        m->spec_id = (int32_t)get_num(&r.value, "partition_spec_id", 0);
-        m->content = (cdc_ice_manifest_content_t)get_num(&r.value, "content", 0);
-        m->sequence_number = get_num(&r.value, "sequence_number", 0);
-        m->min_sequence_number = get_num(&r.value, "min_sequence_number", 0);
-        m->added_snapshot_id = get_num(&r.value, "added_snapshot_id", -1);
-        m->added_files = (int32_t)get_num(&r.value, "added_files_count", 0);
-        m->existing_files = (int32_t)get_num(&r.value, "existing_files_count", 0);
-        m->deleted_files = (int32_t)get_num(&r.value, "deleted_files_count", 0);
-        m->added_rows = get_num(&r.value, "added_rows_count", 0);
-        m->existing_rows = get_num(&r.value, "existing_rows_count", 0);
-        m->deleted_rows = get_num(&r.value, "deleted_rows_count", 0);
-        if (!read_summaries(&r.value, m)) {
-            rc =
-                cdc_error_set(e, CDC_ERR_CORRUPT, "could not decode partitions of \"%s\"", m->path);
-            goto fail;
-        }
-    }
-    reader_close(&r);
-    *files = v;
-    *n = cnt;
-    return CDC_OK;
-fail:
-    cdc_ice_manifest_files_free(v, cnt);
-    reader_close(&r);
+    void *v;
+    cdc_err_t rc = read_records(buf, len, "manifest list", sizeof(**files), list_record, NULL,
+                                release_files, &v, n, e);
+    if (rc == CDC_OK)
+        *files = v;
     return rc;
 }
 

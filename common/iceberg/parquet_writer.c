@@ -69,13 +69,14 @@ const char *cdc_pq_codec_name(cdc_pq_codec_t codec)
 /* ---- writer setup ------------------------------------------------------------- */
 
 static cdc_err_t writer_new(const cdc_ice_schema_t *schema, const cdc_pq_options_t *opts,
-                            cdc_pq_writer_t **out, cdc_error_t *err)
+                            sink_kind_t sink_kind, cdc_pq_writer_t **out, cdc_error_t *err)
 {
     cdc_pq_writer_t *w = calloc(1, sizeof(*w));
     cdc_err_t rc;
 
     if (w == NULL)
         return cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
+    w->sink_kind = sink_kind;
     w->fd = -1;
     if (opts != NULL)
         w->opts = *opts;
@@ -130,11 +131,12 @@ fail:
 
 #define FILE_BUF_BYTES (1u << 20)
 
-static cdc_err_t file_flush(cdc_pq_writer_t *w, cdc_error_t *err)
+/* Writes len bytes at p to the file, retrying short and interrupted writes. */
+static cdc_err_t write_all(cdc_pq_writer_t *w, const uint8_t *p, size_t len, cdc_error_t *err)
 {
     size_t done = 0;
-    while (done < w->out.len) {
-        ssize_t n = write(w->fd, w->out.p + done, w->out.len - done);
+    while (done < len) {
+        ssize_t n = write(w->fd, p + done, len - done);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -143,8 +145,16 @@ static cdc_err_t file_flush(cdc_pq_writer_t *w, cdc_error_t *err)
         }
         done += (size_t)n;
     }
-    w->out.len = 0;
     return CDC_OK;
+}
+
+static cdc_err_t file_flush(cdc_pq_writer_t *w, cdc_error_t *err)
+{
+    cdc_err_t rc = write_all(w, w->out.p, w->out.len, err);
+
+    if (rc == CDC_OK)
+        w->out.len = 0;
+    return rc;
 }
 
 static cdc_err_t emit(cdc_pq_writer_t *w, const void *data, size_t len, cdc_error_t *err)
@@ -168,17 +178,9 @@ static cdc_err_t emit(cdc_pq_writer_t *w, const void *data, size_t len, cdc_erro
                 return rc;
         }
         if (len >= FILE_BUF_BYTES) {
-            size_t done = 0;
-            while (done < len) {
-                ssize_t n = write(w->fd, (const uint8_t *)data + done, len - done);
-                if (n < 0) {
-                    if (errno == EINTR)
-                        continue;
-                    return cdc_error_set(err, CDC_ERR_IO, "could not write file \"%s\": %s",
-                                         w->path, strerror(errno));
-                }
-                done += (size_t)n;
-            }
+            rc = write_all(w, data, len, err);
+            if (rc != CDC_OK)
+                return rc;
         } else if (!buf_put(&w->out, data, len)) {
             return cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
         }
@@ -188,16 +190,28 @@ static cdc_err_t emit(cdc_pq_writer_t *w, const void *data, size_t len, cdc_erro
     return CDC_OK;
 }
 
+/* Emits the leading magic; on success *out takes w, on failure w is freed. */
+static cdc_err_t writer_start(cdc_pq_writer_t *w, cdc_pq_writer_t **out, cdc_error_t *err)
+{
+    cdc_err_t rc = emit(w, "PAR1", 4, err);
+
+    if (rc != CDC_OK) {
+        cdc_pq_writer_free(w);
+        return rc;
+    }
+    *out = w;
+    return CDC_OK;
+}
+
 cdc_err_t cdc_pq_writer_open_file(const cdc_ice_schema_t *schema, const char *path,
                                   const cdc_pq_options_t *opts, cdc_pq_writer_t **out,
                                   cdc_error_t *err)
 {
     cdc_pq_writer_t *w;
-    cdc_err_t rc = writer_new(schema, opts, &w, err);
+    cdc_err_t rc = writer_new(schema, opts, SINK_FILE, &w, err);
 
     if (rc != CDC_OK)
         return rc;
-    w->sink_kind = SINK_FILE;
     w->path = strdup(path);
     if (w->path == NULL) {
         cdc_pq_writer_free(w);
@@ -210,31 +224,16 @@ cdc_err_t cdc_pq_writer_open_file(const cdc_ice_schema_t *schema, const char *pa
         cdc_pq_writer_free(w);
         return rc;
     }
-    rc = emit(w, "PAR1", 4, err);
-    if (rc != CDC_OK) {
-        cdc_pq_writer_free(w);
-        return rc;
-    }
-    *out = w;
-    return CDC_OK;
+    return writer_start(w, out, err);
 }
 
 cdc_err_t cdc_pq_writer_open_buffer(const cdc_ice_schema_t *schema, const cdc_pq_options_t *opts,
                                     cdc_pq_writer_t **out, cdc_error_t *err)
 {
     cdc_pq_writer_t *w;
-    cdc_err_t rc = writer_new(schema, opts, &w, err);
+    cdc_err_t rc = writer_new(schema, opts, SINK_BUFFER, &w, err);
 
-    if (rc != CDC_OK)
-        return rc;
-    w->sink_kind = SINK_BUFFER;
-    rc = emit(w, "PAR1", 4, err);
-    if (rc != CDC_OK) {
-        cdc_pq_writer_free(w);
-        return rc;
-    }
-    *out = w;
-    return CDC_OK;
+    return rc != CDC_OK ? rc : writer_start(w, out, err);
 }
 
 cdc_err_t cdc_pq_writer_open_sink(const cdc_ice_schema_t *schema, cdc_pq_sink_fn sink, void *ctx,
@@ -242,20 +241,13 @@ cdc_err_t cdc_pq_writer_open_sink(const cdc_ice_schema_t *schema, cdc_pq_sink_fn
                                   cdc_error_t *err)
 {
     cdc_pq_writer_t *w;
-    cdc_err_t rc = writer_new(schema, opts, &w, err);
+    cdc_err_t rc = writer_new(schema, opts, SINK_CALLBACK, &w, err);
 
     if (rc != CDC_OK)
         return rc;
-    w->sink_kind = SINK_CALLBACK;
     w->sink = sink;
     w->sink_ctx = ctx;
-    rc = emit(w, "PAR1", 4, err);
-    if (rc != CDC_OK) {
-        cdc_pq_writer_free(w);
-        return rc;
-    }
-    *out = w;
-    return CDC_OK;
+    return writer_start(w, out, err);
 }
 
 void cdc_pq_writer_free(cdc_pq_writer_t *w)

@@ -182,78 +182,104 @@ static cdc_err_t parse_expr(const char *what, const char *text, const cdc_ice_sc
     return CDC_OK;
 }
 
+/* Takes parsed term i (text `term`) of a declaration into fields[i]. */
+typedef cdc_err_t (*term_fn)(const term_t *t, const char *term, void *fields, size_t i, void *arg,
+                             cdc_error_t *e);
+
+/*
+ * Parses a declaration `text` (a `what`: "partition spec", "sort order") against schema:
+ * *fields gets one element of elem_size bytes per term (NULL for a blank text), each
+ * term parsed and handed to take(), which fills its element. On failure the caller
+ * releases what take() filled.
+ */
+static cdc_err_t parse_declaration(const char *what, const char *text,
+                                   const cdc_ice_schema_t *schema, size_t elem_size, term_fn take,
+                                   void *arg, void **fields, cdc_error_t *e)
+{
+    size_t nterms = 0;
+    char **terms;
+    cdc_err_t rc = CDC_OK;
+
+    if (blank(text))
+        return CDC_OK;
+    if ((terms = split_terms(text, &nterms)) == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    if ((*fields = calloc(nterms, elem_size)) == NULL)
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < nterms && rc == CDC_OK; i++) {
+        term_t t;
+        if (terms[i][0] == '\0')
+            rc = cdc_error_set(e, CDC_ERR_INVALID, "%s \"%s\": empty term %zu", what, text, i + 1);
+        else if ((rc = parse_expr(what, terms[i], schema, &t, e)) == CDC_OK)
+            rc = take(&t, terms[i], *fields, i, arg, e);
+    }
+    free_terms(terms, nterms);
+    return rc;
+}
+
 static bool same_transform(cdc_ice_transform_t a, cdc_ice_transform_t b)
 {
     return a.kind == b.kind && a.param == b.param;
+}
+
+/* What spec_term() needs besides the term. */
+typedef struct spec_args {
+    cdc_ice_partition_spec_t *out;
+    const cdc_ice_schema_t *schema;
+    int32_t first_field_id;
+} spec_args_t;
+
+static cdc_err_t spec_term(const term_t *t, const char *term, void *fields, size_t i, void *arg,
+                           cdc_error_t *e)
+{
+    spec_args_t *a = arg;
+    const cdc_ice_schema_t *schema = a->schema;
+    cdc_ice_partition_field_t *f = (cdc_ice_partition_field_t *)fields + i;
+
+    if (*t->rest != '\0')
+        return cdc_error_set(e, CDC_ERR_INVALID,
+                             "partition spec term \"%s\": unexpected \"%s\" after the column", term,
+                             t->rest);
+    f->source_id = t->column->id;
+    f->field_id = a->first_field_id + (int32_t)i;
+    f->transform = t->transform;
+    if (asprintf(&f->name, "%s%s", t->column->name, name_suffixes[t->transform.kind]) < 0) {
+        f->name = NULL;
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    a->out->nfields++;
+    for (size_t k = 0; k < i; k++) {
+        const cdc_ice_partition_field_t *g = (cdc_ice_partition_field_t *)fields + k;
+        if (strcmp(g->name, f->name) == 0 ||
+            (g->source_id == f->source_id && g->transform.kind == f->transform.kind))
+            return cdc_error_set(e, CDC_ERR_INVALID,
+                                 "partition spec term \"%s\": column \"%s\" is already "
+                                 "partitioned by %s (term %zu)",
+                                 term, t->column->name, cdc_ice_transform_name(g->transform.kind),
+                                 k + 1);
+    }
+    /* a partition field may not take another column's name */
+    for (size_t k = 0; k < schema->nfields; k++)
+        if (schema->fields[k].id != f->source_id && strcmp(schema->fields[k].name, f->name) == 0)
+            return cdc_error_set(e, CDC_ERR_INVALID,
+                                 "partition spec term \"%s\": partition field name \"%s\" is "
+                                 "the name of another column",
+                                 term, f->name);
+    return CDC_OK;
 }
 
 cdc_err_t cdc_ice_partition_spec_parse(const char *text, const cdc_ice_schema_t *schema,
                                        int32_t first_field_id, cdc_ice_partition_spec_t *out,
                                        cdc_error_t *e)
 {
-    size_t nterms = 0;
-    char **terms;
-    cdc_err_t rc = CDC_OK;
+    spec_args_t a = {.out = out, .schema = schema, .first_field_id = first_field_id};
+    void *fields = NULL;
+    cdc_err_t rc;
 
     memset(out, 0, sizeof(*out));
-    if (blank(text))
-        return CDC_OK;
-    if ((terms = split_terms(text, &nterms)) == NULL)
-        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    if ((out->fields = calloc(nterms, sizeof(*out->fields))) == NULL) {
-        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    for (size_t i = 0; i < nterms; i++) {
-        term_t t;
-        if (terms[i][0] == '\0') {
-            rc = cdc_error_set(e, CDC_ERR_INVALID, "partition spec \"%s\": empty term %zu", text,
-                               i + 1);
-            goto done;
-        }
-        if ((rc = parse_expr("partition spec", terms[i], schema, &t, e)) != CDC_OK)
-            goto done;
-        if (*t.rest != '\0') {
-            rc = cdc_error_set(e, CDC_ERR_INVALID,
-                               "partition spec term \"%s\": unexpected \"%s\" after the column",
-                               terms[i], t.rest);
-            goto done;
-        }
-        cdc_ice_partition_field_t *f = &out->fields[i];
-        f->source_id = t.column->id;
-        f->field_id = first_field_id + (int32_t)i;
-        f->transform = t.transform;
-        if (asprintf(&f->name, "%s%s", t.column->name, name_suffixes[t.transform.kind]) < 0) {
-            f->name = NULL;
-            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        out->nfields++;
-        for (size_t k = 0; k < i; k++) {
-            const cdc_ice_partition_field_t *g = &out->fields[k];
-            if (strcmp(g->name, f->name) == 0 ||
-                (g->source_id == f->source_id && g->transform.kind == f->transform.kind)) {
-                rc = cdc_error_set(e, CDC_ERR_INVALID,
-                                   "partition spec term \"%s\": column \"%s\" is already "
-                                   "partitioned by %s (term %zu)",
-                                   terms[i], t.column->name,
-                                   cdc_ice_transform_name(g->transform.kind), k + 1);
-                goto done;
-            }
-        }
-        /* a partition field may not take another column's name */
-        for (size_t k = 0; k < schema->nfields; k++)
-            if (schema->fields[k].id != f->source_id &&
-                strcmp(schema->fields[k].name, f->name) == 0) {
-                rc = cdc_error_set(e, CDC_ERR_INVALID,
-                                   "partition spec term \"%s\": partition field name \"%s\" is "
-                                   "the name of another column",
-                                   terms[i], f->name);
-                goto done;
-            }
-    }
-done:
-    free_terms(terms, nterms);
+    rc = parse_declaration("partition spec", text, schema, sizeof(*out->fields), spec_term, &a,
+                           &fields, e);
+    out->fields = fields;
     if (rc != CDC_OK)
         cdc_ice_partition_spec_free(out);
     return rc;
@@ -297,40 +323,31 @@ static cdc_err_t parse_direction(const char *term, const char *rest, cdc_ice_sor
     return CDC_OK;
 }
 
+static cdc_err_t order_term(const term_t *t, const char *term, void *fields, size_t i, void *arg,
+                            cdc_error_t *e)
+{
+    cdc_ice_sort_order_t *out = arg;
+    cdc_ice_sort_field_t *f = (cdc_ice_sort_field_t *)fields + i;
+    cdc_err_t rc;
+
+    f->source_id = t->column->id;
+    f->transform = t->transform;
+    if ((rc = parse_direction(term, t->rest, f, e)) != CDC_OK)
+        return rc;
+    out->nfields++;
+    return CDC_OK;
+}
+
 cdc_err_t cdc_ice_sort_order_parse(const char *text, const cdc_ice_schema_t *schema,
                                    cdc_ice_sort_order_t *out, cdc_error_t *e)
 {
-    size_t nterms = 0;
-    char **terms;
-    cdc_err_t rc = CDC_OK;
+    void *fields = NULL;
+    cdc_err_t rc;
 
     memset(out, 0, sizeof(*out));
-    if (blank(text))
-        return CDC_OK;
-    if ((terms = split_terms(text, &nterms)) == NULL)
-        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    if ((out->fields = calloc(nterms, sizeof(*out->fields))) == NULL) {
-        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    for (size_t i = 0; i < nterms; i++) {
-        term_t t;
-        if (terms[i][0] == '\0') {
-            rc =
-                cdc_error_set(e, CDC_ERR_INVALID, "sort order \"%s\": empty term %zu", text, i + 1);
-            goto done;
-        }
-        if ((rc = parse_expr("sort order", terms[i], schema, &t, e)) != CDC_OK)
-            goto done;
-        cdc_ice_sort_field_t *f = &out->fields[i];
-        f->source_id = t.column->id;
-        f->transform = t.transform;
-        if ((rc = parse_direction(terms[i], t.rest, f, e)) != CDC_OK)
-            goto done;
-        out->nfields++;
-    }
-done:
-    free_terms(terms, nterms);
+    rc = parse_declaration("sort order", text, schema, sizeof(*out->fields), order_term, out,
+                           &fields, e);
+    out->fields = fields;
     if (rc != CDC_OK)
         cdc_ice_sort_order_free(out);
     return rc;
@@ -531,88 +548,108 @@ static cdc_err_t json_transform(const json_t *fo, const char *what, cdc_ice_tran
     return CDC_OK;
 }
 
-cdc_err_t cdc_ice_partition_spec_from_jansson(const json_t *obj, cdc_ice_partition_spec_t *out,
-                                              cdc_error_t *e)
+/* Parses field i (JSON fo) of spec or order `id` into *elem. */
+typedef cdc_err_t (*json_field_fn)(const json_t *fo, int32_t id, size_t i, void *elem,
+                                   cdc_error_t *e);
+
+/*
+ * The id (integer member id_key) and "fields" of a spec or order object `what`: *array
+ * gets one element of elem_size bytes per field, filled by parse; *n counts the fields
+ * parsed, for the caller's release on failure.
+ */
+static cdc_err_t json_fields(const json_t *obj, const char *what, const char *id_key, int32_t *id,
+                             void **array, size_t elem_size, size_t *n, json_field_fn parse,
+                             cdc_error_t *e)
 {
     const json_t *fields = json_object_get(obj, "fields"), *fo;
     size_t i;
     cdc_err_t rc;
 
-    memset(out, 0, sizeof(*out));
-    if (!json_is_object(obj) || !json_is_integer(json_object_get(obj, "spec-id")) ||
+    if (!json_is_object(obj) || !json_is_integer(json_object_get(obj, id_key)) ||
         !json_is_array(fields))
-        return cdc_error_set(e, CDC_ERR_CORRUPT,
-                             "partition spec needs an integer \"spec-id\" and \"fields\"");
-    out->spec_id = (int32_t)json_integer_value(json_object_get(obj, "spec-id"));
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "%s needs an integer \"%s\" and \"fields\"", what,
+                             id_key);
+    *id = (int32_t)json_integer_value(json_object_get(obj, id_key));
     if (json_array_size(fields) > 0 &&
-        (out->fields = calloc(json_array_size(fields), sizeof(*out->fields))) == NULL)
+        (*array = calloc(json_array_size(fields), elem_size)) == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     json_array_foreach(fields, i, fo)
     {
-        cdc_ice_partition_field_t *f = &out->fields[i];
-        const json_t *src = json_object_get(fo, "source-id"),
-                     *fid = json_object_get(fo, "field-id");
-        const char *name = json_string_value(json_object_get(fo, "name"));
-        if (!json_is_integer(src) || !json_is_integer(fid) || name == NULL) {
-            rc = cdc_error_set(e, CDC_ERR_CORRUPT,
-                               "partition spec %d field %zu needs \"name\", \"source-id\" and "
-                               "\"field-id\"",
-                               (int)out->spec_id, i);
-            goto fail;
-        }
-        if ((rc = json_transform(fo, "partition", &f->transform, e)) != CDC_OK)
-            goto fail;
-        f->source_id = (int32_t)json_integer_value(src);
-        f->field_id = (int32_t)json_integer_value(fid);
-        if ((f->name = strdup(name)) == NULL) {
-            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-            goto fail;
-        }
-        out->nfields++;
+        if ((rc = parse(fo, *id, i, (char *)*array + i * elem_size, e)) != CDC_OK)
+            return rc;
+        (*n)++;
     }
     return CDC_OK;
-fail:
-    cdc_ice_partition_spec_free(out);
+}
+
+static cdc_err_t spec_field(const json_t *fo, int32_t spec_id, size_t i, void *elem, cdc_error_t *e)
+{
+    cdc_ice_partition_field_t *f = elem;
+    const json_t *src = json_object_get(fo, "source-id"), *fid = json_object_get(fo, "field-id");
+    const char *name = json_string_value(json_object_get(fo, "name"));
+    cdc_err_t rc;
+
+    if (!json_is_integer(src) || !json_is_integer(fid) || name == NULL)
+        return cdc_error_set(e, CDC_ERR_CORRUPT,
+                             "partition spec %d field %zu needs \"name\", \"source-id\" and "
+                             "\"field-id\"",
+                             (int)spec_id, i);
+    if ((rc = json_transform(fo, "partition", &f->transform, e)) != CDC_OK)
+        return rc;
+    f->source_id = (int32_t)json_integer_value(src);
+    f->field_id = (int32_t)json_integer_value(fid);
+    if ((f->name = strdup(name)) == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    return CDC_OK;
+}
+
+cdc_err_t cdc_ice_partition_spec_from_jansson(const json_t *obj, cdc_ice_partition_spec_t *out,
+                                              cdc_error_t *e)
+{
+    void *fields = NULL;
+    cdc_err_t rc;
+
+    memset(out, 0, sizeof(*out));
+    rc = json_fields(obj, "partition spec", "spec-id", &out->spec_id, &fields, sizeof(*out->fields),
+                     &out->nfields, spec_field, e);
+    out->fields = fields;
+    if (rc != CDC_OK)
+        cdc_ice_partition_spec_free(out);
     return rc;
+}
+
+static cdc_err_t order_field(const json_t *fo, int32_t order_id, size_t i, void *elem,
+                             cdc_error_t *e)
+{
+    cdc_ice_sort_field_t *f = elem;
+    const json_t *src = json_object_get(fo, "source-id");
+    const char *dir = json_string_value(json_object_get(fo, "direction"));
+    const char *nulls = json_string_value(json_object_get(fo, "null-order"));
+    cdc_err_t rc;
+
+    if (!json_is_integer(src))
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "sort order %d field %zu has no \"source-id\"",
+                             (int)order_id, i);
+    if ((rc = json_transform(fo, "sort order", &f->transform, e)) != CDC_OK)
+        return rc;
+    f->source_id = (int32_t)json_integer_value(src);
+    f->descending = dir != NULL && strcasecmp(dir, "desc") == 0;
+    f->nulls_first = nulls != NULL ? strcasecmp(nulls, "nulls-first") == 0 : !f->descending;
+    return CDC_OK;
 }
 
 cdc_err_t cdc_ice_sort_order_from_jansson(const json_t *obj, cdc_ice_sort_order_t *out,
                                           cdc_error_t *e)
 {
-    const json_t *fields = json_object_get(obj, "fields"), *fo;
-    size_t i;
+    void *fields = NULL;
     cdc_err_t rc;
 
     memset(out, 0, sizeof(*out));
-    if (!json_is_object(obj) || !json_is_integer(json_object_get(obj, "order-id")) ||
-        !json_is_array(fields))
-        return cdc_error_set(e, CDC_ERR_CORRUPT,
-                             "sort order needs an integer \"order-id\" and \"fields\"");
-    out->order_id = (int32_t)json_integer_value(json_object_get(obj, "order-id"));
-    if (json_array_size(fields) > 0 &&
-        (out->fields = calloc(json_array_size(fields), sizeof(*out->fields))) == NULL)
-        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    json_array_foreach(fields, i, fo)
-    {
-        cdc_ice_sort_field_t *f = &out->fields[i];
-        const json_t *src = json_object_get(fo, "source-id");
-        const char *dir = json_string_value(json_object_get(fo, "direction"));
-        const char *nulls = json_string_value(json_object_get(fo, "null-order"));
-        if (!json_is_integer(src)) {
-            rc = cdc_error_set(e, CDC_ERR_CORRUPT, "sort order %d field %zu has no \"source-id\"",
-                               (int)out->order_id, i);
-            goto fail;
-        }
-        if ((rc = json_transform(fo, "sort order", &f->transform, e)) != CDC_OK)
-            goto fail;
-        f->source_id = (int32_t)json_integer_value(src);
-        f->descending = dir != NULL && strcasecmp(dir, "desc") == 0;
-        f->nulls_first = nulls != NULL ? strcasecmp(nulls, "nulls-first") == 0 : !f->descending;
-        out->nfields++;
-    }
-    return CDC_OK;
-fail:
-    cdc_ice_sort_order_free(out);
+    rc = json_fields(obj, "sort order", "order-id", &out->order_id, &fields, sizeof(*out->fields),
+                     &out->nfields, order_field, e);
+    out->fields = fields;
+    if (rc != CDC_OK)
+        cdc_ice_sort_order_free(out);
     return rc;
 }
 

@@ -393,6 +393,13 @@ cdc_err_t cdc_ice_table_commit_with_log(cdc_ice_table_t *t, cdc_ice_metadata_t *
     return CDC_OK;
 }
 
+cdc_err_t cdc_ice_table_commit_change(cdc_ice_table_t *t, cdc_ice_metadata_t *md, cdc_error_t *e)
+{
+    int64_t ts = now_ms();
+    md->last_updated_ms = ts > t->md.last_updated_ms ? ts : t->md.last_updated_ms + 1;
+    return cdc_ice_table_commit_with_log(t, md, e);
+}
+
 cdc_err_t cdc_ice_table_create(cdc_storage_t *storage, const char *location,
                                const cdc_ice_schema_t *schema, const cdc_ice_props_t *props,
                                cdc_ice_table_t **out, cdc_error_t *e)

@@ -65,10 +65,8 @@ cdc_err_t cdc_ice_table_add_column(cdc_ice_table_t *t, const cdc_ice_field_t *fi
     ns->schema_id = max_schema + 1;
     md.last_column_id = f->id;
     md.current_schema_id = ns->schema_id;
-    int64_t ts = now_ms();
-    md.last_updated_ms = ts > t->md.last_updated_ms ? ts : t->md.last_updated_ms + 1;
     int32_t new_id = f->id;
-    if ((rc = cdc_ice_table_commit_with_log(t, &md, e)) != CDC_OK)
+    if ((rc = cdc_ice_table_commit_change(t, &md, e)) != CDC_OK)
         goto fail;
     if (field_id)
         *field_id = new_id;
@@ -200,9 +198,7 @@ static cdc_err_t put_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *want,
             rc = oom(e);
             goto fail;
         }
-    int64_t ts = now_ms();
-    md.last_updated_ms = ts > t->md.last_updated_ms ? ts : t->md.last_updated_ms + 1;
-    if ((rc = cdc_ice_table_commit_with_log(t, &md, e)) != CDC_OK)
+    if ((rc = cdc_ice_table_commit_change(t, &md, e)) != CDC_OK)
         goto fail;
     if (changed)
         *changed = schema_changed;
@@ -298,9 +294,7 @@ cdc_err_t cdc_ice_table_set_layout(cdc_ice_table_t *t, const char *partition_by,
     }
     md.default_spec_id = spec_id;
     md.default_sort_order_id = order_id;
-    int64_t ts = now_ms();
-    md.last_updated_ms = ts > t->md.last_updated_ms ? ts : t->md.last_updated_ms + 1;
-    if ((rc = cdc_ice_table_commit_with_log(t, &md, e)) != CDC_OK)
+    if ((rc = cdc_ice_table_commit_change(t, &md, e)) != CDC_OK)
         goto fail;
     if (changed)
         *changed = true;
@@ -326,9 +320,7 @@ cdc_err_t cdc_ice_table_set_properties(cdc_ice_table_t *t, const cdc_ice_props_t
             return oom(e);
         }
     }
-    int64_t ts = now_ms();
-    md.last_updated_ms = ts > t->md.last_updated_ms ? ts : t->md.last_updated_ms + 1;
-    if ((rc = cdc_ice_table_commit_with_log(t, &md, e)) != CDC_OK)
+    if ((rc = cdc_ice_table_commit_change(t, &md, e)) != CDC_OK)
         cdc_ice_metadata_free(&md);
     return rc;
 }

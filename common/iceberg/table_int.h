@@ -80,6 +80,10 @@ char *cdc_ice_table_hint_path(const char *location);
  */
 cdc_err_t cdc_ice_table_commit_with_log(cdc_ice_table_t *t, cdc_ice_metadata_t *md, cdc_error_t *e);
 
+/* cdc_ice_table_commit_with_log() of a change made now: md's last-updated-ms is the
+ * current time, or just after the table's when the clock is behind it. */
+cdc_err_t cdc_ice_table_commit_change(cdc_ice_table_t *t, cdc_ice_metadata_t *md, cdc_error_t *e);
+
 /* Reads the manifest list of snapshot s (none for NULL); the caller owns *files. */
 cdc_err_t cdc_ice_table_read_manifest_list(cdc_ice_table_t *t, const cdc_ice_snapshot_t *s,
                                            cdc_ice_manifest_file_t **files, size_t *n,

@@ -168,24 +168,52 @@ static bool ref_cache_put(const char *path, char **items, size_t n)
 }
 
 /*
+ * Caches what path lists: name(items, i) for each i < n that is not NULL, when path is
+ * not cached yet and, with names_cached, every name is cached itself. Best effort: on
+ * allocation failure nothing is cached.
+ */
+static void ref_cache_feed(const char *path, const void *items, size_t n,
+                           const char *(*name)(const void *items, size_t i), bool names_cached)
+{
+    char **names = NULL;
+    size_t cnt = 0, cap = 0;
+    bool ok = true;
+
+    for (size_t i = 0; i < n && ok; i++) {
+        const char *s = name(items, i);
+        if (s != NULL)
+            ok = list_add(&names, &cnt, &cap, s);
+    }
+    pthread_mutex_lock(&ref_cache_mu);
+    for (size_t i = 0; i < cnt && ok && names_cached; i++)
+        ok = ref_cache_get(names[i]) != NULL;
+    if (ok && ref_cache_get(path) == NULL && ref_cache_put(path, names, cnt))
+        names = NULL, cnt = 0;
+    pthread_mutex_unlock(&ref_cache_mu);
+    cdc_storage_list_free(names, cnt);
+}
+
+/* The path of entry i of a manifest when it is live, else NULL. */
+static const char *live_file(const void *entries, size_t i)
+{
+    const cdc_ice_manifest_entry_t *en = (const cdc_ice_manifest_entry_t *)entries + i;
+    return en->status != CDC_ICE_ENTRY_DELETED ? en->file.path : NULL;
+}
+
+/* The path of manifest i of a manifest list. */
+static const char *manifest_path(const void *mfs, size_t i)
+{
+    return ((const cdc_ice_manifest_file_t *)mfs)[i].path;
+}
+
+/*
  * Caches the paths a manifest this process just wrote lists (its live entries), so orphan
  * scans and expiry never read it back. Best effort: on allocation failure nothing is cached.
  */
 void cdc_ice_table_ref_cache_feed_manifest(const char *path, const cdc_ice_manifest_entry_t *v,
                                            size_t n)
 {
-    char **files = NULL;
-    size_t cnt = 0, cap = 0;
-    bool ok = true;
-
-    for (size_t i = 0; i < n && ok; i++)
-        if (v[i].status != CDC_ICE_ENTRY_DELETED)
-            ok = list_add(&files, &cnt, &cap, v[i].file.path);
-    pthread_mutex_lock(&ref_cache_mu);
-    if (ok && ref_cache_get(path) == NULL && ref_cache_put(path, files, cnt))
-        files = NULL, cnt = 0;
-    pthread_mutex_unlock(&ref_cache_mu);
-    cdc_storage_list_free(files, cnt);
+    ref_cache_feed(path, v, n, live_file, false);
 }
 
 /*
@@ -195,19 +223,7 @@ void cdc_ice_table_ref_cache_feed_manifest(const char *path, const cdc_ice_manif
 void cdc_ice_table_ref_cache_feed_list(const char *path, const cdc_ice_manifest_file_t *mfs,
                                        size_t n)
 {
-    char **paths = NULL;
-    size_t cnt = 0, cap = 0;
-    bool ok = true;
-
-    for (size_t i = 0; i < n && ok; i++)
-        ok = list_add(&paths, &cnt, &cap, mfs[i].path);
-    pthread_mutex_lock(&ref_cache_mu);
-    for (size_t i = 0; i < cnt && ok; i++)
-        ok = ref_cache_get(paths[i]) != NULL;
-    if (ok && ref_cache_get(path) == NULL && ref_cache_put(path, paths, cnt))
-        paths = NULL, cnt = 0;
-    pthread_mutex_unlock(&ref_cache_mu);
-    cdc_storage_list_free(paths, cnt);
+    ref_cache_feed(path, mfs, n, manifest_path, true);
 }
 
 /* Reads manifest list s (and the manifests it names that are not cached) into the cache. */
@@ -383,9 +399,7 @@ cdc_err_t cdc_ice_table_expire_snapshots(cdc_ice_table_t *t, int64_t older_than_
         if (cdc_ice_metadata_snapshot(&md, md.snapshot_log[i].snapshot_id))
             md.snapshot_log[w++] = md.snapshot_log[i];
     md.nsnapshot_log = w;
-    int64_t ts = now_ms();
-    md.last_updated_ms = ts > t->md.last_updated_ms ? ts : t->md.last_updated_ms + 1;
-    if ((rc = cdc_ice_table_commit_with_log(t, &md, e)) != CDC_OK)
+    if ((rc = cdc_ice_table_commit_change(t, &md, e)) != CDC_OK)
         goto done;
     if (expired)
         *expired = nexp;
