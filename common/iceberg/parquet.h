@@ -19,7 +19,7 @@
  *
  * Threads: a writer is used by one thread at a time; writers are independent.
  *
- * Implemented in parquet_writer.c (file layout, row groups, footer), parquet_column.c
+ * Implemented in parquet.c (file layout, row groups, footer), parquet_column.c
  * (buffering rows column by column, dictionaries, statistics) and parquet_encode.c
  * (pages, RLE/bit-packing, compression), which share parquet_int.h. The cell type
  * (value.h), decimals (decimal.h) and Iceberg bounds (bounds.h) have their own

@@ -1,10 +1,10 @@
 /*
  * Internals shared by the pieces of the Parquet writer (parquet.h): the writer and
  * its per-column row-group buffers, the small growable buffer they are made of, and
- * the functions each piece offers the others. parquet_writer.c lays out the file
+ * the functions each piece offers the others. parquet.c lays out the file
  * (row groups, footer) and sends it to its sink; parquet_column.c buffers appended
  * rows per column (dictionaries, statistics); parquet_encode.c turns a column's
- * buffered row group into pages. Not for use outside parquet_*.c and their tests.
+ * buffered row group into pages. Not for use outside parquet*.c and their tests.
  *
  * Values are buffered per column for one row group in flat arrays (no per-value
  * allocation): fixed-width values in their PLAIN encoding, byte arrays as one data

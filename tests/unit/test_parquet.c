@@ -1,5 +1,5 @@
 /*
- * Unit tests for the Parquet writer (common/iceberg/parquet_*.c), bounds.c,
+ * Unit tests for the Parquet writer (common/iceberg/parquet*.c), bounds.c,
  * decimal.c and schema.c: the RLE/bit-packed
  * hybrid encoding, Iceberg single-value bound encodings for every type, string
  * and binary bound truncation, decimal parsing, the writer's file framing,
