@@ -225,7 +225,7 @@ cdc_err_t cdc_pq_encode_column(cdc_pq_writer_t *w, column_t *c, int64_t nrows, c
  * length, 0 when it does not fit in cap. Exposed to the unit tests. */
 size_t cdc_pq__hybrid_encode_u32(const uint32_t *vals, size_t n, int bw, uint8_t *out, size_t cap);
 
-/* ---- parquet_writer.c: the file ---------------------------------------------------- */
+/* ---- parquet.c: the file ---------------------------------------------------------- */
 
 /* Encodes, compresses and emits the buffered row group (a no-op without rows). */
 cdc_err_t cdc_pq_write_row_group(cdc_pq_writer_t *w, cdc_error_t *err);
