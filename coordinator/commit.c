@@ -6,14 +6,13 @@
 #include "coordinator/commit.h"
 
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#include <jansson.h>
 
 #include "common/iceberg/partition.h"
 #include "common/iceberg/schema.h"
