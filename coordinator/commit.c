@@ -12,6 +12,7 @@
 #include "coordinator/commit.h"
 
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>

@@ -18,6 +18,12 @@
  * split offsets and per-column Iceberg statistics (bounds in Iceberg single-value encoding).
  *
  * Threads: a writer is used by one thread at a time; writers are independent.
+ *
+ * Implemented in parquet.c (file layout, row groups, footer), parquet_column.c
+ * (buffering rows column by column, dictionaries, statistics) and parquet_encode.c
+ * (pages, RLE/bit-packing, compression), which share parquet_int.h. The cell type
+ * (value.h), decimals (decimal.h) and Iceberg bounds (bounds.h) have their own
+ * modules; this header includes them for its callers.
  */
 #ifndef CDC_ICEBERG_PARQUET_H
 #define CDC_ICEBERG_PARQUET_H
@@ -27,7 +33,10 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/iceberg/bounds.h"
+#include "common/iceberg/decimal.h"
 #include "common/iceberg/types.h"
+#include "common/iceberg/value.h"
 
 /* Compression codec of data and dictionary pages. */
 typedef enum cdc_pq_codec {
@@ -52,50 +61,6 @@ void cdc_pq_options_init(cdc_pq_options_t *opts);
 /* Parses "zstd", "snappy", "none"/"uncompressed" (case-insensitive). */
 cdc_err_t cdc_pq_codec_parse(const char *name, cdc_pq_codec_t *out);
 const char *cdc_pq_codec_name(cdc_pq_codec_t codec);
-
-/*
- * One cell of a row. Which member is read depends on the column's type:
- *   BOOLEAN b; INT, DATE i32; LONG, TIME, TIMESTAMP, TIMESTAMPTZ i64; FLOAT f32;
- *   DOUBLE f64; STRING, BINARY bytes (UTF-8 for STRING, not NUL-terminated);
- *   DECIMAL dec (unscaled value, i.e. 12.34 in decimal(p,2) is 1234);
- *   UUID uuid (16 bytes, RFC 4122 byte order).
- * is_null must be false for required columns. Pointers are only borrowed for the
- * duration of cdc_pq_writer_append() (the writer copies the bytes).
- */
-typedef struct cdc_ice_value {
-    bool is_null;
-    union {
-        bool b;
-        int32_t i32;
-        int64_t i64;
-        float f32;
-        double f64;
-        __int128 dec;
-        uint8_t uuid[16];
-        struct {
-            const uint8_t *ptr;
-            size_t len;
-        } bytes;
-    } v;
-} cdc_ice_value_t;
-
-/*
- * Parses a decimal literal ("-12.3", "7", "1e3" is NOT accepted) into its
- * unscaled value at `scale`: "12.3" at scale 2 -> 1230. Fails with
- * CDC_ERR_INVALID when the text is not a decimal, has more fractional digits
- * than `scale` (would lose precision), or exceeds `precision` digits.
- */
-cdc_err_t cdc_ice_decimal_parse(const char *text, size_t len, int32_t precision, int32_t scale,
-                                __int128 *out);
-
-/*
- * Smallest byte length whose signed range holds every number of `precision` digits:
- * the size of a decimal's FIXED_LEN_BYTE_ARRAY in Parquet and of its Avro fixed in
- * manifests (Iceberg's "minimum bytes required" for the precision).
- */
-int cdc_ice_decimal_fixed_len(int32_t precision);
-/* v as n bytes of big-endian two's complement (sign-extended or truncated to n). */
-void cdc_ice_decimal_be_fixed(__int128 v, uint8_t *out, int n);
 
 /* Output sink: called with consecutive file bytes. Return CDC_OK or fill err. */
 typedef cdc_err_t (*cdc_pq_sink_fn)(void *ctx, const void *data, size_t len, cdc_error_t *err);
@@ -168,28 +133,5 @@ cdc_err_t cdc_pq_writer_take_buffer(cdc_pq_writer_t *w, uint8_t **data, size_t *
 /* Frees the writer. A file writer that was not closed leaves a partial file behind
  * (the caller removes it); NULL is ignored. */
 void cdc_pq_writer_free(cdc_pq_writer_t *w);
-
-/*
- * Iceberg single-value binary encoding of one non-null value of `field`'s type
- * (little-endian int/long/float/double, int32 days, int64 micros, minimal
- * big-endian two's complement for decimals, raw bytes for string/binary/uuid).
- * Writes at most `cap` bytes to out, sets *out_len and returns true, or returns
- * false when it does not fit. Exposed for delete-file and manifest code and tests.
- */
-bool cdc_ice_bound_encode(const cdc_ice_field_t *field, const cdc_ice_value_t *v, uint8_t *out,
-                          size_t cap, size_t *out_len);
-
-/*
- * Iceberg bound truncation for strings (UTF-8, by code points) and binary (by
- * bytes) to `width` units: lower bound = prefix; upper bound = prefix with the
- * last unit incremented (carrying leftwards). Sets *out_len (at most cap) and
- * returns true; returns false when the result does not fit or an upper bound
- * cannot be incremented (all units at their maximum: store no upper bound).
- * Values not longer than width are copied as is.
- */
-bool cdc_ice_truncate_lower(bool is_string, const uint8_t *in, size_t len, size_t width,
-                            uint8_t *out, size_t cap, size_t *out_len);
-bool cdc_ice_truncate_upper(bool is_string, const uint8_t *in, size_t len, size_t width,
-                            uint8_t *out, size_t cap, size_t *out_len);
 
 #endif

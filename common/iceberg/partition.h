@@ -23,10 +23,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
-
 #include "common/err.h"
 #include "common/iceberg/types.h"
+
+/* jansson's JSON value; the callers of the functions that take or return one include
+ * <jansson.h>. */
+typedef struct json_t json_t;
 
 typedef enum cdc_ice_transform_kind {
     CDC_ICE_TRANSFORM_IDENTITY = 0,

@@ -5,6 +5,7 @@
  */
 #include "common/iceberg/schema.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

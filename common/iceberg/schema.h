@@ -12,10 +12,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include <jansson.h>
-
 #include "common/err.h"
 #include "common/iceberg/types.h"
+
+/* jansson's JSON value; the callers of the functions that take or return one include
+ * <jansson.h>. */
+typedef struct json_t json_t;
 
 /*
  * Iceberg type string of a field: "boolean", "int", "long", "float", "double",

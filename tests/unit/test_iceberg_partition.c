@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "common/iceberg/parquet.h"
 #include "common/iceberg/partition.h"

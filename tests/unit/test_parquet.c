@@ -1,5 +1,6 @@
 /*
- * Unit tests for common/iceberg/parquet.c and schema.c: the RLE/bit-packed
+ * Unit tests for the Parquet writer (common/iceberg/parquet*.c), bounds.c,
+ * decimal.c and schema.c: the RLE/bit-packed
  * hybrid encoding, Iceberg single-value bound encodings for every type, string
  * and binary bound truncation, decimal parsing, the writer's file framing,
  * data-file statistics, row-group splitting, dictionary fallback and the
@@ -19,10 +20,8 @@
 #include <cmocka.h>
 
 #include "common/iceberg/parquet.h"
+#include "common/iceberg/parquet_int.h" /* cdc_pq__hybrid_encode_u32 */
 #include "common/iceberg/schema.h"
-
-/* internal to parquet.c, exported for this test */
-size_t cdc_pq__hybrid_encode_u32(const uint32_t *vals, size_t n, int bw, uint8_t *out, size_t cap);
 
 #define ASSERT_BYTES(got, glen, ...)                                                               \
     do {                                                                                           \
