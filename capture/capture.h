@@ -282,10 +282,11 @@ cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint
 void cdc_capture_event_init(cdc_event_t *ev, const cdc_capture_t *cap, const cdc_capture_table_t *t,
                             char op);
 
-/* Emits a truncate of t at position (current transaction's commit, lsn) to every
- * partition of its topic, in order with its rows; snapshot = source.snapshot. */
-cdc_err_t cdc_capture_emit_truncate(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
-                                    const char *snapshot, cdc_error_t *e);
+/* Emits a keyless event of t without rows at position (current transaction's commit,
+ * lsn) to every partition of its topic, in order with its rows: a truncate (op 't') or a
+ * schema marker (op 's', docs/events.md); snapshot = source.snapshot. */
+cdc_err_t cdc_capture_emit_marker(cdc_capture_t *cap, cdc_capture_table_t *t, char op, uint64_t lsn,
+                                  const char *snapshot, cdc_error_t *e);
 
 cdc_err_t cdc_snapshot_run(cdc_capture_t *cap, const char *snapshot_name, uint64_t consistent_lsn,
                            cdc_error_t *e);

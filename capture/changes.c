@@ -145,10 +145,10 @@ static cdc_capture_table_t *captured(cdc_capture_t *cap, uint32_t relid, uint64_
     return t;
 }
 
-cdc_err_t cdc_capture_emit_truncate(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
-                                    const char *snapshot, cdc_error_t *e)
+cdc_err_t cdc_capture_emit_marker(cdc_capture_t *cap, cdc_capture_table_t *t, char op, uint64_t lsn,
+                                  const char *snapshot, cdc_error_t *e)
 {
-    cdc_event_t ev = {.op = 't',
+    cdc_event_t ev = {.op = op,
                       .schema = &t->doc,
                       .lsn = lsn,
                       .commit_lsn = cap->commit_lsn,
@@ -162,7 +162,7 @@ cdc_err_t cdc_capture_emit_truncate(cdc_capture_t *cap, cdc_capture_table_t *t, 
     ev.ts_ms = cdc_capture_now_ms();
     cdc_buf_reset(&cap->value);
     cdc_event_encode_value(&cap->value, &ev);
-    /* every partition sees the truncate in order with its rows */
+    /* every partition sees the marker in order with its rows */
     for (int32_t p = 0; p < t->partitions; p++)
         if ((rc = cdc_capture_produce(cap, t, p, NULL, &cap->value, ev.ts_ms, cap->tx_id, e)) !=
             CDC_OK)
@@ -256,7 +256,7 @@ cdc_err_t cdc_capture_on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint
                     return rc;
                 continue;
             }
-            if ((rc = cdc_capture_emit_truncate(cap, t, lsn, "false", e)) != CDC_OK)
+            if ((rc = cdc_capture_emit_marker(cap, t, 't', lsn, "false", e)) != CDC_OK)
                 return rc;
         }
         return CDC_OK;

@@ -115,9 +115,14 @@ cdc_err_t cdc_capture_on_probe(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint6
         cdc_schema_doc_free(&doc);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
+    int64_t was = t->has_doc ? t->doc.version : 0;
     if ((rc = cdc_capture_set_schema(cap, t, &doc, e)) != CDC_OK)
         return rc;
+    if (t->doc.version == was) /* a Relation message registered it already */
+        return CDC_OK;
     if (t->backfill_pending)
         return cdc_snapshot_backfill(cap, t, lsn, cdc_capture_keepalive, e);
-    return CDC_OK;
+    /* No row carries the new version (no change followed the DDL, and no backfill): a
+     * schema marker does, so that a drop or a rename reaches the tables now. */
+    return cdc_capture_emit_marker(cap, t, 's', lsn, "false", e);
 }

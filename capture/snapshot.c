@@ -250,7 +250,7 @@ static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint
         uint64_t commit_lsn = cap->commit_lsn, tx_id = cap->tx_id;
         cap->commit_lsn = cp;
         cap->tx_id = tx;
-        rc = cdc_capture_emit_truncate(cap, t, cp - 1, "backfill", e);
+        rc = cdc_capture_emit_marker(cap, t, 't', cp - 1, "backfill", e);
         cap->commit_lsn = commit_lsn;
         cap->tx_id = tx_id;
         if (rc != CDC_OK)
@@ -416,7 +416,8 @@ cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint
         goto done;
     /* rows left the table (a partition detached): the mirror starts over from the rows
      * read here, after a truncate just before them (docs/capture.md) */
-    if (t->doc.resync && (rc = cdc_capture_emit_truncate(cap, t, lsn - 2, "backfill", e)) != CDC_OK)
+    if (t->doc.resync &&
+        (rc = cdc_capture_emit_marker(cap, t, 't', lsn - 2, "backfill", e)) != CDC_OK)
         goto done;
     cdc_log_info("backfill of %s.%s (schema version %" PRId64 ") started%s", t->schema, t->name,
                  t->doc.version, t->doc.resync ? ", after a truncate of its mirror" : "");

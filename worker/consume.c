@@ -555,6 +555,14 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
         cdc_change_clear(&c);
         goto advance;
     }
+    if (c.op == CDC_OP_SCHEMA) { /* no rows, nothing in state: a replay stages it again */
+        rc = cdc_stage_schema(&s->stage, &c, e);
+        cdc_change_clear(&c);
+        if (rc != CDC_OK)
+            return rc;
+        s->dirty = true;
+        goto advance;
+    }
     cdc_table_metrics_t *tm = table_metrics(w, c.schema);
     if (tm != NULL)
         cdc_metrics_counter_inc(tm->in);

@@ -206,7 +206,7 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
      * the other partitions apply it by its position (docs/worker.md, "Debezium's
      * truncate"). */
     c->floor = strcmp(op, "t") == 0 && (flattened || version < 0);
-    if (strlen(op) != 1 || strchr("curdt", op[0]) == NULL) {
+    if (strlen(op) != 1 || strchr("curdts", op[0]) == NULL) {
         fail(de, CDC_DLQ_UNKNOWN_OP, "unknown op \"%.20s\"", op);
         goto done;
     }
@@ -290,7 +290,7 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
     if (c->commit_lsn == 0)
         c->commit_lsn = c->lsn;
 
-    if (c->op == CDC_OP_TRUNCATE) {
+    if (c->op == CDC_OP_TRUNCATE || c->op == CDC_OP_SCHEMA) {
         /* No rows: the entity is the table identity "<ns>.<table>\0" (a prefix of every
          * entity of the table). */
         size_t n = strlen(s->ns) + strlen(s->table) + 2;

@@ -55,6 +55,8 @@ typedef enum cdc_op {
     CDC_OP_DELETE = 'd',
     CDC_OP_READ = 'r',
     CDC_OP_TRUNCATE = 't', /* entity = table identity, no rows */
+    CDC_OP_SCHEMA = 's',   /* a schema marker: the table follows its schema version from
+                            * here (a DDL no change followed, docs/events.md); no rows */
 } cdc_op_t;
 
 /* A decoded change. Owns its rows and key (cdc_change_clear()). */

@@ -236,6 +236,17 @@ static bool set_order(cdc_stage_t *s, cdc_stage_table_t *t, int k, const cdc_ice
     return true;
 }
 
+cdc_err_t cdc_stage_schema(cdc_stage_t *s, const cdc_change_t *c, cdc_error_t *e)
+{
+    cdc_stage_table_t *t = table_for(s, c->schema);
+    if (t == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory staging partition %u epoch %llu",
+                             s->partition, (unsigned long long)s->epoch);
+    if (t->schema == NULL || t->schema->version <= c->schema->version)
+        t->schema = c->schema;
+    return CDC_OK;
+}
+
 cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before,
                         const cdc_stage_parts_t *parts, cdc_error_t *e)
 {

@@ -175,6 +175,11 @@ typedef struct cdc_stage_parts {
 cdc_err_t cdc_stage_add(cdc_stage_t *s, cdc_change_t *c, bool live_before,
                         const cdc_stage_parts_t *parts, cdc_error_t *e);
 
+/* A schema marker (CDC_OP_SCHEMA): the table is staged with c's schema, if newer than the
+ * one it has, and no rows, so that the epoch's Ack carries the schema (a DDL that no change
+ * followed still reaches the tables). */
+cdc_err_t cdc_stage_schema(cdc_stage_t *s, const cdc_change_t *c, cdc_error_t *e);
+
 /*
  * Partition key of a row under spec: the spec id and the tuple of transformed values
  * (cl: the changelog row, whose metadata columns _op, _lsn, _source_ts, ... a changelog

@@ -140,4 +140,26 @@ status=$(chaos_status) || fail "no leader status"
 jq -e '[.schema_changes[] | select(.versioned and (.changes | contains("v_renamed__v2")))]
        | length > 0' <<<"$status" >/dev/null ||
     fail "/status lists no versioned schema change: $(jq -c .schema_changes <<<"$status")"
+
+# A DDL that neither a change nor a backfill follows (a drop, a rename): no row carries the
+# probe's version, so the capture writes a schema marker (op "s", docs/events.md) to every
+# partition and the tables follow it without waiting for the next change.
+sql -c "ALTER TABLE public.evo_sep DROP COLUMN late; ALTER TABLE public.evo_one RENAME COLUMN late TO late_r" ||
+    fail "the quiet DDL failed"
+pipeline_verify --tables evo_one,evo_sep --wait 90 >"$tmp/verify-quiet.log" 2>&1 || {
+    cat "$tmp/verify-quiet.log" >&2
+    fail "the verifier failed after a DDL no change followed"
+}
+for tbl in evo_sep evo_sep_changelog evo_one evo_one_changelog; do
+    dir=$CHAOS_DIR/warehouse/public/$tbl
+    md=$dir/metadata/v$(cat "$dir/metadata/version-hint.text").metadata.json
+    names=$(jq -c '.["current-schema-id"] as $c | [.schemas[] | select(.["schema-id"] == $c)
+                   | .fields[] | .name]' "$md")
+    case $tbl in
+    evo_sep*) want_absent=late want_present=def2 ;;
+    *) want_absent=late want_present=late_r ;;
+    esac
+    jq -e --arg a "$want_absent" --arg p "$want_present" 'index($a) == null and index($p) != null' \
+        <<<"$names" >/dev/null || fail "$tbl: after the quiet DDL the current schema is $names"
+done
 echo "schema_evolution: ok"

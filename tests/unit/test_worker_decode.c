@@ -269,6 +269,36 @@ static void test_debezium_truncate(void **state)
     cdc_catalog_free(cat);
 }
 
+/* The capture's schema marker (op "s", docs/events.md): no key, no rows, the version it
+ * names; the entity is the table identity, and it is no floor. */
+static void test_schema_marker(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = fixture_catalog(TOPIC, 2);
+    const char *v = "{\"before\":null,\"after\":null,\"op\":\"s\",\"ts_ms\":1700000000000,"
+                    "\"source\":{\"connector\":\"cdc-capture\",\"schema\":\"public\","
+                    "\"table\":\"orders\",\"schema_version\":2,\"lsn\":6000,\"txId\":10,"
+                    "\"ts_ms\":1700000000000,\"sequence\":\"[\\\"6100\\\",\\\"6000\\\"]\","
+                    "\"snapshot\":\"false\"}}";
+    cdc_decode_input_t in = {TOPIC, 4, 9, NULL, 0, v, strlen(v), -1, NULL, NULL};
+    cdc_change_t c;
+    cdc_decode_error_t de;
+
+    assert_int_equal(cdc_decode(cat, NULL, &in, &c, &de), CDC_OK);
+    assert_int_equal(c.op, CDC_OP_SCHEMA);
+    assert_int_equal(c.schema->version, 2);
+    assert_false(c.floor);
+    assert_false(c.backfill);
+    assert_null(c.after.vals);
+    assert_null(c.before.vals);
+    assert_int_equal(c.lsn, 6000);
+    assert_int_equal(c.commit_lsn, 6100);
+    assert_int_equal(c.entity_len, strlen("public.orders") + 1);
+    assert_memory_equal(c.entity, "public.orders", c.entity_len);
+    cdc_change_clear(&c);
+    cdc_catalog_free(cat);
+}
+
 /* An entity key read back as a row (floors sweep rows by their state key alone): every
  * key column, of the types a key has, with the others null; a key that is not the
  * schema's is refused. cdc_catalog_keyed finds the table's latest keyed schema. */
@@ -480,6 +510,7 @@ int main(void)
         cmocka_unit_test(test_tombstone),
         cmocka_unit_test(test_dlq_classes),
         cmocka_unit_test(test_debezium_truncate),
+        cmocka_unit_test(test_schema_marker),
         cmocka_unit_test(test_entity_row),
         cmocka_unit_test(test_row_image_roundtrip),
         cmocka_unit_test(test_schema_version_source),
