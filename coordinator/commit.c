@@ -458,7 +458,7 @@ typedef struct truncate_match {
 
 /*
  * Slot that wrote a staged file, from its name "<job>-e<epoch>-p<P>-<kind>-<uuid>.parquet"
- * (worker/stage.c), or -1 when the file is not one of this job's staged files.
+ * (worker/stage_write.c), or -1 when the file is not one of this job's staged files.
  */
 int cdc_committer_file_partition(const char *path, const char *job)
 {

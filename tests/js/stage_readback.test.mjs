@@ -1,4 +1,4 @@
-// Reads the epoch files of worker/stage.c back with DuckDB and hyparquet: files whose
+// Reads the epoch files of worker/stage_write.c back with DuckDB and hyparquet: files whose
 // row groups were encoded ahead (while the epoch ran) must hold exactly the rows, in the
 // same order, of the same epoch encoded whole at the barrier. The unit test binary
 // $CDC_BUILD_DIR/tests/unit/test_worker_stage writes the pairs of warehouses
