@@ -372,22 +372,34 @@ void cdc_job_become_standby(cdc_coord_t *c, const char *reason)
  * not commit (idempotent), reserve epoch ids, then wait for workers. Retried until etcd
  * and the warehouse answer.
  */
+/* The value of the leader key (common/cluster.h, escaped through jansson); caller frees. */
+static char *leader_value(const cdc_coord_t *c)
+{
+    cdc_leader_record_t lr;
+    snprintf(lr.id, sizeof(lr.id), "%s", c->cfg.id);
+    snprintf(lr.endpoint, sizeof(lr.endpoint), "%s", c->endpoint);
+    snprintf(lr.admin, sizeof(lr.admin), "%s", c->admin);
+    return cdc_leader_record_json(&lr);
+}
+
 static void leader_start(cdc_coord_t *c, int64_t now)
 {
     uint64_t latest = 0, committed = 0, from, limit;
     cdc_checkpoint_t *base = NULL;
     cdc_error_t e;
     cdc_err_t rc;
-    char value[768];
+    char *value;
 
     if (now < c->etcd_retry_ms)
         return;
     cdc_error_clear(&e);
-    snprintf(value, sizeof(value),
-             "{\"id\":\"%s\",\"endpoint\":\"%s\",\"admin\":\"%s\",\"term\":%" PRIu64 "}", c->cfg.id,
-             c->endpoint, c->admin, c->term);
-    if ((rc = cdc_store_put_leader(&c->store, value, cdc_etcd_election_lease(c->leader.el), &e)) !=
-        CDC_OK)
+    if ((value = leader_value(c)) == NULL) {
+        rc = cdc_error_set(&e, CDC_ERR_NOMEM, "out of memory");
+        goto retry;
+    }
+    rc = cdc_store_put_leader(&c->store, value, cdc_etcd_election_lease(c->leader.el), &e);
+    free(value);
+    if (rc != CDC_OK)
         goto retry;
     if ((rc = cdc_store_read_heads(&c->store, &latest, &committed, &e)) != CDC_OK)
         goto retry;
@@ -804,12 +816,8 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     if ((rc = cdc_committer_open(&c->committer, &co, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --warehouse \"%s\"", c->cfg.warehouse);
     {
-        cdc_leader_record_t lr;
-        char *value;
-        snprintf(lr.id, sizeof(lr.id), "%s", c->cfg.id);
-        snprintf(lr.endpoint, sizeof(lr.endpoint), "%s", c->endpoint);
-        snprintf(lr.admin, sizeof(lr.admin), "%s", c->admin);
-        if ((value = cdc_leader_record_json(&lr)) == NULL)
+        char *value = leader_value(c);
+        if (value == NULL)
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         rc = cdc_leader_open(&c->leader, c->etcd, c->cfg.etcd, (int)c->cfg.etcd_timeout_ms,
                              c->cfg.job, value, (c->cfg.lease_ttl_ms + 999) / 1000, e);

@@ -1,6 +1,6 @@
 /*
  * The coordinator's keys in etcd, all under /cdc/<job>/:
- *   leader          {"id","endpoint","admin","term"} held by the leader's lease
+ *   leader          {"id","endpoint","admin"} (common/cluster.h) held by the leader's lease
  *                   (term = the key's create_revision, the fencing token)
  *   epoch-counter   decimal: the first epoch id no leader has reserved yet
  *   checkpoints/<epoch, 20 digits>   checkpoint record JSON (checkpoint.h)
