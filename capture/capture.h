@@ -18,6 +18,7 @@
 #include "capture/pgoutput.h"
 #include "capture/source.h"
 #include "capture/txtrack.h"
+#include "common/options.h"
 #include "common/cdcschema.h"
 #include "common/err.h"
 #include "common/http.h"
@@ -40,8 +41,7 @@ typedef struct cdc_capture_config {
     int64_t schema_probe_interval_ms; /* 0 = off */
     int64_t status_interval_ms;
     int64_t read_coalesce_ms; /* see cdc_source_t.coalesce_ms */
-    char *kafka_bootstrap;
-    char *kafka_properties;
+    cdc_kafka_options_t kafka;
     char *kafka_compression;
     int64_t kafka_linger_ms;
     int64_t max_inflight;       /* producer queue bound, messages */
@@ -49,8 +49,7 @@ typedef struct cdc_capture_config {
     int64_t reconnect_max_ms;
     int64_t drain_timeout_ms;
     char *http_addr;
-    char *log_level;
-    char *log_format;
+    cdc_log_options_t log;
 } cdc_capture_config_t;
 
 /* One captured table. */

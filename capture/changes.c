@@ -45,7 +45,7 @@ static void on_delivery(void *opaque, cdc_err_t err, const cdc_error_t *detail, 
 cdc_err_t cdc_capture_producer_open(cdc_capture_t *cap, cdc_error_t *e)
 {
     cdc_kafka_producer_config_t pc = {
-        .bootstrap = cap->cfg->kafka_bootstrap,
+        .bootstrap = cap->cfg->kafka.bootstrap,
         .client_id = "cdc-capture",
         .compression = cap->cfg->kafka_compression,
         .linger_ms = (int)cap->cfg->kafka_linger_ms,
@@ -53,7 +53,7 @@ cdc_err_t cdc_capture_producer_open(cdc_capture_t *cap, cdc_error_t *e)
         .queue_max_kbytes = cap->cfg->max_inflight_bytes / 1024,
         .delivery_timeout_ms = 0,
         .queue_full_timeout_ms = QUEUE_FULL_WAIT_MS,
-        .properties = cap->cfg->kafka_properties,
+        .properties = cap->cfg->kafka.properties,
         .on_delivery = on_delivery,
         .cb_arg = cap,
     };

@@ -68,10 +68,7 @@ static const cdc_opt_t options[] = {
      "While changes trickle in, read the replication stream at most once per this interval "
      "(one wakeup per batch of transactions instead of one per transaction; adds at most this "
      "much latency; 0 = read each message as soon as it arrives)."},
-    {"kafka", CDC_OPT_STRING, C(kafka_bootstrap), NULL, true, 0, 0, NULL,
-     "Kafka bootstrap servers host:port[,host:port].", "kafka-bootstrap"},
-    {"kafka-properties", CDC_OPT_STRING, C(kafka_properties), "", false, 0, 0, NULL,
-     "Extra librdkafka properties, key=value separated by ';' (e.g. security settings)."},
+    CDC_OPTS_KAFKA(cdc_capture_config_t, kafka),
     {"kafka-compression", CDC_OPT_ENUM, C(kafka_compression), "lz4", false, 0, 0,
      "none|gzip|snappy|lz4|zstd", "Compression of produced batches."},
     {"kafka-linger", CDC_OPT_DURATION, C(kafka_linger_ms), "50ms", false, 0, 5000, NULL,
@@ -88,10 +85,7 @@ static const cdc_opt_t options[] = {
      "end (2 s at most) it bounds the exit after SIGTERM (10 s by default)."},
     {"http", CDC_OPT_STRING, C(http_addr), "127.0.0.1:9102", false, 0, 0, NULL,
      "Address of /metrics, /healthz and /readyz (empty = no HTTP server).", "http-addr"},
-    {"log-level", CDC_OPT_ENUM, C(log_level), "info", false, 0, 0, "debug|info|warn|error",
-     "Log level."},
-    {"log-format", CDC_OPT_ENUM, C(log_format), "logfmt", false, 0, 0, "logfmt|json",
-     "Log line format."},
+    CDC_OPTS_LOG(cdc_capture_config_t, log),
     CDC_OPT_END,
 };
 
@@ -127,8 +121,6 @@ int main(int argc, char **argv)
     cdc_capture_config_t cfg = {0};
     cdc_capture_t cap = {0};
     cdc_http_server_t *http = NULL;
-    cdc_log_level_t level;
-    cdc_log_format_t format;
     struct sigaction sa;
     cdc_error_t err;
     cdc_err_t rc;
@@ -156,11 +148,7 @@ int main(int argc, char **argv)
                 cfg.publication);
         return CDC_CONFIG_EXIT;
     }
-    cdc_log_init("cdc-capture", cfg.slot);
-    if (cdc_log_parse_level(cfg.log_level, &level))
-        cdc_log_set_level(level);
-    if (cdc_log_parse_format(cfg.log_format, &format))
-        cdc_log_set_format(format);
+    cdc_log_options_apply(&cfg.log, "cdc-capture", cfg.slot);
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -191,7 +179,7 @@ int main(int argc, char **argv)
         }
     }
     cdc_log_info("cdc-capture starting: slot %s, publication %s, kafka %s", cfg.slot,
-                 cfg.publication, cfg.kafka_bootstrap);
+                 cfg.publication, cfg.kafka.bootstrap);
     cdc_error_clear(&err);
     rc = cdc_capture_run(&cap, &err);
     if (rc != CDC_OK) {

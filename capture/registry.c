@@ -27,9 +27,9 @@ static void topic_name(const cdc_capture_t *cap, const char *suffix, char *buf, 
 static cdc_err_t read_topic(cdc_capture_t *cap, const char *topic,
                             void (*fn)(cdc_capture_t *, const cdc_kafka_msg_t *), cdc_error_t *e)
 {
-    cdc_kafka_consumer_config_t cc = {.bootstrap = cap->cfg->kafka_bootstrap,
+    cdc_kafka_consumer_config_t cc = {.bootstrap = cap->cfg->kafka.bootstrap,
                                       .client_id = "cdc-capture-registry",
-                                      .properties = cap->cfg->kafka_properties};
+                                      .properties = cap->cfg->kafka.properties};
     cdc_kafka_consumer_t *c = NULL;
     cdc_kafka_tp_t tp = {topic, 0, CDC_KAFKA_OFFSET_BEGINNING};
     cdc_kafka_msg_t msgs[256];
@@ -191,12 +191,12 @@ cdc_err_t cdc_registry_load(cdc_capture_t *cap, cdc_error_t *e)
     topic_name(cap, "_capture", state, sizeof(state));
     /* an existing topic with more partitions is fine: the capture uses partition 0 only */
     spec.name = schemas;
-    rc = cdc_kafka_ensure_topic(cap->cfg->kafka_bootstrap, cap->cfg->kafka_properties, &spec,
+    rc = cdc_kafka_ensure_topic(cap->cfg->kafka.bootstrap, cap->cfg->kafka.properties, &spec,
                                 ADMIN_TIMEOUT_MS, e);
     if (rc != CDC_OK && rc != CDC_ERR_CONFLICT)
         return rc;
     spec.name = state;
-    rc = cdc_kafka_ensure_topic(cap->cfg->kafka_bootstrap, cap->cfg->kafka_properties, &spec,
+    rc = cdc_kafka_ensure_topic(cap->cfg->kafka.bootstrap, cap->cfg->kafka.properties, &spec,
                                 ADMIN_TIMEOUT_MS, e);
     if (rc != CDC_OK && rc != CDC_ERR_CONFLICT)
         return rc;
@@ -279,11 +279,11 @@ static cdc_err_t ensure_topic(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_er
 
     if (t->topic_ready)
         return CDC_OK;
-    rc = cdc_kafka_ensure_topic(cap->cfg->kafka_bootstrap, cap->cfg->kafka_properties, &spec,
+    rc = cdc_kafka_ensure_topic(cap->cfg->kafka.bootstrap, cap->cfg->kafka.properties, &spec,
                                 ADMIN_TIMEOUT_MS, e);
     if (rc == CDC_ERR_CONFLICT) {
         /* an existing topic with another partition count: use it as it is */
-        if (cdc_kafka_topic_partitions(cap->cfg->kafka_bootstrap, cap->cfg->kafka_properties,
+        if (cdc_kafka_topic_partitions(cap->cfg->kafka.bootstrap, cap->cfg->kafka.properties,
                                        t->topic, &n, ADMIN_TIMEOUT_MS, e) != CDC_OK)
             return e->code;
         cdc_log_warn("topic %s has %d partitions, not %d; using it as it is", t->topic, (int)n,

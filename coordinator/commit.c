@@ -157,11 +157,8 @@ cdc_err_t cdc_committer_open(cdc_committer_t **out, const cdc_committer_options_
     if (c == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     memset(&sc, 0, sizeof(sc));
-    sc.endpoint = opt->s3_endpoint && opt->s3_endpoint[0] ? opt->s3_endpoint : NULL;
-    sc.region = opt->s3_region && opt->s3_region[0] ? opt->s3_region : NULL;
-    sc.access_key = opt->s3_access_key;
-    sc.secret_key = opt->s3_secret_key;
-    sc.path_style = opt->s3_path_style;
+    if (opt->s3 != NULL)
+        sc = cdc_s3_options_storage(opt->s3);
     sc.timeout_ms = 10000;
     sc.max_retries = 2;
     pthread_mutex_init(&c->known_lock, NULL);

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/options.h"
 #include "common/err.h"
 #include "coordinator/checkpoint.h"
 
@@ -26,8 +27,7 @@ typedef struct cdc_committer cdc_committer_t;
 typedef struct cdc_committer_options {
     const char *warehouse; /* local directory or s3://bucket/prefix */
     const char *job;
-    const char *s3_endpoint, *s3_region, *s3_access_key, *s3_secret_key;
-    bool s3_path_style;
+    const cdc_s3_options_t *s3;         /* the warehouse's object store (NULL: none) */
     const char *partition_by, *sort_by; /* declared layouts (layout.h), may be NULL */
 } cdc_committer_options_t;
 

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/options.h"
 #include "common/config.h"
 #include "common/etcd.h"
 #include "common/http.h"
@@ -37,11 +38,7 @@ typedef struct cdc_coord_config {
     char *advertise;
     char *http;
     char *warehouse;
-    char *s3_endpoint;
-    char *s3_region;
-    char *s3_access_key;
-    char *s3_secret_key;
-    bool s3_path_style;
+    cdc_s3_options_t s3;
     int64_t commit_interval_ms;
     int64_t heartbeat_timeout_ms;
     int64_t ack_deadline_ms;
@@ -62,8 +59,7 @@ typedef struct cdc_coord_config {
     char *partition_by; /* layout.h */
     char *sort_by;
     char *fault;
-    char *log_level;
-    char *log_format;
+    cdc_log_options_t log;
 } cdc_coord_config_t;
 
 extern const cdc_opt_t cdc_coord_options[];

@@ -806,11 +806,7 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     memset(&co, 0, sizeof(co));
     co.warehouse = c->cfg.warehouse;
     co.job = c->cfg.job;
-    co.s3_endpoint = c->cfg.s3_endpoint;
-    co.s3_region = c->cfg.s3_region;
-    co.s3_access_key = c->cfg.s3_access_key;
-    co.s3_secret_key = c->cfg.s3_secret_key;
-    co.s3_path_style = c->cfg.s3_path_style;
+    co.s3 = &c->cfg.s3;
     co.partition_by = c->cfg.partition_by;
     co.sort_by = c->cfg.sort_by;
     if ((rc = cdc_committer_open(&c->committer, &co, e)) != CDC_OK)

@@ -31,8 +31,7 @@ const cdc_opt_t cdc_coord_options[] = {
     OPT("id", CDC_OPT_STRING, id, NULL,
         "Identity of this coordinator in leader election (default: host name and pid)."),
     OPT("job", CDC_OPT_STRING, job, "cdc", "Job name; etcd keys live under /cdc/<job>/."),
-    OPT("etcd", CDC_OPT_STRING, etcd, "http://127.0.0.1:2379",
-        "Comma-separated etcd endpoints (gRPC gateway URLs)."),
+    CDC_OPT_ETCD(cdc_coord_config_t, etcd),
     OPT("listen", CDC_OPT_STRING, listen, "tcp://127.0.0.1:7100",
         "NNG URL the coordinator listens on for workers."),
     OPT("advertise", CDC_OPT_STRING, advertise, NULL,
@@ -41,12 +40,7 @@ const cdc_opt_t cdc_coord_options[] = {
         "Admin HTTP address host:port (/status, /metrics, /healthz, /readyz)."),
     {"warehouse", CDC_OPT_STRING, offsetof(cdc_coord_config_t, warehouse), NULL, true, 0, 0, NULL,
      "Warehouse location: a local directory or s3://bucket/prefix."},
-    OPT("s3-endpoint", CDC_OPT_STRING, s3_endpoint, NULL, "S3 endpoint URL (MinIO, s3rver)."),
-    OPT("s3-region", CDC_OPT_STRING, s3_region, "us-east-1", "S3 region."),
-    OPT("s3-access-key", CDC_OPT_STRING, s3_access_key, NULL, "S3 access key id."),
-    OPT("s3-secret-key", CDC_OPT_STRING, s3_secret_key, NULL, "S3 secret access key."),
-    OPT("s3-path-style", CDC_OPT_BOOL, s3_path_style, "true",
-        "Put the bucket in the URL path (MinIO) rather than the host name."),
+    CDC_OPTS_S3(cdc_coord_config_t, s3),
     OPT_RANGE("commit-interval", CDC_OPT_DURATION, commit_interval_ms, "1s", 100, 3600000,
               "Time between barriers: one epoch, one snapshot per table."),
     OPT_RANGE("heartbeat-timeout", CDC_OPT_DURATION, heartbeat_timeout_ms, "3s", 500, 600000,
@@ -102,10 +96,7 @@ const cdc_opt_t cdc_coord_options[] = {
     OPT("fault", CDC_OPT_STRING, fault, NULL,
         "Testing only: exit at a named point (after-checkpoint-record, after-iceberg-commit), "
         "or stall the main loop for 3 lease TTLs at each orphan scan (stall-orphan-scan)."),
-    {"log-level", CDC_OPT_ENUM, offsetof(cdc_coord_config_t, log_level), "info", false, 0, 0,
-     "debug|info|warn|error", "Log level."},
-    {"log-format", CDC_OPT_ENUM, offsetof(cdc_coord_config_t, log_format), "logfmt", false, 0, 0,
-     "logfmt|json", "Log line format."},
+    CDC_OPTS_LOG(cdc_coord_config_t, log),
     CDC_OPT_END,
 };
 
@@ -143,15 +134,7 @@ int main(int argc, char **argv)
     }
     if (c->cfg.fault == NULL && getenv("CDC_FAULT") != NULL)
         c->cfg.fault = strdup(getenv("CDC_FAULT"));
-    {
-        cdc_log_level_t lv;
-        cdc_log_format_t lf;
-        cdc_log_init("cdc-coordinator", c->cfg.id);
-        if (cdc_log_parse_level(c->cfg.log_level, &lv))
-            cdc_log_set_level(lv);
-        if (cdc_log_parse_format(c->cfg.log_format, &lf))
-            cdc_log_set_format(lf);
-    }
+    cdc_log_options_apply(&c->cfg.log, "cdc-coordinator", c->cfg.id);
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);

@@ -124,11 +124,7 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
     if (mkdir(w->cfg.state_dir, 0755) != 0 && errno != EEXIST)
         return cdc_error_set(e, CDC_ERR_CONFIG, "option --state-dir: could not create \"%s\": %s",
                              w->cfg.state_dir, strerror(errno));
-    sc.endpoint = w->cfg.s3_endpoint;
-    sc.region = w->cfg.s3_region;
-    sc.access_key = w->cfg.s3_access_key;
-    sc.secret_key = w->cfg.s3_secret_key;
-    sc.path_style = w->cfg.s3_path_style;
+    sc = cdc_s3_options_storage(&w->cfg.s3);
     if ((rc = cdc_storage_open(w->cfg.warehouse, &sc, &w->storage, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --warehouse \"%s\"", w->cfg.warehouse);
     w->catalog = cdc_catalog_new();
@@ -139,17 +135,17 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
     w->dopts.default_ns = "public";
 
     snprintf(client, sizeof(client), "cdc-worker-%s", w->cfg.id);
-    cc.bootstrap = w->cfg.kafka;
+    cc.bootstrap = w->cfg.kafka.bootstrap;
     cc.client_id = client;
     cc.group_id = client;
-    cc.properties = w->cfg.kafka_properties;
+    cc.properties = w->cfg.kafka.properties;
     if ((rc = cdc_kafka_consumer_new(&cc, &w->consumer, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --kafka");
     if ((rc = cdc_kafka_consumer_new(&cc, &w->schema_consumer, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --kafka");
-    pc.bootstrap = w->cfg.kafka;
+    pc.bootstrap = w->cfg.kafka.bootstrap;
     pc.client_id = client;
-    pc.properties = w->cfg.kafka_properties;
+    pc.properties = w->cfg.kafka.properties;
     pc.linger_ms = 0;
     pc.on_delivery = cdc_worker_dlq_delivery;
     if ((rc = cdc_kafka_producer_new(&pc, &w->dlq, e)) != CDC_OK)

@@ -97,7 +97,8 @@ static void ensure_dlq_topic(cdc_worker_t *w, const char *topic)
     for (int i = 0; i < nensured; i++)
         if (strcmp(ensured[i], topic) == 0)
             return;
-    if (cdc_kafka_ensure_topic(w->cfg.kafka, w->cfg.kafka_properties, &spec, 5000, &e) != CDC_OK &&
+    if (cdc_kafka_ensure_topic(w->cfg.kafka.bootstrap, w->cfg.kafka.properties, &spec, 5000, &e) !=
+            CDC_OK &&
         e.code != CDC_ERR_CONFLICT) {
         cdc_log_warn("could not create dead-letter topic \"%s\": %s", topic, e.msg);
         return;

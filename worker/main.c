@@ -30,14 +30,10 @@ static const cdc_opt_t options[] = {
      "Stable worker id (e.g. the StatefulSet pod name); the coordinator gives a restarting "
      "worker its partitions back by this id."},
     OPT("job", CDC_OPT_STRING, job, "cdc", "Job name; etcd keys live under /cdc/<job>/."),
-    OPT("etcd", CDC_OPT_STRING, etcd, "http://127.0.0.1:2379",
-        "Comma-separated etcd endpoints, used to find the leading coordinator."),
+    CDC_OPT_ETCD(cdc_worker_config_t, etcd),
     OPT("coordinator", CDC_OPT_STRING, coordinator, NULL,
         "Coordinator NNG URL; when set, etcd is not used to find the leader (tests)."),
-    {"kafka", CDC_OPT_STRING, offsetof(cdc_worker_config_t, kafka), NULL, true, 0, 0, NULL,
-     "Kafka bootstrap servers host:port[,host:port]."},
-    OPT("kafka-properties", CDC_OPT_STRING, kafka_properties, NULL,
-        "Extra librdkafka properties, \"key=value\" separated by ';'."),
+    CDC_OPTS_KAFKA(cdc_worker_config_t, kafka),
     OPT("topic-prefix", CDC_OPT_STRING, topic_prefix, "cdc",
         "Topic prefix of the capture: tables are read from <prefix>.<schema>.<table>, schema "
         "documents from <prefix>._schemas."),
@@ -51,14 +47,8 @@ static const cdc_opt_t options[] = {
         "Local directory for the partitions' RocksDB state and checkpoint copies."),
     OPT("http", CDC_OPT_STRING, http, "127.0.0.1:7190",
         "Admin HTTP address host:port (/metrics, /healthz, /readyz); port 0 = any."),
-    OPT("log-level", CDC_OPT_ENUM, log_level, "info", "Log level."),
-    OPT("log-format", CDC_OPT_ENUM, log_format, "logfmt", "Log format."),
-    OPT("s3-endpoint", CDC_OPT_STRING, s3_endpoint, NULL, "S3 endpoint URL (MinIO, s3rver)."),
-    OPT("s3-region", CDC_OPT_STRING, s3_region, "us-east-1", "S3 region."),
-    OPT("s3-access-key", CDC_OPT_STRING, s3_access_key, NULL, "S3 access key id."),
-    OPT("s3-secret-key", CDC_OPT_STRING, s3_secret_key, NULL, "S3 secret access key."),
-    OPT("s3-path-style", CDC_OPT_BOOL, s3_path_style, "true",
-        "Put the bucket in the URL path (MinIO) rather than the host name."),
+    CDC_OPTS_LOG(cdc_worker_config_t, log),
+    CDC_OPTS_S3(cdc_worker_config_t, s3),
     OPT_RANGE("heartbeat-interval", CDC_OPT_DURATION, heartbeat_interval_ms, "500ms", 50, 60000,
               "Time between heartbeats to the coordinator."),
     OPT_RANGE("dedup-ttl", CDC_OPT_DURATION, dedup_ttl_ms, "24h", 1000, 31LL * 86400000,
@@ -113,11 +103,7 @@ static cdc_opt_t *option_table(void)
     static cdc_opt_t opts[sizeof(options) / sizeof(options[0])];
     memcpy(opts, options, sizeof(options));
     for (size_t i = 0; opts[i].name != NULL; i++) {
-        if (strcmp(opts[i].name, "log-level") == 0)
-            opts[i].choices = "debug|info|warn|error";
-        else if (strcmp(opts[i].name, "log-format") == 0)
-            opts[i].choices = "logfmt|json";
-        else if (strcmp(opts[i].name, "compression") == 0)
+        if (strcmp(opts[i].name, "compression") == 0)
             opts[i].choices = "zstd|snappy|none";
     }
     return opts;
@@ -128,8 +114,6 @@ int main(int argc, char **argv)
     static cdc_worker_t w;
     const cdc_opt_t *opts = option_table();
     cdc_error_t e;
-    cdc_log_level_t level;
-    cdc_log_format_t format;
     struct sigaction sa;
     struct timespec ts;
     int status = 0;
@@ -137,11 +121,7 @@ int main(int argc, char **argv)
     cdc_config_load(opts, "cdc-worker",
                     "Consumes change events, dedups them and stages Iceberg files per epoch.", argc,
                     argv, &w.cfg);
-    cdc_log_init("cdc-worker", w.cfg.id);
-    if (cdc_log_parse_level(w.cfg.log_level, &level))
-        cdc_log_set_level(level);
-    if (cdc_log_parse_format(w.cfg.log_format, &format))
-        cdc_log_set_format(format);
+    cdc_log_options_apply(&w.cfg.log, "cdc-worker", w.cfg.id);
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;

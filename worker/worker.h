@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/options.h"
 #include "common/err.h"
 #include "common/etcd.h"
 #include "common/http.h"
@@ -42,18 +43,15 @@ typedef struct cdc_worker_config {
     char *job;
     char *etcd;
     char *coordinator; /* NNG URL; skips etcd leader discovery (tests) */
-    char *kafka;
-    char *kafka_properties;
+    cdc_kafka_options_t kafka;
     char *topic_prefix;
     char *tables; /* "public.orders,public.items" */
     char *topics; /* explicit topic names, overrides tables */
     char *warehouse;
     char *state_dir;
     char *http;
-    char *log_level;
-    char *log_format;
-    char *s3_endpoint, *s3_region, *s3_access_key, *s3_secret_key;
-    bool s3_path_style;
+    cdc_log_options_t log;
+    cdc_s3_options_t s3;
     int64_t heartbeat_interval_ms;
     int64_t dedup_ttl_ms;
     int64_t max_record_bytes;

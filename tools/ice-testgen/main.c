@@ -35,6 +35,7 @@
 
 #include <jansson.h>
 
+#include "common/options.h"
 #include "common/config.h"
 #include "common/iceberg/parquet.h"
 #include "common/iceberg/partition.h"
@@ -51,11 +52,7 @@ typedef struct options {
     int64_t commits;
     char *out;
     char *job;
-    char *s3_endpoint;
-    char *s3_region;
-    char *s3_access_key;
-    char *s3_secret_key;
-    bool s3_path_style;
+    cdc_s3_options_t s3;
     char *codec;
     char *partition_by;
 } options_t;
@@ -77,16 +74,7 @@ static const cdc_opt_t OPTS[] = {
      "cdc.job of the commits in race mode"},
     {"out", CDC_OPT_STRING, offsetof(options_t, out), NULL, true, 0, 0, NULL,
      "where to write the expected-state JSON"},
-    {"s3-endpoint", CDC_OPT_STRING, offsetof(options_t, s3_endpoint), NULL, false, 0, 0, NULL,
-     "S3 endpoint URL, e.g. http://127.0.0.1:9000"},
-    {"s3-region", CDC_OPT_STRING, offsetof(options_t, s3_region), "us-east-1", false, 0, 0, NULL,
-     "S3 region"},
-    {"s3-access-key", CDC_OPT_STRING, offsetof(options_t, s3_access_key), "", false, 0, 0, NULL,
-     "S3 access key"},
-    {"s3-secret-key", CDC_OPT_STRING, offsetof(options_t, s3_secret_key), "", false, 0, 0, NULL,
-     "S3 secret key"},
-    {"s3-path-style", CDC_OPT_BOOL, offsetof(options_t, s3_path_style), "true", false, 0, 0, NULL,
-     "address buckets in the path"},
+    CDC_OPTS_S3(options_t, s3),
     {"codec", CDC_OPT_STRING, offsetof(options_t, codec), "zstd", false, 0, 0, NULL,
      "parquet codec: zstd, snappy or none"},
     {"partition-by", CDC_OPT_STRING, offsetof(options_t, partition_by), "", false, 0, 0, NULL,
@@ -685,14 +673,10 @@ int main(int argc, char **argv)
     cdc_config_load(OPTS, "ice-testgen", "writes an Iceberg test table and its expected rows", argc,
                     argv, &o);
     cdc_error_t e;
-    cdc_storage_config_t sc = {.endpoint = o.s3_endpoint,
-                               .multipart_threshold = 5u << 20,
-                               .part_size = 5u << 20,
-                               .region = o.s3_region,
-                               .access_key = o.s3_access_key,
-                               .secret_key = o.s3_secret_key,
-                               .path_style = o.s3_path_style,
-                               .max_retries = 3};
+    cdc_storage_config_t sc = cdc_s3_options_storage(&o.s3);
+    sc.multipart_threshold = 5u << 20;
+    sc.part_size = 5u << 20;
+    sc.max_retries = 3;
     ctx_t c;
     memset(&c, 0, sizeof(c));
     c.o = &o;

@@ -25,6 +25,7 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
+#include "common/options.h"
 #include "common/config.h"
 #include "common/log.h"
 
@@ -37,7 +38,7 @@ typedef struct kd_config {
     int64_t default_partitions;
     char *control;
     char *info_file;
-    char *log_level;
+    cdc_log_options_t log;
 } kd_config_t;
 
 static const cdc_opt_t options[] = {
@@ -51,8 +52,7 @@ static const cdc_opt_t options[] = {
      "Control channel listen address host:port (port 0 = a free port)."},
     {"info-file", CDC_OPT_STRING, offsetof(kd_config_t, info_file), "", false, 0, 0, NULL,
      "File that receives the BOOTSTRAP, CONTROL and READY lines once the broker is up."},
-    {"log-level", CDC_OPT_ENUM, offsetof(kd_config_t, log_level), "info", false, 0, 0,
-     "debug|info|warn|error", "Log level."},
+    CDC_OPTS_LOG(kd_config_t, log),
     CDC_OPT_END,
 };
 
@@ -501,7 +501,6 @@ int main(int argc, char **argv)
     kd_t kd = {0};
     rd_kafka_conf_t *conf;
     char errstr[512], info[1024];
-    cdc_log_level_t level = CDC_LOG_INFO;
     struct sigaction sa;
     int lfd = -1, rc = 1;
 
@@ -509,9 +508,7 @@ int main(int argc, char **argv)
                     "Development Kafka broker on librdkafka's mock cluster, for local runs and CI "
                     "only (real deployments use Apache Kafka).",
                     argc, argv, &cfg);
-    cdc_log_init("kafka-dev", NULL);
-    cdc_log_parse_level(cfg.log_level, &level);
-    cdc_log_set_level(level);
+    cdc_log_options_apply(&cfg.log, "kafka-dev", NULL);
     kd.brokers = (int)cfg.brokers;
 
     memset(&sa, 0, sizeof(sa));

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/options.h"
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -47,7 +48,7 @@ typedef struct loadgen_config {
     bool mark_snapshot;
     int64_t report_interval_ms;
     int64_t reconnect_timeout_ms;
-    char *log_level;
+    cdc_log_options_t log;
 } loadgen_config_t;
 
 #define OPT(name, type, field, def, lo, hi, choices, help)                                         \
@@ -92,7 +93,7 @@ static const cdc_opt_t options[] = {
         "progress line interval on stderr (0 = none)"),
     OPT("reconnect-timeout", CDC_OPT_DURATION, reconnect_timeout_ms, "60s", 0, 0, NULL,
         "give up when PostgreSQL stays unreachable this long"),
-    OPT("log-level", CDC_OPT_ENUM, log_level, "info", 0, 0, "debug|info|warn|error", "log level"),
+    CDC_OPTS_LOG(loadgen_config_t, log),
     CDC_OPT_END,
 };
 
@@ -624,13 +625,7 @@ int main(int argc, char **argv)
 
     cdc_config_load(options, "loadgen", "mixed, rate-controlled load on the demo schema", argc,
                     argv, &cfg);
-    cdc_log_init("loadgen", NULL);
-    {
-        cdc_log_level_t lvl;
-
-        if (cdc_log_parse_level(cfg.log_level, &lvl))
-            cdc_log_set_level(lvl);
-    }
+    cdc_log_options_apply(&cfg.log, "loadgen", NULL);
     if (parse_mix(cfg.mix, weights) != 0) {
         fprintf(stderr,
                 "loadgen: invalid value \"%s\" for --mix (CDC_MIX): expected kind=weight,... "

@@ -1,0 +1,38 @@
+/*
+ * What the shared option sets of options.h do besides declaring their rows.
+ */
+#include "common/options.h"
+
+#include <string.h>
+
+#include "common/log.h"
+
+void cdc_log_options_apply(const cdc_log_options_t *o, const char *process, const char *instance)
+{
+    cdc_log_level_t level;
+    cdc_log_format_t format;
+
+    cdc_log_init(process, instance);
+    if (o->level != NULL && cdc_log_parse_level(o->level, &level))
+        cdc_log_set_level(level);
+    if (o->format != NULL && cdc_log_parse_format(o->format, &format))
+        cdc_log_set_format(format);
+}
+
+static const char *unless_empty(const char *s)
+{
+    return s != NULL && s[0] != '\0' ? s : NULL;
+}
+
+cdc_storage_config_t cdc_s3_options_storage(const cdc_s3_options_t *o)
+{
+    cdc_storage_config_t sc;
+
+    memset(&sc, 0, sizeof(sc));
+    sc.endpoint = unless_empty(o->endpoint);
+    sc.region = unless_empty(o->region);
+    sc.access_key = unless_empty(o->access_key);
+    sc.secret_key = unless_empty(o->secret_key);
+    sc.path_style = o->path_style;
+    return sc;
+}

@@ -1,0 +1,106 @@
+/*
+ * Option sets several programs share, declared once (docs/configuration.md is generated
+ * from the tables that include them). A program's configuration struct embeds the set's
+ * struct as a member m, and its option table lists CDC_OPTS_<SET>(T, m): the same flags,
+ * environment variables, defaults and help in every program.
+ */
+#ifndef CDC_COMMON_OPTIONS_H
+#define CDC_COMMON_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/config.h"
+#include "common/iceberg/storage.h"
+
+/* --log-level, --log-format */
+typedef struct cdc_log_options {
+    char *level;
+    char *format;
+} cdc_log_options_t;
+
+#define CDC_OPTS_LOG(T, m)                                                                         \
+    {                                                                                              \
+        "log-level",                                                                               \
+        CDC_OPT_ENUM,                                                                              \
+        offsetof(T, m.level),                                                                      \
+        "info",                                                                                    \
+        false,                                                                                     \
+        0,                                                                                         \
+        0,                                                                                         \
+        "debug|info|warn|error",                                                                   \
+        "Log level."},                                                                             \
+    {                                                                                              \
+        "log-format", CDC_OPT_ENUM, offsetof(T, m.format), "logfmt", false, 0, 0, "logfmt|json",   \
+            "Log line format: logfmt, or one JSON object per line."                                \
+    }
+
+/* Starts logging as process (instance: e.g. the id, or NULL) with the configured level and
+ * format. */
+void cdc_log_options_apply(const cdc_log_options_t *o, const char *process, const char *instance);
+
+/* --s3-endpoint, --s3-region, --s3-access-key, --s3-secret-key, --s3-path-style: the
+ * warehouse's object store when --warehouse is s3://bucket/prefix. */
+typedef struct cdc_s3_options {
+    char *endpoint;
+    char *region;
+    char *access_key;
+    char *secret_key;
+    bool path_style;
+} cdc_s3_options_t;
+
+#define CDC_OPTS_S3(T, m)                                                                            \
+    {"s3-endpoint",                                                                                  \
+     CDC_OPT_STRING,                                                                                 \
+     offsetof(T, m.endpoint),                                                                        \
+     NULL,                                                                                           \
+     false,                                                                                          \
+     0,                                                                                              \
+     0,                                                                                              \
+     NULL,                                                                                           \
+     "S3 endpoint URL (MinIO, s3rver); empty = AWS (https://s3.<region>.amazonaws.com)."},           \
+        {"s3-region", CDC_OPT_STRING, offsetof(T, m.region), "us-east-1", false, 0,                  \
+         0,           NULL,           "S3 region."},                                                 \
+        {"s3-access-key",    CDC_OPT_STRING, offsetof(T, m.access_key), NULL, false, 0, 0, NULL,     \
+         "S3 access key id."},                                                                       \
+        {"s3-secret-key",        CDC_OPT_STRING, offsetof(T, m.secret_key), NULL, false, 0, 0, NULL, \
+         "S3 secret access key."},                                                                   \
+    {                                                                                                \
+        "s3-path-style", CDC_OPT_BOOL, offsetof(T, m.path_style), "true", false, 0, 0, NULL,         \
+            "Put the bucket in the URL path (MinIO) rather than the host name."                      \
+    }
+
+/* The storage configuration of the S3 options (empty strings as unset); the caller may
+ * set the other fields (timeouts, retries). */
+cdc_storage_config_t cdc_s3_options_storage(const cdc_s3_options_t *o);
+
+/* --kafka (formerly --kafka-bootstrap), --kafka-properties */
+typedef struct cdc_kafka_options {
+    char *bootstrap;
+    char *properties;
+} cdc_kafka_options_t;
+
+#define CDC_OPTS_KAFKA(T, m)                                                                       \
+    {"kafka",                                                                                      \
+     CDC_OPT_STRING,                                                                               \
+     offsetof(T, m.bootstrap),                                                                     \
+     NULL,                                                                                         \
+     true,                                                                                         \
+     0,                                                                                            \
+     0,                                                                                            \
+     NULL,                                                                                         \
+     "Kafka bootstrap servers host:port[,host:port].",                                             \
+     "kafka-bootstrap"},                                                                           \
+    {                                                                                              \
+        "kafka-properties", CDC_OPT_STRING, offsetof(T, m.properties), "", false, 0, 0, NULL,      \
+            "Extra librdkafka properties, key=value separated by ';' (e.g. security settings)."    \
+    }
+
+/* --etcd: the cluster the coordinators elect in and record epochs in. */
+#define CDC_OPT_ETCD(T, field)                                                                     \
+    {                                                                                              \
+        "etcd", CDC_OPT_STRING, offsetof(T, field), "http://127.0.0.1:2379", false, 0, 0, NULL,    \
+            "Comma-separated etcd endpoints (gRPC gateway URLs)."                                  \
+    }
+
+#endif
