@@ -2,8 +2,9 @@
 #   common/**.c          -> build/libcdc.a (linked by everything)
 #   <proc>/*.c           -> build/lib<proc>.a + build/cdc-<proc> (main.c holds main())
 #   tools/<name>/*.c     -> build/<name>
-#   tests/unit/test_*.c  -> build/tests/unit/test_*        (cmocka)
-#   tests/integration/test_*.c -> build/tests/integration/test_*  (need the harness)
+#   tests/unit/<module>/test_*.c -> build/tests/unit/<module>/test_*   (cmocka)
+#   tests/integration/<module>/test_*.c -> build/tests/integration/<module>/test_*  (need the
+#                        harness); <module>: common, iceberg, capture, coordinator, worker, pipeline
 # `make asan` rebuilds everything with ASan+UBSan into build-asan/ and runs the tests.
 # `make tsan` rebuilds everything with ThreadSanitizer into build-tsan/ and runs the unit
 # tests and the integration tests that run worker and coordinator processes (TSAN_TESTS).
@@ -60,9 +61,9 @@ TOOL_BINS  := $(foreach d,$(TOOL_DIRS),$(BUILD)/$(notdir $(d)))
 HARNESS_SRC := $(wildcard tests/harness/*.c)
 HARNESS_LIB := $(if $(HARNESS_SRC),$(BUILD)/libharness.a)
 
-UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+UNIT_SRC   := $(shell find tests/unit -name 'test_*.c' 2>/dev/null | sort)
 UNIT_BINS  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
-INTEG_SRC  := $(wildcard tests/integration/test_*.c)
+INTEG_SRC  := $(shell find tests/integration -name 'test_*.c' 2>/dev/null | sort)
 INTEG_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(INTEG_SRC))
 BENCH_SRC  := $(wildcard benchmarks/*/*.c benchmarks/*.c)
 BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
@@ -84,7 +85,7 @@ $(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
 	protoc-c --c_out=$(BUILD)/gen $<
 
 # The CDC_ variables of every cdc program, from the generated reference (which
-# tests/integration/config_docs.sh keeps equal to the option tables): a program warns of
+# tests/integration/pipeline/config_docs.sh keeps equal to the option tables): a program warns of
 # a CDC_ variable that is none of them (common/config.c).
 $(BUILD)/gen/config_env.c: docs/configuration.md
 	@mkdir -p $(BUILD)/gen

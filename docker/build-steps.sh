@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The image's build steps, as one script that the Dockerfile runs and that CI runs on the
-# development machine (tests/integration/deploy_build.sh), so the container build is
+# development machine (tests/integration/pipeline/deploy_build.sh), so the container build is
 # exercised without a container engine:
 #   build-steps.sh packages <role>...     print the packages of roles in tools/packages.txt
 #   build-steps.sh deps build|runtime     apt-get install the build (or runtime+image) packages

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Runs one test suite: `tests/run.sh unit|integration [build-dir]`.
-#   unit:        every build/tests/unit/test_* binary (cmocka), no servers.
+#   unit:        every build/tests/unit/<module>/test_* binary (cmocka), no servers.
 #   integration: starts the harness (PostgreSQL, etcd, development Kafka broker) once,
-#                runs build/tests/integration/test_*, tests/integration/*.sh and the
+#                runs build/tests/integration/<module>/test_*, tests/integration/<module>/*.sh and the
 #                Node tests in tests/js, and always tears the harness down.
-# TESTS="test_a test_b" (integration only) runs just those build/tests/integration
-# binaries, not the scripts and Node tests (`make tsan` uses it).
+# TESTS="test_a schema_evolution.sh" (integration only) runs just those tests, binaries
+# or scripts, by name; not the Node tests (`make tsan` uses it).
 # Exits non-zero when any test fails; prints a summary of failures.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -35,10 +35,9 @@ run_one() {
 
 case "$suite" in
 unit)
-    for t in "$BUILD"/tests/unit/test_*; do
-        [ -x "$t" ] || continue
+    while IFS= read -r t; do
         run_one "$(basename "$t")" "$t"
-    done
+    done < <(find "$BUILD/tests/unit" -type f -name 'test_*' -perm -u+x | sort)
     ;;
 integration)
     # shellcheck source=tests/harness/harness.sh
@@ -50,17 +49,20 @@ integration)
     trap 'echo "terminated"; exit 143' TERM
     if [ -n "${TESTS:-}" ]; then
         for name in $TESTS; do
-            run_one "$name" "$BUILD/tests/integration/$name"
+            t=$(find "$BUILD/tests/integration" tests/integration -type f -name "$name" | head -n1)
+            case "$t" in
+            "") failed+=("$name (no such test)") ;;
+            *.sh) run_one "$name" bash "$t" ;;
+            *) run_one "$name" "$t" ;;
+            esac
         done
     else
-        for t in "$BUILD"/tests/integration/test_*; do
-            [ -x "$t" ] || continue
+        while IFS= read -r t; do
             run_one "$(basename "$t")" "$t"
-        done
-        for t in tests/integration/*.sh; do
-            [ -f "$t" ] || continue
+        done < <(find "$BUILD/tests/integration" -type f -name 'test_*' -perm -u+x | sort)
+        while IFS= read -r t; do
             run_one "$(basename "$t")" bash "$t"
-        done
+        done < <(find tests/integration -type f -name '*.sh' | sort)
         if compgen -G "tests/js/*.test.mjs" >/dev/null; then
             for t in tests/js/*.test.mjs; do
                 run_one "$(basename "$t")" node --test "$t"

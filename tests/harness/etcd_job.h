@@ -1,6 +1,6 @@
 /*
  * A C test's own job in the harness's etcd, for the component tests of the modules that
- * keep a job's keys (tests/integration/test_store.c, test_leader.c): a client of
+ * keep a job's keys (tests/integration/coordinator/test_store.c, test_leader.c): a client of
  * CDC_TEST_ETCD, job names no other test uses (so every key under /cdc/<job>/ is the
  * test's own; docs/protocol.md, "etcd keys"), dropping those keys afterwards, and
  * CDC_TEST_OK, a cmocka assertion that a call returned CDC_OK.

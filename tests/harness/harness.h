@@ -1,5 +1,5 @@
 /*
- * Helpers for component tests written in C (tests/integration/test_*.c). The servers
+ * Helpers for component tests written in C (tests/integration/<module>/test_*.c). The servers
  * themselves are started by tests/harness/harness.sh (tests/run.sh integration does it);
  * this library reads their addresses from the CDC_TEST_* environment, waits on
  * conditions with a deadline, spawns and kills child processes (each in its own process

@@ -1,6 +1,6 @@
 /*
  * Schema document of the `public.items` table (bigint key id, text v) that
- * tests/integration/test_runtime.c and the drain and stage benchmarks produce or stage,
+ * tests/integration/pipeline/test_runtime.c and the drain and stage benchmarks produce or stage,
  * as cdc-capture registers it on <prefix>._schemas (docs/events.md): a printf format
  * whose one argument (%s) is the table's topic, e.g. "bench.public.items".
  */

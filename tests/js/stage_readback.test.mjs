@@ -1,7 +1,7 @@
 // Reads the epoch files of worker/stage_write.c back with DuckDB and hyparquet: files whose
 // row groups were encoded ahead (while the epoch ran) must hold exactly the rows, in the
 // same order, of the same epoch encoded whole at the barrier. The unit test binary
-// $CDC_BUILD_DIR/tests/unit/test_worker_stage writes the pairs of warehouses
+// $CDC_BUILD_DIR/tests/unit/worker/test_worker_stage writes the pairs of warehouses
 // ("<case>-ahead" / "<case>-whole") into CDC_STAGE_KEEP_DIR: more rows than a row group,
 // a change to an encoded entry, a truncate, a mid-epoch schema change.
 // Run by tests/run.sh integration (node --test).
@@ -46,7 +46,7 @@ function files(wh) {
 
 before(async () => {
   assert.ok(buildDir, 'CDC_BUILD_DIR must point at the build directory (set by tests/run.sh)');
-  const bin = path.join(buildDir, 'tests/unit/test_worker_stage');
+  const bin = path.join(buildDir, 'tests/unit/worker/test_worker_stage');
   assert.ok(fs.existsSync(bin), `${bin} does not exist: run make first`);
   dir = fs.mkdtempSync(path.join(process.env.CDC_TEST_TMP || os.tmpdir(), 'stage-readback-'));
   execFileSync(bin, [], {

@@ -1,6 +1,6 @@
 // Prints a whole Iceberg table (deletes applied) as one JSON object, read with icebird,
 // an Iceberg reader this project did not write; used by the worker's C integration
-// tests (tests/integration/test_worker.c):
+// tests (tests/integration/worker/test_worker.c):
 //   node read_table.mjs <table location>
 //   -> {"rows":[{...}], "snapshots":N, "summary":{...}}   or {"missing":true}
 // BigInt values print as decimal strings, byte arrays as their length (bytes:<n>).

@@ -1,4 +1,4 @@
-// Exactly-once check of the coordinator runtime tests (tests/integration/test_runtime.c):
+// Exactly-once check of the coordinator runtime tests (tests/integration/pipeline/test_runtime.c):
 //   node verify_items.mjs <warehouse> <namespace> <table> <inserts> <update-every>
 // The test produced inserts of ids 1..<inserts> (v = "i<id>") and, for every id divisible
 // by <update-every>, one update (v = "u<id>"). Read with icebird (not our code):

@@ -7,7 +7,7 @@
 set -euo pipefail
 : "${CDC_TEST_TMP:?run through tests/run.sh integration}"
 : "${CDC_TEST_ETCD:?}" "${CDC_TEST_KAFKA:?}" "${CDC_BUILD_DIR:?}"
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 # shellcheck source=tests/harness/harness.sh
 . tests/harness/harness.sh
 

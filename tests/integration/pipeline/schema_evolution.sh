@@ -18,7 +18,7 @@
 # source columns (a rename keeps its id, the changelog uses the mirror's ids) and the
 # types the table declares are those of the source.
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit 1
+cd "$(dirname "$0")/../../.." || exit 1
 tmp=$(mktemp -d)
 export CHAOS_DIR=$tmp/evo CHAOS_BUILD=${CDC_BUILD_DIR:-$PWD/build}
 export CHAOS_TABLES=public.transactions,public.accounts,public.evo_sep,public.evo_one

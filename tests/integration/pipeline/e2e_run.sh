@@ -5,7 +5,7 @@
 # restart etcd, two faults at once), each followed by the verifier.
 # Both start their own servers (the harness) next to the suite's.
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit 1
+cd "$(dirname "$0")/../../.." || exit 1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 build=${CDC_BUILD_DIR:-$PWD/build}

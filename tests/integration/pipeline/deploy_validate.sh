@@ -8,7 +8,7 @@
 #   - the Dockerfile passes a small set of checks (hadolint is not packaged in Debian);
 #   - broken copies of each are rejected, so the validators are known to bite.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0

@@ -4,7 +4,7 @@
 # libraries every installed binary needs come exactly from the runtime packages listed
 # in tools/packages.txt. Also runs the entrypoint's program selection.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 build=${CDC_BUILD_DIR:-$PWD/build}
 # The image ships the release build. A sanitizer build dir (make asan: build-asan, make
 # tsan: build-tsan) holds objects compiled with -fsanitize that a plain link cannot use,

@@ -14,7 +14,7 @@
  * (common/kafka.c: idempotent, acks=all, linger.ms=5, murmur2_random) and consumer
  * settings (assign(), auto.offset.reset=error, read_uncommitted, fetch.wait.max.ms=100,
  * no partition EOF). Builds on its own too:
- *     cc -o repro tests/unit/test_mock_retention.c -lrdkafka -lcmocka
+ *     cc -o repro tests/unit/common/test_mock_retention.c -lrdkafka -lcmocka
  *
  * What it asserts is the known behaviour of the mock cluster, so that it stays green
  * while the bug exists and fails when a librdkafka upgrade changes it (then the Known

@@ -18,7 +18,7 @@
 # Also a partitioned *source* table one partition of which is detached while running:
 # its rows leave the mirror (docs/capture.md, "Backfill after DDL").
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit 1
+cd "$(dirname "$0")/../../.." || exit 1
 tmp=$(mktemp -d)
 export CHAOS_DIR=$tmp/part CHAOS_BUILD=${CDC_BUILD_DIR:-$PWD/build}
 export CHAOS_TABLES=public.transactions,public.accounts,public.part_orders,public.part_src

@@ -9,7 +9,7 @@
 # (icebird) must find the mirror equal to the source and every change in the changelog
 # once: 0 lost, 0 duplicated. The capture writes uncompressed topics here.
 set -uo pipefail
-cd "$(dirname "$0")/../.." || exit 1
+cd "$(dirname "$0")/../../.." || exit 1
 tmp=$(mktemp -d)
 export CHAOS_DIR=$tmp/stop CHAOS_BUILD=${CDC_BUILD_DIR:-$PWD/build}
 export CHAOS_INITIAL_ROWS=100

@@ -2,7 +2,7 @@
 # docs/configuration.md must be what the option tables generate (run `make docs`); bad
 # options that the tables alone cannot reject are refused with status 2.
 set -euo pipefail
-cd "$(dirname "$0")/../.." || exit 1
+cd "$(dirname "$0")/../../.." || exit 1
 build=${CDC_BUILD_DIR:-build}
 if ! diff -u docs/configuration.md <(tools/gen-config-docs.sh "$build"); then
     echo "docs/configuration.md is out of date: run 'make docs' and commit it" >&2

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "tests/unit/worker_fixtures.h"
+#include "tests/unit/worker/worker_fixtures.h"
 #include "worker/decode.h"
 
 static const char *TOPIC = "cdc.public.orders";

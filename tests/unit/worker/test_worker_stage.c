@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "tests/unit/worker_fixtures.h"
+#include "tests/unit/worker/worker_fixtures.h"
 #include "worker/dlq.h"
 #include "worker/stage.h"
 #include "tests/harness/harness.h"

@@ -2,7 +2,7 @@
 # Tests the chaos suite's shared library without the pipeline: seeded choices replay,
 # the local supervisor starts, pauses, resumes, restarts and stops process groups.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../.."
 tmp=$(mktemp -d)
 export CHAOS_DIR=$tmp
 # shellcheck source=chaos/lib.sh

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "common/state.h"
-#include "tests/unit/worker_fixtures.h"
+#include "tests/unit/worker/worker_fixtures.h"
 #include "worker/dedup.h"
 #include "worker/toast.h"
 
