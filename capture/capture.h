@@ -199,8 +199,6 @@ void cdc_capture_free(cdc_capture_t *cap);
 
 /* ---- shared between the stream's pieces, snapshot.c and registry.c ---- */
 
-int64_t cdc_capture_now_ms(void);
-
 /* Table state by topic (created when missing); NULL on OOM. */
 cdc_capture_table_t *cdc_capture_table_get(cdc_capture_t *cap, const char *schema,
                                            const char *name);

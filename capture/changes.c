@@ -10,19 +10,10 @@
 #include <time.h>
 
 #include "capture/stream_int.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 #define QUEUE_FULL_WAIT_MS 200
-
-/* The coarse clocks are read without a timer access (tick resolution, a few ms): plenty
- * for status/heartbeat intervals and for the envelope's processing time, and called for
- * every change. */
-static int64_t coarse_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void on_delivery(void *opaque, cdc_err_t err, const cdc_error_t *detail, int32_t partition,
                         int64_t offset, void *cb_arg)
@@ -68,7 +59,7 @@ cdc_err_t cdc_capture_send_status(cdc_capture_t *cap, cdc_error_t *e)
     if (c > cap->confirmed)
         cap->confirmed = c;
     rc = cdc_source_feedback(&cap->src, cap->confirmed, e);
-    cap->last_status_ms = cdc_capture_mono_ms();
+    cap->last_status_ms = cdc_clock_mono_coarse_ms();
     cdc_metrics_gauge_set(cap->m_confirmed_lsn, (double)cap->confirmed);
     if (cap->src.server_wal_end > cap->confirmed)
         cdc_metrics_gauge_set(cap->m_lag_bytes, (double)(cap->src.server_wal_end - cap->confirmed));
@@ -159,7 +150,7 @@ cdc_err_t cdc_capture_emit_marker(cdc_capture_t *cap, cdc_capture_table_t *t, ch
                       .name = cap->cfg->topic_prefix};
     cdc_err_t rc;
 
-    ev.ts_ms = cdc_capture_now_ms();
+    ev.ts_ms = cdc_clock_wall_ms();
     cdc_buf_reset(&cap->value);
     cdc_event_encode_value(&cap->value, &ev);
     /* every partition sees the marker in order with its rows */
@@ -198,7 +189,7 @@ static cdc_err_t emit(cdc_capture_t *cap, cdc_capture_table_t *t, char op, uint6
     ev.commit_lsn = cap->commit_lsn;
     ev.xid = cap->xid;
     ev.source_ts_ms = cap->commit_ts_ms;
-    ev.ts_ms = coarse_now_ms();
+    ev.ts_ms = cdc_clock_wall_coarse_ms();
     ev.snapshot = "false";
     cdc_buf_reset(&cap->key);
     cdc_buf_reset(&cap->value);
@@ -295,7 +286,7 @@ cdc_err_t cdc_capture_on_message(cdc_capture_t *cap, const uint8_t *data, size_t
         cap->xid = m.u.begin.xid;
         cap->commit_lsn = m.u.begin.final_lsn;
         cap->commit_ts_ms = (m.u.begin.commit_ts + CDC_PG_EPOCH_OFFSET_US) / 1000;
-        cap->src.caught_up = coarse_now_ms() - cap->commit_ts_ms < CDC_SOURCE_FRESH_MS;
+        cap->src.caught_up = cdc_clock_wall_coarse_ms() - cap->commit_ts_ms < CDC_SOURCE_FRESH_MS;
         return CDC_OK;
     case CDC_PGO_COMMIT:
         if (cap->tx_id == 0)

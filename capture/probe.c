@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "capture/stream_int.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 /* True when the catalog's document has the columns of t's current one (ids aside). */
@@ -39,7 +40,7 @@ static bool same_catalog_columns(const cdc_schema_doc_t *cat, const cdc_schema_d
  */
 cdc_err_t cdc_capture_probe_schemas(cdc_capture_t *cap, cdc_error_t *e)
 {
-    int64_t now = cdc_capture_mono_ms();
+    int64_t now = cdc_clock_mono_coarse_ms();
     for (size_t i = 0; i < cap->ntables; i++) {
         cdc_capture_table_t *t = &cap->tables[i];
         cdc_schema_doc_t cat;

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "capture/capture.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 #define ADMIN_TIMEOUT_MS 30000
@@ -34,7 +35,7 @@ static cdc_err_t read_topic(cdc_capture_t *cap, const char *topic,
     cdc_kafka_tp_t tp = {topic, 0, CDC_KAFKA_OFFSET_BEGINNING};
     cdc_kafka_msg_t msgs[256];
     int64_t low = 0, high = 0, next = 0;
-    int64_t deadline = cdc_capture_now_ms() + ADMIN_TIMEOUT_MS;
+    int64_t deadline = cdc_clock_wall_ms() + ADMIN_TIMEOUT_MS;
     cdc_err_t rc;
 
     rc = cdc_kafka_consumer_new(&cc, &c, e);
@@ -51,7 +52,7 @@ static cdc_err_t read_topic(cdc_capture_t *cap, const char *topic,
     next = low;
     while (next < high) {
         size_t n = 0;
-        if (cdc_capture_now_ms() > deadline) {
+        if (cdc_clock_wall_ms() > deadline) {
             rc = cdc_error_set(e, CDC_ERR_TIMEOUT, "timed out reading topic \"%s\"", topic);
             goto cleanup;
         }
@@ -109,7 +110,7 @@ static cdc_err_t put_marker(cdc_capture_t *cap, const char *key, json_t *j, cdc_
     cdc_err_t rc;
 
     topic_name(cap, "_capture", topic, sizeof(topic));
-    json_object_set_new(j, "ts_ms", json_integer(cdc_capture_now_ms()));
+    json_object_set_new(j, "ts_ms", json_integer(cdc_clock_wall_ms()));
     value = json_dumps(j, JSON_COMPACT);
     json_decref(j);
     if (value == NULL)

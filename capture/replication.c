@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "capture/pgoutput.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 /* publication_names takes a string literal of comma-separated identifiers: the name as a
@@ -79,13 +80,6 @@ static int64_t pg_now_us(void)
     return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec - CDC_PG_EPOCH_OFFSET_US;
 }
 
-static int64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /*
  * The received data is used up. After a wakeup that brought a trickle of messages, waits
  * until coalesce_ms have passed since that wakeup and returns true: the caller then
@@ -99,12 +93,12 @@ static bool coalesce_wait(cdc_source_t *src)
     if (src->coalesce_ms <= 0 || !src->caught_up || src->cycle_bytes == 0 ||
         src->cycle_bytes >= CDC_SOURCE_COALESCE_MAX_BYTES)
         return false;
-    now = mono_us();
+    now = cdc_clock_mono_us();
     until = src->wake_us + (int64_t)src->coalesce_ms * 1000;
     if (until > now) {
         struct timespec ts = {(until - now) / 1000000, ((until - now) % 1000000) * 1000};
         nanosleep(&ts, NULL);
-        now = mono_us();
+        now = cdc_clock_mono_us();
     }
     src->wake_us = now;
     src->cycle_bytes = 0;
@@ -149,7 +143,7 @@ cdc_err_t cdc_source_read(cdc_source_t *src, int timeout_ms, cdc_source_event_t 
         if (!cdc_pg_consume(src->repl))
             return connection_lost(src, e);
         n = cdc_pg_copy_read(src->repl, &buf);
-        src->wake_us = mono_us();
+        src->wake_us = cdc_clock_mono_us();
         src->cycle_bytes = 0;
         if (n == 0)
             return CDC_OK;
@@ -226,11 +220,11 @@ void cdc_source_stop(cdc_source_t *src)
      * millions of rows: read and drop what still comes, for CDC_SOURCE_STOP_MS at most.
      * Past that the caller just closes the connection: nothing is lost, the slot moved
      * only as far as we confirmed. */
-    deadline = mono_us() + (int64_t)CDC_SOURCE_STOP_MS * 1000;
+    deadline = cdc_clock_mono_us() + (int64_t)CDC_SOURCE_STOP_MS * 1000;
     for (;;) {
         char *buf = NULL;
         int n = cdc_pg_copy_read(src->repl, &buf);
-        int64_t left = deadline - mono_us();
+        int64_t left = deadline - cdc_clock_mono_us();
         cdc_pg_copy_free(buf);
         if (n == -1)
             break; /* the server ended COPY */

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "capture/capture.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 static cdc_err_t exec(cdc_pg_t *c, const char *sql, cdc_error_t *e)
@@ -168,7 +169,7 @@ static cdc_err_t emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t, const cdc
             }
         }
         ev.snapshot = pos->label ? pos->label : (last && i == to - 1) ? "last" : "true";
-        ev.ts_ms = cdc_capture_now_ms();
+        ev.ts_ms = cdc_clock_wall_ms();
         cdc_buf_reset(&cap->key);
         cdc_buf_reset(&cap->value);
         if (!cdc_event_encode_key(&cap->key, &t->doc, &row, NULL))
@@ -309,7 +310,7 @@ cdc_err_t cdc_snapshot_run(cdc_capture_t *cap, const char *snapshot_name, uint64
                            cdc_error_t *e)
 {
     char sql[160];
-    int64_t ts = cdc_capture_now_ms();
+    int64_t ts = cdc_clock_wall_ms();
     uint64_t tx;
     cdc_err_t rc;
 

@@ -19,38 +19,23 @@
 #include <jansson.h>
 
 #include "capture/stream_int.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 #define READ_TIMEOUT_MS 100
 #define POLL_EVERY 256
 #define STATUS_MIN_GAP_MS 50
 
-int64_t cdc_capture_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* A coarse clock, read without a timer access (tick resolution, a few ms): plenty for
- * the status, heartbeat and probe intervals. */
-int64_t cdc_capture_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- session ----------------------------------------------------------------------- */
 
 static cdc_err_t drain(cdc_capture_t *cap, cdc_error_t *e)
 {
-    int64_t deadline = cdc_capture_mono_ms() + cap->cfg->drain_timeout_ms;
+    int64_t deadline = cdc_clock_mono_coarse_ms() + cap->cfg->drain_timeout_ms;
     cdc_error_t ignored;
 
     (void)e;
     while (cap->producer && cdc_kafka_producer_outstanding(cap->producer) > 0 &&
-           cdc_capture_mono_ms() < deadline)
+           cdc_clock_mono_coarse_ms() < deadline)
         cdc_kafka_producer_flush(cap->producer, 200, &ignored);
     if (cap->src.repl && cdc_capture_send_status(cap, &ignored) == CDC_OK)
         cdc_log_info("confirmed %X/%X to PostgreSQL", (unsigned)(cap->confirmed >> 32),
@@ -263,8 +248,8 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
         goto cleanup;
     cap->ready = true;
     cap->streamed = true;
-    cap->last_status_ms = cdc_capture_mono_ms();
-    cap->last_heartbeat_ms = cdc_capture_mono_ms();
+    cap->last_status_ms = cdc_clock_mono_coarse_ms();
+    cap->last_heartbeat_ms = cdc_clock_mono_coarse_ms();
     cdc_log_info("streaming slot %s (publication %s, %zu tables)", cap->cfg->slot,
                  cap->cfg->publication, cap->nwanted);
     cdc_capture_status_publish(cap, true);
@@ -302,7 +287,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
             e->retriable = true;
             goto cleanup;
         }
-        now = cdc_capture_mono_ms();
+        now = cdc_clock_mono_coarse_ms();
         /* Between messages (no data this round: the backlog is drained or the server is
          * quiet) confirm what Kafka acked without waiting a whole status interval, but
          * at most every STATUS_MIN_GAP_MS: each update also wakes the walsender. */
@@ -348,9 +333,9 @@ cleanup:
          * Kafka acked; a producer that cannot drain is replaced so that no late delivery
          * report reaches the next session's tracker. */
         cdc_error_t ignored;
-        int64_t deadline = cdc_capture_mono_ms() + cap->cfg->drain_timeout_ms;
+        int64_t deadline = cdc_clock_mono_coarse_ms() + cap->cfg->drain_timeout_ms;
         while (cdc_kafka_producer_outstanding(cap->producer) > 0 &&
-               cdc_capture_mono_ms() < deadline &&
+               cdc_clock_mono_coarse_ms() < deadline &&
                cdc_kafka_producer_fatal(cap->producer, &ignored) == CDC_OK)
             cdc_kafka_producer_flush(cap->producer, 200, &ignored);
         if (cdc_kafka_producer_outstanding(cap->producer) > 0 ||
@@ -369,8 +354,8 @@ cleanup:
 
 static void sleep_ms(cdc_capture_t *cap, int64_t ms)
 {
-    int64_t end = cdc_capture_mono_ms() + ms;
-    while (!*cap->stop && cdc_capture_mono_ms() < end) {
+    int64_t end = cdc_clock_mono_coarse_ms() + ms;
+    while (!*cap->stop && cdc_clock_mono_coarse_ms() < end) {
         struct timeval tv = {0, 50000};
         select(0, NULL, NULL, NULL, &tv);
     }
@@ -385,7 +370,7 @@ static json_t *lsn_json(uint64_t lsn)
 
 void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
 {
-    int64_t now = cdc_capture_mono_ms();
+    int64_t now = cdc_clock_mono_coarse_ms();
     json_t *o, *tables;
     char *js;
     if (!force && now < cap->next_status_ms)
@@ -504,8 +489,8 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
         if (cap->slot_busy) {
             /* a standby: checks the slot every second, says so every minute */
             cap->slot_busy = false;
-            if (cdc_capture_mono_ms() - cap->standby_logged_ms >= 60000) {
-                cap->standby_logged_ms = cdc_capture_mono_ms();
+            if (cdc_clock_mono_coarse_ms() - cap->standby_logged_ms >= 60000) {
+                cap->standby_logged_ms = cdc_clock_mono_coarse_ms();
                 cdc_log_warn("%s", err.msg);
             }
             sleep_ms(cap, 1000);

@@ -20,7 +20,6 @@
 /* ---- stream.c ---- */
 
 /* Monotonic coarse milliseconds (intervals of the session). */
-int64_t cdc_capture_mono_ms(void);
 
 /* ---- tables.c ---- */
 

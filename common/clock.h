@@ -39,6 +39,14 @@ static inline int64_t cdc_clock_wall_coarse_ms(void)
     return cdc_clock_ms_of(CLOCK_REALTIME_COARSE);
 }
 
+/* Microseconds on the monotonic clock. */
+static inline int64_t cdc_clock_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 /* Seconds on the monotonic clock, with sub-microsecond resolution: for rates. */
 static inline double cdc_clock_mono_s(void)
 {

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/cluster.h"
 #include "common/log.h"
 
@@ -44,13 +45,6 @@ const char *cdc_job_state_name(cdc_job_state_t s)
         return "FAILED";
     }
     return "UNKNOWN";
-}
-
-int64_t cdc_job_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void set_state(cdc_coord_t *c, cdc_job_state_t s)
@@ -107,7 +101,7 @@ static void reject_not_leader(cdc_coord_t *c, uint32_t pipe)
         return;
     }
     c->closing[c->nclosing].pipe = pipe;
-    c->closing[c->nclosing].due_ms = cdc_job_mono_ms() + REJECT_CLOSE_DELAY_MS;
+    c->closing[c->nclosing].due_ms = cdc_clock_mono_ms() + REJECT_CLOSE_DELAY_MS;
     c->nclosing++;
 }
 
@@ -224,7 +218,7 @@ static void send_assignments(cdc_coord_t *c, uint32_t only_pipe)
  */
 void cdc_job_recover(cdc_coord_t *c, const char *reason, bool count_failure)
 {
-    int64_t now = cdc_job_mono_ms(), at = now + (count_failure ? 0 : 100); /* joins coalesce */
+    int64_t now = cdc_clock_mono_ms(), at = now + (count_failure ? 0 : 100); /* joins coalesce */
     uint64_t first = cdc_epochs_oldest_open(&c->epochs);
 
     if (c->state == CDC_JOB_STANDBY || c->state == CDC_JOB_STARTING || c->state == CDC_JOB_FAILED)
@@ -266,7 +260,7 @@ static void lose_worker(cdc_coord_t *c, cdc_member_t *m, const char *reason)
     bool owned = cdc_job_owns_any(c, m->id);
 
     cdc_log_warn("worker \"%s\" (incarnation %" PRIu64 ") lost: %s", m->id, m->incarnation, reason);
-    cdc_members_lose(m, cdc_job_mono_ms(), reason);
+    cdc_members_lose(m, cdc_clock_mono_ms(), reason);
     if (pipe)
         cdc_msg_server_close_pipe(c->msg, pipe);
     cdc_metrics_gauge_set(c->m_workers, (double)cdc_members_alive_count(&c->members));
@@ -569,7 +563,7 @@ static void drain(cdc_coord_t *c, int wait_ms)
         cdc_err_t rc = cdc_msg_server_recv(c->msg, i == 0 ? wait_ms : 0, &env, &pipe, &e);
         if (rc != CDC_OK)
             break;
-        on_message(c, env, pipe, cdc_job_mono_ms());
+        on_message(c, env, pipe, cdc_clock_mono_ms());
         cdc_msg_free(env);
     }
     while (cdc_msg_server_poll_event(c->msg, &ev)) {
@@ -657,7 +651,7 @@ void cdc_coord_run(cdc_coord_t *c)
 {
     set_state(c, CDC_JOB_STANDBY);
     while (!*c->stop) {
-        int64_t now = cdc_job_mono_ms(), began = now;
+        int64_t now = cdc_clock_mono_ms(), began = now;
         cdc_leader_event_t ev = cdc_leader_tick(&c->leader, now);
 
         if (ev == CDC_LEADER_ELECTED) {
@@ -675,23 +669,23 @@ void cdc_coord_run(cdc_coord_t *c)
             leader_start(c, now);
 
         drain(c, loop_wait_ms(c, now));
-        now = cdc_job_mono_ms();
+        now = cdc_clock_mono_ms();
         if (c->state != CDC_JOB_STANDBY) {
             check_liveness(c, now);
             if (c->state == CDC_JOB_RECOVERING)
                 try_assign(c, now);
             cdc_job_maybe_barrier(c, now);
             if (c->state != CDC_JOB_STANDBY && c->state != CDC_JOB_STARTING)
-                cdc_job_process_queue(c, cdc_job_mono_ms());
+                cdc_job_process_queue(c, cdc_clock_mono_ms());
             if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING) {
                 cdc_job_maybe_orphans(c, now);
-                cdc_job_maybe_expire(c, cdc_job_mono_ms());
+                cdc_job_maybe_expire(c, cdc_clock_mono_ms());
             }
         }
         if (c->nclosing > 0)
             close_rejected(c, now);
         if (c->state != CDC_JOB_STANDBY)
-            observe_stall(c, cdc_job_mono_ms() - began);
+            observe_stall(c, cdc_clock_mono_ms() - began);
         if (now >= c->next_status_ms) {
             cdc_admin_publish(c);
             /* a standby asks etcd who leads for its status: not that often */

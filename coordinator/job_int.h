@@ -18,7 +18,6 @@
 /* ---- job.c ---- */
 
 /* Monotonic milliseconds (the loop's timers). */
-int64_t cdc_job_mono_ms(void);
 
 /* Sends one envelope to a worker's pipe. */
 void cdc_job_send_env(cdc_coord_t *c, uint32_t pipe, const Cdc__Envelope *env);

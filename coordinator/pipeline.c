@@ -13,18 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "coordinator/job_int.h"
 
 #define COMMIT_RETRY_MS 300
 #define MAX_OPEN_BEFORE_PAUSE 8
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Debug fault injection (--fault / CDC_FAULT): exits without cleanup at a named point. */
 static void fault_point(cdc_coord_t *c, const char *name)
@@ -64,7 +58,7 @@ static void record_history(cdc_coord_t *c, const cdc_checkpoint_t *rec, int64_t 
     h = &c->history[c->nhistory++];
     memset(h, 0, sizeof(*h));
     h->epoch = rec->epoch;
-    h->completed_wall_ms = wall_ms();
+    h->completed_wall_ms = cdc_clock_wall_ms();
     h->duration_ms = duration_ms;
     h->tables = tables;
     cdc_checkpoint_totals(rec, &h->bytes, &h->records, &h->data_files, &h->delete_files);
@@ -136,9 +130,9 @@ void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
                 c->commit_retry_ms = now + COMMIT_RETRY_MS;
                 return;
             }
-            int64_t t_rec = cdc_job_mono_ms();
+            int64_t t_rec = cdc_clock_mono_ms();
             rc = cdc_store_put_checkpoint(&c->store, q->rec->epoch, json, &e);
-            q->record_ms = cdc_job_mono_ms() - t_rec;
+            q->record_ms = cdc_clock_mono_ms() - t_rec;
             free(json);
             if (rc != CDC_OK) {
                 /* etcd down: commits pause, nothing is lost, retried after */
@@ -150,13 +144,13 @@ void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
             q->attempts = 0;
             c->last_recorded = q->rec->epoch;
             cdc_metrics_histogram_observe(c->m_record_latency,
-                                          (double)(cdc_job_mono_ms() - q->barrier_mono) / 1000.0);
+                                          (double)(cdc_clock_mono_ms() - q->barrier_mono) / 1000.0);
             fault_point(c, "after-checkpoint-record");
         }
         {
-            int64_t t_commit = cdc_job_mono_ms();
+            int64_t t_commit = cdc_clock_mono_ms();
             rc = cdc_committer_commit(c->committer, q->rec, &res, &e);
-            q->commit_ms = cdc_job_mono_ms() - t_commit;
+            q->commit_ms = cdc_clock_mono_ms() - t_commit;
         }
         if (rc != CDC_OK) {
             step_failed(c, q, rc, &e, c->m_commit_errors, "commit", "to Iceberg",
@@ -174,7 +168,7 @@ void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
         c->last_committed = q->rec->epoch;
         send_committed(c, q->rec->epoch);
         {
-            int64_t dur = cdc_job_mono_ms() - q->barrier_mono;
+            int64_t dur = cdc_clock_mono_ms() - q->barrier_mono;
             cdc_metrics_histogram_observe(c->m_latency, (double)dur / 1000.0);
             cdc_metrics_counter_inc(c->m_committed);
             cdc_metrics_gauge_set(c->m_last_epoch, (double)q->rec->epoch);
@@ -226,8 +220,8 @@ static void note_high_watermarks(cdc_coord_t *c, const cdc_member_t *m, const Cd
 static bool check_progress(cdc_coord_t *c, const cdc_checkpoint_t *rec, char *why, size_t cap)
 {
     cdc_progress_finding_t f[CDC_PROGRESS_FINDINGS_MAX];
-    int n =
-        cdc_progress_checkpoint(&c->progress, rec, cdc_job_mono_ms(), f, CDC_PROGRESS_FINDINGS_MAX);
+    int n = cdc_progress_checkpoint(&c->progress, rec, cdc_clock_mono_ms(), f,
+                                    CDC_PROGRESS_FINDINGS_MAX);
     bool stalled = false;
     for (int i = 0; i < n; i++) {
         if (f[i].kind == CDC_PROGRESS_NO_PROGRESS) {
@@ -273,7 +267,7 @@ void cdc_job_on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
         cdc_job_send_reject(c, pipe, "not registered");
         return;
     }
-    m->last_heartbeat_ms = cdc_job_mono_ms();
+    m->last_heartbeat_ms = cdc_clock_mono_ms();
     if (c->state != CDC_JOB_RUNNING) {
         cdc_metrics_counter_inc(c->m_rejected);
         return; /* acks of an aborted generation */
@@ -281,7 +275,7 @@ void cdc_job_on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
     if (ack->term == c->term && ack->generation == c->generation)
         note_high_watermarks(c, m, ack);
     cdc_error_clear(&e);
-    r = cdc_epochs_ack(&c->epochs, ack, wall_ms(), &e);
+    r = cdc_epochs_ack(&c->epochs, ack, cdc_clock_wall_ms(), &e);
     switch (r) {
     case CDC_ACK_ACCEPTED:
         return;
@@ -306,7 +300,7 @@ void cdc_job_on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
             q = &c->queue[c->nqueue++];
             memset(q, 0, sizeof(*q));
             q->rec = rec;
-            q->barrier_mono = cdc_job_mono_ms() - (rec->completed_ms - rec->barrier_ms);
+            q->barrier_mono = cdc_clock_mono_ms() - (rec->completed_ms - rec->barrier_ms);
             cdc_checkpoint_free(c->base);
             /* the base for a later reassignment: copy via JSON round trip */
             {
@@ -363,7 +357,7 @@ void cdc_job_maybe_barrier(cdc_coord_t *c, int64_t now)
         else
             c->etcd_retry_ms = now + ETCD_RETRY_MS;
     }
-    rc = cdc_epochs_begin(&c->epochs, now, wall_ms(), &epoch);
+    rc = cdc_epochs_begin(&c->epochs, now, cdc_clock_wall_ms(), &epoch);
     if (rc != CDC_OK)
         return;
     b.term = c->term;
@@ -429,10 +423,10 @@ void cdc_job_maybe_orphans(cdc_coord_t *c, int64_t now)
         cdc_log_warn("orphan cleanup failed: %s", e.msg);
     else if (deleted > 0)
         cdc_log_info("orphan cleanup removed %d files", deleted);
-    if (cdc_job_mono_ms() - now > SLOW_MAINTENANCE_MS)
+    if (cdc_clock_mono_ms() - now > SLOW_MAINTENANCE_MS)
         cdc_log_warn("orphan cleanup took %" PRId64 " ms (barriers wait meanwhile)",
-                     cdc_job_mono_ms() - now);
-    c->next_orphan_ms = cdc_job_mono_ms() + c->cfg.orphan_interval_ms; /* a pause between scans */
+                     cdc_clock_mono_ms() - now);
+    c->next_orphan_ms = cdc_clock_mono_ms() + c->cfg.orphan_interval_ms; /* a pause between scans */
     cdc_metrics_counter_add(c->m_orphans, deleted);
 }
 
@@ -451,9 +445,9 @@ void cdc_job_maybe_expire(cdc_coord_t *c, int64_t now)
         cdc_log_warn("snapshot expiry failed: %s", e.msg);
     else if (expired > 0)
         cdc_log_info("expired %zu snapshots", expired);
-    if (cdc_job_mono_ms() - now > SLOW_MAINTENANCE_MS)
+    if (cdc_clock_mono_ms() - now > SLOW_MAINTENANCE_MS)
         cdc_log_warn("snapshot expiry took %" PRId64 " ms (barriers wait meanwhile)",
-                     cdc_job_mono_ms() - now);
-    c->next_expire_ms = cdc_job_mono_ms() + c->cfg.orphan_interval_ms;
+                     cdc_clock_mono_ms() - now);
+    c->next_expire_ms = cdc_clock_mono_ms() + c->cfg.orphan_interval_ms;
     cdc_metrics_counter_add(c->m_expired, (int64_t)expired);
 }

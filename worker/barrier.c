@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/buf.h"
 #include "common/iceberg/schema.h"
 #include "common/log.h"
@@ -240,13 +241,6 @@ static char *table_schema_json(const cdc_source_schema_t *s, cdc_stage_kind_t ki
     return json;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* ---- barrier: cut on the record thread, finish on the finalizer thread ------------- */
 
 /* One partition's share of a cut epoch. */
@@ -290,7 +284,7 @@ static void *checkpoint_thread(void *arg)
     char *dir;
     const char *handle = NULL;
     cdc_ckpt_stats_t st;
-    double c0 = now_s();
+    double c0 = cdc_clock_mono_s();
 
     snprintf(name, sizeof(name), "ckpt-%" PRIu64 "-%" PRIu64, epoch, w->incarnation);
     dir = cdc_worker_join(s->ckpt.local_root, name);
@@ -300,7 +294,7 @@ static void *checkpoint_thread(void *arg)
         return NULL;
     }
     cdc_state_destroy(dir, e);
-    int64_t t0 = cdc_worker_mono_ms();
+    int64_t t0 = cdc_clock_mono_ms();
     rc = cdc_dedup_checkpoint_cut(s->dedup, dir, e);
     for (int attempt = 0; rc == CDC_OK; attempt++) {
         if (atomic_load(&w->fin_cancel)) {
@@ -316,7 +310,7 @@ static void *checkpoint_thread(void *arg)
     s->last_handle = NULL; /* the next cut checkpoints again when this one failed */
     if (rc == CDC_OK) {
         cdc_metrics_counter_add(w->m_ckpt_bytes, (double)st.bytes_uploaded);
-        cdc_metrics_histogram_observe(w->m_ckpt_seconds, now_s() - c0);
+        cdc_metrics_histogram_observe(w->m_ckpt_seconds, cdc_clock_mono_s() - c0);
         s->last_handle = strdup(handle);
         if (s->last_handle == NULL)
             rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
@@ -325,7 +319,7 @@ static void *checkpoint_thread(void *arg)
                          epoch);
     }
     j->ckpt_rc = rc;
-    j->ckpt_ms = cdc_worker_mono_ms() - t0;
+    j->ckpt_ms = cdc_clock_mono_ms() - t0;
     return NULL;
 }
 
@@ -335,7 +329,7 @@ static cdc_err_t write_files(snap_part_t *j, cdc_stage_file_t **files, size_t *n
     cdc_worker_t *w = j->w;
     cdc_stage_write_options_t wo = {w->cfg.warehouse, w->cfg.job, cdc_worker_stage_codec(w)};
     cdc_err_t rc;
-    double t0 = now_s();
+    double t0 = cdc_clock_mono_s();
 
     *files = NULL;
     *nfiles = 0;
@@ -347,7 +341,7 @@ static cdc_err_t write_files(snap_part_t *j, cdc_stage_file_t **files, size_t *n
             break;
     }
     if (rc == CDC_OK)
-        cdc_metrics_histogram_observe(w->m_stage_seconds, now_s() - t0);
+        cdc_metrics_histogram_observe(w->m_stage_seconds, cdc_clock_mono_s() - t0);
     return rc;
 }
 
@@ -375,9 +369,9 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
         if (!ckpt_started)
             checkpoint_thread(j);
     }
-    int64_t t0 = cdc_worker_mono_ms();
+    int64_t t0 = cdc_clock_mono_ms();
     rc = write_files(j, &files, &nfiles);
-    j->files_ms = cdc_worker_mono_ms() - t0;
+    j->files_ms = cdc_clock_mono_ms() - t0;
     if (ckpt_started)
         pthread_join(ckpt, NULL);
     if (rc == CDC_OK && j->ckpt_rc != CDC_OK) {
@@ -561,7 +555,7 @@ static void finish_job(cdc_worker_t *w, cdc_snap_job_t *job)
         cdc_log_debug("acked epoch %" PRIu64 " (%zu partitions, %zu files) %" PRId64
                       " ms after the cut (slowest partition: files %" PRId64
                       " ms, state checkpoint %" PRId64 " ms)",
-                      job->epoch, ack.n_partitions, ack.n_files, cdc_worker_mono_ms() - job->cut_ms,
+                      job->epoch, ack.n_partitions, ack.n_files, cdc_clock_mono_ms() - job->cut_ms,
                       files_ms, ckpt_ms);
     }
     cdc_worker_ack_free(&ack);
@@ -641,14 +635,14 @@ void cdc_worker_finalizer_stop(cdc_worker_t *w)
 cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation, uint64_t epoch,
                              cdc_error_t *e)
 {
-    int64_t t0 = cdc_worker_mono_ms();
+    int64_t t0 = cdc_clock_mono_ms();
     cdc_snap_job_t *job;
 
     if (!w->fin_running)
         return cdc_error_set(e, CDC_ERR_INTERNAL, "the finalizer thread is not running");
     /* One epoch in the finalizer at a time: it owns the checkpoint chain. */
     cdc_worker_finalizer_wait(w, false);
-    int64_t waited = cdc_worker_mono_ms() - t0;
+    int64_t waited = cdc_clock_mono_ms() - t0;
     if (waited > 50)
         cdc_log_debug("barrier %" PRIu64 ": waited %" PRId64 " ms for the previous epoch's files",
                       epoch, waited);
@@ -658,7 +652,7 @@ cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation
     job->term = term;
     job->generation = generation;
     job->epoch = epoch;
-    job->cut_ms = cdc_worker_mono_ms();
+    job->cut_ms = cdc_clock_mono_ms();
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         cdc_slot_t *s = &w->slots[p];
         snap_part_t *j;
@@ -688,7 +682,7 @@ cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation
         memcpy(j->high, s->high, sizeof(j->high));
         for (size_t t = 0; t < w->ntopics; t++)
             j->stalled_ms[t] =
-                s->stalled_since[t] != 0 ? cdc_worker_mono_ms() - s->stalled_since[t] : 0;
+                s->stalled_since[t] != 0 ? cdc_clock_mono_ms() - s->stalled_since[t] : 0;
         j->stage = s->stage; /* moved */
         j->stage.epoch = epoch;
         cdc_stage_init(&s->stage, s->partition, epoch + 1);

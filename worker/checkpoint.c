@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include "common/clock.h"
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/state.h"
@@ -35,13 +36,6 @@ static void rand_hex(char *out, size_t nhex)
     for (size_t i = 0; i < nhex; i++)
         out[i] = hex[(b[i / 2] >> ((i % 2) ? 0 : 4)) & 15];
     out[nhex] = '\0';
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 static void files_free(cdc_ckpt_file_t *f, size_t n)
@@ -211,7 +205,7 @@ cdc_err_t cdc_ckpt_upload(cdc_ckpt_t *c, uint64_t epoch, const char *local_dir, 
     size_t nfiles = 0, cap = 0;
     char rnd[9], path[1024];
     cdc_ckpt_stats_t st = {0};
-    double t0 = now_ms();
+    double t0 = (cdc_clock_mono_s() * 1e3);
     cdc_err_t rc = CDC_OK;
     char *json = NULL, *handle_loc = NULL;
     cdc_ckpt_entry_t *en;
@@ -319,7 +313,7 @@ done:
     files_free(files, nfiles);
     free(handle_loc);
     free(json);
-    st.ms = now_ms() - t0;
+    st.ms = (cdc_clock_mono_s() * 1e3) - t0;
     if (stats != NULL)
         *stats = st;
     return rc;

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/buf.h"
 #include "common/cdcschema.h"
 #include "common/iceberg/parquet.h"
@@ -240,7 +241,7 @@ cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e)
 {
     cdc_kafka_msg_t msgs[256];
     int64_t high[CDC_WORKER_SCHEMA_PARTITIONS];
-    int64_t deadline = cdc_worker_mono_ms() + SCHEMA_READ_TIMEOUT_MS;
+    int64_t deadline = cdc_clock_mono_ms() + SCHEMA_READ_TIMEOUT_MS;
     size_t n;
     cdc_err_t rc;
 
@@ -273,7 +274,7 @@ cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e)
             done = done && w->schema_next[i] >= high[i];
         if (done)
             return CDC_OK;
-        int64_t left = deadline - cdc_worker_mono_ms();
+        int64_t left = deadline - cdc_clock_mono_ms();
         if (left <= 0)
             return cdc_error_set_retriable(e, CDC_ERR_TIMEOUT, true,
                                            "schema topic \"%s\" not read to its end within %d ms",
@@ -687,7 +688,7 @@ static void restart_failed(cdc_worker_t *w)
 {
     char topics[16][256];
     int32_t parts[16];
-    int64_t now = cdc_worker_mono_ms();
+    int64_t now = cdc_clock_mono_ms();
     size_t n;
     /* every partition reported, 16 at a time */
     while ((n = cdc_kafka_consumer_failed(w->consumer, topics, parts, 16)) > 0) {
@@ -746,7 +747,7 @@ static void note_missing_start(cdc_worker_t *w, const cdc_kafka_msg_t *m)
  * of the N-th record processed (default 1; or the first after it with more records of its
  * partition in the batch) stops fetching after it, silently, once, the rest of the batch
  * of that partition dropped: a stall only the progress watchdog can see
- * (tests/integration/test_worker.c). True when it just did.
+ * (tests/integration/worker/test_worker.c). True when it just did.
  */
 static bool fault_stall(cdc_worker_t *w, const cdc_kafka_msg_t *msgs, size_t i, size_t n)
 {
@@ -787,16 +788,16 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
     if (max == 0 || max > BATCH_MAX)
         max = BATCH_MAX;
     rc = cdc_kafka_consume_batch(w->consumer, msgs, max, &n, timeout_ms, e);
-    int64_t next_poll = cdc_worker_mono_ms() + 5;
+    int64_t next_poll = cdc_clock_mono_ms() + 5;
     for (size_t i = 0; i < n; i++) {
         const cdc_kafka_msg_t *m = &msgs[i];
         int ti = topic_index(w, m->topic);
         cdc_slot_t *s;
         /* Serve barriers between records, not only between batches. */
-        if ((i & 31) == 0 && cdc_worker_mono_ms() >= next_poll) {
+        if ((i & 31) == 0 && cdc_clock_mono_ms() >= next_poll) {
             if (cdc_worker_poll_control(w) || !w->assigned)
                 break; /* reassigned or aborted: the rest of the batch is void */
-            next_poll = cdc_worker_mono_ms() + 5;
+            next_poll = cdc_clock_mono_ms() + 5;
         }
         if (ti < 0 || m->partition < 0 || m->partition >= CDC_WORKER_PARTITIONS)
             continue;
@@ -835,7 +836,7 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
         cdc_worker_set_paused(w, true);
     restart_failed(w);
     if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT) {
-        int64_t now = cdc_worker_mono_ms();
+        int64_t now = cdc_clock_mono_ms();
         if (now - last_err_log > 5000) {
             cdc_log_warn("kafka consumer: %s", e->msg);
             last_err_log = now;

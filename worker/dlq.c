@@ -61,6 +61,7 @@ void cdc_dlq_headers(cdc_dlq_headers_t *h, cdc_dlq_class_t cls, const char *mess
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "worker/worker.h"
 
@@ -113,14 +114,11 @@ cdc_err_t cdc_worker_dlq_send(cdc_worker_t *w, const cdc_kafka_msg_t *m, cdc_dlq
     char topic[300];
     cdc_dlq_headers_t h;
     cdc_kafka_header_t kh[CDC_DLQ_NHEADERS];
-    struct timespec ts;
     int delay_ms = 100;
 
     cdc_dlq_topic(m->topic, topic, sizeof(topic));
     ensure_dlq_topic(w, topic);
-    clock_gettime(CLOCK_REALTIME, &ts);
-    cdc_dlq_headers(&h, cls, message, m->topic, m->partition, m->offset,
-                    (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+    cdc_dlq_headers(&h, cls, message, m->topic, m->partition, m->offset, cdc_clock_wall_ms());
     for (int i = 0; i < CDC_DLQ_NHEADERS; i++)
         kh[i] = (cdc_kafka_header_t){h.name[i], h.value[i], strlen(h.value[i])};
     cdc_log_warn("record %s[%d]@%" PRId64 " sent to dead-letter topic \"%s\": %s: %s", m->topic,

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "worker/worker.h"
 
@@ -110,7 +111,7 @@ static cdc_err_t apply(cdc_worker_t *w, cdc_slot_t *s, const Cdc__TableFloor *f,
 
 void cdc_worker_apply_floors(cdc_worker_t *w, Cdc__TableFloor *const *floors, size_t n)
 {
-    int64_t now = cdc_worker_mono_ms();
+    int64_t now = cdc_clock_mono_ms();
     size_t waiting = 0;
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         cdc_slot_t *s = &w->slots[p];

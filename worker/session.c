@@ -20,6 +20,7 @@
 
 #include <jansson.h>
 
+#include "common/clock.h"
 #include "common/cluster.h"
 #include "common/log.h"
 #include "common/state.h"
@@ -29,13 +30,6 @@
 #define LINK_RESET_MS 3000
 /* Registered but no assignment for this long: our Register or the Assign got lost. */
 #define REREGISTER_MS 5000
-
-int64_t cdc_worker_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Set by the heartbeat thread when its sends keep failing on a link NNG calls up. */
 static _Atomic bool reset_wanted;
@@ -92,9 +86,9 @@ static void *heartbeat_main(void *arg)
     while (!*w->stop) {
         struct timespec ts = {w->cfg.heartbeat_interval_ms / 1000,
                               (w->cfg.heartbeat_interval_ms % 1000) * 1000000};
-        int64_t t0 = cdc_worker_mono_ms();
+        int64_t t0 = cdc_clock_mono_ms();
         pthread_mutex_lock(&w->link_lock);
-        int64_t t1 = cdc_worker_mono_ms();
+        int64_t t1 = cdc_clock_mono_ms();
         if (w->registered) {
             failed = send_heartbeat(w) ? 0 : failed + 1;
             if (failed >= 3) { /* each waited out the 1 s send timeout: a dead link */
@@ -105,7 +99,7 @@ static void *heartbeat_main(void *arg)
             failed = 0;
         }
         pthread_mutex_unlock(&w->link_lock);
-        int64_t t2 = cdc_worker_mono_ms();
+        int64_t t2 = cdc_clock_mono_ms();
         if (t2 - t0 > w->cfg.heartbeat_interval_ms)
             cdc_log_warn("heartbeat was late: %" PRId64 " ms waiting for the link, %" PRId64
                          " ms sending",
@@ -281,7 +275,7 @@ static void handle(cdc_worker_t *w, const Cdc__Envelope *env)
         pthread_mutex_lock(&w->link_lock);
         w->registered = false;
         pthread_mutex_unlock(&w->link_lock);
-        w->next_register_ms = cdc_worker_mono_ms() + 100;
+        w->next_register_ms = cdc_clock_mono_ms() + 100;
         break;
     default:
         cdc_log_debug("ignoring %s from the coordinator", cdc_msg_body_name(env));
@@ -410,7 +404,7 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
 
     cdc_link_watch_t lw = {0};
     while (!*w->stop) {
-        int64_t now = cdc_worker_mono_ms();
+        int64_t now = cdc_clock_mono_ms();
         Cdc__Envelope *env = NULL;
 
         if (now >= w->next_leader_check_ms) {

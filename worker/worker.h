@@ -275,6 +275,4 @@ bool cdc_worker_send_ack(cdc_worker_t *w, Cdc__Ack *ack);
 /* Runs the worker until *stop is set. Returns CDC_OK on a clean stop. */
 cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e);
 
-int64_t cdc_worker_mono_ms(void);
-
 #endif

@@ -7,6 +7,7 @@
  * expiry and the files a table references in table_maintenance.c; table_int.h holds
  * what they share.
  */
+#include "common/clock.h"
 #include "common/iceberg/table.h"
 
 #include <inttypes.h>
@@ -27,7 +28,7 @@ static void random_bytes(void *p, size_t n)
     if (getrandom(p, n, 0) != (ssize_t)n) {
         uint8_t *b = p;
         for (size_t i = 0; i < n; i++)
-            b[i] = (uint8_t)(rand() ^ (int)now_ms());
+            b[i] = (uint8_t)(rand() ^ (int)cdc_clock_wall_ms());
     }
 }
 
@@ -395,7 +396,7 @@ cdc_err_t cdc_ice_table_commit_with_log(cdc_ice_table_t *t, cdc_ice_metadata_t *
 
 cdc_err_t cdc_ice_table_commit_change(cdc_ice_table_t *t, cdc_ice_metadata_t *md, cdc_error_t *e)
 {
-    int64_t ts = now_ms();
+    int64_t ts = cdc_clock_wall_ms();
     md->last_updated_ms = ts > t->md.last_updated_ms ? ts : t->md.last_updated_ms + 1;
     return cdc_ice_table_commit_with_log(t, md, e);
 }
@@ -445,7 +446,7 @@ cdc_err_t cdc_ice_table_create(cdc_storage_t *storage, const char *location,
     md.norders = 1;
     md.last_partition_id = 999;
     md.current_snapshot_id = -1;
-    md.last_updated_ms = now_ms();
+    md.last_updated_ms = cdc_clock_wall_ms();
     if (props && (rc = cdc_ice_props_copy(&md.properties, props)) != CDC_OK) {
         rc = oom(e);
         goto fail;

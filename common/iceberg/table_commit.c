@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/iceberg/manifest.h"
 #include "common/iceberg/schema.h"
 #include "common/iceberg/table.h"
@@ -586,7 +587,7 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, in
         rc = oom(e);
         goto fail;
     }
-    int64_t ts = c->timestamp_ms > 0 ? c->timestamp_ms : now_ms();
+    int64_t ts = c->timestamp_ms > 0 ? c->timestamp_ms : cdc_clock_wall_ms();
     if (ts <= t->md.last_updated_ms)
         ts = t->md.last_updated_ms + 1; /* keep the logs monotonic under clock skew */
     cdc_ice_snapshot_t *sv = realloc(md.snapshots, (md.nsnapshots + 1) * sizeof(*sv));

@@ -33,14 +33,6 @@ static inline cdc_err_t oom(cdc_error_t *e)
     return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory in iceberg table");
 }
 
-/* Wall-clock time in milliseconds since the epoch (Iceberg's timestamps). */
-static inline int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Table property `key` as an integer or boolean; dflt when it is unset (or, for an
  * integer, not one). */
 static inline int64_t prop_int(const cdc_ice_metadata_t *md, const char *key, int64_t dflt)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/hash.h"
 #include "common/iceberg/manifest.h"
 #include "common/iceberg/table.h"
@@ -353,8 +354,8 @@ cdc_err_t cdc_ice_table_expire_snapshots(cdc_ice_table_t *t, int64_t older_than_
                                          int64_t min_keep, size_t *expired, cdc_error_t *e)
 {
     if (older_than_ms < 0)
-        older_than_ms = now_ms() - prop_int(&t->md, "history.expire.max-snapshot-age-ms",
-                                            5LL * 24 * 3600 * 1000);
+        older_than_ms = cdc_clock_wall_ms() - prop_int(&t->md, "history.expire.max-snapshot-age-ms",
+                                                       5LL * 24 * 3600 * 1000);
     if (min_keep < 0)
         min_keep = prop_int(&t->md, "history.expire.min-snapshots-to-keep", 1);
     if (expired)
