@@ -10,14 +10,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "common/clock.h"
 
 struct cdc_etcd_election {
     cdc_etcd_t *client;
@@ -126,7 +120,7 @@ cdc_err_t cdc_etcd_election_try(cdc_etcd_election_t *el, bool *won, int64_t *ter
 cdc_err_t cdc_etcd_election_campaign(cdc_etcd_election_t *el, int timeout_ms, int64_t *term,
                                      cdc_error_t *e)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = cdc_clock_mono_ms() + timeout_ms;
     for (;;) {
         bool won = false;
         int64_t revision = 0, seen = 0;
@@ -142,7 +136,7 @@ cdc_err_t cdc_etcd_election_campaign(cdc_etcd_election_t *el, int timeout_ms, in
                 *term = el->term;
             return CDC_OK;
         }
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - cdc_clock_mono_ms();
         if (left <= 0)
             return cdc_error_set(e, CDC_ERR_TIMEOUT,
                                  "still not leader of \"%s\" after %d ms (term %lld holds it)",

@@ -13,6 +13,8 @@
 
 #include <curl/curl.h>
 
+#include "common/buf.h"
+
 struct cdc_httpc {
     CURL *curl;
 };
@@ -67,17 +69,9 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *arg)
     cdc_httpc_response_t *r = t->resp;
     size_t n = size * nmemb;
 
-    if (r->len + n + 1 > r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 4096;
-        while (cap < r->len + n + 1)
-            cap *= 2;
-        char *d = realloc(r->body, cap);
-        if (d == NULL) {
-            t->oom = true;
-            return 0;
-        }
-        r->body = d;
-        r->cap = cap;
+    if (cdc_array_reserve(r->body, r->cap, r->len + n + 1, 4096) != CDC_OK) {
+        t->oom = true;
+        return 0;
     }
     memcpy(r->body + r->len, ptr, n);
     r->len += n;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/iceberg/storage_int.h"
 
 cdc_err_t cdc_storage_oom(cdc_error_t *e)
@@ -298,15 +299,9 @@ bool cdc_storage_strlist_add(cdc_storage_strlist_t *l, char *s)
 {
     if (!s)
         return false;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 32;
-        char **v = realloc(l->v, cap * sizeof(*v));
-        if (!v) {
-            free(s);
-            return false;
-        }
-        l->v = v;
-        l->cap = cap;
+    if (cdc_array_reserve(l->v, l->cap, l->n + 1, 32) != CDC_OK) {
+        free(s);
+        return false;
     }
     l->v[l->n++] = s;
     return true;
