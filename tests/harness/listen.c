@@ -1,7 +1,7 @@
 /*
  * Loopback listening sockets for tests (harness.h): a port that accepts connections but
  * never answers (a hanging server), or the listener of a small server a test runs in a
- * thread of its own (tests/unit/test_httpc.c).
+ * thread of its own (tests/unit/common/test_httpc.c).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
