@@ -148,6 +148,7 @@ setup:
 	@tools/setup.sh
 
 test: setup
+	@tools/lint-extra.sh
 	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@rc=0; tests/run.sh unit $(BUILD) || rc=1; tests/run.sh integration $(BUILD) || rc=1; exit $$rc
 

@@ -5,21 +5,21 @@
  * A transport failure moves on to the next endpoint; a gRPC error in the body is mapped
  * to a cdc_err_t by its status code. Streaming methods (watch, lease keep-alive) are read
  * as newline-separated JSON objects until the first useful one arrives; then the
- * transfer is cut.
+ * transfer is cut. HTTP goes through common/httpc.h (one handle per client, so the
+ * connection to a member is reused); leader election, built on this API, is in
+ * etcd_election.c.
  */
 #include "common/etcd.h"
 
 #include "common/base64.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
+#include "common/httpc.h"
 #include "common/log.h"
 
 #define DEFAULT_TIMEOUT_MS 2000
@@ -30,7 +30,7 @@ struct cdc_etcd {
     size_t nendpoints;
     size_t current;
     int timeout_ms;
-    CURL *curl;
+    cdc_httpc_t *http;
 };
 
 /* gRPC status codes that appear in the gateway's error bodies */
@@ -42,20 +42,6 @@ enum {
     GRPC_OUT_OF_RANGE = 11,
     GRPC_UNAVAILABLE = 14,
 };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-static void curl_init_once(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- base64 and key helpers --------------------------------------------------------- */
 
@@ -224,7 +210,6 @@ cdc_err_t cdc_etcd_open(cdc_etcd_t **out, const char *endpoints, int timeout_ms,
     if (endpoints == NULL || endpoints[0] == '\0')
         return cdc_error_set(e, CDC_ERR_CONFIG,
                              "no etcd endpoints given: expected e.g. http://127.0.0.1:2379");
-    pthread_once(&curl_once, curl_init_once);
     c = calloc(1, sizeof(*c));
     copy = strdup(endpoints);
     if (c == NULL || copy == NULL) {
@@ -255,7 +240,7 @@ cdc_err_t cdc_etcd_open(cdc_etcd_t **out, const char *endpoints, int timeout_ms,
         cdc_error_set(e, CDC_ERR_CONFIG, "no etcd endpoints in \"%s\"", endpoints);
         goto fail;
     }
-    if ((c->curl = curl_easy_init()) == NULL) {
+    if ((c->http = cdc_httpc_open()) == NULL) {
         cdc_error_set(e, CDC_ERR_NOMEM, "could not create a curl handle");
         goto fail;
     }
@@ -275,8 +260,7 @@ void cdc_etcd_close(cdc_etcd_t *c)
         return;
     for (size_t i = 0; i < c->nendpoints; i++)
         free(c->endpoints[i]);
-    if (c->curl != NULL)
-        curl_easy_cleanup(c->curl);
+    cdc_httpc_close(c->http);
     free(c);
 }
 
@@ -285,70 +269,40 @@ void cdc_etcd_set_timeout(cdc_etcd_t *c, int timeout_ms)
     c->timeout_ms = timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS;
 }
 
-typedef struct rbuf {
-    char *data;
-    size_t len, cap;
-    bool oom;
-    /* streaming mode: stop once `want` says an object is the one we wait for */
-    bool stream;
-    size_t parsed;                       /* bytes already consumed as objects */
-    int (*want)(json_t *obj, void *arg); /* 1 = done (keep obj), 0 = continue */
+/* A streaming answer: complete newline-separated JSON objects are fed to want() until
+ * it accepts one (1 = done, keep the object; 0 = continue). */
+typedef struct stream {
+    size_t parsed; /* bytes already consumed as objects */
+    int (*want)(json_t *obj, void *arg);
     void *want_arg;
     json_t *result; /* the object that ended the stream */
-    bool done;
-} rbuf_t;
+} stream_t;
 
-/* Feeds complete newline-separated JSON objects of a stream to want(). */
-static void stream_scan(rbuf_t *b)
+/* The data callback of a streaming call: false (cut the transfer) once want() took an
+ * object, since we have what we waited for. */
+static bool stream_scan(const cdc_httpc_response_t *r, void *arg)
 {
-    while (!b->done) {
+    stream_t *b = arg;
+    for (;;) {
         size_t start = b->parsed;
-        while (start < b->len &&
-               (b->data[start] == '\n' || b->data[start] == '\r' || b->data[start] == ' '))
+        while (start < r->len &&
+               (r->body[start] == '\n' || r->body[start] == '\r' || r->body[start] == ' '))
             start++;
-        const char *nl = memchr(b->data + start, '\n', b->len - start);
+        const char *nl = memchr(r->body + start, '\n', r->len - start);
         if (nl == NULL)
-            return;
-        size_t n = (size_t)(nl - (b->data + start));
+            return true;
+        size_t n = (size_t)(nl - (r->body + start));
         json_error_t jerr;
-        json_t *obj = json_loadb(b->data + start, n, 0, &jerr);
+        json_t *obj = json_loadb(r->body + start, n, 0, &jerr);
         b->parsed = start + n + 1;
         if (obj == NULL)
             continue;
         if (b->want(obj, b->want_arg)) {
             b->result = obj;
-            b->done = true;
-            return;
+            return false;
         }
         json_decref(obj);
     }
-}
-
-static size_t on_write(char *ptr, size_t size, size_t nmemb, void *arg)
-{
-    rbuf_t *b = arg;
-    size_t n = size * nmemb;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (d == NULL) {
-            b->oom = true;
-            return 0;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, ptr, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    if (b->stream) {
-        stream_scan(b);
-        if (b->done)
-            return 0; /* cut the transfer: we have what we waited for */
-    }
-    return n;
 }
 
 static cdc_err_t grpc_error(cdc_error_t *e, const json_t *body, long http, const char *ep,
@@ -388,8 +342,8 @@ static cdc_err_t call(cdc_etcd_t *c, const char *path, json_t *req, int timeout_
                       int (*want)(json_t *, void *), void *want_arg, json_t **resp, bool *idle,
                       cdc_error_t *e)
 {
+    static const char *const headers[] = {"Content-Type: application/json", NULL};
     char *body = json_dumps(req, JSON_COMPACT);
-    struct curl_slist *headers = NULL;
     cdc_err_t err = CDC_ERR_UNAVAILABLE;
     char url[1024];
 
@@ -397,53 +351,44 @@ static cdc_err_t call(cdc_etcd_t *c, const char *path, json_t *req, int timeout_
         *idle = false;
     if (body == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory encoding an etcd request");
-    headers = curl_slist_append(headers, "Content-Type: application/json");
     for (size_t attempt = 0; attempt < c->nendpoints; attempt++) {
         size_t idx = (c->current + attempt) % c->nendpoints;
         const char *ep = c->endpoints[idx];
-        rbuf_t b = {0};
-        char cerr[CURL_ERROR_SIZE] = "";
-        long http = 0;
+        stream_t b = {.want = want, .want_arg = want_arg};
+        cdc_httpc_response_t r;
         int to = timeout_ms > 0 ? timeout_ms : c->timeout_ms;
 
-        b.stream = want != NULL;
-        b.want = want;
-        b.want_arg = want_arg;
         snprintf(url, sizeof(url), "%s%s", ep, path);
-        curl_easy_reset(c->curl);
-        curl_easy_setopt(c->curl, CURLOPT_URL, url);
-        curl_easy_setopt(c->curl, CURLOPT_POST, 1L);
-        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c->curl, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-        curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
-        curl_easy_setopt(c->curl, CURLOPT_WRITEFUNCTION, on_write);
-        curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, &b);
-        curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, cerr);
-        curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c->curl, CURLOPT_TIMEOUT_MS, (long)to);
-        curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)(to < 1000 ? to : 1000));
-        CURLcode rc = curl_easy_perform(c->curl);
-        curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &http);
+        cdc_httpc_request_t hr = {.method = "POST",
+                                  .url = url,
+                                  .headers = headers,
+                                  .body = body,
+                                  .body_len = strlen(body),
+                                  .timeout_ms = to,
+                                  .connect_timeout_ms = to < 1000 ? to : 1000,
+                                  .on_data = want != NULL ? stream_scan : NULL,
+                                  .on_data_arg = &b};
+        cdc_err_t rc = cdc_httpc_perform(c->http, &hr, &r);
+        long http = r.status;
 
-        if (b.oom) {
-            free(b.data);
-            json_decref(b.result);
+        if (rc == CDC_ERR_NOMEM) {
+            cdc_httpc_response_free(&r);
             err = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory reading etcd %s%s", ep, path);
             goto done;
         }
-        if (want != NULL && b.done) {
-            free(b.data);
+        if (want != NULL && r.stopped) {
+            cdc_httpc_response_free(&r);
             c->current = idx;
             *resp = b.result;
             err = CDC_OK;
             goto done;
         }
-        if (rc != CURLE_OK) {
-            bool timeout = rc == CURLE_OPERATION_TIMEDOUT;
-            bool got_data = b.len > 0 && http == 200;
-            free(b.data);
+        if (rc != CDC_OK) {
+            bool timeout = rc == CDC_ERR_TIMEOUT;
+            bool got_data = r.len > 0 && http == 200;
             if (timeout && want != NULL && got_data) {
                 /* the stream was up, simply nothing we wait for arrived */
+                cdc_httpc_response_free(&r);
                 c->current = idx;
                 if (idle != NULL)
                     *idle = true;
@@ -453,7 +398,8 @@ static cdc_err_t call(cdc_etcd_t *c, const char *path, json_t *req, int timeout_
             }
             err = cdc_error_set_retriable(e, timeout ? CDC_ERR_TIMEOUT : CDC_ERR_UNAVAILABLE, true,
                                           "could not reach etcd at %s%s: %s", ep, path,
-                                          cerr[0] ? cerr : curl_easy_strerror(rc));
+                                          r.detail[0] ? r.detail : r.reason);
+            cdc_httpc_response_free(&r);
             cdc_log_debug("%s", e ? e->msg : "etcd request failed");
             continue;
         }
@@ -461,11 +407,11 @@ static cdc_err_t call(cdc_etcd_t *c, const char *path, json_t *req, int timeout_
         json_t *j = NULL;
         if (want != NULL) {
             /* stream ended without the object we wanted: look at what came */
-            j = json_loadb(b.data ? b.data : "", b.len, JSON_DISABLE_EOF_CHECK, &jerr);
+            j = json_loadb(r.body ? r.body : "", r.len, JSON_DISABLE_EOF_CHECK, &jerr);
         } else {
-            j = json_loadb(b.data ? b.data : "", b.len, 0, &jerr);
+            j = json_loadb(r.body ? r.body : "", r.len, 0, &jerr);
         }
-        free(b.data);
+        cdc_httpc_response_free(&r);
         if (j == NULL) {
             err = cdc_error_set_retriable(e, CDC_ERR_UNAVAILABLE, true,
                                           "etcd %s%s answered HTTP %ld with invalid JSON: %s", ep,
@@ -497,7 +443,6 @@ static cdc_err_t call(cdc_etcd_t *c, const char *path, json_t *req, int timeout_
         goto done;
     }
 done:
-    curl_slist_free_all(headers);
     free(body);
     return err;
 }
@@ -918,233 +863,5 @@ cdc_err_t cdc_etcd_watch_wait(cdc_etcd_t *c, const char *key, bool prefix, int64
         }
     }
     json_decref(resp);
-    return CDC_OK;
-}
-
-/* ---- election ------------------------------------------------------------------------ */
-
-struct cdc_etcd_election {
-    cdc_etcd_t *client;
-    char *key;
-    char *value;
-    int64_t ttl_s;
-    int64_t lease;
-    int64_t term;
-    bool leader;
-};
-
-cdc_err_t cdc_etcd_election_open(cdc_etcd_election_t **out, cdc_etcd_t *c, const char *key,
-                                 const char *value, int64_t ttl_s, cdc_error_t *e)
-{
-    cdc_etcd_election_t *el = calloc(1, sizeof(*el));
-    if (el == NULL)
-        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    el->client = c;
-    el->key = strdup(key);
-    el->value = strdup(value ? value : "");
-    el->ttl_s = ttl_s > 0 ? ttl_s : 5;
-    if (el->key == NULL || el->value == NULL) {
-        cdc_etcd_election_close(el);
-        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    }
-    *out = el;
-    return CDC_OK;
-}
-
-void cdc_etcd_election_close(cdc_etcd_election_t *el)
-{
-    if (el == NULL)
-        return;
-    free(el->key);
-    free(el->value);
-    free(el);
-}
-
-static cdc_err_t try_once(cdc_etcd_election_t *el, bool *won, int64_t *term, int64_t *revision,
-                          cdc_error_t *e)
-{
-    cdc_err_t err;
-    cdc_etcd_txn_result_t r;
-
-    /* a standby's lease is not renewed while it waits: refresh it first, so a win
-     * starts with a full TTL instead of a lease about to run out */
-    if (!el->leader && el->lease != 0) {
-        err = cdc_etcd_lease_keepalive(el->client, el->lease, NULL, e);
-        if (err == CDC_ERR_FENCED)
-            el->lease = 0;
-        else if (err != CDC_OK)
-            return err;
-    }
-    if (el->lease == 0 &&
-        (err = cdc_etcd_lease_grant(el->client, el->ttl_s, &el->lease, e)) != CDC_OK)
-        return err;
-    cdc_etcd_cmp_t cmp = {.key = el->key,
-                          .target = CDC_ETCD_CMP_CREATE_REVISION,
-                          .result = CDC_ETCD_EQUAL,
-                          .number = 0};
-    cdc_etcd_op_t put = {.type = CDC_ETCD_OP_PUT,
-                         .key = el->key,
-                         .value = el->value,
-                         .value_len = strlen(el->value),
-                         .lease = el->lease};
-    cdc_etcd_op_t get = {.type = CDC_ETCD_OP_RANGE, .key = el->key};
-    err = cdc_etcd_txn(el->client, &cmp, 1, &put, 1, &get, 1, &r, e);
-    if (err != CDC_OK)
-        return err;
-    *revision = r.revision;
-    if (r.succeeded) {
-        el->leader = true;
-        el->term = r.revision; /* the put's revision is the key's create_revision */
-    } else if (r.count == 1 && r.responses[0].count == 1 &&
-               r.responses[0].kvs[0].lease == el->lease) {
-        el->leader = true; /* already ours */
-        el->term = r.responses[0].kvs[0].create_revision;
-    } else {
-        el->leader = false;
-        el->term = 0;
-        if (term != NULL && r.count == 1 && r.responses[0].count == 1)
-            *term = r.responses[0].kvs[0].create_revision;
-    }
-    cdc_etcd_txn_result_clear(&r);
-    *won = el->leader;
-    if (el->leader && term != NULL)
-        *term = el->term;
-    return CDC_OK;
-}
-
-cdc_err_t cdc_etcd_election_try(cdc_etcd_election_t *el, bool *won, int64_t *term, cdc_error_t *e)
-{
-    int64_t revision = 0;
-    cdc_err_t err = try_once(el, won, term, &revision, e);
-    if (err == CDC_ERR_FENCED || err == CDC_ERR_NOT_FOUND) {
-        /* our lease expired between grant and put: start over with a fresh one */
-        el->lease = 0;
-        cdc_error_clear(e);
-        err = try_once(el, won, term, &revision, e);
-    }
-    if (err != CDC_OK)
-        cdc_error_prefix(e, "could not campaign for \"%s\"", el->key);
-    return err;
-}
-
-cdc_err_t cdc_etcd_election_campaign(cdc_etcd_election_t *el, int timeout_ms, int64_t *term,
-                                     cdc_error_t *e)
-{
-    int64_t deadline = now_ms() + timeout_ms;
-    for (;;) {
-        bool won = false;
-        int64_t revision = 0, seen = 0;
-        cdc_err_t err = try_once(el, &won, &seen, &revision, e);
-        if (err == CDC_ERR_FENCED || err == CDC_ERR_NOT_FOUND) {
-            el->lease = 0;
-            continue;
-        }
-        if (err != CDC_OK)
-            return cdc_error_prefix(e, "could not campaign for \"%s\"", el->key);
-        if (won) {
-            if (term != NULL)
-                *term = el->term;
-            return CDC_OK;
-        }
-        int64_t left = deadline - now_ms();
-        if (left <= 0)
-            return cdc_error_set(e, CDC_ERR_TIMEOUT,
-                                 "still not leader of \"%s\" after %d ms (term %lld holds it)",
-                                 el->key, timeout_ms, (long long)seen);
-        int wait = left < el->ttl_s * 1000 / 3 ? (int)left : (int)(el->ttl_s * 1000 / 3);
-        cdc_etcd_events_t ev;
-        err = cdc_etcd_watch_wait(el->client, el->key, false, revision + 1, wait > 0 ? wait : 1,
-                                  &ev, e);
-        if (err == CDC_OK)
-            cdc_etcd_events_clear(&ev);
-        else if (err != CDC_ERR_STALE)
-            return cdc_error_prefix(e, "could not campaign for \"%s\"", el->key);
-    }
-}
-
-cdc_err_t cdc_etcd_election_keepalive(cdc_etcd_election_t *el, cdc_error_t *e)
-{
-    cdc_etcd_kv_t kv;
-    cdc_err_t err;
-    if (!el->leader)
-        return cdc_error_set(e, CDC_ERR_FENCED, "not leader of \"%s\"", el->key);
-    err = cdc_etcd_lease_keepalive(el->client, el->lease, NULL, e);
-    if (err == CDC_ERR_FENCED) {
-        el->leader = false;
-        el->lease = 0;
-        return cdc_error_prefix(e, "lost leadership of \"%s\" (term %lld)", el->key,
-                                (long long)el->term);
-    }
-    if (err != CDC_OK)
-        return err;
-    err = cdc_etcd_get(el->client, el->key, &kv, NULL, e);
-    if (err == CDC_ERR_NOT_FOUND ||
-        (err == CDC_OK && (kv.lease != el->lease || kv.create_revision != el->term))) {
-        if (err == CDC_OK)
-            cdc_etcd_kv_clear(&kv);
-        el->leader = false;
-        return cdc_error_set(e, CDC_ERR_FENCED,
-                             "lost leadership of \"%s\" (term %lld): the key was replaced", el->key,
-                             (long long)el->term);
-    }
-    if (err != CDC_OK)
-        return err;
-    cdc_etcd_kv_clear(&kv);
-    return CDC_OK;
-}
-
-cdc_err_t cdc_etcd_election_resign(cdc_etcd_election_t *el, cdc_error_t *e)
-{
-    cdc_err_t err = CDC_OK;
-    if (el->lease != 0)
-        err = cdc_etcd_lease_revoke(el->client, el->lease, e);
-    if (err == CDC_OK) {
-        el->lease = 0;
-        el->leader = false;
-        el->term = 0;
-    }
-    return err;
-}
-
-bool cdc_etcd_election_is_leader(const cdc_etcd_election_t *el)
-{
-    return el->leader;
-}
-
-int64_t cdc_etcd_election_term(const cdc_etcd_election_t *el)
-{
-    return el->leader ? el->term : 0;
-}
-
-int64_t cdc_etcd_election_lease(const cdc_etcd_election_t *el)
-{
-    return el->lease;
-}
-
-void cdc_etcd_election_fence(const cdc_etcd_election_t *el, cdc_etcd_cmp_t *cmp)
-{
-    memset(cmp, 0, sizeof(*cmp));
-    cmp->key = el->key;
-    cmp->target = CDC_ETCD_CMP_CREATE_REVISION;
-    cmp->result = CDC_ETCD_EQUAL;
-    cmp->number = el->term;
-}
-
-cdc_err_t cdc_etcd_leader(cdc_etcd_t *c, const char *key, char **value, int64_t *term,
-                          cdc_error_t *e)
-{
-    cdc_etcd_kv_t kv;
-    cdc_err_t err = cdc_etcd_get(c, key, &kv, NULL, e);
-    if (err == CDC_ERR_NOT_FOUND)
-        return cdc_error_set(e, CDC_ERR_NOT_FOUND, "no leader holds \"%s\"", key);
-    if (err != CDC_OK)
-        return err;
-    if (term != NULL)
-        *term = kv.create_revision;
-    if (value != NULL) {
-        *value = kv.value;
-        kv.value = NULL;
-    }
-    cdc_etcd_kv_clear(&kv);
     return CDC_OK;
 }

@@ -1,6 +1,7 @@
 /*
  * etcd v3 client over etcd's gRPC JSON gateway (etcd 3.4, POST /v3/...), built on
- * libcurl and jansson; the only module that speaks to etcd. Callers see project types:
+ * common/httpc.h (libcurl) and jansson; the only module that speaks to etcd (etcd.c: KV,
+ * transactions, leases, watch; etcd_election.c: leader election). Callers see project types:
  * keys and values as byte strings (NUL-terminated for convenience), revisions and lease
  * ids as int64_t. Several endpoints may be given; a request that cannot reach one
  * endpoint moves on to the next (and remembers the one that worked).

@@ -1,10 +1,11 @@
 /*
  * Warehouse storage: the few object operations the Iceberg writer and committer
  * need (put, put-if-absent, get, delete, exists, list by prefix), over a local
- * directory (default) or an S3-compatible object store (libcurl, SigV4). Every
- * path is a fully qualified location: "file:///abs/path" or "/abs/path" for the
- * local backend, "s3://bucket/key" for S3. This module is the only one that talks
- * to libcurl for object storage.
+ * directory (default) or an S3-compatible object store (SigV4-signed HTTP through
+ * common/httpc.h). Every path is a fully qualified location: "file:///abs/path" or
+ * "/abs/path" for the local backend, "s3://bucket/key" for S3. This module is the only
+ * one that talks to object storage: storage.c holds the handle, the entry points and the
+ * local backend, storage_s3.c the S3 backend.
  */
 #ifndef CDC_ICEBERG_STORAGE_H
 #define CDC_ICEBERG_STORAGE_H

@@ -107,4 +107,14 @@ long cdc_test_count_files(const char *dir, const char *suffix, bool recursive, s
 /* Directories below dir, at any depth (dir itself not counted); -1 when unreadable. */
 long cdc_test_count_dirs(const char *dir);
 
+/* ---- loopback sockets (tests/harness/listen.c; unit tests use it too) ---------------- */
+
+/*
+ * A TCP socket listening on 127.0.0.1 at a free port (*port gets it). Nothing accepts
+ * on it: a client connects (the backlog holds it) and then waits for an answer that
+ * never comes, until its own timeout; or the test accepts and answers itself. Returns
+ * the fd (the test closes it); a failure fails the test.
+ */
+int cdc_test_listen_loopback(int *port);
+
 #endif

@@ -13,12 +13,12 @@
 #include <string.h>
 #include <time.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
 #include "common/cluster.h"
 #include "common/config.h"
 #include "common/etcd.h"
+#include "common/httpc.h"
 
 typedef struct ctl_config {
     char *coordinator;
@@ -44,46 +44,24 @@ static const cdc_opt_t options[] = {
     CDC_OPT_END,
 };
 
-typedef struct buf {
-    char *data;
-    size_t len;
-} buf_t;
-
-static size_t on_data(char *ptr, size_t size, size_t nmemb, void *arg)
+/* GETs url into *out (the caller frees it with cdc_httpc_response_free()). Returns the
+ * HTTP status, or -1 when no answer came (said on stderr). */
+static int http_get(const char *url, long timeout_ms, cdc_httpc_response_t *out)
 {
-    buf_t *b = arg;
-    size_t n = size * nmemb;
-    char *grown = realloc(b->data, b->len + n + 1);
+    cdc_httpc_t *h = cdc_httpc_open();
+    cdc_httpc_request_t req = {.method = "GET", .url = url, .timeout_ms = timeout_ms};
+    cdc_err_t rc;
 
-    if (grown == NULL)
-        return 0;
-    b->data = grown;
-    memcpy(b->data + b->len, ptr, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return n;
-}
-
-static int http_get(const char *url, long timeout_ms, buf_t *out)
-{
-    CURL *h = curl_easy_init();
-    CURLcode rc;
-    long code = 0;
-
+    memset(out, 0, sizeof(*out));
     if (h == NULL)
         return -1;
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
-    rc = curl_easy_perform(h);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    curl_easy_cleanup(h);
-    if (rc != CURLE_OK) {
-        fprintf(stderr, "cdcctl: could not fetch \"%s\": %s\n", url, curl_easy_strerror(rc));
+    rc = cdc_httpc_perform(h, &req, out);
+    cdc_httpc_close(h);
+    if (rc != CDC_OK) {
+        fprintf(stderr, "cdcctl: could not fetch \"%s\": %s\n", url, out->reason);
         return -1;
     }
-    return (int)code;
+    return (int)out->status;
 }
 
 static char *leader_admin(const ctl_config_t *cfg, int64_t *term)
@@ -176,7 +154,7 @@ static int cmd_status(const ctl_config_t *cfg)
 {
     char url[512], *admin = cfg->coordinator ? strdup(cfg->coordinator) : NULL;
     int64_t term = 0;
-    buf_t b = {0};
+    cdc_httpc_response_t b;
     int code, status = 1;
     json_t *st;
 
@@ -190,11 +168,11 @@ static int cmd_status(const ctl_config_t *cfg)
         goto done;
     }
     if (cfg->json) {
-        printf("%s\n", b.data);
+        printf("%s\n", b.body);
         status = 0;
         goto done;
     }
-    st = json_loads(b.data, 0, NULL);
+    st = json_loads(b.body, 0, NULL);
     if (st == NULL) {
         fprintf(stderr, "cdcctl: %s did not return JSON\n", url);
         goto done;
@@ -203,7 +181,7 @@ static int cmd_status(const ctl_config_t *cfg)
     json_decref(st);
     status = 0;
 done:
-    free(b.data);
+    cdc_httpc_response_free(&b);
     free(admin);
     return status;
 }
@@ -309,7 +287,6 @@ int main(int argc, char **argv)
                     "checkpoints | checkpoint <epoch>.",
                     nargs, args, &cfg);
     cmd = cfg.command;
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     if (strcmp(cmd, "status") == 0)
         status = cmd_status(&cfg);
     else if (strcmp(cmd, "leader") == 0 || strcmp(cmd, "checkpoints") == 0)
@@ -323,7 +300,6 @@ int main(int argc, char **argv)
                 cmd);
         status = 2;
     }
-    curl_global_cleanup();
     cdc_config_free(options, &cfg);
     free(args);
     return status;

@@ -11,12 +11,10 @@
 
 #include <cmocka.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/etcd.h"
+#include "tests/harness/harness.h"
 
 static void test_prefix_end(void **state)
 {
@@ -71,29 +69,11 @@ static void test_unreachable_is_retriable_and_quick(void **state)
     cdc_etcd_close(c);
 }
 
-/* A listening socket that never accepts nor answers: requests to it hang until the
- * per-request timeout. Returns the fd; *port gets the port. */
-static int blackhole(int *port)
-{
-    struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(fd, 16), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-    *port = ntohs(sa.sin_port);
-    return fd;
-}
-
 static void test_hanging_member_times_out(void **state)
 {
     (void)state;
     int port;
-    int fd = blackhole(&port);
+    int fd = cdc_test_listen_loopback(&port); /* never answers */
     char eps[128];
     cdc_etcd_t *c = NULL;
     cdc_error_t e;

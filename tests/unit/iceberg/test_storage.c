@@ -2,7 +2,10 @@
  * Unit tests for the local backend of common/iceberg/storage.c: puts create missing
  * directories (only probed when the temp file cannot be created) also after the
  * directories were removed behind the writer's back, put-if-absent keeps its
- * create-once semantics there, and the local mkdir -p / directory fsync helpers.
+ * create-once semantics there, and the local mkdir -p / directory fsync helpers. The S3
+ * backend without a server: locations it cannot serve and an unreachable endpoint are
+ * errors (the S3 backend's requests themselves are tested against s3rver in
+ * tests/js/iceberg_readback.test.mjs).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -95,6 +98,48 @@ static void test_local_helpers(void **state)
     assert_non_null(strstr(e.msg, "z"));
 }
 
+static void test_s3_without_a_server(void **state)
+{
+    (void)state;
+    cdc_storage_t *s;
+    cdc_error_t e;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    bool exists = true;
+    int64_t size = 0;
+    /* port 1 on loopback: connection refused at once; no retries */
+    cdc_storage_config_t cfg = {.endpoint = "http://127.0.0.1:1/",
+                                .access_key = "a",
+                                .secret_key = "s",
+                                .path_style = true,
+                                .max_retries = -1,
+                                .timeout_ms = 2000};
+
+    assert_int_equal(cdc_storage_open("s3://bucket/wh", &cfg, &s, &e), CDC_OK);
+    assert_false(cdc_storage_is_local(s));
+    assert_null(cdc_storage_local_path(s, "s3://bucket/wh/x"));
+
+    /* another scheme is refused before any request (the response it would have freed was
+     * never initialised) */
+    assert_int_equal(cdc_storage_get(s, "gs://bucket/wh/x", &data, &len, &e), CDC_ERR_INVALID);
+    assert_non_null(strstr(e.msg, "is not an s3:// location"));
+    assert_int_equal(cdc_storage_put(s, "gs://bucket/wh/x", "1", 1, &e), CDC_ERR_INVALID);
+    assert_int_equal(cdc_storage_put_if_absent(s, "gs://bucket/wh/x", "1", 1, &e), CDC_ERR_INVALID);
+    assert_int_equal(cdc_storage_delete(s, "gs://bucket/wh/x", &e), CDC_ERR_INVALID);
+    assert_int_equal(cdc_storage_exists(s, "gs://bucket/wh/x", &exists, &e), CDC_ERR_INVALID);
+    assert_int_equal(cdc_storage_size(s, "gs://bucket/wh/x", &size, &e), CDC_ERR_INVALID);
+    assert_int_equal(cdc_storage_get(s, "/local/x", &data, &len, &e), CDC_ERR_INVALID);
+    assert_non_null(strstr(e.msg, "does not belong to this s3 warehouse"));
+
+    /* the endpoint refuses: retriable, and the message names the request */
+    assert_int_equal(cdc_storage_get(s, "s3://bucket/wh/x", &data, &len, &e), CDC_ERR_UNAVAILABLE);
+    assert_true(e.retriable);
+    assert_non_null(strstr(e.msg, "s3 GET http://127.0.0.1:1/bucket/wh/x failed: "));
+    assert_int_equal(cdc_storage_exists(s, "s3://bucket/wh/x", &exists, &e), CDC_ERR_UNAVAILABLE);
+    assert_non_null(strstr(e.msg, "s3 HEAD "));
+    cdc_storage_close(s);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -115,6 +160,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_put_creates_missing_dirs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_local_helpers, setup, teardown),
+        cmocka_unit_test(test_s3_without_a_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
