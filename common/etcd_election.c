@@ -217,7 +217,9 @@ void cdc_etcd_election_fence(const cdc_etcd_election_t *el, cdc_etcd_cmp_t *cmp)
     cmp->key = el->key;
     cmp->target = CDC_ETCD_CMP_CREATE_REVISION;
     cmp->result = CDC_ETCD_EQUAL;
-    cmp->number = el->term;
+    /* Not leading (never won, resigned): no key has create_revision -1, so the fence never
+     * holds. (The term of a resigned election is 0, which matches an absent key.) */
+    cmp->number = el->leader ? el->term : -1;
 }
 
 cdc_err_t cdc_etcd_leader(cdc_etcd_t *c, const char *key, char **value, int64_t *term,

@@ -353,6 +353,24 @@ static pid_t etcd_pid(void)
 
 /* etcd frozen (SIGSTOP) answers nothing: calls time out, retriable, and the same client
  * (with its now stale pooled connection) works again once etcd resumes. */
+/* Whether pid is stopped (state T in /proc/<pid>/stat). */
+static bool process_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    FILE *f;
+    size_t n;
+    const char *p;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return false;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    p = strrchr(buf, ')'); /* after "pid (comm)" */
+    return p != NULL && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
 static void test_frozen_etcd(void **state)
 {
     (void)state;
@@ -364,6 +382,10 @@ static void test_frozen_etcd(void **state)
     OK(cdc_etcd_put(c, k("frozen"), "1", 1, 0, NULL, &e));
     cdc_etcd_set_timeout(c, 300);
     assert_int_equal(kill(pid, SIGSTOP), 0);
+    /* the stop takes effect a little after kill() returns: wait until etcd is stopped */
+    for (int i = 0; i < 200 && !process_stopped(pid); i++)
+        usleep(5000);
+    assert_true(process_stopped(pid));
     int64_t t0 = now_ms();
     cdc_err_t err = cdc_etcd_get(c, k("frozen"), &kv, NULL, &e);
     int64_t took = now_ms() - t0;
