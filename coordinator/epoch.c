@@ -4,6 +4,8 @@
  */
 #include "coordinator/epoch.h"
 
+#include "common/msg.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -19,7 +19,6 @@
 #include "common/err.h"
 #include "coordinator/assign.h"
 #include "coordinator/checkpoint.h"
-#include "proto/cdc.pb-c.h"
 
 #define CDC_EPOCH_MAX_INFLIGHT 64
 
@@ -81,7 +80,10 @@ uint64_t cdc_epochs_remaining(const cdc_epochs_t *t);
 cdc_err_t cdc_epochs_begin(cdc_epochs_t *t, int64_t now_ms, int64_t wall_ms, uint64_t *epoch);
 
 /* Applies an ack received at wall_ms. Never takes ownership of ack. */
-cdc_ack_result_t cdc_epochs_ack(cdc_epochs_t *t, const Cdc__Ack *ack, int64_t wall_ms,
+/* The protocol's Ack (proto/cdc.proto; common/msg.h decodes it). */
+struct Cdc__Ack;
+
+cdc_ack_result_t cdc_epochs_ack(cdc_epochs_t *t, const struct Cdc__Ack *ack, int64_t wall_ms,
                                 cdc_error_t *e);
 
 /*

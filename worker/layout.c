@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "common/msg.h"
 #include "common/log.h"
 
 static void layout_free(cdc_layout_t *l)

@@ -12,7 +12,6 @@
 #include <stddef.h>
 
 #include "common/iceberg/partition.h"
-#include "proto/cdc.pb-c.h"
 
 typedef struct cdc_layout {
     char *table;                   /* "<ns>.<table>" or "<ns>.<table>_changelog" */
@@ -31,7 +30,10 @@ typedef struct cdc_layouts {
  * is left out (its table is written unpartitioned and unsorted) and logged. Keeps the
  * old set when out of memory, and when the barrier's layouts are the ones held.
  */
-void cdc_layouts_update(cdc_layouts_t *l, Cdc__TableLayout *const *layouts, size_t n);
+/* The protocol's TableLayout (proto/cdc.proto; common/msg.h decodes it). */
+struct Cdc__TableLayout;
+
+void cdc_layouts_update(cdc_layouts_t *l, struct Cdc__TableLayout *const *layouts, size_t n);
 
 /* The spec of table ns.table (changelog: of its changelog table), or NULL (unpartitioned). */
 const cdc_ice_partition_spec_t *cdc_layouts_spec(const cdc_layouts_t *l, const char *ns,

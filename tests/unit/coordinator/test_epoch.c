@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "common/msg.h"
 #include "coordinator/epoch.h"
 
 /* a 3-worker ownership: w0 has 0..3, w1 4..7, w2 8..11 */

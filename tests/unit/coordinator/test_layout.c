@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "common/msg.h"
 #include "coordinator/layout.h"
 #include "worker/layout.h"
 
