@@ -317,6 +317,16 @@ static bool listed(const char *const *list, const char *name)
     return false;
 }
 
+bool cdc_config_takes_value(const cdc_opt_t *opts, const char *arg)
+{
+    const cdc_opt_t *o;
+
+    if (arg == NULL || strncmp(arg, "--", 2) != 0 || strchr(arg, '=') != NULL)
+        return false;
+    o = find_opt(opts, arg + 2, strlen(arg + 2));
+    return o != NULL && o->type != CDC_OPT_BOOL;
+}
+
 size_t cdc_config_check_env(const cdc_opt_t *opts, const char *prog, char **environ_list,
                             const char *const *known, FILE *out)
 {

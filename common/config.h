@@ -86,6 +86,11 @@ void cdc_config_load(const cdc_opt_t *opts, const char *prog, const char *summar
 size_t cdc_config_check_env(const cdc_opt_t *opts, const char *prog, char **environ_list,
                             const char *const *known, FILE *out);
 
+/* Whether arg is a flag of opts that takes its value from the next argument ("--name",
+ * not "--name=value", of an option that is not a bool): for programs that take bare
+ * words besides options (cdcctl's subcommands). */
+bool cdc_config_takes_value(const cdc_opt_t *opts, const char *arg);
+
 /* Frees the strings owned by *cfg. */
 void cdc_config_free(const cdc_opt_t *opts, void *cfg);
 

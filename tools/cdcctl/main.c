@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "common/options.h"
 #include "common/cluster.h"
 #include "common/config.h"
 #include "common/etcd.h"
@@ -32,8 +33,7 @@ typedef struct ctl_config {
 static const cdc_opt_t options[] = {
     {"coordinator", CDC_OPT_STRING, offsetof(ctl_config_t, coordinator), NULL, false, 0, 0, NULL,
      "Admin address host:port of a coordinator (default: the leader's, from etcd)."},
-    {"etcd", CDC_OPT_STRING, offsetof(ctl_config_t, etcd), "http://127.0.0.1:2379", false, 0, 0,
-     NULL, "Comma-separated etcd endpoints."},
+    CDC_OPT_ETCD(ctl_config_t, etcd),
     {"job", CDC_OPT_STRING, offsetof(ctl_config_t, job), "cdc", false, 0, 0, NULL, "Job name."},
     {"json", CDC_OPT_BOOL, offsetof(ctl_config_t, json), "false", false, 0, 0, NULL,
      "Print raw JSON instead of the human form."},
@@ -245,16 +245,6 @@ static int cmd_etcd(const ctl_config_t *cfg, const char *what, const char *arg)
     return status;
 }
 
-static bool takes_value(const char *flag)
-{
-    static const char *const with_value[] = {"--coordinator", "--etcd", "--job", "--timeout",
-                                             "--command"};
-    for (size_t i = 0; i < sizeof(with_value) / sizeof(with_value[0]); i++)
-        if (strcmp(flag, with_value[i]) == 0)
-            return true;
-    return false;
-}
-
 int main(int argc, char **argv)
 {
     ctl_config_t cfg;
@@ -269,7 +259,7 @@ int main(int argc, char **argv)
     /* bare words are the subcommand and its argument: "status", "checkpoint 42" */
     args[nargs++] = argv[0];
     for (int i = 1; i < argc; i++) {
-        if (argv[i][0] != '-' && !takes_value(argv[i - 1])) {
+        if (argv[i][0] != '-' && !cdc_config_takes_value(options, argv[i - 1])) {
             if (nwords < 2)
                 words[nwords++] = argv[i];
             continue;

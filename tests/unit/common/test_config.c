@@ -149,6 +149,18 @@ static size_t check_env(char **env, const char *const *known, char *buf, size_t 
     return n;
 }
 
+static void test_takes_value(void **state)
+{
+    (void)state;
+    assert_true(cdc_config_takes_value(opts, "--name"));
+    assert_true(cdc_config_takes_value(opts, "--pg-dsn")); /* a former name */
+    assert_false(cdc_config_takes_value(opts, "--name=x"));
+    assert_false(cdc_config_takes_value(opts, "--verbose")); /* a bool */
+    assert_false(cdc_config_takes_value(opts, "--nope"));
+    assert_false(cdc_config_takes_value(opts, "status"));
+    assert_false(cdc_config_takes_value(opts, NULL));
+}
+
 static void test_unknown_env(void **state)
 {
     static const char *const known[] = {"CDC_WAREHOUSE", NULL};
@@ -530,7 +542,7 @@ int main(void)
         cmocka_unit_test(test_env_name),           cmocka_unit_test(test_parsers),
         cmocka_unit_test(test_help_outputs),       cmocka_unit_test(test_help_before_errors),
         cmocka_unit_test(test_load_exit_codes),    cmocka_unit_test(test_alias),
-        cmocka_unit_test(test_unknown_env),
+        cmocka_unit_test(test_unknown_env),        cmocka_unit_test(test_takes_value),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
