@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "common/hex.h"
 #include "common/iceberg/schema.h"
 
 cdc_checkpoint_t *cdc_checkpoint_new(const char *job, uint64_t epoch, uint64_t term,
@@ -262,17 +263,6 @@ static json_t *hex_value(const uint8_t *b, size_t n)
     return json_string(buf);
 }
 
-static int hex_digit(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 static bool hex_parse(const char *s, uint8_t *out, size_t cap, size_t *len)
 {
     size_t n = strlen(s);
@@ -280,10 +270,10 @@ static bool hex_parse(const char *s, uint8_t *out, size_t cap, size_t *len)
     if (n % 2 != 0 || n / 2 > cap)
         return false;
     for (size_t i = 0; i < n / 2; i++) {
-        int hi = hex_digit(s[2 * i]), lo = hex_digit(s[2 * i + 1]);
-        if (hi < 0 || lo < 0)
+        int byte = cdc_hex_byte(s + 2 * i);
+        if (byte < 0)
             return false;
-        out[i] = (uint8_t)(hi << 4 | lo);
+        out[i] = (uint8_t)byte;
     }
     *len = n / 2;
     return true;

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "common/base64.h"
+#include "common/hex.h"
 #include "worker/decode_int.h"
 
 /* The Iceberg type name of a column, for messages ("decimal(10, 2)" in buf). */
@@ -130,19 +131,6 @@ static bool base64_decode(const char *s, size_t n, uint8_t **out, size_t *out_le
     return *out != NULL;
 }
 
-static bool hexval(int ch, int *v)
-{
-    if (ch >= '0' && ch <= '9')
-        *v = ch - '0';
-    else if (ch >= 'a' && ch <= 'f')
-        *v = ch - 'a' + 10;
-    else if (ch >= 'A' && ch <= 'F')
-        *v = ch - 'A' + 10;
-    else
-        return false;
-    return true;
-}
-
 /* Decimal text ("-12.50", "1e3") to an unscaled integer at `scale`. */
 static bool parse_decimal_text(const char *s, int32_t precision, int32_t scale, __int128 *out)
 {
@@ -208,12 +196,12 @@ static bool parse_uuid(const char *s, uint8_t out[16])
 {
     int n = 0;
     for (const char *p = s; *p; p++) {
-        int hi, lo;
+        int byte;
         if (*p == '-')
             continue;
-        if (n >= 16 || !hexval((unsigned char)p[0], &hi) || !hexval((unsigned char)p[1], &lo))
+        if (n >= 16 || (byte = cdc_hex_byte(p)) < 0)
             return false;
-        out[n++] = (uint8_t)(hi << 4 | lo);
+        out[n++] = (uint8_t)byte;
         p++;
     }
     return n == 16;
@@ -328,14 +316,13 @@ int cdc_decode_convert(const cdc_column_t *col, const cdc_jv_t *j, const char *p
             if (v->bytes == NULL)
                 return -1;
             for (size_t i = 2; i < slen; i += 2) {
-                int hi, lo;
-                if (!hexval((unsigned char)str[i], &hi) ||
-                    !hexval((unsigned char)str[i + 1], &lo)) {
+                int byte = cdc_hex_byte(str + i);
+                if (byte < 0) {
                     free(v->bytes);
                     v->bytes = NULL;
                     goto mismatch;
                 }
-                v->bytes[(i - 2) / 2] = (uint8_t)(hi << 4 | lo);
+                v->bytes[(i - 2) / 2] = (uint8_t)byte;
             }
             v->len = (slen - 2) / 2;
             return 1;

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/hex.h"
 #include "worker/jsonscan.h"
 
 enum {
@@ -122,11 +123,7 @@ static bool hex4(const unsigned char *p, const unsigned char *end, uint32_t *out
     if (end - p < 4)
         return false;
     for (int k = 0; k < 4; k++) {
-        unsigned char ch = p[k];
-        int d = ch >= '0' && ch <= '9'   ? ch - '0'
-                : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-                : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
-                                         : -1;
+        int d = cdc_hex_digit((char)p[k]);
         if (d < 0)
             return false;
         v = v << 4 | (uint32_t)d;
