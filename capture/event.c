@@ -12,28 +12,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
+#include "common/hex.h"
+
 /* ---- buffer ---------------------------------------------------------------------- */
 
 bool cdc_buf_grow(cdc_buf_t *b, size_t extra)
 {
-    size_t need, ncap;
-    char *n;
-
     if (b->oom)
         return false;
-    need = b->len + extra + 1;
-    if (need <= b->cap)
-        return true;
-    ncap = b->cap ? b->cap : 256;
-    while (ncap < need)
-        ncap *= 2;
-    n = realloc(b->data, ncap);
-    if (n == NULL) {
+    if (cdc_array_reserve(b->data, b->cap, b->len + extra + 1, 256) != CDC_OK) {
         b->oom = true;
         return false;
     }
-    b->data = n;
-    b->cap = ncap;
     return true;
 }
 
@@ -322,17 +313,6 @@ bool cdc_event_parse_timestamp(const char *s, size_t len, int64_t *micros)
     return p == end;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 void cdc_event_put_base64_of_hex(cdc_buf_t *b, const char *s, size_t len)
 {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -348,10 +328,10 @@ void cdc_event_put_base64_of_hex(cdc_buf_t *b, const char *s, size_t len)
         return;
     cdc_buf_putc(b, '"');
     for (i = 2; i + 1 < len; i += 2) {
-        int hi = hexval(s[i]), lo = hexval(s[i + 1]);
-        if (hi < 0 || lo < 0)
+        int byte = cdc_hex_byte(s + i);
+        if (byte < 0)
             break;
-        in[n++] = (uint8_t)(hi << 4 | lo);
+        in[n++] = (uint8_t)byte;
         if (n == 3) {
             char o[4] = {tab[in[0] >> 2], tab[((in[0] & 3) << 4) | (in[1] >> 4)],
                          tab[((in[1] & 15) << 2) | (in[2] >> 6)], tab[in[2] & 63]};

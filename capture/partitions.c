@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "capture/stream_int.h"
+#include "common/buf.h"
 #include "common/log.h"
 
 cdc_capture_leaf_t *cdc_capture_leaf_by_relid(cdc_capture_t *cap, uint32_t relid)
@@ -68,12 +69,10 @@ cdc_err_t cdc_capture_on_partition_relation(cdc_capture_t *cap, const cdc_pgo_ms
     *handled = true;
     leaf = cdc_capture_leaf_by_relid(cap, m->u.relation.relid);
     if (leaf == NULL) {
-        cdc_capture_leaf_t *nl = realloc(cap->leaves, (cap->nleaves + 1) * sizeof(*nl));
-        if (nl == NULL) {
+        if (cdc_array_resize(cap->leaves, cap->nleaves + 1) != CDC_OK) {
             rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
             goto cleanup;
         }
-        cap->leaves = nl;
         leaf = &cap->leaves[cap->nleaves++];
         memset(leaf, 0, sizeof(*leaf));
         leaf->relid = m->u.relation.relid;
@@ -168,13 +167,8 @@ cdc_err_t cdc_capture_on_leaf_change(cdc_capture_t *cap, cdc_capture_leaf_t *lea
     cdc_pgo_value_t *v0, *v1;
     bool ok = leaf->map != NULL;
 
-    if (ok && cap->leafvals_cap < 2 * leaf->ncols) {
-        cdc_pgo_value_t *nv = realloc(cap->leafvals, 2 * leaf->ncols * sizeof(*nv));
-        if (nv == NULL)
-            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        cap->leafvals = nv;
-        cap->leafvals_cap = 2 * leaf->ncols;
-    }
+    if (ok && cdc_array_reserve(cap->leafvals, cap->leafvals_cap, 2 * leaf->ncols, 16) != CDC_OK)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     v0 = cap->leafvals;
     v1 = ok ? cap->leafvals + leaf->ncols : NULL;
     switch (m->kind) {

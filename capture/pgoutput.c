@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
+
 typedef struct cursor {
     const uint8_t *p;
     const uint8_t *end;
@@ -84,23 +86,6 @@ static const uint8_t *getbytes(cursor_t *c, uint32_t n)
     return s;
 }
 
-static bool grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    size_t ncap;
-    void *n;
-    if (need <= *cap)
-        return true;
-    ncap = *cap ? *cap : 16;
-    while (ncap < need)
-        ncap *= 2;
-    n = realloc(*arr, ncap * elem);
-    if (n == NULL)
-        return false;
-    *arr = n;
-    *cap = ncap;
-    return true;
-}
-
 /* Reads a TupleData; values are taken from scratch->vals starting at *used. */
 static cdc_err_t get_tuple(cursor_t *c, cdc_pgo_scratch_t *s, size_t *used, cdc_pgo_tuple_t *t,
                            cdc_error_t *e)
@@ -108,7 +93,7 @@ static cdc_err_t get_tuple(cursor_t *c, cdc_pgo_scratch_t *s, size_t *used, cdc_
     uint16_t n = get16(c);
     if (c->bad)
         return cdc_error_set(e, CDC_ERR_PROTOCOL, "truncated pgoutput tuple");
-    if (!grow((void **)&s->vals, &s->vals_cap, *used + n, sizeof(*s->vals)))
+    if (cdc_array_reserve(s->vals, s->vals_cap, *used + n, 16) != CDC_OK)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory decoding tuple");
     t->ncols = n;
     t->cols = s->vals + *used;
@@ -178,7 +163,7 @@ cdc_err_t cdc_pgo_decode(const uint8_t *buf, size_t len, cdc_pgo_scratch_t *scra
         n = get16(&c);
         if (c.bad)
             break;
-        if (!grow((void **)&scratch->cols, &scratch->cols_cap, n, sizeof(*scratch->cols)))
+        if (cdc_array_reserve(scratch->cols, scratch->cols_cap, n, 16) != CDC_OK)
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory decoding relation");
         msg->u.relation.ncols = n;
         msg->u.relation.cols = scratch->cols;
@@ -253,8 +238,7 @@ cdc_err_t cdc_pgo_decode(const uint8_t *buf, size_t len, cdc_pgo_scratch_t *scra
             break;
         if ((size_t)(c.end - c.p) < (size_t)n * 4)
             return cdc_error_set(e, CDC_ERR_PROTOCOL, "truncated pgoutput truncate message");
-        if (!grow((void **)&scratch->relids, &scratch->relids_cap, n ? n : 1,
-                  sizeof(*scratch->relids)))
+        if (cdc_array_reserve(scratch->relids, scratch->relids_cap, n ? n : 1, 16) != CDC_OK)
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory decoding truncate");
         msg->u.truncate.nrelids = n;
         msg->u.truncate.relids = scratch->relids;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "capture/stream_int.h"
+#include "common/buf.h"
 #include "common/log.h"
 
 cdc_err_t cdc_capture_parse_tables(const char *list, cdc_source_table_t **t, size_t *n,
@@ -27,15 +28,9 @@ cdc_err_t cdc_capture_parse_tables(const char *list, cdc_source_table_t **t, siz
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     for (tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
         char *dot = strchr(tok, '.');
-        if (*n == cap) {
-            size_t ncap = cap ? cap * 2 : 8;
-            cdc_source_table_t *nt = realloc(*t, ncap * sizeof(**t));
-            if (nt == NULL) {
-                free(copy);
-                return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-            }
-            *t = nt;
-            cap = ncap;
+        if (cdc_array_reserve(*t, cap, *n + 1, 8) != CDC_OK) {
+            free(copy);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         }
         if (dot) {
             *dot = '\0';
@@ -65,17 +60,15 @@ cdc_err_t cdc_capture_parse_tables(const char *list, cdc_source_table_t **t, siz
 cdc_capture_table_t *cdc_capture_table_get(cdc_capture_t *cap, const char *schema, const char *name)
 {
     char topic[512];
-    cdc_capture_table_t *t, *nt;
+    cdc_capture_table_t *t;
     const char *labels[5];
 
     snprintf(topic, sizeof(topic), "%s.%s.%s", cap->cfg->topic_prefix, schema, name);
     for (size_t i = 0; i < cap->ntables; i++)
         if (strcmp(cap->tables[i].topic, topic) == 0)
             return &cap->tables[i];
-    nt = realloc(cap->tables, (cap->ntables + 1) * sizeof(*nt));
-    if (nt == NULL)
+    if (cdc_array_resize(cap->tables, cap->ntables + 1) != CDC_OK)
         return NULL;
-    cap->tables = nt;
     t = &cap->tables[cap->ntables];
     memset(t, 0, sizeof(*t));
     t->topic = strdup(topic);
@@ -294,7 +287,6 @@ fail:
 
 cdc_err_t cdc_capture_on_type(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_error_t *e)
 {
-    cdc_capture_type_t *nt;
     char *name = NULL;
 
     if (asprintf(&name, "%s.%s", m->u.type.nspname, m->u.type.typname) < 0)
@@ -306,12 +298,10 @@ cdc_err_t cdc_capture_on_type(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_er
             return CDC_OK;
         }
     }
-    nt = realloc(cap->types, (cap->ntypes + 1) * sizeof(*nt));
-    if (nt == NULL) {
+    if (cdc_array_resize(cap->types, cap->ntypes + 1) != CDC_OK) {
         free(name);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
-    cap->types = nt;
     cap->types[cap->ntypes].oid = m->u.type.oid;
     cap->types[cap->ntypes].name = name;
     cap->types[cap->ntypes].is_array = m->u.type.typname[0] == '_';
