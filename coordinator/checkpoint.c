@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "common/buf.h"
 #include "common/hex.h"
 #include "common/iceberg/schema.h"
 
@@ -80,10 +81,9 @@ cdc_err_t cdc_checkpoint_set_offset(cdc_checkpoint_t *c, uint32_t p, const char 
             cp->offsets[i].next_offset = next_offset;
             return CDC_OK;
         }
-    grown = realloc(cp->offsets, (cp->noffsets + 1) * sizeof(*grown));
-    if (grown == NULL)
+    if (cdc_array_resize(cp->offsets, cp->noffsets + 1) != CDC_OK)
         return CDC_ERR_NOMEM;
-    cp->offsets = grown;
+    grown = cp->offsets;
     grown[cp->noffsets].topic = strdup(topic);
     if (grown[cp->noffsets].topic == NULL)
         return CDC_ERR_NOMEM;
@@ -108,13 +108,11 @@ cdc_err_t cdc_checkpoint_set_state(cdc_checkpoint_t *c, uint32_t p, const char *
 
 cdc_err_t cdc_checkpoint_add_file(cdc_checkpoint_t *c, const cdc_staged_file_t *f)
 {
-    cdc_staged_file_t *grown, *d;
+    cdc_staged_file_t *d;
 
-    grown = realloc(c->files, (c->nfiles + 1) * sizeof(*grown));
-    if (grown == NULL)
+    if (cdc_array_resize(c->files, c->nfiles + 1) != CDC_OK)
         return CDC_ERR_NOMEM;
-    c->files = grown;
-    d = &grown[c->nfiles];
+    d = &c->files[c->nfiles];
     memset(d, 0, sizeof(*d));
     d->table = strdup(f->table ? f->table : "");
     d->partition = f->partition;
@@ -136,10 +134,9 @@ cdc_err_t cdc_checkpoint_add_schema(cdc_checkpoint_t *c, const char *table, cons
         if (strcmp(c->schemas[i].table, table) == 0 && c->schemas[i].version == version &&
             strcmp(c->schemas[i].schema_json, schema_json) == 0)
             return CDC_OK;
-    grown = realloc(c->schemas, (c->nschemas + 1) * sizeof(*grown));
-    if (grown == NULL)
+    if (cdc_array_resize(c->schemas, c->nschemas + 1) != CDC_OK)
         return CDC_ERR_NOMEM;
-    c->schemas = grown;
+    grown = c->schemas;
     grown[c->nschemas].table = strdup(table);
     grown[c->nschemas].schema_json = strdup(schema_json);
     grown[c->nschemas].version = version;
@@ -163,10 +160,9 @@ cdc_err_t cdc_checkpoint_add_truncate(cdc_checkpoint_t *c, const char *table, ui
             c->truncates[i].partitions |= 1u << p;
             return CDC_OK;
         }
-    grown = realloc(c->truncates, (c->ntruncates + 1) * sizeof(*grown));
-    if (grown == NULL)
+    if (cdc_array_resize(c->truncates, c->ntruncates + 1) != CDC_OK)
         return CDC_ERR_NOMEM;
-    c->truncates = grown;
+    grown = c->truncates;
     grown[c->ntruncates].table = strdup(table);
     grown[c->ntruncates].partitions = 1u << p;
     if (grown[c->ntruncates].table == NULL)
@@ -186,7 +182,7 @@ uint32_t cdc_checkpoint_truncated(const cdc_checkpoint_t *c, const char *table)
 cdc_err_t cdc_checkpoint_add_floor(cdc_checkpoint_t *c, const char *table, uint64_t commit_lsn,
                                    uint64_t lsn, uint32_t partition)
 {
-    cdc_table_floor_t *f = NULL, *grown;
+    cdc_table_floor_t *f = NULL;
 
     if (partition >= CDC_PARTITIONS)
         return CDC_ERR_INVALID;
@@ -197,11 +193,9 @@ cdc_err_t cdc_checkpoint_add_floor(cdc_checkpoint_t *c, const char *table, uint6
         if (commit_lsn < f->commit_lsn || (commit_lsn == f->commit_lsn && lsn <= f->lsn))
             return CDC_OK; /* this one, or a later one, is there */
     } else {
-        grown = realloc(c->floors, (c->nfloors + 1) * sizeof(*grown));
-        if (grown == NULL)
+        if (cdc_array_resize(c->floors, c->nfloors + 1) != CDC_OK)
             return CDC_ERR_NOMEM;
-        c->floors = grown;
-        f = &grown[c->nfloors];
+        f = &c->floors[c->nfloors];
         if ((f->table = strdup(table)) == NULL)
             return CDC_ERR_NOMEM;
         c->nfloors++;
