@@ -19,6 +19,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/kafka_int.h"
 #include "common/log.h"
@@ -510,17 +511,11 @@ static void note_failed(cdc_kafka_consumer_t *c, const char *topic, int32_t part
                       (int)partition, topic);
         return;
     }
-    if (c->nfailed == c->capfailed) {
-        size_t cap = c->capfailed ? c->capfailed * 2 : 16;
-        failed_tp_t *n = realloc(c->failed, cap * sizeof(*n));
-        if (n == NULL) {
-            cdc_log_error("partition %d of topic \"%s\" stopped on an error and cannot be "
-                          "reported: out of memory",
-                          (int)partition, topic);
-            return;
-        }
-        c->failed = n;
-        c->capfailed = cap;
+    if (cdc_array_reserve(c->failed, c->capfailed, c->nfailed + 1, 16) != CDC_OK) {
+        cdc_log_error("partition %d of topic \"%s\" stopped on an error and cannot be "
+                      "reported: out of memory",
+                      (int)partition, topic);
+        return;
     }
     strcpy(c->failed[c->nfailed].topic, topic);
     c->failed[c->nfailed++].partition = partition;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/log.h"
 
 typedef enum metric_type { METRIC_COUNTER, METRIC_GAUGE, METRIC_HISTOGRAM } metric_type_t;
@@ -343,17 +344,9 @@ static void buf_put(buf_t *b, const char *s, size_t n)
 {
     if (b->failed)
         return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (b->len + n + 1 > cap)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (d == NULL) {
-            b->failed = true;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
+    if (cdc_array_reserve(b->data, b->cap, b->len + n + 1, 1024) != CDC_OK) {
+        b->failed = true;
+        return;
     }
     memcpy(b->data + b->len, s, n);
     b->len += n;

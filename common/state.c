@@ -23,6 +23,8 @@
 
 #include <rocksdb/c.h>
 
+#include "common/buf.h"
+
 struct cdc_state {
     rocksdb_t *db;
     rocksdb_options_t *opts;
@@ -575,20 +577,12 @@ void cdc_state_batch_put(cdc_state_batch_t *b, int family, const void *key, size
     const char *ts = batch_ts(b);
     if (!fam_ok(b->st, family))
         return;
-    if (val_len + TS_LEN > b->buf_cap) {
-        size_t cap = b->buf_cap ? b->buf_cap : 256;
-        while (cap < val_len + TS_LEN)
-            cap *= 2;
-        char *nb = realloc(b->buf, cap);
-        if (nb == NULL) {
-            /* rare: let RocksDB join the parts itself */
-            const char *kl[1] = {key}, *vl[2] = {val, ts};
-            size_t kls[1] = {key_len}, vls[2] = {val_len, TS_LEN};
-            rocksdb_writebatch_putv_cf(b->wb, b->st->cf[family], 1, kl, kls, 2, vl, vls);
-            return;
-        }
-        b->buf = nb;
-        b->buf_cap = cap;
+    if (cdc_array_reserve(b->buf, b->buf_cap, val_len + TS_LEN, 256) != CDC_OK) {
+        /* rare: let RocksDB join the parts itself */
+        const char *kl[1] = {key}, *vl[2] = {val, ts};
+        size_t kls[1] = {key_len}, vls[2] = {val_len, TS_LEN};
+        rocksdb_writebatch_putv_cf(b->wb, b->st->cf[family], 1, kl, kls, 2, vl, vls);
+        return;
     }
     if (val_len > 0)
         memcpy(b->buf, val, val_len);
