@@ -10,24 +10,18 @@
 #include <sys/random.h>
 #include <zlib.h>
 
+#include "common/buf.h"
+
 #define BLOCK_TARGET (64 * 1024)
 
 static bool reserve(cdc_avro_buf_t *b, size_t n)
 {
     if (b->oom)
         return false;
-    if (b->len + n <= b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + n)
-        cap *= 2;
-    uint8_t *p = realloc(b->data, cap);
-    if (!p) {
+    if (cdc_array_reserve(b->data, b->cap, b->len + n, 256) != CDC_OK) {
         b->oom = true;
         return false;
     }
-    b->data = p;
-    b->cap = cap;
     return true;
 }
 

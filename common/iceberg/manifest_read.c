@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/iceberg/bounds.h"
 #include "common/iceberg/manifest.h"
 #include "common/iceberg/manifest_int.h"
@@ -73,20 +74,15 @@ static cdc_err_t read_records(const uint8_t *buf, size_t len, const char *what, 
 {
     reader_t r;
     uint8_t *v = NULL;
-    size_t cnt = 0, cap = 0;
+    size_t cnt = 0, cap = 0; /* cap in bytes: the element size is elem_size */
     cdc_err_t rc = reader_open(&r, buf, len, what, e);
 
     if (rc != CDC_OK)
         return rc;
     while (avro_file_reader_read_value(r.file, &r.value) == 0) {
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 16;
-            uint8_t *nv = realloc(v, cap * elem_size);
-            if (!nv) {
-                rc = oom(e);
-                break;
-            }
-            v = nv;
+        if (cdc_array_reserve(v, cap, (cnt + 1) * elem_size, 16 * elem_size) != CDC_OK) {
+            rc = oom(e);
+            break;
         }
         memset(v + cnt * elem_size, 0, elem_size);
         rc = decode(&r.value, v + cnt * elem_size, arg, e);
@@ -150,11 +146,9 @@ static cdc_ice_col_stats_t *stats_for(cdc_ice_data_file_t *f, int32_t id)
     for (size_t i = 0; i < f->nstats; i++)
         if (f->stats[i].field_id == id)
             return &f->stats[i];
-    cdc_ice_col_stats_t *s = realloc(f->stats, (f->nstats + 1) * sizeof(*s));
-    if (!s)
+    if (cdc_array_resize(f->stats, f->nstats + 1) != CDC_OK)
         return NULL;
-    f->stats = s;
-    s = &f->stats[f->nstats++];
+    cdc_ice_col_stats_t *s = &f->stats[f->nstats++];
     memset(s, 0, sizeof(*s));
     s->field_id = id;
     s->column_size = s->value_count = s->null_count = s->nan_count = -1;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/iceberg/schema.h"
 
 static cdc_err_t oom(cdc_error_t *e)
@@ -37,13 +38,8 @@ cdc_err_t cdc_ice_props_set(cdc_ice_props_t *props, const char *key, const char 
         }
     }
     char *k = strdup(key);
-    char **nk = realloc(props->keys, (props->n + 1) * sizeof(char *));
-    if (nk)
-        props->keys = nk;
-    char **nv = nk ? realloc(props->values, (props->n + 1) * sizeof(char *)) : NULL;
-    if (nv)
-        props->values = nv;
-    if (!k || !nk || !nv) {
+    if (!k || cdc_array_resize(props->keys, props->n + 1) != CDC_OK ||
+        cdc_array_resize(props->values, props->n + 1) != CDC_OK) {
         free(k);
         free(v);
         return CDC_ERR_NOMEM;

@@ -301,23 +301,13 @@ cdc_err_t cdc_pq_write_row_group(cdc_pq_writer_t *w, cdc_error_t *err)
     if (w->rg_rows == 0)
         return CDC_OK;
     if (w->nrg == w->rg_cap) {
+        /* five arrays share one capacity (metas holds ncols per row group) */
         size_t cap = w->rg_cap ? w->rg_cap * 2 : 8;
-        chunk_meta_t *m = realloc(w->metas, cap * w->ncols * sizeof(chunk_meta_t));
-        if (m != NULL)
-            w->metas = m;
-        int64_t *a = realloc(w->rg_rows_list, cap * sizeof(int64_t));
-        if (a != NULL)
-            w->rg_rows_list = a;
-        int64_t *b = realloc(w->rg_offsets, cap * sizeof(int64_t));
-        if (b != NULL)
-            w->rg_offsets = b;
-        int64_t *d = realloc(w->rg_raw, cap * sizeof(int64_t));
-        if (d != NULL)
-            w->rg_raw = d;
-        int64_t *e = realloc(w->rg_comp, cap * sizeof(int64_t));
-        if (e != NULL)
-            w->rg_comp = e;
-        if (m == NULL || a == NULL || b == NULL || d == NULL || e == NULL) {
+        if (cdc_array_resize(w->metas, cap * w->ncols) != CDC_OK ||
+            cdc_array_resize(w->rg_rows_list, cap) != CDC_OK ||
+            cdc_array_resize(w->rg_offsets, cap) != CDC_OK ||
+            cdc_array_resize(w->rg_raw, cap) != CDC_OK ||
+            cdc_array_resize(w->rg_comp, cap) != CDC_OK) {
             rc = cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
             goto fail;
         }

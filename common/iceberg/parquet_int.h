@@ -22,6 +22,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "common/buf.h"
 #include "common/iceberg/byteorder.h"
 #include "common/iceberg/parquet.h"
 #include "common/iceberg/thrift.h"
@@ -150,20 +151,7 @@ struct cdc_pq_writer {
 
 static inline bool buf_reserve(buf_t *b, size_t n)
 {
-    size_t cap;
-    uint8_t *p;
-
-    if (b->len + n <= b->cap)
-        return true;
-    cap = b->cap ? b->cap : 64;
-    while (cap < b->len + n)
-        cap *= 2;
-    p = realloc(b->p, cap);
-    if (p == NULL)
-        return false;
-    b->p = p;
-    b->cap = cap;
-    return true;
+    return cdc_array_reserve(b->p, b->cap, b->len + n, 64) == CDC_OK;
 }
 
 static inline bool buf_put(buf_t *b, const void *data, size_t n)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/buf.h"
 #include "common/iceberg/partition.h"
 #include "common/iceberg/partition_int.h"
 #include "common/iceberg/schema.h"
@@ -29,7 +30,7 @@ static const char *const name_suffixes[] = {
 static char **split_terms(const char *text, size_t *n)
 {
     char **v = NULL;
-    size_t cnt = 0;
+    size_t cnt = 0, cap = 0;
     int depth = 0;
     bool quoted = false;
     const char *start = text;
@@ -48,15 +49,13 @@ static char **split_terms(const char *text, size_t *n)
             s++;
         while (e > s && isspace((unsigned char)e[-1]))
             e--;
-        char **nv = realloc(v, (cnt + 1) * sizeof(char *));
-        if (nv == NULL || (nv[cnt] = strndup(s, (size_t)(e - s))) == NULL) {
-            v = nv ? nv : v;
+        if (cdc_array_reserve(v, cap, cnt + 1, 8) != CDC_OK ||
+            (v[cnt] = strndup(s, (size_t)(e - s))) == NULL) {
             for (size_t i = 0; i < cnt; i++)
                 free(v[i]);
             free(v);
             return NULL;
         }
-        v = nv;
         cnt++;
         if (*p == '\0')
             break;
@@ -364,17 +363,9 @@ static void text_add(text_t *t, const char *s, size_t n)
 {
     if (t->oom)
         return;
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 64;
-        while (cap < t->len + n + 1)
-            cap *= 2;
-        char *p = realloc(t->s, cap);
-        if (p == NULL) {
-            t->oom = true;
-            return;
-        }
-        t->s = p;
-        t->cap = cap;
+    if (cdc_array_reserve(t->s, t->cap, t->len + n + 1, 64) != CDC_OK) {
+        t->oom = true;
+        return;
     }
     memcpy(t->s + t->len, s, n);
     t->len += n;

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "common/buf.h"
 #include "common/iceberg/manifest.h"
 #include "common/iceberg/schema.h"
 #include "common/iceberg/table_int.h"
@@ -326,15 +327,11 @@ static cdc_err_t log_previous(const cdc_ice_table_t *t, cdc_ice_metadata_t *md, 
     if (t->version < 1)
         return CDC_OK;
     char *prev = cdc_ice_table_metadata_path(t->location, t->version);
-    cdc_ice_metadata_log_t *ml =
-        realloc(md->metadata_log, (md->nmetadata_log + 1) * sizeof(*md->metadata_log));
-    if (!prev || !ml) {
+    if (!prev || cdc_array_resize(md->metadata_log, md->nmetadata_log + 1) != CDC_OK) {
         free(prev);
-        if (ml)
-            md->metadata_log = ml;
         return oom(e);
     }
-    md->metadata_log = ml;
+    cdc_ice_metadata_log_t *ml = md->metadata_log;
     ml[md->nmetadata_log].timestamp_ms = t->md.last_updated_ms;
     ml[md->nmetadata_log].file = prev;
     md->nmetadata_log++;
@@ -611,19 +608,17 @@ cdc_err_t cdc_ice_table_live_files(cdc_ice_table_t *t, cdc_ice_live_file_t **fil
     if (rc != CDC_OK)
         return rc;
     cdc_ice_live_file_t *v = NULL;
-    size_t cnt = 0;
+    size_t cnt = 0, cap = 0;
     for (size_t i = 0; i < nmf && rc == CDC_OK; i++) {
         cdc_ice_manifest_entry_t *ents;
         size_t nents;
         if ((rc = cdc_ice_table_read_manifest(t, &mfs[i], &ents, &nents, e)) != CDC_OK)
             break;
-        cdc_ice_live_file_t *nv = realloc(v, (cnt + nents + 1) * sizeof(*nv));
-        if (!nv) {
+        if (cdc_array_reserve(v, cap, cnt + nents + 1, 64) != CDC_OK) {
             cdc_ice_manifest_entries_free(ents, nents);
             rc = oom(e);
             break;
         }
-        v = nv;
         for (size_t k = 0; k < nents; k++) {
             if (ents[k].status == CDC_ICE_ENTRY_DELETED)
                 continue;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/iceberg/manifest.h"
 #include "common/iceberg/schema.h"
@@ -32,15 +33,13 @@ static cdc_avro_codec_t manifest_codec(const cdc_ice_metadata_t *md)
 /* Files this commit wrote, removed again when the commit fails. */
 typedef struct written {
     char **v;
-    size_t n;
+    size_t n, cap;
 } written_t;
 
 static bool written_add(written_t *w, const char *loc)
 {
-    char **v = realloc(w->v, (w->n + 1) * sizeof(char *));
-    if (!v)
+    if (cdc_array_reserve(w->v, w->cap, w->n + 1, 16) != CDC_OK)
         return false;
-    w->v = v;
     if (!(w->v[w->n] = strdup(loc)))
         return false;
     w->n++;
@@ -57,7 +56,7 @@ static void written_cleanup(cdc_ice_table_t *t, written_t *w, bool remove)
     }
     free(w->v);
     w->v = NULL;
-    w->n = 0;
+    w->n = w->cap = 0;
 }
 
 /* Entries being assembled into one new manifest. */
@@ -68,14 +67,8 @@ typedef struct entry_vec {
 
 static bool entry_push(entry_vec_t *ev, const cdc_ice_manifest_entry_t *en)
 {
-    if (ev->n == ev->cap) {
-        size_t cap = ev->cap ? ev->cap * 2 : 16;
-        cdc_ice_manifest_entry_t *v = realloc(ev->v, cap * sizeof(*v));
-        if (!v)
-            return false;
-        ev->v = v;
-        ev->cap = cap;
-    }
+    if (cdc_array_reserve(ev->v, ev->cap, ev->n + 1, 16) != CDC_OK)
+        return false;
     ev->v[ev->n] = *en;
     if (cdc_ice_data_file_copy(&ev->v[ev->n].file, &en->file) != CDC_OK)
         return false;
@@ -191,14 +184,8 @@ typedef struct mf_vec {
 /* Appends *mf: a deep copy, or (copy false) taking what it owns. */
 static bool mf_push(mf_vec_t *mv, const cdc_ice_manifest_file_t *mf, bool copy)
 {
-    if (mv->n == mv->cap) {
-        size_t cap = mv->cap ? mv->cap * 2 : 16;
-        cdc_ice_manifest_file_t *v = realloc(mv->v, cap * sizeof(*v));
-        if (!v)
-            return false;
-        mv->v = v;
-        mv->cap = cap;
-    }
+    if (cdc_array_reserve(mv->v, mv->cap, mv->n + 1, 16) != CDC_OK)
+        return false;
     if (!copy)
         mv->v[mv->n] = *mf;
     else if (cdc_ice_manifest_file_copy(&mv->v[mv->n], mf) != CDC_OK)
@@ -590,12 +577,10 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, in
     int64_t ts = c->timestamp_ms > 0 ? c->timestamp_ms : cdc_clock_wall_ms();
     if (ts <= t->md.last_updated_ms)
         ts = t->md.last_updated_ms + 1; /* keep the logs monotonic under clock skew */
-    cdc_ice_snapshot_t *sv = realloc(md.snapshots, (md.nsnapshots + 1) * sizeof(*sv));
-    if (!sv) {
+    if (cdc_array_resize(md.snapshots, md.nsnapshots + 1) != CDC_OK) {
         rc = oom(e);
         goto fail;
     }
-    md.snapshots = sv;
     cdc_ice_snapshot_t *sn = &md.snapshots[md.nsnapshots];
     memset(sn, 0, sizeof(*sn));
     md.nsnapshots++;
@@ -609,14 +594,12 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, in
         rc = oom(e);
         goto fail;
     }
-    cdc_ice_snapshot_log_t *sl = realloc(md.snapshot_log, (md.nsnapshot_log + 1) * sizeof(*sl));
-    if (!sl) {
+    if (cdc_array_resize(md.snapshot_log, md.nsnapshot_log + 1) != CDC_OK) {
         rc = oom(e);
         goto fail;
     }
-    md.snapshot_log = sl;
-    sl[md.nsnapshot_log].timestamp_ms = ts;
-    sl[md.nsnapshot_log].snapshot_id = cx.snapshot_id;
+    md.snapshot_log[md.nsnapshot_log].timestamp_ms = ts;
+    md.snapshot_log[md.nsnapshot_log].snapshot_id = cx.snapshot_id;
     md.nsnapshot_log++;
     md.last_sequence_number = cx.seq;
     md.current_snapshot_id = cx.snapshot_id;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/iceberg/schema.h"
 #include "common/iceberg/table.h"
 #include "common/iceberg/table_int.h"
@@ -34,24 +35,20 @@ cdc_err_t cdc_ice_table_add_column(cdc_ice_table_t *t, const cdc_ice_field_t *fi
     for (size_t i = 0; i < md.nschemas; i++)
         if (md.schemas[i].schema_id > max_schema)
             max_schema = md.schemas[i].schema_id;
-    cdc_ice_schema_t *sv = realloc(md.schemas, (md.nschemas + 1) * sizeof(*sv));
-    if (!sv) {
+    if (cdc_array_resize(md.schemas, md.nschemas + 1) != CDC_OK) {
         rc = oom(e);
         goto fail;
     }
-    md.schemas = sv;
     cdc_ice_schema_t *ns = &md.schemas[md.nschemas];
     if (cdc_ice_schema_copy(ns, cur) != CDC_OK) {
         rc = oom(e);
         goto fail;
     }
     md.nschemas++;
-    cdc_ice_field_t *fv = realloc(ns->fields, (ns->nfields + 1) * sizeof(*fv));
-    if (!fv) {
+    if (cdc_array_resize(ns->fields, ns->nfields + 1) != CDC_OK) {
         rc = oom(e);
         goto fail;
     }
-    ns->fields = fv;
     cdc_ice_field_t *f = &ns->fields[ns->nfields];
     *f = *field;
     f->id = md.last_column_id + 1;
@@ -174,13 +171,11 @@ static cdc_err_t put_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *want,
         return oom(e);
     }
     if (reuse < 0) {
-        cdc_ice_schema_t *sv = realloc(md.schemas, (md.nschemas + 1) * sizeof(*sv));
-        if (sv == NULL) {
+        if (cdc_array_resize(md.schemas, md.nschemas + 1) != CDC_OK) {
             cdc_ice_schema_free(&ns);
             rc = oom(e);
             goto fail;
         }
-        md.schemas = sv;
         ns.schema_id = max_schema + 1;
         md.schemas[md.nschemas++] = ns; /* moved */
         for (size_t i = 0; i < ns.nfields; i++)
@@ -266,12 +261,10 @@ cdc_err_t cdc_ice_table_set_layout(cdc_ice_table_t *t, const char *partition_by,
         goto done;
     }
     if (spec_id < 0) {
-        cdc_ice_partition_spec_t *v = realloc(md.specs, (md.nspecs + 1) * sizeof(*v));
-        if (v == NULL) {
+        if (cdc_array_resize(md.specs, md.nspecs + 1) != CDC_OK) {
             rc = oom(e);
             goto fail;
         }
-        md.specs = v;
         spec.spec_id = spec_id = max_spec + 1;
         for (size_t i = 0; i < spec.nfields; i++)
             if (spec.fields[i].field_id > md.last_partition_id)
@@ -280,12 +273,10 @@ cdc_err_t cdc_ice_table_set_layout(cdc_ice_table_t *t, const char *partition_by,
         memset(&spec, 0, sizeof(spec));
     }
     if (order_id < 0) {
-        cdc_ice_sort_order_t *v = realloc(md.orders, (md.norders + 1) * sizeof(*v));
-        if (v == NULL) {
+        if (cdc_array_resize(md.orders, md.norders + 1) != CDC_OK) {
             rc = oom(e);
             goto fail;
         }
-        md.orders = v;
         /* order id 0 is reserved for the unsorted order */
         order.order_id = order_id =
             order.nfields == 0 && !cdc_ice_metadata_sort_order(&md, 0) ? 0 : max_order + 1;

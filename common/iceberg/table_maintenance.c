@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/hash.h"
 #include "common/iceberg/manifest.h"
@@ -78,14 +79,8 @@ static int cmp_str(const void *a, const void *b)
 
 static bool list_add(char ***v, size_t *n, size_t *cap, const char *s)
 {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 64;
-        char **nv = realloc(*v, nc * sizeof(char *));
-        if (!nv)
-            return false;
-        *v = nv;
-        *cap = nc;
-    }
+    if (cdc_array_reserve(*v, *cap, *n + 1, 64) != CDC_OK)
+        return false;
     if (!((*v)[*n] = strdup(s)))
         return false;
     (*n)++;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
+
 void cdc_thrift_init(cdc_thrift_t *t)
 {
     memset(t, 0, sizeof(*t));
@@ -27,23 +29,12 @@ void cdc_thrift_free(cdc_thrift_t *t)
 
 static bool reserve(cdc_thrift_t *t, size_t n)
 {
-    size_t cap;
-    uint8_t *p;
-
     if (t->len + n <= t->cap)
         return true;
-    if (t->oom)
-        return false;
-    cap = t->cap ? t->cap * 2 : 256;
-    while (cap < t->len + n)
-        cap *= 2;
-    p = realloc(t->data, cap);
-    if (p == NULL) {
+    if (t->oom || cdc_array_reserve(t->data, t->cap, t->len + n, 256) != CDC_OK) {
         t->oom = true;
         return false;
     }
-    t->data = p;
-    t->cap = cap;
     return true;
 }
 
