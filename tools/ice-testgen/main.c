@@ -35,6 +35,7 @@
 
 #include <jansson.h>
 
+#include "common/buf.h"
 #include "common/options.h"
 #include "common/config.h"
 #include "common/iceberg/parquet.h"
@@ -138,7 +139,7 @@ typedef struct ctx {
     cdc_pq_options_t pq;
     row_t *rows;
     int64_t nrows; /* ids 1..nrows-1 were ever used */
-    int64_t cap;
+    size_t cap;
     bool has_note;
 } ctx_t;
 
@@ -238,10 +239,8 @@ static void write_file(ctx_t *c, const int64_t *ids, size_t n, bool deletes,
 
 static int64_t new_id(ctx_t *c)
 {
-    if (c->nrows == c->cap) {
-        c->cap *= 2;
-        c->rows = realloc(c->rows, (size_t)c->cap * sizeof(row_t));
-    }
+    if (cdc_array_reserve(c->rows, c->cap, (size_t)c->nrows + 1, 1024) != CDC_OK)
+        die("out of memory", NULL);
     memset(&c->rows[c->nrows], 0, sizeof(row_t));
     return c->nrows++;
 }
@@ -372,7 +371,7 @@ static json_t *run_random(ctx_t *c)
     if (cdc_ice_table_set_layout(c->t, c->o->partition_by, NULL, NULL, &e) != CDC_OK)
         die("set partition spec", &e);
     c->cap = 1024;
-    c->rows = calloc((size_t)c->cap, sizeof(row_t));
+    c->rows = calloc(c->cap, sizeof(row_t));
     c->nrows = 1; /* ids start at 1 */
     for (int64_t k = 0; k < c->o->commits; k++) {
         if (k == c->o->commits / 2) {

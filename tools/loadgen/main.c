@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/options.h"
 #include "common/clock.h"
 #include "common/config.h"
@@ -148,16 +149,9 @@ static bool chance(int64_t pct)
 
 static void keyset_add(keyset_t *s, int64_t k)
 {
-    if (s->len == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 1024;
-        int64_t *keys = realloc(s->keys, cap * sizeof(*keys));
-
-        if (keys == NULL) {
-            cdc_log_error("out of memory growing a key set to %zu keys", cap);
-            exit(1);
-        }
-        s->keys = keys;
-        s->cap = cap;
+    if (cdc_array_reserve(s->keys, s->cap, s->len + 1, 1024) != CDC_OK) {
+        cdc_log_error("out of memory growing a key set to %zu keys", s->len + 1);
+        exit(1);
     }
     s->keys[s->len++] = k;
 }
@@ -181,18 +175,9 @@ typedef struct sqlbuf {
 
 static void sql_append(sqlbuf_t *b, const char *s, size_t n)
 {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *data = realloc(b->data, cap);
-        if (data == NULL) {
-            cdc_log_error("out of memory building a transaction of %zu bytes", cap);
-            exit(1);
-        }
-        b->data = data;
-        b->cap = cap;
+    if (cdc_array_reserve(b->data, b->cap, b->len + n + 1, 4096) != CDC_OK) {
+        cdc_log_error("out of memory building a transaction of %zu bytes", b->len + n + 1);
+        exit(1);
     }
     memcpy(b->data + b->len, s, n);
     b->len += n;
