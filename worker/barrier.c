@@ -204,6 +204,15 @@ static Cdc__StagedFile *to_proto(const cdc_stage_file_t *sf, uint32_t partition)
             break;
         f->n_partition_values++;
     }
+    /* all or nothing: a file described in part (no equality ids, stats or partition
+     * values) would be committed wrong */
+    if (f->table == NULL || f->path == NULL ||
+        (sf->df.nequality_ids > 0 && f->equality_ids == NULL) || f->stats == NULL ||
+        f->n_stats != sf->df.nstats || f->partition_values == NULL ||
+        f->n_partition_values != sf->df.npartition) {
+        free_staged(f);
+        return NULL;
+    }
     return f;
 }
 
@@ -390,9 +399,15 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
         snprintf(name, sizeof(name), "%s.%s", t->ns, t->table);
         /* a version only for ids given by column identity (Debezium schemas: 0) */
         int64_t version = t->schema->ids_given ? t->schema->version : 0;
-        add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_MIRROR_DATA), version);
+        bool ok =
+            add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_MIRROR_DATA), version);
         snprintf(name, sizeof(name), "%s.%s_changelog", t->ns, t->table);
-        add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_CHANGELOG), version);
+        ok =
+            ok && add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_CHANGELOG), version);
+        if (!ok) { /* an Ack without the schema would commit files the table cannot read */
+            cdc_stage_files_free(files, nfiles);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory building the Ack's schemas");
+        }
     }
     if (cdc_array_resize(ack->files, ack->n_files + nfiles + 1) != CDC_OK) {
         cdc_stage_files_free(files, nfiles);
@@ -400,8 +415,11 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
     }
     for (size_t i = 0; i < nfiles; i++) {
         Cdc__StagedFile *f = to_proto(&files[i], s->partition);
-        if (f != NULL)
-            ack->files[ack->n_files++] = f;
+        if (f == NULL) { /* a file left out of the Ack would never be committed: fail */
+            cdc_stage_files_free(files, nfiles);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory building the Ack's files");
+        }
+        ack->files[ack->n_files++] = f;
     }
     cdc_stage_files_free(files, nfiles);
     if ((rc = add_truncates(ack, &j->stage, e)) != CDC_OK)
