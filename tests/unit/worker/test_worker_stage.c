@@ -422,6 +422,56 @@ static void test_truncate(void **state)
     cdc_catalog_free(cat);
 }
 
+/* A schema marker (op "s") for version v of the test table. */
+static void marker(cdc_catalog_t *cat, cdc_change_t *c, int v)
+{
+    char json[256];
+    cdc_decode_error_t de;
+    snprintf(json, sizeof(json),
+             "{\"op\":\"s\",\"before\":null,\"after\":null,\"source\":{\"lsn\":500,"
+             "\"schema_version\":%d}}",
+             v);
+    cdc_decode_input_t in = {TOPIC, 4, 80, NULL, 0, json, strlen(json), -1};
+    assert_int_equal(cdc_decode(cat, NULL, &in, c, &de), CDC_OK);
+    assert_int_equal(c->op, CDC_OP_SCHEMA);
+}
+
+/* A schema marker stages its table with the marker's version, never an older one over a
+ * newer, and adds no rows: alone it writes no file, yet the table (and so the Ack's
+ * schema) is there. */
+static void test_schema_marker(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = fixture_catalog(TOPIC, 2);
+    cdc_error_t e;
+    wh_t wh = {{0}, NULL};
+    wh_open(&wh, "s");
+    cdc_stage_write_options_t wo = {.warehouse = wh.dir, .job = "j1"};
+    cdc_stage_file_t *files;
+    size_t nfiles;
+    cdc_stage_t s;
+    cdc_change_t c;
+
+    cdc_stage_init(&s, 4, 9);
+    marker(cat, &c, 2);
+    assert_int_equal(cdc_stage_schema(&s, &c, &e), CDC_OK);
+    cdc_change_clear(&c);
+    assert_int_equal(s.ntables, 1);
+    assert_int_equal(s.tables[0].schema->version, 2);
+    assert_int_equal(s.tables[0].nentries, 0);
+    assert_int_equal(s.tables[0].nchangelog, 0);
+    marker(cat, &c, 1); /* an older version does not replace a newer one */
+    assert_int_equal(cdc_stage_schema(&s, &c, &e), CDC_OK);
+    cdc_change_clear(&c);
+    assert_int_equal(s.tables[0].schema->version, 2);
+    assert_int_equal(cdc_stage_write(&s, wh.storage, &wo, &files, &nfiles, &e), CDC_OK);
+    assert_int_equal(nfiles, 0);
+    cdc_stage_files_free(files, nfiles);
+    cdc_stage_free(&s);
+    wh_close(&wh);
+    cdc_catalog_free(cat);
+}
+
 /* A floor (a truncate in partition 4 alone, marked floor): the slot writes its changelog
  * row and reports it (floor, floor_*). A change before a floor (changelog_only) adds a
  * changelog row and leaves the mirror entries alone; a backfill one adds nothing. A
@@ -939,6 +989,7 @@ int main(void)
         cmocka_unit_test(test_partitioned),
         cmocka_unit_test(test_many_keys),
         cmocka_unit_test(test_truncate),
+        cmocka_unit_test(test_schema_marker),
         cmocka_unit_test(test_dlq_headers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
