@@ -44,6 +44,13 @@ typedef struct cdc_opt {
     const char *alias;         /* former name still accepted (flag and CDC_ variable), or NULL */
 } cdc_opt_t;
 
+/* One optional row of an option table over config struct T (a field of T, bounds lo..hi
+ * when lo < hi). Programs wrap it in their own short OPT macros. */
+#define CDC_OPT_ROW(T, name, type, field, def, lo, hi, help)                                       \
+    {                                                                                              \
+        name, type, offsetof(T, field), def, false, lo, hi, NULL, help                             \
+    }
+
 /* Terminates an option table. */
 #define CDC_OPT_END                                                                                \
     {                                                                                              \

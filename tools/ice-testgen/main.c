@@ -358,14 +358,20 @@ static void commit(ctx_t *c, cdc_ice_data_file_t *data, size_t ndata, cdc_ice_da
         cdc_ice_data_file_clear(&del[i]);
 }
 
+/* The schema every mode starts with: BASE_FIELDS, keyed by id. */
+static cdc_ice_schema_t base_schema(void)
+{
+    return (cdc_ice_schema_t){.schema_id = 0,
+                              .fields = BASE_FIELDS,
+                              .nfields = NBASE,
+                              .identifier_ids = ID_FIELDS,
+                              .nidentifier = 1};
+}
+
 static json_t *run_random(ctx_t *c)
 {
     cdc_error_t e;
-    cdc_ice_schema_t schema = {.schema_id = 0,
-                               .fields = BASE_FIELDS,
-                               .nfields = NBASE,
-                               .identifier_ids = ID_FIELDS,
-                               .nidentifier = 1};
+    cdc_ice_schema_t schema = base_schema();
     if (cdc_ice_table_create(c->st, c->location, &schema, NULL, &c->t, &e) != CDC_OK)
         die("create table", &e);
     if (cdc_ice_table_set_layout(c->t, c->o->partition_by, NULL, NULL, &e) != CDC_OK)
@@ -443,11 +449,7 @@ static json_t *run_random(ctx_t *c)
 static json_t *run_race(ctx_t *c, int64_t *conflicts)
 {
     cdc_error_t e;
-    cdc_ice_schema_t schema = {.schema_id = 0,
-                               .fields = BASE_FIELDS,
-                               .nfields = NBASE,
-                               .identifier_ids = ID_FIELDS,
-                               .nidentifier = 1};
+    cdc_ice_schema_t schema = base_schema();
     if (cdc_ice_table_open(c->st, c->location, &schema, NULL, &c->t, &e) != CDC_OK)
         die("open table", &e);
     json_t *rows = json_array();
