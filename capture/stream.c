@@ -28,19 +28,17 @@
 
 /* ---- session ----------------------------------------------------------------------- */
 
-static cdc_err_t drain(cdc_capture_t *cap, cdc_error_t *e)
+static void drain(cdc_capture_t *cap)
 {
     int64_t deadline = cdc_clock_mono_coarse_ms() + cap->cfg->drain_timeout_ms;
     cdc_error_t ignored;
 
-    (void)e;
     while (cap->producer && cdc_kafka_producer_outstanding(cap->producer) > 0 &&
            cdc_clock_mono_coarse_ms() < deadline)
         cdc_kafka_producer_flush(cap->producer, 200, &ignored);
     if (cap->src.repl && cdc_capture_send_status(cap, &ignored) == CDC_OK)
         cdc_log_info("confirmed %X/%X to PostgreSQL", (unsigned)(cap->confirmed >> 32),
                      (unsigned)cap->confirmed);
-    return CDC_OK;
 }
 
 /*
@@ -326,7 +324,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
 cleanup:
     cap->ready = false;
     if (rc == CDC_OK || rc == CDC_ERR_CLOSED) {
-        drain(cap, e);
+        drain(cap);
         rc = CDC_OK;
     } else if (cap->producer) {
         /* Let in-flight events finish against this session's tracker and confirm what
