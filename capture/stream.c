@@ -54,11 +54,13 @@ static cdc_err_t slot_in_use(cdc_capture_t *cap, int pid, cdc_error_t *e)
     cdc_metrics_gauge_set(cap->m_standby, 1);
     cap->standby = true;
     cap->registry_loaded = false;
+    /* not retriable: CDC_ERR_CONFLICT would be by default, and the capture would retry
+     * the session instead of exiting */
     if (strcmp(cap->cfg->slot_busy, "fail") == 0)
-        return cdc_error_set(e, CDC_ERR_CONFLICT,
-                             "replication slot \"%s\" is in use by PID %d (another "
-                             "cdc-capture, or pg_recvlogical); --slot-busy=fail",
-                             cap->cfg->slot, pid);
+        return cdc_error_set_retriable(e, CDC_ERR_CONFLICT, false,
+                                       "replication slot \"%s\" is in use by PID %d (another "
+                                       "cdc-capture, or pg_recvlogical); --slot-busy=fail",
+                                       cap->cfg->slot, pid);
     cap->slot_busy = true;
     return cdc_error_set_retriable(e, CDC_ERR_CONFLICT, true,
                                    "replication slot \"%s\" is in use by PID %d (another "

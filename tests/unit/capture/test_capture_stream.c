@@ -143,6 +143,31 @@ static void test_plan_slot_in_use(void **state)
     assert_false(f->cap.slot_lost);
 }
 
+/* --slot-busy=fail exits (docs/configuration.md): the conflict must not be retried */
+static void test_slot_busy_fail_exits(void **state)
+{
+    fixture_t *f = *state;
+    cdc_capture_slot_plan_t plan;
+    cdc_error_t e;
+    int64_t backoff = CDC_CAPTURE_BACKOFF_MIN_MS, wait = 0;
+    cdc_err_t rc;
+
+    f->cfg.slot_busy = "fail";
+    rc = cdc_capture_slot_plan(&f->cap, true, false, 4242, &plan, &e);
+    assert_int_equal(rc, CDC_ERR_CONFLICT);
+    assert_false(e.retriable);
+    assert_non_null(strstr(e.msg, "--slot-busy=fail"));
+    assert_false(f->cap.slot_busy);
+    assert_int_equal(cdc_capture_session_ended(&f->cap, rc, &e, &backoff, &wait),
+                     CDC_CAPTURE_NEXT_FAIL);
+
+    /* --slot-busy=wait: a standby */
+    f->cfg.slot_busy = "wait";
+    rc = cdc_capture_slot_plan(&f->cap, true, false, 4242, &plan, &e);
+    assert_int_equal(cdc_capture_session_ended(&f->cap, rc, &e, &backoff, &wait),
+                     CDC_CAPTURE_NEXT_STANDBY);
+}
+
 static void test_plan_slot_lost_fails(void **state)
 {
     fixture_t *f = *state;
@@ -477,6 +502,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_plan_create, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plan_unfinished_snapshot, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plan_slot_in_use, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slot_busy_fail_exits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plan_slot_lost_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plan_slot_lost_resnapshot, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_due, setup, teardown),
