@@ -463,11 +463,12 @@ cdc_capture_next_t cdc_capture_session_ended(cdc_capture_t *cap, cdc_err_t rc,
         *wait_ms = 1000;
         return CDC_CAPTURE_NEXT_STANDBY;
     }
-    cdc_log_warn("capture session ended: %s; retrying in %" PRId64 " ms", err->msg, *backoff_ms);
-    cdc_metrics_counter_inc(cap->m_reconnects);
-    *wait_ms = *backoff_ms;
+    /* --reconnect-max may be shorter than the first backoff */
+    *wait_ms = *backoff_ms > cap->cfg->reconnect_max_ms ? cap->cfg->reconnect_max_ms : *backoff_ms;
     *backoff_ms =
-        *backoff_ms * 2 > cap->cfg->reconnect_max_ms ? cap->cfg->reconnect_max_ms : *backoff_ms * 2;
+        *wait_ms * 2 > cap->cfg->reconnect_max_ms ? cap->cfg->reconnect_max_ms : *wait_ms * 2;
+    cdc_log_warn("capture session ended: %s; retrying in %" PRId64 " ms", err->msg, *wait_ms);
+    cdc_metrics_counter_inc(cap->m_reconnects);
     return CDC_CAPTURE_NEXT_RETRY;
 }
 

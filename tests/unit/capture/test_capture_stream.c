@@ -335,6 +335,23 @@ static void test_session_end_backoff(void **state)
     assert_int_equal(wait, 1000);
 }
 
+/* --reconnect-max is the longest wait (100 ms is allowed), the first one included */
+static void test_session_end_short_max(void **state)
+{
+    fixture_t *f = *state;
+    int64_t backoff = CDC_CAPTURE_BACKOFF_MIN_MS, wait = 0;
+
+    f->cfg.reconnect_max_ms = 100;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ended(f, CDC_ERR_UNAVAILABLE, true, &backoff, &wait),
+                         CDC_CAPTURE_NEXT_RETRY);
+        assert_int_equal(wait, 100);
+    }
+    f->cap.streamed = true;
+    assert_int_equal(ended(f, CDC_ERR_UNAVAILABLE, true, &backoff, &wait), CDC_CAPTURE_NEXT_RETRY);
+    assert_int_equal(wait, 100);
+}
+
 static void test_session_end_standby(void **state)
 {
     fixture_t *f = *state;
@@ -508,6 +525,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_status_due, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_end_classes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_end_backoff, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_session_end_short_max, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_end_standby, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_document, setup, teardown),
         cmocka_unit_test_setup_teardown(test_status_states, setup, teardown),
