@@ -388,16 +388,22 @@ cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc
         return rc;
     }
     if (cdc_registry_number(t, doc)) {
-        rc = cdc_schema_doc_encode(doc, &json, e);
-        if (rc != CDC_OK) {
+        /* The copy that becomes t->latest is made first: a version registered but not
+         * remembered would be numbered again. */
+        cdc_schema_doc_t latest;
+        if (cdc_schema_doc_copy(&latest, doc) != CDC_OK) {
             cdc_schema_doc_free(doc);
-            return rc;
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         }
-        topic_name(cap, "_schemas", topic, sizeof(topic));
-        cdc_schema_record_key(t->topic, doc->version, key, sizeof(key));
-        rc = produce_acked(cap, topic, key, json, e);
-        free(json);
+        rc = cdc_schema_doc_encode(doc, &json, e);
+        if (rc == CDC_OK) {
+            topic_name(cap, "_schemas", topic, sizeof(topic));
+            cdc_schema_record_key(t->topic, doc->version, key, sizeof(key));
+            rc = produce_acked(cap, topic, key, json, e);
+            free(json);
+        }
         if (rc != CDC_OK) {
+            cdc_schema_doc_free(&latest);
             cdc_schema_doc_free(doc);
             return rc;
         }
@@ -406,7 +412,8 @@ cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc
         log_changes(t->has_latest ? &t->latest : NULL, doc);
         if (t->has_latest)
             cdc_schema_doc_free(&t->latest);
-        t->has_latest = cdc_schema_doc_copy(&t->latest, doc) == CDC_OK;
+        t->latest = latest;
+        t->has_latest = true;
     }
     cdc_capture_table_free_names(t);
     if (t->has_doc)
