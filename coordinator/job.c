@@ -107,7 +107,7 @@ static void reject_not_leader(cdc_coord_t *c, uint32_t pipe)
 
 /* Closes the rejected pipes whose delay has passed (forgets them if we lead meanwhile:
  * the worker registers again on the same pipe). */
-static void close_rejected(cdc_coord_t *c, int64_t now)
+void cdc_job_close_rejected(cdc_coord_t *c, int64_t now)
 {
     int kept = 0;
     for (int i = 0; i < c->nclosing; i++) {
@@ -272,7 +272,7 @@ static void lose_worker(cdc_coord_t *c, cdc_member_t *m, const char *reason)
 }
 
 /* RECOVERING -> RUNNING when the restart delay passed and the workers are there. */
-static void try_assign(cdc_coord_t *c, int64_t now)
+void cdc_job_try_assign(cdc_coord_t *c, int64_t now)
 {
     const char *alive[CDC_MEMBERS_MAX], *prev[CDC_PARTITIONS], *owners[CDC_PARTITIONS];
     int n, owner_idx[CDC_PARTITIONS];
@@ -361,11 +361,6 @@ void cdc_job_become_standby(cdc_coord_t *c, const char *reason)
     cdc_metrics_gauge_set(c->m_term, 0);
 }
 
-/*
- * STARTING: read latest/committed, commit what the previous leader recorded but did
- * not commit (idempotent), reserve epoch ids, then wait for workers. Retried until etcd
- * and the warehouse answer.
- */
 /* The value of the leader key (common/cluster.h, escaped through jansson); caller frees. */
 static char *leader_value(const cdc_coord_t *c)
 {
@@ -376,7 +371,12 @@ static char *leader_value(const cdc_coord_t *c)
     return cdc_leader_record_json(&lr);
 }
 
-static void leader_start(cdc_coord_t *c, int64_t now)
+/*
+ * STARTING: read latest/committed, commit what the previous leader recorded but did
+ * not commit (idempotent), reserve epoch ids, then wait for workers. Retried until etcd
+ * and the warehouse answer.
+ */
+void cdc_job_leader_start(cdc_coord_t *c, int64_t now)
 {
     uint64_t latest = 0, committed = 0, from, limit;
     cdc_checkpoint_t *base = NULL;
@@ -528,7 +528,7 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
     }
 }
 
-static void on_message(cdc_coord_t *c, Cdc__Envelope *env, uint32_t pipe, int64_t now)
+void cdc_job_on_message(cdc_coord_t *c, const Cdc__Envelope *env, uint32_t pipe, int64_t now)
 {
     switch (env->body_case) {
     case CDC__ENVELOPE__BODY_REGISTER:
@@ -552,7 +552,7 @@ static void on_message(cdc_coord_t *c, Cdc__Envelope *env, uint32_t pipe, int64_
     }
 }
 
-static void drain(cdc_coord_t *c, int wait_ms)
+void cdc_job_drain(cdc_coord_t *c, int wait_ms)
 {
     cdc_msg_event_t ev;
 
@@ -563,7 +563,7 @@ static void drain(cdc_coord_t *c, int wait_ms)
         cdc_err_t rc = cdc_msg_server_recv(c->msg, i == 0 ? wait_ms : 0, &env, &pipe, &e);
         if (rc != CDC_OK)
             break;
-        on_message(c, env, pipe, cdc_clock_mono_ms());
+        cdc_job_on_message(c, env, pipe, cdc_clock_mono_ms());
         cdc_msg_free(env);
     }
     while (cdc_msg_server_poll_event(c->msg, &ev)) {
@@ -578,7 +578,7 @@ static void drain(cdc_coord_t *c, int wait_ms)
 
 /* ---- timers ---------------------------------------------------------------------------- */
 
-static void check_liveness(cdc_coord_t *c, int64_t now)
+void cdc_job_check_liveness(cdc_coord_t *c, int64_t now)
 {
     for (int i = 0; i < c->members.n; i++) {
         cdc_member_t *m = &c->members.m[i];
@@ -633,7 +633,7 @@ static void observe_stall(cdc_coord_t *c, int64_t ms)
  * standby only watches the election. Every timed receive costs NNG 1.5.2 a busy wait on
  * the clock, so waking 200 times a second kept an idle coordinator at 16% of a core.
  */
-static int loop_wait_ms(const cdc_coord_t *c, int64_t now)
+int cdc_job_loop_wait_ms(const cdc_coord_t *c, int64_t now)
 {
     int64_t w = LOOP_WAIT_MAX_MS;
 
@@ -666,14 +666,14 @@ void cdc_coord_run(cdc_coord_t *c)
             cdc_job_become_standby(c, c->leader.last_error);
         }
         if (c->state == CDC_JOB_STARTING)
-            leader_start(c, now);
+            cdc_job_leader_start(c, now);
 
-        drain(c, loop_wait_ms(c, now));
+        cdc_job_drain(c, cdc_job_loop_wait_ms(c, now));
         now = cdc_clock_mono_ms();
         if (c->state != CDC_JOB_STANDBY) {
-            check_liveness(c, now);
+            cdc_job_check_liveness(c, now);
             if (c->state == CDC_JOB_RECOVERING)
-                try_assign(c, now);
+                cdc_job_try_assign(c, now);
             cdc_job_maybe_barrier(c, now);
             if (c->state != CDC_JOB_STANDBY && c->state != CDC_JOB_STARTING)
                 cdc_job_process_queue(c, cdc_clock_mono_ms());
@@ -683,7 +683,7 @@ void cdc_coord_run(cdc_coord_t *c)
             }
         }
         if (c->nclosing > 0)
-            close_rejected(c, now);
+            cdc_job_close_rejected(c, now);
         if (c->state != CDC_JOB_STANDBY)
             observe_stall(c, cdc_clock_mono_ms() - began);
         if (now >= c->next_status_ms) {
@@ -756,19 +756,24 @@ static void init_metrics(cdc_coord_t *c)
                           "Longest main-loop iteration as leader since the start.", NULL);
 }
 
-cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
+void cdc_job_init(cdc_coord_t *c)
 {
-    cdc_committer_options_t co;
-    cdc_err_t rc;
-
     cdc_http_doc_init(&c->status);
-    c->metrics = cdc_metrics_default();
     init_metrics(c);
     cdc_members_init(&c->members);
     cdc_epochs_init(&c->epochs, c->cfg.job);
     cdc_progress_init(&c->progress, c->cfg.progress_timeout_ms, 3);
     cdc_restart_init(&c->restart, (int)c->cfg.restart_max_failures, c->cfg.restart_interval_ms,
                      c->cfg.restart_delay_ms);
+}
+
+cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
+{
+    cdc_committer_options_t co;
+    cdc_err_t rc;
+
+    c->metrics = cdc_metrics_default();
+    cdc_job_init(c);
 
     if ((rc = cdc_etcd_open(&c->etcd, c->cfg.etcd, (int)c->cfg.etcd_timeout_ms, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --etcd");
