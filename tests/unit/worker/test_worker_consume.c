@@ -421,6 +421,7 @@ static void test_gauges_rate_limited(void **state)
     assert_true(cdc_test_wait_for(high_known, s, MOCK_WAIT_MS));
     assert_int_equal(cdc_metrics_value((const cdc_counter_t *)s->lag), 0);
     now = cdc_clock_mono_ms();
+    M.w->next_lag_ms = 0;
     cdc_worker_update_gauges(M.w, now);
     s->high[0] = 0;
     cdc_worker_update_gauges(M.w, now + 1999);
