@@ -604,6 +604,7 @@ void cdc_job_check_liveness(cdc_coord_t *c, int64_t now)
                     cdc_msg_server_close_pipe(c->msg, m->pipe);
                 }
             }
+            cdc_metrics_gauge_set(c->m_workers, (double)cdc_members_alive_count(&c->members));
             cdc_job_recover(c, why, true);
         }
     }

@@ -681,6 +681,7 @@ static void test_missed_heartbeats_lose_owner(void **state)
     assert_false(cdc_members_is_alive(&C->members, "w2"));
     assert_true(cdc_members_is_alive(&C->members, "w1"));
     assert_string_equal(cdc_members_by_id(&C->members, "w2")->lost_reason, "missed heartbeats");
+    assert_int_equal(counter((cdc_counter_t *)C->m_workers), 1);
     expect_closed(P[1].pipe);
     assert_int_equal(C->state, CDC_JOB_RECOVERING);
     assert_int_equal(C->restart.nfailures, 1);
@@ -771,6 +772,7 @@ static void test_ack_deadline_loses_missing_owners(void **state)
     assert_false(cdc_members_is_alive(&C->members, "w2"));
     assert_string_equal(cdc_members_by_id(&C->members, "w2")->lost_reason,
                         "missed the ack deadline");
+    assert_int_equal(counter((cdc_counter_t *)C->m_workers), 1); /* the gauge follows */
     assert_non_null(strstr(C->recovery_reason, "missed the ack deadline"));
     expect_closed(P[1].pipe);
     assert_int_equal(C->restart.nfailures, 1);
