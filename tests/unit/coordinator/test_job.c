@@ -69,7 +69,8 @@ static int setup(void **state)
     C->metrics = cdc_metrics_new();
     cdc_job_init(C);
     snprintf(URL, sizeof(URL), "inproc://test_job_%d", ++nurl);
-    assert_int_equal(cdc_msg_server_open(&C->msg, URL, NULL, &e), CDC_OK);
+    if (cdc_msg_server_open(&C->msg, URL, NULL, &e) != CDC_OK)
+        fail_msg("%s", e.msg);
     memset(P, 0, sizeof(P));
     nremoved = 0;
     return 0;
