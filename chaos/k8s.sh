@@ -88,7 +88,9 @@ K8S_FORWARDS=()
 _k8s_forward() {
     local log=$CHAOS_DIR/port-forward-$1.log i port
     : >"$log"
-    _k8s port-forward "svc/$1" ":$2" >"$log" 2>&1 &
+    # kubectl itself in the background (not _k8s, whose subshell would be what $! names
+    # and what a kill ends, leaving the port-forward running)
+    kubectl -n "$CHAOS_K8S_NAMESPACE" port-forward "svc/$1" ":$2" >"$log" 2>&1 &
     K8S_FORWARDS+=($!)
     for ((i = 0; i < 100; i++)); do
         port=$(sed -n 's/^Forwarding from 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$log" | head -n1)

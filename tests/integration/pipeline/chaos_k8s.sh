@@ -15,8 +15,10 @@ root=$PWD
 dir=$(mktemp -d "$CDC_TEST_TMP/chaosk8s.XXXXXX")
 s3pid=""
 cleanup() {
-    [ -n "$s3pid" ] && kill "$s3pid" 2>/dev/null && wait "$s3pid" 2>/dev/null
-    return 0
+    if [ -n "$s3pid" ]; then
+        kill "$s3pid" 2>/dev/null || true
+        wait "$s3pid" 2>/dev/null || true
+    fi
 }
 trap cleanup EXIT
 fail() {
@@ -166,4 +168,12 @@ if run stuck partition-worker DURATION=10 CATCHUP=0 CHAOS_RECOVERY_TIMEOUT=2; th
 fi
 grep -Eq '^partition-worker +1 +0 ' "$dir/run-stuck.log" || fail "the missing recovery is not in the table"
 grep -q 'chaos: FAILED' "$dir/run-stuck.log" || fail "no chaos: FAILED"
+# every port-forward was ended (the stub's execs its sleep in kubectl's place)
+for p in $(pgrep -f "^sleep 600$" || true); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "STUB_DIR=$dir"; then
+        kill "$p"
+        echo "left running: a port-forward" >"$dir/leftover"
+    fi
+done
+[ ! -e "$dir/leftover" ] || fail "a kubectl port-forward was left running"
 echo "chaos_k8s: ok"
