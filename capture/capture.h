@@ -21,6 +21,7 @@
 #include "common/options.h"
 #include "common/cdcschema.h"
 #include "common/err.h"
+#include "common/health.h"
 #include "common/http.h"
 #include "common/kafka.h"
 #include "common/metrics.h"
@@ -49,6 +50,7 @@ typedef struct cdc_capture_config {
     int64_t reconnect_max_ms;
     int64_t drain_timeout_ms;
     char *http_addr;
+    int64_t liveness_timeout_ms;
     cdc_log_options_t log;
 } cdc_capture_config_t;
 
@@ -145,8 +147,9 @@ typedef struct cdc_capture {
     int64_t last_status_ms; /* when the last status update went out */
     int64_t last_heartbeat_ms;
     int64_t last_probe_ms;
-    _Atomic bool ready; /* streaming; read by the HTTP thread (/readyz) */
-    bool streamed;      /* the current session reached streaming */
+    _Atomic bool ready;  /* streaming; read by the HTTP thread (/readyz) */
+    cdc_health_t health; /* /healthz: the loops beat it */
+    bool streamed;       /* the current session reached streaming */
 
     cdc_counter_t *m_transactions;
     cdc_counter_t *m_delivery_errors;

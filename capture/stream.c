@@ -34,8 +34,10 @@ static void drain(cdc_capture_t *cap)
     cdc_error_t ignored;
 
     while (cap->producer && cdc_kafka_producer_outstanding(cap->producer) > 0 &&
-           cdc_clock_mono_coarse_ms() < deadline)
+           cdc_clock_mono_coarse_ms() < deadline) {
+        cdc_health_beat(&cap->health);
         cdc_kafka_producer_flush(cap->producer, 200, &ignored);
+    }
     if (cap->src.repl && cdc_capture_send_status(cap, &ignored) == CDC_OK)
         cdc_log_info("confirmed %X/%X to PostgreSQL", (unsigned)(cap->confirmed >> 32),
                      (unsigned)cap->confirmed);
@@ -285,6 +287,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
         bool reply = false;
         int64_t now;
 
+        cdc_health_beat(&cap->health);
         rc = cdc_source_read(&cap->src, READ_TIMEOUT_MS, &ev, &data, &len, &lsn, &reply, e);
         if (rc != CDC_OK)
             goto cleanup;
@@ -354,8 +357,10 @@ cleanup:
         int64_t deadline = cdc_clock_mono_coarse_ms() + cap->cfg->drain_timeout_ms;
         while (cdc_kafka_producer_outstanding(cap->producer) > 0 &&
                cdc_clock_mono_coarse_ms() < deadline &&
-               cdc_kafka_producer_fatal(cap->producer, &ignored) == CDC_OK)
+               cdc_kafka_producer_fatal(cap->producer, &ignored) == CDC_OK) {
+            cdc_health_beat(&cap->health);
             cdc_kafka_producer_flush(cap->producer, 200, &ignored);
+        }
         if (cdc_kafka_producer_outstanding(cap->producer) > 0 ||
             cdc_kafka_producer_fatal(cap->producer, &ignored) != CDC_OK) {
             cdc_kafka_producer_free(cap->producer);
@@ -375,6 +380,7 @@ static void sleep_ms(cdc_capture_t *cap, int64_t ms)
     int64_t end = cdc_clock_mono_coarse_ms() + ms;
     while (!*cap->stop && cdc_clock_mono_coarse_ms() < end) {
         struct timeval tv = {0, 50000};
+        cdc_health_beat(&cap->health);
         select(0, NULL, NULL, NULL, &tv);
     }
 }
@@ -524,6 +530,7 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
         cdc_err_t rc;
         int64_t wait_ms = 0;
         cdc_error_clear(&err);
+        cdc_health_beat(&cap->health);
         cdc_capture_status_publish(cap, true);
         rc = session(cap, &err);
         cdc_capture_status_publish(cap, true);

@@ -10,8 +10,10 @@
 #   - fault backends with one interface, chosen by CHAOS_BACKEND:
 #       local    kill -9 / SIGSTOP+SIGCONT of process groups, proxy cut/heal, harness etcd restart
 #       compose  docker compose kill / pause / unpause / start, network disconnect/connect
-#       k8s      kubectl delete pod --grace-period=0 --force, kill -STOP/-CONT inside the
-#                pod, a deny-all NetworkPolicy on one pod
+#       k8s      kubectl delete pod --grace-period=0 --force or kill -9 of the pod's
+#                processes (the container restarts in place), at random; kill -STOP/-CONT
+#                inside the pod; a deny-all NetworkPolicy on one pod, labelled out of the
+#                base policy (chaos/k8s.sh, which also holds the load and the verifier)
 #     chaos_targets <role>, chaos_kill, chaos_pause, chaos_resume, chaos_partition,
 #     chaos_heal, chaos_recover <target>, chaos_leader, chaos_status (leader's /status),
 #     chaos_active_capture.
@@ -321,7 +323,14 @@ chaos_kill() {
         if [ "$1" = etcd ]; then harness_etcd_stop; else proc_signal "$1" KILL; fi
         ;;
     compose) _compose kill -s KILL "$1" ;;
-    k8s) _kubectl delete pod "$1" --grace-period=0 --force --wait=false ;;
+    k8s)
+        chaos_pick pod process
+        if [ "$REPLY" = process ]; then
+            k8s_kill_process "$1"
+        else
+            _kubectl delete pod "$1" --grace-period=0 --force --wait=false
+        fi
+        ;;
     esac
 }
 
@@ -354,19 +363,7 @@ chaos_partition() {
         proc_signal "proxy-${1#worker-}" USR1
         ;;
     compose) docker network disconnect cdc_cdc "$(_compose ps -q "$1")" ;;
-    k8s)
-        _kubectl apply -f - <<EOF
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata:
-  name: chaos-partition-$1
-spec:
-  podSelector:
-    matchLabels:
-      statefulset.kubernetes.io/pod-name: $1
-  policyTypes: [Ingress, Egress]
-EOF
-        ;;
+    k8s) k8s_partition "$1" ;;
     esac
 }
 
@@ -375,7 +372,7 @@ chaos_heal() {
     case "$CHAOS_BACKEND" in
     local) proc_signal "proxy-${1#worker-}" USR2 ;;
     compose) docker network connect cdc_cdc "$(_compose ps -q "$1")" ;;
-    k8s) _kubectl delete networkpolicy "chaos-partition-$1" --ignore-not-found ;;
+    k8s) k8s_heal "$1" ;;
     esac
 }
 
@@ -437,3 +434,6 @@ chaos_leader() {
     done
     echo "$id"
 }
+
+# shellcheck source=chaos/k8s.sh
+. "$CHAOS_ROOT/chaos/k8s.sh"

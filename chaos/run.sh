@@ -56,13 +56,28 @@ local)
     CHAOS_PROXY=1 pipeline_up
     export CHAOS_PROXY=1
     ;;
-compose | k8s)
+compose)
     chaos_log "backend $CHAOS_BACKEND: faults against running containers; the load generator" \
         "and the verifier are run by docker/compose.sh run-chaos (compose) or by hand (k8s)"
+    ;;
+k8s)
+    # against k8s/overlays/dev: load, faults and a verifier run after every scenario
+    # (chaos/k8s.sh); a container killed again and again restarts with a backoff
+    k8s_check
+    mkdir -p "$CHAOS_DIR"
+    export CHAOS_RECOVERY_TIMEOUT=${CHAOS_RECOVERY_TIMEOUT:-180}
+    trap 'k8s_load_stop' EXIT
+    trap 'exit 130' INT TERM
+    chaos_wait 180 "a leader with ${CHAOS_WORKERS} live workers" pipeline_ready ||
+        chaos_die "the pipeline in namespace $CHAOS_K8S_NAMESPACE is not running"
     ;;
 esac
 
 run_load() {
+    if [ "$CHAOS_BACKEND" = k8s ]; then
+        k8s_load_start "$LOAD_RATE" "$2"
+        return 0
+    fi
     [ "$CHAOS_BACKEND" = local ] || return 0
     "$CHAOS_BUILD/loadgen" --pg-dsn "$PIPELINE_PG_DSN" --create-schema=false --rate "$LOAD_RATE" \
         --duration "${1}s" --seed "$2" --report-interval 0 \
@@ -97,10 +112,15 @@ for s in "${scenarios[@]}"; do
     [ "$CHAOS_BACKEND" = local ] && repair_workers
     [ -n "${LOAD_PID:-}" ] && wait "$LOAD_PID"
     LOAD_PID=
+    [ "$CHAOS_BACKEND" = k8s ] && k8s_load_stop
     verdict="-"
     counts="lost=- duplicated=- mismatched=-"
-    if [ "$CHAOS_BACKEND" = local ]; then
-        out=$(pipeline_verify --wait "$CATCHUP" 2>&1)
+    if [ "$CHAOS_BACKEND" = local ] || [ "$CHAOS_BACKEND" = k8s ]; then
+        if [ "$CHAOS_BACKEND" = k8s ]; then
+            out=$(k8s_verify "$CATCHUP" 2>&1)
+        else
+            out=$(pipeline_verify --wait "$CATCHUP" 2>&1)
+        fi
         last=$(tail -n1 <<<"$out")
         echo "$out" | sed 's/^/    /' >&2
         counts=$(grep -o 'lost=[0-9]* duplicated=[0-9]* mismatched=[0-9]*' <<<"$last" ||
@@ -115,7 +135,7 @@ for s in "${scenarios[@]}"; do
     fi
     faults=$((FAULTS - f0))
     recovered=$((RECOVERIES - r0))
-    [ "$CHAOS_BACKEND" = local ] && [ "$recovered" -lt "$faults" ] && failed=1
+    [ "$CHAOS_BACKEND" != compose ] && [ "$recovered" -lt "$faults" ] && failed=1
     results+=("$s $faults $recovered $counts $verdict")
 done
 

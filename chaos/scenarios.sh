@@ -143,7 +143,8 @@ scenario_etcd-restart() {
     case "$CHAOS_BACKEND" in
     local) harness_etcd_start ;;
     compose) _compose start etcd ;;
-    k8s) : ;;
+    # the StatefulSet brings it back on its PersistentVolumeClaim, data kept
+    k8s) _kubectl rollout status statefulset/etcd --timeout=120s >/dev/null ;;
     esac
     chaos_log "etcd started"
     _recovered "$before"

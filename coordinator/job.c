@@ -54,6 +54,12 @@ static void set_state(cdc_coord_t *c, cdc_job_state_t s)
                      cdc_job_state_name(s));
     c->state = s;
     atomic_store(&c->state_seen, (int)s);
+    /* a FAILED leader holds the lease and commits nothing: /healthz fails so that a
+     * liveness probe restarts it and a standby tries again (docs/operations.md) */
+    cdc_health_set_fatal(&c->health, s == CDC_JOB_FAILED
+                                         ? "job FAILED: the restart strategy gave up; a restart "
+                                           "hands the lease to a standby"
+                                         : NULL);
     cdc_metrics_gauge_set(c->m_state, (double)s);
 }
 
@@ -653,7 +659,10 @@ void cdc_coord_run(cdc_coord_t *c)
     set_state(c, CDC_JOB_STANDBY);
     while (!*c->stop) {
         int64_t now = cdc_clock_mono_ms(), began = now;
-        cdc_leader_event_t ev = cdc_leader_tick(&c->leader, now);
+        cdc_leader_event_t ev;
+
+        cdc_health_beat(&c->health);
+        ev = cdc_leader_tick(&c->leader, now);
 
         if (ev == CDC_LEADER_ELECTED) {
             c->term = (uint64_t)c->leader.term;
@@ -757,9 +766,37 @@ static void init_metrics(cdc_coord_t *c)
                           "Longest main-loop iteration as leader since the start.", NULL);
 }
 
+/*
+ * The admin address published in the leader key (cdcctl, a standby's /status): the
+ * --http host with the bound port, or, when that host is a wildcard (0.0.0.0 in a
+ * container), the host workers dial (--advertise), which other pods can reach.
+ */
+static void advertise_admin(cdc_coord_t *c)
+{
+    const char *colon = strrchr(c->cfg.http, ':');
+    int hostlen = colon ? (int)(colon - c->cfg.http) : 0;
+    const char *host = c->cfg.http;
+    const char *ep = strstr(c->endpoint, "://");
+    const char *epcolon = ep ? strrchr(ep + 3, ':') : NULL;
+
+    static const char *const wildcards[] = {"", "0.0.0.0", "[::]", "::", NULL};
+    bool wildcard = false;
+
+    for (int i = 0; wildcards[i] != NULL; i++)
+        wildcard |= (size_t)hostlen == strlen(wildcards[i]) &&
+                    strncmp(host, wildcards[i], (size_t)hostlen) == 0;
+    if (wildcard && epcolon != NULL && epcolon > ep + 3) {
+        host = ep + 3;
+        hostlen = (int)(epcolon - host);
+    }
+    snprintf(c->admin, sizeof(c->admin), "%.*s:%d", hostlen, host, cdc_http_server_port(c->http));
+}
+
 void cdc_job_init(cdc_coord_t *c)
 {
     cdc_http_doc_init(&c->status);
+    pthread_mutex_init(&c->forward_lock, NULL);
+    cdc_health_init(&c->health, c->cfg.liveness_timeout_ms);
     init_metrics(c);
     cdc_members_init(&c->members);
     cdc_epochs_init(&c->epochs, c->cfg.job);
@@ -798,11 +835,7 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
         return rc;
     if ((rc = cdc_http_server_start(c->http, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --http \"%s\"", c->cfg.http);
-    {
-        const char *colon = strrchr(c->cfg.http, ':');
-        snprintf(c->admin, sizeof(c->admin), "%.*s:%d", colon ? (int)(colon - c->cfg.http) : 0,
-                 c->cfg.http, cdc_http_server_port(c->http));
-    }
+    advertise_admin(c);
     memset(&co, 0, sizeof(co));
     co.warehouse = c->cfg.warehouse;
     co.job = c->cfg.job;
@@ -845,4 +878,5 @@ void cdc_coord_close(cdc_coord_t *c)
     cdc_checkpoint_free(c->base);
     c->base = NULL;
     cdc_http_doc_free(&c->status);
+    pthread_mutex_destroy(&c->forward_lock);
 }

@@ -400,6 +400,8 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
         int64_t now = cdc_clock_mono_ms();
         Cdc__Envelope *env = NULL;
 
+        cdc_health_beat(&w->health);
+
         if (now >= w->next_leader_check_ms) {
             cdc_worker_find_leader(w);
             /* every second while registered; faster while looking for a leader (start,

@@ -21,6 +21,7 @@
 #include "common/options.h"
 #include "common/err.h"
 #include "common/etcd.h"
+#include "common/health.h"
 #include "common/http.h"
 #include "common/iceberg/storage.h"
 #include "common/kafka.h"
@@ -50,6 +51,7 @@ typedef struct cdc_worker_config {
     char *warehouse;
     char *state_dir;
     char *http;
+    int64_t liveness_timeout_ms;
     cdc_log_options_t log;
     cdc_s3_options_t s3;
     int64_t heartbeat_interval_ms;
@@ -148,6 +150,7 @@ typedef struct cdc_worker {
 
     /* metrics */
     cdc_http_server_t *http;
+    cdc_health_t health; /* /healthz: the main loop (session.c) beats it */
     cdc_metrics_t *metrics;
     cdc_table_metrics_t *tmetrics;
     size_t ntmetrics;
