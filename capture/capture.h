@@ -27,6 +27,7 @@
 
 typedef struct cdc_capture_config {
     char *pg_dsn;
+    char *pg_password; /* NULL = the DSN's (or libpq's passfile, PGPASSWORD) */
     char *slot;
     char *publication;
     char *tables; /* "schema.table,..." (schema defaults to public); empty = the publication's */

@@ -22,7 +22,12 @@
 
 static const cdc_opt_t options[] = {
     {"pg-dsn", CDC_OPT_STRING, C(pg_dsn), NULL, true, 0, 0, NULL,
-     "libpq connection string of the source database (the role needs LOGIN and REPLICATION)."},
+     "libpq connection string of the source database (the role needs LOGIN and REPLICATION).",
+     .secret = true},
+    {"pg-password", CDC_OPT_STRING, C(pg_password), NULL, false, 0, 0, NULL,
+     "Password of the source database's role; overrides one in --pg-dsn, so the DSN can stay "
+     "in plain configuration and the password in --pg-password-file.",
+     .secret = true},
     {"slot", CDC_OPT_STRING, C(slot), "cdc_slot", false, 0, 0, NULL,
      "Logical replication slot (pgoutput); created when missing."},
     {"publication", CDC_OPT_STRING, C(publication), "cdc_pub", false, 0, 0, NULL,

@@ -49,25 +49,33 @@ typedef struct cdc_s3_options {
     bool path_style;
 } cdc_s3_options_t;
 
-#define CDC_OPTS_S3(T, m)                                                                            \
-    {"s3-endpoint",                                                                                  \
-     CDC_OPT_STRING,                                                                                 \
-     offsetof(T, m.endpoint),                                                                        \
-     NULL,                                                                                           \
-     false,                                                                                          \
-     0,                                                                                              \
-     0,                                                                                              \
-     NULL,                                                                                           \
-     "S3 endpoint URL (MinIO, s3rver); empty = AWS (https://s3.<region>.amazonaws.com)."},           \
-        {"s3-region", CDC_OPT_STRING, offsetof(T, m.region), "us-east-1", false, 0,                  \
-         0,           NULL,           "S3 region."},                                                 \
-        {"s3-access-key",    CDC_OPT_STRING, offsetof(T, m.access_key), NULL, false, 0, 0, NULL,     \
-         "S3 access key id."},                                                                       \
-        {"s3-secret-key",        CDC_OPT_STRING, offsetof(T, m.secret_key), NULL, false, 0, 0, NULL, \
-         "S3 secret access key."},                                                                   \
-    {                                                                                                \
-        "s3-path-style", CDC_OPT_BOOL, offsetof(T, m.path_style), "true", false, 0, 0, NULL,         \
-            "Put the bucket in the URL path (MinIO) rather than the host name."                      \
+#define CDC_OPTS_S3(T, m)                                                                          \
+    {"s3-endpoint",                                                                                \
+     CDC_OPT_STRING,                                                                               \
+     offsetof(T, m.endpoint),                                                                      \
+     NULL,                                                                                         \
+     false,                                                                                        \
+     0,                                                                                            \
+     0,                                                                                            \
+     NULL,                                                                                         \
+     "S3 endpoint URL (MinIO, s3rver); empty = AWS (https://s3.<region>.amazonaws.com)."},         \
+        {"s3-region", CDC_OPT_STRING, offsetof(T, m.region), "us-east-1", false, 0,                \
+         0,           NULL,           "S3 region."},                                               \
+        {"s3-access-key",     CDC_OPT_STRING, offsetof(T, m.access_key), NULL, false, 0, 0, NULL,  \
+         "S3 access key id.", .secret = true},                                                     \
+        {"s3-secret-key",                                                                          \
+         CDC_OPT_STRING,                                                                           \
+         offsetof(T, m.secret_key),                                                                \
+         NULL,                                                                                     \
+         false,                                                                                    \
+         0,                                                                                        \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         "S3 secret access key.",                                                                  \
+         .secret = true},                                                                          \
+    {                                                                                              \
+        "s3-path-style", CDC_OPT_BOOL, offsetof(T, m.path_style), "true", false, 0, 0, NULL,       \
+            "Put the bucket in the URL path (MinIO) rather than the host name."                    \
     }
 
 /* The storage configuration of the S3 options (empty strings as unset); the caller may
@@ -93,7 +101,9 @@ typedef struct cdc_kafka_options {
      "kafka-bootstrap"},                                                                           \
     {                                                                                              \
         "kafka-properties", CDC_OPT_STRING, offsetof(T, m.properties), "", false, 0, 0, NULL,      \
-            "Extra librdkafka properties, key=value separated by ';' (e.g. security settings)."    \
+            "Extra librdkafka properties, key=value separated by ';' or new lines (e.g. "          \
+            "security settings: sasl.password in --kafka-properties-file).",                       \
+            .secret = true                                                                         \
     }
 
 /* --etcd: the cluster the coordinators elect in and record epochs in. */
