@@ -425,7 +425,7 @@ size_t cdc_config_check_env(const cdc_opt_t *opts, const char *prog, char **envi
             continue;
         o = NULL;
         for (const cdc_opt_t *p = opts; p->name && o == NULL; p++) {
-            char a[128], b[128], f[140];
+            char a[128], b[128] = "", f[140] = "";
             cdc_config_env_name(p->name, a, sizeof(a));
             if (p->alias)
                 cdc_config_env_name(p->alias, b, sizeof(b));
