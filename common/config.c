@@ -648,6 +648,24 @@ void cdc_config_load(const cdc_opt_t *opts, const char *prog, const char *summar
     }
 }
 
+cdc_err_t cdc_config_fault_check(const char *what, const char *value, cdc_error_t *e)
+{
+#if CDC_FAULTS
+    (void)what;
+    (void)value;
+    (void)e;
+    return CDC_OK;
+#else
+    if (value == NULL || value[0] == '\0')
+        return CDC_OK;
+    return cdc_error_set(e, CDC_ERR_CONFIG,
+                         "%s is set to \"%s\", but fault injection is for tests only and this "
+                         "is a release build without it (hint: unset it; tests use a build "
+                         "made with make FAULT_INJECTION=1)",
+                         what, value);
+#endif
+}
+
 void cdc_config_free(const cdc_opt_t *opts, void *cfg)
 {
     for (const cdc_opt_t *o = opts; o->name; o++) {

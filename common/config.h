@@ -100,6 +100,15 @@ size_t cdc_config_check_env(const cdc_opt_t *opts, const char *prog, char **envi
  * words besides options (cdcctl's subcommands). */
 bool cdc_config_takes_value(const cdc_opt_t *opts, const char *arg);
 
+/*
+ * Test-only fault injection (the coordinator's --fault, the worker's CDC_WORKER_FAULT) is
+ * compiled in by `make FAULT_INJECTION=1`, the default for development and tests, and left
+ * out of the image's release build (FAULT_INJECTION=0, docker/build-steps.sh). In a build
+ * without it, a fault setting `what` (e.g. "option --fault (CDC_FAULT)") that is set (value neither
+ * NULL nor "") is CDC_ERR_CONFIG saying so; otherwise CDC_OK.
+ */
+cdc_err_t cdc_config_fault_check(const char *what, const char *value, cdc_error_t *e);
+
 /* Frees the strings owned by *cfg. */
 void cdc_config_free(const cdc_opt_t *opts, void *cfg);
 

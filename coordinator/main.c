@@ -94,8 +94,10 @@ const cdc_opt_t cdc_coord_options[] = {
         "[transform(]col[)] [asc|desc] [nulls first|nulls last], e.g. "
         "\"public.orders=customer_id,id desc\". A table not named is unsorted."),
     OPT("fault", CDC_OPT_STRING, fault, NULL,
-        "Testing only: exit at a named point (after-checkpoint-record, after-iceberg-commit), "
-        "or stall the main loop for 3 lease TTLs at each orphan scan (stall-orphan-scan)."),
+        "Testing only, in builds with fault injection (make FAULT_INJECTION=1; the image's "
+        "release build refuses it): exit at a named point (after-checkpoint-record, "
+        "after-iceberg-commit), or stall the main loop for 3 lease TTLs at each orphan scan "
+        "(stall-orphan-scan)."),
     CDC_OPTS_LOG(cdc_coord_config_t, log),
     CDC_OPT_END,
 };
@@ -132,8 +134,11 @@ int main(int argc, char **argv)
         cdc_config_free(cdc_coord_options, &c->cfg);
         return CDC_CONFIG_EXIT;
     }
-    if (c->cfg.fault == NULL && getenv("CDC_FAULT") != NULL)
-        c->cfg.fault = strdup(getenv("CDC_FAULT"));
+    if (cdc_config_fault_check("option --fault (CDC_FAULT)", c->cfg.fault, &e) != CDC_OK) {
+        fprintf(stderr, "cdc-coordinator: %s\n", e.msg);
+        cdc_config_free(cdc_coord_options, &c->cfg);
+        return CDC_CONFIG_EXIT;
+    }
     cdc_log_options_apply(&c->cfg.log, "cdc-coordinator", c->cfg.id);
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;

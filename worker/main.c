@@ -121,6 +121,12 @@ int main(int argc, char **argv)
     cdc_config_load(opts, "cdc-worker",
                     "Consumes change events, dedups them and stages Iceberg files per epoch.", argc,
                     argv, &w.cfg);
+    if (cdc_config_fault_check("environment variable CDC_WORKER_FAULT", getenv("CDC_WORKER_FAULT"),
+                               &e) != CDC_OK) {
+        fprintf(stderr, "cdc-worker: %s\n", e.msg);
+        cdc_config_free(opts, &w.cfg);
+        return CDC_CONFIG_EXIT;
+    }
     cdc_log_options_apply(&w.cfg.log, "cdc-worker", w.cfg.id);
 
     memset(&sa, 0, sizeof(sa));
