@@ -33,8 +33,8 @@ FAULTS_STAMP := $(BUILD)/faults-$(FAULT_INJECTION).stamp
 # executable, those accesses become direct: about 15% less worker CPU in the backlog drain
 # (docs/worker.md, "RocksDB linked statically"). ROCKSDB_LIBS=-lrocksdb links it dynamically.
 ROCKSDB_LIBS ?= -Wl,-Bstatic -lrocksdb -Wl,-Bdynamic -lgflags -lbz2 -llz4 -lstdc++
-LDLIBS  := -lrdkafka -lpq -lnng -lprotobuf-c -lcurl $(ROCKSDB_LIBS) -ljansson -lzstd -lsnappy \
-           -lavro -lz -lpthread -lm
+LDLIBS  := -lrdkafka -lpq -lnng -lprotobuf-c -lcurl -lcrypto $(ROCKSDB_LIBS) -ljansson -lzstd \
+           -lsnappy -lavro -lz -lpthread -lm
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined

@@ -50,6 +50,7 @@ typedef struct cdc_capture_config {
     int64_t reconnect_max_ms;
     int64_t drain_timeout_ms;
     char *http_addr;
+    char *http_token; /* bearer token of /metrics and /status; NULL = none */
     cdc_log_options_t log;
 } cdc_capture_config_t;
 

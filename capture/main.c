@@ -90,6 +90,7 @@ static const cdc_opt_t options[] = {
      "end (2 s at most) it bounds the exit after SIGTERM (10 s by default)."},
     {"http", CDC_OPT_STRING, C(http_addr), "127.0.0.1:9102", false, 0, 0, NULL,
      "Address of /metrics, /healthz and /readyz (empty = no HTTP server).", "http-addr"},
+    CDC_OPT_HTTP_TOKEN(cdc_capture_config_t, http_token),
     CDC_OPTS_LOG(cdc_capture_config_t, log),
     CDC_OPT_END,
 };
@@ -172,7 +173,8 @@ int main(int argc, char **argv)
             goto done;
         }
         cdc_http_server_set_ready(http, ready, &cap);
-        if (cdc_http_server_add_doc(http, "/status", &cap.status, &err) != CDC_OK) {
+        if (cdc_http_server_set_token(http, cfg.http_token, &err) != CDC_OK ||
+            cdc_http_server_add_doc(http, "/status", &cap.status, &err) != CDC_OK) {
             cdc_log_error("could not serve /status: %s", err.msg);
             status = 1;
             goto done;

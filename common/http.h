@@ -3,7 +3,9 @@
  * /healthz (always 200 "ok" while the process runs), /readyz (200 or 503 from a ready
  * callback), /metrics (the Prometheus text of a metrics registry) and GET handlers that
  * the process registers, such as the coordinator's /status (JSON). Unknown paths get
- * 404, other methods on known paths 405.
+ * 404, other methods on known paths 405. With a bearer token set, /metrics and the
+ * registered handlers answer 401 to a request without "Authorization: Bearer <token>";
+ * /healthz and /readyz stay open for probes (docs/security.md).
  *
  * Threads: handlers and the ready callback run on NNG's worker threads, possibly
  * concurrently; they must be thread-safe and should not block for long.
@@ -53,6 +55,14 @@ cdc_err_t cdc_http_server_open(cdc_http_server_t **out, const char *addr, cdc_me
 
 /* Sets the /readyz callback (default: always ready). Call before start. */
 void cdc_http_server_set_ready(cdc_http_server_t *s, cdc_http_ready_fn fn, void *arg);
+
+/*
+ * Requires "Authorization: Bearer <token>" on /metrics and the registered handlers (the
+ * token is copied; NULL or "" = no token, the default). The comparison takes the same
+ * time wherever a wrong token differs. Refusals are counted in
+ * cdc_http_unauthorized_total of the server's registry. Call before start.
+ */
+cdc_err_t cdc_http_server_set_token(cdc_http_server_t *s, const char *token, cdc_error_t *e);
 
 /* Registers a GET handler for an exact path (e.g. "/status"). Call before start. */
 cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,

@@ -106,6 +106,16 @@ typedef struct cdc_kafka_options {
             .secret = true                                                                         \
     }
 
+/* --http-token: the bearer token of the admin HTTP server's /metrics and /status
+ * (docs/security.md). */
+#define CDC_OPT_HTTP_TOKEN(T, field)                                                               \
+    {                                                                                              \
+        "http-token", CDC_OPT_STRING, offsetof(T, field), NULL, false, 0, 0, NULL,                 \
+            "Bearer token that /metrics and /status require (Authorization: Bearer <token>; 401 "  \
+            "without it); /healthz and /readyz stay open for probes. Empty = no token.",           \
+            .secret = true                                                                         \
+    }
+
 /* --etcd: the cluster the coordinators elect in and record epochs in. */
 #define CDC_OPT_ETCD(T, field)                                                                     \
     {                                                                                              \

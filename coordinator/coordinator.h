@@ -37,6 +37,7 @@ typedef struct cdc_coord_config {
     char *listen;
     char *advertise;
     char *http;
+    char *http_token; /* bearer token of /status and /metrics; NULL = none */
     char *warehouse;
     cdc_s3_options_t s3;
     int64_t commit_interval_ms;

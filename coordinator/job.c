@@ -788,7 +788,8 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     }
     if ((rc = cdc_http_server_open(&c->http, c->cfg.http, c->metrics, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --http \"%s\"", c->cfg.http);
-    if ((rc = cdc_admin_register(c, e)) != CDC_OK)
+    if ((rc = cdc_http_server_set_token(c->http, c->cfg.http_token, e)) != CDC_OK ||
+        (rc = cdc_admin_register(c, e)) != CDC_OK)
         return rc;
     if ((rc = cdc_http_server_start(c->http, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --http \"%s\"", c->cfg.http);

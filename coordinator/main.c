@@ -38,6 +38,7 @@ const cdc_opt_t cdc_coord_options[] = {
         "NNG URL workers dial, published in /cdc/<job>/leader (default: the listen URL)."),
     OPT("http", CDC_OPT_STRING, http, "127.0.0.1:7180",
         "Admin HTTP address host:port (/status, /metrics, /healthz, /readyz)."),
+    CDC_OPT_HTTP_TOKEN(cdc_coord_config_t, http_token),
     {"warehouse", CDC_OPT_STRING, offsetof(cdc_coord_config_t, warehouse), NULL, true, 0, 0, NULL,
      "Warehouse location: a local directory or s3://bucket/prefix."},
     CDC_OPTS_S3(cdc_coord_config_t, s3),

@@ -47,6 +47,7 @@ static const cdc_opt_t options[] = {
         "Local directory for the partitions' RocksDB state and checkpoint copies."),
     OPT("http", CDC_OPT_STRING, http, "127.0.0.1:7190",
         "Admin HTTP address host:port (/metrics, /healthz, /readyz); port 0 = any."),
+    CDC_OPT_HTTP_TOKEN(cdc_worker_config_t, http_token),
     CDC_OPTS_LOG(cdc_worker_config_t, log),
     CDC_OPTS_S3(cdc_worker_config_t, s3),
     OPT_RANGE("heartbeat-interval", CDC_OPT_DURATION, heartbeat_interval_ms, "500ms", 50, 60000,
@@ -194,6 +195,7 @@ int main(int argc, char **argv)
         return e.code == CDC_ERR_CONFIG ? CDC_CONFIG_EXIT : 1;
     }
     if (cdc_http_server_open(&w.http, w.cfg.http, w.metrics, &e) != CDC_OK ||
+        cdc_http_server_set_token(w.http, w.cfg.http_token, &e) != CDC_OK ||
         (cdc_http_server_set_ready(w.http, ready, &w), cdc_http_server_start(w.http, &e)) !=
             CDC_OK) {
         fprintf(stderr, "cdc-worker: option --http \"%s\": %s\n", w.cfg.http, e.msg);

@@ -50,6 +50,7 @@ typedef struct cdc_worker_config {
     char *warehouse;
     char *state_dir;
     char *http;
+    char *http_token; /* bearer token of /metrics; NULL = none */
     cdc_log_options_t log;
     cdc_s3_options_t s3;
     int64_t heartbeat_interval_ms;

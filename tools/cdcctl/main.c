@@ -23,6 +23,7 @@
 
 typedef struct ctl_config {
     char *coordinator;
+    char *http_token;
     char *etcd;
     char *job;
     bool json;
@@ -33,6 +34,8 @@ typedef struct ctl_config {
 static const cdc_opt_t options[] = {
     {"coordinator", CDC_OPT_STRING, offsetof(ctl_config_t, coordinator), NULL, false, 0, 0, NULL,
      "Admin address host:port of a coordinator (default: the leader's, from etcd)."},
+    {"http-token", CDC_OPT_STRING, offsetof(ctl_config_t, http_token), NULL, false, 0, 0, NULL,
+     "Bearer token sent to the coordinator's admin API (its --http-token).", .secret = true},
     CDC_OPT_ETCD(ctl_config_t, etcd),
     {"job", CDC_OPT_STRING, offsetof(ctl_config_t, job), "cdc", false, 0, 0, NULL, "Job name."},
     {"json", CDC_OPT_BOOL, offsetof(ctl_config_t, json), "false", false, 0, 0, NULL,
@@ -44,18 +47,26 @@ static const cdc_opt_t options[] = {
     CDC_OPT_END,
 };
 
-/* GETs url into *out (the caller frees it with cdc_httpc_response_free()). Returns the
- * HTTP status, or -1 when no answer came (said on stderr). */
-static int http_get(const char *url, long timeout_ms, cdc_httpc_response_t *out)
+/* GETs url into *out (the caller frees it with cdc_httpc_response_free()), with the
+ * bearer token when one is set. Returns the HTTP status, or -1 when no answer came (said
+ * on stderr). */
+static int http_get(const char *url, const char *token, long timeout_ms, cdc_httpc_response_t *out)
 {
     cdc_httpc_t *h = cdc_httpc_open();
+    char auth[1024];
+    const char *headers[] = {auth, NULL};
     cdc_httpc_request_t req = {.method = "GET", .url = url, .timeout_ms = timeout_ms};
     cdc_err_t rc;
 
     memset(out, 0, sizeof(*out));
     if (h == NULL)
         return -1;
+    if (token != NULL && token[0] != '\0') {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+        req.headers = headers;
+    }
     rc = cdc_httpc_perform(h, &req, out);
+    memset(auth, 0, sizeof(auth));
     cdc_httpc_close(h);
     if (rc != CDC_OK) {
         fprintf(stderr, "cdcctl: could not fetch \"%s\": %s\n", url, out->reason);
@@ -161,9 +172,15 @@ static int cmd_status(const ctl_config_t *cfg)
     if (admin == NULL && (admin = leader_admin(cfg, &term)) == NULL)
         return 1;
     snprintf(url, sizeof(url), "http://%s/status", admin);
-    code = http_get(url, (long)cfg->timeout_ms, &b);
+    code = http_get(url, cfg->http_token, (long)cfg->timeout_ms, &b);
     if (code != 200) {
-        if (code > 0)
+        if (code == 401)
+            fprintf(stderr,
+                    "cdcctl: GET %s answered HTTP 401: the coordinator requires a bearer "
+                    "token%s\nhint: give cdcctl the coordinator's --http-token (--http-token-file "
+                    "or CDC_HTTP_TOKEN_FILE)\n",
+                    url, cfg->http_token ? " and refused this one" : "");
+        else if (code > 0)
             fprintf(stderr, "cdcctl: GET %s answered HTTP %d\n", url, code);
         goto done;
     }
