@@ -116,6 +116,19 @@ typedef struct cdc_kafka_options {
             .secret = true                                                                         \
     }
 
+/* --worker-secret: what workers prove to the coordinator when they register
+ * (common/workerauth.h, docs/security.md); the same on coordinators and workers. */
+#define CDC_OPT_WORKER_SECRET(T, field)                                                            \
+    {                                                                                              \
+        "worker-secret", CDC_OPT_STRING, offsetof(T, field), NULL, false, 0, 0, NULL,              \
+            "Shared secret of coordinators and workers: a worker registers only with a proof "     \
+            "that it "                                                                             \
+            "knows it (HMAC-SHA256 over a nonce the coordinator issues; docs/security.md), so a "  \
+            "process that merely reaches the coordinator's port cannot pose as a worker. Empty = " \
+            "workers are not authenticated (a warning at start).",                                 \
+            .secret = true                                                                         \
+    }
+
 /* --etcd: the cluster the coordinators elect in and record epochs in. */
 #define CDC_OPT_ETCD(T, field)                                                                     \
     {                                                                                              \

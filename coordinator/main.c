@@ -94,6 +94,7 @@ const cdc_opt_t cdc_coord_options[] = {
         "Iceberg sort orders of the target tables, \"<ns>.<table>=<terms>;...\", each term "
         "[transform(]col[)] [asc|desc] [nulls first|nulls last], e.g. "
         "\"public.orders=customer_id,id desc\". A table not named is unsorted."),
+    CDC_OPT_WORKER_SECRET(cdc_coord_config_t, worker_secret),
     OPT("fault", CDC_OPT_STRING, fault, NULL,
         "Testing only, in builds with fault injection (make FAULT_INJECTION=1; the image's "
         "release build refuses it): exit at a named point (after-checkpoint-record, "

@@ -48,6 +48,7 @@ static const cdc_opt_t options[] = {
     OPT("http", CDC_OPT_STRING, http, "127.0.0.1:7190",
         "Admin HTTP address host:port (/metrics, /healthz, /readyz); port 0 = any."),
     CDC_OPT_HTTP_TOKEN(cdc_worker_config_t, http_token),
+    CDC_OPT_WORKER_SECRET(cdc_worker_config_t, worker_secret),
     CDC_OPTS_LOG(cdc_worker_config_t, log),
     CDC_OPTS_S3(cdc_worker_config_t, s3),
     OPT_RANGE("heartbeat-interval", CDC_OPT_DURATION, heartbeat_interval_ms, "500ms", 50, 60000,
@@ -205,6 +206,10 @@ int main(int argc, char **argv)
     }
     cdc_log_info("worker \"%s\" job \"%s\": %zu topics, warehouse %s, metrics on port %d", w.cfg.id,
                  w.cfg.job, w.ntopics, w.cfg.warehouse, cdc_http_server_port(w.http));
+    if (w.cfg.worker_secret == NULL || w.cfg.worker_secret[0] == '\0')
+        cdc_log_warn("the control plane is unauthenticated: this worker registers without "
+                     "proving a secret (hint: give coordinators and workers the same "
+                     "--worker-secret-file; docs/security.md)");
     if (cdc_worker_run(&w, &e) != CDC_OK) {
         cdc_log_error("%s", e.msg);
         status = 1;

@@ -50,7 +50,8 @@ typedef struct cdc_worker_config {
     char *warehouse;
     char *state_dir;
     char *http;
-    char *http_token; /* bearer token of /metrics; NULL = none */
+    char *http_token;    /* bearer token of /metrics; NULL = none */
+    char *worker_secret; /* proven to the coordinator at registration; NULL = none */
     cdc_log_options_t log;
     cdc_s3_options_t s3;
     int64_t heartbeat_interval_ms;
@@ -112,6 +113,8 @@ typedef struct cdc_worker {
     uint64_t term, generation; /* of the assignment we run */
     bool assigned;             /* an assignment is active (false after Abort) */
     bool registered;
+    bool proved;      /* a proof of the worker secret went out on the current link */
+    bool auth_warned; /* warned of a coordinator that asks for no proof, or wants one */
     int64_t next_leader_check_ms, next_register_ms;
     /* Heartbeats come from their own thread so that long work on the main thread
      * (restores, uploads, dead-letter retries) does not look like a dead worker.

@@ -131,6 +131,17 @@ static void print_status(json_t *st)
            num(ep, "pending_commits"));
     if (str(st, "last_commit_error")[0])
         printf("last commit error: %s\n", str(st, "last_commit_error"));
+    {
+        json_t *wa = json_object_get(st, "worker_auth"),
+               *last = json_object_get(wa, "last_refused");
+        printf("worker auth: %s, %lld registrations refused",
+               json_is_true(json_object_get(wa, "required")) ? "required" : "OFF (unauthenticated)",
+               num(wa, "refused"));
+        if (json_is_object(last))
+            printf(" (last: worker \"%s\", %s, %lld s ago)", str(last, "worker"),
+                   str(last, "reason"), num(last, "ms_ago") / 1000);
+        printf("\n");
+    }
     printf("\nWORKER          ALIVE  HEARTBEAT  PARTITIONS\n");
     for (i = 0; i < json_array_size(ws); i++) {
         json_t *w = json_array_get(ws, i), *ps = json_object_get(w, "partitions");
