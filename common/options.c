@@ -24,6 +24,19 @@ static const char *unless_empty(const char *s)
     return s != NULL && s[0] != '\0' ? s : NULL;
 }
 
+cdc_etcd_security_t cdc_etcd_options_security(const cdc_etcd_options_t *o)
+{
+    cdc_etcd_security_t sec;
+
+    memset(&sec, 0, sizeof(sec));
+    sec.ca_file = unless_empty(o->ca_file);
+    sec.cert_file = unless_empty(o->cert_file);
+    sec.key_file = unless_empty(o->key_file);
+    sec.user = unless_empty(o->user);
+    sec.password = unless_empty(o->password);
+    return sec;
+}
+
 cdc_storage_config_t cdc_s3_options_storage(const cdc_s3_options_t *o)
 {
     cdc_storage_config_t sc;

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "common/config.h"
+#include "common/etcd.h"
 #include "common/iceberg/storage.h"
 
 /* --log-level, --log-format */
@@ -129,11 +130,72 @@ typedef struct cdc_kafka_options {
             .secret = true                                                                         \
     }
 
-/* --etcd: the cluster the coordinators elect in and record epochs in. */
-#define CDC_OPT_ETCD(T, field)                                                                     \
+/* --etcd and its security: the cluster the coordinators elect in and record epochs in,
+ * which workers and cdcctl read. */
+typedef struct cdc_etcd_options {
+    char *endpoints;
+    char *ca_file;
+    char *cert_file;
+    char *key_file;
+    char *user;
+    char *password;
+} cdc_etcd_options_t;
+
+#define CDC_OPTS_ETCD(T, m)                                                                        \
+    {"etcd",                                                                                       \
+     CDC_OPT_STRING,                                                                               \
+     offsetof(T, m.endpoints),                                                                     \
+     "http://127.0.0.1:2379",                                                                      \
+     false,                                                                                        \
+     0,                                                                                            \
+     0,                                                                                            \
+     NULL,                                                                                         \
+     "Comma-separated etcd endpoints (gRPC gateway URLs, http:// or https://)."},                  \
+        {"etcd-ca-file",                                                                           \
+         CDC_OPT_STRING,                                                                           \
+         offsetof(T, m.ca_file),                                                                   \
+         NULL,                                                                                     \
+         false,                                                                                    \
+         0,                                                                                        \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         "PEM file of the CAs that sign the etcd members' certificates (https:// endpoints; "      \
+         "default: "                                                                               \
+         "the system's CAs)."},                                                                    \
+        {"etcd-cert-file",                                                                         \
+         CDC_OPT_STRING,                                                                           \
+         offsetof(T, m.cert_file),                                                                 \
+         NULL,                                                                                     \
+         false,                                                                                    \
+         0,                                                                                        \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         "PEM client certificate for etcd members started with --client-cert-auth."},              \
+        {"etcd-key-file",                                                                          \
+         CDC_OPT_STRING,                                                                           \
+         offsetof(T, m.key_file),                                                                  \
+         NULL,                                                                                     \
+         false,                                                                                    \
+         0,                                                                                        \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         "PEM private key of --etcd-cert-file."},                                                  \
+        {"etcd-user",                                                                              \
+         CDC_OPT_STRING,                                                                           \
+         offsetof(T, m.user),                                                                      \
+         NULL,                                                                                     \
+         false,                                                                                    \
+         0,                                                                                        \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         "etcd user when etcd's authentication is enabled (a token from /v3/auth/authenticate, "   \
+         "renewed when it expires); empty = none."},                                               \
     {                                                                                              \
-        "etcd", CDC_OPT_STRING, offsetof(T, field), "http://127.0.0.1:2379", false, 0, 0, NULL,    \
-            "Comma-separated etcd endpoints (gRPC gateway URLs)."                                  \
+        "etcd-password", CDC_OPT_STRING, offsetof(T, m.password), NULL, false, 0, 0, NULL,         \
+            "Password of --etcd-user.", .secret = true                                             \
     }
+
+/* The client security of the etcd options (empty strings as unset). */
+cdc_etcd_security_t cdc_etcd_options_security(const cdc_etcd_options_t *o);
 
 #endif

@@ -34,7 +34,7 @@
 typedef struct cdc_coord_config {
     char *id;
     char *job;
-    char *etcd;
+    cdc_etcd_options_t etcd;
     char *listen;
     char *advertise;
     char *http;

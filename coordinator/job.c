@@ -847,7 +847,9 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     cdc_restart_init(&c->restart, (int)c->cfg.restart_max_failures, c->cfg.restart_interval_ms,
                      c->cfg.restart_delay_ms);
 
-    if ((rc = cdc_etcd_open(&c->etcd, c->cfg.etcd, (int)c->cfg.etcd_timeout_ms, e)) != CDC_OK)
+    cdc_etcd_security_t sec = cdc_etcd_options_security(&c->cfg.etcd);
+    if ((rc = cdc_etcd_open_secure(&c->etcd, c->cfg.etcd.endpoints, &sec,
+                                   (int)c->cfg.etcd_timeout_ms, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --etcd");
     if ((rc = cdc_msg_server_open(&c->msg, c->cfg.listen, NULL, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --listen \"%s\"", c->cfg.listen);
@@ -887,8 +889,9 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
         char *value = leader_value(c);
         if (value == NULL)
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        rc = cdc_leader_open(&c->leader, c->etcd, c->cfg.etcd, (int)c->cfg.etcd_timeout_ms,
-                             c->cfg.job, value, (c->cfg.lease_ttl_ms + 999) / 1000, e);
+        rc = cdc_leader_open(&c->leader, c->etcd, c->cfg.etcd.endpoints, &sec,
+                             (int)c->cfg.etcd_timeout_ms, c->cfg.job, value,
+                             (c->cfg.lease_ttl_ms + 999) / 1000, e);
         free(value);
         if (rc != CDC_OK)
             return rc;

@@ -31,7 +31,7 @@ const cdc_opt_t cdc_coord_options[] = {
     OPT("id", CDC_OPT_STRING, id, NULL,
         "Identity of this coordinator in leader election (default: host name and pid)."),
     OPT("job", CDC_OPT_STRING, job, "cdc", "Job name; etcd keys live under /cdc/<job>/."),
-    CDC_OPT_ETCD(cdc_coord_config_t, etcd),
+    CDC_OPTS_ETCD(cdc_coord_config_t, etcd),
     OPT("listen", CDC_OPT_STRING, listen, "tcp://127.0.0.1:7100",
         "NNG URL the coordinator listens on for workers."),
     OPT("advertise", CDC_OPT_STRING, advertise, NULL,

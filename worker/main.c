@@ -30,7 +30,7 @@ static const cdc_opt_t options[] = {
      "Stable worker id (e.g. the StatefulSet pod name); the coordinator gives a restarting "
      "worker its partitions back by this id."},
     OPT("job", CDC_OPT_STRING, job, "cdc", "Job name; etcd keys live under /cdc/<job>/."),
-    CDC_OPT_ETCD(cdc_worker_config_t, etcd),
+    CDC_OPTS_ETCD(cdc_worker_config_t, etcd),
     OPT("coordinator", CDC_OPT_STRING, coordinator, NULL,
         "Coordinator NNG URL; when set, etcd is not used to find the leader (tests)."),
     CDC_OPTS_KAFKA(cdc_worker_config_t, kafka),

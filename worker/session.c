@@ -445,7 +445,8 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
 {
     cdc_err_t rc;
     if (w->cfg.coordinator == NULL || w->cfg.coordinator[0] == '\0') {
-        rc = cdc_etcd_open(&w->etcd, w->cfg.etcd, 2000, e);
+        cdc_etcd_security_t sec = cdc_etcd_options_security(&w->cfg.etcd);
+        rc = cdc_etcd_open_secure(&w->etcd, w->cfg.etcd.endpoints, &sec, 2000, e);
         if (rc != CDC_OK)
             return cdc_error_prefix(e, "option --etcd");
     }

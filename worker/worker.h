@@ -41,7 +41,7 @@
 typedef struct cdc_worker_config {
     char *id;
     char *job;
-    char *etcd;
+    cdc_etcd_options_t etcd;
     char *coordinator; /* NNG URL; skips etcd leader discovery (tests) */
     cdc_kafka_options_t kafka;
     char *topic_prefix;

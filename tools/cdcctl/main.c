@@ -24,7 +24,7 @@
 typedef struct ctl_config {
     char *coordinator;
     char *http_token;
-    char *etcd;
+    cdc_etcd_options_t etcd;
     char *job;
     bool json;
     char *command;
@@ -36,7 +36,7 @@ static const cdc_opt_t options[] = {
      "Admin address host:port of a coordinator (default: the leader's, from etcd)."},
     {"http-token", CDC_OPT_STRING, offsetof(ctl_config_t, http_token), NULL, false, 0, 0, NULL,
      "Bearer token sent to the coordinator's admin API (its --http-token).", .secret = true},
-    CDC_OPT_ETCD(ctl_config_t, etcd),
+    CDC_OPTS_ETCD(ctl_config_t, etcd),
     {"job", CDC_OPT_STRING, offsetof(ctl_config_t, job), "cdc", false, 0, 0, NULL, "Job name."},
     {"json", CDC_OPT_BOOL, offsetof(ctl_config_t, json), "false", false, 0, 0, NULL,
      "Print raw JSON instead of the human form."},
@@ -75,13 +75,19 @@ static int http_get(const char *url, const char *token, long timeout_ms, cdc_htt
     return (int)out->status;
 }
 
+static cdc_err_t open_etcd(const ctl_config_t *cfg, cdc_etcd_t **ec, cdc_error_t *e)
+{
+    cdc_etcd_security_t sec = cdc_etcd_options_security(&cfg->etcd);
+    return cdc_etcd_open_secure(ec, cfg->etcd.endpoints, &sec, (int)cfg->timeout_ms, e);
+}
+
 static char *leader_admin(const ctl_config_t *cfg, int64_t *term)
 {
     cdc_etcd_t *ec = NULL;
     cdc_error_t e;
     char key[256], *value = NULL, *admin = NULL;
 
-    if (cdc_etcd_open(&ec, cfg->etcd, (int)cfg->timeout_ms, &e) != CDC_OK) {
+    if (open_etcd(cfg, &ec, &e) != CDC_OK) {
         fprintf(stderr, "cdcctl: %s\n", e.msg);
         return NULL;
     }
@@ -221,7 +227,7 @@ static int cmd_etcd(const ctl_config_t *cfg, const char *what, const char *arg)
     char key[256];
     int status = 1;
 
-    if (cdc_etcd_open(&ec, cfg->etcd, (int)cfg->timeout_ms, &e) != CDC_OK) {
+    if (open_etcd(cfg, &ec, &e) != CDC_OK) {
         fprintf(stderr, "cdcctl: %s\n", e.msg);
         return 1;
     }
