@@ -366,12 +366,22 @@ static bool stream_scan(const cdc_httpc_response_t *r, void *arg)
     }
 }
 
-/* The TLS files of every request of c. */
-static void secure(const cdc_etcd_t *c, cdc_httpc_request_t *r)
+/* A POST of the JSON body to url with c's TLS files; connecting may take a second at most
+ * of timeout_ms, so that a member that does not answer leaves time for the next. */
+static cdc_httpc_request_t post(const cdc_etcd_t *c, const char *url, const char *const *headers,
+                                const char *body, int timeout_ms)
 {
-    r->ca_file = c->ca_file;
-    r->cert_file = c->cert_file;
-    r->key_file = c->key_file;
+    cdc_httpc_request_t r = {.method = "POST",
+                             .url = url,
+                             .headers = headers,
+                             .body = body,
+                             .body_len = strlen(body),
+                             .timeout_ms = timeout_ms,
+                             .connect_timeout_ms = timeout_ms < 1000 ? timeout_ms : 1000,
+                             .ca_file = c->ca_file,
+                             .cert_file = c->cert_file,
+                             .key_file = c->key_file};
+    return r;
 }
 
 /*
@@ -395,14 +405,7 @@ static cdc_err_t authenticate(cdc_etcd_t *c, size_t idx, int timeout_ms, cdc_err
     if (body == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory encoding an etcd request");
     snprintf(url, sizeof(url), "%s/v3/auth/authenticate", ep);
-    cdc_httpc_request_t hr = {.method = "POST",
-                              .url = url,
-                              .headers = headers,
-                              .body = body,
-                              .body_len = strlen(body),
-                              .timeout_ms = timeout_ms,
-                              .connect_timeout_ms = timeout_ms < 1000 ? timeout_ms : 1000};
-    secure(c, &hr);
+    cdc_httpc_request_t hr = post(c, url, headers, body, timeout_ms);
     rc = cdc_httpc_perform(c->http, &hr, &r);
     memset(body, 0, strlen(body)); /* it holds the password */
     free(body);
@@ -514,16 +517,9 @@ static cdc_err_t call(cdc_etcd_t *c, const char *path, json_t *req, int timeout_
             headers[1] = auth;
         }
         snprintf(url, sizeof(url), "%s%s", ep, path);
-        cdc_httpc_request_t hr = {.method = "POST",
-                                  .url = url,
-                                  .headers = headers,
-                                  .body = body,
-                                  .body_len = strlen(body),
-                                  .timeout_ms = to,
-                                  .connect_timeout_ms = to < 1000 ? to : 1000,
-                                  .on_data = want != NULL ? stream_scan : NULL,
-                                  .on_data_arg = &b};
-        secure(c, &hr);
+        cdc_httpc_request_t hr = post(c, url, headers, body, to);
+        hr.on_data = want != NULL ? stream_scan : NULL;
+        hr.on_data_arg = &b;
         cdc_err_t rc = cdc_httpc_perform(c->http, &hr, &r);
         long http = r.status;
 

@@ -26,15 +26,11 @@ static const char *unless_empty(const char *s)
 
 cdc_etcd_security_t cdc_etcd_options_security(const cdc_etcd_options_t *o)
 {
-    cdc_etcd_security_t sec;
-
-    memset(&sec, 0, sizeof(sec));
-    sec.ca_file = unless_empty(o->ca_file);
-    sec.cert_file = unless_empty(o->cert_file);
-    sec.key_file = unless_empty(o->key_file);
-    sec.user = unless_empty(o->user);
-    sec.password = unless_empty(o->password);
-    return sec;
+    return (cdc_etcd_security_t){.ca_file = unless_empty(o->ca_file),
+                                 .cert_file = unless_empty(o->cert_file),
+                                 .key_file = unless_empty(o->key_file),
+                                 .user = unless_empty(o->user),
+                                 .password = unless_empty(o->password)};
 }
 
 cdc_storage_config_t cdc_s3_options_storage(const cdc_s3_options_t *o)

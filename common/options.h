@@ -14,6 +14,12 @@
 #include "common/etcd.h"
 #include "common/iceberg/storage.h"
 
+/* A secret string option without a default, also read from --<name>-file (config.h). */
+#define CDC_OPT_SECRET(T, name, field, help)                                                       \
+    {                                                                                              \
+        name, CDC_OPT_STRING, offsetof(T, field), NULL, false, 0, 0, NULL, help, .secret = true    \
+    }
+
 /* --log-level, --log-format */
 typedef struct cdc_log_options {
     char *level;
@@ -62,18 +68,8 @@ typedef struct cdc_s3_options {
      "S3 endpoint URL (MinIO, s3rver); empty = AWS (https://s3.<region>.amazonaws.com)."},         \
         {"s3-region", CDC_OPT_STRING, offsetof(T, m.region), "us-east-1", false, 0,                \
          0,           NULL,           "S3 region."},                                               \
-        {"s3-access-key",     CDC_OPT_STRING, offsetof(T, m.access_key), NULL, false, 0, 0, NULL,  \
-         "S3 access key id.", .secret = true},                                                     \
-        {"s3-secret-key",                                                                          \
-         CDC_OPT_STRING,                                                                           \
-         offsetof(T, m.secret_key),                                                                \
-         NULL,                                                                                     \
-         false,                                                                                    \
-         0,                                                                                        \
-         0,                                                                                        \
-         NULL,                                                                                     \
-         "S3 secret access key.",                                                                  \
-         .secret = true},                                                                          \
+        CDC_OPT_SECRET(T, "s3-access-key", m.access_key, "S3 access key id."),                     \
+        CDC_OPT_SECRET(T, "s3-secret-key", m.secret_key, "S3 secret access key."),                 \
     {                                                                                              \
         "s3-path-style", CDC_OPT_BOOL, offsetof(T, m.path_style), "true", false, 0, 0, NULL,       \
             "Put the bucket in the URL path (MinIO) rather than the host name."                    \
@@ -110,25 +106,20 @@ typedef struct cdc_kafka_options {
 /* --http-token: the bearer token of the admin HTTP server's /metrics and /status
  * (docs/security.md). */
 #define CDC_OPT_HTTP_TOKEN(T, field)                                                               \
-    {                                                                                              \
-        "http-token", CDC_OPT_STRING, offsetof(T, field), NULL, false, 0, 0, NULL,                 \
-            "Bearer token that /metrics and /status require (Authorization: Bearer <token>; 401 "  \
-            "without it); /healthz and /readyz stay open for probes. Empty = no token.",           \
-            .secret = true                                                                         \
-    }
+    CDC_OPT_SECRET(T, "http-token", field,                                                         \
+                   "Bearer token that /metrics and /status require (Authorization: Bearer "        \
+                   "<token>; 401 without it); /healthz and /readyz stay open for probes. Empty = " \
+                   "no token.")
 
 /* --worker-secret: what workers prove to the coordinator when they register
  * (common/workerauth.h, docs/security.md); the same on coordinators and workers. */
 #define CDC_OPT_WORKER_SECRET(T, field)                                                            \
-    {                                                                                              \
-        "worker-secret", CDC_OPT_STRING, offsetof(T, field), NULL, false, 0, 0, NULL,              \
-            "Shared secret of coordinators and workers: a worker registers only with a proof "     \
-            "that it "                                                                             \
-            "knows it (HMAC-SHA256 over a nonce the coordinator issues; docs/security.md), so a "  \
-            "process that merely reaches the coordinator's port cannot pose as a worker. Empty = " \
-            "workers are not authenticated (a warning at start).",                                 \
-            .secret = true                                                                         \
-    }
+    CDC_OPT_SECRET(T, "worker-secret", field,                                                      \
+                   "Shared secret of coordinators and workers: a worker registers only with a "    \
+                   "proof that it knows it (HMAC-SHA256 over a nonce the coordinator issues; "     \
+                   "docs/security.md), so a process that merely reaches the coordinator's port "   \
+                   "cannot pose as a worker. Empty = workers are not authenticated (a warning at " \
+                   "start).")
 
 /* --etcd and its security: the cluster the coordinators elect in and record epochs in,
  * which workers and cdcctl read. */
@@ -190,10 +181,7 @@ typedef struct cdc_etcd_options {
          NULL,                                                                                     \
          "etcd user when etcd's authentication is enabled (a token from /v3/auth/authenticate, "   \
          "renewed when it expires); empty = none."},                                               \
-    {                                                                                              \
-        "etcd-password", CDC_OPT_STRING, offsetof(T, m.password), NULL, false, 0, 0, NULL,         \
-            "Password of --etcd-user.", .secret = true                                             \
-    }
+        CDC_OPT_SECRET(T, "etcd-password", m.password, "Password of --etcd-user.")
 
 /* The client security of the etcd options (empty strings as unset). */
 cdc_etcd_security_t cdc_etcd_options_security(const cdc_etcd_options_t *o);

@@ -34,8 +34,8 @@ typedef struct ctl_config {
 static const cdc_opt_t options[] = {
     {"coordinator", CDC_OPT_STRING, offsetof(ctl_config_t, coordinator), NULL, false, 0, 0, NULL,
      "Admin address host:port of a coordinator (default: the leader's, from etcd)."},
-    {"http-token", CDC_OPT_STRING, offsetof(ctl_config_t, http_token), NULL, false, 0, 0, NULL,
-     "Bearer token sent to the coordinator's admin API (its --http-token).", .secret = true},
+    CDC_OPT_SECRET(ctl_config_t, "http-token", http_token,
+                   "Bearer token sent to the coordinator's admin API (its --http-token)."),
     CDC_OPTS_ETCD(ctl_config_t, etcd),
     {"job", CDC_OPT_STRING, offsetof(ctl_config_t, job), "cdc", false, 0, 0, NULL, "Job name."},
     {"json", CDC_OPT_BOOL, offsetof(ctl_config_t, json), "false", false, 0, 0, NULL,

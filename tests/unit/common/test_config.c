@@ -69,8 +69,9 @@ static char *no_env[] = {NULL};
 /* Terminates parse()'s argument list (a typed null pointer for the variadic call). */
 #define END ((char *)NULL)
 
-static void expect_error(cdc_config_result_t r, tcfg_t *c, const cdc_error_t *e,
-                         const char *needle1, const char *needle2)
+/* r is an error whose message holds needle1 (and needle2 unless NULL); frees *c of table. */
+static void expect_error_of(const cdc_opt_t *table, cdc_config_result_t r, void *c,
+                            const cdc_error_t *e, const char *needle1, const char *needle2)
 {
     assert_int_equal(r, CDC_CONFIG_ERROR);
     assert_int_equal(e->code, CDC_ERR_CONFIG);
@@ -78,7 +79,13 @@ static void expect_error(cdc_config_result_t r, tcfg_t *c, const cdc_error_t *e,
         fail_msg("message \"%s\" lacks \"%s\"", e->msg, needle1);
     if (needle2 && strstr(e->msg, needle2) == NULL)
         fail_msg("message \"%s\" lacks \"%s\"", e->msg, needle2);
-    cdc_config_free(opts, c);
+    cdc_config_free(table, c);
+}
+
+static void expect_error(cdc_config_result_t r, tcfg_t *c, const cdc_error_t *e,
+                         const char *needle1, const char *needle2)
+{
+    expect_error_of(opts, r, c, e, needle1, needle2);
 }
 
 static void test_defaults_and_flags(void **state)
@@ -548,16 +555,13 @@ static const cdc_opt_t secret_opts[] = {
     CDC_OPT_END,
 };
 
-/* Parses the NULL-terminated flags args with env into *c. */
-static cdc_config_result_t parse_secret(scfg_t *c, char **env, cdc_error_t *e, char **args)
+/* Parses argv ("prog", the flags, NULL) with env into *c. */
+static cdc_config_result_t parse_secret(scfg_t *c, char **env, cdc_error_t *e, char **argv)
 {
-    char *argv[16] = {"prog"};
-    int argc = 1;
+    int argc = 0;
 
-    while (args[argc - 1] != NULL && argc < 15) {
-        argv[argc] = args[argc - 1];
+    while (argv[argc] != NULL)
         argc++;
-    }
     memset(c, 0, sizeof(*c));
     cdc_error_clear(e);
     return cdc_config_parse(secret_opts, "prog", "Test program.", argc, argv, env, c, stderr, e);
@@ -582,13 +586,7 @@ static const char *write_file(const char *dir, const char *name, const char *tex
 static void expect_secret_error(cdc_config_result_t r, scfg_t *c, const cdc_error_t *e,
                                 const char *needle1, const char *needle2)
 {
-    assert_int_equal(r, CDC_CONFIG_ERROR);
-    assert_int_equal(e->code, CDC_ERR_CONFIG);
-    if (strstr(e->msg, needle1) == NULL)
-        fail_msg("message \"%s\" lacks \"%s\"", e->msg, needle1);
-    if (needle2 && strstr(e->msg, needle2) == NULL)
-        fail_msg("message \"%s\" lacks \"%s\"", e->msg, needle2);
-    cdc_config_free(secret_opts, c);
+    expect_error_of(secret_opts, r, c, e, needle1, needle2);
 }
 
 /* --<name>-file and CDC_<NAME>_FILE read a secret option from a file (trailing newlines
@@ -610,7 +608,8 @@ static void test_secret_files(void **state)
     /* flags: the file's content without its newlines; the required option is satisfied */
     snprintf(arg, sizeof(arg), "--password-file=%s", pw);
     snprintf(env1, sizeof(env1), "--dsn-file=%s", dsn);
-    assert_int_equal(parse_secret(&c, no_env, &e, (char *[]){arg, env1, NULL}), CDC_CONFIG_OK);
+    assert_int_equal(parse_secret(&c, no_env, &e, (char *[]){"prog", arg, env1, NULL}),
+                     CDC_CONFIG_OK);
     assert_string_equal(c.password, "s3cr=t");
     assert_string_equal(c.dsn, "host=db password=x");
     cdc_config_free(secret_opts, &c);
@@ -618,39 +617,39 @@ static void test_secret_files(void **state)
     /* the environment, and a flag over it */
     snprintf(env1, sizeof(env1), "CDC_DSN_FILE=%s", dsn);
     snprintf(env2, sizeof(env2), "CDC_PASSWORD_FILE=%s", pw);
-    assert_int_equal(parse_secret(&c, (char *[]){env1, env2, NULL}, &e, (char *[]){NULL}),
+    assert_int_equal(parse_secret(&c, (char *[]){env1, env2, NULL}, &e, (char *[]){"prog", NULL}),
                      CDC_CONFIG_OK);
     assert_string_equal(c.password, "s3cr=t");
     assert_string_equal(c.dsn, "host=db password=x");
     cdc_config_free(secret_opts, &c);
-    assert_int_equal(
-        parse_secret(&c, (char *[]){env1, env2, NULL}, &e, (char *[]){"--password=flag", NULL}),
-        CDC_CONFIG_OK);
+    assert_int_equal(parse_secret(&c, (char *[]){env1, env2, NULL}, &e,
+                                  (char *[]){"prog", "--password=flag", NULL}),
+                     CDC_CONFIG_OK);
     assert_string_equal(c.password, "flag");
     cdc_config_free(secret_opts, &c);
 
     /* the value and its file together */
     snprintf(arg, sizeof(arg), "--password-file=%s", pw);
     expect_secret_error(
-        parse_secret(&c, (char *[]){env1, NULL}, &e, (char *[]){"--password=x", arg, NULL}), &c, &e,
-        "options --password and --password-file are both given", NULL);
-    expect_secret_error(
-        parse_secret(&c, (char *[]){env2, "CDC_PASSWORD=x", env1, NULL}, &e, (char *[]){NULL}), &c,
-        &e, "CDC_PASSWORD and CDC_PASSWORD_FILE are both set", NULL);
+        parse_secret(&c, (char *[]){env1, NULL}, &e, (char *[]){"prog", "--password=x", arg, NULL}),
+        &c, &e, "options --password and --password-file are both given", NULL);
+    expect_secret_error(parse_secret(&c, (char *[]){env2, "CDC_PASSWORD=x", env1, NULL}, &e,
+                                     (char *[]){"prog", NULL}),
+                        &c, &e, "CDC_PASSWORD and CDC_PASSWORD_FILE are both set", NULL);
 
     /* a missing file, an empty one: named with the option */
     expect_secret_error(
-        parse_secret(&c, no_env, &e, (char *[]){"--dsn-file=/nonexistent/dsn", NULL}), &c, &e,
-        "could not read file \"/nonexistent/dsn\" of option --dsn-file", "No such file");
+        parse_secret(&c, no_env, &e, (char *[]){"prog", "--dsn-file=/nonexistent/dsn", NULL}), &c,
+        &e, "could not read file \"/nonexistent/dsn\" of option --dsn-file", "No such file");
     snprintf(env2, sizeof(env2), "CDC_PASSWORD_FILE=%s", empty);
-    expect_secret_error(parse_secret(&c, (char *[]){env1, env2, NULL}, &e, (char *[]){NULL}), &c,
-                        &e, "of option --password-file (CDC_PASSWORD_FILE, from environment)",
-                        "is empty");
-    expect_secret_error(parse_secret(&c, no_env, &e, (char *[]){"--dsn-file", NULL}), &c, &e,
-                        "option --dsn-file needs a value", NULL);
+    expect_secret_error(
+        parse_secret(&c, (char *[]){env1, env2, NULL}, &e, (char *[]){"prog", NULL}), &c, &e,
+        "of option --password-file (CDC_PASSWORD_FILE, from environment)", "is empty");
+    expect_secret_error(parse_secret(&c, no_env, &e, (char *[]){"prog", "--dsn-file", NULL}), &c,
+                        &e, "option --dsn-file needs a value", NULL);
 
     /* required: the message names the file variant too */
-    expect_secret_error(parse_secret(&c, no_env, &e, (char *[]){NULL}), &c, &e,
+    expect_secret_error(parse_secret(&c, no_env, &e, (char *[]){"prog", NULL}), &c, &e,
                         "missing required option --dsn", "--dsn-file");
 
     /* the file variants are options: known variables, values taken, in the help */
