@@ -14,17 +14,12 @@
 
 const char *cdc_admission_reason_name(cdc_admission_reason_t r)
 {
-    switch (r) {
-    case CDC_ADMISSION_NO_PROOF:
-        return "no_proof";
-    case CDC_ADMISSION_WRONG_PROOF:
-        return "wrong_proof";
-    case CDC_ADMISSION_UNCHALLENGED:
-        return "unchallenged";
-    case CDC_ADMISSION_REASONS:
-        break;
-    }
-    return "unknown";
+    static const char *const names[CDC_ADMISSION_REASONS] = {
+        [CDC_ADMISSION_NO_PROOF] = "no_proof",
+        [CDC_ADMISSION_WRONG_PROOF] = "wrong_proof",
+        [CDC_ADMISSION_UNCHALLENGED] = "unchallenged",
+    };
+    return (unsigned)r < CDC_ADMISSION_REASONS ? names[r] : "unknown";
 }
 
 void cdc_admission_init(cdc_admission_t *a, const char *secret)
