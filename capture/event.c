@@ -602,6 +602,9 @@ void cdc_event_source_head(cdc_buf_t *b, const char *name, const char *db, const
 }
 
 #define PUT_LIT(b, s) cdc_buf_put((b), (s), sizeof(s) - 1)
+/* A literal (a field's name) followed by a number. */
+#define PUT_LIT_U64(b, s, v) (PUT_LIT(b, s), cdc_buf_put_u64((b), (v)))
+#define PUT_LIT_I64(b, s, v) (PUT_LIT(b, s), cdc_buf_put_i64((b), (v)))
 
 void cdc_event_encode_value(cdc_buf_t *b, const cdc_event_t *ev)
 {
@@ -622,22 +625,17 @@ void cdc_event_encode_value(cdc_buf_t *b, const cdc_event_t *ev)
         cdc_buf_put(b, ev->source_head, ev->source_head_len);
     else
         cdc_event_source_head(b, ev->name, ev->db, sc->pg_schema, sc->pg_table, sc->version);
-    PUT_LIT(b, ",\"lsn\":");
-    cdc_buf_put_u64(b, ev->lsn);
-    PUT_LIT(b, ",\"txId\":");
-    cdc_buf_put_u64(b, ev->xid);
-    PUT_LIT(b, ",\"ts_ms\":");
-    cdc_buf_put_i64(b, ev->source_ts_ms);
-    PUT_LIT(b, ",\"sequence\":\"[\\\"");
-    cdc_buf_put_u64(b, ev->commit_lsn);
-    PUT_LIT(b, "\\\",\\\"");
-    cdc_buf_put_u64(b, ev->lsn);
+    PUT_LIT_U64(b, ",\"lsn\":", ev->lsn);
+    PUT_LIT_U64(b, ",\"txId\":", ev->xid);
+    PUT_LIT_I64(b, ",\"ts_ms\":", ev->source_ts_ms);
+    /* Debezium's sequence: ["<commit lsn>","<lsn>"] as a JSON string */
+    PUT_LIT_U64(b, ",\"sequence\":\"[\\\"", ev->commit_lsn);
+    PUT_LIT_U64(b, "\\\",\\\"", ev->lsn);
     PUT_LIT(b, "\\\"]\",\"snapshot\":\"");
     cdc_buf_puts(b, ev->snapshot);
     PUT_LIT(b, "\"},\"op\":\"");
     cdc_buf_putc(b, ev->op);
-    PUT_LIT(b, "\",\"ts_ms\":");
-    cdc_buf_put_i64(b, ev->ts_ms);
+    PUT_LIT_I64(b, "\",\"ts_ms\":", ev->ts_ms);
     if (ev->after) {
         for (size_t i = 0; i < sc->ncols && i < ev->after->ncols; i++) {
             if (ev->after->cols[i].kind != CDC_PGO_VAL_UNCHANGED)

@@ -46,16 +46,6 @@ static const struct {
 };
 #define NBUILTIN (sizeof(builtin) / sizeof(builtin[0]))
 
-static const char *const ice_names[CDC_ICE__TYPE_COUNT] = {
-    [CDC_ICE_BOOLEAN] = "boolean",     [CDC_ICE_INT] = "int",
-    [CDC_ICE_LONG] = "long",           [CDC_ICE_FLOAT] = "float",
-    [CDC_ICE_DOUBLE] = "double",       [CDC_ICE_DECIMAL] = "decimal",
-    [CDC_ICE_STRING] = "string",       [CDC_ICE_BINARY] = "binary",
-    [CDC_ICE_DATE] = "date",           [CDC_ICE_TIME] = "time",
-    [CDC_ICE_TIMESTAMP] = "timestamp", [CDC_ICE_TIMESTAMPTZ] = "timestamptz",
-    [CDC_ICE_UUID] = "uuid",
-};
-
 static const char *const venc_names[CDC_VENC__COUNT] = {
     [CDC_VENC_BOOL] = "bool",
     [CDC_VENC_INT] = "int",
@@ -163,45 +153,28 @@ void cdc_schema_map_type(uint32_t oid, int32_t typmod, cdc_ice_type_t *ice, int3
     }
 }
 
+/* The Iceberg type's text is the Iceberg module's (common/iceberg/schema.h): one table of
+ * names for the schema registry and the table metadata. */
 const char *cdc_schema_ice_type_str(cdc_ice_type_t t, int32_t precision, int32_t scale, char *buf,
                                     size_t size)
 {
-    if (t == CDC_ICE_DECIMAL)
-        snprintf(buf, size, "decimal(%d,%d)", (int)precision, (int)scale);
-    else if ((int)t >= 0 && t < CDC_ICE__TYPE_COUNT)
-        snprintf(buf, size, "%s", ice_names[t]);
-    else
-        snprintf(buf, size, "unknown");
-    return buf;
+    cdc_ice_field_t f = {.type = t, .precision = precision, .scale = scale};
+
+    return cdc_ice_type_string(&f, buf, size);
 }
 
 bool cdc_schema_ice_type_parse(const char *s, cdc_ice_type_t *t, int32_t *precision, int32_t *scale)
 {
-    int p, sc;
-    char tail;
+    cdc_ice_field_t f = {0};
 
     *precision = 0;
     *scale = 0;
-    if (sscanf(s, "decimal(%d,%d)%c", &p, &sc, &tail) == 3 && tail == ')' &&
-        s[strlen(s) - 1] == ')') {
-        *t = CDC_ICE_DECIMAL;
-        *precision = p;
-        *scale = sc;
-        return true;
-    }
-    if (sscanf(s, "decimal(%d, %d%c", &p, &sc, &tail) == 3 && tail == ')') {
-        *t = CDC_ICE_DECIMAL;
-        *precision = p;
-        *scale = sc;
-        return true;
-    }
-    for (int i = 0; i < CDC_ICE__TYPE_COUNT; i++) {
-        if (i != CDC_ICE_DECIMAL && strcmp(s, ice_names[i]) == 0) {
-            *t = (cdc_ice_type_t)i;
-            return true;
-        }
-    }
-    return false;
+    if (cdc_ice_type_parse(s, &f) != CDC_OK)
+        return false;
+    *t = f.type;
+    *precision = f.precision;
+    *scale = f.scale;
+    return true;
 }
 
 const char *cdc_schema_venc_name(cdc_value_enc_t enc)
@@ -543,6 +516,29 @@ bool cdc_schema_doc_same_shape(const cdc_schema_doc_t *a, const cdc_schema_doc_t
     return true;
 }
 
+static void free_cols(cdc_schema_col_t *cols, size_t n)
+{
+    for (size_t i = 0; cols && i < n; i++) {
+        free(cols[i].name);
+        free(cols[i].pg_type);
+        free(cols[i].field_name);
+    }
+    free(cols);
+}
+
+void cdc_schema_doc_free(cdc_schema_doc_t *doc)
+{
+    if (doc == NULL)
+        return;
+    free_cols(doc->cols, doc->ncols);
+    free_cols(doc->retired, doc->nretired);
+    free(doc->parts);
+    free(doc->topic);
+    free(doc->pg_schema);
+    free(doc->pg_table);
+    memset(doc, 0, sizeof(*doc));
+}
+
 static char *xdup(const char *s, bool *ok)
 {
     char *d;
@@ -601,29 +597,6 @@ cdc_err_t cdc_schema_doc_copy(cdc_schema_doc_t *dst, const cdc_schema_doc_t *src
         return CDC_ERR_NOMEM;
     }
     return CDC_OK;
-}
-
-void cdc_schema_doc_free(cdc_schema_doc_t *doc)
-{
-    if (doc == NULL)
-        return;
-    for (size_t i = 0; doc->cols && i < doc->ncols; i++) {
-        free(doc->cols[i].name);
-        free(doc->cols[i].pg_type);
-        free(doc->cols[i].field_name);
-    }
-    free(doc->cols);
-    for (size_t i = 0; doc->retired && i < doc->nretired; i++) {
-        free(doc->retired[i].name);
-        free(doc->retired[i].pg_type);
-        free(doc->retired[i].field_name);
-    }
-    free(doc->retired);
-    free(doc->parts);
-    free(doc->topic);
-    free(doc->pg_schema);
-    free(doc->pg_table);
-    memset(doc, 0, sizeof(*doc));
 }
 
 cdc_err_t cdc_schema_doc_to_iceberg(const cdc_schema_doc_t *doc, cdc_ice_schema_t *out,

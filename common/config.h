@@ -53,6 +53,13 @@ typedef struct cdc_opt {
     bool secret; /* STRING only: also read from the file --<name>-file / CDC_<NAME>_FILE */
 } cdc_opt_t;
 
+/* One optional row of an option table over config struct T (a field of T, bounds lo..hi
+ * when lo < hi). Programs wrap it in their own short OPT macros. */
+#define CDC_OPT_ROW(T, name, type, field, def, lo, hi, help)                                       \
+    {                                                                                              \
+        name, type, offsetof(T, field), def, false, lo, hi, NULL, help                             \
+    }
+
 /* Terminates an option table. */
 #define CDC_OPT_END                                                                                \
     {                                                                                              \

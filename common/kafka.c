@@ -258,15 +258,30 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
     }
 }
 
+/* The client of `type` made from conf (taken: destroyed when the client cannot be made),
+ * with the error callback every client logs through; `what` names it in the error. */
+static rd_kafka_t *client_new(rd_kafka_type_t type, rd_kafka_conf_t *conf, const char *what,
+                              cdc_error_t *e)
+{
+    char errstr[512];
+    rd_kafka_t *rk;
+
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
+    if (rk == NULL) {
+        rd_kafka_conf_destroy(conf);
+        cdc_error_set(e, CDC_ERR_CONFIG, "could not create Kafka %s: %s", what, errstr);
+    }
+    return rk;
+}
+
 cdc_err_t cdc_kafka_producer_new(const cdc_kafka_producer_config_t *cfg, cdc_kafka_producer_t **out,
                                  cdc_error_t *e)
 {
-    cdc_kafka_producer_t *p;
+    cdc_kafka_producer_t *p = calloc(1, sizeof(*p));
     rd_kafka_conf_t *conf;
-    char errstr[512];
 
     *out = NULL;
-    p = calloc(1, sizeof(*p));
     if (p == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     p->on_delivery = cfg->on_delivery;
@@ -297,14 +312,10 @@ cdc_err_t cdc_kafka_producer_new(const cdc_kafka_producer_config_t *cfg, cdc_kaf
         goto fail;
     }
     rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
-    rd_kafka_conf_set_error_cb(conf, error_cb);
     rd_kafka_conf_set_opaque(conf, p);
-    p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-    if (p->rk == NULL) {
-        rd_kafka_conf_destroy(conf);
-        cdc_error_set(e, CDC_ERR_CONFIG, "could not create Kafka producer: %s", errstr);
+    p->rk = client_new(RD_KAFKA_PRODUCER, conf, "producer", e);
+    if (p->rk == NULL)
         goto fail;
-    }
     *out = p;
     return CDC_OK;
 fail:
@@ -541,7 +552,6 @@ cdc_err_t cdc_kafka_consumer_new(const cdc_kafka_consumer_config_t *cfg, cdc_kaf
 {
     cdc_kafka_consumer_t *c;
     rd_kafka_conf_t *conf;
-    char errstr[512];
 
     *out = NULL;
     c = calloc(1, sizeof(*c));
@@ -567,13 +577,9 @@ cdc_err_t cdc_kafka_consumer_new(const cdc_kafka_consumer_config_t *cfg, cdc_kaf
         rd_kafka_conf_destroy(conf);
         goto fail;
     }
-    rd_kafka_conf_set_error_cb(conf, error_cb);
-    c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
-    if (c->rk == NULL) {
-        rd_kafka_conf_destroy(conf);
-        cdc_error_set(e, CDC_ERR_CONFIG, "could not create Kafka consumer: %s", errstr);
+    c->rk = client_new(RD_KAFKA_CONSUMER, conf, "consumer", e);
+    if (c->rk == NULL)
         goto fail;
-    }
     rd_kafka_poll_set_consumer(c->rk);
     c->queue = rd_kafka_queue_get_consumer(c->rk);
     if (c->queue == NULL) {
@@ -885,8 +891,6 @@ static rd_kafka_t *admin_handle(const char *bootstrap, const char *properties, b
                                 cdc_error_t *e)
 {
     rd_kafka_conf_t *conf = conf_base(bootstrap, "cdc-admin", e);
-    char errstr[512];
-    rd_kafka_t *rk;
 
     if (conf == NULL)
         return NULL;
@@ -895,13 +899,7 @@ static rd_kafka_t *admin_handle(const char *bootstrap, const char *properties, b
         rd_kafka_conf_destroy(conf);
         return NULL;
     }
-    rd_kafka_conf_set_error_cb(conf, error_cb);
-    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-    if (rk == NULL) {
-        rd_kafka_conf_destroy(conf);
-        cdc_error_set(e, CDC_ERR_CONFIG, "could not create Kafka admin client: %s", errstr);
-    }
-    return rk;
+    return client_new(RD_KAFKA_PRODUCER, conf, "admin client", e);
 }
 
 cdc_err_t cdc_kafka_topic_partitions(const char *bootstrap, const char *properties,

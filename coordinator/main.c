@@ -19,13 +19,9 @@
 #include "coordinator/layout.h"
 
 #define OPT(name, type, field, def, help)                                                          \
-    {                                                                                              \
-        name, type, offsetof(cdc_coord_config_t, field), def, false, 0, 0, NULL, help              \
-    }
+    CDC_OPT_ROW(cdc_coord_config_t, name, type, field, def, 0, 0, help)
 #define OPT_RANGE(name, type, field, def, lo, hi, help)                                            \
-    {                                                                                              \
-        name, type, offsetof(cdc_coord_config_t, field), def, false, lo, hi, NULL, help            \
-    }
+    CDC_OPT_ROW(cdc_coord_config_t, name, type, field, def, lo, hi, help)
 
 const cdc_opt_t cdc_coord_options[] = {
     OPT("id", CDC_OPT_STRING, id, NULL,

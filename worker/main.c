@@ -17,13 +17,9 @@
 #include "worker/worker.h"
 
 #define OPT(name, type, field, def, help)                                                          \
-    {                                                                                              \
-        name, type, offsetof(cdc_worker_config_t, field), def, false, 0, 0, NULL, help             \
-    }
+    CDC_OPT_ROW(cdc_worker_config_t, name, type, field, def, 0, 0, help)
 #define OPT_RANGE(name, type, field, def, lo, hi, help)                                            \
-    {                                                                                              \
-        name, type, offsetof(cdc_worker_config_t, field), def, false, lo, hi, NULL, help           \
-    }
+    CDC_OPT_ROW(cdc_worker_config_t, name, type, field, def, lo, hi, help)
 
 static const cdc_opt_t options[] = {
     {"id", CDC_OPT_STRING, offsetof(cdc_worker_config_t, id), NULL, true, 0, 0, NULL,

@@ -230,17 +230,13 @@ static bool put_part_value(cdc_avro_buf_t *b, const cdc_ice_field_t *f,
     if (!cdc_ice_part_value_valid(f, v))
         return false;
     cdc_avro_put_long(b, 1);
+    if (cdc_ice_type_is_integer(f->type)) {
+        cdc_avro_put_long(b, cdc_ice_part_value_int(v));
+        return true;
+    }
     switch (f->type) {
     case CDC_ICE_BOOLEAN:
         cdc_avro_put_bool(b, v->bytes[0] != 0);
-        break;
-    case CDC_ICE_INT:
-    case CDC_ICE_DATE:
-    case CDC_ICE_LONG:
-    case CDC_ICE_TIME:
-    case CDC_ICE_TIMESTAMP:
-    case CDC_ICE_TIMESTAMPTZ:
-        cdc_avro_put_long(b, cdc_ice_part_value_int(v));
         break;
     case CDC_ICE_FLOAT:
     case CDC_ICE_DOUBLE: /* Avro's encoding is the single-value one: little-endian IEEE 754 */

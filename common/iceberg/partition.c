@@ -261,6 +261,12 @@ static cdc_err_t set_int(cdc_ice_part_value_t *out, int32_t v)
     return set_out(out, b, 4);
 }
 
+bool cdc_ice_type_is_integer(cdc_ice_type_t t)
+{
+    return t == CDC_ICE_INT || t == CDC_ICE_DATE || t == CDC_ICE_LONG || t == CDC_ICE_TIME ||
+           t == CDC_ICE_TIMESTAMP || t == CDC_ICE_TIMESTAMPTZ;
+}
+
 int64_t cdc_ice_part_value_int(const cdc_ice_part_value_t *v)
 {
     return v->len == 4 ? (int64_t)(int32_t)get_le32(v->bytes) : (int64_t)get_le64(v->bytes);
@@ -455,16 +461,11 @@ bool cdc_ice_part_value_is_nan(const cdc_ice_field_t *type, const cdc_ice_part_v
 int cdc_ice_part_value_compare(const cdc_ice_field_t *type, const cdc_ice_part_value_t *a,
                                const cdc_ice_part_value_t *b)
 {
+    if (cdc_ice_type_is_integer(type->type))
+        return CMP(cdc_ice_part_value_int(a), cdc_ice_part_value_int(b));
     switch (type->type) {
     case CDC_ICE_BOOLEAN:
         return CMP(a->bytes[0] != 0, b->bytes[0] != 0);
-    case CDC_ICE_INT:
-    case CDC_ICE_DATE:
-    case CDC_ICE_LONG:
-    case CDC_ICE_TIME:
-    case CDC_ICE_TIMESTAMP:
-    case CDC_ICE_TIMESTAMPTZ:
-        return CMP(cdc_ice_part_value_int(a), cdc_ice_part_value_int(b));
     case CDC_ICE_FLOAT:
     case CDC_ICE_DOUBLE: {
         double x = float_value(type, a), y = float_value(type, b);

@@ -152,6 +152,8 @@ cdc_err_t cdc_ice_part_value_copy(cdc_ice_part_value_t *dst, const cdc_ice_part_
 cdc_err_t cdc_ice_part_values_copy(cdc_ice_part_value_t **dst, const cdc_ice_part_value_t *src,
                                    size_t n);
 
+/* Whether values of type t are integers (int, date, long, time, timestamp, timestamptz). */
+bool cdc_ice_type_is_integer(cdc_ice_type_t t);
 /* Integer held by a 4-byte (int, date) or 8-byte (long, time, timestamp) value. */
 int64_t cdc_ice_part_value_int(const cdc_ice_part_value_t *v);
 /* Unscaled value of a decimal value (big-endian two's complement of 1..16 bytes). */

@@ -313,6 +313,13 @@ static cdc_err_t set_int(cdc_ice_props_t *p, const char *key, int64_t v)
     return cdc_ice_props_set(p, key, buf);
 }
 
+/* A "total-*" summary entry: the parent snapshot's total moved by delta. */
+static cdc_err_t set_total(cdc_ice_props_t *p, const cdc_ice_snapshot_t *parent, const char *key,
+                           int64_t delta)
+{
+    return set_int(p, key, summary_int(parent, key) + delta);
+}
+
 static bool same_partition(const cdc_ice_data_file_t *a, const cdc_ice_data_file_t *b)
 {
     if (a->spec_id != b->spec_id || a->npartition != b->npartition)
@@ -397,18 +404,12 @@ static cdc_err_t build_summary(const cdc_ice_commit_t *c, const commit_ctx_t *cx
     }
     rc |= set_int(sum, "added-files-size", add_size);
     rc |= set_int(sum, "changed-partition-count", changed_partitions(c, removed));
-    rc |= set_int(sum, "total-records",
-                  summary_int(parent, "total-records") + add_records - cx->rm_records);
-    rc |= set_int(sum, "total-files-size",
-                  summary_int(parent, "total-files-size") + add_size - cx->rm_size);
-    rc |= set_int(sum, "total-data-files",
-                  summary_int(parent, "total-data-files") + add_data - cx->rm_data);
-    rc |= set_int(sum, "total-delete-files",
-                  summary_int(parent, "total-delete-files") + add_del - cx->rm_del);
-    rc |= set_int(sum, "total-position-deletes",
-                  summary_int(parent, "total-position-deletes") + add_pos - cx->rm_pos);
-    rc |= set_int(sum, "total-equality-deletes",
-                  summary_int(parent, "total-equality-deletes") + add_eq - cx->rm_eq);
+    rc |= set_total(sum, parent, "total-records", add_records - cx->rm_records);
+    rc |= set_total(sum, parent, "total-files-size", add_size - cx->rm_size);
+    rc |= set_total(sum, parent, "total-data-files", add_data - cx->rm_data);
+    rc |= set_total(sum, parent, "total-delete-files", add_del - cx->rm_del);
+    rc |= set_total(sum, parent, "total-position-deletes", add_pos - cx->rm_pos);
+    rc |= set_total(sum, parent, "total-equality-deletes", add_eq - cx->rm_eq);
     for (size_t i = 0; c->summary && i < c->summary->n; i++)
         rc |= cdc_ice_props_set(sum, c->summary->keys[i], c->summary->values[i]);
     return rc == CDC_OK ? CDC_OK : CDC_ERR_NOMEM;

@@ -336,49 +336,43 @@ static void stmt_update_acc(sqlbuf_t *b, const loadgen_config_t *cfg, int64_t id
 
 /* ---- key sets from the database ------------------------------------------------------ */
 
-static bool load_keys(PGconn *conn, table_keys_t *t)
+/* Adds the keys the query returns to *set, and moves t->next_id past them. */
+static bool query_keys(PGconn *conn, table_keys_t *t, const char *sql, keyset_t *set,
+                       const char *what)
 {
-    char sql[256];
-    PGresult *res;
+    PGresult *res = PQexec(conn, sql);
 
-    t->live.len = 0;
-    snprintf(sql, sizeof(sql), "SELECT %s FROM public.%s", t->pk, t->name);
-    res = PQexec(conn, sql);
     if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        cdc_log_error("could not read keys of table \"%s\": %s", t->name, PQerrorMessage(conn));
+        cdc_log_error("could not read %s of table \"%s\": %s", what, t->name, PQerrorMessage(conn));
         PQclear(res);
         return false;
     }
     for (int i = 0; i < PQntuples(res); i++) {
         int64_t k = strtoll(PQgetvalue(res, i, 0), NULL, 10);
 
-        keyset_add(&t->live, k);
+        keyset_add(set, k);
         if (k >= t->next_id)
             t->next_id = k + 1;
     }
     PQclear(res);
+    return true;
+}
+
+static bool load_keys(PGconn *conn, table_keys_t *t)
+{
+    char sql[256];
+
+    t->live.len = 0;
+    snprintf(sql, sizeof(sql), "SELECT %s FROM public.%s", t->pk, t->name);
+    if (!query_keys(conn, t, sql, &t->live, "keys"))
+        return false;
     /* deleted keys: those the audit saw and the table no longer has (bounded sample) */
     t->deleted.len = 0;
     snprintf(sql, sizeof(sql),
              "SELECT DISTINCT a.pk FROM cdc_audit.changes a WHERE a.tbl = '%s' AND NOT EXISTS "
              "(SELECT 1 FROM public.%s s WHERE s.%s = a.pk) LIMIT 100000",
              t->name, t->name, t->pk);
-    res = PQexec(conn, sql);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        cdc_log_error("could not read deleted keys of table \"%s\": %s", t->name,
-                      PQerrorMessage(conn));
-        PQclear(res);
-        return false;
-    }
-    for (int i = 0; i < PQntuples(res); i++) {
-        int64_t k = strtoll(PQgetvalue(res, i, 0), NULL, 10);
-
-        keyset_add(&t->deleted, k);
-        if (k >= t->next_id)
-            t->next_id = k + 1;
-    }
-    PQclear(res);
-    return true;
+    return query_keys(conn, t, sql, &t->deleted, "deleted keys");
 }
 
 static bool exec_ok(PGconn *conn, const char *sql, const char *what)
