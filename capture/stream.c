@@ -212,7 +212,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
         goto cleanup;
     setup.tables = configured;
     setup.ntables = nconfigured;
-    rc = cdc_source_connect_sql(&cap->src, cap->cfg->pg_dsn, e);
+    rc = cdc_source_connect_sql(&cap->src, cap->cfg->pg_dsn, cap->cfg->pg_password, e);
     if (rc == CDC_OK)
         rc = check_slot_free(cap, e);
     if (rc != CDC_OK)
@@ -251,7 +251,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
         if (rc != CDC_OK)
             goto cleanup;
     }
-    rc = cdc_source_connect_repl(&cap->src, cap->cfg->pg_dsn, e);
+    rc = cdc_source_connect_repl(&cap->src, cap->cfg->pg_dsn, cap->cfg->pg_password, e);
     if (rc != CDC_OK)
         goto cleanup;
     cdc_txtrack_free(&cap->track);

@@ -145,7 +145,8 @@ static cdc_err_t conf_set_int(rd_kafka_conf_t *conf, const char *name, int64_t v
     return conf_set(conf, name, buf, e);
 }
 
-/* Applies "k=v" entries separated by ';' or newlines (blank entries ignored). */
+/* Applies "k=v" entries separated by ';' or newlines (blank entries ignored; a file with
+ * CRLF line ends reads the same). */
 static cdc_err_t conf_apply_properties(rd_kafka_conf_t *conf, const char *props, cdc_error_t *e)
 {
     char *copy, *save = NULL;
@@ -156,7 +157,7 @@ static cdc_err_t conf_apply_properties(rd_kafka_conf_t *conf, const char *props,
     copy = strdup(props);
     if (copy == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    for (char *kv = strtok_r(copy, ";\n", &save); kv; kv = strtok_r(NULL, ";\n", &save)) {
+    for (char *kv = strtok_r(copy, ";\r\n", &save); kv; kv = strtok_r(NULL, ";\r\n", &save)) {
         char *eq;
         while (*kv == ' ' || *kv == '\t')
             kv++;

@@ -20,7 +20,10 @@
  * owner does not consume, or null), lag (records from offsets to the high watermarks,
  * null until an owner reported one)}], epochs {open, next, last_recorded,
  * last_committed, pending_commits}, checkpoints [{epoch, duration_ms, bytes, records,
- * data_files, delete_files, tables, completed_at_ms}], last_commit_error.
+ * data_files, delete_files, tables, completed_at_ms}], last_commit_error, worker_auth
+ * {required (--worker-secret set), refused (all reasons), refused_by_reason {no_proof,
+ * wrong_proof, unchallenged}, challenging (connections given a challenge and not answered
+ * yet), last_refused {worker, pipe, reason, ms_ago} or null}.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -49,6 +52,29 @@ static void set_forward(cdc_coord_t *c, json_t *leader)
     pthread_mutex_lock(&c->forward_lock);
     snprintf(c->forward_to, sizeof(c->forward_to), "%s", admin);
     pthread_mutex_unlock(&c->forward_lock);
+}
+
+/* /status "worker_auth": whether workers must prove the secret, and the refusals. */
+static json_t *worker_auth_json(const cdc_admission_t *a, int64_t now)
+{
+    json_t *o = json_object(), *by = json_object(), *last = json_null();
+
+    for (int i = 0; i < CDC_ADMISSION_REASONS; i++)
+        json_object_set_new(by, cdc_admission_reason_name((cdc_admission_reason_t)i),
+                            json_integer((json_int_t)a->refused[i]));
+    if (a->last.at_ms > 0) {
+        last = json_object();
+        json_object_set_new(last, "worker", json_string(a->last.worker));
+        json_object_set_new(last, "pipe", json_integer(a->last.pipe));
+        json_object_set_new(last, "reason", json_string(cdc_admission_reason_name(a->last.reason)));
+        json_object_set_new(last, "ms_ago", json_integer(now - a->last.at_ms));
+    }
+    json_object_set_new(o, "required", json_boolean(cdc_admission_required(a)));
+    json_object_set_new(o, "refused", json_integer((json_int_t)cdc_admission_refused_total(a)));
+    json_object_set_new(o, "refused_by_reason", by);
+    json_object_set_new(o, "challenging", json_integer(a->npending));
+    json_object_set_new(o, "last_refused", last);
+    return o;
 }
 
 char *cdc_coord_status_json(cdc_coord_t *c)
@@ -176,6 +202,7 @@ char *cdc_coord_status_json(cdc_coord_t *c)
     }
     json_object_set_new(o, "checkpoints", cs);
     json_object_set_new(o, "last_commit_error", json_string(c->last_commit_error));
+    json_object_set_new(o, "worker_auth", worker_auth_json(&c->admission, now));
     if (c->committer != NULL) {
         cdc_schema_change_t ch[CDC_SCHEMA_CHANGES_KEPT];
         size_t n = cdc_committer_schema_changes(c->committer, ch, CDC_SCHEMA_CHANGES_KEPT);

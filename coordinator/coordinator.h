@@ -22,6 +22,7 @@
 #include "common/http.h"
 #include "common/metrics.h"
 #include "common/msg.h"
+#include "coordinator/admission.h"
 #include "coordinator/checkpoint.h"
 #include "coordinator/commit.h"
 #include "coordinator/epoch.h"
@@ -34,11 +35,12 @@
 typedef struct cdc_coord_config {
     char *id;
     char *job;
-    char *etcd;
+    cdc_etcd_options_t etcd;
     char *listen;
     char *advertise;
     char *http;
     int64_t liveness_timeout_ms;
+    char *http_token; /* bearer token of /status and /metrics; NULL = none */
     char *warehouse;
     cdc_s3_options_t s3;
     int64_t commit_interval_ms;
@@ -60,6 +62,7 @@ typedef struct cdc_coord_config {
     int64_t progress_timeout_ms;
     char *partition_by; /* layout.h */
     char *sort_by;
+    char *worker_secret; /* workers prove it at registration (admission.h); NULL = none */
     char *fault;
     cdc_log_options_t log;
 } cdc_coord_config_t;
@@ -125,6 +128,7 @@ typedef struct cdc_coord {
     uint64_t generation;   /* strictly increasing for the life of the process */
     bool assigned_in_term; /* an Assign went out in the current term */
     cdc_members_t members;
+    cdc_admission_t admission; /* --worker-secret: the registrations' proofs */
     cdc_epochs_t epochs;
     cdc_restart_t restart;
     char owner[CDC_PARTITIONS][CDC_WORKER_ID_MAX]; /* current assignment */
@@ -160,7 +164,8 @@ typedef struct cdc_coord {
 
     /* metrics */
     cdc_counter_t *m_committed, *m_failures, *m_rejected, *m_aborted, *m_etcd_errors,
-        *m_commit_errors, *m_orphans, *m_expired, *m_no_progress, *m_missing_topic;
+        *m_commit_errors, *m_orphans, *m_expired, *m_no_progress, *m_missing_topic,
+        *m_refused[CDC_ADMISSION_REASONS];
     cdc_gauge_t *m_state, *m_term, *m_workers, *m_generation, *m_last_epoch, *m_stall_max,
         *m_stalled_slots;
     cdc_histogram_t *m_latency, *m_record_latency, *m_stall;

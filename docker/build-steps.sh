@@ -4,7 +4,8 @@
 # exercised without a container engine:
 #   build-steps.sh packages <role>...     print the packages of roles in tools/packages.txt
 #   build-steps.sh deps build|runtime     apt-get install the build (or runtime+image) packages
-#   build-steps.sh build [build-dir]      make every binary (no tests) into build-dir
+#   build-steps.sh build [build-dir]      make every binary (no tests) into build-dir, as
+#                                         a release build: no test-only fault injection
 #   build-steps.sh install <prefix> [build-dir]
 #                                         copy binaries, entrypoint and schema under prefix
 #   build-steps.sh check-libs <prefix>    every shared library the installed binaries need
@@ -42,7 +43,7 @@ deps() {
 
 build() {
     local dir=${1:-build}
-    make -C "$ROOT" -j"$(nproc)" BUILD="$dir" bins
+    make -C "$ROOT" -j"$(nproc)" BUILD="$dir" FAULT_INJECTION=0 bins
 }
 
 install_tree() {

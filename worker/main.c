@@ -26,7 +26,7 @@ static const cdc_opt_t options[] = {
      "Stable worker id (e.g. the StatefulSet pod name); the coordinator gives a restarting "
      "worker its partitions back by this id."},
     OPT("job", CDC_OPT_STRING, job, "cdc", "Job name; etcd keys live under /cdc/<job>/."),
-    CDC_OPT_ETCD(cdc_worker_config_t, etcd),
+    CDC_OPTS_ETCD(cdc_worker_config_t, etcd),
     OPT("coordinator", CDC_OPT_STRING, coordinator, NULL,
         "Coordinator NNG URL; when set, etcd is not used to find the leader (tests)."),
     CDC_OPTS_KAFKA(cdc_worker_config_t, kafka),
@@ -44,6 +44,8 @@ static const cdc_opt_t options[] = {
     OPT("http", CDC_OPT_STRING, http, "127.0.0.1:7190",
         "Admin HTTP address host:port (/metrics, /healthz, /readyz); port 0 = any."),
     CDC_OPT_LIVENESS_TIMEOUT(cdc_worker_config_t, liveness_timeout_ms),
+    CDC_OPT_HTTP_TOKEN(cdc_worker_config_t, http_token),
+    CDC_OPT_WORKER_SECRET(cdc_worker_config_t, worker_secret),
     CDC_OPTS_LOG(cdc_worker_config_t, log),
     CDC_OPTS_S3(cdc_worker_config_t, s3),
     OPT_RANGE("heartbeat-interval", CDC_OPT_DURATION, heartbeat_interval_ms, "500ms", 50, 60000,
@@ -118,6 +120,12 @@ int main(int argc, char **argv)
     cdc_config_load(opts, "cdc-worker",
                     "Consumes change events, dedups them and stages Iceberg files per epoch.", argc,
                     argv, &w.cfg);
+    if (cdc_config_fault_check("environment variable CDC_WORKER_FAULT", getenv("CDC_WORKER_FAULT"),
+                               &e) != CDC_OK) {
+        fprintf(stderr, "cdc-worker: %s\n", e.msg);
+        cdc_config_free(opts, &w.cfg);
+        return CDC_CONFIG_EXIT;
+    }
     cdc_log_options_apply(&w.cfg.log, "cdc-worker", w.cfg.id);
 
     memset(&sa, 0, sizeof(sa));
@@ -186,6 +194,7 @@ int main(int argc, char **argv)
     }
     cdc_health_init(&w.health, w.cfg.liveness_timeout_ms);
     if (cdc_http_server_open(&w.http, w.cfg.http, w.metrics, &e) != CDC_OK ||
+        cdc_http_server_set_token(w.http, w.cfg.http_token, &e) != CDC_OK ||
         (cdc_http_server_set_ready(w.http, ready, &w),
          cdc_http_server_set_health(w.http, cdc_health_check, &w.health),
          cdc_http_server_start(w.http, &e)) != CDC_OK) {
@@ -196,6 +205,10 @@ int main(int argc, char **argv)
     }
     cdc_log_info("worker \"%s\" job \"%s\": %zu topics, warehouse %s, metrics on port %d", w.cfg.id,
                  w.cfg.job, w.ntopics, w.cfg.warehouse, cdc_http_server_port(w.http));
+    if (w.cfg.worker_secret == NULL || w.cfg.worker_secret[0] == '\0')
+        cdc_log_warn("the control plane is unauthenticated: this worker registers without "
+                     "proving a secret (hint: give coordinators and workers the same "
+                     "--worker-secret-file; docs/security.md)");
     if (cdc_worker_run(&w, &e) != CDC_OK) {
         cdc_log_error("%s", e.msg);
         status = 1;

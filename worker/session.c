@@ -24,6 +24,7 @@
 #include "common/cluster.h"
 #include "common/log.h"
 #include "common/state.h"
+#include "common/workerauth.h"
 #include "worker/worker.h"
 
 /* Longer than NNG's reconnect backoff cap (2 s): its dialer had its chances by then. */
@@ -47,21 +48,62 @@ static bool send_locked(cdc_worker_t *w, Cdc__Envelope *env)
     return true;
 }
 
-/* Caller holds link_lock. */
-static void send_register(cdc_worker_t *w)
+static bool has_secret(const cdc_worker_t *w)
+{
+    return w->cfg.worker_secret != NULL && w->cfg.worker_secret[0] != '\0';
+}
+
+/* Sends a Register; with nonce (a Challenge's, nonce_len bytes), its proof of the worker
+ * secret (common/workerauth.h). Caller holds link_lock. */
+static void send_register(cdc_worker_t *w, const uint8_t *nonce, size_t nonce_len)
 {
     Cdc__Envelope env = CDC__ENVELOPE__INIT;
     Cdc__Register r = CDC__REGISTER__INIT;
+    uint8_t proof[CDC_WORKERAUTH_PROOF_LEN];
     char admin[256];
+    cdc_error_t e;
+
     snprintf(admin, sizeof(admin), "%s", w->cfg.http ? w->cfg.http : "");
     r.worker_id = w->cfg.id;
     r.incarnation = w->incarnation;
     r.admin_endpoint = admin;
+    if (nonce != NULL) {
+        if (cdc_workerauth_proof(w->cfg.worker_secret, nonce, nonce_len, r.worker_id, r.incarnation,
+                                 admin, proof, &e) != CDC_OK) {
+            cdc_log_error("could not answer the coordinator's challenge: %s", e.msg);
+            return; /* registered again later, and challenged again */
+        }
+        r.proof.data = proof;
+        r.proof.len = sizeof(proof);
+    }
     env.body_case = CDC__ENVELOPE__BODY_REGISTER;
     env.register_ = &r;
     send_locked(w, &env);
+    memset(proof, 0, sizeof(proof));
+    if (nonce != NULL) {
+        w->proved = true;
+        cdc_log_debug("answered the challenge of coordinator %s", w->leader_url);
+        return;
+    }
     cdc_log_info("registering with coordinator %s as \"%s\" (incarnation %" PRIu64 ")",
                  w->leader_url, w->cfg.id, w->incarnation);
+}
+
+/* The coordinator wants a proof of the worker secret before it registers us. */
+static void on_challenge(cdc_worker_t *w, const Cdc__Challenge *ch)
+{
+    if (!has_secret(w)) {
+        if (!w->auth_warned)
+            cdc_log_error("coordinator %s requires workers to prove a secret and this worker "
+                          "has none: it refuses us (hint: set --worker-secret-file to the "
+                          "coordinator's secret; docs/security.md)",
+                          w->leader_url);
+        w->auth_warned = true;
+        return;
+    }
+    pthread_mutex_lock(&w->link_lock);
+    send_register(w, ch->nonce.data, ch->nonce.len);
+    pthread_mutex_unlock(&w->link_lock);
 }
 
 /* Caller holds link_lock. */
@@ -122,6 +164,7 @@ static void dial(cdc_worker_t *w, const char *url)
     else /* a new socket: nothing queued for the old leader goes to the new one */
         rc = cdc_msg_client_reset(w->msg, url, &e);
     w->registered = false;
+    w->proved = false;
     pthread_mutex_unlock(&w->link_lock);
     if (rc != CDC_OK) {
         cdc_log_warn("could not dial coordinator %s: %s", url, e.msg);
@@ -169,6 +212,14 @@ static bool newer_or_same(uint64_t t1, uint64_t g1, uint64_t t2, uint64_t g2)
 static void on_assign(cdc_worker_t *w, const Cdc__Assign *a)
 {
     cdc_error_t e;
+
+    if (has_secret(w) && !w->proved && !w->auth_warned) {
+        cdc_log_warn("coordinator %s registered this worker without asking it to prove the "
+                     "worker secret: it runs without --worker-secret, so any process that "
+                     "reaches it can pose as a worker (docs/security.md)",
+                     w->leader_url);
+        w->auth_warned = true;
+    }
     /* A new assignment must be newer than the one we run; after an Abort the next
      * Assign carries the Abort's generation. */
     bool accept = a->term > w->term ||
@@ -269,6 +320,9 @@ void cdc_worker_handle(cdc_worker_t *w, const Cdc__Envelope *env)
         if (env->committed->term >= w->term)
             cdc_worker_committed(w, env->committed->epoch);
         break;
+    case CDC__ENVELOPE__BODY_CHALLENGE:
+        on_challenge(w, env->challenge);
+        break;
     case CDC__ENVELOPE__BODY_REJECT:
         cdc_log_warn("coordinator rejected us: %s",
                      env->reject->reason ? env->reject->reason : "(no reason)");
@@ -312,6 +366,7 @@ static void reset_link(cdc_worker_t *w, cdc_link_watch_t *lw, int64_t now, const
     if (cdc_msg_client_reset(w->msg, w->leader_url, &e) != CDC_OK)
         cdc_log_warn("could not reopen the connection to coordinator %s: %s", w->leader_url, e.msg);
     w->registered = false;
+    w->proved = false;
     w->next_register_ms = 0;
     lw->down_since_ms = now;
 }
@@ -355,7 +410,7 @@ void cdc_worker_watch_link(cdc_worker_t *w, cdc_link_watch_t *lw, int64_t now)
     if (!w->registered && now >= w->next_register_ms) {
         w->registered = true;
         lw->waiting_ms = now;
-        send_register(w);
+        send_register(w, NULL, 0);
     }
 }
 
@@ -383,7 +438,8 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
 {
     cdc_err_t rc;
     if (w->cfg.coordinator == NULL || w->cfg.coordinator[0] == '\0') {
-        rc = cdc_etcd_open(&w->etcd, w->cfg.etcd, 2000, e);
+        cdc_etcd_security_t sec = cdc_etcd_options_security(&w->cfg.etcd);
+        rc = cdc_etcd_open_secure(&w->etcd, w->cfg.etcd.endpoints, &sec, 2000, e);
         if (rc != CDC_OK)
             return cdc_error_prefix(e, "option --etcd");
     }

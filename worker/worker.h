@@ -42,7 +42,7 @@
 typedef struct cdc_worker_config {
     char *id;
     char *job;
-    char *etcd;
+    cdc_etcd_options_t etcd;
     char *coordinator; /* NNG URL; skips etcd leader discovery (tests) */
     cdc_kafka_options_t kafka;
     char *topic_prefix;
@@ -52,6 +52,8 @@ typedef struct cdc_worker_config {
     char *state_dir;
     char *http;
     int64_t liveness_timeout_ms;
+    char *http_token;    /* bearer token of /metrics; NULL = none */
+    char *worker_secret; /* proven to the coordinator at registration; NULL = none */
     cdc_log_options_t log;
     cdc_s3_options_t s3;
     int64_t heartbeat_interval_ms;
@@ -113,6 +115,8 @@ typedef struct cdc_worker {
     uint64_t term, generation; /* of the assignment we run */
     bool assigned;             /* an assignment is active (false after Abort) */
     bool registered;
+    bool proved;      /* a proof of the worker secret went out on the current link */
+    bool auth_warned; /* warned of a coordinator that asks for no proof, or wants one */
     int64_t next_leader_check_ms, next_register_ms;
     /* Heartbeats come from their own thread so that long work on the main thread
      * (restores, uploads, dead-letter retries) does not look like a dead worker.

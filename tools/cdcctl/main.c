@@ -23,7 +23,8 @@
 
 typedef struct ctl_config {
     char *coordinator;
-    char *etcd;
+    char *http_token;
+    cdc_etcd_options_t etcd;
     char *job;
     bool json;
     char *command;
@@ -33,7 +34,9 @@ typedef struct ctl_config {
 static const cdc_opt_t options[] = {
     {"coordinator", CDC_OPT_STRING, offsetof(ctl_config_t, coordinator), NULL, false, 0, 0, NULL,
      "Admin address host:port of a coordinator (default: the leader's, from etcd)."},
-    CDC_OPT_ETCD(ctl_config_t, etcd),
+    CDC_OPT_SECRET(ctl_config_t, "http-token", http_token,
+                   "Bearer token sent to the coordinator's admin API (its --http-token)."),
+    CDC_OPTS_ETCD(ctl_config_t, etcd),
     {"job", CDC_OPT_STRING, offsetof(ctl_config_t, job), "cdc", false, 0, 0, NULL, "Job name."},
     {"json", CDC_OPT_BOOL, offsetof(ctl_config_t, json), "false", false, 0, 0, NULL,
      "Print raw JSON instead of the human form."},
@@ -44,18 +47,26 @@ static const cdc_opt_t options[] = {
     CDC_OPT_END,
 };
 
-/* GETs url into *out (the caller frees it with cdc_httpc_response_free()). Returns the
- * HTTP status, or -1 when no answer came (said on stderr). */
-static int http_get(const char *url, long timeout_ms, cdc_httpc_response_t *out)
+/* GETs url into *out (the caller frees it with cdc_httpc_response_free()), with the
+ * bearer token when one is set. Returns the HTTP status, or -1 when no answer came (said
+ * on stderr). */
+static int http_get(const char *url, const char *token, long timeout_ms, cdc_httpc_response_t *out)
 {
     cdc_httpc_t *h = cdc_httpc_open();
+    char auth[1024];
+    const char *headers[] = {auth, NULL};
     cdc_httpc_request_t req = {.method = "GET", .url = url, .timeout_ms = timeout_ms};
     cdc_err_t rc;
 
     memset(out, 0, sizeof(*out));
     if (h == NULL)
         return -1;
+    if (token != NULL && token[0] != '\0') {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+        req.headers = headers;
+    }
     rc = cdc_httpc_perform(h, &req, out);
+    memset(auth, 0, sizeof(auth));
     cdc_httpc_close(h);
     if (rc != CDC_OK) {
         fprintf(stderr, "cdcctl: could not fetch \"%s\": %s\n", url, out->reason);
@@ -64,13 +75,19 @@ static int http_get(const char *url, long timeout_ms, cdc_httpc_response_t *out)
     return (int)out->status;
 }
 
+static cdc_err_t open_etcd(const ctl_config_t *cfg, cdc_etcd_t **ec, cdc_error_t *e)
+{
+    cdc_etcd_security_t sec = cdc_etcd_options_security(&cfg->etcd);
+    return cdc_etcd_open_secure(ec, cfg->etcd.endpoints, &sec, (int)cfg->timeout_ms, e);
+}
+
 static char *leader_admin(const ctl_config_t *cfg, int64_t *term)
 {
     cdc_etcd_t *ec = NULL;
     cdc_error_t e;
     char key[256], *value = NULL, *admin = NULL;
 
-    if (cdc_etcd_open(&ec, cfg->etcd, (int)cfg->timeout_ms, &e) != CDC_OK) {
+    if (open_etcd(cfg, &ec, &e) != CDC_OK) {
         fprintf(stderr, "cdcctl: %s\n", e.msg);
         return NULL;
     }
@@ -120,6 +137,17 @@ static void print_status(json_t *st)
            num(ep, "pending_commits"));
     if (str(st, "last_commit_error")[0])
         printf("last commit error: %s\n", str(st, "last_commit_error"));
+    {
+        json_t *wa = json_object_get(st, "worker_auth"),
+               *last = json_object_get(wa, "last_refused");
+        printf("worker auth: %s, %lld registrations refused",
+               json_is_true(json_object_get(wa, "required")) ? "required" : "OFF (unauthenticated)",
+               num(wa, "refused"));
+        if (json_is_object(last))
+            printf(" (last: worker \"%s\", %s, %lld s ago)", str(last, "worker"),
+                   str(last, "reason"), num(last, "ms_ago") / 1000);
+        printf("\n");
+    }
     printf("\nWORKER          ALIVE  HEARTBEAT  PARTITIONS\n");
     for (i = 0; i < json_array_size(ws); i++) {
         json_t *w = json_array_get(ws, i), *ps = json_object_get(w, "partitions");
@@ -161,9 +189,15 @@ static int cmd_status(const ctl_config_t *cfg)
     if (admin == NULL && (admin = leader_admin(cfg, &term)) == NULL)
         return 1;
     snprintf(url, sizeof(url), "http://%s/status", admin);
-    code = http_get(url, (long)cfg->timeout_ms, &b);
+    code = http_get(url, cfg->http_token, (long)cfg->timeout_ms, &b);
     if (code != 200) {
-        if (code > 0)
+        if (code == 401)
+            fprintf(stderr,
+                    "cdcctl: GET %s answered HTTP 401: the coordinator requires a bearer "
+                    "token%s\nhint: give cdcctl the coordinator's --http-token (--http-token-file "
+                    "or CDC_HTTP_TOKEN_FILE)\n",
+                    url, cfg->http_token ? " and refused this one" : "");
+        else if (code > 0)
             fprintf(stderr, "cdcctl: GET %s answered HTTP %d\n", url, code);
         goto done;
     }
@@ -193,7 +227,7 @@ static int cmd_etcd(const ctl_config_t *cfg, const char *what, const char *arg)
     char key[256];
     int status = 1;
 
-    if (cdc_etcd_open(&ec, cfg->etcd, (int)cfg->timeout_ms, &e) != CDC_OK) {
+    if (open_etcd(cfg, &ec, &e) != CDC_OK) {
         fprintf(stderr, "cdcctl: %s\n", e.msg);
         return 1;
     }
