@@ -39,7 +39,7 @@ int cdc_dlq_class_parse(const char *name)
 
 void cdc_dlq_topic(const char *topic, char *buf, size_t size)
 {
-    snprintf(buf, size, "%s.dlq", topic);
+    snprintf(buf, size, "%s" CDC_DLQ_SUFFIX, topic);
 }
 
 void cdc_dlq_replays_topic(const char *prefix, char *buf, size_t size)

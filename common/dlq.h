@@ -50,6 +50,7 @@ int cdc_dlq_class_parse(const char *name);
 #define CDC_DLQ_H_REPLAY_OF "cdc.replay.of"
 
 /* DLQ topic name for a source topic ("<topic>.dlq") into buf. */
+#define CDC_DLQ_SUFFIX ".dlq"
 void cdc_dlq_topic(const char *topic, char *buf, size_t size);
 
 /* The topic of replay marks, "<prefix>._dlq_replays" (compacted, one partition). */
