@@ -215,10 +215,10 @@ bool cdc_dlq_record_parse(cdc_dlq_record_t *r, const char *dlq_topic, int32_t pa
 
 char *cdc_dlq_mark_encode(const cdc_dlq_mark_t *m)
 {
-    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s}", "id", m->id, "time", m->time,
-                          "topic", m->topic, "partition", (json_int_t)m->partition, "offset",
-                          (json_int_t)m->offset, "replay_count", (json_int_t)m->replay_count,
-                          "transform", m->transform);
+    json_t *o =
+        json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s}", "id", m->id, "time", m->time, "topic",
+                  m->topic, "partition", (json_int_t)m->partition, "offset", (json_int_t)m->offset,
+                  "replay_count", (json_int_t)m->replay_count, "transform", m->transform);
     char *s = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     return s;
@@ -249,7 +249,8 @@ bool cdc_dlq_mark_parse(const void *json, size_t len, cdc_dlq_mark_t *m)
     return ok;
 }
 
-/* ---- selection -------------------------------------------------------------------------------- */
+/* ---- selection --------------------------------------------------------------------------------
+ */
 
 static void free_list(char **l, size_t n)
 {

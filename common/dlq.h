@@ -120,7 +120,7 @@ bool cdc_dlq_record_parse(cdc_dlq_record_t *r, const char *dlq_topic, int32_t pa
  * record was acknowledged at topic/partition/offset. */
 typedef struct cdc_dlq_mark {
     char id[CDC_DLQ_ID_MAX];
-    char time[40];  /* when it was replayed, RFC 3339 UTC */
+    char time[40];   /* when it was replayed, RFC 3339 UTC */
     char topic[256]; /* where the replayed record went */
     int32_t partition;
     int64_t offset;

@@ -212,8 +212,7 @@ static int visit_msg(reader_t *rd, const cdc_kafka_msg_t *m, void *arg)
     for (size_t i = 0; i < n && k < 64; i++)
         if (cdc_kafka_msg_header_at(m, i, &hs[k]))
             k++;
-    if (!cdc_dlq_record_parse(&r, m->topic, m->partition, m->offset, hs, k,
-                              rd->cfg->topic_prefix))
+    if (!cdc_dlq_record_parse(&r, m->topic, m->partition, m->offset, hs, k, rd->cfg->topic_prefix))
         return 0; /* not a dead letter */
     mark = find_mark(rd, r.id);
     if (!cdc_dlq_select_match(&rd->sel, &r, mark != NULL))
@@ -262,7 +261,8 @@ static int each_record(reader_t *rd, record_fn fn, void *arg)
     return status < 0 ? -1 : 0;
 }
 
-/* ---- list ------------------------------------------------------------------------------------- */
+/* ---- list -------------------------------------------------------------------------------------
+ */
 
 typedef struct group {
     char dlq_topic[256], table[256], cls[64];
@@ -324,16 +324,16 @@ static int cmd_list(reader_t *rd)
     }
     qsort(gs.v, gs.n, sizeof(*gs.v), cmp_group);
     if (!rd->cfg->json)
-        printf("%-28s %-17s %8s %9s  %-24s  %s\n", "TABLE", "CLASS", "RECORDS", "REPLAYED",
-               "FIRST", "LAST");
+        printf("%-28s %-17s %8s %9s  %-24s  %s\n", "TABLE", "CLASS", "RECORDS", "REPLAYED", "FIRST",
+               "LAST");
     for (size_t i = 0; i < gs.n; i++) {
         const group_t *g = &gs.v[i];
         total += g->records;
         if (rd->cfg->json) {
-            json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:s}", "table", g->table,
-                                  "dlq_topic", g->dlq_topic, "class", g->cls, "records",
-                                  (json_int_t)g->records, "replayed", (json_int_t)g->replayed,
-                                  "first", g->first, "last", g->last);
+            json_t *o =
+                json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:s}", "table", g->table, "dlq_topic",
+                          g->dlq_topic, "class", g->cls, "records", (json_int_t)g->records,
+                          "replayed", (json_int_t)g->replayed, "first", g->first, "last", g->last);
             json_dumpf(o, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
             putchar('\n');
             json_decref(o);
@@ -348,7 +348,8 @@ static int cmd_list(reader_t *rd)
     return 0;
 }
 
-/* ---- show ------------------------------------------------------------------------------------- */
+/* ---- show -------------------------------------------------------------------------------------
+ */
 
 /* A JSON string of bytes when they are UTF-8, else NULL. */
 static json_t *text_or_null(const void *p, size_t n)
@@ -362,8 +363,7 @@ static json_t *mark_json(const cdc_dlq_mark_t *mark)
         return json_null();
     return json_pack("{s:s, s:s, s:i, s:I, s:I, s:s}", "time", mark->time, "topic", mark->topic,
                      "partition", (int)mark->partition, "offset", (json_int_t)mark->offset,
-                     "replay_count", (json_int_t)mark->replay_count, "transform",
-                     mark->transform);
+                     "replay_count", (json_int_t)mark->replay_count, "transform", mark->transform);
 }
 
 /* One record as the JSON object of `show --json` (docs/operations.md). */
@@ -391,8 +391,8 @@ static json_t *record_json(const cdc_dlq_record_t *r, const cdc_kafka_msg_t *m,
     for (size_t i = 0; i < n; i++) {
         cdc_kafka_header_t h;
         if (cdc_kafka_msg_header_at(m, i, &h))
-            json_object_set_new(hs, h.name, (v = text_or_null(h.value, h.value_len)) ? v
-                                                                                     : json_null());
+            json_object_set_new(hs, h.name,
+                                (v = text_or_null(h.value, h.value_len)) ? v : json_null());
     }
     json_object_set_new(o, "headers", hs);
     v = text_or_null(m->key, m->key_len);
@@ -429,13 +429,15 @@ static int show_record(reader_t *rd, const cdc_dlq_record_t *r, const cdc_kafka_
         printf("  replay   %s -> %s[%d]@%" PRId64 " (replay_count=%" PRId64 "%s%s)\n", mark->time,
                mark->topic, (int)mark->partition, mark->offset, mark->replay_count,
                mark->transform[0] ? ", " : "", mark->transform);
-    printf("  key      %.*s\n", m->key ? (int)m->key_len : 4, m->key ? (const char *)m->key : "null");
+    printf("  key      %.*s\n", m->key ? (int)m->key_len : 4,
+           m->key ? (const char *)m->key : "null");
     printf("  payload  %.*s\n\n", m->value ? (int)m->value_len : 4,
            m->value ? (const char *)m->value : "null");
     return 0;
 }
 
-/* ---- replay ------------------------------------------------------------------------------------ */
+/* ---- replay ------------------------------------------------------------------------------------
+ */
 
 /* A record produced back, waiting for its delivery report. */
 typedef struct sent {
@@ -525,8 +527,13 @@ static int replay_record(reader_t *rd, const cdc_dlq_record_t *r, const cdc_kafk
         snprintf(to, sizeof(to), "%s[%d]", r->origin_topic, (int)r->origin_partition);
         report(rd, r->id, "dry_run", to, NULL);
         if (!rd->cfg->json)
-            printf("          %.*s\n", payload ? (int)len : m->value ? (int)m->value_len : 4,
-                   payload ? payload : m->value ? (const char *)m->value : "null");
+            printf("          %.*s\n",
+                   payload    ? (int)len
+                   : m->value ? (int)m->value_len
+                              : 4,
+                   payload    ? payload
+                   : m->value ? (const char *)m->value
+                              : "null");
         free(payload);
         return 0;
     }
@@ -591,9 +598,8 @@ static int finish_replay(reader_t *rd, replay_t *rp)
         fprintf(stderr, "cdcctl: warning: %s\n", e.msg);
     for (size_t i = 0; i < rp->nsent; i++) {
         sent_t *s = &rp->sent[i];
-        cdc_dlq_mark_t mk = {.partition = s->partition,
-                             .offset = s->offset,
-                             .replay_count = s->replay_count};
+        cdc_dlq_mark_t mk = {
+            .partition = s->partition, .offset = s->offset, .replay_count = s->replay_count};
         char to[300], *value;
         if (!s->done || s->err != CDC_OK) {
             report(rd, s->id, "failed", NULL, s->done ? s->error : "no delivery report");
@@ -677,8 +683,8 @@ int cdcctl_dlq(const ctl_config_t *cfg, const char *sub)
     int status;
 
     if (strcmp(sub, "list") != 0 && strcmp(sub, "show") != 0 && strcmp(sub, "replay") != 0) {
-        fprintf(stderr, "cdcctl: unknown command \"dlq %s\"\nhint: dlq list, dlq show, dlq replay\n",
-                sub);
+        fprintf(stderr,
+                "cdcctl: unknown command \"dlq %s\"\nhint: dlq list, dlq show, dlq replay\n", sub);
         return CDC_CONFIG_EXIT;
     }
     if (cfg->kafka == NULL || cfg->kafka[0] == '\0') {

@@ -56,8 +56,8 @@ static void test_record_roundtrip(void **state)
                     1709287200123LL, 0);
     for (int i = 0; i < CDC_DLQ_NHEADERS; i++)
         kh[i] = (cdc_kafka_header_t){h.name[i], h.value[i], strlen(h.value[i])};
-    assert_true(cdc_dlq_record_parse(&r, "cdc.public.orders.dlq", 5, 17, kh, CDC_DLQ_NHEADERS,
-                                     "cdc"));
+    assert_true(
+        cdc_dlq_record_parse(&r, "cdc.public.orders.dlq", 5, 17, kh, CDC_DLQ_NHEADERS, "cdc"));
     assert_string_equal(r.id, "cdc.public.orders.dlq:5:17");
     assert_string_equal(r.table, "public.orders");
     assert_string_equal(r.cls, "unknown_op");
@@ -173,13 +173,14 @@ static void test_select(void **state)
     assert_true(cdc_dlq_select_match(&sel, &a, true));
     cdc_dlq_select_free(&sel);
 
-    assert_int_equal(cdc_dlq_select_init(&sel, "public.orders,,cdc.public.x", "oversized,"
-                                                                              "type_mismatch",
+    assert_int_equal(cdc_dlq_select_init(&sel, "public.orders,,cdc.public.x",
+                                         "oversized,"
+                                         "type_mismatch",
                                          2, 10, 10, true, &e),
                      CDC_OK);
     assert_int_equal(sel.ntables, 2);
     assert_true(cdc_dlq_select_match(&sel, &a, false));
-    assert_false(cdc_dlq_select_match(&sel, &a, true)); /* skip replayed */
+    assert_false(cdc_dlq_select_match(&sel, &a, true));  /* skip replayed */
     assert_false(cdc_dlq_select_match(&sel, &b, false)); /* table */
     cdc_dlq_record_t x = rec("public.x", 2, 10, "oversized");
     assert_true(cdc_dlq_select_match(&sel, &x, false)); /* by origin topic */
@@ -256,9 +257,9 @@ static void test_select_ids(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_headers),     cmocka_unit_test(test_record_roundtrip),
+        cmocka_unit_test(test_headers),      cmocka_unit_test(test_record_roundtrip),
         cmocka_unit_test(test_replay_count), cmocka_unit_test(test_ids),
-        cmocka_unit_test(test_marks),       cmocka_unit_test(test_select),
+        cmocka_unit_test(test_marks),        cmocka_unit_test(test_select),
         cmocka_unit_test(test_select_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

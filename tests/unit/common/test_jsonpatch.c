@@ -75,7 +75,8 @@ static void test_rfc_examples(void **state)
            "{\"foo\":[\"all\",\"cows\",\"eat\",\"grass\"]}");
     expect("[{\"op\":\"test\",\"path\":\"/baz\",\"value\":\"qux\"},"
            "{\"op\":\"test\",\"path\":\"/foo/1\",\"value\":2}]",
-           "{\"baz\":\"qux\",\"foo\":[\"a\",2,\"c\"]}", "{\"baz\":\"qux\",\"foo\":[\"a\",2,\"c\"]}");
+           "{\"baz\":\"qux\",\"foo\":[\"a\",2,\"c\"]}",
+           "{\"baz\":\"qux\",\"foo\":[\"a\",2,\"c\"]}");
     expect_error("[{\"op\":\"test\",\"path\":\"/baz\",\"value\":\"bar\"}]", "{\"baz\":\"qux\"}",
                  CDC_ERR_CONFLICT, "has another value");
     expect("[{\"op\":\"add\",\"path\":\"/child\",\"value\":{\"grandchild\":{}}}]",
@@ -120,10 +121,11 @@ static void test_more(void **state)
     /* errors: replace or remove of nothing, out of range, a move into its own child */
     expect_error("[{\"op\":\"replace\",\"path\":\"/x\",\"value\":1}]", "{}", CDC_ERR_INVALID,
                  "operation 0 (replace): \"/x\" does not exist");
-    expect_error("[{\"op\":\"add\",\"path\":\"/a\",\"value\":1},{\"op\":\"remove\",\"path\":\"/b\"}]",
-                 "{}", CDC_ERR_INVALID, "operation 1 (remove)");
-    expect_error("[{\"op\":\"add\",\"path\":\"/a/3\",\"value\":1}]", "{\"a\":[1]}",
-                 CDC_ERR_INVALID, "does not exist");
+    expect_error(
+        "[{\"op\":\"add\",\"path\":\"/a\",\"value\":1},{\"op\":\"remove\",\"path\":\"/b\"}]", "{}",
+        CDC_ERR_INVALID, "operation 1 (remove)");
+    expect_error("[{\"op\":\"add\",\"path\":\"/a/3\",\"value\":1}]", "{\"a\":[1]}", CDC_ERR_INVALID,
+                 "does not exist");
     expect_error("[{\"op\":\"remove\",\"path\":\"/a/01\"}]", "{\"a\":[1,2]}", CDC_ERR_INVALID,
                  "does not exist");
     expect_error("[{\"op\":\"move\",\"from\":\"/a\",\"path\":\"/a/b\"}]", "{\"a\":{}}",

@@ -1,9 +1,9 @@
 /*
- * Unit tests for worker/stage.h (per-epoch collapse, encoding, files): several changes to one key collapse to one final image; new keys
- * need no equality delete; a delete writes only the delete; the changelog keeps every change;
- * a truncate drops the epoch's earlier mirror entries (changelog 't' row on partition 0).
- * Encoding ahead (row groups encoded while the epoch runs) gives files with the same
- * rows, counts and column statistics as encoding everything at the barrier, also
+ * Unit tests for worker/stage.h (per-epoch collapse, encoding, files): several changes to one key
+ * collapse to one final image; new keys need no equality delete; a delete writes only the delete;
+ * the changelog keeps every change; a truncate drops the epoch's earlier mirror entries (changelog
+ * 't' row on partition 0). Encoding ahead (row groups encoded while the epoch runs) gives files
+ * with the same rows, counts and column statistics as encoding everything at the barrier, also
  * across a mid-epoch schema change, a change to an already encoded entry, a truncate
  * and a reset. A partitioned table gets one file per partition of each kind, equality
  * deletes in the partition the row had before the epoch. With CDC_STAGE_KEEP_DIR set, the compared
