@@ -12,6 +12,8 @@
 
 #include <jansson.h>
 
+#include "common/buf.h"
+
 static const char *const class_names[CDC_DLQ__COUNT] = {
     [CDC_DLQ_MALFORMED_JSON] = "malformed_json",
     [CDC_DLQ_MISSING_KEY] = "missing_key",
@@ -259,6 +261,18 @@ static void free_list(char **l, size_t n)
     free(l);
 }
 
+/* Appends a copy of the n bytes of item to the list l of *cnt strings. */
+static cdc_err_t push(char ***l, size_t *cnt, const char *item, size_t n, cdc_error_t *e)
+{
+    char *copy = strndup(item, n);
+    if (copy == NULL || cdc_array_resize(*l, *cnt + 1) != CDC_OK) {
+        free(copy);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    (*l)[(*cnt)++] = copy;
+    return CDC_OK;
+}
+
 /* Splits a comma-separated list into *out (empty items skipped). */
 static cdc_err_t split(const char *s, char ***out, size_t *n, cdc_error_t *e)
 {
@@ -267,16 +281,9 @@ static cdc_err_t split(const char *s, char ***out, size_t *n, cdc_error_t *e)
     while (s != NULL && *s != '\0') {
         const char *c = strchr(s, ',');
         size_t len = c != NULL ? (size_t)(c - s) : strlen(s);
-        if (len > 0) {
-            char **nl = realloc(l, (cnt + 1) * sizeof(*l));
-            char *item = strndup(s, len);
-            if (nl == NULL || item == NULL) {
-                free(item);
-                free_list(nl != NULL ? nl : l, cnt);
-                return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-            }
-            l = nl;
-            l[cnt++] = item;
+        if (len > 0 && push(&l, &cnt, s, len, e) != CDC_OK) {
+            free_list(l, cnt);
+            return CDC_ERR_NOMEM;
         }
         s += len + (c != NULL ? 1 : 0);
     }
@@ -341,7 +348,7 @@ cdc_err_t cdc_dlq_select_ids(cdc_dlq_select_t *sel, const char *text, const char
     while (text != NULL && *text != '\0') {
         const char *nl = strchr(text, '\n');
         size_t len = nl != NULL ? (size_t)(nl - text) : strlen(text);
-        char buf[CDC_DLQ_ID_MAX], topic[256], id[CDC_DLQ_ID_MAX], **ids;
+        char buf[CDC_DLQ_ID_MAX], topic[256], id[CDC_DLQ_ID_MAX];
         int32_t p;
         int64_t o;
 
@@ -366,20 +373,15 @@ cdc_err_t cdc_dlq_select_ids(cdc_dlq_select_t *sel, const char *text, const char
                                          : "");
             }
             cdc_dlq_id_format(id, sizeof(id), topic, p, o);
-            ids = realloc(sel->ids, (sel->nids + 1) * sizeof(*ids));
-            if (ids == NULL || (ids[sel->nids] = strdup(id)) == NULL) {
-                if (ids != NULL)
-                    sel->ids = ids;
-                return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-            }
-            sel->ids = ids;
-            sel->nids++;
+            if (push(&sel->ids, &sel->nids, id, strlen(id), e) != CDC_OK)
+                return CDC_ERR_NOMEM;
         }
         text += (nl != NULL ? (size_t)(nl - text) + 1 : len);
         if (nl == NULL)
             break;
     }
-    if (sel->ids == NULL && (sel->ids = calloc(1, sizeof(char *))) == NULL)
+    /* an ids file given, even an empty one, selects by id */
+    if (sel->ids == NULL && cdc_array_resize(sel->ids, 0) != CDC_OK)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     qsort(sel->ids, sel->nids, sizeof(*sel->ids), cmp_str);
     return CDC_OK;

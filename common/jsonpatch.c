@@ -218,8 +218,9 @@ static json_t *get(json_t *doc, const char *path)
 
 /* ---- operations --------------------------------------------------------------------------- */
 
-/* add: value (a new reference the call takes in every case) at path of *doc. */
-static bool add(json_t **doc, const char *path, json_t *value)
+/* add (set in an object, insert into an array) or, with replace, replace the value that
+ * is there: value (a new reference the call takes in every case) at path of *doc. */
+static bool put(json_t **doc, const char *path, json_t *value, bool replace)
 {
     target_t t;
     bool ok = false;
@@ -232,12 +233,13 @@ static bool add(json_t **doc, const char *path, json_t *value)
         *doc = value;
         return true;
     }
-    if (json_is_object(t.parent)) {
+    if (json_is_object(t.parent) && (!replace || json_object_get(t.parent, t.token) != NULL)) {
         ok = json_object_set_new(t.parent, t.token, value) == 0;
     } else if (json_is_array(t.parent)) {
-        long i = array_index(t.token, json_array_size(t.parent), true);
+        long i = array_index(t.token, json_array_size(t.parent), !replace);
         if (i >= 0) /* the _new calls take the reference also when they fail */
-            ok = json_array_insert_new(t.parent, (size_t)i, value) == 0;
+            ok = (replace ? json_array_set_new : json_array_insert_new)(t.parent, (size_t)i,
+                                                                        value) == 0;
         else
             json_decref(value);
     } else {
@@ -259,34 +261,6 @@ static bool remove_at(json_t *doc, const char *path)
         return i >= 0 && json_array_remove(t.parent, (size_t)i) == 0;
     }
     return false;
-}
-
-/* replace: the existing value at path by value (a new reference the call takes). */
-static bool replace_at(json_t **doc, const char *path, json_t *value)
-{
-    target_t t;
-    bool ok = false;
-    if (!resolve_parent(*doc, path, &t)) {
-        json_decref(value);
-        return false;
-    }
-    if (t.parent == NULL) {
-        json_decref(*doc);
-        *doc = value;
-        return true;
-    }
-    if (json_is_object(t.parent) && json_object_get(t.parent, t.token) != NULL) {
-        ok = json_object_set_new(t.parent, t.token, value) == 0;
-    } else if (json_is_array(t.parent)) {
-        long i = array_index(t.token, json_array_size(t.parent), false);
-        if (i >= 0)
-            ok = json_array_set_new(t.parent, (size_t)i, value) == 0;
-        else
-            json_decref(value);
-    } else {
-        json_decref(value);
-    }
-    return ok;
 }
 
 /* Equality as RFC 6902's test defines it: numbers by value, whatever their notation. */
@@ -338,13 +312,13 @@ static cdc_err_t run(json_t **doc, const op_t *op, size_t i, cdc_error_t *e)
 
     switch (op->kind) {
     case OP_ADD:
-        ok = add(doc, op->path, json_deep_copy(op->value));
+        ok = put(doc, op->path, json_deep_copy(op->value), false);
         break;
     case OP_REMOVE:
         ok = remove_at(*doc, op->path);
         break;
     case OP_REPLACE:
-        ok = replace_at(doc, op->path, json_deep_copy(op->value));
+        ok = put(doc, op->path, json_deep_copy(op->value), true);
         break;
     case OP_MOVE:
         if (strcmp(op->from, op->path) == 0) {
@@ -360,12 +334,12 @@ static cdc_err_t run(json_t **doc, const op_t *op, size_t i, cdc_error_t *e)
         if (v == NULL)
             break;
         json_incref(v);
-        ok = remove_at(*doc, op->from) && add(doc, op->path, json_incref(v));
+        ok = remove_at(*doc, op->from) && put(doc, op->path, json_incref(v), false);
         json_decref(v);
         break;
     case OP_COPY:
         v = get(*doc, op->from);
-        ok = v != NULL && add(doc, op->path, json_deep_copy(v));
+        ok = v != NULL && put(doc, op->path, json_deep_copy(v), false);
         break;
     case OP_TEST:
         v = get(*doc, op->path);
