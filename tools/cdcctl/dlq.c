@@ -522,18 +522,15 @@ static int replay_record(reader_t *rd, const cdc_dlq_record_t *r, const cdc_kafk
         rp->failed++;
         return 0;
     }
+    /* the record goes back with the transformed payload, or its own */
+    const char *value = payload != NULL ? payload : m->value;
+    size_t value_len = payload != NULL ? len : m->value_len;
     if (rd->cfg->dry_run) {
         char to[300];
         snprintf(to, sizeof(to), "%s[%d]", r->origin_topic, (int)r->origin_partition);
         report(rd, r->id, "dry_run", to, NULL);
         if (!rd->cfg->json)
-            printf("          %.*s\n",
-                   payload    ? (int)len
-                   : m->value ? (int)m->value_len
-                              : 4,
-                   payload    ? payload
-                   : m->value ? (const char *)m->value
-                              : "null");
+            printf("          %.*s\n", value ? (int)value_len : 4, value ? value : "null");
         free(payload);
         return 0;
     }
@@ -555,8 +552,8 @@ static int replay_record(reader_t *rd, const cdc_dlq_record_t *r, const cdc_kafk
                                                        : CDC_KAFKA_PARTITION_ANY,
                               m->key,
                               m->key_len,
-                              payload != NULL ? payload : m->value,
-                              payload != NULL ? len : m->value_len,
+                              value,
+                              value_len,
                               hs,
                               2,
                               0,
