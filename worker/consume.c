@@ -498,6 +498,20 @@ static void count_dlq(cdc_worker_t *w, cdc_dlq_class_t cls)
     cdc_metrics_counter_inc(w->m_dlq[cls]);
 }
 
+/* A replayed dead letter (docs/worker.md, "Replayed dead letters"), by what dedup made of
+ * it: 0 applied, 1 changelog only, 2 duplicate. */
+static void count_replayed(cdc_worker_t *w, int result)
+{
+    static const char *const results[] = {"applied", "changelog_only", "duplicate"};
+    if (w->m_replayed[result] == NULL) {
+        const char *labels[] = {"result", results[result], NULL};
+        w->m_replayed[result] = cdc_metrics_counter(
+            w->metrics, "cdc_worker_replayed_records_total",
+            "Records put back by cdcctl dlq replay, by what dedup made of them.", labels);
+    }
+    cdc_metrics_counter_inc(w->m_replayed[result]);
+}
+
 static int64_t header_version(const void *arg)
 {
     const cdc_kafka_msg_t *m = arg;
@@ -526,6 +540,7 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
     uint8_t *img = NULL;
     size_t img_len = 0;
     const char *bad_col = NULL;
+    cdc_kafka_header_t rh;
 
     rc = cdc_decode(w->catalog, &w->dopts, &in, &c, &de);
     if (rc == CDC_ERR_INVALID && de.cls == CDC_DLQ_UNKNOWN_SCHEMA && de.schema_version > 0) {
@@ -563,6 +578,8 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
     cdc_table_metrics_t *tm = table_metrics(w, c.schema);
     if (tm != NULL)
         cdc_metrics_counter_inc(tm->in);
+    /* put back by cdcctl dlq replay: dedup keeps per-row order (dedup.h) */
+    c.replayed = cdc_kafka_msg_header(m, CDC_DLQ_H_REPLAY_COUNT, &rh);
     rc = cdc_dedup_check(s->dedup, &c, &verdict, &img, &img_len, e);
     if (rc != CDC_OK)
         goto fail;
@@ -570,9 +587,14 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
         /* before its table's floor, reached late: the changelog's alone (dedup.h) */
         c.changelog_only = true;
         cdc_metrics_counter_inc(w->m_before_floor);
+    } else if (verdict == CDC_DEDUP_LATE_REPLAY) {
+        /* a dead letter older than its row's state: the changelog's alone (dedup.h) */
+        c.changelog_only = true;
     } else if (verdict != CDC_DEDUP_NEW) {
         if (tm != NULL)
             cdc_metrics_counter_inc(tm->dups);
+        if (c.replayed)
+            count_replayed(w, 2);
         free(img);
         cdc_change_clear(&c);
         goto advance;
@@ -621,7 +643,9 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
     parts.old = okey;
     parts.old_len = olen;
     /* Record in state first: the stage moves the row images out of c. */
-    if (rc == CDC_OK)
+    if (rc == CDC_OK && verdict == CDC_DEDUP_LATE_REPLAY)
+        rc = cdc_dedup_record_replay(s->dedup, &c, e);
+    else if (rc == CDC_OK)
         rc = cdc_dedup_record(s->dedup, &c, mkey, mlen, e);
     if (rc == CDC_OK)
         rc = cdc_stage_add(&s->stage, &c, img != NULL && !c.changelog_only, &parts, e);
@@ -632,6 +656,8 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
         goto fail;
     if (tm != NULL)
         cdc_metrics_counter_inc(tm->out);
+    if (c.replayed)
+        count_replayed(w, verdict == CDC_DEDUP_LATE_REPLAY ? 1 : 0);
     cdc_change_clear(&c);
     s->dirty = true;
 advance:

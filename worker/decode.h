@@ -86,6 +86,11 @@ typedef struct cdc_change {
      * the floor: a change of the source (a changelog row), no longer of the mirror. Set by
      * the caller from the dedup verdict (worker/dedup.h), never by the decoder. */
     bool changelog_only;
+    /* A record `cdcctl dlq replay` put back (it carries cdc.replay.count, common/dlq.h):
+     * dedup remembers its (entity, lsn, op), and one not after its entity's position goes
+     * to the changelog only (worker/dedup.h, "Replayed dead letters"). Set by the caller
+     * from the record's headers, never by the decoder. */
+    bool replayed;
 } cdc_change_t;
 
 /* Kafka record as seen by the decoder (all borrowed). */

@@ -161,6 +161,7 @@ typedef struct cdc_worker {
     const void *tm_schema; /* schema of the last record's table and its series index */
     size_t tm_index;
     cdc_counter_t *m_dlq[CDC_DLQ__COUNT];
+    cdc_counter_t *m_replayed[3]; /* replayed dead letters: applied, changelog only, dups */
     cdc_counter_t *m_tombstones, *m_ckpt_bytes, *m_epochs, *m_aborts, *m_rejected;
     cdc_counter_t *m_fetch_restarts; /* partitions assigned again after fetching stopped */
     cdc_counter_t *m_stalls;         /* progress watchdog: stalls detected */

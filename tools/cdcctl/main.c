@@ -1,11 +1,12 @@
 /*
- * cdcctl: operator CLI over the coordinator's admin API and etcd.
+ * cdcctl: operator CLI over the coordinator's admin API, etcd and Kafka.
  *   cdcctl status        the leader's /status, for a person (--json: raw)
  *   cdcctl leader        who leads the job (from etcd)
  *   cdcctl checkpoints   checkpoint records kept in etcd, newest first
  *   cdcctl checkpoint N  one record as JSON
+ *   cdcctl dlq list | show | replay   dead letters (dlq.c)
  * The coordinator's admin address comes from --coordinator, or from the leader key in
- * etcd (--etcd, --job).
+ * etcd (--etcd, --job); the dead letters from Kafka (--kafka).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,16 +21,10 @@
 #include "common/config.h"
 #include "common/etcd.h"
 #include "common/httpc.h"
+#include "tools/cdcctl/cdcctl.h"
 
-typedef struct ctl_config {
-    char *coordinator;
-    char *http_token;
-    cdc_etcd_options_t etcd;
-    char *job;
-    bool json;
-    char *command;
-    int64_t timeout_ms;
-} ctl_config_t;
+#define OPT(name, type, field, def, lo, hi, help)                                                  \
+    CDC_OPT_ROW(ctl_config_t, name, type, field, def, lo, hi, help)
 
 static const cdc_opt_t options[] = {
     {"coordinator", CDC_OPT_STRING, offsetof(ctl_config_t, coordinator), NULL, false, 0, 0, NULL,
@@ -39,11 +34,47 @@ static const cdc_opt_t options[] = {
     CDC_OPTS_ETCD(ctl_config_t, etcd),
     {"job", CDC_OPT_STRING, offsetof(ctl_config_t, job), "cdc", false, 0, 0, NULL, "Job name."},
     {"json", CDC_OPT_BOOL, offsetof(ctl_config_t, json), "false", false, 0, 0, NULL,
-     "Print raw JSON instead of the human form."},
+     "Print raw JSON instead of the human form (dlq: one JSON object per line)."},
     {"command", CDC_OPT_STRING, offsetof(ctl_config_t, command), "status", false, 0, 0, NULL,
-     "status | leader | checkpoints | checkpoint:<epoch> (also given as the first argument)."},
+     "status | leader | checkpoints | checkpoint:<epoch> | dlq:list | dlq:show | dlq:replay "
+     "(also given as the first arguments: \"checkpoint 42\", \"dlq list\")."},
     {"timeout", CDC_OPT_DURATION, offsetof(ctl_config_t, timeout_ms), "3s", false, 100, 600000,
      NULL, "Timeout of each request."},
+    OPT("kafka", CDC_OPT_STRING, kafka, NULL, 0, 0,
+        "dlq: Kafka bootstrap servers host:port[,host:port]."),
+    OPT("kafka-properties", CDC_OPT_STRING, kafka_properties, "", 0, 0,
+        "dlq: extra librdkafka properties, key=value separated by ';'."),
+    OPT("topic-prefix", CDC_OPT_STRING, topic_prefix, "cdc", 0, 0,
+        "dlq: topic prefix of the capture: a table is named without it (public.orders for "
+        "cdc.public.orders), and replays are marked in <prefix>._dlq_replays."),
+    OPT("table", CDC_OPT_STRING, table, NULL, 0, 0,
+        "dlq: only records of these tables, comma separated (<schema>.<table>, or a topic)."),
+    OPT("class", CDC_OPT_STRING, cls, NULL, 0, 0,
+        "dlq: only records of these error classes, comma separated (malformed_json, "
+        "missing_key, unknown_op, type_mismatch, unknown_schema, oversized, "
+        "unresolved_toast)."),
+    OPT("partition", CDC_OPT_INT, partition, "-1", -1, 1000000,
+        "dlq: only records of this partition of the DLQ topics (-1 = all)."),
+    OPT("from-offset", CDC_OPT_INT, from_offset, "-1", -1, INT64_MAX,
+        "dlq: only records at this DLQ offset or after (-1 = from the start)."),
+    OPT("to-offset", CDC_OPT_INT, to_offset, "-1", -1, INT64_MAX,
+        "dlq: only records at this DLQ offset or before (-1 = to the end)."),
+    OPT("ids-file", CDC_OPT_STRING, ids_file, NULL, 0, 0,
+        "dlq: only the records whose ids the file lists, one a line: <dlq-topic>:<partition>:"
+        "<offset>, or <partition>:<offset> with one --table (the ids show prints)."),
+    OPT("limit", CDC_OPT_INT, limit, "0", 0, INT64_MAX,
+        "dlq: at most this many records (0 = no limit)."),
+    OPT("skip-replayed", CDC_OPT_BOOL, skip_replayed, "false", 0, 0,
+        "dlq: leave out records already marked replayed."),
+    OPT("transform", CDC_OPT_STRING, transform, NULL, 0, 0,
+        "dlq replay: an RFC 6902 JSON Patch file applied to each payload before it goes back "
+        "(a record whose patch's test fails is skipped)."),
+    OPT("transform-cmd", CDC_OPT_STRING, transform_cmd, NULL, 0, 0,
+        "dlq replay: a shell command run for each record with the payload on its standard "
+        "input; its standard output is the new payload (DLQ_ID, DLQ_TABLE, DLQ_CLASS in its "
+        "environment)."),
+    OPT("dry-run", CDC_OPT_BOOL, dry_run, "false", 0, 0,
+        "dlq replay: print what would be replayed, transformed, and produce nothing."),
     CDC_OPT_END,
 };
 
@@ -308,10 +339,15 @@ int main(int argc, char **argv)
     memset(&cfg, 0, sizeof(cfg));
     cdc_config_load(options, "cdcctl",
                     "Operator CLI of the CDC pipeline: cdcctl [options] status | leader | "
-                    "checkpoints | checkpoint <epoch>.",
+                    "checkpoints | checkpoint <epoch> | dlq list | dlq show | dlq replay.",
                     nargs, args, &cfg);
     cmd = cfg.command;
-    if (strcmp(cmd, "status") == 0)
+    if (strncmp(cmd, "dlq:", 4) == 0)
+        status = cdcctl_dlq(&cfg, cmd + 4);
+    else if (strcmp(cmd, "dlq") == 0) {
+        fprintf(stderr, "cdcctl: dlq needs a command\nhint: dlq list, dlq show, dlq replay\n");
+        status = 2;
+    } else if (strcmp(cmd, "status") == 0)
         status = cmd_status(&cfg);
     else if (strcmp(cmd, "leader") == 0 || strcmp(cmd, "checkpoints") == 0)
         status = cmd_etcd(&cfg, cmd, "");
@@ -320,7 +356,7 @@ int main(int argc, char **argv)
     else {
         fprintf(stderr,
                 "cdcctl: unknown command \"%s\"\nhint: status, leader, checkpoints, "
-                "checkpoint <epoch>\n",
+                "checkpoint <epoch>, dlq list, dlq show, dlq replay\n",
                 cmd);
         status = 2;
     }
