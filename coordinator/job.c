@@ -528,6 +528,21 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
     }
 }
 
+/* The dead letters a heartbeat reports, kept with its member for /status. */
+static void note_dead_letters(cdc_member_t *m, const Cdc__Heartbeat *hb)
+{
+    const char *classes[CDC_MEMBER_DLQ_CLASSES];
+    uint64_t records[CDC_MEMBER_DLQ_CLASSES];
+    size_t n = 0;
+
+    for (size_t i = 0; m != NULL && i < hb->n_dead_letters && n < CDC_MEMBER_DLQ_CLASSES; i++) {
+        classes[n] = hb->dead_letters[i]->error_class;
+        records[n++] = hb->dead_letters[i]->records;
+    }
+    if (m != NULL && n > 0)
+        cdc_members_note_dlq(m, classes, records, n);
+}
+
 static void on_message(cdc_coord_t *c, Cdc__Envelope *env, uint32_t pipe, int64_t now)
 {
     switch (env->body_case) {
@@ -539,6 +554,8 @@ static void on_message(cdc_coord_t *c, Cdc__Envelope *env, uint32_t pipe, int64_
             reject_not_leader(c, pipe);
         else if (!cdc_members_heartbeat(&c->members, pipe, now))
             cdc_job_send_reject(c, pipe, "unknown worker: register first");
+        else
+            note_dead_letters(cdc_members_by_pipe(&c->members, pipe), env->heartbeat);
         break;
     case CDC__ENVELOPE__BODY_ACK:
         if (c->state == CDC_JOB_STANDBY)
