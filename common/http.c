@@ -92,8 +92,8 @@ static const char *reason_phrase(int status)
     }
 }
 
-static void respond(nng_aio *aio, int status, const char *content_type, const char *body,
-                    size_t len)
+static void respond(nng_aio *aio, int status, const char *content_type, const char *policy,
+                    const char *body, size_t len)
 {
     nng_http_res *res = NULL;
     int rv;
@@ -104,6 +104,8 @@ static void respond(nng_aio *aio, int status, const char *content_type, const ch
     if ((rv = nng_http_res_set_status(res, (uint16_t)status)) != 0 ||
         (rv = nng_http_res_set_reason(res, reason_phrase(status))) != 0 ||
         (rv = nng_http_res_set_header(res, "Content-Type", content_type)) != 0 ||
+        (policy != NULL &&
+         (rv = nng_http_res_set_header(res, "Content-Security-Policy", policy)) != 0) ||
         (len > 0 && (rv = nng_http_res_copy_data(res, body, len)) != 0) ||
         (len == 0 && (rv = nng_http_res_set_header(res, "Content-Length", "0")) != 0)) {
         /* NNG cannot copy an empty body (it fails allocating 0 bytes) and then sends no
@@ -125,7 +127,7 @@ static void handle(nng_aio *aio)
 
     switch (r->kind) {
     case ROUTE_HEALTH:
-        respond(aio, 200, "text/plain; charset=utf-8", "ok\n", 3);
+        respond(aio, 200, "text/plain; charset=utf-8", NULL, "ok\n", 3);
         return;
     case ROUTE_READY: {
         char reason[256] = "";
@@ -133,7 +135,7 @@ static void handle(nng_aio *aio)
         bool ready = s->ready_fn == NULL || s->ready_fn(s->ready_arg, reason, sizeof(reason));
         int n = snprintf(body, sizeof(body), "%s%s%s\n", ready ? "ready" : "not ready",
                          reason[0] ? ": " : "", reason);
-        respond(aio, ready ? 200 : 503, "text/plain; charset=utf-8", body,
+        respond(aio, ready ? 200 : 503, "text/plain; charset=utf-8", NULL, body,
                 n > 0 && (size_t)n < sizeof(body) ? (size_t)n : strlen(body));
         return;
     }
@@ -141,10 +143,10 @@ static void handle(nng_aio *aio)
         size_t len = 0;
         char *text = cdc_metrics_render(s->metrics, &len);
         if (text == NULL) {
-            respond(aio, 500, "text/plain; charset=utf-8", "out of memory\n", 14);
+            respond(aio, 500, "text/plain; charset=utf-8", NULL, "out of memory\n", 14);
             return;
         }
-        respond(aio, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+        respond(aio, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, text, len);
         free(text);
         return;
     }
@@ -166,7 +168,8 @@ static void handle(nng_aio *aio)
     r->fn(r->arg, path, q ? q + 1 : "", &resp);
     if (resp.status < 100 || resp.status > 599)
         resp.status = 500;
-    respond(aio, resp.status, resp.content_type, resp.body, resp.body ? resp.body_len : 0);
+    respond(aio, resp.status, resp.content_type, resp.security_policy, resp.body,
+            resp.body ? resp.body_len : 0);
     free(resp.body);
 }
 

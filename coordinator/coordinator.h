@@ -24,11 +24,13 @@
 #include "coordinator/checkpoint.h"
 #include "coordinator/commit.h"
 #include "coordinator/epoch.h"
+#include "coordinator/history.h"
 #include "coordinator/leader.h"
 #include "coordinator/membership.h"
 #include "coordinator/progress.h"
 #include "coordinator/restart.h"
 #include "coordinator/store.h"
+#include "coordinator/watermarks.h"
 
 typedef struct cdc_coord_config {
     char *id;
@@ -37,6 +39,8 @@ typedef struct cdc_coord_config {
     char *listen;
     char *advertise;
     char *http;
+    char *kafka; /* the source topics' brokers, for the live lag (NULL = from acks) */
+    char *kafka_properties;
     char *warehouse;
     cdc_s3_options_t s3;
     int64_t commit_interval_ms;
@@ -163,6 +167,10 @@ typedef struct cdc_coord {
     cdc_histogram_t *m_latency, *m_record_latency, *m_stall;
     int64_t stall_max_ms; /* longest main-loop iteration as leader */
 
+    cdc_history_t *hist;          /* the dashboard's rings (dashboard.c) */
+    cdc_watermarks_t *watermarks; /* topic ends from Kafka (--kafka), NULL = none */
+    int64_t next_sample_ms;       /* of the history */
+    cdc_gauge_t *m_lag[CDC_PARTITIONS];
     cdc_http_doc_t status;  /* the published /status */
     _Atomic int state_seen; /* c->state for the HTTP thread (/readyz) */
 } cdc_coord_t;
@@ -183,5 +191,23 @@ cdc_err_t cdc_admin_register(cdc_coord_t *c, cdc_error_t *e);
 
 /* Publishes a fresh status snapshot for the HTTP threads (admin.c). */
 void cdc_admin_publish(cdc_coord_t *c);
+
+/*
+ * Records behind in partition slot p (main thread): over the slot's topics, the newest
+ * end known (from Kafka with --kafka, else from the owner's acks) less the newest
+ * checkpoint's offset; -1 when no end is known (admin.c).
+ */
+int64_t cdc_coord_lag(cdc_coord_t *c, int p);
+
+/* Registers the dashboard's page (/ and /ui) and /history (dashboard.c). */
+cdc_err_t cdc_dashboard_register(cdc_coord_t *c, cdc_error_t *e);
+
+/* Takes the history's sample of now, once a second as leader (main thread). */
+void cdc_dashboard_sample(cdc_coord_t *c, int64_t now);
+
+/* Records a committed epoch and what it left in its tables (main thread, after the
+ * commit). */
+void cdc_dashboard_committed(cdc_coord_t *c, const cdc_checkpoint_t *rec, int64_t duration_ms,
+                             int64_t commit_ms);
 
 #endif

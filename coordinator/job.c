@@ -702,6 +702,8 @@ void cdc_coord_run(cdc_coord_t *c)
         if (c->nclosing > 0)
             close_rejected(c, now);
         if (c->state != CDC_JOB_STANDBY)
+            cdc_dashboard_sample(c, now);
+        if (c->state != CDC_JOB_STANDBY)
             observe_stall(c, cdc_clock_mono_ms() - began);
         if (now >= c->next_status_ms) {
             cdc_admin_publish(c);
@@ -779,6 +781,8 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     cdc_err_t rc;
 
     cdc_http_doc_init(&c->status);
+    if ((c->hist = cdc_history_new()) == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     c->metrics = cdc_metrics_default();
     init_metrics(c);
     cdc_members_init(&c->members);
@@ -805,8 +809,12 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     }
     if ((rc = cdc_http_server_open(&c->http, c->cfg.http, c->metrics, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --http \"%s\"", c->cfg.http);
-    if ((rc = cdc_admin_register(c, e)) != CDC_OK)
+    if ((rc = cdc_admin_register(c, e)) != CDC_OK || (rc = cdc_dashboard_register(c, e)) != CDC_OK)
         return rc;
+    if (c->cfg.kafka != NULL && c->cfg.kafka[0] != '\0' &&
+        (rc = cdc_watermarks_open(&c->watermarks, c->cfg.kafka, c->cfg.kafka_properties, 1000,
+                                  e)) != CDC_OK)
+        return cdc_error_prefix(e, "option --kafka \"%s\"", c->cfg.kafka);
     if ((rc = cdc_http_server_start(c->http, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --http \"%s\"", c->cfg.http);
     {
@@ -845,6 +853,8 @@ void cdc_coord_close(cdc_coord_t *c)
     cdc_leader_close(&c->leader, true);
     cdc_http_server_close(c->http);
     c->http = NULL;
+    cdc_watermarks_close(c->watermarks);
+    c->watermarks = NULL;
     cdc_msg_server_close(c->msg);
     c->msg = NULL;
     cdc_committer_close(c->committer);
@@ -856,4 +866,6 @@ void cdc_coord_close(cdc_coord_t *c)
     cdc_checkpoint_free(c->base);
     c->base = NULL;
     cdc_http_doc_free(&c->status);
+    cdc_history_free(c->hist);
+    c->hist = NULL;
 }

@@ -34,6 +34,12 @@ const cdc_opt_t cdc_coord_options[] = {
         "NNG URL workers dial, published in /cdc/<job>/leader (default: the listen URL)."),
     OPT("http", CDC_OPT_STRING, http, "127.0.0.1:7180",
         "Admin HTTP address host:port (/status, /metrics, /healthz, /readyz)."),
+    OPT("kafka", CDC_OPT_STRING, kafka, NULL,
+        "Kafka bootstrap servers of the source topics: the lag in /status and on the dashboard "
+        "then comes from the brokers' partition ends, live also while a worker is paused "
+        "(empty = from the owners' acks only)."),
+    OPT("kafka-properties", CDC_OPT_STRING, kafka_properties, "",
+        "Extra librdkafka properties of that client, key=value separated by ';'."),
     {"warehouse", CDC_OPT_STRING, offsetof(cdc_coord_config_t, warehouse), NULL, true, 0, 0, NULL,
      "Warehouse location: a local directory or s3://bucket/prefix."},
     CDC_OPTS_S3(cdc_coord_config_t, s3),
