@@ -359,6 +359,8 @@ void cdc_job_become_standby(cdc_coord_t *c, const char *reason)
     c->term = 0;
     set_state(c, CDC_JOB_STANDBY);
     cdc_metrics_gauge_set(c->m_term, 0);
+    for (int p = 0; p < CDC_PARTITIONS; p++)
+        cdc_metrics_gauge_set(c->m_lag[p], -1); /* only the leader knows */
 }
 
 /*
