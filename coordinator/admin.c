@@ -154,16 +154,16 @@ static json_t *dlq_json(cdc_coord_t *c)
 /* One Iceberg table's health after its last commit by this process. */
 static json_t *table_health_json(const cdc_table_stats_t *s)
 {
+    static const char *const names[] = {
+        "epoch",      "committed_at_ms", "records", "equality_deletes",
+        "data_files", "delete_files",    "bytes",   "snapshots"};
+    const int64_t values[] = {(int64_t)s->epoch,   s->committed_at_ms, s->records,
+                              s->equality_deletes, s->data_files,      s->delete_files,
+                              s->files_bytes,      s->snapshots};
     json_t *o = json_object();
     json_object_set_new(o, "table", json_string(s->table));
-    json_object_set_new(o, "epoch", json_integer((json_int_t)s->epoch));
-    json_object_set_new(o, "committed_at_ms", json_integer(s->committed_at_ms));
-    json_object_set_new(o, "records", json_integer(s->records));
-    json_object_set_new(o, "equality_deletes", json_integer(s->equality_deletes));
-    json_object_set_new(o, "data_files", json_integer(s->data_files));
-    json_object_set_new(o, "delete_files", json_integer(s->delete_files));
-    json_object_set_new(o, "bytes", json_integer(s->files_bytes));
-    json_object_set_new(o, "snapshots", json_integer(s->snapshots));
+    for (size_t k = 0; k < sizeof(values) / sizeof(values[0]); k++)
+        json_object_set_new(o, names[k], json_integer(values[k]));
     return o;
 }
 

@@ -95,15 +95,18 @@ struct cdc_history {
 cdc_history_t *cdc_history_new(void)
 {
     cdc_history_t *h = calloc(1, sizeof(*h));
-    if (h == NULL)
-        return NULL;
-    pthread_mutex_init(&h->lock, NULL);
-    if (!ring_init(&h->samples, sizeof(cdc_history_sample_t), CDC_HISTORY_SAMPLES) ||
-        !ring_init(&h->epochs, sizeof(epoch_item_t), CDC_HISTORY_EPOCHS)) {
-        cdc_history_free(h);
-        return NULL;
+
+    if (h != NULL && ring_init(&h->samples, sizeof(cdc_history_sample_t), CDC_HISTORY_SAMPLES) &&
+        ring_init(&h->epochs, sizeof(epoch_item_t), CDC_HISTORY_EPOCHS)) {
+        pthread_mutex_init(&h->lock, NULL);
+        return h;
     }
-    return h;
+    if (h != NULL) {
+        free(h->samples.items);
+        free(h->epochs.items);
+    }
+    free(h);
+    return NULL;
 }
 
 static void series_free(series_t *s)
@@ -320,42 +323,51 @@ static json_t *known(int64_t v)
     return v >= 0 ? json_integer((json_int_t)v) : json_null();
 }
 
+/* Columns: an object of arrays named names[0..n), one value appended to each per row. */
+static json_t *columns(json_t **cols, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        cols[k] = json_array();
+    return json_object();
+}
+
+static json_t *columns_done(json_t *o, json_t **cols, const char *const *names, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        json_object_set_new(o, names[k], cols[k]);
+    return o;
+}
+
 static json_t *samples_json(const ring_t *r, int64_t since_ms)
 {
-    json_t *o = json_object(), *t = json_array(), *lag = json_array(), *workers = json_array(),
-           *state = json_array(), *dlq = json_array();
+    static const char *const names[] = {"t", "lag", "workers", "state", "dlq"};
+    json_t *cols[5], *o = columns(cols, 5);
     for (size_t i = ring_after(r, since_ms); i < r->n; i++) {
         const cdc_history_sample_t *s = ring_at(r, i);
         json_t *l = json_array();
         for (int p = 0; p < CDC_PARTITIONS; p++)
             json_array_append_new(l, known(s->lag[p]));
-        json_array_append_new(t, json_integer(s->at_ms));
-        json_array_append_new(lag, l);
-        json_array_append_new(workers, json_integer(s->workers_alive));
-        json_array_append_new(state, json_integer(s->state));
-        json_array_append_new(dlq, json_integer(s->dlq));
+        json_array_append_new(cols[0], json_integer(s->at_ms));
+        json_array_append_new(cols[1], l);
+        json_array_append_new(cols[2], json_integer(s->workers_alive));
+        json_array_append_new(cols[3], json_integer(s->state));
+        json_array_append_new(cols[4], json_integer(s->dlq));
     }
-    json_object_set_new(o, "t", t);
-    json_object_set_new(o, "lag", lag);
-    json_object_set_new(o, "workers", workers);
-    json_object_set_new(o, "state", state);
-    json_object_set_new(o, "dlq", dlq);
-    return o;
+    return columns_done(o, cols, names, 5);
 }
 
 static json_t *epochs_json(const ring_t *r, int64_t since_ms)
 {
+    static const char *const names[] = {"epoch",   "t",     "duration_ms", "commit_ms",
+                                        "records", "bytes", "files"};
     json_t *a = json_array();
     for (size_t i = ring_after(r, since_ms); i < r->n; i++) {
         const cdc_history_epoch_t *ep = &((const epoch_item_t *)ring_at(r, i))->ep;
+        const int64_t values[] = {(int64_t)ep->epoch, ep->at_ms, ep->duration_ms, ep->commit_ms,
+                                  ep->records,        ep->bytes, ep->files};
         json_t *o = json_object();
-        json_object_set_new(o, "epoch", json_integer((json_int_t)ep->epoch));
-        json_object_set_new(o, "t", json_integer(ep->at_ms));
-        json_object_set_new(o, "duration_ms", json_integer(ep->duration_ms));
-        json_object_set_new(o, "commit_ms", json_integer(ep->commit_ms));
-        json_object_set_new(o, "records", json_integer(ep->records));
-        json_object_set_new(o, "bytes", json_integer(ep->bytes));
-        json_object_set_new(o, "files", json_integer(ep->files));
+        for (size_t k = 0; k < sizeof(values) / sizeof(values[0]); k++)
+            json_object_set_new(o, names[k], json_integer(values[k]));
         json_array_append_new(a, o);
     }
     return a;
@@ -363,23 +375,19 @@ static json_t *epochs_json(const ring_t *r, int64_t since_ms)
 
 static json_t *series_json(const series_t *s, int64_t since_ms)
 {
-    json_t *o = json_object(), *t = json_array(), *rate = json_array(), *rows = json_array(),
-           *p50 = json_array(), *p99 = json_array();
+    static const char *const names[] = {"t", "changes_per_s", "rows", "fresh_p50_ms",
+                                        "fresh_p99_ms"};
+    json_t *cols[5], *o = columns(cols, 5);
     for (size_t i = ring_after(&s->points, since_ms); i < s->points.n; i++) {
         const point_t *p = ring_at(&s->points, i);
-        json_array_append_new(t, json_integer(p->at_ms));
-        json_array_append_new(rate, json_real((double)(int64_t)(p->rate * 100) / 100));
-        json_array_append_new(rows, known(p->rows));
-        json_array_append_new(p50, known(p->p50_ms));
-        json_array_append_new(p99, known(p->p99_ms));
+        json_array_append_new(cols[0], json_integer(p->at_ms));
+        json_array_append_new(cols[1], json_real((double)(int64_t)(p->rate * 100) / 100));
+        json_array_append_new(cols[2], known(p->rows));
+        json_array_append_new(cols[3], known(p->p50_ms));
+        json_array_append_new(cols[4], known(p->p99_ms));
     }
     json_object_set_new(o, "table", json_string(s->name));
-    json_object_set_new(o, "t", t);
-    json_object_set_new(o, "changes_per_s", rate);
-    json_object_set_new(o, "rows", rows);
-    json_object_set_new(o, "fresh_p50_ms", p50);
-    json_object_set_new(o, "fresh_p99_ms", p99);
-    return o;
+    return columns_done(o, cols, names, 5);
 }
 
 char *cdc_history_json(cdc_history_t *h, int64_t since_ms, int64_t interval_ms)

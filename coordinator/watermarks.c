@@ -99,37 +99,24 @@ cdc_err_t cdc_watermarks_open(cdc_watermarks_t **out, const char *bootstrap, con
     cc.client_id = "cdc-coordinator";
     cc.group_id = "cdc-coordinator";
     cc.properties = properties;
-    if ((rc = cdc_kafka_consumer_new(&cc, &w->consumer, e)) != CDC_OK) {
-        free(w);
-        return rc;
-    }
+    if ((rc = cdc_kafka_consumer_new(&cc, &w->consumer, e)) != CDC_OK)
+        goto fail;
     w->interval_ms = interval_ms;
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->wake, NULL);
     if (pthread_create(&w->thread, NULL, run, w) != 0) {
-        cdc_kafka_consumer_free(w->consumer);
-        pthread_cond_destroy(&w->wake);
-        pthread_mutex_destroy(&w->lock);
-        free(w);
-        return cdc_error_set(e, CDC_ERR_INTERNAL, "could not start the watermark thread");
+        rc = cdc_error_set(e, CDC_ERR_INTERNAL, "could not start the watermark thread");
+        goto fail_thread;
     }
     *out = w;
     return CDC_OK;
-}
-
-void cdc_watermarks_close(cdc_watermarks_t *w)
-{
-    if (w == NULL)
-        return;
-    pthread_mutex_lock(&w->lock);
-    w->stop = true;
-    pthread_cond_signal(&w->wake);
-    pthread_mutex_unlock(&w->lock);
-    pthread_join(w->thread, NULL);
-    cdc_kafka_consumer_free(w->consumer);
+fail_thread:
     pthread_cond_destroy(&w->wake);
     pthread_mutex_destroy(&w->lock);
+    cdc_kafka_consumer_free(w->consumer);
+fail:
     free(w);
+    return rc;
 }
 
 void cdc_watermarks_watch(cdc_watermarks_t *w, const char *topic)
@@ -158,4 +145,19 @@ int64_t cdc_watermarks_end(cdc_watermarks_t *w, const char *topic, int partition
             end = w->topics[i].end[partition];
     pthread_mutex_unlock(&w->lock);
     return end;
+}
+
+void cdc_watermarks_close(cdc_watermarks_t *w)
+{
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->stop = true;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    pthread_join(w->thread, NULL);
+    cdc_kafka_consumer_free(w->consumer);
+    pthread_cond_destroy(&w->wake);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
 }
