@@ -15,7 +15,11 @@
  * owner does not consume, or null), lag (records from offsets to the high watermarks,
  * null until an owner reported one)}], epochs {open, next, last_recorded,
  * last_committed, pending_commits}, checkpoints [{epoch, duration_ms, bytes, records,
- * data_files, delete_files, tables, completed_at_ms}], last_commit_error.
+ * data_files, delete_files, tables, completed_at_ms}], last_commit_error; for the
+ * dashboard (dashboard.c) also workers[].health and .dlq, assignment[].state, lag_source
+ * (kafka: the ends from the brokers, watermarks.h; acks: as the owners report them), dlq
+ * {total, classes}, tables [{table, rows, changes, changes_per_s, fresh_p50_ms,
+ * fresh_p99_ms, fresh_max_ms, mirror {...}, changelog {...}}] (history.h, table_stats.h).
  */
 #include <inttypes.h>
 #include <stdbool.h>
