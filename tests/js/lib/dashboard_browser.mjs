@@ -33,7 +33,7 @@ function fail(msg) {
 }
 
 async function status(base = leader) {
-  const r = await fetch(`${base}/status`);
+  const r = await fetch(`${base}/status?local=1`); // this coordinator's own, as the page reads it
   if (!r.ok) fail(`${base}/status: HTTP ${r.status}`);
   return r.json();
 }
@@ -155,21 +155,26 @@ async function main() {
     const st = await status();
     const owner = st.assignment[0].owner;
     const mine = st.assignment.filter((a) => a.owner === owner).map((a) => a.partition);
-    const before = {};
-    for (const p of mine) before[p] = lines[`p${p}`].max;
+    // the newest value of each line just before the pause, and the highest one seen after
+    const before = {}, peak = {};
+    const now = await lagLines(page);
+    for (const p of mine) {
+      before[p] = Number(now[`p${p}`].last || 0);
+      peak[p] = 0;
+    }
     const pidFile = path.join(args.procs, `worker-${owner}.pid`);
     const pgid = Number(fs.readFileSync(pidFile, 'utf8').trim());
-    log(`pausing worker ${owner} (partitions ${mine.join(',')}, lag so far at most ${JSON.stringify(before)})`);
+    log(`pausing worker ${owner} (partitions ${mine.join(',')}, lag now ${JSON.stringify(before)}, at most ${JSON.stringify(Object.fromEntries(mine.map((p) => [p, lines[`p${p}`].max])))} so far)`);
     process.kill(-pgid, 'SIGSTOP');
     let risen;
     try {
       risen = await waitFor(`the lag of partitions ${mine} to rise on the page`, 60, async () => {
         const l = await lagLines(page);
-        const up = mine.filter((p) => l[`p${p}`].max >= before[p] + 20);
-        return up.length === mine.length ? l : null;
+        for (const p of mine) peak[p] = Math.max(peak[p], Number(l[`p${p}`].last || 0));
+        return mine.every((p) => peak[p] >= before[p] + 20) ? l : null;
       });
       const states = await page.$$eval('#partitions [data-k$="/state"]', (e) => e.map((x) => x.dataset.v));
-      log(`lag rose while paused: ${mine.map((p) => `p${p} max ${risen[`p${p}`].max}`).join(', ')}; states ${[...new Set(states)].join(', ')}`);
+      log(`lag rose while paused: ${mine.map((p) => `p${p} ${before[p]} -> ${peak[p]}`).join(', ')}; slot states ${[...new Set(states)].join(', ')}`);
     } finally {
       process.kill(-pgid, 'SIGCONT');
     }
