@@ -135,8 +135,11 @@ $(BUILD)/$(notdir $(1)): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard $(1)/*.c)) $
 	$(CC) $(LDFLAGS) -o $$@ $$^ $(LDLIBS)
 endef
 $(foreach d,$(TOOL_DIRS),$(eval $(call TOOL_RULES,$(d))))
-# tools/loadgen/schema.c embeds schema.sql with .incbin, which gcc's -MMD cannot see.
+# tools/loadgen/schema.c embeds schema.sql with .incbin (common/embed.h), which gcc's -MMD
+# cannot see.
 $(BUILD)/obj/tools/loadgen/schema.o: tools/loadgen/schema.sql
+# The coordinator's dashboard page (coordinator/ui/dashboard.html), embedded the same way.
+$(BUILD)/obj/coordinator/dashboard.o: coordinator/ui/dashboard.html
 
 $(HARNESS_LIB): $(patsubst %.c,$(BUILD)/obj/%.o,$(HARNESS_SRC))
 	@rm -f $@

@@ -161,7 +161,7 @@ typedef struct cdc_capture {
     cdc_gauge_t *m_snapshot_running;
     cdc_counter_t *m_backfills;
     cdc_gauge_t *m_snapshot_tables_done;
-    cdc_gauge_t *m_snapshot_tables_total;
+    cdc_gauge_t *m_snapshot_tables;
     cdc_counter_t *m_heartbeats;
     cdc_counter_t *m_reconnects;
     cdc_gauge_t *m_slot_lost;

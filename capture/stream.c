@@ -506,9 +506,8 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
     cap->m_snapshot_tables_done =
         cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_snapshot_tables_done",
                           "Tables the running or last snapshot has finished.", NULL);
-    cap->m_snapshot_tables_total =
-        cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_snapshot_tables_total",
-                          "Tables the running or last snapshot reads.", NULL);
+    cap->m_snapshot_tables = cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_snapshot_tables",
+                                               "Tables the running or last snapshot reads.", NULL);
     cap->m_heartbeats = cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_heartbeats_total",
                                             "Heartbeat messages emitted.", NULL);
     cap->m_reconnects = cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_reconnects_total",

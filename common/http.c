@@ -100,8 +100,8 @@ static const char *reason_phrase(int status)
     }
 }
 
-static void respond(nng_aio *aio, int status, const char *content_type, const char *body,
-                    size_t len)
+static void respond(nng_aio *aio, int status, const char *content_type, const char *policy,
+                    const char *body, size_t len)
 {
     nng_http_res *res = NULL;
     int rv;
@@ -118,6 +118,8 @@ static void respond(nng_aio *aio, int status, const char *content_type, const ch
     if ((rv = nng_http_res_set_status(res, (uint16_t)status)) != 0 ||
         (rv = nng_http_res_set_reason(res, reason_phrase(status))) != 0 ||
         (rv = nng_http_res_set_header(res, "Content-Type", content_type)) != 0 ||
+        (policy != NULL &&
+         (rv = nng_http_res_set_header(res, "Content-Security-Policy", policy)) != 0) ||
         (len > 0 && (rv = nng_http_res_copy_data(res, body, len)) != 0) ||
         (len == 0 && (rv = nng_http_res_set_header(res, "Content-Length", "0")) != 0)) {
         /* NNG cannot copy an empty body (it fails allocating 0 bytes) and then sends no
@@ -138,7 +140,7 @@ static void probe(nng_aio *aio, cdc_http_ready_fn fn, void *arg, const char *goo
     bool ok = fn == NULL || fn(arg, reason, sizeof(reason));
     int n =
         snprintf(body, sizeof(body), "%s%s%s\n", ok ? good : bad, reason[0] ? ": " : "", reason);
-    respond(aio, ok ? 200 : 503, "text/plain; charset=utf-8", body,
+    respond(aio, ok ? 200 : 503, "text/plain; charset=utf-8", NULL, body,
             n > 0 && (size_t)n < sizeof(body) ? (size_t)n : strlen(body));
 }
 
@@ -168,7 +170,7 @@ static void handle(nng_aio *aio)
     if (r->kind != ROUTE_HEALTH && r->kind != ROUTE_READY && !authorized(s, req)) {
         cdc_metrics_counter_inc(s->refused);
         static const char body[] = "unauthorized: a bearer token is required\n";
-        respond(aio, 401, "text/plain; charset=utf-8", body, sizeof(body) - 1);
+        respond(aio, 401, "text/plain; charset=utf-8", NULL, body, sizeof(body) - 1);
         return;
     }
     switch (r->kind) {
@@ -182,10 +184,10 @@ static void handle(nng_aio *aio)
         size_t len = 0;
         char *text = cdc_metrics_render(s->metrics, &len);
         if (text == NULL) {
-            respond(aio, 500, "text/plain; charset=utf-8", "out of memory\n", 14);
+            respond(aio, 500, "text/plain; charset=utf-8", NULL, "out of memory\n", 14);
             return;
         }
-        respond(aio, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+        respond(aio, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, text, len);
         free(text);
         return;
     }
@@ -207,7 +209,8 @@ static void handle(nng_aio *aio)
     r->fn(r->arg, path, q ? q + 1 : "", &resp);
     if (resp.status < 100 || resp.status > 599)
         resp.status = 500;
-    respond(aio, resp.status, resp.content_type, resp.body, resp.body ? resp.body_len : 0);
+    respond(aio, resp.status, resp.content_type, resp.security_policy, resp.body,
+            resp.body ? resp.body_len : 0);
     free(resp.body);
 }
 

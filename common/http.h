@@ -32,6 +32,9 @@ typedef struct cdc_http_response {
     char content_type[96];
     char *body;
     size_t body_len;
+    /* Content-Security-Policy header of a page (a static string, not freed; NULL = none):
+     * what the browser may load and where the page may connect */
+    const char *security_policy;
 } cdc_http_response_t;
 
 /*

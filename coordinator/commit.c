@@ -59,6 +59,7 @@ struct cdc_committer {
     char *partition_by, *sort_by;                         /* declarations (layout.h) */
     cdc_table_layout_t layouts[MAX_KNOWN_TABLES];         /* applied, under known_lock */
     size_t nlayouts;
+    cdc_table_stats_set_t stats; /* after each table's last commit */
 };
 
 size_t cdc_committer_schema_changes(cdc_committer_t *c, cdc_schema_change_t *out, size_t max)
@@ -162,6 +163,7 @@ cdc_err_t cdc_committer_open(cdc_committer_t **out, const cdc_committer_options_
     sc.timeout_ms = 10000;
     sc.max_retries = 2;
     pthread_mutex_init(&c->known_lock, NULL);
+    cdc_table_stats_init(&c->stats);
     c->warehouse = strdup(opt->warehouse);
     c->job = strdup(opt->job);
     c->partition_by = opt->partition_by ? strdup(opt->partition_by) : NULL;
@@ -205,6 +207,7 @@ void cdc_committer_close(cdc_committer_t *c)
         free(c->layouts[i].sort_by);
     }
     pthread_mutex_destroy(&c->known_lock);
+    cdc_table_stats_destroy(&c->stats);
     free(c);
 }
 
@@ -486,6 +489,11 @@ static bool truncated_file(const cdc_ice_data_file_t *f, void *arg)
     return p >= 0 && (m->partitions & (1u << p)) != 0;
 }
 
+size_t cdc_committer_table_stats(cdc_committer_t *c, cdc_table_stats_t *out, size_t max)
+{
+    return cdc_table_stats_copy(&c->stats, out, max);
+}
+
 size_t cdc_committer_layouts(cdc_committer_t *c, cdc_table_layout_t *out, size_t max)
 {
     size_t n = 0;
@@ -713,6 +721,7 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
         rc = cdc_ice_table_commit(t, &ic, NULL, e);
         if (rc == CDC_OK) {
             res->tables_committed++;
+            cdc_table_stats_note(&c->stats, table, t, rec->epoch, data, ndata);
             if (trunc.partitions != 0)
                 cdc_log_info("checkpoint %" PRIu64 ": truncate of table \"%s\" applied for "
                              "partitions 0x%03x",

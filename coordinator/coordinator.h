@@ -26,11 +26,13 @@
 #include "coordinator/checkpoint.h"
 #include "coordinator/commit.h"
 #include "coordinator/epoch.h"
+#include "coordinator/history.h"
 #include "coordinator/leader.h"
 #include "coordinator/membership.h"
 #include "coordinator/progress.h"
 #include "coordinator/restart.h"
 #include "coordinator/store.h"
+#include "coordinator/watermarks.h"
 
 typedef struct cdc_coord_config {
     char *id;
@@ -41,6 +43,8 @@ typedef struct cdc_coord_config {
     char *http;
     int64_t liveness_timeout_ms;
     char *http_token; /* bearer token of /status and /metrics; NULL = none */
+    char *kafka;      /* the source topics' brokers, for the live lag (NULL = from acks) */
+    char *kafka_properties;
     char *warehouse;
     cdc_s3_options_t s3;
     int64_t commit_interval_ms;
@@ -171,6 +175,10 @@ typedef struct cdc_coord {
     cdc_histogram_t *m_latency, *m_record_latency, *m_stall;
     int64_t stall_max_ms; /* longest main-loop iteration as leader */
 
+    cdc_history_t *hist;          /* the dashboard's rings (dashboard.c) */
+    cdc_watermarks_t *watermarks; /* topic ends from Kafka (--kafka), NULL = none */
+    int64_t next_sample_ms;       /* of the history */
+    cdc_gauge_t *m_lag[CDC_PARTITIONS];
     cdc_http_doc_t status; /* the published /status */
     /* a standby's /status answers with the leader's, fetched from this admin address
      * (admin.c); "" = serve our own. Written by the main loop, read by HTTP threads. */
@@ -195,5 +203,23 @@ cdc_err_t cdc_admin_register(cdc_coord_t *c, cdc_error_t *e);
 
 /* Publishes a fresh status snapshot for the HTTP threads (admin.c). */
 void cdc_admin_publish(cdc_coord_t *c);
+
+/*
+ * Records behind in partition slot p (main thread): over the slot's topics, the newest
+ * end known (from Kafka with --kafka, else from the owner's acks) less the newest
+ * checkpoint's offset; -1 when no end is known (admin.c).
+ */
+int64_t cdc_coord_lag(cdc_coord_t *c, int p);
+
+/* Registers the dashboard's page (/ and /ui) and /history (dashboard.c). */
+cdc_err_t cdc_dashboard_register(cdc_coord_t *c, cdc_error_t *e);
+
+/* Takes the history's sample of now, once a second as leader (main thread). */
+void cdc_dashboard_sample(cdc_coord_t *c, int64_t now);
+
+/* Records a committed epoch and what it left in its tables (main thread, after the
+ * commit). */
+void cdc_dashboard_committed(cdc_coord_t *c, const cdc_checkpoint_t *rec, int64_t duration_ms,
+                             int64_t commit_ms);
 
 #endif

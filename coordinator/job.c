@@ -365,6 +365,8 @@ void cdc_job_become_standby(cdc_coord_t *c, const char *reason)
     c->term = 0;
     set_state(c, CDC_JOB_STANDBY);
     cdc_metrics_gauge_set(c->m_term, 0);
+    for (int p = 0; p < CDC_PARTITIONS; p++)
+        cdc_metrics_gauge_set(c->m_lag[p], -1); /* only the leader knows */
 }
 
 /* The value of the leader key (common/cluster.h, escaped through jansson); caller frees. */
@@ -592,6 +594,21 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
     }
 }
 
+/* The dead letters a heartbeat reports, kept with its member for /status. */
+static void note_dead_letters(cdc_member_t *m, const Cdc__Heartbeat *hb)
+{
+    const char *classes[CDC_MEMBER_DLQ_CLASSES];
+    uint64_t records[CDC_MEMBER_DLQ_CLASSES];
+    size_t n = 0;
+
+    for (size_t i = 0; m != NULL && i < hb->n_dead_letters && n < CDC_MEMBER_DLQ_CLASSES; i++) {
+        classes[n] = hb->dead_letters[i]->error_class;
+        records[n++] = hb->dead_letters[i]->records;
+    }
+    if (m != NULL && n > 0)
+        cdc_members_note_dlq(m, classes, records, n);
+}
+
 void cdc_job_on_message(cdc_coord_t *c, const Cdc__Envelope *env, uint32_t pipe, int64_t now)
 {
     switch (env->body_case) {
@@ -604,6 +621,8 @@ void cdc_job_on_message(cdc_coord_t *c, const Cdc__Envelope *env, uint32_t pipe,
         else if (!cdc_members_heartbeat(&c->members, pipe, now) &&
                  !cdc_admission_pending(&c->admission, pipe)) /* it is answering a challenge */
             cdc_job_send_reject(c, pipe, "unknown worker: register first");
+        else
+            note_dead_letters(cdc_members_by_pipe(&c->members, pipe), env->heartbeat);
         break;
     case CDC__ENVELOPE__BODY_ACK:
         if (c->state == CDC_JOB_STANDBY)
@@ -761,6 +780,8 @@ void cdc_coord_run(cdc_coord_t *c)
         if (c->nclosing > 0)
             cdc_job_close_rejected(c, now);
         if (c->state != CDC_JOB_STANDBY)
+            cdc_dashboard_sample(c, now);
+        if (c->state != CDC_JOB_STANDBY)
             observe_stall(c, cdc_clock_mono_ms() - began);
         if (now >= c->next_status_ms) {
             cdc_admin_publish(c);
@@ -887,6 +908,8 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     cdc_committer_options_t co;
     cdc_err_t rc;
 
+    if ((c->hist = cdc_history_new()) == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     c->metrics = cdc_metrics_default();
     cdc_job_init(c);
 
@@ -911,8 +934,12 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     if ((rc = cdc_http_server_open(&c->http, c->cfg.http, c->metrics, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --http \"%s\"", c->cfg.http);
     if ((rc = cdc_http_server_set_token(c->http, c->cfg.http_token, e)) != CDC_OK ||
-        (rc = cdc_admin_register(c, e)) != CDC_OK)
+        (rc = cdc_admin_register(c, e)) != CDC_OK || (rc = cdc_dashboard_register(c, e)) != CDC_OK)
         return rc;
+    if (c->cfg.kafka != NULL && c->cfg.kafka[0] != '\0' &&
+        (rc = cdc_watermarks_open(&c->watermarks, c->cfg.kafka, c->cfg.kafka_properties, 1000,
+                                  e)) != CDC_OK)
+        return cdc_error_prefix(e, "option --kafka \"%s\"", c->cfg.kafka);
     if ((rc = cdc_http_server_start(c->http, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --http \"%s\"", c->cfg.http);
     advertise_admin(c);
@@ -953,6 +980,8 @@ void cdc_coord_close(cdc_coord_t *c)
     cdc_leader_close(&c->leader, true);
     cdc_http_server_close(c->http);
     c->http = NULL;
+    cdc_watermarks_close(c->watermarks);
+    c->watermarks = NULL;
     cdc_msg_server_close(c->msg);
     c->msg = NULL;
     cdc_committer_close(c->committer);
@@ -965,4 +994,6 @@ void cdc_coord_close(cdc_coord_t *c)
     c->base = NULL;
     cdc_http_doc_free(&c->status);
     pthread_mutex_destroy(&c->forward_lock);
+    cdc_history_free(c->hist);
+    c->hist = NULL;
 }

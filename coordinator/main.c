@@ -36,6 +36,12 @@ const cdc_opt_t cdc_coord_options[] = {
         "Admin HTTP address host:port (/status, /metrics, /healthz, /readyz)."),
     CDC_OPT_LIVENESS_TIMEOUT(cdc_coord_config_t, liveness_timeout_ms),
     CDC_OPT_HTTP_TOKEN(cdc_coord_config_t, http_token),
+    OPT("kafka", CDC_OPT_STRING, kafka, NULL,
+        "Kafka bootstrap servers of the source topics: the lag in /status and on the dashboard "
+        "then comes from the brokers' partition ends, live also while a worker is paused "
+        "(empty = from the owners' acks only)."),
+    OPT("kafka-properties", CDC_OPT_STRING, kafka_properties, "",
+        "Extra librdkafka properties of that client, key=value separated by ';'."),
     {"warehouse", CDC_OPT_STRING, offsetof(cdc_coord_config_t, warehouse), NULL, true, 0, 0, NULL,
      "Warehouse location: a local directory or s3://bucket/prefix."},
     CDC_OPTS_S3(cdc_coord_config_t, s3),

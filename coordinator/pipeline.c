@@ -185,6 +185,7 @@ void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
             cdc_metrics_counter_inc(c->m_committed);
             cdc_metrics_gauge_set(c->m_last_epoch, (double)q->rec->epoch);
             record_history(c, q->rec, dur, res.tables_committed);
+            cdc_dashboard_committed(c, q->rec, dur, q->commit_ms);
             cdc_log_debug("checkpoint %" PRIu64 " committed in %" PRId64 " ms (acks %" PRId64
                           " ms, etcd record %" PRId64 " ms, iceberg %" PRId64 " ms, %d tables)",
                           q->rec->epoch, dur, q->rec->completed_ms - q->rec->barrier_ms,

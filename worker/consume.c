@@ -110,6 +110,18 @@ static cdc_err_t split_topics(cdc_worker_t *w, cdc_error_t *e)
     return CDC_OK;
 }
 
+/* The dead-letter counters, one per class, made before any thread reads them (the
+ * heartbeat thread reports them to the coordinator) and shown from the start at 0. */
+static void dlq_metrics(cdc_worker_t *w)
+{
+    for (int cls = 0; cls < CDC_DLQ__COUNT; cls++) {
+        const char *labels[] = {"class", cdc_dlq_class_name((cdc_dlq_class_t)cls), NULL};
+        w->m_dlq[cls] =
+            cdc_metrics_counter(w->metrics, "cdc_worker_dlq_records_total",
+                                "Records sent to the dead-letter topic, by class.", labels);
+    }
+}
+
 cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
 {
     cdc_err_t rc;
@@ -120,6 +132,7 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
 
     pthread_mutex_init(&w->fin_lock, NULL);
     pthread_cond_init(&w->fin_cond, NULL);
+    dlq_metrics(w);
     if ((rc = split_topics(w, e)) != CDC_OK)
         return rc;
     if (mkdir(w->cfg.state_dir, 0755) != 0 && errno != EEXIST)
@@ -489,12 +502,6 @@ void cdc_worker_suspend(cdc_worker_t *w)
 
 static void count_dlq(cdc_worker_t *w, cdc_dlq_class_t cls)
 {
-    if (w->m_dlq[cls] == NULL) {
-        const char *labels[] = {"class", cdc_dlq_class_name(cls), NULL};
-        w->m_dlq[cls] =
-            cdc_metrics_counter(w->metrics, "cdc_worker_dlq_records_total",
-                                "Records sent to the dead-letter topic, by class.", labels);
-    }
     cdc_metrics_counter_inc(w->m_dlq[cls]);
 }
 

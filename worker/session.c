@@ -111,6 +111,15 @@ static bool send_heartbeat(cdc_worker_t *w)
 {
     Cdc__Envelope env = CDC__ENVELOPE__INIT;
     Cdc__Heartbeat h = CDC__HEARTBEAT__INIT;
+    Cdc__DeadLetters dl[CDC_DLQ__COUNT], *dlp[CDC_DLQ__COUNT];
+    for (int cls = 0; cls < CDC_DLQ__COUNT; cls++) {
+        cdc__dead_letters__init(&dl[cls]);
+        dl[cls].error_class = (char *)cdc_dlq_class_name((cdc_dlq_class_t)cls);
+        dl[cls].records = (uint64_t)cdc_metrics_value(w->m_dlq[cls]);
+        dlp[cls] = &dl[cls];
+    }
+    h.n_dead_letters = CDC_DLQ__COUNT;
+    h.dead_letters = dlp;
     h.worker_id = w->cfg.id;
     h.incarnation = w->incarnation;
     h.term = w->term;
