@@ -26,7 +26,7 @@ CFLAGS  := -std=gnu11 $(OPT) -g $(CFLAGS_WARN) -D_GNU_SOURCE -DCDC_VERSION='"$(V
 # (docs/worker.md, "RocksDB linked statically"). ROCKSDB_LIBS=-lrocksdb links it dynamically.
 ROCKSDB_LIBS ?= -Wl,-Bstatic -lrocksdb -Wl,-Bdynamic -lgflags -lbz2 -llz4 -lstdc++
 LDLIBS  := -lrdkafka -lpq -lnng -lprotobuf-c -lcurl $(ROCKSDB_LIBS) -ljansson -lzstd -lsnappy \
-           -lavro -lz -lpthread -lm
+           -lavro -lz -lcrypto -lpthread -lm
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined

@@ -244,16 +244,9 @@ void cdc_checkpoint_totals(const cdc_checkpoint_t *c, int64_t *bytes, int64_t *r
 
 static json_t *hex_value(const uint8_t *b, size_t n)
 {
-    static const char digits[] = "0123456789abcdef";
     char buf[2 * 64 + 1];
 
-    if (n > 64)
-        n = 64;
-    for (size_t i = 0; i < n; i++) {
-        buf[2 * i] = digits[b[i] >> 4];
-        buf[2 * i + 1] = digits[b[i] & 15];
-    }
-    buf[2 * n] = '\0';
+    cdc_hex_encode(b, n > 64 ? 64 : n, buf);
     return json_string(buf);
 }
 
