@@ -421,8 +421,10 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
             ;
         if (w->assigned) {
             rc = cdc_worker_consume(w, 20, e);
-            if (rc == CDC_ERR_CONFIG)
-                break; /* retrying cannot help: stop, with the message */
+            if (rc == CDC_ERR_CONFIG) {
+                *w->stop = 1; /* retrying cannot help: stop (the heartbeat thread too) */
+                break;
+            }
             if (rc != CDC_OK)
                 cdc_log_warn("%s", e->msg);
             cdc_worker_update_gauges(w, now);

@@ -128,6 +128,13 @@ fields=$(check read "$CHAOS_DIR/warehouse/public/people" | jq -c '.fields')
 [ "$fields" = '["email","name","phone","notes","city","age"]' ] ||
     fail "mirror columns: $fields (ssn must be absent)"
 echo "row count after updates and deletes of hashed keys: $n_lake = source"
+# the changelog is masked alike: every change once, keys hashed, no ssn
+check read "$CHAOS_DIR/warehouse/public/people_changelog" >"$tmp/changelog.json" ||
+    fail "could not read the changelog"
+jq -e '(.fields | index("ssn") == null) and (.rows | length >= 40 + 20 + 10 + 10 + 5 + 5 + 4) and
+       all(.rows[]; (.email | test("^[0-9a-f]{64}$")) and .notes == null)' "$tmp/changelog.json" >/dev/null ||
+    fail "changelog not masked: $(jq -c '[.fields, (.rows | length), .rows[:2]]' "$tmp/changelog.json")"
+echo "changelog: $(jq '.rows | length' "$tmp/changelog.json") changes, masked"
 
 # ---- allow-list: a column added later is held back until the policy names it ---------------
 sql <<SQL || fail "add column failed"
@@ -221,4 +228,29 @@ for where in parquet raw avro; do
         fail "the scan does not find a kept value in $where: $(jq -c '[.hits[] | .where] | unique' "$tmp/kept.json")"
 done
 echo "warehouse: no clear value in $(jq '[.files[]] | add' "$tmp/scan.json") files ($(jq -c .files "$tmp/scan.json"))"
+
+# ---- a policy that does not fit a schema stops the worker that meets it -------------------
+# (age is an int: it cannot be hashed); nothing of the record is written
+printf '%s\n' '{"version": 3, "tables": {"public.people": {"email": "hash", "age": "hash"}}}' >"$tmp/unfit.json"
+CDC_MASK_POLICY=$tmp/unfit.json CDC_MASK_MODE=denylist "$CHAOS_BUILD/cdc-worker" --id unfit \
+    --job "$CDC_JOB" --etcd "$CDC_TEST_ETCD" --kafka "$CDC_TEST_KAFKA" --tables public.people \
+    --warehouse "$CHAOS_DIR/warehouse" --state-dir "$tmp/unfit-state" --http 127.0.0.1:0 \
+    >"$tmp/unfit.log" 2>&1 &
+unfit=$!
+unfit_owns() { chaos_status | jq -e '[.assignment[] | select(.owner == "unfit")] | length > 0' >/dev/null; }
+chaos_wait 60 "partitions for the worker with the unfit policy" unfit_owns ||
+    fail "the worker with the unfit policy got no partitions: $(tail -n 5 "$tmp/unfit.log")"
+sql -c "INSERT INTO public.people (email, city, age) SELECT 'u' || g || '.clear@pii-test.example', 'CityU', g
+    FROM generate_series(1, 48) g" || fail "insert failed"
+deadline=$((SECONDS + 60))
+while kill -0 "$unfit" 2>/dev/null; do
+    [ "$SECONDS" -lt "$deadline" ] || fail "the worker with the unfit policy did not stop: $(tail -n 5 "$tmp/unfit.log")"
+    sleep 0.5
+done
+wait "$unfit"
+rc=$?
+[ "$rc" = 2 ] || fail "the worker with the unfit policy exited with $rc, expected 2: $(tail -n 5 "$tmp/unfit.log")"
+grep -q 'column \\"age\\" of table \\"public.people\\" (schema version [0-9]*): \\"hash\\" applies to string columns only' \
+    "$tmp/unfit.log" || fail "the unfit policy's error does not name the column: $(tail -n 5 "$tmp/unfit.log")"
+echo "a policy that does not fit the table's schema: the worker stopped with status 2, naming the column"
 echo "column_masking: ok"
