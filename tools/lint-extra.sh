@@ -64,5 +64,6 @@ boundary '<rocksdb/c.h>' 'rocksdb/[^>"]*' common/state.c common/state.c
 boundary '<nng/...>' 'nng/[^>"]*' 'common/msg.c or common/http.c' common/msg.c common/http.c
 boundary '<protobuf-c/...>' 'protobuf-c/[^>"]*' common/msg.c/.h 'common/msg.[ch]'
 boundary 'proto/cdc.pb-c.h' '([^>"]*/)?cdc\.pb-c\.h' common/msg.c/.h 'common/msg.[ch]'
+boundary '<openssl/...>' 'openssl/[^>"]*' common/crypto.c common/crypto.c
 boundary '<jansson.h>' 'jansson\.h' 'a .c file (no header exposes json_t)' '*.c'
 exit "$bad"

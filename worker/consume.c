@@ -147,6 +147,15 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
     w->dopts.max_record_bytes = (size_t)w->cfg.max_record_bytes;
     w->dopts.toast_placeholder = w->cfg.toast_placeholder;
     w->dopts.default_ns = "public";
+    cdc_mask_config_t mc = {w->cfg.mask_policy, w->cfg.mask_mode, w->cfg.mask_secret,
+                            w->cfg.mask_secret_file};
+    if ((rc = cdc_mask_open(&mc, w->metrics, &w->mask, e)) != CDC_OK)
+        return rc;
+    if (w->mask != NULL) {
+        char line[512];
+        cdc_mask_describe(w->mask, line, sizeof(line));
+        cdc_log_info("%s", line);
+    }
 
     snprintf(client, sizeof(client), "cdc-worker-%s", w->cfg.id);
     cc.bootstrap = w->cfg.kafka.bootstrap;
@@ -209,6 +218,8 @@ void cdc_worker_data_close(cdc_worker_t *w)
     cdc_kafka_consumer_free(w->consumer);
     cdc_kafka_consumer_free(w->schema_consumer);
     cdc_catalog_free(w->catalog);
+    cdc_mask_free(w->mask);
+    w->mask = NULL;
     cdc_storage_close(w->storage);
     cdc_layouts_free(&w->layouts);
     for (size_t i = 0; i < w->ntopics; i++)
@@ -534,7 +545,8 @@ static int64_t header_version(const void *arg)
     return *end == '\0' && v > 0 ? v : -1;
 }
 
-/* Processes one message; CDC_OK unless an internal/transient failure stops the batch. */
+/* Processes one message; CDC_OK unless an internal/transient failure stops the batch, or
+ * CDC_ERR_CONFIG when the masking policy cannot apply to the record's schema. */
 static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka_msg_t *m,
                          cdc_error_t *e)
 {
@@ -559,7 +571,12 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
                                            w->schema_topic, e2.msg);
         rc = cdc_decode(w->catalog, &w->dopts, &in, &c, &de);
     }
+    if (rc == CDC_OK && w->mask != NULL && (rc = cdc_mask_change(w->mask, &c, e)) != CDC_OK) {
+        cdc_change_clear(&c);
+        return rc; /* CDC_ERR_CONFIG stops the worker; out of memory is retried */
+    }
     if (rc == CDC_ERR_INVALID) {
+        cdc_mask_error(w->mask, &de); /* a message quoting a value would carry it clear */
         rc = cdc_worker_dlq_send(w, m, de.cls, de.msg, e);
         if (rc != CDC_OK)
             return rc;
@@ -849,6 +866,8 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
         if (s->next_offset[ti] == CDC_KAFKA_OFFSET_BEGINNING && m->offset > 0)
             note_missing_start(w, m);
         prc = process(w, s, ti, m, e);
+        if (prc == CDC_ERR_CONFIG)
+            break; /* a masking policy that cannot apply: the worker stops (session.c) */
         if (prc == CDC_OK && fault_stall(w, msgs, i, n)) {
             for (size_t k = i + 1; k < n; k++) /* dropped, like a fetch that stopped */
                 if (msgs[k].partition == m->partition && strcmp(msgs[k].topic, m->topic) == 0)
@@ -877,6 +896,8 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
         staged_bytes(w) > (size_t)w->cfg.max_staged_bytes)
         cdc_worker_set_paused(w, true);
     restart_failed(w);
+    if (prc == CDC_ERR_CONFIG)
+        return prc;
     if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT) {
         int64_t now = cdc_clock_mono_ms();
         if (now - last_err_log > 5000) {
@@ -968,4 +989,5 @@ void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms)
             cdc_metrics_gauge_set(s->state_bytes, (double)cdc_state_size(s->dedup->st));
     }
     cdc_metrics_gauge_set(w->m_stalled, stalled);
+    cdc_worker_publish_status(w);
 }

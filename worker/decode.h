@@ -123,6 +123,9 @@ typedef struct cdc_decode_error {
     cdc_dlq_class_t cls;
     char msg[256];
     int64_t schema_version; /* the version the event names (envelope or header), -1 if none */
+    /* msg[quote_at..] quotes the record (a value, JSON near a syntax error); 0 = msg quotes
+     * nothing. Column masking cuts it there (worker/mask.h, cdc_mask_error). */
+    size_t quote_at;
 } cdc_decode_error_t;
 
 /*

@@ -69,7 +69,13 @@ cdc_err_t cdc_worker_dlq_send(cdc_worker_t *w, const cdc_kafka_msg_t *m, cdc_dlq
     /* a replayed record that fails again keeps its replay count (common/dlq.h) */
     int64_t replays =
         cdc_kafka_msg_header(m, CDC_DLQ_H_REPLAY_COUNT, &rh) ? cdc_dlq_replay_count(&rh) : 0;
+    char *mkey = NULL, *mvalue = NULL; /* masked by the column masking policy */
+    size_t mkey_len = 0, mvalue_len = 0;
 
+    if (w->mask != NULL &&
+        cdc_mask_record(w->mask, m->topic, m->key, m->key_len, m->value, m->value_len, &mkey,
+                        &mkey_len, &mvalue, &mvalue_len) != CDC_OK)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory masking a dead letter");
     cdc_dlq_topic(m->topic, topic, sizeof(topic));
     ensure_dlq_topic(w, topic);
     cdc_dlq_headers(&h, cls, message, m->topic, m->partition, m->offset, cdc_clock_wall_ms(),
@@ -82,9 +88,16 @@ cdc_err_t cdc_worker_dlq_send(cdc_worker_t *w, const cdc_kafka_msg_t *m, cdc_dlq
      * transient failures with bounded backoff, forever unless the worker stops. */
     for (;;) {
         delivery_t d = {0};
-        cdc_kafka_record_t rec = {
-            topic, CDC_KAFKA_PARTITION_ANY, m->key, m->key_len, m->value, m->value_len,
-            kh,    CDC_DLQ_NHEADERS,        0,      &d};
+        cdc_kafka_record_t rec = {topic,
+                                  CDC_KAFKA_PARTITION_ANY,
+                                  mkey != NULL ? mkey : m->key,
+                                  mkey != NULL ? mkey_len : m->key_len,
+                                  mvalue != NULL ? mvalue : m->value,
+                                  mvalue != NULL ? mvalue_len : m->value_len,
+                                  kh,
+                                  CDC_DLQ_NHEADERS,
+                                  0,
+                                  &d};
         cdc_err_t rc = cdc_kafka_produce(w->dlq, &rec, e);
         if (rc == CDC_OK) {
             rc = cdc_kafka_producer_flush(w->dlq, 10000, e);
@@ -95,10 +108,11 @@ cdc_err_t cdc_worker_dlq_send(cdc_worker_t *w, const cdc_kafka_msg_t *m, cdc_dlq
                 rc = d.err;
             }
         }
-        if (rc == CDC_OK)
-            return CDC_OK;
-        if (w->stop != NULL && *w->stop)
-            return cdc_error_set(e, CDC_ERR_CLOSED, "worker stopping");
+        if (rc == CDC_OK || (w->stop != NULL && *w->stop)) {
+            free(mkey);
+            free(mvalue);
+            return rc == CDC_OK ? CDC_OK : cdc_error_set(e, CDC_ERR_CLOSED, "worker stopping");
+        }
         cdc_log_warn("could not write dead letter to \"%s\" (retrying in %d ms): %s", topic,
                      delay_ms, e->msg);
         usleep((useconds_t)delay_ms * 1000);

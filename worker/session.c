@@ -452,9 +452,9 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
         if (rc != CDC_OK)
             return cdc_error_prefix(e, "option --etcd");
     }
-    rc = cdc_worker_schemas_poll(w, e);
-    if (rc != CDC_OK)
+    if (cdc_worker_schemas_poll(w, e) != CDC_OK)
         cdc_log_warn("schema topic not readable yet: %s", e->msg);
+    rc = CDC_OK;
     if (pthread_create(&w->hb_thread, NULL, heartbeat_main, w) != 0)
         return cdc_error_set(e, CDC_ERR_INTERNAL, "could not start the heartbeat thread");
     w->hb_running = true;
@@ -480,7 +480,12 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
         while (cdc_worker_poll_control(w) && !*w->stop)
             ;
         if (w->assigned) {
-            if (cdc_worker_consume(w, 20, e) != CDC_OK)
+            rc = cdc_worker_consume(w, 20, e);
+            if (rc == CDC_ERR_CONFIG) {
+                *w->stop = 1; /* retrying cannot help: stop (the heartbeat thread too) */
+                break;
+            }
+            if (rc != CDC_OK)
                 cdc_log_warn("%s", e->msg);
             cdc_worker_update_gauges(w, now);
         } else if (w->msg != NULL && cdc_msg_client_recv(w->msg, 50, &env, e) == CDC_OK) {
@@ -498,5 +503,31 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
     w->msg = NULL;
     cdc_etcd_close(w->etcd);
     w->etcd = NULL;
-    return CDC_OK;
+    return rc == CDC_ERR_CONFIG ? rc : CDC_OK;
+}
+
+/* ---- /status ---------------------------------------------------------------------------- */
+
+void cdc_worker_publish_status(cdc_worker_t *w)
+{
+    json_t *o = json_object(), *parts = json_array(), *masking = NULL;
+    char *m = w->mask != NULL ? cdc_mask_status_json(w->mask) : NULL;
+
+    pthread_mutex_lock(&w->link_lock);
+    json_object_set_new(o, "id", json_string(w->cfg.id));
+    json_object_set_new(o, "job", json_string(w->cfg.job));
+    json_object_set_new(o, "registered", json_boolean(w->registered));
+    json_object_set_new(o, "term", json_integer((json_int_t)w->term));
+    json_object_set_new(o, "generation", json_integer((json_int_t)w->generation));
+    pthread_mutex_unlock(&w->link_lock);
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
+        if (w->slots[p].owned)
+            json_array_append_new(parts, json_integer(p));
+    json_object_set_new(o, "partitions", parts);
+    if (m != NULL)
+        masking = json_loads(m, 0, NULL);
+    free(m);
+    json_object_set_new(o, "masking", masking != NULL ? masking : json_null());
+    cdc_http_doc_set(&w->status, json_dumps(o, JSON_COMPACT));
+    json_decref(o);
 }

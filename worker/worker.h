@@ -33,6 +33,7 @@
 #include "worker/dedup.h"
 #include "worker/dlq.h"
 #include "worker/layout.h"
+#include "worker/mask.h"
 #include "worker/stage.h"
 
 #define CDC_WORKER_PARTITIONS CDC_CLUSTER_PARTITIONS
@@ -65,6 +66,11 @@ typedef struct cdc_worker_config {
     int64_t record_nice; /* nice of the record thread (0 = unchanged) */
     char *compression;
     char *toast_placeholder;
+    /* column masking (worker/mask.h) */
+    char *mask_policy;
+    char *mask_mode;
+    char *mask_secret;
+    char *mask_secret_file;
 } cdc_worker_config_t;
 
 /* Per-table metric series, looked up once. */
@@ -136,6 +142,7 @@ typedef struct cdc_worker {
     cdc_layouts_t layouts; /* partition specs from the last barrier (record thread) */
     cdc_catalog_t *catalog;
     cdc_decode_options_t dopts;
+    cdc_mask_t *mask; /* column masking policy, NULL = none (record thread, see mask.h) */
     cdc_slot_t slots[CDC_WORKER_PARTITIONS];
     bool paused;
     int64_t next_lag_ms;
@@ -154,7 +161,8 @@ typedef struct cdc_worker {
 
     /* metrics */
     cdc_http_server_t *http;
-    cdc_health_t health; /* /healthz: the main loop (session.c) beats it */
+    cdc_health_t health;   /* /healthz: the main loop (session.c) beats it */
+    cdc_http_doc_t status; /* /status, rebuilt by cdc_worker_update_gauges */
     cdc_metrics_t *metrics;
     cdc_table_metrics_t *tmetrics;
     size_t ntmetrics;
@@ -200,7 +208,7 @@ void cdc_worker_suspend(cdc_worker_t *w);
 /* Consumes and processes one batch (up to timeout_ms waiting). */
 cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e);
 
-/* Updates lag and state-size gauges (cheap; rate-limited inside). */
+/* Updates lag and state-size gauges and /status (cheap; rate-limited inside). */
 void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms);
 
 /*
@@ -313,7 +321,13 @@ typedef struct cdc_link_watch {
  */
 void cdc_worker_watch_link(cdc_worker_t *w, cdc_link_watch_t *lw, int64_t now);
 
-/* Runs the worker until *stop is set. Returns CDC_OK on a clean stop. */
+/* Rebuilds /status: the worker's link, its partitions and its column masking (record
+ * thread). */
+void cdc_worker_publish_status(cdc_worker_t *w);
+
+/* Runs the worker until *stop is set. Returns CDC_OK on a clean stop, CDC_ERR_CONFIG
+ * when a record met a configuration that cannot apply to it (a masking policy that
+ * does not fit its table's schema: the worker stops rather than write it wrong). */
 cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e);
 
 #endif
