@@ -845,6 +845,10 @@ static void init_metrics(cdc_coord_t *c)
                                         "Assignment generation in the current term.", NULL);
     c->m_workers =
         cdc_metrics_gauge(r, "cdc_coordinator_workers_alive", "Registered live workers.", NULL);
+    /* (constant: the alert CdcWorkerMissing compares the two) */
+    cdc_metrics_gauge_set(cdc_metrics_gauge(r, "cdc_coordinator_workers_expected",
+                                            "--expected-workers (0 = not set).", NULL),
+                          (double)c->cfg.expected_workers);
     c->m_last_epoch = cdc_metrics_gauge(r, "cdc_coordinator_last_committed_epoch",
                                         "Newest epoch committed to Iceberg.", NULL);
     c->m_latency =

@@ -88,6 +88,11 @@ if [ -s "$tmp/prod.yaml" ]; then
         cp tests/data/prometheus/cdc_alerts_test.yaml "$tmp/rules/"
         (cd "$tmp/rules" && promtool test rules cdc_alerts_test.yaml) >"$tmp/rules.out" 2>&1 ||
             { cat "$tmp/rules.out" >&2; bad "promtool test rules failed"; }
+        # every alert has a test that expects it to fire
+        for a in $(sed -n 's/^ *- alert: *//p' "$tmp/rules/cdc_rules.yaml"); do
+            grep -A3 "alertname: $a\$" tests/data/prometheus/cdc_alerts_test.yaml |
+                grep -q 'exp_labels' || bad "alert $a has no promtool test in which it fires"
+        done
     else
         bad "no alerting rules in k8s/overlays/prod"
     fi
