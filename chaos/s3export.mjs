@@ -44,7 +44,8 @@ function walk(dir, rel) {
     } catch {
       // not copied yet
     }
-    if (cur && cur.size === st.size && cur.mtimeMs === st.mtimeMs) continue;
+    // utimes keeps microseconds at best: compare to the millisecond
+    if (cur && cur.size === st.size && Math.abs(cur.mtimeMs - st.mtimeMs) < 1) continue;
     fs.mkdirSync(path.dirname(to), { recursive: true });
     fs.copyFileSync(from, to);
     fs.utimesSync(to, st.atime, st.mtime);
