@@ -21,6 +21,7 @@
 #include "common/options.h"
 #include "common/cdcschema.h"
 #include "common/err.h"
+#include "common/health.h"
 #include "common/http.h"
 #include "common/kafka.h"
 #include "common/metrics.h"
@@ -49,6 +50,7 @@ typedef struct cdc_capture_config {
     int64_t reconnect_max_ms;
     int64_t drain_timeout_ms;
     char *http_addr;
+    int64_t liveness_timeout_ms;
     cdc_log_options_t log;
 } cdc_capture_config_t;
 
@@ -145,8 +147,9 @@ typedef struct cdc_capture {
     int64_t last_status_ms; /* when the last status update went out */
     int64_t last_heartbeat_ms;
     int64_t last_probe_ms;
-    _Atomic bool ready; /* streaming; read by the HTTP thread (/readyz) */
-    bool streamed;      /* the current session reached streaming */
+    _Atomic bool ready;  /* streaming; read by the HTTP thread (/readyz) */
+    cdc_health_t health; /* /healthz: the loops beat it */
+    bool streamed;       /* the current session reached streaming */
 
     cdc_counter_t *m_transactions;
     cdc_counter_t *m_delivery_errors;
@@ -231,12 +234,32 @@ void cdc_capture_table_free_names(cdc_capture_table_t *t);
 /* Reads `<prefix>._schemas` and `<prefix>._capture` (snapshot markers) from Kafka. */
 cdc_err_t cdc_registry_load(cdc_capture_t *cap, cdc_error_t *e);
 
-/* Records that the slot's initial snapshot completed (or was skipped) at lsn. */
+/* cdc_registry_load's reader of one `<prefix>._schemas` record: a table's document
+ * becomes its latest version when newer than the one it has (records that are no
+ * document of a table of this prefix are skipped). */
+void cdc_registry_on_schema(cdc_capture_t *cap, const cdc_kafka_msg_t *m);
+
+/* cdc_registry_load's reader of one `<prefix>._capture` record: this slot's snapshot
+ * marker (set, or removed by a tombstone) and the tables' backfill markers; other
+ * records are skipped. */
+void cdc_registry_on_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m);
+
+/*
+ * Gives doc (its field ids assigned against t->latest) its version: t's latest
+ * registered version when the shape is the same, else latest + 1 (1 for the first),
+ * with backfill and resync from what the change did to the rows (cdc_schema_doc_rewrites_rows,
+ * cdc_schema_doc_drops_rows) and from a backfill of the latest version that never
+ * completed (it carries over). Sets t->backfill_pending. Returns true when doc is a new
+ * version that must be registered.
+ */
+bool cdc_registry_number(cdc_capture_table_t *t, cdc_schema_doc_t *doc);
+
 /* Records on `<prefix>._capture` that t's backfill of schema version `version` completed
  * (everything produced before is acked first); clears t->backfill_pending. */
 cdc_err_t cdc_registry_mark_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, int64_t version,
                                      cdc_error_t *e);
 
+/* Records that the slot's initial snapshot completed (or was skipped) at lsn. */
 cdc_err_t cdc_registry_mark_snapshot(cdc_capture_t *cap, uint64_t lsn, const char *mode,
                                      cdc_error_t *e);
 
@@ -248,7 +271,6 @@ cdc_err_t cdc_capture_produce(cdc_capture_t *cap, cdc_capture_table_t *t, int32_
                               const cdc_buf_t *key, const cdc_buf_t *value, int64_t ts_ms,
                               uint64_t tx, cdc_error_t *e);
 
-/* Runs the initial snapshot with the exported snapshot name at the consistent point. */
 /*
  * The catalog's columns of t as JSON (*json malloc'ed; NULL when the table does not
  * exist), and the schema document they make (as a Relation message would, with attnum,
@@ -285,6 +307,7 @@ void cdc_capture_event_init(cdc_event_t *ev, const cdc_capture_t *cap, const cdc
 cdc_err_t cdc_capture_emit_marker(cdc_capture_t *cap, cdc_capture_table_t *t, char op, uint64_t lsn,
                                   const char *snapshot, cdc_error_t *e);
 
+/* Runs the initial snapshot with the exported snapshot name at the consistent point. */
 cdc_err_t cdc_snapshot_run(cdc_capture_t *cap, const char *snapshot_name, uint64_t consistent_lsn,
                            cdc_error_t *e);
 

@@ -93,7 +93,9 @@ cdc_err_t cdc_capture_produce(cdc_capture_t *cap, cdc_capture_table_t *t, int32_
         rc = cdc_kafka_produce(cap->producer, &rec, e);
         if (rc != CDC_ERR_TIMEOUT)
             break;
-        /* producer queue full: backpressure. Keep the walsender happy meanwhile. */
+        /* producer queue full: backpressure. Keep the walsender happy meanwhile; the loop
+         * is waiting for Kafka, not wedged. */
+        cdc_health_beat(&cap->health);
         if (*cap->stop)
             return cdc_error_set(e, CDC_ERR_CLOSED, "stopping while the producer queue is full");
         if (cap->src.repl && cdc_capture_send_status(cap, e) != CDC_OK)

@@ -85,6 +85,7 @@ static const cdc_opt_t options[] = {
      "end (2 s at most) it bounds the exit after SIGTERM (10 s by default)."},
     {"http", CDC_OPT_STRING, C(http_addr), "127.0.0.1:9102", false, 0, 0, NULL,
      "Address of /metrics, /healthz and /readyz (empty = no HTTP server).", "http-addr"},
+    CDC_OPT_LIVENESS_TIMEOUT(cdc_capture_config_t, liveness_timeout_ms),
     CDC_OPTS_LOG(cdc_capture_config_t, log),
     CDC_OPT_END,
 };
@@ -159,6 +160,7 @@ int main(int argc, char **argv)
     cap.cfg = &cfg;
     cap.stop = &stop_requested;
     cdc_http_doc_init(&cap.status);
+    cdc_health_init(&cap.health, cfg.liveness_timeout_ms);
     cap.safe_wal = -1;
     if (cfg.http_addr && cfg.http_addr[0]) {
         if (cdc_http_server_open(&http, cfg.http_addr, NULL, &err) != CDC_OK) {
@@ -167,6 +169,7 @@ int main(int argc, char **argv)
             goto done;
         }
         cdc_http_server_set_ready(http, ready, &cap);
+        cdc_http_server_set_health(http, cdc_health_check, &cap.health);
         if (cdc_http_server_add_doc(http, "/status", &cap.status, &err) != CDC_OK) {
             cdc_log_error("could not serve /status: %s", err.msg);
             status = 1;

@@ -72,7 +72,7 @@ cleanup:
     return rc;
 }
 
-static void on_schema(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
+void cdc_registry_on_schema(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
 {
     cdc_schema_doc_t doc;
     cdc_error_t err;
@@ -154,7 +154,7 @@ cdc_err_t cdc_registry_mark_backfill(cdc_capture_t *cap, cdc_capture_table_t *t,
     return rc;
 }
 
-static void on_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
+void cdc_registry_on_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
 {
     char key[256];
     json_t *j;
@@ -202,10 +202,10 @@ cdc_err_t cdc_registry_load(cdc_capture_t *cap, cdc_error_t *e)
     if (rc != CDC_OK && rc != CDC_ERR_CONFLICT)
         return rc;
     cap->snapshot_marked = false;
-    rc = read_topic(cap, schemas, on_schema, e);
+    rc = read_topic(cap, schemas, cdc_registry_on_schema, e);
     if (rc != CDC_OK)
         return rc;
-    rc = read_topic(cap, state, on_marker, e);
+    rc = read_topic(cap, state, cdc_registry_on_marker, e);
     if (rc != CDC_OK)
         return rc;
     cap->registry_loaded = true;
@@ -348,6 +348,25 @@ static void log_changes(const cdc_schema_doc_t *prev, const cdc_schema_doc_t *do
     }
 }
 
+bool cdc_registry_number(cdc_capture_table_t *t, cdc_schema_doc_t *doc)
+{
+    /* a backfill an earlier version needed and never finished is still due */
+    bool due = t->has_latest && t->latest.backfill && t->backfilled_version < t->latest.version;
+    if (t->has_latest && cdc_schema_doc_same_shape(&t->latest, doc)) {
+        doc->version = t->latest.version;
+        doc->resync = due && t->latest.resync;
+        t->backfill_pending = due;
+        return false;
+    }
+    doc->version = t->has_latest ? t->latest.version + 1 : 1;
+    doc->resync =
+        (due && t->latest.resync) || (t->has_latest && cdc_schema_doc_drops_rows(&t->latest, doc));
+    doc->backfill =
+        due || doc->resync || (t->has_latest && cdc_schema_doc_rewrites_rows(&t->latest, doc));
+    t->backfill_pending = doc->backfill;
+    return true;
+}
+
 cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_schema_doc_t *doc,
                                  cdc_error_t *e)
 {
@@ -368,29 +387,23 @@ cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc
         cdc_schema_doc_free(doc);
         return rc;
     }
-    /* a backfill an earlier version needed and never finished is still due */
-    bool due = t->has_latest && t->latest.backfill && t->backfilled_version < t->latest.version;
-    if (t->has_latest && cdc_schema_doc_same_shape(&t->latest, doc)) {
-        doc->version = t->latest.version;
-        doc->resync = due && t->latest.resync;
-        t->backfill_pending = due;
-    } else {
-        doc->version = t->has_latest ? t->latest.version + 1 : 1;
-        doc->resync = (due && t->latest.resync) ||
-                      (t->has_latest && cdc_schema_doc_drops_rows(&t->latest, doc));
-        doc->backfill =
-            due || doc->resync || (t->has_latest && cdc_schema_doc_rewrites_rows(&t->latest, doc));
-        t->backfill_pending = doc->backfill;
-        rc = cdc_schema_doc_encode(doc, &json, e);
-        if (rc != CDC_OK) {
+    if (cdc_registry_number(t, doc)) {
+        /* The copy that becomes t->latest is made first: a version registered but not
+         * remembered would be numbered again. */
+        cdc_schema_doc_t latest;
+        if (cdc_schema_doc_copy(&latest, doc) != CDC_OK) {
             cdc_schema_doc_free(doc);
-            return rc;
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         }
-        topic_name(cap, "_schemas", topic, sizeof(topic));
-        cdc_schema_record_key(t->topic, doc->version, key, sizeof(key));
-        rc = produce_acked(cap, topic, key, json, e);
-        free(json);
+        rc = cdc_schema_doc_encode(doc, &json, e);
+        if (rc == CDC_OK) {
+            topic_name(cap, "_schemas", topic, sizeof(topic));
+            cdc_schema_record_key(t->topic, doc->version, key, sizeof(key));
+            rc = produce_acked(cap, topic, key, json, e);
+            free(json);
+        }
         if (rc != CDC_OK) {
+            cdc_schema_doc_free(&latest);
             cdc_schema_doc_free(doc);
             return rc;
         }
@@ -399,7 +412,8 @@ cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc
         log_changes(t->has_latest ? &t->latest : NULL, doc);
         if (t->has_latest)
             cdc_schema_doc_free(&t->latest);
-        t->has_latest = cdc_schema_doc_copy(&t->latest, doc) == CDC_OK;
+        t->latest = latest;
+        t->has_latest = true;
     }
     cdc_capture_table_free_names(t);
     if (t->has_doc)

@@ -264,6 +264,7 @@ static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint
     /* one chunk is held back so the table's last row can say snapshot="last" */
     for (;;) {
         int n;
+        cdc_health_beat(&cap->health);
         cur = fetch_chunk(cap, t, fetch, "snapshot", e);
         if (cur == NULL) {
             rc = e->code;
@@ -346,6 +347,7 @@ cdc_err_t cdc_snapshot_run(cdc_capture_t *cap, const char *snapshot_name, uint64
         goto done;
     /* every snapshot event must be acked before the marker says the snapshot is complete */
     while (cdc_kafka_producer_outstanding(cap->producer) > 0 && !cap->track.failed) {
+        cdc_health_beat(&cap->health);
         rc = cdc_kafka_producer_flush(cap->producer, 1000, e);
         if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT)
             goto done;
@@ -423,8 +425,10 @@ cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint
     cdc_log_info("backfill of %s.%s (schema version %" PRId64 ") started%s", t->schema, t->name,
                  t->doc.version, t->doc.resync ? ", after a truncate of its mirror" : "");
     for (;;) {
-        cdc_pg_result_t *r = fetch_chunk(cap, t, fetch, "backfill", e);
+        cdc_pg_result_t *r;
         int n;
+        cdc_health_beat(&cap->health);
+        r = fetch_chunk(cap, t, fetch, "backfill", e);
         if (r == NULL) {
             rc = e->code;
             goto done;

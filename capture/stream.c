@@ -28,19 +28,19 @@
 
 /* ---- session ----------------------------------------------------------------------- */
 
-static cdc_err_t drain(cdc_capture_t *cap, cdc_error_t *e)
+static void drain(cdc_capture_t *cap)
 {
     int64_t deadline = cdc_clock_mono_coarse_ms() + cap->cfg->drain_timeout_ms;
     cdc_error_t ignored;
 
-    (void)e;
     while (cap->producer && cdc_kafka_producer_outstanding(cap->producer) > 0 &&
-           cdc_clock_mono_coarse_ms() < deadline)
+           cdc_clock_mono_coarse_ms() < deadline) {
+        cdc_health_beat(&cap->health);
         cdc_kafka_producer_flush(cap->producer, 200, &ignored);
+    }
     if (cap->src.repl && cdc_capture_send_status(cap, &ignored) == CDC_OK)
         cdc_log_info("confirmed %X/%X to PostgreSQL", (unsigned)(cap->confirmed >> 32),
                      (unsigned)cap->confirmed);
-    return CDC_OK;
 }
 
 /*
@@ -56,11 +56,13 @@ static cdc_err_t slot_in_use(cdc_capture_t *cap, int pid, cdc_error_t *e)
     cdc_metrics_gauge_set(cap->m_standby, 1);
     cap->standby = true;
     cap->registry_loaded = false;
+    /* not retriable: CDC_ERR_CONFLICT would be by default, and the capture would retry
+     * the session instead of exiting */
     if (strcmp(cap->cfg->slot_busy, "fail") == 0)
-        return cdc_error_set(e, CDC_ERR_CONFLICT,
-                             "replication slot \"%s\" is in use by PID %d (another "
-                             "cdc-capture, or pg_recvlogical); --slot-busy=fail",
-                             cap->cfg->slot, pid);
+        return cdc_error_set_retriable(e, CDC_ERR_CONFLICT, false,
+                                       "replication slot \"%s\" is in use by PID %d (another "
+                                       "cdc-capture, or pg_recvlogical); --slot-busy=fail",
+                                       cap->cfg->slot, pid);
     cap->slot_busy = true;
     return cdc_error_set_retriable(e, CDC_ERR_CONFLICT, true,
                                    "replication slot \"%s\" is in use by PID %d (another "
@@ -92,19 +94,14 @@ static cdc_err_t check_slot_free(cdc_capture_t *cap, cdc_error_t *e)
     return CDC_OK;
 }
 
-static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *e)
+cdc_err_t cdc_capture_slot_plan(cdc_capture_t *cap, bool exists, bool lost, int active,
+                                cdc_capture_slot_plan_t *plan, cdc_error_t *e)
 {
-    bool exists, lost, initial = strcmp(cap->cfg->snapshot_mode, "initial") == 0;
-    int active;
-    uint64_t confirmed = 0, cp = 0;
-    char snapname[64] = "";
-    cdc_err_t rc;
+    bool initial = strcmp(cap->cfg->snapshot_mode, "initial") == 0;
 
-    rc = cdc_source_slot_info(&cap->src, cap->cfg->slot, &exists, &confirmed, &lost, &active, e);
-    if (rc == CDC_OK && exists && active != 0)
-        rc = slot_in_use(cap, active, e);
-    if (rc != CDC_OK)
-        return rc;
+    memset(plan, 0, sizeof(*plan));
+    if (exists && active != 0)
+        return slot_in_use(cap, active, e);
     /* The slot this capture streamed from is gone (dropped, or invalidated when its WAL
      * was removed): the changes since its confirmed position cannot be read any more.
      * Never start silently from a new position (docs/capture.md, "Slot lost"). */
@@ -126,8 +123,7 @@ static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *
         cdc_log_error("replication slot %s %s: --slot-lost=resnapshot: creating it again and "
                       "re-reading every table, each mirror truncated first",
                       cap->cfg->slot, lost ? "was invalidated" : "no longer exists");
-        if (lost && (rc = cdc_source_drop_slot(&cap->src, cap->cfg->slot, e)) != CDC_OK)
-            return rc;
+        plan->drop = lost;
         exists = false;
         initial = true;
         cap->resnapshot = true;
@@ -136,19 +132,38 @@ static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *
         cdc_log_warn("slot %s exists but its initial snapshot never completed: dropping the "
                      "slot and redoing the snapshot",
                      cap->cfg->slot);
-        rc = cdc_source_drop_slot(&cap->src, cap->cfg->slot, e);
-        if (rc != CDC_OK)
-            return rc;
+        plan->drop = true;
         exists = false;
     }
-    if (exists) {
+    plan->create = !exists;
+    plan->initial = initial;
+    return CDC_OK;
+}
+
+static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *e)
+{
+    bool exists, lost;
+    int active;
+    uint64_t confirmed = 0, cp = 0;
+    char snapname[64] = "";
+    cdc_capture_slot_plan_t plan;
+    cdc_err_t rc;
+
+    rc = cdc_source_slot_info(&cap->src, cap->cfg->slot, &exists, &confirmed, &lost, &active, e);
+    if (rc == CDC_OK)
+        rc = cdc_capture_slot_plan(cap, exists, lost, active, &plan, e);
+    if (rc != CDC_OK)
+        return rc;
+    if (plan.drop && (rc = cdc_source_drop_slot(&cap->src, cap->cfg->slot, e)) != CDC_OK)
+        return rc;
+    if (!plan.create) {
         *start = 0; /* the server resumes at confirmed_flush_lsn */
         cap->confirmed = confirmed;
         cdc_log_info("resuming slot %s at %X/%X", cap->cfg->slot, (unsigned)(confirmed >> 32),
                      (unsigned)confirmed);
         return CDC_OK;
     }
-    rc = cdc_source_create_slot(&cap->src, cap->cfg->slot, initial, &cp, snapname, e);
+    rc = cdc_source_create_slot(&cap->src, cap->cfg->slot, plan.initial, &cp, snapname, e);
     if (rc != CDC_OK)
         return rc;
     cdc_log_info("created slot %s at consistent point %X/%X", cap->cfg->slot, (unsigned)(cp >> 32),
@@ -156,18 +171,28 @@ static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *
     cap->confirmed = cp;
     cdc_txtrack_free(&cap->track);
     cdc_txtrack_init(&cap->track, cp);
-    if (initial) {
+    if (plan.initial) {
         rc = cdc_snapshot_run(cap, snapname, cp, e);
         if (rc != CDC_OK)
             return rc;
     }
     cap->resnapshot = false;
     cdc_metrics_gauge_set(cap->m_slot_lost, 0);
-    rc = cdc_registry_mark_snapshot(cap, cp, initial ? "initial" : "never", e);
+    rc = cdc_registry_mark_snapshot(cap, cp, plan.initial ? "initial" : "never", e);
     if (rc != CDC_OK)
         return rc;
     *start = cp;
     return CDC_OK;
+}
+
+bool cdc_capture_status_due(cdc_capture_t *cap, bool data, bool reply, int64_t now)
+{
+    /* Between messages (no data this round: the backlog is drained or the server is
+     * quiet) confirm what Kafka acked without waiting a whole status interval, but
+     * at most every STATUS_MIN_GAP_MS: each update also wakes the walsender. */
+    return reply || now - cap->last_status_ms >= cap->cfg->status_interval_ms ||
+           (!data && now - cap->last_status_ms >= STATUS_MIN_GAP_MS &&
+            cdc_txtrack_confirmable(&cap->track) > cap->confirmed);
 }
 
 static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
@@ -262,6 +287,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
         bool reply = false;
         int64_t now;
 
+        cdc_health_beat(&cap->health);
         rc = cdc_source_read(&cap->src, READ_TIMEOUT_MS, &ev, &data, &len, &lsn, &reply, e);
         if (rc != CDC_OK)
             goto cleanup;
@@ -288,12 +314,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
             goto cleanup;
         }
         now = cdc_clock_mono_coarse_ms();
-        /* Between messages (no data this round: the backlog is drained or the server is
-         * quiet) confirm what Kafka acked without waiting a whole status interval, but
-         * at most every STATUS_MIN_GAP_MS: each update also wakes the walsender. */
-        if (reply || now - cap->last_status_ms >= cap->cfg->status_interval_ms ||
-            (ev != CDC_SRC_DATA && now - cap->last_status_ms >= STATUS_MIN_GAP_MS &&
-             cdc_txtrack_confirmable(&cap->track) > cap->confirmed)) {
+        if (cdc_capture_status_due(cap, ev == CDC_SRC_DATA, reply, now)) {
             rc = cdc_capture_send_status(cap, e);
             if (rc != CDC_OK)
                 goto cleanup;
@@ -326,7 +347,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
 cleanup:
     cap->ready = false;
     if (rc == CDC_OK || rc == CDC_ERR_CLOSED) {
-        drain(cap, e);
+        drain(cap);
         rc = CDC_OK;
     } else if (cap->producer) {
         /* Let in-flight events finish against this session's tracker and confirm what
@@ -336,8 +357,10 @@ cleanup:
         int64_t deadline = cdc_clock_mono_coarse_ms() + cap->cfg->drain_timeout_ms;
         while (cdc_kafka_producer_outstanding(cap->producer) > 0 &&
                cdc_clock_mono_coarse_ms() < deadline &&
-               cdc_kafka_producer_fatal(cap->producer, &ignored) == CDC_OK)
+               cdc_kafka_producer_fatal(cap->producer, &ignored) == CDC_OK) {
+            cdc_health_beat(&cap->health);
             cdc_kafka_producer_flush(cap->producer, 200, &ignored);
+        }
         if (cdc_kafka_producer_outstanding(cap->producer) > 0 ||
             cdc_kafka_producer_fatal(cap->producer, &ignored) != CDC_OK) {
             cdc_kafka_producer_free(cap->producer);
@@ -357,6 +380,7 @@ static void sleep_ms(cdc_capture_t *cap, int64_t ms)
     int64_t end = cdc_clock_mono_coarse_ms() + ms;
     while (!*cap->stop && cdc_clock_mono_coarse_ms() < end) {
         struct timeval tv = {0, 50000};
+        cdc_health_beat(&cap->health);
         select(0, NULL, NULL, NULL, &tv);
     }
 }
@@ -422,9 +446,41 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
     cdc_http_doc_set(&cap->status, js);
 }
 
+cdc_capture_next_t cdc_capture_session_ended(cdc_capture_t *cap, cdc_err_t rc,
+                                             const cdc_error_t *err, int64_t *backoff_ms,
+                                             int64_t *wait_ms)
+{
+    *wait_ms = 0;
+    if (rc == CDC_OK)
+        return CDC_CAPTURE_NEXT_STOP;
+    if (cap->streamed)
+        *backoff_ms = CDC_CAPTURE_BACKOFF_MIN_MS;
+    cap->streamed = false;
+    if (!err->retriable && rc != CDC_ERR_UNAVAILABLE && rc != CDC_ERR_TIMEOUT &&
+        rc != CDC_ERR_KAFKA)
+        return CDC_CAPTURE_NEXT_FAIL;
+    if (cap->slot_busy) {
+        /* a standby: checks the slot every second, says so every minute */
+        cap->slot_busy = false;
+        if (cdc_clock_mono_coarse_ms() - cap->standby_logged_ms >= 60000) {
+            cap->standby_logged_ms = cdc_clock_mono_coarse_ms();
+            cdc_log_warn("%s", err->msg);
+        }
+        *wait_ms = 1000;
+        return CDC_CAPTURE_NEXT_STANDBY;
+    }
+    /* --reconnect-max may be shorter than the first backoff */
+    *wait_ms = *backoff_ms > cap->cfg->reconnect_max_ms ? cap->cfg->reconnect_max_ms : *backoff_ms;
+    *backoff_ms =
+        *wait_ms * 2 > cap->cfg->reconnect_max_ms ? cap->cfg->reconnect_max_ms : *wait_ms * 2;
+    cdc_log_warn("capture session ended: %s; retrying in %" PRId64 " ms", err->msg, *wait_ms);
+    cdc_metrics_counter_inc(cap->m_reconnects);
+    return CDC_CAPTURE_NEXT_RETRY;
+}
+
 cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
 {
-    int64_t backoff = 500;
+    int64_t backoff = CDC_CAPTURE_BACKOFF_MIN_MS;
 
     cap->m_transactions =
         cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_transactions_total",
@@ -472,35 +528,23 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
     while (!*cap->stop) {
         cdc_error_t err;
         cdc_err_t rc;
+        int64_t wait_ms = 0;
         cdc_error_clear(&err);
+        cdc_health_beat(&cap->health);
         cdc_capture_status_publish(cap, true);
         rc = session(cap, &err);
         cdc_capture_status_publish(cap, true);
-        if (rc == CDC_OK)
-            break;
-        if (cap->streamed)
-            backoff = 500;
-        cap->streamed = false;
-        if (!err.retriable && rc != CDC_ERR_UNAVAILABLE && rc != CDC_ERR_TIMEOUT &&
-            rc != CDC_ERR_KAFKA) {
+        switch (cdc_capture_session_ended(cap, rc, &err, &backoff, &wait_ms)) {
+        case CDC_CAPTURE_NEXT_STOP:
+            return CDC_OK;
+        case CDC_CAPTURE_NEXT_FAIL:
             *e = err;
             return rc;
+        case CDC_CAPTURE_NEXT_STANDBY:
+        case CDC_CAPTURE_NEXT_RETRY:
+            sleep_ms(cap, wait_ms);
+            break;
         }
-        if (cap->slot_busy) {
-            /* a standby: checks the slot every second, says so every minute */
-            cap->slot_busy = false;
-            if (cdc_clock_mono_coarse_ms() - cap->standby_logged_ms >= 60000) {
-                cap->standby_logged_ms = cdc_clock_mono_coarse_ms();
-                cdc_log_warn("%s", err.msg);
-            }
-            sleep_ms(cap, 1000);
-            continue;
-        }
-        cdc_log_warn("capture session ended: %s; retrying in %" PRId64 " ms", err.msg, backoff);
-        cdc_metrics_counter_inc(cap->m_reconnects);
-        sleep_ms(cap, backoff);
-        backoff =
-            backoff * 2 > cap->cfg->reconnect_max_ms ? cap->cfg->reconnect_max_ms : backoff * 2;
     }
     return CDC_OK;
 }

@@ -19,7 +19,54 @@
 
 /* ---- stream.c ---- */
 
-/* Monotonic coarse milliseconds (intervals of the session). */
+/* What a session does with its replication slot (cdc_capture_slot_plan). */
+typedef struct cdc_capture_slot_plan {
+    bool drop;    /* drop the existing slot first */
+    bool create;  /* create the slot; else resume at its confirmed_flush_lsn */
+    bool initial; /* create it with an exported snapshot and run the initial snapshot */
+} cdc_capture_slot_plan_t;
+
+/*
+ * Decides from the slot's state (cdc_source_slot_info: exists, lost, the PID of the
+ * walsender streaming it) and the snapshot marker read from the registry what the
+ * session does with the slot: resume it, create it (with the initial snapshot under
+ * --snapshot-mode=initial), or drop and create it again (a snapshot that never
+ * completed; a lost slot under --slot-lost=resnapshot, which sets cap->resnapshot).
+ * Errors: CDC_ERR_CONFLICT when another process streams the slot (cap becomes a
+ * standby; retriable unless --slot-busy=fail), CDC_ERR_STATE when the slot this
+ * capture streamed from is lost (cap->slot_lost; docs/capture.md, "Slot lost").
+ */
+cdc_err_t cdc_capture_slot_plan(cdc_capture_t *cap, bool exists, bool lost, int active,
+                                cdc_capture_slot_plan_t *plan, cdc_error_t *e);
+
+/*
+ * Whether the session loop sends a status update now (after a read at now, monotonic
+ * ms): the server asked for one (reply), a status interval passed, or the read brought
+ * no data and Kafka acked past the confirmed LSN at least 50 ms after the last update.
+ * May drop acked transactions from cap->track (cdc_txtrack_confirmable).
+ */
+bool cdc_capture_status_due(cdc_capture_t *cap, bool data, bool reply, int64_t now);
+
+/* First backoff between sessions, and the backoff after a session that streamed. */
+#define CDC_CAPTURE_BACKOFF_MIN_MS 500
+
+/* What cdc_capture_run does after a session ended. */
+typedef enum cdc_capture_next {
+    CDC_CAPTURE_NEXT_STOP,    /* a clean stop: the capture returns CDC_OK */
+    CDC_CAPTURE_NEXT_FAIL,    /* an error no new session mends: the capture returns it */
+    CDC_CAPTURE_NEXT_STANDBY, /* another process streams the slot: look again later */
+    CDC_CAPTURE_NEXT_RETRY,   /* a new session after a backoff */
+} cdc_capture_next_t;
+
+/*
+ * Classifies the end of a session (rc and its error err) and says how long to wait
+ * before the next one (*wait_ms). *backoff_ms is the run's backoff: back to
+ * CDC_CAPTURE_BACKOFF_MIN_MS after a session that streamed, doubled up to
+ * --reconnect-max after each retry. Clears cap->streamed and cap->slot_busy.
+ */
+cdc_capture_next_t cdc_capture_session_ended(cdc_capture_t *cap, cdc_err_t rc,
+                                             const cdc_error_t *err, int64_t *backoff_ms,
+                                             int64_t *wait_ms);
 
 /* ---- tables.c ---- */
 

@@ -12,8 +12,10 @@
 #       compose  kill -9 / pause / unpause / stop / start of a service's container, network
 #                disconnect/connect, through the container engine (CHAOS_ENGINE: docker or
 #                podman) and the compose command (CHAOS_COMPOSE), see "compose" below
-#       k8s      kubectl delete pod --grace-period=0 --force, kill -STOP/-CONT inside the
-#                pod, a deny-all NetworkPolicy on one pod
+#       k8s      kubectl delete pod --grace-period=0 --force or kill -9 of the pod's
+#                processes (the container restarts in place), at random; kill -STOP/-CONT
+#                inside the pod; a deny-all NetworkPolicy on one pod, labelled out of the
+#                base policy (chaos/k8s.sh, which also holds the load and the verifier)
 #     chaos_targets <role>, chaos_kill, chaos_pause, chaos_resume, chaos_partition,
 #     chaos_heal, chaos_recover <target>, chaos_stop <target> <grace>, chaos_restart,
 #     chaos_leader, chaos_status (leader's /status), chaos_active_capture;
@@ -361,7 +363,14 @@ chaos_kill() {
         if [ "$1" = etcd ]; then harness_etcd_stop; else proc_signal "$1" KILL; fi
         ;;
     compose) _engine kill -s KILL "$(_container "$1")" >/dev/null ;;
-    k8s) _kubectl delete pod "$1" --grace-period=0 --force --wait=false ;;
+    k8s)
+        chaos_pick pod process
+        if [ "$REPLY" = process ]; then
+            k8s_kill_process "$1"
+        else
+            _kubectl delete pod "$1" --grace-period=0 --force --wait=false
+        fi
+        ;;
     esac
 }
 
@@ -403,19 +412,7 @@ chaos_partition() {
             "$id" >"$CHAOS_DIR/partition-$1"
         _engine network disconnect "$net" "$id"
         ;;
-    k8s)
-        _kubectl apply -f - <<EOF
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata:
-  name: chaos-partition-$1
-spec:
-  podSelector:
-    matchLabels:
-      statefulset.kubernetes.io/pod-name: $1
-  policyTypes: [Ingress, Egress]
-EOF
-        ;;
+    k8s) k8s_partition "$1" ;;
     esac
 }
 
@@ -434,7 +431,7 @@ chaos_heal() {
         _engine network connect "${args[@]}" "${CHAOS_COMPOSE_PROJECT}_cdc" "$(_container "$1")"
         rm -f "$CHAOS_DIR/partition-$1"
         ;;
-    k8s) _kubectl delete networkpolicy "chaos-partition-$1" --ignore-not-found ;;
+    k8s) k8s_heal "$1" ;;
     esac
 }
 
@@ -530,8 +527,9 @@ chaos_pg_dsn() {
 
 # chaos_load_start <seconds> <seed>: the load generator in the background for that long at
 # LOAD_RATE changes/s (local: a process; compose: a one-off container of the stack's
-# loadgen service), its output appended to $CHAOS_DIR/loadgen.log; LOAD_PID is the
-# process to wait for (empty when the backend runs no load: k8s).
+# loadgen service, its output appended to $CHAOS_DIR/loadgen.log; k8s: the load generator
+# Deployment scaled up, until k8s_load_stop); LOAD_PID is the process to wait for (empty
+# for k8s).
 # shellcheck disable=SC2034 # LOAD_PID is read by chaos/run.sh
 chaos_load_start() {
     LOAD_PID=
@@ -549,6 +547,7 @@ chaos_load_start() {
             </dev/null >>"$CHAOS_DIR/loadgen.log" 2>&1 &
         LOAD_PID=$!
         ;;
+    k8s) k8s_load_start "$LOAD_RATE" "$2" ;;
     esac
 }
 
@@ -568,7 +567,8 @@ chaos_compose_export() {
 
 # chaos_verify <catch-up seconds>: runs the verifier until it passes or the time is up
 # (the tables catch up after the load stopped); prints its report, whose last line is the
-# verdict (VERIFY ok|FAILED ...). Compose: the warehouse is copied out before each try.
+# verdict (VERIFY ok|FAILED ...). Compose: the warehouse is copied out before each try;
+# k8s: k8s_verify (chaos/k8s.sh).
 chaos_verify() {
     local wait=$1 deadline out rc
     case "$CHAOS_BACKEND" in
@@ -587,7 +587,7 @@ chaos_verify() {
             sleep 2
         done
         ;;
-    *) echo "VERIFY skipped: no verifier for backend $CHAOS_BACKEND" ;;
+    k8s) k8s_verify "$wait" ;;
     esac
 }
 
@@ -599,3 +599,6 @@ chaos_logs() {
     k8s) _kubectl logs "$1" 2>&1 ;;
     esac
 }
+
+# shellcheck source=chaos/k8s.sh
+. "$CHAOS_ROOT/chaos/k8s.sh"

@@ -142,7 +142,8 @@ scenario_etcd-restart() {
     case "$CHAOS_BACKEND" in
     local) harness_etcd_start ;;
     compose) chaos_recover etcd ;;
-    k8s) : ;;
+    # the StatefulSet brings it back on its PersistentVolumeClaim, data kept
+    k8s) _kubectl rollout status statefulset/etcd --timeout=120s >/dev/null ;;
     esac
     chaos_log "etcd started"
     _recovered "$before"

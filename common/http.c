@@ -40,6 +40,8 @@ struct cdc_http_server {
     cdc_metrics_t *metrics;
     cdc_http_ready_fn ready_fn;
     void *ready_arg;
+    cdc_http_ready_fn health_fn;
+    void *health_arg;
     route_t routes[MAX_ROUTES];
     size_t nroutes;
 };
@@ -116,6 +118,18 @@ static void respond(nng_aio *aio, int status, const char *content_type, const ch
     nng_aio_finish(aio, 0);
 }
 
+/* /healthz and /readyz: 200 "<good>", or 503 "<bad>: <reason>" from fn (NULL = good). */
+static void probe(nng_aio *aio, cdc_http_ready_fn fn, void *arg, const char *good, const char *bad)
+{
+    char reason[256] = "";
+    char body[300];
+    bool ok = fn == NULL || fn(arg, reason, sizeof(reason));
+    int n =
+        snprintf(body, sizeof(body), "%s%s%s\n", ok ? good : bad, reason[0] ? ": " : "", reason);
+    respond(aio, ok ? 200 : 503, "text/plain; charset=utf-8", body,
+            n > 0 && (size_t)n < sizeof(body) ? (size_t)n : strlen(body));
+}
+
 static void handle(nng_aio *aio)
 {
     nng_http_req *req = nng_aio_get_input(aio, 0);
@@ -125,18 +139,11 @@ static void handle(nng_aio *aio)
 
     switch (r->kind) {
     case ROUTE_HEALTH:
-        respond(aio, 200, "text/plain; charset=utf-8", "ok\n", 3);
+        probe(aio, s->health_fn, s->health_arg, "ok", "unhealthy");
         return;
-    case ROUTE_READY: {
-        char reason[256] = "";
-        char body[300];
-        bool ready = s->ready_fn == NULL || s->ready_fn(s->ready_arg, reason, sizeof(reason));
-        int n = snprintf(body, sizeof(body), "%s%s%s\n", ready ? "ready" : "not ready",
-                         reason[0] ? ": " : "", reason);
-        respond(aio, ready ? 200 : 503, "text/plain; charset=utf-8", body,
-                n > 0 && (size_t)n < sizeof(body) ? (size_t)n : strlen(body));
+    case ROUTE_READY:
+        probe(aio, s->ready_fn, s->ready_arg, "ready", "not ready");
         return;
-    }
     case ROUTE_METRICS: {
         size_t len = 0;
         char *text = cdc_metrics_render(s->metrics, &len);
@@ -226,6 +233,12 @@ void cdc_http_server_set_ready(cdc_http_server_t *s, cdc_http_ready_fn fn, void 
 {
     s->ready_fn = fn;
     s->ready_arg = arg;
+}
+
+void cdc_http_server_set_health(cdc_http_server_t *s, cdc_http_ready_fn fn, void *arg)
+{
+    s->health_fn = fn;
+    s->health_arg = arg;
 }
 
 cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,
@@ -324,9 +337,13 @@ void cdc_http_doc_free(cdc_http_doc_t *d)
 
 static void doc_handler(void *arg, const char *path, const char *query, cdc_http_response_t *resp)
 {
-    cdc_http_doc_t *d = arg;
     (void)path;
     (void)query;
+    cdc_http_doc_respond(arg, resp);
+}
+
+void cdc_http_doc_respond(cdc_http_doc_t *d, cdc_http_response_t *resp)
+{
     pthread_mutex_lock(&d->lock);
     resp->body = strdup(d->json ? d->json : "{}");
     pthread_mutex_unlock(&d->lock);

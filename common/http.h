@@ -1,9 +1,9 @@
 /*
  * Admin HTTP endpoint of every process, built on NNG's HTTP server. It serves
- * /healthz (always 200 "ok" while the process runs), /readyz (200 or 503 from a ready
- * callback), /metrics (the Prometheus text of a metrics registry) and GET handlers that
- * the process registers, such as the coordinator's /status (JSON). Unknown paths get
- * 404, other methods on known paths 405.
+ * /healthz (200 "ok", or 503 from a health callback: common/health.h), /readyz (200 or
+ * 503 from a ready callback), /metrics (the Prometheus text of a metrics registry) and GET handlers
+ * that the process registers, such as the coordinator's /status (JSON). Unknown paths get 404,
+ * other methods on known paths 405.
  *
  * Threads: handlers and the ready callback run on NNG's worker threads, possibly
  * concurrently; they must be thread-safe and should not block for long.
@@ -39,7 +39,10 @@ typedef struct cdc_http_response {
 typedef void (*cdc_http_handler_fn)(void *arg, const char *path, const char *query,
                                     cdc_http_response_t *resp);
 
-/* Returns whether the process is ready; on false, `reason` (size bytes) may say why. */
+/*
+ * Returns whether the process is ready (or, for /healthz, healthy); on false, `reason`
+ * (size bytes) may say why: the answer is 503 "not ready: <reason>" ("unhealthy: ...").
+ */
 typedef bool (*cdc_http_ready_fn)(void *arg, char *reason, size_t size);
 
 /*
@@ -53,6 +56,12 @@ cdc_err_t cdc_http_server_open(cdc_http_server_t **out, const char *addr, cdc_me
 
 /* Sets the /readyz callback (default: always ready). Call before start. */
 void cdc_http_server_set_ready(cdc_http_server_t *s, cdc_http_ready_fn fn, void *arg);
+
+/*
+ * Sets the /healthz callback (default: always healthy, "ok" while the process answers;
+ * cdc_health_check() with a cdc_health_t is the usual one). Call before start.
+ */
+void cdc_http_server_set_health(cdc_http_server_t *s, cdc_http_ready_fn fn, void *arg);
 
 /* Registers a GET handler for an exact path (e.g. "/status"). Call before start. */
 cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,
@@ -71,6 +80,9 @@ void cdc_http_doc_init(cdc_http_doc_t *d);
 /* Publishes json (malloc'ed, taken; NULL is ignored). */
 void cdc_http_doc_set(cdc_http_doc_t *d, char *json);
 void cdc_http_doc_free(cdc_http_doc_t *d);
+/* Fills resp with a copy of d's document (application/json): for handlers that serve a
+ * document in some cases and something else in others. */
+void cdc_http_doc_respond(cdc_http_doc_t *d, cdc_http_response_t *resp);
 /* Serves d as application/json at path (GET). Call before start. */
 cdc_err_t cdc_http_server_add_doc(cdc_http_server_t *s, const char *path, cdc_http_doc_t *d,
                                   cdc_error_t *e);

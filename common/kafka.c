@@ -540,8 +540,10 @@ size_t cdc_kafka_consumer_failed(cdc_kafka_consumer_t *c, char (*topics)[256], i
         memcpy(topics[i], c->failed[i].topic, sizeof(topics[i]));
         partitions[i] = c->failed[i].partition;
     }
-    /* the rest wait for the next call */
-    memmove(c->failed, c->failed + n, (c->nfailed - n) * sizeof(*c->failed));
+    /* the rest wait for the next call (none yet: c->failed may still be NULL, and a
+     * memmove of NULL is undefined even for 0 bytes) */
+    if (c->nfailed > n)
+        memmove(c->failed, c->failed + n, (c->nfailed - n) * sizeof(*c->failed));
     c->nfailed -= n;
     return n;
 }

@@ -103,4 +103,13 @@ typedef struct cdc_kafka_options {
             "Comma-separated etcd endpoints (gRPC gateway URLs)."                                  \
     }
 
+/* --liveness-timeout: how long a main loop may stand still before /healthz fails
+ * (common/health.h). */
+#define CDC_OPT_LIVENESS_TIMEOUT(T, field)                                                         \
+    {                                                                                              \
+        "liveness-timeout", CDC_OPT_DURATION, offsetof(T, field), "60s", false, 0, 3600000, NULL,  \
+            "/healthz answers 503 when the main loop has not turned for this long, so that a "     \
+            "liveness probe restarts a wedged process (0 = the loop is not watched)."              \
+    }
+
 #endif

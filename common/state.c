@@ -657,12 +657,10 @@ cdc_err_t cdc_state_checkpoint(cdc_state_t *st, const char *dir, cdc_error_t *e)
     return CDC_OK;
 }
 
-cdc_err_t cdc_state_compact(cdc_state_t *st, cdc_error_t *e)
+void cdc_state_compact(cdc_state_t *st)
 {
-    (void)e;
     for (size_t i = 0; i < st->nfamilies; i++)
         rocksdb_compact_range_cf(st->db, st->cf[i], NULL, 0, NULL, 0);
-    return CDC_OK;
 }
 
 static uint64_t prop_u64(cdc_state_t *st, int family, const char *name)

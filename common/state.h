@@ -142,7 +142,7 @@ cdc_err_t cdc_state_write(cdc_state_t *st, cdc_state_batch_t *b, cdc_error_t *e)
 cdc_err_t cdc_state_checkpoint(cdc_state_t *st, const char *dir, cdc_error_t *e);
 
 /* Forces a full compaction (drops expired entries); used by tests and maintenance. */
-cdc_err_t cdc_state_compact(cdc_state_t *st, cdc_error_t *e);
+void cdc_state_compact(cdc_state_t *st);
 
 /* Bytes on disk (live table files) plus bytes in memtables, all families. */
 uint64_t cdc_state_size(cdc_state_t *st);

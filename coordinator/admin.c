@@ -1,7 +1,12 @@
 /*
- * Admin API of the coordinator: /status (JSON), /readyz, plus /healthz and /metrics
- * from common/http.c. The main loop builds the status document (it owns the state)
- * and publishes it under a mutex; HTTP threads only copy the published text.
+ * Admin API of the coordinator: /status (JSON), /readyz, /healthz, plus /metrics from
+ * common/http.c. The main loop builds the status document (it owns the state) and
+ * publishes it under a mutex; HTTP threads only copy the published text. A standby
+ * answers /status with the leader's (fetched from the leader's admin address), so
+ * whichever coordinator a Service picks, /status describes the running job; /readyz is
+ * 200 for the leader RUNNING and for a standby alike, so rollouts and disruption budgets
+ * count both (docs/deployment.md, "Health and readiness"). /healthz fails when the loop
+ * stopped turning or the job FAILED (common/health.h).
  *
  * /status fields: job, id, state (RUNNING|RECOVERING|FAILED|STANDBY|STARTING), leader
  * (this process: id, endpoint, admin, term), term, generation, recovery_reason,
@@ -25,8 +30,26 @@
 #include <jansson.h>
 
 #include "common/clock.h"
+#include "common/httpc.h"
 #include "common/log.h"
 #include "coordinator/coordinator.h"
+
+/* A forwarded /status waits this long for the leader, then serves our own. */
+#define FORWARD_TIMEOUT_MS 2000
+
+/* Main thread: where a standby's /status comes from (the leader's admin address), or ""
+ * when this process answers itself (it leads, nobody does, or the key names us). */
+static void set_forward(cdc_coord_t *c, json_t *leader)
+{
+    const char *admin = json_string_value(json_object_get(leader, "admin"));
+    const char *id = json_string_value(json_object_get(leader, "id"));
+
+    if (admin == NULL || id == NULL || strcmp(id, c->cfg.id) == 0)
+        admin = "";
+    pthread_mutex_lock(&c->forward_lock);
+    snprintf(c->forward_to, sizeof(c->forward_to), "%s", admin);
+    pthread_mutex_unlock(&c->forward_lock);
+}
 
 char *cdc_coord_status_json(cdc_coord_t *c)
 {
@@ -62,6 +85,7 @@ char *cdc_coord_status_json(cdc_coord_t *c)
             free(value);
         }
     }
+    set_forward(c, c->state == CDC_JOB_STANDBY ? leader : NULL);
     json_object_set_new(o, "leader", leader);
 
     json_object_set_new(rs, "failures_recent", json_integer(cdc_restart_recent(&c->restart, now)));
@@ -202,7 +226,48 @@ void cdc_admin_publish(cdc_coord_t *c)
     cdc_http_doc_set(&c->status, js);
 }
 
-/* HTTP thread: ready = leader RUNNING, or a healthy standby. */
+/* HTTP thread: the leader's /status (asked with local=1, so it never forwards again) into
+ * resp; false when it did not answer 200 in time. */
+static bool forward(const char *admin, cdc_http_response_t *resp)
+{
+    char url[320];
+    cdc_httpc_t *h = cdc_httpc_open();
+    cdc_httpc_request_t req = {
+        .url = url, .timeout_ms = FORWARD_TIMEOUT_MS, .connect_timeout_ms = FORWARD_TIMEOUT_MS / 4};
+    cdc_httpc_response_t r;
+    bool ok;
+
+    if (h == NULL)
+        return false;
+    snprintf(url, sizeof(url), "http://%s/status?local=1", admin);
+    ok = cdc_httpc_perform(h, &req, &r) == CDC_OK && r.status == 200 && r.body != NULL;
+    if (ok) {
+        resp->body = r.body; /* taken: malloc'ed, as the server wants it */
+        resp->body_len = r.len;
+        r.body = NULL;
+        snprintf(resp->content_type, sizeof(resp->content_type), "application/json");
+    }
+    cdc_httpc_response_free(&r);
+    cdc_httpc_close(h);
+    return ok;
+}
+
+/* HTTP thread: /status; a standby forwards unless asked for its own (?local=1). */
+static void status(void *arg, const char *path, const char *query, cdc_http_response_t *resp)
+{
+    cdc_coord_t *c = arg;
+    char to[sizeof(c->forward_to)];
+
+    (void)path;
+    pthread_mutex_lock(&c->forward_lock);
+    snprintf(to, sizeof(to), "%s", c->forward_to);
+    pthread_mutex_unlock(&c->forward_lock);
+    if (to[0] != '\0' && strstr(query, "local=1") == NULL && forward(to, resp))
+        return;
+    cdc_http_doc_respond(&c->status, resp);
+}
+
+/* HTTP thread: ready = leader RUNNING, or a standby (which forwards /status). */
 static bool ready(void *arg, char *reason, size_t size)
 {
     cdc_coord_t *c = arg;
@@ -217,5 +282,6 @@ static bool ready(void *arg, char *reason, size_t size)
 cdc_err_t cdc_admin_register(cdc_coord_t *c, cdc_error_t *e)
 {
     cdc_http_server_set_ready(c->http, ready, c);
-    return cdc_http_server_add_doc(c->http, "/status", &c->status, e);
+    cdc_http_server_set_health(c->http, cdc_health_check, &c->health);
+    return cdc_http_server_add(c->http, "/status", status, c, e);
 }

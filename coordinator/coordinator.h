@@ -18,6 +18,7 @@
 #include "common/options.h"
 #include "common/config.h"
 #include "common/etcd.h"
+#include "common/health.h"
 #include "common/http.h"
 #include "common/metrics.h"
 #include "common/msg.h"
@@ -37,6 +38,7 @@ typedef struct cdc_coord_config {
     char *listen;
     char *advertise;
     char *http;
+    int64_t liveness_timeout_ms;
     char *warehouse;
     cdc_s3_options_t s3;
     int64_t commit_interval_ms;
@@ -110,6 +112,7 @@ typedef struct cdc_coord {
     cdc_etcd_t *etcd;
     cdc_msg_server_t *msg;
     cdc_http_server_t *http;
+    cdc_health_t health; /* /healthz: the loop beats it; FAILED is fatal (admin.c) */
     cdc_committer_t *committer;
     cdc_leader_t leader;
     cdc_store_t store;
@@ -163,7 +166,11 @@ typedef struct cdc_coord {
     cdc_histogram_t *m_latency, *m_record_latency, *m_stall;
     int64_t stall_max_ms; /* longest main-loop iteration as leader */
 
-    cdc_http_doc_t status;  /* the published /status */
+    cdc_http_doc_t status; /* the published /status */
+    /* a standby's /status answers with the leader's, fetched from this admin address
+     * (admin.c); "" = serve our own. Written by the main loop, read by HTTP threads. */
+    pthread_mutex_t forward_lock;
+    char forward_to[256];
     _Atomic int state_seen; /* c->state for the HTTP thread (/readyz) */
 } cdc_coord_t;
 
@@ -178,7 +185,7 @@ void cdc_coord_close(cdc_coord_t *c);
 /* Builds the /status JSON of the current state (main thread); caller frees. */
 char *cdc_coord_status_json(cdc_coord_t *c);
 
-/* Registers /status on the HTTP server and the ready callback (admin.c). */
+/* Registers /status on the HTTP server and the health and ready callbacks (admin.c). */
 cdc_err_t cdc_admin_register(cdc_coord_t *c, cdc_error_t *e);
 
 /* Publishes a fresh status snapshot for the HTTP threads (admin.c). */

@@ -54,6 +54,12 @@ static void set_state(cdc_coord_t *c, cdc_job_state_t s)
                      cdc_job_state_name(s));
     c->state = s;
     atomic_store(&c->state_seen, (int)s);
+    /* a FAILED leader holds the lease and commits nothing: /healthz fails so that a
+     * liveness probe restarts it and a standby tries again (docs/operations.md) */
+    cdc_health_set_fatal(&c->health, s == CDC_JOB_FAILED
+                                         ? "job FAILED: the restart strategy gave up; a restart "
+                                           "hands the lease to a standby"
+                                         : NULL);
     cdc_metrics_gauge_set(c->m_state, (double)s);
 }
 
@@ -107,7 +113,7 @@ static void reject_not_leader(cdc_coord_t *c, uint32_t pipe)
 
 /* Closes the rejected pipes whose delay has passed (forgets them if we lead meanwhile:
  * the worker registers again on the same pipe). */
-static void close_rejected(cdc_coord_t *c, int64_t now)
+void cdc_job_close_rejected(cdc_coord_t *c, int64_t now)
 {
     int kept = 0;
     for (int i = 0; i < c->nclosing; i++) {
@@ -272,7 +278,7 @@ static void lose_worker(cdc_coord_t *c, cdc_member_t *m, const char *reason)
 }
 
 /* RECOVERING -> RUNNING when the restart delay passed and the workers are there. */
-static void try_assign(cdc_coord_t *c, int64_t now)
+void cdc_job_try_assign(cdc_coord_t *c, int64_t now)
 {
     const char *alive[CDC_MEMBERS_MAX], *prev[CDC_PARTITIONS], *owners[CDC_PARTITIONS];
     int n, owner_idx[CDC_PARTITIONS];
@@ -361,11 +367,6 @@ void cdc_job_become_standby(cdc_coord_t *c, const char *reason)
     cdc_metrics_gauge_set(c->m_term, 0);
 }
 
-/*
- * STARTING: read latest/committed, commit what the previous leader recorded but did
- * not commit (idempotent), reserve epoch ids, then wait for workers. Retried until etcd
- * and the warehouse answer.
- */
 /* The value of the leader key (common/cluster.h, escaped through jansson); caller frees. */
 static char *leader_value(const cdc_coord_t *c)
 {
@@ -376,7 +377,12 @@ static char *leader_value(const cdc_coord_t *c)
     return cdc_leader_record_json(&lr);
 }
 
-static void leader_start(cdc_coord_t *c, int64_t now)
+/*
+ * STARTING: read latest/committed, commit what the previous leader recorded but did
+ * not commit (idempotent), reserve epoch ids, then wait for workers. Retried until etcd
+ * and the warehouse answer.
+ */
+void cdc_job_leader_start(cdc_coord_t *c, int64_t now)
 {
     uint64_t latest = 0, committed = 0, from, limit;
     cdc_checkpoint_t *base = NULL;
@@ -528,7 +534,7 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
     }
 }
 
-static void on_message(cdc_coord_t *c, Cdc__Envelope *env, uint32_t pipe, int64_t now)
+void cdc_job_on_message(cdc_coord_t *c, const Cdc__Envelope *env, uint32_t pipe, int64_t now)
 {
     switch (env->body_case) {
     case CDC__ENVELOPE__BODY_REGISTER:
@@ -552,7 +558,7 @@ static void on_message(cdc_coord_t *c, Cdc__Envelope *env, uint32_t pipe, int64_
     }
 }
 
-static void drain(cdc_coord_t *c, int wait_ms)
+void cdc_job_drain(cdc_coord_t *c, int wait_ms)
 {
     cdc_msg_event_t ev;
 
@@ -563,7 +569,7 @@ static void drain(cdc_coord_t *c, int wait_ms)
         cdc_err_t rc = cdc_msg_server_recv(c->msg, i == 0 ? wait_ms : 0, &env, &pipe, &e);
         if (rc != CDC_OK)
             break;
-        on_message(c, env, pipe, cdc_clock_mono_ms());
+        cdc_job_on_message(c, env, pipe, cdc_clock_mono_ms());
         cdc_msg_free(env);
     }
     while (cdc_msg_server_poll_event(c->msg, &ev)) {
@@ -578,7 +584,7 @@ static void drain(cdc_coord_t *c, int wait_ms)
 
 /* ---- timers ---------------------------------------------------------------------------- */
 
-static void check_liveness(cdc_coord_t *c, int64_t now)
+void cdc_job_check_liveness(cdc_coord_t *c, int64_t now)
 {
     for (int i = 0; i < c->members.n; i++) {
         cdc_member_t *m = &c->members.m[i];
@@ -604,6 +610,7 @@ static void check_liveness(cdc_coord_t *c, int64_t now)
                     cdc_msg_server_close_pipe(c->msg, m->pipe);
                 }
             }
+            cdc_metrics_gauge_set(c->m_workers, (double)cdc_members_alive_count(&c->members));
             cdc_job_recover(c, why, true);
         }
     }
@@ -633,7 +640,7 @@ static void observe_stall(cdc_coord_t *c, int64_t ms)
  * standby only watches the election. Every timed receive costs NNG 1.5.2 a busy wait on
  * the clock, so waking 200 times a second kept an idle coordinator at 16% of a core.
  */
-static int loop_wait_ms(const cdc_coord_t *c, int64_t now)
+int cdc_job_loop_wait_ms(const cdc_coord_t *c, int64_t now)
 {
     int64_t w = LOOP_WAIT_MAX_MS;
 
@@ -652,7 +659,10 @@ void cdc_coord_run(cdc_coord_t *c)
     set_state(c, CDC_JOB_STANDBY);
     while (!*c->stop) {
         int64_t now = cdc_clock_mono_ms(), began = now;
-        cdc_leader_event_t ev = cdc_leader_tick(&c->leader, now);
+        cdc_leader_event_t ev;
+
+        cdc_health_beat(&c->health);
+        ev = cdc_leader_tick(&c->leader, now);
 
         if (ev == CDC_LEADER_ELECTED) {
             c->term = (uint64_t)c->leader.term;
@@ -666,14 +676,14 @@ void cdc_coord_run(cdc_coord_t *c)
             cdc_job_become_standby(c, c->leader.last_error);
         }
         if (c->state == CDC_JOB_STARTING)
-            leader_start(c, now);
+            cdc_job_leader_start(c, now);
 
-        drain(c, loop_wait_ms(c, now));
+        cdc_job_drain(c, cdc_job_loop_wait_ms(c, now));
         now = cdc_clock_mono_ms();
         if (c->state != CDC_JOB_STANDBY) {
-            check_liveness(c, now);
+            cdc_job_check_liveness(c, now);
             if (c->state == CDC_JOB_RECOVERING)
-                try_assign(c, now);
+                cdc_job_try_assign(c, now);
             cdc_job_maybe_barrier(c, now);
             if (c->state != CDC_JOB_STANDBY && c->state != CDC_JOB_STARTING)
                 cdc_job_process_queue(c, cdc_clock_mono_ms());
@@ -683,7 +693,7 @@ void cdc_coord_run(cdc_coord_t *c)
             }
         }
         if (c->nclosing > 0)
-            close_rejected(c, now);
+            cdc_job_close_rejected(c, now);
         if (c->state != CDC_JOB_STANDBY)
             observe_stall(c, cdc_clock_mono_ms() - began);
         if (now >= c->next_status_ms) {
@@ -756,19 +766,52 @@ static void init_metrics(cdc_coord_t *c)
                           "Longest main-loop iteration as leader since the start.", NULL);
 }
 
-cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
+/*
+ * The admin address published in the leader key (cdcctl, a standby's /status): the
+ * --http host with the bound port, or, when that host is a wildcard (0.0.0.0 in a
+ * container), the host workers dial (--advertise), which other pods can reach.
+ */
+static void advertise_admin(cdc_coord_t *c)
 {
-    cdc_committer_options_t co;
-    cdc_err_t rc;
+    const char *colon = strrchr(c->cfg.http, ':');
+    int hostlen = colon ? (int)(colon - c->cfg.http) : 0;
+    const char *host = c->cfg.http;
+    const char *ep = strstr(c->endpoint, "://");
+    const char *epcolon = ep ? strrchr(ep + 3, ':') : NULL;
 
+    static const char *const wildcards[] = {"", "0.0.0.0", "[::]", "::", NULL};
+    bool wildcard = false;
+
+    for (int i = 0; wildcards[i] != NULL; i++)
+        wildcard |= (size_t)hostlen == strlen(wildcards[i]) &&
+                    strncmp(host, wildcards[i], (size_t)hostlen) == 0;
+    if (wildcard && epcolon != NULL && epcolon > ep + 3) {
+        host = ep + 3;
+        hostlen = (int)(epcolon - host);
+    }
+    snprintf(c->admin, sizeof(c->admin), "%.*s:%d", hostlen, host, cdc_http_server_port(c->http));
+}
+
+void cdc_job_init(cdc_coord_t *c)
+{
     cdc_http_doc_init(&c->status);
-    c->metrics = cdc_metrics_default();
+    pthread_mutex_init(&c->forward_lock, NULL);
+    cdc_health_init(&c->health, c->cfg.liveness_timeout_ms);
     init_metrics(c);
     cdc_members_init(&c->members);
     cdc_epochs_init(&c->epochs, c->cfg.job);
     cdc_progress_init(&c->progress, c->cfg.progress_timeout_ms, 3);
     cdc_restart_init(&c->restart, (int)c->cfg.restart_max_failures, c->cfg.restart_interval_ms,
                      c->cfg.restart_delay_ms);
+}
+
+cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
+{
+    cdc_committer_options_t co;
+    cdc_err_t rc;
+
+    c->metrics = cdc_metrics_default();
+    cdc_job_init(c);
 
     if ((rc = cdc_etcd_open(&c->etcd, c->cfg.etcd, (int)c->cfg.etcd_timeout_ms, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --etcd");
@@ -792,11 +835,7 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
         return rc;
     if ((rc = cdc_http_server_start(c->http, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --http \"%s\"", c->cfg.http);
-    {
-        const char *colon = strrchr(c->cfg.http, ':');
-        snprintf(c->admin, sizeof(c->admin), "%.*s:%d", colon ? (int)(colon - c->cfg.http) : 0,
-                 c->cfg.http, cdc_http_server_port(c->http));
-    }
+    advertise_admin(c);
     memset(&co, 0, sizeof(co));
     co.warehouse = c->cfg.warehouse;
     co.job = c->cfg.job;
@@ -839,4 +878,5 @@ void cdc_coord_close(cdc_coord_t *c)
     cdc_checkpoint_free(c->base);
     c->base = NULL;
     cdc_http_doc_free(&c->status);
+    pthread_mutex_destroy(&c->forward_lock);
 }

@@ -40,6 +40,36 @@ void cdc_job_recover(cdc_coord_t *c, const char *reason, bool count_failure);
 /* Steps down to STANDBY: drops the workers, the open epochs and the commit queue. */
 void cdc_job_become_standby(cdc_coord_t *c, const char *reason);
 
+/* The in-memory part of cdc_coord_open: the status document, the metric series (in
+ * c->metrics, set by the caller), membership, epochs, progress check and restart strategy
+ * from c->cfg. */
+void cdc_job_init(cdc_coord_t *c);
+
+/* STARTING: reads etcd, commits what the previous leader recorded, reserves epoch ids and
+ * moves to RECOVERING; a failed step is retried at c->etcd_retry_ms (fenced: STANDBY). */
+void cdc_job_leader_start(cdc_coord_t *c, int64_t now);
+
+/* One message from a worker's pipe (Register, Heartbeat, Ack); env stays the caller's. */
+void cdc_job_on_message(cdc_coord_t *c, const Cdc__Envelope *env, uint32_t pipe, int64_t now);
+
+/* Handles the messages waiting (the first receive waits up to wait_ms), then the pipe
+ * events: a removed pipe loses its worker. */
+void cdc_job_drain(cdc_coord_t *c, int wait_ms);
+
+/* Loses the workers that missed their heartbeats and, while RUNNING, the owners of the
+ * slots an overdue epoch misses (then recovers). */
+void cdc_job_check_liveness(cdc_coord_t *c, int64_t now);
+
+/* RECOVERING -> RUNNING (Assign sent) when the restart delay passed and the workers are
+ * there (or the rebalance grace is over). */
+void cdc_job_try_assign(cdc_coord_t *c, int64_t now);
+
+/* A standby closes the pipes it rejected once their delay passed. */
+void cdc_job_close_rejected(cdc_coord_t *c, int64_t now);
+
+/* How long the loop may wait for a message before one of its timers is due. */
+int cdc_job_loop_wait_ms(const cdc_coord_t *c, int64_t now);
+
 /* ---- pipeline.c ---- */
 
 /* Frees the commit queue. */

@@ -34,6 +34,7 @@ const cdc_opt_t cdc_coord_options[] = {
         "NNG URL workers dial, published in /cdc/<job>/leader (default: the listen URL)."),
     OPT("http", CDC_OPT_STRING, http, "127.0.0.1:7180",
         "Admin HTTP address host:port (/status, /metrics, /healthz, /readyz)."),
+    CDC_OPT_LIVENESS_TIMEOUT(cdc_coord_config_t, liveness_timeout_ms),
     {"warehouse", CDC_OPT_STRING, offsetof(cdc_coord_config_t, warehouse), NULL, true, 0, 0, NULL,
      "Warehouse location: a local directory or s3://bucket/prefix."},
     CDC_OPTS_S3(cdc_coord_config_t, s3),
@@ -91,7 +92,9 @@ const cdc_opt_t cdc_coord_options[] = {
         "\"public.orders=customer_id,id desc\". A table not named is unsorted."),
     OPT("fault", CDC_OPT_STRING, fault, NULL,
         "Testing only: exit at a named point (after-checkpoint-record, after-iceberg-commit), "
-        "or stall the main loop for 3 lease TTLs at each orphan scan (stall-orphan-scan)."),
+        "stall the main loop for 3 lease TTLs at each orphan scan (stall-orphan-scan), or "
+        "block it while a file exists (wedge-loop:<file>, read from CDC_FAULT by every "
+        "program)."),
     CDC_OPTS_LOG(cdc_coord_config_t, log),
     CDC_OPT_END,
 };

@@ -598,10 +598,9 @@ static void *finalizer_main(void *arg)
             finish_job(w, job);
         if (gc != 0) {
             /* Committed{gc}: checkpoints older than the one of gc are not needed. */
-            cdc_error_t e;
             for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
                 if (w->slots[p].owned && w->slots[p].ckpt_ready)
-                    cdc_ckpt_gc(&w->slots[p].ckpt, gc, &e);
+                    cdc_ckpt_gc(&w->slots[p].ckpt, gc);
         }
         pthread_mutex_lock(&w->fin_lock);
         if (job != NULL && w->fin_job == job)

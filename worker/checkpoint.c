@@ -516,23 +516,22 @@ static void discard(cdc_ckpt_t *c, size_t i, size_t keep_from, size_t keep_to)
     }
 }
 
-cdc_err_t cdc_ckpt_gc(cdc_ckpt_t *c, uint64_t committed_epoch, cdc_error_t *e)
+void cdc_ckpt_gc(cdc_ckpt_t *c, uint64_t committed_epoch)
 {
     size_t keep = 0;
-    (void)e;
+
     /* Keep the newest checkpoint at or before the committed epoch, and all later. */
     for (size_t i = 0; i < c->nentries; i++)
         if (c->entries[i].epoch <= committed_epoch)
             keep = i;
     if (keep == 0)
-        return CDC_OK;
+        return;
     for (size_t i = 0; i < keep; i++) {
         discard(c, i, keep, c->nentries);
         entry_free(&c->entries[i]);
     }
     memmove(c->entries, c->entries + keep, (c->nentries - keep) * sizeof(*c->entries));
     c->nentries -= keep;
-    return CDC_OK;
 }
 
 void cdc_ckpt_drop_after(cdc_ckpt_t *c, uint64_t epoch)

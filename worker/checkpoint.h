@@ -103,7 +103,7 @@ cdc_err_t cdc_ckpt_restore(cdc_ckpt_t *c, const char *handle, const char *dest, 
  * newer), deleting their local copies, their manifests and every remote file that no
  * kept checkpoint lists.
  */
-cdc_err_t cdc_ckpt_gc(cdc_ckpt_t *c, uint64_t committed_epoch, cdc_error_t *e);
+void cdc_ckpt_gc(cdc_ckpt_t *c, uint64_t committed_epoch);
 
 /* Drops (forgets, deletes local copies and manifests of) checkpoints newer than epoch:
  * used when their epochs were abandoned. */

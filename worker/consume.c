@@ -854,7 +854,7 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
  * coordinator's /status) and the partition is fetched again from its next offset (the
  * restart of restart_failed()). Returns 1 while the partition is stalled.
  */
-static int watchdog(cdc_worker_t *w, cdc_slot_t *s, size_t t, int64_t now)
+int cdc_worker_watchdog(cdc_worker_t *w, cdc_slot_t *s, size_t t, int64_t now)
 {
     int64_t pos = s->next_offset[t] >= 0 ? s->next_offset[t] : 0;
     if (s->progress_ms[t] == 0 || s->progress_offset[t] != pos || s->high[t] <= pos || w->paused ||
@@ -919,7 +919,7 @@ void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms)
             int64_t pos = s->next_offset[t] >= 0 ? s->next_offset[t] : 0;
             if (s->high[t] > pos)
                 lag += (double)(s->high[t] - pos);
-            stalled += watchdog(w, s, t, now_ms);
+            stalled += cdc_worker_watchdog(w, s, t, now_ms);
         }
         cdc_metrics_gauge_set(s->lag, lag);
         if (s->dedup != NULL)

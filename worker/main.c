@@ -43,6 +43,7 @@ static const cdc_opt_t options[] = {
         "Local directory for the partitions' RocksDB state and checkpoint copies."),
     OPT("http", CDC_OPT_STRING, http, "127.0.0.1:7190",
         "Admin HTTP address host:port (/metrics, /healthz, /readyz); port 0 = any."),
+    CDC_OPT_LIVENESS_TIMEOUT(cdc_worker_config_t, liveness_timeout_ms),
     CDC_OPTS_LOG(cdc_worker_config_t, log),
     CDC_OPTS_S3(cdc_worker_config_t, s3),
     OPT_RANGE("heartbeat-interval", CDC_OPT_DURATION, heartbeat_interval_ms, "500ms", 50, 60000,
@@ -183,9 +184,11 @@ int main(int argc, char **argv)
         cdc_worker_data_close(&w);
         return e.code == CDC_ERR_CONFIG ? CDC_CONFIG_EXIT : 1;
     }
+    cdc_health_init(&w.health, w.cfg.liveness_timeout_ms);
     if (cdc_http_server_open(&w.http, w.cfg.http, w.metrics, &e) != CDC_OK ||
-        (cdc_http_server_set_ready(w.http, ready, &w), cdc_http_server_start(w.http, &e)) !=
-            CDC_OK) {
+        (cdc_http_server_set_ready(w.http, ready, &w),
+         cdc_http_server_set_health(w.http, cdc_health_check, &w.health),
+         cdc_http_server_start(w.http, &e)) != CDC_OK) {
         fprintf(stderr, "cdc-worker: option --http \"%s\": %s\n", w.cfg.http, e.msg);
         cdc_http_server_close(w.http);
         cdc_worker_data_close(&w);

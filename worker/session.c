@@ -132,7 +132,7 @@ static void dial(cdc_worker_t *w, const char *url)
     w->next_register_ms = 0;
 }
 
-static void find_leader(cdc_worker_t *w)
+void cdc_worker_find_leader(cdc_worker_t *w)
 {
     char key[300], *value = NULL;
     int64_t term = 0;
@@ -253,7 +253,7 @@ static void on_abort(cdc_worker_t *w, const Cdc__Abort *a)
     w->assigned = false;
 }
 
-static void handle(cdc_worker_t *w, const Cdc__Envelope *env)
+void cdc_worker_handle(cdc_worker_t *w, const Cdc__Envelope *env)
 {
     switch (env->body_case) {
     case CDC__ENVELOPE__BODY_ASSIGN:
@@ -289,7 +289,7 @@ bool cdc_worker_poll_control(cdc_worker_t *w)
     Cdc__Envelope *env = NULL;
     cdc_error_t e;
     while (w->msg != NULL && !*w->stop && cdc_msg_client_recv(w->msg, 0, &env, &e) == CDC_OK) {
-        handle(w, env);
+        cdc_worker_handle(w, env);
         cdc_msg_free(env);
         env = NULL;
         if (w->assignment_seq != seq)
@@ -297,13 +297,6 @@ bool cdc_worker_poll_control(cdc_worker_t *w)
     }
     return w->assignment_seq != seq;
 }
-
-/* What the main loop remembers about the coordinator link between iterations. */
-typedef struct cdc_link_watch {
-    int64_t down_since_ms; /* when the link went down, 0 = up */
-    int64_t waiting_ms;    /* since when we wait for an Assign (Register sent, or Abort) */
-    bool was_assigned;
-} cdc_link_watch_t;
 
 /* Closes the client socket and dials the leader from a new one; registers afresh. Caller
  * holds link_lock. */
@@ -335,7 +328,7 @@ static void reset_link(cdc_worker_t *w, cdc_link_watch_t *lw, int64_t now, const
  *   lost (the coordinator drops messages for a pipe that does not read), so Register
  *   again; the coordinator answers a known worker with its current Assign.
  */
-static void watch_link(cdc_worker_t *w, cdc_link_watch_t *lw, int64_t now)
+void cdc_worker_watch_link(cdc_worker_t *w, cdc_link_watch_t *lw, int64_t now)
 {
     if (w->msg == NULL)
         return;
@@ -407,14 +400,16 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
         int64_t now = cdc_clock_mono_ms();
         Cdc__Envelope *env = NULL;
 
+        cdc_health_beat(&w->health);
+
         if (now >= w->next_leader_check_ms) {
-            find_leader(w);
+            cdc_worker_find_leader(w);
             /* every second while registered; faster while looking for a leader (start,
              * failover), so that a new leader's first assignment waits for nobody */
             w->next_leader_check_ms = now + (w->registered ? 1000 : 200);
         }
         pthread_mutex_lock(&w->link_lock);
-        watch_link(w, &lw, now);
+        cdc_worker_watch_link(w, &lw, now);
         pthread_mutex_unlock(&w->link_lock);
         /* Coordinator messages first (the consume loop also polls between records). */
         while (cdc_worker_poll_control(w) && !*w->stop)
@@ -424,7 +419,7 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
                 cdc_log_warn("%s", e->msg);
             cdc_worker_update_gauges(w, now);
         } else if (w->msg != NULL && cdc_msg_client_recv(w->msg, 50, &env, e) == CDC_OK) {
-            handle(w, env);
+            cdc_worker_handle(w, env);
             cdc_msg_free(env);
         } else if (w->msg == NULL) {
             struct timespec ts = {0, 50 * 1000000};

@@ -21,6 +21,7 @@
 #include "common/options.h"
 #include "common/err.h"
 #include "common/etcd.h"
+#include "common/health.h"
 #include "common/http.h"
 #include "common/iceberg/storage.h"
 #include "common/kafka.h"
@@ -50,6 +51,7 @@ typedef struct cdc_worker_config {
     char *warehouse;
     char *state_dir;
     char *http;
+    int64_t liveness_timeout_ms;
     cdc_log_options_t log;
     cdc_s3_options_t s3;
     int64_t heartbeat_interval_ms;
@@ -148,6 +150,7 @@ typedef struct cdc_worker {
 
     /* metrics */
     cdc_http_server_t *http;
+    cdc_health_t health; /* /healthz: the main loop (session.c) beats it */
     cdc_metrics_t *metrics;
     cdc_table_metrics_t *tmetrics;
     size_t ntmetrics;
@@ -194,6 +197,14 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e);
 
 /* Updates lag and state-size gauges (cheap; rate-limited inside). */
 void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms);
+
+/*
+ * Progress watchdog of topic t of slot s at now (docs/worker.md, "Progress watchdog"):
+ * records behind the high watermark and an offset that has not moved for
+ * --progress-timeout is a stall; the partition is then fetched again (s->restart_at[t]),
+ * once per offset. Returns 1 while the partition is stalled. Record thread.
+ */
+int cdc_worker_watchdog(cdc_worker_t *w, cdc_slot_t *s, size_t t, int64_t now);
 
 /* Attempts at a storage operation (restore, upload, file writes) before giving up. */
 #define CDC_WORKER_STORAGE_RETRIES 3
@@ -271,6 +282,31 @@ bool cdc_worker_poll_control(cdc_worker_t *w);
  * unless the worker runs another term or generation by now. Thread-safe.
  */
 bool cdc_worker_send_ack(cdc_worker_t *w, Cdc__Ack *ack);
+
+/*
+ * Acts on one coordinator message: Assign (restore + seek), Barrier (cut the epoch),
+ * Abort (drop staged data), Committed, Reject (register again). Messages of an older
+ * term or generation than the assignment we run are ignored and counted. Record thread.
+ */
+void cdc_worker_handle(cdc_worker_t *w, const Cdc__Envelope *env);
+
+/* Finds the leader (--coordinator, else the leader key in etcd) and dials it when it
+ * changed (then registers afresh). */
+void cdc_worker_find_leader(cdc_worker_t *w);
+
+/* What the main loop remembers about the coordinator link between iterations. */
+typedef struct cdc_link_watch {
+    int64_t down_since_ms; /* when the link went down, 0 = up */
+    int64_t waiting_ms;    /* since when we wait for an Assign (Register sent, or Abort) */
+    bool was_assigned;
+} cdc_link_watch_t;
+
+/*
+ * Keeps the session with the coordinator alive at now (every main loop iteration, with
+ * link_lock held): replaces a link that stayed down or whose heartbeats keep failing,
+ * registers when not registered, and again after waiting too long for an assignment.
+ */
+void cdc_worker_watch_link(cdc_worker_t *w, cdc_link_watch_t *lw, int64_t now);
 
 /* Runs the worker until *stop is set. Returns CDC_OK on a clean stop. */
 cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e);

@@ -196,6 +196,26 @@ static void row_partition(ctx_t *c, const cdc_ice_partition_spec_t *spec, int64_
     }
 }
 
+/* Closes writer w into *df and stores its file under location (name: the file name's
+ * tag); df->path is then the stored file's. */
+static void store_parquet(ctx_t *c, cdc_pq_writer_t *w, const char *location, const char *name,
+                          cdc_ice_data_file_t *df)
+{
+    cdc_error_t e;
+    uint8_t *buf;
+    size_t len;
+
+    if (cdc_pq_writer_close(w, df, &e) != CDC_OK)
+        die("close parquet writer", &e);
+    if (cdc_pq_writer_take_buffer(w, &buf, &len) != CDC_OK)
+        die("take parquet buffer", NULL);
+    cdc_pq_writer_free(w);
+    free(df->path);
+    if (cdc_ice_data_file_put(c->st, location, name, buf, len, &df->path, &e) != CDC_OK)
+        die("store data file", &e);
+    free(buf);
+}
+
 /* Writes a parquet file of rows (ids) with the current schema, or only ids (deletes). */
 static void write_file(ctx_t *c, const int64_t *ids, size_t n, bool deletes,
                        cdc_ice_data_file_t *df)
@@ -217,18 +237,7 @@ static void write_file(ctx_t *c, const int64_t *ids, size_t n, bool deletes,
         if (cdc_pq_writer_append(w, v, &e) != CDC_OK)
             die("append row", &e);
     }
-    if (cdc_pq_writer_close(w, df, &e) != CDC_OK)
-        die("close parquet writer", &e);
-    uint8_t *buf;
-    size_t len;
-    if (cdc_pq_writer_take_buffer(w, &buf, &len) != CDC_OK)
-        die("take parquet buffer", NULL);
-    cdc_pq_writer_free(w);
-    free(df->path);
-    if (cdc_ice_data_file_put(c->st, cdc_ice_table_get_location(c->t), deletes ? "eq" : "data", buf,
-                              len, &df->path, &e) != CDC_OK)
-        die("store data file", &e);
-    free(buf);
+    store_parquet(c, w, cdc_ice_table_get_location(c->t), deletes ? "eq" : "data", df);
     if (deletes) {
         df->content = CDC_ICE_CONTENT_EQUALITY_DELETES;
         df->equality_ids = malloc(sizeof(int32_t));
@@ -472,16 +481,9 @@ static json_t *run_race(ctx_t *c, int64_t *conflicts)
         v[3].v.f64 = (double)k / 2.0;
         cdc_pq_writer_t *w;
         if (cdc_pq_writer_open_buffer(&schema, &c->pq, &w, &e) != CDC_OK ||
-            cdc_pq_writer_append(w, v, &e) != CDC_OK || cdc_pq_writer_close(w, &df, &e) != CDC_OK)
+            cdc_pq_writer_append(w, v, &e) != CDC_OK)
             die("write parquet", &e);
-        uint8_t *buf;
-        size_t len;
-        cdc_pq_writer_take_buffer(w, &buf, &len);
-        cdc_pq_writer_free(w);
-        free(df.path);
-        if (cdc_ice_data_file_put(c->st, c->location, c->o->job, buf, len, &df.path, &e) != CDC_OK)
-            die("store data file", &e);
-        free(buf);
+        store_parquet(c, w, c->location, c->o->job, &df);
         cdc_ice_props_t sum = {0};
         char cp[24];
         snprintf(cp, sizeof(cp), "%" PRId64, k);
@@ -598,17 +600,7 @@ static json_t *run_alltypes(ctx_t *c)
             die("append row", &e);
     }
     cdc_ice_data_file_t df;
-    if (cdc_pq_writer_close(w, &df, &e) != CDC_OK)
-        die("close parquet writer", &e);
-    uint8_t *buf;
-    size_t len;
-    cdc_pq_writer_take_buffer(w, &buf, &len);
-    cdc_pq_writer_free(w);
-    free(df.path);
-    if (cdc_ice_data_file_put(c->st, cdc_ice_table_get_location(c->t), "alltypes", buf, len,
-                              &df.path, &e) != CDC_OK)
-        die("store data file", &e);
-    free(buf);
+    store_parquet(c, w, cdc_ice_table_get_location(c->t), "alltypes", &df);
     commit(c, &df, 1, NULL, 0, 1);
     return rows;
 }

@@ -1,5 +1,6 @@
 /* Component tests of common/http.c: a real NNG HTTP server on loopback queried with
- * libcurl: /healthz, /readyz (ready and not ready), /metrics from a registry, a custom
+ * libcurl: /healthz (healthy, and unhealthy from a health callback), /readyz (ready and
+ * not ready), /metrics from a registry, a custom
  * JSON handler with a query string, 404 and 405, and two servers on port 0. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
+#include "common/health.h"
 #include "common/http.h"
 
 typedef struct reply {
@@ -146,6 +148,22 @@ static void test_endpoints(void **state)
     assert_int_equal(r.status, 404);
     get(port, "/healthz", "POST", &r);
     assert_int_equal(r.status, 405);
+
+    /* /healthz from a health callback: a fatal state answers 503 with the reason */
+    cdc_http_server_t *s3 = NULL;
+    cdc_health_t health;
+    cdc_health_init(&health, 60000);
+    assert_int_equal(cdc_http_server_open(&s3, "127.0.0.1:0", NULL, &e), CDC_OK);
+    cdc_http_server_set_health(s3, cdc_health_check, &health);
+    assert_int_equal(cdc_http_server_start(s3, &e), CDC_OK);
+    get(cdc_http_server_port(s3), "/healthz", NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "ok\n");
+    cdc_health_set_fatal(&health, "job FAILED");
+    get(cdc_http_server_port(s3), "/healthz", NULL, &r);
+    assert_int_equal(r.status, 503);
+    assert_string_equal(r.body, "unhealthy: job FAILED\n");
+    cdc_http_server_close(s3);
 
     /* a second server on port 0 gets its own port (NNG would otherwise share one) */
     assert_int_equal(cdc_http_server_open(&s2, "127.0.0.1:0", NULL, &e), CDC_OK);

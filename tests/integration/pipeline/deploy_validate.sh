@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # Validates the deployment files without a cluster or a container engine:
-#   - every kustomize overlay renders (kubectl kustomize; Debian's kubernetes-client when
-#     no kubectl is installed) and every object passes the Kubernetes OpenAPI schemas and
-#     the project's rules (tests/js/deploy/validate-k8s.mjs);
+#   - every kustomize overlay renders with `kubectl kustomize` (kustomize v4 or later:
+#     the kubectl of this machine kind, 1.32 with kustomize 5; Debian 12's
+#     kubernetes-client 1.20 embeds kustomize 2, which knows none of labels, patches,
+#     replacements and components) with nothing on stderr, so no deprecated field, and
+#     every object passes the Kubernetes OpenAPI schemas and the project's rules
+#     (tests/js/deploy/validate-k8s.mjs); the coordinators' expected worker count follows
+#     the StatefulSet when an overlay scales it;
+#   - the alerting rules of the PrometheusRule pass `promtool check rules` and the alert
+#     tests in tests/data/prometheus (`promtool test rules`; Debian's prometheus package,
+#     installed here when missing);
 #   - docker/docker-compose.yml passes the Compose Specification's JSON schema and the
 #     stack's rules (tests/js/deploy/validate-compose.mjs), alone and with the local
 #     stack's override (docker/docker-compose.local.yml) merged over it, which must set
@@ -19,12 +26,20 @@ bad() {
     fail=1
 }
 
-if ! command -v kubectl >/dev/null 2>&1; then
+kustomize_major=$(kubectl version --client 2>/dev/null | sed -n 's/^Kustomize Version: v\([0-9]*\).*/\1/p')
+if [ "${kustomize_major:-0}" -lt 4 ]; then
+    echo "deploy_validate: needs kubectl with kustomize v4 or later (found:" \
+        "$(kubectl version --client 2>&1 | head -n2 | tr '\n' ' '))" >&2
+    echo "hint: this machine kind ships kubectl 1.32 in /usr/bin; Debian 12's" \
+        "kubernetes-client (kustomize 2) cannot render k8s/" >&2
+    exit 1
+fi
+if ! command -v promtool >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            kubernetes-client >/dev/null
+            prometheus >/dev/null
     else
-        echo "deploy_validate: kubectl not found; install Debian's kubernetes-client" >&2
+        echo "deploy_validate: promtool not found; install Debian's prometheus package" >&2
         exit 1
     fi
 fi
@@ -40,8 +55,45 @@ for overlay in dev prod; do
         bad "k8s/overlays/$overlay does not render"
         continue
     fi
+    if [ -s "$tmp/$overlay.err" ]; then # deprecation warnings
+        cat "$tmp/$overlay.err" >&2
+        bad "k8s/overlays/$overlay renders with warnings"
+    fi
     node tests/js/deploy/validate-k8s.mjs "$tmp/$overlay.yaml" "$overlay" || bad "k8s/overlays/$overlay is invalid"
 done
+# the warning check bites: a copy of the tree with a deprecated field
+cp -r k8s "$tmp/k8s"
+sed -i '/^labels:$/,/includeSelectors: true$/c\commonLabels:\n  app.kubernetes.io/part-of: cdc' \
+    "$tmp/k8s/base/kustomization.yaml"
+kubectl kustomize "$tmp/k8s/overlays/dev" >/dev/null 2>"$tmp/deprecated.err" || true
+grep -q "'commonLabels' is deprecated" "$tmp/deprecated.err" ||
+    bad "a kustomization with commonLabels rendered without a deprecation warning"
+# the expected worker count follows the StatefulSet: the prod overlay scaled by a patch
+rm -rf "$tmp/k8s" && cp -r k8s "$tmp/k8s"
+printf 'apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: cdc-worker\nspec:\n  replicas: 7\n' \
+    >"$tmp/k8s/overlays/prod/scale.yaml"
+sed -i 's|^  - path: secure.yaml$|&\n  - path: scale.yaml|; /^replicas:$/,/count: 3$/d' \
+    "$tmp/k8s/overlays/prod/kustomization.yaml"
+if kubectl kustomize "$tmp/k8s/overlays/prod" >"$tmp/scaled.yaml" 2>/dev/null; then
+    grep -A1 'name: CDC_EXPECTED_WORKERS' "$tmp/scaled.yaml" | grep -q 'value: "7"' ||
+        bad "CDC_EXPECTED_WORKERS did not follow the StatefulSet scaled to 7"
+else
+    bad "the prod overlay scaled to 7 workers does not render"
+fi
+
+# -- alerting rules -----------------------------------------------------------------------
+if [ -s "$tmp/prod.yaml" ]; then
+    mkdir -p "$tmp/rules"
+    if node tests/js/deploy/rules.mjs "$tmp/prod.yaml" >"$tmp/rules/cdc_rules.yaml"; then
+        promtool check rules "$tmp/rules/cdc_rules.yaml" >"$tmp/rules.out" 2>&1 ||
+            { cat "$tmp/rules.out" >&2; bad "promtool check rules failed"; }
+        cp tests/data/prometheus/cdc_alerts_test.yaml "$tmp/rules/"
+        (cd "$tmp/rules" && promtool test rules cdc_alerts_test.yaml) >"$tmp/rules.out" 2>&1 ||
+            { cat "$tmp/rules.out" >&2; bad "promtool test rules failed"; }
+    else
+        bad "no alerting rules in k8s/overlays/prod"
+    fi
+fi
 # the validators must reject broken objects
 if [ -s "$tmp/dev.yaml" ]; then
     sed 's/^  replicas: 3$/  replicas: three/' "$tmp/dev.yaml" >"$tmp/broken1.yaml"
@@ -52,12 +104,31 @@ if [ -s "$tmp/dev.yaml" ]; then
     if node tests/js/deploy/validate-k8s.mjs "$tmp/broken2.yaml" dev >/dev/null; then
         bad "validate-k8s accepted a writable root filesystem"
     fi
+    sed 's|image: cdc:dev$|image: cdc:latest|' "$tmp/dev.yaml" >"$tmp/broken4.yaml"
+    if node tests/js/deploy/validate-k8s.mjs "$tmp/broken4.yaml" dev >/dev/null; then
+        bad "validate-k8s accepted an image tagged latest"
+    fi
 fi
 if [ -s "$tmp/prod.yaml" ]; then
     printf -- '---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: leaked\nstringData:\n  k: v\n' |
         cat "$tmp/prod.yaml" - >"$tmp/broken3.yaml"
     if node tests/js/deploy/validate-k8s.mjs "$tmp/broken3.yaml" prod >/dev/null; then
         bad "validate-k8s accepted a Secret in prod"
+    fi
+    # a worker count the coordinators do not expect (scaled by hand in the output)
+    sed 's/^  replicas: 3$/  replicas: 4/' "$tmp/prod.yaml" >"$tmp/broken5.yaml"
+    if node tests/js/deploy/validate-k8s.mjs "$tmp/broken5.yaml" prod >/dev/null; then
+        bad "validate-k8s accepted CDC_EXPECTED_WORKERS out of step with the workers"
+    fi
+    # verify-full without the CA mounted; a Kafka password in clear
+    sed 's| sslrootcert=[^ ]*||' "$tmp/prod.yaml" >"$tmp/broken6.yaml"
+    if node tests/js/deploy/validate-k8s.mjs "$tmp/broken6.yaml" prod >/dev/null; then
+        bad "validate-k8s accepted sslmode=verify-full without sslrootcert"
+    fi
+    # shellcheck disable=SC2016 # a literal $(...) of the manifest
+    sed 's|sasl.password=$(KAFKA_PASSWORD)|sasl.password=hunter2|' "$tmp/prod.yaml" >"$tmp/broken7.yaml"
+    if node tests/js/deploy/validate-k8s.mjs "$tmp/broken7.yaml" prod >/dev/null; then
+        bad "validate-k8s accepted a Kafka password in clear"
     fi
 fi
 
@@ -110,4 +181,4 @@ if [ "$fail" -ne 0 ]; then
     echo "deploy_validate: FAILED"
     exit 1
 fi
-echo "deploy_validate: ok (k8s dev+prod, compose, Dockerfile)"
+echo "deploy_validate: ok (k8s dev+prod, alerting rules, compose, Dockerfile)"

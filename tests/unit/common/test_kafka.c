@@ -1,7 +1,8 @@
 /*
  * Unit tests for common/kafka.c that need no broker: the Java-compatible murmur2 hash
- * and partitioner (vectors from the Java client's own tests), and configuration errors
- * (bad properties, missing bootstrap) reported as CDC_ERR_CONFIG.
+ * and partitioner (vectors from the Java client's own tests), configuration errors
+ * (bad properties, missing bootstrap) reported as CDC_ERR_CONFIG, and a consumer's list of
+ * stopped partitions while it is empty.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -86,12 +87,29 @@ static void test_bad_config(void **state)
     assert_non_null(strstr(e.msg, "bootstrap"));
 }
 
+/* A consumer none of whose partitions stopped reports none, also before anything ever
+ * failed (its list is not allocated yet: under UBSan, a memmove of that NULL aborted). */
+static void test_no_failed_partitions(void **state)
+{
+    cdc_kafka_consumer_t *c = NULL;
+    cdc_kafka_consumer_config_t cc = {.bootstrap = "127.0.0.1:1"};
+    char topics[4][256];
+    int32_t parts[4];
+    cdc_error_t e;
+    (void)state;
+    assert_int_equal(cdc_kafka_consumer_new(&cc, &c, &e), CDC_OK);
+    assert_int_equal(cdc_kafka_consumer_failed(c, topics, parts, 4), 0);
+    assert_int_equal(cdc_kafka_consumer_failed(c, topics, parts, 4), 0);
+    cdc_kafka_consumer_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_murmur2_java_vectors),
         cmocka_unit_test(test_partition_for_key),
         cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_no_failed_partitions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,558 @@
+/*
+ * Unit tests for worker/consume.c, the worker's data path, on an in-process mock Kafka
+ * cluster (worker_mock.h): the topics named by --tables or --topics, the options it
+ * refuses, an Assign's slots (owned, released, offsets per topic, a state that cannot be
+ * restored), and the decisions per record: a change is staged and recorded, a replay or an
+ * older change is dropped, a record before the slot's next offset (a stale fetch) is
+ * skipped, a tombstone is counted and passed, a malformed record and one naming a schema
+ * version never registered go to the dead-letter topic, a version registered after the
+ * worker read the schema topic is caught up with. Then backpressure (pause past
+ * --max-staged-bytes, resume after an Abort), the restart of a fetch that stopped, the
+ * gauges' rate limit and the progress watchdog's verdicts (pure logic, no Kafka).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/iceberg/parquet.h"
+#include "tests/unit/worker/worker_mock.h"
+
+static mock_worker_t M;
+
+static int setup(void **state)
+{
+    (void)state;
+    mock_up(&M);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    mock_down(&M);
+    return 0;
+}
+
+/* Opens the worker and assigns it slot 1 from offset (< 0: the beginning). */
+static cdc_slot_t *open_with_slot1(int64_t offset)
+{
+    mock_assign_t b;
+    cdc_error_t e;
+    uint32_t slot = 1;
+    mock_worker_open(&M);
+    assert_int_equal(cdc_worker_assign(M.w, mock_assign(&b, M.topic, 1, 1, &slot, &offset, 1), &e),
+                     CDC_OK);
+    return &M.w->slots[1];
+}
+
+static const cdc_stage_table_t *staged_table(const cdc_slot_t *s)
+{
+    assert_int_equal(s->stage.ntables, 1);
+    assert_string_equal(s->stage.tables[0].table, "orders");
+    return &s->stage.tables[0];
+}
+
+/* The per-table series of public.orders. */
+static cdc_table_metrics_t *orders_metrics(void)
+{
+    for (size_t i = 0; i < M.w->ntmetrics; i++)
+        if (strcmp(M.w->tmetrics[i].name, "public.orders") == 0)
+            return &M.w->tmetrics[i];
+    fail_msg("no series for public.orders");
+    return NULL;
+}
+
+/* ---- small helpers and options ------------------------------------------------------------ */
+
+static void test_join_and_codec(void **state)
+{
+    cdc_worker_t w;
+    char *p = cdc_worker_join("a/b", "c");
+    (void)state;
+    assert_string_equal(p, "a/b/c");
+    free(p);
+    memset(&w, 0, sizeof(w));
+    assert_int_equal(cdc_worker_stage_codec(&w), CDC_PQ_CODEC_ZSTD); /* the default */
+    w.cfg.compression = "snappy";
+    assert_int_equal(cdc_worker_stage_codec(&w), CDC_PQ_CODEC_SNAPPY);
+    w.cfg.compression = "none";
+    assert_int_equal(cdc_worker_stage_codec(&w), CDC_PQ_CODEC_NONE);
+    w.cfg.compression = "lzo"; /* unknown: the default (the option table refuses it) */
+    assert_int_equal(cdc_worker_stage_codec(&w), CDC_PQ_CODEC_ZSTD);
+}
+
+static void test_open_needs_tables(void **state)
+{
+    cdc_error_t e;
+    (void)state;
+    M.w->cfg.tables = NULL;
+    assert_int_equal(cdc_worker_data_open(M.w, &e), CDC_ERR_CONFIG);
+    assert_non_null(strstr(e.msg, "option --tables (or --topics) is required"));
+    M.w->cfg.tables = "";
+    M.w->cfg.topics = "";
+    assert_int_equal(cdc_worker_data_open(M.w, &e), CDC_ERR_CONFIG);
+    assert_int_equal(M.w->ntopics, 0);
+}
+
+static void test_open_too_many_tables(void **state)
+{
+    char list[2048] = "";
+    cdc_error_t e;
+    (void)state;
+    for (int i = 0; i <= CDC_WORKER_MAX_TOPICS; i++) {
+        char t[16];
+        snprintf(t, sizeof(t), "%st%d", i ? "," : "", i);
+        strcat(list, t);
+    }
+    M.w->cfg.tables = list;
+    assert_int_equal(cdc_worker_data_open(M.w, &e), CDC_ERR_CONFIG);
+    assert_non_null(strstr(e.msg, "more than 64 tables"));
+}
+
+/* Tables become "<prefix>.<schema>.<table>" (schema public when none); --topics wins. */
+static void test_topics_from_tables(void **state)
+{
+    (void)state;
+    M.w->cfg.tables = "orders, inventory.items";
+    mock_worker_open(&M);
+    assert_int_equal(M.w->ntopics, 2);
+    assert_string_equal(M.w->topics[0], M.topic);
+    char items[64];
+    snprintf(items, sizeof(items), "%s.inventory.items", M.prefix);
+    assert_string_equal(M.w->topics[1], items);
+    assert_string_equal(M.w->schema_topic, M.schema_topic);
+}
+
+static void test_explicit_topics(void **state)
+{
+    (void)state;
+    M.w->cfg.topics = "dbz.public.orders,other";
+    mock_worker_open(&M);
+    assert_int_equal(M.w->ntopics, 2);
+    assert_string_equal(M.w->topics[0], "dbz.public.orders");
+    assert_string_equal(M.w->topics[1], "other");
+}
+
+/* ---- assignment ---------------------------------------------------------------------- */
+
+/* An Assign makes the owned set exactly its slots: each starts at its topic's offset (the
+ * beginning for a topic it does not name), slots beyond the job's are ignored, and slots
+ * no longer named are released with their store. */
+static void test_assign_owned_set(void **state)
+{
+    mock_assign_t b;
+    cdc_error_t e;
+    uint32_t slots[] = {1, 3, 40};
+    int64_t offsets[] = {5, -1, 7};
+    (void)state;
+    M.w->cfg.tables = "public.orders,public.items";
+    mock_worker_open(&M);
+    assert_int_equal(cdc_worker_assign(M.w, mock_assign(&b, M.topic, 1, 1, slots, offsets, 3), &e),
+                     CDC_OK);
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
+        assert_int_equal(M.w->slots[p].owned, p == 1 || p == 3);
+    assert_int_equal(M.w->slots[1].next_offset[0], 5);
+    assert_int_equal(M.w->slots[1].next_offset[1], CDC_KAFKA_OFFSET_BEGINNING);
+    assert_int_equal(M.w->slots[3].next_offset[0], CDC_KAFKA_OFFSET_BEGINNING);
+    assert_non_null(M.w->slots[1].dedup);
+    assert_false(M.w->slots[1].dirty);
+
+    uint32_t only3 = 3;
+    int64_t at = 9;
+    assert_int_equal(cdc_worker_assign(M.w, mock_assign(&b, M.topic, 1, 2, &only3, &at, 1), &e),
+                     CDC_OK);
+    assert_false(M.w->slots[1].owned);
+    assert_null(M.w->slots[1].dedup);
+    assert_null(M.w->slots[1].db_dir);
+    assert_true(M.w->slots[3].owned);
+    assert_int_equal(M.w->slots[3].next_offset[0], 9);
+}
+
+/* A state handle that is not in the warehouse fails the assignment, naming the slot. */
+static void test_assign_unknown_state(void **state)
+{
+    mock_assign_t b;
+    cdc_error_t e;
+    uint32_t slot = 2;
+    (void)state;
+    mock_worker_open(&M);
+    Cdc__Assign *a = mock_assign(&b, M.topic, 1, 1, &slot, NULL, 1);
+    b.ps[0].state_handle = "checkpoints/p2/no-such-checkpoint";
+    assert_int_not_equal(cdc_worker_assign(M.w, a, &e), CDC_OK);
+    assert_non_null(strstr(e.msg, "could not restore partition 2"));
+}
+
+/* ---- the record path ------------------------------------------------------------------ */
+
+/* New changes are recorded in state and staged, in offset order. */
+static void test_changes_staged(void **state)
+{
+    cdc_error_t e;
+    cdc_slot_t *s;
+    (void)state;
+    mock_register_schema(&M);
+    for (int i = 1; i <= 3; i++)
+        mock_produce_event(&M, 1, 'c', i, "ada", 100 + (uint64_t)i);
+    s = open_with_slot1(-1);
+    assert_int_equal(cdc_worker_schemas_poll(M.w, &e), CDC_OK);
+    mock_consume_to(&M, 1, 3);
+    const cdc_stage_table_t *t = staged_table(s);
+    assert_int_equal(t->nentries, 3);
+    assert_int_equal(t->nchangelog, 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(t->changelog[i].offset, (int64_t)i);
+    assert_true(s->dirty);
+    assert_int_equal(cdc_metrics_value(orders_metrics()->in), 3);
+    assert_int_equal(cdc_metrics_value(orders_metrics()->out), 3);
+    assert_int_equal(cdc_metrics_value(orders_metrics()->dups), 0);
+}
+
+/* A replay (same position) and an older change of the key are dropped but passed. */
+static void test_duplicates_dropped(void **state)
+{
+    cdc_slot_t *s;
+    (void)state;
+    mock_register_schema(&M);
+    mock_produce_event(&M, 1, 'c', 1, "ada", 200);
+    mock_produce_event(&M, 1, 'c', 1, "ada", 200); /* the capture sent it again */
+    mock_produce_event(&M, 1, 'u', 1, "old", 150); /* before the key's position */
+    mock_produce_event(&M, 1, 'u', 1, "new", 250);
+    s = open_with_slot1(-1);
+    mock_consume_to(&M, 1, 4);
+    const cdc_stage_table_t *t = staged_table(s);
+    assert_int_equal(t->nchangelog, 2);
+    assert_int_equal(t->changelog[0].offset, 0);
+    assert_int_equal(t->changelog[1].offset, 3);
+    assert_int_equal(t->nentries, 1);
+    assert_int_equal(cdc_metrics_value(orders_metrics()->dups), 2);
+    assert_int_equal(cdc_metrics_value(orders_metrics()->out), 2);
+}
+
+/* Records below the slot's next offset (fetched before a seek) are skipped unread. */
+static void test_stale_fetch_skipped(void **state)
+{
+    cdc_slot_t *s;
+    (void)state;
+    mock_register_schema(&M);
+    for (int i = 1; i <= 4; i++)
+        mock_produce_event(&M, 1, 'c', i, "ada", 100 + (uint64_t)i);
+    s = open_with_slot1(0); /* the consumer reads from 0 */
+    s->next_offset[0] = 2;  /* as after a seek the fetched records did not see yet */
+    mock_consume_to(&M, 1, 4);
+    const cdc_stage_table_t *t = staged_table(s);
+    assert_int_equal(t->nchangelog, 2);
+    assert_int_equal(t->changelog[0].offset, 2);
+    assert_int_equal(t->changelog[1].offset, 3);
+    assert_int_equal(cdc_metrics_value(orders_metrics()->in), 2);
+}
+
+/* A Kafka tombstone is counted and passed, nothing staged. */
+static void test_tombstone_passed(void **state)
+{
+    cdc_slot_t *s;
+    (void)state;
+    mock_register_schema(&M);
+    mock_produce(&M, 1, NULL, 0);
+    mock_produce_event(&M, 1, 'c', 7, "ada", 100);
+    s = open_with_slot1(-1);
+    mock_consume_to(&M, 1, 2);
+    assert_int_equal(cdc_metrics_value(M.w->m_tombstones), 1);
+    const cdc_stage_table_t *t = staged_table(s);
+    assert_int_equal(t->nchangelog, 1);
+    assert_int_equal(t->changelog[0].offset, 1);
+}
+
+typedef struct dlq_read {
+    cdc_kafka_consumer_t *c;
+    char cls[64][32];
+    int64_t origin[64];
+    int n;
+} dlq_read_t;
+
+static bool dlq_got(void *arg)
+{
+    dlq_read_t *d = arg;
+    int want = 2;
+    cdc_kafka_msg_t msgs[16];
+    size_t n = 0;
+    cdc_error_t e;
+    cdc_kafka_consume_batch(d->c, msgs, 16, &n, 50, &e);
+    for (size_t i = 0; i < n && d->n < 64; i++) {
+        cdc_kafka_header_t h;
+        char off[32] = "";
+        assert_true(cdc_kafka_msg_header(&msgs[i], "cdc.error.class", &h));
+        snprintf(d->cls[d->n], sizeof(d->cls[0]), "%.*s", (int)h.value_len, (const char *)h.value);
+        assert_true(cdc_kafka_msg_header(&msgs[i], "cdc.origin.offset", &h));
+        snprintf(off, sizeof(off), "%.*s", (int)h.value_len, (const char *)h.value);
+        d->origin[d->n++] = atoll(off);
+    }
+    cdc_kafka_msgs_release(msgs, n);
+    return d->n >= want;
+}
+
+/* A record that does not decode, and one naming a schema version nobody registered, go to
+ * <topic>.dlq with their class; the good record after them is staged. */
+static void test_poison_to_dead_letters(void **state)
+{
+    cdc_slot_t *s;
+    cdc_error_t e;
+    dlq_read_t d = {0};
+    cdc_kafka_tp_t tps[CDC_WORKER_PARTITIONS];
+    (void)state;
+    mock_register_schema(&M);
+    mock_produce(&M, 1, "{not json", 1);
+    char *v9 = mock_event('c', 5, "ada", 100);
+    mock_produce(&M, 1, v9, 9);
+    free(v9);
+    mock_produce_event(&M, 1, 'c', 6, "bob", 101);
+    s = open_with_slot1(-1);
+    mock_consume_to(&M, 1, 3);
+    const cdc_stage_table_t *t = staged_table(s);
+    assert_int_equal(t->nchangelog, 1);
+    assert_int_equal(t->changelog[0].offset, 2);
+    assert_int_equal(cdc_metrics_value(M.w->m_dlq[CDC_DLQ_MALFORMED_JSON]), 1);
+    assert_int_equal(cdc_metrics_value(M.w->m_dlq[CDC_DLQ_UNKNOWN_SCHEMA]), 1);
+
+    cdc_kafka_consumer_config_t cc = {.bootstrap = M.w->cfg.kafka.bootstrap};
+    assert_int_equal(cdc_kafka_consumer_new(&cc, &d.c, &e), CDC_OK);
+    char dlq[80];
+    snprintf(dlq, sizeof(dlq), "%s.dlq", M.topic);
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
+        tps[p] = (cdc_kafka_tp_t){dlq, p, CDC_KAFKA_OFFSET_BEGINNING};
+    assert_int_equal(cdc_kafka_consumer_assign(d.c, tps, CDC_WORKER_PARTITIONS, &e), CDC_OK);
+    assert_true(cdc_test_wait_for(dlq_got, &d, MOCK_WAIT_MS));
+    cdc_kafka_consumer_free(d.c);
+    assert_int_equal(d.n, 2);
+    for (int i = 0; i < 2; i++) {
+        if (d.origin[i] == 0)
+            assert_string_equal(d.cls[i], "malformed_json");
+        else if (d.origin[i] == 1)
+            assert_string_equal(d.cls[i], "unknown_schema");
+        else
+            fail_msg("dead letter of offset %lld", (long long)d.origin[i]);
+    }
+}
+
+/* A version registered after the worker read the schema topic: the record makes it read
+ * the topic again and decodes (the capture registers before it produces). */
+static void test_new_schema_version_caught_up(void **state)
+{
+    cdc_slot_t *s;
+    cdc_error_t e;
+    (void)state;
+    s = open_with_slot1(-1);
+    assert_int_equal(cdc_worker_schemas_poll(M.w, &e), CDC_OK); /* nothing registered yet */
+    assert_null(cdc_catalog_get(M.w->catalog, M.topic, 1));
+    mock_register_schema(&M);
+    mock_produce_event(&M, 1, 'c', 1, "ada", 100);
+    mock_consume_to(&M, 1, 1);
+    assert_int_equal(staged_table(s)->nchangelog, 1);
+    assert_null(M.w->m_dlq[CDC_DLQ_UNKNOWN_SCHEMA]);
+}
+
+/* ---- backpressure, restarts, gauges ------------------------------------------------------- */
+
+/* Past --max-staged-bytes fetching pauses; an Abort drops the stages and resumes. */
+static void test_pause_past_max_staged_bytes(void **state)
+{
+    cdc_slot_t *s;
+    (void)state;
+    M.w->cfg.max_staged_bytes = 1;
+    mock_register_schema(&M);
+    mock_produce_event(&M, 1, 'c', 1, "ada", 100);
+    s = open_with_slot1(-1);
+    assert_false(M.w->paused);
+    mock_consume_to(&M, 1, 1);
+    assert_true(M.w->paused);
+    assert_true(s->stage.bytes > 0);
+    cdc_worker_suspend(M.w);
+    assert_false(M.w->paused);
+    assert_int_equal(s->stage.changes, 0);
+    assert_true(s->owned); /* suspended, not released */
+}
+
+/* A partition whose fetching stopped (or the watchdog gave it up) is assigned again from
+ * its next offset when its restart time came, and records flow again. */
+static void test_stopped_fetch_restarted(void **state)
+{
+    cdc_slot_t *s;
+    (void)state;
+    mock_register_schema(&M);
+    mock_produce_event(&M, 1, 'c', 1, "ada", 100);
+    s = open_with_slot1(-1);
+    mock_consume_to(&M, 1, 1);
+    s->restart_at[0] = cdc_clock_mono_ms() + 60000; /* not yet */
+    mock_consume_to(&M, 1, 1);
+    assert_int_equal(cdc_metrics_value(M.w->m_fetch_restarts), 0);
+    s->restart_at[0] = 1; /* due */
+    mock_consume_to(&M, 1, 1);
+    assert_int_equal(s->restart_at[0], 0);
+    assert_int_equal(cdc_metrics_value(M.w->m_fetch_restarts), 1);
+    mock_produce_event(&M, 1, 'c', 2, "bob", 101);
+    mock_consume_to(&M, 1, 2);
+    assert_int_equal(staged_table(s)->nchangelog, 2);
+}
+
+static bool high_known(void *arg)
+{
+    cdc_slot_t *s = arg;
+    M.w->next_lag_ms = 0;
+    cdc_worker_update_gauges(M.w, cdc_clock_mono_ms());
+    return s->high[0] == 3;
+}
+
+/* The gauges learn each partition's high watermark, at most every 2 s. */
+static void test_gauges_rate_limited(void **state)
+{
+    cdc_slot_t *s;
+    int64_t now;
+    (void)state;
+    mock_register_schema(&M);
+    for (int i = 1; i <= 3; i++)
+        mock_produce_event(&M, 1, 'c', i, "ada", 100 + (uint64_t)i);
+    s = open_with_slot1(-1);
+    mock_consume_to(&M, 1, 3);
+    assert_true(cdc_test_wait_for(high_known, s, MOCK_WAIT_MS));
+    assert_int_equal(cdc_metrics_value((const cdc_counter_t *)s->lag), 0);
+    now = cdc_clock_mono_ms();
+    M.w->next_lag_ms = 0;
+    cdc_worker_update_gauges(M.w, now);
+    s->high[0] = 0;
+    cdc_worker_update_gauges(M.w, now + 1999);
+    assert_int_equal(s->high[0], 0);
+    cdc_worker_update_gauges(M.w, now + 2000);
+    assert_int_equal(s->high[0], 3);
+}
+
+/* ---- the progress watchdog (no Kafka) ----------------------------------------------------- */
+
+typedef struct dog {
+    cdc_worker_t w;
+    cdc_metrics_t *reg;
+} dog_t;
+
+static dog_t *dog_new(void)
+{
+    dog_t *d = calloc(1, sizeof(*d));
+    assert_non_null(d);
+    d->reg = cdc_metrics_new();
+    d->w.m_stalls = cdc_metrics_counter(d->reg, "stalls", "", NULL);
+    d->w.cfg.progress_timeout_ms = 1000;
+    d->w.topics[0] = "t";
+    d->w.ntopics = 1;
+    d->w.slots[0].next_offset[0] = 10;
+    d->w.slots[0].high[0] = 15; /* 5 records behind */
+    return d;
+}
+
+static void dog_free(dog_t *d)
+{
+    cdc_metrics_free(d->reg);
+    free(d);
+}
+
+/* Stuck behind the high watermark for the timeout: a stall, fetched again once; still
+ * stuck after that: reported, not fetched again (a transactional producer's last control
+ * record looks like this). */
+static void test_watchdog_stall_then_give_up(void **state)
+{
+    dog_t *d = dog_new();
+    cdc_slot_t *s = &d->w.slots[0];
+    (void)state;
+    assert_int_equal(cdc_worker_watchdog(&d->w, s, 0, 1000), 0); /* the clock starts */
+    assert_int_equal(s->progress_ms[0], 1000);
+    assert_int_equal(cdc_worker_watchdog(&d->w, s, 0, 1999), 0);
+    assert_int_equal(cdc_worker_watchdog(&d->w, s, 0, 2000), 1);
+    assert_int_equal(s->stalled_since[0], 1000);
+    assert_int_equal(s->restart_at[0], 2000);
+    assert_int_equal(cdc_metrics_value(d->w.m_stalls), 1);
+    /* while the restart is pending: stalled, nothing new */
+    assert_int_equal(cdc_worker_watchdog(&d->w, s, 0, 5000), 1);
+    assert_int_equal(cdc_metrics_value(d->w.m_stalls), 1);
+    s->restart_at[0] = 0; /* restart_failed() assigned it again, no progress since */
+    assert_int_equal(cdc_worker_watchdog(&d->w, s, 0, 2999), 1);
+    assert_false(s->watchdog_gave_up[0]);
+    assert_int_equal(cdc_worker_watchdog(&d->w, s, 0, 3000), 1);
+    assert_true(s->watchdog_gave_up[0]);
+    assert_int_equal(s->restart_at[0], 0); /* not fetched again */
+    assert_int_equal(cdc_metrics_value(d->w.m_stalls), 1);
+    assert_int_equal(cdc_worker_watchdog(&d->w, s, 0, 9000), 1);
+    assert_int_equal(s->restart_at[0], 0);
+    /* it moves: progressing again, every verdict forgotten */
+    s->next_offset[0] = 12;
+    assert_int_equal(cdc_worker_watchdog(&d->w, s, 0, 9100), 0);
+    assert_int_equal(s->stalled_since[0], 0);
+    assert_false(s->watchdog_gave_up[0]);
+    assert_int_equal(s->progress_ms[0], 9100);
+    assert_int_equal(s->progress_offset[0], 12);
+    dog_free(d);
+}
+
+/* Not a stall: caught up with the high watermark, paused on purpose, or the watchdog off. */
+static void test_watchdog_no_stall(void **state)
+{
+    dog_t *d = dog_new();
+    cdc_slot_t *s = &d->w.slots[0];
+    (void)state;
+    s->high[0] = 10; /* nothing behind */
+    cdc_worker_watchdog(&d->w, s, 0, 1000);
+    assert_int_equal(cdc_worker_watchdog(&d->w, s, 0, 60000), 0);
+    assert_int_equal(s->progress_ms[0], 60000); /* its clock restarts while caught up */
+    s->high[0] = 15;
+    d->w.paused = true; /* --max-staged-bytes */
+    assert_int_equal(cdc_worker_watchdog(&d->w, s, 0, 120000), 0);
+    d->w.paused = false;
+    d->w.cfg.progress_timeout_ms = 0;
+    assert_int_equal(cdc_worker_watchdog(&d->w, s, 0, 240000), 0);
+    assert_int_equal(cdc_metrics_value(d->w.m_stalls), 0);
+    assert_int_equal(s->restart_at[0], 0);
+    dog_free(d);
+}
+
+/* A partition read from the beginning counts from offset 0. */
+static void test_watchdog_from_beginning(void **state)
+{
+    dog_t *d = dog_new();
+    cdc_slot_t *s = &d->w.slots[0];
+    (void)state;
+    s->next_offset[0] = CDC_KAFKA_OFFSET_BEGINNING;
+    s->high[0] = 3;
+    cdc_worker_watchdog(&d->w, s, 0, 1000);
+    assert_int_equal(s->progress_offset[0], 0);
+    assert_int_equal(cdc_worker_watchdog(&d->w, s, 0, 2000), 1);
+    dog_free(d);
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_join_and_codec),
+        T(test_open_needs_tables),
+        T(test_open_too_many_tables),
+        T(test_topics_from_tables),
+        T(test_explicit_topics),
+        T(test_assign_owned_set),
+        T(test_assign_unknown_state),
+        T(test_changes_staged),
+        T(test_duplicates_dropped),
+        T(test_stale_fetch_skipped),
+        T(test_tombstone_passed),
+        T(test_poison_to_dead_letters),
+        T(test_new_schema_version_caught_up),
+        T(test_pause_past_max_staged_bytes),
+        T(test_stopped_fetch_restarted),
+        T(test_gauges_rate_limited),
+        cmocka_unit_test(test_watchdog_stall_then_give_up),
+        cmocka_unit_test(test_watchdog_no_stall),
+        cmocka_unit_test(test_watchdog_from_beginning),
+    };
+#undef T
+    return cmocka_run_group_tests(tests, mock_cluster_up, mock_cluster_down);
+}
