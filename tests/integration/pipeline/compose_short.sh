@@ -4,8 +4,8 @@
 # into the project image), the compose stack up with 3 workers, one worker container
 # killed with SIGKILL and one paused past the heartbeat timeout under load, the verifier
 # after each (0 lost, 0 duplicated, 0 mismatched), the stack down. It fails, never skips,
-# when containers cannot run here. About 2 minutes with the images cached, 5 to 7 on a
-# fresh machine (docs/deployment.md, "make compose-test").
+# when containers cannot run here. About 2 minutes with the images cached, 3 from nothing
+# (docs/deployment.md, "make compose-test").
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
 exec docker/compose-test.sh --short
