@@ -10,7 +10,8 @@
 #   3. the image: every program answers --version and --help without configuration, with
 #      the stamped version, which the OCI labels carry too;
 #   4. up: docker/docker-compose.yml with docker/docker-compose.local.yml (the development
-#      broker, s3rver) as project "cdctest": PostgreSQL, etcd, the broker, S3, two
+#      broker, s3rver) as project cdctest-<hash of the checkout's path> (COMPOSE_PROJECT),
+#      with the project image localhost/cdc:<project>: PostgreSQL, etcd, the broker, S3, two
 #      coordinators, capture and 3 workers; waits for a leader with 3 live workers and a
 #      commit, and for every health check;
 #   5. chaos/run.sh against the containers (CHAOS_BACKEND=compose): per scenario, load from
@@ -28,7 +29,8 @@
 #                                    compose_short.sh): the host's binaries copied into the
 #                                    image, kill-workers and pause-worker, 20 s each
 # Environment: COMPOSE_BINARIES=build|prebuilt (how the image gets its binaries), SCENARIOS,
-# DURATION (seconds for all scenarios), LOAD_RATE (default 200/s), SEED, COMPOSE_KEEP=1.
+# DURATION (seconds for all scenarios), LOAD_RATE (default 200/s), SEED, COMPOSE_KEEP=1,
+# COMPOSE_PROJECT.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
@@ -57,10 +59,12 @@ if [ "$(id -u)" -ne 0 ]; then
     die "needs root (or password-less sudo) to install and run podman"
 fi
 
-PROJECT=cdctest
+# one project and project image per checkout: two checkouts on one machine (make test in
+# two worktrees) run side by side; the base and server images are shared
+PROJECT=${COMPOSE_PROJECT:-cdctest-$(printf '%s' "$ROOT" | sha1sum | cut -c1-8)}
 RUN=$ROOT/.run/compose
 BASE_IMAGE=localhost/debian:12
-export CDC_IMAGE=localhost/cdc:local
+export CDC_IMAGE=localhost/cdc:$PROJECT
 export CDC_LOCAL_POSTGRES_IMAGE=localhost/cdc-postgres:15
 export CDC_LOCAL_ETCD_IMAGE=localhost/cdc-etcd:3.4
 export CDC_LOCAL_S3_IMAGE=localhost/cdc-s3rver:3.7.1
