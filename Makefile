@@ -6,6 +6,9 @@
 #   tests/integration/<module>/test_*.c -> build/tests/integration/<module>/test_*  (need the
 #                        harness); <module>: common, iceberg, capture, coordinator, worker, pipeline
 # `make asan` rebuilds everything with ASan+UBSan into build-asan/ and runs the tests.
+# FAULT_INJECTION=1 (the default) compiles in the test-only fault injection (the
+# coordinator's --fault, the worker's CDC_WORKER_FAULT); the image's release build uses
+# FAULT_INJECTION=0 (docker/build-steps.sh build), whose binaries refuse them (status 2).
 # `make tsan` rebuilds everything with ThreadSanitizer into build-tsan/ and runs the unit
 # tests and the integration tests that run worker and coordinator processes (TSAN_TESTS).
 
@@ -18,18 +21,23 @@ NPROC   := $(shell nproc 2>/dev/null || echo 2)
 # `make VERSION=<v>` stamps another one (the image build passes its CDC_VERSION build arg,
 # having no .git).
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+FAULT_INJECTION ?= 1
 
 CFLAGS_WARN := -Wall -Wextra -Werror -Wno-missing-field-initializers -Wno-format-truncation
 CFLAGS  := -std=gnu11 $(OPT) -g $(CFLAGS_WARN) -D_GNU_SOURCE -DCDC_VERSION='"$(VERSION)"' \
-           -I. -I$(BUILD)/gen -I/usr/include/postgresql -MMD -MP $(EXTRA_CFLAGS)
+           -DCDC_FAULTS=$(FAULT_INJECTION) -I. -I$(BUILD)/gen -I/usr/include/postgresql -MMD -MP \
+           $(EXTRA_CFLAGS)
+# A build directory holds objects of one FAULT_INJECTION setting: switching it rebuilds
+# every object.
+FAULTS_STAMP := $(BUILD)/faults-$(FAULT_INJECTION).stamp
 # RocksDB is linked statically (Debian's librocksdb-dev ships librocksdb.a), with the
 # libraries it needs: in the shared library every access to its thread-local perf and I/O
 # counters calls __tls_get_addr (several per key written or read); linked into the
 # executable, those accesses become direct: about 15% less worker CPU in the backlog drain
 # (docs/worker.md, "RocksDB linked statically"). ROCKSDB_LIBS=-lrocksdb links it dynamically.
 ROCKSDB_LIBS ?= -Wl,-Bstatic -lrocksdb -Wl,-Bdynamic -lgflags -lbz2 -llz4 -lstdc++
-LDLIBS  := -lrdkafka -lpq -lnng -lprotobuf-c -lcurl $(ROCKSDB_LIBS) -ljansson -lzstd -lsnappy \
-           -lavro -lz -lpthread -lm
+LDLIBS  := -lrdkafka -lpq -lnng -lprotobuf-c -lcurl -lcrypto $(ROCKSDB_LIBS) -ljansson -lzstd \
+           -lsnappy -lavro -lz -lpthread -lm
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
@@ -114,8 +122,13 @@ $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Wno-unused-parameter -c $< -o $@
 
+$(FAULTS_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/faults-*.stamp
+	@touch $@
+
 # Every object may include the generated protocol header.
-$(BUILD)/obj/%.o: %.c $(PROTO_H)
+$(BUILD)/obj/%.o: %.c $(PROTO_H) $(FAULTS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -137,8 +150,11 @@ $(BUILD)/$(notdir $(1)): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard $(1)/*.c)) $
 	$(CC) $(LDFLAGS) -o $$@ $$^ $(LDLIBS)
 endef
 $(foreach d,$(TOOL_DIRS),$(eval $(call TOOL_RULES,$(d))))
-# tools/loadgen/schema.c embeds schema.sql with .incbin, which gcc's -MMD cannot see.
+# tools/loadgen/schema.c embeds schema.sql with .incbin (common/embed.h), which gcc's -MMD
+# cannot see.
 $(BUILD)/obj/tools/loadgen/schema.o: tools/loadgen/schema.sql
+# The coordinator's dashboard page (coordinator/ui/dashboard.html), embedded the same way.
+$(BUILD)/obj/coordinator/dashboard.o: coordinator/ui/dashboard.html
 
 $(HARNESS_LIB): $(patsubst %.c,$(BUILD)/obj/%.o,$(HARNESS_SRC))
 	@rm -f $@
@@ -209,7 +225,7 @@ docs: bins
 	@tools/gen-config-docs.sh $(BUILD) > docs/configuration.md
 
 clean-build:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-release
 
 # ---- benchmarks, chaos, compose (scripts own the details) ----------------------------
 bench: setup

@@ -28,6 +28,7 @@
 
 typedef struct cdc_capture_config {
     char *pg_dsn;
+    char *pg_password; /* NULL = the DSN's (or libpq's passfile, PGPASSWORD) */
     char *slot;
     char *publication;
     char *tables; /* "schema.table,..." (schema defaults to public); empty = the publication's */
@@ -51,6 +52,7 @@ typedef struct cdc_capture_config {
     int64_t drain_timeout_ms;
     char *http_addr;
     int64_t liveness_timeout_ms;
+    char *http_token; /* bearer token of /metrics and /status; NULL = none */
     cdc_log_options_t log;
 } cdc_capture_config_t;
 
@@ -159,7 +161,7 @@ typedef struct cdc_capture {
     cdc_gauge_t *m_snapshot_running;
     cdc_counter_t *m_backfills;
     cdc_gauge_t *m_snapshot_tables_done;
-    cdc_gauge_t *m_snapshot_tables_total;
+    cdc_gauge_t *m_snapshot_tables;
     cdc_counter_t *m_heartbeats;
     cdc_counter_t *m_reconnects;
     cdc_gauge_t *m_slot_lost;

@@ -22,7 +22,12 @@
 
 static const cdc_opt_t options[] = {
     {"pg-dsn", CDC_OPT_STRING, C(pg_dsn), NULL, true, 0, 0, NULL,
-     "libpq connection string of the source database (the role needs LOGIN and REPLICATION)."},
+     "libpq connection string of the source database (the role needs LOGIN and REPLICATION).",
+     .secret = true},
+    {"pg-password", CDC_OPT_STRING, C(pg_password), NULL, false, 0, 0, NULL,
+     "Password of the source database's role; overrides one in --pg-dsn, so the DSN can stay "
+     "in plain configuration and the password in --pg-password-file.",
+     .secret = true},
     {"slot", CDC_OPT_STRING, C(slot), "cdc_slot", false, 0, 0, NULL,
      "Logical replication slot (pgoutput); created when missing."},
     {"publication", CDC_OPT_STRING, C(publication), "cdc_pub", false, 0, 0, NULL,
@@ -86,6 +91,7 @@ static const cdc_opt_t options[] = {
     {"http", CDC_OPT_STRING, C(http_addr), "127.0.0.1:9102", false, 0, 0, NULL,
      "Address of /metrics, /healthz and /readyz (empty = no HTTP server).", "http-addr"},
     CDC_OPT_LIVENESS_TIMEOUT(cdc_capture_config_t, liveness_timeout_ms),
+    CDC_OPT_HTTP_TOKEN(cdc_capture_config_t, http_token),
     CDC_OPTS_LOG(cdc_capture_config_t, log),
     CDC_OPT_END,
 };
@@ -170,7 +176,8 @@ int main(int argc, char **argv)
         }
         cdc_http_server_set_ready(http, ready, &cap);
         cdc_http_server_set_health(http, cdc_health_check, &cap.health);
-        if (cdc_http_server_add_doc(http, "/status", &cap.status, &err) != CDC_OK) {
+        if (cdc_http_server_set_token(http, cfg.http_token, &err) != CDC_OK ||
+            cdc_http_server_add_doc(http, "/status", &cap.status, &err) != CDC_OK) {
             cdc_log_error("could not serve /status: %s", err.msg);
             status = 1;
             goto done;

@@ -50,21 +50,30 @@ const char *cdc_pg_message(const cdc_pg_result_t *r)
     return one_line(buf, sizeof(buf), r ? PQresultErrorMessage(res(r)) : "no result");
 }
 
-cdc_pg_t *cdc_pg_connect(const char *dsn, bool replication, const char *options,
-                         const char *application_name, cdc_error_t *e)
+cdc_pg_t *cdc_pg_connect(const char *dsn, const char *password, bool replication,
+                         const char *options, const char *application_name, cdc_error_t *e)
 {
-    const char *keys[] = {"dbname", "replication", "options", "application_name", NULL};
-    const char *vals[] = {dsn, replication ? "database" : NULL, options, application_name, NULL};
+    const char *keys[6], *vals[6];
+    size_t n = 0;
     PGconn *c;
 
-    if (!replication) {
-        keys[1] = "options";
-        vals[1] = options;
-        keys[2] = "application_name";
-        vals[2] = application_name;
-        keys[3] = NULL;
-        vals[3] = NULL;
+    /* the keywords after dbname override what its connection string says */
+    keys[n] = "dbname";
+    vals[n++] = dsn;
+    if (replication) {
+        keys[n] = "replication";
+        vals[n++] = "database";
     }
+    keys[n] = "options";
+    vals[n++] = options;
+    keys[n] = "application_name";
+    vals[n++] = application_name;
+    if (password != NULL && password[0] != '\0') {
+        keys[n] = "password";
+        vals[n++] = password;
+    }
+    keys[n] = NULL;
+    vals[n] = NULL;
     c = PQconnectdbParams(keys, vals, 1);
     if (c == NULL || PQstatus(c) != CONNECTION_OK) {
         const char *m = conn_message((cdc_pg_t *)c);

@@ -33,12 +33,12 @@ typedef enum cdc_pg_status {
 /*
  * Connects with the libpq connection string dsn, session `options` (the server's
  * "-c name=value" settings) and application_name; replication opens a
- * `replication=database` connection. Failures: CDC_ERR_CONFIG (not retriable) when the
- * role or pg_hba.conf refuses it, with the hint that fixes it; CDC_ERR_UNAVAILABLE
- * (retriable) otherwise.
+ * `replication=database` connection. password (NULL = none) overrides the DSN's. Failures:
+ * CDC_ERR_CONFIG (not retriable) when the role or pg_hba.conf refuses it, with the hint that fixes
+ * it; CDC_ERR_UNAVAILABLE (retriable) otherwise.
  */
-cdc_pg_t *cdc_pg_connect(const char *dsn, bool replication, const char *options,
-                         const char *application_name, cdc_error_t *e);
+cdc_pg_t *cdc_pg_connect(const char *dsn, const char *password, bool replication,
+                         const char *options, const char *application_name, cdc_error_t *e);
 
 /* Closes the connection (NULL is fine). */
 void cdc_pg_close(cdc_pg_t *c);

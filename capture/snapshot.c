@@ -316,7 +316,7 @@ cdc_err_t cdc_snapshot_run(cdc_capture_t *cap, const char *snapshot_name, uint64
     cdc_err_t rc;
 
     cdc_metrics_gauge_set(cap->m_snapshot_running, 1);
-    cdc_metrics_gauge_set(cap->m_snapshot_tables_total, (double)cap->nwanted);
+    cdc_metrics_gauge_set(cap->m_snapshot_tables, (double)cap->nwanted);
     cdc_metrics_gauge_set(cap->m_snapshot_tables_done, 0);
     rc = exec(cap->src.sql, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", e);
     if (rc != CDC_OK)

@@ -22,18 +22,20 @@
     "-c IntervalStyle=postgres -c client_encoding=UTF8"
 #define APPLICATION_NAME "cdc-capture"
 
-cdc_err_t cdc_source_connect_sql(cdc_source_t *src, const char *dsn, cdc_error_t *e)
+cdc_err_t cdc_source_connect_sql(cdc_source_t *src, const char *dsn, const char *password,
+                                 cdc_error_t *e)
 {
-    src->sql = cdc_pg_connect(dsn, false, SESSION_OPTIONS, APPLICATION_NAME, e);
+    src->sql = cdc_pg_connect(dsn, password, false, SESSION_OPTIONS, APPLICATION_NAME, e);
     if (src->sql == NULL)
         return e->code;
     snprintf(src->db, sizeof(src->db), "%s", cdc_pg_db(src->sql));
     return CDC_OK;
 }
 
-cdc_err_t cdc_source_connect_repl(cdc_source_t *src, const char *dsn, cdc_error_t *e)
+cdc_err_t cdc_source_connect_repl(cdc_source_t *src, const char *dsn, const char *password,
+                                  cdc_error_t *e)
 {
-    src->repl = cdc_pg_connect(dsn, true, SESSION_OPTIONS, APPLICATION_NAME, e);
+    src->repl = cdc_pg_connect(dsn, password, true, SESSION_OPTIONS, APPLICATION_NAME, e);
     return src->repl ? CDC_OK : e->code;
 }
 

@@ -56,11 +56,14 @@ typedef enum cdc_source_event {
     CDC_SRC_KEEPALIVE, /* a primary keepalive; reply_requested says whether to answer now */
 } cdc_source_event_t;
 
-/* Opens the normal connection. CDC_ERR_UNAVAILABLE (retriable) when it cannot connect. */
-cdc_err_t cdc_source_connect_sql(cdc_source_t *src, const char *dsn, cdc_error_t *e);
+/* Opens the normal connection; password (NULL = the DSN's) overrides the DSN's.
+ * CDC_ERR_UNAVAILABLE (retriable) when it cannot connect. */
+cdc_err_t cdc_source_connect_sql(cdc_source_t *src, const char *dsn, const char *password,
+                                 cdc_error_t *e);
 
 /* Opens the replication connection (replication=database). */
-cdc_err_t cdc_source_connect_repl(cdc_source_t *src, const char *dsn, cdc_error_t *e);
+cdc_err_t cdc_source_connect_repl(cdc_source_t *src, const char *dsn, const char *password,
+                                  cdc_error_t *e);
 
 /* Closes both connections and frees buffers; the struct can be reused. */
 void cdc_source_close(cdc_source_t *src);

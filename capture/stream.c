@@ -212,7 +212,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
         goto cleanup;
     setup.tables = configured;
     setup.ntables = nconfigured;
-    rc = cdc_source_connect_sql(&cap->src, cap->cfg->pg_dsn, e);
+    rc = cdc_source_connect_sql(&cap->src, cap->cfg->pg_dsn, cap->cfg->pg_password, e);
     if (rc == CDC_OK)
         rc = check_slot_free(cap, e);
     if (rc != CDC_OK)
@@ -251,7 +251,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
         if (rc != CDC_OK)
             goto cleanup;
     }
-    rc = cdc_source_connect_repl(&cap->src, cap->cfg->pg_dsn, e);
+    rc = cdc_source_connect_repl(&cap->src, cap->cfg->pg_dsn, cap->cfg->pg_password, e);
     if (rc != CDC_OK)
         goto cleanup;
     cdc_txtrack_free(&cap->track);
@@ -506,9 +506,8 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
     cap->m_snapshot_tables_done =
         cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_snapshot_tables_done",
                           "Tables the running or last snapshot has finished.", NULL);
-    cap->m_snapshot_tables_total =
-        cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_snapshot_tables_total",
-                          "Tables the running or last snapshot reads.", NULL);
+    cap->m_snapshot_tables = cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_snapshot_tables",
+                                               "Tables the running or last snapshot reads.", NULL);
     cap->m_heartbeats = cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_heartbeats_total",
                                             "Heartbeat messages emitted.", NULL);
     cap->m_reconnects = cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_reconnects_total",

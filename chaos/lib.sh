@@ -211,7 +211,7 @@ pipeline_procs_up() {
         http=$(harness_free_port)
         proc_start "coordinator-$i" "$CHAOS_BUILD/cdc-coordinator" --id "coordinator-$i" \
             --job "$CDC_JOB" --etcd "$CDC_TEST_ETCD" --listen "tcp://127.0.0.1:$port" \
-            --http "127.0.0.1:$http" --warehouse "$CHAOS_DIR/warehouse" \
+            --http "127.0.0.1:$http" --warehouse "$CHAOS_DIR/warehouse" --kafka "$CDC_TEST_KAFKA" \
             --heartbeat-timeout "${CHAOS_HEARTBEAT_TIMEOUT}s" --expected-workers "$CHAOS_WORKERS"
         echo "127.0.0.1:$http" >"$CHAOS_DIR/procs/coordinator-$i.http"
     done

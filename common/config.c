@@ -223,6 +223,70 @@ static cdc_err_t set_value(const cdc_opt_t *o, void *cfg, const char *v, const c
     return CDC_OK;
 }
 
+/* The environment variable of a secret option's file variant: CDC_<NAME>_FILE. */
+static void file_env_name(const cdc_opt_t *o, char *buf, size_t size)
+{
+    size_t n;
+
+    cdc_config_env_name(o->name, buf, size);
+    n = strlen(buf);
+    snprintf(buf + n, size - n, "_FILE");
+}
+
+/*
+ * Reads a secret option's value from the file at path (--<name>-file, from `source`) and
+ * stores it. The file's trailing newlines are dropped (a secret written with echo, or
+ * mounted from a Kubernetes Secret, may end in one); an empty file is an error, since a
+ * secret that silently became "" would turn a check off.
+ */
+static cdc_err_t set_from_file(const cdc_opt_t *o, void *cfg, const char *path, const char *source,
+                               cdc_error_t *e)
+{
+    char env[140], *buf;
+    size_t n;
+    FILE *f;
+    cdc_err_t rc;
+
+    file_env_name(o, env, sizeof(env));
+    if ((f = fopen(path, "r")) == NULL)
+        return cdc_error_set(e, CDC_ERR_CONFIG,
+                             "could not read file \"%s\" of option --%s-file (%s, from %s): %s",
+                             path, o->name, env, source, strerror(errno));
+    if ((buf = malloc(CDC_CONFIG_SECRET_FILE_MAX + 1)) == NULL) {
+        fclose(f);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory reading option --%s-file", o->name);
+    }
+    n = fread(buf, 1, CDC_CONFIG_SECRET_FILE_MAX + 1, f);
+    if (ferror(f)) {
+        rc = cdc_error_set(e, CDC_ERR_CONFIG,
+                           "could not read file \"%s\" of option --%s-file (%s, from %s): %s", path,
+                           o->name, env, source, strerror(errno));
+        goto done;
+    }
+    if (n > CDC_CONFIG_SECRET_FILE_MAX) {
+        rc = cdc_error_set(e, CDC_ERR_CONFIG,
+                           "file \"%s\" of option --%s-file (%s, from %s) is larger than %d bytes",
+                           path, o->name, env, source, CDC_CONFIG_SECRET_FILE_MAX);
+        goto done;
+    }
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        n--;
+    buf[n] = '\0';
+    if (n == 0 || strlen(buf) != n) {
+        rc = cdc_error_set(e, CDC_ERR_CONFIG,
+                           "file \"%s\" of option --%s-file (%s, from %s) is %s: expected the "
+                           "value of --%s",
+                           path, o->name, env, source, n == 0 ? "empty" : "not text", o->name);
+        goto done;
+    }
+    rc = set_value(o, cfg, buf, "a file", e);
+done:
+    memset(buf, 0, n); /* the secret lives on in cfg only */
+    free(buf);
+    fclose(f);
+    return rc;
+}
+
 static const cdc_opt_t *find_opt(const cdc_opt_t *opts, const char *name, size_t len)
 {
     for (const cdc_opt_t *o = opts; o->name; o++) {
@@ -231,6 +295,20 @@ static const cdc_opt_t *find_opt(const cdc_opt_t *opts, const char *name, size_t
         if (o->alias && strlen(o->alias) == len && strncmp(o->alias, name, len) == 0)
             return o;
     }
+    return NULL;
+}
+
+/* The secret option whose file variant "<name>-file" is name[0..len), or NULL. */
+static const cdc_opt_t *find_file_opt(const cdc_opt_t *opts, const char *name, size_t len)
+{
+    static const char suffix[] = "-file";
+    const size_t sl = sizeof(suffix) - 1;
+
+    if (len <= sl || strncmp(name + len - sl, suffix, sl) != 0)
+        return NULL;
+    for (const cdc_opt_t *o = opts; o->name; o++)
+        if (o->secret && strlen(o->name) == len - sl && strncmp(o->name, name, len - sl) == 0)
+            return o;
     return NULL;
 }
 
@@ -324,7 +402,9 @@ bool cdc_config_takes_value(const cdc_opt_t *opts, const char *arg)
     if (arg == NULL || strncmp(arg, "--", 2) != 0 || strchr(arg, '=') != NULL)
         return false;
     o = find_opt(opts, arg + 2, strlen(arg + 2));
-    return o != NULL && o->type != CDC_OPT_BOOL;
+    if (o == NULL)
+        return find_file_opt(opts, arg + 2, strlen(arg + 2)) != NULL;
+    return o->type != CDC_OPT_BOOL;
 }
 
 size_t cdc_config_check_env(const cdc_opt_t *opts, const char *prog, char **environ_list,
@@ -345,11 +425,14 @@ size_t cdc_config_check_env(const cdc_opt_t *opts, const char *prog, char **envi
             continue;
         o = NULL;
         for (const cdc_opt_t *p = opts; p->name && o == NULL; p++) {
-            char a[128], b[128];
+            char a[128], b[128] = "", f[140] = "";
             cdc_config_env_name(p->name, a, sizeof(a));
             if (p->alias)
                 cdc_config_env_name(p->alias, b, sizeof(b));
-            if (strcmp(a, name) == 0 || (p->alias && strcmp(b, name) == 0))
+            if (p->secret)
+                file_env_name(p, f, sizeof(f));
+            if (strcmp(a, name) == 0 || (p->alias && strcmp(b, name) == 0) ||
+                (p->secret && strcmp(f, name) == 0))
                 o = p;
         }
         if (o != NULL)
@@ -373,18 +456,52 @@ size_t cdc_config_check_env(const cdc_opt_t *opts, const char *prog, char **envi
     return unknown;
 }
 
+/* How a flag gave an option (cdc_config_parse()'s `given`). */
+enum { GIVEN_VALUE = 1, GIVEN_FILE = 2 };
+
+/* The option's value, or its file for a secret option, from the environment. */
+static cdc_err_t env_value(const cdc_opt_t *o, void *cfg, char **environ_list, bool *found,
+                           cdc_error_t *e)
+{
+    char env[128], fenv[140];
+    const char *v, *file = NULL;
+
+    cdc_config_env_name(o->name, env, sizeof(env));
+    v = env_lookup(environ_list, env);
+    if (v == NULL && o->alias) {
+        char old[128];
+        cdc_config_env_name(o->alias, old, sizeof(old));
+        v = env_lookup(environ_list, old);
+    }
+    if (o->secret) {
+        file_env_name(o, fenv, sizeof(fenv));
+        file = env_lookup(environ_list, fenv);
+    }
+    *found = v != NULL || file != NULL;
+    if (v != NULL && file != NULL)
+        return cdc_error_set(e, CDC_ERR_CONFIG,
+                             "environment variables %s and %s are both set: give the value of "
+                             "option --%s or its file, not both",
+                             env, fenv, o->name);
+    if (file != NULL)
+        return set_from_file(o, cfg, file, "environment", e);
+    if (v != NULL)
+        return set_value(o, cfg, v, "environment", e);
+    return CDC_OK;
+}
+
 cdc_config_result_t cdc_config_parse(const cdc_opt_t *opts, const char *prog, const char *summary,
                                      int argc, char **argv, char **environ_list, void *cfg,
                                      FILE *out, cdc_error_t *e)
 {
     size_t nopts = 0;
-    bool *set_by_flag;
+    unsigned char *given; /* per option: GIVEN_* of the flags that set it */
     cdc_config_result_t res = CDC_CONFIG_OK;
 
     for (const cdc_opt_t *o = opts; o->name; o++)
         nopts++;
-    set_by_flag = calloc(nopts + 1, sizeof(bool));
-    if (set_by_flag == NULL) {
+    given = calloc(nopts + 1, 1);
+    if (given == NULL) {
         cdc_error_set(e, CDC_ERR_NOMEM, "out of memory parsing configuration");
         return CDC_CONFIG_ERROR;
     }
@@ -403,6 +520,7 @@ cdc_config_result_t cdc_config_parse(const cdc_opt_t *opts, const char *prog, co
         const char *name, *eq, *val;
         const cdc_opt_t *o;
         size_t len;
+        int how = GIVEN_VALUE;
 
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             cdc_config_print_help(opts, prog, summary, out);
@@ -431,18 +549,20 @@ cdc_config_result_t cdc_config_parse(const cdc_opt_t *opts, const char *prog, co
         eq = strchr(name, '=');
         len = eq ? (size_t)(eq - name) : strlen(name);
         o = find_opt(opts, name, len);
+        if (o == NULL && (o = find_file_opt(opts, name, len)) != NULL)
+            how = GIVEN_FILE;
         if (o == NULL) {
             const cdc_opt_t *near;
-            char given[128];
+            char unknown[128];
 
-            snprintf(given, sizeof(given), "%.*s", (int)len, name);
-            near = closest_opt(opts, given, false);
-            if (near != NULL && edit_distance(given, near->name) <= 3)
+            snprintf(unknown, sizeof(unknown), "%.*s", (int)len, name);
+            near = closest_opt(opts, unknown, false);
+            if (near != NULL && edit_distance(unknown, near->name) <= 3)
                 cdc_error_set(e, CDC_ERR_CONFIG,
-                              "unknown option --%s: did you mean --%s? (see --help)", given,
+                              "unknown option --%s: did you mean --%s? (see --help)", unknown,
                               near->name);
             else
-                cdc_error_set(e, CDC_ERR_CONFIG, "unknown option --%s (see --help)", given);
+                cdc_error_set(e, CDC_ERR_CONFIG, "unknown option --%s (see --help)", unknown);
             res = CDC_CONFIG_ERROR;
             goto done;
         }
@@ -453,45 +573,53 @@ cdc_config_result_t cdc_config_parse(const cdc_opt_t *opts, const char *prog, co
         } else if (i + 1 < argc) {
             val = argv[++i];
         } else {
-            cdc_error_set(e, CDC_ERR_CONFIG, "option --%s needs a value: expected %s", o->name,
-                          type_form(o));
+            cdc_error_set(e, CDC_ERR_CONFIG, "option --%s%s needs a value: expected %s", o->name,
+                          how == GIVEN_FILE ? "-file" : "",
+                          how == GIVEN_FILE ? "a file name" : type_form(o));
             res = CDC_CONFIG_ERROR;
             goto done;
         }
-        if (set_value(o, cfg, val, "command line", e) != CDC_OK) {
+        given[o - opts] |= (unsigned char)how;
+        if (given[o - opts] == (GIVEN_VALUE | GIVEN_FILE)) {
+            cdc_error_set(e, CDC_ERR_CONFIG,
+                          "options --%s and --%s-file are both given: give the value or its "
+                          "file, not both",
+                          o->name, o->name);
             res = CDC_CONFIG_ERROR;
             goto done;
         }
-        set_by_flag[o - opts] = true;
+        if ((how == GIVEN_FILE ? set_from_file(o, cfg, val, "command line", e)
+                               : set_value(o, cfg, val, "command line", e)) != CDC_OK) {
+            res = CDC_CONFIG_ERROR;
+            goto done;
+        }
     }
 
     /* Environment, where no flag was given; then required checks. */
     for (const cdc_opt_t *o = opts; o->name; o++) {
-        char env[128];
-        const char *v;
+        bool found = false;
 
-        cdc_config_env_name(o->name, env, sizeof(env));
-        v = set_by_flag[o - opts] ? NULL : env_lookup(environ_list, env);
-        if (v == NULL && o->alias && !set_by_flag[o - opts]) {
-            char old[128];
-            cdc_config_env_name(o->alias, old, sizeof(old));
-            v = env_lookup(environ_list, old);
+        if (given[o - opts])
+            continue;
+        if (env_value(o, cfg, environ_list, &found, e) != CDC_OK) {
+            res = CDC_CONFIG_ERROR;
+            goto done;
         }
-        if (v != NULL) {
-            if (set_value(o, cfg, v, "environment", e) != CDC_OK) {
-                res = CDC_CONFIG_ERROR;
-                goto done;
-            }
-        } else if (o->required && !set_by_flag[o - opts]) {
+        if (!found && o->required) {
+            char env[128];
+
+            cdc_config_env_name(o->name, env, sizeof(env));
             cdc_error_set(e, CDC_ERR_CONFIG,
-                          "missing required option --%s (or environment variable %s): expected %s",
-                          o->name, env, type_form(o));
+                          "missing required option --%s (or environment variable %s%s%s%s): "
+                          "expected %s",
+                          o->name, env, o->secret ? ", or its file --" : "",
+                          o->secret ? o->name : "", o->secret ? "-file" : "", type_form(o));
             res = CDC_CONFIG_ERROR;
             goto done;
         }
     }
 done:
-    free(set_by_flag);
+    free(given);
     return res;
 }
 
@@ -520,6 +648,24 @@ void cdc_config_load(const cdc_opt_t *opts, const char *prog, const char *summar
     }
 }
 
+cdc_err_t cdc_config_fault_check(const char *what, const char *value, cdc_error_t *e)
+{
+#if CDC_FAULTS
+    (void)what;
+    (void)value;
+    (void)e;
+    return CDC_OK;
+#else
+    if (value == NULL || value[0] == '\0')
+        return CDC_OK;
+    return cdc_error_set(e, CDC_ERR_CONFIG,
+                         "%s is set to \"%s\", but fault injection is for tests only and this "
+                         "is a release build without it (hint: unset it; tests use a build "
+                         "made with make FAULT_INJECTION=1)",
+                         what, value);
+#endif
+}
+
 void cdc_config_free(const cdc_opt_t *opts, void *cfg)
 {
     for (const cdc_opt_t *o = opts; o->name; o++) {
@@ -530,6 +676,11 @@ void cdc_config_free(const cdc_opt_t *opts, void *cfg)
         }
     }
 }
+
+/* What --help and the reference say of a secret option's file variant. */
+#define FILE_HELP                                                                                  \
+    "Reads --%s from this file (e.g. a mounted secret; trailing newlines are dropped), so "        \
+    "that the value is neither on the command line nor in the environment."
 
 /* Allowed values; `md` separates choices with ", " so they do not break a Markdown table. */
 static void bounds_text(const cdc_opt_t *o, char *buf, size_t size, bool md)
@@ -578,6 +729,12 @@ void cdc_config_print_help(const cdc_opt_t *opts, const char *prog, const char *
         if (o->alias)
             fprintf(out, " Formerly --%s.", o->alias);
         fputc('\n', out);
+        if (o->secret) {
+            char fenv[140];
+            file_env_name(o, fenv, sizeof(fenv));
+            fprintf(out, "  --%s-file=<path>  [%s]\n      ", o->name, fenv);
+            fprintf(out, FILE_HELP "\n", o->name);
+        }
     }
     fprintf(out, "  --help, --help-markdown, --version\n");
 }
@@ -602,6 +759,12 @@ void cdc_config_print_markdown(const cdc_opt_t *opts, const char *prog, const ch
             fprintf(out, " Formerly `--%s` / `%s`, still accepted.", o->alias, old);
         }
         fprintf(out, " |\n");
+        if (o->secret) {
+            char fenv[140];
+            file_env_name(o, fenv, sizeof(fenv));
+            fprintf(out, "| `--%s-file` | `%s` | path | — |  | " FILE_HELP " |\n", o->name, fenv,
+                    o->name);
+        }
     }
     fputc('\n', out);
 }

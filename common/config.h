@@ -8,6 +8,14 @@
  * An option renamed for consistency keeps its former name as an alias: --<alias> and
  * CDC_<ALIAS> are still read (the new names win), and --help lists the alias.
  *
+ * A secret option (a password, a key, a DSN) is also read from a file: --<name>-file=<path>
+ * or CDC_<NAME>_FILE, e.g. a mounted Kubernetes Secret, so that the value is neither on
+ * the command line nor in the environment (`docker inspect`, /proc/<pid>/environ). The
+ * file's trailing newlines are dropped. Giving both the value and the file in the same
+ * place (two flags, or two variables) is an error; a flag still wins over the
+ * environment. A file that cannot be read, or is empty, is bad configuration naming the
+ * option.
+ *
  * Bad configuration is reported with the option's flag and environment names and the
  * expected form; cdc_config_load() callers exit with status 2 (CDC_CONFIG_EXIT).
  */
@@ -42,6 +50,7 @@ typedef struct cdc_opt {
     const char *choices;       /* "a|b|c" for ENUM */
     const char *help;          /* one sentence for --help and the docs */
     const char *alias;         /* former name still accepted (flag and CDC_ variable), or NULL */
+    bool secret; /* STRING only: also read from the file --<name>-file / CDC_<NAME>_FILE */
 } cdc_opt_t;
 
 /* One optional row of an option table over config struct T (a field of T, bounds lo..hi
@@ -54,7 +63,7 @@ typedef struct cdc_opt {
 /* Terminates an option table. */
 #define CDC_OPT_END                                                                                \
     {                                                                                              \
-        NULL, CDC_OPT_STRING, 0, NULL, false, 0, 0, NULL, NULL, NULL                               \
+        NULL, CDC_OPT_STRING, 0, NULL, false, 0, 0, NULL, NULL, NULL, false                        \
     }
 
 typedef enum cdc_config_result {
@@ -98,8 +107,20 @@ size_t cdc_config_check_env(const cdc_opt_t *opts, const char *prog, char **envi
  * words besides options (cdcctl's subcommands). */
 bool cdc_config_takes_value(const cdc_opt_t *opts, const char *arg);
 
+/*
+ * Test-only fault injection (the coordinator's --fault, the worker's CDC_WORKER_FAULT) is
+ * compiled in by `make FAULT_INJECTION=1`, the default for development and tests, and left
+ * out of the image's release build (FAULT_INJECTION=0, docker/build-steps.sh). In a build
+ * without it, a fault setting `what` (e.g. "option --fault (CDC_FAULT)") that is set (value neither
+ * NULL nor "") is CDC_ERR_CONFIG saying so; otherwise CDC_OK.
+ */
+cdc_err_t cdc_config_fault_check(const char *what, const char *value, cdc_error_t *e);
+
 /* Frees the strings owned by *cfg. */
 void cdc_config_free(const cdc_opt_t *opts, void *cfg);
+
+/* Largest secret file read (--<name>-file): a secret is a line, a DSN or a few properties. */
+#define CDC_CONFIG_SECRET_FILE_MAX (64 * 1024)
 
 /* Environment variable name of an option: CDC_ + upper-case name with '-' -> '_'. */
 void cdc_config_env_name(const char *opt_name, char *buf, size_t size);

@@ -31,6 +31,12 @@ struct cdc_etcd {
     size_t current;
     int timeout_ms;
     cdc_httpc_t *http;
+    /* security (cdc_etcd_open_secure()); NULL = unused */
+    char *ca_file, *cert_file, *key_file;
+    char *user, *password;
+    char *token;      /* etcd auth token; NULL = none (not asked yet, or auth is off) */
+    size_t authed_ep; /* 1 + the endpoint the token is from (simple tokens are per member);
+                         0 = authenticate before the next request */
 };
 
 /* gRPC status codes that appear in the gateway's error bodies */
@@ -41,6 +47,7 @@ enum {
     GRPC_FAILED_PRECONDITION = 9,
     GRPC_OUT_OF_RANGE = 11,
     GRPC_UNAVAILABLE = 14,
+    GRPC_UNAUTHENTICATED = 16,
 };
 
 /* ---- base64 and key helpers --------------------------------------------------------- */
@@ -202,6 +209,52 @@ static int decode_range(const json_t *resp, cdc_etcd_kvs_t *out)
 
 /* ---- client and transport ------------------------------------------------------------ */
 
+/* A copy of s, or NULL for NULL or ""; *oom set when the copy failed. */
+static char *dup_set(const char *s, bool *oom)
+{
+    char *d;
+    if (s == NULL || s[0] == '\0')
+        return NULL;
+    if ((d = strdup(s)) == NULL)
+        *oom = true;
+    return d;
+}
+
+cdc_err_t cdc_etcd_open_secure(cdc_etcd_t **out, const char *endpoints,
+                               const cdc_etcd_security_t *sec, int timeout_ms, cdc_error_t *e)
+{
+    cdc_etcd_t *c = NULL;
+    bool oom = false;
+    cdc_err_t rc;
+
+    if (sec != NULL && sec->user != NULL && sec->user[0] != '\0' &&
+        (sec->password == NULL || sec->password[0] == '\0'))
+        return cdc_error_set(e, CDC_ERR_CONFIG,
+                             "etcd user \"%s\" has no password (hint: --etcd-password-file)",
+                             sec->user);
+    if (sec != NULL && sec->key_file != NULL && sec->key_file[0] != '\0' &&
+        (sec->cert_file == NULL || sec->cert_file[0] == '\0'))
+        return cdc_error_set(e, CDC_ERR_CONFIG,
+                             "an etcd client key without its certificate (hint: --etcd-cert-file)");
+    if ((rc = cdc_etcd_open(&c, endpoints, timeout_ms, e)) != CDC_OK)
+        return rc;
+    if (sec == NULL) {
+        *out = c;
+        return CDC_OK;
+    }
+    c->ca_file = dup_set(sec->ca_file, &oom);
+    c->cert_file = dup_set(sec->cert_file, &oom);
+    c->key_file = dup_set(sec->key_file, &oom);
+    c->user = dup_set(sec->user, &oom);
+    c->password = c->user ? dup_set(sec->password, &oom) : NULL;
+    if (oom) {
+        cdc_etcd_close(c);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    *out = c;
+    return CDC_OK;
+}
+
 cdc_err_t cdc_etcd_open(cdc_etcd_t **out, const char *endpoints, int timeout_ms, cdc_error_t *e)
 {
     cdc_etcd_t *c;
@@ -261,6 +314,14 @@ void cdc_etcd_close(cdc_etcd_t *c)
     for (size_t i = 0; i < c->nendpoints; i++)
         free(c->endpoints[i]);
     cdc_httpc_close(c->http);
+    free(c->ca_file);
+    free(c->cert_file);
+    free(c->key_file);
+    free(c->user);
+    if (c->password != NULL)
+        memset(c->password, 0, strlen(c->password));
+    free(c->password);
+    free(c->token);
     free(c);
 }
 
@@ -305,6 +366,85 @@ static bool stream_scan(const cdc_httpc_response_t *r, void *arg)
     }
 }
 
+/* A POST of the JSON body to url with c's TLS files; connecting may take a second at most
+ * of timeout_ms, so that a member that does not answer leaves time for the next. */
+static cdc_httpc_request_t post(const cdc_etcd_t *c, const char *url, const char *const *headers,
+                                const char *body, int timeout_ms)
+{
+    cdc_httpc_request_t r = {.method = "POST",
+                             .url = url,
+                             .headers = headers,
+                             .body = body,
+                             .body_len = strlen(body),
+                             .timeout_ms = timeout_ms,
+                             .connect_timeout_ms = timeout_ms < 1000 ? timeout_ms : 1000,
+                             .ca_file = c->ca_file,
+                             .cert_file = c->cert_file,
+                             .key_file = c->key_file};
+    return r;
+}
+
+/*
+ * Gets a token for c->user from endpoint idx (POST /v3/auth/authenticate). A member whose
+ * authentication is off answers FAILED_PRECONDITION: then requests go without a token
+ * (clients can get their user before etcd enables auth; once it does, the first refused
+ * request authenticates again). A refused user or password is CDC_ERR_CONFIG.
+ */
+static cdc_err_t authenticate(cdc_etcd_t *c, size_t idx, int timeout_ms, cdc_error_t *e)
+{
+    static const char *const headers[] = {"Content-Type: application/json", NULL};
+    const char *ep = c->endpoints[idx];
+    json_t *req = json_pack("{s:s, s:s}", "name", c->user, "password", c->password), *j;
+    char *body = req ? json_dumps(req, JSON_COMPACT) : NULL, url[1024];
+    cdc_httpc_response_t r;
+    cdc_err_t rc;
+    json_error_t jerr;
+    long http;
+
+    json_decref(req);
+    if (body == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory encoding an etcd request");
+    snprintf(url, sizeof(url), "%s/v3/auth/authenticate", ep);
+    cdc_httpc_request_t hr = post(c, url, headers, body, timeout_ms);
+    rc = cdc_httpc_perform(c->http, &hr, &r);
+    memset(body, 0, strlen(body)); /* it holds the password */
+    free(body);
+    if (rc != CDC_OK) {
+        rc = cdc_error_set_retriable(e,
+                                     rc == CDC_ERR_TIMEOUT ? CDC_ERR_TIMEOUT : CDC_ERR_UNAVAILABLE,
+                                     true, "could not reach etcd at %s to authenticate: %s", ep,
+                                     r.detail[0] ? r.detail : r.reason);
+        cdc_httpc_response_free(&r);
+        return rc;
+    }
+    http = r.status;
+    j = json_loadb(r.body ? r.body : "", r.len, 0, &jerr);
+    cdc_httpc_response_free(&r);
+    free(c->token);
+    c->token = NULL;
+    if (json_is_string(json_object_get(j, "token"))) {
+        c->token = strdup(json_string_value(json_object_get(j, "token")));
+        rc = c->token ? CDC_OK : cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    } else if (jint(j, "code") == GRPC_FAILED_PRECONDITION) {
+        rc = CDC_OK; /* authentication is off on this member */
+    } else if (jint(j, "code") == GRPC_INVALID_ARGUMENT) {
+        const char *msg = json_string_value(json_object_get(j, "message"));
+        rc = cdc_error_set(e, CDC_ERR_CONFIG,
+                           "etcd at %s refused user \"%s\": %s (hint: check --etcd-user and "
+                           "--etcd-password-file)",
+                           ep, c->user, msg ? msg : "no message");
+    } else {
+        rc = cdc_error_set_retriable(e, CDC_ERR_UNAVAILABLE, true,
+                                     "could not authenticate to etcd at %s as user \"%s\" (HTTP "
+                                     "%ld)",
+                                     ep, c->user, http);
+    }
+    json_decref(j);
+    if (rc == CDC_OK)
+        c->authed_ep = idx + 1;
+    return rc;
+}
+
 static cdc_err_t grpc_error(cdc_error_t *e, const json_t *body, long http, const char *ep,
                             const char *path)
 {
@@ -342,10 +482,12 @@ static cdc_err_t call(cdc_etcd_t *c, const char *path, json_t *req, int timeout_
                       int (*want)(json_t *, void *), void *want_arg, json_t **resp, bool *idle,
                       cdc_error_t *e)
 {
-    static const char *const headers[] = {"Content-Type: application/json", NULL};
+    char auth[1024];
+    const char *headers[] = {"Content-Type: application/json", NULL, NULL};
     char *body = json_dumps(req, JSON_COMPACT);
     cdc_err_t err = CDC_ERR_UNAVAILABLE;
     char url[1024];
+    bool reauthed = false;
 
     if (idle != NULL)
         *idle = false;
@@ -358,16 +500,26 @@ static cdc_err_t call(cdc_etcd_t *c, const char *path, json_t *req, int timeout_
         cdc_httpc_response_t r;
         int to = timeout_ms > 0 ? timeout_ms : c->timeout_ms;
 
+        if (c->user != NULL && c->authed_ep != idx + 1) {
+            cdc_err_t arc = authenticate(c, idx, to, e);
+            if (arc == CDC_ERR_CONFIG || arc == CDC_ERR_NOMEM) {
+                err = arc;
+                goto done;
+            }
+            if (arc != CDC_OK) {
+                err = arc;
+                continue;
+            }
+        }
+        headers[1] = NULL;
+        if (c->token != NULL) {
+            snprintf(auth, sizeof(auth), "Authorization: %s", c->token);
+            headers[1] = auth;
+        }
         snprintf(url, sizeof(url), "%s%s", ep, path);
-        cdc_httpc_request_t hr = {.method = "POST",
-                                  .url = url,
-                                  .headers = headers,
-                                  .body = body,
-                                  .body_len = strlen(body),
-                                  .timeout_ms = to,
-                                  .connect_timeout_ms = to < 1000 ? to : 1000,
-                                  .on_data = want != NULL ? stream_scan : NULL,
-                                  .on_data_arg = &b};
+        cdc_httpc_request_t hr = post(c, url, headers, body, to);
+        hr.on_data = want != NULL ? stream_scan : NULL;
+        hr.on_data_arg = &b;
         cdc_err_t rc = cdc_httpc_perform(c->http, &hr, &r);
         long http = r.status;
 
@@ -424,6 +576,17 @@ static cdc_err_t call(cdc_etcd_t *c, const char *path, json_t *req, int timeout_
         else
             inner = j;
         if (http != 200 || json_object_get(inner, "code") != NULL) {
+            int64_t code = jint(inner, "code");
+            /* an expired token, or auth turned on since we asked: once more with a new one */
+            if (c->user != NULL && !reauthed &&
+                (code == GRPC_UNAUTHENTICATED ||
+                 (code == GRPC_INVALID_ARGUMENT && c->token == NULL))) {
+                json_decref(j);
+                reauthed = true;
+                c->authed_ep = 0;
+                attempt--; /* the same endpoint again (wraps and comes back to 0 at most) */
+                continue;
+            }
             err = grpc_error(e, inner, http, ep, path);
             json_decref(j);
             if (err == CDC_ERR_UNAVAILABLE || err == CDC_ERR_TIMEOUT)

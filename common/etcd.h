@@ -10,7 +10,13 @@
  * in the JSON body, undecodable JSON) becomes a retriable CDC_ERR_UNAVAILABLE or
  * CDC_ERR_TIMEOUT with a message naming the endpoint and the request; never a crash.
  * A missing key is CDC_ERR_NOT_FOUND (not retriable); an expired lease or a lost
- * leadership is CDC_ERR_FENCED.
+ * leadership is CDC_ERR_FENCED. A user and password etcd refuses is CDC_ERR_CONFIG.
+ *
+ * Security (optional, cdc_etcd_open_secure()): https:// endpoints verified against a CA
+ * file, a client certificate for members started with --client-cert-auth, and etcd's
+ * authentication: the client gets a token from /v3/auth/authenticate, sends it as the
+ * Authorization header, and authenticates again when a member says the token is invalid
+ * (expired, or issued by another member).
  *
  * Threads: a cdc_etcd_t is NOT thread-safe; use one client per thread (they are cheap).
  * An election object uses its client and shares its thread rule.
@@ -57,6 +63,20 @@ void cdc_etcd_kvs_clear(cdc_etcd_kvs_t *kvs);
  * (cdc_etcd_close()).
  */
 cdc_err_t cdc_etcd_open(cdc_etcd_t **out, const char *endpoints, int timeout_ms, cdc_error_t *e);
+
+/* TLS files and etcd credentials of a client; every field may be NULL or "" (unused). */
+typedef struct cdc_etcd_security {
+    const char *ca_file;   /* PEM CAs of the members' certificates (default: the system's) */
+    const char *cert_file; /* PEM client certificate (members with --client-cert-auth) */
+    const char *key_file;  /* its PEM private key */
+    const char *user;      /* etcd user (auth enabled); NULL = no authentication */
+    const char *password;
+} cdc_etcd_security_t;
+
+/* cdc_etcd_open() with security settings (sec may be NULL = none; strings are copied).
+ * CDC_ERR_CONFIG when a user has no password, or a key comes without its certificate. */
+cdc_err_t cdc_etcd_open_secure(cdc_etcd_t **out, const char *endpoints,
+                               const cdc_etcd_security_t *sec, int timeout_ms, cdc_error_t *e);
 void cdc_etcd_close(cdc_etcd_t *c);
 void cdc_etcd_set_timeout(cdc_etcd_t *c, int timeout_ms);
 

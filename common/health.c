@@ -19,15 +19,16 @@
 
 void cdc_health_init(cdc_health_t *h, int64_t timeout_ms)
 {
-    const char *fault = getenv("CDC_FAULT");
-
     atomic_store(&h->last_beat_ms, cdc_clock_mono_coarse_ms());
     h->timeout_ms = timeout_ms;
     atomic_store(&h->fatal, NULL);
     h->wedge_file = NULL;
+#if CDC_FAULTS
+    const char *fault = getenv("CDC_FAULT");
     if (fault != NULL && strncmp(fault, WEDGE_FAULT, strlen(WEDGE_FAULT)) == 0 &&
         fault[strlen(WEDGE_FAULT)] != '\0')
         h->wedge_file = fault + strlen(WEDGE_FAULT);
+#endif
 }
 
 /* Testing only: the loop stops turning while the file exists (nothing else notices). */

@@ -1,9 +1,9 @@
 /*
  * Admin HTTP endpoint on NNG's HTTP server (see http.h). Every route is an NNG handler
  * restricted to GET, so NNG itself answers 404 for unknown paths and 405 for other
- * methods. NNG shares one server object per host:port, so "port 0" is resolved to a
- * concrete free port before the server is created; otherwise two endpoints in one
- * process would silently share a server.
+ * methods; the bearer token is checked in the one handler function before a route runs. NNG shares
+ * one server object per host:port, so "port 0" is resolved to a concrete free port before the
+ * server is created; otherwise two endpoints in one process would silently share a server.
  */
 #include "common/http.h"
 
@@ -12,12 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
 
+#include "common/crypto.h"
 #include "common/log.h"
 
 #define MAX_ROUTES 32
@@ -44,6 +46,8 @@ struct cdc_http_server {
     void *health_arg;
     route_t routes[MAX_ROUTES];
     size_t nroutes;
+    char *token;            /* bearer token of /metrics and the handlers; NULL = none */
+    cdc_counter_t *refused; /* requests answered 401 */
 };
 
 /* Binds an ephemeral loopback/host port, reads it back and releases it. */
@@ -79,6 +83,8 @@ static const char *reason_phrase(int status)
         return "No Content";
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
     case 404:
         return "Not Found";
     case 405:
@@ -94,8 +100,8 @@ static const char *reason_phrase(int status)
     }
 }
 
-static void respond(nng_aio *aio, int status, const char *content_type, const char *body,
-                    size_t len)
+static void respond(nng_aio *aio, int status, const char *content_type, const char *policy,
+                    const char *body, size_t len)
 {
     nng_http_res *res = NULL;
     int rv;
@@ -103,9 +109,17 @@ static void respond(nng_aio *aio, int status, const char *content_type, const ch
         nng_aio_finish(aio, rv);
         return;
     }
+    if (status == 401 &&
+        (rv = nng_http_res_set_header(res, "WWW-Authenticate", "Bearer realm=\"cdc\"")) != 0) {
+        nng_http_res_free(res);
+        nng_aio_finish(aio, rv);
+        return;
+    }
     if ((rv = nng_http_res_set_status(res, (uint16_t)status)) != 0 ||
         (rv = nng_http_res_set_reason(res, reason_phrase(status))) != 0 ||
         (rv = nng_http_res_set_header(res, "Content-Type", content_type)) != 0 ||
+        (policy != NULL &&
+         (rv = nng_http_res_set_header(res, "Content-Security-Policy", policy)) != 0) ||
         (len > 0 && (rv = nng_http_res_copy_data(res, body, len)) != 0) ||
         (len == 0 && (rv = nng_http_res_set_header(res, "Content-Length", "0")) != 0)) {
         /* NNG cannot copy an empty body (it fails allocating 0 bytes) and then sends no
@@ -126,8 +140,23 @@ static void probe(nng_aio *aio, cdc_http_ready_fn fn, void *arg, const char *goo
     bool ok = fn == NULL || fn(arg, reason, sizeof(reason));
     int n =
         snprintf(body, sizeof(body), "%s%s%s\n", ok ? good : bad, reason[0] ? ": " : "", reason);
-    respond(aio, ok ? 200 : 503, "text/plain; charset=utf-8", body,
+    respond(aio, ok ? 200 : 503, "text/plain; charset=utf-8", NULL, body,
             n > 0 && (size_t)n < sizeof(body) ? (size_t)n : strlen(body));
+}
+
+/* Whether req carries the server's bearer token (RFC 6750: the scheme is case-blind). */
+static bool authorized(const cdc_http_server_t *s, nng_http_req *req)
+{
+    const char *h = nng_http_req_get_header(req, "Authorization");
+
+    if (s->token == NULL)
+        return true;
+    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
+        return false;
+    h += 7;
+    while (*h == ' ')
+        h++;
+    return cdc_crypto_secret_equal(h, strlen(h), s->token, strlen(s->token));
 }
 
 static void handle(nng_aio *aio)
@@ -137,6 +166,13 @@ static void handle(nng_aio *aio)
     route_t *r = nng_http_handler_get_data(h);
     cdc_http_server_t *s = r->server;
 
+    /* probes carry no credentials: health and readiness stay open */
+    if (r->kind != ROUTE_HEALTH && r->kind != ROUTE_READY && !authorized(s, req)) {
+        cdc_metrics_counter_inc(s->refused);
+        static const char body[] = "unauthorized: a bearer token is required\n";
+        respond(aio, 401, "text/plain; charset=utf-8", NULL, body, sizeof(body) - 1);
+        return;
+    }
     switch (r->kind) {
     case ROUTE_HEALTH:
         probe(aio, s->health_fn, s->health_arg, "ok", "unhealthy");
@@ -148,10 +184,10 @@ static void handle(nng_aio *aio)
         size_t len = 0;
         char *text = cdc_metrics_render(s->metrics, &len);
         if (text == NULL) {
-            respond(aio, 500, "text/plain; charset=utf-8", "out of memory\n", 14);
+            respond(aio, 500, "text/plain; charset=utf-8", NULL, "out of memory\n", 14);
             return;
         }
-        respond(aio, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+        respond(aio, 200, "text/plain; version=0.0.4; charset=utf-8", NULL, text, len);
         free(text);
         return;
     }
@@ -173,7 +209,8 @@ static void handle(nng_aio *aio)
     r->fn(r->arg, path, q ? q + 1 : "", &resp);
     if (resp.status < 100 || resp.status > 599)
         resp.status = 500;
-    respond(aio, resp.status, resp.content_type, resp.body, resp.body ? resp.body_len : 0);
+    respond(aio, resp.status, resp.content_type, resp.security_policy, resp.body,
+            resp.body ? resp.body_len : 0);
     free(resp.body);
 }
 
@@ -239,6 +276,23 @@ void cdc_http_server_set_health(cdc_http_server_t *s, cdc_http_ready_fn fn, void
 {
     s->health_fn = fn;
     s->health_arg = arg;
+}
+
+cdc_err_t cdc_http_server_set_token(cdc_http_server_t *s, const char *token, cdc_error_t *e)
+{
+    if (s->started)
+        return cdc_error_set(e, CDC_ERR_INVALID, "cannot set a token: http server already started");
+    free(s->token);
+    s->token = NULL;
+    if (token == NULL || token[0] == '\0')
+        return CDC_OK;
+    if ((s->token = strdup(token)) == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    s->refused = cdc_metrics_counter(s->metrics, "cdc_http_unauthorized_total",
+                                     "Admin HTTP requests refused for a missing or wrong bearer "
+                                     "token (--http-token).",
+                                     NULL);
+    return CDC_OK;
 }
 
 cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,
@@ -365,5 +419,6 @@ void cdc_http_server_close(cdc_http_server_t *s)
         nng_http_server_stop(s->http);
         nng_http_server_release(s->http);
     }
+    free(s->token);
     free(s);
 }

@@ -1,9 +1,11 @@
 /*
  * Admin HTTP endpoint of every process, built on NNG's HTTP server. It serves
  * /healthz (200 "ok", or 503 from a health callback: common/health.h), /readyz (200 or
- * 503 from a ready callback), /metrics (the Prometheus text of a metrics registry) and GET handlers
- * that the process registers, such as the coordinator's /status (JSON). Unknown paths get 404,
- * other methods on known paths 405.
+ * 503 from a ready callback), /metrics (the Prometheus text of a metrics registry) and GET
+ * handlers that the process registers, such as the coordinator's /status (JSON). Unknown
+ * paths get 404, other methods on known paths 405. With a bearer token set, /metrics and
+ * the registered handlers answer 401 to a request without "Authorization: Bearer <token>";
+ * /healthz and /readyz stay open for probes (docs/security.md).
  *
  * Threads: handlers and the ready callback run on NNG's worker threads, possibly
  * concurrently; they must be thread-safe and should not block for long.
@@ -30,6 +32,9 @@ typedef struct cdc_http_response {
     char content_type[96];
     char *body;
     size_t body_len;
+    /* Content-Security-Policy header of a page (a static string, not freed; NULL = none):
+     * what the browser may load and where the page may connect */
+    const char *security_policy;
 } cdc_http_response_t;
 
 /*
@@ -62,6 +67,14 @@ void cdc_http_server_set_ready(cdc_http_server_t *s, cdc_http_ready_fn fn, void 
  * cdc_health_check() with a cdc_health_t is the usual one). Call before start.
  */
 void cdc_http_server_set_health(cdc_http_server_t *s, cdc_http_ready_fn fn, void *arg);
+
+/*
+ * Requires "Authorization: Bearer <token>" on /metrics and the registered handlers (the
+ * token is copied; NULL or "" = no token, the default). The comparison takes the same
+ * time wherever a wrong token differs. Refusals are counted in
+ * cdc_http_unauthorized_total of the server's registry. Call before start.
+ */
+cdc_err_t cdc_http_server_set_token(cdc_http_server_t *s, const char *token, cdc_error_t *e);
 
 /* Registers a GET handler for an exact path (e.g. "/status"). Call before start. */
 cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,

@@ -152,6 +152,12 @@ cdc_err_t cdc_httpc_perform(cdc_httpc_t *h, const cdc_httpc_request_t *req,
         curl_easy_setopt(c, CURLOPT_AWS_SIGV4, req->aws_sigv4);
     if (req->userpwd != NULL)
         curl_easy_setopt(c, CURLOPT_USERPWD, req->userpwd);
+    if (req->ca_file != NULL)
+        curl_easy_setopt(c, CURLOPT_CAINFO, req->ca_file);
+    if (req->cert_file != NULL)
+        curl_easy_setopt(c, CURLOPT_SSLCERT, req->cert_file);
+    if (req->key_file != NULL)
+        curl_easy_setopt(c, CURLOPT_SSLKEY, req->key_file);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);

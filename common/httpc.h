@@ -4,12 +4,12 @@
  * through cdc_httpc_perform(); only common/httpc.c includes <curl/curl.h>, and it runs
  * curl_global_init() once per process (thread-safe) before the first handle is made.
  *
- * A request is a method, a URL, header lines, a body and timeouts, plus two optional
- * extras: AWS SigV4 signing (libcurl signs the request with the given credentials) and
- * a data callback that sees the body while it streams in and may end the transfer (a
- * streaming answer such as etcd's watch is read until the object a caller waits for).
- * A response is the status, the whole body and the headers callers need (Content-Length
- * and ETag); a transport failure says why in libcurl's words.
+ * A request is a method, a URL, header lines, a body and timeouts, TLS files (a CA bundle,
+ * a client certificate and key), plus two optional extras: AWS SigV4 signing (libcurl signs the
+ * request with the given credentials) and a data callback that sees the body while it streams in
+ * and may end the transfer (a streaming answer such as etcd's watch is read until the object a
+ * caller waits for). A response is the status, the whole body and the headers callers need
+ * (Content-Length and ETag); a transport failure says why in libcurl's words.
  *
  * Threads: a cdc_httpc_t is NOT thread-safe; use one per thread. It keeps its
  * connection open between requests, so a client that talks to one server often (etcd)
@@ -52,6 +52,11 @@ typedef struct cdc_httpc_request {
     long connect_timeout_ms; /* connection set-up; 0 = libcurl's default */
     const char *aws_sigv4;   /* "aws:amz:<region>:<service>": sign with AWS SigV4; NULL = no */
     const char *userpwd;     /* "user:password" (SigV4: "access key:secret key"); NULL = none */
+    /* TLS of https:// URLs (each NULL = libcurl's default: the system's CAs, no client
+     * certificate); the server's certificate and host name are always verified */
+    const char *ca_file;   /* PEM file of the CAs that may sign the server's certificate */
+    const char *cert_file; /* PEM client certificate, for servers that require one */
+    const char *key_file;  /* its PEM private key */
     /*
      * Streaming (optional): called each time more of the body arrived, with resp->body
      * holding all of it so far. Returning false ends the transfer at once: the request

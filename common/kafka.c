@@ -145,7 +145,8 @@ static cdc_err_t conf_set_int(rd_kafka_conf_t *conf, const char *name, int64_t v
     return conf_set(conf, name, buf, e);
 }
 
-/* Applies "k=v" entries separated by ';' or newlines (blank entries ignored). */
+/* Applies "k=v" entries separated by ';' or newlines (blank entries ignored; a file with
+ * CRLF line ends reads the same). */
 static cdc_err_t conf_apply_properties(rd_kafka_conf_t *conf, const char *props, cdc_error_t *e)
 {
     char *copy, *save = NULL;
@@ -156,7 +157,7 @@ static cdc_err_t conf_apply_properties(rd_kafka_conf_t *conf, const char *props,
     copy = strdup(props);
     if (copy == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    for (char *kv = strtok_r(copy, ";\n", &save); kv; kv = strtok_r(NULL, ";\n", &save)) {
+    for (char *kv = strtok_r(copy, ";\r\n", &save); kv; kv = strtok_r(NULL, ";\r\n", &save)) {
         char *eq;
         while (*kv == ' ' || *kv == '\t')
             kv++;
@@ -884,6 +885,52 @@ cdc_err_t cdc_kafka_consumer_partitions(cdc_kafka_consumer_t *c, const char *top
                                         int timeout_ms, cdc_error_t *e)
 {
     return partitions_of(c->rk, topic, false, count, timeout_ms, e);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+cdc_err_t cdc_kafka_consumer_topics(cdc_kafka_consumer_t *c, const char *suffix, char ***names,
+                                    size_t *n, int timeout_ms, cdc_error_t *e)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err = rd_kafka_metadata(c->rk, 1, NULL, &md, timeout_ms);
+    size_t sl = strlen(suffix), cnt = 0;
+    char **l;
+
+    *names = NULL;
+    *n = 0;
+    if (err)
+        return kerr(e, err, "could not read the cluster's topics");
+    l = calloc((size_t)md->topic_cnt + 1, sizeof(*l));
+    for (int i = 0; l != NULL && i < md->topic_cnt; i++) {
+        const char *t = md->topics[i].topic;
+        size_t tl = strlen(t);
+        if (md->topics[i].err || tl < sl || strcmp(t + tl - sl, suffix) != 0)
+            continue;
+        if ((l[cnt] = strdup(t)) == NULL) {
+            cdc_kafka_topics_free(l, cnt);
+            l = NULL;
+            break;
+        }
+        cnt++;
+    }
+    rd_kafka_metadata_destroy(md);
+    if (l == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    qsort(l, cnt, sizeof(*l), cmp_name);
+    *names = l;
+    *n = cnt;
+    return CDC_OK;
+}
+
+void cdc_kafka_topics_free(char **names, size_t n)
+{
+    for (size_t i = 0; names != NULL && i < n; i++)
+        free(names[i]);
+    free(names);
 }
 
 /* ---- admin -------------------------------------------------------------------------------- */

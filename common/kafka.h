@@ -248,6 +248,14 @@ cdc_err_t cdc_kafka_consumer_end_offsets(cdc_kafka_consumer_t *c, const char *to
 cdc_err_t cdc_kafka_consumer_partitions(cdc_kafka_consumer_t *c, const char *topic, int32_t *count,
                                         int timeout_ms, cdc_error_t *e);
 
+/*
+ * Names of the topics the cluster has whose name ends with suffix ("" = all), sorted.
+ * On success *names (n strings) is owned by the caller: free with cdc_kafka_topics_free().
+ */
+cdc_err_t cdc_kafka_consumer_topics(cdc_kafka_consumer_t *c, const char *suffix, char ***names,
+                                    size_t *n, int timeout_ms, cdc_error_t *e);
+void cdc_kafka_topics_free(char **names, size_t n);
+
 /* ---- admin ----------------------------------------------------------------------------- */
 
 typedef struct cdc_kafka_topic_spec {

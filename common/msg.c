@@ -114,6 +114,8 @@ const char *cdc_msg_body_name(const Cdc__Envelope *env)
         return "abort";
     case CDC__ENVELOPE__BODY_REJECT:
         return "reject";
+    case CDC__ENVELOPE__BODY_CHALLENGE:
+        return "challenge";
     default:
         return "none";
     }

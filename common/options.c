@@ -24,6 +24,15 @@ static const char *unless_empty(const char *s)
     return s != NULL && s[0] != '\0' ? s : NULL;
 }
 
+cdc_etcd_security_t cdc_etcd_options_security(const cdc_etcd_options_t *o)
+{
+    return (cdc_etcd_security_t){.ca_file = unless_empty(o->ca_file),
+                                 .cert_file = unless_empty(o->cert_file),
+                                 .key_file = unless_empty(o->key_file),
+                                 .user = unless_empty(o->user),
+                                 .password = unless_empty(o->password)};
+}
+
 cdc_storage_config_t cdc_s3_options_storage(const cdc_s3_options_t *o)
 {
     cdc_storage_config_t sc;

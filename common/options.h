@@ -11,7 +11,14 @@
 #include <stddef.h>
 
 #include "common/config.h"
+#include "common/etcd.h"
 #include "common/iceberg/storage.h"
+
+/* A secret string option without a default, also read from --<name>-file (config.h). */
+#define CDC_OPT_SECRET(T, name, field, help)                                                       \
+    {                                                                                              \
+        name, CDC_OPT_STRING, offsetof(T, field), NULL, false, 0, 0, NULL, help, .secret = true    \
+    }
 
 /* --log-level, --log-format */
 typedef struct cdc_log_options {
@@ -49,25 +56,23 @@ typedef struct cdc_s3_options {
     bool path_style;
 } cdc_s3_options_t;
 
-#define CDC_OPTS_S3(T, m)                                                                            \
-    {"s3-endpoint",                                                                                  \
-     CDC_OPT_STRING,                                                                                 \
-     offsetof(T, m.endpoint),                                                                        \
-     NULL,                                                                                           \
-     false,                                                                                          \
-     0,                                                                                              \
-     0,                                                                                              \
-     NULL,                                                                                           \
-     "S3 endpoint URL (MinIO, s3rver); empty = AWS (https://s3.<region>.amazonaws.com)."},           \
-        {"s3-region", CDC_OPT_STRING, offsetof(T, m.region), "us-east-1", false, 0,                  \
-         0,           NULL,           "S3 region."},                                                 \
-        {"s3-access-key",    CDC_OPT_STRING, offsetof(T, m.access_key), NULL, false, 0, 0, NULL,     \
-         "S3 access key id."},                                                                       \
-        {"s3-secret-key",        CDC_OPT_STRING, offsetof(T, m.secret_key), NULL, false, 0, 0, NULL, \
-         "S3 secret access key."},                                                                   \
-    {                                                                                                \
-        "s3-path-style", CDC_OPT_BOOL, offsetof(T, m.path_style), "true", false, 0, 0, NULL,         \
-            "Put the bucket in the URL path (MinIO) rather than the host name."                      \
+#define CDC_OPTS_S3(T, m)                                                                          \
+    {"s3-endpoint",                                                                                \
+     CDC_OPT_STRING,                                                                               \
+     offsetof(T, m.endpoint),                                                                      \
+     NULL,                                                                                         \
+     false,                                                                                        \
+     0,                                                                                            \
+     0,                                                                                            \
+     NULL,                                                                                         \
+     "S3 endpoint URL (MinIO, s3rver); empty = AWS (https://s3.<region>.amazonaws.com)."},         \
+        {"s3-region", CDC_OPT_STRING, offsetof(T, m.region), "us-east-1", false, 0,                \
+         0,           NULL,           "S3 region."},                                               \
+        CDC_OPT_SECRET(T, "s3-access-key", m.access_key, "S3 access key id."),                     \
+        CDC_OPT_SECRET(T, "s3-secret-key", m.secret_key, "S3 secret access key."),                 \
+    {                                                                                              \
+        "s3-path-style", CDC_OPT_BOOL, offsetof(T, m.path_style), "true", false, 0, 0, NULL,       \
+            "Put the bucket in the URL path (MinIO) rather than the host name."                    \
     }
 
 /* The storage configuration of the S3 options (empty strings as unset); the caller may
@@ -93,15 +98,93 @@ typedef struct cdc_kafka_options {
      "kafka-bootstrap"},                                                                           \
     {                                                                                              \
         "kafka-properties", CDC_OPT_STRING, offsetof(T, m.properties), "", false, 0, 0, NULL,      \
-            "Extra librdkafka properties, key=value separated by ';' (e.g. security settings)."    \
+            "Extra librdkafka properties, key=value separated by ';' or new lines (e.g. "          \
+            "security settings: sasl.password in --kafka-properties-file).",                       \
+            .secret = true                                                                         \
     }
 
-/* --etcd: the cluster the coordinators elect in and record epochs in. */
-#define CDC_OPT_ETCD(T, field)                                                                     \
-    {                                                                                              \
-        "etcd", CDC_OPT_STRING, offsetof(T, field), "http://127.0.0.1:2379", false, 0, 0, NULL,    \
-            "Comma-separated etcd endpoints (gRPC gateway URLs)."                                  \
-    }
+/* --http-token: the bearer token of the admin HTTP server's /metrics and /status
+ * (docs/security.md). */
+#define CDC_OPT_HTTP_TOKEN(T, field)                                                               \
+    CDC_OPT_SECRET(T, "http-token", field,                                                         \
+                   "Bearer token that /metrics and /status require (Authorization: Bearer "        \
+                   "<token>; 401 without it); /healthz and /readyz stay open for probes. Empty = " \
+                   "no token.")
+
+/* --worker-secret: what workers prove to the coordinator when they register
+ * (common/workerauth.h, docs/security.md); the same on coordinators and workers. */
+#define CDC_OPT_WORKER_SECRET(T, field)                                                            \
+    CDC_OPT_SECRET(T, "worker-secret", field,                                                      \
+                   "Shared secret of coordinators and workers: a worker registers only with a "    \
+                   "proof that it knows it (HMAC-SHA256 over a nonce the coordinator issues; "     \
+                   "docs/security.md), so a process that merely reaches the coordinator's port "   \
+                   "cannot pose as a worker. Empty = workers are not authenticated (a warning at " \
+                   "start).")
+
+/* --etcd and its security: the cluster the coordinators elect in and record epochs in,
+ * which workers and cdcctl read. */
+typedef struct cdc_etcd_options {
+    char *endpoints;
+    char *ca_file;
+    char *cert_file;
+    char *key_file;
+    char *user;
+    char *password;
+} cdc_etcd_options_t;
+
+#define CDC_OPTS_ETCD(T, m)                                                                        \
+    {"etcd",                                                                                       \
+     CDC_OPT_STRING,                                                                               \
+     offsetof(T, m.endpoints),                                                                     \
+     "http://127.0.0.1:2379",                                                                      \
+     false,                                                                                        \
+     0,                                                                                            \
+     0,                                                                                            \
+     NULL,                                                                                         \
+     "Comma-separated etcd endpoints (gRPC gateway URLs, http:// or https://)."},                  \
+        {"etcd-ca-file",                                                                           \
+         CDC_OPT_STRING,                                                                           \
+         offsetof(T, m.ca_file),                                                                   \
+         NULL,                                                                                     \
+         false,                                                                                    \
+         0,                                                                                        \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         "PEM file of the CAs that sign the etcd members' certificates (https:// endpoints; "      \
+         "default: "                                                                               \
+         "the system's CAs)."},                                                                    \
+        {"etcd-cert-file",                                                                         \
+         CDC_OPT_STRING,                                                                           \
+         offsetof(T, m.cert_file),                                                                 \
+         NULL,                                                                                     \
+         false,                                                                                    \
+         0,                                                                                        \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         "PEM client certificate for etcd members started with --client-cert-auth."},              \
+        {"etcd-key-file",                                                                          \
+         CDC_OPT_STRING,                                                                           \
+         offsetof(T, m.key_file),                                                                  \
+         NULL,                                                                                     \
+         false,                                                                                    \
+         0,                                                                                        \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         "PEM private key of --etcd-cert-file."},                                                  \
+        {"etcd-user",                                                                              \
+         CDC_OPT_STRING,                                                                           \
+         offsetof(T, m.user),                                                                      \
+         NULL,                                                                                     \
+         false,                                                                                    \
+         0,                                                                                        \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         "etcd user when etcd's authentication is enabled (a token from /v3/auth/authenticate, "   \
+         "renewed when it expires); empty = none."},                                               \
+        CDC_OPT_SECRET(T, "etcd-password", m.password, "Password of --etcd-user.")
+
+/* The client security of the etcd options (empty strings as unset). */
+cdc_etcd_security_t cdc_etcd_options_security(const cdc_etcd_options_t *o);
 
 /* --liveness-timeout: how long a main loop may stand still before /healthz fails
  * (common/health.h). */

@@ -20,9 +20,19 @@
  * owner does not consume, or null), lag (records from offsets to the high watermarks,
  * null until an owner reported one)}], epochs {open, next, last_recorded,
  * last_committed, pending_commits}, checkpoints [{epoch, duration_ms, bytes, records,
- * data_files, delete_files, tables, completed_at_ms}], last_commit_error.
+ * data_files, delete_files, tables, completed_at_ms}], last_commit_error, worker_auth
+ * {required (--worker-secret set), refused (all reasons), refused_by_reason {no_proof,
+ * wrong_proof, unchallenged}, challenging (connections given a challenge and not answered
+ * yet), last_refused {worker, pipe, reason, ms_ago} or null}.
+ * For the
+ * dashboard (dashboard.c) also workers[].health and .dlq, assignment[].state, lag_source
+ * (kafka: the ends from the brokers, watermarks.h; acks: as the owners report them), dlq
+ * {total, classes}, tables [{table, rows, changes, changes_per_s, fresh_p50_ms,
+ * fresh_p99_ms, fresh_max_ms, mirror {...}, changelog {...}}] (history.h, table_stats.h).
  */
 #include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -49,6 +59,207 @@ static void set_forward(cdc_coord_t *c, json_t *leader)
     pthread_mutex_lock(&c->forward_lock);
     snprintf(c->forward_to, sizeof(c->forward_to), "%s", admin);
     pthread_mutex_unlock(&c->forward_lock);
+}
+
+/* /status "worker_auth": whether workers must prove the secret, and the refusals. */
+static json_t *worker_auth_json(const cdc_admission_t *a, int64_t now)
+{
+    json_t *o = json_object(), *by = json_object(), *last = json_null();
+
+    for (int i = 0; i < CDC_ADMISSION_REASONS; i++)
+        json_object_set_new(by, cdc_admission_reason_name((cdc_admission_reason_t)i),
+                            json_integer((json_int_t)a->refused[i]));
+    if (a->last.at_ms > 0) {
+        last = json_object();
+        json_object_set_new(last, "worker", json_string(a->last.worker));
+        json_object_set_new(last, "pipe", json_integer(a->last.pipe));
+        json_object_set_new(last, "reason", json_string(cdc_admission_reason_name(a->last.reason)));
+        json_object_set_new(last, "ms_ago", json_integer(now - a->last.at_ms));
+    }
+    json_object_set_new(o, "required", json_boolean(cdc_admission_required(a)));
+    json_object_set_new(o, "refused", json_integer((json_int_t)cdc_admission_refused_total(a)));
+    json_object_set_new(o, "refused_by_reason", by);
+    json_object_set_new(o, "challenging", json_integer(a->npending));
+    json_object_set_new(o, "last_refused", last);
+    return o;
+}
+
+/* A worker silent for longer than this (a few heartbeat intervals) shows as "silent". */
+#define SILENT_MS 1500
+
+/* One topic's part of slot p's lag: the newest end known less the checkpointed offset. */
+static void topic_lag(cdc_coord_t *c, int p, const char *topic, int64_t reported, int64_t offset,
+                      json_t *highs, int64_t *lag, bool *known)
+{
+    int64_t high = reported > 0 ? reported : -1;
+    if (c->watermarks != NULL) {
+        int64_t end = cdc_watermarks_end(c->watermarks, topic, p);
+        if (end > high)
+            high = end;
+    }
+    if (high < 0)
+        return;
+    *known = true;
+    if (highs != NULL)
+        json_object_set_new(highs, topic, json_integer(high));
+    if (high > offset)
+        *lag += high - offset;
+}
+
+/* Records behind in slot p over the topics the owner reported and those checkpointed;
+ * -1 when no end is known. highs (may be NULL) gets {topic: end}. */
+static int64_t slot_lag(cdc_coord_t *c, int p, json_t *highs)
+{
+    const cdc_progress_slot_t *ps = &c->progress.slot[p];
+    const cdc_ckpt_partition_t *bp = c->base != NULL ? &c->base->partitions[p] : NULL;
+    int64_t lag = 0;
+    bool known = false;
+
+    for (int j = 0; j < ps->n; j++) {
+        int64_t at = 0;
+        for (size_t k = 0; bp != NULL && k < bp->noffsets; k++)
+            if (strcmp(bp->offsets[k].topic, ps->t[j].topic) == 0 && bp->offsets[k].next_offset > 0)
+                at = bp->offsets[k].next_offset;
+        topic_lag(c, p, ps->t[j].topic, ps->t[j].high, at, highs, &lag, &known);
+    }
+    for (size_t k = 0; bp != NULL && k < bp->noffsets; k++) {
+        bool reported = false;
+        for (int j = 0; j < ps->n && !reported; j++)
+            reported = strcmp(ps->t[j].topic, bp->offsets[k].topic) == 0;
+        if (!reported)
+            topic_lag(c, p, bp->offsets[k].topic, 0, bp->offsets[k].next_offset, highs, &lag,
+                      &known);
+    }
+    return known ? lag : -1;
+}
+
+int64_t cdc_coord_lag(cdc_coord_t *c, int p)
+{
+    return slot_lag(c, p, NULL);
+}
+
+/* A word for the state of slot p: what an operator looks at first. */
+static const char *slot_state(cdc_coord_t *c, int p, int64_t now)
+{
+    const cdc_progress_slot_t *ps = &c->progress.slot[p];
+    const cdc_member_t *m;
+
+    if (c->state == CDC_JOB_STANDBY)
+        return "standby";
+    if (c->owner[p][0] == '\0')
+        return c->state == CDC_JOB_RUNNING ? "unassigned" : "recovering";
+    m = cdc_members_by_id(&c->members, c->owner[p]);
+    if (m == NULL || !m->alive)
+        return "owner lost";
+    if (now - m->last_heartbeat_ms > SILENT_MS)
+        return "owner silent";
+    for (int j = 0; j < ps->n; j++)
+        if (ps->t[j].no_progress)
+            return "no progress";
+    for (int j = 0; j < ps->n; j++)
+        if (ps->t[j].stalled_ms > 0)
+            return "stalled";
+    if (ps->missing[0])
+        return "missing topic";
+    return c->state == CDC_JOB_RUNNING ? "ok" : "recovering";
+}
+
+static const char *worker_health(cdc_coord_t *c, const cdc_member_t *m, int64_t now)
+{
+    if (!m->alive)
+        return "lost";
+    if (now - m->last_heartbeat_ms > SILENT_MS)
+        return "silent";
+    for (int p = 0; p < CDC_PARTITIONS; p++)
+        if (strcmp(c->owner[p], m->id) == 0 && strcmp(slot_state(c, p, now), "ok") != 0 &&
+            strcmp(slot_state(c, p, now), "recovering") != 0)
+            return "degraded";
+    return "ok";
+}
+
+static json_t *member_dlq_json(const cdc_member_t *m)
+{
+    json_t *o = json_object();
+    for (int i = 0; i < m->ndlq; i++)
+        json_object_set_new(o, m->dlq[i].error_class, json_integer((json_int_t)m->dlq[i].records));
+    return o;
+}
+
+/* Dead letters per class over the workers known (each since its process started). */
+static json_t *dlq_json(cdc_coord_t *c)
+{
+    json_t *o = json_object(), *classes = json_object();
+    json_int_t total = 0;
+    for (int i = 0; i < c->members.n; i++) {
+        const cdc_member_t *m = &c->members.m[i];
+        for (int k = 0; k < m->ndlq; k++) {
+            json_t *v = json_object_get(classes, m->dlq[k].error_class);
+            json_int_t n = (json_int_t)m->dlq[k].records;
+            json_object_set_new(classes, m->dlq[k].error_class,
+                                json_integer(n + (v != NULL ? json_integer_value(v) : 0)));
+            total += n;
+        }
+    }
+    json_object_set_new(o, "total", json_integer(total));
+    json_object_set_new(o, "classes", classes);
+    return o;
+}
+
+/* One Iceberg table's health after its last commit by this process. */
+static json_t *table_health_json(const cdc_table_stats_t *s)
+{
+    static const char *const names[] = {
+        "epoch",      "committed_at_ms", "records", "equality_deletes",
+        "data_files", "delete_files",    "bytes",   "snapshots"};
+    const int64_t values[] = {(int64_t)s->epoch,   s->committed_at_ms, s->records,
+                              s->equality_deletes, s->data_files,      s->delete_files,
+                              s->files_bytes,      s->snapshots};
+    json_t *o = json_object();
+    json_object_set_new(o, "table", json_string(s->table));
+    for (size_t k = 0; k < sizeof(values) / sizeof(values[0]); k++)
+        json_object_set_new(o, names[k], json_integer(values[k]));
+    return o;
+}
+
+/* Per source table: freshness, throughput and rows (history.h), and the health of its
+ * mirror and changelog (table_stats.h). */
+static json_t *tables_json(cdc_coord_t *c)
+{
+    json_t *a = json_array();
+    cdc_history_table_t *ht = calloc(CDC_HISTORY_TABLES, sizeof(*ht));
+    cdc_table_stats_t *st = calloc(CDC_TABLE_STATS_MAX, sizeof(*st));
+    size_t nh = ht && c->hist ? cdc_history_tables(c->hist, ht, CDC_HISTORY_TABLES) : 0;
+    size_t ns =
+        st && c->committer ? cdc_committer_table_stats(c->committer, st, CDC_TABLE_STATS_MAX) : 0;
+
+    for (size_t i = 0; i < nh; i++) {
+        json_t *o = json_object();
+        char changelog[300];
+        snprintf(changelog, sizeof(changelog), "%s%s", ht[i].table, CDC_CHANGELOG_SUFFIX);
+        json_object_set_new(o, "table", json_string(ht[i].table));
+        json_object_set_new(o, "rows", ht[i].rows >= 0 ? json_integer(ht[i].rows) : json_null());
+        json_object_set_new(o, "changes", json_integer(ht[i].changes));
+        json_object_set_new(o, "changes_per_s", json_real(ht[i].changes_per_s));
+        json_object_set_new(o, "fresh_p50_ms",
+                            ht[i].fresh_p50_ms >= 0 ? json_integer(ht[i].fresh_p50_ms)
+                                                    : json_null());
+        json_object_set_new(o, "fresh_p99_ms",
+                            ht[i].fresh_p99_ms >= 0 ? json_integer(ht[i].fresh_p99_ms)
+                                                    : json_null());
+        json_object_set_new(o, "fresh_max_ms",
+                            ht[i].fresh_max_ms >= 0 ? json_integer(ht[i].fresh_max_ms)
+                                                    : json_null());
+        for (size_t k = 0; k < ns; k++) {
+            if (strcmp(st[k].table, ht[i].table) == 0)
+                json_object_set_new(o, "mirror", table_health_json(&st[k]));
+            else if (strcmp(st[k].table, changelog) == 0)
+                json_object_set_new(o, "changelog", table_health_json(&st[k]));
+        }
+        json_array_append_new(a, o);
+    }
+    free(ht);
+    free(st);
+    return a;
 }
 
 char *cdc_coord_status_json(cdc_coord_t *c)
@@ -107,6 +318,8 @@ char *cdc_coord_status_json(cdc_coord_t *c)
         json_object_set_new(w, "last_heartbeat_ms_ago", json_integer(now - m->last_heartbeat_ms));
         json_object_set_new(w, "admin", json_string(m->admin));
         json_object_set_new(w, "partitions", ps);
+        json_object_set_new(w, "health", json_string(worker_health(c, m, now)));
+        json_object_set_new(w, "dlq", member_dlq_json(m));
         if (!m->alive)
             json_object_set_new(w, "lost_reason", json_string(m->lost_reason));
         json_array_append_new(ws, w);
@@ -115,44 +328,37 @@ char *cdc_coord_status_json(cdc_coord_t *c)
 
     for (int p = 0; p < CDC_PARTITIONS; p++) {
         json_t *a = json_object(), *offs = json_object(), *highs = json_object();
-        int64_t lag = 0;
+        const cdc_progress_slot_t *ps = &c->progress.slot[p];
+        json_t *stalled = json_object(), *still = json_object();
+        int64_t lag;
         if (c->base != NULL)
             for (size_t j = 0; j < c->base->partitions[p].noffsets; j++)
                 json_object_set_new(offs, c->base->partitions[p].offsets[j].topic,
                                     json_integer(c->base->partitions[p].offsets[j].next_offset));
-        /* lag: records between the newest checkpoint and the end of each topic partition */
-        const cdc_progress_slot_t *ps = &c->progress.slot[p];
-        json_t *stalled = json_object(), *still = json_object();
-        bool known = false;
         for (int j = 0; j < ps->n; j++) {
             const cdc_progress_topic_t *h = &ps->t[j];
-            int64_t at = 0;
-            json_t *o = json_object_get(offs, h->topic);
             if (h->stalled_ms > 0)
                 json_object_set_new(stalled, h->topic, json_integer(h->stalled_ms));
             if (h->no_progress)
                 json_object_set_new(still, h->topic, json_integer(now - h->since_ms));
-            if (h->high <= 0)
-                continue;
-            known = true;
-            if (o != NULL && json_integer_value(o) > 0)
-                at = json_integer_value(o);
-            json_object_set_new(highs, h->topic, json_integer(h->high));
-            if (h->high > at)
-                lag += h->high - at;
         }
+        lag = slot_lag(c, p, highs);
         json_object_set_new(a, "stalled_ms", stalled);
         json_object_set_new(a, "no_progress_ms", still);
         json_object_set_new(a, "missing_topic",
                             ps->missing[0] ? json_string(ps->missing) : json_null());
         json_object_set_new(a, "partition", json_integer(p));
         json_object_set_new(a, "owner", json_string(c->owner[p]));
+        json_object_set_new(a, "state", json_string(slot_state(c, p, now)));
         json_object_set_new(a, "offsets", offs);
         json_object_set_new(a, "high_watermarks", highs);
-        json_object_set_new(a, "lag", known ? json_integer(lag) : json_null());
+        json_object_set_new(a, "lag", lag >= 0 ? json_integer(lag) : json_null());
         json_array_append_new(as, a);
     }
     json_object_set_new(o, "assignment", as);
+    json_object_set_new(o, "lag_source", json_string(c->watermarks ? "kafka" : "acks"));
+    json_object_set_new(o, "dlq", dlq_json(c));
+    json_object_set_new(o, "tables", tables_json(c));
 
     json_object_set_new(ep, "open", json_integer(c->epochs.nopen));
     json_object_set_new(ep, "next", json_integer((json_int_t)c->epochs.next_epoch));
@@ -176,6 +382,7 @@ char *cdc_coord_status_json(cdc_coord_t *c)
     }
     json_object_set_new(o, "checkpoints", cs);
     json_object_set_new(o, "last_commit_error", json_string(c->last_commit_error));
+    json_object_set_new(o, "worker_auth", worker_auth_json(&c->admission, now));
     if (c->committer != NULL) {
         cdc_schema_change_t ch[CDC_SCHEMA_CHANGES_KEPT];
         size_t n = cdc_committer_schema_changes(c->committer, ch, CDC_SCHEMA_CHANGES_KEPT);

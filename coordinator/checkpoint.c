@@ -54,6 +54,7 @@ void cdc_checkpoint_free(cdc_checkpoint_t *c)
     for (size_t i = 0; i < c->nschemas; i++) {
         free(c->schemas[i].table);
         free(c->schemas[i].schema_json);
+        free(c->schemas[i].mask_policy);
     }
     free(c->schemas);
     for (size_t i = 0; i < c->ntruncates; i++)
@@ -128,11 +129,20 @@ cdc_err_t cdc_checkpoint_add_file(cdc_checkpoint_t *c, const cdc_staged_file_t *
 cdc_err_t cdc_checkpoint_add_schema(cdc_checkpoint_t *c, const char *table, const char *schema_json,
                                     int64_t version)
 {
+    return cdc_checkpoint_add_masked_schema(c, table, schema_json, version, NULL);
+}
+
+cdc_err_t cdc_checkpoint_add_masked_schema(cdc_checkpoint_t *c, const char *table,
+                                           const char *schema_json, int64_t version,
+                                           const char *mask_policy)
+{
     cdc_schema_update_t *grown;
+    const char *policy = mask_policy != NULL ? mask_policy : "";
 
     for (size_t i = 0; i < c->nschemas; i++)
         if (strcmp(c->schemas[i].table, table) == 0 && c->schemas[i].version == version &&
-            strcmp(c->schemas[i].schema_json, schema_json) == 0)
+            strcmp(c->schemas[i].schema_json, schema_json) == 0 &&
+            strcmp(c->schemas[i].mask_policy ? c->schemas[i].mask_policy : "", policy) == 0)
             return CDC_OK;
     if (cdc_array_resize(c->schemas, c->nschemas + 1) != CDC_OK)
         return CDC_ERR_NOMEM;
@@ -140,9 +150,12 @@ cdc_err_t cdc_checkpoint_add_schema(cdc_checkpoint_t *c, const char *table, cons
     grown[c->nschemas].table = strdup(table);
     grown[c->nschemas].schema_json = strdup(schema_json);
     grown[c->nschemas].version = version;
-    if (grown[c->nschemas].table == NULL || grown[c->nschemas].schema_json == NULL) {
+    grown[c->nschemas].mask_policy = policy[0] != '\0' ? strdup(policy) : NULL;
+    if (grown[c->nschemas].table == NULL || grown[c->nschemas].schema_json == NULL ||
+        (policy[0] != '\0' && grown[c->nschemas].mask_policy == NULL)) {
         free(grown[c->nschemas].table);
         free(grown[c->nschemas].schema_json);
+        free(grown[c->nschemas].mask_policy);
         return CDC_ERR_NOMEM;
     }
     c->nschemas++;
@@ -244,16 +257,9 @@ void cdc_checkpoint_totals(const cdc_checkpoint_t *c, int64_t *bytes, int64_t *r
 
 static json_t *hex_value(const uint8_t *b, size_t n)
 {
-    static const char digits[] = "0123456789abcdef";
     char buf[2 * 64 + 1];
 
-    if (n > 64)
-        n = 64;
-    for (size_t i = 0; i < n; i++) {
-        buf[2 * i] = digits[b[i] >> 4];
-        buf[2 * i + 1] = digits[b[i] & 15];
-    }
-    buf[2 * n] = '\0';
+    cdc_hex_encode(b, n > 64 ? 64 : n, buf);
     return json_string(buf);
 }
 
@@ -358,6 +364,8 @@ char *cdc_checkpoint_to_json(const cdc_checkpoint_t *c, bool with_files)
         json_object_set_new(so, "schema", json_string(c->schemas[i].schema_json));
         if (c->schemas[i].version > 0)
             json_object_set_new(so, "version", json_integer(c->schemas[i].version));
+        if (c->schemas[i].mask_policy != NULL)
+            json_object_set_new(so, "mask_policy", json_string(c->schemas[i].mask_policy));
         json_array_append_new(schemas, so);
     }
     json_object_set_new(o, "schemas", schemas);
@@ -583,8 +591,9 @@ cdc_err_t cdc_checkpoint_from_json(const char *json, size_t len, cdc_checkpoint_
                                c->epoch);
             goto cleanup;
         }
-        if ((rc = cdc_checkpoint_add_schema(
-                 c, t, s, json_integer_value(json_object_get(po, "version")))) != CDC_OK)
+        if ((rc = cdc_checkpoint_add_masked_schema(
+                 c, t, s, json_integer_value(json_object_get(po, "version")),
+                 json_string_value(json_object_get(po, "mask_policy")))) != CDC_OK)
             goto nomem;
     }
     json_t *truncates = json_object_get(o, "truncates");

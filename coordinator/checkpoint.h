@@ -44,6 +44,8 @@ typedef struct cdc_schema_update {
     char *table;
     char *schema_json; /* Iceberg schema JSON */
     int64_t version;   /* source schema version (SchemaUpdate.source_version), 0 = none */
+    char *mask_policy; /* the worker's masking policy of the table (SchemaUpdate.mask_policy),
+                        * "<version>:<digest>", NULL = none */
 } cdc_schema_update_t;
 
 /* A mirror table some slots truncated in the epoch (see cdc_checkpoint_add_truncate). */
@@ -94,6 +96,11 @@ cdc_err_t cdc_checkpoint_add_file(cdc_checkpoint_t *c, const cdc_staged_file_t *
 /* Appends a schema update unless an identical one for the table is there; copies. */
 cdc_err_t cdc_checkpoint_add_schema(cdc_checkpoint_t *c, const char *table, const char *schema_json,
                                     int64_t version);
+/* The same with the column masking policy the schema's rows were written under (NULL or
+ * "" = none); updates that differ only in it are kept apart. */
+cdc_err_t cdc_checkpoint_add_masked_schema(cdc_checkpoint_t *c, const char *table,
+                                           const char *schema_json, int64_t version,
+                                           const char *mask_policy);
 
 /*
  * Records that slot p truncated table in this epoch: the commit removes every live

@@ -59,6 +59,7 @@ struct cdc_committer {
     char *partition_by, *sort_by;                         /* declarations (layout.h) */
     cdc_table_layout_t layouts[MAX_KNOWN_TABLES];         /* applied, under known_lock */
     size_t nlayouts;
+    cdc_table_stats_set_t stats; /* after each table's last commit */
 };
 
 size_t cdc_committer_schema_changes(cdc_committer_t *c, cdc_schema_change_t *out, size_t max)
@@ -162,6 +163,7 @@ cdc_err_t cdc_committer_open(cdc_committer_t **out, const cdc_committer_options_
     sc.timeout_ms = 10000;
     sc.max_retries = 2;
     pthread_mutex_init(&c->known_lock, NULL);
+    cdc_table_stats_init(&c->stats);
     c->warehouse = strdup(opt->warehouse);
     c->job = strdup(opt->job);
     c->partition_by = opt->partition_by ? strdup(opt->partition_by) : NULL;
@@ -205,6 +207,7 @@ void cdc_committer_close(cdc_committer_t *c)
         free(c->layouts[i].sort_by);
     }
     pthread_mutex_destroy(&c->known_lock);
+    cdc_table_stats_destroy(&c->stats);
     free(c);
 }
 
@@ -283,6 +286,48 @@ static char *table_location(cdc_committer_t *c, const char *qualified)
 
 /* Table property: the newest source schema version the table's schema follows. */
 #define PROP_SOURCE_VERSION "cdc.source-schema-version"
+/* Table property: the column masking policy of the table's schema ("<version>:<digest>",
+ * SchemaUpdate.mask_policy; absent or "" = none). */
+#define PROP_MASK_POLICY "cdc.mask-policy"
+
+/* The version of a masking policy "<version>:<digest>", -1 for none. */
+static int64_t mask_policy_version(const char *policy)
+{
+    return policy != NULL && policy[0] != '\0' ? strtoll(policy, NULL, 10) : -1;
+}
+
+static const char *table_mask_policy(const cdc_ice_table_t *t)
+{
+    const char *v = cdc_ice_props_get(&cdc_ice_table_metadata(t)->properties, PROP_MASK_POLICY);
+    return v != NULL ? v : "";
+}
+
+/* Whether files written under policy `want` change the table's (an explicit change of the
+ * policy, docs/worker.md "Column masking"): another one, unless both are policies and
+ * want's version is older (a worker not restarted yet with the new one). */
+static bool mask_policy_replaces(const char *want, const char *has)
+{
+    return strcmp(want, has) != 0 && !(want[0] != '\0' && has[0] != '\0' &&
+                                       mask_policy_version(want) < mask_policy_version(has));
+}
+
+/* Logs a change of a table's masking policy (the property was just written). */
+static void log_mask_policy(const char *table, const char *was, const char *now, uint64_t epoch)
+{
+    if (now[0] == '\0')
+        cdc_log_warn("table \"%s\": column masking turned off with checkpoint %" PRIu64
+                     " (was policy %s): files from now on hold the columns as the source has them",
+                     table, epoch, was);
+    else if (was[0] != '\0' && mask_policy_version(now) == mask_policy_version(was))
+        cdc_log_warn("table \"%s\": column masking policy %s replaces %s with checkpoint %" PRIu64
+                     " without a new policy version (give each change its own \"version\"); "
+                     "files written before keep the values they were written with",
+                     table, now, was[0] ? was : "(none)", epoch);
+    else
+        cdc_log_info("table \"%s\": column masking policy %s replaces %s with checkpoint %" PRIu64
+                     "; files written before keep the values they were written with",
+                     table, now, was[0] ? was : "(none)", epoch);
+}
 
 /*
  * Debezium schemas (no source version): adds the columns of `want` missing from the
@@ -346,22 +391,59 @@ static int64_t table_source_version(const cdc_ice_table_t *t)
  */
 static cdc_err_t evolve(cdc_committer_t *c, cdc_ice_table_t *t, const cdc_checkpoint_t *rec,
                         const char *table, const cdc_ice_schema_t *want, int64_t version,
-                        int *changes, cdc_error_t *e)
+                        const char *policy, int *changes, cdc_error_t *e)
 {
     cdc_err_t rc = CDC_OK;
 
-    if (version <= 0)
-        return evolve_by_name(t, want, changes, e);
-    for (int attempt = 0; table_source_version(t) < version; attempt++) {
+    if (version <= 0) {
+        rc = evolve_by_name(t, want, changes, e);
+        for (int attempt = 0; rc == CDC_OK && mask_policy_replaces(policy, table_mask_policy(t));
+             attempt++) {
+            cdc_ice_props_t props = {0};
+            char *was = strdup(table_mask_policy(t));
+            if (attempt >= COMMIT_ATTEMPTS || was == NULL ||
+                cdc_ice_props_set(&props, PROP_MASK_POLICY, policy) != CDC_OK) {
+                free(was);
+                cdc_ice_props_free(&props);
+                return cdc_error_set(e,
+                                     attempt >= COMMIT_ATTEMPTS ? CDC_ERR_CONFLICT : CDC_ERR_NOMEM,
+                                     "could not record the masking policy of table \"%s\"", table);
+            }
+            rc = cdc_ice_table_set_properties(t, &props, e);
+            cdc_ice_props_free(&props);
+            if (rc == CDC_OK)
+                log_mask_policy(table, was, policy, rec->epoch);
+            free(was);
+            if (rc == CDC_ERR_CONFLICT) {
+                cdc_error_clear(e);
+                rc = cdc_ice_table_refresh(t, e);
+            }
+        }
+        return rc;
+    }
+    /* a newer source version, or the same one under another masking policy (its schema
+     * may lack a dropped column or have one the policy now names) */
+    for (int attempt = 0;
+         table_source_version(t) < version ||
+         (table_source_version(t) == version && mask_policy_replaces(policy, table_mask_policy(t)));
+         attempt++) {
         cdc_ice_props_t props = {0};
         char num[32];
         bool changed = false;
-        if (attempt >= COMMIT_ATTEMPTS)
+        char *was = strdup(table_mask_policy(t));
+        if (attempt >= COMMIT_ATTEMPTS) {
+            free(was);
             return cdc_error_set(e, CDC_ERR_CONFLICT,
                                  "schema change of table \"%s\" kept conflicting", table);
+        }
         snprintf(num, sizeof(num), "%" PRId64, version);
-        if (cdc_ice_props_set(&props, PROP_SOURCE_VERSION, num) != CDC_OK)
+        if (was == NULL || cdc_ice_props_set(&props, PROP_SOURCE_VERSION, num) != CDC_OK ||
+            ((policy[0] != '\0' || was[0] != '\0') &&
+             cdc_ice_props_set(&props, PROP_MASK_POLICY, policy) != CDC_OK)) {
+            free(was);
+            cdc_ice_props_free(&props);
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
         cdc_ice_schema_t old;
         const cdc_ice_schema_t *cur = cdc_ice_metadata_current_schema(cdc_ice_table_metadata(t));
         if (cur == NULL || cdc_ice_schema_copy(&old, cur) != CDC_OK) {
@@ -370,6 +452,9 @@ static cdc_err_t evolve(cdc_committer_t *c, cdc_ice_table_t *t, const cdc_checkp
         }
         rc = cdc_ice_table_set_schema(t, want, &props, &changed, e);
         cdc_ice_props_free(&props);
+        if (rc == CDC_OK && strcmp(was, policy) != 0)
+            log_mask_policy(table, was, policy, rec->epoch);
+        free(was);
         if (rc == CDC_OK && changed)
             record_schema_change(c, table, version, &old, t);
         cdc_ice_schema_free(&old);
@@ -424,20 +509,26 @@ static cdc_err_t evolve(cdc_committer_t *c, cdc_ice_table_t *t, const cdc_checkp
     return CDC_OK;
 }
 
-/* The schema update of the newest source version the record carries for a table
- * (the last one among equals), parsed; *found false when none. */
+/* The schema update of the newest source version the record carries for a table, of
+ * the newest masking policy among those (workers restarting with a new policy), the last
+ * one among equals; parsed, with its policy (borrowed from rec); *found false when none. */
 static cdc_err_t schema_for(const cdc_checkpoint_t *rec, const char *table, cdc_ice_schema_t *out,
-                            int64_t *version, bool *found, cdc_error_t *e)
+                            int64_t *version, const char **policy, bool *found, cdc_error_t *e)
 {
     size_t best = 0;
     *found = false;
     *version = 0;
+    *policy = "";
     for (size_t i = 0; i < rec->nschemas; i++) {
-        if (strcmp(rec->schemas[i].table, table) != 0)
+        const cdc_schema_update_t *u = &rec->schemas[i];
+        if (strcmp(u->table, table) != 0)
             continue;
-        if (!*found || rec->schemas[i].version >= *version) {
+        if (!*found || u->version > *version ||
+            (u->version == *version &&
+             mask_policy_version(u->mask_policy) >= mask_policy_version(*policy))) {
             best = i;
-            *version = rec->schemas[i].version;
+            *version = u->version;
+            *policy = u->mask_policy != NULL ? u->mask_policy : "";
         }
         *found = true;
     }
@@ -484,6 +575,11 @@ static bool truncated_file(const cdc_ice_data_file_t *f, void *arg)
     const truncate_match_t *m = arg;
     int p = cdc_committer_file_partition(f->path, m->job);
     return p >= 0 && (m->partitions & (1u << p)) != 0;
+}
+
+size_t cdc_committer_table_stats(cdc_committer_t *c, cdc_table_stats_t *out, size_t max)
+{
+    return cdc_table_stats_copy(&c->stats, out, max);
 }
 
 size_t cdc_committer_layouts(cdc_committer_t *c, cdc_table_layout_t *out, size_t max)
@@ -588,6 +684,7 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
     cdc_ice_schema_t schema;
     bool have_schema = false;
     int64_t version = 0;
+    const char *policy = "";
     cdc_ice_table_t *t = NULL;
     cdc_ice_data_file_t *data = NULL, *dels = NULL;
     size_t ndata = 0, ndels = 0;
@@ -601,7 +698,7 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
         return cdc_error_set(e, CDC_ERR_INVALID,
                              "staged file names table \"%s\", expected \"<namespace>.<table>\"",
                              table);
-    if ((rc = schema_for(rec, table, &schema, &version, &have_schema, e)) != CDC_OK)
+    if ((rc = schema_for(rec, table, &schema, &version, &policy, &have_schema, e)) != CDC_OK)
         goto cleanup;
     /* A kept table is refreshed: the same validation as a load (the latest version),
      * without parsing its metadata again when nobody else committed meanwhile. */
@@ -641,8 +738,8 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
     if (rc != CDC_OK)
         goto cleanup;
     remember_table(c, location);
-    if (have_schema &&
-        (rc = evolve(c, t, rec, table, &schema, version, &res->schema_changes, e)) != CDC_OK)
+    if (have_schema && (rc = evolve(c, t, rec, table, &schema, version, policy,
+                                    &res->schema_changes, e)) != CDC_OK)
         goto cleanup;
     apply_layout(c, t, table);
 
@@ -713,6 +810,7 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
         rc = cdc_ice_table_commit(t, &ic, NULL, e);
         if (rc == CDC_OK) {
             res->tables_committed++;
+            cdc_table_stats_note(&c->stats, table, t, rec->epoch, data, ndata);
             if (trunc.partitions != 0)
                 cdc_log_info("checkpoint %" PRIu64 ": truncate of table \"%s\" applied for "
                              "partitions 0x%03x",

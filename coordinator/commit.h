@@ -21,6 +21,7 @@
 #include "common/options.h"
 #include "common/err.h"
 #include "coordinator/checkpoint.h"
+#include "coordinator/table_stats.h"
 
 typedef struct cdc_committer cdc_committer_t;
 
@@ -73,6 +74,12 @@ typedef struct cdc_table_layout {
  * process). Returns how many.
  */
 size_t cdc_committer_layouts(cdc_committer_t *c, cdc_table_layout_t *out, size_t max);
+
+/*
+ * Copies up to max of the tables' statistics after their last commit by this process
+ * (table_stats.h), in the order first committed; returns how many.
+ */
+size_t cdc_committer_table_stats(cdc_committer_t *c, cdc_table_stats_t *out, size_t max);
 
 /* Opens the warehouse. On success *out is owned by the caller (cdc_committer_close). */
 cdc_err_t cdc_committer_open(cdc_committer_t **out, const cdc_committer_options_t *opt,

@@ -22,23 +22,29 @@
 #include "common/http.h"
 #include "common/metrics.h"
 #include "common/msg.h"
+#include "coordinator/admission.h"
 #include "coordinator/checkpoint.h"
 #include "coordinator/commit.h"
 #include "coordinator/epoch.h"
+#include "coordinator/history.h"
 #include "coordinator/leader.h"
 #include "coordinator/membership.h"
 #include "coordinator/progress.h"
 #include "coordinator/restart.h"
 #include "coordinator/store.h"
+#include "coordinator/watermarks.h"
 
 typedef struct cdc_coord_config {
     char *id;
     char *job;
-    char *etcd;
+    cdc_etcd_options_t etcd;
     char *listen;
     char *advertise;
     char *http;
     int64_t liveness_timeout_ms;
+    char *http_token; /* bearer token of /status and /metrics; NULL = none */
+    char *kafka;      /* the source topics' brokers, for the live lag (NULL = from acks) */
+    char *kafka_properties;
     char *warehouse;
     cdc_s3_options_t s3;
     int64_t commit_interval_ms;
@@ -60,6 +66,7 @@ typedef struct cdc_coord_config {
     int64_t progress_timeout_ms;
     char *partition_by; /* layout.h */
     char *sort_by;
+    char *worker_secret; /* workers prove it at registration (admission.h); NULL = none */
     char *fault;
     cdc_log_options_t log;
 } cdc_coord_config_t;
@@ -125,6 +132,7 @@ typedef struct cdc_coord {
     uint64_t generation;   /* strictly increasing for the life of the process */
     bool assigned_in_term; /* an Assign went out in the current term */
     cdc_members_t members;
+    cdc_admission_t admission; /* --worker-secret: the registrations' proofs */
     cdc_epochs_t epochs;
     cdc_restart_t restart;
     char owner[CDC_PARTITIONS][CDC_WORKER_ID_MAX]; /* current assignment */
@@ -160,12 +168,17 @@ typedef struct cdc_coord {
 
     /* metrics */
     cdc_counter_t *m_committed, *m_failures, *m_rejected, *m_aborted, *m_etcd_errors,
-        *m_commit_errors, *m_orphans, *m_expired, *m_no_progress, *m_missing_topic;
+        *m_commit_errors, *m_orphans, *m_expired, *m_no_progress, *m_missing_topic,
+        *m_refused[CDC_ADMISSION_REASONS];
     cdc_gauge_t *m_state, *m_term, *m_workers, *m_generation, *m_last_epoch, *m_stall_max,
         *m_stalled_slots;
     cdc_histogram_t *m_latency, *m_record_latency, *m_stall;
     int64_t stall_max_ms; /* longest main-loop iteration as leader */
 
+    cdc_history_t *hist;          /* the dashboard's rings (dashboard.c) */
+    cdc_watermarks_t *watermarks; /* topic ends from Kafka (--kafka), NULL = none */
+    int64_t next_sample_ms;       /* of the history */
+    cdc_gauge_t *m_lag[CDC_PARTITIONS];
     cdc_http_doc_t status; /* the published /status */
     /* a standby's /status answers with the leader's, fetched from this admin address
      * (admin.c); "" = serve our own. Written by the main loop, read by HTTP threads. */
@@ -190,5 +203,23 @@ cdc_err_t cdc_admin_register(cdc_coord_t *c, cdc_error_t *e);
 
 /* Publishes a fresh status snapshot for the HTTP threads (admin.c). */
 void cdc_admin_publish(cdc_coord_t *c);
+
+/*
+ * Records behind in partition slot p (main thread): over the slot's topics, the newest
+ * end known (from Kafka with --kafka, else from the owner's acks) less the newest
+ * checkpoint's offset; -1 when no end is known (admin.c).
+ */
+int64_t cdc_coord_lag(cdc_coord_t *c, int p);
+
+/* Registers the dashboard's page (/ and /ui) and /history (dashboard.c). */
+cdc_err_t cdc_dashboard_register(cdc_coord_t *c, cdc_error_t *e);
+
+/* Takes the history's sample of now, once a second as leader (main thread). */
+void cdc_dashboard_sample(cdc_coord_t *c, int64_t now);
+
+/* Records a committed epoch and what it left in its tables (main thread, after the
+ * commit). */
+void cdc_dashboard_committed(cdc_coord_t *c, const cdc_checkpoint_t *rec, int64_t duration_ms,
+                             int64_t commit_ms);
 
 #endif

@@ -252,8 +252,9 @@ cdc_ack_result_t cdc_epochs_ack(cdc_epochs_t *t, const Cdc__Ack *ack, int64_t wa
         if (merge_file(o->rec, ack->files[i]) != CDC_OK)
             goto nomem;
     for (size_t i = 0; i < ack->n_schemas; i++)
-        if (cdc_checkpoint_add_schema(o->rec, ack->schemas[i]->table, ack->schemas[i]->schema_json,
-                                      ack->schemas[i]->source_version) != CDC_OK)
+        if (cdc_checkpoint_add_masked_schema(
+                o->rec, ack->schemas[i]->table, ack->schemas[i]->schema_json,
+                ack->schemas[i]->source_version, ack->schemas[i]->mask_policy) != CDC_OK)
             goto nomem;
     for (size_t i = 0; i < ack->n_truncates; i++)
         if (cdc_checkpoint_add_truncate(o->rec, ack->truncates[i]->table,

@@ -365,6 +365,8 @@ void cdc_job_become_standby(cdc_coord_t *c, const char *reason)
     c->term = 0;
     set_state(c, CDC_JOB_STANDBY);
     cdc_metrics_gauge_set(c->m_term, 0);
+    for (int p = 0; p < CDC_PARTITIONS; p++)
+        cdc_metrics_gauge_set(c->m_lag[p], -1); /* only the leader knows */
 }
 
 /* The value of the leader key (common/cluster.h, escaped through jansson); caller frees. */
@@ -486,6 +488,62 @@ retry:
 
 /* ---- messages ------------------------------------------------------------------------ */
 
+/* Refuses a registration (admission.h): logged, counted, in /status; the pipe is dropped
+ * (the Reject may not make it out first, the log line says why). */
+static void refuse(cdc_coord_t *c, uint32_t pipe, const char *worker, cdc_admission_reason_t r)
+{
+    static const char *const why[CDC_ADMISSION_REASONS] = {
+        [CDC_ADMISSION_NO_PROOF] = "it did not prove the worker secret within the deadline",
+        [CDC_ADMISSION_WRONG_PROOF] = "its proof does not match the worker secret",
+        [CDC_ADMISSION_UNCHALLENGED] = "its proof answers no challenge of its connection",
+    };
+    char reason[160];
+
+    cdc_log_warn("refused the registration of worker \"%s\" on pipe %u: %s (hint: give every "
+                 "worker the coordinator's --worker-secret-file; docs/security.md)",
+                 worker, pipe, why[r]);
+    cdc_metrics_counter_inc(c->m_refused[r]);
+    snprintf(reason, sizeof(reason), "authentication failed: %s", why[r]);
+    cdc_job_send_reject(c, pipe, reason);
+    cdc_msg_server_close_pipe(c->msg, pipe);
+}
+
+/* Whether the Register may go on to membership: always without --worker-secret; with it,
+ * only with a valid proof (a Register without one is answered with a Challenge). */
+static bool admit(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, int64_t now)
+{
+    uint8_t nonce[CDC_WORKERAUTH_NONCE_LEN];
+    cdc_admission_verdict_t verdict;
+    cdc_admission_reason_t reason;
+    Cdc__Envelope env = CDC__ENVELOPE__INIT;
+    Cdc__Challenge ch = CDC__CHALLENGE__INIT;
+    cdc_error_t e;
+
+    if (cdc_admission_check(&c->admission, pipe, r->worker_id, r->incarnation, r->admin_endpoint,
+                            r->proof.data, r->proof.len, now, nonce, &verdict, &reason,
+                            &e) != CDC_OK) {
+        cdc_log_error("could not challenge worker \"%s\" on pipe %u: %s", r->worker_id, pipe,
+                      e.msg);
+        cdc_msg_server_close_pipe(c->msg, pipe);
+        return false;
+    }
+    switch (verdict) {
+    case CDC_ADMISSION_ADMIT:
+        return true;
+    case CDC_ADMISSION_CHALLENGE:
+        ch.nonce.data = nonce;
+        ch.nonce.len = sizeof(nonce);
+        env.body_case = CDC__ENVELOPE__BODY_CHALLENGE;
+        env.challenge = &ch;
+        cdc_job_send_env(c, pipe, &env);
+        return false;
+    case CDC_ADMISSION_REFUSE:
+        refuse(c, pipe, r->worker_id ? r->worker_id : "", reason);
+        return false;
+    }
+    return false;
+}
+
 static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, int64_t now)
 {
     uint32_t old_pipe = 0;
@@ -496,6 +554,8 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
         reject_not_leader(c, pipe);
         return;
     }
+    if (!admit(c, r, pipe, now))
+        return;
     was_alive = cdc_members_is_alive(&c->members, r->worker_id ? r->worker_id : "");
     owned = cdc_job_owns_any(c, r->worker_id ? r->worker_id : "");
     res = cdc_members_register(&c->members, r->worker_id, r->incarnation, pipe, r->admin_endpoint,
@@ -534,6 +594,21 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
     }
 }
 
+/* The dead letters a heartbeat reports, kept with its member for /status. */
+static void note_dead_letters(cdc_member_t *m, const Cdc__Heartbeat *hb)
+{
+    const char *classes[CDC_MEMBER_DLQ_CLASSES];
+    uint64_t records[CDC_MEMBER_DLQ_CLASSES];
+    size_t n = 0;
+
+    for (size_t i = 0; m != NULL && i < hb->n_dead_letters && n < CDC_MEMBER_DLQ_CLASSES; i++) {
+        classes[n] = hb->dead_letters[i]->error_class;
+        records[n++] = hb->dead_letters[i]->records;
+    }
+    if (m != NULL && n > 0)
+        cdc_members_note_dlq(m, classes, records, n);
+}
+
 void cdc_job_on_message(cdc_coord_t *c, const Cdc__Envelope *env, uint32_t pipe, int64_t now)
 {
     switch (env->body_case) {
@@ -543,8 +618,11 @@ void cdc_job_on_message(cdc_coord_t *c, const Cdc__Envelope *env, uint32_t pipe,
     case CDC__ENVELOPE__BODY_HEARTBEAT:
         if (c->state == CDC_JOB_STANDBY || c->state == CDC_JOB_STARTING)
             reject_not_leader(c, pipe);
-        else if (!cdc_members_heartbeat(&c->members, pipe, now))
+        else if (!cdc_members_heartbeat(&c->members, pipe, now) &&
+                 !cdc_admission_pending(&c->admission, pipe)) /* it is answering a challenge */
             cdc_job_send_reject(c, pipe, "unknown worker: register first");
+        else
+            note_dead_letters(cdc_members_by_pipe(&c->members, pipe), env->heartbeat);
         break;
     case CDC__ENVELOPE__BODY_ACK:
         if (c->state == CDC_JOB_STANDBY)
@@ -576,6 +654,7 @@ void cdc_job_drain(cdc_coord_t *c, int wait_ms)
         cdc_member_t *m;
         if (ev.type != CDC_MSG_PIPE_REMOVED)
             continue;
+        cdc_admission_forget(&c->admission, ev.pipe);
         m = cdc_members_by_pipe(&c->members, ev.pipe);
         if (m != NULL)
             lose_worker(c, m, "connection lost");
@@ -680,6 +759,12 @@ void cdc_coord_run(cdc_coord_t *c)
 
         cdc_job_drain(c, cdc_job_loop_wait_ms(c, now));
         now = cdc_clock_mono_ms();
+        if (c->admission.npending > 0) {
+            cdc_admission_pending_t late[16];
+            int n = cdc_admission_expire(&c->admission, now, late, 16);
+            for (int i = 0; i < n; i++)
+                refuse(c, late[i].pipe, late[i].worker, CDC_ADMISSION_NO_PROOF);
+        }
         if (c->state != CDC_JOB_STANDBY) {
             cdc_job_check_liveness(c, now);
             if (c->state == CDC_JOB_RECOVERING)
@@ -694,6 +779,8 @@ void cdc_coord_run(cdc_coord_t *c)
         }
         if (c->nclosing > 0)
             cdc_job_close_rejected(c, now);
+        if (c->state != CDC_JOB_STANDBY)
+            cdc_dashboard_sample(c, now);
         if (c->state != CDC_JOB_STANDBY)
             observe_stall(c, cdc_clock_mono_ms() - began);
         if (now >= c->next_status_ms) {
@@ -728,6 +815,16 @@ static void init_metrics(cdc_coord_t *c)
                                        "Orphan data files deleted.", NULL);
     c->m_expired = cdc_metrics_counter(r, "cdc_coordinator_snapshots_expired_total",
                                        "Snapshots removed by expiry.", NULL);
+    for (int i = 0; i < CDC_ADMISSION_REASONS; i++) {
+        const char *labels[] = {"reason", cdc_admission_reason_name((cdc_admission_reason_t)i),
+                                NULL};
+        c->m_refused[i] = cdc_metrics_counter(
+            r, "cdc_coordinator_registrations_refused_total",
+            "Worker registrations refused by --worker-secret (no_proof: no valid proof within "
+            "the deadline; wrong_proof: the proof does not match; unchallenged: a proof for no "
+            "challenge of its connection).",
+            labels);
+    }
     {
         static const char *const np[] = {"kind", "no_progress", NULL};
         static const char *const mt[] = {"kind", "missing_topic", NULL};
@@ -799,6 +896,7 @@ void cdc_job_init(cdc_coord_t *c)
     cdc_health_init(&c->health, c->cfg.liveness_timeout_ms);
     init_metrics(c);
     cdc_members_init(&c->members);
+    cdc_admission_init(&c->admission, c->cfg.worker_secret);
     cdc_epochs_init(&c->epochs, c->cfg.job);
     cdc_progress_init(&c->progress, c->cfg.progress_timeout_ms, 3);
     cdc_restart_init(&c->restart, (int)c->cfg.restart_max_failures, c->cfg.restart_interval_ms,
@@ -810,10 +908,14 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     cdc_committer_options_t co;
     cdc_err_t rc;
 
+    if ((c->hist = cdc_history_new()) == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     c->metrics = cdc_metrics_default();
     cdc_job_init(c);
 
-    if ((rc = cdc_etcd_open(&c->etcd, c->cfg.etcd, (int)c->cfg.etcd_timeout_ms, e)) != CDC_OK)
+    cdc_etcd_security_t sec = cdc_etcd_options_security(&c->cfg.etcd);
+    if ((rc = cdc_etcd_open_secure(&c->etcd, c->cfg.etcd.endpoints, &sec,
+                                   (int)c->cfg.etcd_timeout_ms, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --etcd");
     if ((rc = cdc_msg_server_open(&c->msg, c->cfg.listen, NULL, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --listen \"%s\"", c->cfg.listen);
@@ -831,8 +933,13 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     }
     if ((rc = cdc_http_server_open(&c->http, c->cfg.http, c->metrics, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --http \"%s\"", c->cfg.http);
-    if ((rc = cdc_admin_register(c, e)) != CDC_OK)
+    if ((rc = cdc_http_server_set_token(c->http, c->cfg.http_token, e)) != CDC_OK ||
+        (rc = cdc_admin_register(c, e)) != CDC_OK || (rc = cdc_dashboard_register(c, e)) != CDC_OK)
         return rc;
+    if (c->cfg.kafka != NULL && c->cfg.kafka[0] != '\0' &&
+        (rc = cdc_watermarks_open(&c->watermarks, c->cfg.kafka, c->cfg.kafka_properties, 1000,
+                                  e)) != CDC_OK)
+        return cdc_error_prefix(e, "option --kafka \"%s\"", c->cfg.kafka);
     if ((rc = cdc_http_server_start(c->http, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --http \"%s\"", c->cfg.http);
     advertise_admin(c);
@@ -848,8 +955,9 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
         char *value = leader_value(c);
         if (value == NULL)
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        rc = cdc_leader_open(&c->leader, c->etcd, c->cfg.etcd, (int)c->cfg.etcd_timeout_ms,
-                             c->cfg.job, value, (c->cfg.lease_ttl_ms + 999) / 1000, e);
+        rc = cdc_leader_open(&c->leader, c->etcd, c->cfg.etcd.endpoints, &sec,
+                             (int)c->cfg.etcd_timeout_ms, c->cfg.job, value,
+                             (c->cfg.lease_ttl_ms + 999) / 1000, e);
         free(value);
         if (rc != CDC_OK)
             return rc;
@@ -857,6 +965,11 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     cdc_store_init(&c->store, c->etcd, c->leader.el, c->cfg.job);
     cdc_log_info("coordinator \"%s\" for job \"%s\": workers dial %s, admin http://%s", c->cfg.id,
                  c->cfg.job, c->endpoint, c->admin);
+    if (!cdc_admission_required(&c->admission))
+        cdc_log_warn("the control plane is unauthenticated: any process that reaches %s can "
+                     "register as a worker (hint: give coordinators and workers the same "
+                     "--worker-secret-file; docs/security.md)",
+                     c->endpoint);
     cdc_admin_publish(c);
     return CDC_OK;
 }
@@ -867,6 +980,8 @@ void cdc_coord_close(cdc_coord_t *c)
     cdc_leader_close(&c->leader, true);
     cdc_http_server_close(c->http);
     c->http = NULL;
+    cdc_watermarks_close(c->watermarks);
+    c->watermarks = NULL;
     cdc_msg_server_close(c->msg);
     c->msg = NULL;
     cdc_committer_close(c->committer);
@@ -879,4 +994,6 @@ void cdc_coord_close(cdc_coord_t *c)
     c->base = NULL;
     cdc_http_doc_free(&c->status);
     pthread_mutex_destroy(&c->forward_lock);
+    cdc_history_free(c->hist);
+    c->hist = NULL;
 }

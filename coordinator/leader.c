@@ -16,8 +16,9 @@
 #define CAMPAIGN_RETRY_MS 300
 #define RENEW_RETRY_MS 250
 
-cdc_err_t cdc_leader_open(cdc_leader_t *l, cdc_etcd_t *etcd, const char *endpoints, int timeout_ms,
-                          const char *job, const char *value, int64_t ttl_s, cdc_error_t *e)
+cdc_err_t cdc_leader_open(cdc_leader_t *l, cdc_etcd_t *etcd, const char *endpoints,
+                          const cdc_etcd_security_t *sec, int timeout_ms, const char *job,
+                          const char *value, int64_t ttl_s, cdc_error_t *e)
 {
     cdc_err_t rc;
 
@@ -26,7 +27,7 @@ cdc_err_t cdc_leader_open(cdc_leader_t *l, cdc_etcd_t *etcd, const char *endpoin
     l->ttl_s = ttl_s < 1 ? 1 : ttl_s;
     pthread_mutex_init(&l->renew_mu, NULL);
     cdc_cluster_key(l->key, sizeof(l->key), job, "leader");
-    if ((rc = cdc_etcd_open(&l->renew_etcd, endpoints, timeout_ms, e)) != CDC_OK)
+    if ((rc = cdc_etcd_open_secure(&l->renew_etcd, endpoints, sec, timeout_ms, e)) != CDC_OK)
         return rc;
     return cdc_etcd_election_open(&l->el, etcd, l->key, value, l->ttl_s, e);
 }

@@ -50,10 +50,12 @@ typedef struct cdc_leader {
     char renew_error[256];
 } cdc_leader_t;
 
-/* value: what to publish while campaigning (JSON with id, endpoint, admin). endpoints and
- * timeout_ms: for the renewal thread's own etcd client (the same cluster as etcd). */
-cdc_err_t cdc_leader_open(cdc_leader_t *l, cdc_etcd_t *etcd, const char *endpoints, int timeout_ms,
-                          const char *job, const char *value, int64_t ttl_s, cdc_error_t *e);
+/* value: what to publish while campaigning (JSON with id, endpoint, admin). endpoints, sec
+ * (may be NULL) and timeout_ms: for the renewal thread's own etcd client (the same cluster
+ * as etcd). */
+cdc_err_t cdc_leader_open(cdc_leader_t *l, cdc_etcd_t *etcd, const char *endpoints,
+                          const cdc_etcd_security_t *sec, int timeout_ms, const char *job,
+                          const char *value, int64_t ttl_s, cdc_error_t *e);
 void cdc_leader_close(cdc_leader_t *l, bool resign);
 
 /* Drives the election at now_ms (monotonic); returns what changed. */

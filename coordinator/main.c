@@ -27,7 +27,7 @@ const cdc_opt_t cdc_coord_options[] = {
     OPT("id", CDC_OPT_STRING, id, NULL,
         "Identity of this coordinator in leader election (default: host name and pid)."),
     OPT("job", CDC_OPT_STRING, job, "cdc", "Job name; etcd keys live under /cdc/<job>/."),
-    CDC_OPT_ETCD(cdc_coord_config_t, etcd),
+    CDC_OPTS_ETCD(cdc_coord_config_t, etcd),
     OPT("listen", CDC_OPT_STRING, listen, "tcp://127.0.0.1:7100",
         "NNG URL the coordinator listens on for workers."),
     OPT("advertise", CDC_OPT_STRING, advertise, NULL,
@@ -35,6 +35,13 @@ const cdc_opt_t cdc_coord_options[] = {
     OPT("http", CDC_OPT_STRING, http, "127.0.0.1:7180",
         "Admin HTTP address host:port (/status, /metrics, /healthz, /readyz)."),
     CDC_OPT_LIVENESS_TIMEOUT(cdc_coord_config_t, liveness_timeout_ms),
+    CDC_OPT_HTTP_TOKEN(cdc_coord_config_t, http_token),
+    OPT("kafka", CDC_OPT_STRING, kafka, NULL,
+        "Kafka bootstrap servers of the source topics: the lag in /status and on the dashboard "
+        "then comes from the brokers' partition ends, live also while a worker is paused "
+        "(empty = from the owners' acks only)."),
+    OPT("kafka-properties", CDC_OPT_STRING, kafka_properties, "",
+        "Extra librdkafka properties of that client, key=value separated by ';'."),
     {"warehouse", CDC_OPT_STRING, offsetof(cdc_coord_config_t, warehouse), NULL, true, 0, 0, NULL,
      "Warehouse location: a local directory or s3://bucket/prefix."},
     CDC_OPTS_S3(cdc_coord_config_t, s3),
@@ -90,11 +97,13 @@ const cdc_opt_t cdc_coord_options[] = {
         "Iceberg sort orders of the target tables, \"<ns>.<table>=<terms>;...\", each term "
         "[transform(]col[)] [asc|desc] [nulls first|nulls last], e.g. "
         "\"public.orders=customer_id,id desc\". A table not named is unsorted."),
+    CDC_OPT_WORKER_SECRET(cdc_coord_config_t, worker_secret),
     OPT("fault", CDC_OPT_STRING, fault, NULL,
-        "Testing only: exit at a named point (after-checkpoint-record, after-iceberg-commit), "
-        "stall the main loop for 3 lease TTLs at each orphan scan (stall-orphan-scan), or "
-        "block it while a file exists (wedge-loop:<file>, read from CDC_FAULT by every "
-        "program)."),
+        "Testing only, in builds with fault injection (make FAULT_INJECTION=1; the image's "
+        "release build refuses it): exit at a named point (after-checkpoint-record, "
+        "after-iceberg-commit), stall the main loop for 3 lease TTLs at each orphan scan "
+        "(stall-orphan-scan), or block it while a file exists (wedge-loop:<file>, read from "
+        "CDC_FAULT by every program)."),
     CDC_OPTS_LOG(cdc_coord_config_t, log),
     CDC_OPT_END,
 };
@@ -131,8 +140,11 @@ int main(int argc, char **argv)
         cdc_config_free(cdc_coord_options, &c->cfg);
         return CDC_CONFIG_EXIT;
     }
-    if (c->cfg.fault == NULL && getenv("CDC_FAULT") != NULL)
-        c->cfg.fault = strdup(getenv("CDC_FAULT"));
+    if (cdc_config_fault_check("option --fault (CDC_FAULT)", c->cfg.fault, &e) != CDC_OK) {
+        fprintf(stderr, "cdc-coordinator: %s\n", e.msg);
+        cdc_config_free(cdc_coord_options, &c->cfg);
+        return CDC_CONFIG_EXIT;
+    }
     cdc_log_options_apply(&c->cfg.log, "cdc-coordinator", c->cfg.id);
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;

@@ -62,6 +62,8 @@ cdc_register_result_t cdc_members_register(cdc_members_t *ms, const char *id, ui
         memset(m, 0, sizeof(*m));
         snprintf(m->id, sizeof(m->id), "%s", id);
     }
+    if (m->incarnation != incarnation)
+        m->ndlq = 0; /* a new process counts from 0 */
     m->incarnation = incarnation;
     m->pipe = pipe;
     m->alive = true;
@@ -82,6 +84,17 @@ bool cdc_members_heartbeat(cdc_members_t *ms, uint32_t pipe, int64_t now_ms)
     m->last_heartbeat_ms = now_ms;
     m->heartbeats++;
     return true;
+}
+
+void cdc_members_note_dlq(cdc_member_t *m, const char *const *classes, const uint64_t *records,
+                          size_t n)
+{
+    m->ndlq = 0;
+    for (size_t i = 0; i < n && m->ndlq < CDC_MEMBER_DLQ_CLASSES; i++) {
+        cdc_member_dlq_t *d = &m->dlq[m->ndlq++];
+        snprintf(d->error_class, sizeof(d->error_class), "%s", classes[i] ? classes[i] : "");
+        d->records = records[i];
+    }
 }
 
 void cdc_members_lose(cdc_member_t *m, int64_t now_ms, const char *reason)

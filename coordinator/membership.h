@@ -17,6 +17,13 @@
 #include "coordinator/assign.h"
 
 #define CDC_MEMBERS_MAX 64
+#define CDC_MEMBER_DLQ_CLASSES 16
+
+/* Dead letters of one error class a worker reported with its heartbeats. */
+typedef struct cdc_member_dlq {
+    char error_class[32];
+    uint64_t records; /* since the worker process started */
+} cdc_member_dlq_t;
 
 typedef struct cdc_member {
     char id[CDC_WORKER_ID_MAX];
@@ -29,6 +36,8 @@ typedef struct cdc_member {
     char lost_reason[96];
     char admin[128]; /* worker's admin endpoint, may be "" */
     uint64_t heartbeats;
+    cdc_member_dlq_t dlq[CDC_MEMBER_DLQ_CLASSES]; /* as last reported */
+    int ndlq;
 } cdc_member_t;
 
 typedef struct cdc_members {
@@ -59,6 +68,11 @@ cdc_member_t *cdc_members_by_id(cdc_members_t *ms, const char *id);
 
 /* Records a heartbeat from pipe; false when no alive member has that pipe. */
 bool cdc_members_heartbeat(cdc_members_t *ms, uint32_t pipe, int64_t now_ms);
+
+/* Keeps the dead letters a heartbeat reported: n classes (the first
+ * CDC_MEMBER_DLQ_CLASSES) with their counts; an incarnation that reports none keeps 0. */
+void cdc_members_note_dlq(cdc_member_t *m, const char *const *classes, const uint64_t *records,
+                          size_t n);
 
 /* Marks the member lost (keeps it for the grace logic). */
 void cdc_members_lose(cdc_member_t *m, int64_t now_ms, const char *reason);

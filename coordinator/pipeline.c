@@ -20,23 +20,35 @@
 #define COMMIT_RETRY_MS 300
 #define MAX_OPEN_BEFORE_PAUSE 8
 
-/* Debug fault injection (--fault / CDC_FAULT): exits without cleanup at a named point. */
+/* Test-only fault injection (--fault / CDC_FAULT): exits without cleanup at a named point.
+ * Compiled out of release builds (make FAULT_INJECTION=0), which refuse --fault at start. */
 static void fault_point(cdc_coord_t *c, const char *name)
 {
+#if CDC_FAULTS
     if (c->cfg.fault != NULL && strcmp(c->cfg.fault, name) == 0) {
         cdc_log_error("fault injection: exiting at \"%s\"", name);
         _exit(86);
     }
+#else
+    (void)c;
+    (void)name;
+#endif
 }
 
-/* Debug fault injection: stalls the main loop for ms at a named point (a slow scan). */
+/* Test-only fault injection: stalls the main loop for ms at a named point (a slow scan). */
 static void fault_stall(cdc_coord_t *c, const char *name, int64_t ms)
 {
+#if CDC_FAULTS
     if (c->cfg.fault != NULL && strcmp(c->cfg.fault, name) == 0) {
         struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
         cdc_log_warn("fault injection: stalling %" PRId64 " ms at \"%s\"", ms, name);
         nanosleep(&ts, NULL);
     }
+#else
+    (void)c;
+    (void)name;
+    (void)ms;
+#endif
 }
 
 void cdc_job_clear_queue(cdc_coord_t *c)
@@ -173,6 +185,7 @@ void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
             cdc_metrics_counter_inc(c->m_committed);
             cdc_metrics_gauge_set(c->m_last_epoch, (double)q->rec->epoch);
             record_history(c, q->rec, dur, res.tables_committed);
+            cdc_dashboard_committed(c, q->rec, dur, q->commit_ms);
             cdc_log_debug("checkpoint %" PRIu64 " committed in %" PRId64 " ms (acks %" PRId64
                           " ms, etcd record %" PRId64 " ms, iceberg %" PRId64 " ms, %d tables)",
                           q->rec->epoch, dur, q->rec->completed_ms - q->rec->barrier_ms,

@@ -4,8 +4,9 @@
 # exercised without a container engine:
 #   build-steps.sh packages <role>...     print the packages of roles in tools/packages.txt
 #   build-steps.sh deps build|runtime     apt-get install the build (or runtime+image) packages
-#   build-steps.sh build [build-dir]      make every binary (no tests) into build-dir, stamped
-#                                         with $CDC_VERSION when set (the image build's arg)
+#   build-steps.sh build [build-dir]      make every binary (no tests) into build-dir, as
+#                                         a release build (no test-only fault injection),
+#                                         stamped with $CDC_VERSION when set (the image build's arg)
 #   build-steps.sh install <prefix> [build-dir]
 #                                         copy binaries, entrypoint and schema under prefix
 #   build-steps.sh binaries               print the programs the image ships, one a line
@@ -45,7 +46,7 @@ deps() {
 build() {
     local dir=${1:-build} version=()
     [ -n "${CDC_VERSION:-}" ] && version=(VERSION="$CDC_VERSION")
-    make -C "$ROOT" -j"$(nproc)" BUILD="$dir" "${version[@]}" bins
+    make -C "$ROOT" -j"$(nproc)" BUILD="$dir" FAULT_INJECTION=0 "${version[@]}" bins
 }
 
 install_tree() {

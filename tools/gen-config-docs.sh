@@ -12,6 +12,13 @@ Durations accept `ms`, `s`, `m`, `h` (a bare number is milliseconds); sizes acce
 `MiB`, `GiB` (a bare number is bytes). Bad configuration exits with status 2 and a message
 naming the option; an unknown flag names the closest one.
 
+Secrets (a DSN, passwords, keys, tokens, Kafka properties) are also read from files: each
+such option has a `--<name>-file` flag and a `CDC_<NAME>_FILE` variable naming a file whose
+content is the value (trailing newlines dropped), e.g. a mounted Kubernetes Secret, so that
+no secret needs to be in the environment (`docker inspect`) or on the command line. A file
+that cannot be read, or is empty, exits with status 2 naming the option
+(docs/security.md).
+
 A `CDC_` variable in the environment that is an option of no cdc program (a typo, say
 CDC_WAREHOUS) is reported when the program starts, with a warning on standard error that
 names the closest option of that program; the program still starts. Variables of the other

@@ -59,9 +59,11 @@ boundary '<librdkafka/...>' 'librdkafka/[^>"]*' 'common/kafka.c (and tools/kafka
 boundary '<libpq-fe.h>' 'libpq-fe\.h' 'capture/pg.c (and tools/loadgen/, tools/pq-fixtures/)' \
     capture/pg.c 'tools/loadgen/*' 'tools/pq-fixtures/*'
 boundary '<curl/curl.h>' 'curl/[^>"]*' common/httpc.c common/httpc.c
+boundary '<openssl/...>' 'openssl/[^>"]*' common/crypto.c common/crypto.c
 boundary '<rocksdb/c.h>' 'rocksdb/[^>"]*' common/state.c common/state.c
 boundary '<nng/...>' 'nng/[^>"]*' 'common/msg.c or common/http.c' common/msg.c common/http.c
 boundary '<protobuf-c/...>' 'protobuf-c/[^>"]*' common/msg.c/.h 'common/msg.[ch]'
 boundary 'proto/cdc.pb-c.h' '([^>"]*/)?cdc\.pb-c\.h' common/msg.c/.h 'common/msg.[ch]'
+boundary '<openssl/...>' 'openssl/[^>"]*' common/crypto.c common/crypto.c
 boundary '<jansson.h>' 'jansson\.h' 'a .c file (no header exposes json_t)' '*.c'
 exit "$bad"

@@ -44,6 +44,15 @@ static void free_staged(Cdc__StagedFile *f)
     free(f);
 }
 
+/* A SchemaUpdate built by add_schema (every string malloc'd). */
+static void free_schema_update(Cdc__SchemaUpdate *su)
+{
+    free(su->table);
+    free(su->schema_json);
+    free(su->mask_policy);
+    free(su);
+}
+
 void cdc_worker_ack_free(Cdc__Ack *ack)
 {
     for (size_t i = 0; i < ack->n_partitions; i++) {
@@ -58,11 +67,8 @@ void cdc_worker_ack_free(Cdc__Ack *ack)
     for (size_t i = 0; i < ack->n_files; i++)
         free_staged(ack->files[i]);
     free(ack->files);
-    for (size_t i = 0; i < ack->n_schemas; i++) {
-        free(ack->schemas[i]->table);
-        free(ack->schemas[i]->schema_json);
-        free(ack->schemas[i]);
-    }
+    for (size_t i = 0; i < ack->n_schemas; i++)
+        free_schema_update(ack->schemas[i]);
     free(ack->schemas);
     for (size_t i = 0; i < ack->n_truncates; i++) {
         free(ack->truncates[i]->table);
@@ -216,7 +222,8 @@ static Cdc__StagedFile *to_proto(const cdc_stage_file_t *sf, uint32_t partition)
     return f;
 }
 
-static bool add_schema(Cdc__Ack *ack, const char *table, char *json, int64_t version)
+static bool add_schema(Cdc__Ack *ack, const char *table, char *json, int64_t version,
+                       const char *mask_policy)
 {
     for (size_t i = 0; i < ack->n_schemas; i++)
         if (strcmp(ack->schemas[i]->table, table) == 0) {
@@ -234,8 +241,9 @@ static bool add_schema(Cdc__Ack *ack, const char *table, char *json, int64_t ver
     su->table = strdup(table);
     su->schema_json = json;
     su->source_version = version;
+    su->mask_policy = strdup(mask_policy); /* always malloc'd: free_schema_update */
     ack->schemas[ack->n_schemas++] = su;
-    return true;
+    return su->table != NULL && su->mask_policy != NULL;
 }
 
 static char *table_schema_json(const cdc_source_schema_t *s, cdc_stage_kind_t kind)
@@ -399,11 +407,13 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
         snprintf(name, sizeof(name), "%s.%s", t->ns, t->table);
         /* a version only for ids given by column identity (Debezium schemas: 0) */
         int64_t version = t->schema->ids_given ? t->schema->version : 0;
-        bool ok =
-            add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_MIRROR_DATA), version);
+        /* the policy the rows were masked with (worker/mask.h), recorded by the committer */
+        const char *policy = cdc_mask_table_policy(j->w->mask, t->ns, t->table);
+        bool ok = add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_MIRROR_DATA),
+                             version, policy);
         snprintf(name, sizeof(name), "%s.%s_changelog", t->ns, t->table);
-        ok =
-            ok && add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_CHANGELOG), version);
+        ok = ok && add_schema(ack, name, table_schema_json(t->schema, CDC_STAGE_CHANGELOG), version,
+                              policy);
         if (!ok) { /* an Ack without the schema would commit files the table cannot read */
             cdc_stage_files_free(files, nfiles);
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory building the Ack's schemas");
@@ -498,9 +508,7 @@ static cdc_err_t merge_parts(Cdc__Ack *ack, snap_part_t *jobs, int n, cdc_error_
             for (size_t m = 0; m < ack->n_schemas && !dup; m++)
                 dup = strcmp(ack->schemas[m]->table, p->schemas[k]->table) == 0;
             if (dup) {
-                free(p->schemas[k]->table);
-                free(p->schemas[k]->schema_json);
-                free(p->schemas[k]);
+                free_schema_update(p->schemas[k]);
             } else {
                 ack->schemas[ack->n_schemas++] = p->schemas[k];
             }

@@ -110,6 +110,18 @@ static cdc_err_t split_topics(cdc_worker_t *w, cdc_error_t *e)
     return CDC_OK;
 }
 
+/* The dead-letter counters, one per class, made before any thread reads them (the
+ * heartbeat thread reports them to the coordinator) and shown from the start at 0. */
+static void dlq_metrics(cdc_worker_t *w)
+{
+    for (int cls = 0; cls < CDC_DLQ__COUNT; cls++) {
+        const char *labels[] = {"class", cdc_dlq_class_name((cdc_dlq_class_t)cls), NULL};
+        w->m_dlq[cls] =
+            cdc_metrics_counter(w->metrics, "cdc_worker_dlq_records_total",
+                                "Records sent to the dead-letter topic, by class.", labels);
+    }
+}
+
 cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
 {
     cdc_err_t rc;
@@ -120,6 +132,7 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
 
     pthread_mutex_init(&w->fin_lock, NULL);
     pthread_cond_init(&w->fin_cond, NULL);
+    dlq_metrics(w);
     if ((rc = split_topics(w, e)) != CDC_OK)
         return rc;
     if (mkdir(w->cfg.state_dir, 0755) != 0 && errno != EEXIST)
@@ -134,6 +147,15 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
     w->dopts.max_record_bytes = (size_t)w->cfg.max_record_bytes;
     w->dopts.toast_placeholder = w->cfg.toast_placeholder;
     w->dopts.default_ns = "public";
+    cdc_mask_config_t mc = {w->cfg.mask_policy, w->cfg.mask_mode, w->cfg.mask_secret,
+                            w->cfg.mask_secret_file};
+    if ((rc = cdc_mask_open(&mc, w->metrics, &w->mask, e)) != CDC_OK)
+        return rc;
+    if (w->mask != NULL) {
+        char line[512];
+        cdc_mask_describe(w->mask, line, sizeof(line));
+        cdc_log_info("%s", line);
+    }
 
     snprintf(client, sizeof(client), "cdc-worker-%s", w->cfg.id);
     cc.bootstrap = w->cfg.kafka.bootstrap;
@@ -196,6 +218,8 @@ void cdc_worker_data_close(cdc_worker_t *w)
     cdc_kafka_consumer_free(w->consumer);
     cdc_kafka_consumer_free(w->schema_consumer);
     cdc_catalog_free(w->catalog);
+    cdc_mask_free(w->mask);
+    w->mask = NULL;
     cdc_storage_close(w->storage);
     cdc_layouts_free(&w->layouts);
     for (size_t i = 0; i < w->ntopics; i++)
@@ -489,13 +513,21 @@ void cdc_worker_suspend(cdc_worker_t *w)
 
 static void count_dlq(cdc_worker_t *w, cdc_dlq_class_t cls)
 {
-    if (w->m_dlq[cls] == NULL) {
-        const char *labels[] = {"class", cdc_dlq_class_name(cls), NULL};
-        w->m_dlq[cls] =
-            cdc_metrics_counter(w->metrics, "cdc_worker_dlq_records_total",
-                                "Records sent to the dead-letter topic, by class.", labels);
-    }
     cdc_metrics_counter_inc(w->m_dlq[cls]);
+}
+
+/* A replayed dead letter (docs/worker.md, "Replayed dead letters"), by what dedup made of
+ * it: 0 applied, 1 changelog only, 2 duplicate. */
+static void count_replayed(cdc_worker_t *w, int result)
+{
+    static const char *const results[] = {"applied", "changelog_only", "duplicate"};
+    if (w->m_replayed[result] == NULL) {
+        const char *labels[] = {"result", results[result], NULL};
+        w->m_replayed[result] = cdc_metrics_counter(
+            w->metrics, "cdc_worker_replayed_records_total",
+            "Records put back by cdcctl dlq replay, by what dedup made of them.", labels);
+    }
+    cdc_metrics_counter_inc(w->m_replayed[result]);
 }
 
 static int64_t header_version(const void *arg)
@@ -513,7 +545,8 @@ static int64_t header_version(const void *arg)
     return *end == '\0' && v > 0 ? v : -1;
 }
 
-/* Processes one message; CDC_OK unless an internal/transient failure stops the batch. */
+/* Processes one message; CDC_OK unless an internal/transient failure stops the batch, or
+ * CDC_ERR_CONFIG when the masking policy cannot apply to the record's schema. */
 static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka_msg_t *m,
                          cdc_error_t *e)
 {
@@ -526,6 +559,7 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
     uint8_t *img = NULL;
     size_t img_len = 0;
     const char *bad_col = NULL;
+    cdc_kafka_header_t rh;
 
     rc = cdc_decode(w->catalog, &w->dopts, &in, &c, &de);
     if (rc == CDC_ERR_INVALID && de.cls == CDC_DLQ_UNKNOWN_SCHEMA && de.schema_version > 0) {
@@ -537,7 +571,12 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
                                            w->schema_topic, e2.msg);
         rc = cdc_decode(w->catalog, &w->dopts, &in, &c, &de);
     }
+    if (rc == CDC_OK && w->mask != NULL && (rc = cdc_mask_change(w->mask, &c, e)) != CDC_OK) {
+        cdc_change_clear(&c);
+        return rc; /* CDC_ERR_CONFIG stops the worker; out of memory is retried */
+    }
     if (rc == CDC_ERR_INVALID) {
+        cdc_mask_error(w->mask, &de); /* a message quoting a value would carry it clear */
         rc = cdc_worker_dlq_send(w, m, de.cls, de.msg, e);
         if (rc != CDC_OK)
             return rc;
@@ -563,6 +602,8 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
     cdc_table_metrics_t *tm = table_metrics(w, c.schema);
     if (tm != NULL)
         cdc_metrics_counter_inc(tm->in);
+    /* put back by cdcctl dlq replay: dedup keeps per-row order (dedup.h) */
+    c.replayed = cdc_kafka_msg_header(m, CDC_DLQ_H_REPLAY_COUNT, &rh);
     rc = cdc_dedup_check(s->dedup, &c, &verdict, &img, &img_len, e);
     if (rc != CDC_OK)
         goto fail;
@@ -570,9 +611,14 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
         /* before its table's floor, reached late: the changelog's alone (dedup.h) */
         c.changelog_only = true;
         cdc_metrics_counter_inc(w->m_before_floor);
+    } else if (verdict == CDC_DEDUP_LATE_REPLAY) {
+        /* a dead letter older than its row's state: the changelog's alone (dedup.h) */
+        c.changelog_only = true;
     } else if (verdict != CDC_DEDUP_NEW) {
         if (tm != NULL)
             cdc_metrics_counter_inc(tm->dups);
+        if (c.replayed)
+            count_replayed(w, 2);
         free(img);
         cdc_change_clear(&c);
         goto advance;
@@ -621,7 +667,9 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
     parts.old = okey;
     parts.old_len = olen;
     /* Record in state first: the stage moves the row images out of c. */
-    if (rc == CDC_OK)
+    if (rc == CDC_OK && verdict == CDC_DEDUP_LATE_REPLAY)
+        rc = cdc_dedup_record_replay(s->dedup, &c, e);
+    else if (rc == CDC_OK)
         rc = cdc_dedup_record(s->dedup, &c, mkey, mlen, e);
     if (rc == CDC_OK)
         rc = cdc_stage_add(&s->stage, &c, img != NULL && !c.changelog_only, &parts, e);
@@ -632,6 +680,8 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
         goto fail;
     if (tm != NULL)
         cdc_metrics_counter_inc(tm->out);
+    if (c.replayed)
+        count_replayed(w, verdict == CDC_DEDUP_LATE_REPLAY ? 1 : 0);
     cdc_change_clear(&c);
     s->dirty = true;
 advance:
@@ -747,10 +797,18 @@ static void note_missing_start(cdc_worker_t *w, const cdc_kafka_msg_t *m)
  * of the N-th record processed (default 1; or the first after it with more records of its
  * partition in the batch) stops fetching after it, silently, once, the rest of the batch
  * of that partition dropped: a stall only the progress watchdog can see
- * (tests/integration/worker/test_worker.c). True when it just did.
+ * (tests/integration/worker/test_worker.c). True when it just did. Compiled out of release
+ * builds (make FAULT_INJECTION=0), which refuse CDC_WORKER_FAULT at start (worker/main.c).
  */
 static bool fault_stall(cdc_worker_t *w, const cdc_kafka_msg_t *msgs, size_t i, size_t n)
 {
+#if !CDC_FAULTS
+    (void)w;
+    (void)msgs;
+    (void)i;
+    (void)n;
+    return false;
+#else
     const cdc_kafka_msg_t *m = &msgs[i];
     bool behind = false;
     static long at = -1; /* the record it stalls after; 0 = no fault (read once) */
@@ -776,6 +834,7 @@ static bool fault_stall(cdc_worker_t *w, const cdc_kafka_msg_t *msgs, size_t i, 
         "fault stall-fetch: partition %d topic \"%s\" stops fetching after offset %" PRId64,
         m->partition, m->topic, m->offset);
     return true;
+#endif
 }
 
 cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
@@ -807,6 +866,8 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
         if (s->next_offset[ti] == CDC_KAFKA_OFFSET_BEGINNING && m->offset > 0)
             note_missing_start(w, m);
         prc = process(w, s, ti, m, e);
+        if (prc == CDC_ERR_CONFIG)
+            break; /* a masking policy that cannot apply: the worker stops (session.c) */
         if (prc == CDC_OK && fault_stall(w, msgs, i, n)) {
             for (size_t k = i + 1; k < n; k++) /* dropped, like a fetch that stopped */
                 if (msgs[k].partition == m->partition && strcmp(msgs[k].topic, m->topic) == 0)
@@ -835,6 +896,8 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
         staged_bytes(w) > (size_t)w->cfg.max_staged_bytes)
         cdc_worker_set_paused(w, true);
     restart_failed(w);
+    if (prc == CDC_ERR_CONFIG)
+        return prc;
     if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT) {
         int64_t now = cdc_clock_mono_ms();
         if (now - last_err_log > 5000) {
@@ -926,4 +989,5 @@ void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms)
             cdc_metrics_gauge_set(s->state_bytes, (double)cdc_state_size(s->dedup->st));
     }
     cdc_metrics_gauge_set(w->m_stalled, stalled);
+    cdc_worker_publish_status(w);
 }

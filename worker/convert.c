@@ -444,8 +444,12 @@ static bool convert(const cdc_column_t *col, json_t *j, const char *placeholder,
     {
         char tb[32];
         char *shown = j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-        snprintf(de->msg, sizeof(de->msg), "column \"%s\" expects %s, got %.80s", col->name,
-                 ice_type_name(col, tb, sizeof(tb)), shown ? shown : "null");
+        int n = snprintf(de->msg, sizeof(de->msg), "column \"%s\" expects %s, got ", col->name,
+                         ice_type_name(col, tb, sizeof(tb)));
+        if (n > 0 && (size_t)n < sizeof(de->msg)) {
+            de->quote_at = (size_t)n;
+            snprintf(de->msg + n, sizeof(de->msg) - (size_t)n, "%.80s", shown ? shown : "null");
+        }
         free(shown);
     }
     memset(v, 0, sizeof(*v));

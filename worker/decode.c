@@ -150,8 +150,12 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
     root = cdc_json_load_scoped(in->value, in->value_len, &je);
     if (root == NULL || !json_is_object(root)) {
         de->cls = CDC_DLQ_MALFORMED_JSON;
-        snprintf(de->msg, sizeof(de->msg), "invalid JSON at line %d column %d: %s", je.line,
-                 je.column, root ? "value is not an object" : je.text);
+        int n = snprintf(de->msg, sizeof(de->msg), "invalid JSON at line %d column %d: ", je.line,
+                         je.column);
+        if (root == NULL && n > 0 && (size_t)n < sizeof(de->msg))
+            de->quote_at = (size_t)n; /* jansson's text shows the bytes near the error */
+        snprintf(de->msg + n, sizeof(de->msg) - (size_t)n, "%s",
+                 root ? "value is not an object" : je.text);
         goto done;
     }
     schema = json_object_get(root, "schema");

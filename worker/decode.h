@@ -86,6 +86,11 @@ typedef struct cdc_change {
      * the floor: a change of the source (a changelog row), no longer of the mirror. Set by
      * the caller from the dedup verdict (worker/dedup.h), never by the decoder. */
     bool changelog_only;
+    /* A record `cdcctl dlq replay` put back (it carries cdc.replay.count, common/dlq.h):
+     * dedup remembers its (entity, lsn, op), and one not after its entity's position goes
+     * to the changelog only (worker/dedup.h, "Replayed dead letters"). Set by the caller
+     * from the record's headers, never by the decoder. */
+    bool replayed;
 } cdc_change_t;
 
 /* Kafka record as seen by the decoder (all borrowed). */
@@ -118,6 +123,9 @@ typedef struct cdc_decode_error {
     cdc_dlq_class_t cls;
     char msg[256];
     int64_t schema_version; /* the version the event names (envelope or header), -1 if none */
+    /* msg[quote_at..] quotes the record (a value, JSON near a syntax error); 0 = msg quotes
+     * nothing. Column masking cuts it there (worker/mask.h, cdc_mask_error). */
+    size_t quote_at;
 } cdc_decode_error_t;
 
 /*

@@ -468,6 +468,31 @@ static cdc_err_t check_entity(cdc_dedup_t *d, const cdc_change_t *c, const cdc_d
     return CDC_OK;
 }
 
+/* A replayed dead letter found not after its entity's position (dedup.h, "Replayed dead
+ * letters"): a duplicate when a replay took it already (its (entity, lsn, op) key), else
+ * a changelog row only. */
+static cdc_err_t check_late_replay(cdc_dedup_t *d, const cdc_change_t *c,
+                                   cdc_dedup_verdict_t *verdict, cdc_error_t *e)
+{
+    void *sv = NULL;
+    size_t svlen = 0, klen;
+    uint8_t *kbuf = key_buf(d, c->entity_len + 10);
+    cdc_err_t rc;
+
+    if (kbuf == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    klen = seen_key_into(c, kbuf);
+    rc = lookup(d, CDC_DEDUP_FAMILY, kbuf, klen, &sv, &svlen, e);
+    free(sv);
+    if (rc == CDC_OK)
+        *verdict = CDC_DEDUP_REPLAY;
+    else if (rc == CDC_ERR_NOT_FOUND)
+        *verdict = CDC_DEDUP_LATE_REPLAY;
+    else
+        return rc;
+    return CDC_OK;
+}
+
 cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdict_t *verdict,
                           uint8_t **image, size_t *image_len, cdc_error_t *e)
 {
@@ -486,13 +511,17 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
         *verdict = c->op == CDC_OP_TRUNCATE && c->commit_lsn == mk->commit_lsn && c->lsn == mk->lsn
                        ? CDC_DEDUP_REPLAY
                        : CDC_DEDUP_STALE;
-        return CDC_OK;
+        return c->replayed && *verdict == CDC_DEDUP_STALE && c->op != CDC_OP_TRUNCATE
+                   ? check_late_replay(d, c, verdict, e)
+                   : CDC_OK;
     }
     if (c->op == CDC_OP_TRUNCATE)
         return CDC_OK; /* a newer truncate */
     rc = check_entity(d, c, mk, before, verdict, image, image_len, e);
     if (rc == CDC_OK && before && *verdict == CDC_DEDUP_NEW)
         *verdict = CDC_DEDUP_BEFORE_FLOOR; /* (its image still repairs its TOAST columns) */
+    if (rc == CDC_OK && c->replayed && *verdict == CDC_DEDUP_STALE)
+        rc = check_late_replay(d, c, verdict, e);
     return rc;
 }
 
@@ -665,9 +694,13 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
 
     if (c->op == CDC_OP_TRUNCATE)
         return record_truncate(d, c, e);
-    /* Only a delete writes keys besides its row (see cdc_dedup_check). */
-    if (c->op == CDC_OP_DELETE &&
-        ((sk = seen_key(c, &sklen)) == NULL || (pk = pos_key(c, &pklen)) == NULL)) {
+    /* Only a delete and a replayed dead letter write keys besides the row (see
+     * cdc_dedup_check). */
+    if ((c->op == CDC_OP_DELETE || c->replayed) && (sk = seen_key(c, &sklen)) == NULL) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (c->op == CDC_OP_DELETE && (pk = pos_key(c, &pklen)) == NULL) {
         rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -711,11 +744,14 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
         rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         goto done;
     }
-    if (c->op == CDC_OP_DELETE) {
+    if (sk != NULL) {
         /* The (entity, lsn, op) key is read only for a change at a deleted row's position
-         * (cdc_dedup_check), i.e. a replay of this delete: only deletes write it. */
+         * (cdc_dedup_check), i.e. a replay of this delete, and for a replayed dead letter
+         * not after its entity's position: only those write it. */
         pending_set(&d->pending, CDC_DEDUP_FAMILY, sk, sklen, "", 0, false);
         cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, sk, sklen, "", 0);
+    }
+    if (c->op == CDC_OP_DELETE) {
         /* A live row keeps its position in "rows"; a deleted one keeps it here. */
         pending_set(&d->pending, CDC_DEDUP_FAMILY, pk, pklen, pos, 16, false);
         pending_set(&d->pending, CDC_ROWS_FAMILY, c->entity, c->entity_len, NULL, 0, true);
@@ -731,4 +767,19 @@ done:
     free(sk);
     free(pk);
     return rc;
+}
+
+cdc_err_t cdc_dedup_record_replay(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e)
+{
+    size_t sklen = 0;
+    uint8_t *sk = seen_key(c, &sklen);
+
+    if (sk == NULL || !pending_reserve(&d->pending, 1, sklen + 16)) {
+        free(sk);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    pending_set(&d->pending, CDC_DEDUP_FAMILY, sk, sklen, "", 0, false);
+    cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, sk, sklen, "", 0);
+    free(sk);
+    return CDC_OK;
 }

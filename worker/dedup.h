@@ -1,7 +1,8 @@
 /*
  * Per-partition dedup state (docs/design.md, "Records and state"). One store per partition slot, in
  * RocksDB through common/state.h, with two families:
- *   "dedup" (TTL, default 24 h): 'S' + entity + lsn + op  -> ""   (deletes: exact replays)
+ *   "dedup" (TTL, default 24 h): 'S' + entity + lsn + op  -> ""   (deletes and replayed
+ *                                                                 dead letters)
  *                                 'P' + entity              -> (commit_lsn, lsn) of a deleted row
  *   "rows"  (no TTL):             entity -> (commit_lsn, lsn) + last image of the
  *                                 TOAST-able columns (string, binary, decimal)
@@ -31,6 +32,16 @@
  * own position, since this slot's stream had not reached the truncate: new ones are
  * CDC_DEDUP_BEFORE_FLOOR (changes of the source, no longer of the mirror), replays stay
  * duplicates.
+ *
+ * Replayed dead letters (cdc_change_t.replayed; docs/worker.md, "Replayed dead letters"):
+ * a dead letter was never applied, so a replay of one is checked like any change by
+ * position, and then:
+ *   - after its entity's position: applied, like a new change;
+ *   - not after it (the row changed since the record failed, or was truncated): the
+ *     mirror keeps the newer state, never an older one, and the change goes to the
+ *     changelog only (CDC_DEDUP_LATE_REPLAY), once: a replayed change writes its
+ *     (entity, lsn, op) key whichever way it was taken, and a later replay of it that
+ *     finds the key is a duplicate (for --dedup-ttl, like every such key).
  */
 #ifndef CDC_WORKER_DEDUP_H
 #define CDC_WORKER_DEDUP_H
@@ -50,6 +61,8 @@ typedef enum cdc_dedup_verdict {
     CDC_DEDUP_REPLAY,       /* exact (entity, lsn, op) seen before */
     CDC_DEDUP_STALE,        /* position not after the entity's last position */
     CDC_DEDUP_BEFORE_FLOOR, /* new, but not after its table's floor: a changelog row only */
+    CDC_DEDUP_LATE_REPLAY,  /* a replayed dead letter not after its entity's position and
+                             * not replayed before: a changelog row only */
 } cdc_dedup_verdict_t;
 
 /*
@@ -117,6 +130,13 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
  */
 cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t *part,
                            size_t part_len, cdc_error_t *e);
+
+/*
+ * Records a change taken as CDC_DEDUP_LATE_REPLAY: only its (entity, lsn, op) key, so
+ * that it is taken once; the entity's position and image stay those of its newer state.
+ * Pending like cdc_dedup_record.
+ */
+cdc_err_t cdc_dedup_record_replay(cdc_dedup_t *d, const cdc_change_t *c, cdc_error_t *e);
 
 /*
  * Applies a floor of the table whose entity prefix is table ("<ns>.<table>\0", len

@@ -1,64 +1,14 @@
 /*
- * Dead-letter classification and headers (see dlq.h). Sending goes through the
- * Kafka adapter's producer; this file only decides what a dead letter looks like, so
- * the format is unit-tested without a broker.
+ * The worker's dead-letter producer (see dlq.h): a record goes to `<topic>.dlq` with the
+ * headers of common/dlq.h, through the Kafka adapter's producer, and is durable there
+ * before the record's offset moves past it.
  */
 #include "worker/dlq.h"
 
 #include <inttypes.h>
 #include <stdio.h>
-#include <string.h>
-#include <time.h>
-
-static const char *const class_names[CDC_DLQ__COUNT] = {
-    [CDC_DLQ_MALFORMED_JSON] = "malformed_json",
-    [CDC_DLQ_MISSING_KEY] = "missing_key",
-    [CDC_DLQ_UNKNOWN_OP] = "unknown_op",
-    [CDC_DLQ_TYPE_MISMATCH] = "type_mismatch",
-    [CDC_DLQ_UNKNOWN_SCHEMA] = "unknown_schema",
-    [CDC_DLQ_OVERSIZED] = "oversized",
-    [CDC_DLQ_UNRESOLVED_TOAST] = "unresolved_toast",
-};
-
-const char *cdc_dlq_class_name(cdc_dlq_class_t cls)
-{
-    if ((int)cls < 0 || cls >= CDC_DLQ__COUNT)
-        return "unknown";
-    return class_names[cls];
-}
-
-void cdc_dlq_topic(const char *topic, char *buf, size_t size)
-{
-    snprintf(buf, size, "%s.dlq", topic);
-}
-
-void cdc_dlq_headers(cdc_dlq_headers_t *h, cdc_dlq_class_t cls, const char *message,
-                     const char *topic, int32_t partition, int64_t offset, int64_t now_ms)
-{
-    time_t secs = (time_t)(now_ms / 1000);
-    struct tm tm;
-    char ts[32];
-
-    gmtime_r(&secs, &tm);
-    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
-    memset(h, 0, sizeof(*h));
-    h->name[0] = "cdc.error.class";
-    snprintf(h->value[0], sizeof(h->value[0]), "%s", cdc_dlq_class_name(cls));
-    h->name[1] = "cdc.error.message";
-    snprintf(h->value[1], sizeof(h->value[1]), "%s", message ? message : "");
-    h->name[2] = "cdc.origin.topic";
-    snprintf(h->value[2], sizeof(h->value[2]), "%s", topic);
-    h->name[3] = "cdc.origin.partition";
-    snprintf(h->value[3], sizeof(h->value[3]), "%" PRId32, partition);
-    h->name[4] = "cdc.origin.offset";
-    snprintf(h->value[4], sizeof(h->value[4]), "%" PRId64, offset);
-    h->name[5] = "cdc.error.time";
-    snprintf(h->value[5], sizeof(h->value[5]), "%s.%03dZ", ts, (int)(now_ms % 1000));
-}
-
-/* ---- sending (worker runtime) ------------------------------------------------------- */
-
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -114,11 +64,22 @@ cdc_err_t cdc_worker_dlq_send(cdc_worker_t *w, const cdc_kafka_msg_t *m, cdc_dlq
     char topic[300];
     cdc_dlq_headers_t h;
     cdc_kafka_header_t kh[CDC_DLQ_NHEADERS];
+    cdc_kafka_header_t rh;
     int delay_ms = 100;
+    /* a replayed record that fails again keeps its replay count (common/dlq.h) */
+    int64_t replays =
+        cdc_kafka_msg_header(m, CDC_DLQ_H_REPLAY_COUNT, &rh) ? cdc_dlq_replay_count(&rh) : 0;
+    char *mkey = NULL, *mvalue = NULL; /* masked by the column masking policy */
+    size_t mkey_len = 0, mvalue_len = 0;
 
+    if (w->mask != NULL &&
+        cdc_mask_record(w->mask, m->topic, m->key, m->key_len, m->value, m->value_len, &mkey,
+                        &mkey_len, &mvalue, &mvalue_len) != CDC_OK)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory masking a dead letter");
     cdc_dlq_topic(m->topic, topic, sizeof(topic));
     ensure_dlq_topic(w, topic);
-    cdc_dlq_headers(&h, cls, message, m->topic, m->partition, m->offset, cdc_clock_wall_ms());
+    cdc_dlq_headers(&h, cls, message, m->topic, m->partition, m->offset, cdc_clock_wall_ms(),
+                    replays);
     for (int i = 0; i < CDC_DLQ_NHEADERS; i++)
         kh[i] = (cdc_kafka_header_t){h.name[i], h.value[i], strlen(h.value[i])};
     cdc_log_warn("record %s[%d]@%" PRId64 " sent to dead-letter topic \"%s\": %s: %s", m->topic,
@@ -127,9 +88,16 @@ cdc_err_t cdc_worker_dlq_send(cdc_worker_t *w, const cdc_kafka_msg_t *m, cdc_dlq
      * transient failures with bounded backoff, forever unless the worker stops. */
     for (;;) {
         delivery_t d = {0};
-        cdc_kafka_record_t rec = {
-            topic, CDC_KAFKA_PARTITION_ANY, m->key, m->key_len, m->value, m->value_len,
-            kh,    CDC_DLQ_NHEADERS,        0,      &d};
+        cdc_kafka_record_t rec = {topic,
+                                  CDC_KAFKA_PARTITION_ANY,
+                                  mkey != NULL ? mkey : m->key,
+                                  mkey != NULL ? mkey_len : m->key_len,
+                                  mvalue != NULL ? mvalue : m->value,
+                                  mvalue != NULL ? mvalue_len : m->value_len,
+                                  kh,
+                                  CDC_DLQ_NHEADERS,
+                                  0,
+                                  &d};
         cdc_err_t rc = cdc_kafka_produce(w->dlq, &rec, e);
         if (rc == CDC_OK) {
             rc = cdc_kafka_producer_flush(w->dlq, 10000, e);
@@ -140,10 +108,11 @@ cdc_err_t cdc_worker_dlq_send(cdc_worker_t *w, const cdc_kafka_msg_t *m, cdc_dlq
                 rc = d.err;
             }
         }
-        if (rc == CDC_OK)
-            return CDC_OK;
-        if (w->stop != NULL && *w->stop)
-            return cdc_error_set(e, CDC_ERR_CLOSED, "worker stopping");
+        if (rc == CDC_OK || (w->stop != NULL && *w->stop)) {
+            free(mkey);
+            free(mvalue);
+            return rc == CDC_OK ? CDC_OK : cdc_error_set(e, CDC_ERR_CLOSED, "worker stopping");
+        }
         cdc_log_warn("could not write dead letter to \"%s\" (retrying in %d ms): %s", topic,
                      delay_ms, e->msg);
         usleep((useconds_t)delay_ms * 1000);

@@ -93,8 +93,13 @@ static cdc_err_t apply(cdc_worker_t *w, cdc_slot_t *s, const Cdc__TableFloor *f,
     sweep_t sw = {w, s, cdc_catalog_keyed(w->catalog, f->table), f->table, 0, 0};
     size_t len = strlen(f->table) + 1; /* the entity prefix "<ns>.<table>\0" */
     bool applied = false;
-    cdc_err_t rc = cdc_dedup_floor(s->dedup, (const uint8_t *)f->table, len, f->commit_lsn, f->lsn,
-                                   sweep_row, &sw, &applied, e);
+    cdc_err_t rc;
+    /* entities in state hold the masked key (a hashed key column): read them so */
+    if (sw.schema != NULL && w->mask != NULL &&
+        (sw.schema = cdc_mask_schema(w->mask, sw.schema, e)) == NULL)
+        return e->code;
+    rc = cdc_dedup_floor(s->dedup, (const uint8_t *)f->table, len, f->commit_lsn, f->lsn, sweep_row,
+                         &sw, &applied, e);
     if (rc != CDC_OK || !applied)
         return rc;
     s->dirty = true;

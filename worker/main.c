@@ -26,7 +26,7 @@ static const cdc_opt_t options[] = {
      "Stable worker id (e.g. the StatefulSet pod name); the coordinator gives a restarting "
      "worker its partitions back by this id."},
     OPT("job", CDC_OPT_STRING, job, "cdc", "Job name; etcd keys live under /cdc/<job>/."),
-    CDC_OPT_ETCD(cdc_worker_config_t, etcd),
+    CDC_OPTS_ETCD(cdc_worker_config_t, etcd),
     OPT("coordinator", CDC_OPT_STRING, coordinator, NULL,
         "Coordinator NNG URL; when set, etcd is not used to find the leader (tests)."),
     CDC_OPTS_KAFKA(cdc_worker_config_t, kafka),
@@ -42,8 +42,10 @@ static const cdc_opt_t options[] = {
     OPT("state-dir", CDC_OPT_STRING, state_dir, "/var/lib/cdc-worker",
         "Local directory for the partitions' RocksDB state and checkpoint copies."),
     OPT("http", CDC_OPT_STRING, http, "127.0.0.1:7190",
-        "Admin HTTP address host:port (/metrics, /healthz, /readyz); port 0 = any."),
+        "Admin HTTP address host:port (/metrics, /healthz, /readyz, /status); port 0 = any."),
     CDC_OPT_LIVENESS_TIMEOUT(cdc_worker_config_t, liveness_timeout_ms),
+    CDC_OPT_HTTP_TOKEN(cdc_worker_config_t, http_token),
+    CDC_OPT_WORKER_SECRET(cdc_worker_config_t, worker_secret),
     CDC_OPTS_LOG(cdc_worker_config_t, log),
     CDC_OPTS_S3(cdc_worker_config_t, s3),
     OPT_RANGE("heartbeat-interval", CDC_OPT_DURATION, heartbeat_interval_ms, "500ms", 50, 60000,
@@ -68,6 +70,20 @@ static const cdc_opt_t options[] = {
               "which keeps the commit latency down (0 = same priority)."),
     OPT("toast-placeholder", CDC_OPT_STRING, toast_placeholder, "__debezium_unavailable_value",
         "Debezium's unavailable.value.placeholder (unchanged TOAST marker in Debezium input)."),
+    OPT("mask-policy", CDC_OPT_STRING, mask_policy, NULL,
+        "Column masking policy (docs/worker.md, \"Column masking\"): a JSON file, or the "
+        "policy itself when the value starts with {; empty = no masking. Read at start: a "
+        "change takes a restart, and the coordinator logs it per table."),
+    OPT("mask-mode", CDC_OPT_ENUM, mask_mode, "denylist",
+        "denylist: columns the policy does not name reach the lake as they are; allowlist: "
+        "they are held back (absent from the tables, counted per table and column in /status "
+        "and cdc_worker_mask_unclassified_values_total) until the policy names them."),
+    OPT("mask-secret-file", CDC_OPT_STRING, mask_secret_file, NULL,
+        "File holding the secret key of hashed columns (HMAC-SHA-256, at least 16 bytes; a "
+        "trailing newline is not part of it). The same on every worker of the job."),
+    OPT("mask-secret", CDC_OPT_STRING, mask_secret, NULL,
+        "The secret key of hashed columns itself, instead of --mask-secret-file: set it as "
+        "CDC_MASK_SECRET (a flag shows in the process list)."),
     CDC_OPT_END,
 };
 
@@ -102,6 +118,8 @@ static cdc_opt_t *option_table(void)
     for (size_t i = 0; opts[i].name != NULL; i++) {
         if (strcmp(opts[i].name, "compression") == 0)
             opts[i].choices = "zstd|snappy|none";
+        if (strcmp(opts[i].name, "mask-mode") == 0)
+            opts[i].choices = "denylist|allowlist";
     }
     return opts;
 }
@@ -118,6 +136,12 @@ int main(int argc, char **argv)
     cdc_config_load(opts, "cdc-worker",
                     "Consumes change events, dedups them and stages Iceberg files per epoch.", argc,
                     argv, &w.cfg);
+    if (cdc_config_fault_check("environment variable CDC_WORKER_FAULT", getenv("CDC_WORKER_FAULT"),
+                               &e) != CDC_OK) {
+        fprintf(stderr, "cdc-worker: %s\n", e.msg);
+        cdc_config_free(opts, &w.cfg);
+        return CDC_CONFIG_EXIT;
+    }
     cdc_log_options_apply(&w.cfg.log, "cdc-worker", w.cfg.id);
 
     memset(&sa, 0, sizeof(sa));
@@ -185,23 +209,33 @@ int main(int argc, char **argv)
         return e.code == CDC_ERR_CONFIG ? CDC_CONFIG_EXIT : 1;
     }
     cdc_health_init(&w.health, w.cfg.liveness_timeout_ms);
+    cdc_http_doc_init(&w.status);
+    cdc_worker_publish_status(&w);
     if (cdc_http_server_open(&w.http, w.cfg.http, w.metrics, &e) != CDC_OK ||
+        cdc_http_server_set_token(w.http, w.cfg.http_token, &e) != CDC_OK ||
+        cdc_http_server_add_doc(w.http, "/status", &w.status, &e) != CDC_OK ||
         (cdc_http_server_set_ready(w.http, ready, &w),
          cdc_http_server_set_health(w.http, cdc_health_check, &w.health),
          cdc_http_server_start(w.http, &e)) != CDC_OK) {
         fprintf(stderr, "cdc-worker: option --http \"%s\": %s\n", w.cfg.http, e.msg);
         cdc_http_server_close(w.http);
+        cdc_http_doc_free(&w.status);
         cdc_worker_data_close(&w);
         return CDC_CONFIG_EXIT;
     }
     cdc_log_info("worker \"%s\" job \"%s\": %zu topics, warehouse %s, metrics on port %d", w.cfg.id,
                  w.cfg.job, w.ntopics, w.cfg.warehouse, cdc_http_server_port(w.http));
+    if (w.cfg.worker_secret == NULL || w.cfg.worker_secret[0] == '\0')
+        cdc_log_warn("the control plane is unauthenticated: this worker registers without "
+                     "proving a secret (hint: give coordinators and workers the same "
+                     "--worker-secret-file; docs/security.md)");
     if (cdc_worker_run(&w, &e) != CDC_OK) {
         cdc_log_error("%s", e.msg);
-        status = 1;
+        status = e.code == CDC_ERR_CONFIG ? CDC_CONFIG_EXIT : 1;
     }
     cdc_log_info("worker \"%s\" stopping", w.cfg.id);
     cdc_http_server_close(w.http);
+    cdc_http_doc_free(&w.status);
     cdc_worker_data_close(&w);
     if (status == 0)
         cdc_log_info("cdc-worker stopped");

@@ -24,6 +24,7 @@
 #include "common/cluster.h"
 #include "common/log.h"
 #include "common/state.h"
+#include "common/workerauth.h"
 #include "worker/worker.h"
 
 /* Longer than NNG's reconnect backoff cap (2 s): its dialer had its chances by then. */
@@ -47,21 +48,62 @@ static bool send_locked(cdc_worker_t *w, Cdc__Envelope *env)
     return true;
 }
 
-/* Caller holds link_lock. */
-static void send_register(cdc_worker_t *w)
+static bool has_secret(const cdc_worker_t *w)
+{
+    return w->cfg.worker_secret != NULL && w->cfg.worker_secret[0] != '\0';
+}
+
+/* Sends a Register; with nonce (a Challenge's, nonce_len bytes), its proof of the worker
+ * secret (common/workerauth.h). Caller holds link_lock. */
+static void send_register(cdc_worker_t *w, const uint8_t *nonce, size_t nonce_len)
 {
     Cdc__Envelope env = CDC__ENVELOPE__INIT;
     Cdc__Register r = CDC__REGISTER__INIT;
+    uint8_t proof[CDC_WORKERAUTH_PROOF_LEN];
     char admin[256];
+    cdc_error_t e;
+
     snprintf(admin, sizeof(admin), "%s", w->cfg.http ? w->cfg.http : "");
     r.worker_id = w->cfg.id;
     r.incarnation = w->incarnation;
     r.admin_endpoint = admin;
+    if (nonce != NULL) {
+        if (cdc_workerauth_proof(w->cfg.worker_secret, nonce, nonce_len, r.worker_id, r.incarnation,
+                                 admin, proof, &e) != CDC_OK) {
+            cdc_log_error("could not answer the coordinator's challenge: %s", e.msg);
+            return; /* registered again later, and challenged again */
+        }
+        r.proof.data = proof;
+        r.proof.len = sizeof(proof);
+    }
     env.body_case = CDC__ENVELOPE__BODY_REGISTER;
     env.register_ = &r;
     send_locked(w, &env);
+    memset(proof, 0, sizeof(proof));
+    if (nonce != NULL) {
+        w->proved = true;
+        cdc_log_debug("answered the challenge of coordinator %s", w->leader_url);
+        return;
+    }
     cdc_log_info("registering with coordinator %s as \"%s\" (incarnation %" PRIu64 ")",
                  w->leader_url, w->cfg.id, w->incarnation);
+}
+
+/* The coordinator wants a proof of the worker secret before it registers us. */
+static void on_challenge(cdc_worker_t *w, const Cdc__Challenge *ch)
+{
+    if (!has_secret(w)) {
+        if (!w->auth_warned)
+            cdc_log_error("coordinator %s requires workers to prove a secret and this worker "
+                          "has none: it refuses us (hint: set --worker-secret-file to the "
+                          "coordinator's secret; docs/security.md)",
+                          w->leader_url);
+        w->auth_warned = true;
+        return;
+    }
+    pthread_mutex_lock(&w->link_lock);
+    send_register(w, ch->nonce.data, ch->nonce.len);
+    pthread_mutex_unlock(&w->link_lock);
 }
 
 /* Caller holds link_lock. */
@@ -69,6 +111,15 @@ static bool send_heartbeat(cdc_worker_t *w)
 {
     Cdc__Envelope env = CDC__ENVELOPE__INIT;
     Cdc__Heartbeat h = CDC__HEARTBEAT__INIT;
+    Cdc__DeadLetters dl[CDC_DLQ__COUNT], *dlp[CDC_DLQ__COUNT];
+    for (int cls = 0; cls < CDC_DLQ__COUNT; cls++) {
+        cdc__dead_letters__init(&dl[cls]);
+        dl[cls].error_class = (char *)cdc_dlq_class_name((cdc_dlq_class_t)cls);
+        dl[cls].records = (uint64_t)cdc_metrics_value(w->m_dlq[cls]);
+        dlp[cls] = &dl[cls];
+    }
+    h.n_dead_letters = CDC_DLQ__COUNT;
+    h.dead_letters = dlp;
     h.worker_id = w->cfg.id;
     h.incarnation = w->incarnation;
     h.term = w->term;
@@ -122,6 +173,7 @@ static void dial(cdc_worker_t *w, const char *url)
     else /* a new socket: nothing queued for the old leader goes to the new one */
         rc = cdc_msg_client_reset(w->msg, url, &e);
     w->registered = false;
+    w->proved = false;
     pthread_mutex_unlock(&w->link_lock);
     if (rc != CDC_OK) {
         cdc_log_warn("could not dial coordinator %s: %s", url, e.msg);
@@ -169,6 +221,14 @@ static bool newer_or_same(uint64_t t1, uint64_t g1, uint64_t t2, uint64_t g2)
 static void on_assign(cdc_worker_t *w, const Cdc__Assign *a)
 {
     cdc_error_t e;
+
+    if (has_secret(w) && !w->proved && !w->auth_warned) {
+        cdc_log_warn("coordinator %s registered this worker without asking it to prove the "
+                     "worker secret: it runs without --worker-secret, so any process that "
+                     "reaches it can pose as a worker (docs/security.md)",
+                     w->leader_url);
+        w->auth_warned = true;
+    }
     /* A new assignment must be newer than the one we run; after an Abort the next
      * Assign carries the Abort's generation. */
     bool accept = a->term > w->term ||
@@ -269,6 +329,9 @@ void cdc_worker_handle(cdc_worker_t *w, const Cdc__Envelope *env)
         if (env->committed->term >= w->term)
             cdc_worker_committed(w, env->committed->epoch);
         break;
+    case CDC__ENVELOPE__BODY_CHALLENGE:
+        on_challenge(w, env->challenge);
+        break;
     case CDC__ENVELOPE__BODY_REJECT:
         cdc_log_warn("coordinator rejected us: %s",
                      env->reject->reason ? env->reject->reason : "(no reason)");
@@ -312,6 +375,7 @@ static void reset_link(cdc_worker_t *w, cdc_link_watch_t *lw, int64_t now, const
     if (cdc_msg_client_reset(w->msg, w->leader_url, &e) != CDC_OK)
         cdc_log_warn("could not reopen the connection to coordinator %s: %s", w->leader_url, e.msg);
     w->registered = false;
+    w->proved = false;
     w->next_register_ms = 0;
     lw->down_since_ms = now;
 }
@@ -355,7 +419,7 @@ void cdc_worker_watch_link(cdc_worker_t *w, cdc_link_watch_t *lw, int64_t now)
     if (!w->registered && now >= w->next_register_ms) {
         w->registered = true;
         lw->waiting_ms = now;
-        send_register(w);
+        send_register(w, NULL, 0);
     }
 }
 
@@ -383,13 +447,14 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
 {
     cdc_err_t rc;
     if (w->cfg.coordinator == NULL || w->cfg.coordinator[0] == '\0') {
-        rc = cdc_etcd_open(&w->etcd, w->cfg.etcd, 2000, e);
+        cdc_etcd_security_t sec = cdc_etcd_options_security(&w->cfg.etcd);
+        rc = cdc_etcd_open_secure(&w->etcd, w->cfg.etcd.endpoints, &sec, 2000, e);
         if (rc != CDC_OK)
             return cdc_error_prefix(e, "option --etcd");
     }
-    rc = cdc_worker_schemas_poll(w, e);
-    if (rc != CDC_OK)
+    if (cdc_worker_schemas_poll(w, e) != CDC_OK)
         cdc_log_warn("schema topic not readable yet: %s", e->msg);
+    rc = CDC_OK;
     if (pthread_create(&w->hb_thread, NULL, heartbeat_main, w) != 0)
         return cdc_error_set(e, CDC_ERR_INTERNAL, "could not start the heartbeat thread");
     w->hb_running = true;
@@ -415,7 +480,12 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
         while (cdc_worker_poll_control(w) && !*w->stop)
             ;
         if (w->assigned) {
-            if (cdc_worker_consume(w, 20, e) != CDC_OK)
+            rc = cdc_worker_consume(w, 20, e);
+            if (rc == CDC_ERR_CONFIG) {
+                *w->stop = 1; /* retrying cannot help: stop (the heartbeat thread too) */
+                break;
+            }
+            if (rc != CDC_OK)
                 cdc_log_warn("%s", e->msg);
             cdc_worker_update_gauges(w, now);
         } else if (w->msg != NULL && cdc_msg_client_recv(w->msg, 50, &env, e) == CDC_OK) {
@@ -433,5 +503,31 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
     w->msg = NULL;
     cdc_etcd_close(w->etcd);
     w->etcd = NULL;
-    return CDC_OK;
+    return rc == CDC_ERR_CONFIG ? rc : CDC_OK;
+}
+
+/* ---- /status ---------------------------------------------------------------------------- */
+
+void cdc_worker_publish_status(cdc_worker_t *w)
+{
+    json_t *o = json_object(), *parts = json_array(), *masking = NULL;
+    char *m = w->mask != NULL ? cdc_mask_status_json(w->mask) : NULL;
+
+    pthread_mutex_lock(&w->link_lock);
+    json_object_set_new(o, "id", json_string(w->cfg.id));
+    json_object_set_new(o, "job", json_string(w->cfg.job));
+    json_object_set_new(o, "registered", json_boolean(w->registered));
+    json_object_set_new(o, "term", json_integer((json_int_t)w->term));
+    json_object_set_new(o, "generation", json_integer((json_int_t)w->generation));
+    pthread_mutex_unlock(&w->link_lock);
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
+        if (w->slots[p].owned)
+            json_array_append_new(parts, json_integer(p));
+    json_object_set_new(o, "partitions", parts);
+    if (m != NULL)
+        masking = json_loads(m, 0, NULL);
+    free(m);
+    json_object_set_new(o, "masking", masking != NULL ? masking : json_null());
+    cdc_http_doc_set(&w->status, json_dumps(o, JSON_COMPACT));
+    json_decref(o);
 }

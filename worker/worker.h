@@ -33,6 +33,7 @@
 #include "worker/dedup.h"
 #include "worker/dlq.h"
 #include "worker/layout.h"
+#include "worker/mask.h"
 #include "worker/stage.h"
 
 #define CDC_WORKER_PARTITIONS CDC_CLUSTER_PARTITIONS
@@ -42,7 +43,7 @@
 typedef struct cdc_worker_config {
     char *id;
     char *job;
-    char *etcd;
+    cdc_etcd_options_t etcd;
     char *coordinator; /* NNG URL; skips etcd leader discovery (tests) */
     cdc_kafka_options_t kafka;
     char *topic_prefix;
@@ -52,6 +53,8 @@ typedef struct cdc_worker_config {
     char *state_dir;
     char *http;
     int64_t liveness_timeout_ms;
+    char *http_token;    /* bearer token of /metrics; NULL = none */
+    char *worker_secret; /* proven to the coordinator at registration; NULL = none */
     cdc_log_options_t log;
     cdc_s3_options_t s3;
     int64_t heartbeat_interval_ms;
@@ -63,6 +66,11 @@ typedef struct cdc_worker_config {
     int64_t record_nice; /* nice of the record thread (0 = unchanged) */
     char *compression;
     char *toast_placeholder;
+    /* column masking (worker/mask.h) */
+    char *mask_policy;
+    char *mask_mode;
+    char *mask_secret;
+    char *mask_secret_file;
 } cdc_worker_config_t;
 
 /* Per-table metric series, looked up once. */
@@ -113,6 +121,8 @@ typedef struct cdc_worker {
     uint64_t term, generation; /* of the assignment we run */
     bool assigned;             /* an assignment is active (false after Abort) */
     bool registered;
+    bool proved;      /* a proof of the worker secret went out on the current link */
+    bool auth_warned; /* warned of a coordinator that asks for no proof, or wants one */
     int64_t next_leader_check_ms, next_register_ms;
     /* Heartbeats come from their own thread so that long work on the main thread
      * (restores, uploads, dead-letter retries) does not look like a dead worker.
@@ -132,6 +142,7 @@ typedef struct cdc_worker {
     cdc_layouts_t layouts; /* partition specs from the last barrier (record thread) */
     cdc_catalog_t *catalog;
     cdc_decode_options_t dopts;
+    cdc_mask_t *mask; /* column masking policy, NULL = none (record thread, see mask.h) */
     cdc_slot_t slots[CDC_WORKER_PARTITIONS];
     bool paused;
     int64_t next_lag_ms;
@@ -150,13 +161,15 @@ typedef struct cdc_worker {
 
     /* metrics */
     cdc_http_server_t *http;
-    cdc_health_t health; /* /healthz: the main loop (session.c) beats it */
+    cdc_health_t health;   /* /healthz: the main loop (session.c) beats it */
+    cdc_http_doc_t status; /* /status, rebuilt by cdc_worker_update_gauges */
     cdc_metrics_t *metrics;
     cdc_table_metrics_t *tmetrics;
     size_t ntmetrics;
     const void *tm_schema; /* schema of the last record's table and its series index */
     size_t tm_index;
     cdc_counter_t *m_dlq[CDC_DLQ__COUNT];
+    cdc_counter_t *m_replayed[3]; /* replayed dead letters: applied, changelog only, dups */
     cdc_counter_t *m_tombstones, *m_ckpt_bytes, *m_epochs, *m_aborts, *m_rejected;
     cdc_counter_t *m_fetch_restarts; /* partitions assigned again after fetching stopped */
     cdc_counter_t *m_stalls;         /* progress watchdog: stalls detected */
@@ -195,7 +208,7 @@ void cdc_worker_suspend(cdc_worker_t *w);
 /* Consumes and processes one batch (up to timeout_ms waiting). */
 cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e);
 
-/* Updates lag and state-size gauges (cheap; rate-limited inside). */
+/* Updates lag and state-size gauges and /status (cheap; rate-limited inside). */
 void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms);
 
 /*
@@ -308,7 +321,13 @@ typedef struct cdc_link_watch {
  */
 void cdc_worker_watch_link(cdc_worker_t *w, cdc_link_watch_t *lw, int64_t now);
 
-/* Runs the worker until *stop is set. Returns CDC_OK on a clean stop. */
+/* Rebuilds /status: the worker's link, its partitions and its column masking (record
+ * thread). */
+void cdc_worker_publish_status(cdc_worker_t *w);
+
+/* Runs the worker until *stop is set. Returns CDC_OK on a clean stop, CDC_ERR_CONFIG
+ * when a record met a configuration that cannot apply to it (a masking policy that
+ * does not fit its table's schema: the worker stops rather than write it wrong). */
 cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e);
 
 #endif

@@ -1,11 +1,12 @@
 /*
- * cdcctl: operator CLI over the coordinator's admin API and etcd.
+ * cdcctl: operator CLI over the coordinator's admin API, etcd and Kafka.
  *   cdcctl status        the leader's /status, for a person (--json: raw)
  *   cdcctl leader        who leads the job (from etcd)
  *   cdcctl checkpoints   checkpoint records kept in etcd, newest first
  *   cdcctl checkpoint N  one record as JSON
+ *   cdcctl dlq list | show | replay   dead letters (dlq.c)
  * The coordinator's admin address comes from --coordinator, or from the leader key in
- * etcd (--etcd, --job).
+ * etcd (--etcd, --job); the dead letters from Kafka (--kafka).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,42 +21,83 @@
 #include "common/config.h"
 #include "common/etcd.h"
 #include "common/httpc.h"
+#include "tools/cdcctl/cdcctl.h"
 
-typedef struct ctl_config {
-    char *coordinator;
-    char *etcd;
-    char *job;
-    bool json;
-    char *command;
-    int64_t timeout_ms;
-} ctl_config_t;
+#define OPT(name, type, field, def, lo, hi, help)                                                  \
+    CDC_OPT_ROW(ctl_config_t, name, type, field, def, lo, hi, help)
 
 static const cdc_opt_t options[] = {
     {"coordinator", CDC_OPT_STRING, offsetof(ctl_config_t, coordinator), NULL, false, 0, 0, NULL,
      "Admin address host:port of a coordinator (default: the leader's, from etcd)."},
-    CDC_OPT_ETCD(ctl_config_t, etcd),
+    CDC_OPT_SECRET(ctl_config_t, "http-token", http_token,
+                   "Bearer token sent to the coordinator's admin API (its --http-token)."),
+    CDC_OPTS_ETCD(ctl_config_t, etcd),
     {"job", CDC_OPT_STRING, offsetof(ctl_config_t, job), "cdc", false, 0, 0, NULL, "Job name."},
     {"json", CDC_OPT_BOOL, offsetof(ctl_config_t, json), "false", false, 0, 0, NULL,
-     "Print raw JSON instead of the human form."},
+     "Print raw JSON instead of the human form (dlq: one JSON object per line)."},
     {"command", CDC_OPT_STRING, offsetof(ctl_config_t, command), "status", false, 0, 0, NULL,
-     "status | leader | checkpoints | checkpoint:<epoch> (also given as the first argument)."},
+     "status | leader | checkpoints | checkpoint:<epoch> | dlq:list | dlq:show | dlq:replay "
+     "(also given as the first arguments: \"checkpoint 42\", \"dlq list\")."},
     {"timeout", CDC_OPT_DURATION, offsetof(ctl_config_t, timeout_ms), "3s", false, 100, 600000,
      NULL, "Timeout of each request."},
+    OPT("kafka", CDC_OPT_STRING, kafka, NULL, 0, 0,
+        "dlq: Kafka bootstrap servers host:port[,host:port]."),
+    OPT("kafka-properties", CDC_OPT_STRING, kafka_properties, "", 0, 0,
+        "dlq: extra librdkafka properties, key=value separated by ';'."),
+    OPT("topic-prefix", CDC_OPT_STRING, topic_prefix, "cdc", 0, 0,
+        "dlq: topic prefix of the capture: a table is named without it (public.orders for "
+        "cdc.public.orders), and replays are marked in <prefix>._dlq_replays."),
+    OPT("table", CDC_OPT_STRING, table, NULL, 0, 0,
+        "dlq: only records of these tables, comma separated (<schema>.<table>, or a topic)."),
+    OPT("class", CDC_OPT_STRING, cls, NULL, 0, 0,
+        "dlq: only records of these error classes, comma separated (malformed_json, "
+        "missing_key, unknown_op, type_mismatch, unknown_schema, oversized, "
+        "unresolved_toast)."),
+    OPT("partition", CDC_OPT_INT, partition, "-1", -1, 1000000,
+        "dlq: only records of this partition of the DLQ topics (-1 = all)."),
+    OPT("from-offset", CDC_OPT_INT, from_offset, "-1", -1, INT64_MAX,
+        "dlq: only records at this DLQ offset or after (-1 = from the start)."),
+    OPT("to-offset", CDC_OPT_INT, to_offset, "-1", -1, INT64_MAX,
+        "dlq: only records at this DLQ offset or before (-1 = to the end)."),
+    OPT("ids-file", CDC_OPT_STRING, ids_file, NULL, 0, 0,
+        "dlq: only the records whose ids the file lists, one a line: <dlq-topic>:<partition>:"
+        "<offset>, or <partition>:<offset> with one --table (the ids show prints)."),
+    OPT("limit", CDC_OPT_INT, limit, "0", 0, INT64_MAX,
+        "dlq: at most this many records (0 = no limit)."),
+    OPT("skip-replayed", CDC_OPT_BOOL, skip_replayed, "false", 0, 0,
+        "dlq: leave out records already marked replayed."),
+    OPT("transform", CDC_OPT_STRING, transform, NULL, 0, 0,
+        "dlq replay: an RFC 6902 JSON Patch file applied to each payload before it goes back "
+        "(a record whose patch's test fails is skipped)."),
+    OPT("transform-cmd", CDC_OPT_STRING, transform_cmd, NULL, 0, 0,
+        "dlq replay: a shell command run for each record with the payload on its standard "
+        "input; its standard output is the new payload (DLQ_ID, DLQ_TABLE, DLQ_CLASS in its "
+        "environment)."),
+    OPT("dry-run", CDC_OPT_BOOL, dry_run, "false", 0, 0,
+        "dlq replay: print what would be replayed, transformed, and produce nothing."),
     CDC_OPT_END,
 };
 
-/* GETs url into *out (the caller frees it with cdc_httpc_response_free()). Returns the
- * HTTP status, or -1 when no answer came (said on stderr). */
-static int http_get(const char *url, long timeout_ms, cdc_httpc_response_t *out)
+/* GETs url into *out (the caller frees it with cdc_httpc_response_free()), with the
+ * bearer token when one is set. Returns the HTTP status, or -1 when no answer came (said
+ * on stderr). */
+static int http_get(const char *url, const char *token, long timeout_ms, cdc_httpc_response_t *out)
 {
     cdc_httpc_t *h = cdc_httpc_open();
+    char auth[1024];
+    const char *headers[] = {auth, NULL};
     cdc_httpc_request_t req = {.method = "GET", .url = url, .timeout_ms = timeout_ms};
     cdc_err_t rc;
 
     memset(out, 0, sizeof(*out));
     if (h == NULL)
         return -1;
+    if (token != NULL && token[0] != '\0') {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+        req.headers = headers;
+    }
     rc = cdc_httpc_perform(h, &req, out);
+    memset(auth, 0, sizeof(auth));
     cdc_httpc_close(h);
     if (rc != CDC_OK) {
         fprintf(stderr, "cdcctl: could not fetch \"%s\": %s\n", url, out->reason);
@@ -64,13 +106,19 @@ static int http_get(const char *url, long timeout_ms, cdc_httpc_response_t *out)
     return (int)out->status;
 }
 
+static cdc_err_t open_etcd(const ctl_config_t *cfg, cdc_etcd_t **ec, cdc_error_t *e)
+{
+    cdc_etcd_security_t sec = cdc_etcd_options_security(&cfg->etcd);
+    return cdc_etcd_open_secure(ec, cfg->etcd.endpoints, &sec, (int)cfg->timeout_ms, e);
+}
+
 static char *leader_admin(const ctl_config_t *cfg, int64_t *term)
 {
     cdc_etcd_t *ec = NULL;
     cdc_error_t e;
     char key[256], *value = NULL, *admin = NULL;
 
-    if (cdc_etcd_open(&ec, cfg->etcd, (int)cfg->timeout_ms, &e) != CDC_OK) {
+    if (open_etcd(cfg, &ec, &e) != CDC_OK) {
         fprintf(stderr, "cdcctl: %s\n", e.msg);
         return NULL;
     }
@@ -120,6 +168,17 @@ static void print_status(json_t *st)
            num(ep, "pending_commits"));
     if (str(st, "last_commit_error")[0])
         printf("last commit error: %s\n", str(st, "last_commit_error"));
+    {
+        json_t *wa = json_object_get(st, "worker_auth"),
+               *last = json_object_get(wa, "last_refused");
+        printf("worker auth: %s, %lld registrations refused",
+               json_is_true(json_object_get(wa, "required")) ? "required" : "OFF (unauthenticated)",
+               num(wa, "refused"));
+        if (json_is_object(last))
+            printf(" (last: worker \"%s\", %s, %lld s ago)", str(last, "worker"),
+                   str(last, "reason"), num(last, "ms_ago") / 1000);
+        printf("\n");
+    }
     printf("\nWORKER          ALIVE  HEARTBEAT  PARTITIONS\n");
     for (i = 0; i < json_array_size(ws); i++) {
         json_t *w = json_array_get(ws, i), *ps = json_object_get(w, "partitions");
@@ -161,9 +220,15 @@ static int cmd_status(const ctl_config_t *cfg)
     if (admin == NULL && (admin = leader_admin(cfg, &term)) == NULL)
         return 1;
     snprintf(url, sizeof(url), "http://%s/status", admin);
-    code = http_get(url, (long)cfg->timeout_ms, &b);
+    code = http_get(url, cfg->http_token, (long)cfg->timeout_ms, &b);
     if (code != 200) {
-        if (code > 0)
+        if (code == 401)
+            fprintf(stderr,
+                    "cdcctl: GET %s answered HTTP 401: the coordinator requires a bearer "
+                    "token%s\nhint: give cdcctl the coordinator's --http-token (--http-token-file "
+                    "or CDC_HTTP_TOKEN_FILE)\n",
+                    url, cfg->http_token ? " and refused this one" : "");
+        else if (code > 0)
             fprintf(stderr, "cdcctl: GET %s answered HTTP %d\n", url, code);
         goto done;
     }
@@ -193,7 +258,7 @@ static int cmd_etcd(const ctl_config_t *cfg, const char *what, const char *arg)
     char key[256];
     int status = 1;
 
-    if (cdc_etcd_open(&ec, cfg->etcd, (int)cfg->timeout_ms, &e) != CDC_OK) {
+    if (open_etcd(cfg, &ec, &e) != CDC_OK) {
         fprintf(stderr, "cdcctl: %s\n", e.msg);
         return 1;
     }
@@ -274,10 +339,15 @@ int main(int argc, char **argv)
     memset(&cfg, 0, sizeof(cfg));
     cdc_config_load(options, "cdcctl",
                     "Operator CLI of the CDC pipeline: cdcctl [options] status | leader | "
-                    "checkpoints | checkpoint <epoch>.",
+                    "checkpoints | checkpoint <epoch> | dlq list | dlq show | dlq replay.",
                     nargs, args, &cfg);
     cmd = cfg.command;
-    if (strcmp(cmd, "status") == 0)
+    if (strncmp(cmd, "dlq:", 4) == 0)
+        status = cdcctl_dlq(&cfg, cmd + 4);
+    else if (strcmp(cmd, "dlq") == 0) {
+        fprintf(stderr, "cdcctl: dlq needs a command\nhint: dlq list, dlq show, dlq replay\n");
+        status = 2;
+    } else if (strcmp(cmd, "status") == 0)
         status = cmd_status(&cfg);
     else if (strcmp(cmd, "leader") == 0 || strcmp(cmd, "checkpoints") == 0)
         status = cmd_etcd(&cfg, cmd, "");
@@ -286,7 +356,7 @@ int main(int argc, char **argv)
     else {
         fprintf(stderr,
                 "cdcctl: unknown command \"%s\"\nhint: status, leader, checkpoints, "
-                "checkpoint <epoch>\n",
+                "checkpoint <epoch>, dlq list, dlq show, dlq replay\n",
                 cmd);
         status = 2;
     }

@@ -1,15 +1,10 @@
 /*
  * The demo schema (tools/loadgen/schema.sql) embedded in the loadgen binary, so the SQL
  * is written once and shared by the load generator, docker compose's PostgreSQL init
- * script and the chaos suite. The assembler includes the file at build time; make runs
- * the compiler from the repository root, which is what the relative path assumes.
+ * script and the chaos suite. The assembler includes the file at build time
+ * (common/embed.h).
  */
+#include "common/embed.h"
 #include "tools/loadgen/loadgen.h"
 
-__asm__(".section .rodata\n"
-        ".global cdc_loadgen_schema_sql\n"
-        ".type cdc_loadgen_schema_sql, @object\n"
-        "cdc_loadgen_schema_sql:\n"
-        ".incbin \"tools/loadgen/schema.sql\"\n"
-        ".byte 0\n"
-        ".previous\n");
+CDC_EMBED_FILE(cdc_loadgen_schema_sql, "tools/loadgen/schema.sql");

@@ -1,6 +1,9 @@
 /* Component tests of common/etcd.c against the harness's real etcd (CDC_TEST_ETCD):
  * KV, transactions on both branches, lease expiry and keep-alive, watch, unreachable
- * endpoints with failover, and leader election with fencing. Waits use deadlines. */
+ * endpoints with failover, and leader election with fencing; and against an etcd of its
+ * own with TLS, client certificates (CA and certificates made with openssl here) and
+ * authentication (users, an expiring token), also through cdcctl's options. Waits use
+ * deadlines. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -553,6 +557,246 @@ static int teardown(void **state)
     return 0;
 }
 
+/* ---- TLS and authentication --------------------------------------------------------- */
+
+/* A CA, a server certificate for 127.0.0.1 (usable as a client too: etcd's gateway dials
+ * its own gRPC server with it), a client certificate without a common name (etcd's
+ * gateway refuses client certificates with one once authentication is on), and a CA
+ * that signed neither. */
+static const char *const MAKE_CERTS =
+    "set -e; cd '%s'; exec 2>openssl.log\n"
+    "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -subj /CN=test-ca "
+    "-days 1\n"
+    "openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.crt "
+    "-subj /CN=other-ca -days 1\n"
+    "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=etcd\n"
+    "printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth,clientAuth\\n' >srv.ext\n"
+    "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 1 "
+    "-out server.crt -extfile srv.ext\n"
+    "openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /O=cdc\n"
+    "printf 'extendedKeyUsage=clientAuth\\n' >cli.ext\n"
+    "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 1 "
+    "-out client.crt -extfile cli.ext\n";
+
+typedef struct tls_etcd {
+    char *dir;
+    char url[64];
+    char ca[512], other_ca[512], cert[512], key[512];
+    pid_t pid;
+} tls_etcd_t;
+
+static tls_etcd_t tls;
+
+static cdc_etcd_t *tls_client(const char *ca, const char *cert, const char *key, const char *user,
+                              const char *password)
+{
+    cdc_etcd_security_t sec = {ca, cert, key, user, password};
+    cdc_etcd_t *c = NULL;
+    cdc_error_t e;
+    if (cdc_etcd_open_secure(&c, tls.url, &sec, 2000, &e) != CDC_OK)
+        fail_msg("%s", e.msg);
+    return c;
+}
+
+static bool tls_etcd_up(void *arg)
+{
+    cdc_etcd_t *c = arg;
+    cdc_etcd_kv_t kv = {0};
+    cdc_error_t e;
+    cdc_err_t rc = cdc_etcd_get(c, "/cdc-test/up", &kv, NULL, &e);
+    cdc_etcd_kv_clear(&kv);
+    return rc == CDC_OK || rc == CDC_ERR_NOT_FOUND;
+}
+
+/* etcdctl against the TLS etcd (before authentication is on). */
+static void etcdctl(const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof(cmd),
+             "ETCDCTL_API=3 etcdctl --endpoints=%s --cacert='%s' --cert='%s' --key='%s' %s "
+             ">>'%s/etcdctl.log' 2>&1",
+             tls.url, tls.ca, tls.cert, tls.key, args, tls.dir);
+    if (system(cmd) != 0)
+        fail_msg("etcdctl %s failed (see %s/etcdctl.log)", args, tls.dir);
+}
+
+static int tls_teardown(void **state)
+{
+    (void)state;
+    if (tls.pid > 0)
+        cdc_test_kill(tls.pid, SIGTERM, 5000);
+    tls.pid = 0;
+    return 0;
+}
+
+static void test_tls_and_auth(void **state)
+{
+    char cmd[2048], log[600], data[600], pwfile[600];
+    int cport, pport, fd;
+    cdc_etcd_kv_t kv = {0};
+    cdc_etcd_t *c;
+    cdc_error_t e;
+    FILE *f;
+    (void)state;
+
+    tls.dir = cdc_test_mkdtemp("etcd-tls");
+    snprintf(cmd, sizeof(cmd), MAKE_CERTS, tls.dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(tls.ca, sizeof(tls.ca), "%s/ca.crt", tls.dir);
+    snprintf(tls.other_ca, sizeof(tls.other_ca), "%s/other.crt", tls.dir);
+    snprintf(tls.cert, sizeof(tls.cert), "%s/client.crt", tls.dir);
+    snprintf(tls.key, sizeof(tls.key), "%s/client.key", tls.dir);
+    fd = cdc_test_listen_loopback(&cport);
+    close(fd);
+    fd = cdc_test_listen_loopback(&pport);
+    close(fd);
+    snprintf(tls.url, sizeof(tls.url), "https://127.0.0.1:%d", cport);
+    {
+        char peer[64], cluster[96], srv_cert[600], srv_key[600], bin[512] = "";
+        FILE *which = popen("command -v etcd", "r"); /* the harness's etcd, from PATH */
+        assert_non_null(which);
+        if (fgets(bin, sizeof(bin), which) != NULL)
+            bin[strcspn(bin, "\n")] = '\0';
+        pclose(which);
+        snprintf(peer, sizeof(peer), "http://127.0.0.1:%d", pport);
+        snprintf(cluster, sizeof(cluster), "tls=%s", peer);
+        snprintf(data, sizeof(data), "%s/data", tls.dir);
+        snprintf(log, sizeof(log), "%s/etcd.log", tls.dir);
+        snprintf(srv_cert, sizeof(srv_cert), "%s/server.crt", tls.dir);
+        snprintf(srv_key, sizeof(srv_key), "%s/server.key", tls.dir);
+        char *argv[] = {bin,
+                        "--name",
+                        "tls",
+                        "--data-dir",
+                        data,
+                        "--listen-client-urls",
+                        tls.url,
+                        "--advertise-client-urls",
+                        tls.url,
+                        "--listen-peer-urls",
+                        peer,
+                        "--initial-advertise-peer-urls",
+                        peer,
+                        "--initial-cluster",
+                        cluster,
+                        "--cert-file",
+                        srv_cert,
+                        "--key-file",
+                        srv_key,
+                        "--client-cert-auth",
+                        "--trusted-ca-file",
+                        tls.ca,
+                        "--auth-token-ttl",
+                        "2",
+                        "--logger",
+                        "zap",
+                        "--log-level",
+                        "warn",
+                        NULL};
+        tls.pid = cdc_test_spawn(argv, log);
+        assert_true(tls.pid > 0);
+    }
+
+    /* the CA, the client certificate: served */
+    c = tls_client(tls.ca, tls.cert, tls.key, NULL, NULL);
+    if (!cdc_test_wait_for(tls_etcd_up, c, 30000))
+        fail_msg("the TLS etcd did not come up (log %s)", log);
+    OK(cdc_etcd_put(c, "/cdc-test/tls/a", "1", 1, 0, NULL, &e));
+    OK(cdc_etcd_get(c, "/cdc-test/tls/a", &kv, NULL, &e));
+    assert_string_equal(kv.value, "1");
+    cdc_etcd_kv_clear(&kv);
+    cdc_etcd_close(c);
+    /* the system's CAs, or a CA that did not sign the server's certificate: refused */
+    const char *cas[] = {NULL, tls.other_ca};
+    for (int i = 0; i < 2; i++) {
+        c = tls_client(cas[i], tls.cert, tls.key, NULL, NULL);
+        assert_int_equal(cdc_etcd_get(c, "/cdc-test/tls/a", &kv, NULL, &e), CDC_ERR_UNAVAILABLE);
+        if (strstr(e.msg, "certificate") == NULL)
+            fail_msg("no word of the certificate in \"%s\"", e.msg);
+        cdc_etcd_close(c);
+    }
+    /* no client certificate for a member with --client-cert-auth: refused */
+    c = tls_client(tls.ca, NULL, NULL, NULL, NULL);
+    assert_int_not_equal(cdc_etcd_get(c, "/cdc-test/tls/a", &kv, NULL, &e), CDC_OK);
+    cdc_etcd_close(c);
+    /* a key without its certificate, a user without a password: bad configuration */
+    {
+        cdc_etcd_security_t half = {tls.ca, NULL, tls.key, NULL, NULL};
+        cdc_etcd_security_t nopw = {tls.ca, tls.cert, tls.key, "cdc", ""};
+        assert_int_equal(cdc_etcd_open_secure(&c, tls.url, &half, 2000, &e), CDC_ERR_CONFIG);
+        assert_int_equal(cdc_etcd_open_secure(&c, tls.url, &nopw, 2000, &e), CDC_ERR_CONFIG);
+    }
+
+    /* a user that authenticates before etcd's authentication is on goes without a token,
+     * and gets one once it is on (its first refused request authenticates again) */
+    cdc_etcd_t *early = tls_client(tls.ca, tls.cert, tls.key, "cdc", "cdc-pw");
+    OK(cdc_etcd_put(early, "/cdc-test/tls/early", "1", 1, 0, NULL, &e));
+
+    /* authentication on: user cdc may read and write /cdc* */
+    etcdctl("user add root:root-pw");
+    etcdctl("user grant-role root root");
+    etcdctl("role add cdc");
+    etcdctl("role grant-permission cdc --prefix=true readwrite /cdc");
+    etcdctl("user add cdc:cdc-pw");
+    etcdctl("user grant-role cdc cdc");
+    etcdctl("auth enable");
+
+    c = tls_client(tls.ca, tls.cert, tls.key, NULL, NULL);
+    assert_int_not_equal(cdc_etcd_put(c, "/cdc-test/tls/b", "2", 1, 0, NULL, &e), CDC_OK);
+    cdc_etcd_close(c);
+    c = tls_client(tls.ca, tls.cert, tls.key, "cdc", "wrong");
+    assert_int_equal(cdc_etcd_get(c, "/cdc-test/tls/a", &kv, NULL, &e), CDC_ERR_CONFIG);
+    assert_non_null(strstr(e.msg, "refused user \"cdc\""));
+    cdc_etcd_close(c);
+
+    OK(cdc_etcd_put(early, "/cdc-test/tls/early", "2", 1, 0, NULL, &e));
+    cdc_etcd_close(early);
+    c = tls_client(tls.ca, tls.cert, tls.key, "cdc", "cdc-pw");
+    {
+        int64_t rev = 0, lease = 0;
+        cdc_etcd_events_t ev = {0};
+        OK(cdc_etcd_put(c, "/cdc-test/tls/b", "2", 1, 0, &rev, &e));
+        OK(cdc_etcd_watch_wait(c, "/cdc-test/tls/", true, rev, 2000, &ev, &e));
+        assert_int_equal(ev.count, 1);
+        cdc_etcd_events_clear(&ev);
+        OK(cdc_etcd_lease_grant(c, 5, &lease, &e));
+        OK(cdc_etcd_lease_keepalive(c, lease, NULL, &e));
+        /* the token expires after 2 s without use: the client authenticates again */
+        usleep(3500 * 1000);
+        OK(cdc_etcd_get(c, "/cdc-test/tls/b", &kv, NULL, &e));
+        assert_string_equal(kv.value, "2");
+        cdc_etcd_kv_clear(&kv);
+        OK(cdc_etcd_lease_revoke(c, lease, &e));
+        /* outside the role's keys: denied, not retried */
+        assert_int_not_equal(cdc_etcd_put(c, "/other", "x", 1, 0, NULL, &e), CDC_OK);
+        /* cdcctl's options: the leader record of job "tlsjob" read through all of it */
+        OK(cdc_etcd_put(c, "/cdc/tlsjob/leader", "{\"id\":\"c-tls\"}", 14, 0, NULL, &e));
+    }
+    cdc_etcd_close(c);
+    snprintf(pwfile, sizeof(pwfile), "%s/etcd-password", tls.dir);
+    assert_non_null(f = fopen(pwfile, "w"));
+    fputs("cdc-pw\n", f);
+    fclose(f);
+    {
+        char out[512] = "";
+        size_t n;
+        FILE *p;
+        snprintf(cmd, sizeof(cmd),
+                 "'%s/cdcctl' --etcd=%s --etcd-ca-file='%s' --etcd-cert-file='%s' "
+                 "--etcd-key-file='%s' --etcd-user=cdc --etcd-password-file='%s' --job=tlsjob "
+                 "leader 2>&1",
+                 cdc_test_env()->build_dir, tls.url, tls.ca, tls.cert, tls.key, pwfile);
+        assert_non_null(p = popen(cmd, "r"));
+        n = fread(out, 1, sizeof(out) - 1, p);
+        out[n] = '\0';
+        assert_int_equal(pclose(p), 0);
+        if (strstr(out, "\"id\":\"c-tls\"") == NULL)
+            fail_msg("cdcctl leader over TLS and auth printed \"%s\"", out);
+    }
+    tls_teardown(NULL);
+    free(tls.dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -563,6 +807,7 @@ int main(void)
         cmocka_unit_test(test_unreachable_and_failover),
         cmocka_unit_test_teardown(test_frozen_etcd, thaw),
         cmocka_unit_test(test_election),
+        cmocka_unit_test_teardown(test_tls_and_auth, tls_teardown),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

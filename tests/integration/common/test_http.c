@@ -1,7 +1,8 @@
 /* Component tests of common/http.c: a real NNG HTTP server on loopback queried with
  * libcurl: /healthz (healthy, and unhealthy from a health callback), /readyz (ready and
- * not ready), /metrics from a registry, a custom
- * JSON handler with a query string, 404 and 405, and two servers on port 0. */
+ * not ready), /metrics from a registry, a custom JSON handler with a query string, 404 and
+ * 405, two servers on port 0, and the bearer token (401 without it on /metrics and
+ * /status, probes open). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -35,12 +36,16 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
     return size * n;
 }
 
-static void get(int port, const char *path, const char *method, reply_t *r)
+/* GETs (or sends method to) path, with one extra header line when header is not NULL. */
+static void request(int port, const char *path, const char *method, const char *header, reply_t *r)
 {
     char url[256];
     char *ct = NULL;
     CURL *curl = curl_easy_init();
+    struct curl_slist *hdrs = header ? curl_slist_append(NULL, header) : NULL;
     memset(r, 0, sizeof(*r));
+    if (hdrs != NULL)
+        curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
     curl_easy_setopt(curl, CURLOPT_URL, url);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
@@ -58,6 +63,12 @@ static void get(int port, const char *path, const char *method, reply_t *r)
     if (ct != NULL)
         snprintf(r->content_type, sizeof(r->content_type), "%s", ct);
     curl_easy_cleanup(curl);
+    curl_slist_free_all(hdrs);
+}
+
+static void get(int port, const char *path, const char *method, reply_t *r)
+{
+    request(port, path, method, NULL, r);
 }
 
 static bool ready_flag;
@@ -192,11 +203,70 @@ static void test_endpoints(void **state)
     cdc_metrics_free(reg);
 }
 
+/* --http-token: /metrics and /status answer 401 without the token or with a wrong one
+ * (a WWW-Authenticate challenge, counted), 200 with it; /healthz and /readyz stay open. */
+static void test_bearer_token(void **state)
+{
+    cdc_error_t e;
+    cdc_http_server_t *s = NULL;
+    cdc_metrics_t *reg = cdc_metrics_new();
+    reply_t r;
+    int port;
+    static const char *const refused[] = {
+        NULL, /* no header */
+        "Authorization: Bearer s3cret-tokem",
+        "Authorization: Bearer s3cret-token-and-more",
+        "Authorization: Bearer ",
+        "Authorization: Basic czNjcmV0LXRva2Vu",
+        "Authorization: s3cret-token",
+    };
+    (void)state;
+
+    assert_int_equal(cdc_http_server_open(&s, "127.0.0.1:0", reg, &e), CDC_OK);
+    assert_int_equal(cdc_http_server_set_token(s, "s3cret-token", &e), CDC_OK);
+    assert_int_equal(cdc_http_server_add(s, "/status", status_handler, "j1", &e), CDC_OK);
+    assert_int_equal(cdc_http_server_start(s, &e), CDC_OK);
+    assert_int_equal(cdc_http_server_set_token(s, "later", &e), CDC_ERR_INVALID);
+    port = cdc_http_server_port(s);
+
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        request(port, "/metrics", NULL, refused[i], &r);
+        assert_int_equal(r.status, 401);
+        assert_non_null(strstr(r.body, "bearer token"));
+        request(port, "/status", NULL, refused[i], &r);
+        assert_int_equal(r.status, 401);
+        assert_null(strstr(r.body, "j1"));
+    }
+    /* probes carry no credentials */
+    get(port, "/healthz", NULL, &r);
+    assert_int_equal(r.status, 200);
+    get(port, "/readyz", NULL, &r);
+    assert_int_equal(r.status, 200);
+
+    request(port, "/status", NULL, "Authorization: Bearer s3cret-token", &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"job\":\"j1\""));
+    request(port, "/metrics", NULL, "authorization: bearer s3cret-token", &r); /* case-blind */
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "cdc_http_unauthorized_total 12\n"));
+    cdc_http_server_close(s);
+
+    /* an empty token is no token: everything open, as without the option */
+    assert_int_equal(cdc_http_server_open(&s, "127.0.0.1:0", reg, &e), CDC_OK);
+    assert_int_equal(cdc_http_server_set_token(s, "", &e), CDC_OK);
+    assert_int_equal(cdc_http_server_start(s, &e), CDC_OK);
+    get(cdc_http_server_port(s), "/metrics", NULL, &r);
+    assert_int_equal(r.status, 200);
+    cdc_http_server_close(s);
+    cdc_metrics_free(reg);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_endpoints),
+        cmocka_unit_test(test_bearer_token),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

@@ -10,7 +10,8 @@
  * Failures exercised: kill -9 of a worker mid-epoch, SIGSTOP past the heartbeat timeout
  * then SIGCONT (its late acks are rejected), kill -9 of the leader with a standby,
  * etcd stopped and restarted, a crash between the etcd record and the Iceberg commit,
- * and 1, 3 and 12 workers.
+ * and 1, 3 and 12 workers. With --worker-secret, registrations without the secret's proof
+ * (none, a wrong one) are refused while the workers that know it keep committing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,11 +32,14 @@
 #include <jansson.h>
 
 #include "common/etcd.h"
+#include "common/httpc.h"
 #include "common/iceberg/parquet.h"
 #include "common/iceberg/schema.h"
 #include "common/iceberg/table.h"
 #include "common/log.h"
 #include "common/msg.h"
+#include "common/workerauth.h"
+#include "coordinator/admission.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/procs.h"
 
@@ -62,6 +66,7 @@ typedef struct fake {
     /* sticky: like a worker behind a proxy or a Service, it looks the leader up only
      * when its link drops or it is told "not the leader", never while connected */
     bool sticky, was_connected;
+    const char *secret; /* FAKE_WORKER_SECRET: answers the coordinator's challenges */
     cdc_ice_schema_t schema;
 } fake_t;
 
@@ -99,17 +104,33 @@ static void fake_find_leader(fake_t *f)
     free(value);
 }
 
-static void fake_register(fake_t *f)
+/* Sends Register{id, incarnation, ""} on mc; with a Challenge's nonce, the proof of it
+ * under secret (as cdc-worker does). */
+static void send_register(cdc_msg_client_t *mc, const char *id, uint64_t incarnation,
+                          const char *secret, const Cdc__Challenge *ch)
 {
     Cdc__Envelope env = CDC__ENVELOPE__INIT;
     Cdc__Register r = CDC__REGISTER__INIT;
+    uint8_t proof[CDC_WORKERAUTH_PROOF_LEN];
+    cdc_error_t e;
 
-    r.worker_id = (char *)f->id;
-    r.incarnation = f->incarnation;
+    r.worker_id = (char *)id;
+    r.incarnation = incarnation;
     r.admin_endpoint = "";
+    if (ch != NULL && secret != NULL &&
+        cdc_workerauth_proof(secret, ch->nonce.data, ch->nonce.len, id, incarnation, "", proof,
+                             &e) == CDC_OK) {
+        r.proof.data = proof;
+        r.proof.len = sizeof(proof);
+    }
     env.body_case = CDC__ENVELOPE__BODY_REGISTER;
     env.register_ = &r;
-    fake_send(f, &env);
+    cdc_msg_client_send(mc, &env, &e);
+}
+
+static void fake_register(fake_t *f)
+{
+    send_register(f->mc, f->id, f->incarnation, NULL, NULL);
     f->registered = true;
 }
 
@@ -270,6 +291,7 @@ static int fake_worker_main(int argc, char **argv)
     f.job = argv[4];
     f.warehouse = argv[5];
     f.sticky = argc > 6 && strcmp(argv[6], "sticky") == 0;
+    f.secret = getenv("FAKE_WORKER_SECRET");
     f.incarnation = (uint64_t)time(NULL) * 1000 + (uint64_t)getpid() % 1000;
     cdc_log_init("fake-worker", f.id);
     if (cdc_ice_schema_from_json(SCHEMA_JSON, &f.schema, &e) != CDC_OK ||
@@ -315,6 +337,9 @@ static int fake_worker_main(int argc, char **argv)
                 memset(f.owned, 0, sizeof(f.owned));
             }
             break;
+        case CDC__ENVELOPE__BODY_CHALLENGE:
+            send_register(f.mc, f.id, f.incarnation, f.secret, env->challenge);
+            break;
         case CDC__ENVELOPE__BODY_REJECT:
             if (strstr(env->reject->reason, "regist") != NULL)
                 f.registered = false;
@@ -346,6 +371,7 @@ typedef struct scenario {
 } scenario_t;
 
 static const char *extra_opts[4]; /* extra coordinator options of the next start */
+static char ctl_token_file[1200]; /* cdcctl's --http-token-file in status_json(), when set */
 static scenario_t *open_scenario; /* the running test's scenario, for teardown() */
 
 /* Options of every coordinator here: short epochs, failure detection and leases. */
@@ -444,6 +470,7 @@ static int teardown(void **state)
 {
     (void)state;
     memset(extra_opts, 0, sizeof(extra_opts));
+    ctl_token_file[0] = '\0';
     if (open_scenario != NULL)
         scenario_close(open_scenario);
     return 0;
@@ -873,12 +900,13 @@ static void test_warehouse_failure(void **state)
 static char *status_json(scenario_t *s)
 {
     const cdc_test_env_t *env = cdc_test_env();
-    char cmd[2048], buf[65536];
+    char cmd[4096], buf[65536];
     size_t n;
     FILE *p;
 
-    snprintf(cmd, sizeof(cmd), "'%s/cdcctl' --etcd='%s' --job='%s' --json status", env->build_dir,
-             env->etcd, s->job);
+    snprintf(cmd, sizeof(cmd), "'%s/cdcctl' --etcd='%s' --job='%s' --json%s%s%s status",
+             env->build_dir, env->etcd, s->job, ctl_token_file[0] ? " --http-token-file='" : "",
+             ctl_token_file, ctl_token_file[0] ? "'" : "");
     p = popen(cmd, "r");
     if (p == NULL)
         return NULL;
@@ -937,6 +965,225 @@ static void test_restart_strategy_failed(void **state)
     scenario_close(&s);
 }
 
+/* ---- worker authentication and the admin token ---- */
+
+/* Writes text to <s->dir>/<name> and returns the path (static per name slot). */
+static const char *write_secret(scenario_t *s, const char *name, const char *text, char *path,
+                                size_t size)
+{
+    FILE *f;
+    snprintf(path, size, "%s/%s", s->dir, name);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "%s\n", text);
+    fclose(f);
+    return path;
+}
+
+/* The leader's record field (endpoint or admin) from etcd, into out. */
+static void leader_field(scenario_t *s, const char *field, char *out, size_t size)
+{
+    char key[256], *value = NULL;
+    int64_t term;
+    cdc_error_t e;
+    json_t *v;
+
+    snprintf(key, sizeof(key), "/cdc/%s/leader", s->job);
+    assert_int_equal(cdc_etcd_leader(s->ec, key, &value, &term, &e), CDC_OK);
+    v = json_loads(value, 0, NULL);
+    assert_non_null(v);
+    snprintf(out, size, "%s", json_string_value(json_object_get(v, field)) ?: "");
+    json_decref(v);
+    free(value);
+}
+
+/* Waits up to ms for a message of kind on mc; true when one came. */
+static bool await(cdc_msg_client_t *mc, int kind, int ms, Cdc__Envelope **got)
+{
+    long long deadline = cdc_test_now_ms() + ms;
+    while (cdc_test_now_ms() < deadline) {
+        Cdc__Envelope *env = NULL;
+        cdc_error_t e;
+        if (cdc_msg_client_recv(mc, 100, &env, &e) != CDC_OK)
+            continue;
+        if ((int)env->body_case == kind) {
+            if (got != NULL)
+                *got = env;
+            else
+                cdc_msg_free(env);
+            return true;
+        }
+        cdc_msg_free(env);
+    }
+    return false;
+}
+
+/*
+ * A process that reached the coordinator's port registers as worker id: it gets a
+ * Challenge, then answers with the proof under secret (NULL: registers again without
+ * one). Returns whether it was then registered (an Assign came within wait_ms). It keeps
+ * its connection until then, and, with until, until that holds (at most 15 s more).
+ */
+static bool intrude(const char *endpoint, const char *id, const char *secret, int wait_ms,
+                    bool (*until)(void *), void *until_arg)
+{
+    cdc_msg_client_t *mc = NULL;
+    Cdc__Envelope *ch = NULL;
+    cdc_error_t e;
+    bool assigned;
+
+    assert_int_equal(cdc_msg_client_open(&mc, endpoint, NULL, &e), CDC_OK);
+    for (int i = 0; i < 100 && !cdc_msg_client_connected(mc); i++)
+        usleep(20000);
+    assert_true(cdc_msg_client_connected(mc));
+    send_register(mc, id, 1, NULL, NULL);
+    assert_true(await(mc, CDC__ENVELOPE__BODY_CHALLENGE, 3000, &ch));
+    assert_int_equal(ch->challenge->nonce.len, CDC_WORKERAUTH_NONCE_LEN);
+    send_register(mc, id, 1, secret, secret ? ch->challenge : NULL);
+    cdc_msg_free(ch);
+    assigned = await(mc, CDC__ENVELOPE__BODY_ASSIGN, wait_ms, NULL);
+    if (until != NULL)
+        cdc_test_wait_for(until, until_arg, 15000);
+    cdc_msg_client_close(mc);
+    return assigned;
+}
+
+/* Refusals of reason in the leader's /status ("worker_auth"); -1 when unreadable. */
+static long long refused(scenario_t *s, const char *reason)
+{
+    char *js = status_json(s);
+    json_t *o = js ? json_loads(js, 0, NULL) : NULL;
+    json_t *by = json_object_get(json_object_get(o, "worker_auth"), "refused_by_reason");
+    long long n = json_is_integer(json_object_get(by, reason))
+                      ? (long long)json_integer_value(json_object_get(by, reason))
+                      : -1;
+    json_decref(o);
+    free(js);
+    return n;
+}
+
+typedef struct want_refused {
+    scenario_t *s;
+    const char *reason;
+    long long n;
+} want_refused_t;
+
+static bool refused_reached(void *arg)
+{
+    want_refused_t *w = arg;
+    return refused(w->s, w->reason) >= w->n;
+}
+
+/* GETs the leader's admin path with the token (NULL = none); returns the status, body in
+ * *body (caller frees). */
+static long admin_get(scenario_t *s, const char *path, const char *token, char **body)
+{
+    char admin[256], url[512], auth[256];
+    const char *headers[] = {auth, NULL};
+    cdc_httpc_t *h = cdc_httpc_open();
+    cdc_httpc_request_t req = {.url = url, .timeout_ms = 3000};
+    cdc_httpc_response_t r;
+    long status;
+
+    leader_field(s, "admin", admin, sizeof(admin));
+    snprintf(url, sizeof(url), "http://%s%s", admin, path);
+    if (token != NULL) {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+        req.headers = headers;
+    }
+    assert_int_equal(cdc_httpc_perform(h, &req, &r), CDC_OK);
+    status = r.status;
+    *body = r.body ? strdup(r.body) : strdup("");
+    cdc_httpc_response_free(&r);
+    cdc_httpc_close(h);
+    return status;
+}
+
+/*
+ * --worker-secret-file: workers that prove the secret commit epochs; a registration
+ * without a proof, and one with a proof under another secret, are refused (logged,
+ * counted in /metrics, shown in /status) and never assigned, while the job keeps
+ * committing exactly once; one with the right proof is assigned. --http-token-file:
+ * /status and /metrics want the token, cdcctl sends it.
+ */
+static void test_worker_auth(void **state)
+{
+    static scenario_t s; /* static: teardown() closes it after a failed assertion */
+    char secret_opt[1300], token_opt[1300], path[1200], endpoint[256], *body = NULL;
+    const cdc_test_env_t *env = cdc_test_env();
+    (void)state;
+
+    scenario_open(&s, "auth");
+    snprintf(secret_opt, sizeof(secret_opt), "--worker-secret-file=%s",
+             write_secret(&s, "worker-secret", "correct horse battery staple", path, sizeof(path)));
+    snprintf(token_opt, sizeof(token_opt), "--http-token-file=%s",
+             write_secret(&s, "http-token", "admin-t0ken", ctl_token_file, sizeof(ctl_token_file)));
+    extra_opts[0] = secret_opt;
+    extra_opts[1] = token_opt;
+    start_coordinator(&s, 0, NULL);
+    memset(extra_opts, 0, sizeof(extra_opts));
+    setenv("FAKE_WORKER_SECRET", "correct horse battery staple", 1);
+    start_workers(&s, 3);
+    unsetenv("FAKE_WORKER_SECRET");
+    wait_more_commits(&s, 3, 30000);
+    leader_field(&s, "endpoint", endpoint, sizeof(endpoint));
+
+    /* no proof: challenged, then refused at the deadline; another secret: refused at once */
+    want_refused_t no_proof = {&s, "no_proof", 1}, wrong = {&s, "wrong_proof", 1};
+    long long t0 = cdc_test_now_ms();
+    assert_false(intrude(endpoint, "intruder-a", NULL, 1000, refused_reached, &no_proof));
+    assert_true(refused_reached(&no_proof));
+    assert_true(cdc_test_now_ms() - t0 >= CDC_ADMISSION_DEADLINE_MS - 500);
+    assert_false(intrude(endpoint, "intruder-b", "guessed secret", 2000, refused_reached, &wrong));
+    assert_true(refused_reached(&wrong));
+    assert_int_equal(refused(&s, "unchallenged"), 0);
+    {
+        char *js = status_json(&s);
+        assert_non_null(js);
+        assert_non_null(strstr(js, "\"required\": true"));
+        assert_null(strstr(js, "\"id\": \"intruder"));
+        free(js);
+    }
+    assert_int_equal(admin_get(&s, "/metrics", "admin-t0ken", &body), 200);
+    assert_non_null(
+        strstr(body, "cdc_coordinator_registrations_refused_total{reason=\"no_proof\"} 1\n"));
+    assert_non_null(
+        strstr(body, "cdc_coordinator_registrations_refused_total{reason=\"wrong_proof\"} 1\n"));
+    free(body);
+    {
+        char log[1200], cmd[2600];
+        cdc_test_log_path(&s.procs, "coordinator", "coord0", log, sizeof(log));
+        snprintf(cmd, sizeof(cmd),
+                 "grep -q 'refused the registration of worker .*intruder-b.* on pipe [0-9]*: its "
+                 "proof does not match the worker secret' '%s'",
+                 log);
+        assert_int_equal(system(cmd), 0);
+    }
+    /* the job went on committing through all that */
+    wait_more_commits(&s, 3, 30000);
+
+    /* the right proof: registered and assigned (a fourth worker joins, then leaves) */
+    assert_true(intrude(endpoint, "w-proven", "correct horse battery staple", 15000, NULL, NULL));
+
+    /* the admin token: 401 without it (also for cdcctl), probes open */
+    assert_int_equal(admin_get(&s, "/status", NULL, &body), 401);
+    free(body);
+    assert_int_equal(admin_get(&s, "/healthz", NULL, &body), 200);
+    free(body);
+    {
+        char cmd[2048];
+        snprintf(cmd, sizeof(cmd),
+                 "'%s/cdcctl' --etcd='%s' --job='%s' status 2>&1 | grep -q 'HTTP 401: the "
+                 "coordinator requires a bearer token'",
+                 env->build_dir, env->etcd, s.job);
+        assert_int_equal(system(cmd), 0);
+    }
+    wait_more_commits(&s, 3, 30000);
+    quiesce_and_verify(&s);
+    ctl_token_file[0] = '\0';
+    scenario_close(&s);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "fake-worker") == 0)
@@ -957,6 +1204,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_snapshot_expiry, teardown),
         cmocka_unit_test_teardown(test_restart_strategy_failed, teardown),
         cmocka_unit_test_teardown(test_warehouse_failure, teardown),
+        cmocka_unit_test_teardown(test_worker_auth, teardown),
     };
     if (argc > 1 && strcmp(argv[1], "--only") == 0 && argc > 2) {
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)

@@ -82,8 +82,8 @@ static void open_candidate(fixture_t *f, cdc_leader_t *l, cdc_etcd_t *c, const c
     cdc_error_t e;
 
     record(id, value, sizeof(value));
-    CDC_TEST_OK(cdc_leader_open(l, c, cdc_test_require("CDC_TEST_ETCD"), timeout_ms, f->job, value,
-                                TTL_S, &e),
+    CDC_TEST_OK(cdc_leader_open(l, c, cdc_test_require("CDC_TEST_ETCD"), NULL, timeout_ms, f->job,
+                                value, TTL_S, &e),
                 e);
 }
 

@@ -2,17 +2,14 @@
 # Runs the container image's build steps (docker/build-steps.sh, as the Dockerfile does)
 # on this machine: build, install into a temporary prefix, and check that the shared
 # libraries every installed binary needs come exactly from the runtime packages listed
-# in tools/packages.txt. Also runs the entrypoint's program selection.
+# in tools/packages.txt. Also runs the entrypoint's program selection, and checks that
+# the release build has no test-only fault injection.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-build=${CDC_BUILD_DIR:-$PWD/build}
-# The image ships the release build. A sanitizer build dir (make asan: build-asan, make
-# tsan: build-tsan) holds objects compiled with -fsanitize that a plain link cannot use,
-# and its binaries would need libasan/libtsan at run time: build the release binaries in
-# their own directory instead.
-case "$build" in
-*-asan | *-asan/ | *-tsan | *-tsan/) build=$PWD/build ;;
-esac
+# The image ships the release build (FAULT_INJECTION=0), whose objects differ from the
+# tests' build (FAULT_INJECTION=1, and make asan/tsan's -fsanitize objects): it has a
+# directory of its own, kept between runs so that a second run only relinks.
+build=$PWD/build-release
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -55,4 +52,33 @@ if PATH="$tmp/fake:$PATH" POD_NAME=cdc-worker CDC_ID='' cdc-entrypoint worker 2>
     echo "deploy_build: entrypoint accepted a pod name without ordinal" >&2
     exit 1
 fi
+
+# The release build has no fault injection: the test-only settings are refused at start
+# with status 2, naming them, and the code that acts on them is not in the binaries.
+set +e
+out=$(cdc-coordinator --fault=after-iceberg-commit --warehouse="$tmp/wh" 2>&1)
+rc=$?
+set -e
+want='--fault (CDC_FAULT) is set to "after-iceberg-commit", but fault injection is for tests'
+if [ "$rc" != 2 ] || ! grep -qF -- "$want" <<<"$out"; then
+    echo "deploy_build: release cdc-coordinator --fault: expected status 2 and \"$want\"," \
+        "got $rc: $out" >&2
+    exit 1
+fi
+set +e
+out=$(CDC_WORKER_FAULT=stall-fetch cdc-worker --id=w --kafka=127.0.0.1:1 --warehouse="$tmp/wh" 2>&1)
+rc=$?
+set -e
+if [ "$rc" != 2 ] || ! grep -q 'CDC_WORKER_FAULT is set to "stall-fetch"' <<<"$out"; then
+    echo "deploy_build: release cdc-worker with CDC_WORKER_FAULT: expected status 2 naming" \
+        "it, got $rc: $out" >&2
+    exit 1
+fi
+for pair in "cdc-coordinator:fault injection: exiting at" "cdc-worker:fault stall-fetch"; do
+    if grep -qa "${pair#*:}" "$tmp/prefix/bin/${pair%%:*}"; then
+        echo "deploy_build: the release ${pair%%:*} still holds its fault injection" \
+            "(\"${pair#*:}\")" >&2
+        exit 1
+    fi
+done
 echo "deploy_build: ok"

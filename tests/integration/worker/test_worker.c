@@ -12,6 +12,7 @@
  *   - a partition's state restored on another worker keeps dropping replays
  *   - the progress watchdog finds a partition that stopped fetching silently
  *   - offsets the broker deleted before a partition was read from the beginning are logged
+ *   - with --worker-secret, a worker that proves it commits and one without it is refused
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -1088,6 +1089,59 @@ static void test_debezium_truncate_partitions(void **state)
     json_decref(cl);
 }
 
+static bool coordinator_cs_refused(void *arg)
+{
+    (void)arg;
+    return log_has("coordinator", "cs", "refused the registration of worker") &&
+           log_has("coordinator", "cs", "it did not prove the worker secret within the deadline");
+}
+
+/*
+ * --worker-secret-file on the coordinator and on worker s1: s1 answers the coordinator's
+ * challenge and its rows are committed. Worker s2 has no secret: it says what it lacks,
+ * the coordinator refuses it (logged) and it never owns a slot, while s1 goes on.
+ */
+static void test_worker_secret(void **state)
+{
+    char job[96], wh[600], path[700], opt[800];
+    FILE *f;
+    (void)state;
+    cdc_test_job_t dj = dbz_job("s", "dbs", 12, job, wh);
+    snprintf(path, sizeof(path), "%s/worker-secret", T.dir);
+    assert_non_null(f = fopen(path, "w"));
+    fputs("s3cret shared by the job\n", f);
+    fclose(f);
+    snprintf(opt, sizeof(opt), "--worker-secret-file=%s", path);
+    const char *copts[] = {"--commit-interval=300ms", "--rebalance-grace=300ms",
+                           "--heartbeat-timeout=1500ms", opt, NULL};
+    const char *wopts[] = {opt, NULL};
+
+    pid_t coord = cdc_test_start_coordinator(&dj, "cs", copts);
+    pid_t s1 = cdc_test_start_worker(&dj, "s1", "public.dbs", wopts);
+    pid_t s2 = cdc_test_start_worker(&dj, "s2", "public.dbs", NULL);
+    assert_true(coord > 0 && s1 > 0 && s2 > 0);
+    for (long id = 1; id <= 6; id++)
+        dbz_event_to("dbs", CDC_KAFKA_PARTITION_ANY, 'c', id, "n", 100 + (uint64_t)id);
+    flush();
+    want_t w = {"dbs_changelog", 6, wh};
+    bool arrived = cdc_test_wait_for(have_rows, &w, 90000);
+    bool refused = cdc_test_wait_for(coordinator_cs_refused, NULL, 20000);
+    bool told = worker_log_has("s2", "requires workers to prove a secret and this worker has none");
+    bool s2_assigned = worker_log_has("s2", "partitions from checkpoint");
+    bool s1_warned = worker_log_has("s1", "control plane is unauthenticated");
+    cdc_test_kill(s2, SIGTERM, 5000);
+    cdc_test_kill(s1, SIGTERM, 5000);
+    cdc_test_kill(coord, SIGTERM, 5000);
+    if (!arrived)
+        fail_msg("dbs_changelog: the rows of the worker that proved the secret did not arrive "
+                 "(logs in %s)",
+                 T.dir);
+    assert_true(refused);
+    assert_true(told);
+    assert_false(s2_assigned);
+    assert_false(s1_warned);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1099,6 +1153,7 @@ int main(void)
         cmocka_unit_test(test_many_failed_partitions),
         cmocka_unit_test(test_debezium_truncate),
         cmocka_unit_test(test_debezium_truncate_partitions),
+        cmocka_unit_test(test_worker_secret),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -3,7 +3,8 @@
  * (unknown option, missing value, wrong type per type, out of range, bad enum, missing
  * required, stray arguments, bad values from the environment), precedence (flag over
  * environment over default), duration/size/bool/int parsers, and --help,
- * --help-markdown and --version output, and renamed options' former names (aliases).
+ * --help-markdown and --version output, renamed options' former names (aliases), and
+ * secret options read from files (--<name>-file, CDC_<NAME>_FILE).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -68,8 +69,9 @@ static char *no_env[] = {NULL};
 /* Terminates parse()'s argument list (a typed null pointer for the variadic call). */
 #define END ((char *)NULL)
 
-static void expect_error(cdc_config_result_t r, tcfg_t *c, const cdc_error_t *e,
-                         const char *needle1, const char *needle2)
+/* r is an error whose message holds needle1 (and needle2 unless NULL); frees *c of table. */
+static void expect_error_of(const cdc_opt_t *table, cdc_config_result_t r, void *c,
+                            const cdc_error_t *e, const char *needle1, const char *needle2)
 {
     assert_int_equal(r, CDC_CONFIG_ERROR);
     assert_int_equal(e->code, CDC_ERR_CONFIG);
@@ -77,7 +79,13 @@ static void expect_error(cdc_config_result_t r, tcfg_t *c, const cdc_error_t *e,
         fail_msg("message \"%s\" lacks \"%s\"", e->msg, needle1);
     if (needle2 && strstr(e->msg, needle2) == NULL)
         fail_msg("message \"%s\" lacks \"%s\"", e->msg, needle2);
-    cdc_config_free(opts, c);
+    cdc_config_free(table, c);
+}
+
+static void expect_error(cdc_config_result_t r, tcfg_t *c, const cdc_error_t *e,
+                         const char *needle1, const char *needle2)
+{
+    expect_error_of(opts, r, c, e, needle1, needle2);
 }
 
 static void test_defaults_and_flags(void **state)
@@ -532,6 +540,145 @@ static void test_alias(void **state)
     assert_non_null(strstr(buf, "Formerly `--pg-dsn` / `CDC_PG_DSN`, still accepted."));
 }
 
+/* ---- secret options read from files ---- */
+
+typedef struct scfg {
+    char *password;
+    char *dsn;
+} scfg_t;
+
+static const cdc_opt_t secret_opts[] = {
+    {"password", CDC_OPT_STRING, offsetof(scfg_t, password), NULL, false, 0, 0, NULL, "A secret.",
+     .secret = true},
+    {"dsn", CDC_OPT_STRING, offsetof(scfg_t, dsn), NULL, true, 0, 0, NULL, "Required secret.",
+     .secret = true},
+    CDC_OPT_END,
+};
+
+/* Parses argv ("prog", the flags, NULL) with env into *c. */
+static cdc_config_result_t parse_secret(scfg_t *c, char **env, cdc_error_t *e, char **argv)
+{
+    int argc = 0;
+
+    while (argv[argc] != NULL)
+        argc++;
+    memset(c, 0, sizeof(*c));
+    cdc_error_clear(e);
+    return cdc_config_parse(secret_opts, "prog", "Test program.", argc, argv, env, c, stderr, e);
+}
+
+/* Writes text to a new file under dir; returns its path (static buffer per slot). */
+static const char *write_file(const char *dir, const char *name, const char *text)
+{
+    static char paths[4][512];
+    static int slot;
+    char *path = paths[slot++ % 4];
+    FILE *f;
+
+    snprintf(path, 512, "%s/%s", dir, name);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static void expect_secret_error(cdc_config_result_t r, scfg_t *c, const cdc_error_t *e,
+                                const char *needle1, const char *needle2)
+{
+    expect_error_of(secret_opts, r, c, e, needle1, needle2);
+}
+
+/* --<name>-file and CDC_<NAME>_FILE read a secret option from a file (trailing newlines
+ * dropped); a bad file, an empty one, or the value and its file given together are
+ * errors naming the option; a flag still wins over the environment. */
+static void test_secret_files(void **state)
+{
+    char dir[] = "/tmp/test_config.XXXXXX", arg[600], env1[600], env2[600];
+    const char *pw, *dsn, *empty;
+    scfg_t c;
+    cdc_error_t e;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    pw = write_file(dir, "pw", "s3cr=t\n\n");
+    dsn = write_file(dir, "dsn", "host=db password=x\r\n");
+    empty = write_file(dir, "empty", "\n");
+
+    /* flags: the file's content without its newlines; the required option is satisfied */
+    snprintf(arg, sizeof(arg), "--password-file=%s", pw);
+    snprintf(env1, sizeof(env1), "--dsn-file=%s", dsn);
+    assert_int_equal(parse_secret(&c, no_env, &e, (char *[]){"prog", arg, env1, NULL}),
+                     CDC_CONFIG_OK);
+    assert_string_equal(c.password, "s3cr=t");
+    assert_string_equal(c.dsn, "host=db password=x");
+    cdc_config_free(secret_opts, &c);
+
+    /* the environment, and a flag over it */
+    snprintf(env1, sizeof(env1), "CDC_DSN_FILE=%s", dsn);
+    snprintf(env2, sizeof(env2), "CDC_PASSWORD_FILE=%s", pw);
+    assert_int_equal(parse_secret(&c, (char *[]){env1, env2, NULL}, &e, (char *[]){"prog", NULL}),
+                     CDC_CONFIG_OK);
+    assert_string_equal(c.password, "s3cr=t");
+    assert_string_equal(c.dsn, "host=db password=x");
+    cdc_config_free(secret_opts, &c);
+    assert_int_equal(parse_secret(&c, (char *[]){env1, env2, NULL}, &e,
+                                  (char *[]){"prog", "--password=flag", NULL}),
+                     CDC_CONFIG_OK);
+    assert_string_equal(c.password, "flag");
+    cdc_config_free(secret_opts, &c);
+
+    /* the value and its file together */
+    snprintf(arg, sizeof(arg), "--password-file=%s", pw);
+    expect_secret_error(
+        parse_secret(&c, (char *[]){env1, NULL}, &e, (char *[]){"prog", "--password=x", arg, NULL}),
+        &c, &e, "options --password and --password-file are both given", NULL);
+    expect_secret_error(parse_secret(&c, (char *[]){env2, "CDC_PASSWORD=x", env1, NULL}, &e,
+                                     (char *[]){"prog", NULL}),
+                        &c, &e, "CDC_PASSWORD and CDC_PASSWORD_FILE are both set", NULL);
+
+    /* a missing file, an empty one: named with the option */
+    expect_secret_error(
+        parse_secret(&c, no_env, &e, (char *[]){"prog", "--dsn-file=/nonexistent/dsn", NULL}), &c,
+        &e, "could not read file \"/nonexistent/dsn\" of option --dsn-file", "No such file");
+    snprintf(env2, sizeof(env2), "CDC_PASSWORD_FILE=%s", empty);
+    expect_secret_error(
+        parse_secret(&c, (char *[]){env1, env2, NULL}, &e, (char *[]){"prog", NULL}), &c, &e,
+        "of option --password-file (CDC_PASSWORD_FILE, from environment)", "is empty");
+    expect_secret_error(parse_secret(&c, no_env, &e, (char *[]){"prog", "--dsn-file", NULL}), &c,
+                        &e, "option --dsn-file needs a value", NULL);
+
+    /* required: the message names the file variant too */
+    expect_secret_error(parse_secret(&c, no_env, &e, (char *[]){"prog", NULL}), &c, &e,
+                        "missing required option --dsn", "--dsn-file");
+
+    /* the file variants are options: known variables, values taken, in the help */
+    {
+        char buf[4096] = {0};
+        FILE *out = fmemopen(buf, sizeof(buf) - 1, "w");
+        scfg_t h;
+
+        assert_non_null(out);
+        assert_int_equal(cdc_config_check_env(secret_opts, "prog",
+                                              (char *[]){"CDC_DSN_FILE=/x", NULL}, NULL, out),
+                         0);
+        assert_true(cdc_config_takes_value(secret_opts, "--dsn-file"));
+        assert_false(cdc_config_takes_value(secret_opts, "--name-file"));
+        memset(&h, 0, sizeof(h));
+        assert_int_equal(cdc_config_parse(secret_opts, "prog", "Test.", 2,
+                                          (char *[]){"prog", "--help-markdown", NULL}, no_env, &h,
+                                          out, &e),
+                         CDC_CONFIG_MARKDOWN);
+        fclose(out);
+        assert_non_null(strstr(buf, "| `--password-file` | `CDC_PASSWORD_FILE` | path |"));
+        assert_non_null(strstr(buf, "Reads --dsn from this file"));
+    }
+    unlink(pw);
+    unlink(dsn);
+    unlink(empty);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -543,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_help_outputs),       cmocka_unit_test(test_help_before_errors),
         cmocka_unit_test(test_load_exit_codes),    cmocka_unit_test(test_alias),
         cmocka_unit_test(test_unknown_env),        cmocka_unit_test(test_takes_value),
+        cmocka_unit_test(test_secret_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,10 @@
-/* Unit tests for common/hex.h: every digit of either case, bytes, and what is rejected. */
+/* Unit tests for common/hex.h: every digit of either case, bytes, what is rejected, and
+ * the encoder (round trip through the parser). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -48,12 +50,30 @@ static void test_bytes(void **state)
     assert_int_equal(cdc_hex_byte("a"), -1);
 }
 
+static void test_encode(void **state)
+{
+    uint8_t all[256];
+    char text[2 * 256 + 1];
+    (void)state;
+    cdc_hex_encode("\x00\x7f\xff", 3, text);
+    assert_string_equal(text, "007fff");
+    cdc_hex_encode("", 0, text);
+    assert_string_equal(text, "");
+    for (int i = 0; i < 256; i++)
+        all[i] = (uint8_t)i;
+    cdc_hex_encode(all, sizeof(all), text);
+    assert_int_equal(strlen(text), 512);
+    for (int i = 0; i < 256; i++)
+        assert_int_equal(cdc_hex_byte(text + 2 * i), i);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_digits),
         cmocka_unit_test(test_non_digits),
         cmocka_unit_test(test_bytes),
+        cmocka_unit_test(test_encode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

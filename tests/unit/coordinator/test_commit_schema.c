@@ -1,9 +1,11 @@
 /*
  * Unit tests for schema changes by field id: cdc_ice_table_set_schema() and
  * cdc_ice_table_check_schema() (common/iceberg/table.c), and the committer
- * (coordinator/commit.c) making a newer source schema version the table's schema and
- * refusing an epoch whose files carry field ids the table cannot read, on a local
- * warehouse. Data files are descriptors only (the commit does not read them).
+ * (coordinator/commit.c) making a newer source schema version the table's schema,
+ * following a change of the workers' column masking policy at the same version (never
+ * back to an older policy), and refusing an epoch whose files carry field ids the table
+ * cannot read, on a local warehouse. Data files are descriptors only (the commit does
+ * not read them).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -281,12 +283,94 @@ static void test_committer_skipped_version(void **state)
     fx_close(&f);
 }
 
+/* V1 as a masking policy that drops (or holds back) column v writes it */
+#define V1_MASKED                                                                                  \
+    "{\"type\":\"struct\",\"schema-id\":0,\"fields\":["                                            \
+    "{\"id\":1,\"name\":\"id\",\"required\":true,\"type\":\"int\"},"                               \
+    "{\"id\":3,\"name\":\"n\",\"required\":false,\"type\":\"decimal(10,2)\"}],"                    \
+    "\"identifier-field-ids\":[1]}"
+
+static void masked(cdc_checkpoint_t *c, const char *schema, int64_t version, const char *policy)
+{
+    assert_int_equal(cdc_checkpoint_add_masked_schema(c, "ns.t", schema, version, policy), CDC_OK);
+}
+
+/* The table's current schema has field id (or not) and its cdc.mask-policy property. */
+static void expect_table(fx_t *f, int32_t id, bool has, const char *policy)
+{
+    cdc_ice_table_t *t;
+    const cdc_ice_schema_t *cur = current(f->st, f->loc, &t);
+    const char *p = cdc_ice_props_get(&cdc_ice_table_metadata(t)->properties, "cdc.mask-policy");
+    assert_int_equal(cdc_ice_schema_find(cur, id) >= 0, has);
+    assert_string_equal(p != NULL ? p : "", policy);
+    cdc_ice_table_close(t);
+}
+
+/* A change of the masking policy at the same source version is a schema change of its
+ * own: the newer policy's schema (a column the policy now names, or drops) becomes the
+ * table's and the policy is recorded; a worker still on the older policy takes nothing
+ * back; masking turned off is a change too. */
+static void test_committer_mask_policy(void **state)
+{
+    fx_t f;
+    cdc_checkpoint_t *c;
+    (void)state;
+
+    fx_open(&f);
+    c = record(1, NULL, 0);
+    masked(c, V1_MASKED, 1, "1:aaaa");
+    commit_expect(f.cm, c, CDC_OK);
+    expect_table(&f, 2, false, "1:aaaa");
+
+    /* policy 2 names v: the same source version, the column joins */
+    c = record(2, NULL, 0);
+    masked(c, V1, 1, "2:bbbb");
+    commit_expect(f.cm, c, CDC_OK);
+    expect_table(&f, 2, true, "2:bbbb");
+
+    /* a worker not restarted yet, alone or next to a restarted one: no step back */
+    c = record(3, NULL, 0);
+    masked(c, V1_MASKED, 1, "1:aaaa");
+    commit_expect(f.cm, c, CDC_OK);
+    expect_table(&f, 2, true, "2:bbbb");
+    c = record(4, NULL, 0);
+    masked(c, V1_MASKED, 1, "1:aaaa");
+    masked(c, V1, 1, "2:bbbb");
+    commit_expect(f.cm, c, CDC_OK);
+    expect_table(&f, 2, true, "2:bbbb");
+
+    /* policy 3 drops it again; then masking is turned off */
+    c = record(5, NULL, 0);
+    masked(c, V1_MASKED, 1, "3:cccc");
+    commit_expect(f.cm, c, CDC_OK);
+    expect_table(&f, 2, false, "3:cccc");
+    c = record(6, V1, 1);
+    commit_expect(f.cm, c, CDC_OK);
+    expect_table(&f, 2, true, "");
+
+    /* the policy survives the checkpoint record's JSON */
+    c = record(7, NULL, 0);
+    masked(c, V1_MASKED, 1, "4:dddd");
+    char *json = cdc_checkpoint_to_json(c, true);
+    cdc_checkpoint_t *back = NULL;
+    cdc_error_t e;
+    assert_non_null(json);
+    assert_int_equal(cdc_checkpoint_from_json(json, strlen(json), &back, &e), CDC_OK);
+    assert_string_equal(back->schemas[0].mask_policy, "4:dddd");
+    free(json);
+    cdc_checkpoint_free(c);
+    commit_expect(f.cm, back, CDC_OK);
+    expect_table(&f, 2, false, "4:dddd");
+    fx_close(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_set_schema_by_id),
         cmocka_unit_test(test_committer_follows_versions),
         cmocka_unit_test(test_committer_skipped_version),
+        cmocka_unit_test(test_committer_mask_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

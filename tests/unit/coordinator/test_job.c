@@ -878,7 +878,7 @@ static void open_dead_etcd(void)
     close(fd);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(a.sin_port));
     assert_int_equal(cdc_etcd_open(&C->etcd, url, 2000, &e), CDC_OK);
-    assert_int_equal(cdc_leader_open(&C->leader, C->etcd, url, 2000, C->cfg.job, "{}", 5, &e),
+    assert_int_equal(cdc_leader_open(&C->leader, C->etcd, url, NULL, 2000, C->cfg.job, "{}", 5, &e),
                      CDC_OK);
     cdc_store_init(&C->store, C->etcd, C->leader.el, C->cfg.job);
 }

@@ -30,6 +30,31 @@ static void test_register_and_replace(void **state)
     assert_false(cdc_members_is_alive(&ms, "w1"));
 }
 
+/* Dead letters: kept per class as last reported; a new incarnation starts from none. */
+static void test_dead_letters(void **state)
+{
+    cdc_members_t ms;
+    const char *classes[] = {"malformed_json", "oversized"};
+    uint64_t records[] = {3, 1};
+    cdc_member_t *m;
+    (void)state;
+    cdc_members_init(&ms);
+    assert_int_equal(cdc_members_register(&ms, "w0", 1, 10, "", 0, NULL), CDC_REGISTER_NEW);
+    m = cdc_members_by_id(&ms, "w0");
+    cdc_members_note_dlq(m, classes, records, 2);
+    assert_int_equal(m->ndlq, 2);
+    assert_string_equal(m->dlq[1].error_class, "oversized");
+    assert_int_equal(m->dlq[0].records, 3);
+    records[0] = 5;
+    cdc_members_note_dlq(m, classes, records, 1);
+    assert_int_equal(m->ndlq, 1);
+    assert_int_equal(m->dlq[0].records, 5);
+    assert_int_equal(cdc_members_register(&ms, "w0", 1, 10, "", 1, NULL), CDC_REGISTER_SAME);
+    assert_int_equal(m->ndlq, 1);
+    assert_int_equal(cdc_members_register(&ms, "w0", 2, 11, "", 2, NULL), CDC_REGISTER_REPLACED);
+    assert_int_equal(m->ndlq, 0);
+}
+
 static void test_heartbeat_expiry(void **state)
 {
     cdc_members_t ms;
@@ -60,6 +85,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_register_and_replace),
         cmocka_unit_test(test_heartbeat_expiry),
+        cmocka_unit_test(test_dead_letters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

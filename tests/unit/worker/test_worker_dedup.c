@@ -5,7 +5,8 @@
  * at a barrier cut while later changes keep coming, truncate (rows of the table reset,
  * replays before it dropped, also after a restore), (entity, lsn, op) keys written only
  * by deletes, floors (a truncate met in another slot: rows swept by position, changes
- * from before it that come later checked per entity).
+ * from before it that come later checked per entity), replayed dead letters (never an
+ * older state over a newer one, a late one in the changelog once).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -97,6 +98,9 @@ static cdc_dedup_verdict_t apply(fx_t *f, cdc_change_t *c, bool *live)
     if (v == CDC_DEDUP_NEW || v == CDC_DEDUP_BEFORE_FLOOR) {
         assert_int_equal(cdc_toast_repair(c, img, len, &colname), CDC_OK);
         assert_int_equal(cdc_dedup_record(f->d, c, NULL, 0, &e), CDC_OK);
+    } else if (v == CDC_DEDUP_LATE_REPLAY) {
+        assert_null(img);
+        assert_int_equal(cdc_dedup_record_replay(f->d, c, &e), CDC_OK);
     }
     free(img);
     return v;
@@ -897,6 +901,101 @@ static void test_floor(void **state)
     assert_int_equal(step(f, 'c', 8, 410, NULL), CDC_DEDUP_NEW);
 }
 
+/* Applies a change that cdcctl dlq replay put back; returns its verdict. */
+static cdc_dedup_verdict_t replay(fx_t *f, char op, int id, uint64_t pos)
+{
+    cdc_change_t c;
+    make(f, &c, op, id, pos, pos, NULL);
+    c.replayed = true;
+    cdc_dedup_verdict_t v = apply(f, &c, NULL);
+    cdc_change_clear(&c);
+    return v;
+}
+
+/* The position of id's row in state (0 when it is not live). */
+static uint64_t row_position(fx_t *f, int id)
+{
+    cdc_change_t c;
+    cdc_error_t e;
+    void *val = NULL;
+    size_t vlen = 0;
+    uint64_t pos = 0;
+    make(f, &c, 'u', id, 1, 1, NULL);
+    cdc_dedup_flush(f->d, &e);
+    if (cdc_state_get(f->d->st, CDC_ROWS_FAMILY, c.entity, c.entity_len, &val, &vlen, &e) ==
+            CDC_OK &&
+        vlen >= 16)
+        for (int i = 8; i < 16; i++)
+            pos = pos << 8 | ((uint8_t *)val)[i];
+    free(val);
+    cdc_change_clear(&c);
+    return pos;
+}
+
+/*
+ * Replayed dead letters (dedup.h, "Replayed dead letters"): one after its row's position
+ * is applied; one not after it leaves the row's newer state alone and is taken for the
+ * changelog once (LATE_REPLAY); any later replay of either is a duplicate, also after
+ * newer changes, a flush and a reopen, for a deleted row and after a truncate. A change
+ * that is not a replay keeps the usual verdicts.
+ */
+static void test_replayed_dead_letters(void **state)
+{
+    fx_t *f = *state;
+    cdc_error_t e;
+    bool live;
+
+    /* row 1: an update at 200 failed; the row moved on to 300 */
+    assert_int_equal(step(f, 'c', 1, 100, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(step(f, 'u', 1, 300, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(replay(f, 'u', 1, 200), CDC_DEDUP_LATE_REPLAY);
+    assert_int_equal(row_position(f, 1), 300); /* never an older state over a newer one */
+    assert_int_equal(replay(f, 'u', 1, 200), CDC_DEDUP_REPLAY);
+    assert_int_equal(step(f, 'u', 1, 200, NULL), CDC_DEDUP_STALE); /* not a replay */
+
+    /* row 2: its insert failed; replayed, it is applied; again, and after a newer change,
+     * it is a duplicate */
+    assert_int_equal(replay(f, 'c', 2, 100), CDC_DEDUP_NEW);
+    assert_int_equal(row_position(f, 2), 100);
+    assert_int_equal(replay(f, 'c', 2, 100), CDC_DEDUP_REPLAY);
+    assert_int_equal(step(f, 'u', 2, 400, &live), CDC_DEDUP_NEW);
+    assert_true(live);
+    assert_int_equal(replay(f, 'c', 2, 100), CDC_DEDUP_REPLAY);
+    assert_int_equal(row_position(f, 2), 400);
+
+    /* row 3: deleted since its update failed */
+    assert_int_equal(step(f, 'c', 3, 100, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(step(f, 'd', 3, 300, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(replay(f, 'u', 3, 200), CDC_DEDUP_LATE_REPLAY);
+    assert_int_equal(row_position(f, 3), 0);
+    assert_int_equal(replay(f, 'u', 3, 200), CDC_DEDUP_REPLAY);
+    assert_int_equal(replay(f, 'd', 3, 300), CDC_DEDUP_REPLAY);
+
+    /* the table truncated since row 4's insert failed */
+    cdc_change_t t;
+    make_truncate(f, &t, TOPIC, 500, 500);
+    assert_int_equal(apply(f, &t, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&t);
+    assert_int_equal(replay(f, 'c', 4, 450), CDC_DEDUP_LATE_REPLAY);
+    assert_int_equal(row_position(f, 4), 0);
+    assert_int_equal(replay(f, 'c', 4, 450), CDC_DEDUP_REPLAY);
+    assert_int_equal(step(f, 'c', 4, 440, NULL), CDC_DEDUP_STALE); /* not a replay */
+
+    /* the keys are in the store: a reopened store still knows every replay */
+    char db[300];
+    snprintf(db, sizeof(db), "%s/db", f->dir);
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    cdc_dedup_close(f->d);
+    assert_int_equal(cdc_dedup_open(db, 86400, &f->d, &e), CDC_OK);
+    assert_int_equal(replay(f, 'u', 1, 200), CDC_DEDUP_REPLAY);
+    assert_int_equal(replay(f, 'c', 2, 100), CDC_DEDUP_REPLAY);
+    assert_int_equal(replay(f, 'u', 3, 200), CDC_DEDUP_REPLAY);
+    assert_int_equal(replay(f, 'c', 4, 450), CDC_DEDUP_REPLAY);
+    /* a replayed change after its row's position is applied as any new change */
+    assert_int_equal(replay(f, 'u', 1, 600), CDC_DEDUP_NEW);
+    assert_int_equal(row_position(f, 1), 600);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -912,6 +1011,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_truncate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_floor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seen_keys_only_for_deletes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replayed_dead_letters, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

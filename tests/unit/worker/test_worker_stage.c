@@ -1,10 +1,9 @@
 /*
- * Unit tests for worker/stage.h (per-epoch collapse, encoding, files) and worker/dlq.c
- * (dead-letter headers): several changes to one key collapse to one final image; new keys
- * need no equality delete; a delete writes only the delete; the changelog keeps every change;
- * a truncate drops the epoch's earlier mirror entries (changelog 't' row on partition 0).
- * Encoding ahead (row groups encoded while the epoch runs) gives files with the same
- * rows, counts and column statistics as encoding everything at the barrier, also
+ * Unit tests for worker/stage.h (per-epoch collapse, encoding, files): several changes to one key
+ * collapse to one final image; new keys need no equality delete; a delete writes only the delete;
+ * the changelog keeps every change; a truncate drops the epoch's earlier mirror entries (changelog
+ * 't' row on partition 0). Encoding ahead (row groups encoded while the epoch runs) gives files
+ * with the same rows, counts and column statistics as encoding everything at the barrier, also
  * across a mid-epoch schema change, a change to an already encoded entry, a truncate
  * and a reset. A partitioned table gets one file per partition of each kind, equality
  * deletes in the partition the row had before the epoch. With CDC_STAGE_KEEP_DIR set, the compared
@@ -23,7 +22,6 @@
 #include <cmocka.h>
 
 #include "tests/unit/worker/worker_fixtures.h"
-#include "worker/dlq.h"
 #include "worker/stage.h"
 #include "tests/harness/harness.h"
 
@@ -572,27 +570,6 @@ static void test_many_keys(void **state)
     cdc_catalog_free(cat);
 }
 
-static void test_dlq_headers(void **state)
-{
-    (void)state;
-    cdc_dlq_headers_t h;
-    char topic[64];
-    cdc_dlq_topic("cdc.public.orders", topic, sizeof(topic));
-    assert_string_equal(topic, "cdc.public.orders.dlq");
-    cdc_dlq_headers(&h, CDC_DLQ_TYPE_MISMATCH, "column \"id\" expects long", "cdc.public.orders", 7,
-                    12345, 1709287200123LL);
-    assert_string_equal(h.name[0], "cdc.error.class");
-    assert_string_equal(h.value[0], "type_mismatch");
-    assert_string_equal(h.value[1], "column \"id\" expects long");
-    assert_string_equal(h.value[2], "cdc.public.orders");
-    assert_string_equal(h.value[3], "7");
-    assert_string_equal(h.value[4], "12345");
-    assert_string_equal(h.name[5], "cdc.error.time");
-    assert_string_equal(h.value[5], "2024-03-01T10:00:00.123Z");
-    for (int c = 0; c < CDC_DLQ__COUNT; c++)
-        assert_string_not_equal(cdc_dlq_class_name((cdc_dlq_class_t)c), "unknown");
-}
-
 /* ---- encoding ahead ------------------------------------------------------------------ */
 
 /* A change with every column of the schema version (v2 adds status), some nulls. */
@@ -990,7 +967,6 @@ int main(void)
         cmocka_unit_test(test_many_keys),
         cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_schema_marker),
-        cmocka_unit_test(test_dlq_headers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
