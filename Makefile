@@ -17,6 +17,9 @@ CC      ?= gcc
 SAN     ?=
 OPT     ?= -O2
 NPROC   := $(shell nproc 2>/dev/null || echo 2)
+# The version the programs report (--version, Parquet created_by, the events' source.version):
+# `make VERSION=<v>` stamps another one (the image build passes its CDC_VERSION build arg,
+# having no .git).
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FAULT_INJECTION ?= 1
 
@@ -79,7 +82,7 @@ BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 ALL_LIBS   := $(PROC_LIBS) $(HARNESS_LIB) $(LIBCDC)
 
 .PHONY: all bins tests test test-unit test-integration run lint fmt asan tsan clean-build docs \
-        setup bench chaos start stop clean run-chaos
+        setup bench chaos start stop clean run-chaos compose-test
 .DEFAULT_GOAL := all
 # Keep every intermediate (generated sources, the objects of tests and benchmarks).
 .SECONDARY:
@@ -102,6 +105,18 @@ $(BUILD)/gen/config_env.c: docs/configuration.md
 	   echo 'const char *const cdc_config_known_env[] = {'; \
 	   grep -o '`CDC_[A-Z0-9_]*`' $< | tr -d '`' | sort -u | sed 's/.*/    "&",/'; \
 	   echo '    NULL};'; } > $@
+
+# The objects that embed the version are rebuilt when it changes: $(BUILD)/gen/version holds
+# the one they were built with, rewritten only when VERSION differs.
+VERSION_STAMP := $(BUILD)/gen/version
+VERSION_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(shell grep -rl --include='*.c' CDC_VERSION \
+                   common capture coordinator worker tools benchmarks 2>/dev/null))
+$(VERSION_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@[ "$$(cat $@ 2>/dev/null)" = '$(VERSION)' ] || echo '$(VERSION)' > $@
+$(VERSION_OBJ): $(VERSION_STAMP)
+.PHONY: FORCE
+FORCE:
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
@@ -227,3 +242,9 @@ chaos: setup
 
 start stop clean run-chaos:
 	@docker/compose.sh $@
+
+# The images built and the compose stack (3 workers) run under load and faults with podman,
+# verified after each scenario (docker/compose-test.sh; --short is the form make test runs).
+compose-test: setup
+	@$(MAKE) --no-print-directory -j$(NPROC) bins
+	@docker/compose-test.sh

@@ -9,14 +9,19 @@
 #     worker optionally behind its own fault-injecting proxy (chaos/faultproxy.mjs);
 #   - fault backends with one interface, chosen by CHAOS_BACKEND:
 #       local    kill -9 / SIGSTOP+SIGCONT of process groups, proxy cut/heal, harness etcd restart
-#       compose  docker compose kill / pause / unpause / start, network disconnect/connect
+#       compose  kill -9 / pause / unpause / stop / start of a service's container, network
+#                disconnect/connect, through the container engine (CHAOS_ENGINE: docker or
+#                podman) and the compose command (CHAOS_COMPOSE), see "compose" below
 #       k8s      kubectl delete pod --grace-period=0 --force or kill -9 of the pod's
 #                processes (the container restarts in place), at random; kill -STOP/-CONT
 #                inside the pod; a deny-all NetworkPolicy on one pod, labelled out of the
 #                base policy (chaos/k8s.sh, which also holds the load and the verifier)
 #     chaos_targets <role>, chaos_kill, chaos_pause, chaos_resume, chaos_partition,
-#     chaos_heal, chaos_recover <target>, chaos_leader, chaos_status (leader's /status),
-#     chaos_active_capture.
+#     chaos_heal, chaos_recover <target>, chaos_stop <target> <grace>, chaos_restart,
+#     chaos_leader, chaos_status (leader's /status), chaos_active_capture;
+#   - load and verification per backend: chaos_load_start <seconds> <seed> (sets LOAD_PID),
+#     chaos_verify <catch-up seconds> (the verifier's report; its last line is the verdict),
+#     chaos_logs <target> (a target's log, for a failed run's summary).
 # Roles: worker, coordinator, capture, etcd. Targets: worker-0.., coordinator-0..,
 # capture-0.. (local; compose and k8s run one capture).
 
@@ -31,6 +36,15 @@ CHAOS_TABLES=${CHAOS_TABLES:-public.transactions,public.accounts}
 CHAOS_NAMESPACE=${CHAOS_NAMESPACE:-public}
 CHAOS_K8S_NAMESPACE=${CHAOS_K8S_NAMESPACE:-cdc}
 CHAOS_COMPOSE_FILE=${COMPOSE_FILE:-$CHAOS_ROOT/docker/docker-compose.yml}
+# compose: the compose command (docker/compose-test.sh runs podman-compose with the local
+# override), the engine that acts on one container, the project (container labels, the
+# network <project>_cdc), where the S3 endpoint keeps its objects on this host (s3rver of
+# the local stack; empty: MinIO, mirrored out with mc) and the PostgreSQL the stack
+# publishes (for the verifier).
+CHAOS_COMPOSE=${CHAOS_COMPOSE:-docker compose -f $CHAOS_COMPOSE_FILE}
+CHAOS_ENGINE=${CHAOS_ENGINE:-docker}
+CHAOS_COMPOSE_PROJECT=${CHAOS_COMPOSE_PROJECT:-cdc}
+CHAOS_S3_DIR=${CHAOS_S3_DIR:-}
 # The coordinator's heartbeat timeout; pauses and cuts outlast it.
 CHAOS_HEARTBEAT_TIMEOUT=${CHAOS_HEARTBEAT_TIMEOUT:-3}
 
@@ -282,8 +296,34 @@ pipeline_verify() {
 
 # ---- backends -------------------------------------------------------------------------------
 
-_compose() { docker compose -f "$CHAOS_COMPOSE_FILE" "$@"; }
+_compose() {
+    local words
+    read -r -a words <<<"$CHAOS_COMPOSE"
+    "${words[@]}" "$@"
+}
 _kubectl() { kubectl -n "$CHAOS_K8S_NAMESPACE" "$@"; }
+_engine() { "$CHAOS_ENGINE" "$@"; }
+
+# Prints the id of a compose service's container, found by the labels that docker compose
+# and podman-compose both set (fails when it has none).
+_container() {
+    local id
+    id=$(_engine ps -aq --filter "label=com.docker.compose.project=$CHAOS_COMPOSE_PROJECT" \
+        --filter "label=com.docker.compose.service=$1" | head -n1)
+    [ -n "$id" ] || {
+        chaos_log "no container for service $1 (project $CHAOS_COMPOSE_PROJECT)"
+        return 1
+    }
+    echo "$id"
+}
+
+# Prints the services of the compose project that have a container, one per line.
+_compose_services() {
+    local ids
+    mapfile -t ids < <(_engine ps -aq --filter "label=com.docker.compose.project=$CHAOS_COMPOSE_PROJECT")
+    [ "${#ids[@]}" -gt 0 ] || return 0
+    _engine inspect -f '{{index .Config.Labels "com.docker.compose.service"}}' "${ids[@]}" | sort -u
+}
 
 # Prints the targets of a role, one per line.
 chaos_targets() {
@@ -299,8 +339,8 @@ chaos_targets() {
         ;;
     compose)
         case "$role" in
-        worker) _compose config --services | grep '^worker-' ;;
-        coordinator) _compose config --services | grep '^coordinator-' ;;
+        worker) _compose_services | grep '^worker-' ;;
+        coordinator) _compose_services | grep '^coordinator-' ;;
         *) echo "$role" ;;
         esac
         ;;
@@ -322,7 +362,7 @@ chaos_kill() {
     local)
         if [ "$1" = etcd ]; then harness_etcd_stop; else proc_signal "$1" KILL; fi
         ;;
-    compose) _compose kill -s KILL "$1" ;;
+    compose) _engine kill -s KILL "$(_container "$1")" >/dev/null ;;
     k8s)
         chaos_pick pod process
         if [ "$REPLY" = process ]; then
@@ -338,7 +378,7 @@ chaos_pause() {
     chaos_log "pause $1"
     case "$CHAOS_BACKEND" in
     local) proc_signal "$1" STOP ;;
-    compose) _compose pause "$1" ;;
+    compose) _engine pause "$(_container "$1")" >/dev/null ;;
     # every process in the pod but its init (tini) stops
     k8s) _kubectl exec "$1" -- sh -c 'kill -STOP -1' ;;
     esac
@@ -348,7 +388,7 @@ chaos_resume() {
     chaos_log "resume $1"
     case "$CHAOS_BACKEND" in
     local) proc_signal "$1" CONT ;;
-    compose) _compose unpause "$1" ;;
+    compose) _engine unpause "$(_container "$1")" >/dev/null ;;
     k8s) _kubectl exec "$1" -- sh -c 'kill -CONT -1' ;;
     esac
 }
@@ -362,7 +402,16 @@ chaos_partition() {
         [ "${CHAOS_PROXY:-0}" = 1 ] || chaos_die "partition needs CHAOS_PROXY=1"
         proc_signal "proxy-${1#worker-}" USR1
         ;;
-    compose) docker network disconnect cdc_cdc "$(_compose ps -q "$1")" ;;
+    compose)
+        # remember the address: the container gets it back when healed, as after a real
+        # partition (a new one would leave every established connection dead)
+        local id net=${CHAOS_COMPOSE_PROJECT}_cdc
+        id=$(_container "$1") || return 1
+        mkdir -p "$CHAOS_DIR"
+        _engine inspect -f "{{(index .NetworkSettings.Networks \"$net\").IPAddress}} {{(index .NetworkSettings.Networks \"$net\").MacAddress}}" \
+            "$id" >"$CHAOS_DIR/partition-$1"
+        _engine network disconnect "$net" "$id"
+        ;;
     k8s) k8s_partition "$1" ;;
     esac
 }
@@ -371,7 +420,17 @@ chaos_heal() {
     chaos_log "heal $1"
     case "$CHAOS_BACKEND" in
     local) proc_signal "proxy-${1#worker-}" USR2 ;;
-    compose) docker network connect cdc_cdc "$(_compose ps -q "$1")" ;;
+    compose)
+        # back with its address (and, with podman, its MAC address, so that the peers'
+        # neighbour caches stay right) and its service name as alias, as compose set them
+        local ip="" mac="" args
+        read -r ip mac <"$CHAOS_DIR/partition-$1" 2>/dev/null
+        args=(--alias "$1")
+        [ -n "$ip" ] && args+=(--ip "$ip")
+        [ -n "$mac" ] && [ "$CHAOS_ENGINE" = podman ] && args+=(--mac-address "$mac")
+        _engine network connect "${args[@]}" "${CHAOS_COMPOSE_PROJECT}_cdc" "$(_container "$1")"
+        rm -f "$CHAOS_DIR/partition-$1"
+        ;;
     k8s) k8s_heal "$1" ;;
     esac
 }
@@ -383,8 +442,28 @@ chaos_recover() {
     local)
         if [ "$1" = etcd ]; then harness_etcd_start; else proc_restart "$1"; fi
         ;;
-    compose) _compose start "$1" ;;
+    compose) _engine start "$(_container "$1")" >/dev/null ;;
     k8s) : ;;
+    esac
+}
+
+# chaos_stop <target> <grace seconds>: SIGTERM, then SIGKILL after the grace (compose:
+# the engine's stop; the container stays down until chaos_recover).
+chaos_stop() {
+    chaos_log "stop $1 (SIGTERM, ${2}s grace)"
+    case "$CHAOS_BACKEND" in
+    local) proc_signal "$1" TERM ;;
+    compose) _engine stop -t "$2" "$(_container "$1")" >/dev/null ;;
+    k8s) _kubectl delete pod "$1" --grace-period="$2" --wait=true ;;
+    esac
+}
+
+# Kills a target and brings it back at once (a worker left behind by a scenario).
+chaos_restart() {
+    case "$CHAOS_BACKEND" in
+    local) proc_restart "$1" ;;
+    compose) _engine restart -t 10 "$(_container "$1")" >/dev/null ;;
+    k8s) _kubectl delete pod "$1" --wait=false ;;
     esac
 }
 
@@ -410,7 +489,7 @@ chaos_status() {
     for t in $(chaos_targets coordinator); do
         case "$CHAOS_BACKEND" in
         local) s=$(curl -fsS --max-time 2 "http://$(cat "$CHAOS_DIR/procs/$t.http" 2>/dev/null)/status" 2>/dev/null) ;;
-        compose) s=$(_compose exec -T "$t" curl -fsS --max-time 2 http://127.0.0.1:8080/status 2>/dev/null) ;;
+        compose) s=$(_engine exec "$(_container "$t" 2>/dev/null)" curl -fsS --max-time 2 http://127.0.0.1:8080/status 2>/dev/null) ;;
         k8s) s=$(_kubectl exec "$t" -- curl -fsS --max-time 2 http://127.0.0.1:8080/status 2>/dev/null) ;;
         esac
         if [ -n "$s" ] && [ "$(jq -r '.is_leader' <<<"$s" 2>/dev/null)" = true ]; then
@@ -433,6 +512,92 @@ chaos_leader() {
         esac
     done
     echo "$id"
+}
+
+# ---- load and verification ------------------------------------------------------------------
+
+# The PostgreSQL the verifier compares with: the local pipeline's, or the one the compose
+# stack publishes on this host (POSTGRES_* as in docker/docker-compose.yml).
+chaos_pg_dsn() {
+    case "$CHAOS_BACKEND" in
+    local) echo "$PIPELINE_PG_DSN" ;;
+    *) echo "host=127.0.0.1 port=${POSTGRES_PORT:-5432} dbname=${POSTGRES_DB:-cdc} user=${POSTGRES_USER:-cdc} password=${POSTGRES_PASSWORD:-cdc}" ;;
+    esac
+}
+
+# chaos_load_start <seconds> <seed>: the load generator in the background for that long at
+# LOAD_RATE changes/s (local: a process; compose: a one-off container of the stack's
+# loadgen service, its output appended to $CHAOS_DIR/loadgen.log; k8s: the load generator
+# Deployment scaled up, until k8s_load_stop); LOAD_PID is the process to wait for (empty
+# for k8s).
+# shellcheck disable=SC2034 # LOAD_PID is read by chaos/run.sh
+chaos_load_start() {
+    LOAD_PID=
+    mkdir -p "$CHAOS_DIR"
+    case "$CHAOS_BACKEND" in
+    local)
+        "$CHAOS_BUILD/loadgen" --pg-dsn "$PIPELINE_PG_DSN" --create-schema=false \
+            --rate "$LOAD_RATE" --duration "${1}s" --seed "$2" --report-interval 0 \
+            >>"$CHAOS_DIR/procs/loadgen.log" 2>&1 &
+        LOAD_PID=$!
+        ;;
+    compose)
+        _compose run --rm --no-deps -T -e CDC_RATE="$LOAD_RATE" -e CDC_DURATION="${1}s" \
+            -e CDC_SEED="$2" loadgen loadgen --create-schema=false --report-interval=0 \
+            </dev/null >>"$CHAOS_DIR/loadgen.log" 2>&1 &
+        LOAD_PID=$!
+        ;;
+    k8s) k8s_load_start "$LOAD_RATE" "$2" ;;
+    esac
+}
+
+# Copies the warehouse out of the stack's S3 endpoint into dir (compose): s3rver's object
+# files (CHAOS_S3_DIR) with chaos/s3export.mjs, or MinIO's bucket with mc mirror.
+chaos_compose_export() {
+    local dir=$1
+    mkdir -p "$dir"
+    if [ -n "$CHAOS_S3_DIR" ]; then
+        node "$CHAOS_ROOT/chaos/s3export.mjs" "$CHAOS_S3_DIR/warehouse" "$dir"
+    else
+        # shellcheck disable=SC2016 # expanded inside the container
+        _compose run --rm --no-deps -v "$dir:/export" --entrypoint /bin/sh minio-init -c \
+            'mc alias set local http://minio:9000 "$MINIO_ROOT_USER" "$MINIO_ROOT_PASSWORD" >/dev/null && mc mirror --quiet --overwrite local/warehouse /export'
+    fi
+}
+
+# chaos_verify <catch-up seconds>: runs the verifier until it passes or the time is up
+# (the tables catch up after the load stopped); prints its report, whose last line is the
+# verdict (VERIFY ok|FAILED ...). Compose: the warehouse is copied out before each try;
+# k8s: k8s_verify (chaos/k8s.sh).
+chaos_verify() {
+    local wait=$1 deadline out rc
+    case "$CHAOS_BACKEND" in
+    local) pipeline_verify --wait "$wait" ;;
+    compose)
+        deadline=$((SECONDS + wait))
+        while :; do
+            out=$(chaos_compose_export "$CHAOS_DIR/warehouse" 2>&1 &&
+                "$CHAOS_ROOT/chaos/verify" --pg "$(chaos_pg_dsn)" --warehouse "$CHAOS_DIR/warehouse" \
+                    --namespace "$CHAOS_NAMESPACE" --path-map "s3://warehouse/=$CHAOS_DIR/warehouse/" 2>&1)
+            rc=$?
+            if [ "$rc" -eq 0 ] || [ "$SECONDS" -ge "$deadline" ]; then
+                echo "$out"
+                return "$rc"
+            fi
+            sleep 2
+        done
+        ;;
+    k8s) k8s_verify "$wait" ;;
+    esac
+}
+
+# Prints a target's log (local: its log file; compose: the container's).
+chaos_logs() {
+    case "$CHAOS_BACKEND" in
+    local) cat "$CHAOS_DIR/procs/$1.log" 2>/dev/null ;;
+    compose) _engine logs "$(_container "$1" 2>/dev/null)" 2>&1 ;;
+    k8s) _kubectl logs "$1" 2>&1 ;;
+    esac
 }
 
 # shellcheck source=chaos/k8s.sh

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The chaos suite: `make chaos DURATION=<seconds>` (default 300; CI runs a short one).
 # Starts the local pipeline (chaos/lib.sh; CHAOS_BACKEND=compose|k8s runs against
-# containers or pods that are already up instead), then for each scenario: runs the
-# load generator, injects the scenario's faults, stops the load, waits for the tables to
-# catch up and runs the verifier. Prints a table (faults injected, recoveries, records
-# lost / duplicated / mismatched per scenario) and exits non-zero when any scenario lost,
-# duplicated or mismatched a record or did not recover.
+# containers or pods that are already up instead: docker/compose.sh run-chaos and
+# make compose-test for compose), then for each scenario: runs the load generator,
+# injects the scenario's faults, stops the load, waits for the tables to catch up and runs
+# the verifier (every backend). Prints a table (faults injected,
+# recoveries, records lost / duplicated / mismatched per scenario) and exits non-zero when
+# any scenario lost, duplicated or mismatched a record or did not recover.
 #   SEED=<n>            replay a run (the seed is printed first)
 #   SCENARIOS="a b"     run only these (names in chaos/scenarios.sh)
 #   LOAD_RATE=<n>       changes per second during the scenarios (default 300)
@@ -33,11 +34,16 @@ results=()
 failed=0
 
 cleanup() {
+    local t
     # a failed run: each process's last warnings, before its logs go
     if [ "$failed" -ne 0 ] && [ -d "$CHAOS_DIR/procs" ]; then
         for f in "$CHAOS_DIR"/procs/*.log; do
             grep -E 'level=(warn|error)' "$f" 2>/dev/null | grep -v 'kafka FAIL' | tail -n 15 |
                 sed "s|^|chaos: $(basename "$f" .log): |"
+        done
+    elif [ "$failed" -ne 0 ] && [ "$CHAOS_BACKEND" = compose ]; then
+        for t in $(chaos_targets capture) $(chaos_targets coordinator) $(chaos_targets worker); do
+            chaos_logs "$t" | grep -E '"level":"(warn|error)"' | tail -n 15 | sed "s|^|chaos: $t: |"
         done
     fi
     if [ "$CHAOS_BACKEND" = local ]; then
@@ -57,8 +63,13 @@ local)
     export CHAOS_PROXY=1
     ;;
 compose)
-    chaos_log "backend $CHAOS_BACKEND: faults against running containers; the load generator" \
-        "and the verifier are run by docker/compose.sh run-chaos (compose) or by hand (k8s)"
+    mkdir -p "$CHAOS_DIR"
+    trap cleanup EXIT
+    trap 'exit 130' INT TERM
+    chaos_log "backend compose: faults against the containers of project $CHAOS_COMPOSE_PROJECT" \
+        "($CHAOS_ENGINE), load from its loadgen service, verified against $(chaos_pg_dsn | cut -d' ' -f1-2)"
+    chaos_wait 120 "a leader with ${CHAOS_WORKERS} live workers" pipeline_ready ||
+        chaos_die "the stack is not up (a leader with ${CHAOS_WORKERS} live workers and a commit)"
     ;;
 k8s)
     # against k8s/overlays/dev: load, faults and a verifier run after every scenario
@@ -73,18 +84,6 @@ k8s)
     ;;
 esac
 
-run_load() {
-    if [ "$CHAOS_BACKEND" = k8s ]; then
-        k8s_load_start "$LOAD_RATE" "$2"
-        return 0
-    fi
-    [ "$CHAOS_BACKEND" = local ] || return 0
-    "$CHAOS_BUILD/loadgen" --pg-dsn "$PIPELINE_PG_DSN" --create-schema=false --rate "$LOAD_RATE" \
-        --duration "${1}s" --seed "$2" --report-interval 0 \
-        >>"$CHAOS_DIR/procs/loadgen.log" 2>&1 &
-    LOAD_PID=$!
-}
-
 # A worker the leader does not count as alive after a scenario (say, a paused worker that
 # never rejoined) is restarted, so the next scenario starts from a whole pipeline; the
 # scenario that left it behind has already been marked as not recovered.
@@ -95,7 +94,7 @@ repair_workers() {
         w=$(jq -r --arg id "$n" '[.workers[] | select(.id == $id and .alive)] | length' <<<"$st")
         if [ "$w" = 0 ]; then
             chaos_log "repair: worker-$n is not alive for the leader; restarting it"
-            proc_restart "worker-$n"
+            chaos_restart "worker-$n"
         fi
     done
 }
@@ -107,35 +106,27 @@ for s in "${scenarios[@]}"; do
     f0=$FAULTS
     r0=$RECOVERIES
     chaos_log "== scenario $s (${budget}s, load ${LOAD_RATE}/s)"
-    run_load "$budget" $((SEED + i))
+    chaos_load_start "$budget" $((SEED + i))
     "scenario_$s" "$budget"
-    [ "$CHAOS_BACKEND" = local ] && repair_workers
+    [ "$CHAOS_BACKEND" != k8s ] && repair_workers
     [ -n "${LOAD_PID:-}" ] && wait "$LOAD_PID"
     LOAD_PID=
     [ "$CHAOS_BACKEND" = k8s ] && k8s_load_stop
-    verdict="-"
-    counts="lost=- duplicated=- mismatched=-"
-    if [ "$CHAOS_BACKEND" = local ] || [ "$CHAOS_BACKEND" = k8s ]; then
-        if [ "$CHAOS_BACKEND" = k8s ]; then
-            out=$(k8s_verify "$CATCHUP" 2>&1)
-        else
-            out=$(pipeline_verify --wait "$CATCHUP" 2>&1)
-        fi
-        last=$(tail -n1 <<<"$out")
-        echo "$out" | sed 's/^/    /' >&2
-        counts=$(grep -o 'lost=[0-9]* duplicated=[0-9]* mismatched=[0-9]*' <<<"$last" ||
-            echo "lost=? duplicated=? mismatched=?")
-        case "$last" in
-        "VERIFY ok"*) verdict=ok ;;
-        *)
-            verdict=FAILED
-            failed=1
-            ;;
-        esac
-    fi
+    out=$(chaos_verify "$CATCHUP" 2>&1)
+    last=$(tail -n1 <<<"$out")
+    echo "$out" | sed 's/^/    /' >&2
+    counts=$(grep -o 'lost=[0-9]* duplicated=[0-9]* mismatched=[0-9]*' <<<"$last" ||
+        echo "lost=? duplicated=? mismatched=?")
+    case "$last" in
+    "VERIFY ok"*) verdict=ok ;;
+    *)
+        verdict=FAILED
+        failed=1
+        ;;
+    esac
     faults=$((FAULTS - f0))
     recovered=$((RECOVERIES - r0))
-    [ "$CHAOS_BACKEND" != compose ] && [ "$recovered" -lt "$faults" ] && failed=1
+    [ "$recovered" -lt "$faults" ] && failed=1
     results+=("$s $faults $recovered $counts $verdict")
 done
 

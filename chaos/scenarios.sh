@@ -119,8 +119,7 @@ scenario_sigterm() {
         fi
         chaos_log "$t exited $((SECONDS - start)) s after SIGTERM"
         ;;
-    compose) _compose stop -t 10 "$t" ;;
-    k8s) _kubectl delete pod "$t" --grace-period=10 --wait=true ;;
+    compose | k8s) chaos_stop "$t" 10 ;;
     esac
     chaos_recover "$t"
     _recovered "$before"
@@ -133,7 +132,7 @@ scenario_etcd-restart() {
     before=$(pipeline_committed)
     case "$CHAOS_BACKEND" in
     local) harness_etcd_stop ;;
-    compose) _compose stop etcd ;;
+    compose) chaos_stop etcd 10 ;;
     k8s) _kubectl delete pod -l app.kubernetes.io/name=etcd --wait=false ;;
     esac
     chaos_log "etcd stopped"
@@ -142,7 +141,7 @@ scenario_etcd-restart() {
     sleep "${CHAOS_ETCD_DOWN:-$REPLY}"
     case "$CHAOS_BACKEND" in
     local) harness_etcd_start ;;
-    compose) _compose start etcd ;;
+    compose) chaos_recover etcd ;;
     # the StatefulSet brings it back on its PersistentVolumeClaim, data kept
     k8s) _kubectl rollout status statefulset/etcd --timeout=120s >/dev/null ;;
     esac

@@ -25,6 +25,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import zlib from 'node:zlib';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -45,6 +46,73 @@ export function localPath(loc) {
   }
   if (s.startsWith('file://')) return fileURLToPath(s);
   return s;
+}
+
+/**
+ * An Avro object container file with its deflate blocks inflated and its codec set to
+ * null (any other file is returned as it is). icebird 0.3.1 inflates Avro's raw deflate
+ * blocks with a gzip decoder (hyparquet-compressors' gunzip) that, when its output buffer
+ * ends up larger than the data, reads the bytes after the deflate stream as a further
+ * gzip member and fails on some valid blocks ("offset is out of bounds"). Node's zlib
+ * inflates instead; icebird still decodes the records.
+ */
+export function avroInflated(buf) {
+  if (buf.length < 4 || buf.toString('latin1', 0, 4) !== 'Obj\x01') return buf;
+  let pos = 4;
+  const long = () => {
+    let n = 0n;
+    let shift = 0n;
+    let b;
+    do {
+      if (pos >= buf.length) throw new Error('truncated Avro file');
+      b = BigInt(buf[pos++]);
+      n |= (b & 0x7fn) << shift;
+      shift += 7n;
+    } while (b & 0x80n);
+    return Number((n >> 1n) ^ -(n & 1n));
+  };
+  const bytes = () => {
+    const n = long();
+    const v = buf.subarray(pos, pos + n);
+    pos += n;
+    return v;
+  };
+  const zigzag = (v) => {
+    let n = (BigInt(v) << 1n) ^ (BigInt(v) >> 63n);
+    const out = [];
+    do {
+      let b = Number(n & 0x7fn);
+      n >>= 7n;
+      if (n) b |= 0x80;
+      out.push(b);
+    } while (n);
+    return Buffer.from(out);
+  };
+  const meta = [];
+  for (let count = long(); count !== 0; count = long()) {
+    if (count < 0) {
+      count = -count;
+      long(); // the block's size in bytes
+    }
+    for (let i = 0; i < count; i++) meta.push([bytes().toString('utf8'), bytes()]);
+  }
+  const codec = meta.find(([k]) => k === 'avro.codec')?.[1].toString('utf8') ?? 'null';
+  if (codec !== 'deflate') return buf;
+  const sync = buf.subarray(pos, pos + 16);
+  pos += 16;
+  const out = [Buffer.from('Obj\x01', 'latin1'), zigzag(meta.length)];
+  for (const [k, v] of meta) {
+    const value = k === 'avro.codec' ? Buffer.from('null') : v;
+    out.push(zigzag(Buffer.byteLength(k)), Buffer.from(k, 'utf8'), zigzag(value.length), value);
+  }
+  out.push(zigzag(0), sync);
+  while (pos < buf.length) {
+    const count = long();
+    const data = zlib.inflateRawSync(bytes());
+    out.push(zigzag(count), zigzag(data.length), data, buf.subarray(pos, pos + 16));
+    pos += 16;
+  }
+  return Buffer.concat(out);
 }
 
 /** fetch() for icebird over local files: GET with optional Range, and HEAD. */
@@ -77,6 +145,10 @@ function installFileFetch() {
         start = Number(r[1]);
         if (r[2] !== '') end = Math.min(end, Number(r[2]));
       }
+    }
+    if (!range && p.endsWith('.avro')) {
+      const buf = avroInflated(fs.readFileSync(p));
+      return new Response(buf, { status: 200, headers: { 'content-length': String(buf.length) } });
     }
     const fd = fs.openSync(p, 'r');
     const buf = Buffer.alloc(Math.max(0, end - start + 1));
@@ -144,7 +216,11 @@ const ident = (s) => `"${String(s).replaceAll('"', '""')}"`;
 export async function readIcebergTable(dir, conn) {
   const { icebird } = await readers();
   if (!fs.existsSync(path.join(dir, 'metadata'))) return { exists: false, rows: [], fields: [], schemas: [] };
-  const metadata = await icebird.icebergMetadata({ tableUrl: dir });
+  // a reader's error names the table and the file (a missing or cut file otherwise shows
+  // as a bare RangeError of the Avro decoder)
+  const metadata = await icebird.icebergMetadata({ tableUrl: dir }).catch((e) => {
+    throw new Error(`${dir}: reading the table metadata: ${e.message}`);
+  });
   const schema = metadata.schemas.find((s) => s['schema-id'] === metadata['current-schema-id']);
   const fields = schema.fields.filter((f) => typeof f.type === 'string');
   const schemas = metadata.schemas;
@@ -153,7 +229,13 @@ export async function readIcebergTable(dir, conn) {
     return { exists: true, rows: [], fields, schemas, summary: {} };
   }
   const snapshot = metadata.snapshots.find((s) => s['snapshot-id'] === snapId);
-  const manifests = await icebird.icebergManifests(metadata);
+  const manifestList = snapshot['manifest-list'];
+  if (!fs.existsSync(localPath(manifestList))) {
+    throw new Error(`${dir}: the manifest list of the current snapshot, ${manifestList}, is missing`);
+  }
+  const manifests = await icebird.icebergManifests(metadata).catch((e) => {
+    throw new Error(`${dir}: reading the manifests of the current snapshot (list ${manifestList}): ${e.message}`);
+  });
   const data = [];
   const posDeletes = [];
   const eqDeletes = [];

@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,8 @@
 
 /*
  * The development broker has no CreateTopics; its control channel (CDC_KAFKA_DEV_CONTROL,
- * host:port, set by the test harness and `make run`) creates topics with a given count.
+ * host:port, set by the test harness and `make run`; a host name in the local compose
+ * stack, docker/docker-compose.local.yml) creates topics with a given count.
  */
 cdc_err_t cdc_kafka__dev_create_topic(const char *control, const cdc_kafka_topic_spec_t *spec,
                                       cdc_error_t *e)
@@ -35,8 +37,20 @@ cdc_err_t cdc_kafka__dev_create_topic(const char *control, const cdc_kafka_topic
     memcpy(host, control, (size_t)(colon - control));
     host[colon - control] = '\0';
     sa.sin_port = htons((uint16_t)atoi(colon + 1));
-    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
-        return cdc_error_set(e, CDC_ERR_CONFIG, "invalid CDC_KAFKA_DEV_CONTROL \"%s\"", control);
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+        int gai = getaddrinfo(host, NULL, &hints, &ai);
+        if (gai != 0 || ai == NULL) {
+            if (ai)
+                freeaddrinfo(ai);
+            return cdc_error_set_retriable(e, CDC_ERR_UNAVAILABLE, true,
+                                           "could not resolve the development broker's control "
+                                           "channel %s: %s",
+                                           control, gai_strerror(gai));
+        }
+        sa.sin_addr = ((struct sockaddr_in *)ai->ai_addr)->sin_addr;
+        freeaddrinfo(ai);
+    }
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return cdc_error_set(e, CDC_ERR_IO, "socket: %s", strerror(errno));

@@ -5,9 +5,11 @@
 #   build-steps.sh packages <role>...     print the packages of roles in tools/packages.txt
 #   build-steps.sh deps build|runtime     apt-get install the build (or runtime+image) packages
 #   build-steps.sh build [build-dir]      make every binary (no tests) into build-dir, as
-#                                         a release build: no test-only fault injection
+#                                         a release build (no test-only fault injection),
+#                                         stamped with $CDC_VERSION when set (the image build's arg)
 #   build-steps.sh install <prefix> [build-dir]
 #                                         copy binaries, entrypoint and schema under prefix
+#   build-steps.sh binaries               print the programs the image ships, one a line
 #   build-steps.sh check-libs <prefix>    every shared library the installed binaries need
 #                                         comes from a runtime package, and every runtime
 #                                         package is needed by some binary
@@ -42,8 +44,9 @@ deps() {
 }
 
 build() {
-    local dir=${1:-build}
-    make -C "$ROOT" -j"$(nproc)" BUILD="$dir" FAULT_INJECTION=0 bins
+    local dir=${1:-build} version=()
+    [ -n "${CDC_VERSION:-}" ] && version=(VERSION="$CDC_VERSION")
+    make -C "$ROOT" -j"$(nproc)" BUILD="$dir" FAULT_INJECTION=0 "${version[@]}" bins
 }
 
 install_tree() {
@@ -119,6 +122,7 @@ packages) packages "$@" ;;
 deps) deps "$@" ;;
 build) build "$@" ;;
 install) install_tree "$@" ;;
+binaries) printf '%s\n' "${BINARIES[@]}" ;;
 check-libs) check_libs "$@" ;;
-*) die "usage: build-steps.sh packages|deps|build|install|check-libs ..." ;;
+*) die "usage: build-steps.sh packages|deps|build|install|binaries|check-libs ..." ;;
 esac

@@ -3,11 +3,13 @@
 #   docker/compose.sh start       build the image, start everything, wait until healthy
 #   docker/compose.sh stop        stop the containers (data kept)
 #   docker/compose.sh clean       stop and delete containers, volumes and the exported warehouse
-#   docker/compose.sh run-chaos   load + worker kills/pauses (chaos/run.sh, compose backend)
-#                                 + verify the warehouse against PostgreSQL
+#   docker/compose.sh run-chaos   the chaos scenarios against the containers (chaos/run.sh,
+#                                 compose backend): per scenario load, faults, recovery, and
+#                                 the warehouse verified against PostgreSQL
 #   docker/compose.sh status|logs [service]|load|export|verify
 # Environment: CDC_IMAGE, POSTGRES_*, MINIO_ROOT_*, LOAD_RATE, DURATION (chaos seconds),
-# SEED (replay a chaos run); see docs/deployment.md.
+# SEED (replay a chaos run), SCENARIOS; see docs/deployment.md. Without an image registry,
+# `make compose-test` runs the same stack with podman (docker/compose-test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILE=docker/docker-compose.yml
@@ -25,27 +27,25 @@ compose() {
     fi
 }
 
-pg_dsn() {
-    echo "host=127.0.0.1 port=${POSTGRES_PORT:-5432} dbname=${POSTGRES_DB:-cdc} user=${POSTGRES_USER:-cdc} password=${POSTGRES_PASSWORD:-cdc}"
-}
+# Export and verification are chaos/lib.sh's (compose backend): MinIO's bucket mirrored
+# into $EXPORT, then chaos/verify against PostgreSQL.
+export CHAOS_BACKEND=compose CHAOS_DIR=$PWD/.run/compose-chaos COMPOSE_FILE=$FILE
+# shellcheck source=chaos/lib.sh
+. chaos/lib.sh
 
-# Copies the warehouse bucket out of MinIO so the verifier reads it as files.
 export_warehouse() {
     rm -rf "$EXPORT"
-    mkdir -p "$EXPORT"
-    # shellcheck disable=SC2016 # expanded inside the container
-    compose run --rm --no-deps -v "$PWD/$EXPORT:/export" --entrypoint /bin/sh minio-init -c \
-        'mc alias set local http://minio:9000 "$MINIO_ROOT_USER" "$MINIO_ROOT_PASSWORD" >/dev/null && mc mirror --quiet local/warehouse /export'
+    chaos_compose_export "$PWD/$EXPORT"
 }
 
 verify() {
     export_warehouse
-    node chaos/verify --pg "$(pg_dsn)" --warehouse "$PWD/$EXPORT" --path-map "s3://warehouse/=$PWD/$EXPORT/"
+    node chaos/verify --pg "$(chaos_pg_dsn)" --warehouse "$PWD/$EXPORT" --path-map "s3://warehouse/=$PWD/$EXPORT/"
 }
 
-cmd=${1:-}
+action=${1:-}
 shift || true
-case "$cmd" in
+case "$action" in
 start)
     compose up -d --build --wait
     compose ps
@@ -65,11 +65,7 @@ export) export_warehouse ;;
 verify) verify ;;
 run-chaos)
     compose up -d --build --wait
-    LOAD_DURATION=0 compose --profile load up -d loadgen
-    CHAOS_BACKEND=compose COMPOSE_FILE="$FILE" chaos/run.sh
-    compose --profile load stop loadgen
-    # chaos/run.sh waits for catch-up per scenario; verify the final state once more
-    verify
+    chaos/run.sh
     ;;
 *)
     echo "usage: docker/compose.sh start|stop|clean|run-chaos|status|logs|load|export|verify" >&2

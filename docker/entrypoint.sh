@@ -2,14 +2,26 @@
 # Entrypoint of the cdc image: the first argument names the program, the rest are its
 # flags; configuration otherwise comes from CDC_* environment variables (flags win).
 #   capture | coordinator | worker | cdcctl | kafka-dev | loadgen | <any command>
-# A worker without CDC_ID takes the ordinal of its StatefulSet pod name (cdc-worker-2 -> 2)
-# from POD_NAME or HOSTNAME, so ids are stable across restarts and rescheduling.
+# A worker without CDC_ID (or --id) takes the ordinal of its StatefulSet pod name
+# (cdc-worker-2 -> 2) from POD_NAME or HOSTNAME, so ids are stable across restarts and
+# rescheduling. --help and --version need no configuration: they go straight through.
 set -eu
 cmd=${1:-}
 [ $# -gt 0 ] && shift
+
+# True when the arguments ask for help or the version, or give the worker id.
+needs_no_id() {
+    for a in "$@"; do
+        case "$a" in
+        -h | --help | --help-markdown | --version | --id | --id=*) return 0 ;;
+        esac
+    done
+    return 1
+}
+
 case "$cmd" in
 capture | coordinator | worker)
-    if [ "$cmd" = worker ] && [ -z "${CDC_ID:-}" ]; then
+    if [ "$cmd" = worker ] && [ -z "${CDC_ID:-}" ] && ! needs_no_id "$@"; then
         name=${POD_NAME:-$(hostname)}
         ordinal=${name##*-}
         case "$ordinal" in

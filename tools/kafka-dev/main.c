@@ -5,6 +5,8 @@
  * stdout (and into --info-file), and serves a line protocol on the control port so
  * fault tests can take brokers down and up, inject request errors and add latency.
  * It is NOT Apache Kafka: real deployments use Apache Kafka (see tools/kafka-dev/README.md).
+ * With --advertise-host the brokers listen on every interface and advertise that host
+ * name, so that clients in other containers reach them (the local compose stack).
  *
  * Threads: the mock cluster runs its own thread; this file's main thread serves the
  * control connections with poll(2). Signal handlers only set a flag.
@@ -38,6 +40,8 @@ typedef struct kd_config {
     int64_t default_partitions;
     char *control;
     char *info_file;
+    char *advertise_host;
+    int64_t broker_port;
     cdc_log_options_t log;
 } kd_config_t;
 
@@ -52,6 +56,11 @@ static const cdc_opt_t options[] = {
      "Control channel listen address host:port (port 0 = a free port)."},
     {"info-file", CDC_OPT_STRING, offsetof(kd_config_t, info_file), "", false, 0, 0, NULL,
      "File that receives the BOOTSTRAP, CONTROL and READY lines once the broker is up."},
+    {"advertise-host", CDC_OPT_STRING, offsetof(kd_config_t, advertise_host), "", false, 0, 0, NULL,
+     "Host name the brokers advertise; they then listen on every interface at --broker-port "
+     "and the ports after it (containers). Empty: loopback, free ports."},
+    {"broker-port", CDC_OPT_INT, offsetof(kd_config_t, broker_port), "9092", false, 1, 65526, NULL,
+     "Port of broker 1 with --advertise-host; broker N listens on this port + N - 1."},
     CDC_OPTS_LOG(kd_config_t, log),
     CDC_OPT_END,
 };
@@ -76,6 +85,7 @@ typedef struct kd {
     rd_kafka_t *probe; /* client of the mock cluster for TOPICS */
     rd_kafka_mock_cluster_t *mc;
     int brokers;
+    char bootstraps[1024]; /* what clients use: the mock's list, or the advertised one */
     char control_addr[64];
 } kd_t;
 
@@ -109,6 +119,134 @@ static bool set_default_partitions(rd_kafka_mock_cluster_t *mc, int brokers, int
         return true;
     }
     return false;
+}
+
+/*
+ * The mock brokers listen on loopback and advertise 127.0.0.1, and librdkafka 2.0.2 has no
+ * API to change either: a client in another container cannot reach them. advertise() moves
+ * each broker to <every interface>:<port + id - 1> advertised as <host>:<that port>. It
+ * reaches the (private) broker structs through the cluster's broker list, with mirrors of
+ * the 2.0.2 layouts (rdkafka_mock_int.h), and checks every field it reads against what the
+ * mock reported (the cluster's handle and id, broker ids 1..N in order, 127.0.0.1 and the
+ * ports of the bootstrap list) before writing anything; BROKER DOWN then re-creates a
+ * broker's listener on its (new) address, and BROKER UP starts it. On any other build the
+ * check fails and --advertise-host is refused. Called before any client connects: the mock
+ * thread reads these fields only to answer requests, and the address at BROKER DOWN, an op
+ * handed over through its queue.
+ */
+typedef struct mock_broker_2_0_2 {
+    struct mock_broker_2_0_2 *next; /* TAILQ_ENTRY(rd_kafka_mock_broker_s) link */
+    void *prev;
+    int32_t id;
+    char advertised_listener[128];
+    struct sockaddr_in sin; /* address the listener binds to (again after BROKER DOWN) */
+    uint16_t port;          /* advertised port */
+} mock_broker_2_0_2_t;
+
+typedef struct mock_cluster_2_0_2 {
+    char id[32];
+    rd_kafka_t *rk;
+    int32_t controller_id;
+    struct {
+        mock_broker_2_0_2_t *first;
+        void *last;
+    } brokers;
+    int broker_cnt;
+} mock_cluster_2_0_2_t;
+
+/* Port of the index-th (0-based) entry of a "host:port,host:port" list, 0 if none. */
+static int bootstrap_port(const char *list, int index)
+{
+    const char *p = list;
+    for (int i = 0; i < index && p; i++) {
+        p = strchr(p, ',');
+        if (p)
+            p++;
+    }
+    if (p == NULL)
+        return 0;
+    const char *colon = strchr(p, ':');
+    return colon ? atoi(colon + 1) : 0;
+}
+
+/* 0 when a broker can listen on every interface at port, else the errno of bind(). */
+static int port_in_use(int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, err = 0;
+
+    if (fd < 0)
+        return errno;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+        err = errno;
+    close(fd);
+    return err;
+}
+
+static bool advertise(kd_t *kd, const char *host, int first_port)
+{
+    mock_cluster_2_0_2_t *c = (mock_cluster_2_0_2_t *)kd->mc;
+    const char *mock_list = rd_kafka_mock_cluster_bootstraps(kd->mc);
+    mock_broker_2_0_2_t *b;
+    size_t len = 0;
+    int i;
+
+    if (strlen(host) >= sizeof(b->advertised_listener)) {
+        cdc_log_error("--advertise-host \"%s\" is too long", host);
+        return false;
+    }
+    if (strcmp(rd_kafka_version_str(), "2.0.2") != 0 || sizeof(void *) != 8 || c->rk != kd->rk ||
+        strncmp(c->id, "mockCluster", 11) != 0 || c->broker_cnt != kd->brokers) {
+        cdc_log_error("--advertise-host needs librdkafka 2.0.2 (LP64), found %s",
+                      rd_kafka_version_str());
+        return false;
+    }
+    for (i = 1, b = c->brokers.first; i <= kd->brokers; i++, b = b->next) {
+        if (b == NULL || b->id != i || strcmp(b->advertised_listener, "127.0.0.1") != 0 ||
+            b->sin.sin_family != AF_INET || b->sin.sin_addr.s_addr != htonl(INADDR_LOOPBACK) ||
+            ntohs(b->sin.sin_port) != b->port || b->port != bootstrap_port(mock_list, i - 1)) {
+            cdc_log_error("--advertise-host: the mock cluster of librdkafka %s is not laid out "
+                          "as expected (broker %d)",
+                          rd_kafka_version_str(), i);
+            return false;
+        }
+        int err = port_in_use(first_port + i - 1);
+        if (err) {
+            cdc_log_error("--advertise-host: broker %d cannot listen on port %d: %s", i,
+                          first_port + i - 1, strerror(err));
+            return false;
+        }
+    }
+    if (b != NULL) {
+        cdc_log_error("--advertise-host: the mock cluster has more brokers than %d", kd->brokers);
+        return false;
+    }
+    kd->bootstraps[0] = '\0';
+    for (i = 1, b = c->brokers.first; i <= kd->brokers; i++, b = b->next) {
+        int port = first_port + i - 1;
+        rd_kafka_resp_err_t err;
+
+        snprintf(b->advertised_listener, sizeof(b->advertised_listener), "%s", host);
+        b->sin.sin_addr.s_addr = htonl(INADDR_ANY);
+        b->sin.sin_port = htons((uint16_t)port);
+        b->port = (uint16_t)port;
+        err = rd_kafka_mock_broker_set_down(kd->mc, i);
+        if (!err)
+            err = rd_kafka_mock_broker_set_up(kd->mc, i);
+        if (err) {
+            cdc_log_error("could not move broker %d to port %d: %s", i, port,
+                          rd_kafka_err2str(err));
+            return false;
+        }
+        len += (size_t)snprintf(kd->bootstraps + len, sizeof(kd->bootstraps) - len, "%s%s:%d",
+                                i > 1 ? "," : "", host, port);
+        if (len >= sizeof(kd->bootstraps)) {
+            cdc_log_error("--advertise-host: bootstrap list too long");
+            return false;
+        }
+    }
+    return true;
 }
 
 static void reply(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -235,7 +373,7 @@ static bool run_command(kd_t *kd, int fd, char *line)
         reply(fd, "OK bye");
         return false;
     } else if (strcmp(argv[0], "BOOTSTRAP") == 0) {
-        reply(fd, "OK %s", rd_kafka_mock_cluster_bootstraps(kd->mc));
+        reply(fd, "OK %s", kd->bootstraps);
     } else if (strcmp(argv[0], "TOPICS") == 0) {
         cmd_topics(kd, fd);
     } else if (strcmp(argv[0], "CREATE") == 0) {
@@ -535,12 +673,24 @@ int main(int argc, char **argv)
         cdc_log_warn("could not set the default partition count on librdkafka %s: topics "
                      "created automatically get 4 partitions; create topics explicitly",
                      rd_kafka_version_str());
+    if (cfg.advertise_host[0]) {
+        if (cfg.broker_port + kd.brokers - 1 > 65535) {
+            cdc_log_error("--broker-port %d leaves no room for %d brokers", (int)cfg.broker_port,
+                          kd.brokers);
+            goto cleanup;
+        }
+        if (!advertise(&kd, cfg.advertise_host, (int)cfg.broker_port))
+            goto cleanup;
+    } else {
+        snprintf(kd.bootstraps, sizeof(kd.bootstraps), "%s",
+                 rd_kafka_mock_cluster_bootstraps(kd.mc));
+    }
     if (cfg.topic[0] && !create_flag_topics(&kd, cfg.topic, (int)cfg.default_partitions))
         goto cleanup;
 
     conf = rd_kafka_conf_new();
-    if (rd_kafka_conf_set(conf, "bootstrap.servers", rd_kafka_mock_cluster_bootstraps(kd.mc),
-                          errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK ||
+    if (rd_kafka_conf_set(conf, "bootstrap.servers", kd.bootstraps, errstr, sizeof(errstr)) !=
+            RD_KAFKA_CONF_OK ||
         rd_kafka_conf_set(conf, "allow.auto.create.topics", "false", errstr, sizeof(errstr)) !=
             RD_KAFKA_CONF_OK) {
         rd_kafka_conf_destroy(conf);
@@ -558,8 +708,8 @@ int main(int argc, char **argv)
     if (lfd < 0)
         goto cleanup;
 
-    snprintf(info, sizeof(info), "BOOTSTRAP %s\nCONTROL %s\nREADY\n",
-             rd_kafka_mock_cluster_bootstraps(kd.mc), kd.control_addr);
+    snprintf(info, sizeof(info), "BOOTSTRAP %s\nCONTROL %s\nREADY\n", kd.bootstraps,
+             kd.control_addr);
     if (cfg.info_file[0] && !write_info(cfg.info_file, info)) {
         cdc_log_error("could not write info file \"%s\": %s", cfg.info_file, strerror(errno));
         goto cleanup;
@@ -567,8 +717,7 @@ int main(int argc, char **argv)
     fputs(info, stdout);
     fflush(stdout);
     cdc_log_info("kafka-dev up bootstrap=%s control=%s brokers=%d default_partitions=%d",
-                 rd_kafka_mock_cluster_bootstraps(kd.mc), kd.control_addr, kd.brokers,
-                 (int)cfg.default_partitions);
+                 kd.bootstraps, kd.control_addr, kd.brokers, (int)cfg.default_partitions);
 
     serve(&kd, lfd);
     cdc_log_info("kafka-dev stopping");

@@ -2,10 +2,11 @@
  * pq-fixtures: writes Parquet test files with common/iceberg/parquet.c and,
  * next to each, a JSON file with the values that were written, so an
  * independent reader (DuckDB in tests/js/parquet_readback.test.mjs) can check
- * them. Usage: pq-fixtures <output-dir>. Values are deterministic functions
- * of the row number; the JSON holds them in the text form DuckDB prints
- * (decimals with all scale digits, uuids in 8-4-4-4-12 form, binary as
- * upper-case hex, dates/times/timestamps as integer days/microseconds).
+ * them. Usage: pq-fixtures <output-dir> (or --help, --version). Values are
+ * deterministic functions of the row number; the JSON holds them in the text
+ * form DuckDB prints (decimals with all scale digits, uuids in 8-4-4-4-12
+ * form, binary as upper-case hex, dates/times/timestamps as integer
+ * days/microseconds).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -17,6 +18,10 @@
 
 #include "common/iceberg/parquet.h"
 #include "common/iceberg/schema.h"
+
+#ifndef CDC_VERSION
+#define CDC_VERSION "dev"
+#endif
 
 typedef struct kind {
     const char *name;
@@ -254,7 +259,16 @@ int main(int argc, char **argv)
     cdc_pq_options_t opts;
     char name[64];
 
-    if (argc != 2) {
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("pq-fixtures %s\n", CDC_VERSION);
+        return 0;
+    }
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        printf("usage: pq-fixtures <output-dir>\n"
+               "Writes Parquet test files and, next to each, the values written as JSON.\n");
+        return 0;
+    }
+    if (argc != 2 || argv[1][0] == '-') {
         fprintf(stderr, "usage: pq-fixtures <output-dir>\n");
         return 2;
     }

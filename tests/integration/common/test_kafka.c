@@ -641,6 +641,38 @@ static void test_assign_lifts_pause(void **state)
     cdc_kafka_producer_free(p);
 }
 
+/* The control channel named by host (the compose stack's kafka-1:9099): resolved, and a name
+ * that does not resolve is a retriable error naming the address. */
+static void test_ensure_topic_control_by_name(void **state)
+{
+    const char *bs = cdc_test_require("CDC_TEST_KAFKA");
+    const char *control = cdc_test_require("CDC_KAFKA_DEV_CONTROL");
+    const char *colon = strrchr(control, ':');
+    char saved[128], by_name[128], topic[128];
+    cdc_kafka_topic_spec_t spec;
+    cdc_error_t e;
+    int32_t n = 0;
+    (void)state;
+
+    assert_non_null(colon);
+    snprintf(saved, sizeof(saved), "%s", control);
+    snprintf(by_name, sizeof(by_name), "localhost%s", colon);
+    setenv("CDC_KAFKA_DEV_CONTROL", by_name, 1);
+    unique_topic(topic, sizeof(topic), "tname");
+    spec = (cdc_kafka_topic_spec_t){.name = topic, .partitions = 6};
+    assert_int_equal(cdc_kafka_ensure_topic(bs, NULL, &spec, 10000, &e), CDC_OK);
+    assert_int_equal(cdc_kafka_topic_partitions(bs, NULL, topic, &n, 5000, &e), CDC_OK);
+    assert_int_equal(n, 6);
+
+    setenv("CDC_KAFKA_DEV_CONTROL", "no-such-host.invalid:9099", 1);
+    unique_topic(topic, sizeof(topic), "tname");
+    spec = (cdc_kafka_topic_spec_t){.name = topic, .partitions = 6};
+    assert_int_equal(cdc_kafka_ensure_topic(bs, NULL, &spec, 10000, &e), CDC_ERR_UNAVAILABLE);
+    assert_true(e.retriable);
+    assert_non_null(strstr(e.msg, "no-such-host.invalid:9099"));
+    setenv("CDC_KAFKA_DEV_CONTROL", saved, 1);
+}
+
 static void test_ensure_topic(void **state)
 {
     const char *bs = cdc_test_require("CDC_TEST_KAFKA");
@@ -694,6 +726,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_seek_pause_watermarks),
         cmocka_unit_test(test_assign_lifts_pause),
         cmocka_unit_test(test_ensure_topic),
+        cmocka_unit_test(test_ensure_topic_control_by_name),
     };
     if (argc == 5 && strcmp(argv[1], "produce") == 0)
         return producer_main(argv[2], atoi(argv[3]), argv[4]);

@@ -11,7 +11,9 @@
 #     tests in tests/data/prometheus (`promtool test rules`; Debian's prometheus package,
 #     installed here when missing);
 #   - docker/docker-compose.yml passes the Compose Specification's JSON schema and the
-#     stack's rules (tests/js/deploy/validate-compose.mjs);
+#     stack's rules (tests/js/deploy/validate-compose.mjs), alone and with the local
+#     stack's override (docker/docker-compose.local.yml) merged over it, which must set
+#     no list the shipped file sets (podman-compose 1.0.3 would append it);
 #   - the Dockerfile passes a small set of checks (hadolint is not packaged in Debian);
 #   - broken copies of each are rejected, so the validators are known to bite.
 set -euo pipefail
@@ -137,6 +139,8 @@ fi
 
 # -- docker compose -----------------------------------------------------------------------
 node tests/js/deploy/validate-compose.mjs docker/docker-compose.yml || bad "docker-compose.yml is invalid"
+node tests/js/deploy/validate-compose.mjs docker/docker-compose.yml \
+    --override docker/docker-compose.local.yml || bad "docker-compose.local.yml over docker-compose.yml is invalid"
 sed 's/condition: service_healthy/condition: service_sleepy/' docker/docker-compose.yml \
     >docker/.compose-broken.yml
 if node tests/js/deploy/validate-compose.mjs docker/.compose-broken.yml >/dev/null; then
@@ -160,9 +164,23 @@ grep -q '^ENTRYPOINT ' "$df" || bad "$df: no ENTRYPOINT"
 if grep -E 'apt-get install' "$df" | grep -vq -- '--no-install-recommends'; then
     bad "$df: apt-get install without --no-install-recommends"
 fi
+# (build/image/ is what `docker/build-steps.sh install build/image` puts there for
+# --build-arg BINARIES=prebuilt: made by the build, not in the repository)
 while read -r src; do
     [ -e "$src" ] || bad "$df: COPY source $src does not exist"
-done < <(awk '$1 == "COPY" && $2 !~ /^--/ && $2 != "." { print $2 }' "$df")
+done < <(awk '$1 == "COPY" && $2 !~ /^--/ && $2 != "." && $2 != "build/image/" { print $2 }' "$df")
+grep -q '^ARG CDC_VERSION' "$df" || bad "$df: no CDC_VERSION build argument (the version to stamp)"
+grep -q 'VERSION="$CDC_VERSION"' docker/build-steps.sh || bad "docker/build-steps.sh build does not stamp CDC_VERSION"
+for label in title version revision; do
+    grep -q "org.opencontainers.image.$label=" "$df" || bad "$df: no OCI label org.opencontainers.image.$label"
+done
+grep -q '^!build/image$' docker/Dockerfile.dockerignore ||
+    bad "docker/Dockerfile.dockerignore does not let build/image (BINARIES=prebuilt) in"
+# the local stack's server images build from Debian 12 packages
+for target in postgres etcd s3rver; do
+    grep -Eq "^FROM \\$\\{DEBIAN_IMAGE\\} AS $target\$" docker/local/Dockerfile ||
+        bad "docker/local/Dockerfile: no $target stage on DEBIAN_IMAGE"
+done
 
 if [ "$fail" -ne 0 ]; then
     echo "deploy_validate: FAILED"

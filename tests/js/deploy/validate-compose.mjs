@@ -4,6 +4,9 @@
 // every depends_on target exists, every long-running service has a healthcheck, host
 // ports bind to 127.0.0.1, bind mounts point at files in the repository.
 //   node tests/js/deploy/validate-compose.mjs docker/docker-compose.yml
+//   node tests/js/deploy/validate-compose.mjs docker/docker-compose.yml \
+//        --override docker/docker-compose.local.yml     (the override merged over the file;
+//        it must not replace a list of the file, which podman-compose 1.0.3 would append to)
 // Prints one line per problem and exits 1 when there is any.
 import { readFileSync, existsSync } from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -35,10 +38,56 @@ function interpolate(value, env) {
   return value;
 }
 
-export function validateCompose(file, env = {}) {
+const load = (file, env) =>
+  interpolate(parse(readFileSync(file, "utf8"), { merge: true, maxAliasCount: -1 }), env);
+
+// A volume entry's target path (short "src:dst[:mode]" or long syntax).
+const volumeTarget = (v) => (typeof v === "string" ? v.split(":")[1] ?? v : v.target);
+
+/**
+ * Compose's merge of an override into a base document: mappings merge key by key,
+ * sequences and scalars of the override replace the base's, except ports (added up) and
+ * volumes (added up, an override's volume replacing the base's with the same target).
+ */
+export function mergeCompose(base, over, key = "") {
+  if (Array.isArray(base) && Array.isArray(over)) {
+    if (key === "ports") return [...base, ...over];
+    if (key === "volumes") {
+      const targets = new Set(over.map(volumeTarget));
+      return [...base.filter((v) => !targets.has(volumeTarget(v))), ...over];
+    }
+    return over;
+  }
+  if (base && over && typeof base === "object" && typeof over === "object" &&
+      !Array.isArray(base) && !Array.isArray(over)) {
+    const out = { ...base };
+    for (const [k, v] of Object.entries(over)) out[k] = k in base ? mergeCompose(base[k], v, k) : v;
+    return out;
+  }
+  return over;
+}
+
+export function validateCompose(path, env = {}, override = null) {
   const problems = [];
-  const text = readFileSync(file, "utf8");
-  const doc = interpolate(parse(text, { merge: true, maxAliasCount: -1 }), env);
+  let doc = load(path, env);
+  // relative paths resolve from the first file's directory, as compose does
+  const base = dirname(path);
+  const file = override ? `${path} + ${override}` : path;
+  if (override) {
+    const over = load(override, env);
+    // podman-compose 1.0.3 (Debian 12) appends an override's lists to the base's instead
+    // of replacing them (a command, a health check's test): an override sets none of them
+    const lists = (b, o, at) => {
+      for (const [k, v] of Object.entries(o ?? {})) {
+        if (!b || typeof b !== "object" || !(k in b)) continue;
+        if (Array.isArray(v) && Array.isArray(b[k])) {
+          problems.push(`${override}: ${at}.${k} replaces a list of ${path} (podman-compose appends it)`);
+        } else if (v && typeof v === "object") lists(b[k], v, `${at}.${k}`);
+      }
+    };
+    for (const [name, svc] of Object.entries(over.services ?? {})) lists(doc.services?.[name], svc, name);
+    doc = mergeCompose(doc, over);
+  }
   const ajv = new Ajv({ allErrors: true, strict: false });
   // the file names its draft by an https URL that ajv does not know; it is draft-07
   const { $schema: _draft, ...body } = schema;
@@ -65,7 +114,8 @@ export function validateCompose(file, env = {}) {
       }
     }
     const oneShot = svc.restart === "no" || (!svc.restart && !svc.healthcheck && svc.entrypoint);
-    if (!svc.healthcheck && !oneShot && !svc.profiles) {
+    const replaced = svc.deploy?.replicas === 0; // an override's way to leave a service out
+    if (!svc.healthcheck && !oneShot && !svc.profiles && !replaced) {
       problems.push(`${file}: long-running service "${name}" has no healthcheck`);
     }
     for (const p of svc.ports ?? []) {
@@ -77,7 +127,7 @@ export function validateCompose(file, env = {}) {
     for (const v of svc.volumes ?? []) {
       const src = typeof v === "string" ? v.split(":")[0] : v.source;
       if (src && (src.startsWith(".") || src.startsWith("/"))) {
-        if (!existsSync(resolve(dirname(file), src))) {
+        if (!existsSync(resolve(base, src))) {
           problems.push(`${file}: service "${name}" mounts "${src}", which does not exist`);
         }
       } else if (src && !(doc.volumes ?? {})[src]) {
@@ -85,7 +135,7 @@ export function validateCompose(file, env = {}) {
       }
     }
     if (svc.build?.dockerfile) {
-      const df = resolve(dirname(file), svc.build.context ?? ".", svc.build.dockerfile);
+      const df = resolve(base, svc.build.context ?? ".", svc.build.dockerfile);
       if (!existsSync(df)) problems.push(`${file}: service "${name}" builds from missing ${df}`);
     }
   }
@@ -94,12 +144,17 @@ export function validateCompose(file, env = {}) {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   let bad = 0;
-  for (const f of process.argv.slice(2)) {
-    const { doc, problems } = validateCompose(f, {});
+  const args = process.argv.slice(2);
+  for (let i = 0; i < args.length; i++) {
+    const f = args[i];
+    const override = args[i + 1] === "--override" ? args[i + 2] : null;
+    if (override) i += 2;
+    const { doc, problems } = validateCompose(f, {}, override);
+    const name = override ? `${f} + ${override}` : f;
     for (const p of problems) console.log(p);
     bad += problems.length;
     if (!problems.length) {
-      console.log(`${f}: ok (${Object.keys(doc.services ?? {}).length} services, Compose Specification schema)`);
+      console.log(`${name}: ok (${Object.keys(doc.services ?? {}).length} services, Compose Specification schema)`);
     }
   }
   process.exit(bad ? 1 : 0);
