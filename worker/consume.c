@@ -793,6 +793,40 @@ static void note_missing_start(cdc_worker_t *w, const cdc_kafka_msg_t *m)
 }
 
 /*
+ * The first record of a partition read from the beginning is past offset 0. Either the
+ * broker deleted offsets 0 to first-1 before this job read them (note_missing_start), or
+ * the fetch began past records that are still in Kafka, which must never pass unseen: the
+ * log start offset the broker reports (cached from the fetch response, else asked) tells
+ * the two apart. In the second case the record is not processed: the partition is fetched
+ * again from that log start (restart_failed(), at the end of this batch) and false is
+ * returned. Only an explicit log start below the record counts: with the log start
+ * unknown, or a compacted log whose first record lies past it and is fetched again from
+ * there (the next offset is then explicit), the record is taken as the start.
+ */
+static bool start_checked(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka_msg_t *m)
+{
+    int64_t low = -1, high = -1;
+    cdc_error_t e;
+    if (cdc_kafka_consumer_watermarks(w->consumer, m->topic, m->partition, &low, &high, 0, &e) !=
+            CDC_OK ||
+        low < 0)
+        if (cdc_kafka_consumer_watermarks(w->consumer, m->topic, m->partition, &low, &high, 1000,
+                                          &e) != CDC_OK)
+            low = -1;
+    if (low < 0 || low >= m->offset) {
+        note_missing_start(w, m);
+        return true;
+    }
+    cdc_log_warn("partition %d topic \"%s\": read from the beginning, the first record fetched "
+                 "is at offset %" PRId64 " but the log starts at %" PRId64
+                 ": fetching it again from %" PRId64,
+                 m->partition, m->topic, m->offset, low, low);
+    s->next_offset[ti] = low;
+    s->restart_at[ti] = cdc_clock_mono_ms();
+    return false;
+}
+
+/*
  * Testing only: with CDC_WORKER_FAULT=stall-fetch[:N] in the environment, the partition
  * of the N-th record processed (default 1; or the first after it with more records of its
  * partition in the batch) stops fetching after it, silently, once, the rest of the batch
@@ -837,6 +871,14 @@ static bool fault_stall(cdc_worker_t *w, const cdc_kafka_msg_t *msgs, size_t i, 
 #endif
 }
 
+/* The records of msgs[i]'s topic partition after it in the batch are skipped. */
+static void skip_partition(cdc_kafka_msg_t *msgs, size_t i, size_t n)
+{
+    for (size_t k = i + 1; k < n; k++)
+        if (msgs[k].partition == msgs[i].partition && strcmp(msgs[k].topic, msgs[i].topic) == 0)
+            msgs[k].partition = -1;
+}
+
 cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
 {
     static cdc_kafka_msg_t msgs[BATCH_MAX];
@@ -863,24 +905,32 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
         s = &w->slots[m->partition];
         if (!s->owned || (s->next_offset[ti] >= 0 && m->offset < s->next_offset[ti]))
             continue; /* stale fetch from before a seek */
-        if (s->next_offset[ti] == CDC_KAFKA_OFFSET_BEGINNING && m->offset > 0)
-            note_missing_start(w, m);
+        if (s->next_offset[ti] == CDC_KAFKA_OFFSET_BEGINNING && m->offset > 0 &&
+            !start_checked(w, s, ti, m)) {
+            skip_partition(msgs, i, n); /* fetched again from the log start */
+            continue;
+        }
         prc = process(w, s, ti, m, e);
         if (prc == CDC_ERR_CONFIG)
             break; /* a masking policy that cannot apply: the worker stops (session.c) */
         if (prc == CDC_OK && fault_stall(w, msgs, i, n)) {
-            for (size_t k = i + 1; k < n; k++) /* dropped, like a fetch that stopped */
-                if (msgs[k].partition == m->partition && strcmp(msgs[k].topic, m->topic) == 0)
-                    msgs[k].partition = -1;
+            skip_partition(msgs, i, n); /* dropped, like a fetch that stopped */
             continue;
         }
         if (prc != CDC_OK) {
-            /* Transient failure: rewind this partition to the failed record and retry. */
+            /* Transient failure: rewind this partition to the failed record and retry. The
+             * record is the next to process; a seek that failed (a partition librdkafka no
+             * longer fetches) becomes an assignment again from it. */
             cdc_error_t e2;
-            cdc_kafka_consumer_seek(w->consumer, m->topic, m->partition, m->offset, 1000, &e2);
-            for (size_t k = i + 1; k < n; k++)
-                if (msgs[k].partition == m->partition && strcmp(msgs[k].topic, m->topic) == 0)
-                    msgs[k].partition = -1; /* skip the rest of it in this batch */
+            s->next_offset[ti] = m->offset;
+            if (cdc_kafka_consumer_seek(w->consumer, m->topic, m->partition, m->offset, 1000,
+                                        &e2) != CDC_OK) {
+                cdc_log_warn("partition %d topic \"%s\": %s; assigning it again from offset "
+                             "%" PRId64,
+                             m->partition, m->topic, e2.msg, m->offset);
+                s->restart_at[ti] = cdc_clock_mono_ms();
+            }
+            skip_partition(msgs, i, n);
             cdc_log_warn("partition %d: %s; retrying", m->partition, e->msg);
         }
     }

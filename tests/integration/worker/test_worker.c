@@ -796,6 +796,23 @@ static int log_distinct(const char *id, const char *text)
     return n;
 }
 
+/* Prints the warnings and errors of worker id's log (at most max lines) to stderr: what a
+ * failure in CI leaves to read once the test's directory is gone. */
+static void print_log_warnings(const char *id, int max)
+{
+    char path[1024], line[4096];
+    cdc_test_log_path(&T.procs, "worker", id, path, sizeof(path));
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return;
+    while (max > 0 && fgets(line, sizeof(line), f) != NULL)
+        if (strstr(line, "level=warn") != NULL || strstr(line, "level=error") != NULL) {
+            fprintf(stderr, "  %s: %s", id, line);
+            max--;
+        }
+    fclose(f);
+}
+
 /*
  * Every partition whose fetching stopped on an error is started again, however many
  * stop at once, data and schema topic alike: a new job (no checkpoint: every partition
@@ -847,6 +864,7 @@ static void test_many_failed_partitions(void **state)
             }
             cdc_kafka_consumer_free(kc);
         }
+        print_log_warnings("f1", 200);
         fail_msg("the new job's orders table did not reach %zu rows; %d partitions logged a "
                  "missing start; orders watermarks:%s (logs in %s)",
                  want, log_distinct("f1", ": offsets 0 to "), lows, T.dir);

@@ -252,6 +252,28 @@ static void test_stale_fetch_skipped(void **state)
     assert_int_equal(cdc_metrics_value(orders_metrics()->in), 2);
 }
 
+/* A partition read from the beginning whose fetch began past records still in Kafka (the
+ * log starts at 0, the first record fetched is at 2) is fetched again from the log start:
+ * nothing is skipped, and no missing offsets are counted (a log that really starts past
+ * 0: test_missing_start_logged in tests/integration/worker/test_worker.c). */
+static void test_fetch_past_log_start_refetched(void **state)
+{
+    cdc_slot_t *s;
+    (void)state;
+    mock_register_schema(&M);
+    for (int i = 1; i <= 4; i++)
+        mock_produce_event(&M, 1, 'c', i, "ada", 100 + (uint64_t)i);
+    s = open_with_slot1(2);                               /* the consumer reads from 2 */
+    s->next_offset[0] = CDC_KAFKA_OFFSET_BEGINNING; /* the worker asked for the beginning */
+    mock_consume_to(&M, 1, 4);
+    const cdc_stage_table_t *t = staged_table(s);
+    assert_int_equal(t->nchangelog, 4);
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(t->changelog[i].offset, (int64_t)i);
+    assert_int_equal(cdc_metrics_value(M.w->m_missing), 0);
+    assert_int_equal(cdc_metrics_value(M.w->m_fetch_restarts), 1);
+}
+
 /* A Kafka tombstone is counted and passed, nothing staged. */
 static void test_tombstone_passed(void **state)
 {
@@ -545,6 +567,7 @@ int main(void)
         T(test_changes_staged),
         T(test_duplicates_dropped),
         T(test_stale_fetch_skipped),
+        T(test_fetch_past_log_start_refetched),
         T(test_tombstone_passed),
         T(test_poison_to_dead_letters),
         T(test_new_schema_version_caught_up),
