@@ -32,7 +32,7 @@ char *cdc_worker_join(const char *a, const char *b)
     return asprintf(&out, "%s/%s", a, b) < 0 ? NULL : out;
 }
 
-static int topic_index(const cdc_worker_t *w, const char *topic)
+int cdc_worker_topic_index(const cdc_worker_t *w, const char *topic)
 {
     for (size_t i = 0; i < w->ntopics; i++)
         if (strcmp(w->topics[i], topic) == 0)
@@ -230,7 +230,7 @@ void cdc_worker_data_close(cdc_worker_t *w)
 /* ---- schema registry topic ---------------------------------------------------------- */
 
 /* Schema-topic partitions whose fetching stopped on an error (as for the data topics,
- * restart_failed() below) are assigned again from the next offset to read, all of them. */
+ * cdc_worker_restart_failed(), watchdog.c) are assigned again from the next offset to read, all of them. */
 static void restart_failed_schemas(cdc_worker_t *w)
 {
     char topics[16][256];
@@ -720,61 +720,6 @@ void cdc_worker_set_paused(cdc_worker_t *w, bool pause)
                      w->cfg.max_staged_bytes);
 }
 
-/* How long a partition whose fetching stopped on an error waits before it is assigned
- * again from its next offset. */
-#define RESTART_DELAY_MS 1000
-
-/*
- * librdkafka stops fetching a partition after a non-retriable error, e.g. when the
- * lookup of a logical start offset (the beginning of a partition with no checkpoint)
- * failed on a broker that was busy or changing leaders, and this consumer does not let
- * it reset offsets on its own (auto.offset.reset=error); nor can it be seeked any more.
- * Such a partition is assigned again from its next offset after RESTART_DELAY_MS, as
- * often as it takes: a transient failure recovers, and a lasting one (a checkpointed
- * offset that retention deleted) keeps warning while the partition's lag shows in
- * /status, without skipping anything.
- */
-static void restart_failed(cdc_worker_t *w)
-{
-    char topics[16][256];
-    int32_t parts[16];
-    int64_t now = cdc_clock_mono_ms();
-    size_t n;
-    /* every partition reported, 16 at a time */
-    while ((n = cdc_kafka_consumer_failed(w->consumer, topics, parts, 16)) > 0) {
-        for (size_t i = 0; i < n; i++) {
-            int ti = topic_index(w, topics[i]);
-            if (ti >= 0 && parts[i] >= 0 && parts[i] < CDC_WORKER_PARTITIONS &&
-                w->slots[parts[i]].owned && w->slots[parts[i]].restart_at[ti] == 0)
-                w->slots[parts[i]].restart_at[ti] = now + RESTART_DELAY_MS;
-        }
-    }
-    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
-        cdc_slot_t *s = &w->slots[p];
-        for (size_t t = 0; s->owned && t < w->ntopics; t++) {
-            cdc_error_t e2;
-            if (s->restart_at[t] == 0 || now < s->restart_at[t])
-                continue;
-            s->restart_at[t] = 0;
-            if (cdc_kafka_consumer_restart(w->consumer, w->topics[t], p, s->next_offset[t], &e2) !=
-                CDC_OK) {
-                s->restart_at[t] = now + RESTART_DELAY_MS;
-                cdc_log_warn("partition %d topic \"%s\": could not assign it again: %s", p,
-                             w->topics[t], e2.msg);
-            } else {
-                /* (a partition paused by whatever stalled it fetches again; a pause for
-                 * --max-staged-bytes is applied again by cdc_worker_set_paused at its next call) */
-                if (!w->paused)
-                    cdc_kafka_consumer_resume(w->consumer, w->topics[t], p, &e2);
-                cdc_metrics_counter_inc(w->m_fetch_restarts);
-                cdc_log_warn("partition %d topic \"%s\": fetching had stopped; assigned again "
-                             "from offset %" PRId64,
-                             p, w->topics[t], s->next_offset[t]);
-            }
-        }
-    }
-}
-
 /*
  * The first record of a partition read from the beginning (nothing of it checkpointed
  * yet) is past offset 0: offsets 0 to first-1 are not in Kafka any more. The broker
@@ -798,7 +743,7 @@ static void note_missing_start(cdc_worker_t *w, const cdc_kafka_msg_t *m)
  * the fetch began past records that are still in Kafka, which must never pass unseen: the
  * log start offset the broker reports (cached from the fetch response, else asked) tells
  * the two apart. In the second case the record is not processed: the partition is fetched
- * again from that log start (restart_failed(), at the end of this batch) and false is
+ * again from that log start (cdc_worker_restart_failed(), at the end of this batch) and false is
  * returned. Only an explicit log start below the record counts: with the log start
  * unknown, or a compacted log whose first record lies past it and is fetched again from
  * there (the next offset is then explicit), the record is taken as the start.
@@ -892,7 +837,7 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
     int64_t next_poll = cdc_clock_mono_ms() + 5;
     for (size_t i = 0; i < n; i++) {
         const cdc_kafka_msg_t *m = &msgs[i];
-        int ti = topic_index(w, m->topic);
+        int ti = cdc_worker_topic_index(w, m->topic);
         cdc_slot_t *s;
         /* Serve barriers between records, not only between batches. */
         if ((i & 31) == 0 && cdc_clock_mono_ms() >= next_poll) {
@@ -945,7 +890,7 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
     if (!w->paused && w->cfg.max_staged_bytes > 0 &&
         staged_bytes(w) > (size_t)w->cfg.max_staged_bytes)
         cdc_worker_set_paused(w, true);
-    restart_failed(w);
+    cdc_worker_restart_failed(w);
     if (prc == CDC_ERR_CONFIG)
         return prc;
     if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT) {
@@ -957,87 +902,4 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
         return CDC_OK; /* unknown topics etc.: keep going; the capture creates them */
     }
     return prc == CDC_OK ? CDC_OK : prc;
-}
-
-/*
- * Progress watchdog of one topic partition (docs/worker.md, "Progress watchdog"): records
- * behind the high watermark and an offset that has not moved for --progress-timeout
- * (fetching not paused on purpose, no restart pending) is a stall, whatever its cause: it
- * is logged, counted, reported with the next ack (TopicOffset.stalled_ms, shown in the
- * coordinator's /status) and the partition is fetched again from its next offset (the
- * restart of restart_failed()). Returns 1 while the partition is stalled.
- */
-int cdc_worker_watchdog(cdc_worker_t *w, cdc_slot_t *s, size_t t, int64_t now)
-{
-    int64_t pos = s->next_offset[t] >= 0 ? s->next_offset[t] : 0;
-    if (s->progress_ms[t] == 0 || s->progress_offset[t] != pos || s->high[t] <= pos || w->paused ||
-        s->restart_at[t] != 0) {
-        if (s->stalled_since[t] != 0 && (s->progress_offset[t] != pos || s->high[t] <= pos))
-            cdc_log_info("partition %u topic \"%s\": progressing again at offset %" PRId64,
-                         s->partition, w->topics[t], pos);
-        if (s->progress_offset[t] != pos || s->high[t] <= pos || s->progress_ms[t] == 0) {
-            s->stalled_since[t] = 0;
-            s->watchdog_gave_up[t] = false;
-            s->progress_offset[t] = pos;
-            s->progress_ms[t] = now;
-        }
-        return s->stalled_since[t] != 0;
-    }
-    if (w->cfg.progress_timeout_ms <= 0 || now - s->progress_ms[t] < w->cfg.progress_timeout_ms)
-        return s->stalled_since[t] != 0;
-    if (s->stalled_since[t] != 0) {
-        /* Fetched again at this offset already and still stuck: once is enough (a topic of
-         * a transactional producer ends in a control record no consumer returns, which
-         * looks just like this); the partition stays reported as stalled. */
-        if (!s->watchdog_gave_up[t]) {
-            s->watchdog_gave_up[t] = true;
-            cdc_log_warn("partition %u topic \"%s\": still no progress at offset %" PRId64
-                         " after fetching it again (%" PRId64 " behind the high watermark): not "
-                         "fetching it again; a control record at the end of a transactional "
-                         "producer's partition looks like this",
-                         s->partition, w->topics[t], pos, s->high[t] - pos);
-        }
-        s->progress_ms[t] = now;
-        return 1;
-    }
-    s->stalled_since[t] = s->progress_ms[t];
-    cdc_metrics_counter_inc(w->m_stalls);
-    cdc_log_warn("partition %u topic \"%s\": no progress for %" PRId64 " ms at offset %" PRId64
-                 " with %" PRId64 " records behind the high watermark: fetching it again",
-                 s->partition, w->topics[t], now - s->stalled_since[t], pos, s->high[t] - pos);
-    s->restart_at[t] = now;  /* restart_failed() assigns it again from next_offset */
-    s->progress_ms[t] = now; /* the next verdict after another timeout */
-    return 1;
-}
-
-void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms)
-{
-    if (now_ms < w->next_lag_ms)
-        return;
-    w->next_lag_ms = now_ms + 2000;
-    double stalled = 0;
-    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
-        cdc_slot_t *s = &w->slots[p];
-        double lag = 0;
-        if (!s->owned)
-            continue;
-        for (size_t t = 0; t < w->ntopics; t++) {
-            int64_t low = 0, high = 0;
-            cdc_error_t e;
-            /* cached by librdkafka from fetch responses: no broker round trip here */
-            if (cdc_kafka_consumer_watermarks(w->consumer, w->topics[t], p, &low, &high, 0, &e) ==
-                    CDC_OK &&
-                high >= 0)
-                s->high[t] = high;
-            int64_t pos = s->next_offset[t] >= 0 ? s->next_offset[t] : 0;
-            if (s->high[t] > pos)
-                lag += (double)(s->high[t] - pos);
-            stalled += cdc_worker_watchdog(w, s, t, now_ms);
-        }
-        cdc_metrics_gauge_set(s->lag, lag);
-        if (s->dedup != NULL)
-            cdc_metrics_gauge_set(s->state_bytes, (double)cdc_state_size(s->dedup->st));
-    }
-    cdc_metrics_gauge_set(w->m_stalled, stalled);
-    cdc_worker_publish_status(w);
 }

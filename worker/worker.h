@@ -208,6 +208,13 @@ void cdc_worker_suspend(cdc_worker_t *w);
 /* Consumes and processes one batch (up to timeout_ms waiting). */
 cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e);
 
+/* The index of topic in w->topics, or -1. */
+int cdc_worker_topic_index(const cdc_worker_t *w, const char *topic);
+
+/* Assigns again, from its next offset, every partition whose fetching stopped on an
+ * error (after a delay) or whose restart_at is due (watchdog.c). Record thread. */
+void cdc_worker_restart_failed(cdc_worker_t *w);
+
 /* Updates lag and state-size gauges and /status (cheap; rate-limited inside). */
 void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms);
 
