@@ -11,7 +11,8 @@
  * commit to Iceberg, move `committed`, tell the workers. Recorded epochs are never
  * dropped; unrecorded ones die with their generation only if the leader steps down.
  * This file holds the states, the workers' membership and assignments, and the loop;
- * the barriers, acks and the commit queue are the commit pipeline (pipeline.c).
+ * the barriers, acks and the commit queue are the commit pipeline (pipeline.c). One
+ * concept, the job state machine, in one file of about 1,000 lines.
  */
 #include "coordinator/job_int.h"
 
