@@ -87,7 +87,8 @@ static cdc_err_t split_topics(cdc_worker_t *w, cdc_error_t *e)
         return cdc_error_set(e, CDC_ERR_CONFIG,
                              "option --tables (or --topics) is required: name the source tables, "
                              "e.g. --tables public.orders,public.items");
-    copy = strdup(list);
+    if ((copy = strdup(list)) == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     for (char *tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
         if (w->ntopics == CDC_WORKER_MAX_TOPICS) {
             free(copy);
