@@ -138,6 +138,7 @@ typedef struct cdc_capture {
     /* current transaction */
     uint64_t tx_id;
     uint32_t xid;
+    uint32_t visible_xid; /* the last xid seen visible to the SQL connection */
     uint64_t commit_lsn;
     int64_t commit_ts_ms;
 

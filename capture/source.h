@@ -182,6 +182,16 @@ cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *cons
                              bool *notnull, int32_t *attnum, bool *hasdef, cdc_error_t *e);
 
 /*
+ * Whether transaction xid (a decoded one) has finished in the sense that matters to a
+ * catalog read: *finished when no backend holds its transaction lock any more, which it
+ * releases only after it left the proc array, so every snapshot taken after sees its
+ * commit. A commit record is flushed (and may be decoded and sent) before that: a
+ * catalog read at a Relation message may otherwise see the catalog from before the
+ * transaction's DDL (docs/capture.md, "Column identity").
+ */
+cdc_err_t cdc_source_xact_finished(cdc_source_t *src, uint32_t xid, bool *finished, cdc_error_t *e);
+
+/*
  * For a partition: its top-most ancestor (pg_partition_root), as *root_oid, *schema and
  * *name, and that table's columns in their order (*cols, *ncols; generated columns left
  * out, as pgoutput leaves them out). *root_oid = 0 when relid is not a partition (or no

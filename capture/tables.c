@@ -8,9 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "capture/stream_int.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 cdc_err_t cdc_capture_parse_tables(const char *list, cdc_source_table_t **t, size_t *n,
@@ -309,6 +311,65 @@ cdc_err_t cdc_capture_on_type(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_er
     return CDC_OK;
 }
 
+/* How long a Relation message waits for its transaction to become visible. */
+#define VISIBLE_WAIT_MS 30000
+
+/*
+ * Waits until the transaction being decoded is visible to the SQL connection's next
+ * snapshot. PostgreSQL flushes a commit record, and the walsender may decode and send
+ * the transaction, before the committing backend leaves the proc array; a catalog read
+ * in between sees the catalog from before the transaction's DDL: a renamed column would
+ * not be found under its new name and would get a new field id (its earlier files then
+ * read as null under the new name). Heavy load widens that window
+ * (test_capture's test_rename_decoded_before_visible holds it open). Bounded: past
+ * VISIBLE_WAIT_MS (a commit held by a synchronous standby that is away) the catalog is
+ * read as it is, with a warning.
+ */
+static cdc_err_t await_visible(cdc_capture_t *cap, cdc_error_t *e)
+{
+    int64_t start, waited = 0;
+    bool logged = false;
+
+    if (cap->tx_id == 0 || cap->xid == 0 || cap->visible_xid == cap->xid || cap->src.sql == NULL)
+        return CDC_OK;
+    start = cdc_clock_mono_ms();
+    for (;;) {
+        bool finished = false;
+        cdc_err_t rc = cdc_source_xact_finished(&cap->src, cap->xid, &finished, e);
+        if (rc != CDC_OK)
+            return rc;
+        if (finished)
+            break;
+        waited = cdc_clock_mono_ms() - start;
+        if (waited >= VISIBLE_WAIT_MS) {
+            cdc_log_warn("transaction %u was decoded %lld ms ago and is still not visible to "
+                         "other sessions (a synchronous standby away?): reading the catalog "
+                         "as it is; a column it renamed may get a new field id",
+                         cap->xid, (long long)waited);
+            break;
+        }
+        if (!logged && waited >= 1000) {
+            cdc_log_info("transaction %u is decoded but its commit is still under way: waiting "
+                         "for it to become visible before reading the catalog",
+                         cap->xid);
+            logged = true;
+        }
+        if (*cap->stop)
+            return cdc_error_set(e, CDC_ERR_CLOSED,
+                                 "stopping while transaction %u was not "
+                                 "yet visible",
+                                 cap->xid);
+        if ((rc = cdc_capture_keepalive(cap, e)) != CDC_OK)
+            return rc;
+        usleep(waited < 100 ? 2000 : 20000);
+    }
+    if (logged)
+        cdc_log_info("transaction %u visible after %lld ms", cap->xid,
+                     (long long)(cdc_clock_mono_ms() - start));
+    cap->visible_xid = cap->xid;
+    return CDC_OK;
+}
+
 /*
  * A Relation message: a mapped partition's, or any other (cdc_capture_on_relation). A table that
  * failed in the stream (e.g. it lost its key) gets another chance with its next
@@ -319,8 +380,10 @@ cdc_err_t cdc_capture_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_e
     const char *nsp = m->u.relation.nspname, *rel = m->u.relation.relname;
     cdc_capture_table_t *t;
     bool handled = false, retry = false;
-    cdc_err_t rc = cdc_capture_on_partition_relation(cap, m, &handled, e);
+    cdc_err_t rc = await_visible(cap, e);
 
+    if (rc == CDC_OK)
+        rc = cdc_capture_on_partition_relation(cap, m, &handled, e);
     if (rc != CDC_OK || handled)
         return rc;
     t = cdc_capture_table_by_name(cap, nsp, rel);

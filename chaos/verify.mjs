@@ -450,6 +450,15 @@ const short = (v) => {
   return s && s.length > 80 ? `${s.slice(0, 77)}...` : s;
 };
 
+/** A table's current metadata version (its version-hint.text), or null. */
+function metadataVersion(dir) {
+  try {
+    return fs.readFileSync(path.join(dir, 'metadata', 'version-hint.text'), 'utf8').trim();
+  } catch {
+    return null;
+  }
+}
+
 /** The warehouse namespace holding table: the given one, else public, else any. */
 function findNamespace(warehouse, ns, table) {
   if (ns) return ns;
@@ -469,8 +478,13 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
   const note = (s) => { if (r.notes.length < 20) r.notes.push(s); };
   const pk = await primaryKey(dsn, schema, table);
 
+  // the tables' metadata versions before the read: a commit that lands while the two
+  // tables are read changes one of them (checked at the end)
+  const dirs = [path.join(warehouse, ns, table), path.join(warehouse, ns, `${table}_changelog`)];
+  const versionsBefore = dirs.map(metadataVersion);
+
   // (1) mirror == source
-  const mirror = await readIcebergTable(path.join(warehouse, ns, table), conn);
+  const mirror = await readIcebergTable(dirs[0], conn);
   const source = (await psqlLines(dsn, `SELECT to_jsonb(t)::text FROM ${ident(schema)}.${ident(table)} t`))
     .map((l) => JSON.parse(l));
   let fields = logicalColumns(mirror.fields, mirror.schemas);
@@ -514,7 +528,7 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
   }
 
   // (2) + (3) changelog vs audit
-  const changelog = await readIcebergTable(path.join(warehouse, ns, `${table}_changelog`), conn);
+  const changelog = await readIcebergTable(dirs[1], conn);
   const audit = (await psqlLines(dsn, `SELECT json_build_object('seq', seq, 'op', op, 'pk', pk,
       'img', row_image, 'lsn', (wal_lsn - '0/0'::pg_lsn)::text)::text
       FROM cdc_audit.changes WHERE tbl = ${sqlStr(table)} ORDER BY seq`))
@@ -609,11 +623,16 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
       note(`changelog: key ${k} has ${got.length} changes, the source made ${want.length}`);
     }
   }
-  // Both tables of a source table get files in the same epochs: different newest
-  // checkpoints mean a commit landed between reading the two (still catching up).
+  // A commit landed while the tables were read (still catching up): the changelog has a
+  // newer checkpoint than the mirror read before it (every change that gives the
+  // changelog a file gives the mirror one in the same epoch), or either table's metadata
+  // version moved during the read. A mirror newer than its changelog alone is no sign:
+  // a backfill after DDL and a schema marker commit to the mirror only (docs/capture.md),
+  // so after them the two differ for good.
   const mc = mirror.summary?.['cdc.checkpoint-id'];
   const cc = changelog.summary?.['cdc.checkpoint-id'];
-  r.unsettled = mc !== undefined && cc !== undefined && mc !== cc;
+  r.unsettled = (mc !== undefined && cc !== undefined && big(cc) > big(mc)) ||
+    dirs.map(metadataVersion).some((v, i) => v !== versionsBefore[i]);
   if (log) {
     log(`${ns}.${table}: mirror ${mirror.rows.length} rows vs source ${source.length}; ` +
       `changelog ${changelog.rows.length} changes vs audit ${audit.length}; ` +

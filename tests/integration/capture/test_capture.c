@@ -7,7 +7,8 @@
  * with concurrent writes; bad setups failing with a message and a fix; a partitioned table
  * captured as one table (through publish_via_partition_root, and mapped from its
  * partitions when a publication sends them), partitions attached and detached while
- * running; a misconfigured table next to good ones. Each test uses
+ * running; a misconfigured table next to good ones; a rename decoded while its commit is
+ * not yet visible to other sessions keeping its field id. Each test uses
  * its own slot, publication and topic prefix, so they do not see each other's events.
  */
 #include <setjmp.h>
@@ -1526,6 +1527,140 @@ static void test_table_errors_isolated(void **state)
     PQfinish(c);
 }
 
+/* True when the capture's log holds the string arg. */
+static bool log_has(void *arg)
+{
+    return strstr(read_log(), (const char *)arg) != NULL;
+}
+
+/* True when the backend arg (a pid as text) waits for synchronous replication. */
+static bool backend_in_syncrep(void *arg)
+{
+    PGconn *c = pg_as(NULL);
+    char q[256], *v;
+    bool in;
+    snprintf(q, sizeof(q),
+             "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND wait_event = 'SyncRep'",
+             (const char *)arg);
+    v = sql1(c, q);
+    in = strcmp(v, "1") == 0;
+    free(v);
+    PQfinish(c);
+    return in;
+}
+
+/*
+ * A rename decoded before its transaction is visible to other sessions: PostgreSQL
+ * flushes the commit record (which the walsender may then decode and send) before the
+ * committing backend leaves the proc array, a window that heavy load widens
+ * (schema_evolution.sh once saw it: the changelog's renamed column got a new field id,
+ * earlier files read it as null). The capture reads the columns' attnum from the
+ * catalog at the Relation message: read too early, the old catalog has no column of the
+ * new name, and the renamed column would get a new field id. Here the window is held
+ * open: synchronous_standby_names names a standby that never comes, so the committing
+ * backend waits in SyncRep after its commit record is flushed and before its commit is
+ * visible; it is released after the capture received the transaction. The renamed
+ * column must keep its field id (and attnum) in the new schema version.
+ */
+static void test_rename_decoded_before_visible(void **state)
+{
+    PGconn *c = pg_as(NULL), *h = pg_as(NULL);
+    evs_t s = {0};
+    const ev_t *ev;
+    char pidbuf[32], *v;
+    const char *regd = "registered schema ";
+    char want[256];
+    json_t *doc = NULL;
+    int64_t v_id = -1, w_id = -1;
+    pid_t pid;
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_ren");
+    sql(c, "CREATE TABLE ct_ren (id int PRIMARY KEY, v text)");
+    sql(c, "INSERT INTO ct_ren VALUES (1, 'one')");
+    pid = start_capture(N("ct_ren"), "public.ct_ren", NULL);
+    wait_streaming(c, N("ct_ren"));
+    sql(c, "INSERT INTO ct_ren VALUES (2, 'two')");
+    consume_q(topic_of("ct_ren", "public.ct_ren"), &s, 2, 30000, 0);
+    assert_int_equal(s.n, 2);
+    evs_free(&s);
+
+    /* every other session commits locally; h waits for the standby that never comes */
+    sql(c, "ALTER SYSTEM SET synchronous_commit = 'local'");
+    sql(c, "ALTER SYSTEM SET synchronous_standby_names = 'ct_ren_never_%s'", tag);
+    sql(c, "SELECT pg_reload_conf()");
+    usleep(1000000); /* the checkpointer publishes sync_standbys_defined on reload */
+    sql(h, "SET synchronous_commit = on");
+    v = sql1(h, "SHOW synchronous_standby_names");
+    assert_true(strstr(v, "ct_ren_never_") != NULL);
+    free(v);
+    v = sql1(h, "SELECT pg_backend_pid()");
+    snprintf(pidbuf, sizeof(pidbuf), "%s", v);
+    free(v);
+    assert_int_equal(PQsendQuery(h, "BEGIN; ALTER TABLE ct_ren RENAME COLUMN v TO w; "
+                                    "INSERT INTO ct_ren VALUES (3, 'three'); COMMIT"),
+                     1);
+    if (!cdc_test_wait_for(backend_in_syncrep, pidbuf, 20000)) {
+        sql(c, "ALTER SYSTEM RESET synchronous_standby_names");
+        sql(c, "ALTER SYSTEM RESET synchronous_commit");
+        sql(c, "SELECT pg_reload_conf()");
+        fail_msg("the committing backend never waited for synchronous replication");
+    }
+    /* the commit record is flushed, the commit not visible: the capture decodes it now.
+     * Either it registers the next version (at once), or it waits for the commit. */
+    snprintf(want, sizeof(want), "%s%s version 2", regd, topic_of("ct_ren", "public.ct_ren"));
+    if (!cdc_test_wait_for(log_has, want, 3000))
+        (void)cdc_test_wait_for(log_has, "waiting for it to become visible", 5000);
+    sql(c, "ALTER SYSTEM RESET synchronous_standby_names");
+    sql(c, "ALTER SYSTEM RESET synchronous_commit");
+    sql(c, "SELECT pg_reload_conf()");
+    {
+        PGresult *r;
+        while ((r = PQgetResult(h)) != NULL) {
+            if (PQresultStatus(r) != PGRES_COMMAND_OK)
+                fail_msg("the held transaction failed: %s", PQresultErrorMessage(r));
+            PQclear(r);
+        }
+    }
+    consume_q(topic_of("ct_ren", "public.ct_ren"), &s, 3, 30000, 0);
+    ev = find(&s, 'c', 3, 0);
+    assert_non_null(ev);
+    assert_string_equal(json_string_value(json_object_get(after_of(ev), "w")), "three");
+    assert_int_equal(ev->schema_version, 2);
+    evs_free(&s);
+    consume(topic_of("ct_ren", "_schemas"), &s, 2, 20000);
+    for (size_t i = 0; i < s.n; i++) {
+        json_t *cols = json_object_get(s.v[i].value, "columns");
+        size_t k;
+        json_t *col;
+        int64_t ver = json_integer_value(json_object_get(s.v[i].value, "version"));
+        json_array_foreach(cols, k, col)
+        {
+            const char *name = json_string_value(json_object_get(col, "name"));
+            int64_t id = json_integer_value(json_object_get(col, "field_id"));
+            if (ver == 1 && name && strcmp(name, "v") == 0)
+                v_id = id;
+            if (ver == 2 && name && strcmp(name, "w") == 0) {
+                w_id = id;
+                doc = s.v[i].value;
+            }
+        }
+    }
+    if (v_id <= 0 || w_id <= 0)
+        fail_msg("schema versions 1 and 2 not found with columns v and w (%zu records)", s.n);
+    if (v_id != w_id)
+        fail_msg("the renamed column got field id %lld, v had %lld (read the catalog before the "
+                 "rename was visible): %s",
+                 (long long)w_id, (long long)v_id, json_dumps(doc, JSON_COMPACT));
+    /* and the window was open while the capture had the transaction */
+    assert_non_null(strstr(read_log(), "waiting for it to become visible"));
+    evs_free(&s);
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_ren"));
+    PQfinish(h);
+    PQfinish(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1542,6 +1677,7 @@ int main(void)
         cmocka_unit_test(test_slot_lost),
         cmocka_unit_test(test_standby_capture),
         cmocka_unit_test(test_table_errors_isolated),
+        cmocka_unit_test(test_rename_decoded_before_visible),
     };
     cdc_test_env();
     snprintf(tag, sizeof(tag), "%ld", (long)getpid());
