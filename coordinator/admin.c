@@ -23,8 +23,9 @@
  * data_files, delete_files, tables, completed_at_ms}], last_commit_error, worker_auth
  * {required (--worker-secret set), refused (all reasons), refused_by_reason {no_proof,
  * wrong_proof, unchallenged}, challenging (connections given a challenge and not answered
- * yet), last_refused {worker, pipe, reason, ms_ago} or null}.
- * For the
+ * yet), last_refused {worker, pipe, reason, ms_ago} or null}, coordinators [{id, role
+ * (leader|standby), admin, term, since_ms, alive}] (presence.h: read from etcd every 2 s,
+ * the leader first). For the
  * dashboard (dashboard.c) also workers[].health and .dlq, assignment[].state, lag_source
  * (kafka: the ends from the brokers, watermarks.h; acks: as the owners report them), dlq
  * {total, classes}, tables [{table, rows, changes, changes_per_s, fresh_p50_ms,
@@ -82,6 +83,27 @@ static json_t *worker_auth_json(const cdc_admission_t *a, int64_t now)
     json_object_set_new(o, "challenging", json_integer(a->npending));
     json_object_set_new(o, "last_refused", last);
     return o;
+}
+
+/* /status "coordinators": the job's coordinators from their records in etcd (presence.h),
+ * the leader (who holds the leader key, leader_id) first. */
+static json_t *coordinators_json(const cdc_presence_t *p, const char *leader_id)
+{
+    const cdc_presence_entry_t *list[CDC_PRESENCE_MAX];
+    int n = cdc_presence_ordered(p, leader_id, list, CDC_PRESENCE_MAX);
+    json_t *a = json_array();
+
+    for (int i = 0; i < n; i++) {
+        json_t *k = json_object();
+        json_object_set_new(k, "id", json_string(list[i]->rec.id));
+        json_object_set_new(k, "role", json_string(cdc_presence_role(list[i], leader_id)));
+        json_object_set_new(k, "admin", json_string(list[i]->rec.admin));
+        json_object_set_new(k, "term", json_integer(list[i]->rec.term));
+        json_object_set_new(k, "since_ms", json_integer(list[i]->rec.since_ms));
+        json_object_set_new(k, "alive", json_boolean(list[i]->alive));
+        json_array_append_new(a, k);
+    }
+    return a;
 }
 
 /* A worker silent for longer than this (a few heartbeat intervals) shows as "silent". */
@@ -297,6 +319,9 @@ char *cdc_coord_status_json(cdc_coord_t *c)
         }
     }
     set_forward(c, c->state == CDC_JOB_STANDBY ? leader : NULL);
+    json_object_set_new(
+        o, "coordinators",
+        coordinators_json(&c->presence, json_string_value(json_object_get(leader, "id"))));
     json_object_set_new(o, "leader", leader);
 
     json_object_set_new(rs, "failures_recent", json_integer(cdc_restart_recent(&c->restart, now)));

@@ -1,10 +1,10 @@
 /*
  * The coordinator process: configuration and the runtime that ties the subsystems
- * together (membership.c, assign.c, epoch.c, store.c, leader.c, commit.c, restart.c,
- * admin.c). One main thread runs everything in a loop (job.c, pipeline.c): it drains worker
- * messages, drives the election, sends barriers, records and commits completed epochs.
- * The admin HTTP server runs on NNG threads and only reads a status snapshot that the
- * loop publishes under a mutex.
+ * together (membership.c, assign.c, epoch.c, store.c, leader.c, presence.c, commit.c,
+ * restart.c, admin.c). One main thread runs everything in a loop (job.c, pipeline.c): it
+ * drains worker messages, drives the election, sends barriers, records and commits
+ * completed epochs. The admin HTTP server runs on NNG threads and only reads a status
+ * snapshot that the loop publishes under a mutex.
  */
 #ifndef CDC_COORDINATOR_COORDINATOR_H
 #define CDC_COORDINATOR_COORDINATOR_H
@@ -29,6 +29,7 @@
 #include "coordinator/history.h"
 #include "coordinator/leader.h"
 #include "coordinator/membership.h"
+#include "coordinator/presence.h"
 #include "coordinator/progress.h"
 #include "coordinator/restart.h"
 #include "coordinator/store.h"
@@ -122,6 +123,7 @@ typedef struct cdc_coord {
     cdc_health_t health; /* /healthz: the loop beats it; FAILED is fatal (admin.c) */
     cdc_committer_t *committer;
     cdc_leader_t leader;
+    cdc_presence_t presence; /* our record under coordinators/, and everyone's */
     cdc_store_t store;
     cdc_metrics_t *metrics;
     char endpoint[256]; /* advertised NNG url */

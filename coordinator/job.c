@@ -757,6 +757,7 @@ void cdc_coord_run(cdc_coord_t *c)
         }
         if (c->state == CDC_JOB_STARTING)
             cdc_job_leader_start(c, now);
+        cdc_presence_tick(&c->presence, c->state != CDC_JOB_STANDBY, (int64_t)c->term, now);
 
         cdc_job_drain(c, cdc_job_loop_wait_ms(c, now));
         now = cdc_clock_mono_ms();
@@ -968,6 +969,8 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
             return rc;
     }
     cdc_store_init(&c->store, c->etcd, c->leader.el, c->cfg.job);
+    cdc_presence_init(&c->presence, c->etcd, c->cfg.job, c->cfg.id, c->admin,
+                      (c->cfg.lease_ttl_ms + 999) / 1000);
     cdc_log_info("coordinator \"%s\" for job \"%s\": workers dial %s, admin http://%s", c->cfg.id,
                  c->cfg.job, c->endpoint, c->admin);
     if (!cdc_admission_required(&c->admission))
@@ -983,6 +986,7 @@ void cdc_coord_close(cdc_coord_t *c)
 {
     /* resign so that a standby takes over at once */
     cdc_leader_close(&c->leader, true);
+    cdc_presence_close(&c->presence); /* the record goes with the lease */
     cdc_http_server_close(c->http);
     c->http = NULL;
     cdc_watermarks_close(c->watermarks);

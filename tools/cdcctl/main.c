@@ -147,6 +147,20 @@ static long long num(json_t *o, const char *k)
     return (long long)json_integer_value(json_object_get(o, k));
 }
 
+/* /status "coordinators" (leader first); nothing from a coordinator without the list. */
+static void print_coordinators(json_t *cs)
+{
+    if (json_array_size(cs) == 0)
+        return;
+    printf("\nCOORDINATOR     ROLE     PRESENT  TERM    ADMIN\n");
+    for (size_t i = 0; i < json_array_size(cs); i++) {
+        json_t *c = json_array_get(cs, i);
+        printf("%-15s %-8s %-8s %-7lld %s\n", str(c, "id"), str(c, "role"),
+               json_is_true(json_object_get(c, "alive")) ? "yes" : "gone", num(c, "term"),
+               str(c, "admin"));
+    }
+}
+
 static void print_status(json_t *st)
 {
     json_t *ws = json_object_get(st, "workers"), *as = json_object_get(st, "assignment");
@@ -179,6 +193,7 @@ static void print_status(json_t *st)
                    str(last, "reason"), num(last, "ms_ago") / 1000);
         printf("\n");
     }
+    print_coordinators(json_object_get(st, "coordinators"));
     printf("\nWORKER          ALIVE  HEARTBEAT  PARTITIONS\n");
     for (i = 0; i < json_array_size(ws); i++) {
         json_t *w = json_array_get(ws, i), *ps = json_object_get(w, "partitions");

@@ -8,10 +8,11 @@
  * each slot's records [0, next offset in the newest snapshot) are there exactly once.
  *
  * Failures exercised: kill -9 of a worker mid-epoch, SIGSTOP past the heartbeat timeout
- * then SIGCONT (its late acks are rejected), kill -9 of the leader with a standby,
- * etcd stopped and restarted, a crash between the etcd record and the Iceberg commit,
- * and 1, 3 and 12 workers. With --worker-secret, registrations without the secret's proof
- * (none, a wrong one) are refused while the workers that know it keep committing.
+ * then SIGCONT (its late acks are rejected), kill -9 of the leader with a standby (which
+ * the leader's /status lists, from its record in etcd, until it leads and lists the dead
+ * one as gone), etcd stopped and restarted, a crash between the etcd record and the
+ * Iceberg commit, and 1, 3 and 12 workers. With --worker-secret, registrations without the secret's
+ * proof (none, a wrong one) are refused while the workers that know it keep committing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -370,6 +371,12 @@ typedef struct scenario {
     cdc_test_job_t procs; /* job, dir and warehouse of the coordinators */
 } scenario_t;
 
+typedef struct want_state {
+    scenario_t *s;
+    const char *state;
+} want_state_t;
+static bool coordinators_are(void *arg);
+
 static const char *extra_opts[4]; /* extra coordinator options of the next start */
 static char ctl_token_file[1200]; /* cdcctl's --http-token-file in status_json(), when set */
 static scenario_t *open_scenario; /* the running test's scenario, for teardown() */
@@ -629,6 +636,7 @@ static void test_leader_failover(void **state)
 {
     static scenario_t s; /* static: teardown() closes it after a failed assertion */
     int64_t term1, term2;
+    want_state_t coords;
     long long t0;
     (void)state;
 
@@ -640,6 +648,10 @@ static void test_leader_failover(void **state)
     wait_more_commits(&s, 2, 10000);
     term1 = leader_term(&s);
     assert_true(term1 > 0);
+    /* the leader lists its standby from the standby's record in etcd */
+    coords.s = &s;
+    coords.state = "coord0 leader 1,coord1 standby 1";
+    assert_true(cdc_test_wait_for(coordinators_are, &coords, 10000));
     t0 = cdc_test_now_ms();
     cdc_test_kill(s.coords[0], SIGKILL, 2000);
     s.coords[0] = 0;
@@ -650,6 +662,9 @@ static void test_leader_failover(void **state)
             "\n",
             cdc_test_now_ms() - t0, term1, term2);
     assert_true(term2 > term1);
+    /* the new leader first, the dead one's record gone with its lease */
+    coords.state = "coord1 leader 1,coord0 standby 0";
+    assert_true(cdc_test_wait_for(coordinators_are, &coords, 10000));
     quiesce_and_verify(&s);
     scenario_close(&s);
 }
@@ -916,11 +931,6 @@ static char *status_json(scenario_t *s)
     return strdup(buf);
 }
 
-typedef struct want_state {
-    scenario_t *s;
-    const char *state;
-} want_state_t;
-
 static bool state_is(void *arg)
 {
     want_state_t *w = arg;
@@ -930,6 +940,27 @@ static bool state_is(void *arg)
     json_decref(o);
     free(js);
     return ok;
+}
+
+/* The leader's /status "coordinators" (through cdcctl), as "id role alive,...", equals
+ * w->state. */
+static bool coordinators_are(void *arg)
+{
+    want_state_t *w = arg;
+    char *js = status_json(w->s), got[512] = "";
+    json_t *o = js ? json_loads(js, 0, NULL) : NULL, *cs = json_object_get(o, "coordinators");
+    size_t off = 0;
+
+    for (size_t i = 0; i < json_array_size(cs) && off < sizeof(got); i++) {
+        json_t *c = json_array_get(cs, i);
+        off += (size_t)snprintf(got + off, sizeof(got) - off, "%s%s %s %d", i ? "," : "",
+                                json_string_value(json_object_get(c, "id")) ?: "",
+                                json_string_value(json_object_get(c, "role")) ?: "",
+                                json_is_true(json_object_get(c, "alive")));
+    }
+    json_decref(o);
+    free(js);
+    return strcmp(got, w->state) == 0;
 }
 
 /* Restart strategy: more failures than allowed per interval -> FAILED, visible in /status. */

@@ -5,7 +5,8 @@
 # the leader's page and the standby's: no console error and no request off the page's
 # origin; the lag plot rises for the partitions of a worker paused with SIGSTOP; once the
 # load stopped and the pipeline caught up, every number on the page equals /status; the
-# standby's page names the leader. The screenshot goes to $DASHBOARD_SCREENSHOT (default:
+# standby's page names the leader; the leader's /status and page list the standby
+# (coordinators: role standby, from its record in etcd) after the leader. The screenshot goes to $DASHBOARD_SCREENSHOT (default:
 # <build>/dashboard.png; DASHBOARD_SCREENSHOT=docs/images/dashboard.png renews the docs').
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
@@ -31,6 +32,15 @@ pipeline_up || fail "the pipeline did not come up"
 leader=$(chaos_leader) || fail "no leader"
 standby=coordinator-1
 [ "$leader" = coordinator-1 ] && standby=coordinator-0
+# every coordinator keeps a record in etcd: the leader's /status lists both, leader first
+coords_ok() {
+    curl -fsS "http://$(cat "$CHAOS_DIR/procs/$leader.http")/status" | jq -e --arg l "$leader" \
+        --arg s "$standby" --arg sa "$(cat "$CHAOS_DIR/procs/$standby.http")" \
+        '[.coordinators[] | [.id, .role, .alive]] == [[$l, "leader", true], [$s, "standby", true]]
+         and .coordinators[0].term == .term and .coordinators[1].admin == $sa' >/dev/null
+}
+chaos_wait 30 "the leader's /status to list the standby" coords_ok ||
+    fail "the leader's /status does not list the coordinators: $(chaos_status | jq -c .coordinators)"
 # a steady load (it runs until the browser test stops it), and one poison record
 proc_start load "$CHAOS_BUILD/loadgen" --pg-dsn "$PIPELINE_PG_DSN" --create-schema=false \
     --rate 150 --duration 600s --report-interval 0

@@ -12,6 +12,8 @@
 //   3. with the load stopped and the pipeline caught up, every number the page shows
 //      equals /status (fetched by this script just before and after reading the page);
 //   4. a standby's page (/ui) says it is a standby and names the leader;
+//   the leader's page lists the standby (role standby, present) after itself (this one,
+//   leader), from /status "coordinators"; the standby's page lists both the same way;
 //   5. no console error, no page error, no failed request, and no request left the
 //      origin that served the page.
 // Prints "dashboard_browser: ok" and exits 0, or the failed check and exits 1.
@@ -90,8 +92,9 @@ const renders = (page) => page.evaluate(() => Number(document.body.dataset.rende
 function expected(st) {
   const e = {
     job: st.job, id: st.id, state: st.state, term: st.term, generation: st.generation,
-    'leader.id': st.leader?.id, 'dlq.total': st.dlq.total, 'coordinators/self/term': st.term,
+    'leader.id': st.leader?.id, 'dlq.total': st.dlq.total,
   };
+  for (const c of st.coordinators) for (const f of ['role', 'alive', 'admin', 'term']) e[`coordinators/${c.id}/${f}`] = c[f];
   for (const [c, n] of Object.entries(st.dlq.classes)) e[`dlq/${c}`] = n;
   for (const t of st.tables) {
     const k = `tables/${t.table}/`;
@@ -148,6 +151,26 @@ async function main() {
       const l = await lagLines(page);
       return Object.keys(l).length === 12 && l.p0.points >= 3 ? l : null;
     });
+    // the coordinators: the leader (this one) first, then the standby, by id and role
+    const sid = (await status(standby)).id;
+    const coords = await waitFor('the leader\'s page to list the standby', 30, async () => {
+      const rows = await page.$$eval('#coordinators tbody tr', (trs) => trs.map((tr) => ({
+        text: tr.cells[0].textContent,
+        role: tr.querySelector('[data-k$="/role"]')?.dataset.v,
+        alive: tr.querySelector('[data-k$="/alive"]')?.dataset.v,
+        key: tr.querySelector('[data-k$="/role"]')?.dataset.k,
+      })));
+      return rows.length === 2 && rows[1].key === `coordinators/${sid}/role` && rows[1].role === 'standby' &&
+        rows[1].alive === 'true' ? rows : null;
+    });
+    const lst = await status();
+    if (coords[0].key !== `coordinators/${lst.id}/role` || coords[0].role !== 'leader' || !coords[0].text.includes('(this one)'))
+      fail(`the leader's page does not list itself first as the leader: ${JSON.stringify(coords)}`);
+    const sc = lst.coordinators.find((c) => c.id === sid);
+    if (lst.coordinators[0].id !== lst.id || lst.coordinators[0].role !== 'leader' || lst.coordinators[0].term !== lst.term ||
+        !sc || sc.role !== 'standby' || !sc.alive || sc.admin !== args.standby || sc.term !== 0)
+      fail(`the leader's /status lists the coordinators wrong: ${JSON.stringify(lst.coordinators)}`);
+    log(`coordinators on the leader's page: ${coords.map((c) => `${c.text} ${c.role}`).join(', ')}`);
     log(`rendered: 12 lag lines, ${await page.$$eval('#tables tbody tr', (e) => e.length)} tables, ${await page.$eval('#plot-epochs', (e) => e.dataset.epochs)} epochs plotted`);
 
     // 2. a paused worker: its partitions' lag rises on the page
@@ -243,6 +266,13 @@ async function main() {
       fail(`standby banner "${banner}" does not name the leader ${s2.id} at ${sst.leader.admin}`);
     if ((await sp.$eval('#state', (e) => e.dataset.v)) !== 'STANDBY') fail('the standby page shows another state');
     log(`standby page: "${banner.trim()}"`);
+    const srows = await waitFor('the standby\'s page to list both coordinators', 30, async () => {
+      const rows = await sp.$$eval('#coordinators tbody tr', (trs) => trs.map((tr) => [tr.cells[0].textContent,
+        tr.querySelector('[data-k$="/role"]')?.dataset.v]));
+      return rows.length === 2 && rows[0][0] === s2.id && rows[0][1] === 'leader' &&
+        rows[1][0] === `${sst.id} (this one)` && rows[1][1] === 'standby' ? rows : null;
+    });
+    log(`coordinators on the standby's page: ${srows.map((r) => r.join(' ')).join(', ')}`);
     await sleep(1500);
   } finally {
     await browser.close();
