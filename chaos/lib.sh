@@ -376,20 +376,22 @@ chaos_kill() {
 
 chaos_pause() {
     chaos_log "pause $1"
-    case "$CHAOS_BACKEND" in
-    local) proc_signal "$1" STOP ;;
-    compose) _engine pause "$(_container "$1")" >/dev/null ;;
-    # every process in the pod but its init (tini) stops
-    k8s) _kubectl exec "$1" -- sh -c 'kill -STOP -1' ;;
-    esac
+    _chaos_stop_cont STOP pause "$1"
 }
 
 chaos_resume() {
     chaos_log "resume $1"
+    _chaos_stop_cont CONT unpause "$1"
+}
+
+# _chaos_stop_cont <STOP|CONT> <pause|unpause> <target>: stops or continues a target's
+# processes: local, the process group; compose, the container (the engine's <pause|unpause>);
+# k8s, every process in the pod but its init (tini).
+_chaos_stop_cont() {
     case "$CHAOS_BACKEND" in
-    local) proc_signal "$1" CONT ;;
-    compose) _engine unpause "$(_container "$1")" >/dev/null ;;
-    k8s) _kubectl exec "$1" -- sh -c 'kill -CONT -1' ;;
+    local) proc_signal "$3" "$1" ;;
+    compose) _engine "$2" "$(_container "$3")" >/dev/null ;;
+    k8s) _kubectl exec "$3" -- sh -c "kill -$1 -1" ;;
     esac
 }
 
