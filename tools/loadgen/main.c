@@ -51,47 +51,45 @@ typedef struct loadgen_config {
     cdc_log_options_t log;
 } loadgen_config_t;
 
-#define OPT(name, type, field, def, lo, hi, choices, help)                                         \
-    {                                                                                              \
-        name, type, offsetof(loadgen_config_t, field), def, false, lo, hi, choices, help           \
-    }
+#define OPT(name, type, field, def, lo, hi, help)                                                  \
+    CDC_OPT_ROW(loadgen_config_t, name, type, field, def, lo, hi, help)
 
 static const cdc_opt_t options[] = {
-    OPT("pg-dsn", CDC_OPT_STRING, pg_dsn, "dbname=postgres", 0, 0, NULL,
+    OPT("pg-dsn", CDC_OPT_STRING, pg_dsn, "dbname=postgres", 0, 0,
         "PostgreSQL connection string (libpq conninfo or URI)"),
-    OPT("rate", CDC_OPT_INT, rate, "500", 0, 1000000, NULL,
+    OPT("rate", CDC_OPT_INT, rate, "500", 0, 1000000,
         "target changes per second (0 = as fast as PostgreSQL takes them)"),
-    OPT("duration", CDC_OPT_DURATION, duration_ms, "0", 0, 0, NULL,
+    OPT("duration", CDC_OPT_DURATION, duration_ms, "0", 0, 0,
         "stop after this long (0 = until SIGINT/SIGTERM or max-transactions)"),
-    OPT("max-transactions", CDC_OPT_INT, max_transactions, "0", 0, 0, NULL,
+    OPT("max-transactions", CDC_OPT_INT, max_transactions, "0", 0, 0,
         "stop after this many transactions (0 = no limit)"),
-    OPT("tx-max-changes", CDC_OPT_INT, tx_max_changes, "5", 1, 1000, NULL,
+    OPT("tx-max-changes", CDC_OPT_INT, tx_max_changes, "5", 1, 1000,
         "largest number of statements in one transaction (uniform 1..N)"),
     OPT("mix", CDC_OPT_STRING, mix, "insert=35,update=30,delete=10,reinsert=5,multi=10,second=10",
-        0, 0, NULL,
+        0, 0,
         "relative weights of statement kinds: insert, update, delete, reinsert (of a deleted "
         "key), multi (several changes to one row in one transaction), second (accounts table)"),
-    OPT("null-pct", CDC_OPT_INT, null_pct, "10", 0, 100, NULL,
+    OPT("null-pct", CDC_OPT_INT, null_pct, "10", 0, 100,
         "percent of nullable values written as NULL"),
-    OPT("toast-pct", CDC_OPT_INT, toast_pct, "5", 0, 100, NULL,
+    OPT("toast-pct", CDC_OPT_INT, toast_pct, "5", 0, 100,
         "percent of notes written as large (> 8 kB, TOASTed) values"),
-    OPT("rollback-pct", CDC_OPT_INT, rollback_pct, "2", 0, 100, NULL,
+    OPT("rollback-pct", CDC_OPT_INT, rollback_pct, "2", 0, 100,
         "percent of transactions that roll back (must never appear downstream)"),
-    OPT("seed", CDC_OPT_INT, seed, "0", 0, 0, NULL, "random seed (0 = from the clock; printed)"),
-    OPT("initial-rows", CDC_OPT_INT, initial_rows, "0", 0, 100000000, NULL,
+    OPT("seed", CDC_OPT_INT, seed, "0", 0, 0, "random seed (0 = from the clock; printed)"),
+    OPT("initial-rows", CDC_OPT_INT, initial_rows, "0", 0, 100000000,
         "rows inserted into each table before the load (e.g. to exercise the snapshot)"),
-    OPT("create-schema", CDC_OPT_BOOL, create_schema, "true", 0, 0, NULL,
+    OPT("create-schema", CDC_OPT_BOOL, create_schema, "true", 0, 0,
         "create the demo schema and audit trigger if missing"),
-    OPT("drop", CDC_OPT_BOOL, drop, "false", 0, 0, NULL,
+    OPT("drop", CDC_OPT_BOOL, drop, "false", 0, 0,
         "drop the demo tables and the audit record first"),
-    OPT("setup-only", CDC_OPT_BOOL, setup_only, "false", 0, 0, NULL,
+    OPT("setup-only", CDC_OPT_BOOL, setup_only, "false", 0, 0,
         "create the schema and initial rows, then exit"),
-    OPT("mark-snapshot", CDC_OPT_BOOL, mark_snapshot, "false", 0, 0, NULL,
+    OPT("mark-snapshot", CDC_OPT_BOOL, mark_snapshot, "false", 0, 0,
         "after setup, replace the audit record with one snapshot entry (op r) per existing row: "
         "run it just before the capture starts with an initial snapshot"),
-    OPT("report-interval", CDC_OPT_DURATION, report_interval_ms, "5s", 0, 0, NULL,
+    OPT("report-interval", CDC_OPT_DURATION, report_interval_ms, "5s", 0, 0,
         "progress line interval on stderr (0 = none)"),
-    OPT("reconnect-timeout", CDC_OPT_DURATION, reconnect_timeout_ms, "60s", 0, 0, NULL,
+    OPT("reconnect-timeout", CDC_OPT_DURATION, reconnect_timeout_ms, "60s", 0, 0,
         "give up when PostgreSQL stays unreachable this long"),
     CDC_OPTS_LOG(loadgen_config_t, log),
     CDC_OPT_END,
@@ -248,7 +246,7 @@ static void append_amount(cdc_buf_t *b, int64_t null_pct)
     int64_t cents = rnd_below(2000000000) - 100000000;
     int64_t abs_cents = cents < 0 ? -cents : cents;
     cdc_buf_printf(b, "%s%" PRId64 ".%02" PRId64, cents < 0 ? "-" : "", abs_cents / 100,
-               abs_cents % 100);
+                   abs_cents % 100);
 }
 
 /* ---- statements ---------------------------------------------------------------------- */
@@ -298,10 +296,10 @@ static void stmt_insert_acc(cdc_buf_t *b, PGconn *conn, const loadgen_config_t *
     cdc_buf_put(b, ", ", 2);
     append_amount(b, cfg->null_pct);
     cdc_buf_printf(b, ", %s, %s, %s, %s, clock_timestamp());\n",
-               chance(cfg->null_pct) ? "NULL" : (chance(50) ? "true" : "false"),
-               chance(cfg->null_pct) ? "NULL" : (chance(50) ? "0.5" : "-1234.125e-3"),
-               chance(cfg->null_pct) ? "NULL" : "42",
-               chance(cfg->null_pct) ? "NULL" : "'2024-02-29'");
+                   chance(cfg->null_pct) ? "NULL" : (chance(50) ? "true" : "false"),
+                   chance(cfg->null_pct) ? "NULL" : (chance(50) ? "0.5" : "-1234.125e-3"),
+                   chance(cfg->null_pct) ? "NULL" : "42",
+                   chance(cfg->null_pct) ? "NULL" : "'2024-02-29'");
 }
 
 static void stmt_update_acc(cdc_buf_t *b, const loadgen_config_t *cfg, int64_t id)
@@ -309,9 +307,9 @@ static void stmt_update_acc(cdc_buf_t *b, const loadgen_config_t *cfg, int64_t i
     cdc_buf_put(b, "UPDATE public.accounts SET balance = ", 37);
     append_amount(b, cfg->null_pct);
     cdc_buf_printf(b,
-               ", visits = coalesce(visits, 0) + 1, active = NOT coalesce(active, false), "
-               "updated_at = clock_timestamp() WHERE account_id = %" PRId64 ";\n",
-               id);
+                   ", visits = coalesce(visits, 0) + 1, active = NOT coalesce(active, false), "
+                   "updated_at = clock_timestamp() WHERE account_id = %" PRId64 ";\n",
+                   id);
 }
 
 /* ---- key sets from the database ------------------------------------------------------ */
