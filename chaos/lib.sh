@@ -26,6 +26,9 @@
 # capture-0.. (local; compose and k8s run one capture).
 
 CHAOS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# the harness's servers (local backend) and its process spawner (proc_start)
+# shellcheck source=tests/harness/harness.sh
+. "$CHAOS_ROOT/tests/harness/harness.sh"
 CHAOS_BACKEND=${CHAOS_BACKEND:-local}
 CHAOS_BUILD=${CHAOS_BUILD:-$CHAOS_ROOT/build}
 CDC_JOB=${CDC_JOB:-demo}
@@ -111,19 +114,7 @@ proc_start() {
     local d=$CHAOS_DIR/procs
     mkdir -p "$d"
     printf '%q ' "$@" >"$d/$name.cmd"
-    rm -f "$d/$name.pid"
-    # shellcheck disable=SC2016 # expanded by the inner shell
-    setsid bash -c 'echo $$ > "$1"; shift; exec "$@"' _ "$d/$name.pid" "$@" \
-        </dev/null >>"$d/$name.log" 2>&1 &
-    disown "$!" 2>/dev/null
-    # the inner shell writes it within milliseconds: poll finely (processes start in turn)
-    local i
-    for ((i = 0; i < 250; i++)); do
-        [ -s "$d/$name.pid" ] && return 0
-        sleep 0.02
-    done
-    chaos_log "timed out after 5s waiting for pid file of $name"
-    return 1
+    _harness_spawn "$d/$name.pid" "$d/$name.log" "$@"
 }
 
 proc_pid() { cat "$CHAOS_DIR/procs/$1.pid" 2>/dev/null; }
@@ -184,8 +175,6 @@ pipeline_servers_up() {
     CHAOS_DIR=$(cd "$CHAOS_DIR" && pwd)
     export CDC_TEST_TMP=$CHAOS_DIR/servers CDC_TEST_KEEP=1
     mkdir -p "$CDC_TEST_TMP" "$CHAOS_DIR/warehouse" "$CHAOS_DIR/state"
-    # shellcheck source=tests/harness/harness.sh
-    . "$CHAOS_ROOT/tests/harness/harness.sh"
     harness_up "$CDC_TEST_TMP" || chaos_die "the servers did not start (see $CDC_TEST_TMP)"
     PIPELINE_PG_DSN=$CDC_TEST_PG_DSN
     export PIPELINE_PG_DSN
