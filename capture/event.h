@@ -20,6 +20,7 @@
 #include "common/err.h"
 
 /* The text buffer cdc_buf_t is common/buf.h's. */
+
 /* Appends a JSON string literal (quotes and escapes) of n bytes. */
 void cdc_buf_json_str(cdc_buf_t *b, const char *s, size_t n);
 
