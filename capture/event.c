@@ -7,7 +7,6 @@
 #include "capture/event.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,60 +15,6 @@
 #include "common/hex.h"
 
 /* ---- buffer ---------------------------------------------------------------------- */
-
-bool cdc_buf_grow(cdc_buf_t *b, size_t extra)
-{
-    if (b->oom)
-        return false;
-    if (cdc_array_reserve(b->data, b->cap, b->len + extra + 1, 256) != CDC_OK) {
-        b->oom = true;
-        return false;
-    }
-    return true;
-}
-
-void cdc_buf_reset(cdc_buf_t *b)
-{
-    b->len = 0;
-    b->oom = false;
-    if (b->data)
-        b->data[0] = '\0';
-}
-
-void cdc_buf_free(cdc_buf_t *b)
-{
-    free(b->data);
-    memset(b, 0, sizeof(*b));
-}
-
-void cdc_buf_puts(cdc_buf_t *b, const char *s)
-{
-    cdc_buf_put(b, s, strlen(s));
-}
-
-void cdc_buf_printf(cdc_buf_t *b, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    if (!cdc_buf_grow(b, 64))
-        return;
-    va_start(ap, fmt);
-    n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->oom = true;
-        return;
-    }
-    if ((size_t)n >= b->cap - b->len) {
-        if (!cdc_buf_grow(b, (size_t)n))
-            return;
-        va_start(ap, fmt);
-        vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-    }
-    b->len += (size_t)n;
-}
 
 /* "00" .. "99": two digits per division (the envelope has half a dozen integers). */
 static const char digit_pairs[201] = "000102030405060708091011121314151617181920212223242526272829"

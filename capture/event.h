@@ -15,44 +15,12 @@
 #include <string.h>
 
 #include "capture/pgoutput.h"
+#include "common/buf.h"
 #include "common/cdcschema.h"
 #include "common/err.h"
 
-/* Growable byte buffer. Appends never fail loudly: they set `oom`, checked once at the end. */
-typedef struct cdc_buf {
-    char *data;
-    size_t len;
-    size_t cap;
-    bool oom;
-} cdc_buf_t;
+/* The text buffer cdc_buf_t is common/buf.h's. */
 
-void cdc_buf_reset(cdc_buf_t *b);
-void cdc_buf_free(cdc_buf_t *b);
-
-/* Makes room for `extra` more bytes plus the terminating NUL; false (and `oom` set) when
- * memory runs out. The inline appends below only call it when the room is not there. */
-bool cdc_buf_grow(cdc_buf_t *b, size_t extra);
-
-/* Appends n bytes; the buffer stays NUL-terminated. */
-static inline void cdc_buf_put(cdc_buf_t *b, const void *p, size_t n)
-{
-    if (b->cap - b->len <= n && !cdc_buf_grow(b, n))
-        return;
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-static inline void cdc_buf_putc(cdc_buf_t *b, char c)
-{
-    if (b->cap - b->len <= 1 && !cdc_buf_grow(b, 1))
-        return;
-    b->data[b->len++] = c;
-    b->data[b->len] = '\0';
-}
-
-void cdc_buf_puts(cdc_buf_t *b, const char *s);
-void cdc_buf_printf(cdc_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends a JSON string literal (quotes and escapes) of n bytes. */
 void cdc_buf_json_str(cdc_buf_t *b, const char *s, size_t n);
 

@@ -26,6 +26,9 @@
 # capture-0.. (local; compose and k8s run one capture).
 
 CHAOS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# the harness's servers (local backend) and its process spawner (proc_start)
+# shellcheck source=tests/harness/harness.sh
+. "$CHAOS_ROOT/tests/harness/harness.sh"
 CHAOS_BACKEND=${CHAOS_BACKEND:-local}
 CHAOS_BUILD=${CHAOS_BUILD:-$CHAOS_ROOT/build}
 CDC_JOB=${CDC_JOB:-demo}
@@ -111,19 +114,7 @@ proc_start() {
     local d=$CHAOS_DIR/procs
     mkdir -p "$d"
     printf '%q ' "$@" >"$d/$name.cmd"
-    rm -f "$d/$name.pid"
-    # shellcheck disable=SC2016 # expanded by the inner shell
-    setsid bash -c 'echo $$ > "$1"; shift; exec "$@"' _ "$d/$name.pid" "$@" \
-        </dev/null >>"$d/$name.log" 2>&1 &
-    disown "$!" 2>/dev/null
-    # the inner shell writes it within milliseconds: poll finely (processes start in turn)
-    local i
-    for ((i = 0; i < 250; i++)); do
-        [ -s "$d/$name.pid" ] && return 0
-        sleep 0.02
-    done
-    chaos_log "timed out after 5s waiting for pid file of $name"
-    return 1
+    _harness_spawn "$d/$name.pid" "$d/$name.log" "$@"
 }
 
 proc_pid() { cat "$CHAOS_DIR/procs/$1.pid" 2>/dev/null; }
@@ -184,8 +175,6 @@ pipeline_servers_up() {
     CHAOS_DIR=$(cd "$CHAOS_DIR" && pwd)
     export CDC_TEST_TMP=$CHAOS_DIR/servers CDC_TEST_KEEP=1
     mkdir -p "$CDC_TEST_TMP" "$CHAOS_DIR/warehouse" "$CHAOS_DIR/state"
-    # shellcheck source=tests/harness/harness.sh
-    . "$CHAOS_ROOT/tests/harness/harness.sh"
     harness_up "$CDC_TEST_TMP" || chaos_die "the servers did not start (see $CDC_TEST_TMP)"
     PIPELINE_PG_DSN=$CDC_TEST_PG_DSN
     export PIPELINE_PG_DSN
@@ -376,20 +365,22 @@ chaos_kill() {
 
 chaos_pause() {
     chaos_log "pause $1"
-    case "$CHAOS_BACKEND" in
-    local) proc_signal "$1" STOP ;;
-    compose) _engine pause "$(_container "$1")" >/dev/null ;;
-    # every process in the pod but its init (tini) stops
-    k8s) _kubectl exec "$1" -- sh -c 'kill -STOP -1' ;;
-    esac
+    _chaos_stop_cont STOP pause "$1"
 }
 
 chaos_resume() {
     chaos_log "resume $1"
+    _chaos_stop_cont CONT unpause "$1"
+}
+
+# _chaos_stop_cont <STOP|CONT> <pause|unpause> <target>: stops or continues a target's
+# processes: local, the process group; compose, the container (the engine's <pause|unpause>);
+# k8s, every process in the pod but its init (tini).
+_chaos_stop_cont() {
     case "$CHAOS_BACKEND" in
-    local) proc_signal "$1" CONT ;;
-    compose) _engine unpause "$(_container "$1")" >/dev/null ;;
-    k8s) _kubectl exec "$1" -- sh -c 'kill -CONT -1' ;;
+    local) proc_signal "$3" "$1" ;;
+    compose) _engine "$2" "$(_container "$3")" >/dev/null ;;
+    k8s) _kubectl exec "$3" -- sh -c "kill -$1 -1" ;;
     esac
 }
 

@@ -29,19 +29,45 @@ _random_worker() {
     chaos_pick "${ws[@]}"
 }
 
+# _fault <inject> <heal> <target> <lo> <hi> [<base>]: one fault and its repair. The
+# target gets <inject> (chaos_kill, chaos_pause, chaos_partition), stays so for a random
+# while (chaos_between lo hi: that many tenths of a second, or with <base>, base + that
+# many seconds), then gets <heal>; its recovery counts when the leader commits again.
+_fault() {
+    local inject=$1 heal=$2 t=$3 lo=$4 hi=$5 base=${6-} before
+    before=$(pipeline_committed)
+    "$inject" "$t"
+    FAULTS=$((FAULTS + 1))
+    chaos_between "$lo" "$hi"
+    if [ -n "$base" ]; then
+        sleep $((base + REPLY))
+    else
+        sleep "0.$REPLY"
+    fi
+    "$heal" "$t"
+    _recovered "$before"
+}
+
+# _sigterm_exits <target> [<while>]: SIGTERM to a process of the local backend, which
+# must exit within 10 s; false (logged) when it does not.
+_sigterm_exits() {
+    local t=$1 pid start
+    pid=$(proc_pid "$t")
+    start=$SECONDS
+    kill -TERM "$pid" 2>/dev/null
+    if ! chaos_wait 10 "$t to exit after SIGTERM" bash -c "! kill -0 $pid 2>/dev/null"; then
+        chaos_log "$t did not exit within 10 s of SIGTERM${2:+ $2}"
+        return 1
+    fi
+    chaos_log "$t exited $((SECONDS - start)) s after SIGTERM"
+}
+
 # kill -9 of random workers, repeatedly, each restarted after a random delay.
 scenario_kill-workers() {
-    local end=$((SECONDS + $1)) w before
+    local end=$((SECONDS + $1))
     while [ "$SECONDS" -lt "$end" ]; do
         _random_worker
-        w=$REPLY
-        before=$(pipeline_committed)
-        chaos_kill "$w"
-        FAULTS=$((FAULTS + 1))
-        chaos_between 1 9
-        sleep "0.$REPLY"
-        chaos_recover "$w"
-        _recovered "$before"
+        _fault chaos_kill chaos_recover "$REPLY" 1 9
         chaos_between 1 3
         sleep "$REPLY"
     done
@@ -49,16 +75,8 @@ scenario_kill-workers() {
 
 # SIGSTOP of one worker past the heartbeat timeout, then SIGCONT (a zombie that wakes up).
 scenario_pause-worker() {
-    local w before
     _random_worker
-    w=$REPLY
-    before=$(pipeline_committed)
-    chaos_pause "$w"
-    FAULTS=$((FAULTS + 1))
-    chaos_between 2 5
-    sleep $((CHAOS_HEARTBEAT_TIMEOUT + REPLY))
-    chaos_resume "$w"
-    _recovered "$before"
+    _fault chaos_pause chaos_resume "$REPLY" 2 5 "$CHAOS_HEARTBEAT_TIMEOUT"
 }
 
 # kill -9 of the leading coordinator; the standby takes over, the old one comes back.
@@ -79,15 +97,9 @@ scenario_kill-leader() {
 # with one capture, the killed one restarts) from the slot's confirmed LSN (at-least-once
 # into Kafka, deduplicated downstream).
 scenario_kill-capture() {
-    local t before
+    local t
     t=$(chaos_active_capture)
-    before=$(pipeline_committed)
-    chaos_kill "$t"
-    FAULTS=$((FAULTS + 1))
-    chaos_between 2 9
-    sleep "0.$REPLY"
-    chaos_recover "$t"
-    _recovered "$before"
+    _fault chaos_kill chaos_recover "$t" 2 9
 }
 
 # SIGTERM under load to a random one of: a worker, the leading coordinator, the capture
@@ -95,7 +107,7 @@ scenario_kill-capture() {
 # and k8s: their stop/delete grace) and comes back; the verifier then checks nothing was
 # lost or duplicated.
 scenario_sigterm() {
-    local t before pid start
+    local t before
     chaos_between 0 2
     case "$REPLY" in
     0)
@@ -109,16 +121,7 @@ scenario_sigterm() {
     chaos_log "SIGTERM $t"
     FAULTS=$((FAULTS + 1))
     case "$CHAOS_BACKEND" in
-    local)
-        pid=$(proc_pid "$t")
-        start=$SECONDS
-        kill -TERM "$pid" 2>/dev/null
-        if ! chaos_wait 10 "$t to exit after SIGTERM" bash -c "! kill -0 $pid 2>/dev/null"; then
-            chaos_log "$t did not exit within 10 s of SIGTERM"
-            return 0 # (no recovery counted: the run fails)
-        fi
-        chaos_log "$t exited $((SECONDS - start)) s after SIGTERM"
-        ;;
+    local) _sigterm_exits "$t" || return 0 ;; # (no recovery counted: the run fails)
     compose | k8s) chaos_stop "$t" 10 ;;
     esac
     chaos_recover "$t"
@@ -151,16 +154,8 @@ scenario_etcd-restart() {
 
 # One worker loses the coordinator longer than the heartbeat timeout, then heals.
 scenario_partition-worker() {
-    local w before
     _random_worker
-    w=$REPLY
-    before=$(pipeline_committed)
-    chaos_partition "$w"
-    FAULTS=$((FAULTS + 1))
-    chaos_between 2 6
-    sleep $((CHAOS_HEARTBEAT_TIMEOUT + REPLY))
-    chaos_heal "$w"
-    _recovered "$before"
+    _fault chaos_partition chaos_heal "$REPLY" 2 6 "$CHAOS_HEARTBEAT_TIMEOUT"
 }
 
 # Two faults at once: a worker and the leading coordinator die together.
@@ -341,17 +336,9 @@ EOF
     # to the others, which are paused), then it comes back
     _random_worker
     w=$REPLY
-    local pid start
-    pid=$(proc_pid "$w")
-    start=$SECONDS
     chaos_log "SIGTERM $w"
-    kill -TERM "$pid" 2>/dev/null
     FAULTS=$((FAULTS + 1))
-    if ! chaos_wait 10 "$w to exit after SIGTERM" bash -c "! kill -0 $pid 2>/dev/null"; then
-        chaos_log "$w did not exit within 10 s of SIGTERM under the backlog"
-        return 0 # (no recovery counted: the run fails)
-    fi
-    chaos_log "$w exited $((SECONDS - start)) s after SIGTERM"
+    _sigterm_exits "$w" "under the backlog" || return 0 # (no recovery counted: the run fails)
     chaos_recover "$w"
     _recovered "$before"
     # Drained well before a progress watchdog (30 s) would have to step in: a partition

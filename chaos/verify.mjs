@@ -25,8 +25,8 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import zlib from 'node:zlib';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileFetch } from './filefetch.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const readers = () => import(pathToFileURL(path.join(root, 'tests/js/deploy/readers.mjs')).href);
@@ -48,117 +48,18 @@ export function localPath(loc) {
   return s;
 }
 
-/**
- * An Avro object container file with its deflate blocks inflated and its codec set to
- * null (any other file is returned as it is). icebird 0.3.1 inflates Avro's raw deflate
- * blocks with a gzip decoder (hyparquet-compressors' gunzip) that, when its output buffer
- * ends up larger than the data, reads the bytes after the deflate stream as a further
- * gzip member and fails on some valid blocks ("offset is out of bounds"). Node's zlib
- * inflates instead; icebird still decodes the records.
- */
-export function avroInflated(buf) {
-  if (buf.length < 4 || buf.toString('latin1', 0, 4) !== 'Obj\x01') return buf;
-  let pos = 4;
-  const long = () => {
-    let n = 0n;
-    let shift = 0n;
-    let b;
-    do {
-      if (pos >= buf.length) throw new Error('truncated Avro file');
-      b = BigInt(buf[pos++]);
-      n |= (b & 0x7fn) << shift;
-      shift += 7n;
-    } while (b & 0x80n);
-    return Number((n >> 1n) ^ -(n & 1n));
-  };
-  const bytes = () => {
-    const n = long();
-    const v = buf.subarray(pos, pos + n);
-    pos += n;
-    return v;
-  };
-  const zigzag = (v) => {
-    let n = (BigInt(v) << 1n) ^ (BigInt(v) >> 63n);
-    const out = [];
-    do {
-      let b = Number(n & 0x7fn);
-      n >>= 7n;
-      if (n) b |= 0x80;
-      out.push(b);
-    } while (n);
-    return Buffer.from(out);
-  };
-  const meta = [];
-  for (let count = long(); count !== 0; count = long()) {
-    if (count < 0) {
-      count = -count;
-      long(); // the block's size in bytes
-    }
-    for (let i = 0; i < count; i++) meta.push([bytes().toString('utf8'), bytes()]);
-  }
-  const codec = meta.find(([k]) => k === 'avro.codec')?.[1].toString('utf8') ?? 'null';
-  if (codec !== 'deflate') return buf;
-  const sync = buf.subarray(pos, pos + 16);
-  pos += 16;
-  const out = [Buffer.from('Obj\x01', 'latin1'), zigzag(meta.length)];
-  for (const [k, v] of meta) {
-    const value = k === 'avro.codec' ? Buffer.from('null') : v;
-    out.push(zigzag(Buffer.byteLength(k)), Buffer.from(k, 'utf8'), zigzag(value.length), value);
-  }
-  out.push(zigzag(0), sync);
-  while (pos < buf.length) {
-    const count = long();
-    const data = zlib.inflateRawSync(bytes());
-    out.push(zigzag(count), zigzag(data.length), data, buf.subarray(pos, pos + 16));
-    pos += 16;
-  }
-  return Buffer.concat(out);
-}
-
-/** fetch() for icebird over local files: GET with optional Range, and HEAD. */
+/** fetch() for icebird over local files only (chaos/filefetch.mjs). */
 function installFileFetch() {
-  globalThis.fetch = async (input, init = {}) => {
-    const url = typeof input === 'string' ? input : input.url;
-    const p = localPath(url);
-    if (!p.startsWith('/')) {
-      // never reach out to the network: every location must map to a local file
-      return new Response(null, { status: 404, statusText: `no local path for ${url} (use --path-map)` });
-    }
-    let st;
-    try {
-      st = fs.statSync(p);
-    } catch {
-      return new Response(null, { status: 404, statusText: `not found: ${p}` });
-    }
-    if ((init.method ?? 'GET') === 'HEAD') {
-      return new Response(null, { status: 200, headers: { 'content-length': String(st.size) } });
-    }
-    const headers = new Headers(init.headers ?? {});
-    const range = headers.get('range');
-    let start = 0;
-    let end = st.size - 1;
-    if (range) {
-      const r = range.match(/bytes=(\d*)-(\d*)/);
-      if (r[1] === '' && r[2] !== '') {
-        start = Math.max(0, st.size - Number(r[2]));
-      } else {
-        start = Number(r[1]);
-        if (r[2] !== '') end = Math.min(end, Number(r[2]));
-      }
-    }
-    if (!range && p.endsWith('.avro')) {
-      const buf = avroInflated(fs.readFileSync(p));
-      return new Response(buf, { status: 200, headers: { 'content-length': String(buf.length) } });
-    }
-    const fd = fs.openSync(p, 'r');
-    const buf = Buffer.alloc(Math.max(0, end - start + 1));
-    fs.readSync(fd, buf, 0, buf.length, start);
-    fs.closeSync(fd);
-    return new Response(buf, {
-      status: range ? 206 : 200,
-      headers: { 'content-length': String(buf.length) },
-    });
-  };
+  globalThis.fetch = fileFetch(
+    (url) => {
+      const p = localPath(url);
+      return p.startsWith('/') ? p : null;
+    },
+    // never reach out to the network: every location must map to a local file
+    async (input) => new Response(null, {
+      status: 404,
+      statusText: `no local path for ${typeof input === 'string' ? input : input.url} (use --path-map)`,
+    }));
 }
 
 // ---- canonical values ------------------------------------------------------------------

@@ -12,12 +12,14 @@
  * repeated fields, arrays that rarely grow) exactly n elements long. Both check the size
  * for overflow, and on failure (CDC_ERR_NOMEM) leave the array and its capacity as they
  * were: the caller's elements stay valid and are freed as usual. Byte buffers are arrays
- * of uint8_t or char.
+ * of uint8_t or char; text built by appending is a cdc_buf_t (below).
  */
 #ifndef CDC_COMMON_BUF_H
 #define CDC_COMMON_BUF_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "common/err.h"
 
@@ -51,5 +53,45 @@ void *cdc_array_resize_(void *arr, size_t n, size_t size);
             (arr) = cdc_p_;                                                                        \
         cdc_p_ != NULL ? CDC_OK : CDC_ERR_NOMEM;                                                   \
     })
+
+/*
+ * Text buffer: a growable array of char kept NUL-terminated. Appends never fail loudly:
+ * they set `oom`, checked once at the end. A zeroed cdc_buf_t is empty; data is NULL
+ * until the first append.
+ */
+typedef struct cdc_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+    bool oom;
+} cdc_buf_t;
+
+void cdc_buf_reset(cdc_buf_t *b);
+void cdc_buf_free(cdc_buf_t *b);
+
+/* Makes room for `extra` more bytes plus the terminating NUL; false (and `oom` set) when
+ * memory runs out. The inline appends below only call it when the room is not there. */
+bool cdc_buf_grow(cdc_buf_t *b, size_t extra);
+
+/* Appends n bytes; the buffer stays NUL-terminated. */
+static inline void cdc_buf_put(cdc_buf_t *b, const void *p, size_t n)
+{
+    if (b->cap - b->len <= n && !cdc_buf_grow(b, n))
+        return;
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static inline void cdc_buf_putc(cdc_buf_t *b, char c)
+{
+    if (b->cap - b->len <= 1 && !cdc_buf_grow(b, 1))
+        return;
+    b->data[b->len++] = c;
+    b->data[b->len] = '\0';
+}
+
+void cdc_buf_puts(cdc_buf_t *b, const char *s);
+void cdc_buf_printf(cdc_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

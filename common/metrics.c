@@ -9,7 +9,6 @@
 
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -334,54 +333,18 @@ double cdc_metrics_value(const cdc_counter_t *c)
 
 /* ---- rendering ---------------------------------------------------------------------- */
 
-typedef struct buf {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} buf_t;
-
-static void buf_put(buf_t *b, const char *s, size_t n)
-{
-    if (b->failed)
-        return;
-    if (cdc_array_reserve(b->data, b->cap, b->len + n + 1, 1024) != CDC_OK) {
-        b->failed = true;
-        return;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-static void buf_str(buf_t *b, const char *s)
-{
-    buf_put(b, s, strlen(s));
-}
-
-static void buf_printf(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void buf_printf(buf_t *b, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        buf_put(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
-}
-
 /* Escapes \ and newline (HELP) and also " (label values). */
-static void buf_escaped(buf_t *b, const char *s, bool quote)
+static void buf_escaped(cdc_buf_t *b, const char *s, bool quote)
 {
     for (const char *p = s; *p != '\0'; p++) {
         if (*p == '\\')
-            buf_str(b, "\\\\");
+            cdc_buf_puts(b, "\\\\");
         else if (*p == '\n')
-            buf_str(b, "\\n");
+            cdc_buf_puts(b, "\\n");
         else if (quote && *p == '"')
-            buf_str(b, "\\\"");
+            cdc_buf_puts(b, "\\\"");
         else
-            buf_put(b, p, 1);
+            cdc_buf_put(b, p, 1);
     }
 }
 
@@ -403,54 +366,54 @@ static void fmt_double(char *out, size_t size, double v)
     }
 }
 
-static void render_labels(buf_t *b, const struct cdc_metric_series *s, const char *le)
+static void render_labels(cdc_buf_t *b, const struct cdc_metric_series *s, const char *le)
 {
     if (s->nlabels == 0 && le == NULL)
         return;
-    buf_str(b, "{");
+    cdc_buf_puts(b, "{");
     for (size_t i = 0; i < s->nlabels; i++) {
         if (i > 0)
-            buf_str(b, ",");
-        buf_str(b, s->label_names[i]);
-        buf_str(b, "=\"");
+            cdc_buf_puts(b, ",");
+        cdc_buf_puts(b, s->label_names[i]);
+        cdc_buf_puts(b, "=\"");
         buf_escaped(b, s->label_values[i], true);
-        buf_str(b, "\"");
+        cdc_buf_puts(b, "\"");
     }
     if (le != NULL) {
         if (s->nlabels > 0)
-            buf_str(b, ",");
-        buf_str(b, "le=\"");
-        buf_str(b, le);
-        buf_str(b, "\"");
+            cdc_buf_puts(b, ",");
+        cdc_buf_puts(b, "le=\"");
+        cdc_buf_puts(b, le);
+        cdc_buf_puts(b, "\"");
     }
-    buf_str(b, "}");
+    cdc_buf_puts(b, "}");
 }
 
-static void render_sample(buf_t *b, const char *name, const char *suffix,
+static void render_sample(cdc_buf_t *b, const char *name, const char *suffix,
                           const struct cdc_metric_series *s, const char *le, double v)
 {
     char num[64];
-    buf_str(b, name);
-    buf_str(b, suffix);
+    cdc_buf_puts(b, name);
+    cdc_buf_puts(b, suffix);
     render_labels(b, s, le);
     fmt_double(num, sizeof(num), v);
-    buf_str(b, " ");
-    buf_str(b, num);
-    buf_str(b, "\n");
+    cdc_buf_puts(b, " ");
+    cdc_buf_puts(b, num);
+    cdc_buf_puts(b, "\n");
 }
 
 char *cdc_metrics_render(cdc_metrics_t *reg, size_t *len)
 {
     static const char *const type_names[] = {"counter", "gauge", "histogram"};
-    buf_t b = {0};
+    cdc_buf_t b = {0};
 
-    buf_put(&b, "", 0);
+    cdc_buf_put(&b, "", 0);
     if (reg != NULL) {
         pthread_mutex_lock(&reg->lock);
         for (const struct family *f = reg->families; f != NULL; f = f->next) {
-            buf_printf(&b, "# HELP %s ", f->name);
+            cdc_buf_printf(&b, "# HELP %s ", f->name);
             buf_escaped(&b, f->help, false);
-            buf_printf(&b, "\n# TYPE %s %s\n", f->name, type_names[f->type]);
+            cdc_buf_printf(&b, "\n# TYPE %s %s\n", f->name, type_names[f->type]);
             for (const struct cdc_metric_series *s = f->series; s != NULL; s = s->next) {
                 double v = bitsd(atomic_load(&((struct cdc_metric_series *)s)->value));
                 if (f->type != METRIC_HISTOGRAM) {
@@ -473,7 +436,7 @@ char *cdc_metrics_render(cdc_metrics_t *reg, size_t *len)
         }
         pthread_mutex_unlock(&reg->lock);
     }
-    if (b.failed) {
+    if (b.oom) {
         free(b.data);
         return NULL;
     }

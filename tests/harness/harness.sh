@@ -42,8 +42,9 @@ _harness_group_alive() {
 
 # Starts "$@" in a new session (so its pid is its process group id) with output to
 # $2's log; writes the pid to the pid file $1. Usage: _harness_spawn pidfile logfile cmd...
+# Also the chaos suite's process supervisor (chaos/lib.sh, proc_start).
 _harness_spawn() {
-    local pidfile=$1 logfile=$2
+    local pidfile=$1 logfile=$2 i
     shift 2
     rm -f "$pidfile"
     # setsid may fork (when the caller is a group leader); the inner shell writes the
@@ -52,12 +53,12 @@ _harness_spawn() {
     setsid bash -c 'echo $$ > "$1"; shift; exec "$@"' _ "$pidfile" "$@" \
         </dev/null >>"$logfile" 2>&1 &
     disown "$!" 2>/dev/null # no "Killed" job notices when a test stops a server
-    local i
-    for ((i = 0; i < 200; i++)); do
+    # the inner shell writes it within milliseconds: poll finely (processes start in turn)
+    for ((i = 0; i < 500; i++)); do
         [ -s "$pidfile" ] && return 0
         sleep 0.01
     done
-    _hlog "could not start $1"
+    _hlog "could not start $1: no pid file $pidfile after 5 s"
     return 1
 }
 
@@ -99,7 +100,7 @@ harness_wait_for() {
     done
 }
 
-_harness_used_ports=""
+_harness_used_ports=${_harness_used_ports:-} # kept when sourced again (chaos/lib.sh)
 # Prints a TCP port that nothing listens on and that this harness has not handed out.
 # Range below the Linux ephemeral range so outgoing connections do not take it.
 harness_free_port() {

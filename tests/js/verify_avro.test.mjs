@@ -1,4 +1,4 @@
-// The verifier's Avro path (chaos/verify.mjs, avroInflated): a manifest list this pipeline
+// The verifier's Avro path (chaos/filefetch.mjs, avroInflated): a manifest list this pipeline
 // wrote (deflate codec, tests/data/avro/manifest-list-deflate.avro, from a make
 // compose-test run) that icebird 0.3.1 fails to inflate ("offset is out of bounds": its
 // gzip decoder reads past the raw deflate stream), read after the verifier inflates its
@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { avroMetadata, avroRead } from 'icebird';
-import { avroInflated } from '../../chaos/verify.mjs';
+import { avroInflated } from '../../chaos/filefetch.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const fixture = fs.readFileSync(path.join(here, '../data/avro/manifest-list-deflate.avro'));

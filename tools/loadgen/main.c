@@ -17,7 +17,6 @@
 #include <libpq-fe.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,47 +51,45 @@ typedef struct loadgen_config {
     cdc_log_options_t log;
 } loadgen_config_t;
 
-#define OPT(name, type, field, def, lo, hi, choices, help)                                         \
-    {                                                                                              \
-        name, type, offsetof(loadgen_config_t, field), def, false, lo, hi, choices, help           \
-    }
+#define OPT(name, type, field, def, lo, hi, help)                                                  \
+    CDC_OPT_ROW(loadgen_config_t, name, type, field, def, lo, hi, help)
 
 static const cdc_opt_t options[] = {
-    OPT("pg-dsn", CDC_OPT_STRING, pg_dsn, "dbname=postgres", 0, 0, NULL,
+    OPT("pg-dsn", CDC_OPT_STRING, pg_dsn, "dbname=postgres", 0, 0,
         "PostgreSQL connection string (libpq conninfo or URI)"),
-    OPT("rate", CDC_OPT_INT, rate, "500", 0, 1000000, NULL,
+    OPT("rate", CDC_OPT_INT, rate, "500", 0, 1000000,
         "target changes per second (0 = as fast as PostgreSQL takes them)"),
-    OPT("duration", CDC_OPT_DURATION, duration_ms, "0", 0, 0, NULL,
+    OPT("duration", CDC_OPT_DURATION, duration_ms, "0", 0, 0,
         "stop after this long (0 = until SIGINT/SIGTERM or max-transactions)"),
-    OPT("max-transactions", CDC_OPT_INT, max_transactions, "0", 0, 0, NULL,
+    OPT("max-transactions", CDC_OPT_INT, max_transactions, "0", 0, 0,
         "stop after this many transactions (0 = no limit)"),
-    OPT("tx-max-changes", CDC_OPT_INT, tx_max_changes, "5", 1, 1000, NULL,
+    OPT("tx-max-changes", CDC_OPT_INT, tx_max_changes, "5", 1, 1000,
         "largest number of statements in one transaction (uniform 1..N)"),
     OPT("mix", CDC_OPT_STRING, mix, "insert=35,update=30,delete=10,reinsert=5,multi=10,second=10",
-        0, 0, NULL,
+        0, 0,
         "relative weights of statement kinds: insert, update, delete, reinsert (of a deleted "
         "key), multi (several changes to one row in one transaction), second (accounts table)"),
-    OPT("null-pct", CDC_OPT_INT, null_pct, "10", 0, 100, NULL,
+    OPT("null-pct", CDC_OPT_INT, null_pct, "10", 0, 100,
         "percent of nullable values written as NULL"),
-    OPT("toast-pct", CDC_OPT_INT, toast_pct, "5", 0, 100, NULL,
+    OPT("toast-pct", CDC_OPT_INT, toast_pct, "5", 0, 100,
         "percent of notes written as large (> 8 kB, TOASTed) values"),
-    OPT("rollback-pct", CDC_OPT_INT, rollback_pct, "2", 0, 100, NULL,
+    OPT("rollback-pct", CDC_OPT_INT, rollback_pct, "2", 0, 100,
         "percent of transactions that roll back (must never appear downstream)"),
-    OPT("seed", CDC_OPT_INT, seed, "0", 0, 0, NULL, "random seed (0 = from the clock; printed)"),
-    OPT("initial-rows", CDC_OPT_INT, initial_rows, "0", 0, 100000000, NULL,
+    OPT("seed", CDC_OPT_INT, seed, "0", 0, 0, "random seed (0 = from the clock; printed)"),
+    OPT("initial-rows", CDC_OPT_INT, initial_rows, "0", 0, 100000000,
         "rows inserted into each table before the load (e.g. to exercise the snapshot)"),
-    OPT("create-schema", CDC_OPT_BOOL, create_schema, "true", 0, 0, NULL,
+    OPT("create-schema", CDC_OPT_BOOL, create_schema, "true", 0, 0,
         "create the demo schema and audit trigger if missing"),
-    OPT("drop", CDC_OPT_BOOL, drop, "false", 0, 0, NULL,
+    OPT("drop", CDC_OPT_BOOL, drop, "false", 0, 0,
         "drop the demo tables and the audit record first"),
-    OPT("setup-only", CDC_OPT_BOOL, setup_only, "false", 0, 0, NULL,
+    OPT("setup-only", CDC_OPT_BOOL, setup_only, "false", 0, 0,
         "create the schema and initial rows, then exit"),
-    OPT("mark-snapshot", CDC_OPT_BOOL, mark_snapshot, "false", 0, 0, NULL,
+    OPT("mark-snapshot", CDC_OPT_BOOL, mark_snapshot, "false", 0, 0,
         "after setup, replace the audit record with one snapshot entry (op r) per existing row: "
         "run it just before the capture starts with an initial snapshot"),
-    OPT("report-interval", CDC_OPT_DURATION, report_interval_ms, "5s", 0, 0, NULL,
+    OPT("report-interval", CDC_OPT_DURATION, report_interval_ms, "5s", 0, 0,
         "progress line interval on stderr (0 = none)"),
-    OPT("reconnect-timeout", CDC_OPT_DURATION, reconnect_timeout_ms, "60s", 0, 0, NULL,
+    OPT("reconnect-timeout", CDC_OPT_DURATION, reconnect_timeout_ms, "60s", 0, 0,
         "give up when PostgreSQL stays unreachable this long"),
     CDC_OPTS_LOG(loadgen_config_t, log),
     CDC_OPT_END,
@@ -168,42 +165,23 @@ static int64_t keyset_take(keyset_t *s)
 
 /* ---- SQL text ------------------------------------------------------------------------ */
 
-typedef struct sqlbuf {
-    char *data;
-    size_t len, cap;
-} sqlbuf_t;
-
-static void sql_append(sqlbuf_t *b, const char *s, size_t n)
+/* The transaction's text is a cdc_buf_t (common/buf.h): exits when building it ran out of
+ * memory. */
+static void sql_check(const cdc_buf_t *b)
 {
-    if (cdc_array_reserve(b->data, b->cap, b->len + n + 1, 4096) != CDC_OK) {
-        cdc_log_error("out of memory building a transaction of %zu bytes", b->len + n + 1);
+    if (b->oom) {
+        cdc_log_error("out of memory building a transaction of %zu bytes", b->len);
         exit(1);
     }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-static void sql_printf(sqlbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sql_printf(sqlbuf_t *b, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    sql_append(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
 }
 
 /* Appends s as a quoted literal, or NULL. Characters in s are UTF-8 and contain no NUL. */
-static void sql_literal(sqlbuf_t *b, PGconn *conn, const char *s)
+static void sql_literal(cdc_buf_t *b, PGconn *conn, const char *s)
 {
     char *q;
 
     if (s == NULL) {
-        sql_append(b, "NULL", 4);
+        cdc_buf_put(b, "NULL", 4);
         return;
     }
     q = PQescapeLiteral(conn, s, strlen(s));
@@ -211,7 +189,7 @@ static void sql_literal(sqlbuf_t *b, PGconn *conn, const char *s)
         cdc_log_error("could not quote a literal: %s", PQerrorMessage(conn));
         exit(1);
     }
-    sql_append(b, q, strlen(q));
+    cdc_buf_put(b, q, strlen(q));
     PQfreemem(q);
 }
 
@@ -259,79 +237,79 @@ static char *make_note(const loadgen_config_t *cfg)
     return s;
 }
 
-static void append_amount(sqlbuf_t *b, int64_t null_pct)
+static void append_amount(cdc_buf_t *b, int64_t null_pct)
 {
     if (chance(null_pct)) {
-        sql_append(b, "NULL", 4);
+        cdc_buf_put(b, "NULL", 4);
         return;
     }
     int64_t cents = rnd_below(2000000000) - 100000000;
     int64_t abs_cents = cents < 0 ? -cents : cents;
-    sql_printf(b, "%s%" PRId64 ".%02" PRId64, cents < 0 ? "-" : "", abs_cents / 100,
-               abs_cents % 100);
+    cdc_buf_printf(b, "%s%" PRId64 ".%02" PRId64, cents < 0 ? "-" : "", abs_cents / 100,
+                   abs_cents % 100);
 }
 
 /* ---- statements ---------------------------------------------------------------------- */
 
-static void stmt_insert_tx(sqlbuf_t *b, PGconn *conn, const loadgen_config_t *cfg, int64_t id)
+static void stmt_insert_tx(cdc_buf_t *b, PGconn *conn, const loadgen_config_t *cfg, int64_t id)
 {
     char *note = make_note(cfg);
 
-    sql_printf(b, "INSERT INTO public.transactions VALUES (%" PRId64 ", ", id);
+    cdc_buf_printf(b, "INSERT INTO public.transactions VALUES (%" PRId64 ", ", id);
     sql_literal(b, conn, pick(accounts, sizeof(accounts) / sizeof(*accounts), cfg->null_pct));
-    sql_append(b, ", ", 2);
+    cdc_buf_put(b, ", ", 2);
     append_amount(b, cfg->null_pct);
-    sql_append(b, ", ", 2);
+    cdc_buf_put(b, ", ", 2);
     sql_literal(b, conn, pick(statuses, sizeof(statuses) / sizeof(*statuses), cfg->null_pct));
-    sql_append(b, ", ", 2);
+    cdc_buf_put(b, ", ", 2);
     sql_literal(b, conn, note);
-    sql_printf(b, ", clock_timestamp());\n");
+    cdc_buf_printf(b, ", clock_timestamp());\n");
     free(note);
 }
 
 /* An update that leaves the note alone half of the time (unchanged TOAST downstream). */
-static void stmt_update_tx(sqlbuf_t *b, PGconn *conn, const loadgen_config_t *cfg, int64_t id)
+static void stmt_update_tx(cdc_buf_t *b, PGconn *conn, const loadgen_config_t *cfg, int64_t id)
 {
-    sql_append(b, "UPDATE public.transactions SET amount = ", 40);
+    cdc_buf_put(b, "UPDATE public.transactions SET amount = ", 40);
     append_amount(b, cfg->null_pct);
-    sql_append(b, ", status = ", 11);
+    cdc_buf_put(b, ", status = ", 11);
     sql_literal(b, conn, pick(statuses, sizeof(statuses) / sizeof(*statuses), cfg->null_pct));
     if (chance(50)) {
         char *note = make_note(cfg);
 
-        sql_append(b, ", note = ", 9);
+        cdc_buf_put(b, ", note = ", 9);
         sql_literal(b, conn, note);
         free(note);
     }
-    sql_printf(b, ", updated_at = clock_timestamp() WHERE entity_id = %" PRId64 ";\n", id);
+    cdc_buf_printf(b, ", updated_at = clock_timestamp() WHERE entity_id = %" PRId64 ";\n", id);
 }
 
-static void stmt_delete(sqlbuf_t *b, const table_keys_t *t, int64_t id)
+static void stmt_delete(cdc_buf_t *b, const table_keys_t *t, int64_t id)
 {
-    sql_printf(b, "DELETE FROM public.%s WHERE %s = %" PRId64 ";\n", t->name, t->pk, id);
+    cdc_buf_printf(b, "DELETE FROM public.%s WHERE %s = %" PRId64 ";\n", t->name, t->pk, id);
 }
 
-static void stmt_insert_acc(sqlbuf_t *b, PGconn *conn, const loadgen_config_t *cfg, int64_t id)
+static void stmt_insert_acc(cdc_buf_t *b, PGconn *conn, const loadgen_config_t *cfg, int64_t id)
 {
-    sql_printf(b, "INSERT INTO public.accounts VALUES (%" PRId64 ", ", id);
+    cdc_buf_printf(b, "INSERT INTO public.accounts VALUES (%" PRId64 ", ", id);
     sql_literal(b, conn, pick(owners, sizeof(owners) / sizeof(*owners), cfg->null_pct));
-    sql_append(b, ", ", 2);
+    cdc_buf_put(b, ", ", 2);
     append_amount(b, cfg->null_pct);
-    sql_printf(b, ", %s, %s, %s, %s, clock_timestamp());\n",
-               chance(cfg->null_pct) ? "NULL" : (chance(50) ? "true" : "false"),
-               chance(cfg->null_pct) ? "NULL" : (chance(50) ? "0.5" : "-1234.125e-3"),
-               chance(cfg->null_pct) ? "NULL" : "42",
-               chance(cfg->null_pct) ? "NULL" : "'2024-02-29'");
+    cdc_buf_printf(b, ", %s, %s, %s, %s, clock_timestamp());\n",
+                   chance(cfg->null_pct) ? "NULL" : (chance(50) ? "true" : "false"),
+                   chance(cfg->null_pct) ? "NULL" : (chance(50) ? "0.5" : "-1234.125e-3"),
+                   chance(cfg->null_pct) ? "NULL" : "42",
+                   chance(cfg->null_pct) ? "NULL" : "'2024-02-29'");
 }
 
-static void stmt_update_acc(sqlbuf_t *b, const loadgen_config_t *cfg, int64_t id)
+static void stmt_update_acc(cdc_buf_t *b, const loadgen_config_t *cfg, int64_t id)
 {
-    sql_append(b, "UPDATE public.accounts SET balance = ", 37);
+    cdc_buf_put(b, "UPDATE public.accounts SET balance = ", 37);
     append_amount(b, cfg->null_pct);
-    sql_printf(b,
-               ", visits = coalesce(visits, 0) + 1, active = NOT coalesce(active, false), "
-               "updated_at = clock_timestamp() WHERE account_id = %" PRId64 ";\n",
-               id);
+    cdc_buf_printf(b,
+                   ", visits = coalesce(visits, 0) + 1, active = NOT coalesce(active, false), "
+                   "updated_at = clock_timestamp() WHERE account_id = %" PRId64 ";\n",
+                   id);
 }
 
 /* ---- key sets from the database ------------------------------------------------------ */
@@ -456,14 +434,14 @@ static int pick_kind(const int64_t weights[K_COUNT], int64_t total)
  * number of row changes. A rolled-back transaction uses only inserts of new keys and
  * updates, so undoing it is truncating the live sets to their saved lengths.
  */
-static int64_t build_tx(sqlbuf_t *b, PGconn *conn, const loadgen_config_t *cfg,
+static int64_t build_tx(cdc_buf_t *b, PGconn *conn, const loadgen_config_t *cfg,
                         const int64_t weights[K_COUNT], int64_t total, table_keys_t *tx,
                         table_keys_t *acc, bool rollback, stats_t *st)
 {
     int64_t n = 1 + rnd_below(cfg->tx_max_changes), changes = 0;
 
-    b->len = 0;
-    sql_append(b, "BEGIN;\n", 7);
+    cdc_buf_reset(b);
+    cdc_buf_put(b, "BEGIN;\n", 7);
     for (int64_t i = 0; i < n; i++) {
         int kind = pick_kind(weights, total);
         int64_t id;
@@ -531,7 +509,8 @@ static int64_t build_tx(sqlbuf_t *b, PGconn *conn, const loadgen_config_t *cfg,
         }
         st->kinds[kind]++;
     }
-    sql_append(b, rollback ? "ROLLBACK;\n" : "COMMIT;\n", rollback ? 10 : 8);
+    cdc_buf_put(b, rollback ? "ROLLBACK;\n" : "COMMIT;\n", rollback ? 10 : 8);
+    sql_check(b);
     return changes;
 }
 
@@ -549,13 +528,13 @@ static bool setup(PGconn *conn, const loadgen_config_t *cfg, table_keys_t *tx, t
     if (!load_keys(conn, tx) || !load_keys(conn, acc))
         return false;
     if (cfg->initial_rows > 0) {
-        sqlbuf_t b = {0};
+        cdc_buf_t b = {0};
 
         for (int64_t done = 0; done < cfg->initial_rows;) {
             int64_t batch = cfg->initial_rows - done < 500 ? cfg->initial_rows - done : 500;
 
-            b.len = 0;
-            sql_append(&b, "BEGIN;\n", 7);
+            cdc_buf_reset(&b);
+            cdc_buf_put(&b, "BEGIN;\n", 7);
             for (int64_t i = 0; i < batch; i++) {
                 int64_t id = tx->next_id++;
 
@@ -565,15 +544,16 @@ static bool setup(PGconn *conn, const loadgen_config_t *cfg, table_keys_t *tx, t
                 stmt_insert_acc(&b, conn, cfg, id);
                 keyset_add(&acc->live, id);
             }
-            sql_append(&b, "COMMIT;\n", 8);
+            cdc_buf_put(&b, "COMMIT;\n", 8);
+            sql_check(&b);
             if (!exec_ok(conn, b.data, "insert the initial rows")) {
-                free(b.data);
+                cdc_buf_free(&b);
                 return false;
             }
             done += batch;
             st->changes += 2 * batch;
         }
-        free(b.data);
+        cdc_buf_free(&b);
         cdc_log_info("inserted %" PRId64 " initial rows into each table", cfg->initial_rows);
     }
     return true;
@@ -597,7 +577,7 @@ int main(int argc, char **argv)
     table_keys_t acc = {.name = "accounts", .pk = "account_id", .next_id = 1};
     int64_t weights[K_COUNT], total = 0;
     stats_t st = {0};
-    sqlbuf_t b = {0};
+    cdc_buf_t b = {0};
     PGconn *conn = NULL;
     double start, next_report, end;
     int rc = 1;
@@ -706,7 +686,7 @@ int main(int argc, char **argv)
 cleanup:
     if (conn != NULL)
         PQfinish(conn);
-    free(b.data);
+    cdc_buf_free(&b);
     free(tx.live.keys);
     free(tx.deleted.keys);
     free(acc.live.keys);
