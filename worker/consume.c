@@ -231,7 +231,8 @@ void cdc_worker_data_close(cdc_worker_t *w)
 /* ---- schema registry topic ---------------------------------------------------------- */
 
 /* Schema-topic partitions whose fetching stopped on an error (as for the data topics,
- * cdc_worker_restart_failed(), watchdog.c) are assigned again from the next offset to read, all of them. */
+ * cdc_worker_restart_failed() in watchdog.c) are assigned again from the next offset to
+ * read, all of them. */
 static void restart_failed_schemas(cdc_worker_t *w)
 {
     char topics[16][256];

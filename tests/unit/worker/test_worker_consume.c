@@ -263,7 +263,7 @@ static void test_fetch_past_log_start_refetched(void **state)
     mock_register_schema(&M);
     for (int i = 1; i <= 4; i++)
         mock_produce_event(&M, 1, 'c', i, "ada", 100 + (uint64_t)i);
-    s = open_with_slot1(2);                               /* the consumer reads from 2 */
+    s = open_with_slot1(2);                         /* the consumer reads from 2 */
     s->next_offset[0] = CDC_KAFKA_OFFSET_BEGINNING; /* the worker asked for the beginning */
     mock_consume_to(&M, 1, 4);
     const cdc_stage_table_t *t = staged_table(s);
