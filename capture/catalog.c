@@ -137,18 +137,12 @@ cdc_err_t cdc_source_xact_finished(cdc_source_t *src, uint32_t xid, bool *finish
 {
     char x[16];
     const char *p[1] = {x};
-    cdc_pg_result_t *r;
 
     snprintf(x, sizeof(x), "%u", xid);
-    r = cdc_pg_query(src->sql,
-                     "SELECT NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = "
-                     "'transactionid' AND transactionid = $1::xid)",
-                     1, p, e);
-    if (r == NULL)
-        return e->code;
-    *finished = cdc_pg_ntuples(r) == 1 && cdc_pg_is_true(r, 0, 0);
-    cdc_pg_clear(r);
-    return CDC_OK;
+    return cdc_pg_query_bool(src->sql,
+                             "SELECT NOT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = "
+                             "'transactionid' AND transactionid = $1::xid)",
+                             1, p, finished, e);
 }
 
 cdc_err_t cdc_source_partition_root(cdc_source_t *src, uint32_t relid, uint32_t *root_oid,

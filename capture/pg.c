@@ -196,6 +196,28 @@ bool cdc_pg_isnull(const cdc_pg_result_t *r, int row, int col)
     return PQgetisnull(res(r), row, col) != 0;
 }
 
+cdc_err_t cdc_pg_query_bool(cdc_pg_t *c, const char *sql, int nparams, const char *const *params,
+                            bool *out, cdc_error_t *e)
+{
+    cdc_pg_result_t *r = cdc_pg_query(c, sql, nparams, params, e);
+    if (r == NULL)
+        return e->code;
+    *out = cdc_pg_ntuples(r) >= 1 && cdc_pg_is_true(r, 0, 0);
+    cdc_pg_clear(r);
+    return CDC_OK;
+}
+
+cdc_err_t cdc_pg_query_int(cdc_pg_t *c, const char *sql, int nparams, const char *const *params,
+                           int64_t *out, cdc_error_t *e)
+{
+    cdc_pg_result_t *r = cdc_pg_query(c, sql, nparams, params, e);
+    if (r == NULL)
+        return e->code;
+    *out = cdc_pg_ntuples(r) >= 1 ? strtoll(cdc_pg_value(r, 0, 0), NULL, 10) : 0;
+    cdc_pg_clear(r);
+    return CDC_OK;
+}
+
 bool cdc_pg_is_true(const cdc_pg_result_t *r, int row, int col)
 {
     return strcmp(PQgetvalue(res(r), row, col), "t") == 0;

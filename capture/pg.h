@@ -67,6 +67,13 @@ cdc_err_t cdc_pg_error(const cdc_pg_t *c, const cdc_pg_result_t *r, cdc_err_t co
 cdc_pg_result_t *cdc_pg_query(cdc_pg_t *c, const char *sql, int nparams, const char *const *params,
                               cdc_error_t *e);
 
+/* A query of one value: whether its first row's first field is true (false with no
+ * row), or that field as an integer (0 with no row, or NULL). The errors of cdc_pg_query. */
+cdc_err_t cdc_pg_query_bool(cdc_pg_t *c, const char *sql, int nparams, const char *const *params,
+                            bool *out, cdc_error_t *e);
+cdc_err_t cdc_pg_query_int(cdc_pg_t *c, const char *sql, int nparams, const char *const *params,
+                           int64_t *out, cdc_error_t *e);
+
 /* Runs sql through the simple protocol (replication commands, cursors, several
  * statements) and returns whatever came back; the caller checks cdc_pg_status(). */
 cdc_pg_result_t *cdc_pg_exec(cdc_pg_t *c, const char *sql);

@@ -18,14 +18,12 @@
 static cdc_err_t show_int(cdc_pg_t *c, const char *name, long *out, cdc_error_t *e)
 {
     char sql[128];
-    cdc_pg_result_t *r;
+    int64_t v = 0;
+    cdc_err_t rc;
     snprintf(sql, sizeof(sql), "SHOW %s", name);
-    r = cdc_pg_query(c, sql, 0, NULL, e);
-    if (r == NULL)
-        return e->code;
-    *out = strtol(cdc_pg_value(r, 0, 0), NULL, 10);
-    cdc_pg_clear(r);
-    return CDC_OK;
+    rc = cdc_pg_query_int(c, sql, 0, NULL, &v, e);
+    *out = (long)v;
+    return rc;
 }
 
 /* What the catalog says about one candidate table (see check_table). */

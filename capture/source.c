@@ -161,28 +161,22 @@ cdc_err_t cdc_source_lock_slot(cdc_source_t *src, const char *slot, bool *got, i
 {
     char key[128];
     const char *p[1] = {key};
-    cdc_pg_result_t *r;
+    int64_t pid = 0;
+    cdc_err_t rc;
 
     *got = false;
     *holder = 0;
     snprintf(key, sizeof(key), "cdc-capture:%s", slot);
-    r = cdc_pg_query(src->sql, "SELECT pg_try_advisory_lock(hashtext($1))", 1, p, e);
-    if (r == NULL)
-        return e->code;
-    *got = cdc_pg_is_true(r, 0, 0);
-    cdc_pg_clear(r);
-    if (*got)
-        return CDC_OK;
-    r = cdc_pg_query(
+    rc = cdc_pg_query_bool(src->sql, "SELECT pg_try_advisory_lock(hashtext($1))", 1, p, got, e);
+    if (rc != CDC_OK || *got)
+        return rc;
+    rc = cdc_pg_query_int(
         src->sql,
         "SELECT coalesce(min(pid), 0) FROM pg_locks WHERE locktype = 'advisory' AND "
         "granted AND objsubid = 1 AND objid = (hashtext($1)::bigint & 4294967295)::oid",
-        1, p, e);
-    if (r == NULL)
-        return e->code;
-    *holder = atoi(cdc_pg_value(r, 0, 0));
-    cdc_pg_clear(r);
-    return CDC_OK;
+        1, p, &pid, e);
+    *holder = (int)pid;
+    return rc;
 }
 
 cdc_err_t cdc_source_slot_retention(cdc_source_t *src, const char *slot, int64_t *retained,
