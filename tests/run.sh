@@ -24,7 +24,7 @@ run_one() {
         # shellcheck disable=SC1091
         . "$CDC_TEST_TMP/env"
     fi
-    if "$@"; then
+    if "$@" </dev/null; then
         passed=$((passed + 1))
         echo "PASS $name ($((SECONDS - start))s)"
     else
@@ -35,9 +35,10 @@ run_one() {
 
 case "$suite" in
 unit)
-    while IFS= read -r t; do
+    mapfile -t tests < <(find "$BUILD/tests/unit" -type f -name 'test_*' -perm -u+x | sort)
+    for t in "${tests[@]}"; do
         run_one "$(basename "$t")" "$t"
-    done < <(find "$BUILD/tests/unit" -type f -name 'test_*' -perm -u+x | sort)
+    done
     ;;
 integration)
     # shellcheck source=tests/harness/harness.sh
@@ -57,12 +58,15 @@ integration)
             esac
         done
     else
-        while IFS= read -r t; do
+        # (lists read before any test runs: a test reading stdin must not eat the list)
+        mapfile -t tests < <(find "$BUILD/tests/integration" -type f -name 'test_*' -perm -u+x | sort)
+        mapfile -t scripts < <(find tests/integration -type f -name '*.sh' | sort)
+        for t in "${tests[@]}"; do
             run_one "$(basename "$t")" "$t"
-        done < <(find "$BUILD/tests/integration" -type f -name 'test_*' -perm -u+x | sort)
-        while IFS= read -r t; do
+        done
+        for t in "${scripts[@]}"; do
             run_one "$(basename "$t")" bash "$t"
-        done < <(find tests/integration -type f -name '*.sh' | sort)
+        done
         if compgen -G "tests/js/*.test.mjs" >/dev/null; then
             for t in tests/js/*.test.mjs; do
                 run_one "$(basename "$t")" node --test "$t"
