@@ -100,6 +100,19 @@ harness_wait_for() {
     done
 }
 
+# harness_fail_logs <dir> <message...>: for shell tests; prints FAIL: <message> and the
+# last 20 lines of every <dir>/*.log to stderr, then exits 1.
+harness_fail_logs() {
+    local dir=$1 f
+    shift
+    echo "FAIL: $*" >&2
+    for f in "$dir"/*.log; do
+        echo "--- $f" >&2
+        tail -20 "$f" >&2
+    done
+    exit 1
+}
+
 _harness_used_ports=${_harness_used_ports:-} # kept when sourced again (chaos/lib.sh)
 # Prints a TCP port that nothing listens on and that this harness has not handed out.
 # Range below the Linux ephemeral range so outgoing connections do not take it.

@@ -20,14 +20,7 @@ cleanup() {
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 }
 trap cleanup EXIT
-fail() {
-    echo "FAIL: $*" >&2
-    for f in "$dir"/*.log; do
-        echo "--- $f" >&2
-        tail -20 "$f" >&2
-    done
-    exit 1
-}
+fail() { harness_fail_logs "$dir" "$@"; }
 
 wait_for() { harness_wait_for "$@"; }
 

@@ -30,14 +30,7 @@ cleanup() {
         FROM pg_replication_slots WHERE slot_name = '$slot'" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-fail() {
-    echo "FAIL: $*" >&2
-    for f in "$dir"/*.log; do
-        echo "--- $f" >&2
-        tail -20 "$f" >&2
-    done
-    exit 1
-}
+fail() { harness_fail_logs "$dir" "$@"; }
 
 # code <addr> <path>: the HTTP status of a GET (000 when nothing answered)
 code() { curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://$1$2" || true; }
