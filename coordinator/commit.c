@@ -28,7 +28,7 @@
 #include "coordinator/layout.h"
 
 #define COMMIT_ATTEMPTS 8
-#define SUMMARY_TERM "cdc.term"
+
 #define MAX_KNOWN_TABLES CDC_COMMITTER_MAX_TABLES
 #define MAX_SUSPECTS 65536
 
@@ -42,9 +42,10 @@ struct cdc_committer {
     cdc_storage_t *storage;
     char *warehouse;
     char *job;
-    uint64_t term;
-    pthread_mutex_t known_lock;    /* tables commit in parallel (cdc_committer_commit) */
-    char *known[MAX_KNOWN_TABLES]; /* table locations committed to by this process */
+    _Atomic uint64_t term;              /* read by the maintenance thread too */
+    pthread_mutex_t known_lock;         /* tables commit in parallel (cdc_committer_commit) */
+    char *known[MAX_KNOWN_TABLES];      /* table locations committed to by this process */
+    char *known_name[MAX_KNOWN_TABLES]; /* their names, "<ns>.<table>" */
     int nknown;
     /* Tables kept loaded between commits (under known_lock; a commit takes its table
      * out while it works on it): the next commit only checks that the table's latest
@@ -191,8 +192,10 @@ void cdc_committer_close(cdc_committer_t *c)
         free(c->open_loc[i]);
     }
     cdc_storage_close(c->storage);
-    for (int i = 0; i < c->nknown; i++)
+    for (int i = 0; i < c->nknown; i++) {
         free(c->known[i]);
+        free(c->known_name[i]);
+    }
     for (size_t i = 0; i < c->nsuspects; i++)
         free(c->suspects[i].location);
     free(c->suspects);
@@ -216,7 +219,54 @@ void cdc_committer_set_term(cdc_committer_t *c, uint64_t term)
     c->term = term;
 }
 
-static void remember_table(cdc_committer_t *c, const char *location)
+uint64_t cdc_committer_term(cdc_committer_t *c)
+{
+    return c->term;
+}
+
+cdc_storage_t *cdc_committer_storage(cdc_committer_t *c)
+{
+    return c->storage;
+}
+
+const char *cdc_committer_job(const cdc_committer_t *c)
+{
+    return c->job;
+}
+
+size_t cdc_committer_tables(cdc_committer_t *c, char ***names, char ***locations)
+{
+    size_t n = 0;
+    *names = NULL;
+    *locations = NULL;
+    pthread_mutex_lock(&c->known_lock);
+    char **nv = calloc((size_t)c->nknown + 1, sizeof(char *));
+    char **lv = calloc((size_t)c->nknown + 1, sizeof(char *));
+    for (int i = 0; nv && lv && i < c->nknown; i++) {
+        if ((nv[n] = strdup(c->known_name[i])) == NULL || (lv[n] = strdup(c->known[i])) == NULL) {
+            free(nv[n]);
+            break;
+        }
+        n++;
+    }
+    pthread_mutex_unlock(&c->known_lock);
+    if (nv == NULL || lv == NULL) {
+        free(nv);
+        free(lv);
+        return 0;
+    }
+    *names = nv;
+    *locations = lv;
+    return n;
+}
+
+void cdc_committer_note_compaction(cdc_committer_t *c, const char *table, const cdc_ice_table_t *t,
+                                   int64_t bytes_rewritten, int64_t files_rewritten)
+{
+    cdc_table_stats_note_compaction(&c->stats, table, t, bytes_rewritten, files_rewritten);
+}
+
+static void remember_table(cdc_committer_t *c, const char *table, const char *location)
 {
     pthread_mutex_lock(&c->known_lock);
     for (int i = 0; i < c->nknown; i++)
@@ -225,9 +275,14 @@ static void remember_table(cdc_committer_t *c, const char *location)
             return;
         }
     if (c->nknown < MAX_KNOWN_TABLES) {
-        char *copy = strdup(location);
-        if (copy)
-            c->known[c->nknown++] = copy;
+        char *copy = strdup(location), *name = strdup(table);
+        if (copy && name) {
+            c->known[c->nknown] = copy;
+            c->known_name[c->nknown++] = name;
+        } else {
+            free(copy);
+            free(name);
+        }
     }
     pthread_mutex_unlock(&c->known_lock);
 }
@@ -737,7 +792,7 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
     }
     if (rc != CDC_OK)
         goto cleanup;
-    remember_table(c, location);
+    remember_table(c, table, location);
     if (have_schema && (rc = evolve(c, t, rec, table, &schema, version, policy,
                                     &res->schema_changes, e)) != CDC_OK)
         goto cleanup;
@@ -776,7 +831,7 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
     cdc_ice_props_set(&summary, CDC_ICE_SUMMARY_CHECKPOINT, num);
     cdc_ice_props_set(&summary, CDC_ICE_SUMMARY_OFFSETS, offsets ? offsets : "{}");
     snprintf(num, sizeof(num), "%" PRIu64, c->term);
-    cdc_ice_props_set(&summary, SUMMARY_TERM, num);
+    cdc_ice_props_set(&summary, CDC_ICE_SUMMARY_TERM, num);
 
     for (int attempt = 0;; attempt++) {
         const char *tv;
@@ -784,7 +839,7 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
         /* validate at commit time: read the table again right before the swap */
         if (attempt > 0 && (rc = cdc_ice_table_refresh(t, e)) != CDC_OK)
             goto cleanup;
-        tv = cdc_ice_table_snapshot_property(t, -1, SUMMARY_TERM);
+        tv = cdc_ice_table_snapshot_property(t, -1, CDC_ICE_SUMMARY_TERM);
         if (tv != NULL && strtoull(tv, NULL, 10) > c->term) {
             rc = cdc_error_set(e, CDC_ERR_FENCED,
                                "table \"%s\" was committed by leader term %s, ours is %" PRIu64,
@@ -987,15 +1042,6 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static bool named_by(const cdc_checkpoint_t *const *keep, size_t nkeep, const char *loc)
-{
-    for (size_t k = 0; k < nkeep; k++)
-        for (size_t i = 0; i < keep[k]->nfiles; i++)
-            if (strcmp(keep[k]->files[i].file.path, loc) == 0)
-                return true;
-    return false;
-}
-
 static int cmp_suspect(const void *a, const void *b)
 {
     return strcmp(((const suspect_t *)a)->location, ((const suspect_t *)b)->location);
@@ -1015,27 +1061,32 @@ cdc_err_t cdc_committer_expire(cdc_committer_t *c, int64_t retention_ms, int64_t
 {
     int64_t older_than;
     cdc_err_t rc = CDC_OK;
+    char **names, **locs;
+    size_t nt = cdc_committer_tables(c, &names, &locs);
 
     /* snapshot timestamps are wall-clock ms */
     older_than = cdc_clock_wall_ms() - retention_ms;
     *expired = 0;
-    for (int ti = 0; ti < c->nknown && rc == CDC_OK; ti++) {
+    for (size_t ti = 0; ti < nt && rc == CDC_OK; ti++) {
         cdc_ice_table_t *t = NULL;
         size_t n = 0;
 
-        if ((rc = cdc_ice_table_load(c->storage, c->known[ti], &t, e)) != CDC_OK)
+        if ((rc = cdc_ice_table_load(c->storage, locs[ti], &t, e)) != CDC_OK)
             break;
         rc = cdc_ice_table_expire_snapshots(t, older_than, min_keep, &n, e);
         cdc_ice_table_close(t);
         *expired += n;
     }
+    cdc_storage_list_free(names, nt);
+    cdc_storage_list_free(locs, nt);
     return rc;
 }
 
-cdc_err_t cdc_committer_remove_orphans(cdc_committer_t *c, const cdc_checkpoint_t *const *keep,
-                                       size_t nkeep, int64_t min_age_ms, int *deleted,
-                                       cdc_error_t *e)
+cdc_err_t cdc_committer_remove_orphans(cdc_committer_t *c, char *const *keep, size_t nkeep,
+                                       int64_t min_age_ms, int *deleted, cdc_error_t *e)
 {
+    char **names, **locs;
+    size_t nt = cdc_committer_tables(c, &names, &locs);
     int64_t now = cdc_clock_mono_ms();
     cdc_err_t rc = CDC_OK;
     suspect_t *still = NULL;
@@ -1043,17 +1094,20 @@ cdc_err_t cdc_committer_remove_orphans(cdc_committer_t *c, const cdc_checkpoint_
 
     *deleted = 0;
     still = calloc(MAX_SUSPECTS, sizeof(*still));
-    if (still == NULL)
+    if (still == NULL) {
+        cdc_storage_list_free(names, nt);
+        cdc_storage_list_free(locs, nt);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    for (int ti = 0; ti < c->nknown && rc == CDC_OK; ti++) {
+    }
+    for (size_t ti = 0; ti < nt && rc == CDC_OK; ti++) {
         cdc_ice_table_t *t = NULL;
         char **refs = NULL, **files = NULL, prefix[1024];
         size_t nrefs = 0, nfiles = 0;
 
-        if ((rc = cdc_ice_table_load(c->storage, c->known[ti], &t, e)) != CDC_OK)
+        if ((rc = cdc_ice_table_load(c->storage, locs[ti], &t, e)) != CDC_OK)
             break;
         rc = cdc_ice_table_referenced_files(t, &refs, &nrefs, e);
-        snprintf(prefix, sizeof(prefix), "%s/data/", c->known[ti]);
+        snprintf(prefix, sizeof(prefix), "%s/data/", locs[ti]);
         if (rc == CDC_OK)
             rc = cdc_storage_list(c->storage, prefix, &files, &nfiles, e);
         if (rc == CDC_OK) {
@@ -1061,7 +1115,7 @@ cdc_err_t cdc_committer_remove_orphans(cdc_committer_t *c, const cdc_checkpoint_
             for (size_t i = 0; i < nfiles; i++) {
                 suspect_t *s;
                 if (bsearch(&files[i], refs, nrefs, sizeof(char *), cmp_str) ||
-                    named_by(keep, nkeep, files[i]))
+                    bsearch(&files[i], keep, nkeep, sizeof(char *), cmp_str))
                     continue;
                 s = find_suspect(c, files[i]);
                 if (s != NULL && now - s->first_seen_ms >= min_age_ms) {
@@ -1090,5 +1144,7 @@ cdc_err_t cdc_committer_remove_orphans(cdc_committer_t *c, const cdc_checkpoint_
     qsort(still, nstill, sizeof(suspect_t), cmp_suspect); /* for find_suspect() */
     c->suspects = still;
     c->nsuspects = nstill;
+    cdc_storage_list_free(names, nt);
+    cdc_storage_list_free(locs, nt);
     return rc;
 }

@@ -127,11 +127,24 @@ cdc_err_t cdc_committer_expire(cdc_committer_t *c, int64_t retention_ms, int64_t
 
 /*
  * Orphan cleanup: deletes files under <table>/data/ of every table of this job that no
- * retained snapshot references, that no checkpoint in keep (records not yet committed)
- * names, and that are older than min_age_ms. *deleted gets the count.
+ * retained snapshot references, that are not in keep[0..nkeep) (sorted with strcmp: the
+ * files of checkpoints not yet committed), and that are older than min_age_ms. *deleted
+ * gets the count. Expiry and orphan cleanup run on the maintenance thread (maintenance.h)
+ * while epochs commit: both take a copy of the table list.
  */
-cdc_err_t cdc_committer_remove_orphans(cdc_committer_t *c, const cdc_checkpoint_t *const *keep,
-                                       size_t nkeep, int64_t min_age_ms, int *deleted,
-                                       cdc_error_t *e);
+cdc_err_t cdc_committer_remove_orphans(cdc_committer_t *c, char *const *keep, size_t nkeep,
+                                       int64_t min_age_ms, int *deleted, cdc_error_t *e);
+
+/* For the maintenance thread (thread-safe): the leader term set last, the warehouse, the
+ * job name, and copies of the names ("<ns>.<table>") and locations of the tables committed
+ * to so far (both arrays freed with cdc_storage_list_free; returns how many). */
+uint64_t cdc_committer_term(cdc_committer_t *c);
+cdc_storage_t *cdc_committer_storage(cdc_committer_t *c);
+const char *cdc_committer_job(const cdc_committer_t *c);
+size_t cdc_committer_tables(cdc_committer_t *c, char ***names, char ***locations);
+
+/* Notes a compaction of table (t holds the new version) in the table statistics. */
+void cdc_committer_note_compaction(cdc_committer_t *c, const char *table, const cdc_ice_table_t *t,
+                                   int64_t bytes_rewritten, int64_t files_rewritten);
 
 #endif

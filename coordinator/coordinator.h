@@ -28,6 +28,7 @@
 #include "coordinator/epoch.h"
 #include "coordinator/history.h"
 #include "coordinator/leader.h"
+#include "coordinator/maintenance.h"
 #include "coordinator/membership.h"
 #include "coordinator/presence.h"
 #include "coordinator/progress.h"
@@ -64,6 +65,14 @@ typedef struct cdc_coord_config {
     int64_t orphan_interval_ms;
     int64_t snapshot_retention_ms;
     int64_t snapshot_min_keep;
+    bool compact; /* maintenance.h */
+    int64_t compact_interval_ms;
+    int64_t compact_min_files;
+    int64_t compact_delete_ratio; /* percent */
+    int64_t compact_max_age_ms;
+    int64_t compact_target_size;
+    int64_t compact_rate;
+    int64_t metadata_versions_max;
     int64_t progress_timeout_ms;
     char *partition_by; /* layout.h */
     char *sort_by;
@@ -122,6 +131,7 @@ typedef struct cdc_coord {
     cdc_http_server_t *http;
     cdc_health_t health; /* /healthz: the loop beats it; FAILED is fatal (admin.c) */
     cdc_committer_t *committer;
+    cdc_maint_t *maint; /* compaction, expiry, orphans: the leader's background thread */
     cdc_leader_t leader;
     cdc_presence_t presence; /* our record under coordinators/, and everyone's */
     cdc_store_t store;
@@ -146,8 +156,6 @@ typedef struct cdc_coord {
     int64_t grace_until_ms;
     int64_t next_barrier_ms;
     int64_t etcd_retry_ms;
-    int64_t next_orphan_ms;
-    int64_t next_expire_ms;
     int64_t next_status_ms;
     char recovery_reason[256];
 
@@ -170,8 +178,7 @@ typedef struct cdc_coord {
 
     /* metrics */
     cdc_counter_t *m_committed, *m_failures, *m_rejected, *m_aborted, *m_etcd_errors,
-        *m_commit_errors, *m_orphans, *m_expired, *m_no_progress, *m_missing_topic,
-        *m_refused[CDC_ADMISSION_REASONS];
+        *m_commit_errors, *m_no_progress, *m_missing_topic, *m_refused[CDC_ADMISSION_REASONS];
     cdc_gauge_t *m_state, *m_term, *m_workers, *m_generation, *m_last_epoch, *m_stall_max,
         *m_stalled_slots;
     cdc_histogram_t *m_latency, *m_record_latency, *m_stall;

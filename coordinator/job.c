@@ -362,6 +362,7 @@ void cdc_job_become_standby(cdc_coord_t *c, const char *reason)
     cdc_progress_reset(&c->progress);
     cdc_epochs_reset(&c->epochs, 0, 0, NULL);
     cdc_job_clear_queue(c);
+    cdc_maint_stop(c->maint); /* a running rewrite is cancelled, never committed */
     memset(c->owner, 0, sizeof(c->owner));
     c->term = 0;
     set_state(c, CDC_JOB_STANDBY);
@@ -464,9 +465,8 @@ void cdc_job_leader_start(cdc_coord_t *c, int64_t now)
      * lease survived an etcd outage) and a (term, generation) pair must never repeat.
      */
     c->assigned_in_term = false;
-    /* maintenance reads every table (slow at first): not while the term gets going */
-    c->next_orphan_ms = now + c->cfg.orphan_interval_ms;
-    c->next_expire_ms = now + c->cfg.orphan_interval_ms;
+    /* maintenance (its own thread) starts once the previous term's commits are done */
+    cdc_maint_start(c->maint, c->term);
     c->restart_at_ms = now;
     c->grace_until_ms = now + c->cfg.rebalance_grace_ms;
     snprintf(c->recovery_reason, sizeof(c->recovery_reason), "new leader term %" PRIu64, c->term);
@@ -774,10 +774,8 @@ void cdc_coord_run(cdc_coord_t *c)
             cdc_job_maybe_barrier(c, now);
             if (c->state != CDC_JOB_STANDBY && c->state != CDC_JOB_STARTING)
                 cdc_job_process_queue(c, cdc_clock_mono_ms());
-            if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING) {
+            if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING)
                 cdc_job_maybe_orphans(c, now);
-                cdc_job_maybe_expire(c, cdc_clock_mono_ms());
-            }
         }
         if (c->nclosing > 0)
             cdc_job_close_rejected(c, now);
@@ -813,10 +811,6 @@ static void init_metrics(cdc_coord_t *c)
                                            "Failed etcd operations.", NULL);
     c->m_commit_errors = cdc_metrics_counter(r, "cdc_coordinator_commit_errors_total",
                                              "Failed Iceberg commit attempts.", NULL);
-    c->m_orphans = cdc_metrics_counter(r, "cdc_coordinator_orphans_removed_total",
-                                       "Orphan data files deleted.", NULL);
-    c->m_expired = cdc_metrics_counter(r, "cdc_coordinator_snapshots_expired_total",
-                                       "Snapshots removed by expiry.", NULL);
     for (int i = 0; i < CDC_ADMISSION_REASONS; i++) {
         const char *labels[] = {"reason", cdc_admission_reason_name((cdc_admission_reason_t)i),
                                 NULL};
@@ -958,6 +952,26 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     if ((rc = cdc_committer_open(&c->committer, &co, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --warehouse \"%s\"", c->cfg.warehouse);
     {
+        cdc_maint_options_t mo = {
+            .job = c->cfg.job,
+            .fault = c->cfg.fault,
+            .compact = c->cfg.compact,
+            .compact_interval_ms = c->cfg.compact_interval_ms,
+            .policy = {.min_files = c->cfg.compact_min_files,
+                       .delete_ratio_pct = c->cfg.compact_delete_ratio,
+                       .max_age_ms = c->cfg.compact_max_age_ms,
+                       .target_bytes = c->cfg.compact_target_size},
+            .rate_bytes = c->cfg.compact_rate,
+            .snapshot_retention_ms = c->cfg.snapshot_retention_ms,
+            .snapshot_min_keep = c->cfg.snapshot_min_keep,
+            .orphan_interval_ms = c->cfg.orphan_interval_ms,
+            .orphan_age_ms = c->cfg.orphan_age_ms,
+            .metadata_versions_max = c->cfg.metadata_versions_max,
+        };
+        if ((rc = cdc_maint_open(&c->maint, c->committer, &mo, c->metrics, e)) != CDC_OK)
+            return rc;
+    }
+    {
         char *value = leader_value(c);
         if (value == NULL)
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
@@ -993,6 +1007,8 @@ void cdc_coord_close(cdc_coord_t *c)
     c->watermarks = NULL;
     cdc_msg_server_close(c->msg);
     c->msg = NULL;
+    cdc_maint_close(c->maint); /* before the committer it uses */
+    c->maint = NULL;
     cdc_committer_close(c->committer);
     c->committer = NULL;
     cdc_etcd_close(c->etcd);

@@ -85,10 +85,8 @@ void cdc_job_on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe);
 /* Sends the next barrier when the commit interval passed (not while commits lag). */
 void cdc_job_maybe_barrier(cdc_coord_t *c, int64_t now);
 
-/* Removes orphan files on the orphan interval (not while a recorded epoch waits). */
+/* Hands the maintenance thread its orphan scan on the orphan interval, with the files of
+ * the checkpoints not yet committed (not while a recorded epoch waits). */
 void cdc_job_maybe_orphans(cdc_coord_t *c, int64_t now);
-
-/* Expires old snapshots; runs on the orphan interval, only between commits. */
-void cdc_job_maybe_expire(cdc_coord_t *c, int64_t now);
 
 #endif

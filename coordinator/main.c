@@ -79,10 +79,33 @@ const cdc_opt_t cdc_coord_options[] = {
               "Time between orphan scans (0 = never)."),
     OPT_RANGE("snapshot-retention", CDC_OPT_DURATION, snapshot_retention_ms, "30m", 0, 31536000000,
               "Snapshots older than this are expired (with their unreferenced files) once per "
-              "orphan interval, so table metadata stays small when committing every second "
+              "orphan interval, on the maintenance thread, so table metadata stays small when "
+              "committing every second "
               "(0 = never expire)."),
     OPT_RANGE("snapshot-min-keep", CDC_OPT_INT, snapshot_min_keep, "10", 1, 1000000,
               "Newest snapshots always kept by expiry, whatever their age."),
+    OPT("compact", CDC_OPT_BOOL, compact, "true",
+        "Compact the Iceberg tables in the background: rewrite each Kafka partition's small "
+        "files and equality deletes into files of --compact-target-size when the policy says "
+        "so (docs/iceberg.md, \"Table maintenance\"). cdcctl compact works either way."),
+    OPT_RANGE("compact-interval", CDC_OPT_DURATION, compact_interval_ms, "30s", 1000, 86400000,
+              "Time between compaction policy checks of every table."),
+    OPT_RANGE("compact-min-files", CDC_OPT_INT, compact_min_files, "24", 1, 1000000,
+              "A Kafka partition of a table with more live data and delete files than this "
+              "is compacted."),
+    OPT_RANGE("compact-delete-ratio", CDC_OPT_INT, compact_delete_ratio, "20", 0, 1000000,
+              "... or with at least this many equality-delete rows per 100 data rows "
+              "(percent; 0 = no ratio rule)."),
+    OPT_RANGE("compact-max-age", CDC_OPT_DURATION, compact_max_age_ms, "15m", 0, 31536000000,
+              "... or whose oldest small file is older than this (0 = no age rule)."),
+    OPT_RANGE("compact-target-size", CDC_OPT_SIZE, compact_target_size, "128MiB", 1048576,
+              17179869184, "Size of the files compaction writes; smaller files are rewritten."),
+    OPT_RANGE("compact-rate", CDC_OPT_SIZE, compact_rate, "64MiB", 0, 17179869184,
+              "Bytes of table files compaction reads per second at most (0 = unlimited), so "
+              "that the streaming commits keep their freshness while it runs."),
+    OPT_RANGE("metadata-versions-max", CDC_OPT_INT, metadata_versions_max, "100", 0, 1000000,
+              "Metadata files kept per table (write.metadata.previous-versions-max, older ones "
+              "deleted after each commit; 0 = leave the tables' setting alone)."),
     OPT_RANGE("progress-timeout", CDC_OPT_DURATION, progress_timeout_ms, "90s", 0, 86400000,
               "A partition slot whose checkpointed offset of a topic stays put with records "
               "behind it for this long (and at least 3 checkpoints) is logged, counted and "
@@ -101,7 +124,8 @@ const cdc_opt_t cdc_coord_options[] = {
     OPT("fault", CDC_OPT_STRING, fault, NULL,
         "Testing only, in builds with fault injection (make FAULT_INJECTION=1; the image's "
         "release build refuses it): exit at a named point (after-checkpoint-record, "
-        "after-iceberg-commit), stall the main loop for 3 lease TTLs at each orphan scan "
+        "after-iceberg-commit, exit-mid-compaction: after a rewrite's files are written, "
+        "before its commit), stall the main loop for 3 lease TTLs at each orphan scan "
         "(stall-orphan-scan), or block it while a file exists (wedge-loop:<file>, read from "
         "CDC_FAULT by every program)."),
     CDC_OPTS_LOG(cdc_coord_config_t, log),

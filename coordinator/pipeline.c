@@ -420,47 +420,10 @@ void cdc_job_maybe_orphans(cdc_coord_t *c, int64_t now)
 {
     const cdc_checkpoint_t *keep[CDC_COMMIT_QUEUE_MAX];
     size_t nkeep = 0;
-    int deleted = 0;
-    cdc_error_t e;
 
-    if (c->cfg.orphan_interval_ms <= 0 || now < c->next_orphan_ms)
-        return;
-    c->next_orphan_ms = now + c->cfg.orphan_interval_ms;
-    fault_stall(c, "stall-orphan-scan", 3 * c->cfg.lease_ttl_ms);
-    if (c->nqueue > 0 && c->queue[0].recorded)
-        return; /* a recorded epoch waits for its commit: its files must stay */
     for (int i = 0; i < c->nqueue; i++)
         keep[nkeep++] = c->queue[i].rec;
-    if (cdc_committer_remove_orphans(c->committer, keep, nkeep, c->cfg.orphan_age_ms, &deleted,
-                                     &e) != CDC_OK)
-        cdc_log_warn("orphan cleanup failed: %s", e.msg);
-    else if (deleted > 0)
-        cdc_log_info("orphan cleanup removed %d files", deleted);
-    if (cdc_clock_mono_ms() - now > SLOW_MAINTENANCE_MS)
-        cdc_log_warn("orphan cleanup took %" PRId64 " ms (barriers wait meanwhile)",
-                     cdc_clock_mono_ms() - now);
-    c->next_orphan_ms = cdc_clock_mono_ms() + c->cfg.orphan_interval_ms; /* a pause between scans */
-    cdc_metrics_counter_add(c->m_orphans, deleted);
-}
-
-/* Expires old snapshots; runs on the orphan interval, only between commits. */
-void cdc_job_maybe_expire(cdc_coord_t *c, int64_t now)
-{
-    size_t expired = 0;
-    cdc_error_t e;
-
-    if (c->cfg.snapshot_retention_ms <= 0 || c->cfg.orphan_interval_ms <= 0 ||
-        now < c->next_expire_ms || c->nqueue > 0)
-        return;
-    c->next_expire_ms = now + c->cfg.orphan_interval_ms;
-    if (cdc_committer_expire(c->committer, c->cfg.snapshot_retention_ms, c->cfg.snapshot_min_keep,
-                             &expired, &e) != CDC_OK)
-        cdc_log_warn("snapshot expiry failed: %s", e.msg);
-    else if (expired > 0)
-        cdc_log_info("expired %zu snapshots", expired);
-    if (cdc_clock_mono_ms() - now > SLOW_MAINTENANCE_MS)
-        cdc_log_warn("snapshot expiry took %" PRId64 " ms (barriers wait meanwhile)",
-                     cdc_clock_mono_ms() - now);
-    c->next_expire_ms = cdc_clock_mono_ms() + c->cfg.orphan_interval_ms;
-    cdc_metrics_counter_add(c->m_expired, (int64_t)expired);
+    /* a recorded epoch waits for its commit: its files must stay */
+    if (cdc_maint_tick(c->maint, now, keep, nkeep, c->nqueue > 0 && c->queue[0].recorded))
+        fault_stall(c, "stall-orphan-scan", 3 * c->cfg.lease_ttl_ms);
 }

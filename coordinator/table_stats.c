@@ -93,9 +93,47 @@ void cdc_table_stats_note(cdc_table_stats_set_t *set, const char *table, const c
     for (i = 0; i < set->n && strcmp(set->tables[i].table, table) != 0; i++)
         ;
     if (i < CDC_TABLE_STATS_MAX) {
+        if (i < set->n) { /* the maintenance counters go on */
+            s.compactions = set->tables[i].compactions;
+            s.last_compaction_ms = set->tables[i].last_compaction_ms;
+            s.bytes_rewritten = set->tables[i].bytes_rewritten;
+            s.files_rewritten = set->tables[i].files_rewritten;
+        }
         set->tables[i] = s;
         if (i == set->n)
             set->n++;
+    }
+    pthread_mutex_unlock(&set->lock);
+}
+
+void cdc_table_stats_note_compaction(cdc_table_stats_set_t *set, const char *table,
+                                     const cdc_ice_table_t *t, int64_t bytes_rewritten,
+                                     int64_t files_rewritten)
+{
+    cdc_table_stats_t s;
+    size_t i;
+
+    cdc_table_stats_fill(&s, table, t, 0, 0, NULL, 0);
+    pthread_mutex_lock(&set->lock);
+    for (i = 0; i < set->n && strcmp(set->tables[i].table, table) != 0; i++)
+        ;
+    if (i < CDC_TABLE_STATS_MAX) {
+        cdc_table_stats_t *o = &set->tables[i];
+        if (i == set->n) {
+            *o = s;
+            set->n++;
+        } else {
+            o->records = s.records;
+            o->equality_deletes = s.equality_deletes;
+            o->data_files = s.data_files;
+            o->delete_files = s.delete_files;
+            o->files_bytes = s.files_bytes;
+            o->snapshots = s.snapshots;
+        }
+        o->compactions++;
+        o->last_compaction_ms = cdc_clock_wall_ms();
+        o->bytes_rewritten += bytes_rewritten;
+        o->files_rewritten += files_rewritten;
     }
     pthread_mutex_unlock(&set->lock);
 }

@@ -34,6 +34,11 @@ typedef struct cdc_table_stats {
     int64_t delete_files;
     int64_t files_bytes;
     int64_t snapshots; /* kept in the metadata */
+    /* maintenance (maintenance.h), since this process leads */
+    int64_t compactions;        /* rewrites committed */
+    int64_t last_compaction_ms; /* wall clock of the last one (0 = none) */
+    int64_t bytes_rewritten;    /* input bytes the committed rewrites read */
+    int64_t files_rewritten;    /* input files they removed */
 } cdc_table_stats_t;
 
 /* The statistics of every table a committer committed to (tables commit on threads of
@@ -53,6 +58,12 @@ void cdc_table_stats_destroy(cdc_table_stats_set_t *set);
  * files of the table (only read). */
 void cdc_table_stats_note(cdc_table_stats_set_t *set, const char *table, const cdc_ice_table_t *t,
                           uint64_t epoch, const cdc_ice_data_file_t *data, size_t ndata);
+
+/* Notes a committed compaction of table (t holds the new version): the totals of its
+ * current snapshot and the maintenance counters; the epoch fields stay. */
+void cdc_table_stats_note_compaction(cdc_table_stats_set_t *set, const char *table,
+                                     const cdc_ice_table_t *t, int64_t bytes_rewritten,
+                                     int64_t files_rewritten);
 
 /* Copies up to max entries, in the order first noted; returns how many. */
 size_t cdc_table_stats_copy(cdc_table_stats_set_t *set, cdc_table_stats_t *out, size_t max);

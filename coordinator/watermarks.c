@@ -38,14 +38,7 @@ struct cdc_watermarks {
 /* Waits up to ms or until closed; returns false when closed. Lock held. */
 static bool nap(cdc_watermarks_t *w, int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts); /* pthread_cond_timedwait's clock */
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = cdc_clock_deadline(ms);
     while (!w->stop && pthread_cond_timedwait(&w->wake, &w->lock, &ts) == 0)
         ;
     return !w->stop;

@@ -28,6 +28,7 @@
 #define CDC_ICE_SUMMARY_JOB "cdc.job"
 #define CDC_ICE_SUMMARY_CHECKPOINT "cdc.checkpoint-id"
 #define CDC_ICE_SUMMARY_OFFSETS "cdc.offsets"
+#define CDC_ICE_SUMMARY_TERM "cdc.term" /* the leader term that committed it (fencing) */
 
 typedef struct cdc_ice_table cdc_ice_table_t;
 
@@ -98,14 +99,29 @@ typedef struct cdc_ice_commit {
      */
     bool (*remove)(const cdc_ice_data_file_t *file, void *remove_arg);
     void *remove_arg;
+    /*
+     * A rewrite (table maintenance, docs/iceberg.md "Table maintenance"): > 0 gives the
+     * added files this data sequence number (the sequence number of the snapshot the
+     * rewrite read) instead of the new snapshot's, so that equality deletes committed
+     * since still apply to their rows; the operation is "replace". At most the table's
+     * last-sequence-number (CDC_ERR_INVALID otherwise).
+     */
+    int64_t data_sequence_number;
+    /* > 0: the commit fails with CDC_ERR_STALE (nothing written stays) unless remove()
+     * matches exactly this many live files: a rewrite whose inputs changed meanwhile (a
+     * TRUNCATE removed some) must not be committed. */
+    size_t expect_removed;
+    /* NULL-terminated summary keys copied from the parent snapshot when it has them and
+     * summary does not set them (a rewrite keeps cdc.checkpoint-id, cdc.offsets, ...). */
+    const char *const *keep_parent_keys;
 } cdc_ice_commit_t;
 
 /*
  * Commits one snapshot from c: "append" without deletes or removals, "overwrite" with
  * data and deletes (row delta) or data and removed files, "delete" with deletes or
- * removals only. Removed files are counted in the summary (deleted-data-files,
- * deleted-records, removed-delete-files, removed-equality-deletes, removed-files-size)
- * and subtracted from the totals. Data files get sequence number
+ * removals only, "replace" for a rewrite (data_sequence_number > 0). Removed files are counted in
+ * the summary (deleted-data-files, deleted-records, removed-delete-files, removed-equality-deletes,
+ * removed-files-size) and subtracted from the totals. Data files get sequence number
  * last-sequence-number + 1 through inheritance, so this snapshot's equality deletes
  * apply to rows of earlier snapshots only. Returns CDC_ERR_CONFLICT when another
  * committer created the next version first (t is unchanged; refresh and retry).
@@ -238,6 +254,50 @@ typedef struct cdc_ice_live_file {
 cdc_err_t cdc_ice_table_live_files(cdc_ice_table_t *t, cdc_ice_live_file_t **files, size_t *n,
                                    cdc_error_t *e);
 void cdc_ice_live_files_free(cdc_ice_live_file_t *files, size_t n);
+
+/* ---- rewrites (table maintenance: docs/iceberg.md, "Table maintenance") ---------------- */
+
+/* Default target size of a rewrite's files. */
+#define CDC_ICE_REWRITE_TARGET_DEFAULT (128LL * 1024 * 1024)
+
+typedef struct cdc_pq_options cdc_pq_options_t;
+
+typedef struct cdc_ice_rewrite_options {
+    int64_t target_file_bytes;       /* a file is closed past this size; <= 0: the default */
+    const cdc_pq_options_t *parquet; /* NULL: the writer's defaults */
+    const char *tag;                 /* name tag of the new files (cdc_ice_data_file_location) */
+    /* Called after each input file with its size (rate limit, cancel): false cancels the
+     * rewrite (CDC_ERR_CLOSED). NULL = none. */
+    bool (*progress)(void *arg, int64_t bytes);
+    void *progress_arg;
+} cdc_ice_rewrite_options_t;
+
+typedef struct cdc_ice_rewrite_stats {
+    int64_t files_read, bytes_read, rows_read, rows_deleted;
+    int64_t files_written, bytes_written, rows_written;
+} cdc_ice_rewrite_stats_t;
+
+/*
+ * Reads the data files data[0..ndata) of the loaded snapshot, oldest first, drops every row
+ * an equality delete of deletes[0..ndeletes) applies to (the delete's data sequence number
+ * is above the data file's, and the delete is table-wide (an unpartitioned spec) or in the
+ * data file's partition), and writes the other rows, in the table's current schema
+ * (promoted types, null for columns a file lacks), into new files of one partition each,
+ * unsorted, closed past the target size, stored under the tag. Nothing is committed: the
+ * caller commits *out with data_sequence_number = the sequence number of the snapshot the
+ * files were listed from, removing the inputs, so that deletes committed since still apply
+ * (cdc_ice_table_commit). On success *out (n files) is the caller's: after a failed commit
+ * cdc_ice_rewrite_discard() deletes and frees them, else cdc_ice_data_files_free(). On
+ * failure the files written so far are deleted.
+ */
+cdc_err_t cdc_ice_table_rewrite(cdc_ice_table_t *t, const cdc_ice_live_file_t *data, size_t ndata,
+                                const cdc_ice_live_file_t *deletes, size_t ndeletes,
+                                const cdc_ice_rewrite_options_t *o, cdc_ice_data_file_t **out,
+                                size_t *nout, cdc_ice_rewrite_stats_t *st, cdc_error_t *e);
+/* Deletes the files of a rewrite from storage and frees them (best effort). */
+void cdc_ice_rewrite_discard(cdc_ice_table_t *t, cdc_ice_data_file_t *files, size_t n);
+/* Frees an array of data files. */
+void cdc_ice_data_files_free(cdc_ice_data_file_t *files, size_t n);
 
 /*
  * A new, unique location for a data or delete file of the table at

@@ -223,11 +223,12 @@ static cdc_err_t build_content(commit_ctx_t *cx, cdc_ice_manifest_content_t cont
     for (size_t i = 0; i < nfiles; i++) {
         if (files[i].spec_id != spec_id)
             continue;
-        cdc_ice_manifest_entry_t en = {.status = CDC_ICE_ENTRY_ADDED,
-                                       .snapshot_id = cx->snapshot_id,
-                                       .sequence_number = -1,
-                                       .file_sequence_number = -1,
-                                       .file = files[i]};
+        cdc_ice_manifest_entry_t en = {
+            .status = CDC_ICE_ENTRY_ADDED,
+            .snapshot_id = cx->snapshot_id,
+            .sequence_number = cx->c->data_sequence_number > 0 ? cx->c->data_sequence_number : -1,
+            .file_sequence_number = -1,
+            .file = files[i]};
         en.file.content =
             content == CDC_ICE_MANIFEST_DATA ? CDC_ICE_CONTENT_DATA : files[i].content;
         if (content == CDC_ICE_MANIFEST_DELETES && en.file.content == CDC_ICE_CONTENT_DATA)
@@ -320,19 +321,6 @@ static cdc_err_t set_total(cdc_ice_props_t *p, const cdc_ice_snapshot_t *parent,
     return set_int(p, key, summary_int(parent, key) + delta);
 }
 
-static bool same_partition(const cdc_ice_data_file_t *a, const cdc_ice_data_file_t *b)
-{
-    if (a->spec_id != b->spec_id || a->npartition != b->npartition)
-        return false;
-    for (size_t i = 0; i < a->npartition; i++) {
-        const cdc_ice_part_value_t *x = &a->partition[i], *y = &b->partition[i];
-        if (x->null != y->null ||
-            (!x->null && (x->len != y->len || memcmp(x->bytes, y->bytes, x->len) != 0)))
-            return false;
-    }
-    return true;
-}
-
 /* Distinct (spec, partition) of the added files; removals count as one more when alone. */
 static int64_t changed_partitions(const cdc_ice_commit_t *c, bool removed)
 {
@@ -342,7 +330,7 @@ static int64_t changed_partitions(const cdc_ice_commit_t *c, bool removed)
     for (size_t i = 0; i < n; i++) {
         bool seen = false;
         for (size_t j = 0; j < i && !seen; j++)
-            seen = same_partition(NTH(i), NTH(j));
+            seen = cdc_ice_file_same_partition(NTH(i), NTH(j));
         count += !seen;
     }
 #undef NTH
@@ -368,7 +356,10 @@ static cdc_err_t build_summary(const cdc_ice_commit_t *c, const commit_ctx_t *cx
         }
     }
     bool removed = cx->rm_data + cx->rm_del > 0;
-    const char *op = add_del == 0 && !removed ? "append" : add_data == 0 ? "delete" : "overwrite";
+    const char *op = c->data_sequence_number > 0 ? "replace"
+                     : add_del == 0 && !removed  ? "append"
+                     : add_data == 0             ? "delete"
+                                                 : "overwrite";
     cdc_err_t rc = cdc_ice_props_set(sum, "operation", op);
     if (cx->rm_data > 0) {
         rc |= set_int(sum, "deleted-data-files", cx->rm_data);
@@ -412,6 +403,11 @@ static cdc_err_t build_summary(const cdc_ice_commit_t *c, const commit_ctx_t *cx
     rc |= set_total(sum, parent, "total-equality-deletes", add_eq - cx->rm_eq);
     for (size_t i = 0; c->summary && i < c->summary->n; i++)
         rc |= cdc_ice_props_set(sum, c->summary->keys[i], c->summary->values[i]);
+    for (size_t i = 0; parent && c->keep_parent_keys && c->keep_parent_keys[i]; i++) {
+        const char *k = c->keep_parent_keys[i], *v = cdc_ice_props_get(&parent->summary, k);
+        if (v != NULL && cdc_ice_props_get(sum, k) == NULL)
+            rc |= cdc_ice_props_set(sum, k, v);
+    }
     return rc == CDC_OK ? CDC_OK : CDC_ERR_NOMEM;
 }
 
@@ -538,6 +534,11 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, in
     }
     if (!schema)
         return cdc_error_set(e, CDC_ERR_CORRUPT, "table \"%s\" has no current schema", t->location);
+    if (c->data_sequence_number > t->md.last_sequence_number)
+        return cdc_error_set(e, CDC_ERR_INVALID,
+                             "rewrite of table \"%s\": data sequence number %" PRId64
+                             " is past the table's last one, %" PRId64,
+                             t->location, c->data_sequence_number, t->md.last_sequence_number);
     cx.snapshot_id = cdc_ice_table_new_snapshot_id(&t->md);
     cx.seq = t->md.last_sequence_number + 1;
     cx.schema_id = schema->schema_id;
@@ -550,6 +551,13 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, in
         goto fail;
     if ((rc = build_manifests(&cx, old, nold, &list, e)) != CDC_OK)
         goto fail;
+    if (c->expect_removed > 0 && (size_t)(cx.rm_data + cx.rm_del) != c->expect_removed) {
+        rc = cdc_error_set(e, CDC_ERR_STALE,
+                           "rewrite of table \"%s\": %" PRId64
+                           " of its %zu input files are still live (the table changed)",
+                           t->location, cx.rm_data + cx.rm_del, c->expect_removed);
+        goto fail;
+    }
     char uuid[37];
     cdc_ice_uuid(uuid);
     if (asprintf(&list_path, "%s/metadata/snap-%" PRId64 "-1-%s.avro", t->location, cx.snapshot_id,

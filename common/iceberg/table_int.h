@@ -27,6 +27,21 @@ struct cdc_ice_table {
     cdc_ice_metadata_t md;
 };
 
+/* Whether two files are in the same partition: spec and values. */
+static inline bool cdc_ice_file_same_partition(const cdc_ice_data_file_t *a,
+                                               const cdc_ice_data_file_t *b)
+{
+    if (a->spec_id != b->spec_id || a->npartition != b->npartition)
+        return false;
+    for (size_t i = 0; i < a->npartition; i++) {
+        const cdc_ice_part_value_t *x = &a->partition[i], *y = &b->partition[i];
+        if (x->null != y->null ||
+            (!x->null && (x->len != y->len || memcmp(x->bytes, y->bytes, x->len) != 0)))
+            return false;
+    }
+    return true;
+}
+
 /* The error of a failed allocation. */
 static inline cdc_err_t oom(cdc_error_t *e)
 {

@@ -1,0 +1,511 @@
+/*
+ * Unit tests of compaction (coordinator/compact.c, common/iceberg/table_rewrite.c) on a
+ * local warehouse, with real Parquet files committed through the committer as the workers
+ * stage them: the rewrite applies the equality deletes and keeps every live row once; an
+ * update, a delete and a re-insert committed while a partition is being rewritten end as
+ * committed (the rewritten files keep the data sequence number of the snapshot the
+ * rewrite read); a rewrite whose inputs a TRUNCATE removed meanwhile is dropped and its
+ * files deleted; the policy picks partitions by file count; a changelog is bin-packed in
+ * order. The table is read back here by a merge-on-read of its own (Iceberg's rule: an
+ * equality delete applies to rows of data files with a lower data sequence number).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <unistd.h>
+
+#include "common/iceberg/parquet.h"
+#include "common/iceberg/parquet_read.h"
+#include "common/iceberg/schema.h"
+#include "common/iceberg/storage.h"
+#include "common/iceberg/table.h"
+#include "coordinator/commit.h"
+#include "coordinator/compact.h"
+
+#define SCHEMA_JSON                                                                                \
+    "{\"type\":\"struct\",\"schema-id\":0,\"fields\":[{\"id\":1,\"name\":\"id\",\"required\":"     \
+    "true,\"type\":\"long\"},{\"id\":2,\"name\":\"v\",\"required\":false,\"type\":\"string\"}],"   \
+    "\"identifier-field-ids\":[1]}"
+#define KEY_JSON                                                                                   \
+    "{\"type\":\"struct\",\"schema-id\":0,\"fields\":[{\"id\":1,\"name\":\"id\",\"required\":"     \
+    "true,\"type\":\"long\"}],\"identifier-field-ids\":[1]}"
+
+typedef struct fixture {
+    char dir[256], wh[300];
+    char *loc, *cl_loc;
+    cdc_committer_t *cm;
+    cdc_storage_t *st;
+    uint64_t epoch;
+} fixture_t;
+
+static fixture_t fx;
+
+static int setup(void **state)
+{
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    cdc_error_t e;
+    (void)state;
+    memset(&fx, 0, sizeof(fx));
+    snprintf(fx.dir, sizeof(fx.dir), "%s/cdc-compact-XXXXXX", tmp);
+    assert_non_null(mkdtemp(fx.dir));
+    snprintf(fx.wh, sizeof(fx.wh), "file://%s", fx.dir);
+    cdc_committer_options_t o = {.warehouse = fx.wh, .job = "job"};
+    assert_int_equal(cdc_committer_open(&fx.cm, &o, &e), CDC_OK);
+    cdc_committer_set_term(fx.cm, 1);
+    assert_int_equal(cdc_storage_open(fx.wh, NULL, &fx.st, &e), CDC_OK);
+    fx.loc = cdc_ice_table_location(fx.wh, "ns", "t");
+    fx.cl_loc = cdc_ice_table_location(fx.wh, "ns", "t_changelog");
+    fx.epoch = 1;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[400];
+    (void)state;
+    cdc_committer_close(fx.cm);
+    cdc_storage_close(fx.st);
+    free(fx.loc);
+    free(fx.cl_loc);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx.dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", fx.dir);
+    return 0;
+}
+
+/* One staged file of slot p: keys (and values, NULL = a delete file) as a worker writes. */
+static void stage(cdc_checkpoint_t *c, const char *table, const char *loc, uint32_t p,
+                  const int64_t *keys, const char *const *vals, size_t n)
+{
+    cdc_ice_schema_t schema;
+    cdc_pq_writer_t *w;
+    cdc_ice_data_file_t df;
+    cdc_error_t e;
+    uint8_t *buf;
+    size_t len;
+    char tag[128], *where;
+    bool del = vals == NULL;
+
+    assert_int_equal(cdc_ice_schema_from_json(del ? KEY_JSON : SCHEMA_JSON, &schema, &e), CDC_OK);
+    assert_int_equal(cdc_pq_writer_open_buffer(&schema, NULL, &w, &e), CDC_OK);
+    for (size_t i = 0; i < n; i++) {
+        cdc_ice_value_t row[2];
+        memset(row, 0, sizeof(row));
+        row[0].v.i64 = keys[i];
+        if (!del) {
+            row[1].v.bytes.ptr = (const uint8_t *)vals[i];
+            row[1].v.bytes.len = strlen(vals[i]);
+        }
+        assert_int_equal(cdc_pq_writer_append(w, row, &e), CDC_OK);
+    }
+    memset(&df, 0, sizeof(df));
+    assert_int_equal(cdc_pq_writer_close(w, &df, &e), CDC_OK);
+    assert_int_equal(cdc_pq_writer_take_buffer(w, &buf, &len), CDC_OK);
+    cdc_pq_writer_free(w);
+    snprintf(tag, sizeof(tag), "job-e%llu-p%u-%s", (unsigned long long)fx.epoch, p,
+             del                           ? "eqdel"
+             : strstr(table, "_changelog") ? "cl"
+                                           : "data");
+    assert_int_equal(cdc_ice_data_file_put(fx.st, loc, tag, buf, len, &where, &e), CDC_OK);
+    free(buf);
+    df.path = where;
+    if (del) {
+        static int32_t ids[] = {1};
+        df.content = CDC_ICE_CONTENT_EQUALITY_DELETES;
+        df.equality_ids = malloc(sizeof(ids));
+        memcpy(df.equality_ids, ids, sizeof(ids));
+        df.nequality_ids = 1;
+    }
+    cdc_staged_file_t sf = {.table = (char *)table, .partition = p, .file = df};
+    assert_int_equal(cdc_checkpoint_add_file(c, &sf), CDC_OK);
+    cdc_ice_data_file_clear(&df);
+    cdc_ice_schema_free(&schema);
+}
+
+static cdc_checkpoint_t *epoch_begin(void)
+{
+    cdc_checkpoint_t *c = cdc_checkpoint_new("job", fx.epoch, 1, 1);
+    assert_non_null(c);
+    for (uint32_t p = 0; p < CDC_PARTITIONS; p++)
+        assert_int_equal(cdc_checkpoint_set_offset(c, p, "cdc.ns.t", (int64_t)fx.epoch), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_schema(c, "ns.t", SCHEMA_JSON, 0), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_schema(c, "ns.t_changelog", SCHEMA_JSON, 0), CDC_OK);
+    return c;
+}
+
+static void epoch_commit(cdc_checkpoint_t *c)
+{
+    cdc_commit_result_t res;
+    cdc_error_t e;
+    assert_int_equal(cdc_committer_commit(fx.cm, c, &res, &e), CDC_OK);
+    cdc_checkpoint_free(c);
+    fx.epoch++;
+}
+
+/* An upsert epoch of slot p: delete files for `dels`, data for `keys`/`vals`. */
+static void upsert(uint32_t p, const int64_t *keys, const char *const *vals, size_t n,
+                   const int64_t *dels, size_t nd)
+{
+    cdc_checkpoint_t *c = epoch_begin();
+    if (n > 0)
+        stage(c, "ns.t", fx.loc, p, keys, vals, n);
+    if (nd > 0)
+        stage(c, "ns.t", fx.loc, p, dels, NULL, nd);
+    epoch_commit(c);
+}
+
+/* ---- reading the table back: merge on read ---------------------------------------------- */
+
+#define MAXROWS 4096
+typedef struct row {
+    int64_t id;
+    char v[32];
+} row_t;
+
+static int cmp_row(const void *a, const void *b)
+{
+    const row_t *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id ? 1 : strcmp(x->v, y->v);
+}
+
+/* The rows of file f (values NULL for a delete file: keys only). */
+static size_t read_file(const cdc_ice_data_file_t *f, row_t *out, size_t max)
+{
+    uint8_t *buf;
+    size_t len, n;
+    cdc_pq_reader_t *r;
+    cdc_error_t e;
+    const cdc_ice_value_t *ids, *vals = NULL;
+    assert_int_equal(cdc_storage_get(fx.st, f->path, &buf, &len, &e), CDC_OK);
+    assert_int_equal(cdc_pq_reader_open(buf, len, &r, &e), CDC_OK);
+    n = (size_t)cdc_pq_reader_rows(r);
+    assert_true(n <= max);
+    assert_int_equal(cdc_pq_reader_column(r, 0, &ids, &e), CDC_OK);
+    if (cdc_pq_reader_schema(r)->nfields > 1)
+        assert_int_equal(cdc_pq_reader_column(r, 1, &vals, &e), CDC_OK);
+    for (size_t i = 0; i < n; i++) {
+        out[i].id = ids[i].v.i64;
+        snprintf(out[i].v, sizeof(out[i].v), "%.*s", vals ? (int)vals[i].v.bytes.len : 0,
+                 vals ? (const char *)vals[i].v.bytes.ptr : "");
+    }
+    cdc_pq_reader_free(r);
+    free(buf);
+    return n;
+}
+
+/* The table's live rows, sorted; also the number of live data and delete files. */
+static size_t read_table(const char *loc, row_t *rows, size_t *ndata, size_t *ndel)
+{
+    cdc_ice_table_t *t;
+    cdc_ice_live_file_t *lf;
+    size_t n, nrows = 0;
+    cdc_error_t e;
+    static row_t tmp[MAXROWS];
+    assert_int_equal(cdc_ice_table_load(fx.st, loc, &t, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_live_files(t, &lf, &n, &e), CDC_OK);
+    *ndata = *ndel = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (lf[i].file.content != CDC_ICE_CONTENT_DATA) {
+            (*ndel)++;
+            continue;
+        }
+        (*ndata)++;
+        size_t k = read_file(&lf[i].file, tmp, MAXROWS);
+        for (size_t r = 0; r < k; r++) {
+            bool deleted = false;
+            for (size_t j = 0; j < n && !deleted; j++) {
+                if (lf[j].file.content == CDC_ICE_CONTENT_DATA ||
+                    lf[j].sequence_number <= lf[i].sequence_number)
+                    continue;
+                static row_t keys[MAXROWS];
+                size_t nk = read_file(&lf[j].file, keys, MAXROWS);
+                for (size_t q = 0; q < nk && !deleted; q++)
+                    deleted = keys[q].id == tmp[r].id;
+            }
+            if (!deleted) {
+                assert_true(nrows < MAXROWS);
+                rows[nrows++] = tmp[r];
+            }
+        }
+    }
+    cdc_ice_live_files_free(lf, n);
+    cdc_ice_table_close(t);
+    qsort(rows, nrows, sizeof(row_t), cmp_row);
+    return nrows;
+}
+
+/* ---- compaction -------------------------------------------------------------------------- */
+
+typedef struct hook {
+    void (*fn)(void);
+    int calls;
+} hook_t;
+
+static bool on_progress(void *arg, int64_t bytes)
+{
+    hook_t *h = arg;
+    (void)bytes;
+    if (h->calls++ == 0 && h->fn != NULL)
+        h->fn(); /* once, while the rewrite runs */
+    return true;
+}
+
+static cdc_compact_policy_t policy = {.min_files = 1000, .target_bytes = 64 << 20};
+
+static cdc_err_t compact(const char *loc, bool force, void (*during)(void),
+                         cdc_compact_result_t *res)
+{
+    cdc_ice_table_t *t;
+    cdc_error_t e;
+    hook_t h = {during, 0};
+    cdc_compact_ctx_t cx = {.job = "job",
+                            .term = 1,
+                            .policy = &policy,
+                            .force = force,
+                            .progress = on_progress,
+                            .progress_arg = &h};
+    memset(res, 0, sizeof(*res));
+    assert_int_equal(cdc_ice_table_load(fx.st, loc, &t, &e), CDC_OK);
+    cdc_err_t rc = cdc_compact_table(&cx, t, res, &e);
+    if (rc != CDC_OK)
+        fprintf(stderr, "compaction: %s\n", e.msg);
+    cdc_ice_table_close(t);
+    return rc;
+}
+
+/* 40 keys in slot 0 and 40 in slot 1 over three epochs, then an update, a delete, a
+ * re-insert of the deleted key and a delete in slot 1. */
+static void history(void)
+{
+    int64_t k[40];
+    const char *v[40];
+    char text[40][16];
+    for (uint32_t p = 0; p < 2; p++)
+        for (int part = 0; part < 2; part++) {
+            for (int i = 0; i < 20; i++) {
+                k[i] = p * 1000 + part * 20 + i;
+                snprintf(text[i], sizeof(text[i]), "a%lld", (long long)k[i]);
+                v[i] = text[i];
+            }
+            upsert(p, k, v, 20, NULL, 0);
+        }
+    int64_t up[] = {5}, gone[] = {7}, again[] = {7}, gone1[] = {1003};
+    const char *upv[] = {"b5"}, *againv[] = {"c7"};
+    upsert(0, up, upv, 1, up, 1); /* update: delete + new image */
+    upsert(0, NULL, NULL, 0, gone, 1);
+    upsert(0, again, againv, 1, NULL, 0); /* re-insert of a deleted key: no delete */
+    upsert(1, NULL, NULL, 0, gone1, 1);
+}
+
+static void test_compact_keeps_rows(void **state)
+{
+    static row_t before[MAXROWS], after[MAXROWS];
+    size_t nd, ndel, n0, n1;
+    cdc_compact_result_t res;
+    cdc_error_t e;
+    (void)state;
+
+    history();
+    n0 = read_table(fx.loc, before, &nd, &ndel);
+    assert_int_equal(n0, 79); /* 80 keys, one deleted for good */
+    assert_int_equal(nd, 7);
+    assert_int_equal(ndel, 3);
+    /* the policy (min 1000 files) leaves the table alone; forced, both slots go */
+    assert_int_equal(compact(fx.loc, false, NULL, &res), CDC_OK);
+    assert_int_equal(res.partitions, 0);
+    assert_int_equal(compact(fx.loc, true, NULL, &res), CDC_OK);
+    assert_int_equal(res.partitions, 2);
+    assert_int_equal(res.dropped, 0);
+    assert_int_equal(res.files_removed, 10);
+    assert_int_equal(res.files_added, 2);
+    assert_int_equal(res.rows_deleted, 3); /* old 5, old 7, old 1003 */
+    n1 = read_table(fx.loc, after, &nd, &ndel);
+    assert_int_equal(n1, n0);
+    assert_memory_equal(before, after, n0 * sizeof(row_t));
+    assert_int_equal(nd, 2);
+    assert_int_equal(ndel, 0);
+
+    /* the snapshot is a replace that keeps the epoch's summary */
+    cdc_ice_table_t *t;
+    assert_int_equal(cdc_ice_table_load(fx.st, fx.loc, &t, &e), CDC_OK);
+    assert_string_equal(cdc_ice_table_snapshot_property(t, -1, "operation"), "replace");
+    assert_int_equal(cdc_ice_table_last_checkpoint(t, "job"), (int64_t)fx.epoch - 1);
+    assert_non_null(cdc_ice_table_snapshot_property(t, -1, CDC_ICE_SUMMARY_OFFSETS));
+    assert_string_equal(cdc_ice_table_snapshot_property(t, -1, "total-delete-files"), "0");
+    cdc_ice_table_close(t);
+
+    /* again: nothing left to gain */
+    assert_int_equal(compact(fx.loc, true, NULL, &res), CDC_OK);
+    assert_int_equal(res.partitions, 0);
+}
+
+/* Committed while slot 0 is being rewritten: an update of key 1 and of key 7 (re-inserted
+ * before), a delete of key 2, then a new key and a re-insert of key 2. */
+static void concurrent_epoch(void)
+{
+    int64_t up[] = {1, 7}, dels[] = {1, 2, 7}, fresh[] = {99, 2};
+    const char *upv[] = {"new1", "new7"}, *freshv[] = {"f99", "back2"};
+    upsert(0, up, upv, 2, dels, 3);
+    upsert(0, fresh, freshv, 2, NULL, 0);
+}
+
+static void test_compact_concurrent_changes(void **state)
+{
+    static row_t rows[MAXROWS];
+    size_t nd, ndel, n;
+    cdc_compact_result_t res;
+    (void)state;
+
+    history();
+    assert_int_equal(compact(fx.loc, true, concurrent_epoch, &res), CDC_OK);
+    assert_int_equal(res.partitions, 2);
+    n = read_table(fx.loc, rows, &nd, &ndel);
+    assert_int_equal(n, 80); /* 79 + key 99 */
+    int seen = 0;
+    for (size_t i = 0; i < n; i++) {
+        assert_true(i == 0 || rows[i].id != rows[i - 1].id); /* every key once */
+        const char *want = rows[i].id == 1    ? "new1"
+                           : rows[i].id == 2  ? "back2"
+                           : rows[i].id == 7  ? "new7"
+                           : rows[i].id == 5  ? "b5"
+                           : rows[i].id == 99 ? "f99"
+                                              : NULL;
+        if (want != NULL) {
+            assert_string_equal(rows[i].v, want);
+            seen++;
+        }
+    }
+    assert_int_equal(seen, 5);
+    /* the concurrent epoch's delete file stays: it applies to the rewritten rows */
+    assert_int_equal(ndel, 1);
+
+    /* the next compaction resolves it too */
+    assert_int_equal(compact(fx.loc, true, NULL, &res), CDC_OK);
+    static row_t again[MAXROWS];
+    assert_int_equal(read_table(fx.loc, again, &nd, &ndel), n);
+    assert_memory_equal(rows, again, n * sizeof(row_t));
+    assert_int_equal(ndel, 0);
+}
+
+static void truncate_slot0(void)
+{
+    cdc_checkpoint_t *c = epoch_begin();
+    int64_t k[] = {500};
+    const char *v[] = {"after-truncate"};
+    assert_int_equal(cdc_checkpoint_add_truncate(c, "ns.t", 0), CDC_OK);
+    stage(c, "ns.t", fx.loc, 0, k, v, 1);
+    epoch_commit(c);
+}
+
+static size_t compacted_files_on_disk(void)
+{
+    char **files;
+    size_t n, hits = 0;
+    cdc_error_t e;
+    char prefix[512];
+    snprintf(prefix, sizeof(prefix), "%s/data/", fx.loc);
+    assert_int_equal(cdc_storage_list(fx.st, prefix, &files, &n, &e), CDC_OK);
+    for (size_t i = 0; i < n; i++)
+        hits += strstr(files[i], "-compact-") != NULL;
+    cdc_storage_list_free(files, n);
+    return hits;
+}
+
+static void test_compact_inputs_changed(void **state)
+{
+    static row_t rows[MAXROWS];
+    size_t nd, ndel, n;
+    cdc_compact_result_t res;
+    (void)state;
+
+    history();
+    /* slot 0's files are removed by a TRUNCATE while its rewrite runs: dropped */
+    assert_int_equal(compact(fx.loc, true, truncate_slot0, &res), CDC_OK);
+    assert_int_equal(res.dropped, 1);
+    assert_int_equal(res.partitions, 1); /* slot 1 */
+    assert_int_equal(compacted_files_on_disk(), 1);
+    n = read_table(fx.loc, rows, &nd, &ndel);
+    assert_int_equal(n, 39 + 1);
+    for (size_t i = 0; i < n; i++)
+        assert_true(rows[i].id >= 500);
+}
+
+static void test_compact_policy(void **state)
+{
+    cdc_compact_result_t res;
+    int64_t k[1];
+    const char *v[] = {"x"};
+    (void)state;
+
+    /* slot 0: 6 one-row files, slot 1: 2 */
+    for (int i = 0; i < 8; i++) {
+        k[0] = i < 6 ? i : 1000 + i;
+        upsert(i < 6 ? 0 : 1, k, v, 1, NULL, 0);
+    }
+    cdc_compact_policy_t saved = policy;
+    policy.min_files = 4;
+    assert_int_equal(compact(fx.loc, false, NULL, &res), CDC_OK);
+    assert_int_equal(res.partitions, 1);
+    assert_int_equal(res.files_removed, 6);
+    /* the delete-ratio rule: 1 delete row per 2 data rows in slot 1 */
+    int64_t d[] = {1006};
+    upsert(1, NULL, NULL, 0, d, 1);
+    policy.delete_ratio_pct = 50;
+    assert_int_equal(compact(fx.loc, false, NULL, &res), CDC_OK);
+    assert_int_equal(res.partitions, 1);
+    assert_int_equal(res.rows_deleted, 1);
+    policy = saved;
+}
+
+static void test_changelog_binpack(void **state)
+{
+    static row_t rows[MAXROWS];
+    size_t nd, ndel, n;
+    cdc_compact_result_t res;
+    (void)state;
+
+    for (int e = 0; e < 5; e++) {
+        cdc_checkpoint_t *c = epoch_begin();
+        int64_t k[3] = {e * 3, e * 3 + 1, e * 3 + 2};
+        const char *v[3] = {"i", "u", "d"};
+        stage(c, "ns.t_changelog", fx.cl_loc, 3, k, v, 3);
+        epoch_commit(c);
+    }
+    assert_int_equal(compact(fx.cl_loc, true, NULL, &res), CDC_OK);
+    assert_int_equal(res.partitions, 1);
+    assert_int_equal(res.files_removed, 5);
+    n = read_table(fx.cl_loc, rows, &nd, &ndel);
+    assert_int_equal(n, 15);
+    assert_int_equal(nd, 1);
+    /* the file keeps the epochs' order */
+    cdc_ice_table_t *t;
+    cdc_ice_live_file_t *lf;
+    size_t nf;
+    cdc_error_t e;
+    assert_int_equal(cdc_ice_table_load(fx.st, fx.cl_loc, &t, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_live_files(t, &lf, &nf, &e), CDC_OK);
+    assert_int_equal(nf, 1);
+    n = read_file(&lf[0].file, rows, MAXROWS);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(rows[i].id, (int64_t)i);
+    cdc_ice_live_files_free(lf, nf);
+    cdc_ice_table_close(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_compact_keeps_rows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compact_concurrent_changes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compact_inputs_changed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compact_policy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_changelog_binpack, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
