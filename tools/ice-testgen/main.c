@@ -6,7 +6,8 @@
  *                    upserts (data + equality deletes on the identifier field in
  *                    one row delta), deletes (equality deletes only) and one
  *                    schema change (add column) half-way; an in-memory model
- *                    applies the same operations. With --partition-by the table
+ *                    applies the same operations. With --compact-every N, every N
+ *                    commits the whole table is rewritten (table maintenance). With --partition-by the table
  *                    is partitioned from the start: each commit writes one data file
  *                    per partition of its rows (values from partition.c's
  *                    transforms), equality deletes go to the unpartitioned spec 0.
@@ -56,6 +57,7 @@ typedef struct options {
     cdc_s3_options_t s3;
     char *codec;
     char *partition_by;
+    int64_t compact_every;
 } options_t;
 
 static const cdc_opt_t OPTS[] = {
@@ -80,6 +82,9 @@ static const cdc_opt_t OPTS[] = {
      "parquet codec: zstd, snappy or none"},
     {"partition-by", CDC_OPT_STRING, offsetof(options_t, partition_by), "", false, 0, 0, NULL,
      "random mode: partition spec of the table, e.g. \"region, day(ts), bucket[4](id)\""},
+    {"compact-every", CDC_OPT_INT, offsetof(options_t, compact_every), "0", false, 0, 100000, NULL,
+     "random mode: every N commits, rewrite every live data file with the equality deletes "
+     "applied (cdc_ice_table_rewrite) and commit that as a replace snapshot (0 = never)"},
     CDC_OPT_END,
 };
 
@@ -348,6 +353,13 @@ static size_t write_data(ctx_t *c, const int64_t *ids, size_t n, bool split,
     return nfiles;
 }
 
+static bool remove_all(const cdc_ice_data_file_t *f, void *arg)
+{
+    (void)f;
+    (void)arg;
+    return true;
+}
+
 static void commit(ctx_t *c, cdc_ice_data_file_t *data, size_t ndata, cdc_ice_data_file_t *del,
                    size_t ndel, int64_t checkpoint)
 {
@@ -365,6 +377,51 @@ static void commit(ctx_t *c, cdc_ice_data_file_t *data, size_t ndata, cdc_ice_da
         cdc_ice_data_file_clear(&data[i]);
     for (size_t i = 0; i < ndel; i++)
         cdc_ice_data_file_clear(&del[i]);
+}
+
+/* A rewrite of the whole table (table maintenance): every live data file with every
+ * equality delete applied, committed with the data sequence number of the snapshot read. */
+static void compact_all(ctx_t *c, int64_t checkpoint)
+{
+    cdc_error_t e;
+    cdc_ice_live_file_t *lf;
+    size_t n, nd = 0, ne = 0, nout;
+    if (cdc_ice_table_live_files(c->t, &lf, &n, &e) != CDC_OK)
+        die("live files", &e);
+    cdc_ice_live_file_t *data = calloc(n + 1, sizeof(*data)), *dels = calloc(n + 1, sizeof(*dels));
+    if (data == NULL || dels == NULL)
+        die("out of memory", NULL);
+    for (size_t i = 0; i < n; i++) {
+        if (lf[i].file.content == CDC_ICE_CONTENT_DATA)
+            data[nd++] = lf[i];
+        else
+            dels[ne++] = lf[i];
+    }
+    cdc_ice_data_file_t *out;
+    cdc_ice_rewrite_stats_t st;
+    cdc_ice_rewrite_options_t ro = {.target_file_bytes = 1 << 20, .tag = "compact"};
+    if (cdc_ice_table_rewrite(c->t, data, nd, dels, ne, &ro, &out, &nout, &st, &e) != CDC_OK)
+        die("rewrite", &e);
+    cdc_ice_props_t sum = {0};
+    char cp[24];
+    snprintf(cp, sizeof(cp), "%" PRId64, checkpoint);
+    cdc_ice_props_set(&sum, CDC_ICE_SUMMARY_JOB, "ice-testgen");
+    cdc_ice_props_set(&sum, CDC_ICE_SUMMARY_CHECKPOINT, cp);
+    cdc_ice_commit_t ic = {.data_files = out,
+                           .ndata_files = nout,
+                           .summary = &sum,
+                           .remove = remove_all,
+                           .data_sequence_number =
+                               cdc_ice_metadata_current_snapshot(cdc_ice_table_metadata(c->t))
+                                   ->sequence_number,
+                           .expect_removed = n};
+    if (cdc_ice_table_commit(c->t, &ic, NULL, &e) != CDC_OK)
+        die("commit the rewrite", &e);
+    cdc_ice_props_free(&sum);
+    cdc_ice_data_files_free(out, nout);
+    free(data);
+    free(dels);
+    cdc_ice_live_files_free(lf, n);
 }
 
 /* The schema every mode starts with: BASE_FIELDS, keyed by id. */
@@ -431,6 +488,8 @@ static json_t *run_random(ctx_t *c)
             write_file(c, ids, n, true, &del);
             commit(c, NULL, 0, &del, 1, k);
         }
+        if (c->o->compact_every > 0 && (k + 1) % c->o->compact_every == 0)
+            compact_all(c, k);
     }
     json_t *rows = json_array();
     for (int64_t id = 1; id < c->nrows; id++) {
