@@ -22,6 +22,7 @@
 #include "common/iceberg/parquet.h"
 #include "common/iceberg/parquet_read.h"
 #include "common/iceberg/schema.h"
+#include "common/iceberg/thrift.h"
 
 /* ---- a schema of every type, required and optional ---------------------------- */
 
@@ -504,6 +505,115 @@ static void test_random_flips(void **state)
     assert_true(failed > 0); /* damage is noticed, at least sometimes */
 }
 
+/*
+ * A file the writer cannot produce, built by hand: a data page v2 (levels before the
+ * values, uncompressed in a snappy chunk), no iceberg.schema key. Column x: optional
+ * int with field id 5, rows 7, NULL, -9.
+ */
+static void test_data_page_v2(void **state)
+{
+    static const uint8_t body[] = {0x03, 0x05, /* levels 1,0,1: one bit-packed group */
+                                   7,    0,    0, 0, 0xF7, 0xFF, 0xFF, 0xFF};
+    cdc_thrift_t h, f;
+    cdc_pq_reader_t *rd = NULL;
+    cdc_error_t err;
+    const cdc_ice_value_t *vals;
+    uint8_t file[512];
+    size_t len = 0;
+    (void)state;
+
+    cdc_thrift_init(&h);
+    cdc_thrift_struct_begin(&h);
+    cdc_thrift_field_i32(&h, 1, 3); /* DATA_PAGE_V2 */
+    cdc_thrift_field_i32(&h, 2, sizeof(body));
+    cdc_thrift_field_i32(&h, 3, sizeof(body));
+    cdc_thrift_field_struct_begin(&h, 8);
+    cdc_thrift_field_i32(&h, 1, 3); /* num_values */
+    cdc_thrift_field_i32(&h, 2, 1); /* num_nulls */
+    cdc_thrift_field_i32(&h, 3, 3); /* num_rows */
+    cdc_thrift_field_i32(&h, 4, 0); /* PLAIN */
+    cdc_thrift_field_i32(&h, 5, 2); /* definition_levels_byte_length */
+    cdc_thrift_field_i32(&h, 6, 0);
+    cdc_thrift_field_bool(&h, 7, false); /* is_compressed */
+    cdc_thrift_struct_end(&h);
+    cdc_thrift_struct_end(&h);
+    int64_t chunk = (int64_t)(h.len + sizeof(body));
+
+    cdc_thrift_init(&f);
+    cdc_thrift_struct_begin(&f);
+    cdc_thrift_field_i32(&f, 1, 2);
+    cdc_thrift_field_list_begin(&f, 2, CDC_THRIFT_STRUCT, 2);
+    cdc_thrift_struct_begin(&f);
+    cdc_thrift_field_string(&f, 4, "schema");
+    cdc_thrift_field_i32(&f, 5, 1);
+    cdc_thrift_struct_end(&f);
+    cdc_thrift_struct_begin(&f);
+    cdc_thrift_field_i32(&f, 1, 1); /* INT32 */
+    cdc_thrift_field_i32(&f, 3, 1); /* OPTIONAL */
+    cdc_thrift_field_string(&f, 4, "x");
+    cdc_thrift_field_i32(&f, 9, 5);
+    cdc_thrift_struct_end(&f);
+    cdc_thrift_field_i64(&f, 3, 3);
+    cdc_thrift_field_list_begin(&f, 4, CDC_THRIFT_STRUCT, 1);
+    cdc_thrift_struct_begin(&f);
+    cdc_thrift_field_list_begin(&f, 1, CDC_THRIFT_STRUCT, 1);
+    cdc_thrift_struct_begin(&f);
+    cdc_thrift_field_i64(&f, 2, 4);
+    cdc_thrift_field_struct_begin(&f, 3);
+    cdc_thrift_field_i32(&f, 1, 1);
+    cdc_thrift_field_list_begin(&f, 2, CDC_THRIFT_I32, 1);
+    cdc_thrift_i32(&f, 0);
+    cdc_thrift_field_list_begin(&f, 3, CDC_THRIFT_BINARY, 1);
+    cdc_thrift_binary(&f, "x", 1);
+    cdc_thrift_field_i32(&f, 4, 1); /* SNAPPY */
+    cdc_thrift_field_i64(&f, 5, 3);
+    cdc_thrift_field_i64(&f, 6, chunk);
+    cdc_thrift_field_i64(&f, 7, chunk);
+    cdc_thrift_field_i64(&f, 9, 4);
+    cdc_thrift_struct_end(&f);
+    cdc_thrift_struct_end(&f);
+    cdc_thrift_field_i64(&f, 2, chunk);
+    cdc_thrift_field_i64(&f, 3, 3);
+    cdc_thrift_struct_end(&f);
+    cdc_thrift_struct_end(&f);
+    assert_false(h.oom || f.oom);
+    assert_true(12 + h.len + sizeof(body) + f.len <= sizeof(file));
+
+    memcpy(file, "PAR1", 4);
+    len = 4;
+    memcpy(file + len, h.data, h.len);
+    len += h.len;
+    memcpy(file + len, body, sizeof(body));
+    len += sizeof(body);
+    memcpy(file + len, f.data, f.len);
+    len += f.len;
+    uint32_t flen = (uint32_t)f.len;
+    memcpy(file + len, &flen, 4);
+    memcpy(file + len + 4, "PAR1", 4);
+    len += 8;
+
+    if (cdc_pq_reader_open(file, len, &rd, &err) != CDC_OK)
+        fail_msg("open: %s", err.msg);
+    const cdc_ice_schema_t *s = cdc_pq_reader_schema(rd);
+    assert_int_equal(s->nfields, 1);
+    assert_string_equal(s->fields[0].name, "x");
+    assert_int_equal(s->fields[0].id, 5);
+    assert_int_equal(s->fields[0].type, CDC_ICE_INT);
+    assert_false(s->fields[0].required);
+    if (cdc_pq_reader_column(rd, 0, &vals, &err) != CDC_OK)
+        fail_msg("column: %s", err.msg);
+    assert_false(vals[0].is_null);
+    assert_int_equal(vals[0].v.i32, 7);
+    assert_true(vals[1].is_null);
+    assert_false(vals[2].is_null);
+    assert_int_equal(vals[2].v.i32, -9);
+    cdc_pq_reader_free(rd);
+    for (size_t n = 0; n < len; n++)
+        assert_int_not_equal(read_all(file, n), CDC_OK);
+    cdc_thrift_free(&h);
+    cdc_thrift_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -515,6 +625,7 @@ int main(void)
         cmocka_unit_test(test_not_parquet),
         cmocka_unit_test(test_every_truncation),
         cmocka_unit_test(test_random_flips),
+        cmocka_unit_test(test_data_page_v2),
     };
     schema_init();
     return cmocka_run_group_tests(tests, NULL, NULL);
