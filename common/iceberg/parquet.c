@@ -433,11 +433,11 @@ static int codec_id(cdc_pq_codec_t codec)
 {
     switch (codec) {
     case CDC_PQ_CODEC_SNAPPY:
-        return 1;
+        return PQ_CODEC_SNAPPY;
     case CDC_PQ_CODEC_ZSTD:
-        return 6;
+        return PQ_CODEC_ZSTD;
     default:
-        return 0;
+        return PQ_CODEC_UNCOMPRESSED;
     }
 }
 

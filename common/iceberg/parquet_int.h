@@ -27,20 +27,37 @@
 #include "common/iceberg/parquet.h"
 #include "common/iceberg/thrift.h"
 
-/* parquet.thrift enums */
+/* parquet.thrift enums (the writer's values, and those the reader, parquet_read.h, meets) */
 enum {
     PT_BOOLEAN = 0,
     PT_INT32 = 1,
     PT_INT64 = 2,
+    PT_INT96 = 3,
     PT_FLOAT = 4,
     PT_DOUBLE = 5,
     PT_BYTE_ARRAY = 6,
     PT_FLBA = 7
 };
-enum { ENC_PLAIN = 0, ENC_RLE = 3, ENC_RLE_DICTIONARY = 8 };
-enum { PAGE_DATA = 0, PAGE_DICTIONARY = 2 };
-enum { CT_UTF8 = 0, CT_DECIMAL = 5, CT_DATE = 6, CT_TIME_MICROS = 8, CT_TIMESTAMP_MICROS = 10 };
-enum { REP_REQUIRED = 0, REP_OPTIONAL = 1 };
+enum {
+    ENC_PLAIN = 0,
+    ENC_PLAIN_DICTIONARY = 2,
+    ENC_RLE = 3,
+    ENC_BIT_PACKED = 4,
+    ENC_RLE_DICTIONARY = 8
+};
+enum { PAGE_DATA = 0, PAGE_INDEX = 1, PAGE_DICTIONARY = 2, PAGE_DATA_V2 = 3 };
+enum {
+    CT_UTF8 = 0,
+    CT_DECIMAL = 5,
+    CT_DATE = 6,
+    CT_TIME_MILLIS = 7,
+    CT_TIME_MICROS = 8,
+    CT_TIMESTAMP_MILLIS = 9,
+    CT_TIMESTAMP_MICROS = 10
+};
+enum { REP_REQUIRED = 0, REP_OPTIONAL = 1, REP_REPEATED = 2 };
+/* CompressionCodec */
+enum { PQ_CODEC_UNCOMPRESSED = 0, PQ_CODEC_SNAPPY = 1, PQ_CODEC_ZSTD = 6 };
 
 /* Limits that keep 32-bit offsets and page sizes from overflowing. */
 #define PQ_MAX_VALUE ((size_t)256 << 20)

@@ -17,6 +17,10 @@
  * most a compaction's target size), and a rewrite reads every column anyway.
  *
  * Threads: a reader is used by one thread at a time; readers are independent.
+ *
+ * Implemented in parquet_read.c (framing, footer, typing the columns) and
+ * parquet_read_column.c (pages, decompression, levels and values), which share
+ * parquet_read_int.h; the Thrift compact decoding is in thrift.c.
  */
 #ifndef CDC_ICEBERG_PARQUET_READ_H
 #define CDC_ICEBERG_PARQUET_READ_H

@@ -1,6 +1,6 @@
 /*
- * Thrift compact-protocol encoder (see thrift.h). Byte-level rules from the
- * Thrift compact protocol specification; used for Parquet metadata only.
+ * Thrift compact-protocol encoder and decoder (see thrift.h). Byte-level rules
+ * from the Thrift compact protocol specification; used for Parquet metadata only.
  */
 #include "common/iceberg/thrift.h"
 
@@ -158,4 +158,242 @@ void cdc_thrift_field_list_begin(cdc_thrift_t *t, int16_t fid, uint8_t elem_type
 {
     cdc_thrift_field_header(t, fid, CDC_THRIFT_LIST);
     cdc_thrift_list_header(t, elem_type, n);
+}
+
+/* ---- read side ------------------------------------------------------------------ */
+
+void cdc_thrift_reader_init(cdc_thrift_reader_t *r, const void *data, size_t len)
+{
+    r->p = data;
+    r->end = r->p + len;
+    r->depth = 0;
+}
+
+bool cdc_thrift_read_varint(cdc_thrift_reader_t *r, uint64_t *v)
+{
+    uint64_t x = 0;
+
+    for (int shift = 0; shift < 70; shift += 7) {
+        if (r->p >= r->end)
+            return false;
+        uint8_t b = *r->p++;
+        if (shift == 63 && b > 1) /* the tenth byte holds bit 63 only */
+            return false;
+        x |= (uint64_t)(b & 0x7F) << shift;
+        if ((b & 0x80) == 0) {
+            *v = x;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool cdc_thrift_read_i64(cdc_thrift_reader_t *r, int64_t *v)
+{
+    uint64_t u;
+
+    if (!cdc_thrift_read_varint(r, &u))
+        return false;
+    *v = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+    return true;
+}
+
+bool cdc_thrift_read_i32(cdc_thrift_reader_t *r, int32_t *v)
+{
+    int64_t x;
+
+    if (!cdc_thrift_read_i64(r, &x) || x < INT32_MIN || x > INT32_MAX)
+        return false;
+    *v = (int32_t)x;
+    return true;
+}
+
+bool cdc_thrift_read_i16(cdc_thrift_reader_t *r, int16_t *v)
+{
+    int64_t x;
+
+    if (!cdc_thrift_read_i64(r, &x) || x < INT16_MIN || x > INT16_MAX)
+        return false;
+    *v = (int16_t)x;
+    return true;
+}
+
+bool cdc_thrift_read_binary(cdc_thrift_reader_t *r, const uint8_t **data, size_t *len)
+{
+    uint64_t n;
+
+    if (!cdc_thrift_read_varint(r, &n) || n > cdc_thrift_reader_left(r))
+        return false;
+    *data = r->p;
+    *len = (size_t)n;
+    r->p += n;
+    return true;
+}
+
+bool cdc_thrift_read_field_header(cdc_thrift_reader_t *r, int16_t *last_fid, int16_t *fid,
+                                  uint8_t *type)
+{
+    uint8_t b, delta;
+
+    if (r->p >= r->end)
+        return false;
+    b = *r->p++;
+    *type = b & 0x0F;
+    if (*type == CDC_THRIFT_STOP)
+        return b == 0;
+    delta = b >> 4;
+    if (delta != 0) {
+        if ((int)*last_fid + delta > INT16_MAX)
+            return false;
+        *fid = (int16_t)(*last_fid + delta);
+    } else if (!cdc_thrift_read_i16(r, fid)) {
+        return false;
+    }
+    *last_fid = *fid;
+    return true;
+}
+
+bool cdc_thrift_read_list_header(cdc_thrift_reader_t *r, uint8_t *elem_type, size_t *n)
+{
+    uint64_t count;
+    uint8_t b;
+
+    if (r->p >= r->end)
+        return false;
+    b = *r->p++;
+    *elem_type = b & 0x0F;
+    count = b >> 4;
+    if (count == 15 && !cdc_thrift_read_varint(r, &count))
+        return false;
+    if (count > cdc_thrift_reader_left(r))
+        return false;
+    *n = (size_t)count;
+    return true;
+}
+
+static bool skip_bytes(cdc_thrift_reader_t *r, size_t n)
+{
+    if (n > cdc_thrift_reader_left(r))
+        return false;
+    r->p += n;
+    return true;
+}
+
+/* Skips a list or set, or a map, after its field header. */
+static bool skip_container(cdc_thrift_reader_t *r, uint8_t type)
+{
+    uint8_t elem, key = 0, val = 0;
+    size_t n;
+    uint64_t count;
+
+    if (type != CDC_THRIFT_MAP) {
+        if (!cdc_thrift_read_list_header(r, &elem, &n))
+            return false;
+        for (size_t i = 0; i < n; i++) {
+            /* a bool element is one byte, not a field-header type */
+            bool ok = elem == CDC_THRIFT_TRUE || elem == CDC_THRIFT_FALSE
+                          ? skip_bytes(r, 1)
+                          : cdc_thrift_skip(r, elem);
+            if (!ok)
+                return false;
+        }
+        return true;
+    }
+    if (!cdc_thrift_read_varint(r, &count) || count > cdc_thrift_reader_left(r))
+        return false;
+    if (count > 0) {
+        if (r->p >= r->end)
+            return false;
+        key = *r->p >> 4;
+        val = *r->p & 0x0F;
+        r->p++;
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        for (int k = 0; k < 2; k++) {
+            uint8_t t = k == 0 ? key : val;
+            bool ok = t == CDC_THRIFT_TRUE || t == CDC_THRIFT_FALSE ? skip_bytes(r, 1)
+                                                                    : cdc_thrift_skip(r, t);
+            if (!ok)
+                return false;
+        }
+    }
+    return true;
+}
+
+bool cdc_thrift_skip(cdc_thrift_reader_t *r, uint8_t type)
+{
+    uint64_t u;
+    const uint8_t *data;
+    size_t len;
+    int16_t last = 0, fid;
+    uint8_t ft;
+    bool ok = false;
+
+    if (r->depth >= CDC_THRIFT_MAX_DEPTH)
+        return false;
+    r->depth++;
+    switch (type) {
+    case CDC_THRIFT_TRUE:
+    case CDC_THRIFT_FALSE:
+        ok = true; /* the value is in the field header */
+        break;
+    case CDC_THRIFT_BYTE:
+        ok = skip_bytes(r, 1);
+        break;
+    case CDC_THRIFT_I16:
+    case CDC_THRIFT_I32:
+    case CDC_THRIFT_I64:
+        ok = cdc_thrift_read_varint(r, &u);
+        break;
+    case CDC_THRIFT_DOUBLE:
+        ok = skip_bytes(r, 8);
+        break;
+    case CDC_THRIFT_BINARY:
+        ok = cdc_thrift_read_binary(r, &data, &len);
+        break;
+    case CDC_THRIFT_LIST:
+    case CDC_THRIFT_SET:
+    case CDC_THRIFT_MAP:
+        ok = skip_container(r, type);
+        break;
+    case CDC_THRIFT_STRUCT:
+        for (;;) {
+            ok = cdc_thrift_read_field_header(r, &last, &fid, &ft);
+            if (!ok || ft == CDC_THRIFT_STOP)
+                break;
+            ok = cdc_thrift_skip(r, ft);
+            if (!ok)
+                break;
+        }
+        break;
+    default:
+        break; /* not a compact-protocol type */
+    }
+    r->depth--;
+    return ok;
+}
+
+bool cdc_thrift_read_struct_ints(cdc_thrift_reader_t *r, int64_t *v, uint32_t *seen, int n)
+{
+    int16_t last = 0, fid = 0;
+    uint8_t type;
+
+    *seen = 0;
+    for (;;) {
+        if (!cdc_thrift_read_field_header(r, &last, &fid, &type))
+            return false;
+        if (type == CDC_THRIFT_STOP)
+            return true;
+        bool is_int = type == CDC_THRIFT_I16 || type == CDC_THRIFT_I32 || type == CDC_THRIFT_I64;
+        bool is_bool = type == CDC_THRIFT_TRUE || type == CDC_THRIFT_FALSE;
+        if (fid >= 1 && fid <= n && n <= 32 && (is_int || is_bool)) {
+            if (is_int && !cdc_thrift_read_i64(r, &v[fid - 1]))
+                return false;
+            if (is_bool)
+                v[fid - 1] = type == CDC_THRIFT_TRUE;
+            *seen |= 1u << (fid - 1);
+        } else if (!cdc_thrift_skip(r, type)) {
+            return false;
+        }
+    }
 }

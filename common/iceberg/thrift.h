@@ -1,14 +1,21 @@
 /*
- * Thrift compact-protocol encoder, write side only, for the Parquet footer
+ * Thrift compact protocol, encoder and decoder, for the Parquet footer
  * (FileMetaData) and page headers. Parquet's metadata is defined in
  * parquet.thrift and always serialized with the compact protocol; there is no
  * Thrift C library in this build, so the few wire rules needed (ULEB128
  * varints, zigzag integers, field-id deltas in the field header, list headers,
  * STOP-terminated structs) are implemented here from the Thrift spec.
  *
- * Usage: cdc_thrift_init(); cdc_thrift_struct_begin(); field calls with
+ * Writing: cdc_thrift_init(); cdc_thrift_struct_begin(); field calls with
  * increasing or arbitrary field ids; cdc_thrift_struct_end(). Allocation
  * failures are sticky: check t->oom once at the end.
+ *
+ * Reading (the Parquet reader, parquet_read.h): a cursor over borrowed bytes;
+ * every cdc_thrift_read_* function checks the bounds and returns false on a
+ * truncated or malformed encoding, leaving the cursor somewhere inside the
+ * input. A struct is read by calling cdc_thrift_read_field_header() until it
+ * returns CDC_THRIFT_STOP, reading the fields it knows and cdc_thrift_skip()ing
+ * the others.
  */
 #ifndef CDC_ICEBERG_THRIFT_H
 #define CDC_ICEBERG_THRIFT_H
@@ -19,6 +26,7 @@
 
 /* Compact-protocol element types (as used in field and list headers). */
 enum {
+    CDC_THRIFT_STOP = 0, /* end of a struct (field headers only) */
     CDC_THRIFT_TRUE = 1,
     CDC_THRIFT_FALSE = 2,
     CDC_THRIFT_BYTE = 3,
@@ -81,5 +89,54 @@ void cdc_thrift_field_struct_begin(cdc_thrift_t *t, int16_t fid);
 void cdc_thrift_field_list_begin(cdc_thrift_t *t, int16_t fid, uint8_t elem_type, size_t n);
 /* List header alone: size < 15 in the high nibble, else 0xF and a varint. */
 void cdc_thrift_list_header(cdc_thrift_t *t, uint8_t elem_type, size_t n);
+
+/* ---- read side ------------------------------------------------------------------ */
+
+typedef struct cdc_thrift_reader {
+    const uint8_t *p;   /* next byte */
+    const uint8_t *end; /* one past the last byte */
+    int depth;          /* nesting of the value being skipped */
+} cdc_thrift_reader_t;
+
+void cdc_thrift_reader_init(cdc_thrift_reader_t *r, const void *data, size_t len);
+
+/* Bytes left after the cursor. */
+static inline size_t cdc_thrift_reader_left(const cdc_thrift_reader_t *r)
+{
+    return (size_t)(r->end - r->p);
+}
+
+/* Primitive decodings (no field header). Integers out of their type's range are refused. */
+bool cdc_thrift_read_varint(cdc_thrift_reader_t *r, uint64_t *v);
+bool cdc_thrift_read_i16(cdc_thrift_reader_t *r, int16_t *v); /* zigzag varint */
+bool cdc_thrift_read_i32(cdc_thrift_reader_t *r, int32_t *v); /* zigzag varint */
+bool cdc_thrift_read_i64(cdc_thrift_reader_t *r, int64_t *v); /* zigzag varint */
+/* Length-prefixed bytes: *data points into the input (not NUL-terminated). */
+bool cdc_thrift_read_binary(cdc_thrift_reader_t *r, const uint8_t **data, size_t *len);
+
+/*
+ * Field header of a struct: *type is CDC_THRIFT_STOP at the end of the struct, else the
+ * field's type (CDC_THRIFT_TRUE/FALSE carry a bool field's value) and *fid its id.
+ * *last_fid is the previous field id of this struct (start it at 0), updated.
+ */
+bool cdc_thrift_read_field_header(cdc_thrift_reader_t *r, int16_t *last_fid, int16_t *fid,
+                                  uint8_t *type);
+
+/*
+ * List (or set) header: element type and count. A count larger than the bytes left is
+ * refused (every element takes at least one byte), so it can size an allocation.
+ */
+bool cdc_thrift_read_list_header(cdc_thrift_reader_t *r, uint8_t *elem_type, size_t *n);
+
+/*
+ * Reads the rest of a struct (its fields up to STOP), keeping the integer and bool
+ * fields with ids 1..n (n <= 32): v[id - 1] gets the value (a bool as 0 or 1) and bit
+ * id - 1 of *seen is set. Other fields, and fields of other types, are skipped.
+ */
+bool cdc_thrift_read_struct_ints(cdc_thrift_reader_t *r, int64_t *v, uint32_t *seen, int n);
+
+/* Skips one value of the given type (a field's, after its header), nested values
+ * included, at most CDC_THRIFT_MAX_DEPTH deep. */
+bool cdc_thrift_skip(cdc_thrift_reader_t *r, uint8_t type);
 
 #endif

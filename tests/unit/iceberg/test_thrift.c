@@ -1,7 +1,8 @@
 /*
  * Unit tests for common/iceberg/thrift.c: the Thrift compact-protocol encodings
  * used by the Parquet footer and page headers, checked against hand-computed
- * bytes from the Thrift compact protocol specification.
+ * bytes from the Thrift compact protocol specification, and the decoder: what the
+ * encoder writes reads back, and truncated or malformed input is refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -144,6 +145,144 @@ static void test_page_header(void **state)
     cdc_thrift_free(&t);
 }
 
+/* ---- read side ---------------------------------------------------------------- */
+
+static void test_read_primitives(void **state)
+{
+    static const uint8_t b[] = {0x00, 0xAC, 0x02, 0x01, 0x80, 0x01, 0xFF, 0xFF, 0xFF, 0xFF,
+                                0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01, 0x03, 'a',  'b',  'c'};
+    cdc_thrift_reader_t r;
+    uint64_t u;
+    int32_t i32;
+    int64_t i64;
+    const uint8_t *p;
+    size_t n;
+    (void)state;
+
+    cdc_thrift_reader_init(&r, b, sizeof(b));
+    assert_true(cdc_thrift_read_varint(&r, &u) && u == 0);
+    assert_true(cdc_thrift_read_varint(&r, &u) && u == 300);
+    assert_true(cdc_thrift_read_i32(&r, &i32) && i32 == -1);
+    assert_true(cdc_thrift_read_i32(&r, &i32) && i32 == 64);
+    assert_true(cdc_thrift_read_i64(&r, &i64) && i64 == INT64_MIN);
+    assert_true(cdc_thrift_read_binary(&r, &p, &n) && n == 3 && memcmp(p, "abc", 3) == 0);
+    assert_int_equal(cdc_thrift_reader_left(&r), 0);
+    assert_false(cdc_thrift_read_varint(&r, &u)); /* nothing left */
+
+    static const uint8_t cut[] = {0x80, 0x80}; /* continuation without an end */
+    static const uint8_t over[] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                   0xFF, 0xFF, 0xFF, 0xFF, 0x02};  /* 65 bits */
+    static const uint8_t big32[] = {0x80, 0x80, 0x80, 0x80, 0x20}; /* zigzag 2^33 */
+    static const uint8_t longbin[] = {0x05, 'a', 'b'};
+    cdc_thrift_reader_init(&r, cut, sizeof(cut));
+    assert_false(cdc_thrift_read_varint(&r, &u));
+    cdc_thrift_reader_init(&r, over, sizeof(over));
+    assert_false(cdc_thrift_read_varint(&r, &u));
+    cdc_thrift_reader_init(&r, big32, sizeof(big32));
+    assert_false(cdc_thrift_read_i32(&r, &i32));
+    cdc_thrift_reader_init(&r, longbin, sizeof(longbin));
+    assert_false(cdc_thrift_read_binary(&r, &p, &n));
+}
+
+/* The encoder's output read back: field ids (short and long form), bools, lists, skips. */
+static void test_read_round_trip(void **state)
+{
+    cdc_thrift_t t;
+    cdc_thrift_reader_t r;
+    int16_t last = 0, fid = 0;
+    uint8_t type, elem;
+    size_t n;
+    int32_t v;
+    int64_t ints[4];
+    uint32_t seen;
+    (void)state;
+
+    cdc_thrift_init(&t);
+    cdc_thrift_struct_begin(&t);
+    cdc_thrift_field_i32(&t, 1, -7);
+    cdc_thrift_field_bool(&t, 2, true);
+    cdc_thrift_field_i64(&t, 40, 1234567890123LL); /* long form */
+    cdc_thrift_field_list_begin(&t, 41, CDC_THRIFT_STRUCT, 20);
+    for (int i = 0; i < 20; i++) {
+        cdc_thrift_struct_begin(&t);
+        cdc_thrift_field_string(&t, 1, "x");
+        cdc_thrift_struct_end(&t);
+    }
+    cdc_thrift_field_struct_begin(&t, 42);
+    cdc_thrift_field_i32(&t, 1, 5);
+    cdc_thrift_field_bool(&t, 3, false);
+    cdc_thrift_field_string(&t, 4, "skipped");
+    cdc_thrift_struct_end(&t);
+    cdc_thrift_field_i32(&t, 43, 9);
+    cdc_thrift_struct_end(&t);
+    assert_false(t.oom);
+
+    cdc_thrift_reader_init(&r, t.data, t.len);
+    assert_true(cdc_thrift_read_field_header(&r, &last, &fid, &type));
+    assert_true(fid == 1 && type == CDC_THRIFT_I32);
+    assert_true(cdc_thrift_read_i32(&r, &v) && v == -7);
+    assert_true(cdc_thrift_read_field_header(&r, &last, &fid, &type));
+    assert_true(fid == 2 && type == CDC_THRIFT_TRUE);
+    assert_true(cdc_thrift_read_field_header(&r, &last, &fid, &type));
+    assert_true(fid == 40 && type == CDC_THRIFT_I64);
+    assert_true(cdc_thrift_skip(&r, type));
+    assert_true(cdc_thrift_read_field_header(&r, &last, &fid, &type));
+    assert_true(fid == 41 && type == CDC_THRIFT_LIST);
+    assert_true(cdc_thrift_read_list_header(&r, &elem, &n));
+    assert_true(elem == CDC_THRIFT_STRUCT && n == 20);
+    for (size_t i = 0; i < n; i++)
+        assert_true(cdc_thrift_skip(&r, elem));
+    assert_true(cdc_thrift_read_field_header(&r, &last, &fid, &type));
+    assert_true(fid == 42 && type == CDC_THRIFT_STRUCT);
+    assert_true(cdc_thrift_read_struct_ints(&r, ints, &seen, 4));
+    assert_int_equal(seen, 0x5); /* ids 1 and 3; the string is skipped */
+    assert_true(ints[0] == 5 && ints[2] == 0);
+    assert_true(cdc_thrift_read_field_header(&r, &last, &fid, &type));
+    assert_true(fid == 43 && type == CDC_THRIFT_I32); /* delta from 42 */
+    assert_true(cdc_thrift_read_i32(&r, &v) && v == 9);
+    assert_true(cdc_thrift_read_field_header(&r, &last, &fid, &type));
+    assert_int_equal(type, CDC_THRIFT_STOP);
+    assert_int_equal(cdc_thrift_reader_left(&r), 0);
+
+    /* every truncation of the struct is refused by a skip of the whole */
+    for (size_t cut = 0; cut < t.len; cut++) {
+        cdc_thrift_reader_init(&r, t.data, cut);
+        assert_false(cdc_thrift_skip(&r, CDC_THRIFT_STRUCT));
+    }
+    cdc_thrift_reader_init(&r, t.data, t.len);
+    assert_true(cdc_thrift_skip(&r, CDC_THRIFT_STRUCT));
+    cdc_thrift_free(&t);
+}
+
+static void test_read_refuses_malformed(void **state)
+{
+    cdc_thrift_reader_t r;
+    int16_t last = 0, fid;
+    uint8_t type, elem;
+    size_t n;
+    uint8_t deep[64];
+    (void)state;
+
+    static const uint8_t long_list[] = {0xFC, 0x90, 0x4E, 0x00}; /* 10000 structs in 1 byte */
+    cdc_thrift_reader_init(&r, long_list, sizeof(long_list));
+    assert_false(cdc_thrift_read_list_header(&r, &elem, &n));
+
+    static const uint8_t bad_type[] = {0x1D}; /* type 13 is not a compact type */
+    cdc_thrift_reader_init(&r, bad_type, sizeof(bad_type));
+    assert_true(cdc_thrift_read_field_header(&r, &last, &fid, &type));
+    assert_false(cdc_thrift_skip(&r, type));
+
+    static const uint8_t bad_stop[] = {0xF0}; /* delta 15 with type 0 */
+    cdc_thrift_reader_init(&r, bad_stop, sizeof(bad_stop));
+    assert_false(cdc_thrift_read_field_header(&r, &last, &fid, &type));
+
+    /* structs nested deeper than CDC_THRIFT_MAX_DEPTH */
+    for (size_t i = 0; i < sizeof(deep); i++)
+        deep[i] = i < sizeof(deep) / 2 ? 0x1C : 0x00;
+    cdc_thrift_reader_init(&r, deep, sizeof(deep));
+    assert_false(cdc_thrift_skip(&r, CDC_THRIFT_STRUCT));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -153,6 +292,9 @@ int main(void)
         cmocka_unit_test(test_binary_and_lists),
         cmocka_unit_test(test_nested_struct_keeps_field_ids),
         cmocka_unit_test(test_page_header),
+        cmocka_unit_test(test_read_primitives),
+        cmocka_unit_test(test_read_round_trip),
+        cmocka_unit_test(test_read_refuses_malformed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
