@@ -15,6 +15,9 @@
 #include "coordinator/compact.h"
 
 #define COMPACT_COMMIT_ATTEMPTS 8
+/* A minor rewrite keeps a partition's largest file when it holds this many times the bytes
+ * of the others (or is large by the target size itself). */
+#define BASE_RATIO 4
 
 /* The summary keys a rewrite keeps from the snapshot it replaces: the epoch and the
  * offsets it holds do not change, and the term check of the next commit reads them. */
@@ -144,8 +147,9 @@ static cdc_err_t compact_partition(const cdc_compact_ctx_t *cx, cdc_ice_table_t 
         goto done;
     }
     /*
-     * Minor or major. A minor rewrite leaves the large data files alone and rewrites the
-     * small ones, and writes the partition's equality deletes again merged into one file
+     * Minor or major. A minor rewrite leaves the large data files (the base: large by the
+     * target size, or the largest file while it is BASE_RATIO times the rest) alone and
+     * rewrites the others, and writes the partition's equality deletes again merged into one file
      * (per list of equality ids and Iceberg partition) with the same data sequence number
      * N: every delete is newer than every large file (checked here), and every data file
      * newer than the large ones is rewritten with the deletes applied (sequence number N:
@@ -153,11 +157,27 @@ static cdc_err_t compact_partition(const cdc_compact_ctx_t *cx, cdc_ice_table_t 
      * each delete deleted from before. A major rewrite (asked for, past the delete ratio,
      * or a delete not newer than a large file) applies the deletes for good.
      */
-    int64_t max_big = -1;
-    size_t nbig = 0;
+    bool *base = calloc(pp->ndata + 1, sizeof(bool));
+    int64_t max_big = -1, rest = 0;
+    size_t nbig = 0, largest = 0;
     bool newer = true;
+    if (base == NULL) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < pp->ndata; i++) {
+        base[i] = !is_small(&pp->data[i], target);
+        if (pp->data[i].file.file_size_in_bytes > pp->data[largest].file.file_size_in_bytes)
+            largest = i;
+    }
     for (size_t i = 0; i < pp->ndata; i++)
-        if (!is_small(&pp->data[i], target)) {
+        rest += i == largest ? 0 : pp->data[i].file.file_size_in_bytes;
+    /* a partition smaller than the target: its largest file is the base while it is at
+     * least BASE_RATIO times the rest (tiers, as in a log-structured merge) */
+    if (pp->ndata > 1 && pp->data[largest].file.file_size_in_bytes >= BASE_RATIO * rest)
+        base[largest] = true;
+    for (size_t i = 0; i < pp->ndata; i++)
+        if (base[i]) {
             nbig++;
             if (pp->data[i].sequence_number > max_big)
                 max_big = pp->data[i].sequence_number;
@@ -167,17 +187,19 @@ static cdc_err_t compact_partition(const cdc_compact_ctx_t *cx, cdc_ice_table_t 
     bool heavy = cx->policy->delete_ratio_pct > 0 &&
                  pp->del_rows * 100 >=
                      cx->policy->delete_ratio_pct * (pp->data_rows > 0 ? pp->data_rows : 1);
-    bool minor = nbig > 0 && pp->ndels > 0 && newer && !heavy && !cx->force;
+    bool minor = nbig > 0 && newer && !heavy && !cx->force; /* no deletes: bin-packing */
     for (size_t i = 0; i < pp->ndata; i++)
-        if (is_small(&pp->data[i], target) || (!minor && has_deletes(pp, &pp->data[i]))) {
+        if (minor ? !base[i] : is_small(&pp->data[i], target) || has_deletes(pp, &pp->data[i])) {
             rw[nrw++] = pp->data[i];
             in.paths[in.n++] = pp->data[i].file.path;
         }
+    free(base);
     for (size_t i = 0; i < pp->ndels; i++)
         in.paths[in.n++] = pp->dels[i].file.path;
     /* nothing to gain: one file that stays as it is */
     if ((pp->ndels == 0 && nrw < 2) || (minor && nrw <= 1 && pp->ndels <= 1))
         goto done;
+    minor = minor && pp->ndels > 0; /* merged deletes to write */
     qsort(in.paths, in.n, sizeof(char *), cmp_str);
     snprintf(tag, sizeof(tag), "%s-e%" PRId64 "-p%d-compact", cx->job,
              cdc_ice_table_last_checkpoint(t, cx->job) < 0

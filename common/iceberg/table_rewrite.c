@@ -317,7 +317,7 @@ static out_group_t *group_of(rewrite_ctx_t *cx, const cdc_ice_data_file_t *f, bo
     memset(g, 0, sizeof(*g));
     g->like = f;
     g->deletes = deletes;
-    if (deletes && cdc_ice_schema_copy(&g->schema, schema) != CDC_OK)
+    if (deletes && (schema == NULL || cdc_ice_schema_copy(&g->schema, schema) != CDC_OK))
         return NULL;
     cx->ngroups++;
     return g;

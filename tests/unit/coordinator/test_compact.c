@@ -481,7 +481,7 @@ static void live_paths(const char *loc, char *out, size_t size)
     cdc_ice_live_file_t *lf;
     size_t n;
     cdc_error_t e;
-    char *v[256];
+    char *v[256] = {0};
     assert_int_equal(cdc_ice_table_load(fx.st, loc, &t, &e), CDC_OK);
     assert_int_equal(cdc_ice_table_live_files(t, &lf, &n, &e), CDC_OK);
     assert_true(n < 256);
