@@ -23,6 +23,7 @@
 #include <nng/supplemental/http/http.h>
 
 #include "common/crypto.h"
+#include "common/hex.h"
 #include "common/log.h"
 
 #define MAX_ROUTES 32
@@ -372,22 +373,26 @@ cdc_err_t cdc_http_server_set_token(cdc_http_server_t *s, const char *token, cdc
     return CDC_OK;
 }
 
-cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,
-                              void *arg, cdc_error_t *e)
+/* A registered handler: a non-NULL one at a valid path (add_route checks the path). */
+static cdc_err_t add_handler(cdc_http_server_t *s, const char *method, const char *path,
+                             cdc_http_handler_fn fn, void *arg, cdc_error_t *e)
 {
     if (fn == NULL)
         return cdc_error_set(e, CDC_ERR_INVALID, "http handler for \"%s\" is NULL",
                              path ? path : "");
-    return add_route(s, ROUTE_CUSTOM, "GET", path, fn, arg, e);
+    return add_route(s, ROUTE_CUSTOM, method, path, fn, arg, e);
+}
+
+cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,
+                              void *arg, cdc_error_t *e)
+{
+    return add_handler(s, "GET", path, fn, arg, e);
 }
 
 cdc_err_t cdc_http_server_add_post(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,
                                    void *arg, cdc_error_t *e)
 {
-    if (fn == NULL)
-        return cdc_error_set(e, CDC_ERR_INVALID, "http handler for \"%s\" is NULL",
-                             path ? path : "");
-    return add_route(s, ROUTE_CUSTOM, "POST", path, fn, arg, e);
+    return add_handler(s, "POST", path, fn, arg, e);
 }
 
 static int try_start(cdc_http_server_t *s, int port)
@@ -450,6 +455,38 @@ cdc_err_t cdc_http_server_start(cdc_http_server_t *s, cdc_error_t *e)
 int cdc_http_server_port(const cdc_http_server_t *s)
 {
     return s && s->started ? s->port : 0;
+}
+
+bool cdc_http_query_param(const char *query, const char *name, char *out, size_t size)
+{
+    size_t nlen = strlen(name);
+    const char *p = query;
+
+    if (size == 0)
+        return false;
+    while (p != NULL && *p != '\0') {
+        const char *end = strchr(p, '&');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > nlen && strncmp(p, name, nlen) == 0 && p[nlen] == '=') {
+            size_t n = 0;
+            for (size_t i = nlen + 1; i < len; i++) {
+                char c = p[i];
+                if (c == '+')
+                    c = ' ';
+                else if (c == '%' && i + 2 < len && cdc_hex_byte(p + i + 1) >= 0) {
+                    c = (char)cdc_hex_byte(p + i + 1);
+                    i += 2;
+                }
+                if (n + 1 >= size)
+                    return false;
+                out[n++] = c;
+            }
+            out[n] = '\0';
+            return true;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return false;
 }
 
 void cdc_http_doc_init(cdc_http_doc_t *d)

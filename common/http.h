@@ -92,6 +92,13 @@ cdc_err_t cdc_http_server_add_post(cdc_http_server_t *s, const char *path, cdc_h
                                    void *arg, cdc_error_t *e);
 
 /*
+ * The value of parameter name in query ("a=1&b=x%2Ey": b is "x.y", percent-decoded; '+'
+ * is a space) into out (size bytes, NUL-terminated). False when the parameter is absent
+ * or its value does not fit.
+ */
+bool cdc_http_query_param(const char *query, const char *name, char *out, size_t size);
+
+/*
  * A JSON document its owner rebuilds (e.g. /status, on the owner's main thread) and the
  * server's threads serve as is: cdc_http_doc_set() swaps it under the lock.
  */

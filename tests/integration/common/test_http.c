@@ -3,7 +3,7 @@
  * not ready), /metrics from a registry, a custom JSON handler with a query string, 404 and
  * 405, two servers on port 0, the bearer token (401 without it on /metrics and
  * /status, probes open), and POST handlers (their own threads: a blocked one does not
- * hold up GETs; 405 for GET on a POST-only path; with the token too). */
+ * hold up GETs; 405 for GET on a POST-only path; with the token too) and query parameters. */
 #include <pthread.h>
 #include <unistd.h>
 #include <setjmp.h>
@@ -345,6 +345,21 @@ static void test_post(void **state)
     assert_string_equal(pc.r.body, "{\"path\":\"/act\",\"query\":\"table=a.b\"}");
     assert_string_equal(pc.r.content_type, "application/json");
     cdc_http_server_close(s);
+
+    /* the query parameters a handler reads */
+    char v[8];
+    assert_true(cdc_http_query_param("table=public.t&timeout=5s", "table", v, sizeof(v)) ==
+                false); /* does not fit */
+    assert_true(cdc_http_query_param("ta=1&table=a%2Eb+c&x", "table", v, sizeof(v)));
+    assert_string_equal(v, "a.b c");
+    assert_true(cdc_http_query_param("x&timeout=5s", "timeout", v, sizeof(v)));
+    assert_string_equal(v, "5s");
+    assert_true(cdc_http_query_param("timeout=", "timeout", v, sizeof(v)));
+    assert_string_equal(v, "");
+    assert_false(cdc_http_query_param("timeouts=1", "timeout", v, sizeof(v)));
+    assert_false(cdc_http_query_param("", "timeout", v, sizeof(v)));
+    assert_true(cdc_http_query_param("t=%zz%4", "t", v, sizeof(v))); /* not an escape: kept */
+    assert_string_equal(v, "%zz%4");
 }
 
 int main(void)
