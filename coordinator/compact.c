@@ -80,6 +80,14 @@ static cdc_err_t commit_rewrite(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t,
                                 inputs_t *in, cdc_ice_data_file_t *out, size_t nout,
                                 bool *committed, cdc_error_t *e)
 {
+    /* the rewrite's data files first, its merged deletes after them */
+    size_t ndata_out = 0;
+    for (size_t i = 0; i < nout; i++)
+        if (out[i].content == CDC_ICE_CONTENT_DATA) {
+            cdc_ice_data_file_t tmp = out[ndata_out];
+            out[ndata_out++] = out[i];
+            out[i] = tmp;
+        }
     cdc_ice_props_t summary = {0};
     cdc_err_t rc = CDC_OK;
     *committed = false;
@@ -96,8 +104,10 @@ static cdc_err_t commit_rewrite(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t,
         }
         cdc_ice_commit_t c;
         memset(&c, 0, sizeof(c));
-        c.data_files = out;
-        c.ndata_files = nout;
+        c.data_files = out; /* data files first, then the merged deletes (see below) */
+        c.ndata_files = ndata_out;
+        c.delete_files = out + ndata_out;
+        c.ndelete_files = nout - ndata_out;
         c.summary = &summary;
         c.remove = is_input;
         c.remove_arg = in;
@@ -133,15 +143,40 @@ static cdc_err_t compact_partition(const cdc_compact_ctx_t *cx, cdc_ice_table_t 
         rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         goto done;
     }
+    /*
+     * Minor or major. A minor rewrite leaves the large data files alone and rewrites the
+     * small ones, and writes the partition's equality deletes again merged into one file
+     * (per list of equality ids and Iceberg partition) with the same data sequence number
+     * N: every delete is newer than every large file (checked here), and every data file
+     * newer than the large ones is rewritten with the deletes applied (sequence number N:
+     * no delete <= N applies to it), so the merged file deletes from exactly the files
+     * each delete deleted from before. A major rewrite (asked for, past the delete ratio,
+     * or a delete not newer than a large file) applies the deletes for good.
+     */
+    int64_t max_big = -1;
+    size_t nbig = 0;
+    bool newer = true;
     for (size_t i = 0; i < pp->ndata; i++)
-        if (is_small(&pp->data[i], target) || has_deletes(pp, &pp->data[i])) {
+        if (!is_small(&pp->data[i], target)) {
+            nbig++;
+            if (pp->data[i].sequence_number > max_big)
+                max_big = pp->data[i].sequence_number;
+        }
+    for (size_t i = 0; i < pp->ndels; i++)
+        newer &= pp->dels[i].sequence_number > max_big;
+    bool heavy = cx->policy->delete_ratio_pct > 0 &&
+                 pp->del_rows * 100 >=
+                     cx->policy->delete_ratio_pct * (pp->data_rows > 0 ? pp->data_rows : 1);
+    bool minor = nbig > 0 && pp->ndels > 0 && newer && !heavy && !cx->force;
+    for (size_t i = 0; i < pp->ndata; i++)
+        if (is_small(&pp->data[i], target) || (!minor && has_deletes(pp, &pp->data[i]))) {
             rw[nrw++] = pp->data[i];
             in.paths[in.n++] = pp->data[i].file.path;
         }
     for (size_t i = 0; i < pp->ndels; i++)
         in.paths[in.n++] = pp->dels[i].file.path;
     /* nothing to gain: one file that stays as it is */
-    if (pp->ndels == 0 && nrw < 2)
+    if ((pp->ndels == 0 && nrw < 2) || (minor && nrw <= 1 && pp->ndels <= 1))
         goto done;
     qsort(in.paths, in.n, sizeof(char *), cmp_str);
     snprintf(tag, sizeof(tag), "%s-e%" PRId64 "-p%d-compact", cx->job,
@@ -152,7 +187,8 @@ static cdc_err_t compact_partition(const cdc_compact_ctx_t *cx, cdc_ice_table_t 
     cdc_ice_rewrite_options_t ro = {.target_file_bytes = target,
                                     .tag = tag,
                                     .progress = cx->progress,
-                                    .progress_arg = cx->progress_arg};
+                                    .progress_arg = cx->progress_arg,
+                                    .keep_deletes = minor};
     if ((rc = cdc_ice_table_rewrite(t, rw, nrw, pp->dels, pp->ndels, &ro, &out, &nout, &st, e)) !=
         CDC_OK)
         goto done;
@@ -187,10 +223,11 @@ static cdc_err_t compact_partition(const cdc_compact_ctx_t *cx, cdc_ice_table_t 
     res->bytes_read += st.bytes_read;
     res->bytes_written += st.bytes_written;
     res->rows_deleted += st.rows_deleted;
-    cdc_log_debug("compacted \"%s\" partition %d: %zu data and %zu delete files (%" PRId64
+    res->minors += minor;
+    cdc_log_debug("compacted \"%s\" partition %d (%s): %zu data and %zu delete files (%" PRId64
                   " bytes) into %zu (%" PRId64 " bytes), %" PRId64 " deleted rows dropped",
-                  cdc_ice_table_get_location(t), part, nrw, pp->ndels, st.bytes_read, nout,
-                  st.bytes_written, st.rows_deleted);
+                  cdc_ice_table_get_location(t), part, minor ? "minor" : "major", nrw, pp->ndels,
+                  st.bytes_read, nout, st.bytes_written, st.rows_deleted);
     cdc_ice_data_files_free(out, nout);
 done:
     free(rw);

@@ -22,6 +22,12 @@
  * fresh metadata; a rewrite whose inputs are no longer all live (a TRUNCATE removed some)
  * is dropped and its files deleted, never committed. A changelog (append only, no
  * deletes) is bin-packed the same way, its small files only.
+ *
+ * Most rewrites are minor: they keep the large files as they are and merge the
+ * partition's equality deletes into one file, so the bytes rewritten stay close to what
+ * the epochs added; a major one (past the delete ratio, asked for by cdcctl compact, or
+ * when a delete is not newer than every large file) applies the deletes to the large
+ * files for good. compact.c explains why the merged deletes are correct.
  */
 #ifndef CDC_COORDINATOR_COMPACT_H
 #define CDC_COORDINATOR_COMPACT_H
@@ -42,6 +48,7 @@ typedef struct cdc_compact_policy {
 /* What one compaction of a table did. */
 typedef struct cdc_compact_result {
     int partitions; /* rewrites committed */
+    int minors;     /* of which minor: large files kept, deletes merged (compact.c) */
     int dropped;    /* rewrites dropped: their inputs changed meanwhile */
     int64_t files_removed, files_added;
     int64_t bytes_read, bytes_written; /* input files read, files written */

@@ -178,11 +178,11 @@ static cdc_err_t compact_one(cdc_maint_t *m, const char *name, const char *locat
     rc = cdc_compact_table(&cx, t, &r, e);
     if (r.partitions > 0) {
         cdc_committer_note_compaction(m->committer, name, t, r.bytes_read, r.files_removed);
-        cdc_log_info("compacted \"%s\"%s: %d partitions, %" PRId64 " files (%" PRId64
+        cdc_log_info("compacted \"%s\"%s: %d partitions (%d minor), %" PRId64 " files (%" PRId64
                      " bytes) into %" PRId64 " (%" PRId64 " bytes), %" PRId64
                      " deleted rows dropped",
-                     name, force ? " on request" : "", r.partitions, r.files_removed, r.bytes_read,
-                     r.files_added, r.bytes_written, r.rows_deleted);
+                     name, force ? " on request" : "", r.partitions, r.minors, r.files_removed,
+                     r.bytes_read, r.files_added, r.bytes_written, r.rows_deleted);
     }
     cdc_metrics_counter_add(m->m_compactions, r.partitions);
     cdc_metrics_counter_add(m->m_dropped, r.dropped);
@@ -190,6 +190,7 @@ static cdc_err_t compact_one(cdc_maint_t *m, const char *name, const char *locat
     cdc_metrics_counter_add(m->m_bytes_written, r.bytes_written);
     if (res != NULL) {
         res->partitions += r.partitions;
+        res->minors += r.minors;
         res->dropped += r.dropped;
         res->files_removed += r.files_removed;
         res->files_added += r.files_added;

@@ -270,11 +270,16 @@ typedef struct cdc_ice_rewrite_options {
      * rewrite (CDC_ERR_CLOSED). NULL = none. */
     bool (*progress)(void *arg, int64_t bytes);
     void *progress_arg;
+    /* Also write the equality deletes again, merged: one file of distinct keys per list of
+     * equality ids and partition (for data files the rewrite leaves alone; see
+     * coordinator/compact.h for when that is correct). */
+    bool keep_deletes;
 } cdc_ice_rewrite_options_t;
 
 typedef struct cdc_ice_rewrite_stats {
     int64_t files_read, bytes_read, rows_read, rows_deleted;
     int64_t files_written, bytes_written, rows_written;
+    int64_t deletes_written; /* rows of merged delete files (keep_deletes) */
 } cdc_ice_rewrite_stats_t;
 
 /*
@@ -283,7 +288,8 @@ typedef struct cdc_ice_rewrite_stats {
  * is above the data file's, and the delete is table-wide (an unpartitioned spec) or in the
  * data file's partition), and writes the other rows, in the table's current schema
  * (promoted types, null for columns a file lacks), into new files of one partition each,
- * unsorted, closed past the target size, stored under the tag. Nothing is committed: the
+ * unsorted, closed past the target size, stored under the tag (with keep_deletes, also the
+ * merged deletes, content EQUALITY_DELETES, in *out). Nothing is committed: the
  * caller commits *out with data_sequence_number = the sequence number of the snapshot the
  * files were listed from, removing the inputs, so that deletes committed since still apply
  * (cdc_ice_table_commit). On success *out (n files) is the caller's: after a failed commit

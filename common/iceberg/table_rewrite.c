@@ -161,24 +161,25 @@ static bool del_grow(del_map_t *m)
     return true;
 }
 
-static bool del_put(del_map_t *m, const void *k, size_t len, int64_t seq)
+/* Notes key k deleted at seq: 1 when the key is new, 0 when known, -1 out of memory. */
+static int del_put(del_map_t *m, const void *k, size_t len, int64_t seq)
 {
     if (2 * (m->n + 1) > m->cap && !del_grow(m))
-        return false;
+        return -1;
     uint64_t h = cdc_hash_bytes(k, len, 0);
     del_slot_t *s = del_find(m, k, len, h);
     if (s->len != 0) {
         if (seq > s->seq)
             s->seq = seq;
-        return true;
+        return 0;
     }
     size_t off = m->arena.len;
     cdc_buf_put(&m->arena, k, len);
     if (m->arena.oom)
-        return false;
+        return -1;
     *s = (del_slot_t){.hash = h, .off = off, .len = len, .seq = seq};
     m->n++;
-    return true;
+    return 1;
 }
 
 static int64_t del_get(del_map_t *m, const void *k, size_t len)
@@ -267,10 +268,194 @@ static cdc_err_t column_of(opened_t *o, int32_t id, const cdc_ice_value_t **vals
     return cdc_pq_reader_column(o->r, (size_t)i, vals, e);
 }
 
-static cdc_err_t load_deletes(cdc_ice_table_t *t, const cdc_ice_live_file_t *dels, size_t n,
-                              del_map_t *m, cdc_ice_rewrite_stats_t *st,
-                              const cdc_ice_rewrite_options_t *o, cdc_error_t *e)
+/* ---- writing --------------------------------------------------------------------------- */
+
+/* Output files of one partition (spec and values of the first input file of it): data, or
+ * the merged equality deletes of one list of equality ids (keep_deletes). */
+typedef struct out_group {
+    const cdc_ice_data_file_t *like; /* an input file of the partition (borrowed) */
+    bool deletes;
+    cdc_ice_schema_t schema; /* deletes: the schema of the first delete file (copied) */
+    cdc_pq_writer_t *w;
+} out_group_t;
+
+typedef struct rewrite_ctx {
+    cdc_ice_table_t *t;
+    const cdc_ice_rewrite_options_t *o;
+    const cdc_ice_schema_t *schema; /* current */
+    cdc_pq_options_t pq;
+    int64_t target;
+    out_group_t *groups;
+    size_t ngroups;
+    cdc_ice_data_file_t *out;
+    size_t nout, capout;
+    cdc_ice_rewrite_stats_t *st;
+} rewrite_ctx_t;
+
+static bool same_group(const out_group_t *g, const cdc_ice_data_file_t *f, bool deletes)
 {
+    if (g->deletes != deletes || !cdc_ice_file_same_partition(g->like, f))
+        return false;
+    return !deletes || (g->like->nequality_ids == f->nequality_ids &&
+                        memcmp(g->like->equality_ids, f->equality_ids,
+                               f->nequality_ids * sizeof(int32_t)) == 0);
+}
+
+/* The output group of file f (an input data file, or a delete file whose keys are kept);
+ * schema: a delete group's columns (its first file's). */
+static out_group_t *group_of(rewrite_ctx_t *cx, const cdc_ice_data_file_t *f, bool deletes,
+                             const cdc_ice_schema_t *schema)
+{
+    for (size_t i = 0; i < cx->ngroups; i++)
+        if (same_group(&cx->groups[i], f, deletes))
+            return &cx->groups[i];
+    out_group_t *g = realloc(cx->groups, (cx->ngroups + 1) * sizeof(*g));
+    if (g == NULL)
+        return NULL;
+    cx->groups = g;
+    g = &cx->groups[cx->ngroups];
+    memset(g, 0, sizeof(*g));
+    g->like = f;
+    g->deletes = deletes;
+    if (deletes && cdc_ice_schema_copy(&g->schema, schema) != CDC_OK)
+        return NULL;
+    cx->ngroups++;
+    return g;
+}
+
+static void groups_free(rewrite_ctx_t *cx)
+{
+    for (size_t i = 0; i < cx->ngroups; i++) {
+        cdc_pq_writer_free(cx->groups[i].w);
+        cdc_ice_schema_free(&cx->groups[i].schema);
+    }
+    free(cx->groups);
+    cx->groups = NULL;
+    cx->ngroups = 0;
+}
+
+/* Closes the group's open file and stores it as a new file of the rewrite. */
+static cdc_err_t finish_file(rewrite_ctx_t *cx, out_group_t *g, cdc_error_t *e)
+{
+    cdc_ice_data_file_t df;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    char *loc = NULL;
+    cdc_err_t rc;
+
+    if (g->w == NULL)
+        return CDC_OK;
+    memset(&df, 0, sizeof(df));
+    rc = cdc_pq_writer_close(g->w, &df, e);
+    if (rc == CDC_OK)
+        rc = cdc_pq_writer_take_buffer(g->w, &data, &len);
+    cdc_pq_writer_free(g->w);
+    g->w = NULL;
+    if (rc == CDC_OK && cdc_array_reserve(cx->out, cx->capout, cx->nout + 1, 8) != CDC_OK)
+        rc = oom(e);
+    if (rc == CDC_OK)
+        rc = cdc_ice_data_file_put(cx->t->storage, cx->t->location, cx->o->tag, data, len, &loc, e);
+    free(data);
+    if (rc != CDC_OK) {
+        cdc_ice_data_file_clear(&df);
+        return rc;
+    }
+    df.path = loc;
+    df.content = g->deletes ? CDC_ICE_CONTENT_EQUALITY_DELETES : CDC_ICE_CONTENT_DATA;
+    df.schema_id = g->deletes ? g->like->schema_id : cx->schema->schema_id;
+    df.spec_id = g->like->spec_id;
+    if (g->deletes) {
+        cx->out[cx->nout++] = df; /* from here on freed with the outputs */
+        if ((cx->out[cx->nout - 1].equality_ids =
+                 malloc(g->like->nequality_ids * sizeof(int32_t))) == NULL)
+            return oom(e);
+        memcpy(cx->out[cx->nout - 1].equality_ids, g->like->equality_ids,
+               g->like->nequality_ids * sizeof(int32_t));
+        cx->out[cx->nout - 1].nequality_ids = g->like->nequality_ids;
+        df = cx->out[--cx->nout];
+        cx->st->deletes_written += df.record_count;
+    }
+    df.sort_order_id = 0;
+    if (g->like->npartition > 0) {
+        df.partition = calloc(g->like->npartition, sizeof(*df.partition));
+        if (df.partition == NULL) {
+            cx->out[cx->nout++] = df; /* freed with the outputs */
+            return oom(e);
+        }
+        df.npartition = g->like->npartition;
+        for (size_t i = 0; i < df.npartition; i++) {
+            const cdc_ice_part_value_t *v = &g->like->partition[i];
+            df.partition[i].null = v->null;
+            if (!v->null && v->len > 0) {
+                if ((df.partition[i].bytes = malloc(v->len)) == NULL) {
+                    cx->out[cx->nout++] = df;
+                    return oom(e);
+                }
+                memcpy(df.partition[i].bytes, v->bytes, v->len);
+                df.partition[i].len = v->len;
+            }
+        }
+    }
+    cx->out[cx->nout++] = df;
+    cx->st->files_written++;
+    cx->st->bytes_written += df.file_size_in_bytes;
+    cx->st->rows_written += df.record_count;
+    return CDC_OK;
+}
+
+/* A value of `from` converted to the current field `to` (an Iceberg promotion). */
+static cdc_ice_value_t promote(const cdc_ice_field_t *from, const cdc_ice_field_t *to,
+                               cdc_ice_value_t v)
+{
+    if (v.is_null || from->type == to->type)
+        return v;
+    if (from->type == CDC_ICE_INT && to->type == CDC_ICE_LONG)
+        v.v.i64 = v.v.i32;
+    else if (from->type == CDC_ICE_FLOAT && to->type == CDC_ICE_DOUBLE)
+        v.v.f64 = v.v.f32;
+    return v;
+}
+
+/* Appends row `row` of an opened delete file to its merged-deletes group (the group's
+ * columns by field id, promoted where the types differ). */
+static cdc_err_t keep_delete(rewrite_ctx_t *cx, const cdc_ice_data_file_t *f, opened_t *of,
+                             int64_t row, cdc_error_t *e)
+{
+    out_group_t *g = group_of(cx, f, true, of->schema);
+    if (g == NULL)
+        return oom(e);
+    const cdc_ice_schema_t *s = &g->schema;
+    cdc_ice_value_t vals[64];
+    if (s->nfields > 64)
+        return cdc_error_set(e, CDC_ERR_UNSUPPORTED, "rewrite: delete file \"%s\" has %zu columns",
+                             f->path, s->nfields);
+    for (size_t i = 0; i < s->nfields; i++) {
+        const cdc_ice_value_t *col;
+        const cdc_ice_field_t *from;
+        cdc_err_t rc = column_of(of, s->fields[i].id, &col, &from, e);
+        if (rc != CDC_OK)
+            return rc;
+        if (col == NULL && s->fields[i].required)
+            return cdc_error_set(e, CDC_ERR_INVALID,
+                                 "rewrite: delete file \"%s\" lacks column %d (\"%s\")", f->path,
+                                 s->fields[i].id, s->fields[i].name);
+        vals[i] = col ? promote(from, &s->fields[i], col[row]) : (cdc_ice_value_t){.is_null = true};
+    }
+    cdc_err_t rc = CDC_OK;
+    if (g->w == NULL && (rc = cdc_pq_writer_open_buffer(s, &cx->pq, &g->w, e)) != CDC_OK)
+        return rc;
+    if ((rc = cdc_pq_writer_append(g->w, vals, e)) != CDC_OK)
+        return rc;
+    if ((int64_t)cdc_pq_writer_size(g->w) >= cx->target)
+        rc = finish_file(cx, g, e);
+    return rc;
+}
+
+static cdc_err_t load_deletes(rewrite_ctx_t *cx, const cdc_ice_live_file_t *dels, size_t n,
+                              del_map_t *m, cdc_error_t *e)
+{
+    cdc_ice_table_t *t = cx->t;
+    const cdc_ice_rewrite_options_t *o = cx->o;
     cdc_buf_t key = {0};
     cdc_err_t rc = CDC_OK;
     for (size_t i = 0; i < n && rc == CDC_OK; i++) {
@@ -298,11 +483,14 @@ static cdc_err_t load_deletes(cdc_ice_table_t *t, const cdc_ice_live_file_t *del
             for (size_t k = 0; k < f->nequality_ids; k++)
                 key_value(&key, types[k] ? types[k]->type : CDC_ICE_STRING,
                           cols[k] ? &cols[k][row] : NULL);
-            if (key.oom || !del_put(m, key.data, key.len, dels[i].sequence_number))
+            int added = key.oom ? -1 : del_put(m, key.data, key.len, dels[i].sequence_number);
+            if (added < 0)
                 rc = oom(e);
+            else if (added > 0 && o->keep_deletes)
+                rc = keep_delete(cx, f, &of, row, e);
         }
-        st->files_read++;
-        st->bytes_read += f->file_size_in_bytes;
+        cx->st->files_read++;
+        cx->st->bytes_read += f->file_size_in_bytes;
         close_file(&of);
         if (rc == CDC_OK && o->progress && !o->progress(o->progress_arg, f->file_size_in_bytes))
             rc = cdc_error_set(e, CDC_ERR_CLOSED, "rewrite cancelled");
@@ -369,111 +557,6 @@ static bool row_deleted(const cdc_ice_metadata_t *md, del_map_t *m, const probe_
     return false;
 }
 
-/* ---- writing --------------------------------------------------------------------------- */
-
-/* Output files of one partition (spec and values of the first input file of it). */
-typedef struct out_group {
-    const cdc_ice_data_file_t *like; /* an input file of the partition (borrowed) */
-    cdc_pq_writer_t *w;
-} out_group_t;
-
-typedef struct rewrite_ctx {
-    cdc_ice_table_t *t;
-    const cdc_ice_rewrite_options_t *o;
-    const cdc_ice_schema_t *schema; /* current */
-    cdc_pq_options_t pq;
-    int64_t target;
-    out_group_t *groups;
-    size_t ngroups;
-    cdc_ice_data_file_t *out;
-    size_t nout, capout;
-    cdc_ice_rewrite_stats_t *st;
-} rewrite_ctx_t;
-
-static out_group_t *group_of(rewrite_ctx_t *cx, const cdc_ice_data_file_t *f)
-{
-    for (size_t i = 0; i < cx->ngroups; i++)
-        if (cdc_ice_file_same_partition(cx->groups[i].like, f))
-            return &cx->groups[i];
-    out_group_t *g = realloc(cx->groups, (cx->ngroups + 1) * sizeof(*g));
-    if (g == NULL)
-        return NULL;
-    cx->groups = g;
-    cx->groups[cx->ngroups] = (out_group_t){.like = f};
-    return &cx->groups[cx->ngroups++];
-}
-
-/* Closes the group's open file and stores it as a new data file of the rewrite. */
-static cdc_err_t finish_file(rewrite_ctx_t *cx, out_group_t *g, cdc_error_t *e)
-{
-    cdc_ice_data_file_t df;
-    uint8_t *data = NULL;
-    size_t len = 0;
-    char *loc = NULL;
-    cdc_err_t rc;
-
-    if (g->w == NULL)
-        return CDC_OK;
-    memset(&df, 0, sizeof(df));
-    rc = cdc_pq_writer_close(g->w, &df, e);
-    if (rc == CDC_OK)
-        rc = cdc_pq_writer_take_buffer(g->w, &data, &len);
-    cdc_pq_writer_free(g->w);
-    g->w = NULL;
-    if (rc == CDC_OK && cdc_array_reserve(cx->out, cx->capout, cx->nout + 1, 8) != CDC_OK)
-        rc = oom(e);
-    if (rc == CDC_OK)
-        rc = cdc_ice_data_file_put(cx->t->storage, cx->t->location, cx->o->tag, data, len, &loc, e);
-    free(data);
-    if (rc != CDC_OK) {
-        cdc_ice_data_file_clear(&df);
-        return rc;
-    }
-    df.path = loc;
-    df.content = CDC_ICE_CONTENT_DATA;
-    df.schema_id = cx->schema->schema_id;
-    df.spec_id = g->like->spec_id;
-    df.sort_order_id = 0;
-    if (g->like->npartition > 0) {
-        df.partition = calloc(g->like->npartition, sizeof(*df.partition));
-        if (df.partition == NULL) {
-            cx->out[cx->nout++] = df; /* freed with the outputs */
-            return oom(e);
-        }
-        df.npartition = g->like->npartition;
-        for (size_t i = 0; i < df.npartition; i++) {
-            const cdc_ice_part_value_t *v = &g->like->partition[i];
-            df.partition[i].null = v->null;
-            if (!v->null && v->len > 0) {
-                if ((df.partition[i].bytes = malloc(v->len)) == NULL) {
-                    cx->out[cx->nout++] = df;
-                    return oom(e);
-                }
-                memcpy(df.partition[i].bytes, v->bytes, v->len);
-                df.partition[i].len = v->len;
-            }
-        }
-    }
-    cx->out[cx->nout++] = df;
-    cx->st->files_written++;
-    cx->st->bytes_written += df.file_size_in_bytes;
-    cx->st->rows_written += df.record_count;
-    return CDC_OK;
-}
-
-/* A value of `from` converted to the current field `to` (an Iceberg promotion). */
-static cdc_ice_value_t promote(const cdc_ice_field_t *from, const cdc_ice_field_t *to,
-                               cdc_ice_value_t v)
-{
-    if (v.is_null || from->type == to->type)
-        return v;
-    if (from->type == CDC_ICE_INT && to->type == CDC_ICE_LONG)
-        v.v.i64 = v.v.i32;
-    else if (from->type == CDC_ICE_FLOAT && to->type == CDC_ICE_DOUBLE)
-        v.v.f64 = v.v.f32;
-    return v;
-}
-
 static cdc_err_t rewrite_data_file(rewrite_ctx_t *cx, del_map_t *m, const cdc_ice_live_file_t *lf,
                                    cdc_error_t *e)
 {
@@ -487,7 +570,7 @@ static cdc_err_t rewrite_data_file(rewrite_ctx_t *cx, del_map_t *m, const cdc_ic
     const cdc_ice_value_t **cols = calloc(s->nfields + 1, sizeof(*cols));
     const cdc_ice_field_t **from = calloc(s->nfields + 1, sizeof(*from));
     cdc_ice_value_t *row = calloc(s->nfields + 1, sizeof(*row));
-    out_group_t *g = group_of(cx, f);
+    out_group_t *g = group_of(cx, f, false, NULL);
     if (cols == NULL || from == NULL || row == NULL || g == NULL)
         rc = oom(e);
     for (size_t i = 0; i < s->nfields && rc == CDC_OK; i++) {
@@ -605,14 +688,12 @@ cdc_err_t cdc_ice_table_rewrite(cdc_ice_table_t *t, const cdc_ice_live_file_t *d
         order[i] = &data[i];
     qsort(order, ndata, sizeof(*order), cmp_seq);
 
-    rc = load_deletes(t, deletes, ndeletes, &m, st, o, e);
+    rc = load_deletes(&cx, deletes, ndeletes, &m, e);
     for (size_t i = 0; i < ndata && rc == CDC_OK; i++)
         rc = rewrite_data_file(&cx, &m, order[i], e);
     for (size_t i = 0; i < cx.ngroups && rc == CDC_OK; i++)
         rc = finish_file(&cx, &cx.groups[i], e);
-    for (size_t i = 0; i < cx.ngroups; i++)
-        cdc_pq_writer_free(cx.groups[i].w);
-    free(cx.groups);
+    groups_free(&cx);
     free(order);
     del_free(&m);
     if (rc != CDC_OK) {

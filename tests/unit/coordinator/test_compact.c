@@ -165,8 +165,13 @@ static void upsert(uint32_t p, const int64_t *keys, const char *const *vals, siz
 #define MAXROWS 4096
 typedef struct row {
     int64_t id;
-    char v[32];
+    char v[40];
 } row_t;
+
+static int cmp_path(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 static int cmp_row(const void *a, const void *b)
 {
@@ -469,6 +474,129 @@ static void test_compact_policy(void **state)
     policy = saved;
 }
 
+/* The live file paths of the table, sorted, as one string (for comparisons). */
+static void live_paths(const char *loc, char *out, size_t size)
+{
+    cdc_ice_table_t *t;
+    cdc_ice_live_file_t *lf;
+    size_t n;
+    cdc_error_t e;
+    char *v[256];
+    assert_int_equal(cdc_ice_table_load(fx.st, loc, &t, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_live_files(t, &lf, &n, &e), CDC_OK);
+    assert_true(n < 256);
+    for (size_t i = 0; i < n; i++)
+        v[i] = lf[i].file.path;
+    qsort(v, n, sizeof(char *), cmp_path);
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + strlen(out), size - strlen(out), "%s%s\n",
+                 lf[i].file.content == CDC_ICE_CONTENT_DATA ? "" : "", v[i]);
+    cdc_ice_live_files_free(lf, n);
+    cdc_ice_table_close(t);
+}
+
+/* Committed during the second minor rewrite: an update of key 1 and of key 7, a delete of
+ * key 2, then a new key 500 and a re-insert of key 2. */
+static void concurrent_minor(void)
+{
+    int64_t up[] = {1, 7}, dels[] = {1, 2, 7}, fresh[] = {500, 2};
+    const char *upv[] = {"new1", "new7"}, *freshv[] = {"f500", "back2"};
+    upsert(0, up, upv, 2, dels, 3);
+    upsert(0, fresh, freshv, 2, NULL, 0);
+}
+
+/* Minor rewrites keep the large file and merge the deletes; a major one applies them. */
+static void test_compact_minor(void **state)
+{
+    static row_t before[MAXROWS], after[MAXROWS];
+    static char paths[16384];
+    size_t nd, ndel, n0;
+    cdc_compact_result_t res;
+    int64_t k[300];
+    const char *v[300];
+    char text[300][40];
+    (void)state;
+
+    /* one large file of 300 rows, then updates and deletes of its keys in small epochs */
+    for (int i = 0; i < 300; i++) {
+        k[i] = i;
+        uint64_t h = (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL; /* not compressible */
+        snprintf(text[i], sizeof(text[i]), "%016llx%016llx", (unsigned long long)h,
+                 (unsigned long long)(h * 0xBF58476D1CE4E5B9ULL));
+        v[i] = text[i];
+    }
+    upsert(0, k, v, 300, NULL, 0);
+    cdc_compact_policy_t saved = policy;
+    policy.target_bytes = 4096; /* the 300-row file is large, one-row files small */
+    policy.min_files = 3;
+    policy.delete_ratio_pct = 50;
+    for (int i = 0; i < 4; i++) {
+        int64_t up[] = {10 + i}, gone[] = {100 + i};
+        const char *upv[] = {"updated"};
+        upsert(0, up, upv, 1, up, 1);
+        upsert(0, NULL, NULL, 0, gone, 1);
+    }
+    n0 = read_table(fx.loc, before, &nd, &ndel);
+    assert_int_equal(n0, 296);
+    live_paths(fx.loc, paths, sizeof(paths));
+    char large[512];
+    snprintf(large, sizeof(large), "%.*s", (int)(strchr(paths, '\n') - paths), paths);
+    assert_non_null(strstr(large, "-e1-p0-data-"));
+
+    assert_int_equal(compact(fx.loc, false, NULL, &res), CDC_OK);
+    assert_int_equal(res.partitions, 1);
+    assert_int_equal(res.minors, 1);
+    assert_int_equal(read_table(fx.loc, after, &nd, &ndel), n0);
+    assert_memory_equal(before, after, n0 * sizeof(row_t));
+    assert_int_equal(nd, 2);   /* the large file, untouched, and the small ones merged */
+    assert_int_equal(ndel, 1); /* eight delete files merged into one */
+    live_paths(fx.loc, paths, sizeof(paths));
+    assert_non_null(strstr(paths, large));
+
+    /* more changes, one of them to a key the merged file deletes (re-insert), then a
+     * second minor rewrite while an update and a delete commit */
+    int64_t again[] = {100}, up2[] = {11};
+    const char *againv[] = {"back"}, *up2v[] = {"twice"};
+    upsert(0, again, againv, 1, NULL, 0);
+    upsert(0, up2, up2v, 1, up2, 1);
+    upsert(0, up2, up2v, 1, up2, 1);
+    n0 = read_table(fx.loc, before, &nd, &ndel);
+    assert_int_equal(n0, 297);
+    assert_int_equal(compact(fx.loc, false, concurrent_minor, &res), CDC_OK);
+    assert_int_equal(res.minors, 1);
+    n0 = read_table(fx.loc, after, &nd, &ndel);
+    for (size_t i = 0; i < n0 && getenv("TEST_DEBUG"); i++)
+        if ((i > 0 && after[i].id == after[i - 1].id) ||
+            (i + 1 < n0 && after[i].id == after[i + 1].id))
+            fprintf(stderr, "dup %lld %s\n", (long long)after[i].id, after[i].v);
+    if (getenv("TEST_DEBUG")) {
+        live_paths(fx.loc, paths, sizeof(paths));
+        fprintf(stderr, "%s", paths);
+    }
+    for (size_t i = 0; i < n0; i++) {
+        assert_true(i == 0 || after[i].id != after[i - 1].id);
+        if (after[i].id == 100)
+            assert_string_equal(after[i].v, "back");
+        if (after[i].id == 11)
+            assert_string_equal(after[i].v, "twice");
+        if (after[i].id == 1)
+            assert_string_equal(after[i].v, "new1");
+        if (after[i].id == 2)
+            assert_string_equal(after[i].v, "back2");
+    }
+    assert_int_equal(n0, 298); /* + key 500 */
+
+    /* a forced (major) rewrite applies every delete for good */
+    assert_int_equal(compact(fx.loc, true, NULL, &res), CDC_OK);
+    assert_int_equal(res.minors, 0);
+    assert_int_equal(read_table(fx.loc, before, &nd, &ndel), n0);
+    assert_memory_equal(before, after, n0 * sizeof(row_t));
+    assert_int_equal(ndel, 0);
+    assert_true(nd <= 4); /* ~10 KB of rows in files of the 4 KB target */
+    policy = saved;
+}
+
 static void test_changelog_binpack(void **state)
 {
     static row_t rows[MAXROWS];
@@ -511,6 +639,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_compact_concurrent_changes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compact_inputs_changed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compact_policy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compact_minor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_changelog_binpack, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
