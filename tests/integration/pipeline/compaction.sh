@@ -106,6 +106,8 @@ pipeline_verify --wait 90 >"$tmp/verify-a.log" 2>&1 || {
 tail -n 1 "$tmp/verify-a.log" | sed 's/^/a. /'
 
 # ---- b. cdcctl compact, tables, and the endpoint's answers -----------------------------
+read -r data deletes < <(live_files) || fail "icebird could not list the mirror's files"
+echo "b. before cdcctl compact: $data data files, $deletes delete files (icebird)"
 out=$(ctl compact "$table") || fail "cdcctl compact $table failed: $out"
 echo "b. $out"
 grep -Eq "^$table: [0-9]+ partitions rewritten" <<<"$out" || fail "unexpected cdcctl compact output"
@@ -118,7 +120,7 @@ chaos_wait 5 "/status to show no delete file" bash -c "[ \"\$(curl -fsS http://$
 tables=$(ctl tables) || fail "cdcctl tables failed"
 grep -q "^$table " <<<"$tables" || fail "cdcctl tables does not list $table: $tables"
 grep -q "^${table}_changelog " <<<"$tables" || fail "cdcctl tables does not list the changelog"
-echo "$tables" | sed 's/^/b. /'
+sed "s/^/b. /" <<<"$tables"
 if out=$(ctl compact public.nope 2>&1); then fail "cdcctl compact of an unknown table succeeded"; fi
 grep -q "HTTP 404" <<<"$out" || fail "unknown table: $out"
 standby=$(chaos_targets coordinator | grep -vx "$leader" | head -n1)
