@@ -183,6 +183,8 @@ pipeline_servers_up() {
         chaos_die "could not create the demo schema"
 }
 
+# The coordinators take the extra options in CHAOS_COORDINATOR_ARGS (split on spaces, as
+# CHAOS_WORKER_ARGS for the workers), e.g. an aggressive compaction policy.
 pipeline_procs_up() {
     local i port http
     # two captures: the one that gets the slot streams, the other waits as a standby
@@ -201,7 +203,8 @@ pipeline_procs_up() {
         proc_start "coordinator-$i" "$CHAOS_BUILD/cdc-coordinator" --id "coordinator-$i" \
             --job "$CDC_JOB" --etcd "$CDC_TEST_ETCD" --listen "tcp://127.0.0.1:$port" \
             --http "127.0.0.1:$http" --warehouse "$CHAOS_DIR/warehouse" --kafka "$CDC_TEST_KAFKA" \
-            --heartbeat-timeout "${CHAOS_HEARTBEAT_TIMEOUT}s" --expected-workers "$CHAOS_WORKERS"
+            --heartbeat-timeout "${CHAOS_HEARTBEAT_TIMEOUT}s" --expected-workers "$CHAOS_WORKERS" \
+            ${CHAOS_COORDINATOR_ARGS:-}
         echo "127.0.0.1:$http" >"$CHAOS_DIR/procs/coordinator-$i.http"
     done
 

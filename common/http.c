@@ -1,7 +1,10 @@
 /*
  * Admin HTTP endpoint on NNG's HTTP server (see http.h). Every route is an NNG handler
- * restricted to GET, so NNG itself answers 404 for unknown paths and 405 for other
- * methods; the bearer token is checked in the one handler function before a route runs. NNG shares
+ * restricted to its method (GET, or POST for cdc_http_server_add_post), so NNG itself
+ * answers 404 for unknown paths and 405 for other methods; the bearer token is checked in
+ * the one handler function before a route runs. A POST handler may block for long (it runs
+ * an action and waits for it), so it runs on a thread of its own, never on one of NNG's few
+ * shared task threads, which also carry the process's other sockets. NNG shares
  * one server object per host:port, so "port 0" is resolved to a concrete free port before the
  * server is created; otherwise two endpoints in one process would silently share a server.
  */
@@ -20,15 +23,19 @@
 #include <nng/supplemental/http/http.h>
 
 #include "common/crypto.h"
+#include "common/hex.h"
 #include "common/log.h"
 
 #define MAX_ROUTES 32
+/* POST handlers running at once; more are answered 503 */
+#define MAX_ACTIONS 4
 
 typedef enum route_kind { ROUTE_HEALTH, ROUTE_READY, ROUTE_METRICS, ROUTE_CUSTOM } route_kind_t;
 
 typedef struct route {
     cdc_http_server_t *server;
     route_kind_t kind;
+    const char *method; /* "GET" or "POST" (a POST runs on a thread of its own) */
     char path[128];
     cdc_http_handler_fn fn;
     void *arg;
@@ -48,6 +55,9 @@ struct cdc_http_server {
     size_t nroutes;
     char *token;            /* bearer token of /metrics and the handlers; NULL = none */
     cdc_counter_t *refused; /* requests answered 401 */
+    pthread_mutex_t lock;   /* guards actions */
+    pthread_cond_t idle;    /* actions dropped to 0 */
+    int actions;            /* POST handlers running on their threads */
 };
 
 /* Binds an ephemeral loopback/host port, reads it back and releases it. */
@@ -95,6 +105,8 @@ static const char *reason_phrase(int status)
         return "Internal Server Error";
     case 503:
         return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
     default:
         return status < 300 ? "OK" : status < 500 ? "Client Error" : "Server Error";
     }
@@ -159,6 +171,82 @@ static bool authorized(const cdc_http_server_t *s, nng_http_req *req)
     return cdc_crypto_secret_equal(h, strlen(h), s->token, strlen(s->token));
 }
 
+/* Runs a registered handler on the request for uri and answers. */
+static void run_route(nng_aio *aio, const route_t *r, const char *uri)
+{
+    const char *q = strchr(uri, '?');
+    char path[512];
+    size_t plen = q ? (size_t)(q - uri) : strlen(uri);
+    if (plen >= sizeof(path))
+        plen = sizeof(path) - 1;
+    memcpy(path, uri, plen);
+    path[plen] = '\0';
+
+    cdc_http_response_t resp = {.status = 200};
+    snprintf(resp.content_type, sizeof(resp.content_type), "text/plain; charset=utf-8");
+    r->fn(r->arg, path, q ? q + 1 : "", &resp);
+    if (resp.status < 100 || resp.status > 599)
+        resp.status = 500;
+    respond(aio, resp.status, resp.content_type, resp.security_policy, resp.body,
+            resp.body ? resp.body_len : 0);
+    free(resp.body);
+}
+
+/* A POST being handled on its own thread: the request's aio stays open until it answers. */
+typedef struct action {
+    nng_aio *aio;
+    const route_t *route;
+    char *uri;
+} action_t;
+
+static void *action_thread(void *arg)
+{
+    action_t *a = arg;
+    cdc_http_server_t *s = a->route->server;
+
+    run_route(a->aio, a->route, a->uri);
+    free(a->uri);
+    free(a);
+    pthread_mutex_lock(&s->lock);
+    if (--s->actions == 0)
+        pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* Hands a POST to a detached thread of its own; 503 when MAX_ACTIONS already run. */
+static void start_action(nng_aio *aio, const route_t *r, const char *uri)
+{
+    cdc_http_server_t *s = r->server;
+    action_t *a = calloc(1, sizeof(*a));
+    pthread_attr_t attr;
+    pthread_t t;
+    bool started = false;
+
+    if (a == NULL || (a->uri = strdup(uri)) == NULL) {
+        free(a);
+        respond(aio, 500, "text/plain; charset=utf-8", NULL, "out of memory\n", 14);
+        return;
+    }
+    a->aio = aio;
+    a->route = r;
+    pthread_mutex_lock(&s->lock);
+    if (s->actions < MAX_ACTIONS && pthread_attr_init(&attr) == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        started = pthread_create(&t, &attr, action_thread, a) == 0;
+        pthread_attr_destroy(&attr);
+        if (started)
+            s->actions++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (!started) {
+        static const char body[] = "busy: too many requests of this kind run; retry later\n";
+        free(a->uri);
+        free(a);
+        respond(aio, 503, "text/plain; charset=utf-8", NULL, body, sizeof(body) - 1);
+    }
+}
+
 static void handle(nng_aio *aio)
 {
     nng_http_req *req = nng_aio_get_input(aio, 0);
@@ -194,28 +282,14 @@ static void handle(nng_aio *aio)
     case ROUTE_CUSTOM:
         break;
     }
-
-    const char *uri = nng_http_req_get_uri(req);
-    const char *q = strchr(uri, '?');
-    char path[512];
-    size_t plen = q ? (size_t)(q - uri) : strlen(uri);
-    if (plen >= sizeof(path))
-        plen = sizeof(path) - 1;
-    memcpy(path, uri, plen);
-    path[plen] = '\0';
-
-    cdc_http_response_t resp = {.status = 200};
-    snprintf(resp.content_type, sizeof(resp.content_type), "text/plain; charset=utf-8");
-    r->fn(r->arg, path, q ? q + 1 : "", &resp);
-    if (resp.status < 100 || resp.status > 599)
-        resp.status = 500;
-    respond(aio, resp.status, resp.content_type, resp.security_policy, resp.body,
-            resp.body ? resp.body_len : 0);
-    free(resp.body);
+    if (strcmp(r->method, "POST") == 0)
+        start_action(aio, r, nng_http_req_get_uri(req));
+    else
+        run_route(aio, r, nng_http_req_get_uri(req));
 }
 
-static cdc_err_t add_route(cdc_http_server_t *s, route_kind_t kind, const char *path,
-                           cdc_http_handler_fn fn, void *arg, cdc_error_t *e)
+static cdc_err_t add_route(cdc_http_server_t *s, route_kind_t kind, const char *method,
+                           const char *path, cdc_http_handler_fn fn, void *arg, cdc_error_t *e)
 {
     if (s->started)
         return cdc_error_set(e, CDC_ERR_INVALID, "cannot add \"%s\": http server already started",
@@ -223,14 +297,16 @@ static cdc_err_t add_route(cdc_http_server_t *s, route_kind_t kind, const char *
     if (path == NULL || path[0] != '/' || strlen(path) >= sizeof(s->routes[0].path))
         return cdc_error_set(e, CDC_ERR_INVALID, "invalid http path \"%s\"", path ? path : "");
     for (size_t i = 0; i < s->nroutes; i++) {
-        if (strcmp(s->routes[i].path, path) == 0)
-            return cdc_error_set(e, CDC_ERR_EXISTS, "http path \"%s\" is already registered", path);
+        if (strcmp(s->routes[i].path, path) == 0 && strcmp(s->routes[i].method, method) == 0)
+            return cdc_error_set(e, CDC_ERR_EXISTS, "http %s \"%s\" is already registered", method,
+                                 path);
     }
     if (s->nroutes >= MAX_ROUTES)
         return cdc_error_set(e, CDC_ERR_INVALID, "too many http paths (at most %d)", MAX_ROUTES);
     route_t *r = &s->routes[s->nroutes++];
     r->server = s;
     r->kind = kind;
+    r->method = method;
     snprintf(r->path, sizeof(r->path), "%s", path);
     r->fn = fn;
     r->arg = arg;
@@ -259,9 +335,11 @@ cdc_err_t cdc_http_server_open(cdc_http_server_t **out, const char *addr, cdc_me
     memcpy(s->host, addr, (size_t)(colon - addr));
     s->port = (int)port;
     s->metrics = metrics ? metrics : cdc_metrics_default();
-    add_route(s, ROUTE_HEALTH, "/healthz", NULL, NULL, NULL);
-    add_route(s, ROUTE_READY, "/readyz", NULL, NULL, NULL);
-    add_route(s, ROUTE_METRICS, "/metrics", NULL, NULL, NULL);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->idle, NULL);
+    add_route(s, ROUTE_HEALTH, "GET", "/healthz", NULL, NULL, NULL);
+    add_route(s, ROUTE_READY, "GET", "/readyz", NULL, NULL, NULL);
+    add_route(s, ROUTE_METRICS, "GET", "/metrics", NULL, NULL, NULL);
     *out = s;
     return CDC_OK;
 }
@@ -295,13 +373,26 @@ cdc_err_t cdc_http_server_set_token(cdc_http_server_t *s, const char *token, cdc
     return CDC_OK;
 }
 
-cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,
-                              void *arg, cdc_error_t *e)
+/* A registered handler: a non-NULL one at a valid path (add_route checks the path). */
+static cdc_err_t add_handler(cdc_http_server_t *s, const char *method, const char *path,
+                             cdc_http_handler_fn fn, void *arg, cdc_error_t *e)
 {
     if (fn == NULL)
         return cdc_error_set(e, CDC_ERR_INVALID, "http handler for \"%s\" is NULL",
                              path ? path : "");
-    return add_route(s, ROUTE_CUSTOM, path, fn, arg, e);
+    return add_route(s, ROUTE_CUSTOM, method, path, fn, arg, e);
+}
+
+cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,
+                              void *arg, cdc_error_t *e)
+{
+    return add_handler(s, "GET", path, fn, arg, e);
+}
+
+cdc_err_t cdc_http_server_add_post(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,
+                                   void *arg, cdc_error_t *e)
+{
+    return add_handler(s, "POST", path, fn, arg, e);
 }
 
 static int try_start(cdc_http_server_t *s, int port)
@@ -321,7 +412,7 @@ static int try_start(cdc_http_server_t *s, int port)
         nng_http_handler *h = NULL;
         if ((rv = nng_http_handler_alloc(&h, s->routes[i].path, handle)) != 0)
             goto fail;
-        if ((rv = nng_http_handler_set_method(h, "GET")) != 0 ||
+        if ((rv = nng_http_handler_set_method(h, s->routes[i].method)) != 0 ||
             (rv = nng_http_handler_set_data(h, &s->routes[i], NULL)) != 0 ||
             (rv = nng_http_server_add_handler(s->http, h)) != 0) {
             nng_http_handler_free(h);
@@ -364,6 +455,38 @@ cdc_err_t cdc_http_server_start(cdc_http_server_t *s, cdc_error_t *e)
 int cdc_http_server_port(const cdc_http_server_t *s)
 {
     return s && s->started ? s->port : 0;
+}
+
+bool cdc_http_query_param(const char *query, const char *name, char *out, size_t size)
+{
+    size_t nlen = strlen(name);
+    const char *p = query;
+
+    if (size == 0)
+        return false;
+    while (p != NULL && *p != '\0') {
+        const char *end = strchr(p, '&');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len > nlen && strncmp(p, name, nlen) == 0 && p[nlen] == '=') {
+            size_t n = 0;
+            for (size_t i = nlen + 1; i < len; i++) {
+                char c = p[i];
+                if (c == '+')
+                    c = ' ';
+                else if (c == '%' && i + 2 < len && cdc_hex_byte(p + i + 1) >= 0) {
+                    c = (char)cdc_hex_byte(p + i + 1);
+                    i += 2;
+                }
+                if (n + 1 >= size)
+                    return false;
+                out[n++] = c;
+            }
+            out[n] = '\0';
+            return true;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return false;
 }
 
 void cdc_http_doc_init(cdc_http_doc_t *d)
@@ -415,10 +538,18 @@ void cdc_http_server_close(cdc_http_server_t *s)
 {
     if (s == NULL)
         return;
+    /* POST handlers still running answer on the server's connections and use the routes:
+     * wait for them while the server is up (their owners bound how long they take) */
+    pthread_mutex_lock(&s->lock);
+    while (s->actions > 0)
+        pthread_cond_wait(&s->idle, &s->lock);
+    pthread_mutex_unlock(&s->lock);
     if (s->http != NULL) {
         nng_http_server_stop(s->http);
         nng_http_server_release(s->http);
     }
+    pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->lock);
     free(s->token);
     free(s);
 }

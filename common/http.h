@@ -2,13 +2,16 @@
  * Admin HTTP endpoint of every process, built on NNG's HTTP server. It serves
  * /healthz (200 "ok", or 503 from a health callback: common/health.h), /readyz (200 or
  * 503 from a ready callback), /metrics (the Prometheus text of a metrics registry) and GET
- * handlers that the process registers, such as the coordinator's /status (JSON). Unknown
- * paths get 404, other methods on known paths 405. With a bearer token set, /metrics and
+ * handlers that the process registers, such as the coordinator's /status (JSON), and POST
+ * handlers, actions such as the coordinator's /compact. Unknown paths get 404, other
+ * methods on known paths 405. With a bearer token set, /metrics and
  * the registered handlers answer 401 to a request without "Authorization: Bearer <token>";
  * /healthz and /readyz stay open for probes (docs/security.md).
  *
- * Threads: handlers and the ready callback run on NNG's worker threads, possibly
- * concurrently; they must be thread-safe and should not block for long.
+ * Threads: GET handlers and the ready callback run on NNG's worker threads, possibly
+ * concurrently; they must be thread-safe and should not block for long. A POST handler
+ * runs on a thread of its own (at most 4 at once, more get 503) and may block while its
+ * action runs; cdc_http_server_close() waits for it, so its owner must bound it.
  */
 #ifndef CDC_HTTP_H
 #define CDC_HTTP_H
@@ -38,7 +41,7 @@ typedef struct cdc_http_response {
 } cdc_http_response_t;
 
 /*
- * A GET handler. `path` is the request path without the query string, `query` the
+ * A GET or POST handler. `path` is the request path without the query string, `query` the
  * part after '?' ("" when none). Both are valid only during the call.
  */
 typedef void (*cdc_http_handler_fn)(void *arg, const char *path, const char *query,
@@ -79,6 +82,21 @@ cdc_err_t cdc_http_server_set_token(cdc_http_server_t *s, const char *token, cdc
 /* Registers a GET handler for an exact path (e.g. "/status"). Call before start. */
 cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,
                               void *arg, cdc_error_t *e);
+
+/*
+ * Registers a POST handler for an exact path (e.g. "/compact"; the request body is not
+ * read: arguments come in the query). It runs on a thread of its own and may block, see
+ * above. A path may have a GET and a POST handler. Call before start.
+ */
+cdc_err_t cdc_http_server_add_post(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,
+                                   void *arg, cdc_error_t *e);
+
+/*
+ * The value of parameter name in query ("a=1&b=x%2Ey": b is "x.y", percent-decoded; '+'
+ * is a space) into out (size bytes, NUL-terminated). False when the parameter is absent
+ * or its value does not fit.
+ */
+bool cdc_http_query_param(const char *query, const char *name, char *out, size_t size);
 
 /*
  * A JSON document its owner rebuilds (e.g. /status, on the owner's main thread) and the

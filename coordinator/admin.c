@@ -1,8 +1,8 @@
 /*
- * Admin API of the coordinator: /status (JSON), /readyz, /healthz, plus /metrics from
- * common/http.c. The main loop builds the status document (it owns the state) and
- * publishes it under a mutex; HTTP threads only copy the published text. A standby
- * answers /status with the leader's (fetched from the leader's admin address), so
+ * Admin API of the coordinator: /status (JSON), /readyz, /healthz, POST /compact (a
+ * compaction now, maintenance.h), plus /metrics from common/http.c. The main loop builds the status
+ * document (it owns the state) and publishes it under a mutex; HTTP threads only copy the published
+ * text. A standby answers /status with the leader's (fetched from the leader's admin address), so
  * whichever coordinator a Service picks, /status describes the running job; /readyz is
  * 200 for the leader RUNNING and for a standby alike, so rollouts and disruption budgets
  * count both (docs/deployment.md, "Health and readiness"). /healthz fails when the loop
@@ -29,7 +29,10 @@
  * dashboard (dashboard.c) also workers[].health and .dlq, assignment[].state, lag_source
  * (kafka: the ends from the brokers, watermarks.h; acks: as the owners report them), dlq
  * {total, classes}, tables [{table, rows, changes, changes_per_s, fresh_p50_ms,
- * fresh_p99_ms, fresh_max_ms, mirror {...}, changelog {...}}] (history.h, table_stats.h).
+ * fresh_p99_ms, fresh_max_ms, mirror {...}, changelog {...}}] (history.h, table_stats.h;
+ * mirror and changelog: epoch, committed_at_ms, records, equality_deletes, data_files,
+ * delete_files, bytes, snapshots, avg_file_bytes, compactions, last_compaction_ms,
+ * bytes_rewritten, files_rewritten).
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -41,12 +44,15 @@
 #include <jansson.h>
 
 #include "common/clock.h"
+#include "common/config.h"
 #include "common/httpc.h"
 #include "common/log.h"
 #include "coordinator/coordinator.h"
 
 /* A forwarded /status waits this long for the leader, then serves our own. */
 #define FORWARD_TIMEOUT_MS 2000
+/* POST /compact waits this long for the compaction unless its timeout= says otherwise. */
+#define COMPACT_TIMEOUT_MS (10 * 60 * 1000)
 
 /* Main thread: where a standby's /status comes from (the leader's admin address), or ""
  * when this process answers itself (it leads, nobody does, or the key names us). */
@@ -227,15 +233,35 @@ static json_t *dlq_json(cdc_coord_t *c)
     return o;
 }
 
-/* One Iceberg table's health after its last commit by this process. */
+/* The mean size of the live files of a table's current snapshot (0 without files). */
+static int64_t avg_file_bytes(const cdc_table_stats_t *s)
+{
+    int64_t files = s->data_files + s->delete_files;
+    return files > 0 ? s->files_bytes / files : 0;
+}
+
+/* One Iceberg table's health after its last commit by this process, and what compaction
+ * did to it (maintenance.h) since this process leads. */
 static json_t *table_health_json(const cdc_table_stats_t *s)
 {
-    static const char *const names[] = {
-        "epoch",      "committed_at_ms", "records", "equality_deletes",
-        "data_files", "delete_files",    "bytes",   "snapshots"};
-    const int64_t values[] = {(int64_t)s->epoch,   s->committed_at_ms, s->records,
-                              s->equality_deletes, s->data_files,      s->delete_files,
-                              s->files_bytes,      s->snapshots};
+    static const char *const names[] = {"epoch",
+                                        "committed_at_ms",
+                                        "records",
+                                        "equality_deletes",
+                                        "data_files",
+                                        "delete_files",
+                                        "bytes",
+                                        "snapshots",
+                                        "avg_file_bytes",
+                                        "compactions",
+                                        "last_compaction_ms",
+                                        "bytes_rewritten",
+                                        "files_rewritten"};
+    const int64_t values[] = {(int64_t)s->epoch,   s->committed_at_ms,    s->records,
+                              s->equality_deletes, s->data_files,         s->delete_files,
+                              s->files_bytes,      s->snapshots,          avg_file_bytes(s),
+                              s->compactions,      s->last_compaction_ms, s->bytes_rewritten,
+                              s->files_rewritten};
     json_t *o = json_object();
     json_object_set_new(o, "table", json_string(s->table));
     for (size_t k = 0; k < sizeof(values) / sizeof(values[0]); k++)
@@ -243,8 +269,57 @@ static json_t *table_health_json(const cdc_table_stats_t *s)
     return o;
 }
 
+/* The Prometheus gauges and counters of one Iceberg table's health (docs/operations.md,
+ * "Metrics"): refreshed whenever the status is published, so a compaction shows without
+ * waiting for the table's next epoch commit. Main thread. */
+static void table_metrics(cdc_coord_t *c, const cdc_table_stats_t *s)
+{
+    static const struct {
+        const char *name, *help;
+    } gauges[] =
+        {
+            {"cdc_coordinator_table_data_files",
+             "Live data files of the table's current snapshot."},
+            {"cdc_coordinator_table_delete_files",
+             "Live delete files of the table's current snapshot."},
+            {"cdc_coordinator_table_snapshots", "Snapshots the table's metadata keeps."},
+            {"cdc_coordinator_table_rows", "Rows of the table: records less equality deletes."},
+            {"cdc_coordinator_table_avg_file_bytes",
+             "Mean size of the live data and delete files of the table's current snapshot."},
+            {"cdc_coordinator_table_last_compaction_timestamp_seconds",
+             "When a compaction of the table was last committed (unix time; 0 = not since this "
+             "process leads)."},
+        },
+      counters[] = {
+          {"cdc_coordinator_table_compactions_total",
+           "Compactions committed to the table (one or more partition rewrites each)."},
+          {"cdc_coordinator_table_rewritten_bytes_total",
+           "Bytes of data and delete files the table's committed compactions read."},
+          {"cdc_coordinator_table_rewritten_files_total",
+           "Data and delete files the table's committed compactions removed."},
+      };
+    const double gv[] = {(double)s->data_files,     (double)s->delete_files,
+                         (double)s->snapshots,      (double)cdc_table_stats_rows(s),
+                         (double)avg_file_bytes(s), (double)s->last_compaction_ms / 1000.0};
+    const double cv[] = {(double)s->compactions, (double)s->bytes_rewritten,
+                         (double)s->files_rewritten};
+    const char *labels[] = {"table", s->table, NULL};
+
+    for (size_t k = 0; k < sizeof(gv) / sizeof(gv[0]); k++)
+        cdc_metrics_gauge_set(cdc_metrics_gauge(c->metrics, gauges[k].name, gauges[k].help, labels),
+                              gv[k]);
+    for (size_t k = 0; k < sizeof(cv) / sizeof(cv[0]); k++) {
+        /* the stats hold totals: the counter takes what it has not counted yet */
+        cdc_counter_t *ct =
+            cdc_metrics_counter(c->metrics, counters[k].name, counters[k].help, labels);
+        double seen = cdc_metrics_value(ct);
+        if (cv[k] > seen)
+            cdc_metrics_counter_add(ct, cv[k] - seen);
+    }
+}
+
 /* Per source table: freshness, throughput and rows (history.h), and the health of its
- * mirror and changelog (table_stats.h). */
+ * mirror and changelog (table_stats.h); sets every table's metrics on the way. */
 static json_t *tables_json(cdc_coord_t *c)
 {
     json_t *a = json_array();
@@ -254,6 +329,8 @@ static json_t *tables_json(cdc_coord_t *c)
     size_t ns =
         st && c->committer ? cdc_committer_table_stats(c->committer, st, CDC_TABLE_STATS_MAX) : 0;
 
+    for (size_t k = 0; k < ns; k++)
+        table_metrics(c, &st[k]);
     for (size_t i = 0; i < nh; i++) {
         json_t *o = json_object();
         char changelog[300];
@@ -511,9 +588,107 @@ static bool ready(void *arg, char *reason, size_t size)
     return false;
 }
 
+/* Fills resp with the JSON document o (taken) and status. */
+static void respond_json(cdc_http_response_t *resp, int status, json_t *o)
+{
+    resp->status = status;
+    resp->body = json_dumps(o, JSON_COMPACT);
+    resp->body_len = resp->body ? strlen(resp->body) : 0;
+    if (resp->body == NULL)
+        resp->status = 500;
+    snprintf(resp->content_type, sizeof(resp->content_type), "application/json");
+    json_decref(o);
+}
+
+/* The HTTP status of a failed compaction: what the caller can do about it. */
+static int compact_status(cdc_err_t rc)
+{
+    switch (rc) {
+    case CDC_ERR_INVALID:
+        return 400;
+    case CDC_ERR_NOT_FOUND:
+        return 404;
+    case CDC_ERR_TIMEOUT:
+        return 504;
+    case CDC_ERR_UNAVAILABLE: /* a standby, or stepping down */
+    case CDC_ERR_CLOSED:
+    case CDC_ERR_FENCED:
+        return 503;
+    default:
+        return 500;
+    }
+}
+
+/*
+ * HTTP thread (a POST's own): POST /compact?table=<ns>.<table>[&timeout=<duration>]
+ * compacts the table (and its changelog) now and waits for it (maintenance.h), 10 min
+ * unless timeout says otherwise. 200 {table, partitions, dropped, files_removed,
+ * files_added, bytes_read, bytes_written, rows_deleted}; otherwise {table, error} with 400
+ * (no table, bad timeout), 404 (a table the job has not committed to), 503 (this
+ * coordinator does not lead: "leader" names the admin address of the one that does), 504
+ * (still running when the timeout passed: it goes on), 500.
+ */
+static void compact(void *arg, const char *path, const char *query, cdc_http_response_t *resp)
+{
+    cdc_coord_t *c = arg;
+    char table[256], timeout[64];
+    int64_t timeout_ms = COMPACT_TIMEOUT_MS;
+    cdc_compact_result_t res;
+    cdc_error_t e;
+    cdc_err_t rc;
+    json_t *o = json_object();
+    cdc_job_state_t js = (cdc_job_state_t)atomic_load(&c->state_seen);
+
+    (void)path;
+    memset(&res, 0, sizeof(res));
+    if (!cdc_http_query_param(query, "table", table, sizeof(table)) || table[0] == '\0') {
+        table[0] = '\0';
+        rc = cdc_error_set(&e, CDC_ERR_INVALID,
+                           "POST /compact needs the table: /compact?table=<schema>.<table>");
+    } else if (cdc_http_query_param(query, "timeout", timeout, sizeof(timeout)) &&
+               (!cdc_parse_duration_ms(timeout, &timeout_ms) || timeout_ms <= 0)) {
+        rc = cdc_error_set(&e, CDC_ERR_INVALID,
+                           "invalid timeout \"%s\" of POST /compact: a duration such as 90s",
+                           timeout);
+    } else if (js == CDC_JOB_STANDBY || js == CDC_JOB_STARTING) {
+        /* (the maintenance is set up before any other state is published) */
+        rc = cdc_error_set(&e, CDC_ERR_UNAVAILABLE, "coordinator \"%s\" does not lead the job (%s)",
+                           c->cfg.id, cdc_job_state_name(js));
+    } else {
+        rc = cdc_maint_compact_now(c->maint, table, timeout_ms, &res, &e);
+    }
+    json_object_set_new(o, "table", json_string(table));
+    if (rc != CDC_OK) {
+        char to[sizeof(c->forward_to)];
+        pthread_mutex_lock(&c->forward_lock);
+        snprintf(to, sizeof(to), "%s", c->forward_to);
+        pthread_mutex_unlock(&c->forward_lock);
+        json_object_set_new(o, "error", json_string(e.msg));
+        if (rc == CDC_ERR_UNAVAILABLE && to[0] != '\0')
+            json_object_set_new(o, "leader", json_string(to));
+        cdc_log_warn("POST /compact?%s: %s", query, e.msg);
+        respond_json(resp, compact_status(rc), o);
+        return;
+    }
+    json_object_set_new(o, "partitions", json_integer(res.partitions));
+    json_object_set_new(o, "dropped", json_integer(res.dropped));
+    json_object_set_new(o, "files_removed", json_integer(res.files_removed));
+    json_object_set_new(o, "files_added", json_integer(res.files_added));
+    json_object_set_new(o, "bytes_read", json_integer(res.bytes_read));
+    json_object_set_new(o, "bytes_written", json_integer(res.bytes_written));
+    json_object_set_new(o, "rows_deleted", json_integer(res.rows_deleted));
+    cdc_log_info("POST /compact: \"%s\" compacted: %d partitions rewritten (%d dropped), %" PRId64
+                 " files removed, %" PRId64 " added",
+                 table, res.partitions, res.dropped, res.files_removed, res.files_added);
+    respond_json(resp, 200, o);
+}
+
 cdc_err_t cdc_admin_register(cdc_coord_t *c, cdc_error_t *e)
 {
+    cdc_err_t rc;
     cdc_http_server_set_ready(c->http, ready, c);
     cdc_http_server_set_health(c->http, cdc_health_check, &c->health);
-    return cdc_http_server_add(c->http, "/status", status, c, e);
+    if ((rc = cdc_http_server_add(c->http, "/status", status, c, e)) != CDC_OK)
+        return rc;
+    return cdc_http_server_add_post(c->http, "/compact", compact, c, e);
 }

@@ -5,7 +5,8 @@
  * which this file fills: a sample a second from the loop (each slot's lag, the live
  * workers, the job state, the dead letters so far) and, after each commit, the epoch and
  * what it left in its tables. The page polls /status and /history; it loads nothing
- * else. The per-table and per-slot metrics the same values give are exported here too.
+ * else. The per-slot metrics and the changelogs' change and freshness metrics the same
+ * values give are exported here too (the tables' health metrics: admin.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,27 +105,6 @@ void cdc_dashboard_sample(cdc_coord_t *c, int64_t now)
     cdc_history_sample(c->hist, &s);
 }
 
-/* The gauges of one Iceberg table after its commit. */
-static void table_metrics(cdc_coord_t *c, const cdc_table_stats_t *s)
-{
-    const char *labels[] = {"table", s->table, NULL};
-    cdc_metrics_gauge_set(cdc_metrics_gauge(c->metrics, "cdc_coordinator_table_data_files",
-                                            "Live data files of the table's current snapshot.",
-                                            labels),
-                          (double)s->data_files);
-    cdc_metrics_gauge_set(cdc_metrics_gauge(c->metrics, "cdc_coordinator_table_delete_files",
-                                            "Live delete files of the table's current snapshot.",
-                                            labels),
-                          (double)s->delete_files);
-    cdc_metrics_gauge_set(cdc_metrics_gauge(c->metrics, "cdc_coordinator_table_snapshots",
-                                            "Snapshots the table's metadata keeps.", labels),
-                          (double)s->snapshots);
-    cdc_metrics_gauge_set(cdc_metrics_gauge(c->metrics, "cdc_coordinator_table_rows",
-                                            "Rows of the table: records less equality deletes.",
-                                            labels),
-                          (double)cdc_table_stats_rows(s));
-}
-
 /* A changelog's commit: its changes and how fresh they were when visible. */
 static void changelog_metrics(cdc_coord_t *c, const char *table, const cdc_table_stats_t *s)
 {
@@ -167,7 +147,6 @@ void cdc_dashboard_committed(cdc_coord_t *c, const cdc_checkpoint_t *rec, int64_
         size_t len = strlen(s->table);
         if (s->epoch != rec->epoch)
             continue;
-        table_metrics(c, s);
         if (len > sl && strcmp(s->table + len - sl, CDC_CHANGELOG_SUFFIX) == 0) {
             char source[256];
             snprintf(source, sizeof(source), "%.*s", (int)(len - sl), s->table);

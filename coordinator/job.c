@@ -1001,6 +1001,9 @@ void cdc_coord_close(cdc_coord_t *c)
     /* resign so that a standby takes over at once */
     cdc_leader_close(&c->leader, true);
     cdc_presence_close(&c->presence); /* the record goes with the lease */
+    /* a running compaction is cancelled first: a POST /compact waiting for it answers
+     * 503 at once, and the HTTP server waits for its handlers */
+    cdc_maint_stop(c->maint);
     cdc_http_server_close(c->http);
     c->http = NULL;
     cdc_watermarks_close(c->watermarks);

@@ -188,7 +188,8 @@ static bool hybrid_decode(const uint8_t *p, size_t len, int bw, uint32_t *out, s
                 acc >>= bw;
                 nbits -= bw;
             }
-            t.p += groups < left / (size_t)bw ? (size_t)groups * (size_t)bw : left;
+            /* a group of 8 values takes bw bytes; the last groups may be cut (need fits) */
+            t.p += groups <= left / (size_t)bw ? (size_t)groups * (size_t)bw : left;
         }
     }
     return true;

@@ -23,6 +23,7 @@ typedef struct ctl_config {
     bool json;
     char *command;
     int64_t timeout_ms;
+    int64_t wait_ms; /* compact */
     /* dlq commands */
     char *kafka;
     char *kafka_properties;

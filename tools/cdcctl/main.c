@@ -1,6 +1,8 @@
 /*
  * cdcctl: operator CLI over the coordinator's admin API, etcd and Kafka.
  *   cdcctl status        the leader's /status, for a person (--json: raw)
+ *   cdcctl tables        the health of the Iceberg tables (files, snapshots, compactions)
+ *   cdcctl compact T     compacts table T now on the leader (POST /compact) and waits
  *   cdcctl leader        who leads the job (from etcd)
  *   cdcctl checkpoints   checkpoint records kept in etcd, newest first
  *   cdcctl checkpoint N  one record as JSON
@@ -34,12 +36,17 @@ static const cdc_opt_t options[] = {
     CDC_OPTS_ETCD(ctl_config_t, etcd),
     {"job", CDC_OPT_STRING, offsetof(ctl_config_t, job), "cdc", false, 0, 0, NULL, "Job name."},
     {"json", CDC_OPT_BOOL, offsetof(ctl_config_t, json), "false", false, 0, 0, NULL,
-     "Print raw JSON instead of the human form (dlq: one JSON object per line)."},
+     "Print raw JSON instead of the human form (tables: /status's tables; dlq: one JSON "
+     "object per line)."},
     {"command", CDC_OPT_STRING, offsetof(ctl_config_t, command), "status", false, 0, 0, NULL,
-     "status | leader | checkpoints | checkpoint:<epoch> | dlq:list | dlq:show | dlq:replay "
-     "(also given as the first arguments: \"checkpoint 42\", \"dlq list\")."},
+     "status | tables | compact:<schema>.<table> | leader | checkpoints | checkpoint:<epoch> | "
+     "dlq:list | dlq:show | dlq:replay (also given as the first arguments: \"checkpoint 42\", "
+     "\"compact public.orders\", \"dlq list\")."},
     {"timeout", CDC_OPT_DURATION, offsetof(ctl_config_t, timeout_ms), "3s", false, 100, 600000,
      NULL, "Timeout of each request."},
+    OPT("wait", CDC_OPT_DURATION, wait_ms, "10m", 1000, 86400000,
+        "compact: how long the coordinator waits for the compaction before it answers (it "
+        "goes on after that)."),
     OPT("kafka", CDC_OPT_STRING, kafka, NULL, 0, 0,
         "dlq: Kafka bootstrap servers host:port[,host:port]."),
     OPT("kafka-properties", CDC_OPT_STRING, kafka_properties, "", 0, 0,
@@ -78,15 +85,16 @@ static const cdc_opt_t options[] = {
     CDC_OPT_END,
 };
 
-/* GETs url into *out (the caller frees it with cdc_httpc_response_free()), with the
- * bearer token when one is set. Returns the HTTP status, or -1 when no answer came (said
- * on stderr). */
-static int http_get(const char *url, const char *token, long timeout_ms, cdc_httpc_response_t *out)
+/* Sends method (GET, POST without a body) to url, the answer into *out (the caller frees it
+ * with cdc_httpc_response_free()), with the bearer token when one is set. Returns the HTTP
+ * status, or -1 when no answer came (said on stderr). */
+static int http_request(const char *method, const char *url, const char *token, long timeout_ms,
+                        cdc_httpc_response_t *out)
 {
     cdc_httpc_t *h = cdc_httpc_open();
     char auth[1024];
     const char *headers[] = {auth, NULL};
-    cdc_httpc_request_t req = {.method = "GET", .url = url, .timeout_ms = timeout_ms};
+    cdc_httpc_request_t req = {.method = method, .url = url, .timeout_ms = timeout_ms};
     cdc_err_t rc;
 
     memset(out, 0, sizeof(*out));
@@ -100,7 +108,8 @@ static int http_get(const char *url, const char *token, long timeout_ms, cdc_htt
     memset(auth, 0, sizeof(auth));
     cdc_httpc_close(h);
     if (rc != CDC_OK) {
-        fprintf(stderr, "cdcctl: could not fetch \"%s\": %s\n", url, out->reason);
+        fprintf(stderr, "cdcctl: could not %s \"%s\": %s\n",
+                strcmp(method, "GET") == 0 ? "fetch" : method, url, out->reason);
         return -1;
     }
     return (int)out->status;
@@ -224,45 +233,184 @@ static void print_status(json_t *st)
     }
 }
 
-static int cmd_status(const ctl_config_t *cfg)
+/*
+ * Sends method path ("/status", "/compact?table=...") to the coordinator's admin API:
+ * --coordinator, or the leader's admin address from etcd. The answer goes into *b (the
+ * caller frees it) and the URL into url; returns the HTTP status, or -1 when there was no
+ * answer or no address (said on stderr). A 401 is explained here.
+ */
+static int admin_request(const ctl_config_t *cfg, const char *method, const char *path,
+                         long timeout_ms, cdc_httpc_response_t *b, char *url, size_t url_size)
 {
-    char url[512], *admin = cfg->coordinator ? strdup(cfg->coordinator) : NULL;
+    char *admin = cfg->coordinator ? strdup(cfg->coordinator) : NULL;
     int64_t term = 0;
-    cdc_httpc_response_t b;
-    int code, status = 1;
-    json_t *st;
+    int code;
 
+    memset(b, 0, sizeof(*b));
+    snprintf(url, url_size, "(no coordinator)");
     if (admin == NULL && (admin = leader_admin(cfg, &term)) == NULL)
-        return 1;
-    snprintf(url, sizeof(url), "http://%s/status", admin);
-    code = http_get(url, cfg->http_token, (long)cfg->timeout_ms, &b);
+        return -1;
+    snprintf(url, url_size, "http://%s%s", admin, path);
+    free(admin);
+    code = http_request(method, url, cfg->http_token, timeout_ms, b);
+    if (code == 401)
+        fprintf(stderr,
+                "cdcctl: %s %s answered HTTP 401: the coordinator requires a bearer "
+                "token%s\nhint: give cdcctl the coordinator's --http-token (--http-token-file "
+                "or CDC_HTTP_TOKEN_FILE)\n",
+                method, url, cfg->http_token ? " and refused this one" : "");
+    return code;
+}
+
+/* The leader's /status: parsed into *st (NULL with raw: the text is printed). Returns 0,
+ * or 1 (said on stderr). */
+static int fetch_status(const ctl_config_t *cfg, bool raw, json_t **st)
+{
+    char url[512];
+    cdc_httpc_response_t b;
+    int code = admin_request(cfg, "GET", "/status", (long)cfg->timeout_ms, &b, url, sizeof(url));
+    int status = 1;
+
+    *st = NULL;
     if (code != 200) {
-        if (code == 401)
-            fprintf(stderr,
-                    "cdcctl: GET %s answered HTTP 401: the coordinator requires a bearer "
-                    "token%s\nhint: give cdcctl the coordinator's --http-token (--http-token-file "
-                    "or CDC_HTTP_TOKEN_FILE)\n",
-                    url, cfg->http_token ? " and refused this one" : "");
-        else if (code > 0)
+        if (code > 0 && code != 401)
             fprintf(stderr, "cdcctl: GET %s answered HTTP %d\n", url, code);
-        goto done;
-    }
-    if (cfg->json) {
+    } else if (raw) {
         printf("%s\n", b.body);
         status = 0;
-        goto done;
-    }
-    st = json_loads(b.body, 0, NULL);
-    if (st == NULL) {
+    } else if ((*st = json_loads(b.body, 0, NULL)) == NULL) {
         fprintf(stderr, "cdcctl: %s did not return JSON\n", url);
-        goto done;
+    } else {
+        status = 0;
     }
-    print_status(st);
-    json_decref(st);
-    status = 0;
-done:
     cdc_httpc_response_free(&b);
-    free(admin);
+    return status;
+}
+
+static int cmd_status(const ctl_config_t *cfg)
+{
+    json_t *st;
+    int status = fetch_status(cfg, cfg->json, &st);
+    if (st != NULL) {
+        print_status(st);
+        json_decref(st);
+    }
+    return status;
+}
+
+/* bytes as a person reads them: 812 B, 14.2 KiB, 3.0 MiB, 1.2 GiB */
+static void human_bytes(char *out, size_t size, long long bytes)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(out, size, "%lld B", bytes);
+    else
+        snprintf(out, size, "%.1f %s", v, units[u]);
+}
+
+/* how long ago wall-clock ms at_ms was: "42s", "7m", "3h", "2d", or "never" (0) */
+static void human_age(char *out, size_t size, long long at_ms)
+{
+    long long s = (long long)time(NULL) - at_ms / 1000;
+    if (at_ms <= 0)
+        snprintf(out, size, "never");
+    else if (s < 120)
+        snprintf(out, size, "%llds ago", s < 0 ? 0 : s);
+    else if (s < 7200)
+        snprintf(out, size, "%lldm ago", s / 60);
+    else if (s < 172800)
+        snprintf(out, size, "%lldh ago", s / 3600);
+    else
+        snprintf(out, size, "%lldd ago", s / 86400);
+}
+
+/* One Iceberg table's row of `cdcctl tables` (h: a mirror or changelog of /status). */
+static void print_table_health(json_t *h)
+{
+    char avg[32], rewritten[32], last[32];
+    if (!json_is_object(h))
+        return;
+    human_bytes(avg, sizeof(avg), num(h, "avg_file_bytes"));
+    human_bytes(rewritten, sizeof(rewritten), num(h, "bytes_rewritten"));
+    human_age(last, sizeof(last), num(h, "last_compaction_ms"));
+    printf("%-36s %10lld %10lld %10s %9lld %12lld  %-11s %4lld %11s\n", str(h, "table"),
+           num(h, "data_files"), num(h, "delete_files"), avg, num(h, "snapshots"),
+           num(h, "records") - num(h, "equality_deletes"), last, num(h, "compactions"), rewritten);
+}
+
+/* `cdcctl tables`: the health of every Iceberg table the leader committed to. */
+static int cmd_tables(const ctl_config_t *cfg)
+{
+    json_t *st, *ts;
+    int status = fetch_status(cfg, false, &st);
+
+    if (st == NULL)
+        return status;
+    ts = json_object_get(st, "tables");
+    if (cfg->json) {
+        char *out = json_dumps(ts ? ts : json_array(), JSON_INDENT(2));
+        printf("%s\n", out ? out : "[]");
+        free(out);
+    } else {
+        printf("%-36s %10s %10s %10s %9s %12s  %-11s %4s %11s\n", "TABLE", "DATA FILES", "DELETES",
+               "AVG FILE", "SNAPSHOTS", "ROWS", "COMPACTED", "RUNS", "REWRITTEN");
+        for (size_t i = 0; i < json_array_size(ts); i++) {
+            print_table_health(json_object_get(json_array_get(ts, i), "mirror"));
+            print_table_health(json_object_get(json_array_get(ts, i), "changelog"));
+        }
+        if (json_array_size(ts) == 0)
+            printf("(no table committed by this leader yet)\n");
+    }
+    json_decref(st);
+    return status;
+}
+
+/* `cdcctl compact <schema>.<table>`: POST /compact on the leader, waits for it (--wait). */
+static int cmd_compact(const ctl_config_t *cfg, const char *table)
+{
+    char path[600], url[1024], in[32], out[32];
+    cdc_httpc_response_t b;
+    json_t *r = NULL;
+    int code, status = 1;
+
+    if (table[0] == '\0' || strchr(table, '.') == NULL || strpbrk(table, "&?#% ") != NULL) {
+        fprintf(stderr,
+                "cdcctl: compact needs a table <schema>.<table>, not \"%s\"\nhint: "
+                "cdcctl compact public.orders (cdcctl tables lists them)\n",
+                table);
+        return 2;
+    }
+    snprintf(path, sizeof(path), "/compact?table=%s&timeout=%" PRId64 "ms", table, cfg->wait_ms);
+    code = admin_request(cfg, "POST", path, (long)(cfg->wait_ms + cfg->timeout_ms), &b, url,
+                         sizeof(url));
+    if (code > 0 && b.body != NULL)
+        r = json_loads(b.body, 0, NULL);
+    if (code == 200 && r != NULL) {
+        human_bytes(in, sizeof(in), num(r, "bytes_read"));
+        human_bytes(out, sizeof(out), num(r, "bytes_written"));
+        printf("%s: %lld partitions rewritten (%lld dropped), %lld files removed, %lld added, "
+               "%s read, %s written, %lld deleted rows purged\n",
+               table, num(r, "partitions"), num(r, "dropped"), num(r, "files_removed"),
+               num(r, "files_added"), in, out, num(r, "rows_deleted"));
+        status = 0;
+    } else if (code > 0 && code != 401) {
+        fprintf(stderr, "cdcctl: POST %s answered HTTP %d: %s\n", url, code,
+                r != NULL ? str(r, "error") : (b.body ? b.body : ""));
+        if (code == 503 && r != NULL && str(r, "leader")[0])
+            fprintf(stderr, "hint: the leader's admin address is %s (--coordinator)\n",
+                    str(r, "leader"));
+        else if (code == 504)
+            fprintf(stderr, "hint: the compaction goes on; cdcctl tables shows when it "
+                            "committed (or give --wait more time)\n");
+    }
+    json_decref(r);
+    cdc_httpc_response_free(&b);
     return status;
 }
 
@@ -353,8 +501,9 @@ int main(int argc, char **argv)
     }
     memset(&cfg, 0, sizeof(cfg));
     cdc_config_load(options, "cdcctl",
-                    "Operator CLI of the CDC pipeline: cdcctl [options] status | leader | "
-                    "checkpoints | checkpoint <epoch> | dlq list | dlq show | dlq replay.",
+                    "Operator CLI of the CDC pipeline: cdcctl [options] status | tables | "
+                    "compact <schema>.<table> | leader | checkpoints | checkpoint <epoch> | "
+                    "dlq list | dlq show | dlq replay.",
                     nargs, args, &cfg);
     cmd = cfg.command;
     if (strncmp(cmd, "dlq:", 4) == 0)
@@ -364,14 +513,22 @@ int main(int argc, char **argv)
         status = 2;
     } else if (strcmp(cmd, "status") == 0)
         status = cmd_status(&cfg);
-    else if (strcmp(cmd, "leader") == 0 || strcmp(cmd, "checkpoints") == 0)
+    else if (strcmp(cmd, "tables") == 0)
+        status = cmd_tables(&cfg);
+    else if (strncmp(cmd, "compact:", 8) == 0)
+        status = cmd_compact(&cfg, cmd + 8);
+    else if (strcmp(cmd, "compact") == 0) {
+        fprintf(stderr, "cdcctl: compact needs a table\nhint: cdcctl compact public.orders "
+                        "(cdcctl tables lists them)\n");
+        status = 2;
+    } else if (strcmp(cmd, "leader") == 0 || strcmp(cmd, "checkpoints") == 0)
         status = cmd_etcd(&cfg, cmd, "");
     else if (strncmp(cmd, "checkpoint:", 11) == 0)
         status = cmd_etcd(&cfg, "checkpoint", cmd + 11);
     else {
         fprintf(stderr,
-                "cdcctl: unknown command \"%s\"\nhint: status, leader, checkpoints, "
-                "checkpoint <epoch>, dlq list, dlq show, dlq replay\n",
+                "cdcctl: unknown command \"%s\"\nhint: status, tables, compact <table>, leader, "
+                "checkpoints, checkpoint <epoch>, dlq list, dlq show, dlq replay\n",
                 cmd);
         status = 2;
     }

@@ -1,8 +1,11 @@
 /* Component tests of common/http.c: a real NNG HTTP server on loopback queried with
  * libcurl: /healthz (healthy, and unhealthy from a health callback), /readyz (ready and
  * not ready), /metrics from a registry, a custom JSON handler with a query string, 404 and
- * 405, two servers on port 0, and the bearer token (401 without it on /metrics and
- * /status, probes open). */
+ * 405, two servers on port 0, the bearer token (401 without it on /metrics and
+ * /status, probes open), and POST handlers (their own threads: a blocked one does not
+ * hold up GETs; 405 for GET on a POST-only path; with the token too) and query parameters. */
+#include <pthread.h>
+#include <unistd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -261,12 +264,111 @@ static void test_bearer_token(void **state)
     cdc_metrics_free(reg);
 }
 
+/* A POST action that blocks until released (or 5 s), then answers its query. */
+static pthread_mutex_t action_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t action_cond = PTHREAD_COND_INITIALIZER;
+static bool action_started, action_release;
+
+static void action_handler(void *arg, const char *path, const char *query,
+                           cdc_http_response_t *resp)
+{
+    char buf[256];
+    (void)arg;
+    pthread_mutex_lock(&action_lock);
+    action_started = true;
+    pthread_cond_broadcast(&action_cond);
+    for (int i = 0; i < 50 && !action_release; i++) {
+        pthread_mutex_unlock(&action_lock);
+        usleep(100000);
+        pthread_mutex_lock(&action_lock);
+    }
+    pthread_mutex_unlock(&action_lock);
+    snprintf(buf, sizeof(buf), "{\"path\":\"%s\",\"query\":\"%s\"}", path, query);
+    resp->body = strdup(buf);
+    resp->body_len = strlen(buf);
+    resp->status = 202;
+    snprintf(resp->content_type, sizeof(resp->content_type), "application/json");
+}
+
+typedef struct post_call {
+    int port;
+    reply_t r;
+} post_call_t;
+
+static void *post_thread(void *arg)
+{
+    post_call_t *pc = arg;
+    request(pc->port, "/act?table=a.b", "POST", "Authorization: Bearer tok", &pc->r);
+    return NULL;
+}
+
+static void test_post(void **state)
+{
+    cdc_error_t e;
+    cdc_http_server_t *s = NULL;
+    reply_t r;
+    post_call_t pc;
+    pthread_t t;
+    (void)state;
+
+    assert_int_equal(cdc_http_server_open(&s, "127.0.0.1:0", NULL, &e), CDC_OK);
+    assert_int_equal(cdc_http_server_set_token(s, "tok", &e), CDC_OK);
+    assert_int_equal(cdc_http_server_add_post(s, "/act", action_handler, NULL, &e), CDC_OK);
+    assert_int_equal(cdc_http_server_add_post(s, "/act", action_handler, NULL, &e), CDC_ERR_EXISTS);
+    assert_int_equal(cdc_http_server_add(s, "/status", status_handler, "j1", &e), CDC_OK);
+    assert_int_equal(cdc_http_server_add_post(s, "/status", action_handler, NULL, &e), CDC_OK);
+    assert_int_equal(cdc_http_server_start(s, &e), CDC_OK);
+    memset(&pc, 0, sizeof(pc));
+    pc.port = cdc_http_server_port(s);
+
+    request(pc.port, "/act", "POST", NULL, &r);
+    assert_int_equal(r.status, 401);
+    request(pc.port, "/act", NULL, "Authorization: Bearer tok", &r);
+    assert_int_equal(r.status, 405);
+
+    /* a blocked POST: GETs are still answered meanwhile */
+    assert_int_equal(pthread_create(&t, NULL, post_thread, &pc), 0);
+    pthread_mutex_lock(&action_lock);
+    while (!action_started)
+        pthread_cond_wait(&action_cond, &action_lock);
+    pthread_mutex_unlock(&action_lock);
+    for (int i = 0; i < 8; i++) {
+        request(pc.port, "/status", NULL, "Authorization: Bearer tok", &r);
+        assert_int_equal(r.status, 200);
+        assert_non_null(strstr(r.body, "\"job\":\"j1\""));
+    }
+    pthread_mutex_lock(&action_lock);
+    action_release = true;
+    pthread_mutex_unlock(&action_lock);
+    pthread_join(t, NULL);
+    assert_int_equal(pc.r.status, 202);
+    assert_string_equal(pc.r.body, "{\"path\":\"/act\",\"query\":\"table=a.b\"}");
+    assert_string_equal(pc.r.content_type, "application/json");
+    cdc_http_server_close(s);
+
+    /* the query parameters a handler reads */
+    char v[8];
+    assert_true(cdc_http_query_param("table=public.t&timeout=5s", "table", v, sizeof(v)) ==
+                false); /* does not fit */
+    assert_true(cdc_http_query_param("ta=1&table=a%2Eb+c&x", "table", v, sizeof(v)));
+    assert_string_equal(v, "a.b c");
+    assert_true(cdc_http_query_param("x&timeout=5s", "timeout", v, sizeof(v)));
+    assert_string_equal(v, "5s");
+    assert_true(cdc_http_query_param("timeout=", "timeout", v, sizeof(v)));
+    assert_string_equal(v, "");
+    assert_false(cdc_http_query_param("timeouts=1", "timeout", v, sizeof(v)));
+    assert_false(cdc_http_query_param("", "timeout", v, sizeof(v)));
+    assert_true(cdc_http_query_param("t=%zz%4", "t", v, sizeof(v))); /* not an escape: kept */
+    assert_string_equal(v, "%zz%4");
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_endpoints),
         cmocka_unit_test(test_bearer_token),
+        cmocka_unit_test(test_post),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

@@ -102,7 +102,7 @@ function expected(st) {
     e[k + 'fresh_p50_ms'] = t.fresh_p50_ms;
     e[k + 'fresh_p99_ms'] = t.fresh_p99_ms;
     e[k + 'fresh_max_ms'] = t.fresh_max_ms;
-    for (const f of ['data_files', 'delete_files', 'snapshots', 'epoch'])
+    for (const f of ['data_files', 'delete_files', 'avg_file_bytes', 'snapshots', 'compactions', 'epoch'])
       if (t.mirror) e[`${k}mirror.${f}`] = t.mirror[f];
     for (const f of ['data_files', 'snapshots'])
       if (t.changelog) e[`${k}changelog.${f}`] = t.changelog[f];
