@@ -354,6 +354,55 @@ static void test_zero_rows(void **state)
 }
 
 /* Without the iceberg.schema key the columns are typed from their Parquet types. */
+/*
+ * Dictionary indices of bit width 4 as one bit-packed group of 8 values followed by a short
+ * RLE run, fewer bytes than the width after the group: the reader once skipped that run
+ * (the changelog files of the pipeline, seen by compaction). Every split of distinct
+ * values and a run of repeats, with and without nulls, reads back exactly.
+ */
+static void test_bitpacked_then_short_run(void **state)
+{
+    static const cdc_ice_field_t f[] = {{.id = 1, .name = "s", .type = CDC_ICE_STRING}};
+    const cdc_ice_schema_t one = {.schema_id = 0, .fields = (cdc_ice_field_t *)f, .nfields = 1};
+    (void)state;
+    for (int distinct = 8; distinct <= 24; distinct++)
+        for (int run = 1; run <= 12; run++)
+            for (int nulls = 0; nulls < 2; nulls++) {
+                int n = distinct + run;
+                char text[64][8];
+                cdc_ice_value_t rows[64];
+                cdc_pq_writer_t *w;
+                cdc_error_t err;
+                uint8_t *data;
+                size_t len;
+                memset(rows, 0, sizeof(rows));
+                for (int i = 0; i < n; i++) {
+                    snprintf(text[i], sizeof(text[i]), "v%d", i < distinct ? i % 12 : 99);
+                    rows[i].is_null = nulls && i % 5 == 3;
+                    rows[i].v.bytes.ptr = (const uint8_t *)text[i];
+                    rows[i].v.bytes.len = strlen(text[i]);
+                }
+                assert_int_equal(cdc_pq_writer_open_buffer(&one, NULL, &w, &err), CDC_OK);
+                for (int i = 0; i < n; i++)
+                    assert_int_equal(cdc_pq_writer_append(w, &rows[i], &err), CDC_OK);
+                assert_int_equal(cdc_pq_writer_close(w, NULL, &err), CDC_OK);
+                assert_int_equal(cdc_pq_writer_take_buffer(w, &data, &len), CDC_OK);
+                cdc_pq_writer_free(w);
+                cdc_pq_reader_t *rd;
+                const cdc_ice_value_t *vals;
+                assert_int_equal(cdc_pq_reader_open(data, len, &rd, &err), CDC_OK);
+                if (cdc_pq_reader_column(rd, 0, &vals, &err) != CDC_OK)
+                    fail_msg("distinct %d run %d nulls %d: %s", distinct, run, nulls, err.msg);
+                for (int i = 0; i < n; i++) {
+                    assert_int_equal(vals[i].is_null, rows[i].is_null);
+                    if (!rows[i].is_null)
+                        assert_memory_equal(vals[i].v.bytes.ptr, text[i], strlen(text[i]));
+                }
+                cdc_pq_reader_free(rd);
+                free(data);
+            }
+}
+
 static void test_schema_from_parquet_types(void **state)
 {
     cdc_pq_options_t opts;
@@ -621,6 +670,7 @@ int main(void)
         cmocka_unit_test(test_row_groups_and_pages),
         cmocka_unit_test(test_dictionary_fallback),
         cmocka_unit_test(test_zero_rows),
+        cmocka_unit_test(test_bitpacked_then_short_run),
         cmocka_unit_test(test_schema_from_parquet_types),
         cmocka_unit_test(test_not_parquet),
         cmocka_unit_test(test_every_truncation),
