@@ -401,8 +401,17 @@ void cdc_maint_stop(cdc_maint_t *m)
     m->stopping = true;
     pthread_cond_broadcast(&m->wake);
     pthread_mutex_unlock(&m->lock);
-    if (running)
+    if (running) {
+        int64_t t0 = cdc_clock_mono_ms();
         pthread_join(m->thread, NULL);
+        int64_t took = cdc_clock_mono_ms() - t0;
+        if (took > 1000)
+            cdc_log_warn("maintenance: stopping its thread took %" PRId64
+                         " ms (the task that ran was cancelled)",
+                         took);
+        else
+            cdc_log_info("maintenance: stopped");
+    }
     pthread_mutex_lock(&m->lock);
     m->running = false;
     /* requests nobody will run: their waiters learn it */
