@@ -61,6 +61,14 @@ struct cdc_committer {
     cdc_table_layout_t layouts[MAX_KNOWN_TABLES];         /* applied, under known_lock */
     size_t nlayouts;
     cdc_table_stats_set_t stats; /* after each table's last commit */
+    /* One lock per table location, held over a commit's refresh and swap: the epoch commits
+     * and the maintenance thread's (maintenance.h) take turns instead of losing races to
+     * each other (created under known_lock, never freed before close). */
+    struct {
+        char *location;
+        pthread_mutex_t mu;
+    } locks[MAX_KNOWN_TABLES];
+    int nlocks;
 };
 
 size_t cdc_committer_schema_changes(cdc_committer_t *c, cdc_schema_change_t *out, size_t max)
@@ -209,6 +217,10 @@ void cdc_committer_close(cdc_committer_t *c)
         free(c->layouts[i].partition_by);
         free(c->layouts[i].sort_by);
     }
+    for (int i = 0; i < c->nlocks; i++) {
+        free(c->locks[i].location);
+        pthread_mutex_destroy(&c->locks[i].mu);
+    }
     pthread_mutex_destroy(&c->known_lock);
     cdc_table_stats_destroy(&c->stats);
     free(c);
@@ -217,6 +229,38 @@ void cdc_committer_close(cdc_committer_t *c)
 void cdc_committer_set_term(cdc_committer_t *c, uint64_t term)
 {
     c->term = term;
+}
+
+/* The lock of the table at location (created on first use); NULL when the table set is
+ * full or memory ran out (the commit then simply runs unlocked: races stay correct). */
+static pthread_mutex_t *table_mutex(cdc_committer_t *c, const char *location)
+{
+    pthread_mutex_t *mu = NULL;
+    pthread_mutex_lock(&c->known_lock);
+    for (int i = 0; i < c->nlocks && mu == NULL; i++)
+        if (strcmp(c->locks[i].location, location) == 0)
+            mu = &c->locks[i].mu;
+    if (mu == NULL && c->nlocks < MAX_KNOWN_TABLES &&
+        (c->locks[c->nlocks].location = strdup(location)) != NULL) {
+        pthread_mutex_init(&c->locks[c->nlocks].mu, NULL);
+        mu = &c->locks[c->nlocks++].mu;
+    }
+    pthread_mutex_unlock(&c->known_lock);
+    return mu;
+}
+
+void cdc_committer_table_lock(cdc_committer_t *c, const char *location)
+{
+    pthread_mutex_t *mu = table_mutex(c, location);
+    if (mu != NULL)
+        pthread_mutex_lock(mu);
+}
+
+void cdc_committer_table_unlock(cdc_committer_t *c, const char *location)
+{
+    pthread_mutex_t *mu = table_mutex(c, location);
+    if (mu != NULL)
+        pthread_mutex_unlock(mu);
 }
 
 uint64_t cdc_committer_term(cdc_committer_t *c)
@@ -732,8 +776,8 @@ static void apply_layout(cdc_committer_t *c, cdc_ice_table_t *t, const char *tab
     pthread_mutex_unlock(&c->known_lock);
 }
 
-static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, const char *table,
-                              cdc_commit_result_t *res, cdc_error_t *e)
+static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t *rec,
+                                     const char *table, cdc_commit_result_t *res, cdc_error_t *e)
 {
     char *location = table_location(c, table);
     cdc_ice_schema_t schema;
@@ -888,6 +932,20 @@ cleanup:
     else
         cdc_ice_table_close(t);
     cdc_ice_schema_free(&schema);
+    free(location);
+    return rc;
+}
+
+/* One table's commit under the table's lock (maintenance commits take turns with it). */
+static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, const char *table,
+                              cdc_commit_result_t *res, cdc_error_t *e)
+{
+    char *location = table_location(c, table);
+    if (location != NULL)
+        cdc_committer_table_lock(c, location);
+    cdc_err_t rc = commit_table_locked(c, rec, table, res, e);
+    if (location != NULL)
+        cdc_committer_table_unlock(c, location);
     free(location);
     return rc;
 }

@@ -143,6 +143,11 @@ cdc_storage_t *cdc_committer_storage(cdc_committer_t *c);
 const char *cdc_committer_job(const cdc_committer_t *c);
 size_t cdc_committer_tables(cdc_committer_t *c, char ***names, char ***locations);
 
+/* The lock of a table's commits (by location): held over a refresh and the swap, so that
+ * the epoch commits and the maintenance thread's take turns instead of racing. */
+void cdc_committer_table_lock(cdc_committer_t *c, const char *location);
+void cdc_committer_table_unlock(cdc_committer_t *c, const char *location);
+
 /* Notes a compaction of table (t holds the new version) in the table statistics. */
 void cdc_committer_note_compaction(cdc_committer_t *c, const char *table, const cdc_ice_table_t *t,
                                    int64_t bytes_rewritten, int64_t files_rewritten);

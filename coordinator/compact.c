@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "coordinator/assign.h"
@@ -44,6 +45,15 @@ typedef struct inputs {
     char **paths;
     size_t n;
 } inputs_t;
+
+/* The rewrites of one round of a table, committed together in one replace snapshot. */
+typedef struct batch {
+    inputs_t in; /* every input file (paths borrowed from the live files) */
+    size_t capin;
+    cdc_ice_data_file_t *out; /* every file written */
+    size_t nout, capout;
+    cdc_compact_result_t res; /* what committing it adds to the table's result */
+} batch_t;
 
 static bool is_input(const cdc_ice_data_file_t *f, void *arg)
 {
@@ -95,8 +105,12 @@ static cdc_err_t commit_rewrite(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t,
     cdc_err_t rc = CDC_OK;
     *committed = false;
     cdc_ice_props_set(&summary, "cdc.maintenance", "compaction");
+    /* under the table's commit lock: the epoch commits wait for this one instead of the two
+     * racing (at 100 ms epochs a rewrite's commit lost every race otherwise) */
+    if (cx->committer != NULL)
+        cdc_committer_table_lock(cx->committer, cdc_ice_table_get_location(t));
     for (int attempt = 0;; attempt++) {
-        if (attempt > 0 && (rc = cdc_ice_table_refresh(t, e)) != CDC_OK)
+        if ((rc = cdc_ice_table_refresh(t, e)) != CDC_OK)
             break;
         const char *tv = cdc_ice_table_snapshot_property(t, -1, CDC_ICE_SUMMARY_TERM);
         if (tv != NULL && strtoull(tv, NULL, 10) > cx->term) {
@@ -124,13 +138,15 @@ static cdc_err_t commit_rewrite(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t,
             break;
         cdc_error_clear(e);
     }
+    if (cx->committer != NULL)
+        cdc_committer_table_unlock(cx->committer, cdc_ice_table_get_location(t));
     cdc_ice_props_free(&summary);
     return rc;
 }
 
+/* Plans and rewrites one partition, adding its inputs and files to the batch. */
 static cdc_err_t compact_partition(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t, int part,
-                                   part_plan_t *pp, int64_t seq, cdc_compact_result_t *res,
-                                   cdc_error_t *e)
+                                   part_plan_t *pp, batch_t *b, cdc_error_t *e)
 {
     const int64_t target = cx->policy->target_bytes;
     cdc_ice_live_file_t *rw = calloc(pp->ndata + 1, sizeof(*rw));
@@ -200,7 +216,6 @@ static cdc_err_t compact_partition(const cdc_compact_ctx_t *cx, cdc_ice_table_t 
     if ((pp->ndels == 0 && nrw < 2) || (minor && nrw <= 1 && pp->ndels <= 1))
         goto done;
     minor = minor && pp->ndels > 0; /* merged deletes to write */
-    qsort(in.paths, in.n, sizeof(char *), cmp_str);
     snprintf(tag, sizeof(tag), "%s-e%" PRId64 "-p%d-compact", cx->job,
              cdc_ice_table_last_checkpoint(t, cx->job) < 0
                  ? (int64_t)0
@@ -214,47 +229,75 @@ static cdc_err_t compact_partition(const cdc_compact_ctx_t *cx, cdc_ice_table_t 
     if ((rc = cdc_ice_table_rewrite(t, rw, nrw, pp->dels, pp->ndels, &ro, &out, &nout, &st, e)) !=
         CDC_OK)
         goto done;
+    if (cdc_array_reserve(b->in.paths, b->capin, b->in.n + in.n, 64) != CDC_OK ||
+        cdc_array_reserve(b->out, b->capout, b->nout + nout, 16) != CDC_OK) {
+        cdc_ice_rewrite_discard(t, out, nout);
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    memcpy(b->in.paths + b->in.n, in.paths, in.n * sizeof(char *));
+    b->in.n += in.n;
+    memcpy(b->out + b->nout, out, nout * sizeof(*out));
+    b->nout += nout;
+    free(out); /* the files themselves moved to the batch */
+    b->res.partitions++;
+    b->res.files_removed += (int64_t)in.n;
+    b->res.files_added += (int64_t)nout;
+    b->res.bytes_read += st.bytes_read;
+    b->res.bytes_written += st.bytes_written;
+    b->res.rows_deleted += st.rows_deleted;
+    b->res.minors += minor;
+    cdc_log_debug("rewrote \"%s\" partition %d (%s): %zu data and %zu delete files (%" PRId64
+                  " bytes) into %zu (%" PRId64 " bytes), %" PRId64 " deleted rows dropped",
+                  cdc_ice_table_get_location(t), part, minor ? "minor" : "major", nrw, pp->ndels,
+                  st.bytes_read, nout, st.bytes_written, st.rows_deleted);
+done:
+    free(rw);
+    free(in.paths);
+    return rc;
+}
+
+/* Commits a round's rewrites in one replace snapshot (or drops them all, inputs changed). */
+static cdc_err_t commit_batch(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t, int64_t seq,
+                              batch_t *b, cdc_compact_result_t *res, cdc_error_t *e)
+{
+    bool committed = false;
 #if CDC_FAULTS
     if (cx->fault != NULL && strcmp(cx->fault, "exit-mid-compaction") == 0) {
         cdc_log_error("fault injection: exiting at \"exit-mid-compaction\" (%zu files written)",
-                      nout);
+                      b->nout);
         _exit(86);
     }
 #endif
-    bool committed;
-    rc = commit_rewrite(cx, t, seq, &in, out, nout, &committed, e);
+    qsort(b->in.paths, b->in.n, sizeof(char *), cmp_str);
+    cdc_err_t rc = commit_rewrite(cx, t, seq, &b->in, b->out, b->nout, &committed, e);
     if (rc == CDC_ERR_STALE) {
-        cdc_log_warn("compaction of \"%s\" partition %d dropped: %s", cdc_ice_table_get_location(t),
-                     part, e->msg);
+        cdc_log_warn("compaction of \"%s\" dropped (%d partitions): %s",
+                     cdc_ice_table_get_location(t), b->res.partitions, e->msg);
         cdc_error_clear(e);
-        res->dropped++;
+        res->dropped += b->res.partitions;
         rc = CDC_OK;
+    } else if (rc == CDC_ERR_CONFLICT) {
+        res->conflicts += b->res.partitions;
     }
     if (!committed) {
         /* a definite refusal (or a dropped rewrite) leaves the files unreferenced; after an
          * unknown outcome they may be referenced: orphan cleanup decides then */
         if (rc == CDC_OK || rc == CDC_ERR_CONFLICT || rc == CDC_ERR_FENCED)
-            cdc_ice_rewrite_discard(t, out, nout);
+            cdc_ice_rewrite_discard(t, b->out, b->nout);
         else
-            cdc_ice_data_files_free(out, nout);
-        goto done;
+            cdc_ice_data_files_free(b->out, b->nout);
+        return rc;
     }
-    res->partitions++;
-    res->files_removed += (int64_t)in.n;
-    res->files_added += (int64_t)nout;
-    res->bytes_read += st.bytes_read;
-    res->bytes_written += st.bytes_written;
-    res->rows_deleted += st.rows_deleted;
-    res->minors += minor;
-    cdc_log_debug("compacted \"%s\" partition %d (%s): %zu data and %zu delete files (%" PRId64
-                  " bytes) into %zu (%" PRId64 " bytes), %" PRId64 " deleted rows dropped",
-                  cdc_ice_table_get_location(t), part, minor ? "minor" : "major", nrw, pp->ndels,
-                  st.bytes_read, nout, st.bytes_written, st.rows_deleted);
-    cdc_ice_data_files_free(out, nout);
-done:
-    free(rw);
-    free(in.paths);
-    return rc;
+    cdc_ice_data_files_free(b->out, b->nout);
+    res->partitions += b->res.partitions;
+    res->minors += b->res.minors;
+    res->files_removed += b->res.files_removed;
+    res->files_added += b->res.files_added;
+    res->bytes_read += b->res.bytes_read;
+    res->bytes_written += b->res.bytes_written;
+    res->rows_deleted += b->res.rows_deleted;
+    return CDC_OK;
 }
 
 cdc_err_t cdc_compact_table(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t,
@@ -264,8 +307,10 @@ cdc_err_t cdc_compact_table(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t,
     size_t nfiles = 0;
     part_plan_t plan[CDC_PARTITIONS];
     int64_t now = cdc_clock_wall_ms();
+    batch_t b;
     cdc_err_t rc;
 
+    memset(&b, 0, sizeof(b));
     memset(plan, 0, sizeof(plan));
     if ((rc = cdc_ice_table_refresh(t, e)) != CDC_OK)
         return rc;
@@ -312,8 +357,13 @@ cdc_err_t cdc_compact_table(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t,
             continue;
         if (!cx->force && !policy_wants(cx, pp, now))
             continue;
-        rc = compact_partition(cx, t, p, pp, seq, res, e);
+        rc = compact_partition(cx, t, p, pp, &b, e);
     }
+    if (rc == CDC_OK && b.nout + b.in.n > 0)
+        rc = commit_batch(cx, t, seq, &b, res, e);
+    else
+        cdc_ice_rewrite_discard(t, b.out, b.nout);
+    free(b.in.paths);
     for (int p = 0; p < CDC_PARTITIONS; p++) {
         free(plan[p].data);
         free(plan[p].dels);

@@ -37,6 +37,7 @@
 
 #include "common/err.h"
 #include "common/iceberg/table.h"
+#include "coordinator/commit.h"
 
 typedef struct cdc_compact_policy {
     int64_t min_files;        /* a partition with more live files than this is compacted */
@@ -50,12 +51,14 @@ typedef struct cdc_compact_result {
     int partitions; /* rewrites committed */
     int minors;     /* of which minor: large files kept, deletes merged (compact.c) */
     int dropped;    /* rewrites dropped: their inputs changed meanwhile */
+    int conflicts;  /* rewrites that lost every commit race (retried next round) */
     int64_t files_removed, files_added;
     int64_t bytes_read, bytes_written; /* input files read, files written */
     int64_t rows_deleted;              /* rows equality deletes removed for good */
 } cdc_compact_result_t;
 
 typedef struct cdc_compact_ctx {
+    cdc_committer_t *committer; /* its table lock is held over each commit (may be NULL) */
     const char *job;
     uint64_t term; /* leader term: a table committed by a newer one is left alone (FENCED) */
     const cdc_compact_policy_t *policy;

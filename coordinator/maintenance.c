@@ -164,7 +164,8 @@ static cdc_err_t compact_one(cdc_maint_t *m, const char *name, const char *locat
     if (rc != CDC_OK)
         return rc;
     bound_metadata(m, t);
-    cdc_compact_ctx_t cx = {.job = m->job,
+    cdc_compact_ctx_t cx = {.committer = m->committer,
+                            .job = m->job,
                             .term = m->term,
                             .policy = &m->o.policy,
                             .force = force,

@@ -270,7 +270,8 @@ static cdc_err_t compact(const char *loc, bool force, void (*during)(void),
     cdc_ice_table_t *t;
     cdc_error_t e;
     hook_t h = {during, 0};
-    cdc_compact_ctx_t cx = {.job = "job",
+    cdc_compact_ctx_t cx = {.committer = fx.cm,
+                            .job = "job",
                             .term = 1,
                             .policy = &policy,
                             .force = force,
@@ -436,15 +437,23 @@ static void test_compact_inputs_changed(void **state)
     (void)state;
 
     history();
-    /* slot 0's files are removed by a TRUNCATE while its rewrite runs: dropped */
+    /* slot 0's files are removed by a TRUNCATE while the round runs: the round's one
+     * commit (slots 0 and 1) is dropped and its files deleted */
     assert_int_equal(compact(fx.loc, true, truncate_slot0, &res), CDC_OK);
-    assert_int_equal(res.dropped, 1);
-    assert_int_equal(res.partitions, 1); /* slot 1 */
-    assert_int_equal(compacted_files_on_disk(), 1);
+    assert_int_equal(res.dropped, 2);
+    assert_int_equal(res.partitions, 0);
+    assert_int_equal(compacted_files_on_disk(), 0);
     n = read_table(fx.loc, rows, &nd, &ndel);
     assert_int_equal(n, 39 + 1);
     for (size_t i = 0; i < n; i++)
         assert_true(rows[i].id >= 500);
+    /* the next round plans from the truncated table and commits */
+    assert_int_equal(compact(fx.loc, true, NULL, &res), CDC_OK);
+    assert_int_equal(res.dropped, 0);
+    assert_int_equal(res.partitions, 1); /* slot 1; slot 0 holds one file, nothing to gain */
+    static row_t again[MAXROWS];
+    assert_int_equal(read_table(fx.loc, again, &nd, &ndel), n);
+    assert_memory_equal(rows, again, n * sizeof(row_t));
 }
 
 static void test_compact_policy(void **state)
