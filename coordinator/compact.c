@@ -187,10 +187,10 @@ static cdc_err_t compact_partition(const cdc_compact_ctx_t *cx, cdc_ice_table_t 
     res->bytes_read += st.bytes_read;
     res->bytes_written += st.bytes_written;
     res->rows_deleted += st.rows_deleted;
-    cdc_log_info("compacted \"%s\" partition %d: %zu data and %zu delete files (%" PRId64
-                 " bytes) into %zu (%" PRId64 " bytes), %" PRId64 " deleted rows dropped",
-                 cdc_ice_table_get_location(t), part, nrw, pp->ndels, st.bytes_read, nout,
-                 st.bytes_written, st.rows_deleted);
+    cdc_log_debug("compacted \"%s\" partition %d: %zu data and %zu delete files (%" PRId64
+                  " bytes) into %zu (%" PRId64 " bytes), %" PRId64 " deleted rows dropped",
+                  cdc_ice_table_get_location(t), part, nrw, pp->ndels, st.bytes_read, nout,
+                  st.bytes_written, st.rows_deleted);
     cdc_ice_data_files_free(out, nout);
 done:
     free(rw);

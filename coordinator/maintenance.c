@@ -176,8 +176,14 @@ static cdc_err_t compact_one(cdc_maint_t *m, const char *name, const char *locat
     m->rate_start_ms = cdc_clock_mono_ms();
     m->rate_bytes = 0;
     rc = cdc_compact_table(&cx, t, &r, e);
-    if (r.partitions > 0)
+    if (r.partitions > 0) {
         cdc_committer_note_compaction(m->committer, name, t, r.bytes_read, r.files_removed);
+        cdc_log_info("compacted \"%s\"%s: %d partitions, %" PRId64 " files (%" PRId64
+                     " bytes) into %" PRId64 " (%" PRId64 " bytes), %" PRId64
+                     " deleted rows dropped",
+                     name, force ? " on request" : "", r.partitions, r.files_removed, r.bytes_read,
+                     r.files_added, r.bytes_written, r.rows_deleted);
+    }
     cdc_metrics_counter_add(m->m_compactions, r.partitions);
     cdc_metrics_counter_add(m->m_dropped, r.dropped);
     cdc_metrics_counter_add(m->m_bytes_read, r.bytes_read);

@@ -7,10 +7,9 @@
  *                    one row delta), deletes (equality deletes only) and one
  *                    schema change (add column) half-way; an in-memory model
  *                    applies the same operations. With --compact-every N, every N
- *                    commits the whole table is rewritten (table maintenance). With --partition-by the table
- *                    is partitioned from the start: each commit writes one data file
- *                    per partition of its rows (values from partition.c's
- *                    transforms), equality deletes go to the unpartitioned spec 0.
+ *                    commits the whole table is rewritten (table maintenance). With --partition-by
+ * the table is partitioned from the start: each commit writes one data file per partition of its
+ * rows (values from partition.c's transforms), equality deletes go to the unpartitioned spec 0.
  *   --mode alltypes  one append of a few rows with a column of every type.
  *   --mode race      one of several committer processes: opens (or creates) the
  *                    table and commits --commits appends of one row each with
@@ -407,14 +406,14 @@ static void compact_all(ctx_t *c, int64_t checkpoint)
     snprintf(cp, sizeof(cp), "%" PRId64, checkpoint);
     cdc_ice_props_set(&sum, CDC_ICE_SUMMARY_JOB, "ice-testgen");
     cdc_ice_props_set(&sum, CDC_ICE_SUMMARY_CHECKPOINT, cp);
-    cdc_ice_commit_t ic = {.data_files = out,
-                           .ndata_files = nout,
-                           .summary = &sum,
-                           .remove = remove_all,
-                           .data_sequence_number =
-                               cdc_ice_metadata_current_snapshot(cdc_ice_table_metadata(c->t))
-                                   ->sequence_number,
-                           .expect_removed = n};
+    cdc_ice_commit_t ic = {
+        .data_files = out,
+        .ndata_files = nout,
+        .summary = &sum,
+        .remove = remove_all,
+        .data_sequence_number =
+            cdc_ice_metadata_current_snapshot(cdc_ice_table_metadata(c->t))->sequence_number,
+        .expect_removed = n};
     if (cdc_ice_table_commit(c->t, &ic, NULL, &e) != CDC_OK)
         die("commit the rewrite", &e);
     cdc_ice_props_free(&sum);
