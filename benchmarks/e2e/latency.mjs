@@ -64,7 +64,12 @@ function snapshotTimes(dir) {
     // under its final name (and the temporary name unlinked), which sets ctime; from
     // then on readers can find it. mtime (end of writing) is a little earlier.
     const visible = fs.statSync(p).ctimeMs;
+    // the oldest file kept (--metadata-versions-max trims older ones) also lists the
+    // snapshots of the versions before it: only its own (the newest) is visible from it
+    const own = seen.size === 0 && Number(f.slice(1).split('.')[0]) > 1
+      ? Math.max(...(m.snapshots ?? []).map((s) => Number(s['sequence-number']))) : null;
     for (const s of m.snapshots ?? []) {
+      if (own !== null && Number(s['sequence-number']) !== own) continue;
       const seq = Number(s['sequence-number']);
       if (!seen.has(seq)) seen.set(seq, { visible, ts: Number(s['timestamp-ms']) });
     }
@@ -105,8 +110,8 @@ async function addedFiles(dir, since) {
   for (const s of metadata.snapshots ?? []) {
     if (s.summary?.operation === 'replace' || Number(s['timestamp-ms']) < since) continue;
     const seq = BigInt(s['sequence-number']);
-    const sid = BigInt(s['snapshot-id']);
-    const mine = (await avroRecords(s['manifest-list'])).filter((m) => BigInt(m.added_snapshot_id) === sid);
+    // by sequence number: snapshot ids above 2^53 lose their low bits in JSON.parse
+    const mine = (await avroRecords(s['manifest-list'])).filter((m) => BigInt(m.sequence_number) === seq);
     const manifests = await icebird.icebergManifests({ ...metadata, 'current-snapshot-id': s['snapshot-id'],
       snapshots: [{ ...s, 'manifest-list': undefined, manifests: mine }] });
     for (const { entries } of manifests) {
