@@ -255,8 +255,8 @@ bench_line maintenance_offered_tps "$RATE" tx/s
 
 for mode in $MODES; do
     case "$mode" in
-    on) run_mode on "$COMPACT_ARGS" || status=1 ;;
-    off) run_mode off --compact=false || status=1 ;;
+    on) run_mode on "$COMPACT_ARGS" || { status=1; pipeline_down >/dev/null 2>&1; } ;;
+    off) run_mode off --compact=false || { status=1; pipeline_down >/dev/null 2>&1; } ;;
     *)
         echo "bench-maintenance: unknown mode \"$mode\" (on, off)" >&2
         status=2
