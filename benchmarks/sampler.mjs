@@ -8,6 +8,9 @@
 //                    for every process in <procs dir>/*.pid, the development broker and
 //                    PostgreSQL (postmaster + its children: backends, walsenders)
 //   checkpoints.jsonl  each checkpoint of the leader's /status, once (by epoch)
+//   tables.tsv       <unix ms> <last committed epoch> <Iceberg table> <data files>
+//                    <delete files> <bytes> <snapshots>: the health of every mirror and
+//                    changelog the leader's /status reports (its current snapshot's totals)
 // usage: node sampler.mjs <out dir> <procs dir> <servers dir> [interval ms]
 // Stops on SIGTERM/SIGINT.
 import fs from 'node:fs';
@@ -19,6 +22,7 @@ fs.mkdirSync(outDir, { recursive: true });
 const samples = fs.openSync(path.join(outDir, 'samples.tsv'), 'a');
 const procs = fs.openSync(path.join(outDir, 'proc.tsv'), 'a');
 const ckpts = fs.openSync(path.join(outDir, 'checkpoints.jsonl'), 'a');
+const tables = fs.openSync(path.join(outDir, 'tables.tsv'), 'a');
 const seenEpochs = new Set();
 let stop = false;
 process.on('SIGTERM', () => { stop = true; });
@@ -127,6 +131,13 @@ async function sampleStatus(now) {
       seenEpochs.add(c.epoch);
       fs.writeSync(ckpts, JSON.stringify(c) + '\n');
     }
+    let text = '';
+    for (const t of j.tables ?? []) {
+      for (const h of [t.mirror, t.changelog]) {
+        if (h) text += `${now}\t${epoch}\t${h.table}\t${h.data_files}\t${h.delete_files}\t${h.bytes}\t${h.snapshots}\n`;
+      }
+    }
+    if (text) fs.writeSync(tables, text);
   }
   fs.writeSync(samples, `${now}\t${lag}\t${epoch}\t${machineBusy().toFixed(1)}\n`);
 }

@@ -163,6 +163,8 @@ proc_stop_all() {
 # pipeline_up: servers + schema + capture + coordinators + workers under $CHAOS_DIR.
 # CHAOS_PROXY=1 puts a fault proxy between each worker and the coordinator.
 # CHAOS_INITIAL_ROWS rows per table exist before the capture starts (snapshot, op r).
+# CHAOS_COORDINATOR_ARGS and CHAOS_WORKER_ARGS: extra options of every coordinator / worker
+# (split on spaces), e.g. --compact=false.
 # It is pipeline_servers_up (servers + schema) then pipeline_procs_up (the processes);
 # benchmarks call the two separately to measure PostgreSQL alone in between.
 pipeline_up() {

@@ -110,13 +110,16 @@ const sqlStr = (s) => `'${String(s).replaceAll("'", "''")}'`;
 const ident = (s) => `"${String(s).replaceAll('"', '""')}"`;
 
 /**
- * Reads the current snapshot of the table in dir: rows (objects of canonical values, by
- * column name) after position and equality deletes, the schema's fields, and the
- * snapshot summary. A table that does not exist yet reads as empty (exists=false).
+ * The files the current snapshot of the table in dir lists (icebird: metadata and Avro
+ * manifests): data, position deletes and equality deletes, each {orig, local, seq} (its
+ * location as written, the local path, its data sequence number; equality deletes also
+ * ids, the equality field ids), with the current schema, its fields of primitive type,
+ * every schema, and the snapshot (null when the table has none yet). A table that does
+ * not exist yet gives exists=false.
  */
-export async function readIcebergTable(dir, conn) {
+export async function snapshotFiles(dir) {
   const { icebird } = await readers();
-  if (!fs.existsSync(path.join(dir, 'metadata'))) return { exists: false, rows: [], fields: [], schemas: [] };
+  if (!fs.existsSync(path.join(dir, 'metadata'))) return { exists: false, fields: [], schemas: [] };
   // a reader's error names the table and the file (a missing or cut file otherwise shows
   // as a bare RangeError of the Avro decoder)
   const metadata = await icebird.icebergMetadata({ tableUrl: dir }).catch((e) => {
@@ -127,7 +130,7 @@ export async function readIcebergTable(dir, conn) {
   const schemas = metadata.schemas;
   const snapId = metadata['current-snapshot-id'];
   if (snapId === undefined || snapId === null || snapId < 0) {
-    return { exists: true, rows: [], fields, schemas, summary: {} };
+    return { exists: true, fields, schemas, schema, snapshot: null, data: [], posDeletes: [], eqDeletes: [] };
   }
   const snapshot = metadata.snapshots.find((s) => s['snapshot-id'] === snapId);
   const manifestList = snapshot['manifest-list'];
@@ -150,7 +153,20 @@ export async function readIcebergTable(dir, conn) {
       else eqDeletes.push({ ...rec, ids: f.equality_ids ?? schema['identifier-field-ids'] ?? [] });
     }
   }
-  if (!data.length) return { exists: true, rows: [], fields, schemas, summary: snapshot.summary ?? {} };
+  return { exists: true, fields, schemas, schema, snapshot, data, posDeletes, eqDeletes };
+}
+
+/**
+ * Reads the rows of files ({data, posDeletes, eqDeletes} as snapshotFiles gives them, with
+ * its schema and fields) with DuckDB into the temporary table __d of conn: every data
+ * file's rows, columns matched by field id, minus the rows a position delete of a later
+ * or equal sequence number or an equality delete of a later sequence number removes.
+ * Besides the fields __d has __file, __seq and __pos (the row's file, data sequence
+ * number and position in the file). Returns false (and leaves no __d) without data files.
+ */
+export async function readSnapshotRows(conn, { schema, fields, data, posDeletes = [], eqDeletes = [] }) {
+  await conn.run('DROP TABLE IF EXISTS __d');
+  if (!data.length) return false;
   const list = (xs) => `[${xs.map((x) => sqlStr(x.local)).join(', ')}]`;
   const values = (xs) => xs.map((x) => `(${sqlStr(x.local)}, ${sqlStr(x.orig)}, ${x.seq})`).join(', ');
   // Columns are matched by Iceberg field id (Parquet field_id), as the spec says; names
@@ -175,7 +191,6 @@ export async function readIcebergTable(dir, conn) {
   const union = (files, wanted, extra) => files.map((f) =>
     `SELECT ${projection(f, wanted)}, ${sqlStr(f.orig)} AS __file, ${f.seq}::BIGINT AS __seq${extra}
      FROM read_parquet(${sqlStr(f.local)}, file_row_number = true)`).join(' UNION ALL BY NAME ');
-  await conn.run('DROP TABLE IF EXISTS __d');
   await conn.run(`CREATE TEMP TABLE __d AS ${union(data, fields, ', file_row_number AS __pos')}`);
   if (posDeletes.length) {
     await conn.run(`DELETE FROM __d USING (
@@ -195,6 +210,20 @@ export async function readIcebergTable(dir, conn) {
     await conn.run(`DELETE FROM __d USING (${union(files, keyFields, '')}) x
       WHERE ${on} AND __d.__seq < x.__seq`);
   }
+  return true;
+}
+
+/**
+ * Reads the current snapshot of the table in dir: rows (objects of canonical values, by
+ * column name) after position and equality deletes, the schema's fields, and the
+ * snapshot summary. A table that does not exist yet reads as empty (exists=false).
+ */
+export async function readIcebergTable(dir, conn) {
+  const files = await snapshotFiles(dir);
+  const { exists, fields, schemas } = files;
+  const summary = files.snapshot?.summary ?? {};
+  if (!exists) return { exists, rows: [], fields, schemas };
+  if (!(await readSnapshotRows(conn, files))) return { exists, rows: [], fields, schemas, summary };
   const present = new Set((await (await conn.runAndReadAll('DESCRIBE __d')).getRowObjectsJson())
     .map((r) => r.column_name));
   const sel = fields.map((f) => (present.has(f.name) ? duckExpr(f) : 'NULL') + ` AS ${ident(f.name)}`);
@@ -205,7 +234,7 @@ export async function readIcebergTable(dir, conn) {
     for (const f of fields) o[f.name] = canon(f.type, r[f.name]);
     return o;
   });
-  return { exists: true, rows, fields, schemas, summary: snapshot.summary ?? {} };
+  return { exists: true, rows, fields, schemas, summary };
 }
 
 /**

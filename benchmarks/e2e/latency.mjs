@@ -14,8 +14,16 @@
 //    sequence number, which names the snapshot that added it; rows are read with DuckDB.
 // Both clocks are this machine's CLOCK_REALTIME.
 //
+//  - --added-files (tables that compaction rewrites): a rewritten file carries the sequence
+//    number of the snapshot its rewrite started from, not of the one that made its rows
+//    visible, so the files are instead taken from every epoch snapshot (not "replace")
+//    whose timestamp is at or after --from: the data files it added (manifests it added,
+//    entries ADDED with its sequence number), which its retention keeps readable. A
+//    snapshot whose vN.metadata.json is gone (--metadata-versions-max trims them) is
+//    visible at its timestamp-ms (counted in visible_by_snapshot_ts).
+//
 // usage: node latency.mjs <table dir> <out prefix> [--from <unix ms>] [--to <unix ms>]
-//          [--small-bytes <n>] [--tables-dir <ns dir>]
+//          [--small-bytes <n>] [--tables-dir <ns dir>] [--added-files]
 // Writes <out prefix>.json (figures) and <out prefix>.tsv (per second of commit time:
 // t, changes committed, p50, p99 ms, changes made visible in that second).
 import fs from 'node:fs';
@@ -38,6 +46,7 @@ const from = Number(opt('--from', 0));
 const to = Number(opt('--to', 8.64e15));
 const smallBytes = Number(opt('--small-bytes', 1 << 20));
 const tablesDir = opt('--tables-dir', path.dirname(tableDir));
+const addedMode = args.includes('--added-files');
 
 const pct = (sorted, p) => (sorted.length ? sorted[Math.min(sorted.length - 1,
   Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] : 0);
@@ -55,7 +64,12 @@ function snapshotTimes(dir) {
     // under its final name (and the temporary name unlinked), which sets ctime; from
     // then on readers can find it. mtime (end of writing) is a little earlier.
     const visible = fs.statSync(p).ctimeMs;
+    // the oldest file kept (--metadata-versions-max trims older ones) also lists the
+    // snapshots of the versions before it: only its own (the newest) is visible from it
+    const own = seen.size === 0 && Number(f.slice(1).split('.')[0]) > 1
+      ? Math.max(...(m.snapshots ?? []).map((s) => Number(s['sequence-number']))) : null;
     for (const s of m.snapshots ?? []) {
+      if (own !== null && Number(s['sequence-number']) !== own) continue;
       const seq = Number(s['sequence-number']);
       if (!seen.has(seq)) seen.set(seq, { visible, ts: Number(s['timestamp-ms']) });
     }
@@ -82,8 +96,48 @@ async function tableFiles(dir) {
   return files;
 }
 
+// ---- data files as added by the epoch snapshots (--added-files) -------------------------
+async function avroRecords(url) {
+  const buffer = await fetch(url).then((r) => r.arrayBuffer());
+  const reader = { view: new DataView(buffer), offset: 0 };
+  const { metadata, syncMarker } = await icebird.avroMetadata(reader);
+  return await icebird.avroRead({ reader, metadata, syncMarker });
+}
+
+async function addedFiles(dir, since) {
+  const metadata = await icebird.icebergMetadata({ tableUrl: dir });
+  const files = [];
+  for (const s of metadata.snapshots ?? []) {
+    if (s.summary?.operation === 'replace' || Number(s['timestamp-ms']) < since) continue;
+    const seq = BigInt(s['sequence-number']);
+    // by sequence number: snapshot ids above 2^53 lose their low bits in JSON.parse
+    const mine = (await avroRecords(s['manifest-list'])).filter((m) => BigInt(m.sequence_number) === seq);
+    const manifests = await icebird.icebergManifests({ ...metadata, 'current-snapshot-id': s['snapshot-id'],
+      snapshots: [{ ...s, 'manifest-list': undefined, manifests: mine }] });
+    for (const { entries } of manifests) {
+      for (const e of entries) {
+        const f = e.data_file;
+        if (e.status !== 1 || Number(f.content ?? 0) !== 0 || BigInt(e.sequence_number) !== seq) continue;
+        files.push({ path: String(f.file_path).replace(/^file:\/\//, ''), seq: Number(seq), content: 0,
+          bytes: Number(f.file_size_in_bytes ?? 0), records: Number(f.record_count ?? 0), ts: Number(s['timestamp-ms']) });
+      }
+    }
+  }
+  return files;
+}
+
 const { seen } = snapshotTimes(tableDir);
-const files = (await tableFiles(tableDir)).filter((f) => f.content === 0);
+let visibleByTs = 0;
+const files = addedMode ? await addedFiles(tableDir, from)
+  : (await tableFiles(tableDir)).filter((f) => f.content === 0);
+if (addedMode) {
+  for (const f of files) {
+    if (!seen.has(f.seq)) {
+      seen.set(f.seq, { visible: f.ts, ts: f.ts });
+      visibleByTs++;
+    }
+  }
+}
 const db = await DuckDBInstance.create(':memory:');
 const conn = await db.connect();
 const sql = (s) => `'${String(s).replaceAll("'", "''")}'`;
@@ -176,6 +230,7 @@ const result = {
   max_ms: lat.length ? lat[lat.length - 1] : 0,
   p99_by_snapshot_timestamp_ms: pct(tsLat, 99),
   unmapped,
+  visible_by_snapshot_ts: visibleByTs,
   clock_check: { rows: checked, updated_at_after_commit: violations },
   data_files: dataFiles,
   delete_files: deleteFiles,

@@ -1,0 +1,108 @@
+// Read time of a mirror table's current rows (benchmarks/maintenance, docs/benchmarks.md):
+//   current    DuckDB reads the files the current snapshot lists and applies the
+//              deletes by sequence number, exactly the verifier's read
+//              (chaos/verify.mjs: snapshotFiles + readSnapshotRows);
+//   compacted  the same rows, written once by DuckDB COPY into one Parquet file (a freshly
+//              compacted copy), read by the same code as a snapshot of that one file.
+// Each read is done --reads times (after one warm-up read each, so both read from the
+// page cache); the medians are reported. Planning (icebird reading the metadata and the
+// manifests) is timed apart and is not part of either read time.
+// usage: node readtime.mjs <table dir> <work dir> [--reads 5]
+// Prints one JSON object: rows, data_files, delete_files, plan_ms, current_ms,
+// compacted_ms (medians), ratio, and every sample.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+await import(pathToFileURL(path.join(root, 'tests/js/lib/localfetch.mjs')).href);
+const { DuckDBInstance } = await import(pathToFileURL(path.join(root, 'tests/js/deploy/readers.mjs')).href);
+const { snapshotFiles, readSnapshotRows } = await import(pathToFileURL(path.join(root, 'chaos/verify.mjs')).href);
+
+const args = process.argv.slice(2);
+const [tableDir, workDir] = args;
+const ri = args.indexOf('--reads');
+const reads = ri >= 0 ? Number(args[ri + 1]) : 5;
+if (!tableDir || !workDir || !(reads > 0)) {
+  console.error('usage: node readtime.mjs <table dir> <work dir> [--reads 5]');
+  process.exit(2);
+}
+fs.mkdirSync(workDir, { recursive: true });
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
+
+// Bounded memory (MAINT_READ_MEMORY, 4GB): the machine is shared, and applying thousands
+// of equality-delete files can take more than it has; a read that runs out is reported as
+// failed (error in the JSON), not retried.
+const db = await DuckDBInstance.create(':memory:', { memory_limit: process.env.MAINT_READ_MEMORY ?? '4GB' });
+const conn = await db.connect();
+// one read: every row of the files, the deletes applied, then the rows counted
+async function readOnce(files) {
+  const t0 = process.hrtime.bigint();
+  let n = 0;
+  if (await readSnapshotRows(conn, files)) {
+    n = Number((await (await conn.runAndReadAll('SELECT count(*) AS n FROM __d')).getRowObjectsJson())[0].n);
+  }
+  return { ms: ms(t0), rows: n };
+}
+
+const plan = [];
+let files;
+for (let i = 0; i < reads; i++) {
+  const t0 = process.hrtime.bigint();
+  files = await snapshotFiles(tableDir);
+  plan.push(ms(t0));
+}
+if (!files.exists || !files.snapshot) {
+  console.error(`readtime: ${tableDir} has no snapshot`);
+  process.exit(1);
+}
+
+const current = [];
+let rows;
+try {
+  rows = (await readOnce(files)).rows; // warm-up
+} catch (e) {
+  console.log(JSON.stringify({ table: tableDir, data_files: files.data.length,
+    delete_files: files.posDeletes.length + files.eqDeletes.length, plan_ms: median(plan),
+    error: String(e.message).split('\n')[0] }));
+  process.exit(0);
+}
+for (let i = 0; i < reads; i++) {
+  const r = await readOnce(files);
+  if (r.rows !== rows) throw new Error(`read ${i}: ${r.rows} rows, the first read had ${rows}`);
+  current.push(r.ms);
+}
+
+// the compacted copy: the rows just read, the table's columns only, in one file
+const copy = path.join(workDir, 'compacted.parquet');
+const cols = files.fields.map((f) => `"${f.name.replaceAll('"', '""')}"`).join(', ');
+await readSnapshotRows(conn, files);
+await conn.run(`COPY (SELECT ${cols} FROM __d) TO '${copy.replaceAll("'", "''")}'
+  (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)`);
+// the copy's column names are the fields' names: readSnapshotRows matches them by name
+const compactedFiles = { ...files, data: [{ orig: copy, local: copy, seq: 0n }], posDeletes: [], eqDeletes: [] };
+const compacted = [];
+const warm = await readOnce(compactedFiles);
+if (warm.rows !== rows) throw new Error(`the compacted copy has ${warm.rows} rows, the table ${rows}`);
+for (let i = 0; i < reads; i++) compacted.push((await readOnce(compactedFiles)).ms);
+
+const result = {
+  table: tableDir,
+  rows,
+  data_files: files.data.length,
+  delete_files: files.posDeletes.length + files.eqDeletes.length,
+  plan_ms: median(plan),
+  current_ms: median(current),
+  compacted_ms: median(compacted),
+  compacted_bytes: fs.statSync(copy).size,
+  samples: { plan, current, compacted },
+};
+result.ratio = result.compacted_ms > 0 ? result.current_ms / result.compacted_ms : 0;
+console.log(JSON.stringify(result));
+conn.closeSync?.();
