@@ -485,7 +485,8 @@ bool cdc_maint_tick(cdc_maint_t *m, int64_t now_mono, const cdc_checkpoint_t *co
         m->norphan_keep = n;
         m->orphan_due = true;
         pthread_cond_broadcast(&m->wake);
-        v = NULL;
+        v = NULL; /* the thread's now */
+        n = 0;
     }
     pthread_mutex_unlock(&m->lock);
     cdc_storage_list_free(v, n);
