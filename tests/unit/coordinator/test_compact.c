@@ -20,6 +20,7 @@
 #include <cmocka.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/iceberg/parquet.h"
 #include "common/iceberg/parquet_read.h"
 #include "common/iceberg/schema.h"
@@ -27,6 +28,7 @@
 #include "common/iceberg/table.h"
 #include "coordinator/commit.h"
 #include "coordinator/compact.h"
+#include "coordinator/maintenance.h"
 
 #define SCHEMA_JSON                                                                                \
     "{\"type\":\"struct\",\"schema-id\":0,\"fields\":[{\"id\":1,\"name\":\"id\",\"required\":"     \
@@ -641,6 +643,66 @@ static void test_changelog_binpack(void **state)
     cdc_ice_table_close(t);
 }
 
+/* The maintenance scheduler: an orphan scan handed over with a keep list (the files of
+ * checkpoints not yet committed) deletes an orphan but not a kept file, cdcctl's compaction
+ * runs and reports, an unknown table is NOT_FOUND, a stopped scheduler UNAVAILABLE. */
+static void test_maintenance_scheduler(void **state)
+{
+    cdc_maint_t *m;
+    cdc_error_t e;
+    cdc_compact_result_t res;
+    char orphan[600], kept[600];
+    (void)state;
+
+    history();
+    snprintf(orphan, sizeof(orphan), "%s/ns/t/data/job-e99-p0-data-orphan.parquet", fx.dir);
+    snprintf(kept, sizeof(kept), "%s/ns/t/data/job-e99-p1-data-kept.parquet", fx.dir);
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(i ? kept : orphan, "w");
+        assert_non_null(f);
+        fputs("x", f);
+        fclose(f);
+    }
+    cdc_checkpoint_t *c = cdc_checkpoint_new("job", 99, 1, 1);
+    char kept_loc[700];
+    snprintf(kept_loc, sizeof(kept_loc), "file://%s", kept);
+    cdc_staged_file_t sf = {.table = "ns.t", .partition = 1};
+    sf.file.path = kept_loc;
+    sf.file.content = CDC_ICE_CONTENT_DATA;
+    assert_int_equal(cdc_checkpoint_add_file(c, &sf), CDC_OK);
+    const cdc_checkpoint_t *keep[] = {c};
+
+    cdc_maint_options_t o = {.job = "job",
+                             .compact = false,
+                             .compact_interval_ms = 3600000,
+                             .policy = policy,
+                             .orphan_interval_ms = 1,
+                             .orphan_age_ms = 0};
+    assert_int_equal(cdc_maint_open(&m, fx.cm, &o, NULL, &e), CDC_OK);
+    assert_int_equal(cdc_maint_compact_now(m, "ns.t", 1000, &res, &e), CDC_ERR_UNAVAILABLE);
+    cdc_maint_start(m, 1);
+    /* two scans: the first one sees the orphan, the second one deletes it */
+    for (int scans = 0; scans < 2;) {
+        usleep(2000);
+        scans += cdc_maint_tick(m, cdc_clock_mono_ms(), keep, 1, false);
+    }
+    for (int i = 0; i < 2000 && access(orphan, F_OK) == 0; i++) {
+        usleep(5000);
+        cdc_maint_tick(m, cdc_clock_mono_ms(), keep, 1, false);
+    }
+    assert_int_not_equal(access(orphan, F_OK), 0);
+    assert_int_equal(access(kept, F_OK), 0);
+
+    assert_int_equal(cdc_maint_compact_now(m, "ns.t", 60000, &res, &e), CDC_OK);
+    assert_int_equal(res.partitions, 2);
+    assert_int_equal(cdc_maint_compact_now(m, "ns.nope", 60000, &res, &e), CDC_ERR_NOT_FOUND);
+    assert_non_null(strstr(e.msg, "ns.nope"));
+    cdc_maint_stop(m);
+    assert_int_equal(cdc_maint_compact_now(m, "ns.t", 1000, &res, &e), CDC_ERR_UNAVAILABLE);
+    cdc_maint_close(m);
+    cdc_checkpoint_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -650,6 +712,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_compact_policy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compact_minor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_changelog_binpack, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_maintenance_scheduler, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
