@@ -163,7 +163,6 @@ static cdc_err_t compact_one(cdc_maint_t *m, const char *name, const char *locat
     cdc_err_t rc = table_at(m, location, &t, e);
     if (rc != CDC_OK)
         return rc;
-    bound_metadata(m, t);
     cdc_compact_ctx_t cx = {.committer = m->committer,
                             .job = m->job,
                             .term = m->term,
@@ -246,6 +245,15 @@ static void expire_round(cdc_maint_t *m)
 {
     size_t expired = 0;
     cdc_error_t e;
+    char **names, **locs;
+    size_t n = cdc_committer_tables(m->committer, &names, &locs);
+    for (size_t i = 0; i < n && !stopping(m); i++) {
+        cdc_ice_table_t *t;
+        if (table_at(m, locs[i], &t, &e) == CDC_OK)
+            bound_metadata(m, t);
+    }
+    cdc_storage_list_free(names, n);
+    cdc_storage_list_free(locs, n);
     if (m->o.snapshot_retention_ms <= 0)
         return;
     if (cdc_committer_expire(m->committer, m->o.snapshot_retention_ms, m->o.snapshot_min_keep,

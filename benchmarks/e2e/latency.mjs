@@ -55,6 +55,7 @@ const pct = (sorted, p) => (sorted.length ? sorted[Math.min(sorted.length - 1,
 function snapshotTimes(dir) {
   const md = path.join(dir, 'metadata');
   const seen = new Map(); // sequence number -> { visible, ts }
+  let floor = -Infinity; // snapshots below the oldest kept file's own one
   const files = fs.readdirSync(md).filter((f) => /^v\d+\.metadata\.json$/.test(f))
     .sort((a, b) => Number(a.slice(1).split('.')[0]) - Number(b.slice(1).split('.')[0]));
   for (const f of files) {
@@ -68,7 +69,11 @@ function snapshotTimes(dir) {
     // snapshots of the versions before it: only its own (the newest) is visible from it
     const own = seen.size === 0 && Number(f.slice(1).split('.')[0]) > 1
       ? Math.max(...(m.snapshots ?? []).map((s) => Number(s['sequence-number']))) : null;
+    if (own !== null) floor = own;
     for (const s of m.snapshots ?? []) {
+      // older snapshots are listed by the later files too: their visible time is unknown
+      // here (left to the caller: their timestamp-ms), not the ctime of a later file
+      if (Number(s['sequence-number']) < floor) continue;
       if (own !== null && Number(s['sequence-number']) !== own) continue;
       const seq = Number(s['sequence-number']);
       if (!seen.has(seq)) seen.set(seq, { visible, ts: Number(s['timestamp-ms']) });
