@@ -149,7 +149,13 @@ static void bound_metadata(cdc_maint_t *m, cdc_ice_table_t *t)
     cdc_ice_props_t set = {0};
     cdc_ice_props_set(&set, "write.metadata.previous-versions-max", want);
     cdc_ice_props_set(&set, "write.metadata.delete-after-commit.enabled", "true");
-    if (cdc_ice_table_set_properties(t, &set, &e) != CDC_OK)
+    /* under the table's commit lock, on fresh metadata: no race with the epoch commits */
+    cdc_committer_table_lock(m->committer, cdc_ice_table_get_location(t));
+    cdc_err_t rc = cdc_ice_table_refresh(t, &e);
+    if (rc == CDC_OK)
+        rc = cdc_ice_table_set_properties(t, &set, &e);
+    cdc_committer_table_unlock(m->committer, cdc_ice_table_get_location(t));
+    if (rc != CDC_OK)
         cdc_log_warn("maintenance: could not bound the metadata files of \"%s\": %s",
                      cdc_ice_table_get_location(t), e.msg);
     cdc_ice_props_free(&set);
