@@ -1129,9 +1129,13 @@ cdc_err_t cdc_committer_expire(cdc_committer_t *c, int64_t retention_ms, int64_t
         cdc_ice_table_t *t = NULL;
         size_t n = 0;
 
-        if ((rc = cdc_ice_table_load(c->storage, locs[ti], &t, e)) != CDC_OK)
-            break;
-        rc = cdc_ice_table_expire_snapshots(t, older_than, min_keep, &n, e);
+        /* under the table's commit lock: expiry runs on the maintenance thread while the
+         * epochs commit, and would lose the swap to them */
+        cdc_committer_table_lock(c, locs[ti]);
+        rc = cdc_ice_table_load(c->storage, locs[ti], &t, e);
+        if (rc == CDC_OK)
+            rc = cdc_ice_table_expire_snapshots(t, older_than, min_keep, &n, e);
+        cdc_committer_table_unlock(c, locs[ti]);
         cdc_ice_table_close(t);
         *expired += n;
     }

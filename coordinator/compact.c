@@ -216,11 +216,8 @@ static cdc_err_t compact_partition(const cdc_compact_ctx_t *cx, cdc_ice_table_t 
     if ((pp->ndels == 0 && nrw < 2) || (minor && nrw <= 1 && pp->ndels <= 1))
         goto done;
     minor = minor && pp->ndels > 0; /* merged deletes to write */
-    snprintf(tag, sizeof(tag), "%s-e%" PRId64 "-p%d-compact", cx->job,
-             cdc_ice_table_last_checkpoint(t, cx->job) < 0
-                 ? (int64_t)0
-                 : cdc_ice_table_last_checkpoint(t, cx->job),
-             part);
+    int64_t last = cdc_ice_table_last_checkpoint(t, cx->job);
+    snprintf(tag, sizeof(tag), "%s-e%" PRId64 "-p%d-compact", cx->job, last < 0 ? 0 : last, part);
     cdc_ice_rewrite_options_t ro = {.target_file_bytes = target,
                                     .tag = tag,
                                     .progress = cx->progress,

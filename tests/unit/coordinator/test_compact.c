@@ -677,7 +677,9 @@ static void test_maintenance_scheduler(void **state)
                              .compact_interval_ms = 3600000,
                              .policy = policy,
                              .orphan_interval_ms = 1,
-                             .orphan_age_ms = 0};
+                             .orphan_age_ms = 0,
+                             .snapshot_retention_ms = 1,
+                             .snapshot_min_keep = 3};
     assert_int_equal(cdc_maint_open(&m, fx.cm, &o, NULL, &e), CDC_OK);
     assert_int_equal(cdc_maint_compact_now(m, "ns.t", 1000, &res, &e), CDC_ERR_UNAVAILABLE);
     cdc_maint_start(m, 1);
@@ -692,6 +694,18 @@ static void test_maintenance_scheduler(void **state)
     }
     assert_int_not_equal(access(orphan, F_OK), 0);
     assert_int_equal(access(kept, F_OK), 0);
+    /* expiry on the same thread keeps the 3 newest snapshots */
+    size_t nsnap = 0;
+    for (int i = 0; i < 2000; i++) {
+        cdc_ice_table_t *t;
+        assert_int_equal(cdc_ice_table_load(fx.st, fx.loc, &t, &e), CDC_OK);
+        nsnap = cdc_ice_table_metadata(t)->nsnapshots;
+        cdc_ice_table_close(t);
+        if (nsnap <= 3)
+            break;
+        usleep(5000);
+    }
+    assert_int_equal(nsnap, 3);
 
     assert_int_equal(cdc_maint_compact_now(m, "ns.t", 60000, &res, &e), CDC_OK);
     assert_int_equal(res.partitions, 2);
