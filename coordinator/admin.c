@@ -297,12 +297,15 @@ static void table_metrics(cdc_coord_t *c, const cdc_table_stats_t *s)
            "Bytes of data and delete files the table's committed compactions read."},
           {"cdc_coordinator_table_rewritten_files_total",
            "Data and delete files the table's committed compactions removed."},
+          {"cdc_coordinator_table_committed_bytes_total",
+           "Bytes of data and delete files the table's epoch commits added (what compaction's "
+           "written bytes compare with: write amplification)."},
       };
     const double gv[] = {(double)s->data_files,     (double)s->delete_files,
                          (double)s->snapshots,      (double)cdc_table_stats_rows(s),
                          (double)avg_file_bytes(s), (double)s->last_compaction_ms / 1000.0};
     const double cv[] = {(double)s->compactions, (double)s->bytes_rewritten,
-                         (double)s->files_rewritten};
+                         (double)s->files_rewritten, (double)s->committed_bytes};
     const char *labels[] = {"table", s->table, NULL};
 
     for (size_t k = 0; k < sizeof(gv) / sizeof(gv[0]); k++)

@@ -909,7 +909,12 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
         rc = cdc_ice_table_commit(t, &ic, NULL, e);
         if (rc == CDC_OK) {
             res->tables_committed++;
-            cdc_table_stats_note(&c->stats, table, t, rec->epoch, data, ndata);
+            int64_t added = 0;
+            for (size_t k = 0; k < ndata; k++)
+                added += data[k].file_size_in_bytes;
+            for (size_t k = 0; k < ndels; k++)
+                added += dels[k].file_size_in_bytes;
+            cdc_table_stats_note(&c->stats, table, t, rec->epoch, data, ndata, added);
             if (trunc.partitions != 0)
                 cdc_log_info("checkpoint %" PRIu64 ": truncate of table \"%s\" applied for "
                              "partitions 0x%03x",

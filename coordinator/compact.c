@@ -3,9 +3,12 @@
  * is correct under concurrent epoch commits).
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/buf.h"
@@ -144,6 +147,20 @@ static cdc_err_t commit_rewrite(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t,
     return rc;
 }
 
+/* order[0..n) (indices into data) sorted by file size, largest first (insertion sort:
+ * a partition holds few files between rounds). */
+static void order_by_size_desc(const cdc_ice_live_file_t *data, size_t *order, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        size_t v = order[i], j = i;
+        for (;
+             j > 0 && data[order[j - 1]].file.file_size_in_bytes < data[v].file.file_size_in_bytes;
+             j--)
+            order[j] = order[j - 1];
+        order[j] = v;
+    }
+}
+
 /* Plans and rewrites one partition, adding its inputs and files to the batch. */
 static cdc_err_t compact_partition(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t, int part,
                                    part_plan_t *pp, batch_t *b, cdc_error_t *e)
@@ -164,7 +181,7 @@ static cdc_err_t compact_partition(const cdc_compact_ctx_t *cx, cdc_ice_table_t 
     }
     /*
      * Minor or major. A minor rewrite leaves the large data files (the base: large by the
-     * target size, or the largest file while it is BASE_RATIO times the rest) alone and
+     * target size, or a tier below, see there) alone and
      * rewrites the others, and writes the partition's equality deletes again merged into one file
      * (per list of equality ids and Iceberg partition) with the same data sequence number
      * N: every delete is newer than every large file (checked here), and every data file
@@ -174,24 +191,38 @@ static cdc_err_t compact_partition(const cdc_compact_ctx_t *cx, cdc_ice_table_t 
      * or a delete not newer than a large file) applies the deletes for good.
      */
     bool *base = calloc(pp->ndata + 1, sizeof(bool));
+    size_t *order = calloc(pp->ndata + 1, sizeof(size_t));
     int64_t max_big = -1, rest = 0;
-    size_t nbig = 0, largest = 0;
+    size_t nbig = 0, nsmall = 0;
     bool newer = true;
-    if (base == NULL) {
+    if (base == NULL || order == NULL) {
+        free(base);
+        free(order);
         rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < pp->ndata; i++) {
         base[i] = !is_small(&pp->data[i], target);
-        if (pp->data[i].file.file_size_in_bytes > pp->data[largest].file.file_size_in_bytes)
-            largest = i;
+        if (!base[i]) {
+            order[nsmall++] = i;
+            rest += pp->data[i].file.file_size_in_bytes;
+        }
     }
-    for (size_t i = 0; i < pp->ndata; i++)
-        rest += i == largest ? 0 : pp->data[i].file.file_size_in_bytes;
-    /* a partition smaller than the target: its largest file is the base while it is at
-     * least BASE_RATIO times the rest (tiers, as in a log-structured merge) */
-    if (pp->ndata > 1 && pp->data[largest].file.file_size_in_bytes >= BASE_RATIO * rest)
-        base[largest] = true;
+    /* Below the target size, tiers as in a log-structured merge: the small files from the
+     * largest down, each kept while it holds BASE_RATIO times the bytes of all smaller ones
+     * (and every larger one is kept); the others are merged. A merged file is kept until
+     * the files after it add up to a BASE_RATIO-th of it, so a byte is rewritten about
+     * log_(BASE_RATIO+1)(partition / round) times, not once per round (an append-only
+     * changelog would otherwise be rewritten whole every round). */
+    order_by_size_desc(pp->data, order, nsmall);
+    for (size_t k = 0; pp->ndata > 1 && k < nsmall; k++) {
+        int64_t sz = pp->data[order[k]].file.file_size_in_bytes;
+        rest -= sz;
+        if (sz < BASE_RATIO * rest)
+            break;
+        base[order[k]] = true;
+    }
+    free(order);
     for (size_t i = 0; i < pp->ndata; i++)
         if (base[i]) {
             nbig++;
@@ -297,6 +328,39 @@ static cdc_err_t commit_batch(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t, i
     return CDC_OK;
 }
 
+/* The rewrites of a round: every partition the policy (or force) picks, into the batch. */
+typedef struct rewrite_job {
+    const cdc_compact_ctx_t *cx;
+    cdc_ice_table_t *t;
+    part_plan_t *plan;
+    batch_t *b;
+    int64_t now;
+    cdc_error_t *e;
+    cdc_err_t rc;
+} rewrite_job_t;
+
+static void rewrite_partitions(rewrite_job_t *j)
+{
+    for (int p = 0; p < CDC_PARTITIONS && j->rc == CDC_OK; p++) {
+        part_plan_t *pp = &j->plan[p];
+        if (pp->position_deletes || pp->ndata + pp->ndels == 0)
+            continue;
+        if (!j->cx->force && !policy_wants(j->cx, pp, j->now))
+            continue;
+        j->rc = compact_partition(j->cx, j->t, p, pp, j->b, j->e);
+    }
+}
+
+/* The rewrites at cx->nice (compact.h); the caller waits for them (the table is not
+ * touched by it meanwhile). */
+static void *rewrite_thread(void *arg)
+{
+    rewrite_job_t *j = arg;
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), j->cx->nice);
+    rewrite_partitions(j);
+    return NULL;
+}
+
 cdc_err_t cdc_compact_table(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t,
                             cdc_compact_result_t *res, cdc_error_t *e)
 {
@@ -348,13 +412,14 @@ cdc_err_t cdc_compact_table(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t,
             pp->del_rows += files[i].file.record_count;
         }
     }
-    for (int p = 0; p < CDC_PARTITIONS && rc == CDC_OK; p++) {
-        part_plan_t *pp = &plan[p];
-        if (pp->position_deletes || pp->ndata + pp->ndels == 0)
-            continue;
-        if (!cx->force && !policy_wants(cx, pp, now))
-            continue;
-        rc = compact_partition(cx, t, p, pp, &b, e);
+    if (rc == CDC_OK) {
+        rewrite_job_t job = {cx, t, plan, &b, now, e, CDC_OK};
+        pthread_t th;
+        if (cx->nice > 0 && pthread_create(&th, NULL, rewrite_thread, &job) == 0)
+            pthread_join(th, NULL);
+        else
+            rewrite_partitions(&job);
+        rc = job.rc;
     }
     if (rc == CDC_OK && b.nout + b.in.n > 0)
         rc = commit_batch(cx, t, seq, &b, res, e);

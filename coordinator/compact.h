@@ -67,6 +67,11 @@ typedef struct cdc_compact_ctx {
     bool (*progress)(void *arg, int64_t bytes);
     void *progress_arg;
     const char *fault; /* test-only fault injection (--fault), may be NULL */
+    /* > 0: the rewrites (reading and writing Parquet, the CPU-heavy part) run on a thread
+     * of this nice value, the commit on the caller's thread. The commit holds the table's
+     * commit lock, which the epoch commits wait for: run at a lower priority, it would
+     * hold them up behind every busier thread of the machine (priority inversion). */
+    int nice;
 } cdc_compact_ctx_t;
 
 /*

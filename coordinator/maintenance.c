@@ -9,8 +9,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -176,7 +174,8 @@ static cdc_err_t compact_one(cdc_maint_t *m, const char *name, const char *locat
                             .force = force,
                             .progress = throttle,
                             .progress_arg = m,
-                            .fault = m->fault};
+                            .fault = m->fault,
+                            .nice = MAINT_NICE};
     cdc_compact_result_t r;
     memset(&r, 0, sizeof(r));
     m->rate_start_ms = cdc_clock_mono_ms();
@@ -288,7 +287,6 @@ static void *maint_thread(void *arg)
     int64_t next_compact = cdc_clock_mono_ms() + m->o.compact_interval_ms;
     int64_t next_expire = cdc_clock_mono_ms() + m->o.orphan_interval_ms;
 
-    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), MAINT_NICE);
     for (;;) {
         request_t *req = NULL;
         char **keep = NULL;

@@ -83,7 +83,8 @@ void cdc_table_stats_destroy(cdc_table_stats_set_t *set)
 }
 
 void cdc_table_stats_note(cdc_table_stats_set_t *set, const char *table, const cdc_ice_table_t *t,
-                          uint64_t epoch, const cdc_ice_data_file_t *data, size_t ndata)
+                          uint64_t epoch, const cdc_ice_data_file_t *data, size_t ndata,
+                          int64_t added_bytes)
 {
     cdc_table_stats_t s;
     size_t i;
@@ -98,7 +99,9 @@ void cdc_table_stats_note(cdc_table_stats_set_t *set, const char *table, const c
             s.last_compaction_ms = set->tables[i].last_compaction_ms;
             s.bytes_rewritten = set->tables[i].bytes_rewritten;
             s.files_rewritten = set->tables[i].files_rewritten;
+            s.committed_bytes = set->tables[i].committed_bytes;
         }
+        s.committed_bytes += added_bytes;
         set->tables[i] = s;
         if (i == set->n)
             set->n++;

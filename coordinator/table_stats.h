@@ -39,6 +39,7 @@ typedef struct cdc_table_stats {
     int64_t last_compaction_ms; /* wall clock of the last one (0 = none) */
     int64_t bytes_rewritten;    /* input bytes the committed rewrites read */
     int64_t files_rewritten;    /* input files they removed */
+    int64_t committed_bytes;    /* bytes of the files the epoch commits added */
 } cdc_table_stats_t;
 
 /* The statistics of every table a committer committed to (tables commit on threads of
@@ -55,9 +56,11 @@ void cdc_table_stats_destroy(cdc_table_stats_set_t *set);
 
 /* Replaces table's entry (beyond CDC_TABLE_STATS_MAX tables, later ones are left out) with
  * what epoch's commit left: t holds the new version, data[0..ndata) are the epoch's data
- * files of the table (only read). */
+ * files of the table (only read), added_bytes the size of every file the commit added
+ * (data and delete files; summed into committed_bytes). */
 void cdc_table_stats_note(cdc_table_stats_set_t *set, const char *table, const cdc_ice_table_t *t,
-                          uint64_t epoch, const cdc_ice_data_file_t *data, size_t ndata);
+                          uint64_t epoch, const cdc_ice_data_file_t *data, size_t ndata,
+                          int64_t added_bytes);
 
 /* Notes a committed compaction of table (t holds the new version): the totals of its
  * current snapshot and the maintenance counters; the epoch fields stay. */

@@ -278,7 +278,9 @@ static cdc_err_t compact(const char *loc, bool force, void (*during)(void),
                             .policy = &policy,
                             .force = force,
                             .progress = on_progress,
-                            .progress_arg = &h};
+                            .progress_arg = &h,
+                            .nice =
+                                5}; /* the rewrites on their own thread, as the leader runs them */
     memset(res, 0, sizeof(*res));
     assert_int_equal(cdc_ice_table_load(fx.st, loc, &t, &e), CDC_OK);
     cdc_err_t rc = cdc_compact_table(&cx, t, res, &e);
@@ -643,6 +645,102 @@ static void test_changelog_binpack(void **state)
     cdc_ice_table_close(t);
 }
 
+/* One changelog epoch of n rows with incompressible values, keys from k0, in slot 3. */
+static void changelog_epoch(int64_t k0, size_t n)
+{
+    static int64_t k[MAXROWS];
+    static char text[MAXROWS][36];
+    static const char *v[MAXROWS];
+    static uint64_t x = 88172645463325252ull;
+    cdc_checkpoint_t *c = epoch_begin();
+    for (size_t i = 0; i < n; i++) {
+        k[i] = k0 + (int64_t)i;
+        for (int j = 0; j < 32; j++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            text[i][j] = "0123456789abcdef"[x & 15];
+        }
+        text[i][32] = 0;
+        v[i] = text[i];
+    }
+    stage(c, "ns.t_changelog", fx.cl_loc, 3, k, v, n);
+    epoch_commit(c);
+}
+
+/* Below the target size files are merged in tiers (compact.c): each file, from the largest
+ * down, is kept while it holds BASE_RATIO (4) times the bytes of all smaller ones; only
+ * the rest is rewritten, so an append-only changelog is not rewritten whole every round. */
+static void test_changelog_tiers(void **state)
+{
+    static row_t rows[MAXROWS];
+    cdc_ice_table_t *t;
+    cdc_ice_live_file_t *lf;
+    size_t nf, nd, ndel;
+    cdc_compact_result_t res;
+    cdc_error_t e;
+    char *big = NULL, *mid = NULL;
+    int64_t sz[4];
+    (void)state;
+
+    changelog_epoch(0, 3500);    /* B */
+    changelog_epoch(10000, 500); /* C */
+    changelog_epoch(20000, 1);
+    changelog_epoch(30000, 1);
+    assert_int_equal(cdc_ice_table_load(fx.st, fx.cl_loc, &t, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_live_files(t, &lf, &nf, &e), CDC_OK);
+    assert_int_equal(nf, 4);
+    for (size_t i = 0; i < nf; i++) {
+        sz[i] = lf[i].file.file_size_in_bytes;
+        if (lf[i].file.record_count == 3500)
+            big = strdup(lf[i].file.path);
+        if (lf[i].file.record_count == 500)
+            mid = strdup(lf[i].file.path);
+    }
+    int64_t sb = 0, sc = 0, ss = 0;
+    for (size_t i = 0; i < nf; i++) {
+        if (lf[i].file.record_count == 3500)
+            sb = sz[i];
+        else if (lf[i].file.record_count == 500)
+            sc = sz[i];
+        else
+            ss += sz[i];
+    }
+    /* the sizes this test is about: B and C are tiers, and a rule keeping the largest
+     * file only would rewrite C */
+    assert_true(sb >= 4 * (sc + ss));
+    assert_true(sc >= 4 * ss);
+    cdc_ice_live_files_free(lf, nf);
+    cdc_ice_table_close(t);
+
+    cdc_compact_policy_t saved = policy;
+    policy.min_files = 2;
+    assert_int_equal(compact(fx.cl_loc, false, NULL, &res), CDC_OK);
+    assert_int_equal(res.partitions, 1);
+    assert_int_equal(res.files_removed, 2); /* the two small files, into one */
+    assert_int_equal(res.files_added, 1);
+    assert_int_equal(cdc_ice_table_load(fx.st, fx.cl_loc, &t, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_live_files(t, &lf, &nf, &e), CDC_OK);
+    assert_int_equal(nf, 3);
+    bool kept_big = false, kept_mid = false;
+    for (size_t i = 0; i < nf; i++) {
+        kept_big |= strcmp(lf[i].file.path, big) == 0;
+        kept_mid |= strcmp(lf[i].file.path, mid) == 0;
+    }
+    assert_true(kept_big);
+    assert_true(kept_mid);
+    cdc_ice_live_files_free(lf, nf);
+    cdc_ice_table_close(t);
+    assert_int_equal(read_table(fx.cl_loc, rows, &nd, &ndel), 4002);
+
+    /* forced (cdcctl compact): everything small is merged, whatever the tiers */
+    assert_int_equal(compact(fx.cl_loc, true, NULL, &res), CDC_OK);
+    assert_int_equal(res.files_removed, 3);
+    assert_int_equal(read_table(fx.cl_loc, rows, &nd, &ndel), 4002);
+    assert_int_equal(nd, 1);
+    policy = saved;
+    free(big);
+    free(mid);
+}
+
 /* The maintenance scheduler: an orphan scan handed over with a keep list (the files of
  * checkpoints not yet committed) deletes an orphan but not a kept file, cdcctl's compaction
  * runs and reports, an unknown table is NOT_FOUND, a stopped scheduler UNAVAILABLE. */
@@ -726,6 +824,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_compact_policy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compact_minor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_changelog_binpack, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_changelog_tiers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_maintenance_scheduler, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

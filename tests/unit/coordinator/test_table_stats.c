@@ -67,7 +67,7 @@ static void test_stats_after_commits(void **state)
     data_file(&df[0], &cs[0], loc, 10, 1700000001000, 1700000001500);
     data_file(&df[1], &cs[1], loc, 5, 1700000000800, 1700000001200);
     assert_int_equal(cdc_ice_table_append(t, df, 2, NULL, NULL, &e), CDC_OK);
-    cdc_table_stats_note(&set, "public.orders_changelog", t, 7, df, 2);
+    cdc_table_stats_note(&set, "public.orders_changelog", t, 7, df, 2, 300);
     assert_int_equal(cdc_table_stats_copy(&set, out, 4), 1);
     assert_string_equal(out[0].table, "public.orders_changelog");
     assert_int_equal(out[0].epoch, 7);
@@ -78,6 +78,7 @@ static void test_stats_after_commits(void **state)
     assert_int_equal(out[0].data_files, 2);
     assert_int_equal(out[0].snapshots, 1);
     assert_true(out[0].committed_at_ms > 0);
+    assert_int_equal(out[0].committed_bytes, 300);
 
     /* an equality delete of 4 rows and 3 new ones: 14 rows, one entry still */
     memset(&del, 0, sizeof(del));
@@ -90,7 +91,7 @@ static void test_stats_after_commits(void **state)
     free(df[0].path);
     data_file(&df[0], &cs[0], loc, 3, 1700000002000, 1700000002000);
     assert_int_equal(cdc_ice_table_row_delta(t, df, 1, &del, 1, NULL, NULL, &e), CDC_OK);
-    cdc_table_stats_note(&set, "public.orders_changelog", t, 8, df, 1);
+    cdc_table_stats_note(&set, "public.orders_changelog", t, 8, df, 1, 150);
     assert_int_equal(cdc_table_stats_copy(&set, out, 4), 1);
     assert_int_equal(out[0].epoch, 8);
     assert_int_equal(out[0].added_records, 3);
@@ -101,10 +102,11 @@ static void test_stats_after_commits(void **state)
     assert_int_equal(out[0].data_files, 3);
     assert_int_equal(out[0].delete_files, 1);
     assert_int_equal(out[0].snapshots, 2);
+    assert_int_equal(out[0].committed_bytes, 450); /* summed over the epochs */
 
     /* another table is a second entry; a file without bounds gives no source span */
     df[0].nstats = 0;
-    cdc_table_stats_note(&set, "public.orders", t, 8, df, 1);
+    cdc_table_stats_note(&set, "public.orders", t, 8, df, 1, 0);
     assert_int_equal(cdc_table_stats_copy(&set, out, 4), 2);
     assert_int_equal(out[1].source_min_ms, 0);
     assert_int_equal(cdc_table_stats_copy(&set, out, 1), 1);
