@@ -188,15 +188,36 @@ export async function readSnapshotRows(conn, { schema, fields, data, posDeletes 
       return `${col ? ident(col) : 'NULL'} AS ${ident(f.name)}`;
     }).join(', ');
   };
-  const union = (files, wanted, extra) => files.map((f) =>
-    `SELECT ${projection(f, wanted)}, ${sqlStr(f.orig)} AS __file, ${f.seq}::BIGINT AS __seq${extra}
-     FROM read_parquet(${sqlStr(f.local)}, file_row_number = true)`).join(' UNION ALL BY NAME ');
-  await conn.run(`CREATE TEMP TABLE __d AS ${union(data, fields, ', file_row_number AS __pos')}`);
+  // Files with the same columns and projection are read by one multi-file read_parquet
+  // (a table between schema changes is one group, whatever its file count), each row
+  // tagged with its file's path and sequence number through a join on the file name;
+  // groups are united by name.
+  const union = (files, wanted, extra) => {
+    const groups = new Map();
+    for (const f of files) {
+      const proj = projection(f, wanted);
+      const key = `${[...(fileColumns.get(f.local) ?? new Map()).keys()].sort().join('\u0001')}\u0002${proj}`;
+      if (!groups.has(key)) groups.set(key, { proj, files: [] });
+      groups.get(key).files.push(f);
+    }
+    return [...groups.values()].map(({ proj, files: fs }) =>
+      `SELECT ${proj}, __m.__orig AS __file, __m.__seqn::BIGINT AS __seq${extra}
+       FROM read_parquet(${list(fs)}, filename = '__fname', file_row_number = true) __r
+       JOIN (VALUES ${values(fs)}) __m(__local, __orig, __seqn) ON __r.__fname = __m.__local`)
+      .join(' UNION ALL BY NAME ');
+  };
+  // One statement: the data rows, then each kind of delete as a left join against the
+  // highest sequence number that deletes the row's file position or key (hash joins on
+  // equalities only, so the deletes cost about one pass over the rows whatever their file
+  // count), keeping a row unless a delete of a high enough sequence number matched.
+  let q = union(data, fields, ', file_row_number AS __pos');
   if (posDeletes.length) {
-    await conn.run(`DELETE FROM __d USING (
-        SELECT p.file_path, p.pos, f.seq FROM read_parquet(${list(posDeletes)}, filename = true) p
-        JOIN (VALUES ${values(posDeletes)}) f(local, orig, seq) ON p.filename = f.local) x
-      WHERE __d.__file = x.file_path AND __d.__pos = x.pos AND __d.__seq <= x.seq`);
+    q = `SELECT d.* FROM (${q}) d LEFT JOIN (
+        SELECT p.file_path AS __pf, p.pos AS __pp, max(f.__seqn) AS __pds
+        FROM read_parquet(${list(posDeletes)}, filename = '__fname') p
+        JOIN (VALUES ${values(posDeletes)}) f(__local, __orig, __seqn) ON p.__fname = f.__local
+        GROUP BY ALL) x ON d.__file = x.__pf AND d.__pos = x.__pp
+      WHERE x.__pds IS NULL OR d.__seq > x.__pds`;
   }
   const byIds = new Map();
   for (const e of eqDeletes) {
@@ -206,10 +227,13 @@ export async function readSnapshotRows(conn, { schema, fields, data, posDeletes 
   }
   for (const [k, files] of byIds) {
     const keyFields = k.split(',').map((id) => schema.fields.find((f) => f.id === Number(id)));
-    const on = keyFields.map((f) => `__d.${ident(f.name)} IS NOT DISTINCT FROM x.${ident(f.name)}`).join(' AND ');
-    await conn.run(`DELETE FROM __d USING (${union(files, keyFields, '')}) x
-      WHERE ${on} AND __d.__seq < x.__seq`);
+    const keys = keyFields.map((f) => ident(f.name)).join(', ');
+    const on = keyFields.map((f) => `d.${ident(f.name)} IS NOT DISTINCT FROM x.${ident(f.name)}`).join(' AND ');
+    q = `SELECT d.* FROM (${q}) d LEFT JOIN (
+        SELECT ${keys}, max(__seq) AS __eds FROM (${union(files, keyFields, '')}) GROUP BY ALL) x ON ${on}
+      WHERE x.__eds IS NULL OR d.__seq >= x.__eds`;
   }
+  await conn.run(`CREATE TEMP TABLE __d AS ${q}`);
   return true;
 }
 

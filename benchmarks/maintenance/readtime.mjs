@@ -2,14 +2,15 @@
 //   current    DuckDB reads the files the current snapshot lists and applies the
 //              deletes by sequence number, exactly the verifier's read
 //              (chaos/verify.mjs: snapshotFiles + readSnapshotRows);
-//   compacted  the same rows, written once by DuckDB COPY into one Parquet file (a freshly
-//              compacted copy), read by the same code as a snapshot of that one file.
+//   compacted  the same rows, written once by DuckDB COPY into one Parquet file per Kafka
+//              partition (a freshly compacted copy, the layout compaction leaves), read by
+//              the same code as a snapshot of those files; compacted_onefile: into one file.
 // Each read is done --reads times (after one warm-up read each, so both read from the
 // page cache); the medians are reported. Planning (icebird reading the metadata and the
 // manifests) is timed apart and is not part of either read time.
 // usage: node readtime.mjs <table dir> <work dir> [--reads 5]
 // Prints one JSON object: rows, data_files, delete_files, plan_ms, current_ms,
-// compacted_ms (medians), ratio, and every sample.
+// compacted_ms, compacted_onefile_ms (medians), ratio, ratio_onefile, and every sample.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -79,18 +80,38 @@ for (let i = 0; i < reads; i++) {
   current.push(r.ms);
 }
 
-// the compacted copy: the rows just read, the table's columns only, in one file
-const copy = path.join(workDir, 'compacted.parquet');
+// The compacted copies of the rows just read (the table's columns only; the copies'
+// column names are the fields' names: readSnapshotRows matches them by name):
+//   compacted        one file per Kafka partition, as the product's compaction leaves the
+//                    table (every file is written for one partition, docs/iceberg.md
+//                    "Table maintenance"; `-p<P>-` in the file names says which);
+//   compacted_onefile  every row in one file: the layout's own cost (12 files where a
+//                    small table would fit in one) shows as the difference.
 const cols = files.fields.map((f) => `"${f.name.replaceAll('"', '""')}"`).join(', ');
 await readSnapshotRows(conn, files);
-await conn.run(`COPY (SELECT ${cols} FROM __d) TO '${copy.replaceAll("'", "''")}'
-  (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)`);
-// the copy's column names are the fields' names: readSnapshotRows matches them by name
-const compactedFiles = { ...files, data: [{ orig: copy, local: copy, seq: 0n }], posDeletes: [], eqDeletes: [] };
-const compacted = [];
-const warm = await readOnce(compactedFiles);
-if (warm.rows !== rows) throw new Error(`the compacted copy has ${warm.rows} rows, the table ${rows}`);
-for (let i = 0; i < reads; i++) compacted.push((await readOnce(compactedFiles)).ms);
+const part = "regexp_extract(__file, '-p([0-9]+)-[a-z]+-[^/]*$', 1)";
+const parts = (await (await conn.runAndReadAll(`SELECT DISTINCT ${part} AS p FROM __d ORDER BY 1`))
+  .getRowObjectsJson()).map((r) => r.p);
+const sq = (x) => `'${x.replaceAll("'", "''")}'`;
+const copyOf = async (name, where) => {
+  const f = path.join(workDir, `${name}.parquet`);
+  await conn.run(`COPY (SELECT ${cols} FROM __d WHERE ${where}) TO ${sq(f)}
+    (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)`);
+  return { orig: f, local: f, seq: 0n };
+};
+const perPartition = [];
+for (const p of parts) perPartition.push(await copyOf(`compacted-p${p || 'x'}`, `${part} = ${sq(p)}`));
+const oneFile = [await copyOf('compacted', 'true')];
+async function timeCopy(data) {
+  const copyFiles = { ...files, data, posDeletes: [], eqDeletes: [] };
+  const warm = await readOnce(copyFiles);
+  if (warm.rows !== rows) throw new Error(`a compacted copy has ${warm.rows} rows, the table ${rows}`);
+  const out = [];
+  for (let i = 0; i < reads; i++) out.push((await readOnce(copyFiles)).ms);
+  return out;
+}
+const compacted = await timeCopy(perPartition);
+const compactedOne = await timeCopy(oneFile);
 
 const result = {
   table: tableDir,
@@ -100,9 +121,12 @@ const result = {
   plan_ms: median(plan),
   current_ms: median(current),
   compacted_ms: median(compacted),
-  compacted_bytes: fs.statSync(copy).size,
-  samples: { plan, current, compacted },
+  compacted_files: perPartition.length,
+  compacted_onefile_ms: median(compactedOne),
+  compacted_bytes: perPartition.reduce((n, f) => n + fs.statSync(f.local).size, 0),
+  samples: { plan, current, compacted, compacted_onefile: compactedOne },
 };
 result.ratio = result.compacted_ms > 0 ? result.current_ms / result.compacted_ms : 0;
+result.ratio_onefile = result.compacted_onefile_ms > 0 ? result.current_ms / result.compacted_onefile_ms : 0;
 console.log(JSON.stringify(result));
 conn.closeSync?.();

@@ -22,13 +22,18 @@
 #   3. BENCH lines and the plot benchmarks/results/maintenance-files.png.
 # A read that fails (DuckDB out of its MAINT_READ_MEMORY, 4GB, applying thousands of
 # equality-delete files) gives maintenance_read_failed{,_nocompact} = 1 instead of a ratio.
-# Not more than 40,000 initial rows: the development broker (librdkafka's mock cluster)
+# The table: MAINT_INITIAL_ROWS (40,000) rows before the capture starts (its initial
+# snapshot), then MAINT_STREAMED_ROWS (360,000) inserted in chunks of MAINT_STREAMED_CHUNK
+# (40,000), each waited for; the load then runs over all 400,000 keys. A table of 40,000
+# rows reads in ~16 ms, so a read's fixed costs (~0.3 ms per file in DuckDB) weigh more than
+# its rows. Not more than 40,000 initial rows: the development broker (librdkafka's mock cluster)
 # keeps at most 5 MiB / 100,000 messages per partition and drops the oldest even unread:
 # with 300,000 rows the workers, still behind on the snapshot, found their next offset
 # dropped and stalled; with 100,000 (~8 MB a partition: 5 % of the rows carry TOASTed
 # notes) the first snapshot records were dropped before the workers started.
 # Knobs: MAINT_EPOCHS (3600; e.g. 200 for a smoke run), MAINT_INTERVAL (100ms),
-#   MAINT_INITIAL_ROWS (40000), MAINT_FRACTION (0.5), MAINT_CEILING_SECONDS (15),
+#   MAINT_INITIAL_ROWS (40000), MAINT_STREAMED_ROWS (360000), MAINT_STREAMED_CHUNK (40000),
+#   MAINT_FRACTION (0.5), MAINT_CEILING_SECONDS (15),
 #   MAINT_WORKERS (2), MAINT_READS (5), MAINT_MODES ("on off"), MAINT_COMPACT_ARGS (the
 #   policy with compaction on), MAINT_COMMON_ARGS (coordinator options of both runs),
 #   MAINT_RATE (transactions/s: skips the ceiling run), MAINT_CATCHUP_TIMEOUT (300),
@@ -41,6 +46,8 @@ cd "$(dirname "$0")/../.." || exit 1
 EPOCHS=${MAINT_EPOCHS:-3600}
 INTERVAL=${MAINT_INTERVAL:-100ms}
 ROWS=${MAINT_INITIAL_ROWS:-40000}
+STREAMED=${MAINT_STREAMED_ROWS:-360000}
+CHUNK=${MAINT_STREAMED_CHUNK:-40000}
 FRACTION=${MAINT_FRACTION:-0.5}
 CEIL_SECS=${MAINT_CEILING_SECONDS:-15}
 READS=${MAINT_READS:-5}
@@ -57,7 +64,7 @@ COMPACT_ARGS=${MAINT_COMPACT_ARGS:---compact-interval=1s --compact-min-files=4}
 # rewritten on every commit and the commits slow down with the run, whatever compaction does.
 COMMON_ARGS=${MAINT_COMMON_ARGS:---snapshot-retention=3m --orphan-interval=6s --orphan-age=1m}
 export CHAOS_WORKERS=${MAINT_WORKERS:-2} CHAOS_TABLES=public.transactions CDC_JOB=bench
-export CDC_COMMIT_INTERVAL=$INTERVAL BENCH_KEYS=$ROWS
+export CDC_COMMIT_INTERVAL=$INTERVAL BENCH_KEYS=$((ROWS + STREAMED))
 BENCH_WORK=$(mktemp -d "${TMPDIR:-/tmp}/cdc-bench-maint.XXXXXX")
 export BENCH_WORK
 mkdir -p "$BENCH_RESULTS"
@@ -126,11 +133,29 @@ snaplog_stop() {
 
 snapshot_done() { [ "$(bench_changelog_records "$NS/transactions_changelog")" -ge "$ROWS" ]; }
 
+changelog_at_least() { [ "$(bench_changelog_records "$NS/transactions_changelog")" -ge "$1" ]; }
+
+# The rest of the table, streamed: STREAMED rows inserted after the initial snapshot in
+# chunks of CHUNK, each waited for in the changelog, so that the development broker never
+# holds more than a chunk unread (it drops the oldest messages past 5 MiB a partition).
+stream_rows() {
+    local from=$((ROWS + 1)) to
+    while [ "$from" -le $((ROWS + STREAMED)) ]; do
+        to=$((from + CHUNK - 1))
+        [ "$to" -le $((ROWS + STREAMED)) ] || to=$((ROWS + STREAMED))
+        bench_psql -c "INSERT INTO public.transactions (entity_id, account, amount, status, note, updated_at)
+            SELECT g, 'acct-' || (g % 997), (g % 100000) / 100.0, 'new', 'bulk ' || g, clock_timestamp()
+            FROM generate_series($from, $to) g" >/dev/null || return 1
+        chaos_wait "$CATCHUP" "rows up to $to in the changelog" changelog_at_least "$to" || return 1
+        from=$((to + 1))
+    done
+}
+
 # run_mode <on|off> <coordinator options>: one run; its figures go to
 # $BENCH_WORK/<mode>.json, its samples to $BENCH_WORK/<mode>-files.tsv.
 run_mode() {
     local mode=$1 opts=$2 dir=$BENCH_WORK/$1 e0 e1 a0 a1 t_start t_end want deadline caught=1
-    local m written read_b ingested
+    local m written read_b ingested written0 read0 ingested0
     export CHAOS_DIR=$dir CHAOS_INITIAL_ROWS=$ROWS CHAOS_COORDINATOR_ARGS="$COMMON_ARGS $opts"
     mkdir -p "$dir"
     bench_log "[$mode] $ROWS initial rows, $CHAOS_WORKERS workers, epochs of $INTERVAL," \
@@ -142,6 +167,14 @@ run_mode() {
     }
     # the initial snapshot first: the epochs counted are those of the load
     chaos_wait "$CATCHUP" "the initial snapshot in the changelog" snapshot_done || return 1
+    if [ "$STREAMED" -gt 0 ]; then
+        bench_log "[$mode] streaming $STREAMED more rows in chunks of $CHUNK"
+        stream_rows || return 1
+    fi
+    m=$(leader_metrics)
+    written0=$(metric cdc_coordinator_compaction_written_bytes_total <<<"$m")
+    read0=$(metric cdc_coordinator_compaction_read_bytes_total <<<"$m")
+    ingested0=$(metric_sum cdc_coordinator_table_committed_bytes_total <<<"$m")
     bench_sampler_start "$dir/samples"
     snaplog_start "$dir/snapshots.jsonl"
     e0=$(pipeline_committed)
@@ -163,7 +196,7 @@ run_mode() {
     t_end=$(date +%s%3N)
     e1=$(pipeline_committed)
     a1=$(bench_audit_count)
-    want=$((ROWS + a1 - a0))
+    want=$((ROWS + STREAMED + a1 - a0))
     deadline=$((SECONDS + CATCHUP))
     until [ "$(bench_changelog_records "$NS/transactions_changelog")" -ge "$want" ]; do
         if [ "$SECONDS" -ge "$deadline" ]; then
@@ -176,9 +209,10 @@ run_mode() {
         sleep 0.5
     done
     m=$(leader_metrics)
-    written=$(metric cdc_coordinator_compaction_written_bytes_total <<<"$m")
-    read_b=$(metric cdc_coordinator_compaction_read_bytes_total <<<"$m")
-    ingested=$(metric_sum cdc_coordinator_table_committed_bytes_total <<<"$m")
+    # over the load only: the metrics' growth since it started
+    written=$(($(metric cdc_coordinator_compaction_written_bytes_total <<<"$m") - ${written0:-0}))
+    read_b=$(($(metric cdc_coordinator_compaction_read_bytes_total <<<"$m") - ${read0:-0}))
+    ingested=$(($(metric_sum cdc_coordinator_table_committed_bytes_total <<<"$m") - ${ingested0:-0}))
     sleep 6 # one more sample of the caught-up tables, one more poll of the snapshots
     bench_sampler_stop
     snaplog_stop
@@ -245,7 +279,7 @@ set output "$BENCH_RESULTS/maintenance-files.png"
 set datafile separator "\t"
 set grid
 set key top left
-set title "Iceberg files of the current snapshot (data + delete) per table: $INTERVAL epochs, $ROWS initial rows, $RATE tx/s"
+set title "Iceberg files of the current snapshot (data + delete) per table: $INTERVAL epochs, $((ROWS + STREAMED)) rows, $RATE tx/s"
 set xlabel "epochs since the load started"
 set ylabel "files"
 plot "$w/off-transactions.tsv" using 1:3 with lines lw 2 lc rgb "#d62728" title "mirror, compaction off", \\
@@ -260,8 +294,8 @@ EOF
 if [ -n "${MAINT_RATE:-}" ]; then
     RATE=$MAINT_RATE
 else
-    export CHAOS_DIR=$BENCH_WORK/ceiling CHAOS_INITIAL_ROWS=$ROWS
-    bench_log "PostgreSQL ceiling with $ROWS rows in the table (${CEIL_SECS}s)"
+    export CHAOS_DIR=$BENCH_WORK/ceiling CHAOS_INITIAL_ROWS=$((ROWS + STREAMED))
+    bench_log "PostgreSQL ceiling with $((ROWS + STREAMED)) rows in the table (${CEIL_SECS}s)"
     pipeline_servers_up >"$BENCH_WORK/ceiling.log" 2>&1 && bench_pg_ceiling "$CEIL_SECS" || exit 1
     pipeline_down purge >/dev/null 2>&1
     RATE=$(awk -v c="$CEIL_TPS" -v f="$FRACTION" 'BEGIN { printf "%.0f\n", c * f }')
@@ -288,6 +322,8 @@ read_lines() {
     if [ "$(j "$1" '.read.ratio != null')" = true ]; then
         bench_line "maintenance_read_ratio$2" "$(j "$1" '.read.ratio * 1000 | round / 1000')" x \
             "$(j "$1" '.read.compacted_ms | round')" "$(j "$1" '.read.ratio * 1000 | round / 1000')" compacted_copy_ms
+        bench_line "maintenance_read_ratio_onefile$2" "$(j "$1" '.read.ratio_onefile * 1000 | round / 1000')" x \
+            "$(j "$1" '.read.compacted_onefile_ms | round')" "$(j "$1" '.read.ratio_onefile * 1000 | round / 1000')" compacted_onefile_ms
         bench_line "maintenance_read_ms$2" "$(j "$1" '.read.current_ms | round')" ms
     else
         bench_log "[$1] the read of the current snapshot failed: $(j "$1" '.read.error // "no result"')"
