@@ -82,8 +82,9 @@ typedef struct cdc_capture_table {
      * others are. Cleared when the next session (or, for an error found in the stream,
      * the table's next Relation message) finds the table usable. */
     bool failed;
-    cdc_gauge_t *m_error;     /* cdc_capture_table_errors{table}: 1 while failed */
-    cdc_counter_t *m_skipped; /* cdc_capture_skipped_changes_total{table} */
+    cdc_gauge_t *m_error;        /* cdc_capture_table_errors{table}: 1 while failed */
+    cdc_counter_t *m_skipped;    /* cdc_capture_skipped_changes_total{table} */
+    cdc_counter_t *m_uncaptured; /* cdc_capture_uncaptured_changes_total{table} */
 } cdc_capture_table_t;
 
 /*
