@@ -85,6 +85,10 @@ typedef struct cdc_capture_table {
     cdc_gauge_t *m_error;        /* cdc_capture_table_errors{table}: 1 while failed */
     cdc_counter_t *m_skipped;    /* cdc_capture_skipped_changes_total{table} */
     cdc_counter_t *m_uncaptured; /* cdc_capture_uncaptured_changes_total{table} */
+    /* The last failure to create or find the table's topic (NULL: none since it was
+     * ready), shown in /status; each failure counts in cdc_capture_topic_errors_total. */
+    char *topic_error;
+    cdc_counter_t *m_topic_errors;
 } cdc_capture_table_t;
 
 /*
@@ -234,6 +238,14 @@ cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc
 
 /* Frees the table's cached column names. */
 void cdc_capture_table_free_names(cdc_capture_table_t *t);
+
+/*
+ * Ensures the topics of the session's captured tables (docs/capture.md, "Topics"), before
+ * the session streams, so that no topic is created while changes of other tables wait.
+ * A topic that cannot be created is logged, counted and shown in /status; it is tried
+ * again at the table's first schema in the stream and by the next session.
+ */
+void cdc_registry_ensure_topics(cdc_capture_t *cap);
 
 /* Reads `<prefix>._schemas` and `<prefix>._capture` (snapshot markers) from Kafka. */
 cdc_err_t cdc_registry_load(cdc_capture_t *cap, cdc_error_t *e);

@@ -272,6 +272,17 @@ cdc_err_t cdc_registry_mark_snapshot(cdc_capture_t *cap, uint64_t lsn, const cha
     return rc;
 }
 
+/* Notes a failure to create or find t's topic: log, metric, /status. */
+static void topic_failed(cdc_capture_table_t *t, const cdc_error_t *e)
+{
+    cdc_metrics_counter_inc(t->m_topic_errors);
+    cdc_log_warn("could not create topic %s of table %s.%s: %s (tried again at the table's "
+                 "next change and by the next session)",
+                 t->topic, t->schema, t->name, e->msg);
+    free(t->topic_error);
+    t->topic_error = strdup(e->msg);
+}
+
 static cdc_err_t ensure_topic(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
 {
     cdc_kafka_topic_spec_t spec = {.name = t->topic, .partitions = (int32_t)cap->cfg->partitions};
@@ -284,19 +295,40 @@ static cdc_err_t ensure_topic(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_er
                                 ADMIN_TIMEOUT_MS, e);
     if (rc == CDC_ERR_CONFLICT) {
         /* an existing topic with another partition count: use it as it is */
-        if (cdc_kafka_topic_partitions(cap->cfg->kafka.bootstrap, cap->cfg->kafka.properties,
-                                       t->topic, &n, ADMIN_TIMEOUT_MS, e) != CDC_OK)
-            return e->code;
-        cdc_log_warn("topic %s has %d partitions, not %d; using it as it is", t->topic, (int)n,
-                     (int)cap->cfg->partitions);
-        t->partitions = n;
-    } else if (rc != CDC_OK) {
-        return rc;
-    } else {
+        rc = cdc_kafka_topic_partitions(cap->cfg->kafka.bootstrap, cap->cfg->kafka.properties,
+                                        t->topic, &n, ADMIN_TIMEOUT_MS, e);
+        if (rc == CDC_OK) {
+            cdc_log_warn("topic %s has %d partitions, not %d; using it as it is", t->topic, (int)n,
+                         (int)cap->cfg->partitions);
+            t->partitions = n;
+        }
+    } else if (rc == CDC_OK) {
         t->partitions = (int32_t)cap->cfg->partitions;
     }
+    if (rc != CDC_OK) {
+        topic_failed(t, e);
+        return rc;
+    }
+    free(t->topic_error);
+    t->topic_error = NULL;
     t->topic_ready = true;
     return CDC_OK;
+}
+
+void cdc_registry_ensure_topics(cdc_capture_t *cap)
+{
+    for (size_t i = 0; i < cap->ntables && !*cap->stop; i++) {
+        cdc_capture_table_t *t = &cap->tables[i];
+        cdc_error_t e;
+        cdc_err_t rc;
+        if (!t->captured || t->failed)
+            continue;
+        /* a failure is noted and the table tries again; Kafka out of reach would fail
+         * every table after a timeout each: the tables' own attempts come soon enough */
+        rc = ensure_topic(cap, t, &e);
+        if (rc == CDC_ERR_UNAVAILABLE || rc == CDC_ERR_TIMEOUT)
+            break;
+    }
 }
 
 void cdc_capture_table_free_names(cdc_capture_table_t *t)

@@ -107,6 +107,11 @@ cdc_capture_table_t *cdc_capture_table_get(cdc_capture_t *cap, const char *schem
         "(--tables): the capture stopped before confirming them (docs/capture.md, \"Tables "
         "outside the capture set\").",
         labels);
+    t->m_topic_errors = cdc_metrics_counter(
+        cdc_metrics_default(), "cdc_capture_topic_errors_total",
+        "Failed attempts to create or find the table's topic (each is tried again; "
+        "docs/capture.md, \"Topics\").",
+        labels);
     t->m_skipped = cdc_metrics_counter(
         cdc_metrics_default(), "cdc_capture_skipped_changes_total",
         "Changes received for a table that were not produced: the table is in error, or a "
