@@ -3,7 +3,7 @@
  * slot into Kafka events (stream.c: the session loop; changes.c, tables.c, partitions.c
  * and probe.c: the stream's messages, see stream_int.h; snapshot.c: the initial
  * snapshot and backfills; registry.c: schema versions and the snapshot marker on Kafka;
- * source.h: PostgreSQL).
+ * topics.c: the tables' topics; source.h: PostgreSQL).
  * Everything here runs on the main thread, including Kafka delivery reports (served
  * by the producer polls this thread makes).
  */
@@ -193,6 +193,9 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force);
 /* Exit status of a capture whose slot was lost (--slot-lost=fail). */
 #define CDC_CAPTURE_EXIT_SLOT_LOST 3
 
+/* Longest wait of the capture's Kafka admin requests (topics, the registry's reads). */
+#define CDC_CAPTURE_ADMIN_TIMEOUT_MS 30000
+
 /* Sentinel opaque of schema-registry records (never a transaction id). */
 #define CDC_CAPTURE_SCHEMA_OPAQUE ((void *)(uintptr_t)UINT64_MAX)
 
@@ -243,9 +246,16 @@ void cdc_capture_table_free_names(cdc_capture_table_t *t);
  * Ensures the topics of the session's captured tables (docs/capture.md, "Topics"), before
  * the session streams, so that no topic is created while changes of other tables wait.
  * A topic that cannot be created is logged, counted and shown in /status; it is tried
- * again at the table's first schema in the stream and by the next session.
+ * again at the table's first schema in the stream and by the next session (topics.c).
  */
-void cdc_registry_ensure_topics(cdc_capture_t *cap);
+void cdc_capture_topics_ensure(cdc_capture_t *cap);
+
+/*
+ * Ensures t's topic (--partitions partitions; an existing topic with another count is
+ * used as it is) unless it is ready; a failure is noted (log, metric, /status) and
+ * returned.
+ */
+cdc_err_t cdc_capture_topic_ensure(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e);
 
 /* Reads `<prefix>._schemas` and `<prefix>._capture` (snapshot markers) from Kafka. */
 cdc_err_t cdc_registry_load(cdc_capture_t *cap, cdc_error_t *e);

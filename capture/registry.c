@@ -17,8 +17,6 @@
 #include "common/clock.h"
 #include "common/log.h"
 
-#define ADMIN_TIMEOUT_MS 30000
-
 static void topic_name(const cdc_capture_t *cap, const char *suffix, char *buf, size_t size)
 {
     snprintf(buf, size, "%s.%s", cap->cfg->topic_prefix, suffix);
@@ -35,13 +33,13 @@ static cdc_err_t read_topic(cdc_capture_t *cap, const char *topic,
     cdc_kafka_tp_t tp = {topic, 0, CDC_KAFKA_OFFSET_BEGINNING};
     cdc_kafka_msg_t msgs[256];
     int64_t low = 0, high = 0, next = 0;
-    int64_t deadline = cdc_clock_wall_ms() + ADMIN_TIMEOUT_MS;
+    int64_t deadline = cdc_clock_wall_ms() + CDC_CAPTURE_ADMIN_TIMEOUT_MS;
     cdc_err_t rc;
 
     rc = cdc_kafka_consumer_new(&cc, &c, e);
     if (rc != CDC_OK)
         return rc;
-    rc = cdc_kafka_consumer_watermarks(c, topic, 0, &low, &high, ADMIN_TIMEOUT_MS, e);
+    rc = cdc_kafka_consumer_watermarks(c, topic, 0, &low, &high, CDC_CAPTURE_ADMIN_TIMEOUT_MS, e);
     if (rc != CDC_OK)
         goto cleanup;
     if (high <= low)
@@ -193,12 +191,12 @@ cdc_err_t cdc_registry_load(cdc_capture_t *cap, cdc_error_t *e)
     /* an existing topic with more partitions is fine: the capture uses partition 0 only */
     spec.name = schemas;
     rc = cdc_kafka_ensure_topic(cap->cfg->kafka.bootstrap, cap->cfg->kafka.properties, &spec,
-                                ADMIN_TIMEOUT_MS, e);
+                                CDC_CAPTURE_ADMIN_TIMEOUT_MS, e);
     if (rc != CDC_OK && rc != CDC_ERR_CONFLICT)
         return rc;
     spec.name = state;
     rc = cdc_kafka_ensure_topic(cap->cfg->kafka.bootstrap, cap->cfg->kafka.properties, &spec,
-                                ADMIN_TIMEOUT_MS, e);
+                                CDC_CAPTURE_ADMIN_TIMEOUT_MS, e);
     if (rc != CDC_OK && rc != CDC_ERR_CONFLICT)
         return rc;
     cap->snapshot_marked = false;
@@ -270,65 +268,6 @@ cdc_err_t cdc_registry_mark_snapshot(cdc_capture_t *cap, uint64_t lsn, const cha
         cap->marker_lsn = lsn;
     }
     return rc;
-}
-
-/* Notes a failure to create or find t's topic: log, metric, /status. */
-static void topic_failed(cdc_capture_table_t *t, const cdc_error_t *e)
-{
-    cdc_metrics_counter_inc(t->m_topic_errors);
-    cdc_log_warn("could not create topic %s of table %s.%s: %s (tried again at the table's "
-                 "next change and by the next session)",
-                 t->topic, t->schema, t->name, e->msg);
-    free(t->topic_error);
-    t->topic_error = strdup(e->msg);
-}
-
-static cdc_err_t ensure_topic(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
-{
-    cdc_kafka_topic_spec_t spec = {.name = t->topic, .partitions = (int32_t)cap->cfg->partitions};
-    cdc_err_t rc;
-    int32_t n = 0;
-
-    if (t->topic_ready)
-        return CDC_OK;
-    rc = cdc_kafka_ensure_topic(cap->cfg->kafka.bootstrap, cap->cfg->kafka.properties, &spec,
-                                ADMIN_TIMEOUT_MS, e);
-    if (rc == CDC_ERR_CONFLICT) {
-        /* an existing topic with another partition count: use it as it is */
-        rc = cdc_kafka_topic_partitions(cap->cfg->kafka.bootstrap, cap->cfg->kafka.properties,
-                                        t->topic, &n, ADMIN_TIMEOUT_MS, e);
-        if (rc == CDC_OK) {
-            cdc_log_warn("topic %s has %d partitions, not %d; using it as it is", t->topic, (int)n,
-                         (int)cap->cfg->partitions);
-            t->partitions = n;
-        }
-    } else if (rc == CDC_OK) {
-        t->partitions = (int32_t)cap->cfg->partitions;
-    }
-    if (rc != CDC_OK) {
-        topic_failed(t, e);
-        return rc;
-    }
-    free(t->topic_error);
-    t->topic_error = NULL;
-    t->topic_ready = true;
-    return CDC_OK;
-}
-
-void cdc_registry_ensure_topics(cdc_capture_t *cap)
-{
-    for (size_t i = 0; i < cap->ntables && !*cap->stop; i++) {
-        cdc_capture_table_t *t = &cap->tables[i];
-        cdc_error_t e;
-        cdc_err_t rc;
-        if (!t->captured || t->failed)
-            continue;
-        /* a failure is noted and the table tries again; Kafka out of reach would fail
-         * every table after a timeout each: the tables' own attempts come soon enough */
-        rc = ensure_topic(cap, t, &e);
-        if (rc == CDC_ERR_UNAVAILABLE || rc == CDC_ERR_TIMEOUT)
-            break;
-    }
 }
 
 void cdc_capture_table_free_names(cdc_capture_table_t *t)
@@ -412,7 +351,7 @@ cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc
         cdc_schema_doc_free(doc);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
-    rc = ensure_topic(cap, t, e);
+    rc = cdc_capture_topic_ensure(cap, t, e);
     if (rc == CDC_OK)
         rc = cdc_schema_doc_assign_ids(t->has_latest ? &t->latest : NULL, doc, e);
     if (rc != CDC_OK) {

@@ -251,7 +251,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
         if (rc != CDC_OK)
             goto cleanup;
     }
-    cdc_registry_ensure_topics(cap);
+    cdc_capture_topics_ensure(cap);
     rc = cdc_source_connect_repl(&cap->src, cap->cfg->pg_dsn, cap->cfg->pg_password, e);
     if (rc != CDC_OK)
         goto cleanup;
