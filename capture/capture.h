@@ -3,7 +3,7 @@
  * slot into Kafka events (stream.c: the session loop; changes.c, tables.c, partitions.c
  * and probe.c: the stream's messages, see stream_int.h; snapshot.c: the initial
  * snapshot and backfills; registry.c: schema versions and the snapshot marker on Kafka;
- * source.h: PostgreSQL).
+ * topics.c: the tables' topics; source.h: PostgreSQL).
  * Everything here runs on the main thread, including Kafka delivery reports (served
  * by the producer polls this thread makes).
  */
@@ -82,8 +82,13 @@ typedef struct cdc_capture_table {
      * others are. Cleared when the next session (or, for an error found in the stream,
      * the table's next Relation message) finds the table usable. */
     bool failed;
-    cdc_gauge_t *m_error;     /* cdc_capture_table_errors{table}: 1 while failed */
-    cdc_counter_t *m_skipped; /* cdc_capture_skipped_changes_total{table} */
+    cdc_gauge_t *m_error;        /* cdc_capture_table_errors{table}: 1 while failed */
+    cdc_counter_t *m_skipped;    /* cdc_capture_skipped_changes_total{table} */
+    cdc_counter_t *m_uncaptured; /* cdc_capture_uncaptured_changes_total{table} */
+    /* The last failure to create or find the table's topic (NULL: none since it was
+     * ready), shown in /status; each failure counts in cdc_capture_topic_errors_total. */
+    char *topic_error;
+    cdc_counter_t *m_topic_errors;
 } cdc_capture_table_t;
 
 /*
@@ -188,6 +193,9 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force);
 /* Exit status of a capture whose slot was lost (--slot-lost=fail). */
 #define CDC_CAPTURE_EXIT_SLOT_LOST 3
 
+/* Longest wait of the capture's Kafka admin requests (topics, the registry's reads). */
+#define CDC_CAPTURE_ADMIN_TIMEOUT_MS 30000
+
 /* Sentinel opaque of schema-registry records (never a transaction id). */
 #define CDC_CAPTURE_SCHEMA_OPAQUE ((void *)(uintptr_t)UINT64_MAX)
 
@@ -233,6 +241,21 @@ cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc
 
 /* Frees the table's cached column names. */
 void cdc_capture_table_free_names(cdc_capture_table_t *t);
+
+/*
+ * Ensures the topics of the session's captured tables (docs/capture.md, "Topics"), before
+ * the session streams, so that no topic is created while changes of other tables wait.
+ * A topic that cannot be created is logged, counted and shown in /status; it is tried
+ * again at the table's first schema in the stream and by the next session (topics.c).
+ */
+void cdc_capture_topics_ensure(cdc_capture_t *cap);
+
+/*
+ * Ensures t's topic (--partitions partitions; an existing topic with another count is
+ * used as it is) unless it is ready; a failure is noted (log, metric, /status) and
+ * returned.
+ */
+cdc_err_t cdc_capture_topic_ensure(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e);
 
 /* Reads `<prefix>._schemas` and `<prefix>._capture` (snapshot markers) from Kafka. */
 cdc_err_t cdc_registry_load(cdc_capture_t *cap, cdc_error_t *e);

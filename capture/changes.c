@@ -116,7 +116,12 @@ cdc_err_t cdc_capture_keepalive(cdc_capture_t *cap, cdc_error_t *e)
     return cap->src.repl ? cdc_capture_send_status(cap, e) : CDC_OK;
 }
 
-/* The captured table of a change at lsn; a backfill the table is due comes first. */
+/*
+ * The captured table of a change at lsn; a backfill the table is due comes first.
+ * NULL with *rc = CDC_OK: the change is not produced (its table is in error, see
+ * "Table errors" in docs/capture.md). A change of a published table outside the capture
+ * set is an error: it must never be confirmed unproduced (cdc_capture_uncaptured).
+ */
 static cdc_capture_table_t *captured(cdc_capture_t *cap, uint32_t relid, uint64_t lsn,
                                      cdc_error_t *e, cdc_err_t *rc)
 {
@@ -126,8 +131,17 @@ static cdc_capture_table_t *captured(cdc_capture_t *cap, uint32_t relid, uint64_
         cdc_metrics_counter_inc(t->m_skipped);
         return NULL;
     }
-    if (t == NULL || !t->captured)
+    if (t == NULL) {
+        *rc = cdc_error_set_retriable(e, CDC_ERR_PROTOCOL, true,
+                                      "change at %" PRIu64 " for relation %u before its Relation "
+                                      "message",
+                                      lsn, relid);
         return NULL;
+    }
+    if (!t->captured) {
+        *rc = cdc_capture_uncaptured(cap, t, lsn, e);
+        return NULL;
+    }
     if (!t->has_doc) {
         *rc = cdc_error_set(e, CDC_ERR_PROTOCOL, "change for relation %u before its schema", relid);
         return NULL;

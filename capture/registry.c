@@ -17,8 +17,6 @@
 #include "common/clock.h"
 #include "common/log.h"
 
-#define ADMIN_TIMEOUT_MS 30000
-
 static void topic_name(const cdc_capture_t *cap, const char *suffix, char *buf, size_t size)
 {
     snprintf(buf, size, "%s.%s", cap->cfg->topic_prefix, suffix);
@@ -35,13 +33,13 @@ static cdc_err_t read_topic(cdc_capture_t *cap, const char *topic,
     cdc_kafka_tp_t tp = {topic, 0, CDC_KAFKA_OFFSET_BEGINNING};
     cdc_kafka_msg_t msgs[256];
     int64_t low = 0, high = 0, next = 0;
-    int64_t deadline = cdc_clock_wall_ms() + ADMIN_TIMEOUT_MS;
+    int64_t deadline = cdc_clock_wall_ms() + CDC_CAPTURE_ADMIN_TIMEOUT_MS;
     cdc_err_t rc;
 
     rc = cdc_kafka_consumer_new(&cc, &c, e);
     if (rc != CDC_OK)
         return rc;
-    rc = cdc_kafka_consumer_watermarks(c, topic, 0, &low, &high, ADMIN_TIMEOUT_MS, e);
+    rc = cdc_kafka_consumer_watermarks(c, topic, 0, &low, &high, CDC_CAPTURE_ADMIN_TIMEOUT_MS, e);
     if (rc != CDC_OK)
         goto cleanup;
     if (high <= low)
@@ -193,12 +191,12 @@ cdc_err_t cdc_registry_load(cdc_capture_t *cap, cdc_error_t *e)
     /* an existing topic with more partitions is fine: the capture uses partition 0 only */
     spec.name = schemas;
     rc = cdc_kafka_ensure_topic(cap->cfg->kafka.bootstrap, cap->cfg->kafka.properties, &spec,
-                                ADMIN_TIMEOUT_MS, e);
+                                CDC_CAPTURE_ADMIN_TIMEOUT_MS, e);
     if (rc != CDC_OK && rc != CDC_ERR_CONFLICT)
         return rc;
     spec.name = state;
     rc = cdc_kafka_ensure_topic(cap->cfg->kafka.bootstrap, cap->cfg->kafka.properties, &spec,
-                                ADMIN_TIMEOUT_MS, e);
+                                CDC_CAPTURE_ADMIN_TIMEOUT_MS, e);
     if (rc != CDC_OK && rc != CDC_ERR_CONFLICT)
         return rc;
     cap->snapshot_marked = false;
@@ -270,33 +268,6 @@ cdc_err_t cdc_registry_mark_snapshot(cdc_capture_t *cap, uint64_t lsn, const cha
         cap->marker_lsn = lsn;
     }
     return rc;
-}
-
-static cdc_err_t ensure_topic(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
-{
-    cdc_kafka_topic_spec_t spec = {.name = t->topic, .partitions = (int32_t)cap->cfg->partitions};
-    cdc_err_t rc;
-    int32_t n = 0;
-
-    if (t->topic_ready)
-        return CDC_OK;
-    rc = cdc_kafka_ensure_topic(cap->cfg->kafka.bootstrap, cap->cfg->kafka.properties, &spec,
-                                ADMIN_TIMEOUT_MS, e);
-    if (rc == CDC_ERR_CONFLICT) {
-        /* an existing topic with another partition count: use it as it is */
-        if (cdc_kafka_topic_partitions(cap->cfg->kafka.bootstrap, cap->cfg->kafka.properties,
-                                       t->topic, &n, ADMIN_TIMEOUT_MS, e) != CDC_OK)
-            return e->code;
-        cdc_log_warn("topic %s has %d partitions, not %d; using it as it is", t->topic, (int)n,
-                     (int)cap->cfg->partitions);
-        t->partitions = n;
-    } else if (rc != CDC_OK) {
-        return rc;
-    } else {
-        t->partitions = (int32_t)cap->cfg->partitions;
-    }
-    t->topic_ready = true;
-    return CDC_OK;
 }
 
 void cdc_capture_table_free_names(cdc_capture_table_t *t)
@@ -380,7 +351,7 @@ cdc_err_t cdc_capture_set_schema(cdc_capture_t *cap, cdc_capture_table_t *t, cdc
         cdc_schema_doc_free(doc);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
-    rc = ensure_topic(cap, t, e);
+    rc = cdc_capture_topic_ensure(cap, t, e);
     if (rc == CDC_OK)
         rc = cdc_schema_doc_assign_ids(t->has_latest ? &t->latest : NULL, doc, e);
     if (rc != CDC_OK) {

@@ -251,6 +251,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
         if (rc != CDC_OK)
             goto cleanup;
     }
+    cdc_capture_topics_ensure(cap);
     rc = cdc_source_connect_repl(&cap->src, cap->cfg->pg_dsn, cap->cfg->pg_password, e);
     if (rc != CDC_OK)
         goto cleanup;
@@ -438,6 +439,9 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
         json_object_set_new(x, "table", json_sprintf("%s.%s", t->schema, t->name));
         json_object_set_new(x, "schema_version", json_integer(t->has_doc ? t->doc.version : 0));
         json_object_set_new(x, "error", json_boolean(t->failed));
+        json_object_set_new(x, "topic", json_string(t->topic_ready ? "ready" : "pending"));
+        json_object_set_new(x, "topic_error",
+                            t->topic_error ? json_string(t->topic_error) : json_null());
         json_array_append_new(tables, x);
     }
     json_object_set_new(o, "tables", tables);
@@ -565,6 +569,7 @@ void cdc_capture_free(cdc_capture_t *cap)
         free(t->topic);
         free(t->schema);
         free(t->name);
+        free(t->topic_error);
         cdc_capture_table_free_names(t);
         cdc_buf_free(&t->source_head);
         cdc_schema_doc_free(&t->doc);

@@ -80,6 +80,17 @@ cdc_capture_table_t *cdc_capture_table_by_relid(cdc_capture_t *cap, uint32_t rel
 /* Whether schema.name is in the capture set of this session. */
 bool cdc_capture_is_wanted(const cdc_capture_t *cap, const char *schema, const char *name);
 
+/*
+ * A change at lsn of t, a table the stream publishes but the capture set does not hold
+ * (docs/capture.md, "Tables outside the capture set"): counts it and returns the error
+ * that ends the session before the change's position can be confirmed. With --tables
+ * the error names the table and the fix and is not retriable (the capture exits); when
+ * the capture set is the publication it is retriable: the next session reads the
+ * publication again and captures the table from this change on.
+ */
+cdc_err_t cdc_capture_uncaptured(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
+                                 cdc_error_t *e);
+
 /* setup->table_error of the session's setup check (arg: the capture). */
 void cdc_capture_on_table_error(void *arg, const char *schema, const char *name,
                                 const cdc_error_t *err);

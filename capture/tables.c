@@ -101,6 +101,17 @@ cdc_capture_table_t *cdc_capture_table_get(cdc_capture_t *cap, const char *schem
                                    "its own (the log names it and the fix); the other tables "
                                    "are captured.",
                                    labels);
+    t->m_uncaptured = cdc_metrics_counter(
+        cdc_metrics_default(), "cdc_capture_uncaptured_changes_total",
+        "Changes received for a table of the publication that is not in the capture set "
+        "(--tables): the capture stopped before confirming them (docs/capture.md, \"Tables "
+        "outside the capture set\").",
+        labels);
+    t->m_topic_errors = cdc_metrics_counter(
+        cdc_metrics_default(), "cdc_capture_topic_errors_total",
+        "Failed attempts to create or find the table's topic (each is tried again; "
+        "docs/capture.md, \"Topics\").",
+        labels);
     t->m_skipped = cdc_metrics_counter(
         cdc_metrics_default(), "cdc_capture_skipped_changes_total",
         "Changes received for a table that were not produced: the table is in error, or a "
@@ -147,6 +158,29 @@ cdc_err_t cdc_capture_table_fail(cdc_capture_t *cap, cdc_capture_table_t *t, con
     va_end(ap);
     table_failed(t, msg);
     return CDC_OK;
+}
+
+cdc_err_t cdc_capture_uncaptured(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
+                                 cdc_error_t *e)
+{
+    bool fixed = cap->cfg->tables != NULL && cap->cfg->tables[0] != '\0';
+    char at[32];
+
+    cdc_lsn_str(lsn, at, sizeof(at));
+    cdc_metrics_counter_inc(t->m_uncaptured);
+    if (fixed)
+        return cdc_error_set_retriable(
+            e, CDC_ERR_CONFIG, false,
+            "change at %s for table \"%s.%s\", which is in publication \"%s\" but not in "
+            "--tables: stopping before its position is confirmed, so that nothing is lost "
+            "(hint: add %s.%s to --tables and restart the capture, or remove the table from "
+            "the publication)",
+            at, t->schema, t->name, cap->cfg->publication, t->schema, t->name);
+    /* the capture set is the publication: the next session reads it again */
+    return cdc_error_set_retriable(e, CDC_ERR_CONFIG, true,
+                                   "change at %s for table \"%s.%s\", which joined publication "
+                                   "\"%s\" after this session read it: a new session captures it",
+                                   at, t->schema, t->name, cap->cfg->publication);
 }
 
 /* setup->table_error of the session's setup check */

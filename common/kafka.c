@@ -1010,12 +1010,38 @@ static cdc_err_t create_topic(rd_kafka_t *rk, const cdc_kafka_topic_spec_t *spec
     return rc;
 }
 
+/*
+ * Whether the cluster names a controller among its brokers: CreateTopics goes to the
+ * controller, and librdkafka waits for it until the request times out. librdkafka's
+ * mock cluster (the development broker, tools/kafka-dev/README.md) reports ControllerId
+ * 0 while its brokers are 1..N, so a CreateTopics to it stalled for the whole timeout
+ * (30 s in the capture) before the metadata fallback created the topic. Real Kafka
+ * (ZooKeeper or KRaft) always names a live broker.
+ */
+static cdc_err_t controller_known(rd_kafka_t *rk, int timeout_ms, bool *known, cdc_error_t *e)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, NULL, &md, timeout_ms);
+    int32_t id;
+
+    *known = false;
+    if (err)
+        return kerr(e, err, "could not read the cluster's brokers");
+    id = rd_kafka_controllerid(rk, 0);
+    for (int i = 0; i < md->broker_cnt && id >= 0; i++)
+        if (md->brokers[i].id == id)
+            *known = true;
+    rd_kafka_metadata_destroy(md);
+    return CDC_OK;
+}
+
 cdc_err_t cdc_kafka_ensure_topic(const char *bootstrap, const char *properties,
                                  const cdc_kafka_topic_spec_t *spec, int timeout_ms, cdc_error_t *e)
 {
     rd_kafka_t *rk;
     int32_t have = 0;
     cdc_err_t rc;
+    bool controller = false;
     const char *dev = getenv("CDC_KAFKA_DEV_CONTROL");
 
     if (spec->partitions <= 0)
@@ -1024,13 +1050,23 @@ cdc_err_t cdc_kafka_ensure_topic(const char *bootstrap, const char *properties,
     rk = admin_handle(bootstrap, properties, true, e);
     if (rk == NULL)
         return e ? e->code : CDC_ERR_CONFIG;
-    /* The development broker's mock cluster has no CreateTopics (the request never gets
-     * an answer): use its control channel when we know it, else the metadata request
-     * below creates the topic with the broker's default partition count. */
+    /* An existing topic needs no CreateTopics (one metadata request, no auto-create). */
+    rc = partitions_of(rk, spec->name, false, &have, timeout_ms, e);
+    if (rc == CDC_OK)
+        goto check;
+    if (rc != CDC_ERR_NOT_FOUND)
+        goto out;
+    /* The development broker's mock cluster has no controller to answer CreateTopics:
+     * use its control channel when we know it, else the metadata request below creates
+     * the topic with the broker's default partition count. */
     if (dev && dev[0])
         rc = cdc_kafka__dev_create_topic(dev, spec, e);
-    else
-        rc = create_topic(rk, spec, timeout_ms, e);
+    else if ((rc = controller_known(rk, timeout_ms, &controller, e)) == CDC_OK)
+        rc = controller ? create_topic(rk, spec, timeout_ms, e)
+                        : cdc_error_set(e, CDC_ERR_UNSUPPORTED, "no controller to create topics");
+    if (rc != CDC_OK && rc != CDC_ERR_EXISTS && !controller && !(dev && dev[0]))
+        cdc_log_debug("topic %s: %s; creating it through a metadata request", spec->name,
+                      e ? e->msg : cdc_err_str(rc));
     if (rc == CDC_ERR_UNSUPPORTED || (rc == CDC_ERR_TIMEOUT && !(dev && dev[0])))
         rc = CDC_OK;
     if (rc == CDC_OK || rc == CDC_ERR_EXISTS) {
@@ -1043,10 +1079,12 @@ cdc_err_t cdc_kafka_ensure_topic(const char *bootstrap, const char *properties,
             usleep(100 * 1000);
         } while (rc == CDC_ERR_NOT_FOUND || (e && e->retriable));
     }
+check:
     if (rc == CDC_OK && have != spec->partitions)
         rc = cdc_error_set_retriable(e, CDC_ERR_CONFLICT, false,
                                      "topic \"%s\" has %d partitions, expected %d", spec->name,
                                      (int)have, (int)spec->partitions);
+out:
     rd_kafka_destroy(rk);
     return rc;
 }

@@ -268,11 +268,13 @@ typedef struct cdc_kafka_topic_spec {
 /*
  * Creates the topic when it does not exist (CreateTopics). An existing topic is fine when
  * it has spec->partitions partitions; a different count is CDC_ERR_CONFLICT (not
- * retriable). The development broker has no CreateTopics: when CDC_KAFKA_DEV_CONTROL
- * (its control address, set by the harness and `make run`) is in the environment the
- * topic is created through it; otherwise a broker that does not answer CreateTopics
- * gets the topic created automatically by a metadata request (its default partition
- * count), then the count is checked the same way.
+ * retriable). An existing topic costs one metadata request and no CreateTopics. The
+ * development broker has no CreateTopics: when CDC_KAFKA_DEV_CONTROL (its control
+ * address, set by the harness and `make run`) is in the environment the topic is created
+ * through it; otherwise a cluster that names no controller among its brokers (the
+ * development broker) or does not answer CreateTopics gets the topic created
+ * automatically by a metadata request (its default partition count), at once and not
+ * after timeout_ms, then the count is checked the same way.
  * `properties` as in the producer config (may be NULL).
  */
 cdc_err_t cdc_kafka_ensure_topic(const char *bootstrap, const char *properties,

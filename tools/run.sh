@@ -65,6 +65,7 @@ cat <<EOT
 
   PostgreSQL   psql "$PIPELINE_PG_DSN"
   etcd         $CDC_TEST_ETCD      Kafka (development broker) $CDC_TEST_KAFKA
+  Kafka control CDC_KAFKA_DEV_CONTROL=$CDC_KAFKA_DEV_CONTROL (for cdc processes started by hand)
   coordinators $(for i in 0 1; do printf 'http://%s/status  ' "$(cat "$RUN_DIR/procs/coordinator-$i.http")"; done)
   dashboard    $(for i in 0 1; do printf 'http://%s/  ' "$(cat "$RUN_DIR/procs/coordinator-$i.http")"; done)(either: a standby's names the leader)
   warehouse    $RUN_DIR/warehouse/$CHAOS_NAMESPACE/{transactions,accounts}{,_changelog}

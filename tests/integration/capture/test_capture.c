@@ -8,7 +8,9 @@
  * captured as one table (through publish_via_partition_root, and mapped from its
  * partitions when a publication sends them), partitions attached and detached while
  * running; a misconfigured table next to good ones; a rename decoded while its commit is
- * not yet visible to other sessions keeping its field id. Each test uses
+ * not yet visible to other sessions keeping its field id; a change of a published table
+ * outside --tables stopping the capture before its position is confirmed; topics created
+ * without the development broker's control channel without a stall. Each test uses
  * its own slot, publication and topic prefix, so they do not see each other's events.
  */
 #include <setjmp.h>
@@ -1661,6 +1663,125 @@ static void test_rename_decoded_before_visible(void **state)
     PQfinish(c);
 }
 
+/*
+ * A table the publication streams but --tables leaves out (ALTER PUBLICATION ... ADD
+ * TABLE while the capture runs): before, its change was ignored and its LSN confirmed, so
+ * it was lost. Now the capture exits (status 1) with a message naming the table, the
+ * slot's confirmed position stays before the change, and a capture restarted with the
+ * table in --tables produces it.
+ */
+static void test_uncaptured_table_stops(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    evs_t s = {0};
+    char q[512], *before, *confirmed;
+    int status = 0;
+    pid_t pid;
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_unc_a, ct_unc_b");
+    sql(c, "CREATE TABLE ct_unc_a (id int PRIMARY KEY, v int)");
+    sql(c, "CREATE TABLE ct_unc_b (id int PRIMARY KEY, v int)");
+    pid = start_capture(N("ct_unc"), "public.ct_unc_a", NULL);
+    wait_streaming(c, N("ct_unc"));
+    sql(c, "INSERT INTO ct_unc_a VALUES (1, 1)");
+    consume_q(topic_of("ct_unc", "public.ct_unc_a"), &s, 1, 30000, 0);
+    assert_int_equal(s.n, 1);
+    evs_free(&s);
+
+    sql(c, "ALTER PUBLICATION %s ADD TABLE ct_unc_b", N("ct_unc"));
+    before = sql1(c, "SELECT pg_current_wal_insert_lsn()::text");
+    sql(c, "INSERT INTO ct_unc_b VALUES (1, 1)");
+    sql(c, "INSERT INTO ct_unc_a VALUES (2, 2)");
+    if (!cdc_test_wait_exit(pid, 30000, &status))
+        fail_msg("the capture went on past a change of a table outside --tables; log: %s",
+                 read_log());
+    assert_int_equal(WEXITSTATUS(status), 1);
+    assert_non_null(strstr(read_log(), "public.ct_unc_b"));
+    assert_non_null(strstr(read_log(), "which is in publication"));
+    assert_non_null(strstr(read_log(), "add public.ct_unc_b to --tables"));
+    snprintf(q, sizeof(q),
+             "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '%s'",
+             N("ct_unc"));
+    confirmed = sql1(c, q);
+    if (lsn_of(confirmed) > lsn_of(before))
+        fail_msg("confirmed %s past the uncaptured change (WAL was at %s before it)", confirmed,
+                 before);
+    free(confirmed);
+    free(before);
+
+    /* with the table in --tables, its change arrives */
+    pid = start_capture(N("ct_unc"), "public.ct_unc_a,public.ct_unc_b", NULL);
+    wait_streaming(c, N("ct_unc"));
+    consume_q(topic_of("ct_unc", "public.ct_unc_b"), &s, 1, 30000, 0);
+    assert_int_equal(s.n, 1);
+    assert_non_null(find(&s, 'c', 1, 0));
+    evs_free(&s);
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_unc"));
+    PQfinish(c);
+}
+
+/*
+ * Topics created without the development broker's control channel (a capture started by
+ * hand next to `make run`, issue 18): before, every topic creation (the registry's two,
+ * then each table's) waited 30 s for a controller the broker does not have, with the
+ * stream stalled. Now the first event of a new table comes within seconds of the start,
+ * and a table added to --tables gets its topic at the session's start, before streaming.
+ */
+static void test_topics_without_control(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    const char *control = getenv("CDC_KAFKA_DEV_CONTROL");
+    char saved[128], streaming[160];
+    evs_t s = {0};
+    long long start, took;
+    pid_t pid;
+    (void)state;
+
+    snprintf(saved, sizeof(saved), "%s", control ? control : "");
+    unsetenv("CDC_KAFKA_DEV_CONTROL");
+    sql(c, "DROP TABLE IF EXISTS ct_top_a, ct_top_b");
+    sql(c, "CREATE TABLE ct_top_a (id int PRIMARY KEY, v int)");
+    sql(c, "CREATE TABLE ct_top_b (id int PRIMARY KEY, v int)");
+    sql(c, "INSERT INTO ct_top_a VALUES (1, 1)");
+    start = cdc_test_now_ms();
+    pid = start_capture(N("ct_top"), "public.ct_top_a", NULL);
+    consume_q(topic_of("ct_top", "public.ct_top_a"), &s, 1, 120000, 0);
+    took = cdc_test_now_ms() - start;
+    assert_int_equal(s.n, 1);
+    evs_free(&s);
+    print_message("first event of a new table's topic %lld ms after the capture's start\n", took);
+    if (took > 15000)
+        fail_msg("the first event of a new topic came %lld ms after the start", took);
+    wait_streaming(c, N("ct_top"));
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+
+    /* ct_top_b joins --tables: its topic is made before the session streams */
+    start = cdc_test_now_ms();
+    pid = start_capture(N("ct_top"), "public.ct_top_a,public.ct_top_b", NULL);
+    snprintf(streaming, sizeof(streaming), "(publication %s, 2 tables)", N("ct_top"));
+    if (!cdc_test_wait_for(log_has, streaming, 60000))
+        fail_msg("the capture did not stream both tables; log: %s", read_log());
+    sql(c, "INSERT INTO ct_top_b VALUES (1, 1)");
+    sql(c, "INSERT INTO ct_top_a VALUES (2, 2)");
+    consume_q(topic_of("ct_top", "public.ct_top_b"), &s, 1, 120000, 0);
+    assert_int_equal(s.n, 1);
+    evs_free(&s);
+    consume_q(topic_of("ct_top", "public.ct_top_a"), &s, 2, 120000, 0);
+    took = cdc_test_now_ms() - start;
+    assert_int_equal(s.n, 2);
+    evs_free(&s);
+    print_message("changes of the added table and the other %lld ms after the restart\n", took);
+    if (took > 15000)
+        fail_msg("the changes after adding a table came %lld ms after the restart", took);
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    if (saved[0])
+        setenv("CDC_KAFKA_DEV_CONTROL", saved, 1);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_top"));
+    PQfinish(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1678,6 +1799,8 @@ int main(void)
         cmocka_unit_test(test_standby_capture),
         cmocka_unit_test(test_table_errors_isolated),
         cmocka_unit_test(test_rename_decoded_before_visible),
+        cmocka_unit_test(test_uncaptured_table_stops),
+        cmocka_unit_test(test_topics_without_control),
     };
     cdc_test_env();
     snprintf(tag, sizeof(tag), "%ld", (long)getpid());

@@ -4,7 +4,7 @@
  * another, in order per partition and on the partition the Java client would pick;
  * a broker taken down and up while producing (nothing lost, nothing duplicated);
  * injected request errors; compression codecs; seek, pause/resume and watermarks;
- * topic creation with a partition count.
+ * topic creation with a partition count, also without the broker's control channel.
  *
  * The binary also runs as the producer process: `test_kafka produce <topic> <n> <codec>`.
  */
@@ -713,6 +713,42 @@ static void test_ensure_topic(void **state)
     assert_int_equal(n, 12);
 }
 
+/*
+ * Without CDC_KAFKA_DEV_CONTROL (a process started by hand next to `make run`), a new
+ * topic on the development broker is created through a metadata request at once: the
+ * mock cluster names no controller among its brokers, and a CreateTopics waited for one
+ * until it timed out (30 s in the capture, issue 18). An existing topic is found the same
+ * way. The broker's default count (12) is what such a topic gets.
+ */
+static void test_ensure_topic_without_control(void **state)
+{
+    const char *bs = cdc_test_require("CDC_TEST_KAFKA");
+    const char *control = getenv("CDC_KAFKA_DEV_CONTROL");
+    char saved[128], topic[128];
+    cdc_kafka_topic_spec_t spec;
+    cdc_error_t e;
+    int32_t n = 0;
+    long long start, took;
+    (void)state;
+
+    snprintf(saved, sizeof(saved), "%s", control ? control : "");
+    unsetenv("CDC_KAFKA_DEV_CONTROL");
+    unique_topic(topic, sizeof(topic), "tnoctl");
+    spec = (cdc_kafka_topic_spec_t){.name = topic, .partitions = NPART};
+    start = cdc_test_now_ms();
+    assert_int_equal(cdc_kafka_ensure_topic(bs, NULL, &spec, 30000, &e), CDC_OK);
+    took = cdc_test_now_ms() - start;
+    if (took > 5000)
+        fail_msg("creating topic %s took %lld ms (waited for a controller?)", topic, took);
+    assert_int_equal(cdc_kafka_topic_partitions(bs, NULL, topic, &n, 5000, &e), CDC_OK);
+    assert_int_equal(n, NPART);
+    start = cdc_test_now_ms();
+    assert_int_equal(cdc_kafka_ensure_topic(bs, NULL, &spec, 30000, &e), CDC_OK);
+    assert_true(cdc_test_now_ms() - start < 5000);
+    if (saved[0])
+        setenv("CDC_KAFKA_DEV_CONTROL", saved, 1);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -727,6 +763,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_assign_lifts_pause),
         cmocka_unit_test(test_ensure_topic),
         cmocka_unit_test(test_ensure_topic_control_by_name),
+        cmocka_unit_test(test_ensure_topic_without_control),
     };
     if (argc == 5 && strcmp(argv[1], "produce") == 0)
         return producer_main(argv[2], atoi(argv[3]), argv[4]);

@@ -424,8 +424,10 @@ static void test_status_document(void **state)
     t->captured = true;
     t->has_doc = true;
     t->doc.version = 3;
+    t->topic_ready = true;
     t = cdc_capture_table_get(cap, "public", "broken");
     t->failed = true;
+    t->topic_error = strdup("could not create topic \"pfx.public.broken\": no broker");
     cdc_capture_table_get(cap, "public", "other");
     cdc_capture_status_publish(cap, true);
     j = status(f);
@@ -444,6 +446,11 @@ static void test_status_document(void **state)
     assert_int_equal(
         json_integer_value(json_object_get(json_array_get(tables, 1), "schema_version")), 0);
     assert_true(json_is_true(json_object_get(json_array_get(tables, 1), "error")));
+    /* the topic's state, and the last failure to create it (docs/capture.md, "Topics") */
+    assert_string_equal(str(json_array_get(tables, 0), "topic"), "ready");
+    assert_true(json_is_null(json_object_get(json_array_get(tables, 0), "topic_error")));
+    assert_string_equal(str(json_array_get(tables, 1), "topic"), "pending");
+    assert_non_null(strstr(str(json_array_get(tables, 1), "topic_error"), "no broker"));
     json_decref(j);
 
     /* the server behind what was confirmed (a keepalive not yet seen): no negative lag */

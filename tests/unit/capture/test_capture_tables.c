@@ -2,7 +2,8 @@
  * Unit tests for the capture's table state (capture/tables.c) and the partitions mapped
  * to their root (capture/partitions.c), without PostgreSQL or Kafka: the --tables list,
  * lookups by topic, name and relation id, table errors, column types and Type messages,
- * and the changes of partitions that cannot be mapped.
+ * the changes of partitions that cannot be mapped, and changes of published tables outside
+ * the capture set (never dropped).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -205,12 +206,94 @@ static void test_unmapped_partition(void **state)
     capture_clear(&cap);
 }
 
+/* A Relation message of schema.name (no columns: an uncaptured table is not read further). */
+static void relation(cdc_capture_t *cap, uint32_t relid, const char *schema, const char *name)
+{
+    cdc_pgo_msg_t m;
+    cdc_error_t e;
+
+    memset(&m, 0, sizeof(m));
+    m.kind = CDC_PGO_RELATION;
+    m.u.relation.relid = relid;
+    m.u.relation.nspname = schema;
+    m.u.relation.relname = name;
+    m.u.relation.replident = 'd';
+    assert_int_equal(cdc_capture_on_relation(cap, &m, &e), CDC_OK);
+}
+
+/*
+ * A change of a table the publication streams but --tables leaves out ends the session
+ * with an error naming the table (before, it was dropped and its LSN confirmed); with
+ * the publication as the capture set the error is retriable (a new session reads it).
+ */
+static void test_uncaptured_change_stops(void **state)
+{
+    cdc_capture_config_t fixed = {
+        .topic_prefix = "pfx", .publication = "cdc_pub", .tables = "public.orders"};
+    cdc_capture_config_t published = {
+        .topic_prefix = "pfx", .publication = "cdc_pub", .tables = ""};
+    cdc_capture_t cap;
+    cdc_pgo_msg_t m;
+    uint32_t relids[1] = {700};
+    cdc_error_t e;
+    (void)state;
+
+    capture_init(&cap, "public.orders");
+    cap.cfg = &fixed;
+    relation(&cap, 700, "public", "audit");
+    cap.tx_id = 1;
+
+    memset(&m, 0, sizeof(m));
+    m.kind = CDC_PGO_INSERT;
+    m.u.insert.relid = 700;
+    cdc_error_clear(&e);
+    assert_int_equal(cdc_capture_on_change(&cap, &m, 0x2000, &e), CDC_ERR_CONFIG);
+    assert_false(e.retriable);
+    assert_non_null(strstr(e.msg, "\"public.audit\""));
+    assert_non_null(strstr(e.msg, "add public.audit to --tables"));
+
+    memset(&m, 0, sizeof(m));
+    m.kind = CDC_PGO_DELETE;
+    m.u.del.relid = 700;
+    assert_int_equal(cdc_capture_on_change(&cap, &m, 0x2100, &e), CDC_ERR_CONFIG);
+
+    memset(&m, 0, sizeof(m));
+    m.kind = CDC_PGO_TRUNCATE;
+    m.u.truncate.nrelids = 1;
+    m.u.truncate.relids = relids;
+    assert_int_equal(cdc_capture_on_change(&cap, &m, 0x2200, &e), CDC_ERR_CONFIG);
+
+    /* the capture set is the publication: the table joined it after the session read it */
+    cap.cfg = &published;
+    memset(&m, 0, sizeof(m));
+    m.kind = CDC_PGO_INSERT;
+    m.u.insert.relid = 700;
+    cdc_error_clear(&e);
+    assert_int_equal(cdc_capture_on_change(&cap, &m, 0x2300, &e), CDC_ERR_CONFIG);
+    assert_true(e.retriable);
+    assert_non_null(strstr(e.msg, "\"public.audit\""));
+
+    /* a relation id no Relation message named is no table to drop changes of either */
+    m.u.insert.relid = 701;
+    assert_int_equal(cdc_capture_on_change(&cap, &m, 0x2400, &e), CDC_ERR_PROTOCOL);
+    assert_true(e.retriable);
+
+    /* a table in error keeps its documented behaviour: skipped and counted */
+    cap.cfg = &fixed;
+    assert_int_equal(
+        cdc_capture_table_fail(&cap, cdc_capture_table_by_name(&cap, "public", "audit"), "x"),
+        CDC_OK);
+    m.u.insert.relid = 700;
+    assert_int_equal(cdc_capture_on_change(&cap, &m, 0x2500, &e), CDC_OK);
+    capture_clear(&cap);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_tables),       cmocka_unit_test(test_lookups),
         cmocka_unit_test(test_table_errors),       cmocka_unit_test(test_types),
-        cmocka_unit_test(test_unmapped_partition),
+        cmocka_unit_test(test_unmapped_partition), cmocka_unit_test(test_uncaptured_change_stops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
