@@ -1136,11 +1136,19 @@ cdc_err_t cdc_committer_expire(cdc_committer_t *c, int64_t retention_ms, int64_t
 
         /* under the table's commit lock: expiry runs on the maintenance thread while the
          * epochs commit, and would lose the swap to them */
+        char **unref = NULL;
+        size_t nunref = 0;
         cdc_committer_table_lock(c, locs[ti]);
         rc = cdc_ice_table_load(c->storage, locs[ti], &t, e);
         if (rc == CDC_OK)
-            rc = cdc_ice_table_expire_snapshots(t, older_than, min_keep, &n, e);
+            rc = cdc_ice_table_expire_snapshots_deferred(t, older_than, min_keep, &n, &unref,
+                                                         &nunref, e);
         cdc_committer_table_unlock(c, locs[ti]);
+        /* the files the expired snapshots alone referenced, deleted with the lock released:
+         * thousands of them after a compaction held the epoch commits for seconds */
+        if (t != NULL)
+            cdc_ice_table_delete_files(t, unref, nunref);
+        cdc_storage_list_free(unref, nunref);
         cdc_ice_table_close(t);
         *expired += n;
     }

@@ -5,8 +5,8 @@
 //   compacted  the same rows, written once by DuckDB COPY into one Parquet file per Kafka
 //              partition (a freshly compacted copy, the layout compaction leaves), read by
 //              the same code as a snapshot of those files; compacted_onefile: into one file.
-// Each read is done --reads times (after one warm-up read each, so both read from the
-// page cache); the medians are reported. Planning (icebird reading the metadata and the
+// Each read is done --reads times, the three in turn (after one warm-up read each, so
+// all read from the page cache); the medians are reported. Planning (icebird reading the metadata and the
 // manifests) is timed apart and is not part of either read time.
 // usage: node readtime.mjs <table dir> <work dir> [--reads 5]
 // Prints one JSON object: rows, data_files, delete_files, plan_ms, current_ms,
@@ -74,11 +74,6 @@ try {
     error: String(e.message).split('\n')[0] }));
   process.exit(0);
 }
-for (let i = 0; i < reads; i++) {
-  const r = await readOnce(files);
-  if (r.rows !== rows) throw new Error(`read ${i}: ${r.rows} rows, the first read had ${rows}`);
-  current.push(r.ms);
-}
 
 // The compacted copies of the rows just read (the table's columns only; the copies'
 // column names are the fields' names: readSnapshotRows matches them by name):
@@ -102,16 +97,22 @@ const copyOf = async (name, where) => {
 const perPartition = [];
 for (const p of parts) perPartition.push(await copyOf(`compacted-p${p || 'x'}`, `${part} = ${sq(p)}`));
 const oneFile = [await copyOf('compacted', 'true')];
-async function timeCopy(data) {
-  const copyFiles = { ...files, data, posDeletes: [], eqDeletes: [] };
-  const warm = await readOnce(copyFiles);
+// Warm-up reads of the copies, then the three reads in turn, `reads` times: whatever else
+// the machine does at a moment weighs on all three alike.
+const copyOf2 = (data) => ({ ...files, data, posDeletes: [], eqDeletes: [] });
+for (const c of [perPartition, oneFile]) {
+  const warm = await readOnce(copyOf2(c));
   if (warm.rows !== rows) throw new Error(`a compacted copy has ${warm.rows} rows, the table ${rows}`);
-  const out = [];
-  for (let i = 0; i < reads; i++) out.push((await readOnce(copyFiles)).ms);
-  return out;
 }
-const compacted = await timeCopy(perPartition);
-const compactedOne = await timeCopy(oneFile);
+const compacted = [];
+const compactedOne = [];
+for (let i = 0; i < reads; i++) {
+  const r = await readOnce(files);
+  if (r.rows !== rows) throw new Error(`read ${i}: ${r.rows} rows, the first read had ${rows}`);
+  current.push(r.ms);
+  compacted.push((await readOnce(copyOf2(perPartition))).ms);
+  compactedOne.push((await readOnce(copyOf2(oneFile))).ms);
+}
 
 const result = {
   table: tableDir,

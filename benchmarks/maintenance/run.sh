@@ -34,7 +34,7 @@
 # Knobs: MAINT_EPOCHS (3600; e.g. 200 for a smoke run), MAINT_INTERVAL (100ms),
 #   MAINT_INITIAL_ROWS (40000), MAINT_STREAMED_ROWS (360000), MAINT_STREAMED_CHUNK (40000),
 #   MAINT_FRACTION (0.5), MAINT_CEILING_SECONDS (15),
-#   MAINT_WORKERS (2), MAINT_READS (5), MAINT_MODES ("on off"), MAINT_COMPACT_ARGS (the
+#   MAINT_WORKERS (2), MAINT_READS (9), MAINT_MODES ("on off"), MAINT_COMPACT_ARGS (the
 #   policy with compaction on), MAINT_COMMON_ARGS (coordinator options of both runs),
 #   MAINT_RATE (transactions/s: skips the ceiling run), MAINT_CATCHUP_TIMEOUT (300),
 #   MAINT_READ_TIMEOUT (300 s per read run), BENCH_KEEP=1 keeps the work directory.
@@ -50,7 +50,7 @@ STREAMED=${MAINT_STREAMED_ROWS:-360000}
 CHUNK=${MAINT_STREAMED_CHUNK:-40000}
 FRACTION=${MAINT_FRACTION:-0.5}
 CEIL_SECS=${MAINT_CEILING_SECONDS:-15}
-READS=${MAINT_READS:-5}
+READS=${MAINT_READS:-9}
 MODES=${MAINT_MODES:-on off}
 CATCHUP=${MAINT_CATCHUP_TIMEOUT:-300}
 # The policy for 100 ms epochs: the checks come every second instead of every 30 s (the

@@ -242,6 +242,19 @@ cdc_err_t cdc_ice_table_expire_snapshots(cdc_ice_table_t *t, int64_t older_than_
                                          int64_t min_keep, size_t *expired, cdc_error_t *e);
 
 /*
+ * cdc_ice_table_expire_snapshots without the deletes: the files no retained snapshot
+ * references any more are returned in *unreferenced (*nunreferenced; the caller frees them
+ * with cdc_storage_list_free) for cdc_ice_table_delete_files, so that a caller holding a
+ * lock over the expiry's commit deletes them after releasing it.
+ */
+cdc_err_t cdc_ice_table_expire_snapshots_deferred(cdc_ice_table_t *t, int64_t older_than_ms,
+                                                  int64_t min_keep, size_t *expired,
+                                                  char ***unreferenced, size_t *nunreferenced,
+                                                  cdc_error_t *e);
+/* Deletes files of t's storage (best effort: a failure is logged, orphan cleanup retries). */
+void cdc_ice_table_delete_files(cdc_ice_table_t *t, char *const *locations, size_t n);
+
+/*
  * Live data and delete files of the current snapshot (with inherited sequence
  * numbers in the entries); the caller owns *entries (cdc_ice_manifest_entries_free
  * from manifest.h, passed as void to keep this header small).

@@ -348,6 +348,32 @@ done:
 cdc_err_t cdc_ice_table_expire_snapshots(cdc_ice_table_t *t, int64_t older_than_ms,
                                          int64_t min_keep, size_t *expired, cdc_error_t *e)
 {
+    char **unref = NULL;
+    size_t nunref = 0;
+    cdc_err_t rc = cdc_ice_table_expire_snapshots_deferred(t, older_than_ms, min_keep, expired,
+                                                           &unref, &nunref, e);
+    cdc_ice_table_delete_files(t, unref, nunref);
+    cdc_storage_list_free(unref, nunref);
+    return rc;
+}
+
+void cdc_ice_table_delete_files(cdc_ice_table_t *t, char *const *locations, size_t n)
+{
+    cdc_error_t de;
+    for (size_t i = 0; i < n; i++)
+        if (cdc_storage_delete(t->storage, locations[i], &de) != CDC_OK)
+            cdc_log_warn("could not delete expired file: %s", de.msg);
+}
+
+cdc_err_t cdc_ice_table_expire_snapshots_deferred(cdc_ice_table_t *t, int64_t older_than_ms,
+                                                  int64_t min_keep, size_t *expired,
+                                                  char ***unreferenced, size_t *nunreferenced,
+                                                  cdc_error_t *e)
+{
+    char **unref = NULL;
+    size_t nunref = 0, capunref = 0;
+    *unreferenced = NULL;
+    *nunreferenced = 0;
     if (older_than_ms < 0)
         older_than_ms = cdc_clock_wall_ms() - prop_int(&t->md, "history.expire.max-snapshot-age-ms",
                                                        5LL * 24 * 3600 * 1000);
@@ -413,9 +439,11 @@ cdc_err_t cdc_ice_table_expire_snapshots(cdc_ice_table_t *t, int64_t older_than_
         if (strset_has(&keep, before[i]) || strstr(before[i], ".metadata.json") ||
             strstr(before[i], "version-hint.text"))
             continue; /* metadata files follow write.metadata.previous-versions-max */
-        if (cdc_storage_delete(t->storage, before[i], &de) != CDC_OK)
-            cdc_log_warn("could not delete expired file: %s", de.msg);
+        if (!list_add(&unref, &nunref, &capunref, before[i]))
+            break; /* out of memory: the rest are left to orphan cleanup */
     }
+    *unreferenced = unref;
+    *nunreferenced = nunref;
 done:
     free(keep.slots);
     cdc_ice_metadata_free(&md);
