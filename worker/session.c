@@ -258,7 +258,8 @@ static void on_assign(cdc_worker_t *w, const Cdc__Assign *a)
     }
     w->assigned = true;
     w->assignment_seq++;
-    if (a->refused != NULL && a->refused[0] != '\0') {
+    snprintf(w->refused, sizeof(w->refused), "%s", a->refused != NULL ? a->refused : "");
+    if (w->refused[0] != '\0') {
         /* idle until an assignment gives us partitions: the other workers carry ours */
         cdc_log_error("coordinator %s gives this worker no partitions (term %" PRIu64
                       " generation %" PRIu64 "): %s (hint: run every worker of job \"%s\" "
@@ -535,6 +536,7 @@ void cdc_worker_publish_status(cdc_worker_t *w)
         if (w->slots[p].owned)
             json_array_append_new(parts, json_integer(p));
     json_object_set_new(o, "partitions", parts);
+    json_object_set_new(o, "refused", w->refused[0] ? json_string(w->refused) : json_null());
     if (m != NULL)
         masking = json_loads(m, 0, NULL);
     free(m);
