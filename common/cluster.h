@@ -16,7 +16,7 @@
 /* Partitions of every source topic: the partition slots 0..11 the coordinator assigns. */
 #define CDC_CLUSTER_PARTITIONS 12
 
-/* "/cdc/<job>/<name>" into buf (name: "leader", "latest", "committed", "checkpoints/",
+/* "/cdc/<job>/<name>" into buf (name: "leader", "latest", "committed", "tables", "checkpoints/",
  * ... or "" for the job's prefix). */
 void cdc_cluster_key(char *buf, size_t size, const char *job, const char *name);
 

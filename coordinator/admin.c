@@ -213,6 +213,15 @@ static json_t *member_dlq_json(const cdc_member_t *m)
     return o;
 }
 
+/* A table set as a JSON array of its topics. */
+static json_t *tableset_json(const cdc_tableset_t *s)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < s->n; i++)
+        json_array_append_new(a, json_string(cdc_tableset_name(s, i)));
+    return a;
+}
+
 /* Dead letters per class over the workers known (each since its process started). */
 static json_t *dlq_json(cdc_coord_t *c)
 {
@@ -425,11 +434,19 @@ char *cdc_coord_status_json(cdc_coord_t *c)
         json_object_set_new(w, "partitions", ps);
         json_object_set_new(w, "health", json_string(worker_health(c, m, now)));
         json_object_set_new(w, "dlq", member_dlq_json(m));
+        json_object_set_new(w, "topics", m->topics_known ? tableset_json(&m->topics) : json_null());
+        if (m->alive && m->verdict != CDC_TABLESET_FITS) {
+            json_t *rf = json_object();
+            json_object_set_new(rf, "reason", json_string(cdc_tableset_verdict_name(m->verdict)));
+            json_object_set_new(rf, "message", json_string(m->refused));
+            json_object_set_new(w, "refused", rf);
+        }
         if (!m->alive)
             json_object_set_new(w, "lost_reason", json_string(m->lost_reason));
         json_array_append_new(ws, w);
     }
     json_object_set_new(o, "workers", ws);
+    json_object_set_new(o, "tables", tableset_json(&c->tables));
 
     for (int p = 0; p < CDC_PARTITIONS; p++) {
         json_t *a = json_object(), *offs = json_object(), *highs = json_object();

@@ -34,6 +34,7 @@
 #include "coordinator/progress.h"
 #include "coordinator/restart.h"
 #include "coordinator/store.h"
+#include "coordinator/tableset.h"
 #include "coordinator/watermarks.h"
 
 typedef struct cdc_coord_config {
@@ -145,6 +146,12 @@ typedef struct cdc_coord {
     bool assigned_in_term; /* an Assign went out in the current term */
     cdc_members_t members;
     cdc_admission_t admission; /* --worker-secret: the registrations' proofs */
+    /* The job's table set (tableset.h): from etcd (or the newest checkpoint's topics) at
+     * leader start, widened at assignments; tables_dirty until etcd has the current one. */
+    cdc_tableset_t tables;
+    bool tables_dirty;
+    int64_t tables_retry_ms;
+    bool tables_blocked; /* no live worker fits the set: logged once */
     cdc_epochs_t epochs;
     cdc_restart_t restart;
     char owner[CDC_PARTITIONS][CDC_WORKER_ID_MAX]; /* current assignment */
@@ -178,7 +185,8 @@ typedef struct cdc_coord {
 
     /* metrics */
     cdc_counter_t *m_committed, *m_failures, *m_rejected, *m_aborted, *m_etcd_errors,
-        *m_commit_errors, *m_no_progress, *m_missing_topic, *m_refused[CDC_ADMISSION_REASONS];
+        *m_commit_errors, *m_no_progress, *m_missing_topic, *m_refused[CDC_ADMISSION_REASONS],
+        *m_table_refused[CDC_TABLESET_VERDICTS];
     cdc_gauge_t *m_state, *m_term, *m_workers, *m_generation, *m_last_epoch, *m_stall_max,
         *m_stalled_slots;
     cdc_histogram_t *m_latency, *m_record_latency, *m_stall;

@@ -11,8 +11,9 @@
  * commit to Iceberg, move `committed`, tell the workers. Recorded epochs are never
  * dropped; unrecorded ones die with their generation only if the leader steps down.
  * This file holds the states, the workers' membership and assignments, and the loop;
- * the barriers, acks and the commit queue are the commit pipeline (pipeline.c). One
- * concept, the job state machine, in one file of about 1,000 lines.
+ * the barriers, acks and the commit queue are the commit pipeline (pipeline.c), and which
+ * workers may own slots by the job's table set is job_tables.c. One concept, the job
+ * state machine, in one file of about 1,000 lines.
  */
 #include "coordinator/job_int.h"
 
@@ -204,6 +205,8 @@ static void send_assignments(cdc_coord_t *c, uint32_t only_pipe)
         a.next_epoch = c->epochs.next_epoch;
         a.n_partitions = n;
         a.partitions = psp;
+        if (m->verdict != CDC_TABLESET_FITS)
+            a.refused = m->refused;
         env.body_case = CDC__ENVELOPE__BODY_ASSIGN;
         env.assign = &a;
         cdc_job_send_env(c, m->pipe, &env);
@@ -317,8 +320,28 @@ void cdc_job_try_assign(cdc_coord_t *c, int64_t now)
         }
         cdc_epochs_reserve(&c->epochs, from, limit);
     }
-    if (n > CDC_PARTITIONS)
-        n = CDC_PARTITIONS; /* the rest stay idle: alive[] order is registration order */
+    /* only workers whose topics are the job's table set own slots (registration order; the
+     * rest, beyond 12, stay idle); the others get an empty Assign that says why */
+    cdc_job_note_base_tables(c);
+    cdc_job_widen_tables(c);
+    n = 0;
+    for (int i = 0; i < c->members.n; i++) {
+        cdc_member_t *m = &c->members.m[i];
+        if (!m->alive)
+            continue;
+        cdc_job_judge(c, m);
+        if (m->verdict == CDC_TABLESET_FITS && n < CDC_PARTITIONS)
+            alive[n++] = m->id;
+    }
+    if (n == 0) {
+        if (!c->tables_blocked)
+            cdc_log_error("job \"%s\" has no worker that consumes exactly its tables: no "
+                          "partition is assigned until one registers (see the refusals above)",
+                          c->cfg.job);
+        c->tables_blocked = true;
+        return;
+    }
+    c->tables_blocked = false;
     for (int p = 0; p < CDC_PARTITIONS; p++)
         prev[p] = c->prev_owner[p];
     if (cdc_assign_compute(alive, (size_t)n, prev, owner_idx) != CDC_OK) {
@@ -364,6 +387,8 @@ void cdc_job_become_standby(cdc_coord_t *c, const char *reason)
     cdc_job_clear_queue(c);
     cdc_maint_stop(c->maint); /* a running rewrite is cancelled, never committed */
     memset(c->owner, 0, sizeof(c->owner));
+    cdc_tableset_clear(&c->tables); /* the next term reads it again */
+    c->tables_dirty = false;
     c->term = 0;
     set_state(c, CDC_JOB_STANDBY);
     cdc_metrics_gauge_set(c->m_term, 0);
@@ -389,6 +414,8 @@ static char *leader_value(const cdc_coord_t *c)
 void cdc_job_leader_start(cdc_coord_t *c, int64_t now)
 {
     uint64_t latest = 0, committed = 0, from, limit;
+    cdc_tableset_t tables;
+    bool tables_found = false;
     cdc_checkpoint_t *base = NULL;
     cdc_error_t e;
     cdc_err_t rc;
@@ -406,6 +433,8 @@ void cdc_job_leader_start(cdc_coord_t *c, int64_t now)
     if (rc != CDC_OK)
         goto retry;
     if ((rc = cdc_store_read_heads(&c->store, &latest, &committed, &e)) != CDC_OK)
+        goto retry;
+    if ((rc = cdc_store_get_tables(&c->store, &tables, &tables_found, &e)) != CDC_OK)
         goto retry;
     if (latest > 0) {
         if ((rc = cdc_store_get_checkpoint(&c->store, latest, &base, &e)) != CDC_OK)
@@ -452,6 +481,10 @@ void cdc_job_leader_start(cdc_coord_t *c, int64_t now)
     base = NULL;
     c->last_recorded = latest;
     c->last_committed = committed;
+    c->tables = tables;
+    c->tables_dirty = !tables_found;
+    c->tables_blocked = false;
+    cdc_job_note_base_tables(c); /* the job committed them, whatever the record says */
     cdc_epochs_init(&c->epochs, c->cfg.job);
     cdc_epochs_reserve(&c->epochs, from, limit);
     memset(c->prev_owner, 0, sizeof(c->prev_owner));
@@ -471,8 +504,8 @@ void cdc_job_leader_start(cdc_coord_t *c, int64_t now)
     c->grace_until_ms = now + c->cfg.rebalance_grace_ms;
     snprintf(c->recovery_reason, sizeof(c->recovery_reason), "new leader term %" PRIu64, c->term);
     cdc_log_info("leader of job \"%s\" in term %" PRIu64 ": latest checkpoint %" PRIu64
-                 ", committed %" PRIu64 ", epoch ids from %" PRIu64,
-                 c->cfg.job, c->term, latest, committed, from);
+                 ", committed %" PRIu64 ", epoch ids from %" PRIu64 ", %d tables",
+                 c->cfg.job, c->term, latest, committed, from, c->tables.n);
     set_state(c, CDC_JOB_RECOVERING);
     return;
 retry:
@@ -550,6 +583,8 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
     uint32_t old_pipe = 0;
     cdc_register_result_t res;
     bool was_alive, owned;
+    cdc_member_t *m;
+    cdc_error_t e;
 
     if (c->state == CDC_JOB_STANDBY || c->state == CDC_JOB_STARTING) {
         reject_not_leader(c, pipe);
@@ -579,9 +614,23 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
     }
     if (old_pipe)
         cdc_msg_server_close_pipe(c->msg, old_pipe);
-    cdc_log_info("worker \"%s\" registered (incarnation %" PRIu64 ", pipe %u%s)", r->worker_id,
-                 r->incarnation, pipe, res == CDC_REGISTER_REPLACED ? ", replacing" : "");
+    cdc_log_info("worker \"%s\" registered (incarnation %" PRIu64 ", pipe %u%s, %zu topics)",
+                 r->worker_id, r->incarnation, pipe,
+                 res == CDC_REGISTER_REPLACED ? ", replacing" : "", r->n_topics);
     cdc_metrics_gauge_set(c->m_workers, (double)cdc_members_alive_count(&c->members));
+    m = cdc_members_by_id(&c->members, r->worker_id);
+    if (cdc_members_note_topics(m, (const char *const *)r->topics, r->n_topics, &e) != CDC_OK)
+        cdc_log_warn("worker \"%s\": %s", r->worker_id, e.msg);
+    if (c->state == CDC_JOB_RUNNING && !(was_alive && owned)) {
+        /* a worker the set refuses changes nothing for the others: no rebalance, its Assign
+         * (empty) says why. The set widens at assignments only, and a joining worker cannot
+         * widen it: the workers that own slots lack what it has more. */
+        cdc_job_judge(c, m);
+        if (m->verdict != CDC_TABLESET_FITS) {
+            send_assignments(c, pipe);
+            return;
+        }
+    }
     if (c->state == CDC_JOB_RUNNING) {
         char why[256];
         snprintf(why, sizeof(why), "worker \"%s\" %s", r->worker_id,
@@ -775,6 +824,8 @@ void cdc_coord_run(cdc_coord_t *c)
             if (c->state != CDC_JOB_STANDBY && c->state != CDC_JOB_STARTING)
                 cdc_job_process_queue(c, cdc_clock_mono_ms());
             if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING)
+                cdc_job_persist_tables(c, now);
+            if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING)
                 cdc_job_maybe_orphans(c, now);
         }
         if (c->nclosing > 0)
@@ -819,6 +870,15 @@ static void init_metrics(cdc_coord_t *c)
             "Worker registrations refused by --worker-secret (no_proof: no valid proof within "
             "the deadline; wrong_proof: the proof does not match; unchallenged: a proof for no "
             "challenge of its connection).",
+            labels);
+    }
+    for (int v = CDC_TABLESET_FITS + 1; v < CDC_TABLESET_VERDICTS; v++) {
+        const char *labels[] = {"reason", cdc_tableset_verdict_name((cdc_tableset_verdict_t)v),
+                                NULL};
+        c->m_table_refused[v] = cdc_metrics_counter(
+            r, "cdc_coordinator_workers_refused_total",
+            "Workers given no partitions because their topics are not the job's tables "
+            "(missing_table: it lacks one; extra_table: it has one the job does not carry yet).",
             labels);
     }
     {

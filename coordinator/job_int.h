@@ -1,7 +1,8 @@
 /*
- * Internal header of the coordinator's job, shared by its two pieces: job.c (the state
- * machine, membership and assignments, the loop) and pipeline.c (barriers, acks and the
- * commit queue; docs/design.md, "The epoch protocol"). Not for use outside them.
+ * Internal header of the coordinator's job, shared by its pieces: job.c (the state
+ * machine, membership and assignments, the loop), pipeline.c (barriers, acks and the
+ * commit queue; docs/design.md, "The epoch protocol") and job_tables.c (which workers the
+ * job's table set lets own slots). Not for use outside them.
  */
 #ifndef CDC_COORDINATOR_JOB_INT_H
 #define CDC_COORDINATOR_JOB_INT_H
@@ -69,6 +70,22 @@ void cdc_job_close_rejected(cdc_coord_t *c, int64_t now);
 
 /* How long the loop may wait for a message before one of its timers is due. */
 int cdc_job_loop_wait_ms(const cdc_coord_t *c, int64_t now);
+
+/* ---- job_tables.c ---- */
+
+/* Adds the topics the newest checkpoint's slots carry (c->base) to the job's table set. */
+void cdc_job_note_base_tables(cdc_coord_t *c);
+
+/* Widens the job's table set by every topic each live worker that reports its topics
+ * consumes; it never narrows. */
+void cdc_job_widen_tables(cdc_coord_t *c);
+
+/* Judges member m against the job's table set (m->verdict, m->refused); a new refusal is
+ * logged and counted. */
+void cdc_job_judge(cdc_coord_t *c, cdc_member_t *m);
+
+/* Writes the job's table set to etcd when it changed (retried after ETCD_RETRY_MS). */
+void cdc_job_persist_tables(cdc_coord_t *c, int64_t now);
 
 /* ---- pipeline.c ---- */
 

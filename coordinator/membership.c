@@ -86,6 +86,23 @@ bool cdc_members_heartbeat(cdc_members_t *ms, uint32_t pipe, int64_t now_ms)
     return true;
 }
 
+cdc_err_t cdc_members_note_topics(cdc_member_t *m, const char *const *topics, size_t n,
+                                  cdc_error_t *e)
+{
+    cdc_err_t rc = CDC_OK;
+
+    cdc_tableset_clear(&m->topics);
+    m->topics_known = n > 0;
+    m->verdict = CDC_TABLESET_FITS;
+    m->refused[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        cdc_error_t one;
+        if (cdc_tableset_add(&m->topics, topics[i], &one) != CDC_OK && rc == CDC_OK)
+            rc = cdc_error_set(e, one.code, "%s", one.msg);
+    }
+    return rc;
+}
+
 void cdc_members_note_dlq(cdc_member_t *m, const char *const *classes, const uint64_t *records,
                           size_t n)
 {

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "coordinator/assign.h"
+#include "coordinator/tableset.h"
 
 #define CDC_MEMBERS_MAX 64
 #define CDC_MEMBER_DLQ_CLASSES 16
@@ -38,6 +39,13 @@ typedef struct cdc_member {
     uint64_t heartbeats;
     cdc_member_dlq_t dlq[CDC_MEMBER_DLQ_CLASSES]; /* as last reported */
     int ndlq;
+    /* The topics it consumes, from its Register (tableset.h); topics_known false when it
+     * reported none (it is then not judged). */
+    cdc_tableset_t topics;
+    bool topics_known;
+    /* Whether its topics are the job's table set, as last judged (job.c), and why not. */
+    cdc_tableset_verdict_t verdict;
+    char refused[640];
 } cdc_member_t;
 
 typedef struct cdc_members {
@@ -65,6 +73,12 @@ cdc_member_t *cdc_members_by_pipe(cdc_members_t *ms, uint32_t pipe);
 
 /* Finds a member by id (alive or lost); NULL when unknown. */
 cdc_member_t *cdc_members_by_id(cdc_members_t *ms, const char *id);
+
+/* Keeps the topics a Register reported (n names; 0 = none reported, not judged). A name
+ * that does not fit (tableset.h) is dropped and makes *e say so: CDC_ERR_INVALID. The
+ * verdict of the member is reset: the caller judges it again. */
+cdc_err_t cdc_members_note_topics(cdc_member_t *m, const char *const *topics, size_t n,
+                                  cdc_error_t *e);
 
 /* Records a heartbeat from pipe; false when no alive member has that pipe. */
 bool cdc_members_heartbeat(cdc_members_t *ms, uint32_t pipe, int64_t now_ms);

@@ -254,6 +254,50 @@ cdc_err_t cdc_store_prune(cdc_store_t *st, uint64_t keep_from, cdc_error_t *e)
     return rc;
 }
 
+cdc_err_t cdc_store_get_tables(cdc_store_t *st, cdc_tableset_t *s, bool *found, cdc_error_t *e)
+{
+    char key[512];
+    cdc_etcd_kv_t kv;
+    cdc_err_t rc;
+
+    *found = false;
+    cdc_tableset_clear(s);
+    cdc_store_key(st, "tables", key, sizeof(key));
+    memset(&kv, 0, sizeof(kv));
+    rc = cdc_etcd_get(st->etcd, key, &kv, NULL, e);
+    if (rc == CDC_ERR_NOT_FOUND) {
+        cdc_error_clear(e);
+        return CDC_OK;
+    }
+    if (rc != CDC_OK)
+        return rc;
+    rc = cdc_tableset_parse(s, kv.value, kv.value_len, e);
+    if (rc != CDC_OK)
+        cdc_error_prefix(e, "etcd key \"%s\"", key);
+    else
+        *found = true;
+    cdc_etcd_kv_clear(&kv);
+    return rc;
+}
+
+cdc_err_t cdc_store_put_tables(cdc_store_t *st, const cdc_tableset_t *s, cdc_error_t *e)
+{
+    char key[512], *value = cdc_tableset_json(s);
+    bool ok;
+    cdc_err_t rc;
+
+    if (value == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    cdc_store_key(st, "tables", key, sizeof(key));
+    cdc_etcd_op_t op = {
+        .type = CDC_ETCD_OP_PUT, .key = key, .value = value, .value_len = strlen(value)};
+    rc = fenced_txn(st, NULL, 0, &op, 1, &ok, e);
+    free(value);
+    if (rc == CDC_OK && !ok)
+        return cdc_error_set(e, CDC_ERR_FENCED, "table set not recorded: no longer the leader");
+    return rc;
+}
+
 cdc_err_t cdc_store_put_leader(cdc_store_t *st, const char *value, int64_t lease, cdc_error_t *e)
 {
     char key[512];

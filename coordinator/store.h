@@ -6,6 +6,7 @@
  *   checkpoints/<epoch, 20 digits>   checkpoint record JSON (checkpoint.h)
  *   latest          decimal: epoch of the newest checkpoint record
  *   committed       decimal: newest epoch committed to every Iceberg table
+ *   tables          JSON array: the job's table set, its source topics (tableset.h)
  * Every write is a transaction fenced by the leader's term (the leader key still has
  * the create_revision we won with, so it still exists and our lease is alive): a
  * deposed leader cannot write. Runs on the coordinator's main thread only.
@@ -13,11 +14,13 @@
 #ifndef CDC_COORDINATOR_STORE_H
 #define CDC_COORDINATOR_STORE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/err.h"
 #include "common/etcd.h"
 #include "coordinator/checkpoint.h"
+#include "coordinator/tableset.h"
 
 typedef struct cdc_store {
     cdc_etcd_t *etcd;        /* borrowed */
@@ -65,6 +68,12 @@ cdc_err_t cdc_store_put_committed(cdc_store_t *st, uint64_t epoch, cdc_error_t *
 
 /* Deletes checkpoint records below keep_from (one fenced range delete, best effort). */
 cdc_err_t cdc_store_prune(cdc_store_t *st, uint64_t keep_from, cdc_error_t *e);
+
+/* Reads the job's table set into s; *found false (s empty) when the key is absent. */
+cdc_err_t cdc_store_get_tables(cdc_store_t *st, cdc_tableset_t *s, bool *found, cdc_error_t *e);
+
+/* Writes the job's table set (fenced). */
+cdc_err_t cdc_store_put_tables(cdc_store_t *st, const cdc_tableset_t *s, cdc_error_t *e);
 
 /* Puts the leader key's value (keeping its lease), fenced. */
 cdc_err_t cdc_store_put_leader(cdc_store_t *st, const char *value, int64_t lease, cdc_error_t *e);

@@ -67,6 +67,9 @@ static void send_register(cdc_worker_t *w, const uint8_t *nonce, size_t nonce_le
     r.worker_id = w->cfg.id;
     r.incarnation = w->incarnation;
     r.admin_endpoint = admin;
+    /* the coordinator gives partitions only to workers that consume the job's tables */
+    r.n_topics = w->ntopics;
+    r.topics = w->topics;
     if (nonce != NULL) {
         if (cdc_workerauth_proof(w->cfg.worker_secret, nonce, nonce_len, r.worker_id, r.incarnation,
                                  admin, proof, &e) != CDC_OK) {
@@ -255,6 +258,15 @@ static void on_assign(cdc_worker_t *w, const Cdc__Assign *a)
     }
     w->assigned = true;
     w->assignment_seq++;
+    snprintf(w->refused, sizeof(w->refused), "%s", a->refused != NULL ? a->refused : "");
+    if (w->refused[0] != '\0') {
+        /* idle until an assignment gives us partitions: the other workers carry ours */
+        cdc_log_error("coordinator %s gives this worker no partitions (term %" PRIu64
+                      " generation %" PRIu64 "): %s (hint: run every worker of job \"%s\" "
+                      "with the same --tables or --topics; docs/worker.md, \"The job's tables\")",
+                      w->leader_url, a->term, a->generation, a->refused, w->cfg.job);
+        return;
+    }
     cdc_log_info("assignment term %" PRIu64 " generation %" PRIu64 ": %zu partitions from "
                  "checkpoint %" PRIu64,
                  a->term, a->generation, a->n_partitions, a->checkpoint_epoch);
@@ -524,6 +536,7 @@ void cdc_worker_publish_status(cdc_worker_t *w)
         if (w->slots[p].owned)
             json_array_append_new(parts, json_integer(p));
     json_object_set_new(o, "partitions", parts);
+    json_object_set_new(o, "refused", w->refused[0] ? json_string(w->refused) : json_null());
     if (m != NULL)
         masking = json_loads(m, 0, NULL);
     free(m);

@@ -123,6 +123,9 @@ typedef struct cdc_worker {
     bool registered;
     bool proved;      /* a proof of the worker secret went out on the current link */
     bool auth_warned; /* warned of a coordinator that asks for no proof, or wants one */
+    /* Why the coordinator gives us no partitions (Assign.refused: our topics are not the
+     * job's tables), "" when it does not refuse us; main thread, for /status. */
+    char refused[640];
     int64_t next_leader_check_ms, next_register_ms;
     /* Heartbeats come from their own thread so that long work on the main thread
      * (restores, uploads, dead-letter retries) does not look like a dead worker.

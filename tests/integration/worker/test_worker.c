@@ -595,6 +595,11 @@ static bool owns_all(void *arg)
     return worker_log_has(arg, ": 12 partitions from checkpoint");
 }
 
+static bool worker_log_has_w5(void *arg)
+{
+    return worker_log_has("w5", arg);
+}
+
 static bool coordinator_says(void *arg)
 {
     return log_has("coordinator", "c1", arg);
@@ -658,8 +663,9 @@ static void test_progress_watchdog(void **state)
  * The coordinator's progress check (docs/protocol.md): with the worker's own watchdog
  * off, a partition whose fetching stopped silently is found from the checkpoints (its
  * offset stays put with records behind it), logged, and the job recovers: every row
- * arrives. Then a worker started without one of the tables is reported for the
- * partitions it owns.
+ * arrives. Then a worker started without one of the tables is refused partitions
+ * (docs/protocol.md, "The job's table set"): the coordinator names it and the table, the
+ * worker logs the refusal, and it never owns a partition.
  */
 static void test_coordinator_progress_check(void **state)
 {
@@ -682,10 +688,17 @@ static void test_coordinator_progress_check(void **state)
     /* a worker without public.evolve */
     T.workers[3] = cdc_test_start_worker(&T.procs, "w5", "public.orders,public.poison", dflt);
     assert_true(T.workers[3] > 0);
-    /* (the log escapes the quotes around the topic) */
-    snprintf(missing, sizeof(missing), "does not consume topic \\\"%s.public.evolve\\\"", T.prefix);
+    /* (the log escapes the quotes around the worker and the topic) */
+    snprintf(missing, sizeof(missing),
+             "worker \\\"w5\\\" gets no partitions of job \\\"%s\\\": it does not consume "
+             "\\\"%s.public.evolve\\\"",
+             T.job, T.prefix);
     if (!cdc_test_wait_for(coordinator_says, missing, 60000))
-        fail_msg("the coordinator did not report the partitions of w5 (no public.evolve)");
+        fail_msg("the coordinator did not refuse w5 (no public.evolve)");
+    snprintf(missing, sizeof(missing), "gives this worker no partitions");
+    if (!cdc_test_wait_for(worker_log_has_w5, missing, 30000))
+        fail_msg("w5 did not log its refusal");
+    assert_false(worker_log_has("w5", "partitions from checkpoint"));
     cdc_test_kill(T.workers[3], SIGTERM, 10000);
     T.workers[3] = 0;
 }

@@ -121,12 +121,15 @@ static Cdc__Envelope *coord_recv(uint32_t *pipe)
     return env;
 }
 
-/* Worker p (dialing first if needed) sends Register{id, incarnation}; the coordinator
- * handles it at now. Returns the pipe it came on. */
-static uint32_t do_register(peer_t *p, const char *id, uint64_t incarnation, int64_t now)
+/* Worker p (dialing first if needed) sends Register{id, incarnation, topics} (topics: a
+ * comma-separated list, NULL = none reported); the coordinator handles it at now. Returns
+ * the pipe it came on. */
+static uint32_t register_topics(peer_t *p, const char *id, uint64_t incarnation, const char *topics,
+                                int64_t now)
 {
     Cdc__Envelope env = CDC__ENVELOPE__INIT, *in;
     Cdc__Register r = CDC__REGISTER__INIT;
+    char list[512], *names[8], *save = NULL;
     cdc_error_t e;
     uint32_t pipe = 0;
 
@@ -135,6 +138,11 @@ static uint32_t do_register(peer_t *p, const char *id, uint64_t incarnation, int
     r.worker_id = (char *)id;
     r.incarnation = incarnation;
     r.admin_endpoint = "127.0.0.1:1";
+    snprintf(list, sizeof(list), "%s", topics != NULL ? topics : "");
+    for (char *t = strtok_r(list, ",", &save); t != NULL && r.n_topics < 8;
+         t = strtok_r(NULL, ",", &save))
+        names[r.n_topics++] = t;
+    r.topics = names;
     env.body_case = CDC__ENVELOPE__BODY_REGISTER;
     env.register_ = &r;
     send_from(p, &env);
@@ -144,6 +152,11 @@ static uint32_t do_register(peer_t *p, const char *id, uint64_t incarnation, int
     cdc_msg_free(in);
     p->pipe = pipe;
     return pipe;
+}
+
+static uint32_t do_register(peer_t *p, const char *id, uint64_t incarnation, int64_t now)
+{
+    return register_topics(p, id, incarnation, NULL, now);
 }
 
 static void heartbeat(peer_t *p, int64_t now)
@@ -607,6 +620,160 @@ static void test_duplicate_register_resends_assign(void **state)
     expect_nothing(&P[1]);
 }
 
+/* ---- the job's table set ------------------------------------------------------------------ */
+
+#define TABLES3 "cdc.public.transactions,cdc.public.accounts,cdc.public.acc_edge"
+#define TABLES2 "cdc.public.transactions,cdc.public.accounts"
+
+/* The Assign p gets must give it no partitions and say why, naming topic. */
+static void expect_refusal(peer_t *p, const char *topic)
+{
+    Cdc__Envelope *env = expect(p, CDC__ENVELOPE__BODY_ASSIGN);
+    char quoted[128];
+    assert_int_equal(env->assign->generation, C->generation);
+    assert_int_equal(env->assign->n_partitions, 0);
+    snprintf(quoted, sizeof(quoted), "\"%s\"", topic);
+    if (strstr(env->assign->refused, quoted) == NULL)
+        fail_msg("refusal \"%s\" does not name %s", env->assign->refused, quoted);
+    cdc_msg_free(env);
+}
+
+/* RUNNING with w1, w2, w3, each consuming topics (four slots each). */
+static void run_three(const char *topics, int64_t now)
+{
+    lead(now);
+    C->cfg.expected_workers = 3;
+    register_topics(&P[0], "w1", 1, topics, now);
+    register_topics(&P[1], "w2", 1, topics, now);
+    register_topics(&P[2], "w3", 1, topics, now);
+    cdc_job_try_assign(C, now);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(expect_assign(&P[i]), 4);
+}
+
+/* The reproduction of issue 18: w1 comes back without acc_edge. It is refused, with the
+ * table named in its Assign, the log and /status, and counted; its slots go to w2 and w3, so
+ * no slot stops carrying acc_edge. */
+static void test_narrower_worker_refused(void **state)
+{
+    int64_t now = cdc_clock_mono_ms();
+    cdc_member_t *m;
+    (void)state;
+    run_three(TABLES3, now);
+    assert_int_equal(C->tables.n, 3);
+    register_topics(&P[3], "w1", 2, TABLES2, now + 10); /* restarted: an owner's failure */
+    assert_int_equal(C->state, CDC_JOB_RECOVERING);
+    cdc_job_try_assign(C, C->restart_at_ms);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    expect_abort(&P[1], 2, 1, "worker \"w1\" restarted");
+    expect_abort(&P[2], 2, 1, "worker \"w1\" restarted");
+    expect_abort(&P[3], 2, 1, "worker \"w1\" restarted");
+    expect_refusal(&P[3], "cdc.public.acc_edge");
+    assert_int_equal(expect_assign(&P[1]), 6);
+    assert_int_equal(expect_assign(&P[2]), 6);
+    assert_int_equal(owned_by("w1"), 0);
+    m = cdc_members_by_id(&C->members, "w1");
+    assert_int_equal(m->verdict, CDC_TABLESET_MISSING);
+    assert_non_null(strstr(m->refused, "\"cdc.public.acc_edge\""));
+    assert_int_equal(counter(C->m_table_refused[CDC_TABLESET_MISSING]), 1);
+    /* the set kept the table */
+    assert_true(cdc_tableset_has(&C->tables, "cdc.public.acc_edge"));
+    /* a later assignment refuses it again without counting it twice */
+    cdc_job_recover(C, "test", false);
+    cdc_job_try_assign(C, C->restart_at_ms);
+    assert_int_equal(owned_by("w1"), 0);
+    assert_int_equal(counter(C->m_table_refused[CDC_TABLESET_MISSING]), 1);
+}
+
+/* A worker that joins a running job without a table of the set is refused at once, and the
+ * others are not rebalanced for it. */
+static void test_narrower_join_changes_nothing(void **state)
+{
+    int64_t now = cdc_clock_mono_ms();
+    (void)state;
+    run_three(TABLES3, now);
+    register_topics(&P[3], "w4", 1, TABLES2, now + 10);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    assert_int_equal(C->generation, 1);
+    expect_refusal(&P[3], "cdc.public.acc_edge");
+    expect_nothing(&P[0]);
+    assert_int_equal(counter(C->m_table_refused[CDC_TABLESET_MISSING]), 1);
+}
+
+/* A table only some workers consume waits: the wider workers are refused (their slots would
+ * carry a table the others' do not) until every live worker consumes it; then the set widens
+ * and everyone owns slots again. */
+static void test_wider_worker_waits_for_the_others(void **state)
+{
+    int64_t now = cdc_clock_mono_ms();
+    (void)state;
+    cdc_restart_init(&C->restart, 10, 60000, DELAY_MS); /* three restarts in a row */
+    run_three(TABLES2, now);
+    register_topics(&P[3], "w1", 2, TABLES3, now + 10);
+    assert_int_equal(C->state, CDC_JOB_RECOVERING);
+    cdc_job_try_assign(C, C->restart_at_ms);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    assert_int_equal(owned_by("w1"), 0);
+    assert_int_equal(owned_by("w2") + owned_by("w3"), CDC_PARTITIONS);
+    assert_false(cdc_tableset_has(&C->tables, "cdc.public.acc_edge"));
+    assert_int_equal(counter(C->m_table_refused[CDC_TABLESET_EXTRA]), 1);
+    expect_abort(&P[3], 2, 1, "worker \"w1\" restarted");
+    expect_refusal(&P[3], "cdc.public.acc_edge");
+    /* the last two come back with the table too: it joins the set */
+    register_topics(&P[4], "w2", 2, TABLES3, now + 20);
+    cdc_job_try_assign(C, C->restart_at_ms);
+    assert_int_equal(owned_by("w1") + owned_by("w2"), 0);
+    register_topics(&P[5], "w3", 2, TABLES3, now + 30);
+    cdc_job_try_assign(C, C->restart_at_ms);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    assert_true(cdc_tableset_has(&C->tables, "cdc.public.acc_edge"));
+    assert_true(C->tables_dirty);
+    assert_int_equal(owned_by("w1"), 4);
+    assert_int_equal(owned_by("w2"), 4);
+    assert_int_equal(owned_by("w3"), 4);
+    assert_int_equal(cdc_members_by_id(&C->members, "w1")->verdict, CDC_TABLESET_FITS);
+}
+
+/* The set holds what the newest checkpoint's slots carry, whatever the workers say; a
+ * worker that reports no topics is not judged. */
+static void test_tables_from_checkpoint(void **state)
+{
+    int64_t now = cdc_clock_mono_ms();
+    (void)state;
+    lead(now);
+    C->cfg.expected_workers = 2;
+    C->base = cdc_checkpoint_new(C->cfg.job, 41, 3, 2);
+    for (uint32_t p = 0; p < CDC_PARTITIONS; p++)
+        assert_int_equal(cdc_checkpoint_set_offset(C->base, p, "cdc.public.acc_edge", 7), CDC_OK);
+    register_topics(&P[0], "w1", 1, TABLES2, now);
+    do_register(&P[1], "w2", 1, now);
+    cdc_job_try_assign(C, now + GRACE_MS);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    assert_true(cdc_tableset_has(&C->tables, "cdc.public.acc_edge"));
+    assert_int_equal(owned_by("w1"), 0);
+    assert_int_equal(owned_by("w2"), CDC_PARTITIONS);
+    expect_refusal(&P[0], "cdc.public.acc_edge");
+}
+
+/* No worker fits: nothing is assigned, the job waits for one. */
+static void test_no_worker_fits(void **state)
+{
+    int64_t now = cdc_clock_mono_ms();
+    cdc_error_t e;
+    (void)state;
+    lead(now);
+    assert_int_equal(cdc_tableset_add(&C->tables, "cdc.public.acc_edge", &e), CDC_OK);
+    register_topics(&P[0], "w1", 1, TABLES2, now);
+    cdc_job_try_assign(C, now + GRACE_MS);
+    assert_int_equal(C->state, CDC_JOB_RECOVERING);
+    assert_true(C->tables_blocked);
+    register_topics(&P[1], "w2", 1, TABLES3, now + 10);
+    cdc_job_try_assign(C, now + GRACE_MS);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    assert_int_equal(owned_by("w2"), CDC_PARTITIONS);
+}
+
 /* A recovery abandons every open epoch: the Abort names the oldest. */
 static void test_recover_aborts_oldest_open_epoch(void **state)
 {
@@ -944,6 +1111,11 @@ int main(void)
         T(test_join_rebalances_without_failure),
         T(test_owner_restart_is_failure),
         T(test_duplicate_register_resends_assign),
+        T(test_narrower_worker_refused),
+        T(test_narrower_join_changes_nothing),
+        T(test_wider_worker_waits_for_the_others),
+        T(test_tables_from_checkpoint),
+        T(test_no_worker_fits),
         T(test_recover_aborts_oldest_open_epoch),
         T(test_recover_only_when_leading),
         T(test_restart_strategy_exhausted),

@@ -4,8 +4,9 @@
  * after a Reject (not before its delay) and after waiting too long for an assignment, the
  * replacement of a link that stays down, which Assign, Abort and Barrier a worker acts on
  * (never one of an older term or generation than the assignment it runs), that an Ack
- * leaves only for the current generation, and that polling the link stops at an
- * assignment change.
+ * leaves only for the current generation, that polling the link stops at an
+ * assignment change, and that a refused Assign (docs/worker.md, "The job's tables") leaves
+ * the worker idle and waiting.
  *
  * The coordinator is a test-owned NNG server (inproc: see test_job.c for why not TCP),
  * the worker a real one on the in-process mock Kafka cluster of worker_mock.h, so an
@@ -303,6 +304,40 @@ static void test_assign_rules(void **state)
     assert_false(M.w->slots[0].owned);
 }
 
+/* The Register names the worker's topics; an Assign that refuses it (its topics are not
+ * the job's tables) leaves it idle and registered, waiting for the next assignment without
+ * registering again, and shows the refusal in /status until an Assign gives it slots. */
+static void test_refused_assign(void **state)
+{
+    cdc_link_watch_t lw = {0};
+    mock_assign_t b;
+    Cdc__Envelope env = CDC__ENVELOPE__INIT, *in;
+    int64_t t0 = 100000;
+    (void)state;
+    mock_worker_open(&M);
+    dial();
+    watch(&lw, t0);
+    in = coord_expect(CDC__ENVELOPE__BODY_REGISTER);
+    assert_int_equal(in->register_->n_topics, M.w->ntopics);
+    assert_true(M.w->ntopics > 0);
+    assert_string_equal(in->register_->topics[0], M.w->topics[0]);
+    cdc_msg_free(in);
+    env.body_case = CDC__ENVELOPE__BODY_ASSIGN;
+    env.assign = mock_assign(&b, M.topic, 5, 2, NULL, NULL, 0);
+    env.assign->refused = "it does not consume \"cdc.public.acc_edge\" of the job's tables";
+    cdc_worker_handle(M.w, &env);
+    assert_true(M.w->assigned);
+    assert_string_equal(M.w->refused, env.assign->refused);
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
+        assert_false(M.w->slots[p].owned);
+    watch(&lw, t0 + 60000); /* idle, not lost: no Register again */
+    assert_true(M.w->registered);
+    coord_expect_nothing();
+    handle_assign(5, 3, 4);
+    assert_string_equal(M.w->refused, "");
+    assert_true(M.w->slots[4].owned);
+}
+
 /* An Abort of an older generation is ignored; a current or newer one drops the staged
  * data and waits for the Assign of its generation. */
 static void test_abort_rules(void **state)
@@ -468,6 +503,7 @@ int main(void)
         T(test_link_down_replaced),
         T(test_abort_restarts_wait),
         T(test_assign_rules),
+        T(test_refused_assign),
         T(test_abort_rules),
         T(test_barrier_rules),
         T(test_ack_only_current_generation),
