@@ -30,6 +30,25 @@ static void checkpoint_key(const cdc_store_t *st, uint64_t epoch, char *buf, siz
     cdc_cluster_checkpoint_key(buf, size, st->job, epoch);
 }
 
+/* The job's key name (its full name into key): kv->value NULL when it does not exist. */
+static cdc_err_t get_optional(cdc_store_t *st, const char *name, char *key, size_t keysz,
+                              cdc_etcd_kv_t *kv, cdc_error_t *e)
+{
+    cdc_err_t rc;
+
+    cdc_store_key(st, name, key, keysz);
+    memset(kv, 0, sizeof(*kv));
+    rc = cdc_etcd_get(st->etcd, key, kv, NULL, e);
+    if (rc == CDC_ERR_NOT_FOUND) {
+        cdc_error_clear(e);
+        memset(kv, 0, sizeof(*kv));
+        return CDC_OK;
+    }
+    if (rc == CDC_OK && kv->value == NULL) /* no value: as good as absent */
+        cdc_etcd_kv_clear(kv);
+    return rc;
+}
+
 static cdc_err_t get_number(cdc_store_t *st, const char *name, uint64_t *out, int64_t *mod_rev,
                             cdc_error_t *e)
 {
@@ -40,14 +59,7 @@ static cdc_err_t get_number(cdc_store_t *st, const char *name, uint64_t *out, in
     *out = 0;
     if (mod_rev)
         *mod_rev = 0;
-    cdc_store_key(st, name, key, sizeof(key));
-    memset(&kv, 0, sizeof(kv));
-    rc = cdc_etcd_get(st->etcd, key, &kv, NULL, e);
-    if (rc == CDC_ERR_NOT_FOUND) {
-        cdc_error_clear(e);
-        return CDC_OK;
-    }
-    if (rc != CDC_OK)
+    if ((rc = get_optional(st, name, key, sizeof(key), &kv, e)) != CDC_OK || kv.value == NULL)
         return rc;
     *out = strtoull(kv.value, NULL, 10);
     if (mod_rev)
@@ -262,14 +274,7 @@ cdc_err_t cdc_store_get_tables(cdc_store_t *st, cdc_tableset_t *s, bool *found, 
 
     *found = false;
     cdc_tableset_clear(s);
-    cdc_store_key(st, "tables", key, sizeof(key));
-    memset(&kv, 0, sizeof(kv));
-    rc = cdc_etcd_get(st->etcd, key, &kv, NULL, e);
-    if (rc == CDC_ERR_NOT_FOUND) {
-        cdc_error_clear(e);
-        return CDC_OK;
-    }
-    if (rc != CDC_OK)
+    if ((rc = get_optional(st, "tables", key, sizeof(key), &kv, e)) != CDC_OK || kv.value == NULL)
         return rc;
     rc = cdc_tableset_parse(s, kv.value, kv.value_len, e);
     if (rc != CDC_OK)
