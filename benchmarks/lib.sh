@@ -107,14 +107,20 @@ bench_pg_ceiling() {
 bench_sampler_start() {
     node "$BENCH_ROOT/benchmarks/sampler.mjs" "$1" "$CHAOS_DIR/procs" "$CDC_TEST_TMP" 1000 \
         >>"$1.log" 2>&1 &
+    # shellcheck disable=SC2034 # read by name in bench_bg_stop
     BENCH_SAMPLER_PID=$!
 }
 
-bench_sampler_stop() {
-    [ -n "${BENCH_SAMPLER_PID:-}" ] || return 0
-    kill "$BENCH_SAMPLER_PID" 2>/dev/null
-    wait "$BENCH_SAMPLER_PID" 2>/dev/null
-    BENCH_SAMPLER_PID=""
+bench_sampler_stop() { bench_bg_stop BENCH_SAMPLER_PID; }
+
+# bench_bg_stop <variable>: stops the background job whose pid the variable holds (if
+# any), waits for it and empties the variable.
+bench_bg_stop() {
+    local pid=${!1:-}
+    [ -n "$pid" ] || return 0
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    printf -v "$1" '%s' ""
 }
 
 # ---- Iceberg ------------------------------------------------------------------------------

@@ -99,9 +99,9 @@ for (const p of parts) perPartition.push(await copyOf(`compacted-p${p || 'x'}`, 
 const oneFile = [await copyOf('compacted', 'true')];
 // Warm-up reads of the copies, then the three reads in turn, `reads` times: whatever else
 // the machine does at a moment weighs on all three alike.
-const copyOf2 = (data) => ({ ...files, data, posDeletes: [], eqDeletes: [] });
+const asSnapshot = (data) => ({ ...files, data, posDeletes: [], eqDeletes: [] });
 for (const c of [perPartition, oneFile]) {
-  const warm = await readOnce(copyOf2(c));
+  const warm = await readOnce(asSnapshot(c));
   if (warm.rows !== rows) throw new Error(`a compacted copy has ${warm.rows} rows, the table ${rows}`);
 }
 const compacted = [];
@@ -110,8 +110,8 @@ for (let i = 0; i < reads; i++) {
   const r = await readOnce(files);
   if (r.rows !== rows) throw new Error(`read ${i}: ${r.rows} rows, the first read had ${rows}`);
   current.push(r.ms);
-  compacted.push((await readOnce(copyOf2(perPartition))).ms);
-  compactedOne.push((await readOnce(copyOf2(oneFile))).ms);
+  compacted.push((await readOnce(asSnapshot(perPartition))).ms);
+  compactedOne.push((await readOnce(asSnapshot(oneFile))).ms);
 }
 
 const result = {

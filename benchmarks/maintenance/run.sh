@@ -124,14 +124,10 @@ snaplog_start() {
             sleep 5
         done
     ) &
+    # shellcheck disable=SC2034 # read by name in bench_bg_stop
     SNAPLOG_PID=$!
 }
-snaplog_stop() {
-    [ -n "${SNAPLOG_PID:-}" ] || return 0
-    kill "$SNAPLOG_PID" 2>/dev/null
-    wait "$SNAPLOG_PID" 2>/dev/null
-    SNAPLOG_PID=""
-}
+snaplog_stop() { bench_bg_stop SNAPLOG_PID; }
 
 snapshot_done() { [ "$(bench_changelog_records "$NS/transactions_changelog")" -ge "$ROWS" ]; }
 
