@@ -161,20 +161,20 @@ export async function snapshotFiles(dir) {
  * its schema and fields) with DuckDB into the temporary table __d of conn: every data
  * file's rows, columns matched by field id, minus the rows a position delete of a later
  * or equal sequence number or an equality delete of a later sequence number removes.
- * Besides the fields __d has __file, __seq and __pos (the row's file, data sequence
- * number and position in the file). Returns false (and leaves no __d) without data files.
+ * Besides the fields __d has __seq (the row's data sequence number) and, when position
+ * deletes are read or withFile is set, __file and __pos (the row's file and position in
+ * it). Returns false (and leaves no __d) without data files.
  */
-export async function readSnapshotRows(conn, { schema, fields, data, posDeletes = [], eqDeletes = [] }) {
+export async function readSnapshotRows(conn, { schema, fields, data, posDeletes = [], eqDeletes = [] },
+  { withFile = false } = {}) {
   await conn.run('DROP TABLE IF EXISTS __d');
   if (!data.length) return false;
   const list = (xs) => `[${xs.map((x) => sqlStr(x.local)).join(', ')}]`;
-  const values = (xs) => xs.map((x) => `(${sqlStr(x.local)}, ${sqlStr(x.orig)}, ${x.seq})`).join(', ');
   // Columns are matched by Iceberg field id (Parquet field_id), as the spec says; names
   // in files may differ (renames, writers that sanitize names). Name match is the fallback.
   const fileColumns = new Map();
-  const eqFiles = eqDeletes;
   const pq = await (await conn.runAndReadAll(`SELECT file_name, name, field_id
-      FROM parquet_schema(${list([...data, ...eqFiles])})`)).getRowObjectsJson();
+      FROM parquet_schema(${list([...data, ...eqDeletes])})`)).getRowObjectsJson();
   for (const c of pq) {
     if (!fileColumns.has(c.file_name)) fileColumns.set(c.file_name, new Map());
     const m = fileColumns.get(c.file_name);
@@ -189,10 +189,11 @@ export async function readSnapshotRows(conn, { schema, fields, data, posDeletes 
     }).join(', ');
   };
   // Files with the same columns and projection are read by one multi-file read_parquet
-  // (a table between schema changes is one group, whatever its file count), each row
-  // tagged with its file's path and sequence number through a join on the file name;
-  // groups are united by name.
-  const union = (files, wanted, extra) => {
+  // (a table between schema changes is one group, whatever its file count); a row's
+  // sequence number (and file, when asked) is looked up by the reader's file_index in a
+  // list literal, no join. Groups are united by name.
+  const withPos = withFile || posDeletes.length > 0;
+  const union = (files, wanted) => {
     const groups = new Map();
     for (const f of files) {
       const proj = projection(f, wanted);
@@ -200,39 +201,49 @@ export async function readSnapshotRows(conn, { schema, fields, data, posDeletes 
       if (!groups.has(key)) groups.set(key, { proj, files: [] });
       groups.get(key).files.push(f);
     }
-    return [...groups.values()].map(({ proj, files: fs }) =>
-      `SELECT ${proj}, __m.__orig AS __file, __m.__seqn::BIGINT AS __seq${extra}
-       FROM read_parquet(${list(fs)}, filename = '__fname', file_row_number = true) __r
-       JOIN (VALUES ${values(fs)}) __m(__local, __orig, __seqn) ON __r.__fname = __m.__local`)
-      .join(' UNION ALL BY NAME ');
+    return [...groups.values()].map(({ proj, files: fs }) => {
+      const seqs = new Set(fs.map((f) => f.seq));
+      const seq = seqs.size === 1 ? `${fs[0].seq}::BIGINT`
+        : `list_extract([${fs.map((f) => f.seq).join(', ')}], (__r.file_index + 1)::BIGINT)::BIGINT`;
+      const file = withPos && wanted === fields
+        ? `, list_extract([${fs.map((f) => sqlStr(f.orig)).join(', ')}], (__r.file_index + 1)::BIGINT) AS __file, file_row_number AS __pos` : '';
+      return `SELECT ${proj}, ${seq} AS __seq${file}
+       FROM read_parquet(${list(fs)}${file ? ', file_row_number = true' : ''}) __r`;
+    }).join(' UNION ALL BY NAME ');
   };
   // One statement: the data rows, then each kind of delete as a left join against the
   // highest sequence number that deletes the row's file position or key (hash joins on
   // equalities only, so the deletes cost about one pass over the rows whatever their file
-  // count), keeping a row unless a delete of a high enough sequence number matched.
-  let q = union(data, fields, ', file_row_number AS __pos');
-  if (posDeletes.length) {
-    q = `SELECT d.* FROM (${q}) d LEFT JOIN (
-        SELECT p.file_path AS __pf, p.pos AS __pp, max(f.__seqn) AS __pds
-        FROM read_parquet(${list(posDeletes)}, filename = '__fname') p
-        JOIN (VALUES ${values(posDeletes)}) f(__local, __orig, __seqn) ON p.__fname = f.__local
-        GROUP BY ALL) x ON d.__file = x.__pf AND d.__pos = x.__pp
-      WHERE x.__pds IS NULL OR d.__seq > x.__pds`;
-  }
+  // count), keeping a row unless a delete of a high enough sequence number matched. Data
+  // files at or past the newest equality delete's sequence number are beyond its reach
+  // (a delete applies to older files only) and skip that join.
   const byIds = new Map();
   for (const e of eqDeletes) {
     const k = e.ids.join(',');
     if (!byIds.has(k)) byIds.set(k, []);
     byIds.get(k).push(e);
   }
+  const maxEq = [...byIds.values()].flat().reduce((m, e) => (e.seq > m ? e.seq : m), -1n);
+  const reached = byIds.size === 1 ? data.filter((f) => f.seq < maxEq) : data;
+  const beyond = byIds.size === 1 ? data.filter((f) => f.seq >= maxEq) : [];
+  const posJoin = (q) => (posDeletes.length ? `SELECT d.* FROM (${q}) d LEFT JOIN (
+        SELECT p.file_path AS __pf, p.pos AS __pp, max(f.__seqn) AS __pds
+        FROM read_parquet(${list(posDeletes)}, filename = '__fname') p
+        JOIN (VALUES ${posDeletes.map((x) => `(${sqlStr(x.local)}, ${x.seq})`).join(', ')}) f(__local, __seqn)
+          ON p.__fname = f.__local
+        GROUP BY ALL) x ON d.__file = x.__pf AND d.__pos = x.__pp
+      WHERE x.__pds IS NULL OR d.__seq > x.__pds` : q);
+  let q = reached.length ? posJoin(union(reached, fields)) : '';
   for (const [k, files] of byIds) {
+    if (!q) break;
     const keyFields = k.split(',').map((id) => schema.fields.find((f) => f.id === Number(id)));
     const keys = keyFields.map((f) => ident(f.name)).join(', ');
     const on = keyFields.map((f) => `d.${ident(f.name)} IS NOT DISTINCT FROM x.${ident(f.name)}`).join(' AND ');
     q = `SELECT d.* FROM (${q}) d LEFT JOIN (
-        SELECT ${keys}, max(__seq) AS __eds FROM (${union(files, keyFields, '')}) GROUP BY ALL) x ON ${on}
+        SELECT ${keys}, max(__seq) AS __eds FROM (${union(files, keyFields)}) GROUP BY ALL) x ON ${on}
       WHERE x.__eds IS NULL OR d.__seq >= x.__eds`;
   }
+  if (beyond.length) q = q ? `${q} UNION ALL BY NAME ${posJoin(union(beyond, fields))}` : posJoin(union(beyond, fields));
   await conn.run(`CREATE TEMP TABLE __d AS ${q}`);
   return true;
 }

@@ -83,7 +83,7 @@ try {
 //   compacted_onefile  every row in one file: the layout's own cost (12 files where a
 //                    small table would fit in one) shows as the difference.
 const cols = files.fields.map((f) => `"${f.name.replaceAll('"', '""')}"`).join(', ');
-await readSnapshotRows(conn, files);
+await readSnapshotRows(conn, files, { withFile: true });
 const part = "regexp_extract(__file, '-p([0-9]+)-[a-z]+-[^/]*$', 1)";
 const parts = (await (await conn.runAndReadAll(`SELECT DISTINCT ${part} AS p FROM __d ORDER BY 1`))
   .getRowObjectsJson()).map((r) => r.p);

@@ -58,6 +58,32 @@ test('position deletes apply to their file at the same or a lower sequence numbe
   }), ['1:a', '3:c', '4:d', '5:e']);
 });
 
+test('both kinds of delete together, on files older and newer than every equality delete', async () => {
+  const d1 = await file('m1.parquet', "(1, 'a'), (2, 'b')", [['id', 1], ['v', 2]]);
+  const d2 = await file('m2.parquet', "(2, 'b2'), (3, 'c')", [['id', 1], ['v', 2]]);
+  const d3 = await file('m3.parquet', "(1, 'a3'), (4, 'd')", [['id', 1], ['v', 2]]);
+  // seq 2 deletes key 1 (d1's 'a'; d3 is newer) and key 3 (d2 has the same seq: kept);
+  // position deletes at seq 4: d2's row 0 and d3's row 1 (d3, seq 4, is past every
+  // equality delete and still takes its position delete)
+  const e = await file('m-e.parquet', '(1), (3)', [['id', 1]]);
+  const pd = path.join(dir, 'm-pd.parquet');
+  await conn.run(`COPY (SELECT * FROM (VALUES ('file://${d2}', 0::BIGINT), ('file://${d3}', 1::BIGINT))
+    t(file_path, pos)) TO '${pd}' (FORMAT parquet)`);
+  const files = {
+    data: [rec(d1, 1), rec(d2, 2), rec(d3, 4)],
+    eqDeletes: [rec(e, 2, { ids: [1] })],
+    posDeletes: [rec(pd, 4)],
+  };
+  assert.deepEqual(await rows(files), ['1:a3', '2:b', '3:c']);
+  // withFile: every row names its file and position
+  assert.equal(await readSnapshotRows(conn, { schema, fields, data: files.data }, { withFile: true }), true);
+  const r = await (await conn.runAndReadAll('SELECT id, v, __file, __pos, __seq FROM __d ORDER BY id, v'))
+    .getRowObjectsJson();
+  assert.deepEqual(r.map((x) => `${x.id}:${x.v}@${x.__file.split('/').pop()}#${x.__pos}/${x.__seq}`),
+    ['1:a@m1.parquet#0/1', '1:a3@m3.parquet#0/4', '2:b@m1.parquet#1/1', '2:b2@m2.parquet#0/2',
+      '3:c@m2.parquet#1/2', '4:d@m3.parquet#1/4']);
+});
+
 test('files with other columns (a column added, a column renamed) are read by field id', async () => {
   const old = await file('old.parquet', '(1), (2)', [['id', 1]]);
   const renamed = await file('renamed.parquet', "(3, 'x')", [['id', 1], ['value_old', 2]]);

@@ -27,9 +27,12 @@ export CHAOS_INITIAL_ROWS=10
 . chaos/lib.sh
 trap 'pipeline_down purge >/dev/null 2>&1; rm -rf "$tmp"' EXIT
 
+# fail <message> [verifier log]: the processes' logs, then the verifier's and the message
+# last (what a CI excerpt of the end shows).
 fail() {
-    echo "schema_evolution: $*" >&2
     tail -n 30 "$CHAOS_DIR"/procs/coordinator-0.log "$CHAOS_DIR"/procs/capture-*.log >&2 2>/dev/null
+    [ -n "${2:-}" ] && tail -n 40 "$2" >&2
+    echo "schema_evolution: $1" >&2
     exit 1
 }
 sql() { psql -X -q -v ON_ERROR_STOP=1 -d "$PIPELINE_PG_DSN" "$@"; }
@@ -98,10 +101,8 @@ step_sql() {
 # evo_sep: one step at a time, each verified (hence committed) before the next
 for i in "${!steps[@]}"; do
     step_sql evo_sep "$i" | sql || fail "step $((i + 1)) (${steps[$i]%%|*}) failed"
-    pipeline_verify --tables evo_sep --wait 90 >"$tmp/verify-$i.log" 2>&1 || {
-        cat "$tmp/verify-$i.log" >&2
-        fail "evo_sep after step $((i + 1)) (${steps[$i]%%|*}): the verifier failed"
-    }
+    pipeline_verify --tables evo_sep --wait 90 >"$tmp/verify-$i.log" 2>&1 ||
+        fail "evo_sep after step $((i + 1)) (${steps[$i]%%|*}): the verifier failed" "$tmp/verify-$i.log"
     tail -n 1 "$tmp/verify-$i.log" | sed "s/^/evo_sep step $((i + 1)): /"
 done
 # DDL that no change follows: the capture's schema probe carries it into the stream
@@ -110,10 +111,8 @@ for t in evo_sep evo_one; do
     sql -c "ALTER TABLE public.$t ADD COLUMN late text DEFAULT 'z'; ALTER TABLE public.$t DROP COLUMN def" ||
         fail "$t: the DDL-only step failed"
 done
-pipeline_verify --tables evo_one,evo_sep --wait 90 >"$tmp/verify-final.log" 2>&1 || {
-    cat "$tmp/verify-final.log" >&2
-    fail "the verifier failed on the final state"
-}
+pipeline_verify --tables evo_one,evo_sep --wait 90 >"$tmp/verify-final.log" 2>&1 ||
+    fail "the verifier failed on the final state" "$tmp/verify-final.log"
 tail -n 1 "$tmp/verify-final.log" | sed 's/^/final: /'
 
 # The Iceberg schemas themselves, read with jq from the metadata the readers use.
@@ -146,10 +145,8 @@ jq -e '[.schema_changes[] | select(.versioned and (.changes | contains("v_rename
 # partition and the tables follow it without waiting for the next change.
 sql -c "ALTER TABLE public.evo_sep DROP COLUMN late; ALTER TABLE public.evo_one RENAME COLUMN late TO late_r" ||
     fail "the quiet DDL failed"
-pipeline_verify --tables evo_one,evo_sep --wait 90 >"$tmp/verify-quiet.log" 2>&1 || {
-    cat "$tmp/verify-quiet.log" >&2
-    fail "the verifier failed after a DDL no change followed"
-}
+pipeline_verify --tables evo_one,evo_sep --wait 90 >"$tmp/verify-quiet.log" 2>&1 ||
+    fail "the verifier failed after a DDL no change followed" "$tmp/verify-quiet.log"
 for tbl in evo_sep evo_sep_changelog evo_one evo_one_changelog; do
     dir=$CHAOS_DIR/warehouse/public/$tbl
     md=$dir/metadata/v$(cat "$dir/metadata/version-hint.text").metadata.json
