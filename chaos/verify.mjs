@@ -14,13 +14,15 @@
 //
 // Usage: chaos/verify --pg <conninfo> --warehouse <dir> [--namespace <ns>] [--schema public]
 //          [--tables transactions,accounts] [--path-map <prefix>=<dir>]... [--wait <s>]
-//          [--verbose]
+//          [--snapshotted <tables>] [--verbose]
 //        chaos/verify --warehouse <dir> --show <table> [--limit n]   (print a table's rows)
 // --path-map maps a location prefix written in the metadata (s3://warehouse/) to a
 // local directory, e.g. a warehouse copied out of MinIO. --schema is the PostgreSQL
 // schema of the source tables; --namespace the warehouse namespace (default: public if
 // the table is there, else the namespace directory that holds it). --wait retries until the check
-// passes or the time is up (catch-up after the load stops).
+// passes or the time is up (catch-up after the load stops). --snapshotted names tables an
+// incremental snapshot read while the pipeline ran (added to it, or re-snapshotted): their
+// changelogs hold snapshot rows and the latest part of each key's history (verifyTable).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -238,7 +240,9 @@ export async function readSnapshotRows(conn, { schema, fields, data, posDeletes 
     if (!q) break;
     const keyFields = k.split(',').map((id) => schema.fields.find((f) => f.id === Number(id)));
     const keys = keyFields.map((f) => ident(f.name)).join(', ');
-    const on = keyFields.map((f) => `d.${ident(f.name)} IS NOT DISTINCT FROM x.${ident(f.name)}`).join(' AND ');
+    // (a required field has no nulls: a plain equality, which hashes faster)
+    const on = keyFields.map((f) => `d.${ident(f.name)} ${f.required ? '=' : 'IS NOT DISTINCT FROM'} x.${ident(f.name)}`)
+      .join(' AND ');
     q = `SELECT d.* FROM (${q}) d LEFT JOIN (
         SELECT ${keys}, max(__seq) AS __eds FROM (${union(files, keyFields)}) GROUP BY ALL) x ON ${on}
       WHERE x.__eds IS NULL OR d.__seq >= x.__eds`;
@@ -437,10 +441,37 @@ function findNamespace(warehouse, ns, table) {
   return dirs.find((d) => fs.existsSync(path.join(warehouse, d, table, 'metadata'))) ?? 'public';
 }
 
-export async function verifyTable({ dsn, warehouse, schema = 'public', namespace, table, conn, log }) {
+export async function verifyTable({ dsn, warehouse, schema = 'public', namespace, table, conn, log,
+  snapshotted = false }) {
   const ns = findNamespace(warehouse, namespace, table);
   const r = { table, rows: 0, lost: 0, duplicated: 0, mismatched: 0, pending: 0, notes: [] };
   const note = (s) => { if (r.notes.length < 20) r.notes.push(s); };
+  // A table read by an incremental snapshot while its changes were captured (added to a
+  // running pipeline, or re-snapshotted: docs/capture.md): its changelog holds, per key,
+  // snapshot rows (op r) that are no change of the source, and the changes captured since
+  // the table joined, the latest part of the key's history. So the r rows are taken out:
+  // each must show the key as some audit record left it, and every change after the
+  // latest such state must be there. The remaining changes are compared with the end of
+  // the audit history (a suffix of it), by the usual rules.
+  const alignSnapshotted = (k, want, got) => {
+    const snaps = got.filter((c) => c._op === 'r');
+    const changes = got.filter((c) => c._op !== 'r');
+    let need = 0; // audit changes at the end that must be in the changelog
+    for (const c of snaps) {
+      let at = -1;
+      for (let i = want.length - 1; i >= 0 && at < 0; i--) {
+        if (want[i].op !== 'd' && !diffImage(imageOf(cfields, want[i].img, false, pk), tableImage(cfields, c, false, pk))) at = i;
+      }
+      if (at < 0) {
+        r.mismatched++;
+        note(`changelog: key ${k} snapshot row at lsn ${c._lsn} matches no state of the key in the audit`);
+      } else {
+        need = Math.max(need, want.length - 1 - at);
+      }
+    }
+    const n = Math.max(need, Math.min(changes.length, want.length));
+    return [want.slice(want.length - n), changes];
+  };
   const pk = await primaryKey(dsn, schema, table);
 
   // the tables' metadata versions before the read: a commit that lands while the two
@@ -546,8 +577,9 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
   }
   const keys = new Set([...auditByKey.keys(), ...clByKey.keys()]);
   for (const k of keys) {
-    const want = auditByKey.get(k) ?? [];
-    const got = clByKey.get(k) ?? [];
+    let want = auditByKey.get(k) ?? [];
+    let got = clByKey.get(k) ?? [];
+    if (snapshotted) [want, got] = alignSnapshotted(k, want, got);
     r.rows += want.length;
     const n = Math.min(want.length, got.length);
     let orderBad = false;
@@ -618,7 +650,8 @@ export function configure(maps) {
   fetchInstalled = true;
 }
 
-export async function verify({ dsn, warehouse, schema = 'public', namespace, tables, log = null, maps = [] }) {
+export async function verify({ dsn, warehouse, schema = 'public', namespace, tables, log = null, maps = [],
+  snapshotted = [] }) {
   configure(maps);
   const { DuckDBInstance } = await readers();
   const db = await DuckDBInstance.create(':memory:');
@@ -626,7 +659,8 @@ export async function verify({ dsn, warehouse, schema = 'public', namespace, tab
   const total = { rows: 0, lost: 0, duplicated: 0, mismatched: 0, pending: 0, notes: [] };
   try {
     for (const t of tables) {
-      const r = await verifyTable({ dsn, warehouse, schema, namespace, table: t, conn, log });
+      const r = await verifyTable({ dsn, warehouse, schema, namespace, table: t, conn, log,
+        snapshotted: snapshotted.includes(t) });
       for (const k of ['rows', 'lost', 'duplicated', 'mismatched', 'pending']) total[k] += r[k];
       total.unsettled = total.unsettled || r.unsettled;
       total.notes.push(...r.notes.map((n) => `${t}: ${n}`));
@@ -667,14 +701,14 @@ async function show(opt) {
 function usage(msg) {
   if (msg) console.error(`verify: ${msg}`);
   console.error('usage: chaos/verify --pg <conninfo> --warehouse <dir> [--namespace public] ' +
-    '[--schema public] [--tables transactions,accounts] [--path-map <prefix>=<dir>]... [--wait <seconds>] [--verbose]\n' +
+    '[--schema public] [--tables transactions,accounts] [--snapshotted t1,t2] [--path-map <prefix>=<dir>]... [--wait <seconds>] [--verbose]\n' +
     '       chaos/verify --warehouse <dir> --show <table> [--limit 20] [--namespace <ns>]   (rows as JSON lines)');
   process.exit(2);
 }
 
 async function main() {
   const args = process.argv.slice(2);
-  const opt = { show: null, limit: 20, schema: 'public', namespace: undefined, tables: ['transactions', 'accounts'], maps: [], wait: 0, verbose: false };
+  const opt = { show: null, limit: 20, schema: 'public', namespace: undefined, tables: ['transactions', 'accounts'], snapshotted: [], maps: [], wait: 0, verbose: false };
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     const val = () => (i + 1 < args.length ? args[++i] : usage(`${a} needs a value`));
@@ -683,6 +717,7 @@ async function main() {
     else if (a === '--namespace') opt.namespace = val();
     else if (a === '--schema') opt.schema = val();
     else if (a === '--tables') opt.tables = val().split(',').filter(Boolean);
+    else if (a === '--snapshotted') opt.snapshotted = val().split(',').filter(Boolean);
     else if (a === '--wait') opt.wait = Number(val());
     else if (a === '--verbose') opt.verbose = true;
     else if (a === '--show') opt.show = val();
@@ -715,7 +750,7 @@ async function main() {
     const lines = [];
     try {
       res = await verify({ dsn: opt.dsn, warehouse: opt.warehouse, schema: opt.schema, namespace: opt.namespace, tables: opt.tables,
-        maps: opt.maps, log: (s) => lines.push(s) });
+        snapshotted: opt.snapshotted, maps: opt.maps, log: (s) => lines.push(s) });
     } catch (e) {
       res = { ok: false, rows: 0, lost: 0, duplicated: 0, mismatched: 0, notes: [], error: e.message };
     }

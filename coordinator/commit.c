@@ -310,25 +310,71 @@ void cdc_committer_note_compaction(cdc_committer_t *c, const char *table, const 
     cdc_table_stats_note_compaction(&c->stats, table, t, bytes_rewritten, files_rewritten);
 }
 
-static void remember_table(cdc_committer_t *c, const char *table, const char *location)
+/* Whether the table was added (false: known already, or no room). */
+static bool remember_table(cdc_committer_t *c, const char *table, const char *location)
 {
+    bool added = false;
     pthread_mutex_lock(&c->known_lock);
     for (int i = 0; i < c->nknown; i++)
         if (strcmp(c->known[i], location) == 0) {
             pthread_mutex_unlock(&c->known_lock);
-            return;
+            return false;
         }
     if (c->nknown < MAX_KNOWN_TABLES) {
         char *copy = strdup(location), *name = strdup(table);
         if (copy && name) {
             c->known[c->nknown] = copy;
             c->known_name[c->nknown++] = name;
+            added = true;
         } else {
             free(copy);
             free(name);
         }
     }
     pthread_mutex_unlock(&c->known_lock);
+    return added;
+}
+
+cdc_err_t cdc_committer_discover(cdc_committer_t *c, size_t *found, cdc_error_t *e)
+{
+    static const char hint[] = "/metadata/version-hint.text";
+    const size_t hlen = sizeof(hint) - 1;
+    char **locs = NULL;
+    size_t n = 0;
+    cdc_err_t rc = cdc_storage_list(c->storage, c->warehouse, &locs, &n, e);
+
+    *found = 0;
+    for (size_t i = 0; rc == CDC_OK && i < n; i++) {
+        size_t len = strlen(locs[i]);
+        if (len <= hlen || strcmp(locs[i] + len - hlen, hint) != 0)
+            continue;
+        locs[i][len - hlen] = '\0'; /* the table's location */
+        /* "<ns>.<table>" from the location's last two components */
+        char *tab = strrchr(locs[i], '/');
+        if (tab == NULL || tab == locs[i])
+            continue;
+        *tab = '\0';
+        char *ns = strrchr(locs[i], '/');
+        *tab = '/';
+        if (ns == NULL)
+            continue;
+        char name[512];
+        snprintf(name, sizeof(name), "%.*s.%s", (int)(tab - ns - 1), ns + 1, tab + 1);
+        cdc_ice_table_t *t;
+        cdc_error_t le;
+        if (cdc_ice_table_load(c->storage, locs[i], &t, &le) != CDC_OK) {
+            cdc_log_warn("maintenance: the table at %s could not be read: %s", locs[i], le.msg);
+            continue;
+        }
+        const cdc_ice_snapshot_t *snap =
+            cdc_ice_metadata_current_snapshot(cdc_ice_table_metadata(t));
+        const char *job = snap ? cdc_ice_props_get(&snap->summary, CDC_ICE_SUMMARY_JOB) : NULL;
+        if (job != NULL && strcmp(job, c->job) == 0)
+            *found += remember_table(c, name, locs[i]);
+        cdc_ice_table_close(t);
+    }
+    cdc_storage_list_free(locs, n);
+    return rc;
 }
 
 /* The kept table at location, taken out of the cache (NULL when none). */

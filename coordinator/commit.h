@@ -143,6 +143,15 @@ cdc_storage_t *cdc_committer_storage(cdc_committer_t *c);
 const char *cdc_committer_job(const cdc_committer_t *c);
 size_t cdc_committer_tables(cdc_committer_t *c, char ***names, char ***locations);
 
+/*
+ * Adds to the tables above those of the warehouse whose current snapshot this job
+ * committed (summary cdc.job), so that a new leader maintains the job's tables from the
+ * start, not only those an epoch commits to after it took over (a quiet table would
+ * otherwise never be compacted or expired by it). Lists the warehouse: for the
+ * maintenance thread, once per term. *found = tables added.
+ */
+cdc_err_t cdc_committer_discover(cdc_committer_t *c, size_t *found, cdc_error_t *e);
+
 /* The lock of a table's commits (by location): held over a refresh and the swap, so that
  * the epoch commits and the maintenance thread's take turns instead of racing. */
 void cdc_committer_table_lock(cdc_committer_t *c, const char *location);

@@ -34,7 +34,9 @@ typedef struct part_plan {
     size_t ndata, ndels;
     int64_t data_rows, del_rows;
     int64_t oldest_small_ms; /* commit time of the oldest small data file (0 = none) */
+    int64_t newest_ms;       /* commit time of the newest live file, data or delete */
     size_t nsmall;
+    bool idle; /* the idle rule holds: a major rewrite (policy_idle) */
     bool position_deletes; /* not ours to rewrite: left alone */
 } part_plan_t;
 
@@ -79,9 +81,21 @@ static bool has_deletes(const part_plan_t *pp, const cdc_ice_live_file_t *d)
     return false;
 }
 
+/* The idle rule: no file of the partition is younger than idle_ms and it still holds
+ * deletes or two small files, so a quiet table ends in the layout a reader reads fastest
+ * (one file per partition, no delete to apply) instead of the minor rounds' base, delta
+ * and merged deletes. Once done it no longer holds: nothing to do until the next change. */
+static bool policy_idle(const cdc_compact_policy_t *p, const part_plan_t *pp, int64_t now_ms)
+{
+    return p->idle_ms > 0 && (pp->ndels > 0 || pp->nsmall >= 2) && pp->newest_ms > 0 &&
+           now_ms - pp->newest_ms > p->idle_ms;
+}
+
 static bool policy_wants(const cdc_compact_ctx_t *cx, const part_plan_t *pp, int64_t now_ms)
 {
     const cdc_compact_policy_t *p = cx->policy;
+    if (pp->idle)
+        return true;
     if (pp->ndata + pp->ndels > (size_t)p->min_files)
         return true;
     if (pp->ndels > 0 && p->delete_ratio_pct > 0 &&
@@ -234,7 +248,7 @@ static cdc_err_t compact_partition(const cdc_compact_ctx_t *cx, cdc_ice_table_t 
     bool heavy = cx->policy->delete_ratio_pct > 0 &&
                  pp->del_rows * 100 >=
                      cx->policy->delete_ratio_pct * (pp->data_rows > 0 ? pp->data_rows : 1);
-    bool minor = nbig > 0 && newer && !heavy && !cx->force; /* no deletes: bin-packing */
+    bool minor = nbig > 0 && newer && !heavy && !pp->idle && !cx->force; /* no deletes: bin-packing */
     for (size_t i = 0; i < pp->ndata; i++)
         if (minor ? !base[i] : is_small(&pp->data[i], target) || has_deletes(pp, &pp->data[i])) {
             rw[nrw++] = pp->data[i];
@@ -399,11 +413,13 @@ cdc_err_t cdc_compact_table(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t,
         }
         *arr = v;
         v[(*n)++] = files[i]; /* shallow: files owns the strings */
+        const cdc_ice_snapshot_t *s = cdc_ice_metadata_snapshot(md, files[i].snapshot_id);
+        int64_t at = s ? s->timestamp_ms : 1; /* expired snapshot: old */
+        if (at > pp->newest_ms)
+            pp->newest_ms = at;
         if (files[i].file.content == CDC_ICE_CONTENT_DATA) {
             pp->data_rows += files[i].file.record_count;
             if (is_small(&files[i], cx->policy->target_bytes)) {
-                const cdc_ice_snapshot_t *s = cdc_ice_metadata_snapshot(md, files[i].snapshot_id);
-                int64_t at = s ? s->timestamp_ms : 1; /* expired snapshot: old */
                 pp->nsmall++;
                 if (pp->oldest_small_ms == 0 || at < pp->oldest_small_ms)
                     pp->oldest_small_ms = at;
@@ -412,6 +428,8 @@ cdc_err_t cdc_compact_table(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t,
             pp->del_rows += files[i].file.record_count;
         }
     }
+    for (int p = 0; p < CDC_PARTITIONS; p++)
+        plan[p].idle = policy_idle(cx->policy, &plan[p], now);
     if (rc == CDC_OK) {
         rewrite_job_t job = {cx, t, plan, &b, now, e, CDC_OK};
         pthread_t th;

@@ -71,6 +71,7 @@ typedef struct cdc_coord_config {
     int64_t compact_min_files;
     int64_t compact_delete_ratio; /* percent */
     int64_t compact_max_age_ms;
+    int64_t compact_idle_ms;
     int64_t compact_target_size;
     int64_t compact_rate;
     int64_t metadata_versions_max;

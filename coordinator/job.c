@@ -1020,6 +1020,7 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
             .policy = {.min_files = c->cfg.compact_min_files,
                        .delete_ratio_pct = c->cfg.compact_delete_ratio,
                        .max_age_ms = c->cfg.compact_max_age_ms,
+                       .idle_ms = c->cfg.compact_idle_ms,
                        .target_bytes = c->cfg.compact_target_size},
             .rate_bytes = c->cfg.compact_rate,
             .snapshot_retention_ms = c->cfg.snapshot_retention_ms,

@@ -98,6 +98,11 @@ const cdc_opt_t cdc_coord_options[] = {
               "(percent; 0 = no ratio rule)."),
     OPT_RANGE("compact-max-age", CDC_OPT_DURATION, compact_max_age_ms, "15m", 0, 31536000000,
               "... or whose oldest small file is older than this (0 = no age rule)."),
+    OPT_RANGE("compact-idle", CDC_OPT_DURATION, compact_idle_ms, "2m", 0, 31536000000,
+              "A Kafka partition of a table to which no commit added a file for this long, "
+              "and that still holds equality deletes or two small files, gets a major "
+              "rewrite: a quiet table ends with one file per partition and no deletes "
+              "(0 = no idle rule)."),
     OPT_RANGE("compact-target-size", CDC_OPT_SIZE, compact_target_size, "128MiB", 1048576,
               17179869184, "Size of the files compaction writes; smaller files are rewritten."),
     OPT_RANGE("compact-rate", CDC_OPT_SIZE, compact_rate, "64MiB", 0, 17179869184,

@@ -286,6 +286,16 @@ static void *maint_thread(void *arg)
     cdc_maint_t *m = arg;
     int64_t next_compact = cdc_clock_mono_ms() + m->o.compact_interval_ms;
     int64_t next_expire = cdc_clock_mono_ms() + m->o.orphan_interval_ms;
+    size_t found = 0;
+    cdc_error_t de;
+
+    /* the job's tables in the warehouse, also those no epoch commits to now */
+    if (cdc_committer_discover(m->committer, &found, &de) != CDC_OK)
+        cdc_log_warn("maintenance: listing the warehouse for the job's tables failed (the "
+                     "tables epochs commit to are maintained): %s",
+                     de.msg);
+    else if (found > 0)
+        cdc_log_info("maintenance: %zu tables of the job found in the warehouse", found);
 
     for (;;) {
         request_t *req = NULL;

@@ -20,6 +20,9 @@
 #                  committed (cdc_coordinator_table_committed_bytes_total of the mirror
 #                  and the changelog).
 #   3. BENCH lines and the plot benchmarks/results/maintenance-files.png.
+#   With MAINT_QUIET=1 (default) the run with compaction then restarts the pipeline without
+#   load until the idle rule (--compact-idle) has rewritten the mirror to one file per
+#   partition and no deletes, and reads it again: maintenance_read_ratio_quiet.
 # A read that fails (DuckDB out of its MAINT_READ_MEMORY, 4GB, applying thousands of
 # equality-delete files) gives maintenance_read_failed{,_nocompact} = 1 instead of a ratio.
 # The table: MAINT_INITIAL_ROWS (40,000) rows before the capture starts (its initial
@@ -38,7 +41,8 @@
 #   policy with compaction on), MAINT_COMMON_ARGS (coordinator options of both runs),
 #   MAINT_RATE (transactions/s: skips the ceiling run), MAINT_CATCHUP_TIMEOUT (300),
 #   MAINT_READ_TIMEOUT (300 s per read run), MAINT_EARLY_SECONDS (120: the freshness over
-#   the load's first seconds too), BENCH_KEEP=1 keeps the work directory.
+#   the load's first seconds too), MAINT_QUIET (1: the quiet read too), BENCH_KEEP=1 keeps
+#   the work directory.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=benchmarks/lib.sh
@@ -55,11 +59,13 @@ READS=${MAINT_READS:-9}
 MODES=${MAINT_MODES:-on off}
 CATCHUP=${MAINT_CATCHUP_TIMEOUT:-300}
 EARLY=${MAINT_EARLY_SECONDS:-120}
+QUIET=${MAINT_QUIET:-1}
 # The policy for 100 ms epochs: the checks come every second instead of every 30 s (the
 # default is sized for 1 s epochs) and a partition is compacted past 4 files (default 24)
 # or 20 % deleted rows, so that the mirror stays close to compacted for reads; more files
 # between rewrites trade read time for fewer bytes rewritten.
-COMPACT_ARGS=${MAINT_COMPACT_ARGS:---compact-interval=1s --compact-min-files=4}
+# A partition idle for 12 s (the default 2 min, compressed) gets its major rewrite.
+COMPACT_ARGS=${MAINT_COMPACT_ARGS:---compact-interval=1s --compact-min-files=4 --compact-idle=12s}
 # Time is compressed 10x (100 ms epochs for the default 1 s), so the time-based table
 # knobs of both runs are too: the default keeps 30 min of snapshots (1,800 at 1 s epochs);
 # 3 min keeps as many at 100 ms. Left at 30 min, the metadata of 18,000 snapshots is
@@ -214,7 +220,7 @@ run_mode() {
     sleep 6 # one more sample of the caught-up tables, one more poll of the snapshots
     bench_sampler_stop
     snaplog_stop
-    pipeline_down >/dev/null 2>&1 # nothing commits while the warehouse is read
+    proc_stop_all >/dev/null 2>&1 # nothing commits while the warehouse is read
     bench_log "[$mode] epochs $e0..$e1 in $(((t_end - t_start) / 1000)) s, $((a1 - a0)) changes; reading"
 
     node benchmarks/maintenance/freshness.mjs "$dir/warehouse/$NS/transactions_changelog" \
@@ -231,8 +237,23 @@ run_mode() {
         "$dir/warehouse/$NS/transactions" "$dir/read" \
         --reads "$READS" >"$dir/read.json" 2>"$dir/read.log" ||
         bench_log "[$mode] readtime.mjs failed or passed MAINT_READ_TIMEOUT (${MAINT_READ_TIMEOUT:-300} s): $(tail -3 "$dir/read.log")"
+    # The quiet table: the pipeline again without load until the idle rule has left the
+    # mirror one data file per partition and no deletes (--compact-idle), then read again.
+    if [ "$mode" = on ] && [ "$QUIET" = 1 ]; then
+        if pipeline_procs_up >>"$dir/setup.log" 2>&1 &&
+            chaos_wait "$CATCHUP" "the idle rule's major rewrites of the mirror" mirror_quiet; then
+            proc_stop_all >/dev/null 2>&1
+            timeout "${MAINT_READ_TIMEOUT:-300}" node benchmarks/maintenance/readtime.mjs \
+                "$dir/warehouse/$NS/transactions" "$dir/read-quiet" \
+                --reads "$READS" >"$dir/read-quiet.json" 2>"$dir/read-quiet.log" ||
+                bench_log "[$mode] readtime.mjs (quiet) failed: $(tail -3 "$dir/read-quiet.log")"
+        else
+            bench_log "[$mode] the mirror was not compacted by the idle rule within ${CATCHUP}s"
+        fi
+    fi
     [ -s "$dir/latency.json" ] || echo '{}' >"$dir/latency.json"
     [ -s "$dir/read.json" ] || echo '{}' >"$dir/read.json"
+    [ -s "$dir/read-quiet.json" ] || echo '{}' >"$dir/read-quiet.json"
     # files per table against the epoch (one line per sample and table)
     # (epochs since the load started, table, files, data files, delete files) and one file
     # per table for the plot
@@ -245,11 +266,11 @@ run_mode() {
         --argjson secs "$(((t_end - t_start) / 1000))" --argjson caught "$caught" \
         --argjson ing "${ingested:-0}" --argjson written "${written:-0}" --argjson readb "${read_b:-0}" \
         --slurpfile lat "$dir/latency.json" --slurpfile early "$dir/latency-early.json" \
-        --slurpfile rd "$dir/read.json" \
+        --slurpfile rd "$dir/read.json" --slurpfile rq "$dir/read-quiet.json" \
         --rawfile files "$BENCH_WORK/$mode-files.tsv" '
         ($files | split("\n") | map(select(length > 0) | split("\t"))) as $f |
         {first_epoch: $e0, last_epoch: $e1, epochs: ($e1 - $e0), seconds: $secs, changes: $changes, caught: $caught,
-         ingested_bytes: $ing, rewritten_bytes: $written, compaction_read_bytes: $readb, latency: $lat[0], latency_early: $early[0], read: $rd[0],
+         ingested_bytes: $ing, rewritten_bytes: $written, compaction_read_bytes: $readb, latency: $lat[0], latency_early: $early[0], read: $rd[0], read_quiet: $rq[0],
          files_max: ([$f[] | .[2] | tonumber] | max // 0),
          files_max_by_table: ($f | group_by(.[1]) | map({key: .[0][1], value: (map(.[2] | tonumber) | max)}) | from_entries),
          files_end_by_table: ($f | group_by(.[1]) | map({key: .[0][1], value: (.[-1][2] | tonumber)}) | from_entries)}' \
@@ -257,8 +278,15 @@ run_mode() {
     bench_log "[$mode] $(jq -c '{epochs, seconds, files_max_by_table, files_end_by_table,
         p99_ms: .latency.p99_ms, read_ms: .read.current_ms, compacted_ms: .read.compacted_ms,
         ingested_bytes, rewritten_bytes}' "$BENCH_WORK/$mode.json")"
-    [ "${BENCH_KEEP:-0}" = 1 ] || pipeline_down purge >/dev/null 2>&1
+    if [ "${BENCH_KEEP:-0}" = 1 ]; then pipeline_down >/dev/null 2>&1; else pipeline_down purge >/dev/null 2>&1; fi
     return 0
+}
+
+# True when the leader reports the mirror with at most one data file per partition and no
+# delete file.
+mirror_quiet() {
+    chaos_status | jq -e --arg t "$NS.transactions" '[.tables[]? | .mirror | select(.table == $t)
+        | select(.delete_files == 0 and .data_files <= 12)] | length == 1' >/dev/null 2>&1
 }
 
 # The commit interval in ms (100ms, 1s, 2.5s).
@@ -322,22 +350,25 @@ done
 # ---- figures -----------------------------------------------------------------------------------
 
 j() { jq -r "$2" "$BENCH_WORK/$1.json" 2>/dev/null; }
-# read_lines <mode> <suffix>: the read ratio, or maintenance_read_failed<suffix> = 1
+# read_lines <mode> <suffix> [<field>]: the read ratio of the read in field (read: at the
+# end of the load; read_quiet: after the idle rule), or maintenance_read_failed<suffix> = 1
 read_lines() {
-    if [ "$(j "$1" '.read.ratio != null')" = true ]; then
-        bench_line "maintenance_read_ratio$2" "$(j "$1" '.read.ratio * 1000 | round / 1000')" x \
-            "$(j "$1" '.read.compacted_ms | round')" "$(j "$1" '.read.ratio * 1000 | round / 1000')" compacted_copy_ms
-        bench_line "maintenance_read_ratio_onefile$2" "$(j "$1" '.read.ratio_onefile * 1000 | round / 1000')" x \
-            "$(j "$1" '.read.compacted_onefile_ms | round')" "$(j "$1" '.read.ratio_onefile * 1000 | round / 1000')" compacted_onefile_ms
-        bench_line "maintenance_read_ms$2" "$(j "$1" '.read.current_ms | round')" ms
+    local r=".${3:-read}"
+    if [ "$(j "$1" "$r.ratio != null")" = true ]; then
+        bench_line "maintenance_read_ratio$2" "$(j "$1" "$r.ratio * 1000 | round / 1000")" x \
+            "$(j "$1" "$r.compacted_ms | round")" "$(j "$1" "$r.ratio * 1000 | round / 1000")" compacted_copy_ms
+        bench_line "maintenance_read_ratio_onefile$2" "$(j "$1" "$r.ratio_onefile * 1000 | round / 1000")" x \
+            "$(j "$1" "$r.compacted_onefile_ms | round")" "$(j "$1" "$r.ratio_onefile * 1000 | round / 1000")" compacted_onefile_ms
+        bench_line "maintenance_read_ms$2" "$(j "$1" "$r.current_ms | round")" ms
     else
-        bench_log "[$1] the read of the current snapshot failed: $(j "$1" '.read.error // "no result"')"
+        bench_log "[$1] the read of the current snapshot failed: $(j "$1" "$r.error // \"no result\"")"
         bench_line "maintenance_read_failed$2" 1 count
     fi
 }
 if [ -s "$BENCH_WORK/on.json" ]; then
     bench_line maintenance_epochs "$(j on .epochs)" epochs
     read_lines on ""
+    [ "$QUIET" = 1 ] && read_lines on _quiet read_quiet
     bench_line maintenance_files_max "$(j on .files_max)" files
     bench_line maintenance_files_end "$(j on '[.files_end_by_table[]] | max')" files
     bench_line maintenance_freshness_p99_ms "$(j on '.latency.p99_ms | floor')" ms

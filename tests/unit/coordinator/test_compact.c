@@ -487,6 +487,56 @@ static void test_compact_policy(void **state)
     policy = saved;
 }
 
+/* The idle rule: a partition no commit touched for idle_ms that holds deletes gets a major
+ * rewrite, whatever the other rules say, and then none until it changes again. */
+static void test_compact_idle(void **state)
+{
+    static row_t before[MAXROWS], after[MAXROWS];
+    size_t nd, ndel, n0;
+    cdc_compact_result_t res;
+    int64_t k[40];
+    const char *v[40];
+    char text[40][16];
+    (void)state;
+
+    for (int i = 0; i < 40; i++) {
+        k[i] = i;
+        snprintf(text[i], sizeof(text[i]), "v%d", i);
+        v[i] = text[i];
+    }
+    upsert(0, k, v, 40, NULL, 0);
+    int64_t up[] = {3}, gone[] = {9};
+    const char *upv[] = {"u3"};
+    upsert(0, up, upv, 1, up, 1);
+    upsert(0, NULL, NULL, 0, gone, 1);
+    n0 = read_table(fx.loc, before, &nd, &ndel);
+    assert_int_equal(n0, 39);
+    assert_true(ndel > 0);
+
+    cdc_compact_policy_t saved = policy; /* min_files 1000, no ratio, no age rule */
+    assert_int_equal(compact(fx.loc, false, NULL, &res), CDC_OK);
+    assert_int_equal(res.partitions, 0);
+    policy.idle_ms = 1;
+    /* the newest file is older than 1 ms once the wall clock moved on by 2 */
+    int64_t t0 = cdc_clock_wall_ms();
+    while (cdc_clock_wall_ms() < t0 + 2)
+        ;
+    assert_int_equal(compact(fx.loc, false, NULL, &res), CDC_OK);
+    assert_int_equal(res.partitions, 1);
+    assert_int_equal(res.minors, 0);
+    assert_int_equal(read_table(fx.loc, after, &nd, &ndel), n0);
+    assert_memory_equal(before, after, n0 * sizeof(row_t));
+    assert_int_equal(nd, 1);
+    assert_int_equal(ndel, 0);
+    /* done: the rule no longer holds (one file, no deletes) */
+    t0 = cdc_clock_wall_ms();
+    while (cdc_clock_wall_ms() < t0 + 2)
+        ;
+    assert_int_equal(compact(fx.loc, false, NULL, &res), CDC_OK);
+    assert_int_equal(res.partitions, 0);
+    policy = saved;
+}
+
 /* The live file paths of the table, sorted, as one string (for comparisons). */
 static void live_paths(const char *loc, char *out, size_t size)
 {
@@ -815,6 +865,48 @@ static void test_maintenance_scheduler(void **state)
     cdc_checkpoint_free(c);
 }
 
+/* A new leader (a committer that committed nothing yet) maintains the job's tables from
+ * the start: its maintenance thread finds them in the warehouse, and not another job's. */
+static void test_maintenance_finds_tables(void **state)
+{
+    cdc_maint_t *m;
+    cdc_committer_t *fresh, *other;
+    cdc_error_t e;
+    cdc_compact_result_t res;
+    size_t found;
+    (void)state;
+
+    history(); /* ns.t and ns.t_changelog, committed by job "job" */
+    cdc_committer_options_t o = {.warehouse = fx.wh, .job = "job"};
+    assert_int_equal(cdc_committer_open(&fresh, &o, &e), CDC_OK);
+    cdc_committer_set_term(fresh, 2);
+    cdc_committer_options_t oo = {.warehouse = fx.wh, .job = "other"};
+    assert_int_equal(cdc_committer_open(&other, &oo, &e), CDC_OK);
+    assert_int_equal(cdc_committer_discover(other, &found, &e), CDC_OK);
+    assert_int_equal(found, 0);
+    cdc_committer_close(other);
+
+    cdc_maint_options_t mo = {.job = "job", .compact = false, .compact_interval_ms = 3600000,
+                              .policy = policy};
+    assert_int_equal(cdc_maint_open(&m, fresh, &mo, NULL, &e), CDC_OK);
+    cdc_maint_start(m, 2);
+    /* the request is served after the thread's discovery, on the same thread */
+    assert_int_equal(cdc_maint_compact_now(m, "ns.t", 60000, &res, &e), CDC_OK);
+    assert_int_equal(res.partitions, 2);
+    char **names, **locs;
+    size_t n = cdc_committer_tables(fresh, &names, &locs);
+    assert_int_equal(n, 1); /* history() commits the mirror only */
+    assert_string_equal(names[0], "ns.t");
+    assert_string_equal(locs[0], fx.loc);
+    cdc_storage_list_free(names, n);
+    cdc_storage_list_free(locs, n);
+    assert_int_equal(cdc_committer_discover(fresh, &found, &e), CDC_OK);
+    assert_int_equal(found, 0); /* known already */
+    cdc_maint_stop(m);
+    cdc_maint_close(m);
+    cdc_committer_close(fresh);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -823,9 +915,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_compact_inputs_changed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compact_policy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compact_minor, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compact_idle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_changelog_binpack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_changelog_tiers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_maintenance_scheduler, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_maintenance_finds_tables, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
