@@ -36,6 +36,10 @@ CHAOS_WORKERS=${CHAOS_WORKERS:-3}
 CHAOS_COORDINATORS=${CHAOS_COORDINATORS:-2}
 CHAOS_CAPTURES=${CHAOS_CAPTURES:-2}
 CHAOS_TABLES=${CHAOS_TABLES:-public.transactions,public.accounts}
+# The captures' --tables: CHAOS_TABLES unless set; empty: none, the capture set is the
+# publication (made for CHAOS_TABLES by pipeline_servers_up), and tables added to it join
+# while the pipeline runs (docs/capture.md, "Adding a table").
+CHAOS_CAPTURE_TABLES=${CHAOS_CAPTURE_TABLES-$CHAOS_TABLES}
 CHAOS_NAMESPACE=${CHAOS_NAMESPACE:-public}
 CHAOS_K8S_NAMESPACE=${CHAOS_K8S_NAMESPACE:-cdc}
 CHAOS_COMPOSE_FILE=${COMPOSE_FILE:-$CHAOS_ROOT/docker/docker-compose.yml}
@@ -183,6 +187,11 @@ pipeline_servers_up() {
     "$CHAOS_BUILD/loadgen" --pg-dsn "$PIPELINE_PG_DSN" --setup-only --drop \
         --initial-rows "${CHAOS_INITIAL_ROWS:-0}" --mark-snapshot --report-interval 0 ||
         chaos_die "could not create the demo schema"
+    if [ -z "$CHAOS_CAPTURE_TABLES" ]; then
+        psql -X -q -v ON_ERROR_STOP=1 -d "$PIPELINE_PG_DSN" -c "DROP PUBLICATION IF EXISTS cdc_pub" \
+            -c "CREATE PUBLICATION cdc_pub FOR TABLE $CHAOS_TABLES WITH (publish_via_partition_root = true)" \
+            >/dev/null || chaos_die "could not create the publication"
+    fi
 }
 
 # The coordinators take the extra options in CHAOS_COORDINATOR_ARGS (split on spaces, as
@@ -194,8 +203,8 @@ pipeline_procs_up() {
     for ((i = 0; i < CHAOS_CAPTURES; i++)); do
         port=$(harness_free_port)
         proc_start "capture-$i" "$CHAOS_BUILD/cdc-capture" --pg-dsn "$PIPELINE_PG_DSN" \
-            --tables "$CHAOS_TABLES" --create-publication=true --kafka "$CDC_TEST_KAFKA" \
-            --http "127.0.0.1:$port"
+            ${CHAOS_CAPTURE_TABLES:+--tables "$CHAOS_CAPTURE_TABLES" --create-publication=true} \
+            --kafka "$CDC_TEST_KAFKA" --http "127.0.0.1:$port"
         echo "127.0.0.1:$port" >"$CHAOS_DIR/procs/capture-$i.http"
     done
 
@@ -568,7 +577,12 @@ chaos_compose_export() {
 chaos_verify() {
     local wait=$1 deadline out rc
     case "$CHAOS_BACKEND" in
-    local) pipeline_verify --wait "$wait" ;;
+    local)
+        # (tables a scenario added: CHAOS_VERIFY_TABLES, those an incremental snapshot read
+        # among them: CHAOS_VERIFY_SNAPSHOTTED)
+        pipeline_verify --wait "$wait" ${CHAOS_VERIFY_TABLES:+--tables "$CHAOS_VERIFY_TABLES"} \
+            ${CHAOS_VERIFY_SNAPSHOTTED:+--snapshotted "$CHAOS_VERIFY_SNAPSHOTTED"}
+        ;;
     compose)
         deadline=$((SECONDS + wait))
         while :; do

@@ -6,7 +6,8 @@
 
 # shellcheck disable=SC2034 # used by chaos/run.sh
 CHAOS_SCENARIOS=(kill-workers pause-worker kill-leader kill-capture etcd-restart
-    partition-worker double-fault scale-workers schema-change sigterm backlog-uncompressed)
+    partition-worker double-fault scale-workers schema-change sigterm backlog-uncompressed
+    add-table resnapshot)
 
 FAULTS=0
 RECOVERIES=0
@@ -364,5 +365,117 @@ EOF
         RECOVERIES=$((RECOVERIES + 1))
     else
         chaos_log "backlog not drained: ${LAST_LAG:-?} records behind the checkpointed offsets"
+    fi
+}
+
+# _capture_table_state <table>: the state of schema.table in the active capture's /status
+# ("snapshotting", "streaming", ...; "snapshot-done" once its incremental snapshot ended).
+_capture_table_state() {
+    local c
+    c=$(chaos_active_capture)
+    curl -fsS --max-time 2 "http://$(cat "$CHAOS_DIR/procs/$c.http" 2>/dev/null)/status" 2>/dev/null |
+        jq -r --arg t "$1" '[.tables[]? | select(.table == $t)][0] // {} |
+            if .snapshot.done == true then "snapshot-done" else (.state // "none") end' 2>/dev/null
+}
+
+_table_state_is() { [ "$(_capture_table_state "$1")" = "$2" ]; }
+
+# _writer_start <table> <keys>: changes keys 1..keys of the table (update, delete and
+# re-insert, insert of new keys) in transactions of their own until _writer_stop.
+_writer_start() {
+    local t=$1 keys=$2
+    (
+        i=0
+        while :; do
+            i=$((i + 1))
+            k=$((RANDOM % keys + 1))
+            echo "UPDATE $t SET v = 'w$i', n = n + 1 WHERE id = $k;"
+            echo "DELETE FROM $t WHERE id = $(((k * 7) % keys + 1));"
+            echo "INSERT INTO $t VALUES ($(((k * 7) % keys + 1)), 'back$i', $i) ON CONFLICT (id) DO UPDATE SET v = 'back$i';"
+            echo "INSERT INTO $t VALUES ($((keys + i)), 'new$i', $i);"
+            echo "SELECT pg_sleep(0.02);"
+        done | psql -X -q -d "$PIPELINE_PG_DSN" >/dev/null 2>&1
+    ) &
+    WRITER_PID=$!
+}
+_writer_stop() {
+    [ -n "${WRITER_PID:-}" ] || return 0
+    pkill -P "$WRITER_PID" 2>/dev/null
+    kill "$WRITER_PID" 2>/dev/null
+    wait "$WRITER_PID" 2>/dev/null
+    WRITER_PID=
+}
+
+# A table created and filled while the pipeline runs joins it through the publication
+# (ALTER PUBLICATION ... ADD TABLE, docs/capture.md "Adding a table"): its rows come by an
+# incremental snapshot while a writer keeps changing them, the capture streaming the slot
+# is killed during the snapshot (the standby takes the slot and resumes it) and so is a
+# worker. From then on the verifier checks the table too, as one an incremental snapshot
+# read (--snapshotted: its changelog holds snapshot rows, then the changes since it joined).
+# Needs the capture set to be the publication (CHAOS_CAPTURE_TABLES empty) and the
+# workers to follow the job's tables (CHAOS_WORKER_TABLES empty); local backend only.
+scenario_add-table() {
+    local t before cap w rows=${CHAOS_ADD_ROWS:-20000} faults0=$FAULTS
+    if [ "$CHAOS_BACKEND" != local ] || [ -n "$CHAOS_CAPTURE_TABLES" ] || [ -n "$CHAOS_WORKER_TABLES" ]; then
+        chaos_log "add-table needs the local backend, the publication as capture set and workers without --tables; skipped"
+        return 0
+    fi
+    ADDED_TABLES=$((${ADDED_TABLES:-0} + 1))
+    t=chaos_added_$ADDED_TABLES
+    psql -X -q -v ON_ERROR_STOP=1 -d "$PIPELINE_PG_DSN" >/dev/null <<SQL || {
+CREATE TABLE public.$t (id bigint PRIMARY KEY, v text, n int);
+CREATE TRIGGER ${t}_audit AFTER INSERT OR UPDATE OR DELETE ON public.$t
+    FOR EACH ROW EXECUTE FUNCTION cdc_audit.record('id');
+INSERT INTO public.$t SELECT g, 'v' || g, g FROM generate_series(1, $rows) g;
+SQL
+        chaos_log "add-table: could not create public.$t"
+        return 0
+    }
+    _writer_start "public.$t" "$rows"
+    before=$(pipeline_committed)
+    chaos_log "ALTER PUBLICATION cdc_pub ADD TABLE public.$t ($rows rows, changed meanwhile)"
+    psql -X -q -d "$PIPELINE_PG_DSN" -c "ALTER PUBLICATION cdc_pub ADD TABLE public.$t" >/dev/null ||
+        chaos_log "add-table: ALTER PUBLICATION failed"
+    FAULTS=$((FAULTS + 1))
+    CHAOS_VERIFY_TABLES="${CHAOS_VERIFY_TABLES:-transactions,accounts},$t"
+    CHAOS_VERIFY_SNAPSHOTTED="${CHAOS_VERIFY_SNAPSHOTTED:+$CHAOS_VERIFY_SNAPSHOTTED,}$t"
+    # kill the capture streaming the slot in the middle of the snapshot, then a worker
+    if chaos_wait 30 "the incremental snapshot of public.$t" _table_state_is "public.$t" snapshotting; then
+        cap=$(chaos_active_capture)
+        _random_worker
+        w=$REPLY
+        chaos_kill "$cap"
+        chaos_kill "$w"
+        FAULTS=$((FAULTS + 2))
+        chaos_recover "$cap"
+        chaos_recover "$w"
+    else
+        chaos_log "add-table: public.$t was not seen snapshotting (state $(_capture_table_state "public.$t"))"
+    fi
+    chaos_wait 120 "the end of the incremental snapshot of public.$t" \
+        _table_state_is "public.$t" snapshot-done ||
+        chaos_log "add-table: the snapshot of public.$t did not end (state $(_capture_table_state "public.$t"))"
+    _writer_stop
+    _recovered "$before" "$((FAULTS - faults0))"
+}
+
+# `cdcctl snapshot` of a table under load: the capture re-reads public.accounts while the
+# load changes it (rows with source.snapshot "backfill": the mirror only), and the verifier
+# checks the mirror equals the source and the changelog is untouched by it.
+scenario_resnapshot() {
+    local before cap
+    if [ "$CHAOS_BACKEND" != local ]; then
+        chaos_log "resnapshot runs against the local backend only; skipped"
+        return 0
+    fi
+    before=$(pipeline_committed)
+    cap=$(chaos_active_capture)
+    chaos_log "cdcctl snapshot public.accounts --capture $(cat "$CHAOS_DIR/procs/$cap.http")"
+    FAULTS=$((FAULTS + 1))
+    if "$CHAOS_BUILD/cdcctl" snapshot public.accounts --capture "$(cat "$CHAOS_DIR/procs/$cap.http")" \
+        --wait=60s >>"$CHAOS_DIR/procs/cdcctl.log" 2>&1; then
+        _recovered "$before"
+    else
+        chaos_log "cdcctl snapshot failed: $(tail -n 2 "$CHAOS_DIR/procs/cdcctl.log")"
     fi
 }
