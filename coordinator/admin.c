@@ -14,7 +14,8 @@
  * restart {failures_recent, failures_total, max_failures, interval_ms}, workers [{id,
  * incarnation, alive, last_heartbeat_ms_ago, partitions, topics, follows_tables, refused,
  * lost_reason}], table_set [{topic, slots (how many slots' newest checkpoint carries an
- * offset of it), state (streaming: all 12; starting: fewer)}], assignment
+ * offset of it), topic_found (with --kafka: whether the brokers know the topic, else
+ * null), state (streaming: all 12 and the topic found; starting: not yet)}], assignment
  * [{partition, owner, offsets {topic: next offset}, high_watermarks {topic: end offset the
  * owner last reported}, stalled_ms {topic: how long the owner's progress watchdog has seen
  * it behind without progress; only stalled topics}, no_progress_ms {topic: how long the
@@ -230,9 +231,10 @@ static json_t *tableset_json(const cdc_tableset_t *s)
 }
 
 /* The job's table set with each topic's state: streaming once every slot's newest
- * checkpoint carries its offset, starting before (just added, or its topic is missing:
- * the slots' missing_topic and no_progress_ms say more). */
-static json_t *table_set_json(const cdc_coord_t *c)
+ * checkpoint carries its offset and (with --kafka) the brokers know the topic, starting
+ * before (just added, or its topic is missing: topic_found false; the slots'
+ * no_progress_ms say more). */
+static json_t *table_set_json(cdc_coord_t *c)
 {
     json_t *a = json_array();
 
@@ -247,10 +249,14 @@ static json_t *table_set_json(const cdc_coord_t *c)
                     slots++;
                     break;
                 }
+        bool found = c->watermarks == NULL || cdc_watermarks_end(c->watermarks, topic, 0) >= 0;
         json_object_set_new(t, "topic", json_string(topic));
         json_object_set_new(t, "slots", json_integer(slots));
-        json_object_set_new(t, "state",
-                            json_string(slots == CDC_PARTITIONS ? "streaming" : "starting"));
+        json_object_set_new(t, "topic_found",
+                            c->watermarks != NULL ? json_boolean(found) : json_null());
+        json_object_set_new(t, "state", json_string(slots == CDC_PARTITIONS && found
+                                                        ? "streaming"
+                                                        : "starting"));
         json_array_append_new(a, t);
     }
     return a;

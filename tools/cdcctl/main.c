@@ -351,10 +351,12 @@ static void print_table_health(json_t *h)
 /* The job's table set of /status (table_set): each source topic and its state. */
 static void print_table_set(json_t *set)
 {
-    printf("\n%-48s %-10s %s\n", "JOB TABLE (TOPIC)", "STATE", "SLOTS");
+    printf("\n%-48s %-10s %-6s %s\n", "JOB TABLE (TOPIC)", "STATE", "SLOTS", "NOTE");
     for (size_t i = 0; i < json_array_size(set); i++) {
         json_t *t = json_array_get(set, i);
-        printf("%-48s %-10s %lld/12\n", str(t, "topic"), str(t, "state"), num(t, "slots"));
+        printf("%-48s %-10s %2lld/12  %s\n", str(t, "topic"), str(t, "state"), num(t, "slots"),
+               json_is_false(json_object_get(t, "topic_found")) ? "no such topic in Kafka (yet)"
+                                                                 : "");
     }
     if (json_array_size(set) == 0)
         printf("(the job has no table yet)\n");
