@@ -40,6 +40,9 @@ CHAOS_TABLES=${CHAOS_TABLES:-public.transactions,public.accounts}
 # publication (made for CHAOS_TABLES by pipeline_servers_up), and tables added to it join
 # while the pipeline runs (docs/capture.md, "Adding a table").
 CHAOS_CAPTURE_TABLES=${CHAOS_CAPTURE_TABLES-$CHAOS_TABLES}
+# The workers' --tables: CHAOS_TABLES unless set; empty: none, the workers follow the job's
+# tables (docs/worker.md, "The job's tables").
+CHAOS_WORKER_TABLES=${CHAOS_WORKER_TABLES-$CHAOS_TABLES}
 CHAOS_NAMESPACE=${CHAOS_NAMESPACE:-public}
 CHAOS_K8S_NAMESPACE=${CHAOS_K8S_NAMESPACE:-cdc}
 CHAOS_COMPOSE_FILE=${COMPOSE_FILE:-$CHAOS_ROOT/docker/docker-compose.yml}
@@ -230,9 +233,11 @@ pipeline_procs_up() {
 # pipeline_down [purge]: stops everything; with purge also deletes $CHAOS_DIR and the
 # PostgreSQL data directory the harness may keep outside it.
 # pipeline_start_worker <i>: starts worker-<i> (id <i>), behind proxy-<i> with CHAOS_PROXY=1,
-# with the extra options in CHAOS_WORKER_ARGS (split on spaces).
+# with --tables "$CHAOS_WORKER_TABLES" (none when empty) and the extra options in
+# CHAOS_WORKER_ARGS (split on spaces).
 pipeline_start_worker() {
-    local i=$1 http coord=()
+    local i=$1 http coord=() tables=()
+    [ -z "$CHAOS_WORKER_TABLES" ] || tables=(--tables "$CHAOS_WORKER_TABLES")
     if [ "${CHAOS_PROXY:-0}" = 1 ]; then
         rm -f "$CHAOS_DIR/procs/proxy-$i.port"
         proc_start "proxy-$i" node "$CHAOS_ROOT/chaos/faultproxy.mjs" --listen 127.0.0.1:0 \
@@ -245,7 +250,7 @@ pipeline_start_worker() {
     mkdir -p "$CHAOS_DIR/state/worker-$i"
     proc_start "worker-$i" "$CHAOS_BUILD/cdc-worker" --id "$i" --job "$CDC_JOB" \
         --etcd "$CDC_TEST_ETCD" "${coord[@]}" --kafka "$CDC_TEST_KAFKA" \
-        --tables "$CHAOS_TABLES" --warehouse "$CHAOS_DIR/warehouse" \
+        "${tables[@]}" --warehouse "$CHAOS_DIR/warehouse" \
         --state-dir "$CHAOS_DIR/state/worker-$i" --http "127.0.0.1:$http" ${CHAOS_WORKER_ARGS:-}
     echo "127.0.0.1:$http" >"$CHAOS_DIR/procs/worker-$i.http"
 }

@@ -1,6 +1,7 @@
 /*
  * Admin API of the coordinator: /status (JSON), /readyz, /healthz, POST /compact (a
- * compaction now, maintenance.h), plus /metrics from common/http.c. The main loop builds the status
+ * compaction now, maintenance.h), POST /tables (adds a table to the job's table set,
+ * job_tables.c), plus /metrics from common/http.c. The main loop builds the status
  * document (it owns the state) and publishes it under a mutex; HTTP threads only copy the published
  * text. A standby answers /status with the leader's (fetched from the leader's admin address), so
  * whichever coordinator a Service picks, /status describes the running job; /readyz is
@@ -11,7 +12,10 @@
  * /status fields: job, id, state (RUNNING|RECOVERING|FAILED|STANDBY|STARTING), leader
  * (this process: id, endpoint, admin, term), term, generation, recovery_reason,
  * restart {failures_recent, failures_total, max_failures, interval_ms}, workers [{id,
- * incarnation, alive, last_heartbeat_ms_ago, partitions, lost_reason}], assignment
+ * incarnation, alive, last_heartbeat_ms_ago, partitions, topics, follows_tables, refused,
+ * lost_reason}], table_set [{topic, slots (how many slots' newest checkpoint carries an
+ * offset of it), topic_found (with --kafka: whether the brokers know the topic, else
+ * null), state (streaming: all 12 and the topic found; starting: not yet)}], assignment
  * [{partition, owner, offsets {topic: next offset}, high_watermarks {topic: end offset the
  * owner last reported}, stalled_ms {topic: how long the owner's progress watchdog has seen
  * it behind without progress; only stalled topics}, no_progress_ms {topic: how long the
@@ -35,6 +39,8 @@
  * bytes_rewritten, files_rewritten).
  */
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +59,8 @@
 #define FORWARD_TIMEOUT_MS 2000
 /* POST /compact waits this long for the compaction unless its timeout= says otherwise. */
 #define COMPACT_TIMEOUT_MS (10 * 60 * 1000)
+/* POST /tables waits this long for the loop to take the table. */
+#define TABLES_TIMEOUT_MS 10000
 
 /* Main thread: where a standby's /status comes from (the leader's admin address), or ""
  * when this process answers itself (it leads, nobody does, or the key names us). */
@@ -219,6 +227,38 @@ static json_t *tableset_json(const cdc_tableset_t *s)
     json_t *a = json_array();
     for (int i = 0; i < s->n; i++)
         json_array_append_new(a, json_string(cdc_tableset_name(s, i)));
+    return a;
+}
+
+/* The job's table set with each topic's state: streaming once every slot's newest
+ * checkpoint carries its offset and (with --kafka) the brokers know the topic, starting
+ * before (just added, or its topic is missing: topic_found false; the slots'
+ * no_progress_ms say more). */
+static json_t *table_set_json(cdc_coord_t *c)
+{
+    json_t *a = json_array();
+
+    for (int i = 0; i < c->tables.n; i++) {
+        const char *topic = cdc_tableset_name(&c->tables, i);
+        json_t *t = json_object();
+        int slots = 0;
+        for (int p = 0; c->base != NULL && p < CDC_PARTITIONS; p++)
+            for (size_t j = 0; j < c->base->partitions[p].noffsets; j++)
+                if (c->base->partitions[p].offsets[j].topic != NULL &&
+                    strcmp(c->base->partitions[p].offsets[j].topic, topic) == 0) {
+                    slots++;
+                    break;
+                }
+        bool found = c->watermarks == NULL || cdc_watermarks_end(c->watermarks, topic, 0) >= 0;
+        json_object_set_new(t, "topic", json_string(topic));
+        json_object_set_new(t, "slots", json_integer(slots));
+        json_object_set_new(t, "topic_found",
+                            c->watermarks != NULL ? json_boolean(found) : json_null());
+        json_object_set_new(t, "state", json_string(slots == CDC_PARTITIONS && found
+                                                        ? "streaming"
+                                                        : "starting"));
+        json_array_append_new(a, t);
+    }
     return a;
 }
 
@@ -435,6 +475,7 @@ char *cdc_coord_status_json(cdc_coord_t *c)
         json_object_set_new(w, "health", json_string(worker_health(c, m, now)));
         json_object_set_new(w, "dlq", member_dlq_json(m));
         json_object_set_new(w, "topics", m->topics_known ? tableset_json(&m->topics) : json_null());
+        json_object_set_new(w, "follows_tables", json_boolean(m->follows));
         if (m->alive && m->verdict != CDC_TABLESET_FITS) {
             json_t *rf = json_object();
             json_object_set_new(rf, "reason", json_string(cdc_tableset_verdict_name(m->verdict)));
@@ -446,7 +487,7 @@ char *cdc_coord_status_json(cdc_coord_t *c)
         json_array_append_new(ws, w);
     }
     json_object_set_new(o, "workers", ws);
-    json_object_set_new(o, "tables", tableset_json(&c->tables));
+    json_object_set_new(o, "table_set", table_set_json(c));
 
     for (int p = 0; p < CDC_PARTITIONS; p++) {
         json_t *a = json_object(), *offs = json_object(), *highs = json_object();
@@ -703,12 +744,109 @@ static void compact(void *arg, const char *path, const char *query, cdc_http_res
     respond_json(resp, 200, o);
 }
 
+/* The HTTP status of a failed POST /tables. */
+static int tables_status(cdc_err_t rc)
+{
+    return rc == CDC_ERR_INVALID ? 400 : rc == CDC_ERR_UNAVAILABLE ? 503 : rc == CDC_ERR_TIMEOUT ? 504 : 500;
+}
+
+/* Hands topic to the loop and waits up to TABLES_TIMEOUT_MS for it (HTTP thread). */
+static cdc_err_t ask_loop(cdc_coord_t *c, const char *topic, bool *added, cdc_error_t *e)
+{
+    cdc_table_request_t *r = NULL;
+    struct timespec until;
+    cdc_err_t rc;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += TABLES_TIMEOUT_MS / 1000;
+    pthread_mutex_lock(&c->tables_lock);
+    for (int i = 0; i < CDC_TABLE_REQUESTS_MAX && r == NULL; i++)
+        if (c->table_requests[i].state == CDC_TABLE_REQUEST_FREE)
+            r = &c->table_requests[i];
+    if (r == NULL) {
+        pthread_mutex_unlock(&c->tables_lock);
+        return cdc_error_set(e, CDC_ERR_UNAVAILABLE, "too many POST /tables at once: try again");
+    }
+    snprintf(r->topic, sizeof(r->topic), "%s", topic);
+    r->abandoned = false;
+    r->state = CDC_TABLE_REQUEST_ASKED;
+    atomic_fetch_add(&c->table_requests_asked, 1);
+    while (r->state != CDC_TABLE_REQUEST_DONE)
+        if (pthread_cond_timedwait(&c->tables_cond, &c->tables_lock, &until) != 0)
+            break;
+    if (r->state != CDC_TABLE_REQUEST_DONE) {
+        /* the loop takes it later all the same, and frees it then */
+        r->abandoned = true;
+        pthread_mutex_unlock(&c->tables_lock);
+        return cdc_error_set(e, CDC_ERR_TIMEOUT,
+                             "the coordinator's loop did not take the table within %d s: it may "
+                             "still add it (cdcctl tables shows the job's tables)",
+                             TABLES_TIMEOUT_MS / 1000);
+    }
+    *added = r->added;
+    rc = r->rc;
+    if (rc != CDC_OK)
+        cdc_error_set(e, rc, "%s", r->msg);
+    r->state = CDC_TABLE_REQUEST_FREE;
+    pthread_mutex_unlock(&c->tables_lock);
+    return rc;
+}
+
+/*
+ * HTTP thread (a POST's own): POST /tables?add=<topic> adds the source topic of a table to
+ * the job's table set (docs/protocol.md, "The job's table set"); the loop records it in etcd
+ * and gives it to every worker with a new assignment. 200 {topic, added (false: it was in
+ * the set already)}; otherwise {topic, error} with 400 (no topic, or one that does not
+ * fit), 503 (not the leader: "leader" names the one that is), 504 (the loop did not answer).
+ */
+static void tables(void *arg, const char *path, const char *query, cdc_http_response_t *resp)
+{
+    cdc_coord_t *c = arg;
+    char topic[256];
+    bool added = false;
+    cdc_error_t e;
+    cdc_err_t rc;
+    json_t *o = json_object();
+    cdc_job_state_t js = (cdc_job_state_t)atomic_load(&c->state_seen);
+
+    (void)path;
+    if (!cdc_http_query_param(query, "add", topic, sizeof(topic)) || topic[0] == '\0' ||
+        strpbrk(topic, " ,\"") != NULL) {
+        topic[0] = '\0';
+        rc = cdc_error_set(&e, CDC_ERR_INVALID,
+                           "POST /tables needs the topic of the table to add: "
+                           "/tables?add=<prefix>.<schema>.<table>");
+    } else if (js == CDC_JOB_STANDBY || js == CDC_JOB_STARTING) {
+        rc = cdc_error_set(&e, CDC_ERR_UNAVAILABLE, "coordinator \"%s\" does not lead the job (%s)",
+                           c->cfg.id, cdc_job_state_name(js));
+    } else {
+        rc = ask_loop(c, topic, &added, &e);
+    }
+    json_object_set_new(o, "topic", json_string(topic));
+    if (rc != CDC_OK) {
+        char to[sizeof(c->forward_to)];
+        pthread_mutex_lock(&c->forward_lock);
+        snprintf(to, sizeof(to), "%s", c->forward_to);
+        pthread_mutex_unlock(&c->forward_lock);
+        json_object_set_new(o, "error", json_string(e.msg));
+        if (rc == CDC_ERR_UNAVAILABLE && to[0] != '\0')
+            json_object_set_new(o, "leader", json_string(to));
+        cdc_log_warn("POST /tables?%s: %s", query, e.msg);
+        respond_json(resp, tables_status(rc), o);
+        return;
+    }
+    json_object_set_new(o, "added", json_boolean(added));
+    respond_json(resp, 200, o);
+}
+
 cdc_err_t cdc_admin_register(cdc_coord_t *c, cdc_error_t *e)
 {
     cdc_err_t rc;
     cdc_http_server_set_ready(c->http, ready, c);
     cdc_http_server_set_health(c->http, cdc_health_check, &c->health);
     if ((rc = cdc_http_server_add(c->http, "/status", status, c, e)) != CDC_OK)
+        return rc;
+    if ((rc = cdc_http_server_add_post(c->http, "/tables", tables, c, e)) != CDC_OK)
         return rc;
     return cdc_http_server_add_post(c->http, "/compact", compact, c, e);
 }

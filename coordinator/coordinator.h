@@ -121,6 +121,18 @@ typedef struct cdc_ckpt_summary {
 } cdc_ckpt_summary_t;
 
 #define CDC_CLOSING_MAX 64
+#define CDC_TABLE_REQUESTS_MAX 8 /* POST /tables waiting for the loop at a time */
+
+/* A topic POST /tables asks to add to the job's table set (admin.c), applied by the loop
+ * (job_tables.c). */
+typedef struct cdc_table_request {
+    enum { CDC_TABLE_REQUEST_FREE = 0, CDC_TABLE_REQUEST_ASKED, CDC_TABLE_REQUEST_DONE } state;
+    char topic[256];
+    cdc_err_t rc;  /* when DONE: CDC_OK, or why not (msg) */
+    bool added;    /* when DONE: false = it was in the set already */
+    char msg[256];
+    bool abandoned; /* its HTTP thread stopped waiting: the loop frees it */
+} cdc_table_request_t;
 
 typedef struct cdc_coord {
     cdc_coord_config_t cfg;
@@ -153,6 +165,12 @@ typedef struct cdc_coord {
     bool tables_dirty;
     int64_t tables_retry_ms;
     bool tables_blocked; /* no live worker fits the set: logged once */
+    /* POST /tables (HTTP threads) -> the loop; guarded by tables_lock, tables_cond says a
+     * request is DONE */
+    pthread_mutex_t tables_lock;
+    pthread_cond_t tables_cond;
+    cdc_table_request_t table_requests[CDC_TABLE_REQUESTS_MAX];
+    _Atomic int table_requests_asked; /* requests in state ASKED: the loop looks when > 0 */
     cdc_epochs_t epochs;
     cdc_restart_t restart;
     char owner[CDC_PARTITIONS][CDC_WORKER_ID_MAX]; /* current assignment */

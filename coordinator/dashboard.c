@@ -61,9 +61,12 @@ cdc_err_t cdc_dashboard_register(cdc_coord_t *c, cdc_error_t *e)
     return cdc_http_server_add(c->http, "/history", history, c, e);
 }
 
-/* Every topic the slots carry is watched for its ends (--kafka). */
+/* Every topic the slots carry, and every topic of the job's table set (one its slots do
+ * not carry yet may not exist: /status says so), is watched for its ends (--kafka). */
 static void watch_topics(cdc_coord_t *c)
 {
+    for (int i = 0; i < c->tables.n; i++)
+        cdc_watermarks_watch(c->watermarks, cdc_tableset_name(&c->tables, i));
     for (int p = 0; p < CDC_PARTITIONS; p++) {
         for (int j = 0; j < c->progress.slot[p].n; j++)
             cdc_watermarks_watch(c->watermarks, c->progress.slot[p].t[j].topic);

@@ -171,6 +171,7 @@ static void send_assignments(cdc_coord_t *c, uint32_t only_pipe)
         Cdc__PartitionState ps[CDC_PARTITIONS], *psp[CDC_PARTITIONS];
         Cdc__TopicOffset *tos[CDC_PARTITIONS] = {0};
         Cdc__TopicOffset **topp[CDC_PARTITIONS] = {0};
+        char *tables[CDC_TABLESET_MAX];
         size_t n = 0;
 
         if (!m->alive || (only_pipe != 0 && m->pipe != only_pipe))
@@ -207,6 +208,11 @@ static void send_assignments(cdc_coord_t *c, uint32_t only_pipe)
         a.partitions = psp;
         if (m->verdict != CDC_TABLESET_FITS)
             a.refused = m->refused;
+        /* what every slot carries: the worker consumes exactly these */
+        for (int t = 0; t < c->tables.n; t++)
+            tables[t] = (char *)cdc_tableset_name(&c->tables, t);
+        a.n_tables = (size_t)c->tables.n;
+        a.tables = tables;
         env.body_case = CDC__ENVELOPE__BODY_ASSIGN;
         env.assign = &a;
         cdc_job_send_env(c, m->pipe, &env);
@@ -335,7 +341,7 @@ void cdc_job_try_assign(cdc_coord_t *c, int64_t now)
     }
     if (n == 0) {
         if (!c->tables_blocked)
-            cdc_log_error("job \"%s\" has no worker that consumes exactly its tables: no "
+            cdc_log_error("job \"%s\" has no worker that can consume its tables: no "
                           "partition is assigned until one registers (see the refusals above)",
                           c->cfg.job);
         c->tables_blocked = true;
@@ -619,7 +625,8 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
                  res == CDC_REGISTER_REPLACED ? ", replacing" : "", r->n_topics);
     cdc_metrics_gauge_set(c->m_workers, (double)cdc_members_alive_count(&c->members));
     m = cdc_members_by_id(&c->members, r->worker_id);
-    if (cdc_members_note_topics(m, (const char *const *)r->topics, r->n_topics, &e) != CDC_OK)
+    if (cdc_members_note_topics(m, (const char *const *)r->topics, r->n_topics, r->follows_tables,
+                                &e) != CDC_OK)
         cdc_log_warn("worker \"%s\": %s", r->worker_id, e.msg);
     if (c->state == CDC_JOB_RUNNING && !(was_alive && owned)) {
         /* a worker the set refuses changes nothing for the others: no rebalance, its Assign
@@ -659,6 +666,15 @@ static void note_dead_letters(cdc_member_t *m, const Cdc__Heartbeat *hb)
         cdc_members_note_dlq(m, classes, records, n);
 }
 
+/* What a heartbeat reports besides being alive: dead letters, and the offer of a worker
+ * that follows the job's tables (a wider offer may widen the set). */
+static void note_heartbeat(cdc_coord_t *c, cdc_member_t *m, const Cdc__Heartbeat *hb)
+{
+    note_dead_letters(m, hb);
+    if (m != NULL && cdc_members_note_offer(m, (const char *const *)hb->topics, hb->n_topics))
+        cdc_job_offers_changed(c);
+}
+
 void cdc_job_on_message(cdc_coord_t *c, const Cdc__Envelope *env, uint32_t pipe, int64_t now)
 {
     switch (env->body_case) {
@@ -672,7 +688,7 @@ void cdc_job_on_message(cdc_coord_t *c, const Cdc__Envelope *env, uint32_t pipe,
                  !cdc_admission_pending(&c->admission, pipe)) /* it is answering a challenge */
             cdc_job_send_reject(c, pipe, "unknown worker: register first");
         else
-            note_dead_letters(cdc_members_by_pipe(&c->members, pipe), env->heartbeat);
+            note_heartbeat(c, cdc_members_by_pipe(&c->members, pipe), env->heartbeat);
         break;
     case CDC__ENVELOPE__BODY_ACK:
         if (c->state == CDC_JOB_STANDBY)
@@ -823,6 +839,7 @@ void cdc_coord_run(cdc_coord_t *c)
             cdc_job_maybe_barrier(c, now);
             if (c->state != CDC_JOB_STANDBY && c->state != CDC_JOB_STARTING)
                 cdc_job_process_queue(c, cdc_clock_mono_ms());
+            cdc_job_take_table_requests(c);
             if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING)
                 cdc_job_persist_tables(c, now);
             if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING)
@@ -877,8 +894,8 @@ static void init_metrics(cdc_coord_t *c)
                                 NULL};
         c->m_table_refused[v] = cdc_metrics_counter(
             r, "cdc_coordinator_workers_refused_total",
-            "Workers given no partitions because their topics are not the job's tables "
-            "(missing_table: it lacks one; extra_table: it has one the job does not carry yet).",
+            "Workers given no partitions because they cannot consume a table of the job's "
+            "tables (missing_table: their --tables or --topics lack one).",
             labels);
     }
     {
@@ -953,6 +970,8 @@ void cdc_job_init(cdc_coord_t *c)
 {
     cdc_http_doc_init(&c->status);
     pthread_mutex_init(&c->forward_lock, NULL);
+    pthread_mutex_init(&c->tables_lock, NULL);
+    pthread_cond_init(&c->tables_cond, NULL);
     cdc_health_init(&c->health, c->cfg.liveness_timeout_ms);
     init_metrics(c);
     cdc_members_init(&c->members);
@@ -1083,6 +1102,8 @@ void cdc_coord_close(cdc_coord_t *c)
     c->base = NULL;
     cdc_http_doc_free(&c->status);
     pthread_mutex_destroy(&c->forward_lock);
+    pthread_cond_destroy(&c->tables_cond);
+    pthread_mutex_destroy(&c->tables_lock);
     cdc_history_free(c->hist);
     c->hist = NULL;
 }

@@ -77,8 +77,20 @@ int cdc_job_loop_wait_ms(const cdc_coord_t *c, int64_t now);
 void cdc_job_note_base_tables(cdc_coord_t *c);
 
 /* Widens the job's table set by every topic each live worker that reports its topics
- * consumes; it never narrows. */
+ * offers; it never narrows. */
 void cdc_job_widen_tables(cdc_coord_t *c);
+
+/* A worker's offer changed (its heartbeat): while RUNNING, a set that every live worker's
+ * offer now widens starts a new assignment, which carries the wider set to every worker. */
+void cdc_job_offers_changed(cdc_coord_t *c);
+
+/* Adds topic to the job's table set on the operator's word (POST /tables): logged, recorded
+ * in etcd by the loop, and while RUNNING a new assignment gives it to every worker. *added
+ * says whether it was new. CDC_ERR_INVALID for a name that does not fit. */
+cdc_err_t cdc_job_add_table(cdc_coord_t *c, const char *topic, bool *added, cdc_error_t *e);
+
+/* Applies the POST /tables requests waiting (main thread; cheap when there are none). */
+void cdc_job_take_table_requests(cdc_coord_t *c);
 
 /* Judges member m against the job's table set (m->verdict, m->refused); a new refusal is
  * logged and counted. */

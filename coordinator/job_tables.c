@@ -1,14 +1,17 @@
 /*
  * The job's table set as the leader applies it (docs/protocol.md, "The job's table set"):
- * which live workers may own partition slots. The set itself (coordinator/tableset.c) is
- * read from etcd at leader start with the newest checkpoint's topics added (job.c), widened
- * at every assignment by what every live worker consumes, and written back to etcd by the
- * loop; a worker whose topics are not the set is refused (logged, counted, in /status and
- * in its empty Assign) and owns nothing, so no slot ever misses a table the others carry.
- * Main thread only, like the rest of the job.
+ * which live workers may own partition slots, and which topics every Assign tells them to
+ * consume. The set itself (coordinator/tableset.c) is read from etcd at leader start with the
+ * newest checkpoint's topics added (job.c), widened by what every live worker offers (at
+ * every assignment, and by a new assignment when a follower's offer grows) or by the
+ * operator (POST /tables), and written back to etcd by the loop; a worker that cannot
+ * consume a topic of the set is refused (logged, counted, in /status and in its empty
+ * Assign) and owns nothing, so no slot ever misses a table the others carry. Main thread
+ * only, like the rest of the job, but for the request mailbox of POST /tables.
  */
 #include "coordinator/job_int.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,41 +35,108 @@ void cdc_job_note_base_tables(cdc_coord_t *c)
         }
 }
 
-/* Widens the job's table set by every topic each live worker that reports its topics
- * consumes; it never narrows. */
-void cdc_job_widen_tables(cdc_coord_t *c)
+/* Widens set by every topic each live worker that reports its topics offers; the names
+ * added go to added. Returns how many. */
+static int widen(const cdc_coord_t *c, cdc_tableset_t *set, char *added, size_t added_size)
 {
     const cdc_tableset_t *sets[CDC_MEMBERS_MAX];
-    char added[1024];
     int n = 0;
 
     for (int i = 0; i < c->members.n; i++)
         if (c->members.m[i].alive && c->members.m[i].topics_known)
             sets[n++] = &c->members.m[i].topics;
-    if (cdc_tableset_widen(&c->tables, sets, n, added, sizeof(added)) == 0)
+    return cdc_tableset_widen(set, sets, n, added, added_size);
+}
+
+void cdc_job_widen_tables(cdc_coord_t *c)
+{
+    char added[1024];
+
+    if (widen(c, &c->tables, added, sizeof(added)) == 0)
         return;
-    cdc_log_info("job \"%s\" now carries %s: every live worker consumes each", c->cfg.job, added);
+    cdc_log_info("job \"%s\" now carries %s: every live worker offers each", c->cfg.job, added);
     c->tables_dirty = true;
 }
 
+void cdc_job_offers_changed(cdc_coord_t *c)
+{
+    cdc_tableset_t wider = c->tables;
+    char added[1024], why[1200];
+
+    if (c->state != CDC_JOB_RUNNING || widen(c, &wider, added, sizeof(added)) == 0)
+        return;
+    /* the assignment widens the set itself (cdc_job_try_assign) and hands it to everyone */
+    snprintf(why, sizeof(why), "every live worker offers %s", added);
+    cdc_job_recover(c, why, false);
+}
+
+cdc_err_t cdc_job_add_table(cdc_coord_t *c, const char *topic, bool *added, cdc_error_t *e)
+{
+    cdc_err_t rc;
+    char why[400];
+
+    *added = false;
+    if (cdc_tableset_has(&c->tables, topic))
+        return CDC_OK;
+    if ((rc = cdc_tableset_add(&c->tables, topic, e)) != CDC_OK)
+        return rc;
+    *added = true;
+    c->tables_dirty = true;
+    cdc_log_info("job \"%s\" now carries \"%s\": added by the operator (POST /tables)",
+                 c->cfg.job, topic);
+    /* every worker gets the wider set in its next Assign; one that cannot consume it is
+     * refused then */
+    snprintf(why, sizeof(why), "table \"%s\" added to the job's tables", topic);
+    if (c->state == CDC_JOB_RUNNING)
+        cdc_job_recover(c, why, false);
+    return CDC_OK;
+}
+
+void cdc_job_take_table_requests(cdc_coord_t *c)
+{
+    bool leading = c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING;
+
+    if (atomic_load(&c->table_requests_asked) == 0)
+        return;
+    pthread_mutex_lock(&c->tables_lock);
+    for (int i = 0; i < CDC_TABLE_REQUESTS_MAX; i++) {
+        cdc_table_request_t *r = &c->table_requests[i];
+        cdc_error_t e;
+        if (r->state != CDC_TABLE_REQUEST_ASKED)
+            continue;
+        cdc_error_clear(&e);
+        if (!leading)
+            r->rc = cdc_error_set(&e, CDC_ERR_UNAVAILABLE,
+                                  "coordinator \"%s\" does not lead the job (%s)", c->cfg.id,
+                                  cdc_job_state_name(c->state));
+        else
+            r->rc = cdc_job_add_table(c, r->topic, &r->added, &e);
+        snprintf(r->msg, sizeof(r->msg), "%s", r->rc != CDC_OK ? e.msg : "");
+        r->state = r->abandoned ? CDC_TABLE_REQUEST_FREE : CDC_TABLE_REQUEST_DONE;
+        atomic_fetch_sub(&c->table_requests_asked, 1);
+    }
+    pthread_cond_broadcast(&c->tables_cond);
+    pthread_mutex_unlock(&c->tables_lock);
+}
+
 /*
- * Judges member m against the job's table set: a worker whose topics are not the set may own
- * no partition, or a slot would miss a table (or carry one the others do not). A refusal is
+ * Judges member m against the job's table set: a worker that cannot consume a topic of the
+ * set may own no partition, or a slot would miss a table the others carry. A refusal is
  * logged naming the worker and the tables, and counted, when it starts or names other
- * tables; it is kept for /status and the worker's Assign. A member that reported no topics
- * is not judged.
+ * tables; it is kept for /status and the worker's Assign. A member that reported no topics,
+ * or that follows the job's tables (it consumes whatever its Assign gives), is not judged.
  */
 void cdc_job_judge(cdc_coord_t *c, cdc_member_t *m)
 {
     char why[sizeof(m->refused)] = "";
     cdc_tableset_verdict_t v = CDC_TABLESET_FITS;
 
-    if (m->topics_known)
+    if (m->topics_known && !m->follows)
         v = cdc_tableset_judge(&c->tables, &m->topics, why, sizeof(why));
     if (v != CDC_TABLESET_FITS && (v != m->verdict || strcmp(why, m->refused) != 0)) {
         cdc_log_error("worker \"%s\" gets no partitions of job \"%s\": %s (hint: give every "
-                      "worker the same --tables or --topics; docs/operations.md, \"Changing the "
-                      "tables\")",
+                      "worker the job's tables in --tables or --topics, or neither; "
+                      "docs/operations.md, \"Changing the tables\")",
                       m->id, c->cfg.job, why);
         cdc_metrics_counter_inc(c->m_table_refused[v]);
     } else if (v == CDC_TABLESET_FITS && m->verdict != CDC_TABLESET_FITS) {

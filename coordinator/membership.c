@@ -87,12 +87,13 @@ bool cdc_members_heartbeat(cdc_members_t *ms, uint32_t pipe, int64_t now_ms)
 }
 
 cdc_err_t cdc_members_note_topics(cdc_member_t *m, const char *const *topics, size_t n,
-                                  cdc_error_t *e)
+                                  bool follows, cdc_error_t *e)
 {
     cdc_err_t rc = CDC_OK;
 
     cdc_tableset_clear(&m->topics);
-    m->topics_known = n > 0;
+    m->topics_known = n > 0 || follows;
+    m->follows = follows;
     m->verdict = CDC_TABLESET_FITS;
     m->refused[0] = '\0';
     for (size_t i = 0; i < n; i++) {
@@ -101,6 +102,23 @@ cdc_err_t cdc_members_note_topics(cdc_member_t *m, const char *const *topics, si
             rc = cdc_error_set(e, one.code, "%s", one.msg);
     }
     return rc;
+}
+
+bool cdc_members_note_offer(cdc_member_t *m, const char *const *topics, size_t n)
+{
+    cdc_tableset_t offer;
+
+    if (!m->follows || n == 0)
+        return false;
+    cdc_tableset_clear(&offer);
+    for (size_t i = 0; i < n; i++) {
+        cdc_error_t e;
+        (void)cdc_tableset_add(&offer, topics[i], &e); /* (too many: the rest is not offered) */
+    }
+    if (cdc_tableset_equal(&offer, &m->topics))
+        return false;
+    m->topics = offer;
+    return true;
 }
 
 void cdc_members_note_dlq(cdc_member_t *m, const char *const *classes, const uint64_t *records,

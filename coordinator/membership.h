@@ -39,10 +39,12 @@ typedef struct cdc_member {
     uint64_t heartbeats;
     cdc_member_dlq_t dlq[CDC_MEMBER_DLQ_CLASSES]; /* as last reported */
     int ndlq;
-    /* The topics it consumes, from its Register (tableset.h); topics_known false when it
-     * reported none (it is then not judged). */
+    /* The topics it can consume, from its Register (tableset.h), or, when it follows the
+     * job's tables (Register.follows_tables), its offer, kept current by its heartbeats;
+     * topics_known false when it reported none and does not follow (it is then not judged). */
     cdc_tableset_t topics;
     bool topics_known;
+    bool follows; /* consumes whatever set its Assign gives: never refused for a table */
     /* Whether its topics are the job's table set, as last judged (job.c), and why not. */
     cdc_tableset_verdict_t verdict;
     char refused[640];
@@ -74,11 +76,17 @@ cdc_member_t *cdc_members_by_pipe(cdc_members_t *ms, uint32_t pipe);
 /* Finds a member by id (alive or lost); NULL when unknown. */
 cdc_member_t *cdc_members_by_id(cdc_members_t *ms, const char *id);
 
-/* Keeps the topics a Register reported (n names; 0 = none reported, not judged). A name
- * that does not fit (tableset.h) is dropped and makes *e say so: CDC_ERR_INVALID. The
- * verdict of the member is reset: the caller judges it again. */
+/* Keeps the topics a Register reported (n names; 0 and !follows = none reported, not
+ * judged) and whether the worker follows the job's tables. A name that does not fit
+ * (tableset.h) is dropped and makes *e say so: CDC_ERR_INVALID. The verdict of the member
+ * is reset: the caller judges it again. */
 cdc_err_t cdc_members_note_topics(cdc_member_t *m, const char *const *topics, size_t n,
-                                  cdc_error_t *e);
+                                  bool follows, cdc_error_t *e);
+
+/* Replaces the offer of a member that follows the job's tables with the n topics of its
+ * heartbeat (0: unchanged). Returns whether the offer changed; a name that does not fit is
+ * dropped. No-op (false) for a member that does not follow. */
+bool cdc_members_note_offer(cdc_member_t *m, const char *const *topics, size_t n);
 
 /* Records a heartbeat from pipe; false when no alive member has that pipe. */
 bool cdc_members_heartbeat(cdc_members_t *ms, uint32_t pipe, int64_t now_ms);

@@ -1,6 +1,6 @@
 /*
  * The job's table set (see tableset.h): a small sorted set of topic names in one fixed
- * buffer, the widening by what every live worker consumes, the verdict on one worker's
+ * buffer, the widening by what every live worker offers, the verdict on one worker's
  * topics, and the JSON the coordinator keeps in etcd.
  */
 #include "coordinator/tableset.h"
@@ -16,7 +16,6 @@ const char *cdc_tableset_verdict_name(cdc_tableset_verdict_t v)
     static const char *const names[CDC_TABLESET_VERDICTS] = {
         [CDC_TABLESET_FITS] = "",
         [CDC_TABLESET_MISSING] = "missing_table",
-        [CDC_TABLESET_EXTRA] = "extra_table",
     };
     return (unsigned)v < CDC_TABLESET_VERDICTS ? names[v] : "unknown";
 }
@@ -124,33 +123,19 @@ int cdc_tableset_widen(cdc_tableset_t *job, const cdc_tableset_t *const *workers
 cdc_tableset_verdict_t cdc_tableset_judge(const cdc_tableset_t *job, const cdc_tableset_t *worker,
                                           char *why, size_t why_size)
 {
-    char missing[1024] = "", extra[1024] = "";
-    int nmissing = 0, nextra = 0;
+    char missing[1024] = "";
+    int nmissing = 0;
 
     for (int i = 0; i < job->n; i++)
         if (!cdc_tableset_has(worker, cdc_tableset_name(job, i))) {
             list_append(missing, sizeof(missing), cdc_tableset_name(job, i));
             nmissing++;
         }
-    for (int i = 0; i < worker->n; i++)
-        if (!cdc_tableset_has(job, cdc_tableset_name(worker, i))) {
-            list_append(extra, sizeof(extra), cdc_tableset_name(worker, i));
-            nextra++;
-        }
     if (why_size > 0)
         why[0] = '\0';
     if (nmissing > 0)
-        snprintf(why, why_size, "it does not consume %s of the job's tables%s%s%s", missing,
-                 nextra > 0 ? " (and consumes " : "", nextra > 0 ? extra : "",
-                 nextra > 0 ? ", which the job does not carry yet)" : "");
-    else if (nextra > 0)
-        snprintf(why, why_size,
-                 "it consumes %s, which the job does not carry yet: a table joins the job's "
-                 "tables once every live worker consumes it",
-                 extra);
-    return nmissing > 0 ? CDC_TABLESET_MISSING
-           : nextra > 0 ? CDC_TABLESET_EXTRA
-                        : CDC_TABLESET_FITS;
+        snprintf(why, why_size, "it does not consume %s of the job's tables", missing);
+    return nmissing > 0 ? CDC_TABLESET_MISSING : CDC_TABLESET_FITS;
 }
 
 char *cdc_tableset_json(const cdc_tableset_t *s)

@@ -1,11 +1,12 @@
 /*
  * The job's table set (docs/protocol.md, "The job's table set"): the source topics, one per
  * table, that every partition slot carries. Workers report the topics they consume when
- * they register; a worker is given partitions only when its topics are exactly the set, so
- * two slots never differ in the tables they carry and no slot silently skips a table. The
- * set never narrows: it starts from the coordinator's record in etcd (or the topics of the
- * newest checkpoint) and widens only by a topic that every live worker consumes. A worker
- * without a topic of the set, or with one the set does not have yet, is refused.
+ * they register (or offer, when they follow the job's tables); every worker consumes exactly
+ * the set, given in its Assign, so two slots never differ in the tables they carry and no
+ * slot silently skips a table. The set never narrows: it starts from the coordinator's record
+ * in etcd (or the topics of the newest checkpoint) and widens by a topic that every live
+ * worker offers, or by cdcctl. A worker that cannot consume a topic of the set (its --tables
+ * or --topics lack it) is refused; one that could consume more just consumes the set.
  *
  * Pure logic over fixed-size sets, so that a member of the membership table can hold one;
  * one thread (the coordinator's loop).
@@ -31,13 +32,12 @@ typedef struct cdc_tableset {
 
 /* What a worker's topics mean for its partitions. */
 typedef enum cdc_tableset_verdict {
-    CDC_TABLESET_FITS = 0, /* exactly the set: it may own partitions */
-    CDC_TABLESET_MISSING,  /* it lacks a topic of the set (it may have extra ones too) */
-    CDC_TABLESET_EXTRA,    /* it has every topic of the set and some the set has not */
+    CDC_TABLESET_FITS = 0, /* it can consume every topic of the set: it may own partitions */
+    CDC_TABLESET_MISSING,  /* it lacks a topic of the set */
     CDC_TABLESET_VERDICTS,
 } cdc_tableset_verdict_t;
 
-/* Metric label and /status value of a refusal: "missing_table", "extra_table" ("" = fits). */
+/* Metric label and /status value of a refusal: "missing_table" ("" = fits). */
 const char *cdc_tableset_verdict_name(cdc_tableset_verdict_t v);
 
 void cdc_tableset_clear(cdc_tableset_t *s);
@@ -61,7 +61,8 @@ int cdc_tableset_widen(cdc_tableset_t *job, const cdc_tableset_t *const *workers
                        char *added, size_t added_size);
 
 /*
- * Judges a worker's topics against the job's set. When they are not the set, why gets the
+ * Judges the topics a worker can consume against the job's set: it fits when it has every
+ * topic of the set (more does not matter: it consumes the set). Otherwise why gets the
  * reason naming the topics, e.g. `it does not consume "cdc.public.a" of the job's tables`
  * (lower case, no trailing period, for the log line and the worker's Assign).
  */

@@ -269,6 +269,8 @@ typedef struct snap_part {
     int64_t next_offset[CDC_WORKER_MAX_TOPICS]; /* at the cut */
     int64_t high[CDC_WORKER_MAX_TOPICS];        /* last known high watermarks at the cut */
     int64_t stalled_ms[CDC_WORKER_MAX_TOPICS];  /* progress watchdog at the cut (0 = fine) */
+    size_t ntopics;                             /* w->topics at the cut */
+    uint64_t consumed;                          /* of them, the job's tables at the cut */
     bool checkpoint;                            /* state changed: store held at the cut */
     Cdc__Ack part;
     cdc_err_t rc;
@@ -443,10 +445,12 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
     cdc__partition_state__init(ps);
     ps->partition = s->partition;
     ps->state_handle = strdup(s->last_handle ? s->last_handle : "");
-    ps->offsets = calloc(w->ntopics + 1, sizeof(*ps->offsets));
-    for (size_t t = 0; ps->offsets != NULL && t < w->ntopics; t++) {
-        Cdc__TopicOffset *to = calloc(1, sizeof(*to));
-        if (to == NULL)
+    ps->offsets = calloc(j->ntopics + 1, sizeof(*ps->offsets));
+    for (size_t t = 0; ps->offsets != NULL && t < j->ntopics; t++) {
+        Cdc__TopicOffset *to;
+        if (((j->consumed >> t) & 1) == 0)
+            continue; /* not one of the job's tables now */
+        if ((to = calloc(1, sizeof(*to))) == NULL)
             break;
         cdc__topic_offset__init(to);
         to->topic = w->topics[t]; /* borrowed: not freed by cdc_worker_ack_free */
@@ -704,6 +708,8 @@ cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation
             }
         }
         memcpy(j->next_offset, s->next_offset, sizeof(j->next_offset));
+        j->ntopics = atomic_load_explicit(&w->ntopics, memory_order_acquire);
+        j->consumed = w->consumed;
         memcpy(j->high, s->high, sizeof(j->high));
         for (size_t t = 0; t < w->ntopics; t++)
             j->stalled_ms[t] =

@@ -245,6 +245,15 @@ static topic_schemas_t *topic_get(cdc_catalog_t *c, const char *topic, bool crea
     return t;
 }
 
+size_t cdc_catalog_topics(const cdc_catalog_t *cat, const char **topics, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < cat->ntopics && n < cap; i++)
+        if (cat->topics[i].n > 0)
+            topics[n++] = cat->topics[i].topic;
+    return n;
+}
+
 static bool topic_add(topic_schemas_t *t, cdc_source_schema_t *s)
 {
     if (cdc_array_reserve(t->versions, t->cap, t->n + 1, 4) != CDC_OK)

@@ -95,6 +95,10 @@ void cdc_catalog_seed_ids(cdc_catalog_t *cat, const char *ns, const char *table,
 const cdc_source_schema_t *cdc_catalog_latest(cdc_catalog_t *cat, const char *topic);
 const cdc_source_schema_t *cdc_catalog_get(cdc_catalog_t *cat, const char *topic, int64_t version);
 
+/* The topics with a registered (or embedded) schema, up to cap of them, in the order first
+ * seen; returns how many. The names are owned by the catalog. */
+size_t cdc_catalog_topics(const cdc_catalog_t *cat, const char **topics, size_t cap);
+
 /* The latest schema of table "<ns>.<table>" that has a key, from any topic and source
  * (registered or embedded in events seen so far), or NULL. Owned by the catalog. */
 const cdc_source_schema_t *cdc_catalog_keyed(cdc_catalog_t *cat, const char *table);

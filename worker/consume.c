@@ -32,14 +32,6 @@ char *cdc_worker_join(const char *a, const char *b)
     return asprintf(&out, "%s/%s", a, b) < 0 ? NULL : out;
 }
 
-int cdc_worker_topic_index(const cdc_worker_t *w, const char *topic)
-{
-    for (size_t i = 0; i < w->ntopics; i++)
-        if (strcmp(w->topics[i], topic) == 0)
-            return (int)i;
-    return -1;
-}
-
 static cdc_table_metrics_t *table_metrics_find(cdc_worker_t *w, const char *ns, const char *table)
 {
     char name[256];
@@ -78,39 +70,6 @@ static cdc_table_metrics_t *table_metrics(cdc_worker_t *w, const cdc_source_sche
 
 /* ---- open / close ------------------------------------------------------------------- */
 
-static cdc_err_t split_topics(cdc_worker_t *w, cdc_error_t *e)
-{
-    const char *list = w->cfg.topics && w->cfg.topics[0] ? w->cfg.topics : w->cfg.tables;
-    bool explicit_topics = w->cfg.topics && w->cfg.topics[0];
-    char *copy, *save = NULL;
-    if (list == NULL || list[0] == '\0')
-        return cdc_error_set(e, CDC_ERR_CONFIG,
-                             "option --tables (or --topics) is required: name the source tables, "
-                             "e.g. --tables public.orders,public.items");
-    if ((copy = strdup(list)) == NULL)
-        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    for (char *tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
-        if (w->ntopics == CDC_WORKER_MAX_TOPICS) {
-            free(copy);
-            return cdc_error_set(e, CDC_ERR_CONFIG, "option --tables: more than %d tables",
-                                 CDC_WORKER_MAX_TOPICS);
-        }
-        if (explicit_topics)
-            w->topics[w->ntopics] = strdup(tok);
-        else if (asprintf(&w->topics[w->ntopics], "%s.%s%s", w->cfg.topic_prefix,
-                          strchr(tok, '.') ? "" : "public.", tok) < 0)
-            w->topics[w->ntopics] = NULL;
-        if (w->topics[w->ntopics] == NULL) {
-            free(copy);
-            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        }
-        w->ntopics++;
-    }
-    free(copy);
-    snprintf(w->schema_topic, sizeof(w->schema_topic), "%s._schemas", w->cfg.topic_prefix);
-    return CDC_OK;
-}
-
 /* The dead-letter counters, one per class, made before any thread reads them (the
  * heartbeat thread reports them to the coordinator) and shown from the start at 0. */
 static void dlq_metrics(cdc_worker_t *w)
@@ -134,7 +93,7 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
     pthread_mutex_init(&w->fin_lock, NULL);
     pthread_cond_init(&w->fin_cond, NULL);
     dlq_metrics(w);
-    if ((rc = split_topics(w, e)) != CDC_OK)
+    if ((rc = cdc_worker_tables_open(w, e)) != CDC_OK)
         return rc;
     if (mkdir(w->cfg.state_dir, 0755) != 0 && errno != EEXIST)
         return cdc_error_set(e, CDC_ERR_CONFIG, "option --state-dir: could not create \"%s\": %s",
@@ -223,8 +182,7 @@ void cdc_worker_data_close(cdc_worker_t *w)
     w->mask = NULL;
     cdc_storage_close(w->storage);
     cdc_layouts_free(&w->layouts);
-    for (size_t i = 0; i < w->ntopics; i++)
-        free(w->topics[i]);
+    cdc_worker_tables_close(w);
     free(w->tmetrics);
 }
 
@@ -449,6 +407,8 @@ static int32_t topic_partitions_wait(cdc_worker_t *w, int ti, int wait_ms)
 static void check_topic_partitions(cdc_worker_t *w)
 {
     for (size_t t = 0; t < w->ntopics; t++) {
+        if (!cdc_worker_consumes(w, t))
+            continue;
         /* (briefly: a topic the capture has not created yet is asked again next time) */
         int32_t n = topic_partitions_wait(w, (int)t, 200);
         if (n > CDC_WORKER_PARTITIONS && !w->topic_parts_warned[t]) {
@@ -476,6 +436,9 @@ cdc_err_t cdc_worker_assign(cdc_worker_t *w, const Cdc__Assign *a, cdc_error_t *
     cdc_kafka_consumer_assign(w->consumer, NULL, 0, e);
     cdc_worker_finalizer_wait(w, true);
     w->paused = false;
+    /* the job's tables first: a topic new to us gets its slots' offsets from the checkpoint */
+    if ((rc = cdc_worker_take_tables(w, a, e)) != CDC_OK)
+        return rc;
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
         if (w->slots[p].owned && !want[p])
             slot_release(w, &w->slots[p], true);
@@ -492,7 +455,8 @@ cdc_err_t cdc_worker_assign(cdc_worker_t *w, const Cdc__Assign *a, cdc_error_t *
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
         for (size_t t = 0; w->slots[p].owned && t < w->ntopics; t++)
-            tps[ntp++] = (cdc_kafka_tp_t){w->topics[t], p, w->slots[p].next_offset[t]};
+            if (cdc_worker_consumes(w, t))
+                tps[ntp++] = (cdc_kafka_tp_t){w->topics[t], p, w->slots[p].next_offset[t]};
     rc = cdc_kafka_consumer_assign(w->consumer, tps, ntp, e);
     free(tps);
     if (rc == CDC_OK)
@@ -710,6 +674,8 @@ void cdc_worker_set_paused(cdc_worker_t *w, bool pause)
         return;
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
         for (size_t t = 0; w->slots[p].owned && t < w->ntopics; t++) {
+            if (!cdc_worker_consumes(w, t))
+                continue;
             if (pause)
                 cdc_kafka_consumer_pause(w->consumer, w->topics[t], p, &e);
             else
@@ -847,7 +813,8 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
                 break; /* reassigned or aborted: the rest of the batch is void */
             next_poll = cdc_clock_mono_ms() + 5;
         }
-        if (ti < 0 || m->partition < 0 || m->partition >= CDC_WORKER_PARTITIONS)
+        if (ti < 0 || !cdc_worker_consumes(w, (size_t)ti) || m->partition < 0 ||
+            m->partition >= CDC_WORKER_PARTITIONS)
             continue;
         s = &w->slots[m->partition];
         if (!s->owned || (s->next_offset[ti] >= 0 && m->offset < s->next_offset[ti]))

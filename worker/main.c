@@ -34,9 +34,12 @@ static const cdc_opt_t options[] = {
         "Topic prefix of the capture: tables are read from <prefix>.<schema>.<table>, schema "
         "documents from <prefix>._schemas."),
     OPT("tables", CDC_OPT_STRING, tables, NULL,
-        "Source tables to consume, comma-separated <schema>.<table> (e.g. public.orders)."),
+        "Source tables this worker can consume, comma-separated <schema>.<table> (e.g. "
+        "public.orders). Without it (and --topics) the worker consumes the job's tables as the "
+        "coordinator gives them."),
     OPT("topics", CDC_OPT_STRING, topics, NULL,
-        "Explicit topic names to consume instead of --tables (e.g. Debezium topics)."),
+        "Explicit topic names this worker can consume instead of --tables (e.g. Debezium "
+        "topics)."),
     {"warehouse", CDC_OPT_STRING, offsetof(cdc_worker_config_t, warehouse), NULL, true, 0, 0, NULL,
      "Warehouse location: a local directory or s3://bucket/prefix."},
     OPT("state-dir", CDC_OPT_STRING, state_dir, "/var/lib/cdc-worker",
@@ -223,8 +226,14 @@ int main(int argc, char **argv)
         cdc_worker_data_close(&w);
         return CDC_CONFIG_EXIT;
     }
-    cdc_log_info("worker \"%s\" job \"%s\": %zu topics, warehouse %s, metrics on port %d", w.cfg.id,
-                 w.cfg.job, w.ntopics, w.cfg.warehouse, cdc_http_server_port(w.http));
+    if (w.follows_tables)
+        cdc_log_info("worker \"%s\" job \"%s\": the job's tables (no --tables), warehouse %s, "
+                     "metrics on port %d",
+                     w.cfg.id, w.cfg.job, w.cfg.warehouse, cdc_http_server_port(w.http));
+    else
+        cdc_log_info("worker \"%s\" job \"%s\": %zu topics, warehouse %s, metrics on port %d",
+                     w.cfg.id, w.cfg.job, (size_t)w.ntopics, w.cfg.warehouse,
+                     cdc_http_server_port(w.http));
     if (w.cfg.worker_secret == NULL || w.cfg.worker_secret[0] == '\0')
         cdc_log_warn("the control plane is unauthenticated: this worker registers without "
                      "proving a secret (hint: give coordinators and workers the same "

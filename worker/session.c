@@ -67,9 +67,10 @@ static void send_register(cdc_worker_t *w, const uint8_t *nonce, size_t nonce_le
     r.worker_id = w->cfg.id;
     r.incarnation = w->incarnation;
     r.admin_endpoint = admin;
-    /* the coordinator gives partitions only to workers that consume the job's tables */
-    r.n_topics = w->ntopics;
-    r.topics = w->topics;
+    /* the coordinator gives partitions only to workers that can consume the job's tables; a
+     * follower consumes whatever they are and offers what the schema topic registers */
+    r.topics = cdc_worker_register_topics(w, &r.n_topics);
+    r.follows_tables = w->follows_tables;
     if (nonce != NULL) {
         if (cdc_workerauth_proof(w->cfg.worker_secret, nonce, nonce_len, r.worker_id, r.incarnation,
                                  admin, proof, &e) != CDC_OK) {
@@ -123,6 +124,8 @@ static bool send_heartbeat(cdc_worker_t *w)
     }
     h.n_dead_letters = CDC_DLQ__COUNT;
     h.dead_letters = dlp;
+    if (w->follows_tables) /* its offer: the set widens once every live worker offers a table */
+        h.topics = cdc_worker_register_topics(w, &h.n_topics);
     h.worker_id = w->cfg.id;
     h.incarnation = w->incarnation;
     h.term = w->term;
@@ -262,14 +265,15 @@ static void on_assign(cdc_worker_t *w, const Cdc__Assign *a)
     if (w->refused[0] != '\0') {
         /* idle until an assignment gives us partitions: the other workers carry ours */
         cdc_log_error("coordinator %s gives this worker no partitions (term %" PRIu64
-                      " generation %" PRIu64 "): %s (hint: run every worker of job \"%s\" "
-                      "with the same --tables or --topics; docs/worker.md, \"The job's tables\")",
+                      " generation %" PRIu64 "): %s (hint: give it the job's tables in --tables "
+                      "or --topics, or neither, so that it follows job \"%s\"; docs/worker.md, "
+                      "\"The job's tables\")",
                       w->leader_url, a->term, a->generation, a->refused, w->cfg.job);
         return;
     }
     cdc_log_info("assignment term %" PRIu64 " generation %" PRIu64 ": %zu partitions from "
-                 "checkpoint %" PRIu64,
-                 a->term, a->generation, a->n_partitions, a->checkpoint_epoch);
+                 "checkpoint %" PRIu64 ", %zu tables",
+                 a->term, a->generation, a->n_partitions, a->checkpoint_epoch, a->n_tables);
 }
 
 static void on_barrier(cdc_worker_t *w, const Cdc__Barrier *b)
@@ -478,6 +482,7 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
         Cdc__Envelope *env = NULL;
 
         cdc_health_beat(&w->health);
+        cdc_worker_offer_refresh(w, now); /* a follower offers newly registered tables */
 
         if (now >= w->next_leader_check_ms) {
             cdc_worker_find_leader(w);
@@ -537,6 +542,17 @@ void cdc_worker_publish_status(cdc_worker_t *w)
             json_array_append_new(parts, json_integer(p));
     json_object_set_new(o, "partitions", parts);
     json_object_set_new(o, "refused", w->refused[0] ? json_string(w->refused) : json_null());
+    {
+        json_t *tables = json_array(), *offer = json_array();
+        for (size_t t = 0; t < w->ntopics; t++)
+            if (cdc_worker_consumes(w, t))
+                json_array_append_new(tables, json_string(w->topics[t]));
+        for (size_t t = 0; t < w->noffer; t++)
+            json_array_append_new(offer, json_string(w->offer[t]));
+        json_object_set_new(o, "tables", tables); /* the job's, as its last Assign said */
+        json_object_set_new(o, "follows_tables", json_boolean(w->follows_tables));
+        json_object_set_new(o, "offer", offer);
+    }
     if (m != NULL)
         masking = json_loads(m, 0, NULL);
     free(m);

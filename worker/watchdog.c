@@ -44,7 +44,7 @@ void cdc_worker_restart_failed(cdc_worker_t *w)
         cdc_slot_t *s = &w->slots[p];
         for (size_t t = 0; s->owned && t < w->ntopics; t++) {
             cdc_error_t e2;
-            if (s->restart_at[t] == 0 || now < s->restart_at[t])
+            if (s->restart_at[t] == 0 || now < s->restart_at[t] || !cdc_worker_consumes(w, t))
                 continue;
             s->restart_at[t] = 0;
             if (cdc_kafka_consumer_restart(w->consumer, w->topics[t], p, s->next_offset[t], &e2) !=
@@ -131,6 +131,8 @@ void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms)
         for (size_t t = 0; t < w->ntopics; t++) {
             int64_t low = 0, high = 0;
             cdc_error_t e;
+            if (!cdc_worker_consumes(w, t))
+                continue;
             /* cached by librdkafka from fetch responses: no broker round trip here */
             if (cdc_kafka_consumer_watermarks(w->consumer, w->topics[t], p, &low, &high, 0, &e) ==
                     CDC_OK &&

@@ -107,8 +107,23 @@ typedef struct cdc_slot {
 typedef struct cdc_worker {
     cdc_worker_config_t cfg;
     uint64_t incarnation;
+    /* The source topics this process consumes or consumed (tables.c): with --tables or
+     * --topics exactly those, else those the coordinator's Assigns named. Append-only: an
+     * entry never changes once the count that covers it is published (release), so the
+     * finalizer thread may read topics[t] for t below a count it loaded; only the record
+     * thread appends. A topic's index is the index of the slots' per-topic arrays. */
     char *topics[CDC_WORKER_MAX_TOPICS];
-    size_t ntopics;
+    _Atomic size_t ntopics;
+    /* Which of them the current assignment consumes (bit t: topics[t]): the job's table set
+     * of the last Assign. Record thread; a barrier copies it into its cut. */
+    uint64_t consumed;
+    /* Started without --tables and --topics: it consumes the set its Assigns give and
+     * offers the tables registered on the schema topic (offer, append-only like topics,
+     * read by the heartbeat thread; next_offer_ms: when the record thread looks again). */
+    bool follows_tables;
+    char *offer[CDC_WORKER_MAX_TOPICS];
+    _Atomic size_t noffer;
+    int64_t next_offer_ms;
     int32_t topic_parts[CDC_WORKER_MAX_TOPICS]; /* partition counts, 0 until asked */
     bool topic_parts_warned[CDC_WORKER_MAX_TOPICS];
     char schema_topic[256];
@@ -211,8 +226,39 @@ void cdc_worker_suspend(cdc_worker_t *w);
 /* Consumes and processes one batch (up to timeout_ms waiting). */
 cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e);
 
+/* ---- tables.c ------------------------------------------------------------------------- */
+
+/* The topics of --tables or --topics (cdc_worker_data_open), or none: the worker then
+ * follows the job's tables (docs/worker.md, "The job's tables"). */
+cdc_err_t cdc_worker_tables_open(cdc_worker_t *w, cdc_error_t *e);
+void cdc_worker_tables_close(cdc_worker_t *w);
+
 /* The index of topic in w->topics, or -1. */
 int cdc_worker_topic_index(const cdc_worker_t *w, const char *topic);
+
+/* Whether the current assignment consumes w->topics[t]. */
+static inline bool cdc_worker_consumes(const cdc_worker_t *w, size_t t)
+{
+    return t < CDC_WORKER_MAX_TOPICS && ((w->consumed >> t) & 1) != 0;
+}
+
+/*
+ * Takes the job's table set of an Assign (Assign.tables): the worker consumes exactly these
+ * from now on, a topic it never consumed is appended to w->topics (before the slots are
+ * restored, so a slot's checkpoint without its offset reads it from the beginning). Without
+ * a set (an older coordinator) a worker with --tables or --topics consumes those, a follower
+ * nothing. A worker with --tables or --topics never takes a topic they lack (the
+ * coordinator refuses it then). Record thread, finalizer idle.
+ */
+cdc_err_t cdc_worker_take_tables(cdc_worker_t *w, const Cdc__Assign *a, cdc_error_t *e);
+
+/* A follower's offer grows by the topics registered on the schema topic since the last
+ * look (the record thread, every few seconds; the heartbeats carry it). */
+void cdc_worker_offer_refresh(cdc_worker_t *w, int64_t now);
+
+/* The topics to report in a Register: a follower's offer, else its --tables/--topics
+ * (count in *n; entries stay valid for the life of the process). */
+char **cdc_worker_register_topics(cdc_worker_t *w, size_t *n);
 
 /* Assigns again, from its next offset, every partition whose fetching stopped on an
  * error (after a delay) or whose restart_at is due (watchdog.c). Record thread. */

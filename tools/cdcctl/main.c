@@ -2,6 +2,9 @@
  * cdcctl: operator CLI over the coordinator's admin API, etcd and Kafka.
  *   cdcctl status        the leader's /status, for a person (--json: raw)
  *   cdcctl tables        the health of the Iceberg tables (files, snapshots, compactions)
+ *                        and the job's table set with each table's state
+ *   cdcctl tables add T  adds table T to the job's tables (POST /tables): the workers
+ *                        consume it from the next assignment
  *   cdcctl compact T     compacts table T now on the leader (POST /compact) and waits
  *   cdcctl leader        who leads the job (from etcd)
  *   cdcctl checkpoints   checkpoint records kept in etcd, newest first
@@ -52,8 +55,9 @@ static const cdc_opt_t options[] = {
     OPT("kafka-properties", CDC_OPT_STRING, kafka_properties, "", 0, 0,
         "dlq: extra librdkafka properties, key=value separated by ';'."),
     OPT("topic-prefix", CDC_OPT_STRING, topic_prefix, "cdc", 0, 0,
-        "dlq: topic prefix of the capture: a table is named without it (public.orders for "
-        "cdc.public.orders), and replays are marked in <prefix>._dlq_replays."),
+        "dlq and tables add: topic prefix of the capture: a table is named without it "
+        "(public.orders for cdc.public.orders), and replays are marked in "
+        "<prefix>._dlq_replays."),
     OPT("table", CDC_OPT_STRING, table, NULL, 0, 0,
         "dlq: only records of these tables, comma separated (<schema>.<table>, or a topic)."),
     OPT("class", CDC_OPT_STRING, cls, NULL, 0, 0,
@@ -344,7 +348,22 @@ static void print_table_health(json_t *h)
            num(h, "records") - num(h, "equality_deletes"), last, num(h, "compactions"), rewritten);
 }
 
-/* `cdcctl tables`: the health of every Iceberg table the leader committed to. */
+/* The job's table set of /status (table_set): each source topic and its state. */
+static void print_table_set(json_t *set)
+{
+    printf("\n%-48s %-10s %-6s %s\n", "JOB TABLE (TOPIC)", "STATE", "SLOTS", "NOTE");
+    for (size_t i = 0; i < json_array_size(set); i++) {
+        json_t *t = json_array_get(set, i);
+        printf("%-48s %-10s %2lld/12  %s\n", str(t, "topic"), str(t, "state"), num(t, "slots"),
+               json_is_false(json_object_get(t, "topic_found")) ? "no such topic in Kafka (yet)"
+                                                                 : "");
+    }
+    if (json_array_size(set) == 0)
+        printf("(the job has no table yet)\n");
+}
+
+/* `cdcctl tables`: the health of every Iceberg table the leader committed to, then the job's
+ * table set. */
 static int cmd_tables(const ctl_config_t *cfg)
 {
     json_t *st, *ts;
@@ -366,8 +385,61 @@ static int cmd_tables(const ctl_config_t *cfg)
         }
         if (json_array_size(ts) == 0)
             printf("(no table committed by this leader yet)\n");
+        print_table_set(json_object_get(st, "table_set"));
     }
     json_decref(st);
+    return status;
+}
+
+/* The topic of a table named on the command line: <prefix>.<schema>.<table>, schema public
+ * when none (as the worker's --tables); "" when the name cannot be one. */
+static void table_topic(const ctl_config_t *cfg, const char *table, char *topic, size_t size)
+{
+    topic[0] = '\0';
+    if (table[0] == '\0' || table[0] == '.' || strpbrk(table, "&?#%, \"") != NULL)
+        return;
+    snprintf(topic, size, "%s.%s%s", cfg->topic_prefix, strchr(table, '.') ? "" : "public.",
+             table);
+}
+
+/* `cdcctl tables add <schema>.<table>`: POST /tables on the leader, which adds the table's
+ * topic to the job's tables and gives it to every worker. */
+static int cmd_tables_add(const ctl_config_t *cfg, const char *table)
+{
+    char topic[300], path[400], url[1024];
+    cdc_httpc_response_t b;
+    json_t *r = NULL;
+    int code, status = 1;
+
+    table_topic(cfg, table, topic, sizeof(topic));
+    if (topic[0] == '\0') {
+        fprintf(stderr,
+                "cdcctl: tables add needs a table <schema>.<table>, not \"%s\"\nhint: "
+                "cdcctl tables add public.orders\n",
+                table);
+        return 2;
+    }
+    snprintf(path, sizeof(path), "/tables?add=%s", topic);
+    code = admin_request(cfg, "POST", path, (long)(cfg->timeout_ms + 10000), &b, url, sizeof(url));
+    if (code > 0 && b.body != NULL)
+        r = json_loads(b.body, 0, NULL);
+    if (code == 200 && r != NULL) {
+        if (json_is_true(json_object_get(r, "added")))
+            printf("%s: added to the job's tables (topic %s); every worker consumes it from the "
+                   "next assignment\n",
+                   table, topic);
+        else
+            printf("%s: already one of the job's tables (topic %s)\n", table, topic);
+        status = 0;
+    } else if (code > 0 && code != 401) {
+        fprintf(stderr, "cdcctl: POST %s answered HTTP %d: %s\n", url, code,
+                r != NULL ? str(r, "error") : (b.body ? b.body : ""));
+        if (code == 503 && r != NULL && str(r, "leader")[0])
+            fprintf(stderr, "hint: the leader's admin address is %s (--coordinator)\n",
+                    str(r, "leader"));
+    }
+    json_decref(r);
+    cdc_httpc_response_free(&b);
     return status;
 }
 
@@ -478,9 +550,9 @@ int main(int argc, char **argv)
     ctl_config_t cfg;
     const char *cmd;
     char **args = calloc((size_t)argc + 2, sizeof(char *));
-    const char *words[2] = {NULL, NULL};
+    const char *words[3] = {NULL, NULL, NULL};
     int nargs = 0, nwords = 0, status;
-    char cmdbuf[128];
+    char cmdbuf[512];
 
     if (args == NULL)
         return 1;
@@ -488,21 +560,21 @@ int main(int argc, char **argv)
     args[nargs++] = argv[0];
     for (int i = 1; i < argc; i++) {
         if (argv[i][0] != '-' && !cdc_config_takes_value(options, argv[i - 1])) {
-            if (nwords < 2)
+            if (nwords < 3)
                 words[nwords++] = argv[i];
             continue;
         }
         args[nargs++] = argv[i];
     }
     if (words[0] != NULL) {
-        snprintf(cmdbuf, sizeof(cmdbuf), "--command=%s%s%s", words[0], words[1] ? ":" : "",
-                 words[1] ? words[1] : "");
+        snprintf(cmdbuf, sizeof(cmdbuf), "--command=%s%s%s%s%s", words[0], words[1] ? ":" : "",
+                 words[1] ? words[1] : "", words[2] ? ":" : "", words[2] ? words[2] : "");
         args[nargs++] = cmdbuf;
     }
     memset(&cfg, 0, sizeof(cfg));
     cdc_config_load(options, "cdcctl",
                     "Operator CLI of the CDC pipeline: cdcctl [options] status | tables | "
-                    "compact <schema>.<table> | leader | checkpoints | checkpoint <epoch> | "
+                    "tables add <schema>.<table> | compact <schema>.<table> | leader | checkpoints | checkpoint <epoch> | "
                     "dlq list | dlq show | dlq replay.",
                     nargs, args, &cfg);
     cmd = cfg.command;
@@ -515,6 +587,13 @@ int main(int argc, char **argv)
         status = cmd_status(&cfg);
     else if (strcmp(cmd, "tables") == 0)
         status = cmd_tables(&cfg);
+    else if (strncmp(cmd, "tables:add:", 11) == 0)
+        status = cmd_tables_add(&cfg, cmd + 11);
+    else if (strncmp(cmd, "tables:", 7) == 0) {
+        fprintf(stderr, "cdcctl: tables %s: unknown\nhint: cdcctl tables add public.orders\n",
+                cmd + 7);
+        status = 2;
+    }
     else if (strncmp(cmd, "compact:", 8) == 0)
         status = cmd_compact(&cfg, cmd + 8);
     else if (strcmp(cmd, "compact") == 0) {
@@ -527,7 +606,8 @@ int main(int argc, char **argv)
         status = cmd_etcd(&cfg, "checkpoint", cmd + 11);
     else {
         fprintf(stderr,
-                "cdcctl: unknown command \"%s\"\nhint: status, tables, compact <table>, leader, "
+                "cdcctl: unknown command \"%s\"\nhint: status, tables, tables add <table>, "
+                "compact <table>, leader, "
                 "checkpoints, checkpoint <epoch>, dlq list, dlq show, dlq replay\n",
                 cmd);
         status = 2;

@@ -16,6 +16,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -121,15 +122,43 @@ static Cdc__Envelope *coord_recv(uint32_t *pipe)
     return env;
 }
 
+/* Splits a comma-separated list into names (at most 8; list is the buffer); returns how
+ * many. */
+static size_t split(char *list, size_t size, const char *topics, char **names)
+{
+    char *save = NULL;
+    size_t n = 0;
+    snprintf(list, size, "%s", topics != NULL ? topics : "");
+    for (char *t = strtok_r(list, ",", &save); t != NULL && n < 8; t = strtok_r(NULL, ",", &save))
+        names[n++] = t;
+    return n;
+}
+
+static uint32_t register_as(peer_t *p, const char *id, uint64_t incarnation, const char *topics,
+                            bool follows, int64_t now);
+
 /* Worker p (dialing first if needed) sends Register{id, incarnation, topics} (topics: a
  * comma-separated list, NULL = none reported); the coordinator handles it at now. Returns
  * the pipe it came on. */
 static uint32_t register_topics(peer_t *p, const char *id, uint64_t incarnation, const char *topics,
                                 int64_t now)
 {
+    return register_as(p, id, incarnation, topics, false, now);
+}
+
+/* The same for a worker without --tables: it follows the job's tables and offers topics. */
+static uint32_t register_follower(peer_t *p, const char *id, uint64_t incarnation,
+                                  const char *offer, int64_t now)
+{
+    return register_as(p, id, incarnation, offer, true, now);
+}
+
+static uint32_t register_as(peer_t *p, const char *id, uint64_t incarnation, const char *topics,
+                            bool follows, int64_t now)
+{
     Cdc__Envelope env = CDC__ENVELOPE__INIT, *in;
     Cdc__Register r = CDC__REGISTER__INIT;
-    char list[512], *names[8], *save = NULL;
+    char list[512], *names[8];
     cdc_error_t e;
     uint32_t pipe = 0;
 
@@ -138,11 +167,9 @@ static uint32_t register_topics(peer_t *p, const char *id, uint64_t incarnation,
     r.worker_id = (char *)id;
     r.incarnation = incarnation;
     r.admin_endpoint = "127.0.0.1:1";
-    snprintf(list, sizeof(list), "%s", topics != NULL ? topics : "");
-    for (char *t = strtok_r(list, ",", &save); t != NULL && r.n_topics < 8;
-         t = strtok_r(NULL, ",", &save))
-        names[r.n_topics++] = t;
+    r.n_topics = split(list, sizeof(list), topics, names);
     r.topics = names;
+    r.follows_tables = follows;
     env.body_case = CDC__ENVELOPE__BODY_REGISTER;
     env.register_ = &r;
     send_from(p, &env);
@@ -157,6 +184,24 @@ static uint32_t register_topics(peer_t *p, const char *id, uint64_t incarnation,
 static uint32_t do_register(peer_t *p, const char *id, uint64_t incarnation, int64_t now)
 {
     return register_topics(p, id, incarnation, NULL, now);
+}
+
+/* Worker p heartbeats with its offer (a comma-separated list; NULL = none). */
+static void heartbeat_offer(peer_t *p, const char *offer, int64_t now)
+{
+    Cdc__Envelope env = CDC__ENVELOPE__INIT, *in;
+    Cdc__Heartbeat h = CDC__HEARTBEAT__INIT;
+    char list[512], *names[8];
+    uint32_t pipe = 0;
+    h.n_topics = split(list, sizeof(list), offer, names);
+    h.topics = names;
+    env.body_case = CDC__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &h;
+    send_from(p, &env);
+    in = coord_recv(&pipe);
+    assert_int_equal(pipe, p->pipe);
+    cdc_job_on_message(C, in, pipe, now);
+    cdc_msg_free(in);
 }
 
 static void heartbeat(peer_t *p, int64_t now)
@@ -701,10 +746,46 @@ static void test_narrower_join_changes_nothing(void **state)
     assert_int_equal(counter(C->m_table_refused[CDC_TABLESET_MISSING]), 1);
 }
 
-/* A table only some workers consume waits: the wider workers are refused (their slots would
- * carry a table the others' do not) until every live worker consumes it; then the set widens
- * and everyone owns slots again. */
-static void test_wider_worker_waits_for_the_others(void **state)
+/* The Assign p gets must carry the job's table set, sorted, as the comma-separated
+ * expected; returns its number of partitions. */
+static size_t expect_tables(peer_t *p, const char *expected)
+{
+    Cdc__Envelope *env = expect(p, CDC__ENVELOPE__BODY_ASSIGN);
+    size_t n = env->assign->n_partitions;
+    char got[512] = "";
+    assert_int_equal(env->assign->generation, C->generation);
+    for (size_t i = 0; i < env->assign->n_tables; i++)
+        snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", i ? "," : "",
+                 env->assign->tables[i]);
+    assert_string_equal(got, expected);
+    cdc_msg_free(env);
+    return n;
+}
+
+#define SORTED2 "cdc.public.accounts,cdc.public.transactions"
+#define SORTED3 "cdc.public.acc_edge,cdc.public.accounts,cdc.public.transactions"
+
+/* Every Assign carries the job's table set, a refused worker's too. */
+static void test_assign_carries_tables(void **state)
+{
+    int64_t now = cdc_clock_mono_ms();
+    (void)state;
+    lead(now);
+    C->cfg.expected_workers = 2;
+    register_topics(&P[0], "w1", 1, TABLES3, now);
+    register_topics(&P[1], "w2", 1, TABLES3, now);
+    cdc_job_try_assign(C, now);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    assert_int_equal(expect_tables(&P[0], SORTED3), 6);
+    assert_int_equal(expect_tables(&P[1], SORTED3), 6);
+    register_topics(&P[2], "w3", 1, TABLES2, now + 10); /* refused at once */
+    assert_int_equal(expect_tables(&P[2], SORTED3), 0);
+}
+
+/* A worker that can consume more than the set is not refused: it owns slots and consumes the
+ * set. The table joins the set once every live worker offers it, at the assignment after the
+ * last one came back with it. */
+static void test_wider_worker_consumes_the_set(void **state)
 {
     int64_t now = cdc_clock_mono_ms();
     (void)state;
@@ -714,16 +795,16 @@ static void test_wider_worker_waits_for_the_others(void **state)
     assert_int_equal(C->state, CDC_JOB_RECOVERING);
     cdc_job_try_assign(C, C->restart_at_ms);
     assert_int_equal(C->state, CDC_JOB_RUNNING);
-    assert_int_equal(owned_by("w1"), 0);
-    assert_int_equal(owned_by("w2") + owned_by("w3"), CDC_PARTITIONS);
+    assert_int_equal(owned_by("w1"), 4);
     assert_false(cdc_tableset_has(&C->tables, "cdc.public.acc_edge"));
-    assert_int_equal(counter(C->m_table_refused[CDC_TABLESET_EXTRA]), 1);
+    assert_int_equal(counter(C->m_table_refused[CDC_TABLESET_MISSING]), 0);
+    assert_int_equal(cdc_members_by_id(&C->members, "w1")->verdict, CDC_TABLESET_FITS);
     expect_abort(&P[3], 2, 1, "worker \"w1\" restarted");
-    expect_refusal(&P[3], "cdc.public.acc_edge");
+    assert_int_equal(expect_tables(&P[3], SORTED2), 4);
     /* the last two come back with the table too: it joins the set */
     register_topics(&P[4], "w2", 2, TABLES3, now + 20);
     cdc_job_try_assign(C, C->restart_at_ms);
-    assert_int_equal(owned_by("w1") + owned_by("w2"), 0);
+    assert_false(cdc_tableset_has(&C->tables, "cdc.public.acc_edge")); /* w3 lacks it */
     register_topics(&P[5], "w3", 2, TABLES3, now + 30);
     cdc_job_try_assign(C, C->restart_at_ms);
     assert_int_equal(C->state, CDC_JOB_RUNNING);
@@ -732,7 +813,149 @@ static void test_wider_worker_waits_for_the_others(void **state)
     assert_int_equal(owned_by("w1"), 4);
     assert_int_equal(owned_by("w2"), 4);
     assert_int_equal(owned_by("w3"), 4);
+    assert_int_equal(counter(C->m_table_refused[CDC_TABLESET_MISSING]), 0);
+}
+
+/* RUNNING with followers w1, w2, w3 offering offer; their Assigns read, carrying tables. */
+static void run_followers(const char *offer, const char *tables, int64_t now)
+{
+    lead(now);
+    C->cfg.expected_workers = 3;
+    register_follower(&P[0], "w1", 1, offer, now);
+    register_follower(&P[1], "w2", 1, offer, now);
+    register_follower(&P[2], "w3", 1, offer, now);
+    cdc_job_try_assign(C, now);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(expect_tables(&P[i], tables), 4);
+}
+
+/* Workers without --tables: the set widens by a table once every live worker offers it in
+ * its heartbeats, with a new assignment that hands every worker the wider set. */
+static void test_follower_offer_widens(void **state)
+{
+    int64_t now = cdc_clock_mono_ms();
+    (void)state;
+    run_followers(TABLES2, SORTED2, now);
+    assert_int_equal(C->generation, 1);
+    heartbeat_offer(&P[0], TABLES3, now + 5);
+    heartbeat_offer(&P[1], TABLES3, now + 5);
+    heartbeat_offer(&P[1], NULL, now + 6); /* (no offer: unchanged) */
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    assert_int_equal(C->generation, 1);
+    assert_false(cdc_tableset_has(&C->tables, "cdc.public.acc_edge"));
+    heartbeat_offer(&P[2], TABLES3, now + 7); /* the last one: a new assignment */
+    assert_int_equal(C->state, CDC_JOB_RECOVERING);
+    assert_non_null(strstr(C->recovery_reason, "every live worker offers \"cdc.public.acc_edge\""));
+    assert_int_equal(C->restart.nfailures, 0); /* not a failure */
+    cdc_job_try_assign(C, C->restart_at_ms);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    assert_true(cdc_tableset_has(&C->tables, "cdc.public.acc_edge"));
+    assert_true(C->tables_dirty);
+    for (int i = 0; i < 3; i++) {
+        Cdc__Envelope *env = expect(&P[i], CDC__ENVELOPE__BODY_ABORT);
+        cdc_msg_free(env);
+        assert_int_equal(expect_tables(&P[i], SORTED3), 4); /* the same slots */
+    }
+    /* the same offer again changes nothing */
+    heartbeat_offer(&P[2], TABLES3, now + 8);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+}
+
+/* A follower is never refused for a table: it consumes whatever the set is, even a table it
+ * does not offer (yet); a worker with --tables that lacks it is. */
+static void test_follower_never_refused(void **state)
+{
+    int64_t now = cdc_clock_mono_ms();
+    cdc_error_t e;
+    (void)state;
+    lead(now);
+    C->cfg.expected_workers = 2;
+    assert_int_equal(cdc_tableset_add(&C->tables, "cdc.public.acc_edge", &e), CDC_OK);
+    register_follower(&P[0], "w1", 1, NULL, now); /* offers nothing yet */
+    register_topics(&P[1], "w2", 1, TABLES2, now);
+    cdc_job_try_assign(C, now);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    assert_int_equal(owned_by("w1"), CDC_PARTITIONS);
     assert_int_equal(cdc_members_by_id(&C->members, "w1")->verdict, CDC_TABLESET_FITS);
+    assert_true(cdc_members_by_id(&C->members, "w1")->follows);
+    assert_int_equal(expect_tables(&P[0], "cdc.public.acc_edge"), CDC_PARTITIONS);
+    expect_refusal(&P[1], "cdc.public.acc_edge");
+    /* a follower that offers nothing holds back widening: the set keeps its one table */
+    assert_int_equal(C->tables.n, 1);
+}
+
+/* The operator adds a table (POST /tables, cdcctl tables add): the set has it at once, etcd
+ * gets it, and a new assignment hands it to every worker; a worker with --tables that lacks
+ * it is refused then, naming it. */
+static void test_add_table(void **state)
+{
+    int64_t now = cdc_clock_mono_ms();
+    bool added = false;
+    cdc_error_t e;
+    (void)state;
+    lead(now);
+    C->cfg.expected_workers = 3;
+    register_follower(&P[0], "w1", 1, TABLES2, now);
+    register_follower(&P[1], "w2", 1, TABLES2, now);
+    register_topics(&P[2], "w3", 1, TABLES2, now);
+    cdc_job_try_assign(C, now);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(expect_tables(&P[i], SORTED2), 4);
+    C->tables_dirty = false;
+    assert_int_equal(cdc_job_add_table(C, "cdc.public.acc_edge", &added, &e), CDC_OK);
+    assert_true(added);
+    assert_true(C->tables_dirty);
+    assert_int_equal(C->state, CDC_JOB_RECOVERING);
+    cdc_job_try_assign(C, C->restart_at_ms);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    assert_int_equal(owned_by("w1") + owned_by("w2"), CDC_PARTITIONS);
+    assert_int_equal(owned_by("w3"), 0);
+    for (int i = 0; i < 2; i++) {
+        Cdc__Envelope *env = expect(&P[i], CDC__ENVELOPE__BODY_ABORT);
+        cdc_msg_free(env);
+        assert_int_equal(expect_tables(&P[i], SORTED3), 6);
+    }
+    cdc_msg_free(expect(&P[2], CDC__ENVELOPE__BODY_ABORT));
+    expect_refusal(&P[2], "cdc.public.acc_edge");
+    /* again: nothing new, no new assignment */
+    assert_int_equal(cdc_job_add_table(C, "cdc.public.acc_edge", &added, &e), CDC_OK);
+    assert_false(added);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    assert_int_equal(cdc_job_add_table(C, "", &added, &e), CDC_ERR_INVALID);
+}
+
+/* POST /tables hands its topic to the loop through the request mailbox: the loop adds it and
+ * answers; a standby answers that it does not lead. */
+static void test_table_requests(void **state)
+{
+    int64_t now = cdc_clock_mono_ms();
+    cdc_table_request_t *r = &C->table_requests[0];
+    (void)state;
+    run_three(TABLES2, now);
+    snprintf(r->topic, sizeof(r->topic), "cdc.public.acc_edge");
+    r->state = CDC_TABLE_REQUEST_ASKED;
+    atomic_store(&C->table_requests_asked, 1);
+    cdc_job_take_table_requests(C);
+    assert_int_equal(r->state, CDC_TABLE_REQUEST_DONE);
+    assert_int_equal(r->rc, CDC_OK);
+    assert_true(r->added);
+    assert_true(cdc_tableset_has(&C->tables, "cdc.public.acc_edge"));
+    assert_int_equal(atomic_load(&C->table_requests_asked), 0);
+    /* an abandoned request is freed by the loop */
+    r->state = CDC_TABLE_REQUEST_ASKED;
+    r->abandoned = true;
+    atomic_store(&C->table_requests_asked, 1);
+    cdc_job_take_table_requests(C);
+    assert_int_equal(r->state, CDC_TABLE_REQUEST_FREE);
+    C->state = CDC_JOB_STANDBY;
+    r->state = CDC_TABLE_REQUEST_ASKED;
+    r->abandoned = false;
+    atomic_store(&C->table_requests_asked, 1);
+    cdc_job_take_table_requests(C);
+    assert_int_equal(r->rc, CDC_ERR_UNAVAILABLE);
+    assert_non_null(strstr(r->msg, "does not lead"));
 }
 
 /* The set holds what the newest checkpoint's slots carry, whatever the workers say; a
@@ -1113,7 +1336,12 @@ int main(void)
         T(test_duplicate_register_resends_assign),
         T(test_narrower_worker_refused),
         T(test_narrower_join_changes_nothing),
-        T(test_wider_worker_waits_for_the_others),
+        T(test_wider_worker_consumes_the_set),
+        T(test_assign_carries_tables),
+        T(test_follower_offer_widens),
+        T(test_follower_never_refused),
+        T(test_add_table),
+        T(test_table_requests),
         T(test_tables_from_checkpoint),
         T(test_no_worker_fits),
         T(test_recover_aborts_oldest_open_epoch),

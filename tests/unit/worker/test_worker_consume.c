@@ -1,7 +1,8 @@
 /*
  * Unit tests for worker/consume.c, the worker's data path, on an in-process mock Kafka
  * cluster (worker_mock.h): the topics named by --tables or --topics, the options it
- * refuses, an Assign's slots (owned, released, offsets per topic, a state that cannot be
+ * refuses, a worker without them that follows the job's tables (tables.c: the tables an
+ * Assign names, its offer from the schema topic), an Assign's slots (owned, released, offsets per topic, a state that cannot be
  * restored), and the decisions per record: a change is staged and recorded, a replay or an
  * older change is dropped, a record before the slot's next offset (a stale fetch) is
  * skipped, a tombstone is counted and passed, a malformed record and one naming a schema
@@ -87,16 +88,160 @@ static void test_join_and_codec(void **state)
     assert_int_equal(cdc_worker_stage_codec(&w), CDC_PQ_CODEC_ZSTD);
 }
 
-static void test_open_needs_tables(void **state)
+/* Without --tables and --topics the worker follows the job's tables: it opens with none and
+ * consumes none until an Assign names them. */
+static void test_open_without_tables_follows(void **state)
 {
-    cdc_error_t e;
+    size_t n = 9;
     (void)state;
-    M.w->cfg.tables = NULL;
-    assert_int_equal(cdc_worker_data_open(M.w, &e), CDC_ERR_CONFIG);
-    assert_non_null(strstr(e.msg, "option --tables (or --topics) is required"));
     M.w->cfg.tables = "";
     M.w->cfg.topics = "";
-    assert_int_equal(cdc_worker_data_open(M.w, &e), CDC_ERR_CONFIG);
+    mock_worker_open(&M);
+    assert_true(M.w->follows_tables);
+    assert_int_equal(M.w->ntopics, 0);
+    assert_int_equal(M.w->consumed, 0);
+    assert_string_equal(M.w->schema_topic, M.schema_topic);
+    assert_ptr_equal(cdc_worker_register_topics(M.w, &n), M.w->offer);
+    assert_int_equal(n, 0);
+}
+
+/* An Assign with the job's tables of term 1 and generation gen, slot 1 starting at the given
+ * offsets of topics (offsets[i] < 0: none in its checkpoint). */
+static Cdc__Assign *assign_tables(mock_assign_t *b, uint64_t gen, char **tables, size_t ntables,
+                                  char **topics, const int64_t *offsets, size_t ntopics)
+{
+    static Cdc__TopicOffset to[4], *top[4];
+    uint32_t slot = 1;
+    mock_assign(b, "", 1, gen, &slot, NULL, 1);
+    b->ps[0].n_offsets = 0;
+    b->ps[0].offsets = top;
+    for (size_t i = 0; i < ntopics; i++) {
+        if (offsets[i] < 0)
+            continue;
+        cdc__topic_offset__init(&to[i]);
+        to[i].topic = topics[i];
+        to[i].next_offset = offsets[i];
+        top[b->ps[0].n_offsets++] = &to[i];
+    }
+    b->a.n_tables = ntables;
+    b->a.tables = tables;
+    return &b->a;
+}
+
+/* A follower consumes exactly the tables its Assigns name: none without them (records of
+ * the topic stay unread), then the topic from the beginning of each slot that has no offset
+ * of it in its checkpoint, so nothing before the table joined is skipped; a later Assign
+ * that adds a table appends it (indices of the earlier ones unchanged) and takes its offset
+ * from the checkpoint when there is one. */
+static void test_follower_topics_grow(void **state)
+{
+    mock_assign_t b;
+    cdc_error_t e;
+    char items[64], *one[1], *two[2];
+    int64_t none = -1, offsets[2] = {-1, 7};
+    cdc_slot_t *s = &M.w->slots[1];
+    (void)state;
+    snprintf(items, sizeof(items), "%s.public.items", M.prefix);
+    one[0] = M.topic;
+    two[0] = items;
+    two[1] = M.topic;
+    M.w->cfg.tables = NULL;
+    mock_worker_open(&M);
+    mock_register_schema(&M);
+    mock_produce_event(&M, 1, 'c', 1, "alice", 100);
+    assert_int_equal(cdc_worker_assign(M.w, assign_tables(&b, 1, NULL, 0, NULL, NULL, 0), &e),
+                     CDC_OK);
+    assert_true(s->owned);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(cdc_worker_consume(M.w, 50, &e), CDC_OK);
+    assert_int_equal(M.w->ntopics, 0); /* nothing consumed, nothing read */
+    assert_int_equal(s->stage.ntables, 0);
+
+    assert_int_equal(
+        cdc_worker_assign(M.w, assign_tables(&b, 2, one, 1, one, &none, 1), &e), CDC_OK);
+    assert_int_equal(M.w->ntopics, 1);
+    assert_string_equal(M.w->topics[0], M.topic);
+    assert_true(cdc_worker_consumes(M.w, 0));
+    assert_int_equal(s->next_offset[0], CDC_KAFKA_OFFSET_BEGINNING);
+    mock_consume_to(&M, 1, 1); /* the change produced before the table joined */
+    assert_int_equal(staged_table(s)->nchangelog, 1);
+
+    char *topic0 = M.w->topics[0];
+    offsets[0] = 1;
+    assert_int_equal(cdc_worker_assign(M.w, assign_tables(&b, 3, two, 2, (char *[]){M.topic, items},
+                                                          offsets, 2),
+                                       &e),
+                     CDC_OK);
+    assert_int_equal(M.w->ntopics, 2);
+    assert_ptr_equal(M.w->topics[0], topic0); /* append-only */
+    assert_string_equal(M.w->topics[1], items);
+    assert_true(cdc_worker_consumes(M.w, 0) && cdc_worker_consumes(M.w, 1));
+    assert_int_equal(s->next_offset[0], 1);
+    assert_int_equal(s->next_offset[1], 7);
+    /* its offset missing from the checkpoint: the beginning */
+    offsets[1] = -1;
+    assert_int_equal(cdc_worker_assign(M.w, assign_tables(&b, 4, two, 2, (char *[]){M.topic, items},
+                                                          offsets, 2),
+                                       &e),
+                     CDC_OK);
+    assert_int_equal(M.w->ntopics, 2);
+    assert_int_equal(s->next_offset[1], CDC_KAFKA_OFFSET_BEGINNING);
+}
+
+/* A worker with --tables consumes the job's set, not all it could: a table it has beyond the
+ * set is not read, and a table of the set it lacks is never taken on (the coordinator
+ * refuses it). An Assign without a set (an older coordinator) means all of --tables. */
+static void test_explicit_consumes_the_set(void **state)
+{
+    mock_assign_t b;
+    cdc_error_t e;
+    char other[64], *set[2];
+    (void)state;
+    M.w->cfg.tables = "public.orders,public.items";
+    mock_worker_open(&M);
+    assert_false(M.w->follows_tables);
+    assert_int_equal(M.w->consumed, 3);
+    set[0] = M.topic;
+    assert_int_equal(cdc_worker_assign(M.w, assign_tables(&b, 1, set, 1, NULL, NULL, 0), &e),
+                     CDC_OK);
+    assert_true(cdc_worker_consumes(M.w, 0));
+    assert_false(cdc_worker_consumes(M.w, 1));
+    snprintf(other, sizeof(other), "%s.public.other", M.prefix);
+    set[1] = other;
+    assert_int_equal(cdc_worker_assign(M.w, assign_tables(&b, 2, set, 2, NULL, NULL, 0), &e),
+                     CDC_OK);
+    assert_int_equal(M.w->ntopics, 2);
+    assert_int_equal(cdc_worker_topic_index(M.w, other), -1);
+    assert_int_equal(M.w->consumed, 1);
+    assert_int_equal(cdc_worker_assign(M.w, assign_tables(&b, 3, NULL, 0, NULL, NULL, 0), &e),
+                     CDC_OK);
+    assert_int_equal(M.w->consumed, 3);
+}
+
+/* A follower offers the tables registered on the schema topic, looking again every few
+ * seconds; its Register reports the offer. */
+static void test_offer_from_registry(void **state)
+{
+    size_t n = 0;
+    char **topics;
+    int64_t now = 1000000;
+    (void)state;
+    M.w->cfg.tables = NULL;
+    mock_worker_open(&M);
+    cdc_worker_offer_refresh(M.w, now);
+    assert_int_equal(M.w->noffer, 0);
+    mock_register_schema(&M);
+    cdc_worker_offer_refresh(M.w, now + 100); /* not yet: looked at now */
+    assert_int_equal(M.w->noffer, 0);
+    cdc_worker_offer_refresh(M.w, now + 5000);
+    assert_int_equal(M.w->noffer, 1);
+    assert_string_equal(M.w->offer[0], M.topic);
+    cdc_worker_offer_refresh(M.w, now + 10000); /* the same again: no change */
+    assert_int_equal(M.w->noffer, 1);
+    topics = cdc_worker_register_topics(M.w, &n);
+    assert_int_equal(n, 1);
+    assert_string_equal(topics[0], M.topic);
+    /* a worker with --tables reports those and offers nothing */
     assert_int_equal(M.w->ntopics, 0);
 }
 
@@ -558,7 +703,10 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_join_and_codec),
-        T(test_open_needs_tables),
+        T(test_open_without_tables_follows),
+        T(test_follower_topics_grow),
+        T(test_explicit_consumes_the_set),
+        T(test_offer_from_registry),
         T(test_open_too_many_tables),
         T(test_topics_from_tables),
         T(test_explicit_topics),

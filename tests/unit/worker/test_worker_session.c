@@ -402,6 +402,61 @@ static void test_barrier_rules(void **state)
     cdc_msg_free(env);
 }
 
+/* The Ack reports the offsets of the job's tables only: a worker whose --tables name one
+ * more than the set its Assign gives does not read it, nor report it for the slot. */
+static void test_ack_reports_the_set(void **state)
+{
+    cdc_link_watch_t lw = {0};
+    mock_assign_t b;
+    Cdc__Envelope env = CDC__ENVELOPE__INIT, *in;
+    uint32_t slot = 0;
+    char *set[1] = {M.topic};
+    (void)state;
+    M.w->cfg.tables = "public.orders,public.items";
+    mock_register_schema(&M);
+    mock_produce_event(&M, 0, 'c', 1, "ada", 100);
+    mock_worker_open(&M);
+    dial();
+    watch(&lw, cdc_clock_mono_ms());
+    in = coord_expect(CDC__ENVELOPE__BODY_REGISTER);
+    assert_int_equal(in->register_->n_topics, 2); /* what it can consume */
+    assert_false(in->register_->follows_tables);
+    cdc_msg_free(in);
+    env.body_case = CDC__ENVELOPE__BODY_ASSIGN;
+    env.assign = mock_assign(&b, M.topic, 5, 2, &slot, NULL, 1);
+    env.assign->n_tables = 1;
+    env.assign->tables = set;
+    cdc_worker_handle(M.w, &env);
+    assert_true(M.w->assigned);
+    mock_consume_to(&M, 0, 1);
+    handle_barrier(5, 2, 11);
+    in = coord_expect(CDC__ENVELOPE__BODY_ACK);
+    assert_int_equal(in->ack->partitions[0]->n_offsets, 1);
+    assert_string_equal(in->ack->partitions[0]->offsets[0]->topic, M.topic);
+    assert_int_equal(in->ack->partitions[0]->offsets[0]->next_offset, 1);
+    cdc_msg_free(in);
+}
+
+/* A worker without --tables registers as a follower with its offer: the tables registered
+ * on the schema topic. */
+static void test_follower_registers_offer(void **state)
+{
+    cdc_link_watch_t lw = {0};
+    Cdc__Envelope *in;
+    (void)state;
+    M.w->cfg.tables = NULL;
+    mock_register_schema(&M);
+    mock_worker_open(&M);
+    cdc_worker_offer_refresh(M.w, cdc_clock_mono_ms());
+    dial();
+    watch(&lw, cdc_clock_mono_ms());
+    in = coord_expect(CDC__ENVELOPE__BODY_REGISTER);
+    assert_true(in->register_->follows_tables);
+    assert_int_equal(in->register_->n_topics, 1);
+    assert_string_equal(in->register_->topics[0], M.topic);
+    cdc_msg_free(in);
+}
+
 /* An Ack built for another generation than the worker runs by now is not sent. */
 static void test_ack_only_current_generation(void **state)
 {
@@ -507,6 +562,8 @@ int main(void)
         T(test_abort_rules),
         T(test_barrier_rules),
         T(test_ack_only_current_generation),
+        T(test_ack_reports_the_set),
+        T(test_follower_registers_offer),
         T(test_poll_control),
     };
 #undef T

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# The job's table set, owned by the coordinator (docs/protocol.md, "The job's table set";
+# docs/operations.md, "Changing the tables"), end to end on the local pipeline whose three
+# workers run WITHOUT --tables:
+#   a. the workers follow the job: they offer the tables registered on the schema topic and
+#      the set is the capture's two tables;
+#   b. a table created while the pipeline runs joins without a worker restart: the capture
+#      is restarted with it in --tables (the capture-side adoption of ALTER PUBLICATION is
+#      not what this test covers), its rows are inserted under load on the old tables, the
+#      workers offer its topic, the set widens with a new assignment and every worker
+#      consumes it from the beginning; chaos/verify: its mirror equals the source and its
+#      changelog the audit record (0 lost, duplicated or mismatched), the old tables kept
+#      committing and still verify;
+#   c. cdcctl tables add of a table that has no topic: in the set at once (and in cdcctl
+#      tables), every worker is given it, the job keeps committing;
+#   d. a worker restarted with an explicit --tables that lacks a table of the set is
+#      refused (missing_table, naming the table) while the others carry its slots; back
+#      without --tables it owns slots again and a restarted follower gets the current set;
+#   e. a coordinator failover keeps the set (etcd), and the new table's rows still verify.
+set -uo pipefail
+cd "$(dirname "$0")/../../.." || exit 1
+tmp=$(mktemp -d)
+export CHAOS_DIR=$tmp/tables CHAOS_BUILD=${CDC_BUILD_DIR:-$PWD/build}
+export CHAOS_TABLES=public.transactions,public.accounts CHAOS_CAPTURES=1
+export CHAOS_WORKER_TABLES= # the workers follow the job's tables
+export CHAOS_INITIAL_ROWS=20
+# shellcheck source=chaos/lib.sh
+. chaos/lib.sh
+trap 'pipeline_down purge >/dev/null 2>&1; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+
+fail() {
+    echo "tables_online: $*" >&2
+    for f in "$CHAOS_DIR"/procs/coordinator-*.log "$CHAOS_DIR"/procs/worker-0.log; do
+        echo "---- $f" >&2
+        grep -E "offer|consuming|refus|carries|no partitions|level=error" "$f" | tail -n 15 >&2
+    done
+    [ -z "${KEEP:-}" ] || cp -r "$CHAOS_DIR/procs" "$tmp.procs"
+    exit 1
+}
+sql() { psql -X -q -v ON_ERROR_STOP=1 -d "$PIPELINE_PG_DSN" "$@"; }
+status() { chaos_status; }
+set_of() { status | jq -r '[.table_set[].topic] | join(",")'; }
+ctl() {
+    "$CHAOS_BUILD/cdcctl" --coordinator "$(cat "$CHAOS_DIR/procs/$(chaos_leader).http")" "$@"
+}
+verify() { # <name> <tables>
+    pipeline_verify --tables "$2" --wait 120 >"$tmp/verify-$1.log" 2>&1 || {
+        cat "$tmp/verify-$1.log" >&2
+        fail "$1: the verifier failed"
+    }
+    tail -n 1 "$tmp/verify-$1.log" | sed "s/^/$1: /"
+}
+# waits until the leader's set is exactly $1
+wait_set() {
+    chaos_wait 60 "the job's tables to be $1" bash -c '. "$1"; [ "$(chaos_status | jq -r "[.table_set[].topic] | join(\",\")")" = "$2" ]' \
+        _ "$PWD/chaos/lib.sh" "$1" || fail "the job's tables are $(set_of), expected $1"
+}
+
+pipeline_servers_up
+pipeline_procs_up
+
+# ---- a. followers ------------------------------------------------------------------------------
+wait_set cdc.public.accounts,cdc.public.transactions
+[ "$(status | jq '[.workers[] | select(.alive and .follows_tables)] | length')" = 3 ] ||
+    fail "the workers do not follow the job's tables: $(status | jq -c '.workers')"
+grep -q "the job's tables (no --tables)" "$CHAOS_DIR/procs/worker-0.log" ||
+    fail "worker-0 does not say it follows the job's tables"
+verify start transactions,accounts
+
+# ---- b. a new table joins while the pipeline runs ----------------------------------------------
+sql <<SQL || fail "could not create public.late"
+CREATE TABLE public.late (id int PRIMARY KEY, note text, amount int);
+CREATE TRIGGER late_audit AFTER INSERT OR UPDATE OR DELETE ON public.late
+    FOR EACH ROW EXECUTE FUNCTION cdc_audit.record('id');
+SQL
+before=$(pipeline_committed)
+gen_before=$(status | jq '.generation')
+# the capture takes the table in its --tables (and the publication with it)
+sed -i 's/public\.transactions\\,public\.accounts/public.transactions\\,public.accounts\\,public.late/' \
+    "$CHAOS_DIR/procs/capture-0.cmd"
+grep -q 'public.late' "$CHAOS_DIR/procs/capture-0.cmd" || fail "could not change the capture's --tables"
+proc_restart capture-0
+# load on the old tables meanwhile, and the new table's rows
+"$CHAOS_BUILD/loadgen" --pg-dsn "$PIPELINE_PG_DSN" --rate 50 --duration 25s --report-interval 0 \
+    >"$tmp/load.log" 2>&1 &
+load=$!
+chaos_wait 60 "the capture to stream again" bash -c \
+    "grep -q 'late' '$CHAOS_DIR/procs/capture-0.log'" || true
+for i in 1 2 3 4 5; do
+    sql -c "INSERT INTO public.late SELECT g, 'n' || g, g FROM generate_series(($i - 1) * 100 + 1, $i * 100) g" ||
+        fail "insert $i into public.late failed"
+    sql -c "UPDATE public.late SET amount = amount + 1000 WHERE id % 7 = $i; DELETE FROM public.late WHERE id % 13 = $i" ||
+        fail "update/delete $i of public.late failed"
+    sleep 1
+done
+wait_set cdc.public.accounts,cdc.public.late,cdc.public.transactions
+gen_after=$(status | jq '.generation')
+[ "$gen_after" -gt "$gen_before" ] || fail "the set widened without a new assignment (generation $gen_before -> $gen_after)"
+grep -q 'now carries \\"cdc.public.late\\"' "$CHAOS_DIR"/procs/coordinator-*.log ||
+    fail "no coordinator logged the widening"
+grep -q 'consuming topic .*cdc.public.late' "$CHAOS_DIR/procs/worker-0.log" ||
+    fail "worker-0 did not log that it consumes the new topic"
+wait $load || fail "the load generator failed: $(tail -n 5 "$tmp/load.log")"
+verify late late
+verify old transactions,accounts
+after=$(pipeline_committed)
+[ "$after" -gt "$before" ] || fail "no epoch committed while the table joined ($before -> $after)"
+# the coordinator created the new table's mirror and changelog in an epoch commit
+[ -d "$CHAOS_DIR/warehouse/public/late/metadata" ] || fail "no mirror table public.late"
+[ -d "$CHAOS_DIR/warehouse/public/late_changelog/metadata" ] || fail "no changelog table public.late_changelog"
+chaos_wait 60 "every slot to carry cdc.public.late" bash -c '. "$1"; [ "$(chaos_status | jq -r ".table_set[] | select(.topic == \"cdc.public.late\") | .state")" = streaming ]' \
+    _ "$PWD/chaos/lib.sh" || fail "cdc.public.late is not streaming in every slot: $(status | jq -c '.table_set')"
+
+# ---- c. cdcctl tables add ----------------------------------------------------------------------
+out=$(ctl tables add public.ghost) || fail "cdcctl tables add failed: $out"
+grep -q "added to the job's tables" <<<"$out" || fail "cdcctl tables add said: $out"
+out=$(ctl tables add public.ghost) || fail "cdcctl tables add (again) failed: $out"
+grep -q "already one of the job's tables" <<<"$out" || fail "cdcctl tables add (again) said: $out"
+wait_set cdc.public.accounts,cdc.public.ghost,cdc.public.late,cdc.public.transactions
+out=$(ctl tables) || fail "cdcctl tables failed"
+grep -q "^cdc.public.ghost  *starting.*no such topic" <<<"$out" || fail "cdcctl tables does not show the new table starting without a topic: $out"
+grep -q "^cdc.public.late  *streaming" <<<"$out" || fail "cdcctl tables does not show public.late streaming: $out"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$(cat "$CHAOS_DIR/procs/$(chaos_leader).http")/tables")
+[ "$code" = 400 ] || fail "POST /tables without a topic answered $code"
+chaos_wait 30 "the workers to take the wider set" bash -c \
+    "grep -q 'consuming topic .*cdc.public.ghost' '$CHAOS_DIR/procs/worker-1.log'" ||
+    fail "worker-1 was not given cdc.public.ghost"
+c=$(pipeline_committed)
+chaos_wait 60 "a commit after epoch $c" bash -c '. "$1"; [ "$(pipeline_committed)" -gt "$2" ]' \
+    _ "$PWD/chaos/lib.sh" "$c" || fail "the job stopped committing after cdcctl tables add"
+
+# ---- d. a worker with an explicit --tables lacking a table of the set --------------------------
+sed -i 's/--job/--tables public.transactions,public.accounts,public.late --job/' "$CHAOS_DIR/procs/worker-0.cmd"
+proc_restart worker-0
+chaos_wait 60 "worker 0 to be refused" bash -c '. "$1"; [ "$(chaos_status | jq -r ".workers[] | select(.id == \"0\" and .alive) | .refused.reason")" = missing_table ]' \
+    _ "$PWD/chaos/lib.sh" || fail "worker 0 was not refused: $(status | jq -c '.workers')"
+status | jq -r '.workers[] | select(.id == "0") | .refused.message' | grep -q '"cdc.public.ghost"' ||
+    fail "the refusal does not name cdc.public.ghost"
+grep -q "gives this worker no partitions" "$CHAOS_DIR/procs/worker-0.log" || fail "worker 0 did not log its refusal"
+c=$(pipeline_committed)
+chaos_wait 60 "a commit without worker 0" bash -c '. "$1"; [ "$(pipeline_committed)" -gt "$2" ]' \
+    _ "$PWD/chaos/lib.sh" "$c" || fail "the job stopped committing with worker 0 refused"
+[ "$(status | jq '[.assignment[] | select(.owner == "0")] | length')" = 0 ] || fail "worker 0 still owns slots"
+# back as a follower: it gets the current set and slots
+sed -i 's/--tables [^ ]* //' "$CHAOS_DIR/procs/worker-0.cmd" # (proc_start rewrote it quoted)
+proc_restart worker-0
+chaos_wait 60 "worker 0 to own slots again" bash -c '. "$1"; [ "$(chaos_status | jq "[.assignment[] | select(.owner == \"0\")] | length")" -gt 0 ]' \
+    _ "$PWD/chaos/lib.sh" || fail "worker 0 owns no slots as a follower"
+chaos_wait 30 "worker 0 to consume the set" bash -c \
+    "[ \"\$(curl -fsS http://$(cat "$CHAOS_DIR/procs/worker-0.http")/status | jq -r '.tables | sort | join(\",\")')\" = cdc.public.accounts,cdc.public.ghost,cdc.public.late,cdc.public.transactions ]" ||
+    fail "worker 0 does not consume the job's set: $(curl -fsS "http://$(cat "$CHAOS_DIR/procs/worker-0.http")/status")"
+
+# ---- e. failover keeps the set ------------------------------------------------------------------
+leader=$(chaos_leader)
+c=$(pipeline_committed)
+proc_signal "$leader" KILL
+chaos_wait 60 "another coordinator to lead" bash -c '. "$1"; l=$(chaos_leader) && [ "$l" != "$2" ]' \
+    _ "$PWD/chaos/lib.sh" "$leader" || fail "no coordinator took over"
+wait_set cdc.public.accounts,cdc.public.ghost,cdc.public.late,cdc.public.transactions
+sql -c "INSERT INTO public.late SELECT g, 'after', g FROM generate_series(1001, 1050) g" || fail "insert after failover failed"
+verify failover late,transactions,accounts
+echo "tables_online: ok"
