@@ -166,6 +166,7 @@ int main(int argc, char **argv)
     cap.cfg = &cfg;
     cap.stop = &stop_requested;
     cdc_http_doc_init(&cap.status);
+    cdc_capture_request_init(&cap);
     cdc_health_init(&cap.health, cfg.liveness_timeout_ms);
     cap.safe_wal = -1;
     if (cfg.http_addr && cfg.http_addr[0]) {
@@ -177,7 +178,9 @@ int main(int argc, char **argv)
         cdc_http_server_set_ready(http, ready, &cap);
         cdc_http_server_set_health(http, cdc_health_check, &cap.health);
         if (cdc_http_server_set_token(http, cfg.http_token, &err) != CDC_OK ||
-            cdc_http_server_add_doc(http, "/status", &cap.status, &err) != CDC_OK) {
+            cdc_http_server_add_doc(http, "/status", &cap.status, &err) != CDC_OK ||
+            cdc_http_server_add_post(http, "/snapshot", cdc_capture_http_snapshot, &cap, &err) !=
+                CDC_OK) {
             cdc_log_error("could not serve /status: %s", err.msg);
             status = 1;
             goto done;
@@ -202,6 +205,7 @@ int main(int argc, char **argv)
 done:
     cdc_http_server_close(http);
     cdc_capture_free(&cap);
+    cdc_capture_request_free(&cap);
     cdc_config_free(options, &cfg);
     return status;
 }
