@@ -232,10 +232,15 @@ cdc_err_t cdc_capture_poll_publication(cdc_capture_t *cap, cdc_error_t *e)
         if (cdc_capture_is_wanted(cap, pub[i].schema, pub[i].name))
             continue;
         t = cdc_capture_table_get(cap, pub[i].schema, pub[i].name);
-        if (t == NULL)
+        if (t == NULL) {
             rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        else if (!t->failed)
-            rc = cdc_capture_adopt(cap, t, e);
+        } else if (!t->failed) {
+            /* no change of the table is waiting: a topic that cannot be made yet (logged,
+             * counted, in /status) is tried again at the next look, the stream goes on */
+            cdc_error_t te;
+            if (cdc_capture_topic_ensure(cap, t, &te) == CDC_OK)
+                rc = cdc_capture_adopt(cap, t, e);
+        }
     }
     cdc_source_tables_free(pub, n);
     return rc;
