@@ -51,7 +51,7 @@ void cdc_incremental_window_free(cdc_capture_t *cap)
 
 bool cdc_incremental_needed(const cdc_capture_t *cap, const cdc_capture_table_t *t)
 {
-    return strcmp(cap->cfg->snapshot_mode, "initial") == 0 && !t->has_latest && !t->isnap.marked;
+    return strcmp(cap->cfg->snapshot_mode, "never") != 0 && !t->has_latest && !t->isnap.marked;
 }
 
 cdc_err_t cdc_incremental_begin(cdc_capture_t *cap, cdc_capture_table_t *t, const char *label,
@@ -80,7 +80,10 @@ cdc_err_t cdc_incremental_begin(cdc_capture_t *cap, cdc_capture_table_t *t, cons
 
 cdc_err_t cdc_incremental_session(cdc_capture_t *cap, cdc_error_t *e)
 {
-    bool publication = cap->cfg->tables == NULL || cap->cfg->tables[0] == '\0';
+    /* with --snapshot-mode=incremental, every table of the capture set never captured
+     * before is read this way, the slot's first tables too */
+    bool publication = cap->cfg->tables == NULL || cap->cfg->tables[0] == '\0' ||
+                       strcmp(cap->cfg->snapshot_mode, "incremental") == 0;
 
     /* a chunk of the last session never reached its high watermark: read it again */
     cdc_incremental_window_free(cap);
@@ -98,7 +101,8 @@ cdc_err_t cdc_incremental_session(cdc_capture_t *cap, cdc_error_t *e)
                          t->isnap.rows);
             continue;
         }
-        /* a table that joined the publication while the capture was away */
+        /* a table that joined the publication while the capture was away (or, with
+         * --snapshot-mode=incremental, any table not read yet) */
         if (publication && cdc_incremental_needed(cap, t) &&
             (rc = cdc_incremental_begin(cap, t, "incremental", e)) != CDC_OK)
             return rc;

@@ -178,7 +178,10 @@ static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *
     }
     cap->resnapshot = false;
     cdc_metrics_gauge_set(cap->m_slot_lost, 0);
-    rc = cdc_registry_mark_snapshot(cap, cp, plan.initial ? "initial" : "never", e);
+    /* --snapshot-mode=incremental: the marker comes first, so that a capture killed
+     * during the tables' incremental snapshots keeps the slot and resumes them */
+    rc = cdc_registry_mark_snapshot(cap, cp, plan.initial ? "initial" : cap->cfg->snapshot_mode,
+                                    e);
     if (rc != CDC_OK)
         return rc;
     *start = cp;

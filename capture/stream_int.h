@@ -172,7 +172,7 @@ cdc_err_t cdc_capture_on_probe(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint6
 
 /* Whether t, a table that joins the capture set, needs an incremental snapshot of its
  * rows: no schema of it was ever registered (so no snapshot read it and no change of it
- * was produced) and no snapshot of it was recorded; not under --snapshot-mode=never. */
+ * was produced) and no snapshot of it was recorded; never with --snapshot-mode=never. */
 bool cdc_incremental_needed(const cdc_capture_t *cap, const cdc_capture_table_t *t);
 
 /* Starts an incremental snapshot of t whose rows carry source.snapshot = label
@@ -184,7 +184,8 @@ cdc_err_t cdc_incremental_begin(cdc_capture_t *cap, cdc_capture_table_t *t, cons
 
 /* At a session's start, before it streams: forgets the last session's chunk (its
  * snapshot resumes from its recorded position) and starts snapshots of tables that
- * joined the publication while the capture was away (publication mode). */
+ * joined the publication while the capture was away (publication mode), or of every
+ * table not read yet (--snapshot-mode=incremental). */
 cdc_err_t cdc_incremental_session(cdc_capture_t *cap, cdc_error_t *e);
 
 /* Between stream reads: serves a POST /snapshot, and reads the next chunk when none is

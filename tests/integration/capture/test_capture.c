@@ -2151,6 +2151,60 @@ static void test_resnapshot_on_demand(void **state)
     PQfinish(c);
 }
 
+/*
+ * --snapshot-mode=incremental: the slot's first snapshot by incremental snapshots; a
+ * capture killed (SIGKILL) during it keeps its slot and resumes from the last recorded
+ * chunk instead of dropping the slot and starting over; the topic ends equal to the
+ * table.
+ */
+static void test_initial_incremental_resumes(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    const char *const more[] = {"--http=127.0.0.1:0", "--snapshot-chunk=2000",
+                                "--snapshot-mode=incremental", NULL};
+    wait_metric_t chunks = {"cdc_capture_snapshot_chunks_total", 5};
+    evs_t s = {0};
+    size_t reads;
+    int status;
+    pid_t pid, writer;
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_ini, ct_ini_other");
+    sql(c, "CREATE TABLE ct_ini (id int PRIMARY KEY, v int)");
+    sql(c, "CREATE TABLE ct_ini_other (id serial PRIMARY KEY, v int)");
+    sql(c, "INSERT INTO ct_ini SELECT g, g FROM generate_series(1, 100000) g");
+    pid = start_capture_opts(N("ct_ini"), "public.ct_ini,public.ct_ini_other", more);
+    wait_streaming(c, N("ct_ini"));
+    writer = start_writer("ct_ini", "ct_ini_other", 100000, 5000);
+    if (!cdc_test_wait_for(metric_reached, &chunks, 60000))
+        fail_msg("the incremental snapshot did not produce 5 chunks; log: %s", read_log());
+    if (strstr(read_log(), "of public.ct_ini done: ") != NULL)
+        fail_msg("the snapshot finished before the kill; make the table larger");
+    cdc_test_kill(pid, SIGKILL, 10000);
+
+    pid = start_capture_opts(N("ct_ini"), "public.ct_ini,public.ct_ini_other", more);
+    if (!cdc_test_wait_for(log_has, "resumes after key [", 30000)) {
+        char cmd[1200];
+        snprintf(cmd, sizeof(cmd), "grep -v 'level=debug' %s | tail -n 40 >&2", log_path);
+        (void)system(cmd);
+        fail_msg("the restarted capture did not resume the snapshot");
+    }
+    assert_null(strstr(read_log(), "dropping the slot"));
+    assert_int_equal(waitpid(writer, &status, 0), writer);
+    if (!cdc_test_wait_for(log_has, "of public.ct_ini done: ", 180000))
+        fail_msg("the incremental snapshot did not finish; log: %s", read_log());
+    wait_caught_up(c, "ct_ini", topic_of("ct_ini", "public.ct_ini"), 0);
+    check_converged(c, "ct_ini", topic_of("ct_ini", "public.ct_ini"), &s);
+    reads = count_reads(&s, "incremental", NULL, NULL);
+    print_message("%zu incremental rows for 100000 rows\n", reads);
+    if (reads >= 100000 + 3 * 2000)
+        fail_msg("%zu snapshot rows: the snapshot started over", reads);
+    evs_free(&s);
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_ini"));
+    PQfinish(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2173,6 +2227,7 @@ int main(void)
         cmocka_unit_test(test_table_added_running),
         cmocka_unit_test(test_incremental_snapshot_resumes),
         cmocka_unit_test(test_resnapshot_on_demand),
+        cmocka_unit_test(test_initial_incremental_resumes),
     };
     cdc_test_env();
     snprintf(tag, sizeof(tag), "%ld", (long)getpid());
