@@ -236,6 +236,7 @@ typedef struct cdc_capture {
     cdc_capture_window_t window; /* incremental snapshot's chunk in flight */
     cdc_capture_request_t request;
     uint64_t isnap_seq;          /* ids of snapshots and chunks of this process */
+    int64_t last_tick_ms;        /* last cdc_incremental_tick that looked (mono coarse) */
     int64_t last_publication_ms; /* last look at the publication's tables */
     cdc_counter_t *m_snapshot_chunks;
     cdc_counter_t *m_adopted;

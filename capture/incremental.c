@@ -530,12 +530,16 @@ void cdc_capture_http_snapshot(void *arg, const char *path, const char *query,
 
 cdc_err_t cdc_incremental_tick(cdc_capture_t *cap, cdc_error_t *e)
 {
-    int64_t now;
-    cdc_err_t rc = serve(cap, e);
+    int64_t now = cdc_clock_mono_coarse_ms();
+    cdc_err_t rc;
 
+    /* the loop turns once per message: look at most once per clock tick */
+    if (now == cap->last_tick_ms)
+        return CDC_OK;
+    cap->last_tick_ms = now;
+    rc = serve(cap, e);
     if (rc != CDC_OK || cap->window.table != 0)
         return rc;
-    now = cdc_clock_mono_coarse_ms();
     for (size_t i = 0; i < cap->ntables; i++) {
         cdc_capture_table_t *t = &cap->tables[i];
         if (t->captured && !t->failed && t->isnap.due && now >= t->isnap.retry_ms)
