@@ -64,15 +64,15 @@ typedef struct cdc_capture_config {
  * produced and acked.
  */
 typedef struct cdc_capture_isnap {
-    bool marked;  /* a marker of the table exists (read at start, or written since) */
-    bool due;     /* a snapshot runs, or waits for its next chunk */
-    char id[24];  /* the snapshot's id */
-    char label[16]; /* source.snapshot of its rows: "incremental" or "backfill" */
-    char *after;  /* JSON array of the key's text values of the last row produced and
-                   * acked; NULL: from the table's first row */
-    int64_t rows; /* rows produced by this snapshot */
-    int64_t estimate;      /* pg_class.reltuples at its start (-1 unknown) */
-    int64_t retry_ms;      /* no chunk before this time (mono ms): it waits for the stream */
+    bool marked;      /* a marker of the table exists (read at start, or written since) */
+    bool due;         /* a snapshot runs, or waits for its next chunk */
+    char id[24];      /* the snapshot's id */
+    char label[16];   /* source.snapshot of its rows: "incremental" or "backfill" */
+    char *after;      /* JSON array of the key's text values of the last row produced and
+                       * acked; NULL: from the table's first row */
+    int64_t rows;     /* rows produced by this snapshot */
+    int64_t estimate; /* pg_class.reltuples at its start (-1 unknown) */
+    int64_t retry_ms; /* no chunk before this time (mono ms): it waits for the stream */
 } cdc_capture_isnap_t;
 
 /* One captured table. */
@@ -140,14 +140,14 @@ typedef struct cdc_capture_type {
  * written by the main thread, in the stream until its high watermark arrives.
  */
 typedef struct cdc_capture_window {
-    size_t table;                     /* index + 1 in cap->tables; 0: no chunk in flight */
-    char id[CDC_WATERMARK_ID_MAX];    /* the chunk's watermark id */
-    bool open;                        /* its low watermark arrived */
-    bool last;                        /* the table's last chunk (fewer rows than asked) */
-    int64_t version;                  /* the table's schema version the rows were read in */
-    cdc_chunk_t chunk;                /* its rows' keys, removed by changes in the window */
-    struct cdc_pg_result *rows;       /* its rows, as read */
-    char *after;                      /* JSON array of its last row's key values */
+    size_t table;                  /* index + 1 in cap->tables; 0: no chunk in flight */
+    char id[CDC_WATERMARK_ID_MAX]; /* the chunk's watermark id */
+    bool open;                     /* its low watermark arrived */
+    bool last;                     /* the table's last chunk (fewer rows than asked) */
+    int64_t version;               /* the table's schema version the rows were read in */
+    cdc_chunk_t chunk;             /* its rows' keys, removed by changes in the window */
+    struct cdc_pg_result *rows;    /* its rows, as read */
+    char *after;                   /* JSON array of its last row's key values */
 } cdc_capture_window_t;
 
 /*
@@ -160,8 +160,8 @@ typedef struct cdc_capture_request {
     bool init;
     bool pending, answered;
     char table[256];
-    int status;      /* HTTP status of the answer */
-    char body[512];  /* its JSON */
+    int status;     /* HTTP status of the answer */
+    char body[512]; /* its JSON */
 } cdc_capture_request_t;
 
 typedef struct cdc_capture {
@@ -352,8 +352,7 @@ cdc_err_t cdc_registry_mark_backfill(cdc_capture_t *cap, cdc_capture_table_t *t,
 
 /* Records t's incremental snapshot as t->isnap says (progress, or done when not due) on
  * `<prefix>._capture`, once everything produced before is acked. */
-cdc_err_t cdc_registry_mark_incremental(cdc_capture_t *cap, cdc_capture_table_t *t,
-                                        cdc_error_t *e);
+cdc_err_t cdc_registry_mark_incremental(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e);
 
 /* Records that the slot's initial snapshot completed (or was skipped) at lsn. */
 cdc_err_t cdc_registry_mark_snapshot(cdc_capture_t *cap, uint64_t lsn, const char *mode,
@@ -406,8 +405,8 @@ cdc_err_t cdc_capture_emit_marker(cdc_capture_t *cap, cdc_capture_table_t *t, ch
 /* Builds t's schema document from the catalog, as pgoutput's Relation would (*doc: the
  * caller frees it on success), and appends the quoted column list to select to collist.
  * CDC_ERR_CONFIG when the table is gone or has no key. */
-cdc_err_t cdc_snapshot_catalog_doc(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_schema_doc_t *doc,
-                                   cdc_buf_t *collist, cdc_error_t *e);
+cdc_err_t cdc_snapshot_catalog_doc(cdc_capture_t *cap, cdc_capture_table_t *t,
+                                   cdc_schema_doc_t *doc, cdc_buf_t *collist, cdc_error_t *e);
 
 /* True when the catalog's columns (cdc_snapshot_catalog_doc) are doc's, in order. */
 bool cdc_snapshot_same_columns(const cdc_schema_doc_t *cat, const cdc_schema_doc_t *doc);

@@ -83,8 +83,7 @@ cdc_err_t cdc_chunk_add(cdc_chunk_t *c, const char *key, size_t len)
         c->live = live;
         c->cap = want;
     }
-    if ((c->nrows + 1) * 2 >= c->nslots &&
-        rehash(c, c->nslots ? c->nslots * 2 : 128) != CDC_OK)
+    if ((c->nrows + 1) * 2 >= c->nslots && rehash(c, c->nslots ? c->nslots * 2 : 128) != CDC_OK)
         return CDC_ERR_NOMEM;
     copy = malloc(len + 1);
     if (copy == NULL)

@@ -97,8 +97,7 @@ cdc_err_t cdc_incremental_session(cdc_capture_t *cap, cdc_error_t *e)
             cdc_log_info("incremental snapshot %s of %s.%s resumes after key %s (%" PRId64
                          " rows done)",
                          t->isnap.id, t->schema, t->name,
-                         t->isnap.after ? t->isnap.after : "(none: from the start)",
-                         t->isnap.rows);
+                         t->isnap.after ? t->isnap.after : "(none: from the start)", t->isnap.rows);
             continue;
         }
         /* a table that joined the publication while the capture was away (or, with
@@ -164,10 +163,10 @@ static void estimate(cdc_capture_t *cap, cdc_capture_table_t *t)
     const char *p[1] = {rel};
     cdc_error_t e;
     int64_t n = -1;
-    if (rel != NULL &&
-        cdc_pg_query_int(cap->src.sql, "SELECT greatest(reltuples, 0)::bigint FROM pg_class "
-                                       "WHERE oid = $1::regclass",
-                         1, p, &n, &e) == CDC_OK)
+    if (rel != NULL && cdc_pg_query_int(cap->src.sql,
+                                        "SELECT greatest(reltuples, 0)::bigint FROM pg_class "
+                                        "WHERE oid = $1::regclass",
+                                        1, p, &n, &e) == CDC_OK)
         t->isnap.estimate = n;
     free(rel);
 }
@@ -468,8 +467,7 @@ static cdc_err_t serve(cdc_capture_t *cap, cdc_error_t *e)
     if (t->isnap.due) {
         answer(cap, 409,
                json_pack("{s:o, s:s}", "error",
-                         json_sprintf("a snapshot of \"%s.%s\" is already running", schema,
-                                      table),
+                         json_sprintf("a snapshot of \"%s.%s\" is already running", schema, table),
                          "snapshot_id", t->isnap.id));
         return CDC_OK;
     }

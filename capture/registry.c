@@ -186,8 +186,7 @@ static void on_incremental_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
     json_decref(j);
 }
 
-cdc_err_t cdc_registry_mark_incremental(cdc_capture_t *cap, cdc_capture_table_t *t,
-                                        cdc_error_t *e)
+cdc_err_t cdc_registry_mark_incremental(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
 {
     char key[512];
     json_t *j = json_object(), *after = NULL;

@@ -144,7 +144,7 @@ static cdc_pg_result_t *publication_tables(cdc_pg_t *c, const char *publication,
 }
 
 cdc_err_t cdc_source_publication_tables(cdc_source_t *src, const char *publication,
-                                       cdc_source_table_t **out, size_t *nout, cdc_error_t *e)
+                                        cdc_source_table_t **out, size_t *nout, cdc_error_t *e)
 {
     cdc_pg_result_t *r = publication_tables(src->sql, publication, e);
     size_t n;

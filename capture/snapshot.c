@@ -110,8 +110,8 @@ cdc_err_t cdc_capture_table_catalog(cdc_capture_t *cap, const cdc_capture_table_
     return rc;
 }
 
-cdc_err_t cdc_snapshot_catalog_doc(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_schema_doc_t *doc,
-                             cdc_buf_t *collist, cdc_error_t *e)
+cdc_err_t cdc_snapshot_catalog_doc(cdc_capture_t *cap, cdc_capture_table_t *t,
+                                   cdc_schema_doc_t *doc, cdc_buf_t *collist, cdc_error_t *e)
 {
     char *json = NULL;
     cdc_err_t rc;
@@ -263,7 +263,8 @@ static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint
         }
         n = cdc_pg_ntuples(cur);
         if (prev) {
-            cdc_snapshot_pos_t pos = {.lsn = cp, .commit_lsn = cp, .ts = ts, .tx = tx, .count = true};
+            cdc_snapshot_pos_t pos = {
+                .lsn = cp, .commit_lsn = cp, .ts = ts, .tx = tx, .count = true};
             rc = cdc_snapshot_emit_rows(cap, t, prev, 0, cdc_pg_ntuples(prev), NULL, n == 0, &pos,
                                         vals, e);
             if (rc != CDC_OK)
@@ -382,11 +383,11 @@ cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint
     cdc_pgo_value_t *vals = NULL;
     char fetch[64];
     cdc_snapshot_pos_t pos = {.lsn = lsn - 1,
-                      .commit_lsn = cap->commit_lsn,
-                      .xid = cap->xid,
-                      .ts = cap->commit_ts_ms,
-                      .tx = cap->tx_id,
-                      .label = "backfill"};
+                              .commit_lsn = cap->commit_lsn,
+                              .xid = cap->xid,
+                              .ts = cap->commit_ts_ms,
+                              .tx = cap->tx_id,
+                              .label = "backfill"};
     int64_t rows = 0;
     bool committed = false;
     cdc_err_t rc;

@@ -180,8 +180,7 @@ static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *
     cdc_metrics_gauge_set(cap->m_slot_lost, 0);
     /* --snapshot-mode=incremental: the marker comes first, so that a capture killed
      * during the tables' incremental snapshots keeps the slot and resumes them */
-    rc = cdc_registry_mark_snapshot(cap, cp, plan.initial ? "initial" : cap->cfg->snapshot_mode,
-                                    e);
+    rc = cdc_registry_mark_snapshot(cap, cp, plan.initial ? "initial" : cap->cfg->snapshot_mode, e);
     if (rc != CDC_OK)
         return rc;
     *start = cp;
@@ -461,9 +460,10 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
         json_object_set_new(x, "topic", json_string(t->topic_ready ? "ready" : "pending"));
         json_object_set_new(x, "topic_error",
                             t->topic_error ? json_string(t->topic_error) : json_null());
-        json_object_set_new(x, "state", json_string(t->failed      ? "error"
-                                                    : t->isnap.due ? "snapshotting"
-                                                                   : "streaming"));
+        json_object_set_new(x, "state",
+                            json_string(t->failed      ? "error"
+                                        : t->isnap.due ? "snapshotting"
+                                                       : "streaming"));
         if (t->isnap.marked) {
             json_t *sn = json_object();
             json_object_set_new(sn, "id", json_string(t->isnap.id));

@@ -96,7 +96,8 @@ cdc_capture_table_t *cdc_capture_table_get(cdc_capture_t *cap, const char *schem
     t->m_snapshot_rows =
         cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_snapshot_rows_total",
                             "Rows read by snapshots (the initial one and incremental ones), per "
-                            "table.", labels);
+                            "table.",
+                            labels);
     t->m_error = cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_table_errors",
                                    "1 while the table is not captured because of an error of "
                                    "its own (the log names it and the fix); the other tables "

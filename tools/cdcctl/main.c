@@ -407,8 +407,9 @@ static int cmd_snapshot(const ctl_config_t *cfg, const char *table)
     struct timespec start, now;
 
     if (cfg->capture == NULL || cfg->capture[0] == '\0') {
-        fprintf(stderr, "cdcctl: snapshot needs the capture's address\nhint: cdcctl snapshot "
-                        "%s --capture=127.0.0.1:9102 (the capture's --http)\n",
+        fprintf(stderr,
+                "cdcctl: snapshot needs the capture's address\nhint: cdcctl snapshot "
+                "%s --capture=127.0.0.1:9102 (the capture's --http)\n",
                 table);
         return 2;
     }
@@ -428,9 +429,10 @@ static int cmd_snapshot(const ctl_config_t *cfg, const char *table)
         cdc_httpc_response_free(&b);
         return 1;
     }
-    snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(j, "snapshot_id"))
-                                      ? json_string_value(json_object_get(j, "snapshot_id"))
-                                      : "");
+    snprintf(id, sizeof(id), "%s",
+             json_string_value(json_object_get(j, "snapshot_id"))
+                 ? json_string_value(json_object_get(j, "snapshot_id"))
+                 : "");
     printf("snapshot %s of %s started\n", id, table);
     fflush(stdout);
     json_decref(j);
@@ -651,7 +653,8 @@ int main(int argc, char **argv)
         status = cmd_etcd(&cfg, "checkpoint", cmd + 11);
     else {
         fprintf(stderr,
-                "cdcctl: unknown command \"%s\"\nhint: status, tables, compact <table>, snapshot <table>, leader, "
+                "cdcctl: unknown command \"%s\"\nhint: status, tables, compact <table>, snapshot "
+                "<table>, leader, "
                 "checkpoints, checkpoint <epoch>, dlq list, dlq show, dlq replay\n",
                 cmd);
         status = 2;

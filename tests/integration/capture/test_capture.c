@@ -2052,10 +2052,9 @@ static void test_incremental_snapshot_resumes(void **state)
                 continue;
             print_message("status before the kill: %s\n", json_dumps(x, JSON_COMPACT));
             assert_string_equal(json_string_value(json_object_get(x, "state")), "snapshotting");
-            assert_true(json_integer_value(json_object_get(json_object_get(x, "snapshot"),
-                                                           "rows")) >= 10000);
-            assert_true(json_is_number(json_object_get(json_object_get(x, "snapshot"),
-                                                       "percent")));
+            assert_true(json_integer_value(
+                            json_object_get(json_object_get(x, "snapshot"), "rows")) >= 10000);
+            assert_true(json_is_number(json_object_get(json_object_get(x, "snapshot"), "percent")));
         }
         json_decref(st);
     }

@@ -39,7 +39,7 @@ static void test_remove_and_emit(void **state)
     assert_true(rm(&c, "{\"id\":2}"));
     assert_false(rm(&c, "{\"id\":2}")); /* changed twice in the window: removed once */
     assert_false(rm(&c, "{\"id\":4}")); /* a key the chunk does not hold */
-    assert_false(rm(&c, "{\"id\":1")); /* a prefix is another key */
+    assert_false(rm(&c, "{\"id\":1"));  /* a prefix is another key */
     assert_int_equal(c.nlive, 2);
     assert_true(cdc_chunk_live(&c, 0));
     assert_false(cdc_chunk_live(&c, 1));
