@@ -10,10 +10,12 @@
 #ifndef CDC_CAPTURE_CAPTURE_H
 #define CDC_CAPTURE_CAPTURE_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "capture/chunk.h"
 #include "capture/event.h"
 #include "capture/pgoutput.h"
 #include "capture/source.h"
@@ -56,6 +58,23 @@ typedef struct cdc_capture_config {
     cdc_log_options_t log;
 } cdc_capture_config_t;
 
+/*
+ * A table's incremental snapshot (incremental.c; docs/capture.md, "Incremental
+ * snapshot"): what its marker on `<prefix>._capture` says, updated once each chunk is
+ * produced and acked.
+ */
+typedef struct cdc_capture_isnap {
+    bool marked;      /* a marker of the table exists (read at start, or written since) */
+    bool due;         /* a snapshot runs, or waits for its next chunk */
+    char id[24];      /* the snapshot's id */
+    char label[16];   /* source.snapshot of its rows: "incremental" or "backfill" */
+    char *after;      /* JSON array of the key's text values of the last row produced and
+                       * acked; NULL: from the table's first row */
+    int64_t rows;     /* rows produced by this snapshot */
+    int64_t estimate; /* pg_class.reltuples at its start (-1 unknown) */
+    int64_t retry_ms; /* no chunk before this time (mono ms): it waits for the stream */
+} cdc_capture_isnap_t;
+
 /* One captured table. */
 typedef struct cdc_capture_table {
     char *topic;
@@ -89,6 +108,7 @@ typedef struct cdc_capture_table {
      * ready), shown in /status; each failure counts in cdc_capture_topic_errors_total. */
     char *topic_error;
     cdc_counter_t *m_topic_errors;
+    cdc_capture_isnap_t isnap;
 } cdc_capture_table_t;
 
 /*
@@ -114,6 +134,35 @@ typedef struct cdc_capture_type {
     char *name; /* "schema.typname" */
     bool is_array;
 } cdc_capture_type_t;
+
+/*
+ * The chunk of an incremental snapshot between its watermarks (at most one at a time):
+ * written by the main thread, in the stream until its high watermark arrives.
+ */
+typedef struct cdc_capture_window {
+    size_t table;                  /* index + 1 in cap->tables; 0: no chunk in flight */
+    char id[CDC_WATERMARK_ID_MAX]; /* the chunk's watermark id */
+    bool open;                     /* its low watermark arrived */
+    bool last;                     /* the table's last chunk (fewer rows than asked) */
+    int64_t version;               /* the table's schema version the rows were read in */
+    cdc_chunk_t chunk;             /* its rows' keys, removed by changes in the window */
+    struct cdc_pg_result *rows;    /* its rows, as read */
+    char *after;                   /* JSON array of its last row's key values */
+} cdc_capture_window_t;
+
+/*
+ * A re-snapshot asked over HTTP (POST /snapshot): the HTTP thread puts the table's name
+ * and waits; the main thread answers between stream reads (cdc_incremental_serve).
+ */
+typedef struct cdc_capture_request {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    bool init;
+    bool pending, answered;
+    char table[256];
+    int status;     /* HTTP status of the answer */
+    char body[512]; /* its JSON */
+} cdc_capture_request_t;
 
 typedef struct cdc_capture {
     const cdc_capture_config_t *cfg;
@@ -184,11 +233,27 @@ typedef struct cdc_capture {
      * with --slot-lost=resnapshot (then resnapshot is set while the snapshot runs: each
      * table's mirror is truncated before its rows). */
     bool slot_lost, resnapshot;
+    cdc_capture_window_t window; /* incremental snapshot's chunk in flight */
+    cdc_capture_request_t request;
+    uint64_t isnap_seq;          /* ids of snapshots and chunks of this process */
+    int64_t last_tick_ms;        /* last cdc_incremental_tick that looked (mono coarse) */
+    int64_t last_publication_ms; /* last look at the publication's tables */
+    cdc_counter_t *m_snapshot_chunks;
+    cdc_counter_t *m_adopted;
 } cdc_capture_t;
 
 /* Rebuilds the JSON of the capture's /status (main thread; at most once a second unless
  * force) and refreshes the slot's WAL retention every 5 s while connected. */
 void cdc_capture_status_publish(cdc_capture_t *cap, bool force);
+
+/* POST /snapshot?table=<schema>.<table> (HTTP thread): asks the main thread for an
+ * incremental snapshot of a captured table (docs/capture.md, "Re-snapshot on demand") and
+ * answers with its id (202), or an error naming the table (404, 409), or 503 when the
+ * capture does not answer (not streaming). cdc_capture_request_init() first. */
+void cdc_capture_http_snapshot(void *arg, const char *path, const char *query,
+                               cdc_http_response_t *resp);
+void cdc_capture_request_init(cdc_capture_t *cap);
+void cdc_capture_request_free(cdc_capture_t *cap);
 
 /* Exit status of a capture whose slot was lost (--slot-lost=fail). */
 #define CDC_CAPTURE_EXIT_SLOT_LOST 3
@@ -285,6 +350,10 @@ bool cdc_registry_number(cdc_capture_table_t *t, cdc_schema_doc_t *doc);
 cdc_err_t cdc_registry_mark_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, int64_t version,
                                      cdc_error_t *e);
 
+/* Records t's incremental snapshot as t->isnap says (progress, or done when not due) on
+ * `<prefix>._capture`, once everything produced before is acked. */
+cdc_err_t cdc_registry_mark_incremental(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e);
+
 /* Records that the slot's initial snapshot completed (or was skipped) at lsn. */
 cdc_err_t cdc_registry_mark_snapshot(cdc_capture_t *cap, uint64_t lsn, const char *mode,
                                      cdc_error_t *e);
@@ -332,6 +401,35 @@ void cdc_capture_event_init(cdc_event_t *ev, const cdc_capture_t *cap, const cdc
  * schema marker (op 's', docs/events.md); snapshot = source.snapshot. */
 cdc_err_t cdc_capture_emit_marker(cdc_capture_t *cap, cdc_capture_table_t *t, char op, uint64_t lsn,
                                   const char *snapshot, cdc_error_t *e);
+
+/* Builds t's schema document from the catalog, as pgoutput's Relation would (*doc: the
+ * caller frees it on success), and appends the quoted column list to select to collist.
+ * CDC_ERR_CONFIG when the table is gone or has no key. */
+cdc_err_t cdc_snapshot_catalog_doc(cdc_capture_t *cap, cdc_capture_table_t *t,
+                                   cdc_schema_doc_t *doc, cdc_buf_t *collist, cdc_error_t *e);
+
+/* True when the catalog's columns (cdc_snapshot_catalog_doc) are doc's, in order. */
+bool cdc_snapshot_same_columns(const cdc_schema_doc_t *cat, const cdc_schema_doc_t *doc);
+
+/* Where and how read rows are emitted: the initial snapshot's, a backfill's, a chunk's. */
+typedef struct cdc_snapshot_pos {
+    uint64_t lsn, commit_lsn;
+    uint32_t xid;
+    int64_t ts;
+    uint64_t tx;       /* txtrack transaction the events belong to */
+    const char *label; /* source.snapshot; NULL: "true", and "last" for the last row */
+    bool count;        /* rows count in cdc_capture_snapshot_rows_total */
+} cdc_snapshot_pos_t;
+
+/*
+ * Emits rows [from, to) of r (t's columns in t->doc's order) as op "r" events at pos;
+ * with live, only the rows still live in that chunk buffer. `last` marks row to - 1 as
+ * the table's last (snapshot "last", when pos has no label). vals: scratch for one row.
+ */
+cdc_err_t cdc_snapshot_emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t,
+                                 const cdc_pg_result_t *r, int from, int to,
+                                 const cdc_chunk_t *live, bool last, const cdc_snapshot_pos_t *pos,
+                                 cdc_pgo_value_t *vals, cdc_error_t *e);
 
 /* Runs the initial snapshot with the exported snapshot name at the consistent point. */
 cdc_err_t cdc_snapshot_run(cdc_capture_t *cap, const char *snapshot_name, uint64_t consistent_lsn,

@@ -214,6 +214,7 @@ static cdc_err_t emit(cdc_capture_t *cap, cdc_capture_table_t *t, char op, uint6
                              "change at %" PRIu64 " of %s.%s lacks a key column value", lsn,
                              t->schema, t->name);
     cdc_event_encode_value(&cap->value, &ev);
+    cdc_incremental_on_key(cap, t, &cap->key);
     return cdc_capture_produce(cap, t, CDC_KAFKA_PARTITION_ANY, &cap->key, &cap->value, ev.ts_ms,
                                cap->tx_id, e);
 }
@@ -263,6 +264,7 @@ cdc_err_t cdc_capture_on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint
                     return rc;
                 continue;
             }
+            cdc_incremental_on_truncate(cap, t);
             if ((rc = cdc_capture_emit_marker(cap, t, 't', lsn, "false", e)) != CDC_OK)
                 return rc;
         }
@@ -318,6 +320,8 @@ cdc_err_t cdc_capture_on_message(cdc_capture_t *cap, const uint8_t *data, size_t
     case CDC_PGO_MESSAGE:
         if ((m.u.message.flags & 1) && strcmp(m.u.message.prefix, CDC_CAPTURE_PROBE_PREFIX) == 0)
             return cdc_capture_on_probe(cap, &m, lsn, e);
+        if (!(m.u.message.flags & 1) && strcmp(m.u.message.prefix, CDC_WATERMARK_PREFIX) == 0)
+            return cdc_incremental_on_watermark(cap, &m, lsn, e);
         return CDC_OK; /* heartbeats and foreign messages carry no row changes */
     case CDC_PGO_ORIGIN:
         return CDC_OK;

@@ -46,8 +46,11 @@ static const cdc_opt_t options[] = {
      "Partitions of table topics created by the capture; must be 12, the partition slots the "
      "coordinator assigns to the workers (a topic with more would have partitions no worker "
      "reads)."},
-    {"snapshot-mode", CDC_OPT_ENUM, C(snapshot_mode), "initial", false, 0, 0, "initial|never",
-     "initial: emit existing rows (op r) when the slot is created; never: stream only."},
+    {"snapshot-mode", CDC_OPT_ENUM, C(snapshot_mode), "initial", false, 0, 0,
+     "initial|incremental|never",
+     "initial: emit existing rows (op r) when the slot is created, in the slot's exported "
+     "snapshot; incremental: the same rows by incremental snapshots that stream alongside "
+     "and resume after a restart; never: stream only."},
     {"slot-busy", CDC_OPT_ENUM, C(slot_busy), "wait", false, 0, 0, "wait|fail",
      "When another process streams the slot: wait checks every second and takes the slot "
      "over when it is free (a standby capture); fail exits."},
@@ -166,6 +169,7 @@ int main(int argc, char **argv)
     cap.cfg = &cfg;
     cap.stop = &stop_requested;
     cdc_http_doc_init(&cap.status);
+    cdc_capture_request_init(&cap);
     cdc_health_init(&cap.health, cfg.liveness_timeout_ms);
     cap.safe_wal = -1;
     if (cfg.http_addr && cfg.http_addr[0]) {
@@ -177,7 +181,9 @@ int main(int argc, char **argv)
         cdc_http_server_set_ready(http, ready, &cap);
         cdc_http_server_set_health(http, cdc_health_check, &cap.health);
         if (cdc_http_server_set_token(http, cfg.http_token, &err) != CDC_OK ||
-            cdc_http_server_add_doc(http, "/status", &cap.status, &err) != CDC_OK) {
+            cdc_http_server_add_doc(http, "/status", &cap.status, &err) != CDC_OK ||
+            cdc_http_server_add_post(http, "/snapshot", cdc_capture_http_snapshot, &cap, &err) !=
+                CDC_OK) {
             cdc_log_error("could not serve /status: %s", err.msg);
             status = 1;
             goto done;
@@ -202,6 +208,7 @@ int main(int argc, char **argv)
 done:
     cdc_http_server_close(http);
     cdc_capture_free(&cap);
+    cdc_capture_request_free(&cap);
     cdc_config_free(options, &cfg);
     return status;
 }

@@ -1,10 +1,12 @@
 /*
  * Schema registry and capture state on Kafka. `<prefix>._schemas` (compacted, one
  * partition) holds one schema document per (topic, version); `<prefix>._capture`
- * (compacted, one partition) holds the capture's own markers, today only
- * "snapshot/<slot>": written once the slot's initial snapshot is fully acked. Both are
- * read from the beginning at start, which is how schema versions stay stable across
- * restarts and how a capture killed mid-snapshot knows to redo it.
+ * (compacted, one partition) holds the capture's own markers: "snapshot/<slot>", written
+ * once the slot's initial snapshot is fully acked; "backfill/<topic>", a backfill after
+ * DDL completed; "incremental/<topic>", an incremental snapshot's progress (its last
+ * chunk produced and acked) and completion. Both are read from the beginning at start,
+ * which is how schema versions stay stable across restarts and how a capture killed
+ * mid-snapshot knows to redo or resume it.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -152,6 +154,62 @@ cdc_err_t cdc_registry_mark_backfill(cdc_capture_t *cap, cdc_capture_table_t *t,
     return rc;
 }
 
+/* "incremental/<topic>" = {"schema","table","id","label","after","rows","done"}: the
+ * table's incremental snapshot produced and acked every row up to key "after" (a JSON
+ * array of the key columns' text values; null: none yet), or completed ("done"). */
+static void on_incremental_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
+{
+    json_error_t jerr;
+    json_t *j = m->value ? json_loadb(m->value, m->value_len, 0, &jerr) : NULL;
+    const char *schema = json_string_value(json_object_get(j, "schema"));
+    const char *table = json_string_value(json_object_get(j, "table"));
+    const char *id = json_string_value(json_object_get(j, "id"));
+    const char *label = json_string_value(json_object_get(j, "label"));
+    json_t *after = json_object_get(j, "after");
+    cdc_capture_table_t *t;
+
+    if (schema == NULL || table == NULL || id == NULL ||
+        (t = cdc_capture_table_get(cap, schema, table)) == NULL) {
+        json_decref(j);
+        return;
+    }
+    t->isnap.marked = true;
+    t->isnap.due = !json_is_true(json_object_get(j, "done"));
+    snprintf(t->isnap.id, sizeof(t->isnap.id), "%s", id);
+    snprintf(t->isnap.label, sizeof(t->isnap.label), "%s", label ? label : "incremental");
+    free(t->isnap.after);
+    t->isnap.after = json_is_array(after) ? json_dumps(after, JSON_COMPACT) : NULL;
+    t->isnap.rows = json_integer_value(json_object_get(j, "rows"));
+    t->isnap.estimate = json_is_integer(json_object_get(j, "estimate"))
+                            ? json_integer_value(json_object_get(j, "estimate"))
+                            : -1;
+    json_decref(j);
+}
+
+cdc_err_t cdc_registry_mark_incremental(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
+{
+    char key[512];
+    json_t *j = json_object(), *after = NULL;
+    json_error_t jerr;
+
+    if (t->isnap.after != NULL && (after = json_loads(t->isnap.after, 0, &jerr)) == NULL) {
+        json_decref(j);
+        return cdc_error_set(e, CDC_ERR_INTERNAL, "bad snapshot position of %s.%s", t->schema,
+                             t->name);
+    }
+    snprintf(key, sizeof(key), "incremental/%s", t->topic);
+    json_object_set_new(j, "schema", json_string(t->schema));
+    json_object_set_new(j, "table", json_string(t->name));
+    json_object_set_new(j, "id", json_string(t->isnap.id));
+    json_object_set_new(j, "label", json_string(t->isnap.label));
+    json_object_set_new(j, "after", after ? after : json_null());
+    json_object_set_new(j, "rows", json_integer(t->isnap.rows));
+    json_object_set_new(j, "estimate", json_integer(t->isnap.estimate));
+    json_object_set_new(j, "done", json_boolean(!t->isnap.due));
+    t->isnap.marked = true;
+    return put_marker(cap, key, j, e);
+}
+
 void cdc_registry_on_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
 {
     char key[256];
@@ -161,6 +219,10 @@ void cdc_registry_on_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
 
     if (m->key != NULL && m->key_len > 9 && memcmp(m->key, "backfill/", 9) == 0) {
         on_backfill_marker(cap, m);
+        return;
+    }
+    if (m->key != NULL && m->key_len > 12 && memcmp(m->key, "incremental/", 12) == 0) {
+        on_incremental_marker(cap, m);
         return;
     }
     snprintf(key, sizeof(key), "snapshot/%s", cap->cfg->slot);

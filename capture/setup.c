@@ -143,6 +143,35 @@ static cdc_pg_result_t *publication_tables(cdc_pg_t *c, const char *publication,
         1, p, e);
 }
 
+cdc_err_t cdc_source_publication_tables(cdc_source_t *src, const char *publication,
+                                        cdc_source_table_t **out, size_t *nout, cdc_error_t *e)
+{
+    cdc_pg_result_t *r = publication_tables(src->sql, publication, e);
+    size_t n;
+
+    *out = NULL;
+    *nout = 0;
+    if (r == NULL)
+        return e->code;
+    n = (size_t)cdc_pg_ntuples(r);
+    *out = calloc(n ? n : 1, sizeof(**out));
+    if (*out == NULL) {
+        cdc_pg_clear(r);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        (*out)[i].schema = strdup(cdc_pg_value(r, (int)i, 0));
+        (*out)[i].name = strdup(cdc_pg_value(r, (int)i, 1));
+        *nout = i + 1;
+        if ((*out)[i].schema == NULL || (*out)[i].name == NULL) {
+            cdc_pg_clear(r);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
+    }
+    cdc_pg_clear(r);
+    return CDC_OK;
+}
+
 /*
  * A partition whose ancestor is captured too is left out: its rows are the ancestor's
  * (the snapshot reads them through it, the stream sends them under it). Returns the

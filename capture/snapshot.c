@@ -110,10 +110,8 @@ cdc_err_t cdc_capture_table_catalog(cdc_capture_t *cap, const cdc_capture_table_
     return rc;
 }
 
-/* Builds the table's schema document from the catalog, as pgoutput's Relation would, and
- * the quoted column list to select. */
-static cdc_err_t catalog_doc(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_schema_doc_t *doc,
-                             cdc_buf_t *collist, cdc_error_t *e)
+cdc_err_t cdc_snapshot_catalog_doc(cdc_capture_t *cap, cdc_capture_table_t *t,
+                                   cdc_schema_doc_t *doc, cdc_buf_t *collist, cdc_error_t *e)
 {
     char *json = NULL;
     cdc_err_t rc;
@@ -133,19 +131,10 @@ static cdc_err_t catalog_doc(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_sch
     return rc;
 }
 
-/* Where and how read rows are emitted: the initial snapshot's or a backfill's. */
-typedef struct read_pos {
-    uint64_t lsn, commit_lsn;
-    uint32_t xid;
-    int64_t ts;
-    uint64_t tx;       /* txtrack transaction the events belong to */
-    const char *label; /* source.snapshot; NULL: "true", and "last" for the last row */
-} read_pos_t;
-
-/* Emits the rows of one chunk; `last` marks the chunk's last row as the table's last. */
-static cdc_err_t emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t, const cdc_pg_result_t *r,
-                           int from, int to, bool last, const read_pos_t *pos,
-                           cdc_pgo_value_t *vals, cdc_error_t *e)
+cdc_err_t cdc_snapshot_emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t,
+                                 const cdc_pg_result_t *r, int from, int to,
+                                 const cdc_chunk_t *live, bool last, const cdc_snapshot_pos_t *pos,
+                                 cdc_pgo_value_t *vals, cdc_error_t *e)
 {
     cdc_pgo_tuple_t row = {(uint16_t)t->doc.ncols, vals};
     uint64_t tx = pos->tx;
@@ -160,6 +149,8 @@ static cdc_err_t emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t, const cdc
     ev.source_ts_ms = pos->ts;
 
     for (int i = from; i < to; i++) {
+        if (live != NULL && !cdc_chunk_live(live, (size_t)i))
+            continue;
         for (size_t c = 0; c < t->doc.ncols; c++) {
             if (cdc_pg_isnull(r, i, (int)c)) {
                 vals[c] = (cdc_pgo_value_t){CDC_PGO_VAL_NULL, NULL, 0};
@@ -180,7 +171,7 @@ static cdc_err_t emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t, const cdc
                                  tx, e);
         if (rc != CDC_OK)
             return rc;
-        if (pos->label == NULL) /* a backfill is counted by cdc_capture_backfills_total */
+        if (pos->count)
             cdc_metrics_counter_inc(t->m_snapshot_rows);
     }
     return CDC_OK;
@@ -239,7 +230,7 @@ static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint
     int64_t rows = 0;
     cdc_err_t rc;
 
-    rc = catalog_doc(cap, t, &doc, &cols, e);
+    rc = cdc_snapshot_catalog_doc(cap, t, &doc, &cols, e);
     if (rc != CDC_OK)
         goto cleanup;
     rc = cdc_capture_set_schema(cap, t, &doc, e);
@@ -272,8 +263,10 @@ static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint
         }
         n = cdc_pg_ntuples(cur);
         if (prev) {
-            read_pos_t pos = {.lsn = cp, .commit_lsn = cp, .ts = ts, .tx = tx};
-            rc = emit_rows(cap, t, prev, 0, cdc_pg_ntuples(prev), n == 0, &pos, vals, e);
+            cdc_snapshot_pos_t pos = {
+                .lsn = cp, .commit_lsn = cp, .ts = ts, .tx = tx, .count = true};
+            rc = cdc_snapshot_emit_rows(cap, t, prev, 0, cdc_pg_ntuples(prev), NULL, n == 0, &pos,
+                                        vals, e);
             if (rc != CDC_OK)
                 goto cleanup;
             rows += cdc_pg_ntuples(prev);
@@ -369,8 +362,7 @@ done:
 
 /* ---- backfill after DDL ------------------------------------------------------------- */
 
-/* True when the catalog's columns (doc from catalog_doc) are those of t->doc, in order. */
-static bool same_columns(const cdc_schema_doc_t *cat, const cdc_schema_doc_t *doc)
+bool cdc_snapshot_same_columns(const cdc_schema_doc_t *cat, const cdc_schema_doc_t *doc)
 {
     if (cat->ncols != doc->ncols)
         return false;
@@ -390,12 +382,12 @@ cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint
     cdc_buf_t cols = {0};
     cdc_pgo_value_t *vals = NULL;
     char fetch[64];
-    read_pos_t pos = {.lsn = lsn - 1,
-                      .commit_lsn = cap->commit_lsn,
-                      .xid = cap->xid,
-                      .ts = cap->commit_ts_ms,
-                      .tx = cap->tx_id,
-                      .label = "backfill"};
+    cdc_snapshot_pos_t pos = {.lsn = lsn - 1,
+                              .commit_lsn = cap->commit_lsn,
+                              .xid = cap->xid,
+                              .ts = cap->commit_ts_ms,
+                              .tx = cap->tx_id,
+                              .label = "backfill"};
     int64_t rows = 0;
     bool committed = false;
     cdc_err_t rc;
@@ -403,10 +395,10 @@ cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint
     rc = exec(cap->src.sql, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", e);
     if (rc != CDC_OK)
         return rc;
-    rc = catalog_doc(cap, t, &cat, &cols, e);
+    rc = cdc_snapshot_catalog_doc(cap, t, &cat, &cols, e);
     if (rc != CDC_OK)
         goto done;
-    if (!same_columns(&cat, &t->doc)) {
+    if (!cdc_snapshot_same_columns(&cat, &t->doc)) {
         /* The catalog is ahead of the stream (more DDL since): rows read now would not
          * follow this version. A later Relation message of the table brings it. */
         cdc_log_info("backfill of %s.%s waits: the catalog is ahead of schema version %" PRId64,
@@ -434,7 +426,7 @@ cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint
             goto done;
         }
         n = cdc_pg_ntuples(r);
-        rc = emit_rows(cap, t, r, 0, n, false, &pos, vals, e);
+        rc = cdc_snapshot_emit_rows(cap, t, r, 0, n, NULL, false, &pos, vals, e);
         cdc_pg_clear(r);
         rows += n;
         if (rc != CDC_OK || n == 0)

@@ -99,6 +99,11 @@ cdc_err_t cdc_source_check_setup(cdc_source_t *src, const cdc_source_setup_t *se
 
 void cdc_source_tables_free(cdc_source_table_t *t, size_t n);
 
+/* The publication's tables as the capture captures them (a partition as its published
+ * root), on the SQL connection; *out for cdc_source_tables_free(), also on failure. */
+cdc_err_t cdc_source_publication_tables(cdc_source_t *src, const char *publication,
+                                        cdc_source_table_t **out, size_t *nout, cdc_error_t *e);
+
 /* Whether the slot exists (in this database, with pgoutput), its confirmed_flush_lsn, and
  * whether it was invalidated (wal_status "lost": WAL it needs was removed, e.g. past
  * max_slot_wal_keep_size), and the PID of the walsender streaming it (0 = none). */

@@ -178,7 +178,9 @@ static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *
     }
     cap->resnapshot = false;
     cdc_metrics_gauge_set(cap->m_slot_lost, 0);
-    rc = cdc_registry_mark_snapshot(cap, cp, plan.initial ? "initial" : "never", e);
+    /* --snapshot-mode=incremental: the marker comes first, so that a capture killed
+     * during the tables' incremental snapshots keeps the slot and resumes them */
+    rc = cdc_registry_mark_snapshot(cap, cp, plan.initial ? "initial" : cap->cfg->snapshot_mode, e);
     if (rc != CDC_OK)
         return rc;
     *start = cp;
@@ -266,6 +268,9 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
     /* relation ids are re-announced by Relation messages in every new stream */
     for (size_t i = 0; i < cap->ntables; i++)
         cap->tables[i].relid = 0;
+    rc = cdc_incremental_session(cap, e);
+    if (rc != CDC_OK)
+        goto cleanup;
     cap->src.coalesce_ms = (int)cap->cfg->read_coalesce_ms;
     cap->src.caught_up = false; /* until a fresh transaction shows it */
     cap->src.cycle_bytes = 0;
@@ -328,6 +333,19 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
                 goto cleanup;
             if (rc != CDC_OK)
                 cdc_log_warn("schema probe failed: %s", e->msg);
+            /* tables added to the publication that no change named yet */
+            rc = cdc_capture_poll_publication(cap, e);
+            if (rc == CDC_ERR_UNAVAILABLE || (rc != CDC_OK && e->retriable))
+                goto cleanup;
+            if (rc != CDC_OK)
+                cdc_log_warn("could not read the tables of publication \"%s\": %s",
+                             cap->cfg->publication, e->msg);
+        }
+        rc = cdc_incremental_tick(cap, e);
+        if (rc != CDC_OK) {
+            if (rc == CDC_ERR_SOURCE)
+                e->retriable = true;
+            goto cleanup;
         }
         cdc_capture_status_publish(cap, false);
         if (cap->cfg->heartbeat_interval_ms > 0 &&
@@ -442,6 +460,28 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
         json_object_set_new(x, "topic", json_string(t->topic_ready ? "ready" : "pending"));
         json_object_set_new(x, "topic_error",
                             t->topic_error ? json_string(t->topic_error) : json_null());
+        json_object_set_new(x, "state",
+                            json_string(t->failed      ? "error"
+                                        : t->isnap.due ? "snapshotting"
+                                                       : "streaming"));
+        if (t->isnap.marked) {
+            json_t *sn = json_object();
+            json_object_set_new(sn, "id", json_string(t->isnap.id));
+            json_object_set_new(sn, "source_snapshot", json_string(t->isnap.label));
+            json_object_set_new(sn, "done", json_boolean(!t->isnap.due));
+            json_object_set_new(sn, "rows", json_integer(t->isnap.rows));
+            json_object_set_new(sn, "estimate", json_integer(t->isnap.estimate));
+            /* reltuples is an estimate: never past 99 % before the last chunk */
+            json_object_set_new(
+                sn, "percent",
+                !t->isnap.due ? json_integer(100)
+                : t->isnap.estimate > 0
+                    ? json_real(t->isnap.rows >= t->isnap.estimate
+                                    ? 99.0
+                                    : (double)(100 * t->isnap.rows / t->isnap.estimate))
+                    : json_null());
+            json_object_set_new(x, "snapshot", sn);
+        }
         json_array_append_new(tables, x);
     }
     json_object_set_new(o, "tables", tables);
@@ -527,6 +567,16 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
                                          "1 when the slot this capture streamed from was dropped "
                                          "or invalidated (docs/capture.md, \"Slot lost\").",
                                          NULL);
+    cap->m_snapshot_chunks = cdc_metrics_counter(
+        cdc_metrics_default(), "cdc_capture_snapshot_chunks_total",
+        "Chunks of incremental snapshots produced and recorded (docs/capture.md, "
+        "\"Incremental snapshot\").",
+        NULL);
+    cap->m_adopted = cdc_metrics_counter(
+        cdc_metrics_default(), "cdc_capture_tables_added_total",
+        "Tables that joined the publication while the capture ran and were added to its "
+        "capture set (docs/capture.md, \"Adding a table\").",
+        NULL);
     cdc_txtrack_init(&cap->track, 0);
     while (!*cap->stop) {
         cdc_error_t err;
@@ -574,7 +624,10 @@ void cdc_capture_free(cdc_capture_t *cap)
         cdc_buf_free(&t->source_head);
         cdc_schema_doc_free(&t->doc);
         cdc_schema_doc_free(&t->latest);
+        free(t->isnap.after);
     }
+    cdc_incremental_window_free(cap);
+    cdc_chunk_free(&cap->window.chunk);
     free(cap->tables);
     cdc_http_doc_free(&cap->status);
     for (size_t i = 0; i < cap->ntypes; i++)

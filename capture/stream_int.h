@@ -91,6 +91,18 @@ bool cdc_capture_is_wanted(const cdc_capture_t *cap, const char *schema, const c
 cdc_err_t cdc_capture_uncaptured(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
                                  cdc_error_t *e);
 
+/*
+ * Publication mode (no --tables): t, a table of the publication outside the capture set,
+ * joins it from here on (docs/capture.md, "Adding a table"): its topic is made (a
+ * failure ends the session, retriable, before any of its changes is confirmed) and an
+ * incremental snapshot of its rows starts when cdc_incremental_needed.
+ */
+cdc_err_t cdc_capture_adopt(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e);
+
+/* Publication mode: adopts the publication's tables outside the capture set (a table
+ * added with no change yet). */
+cdc_err_t cdc_capture_poll_publication(cdc_capture_t *cap, cdc_error_t *e);
+
 /* setup->table_error of the session's setup check (arg: the capture). */
 void cdc_capture_on_table_error(void *arg, const char *schema, const char *name,
                                 const cdc_error_t *err);
@@ -155,5 +167,43 @@ cdc_err_t cdc_capture_probe_schemas(cdc_capture_t *cap, cdc_error_t *e);
 /* A probe decoded at lsn: its columns become the table's schema at this position. */
 cdc_err_t cdc_capture_on_probe(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn,
                                cdc_error_t *e);
+
+/* ---- incremental.c ---- */
+
+/* Whether t, a table that joins the capture set, needs an incremental snapshot of its
+ * rows: no schema of it was ever registered (so no snapshot read it and no change of it
+ * was produced) and no snapshot of it was recorded; never with --snapshot-mode=never. */
+bool cdc_incremental_needed(const cdc_capture_t *cap, const cdc_capture_table_t *t);
+
+/* Starts an incremental snapshot of t whose rows carry source.snapshot = label
+ * ("incremental": the table's rows before it was captured, written to the changelog;
+ * "backfill": a re-snapshot, applied to the mirror only); records it on
+ * `<prefix>._capture` first. */
+cdc_err_t cdc_incremental_begin(cdc_capture_t *cap, cdc_capture_table_t *t, const char *label,
+                                cdc_error_t *e);
+
+/* At a session's start, before it streams: forgets the last session's chunk (its
+ * snapshot resumes from its recorded position) and starts snapshots of tables that
+ * joined the publication while the capture was away (publication mode), or of every
+ * table not read yet (--snapshot-mode=incremental). */
+cdc_err_t cdc_incremental_session(cdc_capture_t *cap, cdc_error_t *e);
+
+/* Between stream reads: serves a POST /snapshot, and reads the next chunk when none is
+ * in flight and a snapshot is due. */
+cdc_err_t cdc_incremental_tick(cdc_capture_t *cap, cdc_error_t *e);
+
+/* A watermark message (prefix CDC_WATERMARK_PREFIX) decoded at lsn. */
+cdc_err_t cdc_incremental_on_watermark(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn,
+                                       cdc_error_t *e);
+
+/* An event of t with this encoded key is produced from the stream: inside a chunk's
+ * window its row is not emitted. */
+void cdc_incremental_on_key(cdc_capture_t *cap, const cdc_capture_table_t *t, const cdc_buf_t *key);
+
+/* A truncate of t from the stream: inside a chunk's window no row of the chunk is. */
+void cdc_incremental_on_truncate(cdc_capture_t *cap, const cdc_capture_table_t *t);
+
+/* Drops the chunk in flight. */
+void cdc_incremental_window_free(cdc_capture_t *cap);
 
 #endif

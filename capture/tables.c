@@ -95,7 +95,9 @@ cdc_capture_table_t *cdc_capture_table_get(cdc_capture_t *cap, const char *schem
                                      "Bytes of event keys and values produced, per table.", labels);
     t->m_snapshot_rows =
         cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_snapshot_rows_total",
-                            "Rows read by the initial snapshot, per table.", labels);
+                            "Rows read by snapshots (the initial one and incremental ones), per "
+                            "table.",
+                            labels);
     t->m_error = cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_table_errors",
                                    "1 while the table is not captured because of an error of "
                                    "its own (the log names it and the fix); the other tables "
@@ -183,6 +185,68 @@ cdc_err_t cdc_capture_uncaptured(cdc_capture_t *cap, cdc_capture_table_t *t, uin
                                    at, t->schema, t->name, cap->cfg->publication);
 }
 
+cdc_err_t cdc_capture_adopt(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
+{
+    cdc_source_table_t *w;
+    cdc_err_t rc;
+
+    if (t->captured)
+        return CDC_OK;
+    if (cdc_array_resize(cap->wanted, cap->nwanted + 1) != CDC_OK)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    w = &cap->wanted[cap->nwanted];
+    w->schema = strdup(t->schema);
+    w->name = strdup(t->name);
+    if (w->schema == NULL || w->name == NULL) {
+        free(w->schema);
+        free(w->name);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    cap->nwanted++;
+    t->captured = true;
+    cdc_metrics_counter_inc(cap->m_adopted);
+    cdc_log_info("table %s.%s joined publication \"%s\": captured from its first change on",
+                 t->schema, t->name, cap->cfg->publication);
+    rc = cdc_capture_topic_ensure(cap, t, e);
+    if (rc != CDC_OK)
+        /* nothing of the table is confirmed: the next session makes the topic again */
+        return cdc_error_set_retriable(e, rc, true,
+                                       "could not create topic %s of table %s.%s, which joined "
+                                       "the publication: %s",
+                                       t->topic, t->schema, t->name, e->msg);
+    if (cdc_incremental_needed(cap, t))
+        return cdc_incremental_begin(cap, t, "incremental", e);
+    return CDC_OK;
+}
+
+cdc_err_t cdc_capture_poll_publication(cdc_capture_t *cap, cdc_error_t *e)
+{
+    cdc_source_table_t *pub = NULL;
+    size_t n = 0;
+    cdc_err_t rc;
+
+    if (cap->cfg->tables != NULL && cap->cfg->tables[0] != '\0')
+        return CDC_OK;
+    rc = cdc_source_publication_tables(&cap->src, cap->cfg->publication, &pub, &n, e);
+    for (size_t i = 0; rc == CDC_OK && i < n; i++) {
+        cdc_capture_table_t *t;
+        if (cdc_capture_is_wanted(cap, pub[i].schema, pub[i].name))
+            continue;
+        t = cdc_capture_table_get(cap, pub[i].schema, pub[i].name);
+        if (t == NULL) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        } else if (!t->failed) {
+            /* no change of the table is waiting: a topic that cannot be made yet (logged,
+             * counted, in /status) is tried again at the next look, the stream goes on */
+            cdc_error_t te;
+            if (cdc_capture_topic_ensure(cap, t, &te) == CDC_OK)
+                rc = cdc_capture_adopt(cap, t, e);
+        }
+    }
+    cdc_source_tables_free(pub, n);
+    return rc;
+}
+
 /* setup->table_error of the session's setup check */
 void cdc_capture_on_table_error(void *arg, const char *schema, const char *name,
                                 const cdc_error_t *err)
@@ -252,6 +316,12 @@ cdc_err_t cdc_capture_on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cd
     if (old && old != t)
         old->relid = 0; /* renamed: the oid now belongs to another name */
     t->relid = m->u.relation.relid;
+    if (!t->captured && !t->failed && (cap->cfg->tables == NULL || cap->cfg->tables[0] == '\0')) {
+        /* the capture set is the publication, and the table joined it */
+        cdc_err_t arc = cdc_capture_adopt(cap, t, e);
+        if (arc != CDC_OK)
+            return arc;
+    }
     if (!t->captured) {
         cdc_log_debug("ignoring relation %s.%s (not in --tables)", t->schema, t->name);
         return CDC_OK;

@@ -23,7 +23,9 @@ typedef struct ctl_config {
     bool json;
     char *command;
     int64_t timeout_ms;
-    int64_t wait_ms; /* compact */
+    int64_t wait_ms; /* compact, snapshot */
+    bool wait;       /* --wait was given (a bare --wait is its default) */
+    char *capture;   /* snapshot: the capture's HTTP address */
     /* dlq commands */
     char *kafka;
     char *kafka_properties;

@@ -6,6 +6,8 @@
  *   cdcctl tables add T  adds table T to the job's tables (POST /tables): the workers
  *                        consume it from the next assignment
  *   cdcctl compact T     compacts table T now on the leader (POST /compact) and waits
+ *   cdcctl snapshot T    re-reads table T on the capture (POST /snapshot, --capture);
+ *                        with --wait, follows its progress until it is done
  *   cdcctl leader        who leads the job (from etcd)
  *   cdcctl checkpoints   checkpoint records kept in etcd, newest first
  *   cdcctl checkpoint N  one record as JSON
@@ -42,14 +44,17 @@ static const cdc_opt_t options[] = {
      "Print raw JSON instead of the human form (tables: /status's tables; dlq: one JSON "
      "object per line)."},
     {"command", CDC_OPT_STRING, offsetof(ctl_config_t, command), "status", false, 0, 0, NULL,
-     "status | tables | compact:<schema>.<table> | leader | checkpoints | checkpoint:<epoch> | "
-     "dlq:list | dlq:show | dlq:replay (also given as the first arguments: \"checkpoint 42\", "
-     "\"compact public.orders\", \"dlq list\")."},
+     "status | tables | compact:<schema>.<table> | snapshot:<schema>.<table> | leader | "
+     "checkpoints | checkpoint:<epoch> | dlq:list | dlq:show | dlq:replay (also given as the "
+     "first arguments: \"checkpoint 42\", \"compact public.orders\", \"dlq list\")."},
     {"timeout", CDC_OPT_DURATION, offsetof(ctl_config_t, timeout_ms), "3s", false, 100, 600000,
      NULL, "Timeout of each request."},
     OPT("wait", CDC_OPT_DURATION, wait_ms, "10m", 1000, 86400000,
         "compact: how long the coordinator waits for the compaction before it answers (it "
-        "goes on after that)."),
+        "goes on after that); snapshot: follow the snapshot's progress until it is done, at "
+        "most this long (a bare --wait: 10m)."),
+    OPT("capture", CDC_OPT_STRING, capture, NULL, 0, 0,
+        "snapshot: the capture's HTTP address host:port (its --http)."),
     OPT("kafka", CDC_OPT_STRING, kafka, NULL, 0, 0,
         "dlq: Kafka bootstrap servers host:port[,host:port]."),
     OPT("kafka-properties", CDC_OPT_STRING, kafka_properties, "", 0, 0,
@@ -443,6 +448,111 @@ static int cmd_tables_add(const ctl_config_t *cfg, const char *table)
     return status;
 }
 
+/* The entry of table in a capture's /status tables, or NULL (borrowed from st). */
+static json_t *capture_table(json_t *st, const char *table)
+{
+    json_t *tables = json_object_get(st, "tables");
+    const char *dot = strchr(table, '.');
+    char full[300];
+    snprintf(full, sizeof(full), "%s%s", dot ? "" : "public.", table);
+    for (size_t i = 0; i < json_array_size(tables); i++) {
+        json_t *x = json_array_get(tables, i);
+        const char *name = json_string_value(json_object_get(x, "table"));
+        if (name != NULL && strcmp(name, full) == 0)
+            return x;
+    }
+    return NULL;
+}
+
+/*
+ * `cdcctl snapshot <schema>.<table> --capture host:port [--wait]`: POST /snapshot on the
+ * capture (docs/capture.md, "Re-snapshot on demand"); with --wait, polls its /status every
+ * second and prints the progress until the snapshot is done.
+ */
+static int cmd_snapshot(const ctl_config_t *cfg, const char *table)
+{
+    char url[512], id[64], last[128] = "";
+    cdc_httpc_response_t b;
+    json_t *j;
+    int code;
+    long post_timeout = cfg->timeout_ms > 20000 ? (long)cfg->timeout_ms : 20000;
+    struct timespec start, now;
+
+    if (cfg->capture == NULL || cfg->capture[0] == '\0') {
+        fprintf(stderr,
+                "cdcctl: snapshot needs the capture's address\nhint: cdcctl snapshot "
+                "%s --capture=127.0.0.1:9102 (the capture's --http)\n",
+                table);
+        return 2;
+    }
+    snprintf(url, sizeof(url), "http://%s/snapshot?table=%s", cfg->capture, table);
+    code = http_request("POST", url, cfg->http_token, post_timeout, &b);
+    if (code < 0)
+        return 1;
+    j = b.body ? json_loads(b.body, 0, NULL) : NULL;
+    if (code != 202) {
+        const char *msg = json_string_value(json_object_get(j, "error"));
+        fprintf(stderr, "cdcctl: POST %s answered HTTP %d: %s\n", url, code,
+                msg ? msg : (b.body ? b.body : ""));
+        if (code == 401)
+            fprintf(stderr, "hint: give cdcctl the capture's --http-token (--http-token-file or "
+                            "CDC_HTTP_TOKEN_FILE)\n");
+        json_decref(j);
+        cdc_httpc_response_free(&b);
+        return 1;
+    }
+    snprintf(id, sizeof(id), "%s",
+             json_string_value(json_object_get(j, "snapshot_id"))
+                 ? json_string_value(json_object_get(j, "snapshot_id"))
+                 : "");
+    printf("snapshot %s of %s started\n", id, table);
+    fflush(stdout);
+    json_decref(j);
+    cdc_httpc_response_free(&b);
+    if (!cfg->wait)
+        return 0;
+    snprintf(url, sizeof(url), "http://%s/status", cfg->capture);
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        json_t *st = NULL, *t, *sn;
+        code = http_request("GET", url, cfg->http_token, (long)cfg->timeout_ms, &b);
+        if (code == 200)
+            st = json_loads(b.body, 0, NULL);
+        cdc_httpc_response_free(&b);
+        t = st ? capture_table(st, table) : NULL;
+        sn = json_object_get(t, "snapshot");
+        if (sn != NULL && strcmp(json_string_value(json_object_get(sn, "id")) ?: "", id) == 0) {
+            char line[128];
+            json_t *pct = json_object_get(sn, "percent");
+            if (json_is_true(json_object_get(sn, "done"))) {
+                printf("snapshot %s of %s done: %" JSON_INTEGER_FORMAT " rows\n", id, table,
+                       json_integer_value(json_object_get(sn, "rows")));
+                json_decref(st);
+                return 0;
+            }
+            if (json_is_number(pct))
+                snprintf(line, sizeof(line), "%" JSON_INTEGER_FORMAT " rows (%.0f%%)",
+                         json_integer_value(json_object_get(sn, "rows")), json_number_value(pct));
+            else
+                snprintf(line, sizeof(line), "%" JSON_INTEGER_FORMAT " rows",
+                         json_integer_value(json_object_get(sn, "rows")));
+            if (strcmp(line, last) != 0) {
+                printf("snapshot %s of %s: %s\n", id, table, line);
+                fflush(stdout);
+                snprintf(last, sizeof(last), "%s", line);
+            }
+        }
+        json_decref(st);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - start.tv_sec) * 1000 >= cfg->wait_ms) {
+            fprintf(stderr, "cdcctl: snapshot %s of %s not done after --wait; it goes on\n", id,
+                    table);
+            return 1;
+        }
+        nanosleep(&(struct timespec){1, 0}, NULL);
+    }
+}
+
 /* `cdcctl compact <schema>.<table>`: POST /compact on the leader, waits for it (--wait). */
 static int cmd_compact(const ctl_config_t *cfg, const char *table)
 {
@@ -553,12 +663,21 @@ int main(int argc, char **argv)
     const char *words[3] = {NULL, NULL, NULL};
     int nargs = 0, nwords = 0, status;
     char cmdbuf[512];
+    bool wait = false;
 
     if (args == NULL)
         return 1;
     /* bare words are the subcommand and its argument: "status", "checkpoint 42" */
     args[nargs++] = argv[0];
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--wait") == 0 && (i + 1 == argc || argv[i + 1][0] == '-')) {
+            /* a bare --wait: its default */
+            args[nargs++] = "--wait=10m";
+            wait = true;
+            continue;
+        }
+        if (strncmp(argv[i], "--wait=", 7) == 0)
+            wait = true;
         if (argv[i][0] != '-' && !cdc_config_takes_value(options, argv[i - 1])) {
             if (nwords < 3)
                 words[nwords++] = argv[i];
@@ -574,9 +693,10 @@ int main(int argc, char **argv)
     memset(&cfg, 0, sizeof(cfg));
     cdc_config_load(options, "cdcctl",
                     "Operator CLI of the CDC pipeline: cdcctl [options] status | tables | "
-                    "tables add <schema>.<table> | compact <schema>.<table> | leader | checkpoints | checkpoint <epoch> | "
-                    "dlq list | dlq show | dlq replay.",
+                    "tables add <schema>.<table> | compact <schema>.<table> | snapshot <schema>.<table> | "
+                    "leader | checkpoints | checkpoint <epoch> | dlq list | dlq show | dlq replay.",
                     nargs, args, &cfg);
+    cfg.wait = wait;
     cmd = cfg.command;
     if (strncmp(cmd, "dlq:", 4) == 0)
         status = cdcctl_dlq(&cfg, cmd + 4);
@@ -596,7 +716,13 @@ int main(int argc, char **argv)
     }
     else if (strncmp(cmd, "compact:", 8) == 0)
         status = cmd_compact(&cfg, cmd + 8);
-    else if (strcmp(cmd, "compact") == 0) {
+    else if (strncmp(cmd, "snapshot:", 9) == 0)
+        status = cmd_snapshot(&cfg, cmd + 9);
+    else if (strcmp(cmd, "snapshot") == 0) {
+        fprintf(stderr, "cdcctl: snapshot needs a table\nhint: cdcctl snapshot public.orders "
+                        "--capture=127.0.0.1:9102 --wait\n");
+        status = 2;
+    } else if (strcmp(cmd, "compact") == 0) {
         fprintf(stderr, "cdcctl: compact needs a table\nhint: cdcctl compact public.orders "
                         "(cdcctl tables lists them)\n");
         status = 2;
@@ -607,7 +733,7 @@ int main(int argc, char **argv)
     else {
         fprintf(stderr,
                 "cdcctl: unknown command \"%s\"\nhint: status, tables, tables add <table>, "
-                "compact <table>, leader, "
+                "compact <table>, snapshot <table>, leader, "
                 "checkpoints, checkpoint <epoch>, dlq list, dlq show, dlq replay\n",
                 cmd);
         status = 2;

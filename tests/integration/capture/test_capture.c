@@ -149,7 +149,7 @@ static void wait_streaming(PGconn *c, const char *slot)
 static char *read_log(void)
 {
     FILE *f = fopen(log_path, "r");
-    static char buf[262144];
+    static char buf[4 << 20];
     size_t n;
     if (f == NULL)
         return "";
@@ -1155,23 +1155,25 @@ static int64_t topic_events(const char *topic)
     return sum;
 }
 
-/* GET path of the capture whose log is log_path (its --http=127.0.0.1:0 port; the first
- * one logged): the whole response, headers included. */
-static char *capture_get(const char *path)
+/* method path of the capture whose log is log_path (its --http=127.0.0.1:0 port; the
+ * last one logged): the whole response, headers included. */
+static char *capture_http(const char *method, const char *path)
 {
     static char buf[262144];
-    const char *l = strstr(read_log(), "http server listening on 127.0.0.1:");
+    const char *l = NULL, *p = read_log();
     struct sockaddr_in a = {.sin_family = AF_INET};
     char req[256];
     size_t n = 0;
     ssize_t r;
     int fd;
 
+    while ((p = strstr(p, "http server listening on 127.0.0.1:")) != NULL)
+        l = p++;
     if (l == NULL) {
         fail_msg("the capture did not log its HTTP port: %s", read_log());
         return buf;
     }
-    snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", method, path);
     a.sin_port = htons((uint16_t)atoi(l + strlen("http server listening on 127.0.0.1:")));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -1184,6 +1186,11 @@ static char *capture_get(const char *path)
     buf[n] = '\0';
     close(fd);
     return buf;
+}
+
+static char *capture_get(const char *path)
+{
+    return capture_http("GET", path);
 }
 
 static char *capture_metrics(void)
@@ -1782,6 +1789,421 @@ static void test_topics_without_control(void **state)
     PQfinish(c);
 }
 
+/* ---- tables added to a running capture, incremental snapshots ----------------------------- */
+
+/*
+ * A writer in a child process until `ms` passed: updates, deletes and upserts of t's rows
+ * (ids 1..max_id + 1000) and inserts into other, one statement per transaction.
+ */
+static pid_t start_writer(const char *t, const char *other, int max_id, int ms)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        PGconn *c = PQconnectdb(cdc_test_require("CDC_TEST_PG_DSN"));
+        long long end = cdc_test_now_ms() + ms;
+        char q[512];
+        srand((unsigned)getpid());
+        for (int i = 0; cdc_test_now_ms() < end; i++) {
+            int id = 1 + rand() % (max_id + 1000);
+            switch (i % 4) {
+            case 0:
+                snprintf(q, sizeof(q), "UPDATE %s SET v = v + 1 WHERE id = %d", t, id);
+                break;
+            case 1:
+                snprintf(q, sizeof(q), "DELETE FROM %s WHERE id = %d", t, id);
+                break;
+            case 2:
+                snprintf(q, sizeof(q),
+                         "INSERT INTO %s VALUES (%d, %d) ON CONFLICT (id) DO UPDATE SET v = "
+                         "excluded.v",
+                         t, id, i);
+                break;
+            default:
+                snprintf(q, sizeof(q), "INSERT INTO %s (v) VALUES (%d)", other, i);
+            }
+            PQclear(PQexec(c, q));
+        }
+        PQfinish(c);
+        _exit(0);
+    }
+    return pid;
+}
+
+/* Waits for a row written now into table (id, v) = (sentinel id, 0) to reach its topic:
+ * everything written before is produced. */
+static void wait_caught_up(PGconn *c, const char *table, const char *topic, int sentinel)
+{
+    evs_t s = {0};
+    long long deadline = cdc_test_now_ms() + 60000;
+    sql(c, "INSERT INTO %s VALUES (%d, 0)", table, sentinel);
+    for (;;) {
+        consume_q(topic, &s, (size_t)topic_events(topic), 30000, 0);
+        bool found = find(&s, 'c', sentinel, 0) != NULL;
+        evs_free(&s);
+        if (found)
+            break;
+        if (cdc_test_now_ms() > deadline)
+            fail_msg("the capture did not produce %s's row %d; log: %s", table, sentinel,
+                     read_log());
+        usleep(200000);
+    }
+}
+
+/*
+ * The table's topic, read whole, ends equal to the table: the last event of every row's
+ * key carries the row (op c, u or r), and every key whose last event is no delete is a
+ * row. Returns the events (the caller frees them).
+ */
+static void check_converged(PGconn *c, const char *table, const char *topic, evs_t *s)
+{
+    enum { MAX_ID = 400000 };
+    const ev_t **last = calloc(MAX_ID, sizeof(*last));
+    char q[256];
+    PGresult *r;
+    int live = 0, rows;
+
+    consume_q(topic, s, (size_t)topic_events(topic), 120000, 0);
+    for (size_t i = 0; i < s->n; i++) {
+        int id = key_id(&s->v[i]);
+        if (id < 0 || id >= MAX_ID)
+            continue;
+        if (last[id] == NULL || last[id]->offset < s->v[i].offset)
+            last[id] = &s->v[i];
+    }
+    snprintf(q, sizeof(q), "SELECT id, v FROM %s", table);
+    r = PQexec(c, q);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    rows = PQntuples(r);
+    for (int i = 0; i < rows; i++) {
+        int id = atoi(PQgetvalue(r, i, 0)), v = atoi(PQgetvalue(r, i, 1));
+        const ev_t *e = id >= 0 && id < MAX_ID ? last[id] : NULL;
+        if (e == NULL)
+            fail_msg("%s: row %d (v %d) never reached the topic", table, id, v);
+        if (e->op == 'd')
+            fail_msg("%s: row %d (v %d) ends deleted in the topic", table, id, v);
+        if (json_integer_value(json_object_get(after_of(e), "v")) != v)
+            fail_msg("%s: row %d has v %d, its last event (op %c) v %lld", table, id, v, e->op,
+                     (long long)json_integer_value(json_object_get(after_of(e), "v")));
+    }
+    for (int id = 0; id < MAX_ID; id++)
+        if (last[id] != NULL && last[id]->op != 'd')
+            live++;
+    PQclear(r);
+    free(last);
+    if (live != rows)
+        fail_msg("%s: %d keys live in the topic, %d rows in the table", table, live, rows);
+}
+
+/* Events of op 'r' with source.snapshot = label. */
+static size_t count_reads(const evs_t *s, const char *label, long long *first_ts,
+                          long long *last_ts)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const char *l = json_string_value(
+            json_object_get(json_object_get(s->v[i].value, "source"), "snapshot"));
+        long long ts = (long long)json_integer_value(json_object_get(s->v[i].value, "ts_ms"));
+        if (s->v[i].op != 'r' || l == NULL || strcmp(l, label) != 0)
+            continue;
+        if (first_ts && (n == 0 || ts < *first_ts))
+            *first_ts = ts;
+        if (last_ts && (n == 0 || ts > *last_ts))
+            *last_ts = ts;
+        n++;
+    }
+    return n;
+}
+
+/*
+ * ALTER PUBLICATION ... ADD TABLE on a running capture whose capture set is the
+ * publication, while a writer changes that table and another: the table joins without a
+ * new session, its existing rows come by an incremental snapshot ("incremental" rows)
+ * interleaved with the other table's changes, and its topic ends equal to the table.
+ */
+static void test_table_added_running(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    const char *const more[] = {"--http=127.0.0.1:0", "--snapshot-chunk=500",
+                                "--schema-probe-interval=1s", NULL};
+    wait_metric_t done = {"cdc_capture_snapshot_chunks_total", 1};
+    evs_t s = {0}, o = {0};
+    long long first = 0, last = 0;
+    size_t between = 0, reads;
+    int status;
+    pid_t pid, writer;
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_add_old, ct_add_new");
+    sql(c, "DROP PUBLICATION IF EXISTS %s", N("ct_add"));
+    sql(c, "CREATE TABLE ct_add_old (id serial PRIMARY KEY, v int)");
+    sql(c, "CREATE TABLE ct_add_new (id int PRIMARY KEY, v int)");
+    sql(c, "INSERT INTO ct_add_new SELECT g, g FROM generate_series(1, 20000) g");
+    sql(c, "CREATE PUBLICATION %s FOR TABLE ct_add_old WITH (publish_via_partition_root = true)",
+        N("ct_add"));
+    /* each chunk's window held open 100 ms: changes of the table commit inside windows */
+    setenv("CDC_FAULT", "chunk-window:100", 1);
+    pid = start_capture_opts(N("ct_add"), "", more);
+    unsetenv("CDC_FAULT");
+    wait_streaming(c, N("ct_add"));
+
+    writer = start_writer("ct_add_new", "ct_add_old", 20000, 8000);
+    usleep(500000);
+    sql(c, "ALTER PUBLICATION %s ADD TABLE ct_add_new", N("ct_add"));
+    if (!cdc_test_wait_for(log_has, "msg=\"incremental snapshot", 60000))
+        fail_msg("no incremental snapshot started; log: %s", read_log());
+    assert_int_equal(waitpid(writer, &status, 0), writer);
+    if (!cdc_test_wait_for(log_has, "of public.ct_add_new done: ", 120000))
+        fail_msg("the incremental snapshot did not finish; log: %s", read_log());
+    assert_true(metric_reached(&done));
+    assert_non_null(strstr(read_log(), "joined publication"));
+    /* one session throughout: the table joined without a restart */
+    assert_null(strstr(read_log(), "capture session ended"));
+
+    wait_caught_up(c, "ct_add_new", topic_of("ct_add", "public.ct_add_new"), 0);
+    check_converged(c, "ct_add_new", topic_of("ct_add", "public.ct_add_new"), &s);
+    reads = count_reads(&s, "incremental", &first, &last);
+    print_message("%zu incremental rows from %lld to %lld ms\n", reads, first, last);
+    assert_true(reads > 0);
+    assert_true(reads <= 20000);
+
+    /* the other table's changes flowed while the new one was read */
+    consume_q(topic_of("ct_add", "public.ct_add_old"), &o,
+              (size_t)topic_events(topic_of("ct_add", "public.ct_add_old")), 60000, 0);
+    for (size_t i = 0; i < o.n; i++) {
+        long long ts = (long long)json_integer_value(json_object_get(o.v[i].value, "ts_ms"));
+        if (ts > first && ts < last)
+            between++;
+    }
+    print_message("%zu changes of the other table during the snapshot\n", between);
+    if (last - first > 200 && between == 0)
+        fail_msg("no change of the other table was produced during the snapshot (%lld ms)",
+                 last - first);
+    evs_free(&o);
+    evs_free(&s);
+
+    /* /status: the table streams, its snapshot done */
+    {
+        json_t *st = capture_status(), *tables = json_object_get(st, "tables");
+        bool seen = false;
+        for (size_t i = 0; i < json_array_size(tables); i++) {
+            json_t *x = json_array_get(tables, i);
+            if (strcmp(json_string_value(json_object_get(x, "table")), "public.ct_add_new") != 0)
+                continue;
+            seen = true;
+            assert_string_equal(json_string_value(json_object_get(x, "state")), "streaming");
+            assert_true(json_is_true(json_object_get(json_object_get(x, "snapshot"), "done")));
+        }
+        assert_true(seen);
+        json_decref(st);
+    }
+
+    /* a restart does not read the table again: its schema and snapshot are recorded */
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    pid = start_capture_opts(N("ct_add"), "", more);
+    wait_streaming(c, N("ct_add"));
+    wait_caught_up(c, "ct_add_new", topic_of("ct_add", "public.ct_add_new"), -1);
+    consume_q(topic_of("ct_add", "public.ct_add_new"), &s,
+              (size_t)topic_events(topic_of("ct_add", "public.ct_add_new")), 60000, 0);
+    assert_int_equal(count_reads(&s, "incremental", NULL, NULL), reads);
+    evs_free(&s);
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_add"));
+    PQfinish(c);
+}
+
+/*
+ * A capture killed (SIGKILL) in the middle of a table's incremental snapshot resumes it
+ * from its last recorded chunk, not from the start, and the topic still ends equal to
+ * the table.
+ */
+static void test_incremental_snapshot_resumes(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    const char *const more[] = {"--http=127.0.0.1:0", "--snapshot-chunk=2000",
+                                "--schema-probe-interval=1s", NULL};
+    wait_metric_t chunks = {"cdc_capture_snapshot_chunks_total", 5};
+    evs_t s = {0};
+    size_t reads;
+    int status;
+    pid_t pid, writer;
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_res_old, ct_res_new");
+    sql(c, "DROP PUBLICATION IF EXISTS %s", N("ct_res"));
+    sql(c, "CREATE TABLE ct_res_old (id serial PRIMARY KEY, v int)");
+    sql(c, "CREATE TABLE ct_res_new (id int PRIMARY KEY, v int)");
+    sql(c, "INSERT INTO ct_res_new SELECT g, g FROM generate_series(1, 200000) g");
+    sql(c, "ANALYZE ct_res_new");
+    sql(c, "CREATE PUBLICATION %s FOR TABLE ct_res_old WITH (publish_via_partition_root = true)",
+        N("ct_res"));
+    pid = start_capture_opts(N("ct_res"), "", more);
+    wait_streaming(c, N("ct_res"));
+    writer = start_writer("ct_res_new", "ct_res_old", 200000, 6000);
+    sql(c, "ALTER PUBLICATION %s ADD TABLE ct_res_new", N("ct_res"));
+    if (!cdc_test_wait_for(metric_reached, &chunks, 60000))
+        fail_msg("the incremental snapshot did not produce 5 chunks; log: %s", read_log());
+    {
+        /* snapshotting, with progress */
+        json_t *st = capture_status(), *tables = json_object_get(st, "tables");
+        for (size_t i = 0; i < json_array_size(tables); i++) {
+            json_t *x = json_array_get(tables, i);
+            if (strcmp(json_string_value(json_object_get(x, "table")), "public.ct_res_new") != 0)
+                continue;
+            print_message("status before the kill: %s\n", json_dumps(x, JSON_COMPACT));
+            assert_string_equal(json_string_value(json_object_get(x, "state")), "snapshotting");
+            assert_true(json_integer_value(
+                            json_object_get(json_object_get(x, "snapshot"), "rows")) >= 10000);
+            assert_true(json_is_number(json_object_get(json_object_get(x, "snapshot"), "percent")));
+        }
+        json_decref(st);
+    }
+    if (strstr(read_log(), "of public.ct_res_new done: ") != NULL)
+        fail_msg("the snapshot finished before the kill; make the table larger");
+    cdc_test_kill(pid, SIGKILL, 10000);
+
+    pid = start_capture_opts(N("ct_res"), "", more);
+    wait_streaming(c, N("ct_res"));
+    if (!cdc_test_wait_for(log_has, "resumes after key [", 10000)) {
+        char cmd[1200];
+        snprintf(cmd, sizeof(cmd), "grep -v 'level=debug' %s | tail -n 40 >&2", log_path);
+        (void)system(cmd);
+        fail_msg("the restarted capture did not resume the snapshot");
+    }
+    assert_int_equal(waitpid(writer, &status, 0), writer);
+    if (!cdc_test_wait_for(log_has, "of public.ct_res_new done: ", 180000))
+        fail_msg("the incremental snapshot did not finish; log: %s", read_log());
+    wait_caught_up(c, "ct_res_new", topic_of("ct_res", "public.ct_res_new"), 0);
+    check_converged(c, "ct_res_new", topic_of("ct_res", "public.ct_res_new"), &s);
+    reads = count_reads(&s, "incremental", NULL, NULL);
+    print_message("%zu incremental rows for 200000 rows\n", reads);
+    /* resumed: at most the chunks after the last recorded one were read twice (a start
+     * from scratch reads the >= 10,000 rows of the first 5 chunks again) */
+    if (reads >= 200000 + 3 * 2000)
+        fail_msg("%zu snapshot rows: the snapshot started over", reads);
+    evs_free(&s);
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_res"));
+    PQfinish(c);
+}
+
+/*
+ * Re-snapshot on demand: `cdcctl snapshot` (POST /snapshot) re-reads a captured table as
+ * "backfill" rows and waits until it is done; an unknown table is an error naming it.
+ */
+static void test_resnapshot_on_demand(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    const char *const more[] = {"--http=127.0.0.1:0", "--snapshot-chunk=300", NULL};
+    const char *l, *p;
+    char cmd[1024], out[8192];
+    evs_t s = {0};
+    FILE *f;
+    size_t n;
+    int port, rc;
+    pid_t pid;
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_resnap");
+    sql(c, "CREATE TABLE ct_resnap (id int PRIMARY KEY, v int)");
+    pid = start_capture_opts(N("ct_resnap"), "public.ct_resnap", more);
+    wait_streaming(c, N("ct_resnap"));
+    sql(c, "INSERT INTO ct_resnap SELECT g, g FROM generate_series(1, 3000) g");
+
+    /* the HTTP port, from the log */
+    l = NULL;
+    p = read_log();
+    while ((p = strstr(p, "http server listening on 127.0.0.1:")) != NULL)
+        l = p++;
+    assert_non_null(l);
+    port = atoi(l + strlen("http server listening on 127.0.0.1:"));
+
+    /* unknown table: an error naming it */
+    snprintf(cmd, sizeof(cmd), "%s/cdcctl snapshot public.nope --capture=127.0.0.1:%d 2>&1",
+             cdc_test_env()->build_dir, port);
+    f = popen(cmd, "r");
+    n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = '\0';
+    rc = pclose(f);
+    print_message("%s", out);
+    assert_int_not_equal(WEXITSTATUS(rc), 0);
+    assert_non_null(strstr(out, "public.nope"));
+
+    snprintf(cmd, sizeof(cmd),
+             "%s/cdcctl snapshot public.ct_resnap --capture=127.0.0.1:%d --wait 2>&1",
+             cdc_test_env()->build_dir, port);
+    f = popen(cmd, "r");
+    n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = '\0';
+    rc = pclose(f);
+    print_message("%s", out);
+    assert_int_equal(WEXITSTATUS(rc), 0);
+    assert_non_null(strstr(out, "done"));
+
+    wait_caught_up(c, "ct_resnap", topic_of("ct_resnap", "public.ct_resnap"), 0);
+    check_converged(c, "ct_resnap", topic_of("ct_resnap", "public.ct_resnap"), &s);
+    assert_int_equal(count_reads(&s, "backfill", NULL, NULL), 3000);
+    assert_int_equal(count_reads(&s, "incremental", NULL, NULL), 0);
+    evs_free(&s);
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_resnap"));
+    PQfinish(c);
+}
+
+/*
+ * --snapshot-mode=incremental: the slot's first snapshot by incremental snapshots; a
+ * capture killed (SIGKILL) during it keeps its slot and resumes from the last recorded
+ * chunk instead of dropping the slot and starting over; the topic ends equal to the
+ * table.
+ */
+static void test_initial_incremental_resumes(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    const char *const more[] = {"--http=127.0.0.1:0", "--snapshot-chunk=2000",
+                                "--snapshot-mode=incremental", NULL};
+    wait_metric_t chunks = {"cdc_capture_snapshot_chunks_total", 5};
+    evs_t s = {0};
+    size_t reads;
+    int status;
+    pid_t pid, writer;
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_ini, ct_ini_other");
+    sql(c, "CREATE TABLE ct_ini (id int PRIMARY KEY, v int)");
+    sql(c, "CREATE TABLE ct_ini_other (id serial PRIMARY KEY, v int)");
+    sql(c, "INSERT INTO ct_ini SELECT g, g FROM generate_series(1, 100000) g");
+    pid = start_capture_opts(N("ct_ini"), "public.ct_ini,public.ct_ini_other", more);
+    wait_streaming(c, N("ct_ini"));
+    writer = start_writer("ct_ini", "ct_ini_other", 100000, 5000);
+    if (!cdc_test_wait_for(metric_reached, &chunks, 60000))
+        fail_msg("the incremental snapshot did not produce 5 chunks; log: %s", read_log());
+    if (strstr(read_log(), "of public.ct_ini done: ") != NULL)
+        fail_msg("the snapshot finished before the kill; make the table larger");
+    cdc_test_kill(pid, SIGKILL, 10000);
+
+    pid = start_capture_opts(N("ct_ini"), "public.ct_ini,public.ct_ini_other", more);
+    if (!cdc_test_wait_for(log_has, "resumes after key [", 30000)) {
+        char cmd[1200];
+        snprintf(cmd, sizeof(cmd), "grep -v 'level=debug' %s | tail -n 40 >&2", log_path);
+        (void)system(cmd);
+        fail_msg("the restarted capture did not resume the snapshot");
+    }
+    assert_null(strstr(read_log(), "dropping the slot"));
+    assert_int_equal(waitpid(writer, &status, 0), writer);
+    if (!cdc_test_wait_for(log_has, "of public.ct_ini done: ", 180000))
+        fail_msg("the incremental snapshot did not finish; log: %s", read_log());
+    wait_caught_up(c, "ct_ini", topic_of("ct_ini", "public.ct_ini"), 0);
+    check_converged(c, "ct_ini", topic_of("ct_ini", "public.ct_ini"), &s);
+    reads = count_reads(&s, "incremental", NULL, NULL);
+    print_message("%zu incremental rows for 100000 rows\n", reads);
+    if (reads >= 100000 + 3 * 2000)
+        fail_msg("%zu snapshot rows: the snapshot started over", reads);
+    evs_free(&s);
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_ini"));
+    PQfinish(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1801,6 +2223,10 @@ int main(void)
         cmocka_unit_test(test_rename_decoded_before_visible),
         cmocka_unit_test(test_uncaptured_table_stops),
         cmocka_unit_test(test_topics_without_control),
+        cmocka_unit_test(test_table_added_running),
+        cmocka_unit_test(test_incremental_snapshot_resumes),
+        cmocka_unit_test(test_resnapshot_on_demand),
+        cmocka_unit_test(test_initial_incremental_resumes),
     };
     cdc_test_env();
     snprintf(tag, sizeof(tag), "%ld", (long)getpid());

@@ -288,12 +288,45 @@ static void test_uncaptured_change_stops(void **state)
     capture_clear(&cap);
 }
 
+/*
+ * Which tables joining the capture set get an incremental snapshot: one never captured
+ * (no registered schema, no snapshot recorded), not under --snapshot-mode=never.
+ */
+static void test_incremental_needed(void **state)
+{
+    cdc_capture_config_t initial = {.topic_prefix = "pfx", .snapshot_mode = "initial"};
+    cdc_capture_config_t incremental = {.topic_prefix = "pfx", .snapshot_mode = "incremental"};
+    cdc_capture_config_t never = {.topic_prefix = "pfx", .snapshot_mode = "never"};
+    cdc_capture_t cap;
+    cdc_capture_table_t *t;
+    (void)state;
+
+    capture_init(&cap, "");
+    cap.cfg = &initial;
+    t = cdc_capture_table_get(&cap, "public", "audit");
+    assert_non_null(t);
+    assert_true(cdc_incremental_needed(&cap, t));
+    cap.cfg = &incremental;
+    assert_true(cdc_incremental_needed(&cap, t));
+    cap.cfg = &never;
+    assert_false(cdc_incremental_needed(&cap, t));
+    cap.cfg = &initial;
+    t->isnap.marked = true; /* a snapshot of it was recorded (done or to resume) */
+    assert_false(cdc_incremental_needed(&cap, t));
+    t->isnap.marked = false;
+    t->has_latest = true; /* captured before: a schema of it is registered */
+    assert_false(cdc_incremental_needed(&cap, t));
+    t->has_latest = false;
+    capture_clear(&cap);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_tables),       cmocka_unit_test(test_lookups),
         cmocka_unit_test(test_table_errors),       cmocka_unit_test(test_types),
         cmocka_unit_test(test_unmapped_partition), cmocka_unit_test(test_uncaptured_change_stops),
+        cmocka_unit_test(test_incremental_needed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
