@@ -15,6 +15,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export CHAOS_DIR=${CHAOS_DIR:-$PWD/.run/chaos}
+# The capture set is the publication and the workers follow the job's tables (no
+# --tables on either), so that add-table can add one while the pipeline runs; its
+# incremental snapshot reads chunks of 500 rows, so that the faults land inside it.
+export CHAOS_CAPTURE_TABLES=${CHAOS_CAPTURE_TABLES-} CHAOS_WORKER_TABLES=${CHAOS_WORKER_TABLES-}
+export CDC_SNAPSHOT_CHUNK=${CDC_SNAPSHOT_CHUNK:-500}
 # shellcheck source=chaos/lib.sh
 . chaos/lib.sh
 # shellcheck source=chaos/scenarios.sh
@@ -30,11 +35,6 @@ export CHAOS_WORKER_ARGS=${CHAOS_WORKER_ARGS---max-staged-bytes=2MiB}
 export CDC_COMPACT_INTERVAL=${CDC_COMPACT_INTERVAL:-2s} CDC_COMPACT_MIN_FILES=${CDC_COMPACT_MIN_FILES:-4}
 export CDC_COMPACT_TARGET_SIZE=${CDC_COMPACT_TARGET_SIZE:-1MiB}
 export CDC_ORPHAN_INTERVAL=${CDC_ORPHAN_INTERVAL:-20s} CDC_ORPHAN_AGE=${CDC_ORPHAN_AGE:-60s}
-# The capture set is the publication and the workers follow the job's tables (no
-# --tables on either), so that add-table can add one while the pipeline runs; its
-# incremental snapshot reads chunks of 500 rows, so that the faults land inside it.
-export CHAOS_CAPTURE_TABLES=${CHAOS_CAPTURE_TABLES-} CHAOS_WORKER_TABLES=${CHAOS_WORKER_TABLES-}
-export CDC_SNAPSHOT_CHUNK=${CDC_SNAPSHOT_CHUNK:-500}
 LOAD_RATE=${LOAD_RATE:-300}
 CATCHUP=${CATCHUP:-90}
 read -r -a scenarios <<<"${SCENARIOS:-${CHAOS_SCENARIOS[*]}}"
