@@ -2,8 +2,9 @@
  * The capture engine: configuration, per-table state and the pieces that turn the
  * slot into Kafka events (stream.c: the session loop; changes.c, tables.c, partitions.c
  * and probe.c: the stream's messages, see stream_int.h; snapshot.c: the initial
- * snapshot and backfills; registry.c: schema versions and the snapshot marker on Kafka;
- * topics.c: the tables' topics; source.h: PostgreSQL).
+ * snapshot and backfills; incremental.c: incremental snapshots of a table while the
+ * stream runs; registry.c: schema versions and the capture's markers on Kafka; topics.c:
+ * the tables' topics; source.h: PostgreSQL).
  * Everything here runs on the main thread, including Kafka delivery reports (served
  * by the producer polls this thread makes).
  */

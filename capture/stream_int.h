@@ -1,9 +1,10 @@
 /*
  * Internal header of the capture's stream, shared by its pieces: stream.c (the session
  * loop), changes.c (messages into events, the producer, status updates), tables.c (table
- * state, Relation and Type messages), partitions.c (partitions mapped to their root)
- * and probe.c (the schema probe, docs/capture.md, "Backfill after DDL"). Not for use
- * outside the capture.
+ * state, Relation and Type messages, tables joining the publication), partitions.c
+ * (partitions mapped to their root), probe.c (the schema probe, docs/capture.md,
+ * "Backfill after DDL") and incremental.c (incremental snapshots, docs/capture.md,
+ * "Incremental snapshot"). Not for use outside the capture.
  */
 #ifndef CDC_CAPTURE_STREAM_INT_H
 #define CDC_CAPTURE_STREAM_INT_H

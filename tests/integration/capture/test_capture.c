@@ -2146,6 +2146,33 @@ static void test_resnapshot_on_demand(void **state)
     assert_int_equal(count_reads(&s, "incremental", NULL, NULL), 0);
     evs_free(&s);
     assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+
+    /* with --http-token, POST /snapshot takes the token /status takes */
+    {
+        const char *const tok[] = {"--http=127.0.0.1:0", "--snapshot-chunk=300",
+                                   "--http-token=s3cret", NULL};
+        pid = start_capture_opts(N("ct_resnap"), "public.ct_resnap", tok);
+        if (!cdc_test_wait_for(log_has, "resuming slot", 60000))
+            fail_msg("the capture did not resume its slot; log: %s", read_log());
+        assert_non_null(strstr(capture_http("POST", "/snapshot?table=public.ct_resnap"), " 401 "));
+        l = NULL;
+        p = read_log();
+        while ((p = strstr(p, "http server listening on 127.0.0.1:")) != NULL)
+            l = p++;
+        port = atoi(l + strlen("http server listening on 127.0.0.1:"));
+        snprintf(cmd, sizeof(cmd),
+                 "%s/cdcctl snapshot public.ct_resnap --capture=127.0.0.1:%d --http-token=s3cret "
+                 "2>&1",
+                 cdc_test_env()->build_dir, port);
+        f = popen(cmd, "r");
+        n = fread(out, 1, sizeof(out) - 1, f);
+        out[n] = '\0';
+        rc = pclose(f);
+        print_message("%s", out);
+        assert_int_equal(WEXITSTATUS(rc), 0);
+        assert_non_null(strstr(out, "started"));
+        assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    }
     sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_resnap"));
     PQfinish(c);
 }
