@@ -9,7 +9,8 @@
 #      created and filled before the pipeline starts and not in the publication;
 #   2. the pipeline (capture + standby, coordinator + standby, BACKFILL_WORKERS workers,
 #      coordinator defaults: 1 s epochs, compaction on) and the pgbench workload at
-#      BACKFILL_FRACTION of the ceiling on public.transactions;
+#      BACKFILL_FRACTION of the ceiling on public.transactions; benchmarks/sampler.mjs
+#      samples consumer lag and CPU per process (logged per window);
 #   3. baseline window: BACKFILL_BASE_SECONDS of load without a backfill (after
 #      BACKFILL_WARMUP_SECONDS); then `ALTER PUBLICATION cdc_pub ADD TABLE
 #      public.backfill_big` and the capture's /status polled every 0.25 s until the table's
@@ -29,7 +30,10 @@
 # drops the oldest records even unread (tools/kafka-dev/README.md): rows the workers have
 # not read when the capture is that far ahead are lost at the broker. The run checks that
 # the changelog of the backfilled table ends with every row (backfill_rows_lost, 0 when
-# it does) and fails otherwise.
+# it does) and fails otherwise; backfill_topic_partitions_trimmed counts the partitions of
+# its topic the broker trimmed (kcat), backfill_consumer_lag_max the workers' lag. With lz4
+# (the capture's default) 1,000,000 rows fit: no partition trimmed, lag ~29,000 events a
+# partition at most (docs/benchmarks.md).
 # Knobs: BACKFILL_ROWS (1000000; smoke: 100000), BACKFILL_BASE_SECONDS (30; smoke: 10),
 #   BACKFILL_WARMUP_SECONDS (5), BACKFILL_FRACTION (0.5), BACKFILL_CEILING_SECONDS (15),
 #   BACKFILL_RATE (transactions/s: skips the ceiling run), BACKFILL_WORKERS (2),
@@ -60,6 +64,7 @@ LOAD_PID=""
 
 cleanup() {
     bench_pgbench_stop
+    bench_sampler_stop
     if [ "${BENCH_KEEP:-0}" = 1 ]; then
         pipeline_down >/dev/null 2>&1
         bench_log "kept $BENCH_WORK"
@@ -82,6 +87,32 @@ table_status() {
     cap=$(cat "$CHAOS_DIR/procs/$(chaos_active_capture).http")
     curl -fsS --max-time 2 "http://$cap/status" 2>/dev/null |
         jq -c --arg t "$TABLE" '[.tables[]? | select(.table == $t)] | .[0] // {}' 2>/dev/null
+}
+
+# Partitions of the backfilled table's topic whose oldest record the broker has deleted
+# (first offset above 0: the development broker keeps 5 MiB per partition); -1 without kcat.
+topic_trimmed() {
+    local p first n=0
+    command -v kcat >/dev/null || {
+        echo -1
+        return
+    }
+    for ((p = 0; p < ${CDC_TEST_KAFKA_PARTITIONS:-12}; p++)); do
+        first=$(timeout 20 kcat -C -q -b "$CDC_TEST_KAFKA" -t cdc.$TABLE -p $p -o beginning -c 1 -e \
+            -f '%o\n' 2>/dev/null)
+        [ "${first:-0}" -gt 0 ] && n=$((n + 1))
+    done
+    echo "$n"
+}
+
+# cpu_share <from ms> <to ms>: CPU of each process over the window, % of one core, from
+# the sampler's proc.tsv (busiest first).
+cpu_share() {
+    awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" '$1 >= a && $1 <= b {
+        if (!($2 in t0)) { t0[$2] = $3; s0[$2] = $1 } t1[$2] = $3; s1[$2] = $1 }
+        END { for (n in t0) if (s1[n] > s0[n])
+            printf "%s %.0f\n", n, (t1[n] - t0[n]) / hz * 100000 / (s1[n] - s0[n]) }' \
+        "$BENCH_WORK/samples/proc.tsv" | sort -k2,2nr | awk '{ printf "%s%s %s%%", (NR > 1 ? ", " : ""), $1, $2 }'
 }
 
 changelog_has() { [ "$(bench_changelog_records "$NS/$1_changelog")" -ge "$2" ]; }
@@ -115,8 +146,11 @@ pipeline_procs_up >>"$BENCH_WORK/setup.log" 2>&1 || {
     exit 1
 }
 bench_log "pipeline up ($CHAOS_WORKERS workers, table-following); load at $RATE tx/s"
+# consumer lag, CPU per process, every second (benchmarks/sampler.mjs)
+bench_sampler_start "$BENCH_WORK/samples"
 # long enough for any run; stopped after the COPY
 bench_pgbench $((WARMUP + BASE + 2 * TIMEOUT + 600)) -R "$RATE" &
+# shellcheck disable=SC2034 # read by bench_pgbench_stop
 LOAD_PID=$!
 sleep "$WARMUP"
 
@@ -165,16 +199,25 @@ bench_log "COPY of $TABLE: $(tr '\n' ' ' <"$BENCH_WORK/copy.txt")s, median $copy
 
 # the backfill seen end to end: every row in the table's changelog
 chaos_wait "$TIMEOUT" "the $ROWS backfilled rows in ${TABLE}_changelog" \
-    changelog_has backfill_big "$ROWS" && t_e2e=$(now_ms)
+    changelog_has backfill_big "$ROWS"
+t_e2e=$(now_ms)
 bench_pgbench_stop
-t_end=$(now_ms)
 changes=$(bench_audit_count)
 chaos_wait "$TIMEOUT" "the $changes changes in transactions_changelog" \
     changelog_has transactions "$changes" || bench_log "not caught up: freshness undercounted"
+bench_sampler_stop
+trimmed=$(topic_trimmed)
+cap_bytes=$(curl -fsS --max-time 5 "http://$(cat "$CHAOS_DIR/procs/$(chaos_active_capture).http")/metrics" |
+    awk -v t="$TABLE" '/^cdc_capture_bytes_total\{/ && index($0, "\"" t "\"") { v += $NF } END { printf "%.0f\n", v }')
+lag_max=$(awk -v a="$t_alter" -v b="$t_e2e" '$1 >= a && $1 <= b && $2 > m { m = $2 } END { print m + 0 }' \
+    "$BENCH_WORK/samples/samples.tsv")
+bench_log "topic cdc.$TABLE: $cap_bytes bytes produced (keys + values, before compression)," \
+    "$trimmed partitions trimmed by the broker; consumer lag at most $lag_max records"
+bench_log "CPU, baseline window: $(cpu_share "$t_base" "$t_alter")"
+bench_log "CPU, backfill window: $(cpu_share "$t_alter" "$t_e2e")"
 got=$(bench_changelog_records "$NS/backfill_big_changelog")
 lost=$((ROWS - got))
 [ "$lost" -ge 0 ] || lost=0
-[ -n "${t_e2e:-}" ] || t_e2e=$t_end
 bench_log "load stopped: $changes changes in total; backfilled rows in the changelog:" \
     "$got of $ROWS, all after $(secs "$t_alter" "$t_e2e") s"
 proc_stop_all >/dev/null 2>&1 # nothing commits while the warehouse is read
@@ -202,6 +245,8 @@ bench_line backfill_discovery_seconds "$(secs "$t_alter" "${t_seen:-$t_done}")" 
 bench_line backfill_e2e_seconds "$(secs "$t_alter" "$t_e2e")" s
 bench_line backfill_copy_seconds "$copy_s" s
 bench_line backfill_rows_lost "$lost" rows
+bench_line backfill_topic_partitions_trimmed "$trimmed" partitions
+bench_line backfill_consumer_lag_max "$lag_max" records
 bench_line backfill_other_p99_ms_base "$p_base" ms
 bench_line backfill_other_p99_ms_during "$p_fill" ms
 bench_line backfill_other_p99_ratio "$pratio" x "$p_base" "$pratio" no_backfill_p99_ms
