@@ -3,7 +3,7 @@
 # run). The pipeline itself is started and stopped by chaos/lib.sh (pipeline_servers_up,
 # pipeline_procs_up, pipeline_down): this file only adds what measuring needs:
 #   bench_line         one `BENCH <name> <value> <unit> [baseline=.. ratio=..]` line
-#   bench_pgbench_*    the mixed insert/upsert/update/delete pgbench workload on the demo
+#   bench_pgbench*     the mixed insert/upsert/update/delete pgbench workload on the demo
 #                      table public.transactions, the PostgreSQL write ceiling
 #   bench_audit_count  changes PostgreSQL committed (the demo schema's audit trigger)
 #   bench_sampler_*    a 1 s sampler (benchmarks/sampler.mjs) of the leader's checkpoints,
@@ -76,6 +76,17 @@ bench_pgbench() {
     "$PG_BIN/pgbench" -n -f "$script" -D keys="${BENCH_KEYS:-100000}" \
         -c "${BENCH_PGBENCH_CLIENTS:-4}" -j 2 -T "$secs" "$@" "$PIPELINE_PG_DSN" \
         >"$BENCH_WORK/pgbench-$BENCH_PGBENCH_RUNS.log" 2>&1
+}
+
+# Stops a bench_pgbench started in the background (`bench_pgbench ... & LOAD_PID=$!`): the
+# subshell and its pgbench; nothing when LOAD_PID is empty.
+bench_pgbench_stop() {
+    local p
+    [ -n "${LOAD_PID:-}" ] || return 0
+    for p in $(pgrep -P "$LOAD_PID" 2>/dev/null); do kill "$p" 2>/dev/null; done
+    kill "$LOAD_PID" 2>/dev/null
+    wait "$LOAD_PID" 2>/dev/null
+    LOAD_PID=""
 }
 
 # Measures the PostgreSQL write ceiling with the pipeline processes not running: the

@@ -82,7 +82,7 @@ status=0
 cleanup() {
     bench_sampler_stop
     snaplog_stop
-    [ -n "${LOAD_PID:-}" ] && stop_load
+    bench_pgbench_stop
     pipeline_down >/dev/null 2>&1
     if [ "${BENCH_KEEP:-0}" = 1 ]; then
         bench_log "kept $BENCH_WORK"
@@ -92,15 +92,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# Stops the background pgbench (the subshell running bench_pgbench and its pgbench).
-stop_load() {
-    local p
-    for p in $(pgrep -P "$LOAD_PID" 2>/dev/null); do kill "$p" 2>/dev/null; done
-    kill "$LOAD_PID" 2>/dev/null
-    wait "$LOAD_PID" 2>/dev/null
-    LOAD_PID=""
-}
 
 # The leader's /metrics (empty when no leader answers).
 leader_metrics() {
@@ -196,7 +187,7 @@ run_mode() {
         fi
         sleep 1
     done
-    stop_load
+    bench_pgbench_stop
     t_end=$(date +%s%3N)
     e1=$(pipeline_committed)
     a1=$(bench_audit_count)
