@@ -12,7 +12,9 @@
 #      changelog the audit record (0 lost, duplicated or mismatched), the old tables kept
 #      committing and still verify;
 #   c. cdcctl tables add of a table that has no topic: in the set at once (and in cdcctl
-#      tables), every worker is given it, the job keeps committing;
+#      tables), every worker is given it, the job keeps committing (the development
+#      broker creates the topic once a worker names it: a topic that stays missing, shown
+#      as such in /status and logged by the leader, is not reproduced here);
 #   d. a worker restarted with an explicit --tables that lacks a table of the set is
 #      refused (missing_table, naming the table) while the others carry its slots; back
 #      without --tables it owns slots again and a restarted follower gets the current set;
@@ -118,7 +120,9 @@ out=$(ctl tables add public.ghost) || fail "cdcctl tables add (again) failed: $o
 grep -q "already one of the job's tables" <<<"$out" || fail "cdcctl tables add (again) said: $out"
 wait_set cdc.public.accounts,cdc.public.ghost,cdc.public.late,cdc.public.transactions
 out=$(ctl tables) || fail "cdcctl tables failed"
-grep -q "^cdc.public.ghost  *starting.*no such topic" <<<"$out" || fail "cdcctl tables does not show the new table starting without a topic: $out"
+# (the development broker creates a topic that a client names, so the workers' fetches
+# create cdc.public.ghost soon: whether cdcctl still says "no such topic" is a race here)
+grep -q "^cdc.public.ghost  *\(starting\|streaming\) " <<<"$out" || fail "cdcctl tables does not show the new table: $out"
 grep -q "^cdc.public.late  *streaming" <<<"$out" || fail "cdcctl tables does not show public.late streaming: $out"
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$(cat "$CHAOS_DIR/procs/$(chaos_leader).http")/tables")
 [ "$code" = 400 ] || fail "POST /tables without a topic answered $code"
