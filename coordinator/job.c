@@ -840,13 +840,13 @@ void cdc_coord_run(cdc_coord_t *c)
             cdc_job_maybe_barrier(c, now);
             if (c->state != CDC_JOB_STANDBY && c->state != CDC_JOB_STARTING)
                 cdc_job_process_queue(c, cdc_clock_mono_ms());
-            cdc_job_take_table_requests(c);
             cdc_job_check_table_topics(c, now);
             if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING)
                 cdc_job_persist_tables(c, now);
             if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING)
                 cdc_job_maybe_orphans(c, now);
         }
+        cdc_job_take_table_requests(c); /* (a standby answers that it does not lead) */
         if (c->nclosing > 0)
             cdc_job_close_rejected(c, now);
         if (c->state != CDC_JOB_STANDBY)
