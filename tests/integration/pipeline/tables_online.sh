@@ -28,7 +28,9 @@ export CHAOS_WORKER_TABLES= # the workers follow the job's tables
 export CHAOS_INITIAL_ROWS=20
 # shellcheck source=chaos/lib.sh
 . chaos/lib.sh
-trap 'pipeline_down purge >/dev/null 2>&1; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+# KEEP=1 keeps the processes' logs in $tmp.procs
+trap '[ -z "${KEEP:-}" ] || cp -r "$CHAOS_DIR/procs" "$tmp.procs" 2>/dev/null
+      pipeline_down purge >/dev/null 2>&1; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 
 fail() {
     echo "tables_online: $*" >&2
@@ -36,7 +38,6 @@ fail() {
         echo "---- $f" >&2
         grep -E "offer|consuming|refus|carries|no partitions|level=error" "$f" | tail -n 15 >&2
     done
-    [ -z "${KEEP:-}" ] || cp -r "$CHAOS_DIR/procs" "$tmp.procs"
     exit 1
 }
 sql() { psql -X -q -v ON_ERROR_STOP=1 -d "$PIPELINE_PG_DSN" "$@"; }
