@@ -236,8 +236,8 @@ pipeline_procs_up() {
 # with --tables "$CHAOS_WORKER_TABLES" (none when empty) and the extra options in
 # CHAOS_WORKER_ARGS (split on spaces).
 pipeline_start_worker() {
-    local i=$1 http coord=() tables=()
-    [ -z "$CHAOS_WORKER_TABLES" ] || tables=(--tables "$CHAOS_WORKER_TABLES")
+    local i=$1 http coord=() tables_opt=()
+    [ -z "$CHAOS_WORKER_TABLES" ] || tables_opt=(--tables "$CHAOS_WORKER_TABLES")
     if [ "${CHAOS_PROXY:-0}" = 1 ]; then
         rm -f "$CHAOS_DIR/procs/proxy-$i.port"
         proc_start "proxy-$i" node "$CHAOS_ROOT/chaos/faultproxy.mjs" --listen 127.0.0.1:0 \
@@ -250,7 +250,7 @@ pipeline_start_worker() {
     mkdir -p "$CHAOS_DIR/state/worker-$i"
     proc_start "worker-$i" "$CHAOS_BUILD/cdc-worker" --id "$i" --job "$CDC_JOB" \
         --etcd "$CDC_TEST_ETCD" "${coord[@]}" --kafka "$CDC_TEST_KAFKA" \
-        "${tables[@]}" --warehouse "$CHAOS_DIR/warehouse" \
+        "${tables_opt[@]}" --warehouse "$CHAOS_DIR/warehouse" \
         --state-dir "$CHAOS_DIR/state/worker-$i" --http "127.0.0.1:$http" ${CHAOS_WORKER_ARGS:-}
     echo "127.0.0.1:$http" >"$CHAOS_DIR/procs/worker-$i.http"
 }

@@ -254,9 +254,8 @@ static json_t *table_set_json(cdc_coord_t *c)
         json_object_set_new(t, "slots", json_integer(slots));
         json_object_set_new(t, "topic_found",
                             c->watermarks != NULL ? json_boolean(found) : json_null());
-        json_object_set_new(t, "state", json_string(slots == CDC_PARTITIONS && found
-                                                        ? "streaming"
-                                                        : "starting"));
+        json_object_set_new(
+            t, "state", json_string(slots == CDC_PARTITIONS && found ? "streaming" : "starting"));
         json_array_append_new(a, t);
     }
     return a;
@@ -747,7 +746,10 @@ static void compact(void *arg, const char *path, const char *query, cdc_http_res
 /* The HTTP status of a failed POST /tables. */
 static int tables_status(cdc_err_t rc)
 {
-    return rc == CDC_ERR_INVALID ? 400 : rc == CDC_ERR_UNAVAILABLE ? 503 : rc == CDC_ERR_TIMEOUT ? 504 : 500;
+    return rc == CDC_ERR_INVALID       ? 400
+           : rc == CDC_ERR_UNAVAILABLE ? 503
+           : rc == CDC_ERR_TIMEOUT     ? 504
+                                       : 500;
 }
 
 /* Hands topic to the loop and waits up to TABLES_TIMEOUT_MS for it (HTTP thread). */

@@ -128,8 +128,8 @@ typedef struct cdc_ckpt_summary {
 typedef struct cdc_table_request {
     enum { CDC_TABLE_REQUEST_FREE = 0, CDC_TABLE_REQUEST_ASKED, CDC_TABLE_REQUEST_DONE } state;
     char topic[256];
-    cdc_err_t rc;  /* when DONE: CDC_OK, or why not (msg) */
-    bool added;    /* when DONE: false = it was in the set already */
+    cdc_err_t rc; /* when DONE: CDC_OK, or why not (msg) */
+    bool added;   /* when DONE: false = it was in the set already */
     char msg[256];
     bool abandoned; /* its HTTP thread stopped waiting: the loop frees it */
 } cdc_table_request_t;
@@ -165,6 +165,10 @@ typedef struct cdc_coord {
     bool tables_dirty;
     int64_t tables_retry_ms;
     bool tables_blocked; /* no live worker fits the set: logged once */
+    /* topics of the set the brokers did not know at the last look (--kafka), and when to
+     * look again (job_tables.c) */
+    cdc_tableset_t tables_missing;
+    int64_t tables_check_ms;
     /* POST /tables (HTTP threads) -> the loop; guarded by tables_lock, tables_cond says a
      * request is DONE */
     pthread_mutex_t tables_lock;

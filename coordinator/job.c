@@ -394,6 +394,7 @@ void cdc_job_become_standby(cdc_coord_t *c, const char *reason)
     cdc_maint_stop(c->maint); /* a running rewrite is cancelled, never committed */
     memset(c->owner, 0, sizeof(c->owner));
     cdc_tableset_clear(&c->tables); /* the next term reads it again */
+    cdc_tableset_clear(&c->tables_missing);
     c->tables_dirty = false;
     c->term = 0;
     set_state(c, CDC_JOB_STANDBY);
@@ -839,12 +840,13 @@ void cdc_coord_run(cdc_coord_t *c)
             cdc_job_maybe_barrier(c, now);
             if (c->state != CDC_JOB_STANDBY && c->state != CDC_JOB_STARTING)
                 cdc_job_process_queue(c, cdc_clock_mono_ms());
-            cdc_job_take_table_requests(c);
+            cdc_job_check_table_topics(c, now);
             if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING)
                 cdc_job_persist_tables(c, now);
             if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING)
                 cdc_job_maybe_orphans(c, now);
         }
+        cdc_job_take_table_requests(c); /* (a standby answers that it does not lead) */
         if (c->nclosing > 0)
             cdc_job_close_rejected(c, now);
         if (c->state != CDC_JOB_STANDBY)

@@ -89,6 +89,10 @@ void cdc_job_offers_changed(cdc_coord_t *c);
  * says whether it was new. CDC_ERR_INVALID for a name that does not fit. */
 cdc_err_t cdc_job_add_table(cdc_coord_t *c, const char *topic, bool *added, cdc_error_t *e);
 
+/* With --kafka, every 10 s: logs each topic of the set that the brokers did not know at
+ * this look and the one before (a table added before its topic exists, or a typo). */
+void cdc_job_check_table_topics(cdc_coord_t *c, int64_t now);
+
 /* Applies the POST /tables requests waiting (main thread; cheap when there are none). */
 void cdc_job_take_table_requests(cdc_coord_t *c);
 

@@ -17,6 +17,9 @@
 
 #include "common/log.h"
 
+/* How often the topics of the set are looked for in the brokers' answers (--kafka). */
+#define TABLE_TOPICS_CHECK_MS 10000
+
 /* Adds the topics the newest checkpoint's slots carry: the job committed them. */
 void cdc_job_note_base_tables(cdc_coord_t *c)
 {
@@ -82,14 +85,37 @@ cdc_err_t cdc_job_add_table(cdc_coord_t *c, const char *topic, bool *added, cdc_
         return rc;
     *added = true;
     c->tables_dirty = true;
-    cdc_log_info("job \"%s\" now carries \"%s\": added by the operator (POST /tables)",
-                 c->cfg.job, topic);
+    cdc_log_info("job \"%s\" now carries \"%s\": added by the operator (POST /tables)", c->cfg.job,
+                 topic);
     /* every worker gets the wider set in its next Assign; one that cannot consume it is
      * refused then */
     snprintf(why, sizeof(why), "table \"%s\" added to the job's tables", topic);
     if (c->state == CDC_JOB_RUNNING)
         cdc_job_recover(c, why, false);
     return CDC_OK;
+}
+
+void cdc_job_check_table_topics(cdc_coord_t *c, int64_t now)
+{
+    cdc_tableset_t missing;
+
+    if (c->watermarks == NULL || now < c->tables_check_ms)
+        return;
+    c->tables_check_ms = now + TABLE_TOPICS_CHECK_MS;
+    cdc_tableset_clear(&missing);
+    for (int i = 0; i < c->tables.n; i++) {
+        const char *topic = cdc_tableset_name(&c->tables, i);
+        cdc_error_t e;
+        if (cdc_watermarks_end(c->watermarks, topic, 0) >= 0)
+            continue;
+        (void)cdc_tableset_add(&missing, topic, &e);
+        if (cdc_tableset_has(&c->tables_missing, topic)) /* not just added: missing */
+            cdc_log_warn("topic \"%s\" of the tables of job \"%s\" is not in Kafka: the workers "
+                         "read it once it exists (hint: is the table captured? cdcctl tables "
+                         "shows it starting)",
+                         topic, c->cfg.job);
+    }
+    c->tables_missing = missing;
 }
 
 void cdc_job_take_table_requests(cdc_coord_t *c)

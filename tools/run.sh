@@ -3,7 +3,8 @@
 # the harness's PostgreSQL, etcd and development Kafka broker, the demo schema with
 # INITIAL_ROWS rows per table (captured by the initial snapshot), two cdc-captures (active +
 # standby), two
-# coordinators (leader + standby), three workers, and the load generator. Shows progress
+# coordinators (leader + standby), three workers (without --tables: they follow the job's
+# tables), and the load generator. Shows progress
 # (source changes, last committed epoch, records and duration of the last checkpoint,
 # live workers, leader) until Ctrl-C, which stops everything and keeps .run/ for a look.
 #   DURATION=<s>     stop the load after s seconds, wait for the tables to catch up, run
@@ -21,6 +22,9 @@ BUILD=${BUILD:-build}
 export CDC_BUILD_DIR=$ROOT/$BUILD
 RUN_DIR=${RUN_DIR:-$ROOT/.run}
 export CHAOS_DIR=$RUN_DIR CHAOS_BUILD=$CDC_BUILD_DIR
+# the workers follow the job's tables (no --tables): a table added to the capture joins
+# without a worker restart (docs/operations.md, "Changing the tables")
+export CHAOS_WORKER_TABLES=${CHAOS_WORKER_TABLES-}
 # shellcheck source=chaos/lib.sh
 . chaos/lib.sh
 

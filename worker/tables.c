@@ -155,8 +155,7 @@ void cdc_worker_offer_refresh(cdc_worker_t *w, int64_t now)
             known = strcmp(w->offer[k], registered[i]) == 0;
         if (known)
             continue;
-        if (append(w->offer, &w->noffer, strdup(registered[i]), "the schema topic", &e) !=
-            CDC_OK) {
+        if (append(w->offer, &w->noffer, strdup(registered[i]), "the schema topic", &e) != CDC_OK) {
             cdc_log_warn("not offering \"%s\" to the job: %s", registered[i], e.msg);
             continue;
         }

@@ -361,7 +361,7 @@ static void print_table_set(json_t *set)
         json_t *t = json_array_get(set, i);
         printf("%-48s %-10s %2lld/12  %s\n", str(t, "topic"), str(t, "state"), num(t, "slots"),
                json_is_false(json_object_get(t, "topic_found")) ? "no such topic in Kafka (yet)"
-                                                                 : "");
+                                                                : "");
     }
     if (json_array_size(set) == 0)
         printf("(the job has no table yet)\n");
@@ -403,8 +403,7 @@ static void table_topic(const ctl_config_t *cfg, const char *table, char *topic,
     topic[0] = '\0';
     if (table[0] == '\0' || table[0] == '.' || strpbrk(table, "&?#%, \"") != NULL)
         return;
-    snprintf(topic, size, "%s.%s%s", cfg->topic_prefix, strchr(table, '.') ? "" : "public.",
-             table);
+    snprintf(topic, size, "%s.%s%s", cfg->topic_prefix, strchr(table, '.') ? "" : "public.", table);
 }
 
 /* `cdcctl tables add <schema>.<table>`: POST /tables on the leader, which adds the table's
@@ -713,8 +712,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "cdcctl: tables %s: unknown\nhint: cdcctl tables add public.orders\n",
                 cmd + 7);
         status = 2;
-    }
-    else if (strncmp(cmd, "compact:", 8) == 0)
+    } else if (strncmp(cmd, "compact:", 8) == 0)
         status = cmd_compact(&cfg, cmd + 8);
     else if (strncmp(cmd, "snapshot:", 9) == 0)
         status = cmd_snapshot(&cfg, cmd + 9);

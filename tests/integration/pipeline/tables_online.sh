@@ -12,7 +12,9 @@
 #      changelog the audit record (0 lost, duplicated or mismatched), the old tables kept
 #      committing and still verify;
 #   c. cdcctl tables add of a table that has no topic: in the set at once (and in cdcctl
-#      tables), every worker is given it, the job keeps committing;
+#      tables), every worker is given it, the job keeps committing (the development
+#      broker creates the topic once a worker names it: a topic that stays missing, shown
+#      as such in /status and logged by the leader, is not reproduced here);
 #   d. a worker restarted with an explicit --tables that lacks a table of the set is
 #      refused (missing_table, naming the table) while the others carry its slots; back
 #      without --tables it owns slots again and a restarted follower gets the current set;
@@ -26,7 +28,9 @@ export CHAOS_WORKER_TABLES= # the workers follow the job's tables
 export CHAOS_INITIAL_ROWS=20
 # shellcheck source=chaos/lib.sh
 . chaos/lib.sh
-trap 'pipeline_down purge >/dev/null 2>&1; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+# KEEP=1 keeps the processes' logs in $tmp.procs
+trap '[ -z "${KEEP:-}" ] || cp -r "$CHAOS_DIR/procs" "$tmp.procs" 2>/dev/null
+      pipeline_down purge >/dev/null 2>&1; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 
 fail() {
     echo "tables_online: $*" >&2
@@ -34,7 +38,6 @@ fail() {
         echo "---- $f" >&2
         grep -E "offer|consuming|refus|carries|no partitions|level=error" "$f" | tail -n 15 >&2
     done
-    [ -z "${KEEP:-}" ] || cp -r "$CHAOS_DIR/procs" "$tmp.procs"
     exit 1
 }
 sql() { psql -X -q -v ON_ERROR_STOP=1 -d "$PIPELINE_PG_DSN" "$@"; }
@@ -118,7 +121,9 @@ out=$(ctl tables add public.ghost) || fail "cdcctl tables add (again) failed: $o
 grep -q "already one of the job's tables" <<<"$out" || fail "cdcctl tables add (again) said: $out"
 wait_set cdc.public.accounts,cdc.public.ghost,cdc.public.late,cdc.public.transactions
 out=$(ctl tables) || fail "cdcctl tables failed"
-grep -q "^cdc.public.ghost  *starting.*no such topic" <<<"$out" || fail "cdcctl tables does not show the new table starting without a topic: $out"
+# (the development broker creates a topic that a client names, so the workers' fetches
+# create cdc.public.ghost soon: whether cdcctl still says "no such topic" is a race here)
+grep -q "^cdc.public.ghost  *\(starting\|streaming\) " <<<"$out" || fail "cdcctl tables does not show the new table: $out"
 grep -q "^cdc.public.late  *streaming" <<<"$out" || fail "cdcctl tables does not show public.late streaming: $out"
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$(cat "$CHAOS_DIR/procs/$(chaos_leader).http")/tables")
 [ "$code" = 400 ] || fail "POST /tables without a topic answered $code"

@@ -1,4 +1,5 @@
-/* Unit tests for coordinator/membership.c: register, replace, heartbeats, expiry. */
+/* Unit tests for coordinator/membership.c: register, replace, heartbeats, expiry, the
+ * topics a worker reports and a follower's offer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +29,39 @@ static void test_register_and_replace(void **state)
     /* a second id on the same pipe drops the first */
     assert_int_equal(cdc_members_register(&ms, "w9", 1, 11, "", 7, &old), CDC_REGISTER_NEW);
     assert_false(cdc_members_is_alive(&ms, "w1"));
+}
+
+/* A worker with --tables reports the topics it can consume; a follower (no --tables) its
+ * offer, which its heartbeats replace: a change is reported once, an empty offer changes
+ * nothing, and a worker with --tables never takes one from a heartbeat. */
+static void test_topics_and_offer(void **state)
+{
+    cdc_members_t ms;
+    cdc_member_t *m;
+    cdc_error_t e;
+    const char *two[] = {"cdc.public.b", "cdc.public.a"},
+               *three[] = {"cdc.public.a", "cdc.public.c", "cdc.public.b"};
+    (void)state;
+    cdc_members_init(&ms);
+    assert_int_equal(cdc_members_register(&ms, "w0", 1, 10, "", 0, NULL), CDC_REGISTER_NEW);
+    m = cdc_members_by_id(&ms, "w0");
+    assert_int_equal(cdc_members_note_topics(m, NULL, 0, false, &e), CDC_OK);
+    assert_false(m->topics_known); /* an older worker: not judged */
+    assert_int_equal(cdc_members_note_topics(m, two, 2, false, &e), CDC_OK);
+    assert_true(m->topics_known);
+    assert_false(m->follows);
+    assert_false(cdc_members_note_offer(m, three, 3)); /* --tables: fixed */
+    assert_int_equal(m->topics.n, 2);
+    /* a follower with nothing to offer yet is known (it holds back widening) */
+    assert_int_equal(cdc_members_note_topics(m, NULL, 0, true, &e), CDC_OK);
+    assert_true(m->topics_known && m->follows);
+    assert_int_equal(m->topics.n, 0);
+    assert_true(cdc_members_note_offer(m, two, 2));
+    assert_false(cdc_members_note_offer(m, two, 2));  /* the same again */
+    assert_false(cdc_members_note_offer(m, NULL, 0)); /* empty: unchanged */
+    assert_int_equal(m->topics.n, 2);
+    assert_true(cdc_members_note_offer(m, three, 3));
+    assert_true(cdc_tableset_has(&m->topics, "cdc.public.c"));
 }
 
 /* Dead letters: kept per class as last reported; a new incarnation starts from none. */
@@ -86,6 +120,7 @@ int main(void)
         cmocka_unit_test(test_register_and_replace),
         cmocka_unit_test(test_heartbeat_expiry),
         cmocka_unit_test(test_dead_letters),
+        cmocka_unit_test(test_topics_and_offer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,10 +2,10 @@
  * Unit tests for worker/consume.c, the worker's data path, on an in-process mock Kafka
  * cluster (worker_mock.h): the topics named by --tables or --topics, the options it
  * refuses, a worker without them that follows the job's tables (tables.c: the tables an
- * Assign names, its offer from the schema topic), an Assign's slots (owned, released, offsets per topic, a state that cannot be
- * restored), and the decisions per record: a change is staged and recorded, a replay or an
- * older change is dropped, a record before the slot's next offset (a stale fetch) is
- * skipped, a tombstone is counted and passed, a malformed record and one naming a schema
+ * Assign names, its offer from the schema topic), an Assign's slots (owned, released, offsets per
+ * topic, a state that cannot be restored), and the decisions per record: a change is staged and
+ * recorded, a replay or an older change is dropped, a record before the slot's next offset (a stale
+ * fetch) is skipped, a tombstone is counted and passed, a malformed record and one naming a schema
  * version never registered go to the dead-letter topic, a version registered after the
  * worker read the schema topic is caught up with. Then backpressure (pause past
  * --max-staged-bytes, resume after an Abort), the restart of a fetch that stopped, the
@@ -157,8 +157,8 @@ static void test_follower_topics_grow(void **state)
     assert_int_equal(M.w->ntopics, 0); /* nothing consumed, nothing read */
     assert_int_equal(s->stage.ntables, 0);
 
-    assert_int_equal(
-        cdc_worker_assign(M.w, assign_tables(&b, 2, one, 1, one, &none, 1), &e), CDC_OK);
+    assert_int_equal(cdc_worker_assign(M.w, assign_tables(&b, 2, one, 1, one, &none, 1), &e),
+                     CDC_OK);
     assert_int_equal(M.w->ntopics, 1);
     assert_string_equal(M.w->topics[0], M.topic);
     assert_true(cdc_worker_consumes(M.w, 0));
@@ -168,10 +168,10 @@ static void test_follower_topics_grow(void **state)
 
     char *topic0 = M.w->topics[0];
     offsets[0] = 1;
-    assert_int_equal(cdc_worker_assign(M.w, assign_tables(&b, 3, two, 2, (char *[]){M.topic, items},
-                                                          offsets, 2),
-                                       &e),
-                     CDC_OK);
+    assert_int_equal(
+        cdc_worker_assign(M.w, assign_tables(&b, 3, two, 2, (char *[]){M.topic, items}, offsets, 2),
+                          &e),
+        CDC_OK);
     assert_int_equal(M.w->ntopics, 2);
     assert_ptr_equal(M.w->topics[0], topic0); /* append-only */
     assert_string_equal(M.w->topics[1], items);
@@ -180,10 +180,10 @@ static void test_follower_topics_grow(void **state)
     assert_int_equal(s->next_offset[1], 7);
     /* its offset missing from the checkpoint: the beginning */
     offsets[1] = -1;
-    assert_int_equal(cdc_worker_assign(M.w, assign_tables(&b, 4, two, 2, (char *[]){M.topic, items},
-                                                          offsets, 2),
-                                       &e),
-                     CDC_OK);
+    assert_int_equal(
+        cdc_worker_assign(M.w, assign_tables(&b, 4, two, 2, (char *[]){M.topic, items}, offsets, 2),
+                          &e),
+        CDC_OK);
     assert_int_equal(M.w->ntopics, 2);
     assert_int_equal(s->next_offset[1], CDC_KAFKA_OFFSET_BEGINNING);
 }

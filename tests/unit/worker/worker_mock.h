@@ -164,6 +164,7 @@ static inline void mock_up(mock_worker_t *m)
     w->incarnation = 1;
     w->stop = &m->stop;
     pthread_mutex_init(&w->link_lock, NULL);
+    cdc_http_doc_init(&w->status);
     m->metrics = w->metrics = cdc_metrics_new();
     /* the process-wide series the code under test counts in (named as in worker/main.c) */
     const struct {
@@ -202,6 +203,7 @@ static inline void mock_down(mock_worker_t *m)
     cdc_worker_data_close(m->w);
     cdc_msg_client_close(m->w->msg);
     pthread_mutex_destroy(&m->w->link_lock);
+    cdc_http_doc_free(&m->w->status); /* /status, when a test's gauges published it */
     cdc_metrics_free(m->metrics);
     free(m->w);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", m->dir);
