@@ -22,9 +22,10 @@ BUILD=${BUILD:-build}
 export CDC_BUILD_DIR=$ROOT/$BUILD
 RUN_DIR=${RUN_DIR:-$ROOT/.run}
 export CHAOS_DIR=$RUN_DIR CHAOS_BUILD=$CDC_BUILD_DIR
-# the workers follow the job's tables (no --tables): a table added to the capture joins
-# without a worker restart (docs/operations.md, "Changing the tables")
-export CHAOS_WORKER_TABLES=${CHAOS_WORKER_TABLES-}
+# No --tables on the captures or the workers: the capture set is the publication cdc_pub,
+# and a table added to it joins while the pipeline runs (docs/operations.md, "Changing the
+# tables").
+export CHAOS_CAPTURE_TABLES=${CHAOS_CAPTURE_TABLES-} CHAOS_WORKER_TABLES=${CHAOS_WORKER_TABLES-}
 # shellcheck source=chaos/lib.sh
 . chaos/lib.sh
 
@@ -75,6 +76,8 @@ cat <<EOT
   warehouse    $RUN_DIR/warehouse/$CHAOS_NAMESPACE/{transactions,accounts}{,_changelog}
   logs         $RUN_DIR/procs/*.log
   verify       chaos/verify --pg "$PIPELINE_PG_DSN" --warehouse $RUN_DIR/warehouse
+  add a table  psql "$PIPELINE_PG_DSN" -c 'ALTER PUBLICATION cdc_pub ADD TABLE public.<table>'
+  re-read one  $BUILD/cdcctl snapshot public.<table> --capture $(cat "$RUN_DIR/procs/capture-0.http") --wait
   query        docs/deployment.md and README (DuckDB read_parquet, icebird icebergRead)
 
 EOT
