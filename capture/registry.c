@@ -5,8 +5,8 @@
  * once the slot's initial snapshot is fully acked; "backfill/<topic>", a backfill after
  * DDL completed; "incremental/<topic>", an incremental snapshot's progress (its last
  * chunk produced and acked) and completion; "removed/<topic>", the table left the
- * publication (removed by a tombstone when it joins again). Both are read from the beginning at start,
- * which is how schema versions stay stable across restarts and how a capture killed
+ * publication (removed by a tombstone when it joins again). Both are read from the beginning at
+ * start, which is how schema versions stay stable across restarts and how a capture killed
  * mid-snapshot knows to redo or resume it.
  */
 #include <inttypes.h>
@@ -235,10 +235,12 @@ static void on_removed_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
                 cap->tables[i].removed = false;
         return;
     }
-    if (schema != NULL && table != NULL && (t = cdc_capture_table_get(cap, schema, table)) != NULL) {
+    if (schema != NULL && table != NULL &&
+        (t = cdc_capture_table_get(cap, schema, table)) != NULL) {
         t->removed = true;
         t->removed_ms = json_integer_value(json_object_get(j, "ts_ms"));
-        t->removed_lsn = cdc_lsn_parse(json_string_value(json_object_get(j, "lsn")), &lsn) ? lsn : 0;
+        t->removed_lsn =
+            cdc_lsn_parse(json_string_value(json_object_get(j, "lsn")), &lsn) ? lsn : 0;
     }
     json_decref(j);
 }

@@ -2338,8 +2338,8 @@ static void check_readded(PGconn *c, const char *name, const char *t)
     wait_caught_up(c, t, topic, 0);
     converged(c, t, topic, &s, true);
     for (size_t i = 0; i < s.n; i++) {
-        const char *l = json_string_value(
-            json_object_get(json_object_get(s.v[i].value, "source"), "snapshot"));
+        const char *l =
+            json_string_value(json_object_get(json_object_get(s.v[i].value, "source"), "snapshot"));
         if (s.v[i].op != 't')
             continue;
         assert_string_equal(l, "backfill");
@@ -2353,8 +2353,8 @@ static void check_readded(PGconn *c, const char *name, const char *t)
             if (b->partition != a->partition || b->op == 't' || b->offset == a->offset)
                 continue;
             if ((b->offset > a->offset) != later)
-                fail_msg("%s: event at offset %lld (op %c) sorts %s the truncate at offset %lld",
-                         t, (long long)b->offset, b->op, later ? "after" : "before",
+                fail_msg("%s: event at offset %lld (op %c) sorts %s the truncate at offset %lld", t,
+                         (long long)b->offset, b->op, later ? "after" : "before",
                          (long long)a->offset);
         }
     }

@@ -3,9 +3,9 @@
  * without Kafka: reading `<prefix>._schemas` records (the newest version of each table
  * wins; records that are no document of this prefix are skipped), reading
  * `<prefix>._capture` markers (this slot's snapshot marker, set and removed; backfill
- * markers; a table's removal and re-add), numbering schema versions (the same shape keeps its version, another shape
- * is the next one, with backfill and resync from what the change did to the rows and a
- * backfill that never finished carried over), and installing a version that needs no
+ * markers; a table's removal and re-add), numbering schema versions (the same shape keeps its
+ * version, another shape is the next one, with backfill and resync from what the change did to the
+ * rows and a backfill that never finished carried over), and installing a version that needs no
  * registration as a table's current schema.
  */
 #include <setjmp.h>
