@@ -118,6 +118,7 @@ typedef struct cdc_capture_table {
     bool removed;
     int64_t removed_ms;   /* when it was noticed (wall ms) */
     uint64_t removed_lsn; /* the server's WAL position then (the removal is before it) */
+    uint32_t membership;  /* its pg_publication_rel row at the last look (0: none known) */
 } cdc_capture_table_t;
 
 /*

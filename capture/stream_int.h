@@ -102,7 +102,8 @@ cdc_err_t cdc_capture_adopt(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_erro
 
 /* Publication mode: adopts the publication's tables outside the capture set (a table
  * added with no change yet), notices the tables that left it (cdc_capture_table_removed)
- * and those that joined it again (cdc_capture_rejoin). */
+ * and those that joined it again (cdc_capture_rejoin), also between two looks (a new
+ * pg_publication_rel row of the table). */
 cdc_err_t cdc_capture_poll_publication(cdc_capture_t *cap, cdc_error_t *e);
 
 /*

@@ -302,7 +302,14 @@ cdc_err_t cdc_capture_poll_publication(cdc_capture_t *cap, cdc_error_t *e)
     }
     for (size_t i = 0; rc == CDC_OK && i < n; i++) {
         cdc_capture_table_t *t = cdc_capture_table_by_name(cap, pub[i].schema, pub[i].name);
-        if (t != NULL && t->removed && !t->failed) {
+        uint32_t was = t != NULL ? t->membership : 0;
+        if (t != NULL)
+            t->membership = pub[i].membership;
+        /* another pg_publication_rel row: it left and came back between two looks */
+        if (t != NULL && t->captured && !t->removed && !t->failed && was != 0 &&
+            pub[i].membership != 0 && was != pub[i].membership)
+            rc = cdc_capture_table_removed(cap, t, e);
+        if (rc == CDC_OK && t != NULL && t->removed && !t->failed) {
             rc = cdc_capture_rejoin(cap, t, e);
             continue;
         }

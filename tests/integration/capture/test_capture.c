@@ -2526,6 +2526,40 @@ static void test_table_readded_after_restart(void **state)
     PQfinish(c);
 }
 
+/*
+ * Removed and added back at once (within one look at the publication, which alone would
+ * not see it out): its pg_publication_rel row is a new one, so the capture still takes
+ * it for a re-add and the mirror ends equal to the table.
+ */
+static void test_table_readded_quickly(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    const char *const more[] = {"--http=127.0.0.1:0", "--schema-probe-interval=1s",
+                                "--snapshot-chunk=300", NULL};
+    wait_metric_t added = {"cdc_capture_tables_added_total", 1};
+    pid_t pid;
+    (void)state;
+
+    create_pair(c, "ct_rq", "ct_rq_keep", "ct_rq", 1000);
+    pid = start_capture_opts(N("ct_rq"), "", more);
+    wait_streaming(c, N("ct_rq"));
+    /* the stream turned: the capture looked at the publication once */
+    wait_caught_up(c, "ct_rq_keep", topic_of("ct_rq", "public.ct_rq_keep"), 100000);
+    log_mark = strlen(read_log());
+    sql(c, "ALTER PUBLICATION %s DROP TABLE ct_rq", N("ct_rq"));
+    change_while_out(c, "ct_rq");
+    sql(c, "ALTER PUBLICATION %s ADD TABLE ct_rq", N("ct_rq"));
+    if (!cdc_test_wait_for(metric_reached, &added, 20000))
+        fail_msg("the re-add was not noticed; log: %s", read_log() + log_mark);
+    if (!cdc_test_wait_for(log_after, "of public.ct_rq done: ", 30000))
+        fail_msg("the re-add's snapshot did not finish; log: %s", read_log() + log_mark);
+    assert_true(metric("cdc_capture_tables_removed_total") == 1);
+    check_readded(c, "ct_rq", "ct_rq");
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_rq"));
+    PQfinish(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2552,6 +2586,7 @@ int main(void)
         cmocka_unit_test(test_table_removed_running),
         cmocka_unit_test(test_table_readded_running),
         cmocka_unit_test(test_table_readded_after_restart),
+        cmocka_unit_test(test_table_readded_quickly),
     };
     cdc_test_env();
     snprintf(tag, sizeof(tag), "%ld", (long)getpid());
