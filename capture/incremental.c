@@ -97,12 +97,10 @@ cdc_err_t cdc_incremental_abandon(cdc_capture_t *cap, cdc_capture_table_t *t, cd
 
 cdc_err_t cdc_incremental_session(cdc_capture_t *cap, cdc_error_t *e)
 {
+    bool fixed = cap->cfg->tables != NULL && cap->cfg->tables[0] != '\0';
     /* with --snapshot-mode=incremental, every table of the capture set never captured
      * before is read this way, the slot's first tables too */
-    bool publication = cap->cfg->tables == NULL || cap->cfg->tables[0] == '\0' ||
-                       strcmp(cap->cfg->snapshot_mode, "incremental") == 0;
-
-    bool fixed = cap->cfg->tables != NULL && cap->cfg->tables[0] != '\0';
+    bool publication = !fixed || strcmp(cap->cfg->snapshot_mode, "incremental") == 0;
 
     /* a chunk of the last session never reached its high watermark: read it again */
     cdc_incremental_window_free(cap);

@@ -104,12 +104,39 @@ void cdc_registry_on_schema(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
 static cdc_err_t produce_acked(cdc_capture_t *cap, const char *topic, const char *key,
                                const char *value, cdc_error_t *e);
 
-/* Writes marker j (taken; "ts_ms" added) under key on `<prefix>._capture`, acked. */
+/*
+ * Waits until Kafka acked every event produced so far. A marker vouches for the events
+ * before it (an incremental snapshot's chunk, a backfill): they go to other partitions,
+ * maybe other brokers, so the marker's own ack says nothing of theirs, and a marker sent
+ * with them still in flight could be stored while they are lost to a kill -9; the resume
+ * would then skip them. So they are acked before the marker is sent.
+ */
+static cdc_err_t flush_before(cdc_capture_t *cap, const char *key, cdc_error_t *e)
+{
+    while (cap->producer != NULL && cdc_kafka_producer_outstanding(cap->producer) > 0) {
+        cdc_err_t rc = cdc_kafka_producer_flush(cap->producer, 1000, e);
+        if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT)
+            return rc;
+        if (*cap->stop)
+            return cdc_error_set(e, CDC_ERR_CLOSED, "stopping before \"%s\" was written", key);
+    }
+    if (cap->track.failed)
+        return cdc_error_set_retriable(e, CDC_ERR_KAFKA, true,
+                                       "a Kafka delivery failed before \"%s\" was written", key);
+    return CDC_OK;
+}
+
+/* Writes marker j (taken; "ts_ms" added) under key on `<prefix>._capture`, acked, once
+ * every event produced before is acked. */
 static cdc_err_t put_marker(cdc_capture_t *cap, const char *key, json_t *j, cdc_error_t *e)
 {
     char topic[256], *value;
     cdc_err_t rc;
 
+    if ((rc = flush_before(cap, key, e)) != CDC_OK) {
+        json_decref(j);
+        return rc;
+    }
     topic_name(cap, "_capture", topic, sizeof(topic));
     json_object_set_new(j, "ts_ms", json_integer(cdc_clock_wall_ms()));
     value = json_dumps(j, JSON_COMPACT);

@@ -1884,8 +1884,20 @@ static void converged(PGconn *c, const char *table, const char *topic, evs_t *s,
     for (int i = 0; i < rows; i++) {
         int id = atoi(PQgetvalue(r, i, 0)), v = atoi(PQgetvalue(r, i, 1));
         const ev_t *e = id >= 0 && id < MAX_ID ? last[id] : NULL;
-        if (e == NULL)
-            fail_msg("%s: row %d (v %d) never reached the topic", table, id, v);
+        if (e == NULL) {
+            size_t inr = 0, r5 = 0;
+            for (size_t k = 0; k < s->n; k++) {
+                int kid = key_id(&s->v[k]);
+                if (kid > id - 10 && kid < id + 2000) {
+                    inr++;
+                    if (s->v[k].op == 'r')
+                        r5++;
+                }
+            }
+            fail_msg(
+                "%s: row %d (v %d) never reached the topic (%zu events, %zu events near, %zu r)",
+                table, id, v, s->n, inr, r5);
+        }
         if (e->op == 'd')
             fail_msg("%s: row %d (v %d) ends deleted in the topic", table, id, v);
         if (json_integer_value(json_object_get(after_of(e), "v")) != v)
