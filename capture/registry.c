@@ -258,7 +258,7 @@ static void on_removed_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
     if (m->value == NULL) {
         for (size_t i = 0; i < cap->ntables; i++)
             if (m->key_len == 8 + strlen(cap->tables[i].topic) &&
-                memcmp(m->key + 8, cap->tables[i].topic, m->key_len - 8) == 0)
+                memcmp((const char *)m->key + 8, cap->tables[i].topic, m->key_len - 8) == 0)
                 cap->tables[i].removed = false;
         return;
     }

@@ -2182,7 +2182,8 @@ static void test_resnapshot_on_demand(void **state)
         p = read_log();
         while ((p = strstr(p, "http server listening on 127.0.0.1:")) != NULL)
             l = p++;
-        port = atoi(l + strlen("http server listening on 127.0.0.1:"));
+        port = l ? atoi(l + strlen("http server listening on 127.0.0.1:")) : 0;
+        assert_true(port > 0);
         snprintf(cmd, sizeof(cmd),
                  "%s/cdcctl snapshot public.ct_resnap --capture=127.0.0.1:%d --http-token=s3cret "
                  "2>&1",
