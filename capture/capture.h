@@ -74,6 +74,9 @@ typedef struct cdc_capture_isnap {
     int64_t rows;     /* rows produced by this snapshot */
     int64_t estimate; /* pg_class.reltuples at its start (-1 unknown) */
     int64_t retry_ms; /* no chunk before this time (mono ms): it waits for the stream */
+    bool truncate;    /* the table joined the publication again (docs/capture.md, "Removing
+                       * a table"): its first chunk's low watermark truncates the mirror */
+    bool abandoned;   /* stopped before its end: the table left the publication */
 } cdc_capture_isnap_t;
 
 /* One captured table. */
@@ -110,6 +113,12 @@ typedef struct cdc_capture_table {
     char *topic_error;
     cdc_counter_t *m_topic_errors;
     cdc_capture_isnap_t isnap;
+    /* The table left the publication (docs/capture.md, "Removing a table"): recorded as
+     * `removed/<topic>` on `<prefix>._capture` until it joins again. */
+    bool removed;
+    int64_t removed_ms;   /* when it was noticed (wall ms) */
+    uint64_t removed_lsn; /* the server's WAL position then (the removal is before it) */
+    uint32_t membership;  /* its pg_publication_rel row at the last look (0: none known) */
 } cdc_capture_table_t;
 
 /*
@@ -241,6 +250,7 @@ typedef struct cdc_capture {
     int64_t last_publication_ms; /* last look at the publication's tables */
     cdc_counter_t *m_snapshot_chunks;
     cdc_counter_t *m_adopted;
+    cdc_counter_t *m_removed;
 } cdc_capture_t;
 
 /* Rebuilds the JSON of the capture's /status (main thread; at most once a second unless
@@ -354,6 +364,14 @@ cdc_err_t cdc_registry_mark_backfill(cdc_capture_t *cap, cdc_capture_table_t *t,
 /* Records t's incremental snapshot as t->isnap says (progress, or done when not due) on
  * `<prefix>._capture`, once everything produced before is acked. */
 cdc_err_t cdc_registry_mark_incremental(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e);
+
+/* Records on `<prefix>._capture` that t left the publication (`removed/<topic>`, with
+ * t->removed_lsn and t->removed_ms), acked. */
+cdc_err_t cdc_registry_mark_removed(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e);
+
+/* Removes t's `removed/<topic>` marker (a tombstone), acked: the table joined again and
+ * the snapshot that re-reads it is recorded. */
+cdc_err_t cdc_registry_clear_removed(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e);
 
 /* Records that the slot's initial snapshot completed (or was skipped) at lsn. */
 cdc_err_t cdc_registry_mark_snapshot(cdc_capture_t *cap, uint64_t lsn, const char *mode,

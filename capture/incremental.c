@@ -55,7 +55,7 @@ bool cdc_incremental_needed(const cdc_capture_t *cap, const cdc_capture_table_t 
 }
 
 cdc_err_t cdc_incremental_begin(cdc_capture_t *cap, cdc_capture_table_t *t, const char *label,
-                                cdc_error_t *e)
+                                bool truncate, cdc_error_t *e)
 {
     snprintf(t->isnap.id, sizeof(t->isnap.id), "%" PRIx64 "%02" PRIx64,
              (uint64_t)cdc_clock_wall_ms(), ++cap->isnap_seq & 0xff);
@@ -65,6 +65,8 @@ cdc_err_t cdc_incremental_begin(cdc_capture_t *cap, cdc_capture_table_t *t, cons
     t->isnap.rows = 0;
     t->isnap.estimate = -1;
     t->isnap.retry_ms = 0;
+    t->isnap.truncate = truncate;
+    t->isnap.abandoned = false;
     t->isnap.due = true;
     /* recorded before any row: a capture killed now resumes it, and a table it adopted
      * is not taken for one it captured all along */
@@ -73,25 +75,51 @@ cdc_err_t cdc_incremental_begin(cdc_capture_t *cap, cdc_capture_table_t *t, cons
         t->isnap.due = false;
         return rc;
     }
-    cdc_log_info("incremental snapshot %s of %s.%s started (rows as source.snapshot \"%s\")",
-                 t->isnap.id, t->schema, t->name, t->isnap.label);
+    cdc_log_info("incremental snapshot %s of %s.%s started (rows as source.snapshot \"%s\"%s)",
+                 t->isnap.id, t->schema, t->name, t->isnap.label,
+                 truncate ? ", after a truncate of the mirror" : "");
     return CDC_OK;
+}
+
+cdc_err_t cdc_incremental_abandon(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
+{
+    if (!t->isnap.due)
+        return CDC_OK;
+    if (cap->window.table != 0 && &cap->tables[cap->window.table - 1] == t)
+        cdc_incremental_window_free(cap);
+    t->isnap.due = false;
+    t->isnap.abandoned = true;
+    cdc_log_info("incremental snapshot %s of %s.%s abandoned after %" PRId64
+                 " rows: the table left the publication",
+                 t->isnap.id, t->schema, t->name, t->isnap.rows);
+    return cdc_registry_mark_incremental(cap, t, e);
 }
 
 cdc_err_t cdc_incremental_session(cdc_capture_t *cap, cdc_error_t *e)
 {
+    bool fixed = cap->cfg->tables != NULL && cap->cfg->tables[0] != '\0';
     /* with --snapshot-mode=incremental, every table of the capture set never captured
      * before is read this way, the slot's first tables too */
-    bool publication = cap->cfg->tables == NULL || cap->cfg->tables[0] == '\0' ||
-                       strcmp(cap->cfg->snapshot_mode, "incremental") == 0;
+    bool publication = !fixed || strcmp(cap->cfg->snapshot_mode, "incremental") == 0;
 
     /* a chunk of the last session never reached its high watermark: read it again */
     cdc_incremental_window_free(cap);
     for (size_t i = 0; i < cap->ntables; i++) {
         cdc_capture_table_t *t = &cap->tables[i];
         cdc_err_t rc;
+        /* publication mode: a table captured before (a registered schema) that is no
+         * longer published left it while the capture was away */
+        if (!fixed && !t->captured && !t->failed && !t->removed && t->has_latest &&
+            (rc = cdc_capture_table_removed(cap, t, e)) != CDC_OK)
+            return rc;
         if (!t->captured || t->failed)
             continue;
+        /* published again since it left */
+        if (!fixed && t->removed) {
+            if ((rc = cdc_capture_rejoin(cap, t, e)) != CDC_OK)
+                return rc;
+            continue;
+        }
         if (t->isnap.due) {
             t->isnap.retry_ms = 0;
             cdc_log_info("incremental snapshot %s of %s.%s resumes after key %s (%" PRId64
@@ -103,7 +131,7 @@ cdc_err_t cdc_incremental_session(cdc_capture_t *cap, cdc_error_t *e)
         /* a table that joined the publication while the capture was away (or, with
          * --snapshot-mode=incremental, any table not read yet) */
         if (publication && cdc_incremental_needed(cap, t) &&
-            (rc = cdc_incremental_begin(cap, t, "incremental", e)) != CDC_OK)
+            (rc = cdc_incremental_begin(cap, t, "incremental", false, e)) != CDC_OK)
             return rc;
     }
     return CDC_OK;
@@ -316,6 +344,42 @@ done:
     return rc;
 }
 
+/*
+ * The low watermark of the first chunk of a table that joined the publication again
+ * arrived at lsn: the mirror is truncated there (source.snapshot "backfill": the mirror's
+ * alone, the source made no truncate), after every change decoded before (the removal,
+ * and the table's changes before it) and before the chunk's rows at its high watermark.
+ * Keys deleted while the table was out thus leave the mirror; the chunks read every row
+ * it has now. A first chunk read again (a DDL in its window, a new session) truncates
+ * again, before its rows too. In a transaction of its own for the confirmed LSN.
+ */
+static cdc_err_t truncate_mirror(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
+                                 cdc_error_t *e)
+{
+    uint64_t commit_lsn = cap->commit_lsn, tx_id = cap->tx_id;
+    uint32_t xid = cap->xid;
+    int64_t ts = cap->commit_ts_ms;
+    uint64_t tx = cdc_txtrack_begin(&cap->track);
+    cdc_err_t rc;
+
+    if (tx == 0)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    cap->commit_lsn = lsn;
+    cap->tx_id = tx;
+    cap->xid = 0;
+    cap->commit_ts_ms = cdc_clock_wall_ms();
+    rc = cdc_capture_emit_marker(cap, t, 't', lsn, "backfill", e);
+    cap->commit_lsn = commit_lsn;
+    cap->tx_id = tx_id;
+    cap->xid = xid;
+    cap->commit_ts_ms = ts;
+    cdc_txtrack_commit(&cap->track, tx, lsn);
+    if (rc == CDC_OK)
+        cdc_log_info("incremental snapshot %s of %s.%s: mirror truncated before its first chunk",
+                     t->isnap.id, t->schema, t->name);
+    return rc;
+}
+
 /* The chunk's high watermark arrived at lsn: its rows left are emitted there. */
 static cdc_err_t high_watermark(cdc_capture_t *cap, uint64_t lsn, cdc_error_t *e)
 {
@@ -384,7 +448,11 @@ cdc_err_t cdc_incremental_on_watermark(cdc_capture_t *cap, const cdc_pgo_msg_t *
     if (cap->window.table == 0 || strcmp(id, cap->window.id) != 0)
         return CDC_OK;
     if (kind == CDC_WATERMARK_LOW) {
+        cdc_capture_table_t *t = &cap->tables[cap->window.table - 1];
         cap->window.open = true;
+        if (t->isnap.truncate && t->isnap.after == NULL && t->has_doc &&
+            t->doc.version == cap->window.version)
+            return truncate_mirror(cap, t, lsn, e);
         return CDC_OK;
     }
     return high_watermark(cap, lsn, e);
@@ -464,6 +532,14 @@ static cdc_err_t serve(cdc_capture_t *cap, cdc_error_t *e)
                                       schema, table)));
         return CDC_OK;
     }
+    if (t->removed) {
+        answer(cap, 404,
+               json_pack("{s:o}", "error",
+                         json_sprintf("table \"%s.%s\" left publication \"%s\": it is not "
+                                      "captured (add it again to read it again)",
+                                      schema, table, cap->cfg->publication)));
+        return CDC_OK;
+    }
     if (t->isnap.due) {
         answer(cap, 409,
                json_pack("{s:o, s:s}", "error",
@@ -471,7 +547,7 @@ static cdc_err_t serve(cdc_capture_t *cap, cdc_error_t *e)
                          "snapshot_id", t->isnap.id));
         return CDC_OK;
     }
-    rc = cdc_incremental_begin(cap, t, "backfill", e);
+    rc = cdc_incremental_begin(cap, t, "backfill", false, e);
     if (rc != CDC_OK) {
         answer(cap, 503, json_pack("{s:s}", "error", e->msg));
         return rc;

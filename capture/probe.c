@@ -47,7 +47,7 @@ cdc_err_t cdc_capture_probe_schemas(cdc_capture_t *cap, cdc_error_t *e)
         char *json = NULL;
         cdc_err_t rc;
         bool same;
-        if (!t->captured || !t->has_doc || t->failed || t->relid == 0 ||
+        if (!t->captured || !t->has_doc || t->failed || t->removed || t->relid == 0 ||
             (t->probe_sent_ms != 0 && now - t->probe_sent_ms < 60000))
             continue;
         if ((rc = cdc_capture_table_catalog(cap, t, &json, e)) != CDC_OK)

@@ -4,8 +4,9 @@
  * (compacted, one partition) holds the capture's own markers: "snapshot/<slot>", written
  * once the slot's initial snapshot is fully acked; "backfill/<topic>", a backfill after
  * DDL completed; "incremental/<topic>", an incremental snapshot's progress (its last
- * chunk produced and acked) and completion. Both are read from the beginning at start,
- * which is how schema versions stay stable across restarts and how a capture killed
+ * chunk produced and acked) and completion; "removed/<topic>", the table left the
+ * publication (removed by a tombstone when it joins again). Both are read from the beginning at
+ * start, which is how schema versions stay stable across restarts and how a capture killed
  * mid-snapshot knows to redo or resume it.
  */
 #include <inttypes.h>
@@ -103,12 +104,39 @@ void cdc_registry_on_schema(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
 static cdc_err_t produce_acked(cdc_capture_t *cap, const char *topic, const char *key,
                                const char *value, cdc_error_t *e);
 
-/* Writes marker j (taken; "ts_ms" added) under key on `<prefix>._capture`, acked. */
+/*
+ * Waits until Kafka acked every event produced so far. A marker vouches for the events
+ * before it (an incremental snapshot's chunk, a backfill): they go to other partitions,
+ * maybe other brokers, so the marker's own ack says nothing of theirs, and a marker sent
+ * with them still in flight could be stored while they are lost to a kill -9; the resume
+ * would then skip them. So they are acked before the marker is sent.
+ */
+static cdc_err_t flush_before(cdc_capture_t *cap, const char *key, cdc_error_t *e)
+{
+    while (cap->producer != NULL && cdc_kafka_producer_outstanding(cap->producer) > 0) {
+        cdc_err_t rc = cdc_kafka_producer_flush(cap->producer, 1000, e);
+        if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT)
+            return rc;
+        if (*cap->stop)
+            return cdc_error_set(e, CDC_ERR_CLOSED, "stopping before \"%s\" was written", key);
+    }
+    if (cap->track.failed)
+        return cdc_error_set_retriable(e, CDC_ERR_KAFKA, true,
+                                       "a Kafka delivery failed before \"%s\" was written", key);
+    return CDC_OK;
+}
+
+/* Writes marker j (taken; "ts_ms" added) under key on `<prefix>._capture`, acked, once
+ * every event produced before is acked. */
 static cdc_err_t put_marker(cdc_capture_t *cap, const char *key, json_t *j, cdc_error_t *e)
 {
     char topic[256], *value;
     cdc_err_t rc;
 
+    if ((rc = flush_before(cap, key, e)) != CDC_OK) {
+        json_decref(j);
+        return rc;
+    }
     topic_name(cap, "_capture", topic, sizeof(topic));
     json_object_set_new(j, "ts_ms", json_integer(cdc_clock_wall_ms()));
     value = json_dumps(j, JSON_COMPACT);
@@ -154,9 +182,11 @@ cdc_err_t cdc_registry_mark_backfill(cdc_capture_t *cap, cdc_capture_table_t *t,
     return rc;
 }
 
-/* "incremental/<topic>" = {"schema","table","id","label","after","rows","done"}: the
- * table's incremental snapshot produced and acked every row up to key "after" (a JSON
- * array of the key columns' text values; null: none yet), or completed ("done"). */
+/* "incremental/<topic>" = {"schema","table","id","label","after","rows","done",
+ * "truncate","abandoned"}: the table's incremental snapshot produced and acked every row
+ * up to key "after" (a JSON array of the key columns' text values; null: none yet), or
+ * completed ("done"), or was stopped when the table left the publication ("abandoned");
+ * "truncate": its first chunk truncates the mirror (the table joined again). */
 static void on_incremental_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
 {
     json_error_t jerr;
@@ -174,7 +204,9 @@ static void on_incremental_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
         return;
     }
     t->isnap.marked = true;
-    t->isnap.due = !json_is_true(json_object_get(j, "done"));
+    t->isnap.abandoned = json_is_true(json_object_get(j, "abandoned"));
+    t->isnap.truncate = json_is_true(json_object_get(j, "truncate"));
+    t->isnap.due = !json_is_true(json_object_get(j, "done")) && !t->isnap.abandoned;
     snprintf(t->isnap.id, sizeof(t->isnap.id), "%s", id);
     snprintf(t->isnap.label, sizeof(t->isnap.label), "%s", label ? label : "incremental");
     free(t->isnap.after);
@@ -205,9 +237,68 @@ cdc_err_t cdc_registry_mark_incremental(cdc_capture_t *cap, cdc_capture_table_t 
     json_object_set_new(j, "after", after ? after : json_null());
     json_object_set_new(j, "rows", json_integer(t->isnap.rows));
     json_object_set_new(j, "estimate", json_integer(t->isnap.estimate));
-    json_object_set_new(j, "done", json_boolean(!t->isnap.due));
+    json_object_set_new(j, "done", json_boolean(!t->isnap.due && !t->isnap.abandoned));
+    json_object_set_new(j, "truncate", json_boolean(t->isnap.truncate));
+    json_object_set_new(j, "abandoned", json_boolean(t->isnap.abandoned));
     t->isnap.marked = true;
     return put_marker(cap, key, j, e);
+}
+
+/* "removed/<topic>" = {"schema","table","lsn","ts_ms"}: the table left the publication;
+ * a tombstone: it joined again. */
+static void on_removed_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
+{
+    json_error_t jerr;
+    json_t *j = m->value ? json_loadb(m->value, m->value_len, 0, &jerr) : NULL;
+    const char *schema = json_string_value(json_object_get(j, "schema"));
+    const char *table = json_string_value(json_object_get(j, "table"));
+    cdc_capture_table_t *t = NULL;
+    uint64_t lsn = 0;
+
+    if (m->value == NULL) {
+        for (size_t i = 0; i < cap->ntables; i++)
+            if (m->key_len == 8 + strlen(cap->tables[i].topic) &&
+                memcmp((const char *)m->key + 8, cap->tables[i].topic, m->key_len - 8) == 0)
+                cap->tables[i].removed = false;
+        return;
+    }
+    if (schema != NULL && table != NULL &&
+        (t = cdc_capture_table_get(cap, schema, table)) != NULL) {
+        t->removed = true;
+        t->removed_ms = json_integer_value(json_object_get(j, "ts_ms"));
+        t->removed_lsn =
+            cdc_lsn_parse(json_string_value(json_object_get(j, "lsn")), &lsn) ? lsn : 0;
+    }
+    json_decref(j);
+}
+
+cdc_err_t cdc_registry_mark_removed(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
+{
+    char key[512], lsn[32];
+    json_t *j = json_object();
+    cdc_err_t rc;
+
+    snprintf(key, sizeof(key), "removed/%s", t->topic);
+    json_object_set_new(j, "schema", json_string(t->schema));
+    json_object_set_new(j, "table", json_string(t->name));
+    json_object_set_new(j, "lsn", json_string(cdc_lsn_str(t->removed_lsn, lsn, sizeof(lsn))));
+    rc = put_marker(cap, key, j, e);
+    if (rc == CDC_OK)
+        t->removed = true;
+    return rc;
+}
+
+cdc_err_t cdc_registry_clear_removed(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
+{
+    char topic[256], key[512];
+    cdc_err_t rc;
+
+    topic_name(cap, "_capture", topic, sizeof(topic));
+    snprintf(key, sizeof(key), "removed/%s", t->topic);
+    rc = produce_acked(cap, topic, key, NULL, e);
+    if (rc == CDC_OK)
+        t->removed = false;
+    return rc;
 }
 
 void cdc_registry_on_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
@@ -223,6 +314,10 @@ void cdc_registry_on_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
     }
     if (m->key != NULL && m->key_len > 12 && memcmp(m->key, "incremental/", 12) == 0) {
         on_incremental_marker(cap, m);
+        return;
+    }
+    if (m->key != NULL && m->key_len > 8 && memcmp(m->key, "removed/", 8) == 0) {
+        on_removed_marker(cap, m);
         return;
     }
     snprintf(key, sizeof(key), "snapshot/%s", cap->cfg->slot);
@@ -272,7 +367,8 @@ cdc_err_t cdc_registry_load(cdc_capture_t *cap, cdc_error_t *e)
     return CDC_OK;
 }
 
-/* Produces one record on an internal topic and waits until Kafka acked it. */
+/* Produces one record on an internal topic and waits until Kafka acked it; value NULL:
+ * a tombstone. */
 static cdc_err_t produce_acked(cdc_capture_t *cap, const char *topic, const char *key,
                                const char *value, cdc_error_t *e)
 {
@@ -281,7 +377,7 @@ static cdc_err_t produce_acked(cdc_capture_t *cap, const char *topic, const char
                               .key = key,
                               .key_len = strlen(key),
                               .value = value,
-                              .value_len = strlen(value),
+                              .value_len = value ? strlen(value) : 0,
                               .opaque = CDC_CAPTURE_SCHEMA_OPAQUE};
     cdc_err_t rc;
 

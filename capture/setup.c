@@ -124,7 +124,9 @@ static cdc_pg_result_t *publication_tables(cdc_pg_t *c, const char *publication,
     const char *p[1] = {publication};
     return cdc_pg_query(
         c,
-        "SELECT DISTINCT coalesce(tn.nspname, pt.schemaname), coalesce(tc.relname, pt.tablename) "
+        "SELECT DISTINCT coalesce(tn.nspname, pt.schemaname), coalesce(tc.relname, pt.tablename), "
+        "  coalesce((SELECT pr.oid FROM pg_publication_rel pr WHERE pr.prpubid = p.oid "
+        "            AND pr.prrelid = coalesce(tc.oid, c.oid)), 0) "
         "FROM pg_publication_tables pt "
         "JOIN pg_publication p ON p.pubname = pt.pubname "
         "JOIN pg_namespace n ON n.nspname = pt.schemaname "
@@ -162,6 +164,7 @@ cdc_err_t cdc_source_publication_tables(cdc_source_t *src, const char *publicati
     for (size_t i = 0; i < n; i++) {
         (*out)[i].schema = strdup(cdc_pg_value(r, (int)i, 0));
         (*out)[i].name = strdup(cdc_pg_value(r, (int)i, 1));
+        (*out)[i].membership = (uint32_t)strtoul(cdc_pg_value(r, (int)i, 2), NULL, 10);
         *nout = i + 1;
         if ((*out)[i].schema == NULL || (*out)[i].name == NULL) {
             cdc_pg_clear(r);

@@ -21,6 +21,10 @@
 typedef struct cdc_source_table {
     char *schema;
     char *name;
+    /* cdc_source_publication_tables: the oid of the pg_publication_rel row that puts the
+     * table (or its published ancestor) in the publication, new at every ADD TABLE; 0
+     * when a schema or FOR ALL TABLES publishes it */
+    uint32_t membership;
 } cdc_source_table_t;
 
 typedef struct cdc_source {

@@ -451,7 +451,7 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
     for (size_t i = 0; i < cap->ntables; i++) {
         const cdc_capture_table_t *t = &cap->tables[i];
         json_t *x;
-        if (!t->captured && !t->failed)
+        if (!t->captured && !t->failed && !t->removed)
             continue;
         x = json_object();
         json_object_set_new(x, "table", json_sprintf("%s.%s", t->schema, t->name));
@@ -461,20 +461,26 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
         json_object_set_new(x, "topic_error",
                             t->topic_error ? json_string(t->topic_error) : json_null());
         json_object_set_new(x, "state",
-                            json_string(t->failed      ? "error"
+                            json_string(t->removed     ? "removed"
+                                        : t->failed    ? "error"
                                         : t->isnap.due ? "snapshotting"
                                                        : "streaming"));
+        if (t->removed)
+            json_object_set_new(x, "removed",
+                                json_pack("{s:I, s:o}", "ts_ms", (json_int_t)t->removed_ms, "lsn",
+                                          lsn_json(t->removed_lsn)));
         if (t->isnap.marked) {
             json_t *sn = json_object();
             json_object_set_new(sn, "id", json_string(t->isnap.id));
             json_object_set_new(sn, "source_snapshot", json_string(t->isnap.label));
-            json_object_set_new(sn, "done", json_boolean(!t->isnap.due));
+            json_object_set_new(sn, "done", json_boolean(!t->isnap.due && !t->isnap.abandoned));
+            json_object_set_new(sn, "abandoned", json_boolean(t->isnap.abandoned));
             json_object_set_new(sn, "rows", json_integer(t->isnap.rows));
             json_object_set_new(sn, "estimate", json_integer(t->isnap.estimate));
             /* reltuples is an estimate: never past 99 % before the last chunk */
             json_object_set_new(
                 sn, "percent",
-                !t->isnap.due ? json_integer(100)
+                !t->isnap.due && !t->isnap.abandoned ? json_integer(100)
                 : t->isnap.estimate > 0
                     ? json_real(t->isnap.rows >= t->isnap.estimate
                                     ? 99.0
@@ -576,6 +582,11 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
         cdc_metrics_default(), "cdc_capture_tables_added_total",
         "Tables that joined the publication while the capture ran and were added to its "
         "capture set (docs/capture.md, \"Adding a table\").",
+        NULL);
+    cap->m_removed = cdc_metrics_counter(
+        cdc_metrics_default(), "cdc_capture_tables_removed_total",
+        "Tables that left the publication (docs/capture.md, \"Removing a table\"); their "
+        "topics and Iceberg tables stay.",
         NULL);
     cdc_txtrack_init(&cap->track, 0);
     while (!*cap->stop) {

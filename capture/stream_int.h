@@ -101,8 +101,26 @@ cdc_err_t cdc_capture_uncaptured(cdc_capture_t *cap, cdc_capture_table_t *t, uin
 cdc_err_t cdc_capture_adopt(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e);
 
 /* Publication mode: adopts the publication's tables outside the capture set (a table
- * added with no change yet). */
+ * added with no change yet), notices the tables that left it (cdc_capture_table_removed)
+ * and those that joined it again (cdc_capture_rejoin), also between two looks (a new
+ * pg_publication_rel row of the table). */
 cdc_err_t cdc_capture_poll_publication(cdc_capture_t *cap, cdc_error_t *e);
+
+/*
+ * t left the publication (docs/capture.md, "Removing a table"): logged, counted in
+ * cdc_capture_tables_removed_total, its incremental snapshot abandoned, and recorded as
+ * `removed/<topic>` on `<prefix>._capture` with the server's WAL position now. t stays in
+ * the session's capture set: changes of it the stream still brings (from before the
+ * removal, when the stream is behind) are produced.
+ */
+cdc_err_t cdc_capture_table_removed(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e);
+
+/*
+ * t, recorded as removed, is in the publication again: it joins the capture set and gets
+ * an incremental snapshot ("incremental" rows) whose first chunk truncates the mirror;
+ * once that snapshot is recorded, the removed marker is cleared.
+ */
+cdc_err_t cdc_capture_rejoin(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e);
 
 /* setup->table_error of the session's setup check (arg: the capture). */
 void cdc_capture_on_table_error(void *arg, const char *schema, const char *name,
@@ -179,14 +197,22 @@ bool cdc_incremental_needed(const cdc_capture_t *cap, const cdc_capture_table_t 
 /* Starts an incremental snapshot of t whose rows carry source.snapshot = label
  * ("incremental": the table's rows before it was captured, written to the changelog;
  * "backfill": a re-snapshot, applied to the mirror only); records it on
- * `<prefix>._capture` first. */
+ * `<prefix>._capture` first. truncate: the mirror is truncated at the first chunk's low
+ * watermark (a table that joined the publication again, docs/capture.md, "Removing a
+ * table"). */
 cdc_err_t cdc_incremental_begin(cdc_capture_t *cap, cdc_capture_table_t *t, const char *label,
-                                cdc_error_t *e);
+                                bool truncate, cdc_error_t *e);
+
+/* Stops t's incremental snapshot, if one runs (its chunk in flight is dropped), and
+ * records it as abandoned: t left the publication. */
+cdc_err_t cdc_incremental_abandon(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e);
 
 /* At a session's start, before it streams: forgets the last session's chunk (its
  * snapshot resumes from its recorded position) and starts snapshots of tables that
- * joined the publication while the capture was away (publication mode), or of every
- * table not read yet (--snapshot-mode=incremental). */
+ * joined the publication while the capture was away (publication mode; a table that
+ * left it before gets a truncate first, cdc_capture_rejoin), or of every table not read
+ * yet (--snapshot-mode=incremental). In publication mode, a table captured before that
+ * is no longer published is recorded as removed (cdc_capture_table_removed). */
 cdc_err_t cdc_incremental_session(cdc_capture_t *cap, cdc_error_t *e);
 
 /* Between stream reads: serves a POST /snapshot, and reads the next chunk when none is

@@ -185,10 +185,10 @@ cdc_err_t cdc_capture_uncaptured(cdc_capture_t *cap, cdc_capture_table_t *t, uin
                                    at, t->schema, t->name, cap->cfg->publication);
 }
 
-cdc_err_t cdc_capture_adopt(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
+/* t joins the session's capture set. */
+static cdc_err_t want(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
 {
     cdc_source_table_t *w;
-    cdc_err_t rc;
 
     if (t->captured)
         return CDC_OK;
@@ -204,6 +204,26 @@ cdc_err_t cdc_capture_adopt(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_erro
     }
     cap->nwanted++;
     t->captured = true;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_capture_adopt(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
+{
+    cdc_err_t rc;
+
+    if (t->captured)
+        return CDC_OK;
+    if (t->removed) {
+        /* a Relation message of a table recorded as removed: the stream is still before
+         * the removal (the publication no longer has it), its changes are produced; the
+         * publication poll tells when it is in the publication again */
+        cdc_log_debug("table %s.%s left the publication after this position: its changes up "
+                      "to the removal are produced",
+                      t->schema, t->name);
+        return want(cap, t, e);
+    }
+    if ((rc = want(cap, t, e)) != CDC_OK)
+        return rc;
     cdc_metrics_counter_inc(cap->m_adopted);
     cdc_log_info("table %s.%s joined publication \"%s\": captured from its first change on",
                  t->schema, t->name, cap->cfg->publication);
@@ -215,8 +235,49 @@ cdc_err_t cdc_capture_adopt(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_erro
                                        "the publication: %s",
                                        t->topic, t->schema, t->name, e->msg);
     if (cdc_incremental_needed(cap, t))
-        return cdc_incremental_begin(cap, t, "incremental", e);
+        return cdc_incremental_begin(cap, t, "incremental", false, e);
     return CDC_OK;
+}
+
+cdc_err_t cdc_capture_table_removed(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
+{
+    cdc_error_t le;
+    cdc_err_t rc;
+
+    /* the removal committed before this look: it is before the server's position now */
+    if (cdc_source_current_lsn(&cap->src, &t->removed_lsn, &le) != CDC_OK)
+        t->removed_lsn = 0;
+    t->removed_ms = cdc_clock_wall_ms();
+    t->removed = true;
+    cdc_metrics_counter_inc(cap->m_removed);
+    cdc_log_info("table %s.%s left publication \"%s\": no longer captured; its topic %s and "
+                 "its Iceberg tables stay, readable (adding it again reads it again)",
+                 t->schema, t->name, cap->cfg->publication, t->topic);
+    if ((rc = cdc_incremental_abandon(cap, t, e)) != CDC_OK)
+        return rc;
+    return cdc_registry_mark_removed(cap, t, e);
+}
+
+cdc_err_t cdc_capture_rejoin(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
+{
+    cdc_err_t rc;
+
+    if ((rc = want(cap, t, e)) != CDC_OK)
+        return rc;
+    cdc_metrics_counter_inc(cap->m_adopted);
+    cdc_log_info("table %s.%s joined publication \"%s\" again: its changes while it was out "
+                 "are unknown, so its mirror is truncated and its rows read again",
+                 t->schema, t->name, cap->cfg->publication);
+    rc = cdc_capture_topic_ensure(cap, t, e);
+    if (rc != CDC_OK)
+        return cdc_error_set_retriable(e, rc, true,
+                                       "could not create topic %s of table %s.%s, which joined "
+                                       "the publication again: %s",
+                                       t->topic, t->schema, t->name, e->msg);
+    /* the snapshot's record carries the truncate: the removed marker may go */
+    if ((rc = cdc_incremental_begin(cap, t, "incremental", true, e)) != CDC_OK)
+        return rc;
+    return cdc_registry_clear_removed(cap, t, e);
 }
 
 cdc_err_t cdc_capture_poll_publication(cdc_capture_t *cap, cdc_error_t *e)
@@ -228,8 +289,30 @@ cdc_err_t cdc_capture_poll_publication(cdc_capture_t *cap, cdc_error_t *e)
     if (cap->cfg->tables != NULL && cap->cfg->tables[0] != '\0')
         return CDC_OK;
     rc = cdc_source_publication_tables(&cap->src, cap->cfg->publication, &pub, &n, e);
+    /* tables of the capture set that left the publication */
+    for (size_t w = 0; rc == CDC_OK && w < cap->nwanted; w++) {
+        cdc_capture_table_t *t =
+            cdc_capture_table_by_name(cap, cap->wanted[w].schema, cap->wanted[w].name);
+        bool published = false;
+        for (size_t i = 0; i < n && !published; i++)
+            published = strcmp(pub[i].schema, cap->wanted[w].schema) == 0 &&
+                        strcmp(pub[i].name, cap->wanted[w].name) == 0;
+        if (t != NULL && !published && !t->removed && !t->failed)
+            rc = cdc_capture_table_removed(cap, t, e);
+    }
     for (size_t i = 0; rc == CDC_OK && i < n; i++) {
-        cdc_capture_table_t *t;
+        cdc_capture_table_t *t = cdc_capture_table_by_name(cap, pub[i].schema, pub[i].name);
+        uint32_t was = t != NULL ? t->membership : 0;
+        if (t != NULL)
+            t->membership = pub[i].membership;
+        /* another pg_publication_rel row: it left and came back between two looks */
+        if (t != NULL && t->captured && !t->removed && !t->failed && was != 0 &&
+            pub[i].membership != 0 && was != pub[i].membership)
+            rc = cdc_capture_table_removed(cap, t, e);
+        if (rc == CDC_OK && t != NULL && t->removed && !t->failed) {
+            rc = cdc_capture_rejoin(cap, t, e);
+            continue;
+        }
         if (cdc_capture_is_wanted(cap, pub[i].schema, pub[i].name))
             continue;
         t = cdc_capture_table_get(cap, pub[i].schema, pub[i].name);

@@ -1855,18 +1855,24 @@ static void wait_caught_up(PGconn *c, const char *table, const char *topic, int 
  * key carries the row (op c, u or r), and every key whose last event is no delete is a
  * row. Returns the events (the caller frees them).
  */
-static void check_converged(PGconn *c, const char *table, const char *topic, evs_t *s)
+static void converged(PGconn *c, const char *table, const char *topic, evs_t *s,
+                      bool since_truncate)
 {
     enum { MAX_ID = 400000 };
     const ev_t **last = calloc(MAX_ID, sizeof(*last));
+    int64_t from[64] = {0};
     char q[256];
     PGresult *r;
     int live = 0, rows;
 
     consume_q(topic, s, (size_t)topic_events(topic), 120000, 0);
+    /* since_truncate: each partition from its last truncate on */
+    for (size_t i = 0; since_truncate && i < s->n; i++)
+        if (s->v[i].op == 't' && s->v[i].partition < 64 && s->v[i].offset > from[s->v[i].partition])
+            from[s->v[i].partition] = s->v[i].offset;
     for (size_t i = 0; i < s->n; i++) {
         int id = key_id(&s->v[i]);
-        if (id < 0 || id >= MAX_ID)
+        if (id < 0 || id >= MAX_ID || s->v[i].offset < from[s->v[i].partition % 64])
             continue;
         if (last[id] == NULL || last[id]->offset < s->v[i].offset)
             last[id] = &s->v[i];
@@ -1878,8 +1884,20 @@ static void check_converged(PGconn *c, const char *table, const char *topic, evs
     for (int i = 0; i < rows; i++) {
         int id = atoi(PQgetvalue(r, i, 0)), v = atoi(PQgetvalue(r, i, 1));
         const ev_t *e = id >= 0 && id < MAX_ID ? last[id] : NULL;
-        if (e == NULL)
-            fail_msg("%s: row %d (v %d) never reached the topic", table, id, v);
+        if (e == NULL) {
+            size_t inr = 0, r5 = 0;
+            for (size_t k = 0; k < s->n; k++) {
+                int kid = key_id(&s->v[k]);
+                if (kid > id - 10 && kid < id + 2000) {
+                    inr++;
+                    if (s->v[k].op == 'r')
+                        r5++;
+                }
+            }
+            fail_msg(
+                "%s: row %d (v %d) never reached the topic (%zu events, %zu events near, %zu r)",
+                table, id, v, s->n, inr, r5);
+        }
         if (e->op == 'd')
             fail_msg("%s: row %d (v %d) ends deleted in the topic", table, id, v);
         if (json_integer_value(json_object_get(after_of(e), "v")) != v)
@@ -1893,6 +1911,11 @@ static void check_converged(PGconn *c, const char *table, const char *topic, evs
     free(last);
     if (live != rows)
         fail_msg("%s: %d keys live in the topic, %d rows in the table", table, live, rows);
+}
+
+static void check_converged(PGconn *c, const char *table, const char *topic, evs_t *s)
+{
+    converged(c, table, topic, s, false);
 }
 
 /* Events of op 'r' with source.snapshot = label. */
@@ -2159,7 +2182,8 @@ static void test_resnapshot_on_demand(void **state)
         p = read_log();
         while ((p = strstr(p, "http server listening on 127.0.0.1:")) != NULL)
             l = p++;
-        port = atoi(l + strlen("http server listening on 127.0.0.1:"));
+        port = l ? atoi(l + strlen("http server listening on 127.0.0.1:")) : 0;
+        assert_true(port > 0);
         snprintf(cmd, sizeof(cmd),
                  "%s/cdcctl snapshot public.ct_resnap --capture=127.0.0.1:%d --http-token=s3cret "
                  "2>&1",
@@ -2231,6 +2255,324 @@ static void test_initial_incremental_resumes(void **state)
     PQfinish(c);
 }
 
+static size_t log_mark; /* where log_after() starts reading the log */
+
+static bool log_after(void *arg)
+{
+    const char *l = read_log();
+    return strlen(l) >= log_mark && strstr(l + log_mark, (const char *)arg) != NULL;
+}
+
+/* Stops the capture (SIGTERM, exit 0) and starts it again, streaming; log_after() then
+ * reads the new process's lines. */
+static void restart_capture(pid_t *pid, const char *name, const char *const *more)
+{
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(*pid, SIGTERM, 20000)), 0);
+    log_mark = strlen(read_log());
+    *pid = start_capture_opts(name, "", more);
+    if (!cdc_test_wait_for(log_after, "msg=\"streaming slot", 60000))
+        fail_msg("the restarted capture did not stream; log: %s", read_log() + log_mark);
+}
+
+/* The /status entry of table (a new reference; NULL when it is not listed). */
+static json_t *table_status(const char *table)
+{
+    json_t *st = capture_status(), *tables = json_object_get(st, "tables"), *x = NULL;
+    for (size_t i = 0; i < json_array_size(tables) && x == NULL; i++)
+        if (strcmp(json_string_value(json_object_get(json_array_get(tables, i), "table")), table) ==
+            0)
+            x = json_incref(json_array_get(tables, i));
+    json_decref(st);
+    return x;
+}
+
+static bool table_in_state(void *arg)
+{
+    const char *const *ts = arg;
+    json_t *x = table_status(ts[0]);
+    bool in = x != NULL && strcmp(json_string_value(json_object_get(x, "state")), ts[1]) == 0;
+    json_decref(x);
+    return in;
+}
+
+static void wait_table_state(const char *table, const char *state)
+{
+    const char *ts[2] = {table, state};
+    if (!cdc_test_wait_for(table_in_state, ts, 20000))
+        fail_msg("%s never in state %s; log: %s", table, state, read_log());
+}
+
+/* Creates keep (serial id, v) and t (id, v) with rows 1..rows (v = id), both published
+ * by a new publication N(name). */
+static void create_pair(PGconn *c, const char *name, const char *keep, const char *t, int rows)
+{
+    sql(c, "DROP TABLE IF EXISTS %s, %s", keep, t);
+    sql(c, "DROP PUBLICATION IF EXISTS %s", N(name));
+    sql(c, "CREATE TABLE %s (id serial PRIMARY KEY, v int)", keep);
+    sql(c, "CREATE TABLE %s (id int PRIMARY KEY, v int)", t);
+    sql(c, "INSERT INTO %s SELECT g, g FROM generate_series(1, %d) g", t, rows);
+    sql(c, "CREATE PUBLICATION %s FOR TABLE %s, %s WITH (publish_via_partition_root = true)",
+        N(name), keep, t);
+}
+
+/* While t is out of the publication: rows 1..100 updated, 901..1000 deleted, 2001..2100
+ * inserted. */
+static void change_while_out(PGconn *c, const char *t)
+{
+    sql(c, "UPDATE %s SET v = v + 100000 WHERE id <= 100", t);
+    sql(c, "DELETE FROM %s WHERE id > 900", t);
+    sql(c, "INSERT INTO %s SELECT g, g FROM generate_series(2001, 2100) g", t);
+}
+
+static int rows_of(PGconn *c, const char *t)
+{
+    char q[128], *n;
+    int rows;
+    snprintf(q, sizeof(q), "SELECT count(*) FROM %s", t);
+    n = sql1(c, q);
+    rows = atoi(n);
+    free(n);
+    return rows;
+}
+
+/*
+ * A table that left the publication and joined it again: its topic holds a truncate
+ * (source.snapshot "backfill") on every partition, then "incremental" rows, and from the
+ * truncate on it ends equal to the table: keys deleted while it was out are gone.
+ */
+static void check_readded(PGconn *c, const char *name, const char *t)
+{
+    char table[64], topic[160];
+    evs_t s = {0};
+    size_t truncates = 0;
+
+    snprintf(table, sizeof(table), "public.%s", t);
+    snprintf(topic, sizeof(topic), "%s", topic_of(name, table));
+    wait_caught_up(c, t, topic, 0);
+    converged(c, t, topic, &s, true);
+    for (size_t i = 0; i < s.n; i++) {
+        const char *l =
+            json_string_value(json_object_get(json_object_get(s.v[i].value, "source"), "snapshot"));
+        if (s.v[i].op != 't')
+            continue;
+        assert_string_equal(l, "backfill");
+        truncates++;
+        /* its position sorts after every event before it in its partition, and before
+         * every event after it */
+        for (size_t j = 0; j < s.n; j++) {
+            const ev_t *a = &s.v[i], *b = &s.v[j];
+            bool later = b->commit_lsn > a->commit_lsn ||
+                         (b->commit_lsn == a->commit_lsn && b->lsn > a->lsn);
+            if (b->partition != a->partition || b->op == 't' || b->offset == a->offset)
+                continue;
+            if ((b->offset > a->offset) != later)
+                fail_msg("%s: event at offset %lld (op %c) sorts %s the truncate at offset %lld", t,
+                         (long long)b->offset, b->op, later ? "after" : "before",
+                         (long long)a->offset);
+        }
+    }
+    print_message("%zu truncates, %zu incremental rows\n", truncates,
+                  count_reads(&s, "incremental", NULL, NULL));
+    assert_true(truncates >= 12);
+    /* every row the table had when it joined again was read (the sentinel came later) */
+    assert_true(count_reads(&s, "incremental", NULL, NULL) >= (size_t)rows_of(c, t) - 1);
+    evs_free(&s);
+}
+
+/*
+ * ALTER PUBLICATION ... DROP TABLE on a running capture whose capture set is the
+ * publication: /status shows the table removed (with when), the metric counts it, the
+ * marker `removed/<topic>` is on `<prefix>._capture`, the other table keeps flowing and
+ * the removed table's later changes are not produced.
+ */
+static void test_table_removed_running(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    const char *const more[] = {"--http=127.0.0.1:0", "--schema-probe-interval=1s", NULL};
+    wait_metric_t removed = {"cdc_capture_tables_removed_total", 1};
+    const char *gone_topic = topic_of("ct_rm", "public.ct_rm_gone");
+    evs_t s = {0};
+    json_t *x;
+    bool marked = false;
+    pid_t pid;
+    (void)state;
+
+    create_pair(c, "ct_rm", "ct_rm_keep", "ct_rm_gone", 100);
+    pid = start_capture_opts(N("ct_rm"), "", more);
+    wait_streaming(c, N("ct_rm"));
+    wait_caught_up(c, "ct_rm_gone", gone_topic, 1000);
+
+    sql(c, "ALTER PUBLICATION %s DROP TABLE ct_rm_gone", N("ct_rm"));
+    if (!cdc_test_wait_for(metric_reached, &removed, 20000))
+        fail_msg("the removal was not counted; log: %s", read_log());
+    assert_non_null(strstr(read_log(), "table public.ct_rm_gone left publication"));
+    x = table_status("public.ct_rm_gone");
+    assert_non_null(x);
+    print_message("status: %s\n", json_dumps(x, JSON_COMPACT));
+    assert_string_equal(json_string_value(json_object_get(x, "state")), "removed");
+    assert_true(json_integer_value(json_object_get(json_object_get(x, "removed"), "ts_ms")) > 0);
+    json_decref(x);
+
+    /* its changes now are not produced; the other table's are */
+    sql(c, "INSERT INTO ct_rm_gone VALUES (2000, 2000)");
+    sql(c, "UPDATE ct_rm_gone SET v = -1 WHERE id = 1");
+    sql(c, "DELETE FROM ct_rm_gone WHERE id = 2");
+    wait_caught_up(c, "ct_rm_keep", topic_of("ct_rm", "public.ct_rm_keep"), 100000);
+    consume_q(gone_topic, &s, (size_t)topic_events(gone_topic), 30000, 500);
+    assert_null(find(&s, 'c', 2000, 0));
+    assert_null(find(&s, 'u', 1, 0));
+    assert_null(find(&s, 'd', 2, 0));
+    evs_free(&s);
+    x = table_status("public.ct_rm_keep");
+    assert_string_equal(json_string_value(json_object_get(x, "state")), "streaming");
+    json_decref(x);
+
+    /* recorded for a later capture */
+    {
+        char state_topic[160];
+        snprintf(state_topic, sizeof(state_topic), "%s._capture", N("ct_rm"));
+        consume_q(state_topic, &s, (size_t)topic_events(state_topic), 30000, 0);
+        for (size_t i = 0; i < s.n; i++)
+            if (s.v[i].key != NULL && strncmp(s.v[i].key, "removed/", 8) == 0 &&
+                strcmp(s.v[i].key + 8, gone_topic) == 0)
+                marked = json_string_value(json_object_get(s.v[i].value, "lsn")) != NULL;
+        evs_free(&s);
+        assert_true(marked);
+    }
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_rm"));
+    PQfinish(c);
+}
+
+/*
+ * Removed, changed while out (updates, deletes, inserts), added again to the running
+ * capture: the mirror's truncate comes first, then the rows read again; from the
+ * truncate on the topic equals the table (the deleted keys are gone).
+ */
+static void test_table_readded_running(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    const char *const more[] = {"--http=127.0.0.1:0", "--schema-probe-interval=1s",
+                                "--snapshot-chunk=300", NULL};
+    wait_metric_t removed = {"cdc_capture_tables_removed_total", 1};
+    wait_metric_t added = {"cdc_capture_tables_added_total", 1};
+    json_t *x;
+    pid_t pid;
+    (void)state;
+
+    create_pair(c, "ct_ra", "ct_ra_keep", "ct_ra", 1000);
+    pid = start_capture_opts(N("ct_ra"), "", more);
+    wait_streaming(c, N("ct_ra"));
+    sql(c, "ALTER PUBLICATION %s DROP TABLE ct_ra", N("ct_ra"));
+    if (!cdc_test_wait_for(metric_reached, &removed, 20000))
+        fail_msg("the removal was not counted; log: %s", read_log());
+    change_while_out(c, "ct_ra");
+    log_mark = strlen(read_log());
+    sql(c, "ALTER PUBLICATION %s ADD TABLE ct_ra", N("ct_ra"));
+    /* a change right after the add, maybe before the capture notices it */
+    sql(c, "UPDATE ct_ra SET v = -5 WHERE id = 500");
+    if (!cdc_test_wait_for(metric_reached, &added, 20000))
+        fail_msg("the re-add was not noticed; log: %s", read_log());
+    if (!cdc_test_wait_for(log_after, "of public.ct_ra done: ", 30000))
+        fail_msg("the re-add's snapshot did not finish; log: %s", read_log() + log_mark);
+    assert_true(log_after("mirror truncated before its first chunk"));
+    wait_table_state("public.ct_ra", "streaming");
+    x = table_status("public.ct_ra");
+    assert_null(json_object_get(x, "removed"));
+    json_decref(x);
+    check_readded(c, "ct_ra", "ct_ra");
+    assert_null(strstr(read_log(), "capture session ended"));
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_ra"));
+    PQfinish(c);
+}
+
+/*
+ * The same across restarts: the table leaves the publication while the capture is
+ * stopped (the next start notices it and records it), is changed, and joins again while
+ * the capture is stopped (the next start reads the marker and backfills it again).
+ */
+static void test_table_readded_after_restart(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    const char *const more[] = {"--http=127.0.0.1:0", "--schema-probe-interval=1s",
+                                "--snapshot-chunk=300", NULL};
+    pid_t pid;
+    (void)state;
+
+    create_pair(c, "ct_rr", "ct_rr_keep", "ct_rr", 1000);
+    pid = start_capture_opts(N("ct_rr"), "", more);
+    wait_streaming(c, N("ct_rr"));
+
+    /* left while the capture was stopped: the next start records it */
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "ALTER PUBLICATION %s DROP TABLE ct_rr", N("ct_rr"));
+    change_while_out(c, "ct_rr");
+    log_mark = strlen(read_log());
+    pid = start_capture_opts(N("ct_rr"), "", more);
+    if (!cdc_test_wait_for(log_after, "msg=\"streaming slot", 60000))
+        fail_msg("the capture did not stream; log: %s", read_log() + log_mark);
+    wait_table_state("public.ct_rr", "removed");
+    assert_true(log_after("table public.ct_rr left publication"));
+    assert_true(metric("cdc_capture_tables_removed_total") == 1);
+    sql(c, "DELETE FROM ct_rr WHERE id = 3");
+
+    /* joined again while the capture was stopped: the next start reads the marker */
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "ALTER PUBLICATION %s ADD TABLE ct_rr", N("ct_rr"));
+    log_mark = strlen(read_log());
+    pid = start_capture_opts(N("ct_rr"), "", more);
+    if (!cdc_test_wait_for(log_after, "of public.ct_rr done: ", 60000))
+        fail_msg("the re-add's snapshot did not finish; log: %s", read_log() + log_mark);
+    assert_true(log_after("its mirror is truncated and its rows read again"));
+    assert_true(log_after("mirror truncated before its first chunk"));
+    wait_table_state("public.ct_rr", "streaming");
+    check_readded(c, "ct_rr", "ct_rr");
+
+    /* the marker is cleared: one more start reads nothing again */
+    restart_capture(&pid, N("ct_rr"), more);
+    wait_table_state("public.ct_rr", "streaming");
+    assert_false(log_after("incremental snapshot"));
+    assert_false(log_after("left publication"));
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_rr"));
+    PQfinish(c);
+}
+
+/*
+ * Removed and added back at once (within one look at the publication, which alone would
+ * not see it out): its pg_publication_rel row is a new one, so the capture still takes
+ * it for a re-add and the mirror ends equal to the table.
+ */
+static void test_table_readded_quickly(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    const char *const more[] = {"--http=127.0.0.1:0", "--schema-probe-interval=1s",
+                                "--snapshot-chunk=300", NULL};
+    wait_metric_t added = {"cdc_capture_tables_added_total", 1};
+    pid_t pid;
+    (void)state;
+
+    create_pair(c, "ct_rq", "ct_rq_keep", "ct_rq", 1000);
+    pid = start_capture_opts(N("ct_rq"), "", more);
+    wait_streaming(c, N("ct_rq"));
+    /* the stream turned: the capture looked at the publication once */
+    wait_caught_up(c, "ct_rq_keep", topic_of("ct_rq", "public.ct_rq_keep"), 100000);
+    log_mark = strlen(read_log());
+    sql(c, "ALTER PUBLICATION %s DROP TABLE ct_rq", N("ct_rq"));
+    change_while_out(c, "ct_rq");
+    sql(c, "ALTER PUBLICATION %s ADD TABLE ct_rq", N("ct_rq"));
+    if (!cdc_test_wait_for(metric_reached, &added, 20000))
+        fail_msg("the re-add was not noticed; log: %s", read_log() + log_mark);
+    if (!cdc_test_wait_for(log_after, "of public.ct_rq done: ", 30000))
+        fail_msg("the re-add's snapshot did not finish; log: %s", read_log() + log_mark);
+    assert_true(metric("cdc_capture_tables_removed_total") == 1);
+    check_readded(c, "ct_rq", "ct_rq");
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_rq"));
+    PQfinish(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2254,6 +2596,10 @@ int main(void)
         cmocka_unit_test(test_incremental_snapshot_resumes),
         cmocka_unit_test(test_resnapshot_on_demand),
         cmocka_unit_test(test_initial_incremental_resumes),
+        cmocka_unit_test(test_table_removed_running),
+        cmocka_unit_test(test_table_readded_running),
+        cmocka_unit_test(test_table_readded_after_restart),
+        cmocka_unit_test(test_table_readded_quickly),
     };
     cdc_test_env();
     snprintf(tag, sizeof(tag), "%ld", (long)getpid());

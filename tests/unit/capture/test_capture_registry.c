@@ -3,9 +3,9 @@
  * without Kafka: reading `<prefix>._schemas` records (the newest version of each table
  * wins; records that are no document of this prefix are skipped), reading
  * `<prefix>._capture` markers (this slot's snapshot marker, set and removed; backfill
- * markers), numbering schema versions (the same shape keeps its version, another shape
- * is the next one, with backfill and resync from what the change did to the rows and a
- * backfill that never finished carried over), and installing a version that needs no
+ * markers; a table's removal and re-add), numbering schema versions (the same shape keeps its
+ * version, another shape is the next one, with backfill and resync from what the change did to the
+ * rows and a backfill that never finished carried over), and installing a version that needs no
  * registration as a table's current schema.
  */
 #include <setjmp.h>
@@ -288,6 +288,53 @@ static void test_backfill_marker(void **state)
     assert_int_equal(cap->tables[0].backfilled_version, 6);
 }
 
+/*
+ * "removed/<topic>": the table left the publication (docs/capture.md, "Removing a
+ * table"), with where and when; a tombstone: it joined again. A snapshot stopped by the
+ * removal ("abandoned") is not resumed; a re-add's ("truncate") truncates first.
+ */
+static void test_removed_marker(void **state)
+{
+    fixture_t *f = *state;
+    cdc_capture_t *cap = &f->cap;
+    cdc_capture_table_t *t;
+
+    feed_marker(f, "removed/" TOPIC,
+                "{\"schema\":\"public\",\"table\":\"orders\",\"lsn\":\"0/1A2B3C8\","
+                "\"ts_ms\":1700000000000}");
+    assert_int_equal(cap->ntables, 1);
+    t = cdc_capture_table_get(cap, "public", "orders");
+    assert_true(t->removed);
+    assert_true(t->removed_lsn == 0x1A2B3C8ULL);
+    assert_true(t->removed_ms == 1700000000000LL);
+
+    /* another table's tombstone, or a key that is only the prefix: nothing */
+    feed_marker(f, "removed/pfx.public.items", NULL);
+    feed_marker(f, "removed/", NULL);
+    feed_marker(f, "removed/pfx.public.order", NULL);
+    assert_true(cap->tables[0].removed);
+    /* its own tombstone: joined again */
+    feed_marker(f, "removed/" TOPIC, NULL);
+    assert_false(cap->tables[0].removed);
+
+    /* an abandoned snapshot is no running one; a re-add's truncates first */
+    feed_marker(f, "incremental/" TOPIC,
+                "{\"schema\":\"public\",\"table\":\"orders\",\"id\":\"a1\",\"label\":"
+                "\"incremental\",\"after\":[\"7\"],\"rows\":7,\"done\":false,"
+                "\"abandoned\":true}");
+    assert_true(cap->tables[0].isnap.marked);
+    assert_false(cap->tables[0].isnap.due);
+    assert_true(cap->tables[0].isnap.abandoned);
+    feed_marker(f, "incremental/" TOPIC,
+                "{\"schema\":\"public\",\"table\":\"orders\",\"id\":\"a2\",\"label\":"
+                "\"incremental\",\"after\":null,\"rows\":0,\"done\":false,"
+                "\"truncate\":true}");
+    assert_true(cap->tables[0].isnap.due);
+    assert_true(cap->tables[0].isnap.truncate);
+    assert_false(cap->tables[0].isnap.abandoned);
+    assert_null(cap->tables[0].isnap.after);
+}
+
 /* ---- numbering versions ------------------------------------------------------------ */
 
 static void test_number_first_and_same(void **state)
@@ -555,6 +602,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_schema_records_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_marker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_backfill_marker, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_removed_marker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_number_first_and_same, setup, teardown),
         cmocka_unit_test_setup_teardown(test_number_next_versions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_number_unfinished_backfill, setup, teardown),
