@@ -457,6 +457,17 @@ SQL
         chaos_log "add-table: the snapshot of public.$t did not end (state $(_capture_table_state "public.$t"))"
     _writer_stop
     _recovered "$before" "$((FAULTS - faults0))"
+    # cdcctl tables --capture shows the table streaming and its snapshot done (counted as
+    # one more fault that recovers only then, so that the scenario fails otherwise)
+    local out
+    FAULTS=$((FAULTS + 1))
+    out=$("$CHAOS_BUILD/cdcctl" --coordinator "$(cat "$CHAOS_DIR/procs/$(chaos_leader).http")" \
+        --capture "$(cat "$CHAOS_DIR/procs/$(chaos_active_capture).http")" tables 2>&1)
+    if grep -Eq "^public\.$t +streaming .*incremental: [0-9]+ rows, done" <<<"$out"; then
+        RECOVERIES=$((RECOVERIES + 1))
+    else
+        chaos_log "add-table: cdcctl tables does not show public.$t streaming with its snapshot done: $out"
+    fi
 }
 
 # `cdcctl snapshot` of a table under load: the capture re-reads public.accounts while the

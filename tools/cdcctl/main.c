@@ -2,7 +2,9 @@
  * cdcctl: operator CLI over the coordinator's admin API, etcd and Kafka.
  *   cdcctl status        the leader's /status, for a person (--json: raw)
  *   cdcctl tables        the health of the Iceberg tables (files, snapshots, compactions)
- *                        and the job's table set with each table's state
+ *                        and the job's table set with each table's state; with
+ *                        --capture, the capture's tables too (streaming, snapshotting N%,
+ *                        removed) with their snapshots' progress
  *   cdcctl tables add T  adds table T to the job's tables (POST /tables): the workers
  *                        consume it from the next assignment
  *   cdcctl compact T     compacts table T now on the leader (POST /compact) and waits
@@ -54,7 +56,8 @@ static const cdc_opt_t options[] = {
         "goes on after that); snapshot: follow the snapshot's progress until it is done, at "
         "most this long (a bare --wait: 10m)."),
     OPT("capture", CDC_OPT_STRING, capture, NULL, 0, 0,
-        "snapshot: the capture's HTTP address host:port (its --http)."),
+        "The capture's HTTP address host:port (its --http): snapshot asks it, tables also "
+        "shows its tables' states and snapshots."),
     OPT("kafka", CDC_OPT_STRING, kafka, NULL, 0, 0,
         "dlq: Kafka bootstrap servers host:port[,host:port]."),
     OPT("kafka-properties", CDC_OPT_STRING, kafka_properties, "", 0, 0,
@@ -367,6 +370,43 @@ static void print_table_set(json_t *set)
         printf("(the job has no table yet)\n");
 }
 
+/* The capture's view of its tables (--capture): each table's state (streaming,
+ * snapshotting N%, removed, error) and its last incremental snapshot's progress. */
+static void print_capture_tables(const ctl_config_t *cfg)
+{
+    char url[512];
+    cdc_httpc_response_t b;
+    json_t *st = NULL, *tables;
+    snprintf(url, sizeof(url), "http://%s/status", cfg->capture);
+    int code = http_request("GET", url, cfg->http_token, (long)cfg->timeout_ms, &b);
+    if (code == 200)
+        st = json_loads(b.body, 0, NULL);
+    cdc_httpc_response_free(&b);
+    if (st == NULL) {
+        fprintf(stderr, "cdcctl: GET %s: %s\n", url,
+                code > 0 ? "no capture status" : "no answer (--capture: the capture's --http)");
+        return;
+    }
+    tables = json_object_get(st, "tables");
+    printf("\n%-40s %-14s %s\n", "CAPTURED TABLE", "STATE", "SNAPSHOT");
+    for (size_t i = 0; i < json_array_size(tables); i++) {
+        json_t *t = json_array_get(tables, i), *sn = json_object_get(t, "snapshot");
+        json_t *pct = json_object_get(sn, "percent");
+        char state[32], snap[160] = "";
+        snprintf(state, sizeof(state), "%s", str(t, "state")[0] ? str(t, "state") : "-");
+        if (strcmp(state, "snapshotting") == 0 && json_is_number(pct))
+            snprintf(state, sizeof(state), "snapshotting %.0f%%", json_number_value(pct));
+        if (sn != NULL)
+            snprintf(snap, sizeof(snap), "%s %s: %lld rows%s", str(sn, "id"),
+                     str(sn, "source_snapshot"), num(sn, "rows"),
+                     json_is_true(json_object_get(sn, "done")) ? ", done" : "");
+        printf("%-40s %-14s %s\n", str(t, "table"), state, snap);
+    }
+    if (json_array_size(tables) == 0)
+        printf("(the capture has no table yet)\n");
+    json_decref(st);
+}
+
 /* `cdcctl tables`: the health of every Iceberg table the leader committed to, then the job's
  * table set. */
 static int cmd_tables(const ctl_config_t *cfg)
@@ -391,6 +431,8 @@ static int cmd_tables(const ctl_config_t *cfg)
         if (json_array_size(ts) == 0)
             printf("(no table committed by this leader yet)\n");
         print_table_set(json_object_get(st, "table_set"));
+        if (cfg->capture != NULL && cfg->capture[0] != '\0')
+            print_capture_tables(cfg);
     }
     json_decref(st);
     return status;
@@ -690,11 +732,12 @@ int main(int argc, char **argv)
         args[nargs++] = cmdbuf;
     }
     memset(&cfg, 0, sizeof(cfg));
-    cdc_config_load(options, "cdcctl",
-                    "Operator CLI of the CDC pipeline: cdcctl [options] status | tables | "
-                    "tables add <schema>.<table> | compact <schema>.<table> | snapshot <schema>.<table> | "
-                    "leader | checkpoints | checkpoint <epoch> | dlq list | dlq show | dlq replay.",
-                    nargs, args, &cfg);
+    cdc_config_load(
+        options, "cdcctl",
+        "Operator CLI of the CDC pipeline: cdcctl [options] status | tables | "
+        "tables add <schema>.<table> | compact <schema>.<table> | snapshot <schema>.<table> | "
+        "leader | checkpoints | checkpoint <epoch> | dlq list | dlq show | dlq replay.",
+        nargs, args, &cfg);
     cfg.wait = wait;
     cmd = cfg.command;
     if (strncmp(cmd, "dlq:", 4) == 0)
