@@ -661,6 +661,22 @@ static void respond_json(cdc_http_response_t *resp, int status, json_t *o)
 }
 
 /* The HTTP status of a failed compaction: what the caller can do about it. */
+/* Answers a failed POST /<what>: the error, the leader's admin address when this
+ * coordinator does not lead (so that the client can go there), logged. Takes o. */
+static void post_failed(cdc_coord_t *c, cdc_http_response_t *resp, json_t *o, const char *what,
+                        const char *query, cdc_err_t rc, const cdc_error_t *e, int status)
+{
+    char to[sizeof(c->forward_to)];
+    pthread_mutex_lock(&c->forward_lock);
+    snprintf(to, sizeof(to), "%s", c->forward_to);
+    pthread_mutex_unlock(&c->forward_lock);
+    json_object_set_new(o, "error", json_string(e->msg));
+    if (rc == CDC_ERR_UNAVAILABLE && to[0] != '\0')
+        json_object_set_new(o, "leader", json_string(to));
+    cdc_log_warn("POST /%s?%s: %s", what, query, e->msg);
+    respond_json(resp, status, o);
+}
+
 static int compact_status(cdc_err_t rc)
 {
     switch (rc) {
@@ -719,15 +735,7 @@ static void compact(void *arg, const char *path, const char *query, cdc_http_res
     }
     json_object_set_new(o, "table", json_string(table));
     if (rc != CDC_OK) {
-        char to[sizeof(c->forward_to)];
-        pthread_mutex_lock(&c->forward_lock);
-        snprintf(to, sizeof(to), "%s", c->forward_to);
-        pthread_mutex_unlock(&c->forward_lock);
-        json_object_set_new(o, "error", json_string(e.msg));
-        if (rc == CDC_ERR_UNAVAILABLE && to[0] != '\0')
-            json_object_set_new(o, "leader", json_string(to));
-        cdc_log_warn("POST /compact?%s: %s", query, e.msg);
-        respond_json(resp, compact_status(rc), o);
+        post_failed(c, resp, o, "compact", query, rc, &e, compact_status(rc));
         return;
     }
     json_object_set_new(o, "partitions", json_integer(res.partitions));
@@ -826,15 +834,7 @@ static void tables(void *arg, const char *path, const char *query, cdc_http_resp
     }
     json_object_set_new(o, "topic", json_string(topic));
     if (rc != CDC_OK) {
-        char to[sizeof(c->forward_to)];
-        pthread_mutex_lock(&c->forward_lock);
-        snprintf(to, sizeof(to), "%s", c->forward_to);
-        pthread_mutex_unlock(&c->forward_lock);
-        json_object_set_new(o, "error", json_string(e.msg));
-        if (rc == CDC_ERR_UNAVAILABLE && to[0] != '\0')
-            json_object_set_new(o, "leader", json_string(to));
-        cdc_log_warn("POST /tables?%s: %s", query, e.msg);
-        respond_json(resp, tables_status(rc), o);
+        post_failed(c, resp, o, "tables", query, rc, &e, tables_status(rc));
         return;
     }
     json_object_set_new(o, "added", json_boolean(added));

@@ -438,6 +438,20 @@ static int cmd_tables(const ctl_config_t *cfg)
     return status;
 }
 
+/* Prints a refused POST to the leader's admin API (the error, and the leader's address when
+ * the coordinator asked does not lead); whether that hint was printed. */
+static bool post_refused(const char *url, int code, json_t *r, const cdc_httpc_response_t *b)
+{
+    fprintf(stderr, "cdcctl: POST %s answered HTTP %d: %s\n", url, code,
+            r != NULL ? str(r, "error") : (b->body ? b->body : ""));
+    if (code == 503 && r != NULL && str(r, "leader")[0]) {
+        fprintf(stderr, "hint: the leader's admin address is %s (--coordinator)\n",
+                str(r, "leader"));
+        return true;
+    }
+    return false;
+}
+
 /* The topic of a table named on the command line: <prefix>.<schema>.<table>, schema public
  * when none (as the worker's --tables); "" when the name cannot be one. */
 static void table_topic(const ctl_config_t *cfg, const char *table, char *topic, size_t size)
@@ -478,11 +492,7 @@ static int cmd_tables_add(const ctl_config_t *cfg, const char *table)
             printf("%s: already one of the job's tables (topic %s)\n", table, topic);
         status = 0;
     } else if (code > 0 && code != 401) {
-        fprintf(stderr, "cdcctl: POST %s answered HTTP %d: %s\n", url, code,
-                r != NULL ? str(r, "error") : (b.body ? b.body : ""));
-        if (code == 503 && r != NULL && str(r, "leader")[0])
-            fprintf(stderr, "hint: the leader's admin address is %s (--coordinator)\n",
-                    str(r, "leader"));
+        post_refused(url, code, r, &b);
     }
     json_decref(r);
     cdc_httpc_response_free(&b);
@@ -623,12 +633,7 @@ static int cmd_compact(const ctl_config_t *cfg, const char *table)
                num(r, "files_added"), in, out, num(r, "rows_deleted"));
         status = 0;
     } else if (code > 0 && code != 401) {
-        fprintf(stderr, "cdcctl: POST %s answered HTTP %d: %s\n", url, code,
-                r != NULL ? str(r, "error") : (b.body ? b.body : ""));
-        if (code == 503 && r != NULL && str(r, "leader")[0])
-            fprintf(stderr, "hint: the leader's admin address is %s (--coordinator)\n",
-                    str(r, "leader"));
-        else if (code == 504)
+        if (!post_refused(url, code, r, &b) && code == 504)
             fprintf(stderr, "hint: the compaction goes on; cdcctl tables shows when it "
                             "committed (or give --wait more time)\n");
     }

@@ -2036,6 +2036,51 @@ static void test_table_added_running(void **state)
 }
 
 /*
+ * What the resume tests share, once table's incremental snapshot (rows rows, chunks of 2000)
+ * has produced a few chunks: the capture (pid; slot N(base), --tables `tables`, options
+ * more) is killed (SIGKILL) before the snapshot ends and started again; it must resume
+ * after its last recorded chunk (a start from scratch reads the first chunks again, so at
+ * most 3 chunks may be read twice), finish, and, once the writer is done, its topic must
+ * equal the table. Stops the capture, drops the slot and closes c.
+ */
+static void kill_and_resume(PGconn *c, const char *base, const char *tables,
+                            const char *const *more, const char *table, size_t rows, pid_t pid,
+                            pid_t writer)
+{
+    char done[128], topic_table[128];
+    evs_t s = {0};
+    size_t reads;
+    int status;
+
+    snprintf(done, sizeof(done), "of public.%s done: ", table);
+    snprintf(topic_table, sizeof(topic_table), "public.%s", table);
+    if (strstr(read_log(), done) != NULL)
+        fail_msg("the snapshot finished before the kill; make the table larger");
+    cdc_test_kill(pid, SIGKILL, 10000);
+
+    pid = start_capture_opts(N(base), tables, more);
+    if (!cdc_test_wait_for(log_has, "resumes after key [", 30000)) {
+        char cmd[1200];
+        snprintf(cmd, sizeof(cmd), "grep -v 'level=debug' %s | tail -n 40 >&2", log_path);
+        (void)system(cmd);
+        fail_msg("the restarted capture did not resume the snapshot");
+    }
+    assert_int_equal(waitpid(writer, &status, 0), writer);
+    if (!cdc_test_wait_for(log_has, done, 180000))
+        fail_msg("the incremental snapshot did not finish; log: %s", read_log());
+    wait_caught_up(c, table, topic_of(base, topic_table), 0);
+    check_converged(c, table, topic_of(base, topic_table), &s);
+    reads = count_reads(&s, "incremental", NULL, NULL);
+    print_message("%zu incremental rows for %zu rows\n", reads, rows);
+    if (reads >= rows + 3 * 2000)
+        fail_msg("%zu snapshot rows: the snapshot started over", reads);
+    evs_free(&s);
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N(base));
+    PQfinish(c);
+}
+
+/*
  * A capture killed (SIGKILL) in the middle of a table's incremental snapshot resumes it
  * from its last recorded chunk, not from the start, and the topic still ends equal to
  * the table.
@@ -2046,9 +2091,6 @@ static void test_incremental_snapshot_resumes(void **state)
     const char *const more[] = {"--http=127.0.0.1:0", "--snapshot-chunk=2000",
                                 "--schema-probe-interval=1s", NULL};
     wait_metric_t chunks = {"cdc_capture_snapshot_chunks_total", 5};
-    evs_t s = {0};
-    size_t reads;
-    int status;
     pid_t pid, writer;
     (void)state;
 
@@ -2081,33 +2123,7 @@ static void test_incremental_snapshot_resumes(void **state)
         }
         json_decref(st);
     }
-    if (strstr(read_log(), "of public.ct_res_new done: ") != NULL)
-        fail_msg("the snapshot finished before the kill; make the table larger");
-    cdc_test_kill(pid, SIGKILL, 10000);
-
-    pid = start_capture_opts(N("ct_res"), "", more);
-    wait_streaming(c, N("ct_res"));
-    if (!cdc_test_wait_for(log_has, "resumes after key [", 10000)) {
-        char cmd[1200];
-        snprintf(cmd, sizeof(cmd), "grep -v 'level=debug' %s | tail -n 40 >&2", log_path);
-        (void)system(cmd);
-        fail_msg("the restarted capture did not resume the snapshot");
-    }
-    assert_int_equal(waitpid(writer, &status, 0), writer);
-    if (!cdc_test_wait_for(log_has, "of public.ct_res_new done: ", 180000))
-        fail_msg("the incremental snapshot did not finish; log: %s", read_log());
-    wait_caught_up(c, "ct_res_new", topic_of("ct_res", "public.ct_res_new"), 0);
-    check_converged(c, "ct_res_new", topic_of("ct_res", "public.ct_res_new"), &s);
-    reads = count_reads(&s, "incremental", NULL, NULL);
-    print_message("%zu incremental rows for 200000 rows\n", reads);
-    /* resumed: at most the chunks after the last recorded one were read twice (a start
-     * from scratch reads the >= 10,000 rows of the first 5 chunks again) */
-    if (reads >= 200000 + 3 * 2000)
-        fail_msg("%zu snapshot rows: the snapshot started over", reads);
-    evs_free(&s);
-    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
-    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_res"));
-    PQfinish(c);
+    kill_and_resume(c, "ct_res", "", more, "ct_res_new", 200000, pid, writer);
 }
 
 /*
@@ -2213,9 +2229,6 @@ static void test_initial_incremental_resumes(void **state)
     const char *const more[] = {"--http=127.0.0.1:0", "--snapshot-chunk=2000",
                                 "--snapshot-mode=incremental", NULL};
     wait_metric_t chunks = {"cdc_capture_snapshot_chunks_total", 5};
-    evs_t s = {0};
-    size_t reads;
-    int status;
     pid_t pid, writer;
     (void)state;
 
@@ -2228,31 +2241,9 @@ static void test_initial_incremental_resumes(void **state)
     writer = start_writer("ct_ini", "ct_ini_other", 100000, 5000);
     if (!cdc_test_wait_for(metric_reached, &chunks, 60000))
         fail_msg("the incremental snapshot did not produce 5 chunks; log: %s", read_log());
-    if (strstr(read_log(), "of public.ct_ini done: ") != NULL)
-        fail_msg("the snapshot finished before the kill; make the table larger");
-    cdc_test_kill(pid, SIGKILL, 10000);
-
-    pid = start_capture_opts(N("ct_ini"), "public.ct_ini,public.ct_ini_other", more);
-    if (!cdc_test_wait_for(log_has, "resumes after key [", 30000)) {
-        char cmd[1200];
-        snprintf(cmd, sizeof(cmd), "grep -v 'level=debug' %s | tail -n 40 >&2", log_path);
-        (void)system(cmd);
-        fail_msg("the restarted capture did not resume the snapshot");
-    }
+    kill_and_resume(c, "ct_ini", "public.ct_ini,public.ct_ini_other", more, "ct_ini", 100000, pid,
+                    writer);
     assert_null(strstr(read_log(), "dropping the slot"));
-    assert_int_equal(waitpid(writer, &status, 0), writer);
-    if (!cdc_test_wait_for(log_has, "of public.ct_ini done: ", 180000))
-        fail_msg("the incremental snapshot did not finish; log: %s", read_log());
-    wait_caught_up(c, "ct_ini", topic_of("ct_ini", "public.ct_ini"), 0);
-    check_converged(c, "ct_ini", topic_of("ct_ini", "public.ct_ini"), &s);
-    reads = count_reads(&s, "incremental", NULL, NULL);
-    print_message("%zu incremental rows for 100000 rows\n", reads);
-    if (reads >= 100000 + 3 * 2000)
-        fail_msg("%zu snapshot rows: the snapshot started over", reads);
-    evs_free(&s);
-    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
-    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_ini"));
-    PQfinish(c);
 }
 
 static size_t log_mark; /* where log_after() starts reading the log */
