@@ -36,7 +36,7 @@ typedef struct part_plan {
     int64_t oldest_small_ms; /* commit time of the oldest small data file (0 = none) */
     int64_t newest_ms;       /* commit time of the newest live file, data or delete */
     size_t nsmall;
-    bool idle; /* the idle rule holds: a major rewrite (policy_idle) */
+    bool idle;             /* the idle rule holds: a major rewrite (policy_idle) */
     bool position_deletes; /* not ours to rewrite: left alone */
 } part_plan_t;
 
@@ -248,7 +248,8 @@ static cdc_err_t compact_partition(const cdc_compact_ctx_t *cx, cdc_ice_table_t 
     bool heavy = cx->policy->delete_ratio_pct > 0 &&
                  pp->del_rows * 100 >=
                      cx->policy->delete_ratio_pct * (pp->data_rows > 0 ? pp->data_rows : 1);
-    bool minor = nbig > 0 && newer && !heavy && !pp->idle && !cx->force; /* no deletes: bin-packing */
+    bool minor =
+        nbig > 0 && newer && !heavy && !pp->idle && !cx->force; /* no deletes: bin-packing */
     for (size_t i = 0; i < pp->ndata; i++)
         if (minor ? !base[i] : is_small(&pp->data[i], target) || has_deletes(pp, &pp->data[i])) {
             rw[nrw++] = pp->data[i];

@@ -43,9 +43,9 @@ typedef struct cdc_compact_policy {
     int64_t min_files;        /* a partition with more live files than this is compacted */
     int64_t delete_ratio_pct; /* ... or with this many equality-delete rows per 100 data rows */
     int64_t max_age_ms;       /* ... or whose oldest small file is older (0 = no age rule) */
-    int64_t idle_ms; /* ... or none of whose files is younger, while it holds deletes or two
-                      * small files: then a major rewrite (0 = no idle rule; compact.c) */
-    int64_t target_bytes;     /* size of the files written */
+    int64_t idle_ms;      /* ... or none of whose files is younger, while it holds deletes or two
+                           * small files: then a major rewrite (0 = no idle rule; compact.c) */
+    int64_t target_bytes; /* size of the files written */
 } cdc_compact_policy_t;
 
 /* What one compaction of a table did. */

@@ -886,8 +886,8 @@ static void test_maintenance_finds_tables(void **state)
     assert_int_equal(found, 0);
     cdc_committer_close(other);
 
-    cdc_maint_options_t mo = {.job = "job", .compact = false, .compact_interval_ms = 3600000,
-                              .policy = policy};
+    cdc_maint_options_t mo = {
+        .job = "job", .compact = false, .compact_interval_ms = 3600000, .policy = policy};
     assert_int_equal(cdc_maint_open(&m, fresh, &mo, NULL, &e), CDC_OK);
     cdc_maint_start(m, 2);
     /* the request is served after the thread's discovery, on the same thread */
