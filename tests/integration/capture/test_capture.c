@@ -1542,6 +1542,20 @@ static bool log_has(void *arg)
     return strstr(read_log(), (const char *)arg) != NULL;
 }
 
+/* True when the table arg has a row. */
+static bool table_has_rows(void *arg)
+{
+    PGconn *c = pg_as(NULL);
+    char q[256], *v;
+    bool any;
+    snprintf(q, sizeof(q), "SELECT count(*) > 0 FROM %s", (const char *)arg);
+    v = sql1(c, q);
+    any = strcmp(v, "t") == 0;
+    free(v);
+    PQfinish(c);
+    return any;
+}
+
 /* True when the backend arg (a pid as text) waits for synchronous replication. */
 static bool backend_in_syncrep(void *arg)
 {
@@ -1971,7 +1985,9 @@ static void test_table_added_running(void **state)
     wait_streaming(c, N("ct_add"));
 
     writer = start_writer("ct_add_new", "ct_add_old", 20000, 8000);
-    usleep(500000);
+    /* the writer is at work before the table joins */
+    if (!cdc_test_wait_for(table_has_rows, "ct_add_old", 10000))
+        fail_msg("the writer wrote nothing");
     sql(c, "ALTER PUBLICATION %s ADD TABLE ct_add_new", N("ct_add"));
     if (!cdc_test_wait_for(log_has, "msg=\"incremental snapshot", 60000))
         fail_msg("no incremental snapshot started; log: %s", read_log());
