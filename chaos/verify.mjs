@@ -175,19 +175,27 @@ export async function readSnapshotRows(conn, { schema, fields, data, posDeletes 
   // Columns are matched by Iceberg field id (Parquet field_id), as the spec says; names
   // in files may differ (renames, writers that sanitize names). Name match is the fallback.
   const fileColumns = new Map();
-  const pq = await (await conn.runAndReadAll(`SELECT file_name, name, field_id
+  // A column's Parquet type is part of a file's shape: after a type promotion (int to
+  // long, float to double) older files hold the narrower type, and one multi-file read
+  // takes its types from its first file, so files of different types are read apart and
+  // every promotable column is cast to the current schema's type.
+  const fileTypes = new Map();
+  const pq = await (await conn.runAndReadAll(`SELECT file_name, name, field_id, type
       FROM parquet_schema(${list([...data, ...eqDeletes])})`)).getRowObjectsJson();
   for (const c of pq) {
     if (!fileColumns.has(c.file_name)) fileColumns.set(c.file_name, new Map());
     const m = fileColumns.get(c.file_name);
     if (c.field_id !== null && c.field_id !== undefined) m.set(`id:${c.field_id}`, c.name);
     m.set(`name:${c.name}`, c.name);
+    fileTypes.set(c.file_name, `${fileTypes.get(c.file_name) ?? ''}\u0001${c.name}:${c.type}`);
   }
+  const widened = { long: 'BIGINT', double: 'DOUBLE' };
   const projection = (file, wanted) => {
     const m = fileColumns.get(file.local) ?? new Map();
     return wanted.map((f) => {
       const col = m.get(`id:${f.id}`) ?? m.get(`name:${f.name}`);
-      return `${col ? ident(col) : 'NULL'} AS ${ident(f.name)}`;
+      const v = col ? ident(col) : 'NULL';
+      return `${widened[f.type] ? `CAST(${v} AS ${widened[f.type]})` : v} AS ${ident(f.name)}`;
     }).join(', ');
   };
   // Files with the same columns and projection are read by one multi-file read_parquet
@@ -199,7 +207,7 @@ export async function readSnapshotRows(conn, { schema, fields, data, posDeletes 
     const groups = new Map();
     for (const f of files) {
       const proj = projection(f, wanted);
-      const key = `${[...(fileColumns.get(f.local) ?? new Map()).keys()].sort().join('\u0001')}\u0002${proj}`;
+      const key = `${fileTypes.get(f.local) ?? ''}\u0002${proj}`;
       if (!groups.has(key)) groups.set(key, { proj, files: [] });
       groups.get(key).files.push(f);
     }

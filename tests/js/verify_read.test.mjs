@@ -92,4 +92,18 @@ test('files with other columns (a column added, a column renamed) are read by fi
     ['1:null', '2:null', '3:x', '4:y']);
 });
 
+test('a promoted column (int in older files, long in newer ones) reads every value, whichever file comes first', async () => {
+  const wide = { 'identifier-field-ids': [1], fields: [
+    { id: 1, name: 'id', type: 'long', required: true }, { id: 3, name: 'a', type: 'long' }] };
+  const narrow = await file('int.parquet', '(1::BIGINT, 7::INTEGER), (2::BIGINT, 8::INTEGER)', [['id', 1], ['a', 3]]);
+  const big = await file('long.parquet', '(3::BIGINT, 9000001034::BIGINT)', [['id', 1], ['a', 3]]);
+  const e = await file('promo-e.parquet', '(2::BIGINT)', [['id', 1]]);
+  for (const data of [[rec(narrow, 1), rec(big, 2)], [rec(big, 2), rec(narrow, 1)]]) {
+    assert.equal(await readSnapshotRows(conn, { schema: wide, fields: wide.fields, data,
+      eqDeletes: [rec(e, 3, { ids: [1] })] }), true);
+    const r = await (await conn.runAndReadAll('SELECT id, a FROM __d ORDER BY id')).getRowObjectsJson();
+    assert.deepEqual(r.map((x) => `${x.id}:${x.a}`), ['1:7', '3:9000001034']);
+  }
+});
+
 test.after(() => fs.rmSync(dir, { recursive: true, force: true }));
