@@ -176,11 +176,12 @@ export async function readSnapshotRows(conn, { schema, fields, data, posDeletes 
   // in files may differ (renames, writers that sanitize names). Name match is the fallback.
   const fileColumns = new Map();
   // A column's Parquet type is part of a file's shape: after a type promotion (int to
-  // long, float to double) older files hold the narrower type, and one multi-file read
+  // long, float to double, a wider decimal) older files hold the narrower type, and one multi-file read
   // takes its types from its first file, so files of different types are read apart and
   // every promotable column is cast to the current schema's type.
   const fileTypes = new Map();
-  const pq = await (await conn.runAndReadAll(`SELECT file_name, name, field_id, type
+  const pq = await (await conn.runAndReadAll(`SELECT file_name, name, field_id,
+        concat_ws('/', type, type_length, precision, scale, logical_type) AS type
       FROM parquet_schema(${list([...data, ...eqDeletes])})`)).getRowObjectsJson();
   for (const c of pq) {
     if (!fileColumns.has(c.file_name)) fileColumns.set(c.file_name, new Map());
@@ -189,13 +190,14 @@ export async function readSnapshotRows(conn, { schema, fields, data, posDeletes 
     m.set(`name:${c.name}`, c.name);
     fileTypes.set(c.file_name, `${fileTypes.get(c.file_name) ?? ''}\u0001${c.name}:${c.type}`);
   }
-  const widened = { long: 'BIGINT', double: 'DOUBLE' };
+  const widened = (t) => ({ long: 'BIGINT', double: 'DOUBLE' })[t]
+    ?? (/^decimal\(\d+, *\d+\)$/.test(t) ? t.replace(/ /g, '').toUpperCase() : null);
   const projection = (file, wanted) => {
     const m = fileColumns.get(file.local) ?? new Map();
     return wanted.map((f) => {
       const col = m.get(`id:${f.id}`) ?? m.get(`name:${f.name}`);
       const v = col ? ident(col) : 'NULL';
-      return `${widened[f.type] ? `CAST(${v} AS ${widened[f.type]})` : v} AS ${ident(f.name)}`;
+      return `${widened(f.type) ? `CAST(${v} AS ${widened(f.type)})` : v} AS ${ident(f.name)}`;
     }).join(', ');
   };
   // Files with the same columns and projection are read by one multi-file read_parquet

@@ -106,4 +106,16 @@ test('a promoted column (int in older files, long in newer ones) reads every val
   }
 });
 
+test('a widened decimal (14,4 in older files, 16,4 in newer ones) reads every value', async () => {
+  const wide = { 'identifier-field-ids': [1], fields: [
+    { id: 1, name: 'id', type: 'long', required: true }, { id: 4, name: 'n', type: 'decimal(16, 4)' }] };
+  const narrow = await file('dec14.parquet', '(1::BIGINT, 1.5::DECIMAL(14,4))', [['id', 1], ['n', 4]]);
+  const big = await file('dec16.parquet', '(2::BIGINT, 123456790075.5678::DECIMAL(16,4))', [['id', 1], ['n', 4]]);
+  const e = await file('dec-e.parquet', '(9::BIGINT)', [['id', 1]]);
+  assert.equal(await readSnapshotRows(conn, { schema: wide, fields: wide.fields,
+    data: [rec(narrow, 1), rec(big, 2)], eqDeletes: [rec(e, 3, { ids: [1] })] }), true);
+  const r = await (await conn.runAndReadAll('SELECT id, n::VARCHAR AS n FROM __d ORDER BY id')).getRowObjectsJson();
+  assert.deepEqual(r.map((x) => `${x.id}:${x.n}`), ['1:1.5000', '2:123456790075.5678']);
+});
+
 test.after(() => fs.rmSync(dir, { recursive: true, force: true }));
