@@ -18,6 +18,7 @@
 
 #include "capture/chunk.h"
 #include "capture/event.h"
+#include "capture/filter.h"
 #include "capture/pgoutput.h"
 #include "capture/source.h"
 #include "capture/txtrack.h"
@@ -35,6 +36,8 @@ typedef struct cdc_capture_config {
     char *slot;
     char *publication;
     char *tables; /* "schema.table,..." (schema defaults to public); empty = the publication's */
+    char *table_include; /* patterns narrowing the publication's tables (capture/filter.h) */
+    char *table_exclude;
     bool create_publication;
     char *topic_prefix;
     int64_t partitions;
@@ -119,6 +122,10 @@ typedef struct cdc_capture_table {
     int64_t removed_ms;   /* when it was noticed (wall ms) */
     uint64_t removed_lsn; /* the server's WAL position then (the removal is before it) */
     uint32_t membership;  /* its pg_publication_rel row at the last look (0: none known) */
+    /* In the publication, left out by --table-include/--table-exclude: its changes are
+     * counted (cdc_capture_excluded_changes_total) and not produced. */
+    bool excluded;
+    cdc_counter_t *m_excluded;
 } cdc_capture_table_t;
 
 /*
@@ -181,6 +188,7 @@ typedef struct cdc_capture {
     cdc_source_t src;
     cdc_source_table_t *wanted; /* the configured (or published) tables */
     size_t nwanted;
+    cdc_table_filter_t filter; /* --table-include/--table-exclude (empty: none) */
 
     cdc_kafka_producer_t *producer;
     cdc_txtrack_t track;

@@ -138,6 +138,10 @@ static cdc_capture_table_t *captured(cdc_capture_t *cap, uint32_t relid, uint64_
                                       lsn, relid);
         return NULL;
     }
+    if (!t->captured && t->excluded) {
+        cdc_metrics_counter_inc(t->m_excluded);
+        return NULL;
+    }
     if (!t->captured) {
         *rc = cdc_capture_uncaptured(cap, t, lsn, e);
         return NULL;

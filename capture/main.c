@@ -36,6 +36,14 @@ static const cdc_opt_t options[] = {
      "Tables to capture, comma separated schema.table (default schema public); empty = every "
      "table of the publication. A partitioned table is one table (its partitions' rows are "
      "its own)."},
+    {"table-include", CDC_OPT_STRING, C(table_include), "", false, 0, 0, NULL,
+     "Without --tables: only the publication's tables whose schema.table matches one of these "
+     "patterns (comma separated POSIX extended regular expressions, each matching the whole "
+     "name, e.g. public\\.orders_.*) are captured; empty = all of them."},
+    {"table-exclude", CDC_OPT_STRING, C(table_exclude), "", false, 0, 0, NULL,
+     "Without --tables: the publication's tables whose schema.table matches one of these "
+     "patterns are not captured (their changes are counted in "
+     "cdc_capture_excluded_changes_total and skipped); applied after --table-include."},
     {"create-publication", CDC_OPT_BOOL, C(create_publication), "false", false, 0, 0, NULL,
      "Create the publication (FOR TABLE --tables WITH (publish_via_partition_root = true)), "
      "add missing tables to it, and set publish_via_partition_root when a partitioned table "
@@ -158,6 +166,16 @@ int main(int argc, char **argv)
                 cfg.publication);
         return CDC_CONFIG_EXIT;
     }
+    if (cfg.tables[0] != '\0' && (cfg.table_include[0] != '\0' || cfg.table_exclude[0] != '\0')) {
+        fprintf(stderr, "cdc-capture: --table-include (CDC_TABLE_INCLUDE) and --table-exclude "
+                        "(CDC_TABLE_EXCLUDE) narrow the publication's tables: they cannot be "
+                        "combined with --tables (CDC_TABLES), which names the tables itself\n");
+        return CDC_CONFIG_EXIT;
+    }
+    if (cdc_table_filter_init(&cap.filter, cfg.table_include, cfg.table_exclude, &err) != CDC_OK) {
+        fprintf(stderr, "cdc-capture: %s\n", err.msg);
+        return CDC_CONFIG_EXIT;
+    }
     cdc_log_options_apply(&cfg.log, "cdc-capture", cfg.slot);
 
     memset(&sa, 0, sizeof(sa));
@@ -209,6 +227,7 @@ done:
     cdc_http_server_close(http);
     cdc_capture_free(&cap);
     cdc_capture_request_free(&cap);
+    cdc_table_filter_free(&cap.filter);
     cdc_config_free(options, &cfg);
     return status;
 }

@@ -361,15 +361,22 @@ cdc_err_t cdc_source_check_setup(cdc_source_t *src, const cdc_source_setup_t *se
             rc = e->code;
             goto done;
         }
-        ntables = (size_t)cdc_pg_ntuples(r);
-        tables = calloc(ntables ? ntables : 1, sizeof(*tables));
+        tables = calloc(cdc_pg_ntuples(r) ? (size_t)cdc_pg_ntuples(r) : 1, sizeof(*tables));
         if (tables == NULL) {
             rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
             goto done;
         }
-        for (size_t i = 0; i < ntables; i++) {
-            tables[i].schema = strdup(cdc_pg_value(r, (int)i, 0));
-            tables[i].name = strdup(cdc_pg_value(r, (int)i, 1));
+        for (int i = 0; i < cdc_pg_ntuples(r); i++) {
+            const char *s = cdc_pg_value(r, i, 0), *t = cdc_pg_value(r, i, 1);
+            if (setup->filter != NULL && !cdc_table_filter_match(setup->filter, s, t)) {
+                cdc_log_info("table %s.%s of publication \"%s\" is left out by "
+                             "--table-include/--table-exclude",
+                             s, t, setup->publication);
+                continue;
+            }
+            tables[ntables].schema = strdup(s);
+            tables[ntables].name = strdup(t);
+            ntables++;
         }
         cdc_pg_clear(r);
         r = NULL;

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "capture/filter.h"
 #include "capture/pg.h"
 #include "common/err.h"
 
@@ -79,6 +80,8 @@ typedef struct cdc_source_setup {
     const cdc_source_table_t *tables; /* configured tables; may be empty = the publication's */
     size_t ntables;
     bool create_publication;
+    /* Without tables: the publication's tables this filter leaves (NULL = all). */
+    const cdc_table_filter_t *filter;
     /* Called for each table that cannot be captured (see below); NULL = log it. */
     void (*table_error)(void *arg, const char *schema, const char *name, const cdc_error_t *err);
     void *table_error_arg;

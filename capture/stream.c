@@ -202,6 +202,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
     cdc_source_setup_t setup = {.slot = cap->cfg->slot,
                                 .publication = cap->cfg->publication,
                                 .create_publication = cap->cfg->create_publication,
+                                .filter = &cap->filter,
                                 .table_error = cdc_capture_on_table_error,
                                 .table_error_arg = cap};
     cdc_source_table_t *configured = NULL;
@@ -451,7 +452,7 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
     for (size_t i = 0; i < cap->ntables; i++) {
         const cdc_capture_table_t *t = &cap->tables[i];
         json_t *x;
-        if (!t->captured && !t->failed && !t->removed)
+        if (!t->captured && !t->failed && !t->removed && !t->excluded)
             continue;
         x = json_object();
         json_object_set_new(x, "table", json_sprintf("%s.%s", t->schema, t->name));
@@ -462,6 +463,7 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
                             t->topic_error ? json_string(t->topic_error) : json_null());
         json_object_set_new(x, "state",
                             json_string(t->removed     ? "removed"
+                                        : t->excluded  ? "excluded"
                                         : t->failed    ? "error"
                                         : t->isnap.due ? "snapshotting"
                                                        : "streaming"));

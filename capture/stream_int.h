@@ -92,6 +92,10 @@ bool cdc_capture_is_wanted(const cdc_capture_t *cap, const char *schema, const c
 cdc_err_t cdc_capture_uncaptured(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
                                  cdc_error_t *e);
 
+/* Marks t, a table of the publication that --table-include/--table-exclude leave out, as
+ * excluded (logged once): its changes are counted and skipped, its state is "excluded". */
+void cdc_capture_exclude(cdc_capture_t *cap, cdc_capture_table_t *t);
+
 /*
  * Publication mode (no --tables): t, a table of the publication outside the capture set,
  * joins it from here on (docs/capture.md, "Adding a table"): its topic is made (a

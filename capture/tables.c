@@ -109,6 +109,12 @@ cdc_capture_table_t *cdc_capture_table_get(cdc_capture_t *cap, const char *schem
         "(--tables): the capture stopped before confirming them (docs/capture.md, \"Tables "
         "outside the capture set\").",
         labels);
+    t->m_excluded = cdc_metrics_counter(
+        cdc_metrics_default(), "cdc_capture_excluded_changes_total",
+        "Changes received for a table of the publication that --table-include/--table-exclude "
+        "leave out: not produced, by configuration (docs/capture.md, \"Choosing the "
+        "tables\").",
+        labels);
     t->m_topic_errors = cdc_metrics_counter(
         cdc_metrics_default(), "cdc_capture_topic_errors_total",
         "Failed attempts to create or find the table's topic (each is tried again; "
@@ -160,6 +166,17 @@ cdc_err_t cdc_capture_table_fail(cdc_capture_t *cap, cdc_capture_table_t *t, con
     va_end(ap);
     table_failed(t, msg);
     return CDC_OK;
+}
+
+void cdc_capture_exclude(cdc_capture_t *cap, cdc_capture_table_t *t)
+{
+    if (t->excluded)
+        return;
+    t->excluded = true;
+    cdc_log_info("table %s.%s of publication \"%s\" is left out by --table-include/"
+                 "--table-exclude: its changes are not captured (counted in "
+                 "cdc_capture_excluded_changes_total)",
+                 t->schema, t->name, cap->cfg->publication);
 }
 
 cdc_err_t cdc_capture_uncaptured(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
@@ -315,6 +332,12 @@ cdc_err_t cdc_capture_poll_publication(cdc_capture_t *cap, cdc_error_t *e)
         }
         if (cdc_capture_is_wanted(cap, pub[i].schema, pub[i].name))
             continue;
+        if (!cdc_table_filter_match(&cap->filter, pub[i].schema, pub[i].name)) {
+            t = cdc_capture_table_get(cap, pub[i].schema, pub[i].name);
+            if (t != NULL)
+                cdc_capture_exclude(cap, t);
+            continue;
+        }
         t = cdc_capture_table_get(cap, pub[i].schema, pub[i].name);
         if (t == NULL) {
             rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
@@ -399,7 +422,11 @@ cdc_err_t cdc_capture_on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cd
     if (old && old != t)
         old->relid = 0; /* renamed: the oid now belongs to another name */
     t->relid = m->u.relation.relid;
-    if (!t->captured && !t->failed && (cap->cfg->tables == NULL || cap->cfg->tables[0] == '\0')) {
+    if (!t->captured && !t->failed && (cap->cfg->tables == NULL || cap->cfg->tables[0] == '\0') &&
+        !cdc_table_filter_match(&cap->filter, t->schema, t->name)) {
+        cdc_capture_exclude(cap, t);
+    } else if (!t->captured && !t->failed &&
+               (cap->cfg->tables == NULL || cap->cfg->tables[0] == '\0')) {
         /* the capture set is the publication, and the table joined it */
         cdc_err_t arc = cdc_capture_adopt(cap, t, e);
         if (arc != CDC_OK)
