@@ -1836,7 +1836,8 @@ static void test_table_patterns(void **state)
             json_t *x = json_array_get(tables, i);
             const char *name = json_string_value(json_object_get(x, "table"));
             const char *state = json_string_value(json_object_get(x, "state"));
-            if (strncmp(name, "public.ct_pat_skip", 18) == 0 || strcmp(name, "public.ct_other") == 0) {
+            if (strncmp(name, "public.ct_pat_skip", 18) == 0 ||
+                strcmp(name, "public.ct_other") == 0) {
                 assert_string_equal(state, "excluded");
                 excluded++;
             } else if (strcmp(name, "public.ct_pat_keep") == 0 ||
