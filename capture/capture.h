@@ -168,8 +168,8 @@ typedef struct cdc_capture_window {
 } cdc_capture_window_t;
 
 /*
- * A re-snapshot asked over HTTP (POST /snapshot): the HTTP thread puts the table's name
- * and waits; the main thread answers between stream reads (cdc_incremental_serve).
+ * A request over HTTP (request.c: POST /snapshot, POST /tables): the HTTP thread puts the
+ * action and the table's name and waits; the main thread answers between stream reads.
  */
 typedef struct cdc_capture_request {
     pthread_mutex_t mu;
@@ -177,8 +177,9 @@ typedef struct cdc_capture_request {
     bool init;
     bool pending, answered;
     char table[256];
-    int status;     /* HTTP status of the answer */
-    char body[512]; /* its JSON */
+    char action[16]; /* snapshot | add | remove */
+    int status;      /* HTTP status of the answer */
+    char body[512];  /* its JSON */
 } cdc_capture_request_t;
 
 typedef struct cdc_capture {
@@ -271,6 +272,11 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force);
  * capture does not answer (not streaming). cdc_capture_request_init() first. */
 void cdc_capture_http_snapshot(void *arg, const char *path, const char *query,
                                cdc_http_response_t *resp);
+/* POST /tables?add=<schema>.<table> or ?remove= (HTTP thread): asks the main thread to add
+ * the table to the publication, or drop it from it (docs/capture.md, "Adding a table"),
+ * then to read the publication: 200 with the table's state, or an error (400, 409, 503). */
+void cdc_capture_http_tables(void *arg, const char *path, const char *query,
+                             cdc_http_response_t *resp);
 void cdc_capture_request_init(cdc_capture_t *cap);
 void cdc_capture_request_free(cdc_capture_t *cap);
 

@@ -13,9 +13,8 @@
  * resumes at the next chunk. Other tables' changes flow between chunks.
  *
  * A snapshot starts when a table joins the capture set (tables.c: a table added to the
- * publication) or on request (POST /snapshot, served here between stream reads). One
- * chunk is in flight at a time (cap->window). Main thread, except
- * cdc_capture_http_snapshot.
+ * publication) or on request (POST /snapshot, request.c, answered here between stream
+ * reads). One chunk is in flight at a time (cap->window). Main thread.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -31,9 +30,6 @@
 
 /* How long a chunk waits when the catalog is ahead of the stream's schema version. */
 #define RETRY_MS 1000
-
-/* How long POST /snapshot waits for the main thread's answer. */
-#define REQUEST_WAIT_MS 15000
 
 void cdc_incremental_window_free(cdc_capture_t *cap)
 {
@@ -470,136 +466,48 @@ void cdc_incremental_on_truncate(cdc_capture_t *cap, const cdc_capture_table_t *
         cdc_chunk_remove_all(&cap->window.chunk);
 }
 
-/* ---- re-snapshot on request (POST /snapshot) ---------------------------------------- */
+/* ---- re-snapshot on request (POST /snapshot, capture/request.c) --------------------- */
 
-void cdc_capture_request_init(cdc_capture_t *cap)
+cdc_err_t cdc_incremental_request(cdc_capture_t *cap, const char *schema, const char *table,
+                                  cdc_error_t *e)
 {
-    pthread_mutex_init(&cap->request.mu, NULL);
-    pthread_cond_init(&cap->request.cond, NULL);
-    cap->request.init = true;
-}
-
-void cdc_capture_request_free(cdc_capture_t *cap)
-{
-    if (!cap->request.init)
-        return;
-    pthread_mutex_destroy(&cap->request.mu);
-    pthread_cond_destroy(&cap->request.cond);
-    cap->request.init = false;
-}
-
-static void answer(cdc_capture_t *cap, int status, json_t *body)
-{
-    char *js = json_dumps(body, JSON_COMPACT);
-    json_decref(body);
-    pthread_mutex_lock(&cap->request.mu);
-    cap->request.status = status;
-    snprintf(cap->request.body, sizeof(cap->request.body), "%s", js ? js : "{}");
-    cap->request.answered = true;
-    pthread_cond_broadcast(&cap->request.cond);
-    pthread_mutex_unlock(&cap->request.mu);
-    free(js);
-}
-
-/* Serves a pending POST /snapshot (main thread). */
-static cdc_err_t serve(cdc_capture_t *cap, cdc_error_t *e)
-{
-    char name[256], *dot;
-    const char *schema = "public", *table = name;
-    cdc_capture_table_t *t;
+    cdc_capture_table_t *t = cdc_capture_table_by_name(cap, schema, table);
     cdc_err_t rc;
 
-    if (!cap->request.init)
-        return CDC_OK;
-    pthread_mutex_lock(&cap->request.mu);
-    if (!cap->request.pending || cap->request.answered) {
-        pthread_mutex_unlock(&cap->request.mu);
-        return CDC_OK;
-    }
-    snprintf(name, sizeof(name), "%s", cap->request.table);
-    pthread_mutex_unlock(&cap->request.mu);
-    if ((dot = strchr(name, '.')) != NULL) {
-        *dot = '\0';
-        schema = name;
-        table = dot + 1;
-    }
-    t = cdc_capture_table_by_name(cap, schema, table);
     if (t == NULL || !t->captured || t->failed) {
-        answer(cap, 404,
-               json_pack("{s:o}", "error",
-                         json_sprintf("table \"%s.%s\" is not captured (see the capture's "
-                                      "/status for its tables)",
-                                      schema, table)));
+        cdc_capture_answer(cap, 404,
+                           json_pack("{s:o}", "error",
+                                     json_sprintf("table \"%s.%s\" is not captured (see the "
+                                                  "capture's /status for its tables)",
+                                                  schema, table)));
         return CDC_OK;
     }
     if (t->removed) {
-        answer(cap, 404,
-               json_pack("{s:o}", "error",
-                         json_sprintf("table \"%s.%s\" left publication \"%s\": it is not "
-                                      "captured (add it again to read it again)",
-                                      schema, table, cap->cfg->publication)));
+        cdc_capture_answer(cap, 404,
+                           json_pack("{s:o}", "error",
+                                     json_sprintf("table \"%s.%s\" left publication \"%s\": it "
+                                                  "is not captured (add it again to read it "
+                                                  "again)",
+                                                  schema, table, cap->cfg->publication)));
         return CDC_OK;
     }
     if (t->isnap.due) {
-        answer(cap, 409,
-               json_pack("{s:o, s:s}", "error",
-                         json_sprintf("a snapshot of \"%s.%s\" is already running", schema, table),
-                         "snapshot_id", t->isnap.id));
+        cdc_capture_answer(
+            cap, 409,
+            json_pack("{s:o, s:s}", "error",
+                      json_sprintf("a snapshot of \"%s.%s\" is already running", schema, table),
+                      "snapshot_id", t->isnap.id));
         return CDC_OK;
     }
     rc = cdc_incremental_begin(cap, t, "backfill", false, e);
     if (rc != CDC_OK) {
-        answer(cap, 503, json_pack("{s:s}", "error", e->msg));
+        cdc_capture_answer(cap, 503, json_pack("{s:s}", "error", e->msg));
         return rc;
     }
-    answer(cap, 202,
-           json_pack("{s:o, s:s, s:s}", "table", json_sprintf("%s.%s", schema, table),
-                     "snapshot_id", t->isnap.id, "label", t->isnap.label));
+    cdc_capture_answer(cap, 202,
+                       json_pack("{s:o, s:s, s:s}", "table", json_sprintf("%s.%s", schema, table),
+                                 "snapshot_id", t->isnap.id, "label", t->isnap.label));
     return CDC_OK;
-}
-
-void cdc_capture_http_snapshot(void *arg, const char *path, const char *query,
-                               cdc_http_response_t *resp)
-{
-    cdc_capture_t *cap = arg;
-    char table[256];
-    struct timespec until = cdc_clock_deadline(REQUEST_WAIT_MS);
-    bool answered = false;
-    (void)path;
-
-    snprintf(resp->content_type, sizeof(resp->content_type), "application/json");
-    if (!cdc_http_query_param(query, "table", table, sizeof(table)) || table[0] == '\0') {
-        resp->status = 400;
-        resp->body = strdup("{\"error\":\"POST /snapshot?table=<schema>.<table>\"}");
-        resp->body_len = resp->body ? strlen(resp->body) : 0;
-        return;
-    }
-    pthread_mutex_lock(&cap->request.mu);
-    while (cap->request.pending &&
-           pthread_cond_timedwait(&cap->request.cond, &cap->request.mu, &until) == 0)
-        ;
-    if (!cap->request.pending) {
-        cap->request.pending = true;
-        cap->request.answered = false;
-        snprintf(cap->request.table, sizeof(cap->request.table), "%s", table);
-        while (!cap->request.answered &&
-               pthread_cond_timedwait(&cap->request.cond, &cap->request.mu, &until) == 0)
-            ;
-        answered = cap->request.answered;
-        if (answered) {
-            resp->status = cap->request.status;
-            resp->body = strdup(cap->request.body);
-        }
-        cap->request.pending = false;
-        cap->request.answered = false;
-        pthread_cond_broadcast(&cap->request.cond);
-    }
-    pthread_mutex_unlock(&cap->request.mu);
-    if (!answered) {
-        resp->status = 503;
-        resp->body = strdup("{\"error\":\"the capture is not streaming: try again later\"}");
-    }
-    resp->body_len = resp->body ? strlen(resp->body) : 0;
 }
 
 cdc_err_t cdc_incremental_tick(cdc_capture_t *cap, cdc_error_t *e)
@@ -611,7 +519,7 @@ cdc_err_t cdc_incremental_tick(cdc_capture_t *cap, cdc_error_t *e)
     if (now == cap->last_tick_ms)
         return CDC_OK;
     cap->last_tick_ms = now;
-    rc = serve(cap, e);
+    rc = cdc_capture_serve_request(cap, e);
     if (rc != CDC_OK || cap->window.table != 0)
         return rc;
     for (size_t i = 0; i < cap->ntables; i++) {

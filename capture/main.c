@@ -201,6 +201,8 @@ int main(int argc, char **argv)
         if (cdc_http_server_set_token(http, cfg.http_token, &err) != CDC_OK ||
             cdc_http_server_add_doc(http, "/status", &cap.status, &err) != CDC_OK ||
             cdc_http_server_add_post(http, "/snapshot", cdc_capture_http_snapshot, &cap, &err) !=
+                CDC_OK ||
+            cdc_http_server_add_post(http, "/tables", cdc_capture_http_tables, &cap, &err) !=
                 CDC_OK) {
             cdc_log_error("could not serve /status: %s", err.msg);
             status = 1;

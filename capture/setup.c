@@ -609,3 +609,37 @@ done:
     cdc_source_tables_free(tables, ntables);
     return rc;
 }
+
+cdc_err_t cdc_source_publication_alter(cdc_source_t *src, const char *publication, bool add,
+                                       const char *schema, const char *name, bool *changed,
+                                       cdc_error_t *e)
+{
+    char *pub = cdc_pg_ident(src->sql, publication),
+         *rel = cdc_pg_qualified(src->sql, schema, name);
+    cdc_buf_t sql = {0};
+    cdc_pg_result_t *r;
+    const char *state;
+    cdc_err_t rc = CDC_OK;
+
+    *changed = false;
+    if (pub == NULL || rel == NULL) {
+        free(pub);
+        free(rel);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    cdc_buf_printf(&sql, "ALTER PUBLICATION %s %s TABLE %s", pub, add ? "ADD" : "DROP", rel);
+    r = cdc_pg_exec(src->sql, sql.data);
+    state = cdc_pg_sqlstate(r);
+    if (cdc_pg_status(r) == CDC_PG_COMMAND)
+        *changed = true;
+    else if (state != NULL && strcmp(state, add ? "42710" : "42704") == 0 &&
+             cdc_pg_connected(src->sql))
+        ; /* already a member, or not one: nothing to do */
+    else
+        rc = cdc_pg_error(src->sql, r, CDC_ERR_CONFIG, e, "%s", sql.data);
+    cdc_pg_clear(r);
+    cdc_buf_free(&sql);
+    free(pub);
+    free(rel);
+    return rc;
+}

@@ -106,6 +106,14 @@ cdc_err_t cdc_source_check_setup(cdc_source_t *src, const cdc_source_setup_t *se
 
 void cdc_source_tables_free(cdc_source_table_t *t, size_t n);
 
+/* ALTER PUBLICATION ... ADD TABLE (add) or DROP TABLE schema.name on the SQL connection;
+ * *changed: false when the table already was (or was not) a member. A refusal (the role
+ * does not own the publication or the table, no such table) is CDC_ERR_CONFIG with the
+ * server's message; a lost connection CDC_ERR_UNAVAILABLE. */
+cdc_err_t cdc_source_publication_alter(cdc_source_t *src, const char *publication, bool add,
+                                       const char *schema, const char *name, bool *changed,
+                                       cdc_error_t *e);
+
 /* The publication's tables as the capture captures them (a partition as its published
  * root), on the SQL connection; *out for cdc_source_tables_free(), also on failure. */
 cdc_err_t cdc_source_publication_tables(cdc_source_t *src, const char *publication,

@@ -461,12 +461,7 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
         json_object_set_new(x, "topic", json_string(t->topic_ready ? "ready" : "pending"));
         json_object_set_new(x, "topic_error",
                             t->topic_error ? json_string(t->topic_error) : json_null());
-        json_object_set_new(x, "state",
-                            json_string(t->removed     ? "removed"
-                                        : t->excluded  ? "excluded"
-                                        : t->failed    ? "error"
-                                        : t->isnap.due ? "snapshotting"
-                                                       : "streaming"));
+        json_object_set_new(x, "state", json_string(cdc_capture_table_state(t)));
         if (t->removed)
             json_object_set_new(x, "removed",
                                 json_pack("{s:I, s:o}", "ts_ms", (json_int_t)t->removed_ms, "lsn",

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "capture/capture.h"
 
 /* Prefix of the schema probe's logical messages. */
@@ -91,6 +93,10 @@ bool cdc_capture_is_wanted(const cdc_capture_t *cap, const char *schema, const c
  */
 cdc_err_t cdc_capture_uncaptured(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
                                  cdc_error_t *e);
+
+/* t's state as /status and POST /tables give it: streaming, snapshotting, error, excluded,
+ * removed, or "absent" (not captured, NULL too). */
+const char *cdc_capture_table_state(const cdc_capture_table_t *t);
 
 /* Marks t, a table of the publication that --table-include/--table-exclude leave out, as
  * excluded (logged once): its changes are counted and skipped, its state is "excluded". */
@@ -219,9 +225,26 @@ cdc_err_t cdc_incremental_abandon(cdc_capture_t *cap, cdc_capture_table_t *t, cd
  * is no longer published is recorded as removed (cdc_capture_table_removed). */
 cdc_err_t cdc_incremental_session(cdc_capture_t *cap, cdc_error_t *e);
 
-/* Between stream reads: serves a POST /snapshot, and reads the next chunk when none is
- * in flight and a snapshot is due. */
+/* Between stream reads: serves a pending HTTP request (request.c), and reads the next
+ * chunk when none is in flight and a snapshot is due. */
 cdc_err_t cdc_incremental_tick(cdc_capture_t *cap, cdc_error_t *e);
+
+/* ---- requests over HTTP (request.c) ---- */
+
+/* Answers the pending request (main thread); takes body. */
+void cdc_capture_answer(cdc_capture_t *cap, int status, json_t *body);
+
+/* Serves the pending request, if any (main thread). An error ends the session. */
+cdc_err_t cdc_capture_serve_request(cdc_capture_t *cap, cdc_error_t *e);
+
+/* POST /snapshot of schema.table: starts its re-snapshot ("backfill") and answers. */
+cdc_err_t cdc_incremental_request(cdc_capture_t *cap, const char *schema, const char *table,
+                                  cdc_error_t *e);
+
+/* POST /tables: adds schema.table to the publication (add) or drops it, reads the
+ * publication at once (cdc_capture_poll_publication) and answers with the table's state. */
+cdc_err_t cdc_capture_publication_request(cdc_capture_t *cap, bool add, const char *schema,
+                                          const char *table, cdc_error_t *e);
 
 /* A watermark message (prefix CDC_WATERMARK_PREFIX) decoded at lsn. */
 cdc_err_t cdc_incremental_on_watermark(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn,

@@ -614,3 +614,65 @@ cdc_err_t cdc_capture_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_e
     }
     return rc;
 }
+
+const char *cdc_capture_table_state(const cdc_capture_table_t *t)
+{
+    if (t == NULL || (!t->captured && !t->failed && !t->removed && !t->excluded))
+        return "absent";
+    return t->removed     ? "removed"
+           : t->excluded  ? "excluded"
+           : t->failed    ? "error"
+           : t->isnap.due ? "snapshotting"
+                          : "streaming";
+}
+
+cdc_err_t cdc_capture_publication_request(cdc_capture_t *cap, bool add, const char *schema,
+                                          const char *table, cdc_error_t *e)
+{
+    cdc_capture_table_t *t;
+    bool changed = false;
+    cdc_err_t rc;
+
+    if (cap->cfg->tables != NULL && cap->cfg->tables[0] != '\0') {
+        cdc_capture_answer(
+            cap, 409,
+            json_pack("{s:o}", "error",
+                      json_sprintf("the capture's tables are --tables (%s): change the list and "
+                                   "restart the capture, or run it without --tables so that "
+                                   "publication \"%s\" is its table set",
+                                   cap->cfg->tables, cap->cfg->publication)));
+        return CDC_OK;
+    }
+    if (add && !cdc_table_filter_match(&cap->filter, schema, table)) {
+        cdc_capture_answer(cap, 409,
+                           json_pack("{s:o}", "error",
+                                     json_sprintf("table \"%s.%s\" is left out by "
+                                                  "--table-include/--table-exclude",
+                                                  schema, table)));
+        return CDC_OK;
+    }
+    rc = cdc_source_publication_alter(&cap->src, cap->cfg->publication, add, schema, table,
+                                      &changed, e);
+    if (rc != CDC_OK) {
+        cdc_capture_answer(cap, rc == CDC_ERR_UNAVAILABLE ? 503 : 409,
+                           json_pack("{s:s}", "error", e->msg));
+        return rc == CDC_ERR_UNAVAILABLE ? rc : CDC_OK;
+    }
+    if (changed)
+        cdc_log_info("table %s.%s %s publication \"%s\" (POST /tables)", schema, table,
+                     add ? "added to" : "dropped from", cap->cfg->publication);
+    /* the change is committed: the publication's tables are read now, not at the next
+     * probe, so the table joins (or leaves) before this answer */
+    rc = cdc_capture_poll_publication(cap, e);
+    t = cdc_capture_table_by_name(cap, schema, table);
+    if (rc != CDC_OK) {
+        cdc_capture_answer(cap, 503, json_pack("{s:s}", "error", e->msg));
+        return rc;
+    }
+    cdc_capture_answer(cap, 200,
+                       json_pack("{s:o, s:s, s:b, s:s}", "table",
+                                 json_sprintf("%s.%s", schema, table), "publication",
+                                 cap->cfg->publication, "changed", changed, "state",
+                                 cdc_capture_table_state(t)));
+    return CDC_OK;
+}

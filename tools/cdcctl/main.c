@@ -6,7 +6,11 @@
  *                        --capture, the capture's tables too (streaming, snapshotting N%,
  *                        removed) with their snapshots' progress
  *   cdcctl tables add T  adds table T to the job's tables (POST /tables): the workers
- *                        consume it from the next assignment
+ *                        consume it from the next assignment; with --capture, first adds
+ *                        it to the capture's publication (the capture's POST /tables),
+ *                        which captures it and reads its rows
+ *   cdcctl tables remove T  drops table T from the capture's publication (--capture): no
+ *                        longer captured, its Iceberg tables stay
  *   cdcctl compact T     compacts table T now on the leader (POST /compact) and waits
  *   cdcctl snapshot T    re-reads table T on the capture (POST /snapshot, --capture);
  *                        with --wait, follows its progress until it is done
@@ -462,7 +466,66 @@ static void table_topic(const ctl_config_t *cfg, const char *table, char *topic,
     snprintf(topic, size, "%s.%s%s", cfg->topic_prefix, strchr(table, '.') ? "" : "public.", table);
 }
 
-/* `cdcctl tables add <schema>.<table>`: POST /tables on the leader, which adds the table's
+/*
+ * POST /tables?add= or ?remove= on the capture (--capture): the capture alters its
+ * publication and reads it at once. Returns 0 when it answered 200 (and prints what it
+ * did), 1 otherwise (and prints why).
+ */
+static int capture_tables(const ctl_config_t *cfg, bool add, const char *table)
+{
+    char url[600];
+    cdc_httpc_response_t b;
+    json_t *j;
+    int code, status = 1;
+
+    snprintf(url, sizeof(url), "http://%s/tables?%s=%s", cfg->capture, add ? "add" : "remove",
+             table);
+    code = http_request("POST", url, cfg->http_token,
+                        cfg->timeout_ms > 20000 ? (long)cfg->timeout_ms : 20000, &b);
+    if (code < 0)
+        return 1;
+    j = b.body ? json_loads(b.body, 0, NULL) : NULL;
+    if (code == 200 && j != NULL) {
+        const char *state = json_string_value(json_object_get(j, "state"));
+        const char *pub = json_string_value(json_object_get(j, "publication"));
+        bool changed = json_is_true(json_object_get(j, "changed"));
+        if (add)
+            printf("%s: %s publication \"%s\"; the capture says: %s\n", table,
+                   changed ? "added to" : "already in", pub ? pub : "?", state ? state : "?");
+        else
+            printf("%s: %s publication \"%s\"; the capture says: %s (its Iceberg tables stay)\n",
+                   table, changed ? "dropped from" : "not in", pub ? pub : "?",
+                   state ? state : "?");
+        status = 0;
+    } else {
+        const char *msg = json_string_value(json_object_get(j, "error"));
+        fprintf(stderr, "cdcctl: POST %s answered HTTP %d: %s\n", url, code,
+                msg ? msg : (b.body ? b.body : ""));
+        if (code == 401)
+            fprintf(stderr, "hint: give cdcctl the capture's --http-token (--http-token-file or "
+                            "CDC_HTTP_TOKEN_FILE)\n");
+    }
+    json_decref(j);
+    cdc_httpc_response_free(&b);
+    return status;
+}
+
+/* `cdcctl tables remove <schema>.<table> --capture host:port`. */
+static int cmd_tables_remove(const ctl_config_t *cfg, const char *table)
+{
+    if (cfg->capture == NULL || cfg->capture[0] == '\0') {
+        fprintf(stderr,
+                "cdcctl: tables remove drops the table from the capture's publication and needs "
+                "the capture's address\nhint: cdcctl tables remove %s --capture=127.0.0.1:9102 "
+                "(the capture's --http), or ALTER PUBLICATION <publication> DROP TABLE %s\n",
+                table, table);
+        return 2;
+    }
+    return capture_tables(cfg, false, table);
+}
+
+/* `cdcctl tables add <schema>.<table>`: with --capture, POST /tables on the capture (the
+ * table joins its publication); then POST /tables on the leader, which adds the table's
  * topic to the job's tables and gives it to every worker. */
 static int cmd_tables_add(const ctl_config_t *cfg, const char *table)
 {
@@ -479,6 +542,8 @@ static int cmd_tables_add(const ctl_config_t *cfg, const char *table)
                 table);
         return 2;
     }
+    if (cfg->capture != NULL && cfg->capture[0] != '\0' && capture_tables(cfg, true, table) != 0)
+        return 1;
     snprintf(path, sizeof(path), "/tables?add=%s", topic);
     code = admin_request(cfg, "POST", path, (long)(cfg->timeout_ms + 10000), &b, url, sizeof(url));
     if (code > 0 && b.body != NULL)
@@ -490,6 +555,10 @@ static int cmd_tables_add(const ctl_config_t *cfg, const char *table)
                    table, topic);
         else
             printf("%s: already one of the job's tables (topic %s)\n", table, topic);
+        if (cfg->capture == NULL || cfg->capture[0] == '\0')
+            printf("hint: the capture captures it once it is in its publication: ALTER "
+                   "PUBLICATION ... ADD TABLE %s, or this command with --capture\n",
+                   table);
         status = 0;
     } else if (code > 0 && code != 401) {
         post_refused(url, code, r, &b);
@@ -737,12 +806,12 @@ int main(int argc, char **argv)
         args[nargs++] = cmdbuf;
     }
     memset(&cfg, 0, sizeof(cfg));
-    cdc_config_load(
-        options, "cdcctl",
-        "Operator CLI of the CDC pipeline: cdcctl [options] status | tables | "
-        "tables add <schema>.<table> | compact <schema>.<table> | snapshot <schema>.<table> | "
-        "leader | checkpoints | checkpoint <epoch> | dlq list | dlq show | dlq replay.",
-        nargs, args, &cfg);
+    cdc_config_load(options, "cdcctl",
+                    "Operator CLI of the CDC pipeline: cdcctl [options] status | tables | "
+                    "tables add <schema>.<table> | tables remove <schema>.<table> | compact "
+                    "<schema>.<table> | snapshot <schema>.<table> | "
+                    "leader | checkpoints | checkpoint <epoch> | dlq list | dlq show | dlq replay.",
+                    nargs, args, &cfg);
     cfg.wait = wait;
     cmd = cfg.command;
     if (strncmp(cmd, "dlq:", 4) == 0)
@@ -756,8 +825,12 @@ int main(int argc, char **argv)
         status = cmd_tables(&cfg);
     else if (strncmp(cmd, "tables:add:", 11) == 0)
         status = cmd_tables_add(&cfg, cmd + 11);
+    else if (strncmp(cmd, "tables:remove:", 14) == 0)
+        status = cmd_tables_remove(&cfg, cmd + 14);
     else if (strncmp(cmd, "tables:", 7) == 0) {
-        fprintf(stderr, "cdcctl: tables %s: unknown\nhint: cdcctl tables add public.orders\n",
+        fprintf(stderr,
+                "cdcctl: tables %s: unknown\nhint: cdcctl tables add public.orders, cdcctl "
+                "tables remove public.orders\n",
                 cmd + 7);
         status = 2;
     } else if (strncmp(cmd, "compact:", 8) == 0)
@@ -779,6 +852,7 @@ int main(int argc, char **argv)
     else {
         fprintf(stderr,
                 "cdcctl: unknown command \"%s\"\nhint: status, tables, tables add <table>, "
+                "tables remove <table>, "
                 "compact <table>, snapshot <table>, leader, "
                 "checkpoints, checkpoint <epoch>, dlq list, dlq show, dlq replay\n",
                 cmd);

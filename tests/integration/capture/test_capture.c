@@ -2264,6 +2264,30 @@ static void test_incremental_snapshot_resumes(void **state)
     kill_and_resume(c, "ct_res", "", more, "ct_res_new", 200000, pid, writer);
 }
 
+/* The capture's HTTP port, from its log (0 when it logged none). */
+static int capture_port(void)
+{
+    const char *l = NULL, *p = read_log();
+    while ((p = strstr(p, "http server listening on 127.0.0.1:")) != NULL)
+        l = p++;
+    return l ? atoi(l + strlen("http server listening on 127.0.0.1:")) : 0;
+}
+
+/* Runs `cdcctl <args>` (stderr too) into out; returns its exit status. */
+static int run_cdcctl(const char *args, char *out, size_t size)
+{
+    char cmd[1024];
+    FILE *f;
+    size_t n;
+    snprintf(cmd, sizeof(cmd), "%s/cdcctl %s 2>&1", cdc_test_env()->build_dir, args);
+    f = popen(cmd, "r");
+    assert_non_null(f);
+    n = fread(out, 1, size - 1, f);
+    out[n] = '\0';
+    print_message("cdcctl %s:\n%s", args, out);
+    return WEXITSTATUS(pclose(f));
+}
+
 /*
  * Re-snapshot on demand: `cdcctl snapshot` (POST /snapshot) re-reads a captured table as
  * "backfill" rows and waits until it is done; an unknown table is an error naming it.
@@ -2272,12 +2296,8 @@ static void test_resnapshot_on_demand(void **state)
 {
     PGconn *c = pg_as(NULL);
     const char *const more[] = {"--http=127.0.0.1:0", "--snapshot-chunk=300", NULL};
-    const char *l, *p;
-    char cmd[1024], out[8192];
+    char args[512], out[8192];
     evs_t s = {0};
-    FILE *f;
-    size_t n;
-    int port, rc;
     pid_t pid;
     (void)state;
 
@@ -2286,35 +2306,16 @@ static void test_resnapshot_on_demand(void **state)
     pid = start_capture_opts(N("ct_resnap"), "public.ct_resnap", more);
     wait_streaming(c, N("ct_resnap"));
     sql(c, "INSERT INTO ct_resnap SELECT g, g FROM generate_series(1, 3000) g");
-
-    /* the HTTP port, from the log */
-    l = NULL;
-    p = read_log();
-    while ((p = strstr(p, "http server listening on 127.0.0.1:")) != NULL)
-        l = p++;
-    assert_non_null(l);
-    port = atoi(l + strlen("http server listening on 127.0.0.1:"));
+    assert_true(capture_port() > 0);
 
     /* unknown table: an error naming it */
-    snprintf(cmd, sizeof(cmd), "%s/cdcctl snapshot public.nope --capture=127.0.0.1:%d 2>&1",
-             cdc_test_env()->build_dir, port);
-    f = popen(cmd, "r");
-    n = fread(out, 1, sizeof(out) - 1, f);
-    out[n] = '\0';
-    rc = pclose(f);
-    print_message("%s", out);
-    assert_int_not_equal(WEXITSTATUS(rc), 0);
+    snprintf(args, sizeof(args), "snapshot public.nope --capture=127.0.0.1:%d", capture_port());
+    assert_int_not_equal(run_cdcctl(args, out, sizeof(out)), 0);
     assert_non_null(strstr(out, "public.nope"));
 
-    snprintf(cmd, sizeof(cmd),
-             "%s/cdcctl snapshot public.ct_resnap --capture=127.0.0.1:%d --wait 2>&1",
-             cdc_test_env()->build_dir, port);
-    f = popen(cmd, "r");
-    n = fread(out, 1, sizeof(out) - 1, f);
-    out[n] = '\0';
-    rc = pclose(f);
-    print_message("%s", out);
-    assert_int_equal(WEXITSTATUS(rc), 0);
+    snprintf(args, sizeof(args), "snapshot public.ct_resnap --capture=127.0.0.1:%d --wait",
+             capture_port());
+    assert_int_equal(run_cdcctl(args, out, sizeof(out)), 0);
     assert_non_null(strstr(out, "done"));
 
     wait_caught_up(c, "ct_resnap", topic_of("ct_resnap", "public.ct_resnap"), 0);
@@ -2332,26 +2333,109 @@ static void test_resnapshot_on_demand(void **state)
         if (!cdc_test_wait_for(log_has, "resuming slot", 60000))
             fail_msg("the capture did not resume its slot; log: %s", read_log());
         assert_non_null(strstr(capture_http("POST", "/snapshot?table=public.ct_resnap"), " 401 "));
-        l = NULL;
-        p = read_log();
-        while ((p = strstr(p, "http server listening on 127.0.0.1:")) != NULL)
-            l = p++;
-        port = l ? atoi(l + strlen("http server listening on 127.0.0.1:")) : 0;
-        assert_true(port > 0);
-        snprintf(cmd, sizeof(cmd),
-                 "%s/cdcctl snapshot public.ct_resnap --capture=127.0.0.1:%d --http-token=s3cret "
-                 "2>&1",
-                 cdc_test_env()->build_dir, port);
-        f = popen(cmd, "r");
-        n = fread(out, 1, sizeof(out) - 1, f);
-        out[n] = '\0';
-        rc = pclose(f);
-        print_message("%s", out);
-        assert_int_equal(WEXITSTATUS(rc), 0);
+        assert_true(capture_port() > 0);
+        snprintf(args, sizeof(args),
+                 "snapshot public.ct_resnap --capture=127.0.0.1:%d --http-token=s3cret",
+                 capture_port());
+        assert_int_equal(run_cdcctl(args, out, sizeof(out)), 0);
         assert_non_null(strstr(out, "started"));
         assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
     }
     sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_resnap"));
+    PQfinish(c);
+}
+
+/*
+ * Tables added and removed through the capture (POST /tables, `cdcctl tables add|remove
+ * --capture`; docs/capture.md, "Adding a table"): the capture alters its publication and
+ * reads it at once, so an added table's rows arrive (incremental snapshot) without
+ * waiting for the next probe; a second add changes nothing; an excluded table, or a
+ * capture with --tables, is refused naming why; a removed table is "removed".
+ */
+static void test_tables_by_request(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    const char *const more[] = {"--http=127.0.0.1:0", "--snapshot-chunk=200",
+                                "--schema-probe-interval=0", "--table-exclude=public\\.ct_req_x",
+                                NULL};
+    char args[512], out[8192], *r;
+    evs_t s = {0};
+    pid_t pid;
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_req_a, ct_req_b, ct_req_x");
+    sql(c, "DROP PUBLICATION IF EXISTS %s", N("ct_req"));
+    sql(c, "CREATE TABLE ct_req_a (id int PRIMARY KEY, v int)");
+    sql(c, "CREATE TABLE ct_req_b (id int PRIMARY KEY, v int)");
+    sql(c, "CREATE TABLE ct_req_x (id int PRIMARY KEY, v int)");
+    sql(c, "INSERT INTO ct_req_b SELECT g, g FROM generate_series(1, 1000) g");
+    sql(c, "CREATE PUBLICATION %s FOR TABLE ct_req_a", N("ct_req"));
+    pid = start_capture_opts(N("ct_req"), "", more);
+    wait_streaming(c, N("ct_req"));
+
+    /* the schema probe is off: only the request makes the table join */
+    r = capture_http("POST", "/tables?add=public.ct_req_b");
+    assert_non_null(strstr(r, " 200 "));
+    assert_non_null(strstr(r, "\"changed\":true"));
+    assert_non_null(strstr(r, "\"state\":\"snapshotting\""));
+    if (!cdc_test_wait_for(log_has, "of public.ct_req_b done: ", 60000))
+        fail_msg("the added table's snapshot did not finish; log: %s", read_log());
+    wait_caught_up(c, "ct_req_b", topic_of("ct_req", "public.ct_req_b"), 0);
+    check_converged(c, "ct_req_b", topic_of("ct_req", "public.ct_req_b"), &s);
+    /* its 1,000 rows, and the sentinel row 0 when the snapshot read it too */
+    assert_in_range(count_reads(&s, "incremental", NULL, NULL), 1000, 1001);
+    evs_free(&s);
+    r = capture_http("POST", "/tables?add=public.ct_req_b");
+    assert_non_null(strstr(r, " 200 "));
+    assert_non_null(strstr(r, "\"changed\":false"));
+    assert_non_null(strstr(r, "\"state\":\"streaming\""));
+    {
+        char q[256];
+        snprintf(q, sizeof(q),
+                 "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM "
+                 "pg_publication_tables WHERE pubname = '%s'",
+                 N("ct_req"));
+        r = sql1(c, q);
+        assert_string_equal(r, "ct_req_a,ct_req_b");
+        free(r);
+    }
+
+    /* refusals name why */
+    r = capture_http("POST", "/tables?add=public.ct_req_x");
+    assert_non_null(strstr(r, " 409 "));
+    assert_non_null(strstr(r, "--table-exclude"));
+    r = capture_http("POST", "/tables?add=public.ct_req_nope");
+    assert_non_null(strstr(r, " 409 "));
+    assert_non_null(strstr(r, "ct_req_nope"));
+    r = capture_http("POST", "/tables?drop=public.ct_req_b");
+    assert_non_null(strstr(r, " 400 "));
+
+    /* cdcctl tables remove: out of the publication, "removed" */
+    snprintf(args, sizeof(args), "tables remove public.ct_req_b --capture=127.0.0.1:%d",
+             capture_port());
+    assert_int_equal(run_cdcctl(args, out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "dropped from publication"));
+    assert_non_null(strstr(out, "removed"));
+    assert_int_not_equal(run_cdcctl("tables remove public.ct_req_b", out, sizeof(out)), 0);
+    assert_non_null(strstr(out, "--capture"));
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+
+    /* with --tables the capture's tables are not the publication's */
+    {
+        const char *const fixed[] = {"--http=127.0.0.1:0", NULL};
+        sql(c, "DROP PUBLICATION IF EXISTS %s", N("ct_req_fixed"));
+        sql(c, "CREATE PUBLICATION %s FOR TABLE ct_req_a", N("ct_req_fixed"));
+        pid = start_capture_opts(N("ct_req_fixed"), "public.ct_req_a", fixed);
+        wait_streaming(c, N("ct_req_fixed"));
+        r = capture_http("POST", "/tables?add=public.ct_req_b");
+        assert_non_null(strstr(r, " 409 "));
+        assert_non_null(strstr(r, "--tables"));
+        assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    }
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_req"));
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_req_fixed"));
+    sql(c, "DROP PUBLICATION IF EXISTS %s", N("ct_req"));
+    sql(c, "DROP PUBLICATION IF EXISTS %s", N("ct_req_fixed"));
     PQfinish(c);
 }
 
@@ -2725,6 +2809,7 @@ int main(void)
         cmocka_unit_test(test_table_added_running),
         cmocka_unit_test(test_incremental_snapshot_resumes),
         cmocka_unit_test(test_resnapshot_on_demand),
+        cmocka_unit_test(test_tables_by_request),
         cmocka_unit_test(test_initial_incremental_resumes),
         cmocka_unit_test(test_table_removed_running),
         cmocka_unit_test(test_table_readded_running),
