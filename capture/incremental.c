@@ -472,41 +472,37 @@ cdc_err_t cdc_incremental_request(cdc_capture_t *cap, const char *schema, const 
                                   cdc_error_t *e)
 {
     cdc_capture_table_t *t = cdc_capture_table_by_name(cap, schema, table);
+    json_t *j;
     cdc_err_t rc;
 
     if (t == NULL || !t->captured || t->failed) {
-        cdc_capture_answer(cap, 404,
-                           json_pack("{s:o}", "error",
-                                     json_sprintf("table \"%s.%s\" is not captured (see the "
-                                                  "capture's /status for its tables)",
-                                                  schema, table)));
+        cdc_capture_answer_error(cap, 404,
+                                 "table \"%s.%s\" is not captured (see the capture's /status "
+                                 "for its tables)",
+                                 schema, table);
         return CDC_OK;
     }
     if (t->removed) {
-        cdc_capture_answer(cap, 404,
-                           json_pack("{s:o}", "error",
-                                     json_sprintf("table \"%s.%s\" left publication \"%s\": it "
-                                                  "is not captured (add it again to read it "
-                                                  "again)",
-                                                  schema, table, cap->cfg->publication)));
+        cdc_capture_answer_error(cap, 404,
+                                 "table \"%s.%s\" left publication \"%s\": it is not captured "
+                                 "(add it again to read it again)",
+                                 schema, table, cap->cfg->publication);
         return CDC_OK;
     }
     if (t->isnap.due) {
-        cdc_capture_answer(
-            cap, 409,
-            json_pack("{s:o, s:s}", "error",
-                      json_sprintf("a snapshot of \"%s.%s\" is already running", schema, table),
-                      "snapshot_id", t->isnap.id));
+        cdc_capture_answer_error(cap, 409, "a snapshot of \"%s.%s\" is already running (%s)",
+                                 schema, table, t->isnap.id);
         return CDC_OK;
     }
     rc = cdc_incremental_begin(cap, t, "backfill", false, e);
     if (rc != CDC_OK) {
-        cdc_capture_answer(cap, 503, json_pack("{s:s}", "error", e->msg));
+        cdc_capture_answer_error(cap, 503, "%s", e->msg);
         return rc;
     }
-    cdc_capture_answer(cap, 202,
-                       json_pack("{s:o, s:s, s:s}", "table", json_sprintf("%s.%s", schema, table),
-                                 "snapshot_id", t->isnap.id, "label", t->isnap.label));
+    j = json_pack("{s:o, s:s, s:s}", "table", json_sprintf("%s.%s", schema, table), "snapshot_id",
+                  t->isnap.id, "label", t->isnap.label);
+    cdc_capture_answer(cap, 202, j ? json_dumps(j, JSON_COMPACT) : NULL);
+    json_decref(j);
     return CDC_OK;
 }
 

@@ -5,7 +5,9 @@
  * the tables' state, answers between stream reads (cdc_capture_serve_request). One request
  * at a time; another waits for it.
  */
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -32,17 +34,29 @@ void cdc_capture_request_free(cdc_capture_t *cap)
     cap->request.init = false;
 }
 
-void cdc_capture_answer(cdc_capture_t *cap, int status, json_t *body)
+void cdc_capture_answer(cdc_capture_t *cap, int status, char *body)
 {
-    char *js = json_dumps(body, JSON_COMPACT);
-    json_decref(body);
     pthread_mutex_lock(&cap->request.mu);
     cap->request.status = status;
-    snprintf(cap->request.body, sizeof(cap->request.body), "%s", js ? js : "{}");
+    snprintf(cap->request.body, sizeof(cap->request.body), "%s", body ? body : "{}");
     cap->request.answered = true;
     pthread_cond_broadcast(&cap->request.cond);
     pthread_mutex_unlock(&cap->request.mu);
-    free(js);
+    free(body);
+}
+
+void cdc_capture_answer_error(cdc_capture_t *cap, int status, const char *fmt, ...)
+{
+    char msg[400];
+    json_t *j;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    j = json_pack("{s:s}", "error", msg);
+    cdc_capture_answer(cap, status, j ? json_dumps(j, JSON_COMPACT) : NULL);
+    json_decref(j);
 }
 
 cdc_err_t cdc_capture_serve_request(cdc_capture_t *cap, cdc_error_t *e)

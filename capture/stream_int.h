@@ -13,8 +13,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
-
 #include "capture/capture.h"
 
 /* Prefix of the schema probe's logical messages. */
@@ -231,8 +229,11 @@ cdc_err_t cdc_incremental_tick(cdc_capture_t *cap, cdc_error_t *e);
 
 /* ---- requests over HTTP (request.c) ---- */
 
-/* Answers the pending request (main thread); takes body. */
-void cdc_capture_answer(cdc_capture_t *cap, int status, json_t *body);
+/* Answers the pending request (main thread) with body, a malloc'ed JSON text (taken; NULL
+ * answers {}), or with {"error": <the message>}. */
+void cdc_capture_answer(cdc_capture_t *cap, int status, char *body);
+void cdc_capture_answer_error(cdc_capture_t *cap, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Serves the pending request, if any (main thread). An error ends the session. */
 cdc_err_t cdc_capture_serve_request(cdc_capture_t *cap, cdc_error_t *e);

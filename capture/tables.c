@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "capture/stream_int.h"
 #include "common/buf.h"
 #include "common/clock.h"
@@ -631,31 +633,27 @@ cdc_err_t cdc_capture_publication_request(cdc_capture_t *cap, bool add, const ch
 {
     cdc_capture_table_t *t;
     bool changed = false;
+    json_t *j;
     cdc_err_t rc;
 
     if (cap->cfg->tables != NULL && cap->cfg->tables[0] != '\0') {
-        cdc_capture_answer(
-            cap, 409,
-            json_pack("{s:o}", "error",
-                      json_sprintf("the capture's tables are --tables (%s): change the list and "
-                                   "restart the capture, or run it without --tables so that "
-                                   "publication \"%s\" is its table set",
-                                   cap->cfg->tables, cap->cfg->publication)));
+        cdc_capture_answer_error(cap, 409,
+                                 "the capture's tables are --tables (%s): change the list and "
+                                 "restart the capture, or run it without --tables so that "
+                                 "publication \"%s\" is its table set",
+                                 cap->cfg->tables, cap->cfg->publication);
         return CDC_OK;
     }
     if (add && !cdc_table_filter_match(&cap->filter, schema, table)) {
-        cdc_capture_answer(cap, 409,
-                           json_pack("{s:o}", "error",
-                                     json_sprintf("table \"%s.%s\" is left out by "
-                                                  "--table-include/--table-exclude",
-                                                  schema, table)));
+        cdc_capture_answer_error(cap, 409,
+                                 "table \"%s.%s\" is left out by --table-include/--table-exclude",
+                                 schema, table);
         return CDC_OK;
     }
     rc = cdc_source_publication_alter(&cap->src, cap->cfg->publication, add, schema, table,
                                       &changed, e);
     if (rc != CDC_OK) {
-        cdc_capture_answer(cap, rc == CDC_ERR_UNAVAILABLE ? 503 : 409,
-                           json_pack("{s:s}", "error", e->msg));
+        cdc_capture_answer_error(cap, rc == CDC_ERR_UNAVAILABLE ? 503 : 409, "%s", e->msg);
         return rc == CDC_ERR_UNAVAILABLE ? rc : CDC_OK;
     }
     if (changed)
@@ -664,15 +662,15 @@ cdc_err_t cdc_capture_publication_request(cdc_capture_t *cap, bool add, const ch
     /* the change is committed: the publication's tables are read now, not at the next
      * probe, so the table joins (or leaves) before this answer */
     rc = cdc_capture_poll_publication(cap, e);
-    t = cdc_capture_table_by_name(cap, schema, table);
     if (rc != CDC_OK) {
-        cdc_capture_answer(cap, 503, json_pack("{s:s}", "error", e->msg));
+        cdc_capture_answer_error(cap, 503, "%s", e->msg);
         return rc;
     }
-    cdc_capture_answer(cap, 200,
-                       json_pack("{s:o, s:s, s:b, s:s}", "table",
-                                 json_sprintf("%s.%s", schema, table), "publication",
-                                 cap->cfg->publication, "changed", changed, "state",
-                                 cdc_capture_table_state(t)));
+    t = cdc_capture_table_by_name(cap, schema, table);
+    j = json_pack("{s:o, s:s, s:b, s:s}", "table", json_sprintf("%s.%s", schema, table),
+                  "publication", cap->cfg->publication, "changed", changed, "state",
+                  cdc_capture_table_state(t));
+    cdc_capture_answer(cap, 200, j ? json_dumps(j, JSON_COMPACT) : NULL);
+    json_decref(j);
     return CDC_OK;
 }
