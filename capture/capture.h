@@ -47,6 +47,7 @@ typedef struct cdc_capture_config {
     int64_t snapshot_chunk;
     int64_t heartbeat_interval_ms;    /* 0 = off */
     int64_t schema_probe_interval_ms; /* 0 = off */
+    int64_t publication_poll_interval_ms; /* 0 = off */
     int64_t status_interval_ms;
     int64_t read_coalesce_ms; /* see cdc_source_t.coalesce_ms */
     cdc_kafka_options_t kafka;
@@ -223,6 +224,7 @@ typedef struct cdc_capture {
     int64_t last_status_ms; /* when the last status update went out */
     int64_t last_heartbeat_ms;
     int64_t last_probe_ms;
+    int64_t last_pub_poll_ms;
     _Atomic bool ready;  /* streaming; read by the HTTP thread (/readyz) */
     cdc_health_t health; /* /healthz: the loops beat it */
     bool streamed;       /* the current session reached streaming */

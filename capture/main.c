@@ -78,6 +78,11 @@ static const cdc_opt_t options[] = {
      "Interval of the catalog check that carries a DDL no change of the table followed into "
      "the stream (a pg_logical_emit_message), so a drop, a rename or a default reaches the "
      "tables without waiting for the next change (0 = off)."},
+    {"publication-poll-interval", CDC_OPT_DURATION, C(publication_poll_interval_ms), "1s", false, 0,
+     86400000, NULL,
+     "Without --tables: interval of the look at the publication's tables (pg_publication_tables) "
+     "that finds a table added to it before any change of the table arrives, and a table "
+     "dropped from it (0 = off: a table joins at its first change)."},
     {"status-interval", CDC_OPT_DURATION, C(status_interval_ms), "1s", false, 10, 60000, NULL,
      "Interval of standby status updates (confirmed flush LSN) to PostgreSQL."},
     {"read-coalesce", CDC_OPT_DURATION, C(read_coalesce_ms), "2ms", false, 0, 100, NULL,

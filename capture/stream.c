@@ -334,7 +334,11 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
                 goto cleanup;
             if (rc != CDC_OK)
                 cdc_log_warn("schema probe failed: %s", e->msg);
-            /* tables added to the publication that no change named yet */
+        }
+        if (cap->cfg->publication_poll_interval_ms > 0 &&
+            now - cap->last_pub_poll_ms >= cap->cfg->publication_poll_interval_ms) {
+            cap->last_pub_poll_ms = now;
+            /* tables added to the publication that no change named yet, tables dropped */
             rc = cdc_capture_poll_publication(cap, e);
             if (rc == CDC_ERR_UNAVAILABLE || (rc != CDC_OK && e->retriable))
                 goto cleanup;

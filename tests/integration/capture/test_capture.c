@@ -2356,8 +2356,8 @@ static void test_tables_by_request(void **state)
 {
     PGconn *c = pg_as(NULL);
     const char *const more[] = {"--http=127.0.0.1:0", "--snapshot-chunk=200",
-                                "--schema-probe-interval=0", "--table-exclude=public\\.ct_req_x",
-                                NULL};
+                                "--publication-poll-interval=0",
+                                "--table-exclude=public\\.ct_req_x", NULL};
     char args[512], out[8192], *r;
     evs_t s = {0};
     pid_t pid;
