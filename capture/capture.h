@@ -81,7 +81,23 @@ typedef struct cdc_capture_isnap {
     bool truncate;    /* the table joined the publication again (docs/capture.md, "Removing
                        * a table"): its first chunk's low watermark truncates the mirror */
     bool abandoned;   /* stopped before its end: the table left the publication */
+    /* Chunks produced whose marker waits for their rows' acks (cap->marks), and what the
+     * last marker written says: a new session resumes from there, not from `after`. */
+    int pending_marks;
+    char *marked_after;
+    int64_t marked_rows;
+    bool marked_due;
 } cdc_capture_isnap_t;
+
+/* A chunk's marker, written once Kafka acked every event up to the chunk's high
+ * watermark (incremental.c). */
+typedef struct cdc_capture_mark {
+    size_t table; /* index in cap->tables */
+    uint64_t lsn; /* the chunk's high watermark */
+    char *after;  /* the position after the chunk (NULL: none) */
+    int64_t rows;
+    bool done; /* the table's last chunk */
+} cdc_capture_mark_t;
 
 /* One captured table. */
 typedef struct cdc_capture_table {
@@ -255,6 +271,8 @@ typedef struct cdc_capture {
      * table's mirror is truncated before its rows). */
     bool slot_lost, resnapshot;
     cdc_capture_window_t window; /* incremental snapshot's chunk in flight */
+    cdc_capture_mark_t *marks;   /* chunk markers waiting for acks, oldest first */
+    size_t nmarks;
     cdc_capture_request_t request;
     uint64_t isnap_seq;          /* ids of snapshots and chunks of this process */
     int64_t last_tick_ms;        /* last cdc_incremental_tick that looked (mono coarse) */
@@ -290,6 +308,8 @@ void cdc_capture_request_free(cdc_capture_t *cap);
 
 /* Sentinel opaque of schema-registry records (never a transaction id). */
 #define CDC_CAPTURE_SCHEMA_OPAQUE ((void *)(uintptr_t)UINT64_MAX)
+/* Delivery opaque of a chunk's marker (not waited for: a lost one only re-reads chunks). */
+#define CDC_CAPTURE_MARKER_OPAQUE ((void *)(uintptr_t)(UINT64_MAX - 1))
 
 /* Parses the --tables list into t/n (caller frees with cdc_source_tables_free()). */
 cdc_err_t cdc_capture_parse_tables(const char *list, cdc_source_table_t **t, size_t *n,
@@ -380,6 +400,12 @@ cdc_err_t cdc_registry_mark_backfill(cdc_capture_t *cap, cdc_capture_table_t *t,
 /* Records t's incremental snapshot as t->isnap says (progress, or done when not due) on
  * `<prefix>._capture`, once everything produced before is acked. */
 cdc_err_t cdc_registry_mark_incremental(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e);
+
+/* Sends the marker of one chunk of t's running snapshot (position after, rows done, done:
+ * its last chunk) to `<prefix>._capture` without waiting: the caller sends it once the
+ * chunk's rows, and everything before, are acked (incremental.c). */
+cdc_err_t cdc_registry_mark_chunk(cdc_capture_t *cap, cdc_capture_table_t *t, const char *after,
+                                  int64_t rows, bool done, cdc_error_t *e);
 
 /* Records on `<prefix>._capture` that t left the publication (`removed/<topic>`, with
  * t->removed_lsn and t->removed_ms), acked. */

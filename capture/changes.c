@@ -24,6 +24,10 @@ static void on_delivery(void *opaque, cdc_err_t err, const cdc_error_t *detail, 
     if (opaque == CDC_CAPTURE_SCHEMA_OPAQUE) {
         cap->schema_ack_pending = false;
         cap->schema_ack_err = err;
+    } else if (opaque == CDC_CAPTURE_MARKER_OPAQUE) {
+        /* a chunk's marker, recorded (lost, the snapshot resumes from an earlier one) */
+        if (err == CDC_OK)
+            cdc_metrics_counter_inc(cap->m_snapshot_chunks);
     } else {
         cdc_txtrack_acked(&cap->track, (uint64_t)(uintptr_t)opaque, err == CDC_OK);
     }

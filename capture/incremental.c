@@ -50,6 +50,62 @@ bool cdc_incremental_needed(const cdc_capture_t *cap, const cdc_capture_table_t 
     return strcmp(cap->cfg->snapshot_mode, "never") != 0 && !t->has_latest && !t->isnap.marked;
 }
 
+/* Forgets the chunk markers not written yet: of table idx, or of every table (SIZE_MAX). */
+static void drop_marks(cdc_capture_t *cap, size_t idx)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < cap->nmarks; i++) {
+        cdc_capture_mark_t *m = &cap->marks[i];
+        if (idx == SIZE_MAX || m->table == idx) {
+            cap->tables[m->table].isnap.pending_marks--;
+            free(m->after);
+        } else {
+            cap->marks[k++] = *m;
+        }
+    }
+    cap->nmarks = k;
+}
+
+void cdc_incremental_marks_free(cdc_capture_t *cap)
+{
+    drop_marks(cap, SIZE_MAX);
+    free(cap->marks);
+    cap->marks = NULL;
+}
+
+/*
+ * Sends the markers of the chunks whose rows Kafka acked, oldest first: a chunk's marker
+ * waits until every event up to its high watermark is acked (the confirmable position
+ * is past it), so a marker never vouches for a row that a kill -9 could still lose, and
+ * the stream and the next chunks go on meanwhile.
+ */
+static cdc_err_t write_marks(cdc_capture_t *cap, cdc_error_t *e)
+{
+    uint64_t acked;
+    size_t done = 0;
+    cdc_err_t rc = CDC_OK;
+
+    if (cap->nmarks == 0)
+        return CDC_OK;
+    acked = cdc_txtrack_confirmable(&cap->track);
+    while (done < cap->nmarks && cap->marks[done].lsn <= acked && rc == CDC_OK) {
+        cdc_capture_mark_t *m = &cap->marks[done];
+        cdc_capture_table_t *t = &cap->tables[m->table];
+        rc = cdc_registry_mark_chunk(cap, t, m->after, m->rows, m->done, e);
+        if (rc != CDC_OK)
+            break;
+        t->isnap.pending_marks--;
+        if (m->done)
+            cdc_log_info("incremental snapshot %s of %s.%s done: %" PRId64 " rows", t->isnap.id,
+                         t->schema, t->name, m->rows);
+        free(m->after);
+        done++;
+    }
+    memmove(cap->marks, cap->marks + done, (cap->nmarks - done) * sizeof(*cap->marks));
+    cap->nmarks -= done;
+    return rc;
+}
+
 cdc_err_t cdc_incremental_begin(cdc_capture_t *cap, cdc_capture_table_t *t, const char *label,
                                 bool truncate, cdc_error_t *e)
 {
@@ -64,6 +120,7 @@ cdc_err_t cdc_incremental_begin(cdc_capture_t *cap, cdc_capture_table_t *t, cons
     t->isnap.truncate = truncate;
     t->isnap.abandoned = false;
     t->isnap.due = true;
+    drop_marks(cap, (size_t)(t - cap->tables)); /* of an earlier snapshot: superseded */
     /* recorded before any row: a capture killed now resumes it, and a table it adopted
      * is not taken for one it captured all along */
     cdc_err_t rc = cdc_registry_mark_incremental(cap, t, e);
@@ -85,6 +142,7 @@ cdc_err_t cdc_incremental_abandon(cdc_capture_t *cap, cdc_capture_table_t *t, cd
         cdc_incremental_window_free(cap);
     t->isnap.due = false;
     t->isnap.abandoned = true;
+    drop_marks(cap, (size_t)(t - cap->tables));
     cdc_log_info("incremental snapshot %s of %s.%s abandoned after %" PRId64
                  " rows: the table left the publication",
                  t->isnap.id, t->schema, t->name, t->isnap.rows);
@@ -98,8 +156,19 @@ cdc_err_t cdc_incremental_session(cdc_capture_t *cap, cdc_error_t *e)
      * before is read this way, the slot's first tables too */
     bool publication = !fixed || strcmp(cap->cfg->snapshot_mode, "incremental") == 0;
 
-    /* a chunk of the last session never reached its high watermark: read it again */
+    /* a chunk of the last session never reached its high watermark: read it again; chunks
+     * whose marker was not written (their rows maybe not acked) too, from the last one */
     cdc_incremental_window_free(cap);
+    for (size_t i = 0; i < cap->ntables; i++) {
+        cdc_capture_isnap_t *s = &cap->tables[i].isnap;
+        if (s->pending_marks == 0)
+            continue;
+        free(s->after);
+        s->after = s->marked_after ? strdup(s->marked_after) : NULL;
+        s->rows = s->marked_rows;
+        s->due = s->marked_due;
+    }
+    drop_marks(cap, SIZE_MAX);
     for (size_t i = 0; i < cap->ntables; i++) {
         cdc_capture_table_t *t = &cap->tables[i];
         cdc_err_t rc;
@@ -412,7 +481,6 @@ static cdc_err_t high_watermark(cdc_capture_t *cap, uint64_t lsn, cdc_error_t *e
         cdc_incremental_window_free(cap);
         return rc;
     }
-    cdc_metrics_counter_inc(cap->m_snapshot_chunks);
     t->isnap.rows += emitted;
     if (w->last) {
         t->isnap.due = false;
@@ -421,12 +489,20 @@ static cdc_err_t high_watermark(cdc_capture_t *cap, uint64_t lsn, cdc_error_t *e
         t->isnap.after = w->after;
         w->after = NULL;
     }
-    /* waits for Kafka's acks of the rows (and everything before): the position recorded is
-     * one whose rows are durable */
-    rc = cdc_registry_mark_incremental(cap, t, e);
-    if (rc == CDC_OK && !t->isnap.due)
-        cdc_log_info("incremental snapshot %s of %s.%s done: %" PRId64 " rows", t->isnap.id,
-                     t->schema, t->name, t->isnap.rows);
+    /* its marker once Kafka acked the rows (and everything before): the position recorded
+     * is one whose rows are durable (write_marks) */
+    rc = CDC_OK;
+    if (cdc_array_resize(cap->marks, cap->nmarks + 1) != CDC_OK) {
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    } else {
+        cap->marks[cap->nmarks++] =
+            (cdc_capture_mark_t){.table = w->table - 1,
+                                 .lsn = lsn,
+                                 .after = t->isnap.after ? strdup(t->isnap.after) : NULL,
+                                 .rows = t->isnap.rows,
+                                 .done = !t->isnap.due};
+        t->isnap.pending_marks++;
+    }
     cdc_incremental_window_free(cap);
     return rc;
 }
@@ -516,6 +592,8 @@ cdc_err_t cdc_incremental_tick(cdc_capture_t *cap, cdc_error_t *e)
         return CDC_OK;
     cap->last_tick_ms = now;
     rc = cdc_capture_serve_request(cap, e);
+    if (rc == CDC_OK)
+        rc = write_marks(cap, e);
     if (rc != CDC_OK || cap->window.table != 0)
         return rc;
     for (size_t i = 0; i < cap->ntables; i++) {

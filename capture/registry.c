@@ -212,36 +212,85 @@ static void on_incremental_marker(cdc_capture_t *cap, const cdc_kafka_msg_t *m)
     free(t->isnap.after);
     t->isnap.after = json_is_array(after) ? json_dumps(after, JSON_COMPACT) : NULL;
     t->isnap.rows = json_integer_value(json_object_get(j, "rows"));
+    free(t->isnap.marked_after);
+    t->isnap.marked_after = t->isnap.after ? strdup(t->isnap.after) : NULL;
+    t->isnap.marked_rows = t->isnap.rows;
+    t->isnap.marked_due = t->isnap.due;
     t->isnap.estimate = json_is_integer(json_object_get(j, "estimate"))
                             ? json_integer_value(json_object_get(j, "estimate"))
                             : -1;
     json_decref(j);
 }
 
-cdc_err_t cdc_registry_mark_incremental(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
+/* The marker of t's snapshot at position after with rows done (due: more chunks to
+ * read), under *key; NULL for a position that is no JSON array. Records it as t's last
+ * marker (isnap.marked_*). */
+static json_t *incremental_marker(cdc_capture_table_t *t, const char *after_text, int64_t rows,
+                                  bool due, char *key, size_t key_size)
 {
-    char key[512];
-    json_t *j = json_object(), *after = NULL;
+    json_t *j, *after = NULL;
     json_error_t jerr;
 
-    if (t->isnap.after != NULL && (after = json_loads(t->isnap.after, 0, &jerr)) == NULL) {
-        json_decref(j);
-        return cdc_error_set(e, CDC_ERR_INTERNAL, "bad snapshot position of %s.%s", t->schema,
-                             t->name);
-    }
-    snprintf(key, sizeof(key), "incremental/%s", t->topic);
+    if (after_text != NULL && (after = json_loads(after_text, 0, &jerr)) == NULL)
+        return NULL;
+    snprintf(key, key_size, "incremental/%s", t->topic);
+    j = json_object();
     json_object_set_new(j, "schema", json_string(t->schema));
     json_object_set_new(j, "table", json_string(t->name));
     json_object_set_new(j, "id", json_string(t->isnap.id));
     json_object_set_new(j, "label", json_string(t->isnap.label));
     json_object_set_new(j, "after", after ? after : json_null());
-    json_object_set_new(j, "rows", json_integer(t->isnap.rows));
+    json_object_set_new(j, "rows", json_integer(rows));
     json_object_set_new(j, "estimate", json_integer(t->isnap.estimate));
-    json_object_set_new(j, "done", json_boolean(!t->isnap.due && !t->isnap.abandoned));
+    json_object_set_new(j, "done", json_boolean(!due && !t->isnap.abandoned));
     json_object_set_new(j, "truncate", json_boolean(t->isnap.truncate));
     json_object_set_new(j, "abandoned", json_boolean(t->isnap.abandoned));
+    json_object_set_new(j, "ts_ms", json_integer(cdc_clock_wall_ms()));
     t->isnap.marked = true;
+    free(t->isnap.marked_after);
+    t->isnap.marked_after = after_text ? strdup(after_text) : NULL;
+    t->isnap.marked_rows = rows;
+    t->isnap.marked_due = due;
+    return j;
+}
+
+cdc_err_t cdc_registry_mark_incremental(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
+{
+    char key[512];
+    json_t *j =
+        incremental_marker(t, t->isnap.after, t->isnap.rows, t->isnap.due, key, sizeof(key));
+    if (j == NULL)
+        return cdc_error_set(e, CDC_ERR_INTERNAL, "bad snapshot position of %s.%s", t->schema,
+                             t->name);
     return put_marker(cap, key, j, e);
+}
+
+cdc_err_t cdc_registry_mark_chunk(cdc_capture_t *cap, cdc_capture_table_t *t, const char *after,
+                                  int64_t rows, bool done, cdc_error_t *e)
+{
+    char key[512], topic[256], *value;
+    json_t *j = incremental_marker(t, after, rows, !done, key, sizeof(key));
+    cdc_kafka_record_t rec = {.partition = 0, .opaque = CDC_CAPTURE_MARKER_OPAQUE};
+    cdc_err_t rc;
+
+    if (j == NULL)
+        return cdc_error_set(e, CDC_ERR_INTERNAL, "bad snapshot position of %s.%s", t->schema,
+                             t->name);
+    value = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (value == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    topic_name(cap, "_capture", topic, sizeof(topic));
+    rec.topic = topic;
+    rec.key = key;
+    rec.key_len = strlen(key);
+    rec.value = value;
+    rec.value_len = strlen(value);
+    /* a full queue: the producer serves delivery reports meanwhile */
+    while ((rc = cdc_kafka_produce(cap->producer, &rec, e)) == CDC_ERR_TIMEOUT && !*cap->stop)
+        ;
+    free(value);
+    return rc;
 }
 
 /* "removed/<topic>" = {"schema","table","lsn","ts_ms"}: the table left the publication;

@@ -474,7 +474,10 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
             json_t *sn = json_object();
             json_object_set_new(sn, "id", json_string(t->isnap.id));
             json_object_set_new(sn, "source_snapshot", json_string(t->isnap.label));
-            json_object_set_new(sn, "done", json_boolean(!t->isnap.due && !t->isnap.abandoned));
+            /* done once its last chunk's marker is written: every row acked */
+            json_object_set_new(
+                sn, "done",
+                json_boolean(!t->isnap.due && !t->isnap.abandoned && t->isnap.pending_marks == 0));
             json_object_set_new(sn, "abandoned", json_boolean(t->isnap.abandoned));
             json_object_set_new(sn, "rows", json_integer(t->isnap.rows));
             json_object_set_new(sn, "estimate", json_integer(t->isnap.estimate));
@@ -637,7 +640,9 @@ void cdc_capture_free(cdc_capture_t *cap)
         cdc_schema_doc_free(&t->doc);
         cdc_schema_doc_free(&t->latest);
         free(t->isnap.after);
+        free(t->isnap.marked_after);
     }
+    cdc_incremental_marks_free(cap);
     cdc_incremental_window_free(cap);
     cdc_chunk_free(&cap->window.chunk);
     free(cap->tables);

@@ -261,4 +261,7 @@ void cdc_incremental_on_truncate(cdc_capture_t *cap, const cdc_capture_table_t *
 /* Drops the chunk in flight. */
 void cdc_incremental_window_free(cdc_capture_t *cap);
 
+/* Forgets the chunk markers not written yet and frees their queue (cdc_capture_free). */
+void cdc_incremental_marks_free(cdc_capture_t *cap);
+
 #endif
