@@ -45,6 +45,7 @@ typedef struct cdc_capture_config {
     char *slot_lost;     /* fail | resnapshot: when the slot this capture streamed is gone */
     char *slot_busy;     /* wait | fail: when another process streams the slot */
     int64_t snapshot_chunk;
+    int64_t snapshot_max_rate;            /* incremental snapshot rows/s; 0 = unlimited */
     int64_t heartbeat_interval_ms;        /* 0 = off */
     int64_t schema_probe_interval_ms;     /* 0 = off */
     int64_t publication_poll_interval_ms; /* 0 = off */

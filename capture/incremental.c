@@ -482,6 +482,10 @@ static cdc_err_t high_watermark(cdc_capture_t *cap, uint64_t lsn, cdc_error_t *e
         return rc;
     }
     t->isnap.rows += emitted;
+    /* --snapshot-max-rate: the next chunk waits until the rows read so far are due */
+    if (cap->cfg->snapshot_max_rate > 0)
+        t->isnap.retry_ms = cdc_clock_mono_coarse_ms() +
+                            (int64_t)w->chunk.nrows * 1000 / cap->cfg->snapshot_max_rate;
     if (w->last) {
         t->isnap.due = false;
     } else if (w->after != NULL) {

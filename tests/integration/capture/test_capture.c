@@ -2349,6 +2349,44 @@ static void test_resnapshot_on_demand(void **state)
 }
 
 /*
+ * --snapshot-max-rate paces an incremental snapshot: 3,000 rows at 1,000 rows/s in chunks
+ * of 500 take at least the 2.5 s of the waits after the first five chunks, and the topic
+ * still ends equal to the table.
+ */
+static void test_snapshot_max_rate(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    const char *const more[] = {"--http=127.0.0.1:0", "--snapshot-chunk=500",
+                                "--snapshot-max-rate=1000", NULL};
+    char args[512], out[8192];
+    long long start, took;
+    evs_t s = {0};
+    pid_t pid;
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_rate");
+    sql(c, "CREATE TABLE ct_rate (id int PRIMARY KEY, v int)");
+    pid = start_capture_opts(N("ct_rate"), "public.ct_rate", more);
+    wait_streaming(c, N("ct_rate"));
+    sql(c, "INSERT INTO ct_rate SELECT g, g FROM generate_series(1, 3000) g");
+    snprintf(args, sizeof(args), "snapshot public.ct_rate --capture=127.0.0.1:%d --wait",
+             capture_port());
+    start = cdc_test_now_ms();
+    assert_int_equal(run_cdcctl(args, out, sizeof(out)), 0);
+    took = cdc_test_now_ms() - start;
+    print_message("3000 rows at --snapshot-max-rate=1000 in %lld ms\n", took);
+    if (took < 2500)
+        fail_msg("the snapshot took %lld ms: not paced at 1,000 rows/s", took);
+    wait_caught_up(c, "ct_rate", topic_of("ct_rate", "public.ct_rate"), 0);
+    check_converged(c, "ct_rate", topic_of("ct_rate", "public.ct_rate"), &s);
+    assert_int_equal(count_reads(&s, "backfill", NULL, NULL), 3000);
+    evs_free(&s);
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_rate"));
+    PQfinish(c);
+}
+
+/*
  * Tables added and removed through the capture (POST /tables, `cdcctl tables add|remove
  * --capture`; docs/capture.md, "Adding a table"): the capture alters its publication and
  * reads it at once, so an added table's rows arrive (incremental snapshot) without
@@ -2813,6 +2851,7 @@ int main(void)
         cmocka_unit_test(test_incremental_snapshot_resumes),
         cmocka_unit_test(test_resnapshot_on_demand),
         cmocka_unit_test(test_tables_by_request),
+        cmocka_unit_test(test_snapshot_max_rate),
         cmocka_unit_test(test_initial_incremental_resumes),
         cmocka_unit_test(test_table_removed_running),
         cmocka_unit_test(test_table_readded_running),
