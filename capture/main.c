@@ -54,11 +54,12 @@ static const cdc_opt_t options[] = {
      "Partitions of table topics created by the capture; must be 12, the partition slots the "
      "coordinator assigns to the workers (a topic with more would have partitions no worker "
      "reads)."},
-    {"snapshot-mode", CDC_OPT_ENUM, C(snapshot_mode), "initial", false, 0, 0,
+    {"snapshot-mode", CDC_OPT_ENUM, C(snapshot_mode), "incremental", false, 0, 0,
      "initial|incremental|never",
-     "initial: emit existing rows (op r) when the slot is created, in the slot's exported "
-     "snapshot; incremental: the same rows by incremental snapshots that stream alongside "
-     "and resume after a restart; never: stream only."},
+     "When the slot is created: incremental reads the existing rows (op r) by incremental "
+     "snapshots that stream alongside and resume after a restart; initial reads them in the "
+     "slot's exported snapshot before streaming (started over when the capture dies during "
+     "it); never: stream only."},
     {"slot-busy", CDC_OPT_ENUM, C(slot_busy), "wait", false, 0, 0, "wait|fail",
      "When another process streams the slot: wait checks every second and takes the slot "
      "over when it is free (a standby capture); fail exits."},

@@ -128,12 +128,16 @@ cdc_err_t cdc_capture_slot_plan(cdc_capture_t *cap, bool exists, bool lost, int 
         initial = true;
         cap->resnapshot = true;
     }
-    if (exists && initial && !cap->snapshot_marked) {
+    if (exists && !cap->snapshot_marked && strcmp(cap->cfg->snapshot_mode, "never") != 0) {
+        /* initial: its snapshot never completed; incremental: the capture died between the
+         * slot's creation and its marker, or an earlier initial snapshot never completed:
+         * tables it registered would not be read again, so a whole initial snapshot */
         cdc_log_warn("slot %s exists but its initial snapshot never completed: dropping the "
                      "slot and redoing the snapshot",
                      cap->cfg->slot);
         plan->drop = true;
         exists = false;
+        initial = true;
     }
     plan->create = !exists;
     plan->initial = initial;

@@ -43,6 +43,10 @@ CHAOS_CAPTURE_TABLES=${CHAOS_CAPTURE_TABLES-$CHAOS_TABLES}
 # The workers' --tables: CHAOS_TABLES unless set; empty: none, the workers follow the job's
 # tables (docs/worker.md, "The job's tables").
 CHAOS_WORKER_TABLES=${CHAOS_WORKER_TABLES-$CHAOS_TABLES}
+# The captures' --snapshot-mode: initial here (the chaos runs check that the first rows are
+# exactly those of the slot's snapshot, CHAOS_INITIAL_ROWS); tools/run.sh runs the
+# capture's default, incremental, and verifies those rows as snapshotted.
+CHAOS_SNAPSHOT_MODE=${CHAOS_SNAPSHOT_MODE:-initial}
 CHAOS_NAMESPACE=${CHAOS_NAMESPACE:-public}
 CHAOS_K8S_NAMESPACE=${CHAOS_K8S_NAMESPACE:-cdc}
 CHAOS_COMPOSE_FILE=${COMPOSE_FILE:-$CHAOS_ROOT/docker/docker-compose.yml}
@@ -207,6 +211,7 @@ pipeline_procs_up() {
         port=$(harness_free_port)
         proc_start "capture-$i" "$CHAOS_BUILD/cdc-capture" --pg-dsn "$PIPELINE_PG_DSN" \
             ${CHAOS_CAPTURE_TABLES:+--tables "$CHAOS_CAPTURE_TABLES" --create-publication=true} \
+            --snapshot-mode "$CHAOS_SNAPSHOT_MODE" \
             --kafka "$CDC_TEST_KAFKA" --http "127.0.0.1:$port"
         echo "127.0.0.1:$port" >"$CHAOS_DIR/procs/capture-$i.http"
     done

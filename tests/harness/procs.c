@@ -122,6 +122,9 @@ pid_t cdc_test_start_capture(const cdc_test_job_t *job, const char *slot, const 
     add(&a, "--topic-prefix=%s", job->topic_prefix);
     add(&a, "--tables=%s", tables);
     add(&a, "--create-publication");
+    /* the tests of the initial snapshot's consistency read it in the slot's snapshot; the
+     * ones of incremental snapshots pass --snapshot-mode=incremental (the last one wins) */
+    add(&a, "--snapshot-mode=initial");
     add(&a, "--http-addr="); /* no HTTP server */
     add(&a, "--status-interval=100ms");
     return launch(&a, extra, job, "capture", slot);

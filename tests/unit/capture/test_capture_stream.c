@@ -116,6 +116,24 @@ static void test_plan_unfinished_snapshot(void **state)
     assert_true(plan.create);
     assert_true(plan.initial);
     assert_false(f->cap.resnapshot); /* no mirror is truncated for that */
+
+    /* incremental: a slot with its marker resumes (its snapshots resume after their last
+     * chunk); a slot without one (killed before the marker, or left by an initial
+     * snapshot that never completed) is created again with a whole initial snapshot */
+    f->cfg.snapshot_mode = "incremental";
+    f->cap.snapshot_marked = true;
+    assert_int_equal(cdc_capture_slot_plan(&f->cap, true, false, 0, &plan, &e), CDC_OK);
+    assert_false(plan.drop || plan.create);
+    f->cap.snapshot_marked = false;
+    assert_int_equal(cdc_capture_slot_plan(&f->cap, true, false, 0, &plan, &e), CDC_OK);
+    assert_true(plan.drop);
+    assert_true(plan.create);
+    assert_true(plan.initial);
+    /* a new slot: no exported snapshot, the tables are read by incremental snapshots */
+    assert_int_equal(cdc_capture_slot_plan(&f->cap, false, false, 0, &plan, &e), CDC_OK);
+    assert_false(plan.drop);
+    assert_true(plan.create);
+    assert_false(plan.initial);
 }
 
 static void test_plan_slot_in_use(void **state)
