@@ -67,6 +67,7 @@ harness_kafka_ctl "CREATE cdc._schemas 1" >/dev/null || fail "could not create c
 port=$(harness_free_port)
 proc_start capture-0 "$CHAOS_BUILD/cdc-capture" --pg-dsn "$PIPELINE_PG_DSN" \
     --tables "$CHAOS_TABLES" --create-publication=true --publication dlq_pub --slot dlq_slot \
+    --snapshot-mode "$CHAOS_SNAPSHOT_MODE" \
     --kafka "$K" --topic-prefix src --http "127.0.0.1:$port"
 port=$(harness_free_port)
 http=$(harness_free_port)
