@@ -113,12 +113,19 @@ static cdc_err_t produce_acked(cdc_capture_t *cap, const char *topic, const char
  */
 static cdc_err_t flush_before(cdc_capture_t *cap, const char *key, cdc_error_t *e)
 {
+    int waited = 0;
+
     while (cap->producer != NULL && cdc_kafka_producer_outstanding(cap->producer) > 0) {
         cdc_err_t rc = cdc_kafka_producer_flush(cap->producer, 1000, e);
         if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT)
             return rc;
         if (*cap->stop)
             return cdc_error_set(e, CDC_ERR_CLOSED, "stopping before \"%s\" was written", key);
+        /* the stream waits meanwhile: say so every 10 s */
+        if (rc == CDC_ERR_TIMEOUT && ++waited % 10 == 0)
+            cdc_log_warn("marker \"%s\" waits for Kafka to acknowledge %d events produced "
+                         "before it (%d s so far; the stream waits too)",
+                         key, cdc_kafka_producer_outstanding(cap->producer), waited);
     }
     if (cap->track.failed)
         return cdc_error_set_retriable(e, CDC_ERR_KAFKA, true,

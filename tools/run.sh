@@ -110,7 +110,7 @@ if [ -n "${DURATION:-}" ]; then
     tail -n1 "$RUN_DIR/procs/loadgen.log" >&2
     log "load stopped; waiting up to ${CATCHUP}s for the tables to catch up, then verifying"
     snapshotted=()
-    [ "$CHAOS_SNAPSHOT_MODE" = incremental ] && snapshotted=(--snapshotted transactions,accounts)
+    [ "$CHAOS_SNAPSHOT_MODE" = incremental ] && snapshotted=(--snapshotted "transactions,accounts")
     pipeline_verify --wait "$CATCHUP" "${snapshotted[@]}"
     rc=$?
     progress
