@@ -466,6 +466,17 @@ static void table_topic(const ctl_config_t *cfg, const char *table, char *topic,
     snprintf(topic, size, "%s.%s%s", cfg->topic_prefix, strchr(table, '.') ? "" : "public.", table);
 }
 
+/* Prints a POST to the capture that it refused (its error), with the token's hint on 401. */
+static void capture_refused(const char *url, int code, json_t *j, const cdc_httpc_response_t *b)
+{
+    const char *msg = json_string_value(json_object_get(j, "error"));
+    fprintf(stderr, "cdcctl: POST %s answered HTTP %d: %s\n", url, code,
+            msg ? msg : (b->body ? b->body : ""));
+    if (code == 401)
+        fprintf(stderr, "hint: give cdcctl the capture's --http-token (--http-token-file or "
+                        "CDC_HTTP_TOKEN_FILE)\n");
+}
+
 /*
  * POST /tables?add= or ?remove= on the capture (--capture): the capture alters its
  * publication and reads it at once. Returns 0 when it answered 200 (and prints what it
@@ -498,12 +509,7 @@ static int capture_tables(const ctl_config_t *cfg, bool add, const char *table)
                    state ? state : "?");
         status = 0;
     } else {
-        const char *msg = json_string_value(json_object_get(j, "error"));
-        fprintf(stderr, "cdcctl: POST %s answered HTTP %d: %s\n", url, code,
-                msg ? msg : (b.body ? b.body : ""));
-        if (code == 401)
-            fprintf(stderr, "hint: give cdcctl the capture's --http-token (--http-token-file or "
-                            "CDC_HTTP_TOKEN_FILE)\n");
+        capture_refused(url, code, j, &b);
     }
     json_decref(j);
     cdc_httpc_response_free(&b);
@@ -611,12 +617,7 @@ static int cmd_snapshot(const ctl_config_t *cfg, const char *table)
         return 1;
     j = b.body ? json_loads(b.body, 0, NULL) : NULL;
     if (code != 202) {
-        const char *msg = json_string_value(json_object_get(j, "error"));
-        fprintf(stderr, "cdcctl: POST %s answered HTTP %d: %s\n", url, code,
-                msg ? msg : (b.body ? b.body : ""));
-        if (code == 401)
-            fprintf(stderr, "hint: give cdcctl the capture's --http-token (--http-token-file or "
-                            "CDC_HTTP_TOKEN_FILE)\n");
+        capture_refused(url, code, j, &b);
         json_decref(j);
         cdc_httpc_response_free(&b);
         return 1;
