@@ -41,7 +41,7 @@ typedef struct cdc_capture_config {
     bool create_publication;
     char *topic_prefix;
     int64_t partitions;
-    char *snapshot_mode; /* initial | never */
+    char *snapshot_mode; /* incremental | initial | never */
     char *slot_lost;     /* fail | resnapshot: when the slot this capture streamed is gone */
     char *slot_busy;     /* wait | fail: when another process streams the slot */
     int64_t snapshot_chunk;

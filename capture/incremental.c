@@ -101,8 +101,10 @@ static cdc_err_t write_marks(cdc_capture_t *cap, cdc_error_t *e)
         free(m->after);
         done++;
     }
-    memmove(cap->marks, cap->marks + done, (cap->nmarks - done) * sizeof(*cap->marks));
-    cap->nmarks -= done;
+    if (done > 0) {
+        memmove(cap->marks, cap->marks + done, (cap->nmarks - done) * sizeof(*cap->marks));
+        cap->nmarks -= done;
+    }
     return rc;
 }
 
