@@ -15,7 +15,9 @@
 //  - visible at the timestamp-ms of the first epoch snapshot (not "replace") whose offset of
 //    the row's partition is past the row's offset. timestamp-ms is taken just before the
 //    snapshot's metadata is written, so this is a few ms early, in both runs alike.
-// usage: node freshness.mjs <changelog dir> <snapshot log> <out.json> [--from ms] [--to ms]
+//  cdc.offsets names every topic of the job; the table's own is cdc.<namespace>.<table>
+//  (the changelog's directory without `_changelog`), or --topic.
+// usage: node freshness.mjs <changelog dir> <snapshot log> <out.json> [--from ms] [--to ms] [--topic T]
 // Writes {changes, p50_ms, p99_ms, max_ms, unmapped, snapshots}; unmapped counts changes no
 // logged snapshot covers (a gap in the log), which are left out.
 import fs from 'node:fs';
@@ -34,9 +36,12 @@ const opt = (name, def) => {
   return i >= 0 ? Number(args[i + 1]) : def;
 };
 const from = opt('--from', 0);
+const ti = args.indexOf('--topic');
+const topicWanted = ti >= 0 ? args[ti + 1]
+  : `cdc.${path.basename(path.dirname(path.resolve(tableDir)))}.${path.basename(tableDir).replace(/_changelog$/, '')}`;
 const to = opt('--to', 8.64e15);
 if (!tableDir || !logFile || !outFile) {
-  console.error('usage: node freshness.mjs <changelog dir> <snapshot log> <out.json> [--from ms] [--to ms]');
+  console.error('usage: node freshness.mjs <changelog dir> <snapshot log> <out.json> [--from ms] [--to ms] [--topic T]');
   process.exit(2);
 }
 
@@ -53,7 +58,9 @@ const snaps = [...bySeq.values()].sort((a, b) => Number(a.seq) - Number(b.seq));
 const parts = new Map(); // partition -> { ends: [next offset], ts: [ms] }
 for (const s of snaps) {
   const offsets = JSON.parse(s.offsets);
-  const topic = Object.keys(offsets)[0];
+  // a snapshot of a job of one topic names only that one
+  const topics = Object.keys(offsets);
+  const topic = topics.includes(topicWanted) ? topicWanted : topics.length === 1 ? topics[0] : null;
   (offsets[topic] ?? []).forEach((end, p) => {
     const q = parts.get(p) ?? { ends: [], ts: [] };
     if (!q.ends.length || end > q.ends[q.ends.length - 1]) {

@@ -45,6 +45,27 @@ test('equality deletes apply to older data files only, by the highest sequence n
   }), ['1:a', '2:b2', '3:c3']);
 });
 
+test('deletes all newer than the files they reach (compaction\'s layout) delete their keys from every one', async () => {
+  // base files at seq 1, deletes at 2 and 3, a re-insert at 3 that no delete reaches
+  const b1 = await file('b1.parquet', "(1, 'a'), (2, 'b'), (3, 'c')", [['id', 1], ['v', 2]]);
+  const b2 = await file('b2.parquet', "(4, 'd'), (5, 'e')", [['id', 1], ['v', 2]]);
+  const n3 = await file('n3.parquet', "(3, 'c3')", [['id', 1], ['v', 2]]);
+  const e2 = await file('f2.parquet', '(2), (4)', [['id', 1]]);
+  const e3 = await file('f3.parquet', '(3), (2)', [['id', 1]]);
+  assert.deepEqual(await rows({
+    data: [rec(b1, 1), rec(b2, 1), rec(n3, 3)],
+    eqDeletes: [rec(e2, 2, { ids: [1] }), rec(e3, 3, { ids: [1] })],
+  }), ['1:a', '3:c3', '5:e']);
+  // an optional key: a null key is deleted by a null in the delete file, like any value
+  const opt = { ...schema, fields: [{ ...fields[0], required: false }, fields[1]] };
+  const nb = await file('nb.parquet', "(NULL, 'n'), (7, 'g')", [['id', 1], ['v', 2]]);
+  const ne = await file('ne.parquet', '(NULL::BIGINT)', [['id', 1]]);
+  assert.equal(await readSnapshotRows(conn, { schema: opt, fields: opt.fields,
+    data: [rec(nb, 1)], eqDeletes: [rec(ne, 2, { ids: [1] })] }), true);
+  const r = await (await conn.runAndReadAll('SELECT id, v FROM __d ORDER BY id, v')).getRowObjectsJson();
+  assert.deepEqual(r.map((x) => `${x.id}:${x.v}`), ['7:g']);
+});
+
 test('position deletes apply to their file at the same or a lower sequence number', async () => {
   const d1 = await file('p1.parquet', "(1, 'a'), (2, 'b'), (3, 'c')", [['id', 1], ['v', 2]]);
   const d2 = await file('p2.parquet', "(4, 'd'), (5, 'e')", [['id', 1], ['v', 2]]);
