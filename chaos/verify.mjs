@@ -165,15 +165,145 @@ export async function snapshotFiles(dir) {
  * or equal sequence number or an equality delete of a later sequence number removes.
  * Besides the fields __d has __seq (the row's data sequence number) and, when position
  * deletes are read or withFile is set, __file and __pos (the row's file and position in
- * it). Returns false (and leaves no __d) without data files.
+ * it). Returns false (and leaves no __d) without data files, else how the columns were
+ * matched: 'id' or 'footers' (by: 'footers' reads that way only, for tests).
+ *
+ * Columns are matched by Iceberg field id (Parquet field_id), as the spec says; names in
+ * files may differ (renames, writers that sanitize names). Two ways:
+ *  - by id (readById): DuckDB's read_parquet maps the columns itself (its `schema`
+ *    parameter: field id -> name and type), every file in one read, each footer parsed
+ *    once; a column a file lacks is null and a narrower type (int for long, a smaller
+ *    decimal) is cast. A file without field ids would read as nulls, so the result is
+ *    checked: a null in a required field (every key is one) sends the read the other way;
+ *  - by footers (readByFooters): each file's columns from parquet_schema first (a second
+ *    pass over every footer: ~1 ms a file), by id or else by name, files of the same
+ *    shape read together.
  */
-export async function readSnapshotRows(conn, { schema, fields, data, posDeletes = [], eqDeletes = [] },
-  { withFile = false } = {}) {
+export async function readSnapshotRows(conn, files, { withFile = false, by = 'id' } = {}) {
   await conn.run('DROP TABLE IF EXISTS __d');
-  if (!data.length) return false;
+  if (!files.data.length) return false;
+  if (by === 'id' && await readById(conn, files, withFile)) return 'id';
+  await readByFooters(conn, files, withFile);
+  return 'footers';
+}
+
+// The DuckDB type of an Iceberg primitive type, as DuckDB reads the Parquet type the
+// writers use for it (null: not mapped, read by footers).
+const DUCK_TYPES = { boolean: 'BOOLEAN', int: 'INTEGER', long: 'BIGINT', float: 'FLOAT',
+  double: 'DOUBLE', date: 'DATE', time: 'TIME', timestamp: 'TIMESTAMP',
+  timestamptz: 'TIMESTAMPTZ', string: 'VARCHAR', uuid: 'UUID', binary: 'BLOB' };
+function duckType(t) {
+  if (DUCK_TYPES[t]) return DUCK_TYPES[t];
+  if (/^decimal\(\d+, *\d+\)$/.test(t)) return t.replace(/ /g, '').toUpperCase();
+  if (/^fixed\[\d+\]$/.test(t)) return 'BLOB';
+  return null;
+}
+
+/** The equality deletes grouped by their list of equality field ids, with those fields. */
+function eqGroups(schema, eqDeletes) {
+  const byIds = new Map();
+  for (const e of eqDeletes) {
+    const k = e.ids.join(',');
+    if (!byIds.has(k)) {
+      byIds.set(k, { keyFields: k.split(',').map((id) => schema.fields.find((f) => f.id === Number(id))),
+        files: [] });
+    }
+    byIds.get(k).files.push(e);
+  }
+  return [...byIds.values()];
+}
+
+/**
+ * The statement that reads the rows: the data rows (union(files, fields)), then each kind
+ * of delete as a join against the highest sequence number that deletes the row's file
+ * position or key (hash joins on equalities only, so the deletes cost about one pass over
+ * the rows whatever their file count), keeping a row unless a delete of a high enough
+ * sequence number matched. eqSet(i, group) is a relation of group i's keys with __eds, the
+ * highest sequence number deleting each. Data files at or past the newest equality
+ * delete's sequence number are beyond its reach (a delete applies to older files only) and
+ * skip that join.
+ */
+function snapshotQuery({ data, posDeletes = [] }, groups, union, eqSet) {
   const list = (xs) => `[${xs.map((x) => sqlStr(x.local)).join(', ')}]`;
-  // Columns are matched by Iceberg field id (Parquet field_id), as the spec says; names
-  // in files may differ (renames, writers that sanitize names). Name match is the fallback.
+  const maxEq = groups.flatMap((g) => g.files).reduce((m, e) => (e.seq > m ? e.seq : m), -1n);
+  const reached = groups.length === 1 ? data.filter((f) => f.seq < maxEq) : data;
+  const beyond = groups.length === 1 ? data.filter((f) => f.seq >= maxEq) : [];
+  const posJoin = (q) => (posDeletes.length ? `SELECT d.* FROM (${q}) d LEFT JOIN (
+        SELECT p.file_path AS __pf, p.pos AS __pp, max(f.__seqn) AS __pds
+        FROM read_parquet(${list(posDeletes)}, filename = '__fname') p
+        JOIN (VALUES ${posDeletes.map((x) => `(${sqlStr(x.local)}, ${x.seq})`).join(', ')}) f(__local, __seqn)
+          ON p.__fname = f.__local
+        GROUP BY ALL) x ON d.__file = x.__pf AND d.__pos = x.__pp
+      WHERE x.__pds IS NULL OR d.__seq > x.__pds` : q);
+  let q = reached.length ? posJoin(union(reached)) : '';
+  groups.forEach((g, i) => {
+    if (!q) return;
+    // (a required field has no nulls: a plain equality, which hashes faster)
+    const on = g.keyFields.map((f) => `d.${ident(f.name)} ${f.required ? '=' : 'IS NOT DISTINCT FROM'} x.${ident(f.name)}`)
+      .join(' AND ');
+    // Every delete newer than every file it reaches (what compaction leaves: its base
+    // files are older than the deletes it keeps) deletes its key from all of them: a
+    // plain anti-join on the keys, without the sequence numbers (measured ~5 % of a read).
+    const minEq = g.files.reduce((m, e) => (m === null || e.seq < m ? e.seq : m), null);
+    q = reached.every((f) => f.seq < minEq)
+      ? `SELECT d.* FROM (${q}) d ANTI JOIN ${eqSet(i, g)} x ON ${on}`
+      : `SELECT d.* FROM (${q}) d LEFT JOIN ${eqSet(i, g)} x ON ${on}
+      WHERE x.__eds IS NULL OR d.__seq >= x.__eds`;
+  });
+  if (beyond.length) q = q ? `${q} UNION ALL BY NAME ${posJoin(union(beyond))}` : posJoin(union(beyond));
+  return q;
+}
+
+// A row's sequence number (and file) by the reader's file_index in a list literal, no join.
+function seqColumns(fs, withPos) {
+  const seqs = new Set(fs.map((f) => f.seq));
+  const seq = seqs.size === 1 ? `${fs[0].seq}::BIGINT`
+    : `list_extract([${fs.map((f) => f.seq).join(', ')}], (__r.file_index + 1)::BIGINT)::BIGINT`;
+  return `${seq} AS __seq${withPos
+    ? `, list_extract([${fs.map((f) => sqlStr(f.orig)).join(', ')}], (__r.file_index + 1)::BIGINT) AS __file, file_row_number AS __pos` : ''}`;
+}
+
+/** readSnapshotRows by id (see there); false, leaving nothing behind, when it does not apply. */
+async function readById(conn, { schema, fields, data, posDeletes = [], eqDeletes = [] }, withFile) {
+  const groups = eqGroups(schema, eqDeletes);
+  const required = fields.filter((f) => f.required);
+  if (!required.length || fields.some((f) => !duckType(f.type))
+    || groups.some((g) => g.keyFields.some((f) => !f || !f.required || !duckType(f.type)))) return false;
+  const list = (xs) => `[${xs.map((x) => sqlStr(x.local)).join(', ')}]`;
+  const withPos = withFile || posDeletes.length > 0;
+  const read = (fs, wanted, pos) => {
+    const map = wanted.map((f) => `${f.id}: {name: ${sqlStr(f.name)}, type: ${sqlStr(duckType(f.type))}, default_value: NULL}`);
+    return `SELECT ${wanted.map((f) => ident(f.name)).join(', ')}, ${seqColumns(fs, pos)}
+       FROM read_parquet(${list(fs)}, schema = MAP {${map.join(', ')}}${pos ? ', file_row_number = true' : ''}) __r`;
+  };
+  const anyNull = async (table, fs) => Number((await (await conn.runAndReadAll(
+    `SELECT count(*) AS n FROM ${table} WHERE ${fs.map((f) => `${ident(f.name)} IS NULL`).join(' OR ')}`))
+    .getRowObjectsJson())[0].n) > 0;
+  const drop = async () => {
+    for (let i = 0; i < groups.length; i++) await conn.run(`DROP TABLE IF EXISTS __eq${i}`);
+  };
+  // the delete sets first, checked like the rows (a key is required)
+  for (const [i, g] of groups.entries()) {
+    await conn.run(`CREATE OR REPLACE TEMP TABLE __eq${i} AS SELECT ${g.keyFields.map((f) => ident(f.name)).join(', ')},
+      max(__seq) AS __eds FROM (${read(g.files, g.keyFields, false)}) GROUP BY ALL`);
+    if (await anyNull(`__eq${i}`, g.keyFields)) {
+      await drop();
+      return false;
+    }
+  }
+  await conn.run(`CREATE TEMP TABLE __d AS ${snapshotQuery({ data, posDeletes }, groups,
+    (fs) => read(fs, fields, withPos), (i) => `__eq${i}`)}`);
+  await drop();
+  if (await anyNull('__d', required)) {
+    await conn.run('DROP TABLE __d');
+    return false;
+  }
+  return true;
+}
+
+/** readSnapshotRows by the files' footers (see there). */
+async function readByFooters(conn, { schema, fields, data, posDeletes = [], eqDeletes = [] }, withFile) {
+  const list = (xs) => `[${xs.map((x) => sqlStr(x.local)).join(', ')}]`;
   const fileColumns = new Map();
   // A column's Parquet type is part of a file's shape: after a type promotion (int to
   // long, float to double, a wider decimal) older files hold the narrower type, and one multi-file read
@@ -201,9 +331,8 @@ export async function readSnapshotRows(conn, { schema, fields, data, posDeletes 
     }).join(', ');
   };
   // Files with the same columns and projection are read by one multi-file read_parquet
-  // (a table between schema changes is one group, whatever its file count); a row's
-  // sequence number (and file, when asked) is looked up by the reader's file_index in a
-  // list literal, no join. Groups are united by name.
+  // (a table between schema changes is one group, whatever its file count). Groups are
+  // united by name.
   const withPos = withFile || posDeletes.length > 0;
   const union = (files, wanted) => {
     const groups = new Map();
@@ -214,59 +343,15 @@ export async function readSnapshotRows(conn, { schema, fields, data, posDeletes 
       groups.get(key).files.push(f);
     }
     return [...groups.values()].map(({ proj, files: fs }) => {
-      const seqs = new Set(fs.map((f) => f.seq));
-      const seq = seqs.size === 1 ? `${fs[0].seq}::BIGINT`
-        : `list_extract([${fs.map((f) => f.seq).join(', ')}], (__r.file_index + 1)::BIGINT)::BIGINT`;
-      const file = withPos && wanted === fields
-        ? `, list_extract([${fs.map((f) => sqlStr(f.orig)).join(', ')}], (__r.file_index + 1)::BIGINT) AS __file, file_row_number AS __pos` : '';
-      return `SELECT ${proj}, ${seq} AS __seq${file}
-       FROM read_parquet(${list(fs)}${file ? ', file_row_number = true' : ''}) __r`;
+      const pos = withPos && wanted === fields;
+      return `SELECT ${proj}, ${seqColumns(fs, pos)}
+       FROM read_parquet(${list(fs)}${pos ? ', file_row_number = true' : ''}) __r`;
     }).join(' UNION ALL BY NAME ');
   };
-  // One statement: the data rows, then each kind of delete as a left join against the
-  // highest sequence number that deletes the row's file position or key (hash joins on
-  // equalities only, so the deletes cost about one pass over the rows whatever their file
-  // count), keeping a row unless a delete of a high enough sequence number matched. Data
-  // files at or past the newest equality delete's sequence number are beyond its reach
-  // (a delete applies to older files only) and skip that join.
-  const byIds = new Map();
-  for (const e of eqDeletes) {
-    const k = e.ids.join(',');
-    if (!byIds.has(k)) byIds.set(k, []);
-    byIds.get(k).push(e);
-  }
-  const maxEq = [...byIds.values()].flat().reduce((m, e) => (e.seq > m ? e.seq : m), -1n);
-  const reached = byIds.size === 1 ? data.filter((f) => f.seq < maxEq) : data;
-  const beyond = byIds.size === 1 ? data.filter((f) => f.seq >= maxEq) : [];
-  const posJoin = (q) => (posDeletes.length ? `SELECT d.* FROM (${q}) d LEFT JOIN (
-        SELECT p.file_path AS __pf, p.pos AS __pp, max(f.__seqn) AS __pds
-        FROM read_parquet(${list(posDeletes)}, filename = '__fname') p
-        JOIN (VALUES ${posDeletes.map((x) => `(${sqlStr(x.local)}, ${x.seq})`).join(', ')}) f(__local, __seqn)
-          ON p.__fname = f.__local
-        GROUP BY ALL) x ON d.__file = x.__pf AND d.__pos = x.__pp
-      WHERE x.__pds IS NULL OR d.__seq > x.__pds` : q);
-  let q = reached.length ? posJoin(union(reached, fields)) : '';
-  for (const [k, files] of byIds) {
-    if (!q) break;
-    const keyFields = k.split(',').map((id) => schema.fields.find((f) => f.id === Number(id)));
-    const keys = keyFields.map((f) => ident(f.name)).join(', ');
-    // (a required field has no nulls: a plain equality, which hashes faster)
-    const on = keyFields.map((f) => `d.${ident(f.name)} ${f.required ? '=' : 'IS NOT DISTINCT FROM'} x.${ident(f.name)}`)
-      .join(' AND ');
-    // Every delete newer than every file it reaches (what compaction leaves: its base files
-    // are older than the deletes it keeps) deletes its key from all of them: a plain
-    // anti-join on the keys, without the sequence numbers (measured ~5 % of a read).
-    const minEq = files.reduce((m, e) => (m === null || e.seq < m ? e.seq : m), null);
-    q = reached.every((f) => f.seq < minEq)
-      ? `SELECT d.* FROM (${q}) d ANTI JOIN (
-        SELECT DISTINCT ${keys} FROM (${union(files, keyFields)})) x ON ${on}`
-      : `SELECT d.* FROM (${q}) d LEFT JOIN (
-        SELECT ${keys}, max(__seq) AS __eds FROM (${union(files, keyFields)}) GROUP BY ALL) x ON ${on}
-      WHERE x.__eds IS NULL OR d.__seq >= x.__eds`;
-  }
-  if (beyond.length) q = q ? `${q} UNION ALL BY NAME ${posJoin(union(beyond, fields))}` : posJoin(union(beyond, fields));
-  await conn.run(`CREATE TEMP TABLE __d AS ${q}`);
-  return true;
+  const keys = (g) => g.keyFields.map((f) => ident(f.name)).join(', ');
+  await conn.run(`CREATE TEMP TABLE __d AS ${snapshotQuery({ data, posDeletes }, eqGroups(schema, eqDeletes),
+    (fs) => union(fs, fields),
+    (i, g) => `(SELECT ${keys(g)}, max(__seq) AS __eds FROM (${union(g.files, g.keyFields)}) GROUP BY ALL)`)}`);
 }
 
 /**

@@ -43,13 +43,15 @@ const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
 const db = await DuckDBInstance.create(':memory:', { memory_limit: process.env.MAINT_READ_MEMORY ?? '4GB' });
 const conn = await db.connect();
 // one read: every row of the files, the deletes applied, then the rows counted
+// (by: how readSnapshotRows matched the columns, 'id' or 'footers')
 async function readOnce(files) {
   const t0 = process.hrtime.bigint();
   let n = 0;
-  if (await readSnapshotRows(conn, files)) {
+  const by = await readSnapshotRows(conn, files);
+  if (by) {
     n = Number((await (await conn.runAndReadAll('SELECT count(*) AS n FROM __d')).getRowObjectsJson())[0].n);
   }
-  return { ms: ms(t0), rows: n };
+  return { ms: ms(t0), rows: n, by };
 }
 
 const plan = [];
@@ -66,8 +68,9 @@ if (!files.exists || !files.snapshot) {
 
 const current = [];
 let rows;
+let by;
 try {
-  rows = (await readOnce(files)).rows; // warm-up
+  ({ rows, by } = await readOnce(files)); // warm-up
 } catch (e) {
   console.log(JSON.stringify({ table: tableDir, data_files: files.data.length,
     delete_files: files.posDeletes.length + files.eqDeletes.length, plan_ms: median(plan),
@@ -76,7 +79,7 @@ try {
 }
 
 // The compacted copies of the rows just read (the table's columns only; the copies'
-// column names are the fields' names: readSnapshotRows matches them by name):
+// column names are the fields' names and their field ids the fields' ids):
 //   compacted        one file per Kafka partition, as the product's compaction leaves the
 //                    table (every file is written for one partition, docs/iceberg.md
 //                    "Table maintenance"; `-p<P>-` in the file names says which);
@@ -88,10 +91,13 @@ const part = "regexp_extract(__file, '-p([0-9]+)-[a-z]+-[^/]*$', 1)";
 const parts = (await (await conn.runAndReadAll(`SELECT DISTINCT ${part} AS p FROM __d ORDER BY 1`))
   .getRowObjectsJson()).map((r) => r.p);
 const sq = (x) => `'${x.replaceAll("'", "''")}'`;
+// with the fields' ids, as an Iceberg writer writes them, so the copies are read by field id
+// like the table's files
+const fieldIds = files.fields.map((f) => `${sq(f.name)}: ${f.id}`).join(', ');
 const copyOf = async (name, where) => {
   const f = path.join(workDir, `${name}.parquet`);
   await conn.run(`COPY (SELECT ${cols} FROM __d WHERE ${where}) TO ${sq(f)}
-    (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)`);
+    (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880, FIELD_IDS {${fieldIds}})`);
   return { orig: f, local: f, seq: 0n };
 };
 const perPartition = [];
@@ -103,6 +109,7 @@ const asSnapshot = (data) => ({ ...files, data, posDeletes: [], eqDeletes: [] })
 for (const c of [perPartition, oneFile]) {
   const warm = await readOnce(asSnapshot(c));
   if (warm.rows !== rows) throw new Error(`a compacted copy has ${warm.rows} rows, the table ${rows}`);
+  if (warm.by !== by) throw new Error(`a compacted copy was read by ${warm.by}, the table by ${by}`);
 }
 const compacted = [];
 const compactedOne = [];
@@ -117,6 +124,7 @@ for (let i = 0; i < reads; i++) {
 const result = {
   table: tableDir,
   rows,
+  read_by: by,
   data_files: files.data.length,
   delete_files: files.posDeletes.length + files.eqDeletes.length,
   plan_ms: median(plan),

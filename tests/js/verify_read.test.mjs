@@ -26,11 +26,19 @@ async function file(name, sql, columns) {
 }
 const rec = (local, seq, extra = {}) => ({ local, orig: `file://${local}`, seq: BigInt(seq), ...extra });
 
-async function rows(files) {
-  assert.equal(await readSnapshotRows(conn, { schema, fields, ...files }), true);
-  const r = await (await conn.runAndReadAll('SELECT id, v FROM __d ORDER BY id, v')).getRowObjectsJson();
-  return r.map((x) => `${x.id}:${x.v}`);
+// the rows of files read both ways (by field id, and by the footers), which must agree;
+// `by` is the way the default read took
+async function both(sch, files, select, by = 'id') {
+  const out = [];
+  for (const way of ['id', 'footers']) {
+    assert.equal(await readSnapshotRows(conn, { schema: sch, fields: sch.fields, ...files }, { by: way }),
+      way === 'id' ? by : 'footers');
+    out.push((await (await conn.runAndReadAll(select)).getRowObjectsJson()).map((x) => Object.values(x).map((v) => `${v}`).join(':')));
+  }
+  assert.deepEqual(out[0], out[1], 'read by field id and by the footers');
+  return out[0];
 }
+const rows = (files, by) => both(schema, files, 'SELECT id, v FROM __d ORDER BY id, v', by);
 
 test('equality deletes apply to older data files only, by the highest sequence number per key', async () => {
   const d1 = await file('d1.parquet', "(1, 'a'), (2, 'b'), (3, 'c')", [['id', 1], ['v', 2]]);
@@ -57,13 +65,12 @@ test('deletes all newer than the files they reach (compaction\'s layout) delete 
     eqDeletes: [rec(e2, 2, { ids: [1] }), rec(e3, 3, { ids: [1] })],
   }), ['1:a', '3:c3', '5:e']);
   // an optional key: a null key is deleted by a null in the delete file, like any value
+  // (read by the footers: with an optional key, nulls cannot tell a file without field ids)
   const opt = { ...schema, fields: [{ ...fields[0], required: false }, fields[1]] };
   const nb = await file('nb.parquet', "(NULL, 'n'), (7, 'g')", [['id', 1], ['v', 2]]);
   const ne = await file('ne.parquet', '(NULL::BIGINT)', [['id', 1]]);
-  assert.equal(await readSnapshotRows(conn, { schema: opt, fields: opt.fields,
-    data: [rec(nb, 1)], eqDeletes: [rec(ne, 2, { ids: [1] })] }), true);
-  const r = await (await conn.runAndReadAll('SELECT id, v FROM __d ORDER BY id, v')).getRowObjectsJson();
-  assert.deepEqual(r.map((x) => `${x.id}:${x.v}`), ['7:g']);
+  assert.deepEqual(await both(opt, { data: [rec(nb, 1)], eqDeletes: [rec(ne, 2, { ids: [1] })] },
+    'SELECT id, v FROM __d ORDER BY id, v', 'footers'), ['7:g']);
 });
 
 test('position deletes apply to their file at the same or a lower sequence number', async () => {
@@ -97,7 +104,7 @@ test('both kinds of delete together, on files older and newer than every equalit
   };
   assert.deepEqual(await rows(files), ['1:a3', '2:b', '3:c']);
   // withFile: every row names its file and position
-  assert.equal(await readSnapshotRows(conn, { schema, fields, data: files.data }, { withFile: true }), true);
+  assert.equal(await readSnapshotRows(conn, { schema, fields, data: files.data }, { withFile: true }), 'id');
   const r = await (await conn.runAndReadAll('SELECT id, v, __file, __pos, __seq FROM __d ORDER BY id, v'))
     .getRowObjectsJson();
   assert.deepEqual(r.map((x) => `${x.id}:${x.v}@${x.__file.split('/').pop()}#${x.__pos}/${x.__seq}`),
@@ -120,10 +127,8 @@ test('a promoted column (int in older files, long in newer ones) reads every val
   const big = await file('long.parquet', '(3::BIGINT, 9000001034::BIGINT)', [['id', 1], ['a', 3]]);
   const e = await file('promo-e.parquet', '(2::BIGINT)', [['id', 1]]);
   for (const data of [[rec(narrow, 1), rec(big, 2)], [rec(big, 2), rec(narrow, 1)]]) {
-    assert.equal(await readSnapshotRows(conn, { schema: wide, fields: wide.fields, data,
-      eqDeletes: [rec(e, 3, { ids: [1] })] }), true);
-    const r = await (await conn.runAndReadAll('SELECT id, a FROM __d ORDER BY id')).getRowObjectsJson();
-    assert.deepEqual(r.map((x) => `${x.id}:${x.a}`), ['1:7', '3:9000001034']);
+    assert.deepEqual(await both(wide, { data, eqDeletes: [rec(e, 3, { ids: [1] })] },
+      'SELECT id, a FROM __d ORDER BY id'), ['1:7', '3:9000001034']);
   }
 });
 
@@ -133,10 +138,19 @@ test('a widened decimal (14,4 in older files, 16,4 in newer ones) reads every va
   const narrow = await file('dec14.parquet', '(1::BIGINT, 1.5::DECIMAL(14,4))', [['id', 1], ['n', 4]]);
   const big = await file('dec16.parquet', '(2::BIGINT, 123456790075.5678::DECIMAL(16,4))', [['id', 1], ['n', 4]]);
   const e = await file('dec-e.parquet', '(9::BIGINT)', [['id', 1]]);
-  assert.equal(await readSnapshotRows(conn, { schema: wide, fields: wide.fields,
-    data: [rec(narrow, 1), rec(big, 2)], eqDeletes: [rec(e, 3, { ids: [1] })] }), true);
-  const r = await (await conn.runAndReadAll('SELECT id, n::VARCHAR AS n FROM __d ORDER BY id')).getRowObjectsJson();
-  assert.deepEqual(r.map((x) => `${x.id}:${x.n}`), ['1:1.5000', '2:123456790075.5678']);
+  assert.deepEqual(await both(wide, { data: [rec(narrow, 1), rec(big, 2)], eqDeletes: [rec(e, 3, { ids: [1] })] },
+    'SELECT id, n::VARCHAR AS n FROM __d ORDER BY id'), ['1:1.5000', '2:123456790075.5678']);
 });
 
 test.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+test('a file without field ids reads by name: the read by id sees nulls in a key and goes by the footers', async () => {
+  const ids = await file('with-ids.parquet', "(1, 'a'), (2, 'b')", [['id', 1], ['v', 2]]);
+  const plain = path.join(dir, 'no-ids.parquet');
+  await conn.run(`COPY (SELECT * FROM (VALUES (3::BIGINT, 'c')) t(id, v)) TO '${plain}' (FORMAT parquet)`);
+  assert.deepEqual(await rows({ data: [rec(ids, 1), rec(plain, 1)] }, 'footers'), ['1:a', '2:b', '3:c']);
+  // a delete file without ids alike: it would delete nothing by id
+  const e = path.join(dir, 'no-ids-e.parquet');
+  await conn.run(`COPY (SELECT 2::BIGINT AS id) TO '${e}' (FORMAT parquet)`);
+  assert.deepEqual(await rows({ data: [rec(ids, 1)], eqDeletes: [rec(e, 2, { ids: [1] })] }, 'footers'), ['1:a']);
+});
