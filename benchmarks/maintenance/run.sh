@@ -182,7 +182,9 @@ run_mode() {
     until [ "$(pipeline_committed)" -ge $((e0 + EPOCHS)) ]; do
         if ! kill -0 "$LOAD_PID" 2>/dev/null; then
             bench_log "[$mode] the load ended before $EPOCHS epochs (at epoch $(pipeline_committed), from $e0)"
-            status=1
+            # without compaction the commits slow down as the files pile up, so that run
+            # ends with fewer epochs (maintenance_epochs_nocompact): expected, not a failure
+            [ "$mode" = off ] || status=1
             break
         fi
         sleep 1
