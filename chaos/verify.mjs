@@ -110,6 +110,8 @@ function duckExpr(field) {
 
 const sqlStr = (s) => `'${String(s).replaceAll("'", "''")}'`;
 const ident = (s) => `"${String(s).replaceAll('"', '""')}"`;
+// a DuckDB list literal of the files' local paths
+const list = (files) => `[${files.map((x) => sqlStr(x.local)).join(', ')}]`;
 
 /**
  * The files the current snapshot of the table in dir lists (icebird: metadata and Avro
@@ -224,7 +226,6 @@ function eqGroups(schema, eqDeletes) {
  * skip that join.
  */
 function snapshotQuery({ data, posDeletes = [] }, groups, union, eqSet) {
-  const list = (xs) => `[${xs.map((x) => sqlStr(x.local)).join(', ')}]`;
   const maxEq = groups.flatMap((g) => g.files).reduce((m, e) => (e.seq > m ? e.seq : m), -1n);
   const reached = groups.length === 1 ? data.filter((f) => f.seq < maxEq) : data;
   const beyond = groups.length === 1 ? data.filter((f) => f.seq >= maxEq) : [];
@@ -269,7 +270,6 @@ async function readById(conn, { schema, fields, data, posDeletes = [], eqDeletes
   const required = fields.filter((f) => f.required);
   if (!required.length || fields.some((f) => !duckType(f.type))
     || groups.some((g) => g.keyFields.some((f) => !f || !f.required || !duckType(f.type)))) return false;
-  const list = (xs) => `[${xs.map((x) => sqlStr(x.local)).join(', ')}]`;
   const withPos = withFile || posDeletes.length > 0;
   const read = (fs, wanted, pos) => {
     const map = wanted.map((f) => `${f.id}: {name: ${sqlStr(f.name)}, type: ${sqlStr(duckType(f.type))}, default_value: NULL}`);
@@ -303,7 +303,6 @@ async function readById(conn, { schema, fields, data, posDeletes = [], eqDeletes
 
 /** readSnapshotRows by the files' footers (see there). */
 async function readByFooters(conn, { schema, fields, data, posDeletes = [], eqDeletes = [] }, withFile) {
-  const list = (xs) => `[${xs.map((x) => sqlStr(x.local)).join(', ')}]`;
   const fileColumns = new Map();
   // A column's Parquet type is part of a file's shape: after a type promotion (int to
   // long, float to double, a wider decimal) older files hold the narrower type, and one multi-file read

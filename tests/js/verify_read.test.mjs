@@ -154,3 +154,10 @@ test('a file without field ids reads by name: the read by id sees nulls in a key
   await conn.run(`COPY (SELECT 2::BIGINT AS id) TO '${e}' (FORMAT parquet)`);
   assert.deepEqual(await rows({ data: [rec(ids, 1)], eqDeletes: [rec(e, 2, { ids: [1] })] }, 'footers'), ['1:a']);
 });
+
+test('a field of a type the read by id does not map is read by the footers', async () => {
+  const odd = { 'identifier-field-ids': [1], fields: [
+    { id: 1, name: 'id', type: 'long', required: true }, { id: 2, name: 'v', type: 'timestamp_ns' }] };
+  const f = await file('odd.parquet', "(1, 'a')", [['id', 1], ['v', 2]]);
+  assert.deepEqual(await both(odd, { data: [rec(f, 1)] }, 'SELECT id, v FROM __d', 'footers'), ['1:a']);
+});
