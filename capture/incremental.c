@@ -83,6 +83,7 @@ static cdc_err_t write_marks(cdc_capture_t *cap, cdc_error_t *e)
 {
     uint64_t acked;
     size_t done = 0;
+    bool finished = false;
     cdc_err_t rc = CDC_OK;
 
     if (cap->nmarks == 0)
@@ -95,9 +96,11 @@ static cdc_err_t write_marks(cdc_capture_t *cap, cdc_error_t *e)
         if (rc != CDC_OK)
             break;
         t->isnap.pending_marks--;
-        if (m->done)
+        if (m->done) {
             cdc_log_info("incremental snapshot %s of %s.%s done: %" PRId64 " rows", t->isnap.id,
                          t->schema, t->name, m->rows);
+            finished = true;
+        }
         free(m->after);
         done++;
     }
@@ -105,6 +108,9 @@ static cdc_err_t write_marks(cdc_capture_t *cap, cdc_error_t *e)
         memmove(cap->marks, cap->marks + done, (cap->nmarks - done) * sizeof(*cap->marks));
         cap->nmarks -= done;
     }
+    /* a table whose snapshot ended shows as streaming now, not at the next refresh */
+    if (finished)
+        cdc_capture_status_publish(cap, true);
     return rc;
 }
 
@@ -243,9 +249,17 @@ static cdc_err_t emit_watermark(cdc_capture_t *cap, cdc_watermark_kind_t kind, c
 
     if (!cdc_watermark_format(content, sizeof(content), cap->window.id, kind))
         return cdc_error_set(e, CDC_ERR_INTERNAL, "bad watermark id \"%s\"", cap->window.id);
+    /* A message outside a transaction is written to the WAL but not flushed, and the
+     * walsender sends only flushed WAL: the high watermark would wait for the WAL writer
+     * (wal_writer_delay, 200 ms by default) or the next commit of the load, once per chunk.
+     * Taking a transaction id makes this statement's commit flush the WAL up to its commit
+     * record, past the message (synchronous_commit on, the default). */
     r = cdc_pg_query(cap->src.sql,
-                     "SELECT pg_logical_emit_message(false, '" CDC_WATERMARK_PREFIX "', $1)", 1, p,
-                     e);
+                     kind == CDC_WATERMARK_HIGH
+                         ? "SELECT pg_logical_emit_message(false, '" CDC_WATERMARK_PREFIX
+                           "', $1), pg_current_xact_id()"
+                         : "SELECT pg_logical_emit_message(false, '" CDC_WATERMARK_PREFIX "', $1)",
+                     1, p, e);
     if (r == NULL)
         return e->code;
     cdc_pg_clear(r);
