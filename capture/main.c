@@ -70,7 +70,7 @@ static const cdc_opt_t options[] = {
      "truncated first (changes in between are missing from the changelog)."},
     {"snapshot-chunk", CDC_OPT_INT, C(snapshot_chunk), "10000", false, 1, 10000000, NULL,
      "Rows fetched per snapshot chunk."},
-    {"snapshot-max-rate", CDC_OPT_INT, C(snapshot_max_rate), "50000", false, 0, 100000000, NULL,
+    {"snapshot-max-rate", CDC_OPT_INT, C(snapshot_max_rate), "25000", false, 0, 100000000, NULL,
      "Most rows per second an incremental snapshot reads (0 = as fast as it can), so that a "
      "backfill of a large table leaves the workers room for the other tables' changes "
      "(docs/benchmarks.md, \"Backfill of an added table\")."},

@@ -39,7 +39,7 @@
 #   BACKFILL_RATE (transactions/s: skips the ceiling run), BACKFILL_WORKERS (2),
 #   BACKFILL_COPY_RUNS (3), BACKFILL_TIMEOUT (600 s for the snapshot, then for the catch-up),
 #   CDC_SNAPSHOT_CHUNK (the capture's chunk, 10000 by default), CDC_SNAPSHOT_MAX_RATE (the
-#   capture's pace of the snapshot, rows/s; unset: its default, 50000; 0: as fast as it can), BENCH_KEEP=1 keeps
+#   capture's pace of the snapshot, rows/s; unset: its default, 25000; 0: as fast as it can), BENCH_KEEP=1 keeps
 #   the work directory.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
