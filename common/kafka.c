@@ -615,46 +615,61 @@ static rd_kafka_topic_partition_list_t *one_tp(const char *topic, int32_t partit
     return l;
 }
 
+/* A partition whose topic has no metadata yet starts in librdkafka without a leader and
+ * waits for the next periodic refresh (about a second) before its first offset query and
+ * fetch. Asks for each topic's metadata first; the handles (*nrkt of them in rkts) are
+ * dropped by the caller once the assignment holds the topics. */
+static void prefetch_metadata(cdc_kafka_consumer_t *c, const cdc_kafka_tp_t *tps, size_t n,
+                              rd_kafka_topic_t **rkts, size_t max, size_t *nrkt)
+{
+    *nrkt = 0;
+    for (size_t i = 0; i < n && *nrkt < max; i++) {
+        bool seen = false;
+        for (size_t k = 0; k < *nrkt && !seen; k++)
+            seen = strcmp(rd_kafka_topic_name(rkts[k]), tps[i].topic) == 0;
+        if (seen || (rkts[*nrkt] = rd_kafka_topic_new(c->rk, tps[i].topic, NULL)) == NULL)
+            continue;
+        const struct rd_kafka_metadata *md = NULL;
+        if (rd_kafka_metadata(c->rk, 0, rkts[*nrkt], &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+            rd_kafka_metadata_destroy(md); /* else: librdkafka's own refresh finds it later */
+        (*nrkt)++;
+    }
+}
+
+/* tps as a partition list, every partition resumed first: librdkafka keeps a partition's
+ * pause (rd_kafka_pause_partitions) across assignments, so a partition paused before and
+ * assigned again would never fetch, and nothing would say so (the silent backlog stall,
+ * docs/worker.md). An assignment starts every partition fetching: the pause is lifted
+ * before the partitions start (after, it would also restart an offset lookup in
+ * progress). Partitions this consumer never knew answer "unknown partition" here, which
+ * is fine. */
+static rd_kafka_topic_partition_list_t *fetching_list(cdc_kafka_consumer_t *c,
+                                                      const cdc_kafka_tp_t *tps, size_t n)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)n);
+    for (size_t i = 0; i < n; i++)
+        rd_kafka_topic_partition_list_add(l, tps[i].topic, tps[i].partition)->offset =
+            tps[i].offset;
+    rd_kafka_resume_partitions(c->rk, l);
+    for (int i = 0; i < l->cnt; i++)
+        l->elems[i].err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    return l;
+}
+
 cdc_err_t cdc_kafka_consumer_assign(cdc_kafka_consumer_t *c, const cdc_kafka_tp_t *tps, size_t n,
                                     cdc_error_t *e)
 {
     rd_kafka_topic_partition_list_t *l;
     rd_kafka_resp_err_t err;
+    rd_kafka_topic_t *rkts[16];
+    size_t nrkt;
 
     if (n == 0) {
         err = rd_kafka_assign(c->rk, NULL);
         return err ? kerr(e, err, "could not clear the Kafka assignment") : CDC_OK;
     }
-    /* A partition whose topic has no metadata yet starts in librdkafka without a leader
-     * and waits for the next periodic refresh (about a second) before its first offset
-     * query and fetch. Ask for each topic's metadata first; the handles are dropped once
-     * the assignment holds the topics. */
-    rd_kafka_topic_t *rkts[16];
-    size_t nrkt = 0;
-    for (size_t i = 0; i < n && nrkt < sizeof(rkts) / sizeof(rkts[0]); i++) {
-        bool seen = false;
-        for (size_t k = 0; k < nrkt && !seen; k++)
-            seen = strcmp(rd_kafka_topic_name(rkts[k]), tps[i].topic) == 0;
-        if (seen || (rkts[nrkt] = rd_kafka_topic_new(c->rk, tps[i].topic, NULL)) == NULL)
-            continue;
-        const struct rd_kafka_metadata *md = NULL;
-        if (rd_kafka_metadata(c->rk, 0, rkts[nrkt], &md, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR)
-            rd_kafka_metadata_destroy(md); /* else: librdkafka's own refresh finds it later */
-        nrkt++;
-    }
-    l = rd_kafka_topic_partition_list_new((int)n);
-    for (size_t i = 0; i < n; i++)
-        rd_kafka_topic_partition_list_add(l, tps[i].topic, tps[i].partition)->offset =
-            tps[i].offset;
-    /* librdkafka keeps a partition's pause (rd_kafka_pause_partitions) across
-     * assignments: a partition paused before, and assigned again, would never fetch, and
-     * nothing would say so (the silent backlog stall, docs/worker.md). An assignment
-     * starts every partition fetching: the pause is lifted before the partitions start
-     * (after, it would also restart an offset lookup in progress). Partitions this
-     * consumer never knew answer "unknown partition" here, which is fine. */
-    rd_kafka_resume_partitions(c->rk, l);
-    for (int i = 0; i < l->cnt; i++)
-        l->elems[i].err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    prefetch_metadata(c, tps, n, rkts, sizeof(rkts) / sizeof(rkts[0]), &nrkt);
+    l = fetching_list(c, tps, n);
     err = rd_kafka_assign(c->rk, l);
     for (size_t k = 0; k < nrkt; k++)
         rd_kafka_topic_destroy(rkts[k]);
@@ -662,6 +677,28 @@ cdc_err_t cdc_kafka_consumer_assign(cdc_kafka_consumer_t *c, const cdc_kafka_tp_
     if (err)
         return kerr(e, err, "could not assign %zu Kafka partitions", n);
     return CDC_OK;
+}
+
+cdc_err_t cdc_kafka_consumer_add(cdc_kafka_consumer_t *c, const cdc_kafka_tp_t *tps, size_t n,
+                                 cdc_error_t *e)
+{
+    rd_kafka_topic_partition_list_t *l;
+    rd_kafka_error_t *error;
+    rd_kafka_topic_t *rkts[16];
+    size_t nrkt;
+    cdc_err_t rc = CDC_OK;
+
+    if (n == 0)
+        return CDC_OK;
+    prefetch_metadata(c, tps, n, rkts, sizeof(rkts) / sizeof(rkts[0]), &nrkt);
+    l = fetching_list(c, tps, n);
+    error = rd_kafka_incremental_assign(c->rk, l);
+    for (size_t k = 0; k < nrkt; k++)
+        rd_kafka_topic_destroy(rkts[k]);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (error != NULL)
+        rc = kerror(e, error, "could not add partitions to the Kafka assignment");
+    return rc;
 }
 
 cdc_err_t cdc_kafka_consumer_seek(cdc_kafka_consumer_t *c, const char *topic, int32_t partition,

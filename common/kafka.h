@@ -186,6 +186,11 @@ void cdc_kafka_consumer_free(cdc_kafka_consumer_t *c);
 cdc_err_t cdc_kafka_consumer_assign(cdc_kafka_consumer_t *c, const cdc_kafka_tp_t *tps, size_t n,
                                     cdc_error_t *e);
 
+/* Adds tps[0..n) to the assignment, the partitions already assigned untouched (their
+ * positions, prefetched records and pauses kept); each added partition fetches. */
+cdc_err_t cdc_kafka_consumer_add(cdc_kafka_consumer_t *c, const cdc_kafka_tp_t *tps, size_t n,
+                                 cdc_error_t *e);
+
 /* Moves an assigned partition's read position to offset (also BEGINNING/END). */
 cdc_err_t cdc_kafka_consumer_seek(cdc_kafka_consumer_t *c, const char *topic, int32_t partition,
                                   int64_t offset, int timeout_ms, cdc_error_t *e);

@@ -116,6 +116,8 @@ const char *cdc_msg_body_name(const Cdc__Envelope *env)
         return "reject";
     case CDC__ENVELOPE__BODY_CHALLENGE:
         return "challenge";
+    case CDC__ENVELOPE__BODY_TABLES:
+        return "tables";
     default:
         return "none";
     }

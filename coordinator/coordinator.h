@@ -208,8 +208,8 @@ typedef struct cdc_coord {
 
     /* metrics */
     cdc_counter_t *m_committed, *m_failures, *m_rejected, *m_aborted, *m_etcd_errors,
-        *m_commit_errors, *m_no_progress, *m_missing_topic, *m_refused[CDC_ADMISSION_REASONS],
-        *m_table_refused[CDC_TABLESET_VERDICTS];
+        *m_commit_errors, *m_no_progress, *m_missing_topic, *m_tables_widened,
+        *m_refused[CDC_ADMISSION_REASONS], *m_table_refused[CDC_TABLESET_VERDICTS];
     cdc_gauge_t *m_state, *m_term, *m_workers, *m_generation, *m_last_epoch, *m_stall_max,
         *m_stalled_slots;
     cdc_histogram_t *m_latency, *m_record_latency, *m_stall;

@@ -881,6 +881,11 @@ static void init_metrics(cdc_coord_t *c)
                                            "Failed etcd operations.", NULL);
     c->m_commit_errors = cdc_metrics_counter(r, "cdc_coordinator_commit_errors_total",
                                              "Failed Iceberg commit attempts.", NULL);
+    c->m_tables_widened = cdc_metrics_counter(
+        r, "cdc_coordinator_table_set_widenings_total",
+        "Times the job's table set grew while it ran and the owners took it without a "
+        "recovery (every owner follows the job's tables).",
+        NULL);
     for (int i = 0; i < CDC_ADMISSION_REASONS; i++) {
         const char *labels[] = {"reason", cdc_admission_reason_name((cdc_admission_reason_t)i),
                                 NULL};

@@ -61,16 +61,69 @@ void cdc_job_widen_tables(cdc_coord_t *c)
     c->tables_dirty = true;
 }
 
+/* Whether the owner of every slot follows the job's tables: it then consumes whatever set
+ * it is told, so a wider set needs no judging (and no recovery). */
+static bool owners_follow(cdc_coord_t *c)
+{
+    for (int p = 0; p < CDC_PARTITIONS; p++) {
+        cdc_member_t *m = c->owner[p][0] ? cdc_members_by_id(&c->members, c->owner[p]) : NULL;
+        if (m == NULL || !m->alive || !m->follows)
+            return false;
+    }
+    return true;
+}
+
+/* Tells every live worker of the current generation the job's whole table set (Tables). */
+static void send_tables(cdc_coord_t *c)
+{
+    Cdc__Envelope env = CDC__ENVELOPE__INIT;
+    Cdc__Tables t = CDC__TABLES__INIT;
+    char *names[CDC_TABLESET_MAX];
+
+    for (int i = 0; i < c->tables.n; i++)
+        names[i] = (char *)cdc_tableset_name(&c->tables, i);
+    t.term = c->term;
+    t.generation = c->generation;
+    t.n_tables = (size_t)c->tables.n;
+    t.tables = names;
+    env.body_case = CDC__ENVELOPE__BODY_TABLES;
+    env.tables = &t;
+    cdc_job_broadcast(c, &env);
+}
+
+/*
+ * The running job takes a set just widened: when every owner follows the job, the owners
+ * add the new topics as they run (Tables): the open epochs go on, each slot reads the new
+ * topics from their beginning from its next record on, and the next barrier's acks carry
+ * their offsets (docs/protocol.md, "The job's table set"). Otherwise an owner with --tables
+ * or --topics must be judged: a new assignment (which refuses whoever cannot consume the
+ * set) because of why.
+ */
+static void take_wider_set(cdc_coord_t *c, const char *why)
+{
+    if (c->state != CDC_JOB_RUNNING)
+        return; /* the coming assignment hands it out */
+    if (!owners_follow(c)) {
+        cdc_job_recover(c, why, false);
+        return;
+    }
+    cdc_metrics_counter_inc(c->m_tables_widened);
+    cdc_log_info("job \"%s\": the owners add the wider table set to their slots without a "
+                 "recovery (%s)",
+                 c->cfg.job, why);
+    send_tables(c);
+}
+
 void cdc_job_offers_changed(cdc_coord_t *c)
 {
-    cdc_tableset_t wider = c->tables;
     char added[1024], why[1200];
 
-    if (c->state != CDC_JOB_RUNNING || widen(c, &wider, added, sizeof(added)) == 0)
+    if (c->state != CDC_JOB_RUNNING || widen(c, &c->tables, added, sizeof(added)) == 0)
         return;
-    /* the assignment widens the set itself (cdc_job_try_assign) and hands it to everyone */
+    c->tables_dirty = true;
+    cdc_log_info("job \"%s\" now carries %s: every live worker offers each", c->cfg.job, added);
     snprintf(why, sizeof(why), "every live worker offers %s", added);
-    cdc_job_recover(c, why, false);
+    take_wider_set(c, why);
 }
 
 cdc_err_t cdc_job_add_table(cdc_coord_t *c, const char *topic, bool *added, cdc_error_t *e)
@@ -87,11 +140,8 @@ cdc_err_t cdc_job_add_table(cdc_coord_t *c, const char *topic, bool *added, cdc_
     c->tables_dirty = true;
     cdc_log_info("job \"%s\" now carries \"%s\": added by the operator (POST /tables)", c->cfg.job,
                  topic);
-    /* every worker gets the wider set in its next Assign; one that cannot consume it is
-     * refused then */
     snprintf(why, sizeof(why), "table \"%s\" added to the job's tables", topic);
-    if (c->state == CDC_JOB_RUNNING)
-        cdc_job_recover(c, why, false);
+    take_wider_set(c, why);
     return CDC_OK;
 }
 

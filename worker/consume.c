@@ -464,6 +464,63 @@ cdc_err_t cdc_worker_assign(cdc_worker_t *w, const Cdc__Assign *a, cdc_error_t *
     return rc;
 }
 
+cdc_err_t cdc_worker_widen(cdc_worker_t *w, char **tables, size_t ntables, cdc_error_t *e)
+{
+    Cdc__Assign a = CDC__ASSIGN__INIT;
+    uint64_t before = w->consumed, added;
+    cdc_kafka_tp_t *tps;
+    size_t ntp = 0;
+    cdc_err_t rc;
+
+    /* a set that drops a topic we consume is no widening: only an Assign narrows */
+    for (size_t t = 0; t < w->ntopics; t++) {
+        bool listed = false;
+        for (size_t i = 0; i < ntables && !listed && cdc_worker_consumes(w, t); i++)
+            listed = tables[i] != NULL && strcmp(tables[i], w->topics[t]) == 0;
+        if (cdc_worker_consumes(w, t) && !listed)
+            return cdc_error_set(e, CDC_ERR_PROTOCOL,
+                                 "the job's new table set lacks topic \"%s\", which this "
+                                 "worker consumes: not a widening",
+                                 w->topics[t]);
+    }
+    a.n_tables = ntables;
+    a.tables = tables;
+    if ((rc = cdc_worker_take_tables(w, &a, e)) != CDC_OK)
+        return rc;
+    added = w->consumed & ~before;
+    if (added == 0)
+        return CDC_OK;
+    tps = calloc(CDC_WORKER_PARTITIONS * (size_t)CDC_WORKER_MAX_TOPICS, sizeof(*tps));
+    if (tps == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    /* each slot reads a topic new to the set from its beginning, as a slot restored from a
+     * checkpoint without its offset does (cdc_worker_assign) */
+    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
+        cdc_slot_t *s = &w->slots[p];
+        for (size_t t = 0; s->owned && t < w->ntopics; t++) {
+            if (((added >> t) & 1) == 0)
+                continue;
+            s->next_offset[t] = CDC_KAFKA_OFFSET_BEGINNING;
+            s->high[t] = 0;
+            s->restart_at[t] = 0;
+            s->progress_ms[t] = 0;
+            s->stalled_since[t] = 0;
+            s->watchdog_gave_up[t] = false;
+            tps[ntp++] = (cdc_kafka_tp_t){w->topics[t], p, CDC_KAFKA_OFFSET_BEGINNING};
+        }
+    }
+    rc = cdc_kafka_consumer_add(w->consumer, tps, ntp, e);
+    /* fetching paused by --max-staged-bytes until the next barrier: the new ones too */
+    for (size_t i = 0; rc == CDC_OK && w->paused && i < ntp; i++) {
+        cdc_error_t e2;
+        cdc_kafka_consumer_pause(w->consumer, tps[i].topic, tps[i].partition, &e2);
+    }
+    free(tps);
+    if (rc == CDC_OK)
+        check_topic_partitions(w);
+    return rc;
+}
+
 void cdc_worker_suspend(cdc_worker_t *w)
 {
     cdc_error_t e;

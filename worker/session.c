@@ -329,6 +329,32 @@ static void on_abort(cdc_worker_t *w, const Cdc__Abort *a)
     w->assigned = false;
 }
 
+static void on_tables(cdc_worker_t *w, const Cdc__Tables *t)
+{
+    cdc_error_t e;
+
+    if (!w->assigned || t->term != w->term || t->generation != w->generation) {
+        /* of another assignment: the next Assign carries the set */
+        cdc_log_debug("ignoring the table set of term %" PRIu64 " generation %" PRIu64, t->term,
+                      t->generation);
+        return;
+    }
+    if (cdc_worker_widen(w, t->tables, t->n_tables, &e) != CDC_OK) {
+        /* the slots may miss a table now: the coordinator's progress check flags a slot
+         * without one (missing_topic); a new assignment gives the set whole */
+        cdc_log_error("could not take the job's wider table set (term %" PRIu64
+                      " generation %" PRIu64 "): %s; waiting for a new assignment",
+                      t->term, t->generation, e.msg);
+        cdc_worker_suspend(w);
+        w->assignment_seq++;
+        w->assigned = false;
+        return;
+    }
+    cdc_log_info("job's table set widened (term %" PRIu64 " generation %" PRIu64
+                 "): %zu tables, no recovery",
+                 t->term, t->generation, t->n_tables);
+}
+
 void cdc_worker_handle(cdc_worker_t *w, const Cdc__Envelope *env)
 {
     switch (env->body_case) {
@@ -340,6 +366,9 @@ void cdc_worker_handle(cdc_worker_t *w, const Cdc__Envelope *env)
         break;
     case CDC__ENVELOPE__BODY_ABORT:
         on_abort(w, env->abort);
+        break;
+    case CDC__ENVELOPE__BODY_TABLES:
+        on_tables(w, env->tables);
         break;
     case CDC__ENVELOPE__BODY_COMMITTED:
         if (env->committed->term >= w->term)

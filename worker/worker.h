@@ -220,6 +220,14 @@ cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e);
  */
 cdc_err_t cdc_worker_assign(cdc_worker_t *w, const Cdc__Assign *a, cdc_error_t *e);
 
+/*
+ * The job's table set grew while the assignment runs (a Tables message): the topics of
+ * tables[0..ntables) not consumed yet are taken (cdc_worker_take_tables) and added to every
+ * owned slot, read from the beginning, without touching the slots' state, stages or other
+ * topics. A set that lacks a topic the worker consumes is refused (CDC_ERR_PROTOCOL).
+ */
+cdc_err_t cdc_worker_widen(cdc_worker_t *w, char **tables, size_t ntables, cdc_error_t *e);
+
 /* Drops staged data of every partition and stops fetching (after an Abort). */
 void cdc_worker_suspend(cdc_worker_t *w);
 

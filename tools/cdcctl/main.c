@@ -6,7 +6,7 @@
  *                        --capture, the capture's tables too (streaming, snapshotting N%,
  *                        removed) with their snapshots' progress
  *   cdcctl tables add T  adds table T to the job's tables (POST /tables): the workers
- *                        consume it from the next assignment; with --capture, first adds
+ *                        consume it at once; with --capture, first adds
  *                        it to the capture's publication (the capture's POST /tables),
  *                        which captures it and reads its rows
  *   cdcctl tables remove T  drops table T from the capture's publication (--capture): no
@@ -556,8 +556,8 @@ static int cmd_tables_add(const ctl_config_t *cfg, const char *table)
         r = json_loads(b.body, 0, NULL);
     if (code == 200 && r != NULL) {
         if (json_is_true(json_object_get(r, "added")))
-            printf("%s: added to the job's tables (topic %s); every worker consumes it from the "
-                   "next assignment\n",
+            printf("%s: added to the job's tables (topic %s); every worker consumes it from "
+                   "now on\n",
                    table, topic);
         else
             printf("%s: already one of the job's tables (topic %s)\n", table, topic);

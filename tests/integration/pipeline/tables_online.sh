@@ -8,9 +8,10 @@
 #      --capture` adds it to the capture's publication (the capture, without --tables,
 #      captures the publication) and to the job; the rows it had before are read by an
 #      incremental snapshot, more are written under load on the old tables, the workers
-#      offer its topic, the set widens with a new assignment and every worker consumes it
-#      from the beginning; chaos/verify: its mirror equals the source and its changelog
-#      the audit record (snapshot rows as some state of their key; 0 lost, duplicated or
+#      offer its topic, the set widens and the running assignment takes it (Tables: no
+#      recovery, the generation unchanged), every worker consuming it from the
+#      beginning; chaos/verify: its mirror equals the source and its changelog the audit
+#      record (snapshot rows as some state of their key; 0 lost, duplicated or
 #      mismatched), the old tables kept committing and still verify;
 #   c. cdcctl tables add of a table that has no topic: in the set at once (and in cdcctl
 #      tables), every worker is given it, the job keeps committing (the development
@@ -103,12 +104,23 @@ for i in 1 2 3 4 5; do
     sleep 1
 done
 wait_set cdc.public.accounts,cdc.public.late,cdc.public.transactions
+# every owner follows the job: the running assignment takes the wider set (Tables), no
+# recovery, no new generation, no epoch abandoned
 gen_after=$(status | jq '.generation')
-[ "$gen_after" -gt "$gen_before" ] || fail "the set widened without a new assignment (generation $gen_before -> $gen_after)"
+[ "$gen_after" = "$gen_before" ] ||
+    fail "the set widened with a new assignment (generation $gen_before -> $gen_after), not in the running one"
 grep -q 'now carries \\"cdc.public.late\\"' "$CHAOS_DIR"/procs/coordinator-*.log ||
     fail "no coordinator logged the widening"
-grep -q 'consuming topic .*cdc.public.late' "$CHAOS_DIR/procs/worker-0.log" ||
-    fail "worker-0 did not log that it consumes the new topic"
+grep -q 'without a recovery (\(every live worker offers \|table \)\\"cdc.public.late\\"' "$CHAOS_DIR"/procs/coordinator-*.log ||
+    fail "no coordinator logged that the owners took the wider set without a recovery"
+for w in 0 1 2; do
+    grep -q 'consuming topic .*cdc.public.late' "$CHAOS_DIR/procs/worker-$w.log" &&
+        grep -q "job's table set widened" "$CHAOS_DIR/procs/worker-$w.log" ||
+        fail "worker-$w did not log that it took the wider set and consumes the new topic"
+done
+widenings=$(curl -fsS "http://$(cat "$CHAOS_DIR/procs/$(chaos_leader).http")/metrics" |
+    awk '$1 == "cdc_coordinator_table_set_widenings_total" { print $2 }')
+[ "${widenings:-0}" -ge 1 ] 2>/dev/null || fail "cdc_coordinator_table_set_widenings_total is ${widenings:-absent}"
 wait $load || fail "the load generator failed: $(tail -n 5 "$tmp/load.log")"
 verify late late --snapshotted late
 verify old transactions,accounts

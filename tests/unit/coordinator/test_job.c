@@ -830,8 +830,23 @@ static void run_followers(const char *offer, const char *tables, int64_t now)
         assert_int_equal(expect_tables(&P[i], tables), 4);
 }
 
+/* A Tables message of the current generation carrying expected (the whole set, in order). */
+static void expect_table_set(peer_t *p, const char *expected)
+{
+    Cdc__Envelope *env = expect(p, CDC__ENVELOPE__BODY_TABLES);
+    char got[512] = "";
+    assert_int_equal(env->tables->term, C->term);
+    assert_int_equal(env->tables->generation, C->generation);
+    for (size_t i = 0; i < env->tables->n_tables; i++)
+        snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", i ? "," : "",
+                 env->tables->tables[i]);
+    assert_string_equal(got, expected);
+    cdc_msg_free(env);
+}
+
 /* Workers without --tables: the set widens by a table once every live worker offers it in
- * its heartbeats, with a new assignment that hands every worker the wider set. */
+ * its heartbeats, and, every owner following the job, the running assignment takes it: a
+ * Tables message to every worker, no recovery, the same generation and open epochs. */
 static void test_follower_offer_widens(void **state)
 {
     int64_t now = cdc_clock_mono_ms();
@@ -844,22 +859,48 @@ static void test_follower_offer_widens(void **state)
     assert_int_equal(C->state, CDC_JOB_RUNNING);
     assert_int_equal(C->generation, 1);
     assert_false(cdc_tableset_has(&C->tables, "cdc.public.acc_edge"));
-    heartbeat_offer(&P[2], TABLES3, now + 7); /* the last one: a new assignment */
-    assert_int_equal(C->state, CDC_JOB_RECOVERING);
-    assert_non_null(strstr(C->recovery_reason, "every live worker offers \"cdc.public.acc_edge\""));
-    assert_int_equal(C->restart.nfailures, 0); /* not a failure */
-    cdc_job_try_assign(C, C->restart_at_ms);
+    heartbeat_offer(&P[2], TABLES3, now + 7); /* the last one: the set widens */
     assert_int_equal(C->state, CDC_JOB_RUNNING);
+    assert_int_equal(C->generation, 1);
     assert_true(cdc_tableset_has(&C->tables, "cdc.public.acc_edge"));
     assert_true(C->tables_dirty);
-    for (int i = 0; i < 3; i++) {
-        Cdc__Envelope *env = expect(&P[i], CDC__ENVELOPE__BODY_ABORT);
-        cdc_msg_free(env);
-        assert_int_equal(expect_tables(&P[i], SORTED3), 4); /* the same slots */
-    }
+    assert_int_equal(counter(C->m_aborted), 0);
+    assert_int_equal(counter(C->m_tables_widened), 1);
+    for (int i = 0; i < 3; i++)
+        expect_table_set(&P[i], SORTED3);
     /* the same offer again changes nothing */
     heartbeat_offer(&P[2], TABLES3, now + 8);
     assert_int_equal(C->state, CDC_JOB_RUNNING);
+    assert_int_equal(counter(C->m_tables_widened), 1);
+    for (int i = 0; i < 3; i++)
+        expect_nothing(&P[i]);
+}
+
+/* An owner with --tables is judged when the set widens: a new assignment (Abort, Assign)
+ * instead of Tables, even when the others follow. */
+static void test_offer_widens_with_a_judged_owner(void **state)
+{
+    int64_t now = cdc_clock_mono_ms();
+    (void)state;
+    lead(now);
+    C->cfg.expected_workers = 2;
+    register_follower(&P[0], "w1", 1, TABLES2, now);
+    register_topics(&P[1], "w2", 1, TABLES3, now);
+    cdc_job_try_assign(C, now);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(expect_tables(&P[i], SORTED2), 6);
+    heartbeat_offer(&P[0], TABLES3, now + 5); /* every live worker offers it now */
+    assert_int_equal(C->state, CDC_JOB_RECOVERING);
+    assert_non_null(strstr(C->recovery_reason, "every live worker offers \"cdc.public.acc_edge\""));
+    assert_int_equal(C->restart.nfailures, 0); /* not a failure */
+    assert_int_equal(counter(C->m_tables_widened), 0);
+    cdc_job_try_assign(C, C->restart_at_ms);
+    assert_int_equal(C->state, CDC_JOB_RUNNING);
+    for (int i = 0; i < 2; i++) {
+        cdc_msg_free(expect(&P[i], CDC__ENVELOPE__BODY_ABORT));
+        assert_int_equal(expect_tables(&P[i], SORTED3), 6); /* the same slots */
+    }
 }
 
 /* A follower is never refused for a table: it consumes whatever the set is, even a table it
@@ -1339,6 +1380,7 @@ int main(void)
         T(test_wider_worker_consumes_the_set),
         T(test_assign_carries_tables),
         T(test_follower_offer_widens),
+        T(test_offer_widens_with_a_judged_owner),
         T(test_follower_never_refused),
         T(test_add_table),
         T(test_table_requests),
