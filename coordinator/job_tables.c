@@ -73,7 +73,8 @@ static bool owners_follow(cdc_coord_t *c)
     return true;
 }
 
-/* Tells every live worker of the current generation the job's whole table set (Tables). */
+/* Tells every live owner of a slot the job's whole table set (Tables); a worker that owns
+ * none (idle, or refused) gets the set with its next Assign. */
 static void send_tables(cdc_coord_t *c)
 {
     Cdc__Envelope env = CDC__ENVELOPE__INIT;
@@ -88,7 +89,11 @@ static void send_tables(cdc_coord_t *c)
     t.tables = names;
     env.body_case = CDC__ENVELOPE__BODY_TABLES;
     env.tables = &t;
-    cdc_job_broadcast(c, &env);
+    for (int i = 0; i < c->members.n; i++) {
+        const cdc_member_t *m = &c->members.m[i];
+        if (m->alive && cdc_job_owns_any(c, m->id))
+            cdc_job_send_env(c, m->pipe, &env);
+    }
 }
 
 /*

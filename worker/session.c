@@ -340,8 +340,8 @@ static void on_tables(cdc_worker_t *w, const Cdc__Tables *t)
         return;
     }
     if (cdc_worker_widen(w, t->tables, t->n_tables, &e) != CDC_OK) {
-        /* the slots may miss a table now: the coordinator's progress check flags a slot
-         * without one (missing_topic); a new assignment gives the set whole */
+        /* its slots would miss the table: stop acking (the epoch's ack deadline recovers
+         * the job) and take the set whole with the next assignment */
         cdc_log_error("could not take the job's wider table set (term %" PRIu64
                       " generation %" PRIu64 "): %s; waiting for a new assignment",
                       t->term, t->generation, e.msg);
