@@ -656,49 +656,46 @@ static rd_kafka_topic_partition_list_t *fetching_list(cdc_kafka_consumer_t *c,
     return l;
 }
 
-cdc_err_t cdc_kafka_consumer_assign(cdc_kafka_consumer_t *c, const cdc_kafka_tp_t *tps, size_t n,
-                                    cdc_error_t *e)
+/* Assigns tps[0..n): the whole assignment (add false) or added to it (add true). */
+static cdc_err_t assign_partitions(cdc_kafka_consumer_t *c, const cdc_kafka_tp_t *tps, size_t n,
+                                   bool add, cdc_error_t *e)
 {
     rd_kafka_topic_partition_list_t *l;
-    rd_kafka_resp_err_t err;
     rd_kafka_topic_t *rkts[16];
     size_t nrkt;
+    cdc_err_t rc = CDC_OK;
 
-    if (n == 0) {
-        err = rd_kafka_assign(c->rk, NULL);
-        return err ? kerr(e, err, "could not clear the Kafka assignment") : CDC_OK;
-    }
     prefetch_metadata(c, tps, n, rkts, sizeof(rkts) / sizeof(rkts[0]), &nrkt);
     l = fetching_list(c, tps, n);
-    err = rd_kafka_assign(c->rk, l);
+    if (add) {
+        rd_kafka_error_t *error = rd_kafka_incremental_assign(c->rk, l);
+        if (error != NULL)
+            rc = kerror(e, error, "could not add partitions to the Kafka assignment");
+    } else {
+        rd_kafka_resp_err_t err = rd_kafka_assign(c->rk, l);
+        if (err)
+            rc = kerr(e, err, "could not assign %zu Kafka partitions", n);
+    }
     for (size_t k = 0; k < nrkt; k++)
         rd_kafka_topic_destroy(rkts[k]);
     rd_kafka_topic_partition_list_destroy(l);
-    if (err)
-        return kerr(e, err, "could not assign %zu Kafka partitions", n);
-    return CDC_OK;
+    return rc;
+}
+
+cdc_err_t cdc_kafka_consumer_assign(cdc_kafka_consumer_t *c, const cdc_kafka_tp_t *tps, size_t n,
+                                    cdc_error_t *e)
+{
+    if (n == 0) {
+        rd_kafka_resp_err_t err = rd_kafka_assign(c->rk, NULL);
+        return err ? kerr(e, err, "could not clear the Kafka assignment") : CDC_OK;
+    }
+    return assign_partitions(c, tps, n, false, e);
 }
 
 cdc_err_t cdc_kafka_consumer_add(cdc_kafka_consumer_t *c, const cdc_kafka_tp_t *tps, size_t n,
                                  cdc_error_t *e)
 {
-    rd_kafka_topic_partition_list_t *l;
-    rd_kafka_error_t *error;
-    rd_kafka_topic_t *rkts[16];
-    size_t nrkt;
-    cdc_err_t rc = CDC_OK;
-
-    if (n == 0)
-        return CDC_OK;
-    prefetch_metadata(c, tps, n, rkts, sizeof(rkts) / sizeof(rkts[0]), &nrkt);
-    l = fetching_list(c, tps, n);
-    error = rd_kafka_incremental_assign(c->rk, l);
-    for (size_t k = 0; k < nrkt; k++)
-        rd_kafka_topic_destroy(rkts[k]);
-    rd_kafka_topic_partition_list_destroy(l);
-    if (error != NULL)
-        rc = kerror(e, error, "could not add partitions to the Kafka assignment");
-    return rc;
+    return n == 0 ? CDC_OK : assign_partitions(c, tps, n, true, e);
 }
 
 cdc_err_t cdc_kafka_consumer_seek(cdc_kafka_consumer_t *c, const char *topic, int32_t partition,

@@ -300,6 +300,16 @@ int cdc_worker_stage_codec(const cdc_worker_t *w)
     return (int)codec;
 }
 
+/* Topic t of slot s reads from next on, the progress watchdog starting over. */
+static void slot_topic_start(cdc_slot_t *s, size_t t, int64_t next)
+{
+    s->next_offset[t] = next;
+    s->restart_at[t] = 0;
+    s->progress_ms[t] = 0;
+    s->stalled_since[t] = 0;
+    s->watchdog_gave_up[t] = false;
+}
+
 static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionState *ps,
                            cdc_error_t *e)
 {
@@ -363,14 +373,11 @@ static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionS
     if (rc != CDC_OK)
         return rc;
     for (size_t t = 0; t < w->ntopics; t++) {
-        s->restart_at[t] = 0;
-        s->progress_ms[t] = 0; /* the watchdog starts over */
-        s->stalled_since[t] = 0;
-        s->watchdog_gave_up[t] = false;
-        s->next_offset[t] = CDC_KAFKA_OFFSET_BEGINNING;
+        int64_t next = CDC_KAFKA_OFFSET_BEGINNING;
         for (size_t k = 0; k < ps->n_offsets; k++)
             if (ps->offsets[k]->topic && strcmp(ps->offsets[k]->topic, w->topics[t]) == 0)
-                s->next_offset[t] = ps->offsets[k]->next_offset;
+                next = ps->offsets[k]->next_offset;
+        slot_topic_start(s, t, next);
     }
     s->owned = true;
     s->dirty = false;
@@ -474,10 +481,10 @@ cdc_err_t cdc_worker_widen(cdc_worker_t *w, char **tables, size_t ntables, cdc_e
 
     /* a set that drops a topic we consume is no widening: only an Assign narrows */
     for (size_t t = 0; t < w->ntopics; t++) {
-        bool listed = false;
-        for (size_t i = 0; i < ntables && !listed && cdc_worker_consumes(w, t); i++)
+        bool listed = !cdc_worker_consumes(w, t);
+        for (size_t i = 0; i < ntables && !listed; i++)
             listed = tables[i] != NULL && strcmp(tables[i], w->topics[t]) == 0;
-        if (cdc_worker_consumes(w, t) && !listed)
+        if (!listed)
             return cdc_error_set(e, CDC_ERR_PROTOCOL,
                                  "the job's new table set lacks topic \"%s\", which this "
                                  "worker consumes: not a widening",
@@ -500,12 +507,8 @@ cdc_err_t cdc_worker_widen(cdc_worker_t *w, char **tables, size_t ntables, cdc_e
         for (size_t t = 0; s->owned && t < w->ntopics; t++) {
             if (((added >> t) & 1) == 0)
                 continue;
-            s->next_offset[t] = CDC_KAFKA_OFFSET_BEGINNING;
+            slot_topic_start(s, t, CDC_KAFKA_OFFSET_BEGINNING);
             s->high[t] = 0;
-            s->restart_at[t] = 0;
-            s->progress_ms[t] = 0;
-            s->stalled_since[t] = 0;
-            s->watchdog_gave_up[t] = false;
             tps[ntp++] = (cdc_kafka_tp_t){w->topics[t], p, CDC_KAFKA_OFFSET_BEGINNING};
         }
     }

@@ -748,16 +748,21 @@ static void test_narrower_join_changes_nothing(void **state)
 
 /* The Assign p gets must carry the job's table set, sorted, as the comma-separated
  * expected; returns its number of partitions. */
+/* tables[0..n), ","-joined, are expected. */
+static void assert_tables(char **tables, size_t n, const char *expected)
+{
+    char got[512] = "";
+    for (size_t i = 0; i < n; i++)
+        snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", i ? "," : "", tables[i]);
+    assert_string_equal(got, expected);
+}
+
 static size_t expect_tables(peer_t *p, const char *expected)
 {
     Cdc__Envelope *env = expect(p, CDC__ENVELOPE__BODY_ASSIGN);
     size_t n = env->assign->n_partitions;
-    char got[512] = "";
     assert_int_equal(env->assign->generation, C->generation);
-    for (size_t i = 0; i < env->assign->n_tables; i++)
-        snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", i ? "," : "",
-                 env->assign->tables[i]);
-    assert_string_equal(got, expected);
+    assert_tables(env->assign->tables, env->assign->n_tables, expected);
     cdc_msg_free(env);
     return n;
 }
@@ -834,13 +839,9 @@ static void run_followers(const char *offer, const char *tables, int64_t now)
 static void expect_table_set(peer_t *p, const char *expected)
 {
     Cdc__Envelope *env = expect(p, CDC__ENVELOPE__BODY_TABLES);
-    char got[512] = "";
     assert_int_equal(env->tables->term, C->term);
     assert_int_equal(env->tables->generation, C->generation);
-    for (size_t i = 0; i < env->tables->n_tables; i++)
-        snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s", i ? "," : "",
-                 env->tables->tables[i]);
-    assert_string_equal(got, expected);
+    assert_tables(env->tables->tables, env->tables->n_tables, expected);
     cdc_msg_free(env);
 }
 

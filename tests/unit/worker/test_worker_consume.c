@@ -2,12 +2,13 @@
  * Unit tests for worker/consume.c, the worker's data path, on an in-process mock Kafka
  * cluster (worker_mock.h): the topics named by --tables or --topics, the options it
  * refuses, a worker without them that follows the job's tables (tables.c: the tables an
- * Assign names, its offer from the schema topic), an Assign's slots (owned, released, offsets per
- * topic, a state that cannot be restored), and the decisions per record: a change is staged and
- * recorded, a replay or an older change is dropped, a record before the slot's next offset (a stale
- * fetch) is skipped, a tombstone is counted and passed, a malformed record and one naming a schema
- * version never registered go to the dead-letter topic, a version registered after the
- * worker read the schema topic is caught up with. Then backpressure (pause past
+ * Assign names, its offer from the schema topic, a set widened while it runs), an Assign's slots
+ * (owned, released, offsets per topic, a state that cannot be restored), and the decisions per
+ * record: a change is staged and recorded, a replay or an older change is dropped, a record before
+ * the slot's next offset (a stale fetch) is skipped, a tombstone is counted and passed, a malformed
+ * record and one naming a schema version never registered go to the dead-letter topic, a version
+ * registered after the worker read the schema topic is caught up with. Then backpressure (pause
+ * past
  * --max-staged-bytes, resume after an Abort), the restart of a fetch that stopped, the
  * gauges' rate limit and the progress watchdog's verdicts (pure logic, no Kafka).
  */
@@ -186,6 +187,52 @@ static void test_follower_topics_grow(void **state)
         CDC_OK);
     assert_int_equal(M.w->ntopics, 2);
     assert_int_equal(s->next_offset[1], CDC_KAFKA_OFFSET_BEGINNING);
+}
+
+/* The set grows while the assignment runs (a Tables message, cdc_worker_widen): the new
+ * topic is appended and read from the beginning, while the slot keeps what it staged and
+ * its position in the topic it consumed; the same set again changes nothing, and a set
+ * that lacks a topic the worker consumes is refused, naming it, the consumed set kept. */
+static void test_follower_widens_running(void **state)
+{
+    mock_assign_t b;
+    cdc_error_t e;
+    char items[64], *one[1], *two[2], *narrow[1];
+    int64_t none = -1;
+    cdc_slot_t *s = &M.w->slots[1];
+    (void)state;
+    snprintf(items, sizeof(items), "%s.public.items", M.prefix);
+    one[0] = M.topic;
+    two[0] = items;
+    two[1] = M.topic;
+    narrow[0] = items;
+    M.w->cfg.tables = NULL;
+    mock_worker_open(&M);
+    mock_register_schema(&M);
+    mock_produce_event(&M, 1, 'c', 1, "alice", 100);
+    assert_int_equal(cdc_worker_assign(M.w, assign_tables(&b, 1, one, 1, one, &none, 1), &e),
+                     CDC_OK);
+    mock_consume_to(&M, 1, 1);
+    assert_int_equal(staged_table(s)->nchangelog, 1);
+
+    assert_int_equal(cdc_worker_widen(M.w, two, 2, &e), CDC_OK);
+    assert_int_equal(M.w->ntopics, 2);
+    assert_string_equal(M.w->topics[1], items);
+    assert_true(cdc_worker_consumes(M.w, 0) && cdc_worker_consumes(M.w, 1));
+    assert_int_equal(s->next_offset[1], CDC_KAFKA_OFFSET_BEGINNING);
+    assert_int_equal(s->next_offset[0], 1);           /* its position kept */
+    assert_int_equal(staged_table(s)->nchangelog, 1); /* its stage kept */
+    mock_produce_event(&M, 1, 'u', 1, "bob", 200);
+    mock_consume_to(&M, 1, 2); /* the topic it had goes on from there */
+    assert_int_equal(staged_table(s)->nchangelog, 2);
+
+    assert_int_equal(cdc_worker_widen(M.w, two, 2, &e), CDC_OK);
+    assert_int_equal(M.w->ntopics, 2);
+    assert_int_equal(s->next_offset[0], 2);
+
+    assert_int_equal(cdc_worker_widen(M.w, narrow, 1, &e), CDC_ERR_PROTOCOL);
+    assert_non_null(strstr(e.msg, M.topic));
+    assert_true(cdc_worker_consumes(M.w, 0) && cdc_worker_consumes(M.w, 1));
 }
 
 /* A worker with --tables consumes the job's set, not all it could: a table it has beyond the
@@ -704,6 +751,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_join_and_codec),
         T(test_open_without_tables_follows),
+        T(test_follower_widens_running),
         T(test_follower_topics_grow),
         T(test_explicit_consumes_the_set),
         T(test_offer_from_registry),
