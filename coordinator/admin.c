@@ -374,9 +374,9 @@ static void table_metrics(cdc_coord_t *c, const cdc_table_stats_t *s)
 static json_t *tables_json(cdc_coord_t *c)
 {
     json_t *a = json_array();
-    cdc_history_table_t *ht = calloc(CDC_HISTORY_TABLES, sizeof(*ht));
+    cdc_history_table_t *ht = NULL;
     cdc_table_stats_t *st = calloc(CDC_TABLE_STATS_MAX, sizeof(*st));
-    size_t nh = ht && c->hist ? cdc_history_tables(c->hist, ht, CDC_HISTORY_TABLES) : 0;
+    size_t nh = c->hist ? cdc_history_tables(c->hist, &ht) : 0;
     size_t ns =
         st && c->committer ? cdc_committer_table_stats(c->committer, st, CDC_TABLE_STATS_MAX) : 0;
 

@@ -14,6 +14,9 @@
 
 #include <jansson.h>
 
+#include "common/buf.h"
+#include "common/strmap.h"
+
 /* A ring of cap items of size bytes: the n newest, the oldest at head. */
 typedef struct ring {
     unsigned char *items;
@@ -30,6 +33,24 @@ static bool ring_init(ring_t *r, size_t size, size_t cap)
 }
 
 /* The slot of a new newest item (the oldest is dropped when full), zeroed. */
+/* Keeps the newest items of r in a ring of cap items (false: out of memory, r unchanged). */
+static bool ring_resize(ring_t *r, size_t cap)
+{
+    unsigned char *items = calloc(cap, r->size);
+    size_t keep = r->n < cap ? r->n : cap;
+    if (items == NULL)
+        return false;
+    for (size_t i = 0; i < keep; i++)
+        memcpy(items + i * r->size, r->items + ((r->head + r->n - keep + i) % r->cap) * r->size,
+               r->size);
+    free(r->items);
+    r->items = items;
+    r->cap = cap;
+    r->head = 0;
+    r->n = keep;
+    return true;
+}
+
 static void *ring_push(ring_t *r)
 {
     size_t at = (r->head + r->n) % r->cap;
@@ -88,8 +109,13 @@ struct cdc_history {
     pthread_mutex_t lock;
     ring_t samples; /* cdc_history_sample_t, at_ms first */
     ring_t epochs;  /* epoch_item_t */
-    series_t *tables[CDC_HISTORY_TABLES];
-    size_t ntables;
+    /* Every source table committed to, no cap (each series allocated once, its name the
+     * key of byname). Their rings share the budgets of history.h: each table's rings hold
+     * points_cap points and spans_cap spans, halved for all as the tables grow. */
+    series_t **tables;
+    size_t ntables, cap;
+    cdc_strmap_t byname; /* name -> index in tables */
+    size_t points_cap, spans_cap;
 };
 
 cdc_history_t *cdc_history_new(void)
@@ -99,6 +125,8 @@ cdc_history_t *cdc_history_new(void)
     if (h != NULL && ring_init(&h->samples, sizeof(cdc_history_sample_t), CDC_HISTORY_SAMPLES) &&
         ring_init(&h->epochs, sizeof(epoch_item_t), CDC_HISTORY_EPOCHS)) {
         pthread_mutex_init(&h->lock, NULL);
+        h->points_cap = CDC_HISTORY_SAMPLES;
+        h->spans_cap = CDC_HISTORY_SPANS;
         return h;
     }
     if (h != NULL) {
@@ -126,6 +154,9 @@ void cdc_history_clear(cdc_history_t *h)
     for (size_t i = 0; i < h->ntables; i++)
         series_free(h->tables[i]);
     h->ntables = 0;
+    cdc_strmap_free(&h->byname);
+    h->points_cap = CDC_HISTORY_SAMPLES;
+    h->spans_cap = CDC_HISTORY_SPANS;
     pthread_mutex_unlock(&h->lock);
 }
 
@@ -135,29 +166,62 @@ void cdc_history_free(cdc_history_t *h)
         return;
     for (size_t i = 0; i < h->ntables; i++)
         series_free(h->tables[i]);
+    free(h->tables);
+    cdc_strmap_free(&h->byname);
     free(h->samples.items);
     free(h->epochs.items);
     pthread_mutex_destroy(&h->lock);
     free(h);
 }
 
-/* The series of table (under the lock), created when new; NULL when full or out of memory. */
+/* Halves the per-table ring capacity *cap (not below floor) until n tables fit in budget;
+ * whether it changed. */
+static bool shrink_cap(size_t *cap, size_t n, size_t budget, size_t floor)
+{
+    size_t was = *cap;
+    while (*cap > floor && n * *cap > budget)
+        *cap = *cap / 2 > floor ? *cap / 2 : floor;
+    return *cap != was;
+}
+
+/* Keeps the rings of every table within the budgets as the tables grow (under the lock):
+ * a few resizes over the job's life (each halves), keeping the newest items. A ring that
+ * cannot be resized (out of memory) keeps its size. */
+static void fit_budget(cdc_history_t *h)
+{
+    bool points =
+        shrink_cap(&h->points_cap, h->ntables, CDC_HISTORY_POINTS_BUDGET, CDC_HISTORY_POINTS_MIN);
+    bool spans =
+        shrink_cap(&h->spans_cap, h->ntables, CDC_HISTORY_SPANS_BUDGET, CDC_HISTORY_SPANS_MIN);
+    for (size_t i = 0; i < h->ntables && (points || spans); i++) {
+        series_t *s = h->tables[i];
+        if (points && s->points.cap > h->points_cap)
+            (void)ring_resize(&s->points, h->points_cap);
+        if (spans && s->spans.cap > h->spans_cap)
+            (void)ring_resize(&s->spans, h->spans_cap);
+    }
+}
+
+/* The series of table (under the lock), created when new; NULL when out of memory. */
 static series_t *series_of(cdc_history_t *h, const char *table)
 {
     series_t *s;
-    for (size_t i = 0; i < h->ntables; i++)
-        if (strcmp(h->tables[i]->name, table) == 0)
-            return h->tables[i];
-    if (h->ntables == CDC_HISTORY_TABLES || (s = calloc(1, sizeof(*s))) == NULL)
+    size_t i;
+    if (cdc_strmap_get(&h->byname, table, &i))
+        return h->tables[i];
+    if (cdc_array_reserve(h->tables, h->cap, h->ntables + 1, 64) != CDC_OK ||
+        (s = calloc(1, sizeof(*s))) == NULL)
         return NULL;
     snprintf(s->name, sizeof(s->name), "%s", table);
     s->rows = -1;
-    if (!ring_init(&s->points, sizeof(point_t), CDC_HISTORY_SAMPLES) ||
-        !ring_init(&s->spans, sizeof(cdc_history_span_t), CDC_HISTORY_SPANS)) {
+    if (!ring_init(&s->points, sizeof(point_t), h->points_cap) ||
+        !ring_init(&s->spans, sizeof(cdc_history_span_t), h->spans_cap) ||
+        cdc_strmap_put(&h->byname, s->name, h->ntables) != CDC_OK) {
         series_free(s);
         return NULL;
     }
     h->tables[h->ntables++] = s;
+    fit_budget(h);
     return s;
 }
 
@@ -287,13 +351,15 @@ void cdc_history_sample(cdc_history_t *h, const cdc_history_sample_t *s)
 
 /* ---- reading ------------------------------------------------------------------------- */
 
-size_t cdc_history_tables(cdc_history_t *h, cdc_history_table_t *out, size_t max)
+size_t cdc_history_tables(cdc_history_t *h, cdc_history_table_t **outp)
 {
     cdc_history_span_t *scratch = malloc(CDC_HISTORY_SPANS * sizeof(*scratch));
+    cdc_history_table_t *out;
     size_t n = 0;
 
     pthread_mutex_lock(&h->lock);
-    for (size_t i = 0; i < h->ntables && n < max; i++) {
+    *outp = out = calloc(h->ntables ? h->ntables : 1, sizeof(*out));
+    for (size_t i = 0; out != NULL && i < h->ntables; i++) {
         const series_t *s = h->tables[i];
         const point_t *last = s->points.n ? ring_at(&s->points, s->points.n - 1) : NULL;
         cdc_history_table_t *t = &out[n++];

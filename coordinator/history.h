@@ -27,8 +27,17 @@
 
 #define CDC_HISTORY_SAMPLES 4096 /* at one a second, 68 minutes */
 #define CDC_HISTORY_EPOCHS 4096  /* at one epoch a second, 68 minutes */
-#define CDC_HISTORY_TABLES 64    /* source tables with a series; later ones are left out */
 #define CDC_HISTORY_SPANS 1024   /* per table: commits kept for the freshness estimate */
+/* Every source table has a series, however many. Their rings share two budgets, so that
+ * the history's memory stays bounded (at most about 13 MiB of points and 16 MiB of spans,
+ * or the floors' worth past tens of thousands of tables): each table keeps CDC_HISTORY_SAMPLES
+ * points and CDC_HISTORY_SPANS spans while the budget allows, halved for every table as tables are
+ * added, down to the floors (at 2,000 tables: 128 points, about two minutes of the per-table plot,
+ * and 256 commits of freshness spans per table). */
+#define CDC_HISTORY_POINTS_BUDGET ((size_t)1 << 18)
+#define CDC_HISTORY_POINTS_MIN 120
+#define CDC_HISTORY_SPANS_BUDGET ((size_t)1 << 19)
+#define CDC_HISTORY_SPANS_MIN 32
 #define CDC_HISTORY_FRESH_WINDOW_MS (5 * 60 * 1000)
 #define CDC_HISTORY_RATE_WINDOW_MS (10 * 1000) /* throughput: changes over this window */
 
@@ -94,8 +103,9 @@ void cdc_history_epoch(cdc_history_t *h, const cdc_history_epoch_t *ep);
 void cdc_history_table_commit(cdc_history_t *h, const char *table, int64_t at_ms, int64_t changes,
                               int64_t src_min_ms, int64_t src_max_ms, int64_t rows);
 
-/* Copies up to max tables, in the order first seen; returns how many. */
-size_t cdc_history_tables(cdc_history_t *h, cdc_history_table_t *out, size_t max);
+/* Every table, in the order first seen, to *out (allocated, the caller frees it; NULL when
+ * out of memory, with 0 returned); returns how many. */
+size_t cdc_history_tables(cdc_history_t *h, cdc_history_table_t **out);
 
 /*
  * The history from since_ms (wall clock, exclusive; 0 = all) as JSON text, columnar:

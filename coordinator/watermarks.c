@@ -12,16 +12,18 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/kafka.h"
 #include "common/log.h"
+#include "common/strmap.h"
 #include "coordinator/assign.h"
 
 #define REQUEST_TIMEOUT_MS 2000
 
 typedef struct topic_ends {
-    char name[256];
     int64_t end[CDC_PARTITIONS]; /* -1 = not answered yet */
+    char name[];
 } topic_ends_t;
 
 struct cdc_watermarks {
@@ -31,8 +33,11 @@ struct cdc_watermarks {
     bool stop;
     int64_t interval_ms;
     cdc_kafka_consumer_t *consumer;
-    topic_ends_t topics[CDC_WATERMARKS_TOPICS];
-    int ntopics;
+    /* Every topic watched, each allocated once (its name is the key of byname), in the
+     * order they were first watched; no cap: a job of thousands of tables watches them all. */
+    topic_ends_t **topics;
+    size_t ntopics, cap;
+    cdc_strmap_t byname; /* name -> index in topics */
 };
 
 /* Waits up to ms or until closed; returns false when closed. Lock held. */
@@ -51,13 +56,13 @@ static void *run(void *arg)
 
     pthread_mutex_lock(&w->lock);
     while (nap(w, w->interval_ms)) {
-        int n = w->ntopics;
-        for (int i = 0; i < n && !w->stop; i++) {
-            char topic[256];
+        size_t n = w->ntopics;
+        for (size_t i = 0; i < n && !w->stop; i++) {
+            /* an entry is never freed before close, and close joins this thread first */
+            const char *topic = w->topics[i]->name;
             int64_t end[CDC_PARTITIONS];
             cdc_error_t e;
             cdc_err_t rc;
-            snprintf(topic, sizeof(topic), "%s", w->topics[i].name);
             pthread_mutex_unlock(&w->lock); /* a request may take its timeout */
             for (int p = 0; p < CDC_PARTITIONS; p++)
                 end[p] = -1;
@@ -71,7 +76,7 @@ static void *run(void *arg)
             pthread_mutex_lock(&w->lock);
             for (int p = 0; rc == CDC_OK && p < CDC_PARTITIONS; p++)
                 if (end[p] >= 0)
-                    w->topics[i].end[p] = end[p];
+                    w->topics[i]->end[p] = end[p];
         }
     }
     pthread_mutex_unlock(&w->lock);
@@ -114,28 +119,44 @@ fail:
 
 void cdc_watermarks_watch(cdc_watermarks_t *w, const char *topic)
 {
+    size_t len = strlen(topic);
+    topic_ends_t *t;
+
     pthread_mutex_lock(&w->lock);
-    bool known = false;
-    for (int i = 0; i < w->ntopics && !known; i++)
-        known = strcmp(w->topics[i].name, topic) == 0;
-    if (!known && w->ntopics < CDC_WATERMARKS_TOPICS && strlen(topic) < 256) {
-        topic_ends_t *t = &w->topics[w->ntopics++];
-        snprintf(t->name, sizeof(t->name), "%s", topic);
-        for (int p = 0; p < CDC_PARTITIONS; p++)
-            t->end[p] = -1;
+    if (cdc_strmap_get(&w->byname, topic, NULL)) {
+        pthread_mutex_unlock(&w->lock);
+        return;
     }
+    if (cdc_array_reserve(w->topics, w->cap, w->ntopics + 1, 64) != CDC_OK ||
+        (t = malloc(sizeof(*t) + len + 1)) == NULL) {
+        pthread_mutex_unlock(&w->lock);
+        cdc_log_error("out of memory watching the ends of topic \"%s\": its lag is not live",
+                      topic);
+        return;
+    }
+    memcpy(t->name, topic, len + 1);
+    for (int p = 0; p < CDC_PARTITIONS; p++)
+        t->end[p] = -1;
+    if (cdc_strmap_put(&w->byname, t->name, w->ntopics) != CDC_OK) {
+        pthread_mutex_unlock(&w->lock);
+        free(t);
+        cdc_log_error("out of memory watching the ends of topic \"%s\": its lag is not live",
+                      topic);
+        return;
+    }
+    w->topics[w->ntopics++] = t;
     pthread_mutex_unlock(&w->lock);
 }
 
 int64_t cdc_watermarks_end(cdc_watermarks_t *w, const char *topic, int partition)
 {
     int64_t end = -1;
+    size_t i;
     if (partition < 0 || partition >= CDC_PARTITIONS)
         return -1;
     pthread_mutex_lock(&w->lock);
-    for (int i = 0; i < w->ntopics; i++)
-        if (strcmp(w->topics[i].name, topic) == 0)
-            end = w->topics[i].end[partition];
+    if (cdc_strmap_get(&w->byname, topic, &i))
+        end = w->topics[i]->end[partition];
     pthread_mutex_unlock(&w->lock);
     return end;
 }
@@ -152,5 +173,9 @@ void cdc_watermarks_close(cdc_watermarks_t *w)
     cdc_kafka_consumer_free(w->consumer);
     pthread_cond_destroy(&w->wake);
     pthread_mutex_destroy(&w->lock);
+    for (size_t i = 0; i < w->ntopics; i++)
+        free(w->topics[i]);
+    free(w->topics);
+    cdc_strmap_free(&w->byname);
     free(w);
 }

@@ -15,8 +15,6 @@
 
 #include "common/err.h"
 
-#define CDC_WATERMARKS_TOPICS 64
-
 typedef struct cdc_watermarks cdc_watermarks_t;
 
 /*
@@ -30,7 +28,7 @@ cdc_err_t cdc_watermarks_open(cdc_watermarks_t **out, const char *bootstrap, con
 /* Stops the thread (within one request's timeout) and frees w; NULL is a no-op. */
 void cdc_watermarks_close(cdc_watermarks_t *w);
 
-/* Watches topic from now on (the first CDC_WATERMARKS_TOPICS topics; copied). */
+/* Watches topic from now on (copied; every topic, no cap). Out of memory is logged. */
 void cdc_watermarks_watch(cdc_watermarks_t *w, const char *topic);
 
 /* The newest end of partition p of topic the brokers answered, -1 when none yet. */

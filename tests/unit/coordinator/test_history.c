@@ -128,7 +128,7 @@ static void test_quantile(void **state)
 static void test_tables(void **state)
 {
     cdc_history_t *h = cdc_history_new();
-    cdc_history_table_t t[4];
+    cdc_history_table_t *t = NULL;
     json_t *o, *series;
     (void)state;
     /* 100 changes a second, each epoch's changes 300..1300 ms old when visible */
@@ -138,7 +138,7 @@ static void test_tables(void **state)
         cdc_history_table_commit(h, "public.items", at, 0, 0, 0, 7);
         sample(h, at, 0);
     }
-    assert_int_equal(cdc_history_tables(h, t, 4), 2);
+    assert_int_equal(cdc_history_tables(h, &t), 2);
     assert_string_equal(t[0].table, "public.orders");
     assert_int_equal(t[0].changes, 3000);
     assert_int_equal(t[0].rows, 530);
@@ -162,24 +162,44 @@ static void test_tables(void **state)
 
     /* commits older than the freshness window no longer count */
     sample(h, 1000000 + 30 * 1000 + CDC_HISTORY_FRESH_WINDOW_MS + 1, 0);
-    assert_int_equal(cdc_history_tables(h, t, 4), 2);
+    free(t);
+    assert_int_equal(cdc_history_tables(h, &t), 2);
     assert_int_equal(t[0].fresh_p50_ms, -1);
     assert_true(t[0].changes_per_s == 0);
+    free(t);
     cdc_history_free(h);
 }
 
-/* Only CDC_HISTORY_TABLES tables get a series; the others are left out, not an error. */
-static void test_table_limit(void **state)
+/* Every table gets a series, past 2,000 tables, and the rings shrink to the budgets: the
+ * newest points and spans are kept, and a table's numbers stay right. */
+static void test_many_tables(void **state)
 {
+    enum { N = 2500 };
     cdc_history_t *h = cdc_history_new();
-    cdc_history_table_t *t = calloc(CDC_HISTORY_TABLES + 8, sizeof(*t));
+    cdc_history_table_t *t = NULL;
     char name[32];
     (void)state;
-    for (int i = 0; i < CDC_HISTORY_TABLES + 8; i++) {
+    for (int i = 0; i < N; i++) {
         snprintf(name, sizeof(name), "public.t%d", i);
-        cdc_history_table_commit(h, name, 1000, 1, 900, 900, 1);
+        cdc_history_table_commit(h, name, 1000, i + 1, 900, 900, i);
     }
-    assert_int_equal(cdc_history_tables(h, t, CDC_HISTORY_TABLES + 8), CDC_HISTORY_TABLES);
+    for (int64_t k = 0; k < 300; k++) { /* more samples than a shrunk ring holds */
+        int64_t at = 2000 + k * 1000;
+        cdc_history_table_commit(h, "public.t7", at, 2, at - 100, at - 50, -1);
+        sample(h, at, 0);
+    }
+    assert_int_equal(cdc_history_tables(h, &t), N);
+    assert_non_null(t);
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "public.t%d", i);
+        assert_string_equal(t[i].table, name);
+        assert_int_equal(t[i].rows, i);
+        assert_int_equal(t[i].changes, i == 7 ? 8 + 600 : i + 1);
+    }
+    /* t7 committed 2 changes a second, 50-100 ms fresh: the window's spans are the newest */
+    assert_true(t[7].changes_per_s > 1.9 && t[7].changes_per_s < 2.1);
+    assert_true(t[7].fresh_p99_ms >= 50 && t[7].fresh_p99_ms <= 100);
+    assert_int_equal(t[8].fresh_p99_ms, -1); /* its one commit is out of the window */
     free(t);
     cdc_history_free(h);
 }
@@ -189,7 +209,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_wraps),  cmocka_unit_test(test_epochs),
         cmocka_unit_test(test_quantile),    cmocka_unit_test(test_tables),
-        cmocka_unit_test(test_table_limit),
+        cmocka_unit_test(test_many_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
