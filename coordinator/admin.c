@@ -15,7 +15,10 @@
  * incarnation, alive, last_heartbeat_ms_ago, partitions, topics, follows_tables, refused,
  * lost_reason}], table_set [{topic, slots (how many slots' newest checkpoint carries an
  * offset of it), topic_found (with --kafka: whether the brokers know the topic, else
- * null), state (streaming: all 12 and the topic found; starting: not yet)}], assignment
+ * null), state (streaming: all 12 and the topic found; starting: not yet)}],
+ * tables_unconsumed [{topic, offered_by (live workers offering it), outside_ms (how long it
+ * has been outside the set), unconsumed (outside for --unconsumed-after: logged as an error
+ * and counted in cdc_coordinator_tables_unconsumed)}] (unconsumed.h), assignment
  * [{partition, owner, offsets {topic: next offset}, high_watermarks {topic: end offset the
  * owner last reported}, stalled_ms {topic: how long the owner's progress watchdog has seen
  * it behind without progress; only stalled topics}, no_progress_ms {topic: how long the
@@ -261,6 +264,24 @@ static json_t *table_set_json(cdc_coord_t *c)
     return a;
 }
 
+/* Table topics live workers offer outside the job's set (unconsumed.h). */
+static json_t *unconsumed_json(const cdc_coord_t *c, int64_t now)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < c->unconsumed.n; i++) {
+        const cdc_unconsumed_topic_t *u = &c->unconsumed.t[i];
+        json_t *t = json_object();
+        json_object_set_new(t, "topic", json_string(u->topic));
+        json_object_set_new(t, "offered_by", json_integer(u->offered));
+        json_object_set_new(t, "outside_ms", json_integer(now - u->since_ms));
+        json_object_set_new(
+            t, "unconsumed",
+            json_boolean(cdc_unconsumed_late(&c->unconsumed, i, now, c->cfg.unconsumed_after_ms)));
+        json_array_append_new(a, t);
+    }
+    return a;
+}
+
 /* Dead letters per class over the workers known (each since its process started). */
 static json_t *dlq_json(cdc_coord_t *c)
 {
@@ -487,6 +508,7 @@ char *cdc_coord_status_json(cdc_coord_t *c)
     }
     json_object_set_new(o, "workers", ws);
     json_object_set_new(o, "table_set", table_set_json(c));
+    json_object_set_new(o, "tables_unconsumed", unconsumed_json(c, now));
 
     for (int p = 0; p < CDC_PARTITIONS; p++) {
         json_t *a = json_object(), *offs = json_object(), *highs = json_object();

@@ -35,6 +35,7 @@
 #include "coordinator/restart.h"
 #include "coordinator/store.h"
 #include "coordinator/tableset.h"
+#include "coordinator/unconsumed.h"
 #include "coordinator/watermarks.h"
 
 typedef struct cdc_coord_config {
@@ -76,6 +77,7 @@ typedef struct cdc_coord_config {
     int64_t compact_rate;
     int64_t metadata_versions_max;
     int64_t progress_timeout_ms;
+    int64_t unconsumed_after_ms;
     char *partition_by; /* layout.h */
     char *sort_by;
     char *worker_secret; /* workers prove it at registration (admission.h); NULL = none */
@@ -169,6 +171,10 @@ typedef struct cdc_coord {
      * look again (job_tables.c) */
     cdc_tableset_t tables_missing;
     int64_t tables_check_ms;
+    /* table topics live workers offer outside the set (unconsumed.h), and when to look
+     * again (job_tables.c) */
+    cdc_unconsumed_t unconsumed;
+    int64_t unconsumed_check_ms;
     /* POST /tables (HTTP threads) -> the loop; guarded by tables_lock, tables_cond says a
      * request is DONE */
     pthread_mutex_t tables_lock;
@@ -210,6 +216,7 @@ typedef struct cdc_coord {
     cdc_counter_t *m_committed, *m_failures, *m_rejected, *m_aborted, *m_etcd_errors,
         *m_commit_errors, *m_no_progress, *m_missing_topic, *m_tables_widened,
         *m_refused[CDC_ADMISSION_REASONS], *m_table_refused[CDC_TABLESET_VERDICTS];
+    cdc_gauge_t *m_unconsumed; /* tables unconsumed (unconsumed.h) */
     cdc_gauge_t *m_state, *m_term, *m_workers, *m_generation, *m_last_epoch, *m_stall_max,
         *m_stalled_slots;
     cdc_histogram_t *m_latency, *m_record_latency, *m_stall;

@@ -395,6 +395,8 @@ void cdc_job_become_standby(cdc_coord_t *c, const char *reason)
     memset(c->owner, 0, sizeof(c->owner));
     cdc_tableset_clear(&c->tables); /* the next term reads it again */
     cdc_tableset_clear(&c->tables_missing);
+    cdc_unconsumed_free(&c->unconsumed);
+    cdc_metrics_gauge_set(c->m_unconsumed, 0);
     c->tables_dirty = false;
     c->term = 0;
     set_state(c, CDC_JOB_STANDBY);
@@ -841,6 +843,7 @@ void cdc_coord_run(cdc_coord_t *c)
             if (c->state != CDC_JOB_STANDBY && c->state != CDC_JOB_STARTING)
                 cdc_job_process_queue(c, cdc_clock_mono_ms());
             cdc_job_check_table_topics(c, now);
+            cdc_job_check_unconsumed(c, now);
             if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING)
                 cdc_job_persist_tables(c, now);
             if (c->state == CDC_JOB_RUNNING || c->state == CDC_JOB_RECOVERING)
@@ -885,6 +888,12 @@ static void init_metrics(cdc_coord_t *c)
         r, "cdc_coordinator_table_set_widenings_total",
         "Times the job's table set grew while it ran and the owners took it without a "
         "recovery (every owner follows the job's tables).",
+        NULL);
+    c->m_unconsumed = cdc_metrics_gauge(
+        r, "cdc_coordinator_tables_unconsumed",
+        "Table topics a live worker offers (the capture registered them) that stayed outside "
+        "the job's table set for --unconsumed-after: their changes are in Kafka and no slot "
+        "reads them (/status tables_unconsumed names them).",
         NULL);
     for (int i = 0; i < CDC_ADMISSION_REASONS; i++) {
         const char *labels[] = {"reason", cdc_admission_reason_name((cdc_admission_reason_t)i),
@@ -1113,4 +1122,5 @@ void cdc_coord_close(cdc_coord_t *c)
     pthread_mutex_destroy(&c->tables_lock);
     cdc_history_free(c->hist);
     c->hist = NULL;
+    cdc_unconsumed_free(&c->unconsumed);
 }

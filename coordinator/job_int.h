@@ -93,6 +93,10 @@ cdc_err_t cdc_job_add_table(cdc_coord_t *c, const char *topic, bool *added, cdc_
  * this look and the one before (a table added before its topic exists, or a typo). */
 void cdc_job_check_table_topics(cdc_coord_t *c, int64_t now);
 
+/* Every few seconds: the table topics live workers offer outside the job's set; one
+ * outside it for --unconsumed-after is logged as an error once, and counted (unconsumed.h). */
+void cdc_job_check_unconsumed(cdc_coord_t *c, int64_t now);
+
 /* Applies the POST /tables requests waiting (main thread; cheap when there are none). */
 void cdc_job_take_table_requests(cdc_coord_t *c);
 

@@ -11,14 +11,19 @@
  */
 #include "coordinator/job_int.h"
 
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/log.h"
 
 /* How often the topics of the set are looked for in the brokers' answers (--kafka). */
 #define TABLE_TOPICS_CHECK_MS 10000
+/* How often the workers' offers are compared with the set (unconsumed.h). */
+#define UNCONSUMED_CHECK_MS 5000
 
 /* Adds the topics the newest checkpoint's slots carry: the job committed them. */
 void cdc_job_note_base_tables(cdc_coord_t *c)
@@ -171,6 +176,76 @@ void cdc_job_check_table_topics(cdc_coord_t *c, int64_t now)
                          topic, c->cfg.job);
     }
     c->tables_missing = missing;
+}
+
+/* The live workers that do not offer topic, as a quoted list (for the error line). */
+static void lacking_workers(const cdc_coord_t *c, const char *topic, cdc_buf_t *b)
+{
+    int listed = 0;
+    for (int i = 0; i < c->members.n; i++) {
+        const cdc_member_t *m = &c->members.m[i];
+        if (!m->alive || (m->topics_known && cdc_tableset_has(&m->topics, topic)))
+            continue;
+        if (listed++ < 8)
+            cdc_buf_printf(b, "%s\"%s\"%s", listed > 1 ? ", " : "", m->id,
+                           m->topics_known ? "" : " (reports no topics)");
+    }
+    if (listed > 8)
+        cdc_buf_printf(b, " and %d more", listed - 8);
+    if (listed == 0)
+        cdc_buf_puts(b, "none");
+}
+
+void cdc_job_check_unconsumed(cdc_coord_t *c, int64_t now)
+{
+    const char **offered = NULL;
+    size_t n = 0, cap = 0, late = 0;
+    bool ok = true;
+
+    if (c->state != CDC_JOB_RUNNING || now < c->unconsumed_check_ms)
+        return;
+    c->unconsumed_check_ms = now + UNCONSUMED_CHECK_MS;
+    for (int i = 0; i < c->members.n && ok; i++) {
+        const cdc_member_t *m = &c->members.m[i];
+        if (!m->alive || !m->topics_known)
+            continue;
+        for (int j = 0; j < m->topics.n && ok; j++) {
+            const char *topic = cdc_tableset_name(&m->topics, j);
+            if (cdc_tableset_has(&c->tables, topic))
+                continue;
+            ok = cdc_array_reserve(offered, cap, n + 1, 16) == CDC_OK;
+            if (ok)
+                offered[n++] = topic;
+        }
+    }
+    if (!ok || cdc_unconsumed_look(&c->unconsumed, offered, n, now) != CDC_OK) {
+        free(offered);
+        cdc_log_warn("job \"%s\": out of memory comparing the workers' offers with the job's "
+                     "tables: looked again in %d s",
+                     c->cfg.job, UNCONSUMED_CHECK_MS / 1000);
+        return;
+    }
+    free(offered);
+    for (size_t i = 0; i < c->unconsumed.n; i++) {
+        cdc_unconsumed_topic_t *u = &c->unconsumed.t[i];
+        cdc_buf_t lacking = {0};
+        if (!cdc_unconsumed_late(&c->unconsumed, i, now, c->cfg.unconsumed_after_ms))
+            continue;
+        late++;
+        if (u->reported)
+            continue;
+        u->reported = true;
+        lacking_workers(c, u->topic, &lacking);
+        cdc_log_error("table topic \"%s\" is not consumed: %d live worker(s) offer it (the "
+                      "capture registered it), but it has stayed outside job \"%s\"'s table "
+                      "set for %" PRId64 " s, so its changes wait in Kafka and reach no table. "
+                      "Live workers that do not offer it: %s (hint: a worker with --tables or "
+                      "--topics must name it, or run without them; or add it: cdcctl tables add)",
+                      u->topic, u->offered, c->cfg.job, (now - u->since_ms) / 1000,
+                      lacking.oom ? "?" : lacking.data);
+        cdc_buf_free(&lacking);
+    }
+    cdc_metrics_gauge_set(c->m_unconsumed, (double)late);
 }
 
 void cdc_job_take_table_requests(cdc_coord_t *c)

@@ -116,6 +116,11 @@ const cdc_opt_t cdc_coord_options[] = {
               "behind it for this long (and at least 3 checkpoints) is logged, counted and "
               "shown in /status, and the job recovers: every slot is assigned again from its "
               "checkpoint (0 = off; the workers' own --progress-timeout acts first)."),
+    OPT_RANGE("unconsumed-after", CDC_OPT_DURATION, unconsumed_after_ms, "60s", 1000, 86400000,
+              "A table topic that a live worker offers (the capture registered it) but that "
+              "stays outside the job's table set this long is unconsumed: its changes reach "
+              "Kafka and no slot reads them. It is logged as an error naming the table, counted "
+              "in cdc_coordinator_tables_unconsumed and listed in /status (tables_unconsumed)."),
     OPT("partition-by", CDC_OPT_STRING, partition_by, NULL,
         "Iceberg partition specs of the target tables, \"<ns>.<table>=<terms>;...\", terms "
         "being columns (identity) or bucket[N](col), truncate[W](col), year/month/day/hour(col), "
