@@ -13,6 +13,7 @@
 #include "common/buf.h"
 #include "common/hex.h"
 #include "common/iceberg/schema.h"
+#include "coordinator/table_stats.h"
 
 cdc_checkpoint_t *cdc_checkpoint_new(const char *job, uint64_t epoch, uint64_t term,
                                      uint64_t generation)
@@ -671,16 +672,39 @@ cdc_err_t cdc_checkpoint_files_from_json(cdc_checkpoint_t *c, const char *json, 
     return rc;
 }
 
-char *cdc_checkpoint_offsets_json(const cdc_checkpoint_t *c)
+/* Whether topic is the source topic of table: it ends with ".<ns>.<name>" of the table
+ * itself or of its mirror (a changelog's name less CDC_CHANGELOG_SUFFIX). */
+static bool topic_of_table(const char *topic, const char *table)
+{
+    size_t tl = strlen(topic), n = strlen(table), sl = strlen(CDC_CHANGELOG_SUFFIX);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            if (n <= sl || strcmp(table + n - sl, CDC_CHANGELOG_SUFFIX) != 0)
+                break;
+            n -= sl;
+        }
+        if (tl > n && topic[tl - n - 1] == '.' && strncmp(topic + tl - n, table, n) == 0)
+            return true;
+    }
+    return false;
+}
+
+char *cdc_checkpoint_offsets_json(const cdc_checkpoint_t *c, const char *table)
 {
     json_t *o = json_object();
+    bool own = false;
     char *out;
 
+    for (int p = 0; table != NULL && p < CDC_PARTITIONS && !own; p++)
+        for (size_t i = 0; i < c->partitions[p].noffsets && !own; i++)
+            own = topic_of_table(c->partitions[p].offsets[i].topic, table);
     for (int p = 0; p < CDC_PARTITIONS; p++)
         for (size_t i = 0; i < c->partitions[p].noffsets; i++) {
             const cdc_topic_offset_t *to = &c->partitions[p].offsets[i];
-            json_t *arr = json_object_get(o, to->topic);
-            if (arr == NULL) {
+            json_t *arr;
+            if (own && !topic_of_table(to->topic, table))
+                continue;
+            if ((arr = json_object_get(o, to->topic)) == NULL) {
                 arr = json_array();
                 for (int q = 0; q < CDC_PARTITIONS; q++)
                     json_array_append_new(arr, json_integer(-1));

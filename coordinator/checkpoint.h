@@ -142,9 +142,12 @@ cdc_err_t cdc_checkpoint_files_from_json(cdc_checkpoint_t *c, const char *json, 
                                          cdc_error_t *e);
 
 /*
- * Summary value of cdc.offsets: {"<topic>":[next offset of slot 0, ..., slot 11], ...}.
- * Caller frees.
+ * Summary value of cdc.offsets of table's snapshot: {"<topic>":[next offset of slot 0, ...,
+ * slot 11]} of the table's own source topic ("<prefix>.<ns>.<name>", the changelog's
+ * being its mirror's), so that a snapshot's summary stays small in a job of thousands of
+ * tables; every topic of the record when no topic is the table's (other topic names, or
+ * table NULL). Caller frees.
  */
-char *cdc_checkpoint_offsets_json(const cdc_checkpoint_t *c);
+char *cdc_checkpoint_offsets_json(const cdc_checkpoint_t *c, const char *table);
 
 #endif

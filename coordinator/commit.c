@@ -915,7 +915,7 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
         else
             dels[ndels++] = rec->files[i].file;
     }
-    offsets = cdc_checkpoint_offsets_json(rec);
+    offsets = cdc_checkpoint_offsets_json(rec, table);
     cdc_ice_props_set(&summary, CDC_ICE_SUMMARY_JOB, c->job);
     snprintf(num, sizeof(num), "%" PRIu64, rec->epoch);
     cdc_ice_props_set(&summary, CDC_ICE_SUMMARY_CHECKPOINT, num);

@@ -15,8 +15,8 @@
 //  - visible at the timestamp-ms of the first epoch snapshot (not "replace") whose offset of
 //    the row's partition is past the row's offset. timestamp-ms is taken just before the
 //    snapshot's metadata is written, so this is a few ms early, in both runs alike.
-//  cdc.offsets names every topic of the job; the table's own is cdc.<namespace>.<table>
-//  (the changelog's directory without `_changelog`), or --topic.
+//  cdc.offsets names the table's own topic, cdc.<namespace>.<table> (the changelog's
+//  directory without `_changelog`; older snapshots named every topic of the job), or --topic.
 // usage: node freshness.mjs <changelog dir> <snapshot log> <out.json> [--from ms] [--to ms] [--topic T]
 // Writes {changes, p50_ms, p99_ms, max_ms, unmapped, snapshots}; unmapped counts changes no
 // logged snapshot covers (a gap in the log), which are left out.

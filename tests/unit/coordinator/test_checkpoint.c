@@ -198,9 +198,21 @@ static void test_offsets_summary(void **state)
     cdc_checkpoint_t *c = sample();
     char *s;
     (void)state;
-    s = cdc_checkpoint_offsets_json(c);
+    s = cdc_checkpoint_offsets_json(c, NULL);
     assert_string_equal(s, "{\"cdc.public.a\":[30,31,32,33,34,35,36,37,38,39,40,41],"
                            "\"cdc.public.b\":[20,21,22,23,24,25,26,27,28,29,30,31]}");
+    free(s);
+    /* a table's snapshot names its own topic only: mirror and changelog alike */
+    s = cdc_checkpoint_offsets_json(c, "public.b");
+    assert_string_equal(s, "{\"cdc.public.b\":[20,21,22,23,24,25,26,27,28,29,30,31]}");
+    free(s);
+    s = cdc_checkpoint_offsets_json(c, "public.a_changelog");
+    assert_string_equal(s, "{\"cdc.public.a\":[30,31,32,33,34,35,36,37,38,39,40,41]}");
+    free(s);
+    /* "public.b" is not the topic of "ublic.b" nor of "x.a": every topic then */
+    s = cdc_checkpoint_offsets_json(c, "ublic.b");
+    assert_non_null(strstr(s, "cdc.public.a"));
+    assert_non_null(strstr(s, "cdc.public.b"));
     free(s);
     int64_t bytes, records;
     size_t nd, ndel;
