@@ -15,7 +15,7 @@
 #include <jansson.h>
 
 #include "common/buf.h"
-#include "common/strmap.h"
+#include "common/hash.h"
 
 /* A ring of cap items of size bytes: the n newest, the oldest at head. */
 typedef struct ring {
@@ -114,7 +114,7 @@ struct cdc_history {
      * points_cap points and spans_cap spans, halved for all as the tables grow. */
     series_t **tables;
     size_t ntables, cap;
-    cdc_strmap_t byname; /* name -> index in tables */
+    cdc_strmap_t byname; /* name -> its series */
     size_t points_cap, spans_cap;
 };
 
@@ -206,9 +206,8 @@ static void fit_budget(cdc_history_t *h)
 static series_t *series_of(cdc_history_t *h, const char *table)
 {
     series_t *s;
-    size_t i;
-    if (cdc_strmap_get(&h->byname, table, &i))
-        return h->tables[i];
+    if ((s = cdc_strmap_get(&h->byname, table)) != NULL)
+        return s;
     if (cdc_array_reserve(h->tables, h->cap, h->ntables + 1, 64) != CDC_OK ||
         (s = calloc(1, sizeof(*s))) == NULL)
         return NULL;
@@ -216,7 +215,7 @@ static series_t *series_of(cdc_history_t *h, const char *table)
     s->rows = -1;
     if (!ring_init(&s->points, sizeof(point_t), h->points_cap) ||
         !ring_init(&s->spans, sizeof(cdc_history_span_t), h->spans_cap) ||
-        cdc_strmap_put(&h->byname, s->name, h->ntables) != CDC_OK) {
+        cdc_strmap_put(&h->byname, s->name, s) != CDC_OK) {
         series_free(s);
         return NULL;
     }

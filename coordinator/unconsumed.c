@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/buf.h"
-#include "common/strmap.h"
+#include "common/hash.h"
 
 void cdc_unconsumed_free(cdc_unconsumed_t *u)
 {
@@ -24,32 +24,33 @@ cdc_err_t cdc_unconsumed_look(cdc_unconsumed_t *u, const char *const *topics, si
     cdc_unconsumed_t next = {0};
     cdc_strmap_t old = {0}, seen = {0};
     cdc_err_t rc = CDC_OK;
-    size_t k;
 
+    /* room for every offer up front: the entries never move while seen points at them */
+    if (n > 0 && cdc_array_reserve(next.t, next.cap, n, 16) != CDC_OK)
+        return CDC_ERR_NOMEM;
     for (size_t i = 0; i < u->n && rc == CDC_OK; i++)
-        rc = cdc_strmap_put(&old, u->t[i].topic, i);
+        rc = cdc_strmap_put(&old, u->t[i].topic, &u->t[i]);
     for (size_t i = 0; i < n && rc == CDC_OK; i++) {
-        cdc_unconsumed_topic_t *e;
-        if (cdc_strmap_get(&seen, topics[i], &k)) {
-            next.t[k].offered++;
+        cdc_unconsumed_topic_t *e = cdc_strmap_get(&seen, topics[i]);
+        const cdc_unconsumed_topic_t *was;
+        if (e != NULL) {
+            e->offered++;
             continue;
         }
-        if ((rc = cdc_array_reserve(next.t, next.cap, next.n + 1, 16)) != CDC_OK)
-            break;
         e = &next.t[next.n];
         memset(e, 0, sizeof(*e));
         e->offered = 1;
         e->since_ms = now_ms;
-        if (cdc_strmap_get(&old, topics[i], &k)) {
-            e->since_ms = u->t[k].since_ms;
-            e->reported = u->t[k].reported;
+        if ((was = cdc_strmap_get(&old, topics[i])) != NULL) {
+            e->since_ms = was->since_ms;
+            e->reported = was->reported;
         }
         if ((e->topic = strdup(topics[i])) == NULL) {
             rc = CDC_ERR_NOMEM;
             break;
         }
         next.n++;
-        rc = cdc_strmap_put(&seen, e->topic, next.n - 1);
+        rc = cdc_strmap_put(&seen, e->topic, e);
     }
     cdc_strmap_free(&old);
     cdc_strmap_free(&seen);

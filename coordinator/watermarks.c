@@ -14,9 +14,9 @@
 
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/hash.h"
 #include "common/kafka.h"
 #include "common/log.h"
-#include "common/strmap.h"
 #include "coordinator/assign.h"
 
 #define REQUEST_TIMEOUT_MS 2000
@@ -37,7 +37,7 @@ struct cdc_watermarks {
      * order they were first watched; no cap: a job of thousands of tables watches them all. */
     topic_ends_t **topics;
     size_t ntopics, cap;
-    cdc_strmap_t byname; /* name -> index in topics */
+    cdc_strmap_t byname; /* name -> its entry */
 };
 
 /* Waits up to ms or until closed; returns false when closed. Lock held. */
@@ -123,7 +123,7 @@ void cdc_watermarks_watch(cdc_watermarks_t *w, const char *topic)
     topic_ends_t *t;
 
     pthread_mutex_lock(&w->lock);
-    if (cdc_strmap_get(&w->byname, topic, NULL)) {
+    if (cdc_strmap_get(&w->byname, topic) != NULL) {
         pthread_mutex_unlock(&w->lock);
         return;
     }
@@ -137,7 +137,7 @@ void cdc_watermarks_watch(cdc_watermarks_t *w, const char *topic)
     memcpy(t->name, topic, len + 1);
     for (int p = 0; p < CDC_PARTITIONS; p++)
         t->end[p] = -1;
-    if (cdc_strmap_put(&w->byname, t->name, w->ntopics) != CDC_OK) {
+    if (cdc_strmap_put(&w->byname, t->name, t) != CDC_OK) {
         pthread_mutex_unlock(&w->lock);
         free(t);
         cdc_log_error("out of memory watching the ends of topic \"%s\": its lag is not live",
@@ -151,12 +151,12 @@ void cdc_watermarks_watch(cdc_watermarks_t *w, const char *topic)
 int64_t cdc_watermarks_end(cdc_watermarks_t *w, const char *topic, int partition)
 {
     int64_t end = -1;
-    size_t i;
+    const topic_ends_t *t;
     if (partition < 0 || partition >= CDC_PARTITIONS)
         return -1;
     pthread_mutex_lock(&w->lock);
-    if (cdc_strmap_get(&w->byname, topic, &i))
-        end = w->topics[i]->end[partition];
+    if ((t = cdc_strmap_get(&w->byname, topic)) != NULL)
+        end = t->end[partition];
     pthread_mutex_unlock(&w->lock);
     return end;
 }
