@@ -1,4 +1,5 @@
-/* common/hash.h: the in-memory table hash spreads similar keys and sees every byte. */
+/* common/hash.h: the in-memory table hash spreads similar keys and sees every byte; the
+ * string map finds every one of thousands of keys after growing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -51,11 +52,41 @@ static void test_sees_every_byte(void **state)
     assert_true(cdc_hash_bytes(a, 17, 0) == h);
 }
 
+/* 5,000 table names (keys borrowed from an array that does not move): each maps to its
+ * own value after the map grew many times; a second put replaces the value only. */
+static void test_strmap(void **state)
+{
+    enum { N = 5000 };
+    static char names[N][32];
+    cdc_strmap_t m = {0};
+    (void)state;
+    assert_null(cdc_strmap_get(&m, "public.t0"));
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "public.t%d%s", i / 2, i % 2 ? "_changelog" : "");
+        assert_int_equal(cdc_strmap_put(&m, names[i], &names[i]), CDC_OK);
+    }
+    assert_int_equal(m.n, N);
+    assert_true(m.cap >= 2 * N);
+    for (int i = 0; i < N; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "public.t%d%s", i / 2, i % 2 ? "_changelog" : ""); /* a copy */
+        assert_ptr_equal(cdc_strmap_get(&m, key), &names[i]);
+    }
+    assert_null(cdc_strmap_get(&m, "public.t"));
+    assert_null(cdc_strmap_get(&m, "public.t2500"));
+    assert_int_equal(cdc_strmap_put(&m, "public.t7", &names[0]), CDC_OK);
+    assert_int_equal(m.n, N);
+    assert_ptr_equal(cdc_strmap_get(&m, names[14]), &names[0]);
+    cdc_strmap_free(&m);
+    assert_null(cdc_strmap_get(&m, names[0]));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_spreads_similar_keys),
         cmocka_unit_test(test_sees_every_byte),
+        cmocka_unit_test(test_strmap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
