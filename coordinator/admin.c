@@ -375,10 +375,12 @@ static json_t *tables_json(cdc_coord_t *c)
 {
     json_t *a = json_array();
     cdc_history_table_t *ht = calloc(CDC_HISTORY_TABLES, sizeof(*ht));
-    cdc_table_stats_t *st = calloc(CDC_TABLE_STATS_MAX, sizeof(*st));
+    cdc_table_stats_t *st = NULL;
     size_t nh = ht && c->hist ? cdc_history_tables(c->hist, ht, CDC_HISTORY_TABLES) : 0;
-    size_t ns =
-        st && c->committer ? cdc_committer_table_stats(c->committer, st, CDC_TABLE_STATS_MAX) : 0;
+    size_t ns = 0;
+
+    if (c->committer != NULL && cdc_committer_table_stats(c->committer, &st, &ns) != CDC_OK)
+        cdc_log_error("status: out of memory for the statistics of the tables");
 
     for (size_t k = 0; k < ns; k++)
         table_metrics(c, &st[k]);
@@ -561,8 +563,10 @@ char *cdc_coord_status_json(cdc_coord_t *c)
         }
         json_object_set_new(o, "schema_changes", sc);
         /* declared layouts (--partition-by, --sort-by) and whether they applied */
-        cdc_table_layout_t *ls = calloc(CDC_COMMITTER_MAX_TABLES, sizeof(*ls));
-        size_t nl = ls ? cdc_committer_layouts(c->committer, ls, CDC_COMMITTER_MAX_TABLES) : 0;
+        cdc_table_layout_t *ls = NULL;
+        size_t nl = 0;
+        if (cdc_committer_layouts(c->committer, &ls, &nl) != CDC_OK)
+            cdc_log_error("status: out of memory for the layouts of the tables");
         json_t *la = json_array();
         for (size_t i = 0; i < nl; i++) {
             json_t *k;
