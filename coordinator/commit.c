@@ -854,8 +854,16 @@ static void apply_layout(cdc_committer_t *c, cdc_ice_table_t *t, const char *tab
     pthread_mutex_unlock(&c->known_lock);
 }
 
+/* One table's files of a record: rec->files[files[0..nfiles)] (found once per commit,
+ * not by a scan of every file per table). */
+typedef struct table_files {
+    size_t *files;
+    size_t nfiles;
+} table_files_t;
+
 static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t *rec,
-                                     const char *table, cdc_commit_result_t *res, cdc_error_t *e)
+                                     const char *table, const table_files_t *tf,
+                                     cdc_commit_result_t *res, cdc_error_t *e)
 {
     char *location = table_location(c, table);
     cdc_ice_schema_t schema;
@@ -889,9 +897,7 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
     if (t == NULL)
         rc = cdc_ice_table_load(c->storage, location, &t, e);
     if (rc == CDC_ERR_NOT_FOUND) {
-        bool has_files = false;
-        for (size_t i = 0; i < rec->nfiles && !has_files; i++)
-            has_files = strcmp(rec->files[i].table, table) == 0;
+        bool has_files = tf->nfiles > 0;
         if (!have_schema && trunc.partitions != 0 && !has_files) {
             /* a truncate of a table nobody wrote yet: nothing to remove */
             cdc_error_clear(e);
@@ -920,10 +926,8 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
         goto cleanup;
     apply_layout(c, t, table);
 
-    for (size_t i = 0; i < rec->nfiles; i++) {
-        if (strcmp(rec->files[i].table, table) != 0)
-            continue;
-        if (rec->files[i].file.content == CDC_ICE_CONTENT_DATA)
+    for (size_t k = 0; k < tf->nfiles; k++) {
+        if (rec->files[tf->files[k]].file.content == CDC_ICE_CONTENT_DATA)
             ndata++;
         else
             ndels++;
@@ -939,13 +943,12 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
         goto cleanup;
     }
     ndata = ndels = 0;
-    for (size_t i = 0; i < rec->nfiles; i++) {
-        if (strcmp(rec->files[i].table, table) != 0)
-            continue;
-        if (rec->files[i].file.content == CDC_ICE_CONTENT_DATA)
-            data[ndata++] = rec->files[i].file; /* shallow: borrowed for the commit */
+    for (size_t k = 0; k < tf->nfiles; k++) {
+        const cdc_staged_file_t *f = &rec->files[tf->files[k]];
+        if (f->file.content == CDC_ICE_CONTENT_DATA)
+            data[ndata++] = f->file; /* shallow: borrowed for the commit */
         else
-            dels[ndels++] = rec->files[i].file;
+            dels[ndels++] = f->file;
     }
     offsets = cdc_checkpoint_offsets_json(rec);
     cdc_ice_props_set(&summary, CDC_ICE_SUMMARY_JOB, c->job);
@@ -1021,12 +1024,12 @@ cleanup:
 
 /* One table's commit under the table's lock (maintenance commits take turns with it). */
 static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, const char *table,
-                              cdc_commit_result_t *res, cdc_error_t *e)
+                              const table_files_t *tf, cdc_commit_result_t *res, cdc_error_t *e)
 {
     char *location = table_location(c, table);
     if (location != NULL)
         cdc_committer_table_lock(c, location);
-    cdc_err_t rc = commit_table_locked(c, rec, table, res, e);
+    cdc_err_t rc = commit_table_locked(c, rec, table, tf, res, e);
     if (location != NULL)
         cdc_committer_table_unlock(c, location);
     free(location);
@@ -1039,6 +1042,7 @@ typedef struct table_job {
     cdc_committer_t *c;
     const cdc_checkpoint_t *rec;
     const char *table;
+    table_files_t tf;
     cdc_commit_result_t res;
     cdc_err_t rc;
     cdc_error_t e;
@@ -1048,7 +1052,7 @@ static void *table_thread(void *arg)
 {
     table_job_t *j = arg;
     cdc_error_clear(&j->e);
-    j->rc = commit_table(j->c, j->rec, j->table, &j->res, &j->e);
+    j->rc = commit_table(j->c, j->rec, j->table, &j->tf, &j->res, &j->e);
     return NULL;
 }
 
@@ -1061,7 +1065,8 @@ cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
     size_t ntables = 0;
     cdc_err_t rc = CDC_OK;
     table_job_t *jobs;
-    cdc_strmap_t seen = {0}; /* the tables by name (keys borrowed from rec) */
+    size_t *fidx;            /* the files' indexes in rec, grouped by table */
+    cdc_strmap_t seen = {0}; /* name (borrowed from rec) -> its entry of tables[] */
 
     memset(res, 0, sizeof(*res));
     tables = calloc(rec->nfiles + rec->nschemas + rec->ntruncates + 1, sizeof(*tables));
@@ -1074,19 +1079,36 @@ cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
                             : rec->truncates[i - rec->nschemas - rec->nfiles].table;
         if (cdc_strmap_get(&seen, t) != NULL)
             continue;
-        if (cdc_strmap_put(&seen, t, (void *)t) != CDC_OK) {
+        if (cdc_strmap_put(&seen, t, &tables[ntables]) != CDC_OK) {
             cdc_strmap_free(&seen);
             free(tables);
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         }
         tables[ntables++] = t;
     }
-    cdc_strmap_free(&seen);
     jobs = calloc(ntables + 1, sizeof(*jobs));
-    if (jobs == NULL) {
+    fidx = calloc(rec->nfiles + 1, sizeof(*fidx));
+    if (jobs == NULL || fidx == NULL) {
+        cdc_strmap_free(&seen);
         free(tables);
+        free(jobs);
+        free(fidx);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
+#define JOB_OF(name) (&jobs[(const char **)cdc_strmap_get(&seen, (name)) - tables])
+    for (size_t i = 0; i < rec->nfiles; i++)
+        JOB_OF(rec->files[i].table)->tf.nfiles++;
+    for (size_t k = 0, at = 0; k < ntables; k++) {
+        jobs[k].tf.files = fidx + at;
+        at += jobs[k].tf.nfiles;
+        jobs[k].tf.nfiles = 0;
+    }
+    for (size_t i = 0; i < rec->nfiles; i++) {
+        table_job_t *j = JOB_OF(rec->files[i].table);
+        j->tf.files[j->tf.nfiles++] = i;
+    }
+#undef JOB_OF
+    cdc_strmap_free(&seen);
     /* Tables in parallel (their metadata writes and fsyncs overlap), a few at a time. A
      * failed table is retried with the whole checkpoint; the tables that made it skip
      * the epoch then (their snapshot already holds its checkpoint id). */
@@ -1120,6 +1142,7 @@ cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
         }
     }
     free(jobs);
+    free(fidx);
     free(tables);
     return rc;
 }
