@@ -21,6 +21,7 @@
 
 #include "common/buf.h"
 #include "common/clock.h"
+#include "common/hash.h"
 #include "common/kafka_int.h"
 #include "common/log.h"
 
@@ -213,18 +214,19 @@ static rd_kafka_conf_t *conf_base(const char *bootstrap, const char *client_id, 
 
 /* ---- producer ----------------------------------------------------------------------------- */
 
-/* Topic handles kept for the producer's life, so that a produce call neither looks the
- * topic up by name nor takes and drops a reference (the capture has a handful of topics). */
-#define TOPIC_CACHE_MAX 64
-
 struct cdc_kafka_producer {
     rd_kafka_t *rk;
     cdc_kafka_delivery_fn on_delivery;
     void *cb_arg;
     int queue_full_timeout_ms;
-    pthread_mutex_t topics_mu; /* guards topics[], which only grows */
-    size_t ntopics;
-    rd_kafka_topic_t *topics[TOPIC_CACHE_MAX];
+    /* Topic handles kept for the producer's life, so that a produce call neither looks
+     * the topic up in librdkafka by name nor takes and drops a reference: one per topic,
+     * however many (a job of thousands of tables produces to as many topics), indexed by
+     * the name each handle holds. */
+    pthread_mutex_t topics_mu; /* guards topics[] and by_name, which only grow */
+    rd_kafka_topic_t **topics;
+    size_t ntopics, topics_cap;
+    cdc_strmap_t by_name;
     const char *last_name; /* fast path: the name and handle of the last produce call */
     rd_kafka_topic_t *last_rkt;
 };
@@ -333,14 +335,16 @@ void cdc_kafka_producer_free(cdc_kafka_producer_t *p)
     rd_kafka_flush(p->rk, 5000);
     for (size_t i = 0; i < p->ntopics; i++)
         rd_kafka_topic_destroy(p->topics[i]);
+    free(p->topics);
+    cdc_strmap_free(&p->by_name);
     rd_kafka_destroy(p->rk);
     pthread_mutex_destroy(&p->topics_mu);
     free(p);
 }
 
 /*
- * The cached handle of topic `name`, created on first use; NULL when the cache is full
- * (the caller then produces by name). The handle lives until the producer is freed.
+ * The cached handle of topic `name`, created on first use; NULL when memory ran out (the
+ * caller then produces by name). The handle lives until the producer is freed.
  */
 static rd_kafka_topic_t *topic_handle(cdc_kafka_producer_t *p, const char *name)
 {
@@ -351,16 +355,16 @@ static rd_kafka_topic_t *topic_handle(cdc_kafka_producer_t *p, const char *name)
         rkt = p->last_rkt;
         goto out;
     }
-    for (size_t i = 0; i < p->ntopics; i++) {
-        if (strcmp(rd_kafka_topic_name(p->topics[i]), name) == 0) {
-            rkt = p->topics[i];
-            break;
-        }
-    }
-    if (rkt == NULL && p->ntopics < TOPIC_CACHE_MAX) {
-        rkt = rd_kafka_topic_new(p->rk, name, NULL);
-        if (rkt != NULL)
+    rkt = cdc_strmap_get(&p->by_name, name);
+    if (rkt == NULL && cdc_array_reserve(p->topics, p->topics_cap, p->ntopics + 1, 16) == CDC_OK &&
+        (rkt = rd_kafka_topic_new(p->rk, name, NULL)) != NULL) {
+        /* keyed by the handle's own name, valid as long as the handle */
+        if (cdc_strmap_put(&p->by_name, rd_kafka_topic_name(rkt), rkt) == CDC_OK) {
             p->topics[p->ntopics++] = rkt;
+        } else {
+            rd_kafka_topic_destroy(rkt);
+            rkt = NULL;
+        }
     }
     if (rkt != NULL) {
         p->last_name = rd_kafka_topic_name(rkt);

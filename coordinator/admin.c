@@ -54,6 +54,7 @@
 
 #include "common/clock.h"
 #include "common/config.h"
+#include "common/hash.h"
 #include "common/httpc.h"
 #include "common/log.h"
 #include "coordinator/coordinator.h"
@@ -390,24 +391,55 @@ static void table_metrics(cdc_coord_t *c, const cdc_table_stats_t *s)
     }
 }
 
+/* The statistics of table in by_name (st's entries by their names), NULL when none. */
+static const cdc_table_stats_t *stats_of(const cdc_strmap_t *by_name, const char *table)
+{
+    return cdc_strmap_get(by_name, table);
+}
+
+/* A source table's entry of "tables": its mirror's and changelog's health, when known. */
+static json_t *source_table_json(const char *table, const cdc_strmap_t *by_name)
+{
+    json_t *o = json_object();
+    char changelog[300];
+    const cdc_table_stats_t *m = stats_of(by_name, table), *cl;
+
+    snprintf(changelog, sizeof(changelog), "%s%s", table, CDC_CHANGELOG_SUFFIX);
+    cl = stats_of(by_name, changelog);
+    json_object_set_new(o, "table", json_string(table));
+    if (m != NULL)
+        json_object_set_new(o, "mirror", table_health_json(m));
+    if (cl != NULL)
+        json_object_set_new(o, "changelog", table_health_json(cl));
+    return o;
+}
+
 /* Per source table: freshness, throughput and rows (history.h), and the health of its
- * mirror and changelog (table_stats.h); sets every table's metrics on the way. */
+ * mirror and changelog (table_stats.h); sets every table's metrics on the way. Every
+ * table the committer committed to is listed, however many: one the history has no
+ * series of yet (a table this leader has not committed to) comes last, with its health
+ * and rows and no freshness. */
 static json_t *tables_json(cdc_coord_t *c)
 {
     json_t *a = json_array();
     cdc_history_table_t *ht = NULL;
-    cdc_table_stats_t *st = calloc(CDC_TABLE_STATS_MAX, sizeof(*st));
+    cdc_table_stats_t *st = NULL;
     size_t nh = c->hist ? cdc_history_tables(c->hist, &ht) : 0;
-    size_t ns =
-        st && c->committer ? cdc_committer_table_stats(c->committer, st, CDC_TABLE_STATS_MAX) : 0;
+    size_t ns = 0, sl = strlen(CDC_CHANGELOG_SUFFIX);
+    cdc_strmap_t by_name = {0}, listed = {0}; /* keys borrowed from st and ht */
+    bool oom = false;
 
-    for (size_t k = 0; k < ns; k++)
+    if (c->committer != NULL && cdc_committer_table_stats(c->committer, &st, &ns) != CDC_OK)
+        oom = true;
+    for (size_t k = 0; k < ns; k++) {
         table_metrics(c, &st[k]);
+        if (cdc_strmap_put(&by_name, st[k].table, &st[k]) != CDC_OK)
+            oom = true;
+    }
     for (size_t i = 0; i < nh; i++) {
-        json_t *o = json_object();
-        char changelog[300];
-        snprintf(changelog, sizeof(changelog), "%s%s", ht[i].table, CDC_CHANGELOG_SUFFIX);
-        json_object_set_new(o, "table", json_string(ht[i].table));
+        json_t *o = source_table_json(ht[i].table, &by_name);
+        if (cdc_strmap_put(&listed, ht[i].table, &ht[i]) != CDC_OK)
+            oom = true;
         json_object_set_new(o, "rows", ht[i].rows >= 0 ? json_integer(ht[i].rows) : json_null());
         json_object_set_new(o, "changes", json_integer(ht[i].changes));
         json_object_set_new(o, "changes_per_s", json_real(ht[i].changes_per_s));
@@ -420,14 +452,32 @@ static json_t *tables_json(cdc_coord_t *c)
         json_object_set_new(o, "fresh_max_ms",
                             ht[i].fresh_max_ms >= 0 ? json_integer(ht[i].fresh_max_ms)
                                                     : json_null());
-        for (size_t k = 0; k < ns; k++) {
-            if (strcmp(st[k].table, ht[i].table) == 0)
-                json_object_set_new(o, "mirror", table_health_json(&st[k]));
-            else if (strcmp(st[k].table, changelog) == 0)
-                json_object_set_new(o, "changelog", table_health_json(&st[k]));
-        }
         json_array_append_new(a, o);
     }
+    /* the tables the history does not keep: each source table once, listed by its mirror
+     * (or by its changelog when it has no mirror yet) */
+    for (size_t k = 0; k < ns && !oom; k++) {
+        char source[256];
+        size_t len = strlen(st[k].table);
+        bool is_changelog = len > sl && strcmp(st[k].table + len - sl, CDC_CHANGELOG_SUFFIX) == 0;
+        snprintf(source, sizeof(source), "%.*s", (int)(is_changelog ? len - sl : len), st[k].table);
+        if (cdc_strmap_get(&listed, source) != NULL ||
+            (is_changelog && stats_of(&by_name, source) != NULL))
+            continue;
+        json_t *o = source_table_json(source, &by_name);
+        json_object_set_new(
+            o, "rows", is_changelog ? json_null() : json_integer(cdc_table_stats_rows(&st[k])));
+        json_object_set_new(o, "changes", json_null());
+        json_object_set_new(o, "changes_per_s", json_null());
+        json_object_set_new(o, "fresh_p50_ms", json_null());
+        json_object_set_new(o, "fresh_p99_ms", json_null());
+        json_object_set_new(o, "fresh_max_ms", json_null());
+        json_array_append_new(a, o);
+    }
+    if (oom)
+        cdc_log_error("status: out of memory for the statistics of the tables");
+    cdc_strmap_free(&by_name);
+    cdc_strmap_free(&listed);
     free(ht);
     free(st);
     return a;
@@ -583,8 +633,10 @@ char *cdc_coord_status_json(cdc_coord_t *c)
         }
         json_object_set_new(o, "schema_changes", sc);
         /* declared layouts (--partition-by, --sort-by) and whether they applied */
-        cdc_table_layout_t *ls = calloc(CDC_COMMITTER_MAX_TABLES, sizeof(*ls));
-        size_t nl = ls ? cdc_committer_layouts(c->committer, ls, CDC_COMMITTER_MAX_TABLES) : 0;
+        cdc_table_layout_t *ls = NULL;
+        size_t nl = 0;
+        if (cdc_committer_layouts(c->committer, &ls, &nl) != CDC_OK)
+            cdc_log_error("status: out of memory for the layouts of the tables");
         json_t *la = json_array();
         for (size_t i = 0; i < nl; i++) {
             json_t *k;

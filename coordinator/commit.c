@@ -20,7 +20,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
+#include "common/hash.h"
 #include "common/iceberg/partition.h"
 #include "common/iceberg/schema.h"
 #include "common/iceberg/table.h"
@@ -29,46 +31,57 @@
 
 #define COMMIT_ATTEMPTS 8
 
-#define MAX_KNOWN_TABLES CDC_COMMITTER_MAX_TABLES
-#define MAX_SUSPECTS 65536
-
 /* A file that looked orphaned, and since when (orphan age without object mtimes). */
 typedef struct suspect {
     char *location;
     int64_t first_seen_ms;
 } suspect_t;
 
+/*
+ * A table this process met, by location. There is no limit on their number (a job of
+ * thousands of source tables commits to twice as many Iceberg tables), so the index
+ * grows, and that is why every entry is allocated on its own and never moved or freed
+ * before the committer closes: a commit thread holds `mu` of its table, and the
+ * maintenance thread another's, while a third table's first use grows the index under
+ * known_lock. Growing an array of mutexes would move a mutex that a thread holds (and
+ * that another waits on); growing an array of pointers to them moves nothing they use.
+ */
+typedef struct table {
+    char *location;
+    /* One lock per table, held over a commit's refresh and swap: the epoch commits and
+     * the maintenance thread's (maintenance.h) take turns instead of losing races. */
+    pthread_mutex_t mu;
+    char *name; /* "<ns>.<table>" once committed to or discovered, else NULL (known_lock) */
+    /* Kept loaded between commits (under known_lock; a commit takes it out while it
+     * works on the table, NULL meanwhile): the next commit only checks that the table's
+     * latest version is still the loaded one instead of parsing its metadata again. */
+    cdc_ice_table_t *open;
+} table_t;
+
 struct cdc_committer {
     cdc_storage_t *storage;
     char *warehouse;
     char *job;
-    _Atomic uint64_t term;              /* read by the maintenance thread too */
-    pthread_mutex_t known_lock;         /* tables commit in parallel (cdc_committer_commit) */
-    char *known[MAX_KNOWN_TABLES];      /* table locations committed to by this process */
-    char *known_name[MAX_KNOWN_TABLES]; /* their names, "<ns>.<table>" */
-    int nknown;
-    /* Tables kept loaded between commits (under known_lock; a commit takes its table
-     * out while it works on it): the next commit only checks that the table's latest
-     * version is still the loaded one instead of parsing its metadata again. */
-    cdc_ice_table_t *open[MAX_KNOWN_TABLES];
-    char *open_loc[MAX_KNOWN_TABLES]; /* the location each was loaded by */
-    int nopen;
+    _Atomic uint64_t term;      /* read by the maintenance thread too */
+    pthread_mutex_t known_lock; /* tables commit in parallel (cdc_committer_commit) */
+    /* every table met (under known_lock): by location, and in the order met */
+    cdc_strmap_t by_location;
+    table_t **tables;
+    size_t ntables, tables_cap;
+    table_t **known; /* those committed to or discovered (name set), in that order */
+    size_t nknown, known_cap;
     suspect_t *suspects;
     size_t nsuspects;
     cdc_schema_change_t changes[CDC_SCHEMA_CHANGES_KEPT]; /* ring, under known_lock */
     size_t nchanges;                                      /* ever recorded */
     char *partition_by, *sort_by;                         /* declarations (layout.h) */
-    cdc_table_layout_t layouts[MAX_KNOWN_TABLES];         /* applied, under known_lock */
-    size_t nlayouts;
+    /* Layouts applied (under known_lock), by table name and in the order applied. Each is
+     * allocated on its own like the tables: apply_layout fills its table's entry in two
+     * steps around the table's commit, with known_lock released in between. */
+    cdc_strmap_t layout_by_name;
+    cdc_table_layout_t **layouts;
+    size_t nlayouts, layouts_cap;
     cdc_table_stats_set_t stats; /* after each table's last commit */
-    /* One lock per table location, held over a commit's refresh and swap: the epoch commits
-     * and the maintenance thread's (maintenance.h) take turns instead of losing races to
-     * each other (created under known_lock, never freed before close). */
-    struct {
-        char *location;
-        pthread_mutex_t mu;
-    } locks[MAX_KNOWN_TABLES];
-    int nlocks;
 };
 
 size_t cdc_committer_schema_changes(cdc_committer_t *c, cdc_schema_change_t *out, size_t max)
@@ -195,15 +208,18 @@ void cdc_committer_close(cdc_committer_t *c)
 {
     if (c == NULL)
         return;
-    for (int i = 0; i < c->nopen; i++) {
-        cdc_ice_table_close(c->open[i]);
-        free(c->open_loc[i]);
+    for (size_t i = 0; i < c->ntables; i++) {
+        table_t *t = c->tables[i];
+        cdc_ice_table_close(t->open);
+        pthread_mutex_destroy(&t->mu);
+        free(t->location);
+        free(t->name);
+        free(t);
     }
+    free(c->tables);
+    free(c->known);
+    cdc_strmap_free(&c->by_location);
     cdc_storage_close(c->storage);
-    for (int i = 0; i < c->nknown; i++) {
-        free(c->known[i]);
-        free(c->known_name[i]);
-    }
     for (size_t i = 0; i < c->nsuspects; i++)
         free(c->suspects[i].location);
     free(c->suspects);
@@ -212,15 +228,14 @@ void cdc_committer_close(cdc_committer_t *c)
     free(c->partition_by);
     free(c->sort_by);
     for (size_t i = 0; i < c->nlayouts; i++) {
-        free(c->layouts[i].spec_json);
-        free(c->layouts[i].order_json);
-        free(c->layouts[i].partition_by);
-        free(c->layouts[i].sort_by);
+        free(c->layouts[i]->spec_json);
+        free(c->layouts[i]->order_json);
+        free(c->layouts[i]->partition_by);
+        free(c->layouts[i]->sort_by);
+        free(c->layouts[i]);
     }
-    for (int i = 0; i < c->nlocks; i++) {
-        free(c->locks[i].location);
-        pthread_mutex_destroy(&c->locks[i].mu);
-    }
+    free(c->layouts);
+    cdc_strmap_free(&c->layout_by_name);
     pthread_mutex_destroy(&c->known_lock);
     cdc_table_stats_destroy(&c->stats);
     free(c);
@@ -231,22 +246,35 @@ void cdc_committer_set_term(cdc_committer_t *c, uint64_t term)
     c->term = term;
 }
 
-/* The lock of the table at location (created on first use); NULL when the table set is
- * full or memory ran out (the commit then simply runs unlocked: races stay correct). */
+/* The entry of the table at location, added on first use (under known_lock); NULL when
+ * memory ran out. The entry stays where it is until the committer closes. */
+static table_t *table_entry(cdc_committer_t *c, const char *location)
+{
+    table_t *t = cdc_strmap_get(&c->by_location, location);
+    if (t != NULL)
+        return t;
+    if (cdc_array_reserve(c->tables, c->tables_cap, c->ntables + 1, 64) != CDC_OK ||
+        (t = calloc(1, sizeof(*t))) == NULL)
+        return NULL;
+    if ((t->location = strdup(location)) == NULL ||
+        cdc_strmap_put(&c->by_location, t->location, t) != CDC_OK) {
+        free(t->location);
+        free(t);
+        return NULL;
+    }
+    pthread_mutex_init(&t->mu, NULL);
+    c->tables[c->ntables++] = t;
+    return t;
+}
+
+/* The lock of the table at location (created on first use); NULL when memory ran out
+ * (the commit then simply runs unlocked: races stay correct). */
 static pthread_mutex_t *table_mutex(cdc_committer_t *c, const char *location)
 {
-    pthread_mutex_t *mu = NULL;
     pthread_mutex_lock(&c->known_lock);
-    for (int i = 0; i < c->nlocks && mu == NULL; i++)
-        if (strcmp(c->locks[i].location, location) == 0)
-            mu = &c->locks[i].mu;
-    if (mu == NULL && c->nlocks < MAX_KNOWN_TABLES &&
-        (c->locks[c->nlocks].location = strdup(location)) != NULL) {
-        pthread_mutex_init(&c->locks[c->nlocks].mu, NULL);
-        mu = &c->locks[c->nlocks++].mu;
-    }
+    table_t *t = table_entry(c, location);
     pthread_mutex_unlock(&c->known_lock);
-    return mu;
+    return t != NULL ? &t->mu : NULL;
 }
 
 void cdc_committer_table_lock(cdc_committer_t *c, const char *location)
@@ -284,10 +312,11 @@ size_t cdc_committer_tables(cdc_committer_t *c, char ***names, char ***locations
     *names = NULL;
     *locations = NULL;
     pthread_mutex_lock(&c->known_lock);
-    char **nv = calloc((size_t)c->nknown + 1, sizeof(char *));
-    char **lv = calloc((size_t)c->nknown + 1, sizeof(char *));
-    for (int i = 0; nv && lv && i < c->nknown; i++) {
-        if ((nv[n] = strdup(c->known_name[i])) == NULL || (lv[n] = strdup(c->known[i])) == NULL) {
+    char **nv = calloc(c->nknown + 1, sizeof(char *));
+    char **lv = calloc(c->nknown + 1, sizeof(char *));
+    for (size_t i = 0; nv && lv && i < c->nknown; i++) {
+        if ((nv[n] = strdup(c->known[i]->name)) == NULL ||
+            (lv[n] = strdup(c->known[i]->location)) == NULL) {
             free(nv[n]);
             break;
         }
@@ -310,28 +339,25 @@ void cdc_committer_note_compaction(cdc_committer_t *c, const char *table, const 
     cdc_table_stats_note_compaction(&c->stats, table, t, bytes_rewritten, files_rewritten);
 }
 
-/* Whether the table was added (false: known already, or no room). */
+/* Whether the table was added (false: known already, or memory ran out, logged: the
+ * next commit to the table tries again). */
 static bool remember_table(cdc_committer_t *c, const char *table, const char *location)
 {
     bool added = false;
     pthread_mutex_lock(&c->known_lock);
-    for (int i = 0; i < c->nknown; i++)
-        if (strcmp(c->known[i], location) == 0) {
-            pthread_mutex_unlock(&c->known_lock);
-            return false;
-        }
-    if (c->nknown < MAX_KNOWN_TABLES) {
-        char *copy = strdup(location), *name = strdup(table);
-        if (copy && name) {
-            c->known[c->nknown] = copy;
-            c->known_name[c->nknown++] = name;
-            added = true;
-        } else {
-            free(copy);
-            free(name);
-        }
+    table_t *t = table_entry(c, location);
+    if (t != NULL && t->name != NULL) {
+        pthread_mutex_unlock(&c->known_lock);
+        return false;
+    }
+    if (t != NULL && cdc_array_reserve(c->known, c->known_cap, c->nknown + 1, 64) == CDC_OK &&
+        (t->name = strdup(table)) != NULL) {
+        c->known[c->nknown++] = t;
+        added = true;
     }
     pthread_mutex_unlock(&c->known_lock);
+    if (!added)
+        cdc_log_error("table \"%s\": out of memory: not yet among the tables maintained", table);
     return added;
 }
 
@@ -382,15 +408,11 @@ static cdc_ice_table_t *take_table(cdc_committer_t *c, const char *location)
 {
     cdc_ice_table_t *t = NULL;
     pthread_mutex_lock(&c->known_lock);
-    for (int i = 0; i < c->nopen; i++)
-        if (strcmp(c->open_loc[i], location) == 0) {
-            t = c->open[i];
-            free(c->open_loc[i]);
-            c->nopen--;
-            c->open[i] = c->open[c->nopen];
-            c->open_loc[i] = c->open_loc[c->nopen];
-            break;
-        }
+    table_t *k = cdc_strmap_get(&c->by_location, location);
+    if (k != NULL) {
+        t = k->open;
+        k->open = NULL;
+    }
     pthread_mutex_unlock(&c->known_lock);
     return t;
 }
@@ -399,16 +421,16 @@ static cdc_ice_table_t *take_table(cdc_committer_t *c, const char *location)
  * takes ownership of t. */
 static void keep_table(cdc_committer_t *c, const char *location, cdc_ice_table_t *t)
 {
-    char *loc = strdup(location);
+    cdc_ice_table_t *old = NULL;
     pthread_mutex_lock(&c->known_lock);
-    if (loc != NULL && c->nopen < MAX_KNOWN_TABLES) {
-        c->open_loc[c->nopen] = loc;
-        c->open[c->nopen++] = t;
+    table_t *k = table_entry(c, location);
+    if (k != NULL) {
+        old = k->open; /* NULL: the table's commits hold its lock */
+        k->open = t;
         t = NULL;
-        loc = NULL;
     }
     pthread_mutex_unlock(&c->known_lock);
-    free(loc);
+    cdc_ice_table_close(old);
     cdc_ice_table_close(t);
 }
 
@@ -722,32 +744,42 @@ static bool truncated_file(const cdc_ice_data_file_t *f, void *arg)
     return p >= 0 && (m->partitions & (1u << p)) != 0;
 }
 
-size_t cdc_committer_table_stats(cdc_committer_t *c, cdc_table_stats_t *out, size_t max)
+cdc_err_t cdc_committer_table_stats(cdc_committer_t *c, cdc_table_stats_t **out, size_t *n)
 {
-    return cdc_table_stats_copy(&c->stats, out, max);
+    return cdc_table_stats_copy(&c->stats, out, n);
 }
 
-size_t cdc_committer_layouts(cdc_committer_t *c, cdc_table_layout_t *out, size_t max)
+cdc_err_t cdc_committer_layouts(cdc_committer_t *c, cdc_table_layout_t **out, size_t *n)
 {
-    size_t n = 0;
+    cdc_err_t rc = CDC_OK;
     pthread_mutex_lock(&c->known_lock);
-    for (size_t i = 0; i < c->nlayouts && n < max; i++)
-        out[n++] = c->layouts[i];
+    *out = malloc((c->nlayouts ? c->nlayouts : 1) * sizeof(**out));
+    *n = *out != NULL ? c->nlayouts : 0;
+    if (*out == NULL)
+        rc = CDC_ERR_NOMEM;
+    for (size_t i = 0; i < *n; i++)
+        (*out)[i] = *c->layouts[i];
     pthread_mutex_unlock(&c->known_lock);
-    return n;
+    return rc;
 }
 
-/* The layout slot of table (under known_lock), added when new; NULL when full. */
+/* The layout entry of table (under known_lock), added when new; NULL when memory ran
+ * out (the layout is then applied at the table's next commit). */
 static cdc_table_layout_t *layout_slot(cdc_committer_t *c, const char *table)
 {
-    for (size_t i = 0; i < c->nlayouts; i++)
-        if (strcmp(c->layouts[i].table, table) == 0)
-            return &c->layouts[i];
-    if (c->nlayouts == MAX_KNOWN_TABLES)
+    cdc_table_layout_t *l = cdc_strmap_get(&c->layout_by_name, table);
+    if (l != NULL)
+        return l;
+    if (cdc_array_reserve(c->layouts, c->layouts_cap, c->nlayouts + 1, 64) != CDC_OK ||
+        (l = calloc(1, sizeof(*l))) == NULL)
         return NULL;
-    memset(&c->layouts[c->nlayouts], 0, sizeof(c->layouts[0]));
-    snprintf(c->layouts[c->nlayouts].table, sizeof(c->layouts[0].table), "%s", table);
-    return &c->layouts[c->nlayouts++];
+    snprintf(l->table, sizeof(l->table), "%s", table);
+    if (cdc_strmap_put(&c->layout_by_name, l->table, l) != CDC_OK) {
+        free(l);
+        return NULL;
+    }
+    c->layouts[c->nlayouts++] = l;
+    return l;
 }
 
 /*
@@ -822,8 +854,16 @@ static void apply_layout(cdc_committer_t *c, cdc_ice_table_t *t, const char *tab
     pthread_mutex_unlock(&c->known_lock);
 }
 
+/* One table's files of a record: rec->files[files[0..nfiles)] (found once per commit,
+ * not by a scan of every file per table). */
+typedef struct table_files {
+    size_t *files;
+    size_t nfiles;
+} table_files_t;
+
 static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t *rec,
-                                     const char *table, cdc_commit_result_t *res, cdc_error_t *e)
+                                     const char *table, const table_files_t *tf,
+                                     cdc_commit_result_t *res, cdc_error_t *e)
 {
     char *location = table_location(c, table);
     cdc_ice_schema_t schema;
@@ -857,9 +897,7 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
     if (t == NULL)
         rc = cdc_ice_table_load(c->storage, location, &t, e);
     if (rc == CDC_ERR_NOT_FOUND) {
-        bool has_files = false;
-        for (size_t i = 0; i < rec->nfiles && !has_files; i++)
-            has_files = strcmp(rec->files[i].table, table) == 0;
+        bool has_files = tf->nfiles > 0;
         if (!have_schema && trunc.partitions != 0 && !has_files) {
             /* a truncate of a table nobody wrote yet: nothing to remove */
             cdc_error_clear(e);
@@ -888,10 +926,8 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
         goto cleanup;
     apply_layout(c, t, table);
 
-    for (size_t i = 0; i < rec->nfiles; i++) {
-        if (strcmp(rec->files[i].table, table) != 0)
-            continue;
-        if (rec->files[i].file.content == CDC_ICE_CONTENT_DATA)
+    for (size_t k = 0; k < tf->nfiles; k++) {
+        if (rec->files[tf->files[k]].file.content == CDC_ICE_CONTENT_DATA)
             ndata++;
         else
             ndels++;
@@ -907,13 +943,12 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
         goto cleanup;
     }
     ndata = ndels = 0;
-    for (size_t i = 0; i < rec->nfiles; i++) {
-        if (strcmp(rec->files[i].table, table) != 0)
-            continue;
-        if (rec->files[i].file.content == CDC_ICE_CONTENT_DATA)
-            data[ndata++] = rec->files[i].file; /* shallow: borrowed for the commit */
+    for (size_t k = 0; k < tf->nfiles; k++) {
+        const cdc_staged_file_t *f = &rec->files[tf->files[k]];
+        if (f->file.content == CDC_ICE_CONTENT_DATA)
+            data[ndata++] = f->file; /* shallow: borrowed for the commit */
         else
-            dels[ndels++] = rec->files[i].file;
+            dels[ndels++] = f->file;
     }
     offsets = cdc_checkpoint_offsets_json(rec, table);
     cdc_ice_props_set(&summary, CDC_ICE_SUMMARY_JOB, c->job);
@@ -989,12 +1024,12 @@ cleanup:
 
 /* One table's commit under the table's lock (maintenance commits take turns with it). */
 static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, const char *table,
-                              cdc_commit_result_t *res, cdc_error_t *e)
+                              const table_files_t *tf, cdc_commit_result_t *res, cdc_error_t *e)
 {
     char *location = table_location(c, table);
     if (location != NULL)
         cdc_committer_table_lock(c, location);
-    cdc_err_t rc = commit_table_locked(c, rec, table, res, e);
+    cdc_err_t rc = commit_table_locked(c, rec, table, tf, res, e);
     if (location != NULL)
         cdc_committer_table_unlock(c, location);
     free(location);
@@ -1007,6 +1042,7 @@ typedef struct table_job {
     cdc_committer_t *c;
     const cdc_checkpoint_t *rec;
     const char *table;
+    table_files_t tf;
     cdc_commit_result_t res;
     cdc_err_t rc;
     cdc_error_t e;
@@ -1016,7 +1052,7 @@ static void *table_thread(void *arg)
 {
     table_job_t *j = arg;
     cdc_error_clear(&j->e);
-    j->rc = commit_table(j->c, j->rec, j->table, &j->res, &j->e);
+    j->rc = commit_table(j->c, j->rec, j->table, &j->tf, &j->res, &j->e);
     return NULL;
 }
 
@@ -1029,6 +1065,8 @@ cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
     size_t ntables = 0;
     cdc_err_t rc = CDC_OK;
     table_job_t *jobs;
+    size_t *fidx;            /* the files' indexes in rec, grouped by table */
+    cdc_strmap_t seen = {0}; /* name (borrowed from rec) -> its entry of tables[] */
 
     memset(res, 0, sizeof(*res));
     tables = calloc(rec->nfiles + rec->nschemas + rec->ntruncates + 1, sizeof(*tables));
@@ -1039,18 +1077,38 @@ cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
                         : i < rec->nschemas + rec->nfiles
                             ? rec->files[i - rec->nschemas].table
                             : rec->truncates[i - rec->nschemas - rec->nfiles].table;
-        bool seen = false;
-        for (size_t j = 0; j < ntables; j++)
-            if (strcmp(tables[j], t) == 0)
-                seen = true;
-        if (!seen)
-            tables[ntables++] = t;
+        if (cdc_strmap_get(&seen, t) != NULL)
+            continue;
+        if (cdc_strmap_put(&seen, t, &tables[ntables]) != CDC_OK) {
+            cdc_strmap_free(&seen);
+            free(tables);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
+        tables[ntables++] = t;
     }
     jobs = calloc(ntables + 1, sizeof(*jobs));
-    if (jobs == NULL) {
+    fidx = calloc(rec->nfiles + 1, sizeof(*fidx));
+    if (jobs == NULL || fidx == NULL) {
+        cdc_strmap_free(&seen);
         free(tables);
+        free(jobs);
+        free(fidx);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
+#define JOB_OF(name) (&jobs[(const char **)cdc_strmap_get(&seen, (name)) - tables])
+    for (size_t i = 0; i < rec->nfiles; i++)
+        JOB_OF(rec->files[i].table)->tf.nfiles++;
+    for (size_t k = 0, at = 0; k < ntables; k++) {
+        jobs[k].tf.files = fidx + at;
+        at += jobs[k].tf.nfiles;
+        jobs[k].tf.nfiles = 0;
+    }
+    for (size_t i = 0; i < rec->nfiles; i++) {
+        table_job_t *j = JOB_OF(rec->files[i].table);
+        j->tf.files[j->tf.nfiles++] = i;
+    }
+#undef JOB_OF
+    cdc_strmap_free(&seen);
     /* Tables in parallel (their metadata writes and fsyncs overlap), a few at a time. A
      * failed table is retried with the whole checkpoint; the tables that made it skip
      * the epoch then (their snapshot already holds its checkpoint id). */
@@ -1084,6 +1142,7 @@ cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
         }
     }
     free(jobs);
+    free(fidx);
     free(tables);
     return rc;
 }
@@ -1210,16 +1269,10 @@ cdc_err_t cdc_committer_remove_orphans(cdc_committer_t *c, char *const *keep, si
     size_t nt = cdc_committer_tables(c, &names, &locs);
     int64_t now = cdc_clock_mono_ms();
     cdc_err_t rc = CDC_OK;
-    suspect_t *still = NULL;
-    size_t nstill = 0;
+    suspect_t *still = NULL; /* as many as there are files without a reference */
+    size_t nstill = 0, still_cap = 0;
 
     *deleted = 0;
-    still = calloc(MAX_SUSPECTS, sizeof(*still));
-    if (still == NULL) {
-        cdc_storage_list_free(names, nt);
-        cdc_storage_list_free(locs, nt);
-        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    }
     for (size_t ti = 0; ti < nt && rc == CDC_OK; ti++) {
         cdc_ice_table_t *t = NULL;
         char **refs = NULL, **files = NULL, prefix[1024];
@@ -1247,11 +1300,11 @@ cdc_err_t cdc_committer_remove_orphans(cdc_committer_t *c, char *const *keep, si
                     }
                     continue;
                 }
-                if (nstill < MAX_SUSPECTS) {
-                    still[nstill].location = strdup(files[i]);
+                /* on a failed allocation the file is only seen anew by the next scan */
+                if (cdc_array_reserve(still, still_cap, nstill + 1, 256) == CDC_OK &&
+                    (still[nstill].location = strdup(files[i])) != NULL) {
                     still[nstill].first_seen_ms = s ? s->first_seen_ms : now;
-                    if (still[nstill].location)
-                        nstill++;
+                    nstill++;
                 }
             }
         }
@@ -1262,7 +1315,8 @@ cdc_err_t cdc_committer_remove_orphans(cdc_committer_t *c, char *const *keep, si
     for (size_t i = 0; i < c->nsuspects; i++)
         free(c->suspects[i].location);
     free(c->suspects);
-    qsort(still, nstill, sizeof(suspect_t), cmp_suspect); /* for find_suspect() */
+    if (nstill > 1)
+        qsort(still, nstill, sizeof(suspect_t), cmp_suspect); /* for find_suspect() */
     c->suspects = still;
     c->nsuspects = nstill;
     cdc_storage_list_free(names, nt);

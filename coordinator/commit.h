@@ -52,9 +52,6 @@ typedef struct cdc_schema_change {
 /* Copies up to max of the latest schema changes, oldest first; returns how many. */
 size_t cdc_committer_schema_changes(cdc_committer_t *c, cdc_schema_change_t *out, size_t max);
 
-/* Tables a committer keeps track of (layouts, loaded tables). */
-#define CDC_COMMITTER_MAX_TABLES 256
-
 /* A table's layout as applied by this committer (for barriers and /status). */
 typedef struct cdc_table_layout {
     char table[256];
@@ -69,17 +66,18 @@ typedef struct cdc_table_layout {
 } cdc_table_layout_t;
 
 /*
- * Copies up to max layouts of the tables committed to so far; the strings stay owned by
- * the committer and valid until it is closed (a table's layout is applied once per
- * process). Returns how many.
+ * The layouts of all the tables committed to so far (there is no limit on their number),
+ * in *out[0..*n): the array is the caller's (free()), the strings it points to stay
+ * owned by the committer and valid until it is closed (a table's layout is applied once
+ * per process). CDC_ERR_NOMEM with *out NULL and *n 0 when memory ran out.
  */
-size_t cdc_committer_layouts(cdc_committer_t *c, cdc_table_layout_t *out, size_t max);
+cdc_err_t cdc_committer_layouts(cdc_committer_t *c, cdc_table_layout_t **out, size_t *n);
 
 /*
- * Copies up to max of the tables' statistics after their last commit by this process
- * (table_stats.h), in the order first committed; returns how many.
+ * The statistics of all the tables after their last commit by this process
+ * (table_stats.h), in the order first committed: cdc_table_stats_copy().
  */
-size_t cdc_committer_table_stats(cdc_committer_t *c, cdc_table_stats_t *out, size_t max);
+cdc_err_t cdc_committer_table_stats(cdc_committer_t *c, cdc_table_stats_t **out, size_t *n);
 
 /* Opens the warehouse. On success *out is owned by the caller (cdc_committer_close). */
 cdc_err_t cdc_committer_open(cdc_committer_t **out, const cdc_committer_options_t *opt,

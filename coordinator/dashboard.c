@@ -8,12 +8,14 @@
  * else. The per-slot metrics and the changelogs' change and freshness metrics the same
  * values give are exported here too (the tables' health metrics: admin.c).
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
 #include "common/embed.h"
+#include "common/log.h"
 #include "coordinator/coordinator.h"
 
 CDC_EMBED_FILE(cdc_dashboard_html, "coordinator/ui/dashboard.html");
@@ -131,8 +133,8 @@ void cdc_dashboard_committed(cdc_coord_t *c, const cdc_checkpoint_t *rec, int64_
                              int64_t commit_ms)
 {
     cdc_history_epoch_t ep;
-    cdc_table_stats_t *st = calloc(CDC_TABLE_STATS_MAX, sizeof(*st));
-    size_t n = st ? cdc_committer_table_stats(c->committer, st, CDC_TABLE_STATS_MAX) : 0;
+    cdc_table_stats_t *st = NULL;
+    size_t n = 0;
     size_t data_files, delete_files;
     size_t sl = strlen(CDC_CHANGELOG_SUFFIX);
 
@@ -145,6 +147,9 @@ void cdc_dashboard_committed(cdc_coord_t *c, const cdc_checkpoint_t *rec, int64_
     ep.files = (int32_t)(data_files + delete_files);
     if (c->hist != NULL)
         cdc_history_epoch(c->hist, &ep);
+    if (cdc_committer_table_stats(c->committer, &st, &n) != CDC_OK)
+        cdc_log_error("checkpoint %" PRIu64 ": out of memory for the statistics of the tables",
+                      rec->epoch);
     for (size_t i = 0; i < n; i++) {
         const cdc_table_stats_t *s = &st[i];
         size_t len = strlen(s->table);

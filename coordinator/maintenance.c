@@ -12,12 +12,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "coordinator/maintenance.h"
 
 #define MAINT_NICE 10
-#define MAX_TABLES CDC_COMMITTER_MAX_TABLES
+
+/* A table kept loaded between rounds, allocated on its own (the index borrows its
+ * location as the key). */
+typedef struct kept {
+    char *location;
+    cdc_ice_table_t *table;
+} kept_t;
 
 /* An on-demand compaction, from an HTTP thread waiting for it. */
 typedef struct request {
@@ -48,9 +56,9 @@ struct cdc_maint {
     int64_t next_orphan_ms; /* main loop's clock */
 
     /* the thread's own */
-    cdc_ice_table_t *open[MAX_TABLES];
-    char *open_loc[MAX_TABLES];
-    int nopen;
+    cdc_strmap_t open_by_location; /* location -> kept_t, as many as the job has tables */
+    kept_t **open;
+    size_t nopen, open_cap;
     int64_t rate_start_ms, rate_bytes;
 
     cdc_counter_t *m_compactions, *m_dropped, *m_bytes_read, *m_bytes_written, *m_failures,
@@ -104,18 +112,25 @@ static bool throttle(void *arg, int64_t bytes)
 static cdc_err_t table_at(cdc_maint_t *m, const char *location, cdc_ice_table_t **out,
                           cdc_error_t *e)
 {
-    for (int i = 0; i < m->nopen; i++)
-        if (strcmp(m->open_loc[i], location) == 0) {
-            *out = m->open[i];
-            return cdc_ice_table_refresh(m->open[i], e);
-        }
+    kept_t *k = cdc_strmap_get(&m->open_by_location, location);
+    if (k != NULL) {
+        *out = k->table;
+        return cdc_ice_table_refresh(k->table, e);
+    }
     cdc_storage_t *st = cdc_committer_storage(m->committer);
     cdc_err_t rc = cdc_ice_table_load(st, location, out, e);
     if (rc != CDC_OK)
         return rc;
-    if (m->nopen < MAX_TABLES && (m->open_loc[m->nopen] = strdup(location)) != NULL) {
-        m->open[m->nopen++] = *out;
-        return CDC_OK;
+    if (cdc_array_reserve(m->open, m->open_cap, m->nopen + 1, 64) == CDC_OK &&
+        (k = calloc(1, sizeof(*k))) != NULL) {
+        k->table = *out;
+        if ((k->location = strdup(location)) != NULL &&
+            cdc_strmap_put(&m->open_by_location, k->location, k) == CDC_OK) {
+            m->open[m->nopen++] = k;
+            return CDC_OK;
+        }
+        free(k->location);
+        free(k);
     }
     cdc_ice_table_close(*out);
     *out = NULL;
@@ -124,11 +139,15 @@ static cdc_err_t table_at(cdc_maint_t *m, const char *location, cdc_ice_table_t 
 
 static void close_tables(cdc_maint_t *m)
 {
-    for (int i = 0; i < m->nopen; i++) {
-        cdc_ice_table_close(m->open[i]);
-        free(m->open_loc[i]);
+    for (size_t i = 0; i < m->nopen; i++) {
+        cdc_ice_table_close(m->open[i]->table);
+        free(m->open[i]->location);
+        free(m->open[i]);
     }
-    m->nopen = 0;
+    free(m->open);
+    m->open = NULL;
+    m->nopen = m->open_cap = 0;
+    cdc_strmap_free(&m->open_by_location);
 }
 
 /* The metadata-file bound: previous-versions-max with delete-after-commit, once set. */

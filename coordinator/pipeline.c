@@ -347,10 +347,71 @@ void cdc_job_on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
     }
 }
 
+/* What a barrier carries per table, allocated for as many tables as the job has. */
+typedef struct barrier_tables {
+    cdc_table_layout_t *ls; /* the committer's layouts (strings borrowed from it) */
+    Cdc__TableLayout *tl, **tlp;
+    Cdc__TableFloor *fl, **flp;
+} barrier_tables_t;
+
+static void barrier_tables_free(barrier_tables_t *bt)
+{
+    free(bt->ls);
+    free(bt->tl);
+    free(bt->tlp);
+    free(bt->fl);
+    free(bt->flp);
+}
+
+/* Fills b's layouts and floors (pointing into bt, freed with barrier_tables_free once b
+ * is sent): CDC_OK, or CDC_ERR_NOMEM. */
+static cdc_err_t barrier_tables(cdc_coord_t *c, Cdc__Barrier *b, barrier_tables_t *bt)
+{
+    size_t nl = 0, nf = c->base != NULL ? c->base->nfloors : 0;
+
+    memset(bt, 0, sizeof(*bt));
+    if (c->committer != NULL && cdc_committer_layouts(c->committer, &bt->ls, &nl) != CDC_OK)
+        return CDC_ERR_NOMEM;
+    bt->tl = calloc(nl + 1, sizeof(*bt->tl));
+    bt->tlp = calloc(nl + 1, sizeof(*bt->tlp));
+    bt->fl = calloc(nf + 1, sizeof(*bt->fl));
+    bt->flp = calloc(nf + 1, sizeof(*bt->flp));
+    if (bt->tl == NULL || bt->tlp == NULL || bt->fl == NULL || bt->flp == NULL)
+        return CDC_ERR_NOMEM;
+    /* the partitioned or sorted tables' layouts: rows staged from this barrier use them */
+    for (size_t i = 0; i < nl; i++) {
+        const cdc_table_layout_t *l = &bt->ls[i];
+        Cdc__TableLayout *t = &bt->tl[b->n_layouts];
+        if (l->spec_json == NULL && l->order_json == NULL)
+            continue;
+        cdc__table_layout__init(t);
+        t->table = (char *)l->table;
+        t->spec_id = l->spec_id;
+        t->spec_json = l->spec_json ? l->spec_json : "";
+        t->sort_order_id = l->order_id;
+        t->sort_order_json = l->order_json ? l->order_json : "";
+        bt->tlp[b->n_layouts++] = t;
+    }
+    b->layouts = bt->tlp;
+    /* truncates met in one partition: every slot applies them (docs/worker.md) */
+    for (size_t i = 0; i < nf; i++) {
+        cdc__table_floor__init(&bt->fl[i]);
+        bt->fl[i].table = c->base->floors[i].table;
+        bt->fl[i].commit_lsn = c->base->floors[i].commit_lsn;
+        bt->fl[i].lsn = c->base->floors[i].lsn;
+        bt->fl[i].partition = c->base->floors[i].partition;
+        bt->flp[i] = &bt->fl[i];
+    }
+    b->n_floors = nf;
+    b->floors = bt->flp;
+    return CDC_OK;
+}
+
 void cdc_job_maybe_barrier(cdc_coord_t *c, int64_t now)
 {
     Cdc__Envelope env = CDC__ENVELOPE__INIT;
     Cdc__Barrier b = CDC__BARRIER__INIT;
+    barrier_tables_t bt;
     uint64_t epoch;
     cdc_err_t rc;
 
@@ -370,50 +431,27 @@ void cdc_job_maybe_barrier(cdc_coord_t *c, int64_t now)
         else
             c->etcd_retry_ms = now + ETCD_RETRY_MS;
     }
-    rc = cdc_epochs_begin(&c->epochs, now, cdc_clock_wall_ms(), &epoch);
-    if (rc != CDC_OK)
+    /* built before the epoch begins: an epoch is not begun without its barrier */
+    if (barrier_tables(c, &b, &bt) != CDC_OK) {
+        cdc_log_error("no barrier this interval: out of memory for the tables' layouts and "
+                      "floors");
+        barrier_tables_free(&bt);
         return;
+    }
+    rc = cdc_epochs_begin(&c->epochs, now, cdc_clock_wall_ms(), &epoch);
+    if (rc != CDC_OK) {
+        barrier_tables_free(&bt);
+        return;
+    }
     b.term = c->term;
     b.generation = c->generation;
     b.epoch = epoch;
-    /* the partitioned or sorted tables' layouts: rows staged from this barrier use them */
-    static cdc_table_layout_t ls[CDC_COMMITTER_MAX_TABLES];
-    static Cdc__TableLayout tl[CDC_COMMITTER_MAX_TABLES];
-    static Cdc__TableLayout *tlp[CDC_COMMITTER_MAX_TABLES];
-    size_t nl =
-        c->committer ? cdc_committer_layouts(c->committer, ls, CDC_COMMITTER_MAX_TABLES) : 0;
-    for (size_t i = 0; i < nl; i++) {
-        if (ls[i].spec_json == NULL && ls[i].order_json == NULL)
-            continue;
-        cdc__table_layout__init(&tl[b.n_layouts]);
-        tl[b.n_layouts].table = ls[i].table;
-        tl[b.n_layouts].spec_id = ls[i].spec_id;
-        tl[b.n_layouts].spec_json = ls[i].spec_json ? ls[i].spec_json : "";
-        tl[b.n_layouts].sort_order_id = ls[i].order_id;
-        tl[b.n_layouts].sort_order_json = ls[i].order_json ? ls[i].order_json : "";
-        tlp[b.n_layouts] = &tl[b.n_layouts];
-        b.n_layouts++;
-    }
-    b.layouts = tlp;
-    /* truncates met in one partition: every slot applies them (docs/worker.md) */
-    static Cdc__TableFloor fl[CDC_COMMITTER_MAX_TABLES];
-    static Cdc__TableFloor *flp[CDC_COMMITTER_MAX_TABLES];
-    for (size_t i = 0; c->base != NULL && i < c->base->nfloors && i < CDC_COMMITTER_MAX_TABLES;
-         i++) {
-        cdc__table_floor__init(&fl[i]);
-        fl[i].table = c->base->floors[i].table;
-        fl[i].commit_lsn = c->base->floors[i].commit_lsn;
-        fl[i].lsn = c->base->floors[i].lsn;
-        fl[i].partition = c->base->floors[i].partition;
-        flp[i] = &fl[i];
-        b.n_floors = i + 1;
-    }
-    b.floors = flp;
     env.body_case = CDC__ENVELOPE__BODY_BARRIER;
     env.barrier = &b;
     for (int i = 0; i < c->members.n; i++)
         if (c->members.m[i].alive && cdc_job_owns_any(c, c->members.m[i].id))
             cdc_job_send_env(c, c->members.m[i].pipe, &env);
+    barrier_tables_free(&bt);
 }
 
 void cdc_job_maybe_orphans(cdc_coord_t *c, int64_t now)

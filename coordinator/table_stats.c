@@ -5,13 +5,16 @@
  */
 #include "coordinator/table_stats.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/iceberg/byteorder.h"
 #include "common/iceberg/schema.h"
+#include "common/log.h"
 
 static int64_t total(const cdc_ice_table_t *t, const char *key)
 {
@@ -73,38 +76,58 @@ int64_t cdc_table_stats_rows(const cdc_table_stats_t *s)
 
 void cdc_table_stats_init(cdc_table_stats_set_t *set)
 {
+    memset(set, 0, sizeof(*set));
     pthread_mutex_init(&set->lock, NULL);
-    set->n = 0;
 }
 
 void cdc_table_stats_destroy(cdc_table_stats_set_t *set)
 {
+    for (size_t i = 0; i < set->n; i++)
+        free(set->tables[i]);
+    free(set->tables);
+    cdc_strmap_free(&set->by_name);
     pthread_mutex_destroy(&set->lock);
+}
+
+/* table's entry (under the lock), added zeroed when new; NULL when memory ran out
+ * (logged: the table is missing from /status until its next commit). */
+static cdc_table_stats_t *entry(cdc_table_stats_set_t *set, const char *table, bool *added)
+{
+    cdc_table_stats_t *s = cdc_strmap_get(&set->by_name, table);
+    *added = false;
+    if (s != NULL)
+        return s;
+    if (cdc_array_reserve(set->tables, set->cap, set->n + 1, 64) == CDC_OK &&
+        (s = calloc(1, sizeof(*s))) != NULL) {
+        snprintf(s->table, sizeof(s->table), "%s", table);
+        if (cdc_strmap_put(&set->by_name, s->table, s) == CDC_OK) {
+            set->tables[set->n++] = s;
+            *added = true;
+            return s;
+        }
+        free(s);
+    }
+    cdc_log_error("table \"%s\": out of memory: its statistics are left out", table);
+    return NULL;
 }
 
 void cdc_table_stats_note(cdc_table_stats_set_t *set, const char *table, const cdc_ice_table_t *t,
                           uint64_t epoch, const cdc_ice_data_file_t *data, size_t ndata,
                           int64_t added_bytes)
 {
-    cdc_table_stats_t s;
-    size_t i;
+    cdc_table_stats_t s, *o;
+    bool added;
 
     cdc_table_stats_fill(&s, table, t, epoch, cdc_clock_wall_ms(), data, ndata);
     pthread_mutex_lock(&set->lock);
-    for (i = 0; i < set->n && strcmp(set->tables[i].table, table) != 0; i++)
-        ;
-    if (i < CDC_TABLE_STATS_MAX) {
-        if (i < set->n) { /* the maintenance counters go on */
-            s.compactions = set->tables[i].compactions;
-            s.last_compaction_ms = set->tables[i].last_compaction_ms;
-            s.bytes_rewritten = set->tables[i].bytes_rewritten;
-            s.files_rewritten = set->tables[i].files_rewritten;
-            s.committed_bytes = set->tables[i].committed_bytes;
-        }
-        s.committed_bytes += added_bytes;
-        set->tables[i] = s;
-        if (i == set->n)
-            set->n++;
+    if ((o = entry(set, table, &added)) != NULL) {
+        /* the maintenance counters go on (zero for a new entry) */
+        s.compactions = o->compactions;
+        s.last_compaction_ms = o->last_compaction_ms;
+        s.bytes_rewritten = o->bytes_rewritten;
+        s.files_rewritten = o->files_rewritten;
+        s.committed_bytes = o->committed_bytes + added_bytes;
+        *o = s;
     }
     pthread_mutex_unlock(&set->lock);
 }
@@ -113,18 +136,14 @@ void cdc_table_stats_note_compaction(cdc_table_stats_set_t *set, const char *tab
                                      const cdc_ice_table_t *t, int64_t bytes_rewritten,
                                      int64_t files_rewritten)
 {
-    cdc_table_stats_t s;
-    size_t i;
+    cdc_table_stats_t s, *o;
+    bool added;
 
     cdc_table_stats_fill(&s, table, t, 0, 0, NULL, 0);
     pthread_mutex_lock(&set->lock);
-    for (i = 0; i < set->n && strcmp(set->tables[i].table, table) != 0; i++)
-        ;
-    if (i < CDC_TABLE_STATS_MAX) {
-        cdc_table_stats_t *o = &set->tables[i];
-        if (i == set->n) {
+    if ((o = entry(set, table, &added)) != NULL) {
+        if (added) {
             *o = s;
-            set->n++;
         } else {
             o->records = s.records;
             o->equality_deletes = s.equality_deletes;
@@ -141,12 +160,16 @@ void cdc_table_stats_note_compaction(cdc_table_stats_set_t *set, const char *tab
     pthread_mutex_unlock(&set->lock);
 }
 
-size_t cdc_table_stats_copy(cdc_table_stats_set_t *set, cdc_table_stats_t *out, size_t max)
+cdc_err_t cdc_table_stats_copy(cdc_table_stats_set_t *set, cdc_table_stats_t **out, size_t *n)
 {
-    size_t n;
+    cdc_err_t rc = CDC_OK;
     pthread_mutex_lock(&set->lock);
-    n = set->n < max ? set->n : max;
-    memcpy(out, set->tables, n * sizeof(*out));
+    *out = malloc((set->n ? set->n : 1) * sizeof(**out));
+    *n = *out != NULL ? set->n : 0;
+    if (*out == NULL)
+        rc = CDC_ERR_NOMEM;
+    for (size_t i = 0; i < *n; i++)
+        (*out)[i] = *set->tables[i];
     pthread_mutex_unlock(&set->lock);
-    return n;
+    return rc;
 }

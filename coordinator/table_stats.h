@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/err.h"
+#include "common/hash.h"
 #include "common/iceberg/table.h"
 
 /* Name of the changelog's source commit time column (docs/worker.md, "Staging"). */
@@ -42,22 +44,22 @@ typedef struct cdc_table_stats {
     int64_t committed_bytes;    /* bytes of the files the epoch commits added */
 } cdc_table_stats_t;
 
-/* The statistics of every table a committer committed to (tables commit on threads of
- * their own: every function takes the set's lock). */
-#define CDC_TABLE_STATS_MAX 256
+/* The statistics of every table a committer committed to, however many (tables commit on
+ * threads of their own: every function takes the set's lock). Entries are allocated one
+ * by one, so that the index by name can borrow each entry's own name as its key. */
 typedef struct cdc_table_stats_set {
     pthread_mutex_t lock;
-    cdc_table_stats_t tables[CDC_TABLE_STATS_MAX];
-    size_t n;
+    cdc_table_stats_t **tables; /* in the order first noted */
+    size_t n, cap;
+    cdc_strmap_t by_name; /* table -> its entry */
 } cdc_table_stats_set_t;
 
 void cdc_table_stats_init(cdc_table_stats_set_t *set);
 void cdc_table_stats_destroy(cdc_table_stats_set_t *set);
 
-/* Replaces table's entry (beyond CDC_TABLE_STATS_MAX tables, later ones are left out) with
- * what epoch's commit left: t holds the new version, data[0..ndata) are the epoch's data
- * files of the table (only read), added_bytes the size of every file the commit added
- * (data and delete files; summed into committed_bytes). */
+/* Replaces table's entry (added when new) with what epoch's commit left: t holds the new version,
+ * data[0..ndata) are the epoch's data files of the table (only read), added_bytes the size of every
+ * file the commit added (data and delete files; summed into committed_bytes). */
 void cdc_table_stats_note(cdc_table_stats_set_t *set, const char *table, const cdc_ice_table_t *t,
                           uint64_t epoch, const cdc_ice_data_file_t *data, size_t ndata,
                           int64_t added_bytes);
@@ -68,8 +70,9 @@ void cdc_table_stats_note_compaction(cdc_table_stats_set_t *set, const char *tab
                                      const cdc_ice_table_t *t, int64_t bytes_rewritten,
                                      int64_t files_rewritten);
 
-/* Copies up to max entries, in the order first noted; returns how many. */
-size_t cdc_table_stats_copy(cdc_table_stats_set_t *set, cdc_table_stats_t *out, size_t max);
+/* Copies all the entries, in the order first noted, into *out[0..*n), an array the caller
+ * frees (free()); CDC_ERR_NOMEM with *out NULL and *n 0 when memory ran out. */
+cdc_err_t cdc_table_stats_copy(cdc_table_stats_set_t *set, cdc_table_stats_t **out, size_t *n);
 
 /*
  * Fills s for table (just committed by epoch at at_ms, t holding the new version) from t

@@ -1,7 +1,8 @@
 /*
  * Unit tests for coordinator/table_stats.c: what a commit left in a table (a local
  * warehouse in a temp directory): the snapshot's totals, the snapshots kept, the epoch's
- * rows and the changelog files' _source_ts span; the set keeps one entry per table.
+ * rows and the changelog files' _source_ts span; the set keeps one entry per table, for
+ * as many tables as a job has (a thousand here, past the 256 it once held).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +25,17 @@ static cdc_ice_field_t FIELDS[] = {
 static int32_t IDS[] = {1};
 static cdc_ice_schema_t SCHEMA = {
     .schema_id = 0, .fields = FIELDS, .nfields = 2, .identifier_ids = IDS, .nidentifier = 1};
+
+/* All the set's entries (the caller frees *out); returns how many. */
+static size_t copy(cdc_table_stats_set_t *set, cdc_table_stats_t **out)
+{
+    size_t n = 0;
+    free(*out);
+    *out = NULL;
+    assert_int_equal(cdc_table_stats_copy(set, out, &n), CDC_OK);
+    assert_non_null(*out);
+    return n;
+}
 
 /* A data file of rows whose _source_ts runs from lo_ms to hi_ms (only its descriptor). */
 static void data_file(cdc_ice_data_file_t *df, cdc_ice_col_stats_t *cs, const char *loc,
@@ -52,7 +64,7 @@ static void test_stats_after_commits(void **state)
     cdc_ice_data_file_t df[2], del;
     cdc_ice_col_stats_t cs[2];
     cdc_table_stats_set_t set;
-    cdc_table_stats_t out[4];
+    cdc_table_stats_t *out = NULL;
     cdc_error_t e;
     char *loc;
     (void)state;
@@ -68,7 +80,7 @@ static void test_stats_after_commits(void **state)
     data_file(&df[1], &cs[1], loc, 5, 1700000000800, 1700000001200);
     assert_int_equal(cdc_ice_table_append(t, df, 2, NULL, NULL, &e), CDC_OK);
     cdc_table_stats_note(&set, "public.orders_changelog", t, 7, df, 2, 300);
-    assert_int_equal(cdc_table_stats_copy(&set, out, 4), 1);
+    assert_int_equal(copy(&set, &out), 1);
     assert_string_equal(out[0].table, "public.orders_changelog");
     assert_int_equal(out[0].epoch, 7);
     assert_int_equal(out[0].added_records, 15);
@@ -92,7 +104,7 @@ static void test_stats_after_commits(void **state)
     data_file(&df[0], &cs[0], loc, 3, 1700000002000, 1700000002000);
     assert_int_equal(cdc_ice_table_row_delta(t, df, 1, &del, 1, NULL, NULL, &e), CDC_OK);
     cdc_table_stats_note(&set, "public.orders_changelog", t, 8, df, 1, 150);
-    assert_int_equal(cdc_table_stats_copy(&set, out, 4), 1);
+    assert_int_equal(copy(&set, &out), 1);
     assert_int_equal(out[0].epoch, 8);
     assert_int_equal(out[0].added_records, 3);
     assert_int_equal(out[0].source_min_ms, 1700000002000);
@@ -107,9 +119,10 @@ static void test_stats_after_commits(void **state)
     /* another table is a second entry; a file without bounds gives no source span */
     df[0].nstats = 0;
     cdc_table_stats_note(&set, "public.orders", t, 8, df, 1, 0);
-    assert_int_equal(cdc_table_stats_copy(&set, out, 4), 2);
+    assert_int_equal(copy(&set, &out), 2);
+    assert_string_equal(out[1].table, "public.orders");
     assert_int_equal(out[1].source_min_ms, 0);
-    assert_int_equal(cdc_table_stats_copy(&set, out, 1), 1);
+    free(out);
 
     cdc_table_stats_destroy(&set);
     free(df[0].path);
@@ -122,8 +135,74 @@ static void test_stats_after_commits(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A thousand tables (a job of 500 source tables) are all kept, each once, in the order
+ * first noted, with their own counters; noting one again or compacting one adds none. */
+static void test_thousand_tables(void **state)
+{
+    enum { N = 1000 };
+    char dir[] = "/tmp/cdc-tstats-XXXXXX", wh[64], cmd[96], name[64];
+    cdc_storage_t *st;
+    cdc_ice_table_t *t;
+    cdc_ice_data_file_t df;
+    cdc_ice_col_stats_t cs;
+    cdc_table_stats_set_t set;
+    cdc_table_stats_t *out = NULL;
+    cdc_error_t e;
+    char *loc;
+    (void)state;
+
+    assert_non_null(mkdtemp(dir));
+    snprintf(wh, sizeof(wh), "file://%s", dir);
+    assert_int_equal(cdc_storage_open(wh, NULL, &st, &e), CDC_OK);
+    loc = cdc_ice_table_location(wh, "public", "t");
+    assert_int_equal(cdc_ice_table_create(st, loc, &SCHEMA, NULL, &t, &e), CDC_OK);
+    data_file(&df, &cs, loc, 2, 1700000001000, 1700000001500);
+    assert_int_equal(cdc_ice_table_append(t, &df, 1, NULL, NULL, &e), CDC_OK);
+    cdc_table_stats_init(&set);
+
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "public.t%04d%s", i / 2, i % 2 ? "_changelog" : "");
+        cdc_table_stats_note(&set, name, t, (uint64_t)(10 + i), &df, 1, i);
+    }
+    /* again for one of them, and a compaction of another */
+    cdc_table_stats_note(&set, "public.t0400", t, 5000, &df, 1, 7);
+    cdc_table_stats_note_compaction(&set, "public.t0499_changelog", t, 123, 4);
+    assert_int_equal(copy(&set, &out), N);
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "public.t%04d%s", i / 2, i % 2 ? "_changelog" : "");
+        assert_string_equal(out[i].table, name);
+        if (i == 800) {
+            assert_int_equal(out[i].epoch, 5000);
+            assert_int_equal(out[i].committed_bytes, 800 + 7);
+        } else {
+            assert_int_equal(out[i].epoch, 10 + i);
+            assert_int_equal(out[i].committed_bytes, i);
+        }
+        assert_int_equal(out[i].added_records, 2);
+        assert_int_equal(out[i].compactions, i == N - 1 ? 1 : 0);
+    }
+    assert_int_equal(out[N - 1].bytes_rewritten, 123);
+    assert_int_equal(out[N - 1].epoch, 10 + N - 1); /* the epoch fields stay */
+
+    /* a table first met by a compaction is added too */
+    cdc_table_stats_note_compaction(&set, "other.compacted", t, 1, 1);
+    assert_int_equal(copy(&set, &out), N + 1);
+    assert_string_equal(out[N].table, "other.compacted");
+    assert_int_equal(out[N].compactions, 1);
+    free(out);
+
+    cdc_table_stats_destroy(&set);
+    free(df.path);
+    cdc_ice_table_close(t);
+    free(loc);
+    cdc_storage_close(st);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_stats_after_commits)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_stats_after_commits),
+                                       cmocka_unit_test(test_thousand_tables)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
