@@ -1,8 +1,8 @@
 /*
  * The dashboard's memory (see history.h): rings of fixed capacity, allocated once, that
  * overwrite their oldest entry when full. A table's rings are allocated when the table
- * is first committed to; at most CDC_HISTORY_TABLES tables have one, so the whole
- * history stays within a few megabytes.
+ * is first committed to, every table has them, and their capacities shrink with the
+ * table count so that the whole history stays within the budgets of history.h.
  */
 #include "coordinator/history.h"
 

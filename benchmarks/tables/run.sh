@@ -87,8 +87,8 @@ DO \$\$
 BEGIN
   FOR i IN 1..$n LOOP
     EXECUTE format('CREATE TABLE public.t%s (id int PRIMARY KEY, n int NOT NULL, note text)', lpad(i::text, 5, '0'));
-    EXECUTE format('INSERT INTO public.t%s SELECT g, 0, ''row '' || g FROM generate_series(1, $ROWS) g', lpad(i::text, 5, '0'));
     EXECUTE format('CREATE TRIGGER audit AFTER INSERT OR UPDATE OR DELETE ON public.t%s FOR EACH ROW EXECUTE FUNCTION cdc_audit.record(''id'')', lpad(i::text, 5, '0'));
+    EXECUTE format('INSERT INTO public.t%s SELECT g, 0, ''row '' || g FROM generate_series(1, $ROWS) g', lpad(i::text, 5, '0'));
   END LOOP;
 END
 \$\$;
