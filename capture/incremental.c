@@ -616,10 +616,16 @@ cdc_err_t cdc_incremental_tick(cdc_capture_t *cap, cdc_error_t *e)
         rc = write_marks(cap, e);
     if (rc != CDC_OK || cap->window.table != 0)
         return rc;
-    for (size_t i = 0; i < cap->ntables; i++) {
+    /* round robin over the due tables, one chunk each in turn, all under the one pace of
+     * --snapshot-max-rate: a thousand tables added at once all make progress, and a large
+     * one does not hold back the small ones behind it */
+    for (size_t k = 0; k < cap->ntables; k++) {
+        size_t i = (cap->isnap_next + k) % cap->ntables;
         cdc_capture_table_t *t = &cap->tables[i];
-        if (t->captured && !t->failed && t->isnap.due && now >= t->isnap.retry_ms)
+        if (t->captured && !t->failed && t->isnap.due && now >= t->isnap.retry_ms) {
+            cap->isnap_next = i + 1;
             return start_chunk(cap, i, e);
+        }
     }
     return CDC_OK;
 }

@@ -420,6 +420,30 @@ static json_t *lsn_json(uint64_t lsn)
     return json_string(b);
 }
 
+/* The incremental snapshots over every table (/status "snapshots"): how many tables are
+ * being read (due: chunks still to read, or their last chunk's acks awaited), done, or
+ * abandoned, and their rows read against the estimates, for a view of many tables added
+ * at once (docs/capture.md, "Incremental snapshot"). */
+static json_t *snapshots_json(const cdc_capture_t *cap)
+{
+    json_int_t running = 0, done = 0, abandoned = 0, rows = 0, estimate = 0;
+    for (size_t i = 0; i < cap->ntables; i++) {
+        const cdc_capture_isnap_t *s = &cap->tables[i].isnap;
+        if (!s->marked)
+            continue;
+        if (s->abandoned)
+            abandoned++;
+        else if (s->due || s->pending_marks > 0)
+            running++;
+        else
+            done++;
+        rows += s->rows;
+        estimate += s->estimate > s->rows ? s->estimate : s->rows;
+    }
+    return json_pack("{s:I, s:I, s:I, s:I, s:I}", "running", running, "done", done, "abandoned",
+                     abandoned, "rows", rows, "estimate", estimate);
+}
+
 void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
 {
     int64_t now = cdc_clock_mono_coarse_ms();
@@ -499,6 +523,7 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
         json_array_append_new(tables, x);
     }
     json_object_set_new(o, "tables", tables);
+    json_object_set_new(o, "snapshots", snapshots_json(cap));
     js = json_dumps(o, JSON_INDENT(2));
     json_decref(o);
     cdc_http_doc_set(&cap->status, js);
