@@ -88,6 +88,10 @@ static int teardown(void **state)
     cdc_epochs_clear(&C->epochs);
     cdc_job_clear_queue(C);
     cdc_checkpoint_free(C->base);
+    cdc_members_free(&C->members);
+    cdc_tableset_clear(&C->tables);
+    cdc_tableset_clear(&C->tables_missing);
+    cdc_progress_free(&C->progress);
     cdc_http_doc_free(&C->status);
     cdc_metrics_free(C->metrics);
     free(C);
