@@ -103,8 +103,8 @@ static json_t *worker_auth_json(const cdc_admission_t *a, int64_t now)
  * the leader (who holds the leader key, leader_id) first. */
 static json_t *coordinators_json(const cdc_presence_t *p, const char *leader_id)
 {
-    const cdc_presence_entry_t *list[CDC_PRESENCE_MAX];
-    int n = cdc_presence_ordered(p, leader_id, list, CDC_PRESENCE_MAX);
+    const cdc_presence_entry_t **list = calloc(p->n > 0 ? (size_t)p->n : 1, sizeof(*list));
+    int n = list != NULL ? cdc_presence_ordered(p, leader_id, list, p->n) : 0;
     json_t *a = json_array();
 
     for (int i = 0; i < n; i++) {
@@ -117,6 +117,7 @@ static json_t *coordinators_json(const cdc_presence_t *p, const char *leader_id)
         json_object_set_new(k, "alive", json_boolean(list[i]->alive));
         json_array_append_new(a, k);
     }
+    free(list);
     return a;
 }
 
