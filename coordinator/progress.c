@@ -60,6 +60,12 @@ static int find(const cdc_progress_slot_t *s, const char *topic)
     return -lo - 1;
 }
 
+const cdc_progress_topic_t *cdc_progress_find(const cdc_progress_slot_t *s, const char *topic)
+{
+    int j = topic != NULL ? find(s, topic) : -1;
+    return j >= 0 ? &s->t[j] : NULL;
+}
+
 void cdc_progress_recovering(cdc_progress_t *p, const cdc_progress_finding_t *f)
 {
     int j;

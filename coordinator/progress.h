@@ -102,6 +102,9 @@ bool cdc_progress_note_high(cdc_progress_t *p, uint32_t partition, const char *t
 int cdc_progress_checkpoint(cdc_progress_t *p, const cdc_checkpoint_t *ck, int64_t now_ms,
                             const cdc_progress_finding_t **out);
 
+/* The slot's entry for topic, NULL when it has none (a binary search). */
+const cdc_progress_topic_t *cdc_progress_find(const cdc_progress_slot_t *s, const char *topic);
+
 /* Slots flagged now, either way (for a gauge). */
 int cdc_progress_flagged(const cdc_progress_t *p);
 

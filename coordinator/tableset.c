@@ -88,6 +88,12 @@ bool cdc_tableset_has(const cdc_tableset_t *s, const char *topic)
     return topic != NULL && find(s, topic) >= 0;
 }
 
+int cdc_tableset_index(const cdc_tableset_t *s, const char *topic)
+{
+    int i = topic != NULL ? find(s, topic) : -1;
+    return i >= 0 ? i : -1;
+}
+
 bool cdc_tableset_equal(const cdc_tableset_t *a, const cdc_tableset_t *b)
 {
     if (a->n != b->n)

@@ -59,6 +59,9 @@ const char *cdc_tableset_name(const cdc_tableset_t *s, int i);
 
 bool cdc_tableset_has(const cdc_tableset_t *s, const char *topic);
 
+/* The index of topic in sorted order, -1 when absent (a binary search). */
+int cdc_tableset_index(const cdc_tableset_t *s, const char *topic);
+
 bool cdc_tableset_equal(const cdc_tableset_t *a, const cdc_tableset_t *b);
 
 /* Adds topic (a no-op when present; s copies the name). CDC_ERR_INVALID for an empty name,

@@ -231,6 +231,8 @@ static void test_many_topics(void **state)
     }
     assert_int_equal(pr.slot[5].n, NT);
     assert_int_equal(pr.slot[5].t[99].recovered_at, 10);
+    assert_ptr_equal(cdc_progress_find(&pr.slot[5], "cdc.public.t099"), &pr.slot[5].t[99]);
+    assert_null(cdc_progress_find(&pr.slot[5], "cdc.public.t300"));
     assert_true(pr.slot[5].t[99].no_progress);
     assert_int_equal(cdc_progress_flagged(&pr), 2);
     cdc_progress_free(&pr);

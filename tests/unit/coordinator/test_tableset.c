@@ -86,7 +86,10 @@ static void test_thousands(void **state)
         many_name(name, sizeof(name), i);
         assert_string_equal(cdc_tableset_name(&s, i), name);
         assert_true(cdc_tableset_has(&s, name));
+        assert_int_equal(cdc_tableset_index(&s, name), i);
     }
+    assert_int_equal(cdc_tableset_index(&s, "cdc.public.t05000"), -1);
+    assert_int_equal(cdc_tableset_index(&s, NULL), -1);
     assert_false(cdc_tableset_has(&s, "cdc.public.t05000"));
     assert_false(cdc_tableset_has(&s, "cdc.public.t"));
     json = cdc_tableset_json(&s);
