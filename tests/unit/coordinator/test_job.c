@@ -330,6 +330,25 @@ static void test_state_names(void **state)
 
 /* ---- a coordinator that does not lead --------------------------------------------------- */
 
+/* A worker id longer than CDC_WORKER_ID_MAX - 1 bytes is refused loudly: the Reject names
+ * the option and the length, and the worker is not a member. */
+static void test_too_long_id_refused(void **state)
+{
+    char id[CDC_WORKER_ID_MAX + 10];
+    Cdc__Envelope *env;
+    int64_t now = cdc_clock_mono_ms();
+    (void)state;
+    memset(id, 'w', sizeof(id) - 1);
+    id[sizeof(id) - 1] = '\0';
+    lead(now);
+    do_register(&P[0], id, 1, now);
+    env = expect(&P[0], CDC__ENVELOPE__BODY_REJECT);
+    assert_non_null(strstr(env->reject->reason, "(option --id)"));
+    assert_non_null(strstr(env->reject->reason, "73 bytes long, at most 63"));
+    cdc_msg_free(env);
+    assert_int_equal(C->members.n, 0);
+}
+
 /* A standby rejects a Register and closes the pipe REJECT_CLOSE_DELAY_MS later, once. */
 static void test_standby_rejects_then_closes(void **state)
 {
@@ -1364,6 +1383,7 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_state_names),
+        T(test_too_long_id_refused),
         T(test_standby_rejects_then_closes),
         T(test_rejected_pipe_kept_when_leading),
         T(test_standby_closing_list_full),
