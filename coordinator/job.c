@@ -96,11 +96,10 @@ void cdc_job_send_reject(cdc_coord_t *c, uint32_t pipe, const char *reason)
  * dialing again; one that follows the leader key redials on its own anyway. While
  * STARTING we lead already: the worker registers again once we are ready.
  */
-static void reject_not_leader(cdc_coord_t *c, uint32_t pipe)
+/* Closes pipe REJECT_CLOSE_DELAY_MS from now, once the Reject sent on it had time to
+ * leave; refused: whatever the state then (else only while a standby). */
+static void close_later(cdc_coord_t *c, uint32_t pipe, bool refused)
 {
-    cdc_job_send_reject(c, pipe, "not the leader");
-    if (c->state != CDC_JOB_STANDBY)
-        return;
     for (int i = 0; i < c->nclosing; i++)
         if (c->closing[i].pipe == pipe)
             return; /* already due */
@@ -110,7 +109,15 @@ static void reject_not_leader(cdc_coord_t *c, uint32_t pipe)
     }
     c->closing[c->nclosing].pipe = pipe;
     c->closing[c->nclosing].due_ms = cdc_clock_mono_ms() + REJECT_CLOSE_DELAY_MS;
+    c->closing[c->nclosing].refused = refused;
     c->nclosing++;
+}
+
+static void reject_not_leader(cdc_coord_t *c, uint32_t pipe)
+{
+    cdc_job_send_reject(c, pipe, "not the leader");
+    if (c->state == CDC_JOB_STANDBY)
+        close_later(c, pipe, false);
 }
 
 /* Closes the rejected pipes whose delay has passed (forgets them if we lead meanwhile:
@@ -119,7 +126,7 @@ void cdc_job_close_rejected(cdc_coord_t *c, int64_t now)
 {
     int kept = 0;
     for (int i = 0; i < c->nclosing; i++) {
-        if (c->state != CDC_JOB_STANDBY)
+        if (c->state != CDC_JOB_STANDBY && !c->closing[i].refused)
             continue;
         if (now >= c->closing[i].due_ms)
             cdc_msg_server_close_pipe(c->msg, c->closing[i].pipe);
@@ -618,7 +625,7 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
         cdc_log_error("refused the registration of worker \"%s\" on pipe %u: %s",
                       r->worker_id != NULL ? r->worker_id : "", pipe, reason);
         cdc_job_send_reject(c, pipe, reason);
-        cdc_msg_server_close_pipe(c->msg, pipe);
+        close_later(c, pipe, true); /* closing at once would drop the Reject */
         return;
     }
     case CDC_REGISTER_SAME:

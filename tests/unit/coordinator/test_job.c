@@ -347,6 +347,11 @@ static void test_too_long_id_refused(void **state)
     assert_non_null(strstr(env->reject->reason, "73 bytes long, at most 63"));
     cdc_msg_free(env);
     assert_int_equal(C->members.n, 0);
+    /* its pipe is closed once the Reject had time to leave, although this one leads */
+    assert_int_equal(C->nclosing, 1);
+    assert_true(C->closing[0].refused);
+    cdc_job_close_rejected(C, C->closing[0].due_ms);
+    assert_int_equal(C->nclosing, 0);
 }
 
 /* A standby rejects a Register and closes the pipe REJECT_CLOSE_DELAY_MS later, once. */
@@ -430,6 +435,9 @@ static void test_register_invalid_id(void **state)
     (void)state;
     lead(now);
     pipe = do_register(&P[0], "", 1, now);
+    expect_reject(&P[0], "empty worker id (option --id)");
+    assert_int_equal(C->nclosing, 1); /* closed once the Reject had time to leave */
+    cdc_job_close_rejected(C, C->closing[0].due_ms);
     expect_closed(pipe);
     assert_int_equal(cdc_members_alive_count(&C->members), 0);
 }
