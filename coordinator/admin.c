@@ -107,8 +107,8 @@ static json_t *worker_auth_json(const cdc_admission_t *a, int64_t now)
  * the leader (who holds the leader key, leader_id) first. */
 static json_t *coordinators_json(const cdc_presence_t *p, const char *leader_id)
 {
-    const cdc_presence_entry_t *list[CDC_PRESENCE_MAX];
-    int n = cdc_presence_ordered(p, leader_id, list, CDC_PRESENCE_MAX);
+    const cdc_presence_entry_t **list = calloc(p->n > 0 ? (size_t)p->n : 1, sizeof(*list));
+    int n = list != NULL ? cdc_presence_ordered(p, leader_id, list, p->n) : 0;
     json_t *a = json_array();
 
     for (int i = 0; i < n; i++) {
@@ -121,6 +121,7 @@ static json_t *coordinators_json(const cdc_presence_t *p, const char *leader_id)
         json_object_set_new(k, "alive", json_boolean(list[i]->alive));
         json_array_append_new(a, k);
     }
+    free(list);
     return a;
 }
 
@@ -152,24 +153,28 @@ static int64_t slot_lag(cdc_coord_t *c, int p, json_t *highs)
 {
     const cdc_progress_slot_t *ps = &c->progress.slot[p];
     const cdc_ckpt_partition_t *bp = c->base != NULL ? &c->base->partitions[p] : NULL;
+    bool *checkpointed = calloc(ps->n > 0 ? (size_t)ps->n : 1, sizeof(*checkpointed));
     int64_t lag = 0;
     bool known = false;
 
-    for (int j = 0; j < ps->n; j++) {
-        int64_t at = 0;
-        for (size_t k = 0; bp != NULL && k < bp->noffsets; k++)
-            if (strcmp(bp->offsets[k].topic, ps->t[j].topic) == 0 && bp->offsets[k].next_offset > 0)
-                at = bp->offsets[k].next_offset;
-        topic_lag(c, p, ps->t[j].topic, ps->t[j].high, at, highs, &lag, &known);
-    }
+    if (checkpointed == NULL)
+        return -1;
+    /* a binary search of the slot's sorted topics for each checkpointed one: thousands of
+     * topics cost k log k, not k * k */
     for (size_t k = 0; bp != NULL && k < bp->noffsets; k++) {
-        bool reported = false;
-        for (int j = 0; j < ps->n && !reported; j++)
-            reported = strcmp(ps->t[j].topic, bp->offsets[k].topic) == 0;
-        if (!reported)
-            topic_lag(c, p, bp->offsets[k].topic, 0, bp->offsets[k].next_offset, highs, &lag,
-                      &known);
+        const cdc_progress_topic_t *t = cdc_progress_find(ps, bp->offsets[k].topic);
+        int64_t at = bp->offsets[k].next_offset;
+        if (t == NULL) {
+            topic_lag(c, p, bp->offsets[k].topic, 0, at, highs, &lag, &known);
+            continue;
+        }
+        checkpointed[t - ps->t] = true;
+        topic_lag(c, p, t->topic, t->high, at > 0 ? at : 0, highs, &lag, &known);
     }
+    for (int j = 0; j < ps->n; j++)
+        if (!checkpointed[j])
+            topic_lag(c, p, ps->t[j].topic, ps->t[j].high, 0, highs, &lag, &known);
+    free(checkpointed);
     return known ? lag : -1;
 }
 
@@ -241,27 +246,41 @@ static json_t *tableset_json(const cdc_tableset_t *s)
 static json_t *table_set_json(cdc_coord_t *c)
 {
     json_t *a = json_array();
+    /* slots[i]: the slots whose checkpoint carries topic i, in one pass over the
+     * checkpoint (thousands of tables); last[i]: the last slot counted */
+    int *slots = calloc(c->tables.n > 0 ? (size_t)c->tables.n : 1, sizeof(*slots));
+    int *last = calloc(c->tables.n > 0 ? (size_t)c->tables.n : 1, sizeof(*last));
 
+    if (slots == NULL || last == NULL) {
+        free(slots);
+        free(last);
+        return a;
+    }
+    for (int i = 0; i < c->tables.n; i++)
+        last[i] = -1;
+    for (int p = 0; c->base != NULL && p < CDC_PARTITIONS; p++)
+        for (size_t j = 0; j < c->base->partitions[p].noffsets; j++) {
+            int i = cdc_tableset_index(&c->tables, c->base->partitions[p].offsets[j].topic);
+            if (i >= 0 && last[i] != p) {
+                slots[i]++;
+                last[i] = p;
+            }
+        }
     for (int i = 0; i < c->tables.n; i++) {
         const char *topic = cdc_tableset_name(&c->tables, i);
         json_t *t = json_object();
-        int slots = 0;
-        for (int p = 0; c->base != NULL && p < CDC_PARTITIONS; p++)
-            for (size_t j = 0; j < c->base->partitions[p].noffsets; j++)
-                if (c->base->partitions[p].offsets[j].topic != NULL &&
-                    strcmp(c->base->partitions[p].offsets[j].topic, topic) == 0) {
-                    slots++;
-                    break;
-                }
         bool found = c->watermarks == NULL || cdc_watermarks_end(c->watermarks, topic, 0) >= 0;
         json_object_set_new(t, "topic", json_string(topic));
-        json_object_set_new(t, "slots", json_integer(slots));
+        json_object_set_new(t, "slots", json_integer(slots[i]));
         json_object_set_new(t, "topic_found",
                             c->watermarks != NULL ? json_boolean(found) : json_null());
         json_object_set_new(
-            t, "state", json_string(slots == CDC_PARTITIONS && found ? "streaming" : "starting"));
+            t, "state",
+            json_string(slots[i] == CDC_PARTITIONS && found ? "streaming" : "starting"));
         json_array_append_new(a, t);
     }
+    free(slots);
+    free(last);
     return a;
 }
 

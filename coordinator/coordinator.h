@@ -200,11 +200,13 @@ typedef struct cdc_coord {
     int64_t commit_retry_ms;
     char last_commit_error[256];
 
-    /* Pipes a standby rejected, closed once the Reject had time to leave (closing at
-     * once drops the queued reply inside NNG 1.5.2, which also leaks it). */
+    /* Pipes a standby rejected (or any coordinator refused: an invalid worker id), closed
+     * once the Reject had time to leave (closing at once drops the queued reply inside
+     * NNG 1.5.2, which also leaks it). */
     struct {
         uint32_t pipe;
         int64_t due_ms;
+        bool refused; /* closed whatever the state: the worker cannot register */
     } closing[CDC_CLOSING_MAX];
     int nclosing;
 

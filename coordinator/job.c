@@ -96,11 +96,10 @@ void cdc_job_send_reject(cdc_coord_t *c, uint32_t pipe, const char *reason)
  * dialing again; one that follows the leader key redials on its own anyway. While
  * STARTING we lead already: the worker registers again once we are ready.
  */
-static void reject_not_leader(cdc_coord_t *c, uint32_t pipe)
+/* Closes pipe REJECT_CLOSE_DELAY_MS from now, once the Reject sent on it had time to
+ * leave; refused: whatever the state then (else only while a standby). */
+static void close_later(cdc_coord_t *c, uint32_t pipe, bool refused)
 {
-    cdc_job_send_reject(c, pipe, "not the leader");
-    if (c->state != CDC_JOB_STANDBY)
-        return;
     for (int i = 0; i < c->nclosing; i++)
         if (c->closing[i].pipe == pipe)
             return; /* already due */
@@ -110,7 +109,15 @@ static void reject_not_leader(cdc_coord_t *c, uint32_t pipe)
     }
     c->closing[c->nclosing].pipe = pipe;
     c->closing[c->nclosing].due_ms = cdc_clock_mono_ms() + REJECT_CLOSE_DELAY_MS;
+    c->closing[c->nclosing].refused = refused;
     c->nclosing++;
+}
+
+static void reject_not_leader(cdc_coord_t *c, uint32_t pipe)
+{
+    cdc_job_send_reject(c, pipe, "not the leader");
+    if (c->state == CDC_JOB_STANDBY)
+        close_later(c, pipe, false);
 }
 
 /* Closes the rejected pipes whose delay has passed (forgets them if we lead meanwhile:
@@ -119,7 +126,7 @@ void cdc_job_close_rejected(cdc_coord_t *c, int64_t now)
 {
     int kept = 0;
     for (int i = 0; i < c->nclosing; i++) {
-        if (c->state != CDC_JOB_STANDBY)
+        if (c->state != CDC_JOB_STANDBY && !c->closing[i].refused)
             continue;
         if (now >= c->closing[i].due_ms)
             cdc_msg_server_close_pipe(c->msg, c->closing[i].pipe);
@@ -171,7 +178,6 @@ static void send_assignments(cdc_coord_t *c, uint32_t only_pipe)
         Cdc__PartitionState ps[CDC_PARTITIONS], *psp[CDC_PARTITIONS];
         Cdc__TopicOffset *tos[CDC_PARTITIONS] = {0};
         Cdc__TopicOffset **topp[CDC_PARTITIONS] = {0};
-        char *tables[CDC_TABLESET_MAX];
         size_t n = 0;
 
         if (!m->alive || (only_pipe != 0 && m->pipe != only_pipe))
@@ -208,11 +214,10 @@ static void send_assignments(cdc_coord_t *c, uint32_t only_pipe)
         a.partitions = psp;
         if (m->verdict != CDC_TABLESET_FITS)
             a.refused = m->refused;
-        /* what every slot carries: the worker consumes exactly these */
-        for (int t = 0; t < c->tables.n; t++)
-            tables[t] = (char *)cdc_tableset_name(&c->tables, t);
+        /* what every slot carries: the worker consumes exactly these (the set's own sorted
+         * array, however long: the message is packed before the set can change) */
         a.n_tables = (size_t)c->tables.n;
-        a.tables = tables;
+        a.tables = c->tables.names;
         env.body_case = CDC__ENVELOPE__BODY_ASSIGN;
         env.assign = &a;
         cdc_job_send_env(c, m->pipe, &env);
@@ -290,13 +295,13 @@ static void lose_worker(cdc_coord_t *c, cdc_member_t *m, const char *reason)
 /* RECOVERING -> RUNNING when the restart delay passed and the workers are there. */
 void cdc_job_try_assign(cdc_coord_t *c, int64_t now)
 {
-    const char *alive[CDC_MEMBERS_MAX], *prev[CDC_PARTITIONS], *owners[CDC_PARTITIONS];
+    const char *alive[CDC_PARTITIONS], *prev[CDC_PARTITIONS], *owners[CDC_PARTITIONS];
     int n, owner_idx[CDC_PARTITIONS];
     bool all_back = true;
 
     if (now < c->restart_at_ms)
         return;
-    n = cdc_members_alive_ids(&c->members, alive, CDC_MEMBERS_MAX);
+    n = cdc_members_alive_count(&c->members);
     if (n == 0)
         return;
     for (int p = 0; p < CDC_PARTITIONS; p++)
@@ -380,7 +385,7 @@ static void drop_workers(cdc_coord_t *c)
     for (int i = 0; i < c->members.n; i++)
         if (c->members.m[i].alive && c->members.m[i].pipe != 0)
             cdc_msg_server_close_pipe(c->msg, c->members.m[i].pipe);
-    cdc_members_init(&c->members);
+    cdc_members_clear(&c->members);
     cdc_metrics_gauge_set(c->m_workers, 0);
 }
 
@@ -423,7 +428,7 @@ static char *leader_value(const cdc_coord_t *c)
 void cdc_job_leader_start(cdc_coord_t *c, int64_t now)
 {
     uint64_t latest = 0, committed = 0, from, limit;
-    cdc_tableset_t tables;
+    cdc_tableset_t tables = {0};
     bool tables_found = false;
     cdc_checkpoint_t *base = NULL;
     cdc_error_t e;
@@ -490,7 +495,7 @@ void cdc_job_leader_start(cdc_coord_t *c, int64_t now)
     base = NULL;
     c->last_recorded = latest;
     c->last_committed = committed;
-    c->tables = tables;
+    cdc_tableset_move(&c->tables, &tables);
     c->tables_dirty = !tables_found;
     c->tables_blocked = false;
     cdc_job_note_base_tables(c); /* the job committed them, whatever the record says */
@@ -519,6 +524,7 @@ void cdc_job_leader_start(cdc_coord_t *c, int64_t now)
     return;
 retry:
     cdc_checkpoint_free(base);
+    cdc_tableset_clear(&tables);
     cdc_metrics_counter_inc(c->m_etcd_errors);
     if (rc == CDC_ERR_FENCED) {
         cdc_leader_step_down(&c->leader, e.msg);
@@ -607,11 +613,23 @@ static void on_register(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, i
                                now, &old_pipe);
     switch (res) {
     case CDC_REGISTER_INVALID:
-    case CDC_REGISTER_FULL:
-        cdc_job_send_reject(c, pipe,
-                            res == CDC_REGISTER_FULL ? "too many workers" : "invalid worker id");
-        cdc_msg_server_close_pipe(c->msg, pipe);
+    case CDC_REGISTER_NOMEM: {
+        char reason[200];
+        if (res == CDC_REGISTER_NOMEM)
+            snprintf(reason, sizeof(reason), "coordinator \"%s\" is out of memory", c->cfg.id);
+        else if (r->worker_id == NULL || r->worker_id[0] == '\0')
+            snprintf(reason, sizeof(reason), "empty worker id (option --id)");
+        else
+            snprintf(reason, sizeof(reason),
+                     "worker id \"%.40s...\" is %zu bytes long, at most %d are allowed "
+                     "(option --id)",
+                     r->worker_id, strlen(r->worker_id), CDC_WORKER_ID_MAX - 1);
+        cdc_log_error("refused the registration of worker \"%s\" on pipe %u: %s",
+                      r->worker_id != NULL ? r->worker_id : "", pipe, reason);
+        cdc_job_send_reject(c, pipe, reason);
+        close_later(c, pipe, true); /* closing at once would drop the Reject */
         return;
+    }
     case CDC_REGISTER_SAME:
         /* a worker that lost our Assign asks again */
         if (c->state == CDC_JOB_RUNNING)
@@ -1116,6 +1134,10 @@ void cdc_coord_close(cdc_coord_t *c)
     cdc_job_clear_queue(c);
     cdc_checkpoint_free(c->base);
     c->base = NULL;
+    cdc_members_free(&c->members);
+    cdc_tableset_clear(&c->tables);
+    cdc_tableset_clear(&c->tables_missing);
+    cdc_progress_free(&c->progress);
     cdc_http_doc_free(&c->status);
     pthread_mutex_destroy(&c->forward_lock);
     pthread_cond_destroy(&c->tables_cond);

@@ -44,16 +44,30 @@ void cdc_job_note_base_tables(cdc_coord_t *c)
 }
 
 /* Widens set by every topic each live worker that reports its topics offers; the names
- * added go to added. Returns how many. */
+ * added go to added (a bounded list, cdc_tableset_list). Returns how many. */
 static int widen(const cdc_coord_t *c, cdc_tableset_t *set, char *added, size_t added_size)
 {
-    const cdc_tableset_t *sets[CDC_MEMBERS_MAX];
-    int n = 0;
+    const cdc_tableset_t **sets;
+    int n = 0, count;
 
+    if (added_size > 0)
+        added[0] = '\0';
+    if (c->members.n == 0)
+        return 0;
+    if ((sets = calloc((size_t)c->members.n, sizeof(*sets))) == NULL) {
+        cdc_log_error("job \"%s\": out of memory widening the table set", c->cfg.job);
+        return 0;
+    }
     for (int i = 0; i < c->members.n; i++)
         if (c->members.m[i].alive && c->members.m[i].topics_known)
             sets[n++] = &c->members.m[i].topics;
-    return cdc_tableset_widen(set, sets, n, added, added_size);
+    count = cdc_tableset_widen(set, sets, n, added, added_size);
+    free(sets);
+    if (count < 0) {
+        cdc_log_error("job \"%s\": out of memory widening the table set", c->cfg.job);
+        return 0;
+    }
+    return count;
 }
 
 void cdc_job_widen_tables(cdc_coord_t *c)
@@ -84,14 +98,12 @@ static void send_tables(cdc_coord_t *c)
 {
     Cdc__Envelope env = CDC__ENVELOPE__INIT;
     Cdc__Tables t = CDC__TABLES__INIT;
-    char *names[CDC_TABLESET_MAX];
 
-    for (int i = 0; i < c->tables.n; i++)
-        names[i] = (char *)cdc_tableset_name(&c->tables, i);
     t.term = c->term;
     t.generation = c->generation;
+    /* the set's own sorted array, however long: each message is packed as it is sent */
     t.n_tables = (size_t)c->tables.n;
-    t.tables = names;
+    t.tables = c->tables.names;
     env.body_case = CDC__ENVELOPE__BODY_TABLES;
     env.tables = &t;
     for (int i = 0; i < c->members.n; i++) {
@@ -157,12 +169,11 @@ cdc_err_t cdc_job_add_table(cdc_coord_t *c, const char *topic, bool *added, cdc_
 
 void cdc_job_check_table_topics(cdc_coord_t *c, int64_t now)
 {
-    cdc_tableset_t missing;
+    cdc_tableset_t missing = {0};
 
     if (c->watermarks == NULL || now < c->tables_check_ms)
         return;
     c->tables_check_ms = now + TABLE_TOPICS_CHECK_MS;
-    cdc_tableset_clear(&missing);
     for (int i = 0; i < c->tables.n; i++) {
         const char *topic = cdc_tableset_name(&c->tables, i);
         cdc_error_t e;
@@ -175,7 +186,7 @@ void cdc_job_check_table_topics(cdc_coord_t *c, int64_t now)
                          "shows it starting)",
                          topic, c->cfg.job);
     }
-    c->tables_missing = missing;
+    cdc_tableset_move(&c->tables_missing, &missing);
 }
 
 /* The live workers that do not offer topic, as a quoted list (for the error line). */

@@ -1,15 +1,33 @@
 /*
- * Worker membership table (see membership.h). A small array: at most a few dozen
- * workers, looked up by pipe on every message.
+ * Worker membership table (see membership.h). An array that grows with the workers,
+ * looked up by pipe on every message (a linear scan: a few hundred workers at most cost
+ * less than the message they answer).
  */
 #include "coordinator/membership.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "common/buf.h"
 
 void cdc_members_init(cdc_members_t *ms)
 {
     memset(ms, 0, sizeof(*ms));
+}
+
+void cdc_members_clear(cdc_members_t *ms)
+{
+    for (int i = 0; i < ms->n; i++)
+        cdc_tableset_clear(&ms->m[i].topics);
+    ms->n = 0;
+}
+
+void cdc_members_free(cdc_members_t *ms)
+{
+    cdc_members_clear(ms);
+    free(ms->m);
+    cdc_members_init(ms);
 }
 
 cdc_member_t *cdc_members_by_id(cdc_members_t *ms, const char *id)
@@ -56,8 +74,8 @@ cdc_register_result_t cdc_members_register(cdc_members_t *ms, const char *id, ui
         r = CDC_REGISTER_REPLACED;
     }
     if (m == NULL) {
-        if (ms->n >= CDC_MEMBERS_MAX)
-            return CDC_REGISTER_FULL;
+        if (cdc_array_reserve(ms->m, ms->cap, (size_t)ms->n + 1, 16) != CDC_OK)
+            return CDC_REGISTER_NOMEM;
         m = &ms->m[ms->n++];
         memset(m, 0, sizeof(*m));
         snprintf(m->id, sizeof(m->id), "%s", id);
@@ -110,14 +128,19 @@ bool cdc_members_note_offer(cdc_member_t *m, const char *const *topics, size_t n
 
     if (!m->follows || n == 0)
         return false;
-    cdc_tableset_clear(&offer);
+    cdc_tableset_init(&offer);
     for (size_t i = 0; i < n; i++) {
         cdc_error_t e;
-        (void)cdc_tableset_add(&offer, topics[i], &e); /* (too many: the rest is not offered) */
+        if (cdc_tableset_add(&offer, topics[i], &e) == CDC_ERR_NOMEM) {
+            cdc_tableset_clear(&offer); /* a part of the offer would narrow it */
+            return false;
+        }
     }
-    if (cdc_tableset_equal(&offer, &m->topics))
+    if (cdc_tableset_equal(&offer, &m->topics)) {
+        cdc_tableset_clear(&offer);
         return false;
-    m->topics = offer;
+    }
+    cdc_tableset_move(&m->topics, &offer);
     return true;
 }
 
@@ -141,15 +164,16 @@ void cdc_members_lose(cdc_member_t *m, int64_t now_ms, const char *reason)
     snprintf(m->lost_reason, sizeof(m->lost_reason), "%s", reason ? reason : "");
 }
 
-int cdc_members_expire(cdc_members_t *ms, int64_t now_ms, int64_t timeout_ms,
-                       uint32_t pipes[CDC_MEMBERS_MAX])
+int cdc_members_expire(cdc_members_t *ms, int64_t now_ms, int64_t timeout_ms, uint32_t *pipes)
 {
     int n = 0;
 
     for (int i = 0; i < ms->n; i++) {
         cdc_member_t *m = &ms->m[i];
         if (m->alive && now_ms - m->last_heartbeat_ms > timeout_ms) {
-            pipes[n++] = m->pipe;
+            if (pipes != NULL)
+                pipes[n] = m->pipe;
+            n++;
             cdc_members_lose(m, now_ms, "missed heartbeats");
         }
     }
@@ -189,10 +213,12 @@ void cdc_members_forget(cdc_members_t *ms, int64_t now_ms, int64_t keep_ms)
     int keep = 0;
 
     for (int i = 0; i < ms->n; i++) {
-        if (!ms->m[i].alive && now_ms - ms->m[i].lost_ms > keep_ms)
+        if (!ms->m[i].alive && now_ms - ms->m[i].lost_ms > keep_ms) {
+            cdc_tableset_clear(&ms->m[i].topics);
             continue;
+        }
         if (keep != i)
-            ms->m[keep] = ms->m[i];
+            ms->m[keep] = ms->m[i]; /* moves its topics: slot i is not read again */
         keep++;
     }
     ms->n = keep;

@@ -232,9 +232,8 @@ static void note_high_watermarks(cdc_coord_t *c, const cdc_member_t *m, const Cd
  */
 static bool check_progress(cdc_coord_t *c, const cdc_checkpoint_t *rec, char *why, size_t cap)
 {
-    cdc_progress_finding_t f[CDC_PROGRESS_FINDINGS_MAX];
-    int n = cdc_progress_checkpoint(&c->progress, rec, cdc_clock_mono_ms(), f,
-                                    CDC_PROGRESS_FINDINGS_MAX);
+    const cdc_progress_finding_t *f;
+    int n = cdc_progress_checkpoint(&c->progress, rec, cdc_clock_mono_ms(), &f);
     bool stalled = false;
     for (int i = 0; i < n; i++) {
         if (f[i].kind == CDC_PROGRESS_NO_PROGRESS) {

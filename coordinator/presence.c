@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/log.h"
 
@@ -97,7 +98,7 @@ void cdc_presence_tick(cdc_presence_t *p, bool leading, int64_t term, int64_t no
         cdc_etcd_kvs_t kvs;
         memset(&kvs, 0, sizeof(kvs));
         cdc_error_clear(&e);
-        if (cdc_etcd_range_prefix(p->etcd, p->prefix, CDC_PRESENCE_MAX, &kvs, &e) != CDC_OK) {
+        if (cdc_etcd_range_prefix(p->etcd, p->prefix, 0, &kvs, &e) != CDC_OK) {
             failed(p, "read the coordinators", &e, now_ms);
             return;
         }
@@ -118,6 +119,10 @@ void cdc_presence_close(cdc_presence_t *p)
         cdc_etcd_lease_revoke(p->etcd, p->lease, &e);
     p->lease = 0;
     p->written = false;
+    free(p->list);
+    p->list = NULL;
+    p->n = 0;
+    p->cap = 0;
 }
 
 static int by_id(const void *a, const void *b)
@@ -141,8 +146,12 @@ void cdc_presence_merge(cdc_presence_t *p, const cdc_etcd_kvs_t *kvs, int64_t no
         while (i < p->n && strcmp(p->list[i].rec.id, r.id) != 0)
             i++;
         if (i == p->n) {
-            if (p->n == CDC_PRESENCE_MAX)
+            if (cdc_array_reserve(p->list, p->cap, (size_t)p->n + 1, 4) != CDC_OK) {
+                cdc_log_error("coordinator \"%s\" left out of the coordinators' list: out of "
+                              "memory",
+                              r.id);
                 continue;
+            }
             p->n++;
         }
         p->list[i].rec = r;

@@ -22,8 +22,6 @@
 #include "common/cluster.h"
 #include "common/etcd.h"
 
-#define CDC_PRESENCE_MAX 16
-
 /* One coordinator as the last reads saw it. */
 typedef struct cdc_presence_entry {
     cdc_coordinator_record_t rec;
@@ -44,8 +42,9 @@ typedef struct cdc_presence {
     int64_t retry_ms; /* after a failure: no etcd call before this */
     bool failing;     /* the last call failed (logged once) */
 
-    cdc_presence_entry_t list[CDC_PRESENCE_MAX]; /* sorted by id */
+    cdc_presence_entry_t *list; /* n entries sorted by id: every record read (common/buf.h) */
     int n;
+    size_t cap;
 } cdc_presence_t;
 
 /* Prepares the record of coordinator id (admin: its admin address) of job; no etcd call
@@ -58,7 +57,7 @@ void cdc_presence_init(cdc_presence_t *p, cdc_etcd_t *etcd, const char *job, con
  * list when due. */
 void cdc_presence_tick(cdc_presence_t *p, bool leading, int64_t term, int64_t now_ms);
 
-/* Revokes the lease (the record goes at once); best effort. */
+/* Revokes the lease (the record goes at once; best effort) and frees the list. */
 void cdc_presence_close(cdc_presence_t *p);
 
 /* Merges one read of the prefix into the list at now_ms (pure: the tick's read, tests):
@@ -70,8 +69,8 @@ void cdc_presence_merge(cdc_presence_t *p, const cdc_etcd_kvs_t *kvs, int64_t no
  * = unknown: then the role its record claims), else "standby". */
 const char *cdc_presence_role(const cdc_presence_entry_t *en, const char *leader_id);
 
-/* The list for /status into out (at most max): the leader first, then by id. Returns the
- * count. */
+/* The list for /status into out (at most max; p->n holds them all): the leader first, then
+ * by id. Returns the count. */
 int cdc_presence_ordered(const cdc_presence_t *p, const char *leader_id,
                          const cdc_presence_entry_t **out, int max);
 

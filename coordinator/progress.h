@@ -12,21 +12,24 @@
  * Checkpoints that do not complete are not progress the check can judge (a job-wide halt
  * shows in /status.epochs instead): it only looks at completed ones. Pure logic; the
  * caller passes the clock and reacts to the findings (log, metric, recovery).
+ *
+ * Every topic a slot carries is watched, however many: a slot's topics are a sorted array
+ * that grows as needed (common/buf.h), and the findings of a checkpoint are kept in an
+ * array of the cdc_progress_t that grows too. cdc_progress_free releases both.
  */
 #ifndef CDC_COORDINATOR_PROGRESS_H
 #define CDC_COORDINATOR_PROGRESS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "coordinator/assign.h"
 #include "coordinator/checkpoint.h"
 
-#define CDC_PROGRESS_TOPICS_MAX 16
-
 /* One source topic partition of a slot. */
 typedef struct cdc_progress_topic {
-    char topic[256];
+    char *topic;        /* owned; its address does not change while the entry lives */
     int64_t high;       /* end of the topic partition, as the owner last reported (0 = unknown) */
     int64_t stalled_ms; /* the owner's own watchdog: stalled this long (0 = not) */
     int64_t offset;     /* checkpointed next offset (-1 = not in a checkpoint yet) */
@@ -41,26 +44,17 @@ typedef struct cdc_progress_topic {
 } cdc_progress_topic_t;
 
 typedef struct cdc_progress_slot {
-    cdc_progress_topic_t t[CDC_PROGRESS_TOPICS_MAX];
+    cdc_progress_topic_t *t; /* n topics sorted by name (common/buf.h array) */
     int n;
+    size_t cap;
     char missing[256]; /* a topic the owner does not consume ("" = none) */
 } cdc_progress_slot_t;
-
-typedef struct cdc_progress {
-    int64_t timeout_ms; /* 0 = the no-progress check is off */
-    int min_epochs;
-    cdc_progress_slot_t slot[CDC_PARTITIONS];
-} cdc_progress_t;
 
 /* A finding, new in this checkpoint. */
 typedef enum cdc_progress_kind {
     CDC_PROGRESS_NO_PROGRESS = 1,
     CDC_PROGRESS_MISSING_TOPIC,
 } cdc_progress_kind_t;
-
-/* Findings one checkpoint can give at most: every topic of every slot, and every slot's
- * missing topic. */
-#define CDC_PROGRESS_FINDINGS_MAX (CDC_PARTITIONS * (CDC_PROGRESS_TOPICS_MAX + 1))
 
 typedef struct cdc_progress_finding {
     cdc_progress_kind_t kind;
@@ -72,7 +66,18 @@ typedef struct cdc_progress_finding {
     bool again;        /* no progress: at the offset a recovery was already made at */
 } cdc_progress_finding_t;
 
+typedef struct cdc_progress {
+    int64_t timeout_ms; /* 0 = the no-progress check is off */
+    int min_epochs;
+    cdc_progress_slot_t slot[CDC_PARTITIONS];
+    cdc_progress_finding_t *found; /* the last checkpoint's findings (common/buf.h array) */
+    size_t found_cap;
+} cdc_progress_t;
+
 void cdc_progress_init(cdc_progress_t *p, int64_t timeout_ms, int min_epochs);
+
+/* Frees every topic entry and the findings; p is empty (init it again to use it). */
+void cdc_progress_free(cdc_progress_t *p);
 
 /* Starts every clock afresh (a new assignment: new owners), forgetting what the owners
  * reported; keeps the offsets recoveries were made at. */
@@ -83,17 +88,22 @@ void cdc_progress_reset(cdc_progress_t *p);
 void cdc_progress_recovering(cdc_progress_t *p, const cdc_progress_finding_t *f);
 
 /* Notes what slot `partition`'s owner reported for topic with an ack. True when the
- * owner's watchdog reports the topic partition stalled and did not before. */
+ * owner's watchdog reports the topic partition stalled and did not before. (Only running
+ * out of memory leaves a topic unwatched; it is tried again with the next report.) */
 bool cdc_progress_note_high(cdc_progress_t *p, uint32_t partition, const char *topic, int64_t high,
                             int64_t stalled_ms);
 
 /*
- * Judges a completed checkpoint at now_ms. Writes the new findings (a slot already
- * flagged is not reported again until it recovered) to out, at most max (pass
- * CDC_PROGRESS_FINDINGS_MAX: a finding left out is not reported later); returns how many.
+ * Judges a completed checkpoint at now_ms. *out gets the new findings (a slot already
+ * flagged is not reported again until it recovered), owned by p and valid until the next
+ * call; returns how many. A finding that memory cannot hold is not flagged either, so the
+ * next checkpoint finds it again.
  */
 int cdc_progress_checkpoint(cdc_progress_t *p, const cdc_checkpoint_t *ck, int64_t now_ms,
-                            cdc_progress_finding_t *out, int max);
+                            const cdc_progress_finding_t **out);
+
+/* The slot's entry for topic, NULL when it has none (a binary search). */
+const cdc_progress_topic_t *cdc_progress_find(const cdc_progress_slot_t *s, const char *topic);
 
 /* Slots flagged now, either way (for a gauge). */
 int cdc_progress_flagged(const cdc_progress_t *p);

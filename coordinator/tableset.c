@@ -1,6 +1,6 @@
 /*
- * The job's table set (see tableset.h): a small sorted set of topic names in one fixed
- * buffer, the widening by what every live worker offers, the verdict on one worker's
+ * The job's table set (see tableset.h): a sorted array of topic names that grows as needed
+ * (common/buf.h), the widening by what every live worker offers, the verdict on one worker's
  * topics, and the JSON the coordinator keeps in etcd.
  */
 #include "coordinator/tableset.h"
@@ -11,6 +11,8 @@
 
 #include <jansson.h>
 
+#include "common/buf.h"
+
 const char *cdc_tableset_verdict_name(cdc_tableset_verdict_t v)
 {
     static const char *const names[CDC_TABLESET_VERDICTS] = {
@@ -20,16 +22,48 @@ const char *cdc_tableset_verdict_name(cdc_tableset_verdict_t v)
     return (unsigned)v < CDC_TABLESET_VERDICTS ? names[v] : "unknown";
 }
 
+void cdc_tableset_init(cdc_tableset_t *s)
+{
+    memset(s, 0, sizeof(*s));
+}
+
 void cdc_tableset_clear(cdc_tableset_t *s)
 {
-    s->n = 0;
-    s->used = 0;
-    s->names[0] = '\0';
+    for (int i = 0; i < s->n; i++)
+        free(s->names[i]);
+    free(s->names);
+    cdc_tableset_init(s);
+}
+
+cdc_err_t cdc_tableset_copy(cdc_tableset_t *dst, const cdc_tableset_t *src, cdc_error_t *e)
+{
+    cdc_tableset_clear(dst);
+    if (src->n == 0)
+        return CDC_OK;
+    if (cdc_array_reserve(dst->names, dst->cap, (size_t)src->n, 16) != CDC_OK)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory copying a table set");
+    for (int i = 0; i < src->n; i++) {
+        if ((dst->names[i] = strdup(src->names[i])) == NULL) {
+            cdc_tableset_clear(dst);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory copying a table set");
+        }
+        dst->n++;
+    }
+    return CDC_OK;
+}
+
+void cdc_tableset_move(cdc_tableset_t *dst, cdc_tableset_t *src)
+{
+    if (dst == src)
+        return;
+    cdc_tableset_clear(dst);
+    *dst = *src; /* the names change owner: src forgets them */
+    cdc_tableset_init(src);
 }
 
 const char *cdc_tableset_name(const cdc_tableset_t *s, int i)
 {
-    return &s->names[s->at[i]];
+    return s->names[i];
 }
 
 /* The index of topic, or -(insertion point) - 1 when absent. */
@@ -38,7 +72,7 @@ static int find(const cdc_tableset_t *s, const char *topic)
     int lo = 0, hi = s->n;
 
     while (lo < hi) {
-        int mid = (lo + hi) / 2, c = strcmp(cdc_tableset_name(s, mid), topic);
+        int mid = lo + (hi - lo) / 2, c = strcmp(s->names[mid], topic);
         if (c == 0)
             return mid;
         if (c < 0)
@@ -54,88 +88,162 @@ bool cdc_tableset_has(const cdc_tableset_t *s, const char *topic)
     return topic != NULL && find(s, topic) >= 0;
 }
 
+int cdc_tableset_index(const cdc_tableset_t *s, const char *topic)
+{
+    int i = topic != NULL ? find(s, topic) : -1;
+    return i >= 0 ? i : -1;
+}
+
 bool cdc_tableset_equal(const cdc_tableset_t *a, const cdc_tableset_t *b)
 {
     if (a->n != b->n)
         return false;
     for (int i = 0; i < a->n; i++)
-        if (strcmp(cdc_tableset_name(a, i), cdc_tableset_name(b, i)) != 0)
+        if (strcmp(a->names[i], b->names[i]) != 0)
             return false;
     return true;
 }
 
 cdc_err_t cdc_tableset_add(cdc_tableset_t *s, const char *topic, cdc_error_t *e)
 {
-    size_t len = topic != NULL ? strlen(topic) : 0;
+    char *copy;
     int i;
 
-    if (len == 0)
+    if (topic == NULL || topic[0] == '\0')
         return cdc_error_set(e, CDC_ERR_INVALID, "empty topic name in a table set");
     if ((i = find(s, topic)) >= 0)
         return CDC_OK;
     i = -i - 1;
-    if (s->n == CDC_TABLESET_MAX || s->used + len + 1 > CDC_TABLESET_BYTES)
-        return cdc_error_set(e, CDC_ERR_INVALID,
-                             "topic \"%s\" does not fit in a table set (at most %d topics, %d "
-                             "bytes of names)",
-                             topic, CDC_TABLESET_MAX, CDC_TABLESET_BYTES);
-    memmove(&s->at[i + 1], &s->at[i], (size_t)(s->n - i) * sizeof(s->at[0]));
-    s->at[i] = (uint16_t)s->used;
-    memcpy(&s->names[s->used], topic, len + 1);
-    s->used += len + 1;
+    if (cdc_array_reserve(s->names, s->cap, (size_t)s->n + 1, 16) != CDC_OK ||
+        (copy = strdup(topic)) == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory adding topic \"%s\" to a table set",
+                             topic);
+    memmove(&s->names[i + 1], &s->names[i], (size_t)(s->n - i) * sizeof(s->names[0]));
+    s->names[i] = copy;
     s->n++;
     return CDC_OK;
 }
 
-/* Appends `"name"` to a list in buf, comma-separated, truncating quietly. */
-static void list_append(char *buf, size_t size, const char *name)
+/* n with a comma every three digits: 1998 -> "1,998". */
+static void thousands(char *out, size_t size, int n)
 {
-    size_t used = strlen(buf);
+    char digits[16];
+    int len = snprintf(digits, sizeof(digits), "%d", n), o = 0;
 
-    if (used < size)
-        snprintf(buf + used, size - used, "%s\"%s\"", used > 0 ? ", " : "", name);
+    for (int i = 0; i < len && (size_t)o + 2 < size; i++) {
+        if (i > 0 && (len - i) % 3 == 0)
+            out[o++] = ',';
+        out[o++] = digits[i];
+    }
+    out[o] = '\0';
+}
+
+/* Room kept at the end of a list for " and 2,147,483,647 more". */
+#define LIST_TAIL 32
+
+void cdc_tableset_list(const char *const *names, int n, char *buf, size_t size)
+{
+    size_t used = 0;
+    int listed = 0;
+    char count[16];
+
+    if (size == 0)
+        return;
+    buf[0] = '\0';
+    for (; listed < n && listed < CDC_TABLESET_LIST_NAMES; listed++) {
+        size_t len = strlen(names[listed]) + 2 + (listed > 0 ? 2 : 0);
+        size_t tail = listed + 1 < n ? LIST_TAIL : 0;
+        if (used + len + tail >= size)
+            break;
+        used += (size_t)snprintf(buf + used, size - used, "%s\"%s\"", listed > 0 ? ", " : "",
+                                 names[listed]);
+    }
+    if (listed == n)
+        return;
+    thousands(count, sizeof(count), n - listed);
+    if (listed == 0)
+        snprintf(buf, size, "%s topics", count);
+    else
+        snprintf(buf + used, size - used, " and %s more", count);
 }
 
 int cdc_tableset_widen(cdc_tableset_t *job, const cdc_tableset_t *const *workers, int n,
                        char *added, size_t added_size)
 {
-    int count = 0;
+    char **common = NULL, **merged = NULL;
+    size_t cap = 0;
+    int count = 0, i = 0, j = 0, k = 0;
 
     if (added != NULL && added_size > 0)
         added[0] = '\0';
-    if (n <= 0)
+    if (n <= 0 || workers[0]->n == 0)
         return 0;
-    for (int i = 0; i < workers[0]->n; i++) {
-        const char *topic = cdc_tableset_name(workers[0], i);
-        bool everyone = true;
-        cdc_error_t e;
-        for (int k = 1; k < n && everyone; k++)
-            everyone = cdc_tableset_has(workers[k], topic);
-        if (!everyone || cdc_tableset_has(job, topic) || cdc_tableset_add(job, topic, &e) != CDC_OK)
-            continue;
-        if (added != NULL && added_size > 0)
-            list_append(added, added_size, topic);
-        count++;
+    /* what every worker offers and the job lacks, in sorted order (workers[0]'s order) */
+    if ((common = calloc((size_t)workers[0]->n, sizeof(*common))) == NULL)
+        return -1;
+    for (int t = 0; t < workers[0]->n; t++) {
+        const char *topic = workers[0]->names[t];
+        bool everyone = !cdc_tableset_has(job, topic);
+        for (int w = 1; w < n && everyone; w++)
+            everyone = cdc_tableset_has(workers[w], topic);
+        if (everyone)
+            common[count++] = (char *)topic; /* borrowed until copied below */
     }
+    if (count == 0) {
+        free(common);
+        return 0;
+    }
+    if (cdc_array_reserve(merged, cap, (size_t)job->n + (size_t)count, 16) != CDC_OK)
+        goto nomem;
+    for (j = 0; j < count; j++)
+        if ((common[j] = strdup(common[j])) == NULL) {
+            while (j-- > 0)
+                free(common[j]);
+            goto nomem;
+        }
+    /* one merge of two sorted lists: thousands of new topics cost no insertion each */
+    for (j = 0; i < job->n || j < count;)
+        merged[k++] = j == count || (i < job->n && strcmp(job->names[i], common[j]) < 0)
+                          ? job->names[i++]
+                          : common[j++];
+    if (added != NULL && added_size > 0)
+        cdc_tableset_list((const char *const *)common, count, added, added_size);
+    free(job->names);
+    job->names = merged;
+    job->cap = cap;
+    job->n = k;
+    free(common);
     return count;
+nomem:
+    free(merged);
+    free(common);
+    return -1;
 }
 
 cdc_tableset_verdict_t cdc_tableset_judge(const cdc_tableset_t *job, const cdc_tableset_t *worker,
                                           char *why, size_t why_size)
 {
-    char missing[1024] = "";
+    static const char before[] = "it does not consume ", after[] = " of the job's tables";
+    const char *first[CDC_TABLESET_LIST_NAMES]; /* the list shows these, and counts the rest */
+    char missing[1024];
+    size_t room = why_size > sizeof(before) + sizeof(after)
+                      ? why_size - sizeof(before) - sizeof(after) + 2
+                      : 1;
     int nmissing = 0;
 
     for (int i = 0; i < job->n; i++)
-        if (!cdc_tableset_has(worker, cdc_tableset_name(job, i))) {
-            list_append(missing, sizeof(missing), cdc_tableset_name(job, i));
+        if (!cdc_tableset_has(worker, job->names[i])) {
+            if (nmissing < CDC_TABLESET_LIST_NAMES)
+                first[nmissing] = job->names[i];
             nmissing++;
         }
     if (why_size > 0)
         why[0] = '\0';
-    if (nmissing > 0)
-        snprintf(why, why_size, "it does not consume %s of the job's tables", missing);
-    return nmissing > 0 ? CDC_TABLESET_MISSING : CDC_TABLESET_FITS;
+    if (nmissing == 0)
+        return CDC_TABLESET_FITS;
+    cdc_tableset_list(first, nmissing, missing, room < sizeof(missing) ? room : sizeof(missing));
+    snprintf(why, why_size, "%s%s%s", before, missing, after);
+    return CDC_TABLESET_MISSING;
 }
 
 char *cdc_tableset_json(const cdc_tableset_t *s)
@@ -175,7 +283,9 @@ cdc_err_t cdc_tableset_parse(cdc_tableset_t *s, const char *json, size_t len, cd
     if (rc == CDC_OK)
         return CDC_OK;
     cdc_tableset_clear(s);
+    if (rc == CDC_ERR_NOMEM)
+        return rc;
     if (e != NULL)
-        e->code = CDC_ERR_CORRUPT; /* a name that does not fit is a bad record too */
+        e->code = CDC_ERR_CORRUPT; /* an empty name is a bad record too */
     return CDC_ERR_CORRUPT;
 }

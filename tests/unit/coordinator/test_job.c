@@ -88,6 +88,10 @@ static int teardown(void **state)
     cdc_epochs_clear(&C->epochs);
     cdc_job_clear_queue(C);
     cdc_checkpoint_free(C->base);
+    cdc_members_free(&C->members);
+    cdc_tableset_clear(&C->tables);
+    cdc_tableset_clear(&C->tables_missing);
+    cdc_progress_free(&C->progress);
     cdc_http_doc_free(&C->status);
     cdc_metrics_free(C->metrics);
     free(C);
@@ -326,6 +330,30 @@ static void test_state_names(void **state)
 
 /* ---- a coordinator that does not lead --------------------------------------------------- */
 
+/* A worker id longer than CDC_WORKER_ID_MAX - 1 bytes is refused loudly: the Reject names
+ * the option and the length, and the worker is not a member. */
+static void test_too_long_id_refused(void **state)
+{
+    char id[CDC_WORKER_ID_MAX + 10];
+    Cdc__Envelope *env;
+    int64_t now = cdc_clock_mono_ms();
+    (void)state;
+    memset(id, 'w', sizeof(id) - 1);
+    id[sizeof(id) - 1] = '\0';
+    lead(now);
+    do_register(&P[0], id, 1, now);
+    env = expect(&P[0], CDC__ENVELOPE__BODY_REJECT);
+    assert_non_null(strstr(env->reject->reason, "(option --id)"));
+    assert_non_null(strstr(env->reject->reason, "73 bytes long, at most 63"));
+    cdc_msg_free(env);
+    assert_int_equal(C->members.n, 0);
+    /* its pipe is closed once the Reject had time to leave, although this one leads */
+    assert_int_equal(C->nclosing, 1);
+    assert_true(C->closing[0].refused);
+    cdc_job_close_rejected(C, C->closing[0].due_ms);
+    assert_int_equal(C->nclosing, 0);
+}
+
 /* A standby rejects a Register and closes the pipe REJECT_CLOSE_DELAY_MS later, once. */
 static void test_standby_rejects_then_closes(void **state)
 {
@@ -407,6 +435,9 @@ static void test_register_invalid_id(void **state)
     (void)state;
     lead(now);
     pipe = do_register(&P[0], "", 1, now);
+    expect_reject(&P[0], "empty worker id (option --id)");
+    assert_int_equal(C->nclosing, 1); /* closed once the Reject had time to leave */
+    cdc_job_close_rejected(C, C->closing[0].due_ms);
     expect_closed(pipe);
     assert_int_equal(cdc_members_alive_count(&C->members), 0);
 }
@@ -1360,6 +1391,7 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_state_names),
+        T(test_too_long_id_refused),
         T(test_standby_rejects_then_closes),
         T(test_rejected_pipe_kept_when_leading),
         T(test_standby_closing_list_full),

@@ -56,7 +56,7 @@ static void test_read_into_list(void **state)
 {
     cdc_presence_t p;
     read_t r;
-    const cdc_presence_entry_t *o[CDC_PRESENCE_MAX];
+    const cdc_presence_entry_t *o[8];
     (void)state;
     cdc_presence_init(&p, NULL, "j", "coord-1", "127.0.0.1:8101", 5);
     assert_string_equal(p.key, "/cdc/j/coordinators/coord-1");
@@ -73,7 +73,7 @@ static void test_read_into_list(void **state)
     assert_string_equal(p.list[1].rec.admin, "127.0.0.1:8101");
     assert_int_equal(p.list[1].rec.term, 170);
     assert_true(p.list[2].alive);
-    assert_int_equal(cdc_presence_ordered(&p, "coord-1", o, CDC_PRESENCE_MAX), 3);
+    assert_int_equal(cdc_presence_ordered(&p, "coord-1", o, 8), 3);
     assert_string_equal(o[0]->rec.id, "coord-1");
     assert_string_equal(cdc_presence_role(o[0], "coord-1"), "leader");
     assert_string_equal(o[1]->rec.id, "coord-0");
@@ -81,6 +81,7 @@ static void test_read_into_list(void **state)
     assert_string_equal(o[2]->rec.id, "coord-2");
     /* max bounds the output */
     assert_int_equal(cdc_presence_ordered(&p, "coord-1", o, 2), 2);
+    cdc_presence_close(&p);
 }
 
 /* The role follows who holds the leader key, whatever a record still claims (a leader
@@ -109,7 +110,7 @@ static void test_gone_and_back(void **state)
 {
     cdc_presence_t p;
     read_t r;
-    const cdc_presence_entry_t *o[CDC_PRESENCE_MAX];
+    const cdc_presence_entry_t *o[8];
     (void)state;
     cdc_presence_init(&p, NULL, "j", "coord-1", "", 5);
     memset(&r, 0, sizeof(r));
@@ -124,7 +125,7 @@ static void test_gone_and_back(void **state)
     assert_false(p.list[0].alive);
     assert_int_equal(p.list[0].seen_ms, 1000);
     assert_true(p.list[1].alive);
-    assert_int_equal(cdc_presence_ordered(&p, "coord-1", o, CDC_PRESENCE_MAX), 2);
+    assert_int_equal(cdc_presence_ordered(&p, "coord-1", o, 8), 2);
     assert_string_equal(o[0]->rec.id, "coord-1");
     assert_int_equal(o[0]->rec.term, 9);
     assert_string_equal(cdc_presence_role(o[1], "coord-1"), "standby");
@@ -147,21 +148,24 @@ static void test_gone_and_back(void **state)
     cdc_presence_merge(&p, &r.kvs, 701000);
     assert_int_equal(p.n, 2);
     assert_false(p.list[0].alive || p.list[1].alive);
+    cdc_presence_close(&p);
 }
 
-/* More records than the list holds: the first CDC_PRESENCE_MAX by key are kept. */
-static void test_bounded(void **state)
+/* More records than the 16 the list once held: every one is kept (no silent cap), in
+ * order of id. */
+static void test_many(void **state)
 {
+    enum { N = 40 };
     cdc_presence_t p;
-    cdc_etcd_kv_t kv[CDC_PRESENCE_MAX + 2];
-    char *values[CDC_PRESENCE_MAX + 2];
-    cdc_etcd_kvs_t kvs = {kv, CDC_PRESENCE_MAX + 2, 0, false};
+    cdc_etcd_kv_t kv[N];
+    char *values[N];
+    cdc_etcd_kvs_t kvs = {kv, N, 0, false};
     (void)state;
     cdc_presence_init(&p, NULL, "j", "c00", "", 5);
-    for (int i = 0; i < CDC_PRESENCE_MAX + 2; i++) {
+    for (int i = 0; i < N; i++) {
         cdc_coordinator_record_t rec;
         memset(&rec, 0, sizeof(rec));
-        snprintf(rec.id, sizeof(rec.id), "c%02d", i);
+        snprintf(rec.id, sizeof(rec.id), "c%02d", N - 1 - i);
         snprintf(rec.role, sizeof(rec.role), "standby");
         values[i] = cdc_coordinator_record_json(&rec);
         memset(&kv[i], 0, sizeof(kv[i]));
@@ -169,10 +173,13 @@ static void test_bounded(void **state)
         kv[i].value_len = strlen(values[i]);
     }
     cdc_presence_merge(&p, &kvs, 1);
-    assert_int_equal(p.n, CDC_PRESENCE_MAX);
-    assert_string_equal(p.list[CDC_PRESENCE_MAX - 1].rec.id, "c15");
-    for (int i = 0; i < CDC_PRESENCE_MAX + 2; i++)
+    assert_int_equal(p.n, N);
+    assert_string_equal(p.list[0].rec.id, "c00");
+    assert_string_equal(p.list[N - 1].rec.id, "c39");
+    for (int i = 0; i < N; i++)
         free(values[i]);
+    cdc_presence_close(&p);
+    assert_int_equal(p.n, 0);
 }
 
 /* Without an etcd client the tick does nothing (a coordinator that never opened). */
@@ -191,7 +198,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read_into_list),    cmocka_unit_test(test_role),
-        cmocka_unit_test(test_gone_and_back),     cmocka_unit_test(test_bounded),
+        cmocka_unit_test(test_gone_and_back),     cmocka_unit_test(test_many),
         cmocka_unit_test(test_tick_without_etcd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
