@@ -47,6 +47,7 @@ void cdc_checkpoint_free(cdc_checkpoint_t *c)
         for (size_t i = 0; i < c->partitions[p].noffsets; i++)
             free(c->partitions[p].offsets[i].topic);
         free(c->partitions[p].offsets);
+        cdc_strmap_free(&c->partitions[p].byname);
         free(c->partitions[p].state_handle);
     }
     for (size_t i = 0; i < c->nfiles; i++)
@@ -65,32 +66,124 @@ void cdc_checkpoint_free(cdc_checkpoint_t *c)
         free(c->floors[i].table);
     free(c->floors);
     free(c->files_path);
+    free(c->offsets_base.path);
     free(c->job);
     free(c);
+}
+
+/* Index + 1 of topic in the slot's offsets, 0 when absent. The map's keys are the
+ * entries' own topic strings, which stay put when the array grows. */
+static size_t offset_index(const cdc_ckpt_partition_t *cp, const char *topic)
+{
+    return (size_t)(uintptr_t)cdc_strmap_get(&cp->byname, topic);
 }
 
 cdc_err_t cdc_checkpoint_set_offset(cdc_checkpoint_t *c, uint32_t p, const char *topic,
                                     int64_t next_offset)
 {
     cdc_ckpt_partition_t *cp;
-    cdc_topic_offset_t *grown;
+    cdc_topic_offset_t *to;
+    size_t at;
 
     if (p >= CDC_PARTITIONS || topic == NULL)
         return CDC_ERR_INVALID;
     cp = &c->partitions[p];
-    for (size_t i = 0; i < cp->noffsets; i++)
-        if (strcmp(cp->offsets[i].topic, topic) == 0) {
-            cp->offsets[i].next_offset = next_offset;
-            return CDC_OK;
-        }
-    if (cdc_array_resize(cp->offsets, cp->noffsets + 1) != CDC_OK)
+    if ((at = offset_index(cp, topic)) > 0) {
+        cp->offsets[at - 1].next_offset = next_offset;
+        return CDC_OK;
+    }
+    if (cdc_array_reserve(cp->offsets, cp->cap, cp->noffsets + 1, 16) != CDC_OK)
         return CDC_ERR_NOMEM;
-    grown = cp->offsets;
-    grown[cp->noffsets].topic = strdup(topic);
-    if (grown[cp->noffsets].topic == NULL)
+    to = &cp->offsets[cp->noffsets];
+    if ((to->topic = strdup(topic)) == NULL)
         return CDC_ERR_NOMEM;
-    grown[cp->noffsets].next_offset = next_offset;
+    if (cdc_strmap_put(&cp->byname, to->topic, (void *)(uintptr_t)(cp->noffsets + 1)) != CDC_OK) {
+        free(to->topic);
+        return CDC_ERR_NOMEM;
+    }
+    to->next_offset = next_offset;
     cp->noffsets++;
+    return CDC_OK;
+}
+
+const cdc_topic_offset_t *cdc_checkpoint_find_offset(const cdc_checkpoint_t *c, uint32_t p,
+                                                     const char *topic)
+{
+    size_t at;
+
+    if (p >= CDC_PARTITIONS || topic == NULL)
+        return NULL;
+    at = offset_index(&c->partitions[p], topic);
+    return at > 0 ? &c->partitions[p].offsets[at - 1] : NULL;
+}
+
+size_t cdc_checkpoint_offset_count(const cdc_checkpoint_t *c)
+{
+    size_t n = 0;
+    for (int p = 0; p < CDC_PARTITIONS; p++)
+        n += c->partitions[p].noffsets;
+    return n;
+}
+
+long cdc_checkpoint_delta_count(const cdc_checkpoint_t *c, const cdc_checkpoint_t *base)
+{
+    long n = 0;
+
+    for (uint32_t p = 0; p < CDC_PARTITIONS; p++) {
+        const cdc_ckpt_partition_t *cp = &c->partitions[p];
+        size_t shared = 0;
+        for (size_t i = 0; i < cp->noffsets; i++) {
+            const cdc_topic_offset_t *b = cdc_checkpoint_find_offset(base, p, cp->offsets[i].topic);
+            if (b != NULL)
+                shared++;
+            if (b == NULL || b->next_offset != cp->offsets[i].next_offset)
+                n++;
+        }
+        /* topics are unique per slot: fewer shared than base has = base has one c lacks */
+        if (shared != base->partitions[p].noffsets)
+            return -1;
+    }
+    return n;
+}
+
+cdc_err_t cdc_checkpoint_merge_base(cdc_checkpoint_t *c, const cdc_checkpoint_t *base,
+                                    cdc_error_t *e)
+{
+    if (!c->offsets_delta)
+        return CDC_OK;
+    if (base->epoch != c->offsets_base.epoch)
+        return cdc_error_set(e, CDC_ERR_CORRUPT,
+                             "offsets base \"%s\" holds epoch %" PRIu64 ", checkpoint %" PRIu64
+                             " names epoch %" PRIu64,
+                             c->offsets_base.path ? c->offsets_base.path : "", base->epoch,
+                             c->epoch, c->offsets_base.epoch);
+    for (uint32_t p = 0; p < CDC_PARTITIONS; p++) {
+        cdc_ckpt_partition_t delta = c->partitions[p], *cp = &c->partitions[p];
+        const cdc_ckpt_partition_t *bp = &base->partitions[p];
+        cdc_err_t rc = CDC_OK;
+
+        /* rebuilt in base's order (the order the record had), the delta's new topics last */
+        cp->offsets = NULL;
+        cp->noffsets = cp->cap = 0;
+        memset(&cp->byname, 0, sizeof(cp->byname));
+        for (size_t i = 0; i < bp->noffsets && rc == CDC_OK; i++) {
+            size_t at = offset_index(&delta, bp->offsets[i].topic);
+            rc = cdc_checkpoint_set_offset(c, p, bp->offsets[i].topic,
+                                           at > 0 ? delta.offsets[at - 1].next_offset
+                                                  : bp->offsets[i].next_offset);
+        }
+        for (size_t i = 0; i < delta.noffsets && rc == CDC_OK; i++)
+            if (offset_index(cp, delta.offsets[i].topic) == 0)
+                rc = cdc_checkpoint_set_offset(c, p, delta.offsets[i].topic,
+                                               delta.offsets[i].next_offset);
+        for (size_t i = 0; i < delta.noffsets; i++)
+            free(delta.offsets[i].topic);
+        free(delta.offsets);
+        cdc_strmap_free(&delta.byname);
+        if (rc != CDC_OK)
+            return cdc_error_set(e, rc, "out of memory");
+    }
+    c->offsets_delta = false;
     return CDC_OK;
 }
 
@@ -335,7 +428,9 @@ static json_t *files_array(const cdc_checkpoint_t *c)
     return a;
 }
 
-char *cdc_checkpoint_to_json(const cdc_checkpoint_t *c, bool with_files)
+/* The record's JSON; with base (and ref), the delta form (checkpoint.h). */
+static char *encode(const cdc_checkpoint_t *c, bool with_files, const cdc_checkpoint_t *base,
+                    const cdc_offsets_ref_t *ref)
 {
     json_t *o = json_object(), *parts = json_array(), *schemas = json_array();
     char *out;
@@ -349,9 +444,14 @@ char *cdc_checkpoint_to_json(const cdc_checkpoint_t *c, bool with_files)
     for (int p = 0; p < CDC_PARTITIONS; p++) {
         const cdc_ckpt_partition_t *cp = &c->partitions[p];
         json_t *po = json_object(), *offs = json_object();
-        for (size_t i = 0; i < cp->noffsets; i++)
+        for (size_t i = 0; i < cp->noffsets; i++) {
+            const cdc_topic_offset_t *b =
+                base ? cdc_checkpoint_find_offset(base, (uint32_t)p, cp->offsets[i].topic) : NULL;
+            if (b != NULL && b->next_offset == cp->offsets[i].next_offset)
+                continue; /* the base has it */
             json_object_set_new(offs, cp->offsets[i].topic,
                                 json_integer(cp->offsets[i].next_offset));
+        }
         json_object_set_new(po, "p", json_integer(p));
         json_object_set_new(po, "offsets", offs);
         json_object_set_new(po, "state", json_string(cp->state_handle ? cp->state_handle : ""));
@@ -396,6 +496,10 @@ char *cdc_checkpoint_to_json(const cdc_checkpoint_t *c, bool with_files)
         json_object_set_new(o, "files", files_array(c));
     if (c->files_path)
         json_object_set_new(o, "files_path", json_string(c->files_path));
+    if (base != NULL)
+        json_object_set_new(o, "offsets_base",
+                            json_pack("{s:I, s:s, s:s}", "epoch", (json_int_t)ref->epoch, "path",
+                                      ref->path, "sha256", ref->sha256));
     {
         int64_t bytes, records;
         size_t nd, ndel;
@@ -405,6 +509,40 @@ char *cdc_checkpoint_to_json(const cdc_checkpoint_t *c, bool with_files)
         json_object_set_new(o, "data_files", json_integer((json_int_t)nd));
         json_object_set_new(o, "delete_files", json_integer((json_int_t)ndel));
     }
+    out = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return out;
+}
+
+char *cdc_checkpoint_to_json(const cdc_checkpoint_t *c, bool with_files)
+{
+    return encode(c, with_files, NULL, NULL);
+}
+
+char *cdc_checkpoint_to_json_delta(const cdc_checkpoint_t *c, bool with_files,
+                                   const cdc_checkpoint_t *base, const cdc_offsets_ref_t *ref)
+{
+    if (base == NULL || ref == NULL || ref->path == NULL)
+        return NULL;
+    return encode(c, with_files, base, ref);
+}
+
+char *cdc_checkpoint_offsets_base_json(const cdc_checkpoint_t *c)
+{
+    json_t *o = json_object(), *parts = json_array();
+    char *out;
+
+    json_object_set_new(o, "job", json_string(c->job));
+    json_object_set_new(o, "epoch", json_integer((json_int_t)c->epoch));
+    for (int p = 0; p < CDC_PARTITIONS; p++) {
+        const cdc_ckpt_partition_t *cp = &c->partitions[p];
+        json_t *offs = json_object();
+        for (size_t i = 0; i < cp->noffsets; i++)
+            json_object_set_new(offs, cp->offsets[i].topic,
+                                json_integer(cp->offsets[i].next_offset));
+        json_array_append_new(parts, json_pack("{s:i, s:o}", "p", p, "offsets", offs));
+    }
+    json_object_set_new(o, "partitions", parts);
     out = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return out;
@@ -529,6 +667,29 @@ static cdc_err_t parse_files(cdc_checkpoint_t *c, json_t *files, cdc_error_t *e)
     return CDC_OK;
 }
 
+/* "offsets_base" of a record in the delta form (absent: the offsets are inline). */
+static cdc_err_t parse_offsets_base(cdc_checkpoint_t *c, json_t *ob, cdc_error_t *e)
+{
+    json_t *ep = json_object_get(ob, "epoch");
+    const char *path = json_string_value(json_object_get(ob, "path"));
+    const char *sha = json_string_value(json_object_get(ob, "sha256"));
+    uint8_t digest[32];
+    size_t n;
+
+    if (ob == NULL)
+        return CDC_OK;
+    if (!json_is_integer(ep) || json_integer_value(ep) < 0 || path == NULL || path[0] == '\0' ||
+        sha == NULL || strlen(sha) != 64 || !hex_parse(sha, digest, sizeof(digest), &n))
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "checkpoint %" PRIu64 " has a bad offsets_base",
+                             c->epoch);
+    if ((c->offsets_base.path = strdup(path)) == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    c->offsets_base.epoch = (uint64_t)json_integer_value(ep);
+    cdc_hex_encode(digest, sizeof(digest), c->offsets_base.sha256);
+    c->offsets_delta = true;
+    return CDC_OK;
+}
+
 cdc_err_t cdc_checkpoint_from_json(const char *json, size_t len, cdc_checkpoint_t **out,
                                    cdc_error_t *e)
 {
@@ -644,6 +805,8 @@ cdc_err_t cdc_checkpoint_from_json(const char *json, size_t len, cdc_checkpoint_
             goto nomem;
         }
     }
+    if ((rc = parse_offsets_base(c, json_object_get(o, "offsets_base"), e)) != CDC_OK)
+        goto cleanup;
     *out = c;
     c = NULL;
     goto cleanup;

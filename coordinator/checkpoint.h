@@ -8,8 +8,17 @@
  * the point of no return. When the file list is large it goes into a pending JSON file
  * in the warehouse first and the record holds only its path (files_path).
  *
- * This file holds the record type and its JSON form (pure, unit tested); the etcd and
- * warehouse I/O lives in checkpoint_store functions declared at the end.
+ * The offsets of a job of many tables (docs/protocol.md, "Offsets base"): the record in
+ * memory always holds every slot's offset of every topic, but once they pass
+ * --checkpoint-inline-offsets the stored record holds only those that differ from an
+ * offsets base, a JSON file in the warehouse with every slot's offsets at an earlier
+ * epoch, named by "offsets_base" with its SHA-256. The record's cost in etcd then follows
+ * the topics that moved, not the tables in the job. A record decoded from such a form
+ * holds only that delta (offsets_delta true) until cdc_checkpoint_merge_base gives it
+ * the base's offsets (coordinator/offsets_base.h loads and checks the file).
+ *
+ * This file holds the record type and its JSON forms (pure, unit tested); the etcd I/O
+ * lives in store.h, the warehouse I/O in commit.h (file lists) and offsets_base.h.
  */
 #ifndef CDC_COORDINATOR_CHECKPOINT_H
 #define CDC_COORDINATOR_CHECKPOINT_H
@@ -19,6 +28,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/hash.h"
 #include "common/iceberg/types.h"
 #include "coordinator/assign.h"
 
@@ -30,7 +40,9 @@ typedef struct cdc_topic_offset {
 typedef struct cdc_ckpt_partition {
     cdc_topic_offset_t *offsets; /* next offset per source topic */
     size_t noffsets;
-    char *state_handle; /* "" or NULL = empty state */
+    size_t cap;          /* capacity of offsets (common/buf.h) */
+    cdc_strmap_t byname; /* topic -> index + 1 in offsets: set and find are O(1) */
+    char *state_handle;  /* "" or NULL = empty state */
     char owner[CDC_WORKER_ID_MAX];
 } cdc_ckpt_partition_t;
 
@@ -62,6 +74,13 @@ typedef struct cdc_table_floor {
     uint32_t partition; /* the slot that met it */
 } cdc_table_floor_t;
 
+/* The offsets base a stored record is a delta against (see above). */
+typedef struct cdc_offsets_ref {
+    uint64_t epoch;  /* the epoch whose full offsets the base holds */
+    char *path;      /* its location in the warehouse; NULL = offsets inline */
+    char sha256[65]; /* lower-case hex SHA-256 of the file's bytes */
+} cdc_offsets_ref_t;
+
 typedef struct cdc_checkpoint {
     char *job;
     uint64_t epoch;
@@ -79,6 +98,8 @@ typedef struct cdc_checkpoint {
     size_t ntruncates;
     cdc_table_floor_t *floors; /* every table's latest floor so far ("floors") */
     size_t nfloors;
+    cdc_offsets_ref_t offsets_base; /* of a record decoded from the delta form */
+    bool offsets_delta;             /* partitions hold only the delta against offsets_base so far */
 } cdc_checkpoint_t;
 
 /* Allocates an empty record; returns NULL on allocation failure. Free with cdc_checkpoint_free. */
@@ -86,9 +107,14 @@ cdc_checkpoint_t *cdc_checkpoint_new(const char *job, uint64_t epoch, uint64_t t
                                      uint64_t generation);
 void cdc_checkpoint_free(cdc_checkpoint_t *c);
 
-/* Sets the slot's next offset for topic (adds or replaces). Copies topic. */
+/* Sets the slot's next offset for topic (adds or replaces; O(1) amortized). Copies topic. */
 cdc_err_t cdc_checkpoint_set_offset(cdc_checkpoint_t *c, uint32_t p, const char *topic,
                                     int64_t next_offset);
+/* The slot's entry of topic, NULL when the slot has none (valid until the next set). */
+const cdc_topic_offset_t *cdc_checkpoint_find_offset(const cdc_checkpoint_t *c, uint32_t p,
+                                                     const char *topic);
+/* The number of (slot, topic) offsets the record holds. */
+size_t cdc_checkpoint_offset_count(const cdc_checkpoint_t *c);
 /* Sets the state handle of slot p (copied). */
 cdc_err_t cdc_checkpoint_set_state(cdc_checkpoint_t *c, uint32_t p, const char *handle);
 /* Appends a file; copies everything in f. */
@@ -127,6 +153,32 @@ void cdc_checkpoint_totals(const cdc_checkpoint_t *c, int64_t *bytes, int64_t *r
  * Returns a malloc'd NUL-terminated string owned by the caller, or NULL on failure.
  */
 char *cdc_checkpoint_to_json(const cdc_checkpoint_t *c, bool with_files);
+
+/*
+ * The delta form: like cdc_checkpoint_to_json, but with "offsets_base" = ref and, per
+ * slot, only the offsets that differ from base's slot or that base lacks. Every topic of
+ * every slot of base must be in c's slot (cdc_checkpoint_delta_count >= 0): a delta
+ * cannot remove an offset. Caller frees the result.
+ */
+char *cdc_checkpoint_to_json_delta(const cdc_checkpoint_t *c, bool with_files,
+                                   const cdc_checkpoint_t *base, const cdc_offsets_ref_t *ref);
+
+/* The number of offsets of c the delta form against base would hold, or -1 when some
+ * slot of base has a topic c's slot lacks (then a new base is needed). */
+long cdc_checkpoint_delta_count(const cdc_checkpoint_t *c, const cdc_checkpoint_t *base);
+
+/* The content of an offsets base file: {"job","epoch","partitions":[{"p","offsets"}]}
+ * (cdc_checkpoint_from_json reads it back). Caller frees. */
+char *cdc_checkpoint_offsets_base_json(const cdc_checkpoint_t *c);
+
+/*
+ * Completes a record decoded from the delta form: every offset of base's slots that c's
+ * delta does not name is added, in base's order. base must be the record's
+ * offsets_base, checked by the caller (offsets_base.h). No-op unless c->offsets_delta;
+ * CDC_ERR_CORRUPT when base's epoch is not the one the record names.
+ */
+cdc_err_t cdc_checkpoint_merge_base(cdc_checkpoint_t *c, const cdc_checkpoint_t *base,
+                                    cdc_error_t *e);
 
 /* Encodes only the file list ({"files":[...]}) for the pending file. Caller frees. */
 char *cdc_checkpoint_files_to_json(const cdc_checkpoint_t *c);

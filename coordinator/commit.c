@@ -28,6 +28,7 @@
 #include "common/iceberg/table.h"
 #include "common/log.h"
 #include "coordinator/layout.h"
+#include "coordinator/offsets_base.h"
 
 #define COMMIT_ATTEMPTS 8
 
@@ -1178,7 +1179,11 @@ cdc_err_t cdc_committer_load_pending(cdc_committer_t *c, cdc_checkpoint_t *rec, 
     size_t len = 0;
     cdc_err_t rc;
 
-    if (rec == NULL || rec->files_path == NULL || rec->nfiles > 0)
+    if (rec == NULL)
+        return CDC_OK;
+    if ((rc = cdc_offsets_base_load(c->storage, rec, e)) != CDC_OK)
+        return rc;
+    if (rec->files_path == NULL || rec->nfiles > 0)
         return CDC_OK;
     if ((rc = cdc_storage_get(c->storage, rec->files_path, &data, &len, e)) != CDC_OK)
         return rc;

@@ -108,7 +108,9 @@ int cdc_committer_file_partition(const char *path, const char *job);
  */
 cdc_err_t cdc_committer_put_pending(cdc_committer_t *c, cdc_checkpoint_t *rec, cdc_error_t *e);
 
-/* Loads the file list of rec->files_path into rec (no-op when files_path is NULL). */
+/* Completes a record read from etcd: the offsets of its offsets base, when it names one
+ * (offsets_base.h: a missing or altered base is CDC_ERR_CORRUPT), and the file list of
+ * rec->files_path (none when files_path is NULL). Every record read back goes through it. */
 cdc_err_t cdc_committer_load_pending(cdc_committer_t *c, cdc_checkpoint_t *rec, cdc_error_t *e);
 
 /* Deletes pending files of epochs below keep_from (best effort). */

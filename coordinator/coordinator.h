@@ -30,6 +30,7 @@
 #include "coordinator/leader.h"
 #include "coordinator/maintenance.h"
 #include "coordinator/membership.h"
+#include "coordinator/offsets_base.h"
 #include "coordinator/presence.h"
 #include "coordinator/progress.h"
 #include "coordinator/restart.h"
@@ -62,6 +63,7 @@ typedef struct cdc_coord_config {
     int64_t lease_ttl_ms;
     int64_t etcd_timeout_ms;
     int64_t inline_files_max;
+    int64_t checkpoint_inline_offsets; /* offsets_base.h */
     int64_t checkpoints_retained;
     int64_t orphan_age_ms;
     int64_t orphan_interval_ms;
@@ -147,6 +149,7 @@ typedef struct cdc_coord {
     cdc_http_server_t *http;
     cdc_health_t health; /* /healthz: the loop beats it; FAILED is fatal (admin.c) */
     cdc_committer_t *committer;
+    cdc_offsets_base_t offsets_base; /* the records' offsets base of this term */
     cdc_maint_t *maint; /* compaction, expiry, orphans: the leader's background thread */
     cdc_leader_t leader;
     cdc_presence_t presence; /* our record under coordinators/, and everyone's */

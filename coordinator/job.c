@@ -1128,6 +1128,7 @@ void cdc_coord_close(cdc_coord_t *c)
     c->maint = NULL;
     cdc_committer_close(c->committer);
     c->committer = NULL;
+    cdc_offsets_base_clear(&c->offsets_base);
     cdc_etcd_close(c->etcd);
     c->etcd = NULL;
     cdc_epochs_clear(&c->epochs);

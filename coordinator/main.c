@@ -71,6 +71,10 @@ const cdc_opt_t cdc_coord_options[] = {
     OPT_RANGE("inline-files-max", CDC_OPT_INT, inline_files_max, "200", 0, 100000,
               "Checkpoints with more staged files keep the list in a pending file in the "
               "warehouse, and etcd only its path."),
+    OPT_RANGE("checkpoint-inline-offsets", CDC_OPT_INT, checkpoint_inline_offsets, "1000", 0,
+              100000000,
+              "Checkpoint records with more (partition, topic) offsets keep them in an "
+              "offsets base in the warehouse, and etcd only those that differ from it."),
     OPT_RANGE("checkpoints-retained", CDC_OPT_INT, checkpoints_retained, "20", 1, 100000,
               "Checkpoint records kept in etcd."),
     OPT_RANGE("orphan-age", CDC_OPT_DURATION, orphan_age_ms, "10m", 0, 604800000,

@@ -123,11 +123,8 @@ void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
 
         cdc_error_clear(&e);
         if (!q->recorded) {
-            char *json = cdc_checkpoint_to_json(q->rec, true);
-            if (json != NULL && (int64_t)q->rec->nfiles > c->cfg.inline_files_max &&
-                q->rec->files_path == NULL) {
-                free(json);
-                json = NULL;
+            char *json = NULL;
+            if ((int64_t)q->rec->nfiles > c->cfg.inline_files_max && q->rec->files_path == NULL) {
                 if ((rc = cdc_committer_put_pending(c->committer, q->rec, &e)) != CDC_OK) {
                     cdc_log_warn("could not write pending file list of checkpoint %" PRIu64 ": %s",
                                  q->rec->epoch, e.msg);
@@ -136,9 +133,13 @@ void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
                     return;
                 }
             }
-            if (json == NULL)
-                json = cdc_checkpoint_to_json(q->rec, q->rec->files_path == NULL);
-            if (json == NULL) {
+            /* only the offsets that moved once there are many (offsets_base.h) */
+            rc = cdc_offsets_base_record_json(&c->offsets_base, cdc_committer_storage(c->committer),
+                                              c->cfg.warehouse, q->rec, q->rec->files_path == NULL,
+                                              c->cfg.checkpoint_inline_offsets, &json, &e);
+            if (rc != CDC_OK) {
+                cdc_log_warn("could not encode checkpoint %" PRIu64 ": %s", q->rec->epoch, e.msg);
+                snprintf(c->last_commit_error, sizeof(c->last_commit_error), "%s", e.msg);
                 c->commit_retry_ms = now + COMMIT_RETRY_MS;
                 return;
             }
@@ -194,8 +195,14 @@ void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
         if (q->rec->epoch % 16 == 0 && c->cfg.checkpoints_retained > 0 &&
             q->rec->epoch > (uint64_t)c->cfg.checkpoints_retained) {
             uint64_t keep = q->rec->epoch - (uint64_t)c->cfg.checkpoints_retained;
+            cdc_checkpoint_t *oldest = NULL;
             cdc_store_prune(&c->store, keep, &e);
             cdc_committer_prune_pending(c->committer, keep);
+            /* the offsets bases older than any a kept record may name; none on doubt */
+            if (cdc_store_oldest_checkpoint(&c->store, &oldest, &e) == CDC_OK && oldest != NULL)
+                cdc_offsets_base_prune(cdc_committer_storage(c->committer), c->cfg.warehouse,
+                                       c->cfg.job, cdc_offsets_base_floor(oldest));
+            cdc_checkpoint_free(oldest);
         }
         cdc_checkpoint_free(q->rec);
         memmove(&c->queue[0], &c->queue[1], (size_t)(c->nqueue - 1) * sizeof(c->queue[0]));

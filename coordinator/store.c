@@ -228,6 +228,26 @@ cleanup:
     return rc;
 }
 
+cdc_err_t cdc_store_oldest_checkpoint(cdc_store_t *st, cdc_checkpoint_t **out, cdc_error_t *e)
+{
+    char prefix[512];
+    cdc_etcd_kvs_t kvs;
+    cdc_err_t rc;
+
+    *out = NULL;
+    snprintf(prefix, sizeof(prefix), "%scheckpoints/", st->prefix);
+    memset(&kvs, 0, sizeof(kvs));
+    if ((rc = cdc_etcd_range_prefix(st->etcd, prefix, 1, &kvs, e)) != CDC_OK)
+        return rc;
+    if (kvs.count > 0) {
+        rc = cdc_checkpoint_from_json(kvs.kvs[0].value, kvs.kvs[0].value_len, out, e);
+        if (rc != CDC_OK)
+            cdc_error_prefix(e, "etcd key \"%s\"", kvs.kvs[0].key);
+    }
+    cdc_etcd_kvs_clear(&kvs);
+    return rc;
+}
+
 cdc_err_t cdc_store_put_committed(cdc_store_t *st, uint64_t epoch, cdc_error_t *e)
 {
     char key[512], val[32];

@@ -63,6 +63,9 @@ cdc_err_t cdc_store_get_checkpoint(cdc_store_t *st, uint64_t epoch, cdc_checkpoi
 cdc_err_t cdc_store_list_checkpoints(cdc_store_t *st, uint64_t lo, uint64_t hi,
                                      cdc_checkpoint_t ***out, size_t *n, cdc_error_t *e);
 
+/* Loads the oldest record kept (*out NULL when there is none). Caller frees *out. */
+cdc_err_t cdc_store_oldest_checkpoint(cdc_store_t *st, cdc_checkpoint_t **out, cdc_error_t *e);
+
 /* Moves committed to epoch (fenced). */
 cdc_err_t cdc_store_put_committed(cdc_store_t *st, uint64_t epoch, cdc_error_t *e);
 

@@ -41,10 +41,15 @@
 #include "common/msg.h"
 #include "common/workerauth.h"
 #include "coordinator/admission.h"
+#include "coordinator/offsets_base.h"
+#include "coordinator/store.h"
 #include "tests/harness/harness.h"
 #include "tests/harness/procs.h"
 
 #define ROWS_PER_EPOCH 40
+/* "statics" workers ack these topics too, at offsets that never move (STATIC_AT + i) */
+#define STATIC_TOPICS 4
+#define STATIC_AT 1000
 #define MAX_PROCS 16
 
 /* ---- fake worker ------------------------------------------------------------------- */
@@ -67,6 +72,7 @@ typedef struct fake {
     /* sticky: like a worker behind a proxy or a Service, it looks the leader up only
      * when its link drops or it is told "not the leader", never while connected */
     bool sticky, was_connected;
+    bool statics;       /* acks STATIC_TOPICS more topics that never move (offsets bases) */
     const char *secret; /* FAKE_WORKER_SECRET: answers the coordinator's challenges */
     cdc_ice_schema_t schema;
 } fake_t;
@@ -212,7 +218,9 @@ static void fake_on_barrier(fake_t *f, const Cdc__Barrier *b)
     Cdc__Envelope env = CDC__ENVELOPE__INIT;
     Cdc__Ack ack = CDC__ACK__INIT;
     Cdc__PartitionState ps[12], *psp[12];
-    Cdc__TopicOffset to[12], *top[12];
+    Cdc__TopicOffset to[12], *top[12][1 + STATIC_TOPICS], st[STATIC_TOPICS];
+    static const char *const static_names[STATIC_TOPICS] = {"static.a", "static.b", "static.c",
+                                                            "static.d"};
     Cdc__StagedFile sf[12], *sfp[12];
     Cdc__ColumnStats cs[12][3], *csp[12][3];
     cdc_ice_data_file_t df[12];
@@ -232,10 +240,16 @@ static void fake_on_barrier(fake_t *f, const Cdc__Barrier *b)
         cdc__topic_offset__init(&to[n]);
         to[n].topic = "src";
         to[n].next_offset = f->next_off[p] + ROWS_PER_EPOCH;
-        top[n] = &to[n];
+        top[n][0] = &to[n];
         ps[n].partition = (uint32_t)p;
         ps[n].n_offsets = 1;
-        ps[n].offsets = &top[n];
+        for (int i = 0; f->statics && i < STATIC_TOPICS; i++) {
+            cdc__topic_offset__init(&st[i]);
+            st[i].topic = (char *)static_names[i];
+            st[i].next_offset = STATIC_AT + i;
+            top[n][ps[n].n_offsets++] = &st[i];
+        }
+        ps[n].offsets = top[n];
         ps[n].state_handle = "";
         psp[n] = &ps[n];
         sfp[n] = &sf[n];
@@ -273,7 +287,20 @@ static void fake_on_assign(fake_t *f, const Cdc__Assign *a)
         if (ps->partition >= 12)
             continue;
         f->owned[ps->partition] = true;
-        f->next_off[ps->partition] = ps->n_offsets > 0 ? ps->offsets[0]->next_offset : 0;
+        f->next_off[ps->partition] = 0;
+        size_t statics = 0;
+        for (size_t k = 0; k < ps->n_offsets; k++)
+            if (strcmp(ps->offsets[k]->topic, "src") == 0)
+                f->next_off[ps->partition] = ps->offsets[k]->next_offset;
+            else if (strncmp(ps->offsets[k]->topic, "static.", 7) == 0 &&
+                     ps->offsets[k]->next_offset == STATIC_AT + (ps->offsets[k]->topic[7] - 'a'))
+                statics++;
+        /* a slot assigned from a checkpoint gets every topic's exact offset back */
+        if (f->statics && ps->n_offsets > 0 && statics != STATIC_TOPICS) {
+            fprintf(stderr, "fake worker %s: slot %u assigned with %zu of %d static topics\n",
+                    f->id, ps->partition, statics, STATIC_TOPICS);
+            exit(3);
+        }
     }
 }
 
@@ -292,6 +319,7 @@ static int fake_worker_main(int argc, char **argv)
     f.job = argv[4];
     f.warehouse = argv[5];
     f.sticky = argc > 6 && strcmp(argv[6], "sticky") == 0;
+    f.statics = argc > 6 && strcmp(argv[6], "statics") == 0;
     f.secret = getenv("FAKE_WORKER_SECRET");
     f.incarnation = (uint64_t)time(NULL) * 1000 + (uint64_t)getpid() % 1000;
     cdc_log_init("fake-worker", f.id);
@@ -781,6 +809,95 @@ static void test_crash_after_record(void **state)
     scenario_close(&s);
 }
 
+/* The offsets of every slot's topics in the latest record, read back as a new leader
+ * reads it (etcd, then the offsets base in the warehouse); asserts the statics' exact
+ * offsets and returns the record (caller frees). */
+static cdc_checkpoint_t *latest_record(scenario_t *s, bool *delta)
+{
+    cdc_store_t st;
+    cdc_storage_t *wh;
+    cdc_checkpoint_t *rec = NULL;
+    cdc_error_t e;
+
+    cdc_store_init(&st, s->ec, NULL, s->job);
+    assert_int_equal(cdc_storage_open(s->warehouse, NULL, &wh, &e), CDC_OK);
+    assert_int_equal(cdc_store_get_checkpoint(&st, etcd_number(s, "latest"), &rec, &e), CDC_OK);
+    *delta = rec->offsets_delta;
+    if (rec->offsets_delta)
+        assert_true(cdc_checkpoint_offset_count(rec) <= 12); /* only "src" moved */
+    assert_int_equal(cdc_offsets_base_load(wh, rec, &e), CDC_OK);
+    for (uint32_t p = 0; p < 12; p++) {
+        assert_int_equal(rec->partitions[p].noffsets, 1 + STATIC_TOPICS);
+        assert_non_null(cdc_checkpoint_find_offset(rec, p, "src"));
+        for (int i = 0; i < STATIC_TOPICS; i++) {
+            char topic[32];
+            snprintf(topic, sizeof(topic), "static.%c", 'a' + i);
+            const cdc_topic_offset_t *to = cdc_checkpoint_find_offset(rec, p, topic);
+            assert_non_null(to);
+            assert_int_equal(to->next_offset, STATIC_AT + i);
+        }
+    }
+    cdc_storage_close(wh);
+    return rec;
+}
+
+/* Offsets bases (docs/protocol.md, "Offsets base"): with more offsets than
+ * --checkpoint-inline-offsets the records hold only the topics that moved; a leader
+ * that dies between the record and the commit is replaced by one that completes that
+ * record from its base, commits it and assigns the slots from it. */
+static void test_offsets_base(void **state)
+{
+    static scenario_t s; /* static: teardown() closes it after a failed assertion */
+    char dir[1200], **locs = NULL;
+    cdc_storage_t *wh;
+    cdc_checkpoint_t *rec;
+    cdc_error_t e;
+    size_t nbases = 0;
+    uint64_t latest;
+    int status = 0;
+    bool delta;
+    (void)state;
+
+    scenario_open(&s, "offbase");
+    /* 12 slots x 5 topics = 60 offsets > 20; "src" moves, 12 per record */
+    extra_opts[0] = "--checkpoint-inline-offsets=20";
+    start_coordinator(&s, 0, NULL);
+    for (int i = 0; i < 3; i++)
+        start_worker_mode(&s, i, "statics");
+    wait_more_commits(&s, 3, 30000);
+    rec = latest_record(&s, &delta);
+    assert_true(delta);
+    cdc_checkpoint_free(rec);
+    /* replace the leader by one that dies between the etcd record and the commit */
+    cdc_test_kill(s.coords[0], SIGTERM, 5000);
+    start_coordinator(&s, 0, "after-checkpoint-record");
+    assert_true(cdc_test_wait_exit(s.coords[0], 30000, &status));
+    s.coords[0] = 0;
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 86);
+    latest = etcd_number(&s, "latest");
+    assert_true(latest > etcd_number(&s, "committed"));
+    rec = latest_record(&s, &delta); /* the record the next leader must complete */
+    assert_true(delta);
+    cdc_checkpoint_free(rec);
+    start_coordinator(&s, 1, NULL);
+    wait_more_commits(&s, 4, 30000);
+    assert_true(etcd_number(&s, "committed") > latest);
+    rec = latest_record(&s, &delta);
+    assert_true(delta);
+    cdc_checkpoint_free(rec);
+    /* each term wrote its own base */
+    snprintf(dir, sizeof(dir), "%s/_cdc/%s/offsets/", s.warehouse, s.job);
+    assert_int_equal(cdc_storage_open(s.warehouse, NULL, &wh, &e), CDC_OK);
+    assert_int_equal(cdc_storage_list(wh, dir, &locs, &nbases, &e), CDC_OK);
+    fprintf(stderr, "offsets bases: %zu\n", nbases);
+    assert_true(nbases >= 2);
+    cdc_storage_list_free(locs, nbases);
+    cdc_storage_close(wh);
+    extra_opts[0] = NULL;
+    quiesce_and_verify(&s);
+    scenario_close(&s);
+}
+
 static void test_etcd_restart(void **state)
 {
     static scenario_t s; /* static: teardown() closes it after a failed assertion */
@@ -1230,6 +1347,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_deposed_leader_drops_workers, teardown),
         cmocka_unit_test_teardown(test_leader_survives_stall, teardown),
         cmocka_unit_test_teardown(test_crash_after_record, teardown),
+        cmocka_unit_test_teardown(test_offsets_base, teardown),
         cmocka_unit_test_teardown(test_etcd_restart, teardown),
         cmocka_unit_test_teardown(test_orphans, teardown),
         cmocka_unit_test_teardown(test_snapshot_expiry, teardown),

@@ -9,7 +9,9 @@
 
 #include <cmocka.h>
 
+#include "common/crypto.h"
 #include "coordinator/checkpoint.h"
+#include "coordinator/offsets_base.h"
 
 static cdc_checkpoint_t *sample(void)
 {
@@ -269,12 +271,300 @@ static void test_floors(void **state)
     cdc_checkpoint_free(c);
 }
 
+/* ---- the delta form against an offsets base (docs/protocol.md, "Offsets base") ------ */
+
+#define MANY_TOPICS 2000
+
+static void topic_name(char *buf, size_t size, int t)
+{
+    snprintf(buf, size, "cdc.public.orders_of_the_region_%04d", t);
+}
+
+/* A record of a job of ntopics tables: every slot reads every topic. */
+static cdc_checkpoint_t *many(uint64_t epoch, int ntopics, int64_t at)
+{
+    cdc_checkpoint_t *c = cdc_checkpoint_new("job1", epoch, 9, 3);
+    char topic[64];
+
+    assert_non_null(c);
+    for (uint32_t p = 0; p < CDC_PARTITIONS; p++) {
+        for (int t = 0; t < ntopics; t++) {
+            topic_name(topic, sizeof(topic), t);
+            assert_int_equal(cdc_checkpoint_set_offset(c, p, topic, at + 1000 * t + p), CDC_OK);
+        }
+        assert_int_equal(cdc_checkpoint_set_state(c, p, "s3://x/state/1"), CDC_OK);
+        snprintf(c->partitions[p].owner, sizeof(c->partitions[p].owner), "w%u", p % 3);
+    }
+    return c;
+}
+
+/* a and b hold the same offsets, slot by slot, in the same order */
+static void assert_same_offsets(const cdc_checkpoint_t *a, const cdc_checkpoint_t *b)
+{
+    for (uint32_t p = 0; p < CDC_PARTITIONS; p++) {
+        assert_int_equal(a->partitions[p].noffsets, b->partitions[p].noffsets);
+        for (size_t i = 0; i < a->partitions[p].noffsets; i++) {
+            assert_string_equal(a->partitions[p].offsets[i].topic,
+                                b->partitions[p].offsets[i].topic);
+            assert_int_equal(a->partitions[p].offsets[i].next_offset,
+                             b->partitions[p].offsets[i].next_offset);
+            assert_ptr_equal(cdc_checkpoint_find_offset(a, p, a->partitions[p].offsets[i].topic),
+                             &a->partitions[p].offsets[i]);
+        }
+    }
+}
+
+/* set_offset keeps one entry per topic through growth (its index follows the array) */
+static void test_set_offset_index(void **state)
+{
+    cdc_checkpoint_t *c = many(1, MANY_TOPICS, 0);
+    char topic[64];
+    (void)state;
+
+    for (int t = 0; t < MANY_TOPICS; t += 7) { /* replaces, never appends */
+        topic_name(topic, sizeof(topic), t);
+        assert_int_equal(cdc_checkpoint_set_offset(c, 5, topic, -t), CDC_OK);
+    }
+    assert_int_equal(cdc_checkpoint_offset_count(c), (size_t)MANY_TOPICS * CDC_PARTITIONS);
+    for (int t = 0; t < MANY_TOPICS; t++) {
+        topic_name(topic, sizeof(topic), t);
+        const cdc_topic_offset_t *to = cdc_checkpoint_find_offset(c, 5, topic);
+        assert_non_null(to);
+        assert_string_equal(to->topic, topic);
+        assert_int_equal(to->next_offset, t % 7 == 0 ? -t : 1000 * t + 5);
+        assert_ptr_equal(to, &c->partitions[5].offsets[t]);
+    }
+    assert_null(cdc_checkpoint_find_offset(c, 5, "cdc.public.none"));
+    assert_null(cdc_checkpoint_find_offset(c, CDC_PARTITIONS, topic));
+    cdc_checkpoint_free(c);
+}
+
+/* 2,000 topics, 10 moved, one new in one slot: a small record that decodes, merged with
+ * its base, to exactly the full offsets */
+static void test_delta_roundtrip(void **state)
+{
+    cdc_checkpoint_t *base = many(100, MANY_TOPICS, 0), *c = many(130, MANY_TOPICS, 0), *b2,
+                     *d = NULL;
+    cdc_offsets_ref_t ref = {.epoch = 100, .path = "/wh/_cdc/job1/offsets/100.json"};
+    char topic[64], *bjs, *js, *full;
+    uint8_t digest[CDC_SHA256_LEN];
+    cdc_error_t e;
+    (void)state;
+
+    for (int t = 0; t < 10; t++) {
+        topic_name(topic, sizeof(topic), t * 150);
+        for (uint32_t p = 0; p < CDC_PARTITIONS; p++)
+            assert_int_equal(cdc_checkpoint_set_offset(c, p, topic, 5000000 + t * 10 + p), CDC_OK);
+    }
+    assert_int_equal(cdc_checkpoint_set_offset(c, 7, "cdc.public.added", 3), CDC_OK);
+    assert_int_equal(cdc_checkpoint_delta_count(c, base), 10 * CDC_PARTITIONS + 1);
+
+    bjs = cdc_checkpoint_offsets_base_json(base);
+    assert_non_null(bjs);
+    cdc_sha256(bjs, strlen(bjs), digest);
+    for (size_t i = 0; i < sizeof(digest); i++)
+        snprintf(ref.sha256 + 2 * i, 3, "%02x", digest[i]);
+    js = cdc_checkpoint_to_json_delta(c, true, base, &ref);
+    full = cdc_checkpoint_to_json(c, true);
+    assert_non_null(js);
+    assert_non_null(full);
+    printf("record of %d topics x %d slots, 10 moved: %zu bytes (inline form %zu, base %zu)\n",
+           MANY_TOPICS, CDC_PARTITIONS, strlen(js), strlen(full), strlen(bjs));
+    assert_true(strlen(js) <= 64 * 1024);
+    assert_true(strlen(full) > 500 * 1024); /* what the delta saves */
+    assert_null(strstr(full, "offsets_base"));
+
+    assert_int_equal(cdc_checkpoint_from_json(js, strlen(js), &d, &e), CDC_OK);
+    assert_true(d->offsets_delta);
+    assert_int_equal(d->offsets_base.epoch, 100);
+    assert_string_equal(d->offsets_base.path, ref.path);
+    assert_string_equal(d->offsets_base.sha256, ref.sha256);
+    assert_int_equal(cdc_checkpoint_offset_count(d), 10 * CDC_PARTITIONS + 1);
+    assert_int_equal(cdc_checkpoint_from_json(bjs, strlen(bjs), &b2, &e), CDC_OK);
+    assert_int_equal(b2->epoch, 100);
+    assert_same_offsets(b2, base);
+    assert_int_equal(cdc_checkpoint_merge_base(d, b2, &e), CDC_OK);
+    assert_false(d->offsets_delta);
+    assert_same_offsets(d, c);
+    assert_string_equal(d->partitions[3].state_handle, "s3://x/state/1");
+    assert_string_equal(d->partitions[4].owner, "w1");
+    assert_int_equal(cdc_checkpoint_merge_base(d, b2, &e), CDC_OK); /* complete: no-op */
+    assert_same_offsets(d, c);
+
+    /* a base of another epoch than the record names is refused */
+    cdc_checkpoint_free(d);
+    assert_int_equal(cdc_checkpoint_from_json(js, strlen(js), &d, &e), CDC_OK);
+    b2->epoch = 99;
+    assert_int_equal(cdc_checkpoint_merge_base(d, b2, &e), CDC_ERR_CORRUPT);
+    assert_non_null(strstr(e.msg, ref.path));
+
+    /* a slot that lost a topic of the base cannot be a delta */
+    cdc_checkpoint_free(d);
+    d = many(131, MANY_TOPICS - 1, 0);
+    assert_int_equal(cdc_checkpoint_delta_count(d, base), -1);
+
+    const char *bad[] = {
+        "{\"epoch\":1,\"offsets_base\":{\"epoch\":1,\"path\":\"x\"}}",
+        "{\"epoch\":1,\"offsets_base\":{\"epoch\":1,\"path\":\"x\",\"sha256\":\"zz\"}}",
+        "{\"epoch\":1,\"offsets_base\":{\"path\":\"x\",\"sha256\":\"" /* no epoch */
+        "0000000000000000000000000000000000000000000000000000000000000000\"}}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cdc_checkpoint_t *x = NULL;
+        assert_int_equal(cdc_checkpoint_from_json(bad[i], strlen(bad[i]), &x, &e), CDC_ERR_CORRUPT);
+        assert_null(x);
+    }
+    free(js);
+    free(full);
+    free(bjs);
+    cdc_checkpoint_free(d);
+    cdc_checkpoint_free(b2);
+    cdc_checkpoint_free(c);
+    cdc_checkpoint_free(base);
+}
+
+static void rm_tree(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* the leader's choices (inline, a new base, a delta) and the loader's checks, against a
+ * local warehouse */
+static void test_offsets_base_store(void **state)
+{
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char dir[256], wh[300], loc[1024], topic[64], *js = NULL;
+    cdc_offsets_base_t b;
+    cdc_storage_t *st;
+    cdc_checkpoint_t *rec, *d = NULL, *full;
+    cdc_error_t e;
+    (void)state;
+
+    snprintf(dir, sizeof(dir), "%s/cdc-offsets-base-XXXXXX", tmp);
+    assert_non_null(mkdtemp(dir));
+    snprintf(wh, sizeof(wh), "file://%s", dir);
+    assert_int_equal(cdc_storage_open(wh, NULL, &st, &e), CDC_OK);
+    memset(&b, 0, sizeof(b));
+
+    /* under the threshold: today's inline form, no base */
+    rec = many(10, 20, 0);
+    assert_int_equal(cdc_offsets_base_record_json(&b, st, wh, rec, true, 1000, &js, &e), CDC_OK);
+    assert_null(strstr(js, "offsets_base"));
+    assert_null(b.offsets);
+    free(js);
+    cdc_checkpoint_free(rec);
+
+    /* the first large record writes a base at its epoch; its own delta is empty */
+    rec = many(11, MANY_TOPICS, 0);
+    assert_int_equal(cdc_offsets_base_record_json(&b, st, wh, rec, true, 1000, &js, &e), CDC_OK);
+    assert_non_null(b.offsets);
+    assert_int_equal(b.ref.epoch, 11);
+    cdc_offsets_base_location(wh, "job1", 11, loc, sizeof(loc));
+    assert_string_equal(b.ref.path, loc);
+    assert_non_null(strstr(js, "\"offsets_base\""));
+    assert_true(strlen(js) < 4096);
+    free(js);
+    cdc_checkpoint_free(rec);
+
+    /* the next ones are deltas against it; they load back complete */
+    full = many(12, MANY_TOPICS, 0);
+    for (int t = 0; t < 10; t++) {
+        topic_name(topic, sizeof(topic), t * 3);
+        for (uint32_t p = 0; p < CDC_PARTITIONS; p++)
+            assert_int_equal(cdc_checkpoint_set_offset(full, p, topic, 777 + t), CDC_OK);
+    }
+    assert_int_equal(cdc_offsets_base_record_json(&b, st, wh, full, false, 1000, &js, &e), CDC_OK);
+    assert_int_equal(b.ref.epoch, 11);
+    assert_true(strlen(js) <= 64 * 1024);
+    assert_int_equal(cdc_checkpoint_from_json(js, strlen(js), &d, &e), CDC_OK);
+    assert_int_equal(cdc_checkpoint_offset_count(d), 10 * CDC_PARTITIONS);
+    assert_int_equal(cdc_offsets_base_load(st, d, &e), CDC_OK);
+    assert_same_offsets(d, full);
+    cdc_checkpoint_free(d);
+
+    /* an altered base is CORRUPT, naming the file */
+    assert_int_equal(cdc_checkpoint_from_json(js, strlen(js), &d, &e), CDC_OK);
+    {
+        uint8_t *data;
+        size_t len;
+        assert_int_equal(cdc_storage_get(st, loc, &data, &len, &e), CDC_OK);
+        char *p = strstr((char *)data, ":1000");
+        assert_non_null(p);
+        p[1] = '2'; /* one offset of the file changed */
+        assert_int_equal(cdc_storage_put(st, loc, data, len, &e), CDC_OK);
+        assert_int_equal(cdc_offsets_base_load(st, d, &e), CDC_ERR_CORRUPT);
+        assert_non_null(strstr(e.msg, loc));
+        assert_non_null(strstr(e.msg, "SHA-256"));
+        p[1] = '1';
+        assert_int_equal(cdc_storage_put(st, loc, data, len, &e), CDC_OK);
+        free(data);
+    }
+    assert_int_equal(cdc_offsets_base_load(st, d, &e), CDC_OK); /* restored: fine again */
+    assert_same_offsets(d, full);
+    cdc_checkpoint_free(d);
+
+    /* a topic gone from a slot (a table removed) takes a new base, never a resurrection */
+    cdc_checkpoint_free(full);
+    full = many(13, MANY_TOPICS - 1, 0);
+    free(js);
+    assert_int_equal(cdc_offsets_base_record_json(&b, st, wh, full, true, 1000, &js, &e), CDC_OK);
+    assert_int_equal(b.ref.epoch, 13);
+    assert_int_equal(cdc_checkpoint_from_json(js, strlen(js), &d, &e), CDC_OK);
+    assert_int_equal(cdc_offsets_base_load(st, d, &e), CDC_OK);
+    assert_same_offsets(d, full);
+    cdc_checkpoint_free(d);
+    free(js);
+
+    /* a record of a new term writes its own base */
+    full->epoch = 14;
+    full->term = 10;
+    assert_int_equal(cdc_offsets_base_record_json(&b, st, wh, full, true, 1000, &js, &e), CDC_OK);
+    assert_int_equal(b.ref.epoch, 14);
+    assert_int_equal(b.term, 10);
+
+    /* pruning below the oldest kept record's base; then a missing base is CORRUPT */
+    assert_int_equal(cdc_checkpoint_from_json(js, strlen(js), &d, &e), CDC_OK);
+    assert_int_equal(cdc_offsets_base_floor(d), 14);
+    assert_int_equal(cdc_offsets_base_prune(st, wh, "job1", 14), 2); /* 11 and 13 */
+    assert_int_equal(cdc_offsets_base_load(st, d, &e), CDC_OK);
+    cdc_checkpoint_free(d);
+    assert_int_equal(cdc_checkpoint_from_json(js, strlen(js), &d, &e), CDC_OK);
+    cdc_offsets_base_location(wh, "job1", 14, loc, sizeof(loc));
+    assert_int_equal(cdc_storage_delete(st, loc, &e), CDC_OK);
+    assert_int_equal(cdc_offsets_base_load(st, d, &e), CDC_ERR_CORRUPT);
+    assert_non_null(strstr(e.msg, loc));
+    assert_non_null(strstr(e.msg, "missing"));
+    cdc_checkpoint_free(d);
+    free(js);
+
+    /* back under the threshold: inline again, the base dropped */
+    rec = many(15, 20, 0);
+    assert_int_equal(cdc_offsets_base_record_json(&b, st, wh, rec, true, 1000, &js, &e), CDC_OK);
+    assert_null(strstr(js, "offsets_base"));
+    assert_null(b.offsets);
+    assert_int_equal(cdc_checkpoint_from_json(js, strlen(js), &d, &e), CDC_OK);
+    assert_int_equal(cdc_offsets_base_floor(d), 15);
+    assert_int_equal(cdc_offsets_base_load(st, d, &e), CDC_OK); /* inline: nothing to load */
+    assert_same_offsets(d, rec);
+    cdc_checkpoint_free(d);
+    free(js);
+    cdc_checkpoint_free(rec);
+    cdc_checkpoint_free(full);
+    cdc_offsets_base_clear(&b);
+    cdc_storage_close(st);
+    rm_tree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_roundtrip),       cmocka_unit_test(test_pending_file_list),
-        cmocka_unit_test(test_truncates),       cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_offsets_summary), cmocka_unit_test(test_floors),
+        cmocka_unit_test(test_roundtrip),          cmocka_unit_test(test_pending_file_list),
+        cmocka_unit_test(test_truncates),          cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_offsets_summary),    cmocka_unit_test(test_floors),
+        cmocka_unit_test(test_set_offset_index),   cmocka_unit_test(test_delta_roundtrip),
+        cmocka_unit_test(test_offsets_base_store),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
