@@ -187,6 +187,31 @@ cdc_err_t cdc_checkpoint_merge_base(cdc_checkpoint_t *c, const cdc_checkpoint_t 
     return CDC_OK;
 }
 
+cdc_checkpoint_t *cdc_checkpoint_copy_base(const cdc_checkpoint_t *c)
+{
+    cdc_checkpoint_t *d = cdc_checkpoint_new(c->job, c->epoch, c->term, c->generation);
+    if (d == NULL)
+        return NULL;
+    d->barrier_ms = c->barrier_ms;
+    d->completed_ms = c->completed_ms;
+    for (uint32_t p = 0; p < CDC_PARTITIONS; p++) {
+        const cdc_ckpt_partition_t *cp = &c->partitions[p];
+        for (size_t i = 0; i < cp->noffsets; i++)
+            if (cdc_checkpoint_set_offset(d, p, cp->offsets[i].topic, cp->offsets[i].next_offset) !=
+                CDC_OK)
+                goto fail;
+        if (cp->state_handle != NULL && cdc_checkpoint_set_state(d, p, cp->state_handle) != CDC_OK)
+            goto fail;
+        memcpy(d->partitions[p].owner, cp->owner, sizeof(cp->owner));
+    }
+    if (cdc_checkpoint_carry_floors(d, c) != CDC_OK)
+        goto fail;
+    return d;
+fail:
+    cdc_checkpoint_free(d);
+    return NULL;
+}
+
 cdc_err_t cdc_checkpoint_set_state(cdc_checkpoint_t *c, uint32_t p, const char *handle)
 {
     char *copy;

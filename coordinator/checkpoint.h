@@ -107,6 +107,11 @@ cdc_checkpoint_t *cdc_checkpoint_new(const char *job, uint64_t epoch, uint64_t t
                                      uint64_t generation);
 void cdc_checkpoint_free(cdc_checkpoint_t *c);
 
+/* A copy of what a later assignment and barrier need of c: the ids and times, every
+ * slot's offsets, state handle and owner, and the floors (no files, schemas or
+ * truncates); NULL when out of memory. Linear in the offsets, no encoding. */
+cdc_checkpoint_t *cdc_checkpoint_copy_base(const cdc_checkpoint_t *c);
+
 /* Sets the slot's next offset for topic (adds or replaces; O(1) amortized). Copies topic. */
 cdc_err_t cdc_checkpoint_set_offset(cdc_checkpoint_t *c, uint32_t p, const char *topic,
                                     int64_t next_offset);

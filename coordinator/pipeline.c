@@ -321,14 +321,10 @@ void cdc_job_on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
             q->rec = rec;
             q->barrier_mono = cdc_clock_mono_ms() - (rec->completed_ms - rec->barrier_ms);
             cdc_checkpoint_free(c->base);
-            /* the base for a later reassignment: copy via JSON round trip */
-            {
-                char *js = cdc_checkpoint_to_json(rec, false);
-                cdc_error_t e2;
-                c->base = NULL;
-                if (js)
-                    cdc_checkpoint_from_json(js, strlen(js), &c->base, &e2);
-                free(js);
+            /* the base for a later reassignment (a copy: rec goes to the commit queue) */
+            if ((c->base = cdc_checkpoint_copy_base(rec)) == NULL) {
+                cdc_job_recover(c, "out of memory copying the checkpoint", true);
+                return;
             }
             if (check_progress(c, rec, why, sizeof(why)))
                 stalled = true;

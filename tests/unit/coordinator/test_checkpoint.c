@@ -557,6 +557,36 @@ static void test_offsets_base_store(void **state)
     rm_tree(dir);
 }
 
+/* The base kept for later assignments: every slot's offsets, state and owner, and the
+ * floors, equal to the record's; nothing else. */
+static void test_copy_base(void **state)
+{
+    cdc_checkpoint_t *c = sample(), *d;
+    (void)state;
+    assert_int_equal(cdc_checkpoint_add_floor(c, "ns.t", 77, 78, 5), CDC_OK);
+    d = cdc_checkpoint_copy_base(c);
+    assert_non_null(d);
+    assert_int_equal(d->epoch, 42);
+    assert_int_equal(d->term, 9);
+    assert_int_equal(d->generation, 3);
+    assert_int_equal(d->completed_ms, 1100);
+    for (uint32_t p = 0; p < CDC_PARTITIONS; p++) {
+        assert_int_equal(d->partitions[p].noffsets, 2);
+        assert_int_equal(cdc_checkpoint_find_offset(d, p, "cdc.public.a")->next_offset, 30 + p);
+        assert_int_equal(cdc_checkpoint_find_offset(d, p, "cdc.public.b")->next_offset, 20 + p);
+        assert_string_equal(d->partitions[p].state_handle ? d->partitions[p].state_handle : "",
+                            c->partitions[p].state_handle ? c->partitions[p].state_handle : "");
+        assert_string_equal(d->partitions[p].owner, c->partitions[p].owner);
+    }
+    assert_int_equal(d->nfloors, 1);
+    assert_string_equal(d->floors[0].table, "ns.t");
+    assert_int_equal(d->floors[0].lsn, 78);
+    assert_int_equal(d->nfiles, 0);
+    assert_int_equal(d->nschemas, 0);
+    cdc_checkpoint_free(c);
+    cdc_checkpoint_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -564,7 +594,7 @@ int main(void)
         cmocka_unit_test(test_truncates),          cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_offsets_summary),    cmocka_unit_test(test_floors),
         cmocka_unit_test(test_set_offset_index),   cmocka_unit_test(test_delta_roundtrip),
-        cmocka_unit_test(test_offsets_base_store),
+        cmocka_unit_test(test_offsets_base_store), cmocka_unit_test(test_copy_base),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
