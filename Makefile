@@ -81,7 +81,7 @@ BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 
 ALL_LIBS   := $(PROC_LIBS) $(HARNESS_LIB) $(LIBCDC)
 
-.PHONY: all bins tests test test-unit test-integration run lint fmt asan tsan clean-build docs \
+.PHONY: chaos-tables all bins tests test test-unit test-integration run lint fmt asan tsan clean-build docs \
         setup bench chaos start stop clean run-chaos compose-test
 .DEFAULT_GOAL := all
 # Keep every intermediate (generated sources, the objects of tests and benchmarks).
@@ -239,6 +239,13 @@ bench-%: setup
 chaos: setup
 	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@chaos/run.sh
+
+# Thousands of tables under faults (benchmarks/tables/run.sh with TABLES_CHAOS=1): 500
+# tables and 50 more added under load, kills of a worker, the leader and the capture, then
+# the verifier over every table. make test runs its short form (many_tables.sh, 88 tables).
+chaos-tables: setup
+	@$(MAKE) --no-print-directory -j$(NPROC) all
+	@TABLES=$${TABLES:-500} TABLES_CHAOS=1 benchmarks/tables/run.sh
 
 start stop clean run-chaos:
 	@docker/compose.sh $@

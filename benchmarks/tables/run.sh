@@ -22,6 +22,13 @@
 #   5. the load stops and chaos/verify checks TABLES_VERIFY tables (all by default; a
 #      number: that many, spread over the range) against PostgreSQL: VERIFY ok, 0 lost,
 #      0 duplicated, 0 mismatched, or the run fails.
+# TABLES_CHAOS=1 (make chaos-tables; the short form in make test: many_tables.sh) adds
+# faults to step 3: TABLES_ADD more tables (TABLES/10; made with the others, loaded from
+# the start, not in the publication) join in one more ALTER PUBLICATION under the load,
+# then, after the worker kill, kill -9 of the leading coordinator (a standby takes over)
+# and of the streaming capture (the standby takes the slot); the killed processes start
+# again, and step 5 verifies every table, the late ones included (their snapshot rows as
+# some state of their key). 0 lost, 0 duplicated, 0 mismatched, or the run fails.
 # TABLES_SWEEP="10 100 1000 2000" runs the whole for each count (a fresh pipeline each),
 # prints each count's BENCH lines with the count in the name (tables_<n>_readable_s, ...)
 # and plots every figure against the count into benchmarks/results/tables-*.png.
@@ -34,6 +41,7 @@ cd "$(dirname "$0")/../.." || exit 1
 . benchmarks/lib.sh
 
 ROWS=${TABLES_ROWS:-100}
+CHAOS=${TABLES_CHAOS:-0}
 RATE=${TABLES_LOAD_RATE:-500}
 LOAD_SECS=${TABLES_LOAD_SECONDS:-60}
 TIMEOUT=${TABLES_TIMEOUT:-600}
@@ -78,14 +86,16 @@ etcd_value_bytes() {
 
 # One run at $1 tables; BENCH lines named tables_<suffix>..., a row of the sweep's TSV.
 run_one() {
-    local n=$1 sfx=$2 t0 t1 kill_ms gen c latest list i v
+    local n=$1 sfx=$2 t0 t1 kill_ms gen c latest list i v add=0 all leader
+    [ "$CHAOS" = 1 ] && add=${TABLES_ADD:-$((n / 10 > 0 ? n / 10 : 1))}
+    all=$((n + add))
     export CHAOS_DIR=$BENCH_WORK/run-$n
     pipeline_servers_up
-    bench_log "creating $n tables of $ROWS rows"
+    bench_log "creating $all tables of $ROWS rows"
     bench_psql <<SQL || chaos_die "could not create the tables"
 DO \$\$
 BEGIN
-  FOR i IN 1..$n LOOP
+  FOR i IN 1..$all LOOP
     EXECUTE format('CREATE TABLE public.t%s (id int PRIMARY KEY, n int NOT NULL, note text)', lpad(i::text, 5, '0'));
     EXECUTE format('CREATE TRIGGER audit AFTER INSERT OR UPDATE OR DELETE ON public.t%s FOR EACH ROW EXECUTE FUNCTION cdc_audit.record(''id'')', lpad(i::text, 5, '0'));
     EXECUTE format('INSERT INTO public.t%s SELECT g, 0, ''row '' || g FROM generate_series(1, $ROWS) g', lpad(i::text, 5, '0'));
@@ -110,14 +120,20 @@ SQL
     bench_log "every table readable in $READABLE s"
 
     cat >"$BENCH_WORK/touch.sql" <<EOF
-\set t random(1, $n)
+\set t random(1, $all)
 \set k random(1, $ROWS)
 SELECT public.bench_touch(:t, :k);
 EOF
     "$PG_BIN/pgbench" -n -f "$BENCH_WORK/touch.sql" -c 2 -j 2 -R "$RATE" -T "$LOAD_SECS" \
         "$PIPELINE_PG_DSN" >"$BENCH_WORK/pgbench-$n.log" 2>&1 &
     LOAD_PID=$!
-    sleep $((LOAD_SECS / 3)) # (a load of a fixed length: the kill lands in its middle)
+    if [ "$CHAOS" = 1 ]; then
+        sleep $((LOAD_SECS / 6))
+        list=$(for ((i = n + 1; i <= all; i++)); do echo "public.$(name_of "$i")"; done | paste -sd, | sed 's/,/, /g')
+        bench_psql -c "ALTER PUBLICATION cdc_pub ADD TABLE $list" || chaos_die "the second ALTER PUBLICATION failed"
+        bench_log "added $add more tables under the load"
+    fi
+    sleep $((LOAD_SECS / 6 + 1)) # (a load of a fixed length: the kill lands in its middle)
     gen=$(chaos_status | jq -r '.generation')
     c=$(pipeline_committed)
     kill_ms=$(now_ms)
@@ -128,6 +144,21 @@ EOF
     RECOVERY=$(secs "$kill_ms" "$(now_ms)")
     bench_log "kill -9 of worker-1: a commit of the new assignment after $RECOVERY s"
     pipeline_start_worker 1
+    if [ "$CHAOS" = 1 ]; then
+        leader=$(chaos_leader)
+        c=$(pipeline_committed)
+        proc_signal "$leader" KILL
+        chaos_wait "$TIMEOUT" "another coordinator to lead and commit" bash -c '. "$1"; l=$(chaos_leader) &&
+            [ "$l" != "$2" ] && [ "$(pipeline_committed)" -gt "$3" ]' \
+            _ "$BENCH_ROOT/chaos/lib.sh" "$leader" "$c" || chaos_die "no coordinator took over from $leader"
+        bench_log "kill -9 of the leader $leader: $(chaos_leader) leads and commits"
+        proc_restart "$leader"
+        i=$(chaos_active_capture)
+        proc_signal "$i" KILL
+        bench_log "kill -9 of the streaming capture $i"
+        sleep 2
+        proc_restart "$i"
+    fi
     wait "$LOAD_PID"
     LOAD_PID=""
     FRESH=$(chaos_status | jq '[.tables[]? | select(.table | test("^public\\.t[0-9]+$")) | .fresh_p99_ms // 0] | max // 0')
@@ -146,19 +177,19 @@ EOF
         -d "{\"key\":\"$(printf '/cdc/%s/latest' "$CDC_JOB" | base64 -w0)\"}" |
         jq -r '.kvs[0].value // ""' | base64 -d)
     RECORD=$(etcd_value_bytes "$(printf '/cdc/%s/checkpoints/%020d' "$CDC_JOB" "$latest")")
-    FILES=$(bench_div "$(find "$CHAOS_DIR/warehouse/public" -path '*/public/t[0-9]*/data/*' -type f | wc -l)" "$n")
-    META=$(bench_div "$(find "$CHAOS_DIR/warehouse/public" -path '*/public/t[0-9]*/metadata/*.metadata.json' | wc -l)" "$n")
+    FILES=$(bench_div "$(find "$CHAOS_DIR/warehouse/public" -path '*/public/t[0-9]*/data/*' -type f | wc -l)" "$all")
+    META=$(bench_div "$(find "$CHAOS_DIR/warehouse/public" -path '*/public/t[0-9]*/metadata/*.metadata.json' | wc -l)" "$all")
 
-    local verify_list="" k=${TABLES_VERIFY:-$n} step
-    [ "$k" -gt "$n" ] && k=$n
-    step=$((n / k))
-    for ((i = 1; i <= n; i += step)); do verify_list="$verify_list${verify_list:+,}$(name_of "$i")"; done
+    local verify_list="" k=${TABLES_VERIFY:-$all} step
+    [ "$k" -gt "$all" ] && k=$all
+    step=$((all / k))
+    for ((i = 1; i <= all; i += step)); do verify_list="$verify_list${verify_list:+,}$(name_of "$i")"; done
     pipeline_verify --tables "$verify_list" --snapshotted "$verify_list" --wait "$TIMEOUT" \
         >"$BENCH_WORK/verify-$n.log" 2>&1 || {
         tail -n 20 "$BENCH_WORK/verify-$n.log" >&2
         chaos_die "the verifier failed at $n tables"
     }
-    tail -n 1 "$BENCH_WORK/verify-$n.log" | sed "s/^/$n tables: /" >&2
+    tail -n 1 "$BENCH_WORK/verify-$n.log" | sed "s/^/$all tables: /" >&2
 
     bench_line "tables${sfx}_readable_s" "$READABLE" s
     bench_line "tables${sfx}_recovery_s" "$RECOVERY" s
