@@ -372,10 +372,10 @@ static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionS
     rc = cdc_dedup_open(s->db_dir, (int)(w->cfg.dedup_ttl_ms / 1000), &s->dedup, e);
     if (rc != CDC_OK)
         return rc;
-    for (size_t t = 0; t < w->ntopics; t++) {
+    for (size_t t = 0; t < w->topics.n; t++) {
         int64_t next = CDC_KAFKA_OFFSET_BEGINNING;
         for (size_t k = 0; k < ps->n_offsets; k++)
-            if (ps->offsets[k]->topic && strcmp(ps->offsets[k]->topic, w->topics[t]) == 0)
+            if (ps->offsets[k]->topic && strcmp(ps->offsets[k]->topic, cdc_worker_topic(w, t)) == 0)
                 next = ps->offsets[k]->next_offset;
         slot_topic_start(s, t, next);
     }
@@ -399,11 +399,12 @@ static int32_t topic_partitions_wait(cdc_worker_t *w, int ti, int wait_ms)
 {
     int32_t n = 0;
     cdc_error_t e;
-    if (ti < 0 || (size_t)ti >= w->ntopics)
+    if (ti < 0 || (size_t)ti >= w->topics.n)
         return 0;
     if (w->topic_parts[ti] > 0)
         return w->topic_parts[ti];
-    if (cdc_kafka_consumer_partitions(w->consumer, w->topics[ti], &n, wait_ms, &e) != CDC_OK)
+    if (cdc_kafka_consumer_partitions(w->consumer, cdc_worker_topic(w, (size_t)ti), &n, wait_ms,
+                                      &e) != CDC_OK)
         return 0;
     w->topic_parts[ti] = n;
     return n;
@@ -413,7 +414,7 @@ static int32_t topic_partitions_wait(cdc_worker_t *w, int ti, int wait_ms)
  * once per topic, loudly (the capture refuses to create such topics; others may). */
 static void check_topic_partitions(cdc_worker_t *w)
 {
-    for (size_t t = 0; t < w->ntopics; t++) {
+    for (size_t t = 0; t < w->topics.n; t++) {
         if (!cdc_worker_consumes(w, t))
             continue;
         /* (briefly: a topic the capture has not created yet is asked again next time) */
@@ -422,8 +423,8 @@ static void check_topic_partitions(cdc_worker_t *w)
             w->topic_parts_warned[t] = true;
             cdc_log_error("topic \"%s\" has %d partitions, but the job reads %d (its partition "
                           "slots): the changes in partitions %d to %d are never read",
-                          w->topics[t], (int)n, CDC_WORKER_PARTITIONS, CDC_WORKER_PARTITIONS,
-                          (int)n - 1);
+                          cdc_worker_topic(w, t), (int)n, CDC_WORKER_PARTITIONS,
+                          CDC_WORKER_PARTITIONS, (int)n - 1);
         }
     }
 }
@@ -457,13 +458,14 @@ cdc_err_t cdc_worker_assign(cdc_worker_t *w, const Cdc__Assign *a, cdc_error_t *
         if (rc != CDC_OK)
             return rc;
     }
-    tps = calloc(CDC_WORKER_PARTITIONS * w->ntopics + 1, sizeof(*tps));
+    tps = calloc(CDC_WORKER_PARTITIONS * w->topics.n + 1, sizeof(*tps));
     if (tps == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
-        for (size_t t = 0; w->slots[p].owned && t < w->ntopics; t++)
+        for (size_t t = 0; w->slots[p].owned && t < w->topics.n; t++)
             if (cdc_worker_consumes(w, t))
-                tps[ntp++] = (cdc_kafka_tp_t){w->topics[t], p, w->slots[p].next_offset[t]};
+                tps[ntp++] =
+                    (cdc_kafka_tp_t){cdc_worker_topic(w, t), p, w->slots[p].next_offset[t]};
     rc = cdc_kafka_consumer_assign(w->consumer, tps, ntp, e);
     free(tps);
     if (rc == CDC_OK)
@@ -474,44 +476,61 @@ cdc_err_t cdc_worker_assign(cdc_worker_t *w, const Cdc__Assign *a, cdc_error_t *
 cdc_err_t cdc_worker_widen(cdc_worker_t *w, char **tables, size_t ntables, cdc_error_t *e)
 {
     Cdc__Assign a = CDC__ASSIGN__INIT;
-    uint64_t before = w->consumed, added;
+    size_t before = w->topics.n; /* a topic added to the set is one appended now */
     cdc_kafka_tp_t *tps;
     size_t ntp = 0;
     cdc_err_t rc;
 
     /* a set that drops a topic we consume is no widening: only an Assign narrows */
-    for (size_t t = 0; t < w->ntopics; t++) {
-        bool listed = !cdc_worker_consumes(w, t);
+    for (size_t t = 0; t < w->topics.n; t++) {
+        if (!cdc_worker_consumes(w, t))
+            continue;
+        bool listed = false;
         for (size_t i = 0; i < ntables && !listed; i++)
-            listed = tables[i] != NULL && strcmp(tables[i], w->topics[t]) == 0;
+            listed = tables[i] != NULL && strcmp(tables[i], cdc_worker_topic(w, t)) == 0;
         if (!listed)
             return cdc_error_set(e, CDC_ERR_PROTOCOL,
                                  "the job's new table set lacks topic \"%s\", which this "
                                  "worker consumes: not a widening",
-                                 w->topics[t]);
+                                 cdc_worker_topic(w, t));
+    }
+    /* which topics the worker consumed before: the others of the set are added */
+    bool *was = NULL, added = false;
+    if (before > 0) {
+        if (cdc_array_resize(was, before) != CDC_OK)
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        memcpy(was, w->consumed, before * sizeof(*was));
     }
     a.n_tables = ntables;
     a.tables = tables;
-    if ((rc = cdc_worker_take_tables(w, &a, e)) != CDC_OK)
+    if ((rc = cdc_worker_take_tables(w, &a, e)) != CDC_OK) {
+        free(was);
         return rc;
-    added = w->consumed & ~before;
-    if (added == 0)
+    }
+    for (size_t t = 0; t < w->topics.n && !added; t++)
+        added = cdc_worker_consumes(w, t) && !(t < before && was[t]);
+    if (!added) {
+        free(was);
         return CDC_OK;
-    tps = calloc(CDC_WORKER_PARTITIONS * (size_t)CDC_WORKER_MAX_TOPICS, sizeof(*tps));
-    if (tps == NULL)
+    }
+    tps = calloc(CDC_WORKER_PARTITIONS * w->topics.n + 1, sizeof(*tps));
+    if (tps == NULL) {
+        free(was);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
     /* each slot reads a topic new to the set from its beginning, as a slot restored from a
      * checkpoint without its offset does (cdc_worker_assign) */
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         cdc_slot_t *s = &w->slots[p];
-        for (size_t t = 0; s->owned && t < w->ntopics; t++) {
-            if (((added >> t) & 1) == 0)
+        for (size_t t = 0; s->owned && t < w->topics.n; t++) {
+            if (!cdc_worker_consumes(w, t) || (t < before && was[t]))
                 continue;
             slot_topic_start(s, t, CDC_KAFKA_OFFSET_BEGINNING);
             s->high[t] = 0;
-            tps[ntp++] = (cdc_kafka_tp_t){w->topics[t], p, CDC_KAFKA_OFFSET_BEGINNING};
+            tps[ntp++] = (cdc_kafka_tp_t){cdc_worker_topic(w, t), p, CDC_KAFKA_OFFSET_BEGINNING};
         }
     }
+    free(was);
     rc = cdc_kafka_consumer_add(w->consumer, tps, ntp, e);
     /* fetching paused by --max-staged-bytes until the next barrier: the new ones too */
     for (size_t i = 0; rc == CDC_OK && w->paused && i < ntp; i++) {
@@ -733,13 +752,13 @@ void cdc_worker_set_paused(cdc_worker_t *w, bool pause)
     if (w->paused == pause)
         return;
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
-        for (size_t t = 0; w->slots[p].owned && t < w->ntopics; t++) {
+        for (size_t t = 0; w->slots[p].owned && t < w->topics.n; t++) {
             if (!cdc_worker_consumes(w, t))
                 continue;
             if (pause)
-                cdc_kafka_consumer_pause(w->consumer, w->topics[t], p, &e);
+                cdc_kafka_consumer_pause(w->consumer, cdc_worker_topic(w, t), p, &e);
             else
-                cdc_kafka_consumer_resume(w->consumer, w->topics[t], p, &e);
+                cdc_kafka_consumer_resume(w->consumer, cdc_worker_topic(w, t), p, &e);
         }
     w->paused = pause;
     if (pause)

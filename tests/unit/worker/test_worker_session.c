@@ -318,9 +318,9 @@ static void test_refused_assign(void **state)
     dial();
     watch(&lw, t0);
     in = coord_expect(CDC__ENVELOPE__BODY_REGISTER);
-    assert_int_equal(in->register_->n_topics, M.w->ntopics);
-    assert_true(M.w->ntopics > 0);
-    assert_string_equal(in->register_->topics[0], M.w->topics[0]);
+    assert_int_equal(in->register_->n_topics, M.w->topics.n);
+    assert_true(M.w->topics.n > 0);
+    assert_string_equal(in->register_->topics[0], cdc_worker_topic(M.w, 0));
     cdc_msg_free(in);
     env.body_case = CDC__ENVELOPE__BODY_ASSIGN;
     env.assign = mock_assign(&b, M.topic, 5, 2, NULL, NULL, 0);
