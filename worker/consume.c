@@ -372,12 +372,14 @@ static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionS
     rc = cdc_dedup_open(s->db_dir, (int)(w->cfg.dedup_ttl_ms / 1000), &s->dedup, e);
     if (rc != CDC_OK)
         return rc;
-    for (size_t t = 0; t < w->topics.n; t++) {
-        int64_t next = CDC_KAFKA_OFFSET_BEGINNING;
-        for (size_t k = 0; k < ps->n_offsets; k++)
-            if (ps->offsets[k]->topic && strcmp(ps->offsets[k]->topic, cdc_worker_topic(w, t)) == 0)
-                next = ps->offsets[k]->next_offset;
-        slot_topic_start(s, t, next);
+    /* every topic from its checkpointed offset, else the beginning (through the topic
+     * index: linear in the topics, however many) */
+    for (size_t t = 0; t < w->topics.n; t++)
+        slot_topic_start(s, t, CDC_KAFKA_OFFSET_BEGINNING);
+    for (size_t k = 0; k < ps->n_offsets; k++) {
+        int t = ps->offsets[k]->topic ? cdc_worker_topic_index(w, ps->offsets[k]->topic) : -1;
+        if (t >= 0)
+            slot_topic_start(s, (size_t)t, ps->offsets[k]->next_offset);
     }
     s->owned = true;
     s->dirty = false;
@@ -481,26 +483,34 @@ cdc_err_t cdc_worker_widen(cdc_worker_t *w, char **tables, size_t ntables, cdc_e
     size_t ntp = 0;
     cdc_err_t rc;
 
+    /* was[t]: the worker consumed topic t before (the others of the set are added);
+     * listed[t]: the set names it. Marked through the topic index: linear in the set. */
+    bool *was = calloc(before + 1, sizeof(*was)), *listed = calloc(before + 1, sizeof(*listed));
+    bool added = false;
+    if (was == NULL || listed == NULL) {
+        free(was);
+        free(listed);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < ntables; i++) {
+        int t = tables[i] != NULL ? cdc_worker_topic_index(w, tables[i]) : -1;
+        if (t >= 0)
+            listed[t] = true;
+    }
     /* a set that drops a topic we consume is no widening: only an Assign narrows */
-    for (size_t t = 0; t < w->topics.n; t++) {
-        if (!cdc_worker_consumes(w, t))
-            continue;
-        bool listed = false;
-        for (size_t i = 0; i < ntables && !listed; i++)
-            listed = tables[i] != NULL && strcmp(tables[i], cdc_worker_topic(w, t)) == 0;
-        if (!listed)
-            return cdc_error_set(e, CDC_ERR_PROTOCOL,
-                                 "the job's new table set lacks topic \"%s\", which this "
-                                 "worker consumes: not a widening",
-                                 cdc_worker_topic(w, t));
+    for (size_t t = 0; t < before; t++) {
+        was[t] = cdc_worker_consumes(w, t);
+        if (was[t] && !listed[t]) {
+            cdc_error_set(e, CDC_ERR_PROTOCOL,
+                          "the job's new table set lacks topic \"%s\", which this worker "
+                          "consumes: not a widening",
+                          cdc_worker_topic(w, t));
+            free(was);
+            free(listed);
+            return CDC_ERR_PROTOCOL;
+        }
     }
-    /* which topics the worker consumed before: the others of the set are added */
-    bool *was = NULL, added = false;
-    if (before > 0) {
-        if (cdc_array_resize(was, before) != CDC_OK)
-            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        memcpy(was, w->consumed, before * sizeof(*was));
-    }
+    free(listed);
     a.n_tables = ntables;
     a.tables = tables;
     if ((rc = cdc_worker_take_tables(w, &a, e)) != CDC_OK) {
