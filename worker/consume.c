@@ -412,16 +412,19 @@ static int32_t topic_partitions_wait(cdc_worker_t *w, int ti, int wait_ms)
     return n;
 }
 
-/* A topic with more partitions than the job's slots has partitions no worker reads: said
- * once per topic, loudly (the capture refuses to create such topics; others may). */
-static void check_topic_partitions(cdc_worker_t *w)
+void cdc_worker_check_partitions(cdc_worker_t *w, int budget_ms)
 {
+    int64_t deadline = cdc_clock_mono_ms() + budget_ms;
     for (size_t t = 0; t < w->topics.n; t++) {
-        if (!cdc_worker_consumes(w, t))
+        if (!cdc_worker_consumes(w, t) || w->topic_parts_warned[t])
             continue;
-        /* (briefly: a topic the capture has not created yet is asked again next time) */
-        int32_t n = topic_partitions_wait(w, (int)t, 200);
-        if (n > CDC_WORKER_PARTITIONS && !w->topic_parts_warned[t]) {
+        /* (briefly: a topic the capture has not created yet is asked again next time; with
+         * thousands of them, 200 ms each would hold the record thread for minutes) */
+        int64_t left = deadline - cdc_clock_mono_ms();
+        if (w->topic_parts[t] == 0 && left <= 0)
+            return;
+        int32_t n = topic_partitions_wait(w, (int)t, left < 200 ? (int)left : 200);
+        if (n > CDC_WORKER_PARTITIONS) {
             w->topic_parts_warned[t] = true;
             cdc_log_error("topic \"%s\" has %d partitions, but the job reads %d (its partition "
                           "slots): the changes in partitions %d to %d are never read",
@@ -471,7 +474,7 @@ cdc_err_t cdc_worker_assign(cdc_worker_t *w, const Cdc__Assign *a, cdc_error_t *
     rc = cdc_kafka_consumer_assign(w->consumer, tps, ntp, e);
     free(tps);
     if (rc == CDC_OK)
-        check_topic_partitions(w);
+        cdc_worker_check_partitions(w, 1000);
     return rc;
 }
 
@@ -549,7 +552,7 @@ cdc_err_t cdc_worker_widen(cdc_worker_t *w, char **tables, size_t ntables, cdc_e
     }
     free(tps);
     if (rc == CDC_OK)
-        check_topic_partitions(w);
+        cdc_worker_check_partitions(w, 1000);
     return rc;
 }
 

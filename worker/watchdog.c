@@ -123,6 +123,7 @@ void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms)
     if (now_ms < w->next_lag_ms)
         return;
     w->next_lag_ms = now_ms + 2000;
+    cdc_worker_check_partitions(w, 50); /* topics an assignment's check had no time for */
     double stalled = 0;
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         cdc_slot_t *s = &w->slots[p];

@@ -342,6 +342,13 @@ char **cdc_worker_register_topics(cdc_worker_t *w, size_t *n);
  * error (after a delay) or whose restart_at is due (watchdog.c). Record thread. */
 void cdc_worker_restart_failed(cdc_worker_t *w);
 
+/* A consumed topic with more partitions than the job's slots has partitions no worker
+ * reads: said once per topic, loudly (the capture refuses to create such topics; others
+ * may). Asks the broker for the partition counts not known yet, waiting budget_ms at most
+ * in all: the topics left are asked at the next call (after an assignment, a widening,
+ * and with the gauges). Record thread. */
+void cdc_worker_check_partitions(cdc_worker_t *w, int budget_ms);
+
 /* Updates lag and state-size gauges and /status (cheap; rate-limited inside). */
 void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms);
 
