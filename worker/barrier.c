@@ -260,18 +260,26 @@ static char *table_schema_json(const cdc_source_schema_t *s, cdc_stage_kind_t ki
 
 /* ---- barrier: cut on the record thread, finish on the finalizer thread ------------- */
 
+/* One topic of a partition at the cut. */
+typedef struct cut_topic {
+    int64_t next_offset; /* at the cut */
+    int64_t high;        /* last known high watermark at the cut */
+    int64_t stalled_ms;  /* progress watchdog at the cut (0 = fine) */
+    bool consumed;       /* one of the job's tables at the cut */
+} cut_topic_t;
+
 /* One partition's share of a cut epoch. */
 typedef struct snap_part {
     cdc_worker_t *w;
     cdc_slot_t *s; /* its ckpt and last_handle belong to the finalizer until done */
     uint64_t epoch;
-    cdc_stage_t stage;                          /* the epoch's stage (owned) */
-    int64_t next_offset[CDC_WORKER_MAX_TOPICS]; /* at the cut */
-    int64_t high[CDC_WORKER_MAX_TOPICS];        /* last known high watermarks at the cut */
-    int64_t stalled_ms[CDC_WORKER_MAX_TOPICS];  /* progress watchdog at the cut (0 = fine) */
-    size_t ntopics;                             /* w->topics at the cut */
-    uint64_t consumed;                          /* of them, the job's tables at the cut */
-    bool checkpoint;                            /* state changed: store held at the cut */
+    cdc_stage_t stage; /* the epoch's stage (owned) */
+    /* Per topic of w->topics at the cut (ntopics of them, index t of w->topics), copied
+     * from the slot: the slot's own arrays belong to the record thread, which goes on
+     * and may grow them. Allocated with the cut, freed with the job (job_free). */
+    cut_topic_t *topics;
+    size_t ntopics;
+    bool checkpoint; /* state changed: store held at the cut */
     Cdc__Ack part;
     cdc_err_t rc;
     cdc_error_t e;
@@ -448,15 +456,18 @@ static cdc_err_t snapshot_slot(snap_part_t *j)
     ps->offsets = calloc(j->ntopics + 1, sizeof(*ps->offsets));
     for (size_t t = 0; ps->offsets != NULL && t < j->ntopics; t++) {
         Cdc__TopicOffset *to;
-        if (((j->consumed >> t) & 1) == 0)
+        const cut_topic_t *ct = &j->topics[t];
+        if (!ct->consumed)
             continue; /* not one of the job's tables now */
         if ((to = calloc(1, sizeof(*to))) == NULL)
             break;
         cdc__topic_offset__init(to);
-        to->topic = w->topics[t]; /* borrowed: not freed by cdc_worker_ack_free */
-        to->next_offset = j->next_offset[t];
-        to->high_watermark = j->high[t] > 0 ? j->high[t] : 0; /* for the leader's /status */
-        to->stalled_ms = j->stalled_ms[t];
+        /* borrowed: not freed by cdc_worker_ack_free; t is below the count loaded at the
+         * cut, so the name is there for the life of the process (worker.h) */
+        to->topic = cdc_worker_topic(w, t);
+        to->next_offset = ct->next_offset;
+        to->high_watermark = ct->high > 0 ? ct->high : 0; /* for the leader's /status */
+        to->stalled_ms = ct->stalled_ms;
         ps->offsets[ps->n_offsets++] = to;
     }
     ack->partitions[ack->n_partitions++] = ps;
@@ -526,6 +537,14 @@ static cdc_err_t merge_parts(Cdc__Ack *ack, snap_part_t *jobs, int n, cdc_error_
         p->n_partitions = p->n_files = p->n_schemas = 0;
     }
     return CDC_OK;
+}
+
+/* Frees a cut epoch (its stages already freed or moved). */
+static void job_free(cdc_snap_job_t *job)
+{
+    for (int i = 0; job != NULL && i < job->n; i++)
+        free(job->parts[i].topics);
+    free(job);
 }
 
 /* Frees the epoch's stages: after the Ack, since freeing a large epoch's rows (one
@@ -617,7 +636,7 @@ static void *finalizer_main(void *arg)
         pthread_mutex_lock(&w->fin_lock);
         if (job != NULL && w->fin_job == job)
             w->fin_job = NULL;
-        free(job);
+        job_free(job);
         w->fin_busy = false;
         pthread_cond_broadcast(&w->fin_cond);
     }
@@ -666,6 +685,7 @@ cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation
 {
     int64_t t0 = cdc_clock_mono_ms();
     cdc_snap_job_t *job;
+    uint32_t failed;
 
     if (!w->fin_running)
         return cdc_error_set(e, CDC_ERR_INTERNAL, "the finalizer thread is not running");
@@ -692,28 +712,27 @@ cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation
         j->s = s;
         j->epoch = epoch;
         j->checkpoint = s->dirty || s->last_handle == NULL;
+        /* sized to the topics at the cut (however many; at least one entry allocated) */
+        j->ntopics = atomic_load_explicit(&w->topics.n, memory_order_acquire);
+        if (cdc_array_resize(j->topics, j->ntopics) != CDC_OK) {
+            cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            j->checkpoint = false;
+            goto fail;
+        }
         /* The store as of this record boundary: the accepted changes are written, later
          * ones stay in the dedup overlay until the checkpoint has copied the store. */
-        if (j->checkpoint) {
-            cdc_err_t rc = cdc_dedup_cut(s->dedup, e);
-            if (rc != CDC_OK) {
-                for (int i = 0; i < job->n; i++)
-                    if (job->parts[i].checkpoint)
-                        cdc_dedup_release(job->parts[i].s->dedup);
-                /* the stages moved so far are lost with the epoch: the abort replays */
-                for (int i = 0; i < job->n; i++)
-                    cdc_stage_free(&job->parts[i].stage);
-                free(job);
-                return cdc_error_prefix(e, "partition %u", s->partition);
-            }
+        if (j->checkpoint && cdc_dedup_cut(s->dedup, e) != CDC_OK) {
+            j->checkpoint = false;
+            goto fail;
         }
-        memcpy(j->next_offset, s->next_offset, sizeof(j->next_offset));
-        j->ntopics = atomic_load_explicit(&w->ntopics, memory_order_acquire);
-        j->consumed = w->consumed;
-        memcpy(j->high, s->high, sizeof(j->high));
-        for (size_t t = 0; t < w->ntopics; t++)
-            j->stalled_ms[t] =
-                s->stalled_since[t] != 0 ? cdc_clock_mono_ms() - s->stalled_since[t] : 0;
+        for (size_t t = 0; t < j->ntopics; t++)
+            j->topics[t] = (cut_topic_t){
+                .next_offset = s->next_offset[t],
+                .high = s->high[t],
+                .stalled_ms =
+                    s->stalled_since[t] != 0 ? cdc_clock_mono_ms() - s->stalled_since[t] : 0,
+                .consumed = cdc_worker_consumes(w, t),
+            };
         j->stage = s->stage; /* moved */
         j->stage.epoch = epoch;
         cdc_stage_init(&s->stage, s->partition, epoch + 1);
@@ -728,6 +747,18 @@ cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation
     pthread_mutex_unlock(&w->fin_lock);
     cdc_worker_set_paused(w, false);
     return CDC_OK;
+fail:
+    /* the partition job->n failed: nothing of its own held but its topics */
+    failed = job->parts[job->n].s->partition;
+    free(job->parts[job->n].topics);
+    for (int i = 0; i < job->n; i++)
+        if (job->parts[i].checkpoint)
+            cdc_dedup_release(job->parts[i].s->dedup);
+    /* the stages moved so far are lost with the epoch: the abort replays */
+    for (int i = 0; i < job->n; i++)
+        cdc_stage_free(&job->parts[i].stage);
+    job_free(job);
+    return cdc_error_prefix(e, "partition %u", failed);
 }
 
 void cdc_worker_committed(cdc_worker_t *w, uint64_t epoch)

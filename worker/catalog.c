@@ -248,9 +248,12 @@ static topic_schemas_t *topic_get(cdc_catalog_t *c, const char *topic, bool crea
 size_t cdc_catalog_topics(const cdc_catalog_t *cat, const char **topics, size_t cap)
 {
     size_t n = 0;
-    for (size_t i = 0; i < cat->ntopics && n < cap; i++)
-        if (cat->topics[i].n > 0)
-            topics[n++] = cat->topics[i].topic;
+    for (size_t i = 0; i < cat->ntopics; i++)
+        if (cat->topics[i].n > 0) {
+            if (n < cap)
+                topics[n] = cat->topics[i].topic;
+            n++;
+        }
     return n;
 }
 

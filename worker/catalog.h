@@ -95,8 +95,9 @@ void cdc_catalog_seed_ids(cdc_catalog_t *cat, const char *ns, const char *table,
 const cdc_source_schema_t *cdc_catalog_latest(cdc_catalog_t *cat, const char *topic);
 const cdc_source_schema_t *cdc_catalog_get(cdc_catalog_t *cat, const char *topic, int64_t version);
 
-/* The topics with a registered (or embedded) schema, up to cap of them, in the order first
- * seen; returns how many. The names are owned by the catalog. */
+/* The topics with a registered (or embedded) schema, in the order first seen: returns how
+ * many there are, however many, and writes the first cap of them to topics (which may be
+ * NULL when cap is 0: a count). The names are owned by the catalog. */
 size_t cdc_catalog_topics(const cdc_catalog_t *cat, const char **topics, size_t cap);
 
 /* The latest schema of table "<ns>.<table>" that has a key, from any topic and source

@@ -372,12 +372,14 @@ static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionS
     rc = cdc_dedup_open(s->db_dir, (int)(w->cfg.dedup_ttl_ms / 1000), &s->dedup, e);
     if (rc != CDC_OK)
         return rc;
-    for (size_t t = 0; t < w->ntopics; t++) {
-        int64_t next = CDC_KAFKA_OFFSET_BEGINNING;
-        for (size_t k = 0; k < ps->n_offsets; k++)
-            if (ps->offsets[k]->topic && strcmp(ps->offsets[k]->topic, w->topics[t]) == 0)
-                next = ps->offsets[k]->next_offset;
-        slot_topic_start(s, t, next);
+    /* every topic from its checkpointed offset, else the beginning (through the topic
+     * index: linear in the topics, however many) */
+    for (size_t t = 0; t < w->topics.n; t++)
+        slot_topic_start(s, t, CDC_KAFKA_OFFSET_BEGINNING);
+    for (size_t k = 0; k < ps->n_offsets; k++) {
+        int t = ps->offsets[k]->topic ? cdc_worker_topic_index(w, ps->offsets[k]->topic) : -1;
+        if (t >= 0)
+            slot_topic_start(s, (size_t)t, ps->offsets[k]->next_offset);
     }
     s->owned = true;
     s->dirty = false;
@@ -399,31 +401,35 @@ static int32_t topic_partitions_wait(cdc_worker_t *w, int ti, int wait_ms)
 {
     int32_t n = 0;
     cdc_error_t e;
-    if (ti < 0 || (size_t)ti >= w->ntopics)
+    if (ti < 0 || (size_t)ti >= w->topics.n)
         return 0;
     if (w->topic_parts[ti] > 0)
         return w->topic_parts[ti];
-    if (cdc_kafka_consumer_partitions(w->consumer, w->topics[ti], &n, wait_ms, &e) != CDC_OK)
+    if (cdc_kafka_consumer_partitions(w->consumer, cdc_worker_topic(w, (size_t)ti), &n, wait_ms,
+                                      &e) != CDC_OK)
         return 0;
     w->topic_parts[ti] = n;
     return n;
 }
 
-/* A topic with more partitions than the job's slots has partitions no worker reads: said
- * once per topic, loudly (the capture refuses to create such topics; others may). */
-static void check_topic_partitions(cdc_worker_t *w)
+void cdc_worker_check_partitions(cdc_worker_t *w, int budget_ms)
 {
-    for (size_t t = 0; t < w->ntopics; t++) {
-        if (!cdc_worker_consumes(w, t))
+    int64_t deadline = cdc_clock_mono_ms() + budget_ms;
+    for (size_t t = 0; t < w->topics.n; t++) {
+        if (!cdc_worker_consumes(w, t) || w->topic_parts_warned[t])
             continue;
-        /* (briefly: a topic the capture has not created yet is asked again next time) */
-        int32_t n = topic_partitions_wait(w, (int)t, 200);
-        if (n > CDC_WORKER_PARTITIONS && !w->topic_parts_warned[t]) {
+        /* (briefly: a topic the capture has not created yet is asked again next time; with
+         * thousands of them, 200 ms each would hold the record thread for minutes) */
+        int64_t left = deadline - cdc_clock_mono_ms();
+        if (w->topic_parts[t] == 0 && left <= 0)
+            return;
+        int32_t n = topic_partitions_wait(w, (int)t, left < 200 ? (int)left : 200);
+        if (n > CDC_WORKER_PARTITIONS) {
             w->topic_parts_warned[t] = true;
             cdc_log_error("topic \"%s\" has %d partitions, but the job reads %d (its partition "
                           "slots): the changes in partitions %d to %d are never read",
-                          w->topics[t], (int)n, CDC_WORKER_PARTITIONS, CDC_WORKER_PARTITIONS,
-                          (int)n - 1);
+                          cdc_worker_topic(w, t), (int)n, CDC_WORKER_PARTITIONS,
+                          CDC_WORKER_PARTITIONS, (int)n - 1);
         }
     }
 }
@@ -457,61 +463,87 @@ cdc_err_t cdc_worker_assign(cdc_worker_t *w, const Cdc__Assign *a, cdc_error_t *
         if (rc != CDC_OK)
             return rc;
     }
-    tps = calloc(CDC_WORKER_PARTITIONS * w->ntopics + 1, sizeof(*tps));
+    tps = calloc(CDC_WORKER_PARTITIONS * w->topics.n + 1, sizeof(*tps));
     if (tps == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
-        for (size_t t = 0; w->slots[p].owned && t < w->ntopics; t++)
+        for (size_t t = 0; w->slots[p].owned && t < w->topics.n; t++)
             if (cdc_worker_consumes(w, t))
-                tps[ntp++] = (cdc_kafka_tp_t){w->topics[t], p, w->slots[p].next_offset[t]};
+                tps[ntp++] =
+                    (cdc_kafka_tp_t){cdc_worker_topic(w, t), p, w->slots[p].next_offset[t]};
     rc = cdc_kafka_consumer_assign(w->consumer, tps, ntp, e);
     free(tps);
     if (rc == CDC_OK)
-        check_topic_partitions(w);
+        cdc_worker_check_partitions(w, 1000);
     return rc;
 }
 
 cdc_err_t cdc_worker_widen(cdc_worker_t *w, char **tables, size_t ntables, cdc_error_t *e)
 {
     Cdc__Assign a = CDC__ASSIGN__INIT;
-    uint64_t before = w->consumed, added;
+    size_t before = w->topics.n; /* a topic added to the set is one appended now */
     cdc_kafka_tp_t *tps;
     size_t ntp = 0;
     cdc_err_t rc;
 
-    /* a set that drops a topic we consume is no widening: only an Assign narrows */
-    for (size_t t = 0; t < w->ntopics; t++) {
-        bool listed = !cdc_worker_consumes(w, t);
-        for (size_t i = 0; i < ntables && !listed; i++)
-            listed = tables[i] != NULL && strcmp(tables[i], w->topics[t]) == 0;
-        if (!listed)
-            return cdc_error_set(e, CDC_ERR_PROTOCOL,
-                                 "the job's new table set lacks topic \"%s\", which this "
-                                 "worker consumes: not a widening",
-                                 w->topics[t]);
+    /* was[t]: the worker consumed topic t before (the others of the set are added);
+     * listed[t]: the set names it. Marked through the topic index: linear in the set. */
+    bool *was = calloc(before + 1, sizeof(*was)), *listed = calloc(before + 1, sizeof(*listed));
+    bool added = false;
+    if (was == NULL || listed == NULL) {
+        free(was);
+        free(listed);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
+    for (size_t i = 0; i < ntables; i++) {
+        int t = tables[i] != NULL ? cdc_worker_topic_index(w, tables[i]) : -1;
+        if (t >= 0)
+            listed[t] = true;
+    }
+    /* a set that drops a topic we consume is no widening: only an Assign narrows */
+    for (size_t t = 0; t < before; t++) {
+        was[t] = cdc_worker_consumes(w, t);
+        if (was[t] && !listed[t]) {
+            cdc_error_set(e, CDC_ERR_PROTOCOL,
+                          "the job's new table set lacks topic \"%s\", which this worker "
+                          "consumes: not a widening",
+                          cdc_worker_topic(w, t));
+            free(was);
+            free(listed);
+            return CDC_ERR_PROTOCOL;
+        }
+    }
+    free(listed);
     a.n_tables = ntables;
     a.tables = tables;
-    if ((rc = cdc_worker_take_tables(w, &a, e)) != CDC_OK)
+    if ((rc = cdc_worker_take_tables(w, &a, e)) != CDC_OK) {
+        free(was);
         return rc;
-    added = w->consumed & ~before;
-    if (added == 0)
+    }
+    for (size_t t = 0; t < w->topics.n && !added; t++)
+        added = cdc_worker_consumes(w, t) && !(t < before && was[t]);
+    if (!added) {
+        free(was);
         return CDC_OK;
-    tps = calloc(CDC_WORKER_PARTITIONS * (size_t)CDC_WORKER_MAX_TOPICS, sizeof(*tps));
-    if (tps == NULL)
+    }
+    tps = calloc(CDC_WORKER_PARTITIONS * w->topics.n + 1, sizeof(*tps));
+    if (tps == NULL) {
+        free(was);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
     /* each slot reads a topic new to the set from its beginning, as a slot restored from a
      * checkpoint without its offset does (cdc_worker_assign) */
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         cdc_slot_t *s = &w->slots[p];
-        for (size_t t = 0; s->owned && t < w->ntopics; t++) {
-            if (((added >> t) & 1) == 0)
+        for (size_t t = 0; s->owned && t < w->topics.n; t++) {
+            if (!cdc_worker_consumes(w, t) || (t < before && was[t]))
                 continue;
             slot_topic_start(s, t, CDC_KAFKA_OFFSET_BEGINNING);
             s->high[t] = 0;
-            tps[ntp++] = (cdc_kafka_tp_t){w->topics[t], p, CDC_KAFKA_OFFSET_BEGINNING};
+            tps[ntp++] = (cdc_kafka_tp_t){cdc_worker_topic(w, t), p, CDC_KAFKA_OFFSET_BEGINNING};
         }
     }
+    free(was);
     rc = cdc_kafka_consumer_add(w->consumer, tps, ntp, e);
     /* fetching paused by --max-staged-bytes until the next barrier: the new ones too */
     for (size_t i = 0; rc == CDC_OK && w->paused && i < ntp; i++) {
@@ -520,7 +552,7 @@ cdc_err_t cdc_worker_widen(cdc_worker_t *w, char **tables, size_t ntables, cdc_e
     }
     free(tps);
     if (rc == CDC_OK)
-        check_topic_partitions(w);
+        cdc_worker_check_partitions(w, 1000);
     return rc;
 }
 
@@ -733,13 +765,13 @@ void cdc_worker_set_paused(cdc_worker_t *w, bool pause)
     if (w->paused == pause)
         return;
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
-        for (size_t t = 0; w->slots[p].owned && t < w->ntopics; t++) {
+        for (size_t t = 0; w->slots[p].owned && t < w->topics.n; t++) {
             if (!cdc_worker_consumes(w, t))
                 continue;
             if (pause)
-                cdc_kafka_consumer_pause(w->consumer, w->topics[t], p, &e);
+                cdc_kafka_consumer_pause(w->consumer, cdc_worker_topic(w, t), p, &e);
             else
-                cdc_kafka_consumer_resume(w->consumer, w->topics[t], p, &e);
+                cdc_kafka_consumer_resume(w->consumer, cdc_worker_topic(w, t), p, &e);
         }
     w->paused = pause;
     if (pause)

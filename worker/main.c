@@ -232,7 +232,7 @@ int main(int argc, char **argv)
                      w.cfg.id, w.cfg.job, w.cfg.warehouse, cdc_http_server_port(w.http));
     else
         cdc_log_info("worker \"%s\" job \"%s\": %zu topics, warehouse %s, metrics on port %d",
-                     w.cfg.id, w.cfg.job, (size_t)w.ntopics, w.cfg.warehouse,
+                     w.cfg.id, w.cfg.job, (size_t)w.topics.n, w.cfg.warehouse,
                      cdc_http_server_port(w.http));
     if (w.cfg.worker_secret == NULL || w.cfg.worker_secret[0] == '\0')
         cdc_log_warn("the control plane is unauthenticated: this worker registers without "

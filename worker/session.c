@@ -573,11 +573,13 @@ void cdc_worker_publish_status(cdc_worker_t *w)
     json_object_set_new(o, "refused", w->refused[0] ? json_string(w->refused) : json_null());
     {
         json_t *tables = json_array(), *offer = json_array();
-        for (size_t t = 0; t < w->ntopics; t++)
+        size_t noffer;
+        char **offered = cdc_topic_list_names(&w->offer, &noffer);
+        for (size_t t = 0; t < w->topics.n; t++)
             if (cdc_worker_consumes(w, t))
-                json_array_append_new(tables, json_string(w->topics[t]));
-        for (size_t t = 0; t < w->noffer; t++)
-            json_array_append_new(offer, json_string(w->offer[t]));
+                json_array_append_new(tables, json_string(cdc_worker_topic(w, t)));
+        for (size_t t = 0; t < noffer; t++)
+            json_array_append_new(offer, json_string(offered[t]));
         json_object_set_new(o, "tables", tables); /* the job's, as its last Assign said */
         json_object_set_new(o, "follows_tables", json_boolean(w->follows_tables));
         json_object_set_new(o, "offer", offer);

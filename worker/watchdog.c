@@ -42,25 +42,25 @@ void cdc_worker_restart_failed(cdc_worker_t *w)
     }
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         cdc_slot_t *s = &w->slots[p];
-        for (size_t t = 0; s->owned && t < w->ntopics; t++) {
+        for (size_t t = 0; s->owned && t < w->topics.n; t++) {
             cdc_error_t e2;
             if (s->restart_at[t] == 0 || now < s->restart_at[t] || !cdc_worker_consumes(w, t))
                 continue;
             s->restart_at[t] = 0;
-            if (cdc_kafka_consumer_restart(w->consumer, w->topics[t], p, s->next_offset[t], &e2) !=
-                CDC_OK) {
+            if (cdc_kafka_consumer_restart(w->consumer, cdc_worker_topic(w, t), p,
+                                           s->next_offset[t], &e2) != CDC_OK) {
                 s->restart_at[t] = now + RESTART_DELAY_MS;
                 cdc_log_warn("partition %d topic \"%s\": could not assign it again: %s", p,
-                             w->topics[t], e2.msg);
+                             cdc_worker_topic(w, t), e2.msg);
             } else {
                 /* (a partition paused by whatever stalled it fetches again; a pause for
                  * --max-staged-bytes is applied again by cdc_worker_set_paused at its next call) */
                 if (!w->paused)
-                    cdc_kafka_consumer_resume(w->consumer, w->topics[t], p, &e2);
+                    cdc_kafka_consumer_resume(w->consumer, cdc_worker_topic(w, t), p, &e2);
                 cdc_metrics_counter_inc(w->m_fetch_restarts);
                 cdc_log_warn("partition %d topic \"%s\": fetching had stopped; assigned again "
                              "from offset %" PRId64,
-                             p, w->topics[t], s->next_offset[t]);
+                             p, cdc_worker_topic(w, t), s->next_offset[t]);
             }
         }
     }
@@ -81,7 +81,7 @@ int cdc_worker_watchdog(cdc_worker_t *w, cdc_slot_t *s, size_t t, int64_t now)
         s->restart_at[t] != 0) {
         if (s->stalled_since[t] != 0 && (s->progress_offset[t] != pos || s->high[t] <= pos))
             cdc_log_info("partition %u topic \"%s\": progressing again at offset %" PRId64,
-                         s->partition, w->topics[t], pos);
+                         s->partition, cdc_worker_topic(w, t), pos);
         if (s->progress_offset[t] != pos || s->high[t] <= pos || s->progress_ms[t] == 0) {
             s->stalled_since[t] = 0;
             s->watchdog_gave_up[t] = false;
@@ -102,7 +102,7 @@ int cdc_worker_watchdog(cdc_worker_t *w, cdc_slot_t *s, size_t t, int64_t now)
                          " after fetching it again (%" PRId64 " behind the high watermark): not "
                          "fetching it again; a control record at the end of a transactional "
                          "producer's partition looks like this",
-                         s->partition, w->topics[t], pos, s->high[t] - pos);
+                         s->partition, cdc_worker_topic(w, t), pos, s->high[t] - pos);
         }
         s->progress_ms[t] = now;
         return 1;
@@ -111,7 +111,8 @@ int cdc_worker_watchdog(cdc_worker_t *w, cdc_slot_t *s, size_t t, int64_t now)
     cdc_metrics_counter_inc(w->m_stalls);
     cdc_log_warn("partition %u topic \"%s\": no progress for %" PRId64 " ms at offset %" PRId64
                  " with %" PRId64 " records behind the high watermark: fetching it again",
-                 s->partition, w->topics[t], now - s->stalled_since[t], pos, s->high[t] - pos);
+                 s->partition, cdc_worker_topic(w, t), now - s->stalled_since[t], pos,
+                 s->high[t] - pos);
     s->restart_at[t] = now;  /* cdc_worker_restart_failed() assigns it again from next_offset */
     s->progress_ms[t] = now; /* the next verdict after another timeout */
     return 1;
@@ -122,20 +123,21 @@ void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms)
     if (now_ms < w->next_lag_ms)
         return;
     w->next_lag_ms = now_ms + 2000;
+    cdc_worker_check_partitions(w, 50); /* topics an assignment's check had no time for */
     double stalled = 0;
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         cdc_slot_t *s = &w->slots[p];
         double lag = 0;
         if (!s->owned)
             continue;
-        for (size_t t = 0; t < w->ntopics; t++) {
+        for (size_t t = 0; t < w->topics.n; t++) {
             int64_t low = 0, high = 0;
             cdc_error_t e;
             if (!cdc_worker_consumes(w, t))
                 continue;
             /* cached by librdkafka from fetch responses: no broker round trip here */
-            if (cdc_kafka_consumer_watermarks(w->consumer, w->topics[t], p, &low, &high, 0, &e) ==
-                    CDC_OK &&
+            if (cdc_kafka_consumer_watermarks(w->consumer, cdc_worker_topic(w, t), p, &low, &high,
+                                              0, &e) == CDC_OK &&
                 high >= 0)
                 s->high[t] = high;
             int64_t pos = s->next_offset[t] >= 0 ? s->next_offset[t] : 0;

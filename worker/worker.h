@@ -37,8 +37,63 @@
 #include "worker/stage.h"
 
 #define CDC_WORKER_PARTITIONS CDC_CLUSTER_PARTITIONS
-#define CDC_WORKER_MAX_TOPICS 64
 #define CDC_WORKER_SCHEMA_PARTITIONS 64 /* the schema topic has 1; more are read up to this */
+
+/*
+ * An append-only list of topic names that threads other than the record thread read
+ * without a lock (tables.c): the worker's topics (the finalizer names them in its Acks)
+ * and a follower's offer (the heartbeat thread sends it). There is no cap on its length
+ * (docs/worker.md, "The job's tables"), so it grows, and growing must never move or free
+ * memory a reader may hold:
+ *
+ * - a name is allocated once and never changes or moves until cdc_topic_list_free();
+ * - the directory `names` (one contiguous array, as the protobuf messages want it) is
+ *   never reallocated in place: when full, the record thread allocates one twice as big,
+ *   copies the pointers, publishes it (release) and keeps the old one in `retired` until
+ *   cdc_topic_list_free(), so a reader still holding it reads valid, unchanged entries;
+ * - an entry is written before the count that covers it is published (release), and the
+ *   directory holding it before that count too.
+ *
+ * A reader loads the count (acquire) first, then the directory (acquire): the directory
+ * it sees is the one published with that count or a later one, and a later one holds
+ * every earlier entry. Loading them the other way round could pair an old directory with
+ * a newer count; cdc_topic_list_names() does it right. The retired directories cost less
+ * than the current one (a geometric series). `index` is a hash index of the names for
+ * lookups, which only the record thread makes.
+ */
+typedef struct cdc_topic_list {
+    _Atomic(char **) names; /* the current directory: names[0..n) */
+    _Atomic size_t n;
+    size_t cap;      /* of the current directory (record thread) */
+    char ***retired; /* directories replaced by bigger ones, kept until freed */
+    size_t nretired, capretired;
+    uint32_t *index;  /* open addressing: entry index + 1, 0 = empty (record thread) */
+    size_t index_cap; /* a power of two, at least twice n; 0 = no index yet */
+} cdc_topic_list_t;
+
+/* The count of names, then the directory holding them: names[0..*n) stay valid and
+ * unchanged until cdc_topic_list_free(). Any thread. */
+static inline char **cdc_topic_list_names(const cdc_topic_list_t *l, size_t *n)
+{
+    *n = atomic_load_explicit(&l->n, memory_order_acquire);
+    return atomic_load_explicit(&l->names, memory_order_acquire);
+}
+
+/* Name i, for i below a count the caller loaded (acquire) before. Any thread. */
+static inline char *cdc_topic_list_at(const cdc_topic_list_t *l, size_t i)
+{
+    return atomic_load_explicit(&l->names, memory_order_acquire)[i];
+}
+
+/* Appends name (malloc'd; the list owns it on success, the caller still on failure:
+ * CDC_ERR_NOMEM) and publishes it. Record thread. */
+cdc_err_t cdc_topic_list_append(cdc_topic_list_t *l, char *name);
+
+/* The index of name in the list, or -1. Record thread. */
+int cdc_topic_list_find(const cdc_topic_list_t *l, const char *name);
+
+/* Frees the names and every directory; no other thread may read the list any more. */
+void cdc_topic_list_free(cdc_topic_list_t *l);
 
 typedef struct cdc_worker_config {
     char *id;
@@ -88,17 +143,20 @@ typedef struct cdc_slot {
     cdc_ckpt_t ckpt;
     bool ckpt_ready;
     cdc_stage_t stage;
-    int64_t next_offset[CDC_WORKER_MAX_TOPICS]; /* next offset to read per topic */
-    int64_t high[CDC_WORKER_MAX_TOPICS];        /* last known high watermark */
+    /* Per topic (index t of w->topics), w->topic_cap entries each, grown with the topic
+     * list by the record thread (tables.c), the only thread that reads them: a barrier
+     * copies what the finalizer needs into its cut (barrier.c). */
+    int64_t *next_offset; /* next offset to read per topic */
+    int64_t *high;        /* last known high watermark */
     /* Progress watchdog (cdc_worker_update_gauges): the offset last seen moving and when,
      * and since when the partition is stalled (0 = it is not). */
-    int64_t progress_offset[CDC_WORKER_MAX_TOPICS];
-    int64_t progress_ms[CDC_WORKER_MAX_TOPICS];
-    int64_t stalled_since[CDC_WORKER_MAX_TOPICS];
-    bool watchdog_gave_up[CDC_WORKER_MAX_TOPICS]; /* fetched again once, still stuck */
+    int64_t *progress_offset;
+    int64_t *progress_ms;
+    int64_t *stalled_since;
+    bool *watchdog_gave_up; /* fetched again once, still stuck */
     /* When fetching stopped on an error (e.g. the lookup of the start offset failed):
      * the monotonic time at which the partition is assigned again (0 = fetching). */
-    int64_t restart_at[CDC_WORKER_MAX_TOPICS];
+    int64_t *restart_at;
     bool dirty;        /* state changed since the last checkpoint */
     char *last_handle; /* latest checkpoint handle (copy, owned) */
     cdc_gauge_t *lag, *state_bytes;
@@ -108,24 +166,25 @@ typedef struct cdc_worker {
     cdc_worker_config_t cfg;
     uint64_t incarnation;
     /* The source topics this process consumes or consumed (tables.c): with --tables or
-     * --topics exactly those, else those the coordinator's Assigns named. Append-only: an
-     * entry never changes once the count that covers it is published (release), so the
-     * finalizer thread may read topics[t] for t below a count it loaded; only the record
-     * thread appends. A topic's index is the index of the slots' per-topic arrays. */
-    char *topics[CDC_WORKER_MAX_TOPICS];
-    _Atomic size_t ntopics;
-    /* Which of them the current assignment consumes (bit t: topics[t]): the job's table set
-     * of the last Assign. Record thread; a barrier copies it into its cut. */
-    uint64_t consumed;
+     * --topics exactly those, else those the coordinator's Assigns named, as many as there
+     * are. Append-only (cdc_topic_list_t): the finalizer thread may read topic t for t
+     * below a count it loaded; only the record thread appends. A topic's index is the
+     * index of the per-topic arrays below and in the slots. */
+    cdc_topic_list_t topics;
+    /* Capacity of every per-topic array (consumed, topic_parts, topic_parts_warned and the
+     * slots' arrays): at least topics.n, grown before a topic is appended. Record thread. */
+    size_t topic_cap;
+    /* Which of them the current assignment consumes (consumed[t]: topic t): the job's table
+     * set of the last Assign. Record thread; a barrier copies it into its cut. */
+    bool *consumed;
     /* Started without --tables and --topics: it consumes the set its Assigns give and
      * offers the tables registered on the schema topic (offer, append-only like topics,
      * read by the heartbeat thread; next_offer_ms: when the record thread looks again). */
     bool follows_tables;
-    char *offer[CDC_WORKER_MAX_TOPICS];
-    _Atomic size_t noffer;
+    cdc_topic_list_t offer;
     int64_t next_offer_ms;
-    int32_t topic_parts[CDC_WORKER_MAX_TOPICS]; /* partition counts, 0 until asked */
-    bool topic_parts_warned[CDC_WORKER_MAX_TOPICS];
+    int32_t *topic_parts; /* partition counts, 0 until asked */
+    bool *topic_parts_warned;
     char schema_topic[256];
 
     /* coordinator session */
@@ -241,13 +300,24 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e);
 cdc_err_t cdc_worker_tables_open(cdc_worker_t *w, cdc_error_t *e);
 void cdc_worker_tables_close(cdc_worker_t *w);
 
-/* The index of topic in w->topics, or -1. */
+/* The index of topic in w->topics, or -1. Record thread. */
 int cdc_worker_topic_index(const cdc_worker_t *w, const char *topic);
 
-/* Whether the current assignment consumes w->topics[t]. */
+/* Appends topic name (malloc'd; taken on success only) to w->topics, every per-topic
+ * array grown first so that its index is valid in all of them; CDC_ERR_NOMEM when memory
+ * runs out, the only limit on the number of topics. Record thread. */
+cdc_err_t cdc_worker_add_topic(cdc_worker_t *w, char *name, cdc_error_t *e);
+
+/* Topic t of w->topics (t below a count loaded before). Any thread. */
+static inline char *cdc_worker_topic(const cdc_worker_t *w, size_t t)
+{
+    return cdc_topic_list_at(&w->topics, t);
+}
+
+/* Whether the current assignment consumes topic t. Record thread. */
 static inline bool cdc_worker_consumes(const cdc_worker_t *w, size_t t)
 {
-    return t < CDC_WORKER_MAX_TOPICS && ((w->consumed >> t) & 1) != 0;
+    return t < w->topic_cap && w->consumed[t];
 }
 
 /*
@@ -271,6 +341,13 @@ char **cdc_worker_register_topics(cdc_worker_t *w, size_t *n);
 /* Assigns again, from its next offset, every partition whose fetching stopped on an
  * error (after a delay) or whose restart_at is due (watchdog.c). Record thread. */
 void cdc_worker_restart_failed(cdc_worker_t *w);
+
+/* A consumed topic with more partitions than the job's slots has partitions no worker
+ * reads: said once per topic, loudly (the capture refuses to create such topics; others
+ * may). Asks the broker for the partition counts not known yet, waiting budget_ms at most
+ * in all: the topics left are asked at the next call (after an assignment, a widening,
+ * and with the gauges). Record thread. */
+void cdc_worker_check_partitions(cdc_worker_t *w, int budget_ms);
 
 /* Updates lag and state-size gauges and /status (cheap; rate-limited inside). */
 void cdc_worker_update_gauges(cdc_worker_t *w, int64_t now_ms);

@@ -21,7 +21,9 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <stdatomic.h>
 
+#include "common/buf.h"
 #include "common/iceberg/parquet.h"
 #include "tests/unit/worker/worker_mock.h"
 
@@ -99,10 +101,10 @@ static void test_open_without_tables_follows(void **state)
     M.w->cfg.topics = "";
     mock_worker_open(&M);
     assert_true(M.w->follows_tables);
-    assert_int_equal(M.w->ntopics, 0);
-    assert_int_equal(M.w->consumed, 0);
+    assert_int_equal(M.w->topics.n, 0);
+    assert_false(cdc_worker_consumes(M.w, 0));
     assert_string_equal(M.w->schema_topic, M.schema_topic);
-    assert_ptr_equal(cdc_worker_register_topics(M.w, &n), M.w->offer);
+    assert_ptr_equal(cdc_worker_register_topics(M.w, &n), atomic_load(&M.w->offer.names));
     assert_int_equal(n, 0);
 }
 
@@ -155,27 +157,27 @@ static void test_follower_topics_grow(void **state)
     assert_true(s->owned);
     for (int i = 0; i < 5; i++)
         assert_int_equal(cdc_worker_consume(M.w, 50, &e), CDC_OK);
-    assert_int_equal(M.w->ntopics, 0); /* nothing consumed, nothing read */
+    assert_int_equal(M.w->topics.n, 0); /* nothing consumed, nothing read */
     assert_int_equal(s->stage.ntables, 0);
 
     assert_int_equal(cdc_worker_assign(M.w, assign_tables(&b, 2, one, 1, one, &none, 1), &e),
                      CDC_OK);
-    assert_int_equal(M.w->ntopics, 1);
-    assert_string_equal(M.w->topics[0], M.topic);
+    assert_int_equal(M.w->topics.n, 1);
+    assert_string_equal(cdc_worker_topic(M.w, 0), M.topic);
     assert_true(cdc_worker_consumes(M.w, 0));
     assert_int_equal(s->next_offset[0], CDC_KAFKA_OFFSET_BEGINNING);
     mock_consume_to(&M, 1, 1); /* the change produced before the table joined */
     assert_int_equal(staged_table(s)->nchangelog, 1);
 
-    char *topic0 = M.w->topics[0];
+    char *topic0 = cdc_worker_topic(M.w, 0);
     offsets[0] = 1;
     assert_int_equal(
         cdc_worker_assign(M.w, assign_tables(&b, 3, two, 2, (char *[]){M.topic, items}, offsets, 2),
                           &e),
         CDC_OK);
-    assert_int_equal(M.w->ntopics, 2);
-    assert_ptr_equal(M.w->topics[0], topic0); /* append-only */
-    assert_string_equal(M.w->topics[1], items);
+    assert_int_equal(M.w->topics.n, 2);
+    assert_ptr_equal(cdc_worker_topic(M.w, 0), topic0); /* append-only */
+    assert_string_equal(cdc_worker_topic(M.w, 1), items);
     assert_true(cdc_worker_consumes(M.w, 0) && cdc_worker_consumes(M.w, 1));
     assert_int_equal(s->next_offset[0], 1);
     assert_int_equal(s->next_offset[1], 7);
@@ -185,7 +187,7 @@ static void test_follower_topics_grow(void **state)
         cdc_worker_assign(M.w, assign_tables(&b, 4, two, 2, (char *[]){M.topic, items}, offsets, 2),
                           &e),
         CDC_OK);
-    assert_int_equal(M.w->ntopics, 2);
+    assert_int_equal(M.w->topics.n, 2);
     assert_int_equal(s->next_offset[1], CDC_KAFKA_OFFSET_BEGINNING);
 }
 
@@ -216,8 +218,8 @@ static void test_follower_widens_running(void **state)
     assert_int_equal(staged_table(s)->nchangelog, 1);
 
     assert_int_equal(cdc_worker_widen(M.w, two, 2, &e), CDC_OK);
-    assert_int_equal(M.w->ntopics, 2);
-    assert_string_equal(M.w->topics[1], items);
+    assert_int_equal(M.w->topics.n, 2);
+    assert_string_equal(cdc_worker_topic(M.w, 1), items);
     assert_true(cdc_worker_consumes(M.w, 0) && cdc_worker_consumes(M.w, 1));
     assert_int_equal(s->next_offset[1], CDC_KAFKA_OFFSET_BEGINNING);
     assert_int_equal(s->next_offset[0], 1);           /* its position kept */
@@ -227,7 +229,7 @@ static void test_follower_widens_running(void **state)
     assert_int_equal(staged_table(s)->nchangelog, 2);
 
     assert_int_equal(cdc_worker_widen(M.w, two, 2, &e), CDC_OK);
-    assert_int_equal(M.w->ntopics, 2);
+    assert_int_equal(M.w->topics.n, 2);
     assert_int_equal(s->next_offset[0], 2);
 
     assert_int_equal(cdc_worker_widen(M.w, narrow, 1, &e), CDC_ERR_PROTOCOL);
@@ -247,7 +249,7 @@ static void test_explicit_consumes_the_set(void **state)
     M.w->cfg.tables = "public.orders,public.items";
     mock_worker_open(&M);
     assert_false(M.w->follows_tables);
-    assert_int_equal(M.w->consumed, 3);
+    assert_true(cdc_worker_consumes(M.w, 0) && cdc_worker_consumes(M.w, 1));
     set[0] = M.topic;
     assert_int_equal(cdc_worker_assign(M.w, assign_tables(&b, 1, set, 1, NULL, NULL, 0), &e),
                      CDC_OK);
@@ -257,12 +259,13 @@ static void test_explicit_consumes_the_set(void **state)
     set[1] = other;
     assert_int_equal(cdc_worker_assign(M.w, assign_tables(&b, 2, set, 2, NULL, NULL, 0), &e),
                      CDC_OK);
-    assert_int_equal(M.w->ntopics, 2);
+    assert_int_equal(M.w->topics.n, 2);
     assert_int_equal(cdc_worker_topic_index(M.w, other), -1);
-    assert_int_equal(M.w->consumed, 1);
+    assert_true(cdc_worker_consumes(M.w, 0));
+    assert_false(cdc_worker_consumes(M.w, 1));
     assert_int_equal(cdc_worker_assign(M.w, assign_tables(&b, 3, NULL, 0, NULL, NULL, 0), &e),
                      CDC_OK);
-    assert_int_equal(M.w->consumed, 3);
+    assert_true(cdc_worker_consumes(M.w, 0) && cdc_worker_consumes(M.w, 1));
 }
 
 /* A follower offers the tables registered on the schema topic, looking again every few
@@ -276,35 +279,241 @@ static void test_offer_from_registry(void **state)
     M.w->cfg.tables = NULL;
     mock_worker_open(&M);
     cdc_worker_offer_refresh(M.w, now);
-    assert_int_equal(M.w->noffer, 0);
+    assert_int_equal(M.w->offer.n, 0);
     mock_register_schema(&M);
     cdc_worker_offer_refresh(M.w, now + 100); /* not yet: looked at now */
-    assert_int_equal(M.w->noffer, 0);
+    assert_int_equal(M.w->offer.n, 0);
     cdc_worker_offer_refresh(M.w, now + 5000);
-    assert_int_equal(M.w->noffer, 1);
-    assert_string_equal(M.w->offer[0], M.topic);
+    assert_int_equal(M.w->offer.n, 1);
+    assert_string_equal(cdc_topic_list_at(&M.w->offer, 0), M.topic);
     cdc_worker_offer_refresh(M.w, now + 10000); /* the same again: no change */
-    assert_int_equal(M.w->noffer, 1);
+    assert_int_equal(M.w->offer.n, 1);
     topics = cdc_worker_register_topics(M.w, &n);
     assert_int_equal(n, 1);
     assert_string_equal(topics[0], M.topic);
     /* a worker with --tables reports those and offers nothing */
-    assert_int_equal(M.w->ntopics, 0);
+    assert_int_equal(M.w->topics.n, 0);
 }
 
-static void test_open_too_many_tables(void **state)
+/* ---- no cap on the number of topics (worker.h, cdc_topic_list_t) ---------------------- */
+
+#define MANY 300 /* well past the 64 topics a worker once stopped at */
+
+/* "<prefix>.public.t<i>" for i in [0, n), except that entry at is the test topic (which has
+ * a schema and records); the caller frees them with free_names. */
+static char **many_names(size_t n, size_t at)
 {
-    char list[2048] = "";
+    char **names = calloc(n, sizeof(*names));
+    assert_non_null(names);
+    for (size_t i = 0; i < n; i++) {
+        if (i == at)
+            names[i] = strdup(M.topic);
+        else
+            assert_true(asprintf(&names[i], "%s.public.t%03zu", M.prefix, i) > 0);
+        assert_non_null(names[i]);
+    }
+    return names;
+}
+
+static void free_names(char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+/* The list grows without moving what a reader holds: a directory loaded before the list
+ * grew keeps its entries (the old one is retired, not freed; ASan would catch a read of
+ * freed memory), the names themselves never move, and every name is found at its index. */
+static void test_topic_list_grows_in_place(void **state)
+{
+    cdc_topic_list_t l = {0};
+    char **first, **now, *a;
+    size_t n0, n;
+    (void)state;
+    assert_int_equal(cdc_topic_list_find(&l, "x"), -1);
+    assert_int_equal(cdc_topic_list_append(&l, a = strdup("a")), CDC_OK);
+    first = cdc_topic_list_names(&l, &n0);
+    assert_int_equal(n0, 1);
+    for (int i = 0; i < 5000; i++) {
+        char *name = NULL;
+        assert_true(asprintf(&name, "topic-%d", i) > 0);
+        assert_int_equal(cdc_topic_list_append(&l, name), CDC_OK);
+    }
+    now = cdc_topic_list_names(&l, &n);
+    assert_int_equal(n, 5001);
+    assert_ptr_not_equal(now, first); /* grown into a new directory... */
+    assert_ptr_equal(first[0], a);    /* ...the old one still readable, unchanged */
+    assert_ptr_equal(now[0], a);      /* and the name did not move */
+    assert_string_equal(first[0], "a");
+    for (int i = 0; i < 5000; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "topic-%d", i);
+        assert_int_equal(cdc_topic_list_find(&l, name), i + 1);
+        assert_string_equal(cdc_topic_list_at(&l, (size_t)i + 1), name);
+    }
+    assert_int_equal(cdc_topic_list_find(&l, "topic-5000"), -1);
+    cdc_topic_list_free(&l);
+    assert_int_equal(l.n, 0);
+}
+
+/* --tables with hundreds of tables: every one is a topic, consumed, at its own index. */
+static void test_open_many_tables(void **state)
+{
+    char *list = NULL;
+    cdc_buf_t b = {0};
+    (void)state;
+    for (int i = 0; i < MANY; i++)
+        cdc_buf_printf(&b, "%st%03d", i ? "," : "", i);
+    assert_false(b.oom);
+    M.w->cfg.tables = list = b.data;
+    mock_worker_open(&M);
+    M.w->cfg.tables = NULL; /* read at the opening only */
+    free(list);
+    assert_int_equal(M.w->topics.n, MANY);
+    for (size_t t = 0; t < MANY; t++) {
+        char name[64];
+        snprintf(name, sizeof(name), "%s.public.t%03zu", M.prefix, t);
+        assert_string_equal(cdc_worker_topic(M.w, t), name);
+        assert_int_equal(cdc_worker_topic_index(M.w, name), (int)t);
+        assert_true(cdc_worker_consumes(M.w, t));
+    }
+    assert_false(cdc_worker_consumes(M.w, MANY)); /* past the list: not consumed */
+    size_t n;
+    assert_non_null(cdc_worker_register_topics(M.w, &n));
+    assert_int_equal(n, MANY);
+}
+
+/* An Assign of generation gen for slot 1 of the job's tables (all MANY of them): its
+ * checkpoint has offset 0 of every other topic, none of the rest nor of topic `at` (the
+ * test's). */
+static Cdc__Assign *assign_many(mock_assign_t *b, uint64_t gen, char **tables, size_t at,
+                                Cdc__TopicOffset *to, Cdc__TopicOffset **top)
+{
+    uint32_t slot = 1;
+    mock_assign(b, "", 1, gen, &slot, NULL, 1);
+    for (size_t i = 0; i < MANY; i += 2) {
+        if (i == at)
+            continue;
+        cdc__topic_offset__init(&to[i]);
+        to[i].topic = tables[i];
+        to[i].next_offset = 0;
+        top[b->ps[0].n_offsets++] = &to[i];
+    }
+    b->ps[0].offsets = top;
+    b->a.n_tables = MANY;
+    b->a.tables = tables;
+    return &b->a;
+}
+
+/* Slot s is at offset 0 of every other topic, at the beginning of the rest (but `at`). */
+static void assert_offsets(const cdc_slot_t *s, size_t at)
+{
+    for (size_t t = 0; t < MANY; t++)
+        if (t != at)
+            assert_int_equal(s->next_offset[t], t % 2 != 0 ? CDC_KAFKA_OFFSET_BEGINNING : 0);
+}
+
+/* A follower takes a job of hundreds of tables: each is consumed, each slot keeps an offset
+ * per topic (from its checkpoint, else the beginning), and a topic far past index 64 is
+ * read, its position kept apart from the others'. */
+static void test_follower_takes_hundreds(void **state)
+{
+    mock_assign_t b;
+    cdc_error_t e;
+    const size_t at = MANY - 7; /* the test topic, the one with records */
+    char **tables = many_names(MANY, at);
+    Cdc__TopicOffset *to = calloc(MANY, sizeof(*to)), **top = calloc(MANY, sizeof(*top));
+    cdc_slot_t *s = &M.w->slots[1];
+    (void)state;
+    assert_non_null(to);
+    assert_non_null(top);
+    M.w->cfg.tables = NULL;
+    mock_worker_open(&M);
+    mock_register_schema(&M);
+    mock_produce_event(&M, 1, 'c', 1, "alice", 100);
+    /* the checkpoint's offsets of the empty topics are their end: nothing to read there (an
+     * offset past the end would stop their fetching, which is another story) */
+    assert_int_equal(cdc_worker_assign(M.w, assign_many(&b, 1, tables, at, to, top), &e), CDC_OK);
+    assert_int_equal(M.w->topics.n, MANY);
+    for (size_t t = 0; t < MANY; t++) {
+        assert_string_equal(cdc_worker_topic(M.w, t), tables[t]);
+        assert_int_equal(cdc_worker_topic_index(M.w, tables[t]), (int)t);
+        assert_true(cdc_worker_consumes(M.w, t));
+    }
+    assert_offsets(s, at);
+    assert_int_equal(s->next_offset[at], CDC_KAFKA_OFFSET_BEGINNING);
+    mock_consume_to(&M, 1, 1);
+    assert_int_equal(s->next_offset[at], 1);
+    assert_int_equal(staged_table(s)->nchangelog, 1);
+    assert_offsets(s, at); /* the others' positions untouched */
+    free(to);
+    free(top);
+    free_names(tables, MANY);
+}
+
+/* A running follower's set widens from one table to hundreds (cdc_worker_widen): every new
+ * topic is consumed from the beginning, the one it had keeps its position and stage. */
+static void test_widen_to_hundreds(void **state)
+{
+    mock_assign_t b;
+    cdc_error_t e;
+    const size_t n = 2 * MANY;
+    char **tables = many_names(n, 0), *one[1] = {M.topic};
+    int64_t none = -1;
+    cdc_slot_t *s = &M.w->slots[1];
+    (void)state;
+    M.w->cfg.tables = NULL;
+    mock_worker_open(&M);
+    mock_register_schema(&M);
+    mock_produce_event(&M, 1, 'c', 1, "alice", 100);
+    assert_int_equal(cdc_worker_assign(M.w, assign_tables(&b, 1, one, 1, one, &none, 1), &e),
+                     CDC_OK);
+    mock_consume_to(&M, 1, 1);
+    assert_int_equal(cdc_worker_widen(M.w, tables, n, &e), CDC_OK);
+    assert_int_equal(M.w->topics.n, n);
+    assert_int_equal(s->next_offset[0], 1); /* its position kept */
+    for (size_t t = 0; t < n; t++) {
+        assert_string_equal(cdc_worker_topic(M.w, t), tables[t]);
+        assert_true(cdc_worker_consumes(M.w, t));
+        if (t > 0)
+            assert_int_equal(s->next_offset[t], CDC_KAFKA_OFFSET_BEGINNING);
+    }
+    assert_int_equal(staged_table(s)->nchangelog, 1);
+    mock_produce_event(&M, 1, 'u', 1, "bob", 200);
+    mock_consume_to(&M, 1, 2);
+    assert_int_equal(staged_table(s)->nchangelog, 2);
+    /* the same set again: nothing new; without one of them: no widening */
+    assert_int_equal(cdc_worker_widen(M.w, tables, n, &e), CDC_OK);
+    assert_int_equal(M.w->topics.n, n);
+    assert_int_equal(cdc_worker_widen(M.w, tables, n - 1, &e), CDC_ERR_PROTOCOL);
+    assert_non_null(strstr(e.msg, tables[n - 1]));
+    free_names(tables, n);
+}
+
+/* A follower offers every table registered on the schema topic, however many. */
+static void test_offer_hundreds(void **state)
+{
+    char **tables = many_names(MANY, 0), **offered;
+    size_t n;
+    char *doc;
+    size_t len;
     cdc_error_t e;
     (void)state;
-    for (int i = 0; i <= CDC_WORKER_MAX_TOPICS; i++) {
-        char t[16];
-        snprintf(t, sizeof(t), "%st%d", i ? "," : "", i);
-        strcat(list, t);
-    }
-    M.w->cfg.tables = list;
-    assert_int_equal(cdc_worker_data_open(M.w, &e), CDC_ERR_CONFIG);
-    assert_non_null(strstr(e.msg, "more than 64 tables"));
+    M.w->cfg.tables = NULL;
+    mock_worker_open(&M);
+    doc = fixture("capture_schema_v1.json", &len);
+    for (size_t i = 0; i < MANY; i++)
+        if (cdc_catalog_register_json(M.w->catalog, tables[i], 1, doc, len, &e) != CDC_OK)
+            fail_msg("%s: %s", tables[i], e.msg);
+    free(doc);
+    assert_int_equal(cdc_catalog_topics(M.w->catalog, NULL, 0), MANY);
+    cdc_worker_offer_refresh(M.w, 1000000);
+    offered = cdc_worker_register_topics(M.w, &n);
+    assert_int_equal(n, MANY);
+    for (size_t i = 0; i < MANY; i++)
+        assert_string_equal(offered[i], tables[i]);
+    free_names(tables, MANY);
 }
 
 /* Tables become "<prefix>.<schema>.<table>" (schema public when none); --topics wins. */
@@ -313,11 +522,11 @@ static void test_topics_from_tables(void **state)
     (void)state;
     M.w->cfg.tables = "orders, inventory.items";
     mock_worker_open(&M);
-    assert_int_equal(M.w->ntopics, 2);
-    assert_string_equal(M.w->topics[0], M.topic);
+    assert_int_equal(M.w->topics.n, 2);
+    assert_string_equal(cdc_worker_topic(M.w, 0), M.topic);
     char items[64];
     snprintf(items, sizeof(items), "%s.inventory.items", M.prefix);
-    assert_string_equal(M.w->topics[1], items);
+    assert_string_equal(cdc_worker_topic(M.w, 1), items);
     assert_string_equal(M.w->schema_topic, M.schema_topic);
 }
 
@@ -326,9 +535,9 @@ static void test_explicit_topics(void **state)
     (void)state;
     M.w->cfg.topics = "dbz.public.orders,other";
     mock_worker_open(&M);
-    assert_int_equal(M.w->ntopics, 2);
-    assert_string_equal(M.w->topics[0], "dbz.public.orders");
-    assert_string_equal(M.w->topics[1], "other");
+    assert_int_equal(M.w->topics.n, 2);
+    assert_string_equal(cdc_worker_topic(M.w, 0), "dbz.public.orders");
+    assert_string_equal(cdc_worker_topic(M.w, 1), "other");
 }
 
 /* ---- assignment ---------------------------------------------------------------------- */
@@ -660,8 +869,8 @@ static dog_t *dog_new(void)
     d->reg = cdc_metrics_new();
     d->w.m_stalls = cdc_metrics_counter(d->reg, "stalls", "", NULL);
     d->w.cfg.progress_timeout_ms = 1000;
-    d->w.topics[0] = "t";
-    d->w.ntopics = 1;
+    cdc_error_t e;
+    assert_int_equal(cdc_worker_add_topic(&d->w, strdup("t"), &e), CDC_OK);
     d->w.slots[0].next_offset[0] = 10;
     d->w.slots[0].high[0] = 15; /* 5 records behind */
     return d;
@@ -669,6 +878,7 @@ static dog_t *dog_new(void)
 
 static void dog_free(dog_t *d)
 {
+    cdc_worker_tables_close(&d->w);
     cdc_metrics_free(d->reg);
     free(d);
 }
@@ -755,7 +965,11 @@ int main(void)
         T(test_follower_topics_grow),
         T(test_explicit_consumes_the_set),
         T(test_offer_from_registry),
-        T(test_open_too_many_tables),
+        cmocka_unit_test(test_topic_list_grows_in_place),
+        T(test_open_many_tables),
+        T(test_follower_takes_hundreds),
+        T(test_widen_to_hundreds),
+        T(test_offer_hundreds),
         T(test_topics_from_tables),
         T(test_explicit_topics),
         T(test_assign_owned_set),

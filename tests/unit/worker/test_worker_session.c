@@ -318,9 +318,9 @@ static void test_refused_assign(void **state)
     dial();
     watch(&lw, t0);
     in = coord_expect(CDC__ENVELOPE__BODY_REGISTER);
-    assert_int_equal(in->register_->n_topics, M.w->ntopics);
-    assert_true(M.w->ntopics > 0);
-    assert_string_equal(in->register_->topics[0], M.w->topics[0]);
+    assert_int_equal(in->register_->n_topics, M.w->topics.n);
+    assert_true(M.w->topics.n > 0);
+    assert_string_equal(in->register_->topics[0], cdc_worker_topic(M.w, 0));
     cdc_msg_free(in);
     env.body_case = CDC__ENVELOPE__BODY_ASSIGN;
     env.assign = mock_assign(&b, M.topic, 5, 2, NULL, NULL, 0);
@@ -435,6 +435,63 @@ static void test_ack_reports_the_set(void **state)
     assert_string_equal(in->ack->partitions[0]->offsets[0]->topic, M.topic);
     assert_int_equal(in->ack->partitions[0]->offsets[0]->next_offset, 1);
     cdc_msg_free(in);
+}
+
+/* A job of hundreds of tables (no cap on a worker's topics): the barrier's cut holds every
+ * topic, and the Ack reports each one's offset apart, the table with records far past
+ * index 64 included, while the finalizer reads the names the record thread published. */
+static void test_ack_reports_hundreds(void **state)
+{
+    enum { MANY = 300, AT = 250 };
+    cdc_link_watch_t lw = {0};
+    mock_assign_t b;
+    Cdc__Envelope env = CDC__ENVELOPE__INIT, *in;
+    Cdc__TopicOffset to[MANY], *top[MANY];
+    char *tables[MANY];
+    uint32_t slot = 0;
+    (void)state;
+    M.w->cfg.tables = NULL;
+    for (int i = 0; i < MANY; i++) {
+        if (i == AT)
+            tables[i] = strdup(M.topic);
+        else
+            assert_true(asprintf(&tables[i], "%s.public.t%03d", M.prefix, i) > 0);
+    }
+    mock_register_schema(&M);
+    mock_produce_event(&M, 0, 'c', 1, "ada", 100);
+    mock_worker_open(&M);
+    dial();
+    watch(&lw, cdc_clock_mono_ms());
+    coord_expect_register();
+    env.body_case = CDC__ENVELOPE__BODY_ASSIGN;
+    env.assign = mock_assign(&b, M.topic, 5, 2, &slot, NULL, 1);
+    b.ps[0].offsets = top;
+    for (int i = 0; i < MANY; i++) { /* the empty topics at their end, ours from the start */
+        if (i == AT)
+            continue;
+        cdc__topic_offset__init(&to[i]);
+        to[i].topic = tables[i];
+        top[b.ps[0].n_offsets++] = &to[i];
+    }
+    env.assign->n_tables = MANY;
+    env.assign->tables = tables;
+    cdc_worker_handle(M.w, &env);
+    assert_true(M.w->assigned);
+    assert_int_equal(M.w->topics.n, MANY);
+    mock_consume_to(&M, 0, 1);
+    handle_barrier(5, 2, 11);
+    in = coord_expect(CDC__ENVELOPE__BODY_ACK);
+    assert_int_equal(in->ack->n_partitions, 1);
+    assert_int_equal(in->ack->partitions[0]->n_offsets, MANY);
+    for (int i = 0; i < MANY; i++) {
+        const Cdc__TopicOffset *o = in->ack->partitions[0]->offsets[i];
+        assert_string_equal(o->topic, tables[i]);
+        assert_int_equal(o->next_offset, i == AT ? 1 : 0);
+    }
+    assert_true(in->ack->n_files > 0); /* the staged change */
+    cdc_msg_free(in);
+    for (int i = 0; i < MANY; i++)
+        free(tables[i]);
 }
 
 /* A worker without --tables registers as a follower with its offer: the tables registered
@@ -563,6 +620,7 @@ int main(void)
         T(test_barrier_rules),
         T(test_ack_only_current_generation),
         T(test_ack_reports_the_set),
+        T(test_ack_reports_hundreds),
         T(test_follower_registers_offer),
         T(test_poll_control),
     };

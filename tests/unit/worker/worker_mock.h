@@ -334,16 +334,20 @@ static inline bool mock_consumed_to(void *arg)
     cdc_error_t e;
     if (cdc_worker_consume(o->m->w, 50, &e) != CDC_OK)
         fail_msg("cdc_worker_consume: %s", e.msg);
-    return o->m->w->slots[o->slot].next_offset[0] >= o->offset;
+    int t = cdc_worker_topic_index(o->m->w, o->m->topic);
+    return t >= 0 && o->m->w->slots[o->slot].next_offset[t] >= o->offset;
 }
 
-/* Consumes until slot's next offset of MOCK_TOPIC reached offset (within MOCK_WAIT_MS). */
+/* Consumes until slot's next offset of the test topic (whatever its index among the
+ * worker's topics) reached offset (within MOCK_WAIT_MS). */
 static inline void mock_consume_to(mock_worker_t *m, uint32_t slot, int64_t offset)
 {
     mock_offset_wait_t o = {m, slot, offset};
-    if (!cdc_test_wait_for(mock_consumed_to, &o, MOCK_WAIT_MS))
+    if (!cdc_test_wait_for(mock_consumed_to, &o, MOCK_WAIT_MS)) {
+        int t = cdc_worker_topic_index(m->w, m->topic);
         fail_msg("slot %u stayed at offset %lld, waited for %lld", slot,
-                 (long long)m->w->slots[slot].next_offset[0], (long long)offset);
+                 t >= 0 ? (long long)m->w->slots[slot].next_offset[t] : -1LL, (long long)offset);
+    }
 }
 
 #endif
