@@ -187,6 +187,114 @@ cdc_err_t cdc_checkpoint_merge_base(cdc_checkpoint_t *c, const cdc_checkpoint_t 
     return CDC_OK;
 }
 
+/* ---- schema memo ---------------------------------------------------------------------- */
+
+/* The last recorded update of a table, kept whole: compared exactly, never by a hash. */
+typedef struct memo_entry {
+    cdc_schema_update_t last; /* last.table is the map's key; schema_json NULL = none */
+} memo_entry_t;
+
+static bool same_update(const cdc_schema_update_t *a, const cdc_schema_update_t *b)
+{
+    return a->schema_json != NULL && b->schema_json != NULL && a->version == b->version &&
+           strcmp(a->schema_json, b->schema_json) == 0 &&
+           strcmp(a->mask_policy ? a->mask_policy : "", b->mask_policy ? b->mask_policy : "") == 0;
+}
+
+static void memo_entry_free(memo_entry_t *e)
+{
+    free(e->last.table);
+    free(e->last.schema_json);
+    free(e->last.mask_policy);
+    free(e);
+}
+
+void cdc_schema_memo_clear(cdc_schema_memo_t *m)
+{
+    for (size_t k = 0; k < m->by_table.cap; k++)
+        if (m->by_table.slots[k].key != NULL)
+            memo_entry_free(m->by_table.slots[k].value);
+    cdc_strmap_free(&m->by_table);
+}
+
+/* Whether table has exactly one update in rec (tables with several, a schema change
+ * inside the epoch, are always carried and not memoized: their order matters). */
+static bool single_update(const cdc_strmap_t *count, const char *table)
+{
+    return (uintptr_t)cdc_strmap_get(count, table) == 1;
+}
+
+/* Counts each table's updates in rec into count (values are counts, not pointers). */
+static cdc_err_t count_updates(const cdc_checkpoint_t *rec, cdc_strmap_t *count)
+{
+    for (size_t i = 0; i < rec->nschemas; i++) {
+        uintptr_t n = (uintptr_t)cdc_strmap_get(count, rec->schemas[i].table);
+        if (cdc_strmap_put(count, rec->schemas[i].table, (void *)(n + 1)) != CDC_OK)
+            return CDC_ERR_NOMEM;
+    }
+    return CDC_OK;
+}
+
+size_t cdc_schema_memo_strip(const cdc_schema_memo_t *m, cdc_checkpoint_t *rec)
+{
+    cdc_strmap_t count = {0};
+    size_t kept = 0, dropped = 0;
+    if (m->by_table.n == 0 || count_updates(rec, &count) != CDC_OK) {
+        cdc_strmap_free(&count);
+        return 0; /* nothing known, or out of memory: carry them all */
+    }
+    for (size_t i = 0; i < rec->nschemas; i++) {
+        cdc_schema_update_t *u = &rec->schemas[i];
+        const memo_entry_t *e = cdc_strmap_get(&m->by_table, u->table);
+        if (e != NULL && single_update(&count, u->table) && same_update(&e->last, u)) {
+            free(u->table);
+            free(u->schema_json);
+            free(u->mask_policy);
+            dropped++;
+            continue;
+        }
+        rec->schemas[kept++] = *u;
+    }
+    rec->nschemas = kept;
+    cdc_strmap_free(&count);
+    return dropped;
+}
+
+cdc_err_t cdc_schema_memo_note(cdc_schema_memo_t *m, const cdc_checkpoint_t *rec)
+{
+    cdc_strmap_t count = {0};
+    if (count_updates(rec, &count) != CDC_OK)
+        goto nomem;
+    for (size_t i = 0; i < rec->nschemas; i++) {
+        const cdc_schema_update_t *u = &rec->schemas[i];
+        memo_entry_t *e = cdc_strmap_get(&m->by_table, u->table);
+        if (e == NULL) {
+            if ((e = calloc(1, sizeof(*e))) == NULL || (e->last.table = strdup(u->table)) == NULL ||
+                cdc_strmap_put(&m->by_table, e->last.table, e) != CDC_OK) {
+                if (e != NULL)
+                    memo_entry_free(e);
+                goto nomem;
+            }
+        }
+        free(e->last.schema_json);
+        free(e->last.mask_policy);
+        e->last.schema_json = e->last.mask_policy = NULL;
+        /* a table with several updates in one record is not memoized (NULL matches none) */
+        if (single_update(&count, u->table)) {
+            e->last.version = u->version;
+            if ((e->last.schema_json = strdup(u->schema_json)) == NULL ||
+                (u->mask_policy != NULL && (e->last.mask_policy = strdup(u->mask_policy)) == NULL))
+                goto nomem;
+        }
+    }
+    cdc_strmap_free(&count);
+    return CDC_OK;
+nomem:
+    cdc_strmap_free(&count);
+    cdc_schema_memo_clear(m);
+    return CDC_ERR_NOMEM;
+}
+
 cdc_checkpoint_t *cdc_checkpoint_copy_base(const cdc_checkpoint_t *c)
 {
     cdc_checkpoint_t *d = cdc_checkpoint_new(c->job, c->epoch, c->term, c->generation);

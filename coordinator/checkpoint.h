@@ -107,6 +107,27 @@ cdc_checkpoint_t *cdc_checkpoint_new(const char *job, uint64_t epoch, uint64_t t
                                      uint64_t generation);
 void cdc_checkpoint_free(cdc_checkpoint_t *c);
 
+/*
+ * The schema updates a leader recorded, per table (schema, source version and masking
+ * policy, kept whole and compared exactly): a record leaves out an update equal to the table's last
+ * recorded one, so that epochs carry the schemas of the tables whose schema changed, not of every
+ * table that changed (a schema JSON is about a kilobyte). Sound because a leader commits its
+ * records in order, each after the one before (the table has the schema by then), also
+ * when a new leader replays them; a new term starts with an empty memo, so its first
+ * record carries every schema. Loop thread only.
+ */
+typedef struct cdc_schema_memo {
+    cdc_strmap_t by_table; /* table -> its entry (allocated, keyed by its own name) */
+} cdc_schema_memo_t;
+
+/* Forgets everything (a zeroed memo is empty). */
+void cdc_schema_memo_clear(cdc_schema_memo_t *m);
+/* Drops from rec the updates equal to the table's last recorded one; returns how many. */
+size_t cdc_schema_memo_strip(const cdc_schema_memo_t *m, cdc_checkpoint_t *rec);
+/* Notes rec's updates as recorded (after its etcd write). CDC_ERR_NOMEM leaves the memo
+ * cleared: the next record then carries every schema. */
+cdc_err_t cdc_schema_memo_note(cdc_schema_memo_t *m, const cdc_checkpoint_t *rec);
+
 /* A copy of what a later assignment and barrier need of c: the ids and times, every
  * slot's offsets, state handle and owner, and the floors (no files, schemas or
  * truncates); NULL when out of memory. Linear in the offsets, no encoding. */

@@ -177,6 +177,8 @@ typedef struct cdc_coord {
     /* table topics live workers offer outside the set (unconsumed.h), and when to look
      * again (job_tables.c) */
     cdc_unconsumed_t unconsumed;
+    /* the schema updates this leader recorded (checkpoint.h): records carry changed ones */
+    cdc_schema_memo_t schema_memo;
     int64_t unconsumed_check_ms;
     /* POST /tables (HTTP threads) -> the loop; guarded by tables_lock, tables_cond says a
      * request is DONE */

@@ -402,6 +402,7 @@ void cdc_job_become_standby(cdc_coord_t *c, const char *reason)
     cdc_tableset_clear(&c->tables_missing);
     cdc_unconsumed_free(&c->unconsumed);
     cdc_metrics_gauge_set(c->m_unconsumed, 0);
+    cdc_schema_memo_clear(&c->schema_memo);
     c->tables_dirty = false;
     c->term = 0;
     set_state(c, CDC_JOB_STANDBY);
@@ -490,6 +491,7 @@ void cdc_job_leader_start(cdc_coord_t *c, int64_t now)
             CDC_OK)
             goto retry;
     }
+    cdc_schema_memo_clear(&c->schema_memo); /* this term's first record carries every schema */
     cdc_checkpoint_free(c->base);
     c->base = base;
     base = NULL;
@@ -1146,4 +1148,5 @@ void cdc_coord_close(cdc_coord_t *c)
     cdc_history_free(c->hist);
     c->hist = NULL;
     cdc_unconsumed_free(&c->unconsumed);
+    cdc_schema_memo_clear(&c->schema_memo);
 }

@@ -124,6 +124,8 @@ void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
         cdc_error_clear(&e);
         if (!q->recorded) {
             char *json = NULL;
+            /* before it is encoded, so that the commit below gets what a replay would */
+            cdc_schema_memo_strip(&c->schema_memo, q->rec);
             if ((int64_t)q->rec->nfiles > c->cfg.inline_files_max && q->rec->files_path == NULL) {
                 if ((rc = cdc_committer_put_pending(c->committer, q->rec, &e)) != CDC_OK) {
                     cdc_log_warn("could not write pending file list of checkpoint %" PRIu64 ": %s",
@@ -156,6 +158,10 @@ void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
             q->recorded = true;
             q->attempts = 0;
             c->last_recorded = q->rec->epoch;
+            if (cdc_schema_memo_note(&c->schema_memo, q->rec) != CDC_OK)
+                cdc_log_warn("out of memory noting the schemas of checkpoint %" PRIu64
+                             ": the next records carry every schema",
+                             q->rec->epoch);
             cdc_metrics_histogram_observe(c->m_record_latency,
                                           (double)(cdc_clock_mono_ms() - q->barrier_mono) / 1000.0);
             fault_point(c, "after-checkpoint-record");

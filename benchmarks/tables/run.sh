@@ -77,11 +77,11 @@ tables_full() {
 
 tables_full_at_least() { [ "$(tables_full)" -ge "$1" ]; }
 
-# Size in bytes of the value of an etcd key (the v3 JSON gateway; base64 in, bytes out).
-etcd_value_bytes() {
+# The value of an etcd key (the v3 JSON gateway; base64 in, bytes out).
+etcd_value() {
     curl -fsS -X POST "$CDC_TEST_ETCD/v3/kv/range" \
         -d "{\"key\":\"$(printf '%s' "$1" | base64 -w0)\"}" 2>/dev/null |
-        jq -r '.kvs[0].value // ""' | base64 -d 2>/dev/null | wc -c
+        jq -r '.kvs[0].value // ""' | base64 -d 2>/dev/null
 }
 
 # One run at $1 tables; BENCH lines named tables_<suffix>..., a row of the sweep's TSV.
@@ -176,7 +176,9 @@ EOF
     latest=$(curl -fsS -X POST "$CDC_TEST_ETCD/v3/kv/range" \
         -d "{\"key\":\"$(printf '/cdc/%s/latest' "$CDC_JOB" | base64 -w0)\"}" |
         jq -r '.kvs[0].value // ""' | base64 -d)
-    RECORD=$(etcd_value_bytes "$(printf '/cdc/%s/checkpoints/%020d' "$CDC_JOB" "$latest")")
+    etcd_value "$(printf '/cdc/%s/checkpoints/%020d' "$CDC_JOB" "$latest")" >"$BENCH_WORK/record-$n.json"
+    RECORD=$(wc -c <"$BENCH_WORK/record-$n.json")
+    bench_log "checkpoint record $latest: $RECORD bytes; by field: $(jq -c 'to_entries | map({(.key): (.value | tojson | length)}) | add' "$BENCH_WORK/record-$n.json" 2>/dev/null)"
     FILES=$(bench_div "$(find "$CHAOS_DIR/warehouse/public" -path '*/public/t[0-9]*/data/*' -type f | wc -l)" "$all")
     META=$(bench_div "$(find "$CHAOS_DIR/warehouse/public" -path '*/public/t[0-9]*/metadata/*.metadata.json' | wc -l)" "$all")
 

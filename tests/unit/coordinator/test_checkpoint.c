@@ -587,6 +587,44 @@ static void test_copy_base(void **state)
     cdc_checkpoint_free(d);
 }
 
+/* The schema memo: an update equal to the table's last recorded one is left out of the
+ * next record; a changed one, a new table's and a table with several updates are kept. */
+static void test_schema_memo(void **state)
+{
+    cdc_schema_memo_t m = {0};
+    cdc_checkpoint_t *a = cdc_checkpoint_new("j", 1, 1, 1), *b = cdc_checkpoint_new("j", 2, 1, 1);
+    (void)state;
+    assert_int_equal(cdc_checkpoint_add_schema(a, "ns.t", "{\"s\":1}", 3), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_masked_schema(a, "ns.u", "{\"s\":2}", 1, "1:ab"), CDC_OK);
+    assert_int_equal(cdc_schema_memo_strip(&m, a), 0); /* nothing recorded yet */
+    assert_int_equal(cdc_schema_memo_note(&m, a), CDC_OK);
+    /* b: t the same, u with another policy, v new, w twice */
+    assert_int_equal(cdc_checkpoint_add_schema(b, "ns.t", "{\"s\":1}", 3), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_masked_schema(b, "ns.u", "{\"s\":2}", 1, "2:cd"), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_schema(b, "ns.v", "{\"s\":3}", 1), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_schema(b, "ns.w", "{\"s\":4}", 1), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_schema(b, "ns.w", "{\"s\":5}", 2), CDC_OK);
+    assert_int_equal(cdc_schema_memo_strip(&m, b), 1);
+    assert_int_equal(b->nschemas, 4);
+    for (size_t i = 0; i < b->nschemas; i++)
+        assert_string_not_equal(b->schemas[i].table, "ns.t");
+    assert_int_equal(cdc_schema_memo_note(&m, b), CDC_OK);
+    cdc_checkpoint_free(a);
+    /* a: w's second update alone again is kept (several in one record are not memoized),
+     * u's newest policy is left out, t (no longer in the memo's view) is left out too */
+    a = cdc_checkpoint_new("j", 3, 1, 1);
+    assert_int_equal(cdc_checkpoint_add_schema(a, "ns.w", "{\"s\":5}", 2), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_masked_schema(a, "ns.u", "{\"s\":2}", 1, "2:cd"), CDC_OK);
+    assert_int_equal(cdc_checkpoint_add_schema(a, "ns.t", "{\"s\":1}", 3), CDC_OK);
+    assert_int_equal(cdc_schema_memo_strip(&m, a), 2);
+    assert_int_equal(a->nschemas, 1);
+    assert_string_equal(a->schemas[0].table, "ns.w");
+    cdc_schema_memo_clear(&m);
+    assert_int_equal(cdc_schema_memo_strip(&m, b), 0); /* a new term: every schema */
+    cdc_checkpoint_free(a);
+    cdc_checkpoint_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -595,6 +633,7 @@ int main(void)
         cmocka_unit_test(test_offsets_summary),    cmocka_unit_test(test_floors),
         cmocka_unit_test(test_set_offset_index),   cmocka_unit_test(test_delta_roundtrip),
         cmocka_unit_test(test_offsets_base_store), cmocka_unit_test(test_copy_base),
+        cmocka_unit_test(test_schema_memo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
