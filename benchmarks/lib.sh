@@ -124,6 +124,22 @@ bench_sampler_start() {
 
 bench_sampler_stop() { bench_bg_stop BENCH_SAMPLER_PID; }
 
+# bench_pipeline_cleanup: the end of a pipeline benchmark's EXIT trap: the pipeline down
+# and $BENCH_WORK deleted, or (BENCH_KEEP=1) the pipeline down and the work kept.
+bench_pipeline_cleanup() {
+    if [ "${BENCH_KEEP:-0}" = 1 ]; then
+        pipeline_down >/dev/null 2>&1
+        bench_log "kept $BENCH_WORK"
+    else
+        pipeline_down purge >/dev/null 2>&1
+        rm -rf "$BENCH_WORK"
+    fi
+}
+
+# Wall-clock milliseconds, and the seconds from ms $1 to ms $2 with $3 decimals (3).
+bench_now_ms() { date +%s%3N; }
+bench_secs() { awk -v a="$1" -v b="$2" -v d="${3:-3}" 'BEGIN { printf "%.*f\n", d, (b - a) / 1000 }'; }
+
 # bench_bg_stop <variable>: stops the background job whose pid the variable holds (if
 # any), waits for it and empties the variable.
 bench_bg_stop() {

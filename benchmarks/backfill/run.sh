@@ -66,19 +66,13 @@ LOAD_PID=""
 cleanup() {
     bench_pgbench_stop
     bench_sampler_stop
-    if [ "${BENCH_KEEP:-0}" = 1 ]; then
-        pipeline_down >/dev/null 2>&1
-        bench_log "kept $BENCH_WORK"
-    else
-        pipeline_down purge >/dev/null 2>&1
-        rm -rf "$BENCH_WORK"
-    fi
+    bench_pipeline_cleanup
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-now_ms() { date +%s%3N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", (b - a) / 1000 }'; }
+now_ms() { bench_now_ms; }
+secs() { bench_secs "$1" "$2" 3; }
 
 # The snapshot entry of the backfilled table in the streaming capture's /status ({} while
 # the table is not captured yet; its state and snapshot {id, done, rows, estimate,

@@ -53,19 +53,13 @@ LOAD_PID=""
 
 cleanup() {
     bench_pgbench_stop
-    if [ "${BENCH_KEEP:-0}" = 1 ]; then
-        pipeline_down >/dev/null 2>&1
-        bench_log "kept $BENCH_WORK"
-    else
-        pipeline_down purge >/dev/null 2>&1
-        rm -rf "$BENCH_WORK"
-    fi
+    bench_pipeline_cleanup
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-now_ms() { date +%s%3N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f\n", (b - a) / 1000 }'; }
+now_ms() { bench_now_ms; }
+secs() { bench_secs "$1" "$2" 1; }
 name_of() { printf 't%05d' "$1"; }
 
 # Mirrors of public.t* the leader's /status shows with at least ROWS rows.
