@@ -15,11 +15,13 @@
 
 #include "common/buf.h"
 #include "common/cdcschema.h"
+#include "common/hash.h"
 #include "worker/decode_int.h"
 
 /* ---- catalog ------------------------------------------------------------------------ */
 
 typedef struct table_ids {
+    char *key; /* table_key() of (ns, table): its key in by_table */
     char *ns, *table;
     char **names;
     int32_t *ids;
@@ -33,15 +35,27 @@ typedef struct topic_schemas {
     char *topic;
     cdc_source_schema_t **versions; /* registered (capture) and inline (Debezium) */
     size_t n, cap;
-    int64_t latest; /* highest registered version, -1 = none */
+    int64_t latest;                    /* highest registered version, -1 = none */
+    const cdc_source_schema_t *newest; /* the schema of version `latest`, NULL = none */
 } topic_schemas_t;
 
+/*
+ * Every record looks its topic up (cdc_catalog_get/latest) and every embedded schema its
+ * table, so both are found through a map, not a scan: with thousands of tables a scan
+ * per record would cost more than the record. The maps hold index + 1 into the arrays
+ * (which move when they grow) and are keyed by strings the entries own (which do not).
+ * The catalog belongs to the record thread: registration and lookups run there; other
+ * threads (the finalizer) only read the cdc_source_schema_t a stage points to, each
+ * allocated on its own and never changed or freed before the catalog.
+ */
 struct cdc_catalog {
     table_ids_t *tables;
-    size_t ntables;
+    size_t ntables, tables_cap;
+    cdc_strmap_t by_table; /* table_key(ns, table) -> index + 1 in tables */
     topic_schemas_t *topics;
-    size_t ntopics;
-    int64_t next_inline; /* versions for inline schemas: -2, -3, ... */
+    size_t ntopics, topics_cap;
+    cdc_strmap_t by_topic; /* topic -> index + 1 in topics */
+    int64_t next_inline;   /* versions for inline schemas: -2, -3, ... */
 };
 
 cdc_catalog_t *cdc_catalog_new(void)
@@ -82,10 +96,12 @@ void cdc_catalog_free(cdc_catalog_t *c)
         free(t->names);
         free(t->ids);
         free(t->fps);
+        free(t->key);
         free(t->ns);
         free(t->table);
     }
     free(c->tables);
+    cdc_strmap_free(&c->by_table);
     for (size_t i = 0; i < c->ntopics; i++) {
         for (size_t j = 0; j < c->topics[i].n; j++)
             schema_free(c->topics[i].versions[j]);
@@ -93,24 +109,53 @@ void cdc_catalog_free(cdc_catalog_t *c)
         free(c->topics[i].topic);
     }
     free(c->topics);
+    cdc_strmap_free(&c->by_topic);
     free(c);
+}
+
+/* The key of a table in by_table, "<length of ns>:<ns>.<table>": distinct for distinct
+ * pairs whatever characters the names hold (a dot may be part of either). Written to buf
+ * when it fits, else allocated (*owned, which the caller frees); NULL when out of memory. */
+static const char *table_key(const char *ns, const char *table, char *buf, size_t size,
+                             char **owned)
+{
+    size_t nl = strlen(ns);
+    int n = snprintf(buf, size, "%zu:%s.%s", nl, ns, table);
+    *owned = NULL;
+    if (n >= 0 && (size_t)n < size)
+        return buf;
+    return asprintf(owned, "%zu:%s.%s", nl, ns, table) < 0 ? (*owned = NULL) : *owned;
 }
 
 static table_ids_t *table_get(cdc_catalog_t *c, const char *ns, const char *table)
 {
-    table_ids_t *t;
-    for (size_t i = 0; i < c->ntables; i++)
-        if (strcmp(c->tables[i].ns, ns) == 0 && strcmp(c->tables[i].table, table) == 0)
-            return &c->tables[i];
-    if (cdc_array_resize(c->tables, c->ntables + 1) != CDC_OK)
+    char buf[256], *owned;
+    const char *key = table_key(ns, table, buf, sizeof(buf), &owned);
+    table_ids_t *t = NULL;
+    size_t i;
+
+    if (key == NULL)
         return NULL;
+    if ((i = (size_t)(uintptr_t)cdc_strmap_get(&c->by_table, key)) > 0) {
+        free(owned);
+        return &c->tables[i - 1];
+    }
+    if (cdc_array_reserve(c->tables, c->tables_cap, c->ntables + 1, 16) != CDC_OK)
+        goto done;
     t = memset(&c->tables[c->ntables], 0, sizeof(*t));
     t->next_id = 1;
-    if ((t->ns = strdup(ns)) == NULL || (t->table = strdup(table)) == NULL) {
+    if ((t->key = strdup(key)) == NULL || (t->ns = strdup(ns)) == NULL ||
+        (t->table = strdup(table)) == NULL ||
+        cdc_strmap_put(&c->by_table, t->key, (void *)(uintptr_t)(c->ntables + 1)) != CDC_OK) {
+        free(t->key);
         free(t->ns);
-        return NULL;
+        free(t->table);
+        t = NULL;
+        goto done;
     }
     c->ntables++;
+done:
+    free(owned);
     return t;
 }
 
@@ -229,18 +274,20 @@ static bool schema_finish(cdc_catalog_t *c, cdc_source_schema_t *s)
 static topic_schemas_t *topic_get(cdc_catalog_t *c, const char *topic, bool create)
 {
     topic_schemas_t *t;
-    for (size_t i = 0; i < c->ntopics; i++)
-        if (strcmp(c->topics[i].topic, topic) == 0)
-            return &c->topics[i];
+    size_t i = (size_t)(uintptr_t)cdc_strmap_get(&c->by_topic, topic);
+    if (i > 0)
+        return &c->topics[i - 1];
     if (!create)
         return NULL;
-    if (cdc_array_resize(c->topics, c->ntopics + 1) != CDC_OK)
+    if (cdc_array_reserve(c->topics, c->topics_cap, c->ntopics + 1, 16) != CDC_OK)
         return NULL;
-    t = &c->topics[c->ntopics];
-    memset(t, 0, sizeof(*t));
+    t = memset(&c->topics[c->ntopics], 0, sizeof(*t));
     t->latest = -1;
-    if ((t->topic = strdup(topic)) == NULL)
+    if ((t->topic = strdup(topic)) == NULL ||
+        cdc_strmap_put(&c->by_topic, t->topic, (void *)(uintptr_t)(c->ntopics + 1)) != CDC_OK) {
+        free(t->topic);
         return NULL;
+    }
     c->ntopics++;
     return t;
 }
@@ -262,26 +309,33 @@ static bool topic_add(topic_schemas_t *t, cdc_source_schema_t *s)
     if (cdc_array_reserve(t->versions, t->cap, t->n + 1, 4) != CDC_OK)
         return false;
     t->versions[t->n++] = s;
-    if (s->version >= 0 && s->version > t->latest)
+    if (s->version >= 0 && s->version > t->latest) {
         t->latest = s->version;
+        t->newest = s;
+    }
     return true;
 }
 
-const cdc_source_schema_t *cdc_catalog_get(cdc_catalog_t *c, const char *topic, int64_t version)
+static const cdc_source_schema_t *version_get(const topic_schemas_t *t, int64_t version)
 {
-    topic_schemas_t *t = topic_get(c, topic, false);
-    if (t == NULL)
-        return NULL;
+    if (version >= 0 && version == t->latest)
+        return t->newest; /* the common case: records of the latest version */
     for (size_t i = 0; i < t->n; i++)
         if (t->versions[i]->version == version)
             return t->versions[i];
     return NULL;
 }
 
+const cdc_source_schema_t *cdc_catalog_get(cdc_catalog_t *c, const char *topic, int64_t version)
+{
+    topic_schemas_t *t = topic_get(c, topic, false);
+    return t == NULL ? NULL : version_get(t, version);
+}
+
 const cdc_source_schema_t *cdc_catalog_latest(cdc_catalog_t *c, const char *topic)
 {
     topic_schemas_t *t = topic_get(c, topic, false);
-    return t == NULL || t->latest < 0 ? NULL : cdc_catalog_get(c, topic, t->latest);
+    return t == NULL ? NULL : t->newest;
 }
 
 const cdc_source_schema_t *cdc_catalog_keyed(cdc_catalog_t *c, const char *table)

@@ -32,18 +32,32 @@ char *cdc_worker_join(const char *a, const char *b)
     return asprintf(&out, "%s/%s", a, b) < 0 ? NULL : out;
 }
 
+/* The series of table ns.table, made on first use; NULL when out of memory. Record
+ * thread. */
 static cdc_table_metrics_t *table_metrics_find(cdc_worker_t *w, const char *ns, const char *table)
 {
-    char name[256];
-    snprintf(name, sizeof(name), "%s.%s", ns, table);
-    for (size_t i = 0; i < w->ntmetrics; i++)
-        if (strcmp(w->tmetrics[i].name, name) == 0)
-            return &w->tmetrics[i];
-    if (cdc_array_resize(w->tmetrics, w->ntmetrics + 1) != CDC_OK)
-        return NULL;
-    cdc_table_metrics_t *n = &w->tmetrics[w->ntmetrics++];
-    memset(n, 0, sizeof(*n));
-    snprintf(n->name, sizeof(n->name), "%s", name);
+    char buf[256], *name = buf;
+    cdc_table_metrics_t *n = NULL;
+    size_t i;
+    int len = snprintf(buf, sizeof(buf), "%s.%s", ns, table);
+
+    if (len < 0 || ((size_t)len >= sizeof(buf) && asprintf(&name, "%s.%s", ns, table) < 0))
+        return NULL; /* (a longer name than buf is allocated: never cut short) */
+    if ((i = (size_t)(uintptr_t)cdc_strmap_get(&w->tmetrics_by_name, name)) > 0) {
+        n = &w->tmetrics[i - 1];
+        goto done;
+    }
+    if (cdc_array_reserve(w->tmetrics, w->tmetrics_cap, w->ntmetrics + 1, 16) != CDC_OK)
+        goto done;
+    n = memset(&w->tmetrics[w->ntmetrics], 0, sizeof(*n));
+    if ((n->name = strdup(name)) == NULL ||
+        cdc_strmap_put(&w->tmetrics_by_name, n->name, (void *)(uintptr_t)(w->ntmetrics + 1)) !=
+            CDC_OK) {
+        free(n->name);
+        n = NULL;
+        goto done;
+    }
+    w->ntmetrics++;
     const char *labels[] = {"table", name, NULL};
     n->in = cdc_metrics_counter(w->metrics, "cdc_worker_records_in_total",
                                 "Decoded change events per source table.", labels);
@@ -51,12 +65,13 @@ static cdc_table_metrics_t *table_metrics_find(cdc_worker_t *w, const char *ns, 
                                  "Changes staged for Iceberg per source table.", labels);
     n->dups = cdc_metrics_counter(w->metrics, "cdc_worker_duplicates_dropped_total",
                                   "Replayed or out-of-order duplicate changes dropped.", labels);
+done:
+    if (name != buf)
+        free(name);
     return n;
 }
 
-/* The series of a record's table: the same schema as the last record's in the common
- * case (no formatting and string compares per record). */
-static cdc_table_metrics_t *table_metrics(cdc_worker_t *w, const cdc_source_schema_t *schema)
+cdc_table_metrics_t *cdc_worker_table_metrics(cdc_worker_t *w, const cdc_source_schema_t *schema)
 {
     if (schema == w->tm_schema && w->tm_index < w->ntmetrics)
         return &w->tmetrics[w->tm_index];
@@ -175,6 +190,7 @@ void cdc_worker_data_close(cdc_worker_t *w)
         cdc_kafka_producer_flush(w->dlq, 5000, &e);
     }
     cdc_kafka_producer_free(w->dlq);
+    cdc_worker_dlq_close(w);
     cdc_kafka_consumer_free(w->consumer);
     cdc_kafka_consumer_free(w->schema_consumer);
     cdc_catalog_free(w->catalog);
@@ -183,7 +199,13 @@ void cdc_worker_data_close(cdc_worker_t *w)
     cdc_storage_close(w->storage);
     cdc_layouts_free(&w->layouts);
     cdc_worker_tables_close(w);
+    for (size_t i = 0; i < w->ntmetrics; i++)
+        free(w->tmetrics[i].name);
     free(w->tmetrics);
+    cdc_strmap_free(&w->tmetrics_by_name);
+    w->tmetrics = NULL;
+    w->ntmetrics = w->tmetrics_cap = 0;
+    w->tm_schema = NULL;
 }
 
 /* ---- schema registry topic ---------------------------------------------------------- */
@@ -657,7 +679,7 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
         s->dirty = true;
         goto advance;
     }
-    cdc_table_metrics_t *tm = table_metrics(w, c.schema);
+    cdc_table_metrics_t *tm = cdc_worker_table_metrics(w, c.schema);
     if (tm != NULL)
         cdc_metrics_counter_inc(tm->in);
     /* put back by cdcctl dlq replay: dedup keeps per-row order (dedup.h) */

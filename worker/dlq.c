@@ -37,25 +37,29 @@ void cdc_worker_dlq_delivery(void *opaque, cdc_err_t err, const cdc_error_t *det
         d->detail = *detail;
 }
 
-/* Topics this process already made sure of. */
-static char ensured[64][300];
-static int nensured;
-
 static void ensure_dlq_topic(cdc_worker_t *w, const char *topic)
 {
     cdc_kafka_topic_spec_t spec = {topic, CDC_WORKER_PARTITIONS, -1, false};
     cdc_error_t e;
-    for (int i = 0; i < nensured; i++)
-        if (strcmp(ensured[i], topic) == 0)
-            return;
+    char *name;
+    if (cdc_strmap_get(&w->dlq_ensured, topic) != NULL)
+        return;
     if (cdc_kafka_ensure_topic(w->cfg.kafka.bootstrap, w->cfg.kafka.properties, &spec, 5000, &e) !=
             CDC_OK &&
         e.code != CDC_ERR_CONFLICT) {
         cdc_log_warn("could not create dead-letter topic \"%s\": %s", topic, e.msg);
         return;
     }
-    if (nensured < 64)
-        snprintf(ensured[nensured++], sizeof(ensured[0]), "%s", topic);
+    /* (out of memory: it is made sure of again next time, which is harmless) */
+    if ((name = strdup(topic)) != NULL && cdc_strmap_put(&w->dlq_ensured, name, name) != CDC_OK)
+        free(name);
+}
+
+void cdc_worker_dlq_close(cdc_worker_t *w)
+{
+    for (size_t i = 0; i < w->dlq_ensured.cap; i++)
+        free(w->dlq_ensured.slots[i].value); /* the key itself */
+    cdc_strmap_free(&w->dlq_ensured);
 }
 
 cdc_err_t cdc_worker_dlq_send(cdc_worker_t *w, const cdc_kafka_msg_t *m, cdc_dlq_class_t cls,

@@ -91,24 +91,35 @@ void cdc_layouts_update(cdc_layouts_t *l, Cdc__TableLayout *const *layouts, size
     l->v = v;
     l->n = nv;
     l->sig = sig;
+    for (size_t i = 0; i < nv; i++) /* (the first of a name wins, as a scan would find it) */
+        if (cdc_strmap_get(&l->by_table, v[i].table) == NULL &&
+            cdc_strmap_put(&l->by_table, v[i].table, &v[i]) != CDC_OK) {
+            /* out of memory: no layouts until the next barrier's (unpartitioned files are
+             * always correct, see layout.h) */
+            cdc_log_error("out of memory indexing the tables' layouts");
+            cdc_layouts_free(l);
+            return;
+        }
 }
 
 static const cdc_layout_t *find(const cdc_layouts_t *l, const char *ns, const char *table,
                                 bool changelog)
 {
-    size_t nl, tl;
+    char buf[256], *name = buf;
+    const char *suffix = changelog ? "_changelog" : "";
+    const cdc_layout_t *x;
+    int len;
+
     if (l->n == 0)
         return NULL; /* (the record path asks for every change) */
-    nl = strlen(ns);
-    tl = strlen(table);
-    for (size_t i = 0; i < l->n; i++) {
-        const char *name = l->v[i].table;
-        if (strncmp(name, ns, nl) == 0 && name[nl] == '.' &&
-            strncmp(name + nl + 1, table, tl) == 0 &&
-            strcmp(name + nl + 1 + tl, changelog ? "_changelog" : "") == 0)
-            return &l->v[i];
-    }
-    return NULL;
+    len = snprintf(buf, sizeof(buf), "%s.%s%s", ns, table, suffix);
+    if (len < 0 ||
+        ((size_t)len >= sizeof(buf) && asprintf(&name, "%s.%s%s", ns, table, suffix) < 0))
+        return NULL;
+    x = cdc_strmap_get(&l->by_table, name);
+    if (name != buf)
+        free(name);
+    return x;
 }
 
 const cdc_ice_partition_spec_t *cdc_layouts_spec(const cdc_layouts_t *l, const char *ns,
@@ -131,6 +142,7 @@ void cdc_layouts_free(cdc_layouts_t *l)
         layout_free(&l->v[i]);
     free(l->v);
     free(l->sig);
+    cdc_strmap_free(&l->by_table);
     l->v = NULL;
     l->n = 0;
     l->sig = NULL;

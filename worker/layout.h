@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 
+#include "common/hash.h"
 #include "common/iceberg/partition.h"
 
 typedef struct cdc_layout {
@@ -22,6 +23,9 @@ typedef struct cdc_layout {
 typedef struct cdc_layouts {
     cdc_layout_t *v;
     size_t n;
+    /* table -> its layout in v, for the record path, which asks for every change: a scan
+     * would grow with the partitioned tables. Record thread, like the whole set. */
+    cdc_strmap_t by_table;
     char *sig; /* "<table>:<spec id>;..." of the barrier the set came from */
 } cdc_layouts_t;
 

@@ -6,6 +6,7 @@
  */
 #include "worker/stage.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,7 @@ static void table_free(cdc_stage_table_t *t)
     free(t->changelog);
     cdc_ice_sort_order_free(&t->orders[0]);
     cdc_ice_sort_order_free(&t->orders[1]);
+    free(t->key);
     free(t->ns);
     free(t->table);
 }
@@ -58,8 +60,10 @@ void cdc_stage_reset(cdc_stage_t *s, uint64_t epoch)
     for (size_t i = 0; i < s->ntables; i++)
         table_free(&s->tables[i]);
     free(s->tables);
+    cdc_strmap_free(&s->by_table);
     s->tables = NULL;
-    s->ntables = 0;
+    s->ntables = s->tables_cap = 0;
+    s->last_schema = NULL;
     s->bytes = 0;
     s->changes = 0;
     s->epoch = epoch;
@@ -70,25 +74,49 @@ void cdc_stage_free(cdc_stage_t *s)
     cdc_stage_reset(s, s->epoch);
 }
 
+/* The table of a change's schema, added on its first change of the epoch; NULL when out
+ * of memory. */
 static cdc_stage_table_t *table_for(cdc_stage_t *s, const cdc_source_schema_t *schema)
 {
-    cdc_stage_table_t *t;
-    for (size_t i = 0; i < s->ntables; i++)
-        if (strcmp(s->tables[i].ns, schema->ns) == 0 &&
-            strcmp(s->tables[i].table, schema->table) == 0)
-            return &s->tables[i];
-    if (cdc_array_resize(s->tables, s->ntables + 1) != CDC_OK)
+    char buf[256], *key = buf;
+    cdc_stage_table_t *t = NULL;
+    size_t i, nl = strlen(schema->ns);
+    int len;
+
+    /* The common case: a run of one table's changes (the names are compared too, in case
+     * a caller's schema was freed and another took its address). */
+    if (schema == s->last_schema && s->last_index < s->ntables &&
+        strcmp(s->tables[s->last_index].table, schema->table) == 0 &&
+        strcmp(s->tables[s->last_index].ns, schema->ns) == 0)
+        return &s->tables[s->last_index];
+    len = snprintf(buf, sizeof(buf), "%zu:%s.%s", nl, schema->ns, schema->table);
+    if (len < 0 || ((size_t)len >= sizeof(buf) &&
+                    asprintf(&key, "%zu:%s.%s", nl, schema->ns, schema->table) < 0))
         return NULL;
-    t = &s->tables[s->ntables];
-    memset(t, 0, sizeof(*t));
-    t->ns = strdup(schema->ns);
-    t->table = strdup(schema->table);
-    if (t->ns == NULL || t->table == NULL) {
+    if ((i = (size_t)(uintptr_t)cdc_strmap_get(&s->by_table, key)) > 0) {
+        t = &s->tables[i - 1];
+        goto done;
+    }
+    if (cdc_array_reserve(s->tables, s->tables_cap, s->ntables + 1, 8) != CDC_OK)
+        goto done;
+    t = memset(&s->tables[s->ntables], 0, sizeof(*t));
+    if ((t->key = strdup(key)) == NULL || (t->ns = strdup(schema->ns)) == NULL ||
+        (t->table = strdup(schema->table)) == NULL ||
+        cdc_strmap_put(&s->by_table, t->key, (void *)(uintptr_t)(s->ntables + 1)) != CDC_OK) {
+        free(t->key);
         free(t->ns);
         free(t->table);
-        return NULL;
+        t = NULL;
+        goto done;
     }
     s->ntables++;
+done:
+    if (t != NULL) {
+        s->last_schema = schema;
+        s->last_index = (size_t)(t - s->tables);
+    }
+    if (key != buf)
+        free(key);
     return t;
 }
 

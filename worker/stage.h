@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/hash.h"
 #include "common/iceberg/partition.h"
 #include "common/iceberg/types.h"
 #include "worker/decode.h"
@@ -72,6 +73,7 @@ typedef struct cdc_changelog_row {
 } cdc_changelog_row_t;
 
 typedef struct cdc_stage_table {
+    char *key; /* "<length of ns>:<ns>.<table>": its key in the stage's by_table */
     char *ns, *table;
     const cdc_source_schema_t *schema; /* latest schema seen this epoch: files use it */
     cdc_stage_entry_t *entries;        /* first-change order */
@@ -109,7 +111,13 @@ typedef struct cdc_stage {
     uint32_t partition;
     uint64_t epoch;
     cdc_stage_table_t *tables;
-    size_t ntables;
+    size_t ntables, tables_cap;
+    /* key -> index + 1 in tables: every change finds its table without a scan (a job may
+     * have thousands). Moves with the stage to the finalizer at a cut (barrier.c), which
+     * reads tables[] only; the slot's stage starts empty again. */
+    cdc_strmap_t by_table;
+    const cdc_source_schema_t *last_schema; /* the last change's schema and its table */
+    size_t last_index;
     size_t bytes; /* approximate memory held (encoded row groups included) */
     uint64_t changes;
     size_t enc_rows; /* encoding ahead: rows per row group; 0 = all at the barrier */

@@ -21,6 +21,7 @@
 #include "common/options.h"
 #include "common/err.h"
 #include "common/etcd.h"
+#include "common/hash.h"
 #include "common/health.h"
 #include "common/http.h"
 #include "common/iceberg/storage.h"
@@ -128,9 +129,9 @@ typedef struct cdc_worker_config {
     char *mask_secret_file;
 } cdc_worker_config_t;
 
-/* Per-table metric series, looked up once. */
+/* Per-table metric series, looked up once per table. */
 typedef struct cdc_table_metrics {
-    char name[256];
+    char *name; /* "<ns>.<table>" (owned; the key of tmetrics_by_name), the label value */
     cdc_counter_t *in, *out, *dups;
 } cdc_table_metrics_t;
 
@@ -215,6 +216,9 @@ typedef struct cdc_worker {
     int32_t schema_parts; /* partitions of the schema topic read; 0 = not assigned yet */
     int64_t schema_next[CDC_WORKER_SCHEMA_PARTITIONS]; /* next offset read per partition */
     cdc_kafka_producer_t *dlq;
+    /* dead-letter topics made sure of (dlq.c), however many tables: name -> the same
+     * name, owned (strdup). Record thread. */
+    cdc_strmap_t dlq_ensured;
     cdc_storage_t *storage;
     cdc_layouts_t layouts; /* partition specs from the last barrier (record thread) */
     cdc_catalog_t *catalog;
@@ -241,8 +245,13 @@ typedef struct cdc_worker {
     cdc_health_t health;   /* /healthz: the main loop (session.c) beats it */
     cdc_http_doc_t status; /* /status, rebuilt by cdc_worker_update_gauges */
     cdc_metrics_t *metrics;
+    /* Per-table series (consume.c), one per table seen, however many: found through
+     * tmetrics_by_name (name -> index + 1) when a record's table is not the last one's.
+     * Record thread only: the counters are updated lock-free and rendered under the
+     * registry's mutex (common/metrics.h), so no other thread reads this array. */
     cdc_table_metrics_t *tmetrics;
-    size_t ntmetrics;
+    size_t ntmetrics, tmetrics_cap;
+    cdc_strmap_t tmetrics_by_name;
     const void *tm_schema; /* schema of the last record's table and its series index */
     size_t tm_index;
     cdc_counter_t *m_dlq[CDC_DLQ__COUNT];
@@ -289,6 +298,12 @@ cdc_err_t cdc_worker_widen(cdc_worker_t *w, char **tables, size_t ntables, cdc_e
 
 /* Drops staged data of every partition and stops fetching (after an Abort). */
 void cdc_worker_suspend(cdc_worker_t *w);
+
+/* The metric series of a record's table (schema's "<ns>.<table>", whole however long),
+ * made on first use; NULL when out of memory. Owned by the worker. The same schema as the
+ * last record's in the common case (no formatting), else one map lookup, however many
+ * tables. Record thread. */
+cdc_table_metrics_t *cdc_worker_table_metrics(cdc_worker_t *w, const cdc_source_schema_t *schema);
 
 /* Consumes and processes one batch (up to timeout_ms waiting). */
 cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e);
@@ -416,6 +431,9 @@ void cdc_worker_apply_floors(cdc_worker_t *w, Cdc__TableFloor *const *floors, si
  */
 cdc_err_t cdc_worker_dlq_send(cdc_worker_t *w, const cdc_kafka_msg_t *m, cdc_dlq_class_t cls,
                               const char *message, cdc_error_t *e);
+
+/* Forgets the dead-letter topics made sure of (cdc_worker_data_close). */
+void cdc_worker_dlq_close(cdc_worker_t *w);
 
 /* Delivery callback of the dead-letter producer (opaque = the pending send). */
 void cdc_worker_dlq_delivery(void *opaque, cdc_err_t err, const cdc_error_t *detail,

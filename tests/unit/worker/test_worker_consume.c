@@ -516,6 +516,98 @@ static void test_offer_hundreds(void **state)
     free_names(tables, MANY);
 }
 
+/* ---- thousands of tables ------------------------------------------------------------- */
+
+#define THOUSANDS 2000
+
+/* The capture's schema document of table public.<table> (capture_schema_v1.json renamed);
+ * the caller frees it. */
+static char *table_doc(const char *table, size_t *len)
+{
+    cdc_buf_t b = {0};
+    char *fx = fixture("capture_schema_v1.json", NULL);
+    const char *at = strstr(fx, "\"table\":\"orders\"");
+    assert_non_null(at);
+    cdc_buf_put(&b, fx, (size_t)(at - fx));
+    cdc_buf_printf(&b, "\"table\":\"%s\"%s", table, at + strlen("\"table\":\"orders\""));
+    free(fx);
+    assert_false(b.oom);
+    *len = b.len;
+    return b.data;
+}
+
+/* Issue 35: a job of thousands of tables. Every table registered on the schema topic is
+ * found by its topic, each table's series counts its own records only, and a name of 300
+ * characters is kept whole: two of them alike in their first 296 characters were one
+ * series (its name cut at 255 bytes) before the series were found by name in a map. */
+static void test_thousands_of_tables(void **state)
+{
+    const size_t n = THOUSANDS + 2;
+    char **names = calloc(n, sizeof(*names)), **topics = calloc(n, sizeof(*topics));
+    const cdc_source_schema_t **schemas = calloc(n, sizeof(*schemas));
+    cdc_error_t e;
+    (void)state;
+    assert_true(names != NULL && topics != NULL && schemas != NULL);
+    mock_worker_open(&M);
+    for (size_t i = 0; i < n; i++) {
+        char *doc;
+        size_t len;
+        if (i < THOUSANDS) {
+            assert_true(asprintf(&names[i], "t%04zu", i) > 0);
+        } else { /* 300 characters, the same 296 first */
+            assert_non_null(names[i] = malloc(301));
+            memset(names[i], 'l', 296);
+            snprintf(names[i] + 296, 5, "_%03zu", i - THOUSANDS);
+            assert_int_equal(strlen(names[i]), 300);
+        }
+        assert_true(asprintf(&topics[i], "%s.public.%s", M.prefix, names[i]) > 0);
+        doc = table_doc(names[i], &len);
+        if (cdc_catalog_register_json(M.w->catalog, topics[i], 1, doc, len, &e) != CDC_OK)
+            fail_msg("%s: %s", names[i], e.msg);
+        free(doc);
+    }
+    assert_int_equal(cdc_catalog_topics(M.w->catalog, NULL, 0), n);
+    for (size_t i = 0; i < n; i++) {
+        schemas[i] = cdc_catalog_latest(M.w->catalog, topics[i]);
+        assert_non_null(schemas[i]);
+        assert_string_equal(schemas[i]->topic, topics[i]);
+        assert_string_equal(schemas[i]->table, names[i]);
+        assert_ptr_equal(cdc_catalog_get(M.w->catalog, topics[i], 1), schemas[i]);
+        assert_null(cdc_catalog_get(M.w->catalog, topics[i], 2));
+    }
+    assert_null(cdc_catalog_latest(M.w->catalog, "cdc.public.t9999"));
+    /* records of every table, interleaved (a stride through the tables, three rounds):
+     * table i counts i % 5 + 1 per round */
+    for (int round = 0; round < 3; round++)
+        for (size_t k = 0; k < n; k++) {
+            size_t i = (k * 7919) % n; /* 7919 is prime, n is not a multiple: a permutation */
+            cdc_table_metrics_t *tm = cdc_worker_table_metrics(M.w, schemas[i]);
+            assert_non_null(tm);
+            cdc_metrics_counter_add(tm->in, (double)(i % 5 + 1));
+        }
+    assert_int_equal(M.w->ntmetrics, n);
+    for (size_t i = 0; i < n; i++) {
+        char want[400];
+        cdc_table_metrics_t *tm = cdc_worker_table_metrics(M.w, schemas[i]);
+        snprintf(want, sizeof(want), "public.%s", names[i]);
+        assert_string_equal(tm->name, want);
+        assert_int_equal(cdc_metrics_value(tm->in), 3 * (i % 5 + 1));
+    }
+    char *text = cdc_metrics_render(M.w->metrics, NULL), want[400];
+    assert_non_null(text);
+    snprintf(want, sizeof(want), "cdc_worker_records_in_total{table=\"public.%s\"} 6",
+             names[THOUSANDS + 1]);
+    assert_non_null(strstr(text, want));
+    free(text);
+    for (size_t i = 0; i < n; i++) {
+        free(names[i]);
+        free(topics[i]);
+    }
+    free(names);
+    free(topics);
+    free(schemas);
+}
+
 /* Tables become "<prefix>.<schema>.<table>" (schema public when none); --topics wins. */
 static void test_topics_from_tables(void **state)
 {
@@ -970,6 +1062,7 @@ int main(void)
         T(test_follower_takes_hundreds),
         T(test_widen_to_hundreds),
         T(test_offer_hundreds),
+        T(test_thousands_of_tables),
         T(test_topics_from_tables),
         T(test_explicit_topics),
         T(test_assign_owned_set),

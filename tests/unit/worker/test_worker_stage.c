@@ -952,6 +952,66 @@ static void test_ahead_wide_rows(void **state)
     cdc_catalog_free(cat);
 }
 
+/* Issue 35: changes of thousands of tables, interleaved, each staged in its own table (in
+ * first-change order), two 300-character names alike in their first 296 apart. */
+static void test_thousands_of_tables(void **state)
+{
+    enum { N = 2002 };
+    cdc_catalog_t *cat = cdc_catalog_new();
+    char **topics = calloc(N, sizeof(*topics));
+    cdc_error_t e;
+    cdc_stage_t s;
+    size_t len;
+    (void)state;
+    assert_non_null(topics);
+    char *fx = fixture("capture_schema_v1.json", &len);
+    const char *at = strstr(fx, "\"table\":\"orders\"");
+    assert_non_null(at);
+    for (size_t i = 0; i < N; i++) {
+        char name[301], doc[4096];
+        if (i < N - 2)
+            snprintf(name, sizeof(name), "t%04zu", i);
+        else {
+            memset(name, 'l', 296);
+            snprintf(name + 296, 5, "_%03zu", i - (N - 2));
+        }
+        assert_true(asprintf(&topics[i], "cdc.public.%s", name) > 0);
+        snprintf(doc, sizeof(doc), "%.*s\"table\":\"%s\"%s", (int)(at - fx), fx, name,
+                 at + strlen("\"table\":\"orders\""));
+        assert_int_equal(cdc_catalog_register_json(cat, topics[i], 1, doc, strlen(doc), &e),
+                         CDC_OK);
+    }
+    free(fx);
+    cdc_stage_init(&s, 4, 7);
+    for (int round = 0; round < 2; round++)
+        for (size_t k = 0; k < N; k++) {
+            size_t i = (k * 7919) % N;
+            char v[256];
+            cdc_change_t c;
+            cdc_decode_error_t de;
+            snprintf(v, sizeof(v),
+                     "{\"op\":\"c\",\"after\":{\"id\":%zu,\"customer\":\"x\"},"
+                     "\"source\":{\"lsn\":%zu}}",
+                     k + (size_t)round * N, k + (size_t)round * N + 1);
+            cdc_decode_input_t in = {topics[i], 4, (int64_t)k, NULL, 0, v, strlen(v), 1};
+            assert_int_equal(cdc_decode(cat, NULL, &in, &c, &de), CDC_OK);
+            assert_int_equal(cdc_stage_add(&s, &c, false, NULL, &e), CDC_OK);
+            cdc_change_clear(&c);
+        }
+    assert_int_equal(s.ntables, N);
+    for (size_t k = 0; k < N; k++) {
+        const cdc_stage_table_t *t = &s.tables[k];
+        const cdc_source_schema_t *want = cdc_catalog_latest(cat, topics[(k * 7919) % N]);
+        assert_string_equal(t->table, want->table);
+        assert_int_equal(t->nchangelog, 2);
+    }
+    cdc_stage_free(&s);
+    for (size_t i = 0; i < N; i++)
+        free(topics[i]);
+    free(topics);
+    cdc_catalog_free(cat);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -967,6 +1027,7 @@ int main(void)
         cmocka_unit_test(test_many_keys),
         cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_schema_marker),
+        cmocka_unit_test(test_thousands_of_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
