@@ -155,7 +155,7 @@ EOF
     fi
     wait "$LOAD_PID"
     LOAD_PID=""
-    FRESH=$(chaos_status | jq '[.tables[]? | select(.table | test("^public\\.t[0-9]+$")) | .fresh_p99_ms // 0] | max // 0')
+    FRESH=$(chaos_status | jq '[.tables[]? | select(.table | test("^public\\.t[0-9]+$")) | .fresh_p99_ms | select(. != null)] | max // -1')
     RSS_MAX=0
     : >"$BENCH_WORK/procs-$n.txt"
     for f in "$CHAOS_DIR"/procs/*.pid "$CDC_TEST_TMP"/*.pid; do
