@@ -422,26 +422,30 @@ static json_t *lsn_json(uint64_t lsn)
 
 /* The incremental snapshots over every table (/status "snapshots"): how many tables are
  * being read (due: chunks still to read, or their last chunk's acks awaited), done, or
- * abandoned, and their rows read against the estimates, for a view of many tables added
- * at once (docs/capture.md, "Incremental snapshot"). */
+ * abandoned, and their rows read against the estimates (null while a running one's table
+ * has no estimate yet), for a view of many tables added at once (docs/capture.md,
+ * "Incremental snapshot"). */
 static json_t *snapshots_json(const cdc_capture_t *cap)
 {
     json_int_t running = 0, done = 0, abandoned = 0, rows = 0, estimate = 0;
+    bool known = true; /* every running snapshot has its table's estimate */
     for (size_t i = 0; i < cap->ntables; i++) {
         const cdc_capture_isnap_t *s = &cap->tables[i].isnap;
         if (!s->marked)
             continue;
         if (s->abandoned)
             abandoned++;
-        else if (s->due || s->pending_marks > 0)
+        else if (s->due || s->pending_marks > 0) {
             running++;
-        else
+            known = known && s->estimate > 0;
+        } else
             done++;
         rows += s->rows;
         estimate += s->estimate > s->rows ? s->estimate : s->rows;
     }
-    return json_pack("{s:I, s:I, s:I, s:I, s:I}", "running", running, "done", done, "abandoned",
-                     abandoned, "rows", rows, "estimate", estimate);
+    return json_pack("{s:I, s:I, s:I, s:I, s:o}", "running", running, "done", done, "abandoned",
+                     abandoned, "rows", rows, "estimate",
+                     known ? json_integer(estimate) : json_null());
 }
 
 void cdc_capture_status_publish(cdc_capture_t *cap, bool force)

@@ -107,11 +107,18 @@ SQL
     t0=$(now_ms)
     bench_psql -c "ALTER PUBLICATION cdc_pub ADD TABLE $list" || chaos_die "ALTER PUBLICATION failed"
     bench_log "added $n tables in one ALTER PUBLICATION; waiting for every mirror"
+    # the snapshots' progress over all tables, as an operator sees it while they run
+    chaos_wait 30 "the capture to snapshot the new tables" bash -c '"$1" tables --coordinator "$2" \
+        --capture "$3" 2>/dev/null | grep "^snapshots: " >"$4"' _ "$CHAOS_BUILD/cdcctl" \
+        "$(cat "$CHAOS_DIR/procs/$(chaos_leader).http")" \
+        "$(cat "$CHAOS_DIR/procs/$(chaos_active_capture).http")" "$BENCH_WORK/progress-$n.txt" &&
+        bench_log "cdcctl tables: $(cat "$BENCH_WORK/progress-$n.txt")"
     chaos_wait "$TIMEOUT" "every table readable" tables_full_at_least "$n" ||
         chaos_die "only $(tables_full) of $n tables became readable in ${TIMEOUT}s"
     t1=$(now_ms)
     READABLE=$(secs "$t0" "$t1")
-    bench_log "every table readable in $READABLE s"
+    bench_log "every table readable in $READABLE s; the capture's snapshots: $(curl -fsS \
+        "http://$(cat "$CHAOS_DIR/procs/$(chaos_active_capture).http")/status" | jq -c .snapshots)"
 
     cat >"$BENCH_WORK/touch.sql" <<EOF
 \set t random(1, $all)

@@ -380,7 +380,7 @@ static void print_capture_tables(const ctl_config_t *cfg)
 {
     char url[512];
     cdc_httpc_response_t b;
-    json_t *st = NULL, *tables;
+    json_t *st = NULL, *tables, *sns;
     snprintf(url, sizeof(url), "http://%s/status", cfg->capture);
     int code = http_request("GET", url, cfg->http_token, (long)cfg->timeout_ms, &b);
     if (code == 200)
@@ -408,6 +408,14 @@ static void print_capture_tables(const ctl_config_t *cfg)
     }
     if (json_array_size(tables) == 0)
         printf("(the capture has no table yet)\n");
+    else if ((sns = json_object_get(st, "snapshots")) != NULL && num(sns, "running") > 0) {
+        printf("snapshots: %lld running, %lld done, %lld abandoned; %lld rows read",
+               num(sns, "running"), num(sns, "done"), num(sns, "abandoned"), num(sns, "rows"));
+        if (num(sns, "estimate") > 0)
+            printf(" of about %lld (%.0f%%)", num(sns, "estimate"),
+                   100.0 * (double)num(sns, "rows") / (double)num(sns, "estimate"));
+        printf("\n");
+    }
     json_decref(st);
 }
 

@@ -30,6 +30,9 @@ for b in readable_s recovery_s checkpoint_record_bytes files_per_table; do
     grep -q "^BENCH tables_$b " "$out" || fail "no BENCH tables_$b line"
 done
 grep -q "added $((n / 10)) more tables under the load" "$out" || fail "no tables were added under the load"
+# the capture's /status sums the snapshots up: every table's done once all are readable
+done_n=$(sed -n 's/.*the capture.s snapshots: .*"done":\([0-9]*\).*/\1/p' "$out")
+[ "${done_n:-0}" -ge "$n" ] || fail "the capture's /status snapshots says ${done_n:-nothing} done, expected $n"
 grep -q "kill -9 of the leader .* leads and commits" "$out" || fail "no leader failover"
 record=$(awk '$2 == "tables_checkpoint_record_bytes" { print $3 }' "$out")
 [ "${record:-999999}" -le 65536 ] || fail "the checkpoint record is $record bytes (> 64 KiB)"
