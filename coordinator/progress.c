@@ -1,11 +1,13 @@
 /* The coordinator's progress check: see progress.h. */
 #include "coordinator/progress.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/sorted.h"
 
 void cdc_progress_init(cdc_progress_t *p, int64_t timeout_ms, int min_epochs)
 {
@@ -46,18 +48,8 @@ void cdc_progress_reset(cdc_progress_t *p)
 /* The index of topic in the slot, or -(insertion point) - 1 when absent. */
 static int find(const cdc_progress_slot_t *s, const char *topic)
 {
-    int lo = 0, hi = s->n;
-
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2, c = strcmp(s->t[mid].topic, topic);
-        if (c == 0)
-            return mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -lo - 1;
+    return cdc_sorted_find(s->t, s->n, sizeof(s->t[0]), offsetof(cdc_progress_topic_t, topic),
+                           topic);
 }
 
 const cdc_progress_topic_t *cdc_progress_find(const cdc_progress_slot_t *s, const char *topic)

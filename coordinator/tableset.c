@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "common/buf.h"
+#include "common/sorted.h"
 
 const char *cdc_tableset_verdict_name(cdc_tableset_verdict_t v)
 {
@@ -69,18 +70,7 @@ const char *cdc_tableset_name(const cdc_tableset_t *s, int i)
 /* The index of topic, or -(insertion point) - 1 when absent. */
 static int find(const cdc_tableset_t *s, const char *topic)
 {
-    int lo = 0, hi = s->n;
-
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2, c = strcmp(s->names[mid], topic);
-        if (c == 0)
-            return mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -lo - 1;
+    return cdc_sorted_find(s->names, s->n, sizeof(s->names[0]), 0, topic);
 }
 
 bool cdc_tableset_has(const cdc_tableset_t *s, const char *topic)
