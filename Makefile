@@ -181,7 +181,7 @@ setup:
 test: setup
 	@tools/lint-extra.sh
 	@$(MAKE) --no-print-directory -j$(NPROC) all
-	@rc=0; tests/run.sh unit $(BUILD) || rc=1; tests/run.sh integration $(BUILD) || rc=1; exit $$rc
+	@$(BUILD)/launch sh -c 'rc=0; tests/run.sh unit $(BUILD) || rc=1; tests/run.sh integration $(BUILD) || rc=1; exit $$rc'
 
 test-unit: all
 	@tests/run.sh unit $(BUILD)

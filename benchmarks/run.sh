@@ -6,6 +6,8 @@
 # (docs/design.md, "Contracts"); they are merged into benchmarks/results/latest.json and the
 # table benchmarks/results/latest.md is regenerated from it.
 set -uo pipefail
+# shellcheck source=tools/launched.sh
+. "$(dirname "$0")/../tools/launched.sh"
 cd "$(dirname "$0")/.." || exit 1
 what=${1:-all}
 export CDC_BUILD_DIR=${CDC_BUILD_DIR:-$PWD/build}

@@ -13,6 +13,8 @@
 #   CHAOS_KEEP=1        keep .run/chaos after the run
 #   CDC_COMPACT_*       the coordinators' compaction policy (default: compact every 2 s)
 set -uo pipefail
+# shellcheck source=tools/launched.sh
+. "$(dirname "$0")/../tools/launched.sh"
 cd "$(dirname "$0")/.." || exit 1
 export CHAOS_DIR=${CHAOS_DIR:-$PWD/.run/chaos}
 # The capture set is the publication and the workers follow the job's tables (no

@@ -8,6 +8,8 @@
 # or scripts, by name; not the Node tests (`make tsan` uses it).
 # Exits non-zero when any test fails; prints a summary of failures.
 set -uo pipefail
+# shellcheck source=tools/launched.sh
+. "$(dirname "$0")/../tools/launched.sh"
 cd "$(dirname "$0")/.." || exit 1
 suite=${1:?usage: tests/run.sh unit|integration [build-dir]}
 BUILD=${2:-build}

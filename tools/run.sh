@@ -16,6 +16,8 @@
 # Pipeline start/stop and the process supervisor live in chaos/lib.sh (shared with the
 # chaos suite); logs are in <dir>/procs/<name>.log.
 set -uo pipefail
+# shellcheck source=tools/launched.sh
+. "$(dirname "$0")/../tools/launched.sh"
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 BUILD=${BUILD:-build}
@@ -57,13 +59,19 @@ stopped=0
 stop() {
     [ "$stopped" = 1 ] && return
     stopped=1
-    trap '' INT TERM
+    # Output to a pipe whose reader died (`make run | tee run.log`, then Ctrl-C, which
+    # stops tee first) must not kill this script before it stops what it started: from
+    # here on writes to it fail instead (docs/development.md, "Nothing outlives its
+    # launcher"; build/launch stops whatever is left if this script dies all the same).
+    trap '' INT TERM HUP PIPE
     log "stopping"
     pipeline_down
     log "stopped; data kept in $RUN_DIR"
 }
 trap 'stop; exit 130' INT
 trap 'stop; exit 143' TERM
+# The terminal closed: stop everything as for Ctrl-C.
+trap 'stop; exit 129' HUP
 trap 'stop' EXIT
 
 CHAOS_INITIAL_ROWS=${INITIAL_ROWS:-1000} pipeline_up || exit 1

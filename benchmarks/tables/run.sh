@@ -36,6 +36,8 @@
 #   TABLES_LOAD_SECONDS (60), TABLES_VERIFY (all), TABLES_TIMEOUT (600 s for each wait),
 #   BENCH_KEEP=1 keeps the work directory.
 set -uo pipefail
+# shellcheck source=tools/launched.sh
+. "$(dirname "$0")/../../tools/launched.sh"
 cd "$(dirname "$0")/../.." || exit 1
 # shellcheck source=benchmarks/lib.sh
 . benchmarks/lib.sh
