@@ -18,7 +18,9 @@
  * null), state (streaming: all 12 and the topic found; starting: not yet)}],
  * tables_unconsumed [{topic, offered_by (live workers offering it), outside_ms (how long it
  * has been outside the set), unconsumed (outside for --unconsumed-after: logged as an error
- * and counted in cdc_coordinator_tables_unconsumed)}] (unconsumed.h), assignment
+ * and counted in cdc_coordinator_tables_unconsumed)}] (unconsumed.h), security
+ * {staged_file_rejections {table_name, table_unknown, path, missing, size: Acks refused for a
+ * staged file, staged_check.h}, last_event (or null)}, assignment
  * [{partition, owner, offsets {topic: next offset}, high_watermarks {topic: end offset the
  * owner last reported}, stalled_ms {topic: how long the owner's progress watchdog has seen
  * it behind without progress; only stalled topics}, no_progress_ms {topic: how long the
@@ -578,6 +580,17 @@ char *cdc_coord_status_json(cdc_coord_t *c)
     json_object_set_new(o, "workers", ws);
     json_object_set_new(o, "table_set", table_set_json(c));
     json_object_set_new(o, "tables_unconsumed", unconsumed_json(c, now));
+    {
+        json_t *sec = json_object(), *rej = json_object();
+        for (int r = CDC_STAGED_OK + 1; r < CDC_STAGED_REASONS; r++)
+            json_object_set_new(rej, cdc_staged_reason_name((cdc_staged_reason_t)r),
+                                json_integer(c->security_rejections[r]));
+        json_object_set_new(sec, "staged_file_rejections", rej);
+        json_object_set_new(sec, "last_event",
+                            c->last_security_event[0] ? json_string(c->last_security_event)
+                                                      : json_null());
+        json_object_set_new(o, "security", sec);
+    }
 
     for (int p = 0; p < CDC_PARTITIONS; p++) {
         json_t *a = json_object(), *offs = json_object(), *highs = json_object();

@@ -1148,6 +1148,33 @@ cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
     return rc;
 }
 
+cdc_err_t cdc_committer_verify_files(cdc_committer_t *c, const cdc_checkpoint_t *rec,
+                                     cdc_staged_reason_t *why, cdc_error_t *e)
+{
+    *why = CDC_STAGED_OK;
+    for (size_t i = 0; i < rec->nfiles; i++) {
+        const cdc_ice_data_file_t *f = &rec->files[i].file;
+        int64_t size = -1;
+        cdc_err_t rc = cdc_storage_size(c->storage, f->path, &size, e);
+        if (rc == CDC_ERR_NOT_FOUND) {
+            *why = CDC_STAGED_MISSING;
+            return cdc_error_set(e, CDC_ERR_PROTOCOL,
+                                 "staged file %.300s of table \"%.200s\" does not exist", f->path,
+                                 rec->files[i].table);
+        }
+        if (rc != CDC_OK)
+            return rc;
+        if (size != f->file_size_in_bytes) {
+            *why = CDC_STAGED_SIZE;
+            return cdc_error_set(e, CDC_ERR_PROTOCOL,
+                                 "staged file %.300s of table \"%.200s\" has %" PRId64
+                                 " bytes, its ack says %" PRId64,
+                                 f->path, rec->files[i].table, size, f->file_size_in_bytes);
+        }
+    }
+    return CDC_OK;
+}
+
 static void pending_location(cdc_committer_t *c, uint64_t epoch, char *buf, size_t size)
 {
     size_t n = strlen(c->warehouse);

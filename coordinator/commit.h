@@ -21,6 +21,7 @@
 #include "common/options.h"
 #include "common/err.h"
 #include "coordinator/checkpoint.h"
+#include "coordinator/staged_check.h"
 #include "coordinator/table_stats.h"
 
 typedef struct cdc_committer cdc_committer_t;
@@ -101,6 +102,16 @@ cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
  * "<job>-e<epoch>-p<P>-<kind>-<uuid>.parquet"; -1 when path is not a staged file of job.
  */
 int cdc_committer_file_partition(const char *path, const char *job);
+
+/*
+ * Checks that every staged file of rec exists with the size its Ack gave, before the
+ * checkpoint is recorded (docs/security.md, "The committer trusts no path"). On a file that
+ * breaks it: CDC_ERR_PROTOCOL with *why CDC_STAGED_MISSING or CDC_STAGED_SIZE and a message
+ * naming it; another error (storage unavailable) leaves *why CDC_STAGED_OK. One stat (local)
+ * or HEAD (S3) per file.
+ */
+cdc_err_t cdc_committer_verify_files(cdc_committer_t *c, const cdc_checkpoint_t *rec,
+                                     cdc_staged_reason_t *why, cdc_error_t *e);
 
 /*
  * Writes rec's file list to its pending file and sets rec->files_path (owned by rec).

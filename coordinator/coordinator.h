@@ -30,6 +30,7 @@
 #include "coordinator/leader.h"
 #include "coordinator/maintenance.h"
 #include "coordinator/membership.h"
+#include "coordinator/staged_check.h"
 #include "coordinator/offsets_base.h"
 #include "coordinator/presence.h"
 #include "coordinator/progress.h"
@@ -177,6 +178,10 @@ typedef struct cdc_coord {
     /* table topics live workers offer outside the set (unconsumed.h), and when to look
      * again (job_tables.c) */
     cdc_unconsumed_t unconsumed;
+    /* staged files checked against the set (staged_check.h); the Acks refused for it */
+    cdc_staged_index_t staged_index;
+    int64_t security_rejections[CDC_STAGED_REASONS];
+    char last_security_event[512];
     /* the schema updates this leader recorded (checkpoint.h): records carry changed ones */
     cdc_schema_memo_t schema_memo;
     int64_t unconsumed_check_ms;
@@ -222,7 +227,8 @@ typedef struct cdc_coord {
     /* metrics */
     cdc_counter_t *m_committed, *m_failures, *m_rejected, *m_aborted, *m_etcd_errors,
         *m_commit_errors, *m_no_progress, *m_missing_topic, *m_tables_widened,
-        *m_refused[CDC_ADMISSION_REASONS], *m_table_refused[CDC_TABLESET_VERDICTS];
+        *m_refused[CDC_ADMISSION_REASONS], *m_table_refused[CDC_TABLESET_VERDICTS],
+        *m_security[CDC_STAGED_REASONS];
     cdc_gauge_t *m_unconsumed; /* tables unconsumed (unconsumed.h) */
     cdc_gauge_t *m_state, *m_term, *m_workers, *m_generation, *m_last_epoch, *m_stall_max,
         *m_stalled_slots;

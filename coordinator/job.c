@@ -399,6 +399,7 @@ void cdc_job_become_standby(cdc_coord_t *c, const char *reason)
     cdc_maint_stop(c->maint); /* a running rewrite is cancelled, never committed */
     memset(c->owner, 0, sizeof(c->owner));
     cdc_tableset_clear(&c->tables); /* the next term reads it again */
+    cdc_staged_index_clear(&c->staged_index);
     cdc_tableset_clear(&c->tables_missing);
     cdc_unconsumed_free(&c->unconsumed);
     cdc_metrics_gauge_set(c->m_unconsumed, 0);
@@ -498,6 +499,7 @@ void cdc_job_leader_start(cdc_coord_t *c, int64_t now)
     c->last_recorded = latest;
     c->last_committed = committed;
     cdc_tableset_move(&c->tables, &tables);
+    cdc_staged_index_clear(&c->staged_index);
     c->tables_dirty = !tables_found;
     c->tables_blocked = false;
     cdc_job_note_base_tables(c); /* the job committed them, whatever the record says */
@@ -925,6 +927,15 @@ static void init_metrics(cdc_coord_t *c)
             "challenge of its connection).",
             labels);
     }
+    for (int v = CDC_STAGED_OK + 1; v < CDC_STAGED_REASONS; v++) {
+        const char *labels[] = {"reason", cdc_staged_reason_name((cdc_staged_reason_t)v), NULL};
+        c->m_security[v] = cdc_metrics_counter(
+            r, "cdc_coordinator_security_rejections_total",
+            "Acks refused because a staged file broke the committer's rules (docs/security.md): "
+            "table_name, table_unknown (not a table of the job), path (outside the table's "
+            "data directory), missing, size (not the acked size).",
+            labels);
+    }
     for (int v = CDC_TABLESET_FITS + 1; v < CDC_TABLESET_VERDICTS; v++) {
         const char *labels[] = {"reason", cdc_tableset_verdict_name((cdc_tableset_verdict_t)v),
                                 NULL};
@@ -1139,6 +1150,7 @@ void cdc_coord_close(cdc_coord_t *c)
     c->base = NULL;
     cdc_members_free(&c->members);
     cdc_tableset_clear(&c->tables);
+    cdc_staged_index_clear(&c->staged_index);
     cdc_tableset_clear(&c->tables_missing);
     cdc_progress_free(&c->progress);
     cdc_http_doc_free(&c->status);

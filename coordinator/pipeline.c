@@ -113,6 +113,21 @@ static void step_failed(cdc_coord_t *c, cdc_pending_commit_t *q, cdc_err_t rc, c
     c->commit_retry_ms = retry_at;
 }
 
+/* A staged file broke the committer's rules (staged_check.h): a security event, logged as
+ * an error, counted and kept for /status; the job recovers (worker names who sent it, or
+ * NULL when found later). */
+static void security_event(cdc_coord_t *c, cdc_staged_reason_t reason, const char *worker,
+                           uint64_t epoch, const char *why)
+{
+    c->security_rejections[reason]++;
+    cdc_metrics_counter_inc(c->m_security[reason]);
+    snprintf(c->last_security_event, sizeof(c->last_security_event),
+             "epoch %" PRIu64 "%s%s%s: %s (%s)", epoch, worker ? " from worker \"" : "",
+             worker ? worker : "", worker ? "\"" : "", why, cdc_staged_reason_name(reason));
+    cdc_log_error("security: refused a staged file of epoch %" PRIu64 "%s%s%s: %s", epoch,
+                  worker ? " from worker \"" : "", worker ? worker : "", worker ? "\"" : "", why);
+}
+
 void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
 {
     while (c->nqueue > 0 && now >= c->commit_retry_ms) {
@@ -124,6 +139,22 @@ void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
         cdc_error_clear(&e);
         if (!q->recorded) {
             char *json = NULL;
+            cdc_staged_reason_t why = CDC_STAGED_OK;
+            /* every file there with its acked size, before anything refers to it */
+            if ((rc = cdc_committer_verify_files(c->committer, q->rec, &why, &e)) != CDC_OK) {
+                if (why != CDC_STAGED_OK) {
+                    uint64_t epoch = q->rec->epoch;
+                    security_event(c, why, NULL, epoch, e.msg);
+                    /* this record and the later ones (built on its offsets) are dropped:
+                     * the job replays from the last recorded checkpoint */
+                    cdc_job_clear_queue(c);
+                    cdc_job_recover(c, e.msg, true);
+                    return;
+                }
+                step_failed(c, q, rc, &e, c->m_commit_errors, "check the files of", "",
+                            now + COMMIT_RETRY_MS);
+                return;
+            }
             /* before it is encoded, so that the commit below gets what a replay would */
             cdc_schema_memo_strip(&c->schema_memo, q->rec);
             if ((int64_t)q->rec->nfiles > c->cfg.inline_files_max && q->rec->files_path == NULL) {
@@ -279,6 +310,27 @@ static bool check_progress(cdc_coord_t *c, const cdc_checkpoint_t *rec, char *wh
     return stalled;
 }
 
+/* Checks the table and location of every file of an Ack of the current generation before it
+ * is merged; false (after the security event, a Reject and a recovery) on the first that
+ * breaks a rule. */
+static bool ack_files_allowed(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
+{
+    char why[600];
+    for (size_t i = 0; i < ack->n_files; i++) {
+        const Cdc__StagedFile *sf = ack->files[i];
+        cdc_staged_reason_t r = cdc_staged_check(&c->staged_index, &c->tables, c->cfg.warehouse,
+                                                 sf->table, sf->path, why, sizeof(why));
+        if (r == CDC_STAGED_OK)
+            continue;
+        security_event(c, r, ack->worker_id, ack->epoch, why);
+        cdc_metrics_counter_inc(c->m_rejected);
+        cdc_job_send_reject(c, pipe, why);
+        cdc_job_recover(c, why, true);
+        return false;
+    }
+    return true;
+}
+
 void cdc_job_on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
 {
     cdc_member_t *m = cdc_members_by_pipe(&c->members, pipe);
@@ -297,8 +349,11 @@ void cdc_job_on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
         cdc_metrics_counter_inc(c->m_rejected);
         return; /* acks of an aborted generation */
     }
-    if (ack->term == c->term && ack->generation == c->generation)
+    if (ack->term == c->term && ack->generation == c->generation) {
+        if (!ack_files_allowed(c, ack, pipe))
+            return;
         note_high_watermarks(c, m, ack);
+    }
     cdc_error_clear(&e);
     r = cdc_epochs_ack(&c->epochs, ack, cdc_clock_wall_ms(), &e);
     switch (r) {

@@ -74,6 +74,7 @@ typedef struct fake {
     bool sticky, was_connected;
     bool statics;       /* acks STATIC_TOPICS more topics that never move (offsets bases) */
     const char *secret; /* FAKE_WORKER_SECRET: answers the coordinator's challenges */
+    const char *forge;  /* "forge-<kind>": acks files the committer must refuse */
     cdc_ice_schema_t schema;
 } fake_t;
 
@@ -113,6 +114,9 @@ static void fake_find_leader(fake_t *f)
 
 /* Sends Register{id, incarnation, ""} on mc; with a Challenge's nonce, the proof of it
  * under secret (as cdc-worker does). */
+/* The fake worker of this process runs in "statics" mode (its Register offers them). */
+static bool fake_statics;
+
 static void send_register(cdc_msg_client_t *mc, const char *id, uint64_t incarnation,
                           const char *secret, const Cdc__Challenge *ch)
 {
@@ -121,9 +125,15 @@ static void send_register(cdc_msg_client_t *mc, const char *id, uint64_t incarna
     uint8_t proof[CDC_WORKERAUTH_PROOF_LEN];
     cdc_error_t e;
 
+    /* its table (and the statics of that mode): staged files are accepted only for a table
+     * of the job's set (coordinator/staged_check.h) */
+    static char *topics[] = {"cdc.fk.items", "static.a", "static.b", "static.c", "static.d"};
+
     r.worker_id = (char *)id;
     r.incarnation = incarnation;
     r.admin_endpoint = "";
+    r.topics = topics;
+    r.n_topics = fake_statics ? 1 + STATIC_TOPICS : 1;
     if (ch != NULL && secret != NULL &&
         cdc_workerauth_proof(secret, ch->nonce.data, ch->nonce.len, id, incarnation, "", proof,
                              &e) == CDC_OK) {
@@ -213,6 +223,44 @@ static bool fake_stage(fake_t *f, int p, int64_t from, int n, uint64_t epoch, Cd
     return true;
 }
 
+/* What a forging worker acks instead of its real files (coordinator/staged_check.h):
+ * outside (a real file outside the warehouse), dotdot (../ back into another table), other
+ * (another table's data directory), bucket (another bucket), unknown (a table outside the
+ * job), size (its real file with another size), missing (no such file). */
+static void fake_forge(fake_t *f, Cdc__StagedFile *sf, size_t n)
+{
+    static char paths[12][1400];
+    const char *kind = f->forge + strlen("forge-");
+
+    for (size_t i = 0; i < n; i++) {
+        char *p = paths[i];
+        if (strcmp(kind, "outside") == 0) {
+            /* a copy of the real file next to the warehouse, as an attacker would plant */
+            snprintf(p, sizeof(paths[i]), "%s/../outside-%s.parquet", f->warehouse, f->id);
+            char cmd[3000];
+            snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", sf[i].path, p);
+            if (system(cmd) != 0)
+                fprintf(stderr, "fake worker: %s failed\n", cmd);
+        } else if (strcmp(kind, "dotdot") == 0) {
+            snprintf(p, sizeof(paths[i]), "%s/fk/items/data/../../other/data/x.parquet",
+                     f->warehouse);
+        } else if (strcmp(kind, "other") == 0) {
+            snprintf(p, sizeof(paths[i]), "%s/fk/other/data/x.parquet", f->warehouse);
+        } else if (strcmp(kind, "bucket") == 0) {
+            snprintf(p, sizeof(paths[i]), "s3://foreign-bucket/fk/items/data/x.parquet");
+        } else if (strcmp(kind, "unknown") == 0) {
+            snprintf(p, sizeof(paths[i]), "%s/fk/secret/data/x.parquet", f->warehouse);
+            sf[i].table = "fk.secret";
+        } else if (strcmp(kind, "size") == 0) {
+            snprintf(p, sizeof(paths[i]), "%s", sf[i].path);
+            sf[i].file_size_in_bytes += 1;
+        } else { /* missing */
+            snprintf(p, sizeof(paths[i]), "%s/fk/items/data/missing-%zu.parquet", f->warehouse, i);
+        }
+        sf[i].path = p;
+    }
+}
+
 static void fake_on_barrier(fake_t *f, const Cdc__Barrier *b)
 {
     Cdc__Envelope env = CDC__ENVELOPE__INIT;
@@ -238,7 +286,7 @@ static void fake_on_barrier(fake_t *f, const Cdc__Barrier *b)
             return; /* no ack: the coordinator's deadline takes over */
         cdc__partition_state__init(&ps[n]);
         cdc__topic_offset__init(&to[n]);
-        to[n].topic = "src";
+        to[n].topic = "cdc.fk.items";
         to[n].next_offset = f->next_off[p] + ROWS_PER_EPOCH;
         top[n][0] = &to[n];
         ps[n].partition = (uint32_t)p;
@@ -256,6 +304,8 @@ static void fake_on_barrier(fake_t *f, const Cdc__Barrier *b)
         f->next_off[p] += ROWS_PER_EPOCH;
         n++;
     }
+    if (f->forge != NULL)
+        fake_forge(f, sf, n);
     su.table = "fk.items";
     su.schema_json = (char *)SCHEMA_JSON;
     ack.worker_id = (char *)f->id;
@@ -290,7 +340,7 @@ static void fake_on_assign(fake_t *f, const Cdc__Assign *a)
         f->next_off[ps->partition] = 0;
         size_t statics = 0;
         for (size_t k = 0; k < ps->n_offsets; k++)
-            if (strcmp(ps->offsets[k]->topic, "src") == 0)
+            if (strcmp(ps->offsets[k]->topic, "cdc.fk.items") == 0)
                 f->next_off[ps->partition] = ps->offsets[k]->next_offset;
             else if (strncmp(ps->offsets[k]->topic, "static.", 7) == 0 &&
                      ps->offsets[k]->next_offset == STATIC_AT + (ps->offsets[k]->topic[7] - 'a'))
@@ -320,6 +370,8 @@ static int fake_worker_main(int argc, char **argv)
     f.warehouse = argv[5];
     f.sticky = argc > 6 && strcmp(argv[6], "sticky") == 0;
     f.statics = argc > 6 && strcmp(argv[6], "statics") == 0;
+    fake_statics = f.statics;
+    f.forge = argc > 6 && strncmp(argv[6], "forge-", 6) == 0 ? argv[6] : NULL;
     f.secret = getenv("FAKE_WORKER_SECRET");
     f.incarnation = (uint64_t)time(NULL) * 1000 + (uint64_t)getpid() % 1000;
     cdc_log_init("fake-worker", f.id);
@@ -824,11 +876,11 @@ static cdc_checkpoint_t *latest_record(scenario_t *s, bool *delta)
     assert_int_equal(cdc_store_get_checkpoint(&st, etcd_number(s, "latest"), &rec, &e), CDC_OK);
     *delta = rec->offsets_delta;
     if (rec->offsets_delta)
-        assert_true(cdc_checkpoint_offset_count(rec) <= 12); /* only "src" moved */
+        assert_true(cdc_checkpoint_offset_count(rec) <= 12); /* only "cdc.fk.items" moved */
     assert_int_equal(cdc_offsets_base_load(wh, rec, &e), CDC_OK);
     for (uint32_t p = 0; p < 12; p++) {
         assert_int_equal(rec->partitions[p].noffsets, 1 + STATIC_TOPICS);
-        assert_non_null(cdc_checkpoint_find_offset(rec, p, "src"));
+        assert_non_null(cdc_checkpoint_find_offset(rec, p, "cdc.fk.items"));
         for (int i = 0; i < STATIC_TOPICS; i++) {
             char topic[32];
             snprintf(topic, sizeof(topic), "static.%c", 'a' + i);
@@ -859,7 +911,7 @@ static void test_offsets_base(void **state)
     (void)state;
 
     scenario_open(&s, "offbase");
-    /* 12 slots x 5 topics = 60 offsets > 20; "src" moves, 12 per record */
+    /* 12 slots x 5 topics = 60 offsets > 20; "cdc.fk.items" moves, 12 per record */
     extra_opts[0] = "--checkpoint-inline-offsets=20";
     start_coordinator(&s, 0, NULL);
     for (int i = 0; i < 3; i++)
@@ -1247,6 +1299,80 @@ static long admin_get(scenario_t *s, const char *path, const char *token, char *
     return status;
 }
 
+/* A staged-file rejection count of reason in the leader's /status; -1 when unreadable. */
+static long long security_rejections(scenario_t *s, const char *reason)
+{
+    char *js = status_json(s);
+    json_t *o = js ? json_loads(js, 0, NULL) : NULL;
+    json_t *by = json_object_get(json_object_get(o, "security"), "staged_file_rejections");
+    long long n = json_is_integer(json_object_get(by, reason))
+                      ? (long long)json_integer_value(json_object_get(by, reason))
+                      : -1;
+    json_decref(o);
+    free(js);
+    return n;
+}
+
+typedef struct want_rejection {
+    scenario_t *s;
+    const char *reason;
+} want_rejection_t;
+
+static bool rejection_seen(void *arg)
+{
+    want_rejection_t *w = arg;
+    return security_rejections(w->s, w->reason) >= 1;
+}
+
+/* Whether any file under dir holds the bytes of needle (metadata JSON, manifests). */
+static bool tree_mentions(const char *dir, const char *needle)
+{
+    char cmd[2400];
+    snprintf(cmd, sizeof(cmd), "grep -rqaF -- '%s' '%s' 2>/dev/null", needle, dir);
+    return system(cmd) == 0;
+}
+
+/*
+ * A registered worker (it may hold the worker secret: nothing here depends on it) that acks
+ * forged staged files: a real file outside the warehouse, a ../ path back into another
+ * table, another table's data directory, another bucket, a table outside the job, a wrong
+ * size, a missing file. Each is refused with its reason in /status (a security event; the
+ * job recovers), no checkpoint with it is recorded or committed, nothing in the warehouse's
+ * metadata ever names it, and the planted file outside is never deleted.
+ */
+static void test_forged_acks(void **state)
+{
+    static scenario_t s; /* static: teardown() closes it after a failed assertion */
+    static const struct {
+        const char *mode, *reason, *needle;
+    } kinds[] = {
+        {"forge-outside", "path", "outside-w00"},     {"forge-dotdot", "path", "/../"},
+        {"forge-other", "path", "fk/other/"},         {"forge-bucket", "path", "foreign-bucket"},
+        {"forge-unknown", "table_unknown", "secret"}, {"forge-size", "size", NULL},
+        {"forge-missing", "missing", "missing-"},
+    };
+    (void)state;
+
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        char outside[1300];
+        want_rejection_t w = {&s, kinds[k].reason};
+        scenario_open(&s, "forged");
+        start_coordinator(&s, 0, NULL);
+        start_worker_mode(&s, 0, kinds[k].mode);
+        assert_true(cdc_test_wait_for(rejection_seen, &w, 30000));
+        fprintf(stderr, "%s: refused as %s\n", kinds[k].mode, kinds[k].reason);
+        /* nothing committed, nothing names the forged file */
+        assert_int_equal(etcd_number(&s, "committed"), 0);
+        if (kinds[k].needle != NULL)
+            assert_false(tree_mentions(s.warehouse, kinds[k].needle));
+        if (strcmp(kinds[k].mode, "forge-outside") == 0) {
+            snprintf(outside, sizeof(outside), "%s/../outside-w00.parquet", s.warehouse);
+            assert_int_equal(access(outside, F_OK), 0);
+        }
+        scenario_close(&s);
+    }
+}
+
 /*
  * --worker-secret-file: workers that prove the secret commit epochs; a registration
  * without a proof, and one with a proof under another secret, are refused (logged,
@@ -1354,6 +1480,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_restart_strategy_failed, teardown),
         cmocka_unit_test_teardown(test_warehouse_failure, teardown),
         cmocka_unit_test_teardown(test_worker_auth, teardown),
+        cmocka_unit_test_teardown(test_forged_acks, teardown),
     };
     if (argc > 1 && strcmp(argv[1], "--only") == 0 && argc > 2) {
         for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
