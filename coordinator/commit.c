@@ -117,6 +117,16 @@ static void summary_add(char *buf, size_t size, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The field of `old` that had f's name and lives on in cur under another name (a type
+ * change Iceberg cannot promote: the source name moved to the new field f), or NULL. */
+static const cdc_ice_field_t *versioned_from(const cdc_ice_schema_t *old,
+                                             const cdc_ice_schema_t *cur, const cdc_ice_field_t *f)
+{
+    int j = cdc_ice_schema_find_name(old, f->name);
+    int r = j >= 0 && old->fields[j].id != f->id ? cdc_ice_schema_find(cur, old->fields[j].id) : -1;
+    return r >= 0 && strcmp(cur->fields[r].name, f->name) != 0 ? &old->fields[j] : NULL;
+}
+
 /* Records (and logs) what changed from schema `old` to the table's current one. */
 static void record_schema_change(cdc_committer_t *c, const char *table, int64_t version,
                                  const cdc_ice_schema_t *old, const cdc_ice_table_t *t)
@@ -134,8 +144,18 @@ static void record_schema_change(cdc_committer_t *c, const char *table, int64_t 
         const cdc_ice_field_t *f = &cur->fields[i];
         int k = cdc_ice_schema_find(old, f->id);
         const char *v = strstr(f->name, "__v");
+        const cdc_ice_field_t *was = versioned_from(old, cur, f);
         cdc_ice_type_string(f, b, sizeof(b));
-        if (k < 0 && v != NULL && v[3] >= '2' && v[3] <= '9') {
+        if (k < 0 && was != NULL) {
+            /* the source name takes the new field, the old one is renamed (cdcschema.h) */
+            int r = cdc_ice_schema_find(cur, was->id);
+            ch.versioned = true;
+            summary_add(ch.summary, sizeof(ch.summary),
+                        "new version %s %s(%d): a type change Iceberg cannot promote, the "
+                        "earlier values stay in %s(%d)",
+                        f->name, b, (int)f->id, cur->fields[r].name, (int)was->id);
+        } else if (k < 0 && v != NULL && v[3] >= '2' && v[3] <= '9') {
+            /* named by a capture from before the source name held the current values */
             ch.versioned = true;
             summary_add(ch.summary, sizeof(ch.summary),
                         "new version %s %s(%d): a type change Iceberg cannot promote, the "
@@ -144,7 +164,10 @@ static void record_schema_change(cdc_committer_t *c, const char *table, int64_t 
         } else if (k < 0) {
             summary_add(ch.summary, sizeof(ch.summary), "added %s %s(%d)", f->name, b, (int)f->id);
         } else {
-            if (strcmp(old->fields[k].name, f->name) != 0)
+            int took = cdc_ice_schema_find_name(cur, old->fields[k].name);
+            /* (a field renamed for a new version of its column is in that one's line) */
+            bool moved = took >= 0 && cdc_ice_schema_find(old, cur->fields[took].id) < 0;
+            if (strcmp(old->fields[k].name, f->name) != 0 && !moved)
                 summary_add(ch.summary, sizeof(ch.summary), "renamed %s -> %s(%d)",
                             old->fields[k].name, f->name, (int)f->id);
             cdc_ice_type_string(&old->fields[k], a, sizeof(a));

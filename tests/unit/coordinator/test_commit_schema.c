@@ -43,17 +43,17 @@ static cdc_ice_schema_t schema_of(const char *json)
     "{\"type\":\"struct\",\"schema-id\":0,\"fields\":["                                            \
     "{\"id\":1,\"name\":\"id\",\"required\":true,\"type\":\"long\"},"                              \
     "{\"id\":2,\"name\":\"w\",\"required\":false,\"type\":\"string\"},"                            \
-    "{\"id\":4,\"name\":\"n__v2\",\"required\":false,\"type\":\"decimal(14,4)\"},"                 \
+    "{\"id\":4,\"name\":\"n\",\"required\":false,\"type\":\"decimal(14,4)\"},"                     \
     "{\"id\":5,\"name\":\"x\",\"required\":true,\"type\":\"int\"},"                                \
-    "{\"id\":3,\"name\":\"n\",\"required\":false,\"type\":\"decimal(10,2)\"}],"                    \
+    "{\"id\":3,\"name\":\"n__v1\",\"required\":false,\"type\":\"decimal(10,2)\"}],"                \
     "\"identifier-field-ids\":[1]}"
 /* v2 with x dropped */
 #define V3                                                                                         \
     "{\"type\":\"struct\",\"schema-id\":0,\"fields\":["                                            \
     "{\"id\":1,\"name\":\"id\",\"required\":true,\"type\":\"long\"},"                              \
     "{\"id\":2,\"name\":\"w\",\"required\":false,\"type\":\"string\"},"                            \
-    "{\"id\":4,\"name\":\"n__v2\",\"required\":false,\"type\":\"decimal(14,4)\"},"                 \
-    "{\"id\":3,\"name\":\"n\",\"required\":false,\"type\":\"decimal(10,2)\"}],"                    \
+    "{\"id\":4,\"name\":\"n\",\"required\":false,\"type\":\"decimal(14,4)\"},"                     \
+    "{\"id\":3,\"name\":\"n__v1\",\"required\":false,\"type\":\"decimal(10,2)\"}],"                \
     "\"identifier-field-ids\":[1]}"
 
 static void tmp_warehouse(char *dir, size_t dsize, char *wh, size_t wsize)
@@ -223,6 +223,10 @@ static void test_committer_follows_versions(void **state)
     assert_true(ch[n - 1].versioned);
     assert_non_null(strstr(ch[n - 1].summary, "renamed v -> w(2)"));
     assert_non_null(strstr(ch[n - 1].summary, "promoted id int -> long(1)"));
+    assert_non_null(strstr(ch[n - 1].summary, "new version n decimal(14,4)(4): a type change "
+                                              "Iceberg cannot promote, the earlier values stay "
+                                              "in n__v1(3)"));
+    assert_null(strstr(ch[n - 1].summary, "renamed n"));
 
     /* a later epoch of a lagging worker (version 1 again): no step back */
     c = record(3, V1, 1);
