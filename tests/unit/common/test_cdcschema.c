@@ -306,7 +306,8 @@ static void test_identity_source_names_win(void **state)
     assert_string_equal(d2.retired[0].name, "n__v1__f2");
 
     /* m's retired m__v1 exists first; then a source column m__v1 is added */
-    cdc_schema_col_t w1[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1), col("m", 2, CDC_ICE_STRING, 0, 0, 0)};
+    cdc_schema_col_t w1[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
+                             col("m", 2, CDC_ICE_STRING, 0, 0, 0)};
     cdc_schema_doc_t e1 = next_doc(NULL, w1, 2);
     cdc_schema_col_t w2[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1), col("m", 2, CDC_ICE_INT, 0, 0, 0)};
     cdc_schema_doc_t e2 = next_doc(&e1, w2, 2);
@@ -380,7 +381,8 @@ static void test_identity_older_versioned_names(void **state)
     assert_true(cdc_schema_doc_same_shape(&d1, &same));
 
     /* the next type change Iceberg cannot promote: n, n__v2, n__v1 */
-    cdc_schema_col_t v2[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1), col("n", 2, CDC_ICE_STRING, 0, 0, 0)};
+    cdc_schema_col_t v2[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
+                             col("n", 2, CDC_ICE_STRING, 0, 0, 0)};
     cdc_schema_doc_t d2 = next_doc(&d1, v2, 2);
     assert_int_equal(d2.cols[1].field_id, 4);
     assert_int_equal(d2.cols[1].type_version, 3);

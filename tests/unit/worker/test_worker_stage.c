@@ -1049,9 +1049,9 @@ static void test_versioned_column_names(void **state)
     assert_string_equal(cdc_column_field_name(&s->retired[0]), "amount__v1");
     for (int kind = 0; kind < 2; kind++) {
         cdc_ice_schema_t ice;
-        assert_int_equal(cdc_stage_ice_schema(s, kind ? CDC_STAGE_CHANGELOG : CDC_STAGE_MIRROR_DATA,
-                                              &ice, &e),
-                         CDC_OK);
+        assert_int_equal(
+            cdc_stage_ice_schema(s, kind ? CDC_STAGE_CHANGELOG : CDC_STAGE_MIRROR_DATA, &ice, &e),
+            CDC_OK);
         int cur = cdc_ice_schema_find(&ice, 6), old = cdc_ice_schema_find(&ice, 3);
         assert_true(cur >= 0 && old >= 0);
         assert_string_equal(ice.fields[cur].name, "amount");
