@@ -75,7 +75,8 @@ SQL
 current_check() {
     local t=$1 final=${2:-} dir=$CHAOS_DIR/warehouse/public/$1 src rows cl reader bad
     # shellcheck disable=SC2016
-    local num='def num: if . == null then null else tonumber end;'
+    # (numbers compared at the column's scale: icebird returns decimals as doubles)
+    local num='def num: if . == null then null else (tonumber * 10000 | round) end;'
     src=$(sql -A -t -c "SELECT json_agg(json_build_object('id', id, 'n', n::text,
             'v', $([ -n "$final" ] && echo "v_renamed" || echo "NULL")) ORDER BY id) FROM public.$t") ||
         { echo "$t: cannot read the source"; return 1; }
@@ -99,10 +100,10 @@ current_check() {
         [ "$bad" = "[]" ] || { echo "$t: $reader: SELECT n is not the source's current value: $bad"; return 1; }
         jq -e --arg final "$final" "$num"'
             ([.[] | select(._op == "r" and (.id | tostring) == "1")] | length == 1
-              and (.[0].n__v1 | num) == 1.25 and .[0].n == null
+              and (.[0].n__v1 | num) == (1.25 | num) and .[0].n == null
               and ($final == "" or (.[0].v_renamed__v1 == "v1" and .[0].v_renamed == null)))
             and ([.[] | select(._op == "u" and (.id | tostring) == "1041"
-                       and (.n | num) == (1234567890.1234 + 1041))] | length >= 1)' <<<"$cl" >/dev/null ||
+                       and (.n | num) == (1234567890.1234 + 1041 | num))] | length >= 1)' <<<"$cl" >/dev/null ||
             { echo "$t: $reader: the changelog's history is not under n__v1: $(jq -c '[.[] |
                 select((.id | tostring) == "1" or (.id | tostring) == "1041")]' <<<"$cl")"; return 1; }
     done
