@@ -386,9 +386,10 @@ export async function readIcebergTable(dir, conn) {
  * that name wins: the retired one then ends in `__f<id>`) (`members`, newest first, by
  * field id: a changelog row holds its value in one of them, a mirror row in the first).
  * Tables versioned before the source name held the current values have `<name>__v<k>`
- * as the current field and the first type under `<name>`: the same grouping serves.
+ * as the current field and the first type under `<name>`: the same grouping serves. A
+ * field named like a source column (`sourceNames`) is that column, whatever its name.
  */
-export function logicalColumns(fields, schemas = []) {
+export function logicalColumns(fields, schemas = [], sourceNames = new Set()) {
   const names = new Map(); // field id -> names it had
   for (const s of schemas) {
     for (const f of s.fields ?? []) {
@@ -400,7 +401,7 @@ export function logicalColumns(fields, schemas = []) {
   const groups = new Map();
   for (const f of fields) {
     const m = f.name.match(/^(.*)__v(\d+)(?:__f\d+)*$/);
-    const base = m && current.has(m[1]) ? m[1] : f.name;
+    const base = m && current.has(m[1]) && !sourceNames.has(f.name) ? m[1] : f.name;
     if (!groups.has(base)) groups.set(base, []);
     groups.get(base).push({ f });
   }
@@ -581,6 +582,8 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
     return [want.slice(want.length - n), changes];
   };
   const pk = await primaryKey(dsn, schema, table);
+  const sourceNames = new Set(await psqlLines(dsn, `SELECT attname FROM pg_attribute
+      WHERE attrelid = ${sqlStr(`${schema}.${table}`)}::regclass AND attnum > 0 AND NOT attisdropped`));
 
   // the tables' metadata versions before the read: a commit that lands while the two
   // tables are read changes one of them (checked at the end)
@@ -591,7 +594,7 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
   const mirror = await readIcebergTable(dirs[0], conn);
   const source = (await psqlLines(dsn, `SELECT to_jsonb(t)::text FROM ${ident(schema)}.${ident(table)} t`))
     .map((l) => JSON.parse(l));
-  let fields = logicalColumns(mirror.fields, mirror.schemas);
+  let fields = logicalColumns(mirror.fields, mirror.schemas, sourceNames);
   if (!mirror.exists) note(`mirror ${ns}.${table}: no table in the warehouse`);
   if (!fields.length && source.length) {
     fields = Object.keys(source[0]).map((name) => ({ name, type: 'string' }));
@@ -640,7 +643,7 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
   const rename = await columnHistory(dsn, schema, table);
   for (const a of audit) a.img = rename(a.img, a.seq);
   if (!changelog.exists && audit.length) note(`changelog ${ns}.${table}_changelog: no table in the warehouse`);
-  const cfields = changelog.fields.length ? logicalColumns(changelog.fields, changelog.schemas) : fields;
+  const cfields = changelog.fields.length ? logicalColumns(changelog.fields, changelog.schemas, sourceNames) : fields;
   const ctypes = Object.fromEntries(cfields.map((f) => [f.name, f.type]));
   const keyType = ctypes[pk] ?? types[pk] ?? 'long';
   const auditByKey = new Map();
