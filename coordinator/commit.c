@@ -117,14 +117,22 @@ static void summary_add(char *buf, size_t size, const char *fmt, ...)
     va_end(ap);
 }
 
-/* The field of `old` that had f's name and lives on in cur under another name (a type
- * change Iceberg cannot promote: the source name moved to the new field f), or NULL. */
+/* True when a field named `was` is now `now` = "<was>__v<k>[...]": retired for a new
+ * version of its column (common/cdcschema.h), not renamed by the source. */
+static bool retired_name(const char *was, const char *now)
+{
+    size_t n = strlen(was);
+    return strncmp(now, was, n) == 0 && strncmp(now + n, "__v", 3) == 0;
+}
+
+/* The field of `old` that had f's name and was retired for f (a type change Iceberg
+ * cannot promote: the source name moved to the new field f), or NULL. */
 static const cdc_ice_field_t *versioned_from(const cdc_ice_schema_t *old,
                                              const cdc_ice_schema_t *cur, const cdc_ice_field_t *f)
 {
     int j = cdc_ice_schema_find_name(old, f->name);
     int r = j >= 0 && old->fields[j].id != f->id ? cdc_ice_schema_find(cur, old->fields[j].id) : -1;
-    return r >= 0 && strcmp(cur->fields[r].name, f->name) != 0 ? &old->fields[j] : NULL;
+    return r >= 0 && retired_name(f->name, cur->fields[r].name) ? &old->fields[j] : NULL;
 }
 
 /* Records (and logs) what changed from schema `old` to the table's current one. */
@@ -165,8 +173,9 @@ static void record_schema_change(cdc_committer_t *c, const char *table, int64_t 
             summary_add(ch.summary, sizeof(ch.summary), "added %s %s(%d)", f->name, b, (int)f->id);
         } else {
             int took = cdc_ice_schema_find_name(cur, old->fields[k].name);
-            /* (a field renamed for a new version of its column is in that one's line) */
-            bool moved = took >= 0 && cdc_ice_schema_find(old, cur->fields[took].id) < 0;
+            /* (a field retired for a new version of its column is in that one's line) */
+            bool moved = took >= 0 && cdc_ice_schema_find(old, cur->fields[took].id) < 0 &&
+                         retired_name(old->fields[k].name, f->name);
             if (strcmp(old->fields[k].name, f->name) != 0 && !moved)
                 summary_add(ch.summary, sizeof(ch.summary), "renamed %s -> %s(%d)",
                             old->fields[k].name, f->name, (int)f->id);

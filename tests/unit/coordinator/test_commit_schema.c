@@ -249,6 +249,44 @@ static void test_committer_follows_versions(void **state)
     fx_close(&f);
 }
 
+/* V3, then a source column n__v1 added: the retired n__v1 yields its name (n__v1__f3):
+ * an added column and a rename, no new version of a column */
+#define V4                                                                                         \
+    "{\"type\":\"struct\",\"schema-id\":0,\"fields\":["                                            \
+    "{\"id\":1,\"name\":\"id\",\"required\":true,\"type\":\"long\"},"                              \
+    "{\"id\":2,\"name\":\"w\",\"required\":false,\"type\":\"string\"},"                            \
+    "{\"id\":4,\"name\":\"n\",\"required\":false,\"type\":\"decimal(14,4)\"},"                     \
+    "{\"id\":6,\"name\":\"n__v1\",\"required\":false,\"type\":\"date\"},"                          \
+    "{\"id\":3,\"name\":\"n__v1__f3\",\"required\":false,\"type\":\"decimal(10,2)\"}],"            \
+    "\"identifier-field-ids\":[1]}"
+
+/* What the committer reports: a type change Iceberg cannot promote (the source name on
+ * the new field, the old one renamed n__v1) apart from a source column that takes the
+ * name of a retired field (an added column, the retired field renamed). */
+static void test_committer_reports_versions(void **state)
+{
+    fx_t f;
+    cdc_schema_change_t ch[4];
+    (void)state;
+
+    fx_open(&f);
+    commit_expect(f.cm, record(1, V1, 1), CDC_OK);
+    commit_expect(f.cm, record(2, V3, 2), CDC_OK);
+    size_t n = cdc_committer_schema_changes(f.cm, ch, 4);
+    assert_int_equal(n, 1);
+    assert_true(ch[0].versioned);
+    assert_non_null(strstr(ch[0].summary, "earlier values stay in n__v1(3)"));
+    assert_null(strstr(ch[0].summary, "renamed n "));
+
+    commit_expect(f.cm, record(3, V4, 3), CDC_OK);
+    n = cdc_committer_schema_changes(f.cm, ch, 4);
+    assert_int_equal(n, 2);
+    assert_false(ch[1].versioned);
+    assert_non_null(strstr(ch[1].summary, "added n__v1 date(6)"));
+    assert_non_null(strstr(ch[1].summary, "renamed n__v1 -> n__v1__f3(3)"));
+    fx_close(&f);
+}
+
 /* A worker still on version 2 (a column added, then dropped in version 3) acks after
  * the table took version 3: version 2's schema joins the history, the current stays. */
 static void test_committer_skipped_version(void **state)
@@ -373,6 +411,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_set_schema_by_id),
         cmocka_unit_test(test_committer_follows_versions),
+        cmocka_unit_test(test_committer_reports_versions),
         cmocka_unit_test(test_committer_skipped_version),
         cmocka_unit_test(test_committer_mask_policy),
     };
