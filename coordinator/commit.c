@@ -83,6 +83,10 @@ struct cdc_committer {
     cdc_table_layout_t **layouts;
     size_t nlayouts, layouts_cap;
     cdc_table_stats_set_t stats; /* after each table's last commit */
+    /* Strings of layouts applied again (a source name moved to another field): callers
+     * of cdc_committer_layouts may still hold them, so they live until close. */
+    char **stale;
+    size_t nstale, stale_cap;
 };
 
 size_t cdc_committer_schema_changes(cdc_committer_t *c, cdc_schema_change_t *out, size_t max)
@@ -199,6 +203,13 @@ static void record_schema_change(cdc_committer_t *c, const char *table, int64_t 
                      ch.summary);
     pthread_mutex_lock(&c->known_lock);
     c->changes[c->nchanges++ % CDC_SCHEMA_CHANGES_KEPT] = ch;
+    if (ch.versioned) {
+        /* --partition-by/--sort-by name columns: a name that moved to a new field is
+         * bound again at this commit (apply_layout) */
+        cdc_table_layout_t *l = cdc_strmap_get(&c->layout_by_name, table);
+        if (l != NULL)
+            l->applied = false;
+    }
     pthread_mutex_unlock(&c->known_lock);
 }
 
@@ -268,6 +279,9 @@ void cdc_committer_close(cdc_committer_t *c)
         free(c->layouts[i]);
     }
     free(c->layouts);
+    for (size_t i = 0; i < c->nstale; i++)
+        free(c->stale[i]);
+    free(c->stale);
     cdc_strmap_free(&c->layout_by_name);
     pthread_mutex_destroy(&c->known_lock);
     cdc_table_stats_destroy(&c->stats);
@@ -817,7 +831,8 @@ static cdc_table_layout_t *layout_slot(cdc_committer_t *c, const char *table)
 
 /*
  * Makes the declared partition spec and sort order (--partition-by, --sort-by) the
- * table's defaults, once per table and process. A declaration that does not fit the
+ * table's defaults, once per table and process, and again after a type change moved a
+ * source name to a new field (record_schema_change). A declaration that does not fit the
  * table (an unknown column, a transform its type does not take) is logged and shown in
  * /status; the table keeps its layout and commits go on: files always name the spec
  * they were written for, so any spec of the table's history stays correct.
@@ -875,7 +890,19 @@ static void apply_layout(cdc_committer_t *c, cdc_ice_table_t *t, const char *tab
         cdc_log_info("table \"%s\": layout now partitioned by \"%s\", sorted by \"%s\"", table,
                      pb ? pb : "", sb ? sb : "");
     pthread_mutex_lock(&c->known_lock);
+    /* applied again: the strings before stay until close (cdc_committer_layouts copies
+     * the pointers) */
+    char *old[] = {l->spec_json, l->order_json, l->partition_by, l->sort_by};
+    for (size_t i = 0; i < 4; i++) {
+        if (old[i] == NULL)
+            continue;
+        if (cdc_array_reserve(c->stale, c->stale_cap, c->nstale + 1, 16) == CDC_OK)
+            c->stale[c->nstale++] = old[i];
+        else
+            cdc_log_error("out of memory keeping a table layout's strings"); /* (leaked) */
+    }
     l->applied = true;
+    l->error[0] = '\0';
     l->spec_id = json ? spec->spec_id : 0;
     l->spec_json = json;
     l->order_id = ojson ? order->order_id : 0;

@@ -287,6 +287,50 @@ static void test_committer_reports_versions(void **state)
     fx_close(&f);
 }
 
+/* The spec of the layout the committer applied to ns.t (copied), "" when none. */
+static void layout_spec(cdc_committer_t *cm, char *out, size_t size)
+{
+    cdc_table_layout_t *ls;
+    size_t n;
+    out[0] = '\0';
+    assert_int_equal(cdc_committer_layouts(cm, &ls, &n), CDC_OK);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(ls[i].table, "ns.t") == 0 && ls[i].spec_json != NULL)
+            snprintf(out, size, "%s", ls[i].spec_json);
+    free(ls);
+}
+
+/* --partition-by names a column: after a type change Iceberg cannot promote the name
+ * is the new field, and the table is partitioned by it from that commit on (a new
+ * spec), not by the retired field that new rows leave null. */
+static void test_committer_layout_follows_name(void **state)
+{
+    fx_t f;
+    cdc_error_t e;
+    char spec[512];
+    (void)state;
+
+    tmp_warehouse(f.dir, sizeof(f.dir), f.wh, sizeof(f.wh));
+    cdc_committer_options_t o = {.warehouse = f.wh, .job = "job", .partition_by = "ns.t=n"};
+    assert_int_equal(cdc_committer_open(&f.cm, &o, &e), CDC_OK);
+    cdc_committer_set_term(f.cm, 1);
+    assert_int_equal(cdc_storage_open(f.wh, NULL, &f.st, &e), CDC_OK);
+    f.loc = cdc_ice_table_location(f.wh, "ns", "t");
+
+    commit_expect(f.cm, record(1, V1, 1), CDC_OK);
+    layout_spec(f.cm, spec, sizeof(spec));
+    assert_non_null(strstr(spec, "\"source-id\":3"));
+    commit_expect(f.cm, record(2, V3, 2), CDC_OK);
+    layout_spec(f.cm, spec, sizeof(spec));
+    assert_non_null(strstr(spec, "\"source-id\":4"));
+    assert_non_null(strstr(spec, "\"spec-id\":2"));
+    /* a later commit of the same version keeps it */
+    commit_expect(f.cm, record(3, V3, 2), CDC_OK);
+    layout_spec(f.cm, spec, sizeof(spec));
+    assert_non_null(strstr(spec, "\"source-id\":4"));
+    fx_close(&f);
+}
+
 /* A worker still on version 2 (a column added, then dropped in version 3) acks after
  * the table took version 3: version 2's schema joins the history, the current stays. */
 static void test_committer_skipped_version(void **state)
@@ -412,6 +456,7 @@ int main(void)
         cmocka_unit_test(test_set_schema_by_id),
         cmocka_unit_test(test_committer_follows_versions),
         cmocka_unit_test(test_committer_reports_versions),
+        cmocka_unit_test(test_committer_layout_follows_name),
         cmocka_unit_test(test_committer_skipped_version),
         cmocka_unit_test(test_committer_mask_policy),
     };
