@@ -505,10 +505,16 @@ static void log_changes(const cdc_schema_doc_t *prev, const cdc_schema_doc_t *do
                 p = &prev->cols[k];
         cdc_schema_ice_type_str(c->ice_type, c->precision, c->scale, b, sizeof(b));
         if (p == NULL && c->type_version > 1) {
+            const char *old = "";
+            for (size_t k = 0; k < doc->nretired; k++)
+                if (doc->retired[k].attnum == c->attnum &&
+                    doc->retired[k].type_version == c->type_version - 1)
+                    old = doc->retired[k].name;
             cdc_log_warn("%s: column \"%s\" changed to type %s, which Iceberg cannot promote: "
                          "new field \"%s\" (id %d); the earlier values stay in the retired "
-                         "field of the old type",
-                         doc->topic, c->name, b, cdc_schema_col_field_name(c), (int)c->field_id);
+                         "field \"%s\" of the old type",
+                         doc->topic, c->name, b, cdc_schema_col_field_name(c), (int)c->field_id,
+                         old);
         } else if (p == NULL) {
             cdc_log_info("%s: new column \"%s\" %s (field id %d)", doc->topic, c->name, b,
                          (int)c->field_id);

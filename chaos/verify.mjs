@@ -381,11 +381,15 @@ export async function readIcebergTable(dir, conn) {
  * The source's columns as the table's current schema holds them (docs/worker.md,
  * "Schema changes"): columns are resolved by field id, so a field renamed since keeps
  * its earlier names (`alt`, looked up in row images recorded before the rename), and a
- * column whose type changed beyond an Iceberg promotion is the versioned field
- * `<name>__v<k>` plus the retired fields of its earlier types (`members`, newest first:
- * a row holds its value in one of them).
+ * column whose type changed beyond an Iceberg promotion is the field under its source
+ * name plus the retired fields of its earlier types `<name>__v<k>` (a source column of
+ * that name wins: the retired one then ends in `__f<id>`) (`members`, newest first, by
+ * field id: a changelog row holds its value in one of them, a mirror row in the first).
+ * Tables versioned before the source name held the current values have `<name>__v<k>`
+ * as the current field and the first type under `<name>`: the same grouping serves. A
+ * field named like a source column (`sourceNames`) is that column, whatever its name.
  */
-export function logicalColumns(fields, schemas = []) {
+export function logicalColumns(fields, schemas = [], sourceNames = new Set()) {
   const names = new Map(); // field id -> names it had
   for (const s of schemas) {
     for (const f of s.fields ?? []) {
@@ -396,15 +400,14 @@ export function logicalColumns(fields, schemas = []) {
   const current = new Set(fields.map((f) => f.name));
   const groups = new Map();
   for (const f of fields) {
-    const m = f.name.match(/^(.*)__v(\d+)$/);
-    const base = m && current.has(m[1]) ? m[1] : f.name;
-    const version = m && current.has(m[1]) ? Number(m[2]) : 1;
+    const m = f.name.match(/^(.*)__v(\d+)(?:__f\d+)*$/);
+    const base = m && current.has(m[1]) && !sourceNames.has(f.name) ? m[1] : f.name;
     if (!groups.has(base)) groups.set(base, []);
-    groups.get(base).push({ f, version });
+    groups.get(base).push({ f });
   }
   const out = [];
   for (const [name, list] of groups) {
-    list.sort((a, b) => b.version - a.version);
+    list.sort((a, b) => b.f.id - a.f.id); // a newer type has a newer field id
     const alt = new Set();
     for (const { f } of list) for (const n of names.get(f.id) ?? []) if (!current.has(n)) alt.add(n);
     out.push({ name, type: list[0].f.type, members: list.map(({ f }) => f.name), alt: [...alt] });
@@ -497,14 +500,19 @@ function imageOf(cols, obj, keyOnly, pk) {
   return out;
 }
 
-/** A row read from Iceberg by logical column: the first member field that holds a value. */
-function tableImage(cols, row, keyOnly, pk) {
+/**
+ * A row read from Iceberg by logical column: the first member field that holds a value,
+ * or with `current` the newest member only (a mirror row holds the current value under
+ * the current field: the capture's backfill after a type change rewrites every row).
+ */
+function tableImage(cols, row, keyOnly, pk, current = false) {
   const out = {};
   for (const c of cols) {
     if (c.name.startsWith('_')) continue;
     if (keyOnly && c.name !== pk) continue;
     let v = null;
-    for (const m of c.members ?? [c.name]) if (v === null || v === undefined) v = row[m];
+    const members = c.members ?? [c.name];
+    for (const m of current ? members.slice(0, 1) : members) if (v === null || v === undefined) v = row[m];
     out[c.name] = v ?? null;
   }
   return out;
@@ -574,6 +582,8 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
     return [want.slice(want.length - n), changes];
   };
   const pk = await primaryKey(dsn, schema, table);
+  const sourceNames = new Set(await psqlLines(dsn, `SELECT attname FROM pg_attribute
+      WHERE attrelid = ${sqlStr(`${schema}.${table}`)}::regclass AND attnum > 0 AND NOT attisdropped`));
 
   // the tables' metadata versions before the read: a commit that lands while the two
   // tables are read changes one of them (checked at the end)
@@ -584,7 +594,7 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
   const mirror = await readIcebergTable(dirs[0], conn);
   const source = (await psqlLines(dsn, `SELECT to_jsonb(t)::text FROM ${ident(schema)}.${ident(table)} t`))
     .map((l) => JSON.parse(l));
-  let fields = logicalColumns(mirror.fields, mirror.schemas);
+  let fields = logicalColumns(mirror.fields, mirror.schemas, sourceNames);
   if (!mirror.exists) note(`mirror ${ns}.${table}: no table in the warehouse`);
   if (!fields.length && source.length) {
     fields = Object.keys(source[0]).map((name) => ({ name, type: 'string' }));
@@ -610,7 +620,7 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
       continue;
     }
     const want = imageOf(fields, s, false, pk);
-    const got = tableImage(fields, m, false, pk);
+    const got = tableImage(fields, m, false, pk, true);
     const col = diffImage(want, got);
     if (col) {
       r.mismatched++;
@@ -633,7 +643,7 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
   const rename = await columnHistory(dsn, schema, table);
   for (const a of audit) a.img = rename(a.img, a.seq);
   if (!changelog.exists && audit.length) note(`changelog ${ns}.${table}_changelog: no table in the warehouse`);
-  const cfields = changelog.fields.length ? logicalColumns(changelog.fields, changelog.schemas) : fields;
+  const cfields = changelog.fields.length ? logicalColumns(changelog.fields, changelog.schemas, sourceNames) : fields;
   const ctypes = Object.fromEntries(cfields.map((f) => [f.name, f.type]));
   const keyType = ctypes[pk] ?? types[pk] ?? 'long';
   const auditByKey = new Map();

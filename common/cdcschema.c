@@ -735,6 +735,61 @@ static bool set_name(char **slot, const char *base, const char *tag, int32_t n)
     return true;
 }
 
+/* Frees the first n retired columns' names and the array. */
+static void free_retired(cdc_schema_col_t *retired, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        free(retired[k].name);
+    free(retired);
+}
+
+/* The live column of doc with the given attnum, or NULL. */
+static const cdc_schema_col_t *live_of(const cdc_schema_doc_t *doc, int32_t attnum)
+{
+    for (size_t i = 0; attnum > 0 && i < doc->ncols; i++)
+        if (doc->cols[i].attnum == attnum)
+            return &doc->cols[i];
+    return NULL;
+}
+
+/*
+ * Makes the Iceberg names of doc unique (docs/worker.md, "Schema changes", "Names"): a
+ * source column's name always wins. A name kept from a table versioned before the source
+ * name held the current values (a live "n__v2") yields to a source column of that name;
+ * a retired field yields to any live column: the retired field of the same column that
+ * still has its source name (such an older table's "n") becomes "<name>__v<k>", any other
+ * takes its field id as a suffix ("n__v1__f4"), until no other column has its name.
+ */
+static bool unique_names(cdc_schema_doc_t *doc)
+{
+    for (bool again = true; again;) {
+        again = false;
+        for (size_t i = 0; i < doc->ncols; i++) {
+            cdc_schema_col_t *c = &doc->cols[i];
+            if (c->field_name != NULL && name_taken(doc, c->field_name, c)) {
+                free(c->field_name);
+                c->field_name = NULL;
+                again = true;
+            }
+        }
+    }
+    for (size_t i = 0; i < doc->nretired; i++) {
+        cdc_schema_col_t *r = &doc->retired[i];
+        while (name_taken(doc, r->name, r)) {
+            const cdc_schema_col_t *own = live_of(doc, r->attnum);
+            bool legacy = own != NULL && strcmp(cdc_schema_col_field_name(own), r->name) == 0;
+            char *base = r->name;
+            r->name = NULL;
+            bool ok = set_name(&r->name, base, legacy ? "v" : "f",
+                               legacy ? r->type_version : r->field_id);
+            free(base);
+            if (!ok)
+                return false;
+        }
+    }
+    return true;
+}
+
 cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc_t *doc,
                                     cdc_error_t *e)
 {
@@ -757,23 +812,29 @@ cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc
         size_t pi = 0;
         const cdc_schema_col_t *p = prev != NULL ? match_prev(prev, c, &pi) : NULL;
         int32_t pid = p == NULL ? 0 : legacy ? (int32_t)pi + 1 : p->field_id;
+        const char *keep = NULL;
         bool ok = true;
 
         if (p != NULL && ice_promotable(p, c)) {
             c->field_id = pid;
             c->type_version = p->type_version > 0 ? p->type_version : 1;
+            /* a name given before the source name held the current values ("n__v2"):
+             * kept while the column keeps its name and its type (no change in place) */
+            if (p->field_name != NULL && strcmp(p->name, c->name) == 0)
+                keep = p->field_name;
         } else if (p != NULL) {
-            /* a type Iceberg cannot promote: a new field, the old one retired */
+            /* a type Iceberg cannot promote: a new field under the source name, the old
+             * one retired as "<name>__v<k>", k its type version */
             cdc_schema_col_t *r = &retired[nret++];
             *r = *p;
             r->field_id = pid;
             r->pg_type = NULL;
             r->field_name = NULL;
             r->type_version = p->type_version > 0 ? p->type_version : 1;
-            r->name = strdup(cdc_schema_col_field_name(p));
+            r->name = NULL;
             r->nullable = true;
             r->key = 0;
-            if (r->name == NULL)
+            if (!set_name(&r->name, p->name, "v", r->type_version))
                 ok = false;
             c->field_id = ++last;
             c->type_version = r->type_version + 1;
@@ -783,30 +844,24 @@ cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc
         }
         if (c->attnum <= 0 && p != NULL)
             c->attnum = p->attnum;
-        if (!ok ||
-            !set_name(&c->field_name, c->name, "v", c->type_version > 1 ? c->type_version : 0)) {
-            for (size_t k = 0; k < nret; k++)
-                free(retired[k].name);
-            free(retired);
+        free(c->field_name);
+        c->field_name = NULL;
+        if (!ok || (keep != NULL && (c->field_name = strdup(keep)) == NULL)) {
+            free_retired(retired, nret);
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         }
     }
     /* earlier retired fields stay while their source column lives */
     for (size_t i = 0; prev != NULL && i < prev->nretired; i++) {
         const cdc_schema_col_t *r = &prev->retired[i];
-        bool live = false;
-        for (size_t k = 0; k < doc->ncols && !live; k++)
-            live = r->attnum > 0 && doc->cols[k].attnum == r->attnum;
-        if (!live)
+        if (live_of(doc, r->attnum) == NULL)
             continue;
         retired[nret] = *r;
         retired[nret].pg_type = NULL;
         retired[nret].field_name = NULL;
         retired[nret].name = strdup(r->name);
         if (retired[nret++].name == NULL) {
-            for (size_t k = 0; k < nret; k++)
-                free(retired[k].name);
-            free(retired);
+            free_retired(retired, nret);
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         }
     }
@@ -819,23 +874,8 @@ cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc
     doc->retired = retired;
     doc->nretired = nret;
     doc->last_field_id = last;
-    /* Iceberg names are unique: a clash (a source column named like a versioned or
-     * retired one) takes the field id as a suffix */
-    for (size_t i = 0; i < doc->ncols + doc->nretired; i++) {
-        bool live = i < doc->ncols;
-        cdc_schema_col_t *c = live ? &doc->cols[i] : &doc->retired[i - doc->ncols];
-        const char *name = live ? cdc_schema_col_field_name(c) : c->name;
-        char *base;
-        if (!name_taken(doc, name, c))
-            continue;
-        if ((base = strdup(name)) == NULL)
-            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        if (!set_name(live ? &c->field_name : &c->name, base, "f", c->field_id)) {
-            free(base);
-            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-        }
-        free(base);
-    }
+    if (!unique_names(doc))
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     return CDC_OK;
 }
 

@@ -82,7 +82,9 @@ typedef struct cdc_schema_col {
      * captures before identity was tracked. */
     int32_t attnum;       /* pg_attribute.attnum: the source's identity of the column */
     int32_t field_id;     /* Iceberg field id of the column in both tables */
-    char *field_name;     /* Iceberg column name when it is not `name` ("n__v2"), else NULL */
+    char *field_name;     /* Iceberg column name when it is not `name` (only a name kept
+                           * from before the source name held the current values, "n__v2");
+                           * else NULL */
     int32_t type_version; /* 1, + 1 on each type change that is no Iceberg promotion */
     bool has_default;     /* the catalog has a default for it (not in the document) */
 } cdc_schema_col_t;
@@ -180,8 +182,14 @@ const char *cdc_schema_col_field_name(const cdc_schema_col_t *c);
  * - a matched column keeps its field id when its Iceberg type is the same or an Iceberg
  *   promotion of the old one (int -> long, float -> double, decimal precision widened
  *   at the same scale); a rename keeps the id;
- * - any other type change gives a new field id, named "<name>__v<k>", and the old
- *   field is kept as a retired column (its values stay readable under its old name);
+ * - any other type change gives a new field id under the column's source name, and the
+ *   old field is kept as a retired column renamed "<name>__v<k>", k the type version
+ *   whose values it holds (1 for the first type): `n` reads the current values, `n__v1`
+ *   the history;
+ * - names are unique, a source column's name always wins: a retired field whose name a
+ *   source column takes (or already has) is suffixed with its field id ("n__v1__f4");
+ *   a live column versioned before this scheme ("n__v2" with a retired "n") keeps its
+ *   names until its next rename or type change that Iceberg cannot promote;
  * - a new column gets last_field_id + 1; a dropped column's id is never given again.
  * A prev of an earlier capture (no field ids) is read as ids 1..n in column order, the
  * numbering workers gave such tables.

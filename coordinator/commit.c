@@ -83,6 +83,10 @@ struct cdc_committer {
     cdc_table_layout_t **layouts;
     size_t nlayouts, layouts_cap;
     cdc_table_stats_set_t stats; /* after each table's last commit */
+    /* Strings of layouts applied again (a source name moved to another field): callers
+     * of cdc_committer_layouts may still hold them, so they live until close. */
+    char **stale;
+    size_t nstale, stale_cap;
 };
 
 size_t cdc_committer_schema_changes(cdc_committer_t *c, cdc_schema_change_t *out, size_t max)
@@ -117,6 +121,24 @@ static void summary_add(char *buf, size_t size, const char *fmt, ...)
     va_end(ap);
 }
 
+/* True when a field named `was` is now `now` = "<was>__v<k>[...]": retired for a new
+ * version of its column (common/cdcschema.h), not renamed by the source. */
+static bool retired_name(const char *was, const char *now)
+{
+    size_t n = strlen(was);
+    return strncmp(now, was, n) == 0 && strncmp(now + n, "__v", 3) == 0;
+}
+
+/* The field of `old` that had f's name and was retired for f (a type change Iceberg
+ * cannot promote: the source name moved to the new field f), or NULL. */
+static const cdc_ice_field_t *versioned_from(const cdc_ice_schema_t *old,
+                                             const cdc_ice_schema_t *cur, const cdc_ice_field_t *f)
+{
+    int j = cdc_ice_schema_find_name(old, f->name);
+    int r = j >= 0 && old->fields[j].id != f->id ? cdc_ice_schema_find(cur, old->fields[j].id) : -1;
+    return r >= 0 && retired_name(f->name, cur->fields[r].name) ? &old->fields[j] : NULL;
+}
+
 /* Records (and logs) what changed from schema `old` to the table's current one. */
 static void record_schema_change(cdc_committer_t *c, const char *table, int64_t version,
                                  const cdc_ice_schema_t *old, const cdc_ice_table_t *t)
@@ -134,8 +156,18 @@ static void record_schema_change(cdc_committer_t *c, const char *table, int64_t 
         const cdc_ice_field_t *f = &cur->fields[i];
         int k = cdc_ice_schema_find(old, f->id);
         const char *v = strstr(f->name, "__v");
+        const cdc_ice_field_t *was = versioned_from(old, cur, f);
         cdc_ice_type_string(f, b, sizeof(b));
-        if (k < 0 && v != NULL && v[3] >= '2' && v[3] <= '9') {
+        if (k < 0 && was != NULL) {
+            /* the source name takes the new field, the old one is renamed (cdcschema.h) */
+            int r = cdc_ice_schema_find(cur, was->id);
+            ch.versioned = true;
+            summary_add(ch.summary, sizeof(ch.summary),
+                        "new version %s %s(%d): a type change Iceberg cannot promote, the "
+                        "earlier values stay in %s(%d)",
+                        f->name, b, (int)f->id, cur->fields[r].name, (int)was->id);
+        } else if (k < 0 && v != NULL && v[3] >= '2' && v[3] <= '9') {
+            /* named by a capture from before the source name held the current values */
             ch.versioned = true;
             summary_add(ch.summary, sizeof(ch.summary),
                         "new version %s %s(%d): a type change Iceberg cannot promote, the "
@@ -144,7 +176,11 @@ static void record_schema_change(cdc_committer_t *c, const char *table, int64_t 
         } else if (k < 0) {
             summary_add(ch.summary, sizeof(ch.summary), "added %s %s(%d)", f->name, b, (int)f->id);
         } else {
-            if (strcmp(old->fields[k].name, f->name) != 0)
+            int took = cdc_ice_schema_find_name(cur, old->fields[k].name);
+            /* (a field retired for a new version of its column is in that one's line) */
+            bool moved = took >= 0 && cdc_ice_schema_find(old, cur->fields[took].id) < 0 &&
+                         retired_name(old->fields[k].name, f->name);
+            if (strcmp(old->fields[k].name, f->name) != 0 && !moved)
                 summary_add(ch.summary, sizeof(ch.summary), "renamed %s -> %s(%d)",
                             old->fields[k].name, f->name, (int)f->id);
             cdc_ice_type_string(&old->fields[k], a, sizeof(a));
@@ -167,6 +203,13 @@ static void record_schema_change(cdc_committer_t *c, const char *table, int64_t 
                      ch.summary);
     pthread_mutex_lock(&c->known_lock);
     c->changes[c->nchanges++ % CDC_SCHEMA_CHANGES_KEPT] = ch;
+    if (ch.versioned) {
+        /* --partition-by/--sort-by name columns: a name that moved to a new field is
+         * bound again at this commit (apply_layout) */
+        cdc_table_layout_t *l = cdc_strmap_get(&c->layout_by_name, table);
+        if (l != NULL)
+            l->applied = false;
+    }
     pthread_mutex_unlock(&c->known_lock);
 }
 
@@ -236,6 +279,9 @@ void cdc_committer_close(cdc_committer_t *c)
         free(c->layouts[i]);
     }
     free(c->layouts);
+    for (size_t i = 0; i < c->nstale; i++)
+        free(c->stale[i]);
+    free(c->stale);
     cdc_strmap_free(&c->layout_by_name);
     pthread_mutex_destroy(&c->known_lock);
     cdc_table_stats_destroy(&c->stats);
@@ -785,7 +831,8 @@ static cdc_table_layout_t *layout_slot(cdc_committer_t *c, const char *table)
 
 /*
  * Makes the declared partition spec and sort order (--partition-by, --sort-by) the
- * table's defaults, once per table and process. A declaration that does not fit the
+ * table's defaults, once per table and process, and again after a type change moved a
+ * source name to a new field (record_schema_change). A declaration that does not fit the
  * table (an unknown column, a transform its type does not take) is logged and shown in
  * /status; the table keeps its layout and commits go on: files always name the spec
  * they were written for, so any spec of the table's history stays correct.
@@ -843,7 +890,19 @@ static void apply_layout(cdc_committer_t *c, cdc_ice_table_t *t, const char *tab
         cdc_log_info("table \"%s\": layout now partitioned by \"%s\", sorted by \"%s\"", table,
                      pb ? pb : "", sb ? sb : "");
     pthread_mutex_lock(&c->known_lock);
+    /* applied again: the strings before stay until close (cdc_committer_layouts copies
+     * the pointers) */
+    char *old[] = {l->spec_json, l->order_json, l->partition_by, l->sort_by};
+    for (size_t i = 0; i < 4; i++) {
+        if (old[i] == NULL)
+            continue;
+        if (cdc_array_reserve(c->stale, c->stale_cap, c->nstale + 1, 16) == CDC_OK)
+            c->stale[c->nstale++] = old[i];
+        else
+            cdc_log_error("out of memory keeping a table layout's strings"); /* (leaked) */
+    }
     l->applied = true;
+    l->error[0] = '\0';
     l->spec_id = json ? spec->spec_id : 0;
     l->spec_json = json;
     l->order_id = ojson ? order->order_id : 0;

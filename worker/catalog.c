@@ -75,8 +75,10 @@ static void schema_free(cdc_source_schema_t *s)
         free(s->cols[i].field_name);
     }
     free(s->cols);
-    for (size_t i = 0; i < s->nretired; i++)
+    for (size_t i = 0; i < s->nretired; i++) {
         free(s->retired[i].name);
+        free(s->retired[i].field_name);
+    }
     free(s->retired);
     free(s->key_cols);
     free(s->topic);
@@ -222,6 +224,7 @@ static uint64_t schema_fp(const cdc_source_schema_t *s)
         const cdc_column_t *col = &s->retired[i];
         int32_t t[4] = {col->field_id, (int32_t)col->type, col->precision, col->scale};
         h = fnv(h, col->name, strlen(col->name) + 1);
+        h = fnv(h, cdc_column_field_name(col), strlen(cdc_column_field_name(col)) + 1);
         h = fnv(h, t, sizeof(t));
     }
     return h;
@@ -518,8 +521,19 @@ static cdc_err_t register_doc(cdc_catalog_t *c, const char *topic, int64_t versi
         for (size_t i = 0; s->retired != NULL && i < doc->nretired; i++) {
             const cdc_schema_col_t *dc = &doc->retired[i];
             cdc_column_t *col = &s->retired[s->nretired];
-            if ((col->name = strdup(dc->name)) == NULL)
+            /* named by its source column (a masking rule on "n" covers "n__v1" too),
+             * its Iceberg name as field_name */
+            const char *src = dc->name;
+            for (size_t k = 0; dc->attnum > 0 && k < doc->ncols; k++)
+                if (doc->cols[k].attnum == dc->attnum)
+                    src = doc->cols[k].name;
+            col->name = strdup(src);
+            if (col->name != NULL && strcmp(src, dc->name) != 0)
+                col->field_name = strdup(dc->name);
+            if (col->name == NULL || (strcmp(src, dc->name) != 0 && col->field_name == NULL)) {
+                free(col->name);
                 break;
+            }
             s->nretired++;
             col->field_id = dc->field_id;
             col->type = dc->ice_type;

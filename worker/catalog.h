@@ -28,7 +28,8 @@ typedef enum cdc_enc {
 
 typedef struct cdc_column {
     char *name;       /* source column name (the event's member name) */
-    char *field_name; /* Iceberg column name when it is not `name` ("n__v2"), else NULL */
+    char *field_name; /* Iceberg column name when it is not `name` (a retired field "n__v1",
+                       * whose `name` is its source column's), else NULL */
     int32_t field_id;
     cdc_ice_type_t type;
     int32_t precision, scale; /* DECIMAL */

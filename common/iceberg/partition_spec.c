@@ -159,10 +159,8 @@ static cdc_err_t parse_expr(const char *what, const char *text, const cdc_ice_sc
             return cdc_error_set(e, CDC_ERR_INVALID, "%s term \"%s\": expected \")\" after \"%s\"",
                                  what, text, name);
     }
-    out->column = NULL;
-    for (size_t i = 0; i < schema->nfields && out->column == NULL; i++)
-        if (strcmp(schema->fields[i].name, name) == 0)
-            out->column = &schema->fields[i];
+    int col = cdc_ice_schema_find_name(schema, name);
+    out->column = col >= 0 ? &schema->fields[col] : NULL;
     if (out->column == NULL)
         return cdc_error_set(e, CDC_ERR_INVALID, "%s term \"%s\": no column \"%s\" in the schema",
                              what, text, name);

@@ -260,6 +260,14 @@ int cdc_ice_schema_find(const cdc_ice_schema_t *schema, int32_t field_id)
     return -1;
 }
 
+int cdc_ice_schema_find_name(const cdc_ice_schema_t *schema, const char *name)
+{
+    for (size_t i = 0; schema != NULL && i < schema->nfields; i++)
+        if (strcmp(schema->fields[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
 static void *dup_array(const void *src, size_t n, size_t size, bool *ok)
 {
     void *p;

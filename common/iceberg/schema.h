@@ -63,6 +63,9 @@ bool cdc_ice_type_promotable(const cdc_ice_field_t *from, const cdc_ice_field_t 
 /* Index of the field with this id, or -1. */
 int cdc_ice_schema_find(const cdc_ice_schema_t *schema, int32_t field_id);
 
+/* Index of the field with this name, or -1 (NULL-safe). */
+int cdc_ice_schema_find_name(const cdc_ice_schema_t *schema, const char *name);
+
 /*
  * Deep copy of a data-file descriptor into *dst (contents overwritten). On
  * failure *dst is zeroed.

@@ -190,7 +190,8 @@ static void test_identity_follows_attnum(void **state)
     assert_int_equal(d2.nretired, 0);
 
     /* a int -> bigint (promotion: same id), n numeric(10,2) -> numeric(14,4) (scale: a new
-     * field n__v2, the old one retired under its name), n widened at the same scale later */
+     * field under the source name n, the old one retired as n__v1), n widened at the same
+     * scale later */
     cdc_schema_col_t v3[] = {
         col("id", 1, CDC_ICE_INT, 0, 0, 1), col("v_renamed", 2, CDC_ICE_STRING, 0, 0, 0),
         col("a", 3, CDC_ICE_LONG, 0, 0, 0), col("n", 4, CDC_ICE_DECIMAL, 14, 4, 0),
@@ -198,10 +199,13 @@ static void test_identity_follows_attnum(void **state)
     cdc_schema_doc_t d3 = next_doc(&d2, v3, 5);
     assert_int_equal(d3.cols[2].field_id, 3);
     assert_int_equal(d3.cols[3].field_id, 6);
-    assert_string_equal(d3.cols[3].field_name, "n__v2");
+    assert_null(d3.cols[3].field_name);
+    assert_string_equal(cdc_schema_col_field_name(&d3.cols[3]), "n");
     assert_int_equal(d3.cols[3].type_version, 2);
     assert_int_equal(d3.nretired, 1);
-    assert_string_equal(d3.retired[0].name, "n");
+    assert_string_equal(d3.retired[0].name, "n__v1");
+    assert_int_equal(d3.retired[0].type_version, 1);
+    assert_int_equal(d3.retired[0].attnum, 4);
     assert_int_equal(d3.retired[0].field_id, 4);
     assert_int_equal(d3.retired[0].precision, 10);
     assert_int_equal(d3.retired[0].scale, 2);
@@ -210,9 +214,9 @@ static void test_identity_follows_attnum(void **state)
     cdc_error_t e;
     assert_int_equal(cdc_schema_doc_to_iceberg(&d3, &ice, &e), CDC_OK);
     assert_int_equal(ice.nfields, 6);
-    assert_string_equal(ice.fields[3].name, "n__v2");
+    assert_string_equal(ice.fields[3].name, "n");
     assert_int_equal(ice.fields[3].id, 6);
-    assert_string_equal(ice.fields[5].name, "n");
+    assert_string_equal(ice.fields[5].name, "n__v1");
     assert_int_equal(ice.fields[5].id, 4);
     assert_false(ice.fields[5].required);
     cdc_schema_ice_free(&ice);
@@ -240,7 +244,8 @@ static void test_identity_follows_attnum(void **state)
     assert_int_equal(d5.nretired, 0);
     assert_int_equal(d5.last_field_id, 7);
 
-    /* text -> int of the same column twice: __v2, then __v3 with two retired fields */
+    /* text -> int -> date of the same column: the source name always holds the newest
+     * type; the middle one is retired as __v2, the first as __v1 */
     cdc_schema_col_t v6[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
                              col("v_renamed", 2, CDC_ICE_INT, 0, 0, 0),
                              col("a", 3, CDC_ICE_LONG, 0, 0, 0)};
@@ -249,9 +254,19 @@ static void test_identity_follows_attnum(void **state)
                              col("v_renamed", 2, CDC_ICE_DATE, 0, 0, 0),
                              col("a", 3, CDC_ICE_LONG, 0, 0, 0)};
     cdc_schema_doc_t d7 = next_doc(&d6, v7, 3);
-    assert_string_equal(d7.cols[1].field_name, "v_renamed__v3");
+    assert_string_equal(cdc_schema_col_field_name(&d6.cols[1]), "v_renamed");
+    assert_int_equal(d6.nretired, 1);
+    assert_string_equal(d6.retired[0].name, "v_renamed__v1");
+    assert_int_equal(d6.retired[0].field_id, 2);
+    assert_string_equal(cdc_schema_col_field_name(&d7.cols[1]), "v_renamed");
     assert_int_equal(d7.cols[1].field_id, 9);
+    assert_int_equal(d7.cols[1].type_version, 3);
     assert_int_equal(d7.nretired, 2);
+    assert_string_equal(d7.retired[0].name, "v_renamed__v2"); /* the int field, id 8 */
+    assert_int_equal(d7.retired[0].field_id, 8);
+    assert_int_equal(d7.retired[0].ice_type, CDC_ICE_INT);
+    assert_string_equal(d7.retired[1].name, "v_renamed__v1"); /* the text field, id 2 */
+    assert_int_equal(d7.retired[1].field_id, 2);
 
     for (size_t i = 0; i < 4; i++)
         free(v1[i].name);
@@ -270,6 +285,132 @@ static void test_identity_follows_attnum(void **state)
         cdc_schema_doc_free(all[i]);
 }
 
+/* Source names always win: a retired field that a source column's name takes is
+ * suffixed with its field id, whether the source column came first or later. */
+static void test_identity_source_names_win(void **state)
+{
+    (void)state;
+    cdc_schema_col_t v1[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
+                             col("n", 2, CDC_ICE_DECIMAL, 10, 2, 0),
+                             col("n__v1", 3, CDC_ICE_STRING, 0, 0, 0)};
+    cdc_schema_doc_t d1 = next_doc(NULL, v1, 3);
+    cdc_schema_col_t v2[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
+                             col("n", 2, CDC_ICE_DECIMAL, 14, 4, 0),
+                             col("n__v1", 3, CDC_ICE_STRING, 0, 0, 0)};
+    cdc_schema_doc_t d2 = next_doc(&d1, v2, 3);
+    assert_string_equal(cdc_schema_col_field_name(&d2.cols[1]), "n");
+    assert_int_equal(d2.cols[1].field_id, 4);
+    assert_string_equal(cdc_schema_col_field_name(&d2.cols[2]), "n__v1");
+    assert_int_equal(d2.cols[2].field_id, 3);
+    assert_int_equal(d2.nretired, 1);
+    assert_string_equal(d2.retired[0].name, "n__v1__f2");
+
+    /* m's retired m__v1 exists first; then a source column m__v1 is added */
+    cdc_schema_col_t w1[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
+                             col("m", 2, CDC_ICE_STRING, 0, 0, 0)};
+    cdc_schema_doc_t e1 = next_doc(NULL, w1, 2);
+    cdc_schema_col_t w2[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1), col("m", 2, CDC_ICE_INT, 0, 0, 0)};
+    cdc_schema_doc_t e2 = next_doc(&e1, w2, 2);
+    assert_string_equal(e2.retired[0].name, "m__v1");
+    cdc_schema_col_t w3[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1), col("m", 2, CDC_ICE_INT, 0, 0, 0),
+                             col("m__v1", 3, CDC_ICE_DATE, 0, 0, 0)};
+    cdc_schema_doc_t e3 = next_doc(&e2, w3, 3);
+    assert_string_equal(cdc_schema_col_field_name(&e3.cols[2]), "m__v1");
+    assert_int_equal(e3.cols[2].field_id, 4);
+    assert_string_equal(e3.retired[0].name, "m__v1__f2");
+    assert_int_equal(e3.retired[0].field_id, 2);
+
+    cdc_ice_schema_t ice;
+    cdc_error_t e;
+    assert_int_equal(cdc_schema_doc_to_iceberg(&e3, &ice, &e), CDC_OK);
+    for (size_t i = 0; i < ice.nfields; i++)
+        for (size_t k = i + 1; k < ice.nfields; k++)
+            assert_string_not_equal(ice.fields[i].name, ice.fields[k].name);
+    cdc_schema_ice_free(&ice);
+
+    cdc_schema_col_t *cols[] = {v1, v2, w1, w2, w3};
+    size_t ncols[] = {3, 3, 2, 2, 3};
+    for (size_t i = 0; i < 5; i++)
+        for (size_t k = 0; k < ncols[i]; k++)
+            free(cols[i][k].name);
+    cdc_schema_doc_t *all[] = {&d1, &d2, &e1, &e2, &e3};
+    for (size_t i = 0; i < 5; i++)
+        cdc_schema_doc_free(all[i]);
+}
+
+/* A document versioned before the source name held the current values: the live column
+ * is "n__v2" (field 3), its earlier type the retired "n" (field 2). Its names stay while
+ * the column keeps its name and promotes; at its next type change Iceberg cannot promote
+ * the source name takes the new field and the earlier ones become n__v2 and n__v1; a
+ * rename gives the source name at once. */
+static cdc_schema_doc_t older_versioned_doc(void)
+{
+    cdc_schema_col_t v[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
+                            col("n", 2, CDC_ICE_DECIMAL, 14, 4, 0)};
+    cdc_schema_doc_t d = doc_of(v, 2);
+    free(v[0].name);
+    free(v[1].name);
+    d.cols[0].field_id = 1;
+    d.cols[0].type_version = 1;
+    d.cols[1].field_id = 3;
+    d.cols[1].type_version = 2;
+    d.cols[1].field_name = strdup("n__v2");
+    d.retired = calloc(1, sizeof(*d.retired));
+    d.retired[0] = col("n", 2, CDC_ICE_DECIMAL, 10, 2, 0);
+    d.retired[0].field_id = 2;
+    d.retired[0].type_version = 1;
+    d.nretired = 1;
+    d.last_field_id = 3;
+    return d;
+}
+
+static void test_identity_older_versioned_names(void **state)
+{
+    (void)state;
+    cdc_schema_doc_t d0 = older_versioned_doc();
+
+    /* unchanged and promoted: the names stay */
+    cdc_schema_col_t v1[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
+                             col("n", 2, CDC_ICE_DECIMAL, 16, 4, 0)};
+    cdc_schema_doc_t d1 = next_doc(&d0, v1, 2);
+    assert_int_equal(d1.cols[1].field_id, 3);
+    assert_string_equal(cdc_schema_col_field_name(&d1.cols[1]), "n__v2");
+    assert_int_equal(d1.nretired, 1);
+    assert_string_equal(d1.retired[0].name, "n");
+    cdc_schema_doc_t same = next_doc(&d1, v1, 2);
+    assert_true(cdc_schema_doc_same_shape(&d1, &same));
+
+    /* the next type change Iceberg cannot promote: n, n__v2, n__v1 */
+    cdc_schema_col_t v2[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
+                             col("n", 2, CDC_ICE_STRING, 0, 0, 0)};
+    cdc_schema_doc_t d2 = next_doc(&d1, v2, 2);
+    assert_int_equal(d2.cols[1].field_id, 4);
+    assert_int_equal(d2.cols[1].type_version, 3);
+    assert_string_equal(cdc_schema_col_field_name(&d2.cols[1]), "n");
+    assert_int_equal(d2.nretired, 2);
+    assert_string_equal(d2.retired[0].name, "n__v2");
+    assert_int_equal(d2.retired[0].field_id, 3);
+    assert_string_equal(d2.retired[1].name, "n__v1");
+    assert_int_equal(d2.retired[1].field_id, 2);
+
+    /* a rename: the source name; the retired "n" keeps its name (no clash) */
+    cdc_schema_col_t v3[] = {col("id", 1, CDC_ICE_INT, 0, 0, 1),
+                             col("m", 2, CDC_ICE_DECIMAL, 14, 4, 0)};
+    cdc_schema_doc_t d3 = next_doc(&d0, v3, 2);
+    assert_int_equal(d3.cols[1].field_id, 3);
+    assert_string_equal(cdc_schema_col_field_name(&d3.cols[1]), "m");
+    assert_string_equal(d3.retired[0].name, "n");
+
+    for (size_t i = 0; i < 2; i++) {
+        free(v1[i].name);
+        free(v2[i].name);
+        free(v3[i].name);
+    }
+    cdc_schema_doc_t *all[] = {&d0, &d1, &same, &d2, &d3};
+    for (size_t i = 0; i < 5; i++)
+        cdc_schema_doc_free(all[i]);
+}
+
 /* A previous document of an earlier capture (no ids, no attnums): ids 1..n by position,
  * then names match. A name clash with a versioned column takes the id as suffix. */
 static void test_identity_legacy_and_clash(void **state)
@@ -285,11 +426,10 @@ static void test_identity_legacy_and_clash(void **state)
     assert_int_equal(d2.cols[1].field_id, 3); /* string -> int: a new field */
     assert_int_equal(d2.cols[2].field_id, 4);
     assert_int_equal(d2.retired[0].field_id, 2);
-    /* "x__v2" is both the versioned x and a source column: one takes its id as suffix */
-    const char *a = cdc_schema_col_field_name(&d2.cols[1]);
-    const char *b = cdc_schema_col_field_name(&d2.cols[2]);
-    assert_true(strcmp(a, b) != 0);
-    assert_true(strcmp(a, "x__v2__f3") == 0 || strcmp(b, "x__v2__f4") == 0);
+    /* the source names win: x holds the new type, x__v2 is the source column */
+    assert_string_equal(cdc_schema_col_field_name(&d2.cols[1]), "x");
+    assert_string_equal(cdc_schema_col_field_name(&d2.cols[2]), "x__v2");
+    assert_string_equal(d2.retired[0].name, "x__v1");
     for (size_t i = 0; i < 3; i++)
         free(v2[i].name);
     for (size_t i = 0; i < 2; i++)
@@ -306,6 +446,8 @@ int main(void)
         cmocka_unit_test(test_record_key_and_types),
         cmocka_unit_test(test_identity_follows_attnum),
         cmocka_unit_test(test_identity_legacy_and_clash),
+        cmocka_unit_test(test_identity_source_names_win),
+        cmocka_unit_test(test_identity_older_versioned_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,17 +43,17 @@ static cdc_ice_schema_t schema_of(const char *json)
     "{\"type\":\"struct\",\"schema-id\":0,\"fields\":["                                            \
     "{\"id\":1,\"name\":\"id\",\"required\":true,\"type\":\"long\"},"                              \
     "{\"id\":2,\"name\":\"w\",\"required\":false,\"type\":\"string\"},"                            \
-    "{\"id\":4,\"name\":\"n__v2\",\"required\":false,\"type\":\"decimal(14,4)\"},"                 \
+    "{\"id\":4,\"name\":\"n\",\"required\":false,\"type\":\"decimal(14,4)\"},"                     \
     "{\"id\":5,\"name\":\"x\",\"required\":true,\"type\":\"int\"},"                                \
-    "{\"id\":3,\"name\":\"n\",\"required\":false,\"type\":\"decimal(10,2)\"}],"                    \
+    "{\"id\":3,\"name\":\"n__v1\",\"required\":false,\"type\":\"decimal(10,2)\"}],"                \
     "\"identifier-field-ids\":[1]}"
 /* v2 with x dropped */
 #define V3                                                                                         \
     "{\"type\":\"struct\",\"schema-id\":0,\"fields\":["                                            \
     "{\"id\":1,\"name\":\"id\",\"required\":true,\"type\":\"long\"},"                              \
     "{\"id\":2,\"name\":\"w\",\"required\":false,\"type\":\"string\"},"                            \
-    "{\"id\":4,\"name\":\"n__v2\",\"required\":false,\"type\":\"decimal(14,4)\"},"                 \
-    "{\"id\":3,\"name\":\"n\",\"required\":false,\"type\":\"decimal(10,2)\"}],"                    \
+    "{\"id\":4,\"name\":\"n\",\"required\":false,\"type\":\"decimal(14,4)\"},"                     \
+    "{\"id\":3,\"name\":\"n__v1\",\"required\":false,\"type\":\"decimal(10,2)\"}],"                \
     "\"identifier-field-ids\":[1]}"
 
 static void tmp_warehouse(char *dir, size_t dsize, char *wh, size_t wsize)
@@ -223,6 +223,10 @@ static void test_committer_follows_versions(void **state)
     assert_true(ch[n - 1].versioned);
     assert_non_null(strstr(ch[n - 1].summary, "renamed v -> w(2)"));
     assert_non_null(strstr(ch[n - 1].summary, "promoted id int -> long(1)"));
+    assert_non_null(strstr(ch[n - 1].summary, "new version n decimal(14,4)(4): a type change "
+                                              "Iceberg cannot promote, the earlier values stay "
+                                              "in n__v1(3)"));
+    assert_null(strstr(ch[n - 1].summary, "renamed n"));
 
     /* a later epoch of a lagging worker (version 1 again): no step back */
     c = record(3, V1, 1);
@@ -242,6 +246,88 @@ static void test_committer_follows_versions(void **state)
     assert_non_null(strstr(e.msg, "checkpoint 4"));
     cdc_checkpoint_free(c);
 
+    fx_close(&f);
+}
+
+/* V3, then a source column n__v1 added: the retired n__v1 yields its name (n__v1__f3):
+ * an added column and a rename, no new version of a column */
+#define V4                                                                                         \
+    "{\"type\":\"struct\",\"schema-id\":0,\"fields\":["                                            \
+    "{\"id\":1,\"name\":\"id\",\"required\":true,\"type\":\"long\"},"                              \
+    "{\"id\":2,\"name\":\"w\",\"required\":false,\"type\":\"string\"},"                            \
+    "{\"id\":4,\"name\":\"n\",\"required\":false,\"type\":\"decimal(14,4)\"},"                     \
+    "{\"id\":6,\"name\":\"n__v1\",\"required\":false,\"type\":\"date\"},"                          \
+    "{\"id\":3,\"name\":\"n__v1__f3\",\"required\":false,\"type\":\"decimal(10,2)\"}],"            \
+    "\"identifier-field-ids\":[1]}"
+
+/* What the committer reports: a type change Iceberg cannot promote (the source name on
+ * the new field, the old one renamed n__v1) apart from a source column that takes the
+ * name of a retired field (an added column, the retired field renamed). */
+static void test_committer_reports_versions(void **state)
+{
+    fx_t f;
+    cdc_schema_change_t ch[4];
+    (void)state;
+
+    fx_open(&f);
+    commit_expect(f.cm, record(1, V1, 1), CDC_OK);
+    commit_expect(f.cm, record(2, V3, 2), CDC_OK);
+    size_t n = cdc_committer_schema_changes(f.cm, ch, 4);
+    assert_int_equal(n, 1);
+    assert_true(ch[0].versioned);
+    assert_non_null(strstr(ch[0].summary, "earlier values stay in n__v1(3)"));
+    assert_null(strstr(ch[0].summary, "renamed n "));
+
+    commit_expect(f.cm, record(3, V4, 3), CDC_OK);
+    n = cdc_committer_schema_changes(f.cm, ch, 4);
+    assert_int_equal(n, 2);
+    assert_false(ch[1].versioned);
+    assert_non_null(strstr(ch[1].summary, "added n__v1 date(6)"));
+    assert_non_null(strstr(ch[1].summary, "renamed n__v1 -> n__v1__f3(3)"));
+    fx_close(&f);
+}
+
+/* The spec of the layout the committer applied to ns.t (copied), "" when none. */
+static void layout_spec(cdc_committer_t *cm, char *out, size_t size)
+{
+    cdc_table_layout_t *ls;
+    size_t n;
+    out[0] = '\0';
+    assert_int_equal(cdc_committer_layouts(cm, &ls, &n), CDC_OK);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(ls[i].table, "ns.t") == 0 && ls[i].spec_json != NULL)
+            snprintf(out, size, "%s", ls[i].spec_json);
+    free(ls);
+}
+
+/* --partition-by names a column: after a type change Iceberg cannot promote the name
+ * is the new field, and the table is partitioned by it from that commit on (a new
+ * spec), not by the retired field that new rows leave null. */
+static void test_committer_layout_follows_name(void **state)
+{
+    fx_t f;
+    cdc_error_t e;
+    char spec[512];
+    (void)state;
+
+    tmp_warehouse(f.dir, sizeof(f.dir), f.wh, sizeof(f.wh));
+    cdc_committer_options_t o = {.warehouse = f.wh, .job = "job", .partition_by = "ns.t=n"};
+    assert_int_equal(cdc_committer_open(&f.cm, &o, &e), CDC_OK);
+    cdc_committer_set_term(f.cm, 1);
+    assert_int_equal(cdc_storage_open(f.wh, NULL, &f.st, &e), CDC_OK);
+    f.loc = cdc_ice_table_location(f.wh, "ns", "t");
+
+    commit_expect(f.cm, record(1, V1, 1), CDC_OK);
+    layout_spec(f.cm, spec, sizeof(spec));
+    assert_non_null(strstr(spec, "\"source-id\":3"));
+    commit_expect(f.cm, record(2, V3, 2), CDC_OK);
+    layout_spec(f.cm, spec, sizeof(spec));
+    assert_non_null(strstr(spec, "\"source-id\":4"));
+    assert_non_null(strstr(spec, "\"spec-id\":2"));
+    /* a later commit of the same version keeps it */
+    commit_expect(f.cm, record(3, V3, 2), CDC_OK);
+    layout_spec(f.cm, spec, sizeof(spec));
+    assert_non_null(strstr(spec, "\"source-id\":4"));
     fx_close(&f);
 }
 
@@ -369,6 +455,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_set_schema_by_id),
         cmocka_unit_test(test_committer_follows_versions),
+        cmocka_unit_test(test_committer_reports_versions),
+        cmocka_unit_test(test_committer_layout_follows_name),
         cmocka_unit_test(test_committer_skipped_version),
         cmocka_unit_test(test_committer_mask_policy),
     };

@@ -465,6 +465,44 @@ static void test_allowlist(void **state)
     cdc_catalog_free(cat);
 }
 
+/* A column whose type changed beyond an Iceberg promotion: its earlier type is the
+ * retired field "ssn__v1" (docs/worker.md, "Schema changes"), which the rule on the source
+ * column "ssn" covers too: dropped with it; a kept column's retired field stays. */
+static void test_retired_field_follows_its_column(void **state)
+{
+    static const char *doc =
+        "{\"format\":1,\"topic\":\"cdc.public.people\",\"schema\":\"public\",\"table\":\"people\","
+        "\"version\":2,\"relid\":1,\"replica_identity\":\"default\",\"key\":[\"email\"],"
+        "\"last_field_id\":5,\"columns\":["
+        "{\"name\":\"email\",\"pg_oid\":25,\"pg_type\":\"text\",\"typmod\":-1,\"nullable\":false,"
+        "\"key\":1,\"iceberg\":\"string\",\"encoding\":\"string\",\"attnum\":1,\"field_id\":1},"
+        "{\"name\":\"ssn\",\"pg_oid\":23,\"pg_type\":\"int4\",\"typmod\":-1,\"nullable\":true,"
+        "\"key\":0,\"iceberg\":\"int\",\"encoding\":\"int\",\"attnum\":2,\"field_id\":4,"
+        "\"type_version\":2},"
+        "{\"name\":\"city\",\"pg_oid\":23,\"pg_type\":\"int4\",\"typmod\":-1,\"nullable\":true,"
+        "\"key\":0,\"iceberg\":\"int\",\"encoding\":\"int\",\"attnum\":3,\"field_id\":5,"
+        "\"type_version\":2}],"
+        "\"retired\":[{\"name\":\"ssn__v1\",\"iceberg\":\"string\",\"attnum\":2,\"field_id\":2},"
+        "{\"name\":\"city__v1\",\"iceberg\":\"string\",\"attnum\":3,\"field_id\":3}]}";
+    cdc_catalog_t *cat = cdc_catalog_new();
+    cdc_error_t e;
+    (void)state;
+    assert_int_equal(cdc_catalog_register_json(cat, TOPIC, 2, doc, strlen(doc), &e), CDC_OK);
+    const cdc_source_schema_t *src = cdc_catalog_get(cat, TOPIC, 2);
+    assert_non_null(src);
+    assert_int_equal(src->nretired, 2);
+    cdc_mask_t *m = open_mask(POLICY, NULL, SECRET);
+    const cdc_source_schema_t *s = cdc_mask_schema(m, src, &e);
+    assert_non_null(s);
+    assert_int_equal(col(s, "ssn"), -1);
+    assert_int_equal(s->nretired, 1);
+    assert_string_equal(s->retired[0].name, "city");
+    assert_string_equal(cdc_column_field_name(&s->retired[0]), "city__v1");
+    assert_int_equal(s->retired[0].field_id, 3);
+    cdc_mask_free(m);
+    cdc_catalog_free(cat);
+}
+
 /* ---- digests ---------------------------------------------------------------------------- */
 
 static void test_digests(void **state)
@@ -626,6 +664,7 @@ int main(void)
         cmocka_unit_test(test_toast),
         cmocka_unit_test(test_policy_does_not_fit),
         cmocka_unit_test(test_allowlist),
+        cmocka_unit_test(test_retired_field_follows_its_column),
         cmocka_unit_test(test_digests),
         cmocka_unit_test(test_dead_letters),
         cmocka_unit_test(test_error_messages),
