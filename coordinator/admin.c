@@ -701,21 +701,52 @@ void cdc_admin_publish(cdc_coord_t *c)
     cdc_http_doc_set(&c->status, js);
 }
 
-/* HTTP thread: the leader's /status (asked with local=1, so it never forwards again) into
- * resp; false when it did not answer 200 in time. */
-static bool forward(const char *admin, cdc_http_response_t *resp)
+/* Fills resp with the JSON document o (taken) and status. */
+static void respond_json(cdc_http_response_t *resp, int status, json_t *o)
 {
-    char url[320];
+    resp->status = status;
+    resp->body = json_dumps(o, JSON_COMPACT);
+    resp->body_len = resp->body ? strlen(resp->body) : 0;
+    if (resp->body == NULL)
+        resp->status = 500;
+    snprintf(resp->content_type, sizeof(resp->content_type), "application/json");
+    json_decref(o);
+}
+
+/* HTTP thread: the leader's /status (asked with local=1, so it never forwards again) into
+ * resp, with the caller's authorization: the caller passed this server's token, which the
+ * coordinators of a job share (--http-token-file). False when the leader did not answer
+ * 200 in time, with why it did not. */
+static bool forward(cdc_coord_t *c, const char *admin, cdc_http_response_t *resp, char *why,
+                    size_t size)
+{
+    char url[320], auth[600];
+    const char *headers[] = {auth, NULL};
     cdc_httpc_t *h = cdc_httpc_open();
     cdc_httpc_request_t req = {
         .url = url, .timeout_ms = FORWARD_TIMEOUT_MS, .connect_timeout_ms = FORWARD_TIMEOUT_MS / 4};
     cdc_httpc_response_t r;
+    cdc_err_t rc;
     bool ok;
 
-    if (h == NULL)
+    if (h == NULL) {
+        snprintf(why, size, "out of memory");
         return false;
+    }
     snprintf(url, sizeof(url), "http://%s/status?local=1", admin);
-    ok = cdc_httpc_perform(h, &req, &r) == CDC_OK && r.status == 200 && r.body != NULL;
+    if (c->cfg.http_token != NULL && c->cfg.http_token[0] != '\0') {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->cfg.http_token);
+        req.headers = headers;
+    }
+    memset(&r, 0, sizeof(r));
+    rc = cdc_httpc_perform(h, &req, &r);
+    ok = rc == CDC_OK && r.status == 200 && r.body != NULL;
+    if (rc != CDC_OK)
+        snprintf(why, size, "the leader at %s did not answer within %d ms", admin,
+                 FORWARD_TIMEOUT_MS);
+    else if (!ok)
+        snprintf(why, size, "the leader at %s answered HTTP %ld%s", admin, (long)r.status,
+                 r.status == 401 ? " (its --http-token-file differs from this coordinator's)" : "");
     if (ok) {
         resp->body = r.body; /* taken: malloc'ed, as the server wants it */
         resp->body_len = r.len;
@@ -737,9 +768,26 @@ static void status(void *arg, const char *path, const char *query, cdc_http_resp
     pthread_mutex_lock(&c->forward_lock);
     snprintf(to, sizeof(to), "%s", c->forward_to);
     pthread_mutex_unlock(&c->forward_lock);
-    if (to[0] != '\0' && strstr(query, "local=1") == NULL && forward(to, resp))
-        return;
+    char why[400] = "";
+    if (to[0] != '\0' && strstr(query, "local=1") == NULL) {
+        if (forward(c, to, resp, why, sizeof(why)))
+            return;
+        cdc_log_warn("/status: could not forward to the leader: %s; serving this standby's own",
+                     why);
+    }
     cdc_http_doc_respond(&c->status, resp);
+    if (why[0] != '\0' && resp->body != NULL) {
+        /* never silently: the standby's own document says why it is not the leader's */
+        json_t *o = json_loadb(resp->body, resp->body_len, 0, NULL);
+        if (json_is_object(o)) {
+            json_object_set_new(o, "forward_error", json_string(why));
+            free(resp->body);
+            resp->body = NULL;
+            respond_json(resp, 200, o);
+        } else {
+            json_decref(o);
+        }
+    }
 }
 
 /* HTTP thread: ready = leader RUNNING, or a standby (which forwards /status). */
@@ -754,17 +802,6 @@ static bool ready(void *arg, char *reason, size_t size)
     return false;
 }
 
-/* Fills resp with the JSON document o (taken) and status. */
-static void respond_json(cdc_http_response_t *resp, int status, json_t *o)
-{
-    resp->status = status;
-    resp->body = json_dumps(o, JSON_COMPACT);
-    resp->body_len = resp->body ? strlen(resp->body) : 0;
-    if (resp->body == NULL)
-        resp->status = 500;
-    snprintf(resp->content_type, sizeof(resp->content_type), "application/json");
-    json_decref(o);
-}
 
 /* The HTTP status of a failed compaction: what the caller can do about it. */
 /* Answers a failed POST /<what>: the error, the leader's admin address when this

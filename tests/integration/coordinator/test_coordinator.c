@@ -1274,18 +1274,16 @@ static bool refused_reached(void *arg)
     return refused(w->s, w->reason) >= w->n;
 }
 
-/* GETs the leader's admin path with the token (NULL = none); returns the status, body in
- * *body (caller frees). */
-static long admin_get(scenario_t *s, const char *path, const char *token, char **body)
+/* GETs http://<admin><path> with the token (NULL = none); the status, the body in *body. */
+static long http_get_at(const char *admin, const char *path, const char *token, char **body)
 {
-    char admin[256], url[512], auth[256];
+    char url[512], auth[256];
     const char *headers[] = {auth, NULL};
     cdc_httpc_t *h = cdc_httpc_open();
-    cdc_httpc_request_t req = {.url = url, .timeout_ms = 3000};
+    cdc_httpc_request_t req = {.url = url, .timeout_ms = 5000};
     cdc_httpc_response_t r;
     long status;
 
-    leader_field(s, "admin", admin, sizeof(admin));
     snprintf(url, sizeof(url), "http://%s%s", admin, path);
     if (token != NULL) {
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
@@ -1297,6 +1295,15 @@ static long admin_get(scenario_t *s, const char *path, const char *token, char *
     cdc_httpc_response_free(&r);
     cdc_httpc_close(h);
     return status;
+}
+
+/* GETs the leader's admin path with the token (NULL = none); returns the status, body in
+ * *body (caller frees). */
+static long admin_get(scenario_t *s, const char *path, const char *token, char **body)
+{
+    char admin[256];
+    leader_field(s, "admin", admin, sizeof(admin));
+    return http_get_at(admin, path, token, body);
 }
 
 /* A staged-file rejection count of reason in the leader's /status; -1 when unreadable. */
@@ -1371,6 +1378,35 @@ static void test_forged_acks(void **state)
         }
         scenario_close(&s);
     }
+}
+
+/* The admin address of coordinator id from its presence record (a standby once it has
+ * one), waiting up to ms. */
+static bool standby_admin(scenario_t *s, const char *id, char *out, size_t size, int ms)
+{
+    char key[300];
+    long long deadline = cdc_test_now_ms() + ms;
+    snprintf(key, sizeof(key), "/cdc/%s/coordinators/%s", s->job, id);
+    while (cdc_test_now_ms() < deadline) {
+        cdc_etcd_kv_t kv;
+        int64_t rev;
+        cdc_error_t e;
+        memset(&kv, 0, sizeof(kv));
+        if (cdc_etcd_get(s->ec, key, &kv, &rev, &e) == CDC_OK && kv.value != NULL) {
+            json_t *o = json_loadb(kv.value, kv.value_len, 0, NULL);
+            const char *a = json_string_value(json_object_get(o, "admin"));
+            const char *role = json_string_value(json_object_get(o, "role"));
+            bool ok = a != NULL && a[0] != '\0' && role != NULL && strcmp(role, "standby") == 0;
+            if (ok)
+                snprintf(out, size, "%s", a);
+            json_decref(o);
+            cdc_etcd_kv_clear(&kv);
+            if (ok)
+                return true;
+        }
+        usleep(100000);
+    }
+    return false;
 }
 
 /*
@@ -1451,6 +1487,37 @@ static void test_worker_auth(void **state)
                  "coordinator requires a bearer token'",
                  env->build_dir, env->etcd, s.job);
         assert_int_equal(system(cmd), 0);
+    }
+    /* a standby forwards /status with the caller's authorization: the leader's document */
+    start_coordinator(&s, 1, NULL);
+    {
+        char admin[256] = "";
+        assert_true(standby_admin(&s, "coord1", admin, sizeof(admin), 15000));
+        /* until the standby has seen who leads (its own document first), then forwarded:
+         * the leader's, or its own saying why not */
+        for (int i = 0; i < 100; i++) {
+            assert_int_equal(http_get_at(admin, "/status", "admin-t0ken", &body), 200);
+            if (strstr(body, "\"state\": \"RUNNING\"") != NULL ||
+                strstr(body, "forward_error") != NULL)
+                break;
+            free(body);
+            body = NULL;
+            usleep(100000);
+        }
+        assert_non_null(body);
+        if (strstr(body, "\"state\": \"RUNNING\"") == NULL) {
+            char log[1200], cmd[1400];
+            fprintf(stderr, "standby %s /status: %.2000s\n", admin, body);
+            cdc_test_log_path(&s.procs, "coordinator", "coord1", log, sizeof(log));
+            snprintf(cmd, sizeof(cmd), "tail -n 20 '%s' >&2", log);
+            if (system(cmd) != 0)
+                fprintf(stderr, "no log %s\n", log);
+        }
+        assert_non_null(strstr(body, "\"state\": \"RUNNING\""));
+        assert_null(strstr(body, "forward_error"));
+        free(body);
+        assert_int_equal(http_get_at(admin, "/status", NULL, &body), 401);
+        free(body);
     }
     wait_more_commits(&s, 3, 30000);
     quiesce_and_verify(&s);
