@@ -21,6 +21,7 @@
     "SELECT json_build_object('relid', c.oid::bigint, 'replident', c.relreplident::text, 'cols', " \
     "  json_agg(json_build_object('name', a.attname, 'oid', a.atttypid::bigint, "                  \
     "    'typmod', a.atttypmod, 'notnull', a.attnotnull, 'attnum', a.attnum, "                     \
+    "    'ndims', a.attndims, "                                                                    \
     "    'hasdef', a.atthasdef OR a.atthasmissing, "                                               \
     "    'type', tn.nspname || '.' || ty.typname, "                                                \
     "    'key', c.relreplident = 'f' OR EXISTS (SELECT 1 FROM pg_index i "                         \
@@ -102,7 +103,8 @@ cdc_err_t cdc_source_schema_probe(cdc_source_t *src, const char *schema, const c
 }
 
 cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *const *names, size_t n,
-                             bool *notnull, int32_t *attnum, bool *hasdef, cdc_error_t *e)
+                             bool *notnull, int32_t *attnum, bool *hasdef, int *ndims,
+                             cdc_error_t *e)
 {
     char oid[16];
     const char *p[1] = {oid};
@@ -112,11 +114,13 @@ cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *cons
         notnull[i] = false;
         attnum[i] = 0;
         hasdef[i] = false;
+        ndims[i] = 0;
     }
     snprintf(oid, sizeof(oid), "%u", relid);
     r = cdc_pg_query(
         src->sql,
-        "SELECT attname, attnotnull, attnum, atthasdef OR atthasmissing FROM pg_attribute "
+        "SELECT attname, attnotnull, attnum, atthasdef OR atthasmissing, attndims "
+        "FROM pg_attribute "
         "WHERE attrelid = $1::oid "
         "AND attnum > 0 AND NOT attisdropped",
         1, p, e);
@@ -128,6 +132,7 @@ cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *cons
                 notnull[i] = cdc_pg_is_true(r, row, 1);
                 attnum[i] = (int32_t)strtol(cdc_pg_value(r, row, 2), NULL, 10);
                 hasdef[i] = cdc_pg_is_true(r, row, 3);
+                ndims[i] = (int)strtol(cdc_pg_value(r, row, 4), NULL, 10);
             }
     cdc_pg_clear(r);
     return CDC_OK;
