@@ -946,6 +946,12 @@ cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc
         int32_t pid = p == NULL ? 0 : legacy ? (int32_t)pi + 1 : p->field_id;
         bool ok = p == NULL || keep_mapping(p, c);
 
+        if (c->key > 0 && c->ice_nested != NULL) {
+            /* Iceberg identifier fields are primitive: a key array stays JSON text */
+            free(c->ice_nested);
+            c->ice_nested = NULL;
+            c->ice_type = CDC_ICE_STRING;
+        }
         if (ok && !nested_assign(p, c, &last))
             ok = false;
         if (p != NULL && ice_promotable(p, c)) {

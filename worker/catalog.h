@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/iceberg/nested.h"
 #include "common/iceberg/types.h"
 
 /* How a column's JSON value is encoded when the type alone does not say it. */
@@ -35,6 +36,10 @@ typedef struct cdc_column {
     cdc_enc_t enc;
     bool key;      /* part of the primary key (identifier field) */
     bool optional; /* nullable */
+    /* LIST/STRUCT: the Iceberg JSON of the type (common/iceberg/nested.h) and its tree,
+     * which checks each value before it is staged */
+    char *nested;
+    cdc_ice_node_t *tree;
 } cdc_column_t;
 
 /* One version of a source table's schema. Owned by the catalog. */

@@ -299,6 +299,30 @@ bool cdc_ice_type_promotable(const cdc_ice_field_t *from, const cdc_ice_field_t 
            (from->type == CDC_ICE_FLOAT && to->type == CDC_ICE_DOUBLE);
 }
 
+static int32_t node_max_id(const cdc_ice_node_t *n)
+{
+    int32_t m = n->f.id;
+    for (size_t i = 0; i < n->nkids; i++) {
+        int32_t k = node_max_id(&n->kids[i]);
+        if (k > m)
+            m = k;
+    }
+    return m;
+}
+
+int32_t cdc_ice_field_max_id(const cdc_ice_field_t *f)
+{
+    cdc_ice_node_t n;
+    cdc_error_t e;
+    int32_t m = f->id;
+
+    if (!cdc_ice_type_is_nested(f->type) || cdc_ice_node_build(f, &n, &e) != CDC_OK)
+        return m;
+    m = node_max_id(&n);
+    cdc_ice_node_free(&n);
+    return m;
+}
+
 int cdc_ice_schema_find(const cdc_ice_schema_t *schema, int32_t field_id)
 {
     for (size_t i = 0; i < schema->nfields; i++) {

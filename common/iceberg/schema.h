@@ -74,6 +74,9 @@ void cdc_ice_schema_free(cdc_ice_schema_t *schema);
  */
 bool cdc_ice_type_promotable(const cdc_ice_field_t *from, const cdc_ice_field_t *to);
 
+/* The highest field id of a field: its own, or one of its nested fields'. */
+int32_t cdc_ice_field_max_id(const cdc_ice_field_t *f);
+
 /* Index of the field with this id, or -1. */
 int cdc_ice_schema_find(const cdc_ice_schema_t *schema, int32_t field_id);
 
