@@ -44,7 +44,8 @@ typedef struct cdc_capture_config {
     char *snapshot_mode; /* incremental | initial | never */
     char *slot_lost;     /* fail | resnapshot: when the slot this capture streamed is gone */
     char *slot_busy;     /* wait | fail: when another process streams the slot */
-    char *array_types;     /* list | string: arrays of new columns (docs/capture.md, "Types") */
+    char *nested_types;    /* native | string: arrays and composites of new columns
+                            * (docs/capture.md, "Types") */
     char *numeric_default; /* decimal(P,S) | string: an unconstrained numeric of new columns */
     int64_t snapshot_chunk;
     int64_t snapshot_max_rate;            /* incremental snapshot rows/s; 0 = unlimited */
@@ -204,7 +205,7 @@ typedef struct cdc_capture_request {
 
 typedef struct cdc_capture {
     const cdc_capture_config_t *cfg;
-    cdc_schema_mapping_t mapping; /* from --array-types and --numeric-default */
+    cdc_schema_mapping_t mapping; /* from --nested-types and --numeric-default */
     volatile sig_atomic_t *stop; /* set by the signal handler */
 
     cdc_source_t src;

@@ -63,11 +63,12 @@ static const cdc_opt_t options[] = {
     {"slot-busy", CDC_OPT_ENUM, C(slot_busy), "wait", false, 0, 0, "wait|fail",
      "When another process streams the slot: wait checks every second and takes the slot "
      "over when it is free (a standby capture); fail exits."},
-    {"array-types", CDC_OPT_ENUM, C(array_types), "list", false, 0, 0, "list|string",
-     "Iceberg type of a new array column whose elements are booleans, integers, floats, "
-     "numerics, text or uuids: list gives list<T> (list<list<T>> for a column declared with "
-     "two dimensions, int[][]); string keeps JSON array text. Columns already registered keep "
-     "their type (docs/capture.md, \"Types\")."},
+    {"nested-types", CDC_OPT_ENUM, C(nested_types), "native", false, 0, 0, "native|string",
+     "Iceberg types of new array and composite columns: native maps an array whose elements "
+     "are booleans, integers, floats, numerics, text or uuids to list<T> (list<list<T>> for "
+     "a column declared with two dimensions, int[][]) and a composite type to a struct; "
+     "string keeps both as text (JSON array text, the composite's PostgreSQL text). Columns "
+     "already registered keep their type (docs/capture.md, \"Types\")."},
     {"numeric-default", CDC_OPT_STRING, C(numeric_default), "decimal(38,10)", false, 0, 0, NULL,
      "Iceberg type of a new numeric column without precision and scale: decimal(P,S) (a value "
      "with more fraction or integer digits is a type mismatch, dead-lettered) or string (the "
@@ -191,7 +192,7 @@ int main(int argc, char **argv)
                         "combined with --tables (CDC_TABLES), which names the tables itself\n");
         return CDC_CONFIG_EXIT;
     }
-    cap.mapping.arrays_as_lists = strcmp(cfg.array_types, "list") == 0;
+    cap.mapping.nested = strcmp(cfg.nested_types, "native") == 0;
     if (!cdc_schema_numeric_default_parse(cfg.numeric_default, &cap.mapping)) {
         fprintf(stderr,
                 "cdc-capture: invalid --numeric-default (CDC_NUMERIC_DEFAULT) \"%s\": expected "

@@ -384,6 +384,20 @@ void cdc_capture_fill_col(cdc_capture_t *cap, cdc_schema_col_t *col, uint32_t oi
 
     if (!cdc_schema_map_col(&cap->mapping, col, oid, typmod, ndims)) /* out of memory */
         cdc_schema_map_col(NULL, col, oid, typmod, ndims);
+    if (builtin == NULL && elem == 0 && cap->mapping.nested && cap->src.sql != NULL) {
+        /* a composite type: a struct of its attributes (docs/capture.md, "Types") */
+        cdc_error_t e;
+        char *st = NULL;
+        if (cdc_source_composite(&cap->src, oid, &cap->mapping, &st, &e) != CDC_OK)
+            cdc_log_warn("could not read the attributes of type %u, column \"%s\" stays "
+                         "text: %s",
+                         oid, col->name ? col->name : "?", e.msg);
+        if (st != NULL) {
+            col->ice_type = CDC_ICE_STRUCT;
+            col->ice_nested = st;
+            col->enc = CDC_VENC_RECORD;
+        }
+    }
     if (builtin == NULL && elem != 0) {
         snprintf(buf, sizeof(buf), "_%s", cdc_schema_pg_type_name(elem));
         builtin = buf;

@@ -58,6 +58,7 @@ static const char *const venc_names[CDC_VENC__COUNT] = {
     [CDC_VENC_TIMESTAMP] = "epoch_micros",
     [CDC_VENC_UUID] = "uuid",
     [CDC_VENC_ARRAY] = "json_array",
+    [CDC_VENC_RECORD] = "record",
 };
 
 uint32_t cdc_schema_array_elem(uint32_t array_oid)
@@ -211,7 +212,7 @@ bool cdc_schema_map_col(const cdc_schema_mapping_t *m, cdc_schema_col_t *col, ui
         col->scale = m->numeric_scale;
         return true;
     }
-    if (elem != 0 && m->arrays_as_lists && list_element(elem)) {
+    if (elem != 0 && m->nested && list_element(elem)) {
         cdc_ice_field_t ef = {0};
         cdc_value_enc_t ee;
         char tb[40];

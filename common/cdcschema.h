@@ -62,6 +62,7 @@ typedef enum cdc_value_enc {
     CDC_VENC_TIMESTAMP, /* JSON integer, microseconds since 1970-01-01 00:00:00 (no zone / UTC) */
     CDC_VENC_UUID,      /* JSON string, canonical 8-4-4-4-12 lower-case hex */
     CDC_VENC_ARRAY,     /* JSON string holding a JSON array text, e.g. "[1,2,null]" */
+    CDC_VENC_RECORD,    /* JSON string, a composite's PostgreSQL text "(1,\"a b\",)" (a struct) */
     CDC_VENC__COUNT
 } cdc_value_enc_t;
 
@@ -143,7 +144,7 @@ void cdc_schema_map_type(uint32_t oid, int32_t typmod, cdc_ice_type_t *ice, int3
  * column keeps its Iceberg type (cdc_schema_doc_assign_ids()).
  */
 typedef struct cdc_schema_mapping {
-    bool arrays_as_lists;
+    bool nested; /* arrays as lists, composites as structs */
     int32_t numeric_precision; /* 0: an unconstrained numeric stays string */
     int32_t numeric_scale;
 } cdc_schema_mapping_t;

@@ -508,7 +508,7 @@ static cdc_err_t register_doc(cdc_catalog_t *c, const char *topic, int64_t versi
         /* Every capture encoding is this decoder's default for the Iceberg type:
          * temporal integers in micros (days for dates), decimals as text, bytes base64,
          * arrays and other types as strings. */
-        col->enc = CDC_ENC_DEFAULT;
+        col->enc = dc->enc == CDC_VENC_RECORD ? CDC_ENC_RECORD : CDC_ENC_DEFAULT;
         col->field_id = dc->field_id;
         if (dc->field_name != NULL && (col->field_name = strdup(dc->field_name)) == NULL) {
             schema_free(s);

@@ -25,6 +25,8 @@ typedef enum cdc_enc {
     CDC_ENC_MICROS,
     CDC_ENC_NANOS,
     CDC_ENC_BASE64, /* decimal: unscaled two's complement bytes in base64 (Kafka Decimal) */
+    CDC_ENC_RECORD, /* struct: a composite's PostgreSQL text "(1,\"a b\",)" (the capture's
+                     * "record" encoding, docs/events.md) */
 } cdc_enc_t;
 
 typedef struct cdc_column {

@@ -3,7 +3,9 @@
 # columns"): the local pipeline captures a table with int[], text[] with NULL elements,
 # int[][] (declared 2-D: list<list<int>>), numeric(10,2)[], an unconstrained numeric[] and
 # numeric (decimal(38,10), --numeric-default) and the types Iceberg has no type for
-# (timetz, interval, inet, money: their PostgreSQL text). Rows come from the snapshot
+# (timetz, interval, inet, money: their PostgreSQL text), and a composite type with a
+# nested composite, a date, a numeric(8,2) and a text[] (a struct; the array its text).
+# Rows come from the snapshot
 # (the catalog's column facts) and from the stream (a Relation message's), with NULL
 # arrays, empty ones, NULL elements, updates of the arrays and deletes.
 # tests/js/lib/native_types_check.mjs compares the source rows with the mirror read by
@@ -30,14 +32,20 @@ sql() { psql -X -q -v ON_ERROR_STOP=1 -d "$PIPELINE_PG_DSN" "$@"; }
 
 pipeline_servers_up
 sql <<'SQL' || fail "could not create native_types"
+CREATE TYPE public.nt_geo AS (lat float8, lon float8);
+CREATE TYPE public.nt_place AS (street text, zip int, geo public.nt_geo, since date,
+    price numeric(8,2), tags text[]);
 CREATE TABLE public.native_types (
     id int PRIMARY KEY, ints int[], texts text[], grid int[][], prices numeric(10,2)[],
-    nums numeric[], amount numeric, tz timetz, iv interval, addr inet, cash money);
+    nums numeric[], amount numeric, tz timetz, iv interval, addr inet, cash money,
+    place public.nt_place);
 INSERT INTO public.native_types
 SELECT g, ARRAY[g, g + 1, NULL], ARRAY['a' || g, NULL, 'quote "' || g || '"', ''],
        ARRAY[[g, -g], [NULL, 2 * g]], ARRAY[g + 0.25, NULL]::numeric(10,2)[],
        ARRAY[g / 4.0, 12345678901234567890.5]::numeric[], g * 1.5,
-       '10:11:12+02', make_interval(days => g, hours => 3), ('10.0.0.' || g)::inet, (g * 2.5)::numeric::money
+       '10:11:12+02', make_interval(days => g, hours => 3), ('10.0.0.' || g)::inet, (g * 2.5)::numeric::money,
+       CASE WHEN g % 4 = 0 THEN NULL ELSE ROW('Main "St", ' || g, 8000 + g, ROW(47.5 + g, -8.25)::public.nt_geo,
+           date '2024-02-29' + g, g + 0.5, ARRAY['x', NULL, 'y z'])::public.nt_place END
 FROM generate_series(1, 20) g;
 INSERT INTO public.native_types (id, ints, texts, grid) VALUES (21, NULL, '{}', '{}');
 SQL
@@ -47,8 +55,11 @@ pipeline_procs_up
 sql <<'SQL' || fail "the changes failed"
 INSERT INTO public.native_types
 SELECT g, ARRAY[g], ARRAY[NULL, 'x' || g], ARRAY[[g], [g + 1], [NULL]]::int[][], '{}', ARRAY[NULL, g]::numeric[],
-       -g / 8.0, '23:59:59.5-05', interval '1 year 2 mons 3 days 04:05:06.7', '::1', (-g)::numeric::money
+       -g / 8.0, '23:59:59.5-05', interval '1 year 2 mons 3 days 04:05:06.7', '::1', (-g)::numeric::money,
+       CASE WHEN g % 3 = 0 THEN ROW(NULL, NULL, NULL, NULL, NULL, NULL)::public.nt_place
+            ELSE ROW('(' || g || ')', -g, NULL, date '1999-12-31', -g, '{}')::public.nt_place END
 FROM generate_series(100, 130) g;
+UPDATE public.native_types SET place.zip = 1, place.geo = ROW(0, 0) WHERE id % 2 = 0 AND place::text IS NOT NULL;
 UPDATE public.native_types SET ints = ints || 99, texts = ARRAY['u', NULL] WHERE id % 3 = 0;
 UPDATE public.native_types SET grid = NULL, nums = '{}' WHERE id % 5 = 0;
 DELETE FROM public.native_types WHERE id % 7 = 0;
@@ -63,7 +74,9 @@ SQL
 sql -At > "$tmp/source.jsonl" <<'SQL' || fail "could not read the source"
 SELECT json_build_object('id', id, 'ints', ints, 'texts', texts, 'grid', grid,
     'prices', prices::text[], 'nums', nums::text[], 'amount', amount::text, 'tz', tz,
-    'iv', iv, 'addr', addr, 'cash', cash)
+    'iv', iv, 'addr', addr, 'cash', cash, 'place', CASE WHEN place::text IS NOT NULL THEN json_build_object(
+        'street', (place).street, 'zip', (place).zip, 'geo', to_json((place).geo),
+        'since', (place).since::text, 'price', (place).price::text, 'tags', (place).tags::text) END)
 FROM public.native_types WHERE id < 900 ORDER BY id;
 SQL
 cat > "$tmp/types.json" <<'JSON'
@@ -73,7 +86,12 @@ cat > "$tmp/types.json" <<'JSON'
           "element-required": false},
  "prices": {"type": "list", "element": "decimal(10,2)", "element-required": false},
  "nums": {"type": "list", "element": "decimal(38,10)", "element-required": false},
- "amount": "decimal(38,10)", "tz": "string", "iv": "string", "addr": "string", "cash": "string"}
+ "amount": "decimal(38,10)", "tz": "string", "iv": "string", "addr": "string", "cash": "string",
+ "place": {"type": "struct", "fields": [{"name": "street", "type": "string"}, {"name": "zip", "type": "int"},
+     {"name": "geo", "type": {"type": "struct", "fields": [{"name": "lat", "type": "double"},
+                                                           {"name": "lon", "type": "double"}]}},
+     {"name": "since", "type": "date"}, {"name": "price", "type": "decimal(8,2)"},
+     {"name": "tags", "type": "string"}]}}
 JSON
 
 # the dead letters arrive: two records, counted by the workers as type mismatches

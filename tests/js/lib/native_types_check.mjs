@@ -3,7 +3,7 @@
 // changelog's data files read with DuckDB's read_parquet (the newest change per key) must
 // equal the source rows, and the tables' schemas must declare the expected types.
 //   node native_types_check.mjs <warehouse> <namespace> <table> <source.jsonl> <types.json>
-// source.jsonl: one JSON object per source row (numerics as text); types.json: the
+// source.jsonl: one JSON object per source row (numerics as text, dates as YYYY-MM-DD); types.json: the
 // expected Iceberg type per column, as the table metadata writes it. Prints one summary
 // line; exits 1 naming the first difference.
 import './localfetch.mjs';
@@ -29,8 +29,11 @@ function norm(v) {
   if (v === null || v === undefined) return null;
   if (typeof v === 'bigint') return Number(v);
   if (typeof v === 'number') return Number(v.toPrecision(15));
+  if (v instanceof Date) return Math.round(v.getTime() / 86400000); // a date: its day number
   if (Array.isArray(v)) return v.map(norm);
-  if (typeof v === 'object') return Object.fromEntries(Object.keys(v).sort().map((k) => [k, norm(v[k])]));
+  if (typeof v === 'object') // a struct: its non-null members (a reader may leave nulls out)
+    return Object.fromEntries(Object.keys(v).sort().filter((k) => norm(v[k]) !== null).map((k) => [k, norm(v[k])]));
+  if (typeof v === 'string' && /^\d{4}-\d{2}-\d{2}$/.test(v)) return Math.round(Date.parse(`${v}T00:00:00Z`) / 86400000);
   if (typeof v === 'string' && /^-?\d+(\.\d+)?$/.test(v)) return Number(Number(v).toPrecision(15));
   return v;
 }
