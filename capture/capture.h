@@ -41,9 +41,9 @@ typedef struct cdc_capture_config {
     bool create_publication;
     char *topic_prefix;
     int64_t partitions;
-    char *snapshot_mode; /* incremental | initial | never */
-    char *slot_lost;     /* fail | resnapshot: when the slot this capture streamed is gone */
-    char *slot_busy;     /* wait | fail: when another process streams the slot */
+    char *snapshot_mode;   /* incremental | initial | never */
+    char *slot_lost;       /* fail | resnapshot: when the slot this capture streamed is gone */
+    char *slot_busy;       /* wait | fail: when another process streams the slot */
     char *nested_types;    /* native | string: arrays and composites of new columns
                             * (docs/capture.md, "Types") */
     char *numeric_default; /* decimal(P,S) | string: an unconstrained numeric of new columns */
@@ -206,7 +206,7 @@ typedef struct cdc_capture_request {
 typedef struct cdc_capture {
     const cdc_capture_config_t *cfg;
     cdc_schema_mapping_t mapping; /* from --nested-types and --numeric-default */
-    volatile sig_atomic_t *stop; /* set by the signal handler */
+    volatile sig_atomic_t *stop;  /* set by the signal handler */
 
     cdc_source_t src;
     cdc_source_table_t *wanted; /* the configured (or published) tables */

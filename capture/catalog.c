@@ -119,13 +119,12 @@ cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *cons
         ndims[i] = 0;
     }
     snprintf(oid, sizeof(oid), "%u", relid);
-    r = cdc_pg_query(
-        src->sql,
-        "SELECT attname, attnotnull, attnum, atthasdef OR atthasmissing, attndims "
-        "FROM pg_attribute "
-        "WHERE attrelid = $1::oid "
-        "AND attnum > 0 AND NOT attisdropped",
-        1, p, e);
+    r = cdc_pg_query(src->sql,
+                     "SELECT attname, attnotnull, attnum, atthasdef OR atthasmissing, attndims "
+                     "FROM pg_attribute "
+                     "WHERE attrelid = $1::oid "
+                     "AND attnum > 0 AND NOT attisdropped",
+                     1, p, e);
     if (r == NULL)
         return e->code;
     for (int row = 0; row < cdc_pg_ntuples(r); row++)

@@ -463,8 +463,7 @@ cdc_err_t cdc_capture_on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cd
     hasdef = calloc(n ? n : 1, sizeof(*hasdef));
     ndims = calloc(n ? n : 1, sizeof(*ndims));
     if (doc.cols == NULL || names == NULL || notnull == NULL || attnum == NULL || hasdef == NULL ||
-        ndims == NULL ||
-        doc.pg_schema == NULL || doc.pg_table == NULL)
+        ndims == NULL || doc.pg_schema == NULL || doc.pg_table == NULL)
         goto fail;
     doc.ncols = n;
     for (uint16_t i = 0; i < n; i++) {

@@ -799,8 +799,10 @@ static bool ice_promotable(const cdc_schema_col_t *from, const cdc_schema_col_t 
                          .precision = from->precision,
                          .scale = from->scale,
                          .nested = from->ice_nested};
-    cdc_ice_field_t b = {
-        .type = to->ice_type, .precision = to->precision, .scale = to->scale, .nested = to->ice_nested};
+    cdc_ice_field_t b = {.type = to->ice_type,
+                         .precision = to->precision,
+                         .scale = to->scale,
+                         .nested = to->ice_nested};
     return cdc_ice_type_promotable(&a, &b);
 }
 
@@ -1078,7 +1080,8 @@ bool cdc_schema_doc_rewrites_rows(const cdc_schema_doc_t *prev, const cdc_schema
             return true;
         if (p->ice_nested != NULL) {
             int32_t none = 0;
-            char *a = nested_ids(p->ice_nested, &none, true), *b = nested_ids(c->ice_nested, &none, true);
+            char *a = nested_ids(p->ice_nested, &none, true),
+                 *b = nested_ids(c->ice_nested, &none, true);
             bool differ = a == NULL || b == NULL || strcmp(a, b) != 0;
             free(a);
             free(b);

@@ -144,7 +144,7 @@ void cdc_schema_map_type(uint32_t oid, int32_t typmod, cdc_ice_type_t *ice, int3
  * column keeps its Iceberg type (cdc_schema_doc_assign_ids()).
  */
 typedef struct cdc_schema_mapping {
-    bool nested; /* arrays as lists, composites as structs */
+    bool nested;               /* arrays as lists, composites as structs */
     int32_t numeric_precision; /* 0: an unconstrained numeric stays string */
     int32_t numeric_scale;
 } cdc_schema_mapping_t;

@@ -23,8 +23,8 @@
 static const char *ice_type_name(const cdc_column_t *col, char *buf, size_t size)
 {
     static const char *const names[CDC_ICE__TYPE_COUNT] = {
-        "boolean", "int",  "long", "float",     "double",      "decimal", "string",
-        "binary",  "date", "time", "timestamp", "timestamptz", "uuid", "list", "struct"};
+        "boolean", "int",  "long",      "float",       "double", "decimal", "string", "binary",
+        "date",    "time", "timestamp", "timestamptz", "uuid",   "list",    "struct"};
     if (col->type == CDC_ICE_DECIMAL) {
         snprintf(buf, size, "decimal(%d, %d)", col->precision, col->scale);
         return buf;

@@ -77,8 +77,8 @@ cdc_err_t cdc_stage_ice_schema(const cdc_source_schema_t *s, cdc_stage_kind_t ki
     /* earlier types of live columns: rows of older versions still carry them */
     for (size_t i = 0; i < s->nretired && ok && kind != CDC_STAGE_MIRROR_DELETES; i++) {
         const cdc_column_t *c = &s->retired[i];
-        ok = add_field(out, c->field_id, c->name, c->type, c->precision, c->scale, false,
-                       c->nested);
+        ok =
+            add_field(out, c->field_id, c->name, c->type, c->precision, c->scale, false, c->nested);
     }
     for (size_t i = 0; kind == CDC_STAGE_CHANGELOG && i < CL_NCOLS && ok; i++)
         ok = add_field(out, cl_cols[i].id, cl_cols[i].name, cl_cols[i].type, 0, 0,

@@ -73,9 +73,9 @@ static cdc_err_t node_from_type(const json_t *type, cdc_ice_node_t *n, cdc_error
             const char *name = json_string_value(json_object_get(fo, "name"));
             if (name == NULL || !json_is_integer(json_object_get(fo, "id")))
                 return cdc_error_set(e, CDC_ERR_INVALID, "a struct field needs id and name");
-            cdc_err_t rc = node_named(&n->kids[i], (int32_t)json_integer_value(json_object_get(fo, "id")),
-                                      name, json_is_true(json_object_get(fo, "required")),
-                                      json_object_get(fo, "type"), e);
+            cdc_err_t rc = node_named(
+                &n->kids[i], (int32_t)json_integer_value(json_object_get(fo, "id")), name,
+                json_is_true(json_object_get(fo, "required")), json_object_get(fo, "type"), e);
             if (rc != CDC_OK)
                 return rc;
         }
@@ -214,8 +214,10 @@ static bool fail(scan_t *s, const char *fmt, const char *name)
 
 static int hexval(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                        : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 static void put_utf8(cdc_buf_t *b, uint32_t cp)
@@ -444,7 +446,8 @@ static bool shred_leaf(scan_t *s, const cdc_ice_node_t *n, int rep, int def)
     }
     switch (n->f.type) {
     case CDC_ICE_BOOLEAN:
-        if (str || !((len == 4 && memcmp(t, "true", 4) == 0) || (len == 5 && memcmp(t, "false", 5) == 0)))
+        if (str ||
+            !((len == 4 && memcmp(t, "true", 4) == 0) || (len == 5 && memcmp(t, "false", 5) == 0)))
             return fail(s, "\"%s\" expects true or false", n->f.name);
         v.v.b = len == 4;
         break;
@@ -487,8 +490,7 @@ static bool shred_leaf(scan_t *s, const cdc_ice_node_t *n, int rep, int def)
     }
     case CDC_ICE_DECIMAL:
         if (cdc_ice_decimal_parse(t, len, n->f.precision, n->f.scale, &v.v.dec) != CDC_OK)
-            return fail(s, "\"%s\" expects a decimal that fits its precision and scale",
-                        n->f.name);
+            return fail(s, "\"%s\" expects a decimal that fits its precision and scale", n->f.name);
         break;
     case CDC_ICE_STRING:
         if (!str)

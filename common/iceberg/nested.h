@@ -29,12 +29,12 @@
 typedef struct json_t json_t;
 
 typedef struct cdc_ice_node {
-    cdc_ice_field_t f; /* id, name ("element" for a list's element), type, required */
+    cdc_ice_field_t f;         /* id, name ("element" for a list's element), type, required */
     struct cdc_ice_node *kids; /* LIST: the element; STRUCT: the fields */
     size_t nkids;
-    int def;  /* definition level of an entry where this node holds a value */
-    int rep;  /* LIST: repetition level of its second and later elements */
-    int leaf; /* primitive: index among the root's leaves (Parquet columns) */
+    int def;     /* definition level of an entry where this node holds a value */
+    int rep;     /* LIST: repetition level of its second and later elements */
+    int leaf;    /* primitive: index among the root's leaves (Parquet columns) */
     int max_rep; /* primitive: the leaf column's maximum repetition level */
 } cdc_ice_node_t;
 

@@ -116,16 +116,16 @@ typedef struct column {
     /* levels: a flat column has max_def 1 when optional, else 0, and max_rep 0; a leaf of
      * a nested field has the levels of its node (nested.h) */
     int max_def, max_rep;
-    bool nested; /* a leaf of a list or struct field: no Iceberg statistics */
+    bool nested;                   /* a leaf of a list or struct field: no Iceberg statistics */
     const char *path[PQ_MAX_PATH]; /* path_in_schema */
     size_t npath;
 
     /* row group buffers */
     int64_t nentries; /* level entries (rows for a flat column) */
-    buf_t reps;   /* uint8 repetition level per entry (max_rep > 0) */
-    buf_t defs;   /* uint8 definition level per entry (max_def > 0) */
-    buf_t values; /* fixed: PLAIN values; bytes: concatenated value bytes */
-    buf_t offs;   /* bytes, plain mode: uint32 end offset of each value in values */
+    buf_t reps;       /* uint8 repetition level per entry (max_rep > 0) */
+    buf_t defs;       /* uint8 definition level per entry (max_def > 0) */
+    buf_t values;     /* fixed: PLAIN values; bytes: concatenated value bytes */
+    buf_t offs;       /* bytes, plain mode: uint32 end offset of each value in values */
     int64_t nvalues;
 
     /* dictionary (byte arrays) */
@@ -156,8 +156,8 @@ struct cdc_pq_writer {
     cdc_pq_options_t opts;
     column_t *cols; /* the leaf columns, in schema order */
     size_t ncols;
-    size_t *fcol;           /* per top-level field: index of its first column */
-    cdc_ice_node_t *trees;  /* per top-level field: its tree when nested, else zeroed */
+    size_t *fcol;          /* per top-level field: index of its first column */
+    cdc_ice_node_t *trees; /* per top-level field: its tree when nested, else zeroed */
 
     sink_kind_t sink_kind;
     int fd;

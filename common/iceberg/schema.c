@@ -77,8 +77,8 @@ cdc_err_t cdc_ice_field_type_from_jansson(const json_t *type, cdc_ice_field_t *f
         f->nested = json_dumps(type, JSON_COMPACT | JSON_PRESERVE_ORDER);
         return f->nested ? CDC_OK : cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
     }
-    rc = json_is_string(type) ? cdc_ice_type_parse(json_string_value(type), f)
-                              : CDC_ERR_UNSUPPORTED;
+    rc =
+        json_is_string(type) ? cdc_ice_type_parse(json_string_value(type), f) : CDC_ERR_UNSUPPORTED;
     if (rc == CDC_OK && cdc_ice_type_is_nested(f->type))
         rc = CDC_ERR_INVALID; /* a nested type needs its element or fields */
     if (rc != CDC_OK)
@@ -134,8 +134,7 @@ json_t *cdc_ice_schema_to_jansson(const cdc_ice_schema_t *schema)
         if (json_object_set_new(fo, "id", json_integer(f->id)) != 0 ||
             json_object_set_new(fo, "name", json_string(f->name ? f->name : "")) != 0 ||
             json_object_set_new(fo, "required", json_boolean(f->required)) != 0 ||
-            json_object_set_new(fo, "type", cdc_ice_field_type_jansson(f, tbuf, sizeof(tbuf))) !=
-                0)
+            json_object_set_new(fo, "type", cdc_ice_field_type_jansson(f, tbuf, sizeof(tbuf))) != 0)
             goto fail;
         if (f->doc != NULL && json_object_set_new(fo, "doc", json_string(f->doc)) != 0)
             goto fail;

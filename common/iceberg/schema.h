@@ -52,8 +52,8 @@ char *cdc_ice_schema_to_json(const cdc_ice_schema_t *schema);
 
 /*
  * Fills *out (caller-provided, contents overwritten) from a schema JSON object.
- * Fields of primitive types and of list and struct types (map: CDC_ERR_UNSUPPORTED). On success *out owns its arrays (release with
- * cdc_ice_schema_free()); on failure *out is zeroed.
+ * Fields of primitive types and of list and struct types (map: CDC_ERR_UNSUPPORTED). On success
+ * *out owns its arrays (release with cdc_ice_schema_free()); on failure *out is zeroed.
  */
 cdc_err_t cdc_ice_schema_from_jansson(const json_t *obj, cdc_ice_schema_t *out, cdc_error_t *err);
 
@@ -68,8 +68,8 @@ void cdc_ice_schema_free(cdc_ice_schema_t *schema);
 
 /*
  * True when a column of type `from` may be read as `to` under the same field id: the
- * types are equal (nested types: the same JSON), or `to` is one of the Iceberg spec's promotions (int -> long,
- * float -> double, decimal(P,S) -> decimal(P',S) with P' >= P). Anything else needs a
+ * types are equal (nested types: the same JSON), or `to` is one of the Iceberg spec's promotions
+ * (int -> long, float -> double, decimal(P,S) -> decimal(P',S) with P' >= P). Anything else needs a
  * new field id (docs/worker.md, "Schema changes").
  */
 bool cdc_ice_type_promotable(const cdc_ice_field_t *from, const cdc_ice_field_t *to);

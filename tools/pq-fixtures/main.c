@@ -306,7 +306,8 @@ static int write_nested(const char *dir, const char *name, const cdc_pq_options_
         else {
             int k = i % 4 + 1, o = snprintf(text[0], sizeof(text[0]), "[");
             for (int j = 0; j < k; j++)
-                o += j == 1 ? snprintf(text[0] + o, sizeof(text[0]) - (size_t)o, "%snull", j ? "," : "")
+                o += j == 1 ? snprintf(text[0] + o, sizeof(text[0]) - (size_t)o, "%snull",
+                                       j ? "," : "")
                             : snprintf(text[0] + o, sizeof(text[0]) - (size_t)o,
                                        "%s\"t%d \\\"q\\\" \\u00e9%d\"", j ? "," : "", i, j);
             snprintf(text[0] + o, sizeof(text[0]) - (size_t)o, "]");

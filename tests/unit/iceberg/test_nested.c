@@ -112,11 +112,11 @@ static void test_mismatches(void **state)
         "[1,\"a\"]", "[[1]]", "{\"a\":1}", "[1,", "[1] x", "[2147483648]", "[1.5]", "7", "",
     };
     static const char *const bad_struct[] = {
-        "{\"b\":[\"x\"]}",              /* the required field missing */
-        "{\"a\":null}",                 /* null in the required field */
-        "{\"a\":1,\"b\":[null]}",       /* a null element of required elements */
-        "{\"a\":1,\"d\":\"1.234\"}",    /* more fraction digits than the scale */
-        "{\"a\":1,\"d\":\"1234.5\"}",   /* more digits than the precision */
+        "{\"b\":[\"x\"]}",            /* the required field missing */
+        "{\"a\":null}",               /* null in the required field */
+        "{\"a\":1,\"b\":[null]}",     /* a null element of required elements */
+        "{\"a\":1,\"d\":\"1.234\"}",  /* more fraction digits than the scale */
+        "{\"a\":1,\"d\":\"1234.5\"}", /* more digits than the precision */
         "[1]",
     };
 
@@ -124,9 +124,9 @@ static void test_mismatches(void **state)
     build("{\"type\":\"list\",\"element-id\":2,\"element\":\"int\",\"element-required\":false}",
           CDC_ICE_LIST, &l);
     for (size_t i = 0; i < sizeof(bad_list) / sizeof(bad_list[0]); i++) {
-        assert_int_equal(
-            cdc_ice_nested_shred(&l, bad_list[i], strlen(bad_list[i]), NULL, NULL, why, sizeof(why)),
-            CDC_ERR_INVALID);
+        assert_int_equal(cdc_ice_nested_shred(&l, bad_list[i], strlen(bad_list[i]), NULL, NULL, why,
+                                              sizeof(why)),
+                         CDC_ERR_INVALID);
         assert_true(why[0] != '\0');
     }
     build("{\"type\":\"struct\",\"fields\":[{\"id\":2,\"name\":\"a\",\"required\":true,\"type\":"
