@@ -420,65 +420,43 @@ mismatch:
 
 /* ---- composites ------------------------------------------------------------------------ */
 
-/* Unscaled decimal v at `scale` as text. */
-static void decimal_text(__int128 v, int scale, char *out, size_t cap)
-{
-    char d[48];
-    int n = 0;
-    bool neg = v < 0;
-    unsigned __int128 u = neg ? -(unsigned __int128)v : (unsigned __int128)v;
-    size_t o = 0;
-    do {
-        d[n++] = (char)('0' + (int)(u % 10));
-        u /= 10;
-    } while (u > 0);
-    while (n <= scale)
-        d[n++] = '0';
-    if (neg && o + 1 < cap)
-        out[o++] = '-';
-    for (int i = n - 1; i >= 0 && o + 2 < cap; i--) {
-        out[o++] = d[i];
-        if (i == scale && scale > 0)
-            out[o++] = '.';
-    }
-    out[o] = '\0';
-}
-
 /* A converted leaf value in the nested value form (common/iceberg/nested.h). */
 static json_t *leaf_json(const cdc_ice_field_t *f, const cdc_val_t *v)
 {
-    char buf[64];
+    cdc_ice_value_t c;
+    memset(&c, 0, sizeof(c));
     switch (f->type) {
     case CDC_ICE_BOOLEAN:
-        return json_boolean(v->u.b);
+        c.v.b = v->u.b;
+        break;
+    case CDC_ICE_INT:
+    case CDC_ICE_DATE:
+        c.v.i32 = (int32_t)v->u.i;
+        break;
     case CDC_ICE_FLOAT:
+        c.v.f32 = (float)v->u.d;
+        break;
     case CDC_ICE_DOUBLE:
-        if (isnan(v->u.d))
-            return json_string("NaN");
-        if (isinf(v->u.d))
-            return json_string(v->u.d > 0 ? "Infinity" : "-Infinity");
-        return json_real(v->u.d);
+        c.v.f64 = v->u.d;
+        break;
     case CDC_ICE_DECIMAL:
-        decimal_text(v->u.dec, f->scale, buf, sizeof(buf));
-        return json_string(buf);
-    case CDC_ICE_STRING:
-        return json_stringn((const char *)v->bytes, v->len);
+        c.v.dec = v->u.dec;
+        break;
     case CDC_ICE_UUID:
         if (v->len != 16)
             return NULL;
-        for (int i = 0, o = 0; i < 16; i++)
-            o += snprintf(buf + o, sizeof(buf) - (size_t)o, "%s%02x",
-                          i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", v->bytes[i]);
-        return json_string(buf);
-    case CDC_ICE_BINARY: {
-        char *b = cdc_base64_encode(v->bytes, v->len);
-        json_t *j = b ? json_string(b) : NULL;
-        free(b);
-        return j;
+        memcpy(c.v.uuid, v->bytes, 16);
+        break;
+    case CDC_ICE_STRING:
+    case CDC_ICE_BINARY:
+        c.v.bytes.ptr = v->bytes;
+        c.v.bytes.len = v->len;
+        break;
+    default:
+        c.v.i64 = v->u.i;
+        break;
     }
-    default: /* INT, LONG, DATE, TIME, TIMESTAMP(TZ) */
-        return json_integer(v->u.i);
-    }
+    return cdc_ice_nested_leaf_json(f, &c);
 }
 
 /* One field of a composite's text at *p (quoted, unquoted or empty = NULL) into out;

@@ -657,3 +657,43 @@ cdc_err_t cdc_ice_nested_shred(const cdc_ice_node_t *root, const char *json, siz
         return CDC_ERR_NOMEM;
     return ok ? CDC_OK : CDC_ERR_INVALID;
 }
+
+json_t *cdc_ice_nested_leaf_json(const cdc_ice_field_t *f, const cdc_ice_value_t *v)
+{
+    char buf[64];
+    double d;
+
+    switch (f->type) {
+    case CDC_ICE_BOOLEAN:
+        return json_boolean(v->v.b);
+    case CDC_ICE_INT:
+    case CDC_ICE_DATE:
+        return json_integer(v->v.i32);
+    case CDC_ICE_FLOAT:
+    case CDC_ICE_DOUBLE:
+        d = f->type == CDC_ICE_FLOAT ? (double)v->v.f32 : v->v.f64;
+        if (isnan(d))
+            return json_string("NaN");
+        if (isinf(d))
+            return json_string(d > 0 ? "Infinity" : "-Infinity");
+        return json_real(d);
+    case CDC_ICE_DECIMAL:
+        cdc_ice_decimal_format(v->v.dec, f->scale, buf, sizeof(buf));
+        return json_string(buf);
+    case CDC_ICE_STRING:
+        return json_stringn((const char *)v->v.bytes.ptr, v->v.bytes.len);
+    case CDC_ICE_UUID:
+        for (int i = 0, o = 0; i < 16; i++)
+            o += snprintf(buf + o, sizeof(buf) - (size_t)o, "%s%02x",
+                          i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "", v->v.uuid[i]);
+        return json_string(buf);
+    case CDC_ICE_BINARY: {
+        char *b = cdc_base64_encode(v->v.bytes.ptr, v->v.bytes.len);
+        json_t *j = b ? json_string(b) : NULL;
+        free(b);
+        return j;
+    }
+    default: /* LONG, TIME, TIMESTAMP, TIMESTAMPTZ */
+        return json_integer(v->v.i64);
+    }
+}

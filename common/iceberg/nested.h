@@ -60,6 +60,10 @@ size_t cdc_ice_node_leaves(const cdc_ice_node_t *n);
 const cdc_ice_node_t *cdc_ice_node_leaf(const cdc_ice_node_t *root, int leaf,
                                         const cdc_ice_node_t **path, size_t cap, size_t *depth);
 
+/* A leaf value as its nested value form (a new jansson reference; NULL when out of
+ * memory): the inverse of the shredding's conversion. */
+json_t *cdc_ice_nested_leaf_json(const cdc_ice_field_t *f, const cdc_ice_value_t *v);
+
 /* One entry of a leaf column: v is NULL where the leaf holds no value (def < its
  * node's def). v's bytes are valid during the call only. false stops the shredding
  * (out of memory). */
