@@ -13,7 +13,6 @@
 
 #include "common/buf.h"
 #include "common/clock.h"
-#include "common/iceberg/schema.h"
 #include "common/log.h"
 #include "coordinator/assign.h"
 #include "coordinator/commit.h"
@@ -395,14 +394,7 @@ cdc_err_t cdc_compact_table(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t,
     const cdc_ice_snapshot_t *snap = cdc_ice_metadata_current_snapshot(md);
     if (snap == NULL)
         return CDC_OK;
-    /* files with list or struct columns are not read back (common/iceberg/parquet_read.h):
-     * such a table, now or in any schema its files may have, is left as it is */
-    for (size_t i = 0; i < md->nschemas; i++)
-        for (size_t k = 0; k < md->schemas[i].nfields; k++)
-            if (cdc_ice_type_is_nested(md->schemas[i].fields[k].type)) {
-                res->skipped_nested = true;
-                return CDC_OK;
-            }
+
     int64_t seq = snap->sequence_number;
     if ((rc = cdc_ice_table_live_files(t, &files, &nfiles, e)) != CDC_OK)
         return rc;

@@ -57,8 +57,6 @@ typedef struct cdc_compact_result {
     int64_t files_removed, files_added;
     int64_t bytes_read, bytes_written; /* input files read, files written */
     int64_t rows_deleted;              /* rows equality deletes removed for good */
-    bool skipped_nested; /* the table has list or struct columns: not compacted (the reader
-                          * reads flat files only; docs/iceberg.md, "Table maintenance") */
 } cdc_compact_result_t;
 
 typedef struct cdc_compact_ctx {

@@ -61,7 +61,6 @@ struct cdc_maint {
     size_t nopen, open_cap;
     int64_t rate_start_ms, rate_bytes;
 
-    cdc_counter_t *m_skipped;
     cdc_counter_t *m_compactions, *m_dropped, *m_bytes_read, *m_bytes_written, *m_failures,
         *m_orphans, *m_expired;
 };
@@ -201,15 +200,6 @@ static cdc_err_t compact_one(cdc_maint_t *m, const char *name, const char *locat
     m->rate_start_ms = cdc_clock_mono_ms();
     m->rate_bytes = 0;
     rc = cdc_compact_table(&cx, t, &r, e);
-    if (r.skipped_nested) {
-        cdc_metrics_counter_add(m->m_skipped, 1);
-        if (force)
-            cdc_log_warn("\"%s\" is not compacted: it has list or struct columns, which "
-                         "compaction does not read (docs/iceberg.md, \"Table maintenance\")",
-                         name);
-        else
-            cdc_log_debug("\"%s\" is not compacted: list or struct columns", name);
-    }
     if (r.partitions > 0) {
         cdc_committer_note_compaction(m->committer, name, t, r.bytes_read, r.files_removed);
         cdc_log_info("compacted \"%s\"%s: %d partitions (%d minor), %" PRId64 " files (%" PRId64
@@ -231,7 +221,6 @@ static cdc_err_t compact_one(cdc_maint_t *m, const char *name, const char *locat
         res->bytes_read += r.bytes_read;
         res->bytes_written += r.bytes_written;
         res->rows_deleted += r.rows_deleted;
-        res->skipped_nested = res->skipped_nested || r.skipped_nested;
     }
     return rc;
 }
@@ -427,10 +416,6 @@ cdc_err_t cdc_maint_open(cdc_maint_t **out, cdc_committer_t *committer,
         m->m_dropped = cdc_metrics_counter(
             metrics, "cdc_coordinator_compactions_dropped_total",
             "Partition rewrites dropped because their input files changed meanwhile.", NULL);
-        m->m_skipped = cdc_metrics_counter(
-            metrics, "cdc_coordinator_compactions_skipped_total",
-            "Compaction rounds that left a table alone because it has list or struct columns.",
-            NULL);
         m->m_failures = cdc_metrics_counter(
             metrics, "cdc_coordinator_compaction_failures_total",
             "Compactions of a table that failed (retried at the next round).", NULL);
