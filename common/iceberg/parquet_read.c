@@ -179,8 +179,8 @@ static cdc_err_t read_node(cdc_thrift_reader_t *t, footer_t *f, size_t top, int 
     if (c.repetition != REP_REQUIRED && c.repetition != REP_OPTIONAL &&
         (c.repetition != REP_REPEATED || depth == 0))
         return cdc_error_set(f->e, CDC_ERR_UNSUPPORTED,
-                             "parquet column \"%.*s\" is repeated: not supported",
-                             (int)c.name_len, (const char *)c.name);
+                             "parquet column \"%.*s\" is repeated: not supported", (int)c.name_len,
+                             (const char *)c.name);
     def += c.repetition != REP_REQUIRED;
     rep += c.repetition == REP_REPEATED;
     if (children > 0) {
@@ -813,8 +813,7 @@ static json_t *assemble(const cdc_ice_node_t *n, lstream_t *ls, bool *bad)
 }
 
 /* The cells of nested field `fld`: each row's value as its nested value text. */
-static cdc_err_t read_nested(cdc_pq_reader_t *r, size_t fld, cdc_ice_value_t *cells,
-                             cdc_error_t *e)
+static cdc_err_t read_nested(cdc_pq_reader_t *r, size_t fld, cdc_ice_value_t *cells, cdc_error_t *e)
 {
     const cdc_ice_node_t *root = &r->trees[fld];
     size_t nl = cdc_ice_node_leaves(root), first = r->fcol[fld], at = 0;
