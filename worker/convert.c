@@ -640,10 +640,19 @@ static bool convert(const cdc_column_t *col, json_t *j, const char *placeholder,
         return false;
     de->cls = CDC_DLQ_TYPE_MISMATCH;
     {
-        char tb[32];
+        char tb[32], why[160] = "";
         char *shown = j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-        int n = snprintf(de->msg, sizeof(de->msg), "column \"%s\" expects %s, got ", col->name,
-                         ice_type_name(col, tb, sizeof(tb)));
+        int n;
+        /* a list's reason (names of its type's fields only, never a value) */
+        if (col->tree != NULL && col->enc != CDC_ENC_RECORD && jv.t == CDC_JV_STRING &&
+            cdc_ice_nested_shred(col->tree, jv.s, jv.n, NULL, NULL, why + 2, sizeof(why) - 4) ==
+                CDC_ERR_INVALID) {
+            why[0] = ' ';
+            why[1] = '(';
+            strcat(why, ")");
+        }
+        n = snprintf(de->msg, sizeof(de->msg), "column \"%s\" expects %s%s, got ", col->name,
+                     ice_type_name(col, tb, sizeof(tb)), why);
         if (n > 0 && (size_t)n < sizeof(de->msg)) {
             de->quote_at = (size_t)n;
             snprintf(de->msg + n, sizeof(de->msg) - (size_t)n, "%.80s", shown ? shown : "null");

@@ -111,6 +111,8 @@ dlq_count() {
 two_dead_letters() { [ "$(dlq_count)" -ge 2 ]; }
 chaos_wait 90 "the two dead letters" two_dead_letters ||
     fail "expected 2 dead letters, the workers count $(dlq_count)"
+grep -q 'column \\"grid\\" expects list (\\"element\\" expects a list), got' "$CHAOS_DIR"/procs/worker-*.log ||
+    fail "the dead letter of the 1-D value does not say why"
 
 # the tables follow the source within an epoch or two: the check is repeated until then
 check() {
