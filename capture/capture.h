@@ -41,9 +41,12 @@ typedef struct cdc_capture_config {
     bool create_publication;
     char *topic_prefix;
     int64_t partitions;
-    char *snapshot_mode; /* incremental | initial | never */
-    char *slot_lost;     /* fail | resnapshot: when the slot this capture streamed is gone */
-    char *slot_busy;     /* wait | fail: when another process streams the slot */
+    char *snapshot_mode;   /* incremental | initial | never */
+    char *slot_lost;       /* fail | resnapshot: when the slot this capture streamed is gone */
+    char *slot_busy;       /* wait | fail: when another process streams the slot */
+    char *nested_types;    /* native | string: arrays and composites of new columns
+                            * (docs/capture.md, "Types") */
+    char *numeric_default; /* decimal(P,S) | string: an unconstrained numeric of new columns */
     int64_t snapshot_chunk;
     int64_t snapshot_max_rate;            /* incremental snapshot rows/s; 0 = unlimited */
     int64_t heartbeat_interval_ms;        /* 0 = off */
@@ -202,7 +205,8 @@ typedef struct cdc_capture_request {
 
 typedef struct cdc_capture {
     const cdc_capture_config_t *cfg;
-    volatile sig_atomic_t *stop; /* set by the signal handler */
+    cdc_schema_mapping_t mapping; /* from --nested-types and --numeric-default */
+    volatile sig_atomic_t *stop;  /* set by the signal handler */
 
     cdc_source_t src;
     cdc_source_table_t *wanted; /* the configured (or published) tables */
@@ -342,7 +346,7 @@ cdc_err_t cdc_capture_table_fail(cdc_capture_t *cap, cdc_capture_table_t *t, con
 
 /* Fills one column's mapping from its type. */
 void cdc_capture_fill_col(cdc_capture_t *cap, cdc_schema_col_t *col, uint32_t oid, int32_t typmod,
-                          const char *type_name);
+                          int ndims, const char *type_name);
 
 /*
  * Installs `doc` (moved in: the table owns it afterwards, on success and failure) as the

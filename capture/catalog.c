@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 /*
  * The columns of one table as one JSON text, as pgoutput's Relation would list them
  * (live, not generated, in attnum order), with what a Relation does not carry: attnum,
@@ -21,6 +23,7 @@
     "SELECT json_build_object('relid', c.oid::bigint, 'replident', c.relreplident::text, 'cols', " \
     "  json_agg(json_build_object('name', a.attname, 'oid', a.atttypid::bigint, "                  \
     "    'typmod', a.atttypmod, 'notnull', a.attnotnull, 'attnum', a.attnum, "                     \
+    "    'ndims', a.attndims, "                                                                    \
     "    'hasdef', a.atthasdef OR a.atthasmissing, "                                               \
     "    'type', tn.nspname || '.' || ty.typname, "                                                \
     "    'key', c.relreplident = 'f' OR EXISTS (SELECT 1 FROM pg_index i "                         \
@@ -102,7 +105,8 @@ cdc_err_t cdc_source_schema_probe(cdc_source_t *src, const char *schema, const c
 }
 
 cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *const *names, size_t n,
-                             bool *notnull, int32_t *attnum, bool *hasdef, cdc_error_t *e)
+                             bool *notnull, int32_t *attnum, bool *hasdef, int *ndims,
+                             cdc_error_t *e)
 {
     char oid[16];
     const char *p[1] = {oid};
@@ -112,14 +116,15 @@ cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *cons
         notnull[i] = false;
         attnum[i] = 0;
         hasdef[i] = false;
+        ndims[i] = 0;
     }
     snprintf(oid, sizeof(oid), "%u", relid);
-    r = cdc_pg_query(
-        src->sql,
-        "SELECT attname, attnotnull, attnum, atthasdef OR atthasmissing FROM pg_attribute "
-        "WHERE attrelid = $1::oid "
-        "AND attnum > 0 AND NOT attisdropped",
-        1, p, e);
+    r = cdc_pg_query(src->sql,
+                     "SELECT attname, attnotnull, attnum, atthasdef OR atthasmissing, attndims "
+                     "FROM pg_attribute "
+                     "WHERE attrelid = $1::oid "
+                     "AND attnum > 0 AND NOT attisdropped",
+                     1, p, e);
     if (r == NULL)
         return e->code;
     for (int row = 0; row < cdc_pg_ntuples(r); row++)
@@ -128,9 +133,78 @@ cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *cons
                 notnull[i] = cdc_pg_is_true(r, row, 1);
                 attnum[i] = (int32_t)strtol(cdc_pg_value(r, row, 2), NULL, 10);
                 hasdef[i] = cdc_pg_is_true(r, row, 3);
+                ndims[i] = (int)strtol(cdc_pg_value(r, row, 4), NULL, 10);
             }
     cdc_pg_clear(r);
     return CDC_OK;
+}
+
+/* The struct type of composite `oid` (a jansson object), NULL when it is none. */
+static json_t *composite_type(cdc_source_t *src, uint32_t oid, const cdc_schema_mapping_t *m,
+                              int depth, cdc_error_t *e, bool *failed)
+{
+    char o[16];
+    const char *p[1] = {o};
+    cdc_pg_result_t *r;
+    json_t *fields, *type = NULL;
+
+    snprintf(o, sizeof(o), "%u", oid);
+    r = cdc_pg_query(src->sql,
+                     "SELECT a.attname, a.atttypid, a.atttypmod, a.attndims, t.typtype "
+                     "FROM pg_type ct JOIN pg_attribute a ON a.attrelid = ct.typrelid "
+                     "JOIN pg_type t ON t.oid = a.atttypid WHERE ct.oid = $1::oid AND "
+                     "ct.typtype = 'c' AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+                     1, p, e);
+    if (r == NULL) {
+        *failed = true;
+        return NULL;
+    }
+    if (cdc_pg_ntuples(r) == 0 || (fields = json_array()) == NULL) {
+        cdc_pg_clear(r);
+        return NULL;
+    }
+    for (int i = 0; i < cdc_pg_ntuples(r) && !*failed; i++) {
+        uint32_t aoid = (uint32_t)strtoul(cdc_pg_value(r, i, 1), NULL, 10);
+        json_t *ft = NULL;
+        if (strcmp(cdc_pg_value(r, i, 4), "c") == 0 && depth < 8)
+            ft = composite_type(src, aoid, m, depth + 1, e, failed);
+        if (ft == NULL && !*failed) {
+            cdc_schema_col_t c;
+            char tb[40];
+            memset(&c, 0, sizeof(c));
+            cdc_schema_map_col(m, &c, aoid, (int32_t)strtol(cdc_pg_value(r, i, 2), NULL, 10),
+                               (int)strtol(cdc_pg_value(r, i, 3), NULL, 10));
+            free(c.ice_nested);
+            if (c.ice_type == CDC_ICE_LIST)
+                c.ice_type = CDC_ICE_STRING; /* an array in a composite: its text */
+            ft = json_string(
+                cdc_schema_ice_type_str(c.ice_type, c.precision, c.scale, tb, sizeof(tb)));
+        }
+        json_array_append_new(fields, json_pack("{s:i, s:s, s:b, s:o*}", "id", 0, "name",
+                                                cdc_pg_value(r, i, 0), "required", 0, "type", ft));
+    }
+    cdc_pg_clear(r);
+    if (!*failed)
+        type = json_pack("{s:s, s:o}", "type", "struct", "fields", fields);
+    else
+        json_decref(fields);
+    return type;
+}
+
+cdc_err_t cdc_source_composite(cdc_source_t *src, uint32_t oid, const cdc_schema_mapping_t *m,
+                               char **json, cdc_error_t *e)
+{
+    bool failed = false;
+    json_t *t = composite_type(src, oid, m, 0, e, &failed);
+
+    *json = NULL;
+    if (failed)
+        return e->code;
+    if (t == NULL)
+        return CDC_OK;
+    *json = json_dumps(t, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(t);
+    return *json != NULL ? CDC_OK : cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
 }
 
 cdc_err_t cdc_source_xact_finished(cdc_source_t *src, uint32_t xid, bool *finished, cdc_error_t *e)

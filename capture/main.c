@@ -63,6 +63,16 @@ static const cdc_opt_t options[] = {
     {"slot-busy", CDC_OPT_ENUM, C(slot_busy), "wait", false, 0, 0, "wait|fail",
      "When another process streams the slot: wait checks every second and takes the slot "
      "over when it is free (a standby capture); fail exits."},
+    {"nested-types", CDC_OPT_ENUM, C(nested_types), "native", false, 0, 0, "native|string",
+     "Iceberg types of new array and composite columns: native maps an array whose elements "
+     "are booleans, integers, floats, numerics, text or uuids to list<T> (list<list<T>> for "
+     "a column declared with two dimensions, int[][]) and a composite type to a struct; "
+     "string keeps both as text (JSON array text, the composite's PostgreSQL text). Columns "
+     "already registered keep their type (docs/capture.md, \"Types\")."},
+    {"numeric-default", CDC_OPT_STRING, C(numeric_default), "decimal(38,10)", false, 0, 0, NULL,
+     "Iceberg type of a new numeric column without precision and scale: decimal(P,S) (a value "
+     "with more fraction or integer digits is a type mismatch, dead-lettered) or string (the "
+     "exact text). Columns already registered keep their type."},
     {"slot-lost", CDC_OPT_ENUM, C(slot_lost), "fail", false, 0, 0, "fail|resnapshot",
      "When the slot this capture streamed from was dropped or invalidated "
      "(max_slot_wal_keep_size): fail exits with status 3 and never starts from a new "
@@ -180,6 +190,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "cdc-capture: --table-include (CDC_TABLE_INCLUDE) and --table-exclude "
                         "(CDC_TABLE_EXCLUDE) narrow the publication's tables: they cannot be "
                         "combined with --tables (CDC_TABLES), which names the tables itself\n");
+        return CDC_CONFIG_EXIT;
+    }
+    cap.mapping.nested = strcmp(cfg.nested_types, "native") == 0;
+    if (!cdc_schema_numeric_default_parse(cfg.numeric_default, &cap.mapping)) {
+        fprintf(stderr,
+                "cdc-capture: invalid --numeric-default (CDC_NUMERIC_DEFAULT) \"%s\": expected "
+                "decimal(P,S) with 1 <= P <= 38 and 0 <= S <= P, or string\n",
+                cfg.numeric_default);
         return CDC_CONFIG_EXIT;
     }
     if (cdc_table_filter_init(&cap.filter, cfg.table_include, cfg.table_exclude, &err) != CDC_OK) {

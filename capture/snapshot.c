@@ -71,6 +71,7 @@ cdc_err_t cdc_capture_catalog_doc(cdc_capture_t *cap, const cdc_capture_table_t 
         doc->ncols++;
         cdc_capture_fill_col(cap, c, (uint32_t)json_integer_value(json_object_get(o, "oid")),
                              (int32_t)json_integer_value(json_object_get(o, "typmod")),
+                             (int)json_integer_value(json_object_get(o, "ndims")),
                              json_string_value(json_object_get(o, "type")));
         c->key = json_is_true(json_object_get(o, "key")) ? ++key : 0;
         c->attnum = (int32_t)json_integer_value(json_object_get(o, "attnum"));

@@ -17,6 +17,7 @@
 
 #include "capture/filter.h"
 #include "capture/pg.h"
+#include "common/cdcschema.h"
 #include "common/err.h"
 
 typedef struct cdc_source_table {
@@ -194,12 +195,23 @@ cdc_err_t cdc_source_schema_probe(cdc_source_t *src, const char *schema, const c
 /*
  * Column facts the Relation message does not carry, from the current catalog by
  * attribute name, for the relation oid: nullability (attnotnull), identity (attnum) and
- * whether existing rows got a default (atthasdef, atthasmissing). notnull, attnum and
- * hasdef receive one entry per name in names; attnum is 0 for a name the
- * catalog no longer has (a later DDL renamed or dropped it).
+ * whether existing rows got a default (atthasdef, atthasmissing), and the declared array
+ * dimensions (attndims). notnull, attnum, hasdef and ndims receive one entry per name in
+ * names; attnum is 0 for a name the catalog no longer has (a later DDL renamed or
+ * dropped it).
  */
+/*
+ * The Iceberg struct type of composite type `oid` as Iceberg's JSON text (nested field
+ * ids 0, given by cdc_schema_doc_assign_ids()): a field per live attribute, in attnum
+ * order, typed by m; a composite attribute a nested struct (up to 8 deep), an array
+ * attribute a string (its PostgreSQL text). *json is NULL when oid is no composite type.
+ */
+cdc_err_t cdc_source_composite(cdc_source_t *src, uint32_t oid, const cdc_schema_mapping_t *m,
+                               char **json, cdc_error_t *e);
+
 cdc_err_t cdc_source_columns(cdc_source_t *src, uint32_t relid, const char *const *names, size_t n,
-                             bool *notnull, int32_t *attnum, bool *hasdef, cdc_error_t *e);
+                             bool *notnull, int32_t *attnum, bool *hasdef, int *ndims,
+                             cdc_error_t *e);
 
 /*
  * Whether transaction xid (a decoded one) has finished in the sense that matters to a

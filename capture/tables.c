@@ -376,16 +376,28 @@ cdc_capture_table_t *cdc_capture_table_by_relid(cdc_capture_t *cap, uint32_t rel
 }
 
 void cdc_capture_fill_col(cdc_capture_t *cap, cdc_schema_col_t *col, uint32_t oid, int32_t typmod,
-                          const char *type_name)
+                          int ndims, const char *type_name)
 {
     const char *builtin = cdc_schema_pg_type_name(oid);
     uint32_t elem = cdc_schema_array_elem(oid);
     char buf[160];
 
-    col->pg_oid = oid;
-    col->typmod = typmod;
-    cdc_schema_map_type(oid, typmod, &col->ice_type, &col->precision, &col->scale, &col->enc);
-    col->elem_oid = elem;
+    if (!cdc_schema_map_col(&cap->mapping, col, oid, typmod, ndims)) /* out of memory */
+        cdc_schema_map_col(NULL, col, oid, typmod, ndims);
+    if (builtin == NULL && elem == 0 && cap->mapping.nested && cap->src.sql != NULL) {
+        /* a composite type: a struct of its attributes (docs/capture.md, "Types") */
+        cdc_error_t e;
+        char *st = NULL;
+        if (cdc_source_composite(&cap->src, oid, &cap->mapping, &st, &e) != CDC_OK)
+            cdc_log_warn("could not read the attributes of type %u, column \"%s\" stays "
+                         "text: %s",
+                         oid, col->name ? col->name : "?", e.msg);
+        if (st != NULL) {
+            col->ice_type = CDC_ICE_STRUCT;
+            col->ice_nested = st;
+            col->enc = CDC_VENC_RECORD;
+        }
+    }
     if (builtin == NULL && elem != 0) {
         snprintf(buf, sizeof(buf), "_%s", cdc_schema_pg_type_name(elem));
         builtin = buf;
@@ -413,6 +425,7 @@ cdc_err_t cdc_capture_on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cd
     bool *notnull = NULL;
     int32_t *attnum = NULL;
     bool *hasdef = NULL;
+    int *ndims = NULL;
     int key = 0;
     cdc_err_t rc = CDC_ERR_NOMEM;
     uint16_t n = m->u.relation.ncols;
@@ -448,8 +461,9 @@ cdc_err_t cdc_capture_on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cd
     notnull = calloc(n ? n : 1, sizeof(*notnull));
     attnum = calloc(n ? n : 1, sizeof(*attnum));
     hasdef = calloc(n ? n : 1, sizeof(*hasdef));
+    ndims = calloc(n ? n : 1, sizeof(*ndims));
     if (doc.cols == NULL || names == NULL || notnull == NULL || attnum == NULL || hasdef == NULL ||
-        doc.pg_schema == NULL || doc.pg_table == NULL)
+        ndims == NULL || doc.pg_schema == NULL || doc.pg_table == NULL)
         goto fail;
     doc.ncols = n;
     for (uint16_t i = 0; i < n; i++) {
@@ -458,14 +472,16 @@ cdc_err_t cdc_capture_on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cd
         if (doc.cols[i].name == NULL)
             goto fail;
         names[i] = doc.cols[i].name;
-        cdc_capture_fill_col(cap, &doc.cols[i], c->type_oid, c->typmod, NULL);
         doc.cols[i].key = c->key ? ++key : 0;
     }
-    if (cdc_source_columns(&cap->src, doc.relid, names, n, notnull, attnum, hasdef, e) != CDC_OK) {
+    if (cdc_source_columns(&cap->src, doc.relid, names, n, notnull, attnum, hasdef, ndims, e) !=
+        CDC_OK) {
         rc = e->code;
         goto fail;
     }
     for (uint16_t i = 0; i < n; i++) {
+        const cdc_pgo_column_t *c = &m->u.relation.cols[i];
+        cdc_capture_fill_col(cap, &doc.cols[i], c->type_oid, c->typmod, ndims[i], NULL);
         doc.cols[i].nullable = doc.cols[i].key == 0 && !notnull[i];
         doc.cols[i].attnum = attnum[i];
         doc.cols[i].has_default = hasdef[i];
@@ -478,6 +494,7 @@ cdc_err_t cdc_capture_on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cd
     free(notnull);
     free(attnum);
     free(hasdef);
+    free(ndims);
     if (key == 0) {
         cdc_schema_doc_free(&doc);
         return cdc_capture_table_fail(
@@ -497,6 +514,7 @@ fail:
     free(notnull);
     free(attnum);
     free(hasdef);
+    free(ndims);
     cdc_schema_doc_free(&doc);
     if (rc == CDC_ERR_NOMEM)
         cdc_error_set(e, rc, "out of memory");

@@ -58,6 +58,7 @@ static const char *const venc_names[CDC_VENC__COUNT] = {
     [CDC_VENC_TIMESTAMP] = "epoch_micros",
     [CDC_VENC_UUID] = "uuid",
     [CDC_VENC_ARRAY] = "json_array",
+    [CDC_VENC_RECORD] = "record",
 };
 
 uint32_t cdc_schema_array_elem(uint32_t array_oid)
@@ -153,6 +154,91 @@ void cdc_schema_map_type(uint32_t oid, int32_t typmod, cdc_ice_type_t *ice, int3
     }
 }
 
+bool cdc_schema_numeric_default_parse(const char *s, cdc_schema_mapping_t *m)
+{
+    cdc_ice_field_t f = {0};
+
+    if (s == NULL || strcmp(s, "string") == 0) {
+        m->numeric_precision = m->numeric_scale = 0;
+        return true;
+    }
+    if (cdc_ice_type_parse(s, &f) != CDC_OK || f.type != CDC_ICE_DECIMAL)
+        return false;
+    m->numeric_precision = f.precision;
+    m->numeric_scale = f.scale;
+    return true;
+}
+
+/* Element types whose array elements events carry in the nested value form
+ * (docs/events.md, "Values"): numbers, booleans, and strings that are the value. */
+static bool list_element(uint32_t oid)
+{
+    switch (oid) {
+    case CDC_PG_BOOL:
+    case CDC_PG_INT2:
+    case CDC_PG_INT4:
+    case CDC_PG_INT8:
+    case CDC_PG_OID:
+    case CDC_PG_FLOAT4:
+    case CDC_PG_FLOAT8:
+    case CDC_PG_NUMERIC:
+    case CDC_PG_TEXT:
+    case CDC_PG_VARCHAR:
+    case CDC_PG_BPCHAR:
+    case CDC_PG_NAME:
+    case CDC_PG_UUID:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool cdc_schema_map_col(const cdc_schema_mapping_t *m, cdc_schema_col_t *col, uint32_t oid,
+                        int32_t typmod, int ndims)
+{
+    uint32_t elem = cdc_schema_array_elem(oid);
+
+    col->pg_oid = oid;
+    col->typmod = typmod;
+    col->elem_oid = elem;
+    free(col->ice_nested);
+    col->ice_nested = NULL;
+    cdc_schema_map_type(oid, typmod, &col->ice_type, &col->precision, &col->scale, &col->enc);
+    if (m == NULL)
+        return true;
+    if (oid == CDC_PG_NUMERIC && typmod < 0 && m->numeric_precision > 0) {
+        col->ice_type = CDC_ICE_DECIMAL;
+        col->precision = m->numeric_precision;
+        col->scale = m->numeric_scale;
+        return true;
+    }
+    if (elem != 0 && m->nested && list_element(elem)) {
+        cdc_ice_field_t ef = {0};
+        cdc_value_enc_t ee;
+        char tb[40];
+        json_t *t;
+        cdc_schema_map_type(elem, typmod, &ef.type, &ef.precision, &ef.scale, &ee);
+        if (elem == CDC_PG_NUMERIC && ef.type != CDC_ICE_DECIMAL) {
+            if (typmod >= 0 || m->numeric_precision == 0)
+                return true; /* a numeric element Iceberg cannot hold: JSON array text */
+            ef.type = CDC_ICE_DECIMAL;
+            ef.precision = m->numeric_precision;
+            ef.scale = m->numeric_scale;
+        }
+        t = json_string(cdc_ice_type_string(&ef, tb, sizeof(tb)));
+        for (int d = 0; t != NULL && d < (ndims > 1 ? ndims : 1); d++)
+            t = json_pack("{s:s, s:i, s:o, s:b}", "type", "list", "element-id", 0, "element", t,
+                          "element-required", 0);
+        col->ice_nested = t ? json_dumps(t, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(t);
+        if (col->ice_nested == NULL)
+            return false;
+        col->ice_type = CDC_ICE_LIST;
+        col->precision = col->scale = 0;
+    }
+    return true;
+}
+
 /* The Iceberg type's text is the Iceberg module's (common/iceberg/schema.h): one table of
  * names for the schema registry and the table metadata. */
 const char *cdc_schema_ice_type_str(cdc_ice_type_t t, int32_t precision, int32_t scale, char *buf,
@@ -218,6 +304,29 @@ static const char *replident_name(char c)
     default:
         return "default";
     }
+}
+
+/* A column's "iceberg": the type's string, or a nested type's object. */
+static json_t *col_ice_json(const cdc_schema_col_t *c, char *buf, size_t cap)
+{
+    cdc_ice_field_t f = {
+        .type = c->ice_type, .precision = c->precision, .scale = c->scale, .nested = c->ice_nested};
+    return cdc_ice_field_type_jansson(&f, buf, cap);
+}
+
+/* Reads a column's "iceberg" (string or nested object); false when it is no type. */
+static bool col_ice_parse(json_t *ice, cdc_schema_col_t *c)
+{
+    cdc_ice_field_t f = {0};
+    cdc_error_t e;
+    if (ice == NULL || cdc_ice_field_type_from_jansson(ice, &f, &e) != CDC_OK)
+        return false;
+    c->ice_type = f.type;
+    c->precision = f.precision;
+    c->scale = f.scale;
+    free(c->ice_nested);
+    c->ice_nested = f.nested;
+    return true;
 }
 
 static void encode_identity(json_t *o, const cdc_schema_col_t *c)
@@ -321,9 +430,7 @@ cdc_err_t cdc_schema_doc_encode(const cdc_schema_doc_t *doc, char **out, cdc_err
         json_object_set_new(o, "typmod", json_integer(c->typmod));
         json_object_set_new(o, "nullable", json_boolean(c->nullable));
         json_object_set_new(o, "key", json_integer(c->key));
-        json_object_set_new(o, "iceberg",
-                            json_string(cdc_schema_ice_type_str(c->ice_type, c->precision, c->scale,
-                                                                tbuf, sizeof(tbuf))));
+        json_object_set_new(o, "iceberg", col_ice_json(c, tbuf, sizeof(tbuf)));
         json_object_set_new(o, "encoding", json_string(cdc_schema_venc_name(c->enc)));
         if (c->enc == CDC_VENC_ARRAY)
             json_object_set_new(o, "elem_oid", json_integer(c->elem_oid));
@@ -350,9 +457,7 @@ cdc_err_t cdc_schema_doc_encode(const cdc_schema_doc_t *doc, char **out, cdc_err
             const cdc_schema_col_t *c = &doc->retired[i];
             json_t *o = json_object();
             json_object_set_new(o, "name", json_string(c->name));
-            json_object_set_new(o, "iceberg",
-                                json_string(cdc_schema_ice_type_str(c->ice_type, c->precision,
-                                                                    c->scale, tbuf, sizeof(tbuf))));
+            json_object_set_new(o, "iceberg", col_ice_json(c, tbuf, sizeof(tbuf)));
             encode_identity(o, c);
             json_array_append_new(ret, o);
         }
@@ -421,7 +526,7 @@ cdc_err_t cdc_schema_doc_decode(const char *json, size_t len, cdc_schema_doc_t *
     for (size_t i = 0; i < doc->ncols; i++) {
         json_t *o = json_array_get(cols, i);
         cdc_schema_col_t *c = &doc->cols[i];
-        const char *ice = json_string_value(json_object_get(o, "iceberg"));
+        json_t *ice = json_object_get(o, "iceberg");
         const char *enc = json_string_value(json_object_get(o, "encoding"));
         c->name = dup_str(o, "name");
         c->pg_type = dup_str(o, "pg_type");
@@ -431,8 +536,7 @@ cdc_err_t cdc_schema_doc_decode(const char *json, size_t len, cdc_schema_doc_t *
         c->key = (int)json_integer_value(json_object_get(o, "key"));
         c->elem_oid = (uint32_t)json_integer_value(json_object_get(o, "elem_oid"));
         decode_identity(o, c, &ok);
-        if (!ok || c->name == NULL || ice == NULL || enc == NULL ||
-            !cdc_schema_ice_type_parse(ice, &c->ice_type, &c->precision, &c->scale) ||
+        if (!ok || c->name == NULL || enc == NULL || !col_ice_parse(ice, c) ||
             !cdc_schema_venc_parse(enc, &c->enc)) {
             cdc_error_set(e, rc, "invalid schema document \"%s\": bad column %zu", doc->topic, i);
             goto cleanup;
@@ -455,13 +559,12 @@ cdc_err_t cdc_schema_doc_decode(const char *json, size_t len, cdc_schema_doc_t *
         for (size_t i = 0; i < json_array_size(ret); i++) {
             json_t *o = json_array_get(ret, i);
             cdc_schema_col_t *c = &doc->retired[i];
-            const char *ice = json_string_value(json_object_get(o, "iceberg"));
+            json_t *ice = json_object_get(o, "iceberg");
             doc->nretired++;
             c->name = dup_str(o, "name");
             c->nullable = true;
             decode_identity(o, c, &ok);
-            if (!ok || c->name == NULL || ice == NULL || c->field_id <= 0 ||
-                !cdc_schema_ice_type_parse(ice, &c->ice_type, &c->precision, &c->scale)) {
+            if (!ok || c->name == NULL || c->field_id <= 0 || !col_ice_parse(ice, c)) {
                 cdc_error_set(e, rc, "invalid schema document \"%s\": bad retired column %zu",
                               doc->topic, i);
                 goto cleanup;
@@ -504,13 +607,14 @@ bool cdc_schema_doc_same_shape(const cdc_schema_doc_t *a, const cdc_schema_doc_t
         if (!str_eq(x->name, y->name) || x->pg_oid != y->pg_oid || x->typmod != y->typmod ||
             x->nullable != y->nullable || x->key != y->key || x->ice_type != y->ice_type ||
             x->precision != y->precision || x->scale != y->scale || x->enc != y->enc ||
-            !same_identity(x, y))
+            !str_eq(x->ice_nested, y->ice_nested) || !same_identity(x, y))
             return false;
     }
     for (size_t i = 0; i < a->nretired; i++) {
         const cdc_schema_col_t *x = &a->retired[i], *y = &b->retired[i];
         if (!str_eq(x->name, y->name) || x->ice_type != y->ice_type ||
-            x->precision != y->precision || x->scale != y->scale || !same_identity(x, y))
+            x->precision != y->precision || x->scale != y->scale ||
+            !str_eq(x->ice_nested, y->ice_nested) || !same_identity(x, y))
             return false;
     }
     return true;
@@ -522,6 +626,7 @@ static void free_cols(cdc_schema_col_t *cols, size_t n)
         free(cols[i].name);
         free(cols[i].pg_type);
         free(cols[i].field_name);
+        free(cols[i].ice_nested);
     }
     free(cols);
 }
@@ -556,6 +661,7 @@ static void copy_col(cdc_schema_col_t *d, const cdc_schema_col_t *s, bool *ok)
     d->name = xdup(s->name, ok);
     d->pg_type = xdup(s->pg_type, ok);
     d->field_name = xdup(s->field_name, ok);
+    d->ice_nested = xdup(s->ice_nested, ok);
 }
 
 cdc_err_t cdc_schema_doc_copy(cdc_schema_doc_t *dst, const cdc_schema_doc_t *src)
@@ -622,6 +728,8 @@ cdc_err_t cdc_schema_doc_to_iceberg(const cdc_schema_doc_t *doc, cdc_ice_schema_
         f->precision = c->precision;
         f->scale = c->scale;
         f->required = live && c->key > 0;
+        if (c->ice_nested != NULL && (f->nested = strdup(c->ice_nested)) == NULL)
+            goto nomem;
     }
     for (int pos = 1; pos <= (int)doc->ncols; pos++)
         for (size_t i = 0; i < doc->ncols; i++)
@@ -640,6 +748,7 @@ void cdc_schema_ice_free(cdc_ice_schema_t *s)
     for (size_t i = 0; s->fields && i < s->nfields; i++) {
         free(s->fields[i].name);
         free(s->fields[i].doc);
+        free(s->fields[i].nested);
     }
     free(s->fields);
     free(s->identifier_ids);
@@ -686,10 +795,91 @@ const char *cdc_schema_col_field_name(const cdc_schema_col_t *c)
 
 static bool ice_promotable(const cdc_schema_col_t *from, const cdc_schema_col_t *to)
 {
-    cdc_ice_field_t a = {
-        .type = from->ice_type, .precision = from->precision, .scale = from->scale};
-    cdc_ice_field_t b = {.type = to->ice_type, .precision = to->precision, .scale = to->scale};
+    cdc_ice_field_t a = {.type = from->ice_type,
+                         .precision = from->precision,
+                         .scale = from->scale,
+                         .nested = from->ice_nested};
+    cdc_ice_field_t b = {.type = to->ice_type,
+                         .precision = to->precision,
+                         .scale = to->scale,
+                         .nested = to->ice_nested};
     return cdc_ice_type_promotable(&a, &b);
+}
+
+/* Sets every nested field id of type t (Iceberg JSON) to 0 (zero) or to ++*last. */
+static void renumber(json_t *t, int32_t *last, bool zero)
+{
+    const char *kind = json_string_value(json_object_get(t, "type"));
+    if (kind != NULL && strcmp(kind, "list") == 0) {
+        json_object_set_new(t, "element-id", json_integer(zero ? 0 : ++*last));
+        renumber(json_object_get(t, "element"), last, zero);
+    } else if (kind != NULL && strcmp(kind, "struct") == 0) {
+        json_t *fields = json_object_get(t, "fields");
+        for (size_t i = 0; i < json_array_size(fields); i++) {
+            json_t *fo = json_array_get(fields, i);
+            json_object_set_new(fo, "id", json_integer(zero ? 0 : ++*last));
+            renumber(json_object_get(fo, "type"), last, zero);
+        }
+    }
+}
+
+/* Nested JSON text with its ids renumbered (zeroed when zero); NULL when out of memory. */
+static char *nested_ids(const char *text, int32_t *last, bool zero)
+{
+    json_error_t jerr;
+    json_t *t = json_loads(text, 0, &jerr);
+    char *out;
+    if (t == NULL)
+        return NULL;
+    renumber(t, last, zero);
+    out = json_dumps(t, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(t);
+    return out;
+}
+
+/* Gives c's nested type its field ids: p's when p has the same nested shape, else new
+ * ones after *last. False when out of memory. */
+static bool nested_assign(const cdc_schema_col_t *p, cdc_schema_col_t *c, int32_t *last)
+{
+    char *mine, *theirs, *given;
+    int32_t none = 0;
+    bool same;
+    if (c->ice_nested == NULL)
+        return true;
+    if (p != NULL && p->ice_nested != NULL) {
+        mine = nested_ids(c->ice_nested, &none, true);
+        theirs = nested_ids(p->ice_nested, &none, true);
+        same = mine != NULL && theirs != NULL && strcmp(mine, theirs) == 0;
+        free(mine);
+        free(theirs);
+        if (same) {
+            free(c->ice_nested);
+            c->ice_nested = strdup(p->ice_nested);
+            return c->ice_nested != NULL;
+        }
+    }
+    given = nested_ids(c->ice_nested, last, false);
+    if (given == NULL)
+        return false;
+    free(c->ice_nested);
+    c->ice_nested = given;
+    return true;
+}
+
+/* A registered column keeps its Iceberg type while its PostgreSQL type is the same: the
+ * mapping of lists and of the numeric default reaches new columns only. */
+static bool keep_mapping(const cdc_schema_col_t *p, cdc_schema_col_t *c)
+{
+    if (p->pg_oid == 0 || p->pg_oid != c->pg_oid || p->typmod != c->typmod)
+        return true;
+    c->ice_type = p->ice_type;
+    c->precision = p->precision;
+    c->scale = p->scale;
+    c->enc = p->enc;
+    c->elem_oid = p->elem_oid;
+    free(c->ice_nested);
+    c->ice_nested = p->ice_nested != NULL ? strdup(p->ice_nested) : NULL;
+    return p->ice_nested == NULL || c->ice_nested != NULL;
 }
 
 /* The previous document's column that is this column, or NULL (a new column). */
@@ -813,8 +1003,16 @@ cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc
         const cdc_schema_col_t *p = prev != NULL ? match_prev(prev, c, &pi) : NULL;
         int32_t pid = p == NULL ? 0 : legacy ? (int32_t)pi + 1 : p->field_id;
         const char *keep = NULL;
-        bool ok = true;
+        bool ok = p == NULL || keep_mapping(p, c);
 
+        if (c->key > 0 && c->ice_nested != NULL) {
+            /* Iceberg identifier fields are primitive: a key array stays JSON text */
+            free(c->ice_nested);
+            c->ice_nested = NULL;
+            c->ice_type = CDC_ICE_STRING;
+        }
+        if (ok && !nested_assign(p, c, &last))
+            ok = false;
         if (p != NULL && ice_promotable(p, c)) {
             c->field_id = pid;
             c->type_version = p->type_version > 0 ? p->type_version : 1;
@@ -832,9 +1030,11 @@ cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc
             r->field_name = NULL;
             r->type_version = p->type_version > 0 ? p->type_version : 1;
             r->name = NULL;
+            r->ice_nested = p->ice_nested != NULL ? strdup(p->ice_nested) : NULL;
             r->nullable = true;
             r->key = 0;
-            if (!set_name(&r->name, p->name, "v", r->type_version))
+            if (!set_name(&r->name, p->name, "v", r->type_version) ||
+                (p->ice_nested != NULL && r->ice_nested == NULL))
                 ok = false;
             c->field_id = ++last;
             c->type_version = r->type_version + 1;
@@ -859,6 +1059,7 @@ cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc
         retired[nret] = *r;
         retired[nret].pg_type = NULL;
         retired[nret].field_name = NULL;
+        retired[nret].ice_nested = r->ice_nested != NULL ? strdup(r->ice_nested) : NULL;
         retired[nret].name = strdup(r->name);
         if (retired[nret++].name == NULL) {
             free_retired(retired, nret);
@@ -869,6 +1070,7 @@ cdc_err_t cdc_schema_doc_assign_ids(const cdc_schema_doc_t *prev, cdc_schema_doc
         free(doc->retired[i].name);
         free(doc->retired[i].pg_type);
         free(doc->retired[i].field_name);
+        free(doc->retired[i].ice_nested);
     }
     free(doc->retired);
     doc->retired = retired;
@@ -914,6 +1116,19 @@ bool cdc_schema_doc_rewrites_rows(const cdc_schema_doc_t *prev, const cdc_schema
         if (p->pg_oid != c->pg_oid || p->ice_type != c->ice_type || p->precision != c->precision ||
             p->scale != c->scale)
             return true;
+        /* nested ids are given with the field ids; compare the shape without them */
+        if ((p->ice_nested == NULL) != (c->ice_nested == NULL))
+            return true;
+        if (p->ice_nested != NULL) {
+            int32_t none = 0;
+            char *a = nested_ids(p->ice_nested, &none, true),
+                 *b = nested_ids(c->ice_nested, &none, true);
+            bool differ = a == NULL || b == NULL || strcmp(a, b) != 0;
+            free(a);
+            free(b);
+            if (differ)
+                return true;
+        }
     }
     return false;
 }

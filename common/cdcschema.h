@@ -62,6 +62,7 @@ typedef enum cdc_value_enc {
     CDC_VENC_TIMESTAMP, /* JSON integer, microseconds since 1970-01-01 00:00:00 (no zone / UTC) */
     CDC_VENC_UUID,      /* JSON string, canonical 8-4-4-4-12 lower-case hex */
     CDC_VENC_ARRAY,     /* JSON string holding a JSON array text, e.g. "[1,2,null]" */
+    CDC_VENC_RECORD,    /* JSON string, a composite's PostgreSQL text "(1,\"a b\",)" (a struct) */
     CDC_VENC__COUNT
 } cdc_value_enc_t;
 
@@ -87,6 +88,9 @@ typedef struct cdc_schema_col {
                            * else NULL */
     int32_t type_version; /* 1, + 1 on each type change that is no Iceberg promotion */
     bool has_default;     /* the catalog has a default for it (not in the document) */
+    /* LIST/STRUCT: the Iceberg JSON of the type with its nested field ids (the document's
+     * "iceberg" is then that object, docs/events.md "Schema documents") */
+    char *ice_nested;
 } cdc_schema_col_t;
 
 /* A table's schema at one version. All strings and arrays are owned by the struct. */
@@ -132,6 +136,32 @@ typedef struct cdc_schema_doc {
  */
 void cdc_schema_map_type(uint32_t oid, int32_t typmod, cdc_ice_type_t *ice, int32_t *precision,
                          int32_t *scale, cdc_value_enc_t *enc);
+
+/*
+ * How the capture maps types with more than one Iceberg form (docs/capture.md, "Types"):
+ * arrays of the element types events carry natively as list<T> (list<list<T>> for a
+ * column declared with two dimensions, ...) or as string holding JSON array text, and a
+ * numeric without a typmod as decimal(P,S) or string. Applies to columns the table's
+ * previous schema document does not have with the same PostgreSQL type: a registered
+ * column keeps its Iceberg type (cdc_schema_doc_assign_ids()).
+ */
+typedef struct cdc_schema_mapping {
+    bool nested;               /* arrays as lists, composites as structs */
+    int32_t numeric_precision; /* 0: an unconstrained numeric stays string */
+    int32_t numeric_scale;
+} cdc_schema_mapping_t;
+
+/* Parses --numeric-default: "string" or "decimal(P,S)". */
+bool cdc_schema_numeric_default_parse(const char *s, cdc_schema_mapping_t *m);
+
+/*
+ * Fills col's pg_oid, typmod, Iceberg type, encoding, elem_oid and ice_nested for a column
+ * of type oid/typmod declared with ndims array dimensions (pg_attribute.attndims), by
+ * cdc_schema_map_type() and then m (NULL: the mapping before lists, numerics as string).
+ * Nested field ids are 0 until cdc_schema_doc_assign_ids(). false when out of memory.
+ */
+bool cdc_schema_map_col(const cdc_schema_mapping_t *m, cdc_schema_col_t *col, uint32_t oid,
+                        int32_t typmod, int ndims);
 
 /* Element oid of a built-in array type oid (e.g. 1007 int4[] -> 23), 0 when not an array. */
 uint32_t cdc_schema_array_elem(uint32_t array_oid);
@@ -190,7 +220,11 @@ const char *cdc_schema_col_field_name(const cdc_schema_col_t *c);
  *   source column takes (or already has) is suffixed with its field id ("n__v1__f4");
  *   a live column versioned before this scheme ("n__v2" with a retired "n") keeps its
  *   names until its next rename or type change that Iceberg cannot promote;
- * - a new column gets last_field_id + 1; a dropped column's id is never given again.
+ * - a new column gets last_field_id + 1; a dropped column's id is never given again;
+ * - a column with the previous column's PostgreSQL type keeps its Iceberg type and
+ *   encoding (a table registered before lists or the numeric default keeps strings);
+ * - the nested field ids of a list or struct column are kept from the previous column of
+ *   the same nested shape, else given from last_field_id + 1 as well.
  * A prev of an earlier capture (no field ids) is read as ids 1..n in column order, the
  * numbering workers gave such tables.
  */

@@ -394,6 +394,7 @@ cdc_err_t cdc_compact_table(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t,
     const cdc_ice_snapshot_t *snap = cdc_ice_metadata_current_snapshot(md);
     if (snap == NULL)
         return CDC_OK;
+
     int64_t seq = snap->sequence_number;
     if ((rc = cdc_ice_table_live_files(t, &files, &nfiles, e)) != CDC_OK)
         return rc;

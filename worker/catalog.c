@@ -73,11 +73,15 @@ static void schema_free(cdc_source_schema_t *s)
     for (size_t i = 0; i < s->ncols; i++) {
         free(s->cols[i].name);
         free(s->cols[i].field_name);
+        free(s->cols[i].nested);
+        cdc_ice_node_free(s->cols[i].tree);
+        free(s->cols[i].tree);
     }
     free(s->cols);
     for (size_t i = 0; i < s->nretired; i++) {
         free(s->retired[i].name);
         free(s->retired[i].field_name);
+        free(s->retired[i].nested);
     }
     free(s->retired);
     free(s->key_cols);
@@ -219,6 +223,8 @@ static uint64_t schema_fp(const cdc_source_schema_t *s)
         h = fnv(h, cdc_column_field_name(col), strlen(cdc_column_field_name(col)) + 1);
         h = fnv(h, t, sizeof(t));
         h = fnv(h, &col->enc, sizeof(col->enc));
+        if (col->nested != NULL)
+            h = fnv(h, col->nested, strlen(col->nested) + 1);
     }
     for (size_t i = 0; i < s->nretired; i++) {
         const cdc_column_t *col = &s->retired[i];
@@ -260,6 +266,8 @@ static bool schema_finish(cdc_catalog_t *c, cdc_source_schema_t *s)
         const cdc_column_t *col = i < s->ncols ? &s->cols[i] : &s->retired[i - s->ncols];
         int32_t v[4] = {col->field_id, (int32_t)col->type, col->precision, col->scale};
         tablefp = fnv(tablefp, v, sizeof(v));
+        if (col->nested != NULL)
+            tablefp = fnv(tablefp, col->nested, strlen(col->nested) + 1);
         tablefp = fnv(tablefp, cdc_column_field_name(col), strlen(cdc_column_field_name(col)) + 1);
     }
     for (size_t i = 0; i < t->nfps; i++)
@@ -502,11 +510,29 @@ static cdc_err_t register_doc(cdc_catalog_t *c, const char *topic, int64_t versi
         /* Every capture encoding is this decoder's default for the Iceberg type:
          * temporal integers in micros (days for dates), decimals as text, bytes base64,
          * arrays and other types as strings. */
-        col->enc = CDC_ENC_DEFAULT;
+        col->enc = dc->enc == CDC_VENC_RECORD ? CDC_ENC_RECORD : CDC_ENC_DEFAULT;
         col->field_id = dc->field_id;
         if (dc->field_name != NULL && (col->field_name = strdup(dc->field_name)) == NULL) {
             schema_free(s);
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        }
+        if (dc->ice_nested != NULL) {
+            cdc_ice_field_t f = {.id = dc->field_id > 0 ? dc->field_id : 1,
+                                 .name = col->name,
+                                 .type = col->type,
+                                 .required = !col->optional,
+                                 .nested = dc->ice_nested};
+            cdc_err_t rc;
+            if ((col->nested = strdup(dc->ice_nested)) == NULL ||
+                (col->tree = calloc(1, sizeof(*col->tree))) == NULL) {
+                schema_free(s);
+                return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            }
+            if ((rc = cdc_ice_node_build(&f, col->tree, e)) != CDC_OK) {
+                schema_free(s);
+                return cdc_error_prefix(e, "schema %s/%lld column \"%s\"", topic,
+                                        (long long)version, dc->name);
+            }
         }
     }
     /* documents of captures that track column identity carry the field ids */
@@ -540,6 +566,8 @@ static cdc_err_t register_doc(cdc_catalog_t *c, const char *topic, int64_t versi
             col->precision = dc->precision;
             col->scale = dc->scale;
             col->optional = true;
+            if (dc->ice_nested != NULL && (col->nested = strdup(dc->ice_nested)) == NULL)
+                break;
         }
         if (s->nretired != doc->nretired) {
             schema_free(s);

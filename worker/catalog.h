@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/iceberg/nested.h"
 #include "common/iceberg/types.h"
 
 /* How a column's JSON value is encoded when the type alone does not say it. */
@@ -24,6 +25,8 @@ typedef enum cdc_enc {
     CDC_ENC_MICROS,
     CDC_ENC_NANOS,
     CDC_ENC_BASE64, /* decimal: unscaled two's complement bytes in base64 (Kafka Decimal) */
+    CDC_ENC_RECORD, /* struct: a composite's PostgreSQL text "(1,\"a b\",)" (the capture's
+                     * "record" encoding, docs/events.md) */
 } cdc_enc_t;
 
 typedef struct cdc_column {
@@ -36,6 +39,10 @@ typedef struct cdc_column {
     cdc_enc_t enc;
     bool key;      /* part of the primary key (identifier field) */
     bool optional; /* nullable */
+    /* LIST/STRUCT: the Iceberg JSON of the type (common/iceberg/nested.h) and its tree,
+     * which checks each value before it is staged */
+    char *nested;
+    cdc_ice_node_t *tree;
 } cdc_column_t;
 
 /* One version of a source table's schema. Owned by the catalog. */

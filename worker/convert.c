@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "common/base64.h"
+#include "common/buf.h"
 #include "common/hex.h"
 #include "worker/decode_int.h"
 
@@ -22,8 +23,8 @@
 static const char *ice_type_name(const cdc_column_t *col, char *buf, size_t size)
 {
     static const char *const names[CDC_ICE__TYPE_COUNT] = {
-        "boolean", "int",  "long", "float",     "double",      "decimal", "string",
-        "binary",  "date", "time", "timestamp", "timestamptz", "uuid"};
+        "boolean", "int",  "long",      "float",       "double", "decimal", "string", "binary",
+        "date",    "time", "timestamp", "timestamptz", "uuid",   "list",    "struct"};
     if (col->type == CDC_ICE_DECIMAL) {
         snprintf(buf, size, "decimal(%d, %d)", col->precision, col->scale);
         return buf;
@@ -225,6 +226,8 @@ static int64_t scale_temporal(int64_t x, cdc_enc_t enc)
  * 0 on a type mismatch (v zeroed), -1 when out of memory; placeholder marks Debezium's
  * unchanged-TOAST placeholder.
  */
+static int record_to_nested(const cdc_ice_node_t *st, const char *s, size_t n, char **out);
+
 int cdc_decode_convert(const cdc_column_t *col, const cdc_jv_t *j, const char *placeholder,
                        cdc_val_t *v)
 {
@@ -371,12 +374,193 @@ int cdc_decode_convert(const cdc_column_t *col, const cdc_jv_t *j, const char *p
             goto mismatch;
         return cdc_val_set_bytes(v, u, 16) ? 1 : -1;
     }
+    case CDC_ICE_LIST:
+    case CDC_ICE_STRUCT: {
+        /* the event's string holds the list's JSON array (object) text in the nested
+         * value form (docs/events.md, "Values"), or a composite's text; checked against
+         * the type here so that a value the Parquet writer would refuse is dead-lettered,
+         * not staged */
+        char why[160];
+        cdc_err_t rc;
+        if (str == NULL || col->tree == NULL)
+            goto mismatch;
+        if (col->enc == CDC_ENC_RECORD) {
+            char *text = NULL;
+            int r = record_to_nested(col->tree, str, slen, &text);
+            if (r <= 0) {
+                free(text);
+                if (r < 0)
+                    return -1;
+                goto mismatch;
+            }
+            rc = cdc_ice_nested_shred(col->tree, text, strlen(text), NULL, NULL, why, sizeof(why));
+            if (rc == CDC_OK && !cdc_val_set_bytes(v, text, strlen(text)))
+                rc = CDC_ERR_NOMEM;
+            free(text);
+            if (rc == CDC_ERR_NOMEM)
+                return -1;
+            if (rc != CDC_OK)
+                goto mismatch;
+            return 1;
+        }
+        rc = cdc_ice_nested_shred(col->tree, str, slen, NULL, NULL, why, sizeof(why));
+        if (rc == CDC_ERR_NOMEM)
+            return -1;
+        if (rc != CDC_OK)
+            goto mismatch;
+        return cdc_val_set_bytes(v, str, slen) ? 1 : -1;
+    }
     default:
         break;
     }
 mismatch:
     memset(v, 0, sizeof(*v));
     return 0;
+}
+
+/* ---- composites ------------------------------------------------------------------------ */
+
+/* A converted leaf value in the nested value form (common/iceberg/nested.h). */
+static json_t *leaf_json(const cdc_ice_field_t *f, const cdc_val_t *v)
+{
+    cdc_ice_value_t c;
+    memset(&c, 0, sizeof(c));
+    switch (f->type) {
+    case CDC_ICE_BOOLEAN:
+        c.v.b = v->u.b;
+        break;
+    case CDC_ICE_INT:
+    case CDC_ICE_DATE:
+        c.v.i32 = (int32_t)v->u.i;
+        break;
+    case CDC_ICE_FLOAT:
+        c.v.f32 = (float)v->u.d;
+        break;
+    case CDC_ICE_DOUBLE:
+        c.v.f64 = v->u.d;
+        break;
+    case CDC_ICE_DECIMAL:
+        c.v.dec = v->u.dec;
+        break;
+    case CDC_ICE_UUID:
+        if (v->len != 16)
+            return NULL;
+        memcpy(c.v.uuid, v->bytes, 16);
+        break;
+    case CDC_ICE_STRING:
+    case CDC_ICE_BINARY:
+        c.v.bytes.ptr = v->bytes;
+        c.v.bytes.len = v->len;
+        break;
+    default:
+        c.v.i64 = v->u.i;
+        break;
+    }
+    return cdc_ice_nested_leaf_json(f, &c);
+}
+
+/* One field of a composite's text at *p (quoted, unquoted or empty = NULL) into out;
+ * *null when it is NULL. Moves *p past it. */
+static bool record_field(const char **p, const char *end, cdc_buf_t *out, bool *null)
+{
+    const char *s = *p;
+    cdc_buf_reset(out);
+    *null = s < end && (*s == ',' || *s == ')');
+    if (*null)
+        return true;
+    if (s < end && *s == '"') {
+        for (s++; s < end; s++) {
+            if (*s == '"' && s + 1 < end && s[1] == '"')
+                cdc_buf_putc(out, *++s);
+            else if (*s == '\\' && s + 1 < end)
+                cdc_buf_putc(out, *++s);
+            else if (*s == '"')
+                break;
+            else
+                cdc_buf_putc(out, *s);
+        }
+        if (s >= end)
+            return false;
+        s++;
+    } else {
+        for (; s < end && *s != ',' && *s != ')'; s++) {
+            if (*s == '\\' && s + 1 < end)
+                s++;
+            cdc_buf_putc(out, *s);
+        }
+    }
+    *p = s;
+    return !out->oom;
+}
+
+/* A composite's text as a JSON object of struct st's fields; NULL on a mismatch. */
+static json_t *record_json(const cdc_ice_node_t *st, const char *s, size_t n, int depth, bool *oom)
+{
+    const char *p = s, *end = s + n;
+    json_t *o;
+    cdc_buf_t t = {0};
+
+    if (n < 2 || *p != '(' || end[-1] != ')' || depth > 8 || (o = json_object()) == NULL)
+        return NULL;
+    p++;
+    for (size_t i = 0; i < st->nkids; i++) {
+        const cdc_ice_node_t *k = &st->kids[i];
+        bool null;
+        json_t *j = NULL;
+        if ((i > 0 && (p >= end || *p++ != ',')) || !record_field(&p, end, &t, &null))
+            goto mismatch;
+        if (null) {
+            j = json_null();
+        } else if (k->f.type == CDC_ICE_STRUCT) {
+            j = record_json(k, t.data ? t.data : "", t.len, depth + 1, oom);
+        } else if (k->f.type != CDC_ICE_LIST) {
+            cdc_column_t col = {.name = k->f.name,
+                                .type = k->f.type,
+                                .precision = k->f.precision,
+                                .scale = k->f.scale,
+                                .optional = true};
+            cdc_jv_t jv = {.t = CDC_JV_STRING, .s = t.data ? t.data : "", .n = t.len};
+            cdc_val_t v;
+            char *endp;
+            if (k->f.type == CDC_ICE_BOOLEAN && t.len == 1)
+                jv.t = t.data[0] == 't' ? CDC_JV_TRUE : CDC_JV_FALSE;
+            else if (k->f.type == CDC_ICE_INT || k->f.type == CDC_ICE_LONG)
+                jv = (cdc_jv_t){.t = CDC_JV_INT, .i = strtoll(jv.s, &endp, 10)};
+            else if ((k->f.type == CDC_ICE_FLOAT || k->f.type == CDC_ICE_DOUBLE) &&
+                     (jv.s[0] == '-' || (jv.s[0] >= '0' && jv.s[0] <= '9')) &&
+                     strcmp(jv.s, "-Infinity") != 0)
+                jv = (cdc_jv_t){.t = CDC_JV_REAL, .d = strtod(jv.s, &endp)};
+            int r = cdc_decode_convert(&col, &jv, NULL, &v);
+            if (r < 0)
+                *oom = true;
+            if (r > 0)
+                j = leaf_json(&k->f, &v);
+            free(v.bytes);
+        }
+        if (j == NULL || json_object_set_new(o, k->f.name, j) != 0)
+            goto mismatch;
+    }
+    if (p != end - 1)
+        goto mismatch;
+    cdc_buf_free(&t);
+    return o;
+mismatch:
+    cdc_buf_free(&t);
+    json_decref(o);
+    return NULL;
+}
+
+/* A composite's text s[0..n) as the nested value form of struct st (*out malloc'd):
+ * 1 done, 0 a mismatch, -1 out of memory. */
+static int record_to_nested(const cdc_ice_node_t *st, const char *s, size_t n, char **out)
+{
+    bool oom = false;
+    json_t *o = record_json(st, s, n, 0, &oom);
+    *out = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) : NULL;
+    json_decref(o);
+    if (oom || (o != NULL && *out == NULL))
+        return -1;
+    return *out != NULL ? 1 : 0;
 }
 
 /* ---- the tree path ------------------------------------------------------------------- */
@@ -435,17 +619,40 @@ static bool convert(const cdc_column_t *col, json_t *j, const char *placeholder,
         free(d);
         return ok;
     }
-    r = cdc_decode_convert(col, &jv, placeholder, v);
+    if (jv.t == CDC_JV_OTHER && col->tree != NULL) { /* a list or struct sent natively */
+        char *d = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+        if (d == NULL)
+            return false;
+        jv.t = CDC_JV_STRING;
+        jv.s = d;
+        jv.n = strlen(d);
+        r = cdc_decode_convert(col, &jv, NULL, v);
+        free(d);
+        if (r < 0)
+            return false;
+        jv.t = CDC_JV_OTHER;
+    } else {
+        r = cdc_decode_convert(col, &jv, placeholder, v);
+    }
     if (r > 0)
         return true;
     if (r < 0)
         return false;
     de->cls = CDC_DLQ_TYPE_MISMATCH;
     {
-        char tb[32];
+        char tb[32], why[160] = "";
         char *shown = j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-        int n = snprintf(de->msg, sizeof(de->msg), "column \"%s\" expects %s, got ", col->name,
-                         ice_type_name(col, tb, sizeof(tb)));
+        int n;
+        /* a list's reason (names of its type's fields only, never a value) */
+        if (col->tree != NULL && col->enc != CDC_ENC_RECORD && jv.t == CDC_JV_STRING &&
+            cdc_ice_nested_shred(col->tree, jv.s, jv.n, NULL, NULL, why + 2, sizeof(why) - 4) ==
+                CDC_ERR_INVALID) {
+            why[0] = ' ';
+            why[1] = '(';
+            strcat(why, ")");
+        }
+        n = snprintf(de->msg, sizeof(de->msg), "column \"%s\" expects %s%s, got ", col->name,
+                     ice_type_name(col, tb, sizeof(tb)), why);
         if (n > 0 && (size_t)n < sizeof(de->msg)) {
             de->quote_at = (size_t)n;
             snprintf(de->msg + n, sizeof(de->msg) - (size_t)n, "%.80s", shown ? shown : "null");

@@ -528,7 +528,8 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
 /* Only the columns that PostgreSQL can TOAST are kept for repair. */
 static bool toastable(cdc_ice_type_t t)
 {
-    return t == CDC_ICE_STRING || t == CDC_ICE_BINARY || t == CDC_ICE_DECIMAL;
+    return t == CDC_ICE_STRING || t == CDC_ICE_BINARY || t == CDC_ICE_DECIMAL ||
+           t == CDC_ICE_LIST || t == CDC_ICE_STRUCT;
 }
 
 /*

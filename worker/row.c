@@ -59,7 +59,8 @@ static size_t fixed_payload(const cdc_column_t *col, const cdc_val_t *v, uint8_t
 
 static bool is_bytes_type(cdc_ice_type_t t)
 {
-    return t == CDC_ICE_STRING || t == CDC_ICE_BINARY || t == CDC_ICE_UUID;
+    return t == CDC_ICE_STRING || t == CDC_ICE_BINARY || t == CDC_ICE_UUID || t == CDC_ICE_LIST ||
+           t == CDC_ICE_STRUCT;
 }
 
 /* ---- entity keys --------------------------------------------------------------------- */

@@ -33,7 +33,7 @@ static const struct {
 #define CL_NCOLS (sizeof(cl_cols) / sizeof(cl_cols[0]))
 
 static bool add_field(cdc_ice_schema_t *o, int32_t id, const char *name, cdc_ice_type_t type,
-                      int32_t precision, int32_t scale, bool required)
+                      int32_t precision, int32_t scale, bool required, const char *nested)
 {
     cdc_ice_field_t *f = &o->fields[o->nfields];
     memset(f, 0, sizeof(*f));
@@ -43,8 +43,12 @@ static bool add_field(cdc_ice_schema_t *o, int32_t id, const char *name, cdc_ice
     f->precision = precision;
     f->scale = scale;
     f->required = required;
-    if (f->name == NULL)
+    f->nested = nested != NULL ? strdup(nested) : NULL;
+    if (f->name == NULL || (nested != NULL && f->nested == NULL)) {
+        free(f->name);
+        free(f->nested);
         return false;
+    }
     o->nfields++;
     return true;
 }
@@ -66,7 +70,7 @@ cdc_err_t cdc_stage_ice_schema(const cdc_source_schema_t *s, cdc_stage_kind_t ki
         /* Changelog deletes carry only the old key: other columns must be optional. */
         bool required = c->key && kind != CDC_STAGE_CHANGELOG;
         ok = add_field(out, c->field_id, cdc_column_field_name(c), c->type, c->precision, c->scale,
-                       required);
+                       required, c->nested);
         if (c->key && kind != CDC_STAGE_CHANGELOG)
             out->identifier_ids[out->nidentifier++] = c->field_id;
     }
@@ -74,11 +78,11 @@ cdc_err_t cdc_stage_ice_schema(const cdc_source_schema_t *s, cdc_stage_kind_t ki
     for (size_t i = 0; i < s->nretired && ok && kind != CDC_STAGE_MIRROR_DELETES; i++) {
         const cdc_column_t *c = &s->retired[i];
         ok = add_field(out, c->field_id, cdc_column_field_name(c), c->type, c->precision, c->scale,
-                       false);
+                       false, c->nested);
     }
     for (size_t i = 0; kind == CDC_STAGE_CHANGELOG && i < CL_NCOLS && ok; i++)
         ok = add_field(out, cl_cols[i].id, cl_cols[i].name, cl_cols[i].type, 0, 0,
-                       cl_cols[i].required);
+                       cl_cols[i].required, NULL);
     if (ok)
         return CDC_OK;
 nomem:
@@ -113,6 +117,8 @@ static void to_cell(const cdc_ice_field_t *f, const cdc_val_t *v, cdc_ice_value_
         break;
     case CDC_ICE_STRING:
     case CDC_ICE_BINARY:
+    case CDC_ICE_LIST: /* the nested value form's JSON text (common/iceberg/nested.h) */
+    case CDC_ICE_STRUCT:
         cell->v.bytes.ptr = v->bytes;
         cell->v.bytes.len = v->len;
         break;

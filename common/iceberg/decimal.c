@@ -107,3 +107,29 @@ __int128 cdc_ice_decimal_from_be(const uint8_t *p, size_t n)
         v = (v << 8) | p[i];
     return (__int128)v;
 }
+
+void cdc_ice_decimal_format(__int128 v, int32_t scale, char *out, size_t cap)
+{
+    char d[48];
+    int n = 0;
+    bool neg = v < 0;
+    unsigned __int128 u = neg ? -(unsigned __int128)v : (unsigned __int128)v;
+    size_t o = 0;
+
+    if (cap == 0)
+        return;
+    do {
+        d[n++] = (char)('0' + (int)(u % 10));
+        u /= 10;
+    } while (u > 0 && n < (int)sizeof(d) - 1);
+    while (n <= scale && n < (int)sizeof(d))
+        d[n++] = '0';
+    if (neg && o + 1 < cap)
+        out[o++] = '-';
+    for (int i = n - 1; i >= 0 && o + 2 < cap; i--) {
+        out[o++] = d[i];
+        if (i == scale && scale > 0)
+            out[o++] = '.';
+    }
+    out[o] = '\0';
+}

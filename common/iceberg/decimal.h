@@ -35,6 +35,10 @@ void cdc_ice_decimal_be_fixed(__int128 v, uint8_t *out, int n);
  * and limit. */
 __int128 cdc_ice_decimal_limit(int32_t precision);
 
+/* The text of unscaled value v at `scale` ("-12.30"), NUL-terminated in out (48 bytes are
+ * always enough). */
+void cdc_ice_decimal_format(__int128 v, int32_t scale, char *out, size_t cap);
+
 /* Minimal big-endian two's complement of v into out (16 bytes of room); returns the
  * length (1..16). */
 size_t cdc_ice_decimal_be_min(__int128 v, uint8_t *out);

@@ -68,6 +68,69 @@ const char *cdc_pq_codec_name(cdc_pq_codec_t codec)
 
 /* ---- writer setup ------------------------------------------------------------- */
 
+/* The leaf columns of w's schema: one per primitive field, one per primitive leaf of a
+ * list or struct field with that leaf's levels and path (docs/parquet.md, "Nested
+ * columns"). */
+static cdc_err_t writer_columns(cdc_pq_writer_t *w, cdc_error_t *err)
+{
+    size_t nf = w->schema.nfields, n = 0;
+
+    w->fcol = calloc(nf, sizeof(*w->fcol));
+    w->trees = calloc(nf, sizeof(*w->trees));
+    if (w->fcol == NULL || w->trees == NULL)
+        return cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < nf; i++) {
+        w->fcol[i] = n;
+        if (cdc_ice_type_is_nested(w->schema.fields[i].type)) {
+            cdc_err_t rc = cdc_ice_node_build(&w->schema.fields[i], &w->trees[i], err);
+            if (rc != CDC_OK)
+                return rc;
+            n += cdc_ice_node_leaves(&w->trees[i]);
+        } else {
+            n++;
+        }
+    }
+    w->cols = calloc(n, sizeof(column_t));
+    if (w->cols == NULL)
+        return cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < nf; i++) {
+        const cdc_ice_field_t *f = &w->schema.fields[i];
+        if (!cdc_ice_type_is_nested(f->type)) {
+            cdc_err_t rc = cdc_pq_column_init(&w->cols[w->ncols], f, &w->opts, err);
+            w->ncols++;
+            if (rc != CDC_OK)
+                return rc;
+            continue;
+        }
+        for (size_t k = 0; k < cdc_ice_node_leaves(&w->trees[i]); k++) {
+            const cdc_ice_node_t *path[PQ_MAX_PATH];
+            size_t depth;
+            const cdc_ice_node_t *leaf =
+                cdc_ice_node_leaf(&w->trees[i], (int)k, path, PQ_MAX_PATH, &depth);
+            column_t *c = &w->cols[w->ncols];
+            cdc_err_t rc = leaf == NULL ? cdc_error_set(err, CDC_ERR_INVALID, "bad nested type")
+                                        : cdc_pq_column_init(c, &leaf->f, &w->opts, err);
+            w->ncols++;
+            if (rc != CDC_OK)
+                return rc;
+            c->nested = true;
+            c->max_def = leaf->def;
+            c->max_rep = leaf->max_rep;
+            c->optional = !leaf->f.required;
+            c->npath = 0;
+            for (size_t d = 0; d < depth && d < PQ_MAX_PATH; d++) {
+                if (c->npath + 2 > PQ_MAX_PATH)
+                    return cdc_error_set(err, CDC_ERR_UNSUPPORTED, "field \"%s\" nests too deep",
+                                         f->name);
+                c->path[c->npath++] = path[d]->f.name;
+                if (path[d]->f.type == CDC_ICE_LIST)
+                    c->path[c->npath++] = "list";
+            }
+        }
+    }
+    return CDC_OK;
+}
+
 static cdc_err_t writer_new(const cdc_ice_schema_t *schema, const cdc_pq_options_t *opts,
                             sink_kind_t sink_kind, cdc_pq_writer_t **out, cdc_error_t *err)
 {
@@ -101,17 +164,9 @@ static cdc_err_t writer_new(const cdc_ice_schema_t *schema, const cdc_pq_options
         rc = cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    w->ncols = w->schema.nfields;
-    w->cols = calloc(w->ncols, sizeof(column_t));
-    if (w->cols == NULL) {
-        rc = cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
+    rc = writer_columns(w, err);
+    if (rc != CDC_OK)
         goto fail;
-    }
-    for (size_t i = 0; i < w->ncols; i++) {
-        rc = cdc_pq_column_init(&w->cols[i], &w->schema.fields[i], &w->opts, err);
-        if (rc != CDC_OK)
-            goto fail;
-    }
     if (w->opts.codec == CDC_PQ_CODEC_ZSTD) {
         w->zctx = ZSTD_createCCtx();
         if (w->zctx == NULL) {
@@ -257,6 +312,10 @@ void cdc_pq_writer_free(cdc_pq_writer_t *w)
     for (size_t i = 0; w->cols != NULL && i < w->ncols; i++)
         cdc_pq_column_free(&w->cols[i]);
     free(w->cols);
+    for (size_t i = 0; w->trees != NULL && i < w->schema.nfields; i++)
+        cdc_ice_node_free(&w->trees[i]);
+    free(w->trees);
+    free(w->fcol);
     if (w->fd >= 0)
         close(w->fd);
     free(w->path);
@@ -360,7 +419,7 @@ static void put_schema_element(cdc_thrift_t *t, const column_t *c)
     cdc_thrift_field_i32(t, 1, c->ptype);
     if (c->ptype == PT_FLBA)
         cdc_thrift_field_i32(t, 2, c->type_length);
-    cdc_thrift_field_i32(t, 3, c->optional ? REP_OPTIONAL : REP_REQUIRED);
+    cdc_thrift_field_i32(t, 3, f->required ? REP_REQUIRED : REP_OPTIONAL);
     cdc_thrift_field_string(t, 4, f->name);
     switch (f->type) {
     case CDC_ICE_STRING:
@@ -429,6 +488,57 @@ static void put_schema_element(cdc_thrift_t *t, const column_t *c)
     cdc_thrift_struct_end(t);
 }
 
+/* A group element: name, repetition, children, an optional LIST annotation (converted
+ * type 3, logical type LIST = union member 3) and a field id (0: none). */
+static void put_group(cdc_thrift_t *t, const char *name, int repetition, size_t nkids, bool list,
+                      int32_t id)
+{
+    cdc_thrift_struct_begin(t);
+    cdc_thrift_field_i32(t, 3, repetition);
+    cdc_thrift_field_string(t, 4, name);
+    cdc_thrift_field_i32(t, 5, (int32_t)nkids);
+    if (list)
+        cdc_thrift_field_i32(t, 6, 3);
+    if (id > 0)
+        cdc_thrift_field_i32(t, 9, id);
+    if (list) {
+        cdc_thrift_field_struct_begin(t, 10);
+        cdc_thrift_field_struct_begin(t, 3);
+        cdc_thrift_struct_end(t);
+        cdc_thrift_struct_end(t);
+    }
+    cdc_thrift_struct_end(t);
+}
+
+/* Schema elements of node n in depth-first order; *col walks the leaf columns. A list
+ * is the 3-level form `<name> (LIST) { repeated group list { element } }`. */
+static void put_node(cdc_thrift_t *t, const cdc_pq_writer_t *w, const cdc_ice_node_t *n,
+                     size_t *col)
+{
+    int rep = n->f.required ? REP_REQUIRED : REP_OPTIONAL;
+
+    if (n->f.type == CDC_ICE_LIST) {
+        put_group(t, n->f.name, rep, 1, true, n->f.id);
+        put_group(t, "list", REP_REPEATED, 1, false, 0);
+        put_node(t, w, n->kids, col);
+    } else if (n->f.type == CDC_ICE_STRUCT) {
+        put_group(t, n->f.name, rep, n->nkids, false, n->f.id);
+        for (size_t i = 0; i < n->nkids; i++)
+            put_node(t, w, &n->kids[i], col);
+    } else {
+        put_schema_element(t, &w->cols[(*col)++]);
+    }
+}
+
+/* Number of schema elements of node n. */
+static size_t node_elements(const cdc_ice_node_t *n)
+{
+    size_t k = n->f.type == CDC_ICE_LIST ? 2 : 1;
+    for (size_t i = 0; i < n->nkids; i++)
+        k += node_elements(&n->kids[i]);
+    return k;
+}
+
 static int codec_id(cdc_pq_codec_t codec)
 {
     switch (codec) {
@@ -454,8 +564,9 @@ static void put_column_chunk(cdc_thrift_t *t, const cdc_pq_writer_t *w, const co
     cdc_thrift_i32(t, ENC_PLAIN);
     if (m->dict_used)
         cdc_thrift_i32(t, ENC_RLE_DICTIONARY);
-    cdc_thrift_field_list_begin(t, 3, CDC_THRIFT_BINARY, 1);
-    cdc_thrift_binary(t, c->field->name, strlen(c->field->name));
+    cdc_thrift_field_list_begin(t, 3, CDC_THRIFT_BINARY, (int32_t)c->npath);
+    for (size_t i = 0; i < c->npath; i++)
+        cdc_thrift_binary(t, c->path[i], strlen(c->path[i]));
     cdc_thrift_field_i32(t, 4, codec_id(w->opts.codec));
     cdc_thrift_field_i64(t, 5, m->num_values);
     cdc_thrift_field_i64(t, 6, m->uncompressed);
@@ -488,13 +599,20 @@ static cdc_err_t write_footer(cdc_pq_writer_t *w, cdc_error_t *err)
     cdc_thrift_init(&t);
     cdc_thrift_struct_begin(&t);
     cdc_thrift_field_i32(&t, 1, 1); /* version */
-    cdc_thrift_field_list_begin(&t, 2, CDC_THRIFT_STRUCT, w->ncols + 1);
+    size_t nel = 1, col = 0;
+    for (size_t i = 0; i < w->schema.nfields; i++)
+        nel += cdc_ice_type_is_nested(w->schema.fields[i].type) ? node_elements(&w->trees[i]) : 1;
+    cdc_thrift_field_list_begin(&t, 2, CDC_THRIFT_STRUCT, nel);
     cdc_thrift_struct_begin(&t); /* root */
     cdc_thrift_field_string(&t, 4, "table");
-    cdc_thrift_field_i32(&t, 5, (int32_t)w->ncols);
+    cdc_thrift_field_i32(&t, 5, (int32_t)w->schema.nfields);
     cdc_thrift_struct_end(&t);
-    for (size_t i = 0; i < w->ncols; i++)
-        put_schema_element(&t, &w->cols[i]);
+    for (size_t i = 0; i < w->schema.nfields; i++) {
+        if (cdc_ice_type_is_nested(w->schema.fields[i].type))
+            put_node(&t, w, &w->trees[i], &col);
+        else
+            put_schema_element(&t, &w->cols[col++]);
+    }
     cdc_thrift_field_i64(&t, 3, w->rows);
     cdc_thrift_field_list_begin(&t, 4, CDC_THRIFT_STRUCT, w->nrg);
     for (size_t g = 0; g < w->nrg; g++) {
@@ -576,9 +694,11 @@ cdc_err_t cdc_pq_writer_close(cdc_pq_writer_t *w, cdc_ice_data_file_t *df, cdc_e
         cdc_ice_data_file_clear(df);
         return cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
     }
-    df->nstats = w->ncols;
+    /* nested fields carry no statistics: optional in the Iceberg spec, and their leaves'
+     * counts are entries, not rows (docs/parquet.md, "Nested columns") */
     for (size_t i = 0; i < w->ncols; i++)
-        cdc_pq_column_ice_stats(&w->cols[i], &df->stats[i]);
+        if (!w->cols[i].nested)
+            cdc_pq_column_ice_stats(&w->cols[i], &df->stats[df->nstats++]);
     df->nsplit_offsets = w->nrg;
     if (w->nrg > 0)
         memcpy(df->split_offsets, w->rg_offsets, w->nrg * sizeof(int64_t));

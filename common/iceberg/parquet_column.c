@@ -18,6 +18,9 @@ cdc_err_t cdc_pq_column_init(column_t *c, const cdc_ice_field_t *f, const cdc_pq
     memset(c, 0, sizeof(*c));
     c->field = f;
     c->optional = !f->required;
+    c->max_def = c->optional ? 1 : 0;
+    c->path[0] = f->name;
+    c->npath = 1;
     cdc_thrift_init(&c->hdr);
     switch (f->type) {
     case CDC_ICE_BOOLEAN:
@@ -81,6 +84,7 @@ cdc_err_t cdc_pq_column_init(column_t *c, const cdc_ice_field_t *f, const cdc_pq
 
 void cdc_pq_column_free(column_t *c)
 {
+    buf_free(&c->reps);
     buf_free(&c->defs);
     buf_free(&c->values);
     buf_free(&c->offs);
@@ -501,18 +505,122 @@ static bool add_bytes(cdc_pq_writer_t *w, column_t *c, const uint8_t *p, size_t 
     return stats_bytes(&c->rg, p, n);
 }
 
+/* Buffers one non-null value of column c; false when out of memory. */
+static bool put_value(cdc_pq_writer_t *w, column_t *c, const cdc_ice_value_t *v)
+{
+    uint8_t *dst;
+
+    c->nvalues++;
+    if (c->is_bytes)
+        return add_bytes(w, c, v->v.bytes.ptr, v->v.bytes.len);
+    if (!buf_reserve(&c->values, (size_t)c->width))
+        return false;
+    dst = c->values.p + c->values.len;
+    c->values.len += (size_t)c->width;
+    w->rg_bytes += (size_t)c->width;
+    switch (c->field->type) {
+    case CDC_ICE_BOOLEAN:
+        dst[0] = v->v.b ? 1 : 0;
+        stats_int(&c->rg, dst[0]);
+        break;
+    case CDC_ICE_INT:
+    case CDC_ICE_DATE:
+        memcpy(dst, &v->v.i32, 4);
+        stats_int(&c->rg, v->v.i32);
+        break;
+    case CDC_ICE_LONG:
+    case CDC_ICE_TIME:
+    case CDC_ICE_TIMESTAMP:
+    case CDC_ICE_TIMESTAMPTZ:
+        memcpy(dst, &v->v.i64, 8);
+        stats_int(&c->rg, v->v.i64);
+        break;
+    case CDC_ICE_FLOAT:
+        memcpy(dst, &v->v.f32, 4);
+        stats_dbl(&c->rg, v->v.f32);
+        break;
+    case CDC_ICE_DOUBLE:
+        memcpy(dst, &v->v.f64, 8);
+        stats_dbl(&c->rg, v->v.f64);
+        break;
+    case CDC_ICE_DECIMAL:
+        if (c->ptype == PT_INT32) {
+            int32_t x = (int32_t)v->v.dec;
+            memcpy(dst, &x, 4);
+        } else if (c->ptype == PT_INT64) {
+            int64_t x = (int64_t)v->v.dec;
+            memcpy(dst, &x, 8);
+        } else {
+            cdc_ice_decimal_be_fixed(v->v.dec, dst, c->type_length);
+        }
+        stats_dec(&c->rg, v->v.dec);
+        break;
+    case CDC_ICE_UUID:
+        memcpy(dst, v->v.uuid, 16);
+        return stats_bytes(&c->rg, dst, 16);
+    default:
+        break;
+    }
+    return true;
+}
+
+/* Appends one level entry to column c: its levels, and its value when it has one. */
+static bool put_entry(cdc_pq_writer_t *w, column_t *c, int rep, int def, const cdc_ice_value_t *v)
+{
+    if (c->max_rep > 0) {
+        if (!buf_reserve(&c->reps, 1))
+            return false;
+        c->reps.p[c->reps.len++] = (uint8_t)rep;
+        w->rg_bytes++;
+    }
+    if (c->max_def > 0) {
+        if (!buf_reserve(&c->defs, 1))
+            return false;
+        c->defs.p[c->defs.len++] = (uint8_t)def;
+    }
+    c->nentries++;
+    if (v == NULL) {
+        c->rg.nulls++;
+        return true;
+    }
+    return put_value(w, c, v);
+}
+
+typedef struct shred_ctx {
+    cdc_pq_writer_t *w;
+    column_t *first; /* the field's first column */
+} shred_ctx_t;
+
+static bool shred_entry(void *ctx, const cdc_ice_node_t *leaf, int rep, int def,
+                        const cdc_ice_value_t *v)
+{
+    shred_ctx_t *x = ctx;
+    return put_entry(x->w, x->first + leaf->leaf, rep, def, v);
+}
+
 cdc_err_t cdc_pq_writer_append(cdc_pq_writer_t *w, const cdc_ice_value_t *values, cdc_error_t *err)
 {
+    char why[160];
+
     if (w->failed || w->closed)
         return cdc_error_set(err, CDC_ERR_CLOSED, "parquet writer is closed or failed");
     /* validate first so a rejected row leaves no partial state */
-    for (size_t i = 0; i < w->ncols; i++) {
-        const column_t *c = &w->cols[i];
+    for (size_t i = 0; i < w->schema.nfields; i++) {
+        const column_t *c = &w->cols[w->fcol[i]];
+        const cdc_ice_field_t *f = &w->schema.fields[i];
         const cdc_ice_value_t *v = &values[i];
         if (v->is_null) {
-            if (!c->optional)
+            if (f->required)
                 return cdc_error_set(err, CDC_ERR_INVALID, "null value in required column \"%s\"",
-                                     c->field->name);
+                                     f->name);
+            continue;
+        }
+        if (cdc_ice_type_is_nested(f->type)) {
+            cdc_err_t rc = cdc_ice_nested_shred(&w->trees[i], (const char *)v->v.bytes.ptr,
+                                                v->v.bytes.len, NULL, NULL, why, sizeof(why));
+            if (rc != CDC_OK)
+                return cdc_error_set(err, rc, "column \"%s\": %s", f->name,
+                                     rc == CDC_ERR_NOMEM ? "out of memory" : why);
             continue;
         }
         if (c->field->type == CDC_ICE_DECIMAL &&
@@ -525,76 +633,20 @@ cdc_err_t cdc_pq_writer_append(cdc_pq_writer_t *w, const cdc_ice_value_t *values
                                  "value of %zu bytes too large for column \"%s\"", v->v.bytes.len,
                                  c->field->name);
     }
-    for (size_t i = 0; i < w->ncols; i++) {
-        column_t *c = &w->cols[i];
+    for (size_t i = 0; i < w->schema.nfields; i++) {
+        column_t *c = &w->cols[w->fcol[i]];
         const cdc_ice_value_t *v = &values[i];
-        uint8_t *dst;
 
-        if (c->optional) {
-            if (!buf_reserve(&c->defs, 1))
-                goto nomem;
-            c->defs.p[c->defs.len++] = v->is_null ? 0 : 1;
-            if (v->is_null) {
-                c->rg.nulls++;
-                continue;
-            }
-        }
-        c->nvalues++;
-        if (c->is_bytes) {
-            if (!add_bytes(w, c, v->v.bytes.ptr, v->v.bytes.len))
+        if (cdc_ice_type_is_nested(w->schema.fields[i].type)) {
+            shred_ctx_t x = {w, c};
+            if (cdc_ice_nested_shred(&w->trees[i], v->is_null ? NULL : (const char *)v->v.bytes.ptr,
+                                     v->is_null ? 0 : v->v.bytes.len, shred_entry, &x, why,
+                                     sizeof(why)) != CDC_OK)
                 goto nomem;
             continue;
         }
-        if (!buf_reserve(&c->values, (size_t)c->width))
+        if (!put_entry(w, c, 0, v->is_null ? 0 : c->max_def, v->is_null ? NULL : v))
             goto nomem;
-        dst = c->values.p + c->values.len;
-        c->values.len += (size_t)c->width;
-        w->rg_bytes += (size_t)c->width;
-        switch (c->field->type) {
-        case CDC_ICE_BOOLEAN:
-            dst[0] = v->v.b ? 1 : 0;
-            stats_int(&c->rg, dst[0]);
-            break;
-        case CDC_ICE_INT:
-        case CDC_ICE_DATE:
-            memcpy(dst, &v->v.i32, 4);
-            stats_int(&c->rg, v->v.i32);
-            break;
-        case CDC_ICE_LONG:
-        case CDC_ICE_TIME:
-        case CDC_ICE_TIMESTAMP:
-        case CDC_ICE_TIMESTAMPTZ:
-            memcpy(dst, &v->v.i64, 8);
-            stats_int(&c->rg, v->v.i64);
-            break;
-        case CDC_ICE_FLOAT:
-            memcpy(dst, &v->v.f32, 4);
-            stats_dbl(&c->rg, v->v.f32);
-            break;
-        case CDC_ICE_DOUBLE:
-            memcpy(dst, &v->v.f64, 8);
-            stats_dbl(&c->rg, v->v.f64);
-            break;
-        case CDC_ICE_DECIMAL:
-            if (c->ptype == PT_INT32) {
-                int32_t x = (int32_t)v->v.dec;
-                memcpy(dst, &x, 4);
-            } else if (c->ptype == PT_INT64) {
-                int64_t x = (int64_t)v->v.dec;
-                memcpy(dst, &x, 8);
-            } else {
-                cdc_ice_decimal_be_fixed(v->v.dec, dst, c->type_length);
-            }
-            stats_dec(&c->rg, v->v.dec);
-            break;
-        case CDC_ICE_UUID:
-            memcpy(dst, v->v.uuid, 16);
-            if (!stats_bytes(&c->rg, dst, 16))
-                goto nomem;
-            break;
-        default:
-            break;
-        }
     }
     w->rows++;
     w->rg_rows++;
@@ -611,11 +663,13 @@ nomem:
 bool cdc_pq_column_end_row_group(const cdc_pq_writer_t *w, column_t *c)
 {
     c->column_size += c->meta.compressed;
-    c->file_values += w->rg_rows;
+    c->file_values += c->nentries;
     if (!stats_merge(c, &c->file, &c->rg))
         return false;
     /* reset the column's row-group buffers, keeping their memory */
     stats_clear(&c->rg);
+    c->nentries = 0;
+    c->reps.len = 0;
     c->defs.len = 0;
     c->values.len = 0;
     c->offs.len = 0;

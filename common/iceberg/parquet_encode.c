@@ -206,7 +206,11 @@ static inline uint32_t value_end(const column_t *c, size_t i)
 /* Encodes the whole buffered row group of column c into c->chunk (offsets relative). */
 cdc_err_t cdc_pq_encode_column(cdc_pq_writer_t *w, column_t *c, int64_t nrows, cdc_error_t *err)
 {
-    const uint8_t *defs = c->optional ? c->defs.p : NULL;
+    const uint8_t *defs = c->max_def > 0 ? c->defs.p : NULL;
+    const uint8_t *reps = c->max_rep > 0 ? c->reps.p : NULL;
+    int dbw = bit_width((uint32_t)c->max_def), rbw = bit_width((uint32_t)c->max_rep);
+    uint8_t full = (uint8_t)c->max_def;
+    size_t nent = (size_t)c->nentries;
     bool dict = c->is_bytes && c->dict_on && c->ndict > 0;
     int bw = dict ? bit_width(c->ndict - 1) : 0;
     size_t page_bytes = w->opts.page_bytes;
@@ -218,7 +222,8 @@ cdc_err_t cdc_pq_encode_column(cdc_pq_writer_t *w, column_t *c, int64_t nrows, c
     c->chunk.len = 0;
     memset(&c->meta, 0, sizeof(c->meta));
     c->meta.dict_page_offset = -1;
-    c->meta.num_values = nrows;
+    c->meta.num_values = c->nentries;
+    (void)nrows;
     if (dict) {
         /* dictionary page: PLAIN byte arrays */
         c->page.len = 0;
@@ -240,18 +245,18 @@ cdc_err_t cdc_pq_encode_column(cdc_pq_writer_t *w, column_t *c, int64_t nrows, c
         c->meta.plain_used = true;
     }
     c->meta.data_page_offset = (int64_t)c->chunk.len;
-    while (r < (size_t)nrows) {
+    while (r < nent) {
         size_t r1 = r, v1 = v, bytes = 0;
-        /* pick the rows of this page */
+        /* pick the entries of this page; a page starts at a row (repetition level 0) */
         if (defs == NULL && !c->is_bytes) {
             size_t per = page_bytes / (size_t)c->width;
             if (per == 0)
                 per = 1;
-            r1 = r + per < (size_t)nrows ? r + per : (size_t)nrows;
+            r1 = r + per < nent ? r + per : nent;
             v1 = r1;
         } else {
-            while (r1 < (size_t)nrows && bytes < page_bytes) {
-                if (defs == NULL || defs[r1]) {
+            while (r1 < nent && (bytes < page_bytes || (reps != NULL && reps[r1] != 0))) {
+                if (defs == NULL || defs[r1] == full) {
                     if (dict)
                         bytes += 4;
                     else if (c->is_bytes)
@@ -265,12 +270,20 @@ cdc_err_t cdc_pq_encode_column(cdc_pq_writer_t *w, column_t *c, int64_t nrows, c
         }
         size_t nv = v1 - v, nr = r1 - r;
         c->page.len = 0;
-        if (defs != NULL) {
-            if (!buf_reserve(&c->page, 4 + hybrid_bound(nr, 1)))
+        if (reps != NULL) {
+            if (!buf_reserve(&c->page, 4 + hybrid_bound(nr, rbw)))
                 return cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
             c->page.len = 4;
-            hybrid_u8(&c->page, defs + r, nr, 1);
+            hybrid_u8(&c->page, reps + r, nr, rbw);
             put_le32(c->page.p, (uint32_t)(c->page.len - 4));
+        }
+        if (defs != NULL) {
+            size_t at = c->page.len;
+            if (!buf_reserve(&c->page, 4 + hybrid_bound(nr, dbw)))
+                return cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
+            c->page.len += 4;
+            hybrid_u8(&c->page, defs + r, nr, dbw);
+            put_le32(c->page.p + at, (uint32_t)(c->page.len - at - 4));
         }
         if (dict) {
             if (!buf_reserve(&c->page, 1 + hybrid_bound(nv, bw)))

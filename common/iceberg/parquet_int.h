@@ -24,6 +24,8 @@
 
 #include "common/buf.h"
 #include "common/iceberg/byteorder.h"
+#include "common/iceberg/nested.h"
+#include "common/iceberg/schema.h"
 #include "common/iceberg/parquet.h"
 #include "common/iceberg/thrift.h"
 
@@ -99,8 +101,11 @@ typedef struct chunk_meta {
     size_t min_len, max_len;
 } chunk_meta_t;
 
+/* Deepest path of a leaf column in a nested field (docs/parquet.md, "Nested columns"). */
+#define PQ_MAX_PATH 32
+
 typedef struct column {
-    const cdc_ice_field_t *field;
+    const cdc_ice_field_t *field; /* the top-level field, or a nested leaf's node field */
     int ptype;
     int type_length; /* FIXED_LEN_BYTE_ARRAY length */
     int width;       /* bytes per buffered value for fixed types, 0 for byte arrays */
@@ -108,10 +113,19 @@ typedef struct column {
     bool is_bytes;
     __int128 dec_limit; /* 10^precision for range checks */
 
+    /* levels: a flat column has max_def 1 when optional, else 0, and max_rep 0; a leaf of
+     * a nested field has the levels of its node (nested.h) */
+    int max_def, max_rep;
+    bool nested;                   /* a leaf of a list or struct field: no Iceberg statistics */
+    const char *path[PQ_MAX_PATH]; /* path_in_schema */
+    size_t npath;
+
     /* row group buffers */
-    buf_t defs;   /* uint8 definition level per row (optional columns) */
-    buf_t values; /* fixed: PLAIN values; bytes: concatenated value bytes */
-    buf_t offs;   /* bytes, plain mode: uint32 end offset of each value in values */
+    int64_t nentries; /* level entries (rows for a flat column) */
+    buf_t reps;       /* uint8 repetition level per entry (max_rep > 0) */
+    buf_t defs;       /* uint8 definition level per entry (max_def > 0) */
+    buf_t values;     /* fixed: PLAIN values; bytes: concatenated value bytes */
+    buf_t offs;       /* bytes, plain mode: uint32 end offset of each value in values */
     int64_t nvalues;
 
     /* dictionary (byte arrays) */
@@ -140,8 +154,10 @@ typedef enum sink_kind { SINK_FILE, SINK_BUFFER, SINK_CALLBACK } sink_kind_t;
 struct cdc_pq_writer {
     cdc_ice_schema_t schema;
     cdc_pq_options_t opts;
-    column_t *cols;
+    column_t *cols; /* the leaf columns, in schema order */
     size_t ncols;
+    size_t *fcol;          /* per top-level field: index of its first column */
+    cdc_ice_node_t *trees; /* per top-level field: its tree when nested, else zeroed */
 
     sink_kind_t sink_kind;
     int fd;
@@ -203,7 +219,7 @@ static inline const uint8_t *dict_entry(const column_t *c, uint32_t i, size_t *l
 
 /* ---- parquet_column.c: buffering rows --------------------------------------------- */
 
-/* Sets up column c for field f (physical type, width, dictionary mode). */
+/* Sets up column c for field f (physical type, width, dictionary mode); flat levels. */
 cdc_err_t cdc_pq_column_init(column_t *c, const cdc_ice_field_t *f, const cdc_pq_options_t *opts,
                              cdc_error_t *err);
 void cdc_pq_column_free(column_t *c);

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <zstd.h>
 
+#include <jansson.h>
+
 #include "common/iceberg/parquet_read_int.h"
 #include "common/iceberg/schema.h"
 #include "common/iceberg/thrift.h"
@@ -162,43 +164,74 @@ static bool read_schema_element(cdc_thrift_reader_t *t, rcol_t *c, int32_t *chil
     }
 }
 
-/* FileMetaData.schema: the root, then one leaf per column (nested schemas are refused). */
+/* One schema element and, for a group, its children: leaves are appended to r->cols
+ * with their levels (docs/parquet.md, "Nested columns"). *left counts the elements. */
+static cdc_err_t read_node(cdc_thrift_reader_t *t, footer_t *f, size_t top, int def, int rep,
+                           int depth, size_t *left)
+{
+    cdc_pq_reader_t *r = f->r;
+    int32_t children;
+    rcol_t c;
+
+    if (*left == 0 || !read_schema_element(t, &c, &children))
+        return malformed(f->e, "schema element");
+    (*left)--;
+    if (c.repetition != REP_REQUIRED && c.repetition != REP_OPTIONAL &&
+        (c.repetition != REP_REPEATED || depth == 0))
+        return cdc_error_set(f->e, CDC_ERR_UNSUPPORTED,
+                             "parquet column \"%.*s\" is repeated: not supported", (int)c.name_len,
+                             (const char *)c.name);
+    def += c.repetition != REP_REQUIRED;
+    rep += c.repetition == REP_REPEATED;
+    if (children > 0) {
+        if (depth >= 64 || (size_t)children > *left)
+            return malformed(f->e, "schema group");
+        for (int32_t k = 0; k < children; k++) {
+            cdc_err_t rc = read_node(t, f, top, def, rep, depth + 1, left);
+            if (rc != CDC_OK)
+                return rc;
+        }
+        return CDC_OK;
+    }
+    if (children < 0 || c.ptype < 0)
+        return malformed(f->e, "schema element without a type");
+    if (c.ptype == PT_FLBA && (c.type_length < 1 || c.type_length > (1 << 20)))
+        return malformed(f->e, "fixed_len_byte_array length");
+    c.top = top;
+    c.max_def = def;
+    c.max_rep = rep;
+    r->cols[r->ncols++] = c;
+    return CDC_OK;
+}
+
+/* FileMetaData.schema: the root, then its fields (a group per nested field). */
 static cdc_err_t read_schema(cdc_thrift_reader_t *t, footer_t *f)
 {
     cdc_pq_reader_t *r = f->r;
     uint8_t elem;
-    size_t n;
+    size_t n, left;
     int32_t children;
     rcol_t root;
 
     if (f->has_schema || !cdc_thrift_read_list_header(t, &elem, &n) || elem != CDC_THRIFT_STRUCT ||
         n < 1 || !read_schema_element(t, &root, &children))
         return malformed(f->e, "schema");
-    if (children < 0 || (size_t)children != n - 1)
-        return cdc_error_set(f->e, CDC_ERR_UNSUPPORTED,
-                             "parquet schema is not flat (%d children of the root, %zu elements)",
-                             (int)children, n);
     if (n == 1)
         return malformed(f->e, "schema without columns");
-    r->ncols = n - 1;
-    r->cols = calloc(r->ncols, sizeof(rcol_t));
+    if (children < 1 || (size_t)children > n - 1)
+        return malformed(f->e, "schema root");
+    r->cols = calloc(n - 1, sizeof(rcol_t));
     if (r->cols == NULL)
         return cdc_error_set(f->e, CDC_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < r->ncols; i++) {
-        rcol_t *c = &r->cols[i];
-        if (!read_schema_element(t, c, &children))
-            return malformed(f->e, "schema element");
-        if (children != 0 || c->ptype < 0)
-            return cdc_error_set(f->e, CDC_ERR_UNSUPPORTED,
-                                 "parquet column %zu is a group: nested schemas are not supported",
-                                 i);
-        if (c->repetition != REP_REQUIRED && c->repetition != REP_OPTIONAL)
-            return cdc_error_set(f->e, CDC_ERR_UNSUPPORTED,
-                                 "parquet column \"%.*s\" is repeated: not supported",
-                                 (int)c->name_len, (const char *)c->name);
-        if (c->ptype == PT_FLBA && (c->type_length < 1 || c->type_length > (1 << 20)))
-            return malformed(f->e, "fixed_len_byte_array length");
+    r->ntop = (size_t)children;
+    left = n - 1;
+    for (size_t i = 0; i < r->ntop; i++) {
+        cdc_err_t rc = read_node(t, f, i, 0, 0, 0, &left);
+        if (rc != CDC_OK)
+            return rc;
     }
+    if (left != 0)
+        return malformed(f->e, "schema elements outside the root");
     f->has_schema = true;
     return CDC_OK;
 }
@@ -241,8 +274,9 @@ static cdc_err_t read_column_chunk(cdc_thrift_reader_t *t, footer_t *f, size_t c
         return malformed(f->e, "column metadata without its required fields");
     if (m[0] != c->ptype)
         return malformed(f->e, "column chunk type differs from its schema element");
-    if (m[4] != rows)
+    if (c->max_rep == 0 ? m[4] != rows : m[4] < rows)
         return malformed(f->e, "column chunk value count differs from its row group's rows");
+    ch->values = m[4];
     int64_t start = m[8], size = m[6];
     if ((seen & (1u << 10)) && m[10] >= 4 && m[10] < start)
         start = m[10]; /* the dictionary page comes first */
@@ -531,6 +565,60 @@ static cdc_err_t derive_type(const rcol_t *c, cdc_ice_field_t *fld, cdc_error_t 
                          fld->name, (int)c->ptype, c->logical, (int)c->converted);
 }
 
+/* Maps every schema field to its leaf columns and checks them: a primitive field one
+ * column, a nested field the leaves of its tree, with their levels. */
+static cdc_err_t map_fields(footer_t *f)
+{
+    cdc_pq_reader_t *r = f->r;
+    size_t k = 0;
+    cdc_err_t rc;
+
+    r->fcol = calloc(r->ntop, sizeof(*r->fcol));
+    r->trees = calloc(r->ntop, sizeof(*r->trees));
+    if (r->fcol == NULL || r->trees == NULL)
+        return cdc_error_set(f->e, CDC_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < r->ntop; i++) {
+        const cdc_ice_field_t *fld = &r->schema.fields[i];
+        size_t n = 0;
+        r->fcol[i] = k;
+        while (k + n < r->ncols && r->cols[k + n].top == i)
+            n++;
+        if (!cdc_ice_type_is_nested(fld->type)) {
+            if (n != 1 || r->cols[k].max_rep != 0 || r->cols[k].max_def > 1)
+                return cdc_error_set(f->e, CDC_ERR_CORRUPT,
+                                     "parquet column \"%s\" is not the primitive its Iceberg "
+                                     "field is",
+                                     fld->name);
+            if ((rc = check_field(fld, &r->cols[k], f->e)) != CDC_OK)
+                return rc;
+            r->cols[k++].field = fld;
+            continue;
+        }
+        if ((rc = cdc_ice_node_build(fld, &r->trees[i], f->e)) != CDC_OK)
+            return rc == CDC_ERR_NOMEM ? rc
+                                       : schema_corrupt(f->e, "parquet footer key iceberg.schema");
+        if (n != cdc_ice_node_leaves(&r->trees[i]))
+            return cdc_error_set(f->e, CDC_ERR_CORRUPT,
+                                 "parquet field \"%s\" has %zu columns, its Iceberg type %zu",
+                                 fld->name, n, cdc_ice_node_leaves(&r->trees[i]));
+        for (size_t j = 0; j < n; j++, k++) {
+            const cdc_ice_node_t *path[1];
+            size_t depth;
+            const cdc_ice_node_t *leaf = cdc_ice_node_leaf(&r->trees[i], (int)j, path, 1, &depth);
+            if (leaf == NULL || r->cols[k].max_def != leaf->def ||
+                r->cols[k].max_rep != leaf->max_rep)
+                return cdc_error_set(f->e, CDC_ERR_CORRUPT,
+                                     "parquet field \"%s\": column %zu has other levels than "
+                                     "its Iceberg type gives",
+                                     fld->name, j);
+            if ((rc = check_field(&leaf->f, &r->cols[k], f->e)) != CDC_OK)
+                return rc;
+            r->cols[k].field = &leaf->f;
+        }
+    }
+    return CDC_OK;
+}
+
 static cdc_err_t make_schema(footer_t *f)
 {
     cdc_pq_reader_t *r = f->r;
@@ -545,17 +633,16 @@ static cdc_err_t make_schema(footer_t *f)
         if (rc != CDC_OK)
             return rc == CDC_ERR_NOMEM ? rc
                                        : schema_corrupt(f->e, "parquet footer key iceberg.schema");
-        if (r->schema.nfields != r->ncols)
+        if (r->schema.nfields != r->ntop)
             return cdc_error_set(f->e, CDC_ERR_CORRUPT,
                                  "parquet file has %zu columns but its iceberg.schema %zu fields",
-                                 r->ncols, r->schema.nfields);
-        for (size_t i = 0; i < r->ncols; i++) {
-            rc = check_field(&r->schema.fields[i], &r->cols[i], f->e);
-            if (rc != CDC_OK)
-                return rc;
-        }
-        return CDC_OK;
+                                 r->ntop, r->schema.nfields);
+        return map_fields(f);
     }
+    if (r->ntop != r->ncols)
+        return cdc_error_set(f->e, CDC_ERR_UNSUPPORTED,
+                             "parquet file has nested columns but no iceberg.schema: not "
+                             "supported");
     r->schema.fields = calloc(r->ncols, sizeof(cdc_ice_field_t));
     if (r->schema.fields == NULL)
         return cdc_error_set(f->e, CDC_ERR_NOMEM, "out of memory");
@@ -571,6 +658,13 @@ static cdc_err_t make_schema(footer_t *f)
         rc = derive_type(c, fld, f->e);
         if (rc != CDC_OK)
             return rc;
+    }
+    r->fcol = calloc(r->ncols, sizeof(*r->fcol));
+    if (r->fcol == NULL)
+        return cdc_error_set(f->e, CDC_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < r->ncols; i++) {
+        r->fcol[i] = i;
+        r->cols[i].field = &r->schema.fields[i];
     }
     return CDC_OK;
 }
@@ -636,16 +730,151 @@ static void blocks_free(rblocks_t *b)
     memset(b, 0, sizeof(*b));
 }
 
-cdc_err_t cdc_pq_reader_column(cdc_pq_reader_t *r, size_t col, const cdc_ice_value_t **values,
+/* Keeps a malloc'ed block with leaf column col (freed with the reader). */
+static bool block_keep(cdc_pq_reader_t *r, size_t col, void *p)
+{
+    rblocks_t *b = &r->blocks[col];
+    if (p == NULL || cdc_array_reserve(b->p, b->cap, b->n + 1, 16) != CDC_OK) {
+        free(p);
+        return false;
+    }
+    b->p[b->n++] = p;
+    return true;
+}
+
+/* The value of nested node n at the streams' positions (record assembly, the inverse of
+ * cdc_ice_nested_shred()); *bad on streams that do not fit the type. */
+typedef struct lstream {
+    rlevels_t lv;
+    size_t pos, vpos;
+} lstream_t;
+
+static const cdc_ice_node_t *first_leaf(const cdc_ice_node_t *n)
+{
+    while (cdc_ice_type_is_nested(n->f.type))
+        n = &n->kids[0];
+    return n;
+}
+
+/* Consumes one entry of every leaf under n (a null or empty value there). */
+static void skip_entry(const cdc_ice_node_t *n, lstream_t *ls, bool *bad)
+{
+    if (!cdc_ice_type_is_nested(n->f.type)) {
+        if (ls[n->leaf].pos >= ls[n->leaf].lv.n)
+            *bad = true;
+        else
+            ls[n->leaf].pos++;
+        return;
+    }
+    for (size_t i = 0; i < n->nkids; i++)
+        skip_entry(&n->kids[i], ls, bad);
+}
+
+static json_t *assemble(const cdc_ice_node_t *n, lstream_t *ls, bool *bad)
+{
+    const lstream_t *fl = &ls[first_leaf(n)->leaf];
+    int d;
+
+    if (*bad || fl->pos >= fl->lv.n) {
+        *bad = true;
+        return NULL;
+    }
+    d = fl->lv.def[fl->pos];
+    if (d < n->def) {
+        skip_entry(n, ls, bad);
+        return json_null();
+    }
+    if (n->f.type == CDC_ICE_STRUCT) {
+        json_t *o = json_object();
+        for (size_t i = 0; o != NULL && i < n->nkids && !*bad; i++)
+            json_object_set_new(o, n->kids[i].f.name, assemble(&n->kids[i], ls, bad));
+        return o;
+    }
+    if (n->f.type == CDC_ICE_LIST) {
+        json_t *a = json_array();
+        if (d == n->def) { /* an empty list */
+            skip_entry(n, ls, bad);
+            return a;
+        }
+        while (a != NULL && !*bad) {
+            json_array_append_new(a, assemble(n->kids, ls, bad));
+            if (fl->pos >= fl->lv.n || fl->lv.rep[fl->pos] != n->rep)
+                break;
+        }
+        return a;
+    }
+    lstream_t *l = &ls[n->leaf];
+    if (l->vpos >= l->lv.nv) {
+        *bad = true;
+        return NULL;
+    }
+    l->pos++;
+    return cdc_ice_nested_leaf_json(&n->f, &l->lv.vals[l->vpos++]);
+}
+
+/* The cells of nested field `fld`: each row's value as its nested value text. */
+static cdc_err_t read_nested(cdc_pq_reader_t *r, size_t fld, cdc_ice_value_t *cells, cdc_error_t *e)
+{
+    const cdc_ice_node_t *root = &r->trees[fld];
+    size_t nl = cdc_ice_node_leaves(root), first = r->fcol[fld], at = 0;
+    lstream_t *ls = calloc(nl, sizeof(*ls));
+    cdc_err_t rc = ls == NULL ? cdc_error_set(e, CDC_ERR_NOMEM, "out of memory") : CDC_OK;
+
+    for (size_t g = 0; g < r->nrg && rc == CDC_OK; g++) {
+        for (size_t k = 0; k < nl && rc == CDC_OK; k++) {
+            memset(&ls[k], 0, sizeof(ls[k]));
+            rc = cdc_pq_read_levels(r, first + k, g, &ls[k].lv, e);
+        }
+        for (int64_t row = 0; row < r->rg_rows[g] && rc == CDC_OK; row++, at++) {
+            bool bad = false;
+            json_t *v = assemble(root, ls, &bad);
+            char *text = NULL;
+            for (size_t k = 0; k < nl && !bad; k++) /* every leaf is at the next row */
+                bad = ls[k].pos < ls[k].lv.n && ls[k].lv.rep[ls[k].pos] != 0;
+            if (bad || v == NULL)
+                rc = cdc_error_set(e, CDC_ERR_CORRUPT,
+                                   "parquet field \"%s\": its columns' levels do not fit its "
+                                   "type (row %zu)",
+                                   root->f.name, at);
+            else if (json_is_null(v))
+                cells[at].is_null = true;
+            else if (!block_keep(r, first,
+                                 text = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER |
+                                                          JSON_REAL_PRECISION(17))))
+                rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            else {
+                cells[at].v.bytes.ptr = (const uint8_t *)text;
+                cells[at].v.bytes.len = strlen(text);
+            }
+            json_decref(v);
+        }
+        for (size_t k = 0; k < nl; k++) {
+            if (rc == CDC_OK && ls[k].pos != ls[k].lv.n)
+                rc = cdc_error_set(e, CDC_ERR_CORRUPT,
+                                   "parquet field \"%s\": a column holds more entries than its "
+                                   "rows",
+                                   root->f.name);
+            free(ls[k].lv.rep);
+            free(ls[k].lv.def);
+            free(ls[k].lv.vals);
+            memset(&ls[k], 0, sizeof(ls[k]));
+        }
+    }
+    free(ls);
+    return rc;
+}
+
+cdc_err_t cdc_pq_reader_column(cdc_pq_reader_t *r, size_t field, const cdc_ice_value_t **values,
                                cdc_error_t *e)
 {
     cdc_ice_value_t *cells;
-    size_t at = 0;
+    size_t at = 0, col;
     cdc_err_t rc;
 
-    if (col >= r->ncols)
+    if (field >= r->schema.nfields)
         return cdc_error_set(e, CDC_ERR_INVALID, "parquet file has no column %zu (%zu columns)",
-                             col, r->ncols);
+                             field, r->schema.nfields);
+    col = r->fcol[field];
     if (r->cells[col] != NULL) {
         *values = r->cells[col];
         return CDC_OK;
@@ -654,6 +883,18 @@ cdc_err_t cdc_pq_reader_column(cdc_pq_reader_t *r, size_t col, const cdc_ice_val
     if (cells == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory for %lld parquet cells",
                              (long long)r->rows);
+    if (cdc_ice_type_is_nested(r->schema.fields[field].type)) {
+        rc = read_nested(r, field, cells, e);
+        if (rc != CDC_OK) {
+            free(cells);
+            for (size_t k = 0; k < cdc_ice_node_leaves(&r->trees[field]); k++)
+                blocks_free(&r->blocks[col + k]);
+            return rc;
+        }
+        r->cells[col] = cells;
+        *values = cells;
+        return CDC_OK;
+    }
     for (size_t g = 0; g < r->nrg; g++) {
         rc = cdc_pq_read_chunk(r, col, g, cells + at, e);
         if (rc != CDC_OK) {
@@ -678,6 +919,10 @@ void cdc_pq_reader_free(cdc_pq_reader_t *r)
         blocks_free(&r->blocks[i]);
     free(r->cells);
     free(r->blocks);
+    for (size_t i = 0; r->trees != NULL && i < r->ntop; i++)
+        cdc_ice_node_free(&r->trees[i]);
+    free(r->trees);
+    free(r->fcol);
     cdc_ice_schema_free(&r->schema);
     free(r->cols);
     free(r->rg_rows);

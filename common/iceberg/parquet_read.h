@@ -3,9 +3,11 @@
  * (docs/iceberg.md, "Table maintenance") reads data and equality-delete files back to
  * rewrite them. Debian ships no C library that reads Parquet, so, like the writer, it is
  * built from the Apache Parquet format specification, and it reads what the writer
- * writes: flat schemas of every cdc_ice_type_t, required and optional columns,
+ * writes: every cdc_ice_type_t, required and optional columns, list and struct columns
+ * (their values assembled into the nested value text of nested.h) in files with the
+ * `iceberg.schema` key,
  * PLAIN and RLE_DICTIONARY (and PLAIN_DICTIONARY) encodings, data pages v1 and v2,
- * zstd/snappy/uncompressed pages. Anything else (nested columns, other encodings or
+ * zstd/snappy/uncompressed pages. Anything else (maps, other encodings or
  * codecs) is refused with CDC_ERR_UNSUPPORTED naming what it found; a file that is cut or
  * malformed with CDC_ERR_CORRUPT. No input makes it read out of bounds.
  *

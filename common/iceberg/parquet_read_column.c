@@ -461,7 +461,7 @@ cdc_err_t cdc_pq_read_chunk(cdc_pq_reader_t *r, size_t col, size_t rg, cdc_ice_v
                .col = col,
                .rg = rg,
                .c = &r->cols[col],
-               .f = &r->schema.fields[col],
+               .f = r->cols[col].field,
                .codec = ch->codec,
                .e = e};
     size_t pos = ch->start, end = ch->start + ch->size, rows = (size_t)r->rg_rows[rg], got = 0;
@@ -497,4 +497,134 @@ cdc_err_t cdc_pq_read_chunk(cdc_pq_reader_t *r, size_t col, size_t rg, cdc_ice_v
             return rc;
     }
     return CDC_OK;
+}
+
+/* ---- nested leaves ------------------------------------------------------------ */
+
+static int level_width(int max)
+{
+    int bw = 0;
+    while (max > 0) {
+        bw++;
+        max >>= 1;
+    }
+    return bw;
+}
+
+/* A length-prefixed hybrid of n levels of width bw at *p into out; moves *p past it. */
+static bool levels_decode(ctx_t *x, const uint8_t **p, size_t *len, int bw, size_t n, uint8_t *out)
+{
+    cdc_pq_reader_t *r = x->r;
+    size_t l;
+    if (*len < 4 || (l = get_le32(*p)) > *len - 4 || !reserve_u32(&r->levels, &r->levels_cap, n) ||
+        !hybrid_decode(*p + 4, l, bw, r->levels, n))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (r->levels[i] > 255)
+            return false;
+        out[i] = (uint8_t)r->levels[i];
+    }
+    *p += 4 + l;
+    *len -= 4 + l;
+    return true;
+}
+
+/* A data page v1 of n entries of a nested leaf, appended to out. */
+static cdc_err_t nested_page(ctx_t *x, const page_t *pg, const uint8_t *body, size_t n,
+                             rlevels_t *out)
+{
+    int64_t enc = pg->h[1];
+    bool keep = x->c->ptype == PT_BYTE_ARRAY && x->f->type != CDC_ICE_DECIMAL && enc == ENC_PLAIN;
+    const uint8_t *vals;
+    size_t vlen, nn = 0;
+    cdc_err_t rc;
+
+    if ((pg->seen & 3) != 3)
+        return corrupt(x, "data page header is malformed");
+    rc = decompress(x, body, (size_t)pg->csize, (size_t)pg->usize, keep, &vals);
+    if (rc != CDC_OK)
+        return rc;
+    vlen = (size_t)pg->usize;
+    if (x->c->max_rep > 0 &&
+        !levels_decode(x, &vals, &vlen, level_width(x->c->max_rep), n, out->rep + out->n))
+        return corrupt(x, "repetition levels are truncated or malformed");
+    if (x->c->max_rep == 0)
+        memset(out->rep + out->n, 0, n);
+    if (x->c->max_def > 0 &&
+        !levels_decode(x, &vals, &vlen, level_width(x->c->max_def), n, out->def + out->n))
+        return corrupt(x, "definition levels are truncated or malformed");
+    if (x->c->max_def == 0)
+        memset(out->def + out->n, 0, n);
+    for (size_t i = 0; i < n; i++) {
+        if (out->def[out->n + i] > x->c->max_def || out->rep[out->n + i] > x->c->max_rep)
+            return corrupt(x, "a level above its column's maximum");
+        nn += out->def[out->n + i] == x->c->max_def;
+    }
+    if (out->n == 0 && n > 0 && out->rep[0] != 0)
+        return corrupt(x, "a column chunk that does not start a row");
+    rc = values_decode(x, enc, vals, vlen, nn, out->vals + out->nv);
+    if (rc != CDC_OK)
+        return rc;
+    out->n += n;
+    out->nv += nn;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_pq_read_levels(cdc_pq_reader_t *r, size_t col, size_t rg, rlevels_t *out,
+                             cdc_error_t *e)
+{
+    const rchunk_t *ch = &r->chunks[rg * r->ncols + col];
+    ctx_t x = {.r = r,
+               .col = col,
+               .rg = rg,
+               .c = &r->cols[col],
+               .f = r->cols[col].field,
+               .codec = ch->codec,
+               .e = e};
+    size_t pos = ch->start, end = ch->start + ch->size, total = (size_t)ch->values;
+    cdc_thrift_reader_t t;
+    page_t pg;
+    cdc_err_t rc = CDC_OK;
+
+    memset(out, 0, sizeof(*out));
+    out->rep = malloc(total ? total : 1);
+    out->def = malloc(total ? total : 1);
+    out->vals = calloc(total ? total : 1, sizeof(*out->vals));
+    if (out->rep == NULL || out->def == NULL || out->vals == NULL)
+        rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    r->ndict = 0;
+    while (rc == CDC_OK && out->n < total) {
+        if (pos >= end) {
+            rc = corrupt(&x, "column chunk ends before its last value");
+            break;
+        }
+        cdc_thrift_reader_init(&t, r->data + pos, end - pos);
+        if (!read_page_header(&t, &pg)) {
+            rc = corrupt(&x, "page header is truncated or malformed");
+            break;
+        }
+        pos = (size_t)(t.p - r->data);
+        if ((size_t)pg.csize > end - pos) {
+            rc = corrupt(&x, "page runs past the end of its column chunk");
+            break;
+        }
+        const uint8_t *body = r->data + pos;
+        pos += (size_t)pg.csize;
+        if (pg.type == PAGE_DICTIONARY)
+            rc = dictionary_page(&x, &pg, body);
+        else if (pg.type == PAGE_DATA_V2)
+            rc = unsupported(&x, "data page v2 in a nested column", 0);
+        else if (pg.type == PAGE_DATA)
+            rc = pg.sub != 5 || pg.h[0] < 0 || (uint64_t)pg.h[0] > total - out->n
+                     ? corrupt(&x, "data page header is malformed or holds more values than its "
+                                   "column chunk")
+                     : nested_page(&x, &pg, body, (size_t)pg.h[0], out);
+    }
+    if (rc != CDC_OK) {
+        free(out->rep);
+        free(out->def);
+        free(out->vals);
+        memset(out, 0, sizeof(*out));
+    }
+    return rc;
 }

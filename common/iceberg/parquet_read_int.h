@@ -36,6 +36,12 @@ typedef struct rcol {
     bool utc;    /* TIME/TIMESTAMP isAdjustedToUTC */
     const uint8_t *name;
     size_t name_len;
+    /* its place in the schema: the top-level field it belongs to, its levels (a flat
+     * column: max_def 1 when optional, max_rep 0), and its Iceberg field (the top-level
+     * field, or a nested leaf's node; set with the schema) */
+    size_t top;
+    int max_def, max_rep;
+    const cdc_ice_field_t *field;
 } rcol_t;
 
 /* Where a column chunk's pages lie (checked against the file). */
@@ -43,6 +49,7 @@ typedef struct rchunk {
     size_t start; /* its first page: the dictionary page, or the first data page */
     size_t size;  /* total_compressed_size: every page header and body */
     int32_t codec;
+    int64_t values; /* num_values: level entries (the rows of a flat column) */
 } rchunk_t;
 
 /* Buffers owned by a decoded column: decompressed pages its byte-array cells point into. */
@@ -55,15 +62,18 @@ struct cdc_pq_reader {
     const uint8_t *data; /* the file, borrowed */
     size_t len;
     cdc_ice_schema_t schema;
-    rcol_t *cols; /* one per schema field */
+    rcol_t *cols; /* the leaf columns: one per primitive field, one per leaf of a nested one */
     size_t ncols;
+    size_t ntop;           /* top-level fields of the Parquet schema */
+    size_t *fcol;          /* per schema field: its first leaf column */
+    cdc_ice_node_t *trees; /* per schema field: its tree when nested (nested.h) */
     int64_t rows;
     int64_t *rg_rows; /* rows per row group */
     size_t nrg;
     rchunk_t *chunks; /* nrg * ncols, row group major */
 
-    cdc_ice_value_t **cells; /* per column: its decoded cells, or NULL */
-    rblocks_t *blocks;       /* per column */
+    cdc_ice_value_t **cells; /* per leaf column: the cells of its field, or NULL */
+    rblocks_t *blocks;       /* per leaf column */
 
     /* decoding scratch, reused from page to page */
     buf_t page;        /* a decompressed page whose bytes are not kept */
@@ -82,5 +92,18 @@ struct cdc_pq_reader {
  */
 cdc_err_t cdc_pq_read_chunk(cdc_pq_reader_t *r, size_t col, size_t rg, cdc_ice_value_t *out,
                             cdc_error_t *e);
+
+/* The level entries of a nested leaf's chunk: repetition and definition levels per entry,
+ * the values of the entries that hold one, densely. */
+typedef struct rlevels {
+    uint8_t *rep, *def;
+    cdc_ice_value_t *vals;
+    size_t n, nv;
+} rlevels_t;
+
+/* Decodes the chunk of nested leaf column col in row group rg (data pages v1) into out
+ * (arrays malloc'ed; release with free()). */
+cdc_err_t cdc_pq_read_levels(cdc_pq_reader_t *r, size_t col, size_t rg, rlevels_t *out,
+                             cdc_error_t *e);
 
 #endif

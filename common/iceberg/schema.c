@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/iceberg/nested.h"
 #include "common/iceberg/partition.h"
 
 static const char *const type_names[CDC_ICE__TYPE_COUNT] = {
@@ -20,7 +21,8 @@ static const char *const type_names[CDC_ICE__TYPE_COUNT] = {
     [CDC_ICE_STRING] = "string",       [CDC_ICE_BINARY] = "binary",
     [CDC_ICE_DATE] = "date",           [CDC_ICE_TIME] = "time",
     [CDC_ICE_TIMESTAMP] = "timestamp", [CDC_ICE_TIMESTAMPTZ] = "timestamptz",
-    [CDC_ICE_UUID] = "uuid",
+    [CDC_ICE_UUID] = "uuid",           [CDC_ICE_LIST] = "list",
+    [CDC_ICE_STRUCT] = "struct",
 };
 
 const char *cdc_ice_type_string(const cdc_ice_field_t *field, char *buf, size_t cap)
@@ -34,6 +36,56 @@ const char *cdc_ice_type_string(const cdc_ice_field_t *field, char *buf, size_t 
     else
         snprintf(buf, cap, "%s", type_names[field->type]);
     return buf;
+}
+
+bool cdc_ice_type_is_nested(cdc_ice_type_t t)
+{
+    return t == CDC_ICE_LIST || t == CDC_ICE_STRUCT;
+}
+
+bool cdc_ice_type_equal(const cdc_ice_field_t *a, const cdc_ice_field_t *b)
+{
+    if (a->type != b->type)
+        return false;
+    if (cdc_ice_type_is_nested(a->type))
+        return a->nested != NULL && b->nested != NULL && strcmp(a->nested, b->nested) == 0;
+    return a->type != CDC_ICE_DECIMAL || (a->precision == b->precision && a->scale == b->scale);
+}
+
+json_t *cdc_ice_field_type_jansson(const cdc_ice_field_t *f, char *buf, size_t cap)
+{
+    if (cdc_ice_type_is_nested(f->type) && f->nested != NULL) {
+        json_error_t jerr;
+        return json_loads(f->nested, 0, &jerr);
+    }
+    return json_string(cdc_ice_type_string(f, buf, cap));
+}
+
+cdc_err_t cdc_ice_field_type_from_jansson(const json_t *type, cdc_ice_field_t *f, cdc_error_t *err)
+{
+    cdc_err_t rc;
+
+    free(f->nested);
+    f->nested = NULL;
+    if (json_is_object(type)) {
+        const char *kind = json_string_value(json_object_get(type, "type"));
+        rc = cdc_ice_nested_check_jansson(type, err);
+        if (rc != CDC_OK)
+            return cdc_error_prefix(err, "field \"%s\"", f->name ? f->name : "?");
+        f->type = strcmp(kind, "list") == 0 ? CDC_ICE_LIST : CDC_ICE_STRUCT;
+        f->precision = f->scale = 0;
+        f->nested = json_dumps(type, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        return f->nested ? CDC_OK : cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
+    }
+    rc =
+        json_is_string(type) ? cdc_ice_type_parse(json_string_value(type), f) : CDC_ERR_UNSUPPORTED;
+    if (rc == CDC_OK && cdc_ice_type_is_nested(f->type))
+        rc = CDC_ERR_INVALID; /* a nested type needs its element or fields */
+    if (rc != CDC_OK)
+        return cdc_error_set(err, rc, "iceberg schema field \"%s\" has unsupported type \"%s\"",
+                             f->name ? f->name : "?",
+                             json_is_string(type) ? json_string_value(type) : "?");
+    return CDC_OK;
 }
 
 cdc_err_t cdc_ice_type_parse(const char *text, cdc_ice_field_t *field)
@@ -82,8 +134,7 @@ json_t *cdc_ice_schema_to_jansson(const cdc_ice_schema_t *schema)
         if (json_object_set_new(fo, "id", json_integer(f->id)) != 0 ||
             json_object_set_new(fo, "name", json_string(f->name ? f->name : "")) != 0 ||
             json_object_set_new(fo, "required", json_boolean(f->required)) != 0 ||
-            json_object_set_new(fo, "type",
-                                json_string(cdc_ice_type_string(f, tbuf, sizeof(tbuf)))) != 0)
+            json_object_set_new(fo, "type", cdc_ice_field_type_jansson(f, tbuf, sizeof(tbuf))) != 0)
             goto fail;
         if (f->doc != NULL && json_object_set_new(fo, "doc", json_string(f->doc)) != 0)
             goto fail;
@@ -147,12 +198,6 @@ cdc_err_t cdc_ice_schema_from_jansson(const json_t *obj, cdc_ice_schema_t *out, 
                                i);
             goto fail;
         }
-        if (!json_is_string(type)) {
-            rc = cdc_error_set(err, CDC_ERR_UNSUPPORTED,
-                               "iceberg schema field \"%s\" is not of a primitive type",
-                               json_string_value(name));
-            goto fail;
-        }
         f->id = (int32_t)json_integer_value(id);
         f->required = json_is_true(req);
         f->name = strdup(json_string_value(name));
@@ -161,12 +206,9 @@ cdc_err_t cdc_ice_schema_from_jansson(const json_t *obj, cdc_ice_schema_t *out, 
             rc = cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
             goto fail;
         }
-        rc = cdc_ice_type_parse(json_string_value(type), f);
-        if (rc != CDC_OK) {
-            cdc_error_set(err, rc, "iceberg schema field \"%s\" has unsupported type \"%s\"",
-                          f->name, json_string_value(type));
+        rc = cdc_ice_field_type_from_jansson(type, f, err);
+        if (rc != CDC_OK)
             goto fail;
-        }
     }
     ids = json_object_get(obj, "identifier-field-ids");
     if (json_is_array(ids) && json_array_size(ids) > 0) {
@@ -213,7 +255,9 @@ cdc_err_t cdc_ice_schema_copy(cdc_ice_schema_t *dst, const cdc_ice_schema_t *src
         dst->fields[i] = src->fields[i];
         dst->fields[i].name = strdup(src->fields[i].name ? src->fields[i].name : "");
         dst->fields[i].doc = src->fields[i].doc ? strdup(src->fields[i].doc) : NULL;
-        if (dst->fields[i].name == NULL || (src->fields[i].doc && dst->fields[i].doc == NULL))
+        dst->fields[i].nested = src->fields[i].nested ? strdup(src->fields[i].nested) : NULL;
+        if (dst->fields[i].name == NULL || (src->fields[i].doc && dst->fields[i].doc == NULL) ||
+            (src->fields[i].nested && dst->fields[i].nested == NULL))
             goto fail;
     }
     if (src->nidentifier > 0) {
@@ -236,6 +280,7 @@ void cdc_ice_schema_free(cdc_ice_schema_t *schema)
     for (size_t i = 0; schema->fields != NULL && i < schema->nfields; i++) {
         free(schema->fields[i].name);
         free(schema->fields[i].doc);
+        free(schema->fields[i].nested);
     }
     free(schema->fields);
     free(schema->identifier_ids);
@@ -244,11 +289,37 @@ void cdc_ice_schema_free(cdc_ice_schema_t *schema)
 
 bool cdc_ice_type_promotable(const cdc_ice_field_t *from, const cdc_ice_field_t *to)
 {
+    if (cdc_ice_type_is_nested(from->type) || cdc_ice_type_is_nested(to->type))
+        return cdc_ice_type_equal(from, to);
     if (from->type == to->type)
         return from->type != CDC_ICE_DECIMAL ||
                (from->scale == to->scale && to->precision >= from->precision);
     return (from->type == CDC_ICE_INT && to->type == CDC_ICE_LONG) ||
            (from->type == CDC_ICE_FLOAT && to->type == CDC_ICE_DOUBLE);
+}
+
+static int32_t node_max_id(const cdc_ice_node_t *n)
+{
+    int32_t m = n->f.id;
+    for (size_t i = 0; i < n->nkids; i++) {
+        int32_t k = node_max_id(&n->kids[i]);
+        if (k > m)
+            m = k;
+    }
+    return m;
+}
+
+int32_t cdc_ice_field_max_id(const cdc_ice_field_t *f)
+{
+    cdc_ice_node_t n;
+    cdc_error_t e;
+    int32_t m = f->id;
+
+    if (!cdc_ice_type_is_nested(f->type) || cdc_ice_node_build(f, &n, &e) != CDC_OK)
+        return m;
+    m = node_max_id(&n);
+    cdc_ice_node_free(&n);
+    return m;
 }
 
 int cdc_ice_schema_find(const cdc_ice_schema_t *schema, int32_t field_id)

@@ -26,8 +26,23 @@ typedef struct json_t json_t;
  */
 const char *cdc_ice_type_string(const cdc_ice_field_t *field, char *buf, size_t cap);
 
-/* Parses an Iceberg primitive type string into field->type/precision/scale. */
+/* Parses an Iceberg primitive type string into field->type/precision/scale ("list" and
+ * "struct" give the nested types without their element or fields). */
 cdc_err_t cdc_ice_type_parse(const char *text, cdc_ice_field_t *field);
+
+/* LIST or STRUCT. */
+bool cdc_ice_type_is_nested(cdc_ice_type_t t);
+
+/* Same type: primitive type (decimal precision and scale), or the same nested JSON. */
+bool cdc_ice_type_equal(const cdc_ice_field_t *a, const cdc_ice_field_t *b);
+
+/* New reference: the field's type as Iceberg JSON (a string, or the nested type's
+ * object); buf (32 bytes) is scratch. NULL on allocation failure. */
+json_t *cdc_ice_field_type_jansson(const cdc_ice_field_t *f, char *buf, size_t cap);
+
+/* Sets f's type (and nested text) from Iceberg's JSON of a type: a primitive's string or
+ * a list/struct object (checked, docs/parquet.md "Nested columns"). */
+cdc_err_t cdc_ice_field_type_from_jansson(const json_t *type, cdc_ice_field_t *f, cdc_error_t *err);
 
 /* New reference to the schema's JSON object; NULL on allocation failure. Caller decrefs. */
 json_t *cdc_ice_schema_to_jansson(const cdc_ice_schema_t *schema);
@@ -37,9 +52,8 @@ char *cdc_ice_schema_to_json(const cdc_ice_schema_t *schema);
 
 /*
  * Fills *out (caller-provided, contents overwritten) from a schema JSON object.
- * Only flat schemas of primitive types are accepted (CDC_ERR_UNSUPPORTED
- * otherwise). On success *out owns its arrays (release with
- * cdc_ice_schema_free()); on failure *out is zeroed.
+ * Fields of primitive types and of list and struct types (map: CDC_ERR_UNSUPPORTED). On success
+ * *out owns its arrays (release with cdc_ice_schema_free()); on failure *out is zeroed.
  */
 cdc_err_t cdc_ice_schema_from_jansson(const json_t *obj, cdc_ice_schema_t *out, cdc_error_t *err);
 
@@ -54,11 +68,14 @@ void cdc_ice_schema_free(cdc_ice_schema_t *schema);
 
 /*
  * True when a column of type `from` may be read as `to` under the same field id: the
- * types are equal, or `to` is one of the Iceberg spec's promotions (int -> long,
- * float -> double, decimal(P,S) -> decimal(P',S) with P' >= P). Anything else needs a
+ * types are equal (nested types: the same JSON), or `to` is one of the Iceberg spec's promotions
+ * (int -> long, float -> double, decimal(P,S) -> decimal(P',S) with P' >= P). Anything else needs a
  * new field id (docs/worker.md, "Schema changes").
  */
 bool cdc_ice_type_promotable(const cdc_ice_field_t *from, const cdc_ice_field_t *to);
+
+/* The highest field id of a field: its own, or one of its nested fields'. */
+int32_t cdc_ice_field_max_id(const cdc_ice_field_t *f);
 
 /* Index of the field with this id, or -1. */
 int cdc_ice_schema_find(const cdc_ice_schema_t *schema, int32_t field_id);

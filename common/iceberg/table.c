@@ -428,8 +428,8 @@ cdc_err_t cdc_ice_table_create(cdc_storage_t *storage, const char *location,
                                schema->fields[i].name);
             goto fail;
         }
-        if (schema->fields[i].id > md.last_column_id)
-            md.last_column_id = schema->fields[i].id;
+        if (cdc_ice_field_max_id(&schema->fields[i]) > md.last_column_id)
+            md.last_column_id = cdc_ice_field_max_id(&schema->fields[i]);
     }
     /* spec 0 stays unpartitioned and order 0 unsorted for the life of the table: an
      * equality delete file written in spec 0 applies to the whole table */

@@ -79,8 +79,8 @@ static bool same_schema(const cdc_ice_schema_t *a, const cdc_ice_schema_t *b)
         return false;
     for (size_t i = 0; i < a->nfields; i++) {
         const cdc_ice_field_t *x = &a->fields[i], *y = &b->fields[i];
-        if (x->id != y->id || strcmp(x->name, y->name) != 0 || x->type != y->type ||
-            x->precision != y->precision || x->scale != y->scale || x->required != y->required)
+        if (x->id != y->id || strcmp(x->name, y->name) != 0 || !cdc_ice_type_equal(x, y) ||
+            x->required != y->required)
             return false;
     }
     for (size_t i = 0; i < a->nidentifier; i++)
@@ -179,8 +179,8 @@ static cdc_err_t put_schema(cdc_ice_table_t *t, const cdc_ice_schema_t *want,
         ns.schema_id = max_schema + 1;
         md.schemas[md.nschemas++] = ns; /* moved */
         for (size_t i = 0; i < ns.nfields; i++)
-            if (ns.fields[i].id > md.last_column_id)
-                md.last_column_id = ns.fields[i].id;
+            if (cdc_ice_field_max_id(&ns.fields[i]) > md.last_column_id)
+                md.last_column_id = cdc_ice_field_max_id(&ns.fields[i]);
         reuse = ns.schema_id;
     } else {
         cdc_ice_schema_free(&ns);

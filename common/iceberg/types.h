@@ -1,8 +1,9 @@
 /*
  * Iceberg schema and data-file descriptors shared by the Parquet writer, the
  * manifest/metadata code, the worker (which stages files) and the coordinator
- * (which commits them). Only flat schemas of primitive types: that is what the
- * pipeline's tables are.
+ * (which commits them). Top-level fields of primitive types, and list and struct
+ * fields whose nested type travels as its Iceberg JSON text (docs/parquet.md, "Nested
+ * columns").
  */
 #ifndef CDC_ICEBERG_TYPES_H
 #define CDC_ICEBERG_TYPES_H
@@ -25,6 +26,11 @@ typedef enum cdc_ice_type {
     CDC_ICE_TIMESTAMP,   /* int64 microseconds since epoch, no zone */
     CDC_ICE_TIMESTAMPTZ, /* int64 microseconds since epoch, UTC */
     CDC_ICE_UUID,        /* 16 bytes */
+    /* Nested types (docs/parquet.md, "Nested columns"): the type with its nested field
+     * ids is the field's `nested` text, Iceberg's JSON form of the type; a value is the
+     * JSON text of the list or object in the nested value form. */
+    CDC_ICE_LIST,
+    CDC_ICE_STRUCT,
     CDC_ICE__TYPE_COUNT
 } cdc_ice_type_t;
 
@@ -36,6 +42,9 @@ typedef struct cdc_ice_field {
     int32_t scale;     /* DECIMAL only */
     bool required;
     char *doc; /* optional, may be NULL */
+    /* LIST/STRUCT only: the Iceberg JSON of the type, ids of the nested fields included
+     * ({"type":"list","element-id":7,"element":"int","element-required":false}) */
+    char *nested;
 } cdc_ice_field_t;
 
 typedef struct cdc_ice_schema {

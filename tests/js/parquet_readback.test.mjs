@@ -19,6 +19,7 @@ const buildDir = process.env.CDC_BUILD_DIR;
 let dir;
 let conn;
 let fixtures = [];
+let nested = null; // the nested-columns file (docs/parquet.md, "Nested columns")
 
 async function rows(sql) {
   const r = await conn.runAndReadAll(sql);
@@ -78,6 +79,9 @@ before(async () => {
     .filter((f) => f.endsWith('.json'))
     .sort()
     .map((f) => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')));
+  nested = fixtures.find((fx) => fx.nested);
+  fixtures = fixtures.filter((fx) => !fx.nested);
+  assert.ok(nested, 'pq-fixtures wrote no nested file');
   assert.ok(fixtures.length >= 8, 'pq-fixtures wrote too few files');
   const db = await DuckDBInstance.create(':memory:');
   conn = await db.connect();
@@ -230,4 +234,63 @@ test('hyparquet (the reader icebird uses) reads every file', async () => {
       });
     }
   }
+});
+
+// The struct as DuckDB and hyparquet give it: every field, a missing one null.
+const fullStruct = (s) => (s === null ? null : { a: s.a ?? null, b: s.b ?? null, c: s.c ?? null });
+const decimals = (d) => (d === null ? null : d.map((x) => (x === null ? null : Number(x))));
+
+test('nested columns: lists (null elements, empty, 2-D), a struct, decimals read back', async () => {
+  const got = await rows(
+    `SELECT id, to_json(tags)::VARCHAR AS tags, to_json(grid)::VARCHAR AS grid, to_json(s)::VARCHAR AS s,
+            to_json(d)::VARCHAR AS d FROM read_parquet(${q(nested.file)}) ORDER BY id`,
+  );
+  assert.equal(got.length, nested.rows.length);
+  const parse = (x) => (x === null ? null : JSON.parse(x));
+  nested.rows.forEach((want, i) => {
+    const have = got[i];
+    assert.equal(Number(have.id), want.id);
+    assert.deepEqual(parse(have.tags), want.tags, `row ${i} tags`);
+    assert.deepEqual(parse(have.grid), want.grid, `row ${i} grid`);
+    assert.deepEqual(parse(have.s), fullStruct(want.s), `row ${i} s`);
+    assert.deepEqual(decimals(parse(have.d)), decimals(want.d), `row ${i} d`);
+  });
+  assert.ok(nested.rows.some((r) => r.tags && r.tags.includes(null)), 'a null element');
+  assert.ok(nested.rows.some((r) => r.tags && r.tags.length === 0), 'an empty list');
+  // several row groups, so pages and row groups end between rows of repeated values
+  const [g] = await rows(`SELECT count(DISTINCT row_group_id) AS n FROM parquet_metadata(${q(nested.file)})`);
+  assert.ok(Number(g.n) > 1, 'more than one row group');
+});
+
+test('nested columns: 3-level LIST layout and field ids on every level', async () => {
+  const got = await rows(
+    `SELECT name, field_id, repetition_type, converted_type FROM parquet_schema(${q(nested.file)})`,
+  );
+  const el = got.slice(1).map((r) => [r.name, r.field_id === null ? null : Number(r.field_id), r.repetition_type, r.converted_type]);
+  assert.deepEqual(el.slice(0, 5), [
+    ['id', 1, 'REQUIRED', null],
+    ['tags', 2, 'OPTIONAL', 'LIST'],
+    ['list', null, 'REPEATED', null],
+    ['element', 6, 'OPTIONAL', 'UTF8'],
+    ['grid', 3, 'OPTIONAL', 'LIST'],
+  ]);
+  assert.deepEqual(el.find((r) => r[1] === 12), ['element', 12, 'REQUIRED', null]);
+  assert.deepEqual(el.filter((r) => r[0] === 's' || r[0] === 'a' || r[0] === 'b').map((r) => r[1]), [4, 9, 10]);
+  const [kv] = await rows(
+    `SELECT decode(value) AS v FROM parquet_kv_metadata(${q(nested.file)}) WHERE decode(key) = 'iceberg.schema'`,
+  );
+  const schema = JSON.parse(kv.v);
+  assert.deepEqual(schema.fields[2].type.element, { type: 'list', 'element-id': 8, element: 'int', 'element-required': false });
+});
+
+test('nested columns: hyparquet reads them', async () => {
+  const file = await asyncBufferFromFile(nested.file);
+  const got = await parquetReadObjects({ file, compressors });
+  assert.equal(got.length, nested.rows.length);
+  const plain = (x) => JSON.parse(JSON.stringify(x ?? null, (k, v) => (typeof v === 'bigint' ? Number(v) : v)));
+  nested.rows.forEach((want, i) => {
+    assert.deepEqual(plain(got[i].tags), want.tags, `row ${i} tags`);
+    assert.deepEqual(plain(got[i].grid), want.grid, `row ${i} grid`);
+    assert.deepEqual(plain(got[i].s), fullStruct(want.s), `row ${i} s`);
+  });
 });

@@ -252,6 +252,117 @@ done:
     return rc;
 }
 
+/*
+ * A file of nested columns (docs/parquet.md, "Nested columns"): list<string> with null
+ * elements and empty lists, list<list<int>> (a 2-D array), a struct with a list inside,
+ * list<decimal(10,2)>, each null in some rows. The JSON holds each row's values in the
+ * nested value form the writer was given.
+ */
+static int write_nested(const char *dir, const char *name, const cdc_pq_options_t *opts, int n)
+{
+    static const char *const types[] = {
+        "{\"type\":\"list\",\"element-id\":6,\"element\":\"string\",\"element-required\":false}",
+        "{\"type\":\"list\",\"element-id\":7,\"element\":{\"type\":\"list\",\"element-id\":8,"
+        "\"element\":\"int\",\"element-required\":false},\"element-required\":false}",
+        "{\"type\":\"struct\",\"fields\":[{\"id\":9,\"name\":\"a\",\"required\":false,\"type\":"
+        "\"int\"},{\"id\":10,\"name\":\"b\",\"required\":false,\"type\":\"string\"},{\"id\":11,"
+        "\"name\":\"c\",\"required\":false,\"type\":{\"type\":\"list\",\"element-id\":12,"
+        "\"element\":\"long\",\"element-required\":true}}]}",
+        "{\"type\":\"list\",\"element-id\":13,\"element\":\"decimal(10,2)\",\"element-required\":"
+        "false}"};
+    static const char *const names[] = {"tags", "grid", "s", "d"};
+    cdc_ice_field_t fields[5];
+    cdc_ice_schema_t schema = {.schema_id = 0, .fields = fields, .nfields = 5};
+    cdc_pq_writer_t *w = NULL;
+    cdc_ice_data_file_t df;
+    cdc_error_t err;
+    char path[4096];
+    json_t *rows = json_array(), *doc = json_object();
+    int rc = 1;
+
+    memset(fields, 0, sizeof(fields));
+    fields[0] = (cdc_ice_field_t){.id = 1, .name = "id", .type = CDC_ICE_LONG, .required = true};
+    for (int k = 0; k < 4; k++)
+        fields[k + 1] = (cdc_ice_field_t){.id = 2 + k,
+                                          .name = (char *)names[k],
+                                          .type = k == 2 ? CDC_ICE_STRUCT : CDC_ICE_LIST,
+                                          .nested = (char *)types[k]};
+    snprintf(path, sizeof(path), "%s/%s.parquet", dir, name);
+    if (cdc_pq_writer_open_file(&schema, path, opts, &w, &err) != CDC_OK) {
+        fprintf(stderr, "pq-fixtures: %s\n", err.msg);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        char text[4][512];
+        cdc_ice_value_t v[5];
+        json_t *row = json_object();
+        memset(v, 0, sizeof(v));
+        v[0].v.i64 = i;
+        /* tags: null every 7th row, empty every 5th, else i % 4 + 1 strings, a null one */
+        if (i % 7 == 3)
+            snprintf(text[0], sizeof(text[0]), "null");
+        else if (i % 5 == 0)
+            snprintf(text[0], sizeof(text[0]), "[]");
+        else {
+            int k = i % 4 + 1, o = snprintf(text[0], sizeof(text[0]), "[");
+            for (int j = 0; j < k; j++)
+                o += j == 1 ? snprintf(text[0] + o, sizeof(text[0]) - (size_t)o, "%snull",
+                                       j ? "," : "")
+                            : snprintf(text[0] + o, sizeof(text[0]) - (size_t)o,
+                                       "%s\"t%d \\\"q\\\" \\u00e9%d\"", j ? "," : "", i, j);
+            snprintf(text[0] + o, sizeof(text[0]) - (size_t)o, "]");
+        }
+        /* grid: 2 x (i % 3) ints, a null element, a null inner list every 11th row */
+        if (i % 9 == 4)
+            snprintf(text[1], sizeof(text[1]), "null");
+        else if (i % 11 == 0)
+            snprintf(text[1], sizeof(text[1]), "[null,[%d]]", i);
+        else
+            snprintf(text[1], sizeof(text[1]), "[[%d,%d,null],[%d]]", i, -i, i * 2);
+        /* s: null every 6th row; b missing (null) every 4th */
+        if (i % 6 == 1)
+            snprintf(text[2], sizeof(text[2]), "null");
+        else if (i % 4 == 0)
+            snprintf(text[2], sizeof(text[2]), "{\"c\":[%d],\"a\":%d}", i, i);
+        else
+            snprintf(text[2], sizeof(text[2]), "{\"a\":%d,\"b\":\"s%d\",\"c\":[]}", i, i);
+        snprintf(text[3], sizeof(text[3]), "[\"%d.%02d\",null,-%d.5]", i, i % 100, i);
+        for (int k = 0; k < 4; k++) {
+            json_error_t jerr;
+            bool null = strcmp(text[k], "null") == 0;
+            v[k + 1].is_null = null;
+            v[k + 1].v.bytes.ptr = (const uint8_t *)text[k];
+            v[k + 1].v.bytes.len = strlen(text[k]);
+            json_object_set_new(row, names[k],
+                                null ? json_null() : json_loads(text[k], JSON_DECODE_ANY, &jerr));
+        }
+        json_object_set_new(row, "id", json_integer(i));
+        json_array_append_new(rows, row);
+        if (cdc_pq_writer_append(w, v, &err) != CDC_OK) {
+            fprintf(stderr, "pq-fixtures: row %d: %s\n", i, err.msg);
+            goto done;
+        }
+    }
+    if (cdc_pq_writer_close(w, &df, &err) != CDC_OK) {
+        fprintf(stderr, "pq-fixtures: %s\n", err.msg);
+        goto done;
+    }
+    cdc_ice_data_file_clear(&df);
+    json_object_set_new(doc, "file", json_string(path));
+    json_object_set_new(doc, "nested", json_true());
+    json_object_set_new(doc, "rows", rows);
+    rows = NULL;
+    snprintf(path, sizeof(path), "%s/%s.json", dir, name);
+    if (json_dump_file(doc, path, JSON_COMPACT) != 0)
+        goto done;
+    rc = 0;
+done:
+    cdc_pq_writer_free(w);
+    json_decref(rows);
+    json_decref(doc);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static const cdc_pq_codec_t codecs[] = {CDC_PQ_CODEC_ZSTD, CDC_PQ_CODEC_SNAPPY,
@@ -294,6 +405,12 @@ int main(int argc, char **argv)
     opts.dict_max_entries = 40;
     opts.page_bytes = 2 << 10;
     if (write_all_types(argv[1], "dict_fallback", &opts, 2000) != 0)
+        return 1;
+    /* nested columns, in small pages and row groups */
+    cdc_pq_options_init(&opts);
+    opts.row_group_bytes = 32 << 10;
+    opts.page_bytes = 1 << 10;
+    if (write_nested(argv[1], "nested", &opts, 3000) != 0)
         return 1;
     return 0;
 }

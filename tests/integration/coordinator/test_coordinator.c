@@ -1488,8 +1488,12 @@ static void test_worker_auth(void **state)
                  env->build_dir, env->etcd, s.job);
         assert_int_equal(system(cmd), 0);
     }
-    /* a standby forwards /status with the caller's authorization: the leader's document */
+    /* a standby (same secret and token) forwards /status with the caller's authorization:
+     * the leader's document */
+    extra_opts[0] = secret_opt;
+    extra_opts[1] = token_opt;
     start_coordinator(&s, 1, NULL);
+    memset(extra_opts, 0, sizeof(extra_opts));
     {
         char admin[256] = "";
         assert_true(standby_admin(&s, "coord1", admin, sizeof(admin), 15000));
@@ -1505,7 +1509,7 @@ static void test_worker_auth(void **state)
             usleep(100000);
         }
         assert_non_null(body);
-        if (strstr(body, "\"state\": \"RUNNING\"") == NULL) {
+        if (strstr(body, "\"state\": \"RUNNING\"") == NULL) { /* pretty-printed: the leader's */
             char log[1200], cmd[1400];
             fprintf(stderr, "standby %s /status: %.2000s\n", admin, body);
             cdc_test_log_path(&s.procs, "coordinator", "coord1", log, sizeof(log));

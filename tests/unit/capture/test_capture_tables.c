@@ -130,7 +130,7 @@ static void test_types(void **state)
 
     capture_init(&cap, "");
     memset(&col, 0, sizeof(col));
-    cdc_capture_fill_col(&cap, &col, 23, -1, NULL);
+    cdc_capture_fill_col(&cap, &col, 23, -1, 0, NULL);
     assert_string_equal(col.pg_type, "int4");
     assert_int_equal(col.pg_oid, 23);
 
@@ -146,9 +146,9 @@ static void test_types(void **state)
     assert_int_equal(cdc_capture_on_type(&cap, &m, &e), CDC_OK);
     assert_int_equal(cap.ntypes, 2);
     assert_true(cap.types[1].is_array);
-    cdc_capture_fill_col(&cap, &col, 90001, -1, NULL);
+    cdc_capture_fill_col(&cap, &col, 90001, -1, 0, NULL);
     assert_string_equal(col.pg_type, "public.mood");
-    cdc_capture_fill_col(&cap, &col, 90002, -1, NULL);
+    cdc_capture_fill_col(&cap, &col, 90002, -1, 0, NULL);
     assert_string_equal(col.pg_type, "public._mood");
     assert_int_equal(col.enc, CDC_VENC_ARRAY); /* elements as strings */
 
@@ -159,7 +159,7 @@ static void test_types(void **state)
     assert_int_equal(cap.ntypes, 2);
     assert_string_equal(cap.types[0].name, "public.feeling");
 
-    cdc_capture_fill_col(&cap, &col, 90009, -1, NULL);
+    cdc_capture_fill_col(&cap, &col, 90009, -1, 0, NULL);
     assert_string_equal(col.pg_type, "unknown");
     free(col.pg_type);
     capture_clear(&cap);

@@ -3,12 +3,14 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "common/cdcschema.h"
+#include "common/iceberg/schema.h"
 
 static void test_round_trip(void **state)
 {
@@ -438,10 +440,153 @@ static void test_identity_legacy_and_clash(void **state)
     cdc_schema_doc_free(&d2);
 }
 
+/* A document of one key column and the columns mapped from (oid, typmod, ndims). */
+static void mapped_doc(cdc_schema_doc_t *d, const cdc_schema_mapping_t *m, const uint32_t *oids,
+                       const int32_t *typmods, const int *ndims, size_t n)
+{
+    memset(d, 0, sizeof(*d));
+    d->format = CDC_SCHEMA_FORMAT;
+    d->topic = strdup("cdc.public.t");
+    d->version = 1;
+    d->replica_identity = 'd';
+    d->cols = calloc(n + 1, sizeof(*d->cols));
+    d->ncols = n + 1;
+    d->cols[0].name = strdup("id");
+    d->cols[0].key = 1;
+    d->cols[0].attnum = 1;
+    assert_true(cdc_schema_map_col(m, &d->cols[0], 23, -1, 0));
+    for (size_t i = 0; i < n; i++) {
+        char name[8];
+        snprintf(name, sizeof(name), "c%zu", i);
+        d->cols[i + 1].name = strdup(name);
+        d->cols[i + 1].nullable = true;
+        d->cols[i + 1].attnum = (int32_t)i + 2;
+        assert_true(cdc_schema_map_col(m, &d->cols[i + 1], oids[i], typmods[i], ndims[i]));
+    }
+}
+
+/* Arrays as lists (a declared 2-D array a list of lists), numerics by the default, nested
+ * ids given from last_field_id and kept while the shape stays; a registered column keeps
+ * its type; a list's "iceberg" is Iceberg's JSON object (docs/events.md). */
+static void test_native_mapping(void **state)
+{
+    static const uint32_t oids[] = {1007, 1009, 1007, 1700, 1231, 1231, 1182, 1186};
+    static const int32_t typmods[] = {-1, -1, -1, -1, -1, ((10 << 16) | 2) + 4, -1, -1};
+    static const int ndims[] = {1, 1, 2, 0, 1, 1, 1, 0};
+    cdc_schema_mapping_t native = {.nested = true}, off = {.nested = false};
+    cdc_schema_doc_t d, d2, back, old;
+    cdc_error_t e;
+    char *json = NULL;
+
+    (void)state;
+    assert_true(cdc_schema_numeric_default_parse("decimal(38,10)", &native));
+    assert_true(cdc_schema_numeric_default_parse("string", &off));
+    assert_false(cdc_schema_numeric_default_parse("decimal(39,1)", &off));
+    assert_false(cdc_schema_numeric_default_parse("double", &off));
+
+    mapped_doc(&d, &native, oids, typmods, ndims, 8);
+    assert_int_equal(cdc_schema_doc_assign_ids(NULL, &d, &e), CDC_OK);
+    /* int[] */
+    assert_int_equal(d.cols[1].ice_type, CDC_ICE_LIST);
+    assert_int_equal(d.cols[1].enc, CDC_VENC_ARRAY);
+    /* int[][]: the nested ids follow their column's id (given in column order) */
+    assert_int_equal(d.cols[3].ice_type, CDC_ICE_LIST);
+    assert_non_null(strstr(d.cols[3].ice_nested, "\"element\":{\"type\":\"list\""));
+    /* numeric: the default; numeric[] too; numeric(10,2)[] its own; date[] stays text */
+    assert_int_equal(d.cols[4].ice_type, CDC_ICE_DECIMAL);
+    assert_int_equal(d.cols[4].precision, 38);
+    assert_int_equal(d.cols[4].scale, 10);
+    assert_non_null(strstr(d.cols[5].ice_nested, "\"decimal(38,10)\""));
+    assert_non_null(strstr(d.cols[6].ice_nested, "\"decimal(10,2)\""));
+    assert_int_equal(d.cols[7].ice_type, CDC_ICE_STRING);
+    assert_int_equal(d.cols[7].enc, CDC_VENC_ARRAY);
+    assert_int_equal(d.cols[8].ice_type, CDC_ICE_STRING); /* interval: its text */
+    /* every id, nested ones included, once, none above last_field_id */
+    {
+        cdc_ice_schema_t is;
+        int seen[64] = {0};
+        assert_int_equal(cdc_schema_doc_to_iceberg(&d, &is, &e), CDC_OK);
+        for (size_t i = 0; i < is.nfields; i++) {
+            int32_t top = cdc_ice_field_max_id(&is.fields[i]);
+            assert_true(top <= d.last_field_id);
+            seen[is.fields[i].id]++;
+        }
+        assert_int_equal(d.last_field_id, 9 + 6); /* 9 columns, 6 list elements */
+        for (int i = 1; i <= 9; i++)
+            assert_true(seen[i] <= 1);
+        cdc_schema_ice_free(&is);
+    }
+
+    /* the document round trip keeps the nested types with their ids */
+    assert_int_equal(cdc_schema_doc_encode(&d, &json, &e), CDC_OK);
+    assert_non_null(strstr(json, "\"iceberg\":{\"type\":\"list\",\"element-id\":"));
+    assert_int_equal(cdc_schema_doc_decode(json, strlen(json), &back, &e), CDC_OK);
+    assert_true(cdc_schema_doc_same_shape(&d, &back));
+    assert_string_equal(back.cols[3].ice_nested, d.cols[3].ice_nested);
+    free(json);
+
+    /* the next version: the same columns keep field and nested ids, a new list gets new
+     * ones after last_field_id */
+    mapped_doc(&d2, &native, oids, typmods, ndims, 8);
+    assert_int_equal(cdc_schema_doc_assign_ids(&back, &d2, &e), CDC_OK);
+    for (size_t i = 0; i < d.ncols; i++) {
+        assert_int_equal(d2.cols[i].field_id, d.cols[i].field_id);
+        if (d.cols[i].ice_nested != NULL)
+            assert_string_equal(d2.cols[i].ice_nested, d.cols[i].ice_nested);
+    }
+    assert_int_equal(d2.last_field_id, d.last_field_id);
+    assert_false(cdc_schema_doc_rewrites_rows(&back, &d2));
+
+    /* a table registered before lists and the numeric default keeps text for its columns */
+    mapped_doc(&old, NULL, oids, typmods, ndims, 8);
+    assert_int_equal(cdc_schema_doc_assign_ids(NULL, &old, &e), CDC_OK);
+    cdc_schema_doc_free(&d2);
+    mapped_doc(&d2, &native, oids, typmods, ndims, 8);
+    assert_int_equal(cdc_schema_doc_assign_ids(&old, &d2, &e), CDC_OK);
+    for (size_t i = 0; i < d2.ncols; i++) {
+        assert_int_equal(d2.cols[i].ice_type, old.cols[i].ice_type);
+        assert_null(d2.cols[i].ice_nested);
+        assert_int_equal(d2.cols[i].field_id, old.cols[i].field_id);
+    }
+    assert_int_equal(d2.nretired, 0);
+    assert_false(cdc_schema_doc_rewrites_rows(&old, &d2));
+
+    /* --nested-types=string: arrays stay JSON array text */
+    cdc_schema_doc_free(&d2);
+    mapped_doc(&d2, &off, oids, typmods, ndims, 8);
+    assert_int_equal(d2.cols[1].ice_type, CDC_ICE_STRING);
+    assert_int_equal(d2.cols[4].ice_type, CDC_ICE_STRING); /* numeric default: string */
+    cdc_schema_doc_free(&d2);
+    cdc_schema_doc_free(&old);
+    cdc_schema_doc_free(&back);
+    cdc_schema_doc_free(&d);
+}
+
+/* A key array stays text: identifier fields are primitive in Iceberg. */
+static void test_key_array_stays_text(void **state)
+{
+    cdc_schema_mapping_t native = {.nested = true};
+    cdc_schema_doc_t d;
+    cdc_error_t e;
+    static const uint32_t oids[] = {1009};
+    static const int32_t typmods[] = {-1};
+    static const int ndims[] = {1};
+
+    (void)state;
+    mapped_doc(&d, &native, oids, typmods, ndims, 1);
+    d.cols[1].key = 2;
+    assert_int_equal(cdc_schema_doc_assign_ids(NULL, &d, &e), CDC_OK);
+    assert_int_equal(d.cols[1].ice_type, CDC_ICE_STRING);
+    assert_null(d.cols[1].ice_nested);
+    cdc_schema_doc_free(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_native_mapping),
+        cmocka_unit_test(test_key_array_stays_text),
         cmocka_unit_test(test_bad_documents),
         cmocka_unit_test(test_record_key_and_types),
         cmocka_unit_test(test_identity_follows_attnum),

@@ -599,11 +599,35 @@ static void test_schema_json(void **state)
     assert_string_equal(copy.fields[1].name, "amount");
     cdc_ice_schema_free(&copy);
 
+    /* a list needs its element; a map is not supported */
     assert_int_equal(cdc_ice_schema_from_json("{\"type\":\"struct\",\"fields\":[{\"id\":1,"
                                               "\"name\":\"l\",\"required\":true,\"type\":"
                                               "{\"type\":\"list\"}}]}",
                                               &back, &err),
+                     CDC_ERR_INVALID);
+    assert_int_equal(cdc_ice_schema_from_json("{\"type\":\"struct\",\"fields\":[{\"id\":1,"
+                                              "\"name\":\"m\",\"required\":true,\"type\":"
+                                              "{\"type\":\"map\",\"key-id\":2,\"key\":\"int\","
+                                              "\"value-id\":3,\"value\":\"int\"}}]}",
+                                              &back, &err),
                      CDC_ERR_UNSUPPORTED);
+    /* nested types keep their JSON (ids included) through a round trip */
+    {
+        const char *nj =
+            "{\"type\":\"struct\",\"schema-id\":0,\"fields\":[{\"id\":1,\"name\":\"l\","
+            "\"required\":false,\"type\":{\"type\":\"list\",\"element-id\":3,\"element\":{"
+            "\"type\":\"struct\",\"fields\":[{\"id\":4,\"name\":\"a\",\"required\":true,"
+            "\"type\":\"decimal(38,10)\"}]},\"element-required\":false}}],"
+            "\"identifier-field-ids\":[]}";
+        char *again;
+        assert_int_equal(cdc_ice_schema_from_json(nj, &back, &err), CDC_OK);
+        assert_int_equal(back.fields[0].type, CDC_ICE_LIST);
+        assert_int_equal(cdc_ice_field_max_id(&back.fields[0]), 4);
+        again = cdc_ice_schema_to_json(&back);
+        assert_string_equal(again, nj);
+        free(again);
+        cdc_ice_schema_free(&back);
+    }
     assert_int_equal(cdc_ice_schema_from_json("{", &back, &err), CDC_ERR_INVALID);
 
     cdc_ice_field_t t = {0};

@@ -498,6 +498,94 @@ static void test_row_image_roundtrip(void **state)
     cdc_catalog_free(cat);
 }
 
+/*
+ * List and struct columns (docs/events.md, "Values"): a list's JSON array text is kept as
+ * the nested value; a composite's PostgreSQL text (quotes, NULL fields, a nested
+ * composite, a date, a decimal) becomes the struct's nested value; values that do not
+ * fit are type mismatches that say why.
+ */
+static void test_lists_and_structs(void **state)
+{
+    static const char doc[] =
+        "{\"format\":1,\"topic\":\"cdc.public.nt\",\"schema\":\"public\",\"table\":\"nt\","
+        "\"version\":1,\"relid\":1,\"replica_identity\":\"default\",\"key\":[\"id\"],"
+        "\"columns\":[{\"name\":\"id\",\"pg_oid\":23,\"pg_type\":\"int4\",\"typmod\":-1,"
+        "\"nullable\":false,\"key\":1,\"iceberg\":\"int\",\"encoding\":\"int\",\"attnum\":1,"
+        "\"field_id\":1},{\"name\":\"grid\",\"pg_oid\":1007,\"pg_type\":\"_int4\",\"typmod\":"
+        "-1,\"nullable\":true,\"key\":0,\"iceberg\":{\"type\":\"list\",\"element-id\":4,"
+        "\"element\":{\"type\":\"list\",\"element-id\":5,\"element\":\"int\","
+        "\"element-required\":false},\"element-required\":false},\"encoding\":\"json_array\","
+        "\"elem_oid\":23,\"attnum\":2,\"field_id\":2},{\"name\":\"p\",\"pg_oid\":16400,"
+        "\"pg_type\":\"public.place\",\"typmod\":-1,\"nullable\":true,\"key\":0,\"iceberg\":{"
+        "\"type\":\"struct\",\"fields\":[{\"id\":6,\"name\":\"s\",\"required\":false,"
+        "\"type\":\"string\"},{\"id\":7,\"name\":\"n\",\"required\":false,\"type\":\"int\"},"
+        "{\"id\":8,\"name\":\"g\",\"required\":false,\"type\":{\"type\":\"struct\",\"fields\":"
+        "[{\"id\":9,\"name\":\"ok\",\"required\":false,\"type\":\"boolean\"}]}},{\"id\":10,"
+        "\"name\":\"d\",\"required\":false,\"type\":\"date\"},{\"id\":11,\"name\":\"m\","
+        "\"required\":false,\"type\":\"decimal(6,2)\"}]},\"encoding\":\"record\",\"attnum\":3,"
+        "\"field_id\":3}],\"last_field_id\":11}";
+    cdc_catalog_t *cat = fixture_catalog(TOPIC, 2);
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    cdc_error_t e;
+
+    (void)state;
+    if (cdc_catalog_register_json(cat, "cdc.public.nt", 1, doc, strlen(doc), &e) != CDC_OK)
+        fail_msg("%s", e.msg);
+    assert_int_equal(
+        decode_str(cat, "cdc.public.nt", "{\"id\":1}",
+                   "{\"op\":\"c\",\"after\":{\"id\":1,\"grid\":\"[[1,null],[2,3]]\",\"p\":"
+                   "\"(\\\"a "
+                   "\\\"\\\"b\\\"\\\"\\\",7,\\\"(t)\\\",2024-02-29,-1.5)\"},\"source\":{\"lsn\":1,"
+                   "\"schema_version\":1}}",
+                   1, &c, &de),
+        CDC_OK);
+    const cdc_source_schema_t *s = c.schema;
+    const cdc_val_t *g = &c.after.vals[col(s, "grid")], *p = &c.after.vals[col(s, "p")];
+    assert_int_equal(s->cols[col(s, "grid")].type, CDC_ICE_LIST);
+    assert_memory_equal(g->bytes, "[[1,null],[2,3]]", g->len);
+    static const char want[] =
+        "{\"s\":\"a \\\"b\\\"\",\"n\":7,\"g\":{\"ok\":true},\"d\":19782,\"m\":\"-1.50\"}";
+    assert_int_equal(p->len, strlen(want));
+    assert_memory_equal(p->bytes, want, p->len);
+    cdc_change_clear(&c);
+
+    /* NULL fields, an empty string, a null struct */
+    assert_int_equal(decode_str(cat, "cdc.public.nt", "{\"id\":2}",
+                                "{\"op\":\"c\",\"after\":{\"id\":2,\"grid\":null,\"p\":"
+                                "\"(\\\"\\\",,,,)\"},\"source\":{\"lsn\":2,\"schema_version\":1}}",
+                                1, &c, &de),
+                     CDC_OK);
+    p = &c.after.vals[col(c.schema, "p")];
+    assert_memory_equal(p->bytes, "{\"s\":\"\",\"n\":null,\"g\":null,\"d\":null,\"m\":null}",
+                        p->len);
+    assert_int_equal(c.after.vals[col(c.schema, "grid")].kind, CDC_VAL_NULL);
+    cdc_change_clear(&c);
+
+    /* a 1-D value in the 2-D column; a decimal with too many digits; a struct's text
+     * with a field too many */
+    assert_int_equal(decode_str(cat, "cdc.public.nt", "{\"id\":3}",
+                                "{\"op\":\"c\",\"after\":{\"id\":3,\"grid\":\"[1,2]\"},"
+                                "\"source\":{\"lsn\":3,\"schema_version\":1}}",
+                                1, &c, &de),
+                     CDC_ERR_INVALID);
+    assert_int_equal(de.cls, CDC_DLQ_TYPE_MISMATCH);
+    assert_non_null(strstr(de.msg, "expects list (\"element\" expects a list)"));
+    assert_int_equal(decode_str(cat, "cdc.public.nt", "{\"id\":4}",
+                                "{\"op\":\"c\",\"after\":{\"id\":4,\"p\":\"(,,,,1.234)\"},"
+                                "\"source\":{\"lsn\":4,\"schema_version\":1}}",
+                                1, &c, &de),
+                     CDC_ERR_INVALID);
+    assert_int_equal(de.cls, CDC_DLQ_TYPE_MISMATCH);
+    assert_int_equal(decode_str(cat, "cdc.public.nt", "{\"id\":5}",
+                                "{\"op\":\"c\",\"after\":{\"id\":5,\"p\":\"(,,,,,)\"},"
+                                "\"source\":{\"lsn\":5,\"schema_version\":1}}",
+                                1, &c, &de),
+                     CDC_ERR_INVALID);
+    assert_int_equal(de.cls, CDC_DLQ_TYPE_MISMATCH);
+    cdc_catalog_free(cat);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -512,6 +600,7 @@ int main(void)
         cmocka_unit_test(test_debezium_truncate),
         cmocka_unit_test(test_schema_marker),
         cmocka_unit_test(test_entity_row),
+        cmocka_unit_test(test_lists_and_structs),
         cmocka_unit_test(test_row_image_roundtrip),
         cmocka_unit_test(test_schema_version_source),
     };
