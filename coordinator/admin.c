@@ -802,7 +802,6 @@ static bool ready(void *arg, char *reason, size_t size)
     return false;
 }
 
-
 /* The HTTP status of a failed compaction: what the caller can do about it. */
 /* Answers a failed POST /<what>: the error, the leader's admin address when this
  * coordinator does not lead (so that the client can go there), logged. Takes o. */

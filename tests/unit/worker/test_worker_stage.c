@@ -1036,6 +1036,7 @@ static void test_versioned_column_names(void **state)
     d2.version = 2;
     d2.cols[2].precision = 14;
     d2.cols[2].scale = 4;
+    d2.cols[2].typmod = ((14 << 16) | 4) + 4; /* PostgreSQL's numeric(14,4) */
     assert_int_equal(cdc_schema_doc_assign_ids(&d1, &d2, &e), CDC_OK);
     assert_int_equal(cdc_schema_doc_encode(&d1, &j1, &e), CDC_OK);
     assert_int_equal(cdc_schema_doc_encode(&d2, &j2, &e), CDC_OK);
