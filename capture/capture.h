@@ -44,6 +44,8 @@ typedef struct cdc_capture_config {
     char *snapshot_mode; /* incremental | initial | never */
     char *slot_lost;     /* fail | resnapshot: when the slot this capture streamed is gone */
     char *slot_busy;     /* wait | fail: when another process streams the slot */
+    bool slot_recreate;  /* drop an existing slot without this capture's snapshot marker
+                          * and create it again, instead of adopting it */
     int64_t snapshot_chunk;
     int64_t snapshot_max_rate;            /* incremental snapshot rows/s; 0 = unlimited */
     int64_t heartbeat_interval_ms;        /* 0 = off */
@@ -271,6 +273,13 @@ typedef struct cdc_capture {
      * with --slot-lost=resnapshot (then resnapshot is set while the snapshot runs: each
      * table's mirror is truncated before its rows). */
     bool slot_lost, resnapshot;
+    /* The session adopts an existing slot that has no snapshot marker of this capture
+     * (docs/capture.md, "An existing slot"): streamed from its position, every captured
+     * table without an incremental snapshot of its own gets one (id adopt_id), and the
+     * marker is written once they are all recorded (cdc_incremental_session). */
+    bool adopting;
+    char adopt_id[24];
+    uint64_t adopt_lsn;
     cdc_capture_window_t window; /* incremental snapshot's chunk in flight */
     cdc_capture_mark_t *marks;   /* chunk markers waiting for acks, oldest first */
     size_t nmarks;
@@ -481,6 +490,8 @@ typedef struct cdc_snapshot_pos {
     int64_t ts;
     uint64_t tx;       /* txtrack transaction the events belong to */
     const char *label; /* source.snapshot; NULL: "true", and "last" for the last row */
+    const char *id;    /* source.snapshot_id: the snapshot the rows belong to; NULL: none
+                        * (a backfill after DDL) */
     bool count;        /* rows count in cdc_capture_snapshot_rows_total */
 } cdc_snapshot_pos_t;
 
@@ -493,6 +504,15 @@ cdc_err_t cdc_snapshot_emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t,
                                  const cdc_pg_result_t *r, int from, int to,
                                  const cdc_chunk_t *live, bool last, const cdc_snapshot_pos_t *pos,
                                  cdc_pgo_value_t *vals, cdc_error_t *e);
+
+/*
+ * The id of the snapshot that first reads the tables of a slot whose consistent point (or,
+ * for an adopted slot, whose confirmed position) is lsn, into buf: "s<lsn in hex>". An
+ * initial snapshot that died with its session and the incremental snapshots that read its
+ * tables again once the slot is adopted share it, so workers take the rows read twice as
+ * one snapshot's (docs/worker.md, "Snapshot reads exactly once").
+ */
+void cdc_capture_snapshot_id(char *buf, size_t size, uint64_t lsn);
 
 /* Runs the initial snapshot with the exported snapshot name at the consistent point. */
 cdc_err_t cdc_snapshot_run(cdc_capture_t *cap, const char *snapshot_name, uint64_t consistent_lsn,

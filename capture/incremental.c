@@ -114,11 +114,15 @@ static cdc_err_t write_marks(cdc_capture_t *cap, cdc_error_t *e)
     return rc;
 }
 
-cdc_err_t cdc_incremental_begin(cdc_capture_t *cap, cdc_capture_table_t *t, const char *label,
-                                bool truncate, cdc_error_t *e)
+/* cdc_incremental_begin with the snapshot's id (NULL: a new one). */
+static cdc_err_t begin_as(cdc_capture_t *cap, cdc_capture_table_t *t, const char *id,
+                          const char *label, bool truncate, cdc_error_t *e)
 {
-    snprintf(t->isnap.id, sizeof(t->isnap.id), "%" PRIx64 "%02" PRIx64,
-             (uint64_t)cdc_clock_wall_ms(), ++cap->isnap_seq & 0xff);
+    if (id != NULL)
+        snprintf(t->isnap.id, sizeof(t->isnap.id), "%s", id);
+    else
+        snprintf(t->isnap.id, sizeof(t->isnap.id), "%" PRIx64 "%02" PRIx64,
+                 (uint64_t)cdc_clock_wall_ms(), ++cap->isnap_seq & 0xff);
     snprintf(t->isnap.label, sizeof(t->isnap.label), "%s", label);
     free(t->isnap.after);
     t->isnap.after = NULL;
@@ -139,6 +143,35 @@ cdc_err_t cdc_incremental_begin(cdc_capture_t *cap, cdc_capture_table_t *t, cons
     cdc_log_info("incremental snapshot %s of %s.%s started (rows as source.snapshot \"%s\"%s)",
                  t->isnap.id, t->schema, t->name, t->isnap.label,
                  truncate ? ", after a truncate of the mirror" : "");
+    return CDC_OK;
+}
+
+cdc_err_t cdc_incremental_begin(cdc_capture_t *cap, cdc_capture_table_t *t, const char *label,
+                                bool truncate, cdc_error_t *e)
+{
+    return begin_as(cap, t, NULL, label, truncate, e);
+}
+
+/*
+ * An adopted slot (cap->adopting, docs/capture.md, "An existing slot"): every captured
+ * table that has no incremental snapshot of its own is read by one, all under the slot's
+ * snapshot id, tables registered by a capture that died during its initial snapshot too;
+ * then the slot's marker, once every snapshot is recorded, so that a capture killed before
+ * it adopts the slot again and begins the snapshots still missing.
+ */
+static cdc_err_t adopt(cdc_capture_t *cap, cdc_error_t *e)
+{
+    cdc_err_t rc;
+    for (size_t i = 0; i < cap->ntables; i++) {
+        cdc_capture_table_t *t = &cap->tables[i];
+        if (!t->captured || t->failed || t->removed || t->isnap.marked)
+            continue;
+        if ((rc = begin_as(cap, t, cap->adopt_id, "incremental", false, e)) != CDC_OK)
+            return rc;
+    }
+    if ((rc = cdc_registry_mark_snapshot(cap, cap->adopt_lsn, "adopted", e)) != CDC_OK)
+        return rc;
+    cap->adopting = false;
     return CDC_OK;
 }
 
@@ -177,6 +210,11 @@ cdc_err_t cdc_incremental_session(cdc_capture_t *cap, cdc_error_t *e)
         s->due = s->marked_due;
     }
     drop_marks(cap, SIZE_MAX);
+    if (cap->adopting) {
+        cdc_err_t rc = adopt(cap, e);
+        if (rc != CDC_OK)
+            return rc;
+    }
     for (size_t i = 0; i < cap->ntables; i++) {
         cdc_capture_table_t *t = &cap->tables[i];
         cdc_err_t rc;
@@ -473,6 +511,7 @@ static cdc_err_t high_watermark(cdc_capture_t *cap, uint64_t lsn, cdc_error_t *e
                               .ts = cdc_clock_wall_ms(),
                               .tx = tx,
                               .label = t->isnap.label,
+                              .id = t->isnap.id,
                               .count = true};
     int64_t emitted = (int64_t)w->chunk.nlive;
     cdc_err_t rc;

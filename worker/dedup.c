@@ -412,6 +412,14 @@ static cdc_err_t check_entity(cdc_dedup_t *d, const cdc_change_t *c, const cdc_d
             free(val);
             return CDC_OK;
         }
+        /* a chunk read again: this snapshot read the row before (dedup.h, "Snapshot
+         * reads") */
+        if (c->op == CDC_OP_READ && c->snapshot_tag != 0 && !before &&
+            cdc_dedup_image_snapshot(val, vlen) == c->snapshot_tag) {
+            *verdict = CDC_DEDUP_SNAPSHOT_REREAD;
+            free(val);
+            return CDC_OK;
+        }
         *image = val;
         *image_len = vlen;
         return CDC_OK;
@@ -665,6 +673,23 @@ done:
     return rc;
 }
 
+uint64_t cdc_dedup_image_snapshot(const uint8_t *val, size_t len)
+{
+    size_t il;
+    const uint8_t *img = cdc_dedup_image(val, len, &il);
+    cdc_val_t v;
+    if (val == NULL || cdc_row_image_lookup(img, il, CDC_DEDUP_SNAP_FIELD, &v) != 1)
+        return 0;
+    free(v.bytes);
+    return v.kind == CDC_VAL_SET ? (uint64_t)v.u.i : 0;
+}
+
+void cdc_dedup_carry_snapshot(cdc_change_t *c, const uint8_t *val, size_t len)
+{
+    if (c->snapshot_tag == 0 && val != NULL)
+        c->snapshot_tag = cdc_dedup_image_snapshot(val, len);
+}
+
 bool cdc_dedup_image_part(const uint8_t *val, size_t len, uint8_t **part, size_t *part_len)
 {
     size_t il;
@@ -712,8 +737,8 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
         /* Image of the toastable columns only, tagged by field id. */
         const cdc_source_schema_t *s = c->after.schema;
         cdc_source_schema_t sub = *s;
-        cdc_column_t cols[s->ncols + 1];
-        cdc_val_t vals[s->ncols + 1];
+        cdc_column_t cols[s->ncols + 2];
+        cdc_val_t vals[s->ncols + 2];
         cdc_row_t img = {&sub, vals};
         sub.ncols = 0;
         sub.cols = cols;
@@ -731,6 +756,15 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
             vals[sub.ncols].kind = CDC_VAL_SET;
             vals[sub.ncols].bytes = (uint8_t *)part;
             vals[sub.ncols++].len = part_len;
+        }
+        if (c->snapshot_tag != 0) { /* the snapshot that read the row (dedup.h) */
+            memset(&cols[sub.ncols], 0, sizeof(cols[0]));
+            memset(&vals[sub.ncols], 0, sizeof(vals[0]));
+            cols[sub.ncols].name = "";
+            cols[sub.ncols].field_id = CDC_DEDUP_SNAP_FIELD;
+            cols[sub.ncols].type = CDC_ICE_LONG;
+            vals[sub.ncols].kind = CDC_VAL_SET;
+            vals[sub.ncols++].u.i = (int64_t)c->snapshot_tag;
         }
         if (!cdc_row_serialize(&img, &buf, &blen) || (full = malloc(blen + 16)) == NULL) {
             rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");

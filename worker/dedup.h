@@ -42,6 +42,19 @@
  *     changelog only (CDC_DEDUP_LATE_REPLAY), once: a replayed change writes its
  *     (entity, lsn, op) key whichever way it was taken, and a later replay of it that
  *     finds the key is a duplicate (for --dedup-ttl, like every such key).
+ *
+ * Snapshot reads (cdc_change_t.snapshot_tag; docs/worker.md, "Snapshot reads exactly
+ * once"): a row's image also keeps the tag of the snapshot whose `r` row produced it, as
+ * field CDC_DEDUP_SNAP_FIELD, carried over by every later change of the row
+ * (cdc_dedup_carry_snapshot). A snapshot row whose tag is the one its live row keeps
+ * comes from a chunk the capture read again after a crash: the row was read by this
+ * snapshot already and every change of it since then is applied, so the row is in the
+ * state the re-read shows (a chunk's rows are those no change touched between its
+ * watermarks). It is a duplicate (CDC_DEDUP_SNAPSHOT_REREAD), for the mirror and the
+ * changelog. Another snapshot (a re-snapshot on request, a table read again after it
+ * rejoined the publication) has another id, and its rows land. A row deleted (or
+ * truncated) since its read has no image, hence no tag: a re-read of it after it came
+ * back is taken.
  */
 #ifndef CDC_WORKER_DEDUP_H
 #define CDC_WORKER_DEDUP_H
@@ -63,6 +76,8 @@ typedef enum cdc_dedup_verdict {
     CDC_DEDUP_BEFORE_FLOOR, /* new, but not after its table's floor: a changelog row only */
     CDC_DEDUP_LATE_REPLAY,  /* a replayed dead letter not after its entity's position and
                              * not replayed before: a changelog row only */
+    CDC_DEDUP_SNAPSHOT_REREAD, /* a snapshot row of the snapshot that read its live row
+                                * already (see "Snapshot reads" above): dropped */
 } cdc_dedup_verdict_t;
 
 /*
@@ -156,6 +171,16 @@ cdc_err_t cdc_dedup_floor(cdc_dedup_t *d, const uint8_t *table, size_t len, uint
 
 /* Field id of the partition key in a stored image (no column has id 0). */
 #define CDC_DEDUP_PART_FIELD 0
+/* Field id of the snapshot tag in a stored image (a long; column ids are positive). */
+#define CDC_DEDUP_SNAP_FIELD (-1)
+
+/* The snapshot tag kept with a stored row value (as from cdc_dedup_check); 0: none. */
+uint64_t cdc_dedup_image_snapshot(const uint8_t *val, size_t len);
+
+/* A change that is no snapshot row of its own (no tag) takes its row's tag from the stored
+ * row value (val, as from cdc_dedup_check; NULL: a row not live), so that the row keeps
+ * the snapshot that read it when cdc_dedup_record stores its new image. */
+void cdc_dedup_carry_snapshot(cdc_change_t *c, const uint8_t *val, size_t len);
 
 /*
  * The partition key kept with a stored row value (as from cdc_dedup_check), malloc'ed

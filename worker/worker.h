@@ -263,6 +263,7 @@ typedef struct cdc_worker {
     cdc_gauge_t *m_stalled;          /* progress watchdog: partitions stalled now */
     cdc_counter_t *m_floor_rows;     /* rows removed by floors (floor.c) */
     cdc_counter_t *m_before_floor;   /* changes before a floor that came after it */
+    cdc_counter_t *m_snapshot_rereads; /* snapshot rows of a chunk read again (dedup.h) */
     cdc_gauge_t *m_floors_waiting;   /* (slot, floor) pairs not applied at the last barrier */
     int64_t floor_warned_ms;         /* last "not applied yet" warning */
     cdc_histogram_t *m_stage_seconds, *m_ckpt_seconds;
