@@ -176,6 +176,9 @@ typedef struct cdc_capture_type {
  * The chunk of an incremental snapshot between its watermarks (at most one at a time):
  * written by the main thread, in the stream until its high watermark arrives.
  */
+/* Transactions committed in the stream that a chunk's read must see (a ring). */
+#define CDC_CAPTURE_RECENT_XIDS 1024
+
 typedef struct cdc_capture_window {
     size_t table;                  /* index + 1 in cap->tables; 0: no chunk in flight */
     char id[CDC_WATERMARK_ID_MAX]; /* the chunk's watermark id */
@@ -183,6 +186,7 @@ typedef struct cdc_capture_window {
     bool last;                     /* the table's last chunk (fewer rows than asked) */
     int64_t version;               /* the table's schema version the rows were read in */
     cdc_chunk_t chunk;             /* its rows' keys, removed by changes in the window */
+    cdc_chunk_snapshot_t snap;     /* the snapshot its rows were read in */
     struct cdc_pg_result *rows;    /* its rows, as read */
     char *after;                   /* JSON array of its last row's key values */
 } cdc_capture_window_t;
@@ -281,6 +285,10 @@ typedef struct cdc_capture {
     char adopt_id[24];
     uint64_t adopt_lsn;
     cdc_capture_window_t window; /* incremental snapshot's chunk in flight */
+    /* The last transactions committed in the stream (a ring): a chunk is not read in a
+     * snapshot that misses one of them (incremental.c, read_chunk). */
+    uint32_t recent_xids[CDC_CAPTURE_RECENT_XIDS];
+    size_t recent_next;
     cdc_capture_mark_t *marks;   /* chunk markers waiting for acks, oldest first */
     size_t nmarks;
     cdc_capture_request_t request;

@@ -40,6 +40,7 @@ void cdc_incremental_window_free(cdc_capture_t *cap)
     free(w->after);
     w->after = NULL;
     cdc_chunk_reset(&w->chunk);
+    cdc_chunk_snapshot_free(&w->snap);
     w->table = 0;
     w->open = false;
     w->last = false;
@@ -254,6 +255,8 @@ cdc_err_t cdc_incremental_session(cdc_capture_t *cap, cdc_error_t *e)
         }
         if (t->isnap.due) {
             t->isnap.retry_ms = 0;
+            if (t->isnap.after == NULL && t->isnap.rows == 0)
+                continue; /* begun, nothing read yet (an adopted slot's, just now) */
             cdc_log_info("incremental snapshot %s of %s.%s resumes after key %s (%" PRId64
                          " rows done)",
                          t->isnap.id, t->schema, t->name,
@@ -340,6 +343,51 @@ static void estimate(cdc_capture_t *cap, cdc_capture_table_t *t)
 }
 
 /*
+ * Runs the chunk's query sql in a REPEATABLE READ transaction whose snapshot goes to
+ * cap->window.snap, its rows to cap->window.rows. PostgreSQL makes a commit visible to
+ * other sessions only after its WAL record is written and flushed (and a synchronous
+ * standby answered), and the walsender may send it before: a snapshot taken now can miss
+ * a transaction the stream already brought, whose rows would then be read older than
+ * the changes already produced. So when one of the last transactions the stream
+ * committed (cap->recent_xids) is not in the snapshot, nothing is read: *retry, and the
+ * chunk is tried again a moment later. Transactions the snapshot misses that the stream
+ * brings later take their keys out of the chunk (cdc_incremental_on_key).
+ */
+static cdc_err_t read_chunk(cdc_capture_t *cap, const char *sql, int nparams,
+                            const char *const *params, bool *retry, cdc_error_t *e)
+{
+    cdc_capture_window_t *w = &cap->window;
+    cdc_pg_result_t *r;
+    bool ok;
+
+    *retry = false;
+    r = cdc_pg_query(cap->src.sql, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, e);
+    if (r == NULL)
+        return e->code;
+    cdc_pg_clear(r);
+    r = cdc_pg_query(cap->src.sql, "SELECT pg_current_snapshot()::text", 0, NULL, e);
+    ok = r != NULL && cdc_pg_ntuples(r) == 1 &&
+         cdc_chunk_snapshot_parse(&w->snap, cdc_pg_value(r, 0, 0));
+    if (r != NULL && !ok)
+        cdc_error_set(e, CDC_ERR_INTERNAL, "unexpected pg_current_snapshot() \"%s\"",
+                      cdc_pg_ntuples(r) == 1 ? cdc_pg_value(r, 0, 0) : "");
+    cdc_pg_clear(r);
+    for (size_t i = 0; ok && i < CDC_CAPTURE_RECENT_XIDS && i < cap->recent_next; i++)
+        if (!cdc_chunk_snapshot_sees(&w->snap, cap->recent_xids[i])) {
+            cdc_log_debug("chunk read waits: transaction %u is committed in the stream but "
+                          "not visible yet",
+                          cap->recent_xids[i]);
+            *retry = true;
+            break;
+        }
+    if (ok && !*retry)
+        ok = (w->rows = cdc_pg_query(cap->src.sql, sql, nparams, params, e)) != NULL;
+    r = cdc_pg_exec(cap->src.sql, ok && !*retry ? "COMMIT" : "ROLLBACK");
+    cdc_pg_clear(r);
+    return ok ? CDC_OK : e->code;
+}
+
+/*
  * Reads t's next chunk between its watermarks into cap->window. Waits (t->isnap.retry_ms)
  * while the catalog's columns differ from the stream's schema version: rows read now
  * would not have the columns of the events around them.
@@ -357,6 +405,7 @@ static cdc_err_t start_chunk(cdc_capture_t *cap, size_t idx, cdc_error_t *e)
     char *rel = NULL;
     size_t nkeys;
     int n;
+    bool retry = false;
     cdc_err_t rc;
 
     rc = cdc_snapshot_catalog_doc(cap, t, &cat, &cols, e);
@@ -425,11 +474,14 @@ static cdc_err_t start_chunk(cdc_capture_t *cap, size_t idx, cdc_error_t *e)
     snprintf(w->id, sizeof(w->id), "%s.%" PRIx64, t->isnap.id, (uint64_t)cdc_clock_mono_us());
     if ((rc = emit_watermark(cap, CDC_WATERMARK_LOW, e)) != CDC_OK)
         goto done;
-    w->rows = cdc_pg_query(cap->src.sql, sql.data, after ? (int)nkeys : 0,
-                           (const char *const *)params, e);
-    if (w->rows == NULL) {
-        rc = e->code;
+    rc = read_chunk(cap, sql.data, after ? (int)nkeys : 0, (const char *const *)params, &retry,
+                    e);
+    if (rc != CDC_OK) {
         cdc_error_prefix(e, "incremental snapshot of %s.%s", t->schema, t->name);
+        goto done;
+    }
+    if (retry) { /* (its low watermark is ignored: no chunk has its id) */
+        t->isnap.retry_ms = cdc_clock_mono_coarse_ms() + 2;
         goto done;
     }
     hold_window();
@@ -610,15 +662,25 @@ cdc_err_t cdc_incremental_on_watermark(cdc_capture_t *cap, const cdc_pgo_msg_t *
     return high_watermark(cap, lsn, e);
 }
 
+/* Whether a change of t in the transaction being decoded takes keys out of the chunk in
+ * flight: it comes inside the chunk's window, or before it from a transaction the chunk's
+ * read did not see (chunk.h, cdc_chunk_snapshot_t). */
+static bool in_window(const cdc_capture_t *cap, const cdc_capture_table_t *t)
+{
+    const cdc_capture_window_t *w = &cap->window;
+    return w->table != 0 && &cap->tables[w->table - 1] == t &&
+           (w->open || !cdc_chunk_snapshot_sees(&w->snap, cap->xid));
+}
+
 void cdc_incremental_on_key(cdc_capture_t *cap, const cdc_capture_table_t *t, const cdc_buf_t *key)
 {
-    if (cap->window.open && &cap->tables[cap->window.table - 1] == t)
+    if (in_window(cap, t))
         cdc_chunk_remove(&cap->window.chunk, key->data, key->len);
 }
 
 void cdc_incremental_on_truncate(cdc_capture_t *cap, const cdc_capture_table_t *t)
 {
-    if (cap->window.open && &cap->tables[cap->window.table - 1] == t)
+    if (in_window(cap, t))
         cdc_chunk_remove_all(&cap->window.chunk);
 }
 

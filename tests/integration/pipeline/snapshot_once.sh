@@ -42,7 +42,10 @@ capture_status() { curl -fsS --max-time 2 "http://$(cat "$CHAOS_DIR/procs/captur
 # a DuckDB query over a warehouse table (the view t), one JSON object per line
 duck() { "$PWD/chaos/verify" --warehouse "$CHAOS_DIR/warehouse" --show "$1" --sql "$2"; }
 
-pipeline_servers_up
+# no TOASTed values in the rows from before the slot: an update of such a row that leaves
+# the value unchanged reaches a worker without it, before the snapshot gave the worker the
+# row, and goes to the DLQ (docs/capture.md, "An existing slot")
+CDC_TOAST_PCT=0 pipeline_servers_up
 # ---- a. the slot exists before the capture, with a backlog --------------------------------
 sql <<SQL >/dev/null || fail "could not create the publication and the slot"
 CREATE PUBLICATION cdc_pub FOR TABLE $CHAOS_TABLES WITH (publish_via_partition_root = true);
@@ -82,7 +85,7 @@ chaos_wait 120 "both incremental snapshots to complete" bash -c \
     "s=\$(curl -fsS --max-time 2 http://$(cat "$CHAOS_DIR/procs/capture-0.http")/status) &&
      [ \"\$(jq '.snapshots.done' <<<\"\$s\")\" = 2 ] && [ \"\$(jq '.snapshots.running' <<<\"\$s\")\" = 0 ]" ||
     fail "the snapshots did not complete: $(capture_status | jq -c '.snapshots')"
-grep -q "resumes after key" "$log0" || fail "the restarted capture did not resume its snapshots"
+grep -q 'resumes after key \[' "$log0" || fail "the restarted capture did not resume its snapshots"
 wait $load || fail "the load generator failed: $(tail -n 5 "$tmp/load.log")"
 pipeline_verify --tables transactions,accounts --snapshotted transactions,accounts --wait 120 \
     >"$tmp/verify.log" 2>&1 || {
