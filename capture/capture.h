@@ -289,7 +289,7 @@ typedef struct cdc_capture {
      * snapshot that misses one of them (incremental.c, read_chunk). */
     uint32_t recent_xids[CDC_CAPTURE_RECENT_XIDS];
     size_t recent_next;
-    cdc_capture_mark_t *marks;   /* chunk markers waiting for acks, oldest first */
+    cdc_capture_mark_t *marks; /* chunk markers waiting for acks, oldest first */
     size_t nmarks;
     cdc_capture_request_t request;
     uint64_t isnap_seq;          /* ids of snapshots and chunks of this process */

@@ -474,8 +474,7 @@ static cdc_err_t start_chunk(cdc_capture_t *cap, size_t idx, cdc_error_t *e)
     snprintf(w->id, sizeof(w->id), "%s.%" PRIx64, t->isnap.id, (uint64_t)cdc_clock_mono_us());
     if ((rc = emit_watermark(cap, CDC_WATERMARK_LOW, e)) != CDC_OK)
         goto done;
-    rc = read_chunk(cap, sql.data, after ? (int)nkeys : 0, (const char *const *)params, &retry,
-                    e);
+    rc = read_chunk(cap, sql.data, after ? (int)nkeys : 0, (const char *const *)params, &retry, e);
     if (rc != CDC_OK) {
         cdc_error_prefix(e, "incremental snapshot of %s.%s", t->schema, t->name);
         goto done;

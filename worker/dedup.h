@@ -71,11 +71,11 @@ enum { CDC_DEDUP_FAMILY = 0, CDC_ROWS_FAMILY = 1 };
 
 typedef enum cdc_dedup_verdict {
     CDC_DEDUP_NEW = 0,
-    CDC_DEDUP_REPLAY,       /* exact (entity, lsn, op) seen before */
-    CDC_DEDUP_STALE,        /* position not after the entity's last position */
-    CDC_DEDUP_BEFORE_FLOOR, /* new, but not after its table's floor: a changelog row only */
-    CDC_DEDUP_LATE_REPLAY,  /* a replayed dead letter not after its entity's position and
-                             * not replayed before: a changelog row only */
+    CDC_DEDUP_REPLAY,          /* exact (entity, lsn, op) seen before */
+    CDC_DEDUP_STALE,           /* position not after the entity's last position */
+    CDC_DEDUP_BEFORE_FLOOR,    /* new, but not after its table's floor: a changelog row only */
+    CDC_DEDUP_LATE_REPLAY,     /* a replayed dead letter not after its entity's position and
+                                * not replayed before: a changelog row only */
     CDC_DEDUP_SNAPSHOT_REREAD, /* a snapshot row of the snapshot that read its live row
                                 * already (see "Snapshot reads" above): dropped */
 } cdc_dedup_verdict_t;

@@ -1009,8 +1009,8 @@ static cdc_dedup_verdict_t read_row(fx_t *f, int id, const char *snap, uint64_t 
              "{\"op\":\"r\",\"after\":{\"id\":%d},\"source\":{\"lsn\":%llu,"
              "\"commit_lsn\":%llu,\"snapshot\":\"%s\"%s%s%s}}",
              id, (unsigned long long)pos, (unsigned long long)pos,
-             snap ? "incremental" : "backfill", snap ? ",\"snapshot_id\":\"" : "",
-             snap ? snap : "", snap ? "\"" : "");
+             snap ? "incremental" : "backfill", snap ? ",\"snapshot_id\":\"" : "", snap ? snap : "",
+             snap ? "\"" : "");
     cdc_decode_input_t in = {TOPIC, 0, 0, NULL, 0, v, strlen(v), 2};
     assert_int_equal(cdc_decode(f->cat, NULL, &in, &c, &de), CDC_OK);
     assert_int_equal(c.op, CDC_OP_READ);
