@@ -289,6 +289,7 @@ typedef struct cdc_capture {
      * snapshot that misses one of them (incremental.c, read_chunk). */
     uint32_t recent_xids[CDC_CAPTURE_RECENT_XIDS];
     size_t recent_next;
+    int64_t invisible_since_ms, invisible_logged_ms; /* a chunk read waits for one */
     cdc_capture_mark_t *marks; /* chunk markers waiting for acks, oldest first */
     size_t nmarks;
     cdc_capture_request_t request;

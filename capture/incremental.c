@@ -374,14 +374,23 @@ static cdc_err_t read_chunk(cdc_capture_t *cap, const char *sql, int nparams,
     cdc_pg_clear(r);
     for (size_t i = 0; ok && i < CDC_CAPTURE_RECENT_XIDS && i < cap->recent_next; i++)
         if (!cdc_chunk_snapshot_sees(&w->snap, cap->recent_xids[i])) {
-            cdc_log_debug("chunk read waits: transaction %u is committed in the stream but "
-                          "not visible yet",
-                          cap->recent_xids[i]);
+            int64_t now = cdc_clock_mono_coarse_ms();
+            if (cap->invisible_since_ms == 0)
+                cap->invisible_since_ms = now;
+            /* usually a few ms; long: a synchronous standby that does not answer */
+            if (now - cap->invisible_since_ms >= 1000 && now - cap->invisible_logged_ms >= 5000) {
+                cap->invisible_logged_ms = now;
+                cdc_log_warn("incremental snapshot waits: transaction %u is committed in the "
+                             "stream but not visible to other sessions yet",
+                             cap->recent_xids[i]);
+            }
             *retry = true;
             break;
         }
-    if (ok && !*retry)
+    if (ok && !*retry) {
+        cap->invisible_since_ms = 0;
         ok = (w->rows = cdc_pg_query(cap->src.sql, sql, nparams, params, e)) != NULL;
+    }
     r = cdc_pg_exec(cap->src.sql, ok && !*retry ? "COMMIT" : "ROLLBACK");
     cdc_pg_clear(r);
     return ok ? CDC_OK : e->code;
