@@ -705,7 +705,7 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
         cdc_change_clear(&c);
         goto advance;
     }
-    cdc_dedup_carry_snapshot(&c, img, img_len);
+    cdc_dedup_carry_snapshot(s->dedup, &c, img, img_len);
     if (cdc_toast_needed(&c) && cdc_toast_repair(&c, img, img_len, &bad_col) != CDC_OK) {
         char msg[300];
         snprintf(msg, sizeof(msg),

@@ -52,9 +52,9 @@
  * state the re-read shows (a chunk's rows are those no change touched between its
  * watermarks). It is a duplicate (CDC_DEDUP_SNAPSHOT_REREAD), for the mirror and the
  * changelog. Another snapshot (a re-snapshot on request, a table read again after it
- * rejoined the publication) has another id, and its rows land. A row deleted (or
- * truncated) since its read has no image, hence no tag: a re-read of it after it came
- * back is taken.
+ * rejoined the publication) has another id, and its rows land. A delete keeps the tag
+ * next to its position ('P', 8 more bytes), so a row deleted and inserted again keeps
+ * it too (for --dedup-ttl); a truncate forgets the tags with the rows.
  */
 #ifndef CDC_WORKER_DEDUP_H
 #define CDC_WORKER_DEDUP_H
@@ -114,6 +114,7 @@ typedef struct cdc_dedup {
     uint8_t *kbuf; /* scratch for lookup keys (record thread) */
     size_t kbuf_cap;
     uint64_t store_lookups; /* point lookups that reached RocksDB (tests, profiling) */
+    uint64_t deleted_tag;   /* snapshot tag kept with the deleted row the last check met */
     /* No deleted-row position exists (none in the store when opened, no delete recorded
      * since): a change of an entity that is not live is new without a lookup. */
     bool no_positions;
@@ -178,9 +179,11 @@ cdc_err_t cdc_dedup_floor(cdc_dedup_t *d, const uint8_t *table, size_t len, uint
 uint64_t cdc_dedup_image_snapshot(const uint8_t *val, size_t len);
 
 /* A change that is no snapshot row of its own (no tag) takes its row's tag from the stored
- * row value (val, as from cdc_dedup_check; NULL: a row not live), so that the row keeps
- * the snapshot that read it when cdc_dedup_record stores its new image. */
-void cdc_dedup_carry_snapshot(cdc_change_t *c, const uint8_t *val, size_t len);
+ * row value (val, as from cdc_dedup_check; NULL: a row not live), or from the deleted
+ * row's position the last cdc_dedup_check found, so that the row keeps the snapshot that
+ * read it when cdc_dedup_record stores it. */
+void cdc_dedup_carry_snapshot(const cdc_dedup_t *d, cdc_change_t *c, const uint8_t *val,
+                              size_t len);
 
 /*
  * The partition key kept with a stored row value (as from cdc_dedup_check), malloc'ed

@@ -97,7 +97,7 @@ static cdc_dedup_verdict_t apply(fx_t *f, cdc_change_t *c, bool *live)
     if (live)
         *live = img != NULL;
     if (v == CDC_DEDUP_NEW || v == CDC_DEDUP_BEFORE_FLOOR) {
-        cdc_dedup_carry_snapshot(c, img, len);
+        cdc_dedup_carry_snapshot(f->d, c, img, len);
         assert_int_equal(cdc_toast_repair(c, img, len, &colname), CDC_OK);
         assert_int_equal(cdc_dedup_record(f->d, c, NULL, 0, &e), CDC_OK);
     } else if (v == CDC_DEDUP_LATE_REPLAY) {
@@ -1026,8 +1026,8 @@ static cdc_dedup_verdict_t read_row(fx_t *f, int id, const char *snap, uint64_t 
  * changes carry the tag over) or not, across a flush and a reopen; another snapshot's
  * row lands (a re-snapshot on request), a row with no snapshot id (a backfill after DDL)
  * lands and keeps the row's tag; a row first seen by the stream takes the snapshot's
- * first read; a row deleted and inserted again since is read again (the documented
- * limit); a truncate forgets the tags with the rows.
+ * first read; a row deleted and inserted again since keeps its tag through the delete's
+ * position (which still tells replays); a truncate forgets the tags with the rows.
  */
 static void test_snapshot_reads(void **state)
 {
@@ -1058,11 +1058,25 @@ static void test_snapshot_reads(void **state)
     assert_int_equal(read_row(f, 2, "s1", 200), CDC_DEDUP_NEW);
     assert_int_equal(read_row(f, 2, "s1", 300), CDC_DEDUP_SNAPSHOT_REREAD);
 
-    /* row 3: deleted and inserted again between the two reads: read again */
+    /* row 3: deleted and inserted again between the two reads: the delete keeps the
+     * tag, the insert takes it back */
     assert_int_equal(read_row(f, 3, "s1", 100), CDC_DEDUP_NEW);
     assert_int_equal(step(f, 'd', 3, 200, NULL), CDC_DEDUP_NEW);
     assert_int_equal(step(f, 'c', 3, 300, NULL), CDC_DEDUP_NEW);
-    assert_int_equal(read_row(f, 3, "s1", 400), CDC_DEDUP_NEW);
+    assert_int_equal(read_row(f, 3, "s1", 400), CDC_DEDUP_SNAPSHOT_REREAD);
+    assert_int_equal(read_row(f, 3, "s2", 450), CDC_DEDUP_NEW);
+    /* row 4: never read by a snapshot, deleted and inserted again: no tag */
+    assert_int_equal(step(f, 'c', 4, 100, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(step(f, 'd', 4, 200, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(step(f, 'd', 4, 200, NULL), CDC_DEDUP_REPLAY); /* 16-byte position */
+    assert_int_equal(step(f, 'c', 4, 300, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(read_row(f, 4, "s1", 400), CDC_DEDUP_NEW);
+    /* row 5: deleted after its read, the delete replayed: a replay, by its position */
+    assert_int_equal(read_row(f, 5, "s1", 100), CDC_DEDUP_NEW);
+    assert_int_equal(step(f, 'd', 5, 200, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    assert_int_equal(step(f, 'd', 5, 200, NULL), CDC_DEDUP_REPLAY);
+    assert_int_equal(step(f, 'u', 5, 150, NULL), CDC_DEDUP_STALE);
 
     /* the tags are in the store */
     char db[300];
