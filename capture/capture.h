@@ -47,6 +47,8 @@ typedef struct cdc_capture_config {
     char *nested_types;    /* native | string: arrays and composites of new columns
                             * (docs/capture.md, "Types") */
     char *numeric_default; /* decimal(P,S) | string: an unconstrained numeric of new columns */
+    bool slot_recreate;    /* drop an existing slot without this capture's snapshot marker
+                            * and create it again, instead of adopting it */
     int64_t snapshot_chunk;
     int64_t snapshot_max_rate;            /* incremental snapshot rows/s; 0 = unlimited */
     int64_t heartbeat_interval_ms;        /* 0 = off */
@@ -177,6 +179,9 @@ typedef struct cdc_capture_type {
  * The chunk of an incremental snapshot between its watermarks (at most one at a time):
  * written by the main thread, in the stream until its high watermark arrives.
  */
+/* Transactions committed in the stream that a chunk's read must see (a ring). */
+#define CDC_CAPTURE_RECENT_XIDS 1024
+
 typedef struct cdc_capture_window {
     size_t table;                  /* index + 1 in cap->tables; 0: no chunk in flight */
     char id[CDC_WATERMARK_ID_MAX]; /* the chunk's watermark id */
@@ -184,6 +189,7 @@ typedef struct cdc_capture_window {
     bool last;                     /* the table's last chunk (fewer rows than asked) */
     int64_t version;               /* the table's schema version the rows were read in */
     cdc_chunk_t chunk;             /* its rows' keys, removed by changes in the window */
+    cdc_chunk_snapshot_t snap;     /* the snapshot its rows were read in */
     struct cdc_pg_result *rows;    /* its rows, as read */
     char *after;                   /* JSON array of its last row's key values */
 } cdc_capture_window_t;
@@ -275,8 +281,20 @@ typedef struct cdc_capture {
      * with --slot-lost=resnapshot (then resnapshot is set while the snapshot runs: each
      * table's mirror is truncated before its rows). */
     bool slot_lost, resnapshot;
+    /* The session adopts an existing slot that has no snapshot marker of this capture
+     * (docs/capture.md, "An existing slot"): streamed from its position, every captured
+     * table without an incremental snapshot of its own gets one (id adopt_id), and the
+     * marker is written once they are all recorded (cdc_incremental_session). */
+    bool adopting;
+    char adopt_id[24];
+    uint64_t adopt_lsn;
     cdc_capture_window_t window; /* incremental snapshot's chunk in flight */
-    cdc_capture_mark_t *marks;   /* chunk markers waiting for acks, oldest first */
+    /* The last transactions committed in the stream (a ring): a chunk is not read in a
+     * snapshot that misses one of them (incremental.c, read_chunk). */
+    uint32_t recent_xids[CDC_CAPTURE_RECENT_XIDS];
+    size_t recent_next;
+    int64_t invisible_since_ms, invisible_logged_ms; /* a chunk read waits for one */
+    cdc_capture_mark_t *marks; /* chunk markers waiting for acks, oldest first */
     size_t nmarks;
     cdc_capture_request_t request;
     uint64_t isnap_seq;          /* ids of snapshots and chunks of this process */
@@ -485,6 +503,8 @@ typedef struct cdc_snapshot_pos {
     int64_t ts;
     uint64_t tx;       /* txtrack transaction the events belong to */
     const char *label; /* source.snapshot; NULL: "true", and "last" for the last row */
+    const char *id;    /* source.snapshot_id: the snapshot the rows belong to; NULL: none
+                        * (a backfill after DDL) */
     bool count;        /* rows count in cdc_capture_snapshot_rows_total */
 } cdc_snapshot_pos_t;
 
@@ -497,6 +517,15 @@ cdc_err_t cdc_snapshot_emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t,
                                  const cdc_pg_result_t *r, int from, int to,
                                  const cdc_chunk_t *live, bool last, const cdc_snapshot_pos_t *pos,
                                  cdc_pgo_value_t *vals, cdc_error_t *e);
+
+/*
+ * The id of the snapshot that first reads the tables of a slot whose consistent point (or,
+ * for an adopted slot, whose confirmed position) is lsn, into buf: "s<lsn in hex>". An
+ * initial snapshot that died with its session and the incremental snapshots that read its
+ * tables again once the slot is adopted share it, so workers take the rows read twice as
+ * one snapshot's (docs/worker.md, "Snapshot reads exactly once").
+ */
+void cdc_capture_snapshot_id(char *buf, size_t size, uint64_t lsn);
 
 /* Runs the initial snapshot with the exported snapshot name at the consistent point. */
 cdc_err_t cdc_snapshot_run(cdc_capture_t *cap, const char *snapshot_name, uint64_t consistent_lsn,

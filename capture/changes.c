@@ -319,6 +319,7 @@ cdc_err_t cdc_capture_on_message(cdc_capture_t *cap, const uint8_t *data, size_t
             return cdc_error_set(e, CDC_ERR_PROTOCOL, "commit without begin");
         cdc_txtrack_commit(&cap->track, cap->tx_id, m.u.commit.end_lsn);
         cap->tx_id = 0;
+        cap->recent_xids[cap->recent_next++ % CDC_CAPTURE_RECENT_XIDS] = cap->xid;
         cdc_metrics_counter_inc(cap->m_transactions);
         return CDC_OK;
     case CDC_PGO_RELATION:

@@ -164,3 +164,62 @@ bool cdc_watermark_parse(const char *content, size_t len, char *id, size_t size,
     id[idlen] = '\0';
     return true;
 }
+
+/* ---- the read's snapshot ----------------------------------------------------------- */
+
+void cdc_chunk_snapshot_free(cdc_chunk_snapshot_t *s)
+{
+    free(s->xip);
+    memset(s, 0, sizeof(*s));
+}
+
+bool cdc_chunk_snapshot_parse(cdc_chunk_snapshot_t *s, const char *text)
+{
+    char *end;
+    const char *p = text;
+    size_t n = 1;
+
+    cdc_chunk_snapshot_free(s);
+    if (text == NULL)
+        return false;
+    for (const char *q = text; *q; q++)
+        n += *q == ',';
+    s->xmin = strtoull(p, &end, 10);
+    if (end == p || *end != ':')
+        return false;
+    p = end + 1;
+    s->xmax = strtoull(p, &end, 10);
+    if (end == p || *end != ':' || s->xmax < s->xmin)
+        return false;
+    p = end + 1;
+    if (*p == '\0')
+        return true;
+    if ((s->xip = calloc(n, sizeof(*s->xip))) == NULL)
+        return false;
+    for (;;) {
+        uint64_t x = strtoull(p, &end, 10);
+        if (end == p || (*end != ',' && *end != '\0')) {
+            cdc_chunk_snapshot_free(s);
+            return false;
+        }
+        s->xip[s->nxip++] = x;
+        if (*end == '\0')
+            return true;
+        p = end + 1;
+    }
+}
+
+bool cdc_chunk_snapshot_sees(const cdc_chunk_snapshot_t *s, uint32_t xid)
+{
+    uint64_t full = (s->xmax & ~(uint64_t)0xffffffff) | xid;
+    if (full > s->xmax && full >= ((uint64_t)1 << 32))
+        full -= (uint64_t)1 << 32;
+    if (full < s->xmin)
+        return true;
+    if (full >= s->xmax)
+        return false;
+    for (size_t i = 0; i < s->nxip; i++)
+        if (s->xip[i] == full)
+            return false;
+    return true;
+}

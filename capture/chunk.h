@@ -16,6 +16,31 @@
 
 #include "common/err.h"
 
+/*
+ * The snapshot the chunk was read in (pg_current_snapshot() of its REPEATABLE READ
+ * transaction, full 64-bit transaction ids): which transactions its rows reflect.
+ * PostgreSQL writes (and a walsender may send) a commit record before the transaction is
+ * visible to other sessions (the backend leaves the proc array after the commit's WAL
+ * flush, and after a synchronous standby's answer): a transaction whose commit precedes
+ * the low watermark in the stream can still be invisible to the chunk's read. Its changes
+ * take their keys out of the chunk like a change inside the window, or the chunk would
+ * emit a row older than a change the stream already brought.
+ */
+typedef struct cdc_chunk_snapshot {
+    uint64_t xmin, xmax; /* every id < xmin is finished, every id >= xmax unseen */
+    uint64_t *xip;       /* ids in progress when it was taken (owned) */
+    size_t nxip;
+} cdc_chunk_snapshot_t;
+
+/* Parses pg_current_snapshot()'s text "xmin:xmax:xip1,xip2,..." into s (freed first);
+ * false when malformed or out of memory. */
+bool cdc_chunk_snapshot_parse(cdc_chunk_snapshot_t *s, const char *text);
+void cdc_chunk_snapshot_free(cdc_chunk_snapshot_t *s);
+
+/* Whether the changes of transaction xid (32 bits, as a pgoutput Begin message gives it;
+ * its epoch is taken as the one closest below s->xmax) are visible in s. */
+bool cdc_chunk_snapshot_sees(const cdc_chunk_snapshot_t *s, uint32_t xid);
+
 typedef struct cdc_chunk {
     char **keys;      /* row i's encoded key (owned) */
     size_t *key_lens; /* its length */

@@ -578,7 +578,13 @@ void cdc_event_encode_value(cdc_buf_t *b, const cdc_event_t *ev)
     PUT_LIT_U64(b, "\\\",\\\"", ev->lsn);
     PUT_LIT(b, "\\\"]\",\"snapshot\":\"");
     cdc_buf_puts(b, ev->snapshot);
-    PUT_LIT(b, "\"},\"op\":\"");
+    if (ev->snapshot_id != NULL) {
+        PUT_LIT(b, "\",\"snapshot_id\":");
+        cdc_buf_json_str(b, ev->snapshot_id, strlen(ev->snapshot_id));
+        PUT_LIT(b, "},\"op\":\"");
+    } else {
+        PUT_LIT(b, "\"},\"op\":\"");
+    }
     cdc_buf_putc(b, ev->op);
     PUT_LIT_I64(b, "\",\"ts_ms\":", ev->ts_ms);
     if (ev->after) {

@@ -53,6 +53,9 @@ typedef struct cdc_event {
     int64_t source_ts_ms; /* commit time */
     int64_t ts_ms;        /* time the capture processed the change */
     const char *snapshot; /* "true", "last" or "false" */
+    /* source.snapshot_id of a snapshot row: the snapshot it belongs to (docs/events.md);
+     * NULL: the member is left out */
+    const char *snapshot_id;
     const char *db;
     const char *name; /* topic prefix */
     /* Optional caches (NULL = computed each time): the source object's constant head from

@@ -78,6 +78,12 @@ static const cdc_opt_t options[] = {
      "(max_slot_wal_keep_size): fail exits with status 3 and never starts from a new "
      "position; resnapshot creates the slot again and re-reads every table, its mirror "
      "truncated first (changes in between are missing from the changelog)."},
+    {"slot-recreate", CDC_OPT_BOOL, C(slot_recreate), "false", false, 0, 0, NULL,
+     "An existing slot without this capture's snapshot marker (created by an operator, or "
+     "by a capture that died before its snapshot completed) is adopted by default: "
+     "streamed from its position, the tables read by incremental snapshots. With this "
+     "option it is dropped and created again instead, and the changes it held are lost to "
+     "the pipeline (logged)."},
     {"snapshot-chunk", CDC_OPT_INT, C(snapshot_chunk), "10000", false, 1, 10000000, NULL,
      "Rows fetched per snapshot chunk."},
     {"snapshot-max-rate", CDC_OPT_INT, C(snapshot_max_rate), "25000", false, 0, 100000000, NULL,

@@ -161,6 +161,7 @@ cdc_err_t cdc_snapshot_emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t,
             }
         }
         ev.snapshot = pos->label ? pos->label : (last && i == to - 1) ? "last" : "true";
+        ev.snapshot_id = pos->id;
         ev.ts_ms = cdc_clock_wall_ms();
         cdc_buf_reset(&cap->key);
         cdc_buf_reset(&cap->value);
@@ -264,8 +265,10 @@ static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint
         }
         n = cdc_pg_ntuples(cur);
         if (prev) {
+            char id[24];
+            cdc_capture_snapshot_id(id, sizeof(id), cp);
             cdc_snapshot_pos_t pos = {
-                .lsn = cp, .commit_lsn = cp, .ts = ts, .tx = tx, .count = true};
+                .lsn = cp, .commit_lsn = cp, .ts = ts, .tx = tx, .id = id, .count = true};
             rc = cdc_snapshot_emit_rows(cap, t, prev, 0, cdc_pg_ntuples(prev), NULL, n == 0, &pos,
                                         vals, e);
             if (rc != CDC_OK)
@@ -299,6 +302,11 @@ cleanup:
     free(vals);
     cdc_buf_free(&cols);
     return rc;
+}
+
+void cdc_capture_snapshot_id(char *buf, size_t size, uint64_t lsn)
+{
+    snprintf(buf, size, "s%" PRIx64, lsn);
 }
 
 cdc_err_t cdc_snapshot_run(cdc_capture_t *cap, const char *snapshot_name, uint64_t consistent_lsn,

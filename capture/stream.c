@@ -128,16 +128,20 @@ cdc_err_t cdc_capture_slot_plan(cdc_capture_t *cap, bool exists, bool lost, int 
         initial = true;
         cap->resnapshot = true;
     }
-    if (exists && !cap->snapshot_marked && strcmp(cap->cfg->snapshot_mode, "never") != 0) {
-        /* initial: its snapshot never completed; incremental: the capture died between the
-         * slot's creation and its marker, or an earlier initial snapshot never completed:
-         * tables it registered would not be read again, so a whole initial snapshot */
-        cdc_log_warn("slot %s exists but its initial snapshot never completed: dropping the "
-                     "slot and redoing the snapshot",
+    if (exists && !cap->snapshot_marked && cap->cfg->slot_recreate) {
+        cdc_log_warn("slot %s exists without this capture's snapshot marker: --slot-recreate: "
+                     "dropping it and creating it again (the changes it held are not captured)",
                      cap->cfg->slot);
         plan->drop = true;
         exists = false;
-        initial = true;
+        initial = strcmp(cap->cfg->snapshot_mode, "never") != 0; /* tables it registered too */
+    } else if (exists && !cap->snapshot_marked) {
+        /* made by an operator (to pin WAL before the deployment, or because the capture's
+         * role may not create slots), or by a capture that died before its snapshot
+         * completed (an initial snapshot's exported snapshot is gone with its session):
+         * the changes it holds are streamed, and the tables are read alongside by
+         * incremental snapshots (docs/capture.md, "An existing slot") */
+        plan->adopt = true;
     }
     plan->create = !exists;
     plan->initial = initial;
@@ -153,6 +157,7 @@ static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *
     cdc_capture_slot_plan_t plan;
     cdc_err_t rc;
 
+    cap->adopting = false;
     rc = cdc_source_slot_info(&cap->src, cap->cfg->slot, &exists, &confirmed, &lost, &active, e);
     if (rc == CDC_OK)
         rc = cdc_capture_slot_plan(cap, exists, lost, active, &plan, e);
@@ -163,8 +168,29 @@ static cdc_err_t prepare_slot(cdc_capture_t *cap, uint64_t *start, cdc_error_t *
     if (!plan.create) {
         *start = 0; /* the server resumes at confirmed_flush_lsn */
         cap->confirmed = confirmed;
-        cdc_log_info("resuming slot %s at %X/%X", cap->cfg->slot, (unsigned)(confirmed >> 32),
-                     (unsigned)confirmed);
+        if (!plan.adopt) {
+            cdc_log_info("resuming slot %s at %X/%X", cap->cfg->slot, (unsigned)(confirmed >> 32),
+                         (unsigned)confirmed);
+            return CDC_OK;
+        }
+        if (strcmp(cap->cfg->snapshot_mode, "never") == 0) {
+            cdc_log_warn("adopting existing slot %s at %X/%X (no snapshot marker of this "
+                         "capture): streaming from its position, no snapshot "
+                         "(--snapshot-mode=never)",
+                         cap->cfg->slot, (unsigned)(confirmed >> 32), (unsigned)confirmed);
+            return cdc_registry_mark_snapshot(cap, confirmed, "never", e);
+        }
+        /* the marker follows once every table's incremental snapshot is recorded
+         * (cdc_incremental_session): a capture killed before that adopts again */
+        cap->adopting = true;
+        cap->adopt_lsn = confirmed;
+        cdc_capture_snapshot_id(cap->adopt_id, sizeof(cap->adopt_id), confirmed);
+        cdc_log_warn("adopting existing slot %s at %X/%X (no snapshot marker of this capture: "
+                     "made by an operator, or by a capture that died before its snapshot "
+                     "completed): streaming the changes it holds, every table read alongside "
+                     "by an incremental snapshot (%s); --slot-recreate would drop it instead",
+                     cap->cfg->slot, (unsigned)(confirmed >> 32), (unsigned)confirmed,
+                     cap->adopt_id);
         return CDC_OK;
     }
     rc = cdc_source_create_slot(&cap->src, cap->cfg->slot, plan.initial, &cp, snapname, e);

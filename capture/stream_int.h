@@ -25,14 +25,18 @@ typedef struct cdc_capture_slot_plan {
     bool drop;    /* drop the existing slot first */
     bool create;  /* create the slot; else resume at its confirmed_flush_lsn */
     bool initial; /* create it with an exported snapshot and run the initial snapshot */
+    bool adopt;   /* an existing slot without the snapshot marker: streamed from its
+                   * position, the tables read by incremental snapshots */
 } cdc_capture_slot_plan_t;
 
 /*
  * Decides from the slot's state (cdc_source_slot_info: exists, lost, the PID of the
  * walsender streaming it) and the snapshot marker read from the registry what the
  * session does with the slot: resume it, create it (with the initial snapshot under
- * --snapshot-mode=initial), or drop and create it again (a snapshot that never
- * completed; a lost slot under --slot-lost=resnapshot, which sets cap->resnapshot).
+ * --snapshot-mode=initial), adopt it (an existing slot without the marker: made by an
+ * operator, or by a capture that died before its snapshot completed), or drop and create
+ * it again (such a slot under --slot-recreate; a lost slot under --slot-lost=resnapshot,
+ * which sets cap->resnapshot).
  * Errors: CDC_ERR_CONFLICT when another process streams the slot (cap becomes a
  * standby; retriable unless --slot-busy=fail), CDC_ERR_STATE when the slot this
  * capture streamed from is lost (cap->slot_lost; docs/capture.md, "Slot lost").

@@ -7,7 +7,8 @@
 //       audit record (cdc_audit.changes, filled by a trigger in the same transaction as
 //       each change; see tools/loadgen/schema.sql);
 //   (3) per key, the changelog's order (by _commit_lsn, _lsn) follows the source order
-//       (audit seq) and Kafka offsets grow along it.
+//       (audit seq) and Kafka offsets grow along it;
+//   (4) no key has two snapshot rows (op r) in the changelog.
 // Prints a short report; the last line is
 //   VERIFY ok rows=<n> lost=0 duplicated=0 mismatched=0
 // or VERIFY FAILED with the counts, and the exit status matches (0 / 1; 2 = usage).
@@ -16,6 +17,7 @@
 //          [--tables transactions,accounts] [--path-map <prefix>=<dir>]... [--wait <s>]
 //          [--snapshotted <tables>] [--verbose]
 //        chaos/verify --warehouse <dir> --show <table> [--limit n]   (print a table's rows)
+//        chaos/verify --warehouse <dir> --show <table> --sql <query>  (DuckDB, the table as t)
 // --path-map maps a location prefix written in the metadata (s3://warehouse/) to a
 // local directory, e.g. a warehouse copied out of MinIO. --schema is the PostgreSQL
 // schema of the source tables; --namespace the warehouse namespace (default: public if
@@ -667,6 +669,16 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
     if (!clByKey.has(k)) clByKey.set(k, []);
     clByKey.get(k).push(c);
   }
+  // Snapshot reads exactly once (docs/worker.md, "Snapshot reads exactly once"): a key
+  // with two snapshot rows (op r) was read twice, e.g. by a chunk the capture read again
+  // after a crash.
+  for (const [k, list] of clByKey) {
+    const reads = list.filter((c) => c._op === 'r').length;
+    if (reads > 1) {
+      r.duplicated += reads - 1;
+      note(`changelog: key ${k} has ${reads} snapshot rows (op r)`);
+    }
+  }
   const big = (v) => { try { return BigInt(v ?? 0); } catch { return 0n; } };
   for (const list of clByKey.values()) {
     // snapshot rows (r) come first; then commit order, then position inside the transaction
@@ -794,6 +806,14 @@ async function show(opt) {
     console.error(`verify: no table ${ns}.${opt.show} in ${opt.warehouse}`);
     process.exit(1);
   }
+  if (opt.sql) {
+    // --sql: a DuckDB query over the table's current rows, as the view t
+    if (t.rows.length) await conn.run('CREATE OR REPLACE TEMP VIEW t AS SELECT * FROM __d');
+    else await conn.run(`CREATE OR REPLACE TEMP VIEW t AS SELECT ${t.fields.map((f) => `NULL AS ${ident(f.name)}`).join(', ') || 'NULL AS none'} WHERE false`);
+    const res = await conn.runAndReadAll(opt.sql);
+    for (const row of res.getRowObjectsJson()) console.log(JSON.stringify(row));
+    return;
+  }
   const isoMicros = (v) => {
     const n = BigInt(v);
     const ms = n / 1000n;
@@ -813,7 +833,8 @@ function usage(msg) {
   if (msg) console.error(`verify: ${msg}`);
   console.error('usage: chaos/verify --pg <conninfo> --warehouse <dir> [--namespace public] ' +
     '[--schema public] [--tables transactions,accounts] [--snapshotted t1,t2] [--path-map <prefix>=<dir>]... [--wait <seconds>] [--verbose]\n' +
-    '       chaos/verify --warehouse <dir> --show <table> [--limit 20] [--namespace <ns>]   (rows as JSON lines)');
+    '       chaos/verify --warehouse <dir> --show <table> [--limit 20] [--namespace <ns>]   (rows as JSON lines)\n' +
+    '       chaos/verify --warehouse <dir> --show <table> --sql <query>   (a DuckDB query over the table as t, rows as JSON lines)');
   process.exit(2);
 }
 
@@ -833,6 +854,7 @@ async function main() {
     else if (a === '--verbose') opt.verbose = true;
     else if (a === '--show') opt.show = val();
     else if (a === '--limit') opt.limit = Number(val());
+    else if (a === '--sql') opt.sql = val();
     else if (a === '--path-map') {
       const v = val();
       const eq = v.indexOf('=');

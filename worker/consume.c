@@ -697,12 +697,15 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
     } else if (verdict != CDC_DEDUP_NEW) {
         if (tm != NULL)
             cdc_metrics_counter_inc(tm->dups);
+        if (verdict == CDC_DEDUP_SNAPSHOT_REREAD)
+            cdc_metrics_counter_inc(w->m_snapshot_rereads);
         if (c.replayed)
             count_replayed(w, 2);
         free(img);
         cdc_change_clear(&c);
         goto advance;
     }
+    cdc_dedup_carry_snapshot(s->dedup, &c, img, img_len);
     if (cdc_toast_needed(&c) && cdc_toast_repair(&c, img, img_len, &bad_col) != CDC_OK) {
         char msg[300];
         snprintf(msg, sizeof(msg),

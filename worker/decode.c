@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "common/hash.h"
 #include "worker/decode_int.h"
 #include "worker/jsonscan.h"
 
@@ -22,6 +23,12 @@ void cdc_change_clear(cdc_change_t *c)
     cdc_row_clear(&c->after);
     free(c->entity);
     memset(c, 0, sizeof(*c));
+}
+
+uint64_t cdc_decode_snapshot_tag(const char *id, size_t n)
+{
+    uint64_t h = cdc_hash_bytes(id, n, 0x736e6170u);
+    return h != 0 ? h : 1;
 }
 
 static uint64_t json_u64(json_t *j)
@@ -290,6 +297,9 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
         c->backfill = (c->op == CDC_OP_READ || c->op == CDC_OP_TRUNCATE) &&
                       cdc_json_str(source, "snapshot") != NULL &&
                       strcmp(cdc_json_str(source, "snapshot"), "backfill") == 0;
+        if (c->op == CDC_OP_READ && cdc_json_str(source, "snapshot_id") != NULL)
+            c->snapshot_tag = cdc_decode_snapshot_tag(cdc_json_str(source, "snapshot_id"),
+                                                      strlen(cdc_json_str(source, "snapshot_id")));
     }
     if (c->commit_lsn == 0)
         c->commit_lsn = c->lsn;

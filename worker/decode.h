@@ -79,6 +79,11 @@ typedef struct cdc_change {
      * such rows (docs/capture.md, "Backfill after DDL"): it updates the mirror, and is no
      * change of the source (no changelog row) */
     bool backfill;
+    /* The snapshot a snapshot row (op r) belongs to: its source.snapshot_id hashed
+     * (cdc_decode_snapshot_tag), 0 when it has none. For any other change the caller
+     * carries its row's tag over from state (cdc_dedup_carry_snapshot), so that the
+     * row keeps it (worker/dedup.h, "Snapshot reads"). */
+    uint64_t snapshot_tag;
     /* A truncate written to one partition of the topic (Debezium's): the other partition
      * slots apply it by position, as a floor (docs/worker.md, "Debezium's truncate"). */
     bool floor;
@@ -92,6 +97,9 @@ typedef struct cdc_change {
      * from the record's headers, never by the decoder. */
     bool replayed;
 } cdc_change_t;
+
+/* The tag of a snapshot id (source.snapshot_id) of n bytes: a 64-bit hash, never 0. */
+uint64_t cdc_decode_snapshot_tag(const char *id, size_t n);
 
 /* Kafka record as seen by the decoder (all borrowed). */
 typedef struct cdc_decode_input {

@@ -458,6 +458,7 @@ enum {
     SRC_SEQUENCE,
     SRC_VERSION,
     SRC_SNAPSHOT,
+    SRC_SNAPSHOT_ID,
     SRC__COUNT,
 };
 
@@ -506,6 +507,7 @@ static bool scan_source(fx_t *f, source_info_t *si)
             : key_is(k, kn, "sequence")       ? SRC_SEQUENCE
             : key_is(k, kn, "schema_version") ? SRC_VERSION
             : key_is(k, kn, "snapshot")       ? SRC_SNAPSHOT
+            : key_is(k, kn, "snapshot_id")    ? SRC_SNAPSHOT_ID
                                               : -1;
         if (i >= 0) {
             if (si->seen & (1u << i))
@@ -693,6 +695,8 @@ bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts, cdc_d
     c->backfill = (c->op == CDC_OP_READ || c->op == CDC_OP_TRUNCATE) &&
                   snapshot->t == CDC_JV_STRING && snapshot->n == 8 &&
                   memcmp(snapshot->s, "backfill", 8) == 0;
+    if (c->op == CDC_OP_READ && si.v[SRC_SNAPSHOT_ID].t == CDC_JV_STRING)
+        c->snapshot_tag = cdc_decode_snapshot_tag(si.v[SRC_SNAPSHOT_ID].s, si.v[SRC_SNAPSHOT_ID].n);
 
     /* Rows. */
     if (s->ncols > sizeof(stack_seen) && (seen = malloc(s->ncols)) == NULL)

@@ -412,6 +412,14 @@ static cdc_err_t check_entity(cdc_dedup_t *d, const cdc_change_t *c, const cdc_d
             free(val);
             return CDC_OK;
         }
+        /* a chunk read again: this snapshot read the row before (dedup.h, "Snapshot
+         * reads") */
+        if (c->op == CDC_OP_READ && c->snapshot_tag != 0 && !before &&
+            cdc_dedup_image_snapshot(val, vlen) == c->snapshot_tag) {
+            *verdict = CDC_DEDUP_SNAPSHOT_REREAD;
+            free(val);
+            return CDC_OK;
+        }
         *image = val;
         *image_len = vlen;
         return CDC_OK;
@@ -448,6 +456,8 @@ static cdc_err_t check_entity(cdc_dedup_t *d, const cdc_change_t *c, const cdc_d
         return rc;
     if (vlen >= 16) {
         uint64_t lc = get_u64(val), ll = get_u64((uint8_t *)val + 8);
+        if (vlen >= 24) /* the snapshot that read the row before its delete */
+            d->deleted_tag = get_u64((uint8_t *)val + 16);
         if (pos_le(c->commit_lsn, c->lsn, lc, ll))
             *verdict = CDC_DEDUP_STALE;
         if (c->commit_lsn == lc && c->lsn == ll) {
@@ -502,6 +512,7 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
     *image = NULL;
     *image_len = 0;
     *verdict = CDC_DEDUP_NEW;
+    d->deleted_tag = 0;
     /* Nothing at or before the table's last truncate is applied again; before a floor,
      * the entity's own position decides whether it is new (dedup.h, "Floor"). */
     if ((rc = table_marker(d, c->entity, table_prefix_len(c), &mk, e)) != CDC_OK)
@@ -666,6 +677,23 @@ done:
     return rc;
 }
 
+uint64_t cdc_dedup_image_snapshot(const uint8_t *val, size_t len)
+{
+    size_t il;
+    const uint8_t *img = cdc_dedup_image(val, len, &il);
+    cdc_val_t v;
+    if (val == NULL || cdc_row_image_lookup(img, il, CDC_DEDUP_SNAP_FIELD, &v) != 1)
+        return 0;
+    free(v.bytes);
+    return v.kind == CDC_VAL_SET ? (uint64_t)v.u.i : 0;
+}
+
+void cdc_dedup_carry_snapshot(const cdc_dedup_t *d, cdc_change_t *c, const uint8_t *val, size_t len)
+{
+    if (c->snapshot_tag == 0)
+        c->snapshot_tag = val != NULL ? cdc_dedup_image_snapshot(val, len) : d->deleted_tag;
+}
+
 bool cdc_dedup_image_part(const uint8_t *val, size_t len, uint8_t **part, size_t *part_len)
 {
     size_t il;
@@ -689,7 +717,7 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
                            size_t part_len, cdc_error_t *e)
 {
     size_t sklen = 0, pklen = 0, blen = 0;
-    uint8_t *sk = NULL, *pk = NULL, pos[16];
+    uint8_t *sk = NULL, *pk = NULL, pos[24];
     uint8_t *buf = NULL, *full = NULL;
     cdc_err_t rc = CDC_OK;
 
@@ -709,12 +737,13 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
         d->no_positions = false; /* before its position can be looked up */
     put_u64(pos, c->commit_lsn);
     put_u64(pos + 8, c->lsn);
+    put_u64(pos + 16, c->snapshot_tag); /* a deleted row's, after its position */
     if (c->op != CDC_OP_DELETE) {
         /* Image of the toastable columns only, tagged by field id. */
         const cdc_source_schema_t *s = c->after.schema;
         cdc_source_schema_t sub = *s;
-        cdc_column_t cols[s->ncols + 1];
-        cdc_val_t vals[s->ncols + 1];
+        cdc_column_t cols[s->ncols + 2];
+        cdc_val_t vals[s->ncols + 2];
         cdc_row_t img = {&sub, vals};
         sub.ncols = 0;
         sub.cols = cols;
@@ -732,6 +761,15 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
             vals[sub.ncols].kind = CDC_VAL_SET;
             vals[sub.ncols].bytes = (uint8_t *)part;
             vals[sub.ncols++].len = part_len;
+        }
+        if (c->snapshot_tag != 0) { /* the snapshot that read the row (dedup.h) */
+            memset(&cols[sub.ncols], 0, sizeof(cols[0]));
+            memset(&vals[sub.ncols], 0, sizeof(vals[0]));
+            cols[sub.ncols].name = "";
+            cols[sub.ncols].field_id = CDC_DEDUP_SNAP_FIELD;
+            cols[sub.ncols].type = CDC_ICE_LONG;
+            vals[sub.ncols].kind = CDC_VAL_SET;
+            vals[sub.ncols++].u.i = (int64_t)c->snapshot_tag;
         }
         if (!cdc_row_serialize(&img, &buf, &blen) || (full = malloc(blen + 16)) == NULL) {
             rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
@@ -754,9 +792,10 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
     }
     if (c->op == CDC_OP_DELETE) {
         /* A live row keeps its position in "rows"; a deleted one keeps it here. */
-        pending_set(&d->pending, CDC_DEDUP_FAMILY, pk, pklen, pos, 16, false);
+        size_t plen = c->snapshot_tag != 0 ? 24 : 16;
+        pending_set(&d->pending, CDC_DEDUP_FAMILY, pk, pklen, pos, plen, false);
         pending_set(&d->pending, CDC_ROWS_FAMILY, c->entity, c->entity_len, NULL, 0, true);
-        cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, pk, pklen, pos, 16);
+        cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, pk, pklen, pos, plen);
         cdc_state_batch_delete(d->batch, CDC_ROWS_FAMILY, c->entity, c->entity_len);
     } else {
         pending_set(&d->pending, CDC_ROWS_FAMILY, c->entity, c->entity_len, full, blen + 16, false);

@@ -42,6 +42,19 @@
  *     changelog only (CDC_DEDUP_LATE_REPLAY), once: a replayed change writes its
  *     (entity, lsn, op) key whichever way it was taken, and a later replay of it that
  *     finds the key is a duplicate (for --dedup-ttl, like every such key).
+ *
+ * Snapshot reads (cdc_change_t.snapshot_tag; docs/worker.md, "Snapshot reads exactly
+ * once"): a row's image also keeps the tag of the snapshot whose `r` row produced it, as
+ * field CDC_DEDUP_SNAP_FIELD, carried over by every later change of the row
+ * (cdc_dedup_carry_snapshot). A snapshot row whose tag is the one its live row keeps
+ * comes from a chunk the capture read again after a crash: the row was read by this
+ * snapshot already and every change of it since then is applied, so the row is in the
+ * state the re-read shows (a chunk's rows are those no change touched between its
+ * watermarks). It is a duplicate (CDC_DEDUP_SNAPSHOT_REREAD), for the mirror and the
+ * changelog. Another snapshot (a re-snapshot on request, a table read again after it
+ * rejoined the publication) has another id, and its rows land. A delete keeps the tag
+ * next to its position ('P', 8 more bytes), so a row deleted and inserted again keeps
+ * it too (for --dedup-ttl); a truncate forgets the tags with the rows.
  */
 #ifndef CDC_WORKER_DEDUP_H
 #define CDC_WORKER_DEDUP_H
@@ -58,11 +71,13 @@ enum { CDC_DEDUP_FAMILY = 0, CDC_ROWS_FAMILY = 1 };
 
 typedef enum cdc_dedup_verdict {
     CDC_DEDUP_NEW = 0,
-    CDC_DEDUP_REPLAY,       /* exact (entity, lsn, op) seen before */
-    CDC_DEDUP_STALE,        /* position not after the entity's last position */
-    CDC_DEDUP_BEFORE_FLOOR, /* new, but not after its table's floor: a changelog row only */
-    CDC_DEDUP_LATE_REPLAY,  /* a replayed dead letter not after its entity's position and
-                             * not replayed before: a changelog row only */
+    CDC_DEDUP_REPLAY,          /* exact (entity, lsn, op) seen before */
+    CDC_DEDUP_STALE,           /* position not after the entity's last position */
+    CDC_DEDUP_BEFORE_FLOOR,    /* new, but not after its table's floor: a changelog row only */
+    CDC_DEDUP_LATE_REPLAY,     /* a replayed dead letter not after its entity's position and
+                                * not replayed before: a changelog row only */
+    CDC_DEDUP_SNAPSHOT_REREAD, /* a snapshot row of the snapshot that read its live row
+                                * already (see "Snapshot reads" above): dropped */
 } cdc_dedup_verdict_t;
 
 /*
@@ -99,6 +114,7 @@ typedef struct cdc_dedup {
     uint8_t *kbuf; /* scratch for lookup keys (record thread) */
     size_t kbuf_cap;
     uint64_t store_lookups; /* point lookups that reached RocksDB (tests, profiling) */
+    uint64_t deleted_tag;   /* snapshot tag kept with the deleted row the last check met */
     /* No deleted-row position exists (none in the store when opened, no delete recorded
      * since): a change of an entity that is not live is new without a lookup. */
     bool no_positions;
@@ -156,6 +172,18 @@ cdc_err_t cdc_dedup_floor(cdc_dedup_t *d, const uint8_t *table, size_t len, uint
 
 /* Field id of the partition key in a stored image (no column has id 0). */
 #define CDC_DEDUP_PART_FIELD 0
+/* Field id of the snapshot tag in a stored image (a long; column ids are positive). */
+#define CDC_DEDUP_SNAP_FIELD (-1)
+
+/* The snapshot tag kept with a stored row value (as from cdc_dedup_check); 0: none. */
+uint64_t cdc_dedup_image_snapshot(const uint8_t *val, size_t len);
+
+/* A change that is no snapshot row of its own (no tag) takes its row's tag from the stored
+ * row value (val, as from cdc_dedup_check; NULL: a row not live), or from the deleted
+ * row's position the last cdc_dedup_check found, so that the row keeps the snapshot that
+ * read it when cdc_dedup_record stores it. */
+void cdc_dedup_carry_snapshot(const cdc_dedup_t *d, cdc_change_t *c, const uint8_t *val,
+                              size_t len);
 
 /*
  * The partition key kept with a stored row value (as from cdc_dedup_check), malloc'ed

@@ -179,6 +179,10 @@ int main(int argc, char **argv)
         {&w.m_before_floor, NULL, "cdc_worker_before_floor_total",
          "Changes from before their table's floor that reached their slot after it: written "
          "to the changelog only."},
+        {&w.m_snapshot_rereads, NULL, "cdc_worker_snapshot_rereads_total",
+         "Snapshot rows dropped because the same snapshot had read the row already (a chunk "
+         "the capture read again after a crash; docs/worker.md, \"Snapshot reads exactly "
+         "once\")."},
         {NULL, &w.m_floors_waiting, "cdc_worker_floors_waiting",
          "Floors a slot could not apply at the last barrier (tried again at the next)."},
         {NULL, &w.m_stalled, "cdc_worker_stalled_partitions",

@@ -257,14 +257,15 @@ typedef struct cdc_worker {
     cdc_counter_t *m_dlq[CDC_DLQ__COUNT];
     cdc_counter_t *m_replayed[3]; /* replayed dead letters: applied, changelog only, dups */
     cdc_counter_t *m_tombstones, *m_ckpt_bytes, *m_epochs, *m_aborts, *m_rejected;
-    cdc_counter_t *m_fetch_restarts; /* partitions assigned again after fetching stopped */
-    cdc_counter_t *m_stalls;         /* progress watchdog: stalls detected */
-    cdc_counter_t *m_missing;        /* offsets below a partition's first record, from 0 */
-    cdc_gauge_t *m_stalled;          /* progress watchdog: partitions stalled now */
-    cdc_counter_t *m_floor_rows;     /* rows removed by floors (floor.c) */
-    cdc_counter_t *m_before_floor;   /* changes before a floor that came after it */
-    cdc_gauge_t *m_floors_waiting;   /* (slot, floor) pairs not applied at the last barrier */
-    int64_t floor_warned_ms;         /* last "not applied yet" warning */
+    cdc_counter_t *m_fetch_restarts;   /* partitions assigned again after fetching stopped */
+    cdc_counter_t *m_stalls;           /* progress watchdog: stalls detected */
+    cdc_counter_t *m_missing;          /* offsets below a partition's first record, from 0 */
+    cdc_gauge_t *m_stalled;            /* progress watchdog: partitions stalled now */
+    cdc_counter_t *m_floor_rows;       /* rows removed by floors (floor.c) */
+    cdc_counter_t *m_before_floor;     /* changes before a floor that came after it */
+    cdc_counter_t *m_snapshot_rereads; /* snapshot rows of a chunk read again (dedup.h) */
+    cdc_gauge_t *m_floors_waiting;     /* (slot, floor) pairs not applied at the last barrier */
+    int64_t floor_warned_ms;           /* last "not applied yet" warning */
     cdc_histogram_t *m_stage_seconds, *m_ckpt_seconds;
 
     /* Set by the signal handler, which may run on any thread; read by the heartbeat

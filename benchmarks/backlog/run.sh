@@ -32,7 +32,7 @@ TIMEOUT=${BACKLOG_TIMEOUT:-900}
 BENCH_WORK=$(mktemp -d "${TMPDIR:-/tmp}/cdc-bench-backlog.XXXXXX")
 export BENCH_WORK CHAOS_DIR=$BENCH_WORK/run CHAOS_WORKERS=${BACKLOG_WORKERS:-3} CDC_JOB=bench
 # the slot exists before the backlog: the capture streams it (no initial snapshot)
-export CDC_SNAPSHOT_MODE=never
+export CDC_SNAPSHOT_MODE=never CHAOS_SNAPSHOT_MODE=never
 
 cleanup() {
     pipeline_down >/dev/null 2>&1

@@ -2509,6 +2509,81 @@ static void test_initial_incremental_resumes(void **state)
     assert_null(strstr(read_log(), "dropping the slot"));
 }
 
+static size_t log_mark;
+static bool log_after(void *arg);
+
+/*
+ * A capture killed (SIGKILL) during its `initial` snapshot (its exported snapshot dies with
+ * it) leaves the slot without the marker: the next one adopts the slot, never drops it
+ * (docs/capture.md, "An existing slot"), and reads the table by an incremental snapshot
+ * under the dead snapshot's id, so that a worker takes the rows read twice as one
+ * snapshot's (docs/worker.md, "Snapshot reads exactly once"): every snapshot row of both
+ * captures carries the one id `s<consistent point>`, every row is read, and some were
+ * read twice (the killed snapshot got to them).
+ */
+static void test_initial_snapshot_killed_adopts(void **state)
+{
+    PGconn *c = pg_as(NULL);
+    /* (--max-inflight: the snapshot waits for Kafka's acks as it goes, so that the rows
+     * counted before the kill are in Kafka) */
+    const char *const more[] = {"--http=127.0.0.1:0", "--snapshot-chunk=500", "--max-inflight=1000",
+                                NULL};
+    wait_metric_t rows = {"cdc_capture_snapshot_rows_total{table=\"public.ct_iad\"}", 20000};
+    const char *topic = topic_of("ct_iad", "public.ct_iad");
+    const int n = 100000;
+    evs_t s = {0};
+    char *seen = calloc((size_t)n + 1, 1), id[64] = "";
+    size_t reads = 0, twice = 0;
+    pid_t pid;
+    (void)state;
+
+    sql(c, "DROP TABLE IF EXISTS ct_iad");
+    sql(c, "CREATE TABLE ct_iad (id int PRIMARY KEY, v int)");
+    sql(c, "INSERT INTO ct_iad SELECT g, g FROM generate_series(1, %d) g", n);
+    pid = start_capture_opts(N("ct_iad"), "public.ct_iad", more);
+    if (!cdc_test_wait_for(log_has, "http server listening on", 20000) ||
+        !cdc_test_wait_for(metric_reached, &rows, 60000))
+        fail_msg("the initial snapshot produced no rows; log: %s", read_log());
+    cdc_test_kill(pid, SIGKILL, 5000);
+    if (strstr(read_log(), "msg=\"streaming slot") != NULL)
+        fail_msg("the initial snapshot of %d rows completed before the kill", n);
+    log_mark = strlen(read_log());
+    pid = start_capture_opts(N("ct_iad"), "public.ct_iad", more);
+    if (!cdc_test_wait_for(log_after, "of public.ct_iad done", 120000))
+        fail_msg("the adopted slot's snapshot did not complete; log: %s", read_log() + log_mark);
+    if (!log_after("adopting existing slot"))
+        fail_msg("the restarted capture did not adopt the slot; log: %s", read_log() + log_mark);
+    assert_null(strstr(read_log(), "dropping"));
+    consume(topic, &s, (size_t)n, 60000);
+    for (size_t i = 0; i < s.n; i++) {
+        const json_t *src = json_object_get(s.v[i].value, "source");
+        const char *sid = json_string_value(json_object_get(src, "snapshot_id"));
+        int k = key_id(&s.v[i]);
+        if (s.v[i].op != 'r')
+            continue;
+        if (sid == NULL || sid[0] != 's')
+            fail_msg("snapshot row of key %d without the slot's snapshot id", k);
+        if (id[0] == '\0')
+            snprintf(id, sizeof(id), "%s", sid);
+        else if (strcmp(id, sid) != 0)
+            fail_msg("snapshot rows under two ids: %s and %s", id, sid);
+        assert_true(k >= 1 && k <= n);
+        twice += seen[k];
+        seen[k] = 1;
+        reads++;
+    }
+    for (int k = 1; k <= n; k++)
+        if (!seen[k])
+            fail_msg("row %d was never read", k);
+    print_message("%zu snapshot rows under %s, %zu keys read twice\n", reads, id, twice);
+    assert_true(twice > 0); /* the killed snapshot's rows were read again */
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    free(seen);
+    evs_free(&s);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_iad"));
+    PQfinish(c);
+}
+
 static size_t log_mark; /* where log_after() starts reading the log */
 
 static bool log_after(void *arg)
@@ -2853,6 +2928,7 @@ int main(void)
         cmocka_unit_test(test_tables_by_request),
         cmocka_unit_test(test_snapshot_max_rate),
         cmocka_unit_test(test_initial_incremental_resumes),
+        cmocka_unit_test(test_initial_snapshot_killed_adopts),
         cmocka_unit_test(test_table_removed_running),
         cmocka_unit_test(test_table_readded_running),
         cmocka_unit_test(test_table_readded_after_restart),

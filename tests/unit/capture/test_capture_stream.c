@@ -1,7 +1,8 @@
 /*
  * Unit tests for the capture's session logic (capture/stream.c), without PostgreSQL or
- * Kafka: what a session does with its slot (resume, create, redo an unfinished
- * snapshot, a slot another process streams, a lost slot failing or re-snapshotted),
+ * Kafka: what a session does with its slot (resume, create, adopt one without the
+ * snapshot marker or, with --slot-recreate, drop and create it, a slot another process
+ * streams, a lost slot failing or re-snapshotted),
  * when the loop confirms what Kafka acked, how a session's end is classified (stop,
  * fail, standby, retry with backoff), and the /status document.
  */
@@ -109,31 +110,47 @@ static void test_plan_unfinished_snapshot(void **state)
     cdc_capture_slot_plan_t plan;
     cdc_error_t e;
 
-    /* a capture killed during its snapshot left the slot without the marker: the rows
-     * read so far are not all there, so the slot goes and the snapshot starts over */
+    /* a slot without the marker (pre-created by an operator, or left by a capture killed
+     * during its snapshot) is adopted, never dropped: streamed from its position, the
+     * tables read by incremental snapshots; in every mode */
+    char *modes[] = {"initial", "incremental", "never"};
+    for (size_t i = 0; i < 3; i++) {
+        f->cfg.snapshot_mode = modes[i];
+        assert_int_equal(cdc_capture_slot_plan(&f->cap, true, false, 0, &plan, &e), CDC_OK);
+        assert_false(plan.drop);
+        assert_false(plan.create);
+        assert_true(plan.adopt);
+        assert_false(f->cap.resnapshot); /* no mirror is truncated for that */
+    }
+
+    /* --slot-recreate: dropped and created again, with a whole initial snapshot (tables
+     * an unfinished snapshot registered are read again) */
+    f->cfg.slot_recreate = true;
+    f->cfg.snapshot_mode = "incremental";
     assert_int_equal(cdc_capture_slot_plan(&f->cap, true, false, 0, &plan, &e), CDC_OK);
     assert_true(plan.drop);
     assert_true(plan.create);
     assert_true(plan.initial);
-    assert_false(f->cap.resnapshot); /* no mirror is truncated for that */
+    assert_false(plan.adopt);
+    f->cfg.snapshot_mode = "never";
+    assert_int_equal(cdc_capture_slot_plan(&f->cap, true, false, 0, &plan, &e), CDC_OK);
+    assert_true(plan.drop && plan.create);
+    assert_false(plan.initial);
 
-    /* incremental: a slot with its marker resumes (its snapshots resume after their last
-     * chunk); a slot without one (killed before the marker, or left by an initial
-     * snapshot that never completed) is created again with a whole initial snapshot */
+    /* a slot with its marker resumes (its snapshots resume after their last chunk),
+     * --slot-recreate or not */
     f->cfg.snapshot_mode = "incremental";
     f->cap.snapshot_marked = true;
     assert_int_equal(cdc_capture_slot_plan(&f->cap, true, false, 0, &plan, &e), CDC_OK);
-    assert_false(plan.drop || plan.create);
+    assert_false(plan.drop || plan.create || plan.adopt);
+    f->cfg.slot_recreate = false;
     f->cap.snapshot_marked = false;
-    assert_int_equal(cdc_capture_slot_plan(&f->cap, true, false, 0, &plan, &e), CDC_OK);
-    assert_true(plan.drop);
-    assert_true(plan.create);
-    assert_true(plan.initial);
     /* a new slot: no exported snapshot, the tables are read by incremental snapshots */
     assert_int_equal(cdc_capture_slot_plan(&f->cap, false, false, 0, &plan, &e), CDC_OK);
     assert_false(plan.drop);
     assert_true(plan.create);
     assert_false(plan.initial);
+    assert_false(plan.adopt);
 }
 
 static void test_plan_slot_in_use(void **state)

@@ -2,7 +2,8 @@
  * Unit tests for the incremental snapshot's chunk buffer and watermarks (capture/chunk.c):
  * keys removed by changes inside a chunk's window, the rows left to emit, a truncate,
  * growth past the first index size, reuse after a reset; watermark contents formatted and
- * parsed, and contents that are no watermark.
+ * parsed, and contents that are no watermark; the read's snapshot (pg_current_snapshot())
+ * parsed, and which transactions it sees, across an epoch boundary too.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -122,12 +123,52 @@ static void test_watermarks(void **state)
     assert_false(cdc_watermark_format(buf, 6, "abcdef", CDC_WATERMARK_LOW));
 }
 
+static void test_read_snapshot(void **state)
+{
+    cdc_chunk_snapshot_t s = {0};
+    (void)state;
+
+    assert_true(cdc_chunk_snapshot_parse(&s, "1000:1010:1003,1007"));
+    assert_int_equal(s.nxip, 2);
+    assert_true(cdc_chunk_snapshot_sees(&s, 999));   /* finished before xmin */
+    assert_true(cdc_chunk_snapshot_sees(&s, 1002));  /* committed before it was taken */
+    assert_false(cdc_chunk_snapshot_sees(&s, 1003)); /* in progress then (commit not visible) */
+    assert_false(cdc_chunk_snapshot_sees(&s, 1007));
+    assert_false(cdc_chunk_snapshot_sees(&s, 1010)); /* started after */
+    assert_false(cdc_chunk_snapshot_sees(&s, 5000));
+
+    assert_true(cdc_chunk_snapshot_parse(&s, "1000:1000:"));
+    assert_int_equal(s.nxip, 0);
+    assert_true(cdc_chunk_snapshot_sees(&s, 999));
+    assert_false(cdc_chunk_snapshot_sees(&s, 1000));
+
+    /* 64-bit ids across an epoch: 32-bit ids from pgoutput map below xmax */
+    uint64_t epoch = (uint64_t)1 << 32;
+    char text[96];
+    snprintf(text, sizeof(text), "%llu:%llu:%llu", (unsigned long long)(epoch - 5),
+             (unsigned long long)(epoch + 5), (unsigned long long)(epoch + 2));
+    assert_true(cdc_chunk_snapshot_parse(&s, text));
+    assert_true(cdc_chunk_snapshot_sees(&s, 0xfffffff0u)); /* epoch 0, before xmin */
+    assert_true(cdc_chunk_snapshot_sees(&s, 0xfffffffeu)); /* epoch 0, committed */
+    assert_true(cdc_chunk_snapshot_sees(&s, 1));           /* epoch 1, committed */
+    assert_false(cdc_chunk_snapshot_sees(&s, 2));          /* epoch 1, in progress */
+    assert_false(cdc_chunk_snapshot_sees(&s, 5));          /* epoch 1, xmax */
+    cdc_chunk_snapshot_free(&s);
+
+    assert_false(cdc_chunk_snapshot_parse(&s, "abc"));
+    assert_false(cdc_chunk_snapshot_parse(&s, "10:5:"));
+    assert_false(cdc_chunk_snapshot_parse(&s, "1:5:2,x"));
+    assert_false(cdc_chunk_snapshot_parse(&s, NULL));
+    cdc_chunk_snapshot_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_remove_and_emit),
         cmocka_unit_test(test_many_keys),
         cmocka_unit_test(test_watermarks),
+        cmocka_unit_test(test_read_snapshot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

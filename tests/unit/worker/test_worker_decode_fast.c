@@ -137,7 +137,8 @@ static void assert_changes_equal(const cdc_change_t *a, const cdc_change_t *b, c
     if (a->op != b->op || a->lsn != b->lsn || a->commit_lsn != b->commit_lsn ||
         a->tx_id != b->tx_id || a->source_ts_us != b->source_ts_us || a->schema != b->schema ||
         a->topic != b->topic || a->partition != b->partition || a->offset != b->offset ||
-        a->tombstone != b->tombstone || a->entity_len != b->entity_len ||
+        a->tombstone != b->tombstone || a->backfill != b->backfill ||
+        a->snapshot_tag != b->snapshot_tag || a->entity_len != b->entity_len ||
         (a->entity_len && memcmp(a->entity, b->entity, a->entity_len) != 0))
         fail_msg("%s: change header differs (op %c/%c lsn %llu/%llu commit %llu/%llu)", what, a->op,
                  b->op, (unsigned long long)a->lsn, (unsigned long long)b->lsn,
@@ -267,6 +268,8 @@ static char *encode(char op, const row_text_t *before, bool key_only, const row_
     ev.source_ts_ms = 1709287200123;
     ev.ts_ms = 1709287200456;
     ev.snapshot = snapshot;
+    /* snapshot rows with and without the snapshot's id (source.snapshot_id) */
+    ev.snapshot_id = op == 'r' && (lsn & 1) == 0 ? "s1a2b3c" : NULL;
     ev.db = "app";
     ev.name = "cdc";
     DOC.version = envelope_version; /* 0: no source.schema_version (older captures) */
@@ -480,7 +483,7 @@ static char **corpus(size_t *n)
     for (size_t i = 0; i < NROWS; i++) {
         const row_text_t *prev = &ROWS[(i + 1) % NGOOD];
         ev[k++] = encode('c', NULL, false, &ROWS[i], "false", 1000 + i, 1);
-        ev[k++] = encode('r', NULL, false, &ROWS[i], i == 0 ? "true" : "last", 0, 0);
+        ev[k++] = encode('r', NULL, false, &ROWS[i], i == 0 ? "true" : "last", i % 2, 0);
         ev[k++] = encode('u', prev, false, &ROWS[i], "false", 2000 + i, i % 2 ? 2 : 0);
         ev[k++] = encode('d', &ROWS[i], true, NULL, "false", 3000 + i, 0);
         ev[k++] = encode('d', &ROWS[i], false, NULL, "false", 4000 + i, 1);

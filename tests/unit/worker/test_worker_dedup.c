@@ -6,7 +6,8 @@
  * replays before it dropped, also after a restore), (entity, lsn, op) keys written only
  * by deletes, floors (a truncate met in another slot: rows swept by position, changes
  * from before it that come later checked per entity), replayed dead letters (never an
- * older state over a newer one, a late one in the changelog once).
+ * older state over a newer one, a late one in the changelog once), snapshot rows of a
+ * chunk read again (dropped by the snapshot's tag).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -96,6 +97,7 @@ static cdc_dedup_verdict_t apply(fx_t *f, cdc_change_t *c, bool *live)
     if (live)
         *live = img != NULL;
     if (v == CDC_DEDUP_NEW || v == CDC_DEDUP_BEFORE_FLOOR) {
+        cdc_dedup_carry_snapshot(f->d, c, img, len);
         assert_int_equal(cdc_toast_repair(c, img, len, &colname), CDC_OK);
         assert_int_equal(cdc_dedup_record(f->d, c, NULL, 0, &e), CDC_OK);
     } else if (v == CDC_DEDUP_LATE_REPLAY) {
@@ -996,6 +998,103 @@ static void test_replayed_dead_letters(void **state)
     assert_int_equal(row_position(f, 1), 600);
 }
 
+/* A snapshot row of id at pos, as the capture writes it (source.snapshot_id; id NULL:
+ * none, as a backfill after DDL), through dedup; returns its verdict. */
+static cdc_dedup_verdict_t read_row(fx_t *f, int id, const char *snap, uint64_t pos)
+{
+    char v[512];
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    snprintf(v, sizeof(v),
+             "{\"op\":\"r\",\"after\":{\"id\":%d},\"source\":{\"lsn\":%llu,"
+             "\"commit_lsn\":%llu,\"snapshot\":\"%s\"%s%s%s}}",
+             id, (unsigned long long)pos, (unsigned long long)pos,
+             snap ? "incremental" : "backfill", snap ? ",\"snapshot_id\":\"" : "", snap ? snap : "",
+             snap ? "\"" : "");
+    cdc_decode_input_t in = {TOPIC, 0, 0, NULL, 0, v, strlen(v), 2};
+    assert_int_equal(cdc_decode(f->cat, NULL, &in, &c, &de), CDC_OK);
+    assert_int_equal(c.op, CDC_OP_READ);
+    assert_true(snap == NULL ? c.snapshot_tag == 0 : c.snapshot_tag != 0);
+    cdc_dedup_verdict_t r = apply(f, &c, NULL);
+    cdc_change_clear(&c);
+    return r;
+}
+
+/*
+ * Snapshot reads exactly once (dedup.h, "Snapshot reads"): a snapshot row of a snapshot
+ * that read its live row already is a duplicate, whether the row changed since (its
+ * changes carry the tag over) or not, across a flush and a reopen; another snapshot's
+ * row lands (a re-snapshot on request), a row with no snapshot id (a backfill after DDL)
+ * lands and keeps the row's tag; a row first seen by the stream takes the snapshot's
+ * first read; a row deleted and inserted again since keeps its tag through the delete's
+ * position (which still tells replays); a truncate forgets the tags with the rows.
+ */
+static void test_snapshot_reads(void **state)
+{
+    fx_t *f = *state;
+    cdc_error_t e;
+
+    /* row 1: read by snapshot s1, its chunk read again after a capture crash */
+    assert_int_equal(read_row(f, 1, "s1", 100), CDC_DEDUP_NEW);
+    assert_int_equal(read_row(f, 1, "s1", 200), CDC_DEDUP_SNAPSHOT_REREAD);
+    assert_int_equal(read_row(f, 1, "s1", 100), CDC_DEDUP_REPLAY); /* a Kafka replay */
+    /* changed between the two reads: still the same snapshot's row */
+    assert_int_equal(step(f, 'u', 1, 300, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    assert_int_equal(read_row(f, 1, "s1", 400), CDC_DEDUP_SNAPSHOT_REREAD);
+    assert_int_equal(row_position(f, 1), 300);
+    /* a re-snapshot on request: a new snapshot, its rows land once */
+    assert_int_equal(read_row(f, 1, "s2", 500), CDC_DEDUP_NEW);
+    assert_int_equal(read_row(f, 1, "s2", 600), CDC_DEDUP_SNAPSHOT_REREAD);
+    assert_int_equal(read_row(f, 1, "s1", 650), CDC_DEDUP_NEW); /* not s2's */
+    assert_int_equal(read_row(f, 1, "s2", 660), CDC_DEDUP_NEW);
+    /* a backfill after DDL (no id) always lands, and the row keeps s2 */
+    assert_int_equal(read_row(f, 1, NULL, 700), CDC_DEDUP_NEW);
+    assert_int_equal(read_row(f, 1, NULL, 710), CDC_DEDUP_NEW);
+    assert_int_equal(read_row(f, 1, "s2", 800), CDC_DEDUP_SNAPSHOT_REREAD);
+
+    /* row 2: inserted by the stream before its chunk was read; read twice */
+    assert_int_equal(step(f, 'c', 2, 100, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(read_row(f, 2, "s1", 200), CDC_DEDUP_NEW);
+    assert_int_equal(read_row(f, 2, "s1", 300), CDC_DEDUP_SNAPSHOT_REREAD);
+
+    /* row 3: deleted and inserted again between the two reads: the delete keeps the
+     * tag, the insert takes it back */
+    assert_int_equal(read_row(f, 3, "s1", 100), CDC_DEDUP_NEW);
+    assert_int_equal(step(f, 'd', 3, 200, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(step(f, 'c', 3, 300, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(read_row(f, 3, "s1", 400), CDC_DEDUP_SNAPSHOT_REREAD);
+    assert_int_equal(read_row(f, 3, "s2", 450), CDC_DEDUP_NEW);
+    /* row 4: never read by a snapshot, deleted and inserted again: no tag */
+    assert_int_equal(step(f, 'c', 4, 100, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(step(f, 'd', 4, 200, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(step(f, 'd', 4, 200, NULL), CDC_DEDUP_REPLAY); /* 16-byte position */
+    assert_int_equal(step(f, 'c', 4, 300, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(read_row(f, 4, "s1", 400), CDC_DEDUP_NEW);
+    /* row 5: deleted after its read, the delete replayed: a replay, by its position */
+    assert_int_equal(read_row(f, 5, "s1", 100), CDC_DEDUP_NEW);
+    assert_int_equal(step(f, 'd', 5, 200, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    assert_int_equal(step(f, 'd', 5, 200, NULL), CDC_DEDUP_REPLAY);
+    assert_int_equal(step(f, 'u', 5, 150, NULL), CDC_DEDUP_STALE);
+
+    /* the tags are in the store */
+    char db[300];
+    snprintf(db, sizeof(db), "%s/db", f->dir);
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    cdc_dedup_close(f->d);
+    assert_int_equal(cdc_dedup_open(db, 86400, &f->d, &e), CDC_OK);
+    assert_int_equal(read_row(f, 1, "s2", 900), CDC_DEDUP_SNAPSHOT_REREAD);
+    assert_int_equal(read_row(f, 2, "s1", 900), CDC_DEDUP_SNAPSHOT_REREAD);
+
+    /* a truncate (a table that rejoined the publication) forgets them with the rows */
+    cdc_change_t t;
+    make_truncate(f, &t, TOPIC, 1000, 1000);
+    assert_int_equal(apply(f, &t, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&t);
+    assert_int_equal(read_row(f, 1, "s2", 1100), CDC_DEDUP_NEW);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1012,6 +1111,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_floor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_seen_keys_only_for_deletes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replayed_dead_letters, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_reads, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
