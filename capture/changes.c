@@ -19,6 +19,12 @@
  * its event, so one large row does not hold its memory for the capture's life. */
 #define CDC_CAPTURE_VALUE_KEEP ((size_t)8 << 20)
 
+/* --chunk-bytes; a config built without it (tests) gets the option's default. */
+static size_t chunk_bytes(const cdc_capture_t *cap)
+{
+    return cap->cfg->chunk_bytes > 0 ? (size_t)cap->cfg->chunk_bytes : (size_t)900 << 10;
+}
+
 static void on_delivery(void *opaque, cdc_err_t err, const cdc_error_t *detail, int32_t partition,
                         int64_t offset, void *cb_arg)
 {
@@ -80,12 +86,6 @@ cdc_err_t cdc_capture_send_status(cdc_capture_t *cap, cdc_error_t *e)
         cdc_metrics_gauge_set(cap->m_lag_bytes, 0);
     cdc_metrics_gauge_set(cap->m_inflight, (double)cap->track.inflight);
     return rc;
-}
-
-/* --chunk-bytes; a config built without it (tests) gets the option's default. */
-static size_t chunk_bytes(const cdc_capture_t *cap)
-{
-    return cap->cfg->chunk_bytes > 0 ? (size_t)cap->cfg->chunk_bytes : (size_t)900 << 10;
 }
 
 /* Hands one message to the producer, waiting (and confirming what Kafka acked) while its
