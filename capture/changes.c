@@ -22,7 +22,7 @@
 /* --chunk-bytes; a config built without it (tests) gets the option's default. */
 static size_t chunk_bytes(const cdc_capture_t *cap)
 {
-    return cap->cfg->chunk_bytes > 0 ? (size_t)cap->cfg->chunk_bytes : (size_t)900 << 10;
+    return cap->cfg->chunk_bytes > 0 ? (size_t)cap->cfg->chunk_bytes : CDC_EVCHUNK_BYTES;
 }
 
 static void on_delivery(void *opaque, cdc_err_t err, const cdc_error_t *detail, int32_t partition,

@@ -26,6 +26,10 @@
 #include "common/err.h"
 
 #define CDC_EVCHUNK_HEADER "cdc.chunk"
+/* The capture's --chunk-bytes default, and the chunk size of the worker's dead letters:
+ * below the 1,000,000 bytes a Kafka broker takes by default (message.max.bytes), with
+ * room for a key and headers. */
+#define CDC_EVCHUNK_BYTES ((size_t)900 << 10)
 /* Room for a formatted header value: five decimal/hex fields. */
 #define CDC_EVCHUNK_HEADER_MAX 96
 

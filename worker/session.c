@@ -588,6 +588,7 @@ void cdc_worker_publish_status(cdc_worker_t *w)
         masking = json_loads(m, 0, NULL);
     free(m);
     json_object_set_new(o, "masking", masking != NULL ? masking : json_null());
+    json_object_set_new(o, "chunked_events", cdc_worker_chunk_status(w));
     cdc_http_doc_set(&w->status, json_dumps(o, JSON_COMPACT));
     json_decref(o);
 }
