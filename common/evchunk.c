@@ -54,6 +54,12 @@ uint32_t cdc_evchunk_count(uint64_t total, size_t chunk_bytes)
     return n == 0 ? 1 : n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
 }
 
+int64_t cdc_evchunk_grace_ms(uint64_t bytes)
+{
+    uint64_t ms = bytes / (CDC_EVCHUNK_GRACE_BYTES_PER_S / 1000);
+    return ms > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)ms;
+}
+
 void cdc_evasm_init(cdc_evasm_t *a)
 {
     memset(a, 0, sizeof(*a));

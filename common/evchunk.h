@@ -30,6 +30,15 @@
  * below the 1,000,000 bytes a Kafka broker takes by default (message.max.bytes), with
  * room for a key and headers. */
 #define CDC_EVCHUNK_BYTES ((size_t)900 << 10)
+/*
+ * The extra time a large event may take a worker beyond the coordinator's --ack-deadline
+ * (reassembly, decoding, the state store, the Parquet files): 1 s per 4 MiB. A worker
+ * reports the event in its heartbeats for that long plus 10 s after it last touched it,
+ * and the coordinator extends the ack deadline of its slots' epochs by as much.
+ */
+#define CDC_EVCHUNK_GRACE_BYTES_PER_S ((uint64_t)4 << 20)
+int64_t cdc_evchunk_grace_ms(uint64_t bytes);
+
 /* Room for a formatted header value: five decimal/hex fields. */
 #define CDC_EVCHUNK_HEADER_MAX 96
 

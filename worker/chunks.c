@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "common/clock.h"
 #include "common/evchunk.h"
 #include "common/log.h"
 #include "worker/worker.h"
@@ -23,6 +24,17 @@ static cdc_evasm_t *slot_asm(cdc_slot_t *s, int ti, bool create)
     if (s->chunks[ti] == NULL && create && (s->chunks[ti] = malloc(sizeof(cdc_evasm_t))) != NULL)
         cdc_evasm_init(s->chunks[ti]);
     return s->chunks[ti];
+}
+
+/* The worker works on a large event of bytes now (heartbeats report it). */
+static void touch_large(cdc_worker_t *w, uint64_t bytes)
+{
+    int64_t now = cdc_clock_mono_ms();
+    if (bytes < atomic_load(&w->large_bytes) &&
+        now - atomic_load(&w->large_ms) <= 10000 + cdc_evchunk_grace_ms(atomic_load(&w->large_bytes)))
+        bytes = atomic_load(&w->large_bytes); /* the larger one is still in its grace time */
+    atomic_store(&w->large_bytes, bytes);
+    atomic_store(&w->large_ms, now);
 }
 
 static void torn(cdc_worker_t *w, const cdc_kafka_msg_t *m, const char *why)
@@ -74,6 +86,8 @@ cdc_worker_chunk_result_t cdc_worker_chunk(cdc_worker_t *w, cdc_slot_t *s, int t
     if (was_torn)
         torn(w, m, res == CDC_EVASM_REJECTED ? "a chunk that does not continue it follows"
                                              : "a new sequence starts");
+    if (res == CDC_EVASM_MORE || res == CDC_EVASM_COMPLETE)
+        touch_large(w, c.total);
     switch (res) {
     case CDC_EVASM_MORE:
         break;
@@ -111,8 +125,15 @@ cdc_worker_chunk_result_t cdc_worker_chunk(cdc_worker_t *w, cdc_slot_t *s, int t
     return CDC_WORKER_CHUNK_TAKEN;
 }
 
-void cdc_worker_chunk_done(cdc_kafka_msg_t *whole)
+uint64_t cdc_worker_large_event(cdc_worker_t *w, int64_t now_ms)
 {
+    uint64_t b = atomic_load(&w->large_bytes);
+    return b > 0 && now_ms - atomic_load(&w->large_ms) <= 10000 + cdc_evchunk_grace_ms(b) ? b : 0;
+}
+
+void cdc_worker_chunk_done(cdc_worker_t *w, cdc_kafka_msg_t *whole)
+{
+    touch_large(w, whole->value_len); /* its grace time runs from here: stage, state, files */
     free((void *)(uintptr_t)whole->value);
     whole->value = NULL;
 }

@@ -952,7 +952,7 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
                 pm = &whole;
             prc = process(w, s, ti, pm, e);
             if (ck == CDC_WORKER_CHUNK_WHOLE) {
-                cdc_worker_chunk_done(&whole);
+                cdc_worker_chunk_done(w, &whole);
                 if (prc == CDC_OK)
                     s->next_offset[ti] = m->offset + 1; /* past its last chunk */
             }

@@ -130,6 +130,7 @@ static bool send_heartbeat(cdc_worker_t *w)
     h.incarnation = w->incarnation;
     h.term = w->term;
     h.generation = w->generation;
+    h.large_event_bytes = cdc_worker_large_event(w, cdc_clock_mono_ms());
     env.body_case = CDC__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &h;
     return send_locked(w, &env);

@@ -266,6 +266,9 @@ typedef struct cdc_worker {
     /* chunked events (chunks.c): reassembled, sequences discarded unfinished, chunks that
      * continued no sequence, and what /status shows of them */
     cdc_counter_t *m_chunked, *m_torn, *m_chunks_rejected;
+    /* the large event last worked on and when (mono ms), for the heartbeat thread */
+    _Atomic uint64_t large_bytes;
+    _Atomic int64_t large_ms;
     struct {
         uint64_t reassembled, torn, rejected, oversized;
         uint64_t largest; /* bytes of the largest event reassembled */
@@ -454,8 +457,11 @@ typedef enum cdc_worker_chunk_result {
 cdc_worker_chunk_result_t cdc_worker_chunk(cdc_worker_t *w, cdc_slot_t *s, int ti,
                                            const cdc_kafka_msg_t *m, cdc_kafka_msg_t *whole,
                                            cdc_error_t *e);
-/* Frees a whole event's value (after CDC_WORKER_CHUNK_WHOLE). */
-void cdc_worker_chunk_done(cdc_kafka_msg_t *whole);
+/* Frees a whole event's value (after CDC_WORKER_CHUNK_WHOLE), the event processed. */
+void cdc_worker_chunk_done(cdc_worker_t *w, cdc_kafka_msg_t *whole);
+/* What the heartbeat reports of a large event worked on (Heartbeat.large_event_bytes):
+ * its size while the worker touched it within its grace time plus 10 s, else 0. */
+uint64_t cdc_worker_large_event(cdc_worker_t *w, int64_t now_ms);
 /* Where topic ti of s must be read again from so that no sequence is read in part: the
  * open sequence's first chunk, else next (a cut, a retry). */
 int64_t cdc_worker_chunk_resume(const cdc_slot_t *s, size_t ti, int64_t next);
