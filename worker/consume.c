@@ -627,9 +627,12 @@ static int64_t header_version(const void *arg)
 }
 
 /* Processes one message; CDC_OK unless an internal/transient failure stops the batch, or
- * CDC_ERR_CONFIG when the masking policy cannot apply to the record's schema. */
+ * CDC_ERR_CONFIG when the masking policy cannot apply to the record's schema. whole: m is
+ * a chunked event put back together (chunks.c), whose value is freed as soon as it is
+ * decoded and no dead letter can need it (its values are copies), so that a large event
+ * is not held twice through the state store and the stage. */
 static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka_msg_t *m,
-                         cdc_error_t *e)
+                         cdc_kafka_msg_t *whole, cdc_error_t *e)
 {
     cdc_decode_input_t in = {m->topic, m->partition, m->offset, m->key,         m->key_len,
                              m->value, m->value_len, -1,        header_version, m};
@@ -667,6 +670,8 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
     if (rc != CDC_OK)
         return cdc_error_set(e, rc, "could not decode record %s[%d]@%" PRId64, m->topic,
                              m->partition, m->offset);
+    if (whole != NULL && !cdc_toast_needed(&c))
+        cdc_worker_chunk_done(w, whole); /* only a TOAST repair that fails sends it on */
     if (c.tombstone) {
         cdc_metrics_counter_inc(w->m_tombstones);
         cdc_change_clear(&c);
@@ -950,7 +955,7 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
         } else {
             if (ck == CDC_WORKER_CHUNK_WHOLE)
                 pm = &whole;
-            prc = process(w, s, ti, pm, e);
+            prc = process(w, s, ti, pm, ck == CDC_WORKER_CHUNK_WHOLE ? &whole : NULL, e);
             if (ck == CDC_WORKER_CHUNK_WHOLE) {
                 cdc_worker_chunk_done(w, &whole);
                 if (prc == CDC_OK)
