@@ -58,9 +58,8 @@ cdc_err_t cdc_capture_producer_open(cdc_capture_t *cap, cdc_error_t *e)
         .queue_max_kbytes = cap->cfg->max_inflight_bytes / 1024,
         /* the client's own limit lets a chunk with its key and header through (a larger
          * --chunk-bytes needs the brokers' message.max.bytes raised too) */
-        .message_max_bytes = chunk_bytes(cap) + (64 << 10) > 1000000
-                                 ? (int64_t)chunk_bytes(cap) + (64 << 10)
-                                 : 0,
+        .message_max_bytes =
+            chunk_bytes(cap) + (64 << 10) > 1000000 ? (int64_t)chunk_bytes(cap) + (64 << 10) : 0,
         .delivery_timeout_ms = 0,
         .queue_full_timeout_ms = QUEUE_FULL_WAIT_MS,
         .properties = cap->cfg->kafka.properties,
@@ -112,30 +111,30 @@ static cdc_err_t produce_one(cdc_capture_t *cap, const cdc_kafka_record_t *rec, 
     if (rc == CDC_OK)
         cdc_txtrack_add(&cap->track, tx);
     else if (strstr(e->msg, "MSG_SIZE_TOO_LARGE") != NULL)
-        cdc_error_prefix(e, "a message of %zu bytes (--chunk-bytes %" PRId64
-                            " plus key and header; raise the Kafka client's message.max.bytes "
-                            "with --kafka-properties, or lower --chunk-bytes)",
+        cdc_error_prefix(e,
+                         "a message of %zu bytes (--chunk-bytes %" PRId64
+                         " plus key and header; raise the Kafka client's message.max.bytes "
+                         "with --kafka-properties, or lower --chunk-bytes)",
                          rec->value_len, (int64_t)chunk_bytes(cap));
     return rc;
 }
 
 /* The event in value goes as chunks of --chunk-bytes to one partition, in order. */
-static cdc_err_t produce_chunks(cdc_capture_t *cap, cdc_capture_table_t *t,
-                                cdc_kafka_record_t *rec, const cdc_buf_t *value, uint64_t tx,
-                                uint64_t lsn, cdc_error_t *e)
+static cdc_err_t produce_chunks(cdc_capture_t *cap, const cdc_capture_table_t *t,
+                                const cdc_kafka_record_t *event, const cdc_buf_t *value,
+                                uint64_t tx, uint64_t lsn, cdc_error_t *e)
 {
     size_t chunk = chunk_bytes(cap);
-    char hv[CDC_EVCHUNK_HEADER_MAX];
+    char hv[CDC_EVCHUNK_HEADER_MAX] = "";
     cdc_kafka_header_t h = {CDC_EVCHUNK_HEADER, hv, 0};
+    cdc_kafka_record_t r = *event, *rec = &r;
     cdc_evchunk_t c = {.id = cap->chunk_seq++,
                        .count = cdc_evchunk_count(value->len, chunk),
                        .total = value->len,
                        .lsn = lsn};
     cdc_err_t rc;
 
-    /* the same partition for every chunk, as the key alone would give it */
-    if (rec->partition == CDC_KAFKA_PARTITION_ANY && rec->key != NULL)
-        rec->partition = cdc_kafka_partition_for_key(rec->key, rec->key_len, t->partitions);
+    /* every chunk with the event's key: the key's partition, in produce order */
     rec->headers = &h;
     rec->header_count = 1;
     for (c.index = 0; c.index < c.count; c.index++) {
@@ -255,8 +254,8 @@ cdc_err_t cdc_capture_emit_marker(cdc_capture_t *cap, cdc_capture_table_t *t, ch
     cdc_event_encode_value(&cap->value, &ev);
     /* every partition sees the marker in order with its rows */
     for (int32_t p = 0; p < t->partitions; p++)
-        if ((rc = cdc_capture_produce(cap, t, p, NULL, &cap->value, ev.ts_ms, cap->tx_id, lsn, e)) !=
-            CDC_OK)
+        if ((rc = cdc_capture_produce(cap, t, p, NULL, &cap->value, ev.ts_ms, cap->tx_id, lsn,
+                                      e)) != CDC_OK)
             return rc;
     return CDC_OK;
 }

@@ -93,8 +93,8 @@ bool cdc_evasm_interrupt(cdc_evasm_t *a)
 /* Whether h continues the open sequence with len more bytes. */
 static bool continues(const cdc_evasm_t *a, const cdc_evchunk_t *h, size_t len)
 {
-    return a->open && h->id == a->seq.id && h->index == a->next_index &&
-           h->count == a->seq.count && h->total == a->seq.total && h->lsn == a->seq.lsn &&
+    return a->open && h->id == a->seq.id && h->index == a->next_index && h->count == a->seq.count &&
+           h->total == a->seq.total && h->lsn == a->seq.lsn &&
            (uint64_t)len <= a->seq.total - (uint64_t)a->len &&
            (h->index + 1 < h->count || (uint64_t)(a->len + len) == a->seq.total);
 }

@@ -796,8 +796,7 @@ void cdc_job_check_liveness(cdc_coord_t *c, int64_t now)
          * (docs/worker.md, "Large rows"); their heartbeats say so */
         if (cdc_epochs_overdue(&c->epochs, now, c->cfg.ack_deadline_ms, &epoch, &missing))
             grace = large_event_grace(c, missing, epoch);
-        if (cdc_epochs_overdue(&c->epochs, now, c->cfg.ack_deadline_ms + grace, &epoch,
-                               &missing)) {
+        if (cdc_epochs_overdue(&c->epochs, now, c->cfg.ack_deadline_ms + grace, &epoch, &missing)) {
             char why[256];
             snprintf(why, sizeof(why),
                      "epoch %" PRIu64 " missed the ack deadline (%" PRId64

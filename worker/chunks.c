@@ -31,7 +31,8 @@ static void touch_large(cdc_worker_t *w, uint64_t bytes)
 {
     int64_t now = cdc_clock_mono_ms();
     if (bytes < atomic_load(&w->large_bytes) &&
-        now - atomic_load(&w->large_ms) <= 10000 + cdc_evchunk_grace_ms(atomic_load(&w->large_bytes)))
+        now - atomic_load(&w->large_ms) <=
+            10000 + cdc_evchunk_grace_ms(atomic_load(&w->large_bytes)))
         bytes = atomic_load(&w->large_bytes); /* the larger one is still in its grace time */
     atomic_store(&w->large_bytes, bytes);
     atomic_store(&w->large_ms, now);
@@ -84,8 +85,9 @@ cdc_worker_chunk_result_t cdc_worker_chunk(cdc_worker_t *w, cdc_slot_t *s, int t
         return CDC_WORKER_CHUNK_FAILED;
     }
     if (was_torn)
-        torn(w, m, res == CDC_EVASM_REJECTED ? "a chunk that does not continue it follows"
-                                             : "a new sequence starts");
+        torn(w, m,
+             res == CDC_EVASM_REJECTED ? "a chunk that does not continue it follows"
+                                       : "a new sequence starts");
     if (res == CDC_EVASM_MORE || res == CDC_EVASM_COMPLETE)
         touch_large(w, c.total);
     switch (res) {
@@ -140,9 +142,8 @@ void cdc_worker_chunk_done(cdc_worker_t *w, cdc_kafka_msg_t *whole)
 
 int64_t cdc_worker_chunk_resume(const cdc_slot_t *s, size_t ti, int64_t next)
 {
-    int64_t first = s->chunks != NULL && s->chunks[ti] != NULL
-                        ? cdc_evasm_resume_offset(s->chunks[ti])
-                        : -1;
+    int64_t first =
+        s->chunks != NULL && s->chunks[ti] != NULL ? cdc_evasm_resume_offset(s->chunks[ti]) : -1;
     return first >= 0 ? first : next;
 }
 
@@ -173,10 +174,10 @@ json_t *cdc_worker_chunk_status(const cdc_worker_t *w)
                 buffered += a->len;
             }
         }
-    return json_pack("{sI sI sI sI sI sI sI}", "reassembled", (json_int_t)w->chunk_stats.reassembled,
-                     "torn", (json_int_t)w->chunk_stats.torn, "rejected_chunks",
-                     (json_int_t)w->chunk_stats.rejected, "oversized",
-                     (json_int_t)w->chunk_stats.oversized, "largest_event_bytes",
-                     (json_int_t)w->chunk_stats.largest, "open", (json_int_t)open,
-                     "buffered_bytes", (json_int_t)buffered);
+    return json_pack(
+        "{sI sI sI sI sI sI sI}", "reassembled", (json_int_t)w->chunk_stats.reassembled, "torn",
+        (json_int_t)w->chunk_stats.torn, "rejected_chunks", (json_int_t)w->chunk_stats.rejected,
+        "oversized", (json_int_t)w->chunk_stats.oversized, "largest_event_bytes",
+        (json_int_t)w->chunk_stats.largest, "open", (json_int_t)open, "buffered_bytes",
+        (json_int_t)buffered);
 }

@@ -76,7 +76,7 @@ static cdc_err_t produce_dead_letter(cdc_worker_t *w, const char *topic, const v
                                      cdc_kafka_header_t *kh, size_t nh, delivery_t *d,
                                      uint32_t count, cdc_error_t *e)
 {
-    char hv[CDC_EVCHUNK_HEADER_MAX];
+    char hv[CDC_EVCHUNK_HEADER_MAX] = "";
     cdc_evchunk_t c = {.id = ((uint64_t)cdc_clock_wall_ms() << 16) ^ (uint64_t)(uintptr_t)d,
                        .count = count,
                        .total = len};
@@ -88,16 +88,9 @@ static cdc_err_t produce_dead_letter(cdc_worker_t *w, const char *topic, const v
         if (count > 1)
             kh[nh] = (cdc_kafka_header_t){CDC_EVCHUNK_HEADER, hv,
                                           cdc_evchunk_format(&c, hv, sizeof(hv))};
-        cdc_kafka_record_t rec = {topic,
-                                  CDC_KAFKA_PARTITION_ANY,
-                                  key,
-                                  key_len,
-                                  value != NULL ? value + off : NULL,
-                                  n,
-                                  kh,
-                                  nh + (count > 1),
-                                  0,
-                                  d};
+        cdc_kafka_record_t rec = {
+            topic, CDC_KAFKA_PARTITION_ANY, key, key_len, value != NULL ? value + off : NULL, n,
+            kh,    nh + (count > 1),        0,   d};
         if ((rc = cdc_kafka_produce(w->dlq, &rec, e)) == CDC_OK)
             queued++;
     }

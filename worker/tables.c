@@ -161,8 +161,7 @@ static bool topics_reserve(cdc_worker_t *w, size_t need)
         cdc_slot_t *s = &w->slots[p];
         ok = GROW(s->next_offset, cap) && GROW(s->high, cap) && GROW(s->progress_offset, cap) &&
              GROW(s->progress_ms, cap) && GROW(s->stalled_since, cap) &&
-             GROW(s->watchdog_gave_up, cap) && GROW(s->restart_at, cap) &&
-             GROW(s->chunks, cap);
+             GROW(s->watchdog_gave_up, cap) && GROW(s->restart_at, cap) && GROW(s->chunks, cap);
     }
     if (ok)
         w->topic_cap = cap;

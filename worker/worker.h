@@ -273,11 +273,11 @@ typedef struct cdc_worker {
         uint64_t reassembled, torn, rejected, oversized;
         uint64_t largest; /* bytes of the largest event reassembled */
     } chunk_stats;
-    cdc_gauge_t *m_stalled;          /* progress watchdog: partitions stalled now */
-    cdc_counter_t *m_floor_rows;     /* rows removed by floors (floor.c) */
-    cdc_counter_t *m_before_floor;   /* changes before a floor that came after it */
-    cdc_gauge_t *m_floors_waiting;   /* (slot, floor) pairs not applied at the last barrier */
-    int64_t floor_warned_ms;         /* last "not applied yet" warning */
+    cdc_gauge_t *m_stalled;        /* progress watchdog: partitions stalled now */
+    cdc_counter_t *m_floor_rows;   /* rows removed by floors (floor.c) */
+    cdc_counter_t *m_before_floor; /* changes before a floor that came after it */
+    cdc_gauge_t *m_floors_waiting; /* (slot, floor) pairs not applied at the last barrier */
+    int64_t floor_warned_ms;       /* last "not applied yet" warning */
     cdc_histogram_t *m_stage_seconds, *m_ckpt_seconds;
 
     /* Set by the signal handler, which may run on any thread; read by the heartbeat

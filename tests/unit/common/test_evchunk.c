@@ -27,7 +27,7 @@ static void test_header_rejects(void **state)
 {
     cdc_evchunk_t d;
     static const char *const bad[] = {
-        "",          "1/0/0/10/5",   "1/2/2/10/5", "1/0/1/10",     "1/0/1/10/5/6",
+        "",           "1/0/0/10/5",  "1/2/2/10/5", "1/0/1/10",    "1/0/1/10/5/6",
         "x/0/1/10/5", "1/-1/2/10/5", "1//2/10/5",  "1/0/2/10/5 ", "1/0/4294967296/10/5",
     };
     (void)state;
@@ -224,10 +224,14 @@ static void test_hard_cap(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_header_round_trip), cmocka_unit_test(test_header_rejects),
-        cmocka_unit_test(test_count),             cmocka_unit_test(test_in_order),
-        cmocka_unit_test(test_out_of_sequence),   cmocka_unit_test(test_restarted_sequence),
-        cmocka_unit_test(test_cut_mid_sequence),  cmocka_unit_test(test_hard_cap),
+        cmocka_unit_test(test_header_round_trip),
+        cmocka_unit_test(test_header_rejects),
+        cmocka_unit_test(test_count),
+        cmocka_unit_test(test_in_order),
+        cmocka_unit_test(test_out_of_sequence),
+        cmocka_unit_test(test_restarted_sequence),
+        cmocka_unit_test(test_cut_mid_sequence),
+        cmocka_unit_test(test_hard_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
