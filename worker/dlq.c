@@ -134,9 +134,13 @@ cdc_err_t cdc_worker_dlq_send(cdc_worker_t *w, const cdc_kafka_msg_t *m, cdc_dlq
                     replays);
     for (int i = 0; i < CDC_DLQ_NHEADERS; i++)
         kh[i] = (cdc_kafka_header_t){h.name[i], h.value[i], strlen(h.value[i])};
-    /* a chunk of an oversized event keeps its place in its sequence */
+    /* a chunk of an oversized event keeps its place in its sequence; an event put back
+     * together (it carries its last chunk's headers) is chunked anew below */
     size_t nh = CDC_DLQ_NHEADERS;
-    if (cdc_kafka_msg_header(m, CDC_EVCHUNK_HEADER, &rh))
+    cdc_evchunk_t ch;
+    if (cdc_kafka_msg_header(m, CDC_EVCHUNK_HEADER, &rh) &&
+        !(cdc_evchunk_parse(rh.value, rh.value_len, &ch) && ch.count > 1 &&
+          ch.total == (uint64_t)m->value_len))
         kh[nh++] = rh;
     const char *value = mvalue != NULL ? mvalue : m->value;
     size_t value_len = mvalue != NULL ? mvalue_len : m->value_len;
