@@ -184,7 +184,7 @@ log "the 12 MiB row above --max-record-bytes=8MiB: 14 chunks dead-lettered with 
 proc_signal worker-0 TERM
 chaos_wait 15 "worker-0 to stop" bash -c '! kill -0 "$1" 2>/dev/null' _ "$(proc_pid worker-0)" ||
     fail "worker-0 did not stop"
-CHAOS_WORKER_ARGS= pipeline_start_worker 0
+CHAOS_WORKER_ARGS="" pipeline_start_worker 0
 replayed=$("$CHAOS_BUILD/cdcctl" --kafka "$CDC_TEST_KAFKA" dlq replay --table public.big --class oversized |
     grep -c '^replayed  ')
 [ "$replayed" -eq 14 ] || fail "cdcctl dlq replay replayed $replayed of the 14 chunks"
