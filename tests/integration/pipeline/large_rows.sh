@@ -3,8 +3,10 @@
 # "Large rows"): real PostgreSQL, two captures (one streams, one stands by), the
 # development broker, a coordinator and a worker. Into a captured table go a 3 MB text, a
 # 12 MB jsonb, a 40 MB bytea and a 256 MB text, each followed by ordinary rows of the same
-# table and of a second table. The active capture is killed (SIGKILL) while it produces
-# the chunks of the 256 MB row, so the standby takes the slot and sends the row again.
+# table and of a second table. The active capture is killed (SIGKILL) as soon as it has
+# produced the first chunks of the 256 MB row (usually in the middle of the row: the
+# worker then discards the torn sequence), and the standby takes the slot over and sends
+# what was not confirmed again.
 # Then:
 #   - every value reaches the mirror and the changelog byte for byte: the md5 of each
 #     value in PostgreSQL equals the md5 DuckDB computes over what it reads back (the
@@ -13,10 +15,11 @@
 #   - the ordinary table passes chaos/verify (mirror == source, changelog == audit);
 #   - the peak RSS (VmHWM) of each capture and of the worker stays under the bounds
 #     docs/capture.md and docs/worker.md state for a 256 MB row;
-#   - a worker with --max-record-bytes below the 40 MB row dead-letters it whole (its
-#     chunks, with key, LSN and size) and goes on: tested separately in
-#     tests/unit/common/test_evchunk.c and here by the oversized metric of a second run
-#     (LARGE_ROWS_CAP=1, not in `make test`).
+#   - the hard cap: with the worker restarted at --max-record-bytes=8MiB, a 12 MiB row goes
+#     to cdc.public.big.dlq as its 14 chunks (key, cdc.chunk header, a message with its
+#     size and LSN), counted in the metric and /status, and the row after it is applied;
+#   - replayed with `cdcctl dlq replay` by a worker with the default limit, the chunks go
+#     back as chunks and the row reaches the mirror and the changelog byte for byte.
 # Values repeat a 32-character pattern, so lz4 batches stay far below the development
 # broker's 5 MiB a partition (docs/worker.md, Known issues).
 set -uo pipefail
