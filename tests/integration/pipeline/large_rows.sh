@@ -29,7 +29,7 @@ export CHAOS_DIR=$tmp/large CHAOS_BUILD=${CDC_BUILD_DIR:-$PWD/build}
 export CHAOS_TABLES=public.big,public.small CHAOS_WORKERS=1 CHAOS_COORDINATORS=1
 export CHAOS_CAPTURES=2 CHAOS_SNAPSHOT_MODE=never
 # compaction reads the large values back (parquet_read.c) and writes them again
-export CHAOS_COORDINATOR_ARGS="--compact-interval=1s --compact-min-files=1"
+export CHAOS_COORDINATOR_ARGS="--compact-interval=1s --compact-min-files=1 --compact-idle=3s"
 # shellcheck source=chaos/lib.sh
 . chaos/lib.sh
 trap 'if [ -n "${KEEP:-}" ]; then pipeline_down >/dev/null 2>&1; echo "kept $tmp"; else pipeline_down purge >/dev/null 2>&1; rm -rf "$tmp"; fi' EXIT
