@@ -61,6 +61,7 @@ typedef struct cdc_capture_config {
     int64_t kafka_linger_ms;
     int64_t max_inflight;       /* producer queue bound, messages */
     int64_t max_inflight_bytes; /* producer queue bound, bytes */
+    int64_t chunk_bytes;        /* events larger are produced in chunks (common/evchunk.h) */
     int64_t reconnect_max_ms;
     int64_t drain_timeout_ms;
     char *http_addr;
@@ -246,6 +247,11 @@ typedef struct cdc_capture {
     cdc_pgo_scratch_t scratch;
     cdc_buf_t key;
     cdc_buf_t value;
+    /* chunked events (docs/events.md, "Chunked events"): the next sequence id, and the
+     * largest event produced (/status) */
+    uint64_t chunk_seq;
+    uint64_t largest_event;
+    cdc_counter_t *m_chunked, *m_chunks;
 
     uint64_t confirmed;     /* last LSN sent to PostgreSQL as flushed */
     int64_t last_status_ms; /* when the last status update went out */
@@ -445,11 +451,14 @@ cdc_err_t cdc_registry_mark_snapshot(cdc_capture_t *cap, uint64_t lsn, const cha
 
 /*
  * Produces one event (copying key and value; no headers, the envelope names its schema), with
- * backpressure; ts_ms = the Kafka message timestamp (the envelope's ts_ms), tx = txtrack id.
+ * backpressure; ts_ms = the Kafka message timestamp (the envelope's ts_ms), tx = txtrack id,
+ * lsn = the event's source.lsn. An event above --chunk-bytes goes as consecutive chunks of
+ * its partition, each with the key and a `cdc.chunk` header (docs/events.md, "Chunked
+ * events"), each tracked as one message for the confirmed LSN.
  */
 cdc_err_t cdc_capture_produce(cdc_capture_t *cap, cdc_capture_table_t *t, int32_t partition,
                               const cdc_buf_t *key, const cdc_buf_t *value, int64_t ts_ms,
-                              uint64_t tx, cdc_error_t *e);
+                              uint64_t tx, uint64_t lsn, cdc_error_t *e);
 
 /*
  * The catalog's columns of t as JSON (*json malloc'ed; NULL when the table does not

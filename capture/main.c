@@ -120,6 +120,11 @@ static const cdc_opt_t options[] = {
      "Events produced and not yet acknowledged before the capture stops reading (backpressure)."},
     {"max-inflight-bytes", CDC_OPT_SIZE, C(max_inflight_bytes), "64MiB", false, 1048576,
      INT64_C(4294967296), NULL, "Bytes of unacknowledged events before backpressure."},
+    {"chunk-bytes", CDC_OPT_SIZE, C(chunk_bytes), "900KiB", false, 1024, INT64_C(268435456), NULL,
+     "Events larger than this go to Kafka as consecutive chunks of this size in the event's "
+     "partition, put back together by the workers (docs/events.md, \"Chunked events\"). "
+     "Keep it below the brokers' message.max.bytes (1 MB by default); at most "
+     "--max-inflight-bytes."},
     {"reconnect-max", CDC_OPT_DURATION, C(reconnect_max_ms), "30s", false, 100, 3600000, NULL,
      "Longest backoff between reconnect attempts."},
     {"drain-timeout", CDC_OPT_DURATION, C(drain_timeout_ms), "8s", false, 0, 3600000, NULL,
@@ -185,6 +190,14 @@ int main(int argc, char **argv)
                 "workers and coordinator read %d partitions per topic (their partition slots); "
                 "topics with another count would leave changes unread or slots empty\n",
                 cfg.partitions, CDC_CLUSTER_PARTITIONS);
+        return CDC_CONFIG_EXIT;
+    }
+    if (cfg.chunk_bytes > cfg.max_inflight_bytes) {
+        fprintf(stderr,
+                "cdc-capture: invalid --chunk-bytes (CDC_CHUNK_BYTES) %" PRId64
+                ": larger than --max-inflight-bytes (CDC_MAX_INFLIGHT_BYTES) %" PRId64
+                ", so one chunk could never be queued\n",
+                cfg.chunk_bytes, cfg.max_inflight_bytes);
         return CDC_CONFIG_EXIT;
     }
     if (strchr(cfg.publication, '"') != NULL || cfg.publication[0] == '\0') {

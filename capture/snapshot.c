@@ -170,7 +170,7 @@ cdc_err_t cdc_snapshot_emit_rows(cdc_capture_t *cap, cdc_capture_table_t *t,
                                  t->schema, t->name);
         cdc_event_encode_value(&cap->value, &ev);
         rc = cdc_capture_produce(cap, t, CDC_KAFKA_PARTITION_ANY, &cap->key, &cap->value, ev.ts_ms,
-                                 tx, e);
+                                 tx, ev.lsn, e);
         if (rc != CDC_OK)
             return rc;
         if (pos->count)

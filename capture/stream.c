@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/select.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -511,6 +512,8 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
                         json_integer(cap->producer
                                          ? (json_int_t)cdc_kafka_producer_outstanding(cap->producer)
                                          : 0));
+    json_object_set_new(o, "largest_event_bytes", json_integer((json_int_t)cap->largest_event));
+    json_object_set_new(o, "chunk_bytes", json_integer((json_int_t)cap->cfg->chunk_bytes));
     for (size_t i = 0; i < cap->ntables; i++) {
         const cdc_capture_table_t *t = &cap->tables[i];
         json_t *x;
@@ -651,6 +654,15 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
         "Tables that left the publication (docs/capture.md, \"Removing a table\"); their "
         "topics and Iceberg tables stay.",
         NULL);
+    cap->m_chunked = cdc_metrics_counter(
+        cdc_metrics_default(), "cdc_capture_chunked_events_total",
+        "Events larger than --chunk-bytes produced as chunks (docs/events.md, \"Chunked "
+        "events\").",
+        NULL);
+    cap->m_chunks = cdc_metrics_counter(cdc_metrics_default(), "cdc_capture_event_chunks_total",
+                                        "Chunks of chunked events produced.", NULL);
+    /* sequence ids differ between processes and runs (a re-sent event gets a new one) */
+    cap->chunk_seq = ((uint64_t)cdc_clock_wall_ms() << 16) ^ ((uint64_t)getpid() << 48);
     cdc_txtrack_init(&cap->track, 0);
     while (!*cap->stop) {
         cdc_error_t err;

@@ -26,6 +26,7 @@
 
 #include "common/clock.h"
 #include "common/cluster.h"
+#include "common/evchunk.h"
 #include "common/log.h"
 
 #define LOOP_WAIT_MAX_MS 50       /* longest message wait of a running leader's loop */
@@ -696,6 +697,8 @@ static void note_dead_letters(cdc_member_t *m, const Cdc__Heartbeat *hb)
 static void note_heartbeat(cdc_coord_t *c, cdc_member_t *m, const Cdc__Heartbeat *hb)
 {
     note_dead_letters(m, hb);
+    if (m != NULL)
+        m->large_event_bytes = hb->large_event_bytes;
     if (m != NULL && cdc_members_note_offer(m, (const char *const *)hb->topics, hb->n_topics))
         cdc_job_offers_changed(c);
 }
@@ -754,6 +757,32 @@ void cdc_job_drain(cdc_coord_t *c, int wait_ms)
 
 /* ---- timers ---------------------------------------------------------------------------- */
 
+/* The longest grace time the live owners of the missing slots ask for with a large
+ * event in their last heartbeat (0: none); logged once per epoch. */
+static int64_t large_event_grace(cdc_coord_t *c, cdc_pset_t missing, uint64_t epoch)
+{
+    static uint64_t logged_epoch;
+    int64_t grace = 0;
+    const cdc_member_t *who = NULL;
+    for (int p = 0; p < CDC_PARTITIONS; p++) {
+        const cdc_member_t *m;
+        if (!(missing & (1u << p)))
+            continue;
+        m = cdc_members_by_id(&c->members, c->owner[p]);
+        if (m != NULL && m->alive && cdc_evchunk_grace_ms(m->large_event_bytes) > grace) {
+            grace = cdc_evchunk_grace_ms(m->large_event_bytes);
+            who = m;
+        }
+    }
+    if (who != NULL && logged_epoch != epoch) {
+        logged_epoch = epoch;
+        cdc_log_info("epoch %" PRIu64 ": worker \"%s\" works on a large event of %" PRIu64
+                     " bytes: its ack deadline is %" PRId64 " ms longer",
+                     epoch, who->id, who->large_event_bytes, grace);
+    }
+    return grace;
+}
+
 void cdc_job_check_liveness(cdc_coord_t *c, int64_t now)
 {
     for (int i = 0; i < c->members.n; i++) {
@@ -764,7 +793,12 @@ void cdc_job_check_liveness(cdc_coord_t *c, int64_t now)
     if (c->state == CDC_JOB_RUNNING) {
         uint64_t epoch;
         cdc_pset_t missing;
-        if (cdc_epochs_overdue(&c->epochs, now, c->cfg.ack_deadline_ms, &epoch, &missing)) {
+        int64_t grace = 0;
+        /* owners of the missing slots working on a large event get its grace time
+         * (docs/worker.md, "Large rows"); their heartbeats say so */
+        if (cdc_epochs_overdue(&c->epochs, now, c->cfg.ack_deadline_ms, &epoch, &missing))
+            grace = large_event_grace(c, missing, epoch);
+        if (cdc_epochs_overdue(&c->epochs, now, c->cfg.ack_deadline_ms + grace, &epoch, &missing)) {
             char why[256];
             snprintf(why, sizeof(why),
                      "epoch %" PRIu64 " missed the ack deadline (%" PRId64

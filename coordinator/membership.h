@@ -42,6 +42,7 @@ typedef struct cdc_member {
     char admin[128]; /* worker's admin endpoint, may be "" */
     uint64_t heartbeats;
     cdc_member_dlq_t dlq[CDC_MEMBER_DLQ_CLASSES]; /* as last reported */
+    uint64_t large_event_bytes; /* its last heartbeat's (a large event worked on; 0 = none) */
     int ndlq;
     /* The topics it can consume, from its Register (tableset.h), or, when it follows the
      * job's tables (Register.follows_tables), its offer, kept current by its heartbeats;

@@ -727,7 +727,8 @@ cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation
         }
         for (size_t t = 0; t < j->ntopics; t++)
             j->topics[t] = (cut_topic_t){
-                .next_offset = s->next_offset[t],
+                /* a chunked event cut in the middle is read again whole (chunks.c) */
+                .next_offset = cdc_worker_chunk_resume(s, t, s->next_offset[t]),
                 .high = s->high[t],
                 .stalled_ms =
                     s->stalled_since[t] != 0 ? cdc_clock_mono_ms() - s->stalled_since[t] : 0,

@@ -163,6 +163,7 @@ static void slot_release(cdc_worker_t *w, cdc_slot_t *s, bool remove_local)
     free(s->db_dir);
     s->db_dir = NULL;
     cdc_stage_free(&s->stage);
+    cdc_worker_chunk_free(s, w->topic_cap);
     if (remove_local && s->ckpt_ready) {
         /* Forget local copies; the shared store keeps what checkpoints need. */
         for (size_t i = 0; i < s->ckpt.nentries; i++)
@@ -174,7 +175,6 @@ static void slot_release(cdc_worker_t *w, cdc_slot_t *s, bool remove_local)
     s->owned = false;
     free(s->last_handle);
     s->last_handle = NULL;
-    (void)w;
 }
 
 void cdc_worker_data_close(cdc_worker_t *w)
@@ -330,6 +330,7 @@ static void slot_topic_start(cdc_slot_t *s, size_t t, int64_t next)
     s->progress_ms[t] = 0;
     s->stalled_since[t] = 0;
     s->watchdog_gave_up[t] = false;
+    cdc_worker_chunk_reset(s, t); /* read again from its first chunk */
 }
 
 static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionState *ps,
@@ -626,9 +627,12 @@ static int64_t header_version(const void *arg)
 }
 
 /* Processes one message; CDC_OK unless an internal/transient failure stops the batch, or
- * CDC_ERR_CONFIG when the masking policy cannot apply to the record's schema. */
+ * CDC_ERR_CONFIG when the masking policy cannot apply to the record's schema. whole: m is
+ * a chunked event put back together (chunks.c), whose value is freed as soon as it is
+ * decoded and no dead letter can need it (its values are copies), so that a large event
+ * is not held twice through the state store and the stage. */
 static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka_msg_t *m,
-                         cdc_error_t *e)
+                         cdc_kafka_msg_t *whole, cdc_error_t *e)
 {
     cdc_decode_input_t in = {m->topic, m->partition, m->offset, m->key,         m->key_len,
                              m->value, m->value_len, -1,        header_version, m};
@@ -666,6 +670,8 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
     if (rc != CDC_OK)
         return cdc_error_set(e, rc, "could not decode record %s[%d]@%" PRId64, m->topic,
                              m->partition, m->offset);
+    if (whole != NULL && !cdc_toast_needed(&c))
+        cdc_worker_chunk_done(w, whole); /* only a TOAST repair that fails sends it on */
     if (c.tombstone) {
         cdc_metrics_counter_inc(w->m_tombstones);
         cdc_change_clear(&c);
@@ -941,7 +947,24 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
             skip_partition(msgs, i, n); /* fetched again from the log start */
             continue;
         }
-        prc = process(w, s, ti, m, e);
+        /* a chunk of a large event is put back together first (chunks.c) */
+        cdc_kafka_msg_t whole;
+        const cdc_kafka_msg_t *pm = m;
+        cdc_worker_chunk_result_t ck = cdc_worker_chunk(w, s, ti, m, &whole, e);
+        if (ck == CDC_WORKER_CHUNK_TAKEN)
+            continue;
+        if (ck == CDC_WORKER_CHUNK_FAILED) {
+            prc = e->code != CDC_OK ? e->code : CDC_ERR_INTERNAL;
+        } else {
+            if (ck == CDC_WORKER_CHUNK_WHOLE)
+                pm = &whole;
+            prc = process(w, s, ti, pm, ck == CDC_WORKER_CHUNK_WHOLE ? &whole : NULL, e);
+            if (ck == CDC_WORKER_CHUNK_WHOLE) {
+                cdc_worker_chunk_done(w, &whole);
+                if (prc == CDC_OK)
+                    s->next_offset[ti] = m->offset + 1; /* past its last chunk */
+            }
+        }
         if (prc == CDC_ERR_CONFIG)
             break; /* a masking policy that cannot apply: the worker stops (session.c) */
         if (prc == CDC_OK && fault_stall(w, msgs, i, n)) {
@@ -953,12 +976,15 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
              * record is the next to process; a seek that failed (a partition librdkafka no
              * longer fetches) becomes an assignment again from it. */
             cdc_error_t e2;
-            s->next_offset[ti] = m->offset;
-            if (cdc_kafka_consumer_seek(w->consumer, m->topic, m->partition, m->offset, 1000,
-                                        &e2) != CDC_OK) {
+            /* a chunked event: from its first chunk */
+            int64_t at = cdc_worker_chunk_resume(s, (size_t)ti, pm->offset);
+            cdc_worker_chunk_reset(s, (size_t)ti);
+            s->next_offset[ti] = at;
+            if (cdc_kafka_consumer_seek(w->consumer, m->topic, m->partition, at, 1000, &e2) !=
+                CDC_OK) {
                 cdc_log_warn("partition %d topic \"%s\": %s; assigning it again from offset "
                              "%" PRId64,
-                             m->partition, m->topic, e2.msg, m->offset);
+                             m->partition, m->topic, e2.msg, at);
                 s->restart_at[ti] = cdc_clock_mono_ms();
             }
             skip_partition(msgs, i, n);

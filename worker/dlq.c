@@ -12,12 +12,13 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/evchunk.h"
 #include "common/log.h"
 #include "worker/worker.h"
 
 struct cdc_dlq_delivery {
-    bool done;
-    cdc_err_t err;
+    uint32_t acked; /* delivery reports (one per chunk) */
+    cdc_err_t err;  /* the first failure */
     cdc_error_t detail;
 };
 typedef struct cdc_dlq_delivery delivery_t;
@@ -31,7 +32,9 @@ void cdc_worker_dlq_delivery(void *opaque, cdc_err_t err, const cdc_error_t *det
     (void)cb_arg;
     if (d == NULL)
         return;
-    d->done = true;
+    d->acked++;
+    if (d->err != CDC_OK)
+        return;
     d->err = err;
     if (detail != NULL)
         d->detail = *detail;
@@ -62,12 +65,57 @@ void cdc_worker_dlq_close(cdc_worker_t *w)
     cdc_strmap_free(&w->dlq_ensured);
 }
 
+/*
+ * Produces the dead letter (value[0..len) with headers kh[0..nh)) and waits for its acks.
+ * A value above CDC_EVCHUNK_BYTES goes as chunks of it with a cdc.chunk header, so that a
+ * chunked event that fails whole is kept whole (docs/worker.md, "Large rows"); kh has room
+ * for that header at kh[nh].
+ */
+static cdc_err_t produce_dead_letter(cdc_worker_t *w, const char *topic, const void *key,
+                                     size_t key_len, const char *value, size_t len,
+                                     cdc_kafka_header_t *kh, size_t nh, delivery_t *d,
+                                     uint32_t count, cdc_error_t *e)
+{
+    char hv[CDC_EVCHUNK_HEADER_MAX] = "";
+    cdc_evchunk_t c = {.id = ((uint64_t)cdc_clock_wall_ms() << 16) ^ (uint64_t)(uintptr_t)d,
+                       .count = count,
+                       .total = len};
+    cdc_err_t rc = CDC_OK;
+    uint32_t queued = 0;
+    for (c.index = 0; c.index < count && rc == CDC_OK; c.index++) {
+        size_t off = (size_t)c.index * CDC_EVCHUNK_BYTES;
+        size_t n = count == 1 ? len : len - off < CDC_EVCHUNK_BYTES ? len - off : CDC_EVCHUNK_BYTES;
+        if (count > 1)
+            kh[nh] = (cdc_kafka_header_t){CDC_EVCHUNK_HEADER, hv,
+                                          cdc_evchunk_format(&c, hv, sizeof(hv))};
+        cdc_kafka_record_t rec = {
+            topic, CDC_KAFKA_PARTITION_ANY, key, key_len, value != NULL ? value + off : NULL, n,
+            kh,    nh + (count > 1),        0,   d};
+        if ((rc = cdc_kafka_produce(w->dlq, &rec, e)) == CDC_OK)
+            queued++;
+    }
+    if (rc != CDC_OK && queued > 0) { /* the chunks queued before the failure: served */
+        cdc_error_t e2;
+        cdc_kafka_producer_flush(w->dlq, 10000, &e2);
+    }
+    if (rc == CDC_OK) {
+        rc = cdc_kafka_producer_flush(w->dlq, 10000 + (int)(count / 10) * 1000, e);
+        if (rc == CDC_OK && d->acked < count)
+            rc = cdc_error_set(e, CDC_ERR_TIMEOUT, "no delivery report");
+        if (rc == CDC_OK && d->err != CDC_OK) {
+            *e = d->detail;
+            rc = d->err;
+        }
+    }
+    return rc;
+}
+
 cdc_err_t cdc_worker_dlq_send(cdc_worker_t *w, const cdc_kafka_msg_t *m, cdc_dlq_class_t cls,
                               const char *message, cdc_error_t *e)
 {
     char topic[300];
     cdc_dlq_headers_t h;
-    cdc_kafka_header_t kh[CDC_DLQ_NHEADERS];
+    cdc_kafka_header_t kh[CDC_DLQ_NHEADERS + 1];
     cdc_kafka_header_t rh;
     int delay_ms = 100;
     /* a replayed record that fails again keeps its replay count (common/dlq.h) */
@@ -86,32 +134,35 @@ cdc_err_t cdc_worker_dlq_send(cdc_worker_t *w, const cdc_kafka_msg_t *m, cdc_dlq
                     replays);
     for (int i = 0; i < CDC_DLQ_NHEADERS; i++)
         kh[i] = (cdc_kafka_header_t){h.name[i], h.value[i], strlen(h.value[i])};
+    /* a chunk of an oversized event keeps its place in its sequence; an event put back
+     * together (it carries its last chunk's headers) is chunked anew below */
+    size_t nh = CDC_DLQ_NHEADERS;
+    cdc_evchunk_t ch;
+    if (cdc_kafka_msg_header(m, CDC_EVCHUNK_HEADER, &rh) &&
+        !(cdc_evchunk_parse(rh.value, rh.value_len, &ch) && ch.count > 1 &&
+          ch.total == (uint64_t)m->value_len))
+        kh[nh++] = rh;
+    const char *value = mvalue != NULL ? mvalue : m->value;
+    size_t value_len = mvalue != NULL ? mvalue_len : m->value_len;
+    uint32_t count = nh > CDC_DLQ_NHEADERS ? 1 : cdc_evchunk_count(value_len, CDC_EVCHUNK_BYTES);
     cdc_log_warn("record %s[%d]@%" PRId64 " sent to dead-letter topic \"%s\": %s: %s", m->topic,
                  m->partition, m->offset, topic, cdc_dlq_class_name(cls), message);
     /* A dead letter must be durable before the record's offset moves past it: retry
      * transient failures with bounded backoff, forever unless the worker stops. */
     for (;;) {
-        delivery_t d = {0};
-        cdc_kafka_record_t rec = {topic,
-                                  CDC_KAFKA_PARTITION_ANY,
-                                  mkey != NULL ? mkey : m->key,
-                                  mkey != NULL ? mkey_len : m->key_len,
-                                  mvalue != NULL ? mvalue : m->value,
-                                  mvalue != NULL ? mvalue_len : m->value_len,
-                                  kh,
-                                  CDC_DLQ_NHEADERS,
-                                  0,
-                                  &d};
-        cdc_err_t rc = cdc_kafka_produce(w->dlq, &rec, e);
-        if (rc == CDC_OK) {
-            rc = cdc_kafka_producer_flush(w->dlq, 10000, e);
-            if (rc == CDC_OK && !d.done)
-                rc = cdc_error_set(e, CDC_ERR_TIMEOUT, "no delivery report");
-            if (rc == CDC_OK && d.err != CDC_OK) {
-                *e = d.detail;
-                rc = d.err;
-            }
+        /* on the heap: a report may still come after a failed or timed-out attempt, and
+         * is then left a live target (a few bytes kept) */
+        delivery_t *d = calloc(1, sizeof(*d));
+        if (d == NULL) {
+            free(mkey);
+            free(mvalue);
+            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         }
+        cdc_err_t rc = produce_dead_letter(w, topic, mkey != NULL ? mkey : m->key,
+                                           mkey != NULL ? mkey_len : m->key_len, value, value_len,
+                                           kh, nh, d, count, e);
+        if (rc == CDC_OK || d->acked == count || cdc_kafka_producer_outstanding(w->dlq) == 0)
+            free(d);
         if (rc == CDC_OK || (w->stop != NULL && *w->stop)) {
             free(mkey);
             free(mvalue);

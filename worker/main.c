@@ -55,8 +55,10 @@ static const cdc_opt_t options[] = {
               "Time between heartbeats to the coordinator."),
     OPT_RANGE("dedup-ttl", CDC_OPT_DURATION, dedup_ttl_ms, "24h", 1000, 31LL * 86400000,
               "How long dedup keys of deleted rows and replay keys are kept."),
-    OPT_RANGE("max-record-bytes", CDC_OPT_SIZE, max_record_bytes, "16MiB", 1024, 1LL << 31,
-              "Larger records go to the dead-letter topic as oversized."),
+    OPT_RANGE("max-record-bytes", CDC_OPT_SIZE, max_record_bytes, "1GiB", 1024, 1LL << 36,
+              "Largest event put back together and decoded (a chunked event counts whole, "
+              "docs/worker.md, \"Large rows\"); a larger one goes to the dead-letter topic as "
+              "oversized, chunk by chunk, without being buffered."),
     OPT_RANGE("max-staged-bytes", CDC_OPT_SIZE, max_staged_bytes, "128MiB", 1 << 20, 1LL << 40,
               "Memory for one epoch's staged changes; past it fetching pauses until the next "
               "barrier."),
@@ -174,6 +176,14 @@ int main(int argc, char **argv)
          "Offsets not in Kafka below the first record of a partition read from the beginning "
          "(deleted by retention or compaction before they were read), added at each such "
          "start."},
+        {&w.m_chunked, NULL, "cdc_worker_chunked_events_total",
+         "Events that came as chunks and were put back together (docs/worker.md, \"Large "
+         "rows\")."},
+        {&w.m_torn, NULL, "cdc_worker_torn_chunk_sequences_total",
+         "Chunked events discarded unfinished (a capture killed mid-produce sends them again "
+         "whole); never emitted."},
+        {&w.m_chunks_rejected, NULL, "cdc_worker_rejected_chunks_total",
+         "Chunks that continued no sequence read here (dropped)."},
         {&w.m_floor_rows, NULL, "cdc_worker_floor_rows_total",
          "Rows removed from the mirror by truncates met in another partition (floors)."},
         {&w.m_before_floor, NULL, "cdc_worker_before_floor_total",

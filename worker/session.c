@@ -130,6 +130,7 @@ static bool send_heartbeat(cdc_worker_t *w)
     h.incarnation = w->incarnation;
     h.term = w->term;
     h.generation = w->generation;
+    h.large_event_bytes = cdc_worker_large_event(w, cdc_clock_mono_ms());
     env.body_case = CDC__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &h;
     return send_locked(w, &env);
@@ -588,6 +589,7 @@ void cdc_worker_publish_status(cdc_worker_t *w)
         masking = json_loads(m, 0, NULL);
     free(m);
     json_object_set_new(o, "masking", masking != NULL ? masking : json_null());
+    json_object_set_new(o, "chunked_events", cdc_worker_chunk_status(w));
     cdc_http_doc_set(&w->status, json_dumps(o, JSON_COMPACT));
     json_decref(o);
 }

@@ -161,7 +161,7 @@ static bool topics_reserve(cdc_worker_t *w, size_t need)
         cdc_slot_t *s = &w->slots[p];
         ok = GROW(s->next_offset, cap) && GROW(s->high, cap) && GROW(s->progress_offset, cap) &&
              GROW(s->progress_ms, cap) && GROW(s->stalled_since, cap) &&
-             GROW(s->watchdog_gave_up, cap) && GROW(s->restart_at, cap);
+             GROW(s->watchdog_gave_up, cap) && GROW(s->restart_at, cap) && GROW(s->chunks, cap);
     }
     if (ok)
         w->topic_cap = cap;
@@ -245,6 +245,9 @@ void cdc_worker_tables_close(cdc_worker_t *w)
         free(s->stalled_since);
         free(s->watchdog_gave_up);
         free(s->restart_at);
+        cdc_worker_chunk_free(s, w->topic_cap);
+        free(s->chunks);
+        s->chunks = NULL;
         s->next_offset = s->high = s->progress_offset = s->progress_ms = s->stalled_since =
             s->restart_at = NULL;
         s->watchdog_gave_up = NULL;

@@ -155,6 +155,9 @@ typedef struct cdc_slot {
     int64_t *progress_ms;
     int64_t *stalled_since;
     bool *watchdog_gave_up; /* fetched again once, still stuck */
+    /* Chunked events being put back together (chunks.c), one per topic, allocated at a
+     * topic's first chunk (NULL until then). */
+    struct cdc_evasm **chunks;
     /* When fetching stopped on an error (e.g. the lookup of the start offset failed):
      * the monotonic time at which the partition is assigned again (0 = fetching). */
     int64_t *restart_at;
@@ -257,9 +260,19 @@ typedef struct cdc_worker {
     cdc_counter_t *m_dlq[CDC_DLQ__COUNT];
     cdc_counter_t *m_replayed[3]; /* replayed dead letters: applied, changelog only, dups */
     cdc_counter_t *m_tombstones, *m_ckpt_bytes, *m_epochs, *m_aborts, *m_rejected;
-    cdc_counter_t *m_fetch_restarts;   /* partitions assigned again after fetching stopped */
-    cdc_counter_t *m_stalls;           /* progress watchdog: stalls detected */
-    cdc_counter_t *m_missing;          /* offsets below a partition's first record, from 0 */
+    cdc_counter_t *m_fetch_restarts; /* partitions assigned again after fetching stopped */
+    cdc_counter_t *m_stalls;         /* progress watchdog: stalls detected */
+    cdc_counter_t *m_missing;        /* offsets below a partition's first record, from 0 */
+    /* chunked events (chunks.c): reassembled, sequences discarded unfinished, chunks that
+     * continued no sequence, and what /status shows of them */
+    cdc_counter_t *m_chunked, *m_torn, *m_chunks_rejected;
+    /* the large event last worked on and when (mono ms), for the heartbeat thread */
+    _Atomic uint64_t large_bytes;
+    _Atomic int64_t large_ms;
+    struct {
+        uint64_t reassembled, torn, rejected, oversized;
+        uint64_t largest; /* bytes of the largest event reassembled */
+    } chunk_stats;
     cdc_gauge_t *m_stalled;            /* progress watchdog: partitions stalled now */
     cdc_counter_t *m_floor_rows;       /* rows removed by floors (floor.c) */
     cdc_counter_t *m_before_floor;     /* changes before a floor that came after it */
@@ -422,6 +435,43 @@ void cdc_worker_finalizer_stop(cdc_worker_t *w);
  * cdc_worker_floors_waiting and tried again at the next barrier.
  */
 void cdc_worker_apply_floors(cdc_worker_t *w, Cdc__TableFloor *const *floors, size_t n);
+
+/* ---- chunks.c ------------------------------------------------------------------------- */
+
+/* What cdc_worker_chunk() made of a record. */
+typedef enum cdc_worker_chunk_result {
+    CDC_WORKER_NOT_CHUNK = 0, /* an ordinary record: process it */
+    CDC_WORKER_CHUNK_TAKEN,   /* a chunk taken, dropped or dead-lettered: nothing more to do
+                               * (the partition's next offset is past it) */
+    CDC_WORKER_CHUNK_WHOLE,   /* the last chunk: *whole is the event (offset: its first
+                               * chunk's; value malloc'ed, cdc_worker_chunk_done() after) */
+    CDC_WORKER_CHUNK_FAILED,  /* a transient failure (out of memory, the dead-letter
+                               * topic): read again from cdc_worker_chunk_resume() */
+} cdc_worker_chunk_result_t;
+
+/*
+ * Chunked events (docs/worker.md, "Large rows"): a record with a `cdc.chunk` header is
+ * added to its topic partition's sequence (common/evchunk.h); a record without one
+ * discards an unfinished sequence (counted, logged). A sequence above --max-record-bytes
+ * is not buffered: each chunk goes to the dead-letter topic as oversized. Record thread.
+ */
+cdc_worker_chunk_result_t cdc_worker_chunk(cdc_worker_t *w, cdc_slot_t *s, int ti,
+                                           const cdc_kafka_msg_t *m, cdc_kafka_msg_t *whole,
+                                           cdc_error_t *e);
+/* Frees a whole event's value (after CDC_WORKER_CHUNK_WHOLE), the event processed. */
+void cdc_worker_chunk_done(cdc_worker_t *w, cdc_kafka_msg_t *whole);
+/* What the heartbeat reports of a large event worked on (Heartbeat.large_event_bytes):
+ * its size while the worker touched it within its grace time plus 10 s, else 0. */
+uint64_t cdc_worker_large_event(cdc_worker_t *w, int64_t now_ms);
+/* Where topic ti of s must be read again from so that no sequence is read in part: the
+ * open sequence's first chunk, else next (a cut, a retry). */
+int64_t cdc_worker_chunk_resume(const cdc_slot_t *s, size_t ti, int64_t next);
+/* Forgets topic ti's open sequence: it is read again from its start (not counted). */
+void cdc_worker_chunk_reset(cdc_slot_t *s, size_t ti);
+/* Frees every topic's reassembly state of s (topics: how many the arrays hold). */
+void cdc_worker_chunk_free(cdc_slot_t *s, size_t topics);
+/* The chunk figures of /status (a JSON object, new reference). */
+struct json_t *cdc_worker_chunk_status(const cdc_worker_t *w);
 
 /* ---- dlq.c ---------------------------------------------------------------------------- */
 

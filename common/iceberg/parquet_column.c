@@ -202,15 +202,6 @@ static void dict_reset(column_t *c)
 
 /* ---- statistics --------------------------------------------------------------- */
 
-static int bytes_cmp(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
-{
-    size_t n = alen < blen ? alen : blen;
-    int r = n ? memcmp(a, b, n) : 0;
-    if (r != 0)
-        return r;
-    return alen < blen ? -1 : alen > blen;
-}
-
 static inline void stats_int(stats_t *s, int64_t v)
 {
     if (!s->has) {
@@ -262,17 +253,48 @@ static inline void stats_dec(stats_t *s, __int128 v)
         s->decmax = v;
 }
 
-static inline bool stats_bytes(stats_t *s, const uint8_t *p, size_t n)
+/* Order of two values known by prefixes (a, cut_a: a is the first alen bytes of a longer
+ * value): 0 when the prefixes cannot tell them apart (equal, or both cut alike). */
+static int cut_cmp(const uint8_t *a, size_t alen, bool cut_a, const uint8_t *b, size_t blen,
+                   bool cut_b)
 {
+    size_t n = alen < blen ? alen : blen;
+    int r = n ? memcmp(a, b, n) : 0;
+    if (r != 0)
+        return r;
+    if (alen != blen)
+        return alen < blen ? -1 : 1;
+    return cut_a == cut_b ? 0 : cut_a ? 1 : -1;
+}
+
+/* Adds a byte-array value (the first n bytes of a longer one when cut) to s. */
+static bool stats_bytes_cut(stats_t *s, const uint8_t *p, size_t n, bool cut)
+{
+    if (n > PQ_STAT_KEEP) {
+        n = PQ_STAT_KEEP;
+        cut = true;
+    }
     if (!s->has) {
         s->has = true;
+        s->min_cut = s->max_cut = cut;
         return buf_set(&s->minb, p, n) && buf_set(&s->maxb, p, n);
     }
-    if (bytes_cmp(p, n, s->minb.p, s->minb.len) < 0 && !buf_set(&s->minb, p, n))
-        return false;
-    if (bytes_cmp(p, n, s->maxb.p, s->maxb.len) > 0 && !buf_set(&s->maxb, p, n))
-        return false;
+    if (cut_cmp(p, n, cut, s->minb.p, s->minb.len, s->min_cut) < 0) {
+        if (!buf_set(&s->minb, p, n))
+            return false;
+        s->min_cut = cut;
+    }
+    if (cut_cmp(p, n, cut, s->maxb.p, s->maxb.len, s->max_cut) > 0) {
+        if (!buf_set(&s->maxb, p, n))
+            return false;
+        s->max_cut = cut;
+    }
     return true;
+}
+
+static inline bool stats_bytes(stats_t *s, const uint8_t *p, size_t n)
+{
+    return stats_bytes_cut(s, p, n, false);
 }
 
 static bool stats_merge(const column_t *c, stats_t *dst, const stats_t *src)
@@ -282,8 +304,8 @@ static bool stats_merge(const column_t *c, stats_t *dst, const stats_t *src)
     if (!src->has)
         return true;
     if (c->is_bytes || c->field->type == CDC_ICE_UUID)
-        return stats_bytes(dst, src->minb.p, src->minb.len) &&
-               stats_bytes(dst, src->maxb.p, src->maxb.len);
+        return stats_bytes_cut(dst, src->minb.p, src->minb.len, src->min_cut) &&
+               stats_bytes_cut(dst, src->maxb.p, src->maxb.len, src->max_cut);
     if (c->field->type == CDC_ICE_FLOAT || c->field->type == CDC_ICE_DOUBLE) {
         int64_t nans = dst->nans;
         stats_dbl(dst, src->dmin);
@@ -306,6 +328,7 @@ static void stats_clear(stats_t *s)
     s->nans = 0;
     s->minb.len = 0;
     s->maxb.len = 0;
+    s->min_cut = s->max_cut = false;
 }
 
 /* Fills a cdc_ice_value_t with the min (want_max false) or max of s. */

@@ -61,12 +61,19 @@ enum { REP_REQUIRED = 0, REP_OPTIONAL = 1, REP_REPEATED = 2 };
 /* CompressionCodec */
 enum { PQ_CODEC_UNCOMPRESSED = 0, PQ_CODEC_SNAPPY = 1, PQ_CODEC_ZSTD = 6 };
 
-/* Limits that keep 32-bit offsets and page sizes from overflowing. */
-#define PQ_MAX_VALUE ((size_t)256 << 20)
+/* Limits that keep 32-bit offsets and page sizes from overflowing. A value may be as large
+ * as PostgreSQL's largest (1 GB, docs/worker.md, "Large rows"): its page stays below the
+ * 2 GiB a page header can state. */
+#define PQ_MAX_VALUE ((size_t)1 << 30)
 #define PQ_MAX_ROW_GROUP ((size_t)1 << 30)
 
 /* Max bytes of a min/max value kept in the Parquet column statistics. */
 #define PQ_STAT_MAX 64
+/* Bytes of a byte-array min/max the running statistics keep: a longer value is kept as
+ * its first PQ_STAT_KEEP bytes, marked cut, so that a large value (docs/worker.md, "Large
+ * rows") is not copied into them; every bound written (PQ_STAT_MAX bytes, Iceberg's 16
+ * code points) is computed from that prefix alone. */
+#define PQ_STAT_KEEP 256
 
 typedef struct buf {
     uint8_t *p;
@@ -83,6 +90,7 @@ typedef struct stats {
     double dmin, dmax;
     __int128 decmin, decmax;
     buf_t minb, maxb;
+    bool min_cut, max_cut; /* minb / maxb hold the first PQ_STAT_KEEP bytes of a longer value */
 } stats_t;
 
 /* Metadata of one written column chunk, kept for the footer. */

@@ -25,6 +25,7 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/config.h"
+#include "common/evchunk.h"
 #include "common/kafka.h"
 #include "tools/cdcctl/cdcctl.h"
 
@@ -545,8 +546,10 @@ static int replay_record(reader_t *rd, const cdc_dlq_record_t *r, const cdc_kafk
     snprintf(s->topic, sizeof(s->topic), "%s", r->origin_topic);
     s->replay_count = r->replay_count + 1;
     snprintf(count, sizeof(count), "%" PRId64, s->replay_count);
-    cdc_kafka_header_t hs[2] = {{CDC_DLQ_H_REPLAY_COUNT, count, strlen(count)},
+    cdc_kafka_header_t hs[3] = {{CDC_DLQ_H_REPLAY_COUNT, count, strlen(count)},
                                 {CDC_DLQ_H_REPLAY_OF, r->id, strlen(r->id)}};
+    /* a chunk of a chunked event goes back as one (docs/worker.md, "Large rows") */
+    size_t nhs = cdc_kafka_msg_header(m, CDC_EVCHUNK_HEADER, &hs[2]) ? 3 : 2;
     cdc_kafka_record_t rec = {r->origin_topic,
                               r->origin_partition >= 0 ? r->origin_partition
                                                        : CDC_KAFKA_PARTITION_ANY,
@@ -555,7 +558,7 @@ static int replay_record(reader_t *rd, const cdc_dlq_record_t *r, const cdc_kafk
                               value,
                               value_len,
                               hs,
-                              2,
+                              nhs,
                               0,
                               (void *)(uintptr_t)(rp->nsent + 1)};
     rp->nsent++;

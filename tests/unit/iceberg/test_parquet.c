@@ -21,6 +21,7 @@
 
 #include "common/iceberg/parquet.h"
 #include "common/iceberg/parquet_int.h" /* cdc_pq__hybrid_encode_u32 */
+#include "common/iceberg/parquet_read.h"
 #include "common/iceberg/schema.h"
 
 #define ASSERT_BYTES(got, glen, ...)                                                               \
@@ -420,11 +421,11 @@ static void test_writer_rejects_bad_rows(void **state)
     f[1].precision = 40;
     assert_int_equal(cdc_pq_writer_open_buffer(&s, NULL, &w, &err), CDC_ERR_INVALID);
 
-    /* a byte array past the 256 MiB value limit is refused before it is read */
+    /* a byte array past the 1 GiB value limit is refused before it is read */
     cdc_ice_field_t g[] = {{.id = 1, .name = "blob", .type = CDC_ICE_BINARY, .required = true}};
     cdc_ice_schema_t gs = {.fields = g, .nfields = 1};
     uint8_t one = 1;
-    cdc_ice_value_t big = {.v.bytes = {&one, (size_t)300 << 20}};
+    cdc_ice_value_t big = {.v.bytes = {&one, ((size_t)1 << 30) + 1}};
     assert_int_equal(cdc_pq_writer_open_buffer(&gs, NULL, &w, &err), CDC_OK);
     assert_int_equal(cdc_pq_writer_append(w, &big, &err), CDC_ERR_INVALID);
     assert_non_null(strstr(err.msg, "\"blob\""));
@@ -432,6 +433,62 @@ static void test_writer_rejects_bad_rows(void **state)
     assert_int_equal(cdc_pq_writer_append(w, &big, &err), CDC_OK);
     assert_int_equal(cdc_pq_writer_rows(w), 1);
     cdc_pq_writer_free(w);
+}
+
+/* Large values (docs/worker.md, "Large rows"): read back byte for byte, their statistics
+ * kept as bounded prefixes (no copy of a value in them), the bounds still right: the
+ * Parquet min/max truncated and inexact, Iceberg's 16-byte bounds those of the values. */
+static void test_large_values(void **state)
+{
+    cdc_ice_field_t f[] = {{.id = 1, .name = "id", .type = CDC_ICE_LONG, .required = true},
+                           {.id = 2, .name = "t", .type = CDC_ICE_STRING}};
+    cdc_ice_schema_t s = {.fields = f, .nfields = 2};
+    const size_t n = (size_t)3 << 20;
+    char *v[3];
+    cdc_pq_writer_t *w = NULL;
+    cdc_ice_data_file_t df;
+    cdc_pq_reader_t *rd = NULL;
+    const cdc_ice_value_t *vals;
+    cdc_error_t err;
+    uint8_t *data;
+    size_t len;
+    (void)state;
+
+    assert_int_equal(cdc_pq_writer_open_buffer(&s, NULL, &w, &err), CDC_OK);
+    for (int i = 0; i < 3; i++) {
+        /* "b...", "a..." and "b..." again but longer than the first one's prefix shows */
+        v[i] = malloc(n);
+        assert_non_null(v[i]);
+        for (size_t k = 0; k < n; k++)
+            v[i][k] = (char)('a' + (k * 7) % 26);
+        v[i][0] = i == 1 ? 'a' : 'b';
+        v[i][n - 1] = (char)('0' + i);
+        cdc_ice_value_t row[2] = {{.v.i64 = i}, {.v.bytes = {(const uint8_t *)v[i], n}}};
+        assert_int_equal(cdc_pq_writer_append(w, row, &err), CDC_OK);
+    }
+    assert_int_equal(cdc_pq_writer_close(w, &df, &err), CDC_OK);
+    assert_int_equal(cdc_pq_writer_take_buffer(w, &data, &len), CDC_OK);
+    cdc_pq_writer_free(w);
+
+    const cdc_ice_col_stats_t *t = &df.stats[1];
+    assert_true(t->has_bounds);
+    assert_int_equal(t->lower_len, 16);
+    assert_memory_equal(t->lower, v[1], 16);
+    assert_int_equal(t->upper_len, 16);
+    assert_memory_equal(t->upper, v[0], 15); /* the larger prefix, its 16th byte + 1 */
+    assert_int_equal((uint8_t)t->upper[15], (uint8_t)v[0][15] + 1);
+
+    assert_int_equal(cdc_pq_reader_open(data, len, &rd, &err), CDC_OK);
+    assert_int_equal(cdc_pq_reader_rows(rd), 3);
+    assert_int_equal(cdc_pq_reader_column(rd, 1, &vals, &err), CDC_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(vals[i].v.bytes.len, n);
+        assert_memory_equal(vals[i].v.bytes.ptr, v[i], n);
+        free(v[i]);
+    }
+    cdc_pq_reader_free(rd);
+    cdc_ice_data_file_clear(&df);
+    free(data);
 }
 
 static void test_row_groups_split(void **state)
@@ -651,6 +708,7 @@ int main(void)
         cmocka_unit_test(test_decimal_parse),
         cmocka_unit_test(test_writer_framing_and_stats),
         cmocka_unit_test(test_writer_rejects_bad_rows),
+        cmocka_unit_test(test_large_values),
         cmocka_unit_test(test_row_groups_split),
         cmocka_unit_test(test_dictionary_and_fallback),
         cmocka_unit_test(test_sink_and_file_match_buffer),
