@@ -65,6 +65,16 @@ static cdc_table_metrics_t *table_metrics_find(cdc_worker_t *w, const char *ns, 
                                  "Changes staged for Iceberg per source table.", labels);
     n->dups = cdc_metrics_counter(w->metrics, "cdc_worker_duplicates_dropped_total",
                                   "Replayed or out-of-order duplicate changes dropped.", labels);
+    n->nulled = cdc_metrics_counter(
+        w->metrics, "cdc_worker_nulled_values_total",
+        "Changes kept with a column null because its value does not fit the column's type "
+        "(each record also dead-lettered).",
+        labels);
+    n->special = cdc_metrics_counter(
+        w->metrics, "cdc_worker_special_values_total",
+        "numeric NaN, Infinity and -Infinity values of decimal columns (null in the column, "
+        "named by the row's _cdc_special).",
+        labels);
 done:
     if (name != buf)
         free(name);
@@ -106,6 +116,7 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
     char client[300];
 
     pthread_mutex_init(&w->fin_lock, NULL);
+    pthread_mutex_init(&w->values_lock, NULL);
     pthread_cond_init(&w->fin_cond, NULL);
     dlq_metrics(w);
     if ((rc = cdc_worker_tables_open(w, e)) != CDC_OK)
@@ -596,6 +607,47 @@ static void count_dlq(cdc_worker_t *w, cdc_dlq_class_t cls)
     cdc_metrics_counter_inc(w->m_dlq[cls]);
 }
 
+/* Counts the numeric special values of a change's rows (CDC_VAL_NAN ...). */
+static void count_special(cdc_worker_t *w, cdc_table_metrics_t *tm, const cdc_change_t *c)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; c->after.vals != NULL && i < c->schema->ncols; i++)
+        n += cdc_val_kind_special(c->after.vals[i].kind);
+    if (n == 0)
+        return;
+    w->special_values += n;
+    for (uint64_t k = 0; tm != NULL && k < n; k++)
+        cdc_metrics_counter_inc(tm->special);
+}
+
+/*
+ * A change kept with columns made null (decode.h, `nulled`): the record goes to the DLQ
+ * too, so the value is not lost, with the first column named (docs/worker.md, "Values
+ * no Iceberg type holds").
+ */
+static cdc_err_t dead_letter_nulled(cdc_worker_t *w, cdc_table_metrics_t *tm,
+                                    const cdc_kafka_msg_t *m, const cdc_change_t *c,
+                                    cdc_decode_error_t *de, cdc_error_t *e)
+{
+    char msg[400];
+    cdc_err_t rc;
+
+    cdc_mask_error(w->mask, de);
+    snprintf(msg, sizeof(msg), "%s (the row was kept with %u column%s null)", de->msg, c->nulled,
+             c->nulled == 1 ? "" : "s");
+    if ((rc = cdc_worker_dlq_send(w, m, de->cls, msg, e)) != CDC_OK)
+        return rc;
+    count_dlq(w, de->cls);
+    if (tm != NULL)
+        cdc_metrics_counter_inc(tm->nulled);
+    w->nulled_records++;
+    pthread_mutex_lock(&w->values_lock);
+    snprintf(w->last_nulled, sizeof(w->last_nulled), "%s.%s: %s", c->schema->ns, c->schema->table,
+             msg);
+    pthread_mutex_unlock(&w->values_lock);
+    return CDC_OK;
+}
+
 /* A replayed dead letter (docs/worker.md, "Replayed dead letters"), by what dedup made of
  * it: 0 applied, 1 changelog only, 2 duplicate. */
 static void count_replayed(cdc_worker_t *w, int result)
@@ -703,6 +755,13 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
         cdc_change_clear(&c);
         goto advance;
     }
+    /* a column made null: the original record to the DLQ first (durable before the
+     * offset moves past it), then the row goes on */
+    if (c.nulled > 0 && (rc = dead_letter_nulled(w, tm, m, &c, &de, e)) != CDC_OK) {
+        free(img);
+        goto fail;
+    }
+    count_special(w, tm, &c);
     if (cdc_toast_needed(&c) && cdc_toast_repair(&c, img, img_len, &bad_col) != CDC_OK) {
         char msg[300];
         snprintf(msg, sizeof(msg),
