@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Values no Iceberg type holds (issue 36; docs/worker.md, "Values no Iceberg type holds"),
+# end to end through the local pipeline: a temporal table whose rows hold 'infinity' and
+# '-infinity' in date, timestamp and timestamptz columns, NaN in a numeric(10,2) (PostgreSQL
+# allows no infinity in a numeric with a typmod) and NaN, Infinity and -Infinity in an
+# unconstrained numeric (a string column: its text), in snapshot rows and in inserts, updates (sentinel to value, value
+# to sentinel) and deletes. Its mirror is partitioned by day(valid_to) and hour(tstz), so
+# the transforms meet the infinities too (an hour past an int's range: the row is
+# written unpartitioned).
+#   - chaos/verify (icebird + DuckDB) finds every row in the mirror equal to the source
+#     and every change in the changelog: the infinities read back in DuckDB as
+#     infinity / -infinity, the numeric specials are null in their column and named in
+#     `_cdc_special`;
+#   - the mirror as DuckDB and as icebird read it: every row, the NaN row's amount null
+#     and `_cdc_special` {"amount":"NaN"};
+#   - nothing was dead-lettered (worker /status and the DLQ counters), and the special
+#     values are counted (cdc_worker_special_values_total, /status "values").
+set -uo pipefail
+cd "$(dirname "$0")/../../.." || exit 1
+tmp=$(mktemp -d)
+export CHAOS_DIR=$tmp/sent CHAOS_BUILD=${CDC_BUILD_DIR:-$PWD/build}
+export CHAOS_TABLES=public.sentinel_t CHAOS_WORKERS=2 CHAOS_COORDINATORS=1 CHAOS_CAPTURES=1
+export CHAOS_COORDINATOR_ARGS="--partition-by=public.sentinel_t=day(valid_to),hour(tstz)"
+# shellcheck source=chaos/lib.sh
+. chaos/lib.sh
+trap 'pipeline_down purge >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+
+fail() {
+    tail -n 30 "$CHAOS_DIR"/procs/coordinator-0.log "$CHAOS_DIR"/procs/worker-*.log >&2 2>/dev/null
+    [ -n "${2:-}" ] && tail -n 40 "$2" >&2
+    echo "sentinels: $1" >&2
+    exit 1
+}
+sql() { psql -X -q -v ON_ERROR_STOP=1 -d "$PIPELINE_PG_DSN" "$@"; }
+
+pipeline_servers_up
+sql <<'SQL' || fail "could not create the table"
+CREATE TABLE public.sentinel_t (id int PRIMARY KEY, valid_from date NOT NULL,
+    valid_to date, ts timestamp, tstz timestamptz, amount numeric(10,2), raw numeric, note text);
+CREATE TRIGGER sentinel_t_audit AFTER INSERT OR UPDATE OR DELETE ON public.sentinel_t
+    FOR EACH ROW EXECUTE FUNCTION cdc_audit.record('id');
+-- snapshot rows (op r)
+INSERT INTO public.sentinel_t VALUES
+    (1, '2020-01-01', 'infinity', 'infinity', 'infinity', 'NaN', 'Infinity', 'open'),
+    (2, '-infinity', '2021-06-30', '-infinity', '-infinity', 'NaN', '-Infinity', 'closed'),
+    (3, '2022-02-02', 'infinity', '2022-02-02 10:00', '2022-02-02 10:00+00', 'NaN', 'NaN', 'n'),
+    (4, '2019-01-01', '2019-12-31', '2019-01-01 00:00', '2019-01-01 00:00+00', 12.50, 1.5, 'plain');
+DELETE FROM cdc_audit.changes WHERE tbl = 'sentinel_t';
+INSERT INTO cdc_audit.changes (tbl, op, pk, txid, row_image)
+    SELECT 'sentinel_t', 'r', id, txid_current(), to_jsonb(t) FROM public.sentinel_t t ORDER BY id;
+SQL
+pipeline_procs_up
+
+# streamed changes: inserts, sentinel -> value and value -> sentinel updates, deletes
+sql <<'SQL' || fail "the changes failed"
+INSERT INTO public.sentinel_t
+    SELECT g, '2023-01-01'::date + g, CASE WHEN g % 2 = 0 THEN 'infinity'::date ELSE '2024-01-01'::date + g END,
+           CASE g % 3 WHEN 0 THEN 'infinity'::timestamp WHEN 1 THEN '-infinity' ELSE '2023-05-05 05:05:05.123456' END,
+           CASE g % 3 WHEN 0 THEN '-infinity'::timestamptz WHEN 1 THEN 'infinity' ELSE '2023-05-05 05:05:05+02' END,
+           CASE g % 2 WHEN 0 THEN 'NaN'::numeric ELSE g * 1.25 END,
+           CASE g % 4 WHEN 0 THEN 'NaN'::numeric WHEN 1 THEN 'Infinity' WHEN 2 THEN '-Infinity' ELSE g * 1.25 END,
+           'row ' || g
+      FROM generate_series(10, 40) g;
+UPDATE public.sentinel_t SET valid_to = '2024-12-31', amount = 99.99 WHERE id = 1;
+UPDATE public.sentinel_t SET valid_to = 'infinity', ts = 'infinity', amount = 'NaN' WHERE id = 4;
+UPDATE public.sentinel_t SET amount = 'NaN', raw = '-Infinity', tstz = '-infinity' WHERE id IN (10, 11, 12);
+UPDATE public.sentinel_t SET note = 'touched' WHERE id BETWEEN 13 AND 20;
+DELETE FROM public.sentinel_t WHERE id IN (2, 21, 22);
+BEGIN;
+INSERT INTO public.sentinel_t VALUES (50, '-infinity', 'infinity', 'infinity', 'infinity', 'NaN', 'NaN', 'tx');
+UPDATE public.sentinel_t SET amount = 1.00 WHERE id = 50;
+UPDATE public.sentinel_t SET amount = 'NaN', raw = 'Infinity' WHERE id = 50;
+DELETE FROM public.sentinel_t WHERE id = 23;
+COMMIT;
+SQL
+
+pipeline_verify --tables sentinel_t --wait 90 >"$tmp/verify.log" 2>&1 ||
+    fail "the verifier failed" "$tmp/verify.log"
+tail -n 1 "$tmp/verify.log"
+
+src=$(sql -A -t -c "SELECT count(*) FROM public.sentinel_t") || fail "no source count"
+# the mirror as the verifier reads it (DuckDB for the data)
+"$CHAOS_ROOT/chaos/verify" --warehouse "$CHAOS_DIR/warehouse" --show sentinel_t --limit 1000 \
+    >"$tmp/duck.jsonl" 2>"$tmp/duck.err" || fail "could not read the mirror with DuckDB" "$tmp/duck.err"
+[ "$(wc -l <"$tmp/duck.jsonl")" = "$src" ] || fail "DuckDB reads $(wc -l <"$tmp/duck.jsonl") mirror rows, the source has $src"
+row4=$(jq -c 'select(.id == "4")' "$tmp/duck.jsonl")
+jq -e '.valid_to == "infinity" and .ts == "infinity" and .amount == "NaN"
+       and ._cdc_special == "{\"amount\":\"NaN\"}"' <<<"$row4" >/dev/null ||
+    fail "DuckDB: row 4 is $row4"
+row3=$(jq -c 'select(.id == "3")' "$tmp/duck.jsonl")
+jq -e '.valid_from == "2022-02-02" and .valid_to == "infinity" and .amount == "NaN" and .raw == "NaN"' <<<"$row3" >/dev/null ||
+    fail "DuckDB: row 3 is $row3"
+jq -e -s 'map(select(.id == "1"))[0] | .amount == "99.99" and ._cdc_special == null' "$tmp/duck.jsonl" >/dev/null ||
+    fail "DuckDB: row 1 (its NaN updated to 99.99) is $(jq -c 'select(.id == "1")' "$tmp/duck.jsonl")"
+
+# the mirror as icebird alone reads it: every row; the special values' column null
+"$CHAOS_ROOT/chaos/verify" --warehouse "$CHAOS_DIR/warehouse" --show sentinel_t --limit 1000 \
+    --reader icebird >"$tmp/icebird.jsonl" 2>"$tmp/icebird.err" ||
+    fail "could not read the mirror with icebird" "$tmp/icebird.err"
+[ "$(wc -l <"$tmp/icebird.jsonl")" = "$src" ] ||
+    fail "icebird reads $(wc -l <"$tmp/icebird.jsonl") mirror rows, the source has $src"
+jq -e -s 'map(select(.id == 4))[0] | .amount == null and ._cdc_special == "{\"amount\":\"NaN\"}"' \
+    "$tmp/icebird.jsonl" >/dev/null || fail "icebird: row 4 is $(jq -c 'select(.id == 4)' "$tmp/icebird.jsonl")"
+jq -e -s 'map(select(.id == 50))[0] | ._cdc_special == "{\"amount\":\"NaN\"}" and .raw == "Infinity"' "$tmp/icebird.jsonl" >/dev/null ||
+    fail "icebird: row 50 is $(jq -c 'select(.id == 50)' "$tmp/icebird.jsonl")"
+echo "sentinels: icebird row 4: $(jq -c 'select(.id == 4)' "$tmp/icebird.jsonl")"
+
+# nothing dead-lettered, the special values counted
+specials=0
+for i in $(seq 0 $((CHAOS_WORKERS - 1))); do
+    st=$(curl -sf "http://$(cat "$CHAOS_DIR/procs/worker-$i.http")/status") || fail "no /status of worker-$i"
+    jq -e '[.dead_letters[]] | add == 0' <<<"$st" >/dev/null ||
+        fail "worker-$i dead-lettered records: $(jq -c .dead_letters <<<"$st")"
+    jq -e '.values.nulled_records == 0' <<<"$st" >/dev/null || fail "worker-$i nulled columns: $(jq -c .values <<<"$st")"
+    specials=$((specials + $(jq '.values.special_values' <<<"$st")))
+    curl -sf "http://$(cat "$CHAOS_DIR/procs/worker-$i.http")/metrics" |
+        grep -q '^cdc_worker_special_values_total{table="public.sentinel_t"}' ||
+        [ "$(jq '.values.special_values' <<<"$st")" = 0 ] || fail "worker-$i: no cdc_worker_special_values_total"
+done
+[ "$specials" -gt 0 ] || fail "the workers counted no special values"
+echo "sentinels: ok ($src rows, $specials special values counted, none dead-lettered)"
