@@ -596,9 +596,10 @@ static cdc_err_t add_metadata_fields(cdc_ice_table_t *t, const cdc_checkpoint_t 
                     break;
                 }
                 /* (a metadata column is of a primitive type) */
-                want.fields[want.nfields] = (cdc_ice_field_t){
-                    field->id, strdup(field->name), field->type, field->precision, field->scale,
-                    false, NULL};
+                want.fields[want.nfields] = (cdc_ice_field_t){field->id,    strdup(field->name),
+                                                              field->type,  field->precision,
+                                                              field->scale, false,
+                                                              NULL};
                 if (want.fields[want.nfields++].name == NULL) {
                     cdc_ice_schema_free(&want);
                     rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");

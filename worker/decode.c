@@ -316,7 +316,8 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
     } else {
         before = json_object_get(payload, "before");
         after = json_object_get(payload, "after");
-        if (json_is_object(before) && !cdc_decode_row_json(s, before, placeholder, &c->before, &c->nulled, de))
+        if (json_is_object(before) &&
+            !cdc_decode_row_json(s, before, placeholder, &c->before, &c->nulled, de))
             goto done;
         if (c->op != CDC_OP_DELETE) {
             if (!json_is_object(after)) {

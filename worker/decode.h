@@ -157,9 +157,9 @@ bool cdc_decode_entity_row(const cdc_source_schema_t *s, const uint8_t *entity, 
 /*
  * Decodes one record. On CDC_OK *out is filled (release with cdc_change_clear()); a
  * tombstone returns CDC_OK with out->tombstone set. On CDC_OK with out->nulled > 0, *de
- * names the first column made null (class type_mismatch), for the dead letter. On CDC_ERR_INVALID *de says why
- * (the record belongs in the DLQ) and *out holds nothing. Other codes are internal
- * failures (out of memory).
+ * names the first column made null (class type_mismatch), for the dead letter. On
+ * CDC_ERR_INVALID *de says why (the record belongs in the DLQ) and *out holds nothing.
+ * Other codes are internal failures (out of memory).
  */
 cdc_err_t cdc_decode(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
                      const cdc_decode_input_t *in, cdc_change_t *out, cdc_decode_error_t *de);

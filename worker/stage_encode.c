@@ -250,8 +250,8 @@ static void cl_cell(const cdc_changelog_row_t *cl, int32_t id, cdc_ice_value_t *
  * null (also when out of memory: the row is still written). */
 static void special_cell(cdc_stage_enc_t *en, const cdc_row_t *r, cdc_ice_value_t *cell)
 {
-    static const char *const names[] = {[CDC_VAL_NAN] = "NaN", [CDC_VAL_POS_INF] = "Infinity",
-                                        [CDC_VAL_NEG_INF] = "-Infinity"};
+    static const char *const names[] = {
+        [CDC_VAL_NAN] = "NaN", [CDC_VAL_POS_INF] = "Infinity", [CDC_VAL_NEG_INF] = "-Infinity"};
     json_t *o = NULL;
 
     memset(cell, 0, sizeof(*cell));

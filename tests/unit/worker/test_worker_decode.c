@@ -368,8 +368,7 @@ static void test_entity_row(void **state)
 
 /* Decodes value (an insert of id 1): kept, with `nulled` columns null, the first named
  * `first` in *de (class type_mismatch). */
-static void expect_nulled(cdc_catalog_t *cat, const char *value, const char *first,
-                          unsigned nulled)
+static void expect_nulled(cdc_catalog_t *cat, const char *value, const char *first, unsigned nulled)
 {
     cdc_change_t c;
     cdc_decode_error_t de;

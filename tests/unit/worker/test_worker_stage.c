@@ -1089,8 +1089,7 @@ static void test_special_values(void **state)
             } else {
                 assert_false(special[row].is_null);
                 assert_int_equal(special[row].v.bytes.len, strlen(want[id - 1]));
-                assert_memory_equal(special[row].v.bytes.ptr, want[id - 1],
-                                    strlen(want[id - 1]));
+                assert_memory_equal(special[row].v.bytes.ptr, want[id - 1], strlen(want[id - 1]));
             }
             assert_int_equal(created[row].is_null, id == 3);
             if (id != 3)
