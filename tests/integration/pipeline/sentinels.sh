@@ -2,8 +2,9 @@
 # Values no Iceberg type holds (issue 36; docs/worker.md, "Values no Iceberg type holds"),
 # end to end through the local pipeline: a temporal table whose rows hold 'infinity' and
 # '-infinity' in date, timestamp and timestamptz columns, NaN in a numeric(10,2) (PostgreSQL
-# allows no infinity in a numeric with a typmod) and NaN, Infinity and -Infinity in an
-# unconstrained numeric (a string column: its text), in snapshot rows and in inserts, updates (sentinel to value, value
+# allows no infinity in a numeric with a typmod), NaN, Infinity and -Infinity in an
+# unconstrained numeric (a string column: its text) and in float8 and real columns (IEEE
+# values, as before), in snapshot rows and in inserts, updates (sentinel to value, value
 # to sentinel) and deletes. Its mirror is partitioned by day(valid_to) and hour(tstz), so
 # the transforms meet the infinities too (an hour past an int's range: the row is
 # written unpartitioned).
@@ -36,15 +37,16 @@ sql() { psql -X -q -v ON_ERROR_STOP=1 -d "$PIPELINE_PG_DSN" "$@"; }
 pipeline_servers_up
 sql <<'SQL' || fail "could not create the table"
 CREATE TABLE public.sentinel_t (id int PRIMARY KEY, valid_from date NOT NULL,
-    valid_to date, ts timestamp, tstz timestamptz, amount numeric(10,2), raw numeric, note text);
+    valid_to date, ts timestamp, tstz timestamptz, amount numeric(10,2), raw numeric,
+    f float8, r real, note text);
 CREATE TRIGGER sentinel_t_audit AFTER INSERT OR UPDATE OR DELETE ON public.sentinel_t
     FOR EACH ROW EXECUTE FUNCTION cdc_audit.record('id');
 -- snapshot rows (op r)
 INSERT INTO public.sentinel_t VALUES
-    (1, '2020-01-01', 'infinity', 'infinity', 'infinity', 'NaN', 'Infinity', 'open'),
-    (2, '-infinity', '2021-06-30', '-infinity', '-infinity', 'NaN', '-Infinity', 'closed'),
-    (3, '2022-02-02', 'infinity', '2022-02-02 10:00', '2022-02-02 10:00+00', 'NaN', 'NaN', 'n'),
-    (4, '2019-01-01', '2019-12-31', '2019-01-01 00:00', '2019-01-01 00:00+00', 12.50, 1.5, 'plain');
+    (1, '2020-01-01', 'infinity', 'infinity', 'infinity', 'NaN', 'Infinity', 'NaN', 'Infinity', 'open'),
+    (2, '-infinity', '2021-06-30', '-infinity', '-infinity', 'NaN', '-Infinity', 'Infinity', '-Infinity', 'closed'),
+    (3, '2022-02-02', 'infinity', '2022-02-02 10:00', '2022-02-02 10:00+00', 'NaN', 'NaN', '-Infinity', 'NaN', 'n'),
+    (4, '2019-01-01', '2019-12-31', '2019-01-01 00:00', '2019-01-01 00:00+00', 12.50, 1.5, 0.25, 1.5, 'plain');
 DELETE FROM cdc_audit.changes WHERE tbl = 'sentinel_t';
 INSERT INTO cdc_audit.changes (tbl, op, pk, txid, row_image)
     SELECT 'sentinel_t', 'r', id, txid_current(), to_jsonb(t) FROM public.sentinel_t t ORDER BY id;
@@ -59,6 +61,8 @@ INSERT INTO public.sentinel_t
            CASE g % 3 WHEN 0 THEN '-infinity'::timestamptz WHEN 1 THEN 'infinity' ELSE '2023-05-05 05:05:05+02' END,
            CASE g % 2 WHEN 0 THEN 'NaN'::numeric ELSE g * 1.25 END,
            CASE g % 4 WHEN 0 THEN 'NaN'::numeric WHEN 1 THEN 'Infinity' WHEN 2 THEN '-Infinity' ELSE g * 1.25 END,
+           CASE g % 4 WHEN 0 THEN 'NaN'::float8 WHEN 1 THEN 'Infinity' WHEN 2 THEN '-Infinity' ELSE g * 0.5 END,
+           CASE g % 4 WHEN 1 THEN 'NaN'::real WHEN 2 THEN 'Infinity' WHEN 3 THEN '-Infinity' ELSE g * 0.5 END,
            'row ' || g
       FROM generate_series(10, 40) g;
 UPDATE public.sentinel_t SET valid_to = '2024-12-31', amount = 99.99 WHERE id = 1;
@@ -67,7 +71,7 @@ UPDATE public.sentinel_t SET amount = 'NaN', raw = '-Infinity', tstz = '-infinit
 UPDATE public.sentinel_t SET note = 'touched' WHERE id BETWEEN 13 AND 20;
 DELETE FROM public.sentinel_t WHERE id IN (2, 21, 22);
 BEGIN;
-INSERT INTO public.sentinel_t VALUES (50, '-infinity', 'infinity', 'infinity', 'infinity', 'NaN', 'NaN', 'tx');
+INSERT INTO public.sentinel_t VALUES (50, '-infinity', 'infinity', 'infinity', 'infinity', 'NaN', 'NaN', 'NaN', 'NaN', 'tx');
 UPDATE public.sentinel_t SET amount = 1.00 WHERE id = 50;
 UPDATE public.sentinel_t SET amount = 'NaN', raw = 'Infinity' WHERE id = 50;
 DELETE FROM public.sentinel_t WHERE id = 23;
