@@ -15,12 +15,17 @@
 #   - the mirror as DuckDB and as icebird read it: every row, the NaN row's amount null
 #     and `_cdc_special` {"amount":"NaN"};
 #   - nothing was dead-lettered (worker /status and the DLQ counters), and the special
-#     values are counted (cdc_worker_special_values_total, /status "values").
+#     values are counted (cdc_worker_special_values_total, /status "values");
+#   - a value a column truly cannot hold (an event of sentinel_bad, written to its topic by
+#     hand with amount "abc"): the row reaches the mirror with amount null and its other
+#     columns, the original event is a dead letter (type_mismatch, naming the column),
+#     counted and in /status; a later update of the row applies; a replay of the dead
+#     letter is a duplicate.
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
 tmp=$(mktemp -d)
 export CHAOS_DIR=$tmp/sent CHAOS_BUILD=${CDC_BUILD_DIR:-$PWD/build}
-export CHAOS_TABLES=public.sentinel_t CHAOS_WORKERS=2 CHAOS_COORDINATORS=1 CHAOS_CAPTURES=1
+export CHAOS_TABLES=public.sentinel_t,public.sentinel_bad CHAOS_WORKERS=2 CHAOS_COORDINATORS=1 CHAOS_CAPTURES=1
 export CHAOS_COORDINATOR_ARGS="--partition-by=public.sentinel_t=day(valid_to),hour(tstz)"
 # shellcheck source=chaos/lib.sh
 . chaos/lib.sh
@@ -39,6 +44,7 @@ sql <<'SQL' || fail "could not create the table"
 CREATE TABLE public.sentinel_t (id int PRIMARY KEY, valid_from date NOT NULL,
     valid_to date, ts timestamp, tstz timestamptz, amount numeric(10,2), raw numeric,
     f float8, r real, note text);
+CREATE TABLE public.sentinel_bad (id int PRIMARY KEY, amount numeric(10,2), note text);
 CREATE TRIGGER sentinel_t_audit AFTER INSERT OR UPDATE OR DELETE ON public.sentinel_t
     FOR EACH ROW EXECUTE FUNCTION cdc_audit.record('id');
 -- snapshot rows (op r)
@@ -109,7 +115,7 @@ jq -e -s 'map(select(.id == 50))[0] | ._cdc_special == "{\"amount\":\"NaN\"}" an
     fail "icebird: row 50 is $(jq -c 'select(.id == 50)' "$tmp/icebird.jsonl")"
 echo "sentinels: icebird row 4: $(jq -c 'select(.id == 4)' "$tmp/icebird.jsonl")"
 
-# nothing dead-lettered, the special values counted
+# nothing dead-lettered, the special values counted (before the hand-made event below)
 specials=0
 for i in $(seq 0 $((CHAOS_WORKERS - 1))); do
     st=$(curl -sf "http://$(cat "$CHAOS_DIR/procs/worker-$i.http")/status") || fail "no /status of worker-$i"
@@ -122,4 +128,63 @@ for i in $(seq 0 $((CHAOS_WORKERS - 1))); do
         [ "$(jq '.values.special_values' <<<"$st")" = 0 ] || fail "worker-$i: no cdc_worker_special_values_total"
 done
 [ "$specials" -gt 0 ] || fail "the workers counted no special values"
-echo "sentinels: ok ($src rows, $specials special values counted, none dead-lettered)"
+echo "sentinels: $src rows, $specials special values counted, none dead-lettered"
+
+# ---- a value a column cannot hold ---------------------------------------------------------
+K=$CDC_TEST_KAFKA
+ctl() { "$CHAOS_BUILD/cdcctl" --kafka "$K" "$@"; }
+sql -c "INSERT INTO public.sentinel_bad VALUES (1, 12.50, 'good')" || fail "insert into sentinel_bad failed"
+# the capture's insert event of id 1, as a template for a new key 1001 with a bad amount
+insert_event() {
+    timeout 10 kcat -C -q -b "$K" -t cdc.public.sentinel_bad -o beginning -e -f '%s\n' 2>/dev/null |
+        grep '"after":{"id":1,' | head -n 1
+}
+chaos_wait 30 "the insert event of sentinel_bad" bash -c "$(declare -f insert_event); K=$K insert_event | grep -q ." ||
+    fail "no insert event of sentinel_bad"
+ev=$(insert_event)
+bad=${ev/'"after":{"id":1,'/'"after":{"id":1001,'}
+bad=${bad/'"amount":"12.50"'/'"amount":"abc"'}
+bad=${bad/'"note":"good"'/'"note":"kept"'}
+if [ "$bad" = "$ev" ] || ! grep -q '"amount":"abc"' <<<"$bad"; then
+    fail "could not make the bad event from $ev"
+fi
+printf '{"id":1001}\t%s\n' "$bad" | timeout 30 kcat -P -b "$K" -t cdc.public.sentinel_bad -p 0 -K $'\t' ||
+    fail "could not produce the bad event"
+bad_row() {
+    "$CHAOS_ROOT/chaos/verify" --warehouse "$CHAOS_DIR/warehouse" --show sentinel_bad 2>/dev/null |
+        jq -e -s 'map(select(.id == "1001"))[0] | .amount == null and .note == "kept"' >/dev/null
+}
+chaos_wait 60 "row 1001 in sentinel_bad's mirror, its amount null" bad_row ||
+    fail "row 1001 is not in the mirror as expected: $("$CHAOS_ROOT/chaos/verify" --warehouse "$CHAOS_DIR/warehouse" --show sentinel_bad 2>&1)"
+dead() { ctl dlq show --table public.sentinel_bad --json 2>/dev/null; }
+chaos_wait 30 "the dead letter of row 1001" bash -c "$(declare -f dead ctl); CHAOS_BUILD=$CHAOS_BUILD K=$K dead | grep -q ." ||
+    fail "no dead letter for sentinel_bad"
+dead | jq -e -s 'length == 1 and (.[0] | .class == "type_mismatch" and .key == "{\"id\":1001}"
+        and (.message | test("column \"amount\"")) and (.message | test("kept with 1 column null"))
+        and (.payload | fromjson | .after.amount) == "abc")' >/dev/null ||
+    fail "the dead letter is not the original event with the column named: $(dead)"
+nulled=0
+for i in $(seq 0 $((CHAOS_WORKERS - 1))); do
+    st=$(curl -sf "http://$(cat "$CHAOS_DIR/procs/worker-$i.http")/status") || fail "no /status of worker-$i"
+    nulled=$((nulled + $(jq '.values.nulled_records' <<<"$st")))
+    if jq -e '.values.nulled_records > 0' <<<"$st" >/dev/null; then
+        jq -e '.values.last_nulled | test("public.sentinel_bad: column \"amount\"")' <<<"$st" >/dev/null ||
+            fail "worker-$i /status: $(jq -c .values <<<"$st")"
+        curl -sf "http://$(cat "$CHAOS_DIR/procs/worker-$i.http")/metrics" |
+            grep -q '^cdc_worker_nulled_values_total{table="public.sentinel_bad"} 1' ||
+            fail "worker-$i: cdc_worker_nulled_values_total is not 1"
+    fi
+done
+[ "$nulled" = 1 ] || fail "the workers' /status counts $nulled records kept with a column null, expected 1"
+# a replay of the dead letter: a duplicate (the change was applied), the row unchanged
+ctl dlq replay --table public.sentinel_bad >"$tmp/replay.log" 2>&1 || fail "the replay failed: $(cat "$tmp/replay.log")"
+replayed() {
+    for i in $(seq 0 $((CHAOS_WORKERS - 1))); do
+        curl -sf "http://$(cat "$CHAOS_DIR/procs/worker-$i.http")/metrics"
+    done | grep -q '^cdc_worker_replayed_records_total{result="duplicate"} 1'
+}
+chaos_wait 60 "the replay taken as a duplicate" replayed ||
+    fail "the replayed dead letter was not a duplicate: $(cat "$tmp/replay.log"; for i in 0 1; do
+        curl -sf "http://$(cat "$CHAOS_DIR/procs/worker-$i.http")/metrics" | grep -E 'replayed|dlq_records|nulled'; done)"
+bad_row || fail "row 1001 changed after the replay"
+echo "sentinels: ok (a value its column cannot hold: the row kept with the column null, the event dead-lettered, its replay a duplicate)"
