@@ -99,6 +99,10 @@ cdc_table_metrics_t *cdc_worker_table_metrics(cdc_worker_t *w, const cdc_source_
  * heartbeat thread reports them to the coordinator) and shown from the start at 0. */
 static void dlq_metrics(cdc_worker_t *w)
 {
+    w->m_unpartitioned = cdc_metrics_counter(
+        w->metrics, "cdc_worker_unpartitioned_rows_total",
+        "Rows a value of which the table's partition spec cannot take, written unpartitioned.",
+        NULL);
     for (int cls = 0; cls < CDC_DLQ__COUNT; cls++) {
         const char *labels[] = {"class", cdc_dlq_class_name((cdc_dlq_class_t)cls), NULL};
         w->m_dlq[cls] =
@@ -793,9 +797,19 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
     rc = CDC_OK;
     if (ms != NULL && c.op != CDC_OP_DELETE &&
         (rc = cdc_stage_part_key(ms, &c.after, NULL, &mkey, &mlen, e)) == CDC_ERR_INVALID) {
-        /* a value the spec cannot take: the row goes unpartitioned (spec 0), as correct */
-        cdc_log_warn("%s[%d]@%" PRId64 ": %s; the row is written unpartitioned", m->topic,
-                     m->partition, m->offset, e->msg);
+        /* a value the spec cannot take: the row goes unpartitioned (spec 0), as correct.
+         * Logged for the 1st, 10th, 100th ... such row: a table partitioned by the hour of
+         * a 'valid until' timestamp has one for every row holding 'infinity' (docs/worker.md,
+         * "Values no Iceberg type holds") */
+        uint64_t n = ++w->unpartitioned_rows;
+        cdc_metrics_counter_inc(w->m_unpartitioned);
+        bool power_of_ten = true;
+        for (uint64_t k = n; k > 1 && power_of_ten; k /= 10)
+            power_of_ten = k % 10 == 0;
+        if (power_of_ten)
+            cdc_log_warn("%s[%d]@%" PRId64 ": %s; the row is written unpartitioned (%" PRIu64
+                         " such rows so far)",
+                         m->topic, m->partition, m->offset, e->msg, n);
         rc = CDC_OK;
     }
     if (rc == CDC_OK && img != NULL && !cdc_dedup_image_part(img, img_len, &okey, &olen))

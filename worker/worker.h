@@ -264,6 +264,9 @@ typedef struct cdc_worker {
     _Atomic uint64_t nulled_records, special_values;
     pthread_mutex_t values_lock;
     char last_nulled[320];
+    /* rows a partition spec could not take, written unpartitioned (record thread) */
+    uint64_t unpartitioned_rows;
+    cdc_counter_t *m_unpartitioned;
     cdc_counter_t *m_replayed[3]; /* replayed dead letters: applied, changelog only, dups */
     cdc_counter_t *m_tombstones, *m_ckpt_bytes, *m_epochs, *m_aborts, *m_rejected;
     cdc_counter_t *m_fetch_restarts; /* partitions assigned again after fetching stopped */

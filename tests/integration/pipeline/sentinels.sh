@@ -57,6 +57,15 @@ INSERT INTO cdc_audit.changes (tbl, op, pk, txid, row_image)
     SELECT 'sentinel_t', 'r', id, txid_current(), to_jsonb(t) FROM public.sentinel_t t ORDER BY id;
 SQL
 pipeline_procs_up
+# the layout reaches the workers with the barriers after the table's first commit (its
+# snapshot rows): the streamed changes below are staged partitioned
+laid_out() {
+    local i
+    for ((i = 0; i < CHAOS_WORKERS; i++)); do
+        grep -q 'sentinel_t\\": rows are staged under partition spec 1' "$CHAOS_DIR/procs/worker-$i.log" || return 1
+    done
+}
+chaos_wait 60 "the partition layout at every worker" laid_out || fail "the workers did not get the layout"
 
 # streamed changes: inserts, sentinel -> value and value -> sentinel updates, deletes
 sql <<'SQL' || fail "the changes failed"
@@ -115,19 +124,24 @@ jq -e -s 'map(select(.id == 50))[0] | ._cdc_special == "{\"amount\":\"NaN\"}" an
 echo "sentinels: icebird row 4: $(jq -c 'select(.id == 4)' "$tmp/icebird.jsonl")"
 
 # nothing dead-lettered, the special values counted (before the hand-made event below)
-specials=0
+specials=0 unpartitioned=0
 for i in $(seq 0 $((CHAOS_WORKERS - 1))); do
     st=$(curl -sf "http://$(cat "$CHAOS_DIR/procs/worker-$i.http")/status") || fail "no /status of worker-$i"
     jq -e '[.dead_letters[]] | add == 0' <<<"$st" >/dev/null ||
         fail "worker-$i dead-lettered records: $(jq -c .dead_letters <<<"$st")"
     jq -e '.values.nulled_records == 0' <<<"$st" >/dev/null || fail "worker-$i nulled columns: $(jq -c .values <<<"$st")"
     specials=$((specials + $(jq '.values.special_values' <<<"$st")))
+    n=$(curl -sf "http://$(cat "$CHAOS_DIR/procs/worker-$i.http")/metrics" |
+        sed -n 's/^cdc_worker_unpartitioned_rows_total \([0-9]*\).*/\1/p')
+    unpartitioned=$((unpartitioned + ${n:-0}))
     curl -sf "http://$(cat "$CHAOS_DIR/procs/worker-$i.http")/metrics" |
         grep -q '^cdc_worker_special_values_total{table="public.sentinel_t"}' ||
         [ "$(jq '.values.special_values' <<<"$st")" = 0 ] || fail "worker-$i: no cdc_worker_special_values_total"
 done
 [ "$specials" -gt 0 ] || fail "the workers counted no special values"
-echo "sentinels: $src rows, $specials special values counted, none dead-lettered"
+# hour(tstz) of a timestamp infinity has no partition value: those rows are unpartitioned
+[ "$unpartitioned" -gt 0 ] || fail "no row counted in cdc_worker_unpartitioned_rows_total"
+echo "sentinels: $src rows, $specials special values counted, $unpartitioned rows unpartitioned, none dead-lettered"
 
 # ---- a value a column cannot hold ---------------------------------------------------------
 K=$CDC_TEST_KAFKA
