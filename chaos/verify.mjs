@@ -16,7 +16,9 @@
 // Usage: chaos/verify --pg <conninfo> --warehouse <dir> [--namespace <ns>] [--schema public]
 //          [--tables transactions,accounts] [--path-map <prefix>=<dir>]... [--wait <s>]
 //          [--snapshotted <tables>] [--verbose]
-//        chaos/verify --warehouse <dir> --show <table> [--limit n]   (print a table's rows)
+//        chaos/verify --warehouse <dir> --show <table> [--limit n] [--reader duckdb|icebird]
+//          (print a table's rows: by default as the verifier reads them, DuckDB for the
+//          data, numeric NaN/Infinity restored from _cdc_special; icebird: as it reads them)
 //        chaos/verify --warehouse <dir> --show <table> --sql <query>  (DuckDB, the table as t)
 // --path-map maps a location prefix written in the metadata (s3://warehouse/) to a
 // local directory, e.g. a warehouse copied out of MinIO. --schema is the PostgreSQL
@@ -103,7 +105,11 @@ export function canon(type, v) {
 /** DuckDB expression giving a column in a form canon() accepts. */
 function duckExpr(field) {
   const c = `"${field.name.replaceAll('"', '""')}"`;
-  if (field.type === 'timestamptz' || field.type === 'timestamp') return `CAST(epoch_us(${c}) AS VARCHAR)`;
+  // 'infinity' / '-infinity' (stored as DuckDB's own infinities, docs/worker.md "Values no
+  // Iceberg type holds"): epoch_us() has no value for them, their text is PostgreSQL's
+  if (field.type === 'timestamptz' || field.type === 'timestamp') {
+    return `CASE WHEN isinf(${c}) THEN CAST(${c} AS VARCHAR) ELSE CAST(epoch_us(${c}) AS VARCHAR) END`;
+  }
   if (field.type === 'double' || field.type === 'float') return `CAST(${c} AS DOUBLE)`;
   return `CAST(${c} AS VARCHAR)`;
 }
@@ -371,9 +377,17 @@ export async function readIcebergTable(dir, conn) {
   const sel = fields.map((f) => (present.has(f.name) ? duckExpr(f) : 'NULL') + ` AS ${ident(f.name)}`);
   const reader = await conn.runAndReadAll(`SELECT ${sel.join(', ')} FROM __d`);
   const raw = reader.getRowObjectsJson();
+  const types = new Map(fields.map((f) => [f.name, f.type]));
   const rows = raw.map((r) => {
     const o = {};
     for (const f of fields) o[f.name] = canon(f.type, r[f.name]);
+    // numeric NaN / Infinity / -Infinity: null in the decimal column, named by the row's
+    // _cdc_special (docs/worker.md, "Values no Iceberg type holds"): read as the value
+    if (o._cdc_special) {
+      for (const [name, v] of Object.entries(JSON.parse(o._cdc_special))) {
+        if (types.has(name) && o[name] === null) o[name] = canon(types.get(name), v);
+      }
+    }
     return o;
   });
   return { exists: true, rows, fields, schemas, summary };
@@ -801,7 +815,21 @@ async function show(opt) {
   const { DuckDBInstance } = await readers();
   const conn = await (await DuckDBInstance.create(':memory:')).connect();
   const ns = findNamespace(opt.warehouse, opt.namespace, opt.show);
-  const t = await readIcebergTable(path.join(opt.warehouse, ns, opt.show), conn);
+  const dir = path.join(opt.warehouse, ns, opt.show);
+  if (opt.reader === 'icebird') {
+    // the rows as icebird alone reads them (its own Parquet reader and deletes): values
+    // as it gives them, BigInts and dates as text
+    const { icebird } = await readers();
+    const rows = await icebird.icebergRead({ tableUrl: dir });
+    const text = (v) => (typeof v === 'bigint' ? v.toString()
+      : v instanceof Date ? (Number.isNaN(v.getTime()) ? 'Invalid Date' : v.toISOString()) : v);
+    for (const r of rows.slice(0, opt.limit)) {
+      console.log(JSON.stringify(Object.fromEntries(Object.entries(r).map(([k, v]) => [k, text(v)]))));
+    }
+    console.error(`${ns}.${opt.show}: ${rows.length} rows (icebird)`);
+    return;
+  }
+  const t = await readIcebergTable(dir, conn);
   if (!t.exists) {
     console.error(`verify: no table ${ns}.${opt.show} in ${opt.warehouse}`);
     process.exit(1);
@@ -822,7 +850,7 @@ async function show(opt) {
   };
   for (const r of t.rows.slice(0, opt.limit)) {
     for (const f of t.fields) {
-      if ((f.type === 'timestamptz' || f.type === 'timestamp') && r[f.name] !== null) r[f.name] = isoMicros(r[f.name]);
+      if ((f.type === 'timestamptz' || f.type === 'timestamp') && /^-?\d+$/.test(r[f.name] ?? '')) r[f.name] = isoMicros(r[f.name]);
     }
     console.log(JSON.stringify(r));
   }
@@ -833,7 +861,7 @@ function usage(msg) {
   if (msg) console.error(`verify: ${msg}`);
   console.error('usage: chaos/verify --pg <conninfo> --warehouse <dir> [--namespace public] ' +
     '[--schema public] [--tables transactions,accounts] [--snapshotted t1,t2] [--path-map <prefix>=<dir>]... [--wait <seconds>] [--verbose]\n' +
-    '       chaos/verify --warehouse <dir> --show <table> [--limit 20] [--namespace <ns>]   (rows as JSON lines)\n' +
+    '       chaos/verify --warehouse <dir> --show <table> [--limit 20] [--namespace <ns>] [--reader duckdb|icebird]   (rows as JSON lines)\n' +
     '       chaos/verify --warehouse <dir> --show <table> --sql <query>   (a DuckDB query over the table as t, rows as JSON lines)');
   process.exit(2);
 }
@@ -855,6 +883,7 @@ async function main() {
     else if (a === '--show') opt.show = val();
     else if (a === '--limit') opt.limit = Number(val());
     else if (a === '--sql') opt.sql = val();
+    else if (a === '--reader') opt.reader = val();
     else if (a === '--path-map') {
       const v = val();
       const eq = v.indexOf('=');

@@ -596,6 +596,85 @@ static int64_t table_source_version(const cdc_ice_table_t *t)
     return v != NULL ? strtoll(v, NULL, 10) : 0;
 }
 
+/* Field ids above this one, with names that start with '_', are the worker's metadata
+ * columns (the changelog's `_op` ... from 100001, `_cdc_special` 100008: docs/worker.md),
+ * never a source column's. */
+#define METADATA_FIELD_IDS 100000
+
+/*
+ * The metadata columns the epoch's files of a table carry and the table's schema lacks
+ * are added to it, with their ids, whatever the source version (`_cdc_special` appears
+ * in an existing table's files when a worker that writes it first meets the table;
+ * docs/worker.md, "Values no Iceberg type holds"). Existing rows read them as null.
+ */
+static cdc_err_t add_metadata_fields(cdc_ice_table_t *t, const cdc_checkpoint_t *rec,
+                                     const char *table, int *changes, cdc_error_t *e)
+{
+    for (size_t i = 0; i < rec->nschemas; i++) {
+        cdc_ice_schema_t fs;
+        cdc_err_t rc;
+        if (strcmp(rec->schemas[i].table, table) != 0)
+            continue;
+        if ((rc = cdc_ice_schema_from_json(rec->schemas[i].schema_json, &fs, e)) != CDC_OK)
+            return rc;
+        for (size_t f = 0; f < fs.nfields && rc == CDC_OK; f++) {
+            const cdc_ice_field_t *field = &fs.fields[f];
+            for (int attempt = 0;
+                 field->id > METADATA_FIELD_IDS && field->name[0] == '_' && !field->required;
+                 attempt++) {
+                const cdc_ice_schema_t *cur =
+                    cdc_ice_metadata_current_schema(cdc_ice_table_metadata(t));
+                cdc_ice_schema_t want;
+                bool changed = false;
+                if (cur == NULL || cdc_ice_schema_find(cur, field->id) >= 0)
+                    break;
+                if (attempt >= COMMIT_ATTEMPTS) {
+                    rc = cdc_error_set(e, CDC_ERR_CONFLICT,
+                                       "adding column \"%s\" to table \"%s\" kept conflicting",
+                                       field->name, table);
+                    break;
+                }
+                if (cdc_ice_schema_copy(&want, cur) != CDC_OK)
+                    return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+                if (cdc_array_resize(want.fields, want.nfields + 1) != CDC_OK) {
+                    cdc_ice_schema_free(&want);
+                    rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                /* (a metadata column is of a primitive type) */
+                want.fields[want.nfields] = (cdc_ice_field_t){field->id,    strdup(field->name),
+                                                              field->type,  field->precision,
+                                                              field->scale, false,
+                                                              NULL};
+                if (want.fields[want.nfields++].name == NULL) {
+                    cdc_ice_schema_free(&want);
+                    rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                rc = cdc_ice_table_set_schema(t, &want, NULL, &changed, e);
+                cdc_ice_schema_free(&want);
+                if (rc == CDC_ERR_CONFLICT) {
+                    cdc_error_clear(e);
+                    if ((rc = cdc_ice_table_refresh(t, e)) != CDC_OK)
+                        break;
+                    continue;
+                }
+                if (rc == CDC_OK && changed) {
+                    (*changes)++;
+                    cdc_log_info("table \"%s\": added metadata column \"%s\" (field id %d) with "
+                                 "checkpoint %" PRIu64,
+                                 table, field->name, (int)field->id, rec->epoch);
+                }
+                break;
+            }
+        }
+        cdc_ice_schema_free(&fs);
+        if (rc != CDC_OK)
+            return rc;
+    }
+    return CDC_OK;
+}
+
 /*
  * Source schemas (field ids given by column identity, common/cdcschema.h): the schema
  * of a newer source version becomes the table's schema, by field id (renames, drops,
@@ -607,8 +686,10 @@ static cdc_err_t evolve(cdc_committer_t *c, cdc_ice_table_t *t, const cdc_checkp
                         const char *table, const cdc_ice_schema_t *want, int64_t version,
                         const char *policy, int *changes, cdc_error_t *e)
 {
-    cdc_err_t rc = CDC_OK;
+    cdc_err_t rc = add_metadata_fields(t, rec, table, changes, e);
 
+    if (rc != CDC_OK)
+        return rc;
     if (version <= 0) {
         rc = evolve_by_name(t, want, changes, e);
         for (int attempt = 0; rc == CDC_OK && mask_policy_replaces(policy, table_mask_policy(t));

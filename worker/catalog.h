@@ -82,6 +82,13 @@ enum {
     CDC_CL_FIELD_KAFKA_OFFSET,
 };
 
+/* `_cdc_special` (string, optional), in the mirror and the changelog of a table with a
+ * decimal column: which of the row's decimal columns hold numeric NaN, Infinity or
+ * -Infinity (null in the column), as a JSON object {"<column>":"NaN",...}; null when
+ * none does (docs/worker.md, "Values no Iceberg type holds"). */
+#define CDC_FIELD_SPECIAL 100008
+#define CDC_FIELD_SPECIAL_NAME "_cdc_special"
+
 typedef struct cdc_catalog cdc_catalog_t;
 
 cdc_catalog_t *cdc_catalog_new(void);

@@ -65,6 +65,16 @@ static cdc_table_metrics_t *table_metrics_find(cdc_worker_t *w, const char *ns, 
                                  "Changes staged for Iceberg per source table.", labels);
     n->dups = cdc_metrics_counter(w->metrics, "cdc_worker_duplicates_dropped_total",
                                   "Replayed or out-of-order duplicate changes dropped.", labels);
+    n->nulled = cdc_metrics_counter(
+        w->metrics, "cdc_worker_nulled_values_total",
+        "Changes kept with a column null because its value does not fit the column's type "
+        "(each record also dead-lettered).",
+        labels);
+    n->special = cdc_metrics_counter(
+        w->metrics, "cdc_worker_special_values_total",
+        "numeric NaN, Infinity and -Infinity values of decimal columns (null in the column, "
+        "named by the row's _cdc_special).",
+        labels);
 done:
     if (name != buf)
         free(name);
@@ -89,6 +99,10 @@ cdc_table_metrics_t *cdc_worker_table_metrics(cdc_worker_t *w, const cdc_source_
  * heartbeat thread reports them to the coordinator) and shown from the start at 0. */
 static void dlq_metrics(cdc_worker_t *w)
 {
+    w->m_unpartitioned = cdc_metrics_counter(
+        w->metrics, "cdc_worker_unpartitioned_rows_total",
+        "Rows a value of which the table's partition spec cannot take, written unpartitioned.",
+        NULL);
     for (int cls = 0; cls < CDC_DLQ__COUNT; cls++) {
         const char *labels[] = {"class", cdc_dlq_class_name((cdc_dlq_class_t)cls), NULL};
         w->m_dlq[cls] =
@@ -106,6 +120,7 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
     char client[300];
 
     pthread_mutex_init(&w->fin_lock, NULL);
+    pthread_mutex_init(&w->values_lock, NULL);
     pthread_cond_init(&w->fin_cond, NULL);
     dlq_metrics(w);
     if ((rc = cdc_worker_tables_open(w, e)) != CDC_OK)
@@ -597,6 +612,47 @@ static void count_dlq(cdc_worker_t *w, cdc_dlq_class_t cls)
     cdc_metrics_counter_inc(w->m_dlq[cls]);
 }
 
+/* Counts the numeric special values of a change's rows (CDC_VAL_NAN ...). */
+static void count_special(cdc_worker_t *w, cdc_table_metrics_t *tm, const cdc_change_t *c)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; c->after.vals != NULL && i < c->schema->ncols; i++)
+        n += cdc_val_kind_special(c->after.vals[i].kind);
+    if (n == 0)
+        return;
+    w->special_values += n;
+    for (uint64_t k = 0; tm != NULL && k < n; k++)
+        cdc_metrics_counter_inc(tm->special);
+}
+
+/*
+ * A change kept with columns made null (decode.h, `nulled`): the record goes to the DLQ
+ * too, so the value is not lost, with the first column named (docs/worker.md, "Values
+ * no Iceberg type holds").
+ */
+static cdc_err_t dead_letter_nulled(cdc_worker_t *w, cdc_table_metrics_t *tm,
+                                    const cdc_kafka_msg_t *m, const cdc_change_t *c,
+                                    cdc_decode_error_t *de, cdc_error_t *e)
+{
+    char msg[400];
+    cdc_err_t rc;
+
+    cdc_mask_error(w->mask, de);
+    snprintf(msg, sizeof(msg), "%s (the row was kept with %u column%s null)", de->msg, c->nulled,
+             c->nulled == 1 ? "" : "s");
+    if ((rc = cdc_worker_dlq_send(w, m, de->cls, msg, e)) != CDC_OK)
+        return rc;
+    count_dlq(w, de->cls);
+    if (tm != NULL)
+        cdc_metrics_counter_inc(tm->nulled);
+    w->nulled_records++;
+    pthread_mutex_lock(&w->values_lock);
+    snprintf(w->last_nulled, sizeof(w->last_nulled), "%s.%s: %s", c->schema->ns, c->schema->table,
+             msg);
+    pthread_mutex_unlock(&w->values_lock);
+    return CDC_OK;
+}
+
 /* A replayed dead letter (docs/worker.md, "Replayed dead letters"), by what dedup made of
  * it: 0 applied, 1 changelog only, 2 duplicate. */
 static void count_replayed(cdc_worker_t *w, int result)
@@ -712,6 +768,13 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
         goto advance;
     }
     cdc_dedup_carry_snapshot(s->dedup, &c, img, img_len);
+    /* a column made null: the original record to the DLQ first (durable before the
+     * offset moves past it), then the row goes on */
+    if (c.nulled > 0 && (rc = dead_letter_nulled(w, tm, m, &c, &de, e)) != CDC_OK) {
+        free(img);
+        goto fail;
+    }
+    count_special(w, tm, &c);
     if (cdc_toast_needed(&c) && cdc_toast_repair(&c, img, img_len, &bad_col) != CDC_OK) {
         char msg[300];
         snprintf(msg, sizeof(msg),
@@ -743,9 +806,19 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
     rc = CDC_OK;
     if (ms != NULL && c.op != CDC_OP_DELETE &&
         (rc = cdc_stage_part_key(ms, &c.after, NULL, &mkey, &mlen, e)) == CDC_ERR_INVALID) {
-        /* a value the spec cannot take: the row goes unpartitioned (spec 0), as correct */
-        cdc_log_warn("%s[%d]@%" PRId64 ": %s; the row is written unpartitioned", m->topic,
-                     m->partition, m->offset, e->msg);
+        /* a value the spec cannot take: the row goes unpartitioned (spec 0), as correct.
+         * Logged for the 1st, 10th, 100th ... such row: a table partitioned by the hour of
+         * a 'valid until' timestamp has one for every row holding 'infinity' (docs/worker.md,
+         * "Values no Iceberg type holds") */
+        uint64_t n = ++w->unpartitioned_rows;
+        cdc_metrics_counter_inc(w->m_unpartitioned);
+        bool power_of_ten = true;
+        for (uint64_t k = n; k > 1 && power_of_ten; k /= 10)
+            power_of_ten = k % 10 == 0;
+        if (power_of_ten)
+            cdc_log_warn("%s[%d]@%" PRId64 ": %s; the row is written unpartitioned (%" PRIu64
+                         " such rows so far)",
+                         m->topic, m->partition, m->offset, e->msg, n);
         rc = CDC_OK;
     }
     if (rc == CDC_OK && img != NULL && !cdc_dedup_image_part(img, img_len, &okey, &olen))

@@ -17,6 +17,7 @@
 #include "common/base64.h"
 #include "common/buf.h"
 #include "common/hex.h"
+#include "common/iceberg/value.h"
 #include "worker/decode_int.h"
 
 /* The Iceberg type name of a column, for messages ("decimal(10, 2)" in buf). */
@@ -220,6 +221,26 @@ static int64_t scale_temporal(int64_t x, cdc_enc_t enc)
     }
 }
 
+/* PostgreSQL's text of a date's or timestamp's infinity: +1, -1, or 0 for any other. */
+static int infinity_text(const char *s)
+{
+    if (s == NULL)
+        return 0;
+    return strcmp(s, "infinity") == 0 ? 1 : strcmp(s, "-infinity") == 0 ? -1 : 0;
+}
+
+/* A numeric's special value ("NaN", "Infinity", "-Infinity", PostgreSQL's text) as a
+ * value kind, or CDC_VAL_NULL for any other text. */
+static cdc_val_kind_t numeric_special(const char *s)
+{
+    if (s == NULL)
+        return CDC_VAL_NULL;
+    return strcmp(s, "NaN") == 0         ? CDC_VAL_NAN
+           : strcmp(s, "Infinity") == 0  ? CDC_VAL_POS_INF
+           : strcmp(s, "-Infinity") == 0 ? CDC_VAL_NEG_INF
+                                         : CDC_VAL_NULL;
+}
+
 /*
  * Converts one JSON value (j, see decode_int.h) to the column's type. Shared by the tree
  * path and the direct decoder, so both produce the same values. Returns 1 when converted,
@@ -300,8 +321,15 @@ int cdc_decode_convert(const cdc_column_t *col, const cdc_jv_t *j, const char *p
             snprintf(buf, sizeof(buf), "%.17g", j->d);
             str = buf;
         }
-        if (str == NULL || !parse_decimal_text(str, col->precision, col->scale, &v->u.dec))
-            goto mismatch;
+        if (str == NULL || !parse_decimal_text(str, col->precision, col->scale, &v->u.dec)) {
+            /* NaN, +-Infinity: null in the column, named by the row's _cdc_special (a
+             * key or required column cannot be null: a mismatch) */
+            cdc_val_kind_t k = numeric_special(str);
+            if (k == CDC_VAL_NULL || !col->optional || col->key)
+                goto mismatch;
+            memset(v, 0, sizeof(*v));
+            v->kind = k;
+        }
         return 1;
     }
     case CDC_ICE_STRING:
@@ -345,6 +373,10 @@ int cdc_decode_convert(const cdc_column_t *col, const cdc_jv_t *j, const char *p
             v->u.i = j->i;
             return 1;
         }
+        if (infinity_text(str) != 0) {
+            v->u.i = infinity_text(str) > 0 ? CDC_ICE_DATE_POS_INF : CDC_ICE_DATE_NEG_INF;
+            return 1;
+        }
         if (str == NULL || !parse_date(str, &v->u.i, &rest) || *rest != '\0')
             goto mismatch;
         return 1;
@@ -363,6 +395,10 @@ int cdc_decode_convert(const cdc_column_t *col, const cdc_jv_t *j, const char *p
     case CDC_ICE_TIMESTAMPTZ:
         if (j->t == CDC_JV_INT) {
             v->u.i = scale_temporal(j->i, col->enc);
+            return 1;
+        }
+        if (infinity_text(str) != 0) {
+            v->u.i = infinity_text(str) > 0 ? CDC_ICE_TS_POS_INF : CDC_ICE_TS_NEG_INF;
             return 1;
         }
         if (str == NULL || !parse_timestamp(str, col->type == CDC_ICE_TIMESTAMPTZ, &v->u.i))
@@ -663,9 +699,17 @@ static bool convert(const cdc_column_t *col, json_t *j, const char *placeholder,
     return false;
 }
 
+/* de's class and message from src (de's schema version stays). */
+static void set_error(cdc_decode_error_t *de, const cdc_decode_error_t *src)
+{
+    de->cls = src->cls;
+    memcpy(de->msg, src->msg, sizeof(de->msg));
+    de->quote_at = src->quote_at;
+}
+
 /* Decodes a JSON object into a row of schema s. Missing columns read as null. */
 bool cdc_decode_row_json(const cdc_source_schema_t *s, json_t *obj, const char *placeholder,
-                         cdc_row_t *r, cdc_decode_error_t *de)
+                         cdc_row_t *r, unsigned *nulled, cdc_decode_error_t *de)
 {
     r->schema = s;
     r->vals = calloc(s->ncols ? s->ncols : 1, sizeof(cdc_val_t));
@@ -680,10 +724,22 @@ bool cdc_decode_row_json(const cdc_source_schema_t *s, json_t *obj, const char *
             r->vals[i].kind = CDC_VAL_NULL;
             continue;
         }
-        if (!convert(&s->cols[i], j, placeholder, &r->vals[i], de)) {
-            cdc_row_clear(r);
-            return false;
+        cdc_decode_error_t ce = {.cls = CDC_DLQ__COUNT}; /* (unset: out of memory) */
+        if (convert(&s->cols[i], j, placeholder, &r->vals[i], &ce))
+            continue;
+        if (ce.cls == CDC_DLQ_TYPE_MISMATCH && nulled != NULL && s->cols[i].optional &&
+            !s->cols[i].key) {
+            /* One value the column cannot hold: the row is kept with the column null, the
+             * record goes to the DLQ too, named after the first such column. */
+            r->vals[i].kind = CDC_VAL_NULL;
+            if ((*nulled)++ == 0)
+                set_error(de, &ce);
+            continue;
         }
+        if (ce.cls != CDC_DLQ__COUNT)
+            set_error(de, &ce);
+        cdc_row_clear(r);
+        return false;
     }
     return true;
 }

@@ -321,19 +321,20 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
     /* Row images. */
     if (flattened) {
         cdc_row_t *img = c->op == CDC_OP_DELETE ? &c->before : &c->after;
-        if (!cdc_decode_row_json(s, payload, placeholder, img, de))
+        if (!cdc_decode_row_json(s, payload, placeholder, img, &c->nulled, de))
             goto done;
     } else {
         before = json_object_get(payload, "before");
         after = json_object_get(payload, "after");
-        if (json_is_object(before) && !cdc_decode_row_json(s, before, placeholder, &c->before, de))
+        if (json_is_object(before) &&
+            !cdc_decode_row_json(s, before, placeholder, &c->before, &c->nulled, de))
             goto done;
         if (c->op != CDC_OP_DELETE) {
             if (!json_is_object(after)) {
                 fail(de, CDC_DLQ_MALFORMED_JSON, "op \"%s\" event has no \"after\" image", op);
                 goto done;
             }
-            if (!cdc_decode_row_json(s, after, placeholder, &c->after, de))
+            if (!cdc_decode_row_json(s, after, placeholder, &c->after, &c->nulled, de))
                 goto done;
         } else if (c->before.vals == NULL) {
             fail(de, CDC_DLQ_MISSING_KEY, "%s", "delete event has no \"before\" image");

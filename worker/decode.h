@@ -28,7 +28,19 @@ typedef enum cdc_val_kind {
     CDC_VAL_NULL = 0,
     CDC_VAL_SET,
     CDC_VAL_TOAST, /* unchanged TOAST value: not sent, must be repaired from state */
+    /* numeric NaN, Infinity, -Infinity in a decimal column: no decimal holds them, so the
+     * column is null in the files and the row's `_cdc_special` names the value
+     * (docs/worker.md, "Values no Iceberg type holds") */
+    CDC_VAL_NAN,
+    CDC_VAL_POS_INF,
+    CDC_VAL_NEG_INF,
 } cdc_val_kind_t;
+
+/* A special value's kind (CDC_VAL_NAN ...), or false. */
+static inline bool cdc_val_kind_special(cdc_val_kind_t k)
+{
+    return k == CDC_VAL_NAN || k == CDC_VAL_POS_INF || k == CDC_VAL_NEG_INF;
+}
 
 /* A typed column value. Strings/binary/uuid point into `bytes` (owned by the row). */
 typedef struct cdc_val {
@@ -96,6 +108,11 @@ typedef struct cdc_change {
      * to the changelog only (worker/dedup.h, "Replayed dead letters"). Set by the caller
      * from the record's headers, never by the decoder. */
     bool replayed;
+    /* Columns whose value the column's type cannot hold (a type mismatch in a column that
+     * is neither a key nor required): they are null in the row, which is kept, and the
+     * record also goes to the DLQ, the first such column named in the decoder's *de
+     * (docs/worker.md, "Values no Iceberg type holds"). */
+    unsigned nulled;
 } cdc_change_t;
 
 /* The tag of a snapshot id (source.snapshot_id) of n bytes: a 64-bit hash, never 0. */
@@ -147,9 +164,10 @@ bool cdc_decode_entity_row(const cdc_source_schema_t *s, const uint8_t *entity, 
 
 /*
  * Decodes one record. On CDC_OK *out is filled (release with cdc_change_clear()); a
- * tombstone returns CDC_OK with out->tombstone set. On CDC_ERR_INVALID *de says why
- * (the record belongs in the DLQ) and *out holds nothing. Other codes are internal
- * failures (out of memory).
+ * tombstone returns CDC_OK with out->tombstone set. On CDC_OK with out->nulled > 0, *de
+ * names the first column made null (class type_mismatch), for the dead letter. On
+ * CDC_ERR_INVALID *de says why (the record belongs in the DLQ) and *out holds nothing.
+ * Other codes are internal failures (out of memory).
  */
 cdc_err_t cdc_decode(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
                      const cdc_decode_input_t *in, cdc_change_t *out, cdc_decode_error_t *de);

@@ -53,10 +53,12 @@ bool cdc_val_set_bytes(cdc_val_t *v, const void *p, size_t n);
 /*
  * Decodes a JSON object into a row of schema s (convert.c): every column converted as by
  * cdc_decode_convert, missing columns null. false with *de set on a type mismatch (or out
- * of memory); r then holds nothing.
+ * of memory); r then holds nothing. With nulled, a type mismatch in a column that is
+ * neither a key nor required makes that column null instead and counts it in *nulled;
+ * the first one counted sets *de's class and message (cdc_change_t, `nulled`).
  */
 bool cdc_decode_row_json(const cdc_source_schema_t *s, json_t *obj, const char *placeholder,
-                         cdc_row_t *r, cdc_decode_error_t *de);
+                         cdc_row_t *r, unsigned *nulled, cdc_decode_error_t *de);
 
 /* Builds c->entity from row r (schema s). false with *de set (no key, null key), or false
  * with de->cls untouched when out of memory. */

@@ -723,9 +723,12 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
 
     if (c->op == CDC_OP_TRUNCATE)
         return record_truncate(d, c, e);
-    /* Only a delete and a replayed dead letter write keys besides the row (see
-     * cdc_dedup_check). */
-    if ((c->op == CDC_OP_DELETE || c->replayed) && (sk = seen_key(c, &sklen)) == NULL) {
+    /* Only a delete, a replayed dead letter and a change whose record was dead-lettered
+     * with a column made null (so that a replay of that dead letter is a duplicate: the
+     * change was applied; docs/worker.md, "Values no Iceberg type holds") write keys
+     * besides the row (see cdc_dedup_check). */
+    if ((c->op == CDC_OP_DELETE || c->replayed || c->nulled > 0) &&
+        (sk = seen_key(c, &sklen)) == NULL) {
         rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         goto done;
     }

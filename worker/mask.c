@@ -767,6 +767,8 @@ static bool mask_row(const cdc_mask_t *m, const masked_t *ms, cdc_row_t *r)
             src->bytes = NULL; /* moved */
         } else if (rule->action == CDC_MASK_NULL) {
             v->kind = CDC_VAL_NULL;
+        } else if (cdc_val_kind_special(src->kind)) {
+            v->kind = CDC_VAL_NULL; /* a numeric NaN is a value too: never named in the row */
         } else if (src->kind != CDC_VAL_SET) {
             v->kind = src->kind; /* null stays null; TOAST is repaired from masked state */
         } else {

@@ -590,6 +590,21 @@ void cdc_worker_publish_status(cdc_worker_t *w)
     free(m);
     json_object_set_new(o, "masking", masking != NULL ? masking : json_null());
     json_object_set_new(o, "chunked_events", cdc_worker_chunk_status(w));
+    {
+        /* dead letters and the values no Iceberg type holds (docs/worker.md) */
+        json_t *v = json_object(), *dl = json_object();
+        for (int cls = 0; cls < CDC_DLQ__COUNT; cls++)
+            json_object_set_new(dl, cdc_dlq_class_name((cdc_dlq_class_t)cls),
+                                json_integer((json_int_t)cdc_metrics_value(w->m_dlq[cls])));
+        json_object_set_new(o, "dead_letters", dl);
+        json_object_set_new(v, "nulled_records", json_integer((json_int_t)w->nulled_records));
+        json_object_set_new(v, "special_values", json_integer((json_int_t)w->special_values));
+        pthread_mutex_lock(&w->values_lock);
+        json_object_set_new(v, "last_nulled",
+                            w->last_nulled[0] ? json_string(w->last_nulled) : json_null());
+        pthread_mutex_unlock(&w->values_lock);
+        json_object_set_new(o, "values", v);
+    }
     cdc_http_doc_set(&w->status, json_dumps(o, JSON_COMPACT));
     json_decref(o);
 }

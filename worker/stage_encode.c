@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "common/buf.h"
 #include "common/iceberg/partition.h"
 #include "common/iceberg/schema.h"
@@ -53,6 +55,17 @@ static bool add_field(cdc_ice_schema_t *o, int32_t id, const char *name, cdc_ice
     return true;
 }
 
+bool cdc_stage_has_decimal(const cdc_source_schema_t *s)
+{
+    for (size_t i = 0; i < s->ncols; i++)
+        if (s->cols[i].type == CDC_ICE_DECIMAL)
+            return true;
+    for (size_t i = 0; i < s->nretired; i++)
+        if (s->retired[i].type == CDC_ICE_DECIMAL)
+            return true;
+    return false;
+}
+
 cdc_err_t cdc_stage_ice_schema(const cdc_source_schema_t *s, cdc_stage_kind_t kind,
                                cdc_ice_schema_t *out, cdc_error_t *e)
 {
@@ -80,6 +93,9 @@ cdc_err_t cdc_stage_ice_schema(const cdc_source_schema_t *s, cdc_stage_kind_t ki
         ok = add_field(out, c->field_id, cdc_column_field_name(c), c->type, c->precision, c->scale,
                        false, c->nested);
     }
+    if (ok && kind != CDC_STAGE_MIRROR_DELETES && cdc_stage_has_decimal(s))
+        ok = add_field(out, CDC_FIELD_SPECIAL, CDC_FIELD_SPECIAL_NAME, CDC_ICE_STRING, 0, 0, false,
+                       NULL);
     for (size_t i = 0; kind == CDC_STAGE_CHANGELOG && i < CL_NCOLS && ok; i++)
         ok = add_field(out, cl_cols[i].id, cl_cols[i].name, cl_cols[i].type, 0, 0,
                        cl_cols[i].required, NULL);
@@ -153,6 +169,7 @@ void cdc_stage_enc_free(cdc_stage_enc_t *en)
         return;
     cdc_pq_writer_free(en->w);
     cdc_ice_schema_free(&en->schema);
+    free(en->special);
     free(en->colmap);
     free(en->cells);
     free(en);
@@ -237,6 +254,37 @@ static void cl_cell(const cdc_changelog_row_t *cl, int32_t id, cdc_ice_value_t *
     }
 }
 
+/* The _cdc_special cell of row r (catalog.h): the JSON object of its special values, or
+ * null (also when out of memory: the row is still written). */
+static void special_cell(cdc_stage_enc_t *en, const cdc_row_t *r, cdc_ice_value_t *cell)
+{
+    static const char *const names[] = {
+        [CDC_VAL_NAN] = "NaN", [CDC_VAL_POS_INF] = "Infinity", [CDC_VAL_NEG_INF] = "-Infinity"};
+    json_t *o = NULL;
+
+    memset(cell, 0, sizeof(*cell));
+    cell->is_null = true;
+    free(en->special);
+    en->special = NULL;
+    for (size_t i = 0; r->vals != NULL && i < r->schema->ncols; i++) {
+        if (!cdc_val_kind_special(r->vals[i].kind))
+            continue;
+        if (o == NULL && (o = json_object()) == NULL)
+            return;
+        json_object_set_new(o, cdc_column_field_name(&r->schema->cols[i]),
+                            json_string(names[r->vals[i].kind]));
+    }
+    if (o == NULL)
+        return;
+    en->special = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (en->special != NULL) {
+        cell->is_null = false;
+        cell->v.bytes.ptr = (const uint8_t *)en->special;
+        cell->v.bytes.len = strlen(en->special);
+    }
+}
+
 /* Fills en->cells for a changelog row (cl != NULL) or a mirror row r. */
 static void enc_cells(cdc_stage_enc_t *en, const cdc_row_t *r, const cdc_changelog_row_t *cl)
 {
@@ -245,6 +293,10 @@ static void enc_cells(cdc_stage_enc_t *en, const cdc_row_t *r, const cdc_changel
     for (size_t f = 0; f < en->schema.nfields; f++) {
         const cdc_ice_field_t *fld = &en->schema.fields[f];
         cdc_ice_value_t *cell = &en->cells[f];
+        if (fld->id == CDC_FIELD_SPECIAL) {
+            special_cell(en, r, cell);
+            continue;
+        }
         if (cl != NULL && fld->id >= CDC_CL_FIELD_OP) {
             cl_cell(cl, fld->id, cell);
             continue;

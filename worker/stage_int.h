@@ -24,6 +24,7 @@ typedef struct cdc_stage_enc {
     cdc_pq_writer_t *w; /* buffer writer */
     size_t done;        /* changelog rows / entries [0, done) appended */
     size_t bytes;       /* counted in the stage's bytes */
+    char *special;      /* the last row's _cdc_special text (its cell points here) */
 } cdc_stage_enc_t;
 
 /* Opens an encoder of kind for the rows of source schema src, compressed with codec. */

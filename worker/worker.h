@@ -133,6 +133,9 @@ typedef struct cdc_worker_config {
 typedef struct cdc_table_metrics {
     char *name; /* "<ns>.<table>" (owned; the key of tmetrics_by_name), the label value */
     cdc_counter_t *in, *out, *dups;
+    /* values no Iceberg type holds (docs/worker.md, "Values no Iceberg type holds"):
+     * columns made null (their records dead-lettered too), numeric NaN/Infinity */
+    cdc_counter_t *nulled, *special;
 } cdc_table_metrics_t;
 
 /* One owned partition slot. */
@@ -258,6 +261,15 @@ typedef struct cdc_worker {
     const void *tm_schema; /* schema of the last record's table and its series index */
     size_t tm_index;
     cdc_counter_t *m_dlq[CDC_DLQ__COUNT];
+    /* For /status (the watchdog's thread renders it): changes kept with a column null,
+     * numeric special values, and the last column made null ("<table>: <why>", under
+     * values_lock) */
+    _Atomic uint64_t nulled_records, special_values;
+    pthread_mutex_t values_lock;
+    char last_nulled[320];
+    /* rows a partition spec could not take, written unpartitioned (record thread) */
+    uint64_t unpartitioned_rows;
+    cdc_counter_t *m_unpartitioned;
     cdc_counter_t *m_replayed[3]; /* replayed dead letters: applied, changelog only, dups */
     cdc_counter_t *m_tombstones, *m_ckpt_bytes, *m_epochs, *m_aborts, *m_rejected;
     cdc_counter_t *m_fetch_restarts; /* partitions assigned again after fetching stopped */

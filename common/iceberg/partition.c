@@ -367,8 +367,14 @@ static cdc_err_t apply_time(cdc_ice_transform_kind_t kind, const cdc_ice_field_t
     int64_t v = cdc_ice_part_value_int(in), days, year;
     int month;
 
-    if (kind == CDC_ICE_TRANSFORM_HOUR)
-        return set_int(out, (int32_t)floor_div(v, MICROS_PER_HOUR));
+    if (kind == CDC_ICE_TRANSFORM_HOUR) {
+        int64_t hours = floor_div(v, MICROS_PER_HOUR);
+        /* beyond an int's hours (the infinities, value.h, and years past 245,000): no
+         * partition value; the caller writes the row unpartitioned */
+        if (hours > INT32_MAX || hours < INT32_MIN)
+            return CDC_ERR_INVALID;
+        return set_int(out, (int32_t)hours);
+    }
     days = source->type == CDC_ICE_DATE ? v : floor_div(v, MICROS_PER_DAY);
     if (kind == CDC_ICE_TRANSFORM_DAY)
         return set_int(out, (int32_t)days);

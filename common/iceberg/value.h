@@ -35,4 +35,15 @@ typedef struct cdc_ice_value {
     } v;
 } cdc_ice_value_t;
 
+/*
+ * PostgreSQL's 'infinity' and '-infinity' of date, timestamp and timestamptz, as values
+ * of the Iceberg types: the largest value and its negation, the representation DuckDB
+ * uses for its own infinities, so that it shows them as `infinity` / `-infinity`, and
+ * every other value sorts between them (docs/worker.md, "Values no Iceberg type holds").
+ */
+#define CDC_ICE_DATE_POS_INF INT32_MAX
+#define CDC_ICE_DATE_NEG_INF (-INT32_MAX)
+#define CDC_ICE_TS_POS_INF INT64_MAX
+#define CDC_ICE_TS_NEG_INF (-INT64_MAX)
+
 #endif

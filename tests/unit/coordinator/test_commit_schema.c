@@ -246,6 +246,26 @@ static void test_committer_follows_versions(void **state)
     assert_non_null(strstr(e.msg, "checkpoint 4"));
     cdc_checkpoint_free(c);
 
+    /* the worker's metadata column _cdc_special (docs/worker.md, "Values no Iceberg type
+     * holds") in files of the table's own source version: added with its id, once */
+    for (uint64_t epoch = 5; epoch <= 6; epoch++) {
+        c = record(epoch,
+                   "{\"type\":\"struct\",\"schema-id\":0,\"fields\":[{\"id\":1,\"name\":"
+                   "\"id\",\"required\":true,\"type\":\"long\"},{\"id\":100008,\"name\":"
+                   "\"_cdc_special\",\"required\":false,\"type\":\"string\"}],"
+                   "\"identifier-field-ids\":[1]}",
+                   2);
+        commit_expect(f.cm, c, CDC_OK);
+        cur = current(f.st, f.loc, &t);
+        assert_int_equal(cur->nfields, 6);
+        int k = cdc_ice_schema_find(cur, 100008);
+        assert_true(k >= 0);
+        assert_string_equal(cur->fields[k].name, "_cdc_special");
+        assert_int_equal(cur->fields[k].type, CDC_ICE_STRING);
+        assert_non_null(strstr(cur->fields[cdc_ice_schema_find(cur, 2)].name, "w"));
+        cdc_ice_table_close(t);
+    }
+
     fx_close(&f);
 }
 

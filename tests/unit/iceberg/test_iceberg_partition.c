@@ -221,6 +221,32 @@ static void test_time_transforms(void **state)
     assert_int_equal(apply_int("month", CDC_ICE_DATE, 30), 0);
     assert_int_equal(apply_int("year", CDC_ICE_DATE, 11016), 30); /* 2000-02-29 */
     assert_int_equal(apply_int("month", CDC_ICE_DATE, 11016), 30 * 12 + 1);
+
+    /* the infinities (value.h): day, month and year keep their order; an hour past an
+     * int's range is no partition value (the row is written unpartitioned) */
+    const char *kinds[] = {"day", "month", "year"};
+    for (int k = 0; k < 3; k++) {
+        assert_true(apply_int(kinds[k], CDC_ICE_TIMESTAMP, CDC_ICE_TS_POS_INF) >
+                    apply_int(kinds[k], CDC_ICE_TIMESTAMP, ts));
+        assert_true(apply_int(kinds[k], CDC_ICE_TIMESTAMPTZ, CDC_ICE_TS_NEG_INF) <
+                    apply_int(kinds[k], CDC_ICE_TIMESTAMPTZ, -1000000));
+        assert_true(apply_int(kinds[k], CDC_ICE_DATE, CDC_ICE_DATE_POS_INF) >
+                    apply_int(kinds[k], CDC_ICE_DATE, 17486));
+        assert_true(apply_int(kinds[k], CDC_ICE_DATE, CDC_ICE_DATE_NEG_INF) <
+                    apply_int(kinds[k], CDC_ICE_DATE, -366));
+    }
+    assert_int_equal(apply_int("day", CDC_ICE_TIMESTAMP, CDC_ICE_TS_POS_INF), 106751991);
+    assert_int_equal(apply_int("day", CDC_ICE_DATE, CDC_ICE_DATE_NEG_INF), -INT32_MAX);
+    const int64_t infinities[] = {CDC_ICE_TS_POS_INF, CDC_ICE_TS_NEG_INF};
+    for (int i = 0; i < 2; i++) {
+        cdc_ice_field_t f = {.id = 1, .name = "c", .type = CDC_ICE_TIMESTAMP};
+        cdc_ice_transform_t t;
+        cdc_ice_part_value_t out;
+        uint8_t b[16];
+        cdc_ice_part_value_t in = int_val(CDC_ICE_TIMESTAMP, infinities[i], b);
+        assert_int_equal(cdc_ice_transform_parse("hour", &t), CDC_OK);
+        assert_int_equal(cdc_ice_transform_apply(t, &f, &in, &out), CDC_ERR_INVALID);
+    }
 }
 
 static void test_transform_types(void **state)

@@ -13,6 +13,7 @@
 
 #include "tests/unit/worker/worker_fixtures.h"
 #include "worker/decode.h"
+#include "worker/decode_int.h"
 
 static const char *TOPIC = "cdc.public.orders";
 
@@ -365,6 +366,27 @@ static void test_entity_row(void **state)
     cdc_catalog_free(cat);
 }
 
+/* Decodes value (an insert of id 1): kept, with `nulled` columns null, the first named
+ * `first` in *de (class type_mismatch). */
+static void expect_nulled(cdc_catalog_t *cat, const char *value, const char *first, unsigned nulled)
+{
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    char quoted[64];
+    assert_int_equal(decode_str(cat, TOPIC, "{\"id\":1}", value, 1, &c, &de), CDC_OK);
+    assert_int_equal(c.nulled, nulled);
+    assert_int_equal(de.cls, CDC_DLQ_TYPE_MISMATCH);
+    snprintf(quoted, sizeof(quoted), "column \"%s\"", first);
+    assert_non_null(strstr(de.msg, quoted));
+    assert_non_null(c.entity);
+    for (size_t i = 0; i < c.schema->ncols; i++)
+        if (strcmp(c.schema->cols[i].name, "id") == 0)
+            assert_int_equal(c.after.vals[i].kind, CDC_VAL_SET);
+        else if (strcmp(c.schema->cols[i].name, first) == 0)
+            assert_int_equal(c.after.vals[i].kind, CDC_VAL_NULL);
+    cdc_change_clear(&c);
+}
+
 static void test_dlq_classes(void **state)
 {
     (void)state;
@@ -397,10 +419,14 @@ static void test_dlq_classes(void **state)
     }
     expect_dlq(cat, "{\"op\":\"c\",\"after\":{\"id\":\"one\"},\"source\":{\"lsn\":1}}", 1,
                CDC_DLQ_TYPE_MISMATCH);
-    expect_dlq(cat, "{\"op\":\"c\",\"after\":{\"id\":1,\"amount\":\"1.234\"},\"source\":{}}", 1,
-               CDC_DLQ_TYPE_MISMATCH); /* scale 2 cannot hold 1.234 */
-    expect_dlq(cat, "{\"op\":\"c\",\"after\":{\"id\":1,\"created\":\"yesterday\"},\"source\":{}}",
-               1, CDC_DLQ_TYPE_MISMATCH);
+    /* a value a column that is neither key nor required cannot hold: the row is kept,
+     * the column null, the first such column named for the dead letter */
+    expect_nulled(cat, "{\"op\":\"c\",\"after\":{\"id\":1,\"amount\":\"1.234\"},\"source\":{}}",
+                  "amount", 1); /* scale 2 cannot hold 1.234 */
+    expect_nulled(cat,
+                  "{\"op\":\"c\",\"after\":{\"id\":1,\"created\":\"yesterday\",\"amount\":\"x\"},"
+                  "\"source\":{}}",
+                  "amount", 2);
     expect_dlq(cat, "{\"op\":\"c\",\"after\":{\"id\":1},\"source\":{\"lsn\":1}}", 9,
                CDC_DLQ_UNKNOWN_SCHEMA);
 
@@ -586,6 +612,82 @@ static void test_lists_and_structs(void **state)
     cdc_catalog_free(cat);
 }
 
+/* One JSON string through the value converter for a column of type t. */
+static int convert_str(cdc_ice_type_t t, bool optional, bool key, const char *str, cdc_val_t *v)
+{
+    cdc_column_t col = {.name = "c", .type = t, .precision = 10, .scale = 2};
+    cdc_jv_t j = {.t = CDC_JV_STRING, .s = str, .n = strlen(str)};
+    col.optional = optional;
+    col.key = key;
+    return cdc_decode_convert(&col, &j, NULL, v);
+}
+
+/*
+ * Values no Iceberg type holds (docs/worker.md, "Values no Iceberg type holds"): date and
+ * timestamp infinities map to the largest value and its negation (DuckDB's own), numeric
+ * NaN and +-Infinity to a special kind (null in the column, named by _cdc_special), never
+ * in a key or required column; both decoders agree; a row image keeps them.
+ */
+static void test_special_values(void **state)
+{
+    cdc_val_t v;
+    (void)state;
+    assert_int_equal(convert_str(CDC_ICE_DATE, true, false, "infinity", &v), 1);
+    assert_int_equal(v.kind, CDC_VAL_SET);
+    assert_int_equal(v.u.i, INT32_MAX);
+    assert_int_equal(convert_str(CDC_ICE_DATE, false, true, "-infinity", &v), 1);
+    assert_int_equal(v.u.i, -INT32_MAX);
+    static const cdc_ice_type_t ts[] = {CDC_ICE_TIMESTAMP, CDC_ICE_TIMESTAMPTZ};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(convert_str(ts[i], true, false, "infinity", &v), 1);
+        assert_true(v.u.i == INT64_MAX);
+        assert_int_equal(convert_str(ts[i], false, true, "-infinity", &v), 1);
+        assert_true(v.u.i == -INT64_MAX);
+        assert_int_equal(convert_str(ts[i], true, false, "Infinity", &v), 0); /* not PG's */
+    }
+    assert_int_equal(convert_str(CDC_ICE_DECIMAL, true, false, "NaN", &v), 1);
+    assert_int_equal(v.kind, CDC_VAL_NAN);
+    assert_int_equal(convert_str(CDC_ICE_DECIMAL, true, false, "Infinity", &v), 1);
+    assert_int_equal(v.kind, CDC_VAL_POS_INF);
+    assert_int_equal(convert_str(CDC_ICE_DECIMAL, true, false, "-Infinity", &v), 1);
+    assert_int_equal(v.kind, CDC_VAL_NEG_INF);
+    assert_int_equal(convert_str(CDC_ICE_DECIMAL, false, false, "NaN", &v), 0); /* required */
+    assert_int_equal(convert_str(CDC_ICE_DECIMAL, true, true, "NaN", &v), 0);   /* key */
+    assert_int_equal(convert_str(CDC_ICE_DECIMAL, true, false, "nan", &v), 0);
+    assert_int_equal(convert_str(CDC_ICE_DECIMAL, true, false, "12.5", &v), 1);
+    assert_int_equal(v.kind, CDC_VAL_SET);
+    assert_true(v.u.dec == 1250);
+
+    /* an event with them: the direct decoder and the tree path give the same row */
+    cdc_catalog_t *cat = fixture_catalog(TOPIC, 1);
+    const char *ev = "{\"before\":null,\"after\":{\"id\":7,\"customer\":\"a\",\"amount\":\"NaN\","
+                     "\"created\":\"-infinity\",\"note\":null},\"source\":{\"schema_version\":1,"
+                     "\"lsn\":5},\"op\":\"c\"}";
+    cdc_decode_input_t in = {TOPIC, 0, 1, "{\"id\":7}", 8, ev, strlen(ev), -1};
+    cdc_change_t a, b;
+    cdc_decode_error_t de;
+    assert_int_equal(cdc_decode(cat, NULL, &in, &a, &de), CDC_OK);
+    assert_int_equal(cdc_decode_tree(cat, NULL, &in, &b, &de), CDC_OK);
+    const cdc_source_schema_t *s = a.schema;
+    assert_int_equal(a.nulled, 0);
+    assert_int_equal(b.nulled, 0);
+    assert_int_equal(a.after.vals[col(s, "amount")].kind, CDC_VAL_NAN);
+    assert_int_equal(b.after.vals[col(s, "amount")].kind, CDC_VAL_NAN);
+    assert_true(a.after.vals[col(s, "created")].u.i == -INT64_MAX);
+    assert_true(b.after.vals[col(s, "created")].u.i == -INT64_MAX);
+
+    /* the row image kept in state (TOAST repair) keeps the special kind */
+    uint8_t *img;
+    size_t len;
+    assert_true(cdc_row_serialize(&a.after, &img, &len));
+    assert_int_equal(cdc_row_image_lookup(img, len, s->cols[col(s, "amount")].field_id, &v), 1);
+    assert_int_equal(v.kind, CDC_VAL_NAN);
+    free(img);
+    cdc_change_clear(&a);
+    cdc_change_clear(&b);
+    cdc_catalog_free(cat);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -603,6 +705,7 @@ int main(void)
         cmocka_unit_test(test_lists_and_structs),
         cmocka_unit_test(test_row_image_roundtrip),
         cmocka_unit_test(test_schema_version_source),
+        cmocka_unit_test(test_special_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -996,6 +996,20 @@ static void test_replayed_dead_letters(void **state)
     /* a replayed change after its row's position is applied as any new change */
     assert_int_equal(replay(f, 'u', 1, 600), CDC_DEDUP_NEW);
     assert_int_equal(row_position(f, 1), 600);
+
+    /* row 5: an update applied with a column made null, its record dead-lettered too
+     * (docs/worker.md, "Values no Iceberg type holds"): the dead letter replayed, before
+     * or after a newer change of the row, is a duplicate, never a second change */
+    cdc_change_t c;
+    assert_int_equal(step(f, 'c', 5, 700, NULL), CDC_DEDUP_NEW);
+    make(f, &c, 'u', 5, 800, 800, NULL);
+    c.nulled = 1;
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    assert_int_equal(replay(f, 'u', 5, 800), CDC_DEDUP_REPLAY);
+    assert_int_equal(step(f, 'u', 5, 900, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(replay(f, 'u', 5, 800), CDC_DEDUP_REPLAY);
+    assert_int_equal(row_position(f, 5), 900);
 }
 
 /* A snapshot row of id at pos, as the capture writes it (source.snapshot_id; id NULL:

@@ -639,7 +639,13 @@ static void test_error_messages(void **state)
         cdc_decode_input_t in = {TOPIC, 0, 7, NULL, 0, values[i], strlen(values[i]), -1};
         cdc_decode_error_t de;
         cdc_change_t c;
-        assert_int_equal(cdc_decode(cat, NULL, &in, &c, &de), CDC_ERR_INVALID);
+        /* a value its column cannot hold: the row is kept with the column null, and the
+         * message (for the dead letter) quotes it */
+        assert_int_equal(cdc_decode(cat, NULL, &in, &c, &de), i == 0 ? CDC_OK : CDC_ERR_INVALID);
+        if (i == 0) {
+            assert_int_equal(c.nulled, 1);
+            cdc_change_clear(&c);
+        }
         assert_true(de.quote_at > 0);
         cdc_decode_error_t clear = de;
         cdc_mask_error(m, &de);

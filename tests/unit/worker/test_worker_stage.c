@@ -24,6 +24,7 @@
 #include "tests/unit/worker/worker_fixtures.h"
 #include "common/cdcschema.h"
 #include "common/iceberg/schema.h"
+#include "common/iceberg/parquet_read.h"
 #include "worker/stage.h"
 #include "tests/harness/harness.h"
 
@@ -1068,6 +1069,97 @@ static void test_versioned_column_names(void **state)
     cdc_catalog_free(cat);
 }
 
+/* The column of field id in a file read back, or -1. */
+static int pq_column(const cdc_pq_reader_t *r, int32_t id)
+{
+    const cdc_ice_schema_t *fs = cdc_pq_reader_schema(r);
+    for (size_t i = 0; i < fs->nfields; i++)
+        if (fs->fields[i].id == id)
+            return (int)i;
+    return -1;
+}
+
+/*
+ * Values no Iceberg type holds (docs/worker.md): numeric NaN and +-Infinity are null in
+ * their decimal column and named in `_cdc_special` of the mirror and the changelog row;
+ * timestamp infinities are the largest value and its negation.
+ */
+static void test_special_values(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = orders_catalog();
+    cdc_error_t e;
+    cdc_stage_t s;
+    const char *vals[][2] = {{"\"NaN\"", "\"infinity\""},
+                             {"\"-Infinity\"", "\"-infinity\""},
+                             {"\"Infinity\"", "null"},
+                             {"\"1.50\"", "0"}};
+    cdc_stage_init(&s, 0, 3);
+    for (int i = 0; i < 4; i++) {
+        char v[512];
+        cdc_change_t c;
+        cdc_decode_error_t de;
+        snprintf(v, sizeof(v),
+                 "{\"op\":\"c\",\"after\":{\"id\":%d,\"amount\":%s,\"created\":%s},\"source\":{"
+                 "\"lsn\":%d}}",
+                 i + 1, vals[i][0], vals[i][1], 10 + i);
+        cdc_decode_input_t in = {TOPIC, 0, i, NULL, 0, v, strlen(v), 1};
+        assert_int_equal(cdc_decode(cat, NULL, &in, &c, &de), CDC_OK);
+        assert_int_equal(c.nulled, 0);
+        assert_int_equal(cdc_stage_add(&s, &c, false, NULL, &e), CDC_OK);
+        cdc_change_clear(&c);
+    }
+    wh_t wh = {{0}, NULL};
+    wh_open(&wh, "special");
+    cdc_stage_write_options_t wo = {.warehouse = wh.dir, .job = "j1"};
+    cdc_stage_file_t *files;
+    size_t nfiles;
+    assert_int_equal(cdc_stage_write(&s, wh.storage, &wo, &files, &nfiles, &e), CDC_OK);
+    assert_int_equal(nfiles, 2); /* mirror data, changelog: no key was live before */
+    static const char *const want[] = {"{\"amount\":\"NaN\"}", "{\"amount\":\"-Infinity\"}",
+                                       "{\"amount\":\"Infinity\"}", NULL};
+    static const int64_t want_ts[] = {INT64_MAX, -INT64_MAX, 0, 0};
+    for (size_t f = 0; f < nfiles; f++) {
+        uint8_t *data;
+        size_t len;
+        cdc_pq_reader_t *r;
+        const cdc_ice_value_t *ids, *amount, *special, *created;
+        assert_non_null(strstr(files[f].schema_json, "\"_cdc_special\""));
+        assert_int_equal(cdc_storage_get(wh.storage, files[f].df.path, &data, &len, &e), CDC_OK);
+        assert_int_equal(cdc_pq_reader_open(data, len, &r, &e), CDC_OK);
+        assert_int_equal(cdc_pq_reader_rows(r), 4);
+        assert_int_equal(cdc_pq_reader_column(r, (size_t)pq_column(r, 1), &ids, &e), CDC_OK);
+        assert_int_equal(cdc_pq_reader_column(r, (size_t)pq_column(r, 3), &amount, &e), CDC_OK);
+        assert_int_equal(cdc_pq_reader_column(r, (size_t)pq_column(r, 4), &created, &e), CDC_OK);
+        assert_true(pq_column(r, 100008) >= 0);
+        assert_int_equal(cdc_pq_reader_column(r, (size_t)pq_column(r, 100008), &special, &e),
+                         CDC_OK);
+        for (int row = 0; row < 4; row++) {
+            int id = (int)ids[row].v.i64;
+            assert_true(id >= 1 && id <= 4);
+            assert_int_equal(amount[row].is_null, id != 4);
+            if (id == 4)
+                assert_true(amount[row].v.dec == 150);
+            if (want[id - 1] == NULL) {
+                assert_true(special[row].is_null);
+            } else {
+                assert_false(special[row].is_null);
+                assert_int_equal(special[row].v.bytes.len, strlen(want[id - 1]));
+                assert_memory_equal(special[row].v.bytes.ptr, want[id - 1], strlen(want[id - 1]));
+            }
+            assert_int_equal(created[row].is_null, id == 3);
+            if (id != 3)
+                assert_true(created[row].v.i64 == want_ts[id - 1]);
+        }
+        cdc_pq_reader_free(r);
+        free(data);
+    }
+    cdc_stage_files_free(files, nfiles);
+    wh_close(&wh);
+    cdc_stage_free(&s);
+    cdc_catalog_free(cat);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1085,6 +1177,7 @@ int main(void)
         cmocka_unit_test(test_schema_marker),
         cmocka_unit_test(test_thousands_of_tables),
         cmocka_unit_test(test_versioned_column_names),
+        cmocka_unit_test(test_special_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
