@@ -108,7 +108,10 @@ jq -e '.valid_to == "infinity" and .ts == "infinity" and .amount == "NaN"
 row3=$(jq -c 'select(.id == "3")' "$tmp/duck.jsonl")
 jq -e '.valid_from == "2022-02-02" and .valid_to == "infinity" and .amount == "NaN" and .raw == "NaN"' <<<"$row3" >/dev/null ||
     fail "DuckDB: row 3 is $row3"
-jq -e -s 'map(select(.id == "1"))[0] | .amount == "99.99" and ._cdc_special == null' "$tmp/duck.jsonl" >/dev/null ||
+# (raw, an unconstrained numeric, is a decimal since the native types: its Infinity stays
+# special, docs/capture.md "Types")
+jq -e -s 'map(select(.id == "1"))[0] | .amount == "99.99" and .raw == "Infinity"
+          and ._cdc_special == "{\"raw\":\"Infinity\"}"' "$tmp/duck.jsonl" >/dev/null ||
     fail "DuckDB: row 1 (its NaN updated to 99.99) is $(jq -c 'select(.id == "1")' "$tmp/duck.jsonl")"
 
 # the mirror as icebird alone reads it: every row; the special values' column null
@@ -119,7 +122,8 @@ jq -e -s 'map(select(.id == "1"))[0] | .amount == "99.99" and ._cdc_special == n
     fail "icebird reads $(wc -l <"$tmp/icebird.jsonl") mirror rows, the source has $src"
 jq -e -s 'map(select(.id == 4))[0] | .amount == null and ._cdc_special == "{\"amount\":\"NaN\"}"' \
     "$tmp/icebird.jsonl" >/dev/null || fail "icebird: row 4 is $(jq -c 'select(.id == 4)' "$tmp/icebird.jsonl")"
-jq -e -s 'map(select(.id == 50))[0] | ._cdc_special == "{\"amount\":\"NaN\"}" and .raw == "Infinity"' "$tmp/icebird.jsonl" >/dev/null ||
+jq -e -s 'map(select(.id == 50))[0] | (._cdc_special | fromjson) == {"amount": "NaN", "raw": "Infinity"}
+          and .raw == null' "$tmp/icebird.jsonl" >/dev/null ||
     fail "icebird: row 50 is $(jq -c 'select(.id == 50)' "$tmp/icebird.jsonl")"
 echo "sentinels: icebird row 4: $(jq -c 'select(.id == 4)' "$tmp/icebird.jsonl")"
 
