@@ -96,7 +96,7 @@ static cdc_err_t get_tuple(cursor_t *c, cdc_pgo_scratch_t *s, size_t *used, cdc_
     if (cdc_array_reserve(s->vals, s->vals_cap, *used + n, 16) != CDC_OK)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory decoding tuple");
     t->ncols = n;
-    t->cols = s->vals + *used;
+    t->cols = n > 0 ? s->vals + *used : NULL; /* no columns: scratch may have no array yet */
     for (uint16_t i = 0; i < n; i++) {
         cdc_pgo_value_t *v = &t->cols[i];
         v->kind = (char)get8(c);
