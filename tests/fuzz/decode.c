@@ -28,8 +28,9 @@ static char *slurp(const char *path, size_t *len)
     if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 ||
         fseek(f, 0, SEEK_SET) != 0 || (buf = malloc((size_t)n + 1)) == NULL ||
         fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        fprintf(stderr, "decode: cannot read %s (run from the repository root or set "
-                        "CDC_SOURCE_DIR)\n",
+        fprintf(stderr,
+                "decode: cannot read %s (run from the repository root or set "
+                "CDC_SOURCE_DIR)\n",
                 path);
         abort();
     }
@@ -129,9 +130,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         same_change(&a, &b);
         cdc_change_clear(&a);
         cdc_change_clear(&b);
-    } else if (ra == CDC_ERR_INVALID &&
-               (da.cls != db.cls || strcmp(da.msg, db.msg) != 0 ||
-                da.schema_version != db.schema_version)) {
+    } else if (ra == CDC_ERR_INVALID && (da.cls != db.cls || strcmp(da.msg, db.msg) != 0 ||
+                                         da.schema_version != db.schema_version)) {
         die("error", da.msg);
     }
     cdc_catalog_free(cat);
