@@ -211,10 +211,12 @@ cdc_err_t cdc_pgo_decode(const uint8_t *buf, size_t len, cdc_pgo_scratch_t *scra
         rc = get_tuple(&c, scratch, &used, &msg->u.update.newtup, e);
         if (rc != CDC_OK)
             return rc;
-        /* the second get_tuple() may have moved scratch->vals */
-        if (msg->u.update.old_kind)
+        /* the second get_tuple() may have moved scratch->vals (a tuple of no columns has
+         * none: the array may not exist) */
+        if (msg->u.update.old_kind && msg->u.update.oldtup.ncols > 0)
             msg->u.update.oldtup.cols = scratch->vals;
-        msg->u.update.newtup.cols = scratch->vals + msg->u.update.oldtup.ncols;
+        if (msg->u.update.newtup.ncols > 0)
+            msg->u.update.newtup.cols = scratch->vals + msg->u.update.oldtup.ncols;
         break;
     }
     case CDC_PGO_DELETE: {

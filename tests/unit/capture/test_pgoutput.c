@@ -207,6 +207,20 @@ static void test_tuple_without_columns(void **state)
     assert_int_equal(m.u.update.newtup.ncols, 0);
     assert_null(m.u.update.newtup.cols);
     cdc_pgo_scratch_free(&fresh);
+    /* with an old key of no columns before it */
+    memset(&f, 0, sizeof(f));
+    memset(&fresh, 0, sizeof(fresh));
+    p8(&f, 'U');
+    p32(&f, 7);
+    p8(&f, 'K');
+    p16(&f, 0);
+    p8(&f, 'N');
+    p16(&f, 0);
+    assert_int_equal(cdc_pgo_decode(f.b, f.n, &fresh, &m, &e), CDC_OK);
+    assert_int_equal(m.u.update.old_kind, 'K');
+    assert_null(m.u.update.oldtup.cols);
+    assert_null(m.u.update.newtup.cols);
+    cdc_pgo_scratch_free(&fresh);
 }
 
 static void test_update_variants(void **state)
