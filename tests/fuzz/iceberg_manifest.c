@@ -8,9 +8,12 @@
 
 /*
  * Two behaviours of avro-c 1.11 on corrupt files, not ours to fix:
- * - it leaks the value class it made for the writer schema when avro_file_reader_fp fails
- *   after reading the header (a block it cannot decode): ignored there and only there
- *   (matching that frame needs the slow unwinder: avro-c has no frame pointers);
+ * - it leaks on corrupt input: the value class it made for the writer schema when
+ *   avro_file_reader_fp fails after reading the header (a block it cannot decode), a
+ *   datum's buffer when avro_file_reader_read_value fails inside a record: ignored in
+ *   those two functions only (matching them needs the slow unwinder: avro-c has no frame
+ *   pointers; a leak of ours through them is hidden too, but the unit tests under
+ *   `make asan` read valid files without leaks);
  * - it allocates the size a length inside a block claims (manifest_read.c checks the
  *   container's framing, not the records): an impossible size (a negative length) fails
  *   and avro-c reports an error, as outside ASan, where malloc returns NULL.
@@ -18,7 +21,7 @@
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void)
 {
-    return "leak:avro_file_reader_fp\n";
+    return "leak:avro_file_reader_fp\nleak:avro_file_reader_read_value\n";
 }
 const char *__asan_default_options(void);
 const char *__asan_default_options(void)
