@@ -24,6 +24,10 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 FAULT_INJECTION ?= 1
 
 CFLAGS_WARN := -Wall -Wextra -Werror -Wno-missing-field-initializers -Wno-format-truncation
+# FUZZER=1 (`make fuzz`): clang with libFuzzer, which knows no -Wformat-truncation.
+ifeq ($(FUZZER),1)
+CFLAGS_WARN := $(filter-out -Wno-format-truncation,$(CFLAGS_WARN))
+endif
 CFLAGS  := -std=gnu11 $(OPT) -g $(CFLAGS_WARN) -D_GNU_SOURCE -DCDC_VERSION='"$(VERSION)"' \
            -DCDC_FAULTS=$(FAULT_INJECTION) -I. -I$(BUILD)/gen -I/usr/include/postgresql -MMD -MP \
            $(EXTRA_CFLAGS)
@@ -38,6 +42,14 @@ FAULTS_STAMP := $(BUILD)/faults-$(FAULT_INJECTION).stamp
 ROCKSDB_LIBS ?= -Wl,-Bstatic -lrocksdb -Wl,-Bdynamic -lgflags -lbz2 -llz4 -lstdc++
 LDLIBS  := -lrdkafka -lpq -lnng -lprotobuf-c -lcurl -lcrypto $(ROCKSDB_LIBS) -ljansson -lzstd \
            -lsnappy -lavro -lz -lpthread -lm
+# The fuzz targets' objects carry libFuzzer's coverage instrumentation and the sanitizers;
+# only the targets are built in this mode (fuzz-bins), linked with libFuzzer's main.
+ifeq ($(FUZZER),1)
+CFLAGS  += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+           -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+FUZZ_MAIN := -fsanitize=fuzzer
+endif
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
@@ -76,12 +88,18 @@ UNIT_SRC   := $(shell find tests/unit -name 'test_*.c' 2>/dev/null | sort)
 UNIT_BINS  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 INTEG_SRC  := $(shell find tests/integration -name 'test_*.c' 2>/dev/null | sort)
 INTEG_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(INTEG_SRC))
+# Fuzz targets (docs/development.md, "Fuzzing"): tests/fuzz/<target>.c -> build/tests/fuzz/<target>,
+# linked with the replay driver (tests/fuzz/driver.c), or with libFuzzer under FUZZER=1.
+FUZZ_SRC   := $(filter-out tests/fuzz/driver.c,$(wildcard tests/fuzz/*.c))
+FUZZ_BINS  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(FUZZ_SRC))
+FUZZ_MAIN  ?= $(BUILD)/obj/tests/fuzz/driver.o
+FUZZ_LIBS  := $(PROC_LIBS) $(LIBCDC)
 BENCH_SRC  := $(wildcard benchmarks/*/*.c benchmarks/*.c)
 BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 
 ALL_LIBS   := $(PROC_LIBS) $(HARNESS_LIB) $(LIBCDC)
 
-.PHONY: chaos-tables all bins tests test test-unit test-integration run lint fmt asan tsan clean-build docs \
+.PHONY: fuzz fuzz-build fuzz-bins fuzz-replay chaos-tables all bins tests test test-unit test-integration run lint fmt asan tsan clean-build docs \
         setup bench chaos start stop clean run-chaos compose-test
 .DEFAULT_GOAL := all
 # Keep every intermediate (generated sources, the objects of tests and benchmarks).
@@ -89,7 +107,8 @@ ALL_LIBS   := $(PROC_LIBS) $(HARNESS_LIB) $(LIBCDC)
 
 all: bins tests
 bins: $(PROC_BINS) $(TOOL_BINS)
-tests: $(UNIT_BINS) $(INTEG_BINS) $(BENCH_BINS)
+tests: $(UNIT_BINS) $(INTEG_BINS) $(BENCH_BINS) $(FUZZ_BINS)
+fuzz-bins: $(FUZZ_BINS)
 
 $(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
@@ -164,12 +183,16 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS) -lcmocka
 
+$(BUILD)/tests/fuzz/%: $(BUILD)/obj/tests/fuzz/%.o $(filter %.o,$(FUZZ_MAIN)) $(FUZZ_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(FUZZ_MAIN) $(FUZZ_LIBS) $(LDLIBS)
+
 $(BUILD)/benchmarks/%: $(BUILD)/obj/benchmarks/%.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS)
 
 ifneq ($(TSAN_SHIM),)
-$(PROC_BINS) $(TOOL_BINS) $(UNIT_BINS) $(INTEG_BINS) $(BENCH_BINS): | $(TSAN_SHIM)
+$(PROC_BINS) $(TOOL_BINS) $(UNIT_BINS) $(INTEG_BINS) $(BENCH_BINS) $(FUZZ_BINS): | $(TSAN_SHIM)
 endif
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
@@ -178,10 +201,17 @@ endif
 setup:
 	@tools/setup.sh
 
+# make test also replays the fuzz corpora through the gcc ASan/UBSan drivers (build-asan) and
+# runs every libFuzzer target for FUZZ_TEST_SECONDS (build-fuzz).
+FUZZ_TEST_SECONDS ?= 15
 test: setup
 	@tools/lint-extra.sh
 	@$(MAKE) --no-print-directory -j$(NPROC) all
-	@$(BUILD)/launch sh -c 'rc=0; tests/run.sh unit $(BUILD) || rc=1; tests/run.sh integration $(BUILD) || rc=1; exit $$rc'
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 OPT=-O1 -j$(NPROC) fuzz-bins
+	@$(MAKE) --no-print-directory fuzz-build
+	@$(BUILD)/launch sh -c 'rc=0; tests/run.sh unit $(BUILD) || rc=1; tests/run.sh integration $(BUILD) || rc=1; \
+	    tests/run.sh fuzz-replay build-asan || rc=1; \
+	    FUZZ_SECONDS=$(FUZZ_TEST_SECONDS) tests/run.sh fuzz build-fuzz || rc=1; exit $$rc'
 
 test-unit: all
 	@tests/run.sh unit $(BUILD)
@@ -198,7 +228,24 @@ asan: setup
 	@export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	    LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0; \
 	    rc=0; tests/run.sh unit build-asan || rc=1; tests/run.sh integration build-asan || rc=1; \
-	    exit $$rc
+	    tests/run.sh fuzz-replay build-asan || rc=1; exit $$rc
+
+# Fuzzing (docs/development.md, "Fuzzing"): `make fuzz` builds the targets with clang and
+# libFuzzer into build-fuzz/ and runs each for FUZZ_SECONDS, one after another, from its
+# corpus (tests/fuzz/corpus/<target>/); new inputs go to build-fuzz/corpus/<target>/, crashes
+# to build-fuzz/crashes/<target>/. `make fuzz-replay` replays the corpora through the gcc
+# ASan/UBSan drivers (build-asan/).
+FUZZ_SECONDS ?= 60
+fuzz-build:
+	@command -v clang >/dev/null 2>&1 || { echo "make fuzz: clang is not installed (tools/setup.sh installs clang and libclang-rt-14-dev)" >&2; exit 1; }
+	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang FUZZER=1 OPT=-O1 -j$(NPROC) fuzz-bins
+
+fuzz: setup fuzz-build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run.sh fuzz build-fuzz
+
+fuzz-replay: setup
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 OPT=-O1 -j$(NPROC) fuzz-bins
+	@tests/run.sh fuzz-replay build-asan
 
 # Integration tests that run worker and coordinator processes (the threaded code).
 TSAN_TESTS ?= test_worker test_runtime test_coordinator test_truncate
@@ -225,7 +272,7 @@ docs: bins
 	@tools/gen-config-docs.sh $(BUILD) > docs/configuration.md
 
 clean-build:
-	rm -rf $(BUILD) build-asan build-tsan build-release
+	rm -rf $(BUILD) build-asan build-tsan build-release build-fuzz
 
 # ---- benchmarks, chaos, compose (scripts own the details) ----------------------------
 bench: setup

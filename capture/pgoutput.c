@@ -96,7 +96,7 @@ static cdc_err_t get_tuple(cursor_t *c, cdc_pgo_scratch_t *s, size_t *used, cdc_
     if (cdc_array_reserve(s->vals, s->vals_cap, *used + n, 16) != CDC_OK)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory decoding tuple");
     t->ncols = n;
-    t->cols = s->vals + *used;
+    t->cols = n > 0 ? s->vals + *used : NULL; /* no columns: scratch may have no array yet */
     for (uint16_t i = 0; i < n; i++) {
         cdc_pgo_value_t *v = &t->cols[i];
         v->kind = (char)get8(c);
@@ -211,10 +211,12 @@ cdc_err_t cdc_pgo_decode(const uint8_t *buf, size_t len, cdc_pgo_scratch_t *scra
         rc = get_tuple(&c, scratch, &used, &msg->u.update.newtup, e);
         if (rc != CDC_OK)
             return rc;
-        /* the second get_tuple() may have moved scratch->vals */
-        if (msg->u.update.old_kind)
+        /* the second get_tuple() may have moved scratch->vals (a tuple of no columns has
+         * none: the array may not exist) */
+        if (msg->u.update.old_kind && msg->u.update.oldtup.ncols > 0)
             msg->u.update.oldtup.cols = scratch->vals;
-        msg->u.update.newtup.cols = scratch->vals + msg->u.update.oldtup.ncols;
+        if (msg->u.update.newtup.ncols > 0)
+            msg->u.update.newtup.cols = scratch->vals + msg->u.update.oldtup.ncols;
         break;
     }
     case CDC_PGO_DELETE: {

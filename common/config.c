@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +77,7 @@ static bool parse_scaled(const char *s, const char *const *units, const int64_t 
         return false;
     errno = 0;
     v = strtod(s, &end);
-    if (errno != 0 || end == s)
+    if (errno != 0 || end == s || !isfinite(v)) /* "nan", "inf" are no amount */
         return false;
     for (size_t i = 0; units[i]; i++) {
         if (strcasecmp(end, units[i]) == 0) {

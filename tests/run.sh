@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Runs one test suite: `tests/run.sh unit|integration [build-dir]`.
+# Runs one test suite: `tests/run.sh unit|integration|fuzz-replay|fuzz [build-dir]`.
 #   unit:        every build/tests/unit/<module>/test_* binary (cmocka), no servers.
+#   fuzz-replay: every fuzz corpus (tests/fuzz/corpus/<target>/) through its replay driver
+#                <build-dir>/tests/fuzz/<target> (docs/development.md, "Fuzzing").
+#   fuzz:        every libFuzzer target <build-dir>/tests/fuzz/<target> (make fuzz-build) for
+#                FUZZ_SECONDS (default 60) from its corpus; new inputs go to
+#                <build-dir>/corpus/<target>/, crashes to <build-dir>/crashes/<target>/.
 #   integration: starts the harness (PostgreSQL, etcd, development Kafka broker) once,
 #                runs build/tests/integration/<module>/test_*, tests/integration/<module>/*.sh and the
 #                Node tests in tests/js, and always tears the harness down.
@@ -35,7 +40,47 @@ run_one() {
     fi
 }
 
+# The fuzz targets: one per tests/fuzz/<target>.c (driver.c is the replay driver); each
+# must have its corpus and its binary in BUILD, or the suite fails.
+fuzz_targets() {
+    local src
+    for src in tests/fuzz/*.c; do
+        [ "$src" = tests/fuzz/driver.c ] || basename "$src" .c
+    done
+}
+
+# One fuzz target under libFuzzer for FUZZ_SECONDS; its log is BUILD/fuzz-logs/<target>.log.
+fuzz_one() {
+    local t=$1 bin=$BUILD/tests/fuzz/$1 log=$BUILD/fuzz-logs/$1.log
+    mkdir -p "$BUILD/corpus/$t" "$BUILD/crashes/$t" "$BUILD/fuzz-logs"
+    if ! "$bin" -max_total_time="${FUZZ_SECONDS:-60}" -timeout=10 -rss_limit_mb=2048 \
+        -print_final_stats=1 -artifact_prefix="$BUILD/crashes/$t/" \
+        "$BUILD/corpus/$t" "tests/fuzz/corpus/$t" >"$log" 2>&1; then
+        grep -m1 -A30 -E 'ERROR: |runtime error: |^==[0-9]+==' "$log" || tail -n 30 "$log"
+        return 1
+    fi
+    grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec' "$log" | tr '\n' ' '
+    echo
+}
+
 case "$suite" in
+fuzz-replay | fuzz)
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+    export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+    export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}
+    mapfile -t targets < <(fuzz_targets)
+    for t in "${targets[@]}"; do
+        if [ ! -d "tests/fuzz/corpus/$t" ]; then
+            failed+=("$t (no corpus tests/fuzz/corpus/$t)")
+        elif [ ! -x "$BUILD/tests/fuzz/$t" ]; then
+            failed+=("$t (no binary $BUILD/tests/fuzz/$t: make fuzz-build or make $BUILD/tests/fuzz/$t)")
+        elif [ "$suite" = fuzz-replay ]; then
+            run_one "replay $t" "$BUILD/tests/fuzz/$t" "tests/fuzz/corpus/$t"
+        else
+            run_one "fuzz $t" fuzz_one "$t"
+        fi
+    done
+    ;;
 unit)
     mapfile -t tests < <(find "$BUILD/tests/unit" -type f -name 'test_*' -perm -u+x | sort)
     for t in "${tests[@]}"; do

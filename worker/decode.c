@@ -278,7 +278,8 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
         c->tx_id = json_is_integer(json_object_get(payload, "__txId"))
                        ? json_integer_value(json_object_get(payload, "__txId"))
                        : -1;
-        c->source_ts_us = json_integer_value(json_object_get(payload, "__source_ts_ms")) * 1000;
+        c->source_ts_us =
+            cdc_decode_ms_to_us(json_integer_value(json_object_get(payload, "__source_ts_ms")));
         if (!sequence_commit_lsn(json_object_get(payload, "__sequence"), &c->commit_lsn) &&
             !sequence_commit_lsn(json_object_get(payload, "__source_sequence"), &c->commit_lsn))
             c->commit_lsn = json_u64(json_object_get(payload, "__commit_lsn"));
@@ -289,7 +290,8 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
         if (json_is_integer(json_object_get(source, "ts_us")))
             c->source_ts_us = json_integer_value(json_object_get(source, "ts_us"));
         else
-            c->source_ts_us = json_integer_value(json_object_get(source, "ts_ms")) * 1000;
+            c->source_ts_us =
+                cdc_decode_ms_to_us(json_integer_value(json_object_get(source, "ts_ms")));
         if (json_object_get(source, "commit_lsn") != NULL)
             c->commit_lsn = json_u64(json_object_get(source, "commit_lsn"));
         else if (!sequence_commit_lsn(json_object_get(source, "sequence"), &c->commit_lsn))

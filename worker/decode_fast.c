@@ -685,7 +685,7 @@ bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts, cdc_d
     if (ts_us->t == CDC_JV_INT)
         c->source_ts_us = ts_us->i;
     else
-        c->source_ts_us = (ts_ms->t == CDC_JV_INT ? ts_ms->i : 0) * 1000;
+        c->source_ts_us = cdc_decode_ms_to_us(ts_ms->t == CDC_JV_INT ? ts_ms->i : 0);
     if (si.seen & (1u << SRC_COMMIT))
         c->commit_lsn = jv_u64(&si.v[SRC_COMMIT]);
     else if (seq->t != CDC_JV_STRING || !cdc_decode_sequence_text(seq->s, &c->commit_lsn))

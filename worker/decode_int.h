@@ -98,6 +98,16 @@ static inline void cdc_copy_str(char *dst, size_t size, const char *src)
     cdc_copy_name(dst, size, src, strlen(src));
 }
 
+/* Milliseconds (a source's ts_ms) as microseconds, saturated at the int64 range: an
+ * out-of-range ts_ms of a foreign event must not overflow (found by tests/fuzz/decode.c). */
+static inline int64_t cdc_decode_ms_to_us(int64_t ms)
+{
+    if (ms > INT64_MAX / 1000)
+        return INT64_MAX;
+    if (ms < INT64_MIN / 1000)
+        return INT64_MIN;
+    return ms * 1000;
+}
 /* Commit LSN from Debezium's source.sequence text "[\"<commit>\",\"<lsn>\"]". */
 bool cdc_decode_sequence_text(const char *seq, uint64_t *commit_lsn);
 

@@ -15,6 +15,95 @@
 #include "common/iceberg/manifest.h"
 #include "common/iceberg/manifest_int.h"
 
+/* ---- container framing ------------------------------------------------------------- */
+
+/*
+ * Walks the header of the Avro container buf[0..len): the magic, then the metadata map,
+ * whose every key and value must lie inside buf. With key, stops at that key (*v, *vl: its
+ * value; CDC_ERR_NOT_FOUND when absent); without, *end is the offset just past the map.
+ */
+static cdc_err_t header_walk(const uint8_t *buf, size_t len, const char *key, const uint8_t **v,
+                             size_t *vl_out, size_t *end, cdc_error_t *e)
+{
+    size_t p = 4, used;
+    int64_t count, kl, vl;
+    if (len < 4 || memcmp(buf, "Obj\x01", 4) != 0)
+        return cdc_error_set(e, CDC_ERR_CORRUPT, "not an avro container file");
+    for (;;) {
+        if (!(used = cdc_avro_zigzag_decode(buf + p, len - p, &count)))
+            goto bad;
+        p += used;
+        if (count == 0)
+            break;
+        if (count < 0) {
+            int64_t bytes;
+            if (!(used = cdc_avro_zigzag_decode(buf + p, len - p, &bytes)) || count == INT64_MIN)
+                goto bad;
+            p += used;
+            count = -count;
+        }
+        for (int64_t i = 0; i < count; i++) {
+            if (!(used = cdc_avro_zigzag_decode(buf + p, len - p, &kl)) || kl < 0 ||
+                (size_t)kl > len - p - used)
+                goto bad;
+            p += used;
+            const uint8_t *k = buf + p;
+            p += (size_t)kl;
+            if (!(used = cdc_avro_zigzag_decode(buf + p, len - p, &vl)) || vl < 0 ||
+                (size_t)vl > len - p - used)
+                goto bad;
+            p += used;
+            if (key != NULL && (size_t)kl == strlen(key) && memcmp(k, key, (size_t)kl) == 0) {
+                *v = buf + p;
+                *vl_out = (size_t)vl;
+                return CDC_OK;
+            }
+            p += (size_t)vl;
+        }
+    }
+    if (key != NULL)
+        return cdc_error_set(e, CDC_ERR_NOT_FOUND, "avro header has no key \"%s\"", key);
+    *end = p;
+    return CDC_OK;
+bad:
+    return cdc_error_set(e, CDC_ERR_CORRUPT, "truncated avro header");
+}
+
+/*
+ * Checks the framing of the container buf[0..len) before avro-c reads it, which trusts
+ * the lengths it reads (a negative or oversized one is an allocation of that size): the
+ * header (header_walk) and its sync marker, then blocks of a positive record count and a
+ * byte size inside buf, each followed by the sync marker.
+ */
+static cdc_err_t check_container(const uint8_t *buf, size_t len, const char *what, cdc_error_t *e)
+{
+    size_t p, used;
+    cdc_error_t he;
+    cdc_err_t rc = header_walk(buf, len, NULL, NULL, NULL, &p, &he);
+    if (rc != CDC_OK)
+        return cdc_error_set(e, rc, "%s: %s", what, he.msg);
+    if (len - p < 16)
+        goto bad;
+    const uint8_t *sync = buf + p;
+    p += 16;
+    while (p < len) {
+        int64_t count, size;
+        if (!(used = cdc_avro_zigzag_decode(buf + p, len - p, &count)) || count <= 0)
+            goto bad;
+        p += used;
+        if (!(used = cdc_avro_zigzag_decode(buf + p, len - p, &size)) || size < 0 ||
+            (size_t)size > len - p - used || len - p - used - (size_t)size < 16)
+            goto bad;
+        p += used + (size_t)size;
+        if (memcmp(buf + p, sync, 16) != 0)
+            goto bad;
+        p += 16;
+    }
+    return CDC_OK;
+bad:
+    return cdc_error_set(e, CDC_ERR_CORRUPT, "%s: malformed avro container framing", what);
+}
+
 /* ---- reading through avro-c --------------------------------------------------------- */
 
 typedef struct reader {
@@ -30,6 +119,9 @@ static cdc_err_t reader_open(reader_t *r, const uint8_t *buf, size_t len, const 
     memset(r, 0, sizeof(*r));
     if (len < 4 || memcmp(buf, "Obj\x01", 4) != 0)
         return cdc_error_set(e, CDC_ERR_CORRUPT, "%s is not an avro container file", what);
+    cdc_err_t rc = check_container(buf, len, what, e);
+    if (rc != CDC_OK)
+        return rc;
     FILE *fp = fmemopen((void *)buf, len, "rb");
     if (!fp)
         return oom(e);
@@ -568,42 +660,11 @@ void cdc_ice_manifest_files_free(cdc_ice_manifest_file_t *files, size_t n)
 cdc_err_t cdc_avro_header_get(const uint8_t *buf, size_t len, const char *key, char **value,
                               cdc_error_t *e)
 {
-    size_t p = 4, used;
-    int64_t count, kl, vl;
-    if (len < 4 || memcmp(buf, "Obj\x01", 4) != 0)
-        return cdc_error_set(e, CDC_ERR_CORRUPT, "not an avro container file");
-    for (;;) {
-        if (!(used = cdc_avro_zigzag_decode(buf + p, len - p, &count)))
-            goto bad;
-        p += used;
-        if (count == 0)
-            break;
-        if (count < 0) {
-            int64_t bytes;
-            if (!(used = cdc_avro_zigzag_decode(buf + p, len - p, &bytes)))
-                goto bad;
-            p += used;
-            count = -count;
-        }
-        for (int64_t i = 0; i < count; i++) {
-            if (!(used = cdc_avro_zigzag_decode(buf + p, len - p, &kl)) || kl < 0 ||
-                (size_t)kl > len - p - used)
-                goto bad;
-            p += used;
-            const uint8_t *k = buf + p;
-            p += (size_t)kl;
-            if (!(used = cdc_avro_zigzag_decode(buf + p, len - p, &vl)) || vl < 0 ||
-                (size_t)vl > len - p - used)
-                goto bad;
-            p += used;
-            if ((size_t)kl == strlen(key) && memcmp(k, key, (size_t)kl) == 0) {
-                *value = strndup((const char *)buf + p, (size_t)vl);
-                return *value ? CDC_OK : oom(e);
-            }
-            p += (size_t)vl;
-        }
-    }
-    return cdc_error_set(e, CDC_ERR_NOT_FOUND, "avro header has no key \"%s\"", key);
-bad:
-    return cdc_error_set(e, CDC_ERR_CORRUPT, "truncated avro header");
+    const uint8_t *v;
+    size_t vl;
+    cdc_err_t rc = header_walk(buf, len, key, &v, &vl, NULL, e);
+    if (rc != CDC_OK)
+        return rc;
+    *value = strndup((const char *)v, vl);
+    return *value ? CDC_OK : oom(e);
 }

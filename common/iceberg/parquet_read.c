@@ -650,6 +650,8 @@ static cdc_err_t make_schema(footer_t *f)
     for (size_t i = 0; i < r->ncols; i++) {
         const rcol_t *c = &r->cols[i];
         cdc_ice_field_t *fld = &r->schema.fields[i];
+        if (c->name == NULL) /* SchemaElement.name is required */
+            return cdc_error_set(f->e, CDC_ERR_CORRUPT, "parquet column %zu has no name", i);
         fld->name = strndup((const char *)c->name, c->name_len);
         if (fld->name == NULL)
             return cdc_error_set(f->e, CDC_ERR_NOMEM, "out of memory");

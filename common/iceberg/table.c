@@ -300,7 +300,7 @@ static cdc_err_t commit_metadata(cdc_ice_table_t *t, cdc_ice_metadata_t *md, cdc
     }
     if (rc != CDC_OK)
         goto done;
-won:
+won:; /* a statement: C11 puts no declaration right after a label */
     /* The commit is durable now; the hint only speeds up loading (readers probe forward). */
     char num[24];
     int nl = snprintf(num, sizeof(num), "%" PRId64, next);

@@ -190,6 +190,39 @@ static void test_insert_all_value_kinds(void **state)
     assert_int_equal((uint8_t)m.u.insert.newtup.cols[3].data[1], 0xad);
 }
 
+/* A tuple of no columns from a scratch that has no value array yet (found by
+ * tests/fuzz/pgoutput.c: the columns were an offset from its null pointer). */
+static void test_tuple_without_columns(void **state)
+{
+    fx_t f = {0};
+    cdc_pgo_scratch_t fresh = {0};
+    cdc_pgo_msg_t m;
+    cdc_error_t e;
+    (void)state;
+    p8(&f, 'U');
+    p32(&f, 7);
+    p8(&f, 'N');
+    p16(&f, 0);
+    assert_int_equal(cdc_pgo_decode(f.b, f.n, &fresh, &m, &e), CDC_OK);
+    assert_int_equal(m.u.update.newtup.ncols, 0);
+    assert_null(m.u.update.newtup.cols);
+    cdc_pgo_scratch_free(&fresh);
+    /* with an old key of no columns before it */
+    memset(&f, 0, sizeof(f));
+    memset(&fresh, 0, sizeof(fresh));
+    p8(&f, 'U');
+    p32(&f, 7);
+    p8(&f, 'K');
+    p16(&f, 0);
+    p8(&f, 'N');
+    p16(&f, 0);
+    assert_int_equal(cdc_pgo_decode(f.b, f.n, &fresh, &m, &e), CDC_OK);
+    assert_int_equal(m.u.update.old_kind, 'K');
+    assert_null(m.u.update.oldtup.cols);
+    assert_null(m.u.update.newtup.cols);
+    cdc_pgo_scratch_free(&fresh);
+}
+
 static void test_update_variants(void **state)
 {
     fx_t f = {0};
@@ -360,6 +393,7 @@ int main(void)
         cmocka_unit_test(test_type),
         cmocka_unit_test(test_insert_all_value_kinds),
         cmocka_unit_test(test_update_variants),
+        cmocka_unit_test(test_tuple_without_columns),
         cmocka_unit_test(test_delete),
         cmocka_unit_test(test_truncate),
         cmocka_unit_test(test_message),

@@ -359,6 +359,11 @@ static void test_parsers(void **state)
     assert_false(cdc_parse_duration_ms("1d", &v));
     assert_false(cdc_parse_duration_ms("s", &v));
     assert_false(cdc_parse_duration_ms(NULL, &v));
+    /* not a number (found by tests/fuzz/config.c: converting NaN to an integer is undefined) */
+    assert_false(cdc_parse_duration_ms("nan", &v));
+    assert_false(cdc_parse_duration_ms("NaNms", &v));
+    assert_false(cdc_parse_duration_ms("infs", &v));
+    assert_false(cdc_parse_size("nanKiB", &v));
 
     assert_true(cdc_parse_size("512", &v) && v == 512);
     assert_true(cdc_parse_size("64KiB", &v) && v == 65536);

@@ -332,6 +332,17 @@ static void test_manifest_list_roundtrip(void **state)
         cdc_ice_manifest_list_write(mf, 1, 11, -1, 1, CDC_AVRO_CODEC_NULL, &buf, &len, &e), CDC_OK);
     assert_int_equal(cdc_avro_header_get(buf, len, "parent-snapshot-id", &v, &e),
                      CDC_ERR_NOT_FOUND);
+
+    /* Broken framing is refused before avro-c reads it (found by
+     * tests/fuzz/iceberg_manifest.c): a negative key length in the header (byte 5 is the
+     * first key's length, after the magic and the map's count), a block cut short. */
+    assert_int_equal(buf[5], 22); /* zigzag 11: "avro.schema" */
+    buf[5] = 1;                   /* zigzag -1 */
+    assert_int_equal(cdc_ice_manifest_list_read(buf, len, &out, &n, &e), CDC_ERR_CORRUPT);
+    buf[5] = 22;
+    assert_int_equal(cdc_ice_manifest_list_read(buf, len, &out, &n, &e), CDC_OK);
+    cdc_ice_manifest_files_free(out, n);
+    assert_int_equal(cdc_ice_manifest_list_read(buf, len - 1, &out, &n, &e), CDC_ERR_CORRUPT);
     free(buf);
 }
 

@@ -45,6 +45,27 @@ static cdc_err_t decode_fixture(cdc_catalog_t *cat, const char *topic, const cha
     return rc;
 }
 
+/* A source time in milliseconds beyond the microsecond range saturates instead of
+ * overflowing (found by tests/fuzz/decode.c), in the flattened form and the envelope. */
+static void test_source_ts_ms_out_of_range(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = fixture_catalog(TOPIC, 2);
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    const char *flat = "{\"id\":7,\"__op\":\"d\",\"__lsn\":25000100,"
+                       "\"__source_ts_ms\":12709287600600000,\"__deleted\":\"true\"}";
+    assert_int_equal(decode_str(cat, TOPIC, "{\"id\":7}", flat, 1, &c, &de), CDC_OK);
+    assert_true(c.source_ts_us == INT64_MAX);
+    cdc_change_clear(&c);
+    const char *env = "{\"before\":{\"id\":7},\"after\":null,\"source\":{\"lsn\":25000100,"
+                      "\"ts_ms\":-12709287600600000},\"op\":\"d\"}";
+    assert_int_equal(decode_str(cat, TOPIC, "{\"id\":7}", env, 1, &c, &de), CDC_OK);
+    assert_true(c.source_ts_us == INT64_MIN);
+    cdc_change_clear(&c);
+    cdc_catalog_free(cat);
+}
+
 static void test_capture_insert(void **state)
 {
     (void)state;
@@ -702,6 +723,7 @@ int main(void)
         cmocka_unit_test(test_debezium_without_schema),
         cmocka_unit_test(test_flattened),
         cmocka_unit_test(test_generic_schema),
+        cmocka_unit_test(test_source_ts_ms_out_of_range),
         cmocka_unit_test(test_tombstone),
         cmocka_unit_test(test_dlq_classes),
         cmocka_unit_test(test_debezium_truncate),
