@@ -120,7 +120,15 @@ int main(int argc, char **argv)
     static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP};
 
     while (i < argc && argv[i][0] == '-') {
-        if (strcmp(argv[i], "--") == 0) {
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("launch %s\n", CDC_VERSION);
+            return 0;
+        } else if (strcmp(argv[i], "--help") == 0) {
+            printf("usage: launch [--grace <seconds>] [--] <command> [<arg>...]\n"
+                   "Runs command so that nothing it starts outlives it (docs/development.md,\n"
+                   "\"Nothing outlives its launcher\").\n");
+            return 0;
+        } else if (strcmp(argv[i], "--") == 0) {
             i++;
             break;
         } else if (strcmp(argv[i], "--grace") == 0 && i + 1 < argc) {
