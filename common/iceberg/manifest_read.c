@@ -6,6 +6,7 @@
  * single keys of an Avro container header.
  */
 #include <avro.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,49 @@ bad:
 
 /* ---- reading through avro-c --------------------------------------------------------- */
 
+/*
+ * avro-c allocates whatever size a length inside a record claims, before it finds that
+ * the block holds fewer bytes: a corrupt manifest of a few KiB asked for 18 GB. While a
+ * reader of ours decodes, its thread caps every single allocation of avro-c at what the
+ * container could need: a datum never exceeds its decompressed block, and deflate, the
+ * codec with the largest ratio, inflates at most 1032 bytes per input byte. A larger
+ * request fails as malloc's failure does, and avro-c reports an error we return as
+ * corrupt. Outside our readers (cap 0) avro-c allocates as it would by default.
+ */
+static _Thread_local size_t avro_alloc_cap;
+static _Thread_local size_t avro_alloc_refused; /* the last size refused, for the error */
+static pthread_once_t avro_alloc_once = PTHREAD_ONCE_INIT;
+
+enum { AVRO_INFLATE_RATIO_MAX = 1032, AVRO_ALLOC_SLACK = 1 << 20 };
+
+static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    (void)ud;
+    (void)osize;
+    if (nsize == 0) {
+        free(ptr);
+        return NULL;
+    }
+    if (avro_alloc_cap != 0 && nsize > avro_alloc_cap) {
+        avro_alloc_refused = nsize;
+        return NULL;
+    }
+    return realloc(ptr, nsize);
+}
+
+static void install_capped_alloc(void)
+{
+    avro_set_allocator(capped_alloc, NULL);
+}
+
+/* The cap for a container of len bytes (see above); saturates instead of overflowing. */
+static size_t alloc_cap_for(size_t len)
+{
+    if (len > (SIZE_MAX - AVRO_ALLOC_SLACK) / AVRO_INFLATE_RATIO_MAX)
+        return SIZE_MAX;
+    return len * AVRO_INFLATE_RATIO_MAX + AVRO_ALLOC_SLACK;
+}
+
 typedef struct reader {
     avro_file_reader_t file;
     avro_value_iface_t *iface;
@@ -122,18 +166,24 @@ static cdc_err_t reader_open(reader_t *r, const uint8_t *buf, size_t len, const 
     cdc_err_t rc = check_container(buf, len, what, e);
     if (rc != CDC_OK)
         return rc;
+    pthread_once(&avro_alloc_once, install_capped_alloc);
+    avro_alloc_cap = alloc_cap_for(len);
+    avro_alloc_refused = 0;
     FILE *fp = fmemopen((void *)buf, len, "rb");
     if (!fp)
         return oom(e);
-    if (avro_file_reader_fp(fp, what, 1, &r->file) != 0)
+    if (avro_file_reader_fp(fp, what, 1, &r->file) != 0) {
+        avro_alloc_cap = 0;
         return cdc_error_set(e, CDC_ERR_CORRUPT, "could not read avro header of %s: %s", what,
                              avro_strerror());
+    }
     /* returns a new reference (avro-c >= 1.8); the class keeps its own */
     avro_schema_t ws = avro_file_reader_get_writer_schema(r->file);
     r->iface = avro_generic_class_from_schema(ws);
     avro_schema_decref(ws);
     if (!r->iface || avro_generic_value_new(r->iface, &r->value) != 0) {
         avro_file_reader_close(r->file);
+        avro_alloc_cap = 0;
         return cdc_error_set(e, CDC_ERR_CORRUPT, "unsupported avro schema in %s: %s", what,
                              avro_strerror());
     }
@@ -149,6 +199,7 @@ static void reader_close(reader_t *r)
         avro_value_iface_decref(r->iface);
     if (r->file)
         avro_file_reader_close(r->file);
+    avro_alloc_cap = 0;
 }
 
 /* Decodes one record into elem (zeroed); arg is the caller's. */
@@ -171,7 +222,8 @@ static cdc_err_t read_records(const uint8_t *buf, size_t len, const char *what, 
 
     if (rc != CDC_OK)
         return rc;
-    while (avro_file_reader_read_value(r.file, &r.value) == 0) {
+    int arc;
+    while ((arc = avro_file_reader_read_value(r.file, &r.value)) == 0) {
         if (cdc_array_reserve(v, cap, (cnt + 1) * elem_size, 16 * elem_size) != CDC_OK) {
             rc = oom(e);
             break;
@@ -182,6 +234,16 @@ static cdc_err_t read_records(const uint8_t *buf, size_t len, const char *what, 
         if (rc != CDC_OK)
             break;
     }
+    /* EOF ends the records; another failure is a record avro-c could not decode (a
+     * length the allocation cap refused, a cut datum): corrupt, never a shorter list */
+    if (rc == CDC_OK && arc != EOF && avro_alloc_refused != 0)
+        rc = cdc_error_set(e, CDC_ERR_CORRUPT,
+                           "%s: a record claims a length of %zu bytes, more than a file of %zu "
+                           "bytes can hold",
+                           what, avro_alloc_refused, len);
+    else if (rc == CDC_OK && arc != EOF)
+        rc = cdc_error_set(e, CDC_ERR_CORRUPT, "%s: a record does not decode: %s", what,
+                           avro_strerror());
     reader_close(&r);
     if (rc != CDC_OK) {
         release(v, cnt);

@@ -14,9 +14,9 @@
  *   those two functions only (matching them needs the slow unwinder: avro-c has no frame
  *   pointers; a leak of ours through them is hidden too, but the unit tests under
  *   `make asan` read valid files without leaks);
- * - it allocates the size a length inside a block claims (manifest_read.c checks the
- *   container's framing, not the records): an impossible size (a negative length) fails
- *   and avro-c reports an error, as outside ASan, where malloc returns NULL.
+ * - it allocates the size a length inside a block claims: manifest_read.c checks the
+ *   container's framing and caps each of avro-c's allocations at what the file could
+ *   hold, so a refused size fails as malloc's failure does and avro-c reports an error.
  */
 const char *__lsan_default_suppressions(void);
 const char *__lsan_default_suppressions(void)

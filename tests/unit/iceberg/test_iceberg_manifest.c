@@ -346,6 +346,45 @@ static void test_manifest_list_roundtrip(void **state)
     free(buf);
 }
 
+/*
+ * Lengths inside records (found by tests/fuzz/iceberg_manifest.c: avro-c asked for 18 GB
+ * for a corrupt manifest of a few KiB): a record whose string claims 16 GiB is refused as
+ * corrupt, naming the claim, without avro-c allocating it; and a corrupt record after a
+ * good one fails the read instead of ending the list early.
+ */
+static void test_record_lengths_bounded(void **state)
+{
+    (void)state;
+    static const char schema[] = "{\"type\":\"record\",\"name\":\"manifest_file\",\"fields\":["
+                                 "{\"name\":\"manifest_path\",\"type\":\"string\"}]}";
+    cdc_avro_writer_t w;
+    cdc_error_t e;
+    uint8_t *buf;
+    size_t len, n;
+    cdc_ice_manifest_file_t *out;
+
+    /* one record: a string of 16 GiB, of which the file holds 8 bytes */
+    assert_int_equal(cdc_avro_writer_init(&w, schema, CDC_AVRO_CODEC_NULL, NULL, 0, &e), CDC_OK);
+    cdc_avro_put_long(&w.record, INT64_C(1) << 34);
+    cdc_avro_put_raw(&w.record, "abcdefgh", 8);
+    assert_int_equal(cdc_avro_writer_end_record(&w, &e), CDC_OK);
+    assert_int_equal(cdc_avro_writer_finish(&w, &buf, &len, &e), CDC_OK);
+    assert_int_equal(cdc_ice_manifest_list_read(buf, len, &out, &n, &e), CDC_ERR_CORRUPT);
+    assert_non_null(strstr(e.msg, "claims a length of 17179869185 bytes"));
+    free(buf);
+
+    /* a good record, then one whose string is cut: refused, not a list of one */
+    assert_int_equal(cdc_avro_writer_init(&w, schema, CDC_AVRO_CODEC_NULL, NULL, 0, &e), CDC_OK);
+    cdc_avro_put_string(&w.record, "file:///t/metadata/m0.avro");
+    assert_int_equal(cdc_avro_writer_end_record(&w, &e), CDC_OK);
+    cdc_avro_put_long(&w.record, 40);
+    cdc_avro_put_raw(&w.record, "file:///", 8);
+    assert_int_equal(cdc_avro_writer_end_record(&w, &e), CDC_OK);
+    assert_int_equal(cdc_avro_writer_finish(&w, &buf, &len, &e), CDC_OK);
+    assert_int_equal(cdc_ice_manifest_list_read(buf, len, &out, &n, &e), CDC_ERR_CORRUPT);
+    free(buf);
+}
+
 /* Value of a partition field in single-value encoding, from a parquet-style cell. */
 static cdc_ice_part_value_t pv(const cdc_ice_field_t *f, cdc_ice_value_t v)
 {
@@ -590,6 +629,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bound_encodings),     cmocka_unit_test(test_manifest_roundtrip),
         cmocka_unit_test(test_delete_manifest),     cmocka_unit_test(test_manifest_list_roundtrip),
+        cmocka_unit_test(test_record_lengths_bounded),
         cmocka_unit_test(test_read_java_manifests), cmocka_unit_test(test_partitioned_manifest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
