@@ -627,10 +627,13 @@ static void test_read_java_manifests(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bound_encodings),     cmocka_unit_test(test_manifest_roundtrip),
-        cmocka_unit_test(test_delete_manifest),     cmocka_unit_test(test_manifest_list_roundtrip),
+        cmocka_unit_test(test_bound_encodings),
+        cmocka_unit_test(test_manifest_roundtrip),
+        cmocka_unit_test(test_delete_manifest),
+        cmocka_unit_test(test_manifest_list_roundtrip),
         cmocka_unit_test(test_record_lengths_bounded),
-        cmocka_unit_test(test_read_java_manifests), cmocka_unit_test(test_partitioned_manifest),
+        cmocka_unit_test(test_read_java_manifests),
+        cmocka_unit_test(test_partitioned_manifest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
