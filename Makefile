@@ -99,7 +99,7 @@ BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 
 ALL_LIBS   := $(PROC_LIBS) $(HARNESS_LIB) $(LIBCDC)
 
-.PHONY: fuzz fuzz-build fuzz-bins fuzz-replay chaos-tables all bins tests test test-unit test-integration run lint fmt asan tsan clean-build docs \
+.PHONY: soak fuzz fuzz-build fuzz-bins fuzz-replay chaos-tables all bins tests test test-unit test-integration run lint fmt asan tsan clean-build docs \
         setup bench chaos start stop clean run-chaos compose-test
 .DEFAULT_GOAL := all
 # Keep every intermediate (generated sources, the objects of tests and benchmarks).
@@ -289,6 +289,12 @@ bench-%: setup
 chaos: setup
 	@$(MAKE) --no-print-directory -j$(NPROC) all
 	@chaos/run.sh
+
+# A long run of every fault class under load (chaos/run.sh with SOAK=1): DURATION seconds
+# (1800 for the committed report, benchmarks/results/soak/soak.md).
+soak: setup
+	@$(MAKE) --no-print-directory -j$(NPROC) all
+	@SOAK=1 DURATION=$${DURATION:-1800} chaos/run.sh
 
 # Thousands of tables under faults (benchmarks/tables/run.sh with TABLES_CHAOS=1): 500
 # tables and 50 more added under load, kills of a worker, the leader and the capture, then

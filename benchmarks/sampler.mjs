@@ -5,6 +5,7 @@
 //                    cdc_worker_partition_lag_records)> <last committed epoch>
 //                    <machine CPU busy %, all cores = 100 x cores>
 //   proc.tsv         <unix ms> <name> <cpu ticks (utime + stime)> <rss kB> <peak rss kB>
+//                    <open file descriptors> <threads>
 //                    for every process in <procs dir>/*.pid, the development broker and
 //                    PostgreSQL (postmaster + its children: backends, walsenders)
 //   checkpoints.jsonl  each checkpoint of the leader's /status, once (by epoch)
@@ -36,7 +37,12 @@ function usage(pid) {
   if (!stat || !status) return null;
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const kb = (k) => Number((status.match(new RegExp(`^${k}:\\s+(\\d+)`, 'm')) ?? [0, 0])[1]);
-  return { ticks: Number(f[11]) + Number(f[12]), rss: kb('VmRSS'), hwm: kb('VmHWM'), ppid: Number(f[1]) };
+  let fds = 0;
+  try { fds = fs.readdirSync(`/proc/${pid}/fd`).length; } catch { /* exited */ }
+  return {
+    ticks: Number(f[11]) + Number(f[12]), rss: kb('VmRSS'), hwm: kb('VmHWM'), ppid: Number(f[1]),
+    fds, threads: kb('Threads'),
+  };
 }
 
 function children(ppid) {
@@ -70,7 +76,7 @@ function sampleProcs(now) {
   let text = '';
   for (const w of watchList()) {
     const pids = w.tree ? [w.pid, ...children(w.pid)] : [w.pid];
-    let t = 0, r = 0, h = 0, any = false;
+    let t = 0, r = 0, h = 0, fds = 0, th = 0, any = false;
     for (const p of pids) {
       const u = usage(p);
       if (!u) continue;
@@ -78,8 +84,10 @@ function sampleProcs(now) {
       t += u.ticks;
       r += u.rss;
       h += u.hwm;
+      fds += u.fds;
+      th += u.threads;
     }
-    if (any) text += `${now}\t${w.name}\t${t}\t${r}\t${h}\n`;
+    if (any) text += `${now}\t${w.name}\t${t}\t${r}\t${h}\t${fds}\t${th}\n`;
   }
   fs.writeSync(procs, text);
 }

@@ -12,6 +12,11 @@
 #   LOAD_RATE=<n>       changes per second during the scenarios (default 300)
 #   CHAOS_KEEP=1        keep .run/chaos after the run
 #   CDC_COMPACT_*       the coordinators' compaction policy (default: compact every 2 s)
+# SOAK=1 (make soak DURATION=1800) runs the scenarios in turn until DURATION is spent
+# instead (SOAK_SCENARIO_SECONDS each, default 35), each followed by a double fault under
+# the same load, and a schema change after every third, while benchmarks/sampler.mjs records every process's
+# RSS, descriptors and threads; chaos/soak-report.mjs then writes the report (SOAK_OUT,
+# default benchmarks/results/soak): verdicts, recovery times, fitted trends and a plot.
 set -uo pipefail
 # shellcheck source=tools/launched.sh
 . "$(dirname "$0")/../tools/launched.sh"
@@ -44,6 +49,8 @@ chaos_seed "${SEED:-}"
 
 budget=$((DURATION / ${#scenarios[@]}))
 [ "$budget" -lt 10 ] && budget=10
+SOAK=${SOAK:-0}
+[ "$SOAK" = 1 ] && budget=${SOAK_SCENARIO_SECONDS:-35}
 
 results=()
 failed=0
@@ -60,6 +67,10 @@ cleanup() {
         for t in $(chaos_targets capture) $(chaos_targets coordinator) $(chaos_targets worker); do
             chaos_logs "$t" | grep -E '"level":"(warn|error)"' | tail -n 15 | sed "s|^|chaos: $t: |"
         done
+    fi
+    if [ -n "${SAMPLER_PID:-}" ]; then
+        kill -TERM "$SAMPLER_PID" 2>/dev/null
+        wait "$SAMPLER_PID" 2>/dev/null
     fi
     if [ "$CHAOS_BACKEND" = local ]; then
         if [ "${CHAOS_KEEP:-0}" = 1 ]; then pipeline_down; else pipeline_down purge; fi
@@ -114,15 +125,27 @@ repair_workers() {
     done
 }
 
-i=0
 for s in "${scenarios[@]}"; do
     declare -F "scenario_$s" >/dev/null || chaos_die "unknown scenario \"$s\""
+done
+
+i=0
+# run_scenario <name> [<budget> [<then>]]: the scenario under load (and the scenario
+# <then>, 10 s more, under the same load), then the verifier; one row of results
+run_scenario() {
+    local s=$1 b=${2:-$budget} then=${3-} f0 r0 out last counts verdict faults recovered
     i=$((i + 1))
     f0=$FAULTS
     r0=$RECOVERIES
-    chaos_log "== scenario $s (${budget}s, load ${LOAD_RATE}/s)"
-    chaos_load_start "$budget" $((SEED + i))
-    "scenario_$s" "$budget"
+    chaos_log "== scenario $s${then:++$then} (${b}s${then:+ + 10s}, load ${LOAD_RATE}/s)"
+    local extra=0
+    [ -n "$then" ] && extra=10
+    chaos_load_start "$((b + extra))" $((SEED + i))
+    "scenario_$s" "$b"
+    if [ -n "$then" ]; then
+        "scenario_$then" 10
+        s=$s+$then
+    fi
     [ "$CHAOS_BACKEND" != k8s ] && repair_workers
     [ -n "${LOAD_PID:-}" ] && wait "$LOAD_PID"
     LOAD_PID=
@@ -143,7 +166,40 @@ for s in "${scenarios[@]}"; do
     recovered=$((RECOVERIES - r0))
     [ "$recovered" -lt "$faults" ] && failed=1
     results+=("$s $faults $recovered $counts $verdict")
-done
+}
+
+if [ "$SOAK" = 1 ]; then
+    [ "$CHAOS_BACKEND" = local ] || chaos_die "SOAK=1 runs against the local backend only"
+    mkdir -p "$CHAOS_DIR/soak"
+    node benchmarks/sampler.mjs "$CHAOS_DIR/soak" "$CHAOS_DIR/procs" "$CDC_TEST_TMP" 5000 \
+        >>"$CHAOS_DIR/soak/sampler.log" 2>&1 &
+    SAMPLER_PID=$!
+    soak_start=$(date +%s%3N)
+    soak_end=$((SECONDS + DURATION))
+    rotation=()
+    for s in "${scenarios[@]}"; do
+        case "$s" in double-fault | schema-change) ;; *) rotation+=("$s") ;; esac
+    done
+    [ "${#rotation[@]}" -gt 0 ] || rotation=(kill-workers)
+    k=0
+    while [ "$SECONDS" -lt "$soak_end" ]; do
+        run_scenario "${rotation[k % ${#rotation[@]}]}" "$budget" double-fault
+        k=$((k + 1))
+        if [ $((k % 3)) = 0 ] && [ "$SECONDS" -lt "$soak_end" ]; then
+            run_scenario schema-change "$budget" double-fault
+        fi
+    done
+    kill -TERM "$SAMPLER_PID" 2>/dev/null
+    wait "$SAMPLER_PID" 2>/dev/null
+    SAMPLER_PID=
+    printf '%s\n' "${results[@]}" >"$CHAOS_DIR/soak/results.txt"
+    node chaos/soak-report.mjs "$CHAOS_DIR/soak" "$CHAOS_DIR/recoveries.tsv" "${SOAK_OUT:-benchmarks/results/soak}" \
+        "$soak_start" "$(date +%s%3N)" "$SEED" || failed=1
+else
+    for s in "${scenarios[@]}"; do
+        run_scenario "$s"
+    done
+fi
 
 printf '\nchaos: seed=%s duration=%ss backend=%s\n' "$SEED" "$DURATION" "$CHAOS_BACKEND"
 printf '%-18s %7s %11s %6s %11s %11s  %s\n' scenario faults recoveries lost duplicated mismatched verify

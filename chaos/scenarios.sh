@@ -14,10 +14,15 @@ RECOVERIES=0
 
 # Counts recoveries (one per fault injected, default 1) when the leader commits again
 # with every worker after the faults.
+# The seconds each took (from the repair to that commit) go to $CHAOS_DIR/recoveries.tsv
+# (<unix ms> <seconds>), which make soak reports.
 _recovered() {
-    local before=$1 n=${2:-1}
+    local before=$1 n=${2:-1} t0
+    t0=$(date +%s%3N)
     if pipeline_wait_recovered "$before" "${CHAOS_RECOVERY_TIMEOUT:-60}"; then
         RECOVERIES=$((RECOVERIES + n))
+        printf '%s\t%s\n' "$t0" "$(awk -v a="$t0" -v b="$(date +%s%3N)" 'BEGIN { printf "%.3f", (b - a) / 1000 }')" \
+            >>"$CHAOS_DIR/recoveries.tsv"
     else
         chaos_log "no recovery within ${CHAOS_RECOVERY_TIMEOUT:-60}s"
     fi
@@ -217,7 +222,8 @@ scenario_scale-workers() {
 # table's own columns by position). Each DDL counts as a fault, recovered when the
 # leader commits again with every worker. Local backend only.
 scenario_schema-change() {
-    local end=$((SECONDS + $1)) n=0 t col type def next before w killed=0
+    # (column numbers go on across runs of the scenario: make soak runs it again and again)
+    local end=$((SECONDS + $1)) n=${SCHEMA_CHANGE_COLUMNS:-0} t col type def next before w killed=0
     if [ "$CHAOS_BACKEND" != local ]; then
         chaos_log "schema-change runs against the local backend only; skipped"
         return 0
@@ -278,6 +284,7 @@ scenario_schema-change() {
         chaos_between 1 3
         sleep "$REPLY"
     done
+    SCHEMA_CHANGE_COLUMNS=$n
     return 0
 }
 

@@ -1,0 +1,68 @@
+// Tests chaos/soak-report.mjs, the judge of `make soak`: a flat run passes; a process whose
+// RSS, descriptors or threads grow after the warm-up, a lost row or a fault that did not
+// recover fails it; the report states the recovery percentiles.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const report = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../chaos/soak-report.mjs');
+const START = 1_700_000_000_000;
+const MIN = 60_000;
+
+// A 30-minute run sampled every 5 s: worker-0 with rss(t), fds(t), threads(t) (t in
+// minutes), coordinator-0 flat with noise and a restart in the middle.
+function run({ rss = () => 100, fds = () => 40, threads = () => 12, results, recoveries = [1.5, 2.5, 9] }) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'soak-report-'));
+  const samples = path.join(dir, 'samples');
+  fs.mkdirSync(samples);
+  let proc = '';
+  for (let ms = 0; ms <= 30 * MIN; ms += 5000) {
+    const t = ms / MIN;
+    proc += `${START + ms}\tworker-0\t0\t${Math.round(rss(t) * 1024)}\t${Math.round(rss(t) * 1024)}\t${fds(t)}\t${threads(t)}\n`;
+    const c = (t > 15 && t < 16 ? 20 : 60) + ((ms / 5000) % 3);
+    proc += `${START + ms}\tcoordinator-0\t0\t${c * 1024}\t${70 * 1024}\t30\t9\n`;
+  }
+  fs.writeFileSync(path.join(samples, 'proc.tsv'), proc);
+  fs.writeFileSync(path.join(samples, 'results.txt'), (results ?? [
+    'kill-workers+double-fault 5 5 lost=0 duplicated=0 mismatched=0 ok',
+    'schema-change+double-fault 4 4 lost=0 duplicated=0 mismatched=0 ok',
+  ]).join('\n') + '\n');
+  const rec = path.join(dir, 'recoveries.tsv');
+  fs.writeFileSync(rec, recoveries.map((s, k) => `${START + (k + 1) * MIN}\t${s}`).join('\n') + '\n');
+  const out = path.join(dir, 'out');
+  const r = spawnSync('node', [report, samples, rec, out, String(START), String(START + 30 * MIN), '7'], { encoding: 'utf8' });
+  const md = fs.readFileSync(path.join(out, 'soak.md'), 'utf8');
+  fs.rmSync(dir, { recursive: true, force: true });
+  return { status: r.status, stdout: r.stdout, md };
+}
+
+test('a flat run passes, with its recovery percentiles', () => {
+  const r = run({ rss: (t) => 100 + (t < 6 ? 10 * t : 60) });
+  assert.equal(r.status, 0, r.stdout);
+  assert.match(r.md, /Verdict: ok/);
+  assert.match(r.md, /No series trends upward/);
+  assert.match(r.md, /3 recoveries,\s+p50 2\.5 s, p90 9\.0 s, max 9\.0 s/);
+});
+
+test('growth after the warm-up fails: RSS, descriptors, threads', () => {
+  for (const [opt, what] of [
+    [{ rss: (t) => 100 + 4 * t }, 'worker-0 rss'],
+    [{ fds: (t) => 40 + Math.floor(t) }, 'worker-0 fds'],
+    [{ threads: (t) => 12 + Math.floor(t / 4) }, 'worker-0 threads'],
+  ]) {
+    const r = run(opt);
+    assert.equal(r.status, 1, what);
+    assert.match(r.md, new RegExp(`\\*\\*Upward:\\*\\* ${what}`));
+  }
+});
+
+test('a lost row or an unrecovered fault fails', () => {
+  assert.equal(run({ results: ['kill-leader+double-fault 3 3 lost=1 duplicated=0 mismatched=0 FAILED'] }).status, 1);
+  const r = run({ results: ['pause-worker+double-fault 3 2 lost=0 duplicated=0 mismatched=0 ok'] });
+  assert.equal(r.status, 1);
+  assert.match(r.md, /Failed runs: pause-worker\+double-fault \(ok, 2\/3\)/);
+});
