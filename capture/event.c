@@ -597,6 +597,8 @@ void cdc_event_encode_value(cdc_buf_t *b, const cdc_event_t *ev)
         }
         if (any_unchanged)
             cdc_buf_putc(b, ']');
+        if (any_unchanged && ev->snapshot_pending)
+            PUT_LIT(b, ",\"snapshot_pending\":true");
     }
     cdc_buf_putc(b, '}');
 }

@@ -56,6 +56,10 @@ typedef struct cdc_event {
     /* source.snapshot_id of a snapshot row: the snapshot it belongs to (docs/events.md);
      * NULL: the member is left out */
     const char *snapshot_id;
+    /* written as "snapshot_pending":true next to "unchanged_toast" (when it is there):
+     * the table's first snapshot has not finished, so the row may be older than the
+     * capture and no consumer may have its earlier image (docs/events.md) */
+    bool snapshot_pending;
     const char *db;
     const char *name; /* topic prefix */
     /* Optional caches (NULL = computed each time): the source object's constant head from
