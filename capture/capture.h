@@ -94,6 +94,8 @@ typedef struct cdc_capture_isnap {
     char *marked_after;
     int64_t marked_rows;
     bool marked_due;
+    /* times the chunk in flight was read again for a window's toast_taken */
+    int toast_rereads;
 } cdc_capture_isnap_t;
 
 /* A chunk's marker, written once Kafka acked every event up to the chunk's high
@@ -193,6 +195,9 @@ typedef struct cdc_capture_window {
     cdc_chunk_snapshot_t snap;     /* the snapshot its rows were read in */
     struct cdc_pg_result *rows;    /* its rows, as read */
     char *after;                   /* JSON array of its last row's key values */
+    /* a change that left a TOASTed value out (the row maybe older than the capture) took
+     * a key out: the chunk is read again, so that the read brings the value */
+    bool toast_taken;
 } cdc_capture_window_t;
 
 /*

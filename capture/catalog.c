@@ -174,11 +174,14 @@ static json_t *composite_type(cdc_source_t *src, uint32_t oid, const cdc_schema_
             memset(&c, 0, sizeof(c));
             cdc_schema_map_col(m, &c, aoid, (int32_t)strtol(cdc_pg_value(r, i, 2), NULL, 10),
                                (int)strtol(cdc_pg_value(r, i, 3), NULL, 10));
+            /* an array attribute: its list type (the worker reads the attribute's array
+             * text, worker/convert.c) */
+            if (c.ice_type == CDC_ICE_LIST && c.ice_nested != NULL)
+                ft = json_loads(c.ice_nested, 0, NULL);
+            else
+                ft = json_string(
+                    cdc_schema_ice_type_str(c.ice_type, c.precision, c.scale, tb, sizeof(tb)));
             free(c.ice_nested);
-            if (c.ice_type == CDC_ICE_LIST)
-                c.ice_type = CDC_ICE_STRING; /* an array in a composite: its text */
-            ft = json_string(
-                cdc_schema_ice_type_str(c.ice_type, c.precision, c.scale, tb, sizeof(tb)));
         }
         json_array_append_new(fields, json_pack("{s:i, s:s, s:b, s:o*}", "id", 0, "name",
                                                 cdc_pg_value(r, i, 0), "required", 0, "type", ft));

@@ -13,6 +13,7 @@
 
 #include "common/buf.h"
 #include "common/hex.h"
+#include "common/pgarray.h"
 
 /* ---- buffer ---------------------------------------------------------------------- */
 
@@ -49,77 +50,6 @@ void cdc_buf_put_i64(cdc_buf_t *b, int64_t v)
     } else {
         cdc_buf_put_u64(b, (uint64_t)v);
     }
-}
-
-/* Bytes a JSON string cannot hold as they are: control characters, '"' and '\\'. */
-static const unsigned char json_escape[256] = {1, 1, 1, 1, 1, 1, 1, 1, 1,         1,         1, 1,
-                                               1, 1, 1, 1, 1, 1, 1, 1, 1,         1,         1, 1,
-                                               1, 1, 1, 1, 1, 1, 1, 1, ['"'] = 1, ['\\'] = 1};
-
-void cdc_buf_json_str(cdc_buf_t *b, const char *s, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t i, start = 0;
-
-    if (!cdc_buf_grow(b, n + 2))
-        return;
-    /* the common case: nothing to escape, one copy */
-    for (i = 0; i < n; i++)
-        if (json_escape[(unsigned char)s[i]])
-            break;
-    if (i == n) {
-        b->data[b->len] = '"';
-        memcpy(b->data + b->len + 1, s, n);
-        b->data[b->len + 1 + n] = '"';
-        b->len += n + 2;
-        b->data[b->len] = '\0';
-        return;
-    }
-    b->data[b->len++] = '"';
-    for (; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        const char *esc = NULL;
-        char u[7];
-        if (!json_escape[c])
-            continue;
-        cdc_buf_put(b, s + start, i - start);
-        start = i + 1;
-        switch (c) {
-        case '"':
-            esc = "\\\"";
-            break;
-        case '\\':
-            esc = "\\\\";
-            break;
-        case '\n':
-            esc = "\\n";
-            break;
-        case '\r':
-            esc = "\\r";
-            break;
-        case '\t':
-            esc = "\\t";
-            break;
-        case '\b':
-            esc = "\\b";
-            break;
-        case '\f':
-            esc = "\\f";
-            break;
-        default:
-            u[0] = '\\';
-            u[1] = 'u';
-            u[2] = '0';
-            u[3] = '0';
-            u[4] = hex[c >> 4];
-            u[5] = hex[c & 15];
-            u[6] = '\0';
-            esc = u;
-        }
-        cdc_buf_puts(b, esc);
-    }
-    cdc_buf_put(b, s + start, n - start);
-    cdc_buf_putc(b, '"');
 }
 
 /* ---- scalar parsers ---------------------------------------------------------------- */
@@ -295,147 +225,6 @@ void cdc_event_put_base64_of_hex(cdc_buf_t *b, const char *s, size_t len)
     cdc_buf_putc(b, '"');
 }
 
-static bool is_json_number(const char *s, size_t len)
-{
-    size_t i = 0;
-    if (i < len && s[i] == '-')
-        i++;
-    if (i >= len || s[i] < '0' || s[i] > '9')
-        return false;
-    if (s[i] == '0' && i + 1 < len && s[i + 1] >= '0' && s[i + 1] <= '9')
-        return false;
-    while (i < len && s[i] >= '0' && s[i] <= '9')
-        i++;
-    if (i < len && s[i] == '.') {
-        i++;
-        if (i >= len || s[i] < '0' || s[i] > '9')
-            return false;
-        while (i < len && s[i] >= '0' && s[i] <= '9')
-            i++;
-    }
-    if (i < len && (s[i] == 'e' || s[i] == 'E')) {
-        i++;
-        if (i < len && (s[i] == '+' || s[i] == '-'))
-            i++;
-        if (i >= len || s[i] < '0' || s[i] > '9')
-            return false;
-        while (i < len && s[i] >= '0' && s[i] <= '9')
-            i++;
-    }
-    return i == len;
-}
-
-/* ---- arrays ------------------------------------------------------------------------ */
-
-/* One array element (already unquoted/unescaped into tmp when quoted). */
-static void put_elem(cdc_buf_t *b, cdc_value_enc_t enc, const char *s, size_t len, bool quoted)
-{
-    if (!quoted && len == 4 && strncasecmp(s, "NULL", 4) == 0) {
-        cdc_buf_puts(b, "null");
-        return;
-    }
-    switch (enc) {
-    case CDC_VENC_INT:
-    case CDC_VENC_FLOAT:
-    case CDC_VENC_DECIMAL:
-        if (is_json_number(s, len)) {
-            cdc_buf_put(b, s, len);
-            return;
-        }
-        break;
-    case CDC_VENC_BOOL:
-        if (len == 1 && (s[0] == 't' || s[0] == 'f')) {
-            cdc_buf_puts(b, s[0] == 't' ? "true" : "false");
-            return;
-        }
-        break;
-    default:
-        break;
-    }
-    cdc_buf_json_str(b, s, len);
-}
-
-/*
- * Parses a PostgreSQL array literal ("{1,2,NULL}", "{{a,b},{c,d}}", "{\"x y\",z}",
- * optionally prefixed by dimension decoration "[0:1]={...}") into JSON array text.
- */
-bool cdc_event_array_to_json(cdc_buf_t *b, cdc_value_enc_t elem_enc, const char *s, size_t len)
-{
-    const char *p = s, *end = s + len;
-    cdc_buf_t tmp = {0};
-    int depth = 0;
-    bool need_value = false, ok = false;
-
-    if (p < end && *p == '[') {
-        const char *eq = memchr(p, '=', len);
-        if (eq == NULL)
-            return false;
-        p = eq + 1;
-    }
-    while (p < end) {
-        char c = *p;
-        if (c == '{') {
-            cdc_buf_putc(b, '[');
-            depth++;
-            need_value = false;
-            p++;
-            if (p < end && *p == '}')
-                continue;
-            need_value = true;
-            continue;
-        }
-        if (c == '}') {
-            cdc_buf_putc(b, ']');
-            depth--;
-            p++;
-            if (depth == 0)
-                break;
-            continue;
-        }
-        if (c == ',') {
-            cdc_buf_putc(b, ',');
-            p++;
-            need_value = true;
-            continue;
-        }
-        if (depth == 0 || !need_value)
-            goto cleanup;
-        need_value = false;
-        cdc_buf_reset(&tmp);
-        if (c == '"') {
-            p++;
-            while (p < end && *p != '"') {
-                if (*p == '\\' && p + 1 < end)
-                    p++;
-                cdc_buf_putc(&tmp, *p);
-                p++;
-            }
-            if (p >= end)
-                goto cleanup;
-            p++;
-            put_elem(b, elem_enc, tmp.data ? tmp.data : "", tmp.len, true);
-        } else {
-            const char *start = p;
-            while (p < end && *p != ',' && *p != '}') {
-                if (*p == '\\' && p + 1 < end)
-                    p++;
-                p++;
-            }
-            /* unquoted elements may hold backslash escapes only in odd cases */
-            for (const char *q = start; q < p; q++) {
-                if (*q == '\\' && q + 1 < p)
-                    q++;
-                cdc_buf_putc(&tmp, *q);
-            }
-            put_elem(b, elem_enc, tmp.data ? tmp.data : "", tmp.len, false);
-        }
-    }
-    ok = depth == 0 && p == end;
-cleanup:
-    cdc_buf_free(&tmp);
-    return ok && !b->oom;
-}
-
 /* ---- values ------------------------------------------------------------------------ */
 
 void cdc_event_put_value(cdc_buf_t *b, cdc_value_enc_t enc, uint32_t elem_oid, const char *text,
@@ -452,7 +241,7 @@ void cdc_event_put_value(cdc_buf_t *b, cdc_value_enc_t enc, uint32_t elem_oid, c
         break;
     case CDC_VENC_INT:
     case CDC_VENC_FLOAT:
-        if (is_json_number(text, len)) {
+        if (cdc_json_is_number(text, len)) {
             cdc_buf_put(b, text, len);
             return;
         }
@@ -484,7 +273,7 @@ void cdc_event_put_value(cdc_buf_t *b, cdc_value_enc_t enc, uint32_t elem_oid, c
         cdc_ice_type_t ice;
         int32_t p, s;
         cdc_schema_map_type(elem_oid, -1, &ice, &p, &s, &ee);
-        if (cdc_event_array_to_json(&arr, ee, text, len)) {
+        if (cdc_pg_array_to_json(&arr, ee, text, len)) {
             cdc_buf_json_str(b, arr.data, arr.len);
             cdc_buf_free(&arr);
             return;
@@ -597,6 +386,8 @@ void cdc_event_encode_value(cdc_buf_t *b, const cdc_event_t *ev)
         }
         if (any_unchanged)
             cdc_buf_putc(b, ']');
+        if (any_unchanged && ev->snapshot_pending)
+            PUT_LIT(b, ",\"snapshot_pending\":true");
     }
     cdc_buf_putc(b, '}');
 }

@@ -19,10 +19,7 @@
 #include "common/cdcschema.h"
 #include "common/err.h"
 
-/* The text buffer cdc_buf_t is common/buf.h's. */
-
-/* Appends a JSON string literal (quotes and escapes) of n bytes. */
-void cdc_buf_json_str(cdc_buf_t *b, const char *s, size_t n);
+/* The text buffer cdc_buf_t and cdc_buf_json_str() are common/buf.h's. */
 
 /*
  * Appends one column value (PostgreSQL text output, `len` bytes) as JSON according to
@@ -38,7 +35,7 @@ bool cdc_event_parse_date(const char *s, size_t len, int64_t *days);
 bool cdc_event_parse_time(const char *s, size_t len, int64_t *micros);
 bool cdc_event_parse_timestamp(const char *s, size_t len, int64_t *micros);
 void cdc_event_put_base64_of_hex(cdc_buf_t *b, const char *s, size_t len);
-bool cdc_event_array_to_json(cdc_buf_t *b, cdc_value_enc_t elem_enc, const char *s, size_t len);
+/* (arrays: cdc_pg_array_to_json(), common/pgarray.h) */
 
 /* What one change event says, besides the row images. */
 typedef struct cdc_event {
@@ -56,6 +53,10 @@ typedef struct cdc_event {
     /* source.snapshot_id of a snapshot row: the snapshot it belongs to (docs/events.md);
      * NULL: the member is left out */
     const char *snapshot_id;
+    /* written as "snapshot_pending":true next to "unchanged_toast" (when it is there):
+     * the table's first snapshot has not finished, so the row may be older than the
+     * capture and no consumer may have its earlier image (docs/events.md) */
+    bool snapshot_pending;
     const char *db;
     const char *name; /* topic prefix */
     /* Optional caches (NULL = computed each time): the source object's constant head from

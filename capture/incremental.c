@@ -31,6 +31,9 @@
 
 /* How long a chunk waits when the catalog is ahead of the stream's schema version. */
 #define RETRY_MS 1000
+/* How often a chunk is read again because a change in its window left a TOASTed value
+ * out of one of its rows (high_watermark); past it, the chunk is emitted without the row. */
+#define TOAST_REREADS 3
 
 void cdc_incremental_window_free(cdc_capture_t *cap)
 {
@@ -43,6 +46,7 @@ void cdc_incremental_window_free(cdc_capture_t *cap)
     cdc_chunk_snapshot_free(&w->snap);
     w->table = 0;
     w->open = false;
+    w->toast_taken = false;
     w->last = false;
     w->id[0] = '\0';
 }
@@ -603,7 +607,18 @@ static cdc_err_t high_watermark(cdc_capture_t *cap, uint64_t lsn, cdc_error_t *e
     }
     /* the rows read are in t->doc's columns unless a DDL came in the window: then the
      * chunk is read again (a Relation message of the table installed another version) */
-    if (t->captured && !t->failed && t->has_doc && t->doc.version == w->version) {
+    if (w->toast_taken && t->isnap.toast_rereads < TOAST_REREADS) {
+        /* a row the change left a TOASTed value out of would miss its read, and no
+         * consumer has that value yet (docs/capture.md, "An existing slot") */
+        t->isnap.toast_rereads++;
+        cdc_log_info("incremental snapshot %s of %s.%s: a change in the chunk's window left a "
+                     "TOASTed value out of a row not read yet: reading the chunk again (%d of "
+                     "at most %d times)",
+                     t->isnap.id, t->schema, t->name, t->isnap.toast_rereads, TOAST_REREADS);
+        emitted = -1;
+        rc = CDC_OK;
+    } else if (t->captured && !t->failed && t->has_doc && t->doc.version == w->version) {
+        t->isnap.toast_rereads = 0;
         rc = cdc_snapshot_emit_rows(cap, t, w->rows, 0, cdc_pg_ntuples(w->rows), &w->chunk, false,
                                     &pos, vals, e);
     } else {
@@ -680,10 +695,11 @@ static bool in_window(const cdc_capture_t *cap, const cdc_capture_table_t *t)
            (w->open || !cdc_chunk_snapshot_sees(&w->snap, cap->xid));
 }
 
-void cdc_incremental_on_key(cdc_capture_t *cap, const cdc_capture_table_t *t, const cdc_buf_t *key)
+void cdc_incremental_on_key(cdc_capture_t *cap, cdc_capture_table_t *t, const cdc_buf_t *key,
+                            bool toast)
 {
-    if (in_window(cap, t))
-        cdc_chunk_remove(&cap->window.chunk, key->data, key->len);
+    if (in_window(cap, t) && cdc_chunk_remove(&cap->window.chunk, key->data, key->len) && toast)
+        cap->window.toast_taken = true;
 }
 
 void cdc_incremental_on_truncate(cdc_capture_t *cap, const cdc_capture_table_t *t)

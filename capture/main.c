@@ -65,8 +65,9 @@ static const cdc_opt_t options[] = {
      "over when it is free (a standby capture); fail exits."},
     {"nested-types", CDC_OPT_ENUM, C(nested_types), "native", false, 0, 0, "native|string",
      "Iceberg types of new array and composite columns: native maps an array whose elements "
-     "are booleans, integers, floats, numerics, text or uuids to list<T> (list<list<T>> for "
-     "a column declared with two dimensions, int[][]) and a composite type to a struct; "
+     "are booleans, integers, floats, numerics, text, uuids, dates, times, timestamps, bytea "
+     "or json to list<T> (list<list<T>> for a column declared with two dimensions, int[][]) "
+     "and a composite type to a struct (its array attributes to lists); "
      "string keeps both as text (JSON array text, the composite's PostgreSQL text). Columns "
      "already registered keep their type (docs/capture.md, \"Types\")."},
     {"numeric-default", CDC_OPT_STRING, C(numeric_default), "decimal(38,10)", false, 0, 0, NULL,

@@ -256,8 +256,10 @@ cdc_err_t cdc_incremental_on_watermark(cdc_capture_t *cap, const cdc_pgo_msg_t *
                                        cdc_error_t *e);
 
 /* An event of t with this encoded key is produced from the stream: inside a chunk's
- * window its row is not emitted. */
-void cdc_incremental_on_key(cdc_capture_t *cap, const cdc_capture_table_t *t, const cdc_buf_t *key);
+ * window its row is not emitted. toast: the event leaves a TOASTed value out of a row
+ * maybe older than the capture (snapshot_pending): the chunk is read again. */
+void cdc_incremental_on_key(cdc_capture_t *cap, cdc_capture_table_t *t, const cdc_buf_t *key,
+                            bool toast);
 
 /* A truncate of t from the stream: inside a chunk's window no row of the chunk is. */
 void cdc_incremental_on_truncate(cdc_capture_t *cap, const cdc_capture_table_t *t);

@@ -534,6 +534,13 @@ function tableImage(cols, row, keyOnly, pk, current = false) {
   return out;
 }
 
+/** The columns a changelog row's _cdc_special names "unchanged-toast". */
+function unknownToast(row) {
+  if (!row._cdc_special) return [];
+  return Object.entries(JSON.parse(row._cdc_special))
+    .filter(([, v]) => v === 'unchanged-toast').map(([k]) => k);
+}
+
 function diffImage(a, b) {
   for (const k of Object.keys(a)) if (a[k] !== b[k]) return k;
   return null;
@@ -733,6 +740,9 @@ export async function verifyTable({ dsn, warehouse, schema = 'public', namespace
       const keyOnly = op === 'd';
       const aimg = imageOf(cfields, a.img, keyOnly, pk);
       const cimg = tableImage(cfields, c, keyOnly, pk);
+      // an unchanged TOASTed value of a row older than the capture, which the pipeline
+      // never had (docs/worker.md, "Unchanged TOAST values"): unknown, not compared
+      for (const col of unknownToast(c)) if (col in aimg) cimg[col] = aimg[col];
       const col = diffImage(aimg, cimg);
       if (col) {
         r.mismatched++;

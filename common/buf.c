@@ -91,3 +91,74 @@ void cdc_buf_printf(cdc_buf_t *b, const char *fmt, ...)
     }
     b->len += (size_t)n;
 }
+
+/* Bytes a JSON string cannot hold as they are: control characters, '"' and '\\'. */
+static const unsigned char json_escape[256] = {1, 1, 1, 1, 1, 1, 1, 1, 1,         1,         1, 1,
+                                               1, 1, 1, 1, 1, 1, 1, 1, 1,         1,         1, 1,
+                                               1, 1, 1, 1, 1, 1, 1, 1, ['"'] = 1, ['\\'] = 1};
+
+void cdc_buf_json_str(cdc_buf_t *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t i, start = 0;
+
+    if (!cdc_buf_grow(b, n + 2))
+        return;
+    /* the common case: nothing to escape, one copy */
+    for (i = 0; i < n; i++)
+        if (json_escape[(unsigned char)s[i]])
+            break;
+    if (i == n) {
+        b->data[b->len] = '"';
+        memcpy(b->data + b->len + 1, s, n);
+        b->data[b->len + 1 + n] = '"';
+        b->len += n + 2;
+        b->data[b->len] = '\0';
+        return;
+    }
+    b->data[b->len++] = '"';
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *esc = NULL;
+        char u[7];
+        if (!json_escape[c])
+            continue;
+        cdc_buf_put(b, s + start, i - start);
+        start = i + 1;
+        switch (c) {
+        case '"':
+            esc = "\\\"";
+            break;
+        case '\\':
+            esc = "\\\\";
+            break;
+        case '\n':
+            esc = "\\n";
+            break;
+        case '\r':
+            esc = "\\r";
+            break;
+        case '\t':
+            esc = "\\t";
+            break;
+        case '\b':
+            esc = "\\b";
+            break;
+        case '\f':
+            esc = "\\f";
+            break;
+        default:
+            u[0] = '\\';
+            u[1] = 'u';
+            u[2] = '0';
+            u[3] = '0';
+            u[4] = hex[c >> 4];
+            u[5] = hex[c & 15];
+            u[6] = '\0';
+            esc = u;
+        }
+        cdc_buf_puts(b, esc);
+    }
+    cdc_buf_put(b, s + start, n - start);
+    cdc_buf_putc(b, '"');
+}

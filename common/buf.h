@@ -92,6 +92,8 @@ static inline void cdc_buf_putc(cdc_buf_t *b, char c)
 }
 
 void cdc_buf_puts(cdc_buf_t *b, const char *s);
+/* Appends a JSON string literal (quotes and escapes) of n bytes. */
+void cdc_buf_json_str(cdc_buf_t *b, const char *s, size_t n);
 void cdc_buf_printf(cdc_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

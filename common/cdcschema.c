@@ -169,11 +169,20 @@ bool cdc_schema_numeric_default_parse(const char *s, cdc_schema_mapping_t *m)
     return true;
 }
 
-/* Element types whose array elements events carry in the nested value form
- * (docs/events.md, "Values"): numbers, booleans, and strings that are the value. */
+/* Element types whose arrays become lists (docs/capture.md, "Types"): those whose
+ * elements events carry in the nested value form (docs/events.md, "Values"): numbers,
+ * booleans, strings that are the value; and those the worker converts from their
+ * PostgreSQL text (dates, times, timestamps, bytea's hex; json as its text). */
 static bool list_element(uint32_t oid)
 {
     switch (oid) {
+    case CDC_PG_DATE:
+    case CDC_PG_TIME:
+    case CDC_PG_TIMESTAMP:
+    case CDC_PG_TIMESTAMPTZ:
+    case CDC_PG_BYTEA:
+    case CDC_PG_JSON:
+    case CDC_PG_JSONB:
     case CDC_PG_BOOL:
     case CDC_PG_INT2:
     case CDC_PG_INT4:

@@ -83,9 +83,11 @@ enum {
 };
 
 /* `_cdc_special` (string, optional), in the mirror and the changelog of a table with a
- * decimal column: which of the row's decimal columns hold numeric NaN, Infinity or
- * -Infinity (null in the column), as a JSON object {"<column>":"NaN",...}; null when
- * none does (docs/worker.md, "Values no Iceberg type holds"). */
+ * decimal or TOAST-able column: which of the row's decimal columns hold numeric NaN,
+ * Infinity or -Infinity, and which hold an unchanged TOAST value of a row older than the
+ * capture ("unchanged-toast"), all null in the column, as a JSON object
+ * {"<column>":"NaN",...}; null when none does (docs/worker.md, "Values no Iceberg type
+ * holds", "Unchanged TOAST values"). */
 #define CDC_FIELD_SPECIAL 100008
 #define CDC_FIELD_SPECIAL_NAME "_cdc_special"
 

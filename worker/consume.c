@@ -70,6 +70,12 @@ static cdc_table_metrics_t *table_metrics_find(cdc_worker_t *w, const char *ns, 
         "Changes kept with a column null because its value does not fit the column's type "
         "(each record also dead-lettered).",
         labels);
+    n->unknown_toast = cdc_metrics_counter(
+        w->metrics, "cdc_worker_unknown_toast_values_total",
+        "Unchanged TOAST values of rows older than the capture, never seen by this pipeline "
+        "(null, named \"unchanged-toast\" by the row's _cdc_special, until the table's "
+        "snapshot reads the row).",
+        labels);
     n->special = cdc_metrics_counter(
         w->metrics, "cdc_worker_special_values_total",
         "numeric NaN, Infinity and -Infinity values of decimal columns (null in the column, "
@@ -626,6 +632,29 @@ static void count_special(cdc_worker_t *w, cdc_table_metrics_t *tm, const cdc_ch
 }
 
 /*
+ * An update of a row older than the capture that left a TOASTed value out: the value is
+ * unknown until the snapshot reads the row (toast.h). Counted, logged for the 1st, 10th,
+ * 100th ... such change, shown in /status (docs/worker.md, "Unchanged TOAST values").
+ */
+static void count_unknown_toast(cdc_worker_t *w, cdc_table_metrics_t *tm, const cdc_kafka_msg_t *m,
+                                const cdc_change_t *c, unsigned n)
+{
+    uint64_t k = ++w->unknown_toast;
+    bool power_of_ten = true;
+    if (tm != NULL)
+        cdc_metrics_counter_add(tm->unknown_toast, (double)n);
+    for (uint64_t x = k; x > 1 && power_of_ten; x /= 10)
+        power_of_ten = x % 10 == 0;
+    if (power_of_ten)
+        cdc_log_info("%s[%d]@%" PRId64 ": an update of a row of %s.%s older than the capture "
+                     "leaves %u TOASTed value%s unchanged that this pipeline never had: written "
+                     "null, named \"unchanged-toast\" in _cdc_special, until the table's "
+                     "snapshot reads the row (%" PRIu64 " such changes so far)",
+                     m->topic, m->partition, m->offset, c->schema->ns, c->schema->table, n,
+                     n == 1 ? "" : "s", k);
+}
+
+/*
  * A change kept with columns made null (decode.h, `nulled`): the record goes to the DLQ
  * too, so the value is not lost, with the first column named (docs/worker.md, "Values
  * no Iceberg type holds").
@@ -775,7 +804,8 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
         goto fail;
     }
     count_special(w, tm, &c);
-    if (cdc_toast_needed(&c) && cdc_toast_repair(&c, img, img_len, &bad_col) != CDC_OK) {
+    unsigned unknown = 0;
+    if (cdc_toast_needed(&c) && cdc_toast_repair(&c, img, img_len, &bad_col, &unknown) != CDC_OK) {
         char msg[300];
         snprintf(msg, sizeof(msg),
                  "unchanged TOAST column \"%s\" has no earlier value in state for this row",
@@ -788,6 +818,8 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
         count_dlq(w, CDC_DLQ_UNRESOLVED_TOAST);
         goto advance;
     }
+    if (unknown > 0)
+        count_unknown_toast(w, tm, m, &c, unknown);
     /* Partitioned and sorted tables (layout.h): the row's partition is fixed now, and kept
      * in state with the row; the partition the row had before is read from state. */
     const cdc_ice_partition_spec_t *ms =

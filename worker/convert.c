@@ -17,6 +17,7 @@
 #include "common/base64.h"
 #include "common/buf.h"
 #include "common/hex.h"
+#include "common/pgarray.h"
 #include "common/iceberg/value.h"
 #include "worker/decode_int.h"
 
@@ -248,6 +249,8 @@ static cdc_val_kind_t numeric_special(const char *s)
  * unchanged-TOAST placeholder.
  */
 static int record_to_nested(const cdc_ice_node_t *st, const char *s, size_t n, char **out);
+static int text_leaves_to_nested(const cdc_ice_node_t *root, const char *s, size_t n, char **out);
+static bool text_leaves(const cdc_ice_node_t *n);
 
 int cdc_decode_convert(const cdc_column_t *col, const cdc_jv_t *j, const char *placeholder,
                        cdc_val_t *v)
@@ -439,6 +442,27 @@ int cdc_decode_convert(const cdc_column_t *col, const cdc_jv_t *j, const char *p
                 goto mismatch;
             return 1;
         }
+        if (text_leaves(col->tree)) {
+            /* a list of dates, times, timestamps or binary: the capture sends its
+             * elements as PostgreSQL text (docs/capture.md, "Types") */
+            char *text = NULL;
+            int r = text_leaves_to_nested(col->tree, str, slen, &text);
+            if (r <= 0) {
+                free(text);
+                if (r < 0)
+                    return -1;
+                goto mismatch;
+            }
+            rc = cdc_ice_nested_shred(col->tree, text, strlen(text), NULL, NULL, why, sizeof(why));
+            if (rc == CDC_OK && !cdc_val_set_bytes(v, text, strlen(text)))
+                rc = CDC_ERR_NOMEM;
+            free(text);
+            if (rc == CDC_ERR_NOMEM)
+                return -1;
+            if (rc != CDC_OK)
+                goto mismatch;
+            return 1;
+        }
         rc = cdc_ice_nested_shred(col->tree, str, slen, NULL, NULL, why, sizeof(why));
         if (rc == CDC_ERR_NOMEM)
             return -1;
@@ -529,6 +553,151 @@ static bool record_field(const char **p, const char *end, cdc_buf_t *out, bool *
     return !out->oom;
 }
 
+/* A leaf's PostgreSQL text s[0..n) (NUL-terminated) in the nested value form; NULL on a
+ * mismatch (*oom when out of memory). */
+static json_t *leaf_text(const cdc_ice_field_t *f, const char *s, size_t n, bool *oom)
+{
+    cdc_column_t col = {.name = f->name,
+                        .type = f->type,
+                        .precision = f->precision,
+                        .scale = f->scale,
+                        .optional = true};
+    cdc_jv_t jv = {.t = CDC_JV_STRING, .s = s, .n = n};
+    cdc_val_t v;
+    json_t *j = NULL;
+    char *endp;
+
+    if (f->type == CDC_ICE_BOOLEAN && n == 1)
+        jv.t = s[0] == 't' ? CDC_JV_TRUE : CDC_JV_FALSE;
+    else if (f->type == CDC_ICE_INT || f->type == CDC_ICE_LONG)
+        jv = (cdc_jv_t){.t = CDC_JV_INT, .i = strtoll(s, &endp, 10)};
+    else if ((f->type == CDC_ICE_FLOAT || f->type == CDC_ICE_DOUBLE) &&
+             (s[0] == '-' || (s[0] >= '0' && s[0] <= '9')) && strcmp(s, "-Infinity") != 0)
+        jv = (cdc_jv_t){.t = CDC_JV_REAL, .d = strtod(s, &endp)};
+    int r = cdc_decode_convert(&col, &jv, NULL, &v);
+    if (r < 0)
+        *oom = true;
+    if (r > 0 && (j = leaf_json(f, &v)) == NULL)
+        *oom = true;
+    free(v.bytes);
+    return j;
+}
+
+/* Whether a leaf under n is a type the capture sends as PostgreSQL text inside an array
+ * (dates, times, timestamps, binary as bytea's hex; docs/capture.md, "Types"). */
+static bool text_leaves(const cdc_ice_node_t *n)
+{
+    if (n->f.type != CDC_ICE_LIST && n->f.type != CDC_ICE_STRUCT)
+        return n->f.type == CDC_ICE_DATE || n->f.type == CDC_ICE_TIME ||
+               n->f.type == CDC_ICE_TIMESTAMP || n->f.type == CDC_ICE_TIMESTAMPTZ ||
+               n->f.type == CDC_ICE_BINARY;
+    for (size_t i = 0; i < n->nkids; i++)
+        if (text_leaves(&n->kids[i]))
+            return true;
+    return false;
+}
+
+/* j, a value of node n whose text leaves (text_leaves()) may be PostgreSQL text strings,
+ * in the nested value form: a new reference, NULL on a mismatch (*oom when out of
+ * memory). Other leaves are taken as they are (the shredding checks them). */
+static json_t *leaves_json(const cdc_ice_node_t *n, json_t *j, int depth, bool *oom)
+{
+    json_t *out;
+    if (json_is_null(j))
+        return json_null();
+    if (depth > 32)
+        return NULL;
+    if (n->f.type == CDC_ICE_LIST) {
+        size_t i;
+        json_t *x;
+        if (!json_is_array(j) || n->nkids != 1 || (out = json_array()) == NULL)
+            return NULL;
+        json_array_foreach(j, i, x)
+        {
+            json_t *y = leaves_json(&n->kids[0], x, depth + 1, oom);
+            if (y == NULL || json_array_append_new(out, y) != 0) {
+                json_decref(out);
+                return NULL;
+            }
+        }
+        return out;
+    }
+    if (n->f.type == CDC_ICE_STRUCT) {
+        if (!json_is_object(j) || (out = json_object()) == NULL)
+            return NULL;
+        for (size_t i = 0; i < n->nkids; i++) {
+            json_t *x = json_object_get(j, n->kids[i].f.name), *y;
+            if (x == NULL)
+                continue;
+            if ((y = leaves_json(&n->kids[i], x, depth + 1, oom)) == NULL ||
+                json_object_set_new(out, n->kids[i].f.name, y) != 0) {
+                json_decref(out);
+                return NULL;
+            }
+        }
+        return out;
+    }
+    if (!json_is_string(j) || !text_leaves(n))
+        return json_incref(j);
+    return leaf_text(&n->f, json_string_value(j), json_string_length(j), oom);
+}
+
+/* The list value s[0..n) of root whose text leaves are PostgreSQL text as the nested
+ * value form (*out malloc'd): 1 done, 0 a mismatch, -1 out of memory. */
+static int text_leaves_to_nested(const cdc_ice_node_t *root, const char *s, size_t n, char **out)
+{
+    bool oom = false;
+    json_t *in = json_loadb(s, n, JSON_DECODE_ANY, NULL);
+    json_t *o = in != NULL ? leaves_json(root, in, 0, &oom) : NULL;
+    json_decref(in);
+    *out = o ? json_dumps(o, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17)) : NULL;
+    json_decref(o);
+    if (oom || (o != NULL && *out == NULL))
+        return -1;
+    return *out != NULL ? 1 : 0;
+}
+
+/* An array attribute of a composite, its PostgreSQL array text s[0..n), as the nested
+ * value form of list node k; NULL on a mismatch. */
+static json_t *array_json(const cdc_ice_node_t *k, const char *s, size_t n, bool *oom)
+{
+    const cdc_ice_node_t *leaf = k;
+    cdc_value_enc_t enc = CDC_VENC_STRING;
+    cdc_buf_t b = {0};
+    json_t *in, *j = NULL;
+
+    while (leaf->f.type == CDC_ICE_LIST && leaf->nkids == 1)
+        leaf = &leaf->kids[0];
+    switch (leaf->f.type) {
+    case CDC_ICE_BOOLEAN:
+        enc = CDC_VENC_BOOL;
+        break;
+    case CDC_ICE_INT:
+    case CDC_ICE_LONG:
+        enc = CDC_VENC_INT;
+        break;
+    case CDC_ICE_FLOAT:
+    case CDC_ICE_DOUBLE:
+        enc = CDC_VENC_FLOAT;
+        break;
+    case CDC_ICE_DECIMAL:
+        enc = CDC_VENC_DECIMAL;
+        break;
+    default:
+        break;
+    }
+    if (!cdc_pg_array_to_json(&b, enc, s, n)) {
+        *oom = *oom || b.oom;
+        cdc_buf_free(&b);
+        return NULL;
+    }
+    if ((in = json_loadb(b.data, b.len, 0, NULL)) != NULL)
+        j = leaves_json(k, in, 0, oom);
+    json_decref(in);
+    cdc_buf_free(&b);
+    return j;
+}
+
 /* A composite's text as a JSON object of struct st's fields; NULL on a mismatch. */
 static json_t *record_json(const cdc_ice_node_t *st, const char *s, size_t n, int depth, bool *oom)
 {
@@ -549,29 +718,10 @@ static json_t *record_json(const cdc_ice_node_t *st, const char *s, size_t n, in
             j = json_null();
         } else if (k->f.type == CDC_ICE_STRUCT) {
             j = record_json(k, t.data ? t.data : "", t.len, depth + 1, oom);
-        } else if (k->f.type != CDC_ICE_LIST) {
-            cdc_column_t col = {.name = k->f.name,
-                                .type = k->f.type,
-                                .precision = k->f.precision,
-                                .scale = k->f.scale,
-                                .optional = true};
-            cdc_jv_t jv = {.t = CDC_JV_STRING, .s = t.data ? t.data : "", .n = t.len};
-            cdc_val_t v;
-            char *endp;
-            if (k->f.type == CDC_ICE_BOOLEAN && t.len == 1)
-                jv.t = t.data[0] == 't' ? CDC_JV_TRUE : CDC_JV_FALSE;
-            else if (k->f.type == CDC_ICE_INT || k->f.type == CDC_ICE_LONG)
-                jv = (cdc_jv_t){.t = CDC_JV_INT, .i = strtoll(jv.s, &endp, 10)};
-            else if ((k->f.type == CDC_ICE_FLOAT || k->f.type == CDC_ICE_DOUBLE) &&
-                     (jv.s[0] == '-' || (jv.s[0] >= '0' && jv.s[0] <= '9')) &&
-                     strcmp(jv.s, "-Infinity") != 0)
-                jv = (cdc_jv_t){.t = CDC_JV_REAL, .d = strtod(jv.s, &endp)};
-            int r = cdc_decode_convert(&col, &jv, NULL, &v);
-            if (r < 0)
-                *oom = true;
-            if (r > 0)
-                j = leaf_json(&k->f, &v);
-            free(v.bytes);
+        } else if (k->f.type == CDC_ICE_LIST) {
+            j = array_json(k, t.data ? t.data : "", t.len, oom);
+        } else {
+            j = leaf_text(&k->f, t.data ? t.data : "", t.len, oom);
         }
         if (j == NULL || json_object_set_new(o, k->f.name, j) != 0)
             goto mismatch;

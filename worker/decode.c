@@ -353,6 +353,7 @@ cdc_err_t cdc_decode_tree(cdc_catalog_t *cat, const cdc_decode_options_t *opts,
                     c->after.vals[k].kind = CDC_VAL_TOAST;
                 }
         }
+        c->snapshot_pending = json_is_true(json_object_get(payload, "snapshot_pending"));
     }
     if (!cdc_decode_entity(s, c->after.vals ? &c->after : &c->before, c, de))
         goto done;

@@ -34,12 +34,24 @@ typedef enum cdc_val_kind {
     CDC_VAL_NAN,
     CDC_VAL_POS_INF,
     CDC_VAL_NEG_INF,
+    /* an unchanged TOAST value of a row older than the capture, whose value the worker
+     * never had (the event's `snapshot_pending`, docs/worker.md, "Unchanged TOAST
+     * values"): null in the files, named by the row's `_cdc_special` as
+     * "unchanged-toast"; the snapshot read that follows brings the value */
+    CDC_VAL_TOAST_UNKNOWN,
 } cdc_val_kind_t;
 
 /* A special value's kind (CDC_VAL_NAN ...), or false. */
 static inline bool cdc_val_kind_special(cdc_val_kind_t k)
 {
     return k == CDC_VAL_NAN || k == CDC_VAL_POS_INF || k == CDC_VAL_NEG_INF;
+}
+
+/* A kind the row's `_cdc_special` names: a numeric special value, or an unchanged TOAST
+ * value unknown to the worker. */
+static inline bool cdc_val_kind_noted(cdc_val_kind_t k)
+{
+    return cdc_val_kind_special(k) || k == CDC_VAL_TOAST_UNKNOWN;
 }
 
 /* A typed column value. Strings/binary/uuid point into `bytes` (owned by the row). */
@@ -113,6 +125,10 @@ typedef struct cdc_change {
      * record also goes to the DLQ, the first such column named in the decoder's *de
      * (docs/worker.md, "Values no Iceberg type holds"). */
     unsigned nulled;
+    /* The event says `snapshot_pending` (docs/events.md): its table's first snapshot has
+     * not finished, so a row it lists unchanged TOAST columns of may be older than the
+     * capture, and no earlier image of it in state is no loss (worker/toast.h). */
+    bool snapshot_pending;
 } cdc_change_t;
 
 /* The tag of a snapshot id (source.snapshot_id) of n bytes: a 64-bit hash, never 0. */

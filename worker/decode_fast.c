@@ -579,7 +579,7 @@ bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts, cdc_d
     source_info_t si;
     span_t before = {SPAN_ABSENT, 0, 0}, after = {SPAN_ABSENT, 0, 0}, toast = {SPAN_ABSENT, 0, 0};
     cdc_jv_t op = {CDC_JV_NULL, 0, 0, NULL, 0};
-    bool have_op = false, have_source = false, ok = false;
+    bool have_op = false, have_source = false, ok = false, pending = false;
     char *scratch = stack_scratch;
     int64_t version;
     fx_t f;
@@ -634,6 +634,11 @@ bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts, cdc_d
             } else if (!scan_list(&f, &toast, false) || toast.state != SPAN_LIST) {
                 goto done;
             }
+        } else if (key_is(k, kn, "snapshot_pending")) {
+            cdc_jv_t v;
+            if (!scan_value(&f, &v, 0))
+                goto done;
+            pending = v.t == CDC_JV_TRUE;
         } else if (key_is(k, kn, "schema") || key_is(k, kn, "payload")) {
             goto done; /* maybe a Kafka Connect envelope */
         } else {
@@ -721,6 +726,7 @@ bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts, cdc_d
                     c->after.vals[k].kind = CDC_VAL_TOAST;
                 }
         }
+    c->snapshot_pending = pending;
     memset(&de, 0, sizeof(de));
     ok = cdc_decode_entity(s, c->after.vals ? &c->after : &c->before, c, &de);
     if (ok) {

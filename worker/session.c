@@ -599,6 +599,7 @@ void cdc_worker_publish_status(cdc_worker_t *w)
         json_object_set_new(o, "dead_letters", dl);
         json_object_set_new(v, "nulled_records", json_integer((json_int_t)w->nulled_records));
         json_object_set_new(v, "special_values", json_integer((json_int_t)w->special_values));
+        json_object_set_new(v, "unknown_toast", json_integer((json_int_t)w->unknown_toast));
         pthread_mutex_lock(&w->values_lock);
         json_object_set_new(v, "last_nulled",
                             w->last_nulled[0] ? json_string(w->last_nulled) : json_null());

@@ -254,9 +254,11 @@ void cdc_stage_files_free(cdc_stage_file_t *files, size_t n);
 
 /* Iceberg schema of a table kind for a source schema (caller frees with
  * cdc_ice_schema_free(); deletes: key columns only). Mirror data and changelog of a
- * table with a decimal column also have `_cdc_special` (catalog.h). */
+ * table with a decimal or TOAST-able column also have `_cdc_special` (catalog.h). */
 cdc_err_t cdc_stage_ice_schema(const cdc_source_schema_t *s, cdc_stage_kind_t kind,
                                cdc_ice_schema_t *out, cdc_error_t *e);
-/* Whether s has a decimal column (live or retired): its tables have `_cdc_special`. */
-bool cdc_stage_has_decimal(const cdc_source_schema_t *s);
+/* Whether s has a column (live or retired) whose value `_cdc_special` can name: a decimal
+ * (NaN, infinities) or a type PostgreSQL can TOAST (an unchanged value of a row older than
+ * the capture); its tables have `_cdc_special`. */
+bool cdc_stage_has_special(const cdc_source_schema_t *s);
 #endif

@@ -55,13 +55,21 @@ static bool add_field(cdc_ice_schema_t *o, int32_t id, const char *name, cdc_ice
     return true;
 }
 
-bool cdc_stage_has_decimal(const cdc_source_schema_t *s)
+/* A type whose value the row's _cdc_special can name: a decimal's NaN or infinities, or
+ * an unchanged TOAST value unknown to the worker (a type PostgreSQL can TOAST). */
+static bool special_type(cdc_ice_type_t t)
+{
+    return t == CDC_ICE_DECIMAL || t == CDC_ICE_STRING || t == CDC_ICE_BINARY ||
+           t == CDC_ICE_LIST || t == CDC_ICE_STRUCT;
+}
+
+bool cdc_stage_has_special(const cdc_source_schema_t *s)
 {
     for (size_t i = 0; i < s->ncols; i++)
-        if (s->cols[i].type == CDC_ICE_DECIMAL)
+        if (special_type(s->cols[i].type))
             return true;
     for (size_t i = 0; i < s->nretired; i++)
-        if (s->retired[i].type == CDC_ICE_DECIMAL)
+        if (special_type(s->retired[i].type))
             return true;
     return false;
 }
@@ -93,7 +101,7 @@ cdc_err_t cdc_stage_ice_schema(const cdc_source_schema_t *s, cdc_stage_kind_t ki
         ok = add_field(out, c->field_id, cdc_column_field_name(c), c->type, c->precision, c->scale,
                        false, c->nested);
     }
-    if (ok && kind != CDC_STAGE_MIRROR_DELETES && cdc_stage_has_decimal(s))
+    if (ok && kind != CDC_STAGE_MIRROR_DELETES && cdc_stage_has_special(s))
         ok = add_field(out, CDC_FIELD_SPECIAL, CDC_FIELD_SPECIAL_NAME, CDC_ICE_STRING, 0, 0, false,
                        NULL);
     for (size_t i = 0; kind == CDC_STAGE_CHANGELOG && i < CL_NCOLS && ok; i++)
@@ -258,8 +266,10 @@ static void cl_cell(const cdc_changelog_row_t *cl, int32_t id, cdc_ice_value_t *
  * null (also when out of memory: the row is still written). */
 static void special_cell(cdc_stage_enc_t *en, const cdc_row_t *r, cdc_ice_value_t *cell)
 {
-    static const char *const names[] = {
-        [CDC_VAL_NAN] = "NaN", [CDC_VAL_POS_INF] = "Infinity", [CDC_VAL_NEG_INF] = "-Infinity"};
+    static const char *const names[] = {[CDC_VAL_NAN] = "NaN",
+                                        [CDC_VAL_POS_INF] = "Infinity",
+                                        [CDC_VAL_NEG_INF] = "-Infinity",
+                                        [CDC_VAL_TOAST_UNKNOWN] = "unchanged-toast"};
     json_t *o = NULL;
 
     memset(cell, 0, sizeof(*cell));
@@ -267,7 +277,7 @@ static void special_cell(cdc_stage_enc_t *en, const cdc_row_t *r, cdc_ice_value_
     free(en->special);
     en->special = NULL;
     for (size_t i = 0; r->vals != NULL && i < r->schema->ncols; i++) {
-        if (!cdc_val_kind_special(r->vals[i].kind))
+        if (!cdc_val_kind_noted(r->vals[i].kind))
             continue;
         if (o == NULL && (o = json_object()) == NULL)
             return;

@@ -20,7 +20,7 @@ bool cdc_toast_needed(const cdc_change_t *c)
 }
 
 cdc_err_t cdc_toast_repair(cdc_change_t *c, const uint8_t *stored, size_t stored_len,
-                           const char **column)
+                           const char **column, unsigned *unknown)
 {
     size_t img_len = 0;
     const uint8_t *img = stored ? cdc_dedup_image(stored, stored_len, &img_len) : NULL;
@@ -43,6 +43,11 @@ cdc_err_t cdc_toast_repair(cdc_change_t *c, const uint8_t *stored, size_t stored
                 memcpy(nv.bytes, b->bytes, b->len);
             }
             *v = nv;
+            continue;
+        }
+        if (stored == NULL && c->snapshot_pending && col->optional && !col->key) {
+            v->kind = CDC_VAL_TOAST_UNKNOWN; /* older than the capture: the snapshot brings it */
+            (*unknown)++;
             continue;
         }
         if (img == NULL || cdc_row_image_lookup(img, img_len, col->field_id, v) != 1) {

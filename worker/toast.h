@@ -23,8 +23,15 @@ bool cdc_toast_needed(const cdc_change_t *c);
  * cdc_dedup_check(); NULL when the entity is not in state). Returns CDC_OK, or
  * CDC_ERR_NOT_FOUND with *column naming the first column that could not be repaired
  * (the record then goes to the DLQ as unresolved_toast).
+ *
+ * A row older than the capture (docs/worker.md, "Unchanged TOAST values"): when the
+ * entity was never seen (stored NULL) and the event says its table's first snapshot has
+ * not finished (c->snapshot_pending), the row cannot be in state yet, and the value is
+ * unknown rather than lost: an optional non-key column becomes CDC_VAL_TOAST_UNKNOWN
+ * (null, named "unchanged-toast" in the row's _cdc_special), counted in *unknown. A key
+ * never seen with no such mark (state lost, a Debezium topic) stays unresolved.
  */
 cdc_err_t cdc_toast_repair(cdc_change_t *c, const uint8_t *stored, size_t stored_len,
-                           const char **column);
+                           const char **column, unsigned *unknown);
 
 #endif

@@ -135,7 +135,7 @@ typedef struct cdc_table_metrics {
     cdc_counter_t *in, *out, *dups;
     /* values no Iceberg type holds (docs/worker.md, "Values no Iceberg type holds"):
      * columns made null (their records dead-lettered too), numeric NaN/Infinity */
-    cdc_counter_t *nulled, *special;
+    cdc_counter_t *nulled, *special, *unknown_toast;
 } cdc_table_metrics_t;
 
 /* One owned partition slot. */
@@ -265,6 +265,7 @@ typedef struct cdc_worker {
      * numeric special values, and the last column made null ("<table>: <why>", under
      * values_lock) */
     _Atomic uint64_t nulled_records, special_values;
+    _Atomic uint64_t unknown_toast; /* changes with unchanged TOAST values never seen */
     pthread_mutex_t values_lock;
     char last_nulled[320];
     /* rows a partition spec could not take, written unpartitioned (record thread) */

@@ -4,7 +4,9 @@
 # int[][] (declared 2-D: list<list<int>>), numeric(10,2)[], an unconstrained numeric[] and
 # numeric (decimal(38,10), --numeric-default) and the types Iceberg has no type for
 # (timetz, interval, inet, money: their PostgreSQL text), and a composite type with a
-# nested composite, a date, a numeric(8,2) and a text[] (a struct; the array its text).
+# nested composite, a date, a numeric(8,2), a text[] and a date[] (a struct with list
+# fields), and arrays of date (with infinity), timestamp, timestamptz, bytea, jsonb and
+# json (lists of their element types; the worker converts the elements' PostgreSQL text).
 # Rows come from the snapshot
 # (the catalog's column facts) and from the stream (a Relation message's), with NULL
 # arrays, empty ones, NULL elements, updates of the arrays and deletes.
@@ -38,18 +40,26 @@ pipeline_servers_up
 sql <<'SQL' || fail "could not create native_types"
 CREATE TYPE public.nt_geo AS (lat float8, lon float8);
 CREATE TYPE public.nt_place AS (street text, zip int, geo public.nt_geo, since date,
-    price numeric(8,2), tags text[]);
+    price numeric(8,2), tags text[], visits date[]);
 CREATE TABLE public.native_types (
     id int PRIMARY KEY, ints int[], texts text[], grid int[][], prices numeric(10,2)[],
     nums numeric[], amount numeric, tz timetz, iv interval, addr inet, cash money,
-    place public.nt_place);
+    place public.nt_place, days date[], stamps timestamp[], stampstz timestamptz[],
+    blobs bytea[], docs jsonb[], jdocs json[]);
 INSERT INTO public.native_types
 SELECT g, ARRAY[g, g + 1, NULL], ARRAY['a' || g, NULL, 'quote "' || g || '"', ''],
        ARRAY[[g, -g], [NULL, 2 * g]], ARRAY[g + 0.25, NULL]::numeric(10,2)[],
        ARRAY[g / 4.0, 12345678901234567890.5]::numeric[], g * 1.5,
        '10:11:12+02', make_interval(days => g, hours => 3), ('10.0.0.' || g)::inet, (g * 2.5)::numeric::money,
        CASE WHEN g % 4 = 0 THEN NULL ELSE ROW('Main "St", ' || g, 8000 + g, ROW(47.5 + g, -8.25)::public.nt_geo,
-           date '2024-02-29' + g, g + 0.5, ARRAY['x', NULL, 'y z'])::public.nt_place END
+           date '2024-02-29' + g, g + 0.5, ARRAY['x', NULL, 'y z'],
+           ARRAY[date '2024-02-29' + g, NULL, 'infinity'])::public.nt_place END,
+       ARRAY[date '2024-02-29' + g, NULL, 'infinity', '-infinity']::date[],
+       ARRAY[timestamp '2024-02-29 10:00:00.25' + make_interval(hours => g), NULL]::timestamp[],
+       ARRAY[timestamptz '2024-02-29 10:00:00+02' + make_interval(mins => g)]::timestamptz[],
+       ARRAY[convert_to('b' || g || ' "q"', 'UTF8'), NULL, '\x'::bytea]::bytea[],
+       ARRAY[jsonb_build_object('g', g, 's', 'x "y"'), NULL]::jsonb[],
+       ARRAY['[1,  2]'::json]::json[]
 FROM generate_series(1, 20) g;
 INSERT INTO public.native_types (id, ints, texts, grid) VALUES (21, NULL, '{}', '{}');
 SQL
@@ -60,11 +70,15 @@ sql <<'SQL' || fail "the changes failed"
 INSERT INTO public.native_types
 SELECT g, ARRAY[g], ARRAY[NULL, 'x' || g], ARRAY[[g], [g + 1], [NULL]]::int[][], '{}', ARRAY[NULL, g]::numeric[],
        -g / 8.0, '23:59:59.5-05', interval '1 year 2 mons 3 days 04:05:06.7', '::1', (-g)::numeric::money,
-       CASE WHEN g % 3 = 0 THEN ROW(NULL, NULL, NULL, NULL, NULL, NULL)::public.nt_place
-            ELSE ROW('(' || g || ')', -g, NULL, date '1999-12-31', -g, '{}')::public.nt_place END
+       CASE WHEN g % 3 = 0 THEN ROW(NULL, NULL, NULL, NULL, NULL, NULL, NULL)::public.nt_place
+            ELSE ROW('(' || g || ')', -g, NULL, date '1999-12-31', -g, '{}', '{}')::public.nt_place END,
+       ARRAY[date '1999-12-31' - g], '{}', ARRAY[NULL, timestamptz '2000-01-01 00:00:01+00']::timestamptz[],
+       ARRAY['\x417a'::bytea], '{}', NULL
 FROM generate_series(100, 130) g;
 UPDATE public.native_types SET place.zip = 1, place.geo = ROW(0, 0) WHERE id % 2 = 0 AND place::text IS NOT NULL;
 UPDATE public.native_types SET ints = ints || 99, texts = ARRAY['u', NULL] WHERE id % 3 = 0;
+UPDATE public.native_types SET days = days || date '2000-01-01', blobs = NULL,
+    docs = ARRAY['{"u": [1, null]}'::jsonb] WHERE id % 4 = 1;
 UPDATE public.native_types SET grid = NULL, nums = '{}' WHERE id % 5 = 0;
 DELETE FROM public.native_types WHERE id % 7 = 0;
 SQL
@@ -83,7 +97,12 @@ SELECT json_build_object('id', id, 'ints', ints, 'texts', texts,
     'amount', CASE WHEN id = 901 THEN NULL ELSE amount::text END, 'tz', tz,
     'iv', iv, 'addr', addr, 'cash', cash, 'place', CASE WHEN place::text IS NOT NULL THEN json_build_object(
         'street', (place).street, 'zip', (place).zip, 'geo', to_json((place).geo),
-        'since', (place).since::text, 'price', (place).price::text, 'tags', (place).tags::text) END)
+        'since', (place).since::text, 'price', (place).price::text, 'tags', (place).tags,
+        'visits', (place).visits) END,
+    'days', days, 'stamps', stamps, 'stampstz', stampstz,
+    'blobs', CASE WHEN blobs IS NOT NULL THEN coalesce((SELECT array_agg(encode(x, 'hex') ORDER BY o)
+        FROM unnest(blobs) WITH ORDINALITY AS u(x, o)), '{}') END,
+    'docs', docs::text[], 'jdocs', jdocs::text[])
 FROM public.native_types ORDER BY id;
 SQL
 cat > "$tmp/types.json" <<'JSON'
@@ -98,7 +117,14 @@ cat > "$tmp/types.json" <<'JSON'
      {"name": "geo", "type": {"type": "struct", "fields": [{"name": "lat", "type": "double"},
                                                            {"name": "lon", "type": "double"}]}},
      {"name": "since", "type": "date"}, {"name": "price", "type": "decimal(8,2)"},
-     {"name": "tags", "type": "string"}]}}
+     {"name": "tags", "type": {"type": "list", "element": "string", "element-required": false}},
+     {"name": "visits", "type": {"type": "list", "element": "date", "element-required": false}}]},
+ "days": {"type": "list", "element": "date", "element-required": false},
+ "stamps": {"type": "list", "element": "timestamp", "element-required": false},
+ "stampstz": {"type": "list", "element": "timestamptz", "element-required": false},
+ "blobs": {"type": "list", "element": "binary", "element-required": false},
+ "docs": {"type": "list", "element": "string", "element-required": false},
+ "jdocs": {"type": "list", "element": "string", "element-required": false}}
 JSON
 
 # the dead letters arrive: two records, counted by the workers as type mismatches

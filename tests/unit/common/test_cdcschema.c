@@ -470,9 +470,14 @@ static void mapped_doc(cdc_schema_doc_t *d, const cdc_schema_mapping_t *m, const
  * its type; a list's "iceberg" is Iceberg's JSON object (docs/events.md). */
 static void test_native_mapping(void **state)
 {
-    static const uint32_t oids[] = {1007, 1009, 1007, 1700, 1231, 1231, 1182, 1186};
-    static const int32_t typmods[] = {-1, -1, -1, -1, -1, ((10 << 16) | 2) + 4, -1, -1};
-    static const int ndims[] = {1, 1, 2, 0, 1, 1, 1, 0};
+    /* int[], text[], int[][], numeric, numeric[], numeric(10,2)[], date[], interval,
+     * timestamp[], timestamptz[], bytea[], jsonb[], json[], time[] */
+    static const uint32_t oids[] = {1007, 1009, 1007, 1700, 1231, 1231, 1182,
+                                    1186, 1115, 1185, 1001, 3807, 199,  1183};
+    static const int32_t typmods[] = {-1, -1, -1, -1, -1, ((10 << 16) | 2) + 4, -1, -1, -1,
+                                      -1, -1, -1, -1, -1};
+    static const int ndims[] = {1, 1, 2, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1};
+    enum { NCOLS = sizeof(oids) / sizeof(oids[0]) };
     cdc_schema_mapping_t native = {.nested = true}, off = {.nested = false};
     cdc_schema_doc_t d, d2, back, old;
     cdc_error_t e;
@@ -484,7 +489,7 @@ static void test_native_mapping(void **state)
     assert_false(cdc_schema_numeric_default_parse("decimal(39,1)", &off));
     assert_false(cdc_schema_numeric_default_parse("double", &off));
 
-    mapped_doc(&d, &native, oids, typmods, ndims, 8);
+    mapped_doc(&d, &native, oids, typmods, ndims, NCOLS);
     assert_int_equal(cdc_schema_doc_assign_ids(NULL, &d, &e), CDC_OK);
     /* int[] */
     assert_int_equal(d.cols[1].ice_type, CDC_ICE_LIST);
@@ -492,14 +497,28 @@ static void test_native_mapping(void **state)
     /* int[][]: the nested ids follow their column's id (given in column order) */
     assert_int_equal(d.cols[3].ice_type, CDC_ICE_LIST);
     assert_non_null(strstr(d.cols[3].ice_nested, "\"element\":{\"type\":\"list\""));
-    /* numeric: the default; numeric[] too; numeric(10,2)[] its own; date[] stays text */
+    /* numeric: the default; numeric[] too; numeric(10,2)[] its own */
     assert_int_equal(d.cols[4].ice_type, CDC_ICE_DECIMAL);
     assert_int_equal(d.cols[4].precision, 38);
     assert_int_equal(d.cols[4].scale, 10);
     assert_non_null(strstr(d.cols[5].ice_nested, "\"decimal(38,10)\""));
     assert_non_null(strstr(d.cols[6].ice_nested, "\"decimal(10,2)\""));
-    assert_int_equal(d.cols[7].ice_type, CDC_ICE_STRING);
-    assert_int_equal(d.cols[7].enc, CDC_VENC_ARRAY);
+    /* arrays of date, timestamp, timestamptz, bytea, jsonb, json, time: lists of their
+     * element's Iceberg type (the events keep the elements' PostgreSQL text) */
+    {
+        static const struct {
+            int col;
+            const char *element;
+        } lists[] = {{7, "\"element\":\"date\""},         {9, "\"element\":\"timestamp\""},
+                     {10, "\"element\":\"timestamptz\""}, {11, "\"element\":\"binary\""},
+                     {12, "\"element\":\"string\""},      {13, "\"element\":\"string\""},
+                     {14, "\"element\":\"time\""}};
+        for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+            assert_int_equal(d.cols[lists[i].col].ice_type, CDC_ICE_LIST);
+            assert_int_equal(d.cols[lists[i].col].enc, CDC_VENC_ARRAY);
+            assert_non_null(strstr(d.cols[lists[i].col].ice_nested, lists[i].element));
+        }
+    }
     assert_int_equal(d.cols[8].ice_type, CDC_ICE_STRING); /* interval: its text */
     /* every id, nested ones included, once, none above last_field_id */
     {
@@ -511,8 +530,8 @@ static void test_native_mapping(void **state)
             assert_true(top <= d.last_field_id);
             seen[is.fields[i].id]++;
         }
-        assert_int_equal(d.last_field_id, 9 + 6); /* 9 columns, 6 list elements */
-        for (int i = 1; i <= 9; i++)
+        assert_int_equal(d.last_field_id, 15 + 13); /* 15 columns, 13 list elements */
+        for (int i = 1; i <= 15; i++)
             assert_true(seen[i] <= 1);
         cdc_schema_ice_free(&is);
     }
@@ -527,7 +546,7 @@ static void test_native_mapping(void **state)
 
     /* the next version: the same columns keep field and nested ids, a new list gets new
      * ones after last_field_id */
-    mapped_doc(&d2, &native, oids, typmods, ndims, 8);
+    mapped_doc(&d2, &native, oids, typmods, ndims, NCOLS);
     assert_int_equal(cdc_schema_doc_assign_ids(&back, &d2, &e), CDC_OK);
     for (size_t i = 0; i < d.ncols; i++) {
         assert_int_equal(d2.cols[i].field_id, d.cols[i].field_id);
@@ -538,10 +557,10 @@ static void test_native_mapping(void **state)
     assert_false(cdc_schema_doc_rewrites_rows(&back, &d2));
 
     /* a table registered before lists and the numeric default keeps text for its columns */
-    mapped_doc(&old, NULL, oids, typmods, ndims, 8);
+    mapped_doc(&old, NULL, oids, typmods, ndims, NCOLS);
     assert_int_equal(cdc_schema_doc_assign_ids(NULL, &old, &e), CDC_OK);
     cdc_schema_doc_free(&d2);
-    mapped_doc(&d2, &native, oids, typmods, ndims, 8);
+    mapped_doc(&d2, &native, oids, typmods, ndims, NCOLS);
     assert_int_equal(cdc_schema_doc_assign_ids(&old, &d2, &e), CDC_OK);
     for (size_t i = 0; i < d2.ncols; i++) {
         assert_int_equal(d2.cols[i].ice_type, old.cols[i].ice_type);
@@ -553,9 +572,10 @@ static void test_native_mapping(void **state)
 
     /* --nested-types=string: arrays stay JSON array text */
     cdc_schema_doc_free(&d2);
-    mapped_doc(&d2, &off, oids, typmods, ndims, 8);
+    mapped_doc(&d2, &off, oids, typmods, ndims, NCOLS);
     assert_int_equal(d2.cols[1].ice_type, CDC_ICE_STRING);
     assert_int_equal(d2.cols[4].ice_type, CDC_ICE_STRING); /* numeric default: string */
+    assert_int_equal(d2.cols[7].ice_type, CDC_ICE_STRING); /* date[]: JSON array text */
     cdc_schema_doc_free(&d2);
     cdc_schema_doc_free(&old);
     cdc_schema_doc_free(&back);
