@@ -553,7 +553,7 @@ chaos_load_start() {
     local)
         "$CHAOS_BUILD/loadgen" --pg-dsn "$PIPELINE_PG_DSN" --create-schema=false \
             --rate "$LOAD_RATE" --duration "${1}s" --seed "$2" --report-interval 0 \
-            >>"$CHAOS_DIR/procs/loadgen.log" 2>&1 &
+            ${CHAOS_LOAD_MIX:+--mix "$CHAOS_LOAD_MIX"} >>"$CHAOS_DIR/procs/loadgen.log" 2>&1 &
         LOAD_PID=$!
         ;;
     compose)

@@ -50,7 +50,13 @@ chaos_seed "${SEED:-}"
 budget=$((DURATION / ${#scenarios[@]}))
 [ "$budget" -lt 10 ] && budget=10
 SOAK=${SOAK:-0}
-[ "$SOAK" = 1 ] && budget=${SOAK_SCENARIO_SECONDS:-35}
+if [ "$SOAK" = 1 ]; then
+    budget=${SOAK_SCENARIO_SECONDS:-35}
+    # a steady state: as many rows deleted as inserted, so that what a process holds
+    # for the data (PostgreSQL's buffers, the workers' state) stops growing and a trend
+    # is a leak
+    export CHAOS_LOAD_MIX=${CHAOS_LOAD_MIX:-insert=15,reinsert=5,delete=20,update=30,multi=10,second=20}
+fi
 
 results=()
 failed=0

@@ -59,7 +59,10 @@ function slope(pts, key) {
 // A series trends upward when its fitted growth over the judged window exceeds both an
 // absolute floor and 10% of its mean. The first fifth of the run is warm-up (caches,
 // RocksDB memtables, the broker's logs fill) and is not judged.
+// The development broker (librdkafka's mock cluster) keeps every message in memory, with
+// no retention: its RSS follows the data produced and is shown but not judged.
 const FLOORS = { rss: 32, fds: 8, threads: 2 };
+const UNJUDGED_RSS = new Set(['kafka-dev']);
 const warm = minutes / 5;
 const procs = [];
 let upward = [];
@@ -70,7 +73,8 @@ for (const [name, pts] of [...series.entries()].sort()) {
     const s = slope(judged, key);
     const mean = judged.reduce((a, p) => a + p[key], 0) / Math.max(1, judged.length);
     const growth = s * (minutes - warm);
-    row[key] = { slope: s, mean, growth, up: Number.isFinite(s) && growth > Math.max(FLOORS[key], 0.1 * mean) };
+    const judge = !(key === 'rss' && UNJUDGED_RSS.has(name));
+    row[key] = { slope: s, mean, growth, up: judge && Number.isFinite(s) && growth > Math.max(FLOORS[key], 0.1 * mean) };
     if (row[key].up) upward.push(`${name} ${key}`);
   }
   procs.push(row);
@@ -121,7 +125,8 @@ p50 ${f1(pct(0.5))} s, p90 ${f1(pct(0.9))} s, max ${f1(rec.at(-1))} s.
 Least-squares slope per minute over minutes ${warm.toFixed(1)}–${minutes.toFixed(1)} (the first fifth is
 warm-up). A series trends upward when its fitted growth over that window exceeds both
 ${FLOORS.rss} MiB (RSS), ${FLOORS.fds} descriptors or ${FLOORS.threads} threads, and 10% of its mean. A process
-killed by a fault restarts with a fresh RSS: the series is per process name.
+killed by a fault restarts with a fresh RSS: the series is per process name. kafka-dev's RSS
+is not judged: the development broker keeps every message in memory.
 ${upward.length ? `\n**Upward:** ${upward.join(', ')}.\n` : '\nNo series trends upward.\n'}
 | process | samples | peak RSS MiB | RSS mean MiB | RSS slope MiB/min | fds mean | fds slope /min | threads mean | threads slope /min |
 |---|---|---|---|---|---|---|---|---|
