@@ -577,8 +577,10 @@ void cdc_state_batch_put(cdc_state_batch_t *b, int family, const void *key, size
     const char *ts = batch_ts(b);
     if (!fam_ok(b->st, family))
         return;
-    if (cdc_array_reserve(b->buf, b->buf_cap, val_len + TS_LEN, 256) != CDC_OK) {
-        /* rare: let RocksDB join the parts itself */
+    /* A large value (a large row's, docs/worker.md "Large rows") is joined by RocksDB
+     * itself, so that the batch's scratch buffer does not keep a copy of it. */
+    if (val_len > CDC_STATE_LARGE_VALUE ||
+        cdc_array_reserve(b->buf, b->buf_cap, val_len + TS_LEN, 256) != CDC_OK) {
         const char *kl[1] = {key}, *vl[2] = {val, ts};
         size_t kls[1] = {key_len}, vls[2] = {val_len, TS_LEN};
         rocksdb_writebatch_putv_cf(b->wb, b->st->cf[family], 1, kl, kls, 2, vl, vls);
@@ -611,7 +613,16 @@ size_t cdc_state_batch_count(const cdc_state_batch_t *b)
 
 void cdc_state_batch_clear(cdc_state_batch_t *b)
 {
-    rocksdb_writebatch_clear(b->wb);
+    size_t size = 0;
+    rocksdb_writebatch_data(b->wb, &size);
+    /* clearing keeps the batch's memory: one that held a large value is made anew */
+    rocksdb_writebatch_t *fresh = size > CDC_STATE_LARGE_VALUE ? rocksdb_writebatch_create() : NULL;
+    if (fresh != NULL) {
+        rocksdb_writebatch_destroy(b->wb);
+        b->wb = fresh;
+    } else {
+        rocksdb_writebatch_clear(b->wb);
+    }
     b->ts_set = false;
 }
 

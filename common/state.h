@@ -118,6 +118,10 @@ cdc_err_t cdc_state_scan(cdc_state_t *st, int family, const void *begin, size_t 
 /* A write batch bound to st; applied atomically by cdc_state_write(). Every entry of a
  * batch gets the same write time: the clock's value at its first put since it was
  * created or cleared. */
+/* A value above this many bytes is a large one: a batch holds it once, in RocksDB's own
+ * buffer, and a cleared batch that held one gives its memory back. */
+#define CDC_STATE_LARGE_VALUE ((size_t)1 << 20)
+
 cdc_state_batch_t *cdc_state_batch_new(cdc_state_t *st);
 void cdc_state_batch_put(cdc_state_batch_t *b, int family, const void *key, size_t key_len,
                          const void *val, size_t val_len);

@@ -182,6 +182,9 @@ void cdc_row_clear(cdc_row_t *r);
  * image written under one schema version reads under a later one.
  */
 bool cdc_row_serialize(const cdc_row_t *r, uint8_t **out, size_t *out_len);
+/* The same image after `head` bytes the caller fills (*out_len counts them), so that a
+ * large row's image is not copied again to be prefixed. */
+bool cdc_row_serialize_after(const cdc_row_t *r, size_t head, uint8_t **out, size_t *out_len);
 /* Value of field_id in a serialized image: 1 = found (v filled, bytes malloc'd),
  * 0 = absent, -1 = corrupt. */
 int cdc_row_image_lookup(const uint8_t *img, size_t len, int32_t field_id, cdc_val_t *v);

@@ -176,6 +176,11 @@ static void pending_clear(cdc_dedup_pending_t *p)
         memset(p->slots, 0, p->nslots * sizeof(*p->slots));
     p->nentries = 0;
     p->arena_len = 0;
+    if (p->arena_cap > CDC_STATE_LARGE_VALUE) { /* grown for a large row: given back */
+        free(p->arena);
+        p->arena = NULL;
+        p->arena_cap = 0;
+    }
 }
 
 static void pending_free(cdc_dedup_pending_t *p)
@@ -718,7 +723,7 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
 {
     size_t sklen = 0, pklen = 0, blen = 0;
     uint8_t *sk = NULL, *pk = NULL, pos[24];
-    uint8_t *buf = NULL, *full = NULL;
+    uint8_t *full = NULL;
     cdc_err_t rc = CDC_OK;
 
     if (c->op == CDC_OP_TRUNCATE)
@@ -774,12 +779,12 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
             vals[sub.ncols].kind = CDC_VAL_SET;
             vals[sub.ncols++].u.i = (int64_t)c->snapshot_tag;
         }
-        if (!cdc_row_serialize(&img, &buf, &blen) || (full = malloc(blen + 16)) == NULL) {
+        if (!cdc_row_serialize_after(&img, 16, &full, &blen)) {
             rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
             goto done;
         }
         memcpy(full, pos, 16);
-        memcpy(full + 16, buf, blen);
+        blen -= 16;
     }
     /* Reserve first so that the change goes into the overlay whole or not at all. */
     if (!pending_reserve(&d->pending, 3, sklen + pklen + c->entity_len * 2 + blen + 32)) {
@@ -801,11 +806,17 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
         cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, pk, pklen, pos, plen);
         cdc_state_batch_delete(d->batch, CDC_ROWS_FAMILY, c->entity, c->entity_len);
     } else {
-        pending_set(&d->pending, CDC_ROWS_FAMILY, c->entity, c->entity_len, full, blen + 16, false);
         cdc_state_batch_put(d->batch, CDC_ROWS_FAMILY, c->entity, c->entity_len, full, blen + 16);
+        /* A large row's image goes to the store at once, so that the overlay never holds
+         * a copy of it besides the batch's (docs/worker.md, "Large rows"); when the store
+         * is held by a checkpoint or the write fails, it stays pending as any other. */
+        cdc_error_t e2;
+        if (blen + 16 <= CDC_STATE_LARGE_VALUE || atomic_load(&d->held) ||
+            cdc_dedup_flush(d, &e2) != CDC_OK)
+            pending_set(&d->pending, CDC_ROWS_FAMILY, c->entity, c->entity_len, full, blen + 16,
+                        false);
     }
 done:
-    free(buf);
     free(full);
     free(sk);
     free(pk);

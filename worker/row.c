@@ -175,8 +175,13 @@ bad:
 
 bool cdc_row_serialize(const cdc_row_t *r, uint8_t **out, size_t *out_len)
 {
+    return cdc_row_serialize_after(r, 0, out, out_len);
+}
+
+bool cdc_row_serialize_after(const cdc_row_t *r, size_t head, uint8_t **out, size_t *out_len)
+{
     const cdc_source_schema_t *s = r->schema;
-    size_t cap = 1, n = 0;
+    size_t cap = head + 1, n = head;
     uint8_t *buf;
     for (size_t i = 0; i < s->ncols; i++)
         cap += 10 + (r->vals[i].bytes ? r->vals[i].len + 4 : 16);
