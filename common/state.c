@@ -255,6 +255,14 @@ cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *o, cdc_stat
         rocksdb_options_set_memtable_whole_key_filtering(co, 1);
         rocksdb_options_set_compression(co, rocksdb_lz4_compression);
         rocksdb_options_set_block_based_table_factory(co, st->table_opts);
+        /* A large value (a large row's image) goes to a blob file when its memtable is
+         * flushed, not into a table block, and uncompressed: the flush holds no second
+         * copy of it (a block, a compressed copy), and compactions move a reference, not
+         * the value (docs/worker.md, "Large rows"). */
+        rocksdb_options_set_enable_blob_files(co, 1);
+        rocksdb_options_set_min_blob_size(co, CDC_STATE_LARGE_VALUE);
+        rocksdb_options_set_blob_compression_type(co, rocksdb_no_compression);
+        rocksdb_options_set_enable_blob_gc(co, 1);
         if (i > 0 && ttls[i] > 0) {
             expire_filter_t *f = malloc(sizeof(*f));
             if (f == NULL) {
@@ -590,6 +598,23 @@ void cdc_state_batch_put(cdc_state_batch_t *b, int family, const void *key, size
         memcpy(b->buf, val, val_len);
     memcpy(b->buf + val_len, ts, TS_LEN);
     rocksdb_writebatch_put_cf(b->wb, b->st->cf[family], key, key_len, b->buf, val_len + TS_LEN);
+}
+
+void cdc_state_batch_putv(cdc_state_batch_t *b, int family, const void *key, size_t key_len,
+                          size_t nparts, const void *const *parts, const size_t *lens)
+{
+    const char *ts = batch_ts(b);
+    if (!fam_ok(b->st, family) || nparts > CDC_STATE_MAX_PARTS)
+        return;
+    const char *kl[1] = {key}, *vl[CDC_STATE_MAX_PARTS + 1];
+    size_t kls[1] = {key_len}, vls[CDC_STATE_MAX_PARTS + 1];
+    for (size_t i = 0; i < nparts; i++) {
+        vl[i] = parts[i];
+        vls[i] = lens[i];
+    }
+    vl[nparts] = ts;
+    vls[nparts] = TS_LEN;
+    rocksdb_writebatch_putv_cf(b->wb, b->st->cf[family], 1, kl, kls, (int)nparts + 1, vl, vls);
 }
 
 void cdc_state_batch_delete(cdc_state_batch_t *b, int family, const void *key, size_t key_len)
