@@ -702,8 +702,8 @@ bool cdc_pq_column_end_row_group(const cdc_pq_writer_t *w, column_t *c)
     }
     /* release big buffers (a large value's) so that a writer does not pin them until
      * its file is closed (docs/parquet.md, "Large values") */
-    buf_t *big[] = {&c->values, &c->offs, &c->defs, &c->reps, &c->idx, &c->dict_data,
-                    &c->dict_offs, &c->page, &c->comp, &c->levels};
+    buf_t *big[] = {&c->values,    &c->offs,      &c->defs, &c->reps, &c->idx,
+                    &c->dict_data, &c->dict_offs, &c->page, &c->comp, &c->levels};
     for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++)
         if (big[i]->cap > PQ_LARGE_PAGE)
             buf_free(big[i]);

@@ -906,7 +906,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_capture_corpus), cmocka_unit_test(test_edge_cases),
         cmocka_unit_test(test_options),        cmocka_unit_test(test_large),
-        cmocka_unit_test(test_mutations),   cmocka_unit_test(test_big_strings),
+        cmocka_unit_test(test_mutations),      cmocka_unit_test(test_big_strings),
     };
     return cmocka_run_group_tests(tests, NULL, report);
 }

@@ -579,8 +579,7 @@ static void make_note(fx_t *f, cdc_change_t *c, char op, int id, uint64_t lsn, s
         memset(v + k, 'n', n - 1);
         v[k + (int)n - 1] = tag;
         k += (int)n;
-        k += snprintf(v + k, cap - (size_t)k,
-                      "\"},\"source\":{\"lsn\":%llu,\"commit_lsn\":%llu}}",
+        k += snprintf(v + k, cap - (size_t)k, "\"},\"source\":{\"lsn\":%llu,\"commit_lsn\":%llu}}",
                       (unsigned long long)lsn, (unsigned long long)lsn);
     }
     cdc_decode_input_t in = {TOPIC, 0, 0, NULL, 0, v, (size_t)k, 2};
