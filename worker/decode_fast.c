@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base64.h"
 #include "common/buf.h"
 #include "common/hex.h"
 #include "worker/jsonscan.h"
@@ -572,21 +573,31 @@ static long find_col(const cdc_source_schema_t *s, const char *k, size_t n, size
     return -1;
 }
 
-/* Takes string v as a string column's value when it has a buffer of its own (f->big). */
-static bool take_big(fx_t *f, const cdc_column_t *col, const cdc_jv_t *j, cdc_val_t *v)
+/* Takes string j as the value of a string column, or decodes it in place as a base64
+ * binary column's, when it has a buffer of its own (f->big): 1 taken, 0 not (convert it),
+ * -1 a binary column's invalid base64 (a mismatch: the buffer now holds junk). */
+static int take_big(fx_t *f, const cdc_column_t *col, const cdc_jv_t *j, cdc_val_t *v)
 {
-    if (col->type != CDC_ICE_STRING || j->t != CDC_JV_STRING || j->n < FX_BIG_STRING)
-        return false;
+    bool bin = col->type == CDC_ICE_BINARY;
+    if ((col->type != CDC_ICE_STRING && !bin) || j->t != CDC_JV_STRING || j->n < FX_BIG_STRING ||
+        (bin && j->s[0] == '\\' && j->s[1] == 'x'))
+        return 0; /* (hex bytea: the converter's) */
     for (size_t i = 0; i < f->nbig; i++)
         if (f->big[i] == j->s) {
+            char *p = f->big[i];
+            ptrdiff_t n = (ptrdiff_t)j->n;
+            if (bin && (n = cdc_base64_decode_into(p, j->n, p)) < 0)
+                return -1;
+            if (bin && (p = realloc(p, (size_t)n + 1)) == NULL)
+                p = f->big[i]; /* (a shrink that failed: the larger buffer serves) */
             memset(v, 0, sizeof(*v));
             v->kind = CDC_VAL_SET; /* (no placeholder is this long) */
-            v->bytes = (uint8_t *)f->big[i];
-            v->len = j->n;
+            v->bytes = (uint8_t *)p;
+            v->len = (size_t)n;
             f->big[i] = NULL;
-            return true;
+            return 1;
         }
-    return false;
+    return 0;
 }
 
 static bool decode_row(fx_t *f, const cdc_source_schema_t *s, const member_t *m, size_t n,
@@ -600,11 +611,12 @@ static bool decode_row(fx_t *f, const cdc_source_schema_t *s, const member_t *m,
     memset(seen, 0, s->ncols);
     for (size_t i = 0; i < n; i++) {
         long c = find_col(s, m[i].key, m[i].klen, guess);
+        int tk;
         if (c < 0)
             continue; /* not a column of this version: ignored, as by the tree path */
         if (seen[c] || m[i].v.t == CDC_JV_OTHER ||
-            (!take_big(f, &s->cols[c], &m[i].v, &r->vals[c]) &&
-             cdc_decode_convert(&s->cols[c], &m[i].v, placeholder, &r->vals[c]) != 1))
+            (tk = take_big(f, &s->cols[c], &m[i].v, &r->vals[c])) < 0 ||
+            (tk == 0 && cdc_decode_convert(&s->cols[c], &m[i].v, placeholder, &r->vals[c]) != 1))
             goto fail; /* duplicate (last wins), structure, mismatch or out of memory */
         seen[c] = 1;
         guess = (size_t)c + 1;

@@ -865,6 +865,15 @@ static void test_big_strings(void **state)
             differential(cat, v, n, 1, "big strings mutated");
             v[k] = '"';
         }
+    /* the bytea decoded in place; then not base64 (a mismatch on both paths) */
+    char *bin = memmem(v, n, "\"bin\":\"", 7);
+    assert_non_null(bin);
+    assert_true(differential(cat, v, n, 1, "big bytea"));
+    bin[7 + ((size_t)1 << 20)] = '!';
+    differential(cat, v, n, 1, "big bytea not base64");
+    bin[7 + ((size_t)1 << 20)] = 'Q';
+    bin[7 + ((size_t)3 << 19) + 1] = '=';
+    differential(cat, v, n, 1, "big bytea padded inside");
     free(v);
     cdc_catalog_free(cat);
     cdc_schema_doc_free(&DOC);
