@@ -262,7 +262,9 @@ cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *o, cdc_stat
         rocksdb_options_set_enable_blob_files(co, 1);
         rocksdb_options_set_min_blob_size(co, CDC_STATE_LARGE_VALUE);
         rocksdb_options_set_blob_compression_type(co, rocksdb_no_compression);
-        rocksdb_options_set_enable_blob_gc(co, 1);
+        /* no blob garbage collection: it would read a large value back and write it
+         * again in compactions; a blob file goes once no table file refers to it */
+        rocksdb_options_set_enable_blob_gc(co, 0);
         if (i > 0 && ttls[i] > 0) {
             expire_filter_t *f = malloc(sizeof(*f));
             if (f == NULL) {
