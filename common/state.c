@@ -24,6 +24,7 @@
 #include <rocksdb/c.h>
 
 #include "common/buf.h"
+#include "common/log.h"
 
 struct cdc_state {
     rocksdb_t *db;
@@ -667,6 +668,20 @@ cdc_err_t cdc_state_write(cdc_state_t *st, cdc_state_batch_t *b, cdc_error_t *e)
     char *err = NULL;
     rocksdb_write(st->db, st->wopts, b->wb, &err);
     return err ? rerr(e, err, "write", st->dir) : CDC_OK;
+}
+
+void cdc_state_flush_start(cdc_state_t *st, int family)
+{
+    char *err = NULL;
+    if (!fam_ok(st, family))
+        return;
+    rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+    rocksdb_flushoptions_set_wait(fo, 0);
+    rocksdb_flush_cf(st->db, fo, st->cf[family], &err);
+    rocksdb_flushoptions_destroy(fo);
+    if (err != NULL) /* (the next checkpoint flushes it, or fails loudly) */
+        cdc_log_warn("could not start a flush of state store \"%s\": %s", st->dir, err);
+    free(err);
 }
 
 cdc_err_t cdc_state_checkpoint(cdc_state_t *st, const char *dir, cdc_error_t *e)

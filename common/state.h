@@ -148,6 +148,10 @@ cdc_err_t cdc_state_write(cdc_state_t *st, cdc_state_batch_t *b, cdc_error_t *e)
  * out and copied (trimmed to what was written), and opening the copy replays it. The
  * copy is what gets uploaded by the worker's checkpoint module.
  */
+/* Starts a flush of family's memtable to files without waiting for it: after a large
+ * value was written, so that the memtable does not keep it until the next checkpoint. */
+void cdc_state_flush_start(cdc_state_t *st, int family);
+
 cdc_err_t cdc_state_checkpoint(cdc_state_t *st, const char *dir, cdc_error_t *e);
 
 /* Forces a full compaction (drops expired entries); used by tests and maintenance. */

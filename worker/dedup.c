@@ -835,7 +835,11 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
         parts[np] = full + at;
         lens[np++] = buflen - at;
         cdc_state_batch_putv(d->batch, CDC_ROWS_FAMILY, c->entity, c->entity_len, np, parts, lens);
-        if (cdc_dedup_flush(d, &e2) != CDC_OK) {
+        if (!atomic_load(&d->held) && cdc_dedup_flush(d, &e2) == CDC_OK &&
+            cdc_state_batch_count(d->batch) == 0) {
+            /* and on to a blob file now, not with the barrier's files */
+            cdc_state_flush_start(d->st, CDC_ROWS_FAMILY);
+        } else {
             uint8_t *joined = malloc(blen + 16);
             if (joined == NULL) {
                 rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
