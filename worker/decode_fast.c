@@ -588,8 +588,9 @@ static int take_big(fx_t *f, const cdc_column_t *col, const cdc_jv_t *j, cdc_val
             ptrdiff_t n = (ptrdiff_t)j->n;
             if (bin && (n = cdc_base64_decode_into(p, j->n, p)) < 0)
                 return -1;
-            if (bin && (p = realloc(p, (size_t)n + 1)) == NULL)
-                p = f->big[i]; /* (a shrink that failed: the larger buffer serves) */
+            char *shrunk = bin ? realloc(p, (size_t)n + 1) : NULL;
+            if (shrunk != NULL) /* (a shrink that failed: the larger buffer serves) */
+                p = shrunk;
             memset(v, 0, sizeof(*v));
             v->kind = CDC_VAL_SET; /* (no placeholder is this long) */
             v->bytes = (uint8_t *)p;
