@@ -45,16 +45,13 @@ static int b64val(char ch)
     return -1;
 }
 
-char *cdc_base64_decode(const char *text, size_t n, size_t *len)
+ptrdiff_t cdc_base64_decode_into(const char *text, size_t n, char *out)
 {
-    char *out = malloc(n / 4 * 3 + 4);
     size_t o = 0;
     uint32_t acc = 0;
     int bits = 0;
     size_t pad = 0;
 
-    if (out == NULL)
-        return NULL;
     for (size_t i = 0; i < n; i++) {
         if (text[i] == '=') {
             pad++;
@@ -62,22 +59,33 @@ char *cdc_base64_decode(const char *text, size_t n, size_t *len)
         }
         int v = b64val(text[i]);
         if (v < 0 || pad > 0)
-            goto bad;
+            return -1;
         acc = (acc << 6) | (uint32_t)v;
         bits += 6;
-        if (bits >= 8) {
+        if (bits >= 8) { /* (o < i: in place, the output stays behind the input) */
             bits -= 8;
             out[o++] = (char)((acc >> bits) & 0xff);
         }
     }
     /* leftover bits must be zero padding and the total length a valid one */
     if (pad > 2 || bits >= 6 || (acc & ((1u << bits) - 1)) != 0 || (n > 0 && n % 4 != 0 && pad))
-        goto bad;
+        return -1;
     out[o] = '\0';
+    return (ptrdiff_t)o;
+}
+
+char *cdc_base64_decode(const char *text, size_t n, size_t *len)
+{
+    char *out = malloc(n / 4 * 3 + 4);
+    ptrdiff_t o;
+
+    if (out == NULL)
+        return NULL;
+    if ((o = cdc_base64_decode_into(text, n, out)) < 0) {
+        free(out);
+        return NULL;
+    }
     if (len != NULL)
-        *len = o;
+        *len = (size_t)o;
     return out;
-bad:
-    free(out);
-    return NULL;
 }

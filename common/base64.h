@@ -18,4 +18,8 @@ char *cdc_base64_encode(const void *data, size_t len);
  */
 char *cdc_base64_decode(const char *text, size_t n, size_t *len);
 
+/* The same into out (room for n / 4 * 3 + 1 bytes; out may be text itself, which is then
+ * decoded in place): the decoded length, or -1 on invalid input (out then holds junk). */
+ptrdiff_t cdc_base64_decode_into(const char *text, size_t n, char *out);
+
 #endif

@@ -24,6 +24,7 @@
 #include <rocksdb/c.h>
 
 #include "common/buf.h"
+#include "common/log.h"
 
 struct cdc_state {
     rocksdb_t *db;
@@ -255,6 +256,16 @@ cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *o, cdc_stat
         rocksdb_options_set_memtable_whole_key_filtering(co, 1);
         rocksdb_options_set_compression(co, rocksdb_lz4_compression);
         rocksdb_options_set_block_based_table_factory(co, st->table_opts);
+        /* A large value (a large row's image) goes to a blob file when its memtable is
+         * flushed, not into a table block, and uncompressed: the flush holds no second
+         * copy of it (a block, a compressed copy), and compactions move a reference, not
+         * the value (docs/worker.md, "Large rows"). */
+        rocksdb_options_set_enable_blob_files(co, 1);
+        rocksdb_options_set_min_blob_size(co, CDC_STATE_LARGE_VALUE);
+        rocksdb_options_set_blob_compression_type(co, rocksdb_no_compression);
+        /* no blob garbage collection: it would read a large value back and write it
+         * again in compactions; a blob file goes once no table file refers to it */
+        rocksdb_options_set_enable_blob_gc(co, 0);
         if (i > 0 && ttls[i] > 0) {
             expire_filter_t *f = malloc(sizeof(*f));
             if (f == NULL) {
@@ -577,8 +588,10 @@ void cdc_state_batch_put(cdc_state_batch_t *b, int family, const void *key, size
     const char *ts = batch_ts(b);
     if (!fam_ok(b->st, family))
         return;
-    if (cdc_array_reserve(b->buf, b->buf_cap, val_len + TS_LEN, 256) != CDC_OK) {
-        /* rare: let RocksDB join the parts itself */
+    /* A large value (a large row's, docs/worker.md "Large rows") is joined by RocksDB
+     * itself, so that the batch's scratch buffer does not keep a copy of it. */
+    if (val_len > CDC_STATE_LARGE_VALUE ||
+        cdc_array_reserve(b->buf, b->buf_cap, val_len + TS_LEN, 256) != CDC_OK) {
         const char *kl[1] = {key}, *vl[2] = {val, ts};
         size_t kls[1] = {key_len}, vls[2] = {val_len, TS_LEN};
         rocksdb_writebatch_putv_cf(b->wb, b->st->cf[family], 1, kl, kls, 2, vl, vls);
@@ -588,6 +601,23 @@ void cdc_state_batch_put(cdc_state_batch_t *b, int family, const void *key, size
         memcpy(b->buf, val, val_len);
     memcpy(b->buf + val_len, ts, TS_LEN);
     rocksdb_writebatch_put_cf(b->wb, b->st->cf[family], key, key_len, b->buf, val_len + TS_LEN);
+}
+
+void cdc_state_batch_putv(cdc_state_batch_t *b, int family, const void *key, size_t key_len,
+                          size_t nparts, const void *const *parts, const size_t *lens)
+{
+    const char *ts = batch_ts(b);
+    if (!fam_ok(b->st, family) || nparts > CDC_STATE_MAX_PARTS)
+        return;
+    const char *kl[1] = {key}, *vl[CDC_STATE_MAX_PARTS + 1];
+    size_t kls[1] = {key_len}, vls[CDC_STATE_MAX_PARTS + 1];
+    for (size_t i = 0; i < nparts; i++) {
+        vl[i] = parts[i];
+        vls[i] = lens[i];
+    }
+    vl[nparts] = ts;
+    vls[nparts] = TS_LEN;
+    rocksdb_writebatch_putv_cf(b->wb, b->st->cf[family], 1, kl, kls, (int)nparts + 1, vl, vls);
 }
 
 void cdc_state_batch_delete(cdc_state_batch_t *b, int family, const void *key, size_t key_len)
@@ -611,7 +641,16 @@ size_t cdc_state_batch_count(const cdc_state_batch_t *b)
 
 void cdc_state_batch_clear(cdc_state_batch_t *b)
 {
-    rocksdb_writebatch_clear(b->wb);
+    size_t size = 0;
+    rocksdb_writebatch_data(b->wb, &size);
+    /* clearing keeps the batch's memory: one that held a large value is made anew */
+    rocksdb_writebatch_t *fresh = size > CDC_STATE_LARGE_VALUE ? rocksdb_writebatch_create() : NULL;
+    if (fresh != NULL) {
+        rocksdb_writebatch_destroy(b->wb);
+        b->wb = fresh;
+    } else {
+        rocksdb_writebatch_clear(b->wb);
+    }
     b->ts_set = false;
 }
 
@@ -629,6 +668,20 @@ cdc_err_t cdc_state_write(cdc_state_t *st, cdc_state_batch_t *b, cdc_error_t *e)
     char *err = NULL;
     rocksdb_write(st->db, st->wopts, b->wb, &err);
     return err ? rerr(e, err, "write", st->dir) : CDC_OK;
+}
+
+void cdc_state_flush_start(cdc_state_t *st, int family)
+{
+    char *err = NULL;
+    if (!fam_ok(st, family))
+        return;
+    rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+    rocksdb_flushoptions_set_wait(fo, 0);
+    rocksdb_flush_cf(st->db, fo, st->cf[family], &err);
+    rocksdb_flushoptions_destroy(fo);
+    if (err != NULL) /* (the next checkpoint flushes it, or fails loudly) */
+        cdc_log_warn("could not start a flush of state store \"%s\": %s", st->dir, err);
+    free(err);
 }
 
 cdc_err_t cdc_state_checkpoint(cdc_state_t *st, const char *dir, cdc_error_t *e)

@@ -118,9 +118,18 @@ cdc_err_t cdc_state_scan(cdc_state_t *st, int family, const void *begin, size_t 
 /* A write batch bound to st; applied atomically by cdc_state_write(). Every entry of a
  * batch gets the same write time: the clock's value at its first put since it was
  * created or cleared. */
+/* A value above this many bytes is a large one: a batch holds it once, in RocksDB's own
+ * buffer, and a cleared batch that held one gives its memory back. */
+#define CDC_STATE_LARGE_VALUE ((size_t)1 << 20)
+
 cdc_state_batch_t *cdc_state_batch_new(cdc_state_t *st);
 void cdc_state_batch_put(cdc_state_batch_t *b, int family, const void *key, size_t key_len,
                          const void *val, size_t val_len);
+/* A put of the value made of nparts parts (at most CDC_STATE_MAX_PARTS) joined, which
+ * RocksDB copies into the batch once: a large value is never put together first. */
+#define CDC_STATE_MAX_PARTS 64
+void cdc_state_batch_putv(cdc_state_batch_t *b, int family, const void *key, size_t key_len,
+                          size_t nparts, const void *const *parts, const size_t *lens);
 void cdc_state_batch_delete(cdc_state_batch_t *b, int family, const void *key, size_t key_len);
 /* Deletes every key k of family with begin <= k < end (bytewise order). */
 void cdc_state_batch_delete_range(cdc_state_batch_t *b, int family, const void *begin,
@@ -139,6 +148,10 @@ cdc_err_t cdc_state_write(cdc_state_t *st, cdc_state_batch_t *b, cdc_error_t *e)
  * out and copied (trimmed to what was written), and opening the copy replays it. The
  * copy is what gets uploaded by the worker's checkpoint module.
  */
+/* Starts a flush of family's memtable to files without waiting for it: after a large
+ * value was written, so that the memtable does not keep it until the next checkpoint. */
+void cdc_state_flush_start(cdc_state_t *st, int family);
+
 cdc_err_t cdc_state_checkpoint(cdc_state_t *st, const char *dir, cdc_error_t *e);
 
 /* Forces a full compaction (drops expired entries); used by tests and maintenance. */

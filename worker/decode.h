@@ -198,6 +198,19 @@ void cdc_row_clear(cdc_row_t *r);
  * image written under one schema version reads under a later one.
  */
 bool cdc_row_serialize(const cdc_row_t *r, uint8_t **out, size_t *out_len);
+/*
+ * The same image after `head` bytes the caller fills (*out_len counts them), without the
+ * bytes of each value of `big` bytes or more: those are holes (where in *out, and the
+ * value), at most one per column, which the caller writes from the row itself, so that a
+ * large row's image is never copied (docs/worker.md, "Large rows").
+ */
+typedef struct cdc_row_hole {
+    size_t at; /* the value's bytes belong before (*out)[at] */
+    const uint8_t *p;
+    size_t len;
+} cdc_row_hole_t;
+bool cdc_row_serialize_split(const cdc_row_t *r, size_t head, size_t big, uint8_t **out,
+                             size_t *out_len, cdc_row_hole_t *holes, size_t *nholes);
 /* Value of field_id in a serialized image: 1 = found (v filled, bytes malloc'd),
  * 0 = absent, -1 = corrupt. */
 int cdc_row_image_lookup(const uint8_t *img, size_t len, int32_t field_id, cdc_val_t *v);

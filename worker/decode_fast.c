@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base64.h"
 #include "common/buf.h"
 #include "common/hex.h"
 #include "worker/jsonscan.h"
@@ -35,6 +36,11 @@ enum {
     FX_STACK_COLS = 256,     /* columns whose "seen" flags fit on the stack */
     FX_MAX_INT_DIGITS = 18,  /* always within json_int_t: no overflow check needed */
 };
+
+/* A string at least this long is unescaped into a buffer of its own, which a string
+ * column then takes as its value: a large row's text is not copied once more out of the
+ * scratch buffer (docs/worker.md, "Large rows"). */
+#define FX_BIG_STRING ((size_t)1 << 20)
 
 #define ONES UINT64_C(0x0101010101010101)
 
@@ -58,6 +64,8 @@ typedef struct fx {
     member_t *m;
     size_t nm, cap;
     bool m_heap;
+    char **big; /* strings of FX_BIG_STRING bytes or more, each malloc'd (NULL: taken) */
+    size_t nbig, bigcap;
 } fx_t;
 
 /* Byte classes inside a string: 0 = copy as is, 1 = needs a look. */
@@ -160,7 +168,29 @@ static char *utf8_put(char *o, uint32_t u)
 static bool scan_string(fx_t *f, const char **s, size_t *n)
 {
     const unsigned char *p = (const unsigned char *)f->p, *end = (const unsigned char *)f->end;
-    char *o = f->out;
+    char *base = f->out, *o;
+    bool big = false;
+    if ((size_t)(end - p) > FX_BIG_STRING) {
+        /* its closing quote: the first one not escaped */
+        const unsigned char *q = p;
+        while ((q = memchr(q, '"', (size_t)(end - q))) != NULL) {
+            size_t bs = 0;
+            while (q - bs > p && q[-1 - (ptrdiff_t)bs] == '\\')
+                bs++;
+            if (bs % 2 == 0)
+                break;
+            q++;
+        }
+        if (q != NULL && (size_t)(q - p) >= FX_BIG_STRING) {
+            /* (8 bytes more: the loop below stores words before it checks them) */
+            if (cdc_array_reserve(f->big, f->bigcap, f->nbig + 1, 4) != CDC_OK ||
+                (base = malloc((size_t)(q - p) + 9)) == NULL)
+                return false;
+            f->big[f->nbig++] = base;
+            big = true;
+        }
+    }
+    o = base;
     for (;;) {
         /* Plain bytes eight at a time: each word is stored before it is checked, which
          * stays inside the scratch buffer (o never runs ahead of p, and p + 8 <= end). */
@@ -226,9 +256,10 @@ static bool scan_string(fx_t *f, const char **s, size_t *n)
         }
     }
     *o = '\0';
-    *s = f->out;
-    *n = (size_t)(o - f->out);
-    f->out = o + 1;
+    *s = base;
+    *n = (size_t)(o - base);
+    if (!big)
+        f->out = o + 1;
     f->p = (const char *)p;
     return true;
 }
@@ -542,7 +573,35 @@ static long find_col(const cdc_source_schema_t *s, const char *k, size_t n, size
     return -1;
 }
 
-static bool decode_row(const cdc_source_schema_t *s, const member_t *m, size_t n,
+/* Takes string j as the value of a string column, or decodes it in place as a base64
+ * binary column's, when it has a buffer of its own (f->big): 1 taken, 0 not (convert it),
+ * -1 a binary column's invalid base64 (a mismatch: the buffer now holds junk). */
+static int take_big(fx_t *f, const cdc_column_t *col, const cdc_jv_t *j, cdc_val_t *v)
+{
+    bool bin = col->type == CDC_ICE_BINARY;
+    if ((col->type != CDC_ICE_STRING && !bin) || j->t != CDC_JV_STRING || j->n < FX_BIG_STRING ||
+        (bin && j->s[0] == '\\' && j->s[1] == 'x'))
+        return 0; /* (hex bytea: the converter's) */
+    for (size_t i = 0; i < f->nbig; i++)
+        if (f->big[i] == j->s) {
+            char *p = f->big[i];
+            ptrdiff_t n = (ptrdiff_t)j->n;
+            if (bin && (n = cdc_base64_decode_into(p, j->n, p)) < 0)
+                return -1;
+            char *shrunk = bin ? realloc(p, (size_t)n + 1) : NULL;
+            if (shrunk != NULL) /* (a shrink that failed: the larger buffer serves) */
+                p = shrunk;
+            memset(v, 0, sizeof(*v));
+            v->kind = CDC_VAL_SET; /* (no placeholder is this long) */
+            v->bytes = (uint8_t *)p;
+            v->len = (size_t)n;
+            f->big[i] = NULL;
+            return 1;
+        }
+    return 0;
+}
+
+static bool decode_row(fx_t *f, const cdc_source_schema_t *s, const member_t *m, size_t n,
                        const char *placeholder, uint8_t *seen, cdc_row_t *r)
 {
     size_t guess = 0;
@@ -553,10 +612,12 @@ static bool decode_row(const cdc_source_schema_t *s, const member_t *m, size_t n
     memset(seen, 0, s->ncols);
     for (size_t i = 0; i < n; i++) {
         long c = find_col(s, m[i].key, m[i].klen, guess);
+        int tk;
         if (c < 0)
             continue; /* not a column of this version: ignored, as by the tree path */
         if (seen[c] || m[i].v.t == CDC_JV_OTHER ||
-            cdc_decode_convert(&s->cols[c], &m[i].v, placeholder, &r->vals[c]) != 1)
+            (tk = take_big(f, &s->cols[c], &m[i].v, &r->vals[c])) < 0 ||
+            (tk == 0 && cdc_decode_convert(&s->cols[c], &m[i].v, placeholder, &r->vals[c]) != 1))
             goto fail; /* duplicate (last wins), structure, mismatch or out of memory */
         seen[c] = 1;
         guess = (size_t)c + 1;
@@ -596,6 +657,8 @@ bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts, cdc_d
     f.nm = 0;
     f.cap = FX_STACK_MEMBERS;
     f.m_heap = false;
+    f.big = NULL;
+    f.nbig = f.bigcap = 0;
 
     /* One pass over the envelope; rows wait for the op and the schema version. */
     if (!expect(&f, '{'))
@@ -707,11 +770,11 @@ bool cdc_decode_fast(cdc_catalog_t *cat, const cdc_decode_options_t *opts, cdc_d
     if (s->ncols > sizeof(stack_seen) && (seen = malloc(s->ncols)) == NULL)
         goto done;
     if (before.state == SPAN_LIST &&
-        !decode_row(s, f.m + before.first, before.n, placeholder, seen, &c->before))
+        !decode_row(&f, s, f.m + before.first, before.n, placeholder, seen, &c->before))
         goto done;
     if (c->op != CDC_OP_DELETE) {
         if (after.state != SPAN_LIST ||
-            !decode_row(s, f.m + after.first, after.n, placeholder, seen, &c->after))
+            !decode_row(&f, s, f.m + after.first, after.n, placeholder, seen, &c->after))
             goto done;
     } else if (c->before.vals == NULL) {
         goto done;
@@ -740,6 +803,9 @@ done:
         free(seen);
     if (f.m_heap)
         free(f.m);
+    for (size_t i = 0; i < f.nbig; i++)
+        free(f.big[i]);
+    free(f.big);
     if (scratch != stack_scratch)
         free(scratch);
     return ok;

@@ -176,6 +176,11 @@ static void pending_clear(cdc_dedup_pending_t *p)
         memset(p->slots, 0, p->nslots * sizeof(*p->slots));
     p->nentries = 0;
     p->arena_len = 0;
+    if (p->arena_cap > CDC_STATE_LARGE_VALUE) { /* grown for a large row: given back */
+        free(p->arena);
+        p->arena = NULL;
+        p->arena_cap = 0;
+    }
 }
 
 static void pending_free(cdc_dedup_pending_t *p)
@@ -716,9 +721,11 @@ bool cdc_dedup_image_part(const uint8_t *val, size_t len, uint8_t **part, size_t
 cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t *part,
                            size_t part_len, cdc_error_t *e)
 {
-    size_t sklen = 0, pklen = 0, blen = 0;
+    size_t sklen = 0, pklen = 0, blen = 0, buflen = 0;
     uint8_t *sk = NULL, *pk = NULL, pos[24];
-    uint8_t *buf = NULL, *full = NULL;
+    uint8_t *full = NULL;
+    cdc_row_hole_t holes[c->after.schema != NULL ? c->after.schema->ncols + 2 : 1];
+    size_t nholes = 0;
     cdc_err_t rc = CDC_OK;
 
     if (c->op == CDC_OP_TRUNCATE)
@@ -774,12 +781,20 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
             vals[sub.ncols].kind = CDC_VAL_SET;
             vals[sub.ncols++].u.i = (int64_t)c->snapshot_tag;
         }
-        if (!cdc_row_serialize(&img, &buf, &blen) || (full = malloc(blen + 16)) == NULL) {
+        /* A large value is left out of the image buffer (a hole) and goes from the row
+         * into the batch; not while a checkpoint holds the store (it stays pending then). */
+        size_t big = atomic_load(&d->held) ? SIZE_MAX : CDC_STATE_LARGE_VALUE;
+        if (sub.ncols * 2 + 1 > CDC_STATE_MAX_PARTS)
+            big = SIZE_MAX;
+        if (!cdc_row_serialize_split(&img, 16, big, &full, &blen, holes, &nholes)) {
             rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
             goto done;
         }
         memcpy(full, pos, 16);
-        memcpy(full + 16, buf, blen);
+        buflen = blen; /* the buffer's part; blen: the image's (holes included) */
+        for (size_t i = 0; i < nholes; i++)
+            blen += holes[i].len;
+        blen -= 16;
     }
     /* Reserve first so that the change goes into the overlay whole or not at all. */
     if (!pending_reserve(&d->pending, 3, sklen + pklen + c->entity_len * 2 + blen + 32)) {
@@ -800,12 +815,44 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
         pending_set(&d->pending, CDC_ROWS_FAMILY, c->entity, c->entity_len, NULL, 0, true);
         cdc_state_batch_put(d->batch, CDC_DEDUP_FAMILY, pk, pklen, pos, plen);
         cdc_state_batch_delete(d->batch, CDC_ROWS_FAMILY, c->entity, c->entity_len);
-    } else {
-        pending_set(&d->pending, CDC_ROWS_FAMILY, c->entity, c->entity_len, full, blen + 16, false);
+    } else if (nholes == 0) {
         cdc_state_batch_put(d->batch, CDC_ROWS_FAMILY, c->entity, c->entity_len, full, blen + 16);
+        pending_set(&d->pending, CDC_ROWS_FAMILY, c->entity, c->entity_len, full, blen + 16, false);
+    } else {
+        /* A large row's image: its parts into the batch, and the batch to the store at
+         * once, so that the overlay never holds a copy of it (docs/worker.md, "Large
+         * rows"). If that write fails, the image is put together for the overlay. */
+        const void *parts[CDC_STATE_MAX_PARTS];
+        size_t lens[CDC_STATE_MAX_PARTS], np = 0, at = 0;
+        cdc_error_t e2;
+        for (size_t i = 0; i < nholes; i++) {
+            parts[np] = full + at;
+            lens[np++] = holes[i].at - at;
+            parts[np] = holes[i].p;
+            lens[np++] = holes[i].len;
+            at = holes[i].at;
+        }
+        parts[np] = full + at;
+        lens[np++] = buflen - at;
+        cdc_state_batch_putv(d->batch, CDC_ROWS_FAMILY, c->entity, c->entity_len, np, parts, lens);
+        if (!atomic_load(&d->held) && cdc_dedup_flush(d, &e2) == CDC_OK &&
+            cdc_state_batch_count(d->batch) == 0) {
+            /* and on to a blob file now, not with the barrier's files */
+            cdc_state_flush_start(d->st, CDC_ROWS_FAMILY);
+        } else {
+            uint8_t *joined = malloc(blen + 16);
+            if (joined == NULL) {
+                rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+            for (size_t i = 0, o = 0; i < np; o += lens[i], i++)
+                memcpy(joined + o, parts[i], lens[i]);
+            pending_set(&d->pending, CDC_ROWS_FAMILY, c->entity, c->entity_len, joined, blen + 16,
+                        false);
+            free(joined);
+        }
     }
 done:
-    free(buf);
     free(full);
     free(sk);
     free(pk);

@@ -5,6 +5,7 @@
  * field id so that an image written under one schema version reads under a later one.
  */
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -175,11 +176,19 @@ bad:
 
 bool cdc_row_serialize(const cdc_row_t *r, uint8_t **out, size_t *out_len)
 {
+    size_t nholes = 0;
+    return cdc_row_serialize_split(r, 0, SIZE_MAX, out, out_len, NULL, &nholes);
+}
+
+bool cdc_row_serialize_split(const cdc_row_t *r, size_t head, size_t big, uint8_t **out,
+                             size_t *out_len, cdc_row_hole_t *holes, size_t *nholes)
+{
     const cdc_source_schema_t *s = r->schema;
-    size_t cap = 1, n = 0;
+    size_t cap = head + 1, n = head;
     uint8_t *buf;
+    *nholes = 0;
     for (size_t i = 0; i < s->ncols; i++)
-        cap += 10 + (r->vals[i].bytes ? r->vals[i].len + 4 : 16);
+        cap += 10 + (r->vals[i].bytes && r->vals[i].len < big ? r->vals[i].len + 4 : 16);
     buf = malloc(cap);
     if (buf == NULL)
         return false;
@@ -197,6 +206,12 @@ bool cdc_row_serialize(const cdc_row_t *r, uint8_t **out, size_t *out_len)
         if (is_bytes_type(s->cols[i].type)) {
             put_u32(buf + n, (uint32_t)v->len);
             n += 4;
+            if (v->len >= big) { /* left to the caller: a hole at n */
+                holes[*nholes].at = n;
+                holes[*nholes].p = v->bytes;
+                holes[(*nholes)++].len = v->len;
+                continue;
+            }
             memcpy(buf + n, v->bytes, v->len);
             n += v->len;
         } else {

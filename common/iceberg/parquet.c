@@ -2,8 +2,8 @@
  * Parquet writer (see parquet.h), written from the Apache Parquet format
  * specification because Debian has no C library for it: the file's layout. The
  * file starts with "PAR1"; a row group is flushed when the buffered bytes
- * (parquet_column.c) reach the target: each column is cut into pages and encoded
- * into its own chunk buffer (parquet_encode.c) and appended to the output; the
+ * (parquet_column.c) reach the target: each column is cut into pages, each page
+ * encoded and emitted to the output as it is made (parquet_encode.c); the
  * footer (FileMetaData, Thrift compact) is written on close, with the Iceberg
  * statistics of the file for its data-file descriptor.
  */
@@ -212,7 +212,7 @@ static cdc_err_t file_flush(cdc_pq_writer_t *w, cdc_error_t *err)
     return rc;
 }
 
-static cdc_err_t emit(cdc_pq_writer_t *w, const void *data, size_t len, cdc_error_t *err)
+cdc_err_t cdc_pq__emit(cdc_pq_writer_t *w, const void *data, size_t len, cdc_error_t *err)
 {
     cdc_err_t rc;
 
@@ -248,7 +248,7 @@ static cdc_err_t emit(cdc_pq_writer_t *w, const void *data, size_t len, cdc_erro
 /* Emits the leading magic; on success *out takes w, on failure w is freed. */
 static cdc_err_t writer_start(cdc_pq_writer_t *w, cdc_pq_writer_t **out, cdc_error_t *err)
 {
-    cdc_err_t rc = emit(w, "PAR1", 4, err);
+    cdc_err_t rc = cdc_pq__emit(w, "PAR1", 4, err);
 
     if (rc != CDC_OK) {
         cdc_pq_writer_free(w);
@@ -377,9 +377,6 @@ cdc_err_t cdc_pq_write_row_group(cdc_pq_writer_t *w, cdc_error_t *err)
         int64_t base = (int64_t)w->offset;
 
         rc = cdc_pq_encode_column(w, c, w->rg_rows, err);
-        if (rc != CDC_OK)
-            goto fail;
-        rc = emit(w, c->chunk.p, c->chunk.len, err);
         if (rc != CDC_OK)
             goto fail;
         c->meta.chunk_offset = base;
@@ -649,9 +646,9 @@ static cdc_err_t write_footer(cdc_pq_writer_t *w, cdc_error_t *err)
     }
     put_le32(tail, (uint32_t)t.len);
     memcpy(tail + 4, "PAR1", 4);
-    rc = emit(w, t.data, t.len, err);
+    rc = cdc_pq__emit(w, t.data, t.len, err);
     if (rc == CDC_OK)
-        rc = emit(w, tail, 8, err);
+        rc = cdc_pq__emit(w, tail, 8, err);
     cdc_thrift_free(&t);
     return rc;
 }

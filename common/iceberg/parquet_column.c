@@ -98,7 +98,6 @@ void cdc_pq_column_free(column_t *c)
     buf_free(&c->file.maxb);
     buf_free(&c->page);
     buf_free(&c->comp);
-    buf_free(&c->chunk);
     buf_free(&c->levels);
     cdc_thrift_free(&c->hdr);
 }
@@ -701,12 +700,13 @@ bool cdc_pq_column_end_row_group(const cdc_pq_writer_t *w, column_t *c)
         dict_reset(c);
         c->dict_on = w->opts.dictionary && !c->dict_failed;
     }
-    /* release big scratch chunks so an idle writer does not pin memory */
-    if (c->chunk.cap > (8u << 20)) {
-        buf_free(&c->chunk);
-        buf_free(&c->comp);
-        buf_free(&c->page);
-    }
+    /* release big buffers (a large value's) so that a writer does not pin them until
+     * its file is closed (docs/parquet.md, "Large values") */
+    buf_t *big[] = {&c->values,    &c->offs,      &c->defs, &c->reps, &c->idx,
+                    &c->dict_data, &c->dict_offs, &c->page, &c->comp, &c->levels};
+    for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++)
+        if (big[i]->cap > PQ_LARGE_PAGE)
+            buf_free(big[i]);
     return true;
 }
 

@@ -156,24 +156,18 @@ static cdc_err_t compress_page(cdc_pq_writer_t *w, column_t *c, const uint8_t **
     }
 }
 
-/* Compresses c->page and appends header + body to c->chunk. */
-static cdc_err_t put_page(cdc_pq_writer_t *w, column_t *c, int page_type, int32_t num_values,
-                          int encoding, cdc_error_t *err)
+/* Emits a page's Thrift header (raw: its uncompressed length, body: its stored one). */
+static cdc_err_t put_header(cdc_pq_writer_t *w, column_t *c, int page_type, int32_t num_values,
+                            int encoding, size_t raw, size_t body, cdc_error_t *err)
 {
-    const uint8_t *body = NULL;
-    size_t blen = 0;
-    cdc_err_t rc = compress_page(w, c, &body, &blen, err);
-
-    if (rc != CDC_OK)
-        return rc;
-    if (c->page.len > INT32_MAX || blen > INT32_MAX)
+    if (raw > INT32_MAX || body > INT32_MAX)
         return cdc_error_set(err, CDC_ERR_INVALID, "parquet page of column \"%s\" is too large",
                              c->field->name);
     cdc_thrift_reset(&c->hdr);
     cdc_thrift_struct_begin(&c->hdr);
     cdc_thrift_field_i32(&c->hdr, 1, page_type);
-    cdc_thrift_field_i32(&c->hdr, 2, (int32_t)c->page.len);
-    cdc_thrift_field_i32(&c->hdr, 3, (int32_t)blen);
+    cdc_thrift_field_i32(&c->hdr, 2, (int32_t)raw);
+    cdc_thrift_field_i32(&c->hdr, 3, (int32_t)body);
     if (page_type == PAGE_DATA) {
         cdc_thrift_field_struct_begin(&c->hdr, 5);
         cdc_thrift_field_i32(&c->hdr, 1, num_values);
@@ -188,12 +182,107 @@ static cdc_err_t put_page(cdc_pq_writer_t *w, column_t *c, int page_type, int32_
         cdc_thrift_struct_end(&c->hdr);
     }
     cdc_thrift_struct_end(&c->hdr);
-    if (c->hdr.oom || !buf_put(&c->chunk, c->hdr.data, c->hdr.len) ||
-        !buf_put(&c->chunk, body, blen))
+    if (c->hdr.oom)
         return cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
-    c->meta.uncompressed += (int64_t)(c->hdr.len + c->page.len);
-    c->meta.compressed += (int64_t)(c->hdr.len + blen);
+    c->meta.uncompressed += (int64_t)(c->hdr.len + raw);
+    c->meta.compressed += (int64_t)(c->hdr.len + body);
+    return cdc_pq__emit(w, c->hdr.data, c->hdr.len, err);
+}
+
+/* Compresses c->page and emits header + body. */
+static cdc_err_t put_page(cdc_pq_writer_t *w, column_t *c, int page_type, int32_t num_values,
+                          int encoding, cdc_error_t *err)
+{
+    const uint8_t *body = NULL;
+    size_t blen = 0;
+    cdc_err_t rc = compress_page(w, c, &body, &blen, err);
+
+    if (rc == CDC_OK)
+        rc = put_header(w, c, page_type, num_values, encoding, c->page.len, blen, err);
+    return rc == CDC_OK ? cdc_pq__emit(w, body, blen, err) : rc;
+}
+
+static inline uint32_t value_end(const column_t *c, size_t i);
+
+/* zstd's streaming compression of n bytes at p into c->comp (reserved by the caller). */
+static cdc_err_t zstd_feed(cdc_pq_writer_t *w, column_t *c, const void *p, size_t n,
+                           ZSTD_EndDirective end, cdc_error_t *err)
+{
+    ZSTD_inBuffer in = {p, n, 0};
+    ZSTD_outBuffer out = {c->comp.p, c->comp.cap, c->comp.len};
+    size_t left;
+
+    do {
+        left = ZSTD_compressStream2(w->zctx, &out, &in, end);
+        if (ZSTD_isError(left))
+            return cdc_error_set(err, CDC_ERR_INTERNAL, "zstd compression failed: %s",
+                                 ZSTD_getErrorName(left));
+        if (out.pos == out.size && (in.pos < in.size || left > 0))
+            return cdc_error_set(err, CDC_ERR_INTERNAL, "zstd output above its bound");
+    } while (in.pos < in.size || (end == ZSTD_e_end && left > 0));
+    c->comp.len = out.pos;
     return CDC_OK;
+}
+
+/*
+ * A PLAIN byte-array data page of values [v, v1) holding a large value (docs/parquet.md,
+ * "Large values"): c->page holds only its levels; the values are compressed (zstd) or
+ * emitted (none) from the column's buffer as they are, so that the page is not copied
+ * once more before compression. Snappy has no streaming form: its page is put together.
+ */
+static cdc_err_t put_large_page(cdc_pq_writer_t *w, column_t *c, int32_t num_rows, size_t v,
+                                size_t v1, cdc_error_t *err)
+{
+    uint32_t start = v ? value_end(c, v - 1) : 0, end = value_end(c, v1 - 1), prev = start;
+    size_t raw = c->page.len + 4 * (v1 - v) + (end - start);
+    uint8_t len[4];
+    cdc_err_t rc;
+
+    if (w->opts.codec == CDC_PQ_CODEC_ZSTD) {
+        c->comp.len = 0;
+        if (!buf_reserve(&c->comp, ZSTD_compressBound(raw)))
+            return cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
+        ZSTD_CCtx_reset(w->zctx, ZSTD_reset_session_only);
+        ZSTD_CCtx_setPledgedSrcSize(w->zctx, raw);
+        rc = zstd_feed(w, c, c->page.p, c->page.len, ZSTD_e_continue, err);
+        for (size_t i = v; i < v1 && rc == CDC_OK; i++) {
+            uint32_t e = value_end(c, i);
+            put_le32(len, e - prev);
+            rc = zstd_feed(w, c, len, 4, ZSTD_e_continue, err);
+            if (rc == CDC_OK)
+                rc = zstd_feed(w, c, c->values.p + prev, e - prev, ZSTD_e_continue, err);
+            prev = e;
+        }
+        if (rc == CDC_OK)
+            rc = zstd_feed(w, c, NULL, 0, ZSTD_e_end, err);
+        if (rc == CDC_OK)
+            rc = put_header(w, c, PAGE_DATA, num_rows, ENC_PLAIN, raw, c->comp.len, err);
+        return rc == CDC_OK ? cdc_pq__emit(w, c->comp.p, c->comp.len, err) : rc;
+    }
+    if (w->opts.codec == CDC_PQ_CODEC_NONE) {
+        rc = put_header(w, c, PAGE_DATA, num_rows, ENC_PLAIN, raw, raw, err);
+        if (rc == CDC_OK)
+            rc = cdc_pq__emit(w, c->page.p, c->page.len, err);
+        for (size_t i = v; i < v1 && rc == CDC_OK; i++) {
+            uint32_t e = value_end(c, i);
+            put_le32(len, e - prev);
+            rc = cdc_pq__emit(w, len, 4, err);
+            if (rc == CDC_OK)
+                rc = cdc_pq__emit(w, c->values.p + prev, e - prev, err);
+            prev = e;
+        }
+        return rc;
+    }
+    if (!buf_reserve(&c->page, 4 * (v1 - v) + (end - start)))
+        return cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
+    for (size_t i = v; i < v1; i++) {
+        uint32_t e = value_end(c, i);
+        put_le32(c->page.p + c->page.len, e - prev);
+        memcpy(c->page.p + c->page.len + 4, c->values.p + prev, e - prev);
+        c->page.len += 4 + (e - prev);
+        prev = e;
+    }
+    return put_page(w, c, PAGE_DATA, num_rows, ENC_PLAIN, err);
 }
 
 static inline uint32_t value_end(const column_t *c, size_t i)
@@ -203,7 +292,8 @@ static inline uint32_t value_end(const column_t *c, size_t i)
     return e;
 }
 
-/* Encodes the whole buffered row group of column c into c->chunk (offsets relative). */
+/* Encodes the whole buffered row group of column c and emits its pages (offsets in
+ * c->meta relative to the column chunk's start). */
 cdc_err_t cdc_pq_encode_column(cdc_pq_writer_t *w, column_t *c, int64_t nrows, cdc_error_t *err)
 {
     const uint8_t *defs = c->max_def > 0 ? c->defs.p : NULL;
@@ -215,11 +305,11 @@ cdc_err_t cdc_pq_encode_column(cdc_pq_writer_t *w, column_t *c, int64_t nrows, c
     int bw = dict ? bit_width(c->ndict - 1) : 0;
     size_t page_bytes = w->opts.page_bytes;
     size_t r = 0, v = 0;
+    uint64_t base = w->offset;
     cdc_err_t rc;
 
     if (bw == 0)
         bw = 1;
-    c->chunk.len = 0;
     memset(&c->meta, 0, sizeof(c->meta));
     c->meta.dict_page_offset = -1;
     c->meta.num_values = c->nentries;
@@ -244,7 +334,7 @@ cdc_err_t cdc_pq_encode_column(cdc_pq_writer_t *w, column_t *c, int64_t nrows, c
     } else {
         c->meta.plain_used = true;
     }
-    c->meta.data_page_offset = (int64_t)c->chunk.len;
+    c->meta.data_page_offset = (int64_t)(w->offset - base);
     while (r < nent) {
         size_t r1 = r, v1 = v, bytes = 0;
         /* pick the entries of this page; a page starts at a row (repetition level 0) */
@@ -290,6 +380,14 @@ cdc_err_t cdc_pq_encode_column(cdc_pq_writer_t *w, column_t *c, int64_t nrows, c
                 return cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
             c->page.p[c->page.len++] = (uint8_t)bw;
             hybrid_u32(&c->page, (const uint32_t *)c->idx.p + v, nv, bw);
+        } else if (c->is_bytes && nv > 0 &&
+                   value_end(c, v1 - 1) - (v ? value_end(c, v - 1) : 0) >= PQ_LARGE_PAGE) {
+            rc = put_large_page(w, c, (int32_t)nr, v, v1, err);
+            if (rc != CDC_OK)
+                return rc;
+            r = r1;
+            v = v1;
+            continue;
         } else if (c->is_bytes) {
             uint32_t start = v ? value_end(c, v - 1) : 0, end = nv ? value_end(c, v1 - 1) : start;
             if (!buf_reserve(&c->page, 4 * nv + (end - start)))

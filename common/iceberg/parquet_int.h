@@ -66,6 +66,10 @@ enum { PQ_CODEC_UNCOMPRESSED = 0, PQ_CODEC_SNAPPY = 1, PQ_CODEC_ZSTD = 6 };
  * 2 GiB a page header can state. */
 #define PQ_MAX_VALUE ((size_t)1 << 30)
 #define PQ_MAX_ROW_GROUP ((size_t)1 << 30)
+/* A data page whose values add up to this many bytes is compressed from the column's
+ * buffer without being copied into a page first (docs/parquet.md, "Large values"), and
+ * a row-group buffer grown above it is released after its row group. */
+#define PQ_LARGE_PAGE ((size_t)4 << 20)
 
 /* Max bytes of a min/max value kept in the Parquet column statistics. */
 #define PQ_STAT_MAX 64
@@ -152,7 +156,7 @@ typedef struct column {
     int64_t column_size;
 
     /* encoding scratch */
-    buf_t page, comp, chunk, levels;
+    buf_t page, comp, levels;
     cdc_thrift_t hdr;
     chunk_meta_t meta;
 } column_t;
@@ -247,7 +251,8 @@ void cdc_pq_column_ice_stats(const column_t *c, cdc_ice_col_stats_t *s);
 
 /* ---- parquet_encode.c: pages ------------------------------------------------------- */
 
-/* Encodes the whole buffered row group of column c into c->chunk (offsets relative). */
+/* Encodes the whole buffered row group of column c and emits its pages (offsets in
+ * c->meta relative to the column chunk's start). */
 cdc_err_t cdc_pq_encode_column(cdc_pq_writer_t *w, column_t *c, int64_t nrows, cdc_error_t *err);
 
 /* The RLE/bit-packed hybrid encoding of n values of width bw into out; returns the
@@ -255,6 +260,9 @@ cdc_err_t cdc_pq_encode_column(cdc_pq_writer_t *w, column_t *c, int64_t nrows, c
 size_t cdc_pq__hybrid_encode_u32(const uint32_t *vals, size_t n, int bw, uint8_t *out, size_t cap);
 
 /* ---- parquet.c: the file ---------------------------------------------------------- */
+
+/* Appends len bytes to the writer's output (file, buffer or callback). */
+cdc_err_t cdc_pq__emit(cdc_pq_writer_t *w, const void *data, size_t len, cdc_error_t *err);
 
 /* Encodes, compresses and emits the buffered row group (a no-op without rows). */
 cdc_err_t cdc_pq_write_row_group(cdc_pq_writer_t *w, cdc_error_t *err);

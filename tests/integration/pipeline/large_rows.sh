@@ -36,9 +36,9 @@ trap 'if [ -n "${KEEP:-}" ]; then pipeline_down >/dev/null 2>&1; echo "kept $tmp
 
 BIG_MB=256
 # Bounds of the peak RSS with a 256 MiB row in flight (docs/capture.md and docs/worker.md,
-# "Large rows"), in MiB: the capture 5 x the row, the worker 11 x the row + 100 MiB.
-CAPTURE_MAX_MB=$((5 * BIG_MB))
-WORKER_MAX_MB=$((11 * BIG_MB + 100))
+# "Large rows"), in MiB: the capture 3.5 x the row, the worker 4 x the row.
+CAPTURE_MAX_MB=$((7 * BIG_MB / 2))
+WORKER_MAX_MB=$((4 * BIG_MB))
 
 fail() {
     tail -n 25 "$CHAOS_DIR"/procs/worker-0.log "$CHAOS_DIR"/procs/capture-*.log >&2 2>/dev/null

@@ -820,6 +820,65 @@ static void test_large(void **state)
     cdc_catalog_free(cat);
 }
 
+/* Strings of a MiB and more: unescaped into buffers of their own, which string columns
+ * take (docs/worker.md, "Large rows"): escapes everywhere, a run of escaped backslashes
+ * before the closing quote, a large value in a bytea column and in an ignored member,
+ * cut short and mutated, all as the tree path decodes them. */
+static void test_big_strings(void **state)
+{
+    (void)state;
+    cdc_catalog_t *cat = catalog();
+    size_t cap = (size_t)8 << 20, n = 0;
+    char *v = malloc(cap);
+    assert_non_null(v);
+    n += (size_t)snprintf(v + n, cap - n, "{\"after\":{" KEY ",\"txt\":\"");
+    for (int i = 0; n < ((size_t)3 << 19); i++) /* 1.5 MiB */
+        n += (size_t)snprintf(v + n, cap - n, "caf\xc3\xa9 \\\"%d\\n \\u00e9 ", i);
+    n += (size_t)snprintf(v + n, cap - n, "ends in \\\\\\\\\",\"j\":\"");
+    for (int i = 0; n < ((size_t)3 << 20); i++)
+        n += (size_t)snprintf(v + n, cap - n, "{\\\"k\\\": %d}", i);
+    n += (size_t)snprintf(v + n, cap - n, "\",\"bin\":\"");
+    for (int i = 0; n < ((size_t)9 << 19); i++)
+        n += (size_t)snprintf(v + n, cap - n, "QUJD");
+    n += (size_t)snprintf(v + n, cap - n, "\",\"ignored\":\"");
+    memset(v + n, 'x', (size_t)1 << 20);
+    n += (size_t)1 << 20;
+    n += (size_t)snprintf(v + n, cap - n, "\"}," SRC ",\"op\":\"c\"}");
+    assert_true(differential(cat, v, n, 1, "big strings"));
+
+    cdc_decode_input_t in = {TOPIC, 0, 1, NULL, 0, v, n, 1, NULL, NULL};
+    cdc_change_t a;
+    cdc_decode_error_t da;
+    assert_true(cdc_decode_fast(cat, NULL, &in, &a, &da));
+    const cdc_val_t *t = &a.after.vals[9]; /* txt */
+    assert_true(t->len > ((size_t)1 << 20));
+    assert_memory_equal(t->bytes, "caf\xc3\xa9 \"0\n \xc3\xa9 ", 13);
+    assert_memory_equal(t->bytes + t->len - 10, "ends in \\\\", 10);
+    cdc_change_clear(&a);
+
+    /* cut inside and right after each large string; a quote made a backslash */
+    for (size_t cut = ((size_t)3 << 19) - 4; cut < ((size_t)3 << 19) + 40; cut++)
+        differential(cat, v, cut, 1, "big strings prefix");
+    for (size_t k = ((size_t)3 << 19); k < ((size_t)3 << 19) + 40; k++)
+        if (v[k] == '"') {
+            v[k] = '\\';
+            differential(cat, v, n, 1, "big strings mutated");
+            v[k] = '"';
+        }
+    /* the bytea decoded in place; then not base64 (a mismatch on both paths) */
+    char *bin = memmem(v, n, "\"bin\":\"", 7);
+    assert_non_null(bin);
+    assert_true(differential(cat, v, n, 1, "big bytea"));
+    bin[7 + ((size_t)1 << 20)] = '!';
+    differential(cat, v, n, 1, "big bytea not base64");
+    bin[7 + ((size_t)1 << 20)] = 'Q';
+    bin[7 + ((size_t)3 << 19) + 1] = '=';
+    differential(cat, v, n, 1, "big bytea padded inside");
+    free(v);
+    cdc_catalog_free(cat);
+    cdc_schema_doc_free(&DOC);
+}
+
 /* Options: placeholder and size limit behave the same on both paths. */
 static void test_options(void **state)
 {
@@ -856,7 +915,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_capture_corpus), cmocka_unit_test(test_edge_cases),
         cmocka_unit_test(test_options),        cmocka_unit_test(test_large),
-        cmocka_unit_test(test_mutations),
+        cmocka_unit_test(test_mutations),      cmocka_unit_test(test_big_strings),
     };
     return cmocka_run_group_tests(tests, NULL, report);
 }

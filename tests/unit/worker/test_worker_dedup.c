@@ -585,6 +585,107 @@ static void test_checkpoint_at_cut(void **state)
     cdc_change_clear(&c);
 }
 
+/* A change of id with a note of n bytes (its last byte tag), or (n == 0) with note an
+ * unchanged TOAST value. */
+static void make_note(fx_t *f, cdc_change_t *c, char op, int id, uint64_t lsn, size_t n, char tag)
+{
+    size_t cap = n + 512;
+    char *v = malloc(cap);
+    int k;
+    cdc_decode_error_t de;
+    assert_non_null(v);
+    if (n == 0) {
+        k = snprintf(v, cap,
+                     "{\"op\":\"%c\",\"after\":{\"id\":%d},\"unchanged_toast\":[\"note\"],"
+                     "\"source\":{\"lsn\":%llu,\"commit_lsn\":%llu}}",
+                     op, id, (unsigned long long)lsn, (unsigned long long)lsn);
+    } else {
+        k = snprintf(v, cap, "{\"op\":\"%c\",\"after\":{\"id\":%d,\"note\":\"", op, id);
+        memset(v + k, 'n', n - 1);
+        v[k + (int)n - 1] = tag;
+        k += (int)n;
+        k += snprintf(v + k, cap - (size_t)k, "\"},\"source\":{\"lsn\":%llu,\"commit_lsn\":%llu}}",
+                      (unsigned long long)lsn, (unsigned long long)lsn);
+    }
+    cdc_decode_input_t in = {TOPIC, 0, 0, NULL, 0, v, (size_t)k, 2};
+    assert_int_equal(cdc_decode(f->cat, NULL, &in, c, &de), CDC_OK);
+    free(v);
+}
+
+/* The note of c after its TOAST repair: n bytes ending in tag. */
+static void assert_note(const cdc_change_t *c, size_t n, char tag)
+{
+    for (size_t i = 0; i < c->schema->ncols; i++)
+        if (strcmp(c->schema->cols[i].name, "note") == 0) {
+            assert_int_equal(c->after.vals[i].kind, CDC_VAL_SET);
+            assert_int_equal(c->after.vals[i].len, n);
+            assert_int_equal(c->after.vals[i].bytes[n - 1], tag);
+            assert_int_equal(c->after.vals[i].bytes[0], 'n');
+            return;
+        }
+    fail_msg("no note column");
+}
+
+/* A row image above CDC_STATE_LARGE_VALUE (docs/worker.md, "Large rows") goes from the
+ * row into the store at once, so nothing of it stays pending; a TOAST repair reads it
+ * back, from the store, from a checkpoint (its blob file) and, while a cut holds the
+ * store, from the overlay, where it then stays until the next flush. */
+static void test_large_images(void **state)
+{
+    fx_t *f = *state;
+    const size_t n = (size_t)3 << 20;
+    cdc_change_t c;
+    cdc_error_t e;
+    char cp[300], cmd[700];
+
+    make_note(f, &c, 'c', 5, 100, n, 'A');
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    assert_int_equal(f->d->pending.nentries, 0); /* written already */
+    assert_true(f->d->pending.arena_cap <= CDC_STATE_LARGE_VALUE);
+    make_note(f, &c, 'u', 5, 200, 0, 0);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    assert_note(&c, n, 'A');
+    cdc_change_clear(&c);
+
+    /* a checkpoint keeps it in a blob file, and a store restored from it repairs */
+    snprintf(cp, sizeof(cp), "%s/cp-large", f->dir);
+    assert_int_equal(cdc_dedup_checkpoint(f->d, cp, &e), CDC_OK);
+    snprintf(cmd, sizeof(cmd), "ls '%s' | grep -q '[.]blob$'", cp);
+    assert_int_equal(system(cmd), 0);
+    cdc_dedup_t *live = f->d;
+    f->d = open_copy(f, cp, "db-large");
+    make_note(f, &c, 'u', 5, 300, 0, 0);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    assert_note(&c, n, 'A');
+    cdc_change_clear(&c);
+    cdc_dedup_close(f->d);
+    f->d = live;
+
+    /* while a cut holds the store: pending, read through the overlay, written later */
+    assert_int_equal(cdc_dedup_cut(f->d, &e), CDC_OK);
+    make_note(f, &c, 'c', 6, 400, n + 7, 'B');
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    assert_true(f->d->pending.nentries > 0);
+    make_note(f, &c, 'u', 6, 500, 0, 0);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    assert_note(&c, n + 7, 'B');
+    cdc_change_clear(&c);
+    snprintf(cp, sizeof(cp), "%s/cp-large-cut", f->dir);
+    assert_int_equal(cdc_dedup_checkpoint_cut(f->d, cp, &e), CDC_OK);
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    assert_int_equal(f->d->pending.nentries, 0);
+    assert_true(f->d->pending.arena_cap <= CDC_STATE_LARGE_VALUE);
+    make_note(f, &c, 'u', 6, 600, 0, 0);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    assert_note(&c, n + 7, 'B');
+    cdc_change_clear(&c);
+    make_note(f, &c, 'u', 6, 600, 0, 0); /* and its replay is one */
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_REPLAY);
+    cdc_change_clear(&c);
+}
+
 /* A truncate event of the test table (capture format: no key, no rows). */
 static void make_truncate(fx_t *f, cdc_change_t *c, const char *topic, uint64_t commit_lsn,
                           uint64_t lsn)
@@ -1151,6 +1252,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_seen_keys_only_for_deletes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replayed_dead_letters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_reads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_large_images, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
