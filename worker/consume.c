@@ -1069,8 +1069,10 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         cdc_error_t e2;
         if (w->slots[p].owned && w->slots[p].dedup != NULL &&
-            cdc_dedup_flush(w->slots[p].dedup, &e2) != CDC_OK)
+            cdc_dedup_flush(w->slots[p].dedup, &e2) != CDC_OK) {
             cdc_log_warn("partition %d: %s; retrying at the next batch", p, e2.msg);
+            cdc_worker_disk_failed(w, &e2);
+        }
     }
     if (!w->paused && w->cfg.max_staged_bytes > 0 &&
         staged_bytes(w) > (size_t)w->cfg.max_staged_bytes)
