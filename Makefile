@@ -94,6 +94,9 @@ FUZZ_SRC   := $(filter-out tests/fuzz/driver.c,$(wildcard tests/fuzz/*.c))
 FUZZ_BINS  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(FUZZ_SRC))
 FUZZ_MAIN  ?= $(BUILD)/obj/tests/fuzz/driver.o
 FUZZ_LIBS  := $(PROC_LIBS) $(LIBCDC)
+# The disk-fault shim (tests/faults/diskfault.c), an LD_PRELOAD object of the disk-fault
+# tests (docs/operations.md, "Disk faults"); built without the sanitizers, which it sits beside.
+FAULT_SHIM := $(BUILD)/tests/faults/libdiskfault.so
 BENCH_SRC  := $(wildcard benchmarks/*/*.c benchmarks/*.c)
 BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 
@@ -107,7 +110,7 @@ ALL_LIBS   := $(PROC_LIBS) $(HARNESS_LIB) $(LIBCDC)
 
 all: bins tests
 bins: $(PROC_BINS) $(TOOL_BINS)
-tests: $(UNIT_BINS) $(INTEG_BINS) $(BENCH_BINS) $(FUZZ_BINS)
+tests: $(UNIT_BINS) $(INTEG_BINS) $(BENCH_BINS) $(FUZZ_BINS) $(FAULT_SHIM)
 fuzz-bins: $(FUZZ_BINS)
 
 $(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
@@ -186,6 +189,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(ALL_LIBS)
 $(BUILD)/tests/fuzz/%: $(BUILD)/obj/tests/fuzz/%.o $(filter %.o,$(FUZZ_MAIN)) $(FUZZ_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(FUZZ_MAIN) $(FUZZ_LIBS) $(LDLIBS)
+
+$(FAULT_SHIM): tests/faults/diskfault.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g $(CFLAGS_WARN) -D_GNU_SOURCE -shared -fPIC -o $@ $< -ldl -lpthread
 
 $(BUILD)/benchmarks/%: $(BUILD)/obj/benchmarks/%.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)

@@ -203,6 +203,9 @@ pipeline_servers_up() {
 
 # The coordinators take the extra options in CHAOS_COORDINATOR_ARGS (split on spaces, as
 # CHAOS_WORKER_ARGS for the workers), e.g. an aggressive compaction policy.
+# CHAOS_PROC_WRAP (split on spaces) goes before the coordinators' and workers' commands,
+# kept for their restarts: the disk-fault tests run them under `env LD_PRELOAD=<shim> ...`
+# (tests/faults/lib.sh).
 pipeline_procs_up() {
     local i port http
     # two captures: the one that gets the slot streams, the other waits as a standby
@@ -219,7 +222,7 @@ pipeline_procs_up() {
     for ((i = 0; i < CHAOS_COORDINATORS; i++)); do
         port=$(harness_free_port)
         http=$(harness_free_port)
-        proc_start "coordinator-$i" "$CHAOS_BUILD/cdc-coordinator" --id "coordinator-$i" \
+        proc_start "coordinator-$i" ${CHAOS_PROC_WRAP:-} "$CHAOS_BUILD/cdc-coordinator" --id "coordinator-$i" \
             --job "$CDC_JOB" --etcd "$CDC_TEST_ETCD" --listen "tcp://127.0.0.1:$port" \
             --http "127.0.0.1:$http" --warehouse "$CHAOS_DIR/warehouse" --kafka "$CDC_TEST_KAFKA" \
             --heartbeat-timeout "${CHAOS_HEARTBEAT_TIMEOUT}s" --expected-workers "$CHAOS_WORKERS" \
@@ -253,7 +256,7 @@ pipeline_start_worker() {
     fi
     http=$(harness_free_port)
     mkdir -p "$CHAOS_DIR/state/worker-$i"
-    proc_start "worker-$i" "$CHAOS_BUILD/cdc-worker" --id "$i" --job "$CDC_JOB" \
+    proc_start "worker-$i" ${CHAOS_PROC_WRAP:-} "$CHAOS_BUILD/cdc-worker" --id "$i" --job "$CDC_JOB" \
         --etcd "$CDC_TEST_ETCD" "${coord[@]}" --kafka "$CDC_TEST_KAFKA" \
         "${tables_opt[@]}" --warehouse "$CHAOS_DIR/warehouse" \
         --state-dir "$CHAOS_DIR/state/worker-$i" --http "127.0.0.1:$http" ${CHAOS_WORKER_ARGS:-}

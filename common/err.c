@@ -3,6 +3,7 @@
  */
 #include "common/err.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -62,6 +63,9 @@ static cdc_err_t vset(cdc_error_t *e, cdc_err_t code, bool retriable, const char
     e->code = code;
     e->retriable = retriable;
     vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+    /* the cause named in the message, before a prefix could push it out of the buffer */
+    e->disk_full =
+        strstr(e->msg, strerror(ENOSPC)) != NULL || strstr(e->msg, strerror(EDQUOT)) != NULL;
     return code;
 }
 
@@ -106,5 +110,6 @@ void cdc_error_clear(cdc_error_t *e)
         return;
     e->code = CDC_OK;
     e->retriable = false;
+    e->disk_full = false;
     e->msg[0] = '\0';
 }

@@ -48,6 +48,10 @@ bool cdc_err_default_retriable(cdc_err_t err);
 typedef struct cdc_error {
     cdc_err_t code;
     bool retriable;
+    /* the failure was a full file system (ENOSPC or EDQUOT named in the message, as
+     * strerror and RocksDB's errors word it), set by cdc_error_set and kept by
+     * cdc_error_prefix (docs/operations.md, "Disk faults") */
+    bool disk_full;
     char msg[512];
 } cdc_error_t;
 

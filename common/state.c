@@ -13,13 +13,16 @@
 #include "common/state.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rocksdb/c.h>
 
@@ -44,6 +47,10 @@ struct cdc_state {
     int64_t (*clock)(void);
     size_t wal_checkpoint_bytes; /* 0: no WAL (cdc_state_options_t) */
     char *dir;
+    /* After a failed write the store takes no more writes (see store_failed): 0 healthy,
+     * 1 failing (failed_msg being written), 2 failed (failed_msg set). */
+    atomic_int failed;
+    char failed_msg[400];
 };
 
 struct cdc_state_batch {
@@ -162,6 +169,35 @@ static cdc_err_t rerr(cdc_error_t *e, char *errptr, const char *what, const char
 }
 
 /*
+ * A write, WAL flush or checkpoint that failed (a full disk, an I/O error) fails every
+ * later one at once, without RocksDB: RocksDB 7.8 asserts (aborts the process) when a
+ * WAL write follows a failed one, and the worker reopens the store from its checkpoint
+ * after any failure anyway (docs/operations.md, "Disk faults"). Reads go on.
+ */
+static cdc_err_t write_failed(cdc_state_t *st, cdc_error_t *e, char *errptr, const char *what)
+{
+    cdc_error_t mine;
+    cdc_err_t rc = rerr(e != NULL ? e : &mine, errptr, what, st->dir);
+    int expect = 0;
+    if (atomic_compare_exchange_strong(&st->failed, &expect, 1)) {
+        snprintf(st->failed_msg, sizeof(st->failed_msg), "%s", (e != NULL ? e : &mine)->msg);
+        atomic_store(&st->failed, 2);
+    }
+    return rc;
+}
+
+static bool store_failed(cdc_state_t *st, cdc_error_t *e)
+{
+    int f = atomic_load(&st->failed);
+    if (f == 0)
+        return false;
+    cdc_error_set(e, CDC_ERR_STATE,
+                  "state store \"%s\" takes no more writes after a failed one: %s", st->dir,
+                  f == 2 ? st->failed_msg : "(failing now)");
+    return true;
+}
+
+/*
  * Reads the format marker; writes it into a store that has none (new, or written by a
  * build before the marker, whose values have the same layout). The marker reaches disk
  * with the store's next flush, like every write.
@@ -195,6 +231,33 @@ static cdc_err_t check_format(cdc_state_t *st, cdc_error_t *e)
     return CDC_OK;
 }
 
+/*
+ * Opening a store writes its info LOG's header lines first, and RocksDB 7.8 aborts on a
+ * LOG write that follows a failed one: a store opens only where a probe file of 64 KiB
+ * can be written and synced (a full disk fails here, with its error, instead).
+ */
+static cdc_err_t probe_space(const char *dir, cdc_error_t *e)
+{
+    static const char zeros[64 << 10];
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/.space-probe", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return cdc_error_set(e, CDC_ERR_STATE, "could not open state store \"%s\": %s", dir,
+                             strerror(errno));
+    ssize_t n = write(fd, zeros, sizeof(zeros));
+    int err = n == (ssize_t)sizeof(zeros) ? 0 : (n < 0 ? errno : ENOSPC);
+    if (err == 0 && fsync(fd) != 0)
+        err = errno;
+    close(fd);
+    unlink(path);
+    if (err != 0)
+        return cdc_error_set(e, CDC_ERR_STATE,
+                             "could not open state store \"%s\": no room for its first files: %s",
+                             dir, strerror(err));
+    return CDC_OK;
+}
+
 cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *o, cdc_state_t **out,
                          cdc_error_t *e)
 {
@@ -207,6 +270,9 @@ cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *o, cdc_stat
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return cdc_error_set(e, CDC_ERR_IO, "could not create directory \"%s\": %s", dir,
                              strerror(errno));
+    cdc_err_t prc = probe_space(dir, e);
+    if (prc != CDC_OK)
+        return prc;
     st = calloc(1, sizeof(*st));
     if (st == NULL || (st->dir = strdup(dir)) == NULL) {
         free(st);
@@ -228,7 +294,10 @@ cdc_err_t cdc_state_open(const char *dir, const cdc_state_options_t *o, cdc_stat
     rocksdb_options_set_atomic_flush(st->opts, 1);
     rocksdb_options_set_max_open_files(st->opts, 256);
     rocksdb_options_set_keep_log_file_num(st->opts, 2);
-    rocksdb_options_set_info_log_level(st->opts, 2 /* WARN */);
+    /* Fatal messages only in RocksDB's info LOG (in the store's directory): RocksDB 7.8
+     * asserts (aborts) on a LOG write after a failed one, and on a full disk its error
+     * handler logs the failure it handles (docs/operations.md, "Disk faults"). */
+    rocksdb_options_set_info_log_level(st->opts, 4 /* FATAL */);
     /* With a WAL, RocksDB only appends to its buffer on a write; cdc_state_checkpoint()
      * writes the buffer out before it copies the WAL. */
     rocksdb_options_set_manual_wal_flush(st->opts, o->wal_checkpoint_bytes > 0);
@@ -562,6 +631,8 @@ cdc_err_t cdc_state_put(cdc_state_t *st, int family, const void *key, size_t key
     uint8_t ts[TS_LEN];
     if (!fam_ok(st, family))
         return cdc_error_set(e, CDC_ERR_INVALID, "no state family %d", family);
+    if (store_failed(st, e))
+        return CDC_ERR_STATE;
     put_ts(ts, st->clock());
     const char *kl[1] = {key}, *vl[2] = {val, (const char *)ts};
     size_t kls[1] = {key_len}, vls[2] = {val_len, TS_LEN};
@@ -569,7 +640,7 @@ cdc_err_t cdc_state_put(cdc_state_t *st, int family, const void *key, size_t key
     rocksdb_writebatch_putv_cf(wb, st->cf[family], 1, kl, kls, 2, vl, vls);
     rocksdb_write(st->db, st->wopts, wb, &err);
     rocksdb_writebatch_destroy(wb);
-    return err ? rerr(e, err, "write", st->dir) : CDC_OK;
+    return err ? write_failed(st, e, err, "write") : CDC_OK;
 }
 
 cdc_state_batch_t *cdc_state_batch_new(cdc_state_t *st)
@@ -666,8 +737,10 @@ void cdc_state_batch_free(cdc_state_batch_t *b)
 cdc_err_t cdc_state_write(cdc_state_t *st, cdc_state_batch_t *b, cdc_error_t *e)
 {
     char *err = NULL;
+    if (store_failed(st, e))
+        return CDC_ERR_STATE;
     rocksdb_write(st->db, st->wopts, b->wb, &err);
-    return err ? rerr(e, err, "write", st->dir) : CDC_OK;
+    return err ? write_failed(st, e, err, "write") : CDC_OK;
 }
 
 void cdc_state_flush_start(cdc_state_t *st, int family)
@@ -695,18 +768,20 @@ cdc_err_t cdc_state_checkpoint(cdc_state_t *st, const char *dir, cdc_error_t *e)
      * wal_checkpoint_bytes it links the table files and copies the WAL files instead,
      * the last one trimmed to its size at this moment: the buffered WAL goes out first
      * (not synced: the copy is synced). */
+    if (store_failed(st, e))
+        return CDC_ERR_STATE;
     if (st->wal_checkpoint_bytes > 0) {
         rocksdb_flush_wal(st->db, 0, &err);
         if (err != NULL)
-            return rerr(e, err, "checkpoint", st->dir);
+            return write_failed(st, e, err, "checkpoint");
     }
     cp = rocksdb_checkpoint_object_create(st->db, &err);
     if (err != NULL)
-        return rerr(e, err, "checkpoint", st->dir);
+        return write_failed(st, e, err, "checkpoint");
     rocksdb_checkpoint_create(cp, dir, (uint64_t)st->wal_checkpoint_bytes, &err);
     rocksdb_checkpoint_object_destroy(cp);
     if (err != NULL)
-        return rerr(e, err, "checkpoint", st->dir);
+        return write_failed(st, e, err, "checkpoint");
     return CDC_OK;
 }
 

@@ -29,7 +29,8 @@
  * owner does not consume, or null), lag (records from offsets to the high watermarks,
  * null until an owner reported one)}], epochs {open, next, last_recorded,
  * last_committed, pending_commits}, checkpoints [{epoch, duration_ms, bytes, records,
- * data_files, delete_files, tables, completed_at_ms}], last_commit_error, worker_auth
+ * data_files, delete_files, tables, completed_at_ms}], last_commit_error, disk
+ * {warehouse {full, full_since_ms, full_errors, last_full_error}} (common/diskfull.h), worker_auth
  * {required (--worker-secret set), refused (all reasons), refused_by_reason {no_proof,
  * wrong_proof, unchallenged}, challenging (connections given a challenge and not answered
  * yet), last_refused {worker, pipe, reason, ms_ago} or null}, coordinators [{id, role
@@ -648,6 +649,13 @@ char *cdc_coord_status_json(cdc_coord_t *c)
     }
     json_object_set_new(o, "checkpoints", cs);
     json_object_set_new(o, "last_commit_error", json_string(c->last_commit_error));
+    {
+        cdc_diskfull_t *disks[] = {&c->warehouse_disk};
+        char *d = cdc_diskfull_status_json(disks, 1);
+        json_t *dj = d != NULL ? json_loads(d, 0, NULL) : NULL;
+        free(d);
+        json_object_set_new(o, "disk", dj != NULL ? dj : json_null());
+    }
     json_object_set_new(o, "worker_auth", worker_auth_json(&c->admission, now));
     if (c->committer != NULL) {
         cdc_schema_change_t ch[CDC_SCHEMA_CHANGES_KEPT];

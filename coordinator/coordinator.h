@@ -17,6 +17,7 @@
 
 #include "common/options.h"
 #include "common/config.h"
+#include "common/diskfull.h"
 #include "common/etcd.h"
 #include "common/health.h"
 #include "common/http.h"
@@ -209,6 +210,8 @@ typedef struct cdc_coord {
     int nqueue;
     int64_t commit_retry_ms;
     char last_commit_error[256];
+    /* the warehouse's file system full: commits wait (docs/operations.md, "Disk faults") */
+    cdc_diskfull_t warehouse_disk;
 
     /* Pipes a standby rejected (or any coordinator refused: an invalid worker id), closed
      * once the Reject had time to leave (closing at once drops the queued reply inside

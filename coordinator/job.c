@@ -940,6 +940,8 @@ static void init_metrics(cdc_coord_t *c)
                                            "Failed etcd operations.", NULL);
     c->m_commit_errors = cdc_metrics_counter(r, "cdc_coordinator_commit_errors_total",
                                              "Failed Iceberg commit attempts.", NULL);
+    cdc_diskfull_init(&c->warehouse_disk, r, "cdc_coordinator", "warehouse",
+                      "Iceberg commits stop and the epochs wait in Kafka");
     c->m_tables_widened = cdc_metrics_counter(
         r, "cdc_coordinator_table_set_widenings_total",
         "Times the job's table set grew while it ran and the owners took it without a "

@@ -106,6 +106,8 @@ static void step_failed(cdc_coord_t *c, cdc_pending_commit_t *q, cdc_err_t rc, c
         return;
     }
     cdc_metrics_counter_inc(errors);
+    if (errors == c->m_commit_errors)
+        cdc_diskfull_failed(&c->warehouse_disk, e);
     if (verb != NULL && q->attempts++ % 10 == 0)
         cdc_log_warn("could not %s checkpoint %" PRIu64 " %s: %s", verb, q->rec->epoch, where,
                      e->msg);
@@ -161,6 +163,7 @@ void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
                 if ((rc = cdc_committer_put_pending(c->committer, q->rec, &e)) != CDC_OK) {
                     cdc_log_warn("could not write pending file list of checkpoint %" PRIu64 ": %s",
                                  q->rec->epoch, e.msg);
+                    cdc_diskfull_failed(&c->warehouse_disk, &e);
                     snprintf(c->last_commit_error, sizeof(c->last_commit_error), "%s", e.msg);
                     c->commit_retry_ms = now + COMMIT_RETRY_MS;
                     return;
@@ -207,6 +210,8 @@ void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
                         now + COMMIT_RETRY_MS);
             return;
         }
+        if (res.tables_committed > 0) /* (an epoch without files wrote nothing) */
+            cdc_diskfull_ok(&c->warehouse_disk);
         fault_point(c, "after-iceberg-commit");
         rc = cdc_store_put_committed(&c->store, q->rec->epoch, &e);
         if (rc != CDC_OK) {

@@ -585,8 +585,10 @@ static void finish_job(cdc_worker_t *w, cdc_snap_job_t *job)
         cdc_worker_ack_free(&job->parts[i].part);
     if (rc != CDC_OK) {
         /* No ack: the coordinator aborts the epoch and reassigns; nothing is lost. */
-        if (!atomic_load(&w->fin_cancel))
+        if (!atomic_load(&w->fin_cancel)) {
             cdc_log_error("could not snapshot epoch %" PRIu64 ": %s", job->epoch, e.msg);
+            cdc_worker_disk_failed(w, &e);
+        }
         cdc_worker_ack_free(&ack);
         free_stages(job);
         return;
@@ -601,6 +603,15 @@ static void finish_job(cdc_worker_t *w, cdc_snap_job_t *job)
             ckpt_ms = job->parts[i].ckpt_ms > ckpt_ms ? job->parts[i].ckpt_ms : ckpt_ms;
         }
         cdc_metrics_counter_inc(w->m_epochs);
+        /* files or state checkpoints written: their disks have room again (an epoch that
+         * wrote nothing proves nothing) */
+        bool checkpointed = false;
+        for (int i = 0; i < n; i++)
+            checkpointed = checkpointed || job->parts[i].checkpoint;
+        if (checkpointed)
+            cdc_diskfull_ok(&w->disk_state);
+        if (checkpointed || ack.n_files > 0)
+            cdc_diskfull_ok(&w->disk_warehouse);
         cdc_log_debug("acked epoch %" PRIu64 " (%zu partitions, %zu files) %" PRId64
                       " ms after the cut (slowest partition: files %" PRId64
                       " ms, state checkpoint %" PRId64 " ms)",
@@ -678,6 +689,13 @@ void cdc_worker_finalizer_stop(cdc_worker_t *w)
     pthread_mutex_unlock(&w->fin_lock);
     pthread_join(w->fin_thread, NULL);
     w->fin_running = false;
+}
+
+void cdc_worker_disk_failed(cdc_worker_t *w, const cdc_error_t *e)
+{
+    const char *dir = w->cfg.state_dir;
+    bool state = dir != NULL && dir[0] != '\0' && strstr(e->msg, dir) != NULL;
+    cdc_diskfull_failed(state ? &w->disk_state : &w->disk_warehouse, e);
 }
 
 cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation, uint64_t epoch,

@@ -158,18 +158,23 @@ static void dir_set_free(dir_set_t *s)
 
 /*
  * Puts one file of a local checkpoint directory at location. For a local warehouse on
- * the same file system the file is hard-linked instead of copied: nothing ever changes
- * a file of a checkpoint directory in place (table files are immutable, RocksDB writes
- * the descriptor files of the copy once, and restores copy those instead of linking
- * them), and it was fsynced when written, so only the new directory entry needs an
- * fsync: its directory goes into dirs, which the caller fsyncs once per upload before
- * the manifest refers to the file. The directory is created (mkdir -p) only when the
- * link says it is missing. Anything else (S3, another file system) is copied durably.
+ * the same file system a table file is hard-linked instead of copied: nothing ever
+ * changes a table file in place, and it was fsynced when written, so only the new
+ * directory entry needs an fsync: its directory goes into dirs, which the caller fsyncs
+ * once per upload before the manifest refers to the file. The directory is created
+ * (mkdir -p) only when the link says it is missing. The descriptor files and the WAL
+ * (small) are copied: a link would share them with the worker's disk, and a write there
+ * (a crash, a corrupting disk) would corrupt the checkpoint it must be restored from
+ * (docs/operations.md, "Disk faults"). Anything else (S3, another file system) is copied
+ * durably.
  */
 static cdc_err_t put_state_file(cdc_ckpt_t *c, const char *location, const char *path,
                                 dir_set_t *dirs, cdc_error_t *e)
 {
-    char *local = cdc_storage_local_path(c->storage, location);
+    const char *base = strrchr(path, '/');
+    char *local = cdc_state_file_is_immutable(base != NULL ? base + 1 : path)
+                      ? cdc_storage_local_path(c->storage, location)
+                      : NULL;
     if (local != NULL) {
         int rv = link(path, local);
         if (rv != 0 && errno == ENOENT) {

@@ -378,7 +378,18 @@ static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionS
     cdc_stage_init(&s->stage, s->partition, 0);
     cdc_stage_set_encoding(&s->stage, cdc_worker_stage_codec(w), CDC_STAGE_ENCODE_ROWS);
     if (!s->ckpt_ready) {
-        /* Whatever an earlier process left here is not trusted: start clean. */
+        /* Whatever an earlier process left here is not trusted (a crash, a full disk, a
+         * corrupt or deleted file): start clean from the assigned checkpoint, and say so
+         * (docs/operations.md, "Disk faults"). */
+        struct stat sb;
+        if (stat(root, &sb) == 0) {
+            cdc_log_warn("partition %u: discarding the state an earlier process left in \"%s\" "
+                         "(never trusted: restored from the checkpoint of the assignment)",
+                         s->partition, root);
+            cdc_metrics_counter_inc(cdc_metrics_counter(
+                w->metrics, "cdc_worker_state_discarded_total",
+                "Partition state directories an earlier process left, discarded at start.", NULL));
+        }
         cdc_state_destroy(root, e);
         rc = cdc_ckpt_init(&s->ckpt, w->storage, w->cfg.warehouse, w->cfg.job, s->partition, root,
                            e);
@@ -408,6 +419,10 @@ static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionS
         s->last_handle = strdup(ps->state_handle);
         cdc_log_info("partition %u: state restored from %s checkpoint %s", s->partition,
                      reused ? "the local copy of" : "shared", ps->state_handle);
+        cdc_metrics_counter_inc(
+            cdc_metrics_counter(w->metrics, "cdc_worker_state_restores_total",
+                                "Partition stores restored from a checkpoint, by its source.",
+                                (const char *[]){"from", reused ? "local" : "shared", NULL}));
     } else {
         /* No checkpoint yet: an empty store; forget what this worker had. */
         cdc_ckpt_drop_after(&s->ckpt, 0);
@@ -1101,8 +1116,10 @@ cdc_err_t cdc_worker_consume(cdc_worker_t *w, int timeout_ms, cdc_error_t *e)
     for (int p = 0; p < CDC_WORKER_PARTITIONS; p++) {
         cdc_error_t e2;
         if (w->slots[p].owned && w->slots[p].dedup != NULL &&
-            cdc_dedup_flush(w->slots[p].dedup, &e2) != CDC_OK)
+            cdc_dedup_flush(w->slots[p].dedup, &e2) != CDC_OK) {
             cdc_log_warn("partition %d: %s; retrying at the next batch", p, e2.msg);
+            cdc_worker_disk_failed(w, &e2);
+        }
     }
     if (!w->paused && w->cfg.max_staged_bytes > 0 &&
         staged_bytes(w) > (size_t)w->cfg.max_staged_bytes)

@@ -219,6 +219,10 @@ int main(int argc, char **argv)
         cdc_metrics_histogram(w.metrics, "cdc_worker_checkpoint_seconds",
                               "Time to checkpoint and upload one partition's state.",
                               cdc_metrics_latency_buckets, cdc_metrics_latency_nbuckets, NULL);
+    cdc_diskfull_init(&w.disk_warehouse, w.metrics, "cdc_worker", "warehouse",
+                      "epochs are not acked (the coordinator replays them)");
+    cdc_diskfull_init(&w.disk_state, w.metrics, "cdc_worker", "state",
+                      "epochs are not acked and the state is restored from its checkpoint");
 
     if (cdc_worker_data_open(&w, &e) != CDC_OK) {
         fprintf(stderr, "cdc-worker: %s\n", e.msg);

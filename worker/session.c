@@ -256,6 +256,7 @@ static void on_assign(cdc_worker_t *w, const Cdc__Assign *a)
     if (cdc_worker_assign(w, a, &e) != CDC_OK) {
         cdc_log_error("could not take assignment (term %" PRIu64 " generation %" PRIu64 "): %s",
                       a->term, a->generation, e.msg);
+        cdc_worker_disk_failed(w, &e);
         cdc_worker_suspend(w);
         w->assignment_seq++;
         return;
@@ -288,10 +289,11 @@ static void on_barrier(cdc_worker_t *w, const Cdc__Barrier *b)
         return;
     }
     /* Cut here (a record boundary); the finalizer thread acks, we keep consuming. */
-    if (cdc_worker_barrier(w, b->term, b->generation, b->epoch, &e) != CDC_OK)
+    if (cdc_worker_barrier(w, b->term, b->generation, b->epoch, &e) != CDC_OK) {
         /* No ack: the coordinator aborts the epoch and reassigns; nothing is lost. */
         cdc_log_error("could not snapshot epoch %" PRIu64 ": %s", b->epoch, e.msg);
-    else /* truncates met in one partition: the next epoch's first record boundary */
+        cdc_worker_disk_failed(w, &e);
+    } else /* truncates met in one partition: the next epoch's first record boundary */
         cdc_worker_apply_floors(w, b->floors, b->n_floors);
     /* the next epoch's rows are staged under the specs the coordinator has now */
     cdc_layouts_update(&w->layouts, b->layouts, b->n_layouts);
@@ -605,6 +607,13 @@ void cdc_worker_publish_status(cdc_worker_t *w)
                             w->last_nulled[0] ? json_string(w->last_nulled) : json_null());
         pthread_mutex_unlock(&w->values_lock);
         json_object_set_new(o, "values", v);
+    }
+    {
+        cdc_diskfull_t *disks[] = {&w->disk_warehouse, &w->disk_state};
+        char *d = cdc_diskfull_status_json(disks, 2);
+        json_t *dj = d != NULL ? json_loads(d, 0, NULL) : NULL;
+        free(d);
+        json_object_set_new(o, "disk", dj != NULL ? dj : json_null());
     }
     cdc_http_doc_set(&w->status, json_dumps(o, JSON_COMPACT));
     json_decref(o);

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "common/options.h"
+#include "common/diskfull.h"
 #include "common/err.h"
 #include "common/etcd.h"
 #include "common/hash.h"
@@ -293,6 +294,9 @@ typedef struct cdc_worker {
     cdc_gauge_t *m_floors_waiting;     /* (slot, floor) pairs not applied at the last barrier */
     int64_t floor_warned_ms;           /* last "not applied yet" warning */
     cdc_histogram_t *m_stage_seconds, *m_ckpt_seconds;
+    /* the warehouse's and the state directory's file systems full (docs/operations.md,
+     * "Disk faults"): reported by cdc_worker_disk_failed, cleared by an acked epoch */
+    cdc_diskfull_t disk_warehouse, disk_state;
 
     /* Set by the signal handler, which may run on any thread; read by the heartbeat
      * thread too. Atomic (lock-free: allowed in a handler), so no data race. */
@@ -433,6 +437,13 @@ void cdc_worker_finalizer_wait(cdc_worker_t *w, bool cancel);
 
 /* Committed{epoch}: drops checkpoints no longer needed (on the finalizer thread). */
 void cdc_worker_committed(cdc_worker_t *w, uint64_t epoch);
+
+/*
+ * A write failed with e: when a full file system caused it, the disk it names (the state
+ * directory when e names a path under --state-dir, else the warehouse) is reported full
+ * (common/diskfull.h; docs/operations.md, "Disk faults"). Any thread.
+ */
+void cdc_worker_disk_failed(cdc_worker_t *w, const cdc_error_t *e);
 
 /* Starts the finalizer thread (cdc_worker_data_open); stops it, cancelling what it has
  * not finished (cdc_worker_data_close). */

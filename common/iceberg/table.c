@@ -171,6 +171,7 @@ static cdc_err_t find_latest(cdc_ice_table_t *t, int64_t *version, cdc_error_t *
         if (!exists)
             v = 0; /* hint points to a removed file: scan from the start */
     }
+    int64_t hint = v;
     /* the hint may lag behind the newest metadata file: probe forward */
     for (;;) {
         if ((rc = version_exists(t, v + 1, &exists, e)) != CDC_OK)
@@ -178,6 +179,23 @@ static cdc_err_t find_latest(cdc_ice_table_t *t, int64_t *version, cdc_error_t *
         if (!exists)
             break;
         v++;
+    }
+    /* A version past the hint that does not parse is torn: a committer crashed while it
+     * wrote it on a file system without atomic rename, and nothing points at it. It is
+     * ignored, and the next commit replaces it (commit_metadata; docs/operations.md,
+     * "Disk faults"). */
+    while (v > hint && v > 1) {
+        cdc_ice_metadata_t md;
+        cdc_error_t pe;
+        if (read_version(t, v, &md, &pe) == CDC_OK) {
+            cdc_ice_metadata_free(&md);
+            break;
+        }
+        if (pe.code != CDC_ERR_CORRUPT)
+            break;
+        cdc_log_warn("table \"%s\": ignoring version %" PRId64 ", torn (%s)", t->location, v,
+                     pe.msg);
+        v--;
     }
     if (v == 0)
         return cdc_error_set(e, CDC_ERR_NOT_FOUND, "no iceberg table at \"%s\"", t->location);
@@ -261,6 +279,34 @@ const char *cdc_ice_table_get_location(const cdc_ice_table_t *t)
 }
 
 /*
+ * Whether the existing version file (data, len) is torn: it does not parse. A committer
+ * that crashed while writing it on a file system without atomic rename left it, nothing
+ * points at it (the hint and readers stop before it, find_latest), so it is deleted for
+ * the commit to take its number.
+ */
+static bool torn_version(cdc_ice_table_t *t, int64_t version, const char *path, const uint8_t *data,
+                         size_t len)
+{
+    cdc_ice_metadata_t md;
+    cdc_error_t pe, de;
+    if (cdc_ice_metadata_parse((const char *)data, len, &md, &pe) == CDC_OK) {
+        cdc_ice_metadata_free(&md);
+        return false;
+    }
+    if (pe.code != CDC_ERR_CORRUPT)
+        return false;
+    if (cdc_storage_delete(t->storage, path, &de) != CDC_OK) {
+        cdc_log_warn("table \"%s\": could not delete torn version %" PRId64 ": %s", t->location,
+                     version, de.msg);
+        return false;
+    }
+    cdc_log_warn("table \"%s\": deleted torn version %" PRId64 " (%zu bytes, %s): the commit "
+                 "takes its number",
+                 t->location, version, len, pe.msg);
+    return true;
+}
+
+/*
  * The atomic swap: writes md as version t->version + 1 without overwrite, then the
  * hint. On success t takes md (md is zeroed); on failure md stays with the caller.
  */
@@ -287,6 +333,13 @@ static cdc_err_t commit_metadata(cdc_ice_table_t *t, cdc_ice_metadata_t *md, cdc
         cdc_error_t ge;
         bool ours = cdc_storage_get(t->storage, path, &cur, &curlen, &ge) == CDC_OK &&
                     curlen == strlen(json) && memcmp(cur, json, curlen) == 0;
+        if (!ours && cur != NULL && torn_version(t, next, path, cur, curlen)) {
+            free(cur);
+            rc = cdc_storage_put_if_absent(t->storage, path, json, strlen(json), e);
+            if (rc == CDC_OK)
+                goto won;
+            cur = NULL;
+        }
         free(cur);
         if (ours) {
             rc = CDC_OK;

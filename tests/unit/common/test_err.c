@@ -1,4 +1,5 @@
 /* Unit tests for common/err.c: codes, names, retriable defaults, message helpers. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -49,12 +50,34 @@ static void test_set_and_prefix(void **state)
     assert_int_equal(cdc_error_set(NULL, CDC_ERR_IO, "x"), CDC_ERR_IO);
 }
 
+/* A full file system named in the message marks the error (docs/operations.md, "Disk
+ * faults"); a prefix keeps the mark even when it pushes the cause out of the buffer. */
+static void test_disk_full(void **state)
+{
+    (void)state;
+    cdc_error_t e;
+    cdc_error_set(&e, CDC_ERR_IO, "could not write \"%s\": %s", "/w/x", strerror(ENOSPC));
+    assert_true(e.disk_full);
+    for (int i = 0; i < 8; i++)
+        cdc_error_prefix(&e, "%0100d", i);
+    assert_null(strstr(e.msg, strerror(ENOSPC)));
+    assert_true(e.disk_full);
+    cdc_error_set(&e, CDC_ERR_STATE, "IO error: %s: While appending", strerror(EDQUOT));
+    assert_true(e.disk_full);
+    cdc_error_set(&e, CDC_ERR_IO, "could not write: %s", strerror(EIO));
+    assert_false(e.disk_full);
+    cdc_error_set(&e, CDC_ERR_IO, "%s", strerror(ENOSPC));
+    cdc_error_clear(&e);
+    assert_false(e.disk_full);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_code_has_text),
         cmocka_unit_test(test_retriable_defaults),
         cmocka_unit_test(test_set_and_prefix),
+        cmocka_unit_test(test_disk_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
