@@ -649,6 +649,7 @@ char *cdc_coord_status_json(cdc_coord_t *c)
     json_object_set_new(o, "checkpoints", cs);
     json_object_set_new(o, "last_commit_error", json_string(c->last_commit_error));
     json_object_set_new(o, "worker_auth", worker_auth_json(&c->admission, now));
+    json_object_set_new(o, "insecure", json_boolean(c->cfg.insecure));
     if (c->committer != NULL) {
         cdc_schema_change_t ch[CDC_SCHEMA_CHANGES_KEPT];
         size_t n = cdc_committer_schema_changes(c->committer, ch, CDC_SCHEMA_CHANGES_KEPT);
