@@ -290,8 +290,8 @@ static void start_action(nng_aio *aio, const route_t *r, const char *uri, const 
         static const char body[] = "busy: too many requests of this kind run; retry later\n";
         free(a->uri);
         free(a);
+        audit(s, who, r->method, uri, 503); /* uri is req's: before the answer */
         respond(aio, 503, "text/plain; charset=utf-8", NULL, body, sizeof(body) - 1);
-        audit(s, who, r->method, uri, 503);
     }
 }
 
@@ -311,9 +311,10 @@ static void handle(nng_aio *aio)
         (mutating || s->token_reads)) {
         cdc_metrics_counter_inc(s->refused);
         static const char body[] = "unauthorized: a bearer token is required\n";
-        respond(aio, 401, "text/plain; charset=utf-8", NULL, body, sizeof(body) - 1);
+        /* before the answer, which releases req */
         if (mutating)
             audit(s, NULL, r->method, nng_http_req_get_uri(req), 401);
+        respond(aio, 401, "text/plain; charset=utf-8", NULL, body, sizeof(body) - 1);
         return;
     }
     switch (r->kind) {
