@@ -40,31 +40,32 @@ code() {
 }
 body() { curl -s --max-time 3 "http://$1$2" || true; }
 up() { [ "$(code GET "$1" /healthz)" = 200 ]; }
-# runs "$@" (a command or one of the functions below) without the harness's secrets
-bare() { (
+# runs "$@" (a command or one of the functions below) without the harness's secrets; only
+# in a subshell ($(...) or &), whose environment it changes
+bare() {
     unset CDC_WORKER_SECRET_FILE CDC_HTTP_TOKEN_FILE
     "$@"
-); }
-wrap="" # a command the functions below run their program under (timeout)
+}
+wrap="" # a command the functions below exec their program under (timeout)
 
 coordinator() { # <id> <admin> [extra options...]
     local id=$1 admin=$2
     shift 2
-    $wrap "$CDC_BUILD_DIR/cdc-coordinator" --id "$id" --job "$job$id" --etcd "$CDC_TEST_ETCD" \
+    exec $wrap "$CDC_BUILD_DIR/cdc-coordinator" --id "$id" --job "$job$id" --etcd "$CDC_TEST_ETCD" \
         --listen tcp://127.0.0.1:0 --http "$admin" --warehouse "$dir/warehouse" \
         --expected-workers 1 --orphan-interval 0 "$@"
 }
 worker() { # <id> <admin> [extra options...]
     local id=$1 admin=$2
     shift 2
-    $wrap "$CDC_BUILD_DIR/cdc-worker" --id "$id" --job "$job$id" --etcd "$CDC_TEST_ETCD" \
+    exec $wrap "$CDC_BUILD_DIR/cdc-worker" --id "$id" --job "$job$id" --etcd "$CDC_TEST_ETCD" \
         --kafka "$CDC_TEST_KAFKA" --tables public.auth_t --topic-prefix "$job" \
         --warehouse "$dir/warehouse" --state-dir "$dir/state-$id" --http "$admin" "$@"
 }
 capture() { # <admin> [extra options...]
     local admin=$1
     shift
-    $wrap "$CDC_BUILD_DIR/cdc-capture" --pg-dsn "$CDC_TEST_PG_DSN" --kafka "$CDC_TEST_KAFKA" \
+    exec $wrap "$CDC_BUILD_DIR/cdc-capture" --pg-dsn "$CDC_TEST_PG_DSN" --kafka "$CDC_TEST_KAFKA" \
         --slot "$slot" --publication "pub_$slot" --create-publication=true \
         --tables public.auth_t --topic-prefix "$job" --http "$admin" "$@"
 }
