@@ -392,10 +392,6 @@ cdc_err_t cdc_http_server_open(cdc_http_server_t **out, const char *addr, cdc_me
     s->port = (int)port;
     s->metrics = metrics ? metrics : cdc_metrics_default();
     s->token_reads = true;
-    s->audited = cdc_metrics_counter(s->metrics, "cdc_http_audited_requests_total",
-                                     "Mutating admin HTTP requests (POST) written to the audit "
-                                     "log, refused ones included.",
-                                     NULL);
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->idle, NULL);
     add_route(s, ROUTE_HEALTH, "GET", "/healthz", NULL, NULL, NULL);
@@ -537,6 +533,11 @@ cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_h
 cdc_err_t cdc_http_server_add_post(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,
                                    void *arg, cdc_error_t *e)
 {
+    if (s->audited == NULL && !s->started) /* a server with actions audits them */
+        s->audited = cdc_metrics_counter(s->metrics, "cdc_http_audited_requests_total",
+                                         "Mutating admin HTTP requests (POST) written to the "
+                                         "audit log, refused ones included.",
+                                         NULL);
     return add_handler(s, "POST", path, fn, arg, e);
 }
 
