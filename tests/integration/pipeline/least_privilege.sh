@@ -16,6 +16,8 @@ tmp=$(mktemp -d)
 export CHAOS_DIR=$tmp/lp CHAOS_BUILD=${CDC_BUILD_DIR:-$PWD/build}
 export CHAOS_TABLES=public.transactions,public.accounts CHAOS_CAPTURES=1 CHAOS_WORKERS=2
 export CHAOS_COORDINATORS=1 CHAOS_INITIAL_ROWS=${LP_ROWS:-2000}
+# no --tables on the capture: the owner's publication cdc_pub is the capture set
+export CHAOS_CAPTURE_TABLES=
 # shellcheck source=chaos/lib.sh
 . chaos/lib.sh
 trap '[ -z "${KEEP:-}" ] || cp -r "$CHAOS_DIR/procs" "$tmp.procs" 2>/dev/null
