@@ -55,9 +55,9 @@ struct cdc_http_server {
     size_t nroutes;
     cdc_http_token_t *tokens; /* named bearer tokens (cdc_http_server_set_token); NULL = none */
     size_t ntokens;
-    bool token_reads;         /* GET routes but the probes need a token too (default) */
-    cdc_counter_t *refused;   /* requests answered 401 */
-    cdc_counter_t *audited;   /* mutating requests audited, by outcome */
+    bool token_reads;       /* GET routes but the probes need a token too (default) */
+    cdc_counter_t *refused; /* requests answered 401 */
+    cdc_counter_t *audited; /* mutating requests audited, by outcome */
     pthread_mutex_t lock;   /* guards actions */
     pthread_cond_t idle;    /* actions dropped to 0 */
     int actions;            /* POST handlers running on their threads */
@@ -193,8 +193,8 @@ static void audit_value(char *out, size_t size, const char *v)
 /* The audit line of a mutating request (docs/security.md, "Audit trail"): who (the
  * token's name; "-" without a valid one, "insecure" on a server without tokens), what
  * (method, path, parameters) and the outcome (the status sent). */
-static void audit(const cdc_http_server_t *s, const char *who, const char *method,
-                  const char *uri, int status)
+static void audit(const cdc_http_server_t *s, const char *who, const char *method, const char *uri,
+                  int status)
 {
     const char *q = uri ? strchr(uri, '?') : NULL;
     char path[256], params[512];
@@ -209,8 +209,8 @@ static void audit(const cdc_http_server_t *s, const char *who, const char *metho
     audit_value(path, sizeof(path), pbuf);
     audit_value(params, sizeof(params), q ? q + 1 : "");
     cdc_log(status < 400 ? CDC_LOG_INFO : CDC_LOG_WARN,
-            "audit: who=\"%s\" method=%s path=\"%s\" params=\"%s\" status=%d",
-            who ? who : "-", method, path, params, status);
+            "audit: who=\"%s\" method=%s path=\"%s\" params=\"%s\" status=%d", who ? who : "-",
+            method, path, params, status);
     cdc_metrics_counter_inc(s->audited);
 }
 
@@ -453,8 +453,7 @@ static bool token_name_ok(const char *p, size_t n)
     return true;
 }
 
-cdc_err_t cdc_http_tokens_parse(const char *text, cdc_http_token_t **out, size_t *n,
-                                cdc_error_t *e)
+cdc_err_t cdc_http_tokens_parse(const char *text, cdc_http_token_t **out, size_t *n, cdc_error_t *e)
 {
     cdc_http_token_t *t = NULL;
     size_t count = 0, cap = 0, lineno = 0;

@@ -72,8 +72,8 @@ cdc_err_t cdc_auth_check(const cdc_auth_needs_t *n, cdc_metrics_t *metrics, cdc_
             "docs/security.md)",
             missing, no_secret && no_token ? "are" : "is",
             no_secret ? "WORKER_SECRET" : "HTTP_TOKEN",
-            no_secret && no_token ? ", CDC_HTTP_TOKEN_FILE" : "", no_secret && no_token ? "them" : "it",
-            no_secret && no_token ? "them" : "it");
+            no_secret && no_token ? ", CDC_HTTP_TOKEN_FILE" : "",
+            no_secret && no_token ? "them" : "it", no_secret && no_token ? "them" : "it");
     if (n->insecure)
         cdc_log_warn("%s runs with --insecure%s%s%s (docs/security.md)", n->program,
                      missing[0] ? ", without " : "", missing,

@@ -51,7 +51,7 @@ typedef struct cdc_coord_config {
     char *http_token;      /* bearer tokens of the admin API (http.h); NULL = none */
     bool http_token_reads; /* GET endpoints need the token too */
     bool insecure;         /* --insecure: missing secrets waived */
-    char *kafka;      /* the source topics' brokers, for the live lag (NULL = from acks) */
+    char *kafka;           /* the source topics' brokers, for the live lag (NULL = from acks) */
     char *kafka_properties;
     char *warehouse;
     cdc_s3_options_t s3;

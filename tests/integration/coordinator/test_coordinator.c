@@ -355,7 +355,6 @@ static void fake_on_assign(fake_t *f, const Cdc__Assign *a)
     }
 }
 
-
 static int fake_worker_main(int argc, char **argv)
 {
     fake_t f;

@@ -60,9 +60,8 @@ static void test_auth_check(void **state)
 {
     cdc_error_t e;
     (void)state;
-    cdc_auth_needs_t coord = {.program = "cdc-coordinator",
-                              .uses_worker_secret = true,
-                              .has_http = true};
+    cdc_auth_needs_t coord = {
+        .program = "cdc-coordinator", .uses_worker_secret = true, .has_http = true};
     assert_int_equal(cdc_auth_check(&coord, NULL, &e), CDC_ERR_CONFIG);
     assert_non_null(strstr(e.msg, "--worker-secret-file and --http-token-file are not set"));
     assert_non_null(strstr(e.msg, "--insecure"));
@@ -81,10 +80,8 @@ static void test_auth_check(void **state)
     /* a capture without an admin server needs nothing; --insecure waives what is missing */
     cdc_auth_needs_t cap = {.program = "cdc-capture"};
     assert_int_equal(cdc_auth_check(&cap, NULL, &e), CDC_OK);
-    cdc_auth_needs_t worker = {.program = "cdc-worker",
-                               .insecure = true,
-                               .uses_worker_secret = true,
-                               .has_http = true};
+    cdc_auth_needs_t worker = {
+        .program = "cdc-worker", .insecure = true, .uses_worker_secret = true, .has_http = true};
     assert_int_equal(cdc_auth_check(&worker, NULL, &e), CDC_OK);
 }
 
