@@ -504,6 +504,25 @@ cdc_err_t cdc_http_tokens_parse(const char *text, cdc_http_token_t **out, size_t
     return CDC_OK;
 }
 
+bool cdc_http_auth_header(const char *tokens, char *out, size_t size)
+{
+    cdc_http_token_t *t = NULL;
+    size_t n = 0;
+    cdc_error_t e;
+    bool ok = false;
+
+    if (size > 0)
+        out[0] = '\0';
+    if (cdc_http_tokens_parse(tokens, &t, &n, &e) == CDC_OK && n > 0) {
+        int len = snprintf(out, size, "Authorization: Bearer %s", t[0].token);
+        ok = len > 0 && (size_t)len < size;
+        if (!ok && size > 0)
+            out[0] = '\0';
+    }
+    cdc_http_tokens_free(t, n);
+    return ok;
+}
+
 void cdc_http_tokens_free(cdc_http_token_t *t, size_t n)
 {
     for (size_t i = 0; t != NULL && i < n; i++) {

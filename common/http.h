@@ -89,6 +89,11 @@ cdc_err_t cdc_http_tokens_parse(const char *text, cdc_http_token_t **out, size_t
                                 cdc_error_t *e);
 void cdc_http_tokens_free(cdc_http_token_t *t, size_t n);
 
+/* "Authorization: Bearer <token>" of the first token of an --http-token value (a client's:
+ * cdcctl, a standby forwarding /status) into out (size bytes). False, out "", when the value
+ * holds no token or the header does not fit. */
+bool cdc_http_auth_header(const char *tokens, char *out, size_t size);
+
 /*
  * Requires "Authorization: Bearer <token>", with one of the tokens of `token` (parsed by
  * cdc_http_tokens_parse; NULL or "" = no token, the default), on every POST and, unless

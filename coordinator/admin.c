@@ -57,6 +57,7 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/hash.h"
+#include "common/http.h"
 #include "common/httpc.h"
 #include "common/log.h"
 #include "coordinator/coordinator.h"
@@ -735,10 +736,8 @@ static bool forward(cdc_coord_t *c, const char *admin, cdc_http_response_t *resp
         return false;
     }
     snprintf(url, sizeof(url), "http://%s/status?local=1", admin);
-    if (c->cfg.http_token != NULL && c->cfg.http_token[0] != '\0') {
-        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->cfg.http_token);
+    if (cdc_http_auth_header(c->cfg.http_token, auth, sizeof(auth)))
         req.headers = headers;
-    }
     memset(&r, 0, sizeof(r));
     rc = cdc_httpc_perform(h, &req, &r);
     ok = rc == CDC_OK && r.status == 200 && r.body != NULL;

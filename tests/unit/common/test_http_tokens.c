@@ -56,6 +56,21 @@ static void test_malformed(void **state)
     assert_non_null(strstr(e.msg, "line 2"));
 }
 
+static void test_auth_header(void **state)
+{
+    char h[64];
+    (void)state;
+    assert_true(cdc_http_auth_header("ops:t1\nci:t2\n", h, sizeof(h)));
+    assert_string_equal(h, "Authorization: Bearer t1");
+    assert_true(cdc_http_auth_header("bare\n", h, sizeof(h)));
+    assert_string_equal(h, "Authorization: Bearer bare");
+    assert_false(cdc_http_auth_header(NULL, h, sizeof(h)));
+    assert_string_equal(h, "");
+    assert_false(cdc_http_auth_header("a-token-far-too-long-for-the-buffer-given-here-0123456789",
+                                      h, sizeof(h)));
+    assert_string_equal(h, "");
+}
+
 static void test_auth_check(void **state)
 {
     cdc_error_t e;
@@ -90,6 +105,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_named_and_bare),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_auth_header),
         cmocka_unit_test(test_auth_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
