@@ -66,7 +66,9 @@ typedef struct cdc_capture_config {
     int64_t drain_timeout_ms;
     char *http_addr;
     int64_t liveness_timeout_ms;
-    char *http_token; /* bearer token of /metrics and /status; NULL = none */
+    char *http_token;      /* bearer tokens of the admin API (http.h); NULL = none */
+    bool http_token_reads; /* GET endpoints need the token too */
+    bool insecure;         /* --insecure: missing secrets waived */
     cdc_log_options_t log;
 } cdc_capture_config_t;
 

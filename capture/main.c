@@ -135,6 +135,8 @@ static const cdc_opt_t options[] = {
      "Address of /metrics, /healthz and /readyz (empty = no HTTP server).", "http-addr"},
     CDC_OPT_LIVENESS_TIMEOUT(cdc_capture_config_t, liveness_timeout_ms),
     CDC_OPT_HTTP_TOKEN(cdc_capture_config_t, http_token),
+    CDC_OPT_HTTP_TOKEN_READS(cdc_capture_config_t, http_token_reads),
+    CDC_OPT_INSECURE(cdc_capture_config_t, insecure),
     CDC_OPTS_LOG(cdc_capture_config_t, log),
     CDC_OPT_END,
 };
@@ -225,6 +227,14 @@ int main(int argc, char **argv)
         return CDC_CONFIG_EXIT;
     }
     cdc_log_options_apply(&cfg.log, "cdc-capture", cfg.slot);
+    if (cdc_auth_check(&(cdc_auth_needs_t){.program = "cdc-capture",
+                                           .insecure = cfg.insecure,
+                                           .has_http = cfg.http_addr && cfg.http_addr[0],
+                                           .http_token = cfg.http_token},
+                       NULL, &err) != CDC_OK) {
+        fprintf(stderr, "cdc-capture: %s\n", err.msg);
+        return CDC_CONFIG_EXIT;
+    }
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -246,6 +256,7 @@ int main(int argc, char **argv)
         }
         cdc_http_server_set_ready(http, ready, &cap);
         cdc_http_server_set_health(http, cdc_health_check, &cap.health);
+        cdc_http_server_set_token_reads(http, cfg.http_token_reads);
         if (cdc_http_server_set_token(http, cfg.http_token, &err) != CDC_OK ||
             cdc_http_server_add_doc(http, "/status", &cap.status, &err) != CDC_OK ||
             cdc_http_server_add_post(http, "/snapshot", cdc_capture_http_snapshot, &cap, &err) !=

@@ -493,6 +493,7 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
     o = json_object();
     tables = json_array();
     json_object_set_new(o, "slot", json_string(cap->cfg->slot));
+    json_object_set_new(o, "insecure", json_boolean(cap->cfg->insecure));
     json_object_set_new(o, "publication", json_string(cap->cfg->publication));
     json_object_set_new(o, "state",
                         json_string(cap->slot_lost ? "slot_lost"

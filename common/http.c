@@ -53,8 +53,11 @@ struct cdc_http_server {
     void *health_arg;
     route_t routes[MAX_ROUTES];
     size_t nroutes;
-    char *token;            /* bearer token of /metrics and the handlers; NULL = none */
+    cdc_http_token_t *tokens; /* named bearer tokens (cdc_http_server_set_token); NULL = none */
+    size_t ntokens;
+    bool token_reads;       /* GET routes but the probes need a token too (default) */
     cdc_counter_t *refused; /* requests answered 401 */
+    cdc_counter_t *audited; /* mutating requests audited, by outcome */
     pthread_mutex_t lock;   /* guards actions */
     pthread_cond_t idle;    /* actions dropped to 0 */
     int actions;            /* POST handlers running on their threads */
@@ -156,23 +159,63 @@ static void probe(nng_aio *aio, cdc_http_ready_fn fn, void *arg, const char *goo
             n > 0 && (size_t)n < sizeof(body) ? (size_t)n : strlen(body));
 }
 
-/* Whether req carries the server's bearer token (RFC 6750: the scheme is case-blind). */
-static bool authorized(const cdc_http_server_t *s, nng_http_req *req)
+/* The name of the token req carries (RFC 6750: the scheme is case-blind), NULL when it
+ * carries none of the server's. Every token is compared, so the time does not tell which
+ * matched. */
+static const char *token_name(const cdc_http_server_t *s, nng_http_req *req)
 {
     const char *h = nng_http_req_get_header(req, "Authorization");
+    const char *who = NULL;
 
-    if (s->token == NULL)
-        return true;
     if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
-        return false;
+        return NULL;
     h += 7;
     while (*h == ' ')
         h++;
-    return cdc_crypto_secret_equal(h, strlen(h), s->token, strlen(s->token));
+    for (size_t i = 0; i < s->ntokens; i++) {
+        if (cdc_crypto_secret_equal(h, strlen(h), s->tokens[i].token, strlen(s->tokens[i].token)) &&
+            who == NULL)
+            who = s->tokens[i].name;
+    }
+    return who;
 }
 
-/* Runs a registered handler on the request for uri and answers. */
-static void run_route(nng_aio *aio, const route_t *r, const char *uri)
+/* Copies v into out (size > 1) for an audit line: printable ASCII but '"' and '\\', others
+ * as '?', cut at size - 1. */
+static void audit_value(char *out, size_t size, const char *v)
+{
+    size_t n = 0;
+    for (; v != NULL && *v != '\0' && n + 1 < size; v++)
+        out[n++] = (*v >= 0x20 && *v < 0x7f && *v != '"' && *v != '\\') ? *v : '?';
+    out[n] = '\0';
+}
+
+/* The audit line of a mutating request (docs/security.md, "Audit trail"): who (the
+ * token's name; "-" without a valid one, "insecure" on a server without tokens), what
+ * (method, path, parameters) and the outcome (the status sent). */
+static void audit(const cdc_http_server_t *s, const char *who, const char *method, const char *uri,
+                  int status)
+{
+    const char *q = uri ? strchr(uri, '?') : NULL;
+    char path[256], params[512];
+    size_t plen = uri ? (q ? (size_t)(q - uri) : strlen(uri)) : 0;
+    char pbuf[256];
+
+    if (plen >= sizeof(pbuf))
+        plen = sizeof(pbuf) - 1;
+    if (plen > 0)
+        memcpy(pbuf, uri, plen);
+    pbuf[plen] = '\0';
+    audit_value(path, sizeof(path), pbuf);
+    audit_value(params, sizeof(params), q ? q + 1 : "");
+    cdc_log(status < 400 ? CDC_LOG_INFO : CDC_LOG_WARN,
+            "audit: who=\"%s\" method=%s path=\"%s\" params=\"%s\" status=%d", who ? who : "-",
+            method, path, params, status);
+    cdc_metrics_counter_inc(s->audited);
+}
+
+/* Runs a registered handler on the request for uri and answers; returns the status sent. */
+static int run_route(nng_aio *aio, const route_t *r, const char *uri)
 {
     const char *q = strchr(uri, '?');
     char path[512];
@@ -190,6 +233,7 @@ static void run_route(nng_aio *aio, const route_t *r, const char *uri)
     respond(aio, resp.status, resp.content_type, resp.security_policy, resp.body,
             resp.body ? resp.body_len : 0);
     free(resp.body);
+    return resp.status;
 }
 
 /* A POST being handled on its own thread: the request's aio stays open until it answers. */
@@ -197,6 +241,7 @@ typedef struct action {
     nng_aio *aio;
     const route_t *route;
     char *uri;
+    const char *who; /* the token's name (audit) */
 } action_t;
 
 static void *action_thread(void *arg)
@@ -204,7 +249,8 @@ static void *action_thread(void *arg)
     action_t *a = arg;
     cdc_http_server_t *s = a->route->server;
 
-    run_route(a->aio, a->route, a->uri);
+    int status = run_route(a->aio, a->route, a->uri);
+    audit(s, a->who, a->route->method, a->uri, status);
     free(a->uri);
     free(a);
     pthread_mutex_lock(&s->lock);
@@ -215,7 +261,7 @@ static void *action_thread(void *arg)
 }
 
 /* Hands a POST to a detached thread of its own; 503 when MAX_ACTIONS already run. */
-static void start_action(nng_aio *aio, const route_t *r, const char *uri)
+static void start_action(nng_aio *aio, const route_t *r, const char *uri, const char *who)
 {
     cdc_http_server_t *s = r->server;
     action_t *a = calloc(1, sizeof(*a));
@@ -230,6 +276,7 @@ static void start_action(nng_aio *aio, const route_t *r, const char *uri)
     }
     a->aio = aio;
     a->route = r;
+    a->who = who;
     pthread_mutex_lock(&s->lock);
     if (s->actions < MAX_ACTIONS && pthread_attr_init(&attr) == 0) {
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -243,6 +290,7 @@ static void start_action(nng_aio *aio, const route_t *r, const char *uri)
         static const char body[] = "busy: too many requests of this kind run; retry later\n";
         free(a->uri);
         free(a);
+        audit(s, who, r->method, uri, 503); /* uri is req's: before the answer */
         respond(aio, 503, "text/plain; charset=utf-8", NULL, body, sizeof(body) - 1);
     }
 }
@@ -254,10 +302,18 @@ static void handle(nng_aio *aio)
     route_t *r = nng_http_handler_get_data(h);
     cdc_http_server_t *s = r->server;
 
-    /* probes carry no credentials: health and readiness stay open */
-    if (r->kind != ROUTE_HEALTH && r->kind != ROUTE_READY && !authorized(s, req)) {
+    bool mutating = strcmp(r->method, "GET") != 0;
+    const char *who = s->ntokens == 0 ? "insecure" : token_name(s, req);
+
+    /* probes carry no credentials: health and readiness stay open; other reads need the
+     * token only with token_reads; an action always does */
+    if (who == NULL && r->kind != ROUTE_HEALTH && r->kind != ROUTE_READY &&
+        (mutating || s->token_reads)) {
         cdc_metrics_counter_inc(s->refused);
         static const char body[] = "unauthorized: a bearer token is required\n";
+        /* before the answer, which releases req */
+        if (mutating)
+            audit(s, NULL, r->method, nng_http_req_get_uri(req), 401);
         respond(aio, 401, "text/plain; charset=utf-8", NULL, body, sizeof(body) - 1);
         return;
     }
@@ -282,8 +338,8 @@ static void handle(nng_aio *aio)
     case ROUTE_CUSTOM:
         break;
     }
-    if (strcmp(r->method, "POST") == 0)
-        start_action(aio, r, nng_http_req_get_uri(req));
+    if (mutating)
+        start_action(aio, r, nng_http_req_get_uri(req), who);
     else
         run_route(aio, r, nng_http_req_get_uri(req));
 }
@@ -335,6 +391,7 @@ cdc_err_t cdc_http_server_open(cdc_http_server_t **out, const char *addr, cdc_me
     memcpy(s->host, addr, (size_t)(colon - addr));
     s->port = (int)port;
     s->metrics = metrics ? metrics : cdc_metrics_default();
+    s->token_reads = true;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->idle, NULL);
     add_route(s, ROUTE_HEALTH, "GET", "/healthz", NULL, NULL, NULL);
@@ -358,19 +415,121 @@ void cdc_http_server_set_health(cdc_http_server_t *s, cdc_http_ready_fn fn, void
 
 cdc_err_t cdc_http_server_set_token(cdc_http_server_t *s, const char *token, cdc_error_t *e)
 {
+    cdc_http_token_t *tokens = NULL;
+    size_t n = 0;
+    cdc_err_t rc;
+
     if (s->started)
         return cdc_error_set(e, CDC_ERR_INVALID, "cannot set a token: http server already started");
-    free(s->token);
-    s->token = NULL;
-    if (token == NULL || token[0] == '\0')
-        return CDC_OK;
-    if ((s->token = strdup(token)) == NULL)
-        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    s->refused = cdc_metrics_counter(s->metrics, "cdc_http_unauthorized_total",
-                                     "Admin HTTP requests refused for a missing or wrong bearer "
-                                     "token (--http-token).",
-                                     NULL);
+    if ((rc = cdc_http_tokens_parse(token, &tokens, &n, e)) != CDC_OK)
+        return rc;
+    cdc_http_tokens_free(s->tokens, s->ntokens);
+    s->tokens = tokens;
+    s->ntokens = n;
+    if (n > 0)
+        s->refused = cdc_metrics_counter(s->metrics, "cdc_http_unauthorized_total",
+                                         "Admin HTTP requests refused for a missing or wrong "
+                                         "bearer token (--http-token).",
+                                         NULL);
     return CDC_OK;
+}
+
+void cdc_http_server_set_token_reads(cdc_http_server_t *s, bool on)
+{
+    s->token_reads = on;
+}
+
+/* A token's name: 1 to 64 of [A-Za-z0-9._@-]. */
+static bool token_name_ok(const char *p, size_t n)
+{
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '@' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+cdc_err_t cdc_http_tokens_parse(const char *text, cdc_http_token_t **out, size_t *n, cdc_error_t *e)
+{
+    cdc_http_token_t *t = NULL;
+    size_t count = 0, cap = 0, lineno = 0;
+    const char *p = text ? text : "";
+
+    *out = NULL;
+    *n = 0;
+    while (*p != '\0') {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        const char *colon;
+        size_t namelen;
+        lineno++;
+        while (len > 0 && (p[len - 1] == '\r' || p[len - 1] == ' ' || p[len - 1] == '\t'))
+            len--;
+        colon = memchr(p, ':', len);
+        namelen = colon ? (size_t)(colon - p) : 0;
+        if (len > 0 && (colon != NULL && (!token_name_ok(p, namelen) || namelen + 1 == len))) {
+            cdc_http_tokens_free(t, count);
+            return cdc_error_set(e, CDC_ERR_CONFIG,
+                                 "http token line %zu is neither a token nor name:token (a "
+                                 "name is 1 to 64 of A-Z a-z 0-9 . _ @ -, the token not empty)",
+                                 lineno);
+        }
+        if (len > 0) {
+            if (count == cap) {
+                size_t ncap = cap ? cap * 2 : 4;
+                cdc_http_token_t *nt = realloc(t, ncap * sizeof(*nt));
+                if (nt == NULL) {
+                    cdc_http_tokens_free(t, count);
+                    return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+                }
+                t = nt;
+                cap = ncap;
+            }
+            t[count].name = colon ? strndup(p, namelen) : strdup("admin");
+            t[count].token = colon ? strndup(colon + 1, len - namelen - 1) : strndup(p, len);
+            count++;
+            if (t[count - 1].name == NULL || t[count - 1].token == NULL) {
+                cdc_http_tokens_free(t, count);
+                return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            }
+        }
+        p += nl ? (size_t)(nl - p) + 1 : strlen(p);
+    }
+    *out = t;
+    *n = count;
+    return CDC_OK;
+}
+
+bool cdc_http_auth_header(const char *tokens, char *out, size_t size)
+{
+    cdc_http_token_t *t = NULL;
+    size_t n = 0;
+    cdc_error_t e;
+    bool ok = false;
+
+    if (size > 0)
+        out[0] = '\0';
+    if (cdc_http_tokens_parse(tokens, &t, &n, &e) == CDC_OK && n > 0) {
+        int len = snprintf(out, size, "Authorization: Bearer %s", t[0].token);
+        ok = len > 0 && (size_t)len < size;
+        if (!ok && size > 0)
+            out[0] = '\0';
+    }
+    cdc_http_tokens_free(t, n);
+    return ok;
+}
+
+void cdc_http_tokens_free(cdc_http_token_t *t, size_t n)
+{
+    for (size_t i = 0; t != NULL && i < n; i++) {
+        free(t[i].name);
+        free(t[i].token);
+    }
+    free(t);
 }
 
 /* A registered handler: a non-NULL one at a valid path (add_route checks the path). */
@@ -392,6 +551,11 @@ cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_h
 cdc_err_t cdc_http_server_add_post(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,
                                    void *arg, cdc_error_t *e)
 {
+    if (s->audited == NULL && !s->started) /* a server with actions audits them */
+        s->audited = cdc_metrics_counter(s->metrics, "cdc_http_audited_requests_total",
+                                         "Mutating admin HTTP requests (POST) written to the "
+                                         "audit log, refused ones included.",
+                                         NULL);
     return add_handler(s, "POST", path, fn, arg, e);
 }
 
@@ -550,6 +714,6 @@ void cdc_http_server_close(cdc_http_server_t *s)
     }
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->lock);
-    free(s->token);
+    cdc_http_tokens_free(s->tokens, s->ntokens);
     free(s);
 }

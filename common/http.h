@@ -4,9 +4,10 @@
  * 503 from a ready callback), /metrics (the Prometheus text of a metrics registry) and GET
  * handlers that the process registers, such as the coordinator's /status (JSON), and POST
  * handlers, actions such as the coordinator's /compact. Unknown paths get 404, other
- * methods on known paths 405. With a bearer token set, /metrics and
- * the registered handlers answer 401 to a request without "Authorization: Bearer <token>";
- * /healthz and /readyz stay open for probes (docs/security.md).
+ * methods on known paths 405. With bearer tokens set, a POST (and, unless reads are left
+ * open, /metrics and the GET handlers) answers 401 to a request without
+ * "Authorization: Bearer <token>"; /healthz and /readyz stay open for probes; every POST is
+ * audited (docs/security.md).
  *
  * Threads: GET handlers and the ready callback run on NNG's worker threads, possibly
  * concurrently; they must be thread-safe and should not block for long. A POST handler
@@ -71,13 +72,43 @@ void cdc_http_server_set_ready(cdc_http_server_t *s, cdc_http_ready_fn fn, void 
  */
 void cdc_http_server_set_health(cdc_http_server_t *s, cdc_http_ready_fn fn, void *arg);
 
+/* A named bearer token: the name goes into the audit lines. */
+typedef struct cdc_http_token {
+    char *name;
+    char *token;
+} cdc_http_token_t;
+
 /*
- * Requires "Authorization: Bearer <token>" on /metrics and the registered handlers (the
- * token is copied; NULL or "" = no token, the default). The comparison takes the same
- * time wherever a wrong token differs. Refusals are counted in
- * cdc_http_unauthorized_total of the server's registry. Call before start.
+ * Parses --http-token's value: one token a line, either "name:token" or a bare token,
+ * which is named "admin"; blank lines and trailing blanks are ignored. CDC_ERR_CONFIG (the
+ * line's number, never its text) for a line with a colon whose name is not 1 to 64 of
+ * [A-Za-z0-9._@-] or whose token is empty. NULL or "" gives none. Free with
+ * cdc_http_tokens_free().
+ */
+cdc_err_t cdc_http_tokens_parse(const char *text, cdc_http_token_t **out, size_t *n,
+                                cdc_error_t *e);
+void cdc_http_tokens_free(cdc_http_token_t *t, size_t n);
+
+/* "Authorization: Bearer <token>" of the first token of an --http-token value (a client's:
+ * cdcctl, a standby forwarding /status) into out (size bytes). False, out "", when the value
+ * holds no token or the header does not fit. */
+bool cdc_http_auth_header(const char *tokens, char *out, size_t size);
+
+/*
+ * Requires "Authorization: Bearer <token>", with one of the tokens of `token` (parsed by
+ * cdc_http_tokens_parse; NULL or "" = no token, the default), on every POST and, unless
+ * cdc_http_server_set_token_reads(s, false), on /metrics and the GET handlers too;
+ * /healthz and /readyz stay open. The comparison takes the same time wherever a wrong
+ * token differs. Refusals are counted in cdc_http_unauthorized_total of the server's
+ * registry. Every POST, refused or not, is logged as one audit line ("audit: who=<token
+ * name> method= path= params= status=", docs/security.md) and counted in
+ * cdc_http_audited_requests_total. Call before start.
  */
 cdc_err_t cdc_http_server_set_token(cdc_http_server_t *s, const char *token, cdc_error_t *e);
+
+/* Whether GET routes other than the probes need the token too (default true). Call before
+ * start. */
+void cdc_http_server_set_token_reads(cdc_http_server_t *s, bool on);
 
 /* Registers a GET handler for an exact path (e.g. "/status"). Call before start. */
 cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,

@@ -11,8 +11,10 @@
 #include <stddef.h>
 
 #include "common/config.h"
+#include "common/err.h"
 #include "common/etcd.h"
 #include "common/iceberg/storage.h"
+#include "common/metrics.h"
 
 /* A secret string option without a default, also read from --<name>-file (config.h). */
 #define CDC_OPT_SECRET(T, name, field, help)                                                       \
@@ -107,9 +109,47 @@ typedef struct cdc_kafka_options {
  * (docs/security.md). */
 #define CDC_OPT_HTTP_TOKEN(T, field)                                                               \
     CDC_OPT_SECRET(T, "http-token", field,                                                         \
-                   "Bearer token that /metrics and /status require (Authorization: Bearer "        \
-                   "<token>; 401 without it); /healthz and /readyz stay open for probes. Empty = " \
-                   "no token.")
+                   "Bearer tokens of the admin HTTP server, one a line: name:token, or a bare "    \
+                   "token named admin. Every POST needs one (Authorization: Bearer <token>; 401 "  \
+                   "without) and is audited under its name; see --http-token-reads. Required "     \
+                   "unless --insecure (docs/security.md).")
+
+/* --http-token-reads: whether /metrics, /status and the other GET endpoints need the token
+ * too (the probes never do). */
+#define CDC_OPT_HTTP_TOKEN_READS(T, field)                                                         \
+    {                                                                                              \
+        "http-token-reads", CDC_OPT_BOOL, offsetof(T, field), "false", false, 0, 0, NULL,          \
+            "Require the --http-token on /metrics, /status and every other GET endpoint too "      \
+            "(the scraper then needs the token); /healthz and /readyz always stay open."           \
+    }
+
+/* --insecure: run without the secrets that authentication by default requires. */
+#define CDC_OPT_INSECURE(T, field)                                                                 \
+    {                                                                                              \
+        "insecure", CDC_OPT_BOOL, offsetof(T, field), "false", false, 0, 0, NULL,                  \
+            "Start without --worker-secret / --http-token (each left unset turns its "             \
+            "authentication off), for development only: logged as a warning, shown in /status "    \
+            "(insecure) and as cdc_insecure 1. Without it a missing secret is a configuration "    \
+            "error."                                                                               \
+    }
+
+/* What a program needs to authenticate its peers and admin clients (authentication is on by
+ * default, docs/security.md). */
+typedef struct cdc_auth_needs {
+    const char *program;       /* "cdc-coordinator": the messages' prefix */
+    bool insecure;             /* --insecure */
+    bool uses_worker_secret;   /* coordinator, worker */
+    const char *worker_secret; /* --worker-secret's value */
+    bool has_http;             /* an admin HTTP server runs */
+    const char *http_token;    /* --http-token's value */
+} cdc_auth_needs_t;
+
+/*
+ * Without --insecure: CDC_ERR_CONFIG naming the options whose secret is missing (the
+ * caller exits with CDC_CONFIG_EXIT). With it: a warning naming what runs open. Then sets
+ * the gauge cdc_insecure of metrics (NULL = the default registry) to 1 or 0.
+ */
+cdc_err_t cdc_auth_check(const cdc_auth_needs_t *n, cdc_metrics_t *metrics, cdc_error_t *e);
 
 /* --worker-secret: what workers prove to the coordinator when they register
  * (common/workerauth.h, docs/security.md); the same on coordinators and workers. */
@@ -118,8 +158,8 @@ typedef struct cdc_kafka_options {
                    "Shared secret of coordinators and workers: a worker registers only with a "    \
                    "proof that it knows it (HMAC-SHA256 over a nonce the coordinator issues; "     \
                    "docs/security.md), so a process that merely reaches the coordinator's port "   \
-                   "cannot pose as a worker. Empty = workers are not authenticated (a warning at " \
-                   "start).")
+                   "cannot pose as a worker. Required unless --insecure (then empty = workers "    \
+                   "are not authenticated).")
 
 /* --etcd and its security: the cluster the coordinators elect in and record epochs in,
  * which workers and cdcctl read. */

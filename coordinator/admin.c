@@ -58,6 +58,7 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/hash.h"
+#include "common/http.h"
 #include "common/httpc.h"
 #include "common/log.h"
 #include "coordinator/coordinator.h"
@@ -657,6 +658,7 @@ char *cdc_coord_status_json(cdc_coord_t *c)
         json_object_set_new(o, "disk", dj != NULL ? dj : json_null());
     }
     json_object_set_new(o, "worker_auth", worker_auth_json(&c->admission, now));
+    json_object_set_new(o, "insecure", json_boolean(c->cfg.insecure));
     if (c->committer != NULL) {
         cdc_schema_change_t ch[CDC_SCHEMA_CHANGES_KEPT];
         size_t n = cdc_committer_schema_changes(c->committer, ch, CDC_SCHEMA_CHANGES_KEPT);
@@ -742,10 +744,8 @@ static bool forward(cdc_coord_t *c, const char *admin, cdc_http_response_t *resp
         return false;
     }
     snprintf(url, sizeof(url), "http://%s/status?local=1", admin);
-    if (c->cfg.http_token != NULL && c->cfg.http_token[0] != '\0') {
-        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->cfg.http_token);
+    if (cdc_http_auth_header(c->cfg.http_token, auth, sizeof(auth)))
         req.headers = headers;
-    }
     memset(&r, 0, sizeof(r));
     rc = cdc_httpc_perform(h, &req, &r);
     ok = rc == CDC_OK && r.status == 200 && r.body != NULL;

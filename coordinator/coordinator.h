@@ -49,8 +49,10 @@ typedef struct cdc_coord_config {
     char *advertise;
     char *http;
     int64_t liveness_timeout_ms;
-    char *http_token; /* bearer token of /status and /metrics; NULL = none */
-    char *kafka;      /* the source topics' brokers, for the live lag (NULL = from acks) */
+    char *http_token;      /* bearer tokens of the admin API (http.h); NULL = none */
+    bool http_token_reads; /* GET endpoints need the token too */
+    bool insecure;         /* --insecure: missing secrets waived */
+    char *kafka;           /* the source topics' brokers, for the live lag (NULL = from acks) */
     char *kafka_properties;
     char *warehouse;
     cdc_s3_options_t s3;

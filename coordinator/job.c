@@ -1095,6 +1095,7 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     }
     if ((rc = cdc_http_server_open(&c->http, c->cfg.http, c->metrics, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --http \"%s\"", c->cfg.http);
+    cdc_http_server_set_token_reads(c->http, c->cfg.http_token_reads);
     if ((rc = cdc_http_server_set_token(c->http, c->cfg.http_token, e)) != CDC_OK ||
         (rc = cdc_admin_register(c, e)) != CDC_OK || (rc = cdc_dashboard_register(c, e)) != CDC_OK)
         return rc;

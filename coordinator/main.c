@@ -36,6 +36,8 @@ const cdc_opt_t cdc_coord_options[] = {
         "Admin HTTP address host:port (/status, /metrics, /healthz, /readyz)."),
     CDC_OPT_LIVENESS_TIMEOUT(cdc_coord_config_t, liveness_timeout_ms),
     CDC_OPT_HTTP_TOKEN(cdc_coord_config_t, http_token),
+    CDC_OPT_HTTP_TOKEN_READS(cdc_coord_config_t, http_token_reads),
+    CDC_OPT_INSECURE(cdc_coord_config_t, insecure),
     OPT("kafka", CDC_OPT_STRING, kafka, NULL,
         "Kafka bootstrap servers of the source topics: the lag in /status and on the dashboard "
         "then comes from the brokers' partition ends, live also while a worker is paused "
@@ -184,6 +186,17 @@ int main(int argc, char **argv)
         return CDC_CONFIG_EXIT;
     }
     cdc_log_options_apply(&c->cfg.log, "cdc-coordinator", c->cfg.id);
+    if (cdc_auth_check(&(cdc_auth_needs_t){.program = "cdc-coordinator",
+                                           .insecure = c->cfg.insecure,
+                                           .uses_worker_secret = true,
+                                           .worker_secret = c->cfg.worker_secret,
+                                           .has_http = true,
+                                           .http_token = c->cfg.http_token},
+                       NULL, &e) != CDC_OK) {
+        fprintf(stderr, "cdc-coordinator: %s\n", e.msg);
+        cdc_config_free(cdc_coord_options, &c->cfg);
+        return CDC_CONFIG_EXIT;
+    }
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);

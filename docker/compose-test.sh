@@ -268,6 +268,12 @@ up() {
     done
     down
     rm -rf "$RUN/chaos"
+    # authentication on: the compose secrets' files (docker/docker-compose.yml), readable by
+    # the containers' user; exported for cdcctl and curl on this host too
+    export COMPOSE_SECRETS_DIR=$RUN/secrets
+    cdc_auth_files "$COMPOSE_SECRETS_DIR" &&
+        chmod 644 "$COMPOSE_SECRETS_DIR/worker-secret" "$COMPOSE_SECRETS_DIR/http-token" ||
+        die "could not write the secrets into $COMPOSE_SECRETS_DIR"
     log "up: ${SERVICES[*]} (project $PROJECT; PostgreSQL on 127.0.0.1:$POSTGRES_PORT)"
     "${COMPOSE[@]}" up -d --no-build "${SERVICES[@]}" >>"$RUN/compose.log" 2>&1 || {
         tail -n 30 "$RUN/compose.log" >&2

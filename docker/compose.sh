@@ -15,7 +15,18 @@ cd "$(dirname "$0")/.."
 FILE=docker/docker-compose.yml
 EXPORT=.run/compose-warehouse
 
+# The worker secret and the admin token the stack's compose secrets mount (generated once,
+# kept with the data; readable by the containers' user 10001: a development stack).
+# shellcheck source=tools/auth-files.sh
+. tools/auth-files.sh
+export COMPOSE_SECRETS_DIR=$PWD/.run/compose-secrets
+secrets() {
+    cdc_auth_files "$COMPOSE_SECRETS_DIR" &&
+        chmod 644 "$COMPOSE_SECRETS_DIR/worker-secret" "$COMPOSE_SECRETS_DIR/http-token"
+}
+
 compose() {
+    secrets || exit 1
     if docker compose version >/dev/null 2>&1; then
         docker compose -f "$FILE" "$@"
     elif command -v docker-compose >/dev/null 2>&1; then
@@ -50,6 +61,7 @@ start)
     compose up -d --build --wait
     compose ps
     echo "compose: up. Coordinator admin: http://127.0.0.1:8081/status (standby: 8082),"
+    echo "         admin token: CDC_HTTP_TOKEN_FILE=$CDC_HTTP_TOKEN_FILE (cdcctl, POSTs),"
     echo "         MinIO console http://127.0.0.1:9001, PostgreSQL 127.0.0.1:${POSTGRES_PORT:-5432}."
     echo "         Load: docker/compose.sh load   Kafka UI: docker compose -f $FILE --profile ui up -d"
     ;;

@@ -7,6 +7,9 @@
 # tables), and the load generator. Shows progress
 # (source changes, last committed epoch, records and duration of the last checkpoint,
 # live workers, leader) until Ctrl-C, which stops everything and keeps .run/ for a look.
+# Authentication is on: the harness generates the worker secret and the admin token into
+# <dir>/servers/{worker-secret,http-token} (tools/auth-files.sh) and every process reads
+# them through CDC_WORKER_SECRET_FILE and CDC_HTTP_TOKEN_FILE; the banner says where.
 #   DURATION=<s>     stop the load after s seconds, wait for the tables to catch up, run
 #                    the verifier (chaos/verify), print its report, exit with its status
 #   LOAD_RATE=<n>    changes per second (default 500)
@@ -87,6 +90,9 @@ cat <<EOT
   dashboard    $(for i in 0 1; do printf 'http://%s/  ' "$(cat "$RUN_DIR/procs/coordinator-$i.http")"; done)(either: a standby's names the leader)
   warehouse    $RUN_DIR/warehouse/$CHAOS_NAMESPACE/{transactions,accounts}{,_changelog}
   logs         $RUN_DIR/procs/*.log
+  secrets      worker secret $CDC_WORKER_SECRET_FILE, admin token $CDC_HTTP_TOKEN_FILE
+               (generated for this run; POSTs and cdcctl's actions need the token:
+               export CDC_HTTP_TOKEN_FILE=$CDC_HTTP_TOKEN_FILE)
   verify       chaos/verify --pg "$PIPELINE_PG_DSN" --warehouse $RUN_DIR/warehouse
   add a table  psql "$PIPELINE_PG_DSN" -c 'ALTER PUBLICATION cdc_pub ADD TABLE public.<table>'
   re-read one  $BUILD/cdcctl snapshot public.<table> --capture $(cat "$RUN_DIR/procs/capture-0.http") --wait

@@ -48,6 +48,8 @@ static const cdc_opt_t options[] = {
         "Admin HTTP address host:port (/metrics, /healthz, /readyz, /status); port 0 = any."),
     CDC_OPT_LIVENESS_TIMEOUT(cdc_worker_config_t, liveness_timeout_ms),
     CDC_OPT_HTTP_TOKEN(cdc_worker_config_t, http_token),
+    CDC_OPT_HTTP_TOKEN_READS(cdc_worker_config_t, http_token_reads),
+    CDC_OPT_INSECURE(cdc_worker_config_t, insecure),
     CDC_OPT_WORKER_SECRET(cdc_worker_config_t, worker_secret),
     CDC_OPTS_LOG(cdc_worker_config_t, log),
     CDC_OPTS_S3(cdc_worker_config_t, s3),
@@ -148,6 +150,17 @@ int main(int argc, char **argv)
         return CDC_CONFIG_EXIT;
     }
     cdc_log_options_apply(&w.cfg.log, "cdc-worker", w.cfg.id);
+    if (cdc_auth_check(&(cdc_auth_needs_t){.program = "cdc-worker",
+                                           .insecure = w.cfg.insecure,
+                                           .uses_worker_secret = true,
+                                           .worker_secret = w.cfg.worker_secret,
+                                           .has_http = true,
+                                           .http_token = w.cfg.http_token},
+                       NULL, &e) != CDC_OK) {
+        fprintf(stderr, "cdc-worker: %s\n", e.msg);
+        cdc_config_free(opts, &w.cfg);
+        return CDC_CONFIG_EXIT;
+    }
 
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -233,7 +246,8 @@ int main(int argc, char **argv)
     cdc_http_doc_init(&w.status);
     cdc_worker_publish_status(&w);
     if (cdc_http_server_open(&w.http, w.cfg.http, w.metrics, &e) != CDC_OK ||
-        cdc_http_server_set_token(w.http, w.cfg.http_token, &e) != CDC_OK ||
+        (cdc_http_server_set_token_reads(w.http, w.cfg.http_token_reads),
+         cdc_http_server_set_token(w.http, w.cfg.http_token, &e)) != CDC_OK ||
         cdc_http_server_add_doc(w.http, "/status", &w.status, &e) != CDC_OK ||
         (cdc_http_server_set_ready(w.http, ready, &w),
          cdc_http_server_set_health(w.http, cdc_health_check, &w.health),

@@ -564,6 +564,7 @@ void cdc_worker_publish_status(cdc_worker_t *w)
 
     pthread_mutex_lock(&w->link_lock);
     json_object_set_new(o, "id", json_string(w->cfg.id));
+    json_object_set_new(o, "insecure", json_boolean(w->cfg.insecure));
     json_object_set_new(o, "job", json_string(w->cfg.job));
     json_object_set_new(o, "registered", json_boolean(w->registered));
     json_object_set_new(o, "term", json_integer((json_int_t)w->term));

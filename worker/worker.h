@@ -110,8 +110,10 @@ typedef struct cdc_worker_config {
     char *state_dir;
     char *http;
     int64_t liveness_timeout_ms;
-    char *http_token;    /* bearer token of /metrics; NULL = none */
-    char *worker_secret; /* proven to the coordinator at registration; NULL = none */
+    char *http_token;      /* bearer tokens of the admin API (http.h); NULL = none */
+    bool http_token_reads; /* GET endpoints need the token too */
+    bool insecure;         /* --insecure: missing secrets waived */
+    char *worker_secret;   /* proven to the coordinator at registration; NULL = none */
     cdc_log_options_t log;
     cdc_s3_options_t s3;
     int64_t heartbeat_interval_ms;

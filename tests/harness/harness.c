@@ -19,6 +19,26 @@
 #include <time.h>
 #include <unistd.h>
 
+char *cdc_test_secret(const char *var)
+{
+    const char *path = getenv(var);
+    char buf[1025], *colon, *nl;
+    FILE *f = path != NULL && path[0] != '\0' ? fopen(path, "r") : NULL;
+    size_t n;
+    if (f == NULL)
+        return NULL;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    if ((nl = strchr(buf, '\n')) != NULL)
+        *nl = '\0';
+    n = strlen(buf);
+    while (n > 0 && buf[n - 1] == '\r')
+        buf[--n] = '\0';
+    colon = strchr(buf, ':');
+    return n > 0 ? strdup(colon ? colon + 1 : buf) : NULL;
+}
+
 const char *cdc_test_require(const char *var)
 {
     const char *v = getenv(var);

@@ -33,6 +33,15 @@ typedef struct cdc_test_env {
  */
 const char *cdc_test_require(const char *var);
 
+/*
+ * The content of the file an environment variable names, its trailing new lines dropped
+ * (at most 1 KiB; a "name:token" line gives the token): the harness's
+ * CDC_WORKER_SECRET_FILE and CDC_HTTP_TOKEN_FILE (tools/auth-files.sh), which every process
+ * a test starts reads, as authentication is on by default. NULL when unset or unreadable.
+ * The string is the caller's (free()).
+ */
+char *cdc_test_secret(const char *var);
+
 /* All harness variables; exits like cdc_test_require() when any is missing. */
 const cdc_test_env_t *cdc_test_env(void);
 

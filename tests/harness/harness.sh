@@ -23,12 +23,18 @@
 #   CDC_TEST_KAFKA_CTL  its control channel, host:port (line protocol, tools/kafka-dev)
 #   CDC_TEST_KAFKA_PID
 #   CDC_TEST_HARNESS    absolute path of this script (C tests run "$CDC_TEST_HARNESS etcd-stop")
+#   CDC_WORKER_SECRET_FILE, CDC_HTTP_TOKEN_FILE  <dir>/worker-secret, <dir>/http-token
+#                       (tools/auth-files.sh): every process a test starts reads them, as
+#                       authentication is on by default; a test of the unauthenticated
+#                       behaviour passes --insecure explicitly
 # Knobs: CDC_HARNESS_TIMEOUT (readiness deadline per server, seconds, default 60),
 #   CDC_TEST_KAFKA_PARTITIONS (default partitions of auto-created topics, default 12),
 #   CDC_HARNESS_SERVICES (default "pg etcd kafka"), CDC_TEST_KEEP=1 (keep the directory).
 
 _harness_self=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
 _harness_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=tools/auth-files.sh
+. "$_harness_root/tools/auth-files.sh"
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 
 _hlog() { echo "harness: $*" >&2; }
@@ -297,6 +303,10 @@ _harness_write_env() {
     {
         echo "export CDC_TEST_TMP='$dir'"
         echo "export CDC_TEST_HARNESS='$_harness_self'"
+        if cdc_auth_files "$dir"; then
+            echo "export CDC_WORKER_SECRET_FILE='$dir/worker-secret'"
+            echo "export CDC_HTTP_TOKEN_FILE='$dir/http-token'"
+        fi
         if [ -f "$dir/pg.port" ]; then
             echo "export CDC_TEST_PG_PORT=$(cat "$dir/pg.port")"
             echo "export CDC_TEST_PG_USER=postgres"

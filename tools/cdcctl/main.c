@@ -33,6 +33,7 @@
 #include "common/cluster.h"
 #include "common/config.h"
 #include "common/etcd.h"
+#include "common/http.h"
 #include "common/httpc.h"
 #include "tools/cdcctl/cdcctl.h"
 
@@ -116,10 +117,8 @@ static int http_request(const char *method, const char *url, const char *token, 
     memset(out, 0, sizeof(*out));
     if (h == NULL)
         return -1;
-    if (token != NULL && token[0] != '\0') {
-        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+    if (cdc_http_auth_header(token, auth, sizeof(auth))) /* the first token of the file */
         req.headers = headers;
-    }
     rc = cdc_httpc_perform(h, &req, out);
     memset(auth, 0, sizeof(auth));
     cdc_httpc_close(h);

@@ -1163,7 +1163,8 @@ static char *capture_http(const char *method, const char *path)
     static char buf[262144];
     const char *l = NULL, *p = read_log();
     struct sockaddr_in a = {.sin_family = AF_INET};
-    char req[256];
+    char req[1400];
+    char *token;
     size_t n = 0;
     ssize_t r;
     int fd;
@@ -1174,7 +1175,10 @@ static char *capture_http(const char *method, const char *path)
         fail_msg("the capture did not log its HTTP port: %s", read_log());
         return buf;
     }
-    snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", method, path);
+    token = cdc_test_secret("CDC_HTTP_TOKEN_FILE"); /* the harness's, as cdcctl reads it */
+    snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n%s%s%s\r\n", method, path,
+             token ? "Authorization: Bearer " : "", token ? token : "", token ? "\r\n" : "");
+    free(token);
     a.sin_port = htons((uint16_t)atoi(l + strlen("http server listening on 127.0.0.1:")));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     fd = socket(AF_INET, SOCK_STREAM, 0);

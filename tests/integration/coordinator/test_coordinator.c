@@ -73,7 +73,8 @@ typedef struct fake {
      * when its link drops or it is told "not the leader", never while connected */
     bool sticky, was_connected;
     bool statics;       /* acks STATIC_TOPICS more topics that never move (offsets bases) */
-    const char *secret; /* FAKE_WORKER_SECRET: answers the coordinator's challenges */
+    const char *secret; /* FAKE_WORKER_SECRET, else the harness's CDC_WORKER_SECRET_FILE:
+                         * answers the coordinator's challenges */
     const char *forge;  /* "forge-<kind>": acks files the committer must refuse */
     cdc_ice_schema_t schema;
 } fake_t;
@@ -373,6 +374,8 @@ static int fake_worker_main(int argc, char **argv)
     fake_statics = f.statics;
     f.forge = argc > 6 && strncmp(argv[6], "forge-", 6) == 0 ? argv[6] : NULL;
     f.secret = getenv("FAKE_WORKER_SECRET");
+    if (f.secret == NULL)
+        f.secret = cdc_test_secret("CDC_WORKER_SECRET_FILE"); /* lives as the process */
     f.incarnation = (uint64_t)time(NULL) * 1000 + (uint64_t)getpid() % 1000;
     cdc_log_init("fake-worker", f.id);
     if (cdc_ice_schema_from_json(SCHEMA_JSON, &f.schema, &e) != CDC_OK ||
@@ -1430,6 +1433,7 @@ static void test_worker_auth(void **state)
              write_secret(&s, "http-token", "admin-t0ken", ctl_token_file, sizeof(ctl_token_file)));
     extra_opts[0] = secret_opt;
     extra_opts[1] = token_opt;
+    extra_opts[2] = "--http-token-reads"; /* /status and /metrics want it too */
     start_coordinator(&s, 0, NULL);
     memset(extra_opts, 0, sizeof(extra_opts));
     setenv("FAKE_WORKER_SECRET", "correct horse battery staple", 1);
@@ -1492,6 +1496,7 @@ static void test_worker_auth(void **state)
      * the leader's document */
     extra_opts[0] = secret_opt;
     extra_opts[1] = token_opt;
+    extra_opts[2] = "--http-token-reads";
     start_coordinator(&s, 1, NULL);
     memset(extra_opts, 0, sizeof(extra_opts));
     {

@@ -124,13 +124,13 @@ sed "s/^/b. /" <<<"$tables"
 if out=$(ctl compact public.nope 2>&1); then fail "cdcctl compact of an unknown table succeeded"; fi
 grep -q "HTTP 404" <<<"$out" || fail "unknown table: $out"
 standby=$(chaos_targets coordinator | grep -vx "$leader" | head -n1)
-code=$(curl -s -o "$tmp/standby.json" -w '%{http_code}' -X POST "http://$(admin "$standby")/compact?table=$table")
+code=$(curl -s -o "$tmp/standby.json" -w '%{http_code}' -H "$(cdc_auth_header)" -X POST "http://$(admin "$standby")/compact?table=$table")
 [ "$code" = 503 ] || fail "the standby answered POST /compact with $code"
 jq -e --arg a "$(admin "$leader")" '.leader == $a' "$tmp/standby.json" >/dev/null ||
     fail "the standby's 503 does not name the leader: $(cat "$tmp/standby.json")"
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://$(admin "$leader")/compact?table=$table")
 [ "$code" = 405 ] || fail "GET /compact answered $code"
-code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$(admin "$leader")/compact")
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "$(cdc_auth_header)" -X POST "http://$(admin "$leader")/compact")
 [ "$code" = 400 ] || fail "POST /compact without a table answered $code"
 
 # ---- c. a leader killed in the middle of a rewrite ------------------------------------

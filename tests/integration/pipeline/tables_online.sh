@@ -149,7 +149,7 @@ out=$(ctl tables) || fail "cdcctl tables failed"
 # create cdc.public.ghost soon: whether cdcctl still says "no such topic" is a race here)
 grep -q "^cdc.public.ghost  *\(starting\|streaming\) " <<<"$out" || fail "cdcctl tables does not show the new table: $out"
 grep -q "^cdc.public.late  *streaming" <<<"$out" || fail "cdcctl tables does not show public.late streaming: $out"
-code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://$(cat "$CHAOS_DIR/procs/$(chaos_leader).http")/tables")
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "$(cdc_auth_header)" -X POST "http://$(cat "$CHAOS_DIR/procs/$(chaos_leader).http")/tables")
 [ "$code" = 400 ] || fail "POST /tables without a topic answered $code"
 chaos_wait 30 "the workers to take the wider set" bash -c \
     "grep -q 'consuming topic .*cdc.public.ghost' '$CHAOS_DIR/procs/worker-1.log'" ||

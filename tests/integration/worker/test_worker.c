@@ -1149,7 +1149,9 @@ static void test_worker_secret(void **state)
 
     pid_t coord = cdc_test_start_coordinator(&dj, "cs", copts);
     pid_t s1 = cdc_test_start_worker(&dj, "s1", "public.dbs", wopts);
-    pid_t s2 = cdc_test_start_worker(&dj, "s2", "public.dbs", NULL);
+    /* without a secret, explicitly (the harness gives every process its own) */
+    const char *nosecret[] = {"--insecure", "--worker-secret=", NULL};
+    pid_t s2 = cdc_test_start_worker(&dj, "s2", "public.dbs", nosecret);
     assert_true(coord > 0 && s1 > 0 && s2 > 0);
     for (long id = 1; id <= 6; id++)
         dbz_event_to("dbs", CDC_KAFKA_PARTITION_ANY, 'c', id, "n", 100 + (uint64_t)id);
