@@ -767,8 +767,8 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
             cols[sub.ncols] = s->cols[i];
             vals[sub.ncols] = c->after.vals[i];
             if (prev_img != NULL) {
-                int r = cdc_row_image_lookup(prev_img, prev_img_len, s->cols[i].field_id,
-                                             &kept[nkept]);
+                int r =
+                    cdc_row_image_lookup(prev_img, prev_img_len, s->cols[i].field_id, &kept[nkept]);
                 if (r < 0) {
                     rc = cdc_error_set(e, CDC_ERR_CORRUPT, "corrupt row image in state");
                     goto done;

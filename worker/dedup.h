@@ -158,8 +158,7 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
  * keeps its TOAST-able values in the new image (see "Backfill rows" above).
  */
 cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t *part,
-                           size_t part_len, const uint8_t *prev, size_t prev_len,
-                           cdc_error_t *e);
+                           size_t part_len, const uint8_t *prev, size_t prev_len, cdc_error_t *e);
 
 /*
  * Records a change taken as CDC_DEDUP_LATE_REPLAY: only its (entity, lsn, op) key, so

@@ -169,7 +169,8 @@ static void test_partition_key_in_state(void **state)
     assert_memory_equal(part, k2, sizeof(k2));
     free(part);
     free(img);
-    assert_int_equal(cdc_dedup_record(f->d, &c, NULL, 0, NULL, 0, &e), CDC_OK); /* unpartitioned now */
+    assert_int_equal(cdc_dedup_record(f->d, &c, NULL, 0, NULL, 0, &e),
+                     CDC_OK); /* unpartitioned now */
     cdc_change_clear(&c);
 
     make(f, &c, 'u', 1, 400, 390, NULL);
@@ -1132,8 +1133,7 @@ static cdc_dedup_verdict_t backfill_row(fx_t *f, int id, uint64_t commit_lsn, ui
 
 /* An update of id at (commit_lsn, lsn) that leaves note unchanged (TOAST): the note the
  * worker repairs it with, into buf (NUL-terminated, cut to size). */
-static void toast_update(fx_t *f, int id, uint64_t commit_lsn, uint64_t lsn, char *buf,
-                         size_t size)
+static void toast_update(fx_t *f, int id, uint64_t commit_lsn, uint64_t lsn, char *buf, size_t size)
 {
     cdc_change_t c;
     int note = -1;
