@@ -879,7 +879,7 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
     if (rc == CDC_OK && verdict == CDC_DEDUP_LATE_REPLAY)
         rc = cdc_dedup_record_replay(s->dedup, &c, e);
     else if (rc == CDC_OK)
-        rc = cdc_dedup_record(s->dedup, &c, mkey, mlen, e);
+        rc = cdc_dedup_record(s->dedup, &c, mkey, mlen, img, img_len, e);
     if (rc == CDC_OK)
         rc = cdc_stage_add(&s->stage, &c, img != NULL && !c.changelog_only, &parts, e);
     free(mkey);

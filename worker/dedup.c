@@ -719,14 +719,21 @@ bool cdc_dedup_image_part(const uint8_t *val, size_t len, uint8_t **part, size_t
 }
 
 cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t *part,
-                           size_t part_len, cdc_error_t *e)
+                           size_t part_len, const uint8_t *prev, size_t prev_len, cdc_error_t *e)
 {
-    size_t sklen = 0, pklen = 0, blen = 0, buflen = 0;
+    size_t sklen = 0, pklen = 0, blen = 0, buflen = 0, nkept = 0;
     uint8_t *sk = NULL, *pk = NULL, pos[24];
     uint8_t *full = NULL;
     cdc_row_hole_t holes[c->after.schema != NULL ? c->after.schema->ncols + 2 : 1];
     size_t nholes = 0;
+    cdc_val_t *kept = NULL; /* values taken from prev (their bytes freed at the end) */
     cdc_err_t rc = CDC_OK;
+    size_t prev_img_len = 0;
+    /* a backfill row keeps the stream's values of the columns its row had (dedup.h,
+     * "Backfill rows") */
+    const uint8_t *prev_img = c->backfill && c->op == CDC_OP_READ && prev != NULL
+                                  ? cdc_dedup_image(prev, prev_len, &prev_img_len)
+                                  : NULL;
 
     if (c->op == CDC_OP_TRUNCATE)
         return record_truncate(d, c, e);
@@ -757,11 +764,27 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
         cdc_row_t img = {&sub, vals};
         sub.ncols = 0;
         sub.cols = cols;
-        for (size_t i = 0; i < s->ncols; i++)
-            if (toastable(s->cols[i].type)) {
-                cols[sub.ncols] = s->cols[i];
-                vals[sub.ncols++] = c->after.vals[i];
+        if (prev_img != NULL && (kept = calloc(s->ncols ? s->ncols : 1, sizeof(*kept))) == NULL) {
+            rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        for (size_t i = 0; i < s->ncols; i++) {
+            if (!toastable(s->cols[i].type))
+                continue;
+            cols[sub.ncols] = s->cols[i];
+            vals[sub.ncols] = c->after.vals[i];
+            if (prev_img != NULL) {
+                int r =
+                    cdc_row_image_lookup(prev_img, prev_img_len, s->cols[i].field_id, &kept[nkept]);
+                if (r < 0) {
+                    rc = cdc_error_set(e, CDC_ERR_CORRUPT, "corrupt row image in state");
+                    goto done;
+                }
+                if (r == 1)
+                    vals[sub.ncols] = kept[nkept++];
             }
+            sub.ncols++;
+        }
         if (part != NULL) { /* where the row's file is (partition key) */
             memset(&cols[sub.ncols], 0, sizeof(cols[0]));
             memset(&vals[sub.ncols], 0, sizeof(vals[0]));
@@ -853,6 +876,9 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
         }
     }
 done:
+    for (size_t i = 0; i < nkept; i++)
+        free(kept[i].bytes);
+    free(kept);
     free(full);
     free(sk);
     free(pk);

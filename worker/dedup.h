@@ -55,6 +55,17 @@
  * rejoined the publication) has another id, and its rows land. A delete keeps the tag
  * next to its position ('P', 8 more bytes), so a row deleted and inserted again keeps
  * it too (for --dedup-ttl); a truncate forgets the tags with the rows.
+ *
+ * Backfill rows (cdc_change_t.backfill, op r; docs/worker.md, "Unchanged TOAST values"):
+ * the capture reads them at the database's current state, which is ahead of their
+ * position in the stream (the transaction at that position is always visible to the
+ * read, later ones may be), and the changes between the two follow them. Those changes
+ * must find, for an unchanged TOAST column, the value the stream left, not the one the
+ * read saw (set by a change still to come: the first of several updates of a row in one
+ * transaction would take the last one's note). So a backfill row's image keeps the
+ * stored value of every column the live row's image has (same field id: the DDL did not
+ * change it), and takes the read's value only for the others (a column the DDL added or
+ * gave a new field). The mirror gets the read's row as it is.
  */
 #ifndef CDC_WORKER_DEDUP_H
 #define CDC_WORKER_DEDUP_H
@@ -142,10 +153,12 @@ cdc_err_t cdc_dedup_check(cdc_dedup_t *d, const cdc_change_t *c, cdc_dedup_verdi
  * Records an accepted (and TOAST-repaired) change: seen key, position, row image. The
  * writes are pending (visible to cdc_dedup_check) until cdc_dedup_flush. part (may be
  * NULL) is the partition key of the file the row goes to (stage.h), kept in the image
- * as field CDC_DEDUP_PART_FIELD so that the row's next change deletes it there.
+ * as field CDC_DEDUP_PART_FIELD so that the row's next change deletes it there. prev
+ * (may be NULL) is the row's stored value as cdc_dedup_check gave it: a backfill row
+ * keeps its TOAST-able values in the new image (see "Backfill rows" above).
  */
 cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t *part,
-                           size_t part_len, cdc_error_t *e);
+                           size_t part_len, const uint8_t *prev, size_t prev_len, cdc_error_t *e);
 
 /*
  * Records a change taken as CDC_DEDUP_LATE_REPLAY: only its (entity, lsn, op) key, so

@@ -66,7 +66,7 @@ static void apply(cdc_catalog_t *cat, cdc_dedup_t *d, char op, long id, uint64_t
     }
     if (cdc_dedup_check(d, &c, &verdict, &img, &len, &e) != CDC_OK)
         die("dedup check", &e);
-    if (verdict == CDC_DEDUP_NEW && cdc_dedup_record(d, &c, NULL, 0, &e) != CDC_OK)
+    if (verdict == CDC_DEDUP_NEW && cdc_dedup_record(d, &c, NULL, 0, NULL, 0, &e) != CDC_OK)
         die("dedup record", &e);
     /* The worker writes the state once per consumed batch (--batch-size 1000). */
     static long applied;

@@ -7,7 +7,8 @@
  * by deletes, floors (a truncate met in another slot: rows swept by position, changes
  * from before it that come later checked per entity), replayed dead letters (never an
  * older state over a newer one, a late one in the changelog once), snapshot rows of a
- * chunk read again (dropped by the snapshot's tag).
+ * chunk read again (dropped by the snapshot's tag), backfill rows that keep the stream's
+ * TOAST values for the changes after them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -100,7 +101,7 @@ static cdc_dedup_verdict_t apply(fx_t *f, cdc_change_t *c, bool *live)
         cdc_dedup_carry_snapshot(f->d, c, img, len);
         unsigned unknown = 0;
         assert_int_equal(cdc_toast_repair(c, img, len, &colname, &unknown), CDC_OK);
-        assert_int_equal(cdc_dedup_record(f->d, c, NULL, 0, &e), CDC_OK);
+        assert_int_equal(cdc_dedup_record(f->d, c, NULL, 0, img, len, &e), CDC_OK);
     } else if (v == CDC_DEDUP_LATE_REPLAY) {
         assert_null(img);
         assert_int_equal(cdc_dedup_record_replay(f->d, c, &e), CDC_OK);
@@ -148,7 +149,7 @@ static void test_partition_key_in_state(void **state)
     make(f, &c, 'c', 1, 100, 90, NULL);
     assert_int_equal(cdc_dedup_check(f->d, &c, &v, &img, &len, &e), CDC_OK);
     assert_null(img);
-    assert_int_equal(cdc_dedup_record(f->d, &c, k1, sizeof(k1), &e), CDC_OK);
+    assert_int_equal(cdc_dedup_record(f->d, &c, k1, sizeof(k1), NULL, 0, &e), CDC_OK);
     cdc_change_clear(&c);
     assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
 
@@ -160,7 +161,7 @@ static void test_partition_key_in_state(void **state)
     assert_memory_equal(part, k1, sizeof(k1));
     free(part);
     free(img);
-    assert_int_equal(cdc_dedup_record(f->d, &c, k2, sizeof(k2), &e), CDC_OK);
+    assert_int_equal(cdc_dedup_record(f->d, &c, k2, sizeof(k2), NULL, 0, &e), CDC_OK);
     cdc_change_clear(&c);
 
     make(f, &c, 'u', 1, 300, 290, NULL);
@@ -169,7 +170,8 @@ static void test_partition_key_in_state(void **state)
     assert_memory_equal(part, k2, sizeof(k2));
     free(part);
     free(img);
-    assert_int_equal(cdc_dedup_record(f->d, &c, NULL, 0, &e), CDC_OK); /* unpartitioned now */
+    assert_int_equal(cdc_dedup_record(f->d, &c, NULL, 0, NULL, 0, &e),
+                     CDC_OK); /* unpartitioned now */
     cdc_change_clear(&c);
 
     make(f, &c, 'u', 1, 400, 390, NULL);
@@ -1235,6 +1237,96 @@ static void test_snapshot_reads(void **state)
     assert_int_equal(read_row(f, 1, "s2", 1100), CDC_DEDUP_NEW);
 }
 
+/* A backfill row (op r, source.snapshot "backfill") of id at (commit_lsn, lsn) whose note
+ * is the read's value, through dedup like the worker takes it. */
+static cdc_dedup_verdict_t backfill_row(fx_t *f, int id, uint64_t commit_lsn, uint64_t lsn,
+                                        const char *note)
+{
+    char v[512];
+    cdc_change_t c;
+    cdc_decode_error_t de;
+    snprintf(v, sizeof(v),
+             "{\"op\":\"r\",\"after\":{\"id\":%d,\"note\":\"%s\"},\"source\":{\"lsn\":%llu,"
+             "\"commit_lsn\":%llu,\"snapshot\":\"backfill\"}}",
+             id, note, (unsigned long long)lsn, (unsigned long long)commit_lsn);
+    cdc_decode_input_t in = {TOPIC, 0, 0, NULL, 0, v, strlen(v), 2};
+    assert_int_equal(cdc_decode(f->cat, NULL, &in, &c, &de), CDC_OK);
+    assert_true(c.backfill);
+    cdc_dedup_verdict_t r = apply(f, &c, NULL);
+    cdc_change_clear(&c);
+    return r;
+}
+
+/* An update of id at (commit_lsn, lsn) that leaves note unchanged (TOAST): the note the
+ * worker repairs it with, into buf (NUL-terminated, cut to size). */
+static void toast_update(fx_t *f, int id, uint64_t commit_lsn, uint64_t lsn, char *buf, size_t size)
+{
+    cdc_change_t c;
+    int note = -1;
+    make(f, &c, 'u', id, commit_lsn, lsn, "!\"unchanged_toast\":[\"note\"],");
+    for (size_t i = 0; i < c.schema->ncols; i++)
+        if (strcmp(c.schema->cols[i].name, "note") == 0)
+            note = (int)i;
+    assert_true(note >= 0);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    assert_int_equal(c.after.vals[note].kind, CDC_VAL_SET);
+    size_t n = c.after.vals[note].len < size - 1 ? c.after.vals[note].len : size - 1;
+    memcpy(buf, c.after.vals[note].bytes, n);
+    buf[n] = '\0';
+    cdc_change_clear(&c);
+}
+
+/*
+ * A backfill after DDL reads the table at the database's current state, ahead of its
+ * position in the stream (dedup.h, "Backfill rows"): a row updated twice in the
+ * transaction the backfill comes before (first leaving its TOASTed note alone, then
+ * setting it) is read with the second update's note. The first update must still be
+ * repaired with the note the stream left (the chaos schema-change scenario's changelog
+ * row with a wrong note), the second sets it, and later updates repair with that. A row
+ * the state has no image of takes the read's value.
+ */
+static void test_backfill_keeps_stream_toast(void **state)
+{
+    fx_t *f = *state;
+    cdc_error_t e;
+    cdc_change_t c;
+    char big[9001], extra[9100], got[64];
+
+    memset(big, 'x', 9000);
+    big[0] = 'B';
+    big[9000] = '\0';
+    snprintf(extra, sizeof(extra), ",\"note\":\"%s\",\"customer\":\"ann\"", big);
+    make(f, &c, 'c', 9, 10, 10, extra);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+
+    /* the backfill, just before the transaction at commit 30 (lsn 20, 21) */
+    assert_int_equal(backfill_row(f, 9, 30, 19, "later"), CDC_DEDUP_NEW);
+    toast_update(f, 9, 30, 20, got, sizeof(got));
+    assert_int_equal(strlen(got), sizeof(got) - 1); /* the 9000-byte note, not "later" */
+    assert_memory_equal(got, big, sizeof(got) - 1);
+    make(f, &c, 'u', 9, 30, 21, ",\"note\":\"later\"");
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    toast_update(f, 9, 40, 40, got, sizeof(got));
+    assert_string_equal(got, "later");
+
+    /* also from the store, after a flush */
+    make(f, &c, 'u', 9, 50, 50, extra);
+    assert_int_equal(apply(f, &c, NULL), CDC_DEDUP_NEW);
+    cdc_change_clear(&c);
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    assert_int_equal(backfill_row(f, 9, 60, 59, "read"), CDC_DEDUP_NEW);
+    assert_int_equal(cdc_dedup_flush(f->d, &e), CDC_OK);
+    toast_update(f, 9, 60, 60, got, sizeof(got));
+    assert_memory_equal(got, big, sizeof(got) - 1);
+
+    /* no image in state: the read's value is the only one */
+    assert_int_equal(backfill_row(f, 10, 30, 19, "read"), CDC_DEDUP_NEW);
+    toast_update(f, 10, 30, 20, got, sizeof(got));
+    assert_string_equal(got, "read");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1253,6 +1345,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_replayed_dead_letters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_snapshot_reads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_images, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_backfill_keeps_stream_toast, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
