@@ -47,6 +47,7 @@ typedef struct cdc_coord_config {
     char *listen;
     char *advertise;
     char *http;
+    cdc_tls_options_t tls; /* tls+tcp:// --listen and --http-tls (common/tls.h) */
     int64_t liveness_timeout_ms;
     char *http_token; /* bearer token of /status and /metrics; NULL = none */
     char *kafka;      /* the source topics' brokers, for the live lag (NULL = from acks) */
@@ -148,6 +149,7 @@ typedef struct cdc_coord {
     cdc_etcd_t *etcd;
     cdc_msg_server_t *msg;
     cdc_http_server_t *http;
+    cdc_tls_t *tls; /* NULL = no certificates */
     cdc_health_t health; /* /healthz: the loop beats it; FAILED is fatal (admin.c) */
     cdc_committer_t *committer;
     cdc_offsets_base_t offsets_base; /* the records' offsets base of this term */
