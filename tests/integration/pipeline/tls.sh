@@ -24,7 +24,7 @@ export CHAOS_WORKERS=2 CHAOS_COORDINATORS=2 CHAOS_CAPTURES=1
 export CDC_HARNESS_SERVICES="pg kafka" # etcd: the one with TLS started below
 # shellcheck source=chaos/lib.sh
 . chaos/lib.sh
-trap 'pipeline_down purge >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+trap '[ -n "${KEEP_TLS_TMP:-}" ] || { pipeline_down purge >/dev/null 2>&1; rm -rf "$tmp"; }; [ -z "${KEEP_TLS_TMP:-}" ] || pipeline_down >/dev/null 2>&1' EXIT
 
 fail() {
     tail -n 20 "$CHAOS_DIR"/procs/coordinator-*.log "$CHAOS_DIR"/procs/worker-*.log \
@@ -108,9 +108,10 @@ grep -q "tls+tcp://" "$tmp/leader.out" || fail "the leader record names no tls+t
 # ---- NNG ----------------------------------------------------------------------------
 handshake() { # <extra s_client args...>: whether a TLS session with the NNG listener is set up
     timeout 10 openssl s_client -connect "127.0.0.1:$lport" -CAfile "$certs/ca.crt" \
-        -verify_return_error "$@" </dev/null >"$tmp/s_client.out" 2>&1 &&
-        grep -q "^Verify return code: 0" "$tmp/s_client.out" &&
-        ! grep -qi "alert\|error" "$tmp/s_client.out"
+        -verify_return_error "$@" </dev/null >"$tmp/s_client.out" 2>&1
+    grep -aq "Verify return code: 0" "$tmp/s_client.out" &&
+        grep -aq "Cipher is ECDHE\|Cipher is DHE\|Cipher is AES" "$tmp/s_client.out" &&
+        ! grep -aqi "alert\|:error:" "$tmp/s_client.out"
 }
 handshake -cert "$certs/node.crt" -key "$certs/node.key" ||
     fail "a TLS handshake with the NNG listener and the right certificates failed: $(tail -5 "$tmp/s_client.out")"
@@ -152,13 +153,14 @@ new=$(serial "$certs/node.crt")
 [ "$new" != "$old" ] || fail "the renewal made the same certificate"
 chaos_wait 30 "the leader to reload the renewed certificates" \
     bash -c "grep -q 'tls: reloaded' '$CHAOS_DIR/procs/$leader.log'" || fail "the leader did not reload"
-chaos_wait 10 "the NNG listener to serve the new certificate" \
-    bash -c "[ \"\$(timeout 10 openssl s_client -connect 127.0.0.1:$lport -CAfile '$certs/ca.crt' \
-        -cert '$certs/node.crt' -key '$certs/node.key' </dev/null 2>/dev/null |
-        openssl x509 -noout -serial | cut -d= -f2)\" = $new ]" || fail "the NNG listener still serves the old certificate"
+# NNG arms each accept with the certificates of its time: the connection accepted next may
+# still get the old ones, the one after it the new (docs/security.md, "Rotation")
+serves_new() { for _ in 1 2 3; do [ "$(served "$1")" = "$new" ] && return 0; done; return 1; }
+serves_new "$lport" || fail "the NNG listener still serves the old certificate"
 hport=${lhttp##*:}
-[ "$(served "$hport")" = "$new" ] || fail "the admin server still serves the old certificate"
-chaos_curl -fsS --max-time 3 "$lhttp/metrics" | grep -q 'cdc_tls_reloads_total{result="ok"} [1-9]' ||
+serves_new "$hport" || fail "the admin server still serves the old certificate"
+m=$(chaos_curl -fsS --max-time 3 "$lhttp/metrics") || fail "no /metrics"
+grep -q 'cdc_tls_reloads_total{result="ok"} [1-9]' <<<"$m" ||
     fail "cdc_tls_reloads_total{result=\"ok\"} did not count the reload"
 n=$(grep -c 'tls: reloaded' "$CHAOS_DIR/procs/worker-0.log")
 proc_signal worker-0 HUP
