@@ -234,7 +234,7 @@ chaos_curl() {
 pipeline_procs_up() {
     local i port http tls=() scheme=tcp
     mapfile -t tls < <(pipeline_tls_args)
-    [ -z "${CHAOS_TLS_DIR:-}" ] || scheme=tls+tcp
+    [ -z "${CHAOS_TLS_DIR:-}" ] || scheme="tls+tcp"
     # two captures: the one that gets the slot streams, the other waits as a standby
     # (docs/capture.md, "Two captures")
     for ((i = 0; i < CHAOS_CAPTURES; i++)); do

@@ -399,8 +399,7 @@ cdc_err_t cdc_http_server_add_post(cdc_http_server_t *s, const char *path, cdc_h
     return add_handler(s, "POST", path, fn, arg, e);
 }
 
-cdc_err_t cdc_http_server_set_tls(cdc_http_server_t *s, cdc_tls_t *tls, bool mutual,
-                                  cdc_error_t *e)
+cdc_err_t cdc_http_server_set_tls(cdc_http_server_t *s, cdc_tls_t *tls, bool mutual, cdc_error_t *e)
 {
     if (s->started)
         return cdc_error_set(e, CDC_ERR_INVALID, "cannot set TLS: http server already started");
@@ -427,8 +426,8 @@ static void tls_reload(void *arg)
     cdc_http_server_t *s = arg;
     int rv = set_tls(s);
     if (rv != 0)
-        cdc_log_error("tls: the http server on %s:%d keeps its previous certificates: %s",
-                      s->host, s->port, nng_strerror(rv));
+        cdc_log_error("tls: the http server on %s:%d keeps its previous certificates: %s", s->host,
+                      s->port, nng_strerror(rv));
 }
 
 static int try_start(cdc_http_server_t *s, int port)

@@ -74,8 +74,8 @@ typedef struct cdc_msg_event {
 
 /*
  * Opens a pair1 polyamorous socket and listens on url ("tcp://127.0.0.1:0" picks a free
- * port, see cdc_msg_server_port(); "tls+tcp://..." with opts->tls). opts may be NULL. CDC_ERR_UNAVAILABLE when the
- * address cannot be bound. On success *out is owned by the caller.
+ * port, see cdc_msg_server_port(); "tls+tcp://..." with opts->tls). opts may be NULL.
+ * CDC_ERR_UNAVAILABLE when the address cannot be bound. On success *out is owned by the caller.
  */
 cdc_err_t cdc_msg_server_open(cdc_msg_server_t **out, const char *url,
                               const cdc_msg_options_t *opts, cdc_error_t *e);

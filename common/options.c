@@ -56,8 +56,8 @@ const char *cdc_tls_options_scheme(const cdc_tls_options_t *o)
     return cdc_tls_options_http(o) ? "https" : "http";
 }
 
-cdc_err_t cdc_tls_options_open(const cdc_tls_options_t *o, cdc_metrics_t *metrics,
-                               cdc_tls_t **out, cdc_error_t *e)
+cdc_err_t cdc_tls_options_open(const cdc_tls_options_t *o, cdc_metrics_t *metrics, cdc_tls_t **out,
+                               cdc_error_t *e)
 {
     *out = NULL;
     if (unless_empty(o->ca_file) == NULL && unless_empty(o->cert_file) == NULL &&

@@ -239,8 +239,8 @@ typedef struct cdc_tls_options {
 /* The process's certificates: *out = NULL when none of the files is given (plain tcp://
  * and http), otherwise all three must be (CDC_ERR_CONFIG naming the option). --http-tls
  * other than off needs them too. */
-cdc_err_t cdc_tls_options_open(const cdc_tls_options_t *o, cdc_metrics_t *metrics,
-                               cdc_tls_t **out, cdc_error_t *e);
+cdc_err_t cdc_tls_options_open(const cdc_tls_options_t *o, cdc_metrics_t *metrics, cdc_tls_t **out,
+                               cdc_error_t *e);
 
 /* Whether --http-tls is on or mutual. */
 bool cdc_tls_options_http(const cdc_tls_options_t *o);

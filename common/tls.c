@@ -60,9 +60,9 @@ void cdc_tls_request_reload(void)
 
 bool cdc_tls_url(const char *url)
 {
-    return url != NULL && (strncmp(url, "tls+tcp://", 10) == 0 ||
-                           strncmp(url, "tls+tcp4://", 11) == 0 ||
-                           strncmp(url, "tls+tcp6://", 11) == 0 || strncmp(url, "https://", 8) == 0);
+    return url != NULL &&
+           (strncmp(url, "tls+tcp://", 10) == 0 || strncmp(url, "tls+tcp4://", 11) == 0 ||
+            strncmp(url, "tls+tcp6://", 11) == 0 || strncmp(url, "https://", 8) == 0);
 }
 
 /* Reads path into a NUL-terminated heap buffer; its stat into *st. */
@@ -105,8 +105,7 @@ static int build(char *const pem[NFILES], bool server, bool require_peer, const 
     nng_tls_config *cfg = NULL;
     int rv;
 
-    if ((rv = nng_tls_config_alloc(&cfg, server ? NNG_TLS_MODE_SERVER : NNG_TLS_MODE_CLIENT)) !=
-        0)
+    if ((rv = nng_tls_config_alloc(&cfg, server ? NNG_TLS_MODE_SERVER : NNG_TLS_MODE_CLIENT)) != 0)
         return rv;
     *bad = F_CA;
     if ((rv = nng_tls_config_ca_chain(cfg, pem[F_CA], NULL)) != 0)
@@ -138,8 +137,9 @@ static cdc_err_t load(cdc_tls_t *t, char *pem[NFILES], struct stat st[NFILES], c
     for (int i = 0; i < NFILES && rc == CDC_OK; i++)
         rc = read_pem(t->files[i].path, option_names[i], &pem[i], &st[i], e);
     if (rc == CDC_OK && (rv = build(pem, true, true, NULL, &cfg, &bad)) != 0)
-        rc = cdc_error_set(e, CDC_ERR_CONFIG, "option %s: \"%s\" does not make a TLS "
-                                              "configuration%s: %s",
+        rc = cdc_error_set(e, CDC_ERR_CONFIG,
+                           "option %s: \"%s\" does not make a TLS "
+                           "configuration%s: %s",
                            bad == F_CERT ? "--tls-cert-file/--tls-key-file" : option_names[F_CA],
                            t->files[bad == F_CERT ? F_CERT : F_CA].path,
                            bad == F_CERT ? " (or the key does not match the certificate)" : "",
@@ -264,8 +264,8 @@ bool cdc_tls_check(cdc_tls_t *t)
     t->gen++;
     pthread_mutex_unlock(&t->lock);
     cdc_metrics_counter_inc(t->reloads_ok);
-    cdc_log_info("tls: reloaded %s, %s and %s (%s); new connections use them",
-                 t->files[F_CA].path, t->files[F_CERT].path, t->files[F_KEY].path,
+    cdc_log_info("tls: reloaded %s, %s and %s (%s); new connections use them", t->files[F_CA].path,
+                 t->files[F_CERT].path, t->files[F_KEY].path,
                  requested ? "asked by SIGHUP" : "the files changed");
     pthread_mutex_lock(&t->subs_lock);
     for (tls_sub_t *s = t->subs; s != NULL; s = s->next)

@@ -149,7 +149,7 @@ typedef struct cdc_coord {
     cdc_etcd_t *etcd;
     cdc_msg_server_t *msg;
     cdc_http_server_t *http;
-    cdc_tls_t *tls; /* NULL = no certificates */
+    cdc_tls_t *tls;      /* NULL = no certificates */
     cdc_health_t health; /* /healthz: the loop beats it; FAILED is fatal (admin.c) */
     cdc_committer_t *committer;
     cdc_offsets_base_t offsets_base; /* the records' offsets base of this term */

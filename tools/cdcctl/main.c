@@ -505,10 +505,10 @@ static int capture_tables(const ctl_config_t *cfg, bool add, const char *table)
     json_t *j;
     int code, status = 1;
 
-    snprintf(url, sizeof(url), "%s://%s/tables?%s=%s", cdc_tls_options_scheme(&cfg->tls), cfg->capture, add ? "add" : "remove",
-             table);
-    code = http_request("POST", url, cfg,
-                        cfg->timeout_ms > 20000 ? (long)cfg->timeout_ms : 20000, &b);
+    snprintf(url, sizeof(url), "%s://%s/tables?%s=%s", cdc_tls_options_scheme(&cfg->tls),
+             cfg->capture, add ? "add" : "remove", table);
+    code =
+        http_request("POST", url, cfg, cfg->timeout_ms > 20000 ? (long)cfg->timeout_ms : 20000, &b);
     if (code < 0)
         return 1;
     j = b.body ? json_loads(b.body, 0, NULL) : NULL;
@@ -627,7 +627,8 @@ static int cmd_snapshot(const ctl_config_t *cfg, const char *table)
                 table);
         return 2;
     }
-    snprintf(url, sizeof(url), "%s://%s/snapshot?table=%s", cdc_tls_options_scheme(&cfg->tls), cfg->capture, table);
+    snprintf(url, sizeof(url), "%s://%s/snapshot?table=%s", cdc_tls_options_scheme(&cfg->tls),
+             cfg->capture, table);
     code = http_request("POST", url, cfg, post_timeout, &b);
     if (code < 0)
         return 1;
