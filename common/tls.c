@@ -17,6 +17,7 @@
 #include <nng/supplemental/tls/tls.h>
 
 #include "common/clock.h"
+#include "common/crypto.h"
 #include "common/log.h"
 
 /* PEM files larger than this are refused: a CA bundle is a few hundred KiB at most */
@@ -48,7 +49,9 @@ struct cdc_tls {
     tls_sub_t *subs;
     int64_t last_check_ms;
     uint64_t seen_request;
+    int64_t not_after; /* the certificate's expiry (seconds since the epoch) */
     cdc_counter_t *reloads_ok, *reloads_failed;
+    cdc_gauge_t *expiry;
 };
 
 static volatile sig_atomic_t reload_requests;
@@ -126,8 +129,10 @@ fail:
     return rv;
 }
 
-/* Reads all files into pem/st and checks that they make a configuration. */
-static cdc_err_t load(cdc_tls_t *t, char *pem[NFILES], struct stat st[NFILES], cdc_error_t *e)
+/* Reads all files into pem/st and checks that they make a configuration; *not_after: the
+ * certificate's expiry. */
+static cdc_err_t load(cdc_tls_t *t, char *pem[NFILES], struct stat st[NFILES], int64_t *not_after,
+                      cdc_error_t *e)
 {
     cdc_err_t rc = CDC_OK;
     nng_tls_config *cfg = NULL;
@@ -136,6 +141,9 @@ static cdc_err_t load(cdc_tls_t *t, char *pem[NFILES], struct stat st[NFILES], c
     memset(pem, 0, sizeof(char *) * NFILES);
     for (int i = 0; i < NFILES && rc == CDC_OK; i++)
         rc = read_pem(t->files[i].path, option_names[i], &pem[i], &st[i], e);
+    if (rc == CDC_OK && cdc_crypto_check_cert_key(pem[F_CERT], pem[F_KEY], not_after, e) != CDC_OK)
+        rc = cdc_error_prefix(e, "option --tls-cert-file/--tls-key-file (\"%s\", \"%s\")",
+                              t->files[F_CERT].path, t->files[F_KEY].path);
     if (rc == CDC_OK && (rv = build(pem, true, true, NULL, &cfg, &bad)) != 0)
         rc = cdc_error_set(e, CDC_ERR_CONFIG,
                            "option %s: \"%s\" does not make a TLS "
@@ -177,7 +185,7 @@ cdc_err_t cdc_tls_open(cdc_tls_t **out, const char *ca_file, const char *cert_fi
             cdc_tls_close(t);
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         }
-    if ((rc = load(t, t->pem, st, e)) != CDC_OK) {
+    if ((rc = load(t, t->pem, st, &t->not_after, e)) != CDC_OK) {
         cdc_tls_close(t);
         return rc;
     }
@@ -192,6 +200,11 @@ cdc_err_t cdc_tls_open(cdc_tls_t **out, const char *ca_file, const char *cert_fi
                        "did not parse and the old certificates stay in effect.";
     t->reloads_ok = cdc_metrics_counter(metrics, "cdc_tls_reloads_total", help, ok);
     t->reloads_failed = cdc_metrics_counter(metrics, "cdc_tls_reloads_total", help, failed);
+    t->expiry = cdc_metrics_gauge(metrics, "cdc_tls_cert_expiry_timestamp_seconds",
+                                  "When the certificate in effect (--tls-cert-file) expires, "
+                                  "seconds since the epoch.",
+                                  NULL);
+    cdc_metrics_gauge_set(t->expiry, (double)t->not_after);
     t->seen_request = (uint64_t)reload_requests;
     t->last_check_ms = cdc_clock_mono_ms();
     *out = t;
@@ -231,6 +244,7 @@ bool cdc_tls_check(cdc_tls_t *t)
     bool requested = requests != t->seen_request, changed = false;
     struct stat st[NFILES];
     char *pem[NFILES];
+    int64_t not_after = 0;
     cdc_error_t e = {0};
 
     if (!requested && now - t->last_check_ms < CHECK_INTERVAL_MS)
@@ -243,7 +257,7 @@ bool cdc_tls_check(cdc_tls_t *t)
     }
     if (!changed && !requested)
         return false;
-    if (load(t, pem, st, &e) != CDC_OK) {
+    if (load(t, pem, st, &not_after, &e) != CDC_OK) {
         /* remember what was seen: the same broken files are reported once, not every second */
         for (int i = 0; i < NFILES; i++)
             if (stat(t->files[i].path, &t->files[i].st) != 0)
@@ -262,11 +276,13 @@ bool cdc_tls_check(cdc_tls_t *t)
         t->files[i].st = st[i];
     }
     t->gen++;
+    t->not_after = not_after;
     pthread_mutex_unlock(&t->lock);
     cdc_metrics_counter_inc(t->reloads_ok);
+    cdc_metrics_gauge_set(t->expiry, (double)not_after);
     cdc_log_info("tls: reloaded %s, %s and %s (%s); new connections use them", t->files[F_CA].path,
                  t->files[F_CERT].path, t->files[F_KEY].path,
-                 requested ? "asked by SIGHUP" : "the files changed");
+                 requested ? "a reload was asked for: SIGHUP" : "the files changed");
     pthread_mutex_lock(&t->subs_lock);
     for (tls_sub_t *s = t->subs; s != NULL; s = s->next)
         s->fn(s->arg);

@@ -1156,8 +1156,8 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     cdc_store_init(&c->store, c->etcd, c->leader.el, c->cfg.job);
     cdc_presence_init(&c->presence, c->etcd, c->cfg.job, c->cfg.id, c->admin,
                       (c->cfg.lease_ttl_ms + 999) / 1000);
-    cdc_log_info("coordinator \"%s\" for job \"%s\": workers dial %s, admin http://%s", c->cfg.id,
-                 c->cfg.job, c->endpoint, c->admin);
+    cdc_log_info("coordinator \"%s\" for job \"%s\": workers dial %s, admin %s://%s", c->cfg.id,
+                 c->cfg.job, c->endpoint, cdc_tls_options_scheme(&c->cfg.tls), c->admin);
     if (!cdc_admission_required(&c->admission))
         cdc_log_warn("the control plane is unauthenticated: any process that reaches %s can "
                      "register as a worker (hint: give coordinators and workers the same "
