@@ -639,7 +639,8 @@ static void client_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 static int client_set_tls(cdc_msg_client_t *c)
 {
     nng_tls_config *cfg = NULL;
-    int rv = cdc_tls_nng_config(c->opts.tls, false, true, c->host, &cfg);
+    const char *name = cdc_tls_server_name(c->opts.tls);
+    int rv = cdc_tls_nng_config(c->opts.tls, false, true, name ? name : c->host, &cfg);
     if (rv == 0) {
         rv = nng_dialer_set_ptr(c->dialer, NNG_OPT_TLS_CONFIG, cfg);
         nng_tls_config_free(cfg); /* the dialer holds its own reference */

@@ -69,5 +69,10 @@ cdc_err_t cdc_tls_options_open(const cdc_tls_options_t *o, cdc_metrics_t *metric
                                  o->http);
         return CDC_OK;
     }
-    return cdc_tls_open(out, o->ca_file, o->cert_file, o->key_file, metrics, e);
+    cdc_err_t rc = cdc_tls_open(out, o->ca_file, o->cert_file, o->key_file, metrics, e);
+    if (rc == CDC_OK && (rc = cdc_tls_set_server_name(*out, o->server_name, e)) != CDC_OK) {
+        cdc_tls_close(*out);
+        *out = NULL;
+    }
+    return rc;
 }

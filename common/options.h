@@ -195,6 +195,7 @@ typedef struct cdc_tls_options {
     char *ca_file;
     char *cert_file;
     char *key_file;
+    char *server_name;
     char *http; /* off|on|mutual */
 } cdc_tls_options_t;
 
@@ -229,6 +230,17 @@ typedef struct cdc_tls_options {
          0,                                                                                        \
          NULL,                                                                                     \
          "PEM private key of --tls-cert-file (unencrypted). Reloaded like --tls-ca-file."},        \
+        {"tls-server-name",                                                                        \
+         CDC_OPT_STRING,                                                                           \
+         offsetof(T, m.server_name),                                                               \
+         NULL,                                                                                     \
+         false,                                                                                    \
+         0,                                                                                        \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         "Name a server's certificate must carry when this process connects to a pipeline "        \
+         "server it reaches by IP address (the leader's NNG endpoint and admin API), e.g. "        \
+         "cdc-coordinator.cdc.svc; empty = the host dialed."},                                     \
     {                                                                                              \
         "http-tls", CDC_OPT_ENUM, offsetof(T, m.http), "off", false, 0, 0, "off|on|mutual",        \
             "TLS of the admin HTTP server and of the admin requests this process sends (a "        \

@@ -50,6 +50,7 @@ struct cdc_tls {
     int64_t last_check_ms;
     uint64_t seen_request;
     int64_t not_after; /* the certificate's expiry (seconds since the epoch) */
+    char *server_name; /* NULL = the dialed host */
     cdc_counter_t *reloads_ok, *reloads_failed;
     cdc_gauge_t *expiry;
 };
@@ -219,6 +220,7 @@ void cdc_tls_close(cdc_tls_t *t)
         free(t->files[i].path);
         free(t->pem[i]);
     }
+    free(t->server_name);
     while (t->subs != NULL) {
         tls_sub_t *n = t->subs->next;
         free(t->subs);
@@ -288,6 +290,20 @@ bool cdc_tls_check(cdc_tls_t *t)
         s->fn(s->arg);
     pthread_mutex_unlock(&t->subs_lock);
     return true;
+}
+
+cdc_err_t cdc_tls_set_server_name(cdc_tls_t *t, const char *name, cdc_error_t *e)
+{
+    free(t->server_name);
+    t->server_name = NULL;
+    if (name != NULL && name[0] != '\0' && (t->server_name = strdup(name)) == NULL)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    return CDC_OK;
+}
+
+const char *cdc_tls_server_name(const cdc_tls_t *t)
+{
+    return t ? t->server_name : NULL;
 }
 
 uint64_t cdc_tls_generation(const cdc_tls_t *t)

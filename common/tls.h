@@ -52,6 +52,12 @@ void cdc_tls_request_reload(void);
  */
 bool cdc_tls_check(cdc_tls_t *t);
 
+/* The name a client expects in a server's certificate instead of the dialed host
+ * (--tls-server-name; copied; NULL or "" = the dialed host). */
+cdc_err_t cdc_tls_set_server_name(cdc_tls_t *t, const char *name, cdc_error_t *e);
+/* That name, or NULL. */
+const char *cdc_tls_server_name(const cdc_tls_t *t);
+
 /* Reloads that took effect so far (tests, /status). */
 uint64_t cdc_tls_generation(const cdc_tls_t *t);
 

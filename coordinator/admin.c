@@ -739,6 +739,7 @@ static bool forward(cdc_coord_t *c, const char *admin, cdc_http_response_t *resp
         req.ca_file = c->cfg.tls.ca_file;
         req.cert_file = c->cfg.tls.cert_file;
         req.key_file = c->cfg.tls.key_file;
+        req.tls_server_name = c->cfg.tls.server_name;
     }
     if (c->cfg.http_token != NULL && c->cfg.http_token[0] != '\0') {
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->cfg.http_token);

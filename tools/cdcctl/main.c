@@ -126,6 +126,7 @@ static int http_request(const char *method, const char *url, const ctl_config_t 
         req.ca_file = cfg->tls.ca_file;
         req.cert_file = cfg->tls.cert_file;
         req.key_file = cfg->tls.key_file;
+        req.tls_server_name = cfg->tls.server_name;
     }
     rc = cdc_httpc_perform(h, &req, out);
     memset(auth, 0, sizeof(auth));

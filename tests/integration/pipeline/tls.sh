@@ -89,6 +89,12 @@ ctl=("$CHAOS_BUILD/cdcctl" --job "$CDC_JOB" --etcd "$CDC_TEST_ETCD" "${etcd_tls[
 "${ctl[@]}" --tls-ca-file "$certs/ca.crt" --tls-cert-file "$certs/node.crt" \
     --tls-key-file "$certs/node.key" status >"$tmp/ctl.out" 2>&1 ||
     fail "cdcctl status over https failed: $(cat "$tmp/ctl.out")"
+"${ctl[@]}" --tls-ca-file "$certs/ca.crt" --tls-cert-file "$certs/node.crt" \
+    --tls-key-file "$certs/node.key" --tls-server-name localhost status >/dev/null 2>&1 ||
+    fail "cdcctl --tls-server-name=localhost (a name of the certificate) failed"
+"${ctl[@]}" --tls-ca-file "$certs/ca.crt" --tls-cert-file "$certs/node.crt" \
+    --tls-key-file "$certs/node.key" --tls-server-name cdc-coordinator.example status \
+    >/dev/null 2>&1 && fail "cdcctl accepted a server certificate without the expected name"
 "${ctl[@]}" --tls-ca-file "$certs/ca.crt" --tls-cert-file "$other/node.crt" \
     --tls-key-file "$other/node.key" status >"$tmp/ctl-other.out" 2>&1 &&
     fail "cdcctl with another CA's certificate was answered"

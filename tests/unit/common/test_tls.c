@@ -152,6 +152,24 @@ static void test_msg_over_tls(void **state)
     assert_string_equal(got->heartbeat->worker_id, "w");
     cdc_msg_free(got);
     cdc_msg_client_close(c);
+
+    /* a client that expects another name in the server's certificate never connects */
+    cdc_tls_t *t2 = NULL;
+    assert_int_equal(cdc_tls_open(&t2, ca, cert, key, NULL, &e), CDC_OK);
+    assert_int_equal(cdc_tls_set_server_name(t2, "not-the-coordinator.example", &e), CDC_OK);
+    cdc_msg_options_t o2 = {.tls = t2};
+    cdc_msg_event_t ev;
+    while (cdc_msg_server_poll_event(s, &ev)) {
+    }
+    assert_int_equal(cdc_msg_client_open(&c, url, &o2, &e), CDC_OK);
+    for (int i = 0; i < 20; i++) { /* a second: redials every 100 ms */
+        assert_false(cdc_msg_client_connected(c));
+        usleep(50000);
+    }
+    while (cdc_msg_server_poll_event(s, &ev))
+        assert_int_not_equal(ev.type, CDC_MSG_PIPE_ADDED);
+    cdc_msg_client_close(c);
+    cdc_tls_close(t2);
     cdc_msg_server_close(s);
     cdc_tls_close(t);
 }
