@@ -65,6 +65,7 @@ typedef struct cdc_capture_config {
     int64_t reconnect_max_ms;
     int64_t drain_timeout_ms;
     char *http_addr;
+    cdc_tls_options_t tls; /* --http-tls (common/tls.h) */
     int64_t liveness_timeout_ms;
     char *http_token;      /* bearer tokens of the admin API (http.h); NULL = none */
     bool http_token_reads; /* GET endpoints need the token too */
@@ -267,6 +268,7 @@ typedef struct cdc_capture {
     int64_t last_pub_poll_ms;
     _Atomic bool ready;  /* streaming; read by the HTTP thread (/readyz) */
     cdc_health_t health; /* /healthz: the loops beat it */
+    cdc_tls_t *tls;      /* of the HTTP server; NULL = none. The stream loop reloads it */
     bool streamed;       /* the current session reached streaming */
 
     cdc_counter_t *m_transactions;

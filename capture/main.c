@@ -133,6 +133,7 @@ static const cdc_opt_t options[] = {
      "end (2 s at most) it bounds the exit after SIGTERM (10 s by default)."},
     {"http", CDC_OPT_STRING, C(http_addr), "127.0.0.1:9102", false, 0, 0, NULL,
      "Address of /metrics, /healthz and /readyz (empty = no HTTP server).", "http-addr"},
+    CDC_OPTS_TLS(cdc_capture_config_t, tls),
     CDC_OPT_LIVENESS_TIMEOUT(cdc_capture_config_t, liveness_timeout_ms),
     CDC_OPT_HTTP_TOKEN(cdc_capture_config_t, http_token),
     CDC_OPT_HTTP_TOKEN_READS(cdc_capture_config_t, http_token_reads),
@@ -145,7 +146,10 @@ static volatile sig_atomic_t stop_requested;
 
 static void on_signal(int sig)
 {
-    (void)sig;
+    if (sig == SIGHUP) {
+        cdc_tls_request_reload();
+        return;
+    }
     stop_requested = 1;
 }
 
@@ -240,6 +244,7 @@ int main(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     cap.cfg = &cfg;
@@ -248,6 +253,11 @@ int main(int argc, char **argv)
     cdc_capture_request_init(&cap);
     cdc_health_init(&cap.health, cfg.liveness_timeout_ms);
     cap.safe_wal = -1;
+    if (cdc_tls_options_open(&cfg.tls, NULL, &cap.tls, &err) != CDC_OK) {
+        fprintf(stderr, "cdc-capture: %s\n", err.msg);
+        status = CDC_CONFIG_EXIT;
+        goto done;
+    }
     if (cfg.http_addr && cfg.http_addr[0]) {
         if (cdc_http_server_open(&http, cfg.http_addr, NULL, &err) != CDC_OK) {
             cdc_log_error("could not open HTTP server on %s: %s", cfg.http_addr, err.msg);
@@ -257,7 +267,10 @@ int main(int argc, char **argv)
         cdc_http_server_set_ready(http, ready, &cap);
         cdc_http_server_set_health(http, cdc_health_check, &cap.health);
         cdc_http_server_set_token_reads(http, cfg.http_token_reads);
-        if (cdc_http_server_set_token(http, cfg.http_token, &err) != CDC_OK ||
+        if ((cdc_tls_options_http(&cfg.tls) &&
+             cdc_http_server_set_tls(http, cap.tls, strcmp(cfg.tls.http, "mutual") == 0, &err) !=
+                 CDC_OK) ||
+            cdc_http_server_set_token(http, cfg.http_token, &err) != CDC_OK ||
             cdc_http_server_add_doc(http, "/status", &cap.status, &err) != CDC_OK ||
             cdc_http_server_add_post(http, "/snapshot", cdc_capture_http_snapshot, &cap, &err) !=
                 CDC_OK ||
@@ -286,6 +299,7 @@ int main(int argc, char **argv)
     }
 done:
     cdc_http_server_close(http);
+    cdc_tls_close(cap.tls);
     cdc_capture_free(&cap);
     cdc_capture_request_free(&cap);
     cdc_table_filter_free(&cap.filter);

@@ -326,6 +326,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
         int64_t now;
 
         cdc_health_beat(&cap->health);
+        cdc_tls_check(cap->tls);
         rc = cdc_source_read(&cap->src, READ_TIMEOUT_MS, &ev, &data, &len, &lsn, &reply, e);
         if (rc != CDC_OK)
             goto cleanup;
@@ -436,6 +437,7 @@ static void sleep_ms(cdc_capture_t *cap, int64_t ms)
     while (!*cap->stop && cdc_clock_mono_coarse_ms() < end) {
         struct timeval tv = {0, 50000};
         cdc_health_beat(&cap->health);
+        cdc_tls_check(cap->tls);
         select(0, NULL, NULL, NULL, &tv);
     }
 }

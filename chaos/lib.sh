@@ -201,13 +201,43 @@ pipeline_servers_up() {
     fi
 }
 
+# TLS of the local pipeline (docs/security.md, "TLS"): with CHAOS_TLS_DIR set to a
+# directory of tools/certs.sh (ca.crt, node.crt, node.key), the coordinators listen on
+# tls+tcp:// and every admin server speaks https with mutual TLS; CHAOS_ETCD_TLS=1 also
+# gives the coordinators and workers those files for etcd (an https:// CDC_TEST_ETCD
+# started with --client-cert-auth). Admin requests of this library follow (chaos_curl).
+pipeline_tls_args() {
+    [ -n "${CHAOS_TLS_DIR:-}" ] || return 0
+    printf '%s\n' --tls-ca-file "$CHAOS_TLS_DIR/ca.crt" --tls-cert-file "$CHAOS_TLS_DIR/node.crt" \
+        --tls-key-file "$CHAOS_TLS_DIR/node.key" --http-tls mutual
+    [ "${CHAOS_ETCD_TLS:-0}" != 1 ] ||
+        printf '%s\n' --etcd-ca-file "$CHAOS_TLS_DIR/ca.crt" \
+            --etcd-cert-file "$CHAOS_TLS_DIR/node.crt" --etcd-key-file "$CHAOS_TLS_DIR/node.key"
+}
+
+# chaos_curl <curl args...> <host:port/path>: an admin request of the local pipeline,
+# https with the pipeline's certificates under CHAOS_TLS_DIR.
+chaos_curl() {
+    local args=("$@") n=$#
+    local target=${args[n - 1]}
+    unset 'args[n-1]'
+    if [ -n "${CHAOS_TLS_DIR:-}" ]; then
+        curl "${args[@]}" --cacert "$CHAOS_TLS_DIR/ca.crt" --cert "$CHAOS_TLS_DIR/node.crt" \
+            --key "$CHAOS_TLS_DIR/node.key" "https://$target"
+    else
+        curl "${args[@]}" "http://$target"
+    fi
+}
+
 # The coordinators take the extra options in CHAOS_COORDINATOR_ARGS (split on spaces, as
 # CHAOS_WORKER_ARGS for the workers), e.g. an aggressive compaction policy.
 # CHAOS_PROC_WRAP (split on spaces) goes before the coordinators' and workers' commands,
 # kept for their restarts: the disk-fault tests run them under `env LD_PRELOAD=<shim> ...`
 # (tests/faults/lib.sh).
 pipeline_procs_up() {
-    local i port http
+    local i port http tls=() scheme=tcp
+    mapfile -t tls < <(pipeline_tls_args)
+    [ -z "${CHAOS_TLS_DIR:-}" ] || scheme="tls+tcp"
     # two captures: the one that gets the slot streams, the other waits as a standby
     # (docs/capture.md, "Two captures")
     for ((i = 0; i < CHAOS_CAPTURES; i++)); do
@@ -215,7 +245,7 @@ pipeline_procs_up() {
         proc_start "capture-$i" "$CHAOS_BUILD/cdc-capture" --pg-dsn "$PIPELINE_PG_DSN" \
             ${CHAOS_CAPTURE_TABLES:+--tables "$CHAOS_CAPTURE_TABLES" --create-publication=true} \
             --snapshot-mode "$CHAOS_SNAPSHOT_MODE" \
-            --kafka "$CDC_TEST_KAFKA" --http "127.0.0.1:$port"
+            --kafka "$CDC_TEST_KAFKA" --http "127.0.0.1:$port" ${tls[@]+"${tls[@]:0:8}"}
         echo "127.0.0.1:$port" >"$CHAOS_DIR/procs/capture-$i.http"
     done
 
@@ -223,7 +253,8 @@ pipeline_procs_up() {
         port=$(harness_free_port)
         http=$(harness_free_port)
         proc_start "coordinator-$i" ${CHAOS_PROC_WRAP:-} "$CHAOS_BUILD/cdc-coordinator" --id "coordinator-$i" \
-            --job "$CDC_JOB" --etcd "$CDC_TEST_ETCD" --listen "tcp://127.0.0.1:$port" \
+            --job "$CDC_JOB" --etcd "$CDC_TEST_ETCD" --listen "$scheme://127.0.0.1:$port" \
+            ${tls[@]+"${tls[@]}"} \
             --http "127.0.0.1:$http" --warehouse "$CHAOS_DIR/warehouse" --kafka "$CDC_TEST_KAFKA" \
             --heartbeat-timeout "${CHAOS_HEARTBEAT_TIMEOUT}s" --expected-workers "$CHAOS_WORKERS" \
             ${CHAOS_COORDINATOR_ARGS:-}
@@ -244,7 +275,8 @@ pipeline_procs_up() {
 # with --tables "$CHAOS_WORKER_TABLES" (none when empty) and the extra options in
 # CHAOS_WORKER_ARGS (split on spaces).
 pipeline_start_worker() {
-    local i=$1 http coord=() tables_opt=()
+    local i=$1 http coord=() tables_opt=() tls=()
+    mapfile -t tls < <(pipeline_tls_args)
     [ -z "$CHAOS_WORKER_TABLES" ] || tables_opt=(--tables "$CHAOS_WORKER_TABLES")
     if [ "${CHAOS_PROXY:-0}" = 1 ]; then
         rm -f "$CHAOS_DIR/procs/proxy-$i.port"
@@ -259,7 +291,8 @@ pipeline_start_worker() {
     proc_start "worker-$i" ${CHAOS_PROC_WRAP:-} "$CHAOS_BUILD/cdc-worker" --id "$i" --job "$CDC_JOB" \
         --etcd "$CDC_TEST_ETCD" "${coord[@]}" --kafka "$CDC_TEST_KAFKA" \
         "${tables_opt[@]}" --warehouse "$CHAOS_DIR/warehouse" \
-        --state-dir "$CHAOS_DIR/state/worker-$i" --http "127.0.0.1:$http" ${CHAOS_WORKER_ARGS:-}
+        --state-dir "$CHAOS_DIR/state/worker-$i" --http "127.0.0.1:$http" \
+        ${tls[@]+"${tls[@]}"} ${CHAOS_WORKER_ARGS:-}
     echo "127.0.0.1:$http" >"$CHAOS_DIR/procs/worker-$i.http"
 }
 
@@ -491,8 +524,8 @@ chaos_active_capture() {
     local t
     if [ "$CHAOS_BACKEND" = local ]; then
         for t in $(chaos_targets capture); do
-            if curl -fsS --max-time 2 -o /dev/null \
-                "http://$(cat "$CHAOS_DIR/procs/$t.http" 2>/dev/null)/readyz" 2>/dev/null; then
+            if chaos_curl -fsS --max-time 2 -o /dev/null \
+                "$(cat "$CHAOS_DIR/procs/$t.http" 2>/dev/null)/readyz" 2>/dev/null; then
                 echo "$t"
                 return 0
             fi
@@ -506,7 +539,7 @@ chaos_status() {
     local t s
     for t in $(chaos_targets coordinator); do
         case "$CHAOS_BACKEND" in
-        local) s=$(curl -fsS --max-time 2 "http://$(cat "$CHAOS_DIR/procs/$t.http" 2>/dev/null)/status" 2>/dev/null) ;;
+        local) s=$(chaos_curl -fsS --max-time 2 "$(cat "$CHAOS_DIR/procs/$t.http" 2>/dev/null)/status" 2>/dev/null) ;;
         compose) s=$(_engine exec "$(_container "$t" 2>/dev/null)" curl -fsS --max-time 2 http://127.0.0.1:8080/status 2>/dev/null) ;;
         k8s) s=$(_kubectl exec "$t" -- curl -fsS --max-time 2 http://127.0.0.1:8080/status 2>/dev/null) ;;
         esac

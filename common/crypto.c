@@ -9,13 +9,18 @@
 
 #include <stdlib.h>
 
+#include <openssl/asn1.h>
+#include <openssl/bio.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/err.h>
 #include <openssl/hmac.h>
 #include <openssl/params.h>
 #include <openssl/rand.h>
+#include <openssl/pem.h>
 #include <openssl/sha.h>
+#include <openssl/x509.h>
 
 cdc_err_t cdc_crypto_hmac_sha256(const void *key, size_t key_len, const void *msg, size_t msg_len,
                                  uint8_t out[CDC_CRYPTO_SHA256_LEN], cdc_error_t *e)
@@ -99,4 +104,32 @@ bool cdc_hmac_sha256(cdc_hmac_t *h, const void *data, size_t n, uint8_t out[CDC_
     size_t len = 0;
     return EVP_MAC_init(h->ctx, NULL, 0, NULL) && EVP_MAC_update(h->ctx, n > 0 ? data : empty, n) &&
            EVP_MAC_final(h->ctx, out, &len, CDC_SHA256_LEN) && len == CDC_SHA256_LEN;
+}
+
+cdc_err_t cdc_crypto_check_cert_key(const char *cert_pem, const char *key_pem, int64_t *not_after,
+                                    cdc_error_t *e)
+{
+    BIO *cb = BIO_new_mem_buf(cert_pem, -1), *kb = BIO_new_mem_buf(key_pem, -1);
+    X509 *x = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
+    EVP_PKEY *k = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
+    cdc_err_t rc = CDC_OK;
+    struct tm tm;
+
+    if (x == NULL)
+        rc = cdc_error_set(e, CDC_ERR_CONFIG, "the certificate does not parse as PEM X.509");
+    else if (k == NULL)
+        rc = cdc_error_set(e, CDC_ERR_CONFIG, "the private key does not parse (PEM, unencrypted)");
+    else if (X509_check_private_key(x, k) != 1)
+        rc = cdc_error_set(e, CDC_ERR_CONFIG, "the private key is not the certificate's");
+    else if (not_after != NULL) {
+        *not_after = 0;
+        if (ASN1_TIME_to_tm(X509_get0_notAfter(x), &tm) == 1)
+            *not_after = (int64_t)timegm(&tm);
+    }
+    ERR_clear_error();
+    X509_free(x);
+    EVP_PKEY_free(k);
+    BIO_free(cb);
+    BIO_free(kb);
+    return rc;
 }

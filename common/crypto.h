@@ -54,4 +54,13 @@ void cdc_hmac_free(cdc_hmac_t *h);
  * out is then unspecified. */
 bool cdc_hmac_sha256(cdc_hmac_t *h, const void *data, size_t n, uint8_t out[CDC_SHA256_LEN]);
 
+/*
+ * Checks a PEM certificate (the first of cert_pem) against its PEM private key: both parse
+ * and the key is the certificate's (common/tls.c, whose TLS library checks neither before
+ * a handshake). *not_after: the certificate's expiry, seconds since the epoch. CDC_ERR_CONFIG
+ * saying which part is wrong.
+ */
+cdc_err_t cdc_crypto_check_cert_key(const char *cert_pem, const char *key_pem, int64_t *not_after,
+                                    cdc_error_t *e);
+
 #endif

@@ -21,10 +21,12 @@
 
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
+#include <nng/supplemental/tls/tls.h>
 
 #include "common/crypto.h"
 #include "common/hex.h"
 #include "common/log.h"
+#include "common/tls.h"
 
 #define MAX_ROUTES 32
 /* POST handlers running at once; more are answered 503 */
@@ -61,6 +63,8 @@ struct cdc_http_server {
     pthread_mutex_t lock;   /* guards actions */
     pthread_cond_t idle;    /* actions dropped to 0 */
     int actions;            /* POST handlers running on their threads */
+    cdc_tls_t *tls;         /* https with these certificates; NULL = plain http (borrowed) */
+    bool tls_mutual;        /* clients must present a certificate of the CA */
 };
 
 /* Binds an ephemeral loopback/host port, reads it back and releases it. */
@@ -559,19 +563,52 @@ cdc_err_t cdc_http_server_add_post(cdc_http_server_t *s, const char *path, cdc_h
     return add_handler(s, "POST", path, fn, arg, e);
 }
 
+cdc_err_t cdc_http_server_set_tls(cdc_http_server_t *s, cdc_tls_t *tls, bool mutual, cdc_error_t *e)
+{
+    if (s->started)
+        return cdc_error_set(e, CDC_ERR_INVALID, "cannot set TLS: http server already started");
+    s->tls = tls;
+    s->tls_mutual = mutual;
+    return CDC_OK;
+}
+
+/* Sets the current certificates of s->tls on the server (for its new connections). */
+static int set_tls(cdc_http_server_t *s)
+{
+    nng_tls_config *cfg = NULL;
+    int rv = cdc_tls_nng_config(s->tls, true, s->tls_mutual, NULL, &cfg);
+    if (rv == 0) {
+        rv = nng_http_server_set_tls(s->http, cfg);
+        nng_tls_config_free(cfg); /* the server holds its own reference */
+    }
+    return rv;
+}
+
+/* cdc_tls_t subscriber. */
+static void tls_reload(void *arg)
+{
+    cdc_http_server_t *s = arg;
+    int rv = set_tls(s);
+    if (rv != 0)
+        cdc_log_error("tls: the http server on %s:%d keeps its previous certificates: %s", s->host,
+                      s->port, nng_strerror(rv));
+}
+
 static int try_start(cdc_http_server_t *s, int port)
 {
     char urlbuf[300];
     nng_url *url = NULL;
     int rv;
 
-    snprintf(urlbuf, sizeof(urlbuf), "http://%s:%d", s->host, port);
+    snprintf(urlbuf, sizeof(urlbuf), "%s://%s:%d", s->tls ? "https" : "http", s->host, port);
     if ((rv = nng_url_parse(&url, urlbuf)) != 0)
         return rv;
     rv = nng_http_server_hold(&s->http, url);
     nng_url_free(url);
     if (rv != 0)
         return rv;
+    if (s->tls != NULL && (rv = set_tls(s)) != 0)
+        goto fail;
     for (size_t i = 0; i < s->nroutes; i++) {
         nng_http_handler *h = NULL;
         if ((rv = nng_http_handler_alloc(&h, s->routes[i].path, handle)) != 0)
@@ -611,8 +648,11 @@ cdc_err_t cdc_http_server_start(cdc_http_server_t *s, cdc_error_t *e)
         return cdc_error_set(e, rv == NNG_EADDRINVAL ? CDC_ERR_CONFIG : CDC_ERR_UNAVAILABLE,
                              "could not start http server on \"%s:%d\": %s", s->host, s->port,
                              nng_strerror(rv));
+    if (s->tls != NULL && cdc_tls_subscribe(s->tls, tls_reload, s, e) != CDC_OK)
+        return e ? e->code : CDC_ERR_NOMEM;
     s->started = true;
-    cdc_log_info("http server listening on %s:%d", s->host, s->port);
+    cdc_log_info("http server listening on %s://%s:%d%s", s->tls ? "https" : "http", s->host,
+                 s->port, s->tls_mutual ? " (clients need a certificate of --tls-ca-file)" : "");
     return CDC_OK;
 }
 
@@ -708,6 +748,8 @@ void cdc_http_server_close(cdc_http_server_t *s)
     while (s->actions > 0)
         pthread_cond_wait(&s->idle, &s->lock);
     pthread_mutex_unlock(&s->lock);
+    if (s->started)
+        cdc_tls_unsubscribe(s->tls, tls_reload, s);
     if (s->http != NULL) {
         nng_http_server_stop(s->http);
         nng_http_server_release(s->http);

@@ -23,6 +23,7 @@
 
 #include "common/err.h"
 #include "common/metrics.h"
+#include "common/tls.h"
 
 typedef struct cdc_http_server cdc_http_server_t;
 
@@ -109,6 +110,14 @@ cdc_err_t cdc_http_server_set_token(cdc_http_server_t *s, const char *token, cdc
 /* Whether GET routes other than the probes need the token too (default true). Call before
  * start. */
 void cdc_http_server_set_token_reads(cdc_http_server_t *s, bool on);
+
+/*
+ * Serves https:// with the certificates of tls (borrowed: it must outlive the server;
+ * reloads reach new connections, common/tls.h). mutual: a client must present a
+ * certificate that chains to the CA of tls, or the handshake fails. Call before start.
+ */
+cdc_err_t cdc_http_server_set_tls(cdc_http_server_t *s, cdc_tls_t *tls, bool mutual,
+                                  cdc_error_t *e);
 
 /* Registers a GET handler for an exact path (e.g. "/status"). Call before start. */
 cdc_err_t cdc_http_server_add(cdc_http_server_t *s, const char *path, cdc_http_handler_fn fn,

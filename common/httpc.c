@@ -126,9 +126,29 @@ static void set_method(CURL *c, const cdc_httpc_request_t *req)
     }
 }
 
+/* For req->tls_server_name: url with that name as its host into out, and the libcurl
+ * CONNECT_TO entry "name:port:host:port" that still connects to the URL's host. False when
+ * url is not https://host:port/... or does not fit. */
+static bool server_name_url(const char *url, const char *name, char *out, size_t size,
+                            char *connect_to, size_t csize)
+{
+    const char *h = url + 8, *colon, *slash;
+    if (strncmp(url, "https://", 8) != 0 || (slash = strchr(h, '/')) == NULL)
+        slash = h + strlen(h);
+    colon = memchr(h, ':', (size_t)(slash - h));
+    if (strncmp(url, "https://", 8) != 0 || colon == NULL || colon == h)
+        return false;
+    int port = atoi(colon + 1);
+    int n = snprintf(out, size, "https://%s:%d%s", name, port, slash);
+    int m = snprintf(connect_to, csize, "%s:%d:%.*s:%d", name, port, (int)(colon - h), h, port);
+    return n > 0 && (size_t)n < size && m > 0 && (size_t)m < csize;
+}
+
 cdc_err_t cdc_httpc_perform(cdc_httpc_t *h, const cdc_httpc_request_t *req,
                             cdc_httpc_response_t *resp)
 {
+    char named_url[2048], connect_to[600];
+    struct curl_slist *connect = NULL;
     transfer_t t = {.req = req, .resp = resp};
     struct curl_slist *hdrs = NULL;
     CURL *c = h->curl;
@@ -144,7 +164,15 @@ cdc_err_t cdc_httpc_perform(cdc_httpc_t *h, const cdc_httpc_request_t *req,
         hdrs = more;
     }
     curl_easy_reset(c);
-    curl_easy_setopt(c, CURLOPT_URL, req->url);
+    if (req->tls_server_name != NULL && req->tls_server_name[0] != '\0' &&
+        server_name_url(req->url, req->tls_server_name, named_url, sizeof(named_url), connect_to,
+                        sizeof(connect_to)) &&
+        (connect = curl_slist_append(NULL, connect_to)) != NULL) {
+        curl_easy_setopt(c, CURLOPT_URL, named_url);
+        curl_easy_setopt(c, CURLOPT_CONNECT_TO, connect);
+    } else {
+        curl_easy_setopt(c, CURLOPT_URL, req->url);
+    }
     set_method(c, req);
     if (hdrs != NULL)
         curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
@@ -174,6 +202,7 @@ cdc_err_t cdc_httpc_perform(cdc_httpc_t *h, const cdc_httpc_request_t *req,
     /* the error buffer must not outlive this call: resp may move */
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
     curl_slist_free_all(hdrs);
+    curl_slist_free_all(connect);
     if (t.oom) {
         resp->reason = curl_easy_strerror(rc);
         return CDC_ERR_NOMEM;

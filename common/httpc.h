@@ -57,6 +57,10 @@ typedef struct cdc_httpc_request {
     const char *ca_file;   /* PEM file of the CAs that may sign the server's certificate */
     const char *cert_file; /* PEM client certificate, for servers that require one */
     const char *key_file;  /* its PEM private key */
+    /* the name the server's certificate must carry when it is not the URL's host (a pod
+     * dialed by its IP address presents a certificate for a Service name); NULL = the
+     * URL's host */
+    const char *tls_server_name;
     /*
      * Streaming (optional): called each time more of the body arrived, with resp->body
      * holding all of it so far. Returning false ends the transfer at once: the request

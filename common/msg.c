@@ -19,10 +19,12 @@
 
 #include <nng/nng.h>
 #include <nng/protocol/pair1/pair.h>
+#include <nng/supplemental/tls/tls.h>
 #include <nng/supplemental/util/platform.h>
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/tls.h"
 
 #define DEFAULT_SEND_TIMEOUT_MS 1000
 #define DEFAULT_RECV_MAX (64u * 1024 * 1024)
@@ -151,6 +153,31 @@ static int set_socket_options(nng_socket sock, const cdc_msg_options_t *o)
         (rv = nng_socket_set_ms(sock, NNG_OPT_RECONNMAXT, o->reconnect_max_ms)) != 0)
         return rv;
     return 0;
+}
+
+/* A tls+tcp:// URL needs certificates (opts->tls). */
+static cdc_err_t check_tls(const cdc_msg_options_t *o, const char *url, cdc_error_t *e)
+{
+    if (cdc_tls_url(url) && o->tls == NULL)
+        return cdc_error_set(e, CDC_ERR_CONFIG,
+                             "\"%s\" is a TLS address but no certificates were given (hint: "
+                             "--tls-ca-file, --tls-cert-file and --tls-key-file)",
+                             url);
+    return CDC_OK;
+}
+
+/* The host of "scheme://host:port" (brackets of an IPv6 address dropped) into out. */
+static void url_host(const char *url, char *out, size_t size)
+{
+    const char *h = strstr(url, "://");
+    h = h ? h + 3 : url;
+    const char *end = strrchr(h, ':');
+    size_t n = end ? (size_t)(end - h) : strlen(h);
+    if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
+        h++;
+        n -= 2;
+    }
+    snprintf(out, size, "%.*s", (int)n, h);
 }
 
 static cdc_err_t send_env(nng_socket sock, const Cdc__Envelope *env, uint32_t pipe, cdc_error_t *e)
@@ -333,6 +360,7 @@ struct cdc_msg_server {
     nng_socket sock;
     int rfd; /* sock's receive descriptor (see wait_recv) */
     nng_listener listener;
+    bool listening;
     cdc_msg_options_t opts;
     pthread_mutex_t lock;
     event_node_t *head, *tail;
@@ -372,14 +400,36 @@ static void server_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* cdc_tls_t subscriber: the listener takes the reloaded certificates for new connections. */
+static void server_tls_reload(void *arg)
+{
+    cdc_msg_server_t *s = arg;
+    nng_tls_config *cfg = NULL;
+    int rv = cdc_tls_nng_config(s->opts.tls, true, true, NULL, &cfg);
+    if (rv == 0) {
+        rv = nng_listener_set_ptr(s->listener, NNG_OPT_TLS_CONFIG, cfg);
+        nng_tls_config_free(cfg); /* the listener holds its own reference */
+    }
+    if (rv != 0)
+        cdc_log_error("tls: the message listener keeps its previous certificates: %s",
+                      nng_strerror(rv));
+}
+
 cdc_err_t cdc_msg_server_open(cdc_msg_server_t **out, const char *url,
                               const cdc_msg_options_t *opts, cdc_error_t *e)
 {
     int rv;
+    nng_tls_config *cfg = NULL;
     cdc_msg_server_t *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     apply_options(opts, &s->opts);
+    if (check_tls(&s->opts, url, e) != CDC_OK) {
+        free(s);
+        return CDC_ERR_CONFIG;
+    }
+    if (!cdc_tls_url(url))
+        s->opts.tls = NULL; /* plain tcp:// */
     if (s->opts.event_queue_size <= 0)
         s->opts.event_queue_size = 1024;
     pthread_mutex_init(&s->lock, NULL);
@@ -402,13 +452,29 @@ cdc_err_t cdc_msg_server_open(cdc_msg_server_t **out, const char *url,
         nng_fail(e, rv, "register pipe notifications for", url);
         goto fail;
     }
-    if ((rv = nng_listen(s->sock, url, &s->listener, 0)) != 0) {
+    if ((rv = nng_listener_create(&s->listener, s->sock, url)) == 0) {
+        s->listening = true;
+        if (s->opts.tls != NULL &&
+            ((rv = cdc_tls_nng_config(s->opts.tls, true, true, NULL, &cfg)) != 0 ||
+             (rv = nng_listener_set_ptr(s->listener, NNG_OPT_TLS_CONFIG, cfg)) != 0)) {
+            if (cfg != NULL)
+                nng_tls_config_free(cfg);
+            nng_fail(e, rv, "set the TLS certificates of", url);
+            goto fail;
+        }
+        if (cfg != NULL)
+            nng_tls_config_free(cfg);
+        rv = nng_listener_start(s->listener, 0);
+    }
+    if (rv != 0) {
         nng_fail(e, rv, "listen on", url);
         if (rv == NNG_EADDRINVAL || rv == NNG_EINVAL || rv == NNG_ENOTSUP)
             cdc_error_set(e, CDC_ERR_CONFIG, "invalid listen address \"%s\": %s", url,
                           nng_strerror(rv));
         goto fail;
     }
+    if (s->opts.tls != NULL && cdc_tls_subscribe(s->opts.tls, server_tls_reload, s, e) != CDC_OK)
+        goto fail;
     *out = s;
     return CDC_OK;
 fail:
@@ -491,6 +557,7 @@ void cdc_msg_server_close(cdc_msg_server_t *s)
 {
     if (s == NULL)
         return;
+    cdc_tls_unsubscribe(s->opts.tls, server_tls_reload, s);
     /* waits for callbacks in progress; an abandoned socket may still call back: keep s */
     if (s->open && !close_bounded(s->sock, "coordinator message socket"))
         return;
@@ -528,6 +595,8 @@ struct cdc_msg_client {
     client_link_t *link; /* of sock; NULL = no socket */
     nng_dialer dialer;
     bool dialing;
+    pthread_mutex_t dial_lock; /* guards dialer, dialing and host against TLS reloads */
+    char host[256];            /* of the dialed URL: the name the server's certificate has */
     cdc_msg_options_t opts;
     pthread_mutex_t lock; /* guards gen, pipe and the counters below */
     uint64_t gen;         /* bumped per socket: events of older sockets are ignored */
@@ -566,11 +635,43 @@ static void client_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
         cdc_log_debug("lost connection to \"%s\" on pipe %u", c->url, id);
 }
 
+/* Sets the current certificates on c->dialer (c->dial_lock held). */
+static int client_set_tls(cdc_msg_client_t *c)
+{
+    nng_tls_config *cfg = NULL;
+    const char *name = cdc_tls_server_name(c->opts.tls);
+    int rv = cdc_tls_nng_config(c->opts.tls, false, true, name ? name : c->host, &cfg);
+    if (rv == 0) {
+        rv = nng_dialer_set_ptr(c->dialer, NNG_OPT_TLS_CONFIG, cfg);
+        nng_tls_config_free(cfg); /* the dialer holds its own reference */
+    }
+    return rv;
+}
+
+/* cdc_tls_t subscriber: the dialer takes the reloaded certificates for its next dial. */
+static void client_tls_reload(void *arg)
+{
+    cdc_msg_client_t *c = arg;
+    int rv = 0;
+    pthread_mutex_lock(&c->dial_lock);
+    if (c->dialing && cdc_tls_url(c->url))
+        rv = client_set_tls(c);
+    pthread_mutex_unlock(&c->dial_lock);
+    if (rv != 0)
+        cdc_log_error("tls: the dialer of \"%s\" keeps its previous certificates: %s", c->url,
+                      nng_strerror(rv));
+}
+
 static cdc_err_t client_dial(cdc_msg_client_t *c, const char *url, cdc_error_t *e)
 {
     int rv;
+    if (check_tls(&c->opts, url, e) != CDC_OK)
+        return CDC_ERR_CONFIG;
+    pthread_mutex_lock(&c->dial_lock);
     snprintf(c->url, sizeof(c->url), "%s", url);
+    url_host(url, c->host, sizeof(c->host));
     if ((rv = nng_dialer_create(&c->dialer, c->sock, url)) != 0) {
+        pthread_mutex_unlock(&c->dial_lock);
         if (rv == NNG_EADDRINVAL || rv == NNG_EINVAL || rv == NNG_ENOTSUP)
             return cdc_error_set(e, CDC_ERR_CONFIG, "invalid coordinator address \"%s\": %s", url,
                                  nng_strerror(rv));
@@ -578,12 +679,19 @@ static cdc_err_t client_dial(cdc_msg_client_t *c, const char *url, cdc_error_t *
     }
     nng_dialer_set_ms(c->dialer, NNG_OPT_RECONNMINT, c->opts.reconnect_min_ms);
     nng_dialer_set_ms(c->dialer, NNG_OPT_RECONNMAXT, c->opts.reconnect_max_ms);
+    if (cdc_tls_url(url) && (rv = client_set_tls(c)) != 0) {
+        nng_dialer_close(c->dialer);
+        pthread_mutex_unlock(&c->dial_lock);
+        return nng_fail(e, rv, "set the TLS certificates of", url);
+    }
     /* non-blocking: a server that is not up yet is retried in the background */
     if ((rv = nng_dialer_start(c->dialer, NNG_FLAG_NONBLOCK)) != 0) {
         nng_dialer_close(c->dialer);
+        pthread_mutex_unlock(&c->dial_lock);
         return nng_fail(e, rv, "dial", url);
     }
     c->dialing = true;
+    pthread_mutex_unlock(&c->dial_lock);
     return CDC_OK;
 }
 
@@ -620,7 +728,9 @@ static void client_socket_close(cdc_msg_client_t *c)
     if (l == NULL)
         return;
     c->link = NULL;
+    pthread_mutex_lock(&c->dial_lock);
     c->dialing = false;
+    pthread_mutex_unlock(&c->dial_lock);
     pthread_mutex_lock(&c->lock);
     c->gen++; /* from now on events of the old socket are ignored */
     c->pipe = 0;
@@ -643,9 +753,12 @@ cdc_err_t cdc_msg_client_open(cdc_msg_client_t **out, const char *url,
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     apply_options(opts, &c->opts);
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->dial_lock, NULL);
     snprintf(c->url, sizeof(c->url), "%s", url);
     if ((err = client_socket_open(c, url, e)) != CDC_OK ||
-        (err = client_dial(c, url, e)) != CDC_OK) {
+        (err = client_dial(c, url, e)) != CDC_OK ||
+        (c->opts.tls != NULL &&
+         (err = cdc_tls_subscribe(c->opts.tls, client_tls_reload, c, e)) != CDC_OK)) {
         cdc_msg_client_close(c);
         return err;
     }
@@ -659,8 +772,10 @@ cdc_err_t cdc_msg_client_redial(cdc_msg_client_t *c, const char *url, cdc_error_
         return cdc_error_set(e, CDC_ERR_CLOSED, "coordinator \"%s\": message socket is closed",
                              c->url);
     if (c->dialing) {
+        pthread_mutex_lock(&c->dial_lock);
         nng_dialer_close(c->dialer); /* also closes its pipe */
         c->dialing = false;
+        pthread_mutex_unlock(&c->dial_lock);
         /* the pipe's removal is reported asynchronously: wait for it (bounded) so that
          * "connected" afterwards means connected to the new url */
         for (int waited = 0; cdc_msg_client_connected(c) && waited < 1000; waited += 5)
@@ -725,9 +840,11 @@ void cdc_msg_client_close(cdc_msg_client_t *c)
 {
     if (c == NULL)
         return;
+    cdc_tls_unsubscribe(c->opts.tls, client_tls_reload, c);
     client_socket_close(c);
     if (c->stuck_closes > 0)
         return; /* an abandoned socket may still call back into c: keep it */
+    pthread_mutex_destroy(&c->dial_lock);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/tls.h"
 #include "proto/cdc.pb-c.h"
 
 typedef struct cdc_msg_options {
@@ -34,6 +35,11 @@ typedef struct cdc_msg_options {
     int reconnect_min_ms;  /* client: 0 = default 100 */
     int reconnect_max_ms;  /* client: 0 = default 2000 */
     int event_queue_size;  /* server: 0 = default 1024 pipe events */
+    /* certificates of tls+tcp:// URLs (common/tls.h), required with them, borrowed: it must
+     * outlive the server or client. Mutual TLS: the listener requires a client certificate
+     * of the CA, the dialer verifies the server's certificate and its name (the URL's
+     * host). New connections use the certificates of the latest reload. */
+    cdc_tls_t *tls;
 } cdc_msg_options_t;
 
 /* ---- encode/decode (no sockets) ------------------------------------------------ */
@@ -68,8 +74,8 @@ typedef struct cdc_msg_event {
 
 /*
  * Opens a pair1 polyamorous socket and listens on url ("tcp://127.0.0.1:0" picks a free
- * port, see cdc_msg_server_port()). opts may be NULL. CDC_ERR_UNAVAILABLE when the
- * address cannot be bound. On success *out is owned by the caller.
+ * port, see cdc_msg_server_port(); "tls+tcp://..." with opts->tls). opts may be NULL.
+ * CDC_ERR_UNAVAILABLE when the address cannot be bound. On success *out is owned by the caller.
  */
 cdc_err_t cdc_msg_server_open(cdc_msg_server_t **out, const char *url,
                               const cdc_msg_options_t *opts, cdc_error_t *e);

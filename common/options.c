@@ -86,3 +86,34 @@ cdc_err_t cdc_auth_check(const cdc_auth_needs_t *n, cdc_metrics_t *metrics, cdc_
     cdc_metrics_gauge_set(g, n->insecure ? 1 : 0);
     return CDC_OK;
 }
+
+bool cdc_tls_options_http(const cdc_tls_options_t *o)
+{
+    return o->http != NULL && o->http[0] != '\0' && strcmp(o->http, "off") != 0;
+}
+
+const char *cdc_tls_options_scheme(const cdc_tls_options_t *o)
+{
+    return cdc_tls_options_http(o) ? "https" : "http";
+}
+
+cdc_err_t cdc_tls_options_open(const cdc_tls_options_t *o, cdc_metrics_t *metrics, cdc_tls_t **out,
+                               cdc_error_t *e)
+{
+    *out = NULL;
+    if (unless_empty(o->ca_file) == NULL && unless_empty(o->cert_file) == NULL &&
+        unless_empty(o->key_file) == NULL) {
+        if (cdc_tls_options_http(o))
+            return cdc_error_set(e, CDC_ERR_CONFIG,
+                                 "option --http-tls=%s needs --tls-ca-file, --tls-cert-file and "
+                                 "--tls-key-file",
+                                 o->http);
+        return CDC_OK;
+    }
+    cdc_err_t rc = cdc_tls_open(out, o->ca_file, o->cert_file, o->key_file, metrics, e);
+    if (rc == CDC_OK && (rc = cdc_tls_set_server_name(*out, o->server_name, e)) != CDC_OK) {
+        cdc_tls_close(*out);
+        *out = NULL;
+    }
+    return rc;
+}

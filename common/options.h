@@ -15,6 +15,7 @@
 #include "common/etcd.h"
 #include "common/iceberg/storage.h"
 #include "common/metrics.h"
+#include "common/tls.h"
 
 /* A secret string option without a default, also read from --<name>-file (config.h). */
 #define CDC_OPT_SECRET(T, name, field, help)                                                       \
@@ -225,6 +226,79 @@ typedef struct cdc_etcd_options {
 
 /* The client security of the etcd options (empty strings as unset). */
 cdc_etcd_security_t cdc_etcd_options_security(const cdc_etcd_options_t *o);
+
+/* --tls-ca-file, --tls-cert-file, --tls-key-file, --http-tls: the certificates of the
+ * channels a process owns (common/tls.h, docs/security.md, "TLS"): the NNG link when its
+ * URL is tls+tcp://, and the admin HTTP server (and the HTTP clients of other processes'
+ * admin servers) with --http-tls. */
+typedef struct cdc_tls_options {
+    char *ca_file;
+    char *cert_file;
+    char *key_file;
+    char *server_name;
+    char *http; /* off|on|mutual */
+} cdc_tls_options_t;
+
+#define CDC_OPTS_TLS(T, m)                                                                         \
+    {"tls-ca-file",                                                                                \
+     CDC_OPT_STRING,                                                                               \
+     offsetof(T, m.ca_file),                                                                       \
+     NULL,                                                                                         \
+     false,                                                                                        \
+     0,                                                                                            \
+     0,                                                                                            \
+     NULL,                                                                                         \
+     "PEM file of the CA that signs the pipeline's own certificates: the peer of a tls+tcp:// "    \
+     "link and of the admin HTTP server (--http-tls) must chain to it. Reloaded when it "          \
+     "changes or on SIGHUP."},                                                                     \
+        {"tls-cert-file",                                                                          \
+         CDC_OPT_STRING,                                                                           \
+         offsetof(T, m.cert_file),                                                                 \
+         NULL,                                                                                     \
+         false,                                                                                    \
+         0,                                                                                        \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         "PEM certificate (and chain) of this process, for serving and as a client "               \
+         "(extendedKeyUsage serverAuth and clientAuth). Reloaded like --tls-ca-file."},            \
+        {"tls-key-file",                                                                           \
+         CDC_OPT_STRING,                                                                           \
+         offsetof(T, m.key_file),                                                                  \
+         NULL,                                                                                     \
+         false,                                                                                    \
+         0,                                                                                        \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         "PEM private key of --tls-cert-file (unencrypted). Reloaded like --tls-ca-file."},        \
+        {"tls-server-name",                                                                        \
+         CDC_OPT_STRING,                                                                           \
+         offsetof(T, m.server_name),                                                               \
+         NULL,                                                                                     \
+         false,                                                                                    \
+         0,                                                                                        \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         "Name a server's certificate must carry when this process connects to a pipeline "        \
+         "server it reaches by IP address (the leader's NNG endpoint and admin API), e.g. "        \
+         "cdc-coordinator.cdc.svc; empty = the host dialed."},                                     \
+    {                                                                                              \
+        "http-tls", CDC_OPT_ENUM, offsetof(T, m.http), "off", false, 0, 0, "off|on|mutual",        \
+            "TLS of the admin HTTP server and of the admin requests this process sends (a "        \
+            "standby's forwarding, cdcctl): off = plain http; on = https with --tls-cert-file; "   \
+            "mutual = https, and clients must present a certificate of --tls-ca-file."             \
+    }
+
+/* The process's certificates: *out = NULL when none of the files is given (plain tcp://
+ * and http), otherwise all three must be (CDC_ERR_CONFIG naming the option). --http-tls
+ * other than off needs them too. */
+cdc_err_t cdc_tls_options_open(const cdc_tls_options_t *o, cdc_metrics_t *metrics, cdc_tls_t **out,
+                               cdc_error_t *e);
+
+/* Whether --http-tls is on or mutual. */
+bool cdc_tls_options_http(const cdc_tls_options_t *o);
+
+/* The scheme of admin URLs under these options: "https" or "http". */
+const char *cdc_tls_options_scheme(const cdc_tls_options_t *o);
 
 /* --liveness-timeout: how long a main loop may stand still before /healthz fails
  * (common/health.h). */

@@ -743,7 +743,14 @@ static bool forward(cdc_coord_t *c, const char *admin, cdc_http_response_t *resp
         snprintf(why, size, "out of memory");
         return false;
     }
-    snprintf(url, sizeof(url), "http://%s/status?local=1", admin);
+    snprintf(url, sizeof(url), "%s://%s/status?local=1", cdc_tls_options_scheme(&c->cfg.tls),
+             admin);
+    if (cdc_tls_options_http(&c->cfg.tls)) { /* the leader's certificate, and ours for mutual */
+        req.ca_file = c->cfg.tls.ca_file;
+        req.cert_file = c->cfg.tls.cert_file;
+        req.key_file = c->cfg.tls.key_file;
+        req.tls_server_name = c->cfg.tls.server_name;
+    }
     if (cdc_http_auth_header(c->cfg.http_token, auth, sizeof(auth)))
         req.headers = headers;
     memset(&r, 0, sizeof(r));

@@ -48,6 +48,7 @@ typedef struct cdc_coord_config {
     char *listen;
     char *advertise;
     char *http;
+    cdc_tls_options_t tls; /* tls+tcp:// --listen and --http-tls (common/tls.h) */
     int64_t liveness_timeout_ms;
     char *http_token;      /* bearer tokens of the admin API (http.h); NULL = none */
     bool http_token_reads; /* GET endpoints need the token too */
@@ -151,6 +152,7 @@ typedef struct cdc_coord {
     cdc_etcd_t *etcd;
     cdc_msg_server_t *msg;
     cdc_http_server_t *http;
+    cdc_tls_t *tls;      /* NULL = no certificates */
     cdc_health_t health; /* /healthz: the loop beats it; FAILED is fatal (admin.c) */
     cdc_committer_t *committer;
     cdc_offsets_base_t offsets_base; /* the records' offsets base of this term */

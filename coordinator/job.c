@@ -866,6 +866,7 @@ void cdc_coord_run(cdc_coord_t *c)
         cdc_leader_event_t ev;
 
         cdc_health_beat(&c->health);
+        cdc_tls_check(c->tls);
         ev = cdc_leader_tick(&c->leader, now);
 
         if (ev == CDC_LEADER_ELECTED) {
@@ -1079,8 +1080,13 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     if ((rc = cdc_etcd_open_secure(&c->etcd, c->cfg.etcd.endpoints, &sec,
                                    (int)c->cfg.etcd_timeout_ms, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --etcd");
-    if ((rc = cdc_msg_server_open(&c->msg, c->cfg.listen, NULL, e)) != CDC_OK)
-        return cdc_error_prefix(e, "option --listen \"%s\"", c->cfg.listen);
+    if ((rc = cdc_tls_options_open(&c->cfg.tls, c->metrics, &c->tls, e)) != CDC_OK)
+        return rc;
+    {
+        cdc_msg_options_t mo = {.tls = c->tls};
+        if ((rc = cdc_msg_server_open(&c->msg, c->cfg.listen, &mo, e)) != CDC_OK)
+            return cdc_error_prefix(e, "option --listen \"%s\"", c->cfg.listen);
+    }
     if (c->cfg.advertise && c->cfg.advertise[0]) {
         snprintf(c->endpoint, sizeof(c->endpoint), "%s", c->cfg.advertise);
     } else {
@@ -1096,6 +1102,10 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     if ((rc = cdc_http_server_open(&c->http, c->cfg.http, c->metrics, e)) != CDC_OK)
         return cdc_error_prefix(e, "option --http \"%s\"", c->cfg.http);
     cdc_http_server_set_token_reads(c->http, c->cfg.http_token_reads);
+    if (cdc_tls_options_http(&c->cfg.tls) &&
+        (rc = cdc_http_server_set_tls(c->http, c->tls, strcmp(c->cfg.tls.http, "mutual") == 0,
+                                      e)) != CDC_OK)
+        return rc;
     if ((rc = cdc_http_server_set_token(c->http, c->cfg.http_token, e)) != CDC_OK ||
         (rc = cdc_admin_register(c, e)) != CDC_OK || (rc = cdc_dashboard_register(c, e)) != CDC_OK)
         return rc;
@@ -1149,13 +1159,18 @@ cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e)
     cdc_store_init(&c->store, c->etcd, c->leader.el, c->cfg.job);
     cdc_presence_init(&c->presence, c->etcd, c->cfg.job, c->cfg.id, c->admin,
                       (c->cfg.lease_ttl_ms + 999) / 1000);
-    cdc_log_info("coordinator \"%s\" for job \"%s\": workers dial %s, admin http://%s", c->cfg.id,
-                 c->cfg.job, c->endpoint, c->admin);
+    cdc_log_info("coordinator \"%s\" for job \"%s\": workers dial %s, admin %s://%s", c->cfg.id,
+                 c->cfg.job, c->endpoint, cdc_tls_options_scheme(&c->cfg.tls), c->admin);
     if (!cdc_admission_required(&c->admission))
         cdc_log_warn("the control plane is unauthenticated: any process that reaches %s can "
                      "register as a worker (hint: give coordinators and workers the same "
                      "--worker-secret-file; docs/security.md)",
                      c->endpoint);
+    if (!cdc_tls_url(c->cfg.listen))
+        cdc_log_warn("the control plane is not encrypted: --listen \"%s\" is plain tcp (hint: "
+                     "tls+tcp:// with --tls-ca-file, --tls-cert-file and --tls-key-file; "
+                     "docs/security.md)",
+                     c->cfg.listen);
     cdc_admin_publish(c);
     return CDC_OK;
 }
@@ -1181,6 +1196,8 @@ void cdc_coord_close(cdc_coord_t *c)
     cdc_offsets_base_clear(&c->offsets_base);
     cdc_etcd_close(c->etcd);
     c->etcd = NULL;
+    cdc_tls_close(c->tls); /* after the servers that use it */
+    c->tls = NULL;
     cdc_epochs_clear(&c->epochs);
     cdc_job_clear_queue(c);
     cdc_checkpoint_free(c->base);

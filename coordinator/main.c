@@ -29,11 +29,13 @@ const cdc_opt_t cdc_coord_options[] = {
     OPT("job", CDC_OPT_STRING, job, "cdc", "Job name; etcd keys live under /cdc/<job>/."),
     CDC_OPTS_ETCD(cdc_coord_config_t, etcd),
     OPT("listen", CDC_OPT_STRING, listen, "tcp://127.0.0.1:7100",
-        "NNG URL the coordinator listens on for workers."),
+        "NNG URL the coordinator listens on for workers; tls+tcp://host:port = mutual TLS with "
+        "--tls-ca-file, --tls-cert-file and --tls-key-file."),
     OPT("advertise", CDC_OPT_STRING, advertise, NULL,
         "NNG URL workers dial, published in /cdc/<job>/leader (default: the listen URL)."),
     OPT("http", CDC_OPT_STRING, http, "127.0.0.1:7180",
         "Admin HTTP address host:port (/status, /metrics, /healthz, /readyz)."),
+    CDC_OPTS_TLS(cdc_coord_config_t, tls),
     CDC_OPT_LIVENESS_TIMEOUT(cdc_coord_config_t, liveness_timeout_ms),
     CDC_OPT_HTTP_TOKEN(cdc_coord_config_t, http_token),
     CDC_OPT_HTTP_TOKEN_READS(cdc_coord_config_t, http_token_reads),
@@ -152,7 +154,10 @@ static volatile _Atomic sig_atomic_t stop_flag; /* read by other threads */
 
 static void on_signal(int sig)
 {
-    (void)sig;
+    if (sig == SIGHUP) {
+        cdc_tls_request_reload();
+        return;
+    }
     stop_flag = 1;
 }
 
@@ -201,6 +206,7 @@ int main(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     c->stop = &stop_flag;
 

@@ -61,7 +61,8 @@ boundary '<libpq-fe.h>' 'libpq-fe\.h' 'capture/pg.c (and tools/loadgen/, tools/p
 boundary '<curl/curl.h>' 'curl/[^>"]*' common/httpc.c common/httpc.c
 boundary '<openssl/...>' 'openssl/[^>"]*' common/crypto.c common/crypto.c
 boundary '<rocksdb/c.h>' 'rocksdb/[^>"]*' common/state.c common/state.c
-boundary '<nng/...>' 'nng/[^>"]*' 'common/msg.c or common/http.c' common/msg.c common/http.c
+boundary '<nng/...>' 'nng/[^>"]*' 'common/msg.c, common/http.c or common/tls.c' common/msg.c common/http.c \
+    common/tls.c
 boundary '<protobuf-c/...>' 'protobuf-c/[^>"]*' common/msg.c/.h 'common/msg.[ch]'
 boundary 'proto/cdc.pb-c.h' '([^>"]*/)?cdc\.pb-c\.h' common/msg.c/.h 'common/msg.[ch]'
 boundary '<openssl/...>' 'openssl/[^>"]*' common/crypto.c common/crypto.c

@@ -16,6 +16,9 @@
 #   INITIAL_ROWS=<n> rows per table before the capture starts (default 1000)
 #   CATCHUP=<s>      how long the verifier waits for the tables (default 120)
 #   RUN_DIR=<dir>    data directory (default .run); the warehouse is <dir>/warehouse
+#   TLS=1            encrypted: a CA and certificates in <dir>/certs (tools/certs.sh), the
+#                    coordinators on tls+tcp:// and every admin server https with mutual
+#                    TLS (docs/security.md, "TLS"); etcd stays the harness's plain one
 # Pipeline start/stop and the process supervisor live in chaos/lib.sh (shared with the
 # chaos suite); logs are in <dir>/procs/<name>.log.
 set -uo pipefail
@@ -77,6 +80,12 @@ trap 'stop; exit 143' TERM
 trap 'stop; exit 129' HUP
 trap 'stop' EXIT
 
+scheme=http
+if [ "${TLS:-0}" = 1 ]; then
+    tools/certs.sh "$RUN_DIR/certs" >/dev/null || exit 1
+    export CHAOS_TLS_DIR=$RUN_DIR/certs
+    scheme=https
+fi
 CHAOS_INITIAL_ROWS=${INITIAL_ROWS:-1000} pipeline_up || exit 1
 proc_start loadgen "$CDC_BUILD_DIR/loadgen" --pg-dsn "$PIPELINE_PG_DSN" --create-schema=false \
     --rate "$LOAD_RATE" --report-interval 10s
@@ -86,8 +95,10 @@ cat <<EOT
   PostgreSQL   psql "$PIPELINE_PG_DSN"
   etcd         $CDC_TEST_ETCD      Kafka (development broker) $CDC_TEST_KAFKA
   Kafka control CDC_KAFKA_DEV_CONTROL=$CDC_KAFKA_DEV_CONTROL (for cdc processes started by hand)
-  coordinators $(for i in 0 1; do printf 'http://%s/status  ' "$(cat "$RUN_DIR/procs/coordinator-$i.http")"; done)
-  dashboard    $(for i in 0 1; do printf 'http://%s/  ' "$(cat "$RUN_DIR/procs/coordinator-$i.http")"; done)(either: a standby's names the leader)
+  coordinators $(for i in 0 1; do printf '%s://%s/status  ' "$scheme" "$(cat "$RUN_DIR/procs/coordinator-$i.http")"; done)
+  dashboard    $(for i in 0 1; do printf '%s://%s/  ' "$scheme" "$(cat "$RUN_DIR/procs/coordinator-$i.http")"; done)(either: a standby's names the leader)${CHAOS_TLS_DIR:+
+  TLS          certificates in $CHAOS_TLS_DIR (curl --cacert ca.crt --cert node.crt --key node.key;
+               cdcctl --http-tls mutual --tls-ca-file ... --tls-cert-file ... --tls-key-file ...)}
   warehouse    $RUN_DIR/warehouse/$CHAOS_NAMESPACE/{transactions,accounts}{,_changelog}
   logs         $RUN_DIR/procs/*.log
   secrets      worker secret $CDC_WORKER_SECRET_FILE, admin token $CDC_HTTP_TOKEN_FILE

@@ -46,6 +46,7 @@ static const cdc_opt_t options[] = {
         "Local directory for the partitions' RocksDB state and checkpoint copies."),
     OPT("http", CDC_OPT_STRING, http, "127.0.0.1:7190",
         "Admin HTTP address host:port (/metrics, /healthz, /readyz, /status); port 0 = any."),
+    CDC_OPTS_TLS(cdc_worker_config_t, tls),
     CDC_OPT_LIVENESS_TIMEOUT(cdc_worker_config_t, liveness_timeout_ms),
     CDC_OPT_HTTP_TOKEN(cdc_worker_config_t, http_token),
     CDC_OPT_HTTP_TOKEN_READS(cdc_worker_config_t, http_token_reads),
@@ -98,7 +99,10 @@ static volatile _Atomic sig_atomic_t stop_flag; /* read by other threads */
 
 static void on_signal(int sig)
 {
-    (void)sig;
+    if (sig == SIGHUP) {
+        cdc_tls_request_reload();
+        return;
+    }
     stop_flag = 1;
 }
 
@@ -166,6 +170,7 @@ int main(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -245,7 +250,16 @@ int main(int argc, char **argv)
     cdc_health_init(&w.health, w.cfg.liveness_timeout_ms);
     cdc_http_doc_init(&w.status);
     cdc_worker_publish_status(&w);
+    if (cdc_tls_options_open(&w.cfg.tls, w.metrics, &w.tls, &e) != CDC_OK) {
+        fprintf(stderr, "cdc-worker: %s\n", e.msg);
+        cdc_http_doc_free(&w.status);
+        cdc_worker_data_close(&w);
+        return CDC_CONFIG_EXIT;
+    }
     if (cdc_http_server_open(&w.http, w.cfg.http, w.metrics, &e) != CDC_OK ||
+        (cdc_tls_options_http(&w.cfg.tls) &&
+         cdc_http_server_set_tls(w.http, w.tls, strcmp(w.cfg.tls.http, "mutual") == 0, &e) !=
+             CDC_OK) ||
         (cdc_http_server_set_token_reads(w.http, w.cfg.http_token_reads),
          cdc_http_server_set_token(w.http, w.cfg.http_token, &e)) != CDC_OK ||
         cdc_http_server_add_doc(w.http, "/status", &w.status, &e) != CDC_OK ||
@@ -256,6 +270,7 @@ int main(int argc, char **argv)
         cdc_http_server_close(w.http);
         cdc_http_doc_free(&w.status);
         cdc_worker_data_close(&w);
+        cdc_tls_close(w.tls);
         return CDC_CONFIG_EXIT;
     }
     if (w.follows_tables)
@@ -278,6 +293,7 @@ int main(int argc, char **argv)
     cdc_http_server_close(w.http);
     cdc_http_doc_free(&w.status);
     cdc_worker_data_close(&w);
+    cdc_tls_close(w.tls); /* after the session's client and the http server that use it */
     if (status == 0)
         cdc_log_info("cdc-worker stopped");
     cdc_config_free(opts, &w.cfg);

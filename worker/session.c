@@ -176,7 +176,7 @@ static void dial(cdc_worker_t *w, const char *url)
         return;
     pthread_mutex_lock(&w->link_lock);
     if (w->msg == NULL)
-        rc = cdc_msg_client_open(&w->msg, url, NULL, &e);
+        rc = cdc_msg_client_open(&w->msg, url, &(cdc_msg_options_t){.tls = w->tls}, &e);
     else /* a new socket: nothing queued for the old leader goes to the new one */
         rc = cdc_msg_client_reset(w->msg, url, &e);
     w->registered = false;
@@ -514,6 +514,7 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
         Cdc__Envelope *env = NULL;
 
         cdc_health_beat(&w->health);
+        cdc_tls_check(w->tls);
         cdc_worker_offer_refresh(w, now); /* a follower offers newly registered tables */
 
         if (now >= w->next_leader_check_ms) {

@@ -109,6 +109,7 @@ typedef struct cdc_worker_config {
     char *warehouse;
     char *state_dir;
     char *http;
+    cdc_tls_options_t tls; /* tls+tcp:// coordinators and --http-tls (common/tls.h) */
     int64_t liveness_timeout_ms;
     char *http_token;      /* bearer tokens of the admin API (http.h); NULL = none */
     bool http_token_reads; /* GET endpoints need the token too */
@@ -251,6 +252,7 @@ typedef struct cdc_worker {
 
     /* metrics */
     cdc_http_server_t *http;
+    cdc_tls_t *tls;        /* NULL = no certificates */
     cdc_health_t health;   /* /healthz: the main loop (session.c) beats it */
     cdc_http_doc_t status; /* /status, rebuilt by cdc_worker_update_gauges */
     cdc_metrics_t *metrics;

@@ -18,6 +18,7 @@
 typedef struct ctl_config {
     char *coordinator;
     char *http_token;
+    cdc_tls_options_t tls; /* --http-tls: https to the admin APIs */
     cdc_etcd_options_t etcd;
     char *job;
     bool json;

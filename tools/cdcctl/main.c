@@ -46,6 +46,7 @@ static const cdc_opt_t options[] = {
     CDC_OPT_SECRET(ctl_config_t, "http-token", http_token,
                    "Bearer token sent to the coordinator's admin API (its --http-token)."),
     CDC_OPTS_ETCD(ctl_config_t, etcd),
+    CDC_OPTS_TLS(ctl_config_t, tls),
     {"job", CDC_OPT_STRING, offsetof(ctl_config_t, job), "cdc", false, 0, 0, NULL, "Job name."},
     {"json", CDC_OPT_BOOL, offsetof(ctl_config_t, json), "false", false, 0, 0, NULL,
      "Print raw JSON instead of the human form (tables: /status's tables; dlq: one JSON "
@@ -105,9 +106,10 @@ static const cdc_opt_t options[] = {
 /* Sends method (GET, POST without a body) to url, the answer into *out (the caller frees it
  * with cdc_httpc_response_free()), with the bearer token when one is set. Returns the HTTP
  * status, or -1 when no answer came (said on stderr). */
-static int http_request(const char *method, const char *url, const char *token, long timeout_ms,
-                        cdc_httpc_response_t *out)
+static int http_request(const char *method, const char *url, const ctl_config_t *cfg,
+                        long timeout_ms, cdc_httpc_response_t *out)
 {
+    const char *token = cfg->http_token;
     cdc_httpc_t *h = cdc_httpc_open();
     char auth[1024];
     const char *headers[] = {auth, NULL};
@@ -119,12 +121,19 @@ static int http_request(const char *method, const char *url, const char *token, 
         return -1;
     if (cdc_http_auth_header(token, auth, sizeof(auth))) /* the first token of the file */
         req.headers = headers;
+    if (cdc_tls_options_http(&cfg->tls)) { /* --http-tls: the server's CA, and our certificate */
+        req.ca_file = cfg->tls.ca_file;
+        req.cert_file = cfg->tls.cert_file;
+        req.key_file = cfg->tls.key_file;
+        req.tls_server_name = cfg->tls.server_name;
+    }
     rc = cdc_httpc_perform(h, &req, out);
     memset(auth, 0, sizeof(auth));
     cdc_httpc_close(h);
     if (rc != CDC_OK) {
-        fprintf(stderr, "cdcctl: could not %s \"%s\": %s\n",
-                strcmp(method, "GET") == 0 ? "fetch" : method, url, out->reason);
+        fprintf(stderr, "cdcctl: could not %s \"%s\": %s%s%s\n",
+                strcmp(method, "GET") == 0 ? "fetch" : method, url, out->reason,
+                out->detail[0] ? ": " : "", out->detail);
         return -1;
     }
     return (int)out->status;
@@ -265,9 +274,9 @@ static int admin_request(const ctl_config_t *cfg, const char *method, const char
     snprintf(url, url_size, "(no coordinator)");
     if (admin == NULL && (admin = leader_admin(cfg, &term)) == NULL)
         return -1;
-    snprintf(url, url_size, "http://%s%s", admin, path);
+    snprintf(url, url_size, "%s://%s%s", cdc_tls_options_scheme(&cfg->tls), admin, path);
     free(admin);
-    code = http_request(method, url, cfg->http_token, timeout_ms, b);
+    code = http_request(method, url, cfg, timeout_ms, b);
     if (code == 401)
         fprintf(stderr,
                 "cdcctl: %s %s answered HTTP 401: the coordinator requires a bearer "
@@ -380,8 +389,8 @@ static void print_capture_tables(const ctl_config_t *cfg)
     char url[512];
     cdc_httpc_response_t b;
     json_t *st = NULL, *tables, *sns;
-    snprintf(url, sizeof(url), "http://%s/status", cfg->capture);
-    int code = http_request("GET", url, cfg->http_token, (long)cfg->timeout_ms, &b);
+    snprintf(url, sizeof(url), "%s://%s/status", cdc_tls_options_scheme(&cfg->tls), cfg->capture);
+    int code = http_request("GET", url, cfg, (long)cfg->timeout_ms, &b);
     if (code == 200)
         st = json_loads(b.body, 0, NULL);
     cdc_httpc_response_free(&b);
@@ -496,10 +505,10 @@ static int capture_tables(const ctl_config_t *cfg, bool add, const char *table)
     json_t *j;
     int code, status = 1;
 
-    snprintf(url, sizeof(url), "http://%s/tables?%s=%s", cfg->capture, add ? "add" : "remove",
-             table);
-    code = http_request("POST", url, cfg->http_token,
-                        cfg->timeout_ms > 20000 ? (long)cfg->timeout_ms : 20000, &b);
+    snprintf(url, sizeof(url), "%s://%s/tables?%s=%s", cdc_tls_options_scheme(&cfg->tls),
+             cfg->capture, add ? "add" : "remove", table);
+    code =
+        http_request("POST", url, cfg, cfg->timeout_ms > 20000 ? (long)cfg->timeout_ms : 20000, &b);
     if (code < 0)
         return 1;
     j = b.body ? json_loads(b.body, 0, NULL) : NULL;
@@ -618,8 +627,9 @@ static int cmd_snapshot(const ctl_config_t *cfg, const char *table)
                 table);
         return 2;
     }
-    snprintf(url, sizeof(url), "http://%s/snapshot?table=%s", cfg->capture, table);
-    code = http_request("POST", url, cfg->http_token, post_timeout, &b);
+    snprintf(url, sizeof(url), "%s://%s/snapshot?table=%s", cdc_tls_options_scheme(&cfg->tls),
+             cfg->capture, table);
+    code = http_request("POST", url, cfg, post_timeout, &b);
     if (code < 0)
         return 1;
     j = b.body ? json_loads(b.body, 0, NULL) : NULL;
@@ -639,11 +649,11 @@ static int cmd_snapshot(const ctl_config_t *cfg, const char *table)
     cdc_httpc_response_free(&b);
     if (!cfg->wait)
         return 0;
-    snprintf(url, sizeof(url), "http://%s/status", cfg->capture);
+    snprintf(url, sizeof(url), "%s://%s/status", cdc_tls_options_scheme(&cfg->tls), cfg->capture);
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
         json_t *st = NULL, *t, *sn;
-        code = http_request("GET", url, cfg->http_token, (long)cfg->timeout_ms, &b);
+        code = http_request("GET", url, cfg, (long)cfg->timeout_ms, &b);
         if (code == 200)
             st = json_loads(b.body, 0, NULL);
         cdc_httpc_response_free(&b);

@@ -61,6 +61,18 @@ for overlay in dev prod; do
     fi
     node tests/js/deploy/validate-k8s.mjs "$tmp/$overlay.yaml" "$overlay" || bad "k8s/overlays/$overlay is invalid"
 done
+# prod (docs/security.md, "TLS"): no secret in an environment variable, the pipeline's own
+# channels over TLS, and egress limited by a NetworkPolicy
+if [ -s "$tmp/prod.yaml" ]; then
+    ! grep -n "secretKeyRef" "$tmp/prod.yaml" >&2 ||
+        bad "k8s/overlays/prod puts a secret in an environment variable (mount it as a file)"
+    for want in "tls+tcp://0.0.0.0:7000" "CDC_HTTP_TLS" "CDC_TLS_CERT_FILE" "CDC_ETCD_CERT_FILE" \
+        "CDC_KAFKA_PROPERTIES_FILE" "CDC_S3_SECRET_KEY_FILE" "scheme: HTTPS" "Egress"; do
+        grep -qF -- "$want" "$tmp/prod.yaml" || bad "k8s/overlays/prod has no $want"
+    done
+    grep -q "CDC_ETCD: https://" "$tmp/prod.yaml" ||
+        bad "k8s/overlays/prod's etcd endpoints are not https://"
+fi
 # the warning check bites: a copy of the tree with a deprecated field
 cp -r k8s "$tmp/k8s"
 sed -i '/^labels:$/,/includeSelectors: true$/c\commonLabels:\n  app.kubernetes.io/part-of: cdc' \
@@ -130,8 +142,9 @@ if [ -s "$tmp/prod.yaml" ]; then
     if node tests/js/deploy/validate-k8s.mjs "$tmp/broken6.yaml" prod >/dev/null; then
         bad "validate-k8s accepted sslmode=verify-full without sslrootcert"
     fi
-    # shellcheck disable=SC2016 # a literal $(...) of the manifest
-    sed 's|sasl.password=$(KAFKA_PASSWORD)|sasl.password=hunter2|' "$tmp/prod.yaml" >"$tmp/broken7.yaml"
+    # (prod reads the properties from a mounted file: put them back in an env value)
+    sed 's|value: /etc/cdc/secrets/kafka-properties|value: security.protocol=SASL_SSL;sasl.password=hunter2|' \
+        "$tmp/prod.yaml" >"$tmp/broken7.yaml"
     if node tests/js/deploy/validate-k8s.mjs "$tmp/broken7.yaml" prod >/dev/null; then
         bad "validate-k8s accepted a Kafka password in clear"
     fi
