@@ -543,9 +543,48 @@ static void log_mask_policy(const char *table, const char *was, const char *now,
                      table, now, was[0] ? was : "(none)", epoch);
 }
 
+/* Field ids above this one, with names that start with '_', are the worker's metadata
+ * columns (the changelog's `_op` ... from 100001, `_cdc_special` 100008: docs/worker.md),
+ * never a source column's. */
+#define METADATA_FIELD_IDS 100000
+
+/*
+ * Adds field f to the table's current schema with f's own id (*changed: whether it
+ * did). The worker gives a Debezium column its id by name (worker/catalog.c: the next
+ * after the table's source columns, never one of the metadata ids); the table's
+ * last-column-id counts the metadata columns (100001 and up), so an id the table chose
+ * would not be the one in the files.
+ */
+static cdc_err_t add_field_with_id(cdc_ice_table_t *t, const cdc_ice_field_t *f, bool *changed,
+                                   cdc_error_t *e)
+{
+    const cdc_ice_schema_t *cur = cdc_ice_metadata_current_schema(cdc_ice_table_metadata(t));
+    cdc_ice_schema_t want, one, src = {.fields = (cdc_ice_field_t *)f, .nfields = 1};
+    cdc_err_t rc;
+
+    if (cdc_ice_schema_copy(&want, cur) != CDC_OK)
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    if (cdc_ice_schema_copy(&one, &src) != CDC_OK) {
+        cdc_ice_schema_free(&want);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    if (cdc_array_resize(want.fields, want.nfields + 1) != CDC_OK) {
+        cdc_ice_schema_free(&one);
+        cdc_ice_schema_free(&want);
+        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    }
+    want.fields[want.nfields++] = one.fields[0]; /* moved: one keeps only its array */
+    one.nfields = 0;
+    cdc_ice_schema_free(&one);
+    rc = cdc_ice_table_set_schema(t, &want, NULL, changed, e);
+    cdc_ice_schema_free(&want);
+    return rc;
+}
+
 /*
  * Debezium schemas (no source version): adds the columns of `want` missing from the
- * table, by name, in field order. Their ids are the worker's, by name (worker/decode.h).
+ * table, by name, in field order. Their ids are the worker's, by name (worker/decode.h);
+ * a column without one, or whose id the table already holds, gets the table's next id.
  */
 static cdc_err_t evolve_by_name(cdc_ice_table_t *t, const cdc_ice_schema_t *want, int *changes,
                                 cdc_error_t *e)
@@ -566,7 +605,15 @@ static cdc_err_t evolve_by_name(cdc_ice_table_t *t, const cdc_ice_schema_t *want
                 continue;
             f = want->fields[i];
             f.required = false;
-            rc = cdc_ice_table_add_column(t, &f, &id, e);
+            if (f.id > 0 && f.id < METADATA_FIELD_IDS && cdc_ice_schema_find(cur, f.id) < 0) {
+                bool changed = false;
+                id = f.id;
+                rc = add_field_with_id(t, &f, &changed, e);
+                if (rc == CDC_OK && !changed)
+                    continue;
+            } else {
+                rc = cdc_ice_table_add_column(t, &f, &id, e);
+            }
             if (rc == CDC_ERR_CONFLICT) {
                 conflict = true;
                 break;
@@ -595,11 +642,6 @@ static int64_t table_source_version(const cdc_ice_table_t *t)
     const char *v = cdc_ice_props_get(&cdc_ice_table_metadata(t)->properties, PROP_SOURCE_VERSION);
     return v != NULL ? strtoll(v, NULL, 10) : 0;
 }
-
-/* Field ids above this one, with names that start with '_', are the worker's metadata
- * columns (the changelog's `_op` ... from 100001, `_cdc_special` 100008: docs/worker.md),
- * never a source column's. */
-#define METADATA_FIELD_IDS 100000
 
 /*
  * The metadata columns the epoch's files of a table carry and the table's schema lacks
