@@ -1169,7 +1169,7 @@ static char *capture_http(const char *method, const char *path)
     ssize_t r;
     int fd;
 
-    while ((p = strstr(p, "http server listening on 127.0.0.1:")) != NULL)
+    while ((p = strstr(p, "http server listening on http://127.0.0.1:")) != NULL)
         l = p++;
     if (l == NULL) {
         fail_msg("the capture did not log its HTTP port: %s", read_log());
@@ -1179,7 +1179,7 @@ static char *capture_http(const char *method, const char *path)
     snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\n%s%s%s\r\n", method, path,
              token ? "Authorization: Bearer " : "", token ? token : "", token ? "\r\n" : "");
     free(token);
-    a.sin_port = htons((uint16_t)atoi(l + strlen("http server listening on 127.0.0.1:")));
+    a.sin_port = htons((uint16_t)atoi(l + strlen("http server listening on http://127.0.0.1:")));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(fd >= 0);
@@ -2396,9 +2396,9 @@ static void test_incremental_snapshot_resumes(void **state)
 static int capture_port(void)
 {
     const char *l = NULL, *p = read_log();
-    while ((p = strstr(p, "http server listening on 127.0.0.1:")) != NULL)
+    while ((p = strstr(p, "http server listening on http://127.0.0.1:")) != NULL)
         l = p++;
-    return l ? atoi(l + strlen("http server listening on 127.0.0.1:")) : 0;
+    return l ? atoi(l + strlen("http server listening on http://127.0.0.1:")) : 0;
 }
 
 /* Runs `cdcctl <args>` (stderr too) into out; returns its exit status. */
