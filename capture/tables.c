@@ -268,13 +268,16 @@ cdc_err_t cdc_capture_table_removed(cdc_capture_t *cap, cdc_capture_table_t *t, 
         t->removed_lsn = 0;
     t->removed_ms = cdc_clock_wall_ms();
     t->removed = true;
-    cdc_metrics_counter_inc(cap->m_removed);
     cdc_log_info("table %s.%s left publication \"%s\": no longer captured; its topic %s and "
                  "its Iceberg tables stay, readable (adding it again reads it again)",
                  t->schema, t->name, cap->cfg->publication, t->topic);
     if ((rc = cdc_incremental_abandon(cap, t, e)) != CDC_OK)
         return rc;
-    return cdc_registry_mark_removed(cap, t, e);
+    rc = cdc_registry_mark_removed(cap, t, e);
+    /* /status shows the removal before the metric counts it */
+    cdc_capture_status_publish(cap, true);
+    cdc_metrics_counter_inc(cap->m_removed);
+    return rc;
 }
 
 cdc_err_t cdc_capture_rejoin(cdc_capture_t *cap, cdc_capture_table_t *t, cdc_error_t *e)
