@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -674,14 +675,24 @@ void cdc_state_batch_put(cdc_state_batch_t *b, int family, const void *key, size
     rocksdb_writebatch_put_cf(b->wb, b->st->cf[family], key, key_len, b->buf, val_len + TS_LEN);
 }
 
-void cdc_state_batch_putv(cdc_state_batch_t *b, int family, const void *key, size_t key_len,
+bool cdc_state_batch_putv(cdc_state_batch_t *b, int family, const void *key, size_t key_len,
                           size_t nparts, const void *const *parts, const size_t *lens)
 {
+    enum { ON_STACK = 32 };
     const char *ts = batch_ts(b);
-    if (!fam_ok(b->st, family) || nparts > CDC_STATE_MAX_PARTS)
-        return;
-    const char *kl[1] = {key}, *vl[CDC_STATE_MAX_PARTS + 1];
-    size_t kls[1] = {key_len}, vls[CDC_STATE_MAX_PARTS + 1];
+    const char *kl[1] = {key}, *stack_vl[ON_STACK], **vl = stack_vl;
+    size_t kls[1] = {key_len}, stack_vls[ON_STACK], *vls = stack_vls;
+    if (!fam_ok(b->st, family) || nparts >= (size_t)INT_MAX)
+        return false;
+    if (nparts + 1 > ON_STACK) {
+        vl = malloc((nparts + 1) * sizeof(*vl));
+        vls = malloc((nparts + 1) * sizeof(*vls));
+        if (vl == NULL || vls == NULL) {
+            free(vl);
+            free(vls);
+            return false;
+        }
+    }
     for (size_t i = 0; i < nparts; i++) {
         vl[i] = parts[i];
         vls[i] = lens[i];
@@ -689,6 +700,11 @@ void cdc_state_batch_putv(cdc_state_batch_t *b, int family, const void *key, siz
     vl[nparts] = ts;
     vls[nparts] = TS_LEN;
     rocksdb_writebatch_putv_cf(b->wb, b->st->cf[family], 1, kl, kls, (int)nparts + 1, vl, vls);
+    if (vl != stack_vl) {
+        free(vl);
+        free(vls);
+    }
+    return true;
 }
 
 void cdc_state_batch_delete(cdc_state_batch_t *b, int family, const void *key, size_t key_len)

@@ -125,10 +125,10 @@ cdc_err_t cdc_state_scan(cdc_state_t *st, int family, const void *begin, size_t 
 cdc_state_batch_t *cdc_state_batch_new(cdc_state_t *st);
 void cdc_state_batch_put(cdc_state_batch_t *b, int family, const void *key, size_t key_len,
                          const void *val, size_t val_len);
-/* A put of the value made of nparts parts (at most CDC_STATE_MAX_PARTS) joined, which
- * RocksDB copies into the batch once: a large value is never put together first. */
-#define CDC_STATE_MAX_PARTS 64
-void cdc_state_batch_putv(cdc_state_batch_t *b, int family, const void *key, size_t key_len,
+/* A put of the value made of nparts parts (any number) joined, which RocksDB copies into
+ * the batch once: a large value is never put together first. False when memory for the
+ * part list ran out (nothing was put). */
+bool cdc_state_batch_putv(cdc_state_batch_t *b, int family, const void *key, size_t key_len,
                           size_t nparts, const void *const *parts, const size_t *lens);
 void cdc_state_batch_delete(cdc_state_batch_t *b, int family, const void *key, size_t key_len);
 /* Deletes every key k of family with begin <= k < end (bytewise order). */

@@ -807,8 +807,6 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
         /* A large value is left out of the image buffer (a hole) and goes from the row
          * into the batch; not while a checkpoint holds the store (it stays pending then). */
         size_t big = atomic_load(&d->held) ? SIZE_MAX : CDC_STATE_LARGE_VALUE;
-        if (sub.ncols * 2 + 1 > CDC_STATE_MAX_PARTS)
-            big = SIZE_MAX;
         if (!cdc_row_serialize_split(&img, 16, big, &full, &blen, holes, &nholes)) {
             rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
             goto done;
@@ -845,8 +843,9 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
         /* A large row's image: its parts into the batch, and the batch to the store at
          * once, so that the overlay never holds a copy of it (docs/worker.md, "Large
          * rows"). If that write fails, the image is put together for the overlay. */
-        const void *parts[CDC_STATE_MAX_PARTS];
-        size_t lens[CDC_STATE_MAX_PARTS], np = 0, at = 0;
+        const void *parts[2 * nholes + 1];
+        size_t lens[2 * nholes + 1], np = 0, at = 0;
+        bool put;
         cdc_error_t e2;
         for (size_t i = 0; i < nholes; i++) {
             parts[np] = full + at;
@@ -857,8 +856,9 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
         }
         parts[np] = full + at;
         lens[np++] = buflen - at;
-        cdc_state_batch_putv(d->batch, CDC_ROWS_FAMILY, c->entity, c->entity_len, np, parts, lens);
-        if (!atomic_load(&d->held) && cdc_dedup_flush(d, &e2) == CDC_OK &&
+        put = cdc_state_batch_putv(d->batch, CDC_ROWS_FAMILY, c->entity, c->entity_len, np, parts,
+                                   lens);
+        if (put && !atomic_load(&d->held) && cdc_dedup_flush(d, &e2) == CDC_OK &&
             cdc_state_batch_count(d->batch) == 0) {
             /* and on to a blob file now, not with the barrier's files */
             cdc_state_flush_start(d->st, CDC_ROWS_FAMILY);
@@ -870,6 +870,9 @@ cdc_err_t cdc_dedup_record(cdc_dedup_t *d, const cdc_change_t *c, const uint8_t 
             }
             for (size_t i = 0, o = 0; i < np; o += lens[i], i++)
                 memcpy(joined + o, parts[i], lens[i]);
+            if (!put) /* (no memory for the part list: the joined image goes instead) */
+                cdc_state_batch_put(d->batch, CDC_ROWS_FAMILY, c->entity, c->entity_len, joined,
+                                    blen + 16);
             pending_set(&d->pending, CDC_ROWS_FAMILY, c->entity, c->entity_len, joined, blen + 16,
                         false);
             free(joined);

@@ -1,6 +1,7 @@
 /*
  * Unit tests for common/state.c on real RocksDB stores: expiry of TTL families on read
- * and in the compaction filter (with an injected clock), one write time per batch,
+ * and in the compaction filter (with an injected clock), one write time per batch, values
+ * put from any number of parts,
  * MultiGet equal to single gets, the prefix probe, the format marker (an unknown format is refused
  * naming the directory), checkpoints that copy the WAL instead of flushing (exactly the writes
  * before them; a flush once the WAL outgrows its limit), and stores written through RocksDB's
@@ -154,6 +155,41 @@ static void test_batch_write_time(void **state)
     assert_false(has(st, 0, "x", NULL));
     assert_false(has(st, 0, "y", NULL));
     assert_true(has(st, 0, "z", "3"));
+    cdc_state_batch_free(b);
+    cdc_state_close(st);
+}
+
+/* A value put from parts reads back joined, whatever the number of parts (a row with many
+ * large values is put as one part per value and one per gap between them). */
+static void test_batch_putv_any_parts(void **state)
+{
+    fx_t *f = *state;
+    cdc_error_t e;
+    cdc_state_t *st = open_store(f->db, false);
+    cdc_state_batch_t *b = cdc_state_batch_new(st);
+    const size_t counts[] = {3, 31, 32, 1000};
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+        size_t n = counts[c];
+        const void **parts = calloc(n, sizeof(*parts));
+        size_t *lens = calloc(n, sizeof(*lens));
+        char *want = calloc(n * 8 + 1, 1), key[32];
+        assert_non_null(parts);
+        assert_non_null(lens);
+        assert_non_null(want);
+        for (size_t i = 0; i < n; i++) {
+            snprintf(want + i * 8, 9, "%08zu", i);
+            parts[i] = want + i * 8;
+            lens[i] = 8;
+        }
+        snprintf(key, sizeof(key), "k%zu", n);
+        assert_true(cdc_state_batch_putv(b, 1, key, strlen(key), n, parts, lens));
+        assert_int_equal(cdc_state_write(st, b, &e), CDC_OK);
+        cdc_state_batch_clear(b);
+        assert_true(has(st, 1, key, want));
+        free(parts);
+        free(lens);
+        free(want);
+    }
     cdc_state_batch_free(b);
     cdc_state_close(st);
 }
@@ -482,6 +518,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_expiry_on_read_and_compaction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_write_time, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_putv_any_parts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_multi_get, setup, teardown),
         cmocka_unit_test_setup_teardown(test_may_have_prefix, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scan, setup, teardown),
