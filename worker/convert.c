@@ -252,6 +252,27 @@ static int record_to_nested(const cdc_ice_node_t *st, const char *s, size_t n, c
 static int text_leaves_to_nested(const cdc_ice_node_t *root, const char *s, size_t n, char **out);
 static bool text_leaves(const cdc_ice_node_t *n);
 
+/* A nested value from the text form `to` turns into the nested value form, checked
+ * against the type (cdc_ice_nested_shred) and set in v: 1, 0 on a mismatch, -1 out of
+ * memory. */
+static int nested_from_text(const cdc_ice_node_t *tree, const char *str, size_t slen,
+                            int (*to)(const cdc_ice_node_t *, const char *, size_t, char **),
+                            cdc_val_t *v)
+{
+    char why[160], *text = NULL;
+    cdc_err_t rc;
+    int r = to(tree, str, slen, &text);
+    if (r <= 0) {
+        free(text);
+        return r;
+    }
+    rc = cdc_ice_nested_shred(tree, text, strlen(text), NULL, NULL, why, sizeof(why));
+    if (rc == CDC_OK && !cdc_val_set_bytes(v, text, strlen(text)))
+        rc = CDC_ERR_NOMEM;
+    free(text);
+    return rc == CDC_OK ? 1 : rc == CDC_ERR_NOMEM ? -1 : 0;
+}
+
 int cdc_decode_convert(const cdc_column_t *col, const cdc_jv_t *j, const char *placeholder,
                        cdc_val_t *v)
 {
@@ -423,43 +444,15 @@ int cdc_decode_convert(const cdc_column_t *col, const cdc_jv_t *j, const char *p
         cdc_err_t rc;
         if (str == NULL || col->tree == NULL)
             goto mismatch;
-        if (col->enc == CDC_ENC_RECORD) {
-            char *text = NULL;
-            int r = record_to_nested(col->tree, str, slen, &text);
-            if (r <= 0) {
-                free(text);
-                if (r < 0)
-                    return -1;
-                goto mismatch;
-            }
-            rc = cdc_ice_nested_shred(col->tree, text, strlen(text), NULL, NULL, why, sizeof(why));
-            if (rc == CDC_OK && !cdc_val_set_bytes(v, text, strlen(text)))
-                rc = CDC_ERR_NOMEM;
-            free(text);
-            if (rc == CDC_ERR_NOMEM)
+        if (col->enc == CDC_ENC_RECORD || text_leaves(col->tree)) {
+            /* a composite's text, or a list of dates, times, timestamps or binary, whose
+             * elements the capture sends as PostgreSQL text (docs/capture.md, "Types") */
+            int r = nested_from_text(
+                col->tree, str, slen,
+                col->enc == CDC_ENC_RECORD ? record_to_nested : text_leaves_to_nested, v);
+            if (r < 0)
                 return -1;
-            if (rc != CDC_OK)
-                goto mismatch;
-            return 1;
-        }
-        if (text_leaves(col->tree)) {
-            /* a list of dates, times, timestamps or binary: the capture sends its
-             * elements as PostgreSQL text (docs/capture.md, "Types") */
-            char *text = NULL;
-            int r = text_leaves_to_nested(col->tree, str, slen, &text);
-            if (r <= 0) {
-                free(text);
-                if (r < 0)
-                    return -1;
-                goto mismatch;
-            }
-            rc = cdc_ice_nested_shred(col->tree, text, strlen(text), NULL, NULL, why, sizeof(why));
-            if (rc == CDC_OK && !cdc_val_set_bytes(v, text, strlen(text)))
-                rc = CDC_ERR_NOMEM;
-            free(text);
-            if (rc == CDC_ERR_NOMEM)
-                return -1;
-            if (rc != CDC_OK)
+            if (r == 0)
                 goto mismatch;
             return 1;
         }
