@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "common/buf.h"
 
 void cdc_chunk_reset(cdc_chunk_t *c)
 {
@@ -64,24 +65,17 @@ static cdc_err_t rehash(cdc_chunk_t *c, size_t nslots)
 
 cdc_err_t cdc_chunk_add(cdc_chunk_t *c, const char *key, size_t len)
 {
-    size_t cap = c->cap, s;
+    size_t s;
     char *copy;
 
-    if (c->nrows + 1 > cap) {
-        size_t want = cap ? cap * 2 : 64;
-        char **keys = realloc(c->keys, want * sizeof(*keys));
-        if (keys == NULL)
+    if (c->nrows + 1 > c->cap) {
+        /* three arrays of one capacity: each grown to the first one's new size */
+        size_t cap = c->cap;
+        if (cdc_array_reserve(c->keys, cap, c->nrows + 1, 64) != CDC_OK ||
+            cdc_array_resize(c->key_lens, cap) != CDC_OK ||
+            cdc_array_resize(c->live, cap) != CDC_OK)
             return CDC_ERR_NOMEM;
-        c->keys = keys;
-        size_t *lens = realloc(c->key_lens, want * sizeof(*lens));
-        if (lens == NULL)
-            return CDC_ERR_NOMEM;
-        c->key_lens = lens;
-        bool *live = realloc(c->live, want * sizeof(*live));
-        if (live == NULL)
-            return CDC_ERR_NOMEM;
-        c->live = live;
-        c->cap = want;
+        c->cap = cap;
     }
     if ((c->nrows + 1) * 2 >= c->nslots && rehash(c, c->nslots ? c->nslots * 2 : 128) != CDC_OK)
         return CDC_ERR_NOMEM;

@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
 
 #include "capture/pgoutput.h"
@@ -75,9 +74,7 @@ static void put64(uint8_t *p, uint64_t v)
 
 static int64_t pg_now_us(void)
 {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec - CDC_PG_EPOCH_OFFSET_US;
+    return cdc_clock_wall_us() - CDC_PG_EPOCH_OFFSET_US;
 }
 
 /*

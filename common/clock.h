@@ -39,6 +39,21 @@ static inline int64_t cdc_clock_wall_coarse_ms(void)
     return cdc_clock_ms_of(CLOCK_REALTIME_COARSE);
 }
 
+/* The wall-clock time as a timespec: for formatted timestamps and unique ids. */
+static inline struct timespec cdc_clock_wall_ts(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts;
+}
+
+/* Microseconds since the Unix epoch. */
+static inline int64_t cdc_clock_wall_us(void)
+{
+    struct timespec ts = cdc_clock_wall_ts();
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 /* Microseconds on the monotonic clock. */
 static inline int64_t cdc_clock_mono_us(void)
 {

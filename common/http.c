@@ -27,6 +27,7 @@
 #include "common/hex.h"
 #include "common/log.h"
 #include "common/tls.h"
+#include "common/buf.h"
 
 #define MAX_ROUTES 32
 /* POST handlers running at once; more are answered 503 */
@@ -483,15 +484,9 @@ cdc_err_t cdc_http_tokens_parse(const char *text, cdc_http_token_t **out, size_t
                                  lineno);
         }
         if (len > 0) {
-            if (count == cap) {
-                size_t ncap = cap ? cap * 2 : 4;
-                cdc_http_token_t *nt = realloc(t, ncap * sizeof(*nt));
-                if (nt == NULL) {
-                    cdc_http_tokens_free(t, count);
-                    return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-                }
-                t = nt;
-                cap = ncap;
+            if (cdc_array_reserve(t, cap, count + 1, 4) != CDC_OK) {
+                cdc_http_tokens_free(t, count);
+                return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
             }
             t[count].name = colon ? strndup(p, namelen) : strdup("admin");
             t[count].token = colon ? strndup(colon + 1, len - namelen - 1) : strndup(p, len);

@@ -4,6 +4,7 @@
  * or, with the JSON format, {"ts":"...","level":"info","proc":"cdc-worker","id":"0","msg":"..."}.
  */
 #include "common/log.h"
+#include "common/clock.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -109,7 +110,7 @@ void cdc_log(cdc_log_level_t level, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
 
-    clock_gettime(CLOCK_REALTIME, &now);
+    now = cdc_clock_wall_ts();
     gmtime_r(&now.tv_sec, &tm);
     snprintf(ts, sizeof(ts), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
              tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, now.tv_nsec / 1000000);

@@ -29,6 +29,7 @@
 
 #include "common/buf.h"
 #include "common/log.h"
+#include "common/clock.h"
 
 struct cdc_state {
     rocksdb_t *db;
@@ -106,7 +107,7 @@ static rocksdb_cache_t *get_cache(size_t bytes)
 
 static int64_t wall_clock(void)
 {
-    return (int64_t)time(NULL);
+    return cdc_clock_wall_ms() / 1000;
 }
 
 static void put_ts(uint8_t *p, int64_t t)

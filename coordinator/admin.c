@@ -924,8 +924,7 @@ static cdc_err_t ask_loop(cdc_coord_t *c, const char *topic, bool *added, cdc_er
     struct timespec until;
     cdc_err_t rc;
 
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += TABLES_TIMEOUT_MS / 1000;
+    until = cdc_clock_deadline(TABLES_TIMEOUT_MS);
     pthread_mutex_lock(&c->tables_lock);
     for (int i = 0; i < CDC_TABLE_REQUESTS_MAX && r == NULL; i++)
         if (c->table_requests[i].state == CDC_TABLE_REQUEST_FREE)

@@ -408,13 +408,11 @@ cdc_err_t cdc_compact_table(const cdc_compact_ctx_t *cx, cdc_ice_table_t *t,
         size_t *n = files[i].file.content == CDC_ICE_CONTENT_DATA ? &pp->ndata : &pp->ndels;
         if (files[i].file.content == CDC_ICE_CONTENT_POSITION_DELETES)
             pp->position_deletes = true;
-        cdc_ice_live_file_t *v = realloc(*arr, (*n + 1) * sizeof(*v));
-        if (v == NULL) {
+        if (cdc_array_resize(*arr, *n + 1) != CDC_OK) {
             rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
             break;
         }
-        *arr = v;
-        v[(*n)++] = files[i]; /* shallow: files owns the strings */
+        (*arr)[(*n)++] = files[i]; /* shallow: files owns the strings */
         const cdc_ice_snapshot_t *s = cdc_ice_metadata_snapshot(md, files[i].snapshot_id);
         int64_t at = s ? s->timestamp_ms : 1; /* expired snapshot: old */
         if (at > pp->newest_ms)

@@ -29,7 +29,8 @@ static void rand_hex(char *out, size_t nhex)
     uint8_t b[32];
     size_t n = (nhex + 1) / 2;
     if (getrandom(b, n, 0) != (ssize_t)n) {
-        uint64_t x = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)out;
+        uint64_t x =
+            (uint64_t)cdc_clock_wall_ms() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)out;
         for (size_t i = 0; i < n; i++, x = x * 6364136223846793005ULL + 1442695040888963407ULL)
             b[i] = (uint8_t)(x >> 56);
     }

@@ -399,7 +399,8 @@ static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionS
         }
         s->ckpt_ready = true;
     }
-    snprintf(rnd, sizeof(rnd), "db-%" PRIu64 "-%ld", w->generation, (long)time(NULL));
+    snprintf(rnd, sizeof(rnd), "db-%" PRIu64 "-%ld", w->generation,
+             (long)(cdc_clock_wall_ms() / 1000));
     s->db_dir = cdc_worker_join(root, rnd);
     free(root);
     if (s->db_dir == NULL)

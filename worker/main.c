@@ -14,6 +14,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "common/clock.h"
 #include "worker/worker.h"
 
 #define OPT(name, type, field, def, help)                                                          \
@@ -173,7 +174,7 @@ int main(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    clock_gettime(CLOCK_REALTIME, &ts);
+    ts = cdc_clock_wall_ts();
     w.incarnation = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
     w.stop = &stop_flag;
     pthread_mutex_init(&w.link_lock, NULL);

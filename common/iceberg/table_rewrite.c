@@ -195,14 +195,9 @@ static bool del_add_group(del_map_t *m, const int32_t *ids, size_t n)
     for (size_t g = 0; g < m->ngroups; g++)
         if (m->nids[g] == n && memcmp(m->ids[g], ids, n * sizeof(*ids)) == 0)
             return true;
-    int32_t **v = realloc(m->ids, (m->ngroups + 1) * sizeof(*v));
-    if (v == NULL)
+    if (cdc_array_resize(m->ids, m->ngroups + 1) != CDC_OK ||
+        cdc_array_resize(m->nids, m->ngroups + 1) != CDC_OK)
         return false;
-    m->ids = v;
-    size_t *nv = realloc(m->nids, (m->ngroups + 1) * sizeof(*nv));
-    if (nv == NULL)
-        return false;
-    m->nids = nv;
     if ((m->ids[m->ngroups] = malloc(n * sizeof(*ids) + 1)) == NULL)
         return false;
     memcpy(m->ids[m->ngroups], ids, n * sizeof(*ids));
@@ -309,10 +304,9 @@ static out_group_t *group_of(rewrite_ctx_t *cx, const cdc_ice_data_file_t *f, bo
     for (size_t i = 0; i < cx->ngroups; i++)
         if (same_group(&cx->groups[i], f, deletes))
             return &cx->groups[i];
-    out_group_t *g = realloc(cx->groups, (cx->ngroups + 1) * sizeof(*g));
-    if (g == NULL)
+    out_group_t *g;
+    if (cdc_array_resize(cx->groups, cx->ngroups + 1) != CDC_OK)
         return NULL;
-    cx->groups = g;
     g = &cx->groups[cx->ngroups];
     memset(g, 0, sizeof(*g));
     g->like = f;

@@ -35,6 +35,7 @@
 #include "common/etcd.h"
 #include "common/http.h"
 #include "common/httpc.h"
+#include "common/clock.h"
 #include "tools/cdcctl/cdcctl.h"
 
 #define OPT(name, type, field, def, lo, hi, help)                                                  \
@@ -341,7 +342,7 @@ static void human_bytes(char *out, size_t size, long long bytes)
 /* how long ago wall-clock ms at_ms was: "42s", "7m", "3h", "2d", or "never" (0) */
 static void human_age(char *out, size_t size, long long at_ms)
 {
-    long long s = (long long)time(NULL) - at_ms / 1000;
+    long long s = (long long)((cdc_clock_wall_ms() - at_ms) / 1000);
     if (at_ms <= 0)
         snprintf(out, size, "never");
     else if (s < 120)
@@ -618,7 +619,7 @@ static int cmd_snapshot(const ctl_config_t *cfg, const char *table)
     json_t *j;
     int code;
     long post_timeout = cfg->timeout_ms > 20000 ? (long)cfg->timeout_ms : 20000;
-    struct timespec start, now;
+    int64_t start_ms;
 
     if (cfg->capture == NULL || cfg->capture[0] == '\0') {
         fprintf(stderr,
@@ -650,7 +651,7 @@ static int cmd_snapshot(const ctl_config_t *cfg, const char *table)
     if (!cfg->wait)
         return 0;
     snprintf(url, sizeof(url), "%s://%s/status", cdc_tls_options_scheme(&cfg->tls), cfg->capture);
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    start_ms = cdc_clock_mono_ms();
     for (;;) {
         json_t *st = NULL, *t, *sn;
         code = http_request("GET", url, cfg, (long)cfg->timeout_ms, &b);
@@ -681,8 +682,7 @@ static int cmd_snapshot(const ctl_config_t *cfg, const char *table)
             }
         }
         json_decref(st);
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((now.tv_sec - start.tv_sec) * 1000 >= cfg->wait_ms) {
+        if (cdc_clock_mono_ms() - start_ms >= cfg->wait_ms) {
             fprintf(stderr, "cdcctl: snapshot %s of %s not done after --wait; it goes on\n", id,
                     table);
             return 1;

@@ -596,7 +596,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < K_COUNT; k++)
         total += weights[k];
     if (cfg.seed == 0)
-        cfg.seed = (int64_t)time(NULL) ^ ((int64_t)getpid() << 16);
+        cfg.seed = cdc_clock_wall_ms() ^ ((int64_t)getpid() << 16);
     rng_state = (uint64_t)cfg.seed | 1;
     fprintf(stderr, "loadgen: seed=%" PRId64 " rate=%" PRId64 "/s mix=%s\n", cfg.seed, cfg.rate,
             cfg.mix);
