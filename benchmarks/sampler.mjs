@@ -7,7 +7,10 @@
 //   proc.tsv         <unix ms> <name> <cpu ticks (utime + stime)> <rss kB> <peak rss kB>
 //                    <open file descriptors> <threads>
 //                    for every process in <procs dir>/*.pid, the development broker and
-//                    PostgreSQL (postmaster + its children: backends, walsenders)
+//                    PostgreSQL (postmaster + its children: backends, walsenders). For
+//                    PostgreSQL the memory columns are the tree's proportional set size
+//                    (Pss, /proc/<pid>/smaps_rollup): a sum of RSS would count the shared
+//                    buffers once per backend that touched them.
 //   checkpoints.jsonl  each checkpoint of the leader's /status, once (by epoch)
 //   tables.tsv       <unix ms> <last committed epoch> <Iceberg table> <data files>
 //                    <delete files> <bytes> <snapshots>: the health of every mirror and
@@ -43,6 +46,13 @@ function usage(pid) {
     ticks: Number(f[11]) + Number(f[12]), rss: kb('VmRSS'), hwm: kb('VmHWM'), ppid: Number(f[1]),
     fds, threads: kb('Threads'),
   };
+}
+
+// Proportional set size, kB (shared pages divided among the processes that map them).
+function pss(pid) {
+  const r = read(`/proc/${pid}/smaps_rollup`);
+  const m = r && r.match(/^Pss:\s+(\d+)/m);
+  return m ? Number(m[1]) : null;
 }
 
 function children(ppid) {
@@ -82,8 +92,9 @@ function sampleProcs(now) {
       if (!u) continue;
       any = true;
       t += u.ticks;
-      r += u.rss;
-      h += u.hwm;
+      const shared = w.tree ? pss(p) : null;
+      r += shared ?? u.rss;
+      h += shared ?? u.hwm;
       fds += u.fds;
       th += u.threads;
     }

@@ -6,6 +6,7 @@
  */
 #include "common/buf.h"
 
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -161,4 +162,9 @@ void cdc_buf_json_str(cdc_buf_t *b, const char *s, size_t n)
     }
     cdc_buf_put(b, s + start, n - start);
     cdc_buf_putc(b, '"');
+}
+
+void cdc_mem_release(void)
+{
+    malloc_trim(0);
 }

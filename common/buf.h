@@ -96,4 +96,9 @@ void cdc_buf_puts(cdc_buf_t *b, const char *s);
 void cdc_buf_json_str(cdc_buf_t *b, const char *s, size_t n);
 void cdc_buf_printf(cdc_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Gives the heap's free memory back to the system (every malloc arena): after a burst of
+ * large, short-lived allocations (a compaction's rewrite threads), so that the resident
+ * size falls back instead of staying at the burst's peak. */
+void cdc_mem_release(void);
+
 #endif

@@ -208,6 +208,8 @@ static cdc_err_t compact_one(cdc_maint_t *m, const char *name, const char *locat
                      name, force ? " on request" : "", r.partitions, r.minors, r.files_removed,
                      r.bytes_read, r.files_added, r.bytes_written, r.rows_deleted);
     }
+    if (r.partitions > 0)
+        cdc_mem_release(); /* the rewrite threads' buffers (buf.h) */
     cdc_metrics_counter_add(m->m_compactions, r.partitions);
     cdc_metrics_counter_add(m->m_dropped, r.dropped);
     cdc_metrics_counter_add(m->m_bytes_read, r.bytes_read);
