@@ -353,8 +353,12 @@ stack_up=1
 up
 step up
 rc=0
+# chaos/run.sh not under a build/launch of its own (LAUNCH_PID set): a container it starts
+# again (podman start) has its conmon adopted by the nearest subreaper, and a launch that
+# waits for everything under it to end would wait for the stack, which outlives the
+# scenarios until `down` below
 DURATION=$DURATION LOAD_RATE=${LOAD_RATE:-200} SCENARIOS=$SCENARIOS CATCHUP=${CATCHUP:-120} \
-    chaos/run.sh || rc=1
+    LAUNCH_PID=${LAUNCH_PID:-$$} chaos/run.sh || rc=1
 step chaos
 if [ "${COMPOSE_KEEP:-0}" != 1 ]; then
     down
