@@ -56,6 +56,14 @@ for b in cdc-capture cdc-coordinator cdc-worker loadgen kafka-dev; do
     }
 done
 
+case "${TLS:-1}" in
+0 | 1) ;;
+*)
+    log "TLS must be 1 (the default: encrypted) or 0 (plain), not \"$TLS\""
+    exit 2
+    ;;
+esac
+
 # A previous run killed hard may have left servers and processes behind.
 if [ -d "$RUN_DIR/servers" ]; then
     # shellcheck source=tests/harness/harness.sh
@@ -97,10 +105,6 @@ case "${TLS:-1}" in
     ctl_tls="\\
                  CDC_HTTP_TLS=mutual CDC_TLS_CA_FILE=$CHAOS_TLS_DIR/ca.crt \\
                  CDC_TLS_CERT_FILE=$CHAOS_TLS_DIR/node.crt CDC_TLS_KEY_FILE=$CHAOS_TLS_DIR/node.key"
-    ;;
-*)
-    log "TLS must be 1 (the default: encrypted) or 0 (plain), not \"$TLS\""
-    exit 2
     ;;
 esac
 export CHAOS_INITIAL_ROWS=${INITIAL_ROWS:-1000}
