@@ -215,6 +215,34 @@ pipeline_tls_args() {
             --etcd-cert-file "$CHAOS_TLS_DIR/node.crt" --etcd-key-file "$CHAOS_TLS_DIR/node.key"
 }
 
+# pipeline_etcd_tls_up: the local pipeline's etcd with TLS (docs/security.md, "TLS"): https
+# only, client certificates of the CA required (--client-cert-auth), the certificates of
+# CHAOS_TLS_DIR (tools/certs.sh: etcd.crt, etcd.key, ca.crt); process "etcd" of this
+# supervisor (stopped with the others), data in $CHAOS_DIR/etcd. Exports CDC_TEST_ETCD
+# (https://127.0.0.1:<port>; the port also in procs/etcd.port) and CHAOS_ETCD_TLS=1, so that pipeline_procs_up gives the
+# coordinators and workers the certificates for it. The harness then starts without its
+# plain one: CDC_HARNESS_SERVICES="pg kafka" before pipeline_servers_up.
+pipeline_etcd_tls_up() {
+    local d=${CHAOS_TLS_DIR:?pipeline_etcd_tls_up needs CHAOS_TLS_DIR} cport pport
+    cport=$(harness_free_port)
+    pport=$(harness_free_port)
+    export CDC_TEST_ETCD=https://127.0.0.1:$cport CHAOS_ETCD_TLS=1
+    proc_start etcd etcd --name cdc-tls --data-dir "$CHAOS_DIR/etcd" \
+        --listen-client-urls "$CDC_TEST_ETCD" --advertise-client-urls "$CDC_TEST_ETCD" \
+        --listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+        --initial-cluster "cdc-tls=http://127.0.0.1:$pport" --cert-file "$d/etcd.crt" \
+        --key-file "$d/etcd.key" --client-cert-auth --trusted-ca-file "$d/ca.crt" \
+        --logger zap --log-level warn
+    echo "$cport" >"$CHAOS_DIR/procs/etcd.port"
+    chaos_wait 30 "etcd with TLS on $CDC_TEST_ETCD" _pipeline_etcd_tls_healthy ||
+        chaos_die "etcd with TLS did not start (see $CHAOS_DIR/procs/etcd.log)"
+}
+
+_pipeline_etcd_tls_healthy() {
+    curl -fsS --max-time 2 --cacert "$CHAOS_TLS_DIR/ca.crt" --cert "$CHAOS_TLS_DIR/node.crt" \
+        --key "$CHAOS_TLS_DIR/node.key" "$CDC_TEST_ETCD/health" 2>/dev/null | grep -q '"health":"true"'
+}
+
 # chaos_curl <curl args...> <host:port/path>: an admin request of the local pipeline,
 # https with the pipeline's certificates under CHAOS_TLS_DIR.
 chaos_curl() {
@@ -540,7 +568,8 @@ chaos_status() {
     for t in $(chaos_targets coordinator); do
         case "$CHAOS_BACKEND" in
         local) s=$(chaos_curl -fsS --max-time 2 "$(cat "$CHAOS_DIR/procs/$t.http" 2>/dev/null)/status" 2>/dev/null) ;;
-        compose) s=$(_engine exec "$(_container "$t" 2>/dev/null)" curl -fsS --max-time 2 http://127.0.0.1:8080/status 2>/dev/null) ;;
+        # the container's own admin request, https with its certificates (docker/entrypoint.sh)
+        compose) s=$(_engine exec "$(_container "$t" 2>/dev/null)" cdc-entrypoint admin /status 2>/dev/null) ;;
         k8s) s=$(_kubectl exec "$t" -- curl -fsS --max-time 2 http://127.0.0.1:8080/status 2>/dev/null) ;;
         esac
         if [ -n "$s" ] && [ "$(jq -r '.is_leader' <<<"$s" 2>/dev/null)" = true ]; then

@@ -13,7 +13,10 @@
 #      broker, s3rver) as project cdctest-<hash of the checkout's path> (COMPOSE_PROJECT),
 #      with the project image localhost/cdc:<project>: PostgreSQL, etcd, the broker, S3, two
 #      coordinators, capture and 3 workers; waits for a leader with 3 live workers and a
-#      commit, and for every health check;
+#      commit, and for every health check (they present the stack's certificates); checks
+#      that the stack is encrypted: the leader record names a tls+tcp:// endpoint, the
+#      published admin and etcd ports answer https with the certificates and refuse plain
+#      http (the admin port also https without a client certificate);
 #   5. chaos/run.sh against the containers (CHAOS_BACKEND=compose): per scenario, load from
 #      the stack's loadgen service, the faults, the verifier; the fault / recovery / lost /
 #      duplicated / mismatched table;
@@ -259,6 +262,28 @@ healthy() {
     [ -z "$UNHEALTHY" ]
 }
 
+# The stack is encrypted by default (docs/security.md, "Encrypted by default").
+encrypted() {
+    local s=$COMPOSE_SECRETS_DIR admin=127.0.0.1:$COORDINATOR_1_PORT etcd=127.0.0.1:$ETCD_PORT leader
+    local good=(--cacert "$s/ca.crt" --cert "$s/node.crt" --key "$s/node.key")
+    curl -fsS --max-time 3 -o /dev/null "${good[@]}" "https://$admin/healthz" ||
+        die "coordinator-1's admin port did not answer https with the stack's certificates"
+    curl -fsS --max-time 3 -o /dev/null "http://$admin/healthz" 2>/dev/null &&
+        die "coordinator-1's admin port answered plain http://"
+    curl -fsS --max-time 3 -o /dev/null --cacert "$s/ca.crt" "https://$admin/healthz" 2>/dev/null &&
+        die "coordinator-1's admin port answered https without a client certificate"
+    curl -fsS --max-time 3 -o /dev/null "http://$etcd/health" 2>/dev/null && die "etcd answered plain http://"
+    leader=$(curl -fsS --max-time 3 "${good[@]}" -X POST \
+        -d "{\"key\":\"$(printf '/cdc/%s/leader' "${CDC_JOB:-demo}" | base64 -w0)\"}" \
+        "https://$etcd/v3/kv/range" | jq -r '.kvs[0].value // empty' | base64 -d) ||
+        die "could not read the leader record from etcd over https with the stack's certificates"
+    case "$(jq -r '.endpoint // empty' <<<"$leader" 2>/dev/null)" in
+    tls+tcp://*) ;;
+    *) die "the leader's endpoint is not tls+tcp://: $leader" ;;
+    esac
+    log "encrypted: the leader on $(jq -r .endpoint <<<"$leader"); admin and etcd ports https only, client certificates required"
+}
+
 up() {
     local p
     # shellcheck source=tests/harness/harness.sh
@@ -268,12 +293,12 @@ up() {
     done
     down
     rm -rf "$RUN/chaos"
-    # authentication on: the compose secrets' files (docker/docker-compose.yml), readable by
-    # the containers' user; exported for cdcctl and curl on this host too
+    # authentication and TLS on: the compose secrets' files (docker/docker-compose.yml,
+    # tools/auth-files.sh's cdc_compose_secrets), readable by the containers' user;
+    # exported for cdcctl and curl on this host too
     export COMPOSE_SECRETS_DIR=$RUN/secrets
-    cdc_auth_files "$COMPOSE_SECRETS_DIR" &&
-        chmod 644 "$COMPOSE_SECRETS_DIR/worker-secret" "$COMPOSE_SECRETS_DIR/http-token" ||
-        die "could not write the secrets into $COMPOSE_SECRETS_DIR"
+    cdc_compose_secrets "$COMPOSE_SECRETS_DIR" ||
+        die "could not write the secrets and certificates into $COMPOSE_SECRETS_DIR"
     log "up: ${SERVICES[*]} (project $PROJECT; PostgreSQL on 127.0.0.1:$POSTGRES_PORT)"
     "${COMPOSE[@]}" up -d --no-build "${SERVICES[@]}" >>"$RUN/compose.log" 2>&1 || {
         tail -n 30 "$RUN/compose.log" >&2
@@ -284,6 +309,7 @@ up() {
         die "the stack did not come up (logs: podman logs ${PROJECT}_<service>_1)"
     }
     chaos_wait 120 "every health check" healthy || die "health check failing:$UNHEALTHY"
+    encrypted
     # s3rver's objects, for the verifier (chaos/s3export.mjs)
     CHAOS_S3_DIR=$(podman volume inspect -f '{{.Mountpoint}}' "${PROJECT}_s3data") ||
         die "no volume ${PROJECT}_s3data"
@@ -327,8 +353,12 @@ stack_up=1
 up
 step up
 rc=0
+# chaos/run.sh not under a build/launch of its own (LAUNCH_PID set): a container it starts
+# again (podman start) has its conmon adopted by the nearest subreaper, and a launch that
+# waits for everything under it to end would wait for the stack, which outlives the
+# scenarios until `down` below
 DURATION=$DURATION LOAD_RATE=${LOAD_RATE:-200} SCENARIOS=$SCENARIOS CATCHUP=${CATCHUP:-120} \
-    chaos/run.sh || rc=1
+    LAUNCH_PID=${LAUNCH_PID:-$$} chaos/run.sh || rc=1
 step chaos
 if [ "${COMPOSE_KEEP:-0}" != 1 ]; then
     down

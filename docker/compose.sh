@@ -21,8 +21,7 @@ EXPORT=.run/compose-warehouse
 . tools/auth-files.sh
 export COMPOSE_SECRETS_DIR=$PWD/.run/compose-secrets
 secrets() {
-    cdc_auth_files "$COMPOSE_SECRETS_DIR" &&
-        chmod 644 "$COMPOSE_SECRETS_DIR/worker-secret" "$COMPOSE_SECRETS_DIR/http-token"
+    cdc_compose_secrets "$COMPOSE_SECRETS_DIR"
 }
 
 compose() {
@@ -60,7 +59,9 @@ case "$action" in
 start)
     compose up -d --build --wait
     compose ps
-    echo "compose: up. Coordinator admin: http://127.0.0.1:8081/status (standby: 8082),"
+    echo "compose: up, encrypted. Coordinator admin: https://127.0.0.1:8081/status (standby: 8082):"
+    echo "         curl --cacert $COMPOSE_SECRETS_DIR/ca.crt --cert $COMPOSE_SECRETS_DIR/node.crt \\"
+    echo "             --key $COMPOSE_SECRETS_DIR/node.key https://127.0.0.1:8081/status"
     echo "         admin token: CDC_HTTP_TOKEN_FILE=$CDC_HTTP_TOKEN_FILE (cdcctl, POSTs),"
     echo "         MinIO console http://127.0.0.1:9001, PostgreSQL 127.0.0.1:${POSTGRES_PORT:-5432}."
     echo "         Load: docker/compose.sh load   Kafka UI: docker compose -f $FILE --profile ui up -d"

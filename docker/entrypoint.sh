@@ -2,6 +2,11 @@
 # Entrypoint of the cdc image: the first argument names the program, the rest are its
 # flags; configuration otherwise comes from CDC_* environment variables (flags win).
 #   capture | coordinator | worker | cdcctl | kafka-dev | loadgen | <any command>
+#   admin [path]   GET path (default /healthz) of this container's own admin server (the
+#                  port of CDC_HTTP), https with the certificates of CDC_TLS_CA_FILE,
+#                  CDC_TLS_CERT_FILE and CDC_TLS_KEY_FILE when CDC_HTTP_TLS is on or mutual,
+#                  else http: the image's and the compose file's health checks, and
+#                  chaos/lib.sh's /status requests (docs/security.md, "TLS")
 # A worker without CDC_ID (or --id) takes the ordinal of its StatefulSet pod name
 # (cdc-worker-2 -> 2) from POD_NAME or HOSTNAME, so ids are stable across restarts and
 # rescheduling. --help and --version need no configuration: they go straight through.
@@ -34,6 +39,16 @@ capture | coordinator | worker)
         export CDC_ID
     fi
     exec "cdc-$cmd" "$@"
+    ;;
+admin)
+    url=127.0.0.1:${CDC_HTTP##*:}${1:-/healthz}
+    case "${CDC_HTTP_TLS:-off}" in
+    off) exec curl -fsS --max-time 3 "http://$url" ;;
+    *)
+        exec curl -fsS --max-time 3 --cacert "${CDC_TLS_CA_FILE:?CDC_HTTP_TLS needs CDC_TLS_CA_FILE}" \
+            --cert "${CDC_TLS_CERT_FILE:?}" --key "${CDC_TLS_KEY_FILE:?}" "https://$url"
+        ;;
+    esac
     ;;
 cdcctl | kafka-dev | loadgen)
     exec "$cmd" "$@"

@@ -11,6 +11,12 @@
 #   --worker-secret-file and --http-token-file.
 #   cdc_auth_header prints "Authorization: Bearer <token>" of CDC_HTTP_TOKEN_FILE (the
 #   token of its first line), for curl -H.
+#   cdc_compose_secrets <dir> the compose stack's secrets (docker/docker-compose.yml):
+#   the two files and the certificates of its TLS (tools/certs.sh <dir> with the names
+#   the containers reach each other by: etcd, coordinator-1, coordinator-2; leaf
+#   certificates renewed under the same CA each time), readable by the containers' user
+#   10001 (mode 644, a development stack) in a directory of mode 700; etcd's key stays 600
+#   (etcd runs as root in its image) and the CA's key is mounted nowhere.
 # As a command: tools/auth-files.sh <dir>   (creates the files, prints the export lines)
 
 # A random secret: 32 bytes in base64 (no ':', so a token file line is a bare token).
@@ -28,6 +34,14 @@ cdc_auth_files() {
         fi
     done
     export CDC_WORKER_SECRET_FILE=$dir/worker-secret CDC_HTTP_TOKEN_FILE=$dir/http-token
+}
+
+cdc_compose_secrets() {
+    local dir=${1:?usage: cdc_compose_secrets <dir>}
+    cdc_auth_files "$dir" &&
+        "$(dirname "${BASH_SOURCE[0]}")/certs.sh" "$dir" etcd coordinator-1 coordinator-2 >/dev/null &&
+        chmod 700 "$dir" &&
+        (cd "$dir" && chmod 644 worker-secret http-token ca.crt node.crt node.key etcd.crt)
 }
 
 cdc_auth_header() {

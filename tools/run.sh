@@ -16,9 +16,13 @@
 #   INITIAL_ROWS=<n> rows per table before the capture starts (default 1000)
 #   CATCHUP=<s>      how long the verifier waits for the tables (default 120)
 #   RUN_DIR=<dir>    data directory (default .run); the warehouse is <dir>/warehouse
-#   TLS=1            encrypted: a CA and certificates in <dir>/certs (tools/certs.sh), the
-#                    coordinators on tls+tcp:// and every admin server https with mutual
-#                    TLS (docs/security.md, "TLS"); etcd stays the harness's plain one
+#   TLS=0            plain, for a look at the traffic: tcp://, http://, etcd http://.
+#                    By default the run is encrypted: a CA and certificates in <dir>/certs
+#                    (tools/certs.sh), the coordinators on tls+tcp:// (mutual TLS), every
+#                    admin server https with mutual TLS, and an etcd of its own with TLS and
+#                    client certificates (chaos/lib.sh, pipeline_etcd_tls_up) instead of the
+#                    harness's plain one (docs/security.md, "TLS"); the banner gives the curl
+#                    and cdcctl commands with the certificates
 # Pipeline start/stop and the process supervisor live in chaos/lib.sh (shared with the
 # chaos suite); logs are in <dir>/procs/<name>.log.
 set -uo pipefail
@@ -52,6 +56,14 @@ for b in cdc-capture cdc-coordinator cdc-worker loadgen kafka-dev; do
     }
 done
 
+case "${TLS:-1}" in
+0 | 1) ;;
+*)
+    log "TLS must be 1 (the default: encrypted) or 0 (plain), not \"$TLS\""
+    exit 2
+    ;;
+esac
+
 # A previous run killed hard may have left servers and processes behind.
 if [ -d "$RUN_DIR/servers" ]; then
     # shellcheck source=tests/harness/harness.sh
@@ -80,13 +92,25 @@ trap 'stop; exit 143' TERM
 trap 'stop; exit 129' HUP
 trap 'stop' EXIT
 
-scheme=http
-if [ "${TLS:-0}" = 1 ]; then
+# TLS is on unless TLS=0 (docs/security.md, "TLS")
+scheme=http curl_tls="" ctl_tls=""
+case "${TLS:-1}" in
+0) ;;
+1)
     tools/certs.sh "$RUN_DIR/certs" >/dev/null || exit 1
     export CHAOS_TLS_DIR=$RUN_DIR/certs
+    export CDC_HARNESS_SERVICES="pg kafka" # etcd: pipeline_etcd_tls_up's, with TLS
     scheme=https
-fi
-CHAOS_INITIAL_ROWS=${INITIAL_ROWS:-1000} pipeline_up || exit 1
+    curl_tls="--cacert $CHAOS_TLS_DIR/ca.crt --cert $CHAOS_TLS_DIR/node.crt --key $CHAOS_TLS_DIR/node.key "
+    ctl_tls="\\
+                 CDC_HTTP_TLS=mutual CDC_TLS_CA_FILE=$CHAOS_TLS_DIR/ca.crt \\
+                 CDC_TLS_CERT_FILE=$CHAOS_TLS_DIR/node.crt CDC_TLS_KEY_FILE=$CHAOS_TLS_DIR/node.key"
+    ;;
+esac
+export CHAOS_INITIAL_ROWS=${INITIAL_ROWS:-1000}
+pipeline_servers_up || exit 1
+[ -z "${CHAOS_TLS_DIR:-}" ] || pipeline_etcd_tls_up || exit 1
+pipeline_procs_up || exit 1
 proc_start loadgen "$CDC_BUILD_DIR/loadgen" --pg-dsn "$PIPELINE_PG_DSN" --create-schema=false \
     --rate "$LOAD_RATE" --report-interval 10s
 
@@ -96,14 +120,17 @@ cat <<EOT
   etcd         $CDC_TEST_ETCD      Kafka (development broker) $CDC_TEST_KAFKA
   Kafka control CDC_KAFKA_DEV_CONTROL=$CDC_KAFKA_DEV_CONTROL (for cdc processes started by hand)
   coordinators $(for i in 0 1; do printf '%s://%s/status  ' "$scheme" "$(cat "$RUN_DIR/procs/coordinator-$i.http")"; done)
-  dashboard    $(for i in 0 1; do printf '%s://%s/  ' "$scheme" "$(cat "$RUN_DIR/procs/coordinator-$i.http")"; done)(either: a standby's names the leader)${CHAOS_TLS_DIR:+
-  TLS          certificates in $CHAOS_TLS_DIR (curl --cacert ca.crt --cert node.crt --key node.key;
-               cdcctl --http-tls mutual --tls-ca-file ... --tls-cert-file ... --tls-key-file ...)}
+  dashboard    $(for i in 0 1; do printf '%s://%s/  ' "$scheme" "$(cat "$RUN_DIR/procs/coordinator-$i.http")"; done)(either: a standby's names the leader)
+  status       curl -fsS ${curl_tls}$scheme://$(cat "$RUN_DIR/procs/coordinator-0.http")/status${CHAOS_TLS_DIR:+
+  TLS          on (TLS=0 make run: plain): certificates in $CHAOS_TLS_DIR; NNG tls+tcp://,
+               admin servers https with mutual TLS, etcd https with client certificates:
+               etcdctl --endpoints $CDC_TEST_ETCD --cacert $CHAOS_TLS_DIR/ca.crt \\
+                 --cert $CHAOS_TLS_DIR/node.crt --key $CHAOS_TLS_DIR/node.key get --prefix /cdc --keys-only}
   warehouse    $RUN_DIR/warehouse/$CHAOS_NAMESPACE/{transactions,accounts}{,_changelog}
   logs         $RUN_DIR/procs/*.log
   secrets      worker secret $CDC_WORKER_SECRET_FILE, admin token $CDC_HTTP_TOKEN_FILE
-               (generated for this run; POSTs and cdcctl's actions need the token:
-               export CDC_HTTP_TOKEN_FILE=$CDC_HTTP_TOKEN_FILE)
+               (generated for this run; POSTs and cdcctl's actions need the token); cdcctl:
+               export CDC_HTTP_TOKEN_FILE=$CDC_HTTP_TOKEN_FILE ${ctl_tls}
   verify       chaos/verify --pg "$PIPELINE_PG_DSN" --warehouse $RUN_DIR/warehouse
   add a table  psql "$PIPELINE_PG_DSN" -c 'ALTER PUBLICATION cdc_pub ADD TABLE public.<table>'
   re-read one  $BUILD/cdcctl snapshot public.<table> --capture $(cat "$RUN_DIR/procs/capture-0.http") --wait

@@ -11,6 +11,10 @@
 # PostgreSQL and its backends, etcd, the Kafka broker, the captures, coordinators, workers,
 # the load generator and the harness's watchdog) must be gone within 45 s, and none of the
 # ports they listened on may still be listening.
+# Before that, in each mode: the run is encrypted by default (docs/security.md, "TLS"): the
+# coordinators listen on tls+tcp://, the admin servers answer https with the run's
+# certificates and refuse plain http:// and https without a client certificate, and etcd
+# answers https with them and refuses plain http://.
 # LAUNCHER_MODES="int kill9" runs some of the modes only.
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
@@ -48,7 +52,7 @@ descendants() {
 # ports <run dir>: the TCP ports the run's servers and processes listen on.
 ports() {
     local d=$1
-    cat "$d"/servers/pg.port "$d"/servers/etcd.port 2>/dev/null
+    cat "$d"/servers/pg.port "$d"/servers/etcd.port "$d"/procs/etcd.port 2>/dev/null
     tr ',' '\n' <"$d/servers/kafka.bootstrap" 2>/dev/null | sed 's/.*://'
     sed 's/.*://' "$d"/servers/kafka.control "$d"/procs/*.http 2>/dev/null
 }
@@ -68,6 +72,29 @@ listening_any() {
         [ -n "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] && return 0
     done
     return 1
+}
+
+# encrypted <run dir>: make run's default is TLS on every channel it owns.
+encrypted() {
+    local d=$1 c=$1/certs http eport
+    local good=(--cacert "$c/ca.crt" --cert "$c/node.crt" --key "$c/node.key")
+    http=$(cat "$d/procs/coordinator-0.http") || fail "no coordinator-0.http in $d/procs"
+    eport=$(cat "$d/procs/etcd.port" 2>/dev/null) || fail "no etcd with TLS (procs/etcd.port)"
+    grep -q -- '--listen tls+tcp://' "$d/procs/coordinator-0.cmd" ||
+        fail "coordinator-0 does not listen on tls+tcp://: $(cat "$d/procs/coordinator-0.cmd")"
+    grep -q -- '--etcd https://' "$d/procs/worker-0.cmd" ||
+        fail "worker-0 does not reach etcd over https://: $(cat "$d/procs/worker-0.cmd")"
+    curl -fsS --max-time 3 -o /dev/null "${good[@]}" "https://$http/healthz" ||
+        fail "https with the run's certificates to coordinator-0 failed"
+    curl -fsS --max-time 3 -o /dev/null "http://$http/healthz" 2>/dev/null &&
+        fail "coordinator-0's admin server answered plain http://"
+    curl -fsS --max-time 3 -o /dev/null --cacert "$c/ca.crt" "https://$http/healthz" 2>/dev/null &&
+        fail "coordinator-0's admin server answered https without a client certificate"
+    curl -fsS --max-time 3 "${good[@]}" "https://127.0.0.1:$eport/health" | grep -q '"health":"true"' ||
+        fail "etcd did not answer https with the run's certificates"
+    curl -fsS --max-time 3 -o /dev/null "http://127.0.0.1:$eport/health" 2>/dev/null &&
+        fail "etcd answered plain http://"
+    return 0
 }
 
 run_mode() {
@@ -97,6 +124,7 @@ run_mode() {
     [ "${#tree[@]}" -ge 10 ] || fail "$mode: only ${#tree[@]} processes under make: ${tree[*]}"
     [ "${#port_list[@]}" -ge 8 ] || fail "$mode: only ${#port_list[@]} ports found: ${port_list[*]}"
     listening_any "${port_list[@]}" || fail "$mode: none of the ports ${port_list[*]} is listening"
+    encrypted "$dir"
 
     case "$mode" in
     int) kill -INT -- "-$group" ;;
@@ -127,7 +155,7 @@ run_mode() {
     fi
     wait "$group" 2>/dev/null
     group=
-    echo "launcher_exit: $mode: ${#tree[@]} processes and ${#port_list[@]} ports gone"
+    echo "launcher_exit: $mode: encrypted (tls+tcp, https, etcd https); ${#tree[@]} processes and ${#port_list[@]} ports gone"
 }
 
 for mode in ${LAUNCHER_MODES:-int term hup pipe kill9}; do

@@ -39,19 +39,10 @@ tools/certs.sh "$other" >/dev/null || fail "tools/certs.sh failed (other CA)"
 pipeline_servers_up
 
 # etcd with TLS, client certificates required
-eport=$(harness_free_port) pport=$(harness_free_port)
-export CDC_TEST_ETCD=https://127.0.0.1:$eport
-proc_start etcd etcd --name tls --data-dir "$tmp/etcd" \
-    --listen-client-urls "$CDC_TEST_ETCD" --advertise-client-urls "$CDC_TEST_ETCD" \
-    --listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-    --initial-cluster "tls=http://127.0.0.1:$pport" --cert-file "$certs/etcd.crt" \
-    --key-file "$certs/etcd.key" --client-cert-auth --trusted-ca-file "$certs/ca.crt" \
-    --logger zap --log-level warn
+export CHAOS_TLS_DIR=$certs
+pipeline_etcd_tls_up
+eport=${CDC_TEST_ETCD##*:}
 good=(--cacert "$certs/ca.crt" --cert "$certs/node.crt" --key "$certs/node.key")
-chaos_wait 30 "etcd with TLS" bash -c "curl -fsS --max-time 2 $(printf '%q ' "${good[@]}") \
-    $CDC_TEST_ETCD/health | grep -q true" || fail "etcd did not start"
-
-export CHAOS_TLS_DIR=$certs CHAOS_ETCD_TLS=1
 pipeline_procs_up
 
 "$CHAOS_BUILD/loadgen" --pg-dsn "$PIPELINE_PG_DSN" --create-schema=false --rate 200 \
