@@ -141,7 +141,8 @@ static cdc_err_t write_manifest(commit_ctx_t *cx, const entry_vec_t *ev,
         free(buf);
         return oom(e);
     }
-    rc = cdc_storage_put(cx->t->storage, mf->path, buf, len, e);
+    /* its name is made durable by the metadata file's put (same directory) */
+    rc = cdc_storage_put_deferred(cx->t->storage, mf->path, buf, len, e);
     free(buf);
     if (rc != CDC_OK)
         return rc;
@@ -570,7 +571,7 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, in
                                           parent ? parent->snapshot_id : -1, cx.seq, cx.codec,
                                           &lbuf, &llen, e)) != CDC_OK)
         goto fail;
-    if ((rc = cdc_storage_put(t->storage, list_path, lbuf, llen, e)) != CDC_OK)
+    if ((rc = cdc_storage_put_deferred(t->storage, list_path, lbuf, llen, e)) != CDC_OK)
         goto fail;
     if (!written_add(&cx.written, list_path)) {
         rc = oom(e);
