@@ -6,8 +6,10 @@
  * snapshot history (no expiry within the run: --snapshot-retention is 30 minutes, far
  * longer than the run) and their metadata versions capped at 100 as the maintenance
  * thread caps them (--metadata-versions-max). The baseline, measured in the same run and
- * directory: writing the same bytes a commit writes (its metadata JSON, manifest list
- * and manifests, one file each) with plain write+fsync and one directory fsync.
+ * directory right after every epoch (the machine's disk is shared, so both see the same
+ * load): writing the same bytes a commit writes (its metadata JSON, manifest list and
+ * manifests, one file each) with plain write+fsync and one directory fsync, one table
+ * after the other.
  * Usage: bench_committer [tables] [epochs] [dir]. Prints BENCH lines (docs/design.md,
  * "Contracts") and the ms per commit of the first and the last tenth of the epochs, so
  * that a cost growing with the snapshot history shows.
@@ -124,6 +126,7 @@ static size_t commit_sizes(cdc_storage_t *st, const char *loc, int64_t *sizes, s
  * write+fsync, then one fsync of the directory. Returns ms per commit. */
 static double baseline(const char *dir, const int64_t *sizes, size_t nsizes, int count)
 {
+    static long seq; /* new files every time, as a commit's */
     char d[600], p[700];
     snprintf(d, sizeof(d), "%s/baseline", dir);
     mkdir(d, 0755);
@@ -136,7 +139,7 @@ static double baseline(const char *dir, const int64_t *sizes, size_t nsizes, int
     double t0 = bench_now_ms();
     for (int k = 0; k < count; k++) {
         for (size_t i = 0; i < nsizes; i++) {
-            snprintf(p, sizeof(p), "%s/f%d-%zu", d, k, i);
+            snprintf(p, sizeof(p), "%s/f%ld-%zu", d, seq++, i);
             int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
             if (fd < 0 || write(fd, buf, (size_t)sizes[i]) != (ssize_t)sizes[i] || fsync(fd) != 0) {
                 perror("baseline write");
@@ -204,8 +207,11 @@ int main(int argc, char **argv)
     cdc_ice_props_free(&cap);
 
     double *per = calloc((size_t)epochs, sizeof(double)); /* ms per commit, by epoch */
-    double total = 0;
-    long commits = 0;
+    double total = 0, base_total = 0;
+    long commits = 0, base_count = 0;
+    int64_t sizes[8];
+    size_t nsizes = 0;
+    int per_epoch = ntables < 20 ? ntables : 20; /* baseline commits after each epoch */
     for (int ep = 2; ep <= epochs; ep++) {
         rec = record(wh, ntables, (uint64_t)ep);
         double s = bench_now_ms();
@@ -221,6 +227,9 @@ int main(int argc, char **argv)
         per[ep - 2] = ms / ntables;
         total += ms;
         commits += res.tables_committed;
+        nsizes = commit_sizes(st, locs[0], sizes, 8);
+        base_total += baseline(dir, sizes, nsizes, per_epoch) * per_epoch;
+        base_count += per_epoch;
     }
     int m = epochs - 1, tenth = m / 10 > 0 ? m / 10 : 1;
     double first = 0, last = 0;
@@ -231,13 +240,10 @@ int main(int argc, char **argv)
     first /= tenth;
     last /= tenth;
 
-    int64_t sizes[8];
-    size_t nsizes = commit_sizes(st, locs[0], sizes, 8);
     int64_t bytes = 0;
     for (size_t i = 0; i < nsizes; i++)
         bytes += sizes[i];
-    int bcount = commits < 2000 ? (int)commits : 2000;
-    double base = baseline(dir, sizes, nsizes, bcount);
+    double base = base_total / (double)base_count;
     double avg = total / (double)commits;
 
     printf("bench_committer: %d tables x %d epochs, %ld commits in %.1f s; a commit writes %zu "
