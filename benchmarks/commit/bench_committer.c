@@ -33,7 +33,7 @@
 
 #define SCHEMA_JSON                                                                                \
     "{\"type\":\"struct\",\"schema-id\":0,\"fields\":[{\"id\":1,\"name\":\"id\",\"required\":"     \
-    "true,\"type\":\"long\"},{\"id\":2,\"name\":\"note\",\"required\":false,\"type\":"           \
+    "true,\"type\":\"long\"},{\"id\":2,\"name\":\"note\",\"required\":false,\"type\":"             \
     "\"string\"}],\"identifier-field-ids\":[1]}"
 
 static void fail(const char *what, const cdc_error_t *e)
@@ -209,7 +209,7 @@ int main(int argc, char **argv)
     double *per = calloc((size_t)epochs, sizeof(double)); /* ms per commit, by epoch */
     double total = 0, base_total = 0;
     long commits = 0, base_count = 0;
-    int64_t sizes[8];
+    int64_t sizes[8] = {0};
     size_t nsizes = 0;
     int per_epoch = ntables < 20 ? ntables : 20; /* baseline commits after each epoch */
     for (int ep = 2; ep <= epochs; ep++) {
