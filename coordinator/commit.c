@@ -1219,11 +1219,9 @@ static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, c
     return rc;
 }
 
-/* One table's commit, on its own thread (tables are independent: each one's snapshot
- * carries the epoch and is validated against that table alone). */
+/* One table's commit (tables are independent: each one's snapshot carries the epoch and
+ * is validated against that table alone). */
 typedef struct table_job {
-    cdc_committer_t *c;
-    const cdc_checkpoint_t *rec;
     const char *table;
     table_files_t tf;
     cdc_commit_result_t res;
@@ -1231,15 +1229,31 @@ typedef struct table_job {
     cdc_error_t e;
 } table_job_t;
 
-static void *table_thread(void *arg)
+/* The tables of one cdc_committer_commit, taken in turn by COMMIT_PARALLEL threads. */
+typedef struct table_queue {
+    cdc_committer_t *c;
+    const cdc_checkpoint_t *rec;
+    table_job_t *jobs;
+    size_t njobs;
+    size_t next; /* the next job to take (atomic) */
+} table_queue_t;
+
+static void *table_worker(void *arg)
 {
-    table_job_t *j = arg;
-    cdc_error_clear(&j->e);
-    j->rc = commit_table(j->c, j->rec, j->table, &j->tf, &j->res, &j->e);
-    return NULL;
+    table_queue_t *q = arg;
+    for (;;) {
+        size_t i = __atomic_fetch_add(&q->next, 1, __ATOMIC_RELAXED);
+        if (i >= q->njobs)
+            return NULL;
+        table_job_t *j = &q->jobs[i];
+        cdc_error_clear(&j->e);
+        j->rc = commit_table(q->c, q->rec, j->table, &j->tf, &j->res, &j->e);
+    }
 }
 
+#ifndef COMMIT_PARALLEL
 #define COMMIT_PARALLEL 8
+#endif
 
 cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
                                cdc_commit_result_t *res, cdc_error_t *e)
@@ -1292,26 +1306,22 @@ cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
     }
 #undef JOB_OF
     cdc_strmap_free(&seen);
-    /* Tables in parallel (their metadata writes and fsyncs overlap), a few at a time. A
-     * failed table is retried with the whole checkpoint; the tables that made it skip
-     * the epoch then (their snapshot already holds its checkpoint id). */
-    for (size_t from = 0; from < ntables; from += COMMIT_PARALLEL) {
-        pthread_t th[COMMIT_PARALLEL];
-        bool started[COMMIT_PARALLEL] = {false};
-        size_t n = ntables - from < COMMIT_PARALLEL ? ntables - from : COMMIT_PARALLEL;
-        for (size_t k = 0; k < n; k++) {
-            table_job_t *j = &jobs[from + k];
-            j->c = c;
-            j->rec = rec;
-            j->table = tables[from + k];
-            started[k] = n > 1 && pthread_create(&th[k], NULL, table_thread, j) == 0;
-            if (!started[k])
-                table_thread(j);
-        }
-        for (size_t k = 0; k < n; k++)
-            if (started[k])
-                pthread_join(th[k], NULL);
-    }
+    /* Tables in parallel (their metadata writes and fsyncs overlap): COMMIT_PARALLEL
+     * threads take the next table as soon as they are done with one, so that a slow table
+     * holds up only its own thread. A failed table is retried with the whole checkpoint;
+     * the tables that made it skip the epoch then (their snapshot already holds its
+     * checkpoint id). */
+    for (size_t k = 0; k < ntables; k++)
+        jobs[k].table = tables[k];
+    table_queue_t q = {.c = c, .rec = rec, .jobs = jobs, .njobs = ntables};
+    pthread_t th[COMMIT_PARALLEL];
+    size_t nth = 0;
+    while (ntables > 1 && nth + 1 < COMMIT_PARALLEL && nth + 1 < ntables &&
+           pthread_create(&th[nth], NULL, table_worker, &q) == 0)
+        nth++;
+    table_worker(&q); /* this thread takes tables too (all of them when none started) */
+    for (size_t k = 0; k < nth; k++)
+        pthread_join(th[k], NULL);
     for (size_t i = 0; i < ntables; i++) {
         res->tables_committed += jobs[i].res.tables_committed;
         res->tables_skipped += jobs[i].res.tables_skipped;

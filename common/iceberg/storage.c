@@ -223,8 +223,10 @@ fail:
     return rc;
 }
 
+/* sync_dir false leaves the directory fsync to a later put in the same directory
+ * (cdc_storage_put_deferred). */
 static cdc_err_t local_put(const char *path, const void *data, size_t len, bool if_absent,
-                           cdc_error_t *e)
+                           bool sync_dir, cdc_error_t *e)
 {
     char *tmp, *dir;
     cdc_err_t rc = write_temp(path, data, len, &tmp, &dir, e);
@@ -249,7 +251,7 @@ static cdc_err_t local_put(const char *path, const void *data, size_t len, bool 
         unlink(tmp);
         goto done;
     }
-    rc = fsync_dir(dir, e);
+    rc = sync_dir ? fsync_dir(dir, e) : CDC_OK;
 done:
     free(tmp);
     free(dir);
@@ -398,25 +400,32 @@ static cdc_err_t check_scheme(const cdc_storage_t *s, const char *location, cdc_
 
 /* A put on the location's backend (its scheme already checked). */
 static cdc_err_t put(cdc_storage_t *s, const char *location, const void *data, size_t len,
-                     bool if_absent, cdc_error_t *e)
+                     bool if_absent, bool sync_dir, cdc_error_t *e)
 {
     if (s->s3)
         return cdc_storage_s3_put(s, location, data, len, if_absent, e);
-    return local_put(local_strip(location), data, len, if_absent, e);
+    return local_put(local_strip(location), data, len, if_absent, sync_dir, e);
 }
 
 cdc_err_t cdc_storage_put(cdc_storage_t *s, const char *location, const void *data, size_t len,
                           cdc_error_t *e)
 {
     cdc_err_t rc = check_scheme(s, location, e);
-    return rc != CDC_OK ? rc : put(s, location, data, len, false, e);
+    return rc != CDC_OK ? rc : put(s, location, data, len, false, true, e);
+}
+
+cdc_err_t cdc_storage_put_deferred(cdc_storage_t *s, const char *location, const void *data,
+                                   size_t len, cdc_error_t *e)
+{
+    cdc_err_t rc = check_scheme(s, location, e);
+    return rc != CDC_OK ? rc : put(s, location, data, len, false, false, e);
 }
 
 cdc_err_t cdc_storage_put_if_absent(cdc_storage_t *s, const char *location, const void *data,
                                     size_t len, cdc_error_t *e)
 {
     cdc_err_t rc = check_scheme(s, location, e);
-    return rc != CDC_OK ? rc : put(s, location, data, len, true, e);
+    return rc != CDC_OK ? rc : put(s, location, data, len, true, true, e);
 }
 
 cdc_err_t cdc_storage_put_file(cdc_storage_t *s, const char *location, const char *local_path,
@@ -447,7 +456,7 @@ cdc_err_t cdc_storage_put_file(cdc_storage_t *s, const char *location, const cha
     size_t len;
     if ((rc = read_file(local_path, &data, &len, e)) != CDC_OK)
         return rc;
-    rc = put(s, location, data, len, false, e);
+    rc = put(s, location, data, len, false, true, e);
     free(data);
     return rc;
 }

@@ -65,6 +65,18 @@ cdc_err_t cdc_storage_put(cdc_storage_t *s, const char *location, const void *da
                           cdc_error_t *e);
 
 /*
+ * cdc_storage_put without the directory fsync (local; S3: the same as cdc_storage_put):
+ * the object's bytes are durable when it returns, its name once its directory is fsynced
+ * by a later cdc_storage_put or cdc_storage_put_if_absent in the same directory. For
+ * objects that only a later object in the same directory makes reachable: an Iceberg
+ * commit's manifests and manifest list, made durable by the metadata file's put
+ * (docs/iceberg.md, "Commit protocol"); a crash before it leaves unreferenced files at
+ * worst, which the orphan cleanup removes.
+ */
+cdc_err_t cdc_storage_put_deferred(cdc_storage_t *s, const char *location, const void *data,
+                                   size_t len, cdc_error_t *e);
+
+/*
  * Creates an object only if it does not exist: CDC_ERR_EXISTS when it does. Local:
  * temp file, fsync, link() (fails on an existing name), fsync dir. S3: PUT with
  * If-None-Match: * (412 -> CDC_ERR_EXISTS); for stores that ignore the header a HEAD

@@ -354,11 +354,12 @@ static cdc_err_t commit_metadata(cdc_ice_table_t *t, cdc_ice_metadata_t *md, cdc
     if (rc != CDC_OK)
         goto done;
 won:; /* a statement: C11 puts no declaration right after a label */
-    /* The commit is durable now; the hint only speeds up loading (readers probe forward). */
+    /* The commit is durable now; the hint only speeds up loading (readers probe forward
+     * from it), so its name is left to the next commit's directory fsync. */
     char num[24];
     int nl = snprintf(num, sizeof(num), "%" PRId64, next);
     cdc_error_t he;
-    if (cdc_storage_put(t->storage, hp, num, (size_t)nl, &he) != CDC_OK)
+    if (cdc_storage_put_deferred(t->storage, hp, num, (size_t)nl, &he) != CDC_OK)
         cdc_log_warn("could not update version hint of \"%s\": %s", t->location, he.msg);
     cdc_ice_metadata_free(&t->md);
     t->md = *md;
