@@ -146,6 +146,34 @@ static cdc_err_t version_exists(cdc_ice_table_t *t, int64_t version, bool *exist
     return rc;
 }
 
+/*
+ * The highest version among the metadata files listed under the table (0 when none): where
+ * to start when the version hint is missing, garbled or names a removed file, since the
+ * oldest versions are deleted once more than the table keeps exist (docs/iceberg.md).
+ */
+static cdc_err_t highest_listed(cdc_ice_table_t *t, int64_t *version, cdc_error_t *e)
+{
+    char *prefix = NULL, **locs = NULL;
+    size_t n = 0;
+    cdc_err_t rc;
+    *version = 0;
+    if (asprintf(&prefix, "%s/metadata/v", t->location) < 0)
+        return oom(e);
+    rc = cdc_storage_list(t->storage, prefix, &locs, &n, e);
+    if (rc == CDC_ERR_NOT_FOUND)
+        rc = CDC_OK;
+    for (size_t i = 0; rc == CDC_OK && i < n; i++) {
+        const char *name = locs[i] + strlen(prefix);
+        char *end = NULL;
+        long long v = strtoll(name, &end, 10);
+        if (end != name && strcmp(end, ".metadata.json") == 0 && v > *version)
+            *version = v;
+    }
+    cdc_storage_list_free(locs, n);
+    free(prefix);
+    return rc;
+}
+
 static cdc_err_t find_latest(cdc_ice_table_t *t, int64_t *version, cdc_error_t *e)
 {
     char *hp = cdc_ice_table_hint_path(t->location);
@@ -171,7 +199,9 @@ static cdc_err_t find_latest(cdc_ice_table_t *t, int64_t *version, cdc_error_t *
         if (!exists)
             v = 0; /* hint points to a removed file: scan from the start */
     }
-    int64_t hint = v;
+    int64_t hint = v; /* (a listed version is not trusted as the hint is: it may be torn) */
+    if (v == 0 && (rc = highest_listed(t, &v, e)) != CDC_OK)
+        return rc;
     /* the hint may lag behind the newest metadata file: probe forward */
     for (;;) {
         if ((rc = version_exists(t, v + 1, &exists, e)) != CDC_OK)

@@ -654,6 +654,21 @@ static void test_hint_lagging(void **state)
     assert_int_equal(cdc_storage_delete(f->st, hint, &e), CDC_OK);
     assert_int_equal(cdc_ice_table_refresh(t2, &e), CDC_OK);
     assert_int_equal(cdc_ice_table_version(t2), 3);
+    /* the oldest versions deleted (as the table's limit on kept versions does), and the
+     * hint missing, then garbled: the newest listed version is found, not "no table" */
+    for (int v = 1; v <= 2; v++) {
+        char old[600];
+        snprintf(old, sizeof(old), "%s/metadata/v%d.metadata.json", f->loc, v);
+        assert_int_equal(cdc_storage_delete(f->st, old, &e), CDC_OK);
+    }
+    cdc_ice_table_t *t3;
+    assert_int_equal(cdc_ice_table_load(f->st, f->loc, &t3, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_version(t3), 3);
+    cdc_ice_table_close(t3);
+    assert_int_equal(cdc_storage_put(f->st, hint, "x7", 2, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_load(f->st, f->loc, &t3, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_version(t3), 3);
+    cdc_ice_table_close(t3);
     cdc_ice_data_file_clear(&d);
     cdc_ice_table_close(t2);
     cdc_ice_table_close(t);
