@@ -603,7 +603,12 @@ static cdc_err_t start_window(cdc_capture_t *cap, int64_t now, cdc_error_t *e)
     cdc_err_t rc = CDC_OK;
 
     cdc_incremental_window_free(cap);
-    for (k = 0; k < cap->ntables && w->nparts < (size_t)cap->cfg->snapshot_window_tables; k++) {
+    /* the rows the tables prepared so far are expected to bring (their estimates): no more
+     * tables are prepared than the window's --snapshot-chunk rows are likely to read */
+    int64_t expected = 0;
+    for (k = 0; k < cap->ntables && w->nparts < (size_t)cap->cfg->snapshot_window_tables &&
+                expected < cap->cfg->snapshot_chunk;
+         k++) {
         size_t i = (cap->isnap_next + k) % cap->ntables;
         cdc_capture_table_t *t = &cap->tables[i];
         bool skip;
@@ -611,6 +616,8 @@ static cdc_err_t start_window(cdc_capture_t *cap, int64_t now, cdc_error_t *e)
             continue;
         if ((rc = prepare_part(cap, i, &skip, e)) != CDC_OK)
             goto done;
+        if (!skip)
+            expected += t->isnap.estimate > t->isnap.rows ? t->isnap.estimate - t->isnap.rows : 1;
     }
     if (w->nparts == 0)
         goto done;
