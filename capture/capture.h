@@ -205,6 +205,14 @@ typedef struct cdc_capture_part {
     bool toast_taken;
 } cdc_capture_part_t;
 
+/* Where the incremental snapshots' windows spent their time (mono us; incremental.c logs
+ * it once they are done). */
+typedef struct cdc_capture_isnap_time {
+    int64_t windows, tables;
+    int64_t prepare_us, low_us, read_us, high_us, wait_us, emit_us, idle_us;
+    int64_t since_us; /* when the last window's rows were out; 0: none since */
+} cdc_capture_isnap_time_t;
+
 typedef struct cdc_capture_window {
     bool active;                   /* a window in flight */
     char id[CDC_WATERMARK_ID_MAX]; /* the window's watermark id */
@@ -333,10 +341,7 @@ typedef struct cdc_capture {
     cdc_counter_t *m_snapshot_chunks;
     cdc_counter_t *m_snapshot_windows;
     /* where the windows' time went since the last summary in the log (mono us) */
-    struct {
-        int64_t windows, tables, prepare_us, low_us, read_us, high_us, wait_us, emit_us,
-            idle_us, since_us;
-    } isnap_time;
+    cdc_capture_isnap_time_t isnap_time;
     cdc_counter_t *m_adopted;
     cdc_counter_t *m_removed;
 } cdc_capture_t;

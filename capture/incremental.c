@@ -577,15 +577,14 @@ static cdc_err_t part_keys(cdc_capture_t *cap, cdc_capture_part_t *p, cdc_error_
  * tables"): logged once no window is in flight and no chunk marker waits. */
 static void log_times(cdc_capture_t *cap)
 {
-    typeof(cap->isnap_time) *m = &cap->isnap_time;
+    cdc_capture_isnap_time_t *m = &cap->isnap_time;
     cdc_log_info("incremental snapshots: %" PRId64 " windows, %" PRId64
                  " chunks; ms in: preparing the chunks %" PRId64 ", low watermarks %" PRId64
                  ", reads %" PRId64 ", high watermarks %" PRId64
                  ", waiting for the high watermark in the stream %" PRId64
                  ", emitting the rows %" PRId64 ", between windows %" PRId64,
-                 m->windows, m->tables, m->prepare_us / 1000, m->low_us / 1000,
-                 m->read_us / 1000, m->high_us / 1000, m->wait_us / 1000, m->emit_us / 1000,
-                 m->idle_us / 1000);
+                 m->windows, m->tables, m->prepare_us / 1000, m->low_us / 1000, m->read_us / 1000,
+                 m->high_us / 1000, m->wait_us / 1000, m->emit_us / 1000, m->idle_us / 1000);
     memset(m, 0, sizeof(*m));
 }
 
@@ -910,8 +909,7 @@ cdc_err_t cdc_incremental_tick(cdc_capture_t *cap, cdc_error_t *e)
      * under the one pace of --snapshot-max-rate: a thousand tables added at once all make
      * progress, and a large one does not hold back the small ones behind it */
     rc = start_window(cap, now, e);
-    if (rc == CDC_OK && !cap->window.active && cap->isnap_time.windows > 0 &&
-        cap->nmarks == 0)
+    if (rc == CDC_OK && !cap->window.active && cap->isnap_time.windows > 0 && cap->nmarks == 0)
         log_times(cap);
     return rc;
 }

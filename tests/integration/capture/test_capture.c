@@ -2542,8 +2542,7 @@ static void test_tables_share_windows(void **state)
         snprintf(name, sizeof(name), "ct_mw_%02d", i);
         sql(c, "DROP TABLE IF EXISTS %s", name);
         sql(c, "CREATE TABLE %s (id int PRIMARY KEY, v int)", name);
-        sql(c, "INSERT INTO %s SELECT g, g * %d FROM generate_series(1, %d) g", name, i + 1,
-            ROWS);
+        sql(c, "INSERT INTO %s SELECT g, g * %d FROM generate_series(1, %d) g", name, i + 1, ROWS);
         snprintf(add + strlen(add), sizeof(add) - strlen(add), ", %s", name);
     }
     sql(c, "CREATE PUBLICATION %s FOR TABLE ct_mw_base WITH (publish_via_partition_root = true)",
