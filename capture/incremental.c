@@ -624,7 +624,6 @@ static cdc_err_t start_window(cdc_capture_t *cap, int64_t now, cdc_error_t *e)
         cap->isnap_time.idle_us += t0 - cap->isnap_time.since_us;
         cap->isnap_time.since_us = 0;
     }
-    cap->isnap_next = (w->parts[w->nparts - 1].table + 1) % cap->ntables;
     snprintf(w->id, sizeof(w->id), "%s.%" PRIx64, cap->tables[w->parts[0].table].isnap.id,
              (uint64_t)cdc_clock_mono_us());
     t1 = cdc_clock_mono_us();
@@ -646,6 +645,8 @@ static cdc_err_t start_window(cdc_capture_t *cap, int64_t now, cdc_error_t *e)
     /* parts the window had no rows left for wait for the next one */
     while (w->nparts > 0 && w->parts[w->nparts - 1].rows == NULL)
         part_free(cap, &w->parts[--w->nparts]);
+    /* the next window begins with the first table this one did not read */
+    cap->isnap_next = (w->parts[w->nparts - 1].table + 1) % cap->ntables;
     for (size_t i = 0; i < w->nparts; i++)
         if ((rc = part_keys(cap, &w->parts[i], e)) != CDC_OK)
             goto done;
