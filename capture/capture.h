@@ -51,6 +51,7 @@ typedef struct cdc_capture_config {
                             * and create it again, instead of adopting it */
     int64_t snapshot_chunk;
     int64_t snapshot_max_rate;            /* incremental snapshot rows/s; 0 = unlimited */
+    int64_t snapshot_window_tables;       /* most tables read in one watermark window */
     int64_t heartbeat_interval_ms;        /* 0 = off */
     int64_t schema_probe_interval_ms;     /* 0 = off */
     int64_t publication_poll_interval_ms; /* 0 = off */
@@ -99,6 +100,7 @@ typedef struct cdc_capture_isnap {
     bool marked_due;
     /* times the chunk in flight was read again for a window's toast_taken */
     int toast_rereads;
+    size_t part; /* index + 1 of its chunk in cap->window.parts; 0: none in flight */
 } cdc_capture_isnap_t;
 
 /* A chunk's marker, written once Kafka acked every event up to the chunk's high
@@ -188,19 +190,39 @@ typedef struct cdc_capture_type {
 /* Transactions committed in the stream that a chunk's read must see (a ring). */
 #define CDC_CAPTURE_RECENT_XIDS 1024
 
-typedef struct cdc_capture_window {
-    size_t table;                  /* index + 1 in cap->tables; 0: no chunk in flight */
-    char id[CDC_WATERMARK_ID_MAX]; /* the chunk's watermark id */
-    bool open;                     /* its low watermark arrived */
-    bool last;                     /* the table's last chunk (fewer rows than asked) */
-    int64_t version;               /* the table's schema version the rows were read in */
-    cdc_chunk_t chunk;             /* its rows' keys, removed by changes in the window */
-    cdc_chunk_snapshot_t snap;     /* the snapshot its rows were read in */
-    struct cdc_pg_result *rows;    /* its rows, as read */
-    char *after;                   /* JSON array of its last row's key values */
+/* One table's chunk in a window. */
+typedef struct cdc_capture_part {
+    size_t table;               /* index in cap->tables */
+    bool last;                  /* the table's last chunk (fewer rows than asked) */
+    int64_t version;            /* the table's schema version the rows were read in */
+    char *sql;                  /* its query, without the LIMIT */
+    struct json_t *from;        /* JSON array of the key values it reads after (NULL: start) */
+    cdc_chunk_t chunk;          /* its rows' keys, removed by changes in the window */
+    struct cdc_pg_result *rows; /* its rows, as read; NULL: not read (the window was full) */
+    char *after;                /* JSON array of its last row's key values */
     /* a change that left a TOASTed value out (the row maybe older than the capture) took
      * a key out: the chunk is read again, so that the read brings the value */
     bool toast_taken;
+} cdc_capture_part_t;
+
+/* Where the incremental snapshots' windows spent their time (mono us; incremental.c logs
+ * it once they are done). */
+typedef struct cdc_capture_isnap_time {
+    int64_t windows, tables;
+    int64_t prepare_us, low_us, read_us, high_us, wait_us, emit_us, idle_us;
+    int64_t since_us; /* when the last window's rows were out; 0: none since */
+} cdc_capture_isnap_time_t;
+
+typedef struct cdc_capture_window {
+    bool active;                   /* a window in flight */
+    char id[CDC_WATERMARK_ID_MAX]; /* the window's watermark id */
+    bool open;                     /* its low watermark arrived */
+    cdc_chunk_snapshot_t snap;     /* the snapshot its rows were read in */
+    /* the chunks read in it, of up to --snapshot-window-tables tables, at most
+     * --snapshot-chunk rows in all (docs/capture.md, "Incremental snapshot") */
+    cdc_capture_part_t *parts;
+    size_t nparts;
+    int64_t high_us; /* when its high watermark was written (mono us) */
 } cdc_capture_window_t;
 
 /*
@@ -317,6 +339,9 @@ typedef struct cdc_capture {
     int64_t last_tick_ms;        /* last cdc_incremental_tick that looked (mono coarse) */
     int64_t last_publication_ms; /* last look at the publication's tables */
     cdc_counter_t *m_snapshot_chunks;
+    cdc_counter_t *m_snapshot_windows;
+    /* where the windows' time went since the last summary in the log (mono us) */
+    cdc_capture_isnap_time_t isnap_time;
     cdc_counter_t *m_adopted;
     cdc_counter_t *m_removed;
 } cdc_capture_t;

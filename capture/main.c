@@ -91,6 +91,12 @@ static const cdc_opt_t options[] = {
      "Most rows per second an incremental snapshot reads (0 = as fast as it can), so that a "
      "backfill of a large table leaves the workers room for the other tables' changes "
      "(docs/benchmarks.md, \"Backfill of an added table\")."},
+    {"snapshot-window-tables", CDC_OPT_INT, C(snapshot_window_tables), "64", false, 1, 1000000,
+     NULL,
+     "Most tables whose chunks one watermark window of the incremental snapshots reads "
+     "(at most --snapshot-chunk rows in all): many small tables added at once share the "
+     "window's round trip (docs/capture.md, \"Incremental snapshot\"). 1 reads one "
+     "table's chunk per window."},
     {"heartbeat-interval", CDC_OPT_DURATION, C(heartbeat_interval_ms), "10s", false, 0, 86400000,
      NULL,
      "Interval of pg_logical_emit_message heartbeats that let the slot advance while tables "

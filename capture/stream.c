@@ -647,6 +647,11 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
         "Chunks of incremental snapshots produced and recorded (docs/capture.md, "
         "\"Incremental snapshot\").",
         NULL);
+    cap->m_snapshot_windows = cdc_metrics_counter(
+        cdc_metrics_default(), "cdc_capture_snapshot_windows_total",
+        "Watermark windows of incremental snapshots, each reading the chunks of up to "
+        "--snapshot-window-tables tables (docs/capture.md, \"Incremental snapshot\").",
+        NULL);
     cap->m_adopted = cdc_metrics_counter(
         cdc_metrics_default(), "cdc_capture_tables_added_total",
         "Tables that joined the publication while the capture ran and were added to its "
@@ -718,7 +723,6 @@ void cdc_capture_free(cdc_capture_t *cap)
     }
     cdc_incremental_marks_free(cap);
     cdc_incremental_window_free(cap);
-    cdc_chunk_free(&cap->window.chunk);
     free(cap->tables);
     cdc_http_doc_free(&cap->status);
     for (size_t i = 0; i < cap->ntypes; i++)

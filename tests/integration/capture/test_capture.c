@@ -2512,6 +2512,91 @@ static void test_snapshot_max_rate(void **state)
 }
 
 /*
+ * Many small tables added in one ALTER PUBLICATION share watermark windows
+ * (--snapshot-window-tables; docs/capture.md, "Incremental snapshot"): 24 tables of 40
+ * rows and one of 1,200 join at once; with windows of at most 8 tables and 500 rows
+ * (--snapshot-chunk), every table is read completely and exactly once (each key one `r`
+ * row, the topic equal to the table), /status shows each snapshot done with its rows,
+ * and the capture opened fewer windows than it read chunks (at least 25 chunks, at most
+ * 8 a window: no more than 12 windows, not fewer than 4).
+ */
+static void test_tables_share_windows(void **state)
+{
+    enum { SMALL = 24, ROWS = 40, BIG = 1200 };
+    PGconn *c = pg_as(NULL);
+    const char *const more[] = {"--http=127.0.0.1:0", "--snapshot-chunk=500",
+                                "--snapshot-window-tables=8", "--snapshot-max-rate=0", NULL};
+    log_count_t all_done = {"done: ", SMALL + 1};
+    char name[64], add[4096] = "";
+    double windows, chunks;
+    pid_t pid;
+    (void)state;
+
+    sql(c, "DROP PUBLICATION IF EXISTS %s", N("ct_mw"));
+    sql(c, "DROP TABLE IF EXISTS ct_mw_base, ct_mw_big");
+    sql(c, "CREATE TABLE ct_mw_base (id int PRIMARY KEY, v int)");
+    sql(c, "CREATE TABLE ct_mw_big (id int PRIMARY KEY, v int)");
+    sql(c, "INSERT INTO ct_mw_big SELECT g, g FROM generate_series(1, %d) g", BIG);
+    snprintf(add, sizeof(add), "ct_mw_big");
+    for (int i = 0; i < SMALL; i++) {
+        snprintf(name, sizeof(name), "ct_mw_%02d", i);
+        sql(c, "DROP TABLE IF EXISTS %s", name);
+        sql(c, "CREATE TABLE %s (id int PRIMARY KEY, v int)", name);
+        sql(c, "INSERT INTO %s SELECT g, g * %d FROM generate_series(1, %d) g", name, i + 1, ROWS);
+        snprintf(add + strlen(add), sizeof(add) - strlen(add), ", %s", name);
+    }
+    sql(c, "CREATE PUBLICATION %s FOR TABLE ct_mw_base WITH (publish_via_partition_root = true)",
+        N("ct_mw"));
+    pid = start_capture_opts(N("ct_mw"), "", more);
+    wait_streaming(c, N("ct_mw"));
+    sql(c, "ALTER PUBLICATION %s ADD TABLE %s", N("ct_mw"), add);
+    if (!cdc_test_wait_for(log_has_count, &all_done, 120000))
+        fail_msg("not every snapshot finished; log: %s", read_log());
+
+    /* each table complete, each key read once */
+    for (int i = 0; i <= SMALL; i++) {
+        evs_t s = {0};
+        char topic[96];
+        if (i < SMALL)
+            snprintf(name, sizeof(name), "ct_mw_%02d", i);
+        else
+            snprintf(name, sizeof(name), "ct_mw_big");
+        snprintf(topic, sizeof(topic), "public.%s", name);
+        wait_caught_up(c, name, topic_of("ct_mw", topic), 0);
+        check_converged(c, name, topic_of("ct_mw", topic), &s);
+        assert_int_equal(count_reads(&s, "incremental", NULL, NULL), i < SMALL ? ROWS : BIG);
+        evs_free(&s);
+    }
+    /* /status: every snapshot done with its rows */
+    {
+        json_t *st = capture_status(), *tables = json_object_get(st, "tables");
+        int seen = 0;
+        for (size_t i = 0; i < json_array_size(tables); i++) {
+            json_t *x = json_array_get(tables, i), *snap = json_object_get(x, "snapshot");
+            const char *t = json_string_value(json_object_get(x, "table"));
+            if (strncmp(t, "public.ct_mw_", 13) != 0 || strcmp(t, "public.ct_mw_base") == 0)
+                continue;
+            seen++;
+            assert_true(json_is_true(json_object_get(snap, "done")));
+            assert_int_equal(json_integer_value(json_object_get(snap, "rows")),
+                             strcmp(t, "public.ct_mw_big") == 0 ? BIG : ROWS);
+        }
+        assert_int_equal(seen, SMALL + 1);
+        json_decref(st);
+    }
+    windows = metric("cdc_capture_snapshot_windows_total");
+    chunks = metric("cdc_capture_snapshot_chunks_total");
+    print_message("%.0f chunks in %.0f windows\n", chunks, windows);
+    assert_true(chunks >= SMALL + 1);
+    assert_true(windows >= 4 && windows <= 12);
+    assert_non_null(strstr(read_log(), "msg=\"incremental snapshots: "));
+    assert_int_equal(WEXITSTATUS(cdc_test_kill(pid, SIGTERM, 20000)), 0);
+    sql(c, "SELECT pg_drop_replication_slot('%s')", N("ct_mw"));
+    sql(c, "DROP PUBLICATION IF EXISTS %s", N("ct_mw"));
+    PQfinish(c);
+}
+
+/*
  * Tables added and removed through the capture (POST /tables, `cdcctl tables add|remove
  * --capture`; docs/capture.md, "Adding a table"): the capture alters its publication and
  * reads it at once, so an added table's rows arrive (incremental snapshot) without
@@ -3053,6 +3138,7 @@ int main(void)
         cmocka_unit_test(test_resnapshot_on_demand),
         cmocka_unit_test(test_tables_by_request),
         cmocka_unit_test(test_snapshot_max_rate),
+        cmocka_unit_test(test_tables_share_windows),
         cmocka_unit_test(test_initial_incremental_resumes),
         cmocka_unit_test(test_initial_snapshot_killed_adopts),
         cmocka_unit_test(test_table_removed_running),
