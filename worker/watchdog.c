@@ -25,6 +25,36 @@
  * offset that retention deleted) keeps warning while the partition's lag shows in
  * /status, without skipping anything.
  */
+/*
+ * Logs the restart of a partition at next_offset. When the broker's log now starts past
+ * it, the records in between were deleted before this job read them (retention; the
+ * development broker keeps 5 MiB a partition): the partition cannot go on without skipping
+ * them, and it does not skip them, so that is an error that names the cause (docs/worker.md,
+ * "Records deleted before they were read"); its lag stays in /status.
+ */
+static void log_restart(cdc_worker_t *w, int p, size_t t, int64_t next_offset)
+{
+    int64_t low = -1, high = -1;
+    cdc_error_t e;
+    const char *topic = cdc_worker_topic(w, t);
+    if (next_offset >= 0 &&
+        (cdc_kafka_consumer_watermarks(w->consumer, topic, p, &low, &high, 0, &e) != CDC_OK ||
+         low < 0) &&
+        cdc_kafka_consumer_watermarks(w->consumer, topic, p, &low, &high, 200, &e) != CDC_OK)
+        low = -1;
+    if (low > next_offset)
+        cdc_log_error("partition %d topic \"%s\": offset %" PRId64 " is not in Kafka any more "
+                      "(the log starts at %" PRId64 "): the broker deleted records this job had "
+                      "not read (retention; the development broker keeps 5 MiB a partition); "
+                      "nothing is skipped, so the partition stays at offset %" PRId64
+                      " (docs/worker.md, \"Records deleted before they were read\")",
+                      p, topic, next_offset, low, next_offset);
+    else
+        cdc_log_warn("partition %d topic \"%s\": fetching had stopped; assigned again from offset "
+                     "%" PRId64,
+                     p, topic, next_offset);
+}
+
 void cdc_worker_restart_failed(cdc_worker_t *w)
 {
     char topics[16][256];
@@ -58,9 +88,7 @@ void cdc_worker_restart_failed(cdc_worker_t *w)
                 if (!w->paused)
                     cdc_kafka_consumer_resume(w->consumer, cdc_worker_topic(w, t), p, &e2);
                 cdc_metrics_counter_inc(w->m_fetch_restarts);
-                cdc_log_warn("partition %d topic \"%s\": fetching had stopped; assigned again "
-                             "from offset %" PRId64,
-                             p, cdc_worker_topic(w, t), s->next_offset[t]);
+                log_restart(w, p, t, s->next_offset[t]);
             }
         }
     }

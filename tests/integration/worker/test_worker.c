@@ -708,36 +708,27 @@ static void test_coordinator_progress_check(void **state)
  * from the beginning starts at the log start without an error, and the worker logs which
  * offsets it never saw. 100 uncompressed records of 100 kB go to partition 0 of a new
  * topic before a new job (its own coordinator, worker and warehouse) starts. */
-static void test_missing_start_logged(void **state)
+/* Produces inserts of ids from..from+n-1 of schema version 1 to partition 0 of topic,
+ * each with a note of note_len bytes (the development broker keeps the last 5 MiB of a
+ * partition, so large notes make it delete the oldest). */
+static void produce_notes(const char *topic, long from, long n, size_t note_len)
 {
-    char job[96], wh[600], topic[256], want[160], ver[] = "1";
-    char *note = malloc(100001), *cols = malloc(100100);
+    char ver[] = "1", *note = malloc(note_len + 1), *cols = malloc(note_len + 100);
     cdc_kafka_producer_config_t pc = {0};
-    cdc_kafka_consumer_config_t cc = {0};
     cdc_kafka_producer_t *p = NULL;
-    cdc_kafka_consumer_t *c = NULL;
     cdc_kafka_header_t h[1] = {{"cdc.schema", ver, 1}};
-    int64_t low = -1, high = -1;
     cdc_error_t e;
-    (void)state;
 
     assert_non_null(note);
     assert_non_null(cols);
-    snprintf(job, sizeof(job), "%s-r", T.job);
-    snprintf(wh, sizeof(wh), "%s/warehouse-r", T.dir);
-    cdc_test_job_t rj = {.dir = T.dir, .name = job, .warehouse = wh, .topic_prefix = T.prefix};
-    snprintf(topic, sizeof(topic), "%s.public.retained", T.prefix);
-    cdc_kafka_topic_spec_t spec = {topic, 12, -1, false};
-    assert_int_equal(cdc_kafka_ensure_topic(T.env->kafka, NULL, &spec, 10000, &e), CDC_OK);
-    schema("retained", 1, false);
     pc.bootstrap = T.env->kafka;
     pc.linger_ms = 1;
     pc.compression = "none";
     assert_int_equal(cdc_kafka_producer_new(&pc, &p, &e), CDC_OK);
-    memset(note, 'x', 100000);
-    note[100000] = '\0';
-    snprintf(cols, 100100, "\"customer\":\"r\",\"note\":\"%s\"", note);
-    for (long id = 1; id <= 100; id++) {
+    memset(note, 'x', note_len);
+    note[note_len] = '\0';
+    snprintf(cols, note_len + 100, "\"customer\":\"r\",\"note\":\"%s\"", note);
+    for (long id = from; id < from + n; id++) {
         char key[64], *v = event('c', id, cols, 20000 + (uint64_t)id, NULL);
         snprintf(key, sizeof(key), "{\"id\":%ld}", id);
         cdc_kafka_record_t r = {topic, 0, key, strlen(key), v, strlen(v), h, 1, 0, NULL};
@@ -748,6 +739,25 @@ static void test_missing_start_logged(void **state)
     cdc_kafka_producer_free(p);
     free(note);
     free(cols);
+}
+
+static void test_missing_start_logged(void **state)
+{
+    char job[96], wh[600], topic[256], want[160];
+    cdc_kafka_consumer_config_t cc = {0};
+    cdc_kafka_consumer_t *c = NULL;
+    int64_t low = -1, high = -1;
+    cdc_error_t e;
+    (void)state;
+
+    snprintf(job, sizeof(job), "%s-r", T.job);
+    snprintf(wh, sizeof(wh), "%s/warehouse-r", T.dir);
+    cdc_test_job_t rj = {.dir = T.dir, .name = job, .warehouse = wh, .topic_prefix = T.prefix};
+    snprintf(topic, sizeof(topic), "%s.public.retained", T.prefix);
+    cdc_kafka_topic_spec_t spec = {topic, 12, -1, false};
+    assert_int_equal(cdc_kafka_ensure_topic(T.env->kafka, NULL, &spec, 10000, &e), CDC_OK);
+    schema("retained", 1, false);
+    produce_notes(topic, 1, 100, 100000);
     /* the mock cluster kept the last 5 MiB: the log of partition 0 starts above 0 */
     cc.bootstrap = T.env->kafka;
     assert_int_equal(cdc_kafka_consumer_new(&cc, &c, &e), CDC_OK);
@@ -779,6 +789,73 @@ static void test_missing_start_logged(void **state)
     if (!logged)
         fail_msg("worker r1 did not log the missing offsets 0 to %lld (logs in %s)",
                  (long long)(low - 1), T.dir);
+}
+
+typedef struct log_want {
+    const char *id, *text;
+} log_want_t;
+
+static bool worker_logged(void *arg)
+{
+    const log_want_t *l = arg;
+    return worker_log_has(l->id, l->text);
+}
+
+/*
+ * A checkpointed offset the broker deleted before the job read it (docs/worker.md,
+ * "Records deleted before they were read"): 10 rows are committed, the worker stops, the
+ * development broker deletes the partition's oldest records to keep its last 5 MiB, and
+ * a worker assigned from the checkpoint says so as an error naming the offset and the log
+ * start, and skips nothing (the table keeps its 10 rows).
+ */
+static void test_checkpoint_deleted_logged(void **state)
+{
+    char job[96], wh[600], topic[256], want[160];
+    cdc_kafka_consumer_config_t cc = {0};
+    cdc_kafka_consumer_t *c = NULL;
+    int64_t low = -1, high = -1;
+    cdc_error_t e;
+    (void)state;
+
+    snprintf(job, sizeof(job), "%s-k", T.job);
+    snprintf(wh, sizeof(wh), "%s/warehouse-k", T.dir);
+    cdc_test_job_t kj = {.dir = T.dir, .name = job, .warehouse = wh, .topic_prefix = T.prefix};
+    snprintf(topic, sizeof(topic), "%s.public.deleted", T.prefix);
+    cdc_kafka_topic_spec_t spec = {topic, 12, -1, false};
+    assert_int_equal(cdc_kafka_ensure_topic(T.env->kafka, NULL, &spec, 10000, &e), CDC_OK);
+    schema("deleted", 1, false);
+    produce_notes(topic, 1, 10, 10);
+
+    pid_t coord = cdc_test_start_coordinator(&kj, "ck", COORD_OPTS);
+    assert_true(coord > 0);
+    pid_t worker = cdc_test_start_worker(&kj, "k1", "public.deleted", NULL);
+    assert_true(worker > 0);
+    want_t w = {"deleted", 10, wh};
+    if (!cdc_test_wait_for(have_rows, &w, 60000))
+        fail_msg("table deleted: the first 10 rows did not arrive (logs in %s)", T.dir);
+    cdc_test_kill(worker, SIGTERM, 5000);
+    /* 70 records of 100 KB: the broker keeps the last 5 MiB, offsets 0 to 9 and more go */
+    produce_notes(topic, 11, 70, 100000);
+    cc.bootstrap = T.env->kafka;
+    assert_int_equal(cdc_kafka_consumer_new(&cc, &c, &e), CDC_OK);
+    assert_int_equal(cdc_kafka_consumer_watermarks(c, topic, 0, &low, &high, 5000, &e), CDC_OK);
+    cdc_kafka_consumer_free(c);
+    assert_true(low > 10);
+
+    worker = cdc_test_start_worker(&kj, "k2", "public.deleted", NULL);
+    assert_true(worker > 0);
+    snprintf(want, sizeof(want), "offset 10 is not in Kafka any more (the log starts at %lld)",
+             (long long)low);
+    log_want_t lw = {"k2", want};
+    bool logged = cdc_test_wait_for(worker_logged, &lw, 60000);
+    json_t *t = read_table_in(wh, "deleted");
+    size_t rows = json_array_size(rows_of(t));
+    json_decref(t);
+    cdc_test_kill(worker, SIGTERM, 5000);
+    cdc_test_kill(coord, SIGTERM, 5000);
+    if (!logged)
+        fail_msg("worker k2 did not log \"%s\" (logs in %s)", want, T.dir);
+    assert_int_equal(rows, 10);
 }
 
 /* Distinct subjects (the message up to text) of the lines of worker id's log holding
@@ -1183,6 +1260,7 @@ int main(void)
         cmocka_unit_test(test_progress_watchdog),
         cmocka_unit_test(test_coordinator_progress_check),
         cmocka_unit_test(test_missing_start_logged),
+        cmocka_unit_test(test_checkpoint_deleted_logged),
         cmocka_unit_test(test_many_failed_partitions),
         cmocka_unit_test(test_debezium_truncate),
         cmocka_unit_test(test_debezium_truncate_partitions),
