@@ -32,17 +32,23 @@
  * them, and it does not skip them, so that is an error that names the cause (docs/worker.md,
  * "Records deleted before they were read"); its lag stays in /status.
  */
-static void log_restart(cdc_worker_t *w, int p, size_t t, int64_t next_offset)
+static void log_restart(cdc_worker_t *w, int p, size_t t, int64_t next_offset, int *queries)
 {
     int64_t low = -1, high = -1;
     cdc_error_t e;
     const char *topic = cdc_worker_topic(w, t);
+    /* the log start cached from the last fetch response, else one lookup (of at most 200
+     * ms, on this record thread) per pass: a partition not looked up this pass is looked up
+     * at its next restart */
     if (next_offset >= 0 &&
         (cdc_kafka_consumer_watermarks(w->consumer, topic, p, &low, &high, 0, &e) != CDC_OK ||
          low < 0) &&
-        cdc_kafka_consumer_watermarks(w->consumer, topic, p, &low, &high, 200, &e) != CDC_OK)
+        ((*queries)-- <= 0 ||
+         cdc_kafka_consumer_watermarks(w->consumer, topic, p, &low, &high, 200, &e) != CDC_OK))
         low = -1;
-    if (low > next_offset)
+    /* (a logical offset, such as the beginning of a partition with no checkpoint, cannot
+     * have been deleted) */
+    if (next_offset >= 0 && low > next_offset)
         cdc_log_error("partition %d topic \"%s\": offset %" PRId64 " is not in Kafka any more "
                       "(the log starts at %" PRId64 "): the broker deleted records this job had "
                       "not read (retention; the development broker keeps 5 MiB a partition); "
@@ -60,6 +66,7 @@ void cdc_worker_restart_failed(cdc_worker_t *w)
     char topics[16][256];
     int32_t parts[16];
     int64_t now = cdc_clock_mono_ms();
+    int queries = 1;
     size_t n;
     /* every partition reported, 16 at a time */
     while ((n = cdc_kafka_consumer_failed(w->consumer, topics, parts, 16)) > 0) {
@@ -88,7 +95,7 @@ void cdc_worker_restart_failed(cdc_worker_t *w)
                 if (!w->paused)
                     cdc_kafka_consumer_resume(w->consumer, cdc_worker_topic(w, t), p, &e2);
                 cdc_metrics_counter_inc(w->m_fetch_restarts);
-                log_restart(w, p, t, s->next_offset[t]);
+                log_restart(w, p, t, s->next_offset[t], &queries);
             }
         }
     }
