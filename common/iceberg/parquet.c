@@ -103,29 +103,43 @@ static cdc_err_t writer_columns(cdc_pq_writer_t *w, cdc_error_t *err)
             continue;
         }
         for (size_t k = 0; k < cdc_ice_node_leaves(&w->trees[i]); k++) {
-            const cdc_ice_node_t *path[PQ_MAX_PATH];
-            size_t depth;
-            const cdc_ice_node_t *leaf =
-                cdc_ice_node_leaf(&w->trees[i], (int)k, path, PQ_MAX_PATH, &depth);
+            size_t depth = 0;
+            /* the leaf's depth first, then its path: as deep as the type nests */
+            const cdc_ice_node_t *leaf = cdc_ice_node_leaf(&w->trees[i], (int)k, NULL, 0, &depth);
+            const cdc_ice_node_t **path = leaf != NULL ? calloc(depth, sizeof(*path)) : NULL;
             column_t *c = &w->cols[w->ncols];
-            cdc_err_t rc = leaf == NULL ? cdc_error_set(err, CDC_ERR_INVALID, "bad nested type")
-                                        : cdc_pq_column_init(c, &leaf->f, &w->opts, err);
+            cdc_err_t rc;
+            if (leaf == NULL)
+                rc = cdc_error_set(err, CDC_ERR_INVALID, "bad nested type");
+            else if (path == NULL)
+                rc = cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
+            else
+                rc = cdc_pq_column_init(c, &leaf->f, &w->opts, err);
             w->ncols++;
-            if (rc != CDC_OK)
+            if (rc == CDC_OK) {
+                cdc_ice_node_leaf(&w->trees[i], (int)k, path, depth, &depth);
+                /* a list level names its node and its repeated group "list" */
+                c->path = calloc(2 * depth, sizeof(*c->path));
+                if (c->path == NULL) {
+                    c->path = c->path1;
+                    rc = cdc_error_set(err, CDC_ERR_NOMEM, "out of memory");
+                }
+            }
+            if (rc != CDC_OK) {
+                free(path);
                 return rc;
+            }
             c->nested = true;
             c->max_def = leaf->def;
             c->max_rep = leaf->max_rep;
             c->optional = !leaf->f.required;
             c->npath = 0;
-            for (size_t d = 0; d < depth && d < PQ_MAX_PATH; d++) {
-                if (c->npath + 2 > PQ_MAX_PATH)
-                    return cdc_error_set(err, CDC_ERR_UNSUPPORTED, "field \"%s\" nests too deep",
-                                         f->name);
+            for (size_t d = 0; d < depth; d++) {
                 c->path[c->npath++] = path[d]->f.name;
                 if (path[d]->f.type == CDC_ICE_LIST)
                     c->path[c->npath++] = "list";
             }
+            free(path);
         }
     }
     return CDC_OK;

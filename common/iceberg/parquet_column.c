@@ -19,6 +19,7 @@ cdc_err_t cdc_pq_column_init(column_t *c, const cdc_ice_field_t *f, const cdc_pq
     c->field = f;
     c->optional = !f->required;
     c->max_def = c->optional ? 1 : 0;
+    c->path = c->path1;
     c->path[0] = f->name;
     c->npath = 1;
     cdc_thrift_init(&c->hdr);
@@ -84,6 +85,9 @@ cdc_err_t cdc_pq_column_init(column_t *c, const cdc_ice_field_t *f, const cdc_pq
 
 void cdc_pq_column_free(column_t *c)
 {
+    if (c->path != c->path1)
+        free(c->path);
+    c->path = c->path1;
     buf_free(&c->reps);
     buf_free(&c->defs);
     buf_free(&c->values);

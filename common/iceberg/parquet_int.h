@@ -113,9 +113,6 @@ typedef struct chunk_meta {
     size_t min_len, max_len;
 } chunk_meta_t;
 
-/* Deepest path of a leaf column in a nested field (docs/parquet.md, "Nested columns"). */
-#define PQ_MAX_PATH 32
-
 typedef struct column {
     const cdc_ice_field_t *field; /* the top-level field, or a nested leaf's node field */
     int ptype;
@@ -128,8 +125,9 @@ typedef struct column {
     /* levels: a flat column has max_def 1 when optional, else 0, and max_rep 0; a leaf of
      * a nested field has the levels of its node (nested.h) */
     int max_def, max_rep;
-    bool nested;                   /* a leaf of a list or struct field: no Iceberg statistics */
-    const char *path[PQ_MAX_PATH]; /* path_in_schema */
+    bool nested;       /* a leaf of a list or struct field: no Iceberg statistics */
+    const char **path; /* path_in_schema: path1 for a flat column, else allocated */
+    const char *path1[1];
     size_t npath;
 
     /* row group buffers */

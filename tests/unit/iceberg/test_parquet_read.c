@@ -792,6 +792,83 @@ static void test_nested_round_trip(void **state)
     }
 }
 
+/* A list nested 20 levels deep (a leaf path of 40 names) and a struct of 30 levels:
+ * column paths as deep as the type nests (they were capped at 32 names) written, read
+ * back as written. */
+static void test_deep_nesting(void **state)
+{
+    enum { LISTS = 20, STRUCTS = 30 };
+    char ltype[2048] = "\"int\"", stype[4096] = "\"long\"", tmp[4096];
+    char lval[256] = "", sval[1024] = "", t2[1024];
+    (void)state;
+    for (int d = 0; d < LISTS; d++) {
+        snprintf(tmp, sizeof(tmp),
+                 "{\"type\":\"list\",\"element-id\":%d,\"element\":%s,\"element-required\":false}",
+                 100 + d, ltype);
+        strcpy(ltype, tmp);
+    }
+    for (int d = 0; d < STRUCTS; d++) {
+        snprintf(tmp, sizeof(tmp),
+                 "{\"type\":\"struct\",\"fields\":[{\"id\":%d,\"name\":\"f%d\",\"required\":false,"
+                 "\"type\":%s}]}",
+                 200 + d, d, stype);
+        strcpy(stype, tmp);
+    }
+    for (int d = 0; d < LISTS; d++)
+        strcat(lval, "[");
+    strcat(lval, "7,null");
+    for (int d = 0; d < LISTS; d++)
+        strcat(lval, "]");
+    snprintf(sval, sizeof(sval), "42");
+    for (int d = 0; d < STRUCTS; d++) {
+        snprintf(t2, sizeof(t2), "{\"f%d\":%s}", d, sval);
+        strcpy(sval, t2);
+    }
+    cdc_ice_field_t f[3] = {
+        {.id = 1, .name = "id", .type = CDC_ICE_INT, .required = true},
+        {.id = 2, .name = "deep", .type = CDC_ICE_LIST, .nested = ltype},
+        {.id = 3, .name = "nest", .type = CDC_ICE_STRUCT, .nested = stype},
+    };
+    cdc_ice_schema_t sch = {.schema_id = 1, .fields = f, .nfields = 3};
+    cdc_pq_options_t opts;
+    cdc_pq_writer_t *w;
+    cdc_pq_reader_t *rd;
+    const cdc_ice_value_t *vals;
+    cdc_error_t err;
+    uint8_t *data;
+    size_t len;
+
+    cdc_pq_options_init(&opts);
+    assert_int_equal(cdc_pq_writer_open_buffer(&sch, &opts, &w, &err), CDC_OK);
+    for (int i = 0; i < 3; i++) {
+        cdc_ice_value_t v[3];
+        memset(v, 0, sizeof(v));
+        v[0].v.i32 = i;
+        v[1].is_null = i == 1;
+        v[1].v.bytes.ptr = (const uint8_t *)lval;
+        v[1].v.bytes.len = i == 1 ? 0 : strlen(lval);
+        v[2].is_null = i == 2;
+        v[2].v.bytes.ptr = (const uint8_t *)sval;
+        v[2].v.bytes.len = i == 2 ? 0 : strlen(sval);
+        assert_int_equal(cdc_pq_writer_append(w, v, &err), CDC_OK);
+    }
+    assert_int_equal(cdc_pq_writer_close(w, NULL, &err), CDC_OK);
+    assert_int_equal(cdc_pq_writer_take_buffer(w, &data, &len), CDC_OK);
+    cdc_pq_writer_free(w);
+
+    assert_int_equal(cdc_pq_reader_open(data, len, &rd, &err), CDC_OK);
+    assert_int_equal(cdc_pq_reader_rows(rd), 3);
+    assert_int_equal(cdc_pq_reader_column(rd, 1, &vals, &err), CDC_OK);
+    assert_string_equal((const char *)vals[0].v.bytes.ptr, lval);
+    assert_true(vals[1].is_null);
+    assert_int_equal(cdc_pq_reader_column(rd, 2, &vals, &err), CDC_OK);
+    assert_int_equal(vals[0].v.bytes.len, strlen(sval));
+    assert_memory_equal(vals[0].v.bytes.ptr, sval, strlen(sval));
+    assert_true(vals[2].is_null);
+    cdc_pq_reader_free(rd);
+    free(data);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -806,6 +883,7 @@ int main(void)
         cmocka_unit_test(test_random_flips),
         cmocka_unit_test(test_data_page_v2),
         cmocka_unit_test(test_nested_round_trip),
+        cmocka_unit_test(test_deep_nesting),
     };
     schema_init();
     return cmocka_run_group_tests(tests, NULL, NULL);
