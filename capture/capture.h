@@ -336,6 +336,8 @@ typedef struct cdc_capture {
     cdc_capture_request_t request;
     uint64_t isnap_seq;          /* ids of snapshots and chunks of this process */
     size_t isnap_next;           /* where the next look for a due table starts (round robin) */
+    int64_t isnap_pace_ms;       /* no window before this time (mono coarse ms): the one pace
+                                  * of --snapshot-max-rate over every table (incremental.c) */
     int64_t last_tick_ms;        /* last cdc_incremental_tick that looked (mono coarse) */
     int64_t last_publication_ms; /* last look at the publication's tables */
     cdc_counter_t *m_snapshot_chunks;

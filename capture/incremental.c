@@ -602,6 +602,8 @@ static cdc_err_t start_window(cdc_capture_t *cap, int64_t now, cdc_error_t *e)
     cdc_err_t rc = CDC_OK;
 
     cdc_incremental_window_free(cap);
+    if (now < cap->isnap_pace_ms) /* --snapshot-max-rate */
+        return CDC_OK;
     /* the rows the tables prepared so far are expected to bring (their estimates): no more
      * tables are prepared than the window's --snapshot-chunk rows are likely to read */
     int64_t expected = 0;
@@ -744,10 +746,13 @@ static cdc_err_t part_high(cdc_capture_t *cap, cdc_capture_part_t *p, uint64_t l
     if (rc != CDC_OK || emitted < 0)
         return rc;
     t->isnap.rows += emitted;
-    /* --snapshot-max-rate: the table's next chunk waits until the rows read so far are due */
-    if (cap->cfg->snapshot_max_rate > 0)
-        t->isnap.retry_ms = cdc_clock_mono_coarse_ms() +
-                            (int64_t)p->chunk.nrows * 1000 / cap->cfg->snapshot_max_rate;
+    /* --snapshot-max-rate, one pace over every table: the next window waits until the rows
+     * read so far, of whichever tables, are due */
+    if (cap->cfg->snapshot_max_rate > 0) {
+        int64_t now = cdc_clock_mono_coarse_ms();
+        cap->isnap_pace_ms = (cap->isnap_pace_ms > now ? cap->isnap_pace_ms : now) +
+                             (int64_t)p->chunk.nrows * 1000 / cap->cfg->snapshot_max_rate;
+    }
     if (p->last) {
         t->isnap.due = false;
     } else if (p->after != NULL) {

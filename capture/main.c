@@ -88,8 +88,8 @@ static const cdc_opt_t options[] = {
     {"snapshot-chunk", CDC_OPT_INT, C(snapshot_chunk), "10000", false, 1, 10000000, NULL,
      "Rows fetched per snapshot chunk."},
     {"snapshot-max-rate", CDC_OPT_INT, C(snapshot_max_rate), "25000", false, 0, 100000000, NULL,
-     "Most rows per second an incremental snapshot reads (0 = as fast as it can), so that a "
-     "backfill of a large table leaves the workers room for the other tables' changes "
+     "Most rows per second the incremental snapshots read, all tables together (0 = as fast "
+     "as it can), so that a backfill leaves the workers room for the other tables' changes "
      "(docs/benchmarks.md, \"Backfill of an added table\")."},
     {"snapshot-window-tables", CDC_OPT_INT, C(snapshot_window_tables), "64", false, 1, 1000000,
      NULL,
