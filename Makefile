@@ -102,7 +102,7 @@ BENCH_BINS := $(patsubst %.c,$(BUILD)/%,$(BENCH_SRC))
 
 ALL_LIBS   := $(PROC_LIBS) $(HARNESS_LIB) $(LIBCDC)
 
-.PHONY: soak fuzz fuzz-build fuzz-bins fuzz-replay chaos-tables all bins tests test test-unit test-integration run lint fmt asan tsan clean-build docs \
+.PHONY: circles soak fuzz fuzz-build fuzz-bins fuzz-replay chaos-tables all bins tests test test-unit test-integration run lint fmt asan tsan clean-build docs \
         setup bench chaos start stop clean run-chaos compose-test
 .DEFAULT_GOAL := all
 # Keep every intermediate (generated sources, the objects of tests and benchmarks).
@@ -277,6 +277,10 @@ lint:
 	    -DPROTOBUF_C_MIN_COMPILER_VERSION=1000000 --std=c11 $(filter %.c,$(C_FILES))
 	@tools/lint-extra.sh
 	@echo "lint: ok"
+
+# the call circles between the files of each folder (docs/development.md, "Call circles")
+circles:
+	@node tools/circles.mjs
 
 docs: bins
 	@tools/gen-config-docs.sh $(BUILD) > docs/configuration.md
