@@ -164,7 +164,24 @@ EOF
     fi
     wait "$LOAD_PID"
     LOAD_PID=""
-    FRESH=$(chaos_status | jq '[.tables[]? | select(.table | test("^public\\.t[0-9]+$")) | .fresh_p99_ms | select(. != null)] | max // -1')
+    # the leader's estimate, once its /status answers (a leader busy committing hundreds of
+    # tables may miss chaos_status's 2 s): -1, and why, when it has none
+    local st="" known=0 deadline=$((SECONDS + 60))
+    FRESH=-1
+    while [ "$SECONDS" -lt "$deadline" ]; do
+        st=$(chaos_status) || st=""
+        if [ -n "$st" ]; then
+            known=$(jq '[.tables[]? | select(.table | test("^public\\.t[0-9]+$")) | select(.fresh_p99_ms != null)] | length' <<<"$st")
+            FRESH=$(jq '[.tables[]? | select(.table | test("^public\\.t[0-9]+$")) | .fresh_p99_ms | select(. != null)] | max // -1' <<<"$st")
+            [ "${known:-0}" -gt 0 ] && break
+        fi
+        sleep 1
+    done
+    if [ -z "$st" ]; then
+        bench_log "tables_fresh_p99_ms: no leader's /status answered within 60 s"
+    else
+        bench_log "tables_fresh_p99_ms: the leader estimates $known of $all tables' freshness"
+    fi
     RSS_MAX=0
     : >"$BENCH_WORK/procs-$n.txt"
     for f in "$CHAOS_DIR"/procs/*.pid "$CDC_TEST_TMP"/*.pid; do
