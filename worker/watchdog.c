@@ -16,39 +16,34 @@
 #define RESTART_DELAY_MS 1000
 
 /*
- * librdkafka stops fetching a partition after a non-retriable error, e.g. when the
- * lookup of a logical start offset (the beginning of a partition with no checkpoint)
- * failed on a broker that was busy or changing leaders, and this consumer does not let
- * it reset offsets on its own (auto.offset.reset=error); nor can it be seeked any more.
- * Such a partition is assigned again from its next offset after RESTART_DELAY_MS, as
- * often as it takes: a transient failure recovers, and a lasting one (a checkpointed
- * offset that retention deleted) keeps warning while the partition's lag shows in
- * /status, without skipping anything.
- */
-/*
  * Logs the restart of a partition at next_offset. When the broker's log now starts past
  * it, the records in between were deleted before this job read them (retention; the
  * development broker keeps 5 MiB a partition): the partition cannot go on without skipping
  * them, and it does not skip them, so that is an error that names the cause (docs/worker.md,
- * "Records deleted before they were read"); its lag stays in /status.
+ * "Records deleted before they were read"); its lag stays in /status. A logical offset
+ * (the beginning of a partition with no checkpoint) cannot have been deleted.
  */
 static void log_restart(cdc_worker_t *w, int p, size_t t, int64_t next_offset, int *queries)
 {
     int64_t low = -1, high = -1;
     cdc_error_t e;
     const char *topic = cdc_worker_topic(w, t);
-    /* the log start cached from the last fetch response, else one lookup (of at most 200
-     * ms, on this record thread) per pass: a partition not looked up this pass is looked up
-     * at its next restart */
-    if (next_offset >= 0 &&
-        (cdc_kafka_consumer_watermarks(w->consumer, topic, p, &low, &high, 0, &e) != CDC_OK ||
-         low < 0) &&
-        ((*queries)-- <= 0 ||
-         cdc_kafka_consumer_watermarks(w->consumer, topic, p, &low, &high, 200, &e) != CDC_OK))
-        low = -1;
-    /* (a logical offset, such as the beginning of a partition with no checkpoint, cannot
-     * have been deleted) */
-    if (next_offset >= 0 && low > next_offset)
+    bool deleted = false;
+
+    if (next_offset >= 0) {
+        /* the log start cached from the last fetch response, else one lookup (of at most
+         * 200 ms, on this record thread) per pass: a partition not looked up this pass is
+         * looked up at its next restart */
+        bool cached =
+            cdc_kafka_consumer_watermarks(w->consumer, topic, p, &low, &high, 0, &e) == CDC_OK &&
+            low >= 0;
+        if (!cached &&
+            ((*queries)-- <= 0 ||
+             cdc_kafka_consumer_watermarks(w->consumer, topic, p, &low, &high, 200, &e) != CDC_OK))
+            low = -1;
+        deleted = low > next_offset;
+    }
+    if (deleted)
         cdc_log_error("partition %d topic \"%s\": offset %" PRId64 " is not in Kafka any more "
                       "(the log starts at %" PRId64 "): the broker deleted records this job had "
                       "not read (retention; the development broker keeps 5 MiB a partition); "
@@ -61,6 +56,16 @@ static void log_restart(cdc_worker_t *w, int p, size_t t, int64_t next_offset, i
                      p, topic, next_offset);
 }
 
+/*
+ * librdkafka stops fetching a partition after a non-retriable error, e.g. when the
+ * lookup of a logical start offset (the beginning of a partition with no checkpoint)
+ * failed on a broker that was busy or changing leaders, and this consumer does not let
+ * it reset offsets on its own (auto.offset.reset=error); nor can it be seeked any more.
+ * Such a partition is assigned again from its next offset after RESTART_DELAY_MS, as
+ * often as it takes: a transient failure recovers, and a lasting one (a checkpointed
+ * offset that retention deleted) keeps warning while the partition's lag shows in
+ * /status, without skipping anything.
+ */
 void cdc_worker_restart_failed(cdc_worker_t *w)
 {
     char topics[16][256];
