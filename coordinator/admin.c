@@ -132,61 +132,6 @@ static json_t *coordinators_json(const cdc_presence_t *p, const char *leader_id)
 /* A worker silent for longer than this (a few heartbeat intervals) shows as "silent". */
 #define SILENT_MS 1500
 
-/* One topic's part of slot p's lag: the newest end known less the checkpointed offset. */
-static void topic_lag(cdc_coord_t *c, int p, const char *topic, int64_t reported, int64_t offset,
-                      json_t *highs, int64_t *lag, bool *known)
-{
-    int64_t high = reported > 0 ? reported : -1;
-    if (c->watermarks != NULL) {
-        int64_t end = cdc_watermarks_end(c->watermarks, topic, p);
-        if (end > high)
-            high = end;
-    }
-    if (high < 0)
-        return;
-    *known = true;
-    if (highs != NULL)
-        json_object_set_new(highs, topic, json_integer(high));
-    if (high > offset)
-        *lag += high - offset;
-}
-
-/* Records behind in slot p over the topics the owner reported and those checkpointed;
- * -1 when no end is known. highs (may be NULL) gets {topic: end}. */
-static int64_t slot_lag(cdc_coord_t *c, int p, json_t *highs)
-{
-    const cdc_progress_slot_t *ps = &c->progress.slot[p];
-    const cdc_ckpt_partition_t *bp = c->base != NULL ? &c->base->partitions[p] : NULL;
-    bool *checkpointed = calloc(ps->n > 0 ? (size_t)ps->n : 1, sizeof(*checkpointed));
-    int64_t lag = 0;
-    bool known = false;
-
-    if (checkpointed == NULL)
-        return -1;
-    /* a binary search of the slot's sorted topics for each checkpointed one: thousands of
-     * topics cost k log k, not k * k */
-    for (size_t k = 0; bp != NULL && k < bp->noffsets; k++) {
-        const cdc_progress_topic_t *t = cdc_progress_find(ps, bp->offsets[k].topic);
-        int64_t at = bp->offsets[k].next_offset;
-        if (t == NULL) {
-            topic_lag(c, p, bp->offsets[k].topic, 0, at, highs, &lag, &known);
-            continue;
-        }
-        checkpointed[t - ps->t] = true;
-        topic_lag(c, p, t->topic, t->high, at > 0 ? at : 0, highs, &lag, &known);
-    }
-    for (int j = 0; j < ps->n; j++)
-        if (!checkpointed[j])
-            topic_lag(c, p, ps->t[j].topic, ps->t[j].high, 0, highs, &lag, &known);
-    free(checkpointed);
-    return known ? lag : -1;
-}
-
-int64_t cdc_coord_lag(cdc_coord_t *c, int p)
-{
-    return slot_lag(c, p, NULL);
-}
-
 /* A word for the state of slot p: what an operator looks at first. */
 static const char *slot_state(cdc_coord_t *c, int p, int64_t now)
 {
@@ -610,7 +555,7 @@ char *cdc_coord_status_json(cdc_coord_t *c)
             if (h->no_progress)
                 json_object_set_new(still, h->topic, json_integer(now - h->since_ms));
         }
-        lag = slot_lag(c, p, highs);
+        lag = cdc_coord_lag(c, p, highs);
         json_object_set_new(a, "stalled_ms", stalled);
         json_object_set_new(a, "no_progress_ms", still);
         json_object_set_new(a, "missing_topic",

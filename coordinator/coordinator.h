@@ -102,7 +102,23 @@ typedef enum cdc_job_state {
     CDC_JOB_FAILED,      /* restart strategy exhausted */
 } cdc_job_state_t;
 
-const char *cdc_job_state_name(cdc_job_state_t s);
+/* The state's name in logs and /status ("RUNNING", ...). */
+static inline const char *cdc_job_state_name(cdc_job_state_t s)
+{
+    switch (s) {
+    case CDC_JOB_STANDBY:
+        return "STANDBY";
+    case CDC_JOB_STARTING:
+        return "STARTING";
+    case CDC_JOB_RECOVERING:
+        return "RECOVERING";
+    case CDC_JOB_RUNNING:
+        return "RUNNING";
+    case CDC_JOB_FAILED:
+        return "FAILED";
+    }
+    return "UNKNOWN";
+}
 
 #define CDC_COMMIT_QUEUE_MAX 32
 #define CDC_HISTORY_MAX 16
@@ -274,9 +290,10 @@ void cdc_admin_publish(cdc_coord_t *c);
 /*
  * Records behind in partition slot p (main thread): over the slot's topics, the newest
  * end known (from Kafka with --kafka, else from the owner's acks) less the newest
- * checkpoint's offset; -1 when no end is known (admin.c).
+ * checkpoint's offset; -1 when no end is known. highs (may be NULL) gets {topic: end}
+ * (lag.c).
  */
-int64_t cdc_coord_lag(cdc_coord_t *c, int p);
+int64_t cdc_coord_lag(cdc_coord_t *c, int p, struct json_t *highs);
 
 /* Registers the dashboard's page (/ and /ui) and /history (dashboard.c). */
 cdc_err_t cdc_dashboard_register(cdc_coord_t *c, cdc_error_t *e);

@@ -91,7 +91,7 @@ void cdc_dashboard_sample(cdc_coord_t *c, int64_t now)
     s.state = (int32_t)c->state;
     s.workers_alive = cdc_members_alive_count(&c->members);
     for (int p = 0; p < CDC_PARTITIONS; p++) {
-        s.lag[p] = cdc_coord_lag(c, p);
+        s.lag[p] = cdc_coord_lag(c, p, NULL);
         if (c->m_lag[p] == NULL) {
             char num[8];
             snprintf(num, sizeof(num), "%d", p);

@@ -13,7 +13,12 @@
  * This file holds the states, the workers' membership and assignments, and the loop;
  * the barriers, acks and the commit queue are the commit pipeline (pipeline.c), and which
  * workers may own slots by the job's table set is job_tables.c. One concept, the job
- * state machine, in one file of about 1,000 lines.
+ * state machine, in one file of about 1,000 lines. *
+ * A call circle of three files (docs/development.md, "Call circles"): job.c, job_tables.c
+ * and pipeline.c are one concept, the job, split by part. The loop (job.c) drives the
+ * table set and the commit pipeline; both fall back on the loop's own moves: a send to
+ * a worker, a recovery (Abort, new generation) or a step down to standby. The rest of
+ * coordinator/ sits below them: admin.c, dashboard.c and lag.c only read the job.
  */
 #include "coordinator/job_int.h"
 
@@ -32,23 +37,6 @@
 #define LOOP_WAIT_MAX_MS 50       /* longest message wait of a running leader's loop */
 #define STANDBY_WAIT_MS 100       /* a standby's message wait */
 #define REJECT_CLOSE_DELAY_MS 200 /* a standby closes a rejected worker's pipe after this */
-
-const char *cdc_job_state_name(cdc_job_state_t s)
-{
-    switch (s) {
-    case CDC_JOB_STANDBY:
-        return "STANDBY";
-    case CDC_JOB_STARTING:
-        return "STARTING";
-    case CDC_JOB_RECOVERING:
-        return "RECOVERING";
-    case CDC_JOB_RUNNING:
-        return "RUNNING";
-    case CDC_JOB_FAILED:
-        return "FAILED";
-    }
-    return "UNKNOWN";
-}
 
 static void set_state(cdc_coord_t *c, cdc_job_state_t s)
 {

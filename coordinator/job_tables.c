@@ -7,7 +7,12 @@
  * operator (POST /tables), and written back to etcd by the loop; a worker that cannot
  * consume a topic of the set is refused (logged, counted, in /status and in its empty
  * Assign) and owns nothing, so no slot ever misses a table the others carry. Main thread
- * only, like the rest of the job, but for the request mailbox of POST /tables.
+ * only, like the rest of the job, but for the request mailbox of POST /tables. *
+ * A call circle of three files (docs/development.md, "Call circles"): job.c, job_tables.c
+ * and pipeline.c are one concept, the job, split by part. The loop (job.c) drives the
+ * table set and the commit pipeline; both fall back on the loop's own moves: a send to
+ * a worker, a recovery (Abort, new generation) or a step down to standby. The rest of
+ * coordinator/ sits below them: admin.c, dashboard.c and lag.c only read the job.
  */
 #include "coordinator/job_int.h"
 

@@ -4,7 +4,12 @@
  * completed checkpoint), and completed epochs go through a queue: record in etcd
  * (fenced, the point of no return), commit to Iceberg, move `committed`, tell the
  * workers. Warehouse maintenance (orphan files, snapshot expiry) runs between commits.
- * The job's state machine and loop that drive it are in job.c (job_int.h).
+ * The job's state machine and loop that drive it are in job.c (job_int.h). *
+ * A call circle of three files (docs/development.md, "Call circles"): job.c, job_tables.c
+ * and pipeline.c are one concept, the job, split by part. The loop (job.c) drives the
+ * table set and the commit pipeline; both fall back on the loop's own moves: a send to
+ * a worker, a recovery (Abort, new generation) or a step down to standby. The rest of
+ * coordinator/ sits below them: admin.c, dashboard.c and lag.c only read the job.
  */
 #include <inttypes.h>
 #include <stdio.h>

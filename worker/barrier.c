@@ -5,7 +5,13 @@
  * the epoch's files, checkpoints the state (each partition in parallel), builds the Ack
  * (files, schemas, truncates, floors, partition states) and sends it, while the record
  * thread keeps consuming the next epoch. Committed{epoch} drops the checkpoints no longer
- * needed, on the same thread.
+ * needed, on the same thread. *
+ * A call circle of three files (docs/development.md, "Call circles"): session.c runs the
+ * main loop and hands it to consume.c for records and to barrier.c for Barrier and
+ * Committed; the record loop polls the control link between batches (session.c) and
+ * starts and waits for the finalizer (barrier.c); the finalizer pauses fetching while
+ * staged bytes are over their budget (consume.c) and sends its Ack on the link
+ * (session.c). Everything else in worker/ sits below these three.
  */
 #include <inttypes.h>
 #include <pthread.h>

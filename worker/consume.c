@@ -1,9 +1,15 @@
 /*
  * The worker's data path: Kafka consumption of the owned partition slots, the record
- * path (decode -> dead letter | dedup -> TOAST repair -> stage), the schema registry
- * topic, assignment (state restore + seek), backpressure, restarts of stopped fetches and
- * the progress watchdog. The barrier, which cuts the epoch and finishes it on the
- * finalizer thread, is in barrier.c.
+ * path (decode -> dead letter | dedup -> TOAST repair -> stage), assignment (state
+ * restore + seek) and backpressure. The barrier, which cuts the epoch and finishes it on
+ * the finalizer thread, is in barrier.c; the schema topic is read by schemas.c; restarts
+ * of stopped fetches and the progress watchdog are in watchdog.c. *
+ * A call circle of three files (docs/development.md, "Call circles"): session.c runs the
+ * main loop and hands it to consume.c for records and to barrier.c for Barrier and
+ * Committed; the record loop polls the control link between batches (session.c) and
+ * starts and waits for the finalizer (barrier.c); the finalizer pauses fetching while
+ * staged bytes are over their budget (consume.c) and sends its Ack on the link
+ * (session.c). Everything else in worker/ sits below these three.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -24,7 +30,6 @@
 #include "worker/worker.h"
 
 #define BATCH_MAX 2048
-#define SCHEMA_READ_TIMEOUT_MS 10000
 
 char *cdc_worker_join(const char *a, const char *b)
 {
@@ -229,109 +234,6 @@ void cdc_worker_data_close(cdc_worker_t *w)
     w->tm_schema = NULL;
 }
 
-/* ---- schema registry topic ---------------------------------------------------------- */
-
-/* Schema-topic partitions whose fetching stopped on an error (as for the data topics,
- * cdc_worker_restart_failed() in watchdog.c) are assigned again from the next offset to
- * read, all of them. */
-static void restart_failed_schemas(cdc_worker_t *w)
-{
-    char topics[16][256];
-    int32_t parts[16];
-    size_t n;
-    while ((n = cdc_kafka_consumer_failed(w->schema_consumer, topics, parts, 16)) > 0)
-        for (size_t i = 0; i < n; i++) {
-            cdc_error_t e2;
-            int32_t p = parts[i];
-            if (p < 0 || p >= w->schema_parts)
-                continue;
-            if (cdc_kafka_consumer_restart(w->schema_consumer, w->schema_topic, p,
-                                           w->schema_next[p], &e2) != CDC_OK) {
-                cdc_log_warn("schema topic \"%s\" partition %d: could not assign it again: %s",
-                             w->schema_topic, p, e2.msg);
-                continue;
-            }
-            cdc_metrics_counter_inc(w->m_fetch_restarts);
-            cdc_log_warn("schema topic \"%s\" partition %d: fetching had stopped on an error; "
-                         "assigned again from offset %" PRId64,
-                         w->schema_topic, p, w->schema_next[p]);
-        }
-}
-
-/*
- * Reads the schema topic up to its end as of now: the high watermark of each partition,
- * asked from the broker, not "until a poll comes back empty", which says nothing while
- * the first fetch is still on its way. An event whose version is unknown after this
- * names a version that was never registered (the capture registers before producing).
- */
-cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e)
-{
-    cdc_kafka_msg_t msgs[256];
-    int64_t high[CDC_WORKER_SCHEMA_PARTITIONS];
-    int64_t deadline = cdc_clock_mono_ms() + SCHEMA_READ_TIMEOUT_MS;
-    size_t n;
-    cdc_err_t rc;
-
-    if (w->schema_parts == 0) {
-        int32_t parts = 0;
-        rc = cdc_kafka_consumer_partitions(w->schema_consumer, w->schema_topic, &parts, 2000, e);
-        if (rc == CDC_ERR_NOT_FOUND || (rc == CDC_OK && parts <= 0))
-            return CDC_OK; /* nothing registered yet */
-        if (rc != CDC_OK)
-            return rc;
-        if (parts > CDC_WORKER_SCHEMA_PARTITIONS)
-            parts = CDC_WORKER_SCHEMA_PARTITIONS;
-        cdc_kafka_tp_t tps[CDC_WORKER_SCHEMA_PARTITIONS];
-        for (int32_t i = 0; i < parts; i++) {
-            tps[i] = (cdc_kafka_tp_t){w->schema_topic, i, CDC_KAFKA_OFFSET_BEGINNING};
-            w->schema_next[i] = 0;
-        }
-        if ((rc = cdc_kafka_consumer_assign(w->schema_consumer, tps, (size_t)parts, e)) != CDC_OK)
-            return rc;
-        w->schema_parts = parts;
-    }
-    rc = cdc_kafka_consumer_end_offsets(w->schema_consumer, w->schema_topic, w->schema_parts, high,
-                                        2000, e);
-    if (rc != CDC_OK)
-        return rc;
-    for (;;) {
-        bool done = true;
-        restart_failed_schemas(w);
-        for (int32_t i = 0; i < w->schema_parts; i++)
-            done = done && w->schema_next[i] >= high[i];
-        if (done)
-            return CDC_OK;
-        int64_t left = deadline - cdc_clock_mono_ms();
-        if (left <= 0)
-            return cdc_error_set_retriable(e, CDC_ERR_TIMEOUT, true,
-                                           "schema topic \"%s\" not read to its end within %d ms",
-                                           w->schema_topic, SCHEMA_READ_TIMEOUT_MS);
-        rc = cdc_kafka_consume_batch(w->schema_consumer, msgs, 256, &n,
-                                     left < 100 ? (int)left : 100, e);
-        for (size_t i = 0; i < n; i++) {
-            char topic[256];
-            int64_t version;
-            cdc_error_t e2;
-            if (msgs[i].partition >= 0 && msgs[i].partition < w->schema_parts &&
-                msgs[i].offset + 1 > w->schema_next[msgs[i].partition])
-                w->schema_next[msgs[i].partition] = msgs[i].offset + 1;
-            if (msgs[i].value == NULL || msgs[i].key == NULL ||
-                !cdc_schema_record_key_parse(msgs[i].key, msgs[i].key_len, topic, sizeof(topic),
-                                             &version))
-                continue;
-            if (cdc_catalog_register_json(w->catalog, topic, version, msgs[i].value,
-                                          msgs[i].value_len, &e2) != CDC_OK)
-                cdc_log_warn("ignoring schema document \"%s/%" PRId64 "\": %s", topic, version,
-                             e2.msg);
-            else
-                cdc_log_debug("registered schema \"%s\" version %" PRId64, topic, version);
-        }
-        cdc_kafka_msgs_release(msgs, n);
-        if (rc != CDC_OK && rc != CDC_ERR_TIMEOUT)
-            return rc;
-    }
-}
-
 /* ---- assignment ---------------------------------------------------------------------- */
 
 /* The Parquet codec of the epoch's files (--compression; zstd by default). */
@@ -453,45 +355,6 @@ static cdc_err_t slot_open(cdc_worker_t *w, cdc_slot_t *s, const Cdc__PartitionS
                               "Size of the partition's state store (disk + memory).", labels);
     }
     return CDC_OK;
-}
-
-/* The partition count of topic ti, asked from the broker (waiting up to wait_ms) until it
- * answered once; 0 when unknown. */
-static int32_t topic_partitions_wait(cdc_worker_t *w, int ti, int wait_ms)
-{
-    int32_t n = 0;
-    cdc_error_t e;
-    if (ti < 0 || (size_t)ti >= w->topics.n)
-        return 0;
-    if (w->topic_parts[ti] > 0)
-        return w->topic_parts[ti];
-    if (cdc_kafka_consumer_partitions(w->consumer, cdc_worker_topic(w, (size_t)ti), &n, wait_ms,
-                                      &e) != CDC_OK)
-        return 0;
-    w->topic_parts[ti] = n;
-    return n;
-}
-
-void cdc_worker_check_partitions(cdc_worker_t *w, int budget_ms)
-{
-    int64_t deadline = cdc_clock_mono_ms() + budget_ms;
-    for (size_t t = 0; t < w->topics.n; t++) {
-        if (!cdc_worker_consumes(w, t) || w->topic_parts_warned[t])
-            continue;
-        /* (briefly: a topic the capture has not created yet is asked again next time; with
-         * thousands of them, 200 ms each would hold the record thread for minutes) */
-        int64_t left = deadline - cdc_clock_mono_ms();
-        if (w->topic_parts[t] == 0 && left <= 0)
-            return;
-        int32_t n = topic_partitions_wait(w, (int)t, left < 200 ? (int)left : 200);
-        if (n > CDC_WORKER_PARTITIONS) {
-            w->topic_parts_warned[t] = true;
-            cdc_log_error("topic \"%s\" has %d partitions, but the job reads %d (its partition "
-                          "slots): the changes in partitions %d to %d are never read",
-                          cdc_worker_topic(w, t), (int)n, CDC_WORKER_PARTITIONS,
-                          CDC_WORKER_PARTITIONS, (int)n - 1);
-        }
-    }
 }
 
 cdc_err_t cdc_worker_assign(cdc_worker_t *w, const Cdc__Assign *a, cdc_error_t *e)

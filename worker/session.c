@@ -5,7 +5,13 @@
  * incarnation, heartbeat, and act on Assign (restore + seek), Barrier (snapshot + Ack, then keep
  * consuming), Abort (drop staged data, wait for the next assignment), Committed (drop old
  * checkpoints) and Reject. Messages of an older term or generation than the assignment we run are
- * ignored, so a stale leader can never make this worker ack into a generation it does not own.
+ * ignored, so a stale leader can never make this worker ack into a generation it does not own. *
+ * A call circle of three files (docs/development.md, "Call circles"): session.c runs the
+ * main loop and hands it to consume.c for records and to barrier.c for Barrier and
+ * Committed; the record loop polls the control link between batches (session.c) and
+ * starts and waits for the finalizer (barrier.c); the finalizer pauses fetching while
+ * staged bytes are over their budget (consume.c) and sends its Ack on the link
+ * (session.c). Everything else in worker/ sits below these three.
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -554,69 +560,4 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
     cdc_etcd_close(w->etcd);
     w->etcd = NULL;
     return rc == CDC_ERR_CONFIG ? rc : CDC_OK;
-}
-
-/* ---- /status ---------------------------------------------------------------------------- */
-
-void cdc_worker_publish_status(cdc_worker_t *w)
-{
-    json_t *o = json_object(), *parts = json_array(), *masking = NULL;
-    char *m = w->mask != NULL ? cdc_mask_status_json(w->mask) : NULL;
-
-    pthread_mutex_lock(&w->link_lock);
-    json_object_set_new(o, "id", json_string(w->cfg.id));
-    json_object_set_new(o, "insecure", json_boolean(w->cfg.insecure));
-    json_object_set_new(o, "job", json_string(w->cfg.job));
-    json_object_set_new(o, "registered", json_boolean(w->registered));
-    json_object_set_new(o, "term", json_integer((json_int_t)w->term));
-    json_object_set_new(o, "generation", json_integer((json_int_t)w->generation));
-    pthread_mutex_unlock(&w->link_lock);
-    for (int p = 0; p < CDC_WORKER_PARTITIONS; p++)
-        if (w->slots[p].owned)
-            json_array_append_new(parts, json_integer(p));
-    json_object_set_new(o, "partitions", parts);
-    json_object_set_new(o, "refused", w->refused[0] ? json_string(w->refused) : json_null());
-    {
-        json_t *tables = json_array(), *offer = json_array();
-        size_t noffer;
-        char **offered = cdc_topic_list_names(&w->offer, &noffer);
-        for (size_t t = 0; t < w->topics.n; t++)
-            if (cdc_worker_consumes(w, t))
-                json_array_append_new(tables, json_string(cdc_worker_topic(w, t)));
-        for (size_t t = 0; t < noffer; t++)
-            json_array_append_new(offer, json_string(offered[t]));
-        json_object_set_new(o, "tables", tables); /* the job's, as its last Assign said */
-        json_object_set_new(o, "follows_tables", json_boolean(w->follows_tables));
-        json_object_set_new(o, "offer", offer);
-    }
-    if (m != NULL)
-        masking = json_loads(m, 0, NULL);
-    free(m);
-    json_object_set_new(o, "masking", masking != NULL ? masking : json_null());
-    json_object_set_new(o, "chunked_events", cdc_worker_chunk_status(w));
-    {
-        /* dead letters and the values no Iceberg type holds (docs/worker.md) */
-        json_t *v = json_object(), *dl = json_object();
-        for (int cls = 0; cls < CDC_DLQ__COUNT; cls++)
-            json_object_set_new(dl, cdc_dlq_class_name((cdc_dlq_class_t)cls),
-                                json_integer((json_int_t)cdc_metrics_value(w->m_dlq[cls])));
-        json_object_set_new(o, "dead_letters", dl);
-        json_object_set_new(v, "nulled_records", json_integer((json_int_t)w->nulled_records));
-        json_object_set_new(v, "special_values", json_integer((json_int_t)w->special_values));
-        json_object_set_new(v, "unknown_toast", json_integer((json_int_t)w->unknown_toast));
-        pthread_mutex_lock(&w->values_lock);
-        json_object_set_new(v, "last_nulled",
-                            w->last_nulled[0] ? json_string(w->last_nulled) : json_null());
-        pthread_mutex_unlock(&w->values_lock);
-        json_object_set_new(o, "values", v);
-    }
-    {
-        cdc_diskfull_t *disks[] = {&w->disk_warehouse, &w->disk_state};
-        char *d = cdc_diskfull_status_json(disks, 2);
-        json_t *dj = d != NULL ? json_loads(d, 0, NULL) : NULL;
-        free(d);
-        json_object_set_new(o, "disk", dj != NULL ? dj : json_null());
-    }
-    cdc_http_doc_set(&w->status, json_dumps(o, JSON_COMPACT));
-    json_decref(o);
 }

@@ -313,9 +313,6 @@ typedef struct cdc_worker {
 cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e);
 void cdc_worker_data_close(cdc_worker_t *w);
 
-/* Reads new schema documents from the registry topic (up to its end). */
-cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e);
-
 /*
  * Makes the owned set exactly `parts` (from an Assign): every listed partition is reset
  * to its checkpoint (state restored, stage dropped) and sought to its offsets; other
@@ -518,6 +515,11 @@ void cdc_worker_dlq_close(cdc_worker_t *w);
 void cdc_worker_dlq_delivery(void *opaque, cdc_err_t err, const cdc_error_t *detail,
                              int32_t partition, int64_t offset, void *cb_arg);
 
+/* ---- schemas.c ------------------------------------------------------------------------ */
+
+/* Reads new schema documents from the registry topic (up to its end). */
+cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e);
+
 /* ---- session.c ------------------------------------------------------------------------ */
 
 /*
@@ -559,9 +561,13 @@ typedef struct cdc_link_watch {
  */
 void cdc_worker_watch_link(cdc_worker_t *w, cdc_link_watch_t *lw, int64_t now);
 
+/* ---- status.c ------------------------------------------------------------------------- */
+
 /* Rebuilds /status: the worker's link, its partitions and its column masking (record
  * thread). */
 void cdc_worker_publish_status(cdc_worker_t *w);
+
+/* ---- session.c: the main loop --------------------------------------------------------- */
 
 /* Runs the worker until *stop is set. Returns CDC_OK on a clean stop, CDC_ERR_CONFIG
  * when a record met a configuration that cannot apply to it (a masking policy that
