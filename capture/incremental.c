@@ -19,6 +19,13 @@
  * one pair of watermarks, so that the window's round trip (two watermarks, a transaction,
  * the high watermark's way back through the stream) is paid once for many small tables.
  * Main thread.
+ *
+ * A call circle of three files (docs/development.md, "Call circles"): tables.c starts and
+ * abandons a table's incremental snapshot (incremental.c) as the table joins or leaves,
+ * and incremental.c hands a table that left or came back to tables.c; request.c receives
+ * the operator's requests (POST /snapshot, POST /tables) and hands them to the other two,
+ * which answer through it. The rest of capture/ sits below these, under the stream
+ * (stream.c) and the change dispatch (changes.c).
  */
 #include <inttypes.h>
 #include <signal.h>

@@ -4,6 +4,10 @@
  * partition's Relation and changes under the partition's name. Such a partition of a
  * captured table is mapped to its root: the root's Relation is built from the
  * partition's columns, and each change is produced as the root's.
+ *
+ * A call circle of two files (docs/development.md, "Call circles"): changes.c hands a
+ * partition's Relation, changes and truncates to partitions.c, which maps them to the
+ * partition's root and hands each change back as the root's (cdc_capture_on_change).
  */
 #include <stdio.h>
 #include <stdlib.h>

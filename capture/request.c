@@ -4,6 +4,13 @@
  * puts the request and waits; the main thread, which owns the PostgreSQL connections and
  * the tables' state, answers between stream reads (cdc_capture_serve_request). One request
  * at a time; another waits for it.
+ *
+ * A call circle of three files (docs/development.md, "Call circles"): tables.c starts and
+ * abandons a table's incremental snapshot (incremental.c) as the table joins or leaves,
+ * and incremental.c hands a table that left or came back to tables.c; request.c receives
+ * the operator's requests (POST /snapshot, POST /tables) and hands them to the other two,
+ * which answer through it. The rest of capture/ sits below these, under the stream
+ * (stream.c) and the change dispatch (changes.c).
  */
 #include <stdarg.h>
 #include <stdio.h>

@@ -73,7 +73,8 @@ cdc_capture_next_t cdc_capture_session_ended(cdc_capture_t *cap, cdc_err_t rc,
                                              const cdc_error_t *err, int64_t *backoff_ms,
                                              int64_t *wait_ms);
 
-/* ---- tables.c ---- */
+/* ---- tablemap.c (with cdc_capture_table_get, _fail, _fill_col and
+ * cdc_capture_parse_tables in capture.h) ---- */
 
 /* Table state by name, or NULL (never creates one). */
 cdc_capture_table_t *cdc_capture_table_by_name(cdc_capture_t *cap, const char *schema,
@@ -85,6 +86,12 @@ cdc_capture_table_t *cdc_capture_table_by_relid(cdc_capture_t *cap, uint32_t rel
 /* Whether schema.name is in the capture set of this session. */
 bool cdc_capture_is_wanted(const cdc_capture_t *cap, const char *schema, const char *name);
 
+/* t's state as /status and POST /tables give it: streaming, snapshotting, error, excluded,
+ * removed, or "absent" (not captured, NULL too). */
+const char *cdc_capture_table_state(const cdc_capture_table_t *t);
+
+/* ---- tables.c ---- */
+
 /*
  * A change at lsn of t, a table the stream publishes but the capture set does not hold
  * (docs/capture.md, "Tables outside the capture set"): counts it and returns the error
@@ -95,10 +102,6 @@ bool cdc_capture_is_wanted(const cdc_capture_t *cap, const char *schema, const c
  */
 cdc_err_t cdc_capture_uncaptured(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
                                  cdc_error_t *e);
-
-/* t's state as /status and POST /tables give it: streaming, snapshotting, error, excluded,
- * removed, or "absent" (not captured, NULL too). */
-const char *cdc_capture_table_state(const cdc_capture_table_t *t);
 
 /* Marks t, a table of the publication that --table-include/--table-exclude leave out, as
  * excluded (logged once): its changes are counted and skipped, its state is "excluded". */
@@ -142,10 +145,6 @@ void cdc_capture_on_table_error(void *arg, const char *schema, const char *name,
  * catalog, installed as the table's current version. */
 cdc_err_t cdc_capture_on_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_error_t *e);
 
-/* Any Relation message: a mapped partition's, or a table's (a failed table gets another
- * chance). */
-cdc_err_t cdc_capture_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_error_t *e);
-
 /* A Type message: the name of a user-defined type. */
 cdc_err_t cdc_capture_on_type(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_error_t *e);
 
@@ -170,7 +169,7 @@ cdc_err_t cdc_capture_on_leaf_change(cdc_capture_t *cap, cdc_capture_leaf_t *lea
 cdc_err_t cdc_capture_on_truncate_leaves(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn,
                                          cdc_error_t *e);
 
-/* ---- changes.c ---- */
+/* ---- output.c (with cdc_capture_produce, _event_init and _emit_marker in capture.h) ---- */
 
 /* Creates the session's Kafka producer (cap->producer). */
 cdc_err_t cdc_capture_producer_open(cdc_capture_t *cap, cdc_error_t *e);
@@ -180,6 +179,8 @@ cdc_err_t cdc_capture_send_status(cdc_capture_t *cap, cdc_error_t *e);
 
 /* Keeps the replication connection alive during a long read (a backfill). */
 cdc_err_t cdc_capture_keepalive(cdc_capture_t *cap, cdc_error_t *e);
+
+/* ---- changes.c ---- */
 
 /* An insert, update, delete or truncate of the current transaction. */
 cdc_err_t cdc_capture_on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn,

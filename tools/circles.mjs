@@ -9,6 +9,8 @@
 //                                     of FILE's (a line of space-separated files each): a
 //                                     new circle, or one grown past its recorded files
 //   tools/circles.mjs --write FILE    records the circles found now as FILE
+//   --max N (after --check FILE)      also fails on any circle of more than N files,
+//                                     recorded or not
 //   --root DIR (first)                the repository to look at (default: this one)
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync, existsSync } from 'node:fs';
@@ -123,7 +125,14 @@ if (args[0] === '--write' && args[1]) {
               .map((l) => new Set(l.trim().split(/\s+/)))
         : [];
     let bad = 0;
+    const max = args[2] === '--max' ? Number(args[3]) : Infinity;
     for (const c of circles) {
+        if (c.length > max) {
+            console.error(`lint: a call circle of ${c.length} files, more than ${max}: ${c.join(' ')} ` +
+                '(break it: docs/development.md, "Call circles")');
+            bad = 1;
+            continue;
+        }
         if (!known.some((k) => c.every((f) => k.has(f)))) {
             console.error(`lint: a new or grown call circle of ${c.length} files: ${c.join(' ')} ` +
                 `(break it, or explain it in the files' opening comments and record it in ${args[1]})`);

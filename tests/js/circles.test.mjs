@@ -68,3 +68,16 @@ test('--check fails when a recorded circle grows a file', () => {
   assert.equal(r.status, 1);
   assert.match(r.stderr, /3 files: a\/w\.c a\/x\.c a\/y\.c/);
 });
+
+test('--check --max fails on a circle of more files than the limit, even a recorded one', () => {
+  const dir = repo({
+    ...base,
+    'a/y.c': 'int x_one(void);\nint w_one(void);\nint y_one(void) { return x_one() + w_one(); }\n',
+  });
+  const rec = path.join(dir, 'circles.txt');
+  assert.equal(run(dir, '--write', rec).status, 0);
+  assert.equal(run(dir, '--check', rec, '--max', '3').status, 0);
+  const r = run(dir, '--check', rec, '--max', '2');
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /call circle of 3 files, more than 2: a\/w\.c a\/x\.c a\/y\.c/);
+});

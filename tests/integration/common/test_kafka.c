@@ -172,8 +172,8 @@ static void resume_failed(cdc_kafka_consumer_t *c, const char *topic, const int6
  * With `resume_topic`, a partition that fails on the way is assigned again at its next
  * offset instead of failing the test; nothing may be skipped or repeated either way.
  */
-static void consume_and_check_resuming(cdc_kafka_consumer_t *c, int expect, int np,
-                                       int timeout_ms, const char *resume_topic)
+static void consume_and_check_resuming(cdc_kafka_consumer_t *c, int expect, int np, int timeout_ms,
+                                       const char *resume_topic)
 {
     cdc_kafka_msg_t msgs[500];
     int64_t next_offset[64] = {0};
