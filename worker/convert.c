@@ -4,6 +4,10 @@
  * bytes, PostgreSQL's hex or base64 binary, UUIDs), shared by the tree path and the
  * direct decoder so that both produce the same values; and a JSON object of the tree
  * path to a row.
+ *
+ * A call circle of two files (docs/development.md, "Call circles"): row.c sets the values
+ * of a row image it reads back with convert.c's setters, and convert.c clears a row it
+ * could not finish with row.c's cdc_row_clear.
  */
 #include <ctype.h>
 #include <inttypes.h>

@@ -3,6 +3,11 @@
  * envelopes (the capture's and Debezium's, with or without an embedded schema, and the
  * flattened form), through a jansson tree. The capture's own events take the direct
  * decoder first (decode_fast.c); this path defines the behaviour and every error.
+ *
+ * A call circle of two files, one decoder with two paths (docs/development.md, "Call
+ * circles"): decode.c tries the direct path (decode_fast.c) first, and the direct path
+ * uses decode.c's small helpers (placeholders, sequence text, the snapshot tag, clearing
+ * a change).
  */
 #include "worker/decode.h"
 

@@ -16,6 +16,11 @@
  * matter, \u0000 and unpaired surrogates, integers of more than 18 digits, reals that
  * overflow or underflow, deep nesting, objects or arrays as column values, and every
  * value the converter rejects (type mismatch, null in a required column, missing key).
+ *
+ * A call circle of two files, one decoder with two paths (docs/development.md, "Call
+ * circles"): decode.c tries the direct path (decode_fast.c) first, and the direct path
+ * uses decode.c's small helpers (placeholders, sequence text, the snapshot tag, clearing
+ * a change).
  */
 #include "worker/decode_int.h"
 

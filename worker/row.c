@@ -3,6 +3,10 @@
  * canonical key values, the key of every per-row record in state) and its inverse, and
  * the serialized row image kept in state for TOAST repair, whose values are tagged by
  * field id so that an image written under one schema version reads under a later one.
+ *
+ * A call circle of two files (docs/development.md, "Call circles"): row.c sets the values
+ * of a row image it reads back with convert.c's setters, and convert.c clears a row it
+ * could not finish with row.c's cdc_row_clear.
  */
 #include <stdio.h>
 #include <stdint.h>

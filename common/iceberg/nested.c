@@ -1,6 +1,10 @@
 /*
  * Nested types and the shredding of their values (see nested.h). The value text is
  * scanned here rather than through jansson so that decimals keep their exact digits.
+ *
+ * A call circle of two files (docs/development.md, "Call circles"): schema.c builds a
+ * nested field's type tree with nested.c, and nested.c parses the types of elements and
+ * members with schema.c's type parser.
  */
 #include "common/iceberg/nested.h"
 

@@ -6,6 +6,12 @@
  * encoded and emitted to the output as it is made (parquet_encode.c); the
  * footer (FileMetaData, Thrift compact) is written on close, with the Iceberg
  * statistics of the file for its data-file descriptor.
+ *
+ * A call circle of three files, one concept split by part (docs/development.md, "Call
+ * circles"): parquet.c drives row groups and pages over the columns (parquet_column.c)
+ * and their encoding (parquet_encode.c); a column past its page budget has its row group
+ * written (cdc_pq_write_row_group), and encoded pages go out through the file's sink in
+ * parquet.c (cdc_pq__emit).
  */
 #include "common/iceberg/parquet.h"
 

@@ -3,6 +3,12 @@
  * (cdc_pq_writer_append), dictionaries of byte-array columns with their fallback to
  * PLAIN, running statistics per row group and per file, and their encodings as
  * Parquet column statistics and as Iceberg bounds.
+ *
+ * A call circle of three files, one concept split by part (docs/development.md, "Call
+ * circles"): parquet.c drives row groups and pages over the columns (parquet_column.c)
+ * and their encoding (parquet_encode.c); a column past its page budget has its row group
+ * written (cdc_pq_write_row_group), and encoded pages go out through the file's sink in
+ * parquet.c (cdc_pq__emit).
  */
 #include <math.h>
 #include <stdlib.h>

@@ -3,6 +3,12 @@
  * into data pages (v1) with definition levels and values in the RLE/bit-packed
  * hybrid, PLAIN or RLE_DICTIONARY encoding, preceded by its dictionary page, each
  * page compressed (zstd, snappy or none) behind its Thrift page header.
+ *
+ * A call circle of three files, one concept split by part (docs/development.md, "Call
+ * circles"): parquet.c drives row groups and pages over the columns (parquet_column.c)
+ * and their encoding (parquet_encode.c); a column past its page budget has its row group
+ * written (cdc_pq_write_row_group), and encoded pages go out through the file's sink in
+ * parquet.c (cdc_pq__emit).
  */
 #include <snappy-c.h>
 #include <stdlib.h>

@@ -2,6 +2,10 @@
  * Iceberg schema <-> JSON mapping and schema/data-file memory helpers (see
  * schema.h). The JSON shape is the Iceberg table spec's schema object, used
  * verbatim in table metadata, manifests and the Parquet `iceberg.schema` key.
+ *
+ * A call circle of two files (docs/development.md, "Call circles"): schema.c builds a
+ * nested field's type tree with nested.c, and nested.c parses the types of elements and
+ * members with schema.c's type parser.
  */
 #include "common/iceberg/schema.h"
 

@@ -3,6 +3,10 @@
  * backend by the location's scheme, and the local backend, which makes every write
  * atomic and durable with a temp file + fsync + rename/link + directory fsync. The S3
  * backend is in storage_s3.c (storage_int.h joins the two).
+ *
+ * A call circle of two files (docs/development.md, "Call circles"): storage.c hands s3://
+ * paths to the S3 backend (storage_s3.c), which uses storage.c's shared helpers (out-of-
+ * memory errors, string lists).
  */
 #include "common/iceberg/storage.h"
 

@@ -5,6 +5,10 @@
  * upload), and listings follow ListObjectsV2's continuation tokens. Objects are named
  * "s3://bucket/key"; the bucket goes into the host name or, with path_style, into the
  * path.
+ *
+ * A call circle of two files (docs/development.md, "Call circles"): storage.c hands s3://
+ * paths to the S3 backend (storage_s3.c), which uses storage.c's shared helpers (out-of-
+ * memory errors, string lists).
  */
 #include <errno.h>
 #include <stdio.h>
