@@ -46,6 +46,9 @@ void cdc_job_become_standby(cdc_coord_t *c, const char *reason);
  * from c->cfg. */
 void cdc_job_init(cdc_coord_t *c);
 
+/* The value of the leader key (common/cluster.h, escaped through jansson); caller frees. */
+char *cdc_job_leader_value(const cdc_coord_t *c);
+
 /* STARTING: reads etcd, commits what the previous leader recorded, reserves epoch ids and
  * moves to RECOVERING; a failed step is retried at c->etcd_retry_ms (fenced: STANDBY). */
 void cdc_job_leader_start(cdc_coord_t *c, int64_t now);
