@@ -7,9 +7,10 @@
  * as newline-separated JSON objects until the first useful one arrives; then the
  * transfer is cut. HTTP goes through common/httpc.h (one handle per client, so the
  * connection to a member is reused); leader election, built on this API, is in
- * etcd_election.c. One concept, the etcd adapter, in one file of about 1,000 lines.
+ * etcd_election.c, and the JSON of its messages in etcd_json.c.
  */
 #include "common/etcd.h"
+#include "common/etcd_int.h"
 
 #include "common/base64.h"
 
@@ -114,97 +115,6 @@ void cdc_etcd_events_clear(cdc_etcd_events_t *ev)
         cdc_etcd_kv_clear(&ev->events[i].kv);
     free(ev->events);
     memset(ev, 0, sizeof(*ev));
-}
-
-/* ---- JSON helpers ------------------------------------------------------------------- */
-
-/* int64 fields come as strings ("123"); accept numbers too; absent = 0. */
-static int64_t jint(const json_t *obj, const char *name)
-{
-    const json_t *v = json_object_get(obj, name);
-    if (json_is_string(v))
-        return strtoll(json_string_value(v), NULL, 10);
-    if (json_is_integer(v))
-        return (int64_t)json_integer_value(v);
-    return 0;
-}
-
-static json_t *jint_str(int64_t v)
-{
-    char buf[32];
-    snprintf(buf, sizeof(buf), "%lld", (long long)v);
-    return json_string(buf);
-}
-
-static int jset_b64(json_t *obj, const char *name, const void *data, size_t len)
-{
-    char *b = cdc_base64_encode(data, len);
-    if (b == NULL)
-        return -1;
-    int rv = json_object_set_new(obj, name, json_string(b));
-    free(b);
-    return rv;
-}
-
-static int jset_key(json_t *obj, const char *key, bool prefix)
-{
-    if (jset_b64(obj, "key", key, strlen(key)) != 0)
-        return -1;
-    if (prefix) {
-        size_t n;
-        char *end = cdc_etcd_prefix_end(key, &n);
-        if (end == NULL)
-            return -1;
-        int rv = jset_b64(obj, "range_end", end, n);
-        free(end);
-        return rv;
-    }
-    return 0;
-}
-
-/* Decodes a base64 field into a NUL-terminated heap buffer ("" when absent). */
-static int jbytes(const json_t *obj, const char *name, char **out, size_t *len)
-{
-    const char *s = json_string_value(json_object_get(obj, name));
-    *out = cdc_base64_decode(s ? s : "", s ? strlen(s) : 0, len);
-    return *out == NULL ? -1 : 0;
-}
-
-static int decode_kv(const json_t *j, cdc_etcd_kv_t *kv)
-{
-    memset(kv, 0, sizeof(*kv));
-    if (jbytes(j, "key", &kv->key, &kv->key_len) != 0 ||
-        jbytes(j, "value", &kv->value, &kv->value_len) != 0) {
-        cdc_etcd_kv_clear(kv);
-        return -1;
-    }
-    kv->create_revision = jint(j, "create_revision");
-    kv->mod_revision = jint(j, "mod_revision");
-    kv->version = jint(j, "version");
-    kv->lease = jint(j, "lease");
-    return 0;
-}
-
-static int decode_range(const json_t *resp, cdc_etcd_kvs_t *out)
-{
-    const json_t *kvs = json_object_get(resp, "kvs");
-    memset(out, 0, sizeof(*out));
-    out->revision = jint(json_object_get(resp, "header"), "revision");
-    out->more = json_is_true(json_object_get(resp, "more"));
-    size_t n = json_is_array(kvs) ? json_array_size(kvs) : 0;
-    if (n == 0)
-        return 0;
-    out->kvs = calloc(n, sizeof(*out->kvs));
-    if (out->kvs == NULL)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (decode_kv(json_array_get(kvs, i), &out->kvs[i]) != 0) {
-            cdc_etcd_kvs_clear(out);
-            return -1;
-        }
-        out->count = i + 1;
-    }
-    return 0;
 }
 
 /* ---- client and transport ------------------------------------------------------------ */
@@ -425,9 +335,9 @@ static cdc_err_t authenticate(cdc_etcd_t *c, size_t idx, int timeout_ms, cdc_err
     if (json_is_string(json_object_get(j, "token"))) {
         c->token = strdup(json_string_value(json_object_get(j, "token")));
         rc = c->token ? CDC_OK : cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    } else if (jint(j, "code") == GRPC_FAILED_PRECONDITION) {
+    } else if (cdc_etcd__jint(j, "code") == GRPC_FAILED_PRECONDITION) {
         rc = CDC_OK; /* authentication is off on this member */
-    } else if (jint(j, "code") == GRPC_INVALID_ARGUMENT) {
+    } else if (cdc_etcd__jint(j, "code") == GRPC_INVALID_ARGUMENT) {
         const char *msg = json_string_value(json_object_get(j, "message"));
         rc = cdc_error_set(e, CDC_ERR_CONFIG,
                            "etcd at %s refused user \"%s\": %s (hint: check --etcd-user and "
@@ -448,7 +358,7 @@ static cdc_err_t authenticate(cdc_etcd_t *c, size_t idx, int timeout_ms, cdc_err
 static cdc_err_t grpc_error(cdc_error_t *e, const json_t *body, long http, const char *ep,
                             const char *path)
 {
-    int64_t code = jint(body, "code");
+    int64_t code = cdc_etcd__jint(body, "code");
     const char *msg = json_string_value(json_object_get(body, "message"));
     if (msg == NULL)
         msg = json_string_value(json_object_get(body, "error"));
@@ -576,7 +486,7 @@ static cdc_err_t call(cdc_etcd_t *c, const char *path, json_t *req, int timeout_
         else
             inner = j;
         if (http != 200 || json_object_get(inner, "code") != NULL) {
-            int64_t code = jint(inner, "code");
+            int64_t code = cdc_etcd__jint(inner, "code");
             /* an expired token, or auth turned on since we asked: once more with a new one */
             if (c->user != NULL && !reauthed &&
                 (code == GRPC_UNAUTHENTICATED ||
@@ -617,17 +527,17 @@ cdc_err_t cdc_etcd_range_prefix(cdc_etcd_t *c, const char *prefix, int64_t limit
 {
     json_t *req = json_object(), *resp = NULL;
     cdc_err_t err;
-    if (req == NULL || jset_key(req, prefix, true) != 0) {
+    if (req == NULL || cdc_etcd__jset_key(req, prefix, true) != 0) {
         json_decref(req);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
     if (limit > 0)
-        json_object_set_new(req, "limit", jint_str(limit));
+        json_object_set_new(req, "limit", cdc_etcd__jint_str(limit));
     err = call(c, "/v3/kv/range", req, 0, NULL, NULL, &resp, NULL, e);
     json_decref(req);
     if (err != CDC_OK)
         return cdc_error_prefix(e, "could not read etcd prefix \"%s\"", prefix);
-    if (decode_range(resp, out) != 0)
+    if (cdc_etcd__decode_range(resp, out) != 0)
         err =
             cdc_error_set(e, CDC_ERR_UNAVAILABLE, "could not decode etcd range of \"%s\"", prefix);
     json_decref(resp);
@@ -640,7 +550,7 @@ cdc_err_t cdc_etcd_get(cdc_etcd_t *c, const char *key, cdc_etcd_kv_t *out, int64
     json_t *req = json_object(), *resp = NULL;
     cdc_etcd_kvs_t kvs;
     cdc_err_t err;
-    if (req == NULL || jset_key(req, key, false) != 0) {
+    if (req == NULL || cdc_etcd__jset_key(req, key, false) != 0) {
         json_decref(req);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
@@ -648,7 +558,7 @@ cdc_err_t cdc_etcd_get(cdc_etcd_t *c, const char *key, cdc_etcd_kv_t *out, int64
     json_decref(req);
     if (err != CDC_OK)
         return cdc_error_prefix(e, "could not read etcd key \"%s\"", key);
-    if (decode_range(resp, &kvs) != 0) {
+    if (cdc_etcd__decode_range(resp, &kvs) != 0) {
         json_decref(resp);
         return cdc_error_set(e, CDC_ERR_UNAVAILABLE, "could not decode etcd key \"%s\"", key);
     }
@@ -670,13 +580,13 @@ cdc_err_t cdc_etcd_put(cdc_etcd_t *c, const char *key, const void *value, size_t
 {
     json_t *req = json_object(), *resp = NULL;
     cdc_err_t err;
-    if (req == NULL || jset_key(req, key, false) != 0 ||
-        jset_b64(req, "value", value ? value : "", value ? value_len : 0) != 0) {
+    if (req == NULL || cdc_etcd__jset_key(req, key, false) != 0 ||
+        cdc_etcd__jset_b64(req, "value", value ? value : "", value ? value_len : 0) != 0) {
         json_decref(req);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
     if (lease != 0)
-        json_object_set_new(req, "lease", jint_str(lease));
+        json_object_set_new(req, "lease", cdc_etcd__jint_str(lease));
     err = call(c, "/v3/kv/put", req, 0, NULL, NULL, &resp, NULL, e);
     json_decref(req);
     if (err == CDC_ERR_NOT_FOUND && lease != 0)
@@ -687,7 +597,7 @@ cdc_err_t cdc_etcd_put(cdc_etcd_t *c, const char *key, const void *value, size_t
     if (err != CDC_OK)
         return cdc_error_prefix(e, "could not write etcd key \"%s\"", key);
     if (revision != NULL)
-        *revision = jint(json_object_get(resp, "header"), "revision");
+        *revision = cdc_etcd__jint(json_object_get(resp, "header"), "revision");
     json_decref(resp);
     return CDC_OK;
 }
@@ -697,7 +607,7 @@ cdc_err_t cdc_etcd_delete(cdc_etcd_t *c, const char *key, bool prefix, int64_t *
 {
     json_t *req = json_object(), *resp = NULL;
     cdc_err_t err;
-    if (req == NULL || jset_key(req, key, prefix) != 0) {
+    if (req == NULL || cdc_etcd__jset_key(req, key, prefix) != 0) {
         json_decref(req);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
@@ -706,7 +616,7 @@ cdc_err_t cdc_etcd_delete(cdc_etcd_t *c, const char *key, bool prefix, int64_t *
     if (err != CDC_OK)
         return cdc_error_prefix(e, "could not delete etcd key \"%s\"", key);
     if (deleted != NULL)
-        *deleted = jint(resp, "deleted");
+        *deleted = cdc_etcd__jint(resp, "deleted");
     json_decref(resp);
     return CDC_OK;
 }
@@ -721,15 +631,16 @@ static json_t *encode_cmp(const cdc_etcd_cmp_t *cmp)
                                          "lease"};
     json_t *j = json_object();
     if (j == NULL || (unsigned)cmp->result > CDC_ETCD_NOT_EQUAL ||
-        (unsigned)cmp->target > CDC_ETCD_CMP_LEASE || jset_key(j, cmp->key, false) != 0)
+        (unsigned)cmp->target > CDC_ETCD_CMP_LEASE || cdc_etcd__jset_key(j, cmp->key, false) != 0)
         goto fail;
     json_object_set_new(j, "result", json_string(results[cmp->result]));
     json_object_set_new(j, "target", json_string(targets[cmp->target]));
     if (cmp->target == CDC_ETCD_CMP_VALUE) {
-        if (jset_b64(j, "value", cmp->value ? cmp->value : "", cmp->value ? cmp->value_len : 0))
+        if (cdc_etcd__jset_b64(j, "value", cmp->value ? cmp->value : "",
+                               cmp->value ? cmp->value_len : 0))
             goto fail;
     } else {
-        json_object_set_new(j, fields[cmp->target], jint_str(cmp->number));
+        json_object_set_new(j, fields[cmp->target], cdc_etcd__jint_str(cmp->number));
     }
     return j;
 fail:
@@ -746,18 +657,19 @@ static json_t *encode_op(const cdc_etcd_op_t *op)
     switch (op->type) {
     case CDC_ETCD_OP_PUT:
         name = "request_put";
-        if (jset_key(inner, op->key, false) != 0 ||
-            jset_b64(inner, "value", op->value ? op->value : "", op->value ? op->value_len : 0))
+        if (cdc_etcd__jset_key(inner, op->key, false) != 0 ||
+            cdc_etcd__jset_b64(inner, "value", op->value ? op->value : "",
+                               op->value ? op->value_len : 0))
             goto fail;
         if (op->lease != 0)
-            json_object_set_new(inner, "lease", jint_str(op->lease));
+            json_object_set_new(inner, "lease", cdc_etcd__jint_str(op->lease));
         break;
     case CDC_ETCD_OP_DELETE:
     case CDC_ETCD_OP_RANGE:
         name = op->type == CDC_ETCD_OP_DELETE ? "request_delete_range" : "request_range";
-        if (jset_key(inner, op->key, op->prefix && op->range_end == NULL) != 0 ||
+        if (cdc_etcd__jset_key(inner, op->key, op->prefix && op->range_end == NULL) != 0 ||
             (op->range_end != NULL &&
-             jset_b64(inner, "range_end", op->range_end, strlen(op->range_end)) != 0))
+             cdc_etcd__jset_b64(inner, "range_end", op->range_end, strlen(op->range_end)) != 0))
             goto fail;
         break;
     default:
@@ -815,7 +727,7 @@ cdc_err_t cdc_etcd_txn(cdc_etcd_t *c, const cdc_etcd_cmp_t *cmps, size_t ncmps,
         return cdc_error_prefix(e, "etcd transaction failed");
 
     out->succeeded = json_is_true(json_object_get(resp, "succeeded"));
-    out->revision = jint(json_object_get(resp, "header"), "revision");
+    out->revision = cdc_etcd__jint(json_object_get(resp, "header"), "revision");
     const json_t *rs = json_object_get(resp, "responses");
     size_t n = json_is_array(rs) ? json_array_size(rs) : 0;
     if (n > 0) {
@@ -828,7 +740,7 @@ cdc_err_t cdc_etcd_txn(cdc_etcd_t *c, const cdc_etcd_cmp_t *cmps, size_t ncmps,
             const json_t *r = json_array_get(rs, i);
             const json_t *range = json_object_get(r, "response_range");
             out->count = i + 1;
-            if (range != NULL && decode_range(range, &out->responses[i]) != 0) {
+            if (range != NULL && cdc_etcd__decode_range(range, &out->responses[i]) != 0) {
                 json_decref(resp);
                 cdc_etcd_txn_result_clear(out);
                 return cdc_error_set(e, CDC_ERR_UNAVAILABLE,
@@ -852,7 +764,7 @@ static json_t *lease_req(int64_t lease)
 {
     json_t *req = json_object();
     if (req != NULL)
-        json_object_set_new(req, "ID", jint_str(lease));
+        json_object_set_new(req, "ID", cdc_etcd__jint_str(lease));
     return req;
 }
 
@@ -862,12 +774,12 @@ cdc_err_t cdc_etcd_lease_grant(cdc_etcd_t *c, int64_t ttl_s, int64_t *lease, cdc
     cdc_err_t err;
     if (req == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    json_object_set_new(req, "TTL", jint_str(ttl_s));
+    json_object_set_new(req, "TTL", cdc_etcd__jint_str(ttl_s));
     err = call(c, "/v3/lease/grant", req, 0, NULL, NULL, &resp, NULL, e);
     json_decref(req);
     if (err != CDC_OK)
         return cdc_error_prefix(e, "could not grant an etcd lease of %llds", (long long)ttl_s);
-    *lease = jint(resp, "ID");
+    *lease = cdc_etcd__jint(resp, "ID");
     json_decref(resp);
     if (*lease == 0)
         return cdc_error_set(e, CDC_ERR_UNAVAILABLE, "etcd granted no lease id");
@@ -899,7 +811,7 @@ cdc_err_t cdc_etcd_lease_keepalive(cdc_etcd_t *c, int64_t lease, int64_t *ttl_s,
                                    (long long)lease)
                    : err;
     }
-    int64_t ttl = jint(json_object_get(resp, "result"), "TTL");
+    int64_t ttl = cdc_etcd__jint(json_object_get(resp, "result"), "TTL");
     json_decref(resp);
     if (ttl <= 0)
         return cdc_error_set(e, CDC_ERR_FENCED, "etcd lease %lld has expired or was revoked",
@@ -937,7 +849,7 @@ cdc_err_t cdc_etcd_lease_ttl(cdc_etcd_t *c, int64_t lease, int64_t *ttl_s, cdc_e
     json_decref(req);
     if (err != CDC_OK)
         return cdc_error_prefix(e, "could not read etcd lease %lld", (long long)lease);
-    int64_t ttl = jint(resp, "TTL");
+    int64_t ttl = cdc_etcd__jint(resp, "TTL");
     json_decref(resp);
     if (ttl < 0)
         return cdc_error_set(e, CDC_ERR_FENCED, "etcd lease %lld has expired or was revoked",
@@ -957,7 +869,7 @@ static int want_events(json_t *obj, void *arg)
         return 1;
     if (r == NULL)
         return 0;
-    if (json_is_true(json_object_get(r, "canceled")) || jint(r, "compact_revision") != 0)
+    if (json_is_true(json_object_get(r, "canceled")) || cdc_etcd__jint(r, "compact_revision") != 0)
         return 1;
     const json_t *evs = json_object_get(r, "events");
     return json_is_array(evs) && json_array_size(evs) > 0;
@@ -970,13 +882,13 @@ cdc_err_t cdc_etcd_watch_wait(cdc_etcd_t *c, const char *key, bool prefix, int64
     cdc_err_t err;
 
     memset(out, 0, sizeof(*out));
-    if (req == NULL || create == NULL || jset_key(create, key, prefix) != 0) {
+    if (req == NULL || create == NULL || cdc_etcd__jset_key(create, key, prefix) != 0) {
         json_decref(req);
         json_decref(create);
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     }
     if (from_revision > 0)
-        json_object_set_new(create, "start_revision", jint_str(from_revision));
+        json_object_set_new(create, "start_revision", cdc_etcd__jint_str(from_revision));
     json_object_set_new(req, "create_request", create);
     bool idle = false;
     err = call(c, "/v3/watch", req, timeout_ms > 0 ? timeout_ms : 1, want_events, NULL, &resp,
@@ -997,17 +909,19 @@ cdc_err_t cdc_etcd_watch_wait(cdc_etcd_t *c, const char *key, bool prefix, int64
         json_decref(resp);
         return err;
     }
-    if (jint(r, "compact_revision") != 0 || json_is_true(json_object_get(r, "canceled"))) {
+    if (cdc_etcd__jint(r, "compact_revision") != 0 ||
+        json_is_true(json_object_get(r, "canceled"))) {
         err = cdc_error_set(e, CDC_ERR_STALE,
                             "etcd watch of \"%s\" from revision %lld was cancelled (compacted "
                             "at %lld)",
-                            key, (long long)from_revision, (long long)jint(r, "compact_revision"));
+                            key, (long long)from_revision,
+                            (long long)cdc_etcd__jint(r, "compact_revision"));
         json_decref(resp);
         return err;
     }
     const json_t *evs = json_object_get(r, "events");
     size_t n = json_array_size(evs);
-    out->revision = jint(json_object_get(r, "header"), "revision");
+    out->revision = cdc_etcd__jint(json_object_get(r, "header"), "revision");
     out->events = calloc(n, sizeof(*out->events));
     if (out->events == NULL) {
         json_decref(resp);
@@ -1019,7 +933,7 @@ cdc_err_t cdc_etcd_watch_wait(cdc_etcd_t *c, const char *key, bool prefix, int64
         out->events[i].type = type != NULL && strcmp(type, "DELETE") == 0 ? CDC_ETCD_EVENT_DELETE
                                                                           : CDC_ETCD_EVENT_PUT;
         out->count = i + 1;
-        if (decode_kv(json_object_get(ev, "kv"), &out->events[i].kv) != 0) {
+        if (cdc_etcd__decode_kv(json_object_get(ev, "kv"), &out->events[i].kv) != 0) {
             json_decref(resp);
             cdc_etcd_events_clear(out);
             return cdc_error_set(e, CDC_ERR_UNAVAILABLE, "could not decode etcd watch event");

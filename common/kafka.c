@@ -1,10 +1,10 @@
 /*
  * librdkafka adapter (see kafka.h): producer with per-message delivery reports,
  * manually assigned consumer, topic admin, and the translation of librdkafka error
- * codes to cdc_err_t. Nothing outside this file (and tools/kafka-dev) sees rdkafka.h.
- * One concept, the adapter, kept in one file so that the boundary stays one file; the
- * parts that need no librdkafka live beside it: the key partitioner
- * (kafka_partitioner.c) and the development broker's control channel (kafka_dev.c).
+ * codes to cdc_err_t. Nothing outside this file, kafka_admin.c (topic admin) and their
+ * kafka_rd.h (and tools/kafka-dev) sees rdkafka.h. The parts that need no librdkafka
+ * live beside it: the key partitioner (kafka_partitioner.c) and the development
+ * broker's control channel (kafka_dev.c).
  */
 #include "common/kafka.h"
 
@@ -23,6 +23,7 @@
 #include "common/clock.h"
 #include "common/hash.h"
 #include "common/kafka_int.h"
+#include "common/kafka_rd.h"
 #include "common/log.h"
 
 /* ---- errors ------------------------------------------------------------------------- */
@@ -96,9 +97,7 @@ static cdc_err_t translate(rd_kafka_resp_err_t err, bool *retriable)
     }
 }
 
-static cdc_err_t kerr(cdc_error_t *e, rd_kafka_resp_err_t err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static cdc_err_t kerr(cdc_error_t *e, rd_kafka_resp_err_t err, const char *fmt, ...)
+cdc_err_t cdc_kafka__kerr(cdc_error_t *e, rd_kafka_resp_err_t err, const char *fmt, ...)
 {
     char what[384];
     va_list ap;
@@ -112,7 +111,8 @@ static cdc_err_t kerr(cdc_error_t *e, rd_kafka_resp_err_t err, const char *fmt, 
                                    rd_kafka_err2name(err));
 }
 
-/* Same as kerr() for an rd_kafka_error_t, which carries its own retriable flag; frees it. */
+/* Same as cdc_kafka__kerr() for an rd_kafka_error_t, which carries its own retriable flag; frees
+ * it. */
 static cdc_err_t kerror(cdc_error_t *e, rd_kafka_error_t *error, const char *what)
 {
     bool retriable;
@@ -129,8 +129,8 @@ static cdc_err_t kerror(cdc_error_t *e, rd_kafka_error_t *error, const char *wha
 
 /* ---- configuration ---------------------------------------------------------------------- */
 
-static cdc_err_t conf_set(rd_kafka_conf_t *conf, const char *name, const char *value,
-                          cdc_error_t *e)
+cdc_err_t cdc_kafka__conf_set(rd_kafka_conf_t *conf, const char *name, const char *value,
+                              cdc_error_t *e)
 {
     char errstr[512];
     if (rd_kafka_conf_set(conf, name, value, errstr, sizeof(errstr)) != RD_KAFKA_CONF_OK)
@@ -143,12 +143,12 @@ static cdc_err_t conf_set_int(rd_kafka_conf_t *conf, const char *name, int64_t v
 {
     char buf[32];
     snprintf(buf, sizeof(buf), "%lld", (long long)v);
-    return conf_set(conf, name, buf, e);
+    return cdc_kafka__conf_set(conf, name, buf, e);
 }
 
 /* Applies "k=v" entries separated by ';' or newlines (blank entries ignored; a file with
  * CRLF line ends reads the same). */
-static cdc_err_t conf_apply_properties(rd_kafka_conf_t *conf, const char *props, cdc_error_t *e)
+cdc_err_t cdc_kafka__conf_apply_properties(rd_kafka_conf_t *conf, const char *props, cdc_error_t *e)
 {
     char *copy, *save = NULL;
     cdc_err_t rc = CDC_OK;
@@ -171,7 +171,7 @@ static cdc_err_t conf_apply_properties(rd_kafka_conf_t *conf, const char *props,
             break;
         }
         *eq = '\0';
-        rc = conf_set(conf, kv, eq + 1, e);
+        rc = cdc_kafka__conf_set(conf, kv, eq + 1, e);
         if (rc != CDC_OK)
             break;
     }
@@ -193,7 +193,7 @@ static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char 
         cdc_log_debug("kafka %s: %s", fac, buf);
 }
 
-static rd_kafka_conf_t *conf_base(const char *bootstrap, const char *client_id, cdc_error_t *e)
+rd_kafka_conf_t *cdc_kafka__conf_base(const char *bootstrap, const char *client_id, cdc_error_t *e)
 {
     rd_kafka_conf_t *conf;
 
@@ -202,9 +202,9 @@ static rd_kafka_conf_t *conf_base(const char *bootstrap, const char *client_id, 
         return NULL;
     }
     conf = rd_kafka_conf_new();
-    if (conf_set(conf, "bootstrap.servers", bootstrap, e) != CDC_OK ||
-        conf_set(conf, "client.id", client_id ? client_id : "cdc", e) != CDC_OK ||
-        conf_set(conf, "log.connection.close", "false", e) != CDC_OK) {
+    if (cdc_kafka__conf_set(conf, "bootstrap.servers", bootstrap, e) != CDC_OK ||
+        cdc_kafka__conf_set(conf, "client.id", client_id ? client_id : "cdc", e) != CDC_OK ||
+        cdc_kafka__conf_set(conf, "log.connection.close", "false", e) != CDC_OK) {
         rd_kafka_conf_destroy(conf);
         return NULL;
     }
@@ -240,8 +240,9 @@ static void dr_msg_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     (void)rk;
     cdc_error_clear(&detail);
     if (m->err)
-        code = kerr(&detail, m->err, "could not deliver message to topic \"%s\" partition %d",
-                    rd_kafka_topic_name(m->rkt), (int)m->partition);
+        code = cdc_kafka__kerr(&detail, m->err,
+                               "could not deliver message to topic \"%s\" partition %d",
+                               rd_kafka_topic_name(m->rkt), (int)m->partition);
     if (p->on_delivery)
         p->on_delivery(m->_private, code, &detail, m->partition, m->offset, p->cb_arg);
 }
@@ -262,8 +263,8 @@ static void error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 
 /* The client of `type` made from conf (taken: destroyed when the client cannot be made),
  * with the error callback every client logs through; `what` names it in the error. */
-static rd_kafka_t *client_new(rd_kafka_type_t type, rd_kafka_conf_t *conf, const char *what,
-                              cdc_error_t *e)
+rd_kafka_t *cdc_kafka__client_new(rd_kafka_type_t type, rd_kafka_conf_t *conf, const char *what,
+                                  cdc_error_t *e)
 {
     char errstr[512];
     rd_kafka_t *rk;
@@ -291,14 +292,14 @@ cdc_err_t cdc_kafka_producer_new(const cdc_kafka_producer_config_t *cfg, cdc_kaf
     p->queue_full_timeout_ms = cfg->queue_full_timeout_ms > 0 ? cfg->queue_full_timeout_ms : 30000;
     pthread_mutex_init(&p->topics_mu, NULL);
 
-    conf = conf_base(cfg->bootstrap, cfg->client_id, e);
+    conf = cdc_kafka__conf_base(cfg->bootstrap, cfg->client_id, e);
     if (conf == NULL)
         goto fail;
-    if (conf_set(conf, "enable.idempotence", "true", e) != CDC_OK ||
-        conf_set(conf, "acks", "all", e) != CDC_OK ||
-        conf_set(conf, "partitioner", "murmur2_random", e) != CDC_OK ||
-        conf_set(conf, "compression.codec", cfg->compression ? cfg->compression : "lz4", e) !=
-            CDC_OK ||
+    if (cdc_kafka__conf_set(conf, "enable.idempotence", "true", e) != CDC_OK ||
+        cdc_kafka__conf_set(conf, "acks", "all", e) != CDC_OK ||
+        cdc_kafka__conf_set(conf, "partitioner", "murmur2_random", e) != CDC_OK ||
+        cdc_kafka__conf_set(conf, "compression.codec", cfg->compression ? cfg->compression : "lz4",
+                            e) != CDC_OK ||
         conf_set_int(conf, "linger.ms", cfg->linger_ms >= 0 ? cfg->linger_ms : 5, e) != CDC_OK ||
         conf_set_int(conf, "queue.buffering.max.messages",
                      cfg->queue_max_messages > 0 ? cfg->queue_max_messages : 100000, e) != CDC_OK ||
@@ -309,13 +310,13 @@ cdc_err_t cdc_kafka_producer_new(const cdc_kafka_producer_config_t *cfg, cdc_kaf
                      e) != CDC_OK ||
         (cfg->message_max_bytes > 0 &&
          conf_set_int(conf, "message.max.bytes", cfg->message_max_bytes, e) != CDC_OK) ||
-        conf_apply_properties(conf, cfg->properties, e) != CDC_OK) {
+        cdc_kafka__conf_apply_properties(conf, cfg->properties, e) != CDC_OK) {
         rd_kafka_conf_destroy(conf);
         goto fail;
     }
     rd_kafka_conf_set_dr_msg_cb(conf, dr_msg_cb);
     rd_kafka_conf_set_opaque(conf, p);
-    p->rk = client_new(RD_KAFKA_PRODUCER, conf, "producer", e);
+    p->rk = cdc_kafka__client_new(RD_KAFKA_PRODUCER, conf, "producer", e);
     if (p->rk == NULL)
         goto fail;
     *out = p;
@@ -421,7 +422,7 @@ cdc_err_t cdc_kafka_produce(cdc_kafka_producer_t *p, const cdc_kafka_record_t *r
     }
     if (hdrs)
         rd_kafka_headers_destroy(hdrs);
-    return kerr(e, err, "could not produce to topic \"%s\"", rec->topic);
+    return cdc_kafka__kerr(e, err, "could not produce to topic \"%s\"", rec->topic);
 }
 
 int cdc_kafka_producer_poll(cdc_kafka_producer_t *p, int timeout_ms)
@@ -433,8 +434,8 @@ cdc_err_t cdc_kafka_producer_flush(cdc_kafka_producer_t *p, int timeout_ms, cdc_
 {
     rd_kafka_resp_err_t err = rd_kafka_flush(p->rk, timeout_ms);
     if (err)
-        return kerr(e, err, "could not flush %d Kafka messages within %d ms",
-                    rd_kafka_outq_len(p->rk), timeout_ms);
+        return cdc_kafka__kerr(e, err, "could not flush %d Kafka messages within %d ms",
+                               rd_kafka_outq_len(p->rk), timeout_ms);
     return cdc_kafka_producer_fatal(p, e);
 }
 
@@ -458,8 +459,8 @@ cdc_err_t cdc_kafka_producer_fatal(cdc_kafka_producer_t *p, cdc_error_t *e)
  * naming the topic would create it on brokers that auto-create, whatever the client's
  * allow.auto.create.topics says), unless `create` asks for exactly that.
  */
-static cdc_err_t partitions_of(rd_kafka_t *rk, const char *topic, bool create, int32_t *count,
-                               int timeout_ms, cdc_error_t *e)
+cdc_err_t cdc_kafka__partitions_of(rd_kafka_t *rk, const char *topic, bool create, int32_t *count,
+                                   int timeout_ms, cdc_error_t *e)
 {
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_topic_t *rkt = NULL;
@@ -470,19 +471,19 @@ static cdc_err_t partitions_of(rd_kafka_t *rk, const char *topic, bool create, i
     if (create) {
         rkt = rd_kafka_topic_new(rk, topic, NULL);
         if (rkt == NULL)
-            return kerr(e, rd_kafka_last_error(), "invalid topic \"%s\"", topic);
+            return cdc_kafka__kerr(e, rd_kafka_last_error(), "invalid topic \"%s\"", topic);
     }
     err = rd_kafka_metadata(rk, create ? 0 : 1, rkt, &md, timeout_ms);
     if (err) {
-        rc = kerr(e, err, "could not read metadata of topic \"%s\"", topic);
+        rc = cdc_kafka__kerr(e, err, "could not read metadata of topic \"%s\"", topic);
         goto out;
     }
     for (int i = 0; i < md->topic_cnt; i++)
         if (strcmp(md->topics[i].topic, topic) == 0)
             t = &md->topics[i];
     if (t == NULL || t->err || t->partition_cnt == 0)
-        rc = kerr(e, t && t->err ? t->err : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART, "topic \"%s\"",
-                  topic);
+        rc = cdc_kafka__kerr(e, t && t->err ? t->err : RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
+                             "topic \"%s\"", topic);
     else
         *count = t->partition_cnt;
 out:
@@ -496,7 +497,7 @@ out:
 cdc_err_t cdc_kafka_producer_partitions(cdc_kafka_producer_t *p, const char *topic, int32_t *count,
                                         int timeout_ms, cdc_error_t *e)
 {
-    return partitions_of(p->rk, topic, false, count, timeout_ms, e);
+    return cdc_kafka__partitions_of(p->rk, topic, false, count, timeout_ms, e);
 }
 
 /* ---- consumer ------------------------------------------------------------------------------ */
@@ -563,27 +564,29 @@ cdc_err_t cdc_kafka_consumer_new(const cdc_kafka_consumer_config_t *cfg, cdc_kaf
     c = calloc(1, sizeof(*c));
     if (c == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    conf = conf_base(cfg->bootstrap, cfg->client_id, e);
+    conf = cdc_kafka__conf_base(cfg->bootstrap, cfg->client_id, e);
     if (conf == NULL)
         goto fail;
     /* Offsets live in our checkpoints: never commit, never store, and fail instead of
      * silently resetting when a checkpointed offset is gone. */
-    if (conf_set(conf, "group.id", cfg->group_id ? cfg->group_id : "cdc-unmanaged", e) != CDC_OK ||
-        conf_set(conf, "enable.auto.commit", "false", e) != CDC_OK ||
-        conf_set(conf, "enable.auto.offset.store", "false", e) != CDC_OK ||
-        conf_set(conf, "auto.offset.reset", "error", e) != CDC_OK ||
-        conf_set(conf, "enable.partition.eof", "false", e) != CDC_OK ||
-        conf_set(conf, "isolation.level",
-                 cfg->read_committed ? "read_committed" : "read_uncommitted", e) != CDC_OK ||
+    if (cdc_kafka__conf_set(conf, "group.id", cfg->group_id ? cfg->group_id : "cdc-unmanaged", e) !=
+            CDC_OK ||
+        cdc_kafka__conf_set(conf, "enable.auto.commit", "false", e) != CDC_OK ||
+        cdc_kafka__conf_set(conf, "enable.auto.offset.store", "false", e) != CDC_OK ||
+        cdc_kafka__conf_set(conf, "auto.offset.reset", "error", e) != CDC_OK ||
+        cdc_kafka__conf_set(conf, "enable.partition.eof", "false", e) != CDC_OK ||
+        cdc_kafka__conf_set(conf, "isolation.level",
+                            cfg->read_committed ? "read_committed" : "read_uncommitted",
+                            e) != CDC_OK ||
         conf_set_int(conf, "fetch.wait.max.ms",
                      cfg->fetch_wait_max_ms > 0 ? cfg->fetch_wait_max_ms : 100, e) != CDC_OK ||
         (cfg->fetch_max_bytes > 0 &&
          conf_set_int(conf, "fetch.max.bytes", cfg->fetch_max_bytes, e) != CDC_OK) ||
-        conf_apply_properties(conf, cfg->properties, e) != CDC_OK) {
+        cdc_kafka__conf_apply_properties(conf, cfg->properties, e) != CDC_OK) {
         rd_kafka_conf_destroy(conf);
         goto fail;
     }
-    c->rk = client_new(RD_KAFKA_CONSUMER, conf, "consumer", e);
+    c->rk = cdc_kafka__client_new(RD_KAFKA_CONSUMER, conf, "consumer", e);
     if (c->rk == NULL)
         goto fail;
     rd_kafka_poll_set_consumer(c->rk);
@@ -678,7 +681,7 @@ static cdc_err_t assign_partitions(cdc_kafka_consumer_t *c, const cdc_kafka_tp_t
     } else {
         rd_kafka_resp_err_t err = rd_kafka_assign(c->rk, l);
         if (err)
-            rc = kerr(e, err, "could not assign %zu Kafka partitions", n);
+            rc = cdc_kafka__kerr(e, err, "could not assign %zu Kafka partitions", n);
     }
     for (size_t k = 0; k < nrkt; k++)
         rd_kafka_topic_destroy(rkts[k]);
@@ -691,7 +694,7 @@ cdc_err_t cdc_kafka_consumer_assign(cdc_kafka_consumer_t *c, const cdc_kafka_tp_
 {
     if (n == 0) {
         rd_kafka_resp_err_t err = rd_kafka_assign(c->rk, NULL);
-        return err ? kerr(e, err, "could not clear the Kafka assignment") : CDC_OK;
+        return err ? cdc_kafka__kerr(e, err, "could not clear the Kafka assignment") : CDC_OK;
     }
     return assign_partitions(c, tps, n, false, e);
 }
@@ -713,8 +716,8 @@ cdc_err_t cdc_kafka_consumer_seek(cdc_kafka_consumer_t *c, const char *topic, in
     if (error)
         rc = kerror(e, error, "could not seek");
     else if (perr)
-        rc = kerr(e, perr, "could not seek topic \"%s\" partition %d to offset %lld", topic,
-                  (int)partition, (long long)offset);
+        rc = cdc_kafka__kerr(e, perr, "could not seek topic \"%s\" partition %d to offset %lld",
+                             topic, (int)partition, (long long)offset);
     rd_kafka_topic_partition_list_destroy(l);
     return rc;
 }
@@ -745,8 +748,8 @@ static cdc_err_t pause_resume(cdc_kafka_consumer_t *c, const char *topic, int32_
     if (!err)
         err = l->elems[0].err;
     if (err)
-        rc = kerr(e, err, "could not %s topic \"%s\" partition %d", pause ? "pause" : "resume",
-                  topic, (int)partition);
+        rc = cdc_kafka__kerr(e, err, "could not %s topic \"%s\" partition %d",
+                             pause ? "pause" : "resume", topic, (int)partition);
     rd_kafka_topic_partition_list_destroy(l);
     return rc;
 }
@@ -782,7 +785,7 @@ cdc_err_t cdc_kafka_consume_batch(cdc_kafka_consumer_t *c, cdc_kafka_msg_t *msgs
         }
         got = rd_kafka_consume_batch_queue(c->queue, wait, raw, want);
         if (got < 0)
-            return kerr(e, rd_kafka_last_error(), "could not consume from Kafka");
+            return cdc_kafka__kerr(e, rd_kafka_last_error(), "could not consume from Kafka");
         if (got == 0) {
             if (*n > 0 || cdc_clock_mono_ms() >= deadline)
                 break;
@@ -797,10 +800,12 @@ cdc_err_t cdc_kafka_consume_batch(cdc_kafka_consumer_t *c, cdc_kafka_msg_t *msgs
                     note_failed(c, rd_kafka_topic_name(m->rkt), m->partition);
                 if (rc == CDC_OK && !retriable && m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
                     if (m->rkt)
-                        rc = kerr(e, m->err, "could not consume topic \"%s\" partition %d",
-                                  rd_kafka_topic_name(m->rkt), (int)m->partition);
+                        rc = cdc_kafka__kerr(e, m->err,
+                                             "could not consume topic \"%s\" partition %d",
+                                             rd_kafka_topic_name(m->rkt), (int)m->partition);
                     else
-                        rc = kerr(e, m->err, "could not consume: %s", rd_kafka_message_errstr(m));
+                        rc = cdc_kafka__kerr(e, m->err, "could not consume: %s",
+                                             rd_kafka_message_errstr(m));
                 } else if (retriable) {
                     cdc_log_debug("kafka consumer: %s", rd_kafka_message_errstr(m));
                 }
@@ -890,8 +895,8 @@ cdc_err_t cdc_kafka_consumer_watermarks(cdc_kafka_consumer_t *c, const char *top
             ? rd_kafka_get_watermark_offsets(c->rk, topic, partition, low, high)
             : rd_kafka_query_watermark_offsets(c->rk, topic, partition, low, high, timeout_ms);
     if (err)
-        return kerr(e, err, "could not read watermarks of topic \"%s\" partition %d", topic,
-                    (int)partition);
+        return cdc_kafka__kerr(e, err, "could not read watermarks of topic \"%s\" partition %d",
+                               topic, (int)partition);
     return CDC_OK;
 }
 
@@ -914,7 +919,7 @@ cdc_err_t cdc_kafka_consumer_end_offsets(cdc_kafka_consumer_t *c, const char *to
             high[tp->partition] = tp->offset;
     }
     if (err)
-        rc = kerr(e, err, "could not read the end offsets of topic \"%s\"", topic);
+        rc = cdc_kafka__kerr(e, err, "could not read the end offsets of topic \"%s\"", topic);
     rd_kafka_topic_partition_list_destroy(l);
     return rc;
 }
@@ -922,7 +927,7 @@ cdc_err_t cdc_kafka_consumer_end_offsets(cdc_kafka_consumer_t *c, const char *to
 cdc_err_t cdc_kafka_consumer_partitions(cdc_kafka_consumer_t *c, const char *topic, int32_t *count,
                                         int timeout_ms, cdc_error_t *e)
 {
-    return partitions_of(c->rk, topic, false, count, timeout_ms, e);
+    return cdc_kafka__partitions_of(c->rk, topic, false, count, timeout_ms, e);
 }
 
 static int cmp_name(const void *a, const void *b)
@@ -941,7 +946,7 @@ cdc_err_t cdc_kafka_consumer_topics(cdc_kafka_consumer_t *c, const char *suffix,
     *names = NULL;
     *n = 0;
     if (err)
-        return kerr(e, err, "could not read the cluster's topics");
+        return cdc_kafka__kerr(e, err, "could not read the cluster's topics");
     l = calloc((size_t)md->topic_cnt + 1, sizeof(*l));
     for (int i = 0; l != NULL && i < md->topic_cnt; i++) {
         const char *t = md->topics[i].topic;
@@ -969,160 +974,4 @@ void cdc_kafka_topics_free(char **names, size_t n)
     for (size_t i = 0; names != NULL && i < n; i++)
         free(names[i]);
     free(names);
-}
-
-/* ---- admin -------------------------------------------------------------------------------- */
-
-static rd_kafka_t *admin_handle(const char *bootstrap, const char *properties, bool auto_create,
-                                cdc_error_t *e)
-{
-    rd_kafka_conf_t *conf = conf_base(bootstrap, "cdc-admin", e);
-
-    if (conf == NULL)
-        return NULL;
-    if (conf_apply_properties(conf, properties, e) != CDC_OK ||
-        conf_set(conf, "allow.auto.create.topics", auto_create ? "true" : "false", e) != CDC_OK) {
-        rd_kafka_conf_destroy(conf);
-        return NULL;
-    }
-    return client_new(RD_KAFKA_PRODUCER, conf, "admin client", e);
-}
-
-cdc_err_t cdc_kafka_topic_partitions(const char *bootstrap, const char *properties,
-                                     const char *topic, int32_t *count, int timeout_ms,
-                                     cdc_error_t *e)
-{
-    rd_kafka_t *rk = admin_handle(bootstrap, properties, false, e);
-    cdc_err_t rc;
-
-    if (rk == NULL)
-        return e ? e->code : CDC_ERR_CONFIG;
-    rc = partitions_of(rk, topic, false, count, timeout_ms, e);
-    rd_kafka_destroy(rk);
-    return rc;
-}
-
-/* CreateTopics for one topic; CDC_ERR_EXISTS when it is there already. */
-static cdc_err_t create_topic(rd_kafka_t *rk, const cdc_kafka_topic_spec_t *spec, int timeout_ms,
-                              cdc_error_t *e)
-{
-    char errstr[512];
-    rd_kafka_NewTopic_t *nt;
-    rd_kafka_AdminOptions_t *opts;
-    rd_kafka_queue_t *q;
-    rd_kafka_event_t *ev;
-    cdc_err_t rc = CDC_OK;
-
-    nt = rd_kafka_NewTopic_new(spec->name, spec->partitions,
-                               spec->replication_factor > 0 ? spec->replication_factor : -1, errstr,
-                               sizeof(errstr));
-    if (nt == NULL)
-        return cdc_error_set(e, CDC_ERR_INVALID, "invalid topic \"%s\": %s", spec->name, errstr);
-    if (spec->compact)
-        rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
-    opts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
-    rd_kafka_AdminOptions_set_request_timeout(opts, timeout_ms, errstr, sizeof(errstr));
-    rd_kafka_AdminOptions_set_operation_timeout(opts, timeout_ms, errstr, sizeof(errstr));
-    q = rd_kafka_queue_new(rk);
-    rd_kafka_CreateTopics(rk, &nt, 1, opts, q);
-    ev = rd_kafka_queue_poll(q, timeout_ms + 2000);
-    if (ev == NULL) {
-        rc = cdc_error_set(e, CDC_ERR_TIMEOUT, "could not create topic \"%s\": no answer in %d ms",
-                           spec->name, timeout_ms);
-    } else if (rd_kafka_event_error(ev)) {
-        rc = kerr(e, rd_kafka_event_error(ev), "could not create topic \"%s\"", spec->name);
-    } else {
-        size_t cnt = 0;
-        const rd_kafka_topic_result_t **res =
-            rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &cnt);
-        rd_kafka_resp_err_t err =
-            cnt == 1 ? rd_kafka_topic_result_error(res[0]) : RD_KAFKA_RESP_ERR__BAD_MSG;
-        if (err)
-            rc = kerr(e, err, "could not create topic \"%s\"", spec->name);
-    }
-    if (ev)
-        rd_kafka_event_destroy(ev);
-    rd_kafka_queue_destroy(q);
-    rd_kafka_AdminOptions_destroy(opts);
-    rd_kafka_NewTopic_destroy(nt);
-    return rc;
-}
-
-/*
- * Whether the cluster names a controller among its brokers: CreateTopics goes to the
- * controller, and librdkafka waits for it until the request times out. librdkafka's
- * mock cluster (the development broker, tools/kafka-dev/README.md) reports ControllerId
- * 0 while its brokers are 1..N, so a CreateTopics to it stalled for the whole timeout
- * (30 s in the capture) before the metadata fallback created the topic. Real Kafka
- * (ZooKeeper or KRaft) always names a live broker.
- */
-static cdc_err_t controller_known(rd_kafka_t *rk, int timeout_ms, bool *known, cdc_error_t *e)
-{
-    const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, NULL, &md, timeout_ms);
-    int32_t id;
-
-    *known = false;
-    if (err)
-        return kerr(e, err, "could not read the cluster's brokers");
-    id = rd_kafka_controllerid(rk, 0);
-    for (int i = 0; i < md->broker_cnt && id >= 0; i++)
-        if (md->brokers[i].id == id)
-            *known = true;
-    rd_kafka_metadata_destroy(md);
-    return CDC_OK;
-}
-
-cdc_err_t cdc_kafka_ensure_topic(const char *bootstrap, const char *properties,
-                                 const cdc_kafka_topic_spec_t *spec, int timeout_ms, cdc_error_t *e)
-{
-    rd_kafka_t *rk;
-    int32_t have = 0;
-    cdc_err_t rc;
-    bool controller = false;
-    const char *dev = getenv("CDC_KAFKA_DEV_CONTROL");
-
-    if (spec->partitions <= 0)
-        return cdc_error_set(e, CDC_ERR_INVALID, "topic \"%s\" needs a positive partition count",
-                             spec->name);
-    rk = admin_handle(bootstrap, properties, true, e);
-    if (rk == NULL)
-        return e ? e->code : CDC_ERR_CONFIG;
-    /* An existing topic needs no CreateTopics (one metadata request, no auto-create). */
-    rc = partitions_of(rk, spec->name, false, &have, timeout_ms, e);
-    if (rc == CDC_OK)
-        goto check;
-    if (rc != CDC_ERR_NOT_FOUND)
-        goto out;
-    /* The development broker's mock cluster has no controller to answer CreateTopics:
-     * use its control channel when we know it, else the metadata request below creates
-     * the topic with the broker's default partition count. */
-    if (dev && dev[0])
-        rc = cdc_kafka__dev_create_topic(dev, spec, e);
-    else if ((rc = controller_known(rk, timeout_ms, &controller, e)) == CDC_OK)
-        rc = controller ? create_topic(rk, spec, timeout_ms, e)
-                        : cdc_error_set(e, CDC_ERR_UNSUPPORTED, "no controller to create topics");
-    if (rc != CDC_OK && rc != CDC_ERR_EXISTS && !controller && !(dev && dev[0]))
-        cdc_log_debug("topic %s: %s; creating it through a metadata request", spec->name,
-                      e ? e->msg : cdc_err_str(rc));
-    if (rc == CDC_ERR_UNSUPPORTED || (rc == CDC_ERR_TIMEOUT && !(dev && dev[0])))
-        rc = CDC_OK;
-    if (rc == CDC_OK || rc == CDC_ERR_EXISTS) {
-        /* Metadata may lag behind a fresh create: retry briefly until it shows up. */
-        int64_t deadline = cdc_clock_mono_ms() + timeout_ms;
-        do {
-            rc = partitions_of(rk, spec->name, !(dev && dev[0]), &have, timeout_ms, e);
-            if (rc == CDC_OK || cdc_clock_mono_ms() >= deadline)
-                break;
-            usleep(100 * 1000);
-        } while (rc == CDC_ERR_NOT_FOUND || (e && e->retriable));
-    }
-check:
-    if (rc == CDC_OK && have != spec->partitions)
-        rc = cdc_error_set_retriable(e, CDC_ERR_CONFLICT, false,
-                                     "topic \"%s\" has %d partitions, expected %d", spec->name,
-                                     (int)have, (int)spec->partitions);
-out:
-    rd_kafka_destroy(rk);
-    return rc;
 }

@@ -54,8 +54,9 @@ boundary() {
     done < <(grep -lE "^[[:space:]]*#[[:space:]]*include[[:space:]]*[<\"]($re)[>\"]" \
         "${c_sources[@]}" 2>/dev/null)
 }
-boundary '<librdkafka/...>' 'librdkafka/[^>"]*' 'common/kafka.c (and tools/kafka-dev/)' \
-    common/kafka.c 'tools/kafka-dev/*'
+boundary '<librdkafka/...>' 'librdkafka/[^>"]*' \
+    'common/kafka.c, common/kafka_admin.c and their common/kafka_rd.h (and tools/kafka-dev/)' \
+    common/kafka.c common/kafka_admin.c common/kafka_rd.h 'tools/kafka-dev/*'
 boundary '<libpq-fe.h>' 'libpq-fe\.h' 'capture/pg.c (and tools/loadgen/)' \
     capture/pg.c 'tools/loadgen/*'
 boundary '<curl/curl.h>' 'curl/[^>"]*' common/httpc.c common/httpc.c

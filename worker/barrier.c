@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/iceberg/parquet.h"
 #include "common/buf.h"
 #include "common/iceberg/schema.h"
 #include "common/log.h"
@@ -795,4 +796,13 @@ void cdc_worker_committed(cdc_worker_t *w, uint64_t epoch)
         w->fin_gc_epoch = epoch;
     pthread_cond_broadcast(&w->fin_cond);
     pthread_mutex_unlock(&w->fin_lock);
+}
+
+/* The Parquet codec of the epoch's files (--compression; zstd by default). */
+int cdc_worker_stage_codec(const cdc_worker_t *w)
+{
+    cdc_pq_codec_t codec = CDC_PQ_CODEC_ZSTD;
+    if (w->cfg.compression != NULL)
+        cdc_pq_codec_parse(w->cfg.compression, &codec);
+    return (int)codec;
 }

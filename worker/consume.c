@@ -236,15 +236,6 @@ void cdc_worker_data_close(cdc_worker_t *w)
 
 /* ---- assignment ---------------------------------------------------------------------- */
 
-/* The Parquet codec of the epoch's files (--compression; zstd by default). */
-int cdc_worker_stage_codec(const cdc_worker_t *w)
-{
-    cdc_pq_codec_t codec = CDC_PQ_CODEC_ZSTD;
-    if (w->cfg.compression != NULL)
-        cdc_pq_codec_parse(w->cfg.compression, &codec);
-    return (int)codec;
-}
-
 /* Topic t of slot s reads from next on, the progress watchdog starting over. */
 static void slot_topic_start(cdc_slot_t *s, size_t t, int64_t next)
 {

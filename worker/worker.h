@@ -413,13 +413,13 @@ int cdc_worker_watchdog(cdc_worker_t *w, cdc_slot_t *s, size_t t, int64_t now);
 /* "<a>/<b>" (malloc'd), or NULL when out of memory. */
 char *cdc_worker_join(const char *a, const char *b);
 
-/* The cdc_pq_codec_t of the epoch's files (--compression; zstd by default). */
-int cdc_worker_stage_codec(const cdc_worker_t *w);
-
 /* Pauses (past --max-staged-bytes) or resumes fetching of every owned partition. */
 void cdc_worker_set_paused(cdc_worker_t *w, bool pause);
 
 /* ---- barrier.c ------------------------------------------------------------------------ */
+
+/* The cdc_pq_codec_t of the epoch's files (--compression; zstd by default). */
+int cdc_worker_stage_codec(const cdc_worker_t *w);
 
 /*
  * Barrier (term, generation, epoch): cuts every owned partition at the current record
