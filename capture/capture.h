@@ -339,7 +339,6 @@ typedef struct cdc_capture {
     int64_t isnap_pace_ms;       /* no window before this time (mono coarse ms): the one pace
                                   * of --snapshot-max-rate over every table (incremental.c) */
     int64_t last_tick_ms;        /* last cdc_incremental_tick that looked (mono coarse) */
-    int64_t last_publication_ms; /* last look at the publication's tables */
     cdc_counter_t *m_snapshot_chunks;
     cdc_counter_t *m_snapshot_windows;
     /* where the windows' time went since the last summary in the log (mono us) */
