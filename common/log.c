@@ -4,10 +4,12 @@
  * or, with the JSON format, {"ts":"...","level":"info","proc":"cdc-worker","id":"0","msg":"..."}.
  */
 #include "common/log.h"
+#include "common/assert.h"
 #include "common/clock.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -151,4 +153,10 @@ void cdc_log(cdc_log_level_t level, const char *fmt, ...)
     if (write(STDERR_FILENO, line, pos) < 0) {
         /* nowhere left to report a failed log write */
     }
+}
+
+void cdc_assert_fail(const char *what, const char *file, int line, const char *func)
+{
+    cdc_log(CDC_LOG_ERROR, "invariant violated: %s (%s:%d, %s): stopping", what, file, line, func);
+    abort();
 }

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/assert.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "coordinator/job_int.h"
@@ -196,6 +197,8 @@ void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
             }
             q->recorded = true;
             q->attempts = 0;
+            /* epochs are recorded in order, each once: ids are reserved and never reused */
+            CDC_ASSERT(q->rec->epoch > c->last_recorded);
             c->last_recorded = q->rec->epoch;
             if (cdc_schema_memo_note(&c->schema_memo, q->rec) != CDC_OK)
                 cdc_log_warn("out of memory noting the schemas of checkpoint %" PRIu64
@@ -225,6 +228,8 @@ void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
             return;
         }
         c->last_commit_error[0] = '\0';
+        /* only a recorded epoch is committed (the point of no return comes first) */
+        CDC_ASSERT(q->recorded && q->rec->epoch <= c->last_recorded);
         c->last_committed = q->rec->epoch;
         send_committed(c, q->rec->epoch);
         {

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/assert.h"
 #include "common/clock.h"
 #include "common/iceberg/parquet.h"
 #include "common/buf.h"
@@ -732,6 +733,7 @@ cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation
         snap_part_t *j;
         if (!s->owned)
             continue;
+        CDC_ASSERT(s->partition == (uint32_t)p);
         j = &job->parts[job->n];
         j->w = w;
         j->s = s;
@@ -768,6 +770,8 @@ cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation
         job->n++;
     }
     pthread_mutex_lock(&w->fin_lock);
+    /* one epoch in the finalizer at a time (the wait above): it owns the checkpoint chain */
+    CDC_ASSERT(w->fin_job == NULL);
     w->fin_job = job;
     pthread_cond_broadcast(&w->fin_cond);
     pthread_mutex_unlock(&w->fin_lock);
