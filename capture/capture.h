@@ -334,11 +334,11 @@ typedef struct cdc_capture {
     cdc_capture_mark_t *marks; /* chunk markers waiting for acks, oldest first */
     size_t nmarks;
     cdc_capture_request_t request;
-    uint64_t isnap_seq;          /* ids of snapshots and chunks of this process */
-    size_t isnap_next;           /* where the next look for a due table starts (round robin) */
-    int64_t isnap_pace_ms;       /* no window before this time (mono coarse ms): the one pace
-                                  * of --snapshot-max-rate over every table (incremental.c) */
-    int64_t last_tick_ms;        /* last cdc_incremental_tick that looked (mono coarse) */
+    uint64_t isnap_seq;    /* ids of snapshots and chunks of this process */
+    size_t isnap_next;     /* where the next look for a due table starts (round robin) */
+    int64_t isnap_pace_ms; /* no window before this time (mono coarse ms): the one pace
+                            * of --snapshot-max-rate over every table (incremental.c) */
+    int64_t last_tick_ms;  /* last cdc_incremental_tick that looked (mono coarse) */
     cdc_counter_t *m_snapshot_chunks;
     cdc_counter_t *m_snapshot_windows;
     /* where the windows' time went since the last summary in the log (mono us) */
