@@ -53,69 +53,7 @@ enum {
 
 /* ---- base64 and key helpers --------------------------------------------------------- */
 
-char *cdc_etcd_prefix_end(const char *prefix, size_t *len)
-{
-    size_t n = strlen(prefix);
-    char *end = malloc(n + 1);
-    if (end == NULL)
-        return NULL;
-    memcpy(end, prefix, n + 1);
-    while (n > 0) {
-        unsigned char ch = (unsigned char)end[n - 1];
-        if (ch < 0xff) {
-            end[n - 1] = (char)(ch + 1);
-            end[n] = '\0';
-            *len = n;
-            return end;
-        }
-        n--;
-    }
-    /* empty prefix or all 0xff: "\0" means "to the end of the keyspace" */
-    end[0] = '\0';
-    *len = 1;
-    return end;
-}
-
 /* ---- result types ------------------------------------------------------------------- */
-
-void cdc_etcd_kv_clear(cdc_etcd_kv_t *kv)
-{
-    if (kv == NULL)
-        return;
-    free(kv->key);
-    free(kv->value);
-    memset(kv, 0, sizeof(*kv));
-}
-
-void cdc_etcd_kvs_clear(cdc_etcd_kvs_t *kvs)
-{
-    if (kvs == NULL)
-        return;
-    for (size_t i = 0; i < kvs->count; i++)
-        cdc_etcd_kv_clear(&kvs->kvs[i]);
-    free(kvs->kvs);
-    memset(kvs, 0, sizeof(*kvs));
-}
-
-void cdc_etcd_txn_result_clear(cdc_etcd_txn_result_t *r)
-{
-    if (r == NULL)
-        return;
-    for (size_t i = 0; i < r->count; i++)
-        cdc_etcd_kvs_clear(&r->responses[i]);
-    free(r->responses);
-    memset(r, 0, sizeof(*r));
-}
-
-void cdc_etcd_events_clear(cdc_etcd_events_t *ev)
-{
-    if (ev == NULL)
-        return;
-    for (size_t i = 0; i < ev->count; i++)
-        cdc_etcd_kv_clear(&ev->events[i].kv);
-    free(ev->events);
-    memset(ev, 0, sizeof(*ev));
-}
 
 /* ---- client and transport ------------------------------------------------------------ */
 

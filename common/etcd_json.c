@@ -1,7 +1,9 @@
 /*
- * The JSON of the etcd gateway's messages (see etcd_int.h): int64 fields as strings, keys
- * and values in base64, key-value pairs and ranges decoded into etcd.h's types. Pure
- * helpers of etcd.c; no state.
+ * The data of the etcd adapter: the end of a key prefix's range, and clearing etcd.h's
+ * result types (see etcd.h); the JSON of the gateway's messages (see etcd_int.h): int64
+ * fields as strings, keys and values in base64, key-value pairs and ranges decoded into
+ * etcd.h's types. Pure helpers of etcd.c and its callers; no state, and no call back
+ * into etcd.c.
  */
 #include "common/etcd_int.h"
 
@@ -12,6 +14,68 @@
 #include <jansson.h>
 
 #include "common/base64.h"
+
+char *cdc_etcd_prefix_end(const char *prefix, size_t *len)
+{
+    size_t n = strlen(prefix);
+    char *end = malloc(n + 1);
+    if (end == NULL)
+        return NULL;
+    memcpy(end, prefix, n + 1);
+    while (n > 0) {
+        unsigned char ch = (unsigned char)end[n - 1];
+        if (ch < 0xff) {
+            end[n - 1] = (char)(ch + 1);
+            end[n] = '\0';
+            *len = n;
+            return end;
+        }
+        n--;
+    }
+    /* empty prefix or all 0xff: "\0" means "to the end of the keyspace" */
+    end[0] = '\0';
+    *len = 1;
+    return end;
+}
+
+void cdc_etcd_kv_clear(cdc_etcd_kv_t *kv)
+{
+    if (kv == NULL)
+        return;
+    free(kv->key);
+    free(kv->value);
+    memset(kv, 0, sizeof(*kv));
+}
+
+void cdc_etcd_kvs_clear(cdc_etcd_kvs_t *kvs)
+{
+    if (kvs == NULL)
+        return;
+    for (size_t i = 0; i < kvs->count; i++)
+        cdc_etcd_kv_clear(&kvs->kvs[i]);
+    free(kvs->kvs);
+    memset(kvs, 0, sizeof(*kvs));
+}
+
+void cdc_etcd_txn_result_clear(cdc_etcd_txn_result_t *r)
+{
+    if (r == NULL)
+        return;
+    for (size_t i = 0; i < r->count; i++)
+        cdc_etcd_kvs_clear(&r->responses[i]);
+    free(r->responses);
+    memset(r, 0, sizeof(*r));
+}
+
+void cdc_etcd_events_clear(cdc_etcd_events_t *ev)
+{
+    if (ev == NULL)
+        return;
+    for (size_t i = 0; i < ev->count; i++)
+        cdc_etcd_kv_clear(&ev->events[i].kv);
+    free(ev->events);
+    memset(ev, 0, sizeof(*ev));
+}
 
 /* int64 fields come as strings ("123"); accept numbers too; absent = 0. */
 int64_t cdc_etcd__jint(const json_t *obj, const char *name)
