@@ -258,7 +258,8 @@ fuzz-replay: setup
 	@tests/run.sh fuzz-replay build-asan
 
 # Integration tests that run worker and coordinator processes (the threaded code).
-TSAN_TESTS ?= test_worker test_runtime test_coordinator test_truncate
+TSAN_TESTS ?= test_worker test_runtime test_coordinator_commits test_coordinator_security \
+              test_truncate
 tsan: setup
 	@$(MAKE) --no-print-directory BUILD=build-tsan SAN=thread OPT=-O1 -j$(NPROC) all
 	@export TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp"; \

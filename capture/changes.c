@@ -28,7 +28,7 @@
  * in between sees the catalog from before the transaction's DDL: a renamed column would
  * not be found under its new name and would get a new field id (its earlier files then
  * read as null under the new name). Heavy load widens that window
- * (test_capture's test_rename_decoded_before_visible holds it open). Bounded: past
+ * (test_capture_changes's test_rename_decoded_before_visible holds it open). Bounded: past
  * VISIBLE_WAIT_MS (a commit held by a synchronous standby that is away) the catalog is
  * read as it is, with a warning.
  */

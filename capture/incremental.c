@@ -300,7 +300,7 @@ cdc_err_t cdc_incremental_session(cdc_capture_t *cap, cdc_error_t *e)
 /*
  * Testing only: CDC_FAULT=chunk-window:<ms> holds each chunk's window open that long after
  * its read, before its high watermark, so that changes of the table commit inside it
- * (test_capture's test_table_added_running: without the keys' removal, rows read before a
+ * (test_capture_snapshots's test_table_added_running: without the keys' removal, rows read before a
  * change would be emitted after it).
  */
 static void hold_window(void)
