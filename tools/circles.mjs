@@ -24,9 +24,13 @@ if (args[0] === '--root' && args[1]) {
 }
 process.chdir(root);
 
-const files = execFileSync('git', ['ls-files', '*.c'], { encoding: 'utf8' })
+const files = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', '*.c'], {
+    encoding: 'utf8',
+})
     .split('\n')
-    .filter((f) => f && !f.startsWith('tests/') && !f.startsWith('benchmarks/'));
+    // files not added yet count (a new file's circle is found before its commit); a
+    // tracked file deleted from the work tree does not
+    .filter((f) => f && existsSync(f) && !f.startsWith('tests/') && !f.startsWith('benchmarks/'));
 const byDir = new Map();
 for (const f of files) {
     const d = path.dirname(f);

@@ -81,3 +81,12 @@ test('--check --max fails on a circle of more files than the limit, even a recor
   assert.equal(r.status, 1);
   assert.match(r.stderr, /call circle of 3 files, more than 2: a\/w\.c a\/x\.c a\/y\.c/);
 });
+
+test('a file not added to git yet counts; a tracked file deleted from the tree does not', () => {
+  const dir = repo({ 'a/x.c': base['a/x.c'], 'a/gone.c': 'int gone(void) { return 0; }\n' });
+  fs.writeFileSync(path.join(dir, 'a/y.c'), base['a/y.c']); // not added
+  fs.unlinkSync(path.join(dir, 'a/gone.c')); // tracked, deleted
+  const r = run(dir);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout.trim(), '2 files: a/x.c a/y.c');
+});
