@@ -760,13 +760,43 @@ cdc_err_t cdc_state_write(cdc_state_t *st, cdc_state_batch_t *b, cdc_error_t *e)
     return err ? write_failed(st, e, err, "write") : CDC_OK;
 }
 
+/*
+ * Waits (up to max_ms) until no flush of the store runs or is pending. RocksDB 7.8 (Debian
+ * 12's) keeps a flush's reason per column family, and with atomic_flush a second flush
+ * requested while one runs (a checkpoint's after a large value's, or after the memtable
+ * filled) overwrites it: the running job then fails an assertion and aborts the process
+ * (fixed upstream in RocksDB 8.0). So one flush at a time: only the record thread writes
+ * to a store and only while no checkpoint holds it, so nothing schedules a flush between
+ * this wait and the caller's own.
+ */
+static void flushes_settle(cdc_state_t *st, int max_ms)
+{
+    int64_t deadline = cdc_clock_mono_ms() + max_ms;
+    for (;;) {
+        uint64_t running = 0, pending = 0;
+        if (rocksdb_property_int(st->db, "rocksdb.num-running-flushes", &running) != 0 ||
+            rocksdb_property_int(st->db, "rocksdb.mem-table-flush-pending", &pending) != 0 ||
+            (running == 0 && pending == 0))
+            return;
+        if (cdc_clock_mono_ms() >= deadline) {
+            cdc_log_warn("state store \"%s\": a flush still runs after %d ms; going on", st->dir,
+                         max_ms);
+            return;
+        }
+        usleep(2000);
+    }
+}
+
 void cdc_state_flush_start(cdc_state_t *st, int family)
 {
     char *err = NULL;
     if (!fam_ok(st, family))
         return;
+    /* one flush at a time (flushes_settle), and this one done before the next write can
+     * fill the memtable and schedule another: a large value is rare, its flush short */
+    flushes_settle(st, 10000);
     rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
-    rocksdb_flushoptions_set_wait(fo, 0);
+    rocksdb_flushoptions_set_wait(fo, 1);
     rocksdb_flush_cf(st->db, fo, st->cf[family], &err);
     rocksdb_flushoptions_destroy(fo);
     if (err != NULL) /* (the next checkpoint flushes it, or fails loudly) */
@@ -792,6 +822,7 @@ cdc_err_t cdc_state_checkpoint(cdc_state_t *st, const char *dir, cdc_error_t *e)
         if (err != NULL)
             return write_failed(st, e, err, "checkpoint");
     }
+    flushes_settle(st, 30000); /* the checkpoint's own flush must be the only one */
     cp = rocksdb_checkpoint_object_create(st->db, &err);
     if (err != NULL)
         return write_failed(st, e, err, "checkpoint");

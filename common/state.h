@@ -148,8 +148,9 @@ cdc_err_t cdc_state_write(cdc_state_t *st, cdc_state_batch_t *b, cdc_error_t *e)
  * out and copied (trimmed to what was written), and opening the copy replays it. The
  * copy is what gets uploaded by the worker's checkpoint module.
  */
-/* Starts a flush of family's memtable to files without waiting for it: after a large
- * value was written, so that the memtable does not keep it until the next checkpoint. */
+/* Flushes family's memtable to files, after any flush already running: after a large
+ * value was written, so that the memtable does not keep it until the next checkpoint.
+ * A failure is logged (the next checkpoint flushes it, or fails loudly). */
 void cdc_state_flush_start(cdc_state_t *st, int family);
 
 cdc_err_t cdc_state_checkpoint(cdc_state_t *st, const char *dir, cdc_error_t *e);
