@@ -243,10 +243,22 @@ size_t cdc_schema_memo_strip(const cdc_schema_memo_t *m, cdc_checkpoint_t *rec)
         cdc_strmap_free(&count);
         return 0; /* nothing known, or out of memory: carry them all */
     }
+    /* decided for every update first: count's keys are the updates' own table names, so
+     * none may be freed while count is still looked up */
+    bool *drop = calloc(rec->nschemas, sizeof(*drop));
+    if (drop == NULL) {
+        cdc_strmap_free(&count);
+        return 0;
+    }
+    for (size_t i = 0; i < rec->nschemas; i++) {
+        const cdc_schema_update_t *u = &rec->schemas[i];
+        const memo_entry_t *e = cdc_strmap_get(&m->by_table, u->table);
+        drop[i] = e != NULL && single_update(&count, u->table) && same_update(&e->last, u);
+    }
+    cdc_strmap_free(&count);
     for (size_t i = 0; i < rec->nschemas; i++) {
         cdc_schema_update_t *u = &rec->schemas[i];
-        const memo_entry_t *e = cdc_strmap_get(&m->by_table, u->table);
-        if (e != NULL && single_update(&count, u->table) && same_update(&e->last, u)) {
+        if (drop[i]) {
             free(u->table);
             free(u->schema_json);
             free(u->mask_policy);
@@ -256,7 +268,7 @@ size_t cdc_schema_memo_strip(const cdc_schema_memo_t *m, cdc_checkpoint_t *rec)
         rec->schemas[kept++] = *u;
     }
     rec->nschemas = kept;
-    cdc_strmap_free(&count);
+    free(drop);
     return dropped;
 }
 
