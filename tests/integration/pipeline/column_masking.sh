@@ -149,12 +149,20 @@ fields=$(check read "$CHAOS_DIR/warehouse/public/people" | jq -c '[.fields[] | s
     fail "an unclassified column reached the lake: $fields"
 held=0
 for f in "$CHAOS_DIR"/procs/worker-*.http; do
-    n=$(curl -fsS --max-time 5 "http://$(cat "$f")/status" |
-        jq '[.masking.unclassified[] | select(.table == "public.people" and .column == "ssn2") | .values] | add // 0') ||
-        fail "no /status from $(basename "$f" .http)"
-    m=$(curl -fsS --max-time 5 "http://$(cat "$f")/metrics" |
-        awk '/^cdc_worker_mask_unclassified_values_total\{table="public.people",column="ssn2"\}/ {print $2}')
-    [ "${m:-0}" = "$n" ] || fail "$(basename "$f" .http): /metrics says ${m:-0} held values, /status $n"
+    # /metrics counts as the records pass; /status is rebuilt with the gauges, once every
+    # 2 s: the two agree once it was rebuilt after the last held value
+    deadline=$((SECONDS + 15))
+    while :; do
+        n=$(curl -fsS --max-time 5 "http://$(cat "$f")/status" |
+            jq '[.masking.unclassified[] | select(.table == "public.people" and .column == "ssn2") | .values] | add // 0') ||
+            fail "no /status from $(basename "$f" .http)"
+        m=$(curl -fsS --max-time 5 "http://$(cat "$f")/metrics" |
+            awk '/^cdc_worker_mask_unclassified_values_total\{table="public.people",column="ssn2"\}/ {print $2}')
+        [ "${m:-0}" = "$n" ] && break
+        [ "$SECONDS" -lt "$deadline" ] ||
+            fail "$(basename "$f" .http): /metrics says ${m:-0} held values, /status $n (after 15 s)"
+        sleep 0.5
+    done
     held=$((held + n))
 done
 [ "$held" -ge 10 ] || fail "the workers count $held held-back values of ssn2, expected at least 10"
