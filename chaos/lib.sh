@@ -239,8 +239,8 @@ pipeline_etcd_tls_up() {
 }
 
 _pipeline_etcd_tls_healthy() {
-    curl -fsS --max-time 2 --cacert "$CHAOS_TLS_DIR/ca.crt" --cert "$CHAOS_TLS_DIR/node.crt" \
-        --key "$CHAOS_TLS_DIR/node.key" "$CDC_TEST_ETCD/health" 2>/dev/null | grep -q '"health":"true"'
+    grep -q '"health":"true"' <<<"$(curl -fsS --max-time 2 --cacert "$CHAOS_TLS_DIR/ca.crt" \
+        --cert "$CHAOS_TLS_DIR/node.crt" --key "$CHAOS_TLS_DIR/node.key" "$CDC_TEST_ETCD/health" 2>/dev/null)"
 }
 
 # chaos_curl <curl args...> <host:port/path>: an admin request of the local pipeline,

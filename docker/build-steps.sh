@@ -79,7 +79,7 @@ check_libs() {
     declare -A need=() allowed=()
     for pkg in $(packages runtime) libc6; do allowed[$pkg]=1; done
     for bin in "$prefix"/bin/*; do
-        file -b "$bin" | grep -q ELF || continue
+        grep -q ELF <<<"$(file -b "$bin")" || continue
         while read -r lib; do
             path=$(ldd "$bin" | awk -v l="$lib" '$1 == l { print $3 }')
             if [ -z "$path" ] || [ "$path" = "not" ]; then

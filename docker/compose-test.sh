@@ -98,7 +98,7 @@ started=$SECONDS
 setup_packages() {
     local p missing=()
     for p in podman podman-compose runc mmdebstrap; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+        grep -q "install ok installed" <<<"$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" ||
             missing+=("$p")
     done
     [ "${#missing[@]}" -eq 0 ] && return 0

@@ -4,8 +4,8 @@
 # libraries. Run by `make lint` and first in `make test` (so CI runs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mapfile -t scripts < <(git ls-files '*.sh' .ci/run 2>/dev/null)
 if command -v shellcheck >/dev/null 2>&1; then
-    mapfile -t scripts < <(git ls-files '*.sh' .ci/run 2>/dev/null)
     if [ "${#scripts[@]}" -gt 0 ]; then
         shellcheck -S warning "${scripts[@]}"
     fi
@@ -89,6 +89,15 @@ promise 'grows memory with realloc(): use common/buf.h (cdc_array_reserve, cdc_a
 promise 'reads the clock itself: use common/clock.h' \
     '(^|[^_a-z])((clock_gettime|gettimeofday|timespec_get)\(|time\((NULL|0)\))' common/clock.h \
     tools/launch/main.c
+
+# No `producer | grep -q`: grep -q exits at its first match, the producer then dies of
+# SIGPIPE, and under pipefail the pipeline fails although the text was there (CI failed on
+# `cdc-entrypoint help | grep -q`). Match on a here-string of the output instead. The
+# `bash -c` strings are exempt: pipefail is not set in them.
+if grep -nE '\|[[:space:]]*grep -[a-zA-Z]*q' "${scripts[@]}" | grep -vE 'bash -c|^[^:]*:[0-9]+:[[:space:]]*#'; then
+    echo "lint: the lines above pipe into grep -q: write grep -q PATTERN <<<\"\$(producer)\"" >&2
+    bad=1
+fi
 
 # Call circles between the files of a folder (docs/development.md, "Call circles"): none
 # of more than three files, none new, none grown past the files tools/circles.txt records.

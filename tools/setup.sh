@@ -11,7 +11,7 @@ mapfile -t PKGS < <(awk '$1 == "build" || $1 == "dev" { print $2 }' tools/packag
 
 missing=()
 for p in "${PKGS[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    if ! grep -q "install ok installed" <<<"$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)"; then
         # node/npm may come from elsewhere (nodesource, nvm): accept a working binary
         case "$p" in
             nodejs) command -v node >/dev/null 2>&1 && continue ;;

@@ -76,7 +76,7 @@ metric_is() {
 
 # disk_verified <verify log>: the verifier's verdict is 0 lost, 0 duplicated, 0 mismatched.
 disk_verified() {
-    tail -n 1 "$1" | grep -qE '^VERIFY ok .* lost=0 duplicated=0 mismatched=0$'
+    grep -qE '^VERIFY ok .* lost=0 duplicated=0 mismatched=0$' <<<"$(tail -n 1 "$1")"
 }
 
 # disk_fail <test> <message> [<file>]: the logs' tails, the message, exit 1.

@@ -268,7 +268,7 @@ _harness_etcd_start() {
 }
 
 _harness_etcd_healthy() {
-    curl -sf --max-time 2 "http://127.0.0.1:$1/health" | grep -q '"health":"true"'
+    grep -q '"health":"true"' <<<"$(curl -sf --max-time 2 "http://127.0.0.1:$1/health")"
 }
 
 # --- development Kafka broker ------------------------------------------------------------

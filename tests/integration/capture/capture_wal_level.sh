@@ -19,7 +19,7 @@ as_user() {
 }
 [ "$(id -u)" -eq 0 ] && chown "$user" "$dir"
 port=$((21000 + RANDOM % 8000))
-while ss -Htln | awk '{ print $4 }' | grep -q ":$port\$"; do port=$((port + 1)); done
+while grep -q ":$port\$" <<<"$(ss -Htln | awk '{ print $4 }')"; do port=$((port + 1)); done
 pgpid=""
 cleanup() {
     if [ -n "$pgpid" ]; then

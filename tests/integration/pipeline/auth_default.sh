@@ -112,7 +112,7 @@ for p in "coordinator-ci:$ci" "worker-wi:$wi"; do
         "$dir/$name.log" || fail "$name did not log --insecure as a warning"
     harness_wait_for 10 bash -c "curl -s 'http://$addr/status?local=1' | jq -e '.insecure == true' >/dev/null" ||
         fail "$name's /status does not say insecure: $(body "$addr" '/status?local=1' | head -c 300)"
-    body "$addr" /metrics | grep -qx 'cdc_insecure 1' || fail "$name's /metrics lacks cdc_insecure 1"
+    grep -qx 'cdc_insecure 1' <<<"$(body "$addr" /metrics)" || fail "$name's /metrics lacks cdc_insecure 1"
 done
 # no token at all: the action runs (400: no table named), audited as who="insecure"
 [ "$(code POST "$ci" /compact)" = 400 ] || fail "the --insecure coordinator refused POST /compact"
@@ -159,7 +159,7 @@ case "$snap" in 401 | 000) fail "POST /snapshot with the ops token answered $sna
 # reads: open by default, closed by --http-token-reads; probes always open
 expect 200 GET "$ct" /status
 expect 200 GET "$ct" /metrics
-body "$ct" /metrics | grep -qx 'cdc_insecure 0' || fail "the coordinator's /metrics lacks cdc_insecure 0"
+grep -qx 'cdc_insecure 0' <<<"$(body "$ct" /metrics)" || fail "the coordinator's /metrics lacks cdc_insecure 0"
 [ "$(body "$ct" '/status?local=1' | jq -r .insecure)" = false ] || fail "/status insecure is not false"
 expect 401 GET "$cr" /status
 expect 401 GET "$cr" /metrics
@@ -183,7 +183,7 @@ n=$(grep -c "audit: " "$dir/coordinator-ct.log" || true)
 n=$(grep -c "audit: " "$dir/coordinator-cr.log" || true)
 [ "$n" = 2 ] || fail "coordinator cr logged $n audit lines for 2 POSTs"
 ! grep -q "ops-t0ken\|ci-t0ken" "$dir"/*.log || fail "a token appears in a log"
-body "$ct" /metrics | grep -qx 'cdc_http_audited_requests_total 3' ||
+grep -qx 'cdc_http_audited_requests_total 3' <<<"$(body "$ct" /metrics)" ||
     fail "cdc_http_audited_requests_total is not 3: $(body "$ct" /metrics | grep audited)"
 echo "c. tokens: POSTs 401 without, audited by name; reads open, closed by --http-token-reads"
 echo "auth_default: ok"

@@ -170,7 +170,7 @@ grep -Eq '^partition-worker +1 +0 ' "$dir/run-stuck.log" || fail "the missing re
 grep -q 'chaos: FAILED' "$dir/run-stuck.log" || fail "no chaos: FAILED"
 # every port-forward was ended (the stub's execs its sleep in kubectl's place)
 for p in $(pgrep -f "^sleep 600$" || true); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "STUB_DIR=$dir"; then
+    if grep -qx "STUB_DIR=$dir" <<<"$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null)"; then
         kill "$p"
         echo "left running: a port-forward" >"$dir/leftover"
     fi

@@ -31,11 +31,11 @@ docker/build-steps.sh check-libs "$tmp/prefix"
 
 # the entrypoint picks programs by name and derives a worker id from the pod ordinal
 export PATH="$tmp/prefix/bin:$PATH"
-cdc-entrypoint help | grep -q 'capture|coordinator|worker' || {
+grep -q 'capture|coordinator|worker' <<<"$(cdc-entrypoint help)" || {
     echo "deploy_build: entrypoint help" >&2
     exit 1
 }
-cdc-entrypoint loadgen --help | grep -q -- '--rate' || {
+grep -q -- '--rate' <<<"$(cdc-entrypoint loadgen --help)" || {
     echo "deploy_build: entrypoint does not run loadgen" >&2
     exit 1
 }

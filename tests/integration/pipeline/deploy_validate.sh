@@ -87,7 +87,7 @@ printf 'apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: cdc-worker\ns
 sed -i 's|^  - path: secure.yaml$|&\n  - path: scale.yaml|; /^replicas:$/,/count: 3$/d' \
     "$tmp/k8s/overlays/prod/kustomization.yaml"
 if kubectl kustomize "$tmp/k8s/overlays/prod" >"$tmp/scaled.yaml" 2>/dev/null; then
-    grep -A1 'name: CDC_EXPECTED_WORKERS' "$tmp/scaled.yaml" | grep -q 'value: "7"' ||
+    grep -q 'value: "7"' <<<"$(grep -A1 'name: CDC_EXPECTED_WORKERS' "$tmp/scaled.yaml")" ||
         bad "CDC_EXPECTED_WORKERS did not follow the StatefulSet scaled to 7"
 else
     bad "the prod overlay scaled to 7 workers does not render"
@@ -174,7 +174,7 @@ last_user=$(grep -E '^USER ' "$df" | tail -n1 | awk '{print $2}')
 case "$last_user" in '' | root | 0 | 0:*) bad "$df: final stage runs as root" ;; esac
 grep -q '^HEALTHCHECK ' "$df" || bad "$df: no HEALTHCHECK"
 grep -q '^ENTRYPOINT ' "$df" || bad "$df: no ENTRYPOINT"
-if grep -E 'apt-get install' "$df" | grep -vq -- '--no-install-recommends'; then
+if grep -E 'apt-get install' "$df" | grep -v -- '--no-install-recommends' >&2; then
     bad "$df: apt-get install without --no-install-recommends"
 fi
 # (build/image/ is what `docker/build-steps.sh install build/image` puts there for

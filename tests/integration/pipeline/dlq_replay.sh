@@ -168,7 +168,7 @@ relay_all
 classes() { ctl dlq list --json --table public.dlq_orders 2>/dev/null | jq -sc '[.[].class] | sort'; }
 all='["malformed_json","missing_key","oversized","type_mismatch","unknown_op","unknown_schema","unresolved_toast"]'
 every_class() { [ "$(classes)" = "$all" ]; }
-late_dead() { ctl dlq show --table public.dlq_late --json | grep -q '"class":"type_mismatch"'; }
+late_dead() { grep -q '"class":"type_mismatch"' <<<"$(ctl dlq show --table public.dlq_late --json)"; }
 chaos_wait 90 "a dead letter of every class" every_class || fail "dead letters of $(classes), expected $all"
 chaos_wait 60 "dlq_late's dead letter" late_dead || fail "no dead letter for dlq_late"
 
@@ -188,7 +188,7 @@ jq -e -s 'length == 1 and (.[0] | .class == "unknown_op" and (.message | test("u
           .replayed == false and .key == "{\"id\":13}" and (.payload | fromjson | .op) == "x" and
           .headers["cdc.error.class"] == "unknown_op" and (.id | startswith("cdc.public.dlq_orders.dlq:")))' \
     "$tmp/op.json" >/dev/null || fail "dlq show --json: $(cat "$tmp/op.json")"
-ctl dlq show --table public.dlq_orders --class unknown_op | grep -q '^  origin   cdc.public.dlq_orders\[' ||
+grep -q '^  origin   cdc.public.dlq_orders\[' <<<"$(ctl dlq show --table public.dlq_orders --class unknown_op)" ||
     fail "dlq show: no origin line"
 op_id=$(jq -r .id "$tmp/op.json")
 
@@ -249,7 +249,7 @@ proc_signal worker-0 TERM
 chaos_wait 15 "worker-0 to stop" bash -c "! kill -0 $(proc_pid worker-0) 2>/dev/null" ||
     fail "worker-0 did not stop"
 CHAOS_WORKER_ARGS="--max-record-bytes=1MiB" pipeline_start_worker 0
-ctl dlq replay --table public.dlq_orders --class oversized | grep -q '^replayed  ' ||
+grep -q '^replayed  ' <<<"$(ctl dlq replay --table public.dlq_orders --class oversized)" ||
     fail "the oversized record was not replayed"
 # unresolved TOAST: its cause was id 17's insert, back now; the update goes back as it is
 in_mirror() {
@@ -258,7 +258,7 @@ in_mirror() {
 }
 chaos_wait 60 "id 17 in the mirror" in_mirror 17 ||
     fail "id 17's insert did not reach the mirror"
-ctl dlq replay --table public.dlq_orders --class unresolved_toast | grep -q '^replayed  ' ||
+grep -q '^replayed  ' <<<"$(ctl dlq replay --table public.dlq_orders --class unresolved_toast)" ||
     fail "the unresolved TOAST record was not replayed"
 
 pipeline_verify --tables dlq_orders --wait 120 >"$tmp/verify1.log" 2>&1 || {
@@ -269,7 +269,7 @@ tail -n 1 "$tmp/verify1.log" | sed 's/^/fixed: /'
 changes1=$(grep -o 'changelog [0-9]* changes' "$tmp/verify1.log" | tail -n 1)
 
 # dlq_late: the failed update is older than the row's state: changelog only
-ctl dlq replay --table public.dlq_late --transform-cmd="$amounts" | grep -q '^replayed  ' ||
+grep -q '^replayed  ' <<<"$(ctl dlq replay --table public.dlq_late --transform-cmd="$amounts")" ||
     fail "dlq_late: replay failed"
 late_ok() {
     local m c

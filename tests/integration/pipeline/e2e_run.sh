@@ -14,7 +14,7 @@ RUN_DIR=$tmp/run BUILD=$(realpath --relative-to="$PWD" "$build") DURATION=${E2E_
     INITIAL_ROWS=200 LOAD_RATE=300 CATCHUP=90 tools/run.sh >"$tmp/run.log" 2>&1
 rc=$?
 grep -E '^(VERIFY|public\.)' "$tmp/run.log"
-if [ "$rc" -ne 0 ] || ! tail -n 5 "$tmp/run.log" | grep -q '^VERIFY ok'; then
+if [ "$rc" -ne 0 ] || ! grep -q '^VERIFY ok' <<<"$(tail -n 5 "$tmp/run.log")"; then
     tail -n 40 "$tmp/run.log"
     echo "e2e_run: make run DURATION failed (rc=$rc)" >&2
     exit 1

@@ -31,7 +31,7 @@ wait_for 10 etcd_down || fail "etcd still answers after etcd-stop"
     fail "etcd process $old_pid survived etcd-stop"
 bash "$H" etcd-start || fail "etcd-start"
 [ "$(cat "$CDC_TEST_TMP/etcd.pid")" != "$old_pid" ] || fail "etcd pid did not change"
-etcd_get | grep -q '"value":"djE="' || fail "etcd lost its data across a restart"
+grep -q '"value":"djE="' <<<"$(etcd_get)" || fail "etcd lost its data across a restart"
 
 # PostgreSQL: write, stop, start, read back
 psql -q -X "$CDC_TEST_PG_DSN" -c 'CREATE TABLE IF NOT EXISTS harness_probe(v int);

@@ -90,7 +90,7 @@ encrypted() {
         fail "coordinator-0's admin server answered plain http://"
     curl -fsS --max-time 3 -o /dev/null --cacert "$c/ca.crt" "https://$http/healthz" 2>/dev/null &&
         fail "coordinator-0's admin server answered https without a client certificate"
-    curl -fsS --max-time 3 "${good[@]}" "https://127.0.0.1:$eport/health" | grep -q '"health":"true"' ||
+    grep -q '"health":"true"' <<<"$(curl -fsS --max-time 3 "${good[@]}" "https://127.0.0.1:$eport/health")" ||
         fail "etcd did not answer https with the run's certificates"
     curl -fsS --max-time 3 -o /dev/null "http://127.0.0.1:$eport/health" 2>/dev/null &&
         fail "etcd answered plain http://"

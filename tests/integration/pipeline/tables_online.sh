@@ -163,7 +163,7 @@ sed -i 's/--job/--tables public.transactions,public.accounts,public.late --job/'
 proc_restart worker-0
 chaos_wait 60 "worker 0 to be refused" bash -c '. "$1"; [ "$(chaos_status | jq -r ".workers[] | select(.id == \"0\" and .alive) | .refused.reason")" = missing_table ]' \
     _ "$PWD/chaos/lib.sh" || fail "worker 0 was not refused: $(status | jq -c '.workers')"
-status | jq -r '.workers[] | select(.id == "0") | .refused.message' | grep -q '"cdc.public.ghost"' ||
+grep -q '"cdc.public.ghost"' <<<"$(status | jq -r '.workers[] | select(.id == "0") | .refused.message')" ||
     fail "the refusal does not name cdc.public.ghost"
 grep -q "gives this worker no partitions" "$CHAOS_DIR/procs/worker-0.log" || fail "worker 0 did not log its refusal"
 c=$(pipeline_committed)
