@@ -220,7 +220,9 @@ scenario_scale-workers() {
 # Iceberg cannot promote, rewritten through USING, or dropped; a worker is killed once in
 # between. Only columns the scenario added are touched (the load generator writes the
 # table's own columns by position). Each DDL counts as a fault, recovered when the
-# leader commits again with every worker. Local backend only.
+# leader commits again with every worker. With SCHEMA_CHANGE_MAX_COLUMNS (make soak sets
+# it), a table keeps at most that many of the scenario's columns: the oldest is dropped
+# before another is added. Local backend only.
 scenario_schema-change() {
     # (column numbers go on across runs of the scenario: make soak runs it again and again)
     local end=$((SECONDS + $1)) n=${SCHEMA_CHANGE_COLUMNS:-0} t col type def next before w killed=0
@@ -242,6 +244,18 @@ scenario_schema-change() {
         type=$REPLY
         chaos_pick "" " DEFAULT 7"
         def=$REPLY
+        if [ -n "${SCHEMA_CHANGE_MAX_COLUMNS:-}" ]; then
+            local added
+            mapfile -t added < <(psql -X -At -d "$PIPELINE_PG_DSN" -c "SELECT attname FROM pg_attribute
+                WHERE attrelid = '$t'::regclass AND attnum > 0 AND NOT attisdropped
+                AND attname LIKE 'x\_%' ORDER BY attnum")
+            if [ "${#added[@]}" -ge "$SCHEMA_CHANGE_MAX_COLUMNS" ]; then
+                before=$(pipeline_committed)
+                _ddl "ALTER TABLE $t DROP COLUMN ${added[0]}"
+                FAULTS=$((FAULTS + 1))
+                _recovered "$before"
+            fi
+        fi
         before=$(pipeline_committed)
         _ddl "ALTER TABLE $t ADD COLUMN $col $type$def"
         FAULTS=$((FAULTS + 1))

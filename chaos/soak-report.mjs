@@ -56,6 +56,24 @@ function slope(pts, key) {
   return sxx > 0 ? sxy / sxx : NaN;
 }
 
+// The replicas of a role trade state: the streaming capture and its standby swap at each
+// capture kill (19 threads and 20 descriptors against 14 and 9), the leader's history and
+// caches move to the other coordinator at each failover, a killed worker's partitions go
+// to the others. So the series judged are the roles' (a process name without its "-N"),
+// each the sum over its replicas at every sample; the per-process series are shown.
+const roleOf = (name) => name.replace(/-\d+$/, '');
+const roles = new Map();
+for (const [name, pts] of series) {
+  const role = roleOf(name);
+  if (!roles.has(role)) roles.set(role, new Map());
+  const byTime = roles.get(role);
+  for (const p of pts) {
+    const at = byTime.get(p.t) ?? { t: p.t, rss: 0, hwm: 0, fds: 0, threads: 0 };
+    at.rss += p.rss; at.hwm += p.hwm; at.fds += p.fds; at.threads += p.threads;
+    byTime.set(p.t, at);
+  }
+}
+
 // A series trends upward when its fitted growth over the judged window exceeds both an
 // absolute floor and 10% of its mean. The first fifth of the run is warm-up (caches,
 // RocksDB memtables, the broker's logs fill) and is not judged.
@@ -64,21 +82,25 @@ function slope(pts, key) {
 const FLOORS = { rss: 32, fds: 8, threads: 2 };
 const UNJUDGED_RSS = new Set(['kafka-dev']);
 const warm = minutes / 5;
-const procs = [];
-let upward = [];
-for (const [name, pts] of [...series.entries()].sort()) {
+function trends(name, pts, judge) {
   const judged = pts.filter((p) => p.t >= warm);
   const row = { name, peak: Math.max(...pts.map((p) => Math.max(p.rss, p.hwm))), samples: pts.length };
   for (const key of ['rss', 'fds', 'threads']) {
     const s = slope(judged, key);
     const mean = judged.reduce((a, p) => a + p[key], 0) / Math.max(1, judged.length);
     const growth = s * (minutes - warm);
-    const judge = !(key === 'rss' && UNJUDGED_RSS.has(name));
-    row[key] = { slope: s, mean, growth, up: judge && Number.isFinite(s) && growth > Math.max(FLOORS[key], 0.1 * mean) };
-    if (row[key].up) upward.push(`${name} ${key}`);
+    const judging = judge && !(key === 'rss' && UNJUDGED_RSS.has(name));
+    row[key] = { slope: s, mean, growth, up: judging && Number.isFinite(s) && growth > Math.max(FLOORS[key], 0.1 * mean) };
   }
-  procs.push(row);
+  return row;
 }
+const procs = [...series.entries()].sort().map(([name, pts]) => trends(name, pts, false));
+const roleRows = [...roles.entries()].sort().map(([role, byTime]) => {
+  const row = trends(role, [...byTime.values()].sort((a, b) => a.t - b.t), true);
+  row.replicas = new Set([...series.keys()].filter((n) => roleOf(n) === role)).size;
+  return row;
+});
+const upward = roleRows.flatMap((r) => ['rss', 'fds', 'threads'].filter((k) => r[k].up).map((k) => `${r.name} ${k}`));
 
 // ---- plot
 let plot = 'no plot (gnuplot not installed)';
@@ -109,6 +131,10 @@ if (names.length > 0 && spawnSync('gnuplot', ['--version']).status === 0) {
 const f1 = (x) => (Number.isFinite(x) ? x.toFixed(1) : '-');
 const f2 = (x) => (Number.isFinite(x) ? x.toFixed(2) : '-');
 const ok = failedRows.length === 0 && upward.length === 0 && rows.length > 0 && totals.lost === 0 && totals.dup === 0 && totals.mis === 0;
+const mark = (x) => (x.up ? ' **up**' : '');
+const table = (what, rs, label) => `| ${what} | samples | peak RSS MiB | RSS mean MiB | RSS slope MiB/min | fds mean | fds slope /min | threads mean | threads slope /min |
+|---|---|---|---|---|---|---|---|---|
+${rs.map((p) => `| ${label(p)} | ${p.samples} | ${f1(p.peak)} | ${f1(p.rss.mean)} | ${f2(p.rss.slope)}${mark(p.rss)} | ${f1(p.fds.mean)} | ${f2(p.fds.slope)}${mark(p.fds)} | ${f1(p.threads.mean)} | ${f2(p.threads.slope)}${mark(p.threads)} |`).join('\n')}`;
 let md = `# Soak: ${minutes.toFixed(1)} minutes (seed ${seed})
 
 Command: \`make soak DURATION=${Math.round((end - start) / 1000)}\` (chaos/run.sh with SOAK=1), ${new Date(start).toISOString()}.
@@ -124,13 +150,18 @@ p50 ${f1(pct(0.5))} s, p90 ${f1(pct(0.9))} s, max ${f1(rec.at(-1))} s.
 
 Least-squares slope per minute over minutes ${warm.toFixed(1)}–${minutes.toFixed(1)} (the first fifth is
 warm-up). A series trends upward when its fitted growth over that window exceeds both
-${FLOORS.rss} MiB (RSS), ${FLOORS.fds} descriptors or ${FLOORS.threads} threads, and 10% of its mean. A process
-killed by a fault restarts with a fresh RSS: the series is per process name. kafka-dev's RSS
-is not judged: the development broker keeps every message in memory.
+${FLOORS.rss} MiB (RSS), ${FLOORS.fds} descriptors or ${FLOORS.threads} threads, and 10% of its mean.
+The judged series are the roles': each is the sum over the role's replicas at every
+sample, because replicas swap state (the streaming capture and its standby, the leader and
+the standby coordinator, a killed worker's partitions). A process killed by a fault
+restarts with a fresh RSS. kafka-dev's RSS is not judged: the development broker keeps
+every message in memory.
 ${upward.length ? `\n**Upward:** ${upward.join(', ')}.\n` : '\nNo series trends upward.\n'}
-| process | samples | peak RSS MiB | RSS mean MiB | RSS slope MiB/min | fds mean | fds slope /min | threads mean | threads slope /min |
-|---|---|---|---|---|---|---|---|---|
-${procs.map((p) => `| ${p.name} | ${p.samples} | ${f1(p.peak)} | ${f1(p.rss.mean)} | ${f2(p.rss.slope)}${p.rss.up ? ' **up**' : ''} | ${f1(p.fds.mean)} | ${f2(p.fds.slope)}${p.fds.up ? ' **up**' : ''} | ${f1(p.threads.mean)} | ${f2(p.threads.slope)}${p.threads.up ? ' **up**' : ''} |`).join('\n')}
+${table('role (sum of replicas)', roleRows, (r) => `${r.name} (${r.replicas})`)}
+
+Per process (shown, not judged):
+
+${table('process', procs, (r) => r.name)}
 
 ${plot}
 

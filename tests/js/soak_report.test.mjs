@@ -15,7 +15,7 @@ const MIN = 60_000;
 
 // A 30-minute run sampled every 5 s: worker-0 with rss(t), fds(t), threads(t) (t in
 // minutes), coordinator-0 flat with noise and a restart in the middle.
-function run({ rss = () => 100, fds = () => 40, threads = () => 12, results, recoveries = [1.5, 2.5, 9] }) {
+function run({ rss = () => 100, fds = () => 40, threads = () => 12, results, recoveries = [1.5, 2.5, 9], more = () => '' }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'soak-report-'));
   const samples = path.join(dir, 'samples');
   fs.mkdirSync(samples);
@@ -25,6 +25,7 @@ function run({ rss = () => 100, fds = () => 40, threads = () => 12, results, rec
     proc += `${START + ms}\tworker-0\t0\t${Math.round(rss(t) * 1024)}\t${Math.round(rss(t) * 1024)}\t${fds(t)}\t${threads(t)}\n`;
     const c = (t > 15 && t < 16 ? 20 : 60) + ((ms / 5000) % 3);
     proc += `${START + ms}\tcoordinator-0\t0\t${c * 1024}\t${70 * 1024}\t30\t9\n`;
+    proc += more(START + ms, t);
   }
   fs.writeFileSync(path.join(samples, 'proc.tsv'), proc);
   fs.writeFileSync(path.join(samples, 'results.txt'), (results ?? [
@@ -50,9 +51,9 @@ test('a flat run passes, with its recovery percentiles', () => {
 
 test('growth after the warm-up fails: RSS, descriptors, threads', () => {
   for (const [opt, what] of [
-    [{ rss: (t) => 100 + 4 * t }, 'worker-0 rss'],
-    [{ fds: (t) => 40 + Math.floor(t) }, 'worker-0 fds'],
-    [{ threads: (t) => 12 + Math.floor(t / 4) }, 'worker-0 threads'],
+    [{ rss: (t) => 100 + 4 * t }, 'worker rss'],
+    [{ fds: (t) => 40 + Math.floor(t) }, 'worker fds'],
+    [{ threads: (t) => 12 + Math.floor(t / 4) }, 'worker threads'],
   ]) {
     const r = run(opt);
     assert.equal(r.status, 1, what);
@@ -65,4 +66,25 @@ test('a lost row or an unrecovered fault fails', () => {
   const r = run({ results: ['pause-worker+double-fault 3 2 lost=0 duplicated=0 mismatched=0 ok'] });
   assert.equal(r.status, 1);
   assert.match(r.md, /Failed runs: pause-worker\+double-fault \(ok, 2\/3\)/);
+});
+
+// capture-<i> with (rss MiB, fds, threads) at minute t
+const capture = (i, f) => (ms, t) => { const [r, d, th] = f(t); return `${ms}\tcapture-${i}\t0\t${r * 1024}\t${r * 1024}\t${d}\t${th}\n`; };
+const both = (a, b) => (ms, t) => a(ms, t) + b(ms, t);
+
+test('replicas that swap roles are judged together: a swap passes, a leak in one fails', () => {
+  // the streaming capture (36 MiB, 20 descriptors, 19 threads) and its standby (17, 9, 14)
+  // trade places at minute 10: capture-0's own series rise as much as capture-1's fall,
+  // which judged per process would fail the run (as the soak of 2026-12-07 did)
+  const STREAMING = [36, 20, 19], STANDBY = [17, 9, 14];
+  const swap = both(capture(0, (t) => (t < 10 ? STANDBY : STREAMING)), capture(1, (t) => (t < 10 ? STREAMING : STANDBY)));
+  const r = run({ more: swap });
+  assert.equal(r.status, 0, r.md);
+  assert.match(r.md, /\| capture \(2\) \|/);
+  assert.match(r.md, /\| capture-1 \|/);
+  // capture-1 leaks a descriptor a minute while capture-0 stays flat
+  const leak = both(capture(0, () => [36, 20, 19]), capture(1, (t) => [17, 9 + Math.floor(t), 14]));
+  const l = run({ more: leak });
+  assert.equal(l.status, 1);
+  assert.match(l.md, /\*\*Upward:\*\* capture fds/);
 });
