@@ -92,15 +92,15 @@ typedef struct cdc_capture_isnap {
     bool truncate;    /* the table joined the publication again (docs/capture.md, "Removing
                        * a table"): its first chunk's low watermark truncates the mirror */
     bool abandoned;   /* stopped before its end: the table left the publication */
-    /* Chunks produced whose marker waits for their rows' acks (cap->marks), and what the
-     * last marker written says: a new session resumes from there, not from `after`. */
+    /* Chunks produced whose marker waits for their rows' acks (cap->incremental.marks), and what
+     * the last marker written says: a new session resumes from there, not from `after`. */
     int pending_marks;
     char *marked_after;
     int64_t marked_rows;
     bool marked_due;
     /* times the chunk in flight was read again for a window's toast_taken */
     int toast_rereads;
-    size_t part; /* index + 1 of its chunk in cap->window.parts; 0: none in flight */
+    size_t part; /* index + 1 of its chunk in cap->incremental.window.parts; 0: none in flight */
 } cdc_capture_isnap_t;
 
 /* A chunk's marker, written once Kafka acked every event up to the chunk's high
@@ -176,6 +176,25 @@ typedef struct cdc_capture_leaf {
     cdc_counter_t *m_skipped; /* the root's cdc_capture_skipped_changes_total */
 } cdc_capture_leaf_t;
 
+/* The partitions mapped to their captured root in this stream: owned by partitions.c,
+ * which alone reaches into it (make lint checks); the main thread only. */
+typedef struct cdc_capture_leafmap {
+    cdc_capture_leaf_t *leaves;
+    size_t nleaves;
+    cdc_pgo_value_t *vals; /* scratch for the mapped rows (2 x the widest root) */
+    size_t vals_cap;
+} cdc_capture_leafmap_t;
+
+/* The capture's /status and the slot's WAL retention it shows: owned by status.c, which
+ * alone reaches into it (make lint checks); the main thread builds it, HTTP threads serve
+ * the document. */
+typedef struct cdc_capture_report {
+    cdc_http_doc_t doc; /* /status (cdc_capture_status_publish) */
+    int64_t next_ms, next_retention_ms;
+    int64_t retained_wal, safe_wal; /* last cdc_source_slot_retention(); safe -1 = no limit */
+    cdc_gauge_t *m_retained_wal;
+} cdc_capture_report_t;
+
 /* Type names from Type messages (user-defined types). */
 typedef struct cdc_capture_type {
     uint32_t oid;
@@ -226,6 +245,26 @@ typedef struct cdc_capture_window {
 } cdc_capture_window_t;
 
 /*
+ * The incremental snapshots' windows and markers (docs/capture.md, "Incremental
+ * snapshot"): owned by incremental.c, which alone reaches into it (make lint checks);
+ * the main thread only. Other files call cdc_incremental_*().
+ */
+typedef struct cdc_capture_incremental {
+    cdc_capture_window_t window;                     /* the window in flight */
+    int64_t invisible_since_ms, invisible_logged_ms; /* a chunk read waits for a commit */
+    cdc_capture_mark_t *marks; /* chunk markers waiting for acks, oldest first */
+    size_t nmarks;
+    uint64_t seq;         /* ids of snapshots and chunks of this process */
+    size_t next;          /* where the next look for a due table starts (round robin) */
+    int64_t pace_ms;      /* no window before this time (mono coarse ms): the one pace of
+                           * --snapshot-max-rate over every table */
+    int64_t last_tick_ms; /* last cdc_incremental_tick that looked (mono coarse) */
+    cdc_counter_t *m_windows;
+    /* where the windows' time went since the last summary in the log (mono us) */
+    cdc_capture_isnap_time_t time;
+} cdc_capture_incremental_t;
+
+/*
  * A request over HTTP (request.c: POST /snapshot, POST /tables): the HTTP thread puts the
  * action and the table's name and waits; the main thread answers between stream reads.
  */
@@ -259,10 +298,7 @@ typedef struct cdc_capture {
     size_t ntables;
     cdc_capture_type_t *types;
     size_t ntypes;
-    cdc_capture_leaf_t *leaves; /* partitions mapped to their captured root (this stream) */
-    size_t nleaves;
-    cdc_pgo_value_t *leafvals; /* scratch for the mapped rows (2 x the widest root) */
-    size_t leafvals_cap;
+    cdc_capture_leafmap_t leafmap; /* partitions.c's alone */
     bool registry_loaded;
     bool snapshot_marked; /* the slot's snapshot marker was found on Kafka */
     uint64_t marker_lsn;
@@ -282,6 +318,7 @@ typedef struct cdc_capture {
     uint64_t chunk_seq;
     uint64_t largest_event;
     cdc_counter_t *m_chunked, *m_chunks;
+    cdc_counter_t *m_snapshot_chunks; /* chunks whose marker Kafka acked */
 
     uint64_t confirmed;     /* last LSN sent to PostgreSQL as flushed */
     int64_t last_status_ms; /* when the last status update went out */
@@ -306,13 +343,10 @@ typedef struct cdc_capture {
     cdc_counter_t *m_reconnects;
     cdc_gauge_t *m_slot_lost;
     cdc_gauge_t *m_standby;
-    bool standby;              /* waiting for the slot another process streams */
-    int64_t standby_logged_ms; /* last "slot in use" warning (one a minute) */
-    bool slot_busy;            /* the session ended because another process streams the slot */
-    cdc_http_doc_t status;     /* /status (cdc_capture_status_publish) */
-    int64_t next_status_ms, next_retention_ms;
-    int64_t retained_wal, safe_wal; /* last cdc_source_slot_retention(); safe -1 = no limit */
-    cdc_gauge_t *m_retained_wal;
+    bool standby;                /* waiting for the slot another process streams */
+    int64_t standby_logged_ms;   /* last "slot in use" warning (one a minute) */
+    bool slot_busy;              /* the session ended because another process streams the slot */
+    cdc_capture_report_t report; /* /status: status.c's alone */
     /* The slot this capture streamed from was dropped or invalidated (docs/capture.md,
      * "Slot lost"): the process exits with CDC_CAPTURE_EXIT_SLOT_LOST, or re-snapshots
      * with --slot-lost=resnapshot (then resnapshot is set while the snapshot runs: each
@@ -325,24 +359,12 @@ typedef struct cdc_capture {
     bool adopting;
     char adopt_id[24];
     uint64_t adopt_lsn;
-    cdc_capture_window_t window; /* incremental snapshot's chunk in flight */
     /* The last transactions committed in the stream (a ring): a chunk is not read in a
      * snapshot that misses one of them (incremental.c, read_chunk). */
     uint32_t recent_xids[CDC_CAPTURE_RECENT_XIDS];
     size_t recent_next;
-    int64_t invisible_since_ms, invisible_logged_ms; /* a chunk read waits for one */
-    cdc_capture_mark_t *marks; /* chunk markers waiting for acks, oldest first */
-    size_t nmarks;
+    cdc_capture_incremental_t incremental; /* incremental.c's alone */
     cdc_capture_request_t request;
-    uint64_t isnap_seq;    /* ids of snapshots and chunks of this process */
-    size_t isnap_next;     /* where the next look for a due table starts (round robin) */
-    int64_t isnap_pace_ms; /* no window before this time (mono coarse ms): the one pace
-                            * of --snapshot-max-rate over every table (incremental.c) */
-    int64_t last_tick_ms;  /* last cdc_incremental_tick that looked (mono coarse) */
-    cdc_counter_t *m_snapshot_chunks;
-    cdc_counter_t *m_snapshot_windows;
-    /* where the windows' time went since the last summary in the log (mono us) */
-    cdc_capture_isnap_time_t isnap_time;
     cdc_counter_t *m_adopted;
     cdc_counter_t *m_removed;
 } cdc_capture_t;
@@ -350,6 +372,12 @@ typedef struct cdc_capture {
 /* Rebuilds the JSON of the capture's /status (main thread; at most once a second unless
  * force) and refreshes the slot's WAL retention every 5 s while connected. */
 void cdc_capture_status_publish(cdc_capture_t *cap, bool force);
+/* Sets up the /status document and its metric (before the HTTP server serves it), and
+ * frees them (cdc_capture_free). */
+void cdc_capture_status_init(cdc_capture_t *cap);
+void cdc_capture_status_free(cdc_capture_t *cap);
+/* The /status document the HTTP server serves. */
+cdc_http_doc_t *cdc_capture_status_doc(cdc_capture_t *cap);
 
 /* POST /snapshot?table=<schema>.<table> (HTTP thread): asks the main thread for an
  * incremental snapshot of a captured table (docs/capture.md, "Re-snapshot on demand") and

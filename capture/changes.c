@@ -298,11 +298,11 @@ cdc_err_t cdc_capture_on_message(cdc_capture_t *cap, const uint8_t *data, size_t
     case CDC_PGO_ORIGIN:
         return CDC_OK;
     case CDC_PGO_TRUNCATE:
-        if (cap->nleaves > 0)
+        if (cdc_capture_leaves_any(cap))
             return cdc_capture_on_truncate_leaves(cap, &m, lsn, e);
         return cdc_capture_on_change(cap, &m, lsn, e);
     default:
-        if (cap->nleaves > 0) {
+        if (cdc_capture_leaves_any(cap)) {
             cdc_capture_leaf_t *leaf = cdc_capture_leaf_by_relid(cap, change_relid(&m));
             if (leaf != NULL) {
                 if (cap->tx_id == 0)

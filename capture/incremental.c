@@ -14,7 +14,7 @@
  *
  * A snapshot starts when a table joins the capture set (tables.c: a table added to the
  * publication) or on request (POST /snapshot, request.c, answered here between stream
- * reads). One window is in flight at a time (cap->window): the chunks of up to
+ * reads). One window is in flight at a time (cap->incremental.window): the chunks of up to
  * --snapshot-window-tables due tables, at most --snapshot-chunk rows in all, read between
  * one pair of watermarks, so that the window's round trip (two watermarks, a transaction,
  * the high watermark's way back through the stream) is paid once for many small tables.
@@ -60,7 +60,7 @@ static void part_free(cdc_capture_t *cap, cdc_capture_part_t *p)
 
 void cdc_incremental_window_free(cdc_capture_t *cap)
 {
-    cdc_capture_window_t *w = &cap->window;
+    cdc_capture_window_t *w = &cap->incremental.window;
     for (size_t i = 0; i < w->nparts; i++)
         part_free(cap, &w->parts[i]);
     free(w->parts);
@@ -81,23 +81,33 @@ bool cdc_incremental_needed(const cdc_capture_t *cap, const cdc_capture_table_t 
 static void drop_marks(cdc_capture_t *cap, size_t idx)
 {
     size_t k = 0;
-    for (size_t i = 0; i < cap->nmarks; i++) {
-        cdc_capture_mark_t *m = &cap->marks[i];
+    for (size_t i = 0; i < cap->incremental.nmarks; i++) {
+        cdc_capture_mark_t *m = &cap->incremental.marks[i];
         if (idx == SIZE_MAX || m->table == idx) {
             cap->tables[m->table].isnap.pending_marks--;
             free(m->after);
         } else {
-            cap->marks[k++] = *m;
+            cap->incremental.marks[k++] = *m;
         }
     }
-    cap->nmarks = k;
+    cap->incremental.nmarks = k;
 }
 
-void cdc_incremental_marks_free(cdc_capture_t *cap)
+void cdc_incremental_free(cdc_capture_t *cap)
 {
     drop_marks(cap, SIZE_MAX);
-    free(cap->marks);
-    cap->marks = NULL;
+    free(cap->incremental.marks);
+    cap->incremental.marks = NULL;
+    cdc_incremental_window_free(cap);
+}
+
+void cdc_incremental_init(cdc_capture_t *cap)
+{
+    cap->incremental.m_windows = cdc_metrics_counter(
+        cdc_metrics_default(), "cdc_capture_snapshot_windows_total",
+        "Watermark windows of incremental snapshots, each reading the chunks of up to "
+        "--snapshot-window-tables tables (docs/capture.md, \"Incremental snapshot\").",
+        NULL);
 }
 
 /*
@@ -132,11 +142,12 @@ static cdc_err_t write_marks(cdc_capture_t *cap, cdc_error_t *e)
     bool finished = false;
     cdc_err_t rc = CDC_OK;
 
-    if (cap->nmarks == 0)
+    if (cap->incremental.nmarks == 0)
         return CDC_OK;
     acked = cdc_txtrack_confirmable(&cap->track);
-    while (done < cap->nmarks && cap->marks[done].lsn <= acked && rc == CDC_OK) {
-        cdc_capture_mark_t *m = &cap->marks[done];
+    while (done < cap->incremental.nmarks && cap->incremental.marks[done].lsn <= acked &&
+           rc == CDC_OK) {
+        cdc_capture_mark_t *m = &cap->incremental.marks[done];
         cdc_capture_table_t *t = &cap->tables[m->table];
         kill_before_mark();
         rc = cdc_registry_mark_chunk(cap, t, m->after, m->rows, m->done, e);
@@ -152,8 +163,9 @@ static cdc_err_t write_marks(cdc_capture_t *cap, cdc_error_t *e)
         done++;
     }
     if (done > 0) {
-        memmove(cap->marks, cap->marks + done, (cap->nmarks - done) * sizeof(*cap->marks));
-        cap->nmarks -= done;
+        memmove(cap->incremental.marks, cap->incremental.marks + done,
+                (cap->incremental.nmarks - done) * sizeof(*cap->incremental.marks));
+        cap->incremental.nmarks -= done;
     }
     /* a table whose snapshot ended shows as streaming now, not at the next refresh */
     if (finished)
@@ -169,7 +181,7 @@ static cdc_err_t begin_as(cdc_capture_t *cap, cdc_capture_table_t *t, const char
         snprintf(t->isnap.id, sizeof(t->isnap.id), "%s", id);
     else
         snprintf(t->isnap.id, sizeof(t->isnap.id), "%" PRIx64 "%02" PRIx64,
-                 (uint64_t)cdc_clock_wall_ms(), ++cap->isnap_seq & 0xff);
+                 (uint64_t)cdc_clock_wall_ms(), ++cap->incremental.seq & 0xff);
     snprintf(t->isnap.label, sizeof(t->isnap.label), "%s", label);
     free(t->isnap.after);
     t->isnap.after = NULL;
@@ -334,8 +346,9 @@ static cdc_err_t emit_watermark(cdc_capture_t *cap, cdc_watermark_kind_t kind, c
     const char *p[1] = {content};
     cdc_pg_result_t *r;
 
-    if (!cdc_watermark_format(content, sizeof(content), cap->window.id, kind))
-        return cdc_error_set(e, CDC_ERR_INTERNAL, "bad watermark id \"%s\"", cap->window.id);
+    if (!cdc_watermark_format(content, sizeof(content), cap->incremental.window.id, kind))
+        return cdc_error_set(e, CDC_ERR_INTERNAL, "bad watermark id \"%s\"",
+                             cap->incremental.window.id);
     /* A message outside a transaction is written to the WAL but not flushed, and the
      * walsender sends only flushed WAL: the high watermark would wait for the WAL writer
      * (wal_writer_delay, 200 ms by default) or the next commit of the load, once per chunk.
@@ -369,20 +382,19 @@ static void estimate(cdc_capture_t *cap, cdc_capture_table_t *t)
 
 /*
  * Runs the window's chunk queries in one REPEATABLE READ transaction whose snapshot goes
- * to cap->window.snap, each part's rows to its rows, at most --snapshot-chunk rows in all
- * (each query's LIMIT is what the parts before it left; a part left nothing is not read,
- * and its table waits for the next window). PostgreSQL makes a commit visible to
- * other sessions only after its WAL record is written and flushed (and a synchronous
- * standby answered), and the walsender may send it before: a snapshot taken now can miss
- * a transaction the stream already brought, whose rows would then be read older than
- * the changes already produced. So when one of the last transactions the stream
- * committed (cap->recent_xids) is not in the snapshot, nothing is read: *retry, and the
- * window is tried again a moment later. Transactions the snapshot misses that the stream
- * brings later take their keys out of the chunks (cdc_incremental_on_key).
+ * to cap->incremental.window.snap, each part's rows to its rows, at most --snapshot-chunk rows in
+ * all (each query's LIMIT is what the parts before it left; a part left nothing is not read, and
+ * its table waits for the next window). PostgreSQL makes a commit visible to other sessions only
+ * after its WAL record is written and flushed (and a synchronous standby answered), and the
+ * walsender may send it before: a snapshot taken now can miss a transaction the stream already
+ * brought, whose rows would then be read older than the changes already produced. So when one of
+ * the last transactions the stream committed (cap->recent_xids) is not in the snapshot, nothing is
+ * read: *retry, and the window is tried again a moment later. Transactions the snapshot misses that
+ * the stream brings later take their keys out of the chunks (cdc_incremental_on_key).
  */
 static cdc_err_t read_window(cdc_capture_t *cap, bool *retry, cdc_error_t *e)
 {
-    cdc_capture_window_t *w = &cap->window;
+    cdc_capture_window_t *w = &cap->incremental.window;
     cdc_pg_result_t *r;
     int64_t left = cap->cfg->snapshot_chunk;
     bool ok;
@@ -402,11 +414,12 @@ static cdc_err_t read_window(cdc_capture_t *cap, bool *retry, cdc_error_t *e)
     for (size_t i = 0; ok && i < CDC_CAPTURE_RECENT_XIDS && i < cap->recent_next; i++)
         if (!cdc_chunk_snapshot_sees(&w->snap, cap->recent_xids[i])) {
             int64_t now = cdc_clock_mono_coarse_ms();
-            if (cap->invisible_since_ms == 0)
-                cap->invisible_since_ms = now;
+            if (cap->incremental.invisible_since_ms == 0)
+                cap->incremental.invisible_since_ms = now;
             /* usually a few ms; long: a synchronous standby that does not answer */
-            if (now - cap->invisible_since_ms >= 1000 && now - cap->invisible_logged_ms >= 5000) {
-                cap->invisible_logged_ms = now;
+            if (now - cap->incremental.invisible_since_ms >= 1000 &&
+                now - cap->incremental.invisible_logged_ms >= 5000) {
+                cap->incremental.invisible_logged_ms = now;
                 cdc_log_warn("incremental snapshot waits: transaction %u is committed in the "
                              "stream but not visible to other sessions yet",
                              cap->recent_xids[i]);
@@ -415,7 +428,7 @@ static cdc_err_t read_window(cdc_capture_t *cap, bool *retry, cdc_error_t *e)
             break;
         }
     if (ok && !*retry)
-        cap->invisible_since_ms = 0;
+        cap->incremental.invisible_since_ms = 0;
     for (size_t i = 0; ok && !*retry && i < w->nparts && left > 0; i++) {
         cdc_capture_part_t *p = &w->parts[i];
         cdc_capture_table_t *t = &cap->tables[p->table];
@@ -453,7 +466,7 @@ static cdc_err_t read_window(cdc_capture_t *cap, bool *retry, cdc_error_t *e)
 static cdc_err_t prepare_part(cdc_capture_t *cap, size_t idx, bool *skip, cdc_error_t *e)
 {
     cdc_capture_table_t *t = &cap->tables[idx];
-    cdc_capture_window_t *w = &cap->window;
+    cdc_capture_window_t *w = &cap->incremental.window;
     cdc_capture_part_t *p;
     cdc_schema_doc_t cat;
     cdc_buf_t cols = {0}, keys = {0}, sql = {0};
@@ -584,7 +597,7 @@ static cdc_err_t part_keys(cdc_capture_t *cap, cdc_capture_part_t *p, cdc_error_
  * tables"): logged once no window is in flight and no chunk marker waits. */
 static void log_times(cdc_capture_t *cap)
 {
-    cdc_capture_isnap_time_t *m = &cap->isnap_time;
+    cdc_capture_isnap_time_t *m = &cap->incremental.time;
     cdc_log_info("incremental snapshots: %" PRId64 " windows, %" PRId64
                  " chunks; ms in: preparing the chunks %" PRId64 ", low watermarks %" PRId64
                  ", reads %" PRId64 ", high watermarks %" PRId64
@@ -596,20 +609,20 @@ static void log_times(cdc_capture_t *cap)
 }
 
 /*
- * Opens a window: the next chunks of the due tables from cap->isnap_next on (round robin,
+ * Opens a window: the next chunks of the due tables from cap->incremental.next on (round robin,
  * each table one chunk in turn), up to --snapshot-window-tables of them, read between one
- * low and one high watermark into cap->window.
+ * low and one high watermark into cap->incremental.window.
  */
 static cdc_err_t start_window(cdc_capture_t *cap, int64_t now, cdc_error_t *e)
 {
-    cdc_capture_window_t *w = &cap->window;
+    cdc_capture_window_t *w = &cap->incremental.window;
     int64_t t0 = cdc_clock_mono_us(), t1, t2, t3;
     size_t k;
     bool retry = false;
     cdc_err_t rc = CDC_OK;
 
     cdc_incremental_window_free(cap);
-    if (now < cap->isnap_pace_ms) /* --snapshot-max-rate */
+    if (now < cap->incremental.pace_ms) /* --snapshot-max-rate */
         return CDC_OK;
     /* the rows the tables prepared so far are expected to bring (their estimates): no more
      * tables are prepared than the window's --snapshot-chunk rows are likely to read */
@@ -617,7 +630,7 @@ static cdc_err_t start_window(cdc_capture_t *cap, int64_t now, cdc_error_t *e)
     for (k = 0; k < cap->ntables && w->nparts < (size_t)cap->cfg->snapshot_window_tables &&
                 expected < cap->cfg->snapshot_chunk;
          k++) {
-        size_t i = (cap->isnap_next + k) % cap->ntables;
+        size_t i = (cap->incremental.next + k) % cap->ntables;
         cdc_capture_table_t *t = &cap->tables[i];
         bool skip;
         if (!t->captured || t->failed || !t->isnap.due || now < t->isnap.retry_ms)
@@ -629,9 +642,9 @@ static cdc_err_t start_window(cdc_capture_t *cap, int64_t now, cdc_error_t *e)
     }
     if (w->nparts == 0)
         goto done;
-    if (cap->isnap_time.since_us > 0) { /* since the last window's rows */
-        cap->isnap_time.idle_us += t0 - cap->isnap_time.since_us;
-        cap->isnap_time.since_us = 0;
+    if (cap->incremental.time.since_us > 0) { /* since the last window's rows */
+        cap->incremental.time.idle_us += t0 - cap->incremental.time.since_us;
+        cap->incremental.time.since_us = 0;
     }
     snprintf(w->id, sizeof(w->id), "%s.%" PRIx64, cap->tables[w->parts[0].table].isnap.id,
              (uint64_t)cdc_clock_mono_us());
@@ -655,19 +668,19 @@ static cdc_err_t start_window(cdc_capture_t *cap, int64_t now, cdc_error_t *e)
     while (w->nparts > 0 && w->parts[w->nparts - 1].rows == NULL)
         part_free(cap, &w->parts[--w->nparts]);
     /* the next window begins with the first table this one did not read */
-    cap->isnap_next = (w->parts[w->nparts - 1].table + 1) % cap->ntables;
+    cap->incremental.next = (w->parts[w->nparts - 1].table + 1) % cap->ntables;
     for (size_t i = 0; i < w->nparts; i++)
         if ((rc = part_keys(cap, &w->parts[i], e)) != CDC_OK)
             goto done;
     w->open = false;
     w->active = true;
-    cdc_metrics_counter_inc(cap->m_snapshot_windows);
-    cap->isnap_time.windows++;
-    cap->isnap_time.tables += (int64_t)w->nparts;
-    cap->isnap_time.prepare_us += t1 - t0;
-    cap->isnap_time.low_us += t2 - t1;
-    cap->isnap_time.read_us += t3 - t2;
-    cap->isnap_time.high_us += w->high_us - t3;
+    cdc_metrics_counter_inc(cap->incremental.m_windows);
+    cap->incremental.time.windows++;
+    cap->incremental.time.tables += (int64_t)w->nparts;
+    cap->incremental.time.prepare_us += t1 - t0;
+    cap->incremental.time.low_us += t2 - t1;
+    cap->incremental.time.read_us += t3 - t2;
+    cap->incremental.time.high_us += w->high_us - t3;
 done:
     if (rc != CDC_OK || !w->active)
         cdc_incremental_window_free(cap);
@@ -757,8 +770,9 @@ static cdc_err_t part_high(cdc_capture_t *cap, cdc_capture_part_t *p, uint64_t l
      * read so far, of whichever tables, are due */
     if (cap->cfg->snapshot_max_rate > 0) {
         int64_t now = cdc_clock_mono_coarse_ms();
-        cap->isnap_pace_ms = (cap->isnap_pace_ms > now ? cap->isnap_pace_ms : now) +
-                             (int64_t)p->chunk.nrows * 1000 / cap->cfg->snapshot_max_rate;
+        cap->incremental.pace_ms =
+            (cap->incremental.pace_ms > now ? cap->incremental.pace_ms : now) +
+            (int64_t)p->chunk.nrows * 1000 / cap->cfg->snapshot_max_rate;
     }
     if (p->last) {
         t->isnap.due = false;
@@ -769,9 +783,9 @@ static cdc_err_t part_high(cdc_capture_t *cap, cdc_capture_part_t *p, uint64_t l
     }
     /* its marker once Kafka acked the rows (and everything before): the position recorded
      * is one whose rows are durable (write_marks) */
-    if (cdc_array_resize(cap->marks, cap->nmarks + 1) != CDC_OK)
+    if (cdc_array_resize(cap->incremental.marks, cap->incremental.nmarks + 1) != CDC_OK)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    cap->marks[cap->nmarks++] =
+    cap->incremental.marks[cap->incremental.nmarks++] =
         (cdc_capture_mark_t){.table = p->table,
                              .lsn = lsn,
                              .after = t->isnap.after ? strdup(t->isnap.after) : NULL,
@@ -785,7 +799,7 @@ static cdc_err_t part_high(cdc_capture_t *cap, cdc_capture_part_t *p, uint64_t l
  * in one transaction of their own (for the confirmed LSN). */
 static cdc_err_t high_watermark(cdc_capture_t *cap, uint64_t lsn, cdc_error_t *e)
 {
-    cdc_capture_window_t *w = &cap->window;
+    cdc_capture_window_t *w = &cap->incremental.window;
     int64_t t0 = cdc_clock_mono_us();
     uint64_t tx = cdc_txtrack_begin(&cap->track);
     cdc_err_t rc = CDC_OK;
@@ -796,15 +810,15 @@ static cdc_err_t high_watermark(cdc_capture_t *cap, uint64_t lsn, cdc_error_t *e
         rc = part_high(cap, &w->parts[i], lsn, tx, e);
     /* confirmable once its rows are acked, in order with the transactions around it */
     cdc_txtrack_commit(&cap->track, tx, lsn);
-    cap->isnap_time.wait_us += t0 - w->high_us;
-    cap->isnap_time.emit_us += cdc_clock_mono_us() - t0;
-    cap->isnap_time.since_us = cdc_clock_mono_us();
+    cap->incremental.time.wait_us += t0 - w->high_us;
+    cap->incremental.time.emit_us += cdc_clock_mono_us() - t0;
+    cap->incremental.time.since_us = cdc_clock_mono_us();
     cdc_incremental_window_free(cap);
     /* the next window starts at this turn of the loop, not at the next message or read
      * timeout (100 ms on an idle stream) when the clock has not ticked since the last
      * look: 87 ms of the 123 ms a small table took when each window read one table
      * (docs/benchmarks.md, "Many tables") */
-    cap->last_tick_ms = -1;
+    cap->incremental.last_tick_ms = -1;
     return rc;
 }
 
@@ -813,7 +827,7 @@ cdc_err_t cdc_incremental_on_watermark(cdc_capture_t *cap, const cdc_pgo_msg_t *
 {
     char id[CDC_WATERMARK_ID_MAX];
     cdc_watermark_kind_t kind;
-    cdc_capture_window_t *w = &cap->window;
+    cdc_capture_window_t *w = &cap->incremental.window;
 
     if (!cdc_watermark_parse(m->u.message.content, m->u.message.len, id, sizeof(id), &kind))
         return CDC_OK;
@@ -841,7 +855,7 @@ cdc_err_t cdc_incremental_on_watermark(cdc_capture_t *cap, const cdc_pgo_msg_t *
  * window's read did not see (chunk.h, cdc_chunk_snapshot_t); else NULL. */
 static cdc_capture_part_t *in_window(cdc_capture_t *cap, const cdc_capture_table_t *t)
 {
-    cdc_capture_window_t *w = &cap->window;
+    cdc_capture_window_t *w = &cap->incremental.window;
     if (!w->active || t->isnap.part == 0 || t->isnap.part > w->nparts)
         return NULL;
     if (!w->open && cdc_chunk_snapshot_sees(&w->snap, cap->xid))
@@ -910,19 +924,20 @@ cdc_err_t cdc_incremental_tick(cdc_capture_t *cap, cdc_error_t *e)
     cdc_err_t rc;
 
     /* the loop turns once per message: look at most once per clock tick */
-    if (now == cap->last_tick_ms)
+    if (now == cap->incremental.last_tick_ms)
         return CDC_OK;
-    cap->last_tick_ms = now;
+    cap->incremental.last_tick_ms = now;
     rc = cdc_capture_serve_request(cap, e);
     if (rc == CDC_OK)
         rc = write_marks(cap, e);
-    if (rc != CDC_OK || cap->window.active)
+    if (rc != CDC_OK || cap->incremental.window.active)
         return rc;
     /* round robin over the due tables, one chunk each in turn, many in one window, all
      * under the one pace of --snapshot-max-rate: a thousand tables added at once all make
      * progress, and a large one does not hold back the small ones behind it */
     rc = start_window(cap, now, e);
-    if (rc == CDC_OK && !cap->window.active && cap->isnap_time.windows > 0 && cap->nmarks == 0)
+    if (rc == CDC_OK && !cap->incremental.window.active && cap->incremental.time.windows > 0 &&
+        cap->incremental.nmarks == 0)
         log_times(cap);
     return rc;
 }

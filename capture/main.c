@@ -255,10 +255,9 @@ int main(int argc, char **argv)
 
     cap.cfg = &cfg;
     cap.stop = &stop_requested;
-    cdc_http_doc_init(&cap.status);
+    cdc_capture_status_init(&cap);
     cdc_capture_request_init(&cap);
     cdc_health_init(&cap.health, cfg.liveness_timeout_ms);
-    cap.safe_wal = -1;
     if (cdc_tls_options_open(&cfg.tls, NULL, &cap.tls, &err) != CDC_OK) {
         fprintf(stderr, "cdc-capture: %s\n", err.msg);
         status = CDC_CONFIG_EXIT;
@@ -277,7 +276,8 @@ int main(int argc, char **argv)
              cdc_http_server_set_tls(http, cap.tls, strcmp(cfg.tls.http, "mutual") == 0, &err) !=
                  CDC_OK) ||
             cdc_http_server_set_token(http, cfg.http_token, &err) != CDC_OK ||
-            cdc_http_server_add_doc(http, "/status", &cap.status, &err) != CDC_OK ||
+            cdc_http_server_add_doc(http, "/status", cdc_capture_status_doc(&cap), &err) !=
+                CDC_OK ||
             cdc_http_server_add_post(http, "/snapshot", cdc_capture_http_snapshot, &cap, &err) !=
                 CDC_OK ||
             cdc_http_server_add_post(http, "/tables", cdc_capture_http_tables, &cap, &err) !=

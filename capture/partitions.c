@@ -19,22 +19,30 @@
 
 cdc_capture_leaf_t *cdc_capture_leaf_by_relid(cdc_capture_t *cap, uint32_t relid)
 {
-    for (size_t i = 0; i < cap->nleaves; i++)
-        if (cap->leaves[i].relid == relid)
-            return &cap->leaves[i];
+    for (size_t i = 0; i < cap->leafmap.nleaves; i++)
+        if (cap->leafmap.leaves[i].relid == relid)
+            return &cap->leafmap.leaves[i];
     return NULL;
 }
 
 void cdc_capture_leaves_free(cdc_capture_t *cap)
 {
-    for (size_t i = 0; i < cap->nleaves; i++) {
-        free(cap->leaves[i].name);
-        free(cap->leaves[i].root_name);
-        free(cap->leaves[i].map);
+    for (size_t i = 0; i < cap->leafmap.nleaves; i++) {
+        free(cap->leafmap.leaves[i].name);
+        free(cap->leafmap.leaves[i].root_name);
+        free(cap->leafmap.leaves[i].map);
     }
-    free(cap->leaves);
-    cap->leaves = NULL;
-    cap->nleaves = 0;
+    free(cap->leafmap.leaves);
+    cap->leafmap.leaves = NULL;
+    cap->leafmap.nleaves = 0;
+    free(cap->leafmap.vals);
+    cap->leafmap.vals = NULL;
+    cap->leafmap.vals_cap = 0;
+}
+
+bool cdc_capture_leaves_any(const cdc_capture_t *cap)
+{
+    return cap->leafmap.nleaves > 0;
 }
 
 /*
@@ -73,11 +81,11 @@ cdc_err_t cdc_capture_on_partition_relation(cdc_capture_t *cap, const cdc_pgo_ms
     *handled = true;
     leaf = cdc_capture_leaf_by_relid(cap, m->u.relation.relid);
     if (leaf == NULL) {
-        if (cdc_array_resize(cap->leaves, cap->nleaves + 1) != CDC_OK) {
+        if (cdc_array_resize(cap->leafmap.leaves, cap->leafmap.nleaves + 1) != CDC_OK) {
             rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
             goto cleanup;
         }
-        leaf = &cap->leaves[cap->nleaves++];
+        leaf = &cap->leafmap.leaves[cap->leafmap.nleaves++];
         memset(leaf, 0, sizeof(*leaf));
         leaf->relid = m->u.relation.relid;
         if (asprintf(&leaf->name, "%s.%s", nsp, rel) < 0)
@@ -171,10 +179,11 @@ cdc_err_t cdc_capture_on_leaf_change(cdc_capture_t *cap, cdc_capture_leaf_t *lea
     cdc_pgo_value_t *v0, *v1;
     bool ok = leaf->map != NULL;
 
-    if (ok && cdc_array_reserve(cap->leafvals, cap->leafvals_cap, 2 * leaf->ncols, 16) != CDC_OK)
+    if (ok &&
+        cdc_array_reserve(cap->leafmap.vals, cap->leafmap.vals_cap, 2 * leaf->ncols, 16) != CDC_OK)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    v0 = cap->leafvals;
-    v1 = ok ? cap->leafvals + leaf->ncols : NULL;
+    v0 = cap->leafmap.vals;
+    v1 = ok ? cap->leafmap.vals + leaf->ncols : NULL;
     switch (m->kind) {
     case CDC_PGO_INSERT:
         m2.u.insert.relid = leaf->root_relid;

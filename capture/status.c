@@ -2,8 +2,8 @@
  * The capture's /status document (docs/operations.md): the slot, its positions and WAL
  * retention, the producer's in-flight events, and each table's state and snapshot
  * progress. Built by the session thread at most once a second (or when forced), served
- * by the HTTP threads from cap->status. It reads the capture's state and changes none
- * but cap->status and the retention figures it measures.
+ * by the HTTP threads from cap->report.doc. It reads the capture's state and changes none
+ * but cap->report.doc and the retention figures it measures.
  */
 #include <stdio.h>
 
@@ -52,15 +52,15 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
     int64_t now = cdc_clock_mono_coarse_ms();
     json_t *o, *tables;
     char *js;
-    if (!force && now < cap->next_status_ms)
+    if (!force && now < cap->report.next_ms)
         return;
-    cap->next_status_ms = now + 1000;
-    if (cap->src.sql != NULL && now >= cap->next_retention_ms) {
+    cap->report.next_ms = now + 1000;
+    if (cap->src.sql != NULL && now >= cap->report.next_retention_ms) {
         cdc_error_t e;
-        cap->next_retention_ms = now + 5000;
-        if (cdc_source_slot_retention(&cap->src, cap->cfg->slot, &cap->retained_wal, &cap->safe_wal,
-                                      &e) == CDC_OK)
-            cdc_metrics_gauge_set(cap->m_retained_wal, (double)cap->retained_wal);
+        cap->report.next_retention_ms = now + 5000;
+        if (cdc_source_slot_retention(&cap->src, cap->cfg->slot, &cap->report.retained_wal,
+                                      &cap->report.safe_wal, &e) == CDC_OK)
+            cdc_metrics_gauge_set(cap->report.m_retained_wal, (double)cap->report.retained_wal);
     }
     o = json_object();
     tables = json_array();
@@ -78,9 +78,10 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
                         json_integer(cap->src.server_wal_end > cap->confirmed
                                          ? (json_int_t)(cap->src.server_wal_end - cap->confirmed)
                                          : 0));
-    json_object_set_new(o, "retained_wal_bytes", json_integer(cap->retained_wal));
+    json_object_set_new(o, "retained_wal_bytes", json_integer(cap->report.retained_wal));
     json_object_set_new(o, "safe_wal_bytes",
-                        cap->safe_wal >= 0 ? json_integer(cap->safe_wal) : json_null());
+                        cap->report.safe_wal >= 0 ? json_integer(cap->report.safe_wal)
+                                                  : json_null());
     json_object_set_new(o, "inflight_events",
                         json_integer(cap->producer
                                          ? (json_int_t)cdc_kafka_producer_outstanding(cap->producer)
@@ -132,5 +133,24 @@ void cdc_capture_status_publish(cdc_capture_t *cap, bool force)
     json_object_set_new(o, "snapshots", snapshots_json(cap));
     js = json_dumps(o, JSON_INDENT(2));
     json_decref(o);
-    cdc_http_doc_set(&cap->status, js);
+    cdc_http_doc_set(&cap->report.doc, js);
+}
+
+void cdc_capture_status_init(cdc_capture_t *cap)
+{
+    cdc_http_doc_init(&cap->report.doc);
+    cap->report.safe_wal = -1;
+    cap->report.m_retained_wal = cdc_metrics_gauge(
+        cdc_metrics_default(), "cdc_capture_slot_retained_wal_bytes",
+        "WAL PostgreSQL keeps for the slot (current WAL minus restart_lsn).", NULL);
+}
+
+void cdc_capture_status_free(cdc_capture_t *cap)
+{
+    cdc_http_doc_free(&cap->report.doc);
+}
+
+cdc_http_doc_t *cdc_capture_status_doc(cdc_capture_t *cap)
+{
+    return &cap->report.doc;
 }

@@ -512,9 +512,6 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
                                        "1 while another process streams the slot and this "
                                        "capture waits to take it over.",
                                        NULL);
-    cap->m_retained_wal = cdc_metrics_gauge(
-        cdc_metrics_default(), "cdc_capture_slot_retained_wal_bytes",
-        "WAL PostgreSQL keeps for the slot (current WAL minus restart_lsn).", NULL);
     cap->m_slot_lost = cdc_metrics_gauge(cdc_metrics_default(), "cdc_capture_slot_lost",
                                          "1 when the slot this capture streamed from was dropped "
                                          "or invalidated (docs/capture.md, \"Slot lost\").",
@@ -524,11 +521,7 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e)
         "Chunks of incremental snapshots produced and recorded (docs/capture.md, "
         "\"Incremental snapshot\").",
         NULL);
-    cap->m_snapshot_windows = cdc_metrics_counter(
-        cdc_metrics_default(), "cdc_capture_snapshot_windows_total",
-        "Watermark windows of incremental snapshots, each reading the chunks of up to "
-        "--snapshot-window-tables tables (docs/capture.md, \"Incremental snapshot\").",
-        NULL);
+    cdc_incremental_init(cap);
     cap->m_adopted = cdc_metrics_counter(
         cdc_metrics_default(), "cdc_capture_tables_added_total",
         "Tables that joined the publication while the capture ran and were added to its "
@@ -584,7 +577,6 @@ void cdc_capture_free(cdc_capture_t *cap)
     cdc_source_close(&cap->src);
     cdc_source_tables_free(cap->wanted, cap->nwanted);
     cdc_capture_leaves_free(cap);
-    free(cap->leafvals);
     for (size_t i = 0; i < cap->ntables; i++) {
         cdc_capture_table_t *t = &cap->tables[i];
         free(t->topic);
@@ -598,10 +590,9 @@ void cdc_capture_free(cdc_capture_t *cap)
         free(t->isnap.after);
         free(t->isnap.marked_after);
     }
-    cdc_incremental_marks_free(cap);
-    cdc_incremental_window_free(cap);
+    cdc_incremental_free(cap);
     free(cap->tables);
-    cdc_http_doc_free(&cap->status);
+    cdc_capture_status_free(cap);
     for (size_t i = 0; i < cap->ntypes; i++)
         free(cap->types[i].name);
     free(cap->types);

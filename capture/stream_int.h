@@ -153,8 +153,11 @@ cdc_err_t cdc_capture_on_type(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_er
 /* The mapped partition of a relation id, or NULL. */
 cdc_capture_leaf_t *cdc_capture_leaf_by_relid(cdc_capture_t *cap, uint32_t relid);
 
-/* Forgets every mapped partition (a new session maps them again). */
+/* Forgets every mapped partition (a new session maps them again), and frees the scratch. */
 void cdc_capture_leaves_free(cdc_capture_t *cap);
+
+/* True when a partition of this stream is mapped to its captured root. */
+bool cdc_capture_leaves_any(const cdc_capture_t *cap);
 
 /* A Relation message of a partition of a captured table; *handled = false when it is
  * not one. */
@@ -268,7 +271,11 @@ void cdc_incremental_on_truncate(cdc_capture_t *cap, const cdc_capture_table_t *
 /* Drops the chunk in flight. */
 void cdc_incremental_window_free(cdc_capture_t *cap);
 
-/* Forgets the chunk markers not written yet and frees their queue (cdc_capture_free). */
-void cdc_incremental_marks_free(cdc_capture_t *cap);
+/* Registers the incremental snapshots' metrics (once, at the capture's start). */
+void cdc_incremental_init(cdc_capture_t *cap);
+
+/* Drops the window in flight, forgets the chunk markers not written yet and frees their
+ * queue (cdc_capture_free). */
+void cdc_incremental_free(cdc_capture_t *cap);
 
 #endif

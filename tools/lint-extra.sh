@@ -90,6 +90,24 @@ promise 'reads the clock itself: use common/clock.h' \
     '(^|[^_a-z])((clock_gettime|gettimeofday|timespec_get)\(|time\((NULL|0)\))' common/clock.h \
     tools/launch/main.c
 
+# Parts of a process's struct owned by one file (docs/design.md, "Owners of state"): a
+# rule names the folder, the member (reached as `->member.` or `.member.`) and the files
+# that may reach into it; the folder's other files call the owner's functions.
+while read -r folder member owners; do
+    [ -n "$folder" ] || continue
+    while IFS= read -r hit; do
+        file=${hit%%:*}
+        case " $owners " in *" $file "*) continue ;; esac
+        echo "$hit" >&2
+        echo "lint: $file reaches into $member, which $owners owns (docs/design.md, \"Owners of state\")" >&2
+        bad=1
+    done < <(git ls-files "$folder/*.c" | xargs grep -nE "(->|\.)$member\.[a-z_]" /dev/null || true)
+done <<'EOF_OWNED'
+capture incremental capture/incremental.c
+capture leafmap capture/partitions.c
+capture report capture/status.c
+EOF_OWNED
+
 # No `producer | grep -q`: grep -q exits at its first match, the producer then dies of
 # SIGPIPE, and under pipefail the pipeline fails although the text was there (CI failed on
 # `cdc-entrypoint help | grep -q`). Match on a here-string of the output instead. The

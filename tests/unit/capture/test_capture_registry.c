@@ -39,7 +39,7 @@ static int setup(void **state)
     f->cap.cfg = &f->cfg;
     f->cap.stop = &f->stop;
     snprintf(f->cap.src.db, sizeof(f->cap.src.db), "shop");
-    cdc_http_doc_init(&f->cap.status);
+    cdc_capture_status_init(&f->cap);
     *state = f;
     return 0;
 }

@@ -42,11 +42,10 @@ static int setup(void **state)
     assert_non_null(f->reg);
     f->cap.cfg = &f->cfg;
     f->cap.stop = &f->stop;
-    f->cap.safe_wal = -1;
     f->cap.m_standby = cdc_metrics_gauge(f->reg, "standby", "h", NULL);
     f->cap.m_slot_lost = cdc_metrics_gauge(f->reg, "slot_lost", "h", NULL);
     f->cap.m_reconnects = cdc_metrics_counter(f->reg, "reconnects", "h", NULL);
-    cdc_http_doc_init(&f->cap.status);
+    cdc_capture_status_init(&f->cap);
     cdc_txtrack_init(&f->cap.track, 0);
     *state = f;
     return 0;
@@ -418,8 +417,8 @@ static json_t *status(fixture_t *f)
 {
     json_error_t jerr;
     json_t *j;
-    assert_non_null(f->cap.status.json);
-    j = json_loads(f->cap.status.json, 0, &jerr);
+    assert_non_null(f->cap.report.doc.json);
+    j = json_loads(f->cap.report.doc.json, 0, &jerr);
     assert_non_null(j);
     return j;
 }
@@ -452,8 +451,8 @@ static void test_status_document(void **state)
 
     cap->confirmed = 0x16B374D848ULL;
     cap->src.server_wal_end = cap->confirmed + 4096;
-    cap->safe_wal = 1 << 20;
-    cap->retained_wal = 12345;
+    cap->report.safe_wal = 1 << 20;
+    cap->report.retained_wal = 12345;
     /* listed: the captured tables and the failed ones */
     t = cdc_capture_table_get(cap, "public", "orders");
     t->captured = true;
@@ -529,14 +528,14 @@ static void test_status_rate(void **state)
     json_t *j;
 
     cdc_capture_status_publish(cap, false);
-    assert_true(cap->next_status_ms >= before + 1000);
+    assert_true(cap->report.next_ms >= before + 1000);
     j = status(f);
     assert_string_equal(str(j, "state"), "starting");
     json_decref(j);
 
     /* within the second: kept as it was, unless forced */
     cap->ready = true;
-    cap->next_status_ms = INT64_MAX;
+    cap->report.next_ms = INT64_MAX;
     cdc_capture_status_publish(cap, false);
     j = status(f);
     assert_string_equal(str(j, "state"), "starting");
@@ -547,7 +546,7 @@ static void test_status_rate(void **state)
     json_decref(j);
 
     cap->ready = false;
-    cap->next_status_ms = 0;
+    cap->report.next_ms = 0;
     cdc_capture_status_publish(cap, false);
     j = status(f);
     assert_string_equal(str(j, "state"), "starting");

@@ -39,7 +39,6 @@ static void capture_clear(cdc_capture_t *cap)
         free(cap->types[i].name);
     free(cap->types);
     cdc_capture_leaves_free(cap);
-    free(cap->leafvals);
 }
 
 static void test_parse_tables(void **state)
@@ -175,10 +174,10 @@ static void test_unmapped_partition(void **state)
     (void)state;
 
     capture_init(&cap, "public.measures");
-    cap.leaves = calloc(1, sizeof(*cap.leaves));
-    assert_non_null(cap.leaves);
-    cap.nleaves = 1;
-    leaf = &cap.leaves[0];
+    cap.leafmap.leaves = calloc(1, sizeof(*cap.leafmap.leaves));
+    assert_non_null(cap.leafmap.leaves);
+    cap.leafmap.nleaves = 1;
+    leaf = &cap.leafmap.leaves[0];
     leaf->relid = 501;
     leaf->root_relid = 500;
     leaf->name = strdup("public.measures_2024");
@@ -201,8 +200,8 @@ static void test_unmapped_partition(void **state)
     assert_int_equal(cdc_capture_on_truncate_leaves(&cap, &m, 0x1000, &e), CDC_OK);
 
     cdc_capture_leaves_free(&cap);
-    assert_int_equal(cap.nleaves, 0);
-    assert_null(cap.leaves);
+    assert_int_equal(cap.leafmap.nleaves, 0);
+    assert_null(cap.leafmap.leaves);
     capture_clear(&cap);
 }
 
