@@ -106,6 +106,10 @@ done <<'EOF_OWNED'
 capture incremental capture/incremental.c
 capture leafmap capture/partitions.c
 capture report capture/status.c
+worker fin worker/barrier.c
+worker hb worker/session.c
+worker schemapos worker/schemas.c
+worker chunking worker/chunks.c
 EOF_OWNED
 
 # No `producer | grep -q`: grep -q exits at its first match, the producer then dies of

@@ -332,7 +332,7 @@ static void *checkpoint_thread(void *arg)
     int64_t t0 = cdc_clock_mono_ms();
     rc = cdc_dedup_checkpoint_cut(s->dedup, dir, e);
     for (int attempt = 0; rc == CDC_OK; attempt++) {
-        if (atomic_load(&w->fin_cancel)) {
+        if (atomic_load(&w->fin.cancel)) {
             rc = cdc_error_set(e, CDC_ERR_UNAVAILABLE, "epoch abandoned");
             break;
         }
@@ -369,7 +369,7 @@ static cdc_err_t write_files(snap_part_t *j, cdc_stage_file_t **files, size_t *n
     *files = NULL;
     *nfiles = 0;
     for (int attempt = 0;; attempt++) {
-        if (atomic_load(&w->fin_cancel))
+        if (atomic_load(&w->fin.cancel))
             return cdc_error_set(&j->e, CDC_ERR_UNAVAILABLE, "epoch abandoned");
         rc = cdc_stage_write(&j->stage, w->storage, &wo, files, nfiles, &j->e);
         if (rc == CDC_OK || attempt >= CDC_WORKER_STORAGE_RETRIES || !j->e.retriable)
@@ -593,7 +593,7 @@ static void finish_job(cdc_worker_t *w, cdc_snap_job_t *job)
         cdc_worker_ack_free(&job->parts[i].part);
     if (rc != CDC_OK) {
         /* No ack: the coordinator aborts the epoch and reassigns; nothing is lost. */
-        if (!atomic_load(&w->fin_cancel)) {
+        if (!atomic_load(&w->fin.cancel)) {
             cdc_log_error("could not snapshot epoch %" PRIu64 ": %s", job->epoch, e.msg);
             cdc_worker_disk_failed(w, &e);
         }
@@ -604,7 +604,7 @@ static void finish_job(cdc_worker_t *w, cdc_snap_job_t *job)
     ack.term = job->term;
     ack.generation = job->generation;
     ack.epoch = job->epoch;
-    if (!atomic_load(&w->fin_cancel) && cdc_worker_send_ack(w, &ack)) {
+    if (!atomic_load(&w->fin.cancel) && cdc_worker_send_ack(w, &ack)) {
         int64_t files_ms = 0, ckpt_ms = 0;
         for (int i = 0; i < n; i++) {
             files_ms = job->parts[i].files_ms > files_ms ? job->parts[i].files_ms : files_ms;
@@ -633,17 +633,17 @@ static void finish_job(cdc_worker_t *w, cdc_snap_job_t *job)
 static void *finalizer_main(void *arg)
 {
     cdc_worker_t *w = arg;
-    pthread_mutex_lock(&w->fin_lock);
+    pthread_mutex_lock(&w->fin.lock);
     for (;;) {
-        while (!w->fin_stop && w->fin_job == NULL && w->fin_gc_epoch == 0)
-            pthread_cond_wait(&w->fin_cond, &w->fin_lock);
-        if (w->fin_job == NULL && w->fin_gc_epoch == 0)
+        while (!w->fin.stop && w->fin.job == NULL && w->fin.gc_epoch == 0)
+            pthread_cond_wait(&w->fin.cond, &w->fin.lock);
+        if (w->fin.job == NULL && w->fin.gc_epoch == 0)
             break; /* stopping, nothing left */
-        cdc_snap_job_t *job = w->fin_job;
-        uint64_t gc = w->fin_gc_epoch;
-        w->fin_gc_epoch = 0;
-        w->fin_busy = true;
-        pthread_mutex_unlock(&w->fin_lock);
+        cdc_snap_job_t *job = w->fin.job;
+        uint64_t gc = w->fin.gc_epoch;
+        w->fin.gc_epoch = 0;
+        w->fin.busy = true;
+        pthread_mutex_unlock(&w->fin.lock);
         if (job != NULL)
             finish_job(w, job);
         if (gc != 0) {
@@ -652,51 +652,57 @@ static void *finalizer_main(void *arg)
                 if (w->slots[p].owned && w->slots[p].ckpt_ready)
                     cdc_ckpt_gc(&w->slots[p].ckpt, gc);
         }
-        pthread_mutex_lock(&w->fin_lock);
-        if (job != NULL && w->fin_job == job)
-            w->fin_job = NULL;
+        pthread_mutex_lock(&w->fin.lock);
+        if (job != NULL && w->fin.job == job)
+            w->fin.job = NULL;
         job_free(job);
-        w->fin_busy = false;
-        pthread_cond_broadcast(&w->fin_cond);
+        w->fin.busy = false;
+        pthread_cond_broadcast(&w->fin.cond);
     }
-    pthread_mutex_unlock(&w->fin_lock);
+    pthread_mutex_unlock(&w->fin.lock);
     return NULL;
 }
 
 void cdc_worker_finalizer_wait(cdc_worker_t *w, bool cancel)
 {
-    if (!w->fin_running)
+    if (!w->fin.running)
         return;
-    pthread_mutex_lock(&w->fin_lock);
+    pthread_mutex_lock(&w->fin.lock);
     if (cancel) {
-        atomic_store(&w->fin_cancel, true);
-        w->fin_gc_epoch = 0;
+        atomic_store(&w->fin.cancel, true);
+        w->fin.gc_epoch = 0;
     }
-    while (w->fin_job != NULL || w->fin_busy || w->fin_gc_epoch != 0)
-        pthread_cond_wait(&w->fin_cond, &w->fin_lock);
-    atomic_store(&w->fin_cancel, false);
-    pthread_mutex_unlock(&w->fin_lock);
+    while (w->fin.job != NULL || w->fin.busy || w->fin.gc_epoch != 0)
+        pthread_cond_wait(&w->fin.cond, &w->fin.lock);
+    atomic_store(&w->fin.cancel, false);
+    pthread_mutex_unlock(&w->fin.lock);
+}
+
+void cdc_worker_finalizer_init(cdc_worker_t *w)
+{
+    pthread_mutex_init(&w->fin.lock, NULL);
+    pthread_cond_init(&w->fin.cond, NULL);
 }
 
 cdc_err_t cdc_worker_finalizer_start(cdc_worker_t *w, cdc_error_t *e)
 {
-    if (pthread_create(&w->fin_thread, NULL, finalizer_main, w) != 0)
+    if (pthread_create(&w->fin.thread, NULL, finalizer_main, w) != 0)
         return cdc_error_set(e, CDC_ERR_INTERNAL, "could not start the finalizer thread");
-    w->fin_running = true;
+    w->fin.running = true;
     return CDC_OK;
 }
 
 void cdc_worker_finalizer_stop(cdc_worker_t *w)
 {
-    if (!w->fin_running)
+    if (!w->fin.running)
         return;
     cdc_worker_finalizer_wait(w, true);
-    pthread_mutex_lock(&w->fin_lock);
-    w->fin_stop = true;
-    pthread_cond_broadcast(&w->fin_cond);
-    pthread_mutex_unlock(&w->fin_lock);
-    pthread_join(w->fin_thread, NULL);
-    w->fin_running = false;
+    pthread_mutex_lock(&w->fin.lock);
+    w->fin.stop = true;
+    pthread_cond_broadcast(&w->fin.cond);
+    pthread_mutex_unlock(&w->fin.lock);
+    pthread_join(w->fin.thread, NULL);
+    w->fin.running = false;
 }
 
 void cdc_worker_disk_failed(cdc_worker_t *w, const cdc_error_t *e)
@@ -713,7 +719,7 @@ cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation
     cdc_snap_job_t *job;
     uint32_t failed;
 
-    if (!w->fin_running)
+    if (!w->fin.running)
         return cdc_error_set(e, CDC_ERR_INTERNAL, "the finalizer thread is not running");
     /* One epoch in the finalizer at a time: it owns the checkpoint chain. */
     cdc_worker_finalizer_wait(w, false);
@@ -769,12 +775,12 @@ cdc_err_t cdc_worker_barrier(cdc_worker_t *w, uint64_t term, uint64_t generation
         s->dirty = false;
         job->n++;
     }
-    pthread_mutex_lock(&w->fin_lock);
+    pthread_mutex_lock(&w->fin.lock);
     /* one epoch in the finalizer at a time (the wait above): it owns the checkpoint chain */
-    CDC_ASSERT(w->fin_job == NULL);
-    w->fin_job = job;
-    pthread_cond_broadcast(&w->fin_cond);
-    pthread_mutex_unlock(&w->fin_lock);
+    CDC_ASSERT(w->fin.job == NULL);
+    w->fin.job = job;
+    pthread_cond_broadcast(&w->fin.cond);
+    pthread_mutex_unlock(&w->fin.lock);
     cdc_worker_set_paused(w, false);
     return CDC_OK;
 fail:
@@ -793,13 +799,13 @@ fail:
 
 void cdc_worker_committed(cdc_worker_t *w, uint64_t epoch)
 {
-    if (!w->fin_running)
+    if (!w->fin.running)
         return;
-    pthread_mutex_lock(&w->fin_lock);
-    if (epoch > w->fin_gc_epoch)
-        w->fin_gc_epoch = epoch;
-    pthread_cond_broadcast(&w->fin_cond);
-    pthread_mutex_unlock(&w->fin_lock);
+    pthread_mutex_lock(&w->fin.lock);
+    if (epoch > w->fin.gc_epoch)
+        w->fin.gc_epoch = epoch;
+    pthread_cond_broadcast(&w->fin.cond);
+    pthread_mutex_unlock(&w->fin.lock);
 }
 
 /* The Parquet codec of the epoch's files (--compression; zstd by default). */

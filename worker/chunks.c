@@ -30,17 +30,18 @@ static cdc_evasm_t *slot_asm(cdc_slot_t *s, int ti, bool create)
 static void touch_large(cdc_worker_t *w, uint64_t bytes)
 {
     int64_t now = cdc_clock_mono_ms();
-    if (bytes < atomic_load(&w->large_bytes) &&
-        now - atomic_load(&w->large_ms) <=
-            10000 + cdc_evchunk_grace_ms(atomic_load(&w->large_bytes)))
-        bytes = atomic_load(&w->large_bytes); /* the larger one is still in its grace time */
-    atomic_store(&w->large_bytes, bytes);
-    atomic_store(&w->large_ms, now);
+    if (bytes < atomic_load(&w->chunking.large_bytes) &&
+        now - atomic_load(&w->chunking.large_ms) <=
+            10000 + cdc_evchunk_grace_ms(atomic_load(&w->chunking.large_bytes)))
+        bytes =
+            atomic_load(&w->chunking.large_bytes); /* the larger one is still in its grace time */
+    atomic_store(&w->chunking.large_bytes, bytes);
+    atomic_store(&w->chunking.large_ms, now);
 }
 
 static void torn(cdc_worker_t *w, const cdc_kafka_msg_t *m, const char *why)
 {
-    w->chunk_stats.torn++;
+    w->chunking.torn++;
     cdc_metrics_counter_inc(w->m_torn);
     cdc_log_warn("partition %d topic \"%s\": an unfinished chunked event discarded at offset "
                  "%" PRId64 " (%s); its capture sends it again whole",
@@ -94,7 +95,7 @@ cdc_worker_chunk_result_t cdc_worker_chunk(cdc_worker_t *w, cdc_slot_t *s, int t
     case CDC_EVASM_MORE:
         break;
     case CDC_EVASM_REJECTED:
-        w->chunk_stats.rejected++;
+        w->chunking.rejected++;
         cdc_metrics_counter_inc(w->m_chunks_rejected);
         cdc_log_warn("partition %d topic \"%s\": chunk %" PRIu32 " of %" PRIu32
                      " at offset %" PRId64 " continues no sequence read here: dropped",
@@ -109,7 +110,7 @@ cdc_worker_chunk_result_t cdc_worker_chunk(cdc_worker_t *w, cdc_slot_t *s, int t
         if (cdc_worker_dlq_send(w, m, CDC_DLQ_OVERSIZED, msg, e) != CDC_OK)
             return CDC_WORKER_CHUNK_FAILED;
         if (last) {
-            w->chunk_stats.oversized++;
+            w->chunking.oversized++;
             cdc_metrics_counter_inc(w->m_dlq[CDC_DLQ_OVERSIZED]);
         }
         break;
@@ -117,9 +118,9 @@ cdc_worker_chunk_result_t cdc_worker_chunk(cdc_worker_t *w, cdc_slot_t *s, int t
     case CDC_EVASM_COMPLETE:
         *whole = *m; /* the last chunk's headers (a replay count) serve the event */
         whole->value = cdc_evasm_take(a, &whole->value_len, &whole->offset, &(int64_t){0});
-        w->chunk_stats.reassembled++;
-        if (whole->value_len > w->chunk_stats.largest)
-            w->chunk_stats.largest = whole->value_len;
+        w->chunking.reassembled++;
+        if (whole->value_len > w->chunking.largest)
+            w->chunking.largest = whole->value_len;
         cdc_metrics_counter_inc(w->m_chunked);
         return CDC_WORKER_CHUNK_WHOLE;
     }
@@ -129,8 +130,10 @@ cdc_worker_chunk_result_t cdc_worker_chunk(cdc_worker_t *w, cdc_slot_t *s, int t
 
 uint64_t cdc_worker_large_event(cdc_worker_t *w, int64_t now_ms)
 {
-    uint64_t b = atomic_load(&w->large_bytes);
-    return b > 0 && now_ms - atomic_load(&w->large_ms) <= 10000 + cdc_evchunk_grace_ms(b) ? b : 0;
+    uint64_t b = atomic_load(&w->chunking.large_bytes);
+    return b > 0 && now_ms - atomic_load(&w->chunking.large_ms) <= 10000 + cdc_evchunk_grace_ms(b)
+               ? b
+               : 0;
 }
 
 void cdc_worker_chunk_done(cdc_worker_t *w, cdc_kafka_msg_t *whole)
@@ -174,10 +177,10 @@ json_t *cdc_worker_chunk_status(const cdc_worker_t *w)
                 buffered += a->len;
             }
         }
-    return json_pack(
-        "{sI sI sI sI sI sI sI}", "reassembled", (json_int_t)w->chunk_stats.reassembled, "torn",
-        (json_int_t)w->chunk_stats.torn, "rejected_chunks", (json_int_t)w->chunk_stats.rejected,
-        "oversized", (json_int_t)w->chunk_stats.oversized, "largest_event_bytes",
-        (json_int_t)w->chunk_stats.largest, "open", (json_int_t)open, "buffered_bytes",
-        (json_int_t)buffered);
+    return json_pack("{sI sI sI sI sI sI sI}", "reassembled", (json_int_t)w->chunking.reassembled,
+                     "torn", (json_int_t)w->chunking.torn, "rejected_chunks",
+                     (json_int_t)w->chunking.rejected, "oversized",
+                     (json_int_t)w->chunking.oversized, "largest_event_bytes",
+                     (json_int_t)w->chunking.largest, "open", (json_int_t)open, "buffered_bytes",
+                     (json_int_t)buffered);
 }

@@ -130,9 +130,8 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
     cdc_kafka_producer_config_t pc = {0};
     char client[300];
 
-    pthread_mutex_init(&w->fin_lock, NULL);
+    cdc_worker_finalizer_init(w);
     pthread_mutex_init(&w->values_lock, NULL);
-    pthread_cond_init(&w->fin_cond, NULL);
     dlq_metrics(w);
     if ((rc = cdc_worker_tables_open(w, e)) != CDC_OK)
         return rc;

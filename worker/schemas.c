@@ -2,7 +2,7 @@
  * The schema registry topic (docs/worker.md): the worker reads it to its end before it
  * decodes, and again when an event names a version it does not know, and registers each
  * schema document in its catalog. Owns the schema consumer's read position
- * (w->schema_parts, w->schema_next); the record thread alone calls it. Calls nothing else
+ * (w->schemapos.parts, w->schemapos.next); the record thread alone calls it. Calls nothing else
  * in worker/ (a leaf below consume.c, session.c and tables.c).
  */
 #include <inttypes.h>
@@ -26,10 +26,10 @@ static void restart_failed_schemas(cdc_worker_t *w)
         for (size_t i = 0; i < n; i++) {
             cdc_error_t e2;
             int32_t p = parts[i];
-            if (p < 0 || p >= w->schema_parts)
+            if (p < 0 || p >= w->schemapos.parts)
                 continue;
             if (cdc_kafka_consumer_restart(w->schema_consumer, w->schema_topic, p,
-                                           w->schema_next[p], &e2) != CDC_OK) {
+                                           w->schemapos.next[p], &e2) != CDC_OK) {
                 cdc_log_warn("schema topic \"%s\" partition %d: could not assign it again: %s",
                              w->schema_topic, p, e2.msg);
                 continue;
@@ -37,7 +37,7 @@ static void restart_failed_schemas(cdc_worker_t *w)
             cdc_metrics_counter_inc(w->m_fetch_restarts);
             cdc_log_warn("schema topic \"%s\" partition %d: fetching had stopped on an error; "
                          "assigned again from offset %" PRId64,
-                         w->schema_topic, p, w->schema_next[p]);
+                         w->schema_topic, p, w->schemapos.next[p]);
         }
 }
 
@@ -55,7 +55,7 @@ cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e)
     size_t n;
     cdc_err_t rc;
 
-    if (w->schema_parts == 0) {
+    if (w->schemapos.parts == 0) {
         int32_t parts = 0;
         rc = cdc_kafka_consumer_partitions(w->schema_consumer, w->schema_topic, &parts, 2000, e);
         if (rc == CDC_ERR_NOT_FOUND || (rc == CDC_OK && parts <= 0))
@@ -67,21 +67,21 @@ cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e)
         cdc_kafka_tp_t tps[CDC_WORKER_SCHEMA_PARTITIONS];
         for (int32_t i = 0; i < parts; i++) {
             tps[i] = (cdc_kafka_tp_t){w->schema_topic, i, CDC_KAFKA_OFFSET_BEGINNING};
-            w->schema_next[i] = 0;
+            w->schemapos.next[i] = 0;
         }
         if ((rc = cdc_kafka_consumer_assign(w->schema_consumer, tps, (size_t)parts, e)) != CDC_OK)
             return rc;
-        w->schema_parts = parts;
+        w->schemapos.parts = parts;
     }
-    rc = cdc_kafka_consumer_end_offsets(w->schema_consumer, w->schema_topic, w->schema_parts, high,
-                                        2000, e);
+    rc = cdc_kafka_consumer_end_offsets(w->schema_consumer, w->schema_topic, w->schemapos.parts,
+                                        high, 2000, e);
     if (rc != CDC_OK)
         return rc;
     for (;;) {
         bool done = true;
         restart_failed_schemas(w);
-        for (int32_t i = 0; i < w->schema_parts; i++)
-            done = done && w->schema_next[i] >= high[i];
+        for (int32_t i = 0; i < w->schemapos.parts; i++)
+            done = done && w->schemapos.next[i] >= high[i];
         if (done)
             return CDC_OK;
         int64_t left = deadline - cdc_clock_mono_ms();
@@ -95,9 +95,9 @@ cdc_err_t cdc_worker_schemas_poll(cdc_worker_t *w, cdc_error_t *e)
             char topic[256];
             int64_t version;
             cdc_error_t e2;
-            if (msgs[i].partition >= 0 && msgs[i].partition < w->schema_parts &&
-                msgs[i].offset + 1 > w->schema_next[msgs[i].partition])
-                w->schema_next[msgs[i].partition] = msgs[i].offset + 1;
+            if (msgs[i].partition >= 0 && msgs[i].partition < w->schemapos.parts &&
+                msgs[i].offset + 1 > w->schemapos.next[msgs[i].partition])
+                w->schemapos.next[msgs[i].partition] = msgs[i].offset + 1;
             if (msgs[i].value == NULL || msgs[i].key == NULL ||
                 !cdc_schema_record_key_parse(msgs[i].key, msgs[i].key_len, topic, sizeof(topic),
                                              &version))

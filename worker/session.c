@@ -509,9 +509,9 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
     if (cdc_worker_schemas_poll(w, e) != CDC_OK)
         cdc_log_warn("schema topic not readable yet: %s", e->msg);
     rc = CDC_OK;
-    if (pthread_create(&w->hb_thread, NULL, heartbeat_main, w) != 0)
+    if (pthread_create(&w->hb.thread, NULL, heartbeat_main, w) != 0)
         return cdc_error_set(e, CDC_ERR_INTERNAL, "could not start the heartbeat thread");
-    w->hb_running = true;
+    w->hb.running = true;
     lower_record_priority(w);
 
     cdc_link_watch_t lw = {0};
@@ -552,8 +552,8 @@ cdc_err_t cdc_worker_run(cdc_worker_t *w, cdc_error_t *e)
             nanosleep(&ts, NULL);
         }
     }
-    if (w->hb_running)
-        pthread_join(w->hb_thread, NULL);
+    if (w->hb.running)
+        pthread_join(w->hb.thread, NULL);
     cdc_worker_finalizer_wait(w, true); /* it sends on w->msg */
     cdc_msg_client_close(w->msg);
     w->msg = NULL;

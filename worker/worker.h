@@ -173,6 +173,20 @@ typedef struct cdc_slot {
     cdc_gauge_t *lag, *state_bytes;
 } cdc_slot_t;
 
+/* The finalizer thread (barrier.c, which alone reaches into it: make lint checks). While
+ * job is set (or a GC runs), the finalizer owns the slots' checkpoint data (ckpt,
+ * last_handle) and the cut stages; the record thread waits for it to be idle before the
+ * next cut and before it reassigns, drops or closes slots. */
+typedef struct cdc_worker_finalizer {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    pthread_t thread;
+    bool running, stop, busy;
+    struct cdc_snap_job *job; /* submitted and not finished yet */
+    uint64_t gc_epoch;        /* Committed epoch whose checkpoint GC is pending */
+    _Atomic bool cancel;      /* the assignment changed: do not ack the job */
+} cdc_worker_finalizer_t;
+
 typedef struct cdc_worker {
     cdc_worker_config_t cfg;
     uint64_t incarnation;
@@ -217,14 +231,18 @@ typedef struct cdc_worker {
      * link_lock serializes every send and guards msg/registered/term/generation. */
     pthread_mutex_t link_lock;
     uint64_t assignment_seq; /* bumped on every Assign/Abort acted on */
-    pthread_t hb_thread;
-    bool hb_running;
+    struct {
+        pthread_t thread;
+        bool running;
+    } hb; /* the heartbeat thread: session.c's alone */
 
     /* data path */
     cdc_kafka_consumer_t *consumer;
     cdc_kafka_consumer_t *schema_consumer;
-    int32_t schema_parts; /* partitions of the schema topic read; 0 = not assigned yet */
-    int64_t schema_next[CDC_WORKER_SCHEMA_PARTITIONS]; /* next offset read per partition */
+    struct {
+        int32_t parts; /* partitions of the schema topic read; 0 = not assigned yet */
+        int64_t next[CDC_WORKER_SCHEMA_PARTITIONS]; /* next offset read per partition */
+    } schemapos; /* the schema topic's position: schemas.c's alone */
     cdc_kafka_producer_t *dlq;
     /* dead-letter topics made sure of (dlq.c), however many tables: name -> the same
      * name, owned (strdup). Record thread. */
@@ -242,13 +260,7 @@ typedef struct cdc_worker {
      * set (or a GC runs), the finalizer owns the slots' checkpoint data (ckpt,
      * last_handle) and the cut stages; the record thread waits for it to be idle before
      * the next cut and before it reassigns, drops or closes slots. */
-    pthread_mutex_t fin_lock;
-    pthread_cond_t fin_cond;
-    pthread_t fin_thread;
-    bool fin_running, fin_stop, fin_busy;
-    struct cdc_snap_job *fin_job; /* submitted and not finished yet */
-    uint64_t fin_gc_epoch;        /* Committed epoch whose checkpoint GC is pending */
-    _Atomic bool fin_cancel;      /* the assignment changed: do not ack the job */
+    cdc_worker_finalizer_t fin; /* barrier.c's alone */
 
     /* metrics */
     cdc_http_server_t *http;
@@ -284,13 +296,13 @@ typedef struct cdc_worker {
     /* chunked events (chunks.c): reassembled, sequences discarded unfinished, chunks that
      * continued no sequence, and what /status shows of them */
     cdc_counter_t *m_chunked, *m_torn, *m_chunks_rejected;
-    /* the large event last worked on and when (mono ms), for the heartbeat thread */
-    _Atomic uint64_t large_bytes;
-    _Atomic int64_t large_ms;
     struct {
+        /* the large event last worked on and when (mono ms), for the heartbeat thread */
+        _Atomic uint64_t large_bytes;
+        _Atomic int64_t large_ms;
         uint64_t reassembled, torn, rejected, oversized;
-        uint64_t largest; /* bytes of the largest event reassembled */
-    } chunk_stats;
+        uint64_t largest;              /* bytes of the largest event reassembled */
+    } chunking;                        /* chunk reassembly's figures: chunks.c's alone */
     cdc_gauge_t *m_stalled;            /* progress watchdog: partitions stalled now */
     cdc_counter_t *m_floor_rows;       /* rows removed by floors (floor.c) */
     cdc_counter_t *m_before_floor;     /* changes before a floor that came after it */
@@ -446,8 +458,10 @@ void cdc_worker_committed(cdc_worker_t *w, uint64_t epoch);
  */
 void cdc_worker_disk_failed(cdc_worker_t *w, const cdc_error_t *e);
 
-/* Starts the finalizer thread (cdc_worker_data_open); stops it, cancelling what it has
- * not finished (cdc_worker_data_close). */
+/* Sets up the finalizer's lock and condition; starts the finalizer thread (both from
+ * cdc_worker_data_open); stops it, cancelling what it has not finished
+ * (cdc_worker_data_close). */
+void cdc_worker_finalizer_init(cdc_worker_t *w);
 cdc_err_t cdc_worker_finalizer_start(cdc_worker_t *w, cdc_error_t *e);
 void cdc_worker_finalizer_stop(cdc_worker_t *w);
 
