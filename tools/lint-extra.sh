@@ -110,6 +110,9 @@ worker fin worker/barrier.c
 worker hb worker/session.c
 worker schemapos worker/schemas.c
 worker chunking worker/chunks.c
+worker records worker/consume.c
+worker values worker/values.c
+capture request capture/request.c
 EOF_OWNED
 
 # No `producer | grep -q`: grep -q exits at its first match, the producer then dies of

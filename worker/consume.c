@@ -48,21 +48,22 @@ static cdc_table_metrics_t *table_metrics_find(cdc_worker_t *w, const char *ns, 
 
     if (len < 0 || ((size_t)len >= sizeof(buf) && asprintf(&name, "%s.%s", ns, table) < 0))
         return NULL; /* (a longer name than buf is allocated: never cut short) */
-    if ((i = (size_t)(uintptr_t)cdc_strmap_get(&w->tmetrics_by_name, name)) > 0) {
-        n = &w->tmetrics[i - 1];
+    if ((i = (size_t)(uintptr_t)cdc_strmap_get(&w->records.by_name, name)) > 0) {
+        n = &w->records.tables[i - 1];
         goto done;
     }
-    if (cdc_array_reserve(w->tmetrics, w->tmetrics_cap, w->ntmetrics + 1, 16) != CDC_OK)
+    if (cdc_array_reserve(w->records.tables, w->records.tables_cap, w->records.ntables + 1, 16) !=
+        CDC_OK)
         goto done;
-    n = memset(&w->tmetrics[w->ntmetrics], 0, sizeof(*n));
+    n = memset(&w->records.tables[w->records.ntables], 0, sizeof(*n));
     if ((n->name = strdup(name)) == NULL ||
-        cdc_strmap_put(&w->tmetrics_by_name, n->name, (void *)(uintptr_t)(w->ntmetrics + 1)) !=
+        cdc_strmap_put(&w->records.by_name, n->name, (void *)(uintptr_t)(w->records.ntables + 1)) !=
             CDC_OK) {
         free(n->name);
         n = NULL;
         goto done;
     }
-    w->ntmetrics++;
+    w->records.ntables++;
     const char *labels[] = {"table", name, NULL};
     n->in = cdc_metrics_counter(w->metrics, "cdc_worker_records_in_total",
                                 "Decoded change events per source table.", labels);
@@ -94,12 +95,12 @@ done:
 
 cdc_table_metrics_t *cdc_worker_table_metrics(cdc_worker_t *w, const cdc_source_schema_t *schema)
 {
-    if (schema == w->tm_schema && w->tm_index < w->ntmetrics)
-        return &w->tmetrics[w->tm_index];
+    if (schema == w->records.last_schema && w->records.last_index < w->records.ntables)
+        return &w->records.tables[w->records.last_index];
     cdc_table_metrics_t *tm = table_metrics_find(w, schema->ns, schema->table);
     if (tm != NULL) {
-        w->tm_schema = schema;
-        w->tm_index = (size_t)(tm - w->tmetrics);
+        w->records.last_schema = schema;
+        w->records.last_index = (size_t)(tm - w->records.tables);
     }
     return tm;
 }
@@ -131,7 +132,7 @@ cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e)
     char client[300];
 
     cdc_worker_finalizer_init(w);
-    pthread_mutex_init(&w->values_lock, NULL);
+    cdc_worker_values_init(w);
     dlq_metrics(w);
     if ((rc = cdc_worker_tables_open(w, e)) != CDC_OK)
         return rc;
@@ -224,13 +225,13 @@ void cdc_worker_data_close(cdc_worker_t *w)
     cdc_storage_close(w->storage);
     cdc_layouts_free(&w->layouts);
     cdc_worker_tables_close(w);
-    for (size_t i = 0; i < w->ntmetrics; i++)
-        free(w->tmetrics[i].name);
-    free(w->tmetrics);
-    cdc_strmap_free(&w->tmetrics_by_name);
-    w->tmetrics = NULL;
-    w->ntmetrics = w->tmetrics_cap = 0;
-    w->tm_schema = NULL;
+    for (size_t i = 0; i < w->records.ntables; i++)
+        free(w->records.tables[i].name);
+    free(w->records.tables);
+    cdc_strmap_free(&w->records.by_name);
+    w->records.tables = NULL;
+    w->records.ntables = w->records.tables_cap = 0;
+    w->records.last_schema = NULL;
 }
 
 /* ---- assignment ---------------------------------------------------------------------- */
@@ -495,7 +496,7 @@ static void count_special(cdc_worker_t *w, cdc_table_metrics_t *tm, const cdc_ch
         n += cdc_val_kind_special(c->after.vals[i].kind);
     if (n == 0)
         return;
-    w->special_values += n;
+    cdc_worker_values_special(w, n);
     for (uint64_t k = 0; tm != NULL && k < n; k++)
         cdc_metrics_counter_inc(tm->special);
 }
@@ -508,7 +509,7 @@ static void count_special(cdc_worker_t *w, cdc_table_metrics_t *tm, const cdc_ch
 static void count_unknown_toast(cdc_worker_t *w, cdc_table_metrics_t *tm, const cdc_kafka_msg_t *m,
                                 const cdc_change_t *c, unsigned n)
 {
-    uint64_t k = ++w->unknown_toast;
+    uint64_t k = cdc_worker_values_unknown_toast(w);
     bool power_of_ten = true;
     if (tm != NULL)
         cdc_metrics_counter_add(tm->unknown_toast, (double)n);
@@ -543,11 +544,7 @@ static cdc_err_t dead_letter_nulled(cdc_worker_t *w, cdc_table_metrics_t *tm,
     count_dlq(w, de->cls);
     if (tm != NULL)
         cdc_metrics_counter_inc(tm->nulled);
-    w->nulled_records++;
-    pthread_mutex_lock(&w->values_lock);
-    snprintf(w->last_nulled, sizeof(w->last_nulled), "%s.%s: %s", c->schema->ns, c->schema->table,
-             msg);
-    pthread_mutex_unlock(&w->values_lock);
+    cdc_worker_values_nulled(w, c->schema->ns, c->schema->table, msg);
     return CDC_OK;
 }
 
@@ -711,7 +708,7 @@ static cdc_err_t process(cdc_worker_t *w, cdc_slot_t *s, int ti, const cdc_kafka
          * Logged for the 1st, 10th, 100th ... such row: a table partitioned by the hour of
          * a 'valid until' timestamp has one for every row holding 'infinity' (docs/worker.md,
          * "Values no Iceberg type holds") */
-        uint64_t n = ++w->unpartitioned_rows;
+        uint64_t n = ++w->records.unpartitioned_rows;
         cdc_metrics_counter_inc(w->m_unpartitioned);
         bool power_of_ten = true;
         for (uint64_t k = n; k > 1 && power_of_ten; k /= 10)

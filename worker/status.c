@@ -55,13 +55,13 @@ void cdc_worker_publish_status(cdc_worker_t *w)
             json_object_set_new(dl, cdc_dlq_class_name((cdc_dlq_class_t)cls),
                                 json_integer((json_int_t)cdc_metrics_value(w->m_dlq[cls])));
         json_object_set_new(o, "dead_letters", dl);
-        json_object_set_new(v, "nulled_records", json_integer((json_int_t)w->nulled_records));
-        json_object_set_new(v, "special_values", json_integer((json_int_t)w->special_values));
-        json_object_set_new(v, "unknown_toast", json_integer((json_int_t)w->unknown_toast));
-        pthread_mutex_lock(&w->values_lock);
+        cdc_worker_values_copy_t vals;
+        cdc_worker_values_read(w, &vals);
+        json_object_set_new(v, "nulled_records", json_integer((json_int_t)vals.nulled));
+        json_object_set_new(v, "special_values", json_integer((json_int_t)vals.special_values));
+        json_object_set_new(v, "unknown_toast", json_integer((json_int_t)vals.unknown_toast));
         json_object_set_new(v, "last_nulled",
-                            w->last_nulled[0] ? json_string(w->last_nulled) : json_null());
-        pthread_mutex_unlock(&w->values_lock);
+                            vals.last_nulled[0] ? json_string(vals.last_nulled) : json_null());
         json_object_set_new(o, "values", v);
     }
     {

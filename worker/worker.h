@@ -173,6 +173,37 @@ typedef struct cdc_slot {
     cdc_gauge_t *lag, *state_bytes;
 } cdc_slot_t;
 
+/* What the record path counts (consume.c, which alone reaches into it: make lint checks). */
+typedef struct cdc_worker_records {
+    /* Per-table series, one per table seen, however many: found through by_name (name ->
+     * index + 1) when a record's table is not the last one's. Record thread only: the
+     * counters are updated lock-free and rendered under the registry's mutex
+     * (common/metrics.h), so no other thread reads this array. */
+    cdc_table_metrics_t *tables;
+    size_t ntables, tables_cap;
+    cdc_strmap_t by_name;
+    const void *last_schema; /* schema of the last record's table and its series index */
+    size_t last_index;
+    /* rows a partition spec could not take, written unpartitioned (record thread) */
+    uint64_t unpartitioned_rows;
+} cdc_worker_records_t;
+
+/* The values no Iceberg type holds (docs/worker.md), counted for /status: values.c's
+ * alone (make lint checks). The record thread counts, any thread reads. */
+typedef struct cdc_worker_values {
+    _Atomic uint64_t nulled;         /* changes kept with a column made null */
+    _Atomic uint64_t special_values; /* numeric special values */
+    _Atomic uint64_t unknown_toast;  /* changes with unchanged TOAST values never seen */
+    pthread_mutex_t lock;
+    char last_nulled[320]; /* the last column made null ("<table>: <why>"), under lock */
+} cdc_worker_values_t;
+
+/* A copy of them (cdc_worker_values_read). */
+typedef struct cdc_worker_values_copy {
+    uint64_t nulled, special_values, unknown_toast;
+    char last_nulled[320]; /* "" when none */
+} cdc_worker_values_copy_t;
+
 /* The finalizer thread (barrier.c, which alone reaches into it: make lint checks). While
  * job is set (or a GC runs), the finalizer owns the slots' checkpoint data (ckpt,
  * last_handle) and the cut stages; the record thread waits for it to be idle before the
@@ -268,25 +299,9 @@ typedef struct cdc_worker {
     cdc_health_t health;   /* /healthz: the main loop (session.c) beats it */
     cdc_http_doc_t status; /* /status, rebuilt by cdc_worker_update_gauges */
     cdc_metrics_t *metrics;
-    /* Per-table series (consume.c), one per table seen, however many: found through
-     * tmetrics_by_name (name -> index + 1) when a record's table is not the last one's.
-     * Record thread only: the counters are updated lock-free and rendered under the
-     * registry's mutex (common/metrics.h), so no other thread reads this array. */
-    cdc_table_metrics_t *tmetrics;
-    size_t ntmetrics, tmetrics_cap;
-    cdc_strmap_t tmetrics_by_name;
-    const void *tm_schema; /* schema of the last record's table and its series index */
-    size_t tm_index;
+    cdc_worker_records_t records; /* consume.c's alone */
+    cdc_worker_values_t values;   /* values.c's alone */
     cdc_counter_t *m_dlq[CDC_DLQ__COUNT];
-    /* For /status (the watchdog's thread renders it): changes kept with a column null,
-     * numeric special values, and the last column made null ("<table>: <why>", under
-     * values_lock) */
-    _Atomic uint64_t nulled_records, special_values;
-    _Atomic uint64_t unknown_toast; /* changes with unchanged TOAST values never seen */
-    pthread_mutex_t values_lock;
-    char last_nulled[320];
-    /* rows a partition spec could not take, written unpartitioned (record thread) */
-    uint64_t unpartitioned_rows;
     cdc_counter_t *m_unpartitioned;
     cdc_counter_t *m_replayed[3]; /* replayed dead letters: applied, changelog only, dups */
     cdc_counter_t *m_tombstones, *m_ckpt_bytes, *m_epochs, *m_aborts, *m_rejected;
@@ -323,6 +338,17 @@ typedef struct cdc_worker {
 
 /* Opens Kafka clients, storage and the catalog. */
 cdc_err_t cdc_worker_data_open(cdc_worker_t *w, cdc_error_t *e);
+
+/* ---- values.c: the values no Iceberg type holds, counted (docs/worker.md) ---- */
+void cdc_worker_values_init(cdc_worker_t *w);
+/* n numeric special values in a change; a change with an unchanged TOAST value never
+ * seen (returns how many so far); a change kept with columns made null, and why. Record
+ * thread. */
+void cdc_worker_values_special(cdc_worker_t *w, uint64_t n);
+uint64_t cdc_worker_values_unknown_toast(cdc_worker_t *w);
+void cdc_worker_values_nulled(cdc_worker_t *w, const char *ns, const char *table, const char *why);
+/* The counts as they are now (any thread: /status). */
+void cdc_worker_values_read(cdc_worker_t *w, cdc_worker_values_copy_t *out);
 void cdc_worker_data_close(cdc_worker_t *w);
 
 /*

@@ -65,9 +65,9 @@ static const cdc_stage_table_t *staged_table(const cdc_slot_t *s)
 /* The per-table series of public.orders. */
 static cdc_table_metrics_t *orders_metrics(void)
 {
-    for (size_t i = 0; i < M.w->ntmetrics; i++)
-        if (strcmp(M.w->tmetrics[i].name, "public.orders") == 0)
-            return &M.w->tmetrics[i];
+    for (size_t i = 0; i < M.w->records.ntables; i++)
+        if (strcmp(M.w->records.tables[i].name, "public.orders") == 0)
+            return &M.w->records.tables[i];
     fail_msg("no series for public.orders");
     return NULL;
 }
@@ -585,7 +585,7 @@ static void test_thousands_of_tables(void **state)
             assert_non_null(tm);
             cdc_metrics_counter_add(tm->in, (double)(i % 5 + 1));
         }
-    assert_int_equal(M.w->ntmetrics, n);
+    assert_int_equal(M.w->records.ntables, n);
     for (size_t i = 0; i < n; i++) {
         char want[400];
         cdc_table_metrics_t *tm = cdc_worker_table_metrics(M.w, schemas[i]);
