@@ -176,6 +176,29 @@ typedef struct cdc_capture_leaf {
     cdc_counter_t *m_skipped; /* the root's cdc_capture_skipped_changes_total */
 } cdc_capture_leaf_t;
 
+/* Transactions committed in the stream that a chunk's read must see (a ring). */
+#define CDC_CAPTURE_RECENT_XIDS 1024
+
+/* Where the events being produced belong: a transaction of the stream, or one the
+ * capture makes of its own (a snapshot's truncate). id 0: none. */
+typedef struct cdc_capture_txpos {
+    uint64_t id;          /* the transaction tracker's id (txtrack.h) */
+    uint32_t xid;         /* PostgreSQL's, 0 for the capture's own */
+    uint64_t commit_lsn;  /* its commit's LSN */
+    int64_t commit_ts_ms; /* its commit time (wall ms) */
+} cdc_capture_txpos_t;
+
+/* The current transaction and the last ones committed in the stream: owned by txn.c, which
+ * alone reaches into it (make lint checks); the main thread only. */
+typedef struct cdc_capture_tx {
+    cdc_capture_txpos_t pos;
+    uint32_t visible_xid; /* the last xid seen visible to the SQL connection */
+    /* The last transactions committed in the stream (a ring): a chunk is not read in a
+     * snapshot that misses one of them (incremental.c, read_window). */
+    uint32_t recent_xids[CDC_CAPTURE_RECENT_XIDS];
+    size_t recent_next;
+} cdc_capture_tx_t;
+
 /* The partitions mapped to their captured root in this stream: owned by partitions.c,
  * which alone reaches into it (make lint checks); the main thread only. */
 typedef struct cdc_capture_leafmap {
@@ -206,8 +229,6 @@ typedef struct cdc_capture_type {
  * The chunk of an incremental snapshot between its watermarks (at most one at a time):
  * written by the main thread, in the stream until its high watermark arrives.
  */
-/* Transactions committed in the stream that a chunk's read must see (a ring). */
-#define CDC_CAPTURE_RECENT_XIDS 1024
 
 /* One table's chunk in a window. */
 typedef struct cdc_capture_part {
@@ -303,12 +324,7 @@ typedef struct cdc_capture {
     bool snapshot_marked; /* the slot's snapshot marker was found on Kafka */
     uint64_t marker_lsn;
 
-    /* current transaction */
-    uint64_t tx_id;
-    uint32_t xid;
-    uint32_t visible_xid; /* the last xid seen visible to the SQL connection */
-    uint64_t commit_lsn;
-    int64_t commit_ts_ms;
+    cdc_capture_tx_t tx; /* the current transaction: txn.c's alone */
 
     cdc_pgo_scratch_t scratch;
     cdc_buf_t key;
@@ -359,10 +375,6 @@ typedef struct cdc_capture {
     bool adopting;
     char adopt_id[24];
     uint64_t adopt_lsn;
-    /* The last transactions committed in the stream (a ring): a chunk is not read in a
-     * snapshot that misses one of them (incremental.c, read_chunk). */
-    uint32_t recent_xids[CDC_CAPTURE_RECENT_XIDS];
-    size_t recent_next;
     cdc_capture_incremental_t incremental; /* incremental.c's alone */
     cdc_capture_request_t request;
     cdc_counter_t *m_adopted;
@@ -417,6 +429,23 @@ cdc_err_t cdc_capture_run(cdc_capture_t *cap, cdc_error_t *e);
 void cdc_capture_free(cdc_capture_t *cap);
 
 /* ---- shared between the stream's pieces, snapshot.c and registry.c ---- */
+
+/* ---- txn.c: the current transaction ---- */
+
+/* The transaction the events being produced belong to (id 0: none). */
+const cdc_capture_txpos_t *cdc_capture_tx(const cdc_capture_t *cap);
+/* Puts pos in place: the stream's Begin, or a transaction of the capture's own (save
+ * cdc_capture_tx() before and put it back after). */
+void cdc_capture_tx_set(cdc_capture_t *cap, const cdc_capture_txpos_t *pos);
+/* The stream's transaction committed: remembered among the recent ones, none current. */
+void cdc_capture_tx_end(cdc_capture_t *cap);
+/* No transaction current (a new session). */
+void cdc_capture_tx_reset(cdc_capture_t *cap);
+/* Whether the current xid was seen visible to other sessions; it is now. */
+bool cdc_capture_tx_visible(const cdc_capture_t *cap);
+void cdc_capture_tx_mark_visible(cdc_capture_t *cap);
+/* A transaction recently committed in the stream that snap does not see, or 0. */
+uint32_t cdc_capture_tx_recent_unseen(const cdc_capture_t *cap, const cdc_chunk_snapshot_t *snap);
 
 /* Table state by topic (created when missing); NULL on OOM. */
 cdc_capture_table_t *cdc_capture_table_get(cdc_capture_t *cap, const char *schema,

@@ -37,12 +37,15 @@ static cdc_err_t await_visible(cdc_capture_t *cap, cdc_error_t *e)
     int64_t start, waited = 0;
     bool logged = false;
 
-    if (cap->tx_id == 0 || cap->xid == 0 || cap->visible_xid == cap->xid || cap->src.sql == NULL)
+    uint32_t xid = cdc_capture_tx(cap)->xid;
+
+    if (cdc_capture_tx(cap)->id == 0 || xid == 0 || cdc_capture_tx_visible(cap) ||
+        cap->src.sql == NULL)
         return CDC_OK;
     start = cdc_clock_mono_ms();
     for (;;) {
         bool finished = false;
-        cdc_err_t rc = cdc_source_xact_finished(&cap->src, cap->xid, &finished, e);
+        cdc_err_t rc = cdc_source_xact_finished(&cap->src, xid, &finished, e);
         if (rc != CDC_OK)
             return rc;
         if (finished)
@@ -52,28 +55,28 @@ static cdc_err_t await_visible(cdc_capture_t *cap, cdc_error_t *e)
             cdc_log_warn("transaction %u was decoded %lld ms ago and is still not visible to "
                          "other sessions (a synchronous standby away?): reading the catalog "
                          "as it is; a column it renamed may get a new field id",
-                         cap->xid, (long long)waited);
+                         xid, (long long)waited);
             break;
         }
         if (!logged && waited >= 1000) {
             cdc_log_info("transaction %u is decoded but its commit is still under way: waiting "
                          "for it to become visible before reading the catalog",
-                         cap->xid);
+                         xid);
             logged = true;
         }
         if (*cap->stop)
             return cdc_error_set(e, CDC_ERR_CLOSED,
                                  "stopping while transaction %u was not "
                                  "yet visible",
-                                 cap->xid);
+                                 xid);
         if ((rc = cdc_capture_keepalive(cap, e)) != CDC_OK)
             return rc;
         usleep(waited < 100 ? 2000 : 20000);
     }
     if (logged)
-        cdc_log_info("transaction %u visible after %lld ms", cap->xid,
+        cdc_log_info("transaction %u visible after %lld ms", xid,
                      (long long)(cdc_clock_mono_ms() - start));
-    cap->visible_xid = cap->xid;
+    cdc_capture_tx_mark_visible(cap);
     return CDC_OK;
 }
 
@@ -169,9 +172,9 @@ static cdc_err_t emit(cdc_capture_t *cap, cdc_capture_table_t *t, char op, uint6
     ev.before_key_only = before_key_only;
     ev.after = after;
     ev.lsn = lsn;
-    ev.commit_lsn = cap->commit_lsn;
-    ev.xid = cap->xid;
-    ev.source_ts_ms = cap->commit_ts_ms;
+    ev.commit_lsn = cdc_capture_tx(cap)->commit_lsn;
+    ev.xid = cdc_capture_tx(cap)->xid;
+    ev.source_ts_ms = cdc_capture_tx(cap)->commit_ts_ms;
     ev.ts_ms = cdc_clock_wall_coarse_ms();
     ev.snapshot = "false";
     /* the table's first read (an adopted slot's, a table that joined) is not done: a row
@@ -187,7 +190,7 @@ static cdc_err_t emit(cdc_capture_t *cap, cdc_capture_table_t *t, char op, uint6
     cdc_event_encode_value(&cap->value, &ev);
     cdc_incremental_on_key(cap, t, &cap->key, ev.snapshot_pending && has_unchanged(after));
     return cdc_capture_produce(cap, t, CDC_KAFKA_PARTITION_ANY, &cap->key, &cap->value, ev.ts_ms,
-                               cap->tx_id, lsn, e);
+                               cdc_capture_tx(cap)->id, lsn, e);
 }
 
 cdc_err_t cdc_capture_on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn,
@@ -196,7 +199,7 @@ cdc_err_t cdc_capture_on_change(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint
     cdc_capture_table_t *t;
     cdc_err_t rc;
 
-    if (cap->tx_id == 0)
+    if (cdc_capture_tx(cap)->id == 0)
         return cdc_error_set(e, CDC_ERR_PROTOCOL, "change outside a transaction");
     switch (m->kind) {
     case CDC_PGO_INSERT:
@@ -268,21 +271,24 @@ cdc_err_t cdc_capture_on_message(cdc_capture_t *cap, const uint8_t *data, size_t
     if (rc != CDC_OK)
         return rc;
     switch (m.kind) {
-    case CDC_PGO_BEGIN:
-        cap->tx_id = cdc_txtrack_begin(&cap->track);
-        if (cap->tx_id == 0)
+    case CDC_PGO_BEGIN: {
+        cdc_capture_txpos_t pos = {
+            .id = cdc_txtrack_begin(&cap->track),
+            .xid = m.u.begin.xid,
+            .commit_lsn = m.u.begin.final_lsn,
+            .commit_ts_ms = (m.u.begin.commit_ts + CDC_PG_EPOCH_OFFSET_US) / 1000,
+        };
+        if (pos.id == 0)
             return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory tracking transactions");
-        cap->xid = m.u.begin.xid;
-        cap->commit_lsn = m.u.begin.final_lsn;
-        cap->commit_ts_ms = (m.u.begin.commit_ts + CDC_PG_EPOCH_OFFSET_US) / 1000;
-        cap->src.caught_up = cdc_clock_wall_coarse_ms() - cap->commit_ts_ms < CDC_SOURCE_FRESH_MS;
+        cdc_capture_tx_set(cap, &pos);
+        cap->src.caught_up = cdc_clock_wall_coarse_ms() - pos.commit_ts_ms < CDC_SOURCE_FRESH_MS;
         return CDC_OK;
+    }
     case CDC_PGO_COMMIT:
-        if (cap->tx_id == 0)
+        if (cdc_capture_tx(cap)->id == 0)
             return cdc_error_set(e, CDC_ERR_PROTOCOL, "commit without begin");
-        cdc_txtrack_commit(&cap->track, cap->tx_id, m.u.commit.end_lsn);
-        cap->tx_id = 0;
-        cap->recent_xids[cap->recent_next++ % CDC_CAPTURE_RECENT_XIDS] = cap->xid;
+        cdc_txtrack_commit(&cap->track, cdc_capture_tx(cap)->id, m.u.commit.end_lsn);
+        cdc_capture_tx_end(cap);
         cdc_metrics_counter_inc(cap->m_transactions);
         return CDC_OK;
     case CDC_PGO_RELATION:
@@ -305,7 +311,7 @@ cdc_err_t cdc_capture_on_message(cdc_capture_t *cap, const uint8_t *data, size_t
         if (cdc_capture_leaves_any(cap)) {
             cdc_capture_leaf_t *leaf = cdc_capture_leaf_by_relid(cap, change_relid(&m));
             if (leaf != NULL) {
-                if (cap->tx_id == 0)
+                if (cdc_capture_tx(cap)->id == 0)
                     return cdc_error_set(e, CDC_ERR_PROTOCOL, "change outside a transaction");
                 return cdc_capture_on_leaf_change(cap, leaf, &m, lsn, e);
             }

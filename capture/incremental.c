@@ -388,9 +388,9 @@ static void estimate(cdc_capture_t *cap, cdc_capture_table_t *t)
  * after its WAL record is written and flushed (and a synchronous standby answered), and the
  * walsender may send it before: a snapshot taken now can miss a transaction the stream already
  * brought, whose rows would then be read older than the changes already produced. So when one of
- * the last transactions the stream committed (cap->recent_xids) is not in the snapshot, nothing is
- * read: *retry, and the window is tried again a moment later. Transactions the snapshot misses that
- * the stream brings later take their keys out of the chunks (cdc_incremental_on_key).
+ * the last transactions the stream committed (cdc_capture_tx_recent_unseen) is not in the snapshot,
+ * nothing is read: *retry, and the window is tried again a moment later. Transactions the snapshot
+ * misses that the stream brings later take their keys out of the chunks (cdc_incremental_on_key).
  */
 static cdc_err_t read_window(cdc_capture_t *cap, bool *retry, cdc_error_t *e)
 {
@@ -411,22 +411,21 @@ static cdc_err_t read_window(cdc_capture_t *cap, bool *retry, cdc_error_t *e)
         cdc_error_set(e, CDC_ERR_INTERNAL, "unexpected pg_current_snapshot() \"%s\"",
                       cdc_pg_ntuples(r) == 1 ? cdc_pg_value(r, 0, 0) : "");
     cdc_pg_clear(r);
-    for (size_t i = 0; ok && i < CDC_CAPTURE_RECENT_XIDS && i < cap->recent_next; i++)
-        if (!cdc_chunk_snapshot_sees(&w->snap, cap->recent_xids[i])) {
-            int64_t now = cdc_clock_mono_coarse_ms();
-            if (cap->incremental.invisible_since_ms == 0)
-                cap->incremental.invisible_since_ms = now;
-            /* usually a few ms; long: a synchronous standby that does not answer */
-            if (now - cap->incremental.invisible_since_ms >= 1000 &&
-                now - cap->incremental.invisible_logged_ms >= 5000) {
-                cap->incremental.invisible_logged_ms = now;
-                cdc_log_warn("incremental snapshot waits: transaction %u is committed in the "
-                             "stream but not visible to other sessions yet",
-                             cap->recent_xids[i]);
-            }
-            *retry = true;
-            break;
+    uint32_t unseen = ok ? cdc_capture_tx_recent_unseen(cap, &w->snap) : 0;
+    if (unseen != 0) {
+        int64_t now = cdc_clock_mono_coarse_ms();
+        if (cap->incremental.invisible_since_ms == 0)
+            cap->incremental.invisible_since_ms = now;
+        /* usually a few ms; long: a synchronous standby that does not answer */
+        if (now - cap->incremental.invisible_since_ms >= 1000 &&
+            now - cap->incremental.invisible_logged_ms >= 5000) {
+            cap->incremental.invisible_logged_ms = now;
+            cdc_log_warn("incremental snapshot waits: transaction %u is committed in the "
+                         "stream but not visible to other sessions yet",
+                         unseen);
         }
+        *retry = true;
+    }
     if (ok && !*retry)
         cap->incremental.invisible_since_ms = 0;
     for (size_t i = 0; ok && !*retry && i < w->nparts && left > 0; i++) {
@@ -699,24 +698,19 @@ done:
 static cdc_err_t truncate_mirror(cdc_capture_t *cap, cdc_capture_table_t *t, uint64_t lsn,
                                  cdc_error_t *e)
 {
-    uint64_t commit_lsn = cap->commit_lsn, tx_id = cap->tx_id;
-    uint32_t xid = cap->xid;
-    int64_t ts = cap->commit_ts_ms;
-    uint64_t tx = cdc_txtrack_begin(&cap->track);
+    cdc_capture_txpos_t stream = *cdc_capture_tx(cap);
+    cdc_capture_txpos_t own = {.id = cdc_txtrack_begin(&cap->track),
+                               .xid = 0,
+                               .commit_lsn = lsn,
+                               .commit_ts_ms = cdc_clock_wall_ms()};
     cdc_err_t rc;
 
-    if (tx == 0)
+    if (own.id == 0)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    cap->commit_lsn = lsn;
-    cap->tx_id = tx;
-    cap->xid = 0;
-    cap->commit_ts_ms = cdc_clock_wall_ms();
+    cdc_capture_tx_set(cap, &own);
     rc = cdc_capture_emit_marker(cap, t, 't', lsn, "backfill", e);
-    cap->commit_lsn = commit_lsn;
-    cap->tx_id = tx_id;
-    cap->xid = xid;
-    cap->commit_ts_ms = ts;
-    cdc_txtrack_commit(&cap->track, tx, lsn);
+    cdc_capture_tx_set(cap, &stream);
+    cdc_txtrack_commit(&cap->track, own.id, lsn);
     if (rc == CDC_OK)
         cdc_log_info("incremental snapshot %s of %s.%s: mirror truncated before its first chunk",
                      t->isnap.id, t->schema, t->name);
@@ -858,7 +852,7 @@ static cdc_capture_part_t *in_window(cdc_capture_t *cap, const cdc_capture_table
     cdc_capture_window_t *w = &cap->incremental.window;
     if (!w->active || t->isnap.part == 0 || t->isnap.part > w->nparts)
         return NULL;
-    if (!w->open && cdc_chunk_snapshot_sees(&w->snap, cap->xid))
+    if (!w->open && cdc_chunk_snapshot_sees(&w->snap, cdc_capture_tx(cap)->xid))
         return NULL;
     return &w->parts[t->isnap.part - 1];
 }

@@ -204,9 +204,9 @@ cdc_err_t cdc_capture_emit_marker(cdc_capture_t *cap, cdc_capture_table_t *t, ch
     cdc_event_t ev = {.op = op,
                       .schema = &t->doc,
                       .lsn = lsn,
-                      .commit_lsn = cap->commit_lsn,
-                      .xid = cap->xid,
-                      .source_ts_ms = cap->commit_ts_ms,
+                      .commit_lsn = cdc_capture_tx(cap)->commit_lsn,
+                      .xid = cdc_capture_tx(cap)->xid,
+                      .source_ts_ms = cdc_capture_tx(cap)->commit_ts_ms,
                       .snapshot = snapshot,
                       .db = cap->src.db,
                       .name = cap->cfg->topic_prefix};
@@ -217,8 +217,8 @@ cdc_err_t cdc_capture_emit_marker(cdc_capture_t *cap, cdc_capture_table_t *t, ch
     cdc_event_encode_value(&cap->value, &ev);
     /* every partition sees the marker in order with its rows */
     for (int32_t p = 0; p < t->partitions; p++)
-        if ((rc = cdc_capture_produce(cap, t, p, NULL, &cap->value, ev.ts_ms, cap->tx_id, lsn,
-                                      e)) != CDC_OK)
+        if ((rc = cdc_capture_produce(cap, t, p, NULL, &cap->value, ev.ts_ms,
+                                      cdc_capture_tx(cap)->id, lsn, e)) != CDC_OK)
             return rc;
     return CDC_OK;
 }

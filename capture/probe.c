@@ -103,7 +103,7 @@ cdc_err_t cdc_capture_on_probe(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint6
         return CDC_OK;
     }
     t = cdc_capture_table_by_relid(cap, doc.relid);
-    if (t == NULL || !t->captured || t->failed || cap->tx_id == 0) {
+    if (t == NULL || !t->captured || t->failed || cdc_capture_tx(cap)->id == 0) {
         cdc_schema_doc_free(&doc);
         return CDC_OK;
     }

@@ -241,12 +241,12 @@ static cdc_err_t snapshot_table(cdc_capture_t *cap, cdc_capture_table_t *t, uint
     if (cap->resnapshot) {
         /* the slot was lost (--slot-lost=resnapshot): the mirror starts over from these
          * rows, after a truncate (a backfill's: no changelog row) just before them */
-        uint64_t commit_lsn = cap->commit_lsn, tx_id = cap->tx_id;
-        cap->commit_lsn = cp;
-        cap->tx_id = tx;
+        cdc_capture_txpos_t stream = *cdc_capture_tx(cap), own = stream;
+        own.commit_lsn = cp;
+        own.id = tx;
+        cdc_capture_tx_set(cap, &own);
         rc = cdc_capture_emit_marker(cap, t, 't', cp - 1, "backfill", e);
-        cap->commit_lsn = commit_lsn;
-        cap->tx_id = tx_id;
+        cdc_capture_tx_set(cap, &stream);
         if (rc != CDC_OK)
             goto cleanup;
     }
@@ -392,10 +392,10 @@ cdc_err_t cdc_snapshot_backfill(cdc_capture_t *cap, cdc_capture_table_t *t, uint
     cdc_pgo_value_t *vals = NULL;
     char fetch[64];
     cdc_snapshot_pos_t pos = {.lsn = lsn - 1,
-                              .commit_lsn = cap->commit_lsn,
-                              .xid = cap->xid,
-                              .ts = cap->commit_ts_ms,
-                              .tx = cap->tx_id,
+                              .commit_lsn = cdc_capture_tx(cap)->commit_lsn,
+                              .xid = cdc_capture_tx(cap)->xid,
+                              .ts = cdc_capture_tx(cap)->commit_ts_ms,
+                              .tx = cdc_capture_tx(cap)->id,
                               .label = "backfill"};
     int64_t rows = 0;
     bool committed = false;

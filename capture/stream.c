@@ -296,7 +296,7 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
         goto cleanup;
     cdc_txtrack_free(&cap->track);
     cdc_txtrack_init(&cap->track, cap->confirmed);
-    cap->tx_id = 0;
+    cdc_capture_tx_reset(cap);
     /* relation ids are re-announced by Relation messages in every new stream */
     for (size_t i = 0; i < cap->ntables; i++)
         cap->tables[i].relid = 0;

@@ -69,6 +69,8 @@ if [ "$SOAK" = 1 ]; then
     # keeps at most 4 columns of its own a table, dropping the oldest before it adds one.
     export CHAOS_COORDINATOR_ARGS="--snapshot-retention=${SOAK_SNAPSHOT_RETENTION:-3m} ${CHAOS_COORDINATOR_ARGS:-}"
     export SCHEMA_CHANGE_MAX_COLUMNS=${SCHEMA_CHANGE_MAX_COLUMNS:-4}
+    # One worker is never picked by a fault: a witness that lives the whole run.
+    export CHAOS_SPARE=${CHAOS_SPARE-worker-0}
 fi
 
 results=()

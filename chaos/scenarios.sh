@@ -29,9 +29,15 @@ _recovered() {
 }
 
 # REPLY = a random worker target.
+# (CHAOS_SPARE names workers no scenario picks: make soak spares worker-0, so that one
+# process lives the whole run and its RSS, descriptors and threads show a leak, which a
+# process restarted every minute cannot)
 _random_worker() {
-    local ws
-    mapfile -t ws < <(chaos_targets worker)
+    local ws=() w
+    while IFS= read -r w; do
+        case " ${CHAOS_SPARE:-} " in *" $w "*) continue ;; esac
+        ws+=("$w")
+    done < <(chaos_targets worker)
     chaos_pick "${ws[@]}"
 }
 

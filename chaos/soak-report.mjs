@@ -56,15 +56,18 @@ function slope(pts, key) {
   return sxx > 0 ? sxy / sxx : NaN;
 }
 
-// The replicas of a role trade state: the streaming capture and its standby swap at each
-// capture kill (19 threads and 20 descriptors against 14 and 9), the leader's history and
-// caches move to the other coordinator at each failover, a killed worker's partitions go
-// to the others. So the series judged are the roles' (a process name without its "-N"),
-// each the sum over its replicas at every sample; the per-process series are shown.
+// The replicas of an active/standby role trade state: the streaming capture and its
+// standby swap at each capture kill (19 threads and 20 descriptors against 14 and 9), the
+// leader's table metadata and caches move to the other coordinator at each failover. So
+// for these roles the series judged is the role's (a process name without its "-N"): the
+// sum over its replicas at every sample. Every other process is judged alone; make soak
+// keeps one worker out of the faults (CHAOS_SPARE), whose series spans the whole run.
+const SUMMED = new Set(['capture', 'coordinator']);
 const roleOf = (name) => name.replace(/-\d+$/, '');
 const roles = new Map();
 for (const [name, pts] of series) {
   const role = roleOf(name);
+  if (!SUMMED.has(role)) continue;
   if (!roles.has(role)) roles.set(role, new Map());
   const byTime = roles.get(role);
   for (const p of pts) {
@@ -94,13 +97,13 @@ function trends(name, pts, judge) {
   }
   return row;
 }
-const procs = [...series.entries()].sort().map(([name, pts]) => trends(name, pts, false));
+const procs = [...series.entries()].sort().map(([name, pts]) => trends(name, pts, !SUMMED.has(roleOf(name))));
 const roleRows = [...roles.entries()].sort().map(([role, byTime]) => {
   const row = trends(role, [...byTime.values()].sort((a, b) => a.t - b.t), true);
   row.replicas = new Set([...series.keys()].filter((n) => roleOf(n) === role)).size;
   return row;
 });
-const upward = roleRows.flatMap((r) => ['rss', 'fds', 'threads'].filter((k) => r[k].up).map((k) => `${r.name} ${k}`));
+const upward = [...roleRows, ...procs].flatMap((r) => ['rss', 'fds', 'threads'].filter((k) => r[k].up).map((k) => `${r.name} ${k}`));
 
 // ---- plot
 let plot = 'no plot (gnuplot not installed)';
@@ -151,15 +154,15 @@ p50 ${f1(pct(0.5))} s, p90 ${f1(pct(0.9))} s, max ${f1(rec.at(-1))} s.
 Least-squares slope per minute over minutes ${warm.toFixed(1)}–${minutes.toFixed(1)} (the first fifth is
 warm-up). A series trends upward when its fitted growth over that window exceeds both
 ${FLOORS.rss} MiB (RSS), ${FLOORS.fds} descriptors or ${FLOORS.threads} threads, and 10% of its mean.
-The judged series are the roles': each is the sum over the role's replicas at every
-sample, because replicas swap state (the streaming capture and its standby, the leader and
-the standby coordinator, a killed worker's partitions). A process killed by a fault
-restarts with a fresh RSS. kafka-dev's RSS is not judged: the development broker keeps
-every message in memory.
+The captures and the coordinators are judged as roles, each the sum over its replicas at
+every sample, because an active and a standby swap state (the streaming capture and its
+standby, the leader and the standby coordinator); every other process is judged alone. A
+process killed by a fault restarts with a fresh RSS${process.env.CHAOS_SPARE ? `; ${process.env.CHAOS_SPARE} was kept out of the faults and lived the whole run` : ''}.
+kafka-dev's RSS is not judged: the development broker keeps every message in memory.
 ${upward.length ? `\n**Upward:** ${upward.join(', ')}.\n` : '\nNo series trends upward.\n'}
 ${table('role (sum of replicas)', roleRows, (r) => `${r.name} (${r.replicas})`)}
 
-Per process (shown, not judged):
+Per process (the captures and coordinators shown, the others judged):
 
 ${table('process', procs, (r) => r.name)}
 

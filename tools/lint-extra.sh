@@ -113,6 +113,7 @@ worker chunking worker/chunks.c
 worker records worker/consume.c
 worker values worker/values.c
 capture request capture/request.c
+capture tx capture/txn.c
 EOF_OWNED
 
 # No `producer | grep -q`: grep -q exits at its first match, the producer then dies of

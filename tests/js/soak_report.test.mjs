@@ -51,9 +51,9 @@ test('a flat run passes, with its recovery percentiles', () => {
 
 test('growth after the warm-up fails: RSS, descriptors, threads', () => {
   for (const [opt, what] of [
-    [{ rss: (t) => 100 + 4 * t }, 'worker rss'],
-    [{ fds: (t) => 40 + Math.floor(t) }, 'worker fds'],
-    [{ threads: (t) => 12 + Math.floor(t / 4) }, 'worker threads'],
+    [{ rss: (t) => 100 + 4 * t }, 'worker-0 rss'],
+    [{ fds: (t) => 40 + Math.floor(t) }, 'worker-0 fds'],
+    [{ threads: (t) => 12 + Math.floor(t / 4) }, 'worker-0 threads'],
   ]) {
     const r = run(opt);
     assert.equal(r.status, 1, what);
@@ -87,4 +87,13 @@ test('replicas that swap roles are judged together: a swap passes, a leak in one
   const l = run({ more: leak });
   assert.equal(l.status, 1);
   assert.match(l.md, /\*\*Upward:\*\* capture fds/);
+});
+
+test('workers are judged alone: two that each grow less than the floor pass', () => {
+  // worker-0 as in run() plus worker-1, each +24 MiB over the judged window: their sum
+  // would exceed the 32 MiB floor, but neither does
+  const w1 = (ms, t) => `${ms}\tworker-1\t0\t${Math.round((100 + t) * 1024)}\t${Math.round((100 + t) * 1024)}\t40\t12\n`;
+  const r = run({ rss: (t) => 100 + t, more: w1 });
+  assert.equal(r.status, 0, r.md);
+  assert.match(r.md, /No series trends upward/);
 });

@@ -240,7 +240,7 @@ static void test_uncaptured_change_stops(void **state)
     capture_init(&cap, "public.orders");
     cap.cfg = &fixed;
     relation(&cap, 700, "public", "audit");
-    cap.tx_id = 1;
+    cap.tx.pos.id = 1;
 
     memset(&m, 0, sizeof(m));
     m.kind = CDC_PGO_INSERT;
