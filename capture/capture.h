@@ -206,6 +206,8 @@ typedef struct cdc_capture_leafmap {
     size_t nleaves;
     cdc_pgo_value_t *vals; /* scratch for the mapped rows (2 x the widest root) */
     size_t vals_cap;
+    uint32_t *rels; /* scratch for a truncate's relations that are not mapped partitions */
+    size_t rels_cap;
 } cdc_capture_leafmap_t;
 
 /* The capture's /status and the slot's WAL retention it shows: owned by status.c, which
@@ -293,6 +295,7 @@ typedef struct cdc_capture_request {
     pthread_mutex_t mu;
     pthread_cond_t cond;
     bool init;
+    int64_t last_look_ms; /* main thread: the last cdc_capture_serve_request that looked */
     bool pending, answered;
     char table[256];
     char action[16]; /* snapshot | add | remove */

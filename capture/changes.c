@@ -2,10 +2,8 @@
  * Change handling: each decoded pgoutput message of the stream (a transaction's begin
  * and commit, a Relation, a change) becomes Kafka events of the captured table, produced
  * through output.c. The session thread alone runs it.
- *
- * A call circle of two files (docs/development.md, "Call circles"): changes.c hands a
- * partition's Relation, changes and truncates to partitions.c, which maps them to the
- * partition's root and hands each change back as the root's (cdc_capture_on_change).
+ * A partition's Relation, changes and truncates go to partitions.c, which gives them
+ * back as its root's.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -304,16 +302,24 @@ cdc_err_t cdc_capture_on_message(cdc_capture_t *cap, const uint8_t *data, size_t
     case CDC_PGO_ORIGIN:
         return CDC_OK;
     case CDC_PGO_TRUNCATE:
-        if (cdc_capture_leaves_any(cap))
-            return cdc_capture_on_truncate_leaves(cap, &m, lsn, e);
+        if (cdc_capture_leaves_any(cap)) {
+            cdc_pgo_msg_t kept;
+            if ((rc = cdc_capture_truncate_unmapped(cap, &m, lsn, &kept, e)) != CDC_OK)
+                return rc;
+            return kept.u.truncate.nrelids > 0 ? cdc_capture_on_change(cap, &kept, lsn, e) : CDC_OK;
+        }
         return cdc_capture_on_change(cap, &m, lsn, e);
     default:
         if (cdc_capture_leaves_any(cap)) {
             cdc_capture_leaf_t *leaf = cdc_capture_leaf_by_relid(cap, change_relid(&m));
             if (leaf != NULL) {
+                cdc_pgo_msg_t root;
+                bool produce;
                 if (cdc_capture_tx(cap)->id == 0)
                     return cdc_error_set(e, CDC_ERR_PROTOCOL, "change outside a transaction");
-                return cdc_capture_on_leaf_change(cap, leaf, &m, lsn, e);
+                if ((rc = cdc_capture_leaf_map(cap, leaf, &m, lsn, &root, &produce, e)) != CDC_OK)
+                    return rc;
+                return produce ? cdc_capture_on_change(cap, &root, lsn, e) : CDC_OK;
             }
         }
         return cdc_capture_on_change(cap, &m, lsn, e);

@@ -20,12 +20,12 @@
  * the high watermark's way back through the stream) is paid once for many small tables.
  * Main thread.
  *
- * A call circle of three files (docs/development.md, "Call circles"): tables.c starts and
+ * A call circle of two files (docs/development.md, "Call circles"): tables.c starts and
  * abandons a table's incremental snapshot (incremental.c) as the table joins or leaves,
- * and incremental.c hands a table that left or came back to tables.c; request.c receives
- * the operator's requests (POST /snapshot, POST /tables) and hands them to the other two,
- * which answer through it. The rest of capture/ sits below these, under the stream
- * (stream.c) and the change dispatch (changes.c).
+ * and incremental.c hands a table that left or came back to tables.c. request.c, above
+ * them, hands them the operator's requests (POST /snapshot, POST /tables); they answer in
+ * a reply (reply.c) that request.c passes on. The rest of capture/ sits below these,
+ * under the stream (stream.c) and the change dispatch (changes.c).
  */
 #include <inttypes.h>
 #include <signal.h>
@@ -875,39 +875,39 @@ void cdc_incremental_on_truncate(cdc_capture_t *cap, const cdc_capture_table_t *
 /* ---- re-snapshot on request (POST /snapshot, capture/request.c) --------------------- */
 
 cdc_err_t cdc_incremental_request(cdc_capture_t *cap, const char *schema, const char *table,
-                                  cdc_error_t *e)
+                                  cdc_capture_reply_t *reply, cdc_error_t *e)
 {
     cdc_capture_table_t *t = cdc_capture_table_by_name(cap, schema, table);
     json_t *j;
     cdc_err_t rc;
 
     if (t == NULL || !t->captured || t->failed) {
-        cdc_capture_answer_error(cap, 404,
-                                 "table \"%s.%s\" is not captured (see the capture's /status "
-                                 "for its tables)",
-                                 schema, table);
+        cdc_capture_reply_error(reply, 404,
+                                "table \"%s.%s\" is not captured (see the capture's /status "
+                                "for its tables)",
+                                schema, table);
         return CDC_OK;
     }
     if (t->removed) {
-        cdc_capture_answer_error(cap, 404,
-                                 "table \"%s.%s\" left publication \"%s\": it is not captured "
-                                 "(add it again to read it again)",
-                                 schema, table, cap->cfg->publication);
+        cdc_capture_reply_error(reply, 404,
+                                "table \"%s.%s\" left publication \"%s\": it is not captured "
+                                "(add it again to read it again)",
+                                schema, table, cap->cfg->publication);
         return CDC_OK;
     }
     if (t->isnap.due) {
-        cdc_capture_answer_error(cap, 409, "a snapshot of \"%s.%s\" is already running (%s)",
-                                 schema, table, t->isnap.id);
+        cdc_capture_reply_error(reply, 409, "a snapshot of \"%s.%s\" is already running (%s)",
+                                schema, table, t->isnap.id);
         return CDC_OK;
     }
     rc = cdc_incremental_begin(cap, t, "backfill", false, e);
     if (rc != CDC_OK) {
-        cdc_capture_answer_error(cap, 503, "%s", e->msg);
+        cdc_capture_reply_error(reply, 503, "%s", e->msg);
         return rc;
     }
     j = json_pack("{s:o, s:s, s:s}", "table", json_sprintf("%s.%s", schema, table), "snapshot_id",
                   t->isnap.id, "label", t->isnap.label);
-    cdc_capture_answer(cap, 202, j ? json_dumps(j, JSON_COMPACT) : NULL);
+    cdc_capture_reply_set(reply, 202, j ? json_dumps(j, JSON_COMPACT) : NULL);
     json_decref(j);
     return CDC_OK;
 }
@@ -921,9 +921,7 @@ cdc_err_t cdc_incremental_tick(cdc_capture_t *cap, cdc_error_t *e)
     if (now == cap->incremental.last_tick_ms)
         return CDC_OK;
     cap->incremental.last_tick_ms = now;
-    rc = cdc_capture_serve_request(cap, e);
-    if (rc == CDC_OK)
-        rc = write_marks(cap, e);
+    rc = write_marks(cap, e);
     if (rc != CDC_OK || cap->incremental.window.active)
         return rc;
     /* round robin over the due tables, one chunk each in turn, many in one window, all

@@ -5,9 +5,9 @@
  * captured table is mapped to its root: the root's Relation is built from the
  * partition's columns, and each change is produced as the root's.
  *
- * A call circle of two files (docs/development.md, "Call circles"): changes.c hands a
- * partition's Relation, changes and truncates to partitions.c, which maps them to the
- * partition's root and hands each change back as the root's (cdc_capture_on_change).
+ * Below changes.c (docs/development.md, "Call circles"): changes.c hands it a
+ * partition's Relation, changes and truncates; it maps them to the partition's root and
+ * gives the root's message back, which changes.c produces.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +38,9 @@ void cdc_capture_leaves_free(cdc_capture_t *cap)
     free(cap->leafmap.vals);
     cap->leafmap.vals = NULL;
     cap->leafmap.vals_cap = 0;
+    free(cap->leafmap.rels);
+    cap->leafmap.rels = NULL;
+    cap->leafmap.rels_cap = 0;
 }
 
 bool cdc_capture_leaves_any(const cdc_capture_t *cap)
@@ -171,14 +174,14 @@ static bool leaf_row(const cdc_capture_leaf_t *leaf, const cdc_pgo_tuple_t *in,
     return true;
 }
 
-/* A change of a mapped partition, produced as the root's. */
-cdc_err_t cdc_capture_on_leaf_change(cdc_capture_t *cap, cdc_capture_leaf_t *leaf,
-                                     const cdc_pgo_msg_t *m, uint64_t lsn, cdc_error_t *e)
+cdc_err_t cdc_capture_leaf_map(cdc_capture_t *cap, cdc_capture_leaf_t *leaf, const cdc_pgo_msg_t *m,
+                               uint64_t lsn, cdc_pgo_msg_t *out, bool *produce, cdc_error_t *e)
 {
     cdc_pgo_msg_t m2 = *m;
     cdc_pgo_value_t *v0, *v1;
     bool ok = leaf->map != NULL;
 
+    *produce = false;
     if (ok &&
         cdc_array_reserve(cap->leafmap.vals, cap->leafmap.vals_cap, 2 * leaf->ncols, 16) != CDC_OK)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
@@ -215,7 +218,9 @@ cdc_err_t cdc_capture_on_leaf_change(cdc_capture_t *cap, cdc_capture_leaf_t *lea
                      (unsigned)(lsn >> 32), (unsigned)lsn, leaf->name ? leaf->name : "?");
         return CDC_OK;
     }
-    return cdc_capture_on_change(cap, &m2, lsn, e);
+    *out = m2;
+    *produce = true;
+    return CDC_OK;
 }
 
 /*
@@ -223,20 +228,17 @@ cdc_err_t cdc_capture_on_leaf_change(cdc_capture_t *cap, cdc_capture_leaf_t *lea
  * the root's (that would empty the whole table), so it is skipped, logged and counted;
  * the other relations are handled as usual.
  */
-cdc_err_t cdc_capture_on_truncate_leaves(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn,
-                                         cdc_error_t *e)
+cdc_err_t cdc_capture_truncate_unmapped(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn,
+                                        cdc_pgo_msg_t *out, cdc_error_t *e)
 {
-    cdc_pgo_msg_t m2 = *m;
-    uint32_t *rel = calloc(m->u.truncate.nrelids ? m->u.truncate.nrelids : 1, sizeof(*rel));
-    uint32_t n = 0;
-    cdc_err_t rc = CDC_OK;
+    uint32_t n = 0, want = m->u.truncate.nrelids ? m->u.truncate.nrelids : 1;
 
-    if (rel == NULL)
+    if (cdc_array_reserve(cap->leafmap.rels, cap->leafmap.rels_cap, want, 16) != CDC_OK)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; i < m->u.truncate.nrelids; i++) {
         const cdc_capture_leaf_t *leaf = cdc_capture_leaf_by_relid(cap, m->u.truncate.relids[i]);
         if (leaf == NULL) {
-            rel[n++] = m->u.truncate.relids[i];
+            cap->leafmap.rels[n++] = m->u.truncate.relids[i];
             continue;
         }
         cdc_metrics_counter_inc(leaf->m_skipped);
@@ -245,10 +247,8 @@ cdc_err_t cdc_capture_on_truncate_leaves(cdc_capture_t *cap, const cdc_pgo_msg_t
                      "partition's rows",
                      leaf->name ? leaf->name : "?", (unsigned)(lsn >> 32), (unsigned)lsn);
     }
-    m2.u.truncate.nrelids = n;
-    m2.u.truncate.relids = rel;
-    if (n > 0)
-        rc = cdc_capture_on_change(cap, &m2, lsn, e);
-    free(rel);
-    return rc;
+    *out = *m;
+    out->u.truncate.nrelids = n;
+    out->u.truncate.relids = cap->leafmap.rels;
+    return CDC_OK;
 }

@@ -5,12 +5,9 @@
  * the tables' state, answers between stream reads (cdc_capture_serve_request). One request
  * at a time; another waits for it.
  *
- * A call circle of three files (docs/development.md, "Call circles"): tables.c starts and
- * abandons a table's incremental snapshot (incremental.c) as the table joins or leaves,
- * and incremental.c hands a table that left or came back to tables.c; request.c receives
- * the operator's requests (POST /snapshot, POST /tables) and hands them to the other two,
- * which answer through it. The rest of capture/ sits below these, under the stream
- * (stream.c) and the change dispatch (changes.c).
+ * Above incremental.c and tables.c (docs/development.md, "Call circles"): it hands them
+ * the operator's requests and passes their reply (reply.c) on to the HTTP thread; they
+ * call nothing here.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,7 +38,8 @@ void cdc_capture_request_free(cdc_capture_t *cap)
     cap->request.init = false;
 }
 
-void cdc_capture_answer(cdc_capture_t *cap, int status, char *body)
+/* Answers the pending request with body (a malloc'ed JSON text, taken; NULL: {}). */
+static void answer(cdc_capture_t *cap, int status, char *body)
 {
     pthread_mutex_lock(&cap->request.mu);
     cap->request.status = status;
@@ -52,27 +50,18 @@ void cdc_capture_answer(cdc_capture_t *cap, int status, char *body)
     free(body);
 }
 
-void cdc_capture_answer_error(cdc_capture_t *cap, int status, const char *fmt, ...)
-{
-    char msg[400];
-    json_t *j;
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    j = json_pack("{s:s}", "error", msg);
-    cdc_capture_answer(cap, status, j ? json_dumps(j, JSON_COMPACT) : NULL);
-    json_decref(j);
-}
-
 cdc_err_t cdc_capture_serve_request(cdc_capture_t *cap, cdc_error_t *e)
 {
     char name[256], action[16], *dot;
     const char *schema = "public", *table = name;
+    cdc_capture_reply_t reply = {0};
+    int64_t now = cdc_clock_mono_coarse_ms();
+    cdc_err_t rc;
 
-    if (!cap->request.init)
+    /* the loop turns once per message: look at most once per clock tick */
+    if (!cap->request.init || now == cap->request.last_look_ms)
         return CDC_OK;
+    cap->request.last_look_ms = now;
     pthread_mutex_lock(&cap->request.mu);
     if (!cap->request.pending || cap->request.answered) {
         pthread_mutex_unlock(&cap->request.mu);
@@ -87,8 +76,14 @@ cdc_err_t cdc_capture_serve_request(cdc_capture_t *cap, cdc_error_t *e)
         table = dot + 1;
     }
     if (strcmp(action, "snapshot") == 0)
-        return cdc_incremental_request(cap, schema, table, e);
-    return cdc_capture_publication_request(cap, strcmp(action, "add") == 0, schema, table, e);
+        rc = cdc_incremental_request(cap, schema, table, &reply, e);
+    else
+        rc = cdc_capture_publication_request(cap, strcmp(action, "add") == 0, schema, table, &reply,
+                                             e);
+    if (reply.status == 0) /* (every path replies: a failure unanswered is a bug) */
+        cdc_capture_reply_error(&reply, 500, "%s", rc != CDC_OK ? e->msg : "no answer");
+    answer(cap, reply.status, reply.body);
+    return rc;
 }
 
 /* Puts one request and waits for its answer (HTTP thread). */

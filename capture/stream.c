@@ -378,7 +378,9 @@ static cdc_err_t session(cdc_capture_t *cap, cdc_error_t *e)
                 cdc_log_warn("could not read the tables of publication \"%s\": %s",
                              cap->cfg->publication, e->msg);
         }
-        rc = cdc_incremental_tick(cap, e);
+        rc = cdc_capture_serve_request(cap, e);
+        if (rc == CDC_OK)
+            rc = cdc_incremental_tick(cap, e);
         if (rc != CDC_OK) {
             if (rc == CDC_ERR_SOURCE)
                 e->retriable = true;

@@ -164,13 +164,15 @@ bool cdc_capture_leaves_any(const cdc_capture_t *cap);
 cdc_err_t cdc_capture_on_partition_relation(cdc_capture_t *cap, const cdc_pgo_msg_t *m,
                                             bool *handled, cdc_error_t *e);
 
-/* A change of a mapped partition, produced as the root's. */
-cdc_err_t cdc_capture_on_leaf_change(cdc_capture_t *cap, cdc_capture_leaf_t *leaf,
-                                     const cdc_pgo_msg_t *m, uint64_t lsn, cdc_error_t *e);
+/* A change of a mapped partition as the root's, in *out (its values in the map's scratch,
+ * good until the next call); *produce false: skipped (not mappable: logged, counted). */
+cdc_err_t cdc_capture_leaf_map(cdc_capture_t *cap, cdc_capture_leaf_t *leaf, const cdc_pgo_msg_t *m,
+                               uint64_t lsn, cdc_pgo_msg_t *out, bool *produce, cdc_error_t *e);
 
-/* A TRUNCATE that names mapped partitions (skipped) and maybe other relations. */
-cdc_err_t cdc_capture_on_truncate_leaves(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn,
-                                         cdc_error_t *e);
+/* A TRUNCATE that names mapped partitions: *out names its other relations (maybe none);
+ * the partitions' truncates are skipped, logged and counted. */
+cdc_err_t cdc_capture_truncate_unmapped(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn,
+                                        cdc_pgo_msg_t *out, cdc_error_t *e);
 
 /* ---- output.c (with cdc_capture_produce, _event_init and _emit_marker in capture.h) ---- */
 
@@ -231,29 +233,38 @@ cdc_err_t cdc_incremental_abandon(cdc_capture_t *cap, cdc_capture_table_t *t, cd
  * is no longer published is recorded as removed (cdc_capture_table_removed). */
 cdc_err_t cdc_incremental_session(cdc_capture_t *cap, cdc_error_t *e);
 
-/* Between stream reads: serves a pending HTTP request (request.c), and reads the next
- * chunk when none is in flight and a snapshot is due. */
+/* Between stream reads: writes the chunk markers that are due, and reads the next chunk
+ * when none is in flight and a snapshot is due. */
 cdc_err_t cdc_incremental_tick(cdc_capture_t *cap, cdc_error_t *e);
 
 /* ---- requests over HTTP (request.c) ---- */
 
-/* Answers the pending request (main thread) with body, a malloc'ed JSON text (taken; NULL
- * answers {}), or with {"error": <the message>}. */
-void cdc_capture_answer(cdc_capture_t *cap, int status, char *body);
-void cdc_capture_answer_error(cdc_capture_t *cap, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Serves the pending request, if any (main thread). An error ends the session. */
+/* Serves the pending request, if any (main thread, between stream reads; at most once
+ * a clock tick). An error ends the session. */
 cdc_err_t cdc_capture_serve_request(cdc_capture_t *cap, cdc_error_t *e);
 
-/* POST /snapshot of schema.table: starts its re-snapshot ("backfill") and answers. */
+/* ---- the reply to a request (reply.c) ---- */
+
+/* status and a body, a malloc'ed JSON text (NULL answers {}); status 0: none yet */
+typedef struct cdc_capture_reply {
+    int status;
+    char *body;
+} cdc_capture_reply_t;
+
+/* Sets the reply to body (taken), or to {"error": <the message>}. */
+void cdc_capture_reply_set(cdc_capture_reply_t *r, int status, char *body);
+void cdc_capture_reply_error(cdc_capture_reply_t *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* POST /snapshot of schema.table: starts its re-snapshot ("backfill") and replies. */
 cdc_err_t cdc_incremental_request(cdc_capture_t *cap, const char *schema, const char *table,
-                                  cdc_error_t *e);
+                                  cdc_capture_reply_t *reply, cdc_error_t *e);
 
 /* POST /tables: adds schema.table to the publication (add) or drops it, reads the
- * publication at once (cdc_capture_poll_publication) and answers with the table's state. */
+ * publication at once (cdc_capture_poll_publication) and replies with the table's state. */
 cdc_err_t cdc_capture_publication_request(cdc_capture_t *cap, bool add, const char *schema,
-                                          const char *table, cdc_error_t *e);
+                                          const char *table, cdc_capture_reply_t *reply,
+                                          cdc_error_t *e);
 
 /* A watermark message (prefix CDC_WATERMARK_PREFIX) decoded at lsn. */
 cdc_err_t cdc_incremental_on_watermark(cdc_capture_t *cap, const cdc_pgo_msg_t *m, uint64_t lsn,

@@ -4,12 +4,12 @@
  * Relation and Type messages that give a table its schema version. Partitions whose
  * Relation arrives under their own name are in partitions.c.
  *
- * A call circle of three files (docs/development.md, "Call circles"): tables.c starts and
+ * A call circle of two files (docs/development.md, "Call circles"): tables.c starts and
  * abandons a table's incremental snapshot (incremental.c) as the table joins or leaves,
- * and incremental.c hands a table that left or came back to tables.c; request.c receives
- * the operator's requests (POST /snapshot, POST /tables) and hands them to the other two,
- * which answer through it. The rest of capture/ sits below these, under the stream
- * (stream.c) and the change dispatch (changes.c).
+ * and incremental.c hands a table that left or came back to tables.c. request.c, above
+ * them, hands them the operator's requests (POST /snapshot, POST /tables); they answer in
+ * a reply (reply.c) that request.c passes on. The rest of capture/ sits below these,
+ * under the stream (stream.c) and the change dispatch (changes.c).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -353,7 +353,8 @@ cdc_err_t cdc_capture_on_type(cdc_capture_t *cap, const cdc_pgo_msg_t *m, cdc_er
 }
 
 cdc_err_t cdc_capture_publication_request(cdc_capture_t *cap, bool add, const char *schema,
-                                          const char *table, cdc_error_t *e)
+                                          const char *table, cdc_capture_reply_t *reply,
+                                          cdc_error_t *e)
 {
     cdc_capture_table_t *t;
     bool changed = false;
@@ -361,23 +362,23 @@ cdc_err_t cdc_capture_publication_request(cdc_capture_t *cap, bool add, const ch
     cdc_err_t rc;
 
     if (cap->cfg->tables != NULL && cap->cfg->tables[0] != '\0') {
-        cdc_capture_answer_error(cap, 409,
-                                 "the capture's tables are --tables (%s): change the list and "
-                                 "restart the capture, or run it without --tables so that "
-                                 "publication \"%s\" is its table set",
-                                 cap->cfg->tables, cap->cfg->publication);
+        cdc_capture_reply_error(reply, 409,
+                                "the capture's tables are --tables (%s): change the list and "
+                                "restart the capture, or run it without --tables so that "
+                                "publication \"%s\" is its table set",
+                                cap->cfg->tables, cap->cfg->publication);
         return CDC_OK;
     }
     if (add && !cdc_table_filter_match(&cap->filter, schema, table)) {
-        cdc_capture_answer_error(cap, 409,
-                                 "table \"%s.%s\" is left out by --table-include/--table-exclude",
-                                 schema, table);
+        cdc_capture_reply_error(reply, 409,
+                                "table \"%s.%s\" is left out by --table-include/--table-exclude",
+                                schema, table);
         return CDC_OK;
     }
     rc = cdc_source_publication_alter(&cap->src, cap->cfg->publication, add, schema, table,
                                       &changed, e);
     if (rc != CDC_OK) {
-        cdc_capture_answer_error(cap, rc == CDC_ERR_UNAVAILABLE ? 503 : 409, "%s", e->msg);
+        cdc_capture_reply_error(reply, rc == CDC_ERR_UNAVAILABLE ? 503 : 409, "%s", e->msg);
         return rc == CDC_ERR_UNAVAILABLE ? rc : CDC_OK;
     }
     if (changed)
@@ -387,14 +388,14 @@ cdc_err_t cdc_capture_publication_request(cdc_capture_t *cap, bool add, const ch
      * probe, so the table joins (or leaves) before this answer */
     rc = cdc_capture_poll_publication(cap, e);
     if (rc != CDC_OK) {
-        cdc_capture_answer_error(cap, 503, "%s", e->msg);
+        cdc_capture_reply_error(reply, 503, "%s", e->msg);
         return rc;
     }
     t = cdc_capture_table_by_name(cap, schema, table);
     j = json_pack("{s:o, s:s, s:b, s:s}", "table", json_sprintf("%s.%s", schema, table),
                   "publication", cap->cfg->publication, "changed", changed, "state",
                   cdc_capture_table_state(t));
-    cdc_capture_answer(cap, 200, j ? json_dumps(j, JSON_COMPACT) : NULL);
+    cdc_capture_reply_set(reply, 200, j ? json_dumps(j, JSON_COMPACT) : NULL);
     json_decref(j);
     return CDC_OK;
 }

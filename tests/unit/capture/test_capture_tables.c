@@ -169,7 +169,7 @@ static void test_unmapped_partition(void **state)
     cdc_capture_t cap;
     cdc_capture_leaf_t *leaf;
     cdc_pgo_msg_t m;
-    uint32_t relids[1] = {501};
+    uint32_t relids[2] = {501, 777};
     cdc_error_t e;
     (void)state;
 
@@ -189,15 +189,29 @@ static void test_unmapped_partition(void **state)
     memset(&m, 0, sizeof(m));
     m.kind = CDC_PGO_INSERT;
     m.u.insert.relid = 501;
-    assert_int_equal(cdc_capture_on_leaf_change(&cap, leaf, &m, 0x1000, &e), CDC_OK);
+    {
+        cdc_pgo_msg_t root;
+        bool produce = true;
+        assert_int_equal(cdc_capture_leaf_map(&cap, leaf, &m, 0x1000, &root, &produce, &e), CDC_OK);
+        assert_false(produce);
+    }
     assert_true(leaf->warned);
 
-    /* a truncate that names only mapped partitions produces nothing */
+    /* a truncate that names only mapped partitions keeps no relation; the others stay */
     memset(&m, 0, sizeof(m));
     m.kind = CDC_PGO_TRUNCATE;
-    m.u.truncate.nrelids = 1;
+    m.u.truncate.nrelids = 2;
     m.u.truncate.relids = relids;
-    assert_int_equal(cdc_capture_on_truncate_leaves(&cap, &m, 0x1000, &e), CDC_OK);
+    {
+        cdc_pgo_msg_t kept;
+        m.u.truncate.nrelids = 1;
+        assert_int_equal(cdc_capture_truncate_unmapped(&cap, &m, 0x1000, &kept, &e), CDC_OK);
+        assert_int_equal(kept.u.truncate.nrelids, 0);
+        m.u.truncate.nrelids = 2;
+        assert_int_equal(cdc_capture_truncate_unmapped(&cap, &m, 0x1000, &kept, &e), CDC_OK);
+        assert_int_equal(kept.u.truncate.nrelids, 1);
+        assert_int_equal(kept.u.truncate.relids[0], 777);
+    }
 
     cdc_capture_leaves_free(&cap);
     assert_int_equal(cap.leafmap.nleaves, 0);
