@@ -69,6 +69,10 @@ if [ "$SOAK" = 1 ]; then
     # keeps at most 4 columns of its own a table, dropping the oldest before it adds one.
     export CHAOS_COORDINATOR_ARGS="--snapshot-retention=${SOAK_SNAPSHOT_RETENTION:-3m} ${CHAOS_COORDINATOR_ARGS:-}"
     export SCHEMA_CHANGE_MAX_COLUMNS=${SCHEMA_CHANGE_MAX_COLUMNS:-4}
+    # The same for the tables' sizes: the backlog's rows are deleted after it, and a table
+    # added mid-run has 5,000 rows (a schema change's backfill reads the whole table; a
+    # worker's RSS keeps the high-water mark of the largest burst it drained).
+    export CHAOS_BACKLOG_DELETE=1 CHAOS_ADD_ROWS=${CHAOS_ADD_ROWS:-5000}
     # One worker is never picked by a fault: a witness that lives the whole run.
     export CHAOS_SPARE=${CHAOS_SPARE-worker-0}
 fi

@@ -393,6 +393,15 @@ EOF
     else
         chaos_log "backlog not drained: ${LAST_LAG:-?} records behind the checkpointed offsets"
     fi
+    # make soak: the backlog's rows go again (deleted under the load, checked by the
+    # verifier after the run), so that the table is as large at every schema change's
+    # backfill and the soak's data stays the same size
+    if [ "${CHAOS_BACKLOG_DELETE:-0}" = 1 ]; then
+        chaos_log "backlog: its rows deleted again"
+        psql -X -q -v ON_ERROR_STOP=1 -d "$PIPELINE_PG_DSN" -c \
+            "DELETE FROM public.transactions WHERE status = 'backlog' AND entity_id >= 1000000000" \
+            >/dev/null || chaos_log "backlog: the delete failed"
+    fi
 }
 
 # _capture_table_state <table>: the state of schema.table in the active capture's /status
