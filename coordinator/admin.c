@@ -28,7 +28,9 @@
  * behind it; only flagged topics}, missing_topic (a topic the other slots carry that the
  * owner does not consume, or null), lag (records from offsets to the high watermarks,
  * null until an owner reported one)}], epochs {open, next, last_recorded,
- * last_committed, pending_commits}, checkpoints [{epoch, duration_ms, bytes, records,
+ * last_committed, pending_commits, committing (a commit round in flight), last_group (epochs
+ * in the last round that committed), grouped (epochs that shared an earlier one's
+ * snapshots, ever)}, checkpoints [{epoch, duration_ms, bytes, records,
  * data_files, delete_files, tables, completed_at_ms}], last_commit_error, disk
  * {warehouse {full, full_since_ms, full_errors, last_full_error}} (common/diskfull.h), worker_auth
  * {required (--worker-secret set), refused (all reasons), refused_by_reason {no_proof,
@@ -578,6 +580,13 @@ char *cdc_coord_status_json(cdc_coord_t *c)
     json_object_set_new(ep, "last_recorded", json_integer((json_int_t)c->last_recorded));
     json_object_set_new(ep, "last_committed", json_integer((json_int_t)c->last_committed));
     json_object_set_new(ep, "pending_commits", json_integer(c->nqueue));
+    {
+        int last_group = 0;
+        uint64_t grouped = cdc_job_commit_groups(c, &last_group);
+        json_object_set_new(ep, "committing", json_boolean(cdc_job_commit_running(c)));
+        json_object_set_new(ep, "last_group", json_integer(last_group));
+        json_object_set_new(ep, "grouped", json_integer((json_int_t)grouped));
+    }
     json_object_set_new(o, "epochs", ep);
 
     for (int i = c->nhistory - 1; i >= 0; i--) {

@@ -1,9 +1,10 @@
 /*
  * Admission of workers (see admission.h): a small table of the pipes being challenged,
- * each with its current nonce and the time of its first challenge. A proof-less Register
- * on a pipe already challenged draws a new nonce (the worker may have registered again
- * before it saw the first challenge) but keeps the deadline, so asking again and again
- * buys no time.
+ * each with its nonce and the time of its first challenge. A proof-less Register on a
+ * pipe already challenged gets the same nonce again (the worker may have registered again
+ * before it saw the first challenge, and then answers both: a new nonce would make its
+ * first answer a wrong proof) and keeps the deadline, so asking again and again buys no
+ * time. A nonce still serves one proof only.
  */
 #include "coordinator/admission.h"
 
@@ -70,7 +71,14 @@ cdc_err_t cdc_admission_check(cdc_admission_t *a, uint32_t pipe, const char *wor
     if (a->secret == NULL)
         return CDC_OK;
     if (proof_len == 0) {
-        if (i < 0) {
+        if (i >= 0) { /* challenged again: the same nonce */
+            snprintf(a->pending[i].worker, sizeof(a->pending[i].worker), "%s",
+                     worker_id ? worker_id : "");
+            memcpy(nonce, a->pending[i].nonce, CDC_WORKERAUTH_NONCE_LEN);
+            *verdict = CDC_ADMISSION_CHALLENGE;
+            return CDC_OK;
+        }
+        {
             if (a->npending == CDC_ADMISSION_PENDING_MAX) { /* a flood: the oldest goes */
                 int oldest = 0;
                 for (int k = 1; k < a->npending; k++)

@@ -194,7 +194,7 @@ typedef struct memo_entry {
     cdc_schema_update_t last; /* last.table is the map's key; schema_json NULL = none */
 } memo_entry_t;
 
-static bool same_update(const cdc_schema_update_t *a, const cdc_schema_update_t *b)
+bool cdc_schema_update_same(const cdc_schema_update_t *a, const cdc_schema_update_t *b)
 {
     return a->schema_json != NULL && b->schema_json != NULL && a->version == b->version &&
            strcmp(a->schema_json, b->schema_json) == 0 &&
@@ -253,7 +253,8 @@ size_t cdc_schema_memo_strip(const cdc_schema_memo_t *m, cdc_checkpoint_t *rec)
     for (size_t i = 0; i < rec->nschemas; i++) {
         const cdc_schema_update_t *u = &rec->schemas[i];
         const memo_entry_t *e = cdc_strmap_get(&m->by_table, u->table);
-        drop[i] = e != NULL && single_update(&count, u->table) && same_update(&e->last, u);
+        drop[i] =
+            e != NULL && single_update(&count, u->table) && cdc_schema_update_same(&e->last, u);
     }
     cdc_strmap_free(&count);
     for (size_t i = 0; i < rec->nschemas; i++) {

@@ -60,6 +60,9 @@ typedef struct cdc_schema_update {
                         * "<version>:<digest>", NULL = none */
 } cdc_schema_update_t;
 
+/* Whether two schema updates say the same: version, schema and masking policy. */
+bool cdc_schema_update_same(const cdc_schema_update_t *a, const cdc_schema_update_t *b);
+
 /* A mirror table some slots truncated in the epoch (see cdc_checkpoint_add_truncate). */
 typedef struct cdc_table_truncate {
     char *table;         /* mirror table "<namespace>.<table>" */

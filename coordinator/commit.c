@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/assert.h"
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/hash.h"
@@ -477,17 +478,55 @@ static void apply_layout(cdc_committer_t *c, cdc_ice_table_t *t, const char *tab
     pthread_mutex_unlock(&c->known_lock);
 }
 
-/* One table's files of a record: rec->files[files[0..nfiles)] (found once per commit,
- * not by a scan of every file per table). */
-typedef struct table_files {
+/* One table's files of one record of a group: recs[rec]->files[files[0..nfiles)] (found
+ * once per commit, not by a scan of every file per table). */
+typedef struct table_epoch {
+    size_t rec;
     size_t *files;
     size_t nfiles;
+} table_epoch_t;
+
+/* The records of a group that touch one table (files, a schema or a truncate), in order. */
+typedef struct table_files {
+    table_epoch_t *epochs;
+    size_t nepochs, cap;
 } table_files_t;
 
-static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t *rec,
-                                     const char *table, const table_files_t *tf,
+/*
+ * Whether rec carries a schema update for table that first does not: then rec's files
+ * may need a schema first's snapshot does not have. (Every owner of the table's slots
+ * reports its schema, so most records carry the same updates as the one before.)
+ */
+static bool schema_moves(const cdc_checkpoint_t *first, const cdc_checkpoint_t *rec,
+                         const char *table)
+{
+    for (size_t i = 0; i < rec->nschemas; i++) {
+        bool known = false;
+        if (strcmp(rec->schemas[i].table, table) != 0)
+            continue;
+        for (size_t j = 0; j < first->nschemas && !known; j++)
+            known = strcmp(first->schemas[j].table, table) == 0 &&
+                    cdc_schema_update_same(&first->schemas[j], &rec->schemas[i]);
+        if (!known)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * One snapshot of a table for the records ep[0..nep) of a group (docs/iceberg.md, "Group
+ * commits"): only the first may carry a truncate for the table or a schema update the
+ * others do not carry (see commit_table), so the schema is evolved once before any file
+ * is added, and each
+ * record's files get the data sequence number of their place in the group. Records the
+ * table already holds (its cdc.checkpoint-id) are left out; cdc.checkpoint-id and
+ * cdc.offsets are the last record's.
+ */
+static cdc_err_t commit_table_locked(cdc_committer_t *c, cdc_checkpoint_t *const *recs,
+                                     const char *table, const table_epoch_t *ep, size_t nep,
                                      cdc_commit_result_t *res, cdc_error_t *e)
 {
+    const cdc_checkpoint_t *first = recs[ep[0].rec], *last = recs[ep[nep - 1].rec];
     char *location = table_location(c, table);
     cdc_ice_schema_t schema;
     bool have_schema = false;
@@ -495,10 +534,11 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
     const char *policy = "";
     cdc_ice_table_t *t = NULL;
     cdc_ice_data_file_t *data = NULL, *dels = NULL;
+    int64_t *data_seqs = NULL, *del_seqs = NULL;
     size_t ndata = 0, ndels = 0;
     cdc_ice_props_t summary = {0};
     char num[32], *offsets = NULL;
-    truncate_match_t trunc = {c->job, cdc_checkpoint_truncated(rec, table)};
+    truncate_match_t trunc = {c->job, cdc_checkpoint_truncated(first, table)};
     cdc_err_t rc;
 
     memset(&schema, 0, sizeof(schema));
@@ -506,7 +546,7 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
         return cdc_error_set(e, CDC_ERR_INVALID,
                              "staged file names table \"%s\", expected \"<namespace>.<table>\"",
                              table);
-    if ((rc = cdc_commit_schema_for(rec, table, &schema, &version, &policy, &have_schema, e)) !=
+    if ((rc = cdc_commit_schema_for(first, table, &schema, &version, &policy, &have_schema, e)) !=
         CDC_OK)
         goto cleanup;
     /* A kept table is refreshed: the same validation as a load (the latest version),
@@ -520,9 +560,11 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
     }
     if (t == NULL)
         rc = cdc_ice_table_load(c->storage, location, &t, e);
+    size_t nfiles = 0;
+    for (size_t k = 0; k < nep; k++)
+        nfiles += ep[k].nfiles;
     if (rc == CDC_ERR_NOT_FOUND) {
-        bool has_files = tf->nfiles > 0;
-        if (!have_schema && trunc.partitions != 0 && !has_files) {
+        if (!have_schema && trunc.partitions != 0 && nfiles == 0) {
             /* a truncate of a table nobody wrote yet: nothing to remove */
             cdc_error_clear(e);
             rc = CDC_OK;
@@ -532,7 +574,7 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
             rc = cdc_error_set(e, CDC_ERR_PROTOCOL,
                                "table \"%s\" does not exist and checkpoint %" PRIu64
                                " carries no schema for it",
-                               table, rec->epoch);
+                               table, first->epoch);
             goto cleanup;
         }
         cdc_error_clear(e);
@@ -545,38 +587,26 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
     if (rc != CDC_OK)
         goto cleanup;
     remember_table(c, table, location);
-    if (have_schema && (rc = cdc_commit_evolve(c, t, rec, table, &schema, version, policy,
+    if (have_schema && (rc = cdc_commit_evolve(c, t, first, table, &schema, version, policy,
                                                &res->schema_changes, e)) != CDC_OK)
         goto cleanup;
     apply_layout(c, t, table);
 
-    for (size_t k = 0; k < tf->nfiles; k++) {
-        if (rec->files[tf->files[k]].file.content == CDC_ICE_CONTENT_DATA)
-            ndata++;
-        else
-            ndels++;
-    }
-    if (ndata + ndels == 0 && trunc.partitions == 0) {
+    if (nfiles == 0 && trunc.partitions == 0) {
         rc = CDC_OK;
         goto cleanup;
     }
-    data = calloc(ndata + 1, sizeof(*data));
-    dels = calloc(ndels + 1, sizeof(*dels));
-    if (data == NULL || dels == NULL) {
+    data = calloc(nfiles + 1, sizeof(*data));
+    dels = calloc(nfiles + 1, sizeof(*dels));
+    data_seqs = calloc(nfiles + 1, sizeof(*data_seqs));
+    del_seqs = calloc(nfiles + 1, sizeof(*del_seqs));
+    if (data == NULL || dels == NULL || data_seqs == NULL || del_seqs == NULL) {
         rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
         goto cleanup;
     }
-    ndata = ndels = 0;
-    for (size_t k = 0; k < tf->nfiles; k++) {
-        const cdc_staged_file_t *f = &rec->files[tf->files[k]];
-        if (f->file.content == CDC_ICE_CONTENT_DATA)
-            data[ndata++] = f->file; /* shallow: borrowed for the commit */
-        else
-            dels[ndels++] = f->file;
-    }
-    offsets = cdc_checkpoint_offsets_json(rec, table);
+    offsets = cdc_checkpoint_offsets_json(last, table);
     cdc_ice_props_set(&summary, CDC_ICE_SUMMARY_JOB, c->job);
-    snprintf(num, sizeof(num), "%" PRIu64, rec->epoch);
+    snprintf(num, sizeof(num), "%" PRIu64, last->epoch);
     cdc_ice_props_set(&summary, CDC_ICE_SUMMARY_CHECKPOINT, num);
     cdc_ice_props_set(&summary, CDC_ICE_SUMMARY_OFFSETS, offsets ? offsets : "{}");
     snprintf(num, sizeof(num), "%" PRIu64, c->term);
@@ -585,6 +615,8 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
     for (int attempt = 0;; attempt++) {
         const char *tv;
         cdc_ice_commit_t ic;
+        int64_t held, parts = 0;
+        bool truncates = false;
         /* validate at commit time: read the table again right before the swap */
         if (attempt > 0 && (rc = cdc_ice_table_refresh(t, e)) != CDC_OK)
             goto cleanup;
@@ -595,7 +627,29 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
                                table, tv, c->term);
             goto cleanup;
         }
-        if (cdc_ice_table_last_checkpoint(t, c->job) >= (int64_t)rec->epoch) {
+        /* the records the table does not hold yet, each its own part of the snapshot */
+        held = cdc_ice_table_last_checkpoint(t, c->job);
+        ndata = ndels = 0;
+        for (size_t k = 0; k < nep; k++) {
+            const cdc_checkpoint_t *rec = recs[ep[k].rec];
+            if ((int64_t)rec->epoch <= held)
+                continue;
+            truncates = truncates || (k == 0 && trunc.partitions != 0);
+            if (ep[k].nfiles == 0)
+                continue;
+            parts++;
+            for (size_t f = 0; f < ep[k].nfiles; f++) {
+                const cdc_staged_file_t *sf = &rec->files[ep[k].files[f]];
+                if (sf->file.content == CDC_ICE_CONTENT_DATA) {
+                    data_seqs[ndata] = parts;
+                    data[ndata++] = sf->file; /* shallow: borrowed for the commit */
+                } else {
+                    del_seqs[ndels] = parts;
+                    dels[ndels++] = sf->file;
+                }
+            }
+        }
+        if (ndata + ndels == 0 && !truncates) {
             res->tables_skipped++;
             rc = CDC_OK;
             goto cleanup;
@@ -605,8 +659,11 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
         ic.ndata_files = ndata;
         ic.delete_files = dels;
         ic.ndelete_files = ndels;
+        ic.seq_span = parts;
+        ic.data_seqs = data_seqs;
+        ic.delete_seqs = del_seqs;
         ic.summary = &summary;
-        if (trunc.partitions != 0) {
+        if (truncates) {
             /* TRUNCATE: the slots' earlier files go in the snapshot that adds their new ones */
             ic.remove = truncated_file;
             ic.remove_arg = &trunc;
@@ -614,16 +671,18 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
         rc = cdc_ice_table_commit(t, &ic, NULL, e);
         if (rc == CDC_OK) {
             res->tables_committed++;
+            if (parts > 1)
+                res->epochs_grouped += parts - 1;
             int64_t added = 0;
             for (size_t k = 0; k < ndata; k++)
                 added += data[k].file_size_in_bytes;
             for (size_t k = 0; k < ndels; k++)
                 added += dels[k].file_size_in_bytes;
-            cdc_table_stats_note(&c->stats, table, t, rec->epoch, data, ndata, added);
-            if (trunc.partitions != 0)
+            cdc_table_stats_note(&c->stats, table, t, last->epoch, data, ndata, added);
+            if (truncates)
                 cdc_log_info("checkpoint %" PRIu64 ": truncate of table \"%s\" applied for "
                              "partitions 0x%03x",
-                             rec->epoch, table, trunc.partitions);
+                             first->epoch, table, trunc.partitions);
             goto cleanup;
         }
         if (rc != CDC_ERR_CONFLICT || attempt + 1 >= COMMIT_ATTEMPTS)
@@ -632,11 +691,13 @@ static cdc_err_t commit_table_locked(cdc_committer_t *c, const cdc_checkpoint_t 
     }
 cleanup:
     if (rc != CDC_OK && e && strstr(e->msg, table) == NULL)
-        cdc_error_prefix(e, "commit of checkpoint %" PRIu64 " to table \"%s\"", rec->epoch, table);
+        cdc_error_prefix(e, "commit of checkpoint %" PRIu64 " to table \"%s\"", last->epoch, table);
     cdc_ice_props_free(&summary);
     free(offsets);
     free(data);
     free(dels);
+    free(data_seqs);
+    free(del_seqs);
     if (rc == CDC_OK && t != NULL)
         keep_table(c, location, t);
     else
@@ -646,14 +707,29 @@ cleanup:
     return rc;
 }
 
-/* One table's commit under the table's lock (maintenance commits take turns with it). */
-static cdc_err_t commit_table(cdc_committer_t *c, const cdc_checkpoint_t *rec, const char *table,
+/*
+ * One table's commits of a group under the table's lock (maintenance commits take turns
+ * with it): one snapshot for each run of records that starts at a record with a truncate
+ * for the table or a schema update the run's first record does not carry (or at the
+ * group's first), so a schema is in place before the files written with it, and a
+ * truncate removes only what came before it.
+ */
+static cdc_err_t commit_table(cdc_committer_t *c, cdc_checkpoint_t *const *recs, const char *table,
                               const table_files_t *tf, cdc_commit_result_t *res, cdc_error_t *e)
 {
     char *location = table_location(c, table);
+    cdc_err_t rc = CDC_OK;
     if (location != NULL)
         cdc_committer_table_lock(c, location);
-    cdc_err_t rc = commit_table_locked(c, rec, table, tf, res, e);
+    for (size_t a = 0, b; a < tf->nepochs && rc == CDC_OK; a = b) {
+        for (b = a + 1; b < tf->nepochs; b++) {
+            const cdc_checkpoint_t *rec = recs[tf->epochs[b].rec];
+            if (cdc_checkpoint_truncated(rec, table) != 0 ||
+                schema_moves(recs[tf->epochs[a].rec], rec, table))
+                break;
+        }
+        rc = commit_table_locked(c, recs, table, tf->epochs + a, b - a, res, e);
+    }
     if (location != NULL)
         cdc_committer_table_unlock(c, location);
     free(location);
@@ -670,10 +746,10 @@ typedef struct table_job {
     cdc_error_t e;
 } table_job_t;
 
-/* The tables of one cdc_committer_commit, taken in turn by COMMIT_PARALLEL threads. */
+/* The tables of one cdc_committer_commit_group, taken in turn by COMMIT_PARALLEL threads. */
 typedef struct table_queue {
     cdc_committer_t *c;
-    const cdc_checkpoint_t *rec;
+    cdc_checkpoint_t *const *recs;
     table_job_t *jobs;
     size_t njobs;
     size_t next; /* the next job to take (atomic) */
@@ -688,7 +764,7 @@ static void *table_worker(void *arg)
             return NULL;
         table_job_t *j = &q->jobs[i];
         cdc_error_clear(&j->e);
-        j->rc = commit_table(q->c, q->rec, j->table, &j->tf, &j->res, &j->e);
+        j->rc = commit_table(q->c, q->recs, j->table, &j->tf, &j->res, &j->e);
     }
 }
 
@@ -696,77 +772,126 @@ static void *table_worker(void *arg)
 #define COMMIT_PARALLEL 8
 #endif
 
-cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
-                               cdc_commit_result_t *res, cdc_error_t *e)
+/* The table a record's i-th touch names: its schemas, then its files, then its truncates. */
+static const char *touched_table(const cdc_checkpoint_t *rec, size_t i)
 {
-    const char **tables;
-    size_t ntables = 0;
-    cdc_err_t rc = CDC_OK;
-    table_job_t *jobs;
-    size_t *fidx;            /* the files' indexes in rec, grouped by table */
-    cdc_strmap_t seen = {0}; /* name (borrowed from rec) -> its entry of tables[] */
+    if (i < rec->nschemas)
+        return rec->schemas[i].table;
+    i -= rec->nschemas;
+    if (i < rec->nfiles)
+        return rec->files[i].table;
+    return rec->truncates[i - rec->nfiles].table;
+}
 
-    memset(res, 0, sizeof(*res));
-    tables = calloc(rec->nfiles + rec->nschemas + rec->ntruncates + 1, sizeof(*tables));
-    if (tables == NULL)
+/*
+ * The tables the records touch, each with its records in order and their files there:
+ * jobs[0..*njobs), the file indexes in *fidx (both the caller's to free).
+ */
+static cdc_err_t group_by_table(cdc_checkpoint_t *const *recs, size_t nrecs, table_job_t **jobs_out,
+                                size_t *njobs, size_t **fidx_out, cdc_error_t *e)
+{
+    cdc_strmap_t seen = {0}; /* name (borrowed from the records) -> 1 + its job's index */
+    table_job_t *jobs = NULL;
+    size_t n = 0, cap = 0, nfiles = 0, *fidx = NULL, at = 0;
+    cdc_err_t rc = CDC_OK;
+
+    for (size_t r = 0; r < nrecs; r++)
+        nfiles += recs[r]->nfiles;
+    if ((fidx = calloc(nfiles + 1, sizeof(*fidx))) == NULL)
         return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < rec->nschemas + rec->nfiles + rec->ntruncates; i++) {
-        const char *t = i < rec->nschemas ? rec->schemas[i].table
-                        : i < rec->nschemas + rec->nfiles
-                            ? rec->files[i - rec->nschemas].table
-                            : rec->truncates[i - rec->nschemas - rec->nfiles].table;
-        if (cdc_strmap_get(&seen, t) != NULL)
-            continue;
-        if (cdc_strmap_put(&seen, t, &tables[ntables]) != CDC_OK) {
-            cdc_strmap_free(&seen);
-            free(tables);
-            return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+    for (size_t r = 0; r < nrecs && rc == CDC_OK; r++) {
+        const cdc_checkpoint_t *rec = recs[r];
+        size_t touches = rec->nschemas + rec->nfiles + rec->ntruncates;
+        /* this record's files, counted per table first (they go to fidx in one block per
+         * table and record) */
+        for (size_t i = 0; i < touches && rc == CDC_OK; i++) {
+            const char *name = touched_table(rec, i);
+            uintptr_t k = (uintptr_t)cdc_strmap_get(&seen, name);
+            table_job_t *j;
+            if (k == 0) {
+                if (cdc_array_reserve(jobs, cap, n + 1, 64) != CDC_OK ||
+                    cdc_strmap_put(&seen, name, (void *)(uintptr_t)(n + 1)) != CDC_OK) {
+                    rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                memset(&jobs[n], 0, sizeof(jobs[n]));
+                jobs[n].table = name;
+                k = ++n;
+            }
+            j = &jobs[k - 1];
+            if (j->tf.nepochs == 0 || j->tf.epochs[j->tf.nepochs - 1].rec != r) {
+                if (cdc_array_reserve(j->tf.epochs, j->tf.cap, j->tf.nepochs + 1, 4) != CDC_OK) {
+                    rc = cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                j->tf.epochs[j->tf.nepochs++] = (table_epoch_t){.rec = r};
+            }
+            if (i >= rec->nschemas && i < rec->nschemas + rec->nfiles)
+                j->tf.epochs[j->tf.nepochs - 1].nfiles++;
         }
-        tables[ntables++] = t;
+        /* place each table's block of this record's files, then fill it */
+        for (size_t k = 0; k < n && rc == CDC_OK; k++) {
+            table_files_t *tf = &jobs[k].tf;
+            table_epoch_t *te = tf->nepochs > 0 ? &tf->epochs[tf->nepochs - 1] : NULL;
+            if (te == NULL || te->rec != r || te->files != NULL)
+                continue;
+            te->files = fidx + at;
+            at += te->nfiles;
+            te->nfiles = 0;
+        }
+        for (size_t i = 0; i < rec->nfiles && rc == CDC_OK; i++) {
+            table_job_t *j = &jobs[(uintptr_t)cdc_strmap_get(&seen, rec->files[i].table) - 1];
+            table_epoch_t *te = &j->tf.epochs[j->tf.nepochs - 1];
+            te->files[te->nfiles++] = i;
+        }
     }
-    jobs = calloc(ntables + 1, sizeof(*jobs));
-    fidx = calloc(rec->nfiles + 1, sizeof(*fidx));
-    if (jobs == NULL || fidx == NULL) {
-        cdc_strmap_free(&seen);
-        free(tables);
+    cdc_strmap_free(&seen);
+    if (rc != CDC_OK) {
+        for (size_t k = 0; k < n; k++)
+            free(jobs[k].tf.epochs);
         free(jobs);
         free(fidx);
-        return cdc_error_set(e, CDC_ERR_NOMEM, "out of memory");
+        return rc;
     }
-#define JOB_OF(name) (&jobs[(const char **)cdc_strmap_get(&seen, (name)) - tables])
-    for (size_t i = 0; i < rec->nfiles; i++)
-        JOB_OF(rec->files[i].table)->tf.nfiles++;
-    for (size_t k = 0, at = 0; k < ntables; k++) {
-        jobs[k].tf.files = fidx + at;
-        at += jobs[k].tf.nfiles;
-        jobs[k].tf.nfiles = 0;
-    }
-    for (size_t i = 0; i < rec->nfiles; i++) {
-        table_job_t *j = JOB_OF(rec->files[i].table);
-        j->tf.files[j->tf.nfiles++] = i;
-    }
-#undef JOB_OF
-    cdc_strmap_free(&seen);
+    *jobs_out = jobs;
+    *njobs = n;
+    *fidx_out = fidx;
+    return CDC_OK;
+}
+
+cdc_err_t cdc_committer_commit_group(cdc_committer_t *c, cdc_checkpoint_t *const *recs,
+                                     size_t nrecs, cdc_commit_result_t *res, cdc_error_t *e)
+{
+    cdc_err_t rc = CDC_OK;
+    table_job_t *jobs = NULL;
+    size_t njobs = 0, *fidx = NULL;
+
+    memset(res, 0, sizeof(*res));
+    for (size_t r = 1; r < nrecs; r++)
+        CDC_ASSERT(recs[r]->epoch > recs[r - 1]->epoch); /* a group is in epoch order */
+    if (nrecs == 0)
+        return CDC_OK;
+    if ((rc = group_by_table(recs, nrecs, &jobs, &njobs, &fidx, e)) != CDC_OK)
+        return rc;
     /* Tables in parallel (their metadata writes and fsyncs overlap): COMMIT_PARALLEL
      * threads take the next table as soon as they are done with one, so that a slow table
-     * holds up only its own thread. A failed table is retried with the whole checkpoint;
-     * the tables that made it skip the epoch then (their snapshot already holds its
-     * checkpoint id). */
-    for (size_t k = 0; k < ntables; k++)
-        jobs[k].table = tables[k];
-    table_queue_t q = {.c = c, .rec = rec, .jobs = jobs, .njobs = ntables};
+     * holds up only its own thread. A failed table is retried with the whole group; the
+     * tables that made it skip the records they hold then (their snapshot already carries
+     * the group's last checkpoint id). */
+    table_queue_t q = {.c = c, .recs = recs, .jobs = jobs, .njobs = njobs};
     pthread_t th[COMMIT_PARALLEL];
     size_t nth = 0;
-    while (ntables > 1 && nth + 1 < COMMIT_PARALLEL && nth + 1 < ntables &&
+    while (njobs > 1 && nth + 1 < COMMIT_PARALLEL && nth + 1 < njobs &&
            pthread_create(&th[nth], NULL, table_worker, &q) == 0)
         nth++;
     table_worker(&q); /* this thread takes tables too (all of them when none started) */
     for (size_t k = 0; k < nth; k++)
         pthread_join(th[k], NULL);
-    for (size_t i = 0; i < ntables; i++) {
+    for (size_t i = 0; i < njobs; i++) {
         res->tables_committed += jobs[i].res.tables_committed;
         res->tables_skipped += jobs[i].res.tables_skipped;
         res->schema_changes += jobs[i].res.schema_changes;
+        res->epochs_grouped += jobs[i].res.epochs_grouped;
         /* the first failure, but fencing wins: the caller must step down */
         if (jobs[i].rc != CDC_OK &&
             (rc == CDC_OK || (jobs[i].rc == CDC_ERR_FENCED && rc != CDC_ERR_FENCED))) {
@@ -774,11 +899,18 @@ cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
             if (e != NULL)
                 *e = jobs[i].e;
         }
+        free(jobs[i].tf.epochs);
     }
     free(jobs);
     free(fidx);
-    free(tables);
     return rc;
+}
+
+cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
+                               cdc_commit_result_t *res, cdc_error_t *e)
+{
+    cdc_checkpoint_t *one = (cdc_checkpoint_t *)rec; /* (read only) */
+    return cdc_committer_commit_group(c, &one, 1, res, e);
 }
 
 cdc_err_t cdc_committer_verify_files(cdc_committer_t *c, const cdc_checkpoint_t *rec,

@@ -10,7 +10,8 @@
  *
  * The committer also keeps the pending file lists of large checkpoints in the warehouse
  * (<warehouse>/_cdc/<job>/pending/<epoch>.json) and removes orphan files.
- * Runs on the coordinator's main thread.
+ * Commits run on the commit thread of the coordinator's pipeline (pipeline.c), the rest on
+ * its main thread; the committer's state is guarded for both (commit_int.h).
  */
 #ifndef CDC_COORDINATOR_COMMIT_H
 #define CDC_COORDINATOR_COMMIT_H
@@ -37,6 +38,7 @@ typedef struct cdc_commit_result {
     int tables_committed; /* snapshots created */
     int tables_skipped;   /* already held the epoch */
     int schema_changes;   /* schema commits (incl. table creation) */
+    int epochs_grouped;   /* records that joined another's snapshot (group commits) */
 } cdc_commit_result_t;
 
 /* A schema change the committer made (for /status): newest last. */
@@ -96,6 +98,20 @@ void cdc_committer_set_term(cdc_committer_t *c, uint64_t term);
  */
 cdc_err_t cdc_committer_commit(cdc_committer_t *c, const cdc_checkpoint_t *rec,
                                cdc_commit_result_t *res, cdc_error_t *e);
+
+/*
+ * Commits the recorded checkpoints recs[0..nrecs) (in epoch order) together, as if each
+ * were committed in turn by cdc_committer_commit, with one snapshot per table instead of
+ * one per record and table (docs/iceberg.md, "Group commits"): each record's files get
+ * the data sequence number of their place in the group, so its equality deletes apply to
+ * the earlier records' rows. A table gets more than one snapshot only where a record
+ * after the first carries a schema update or a truncate for it. The snapshot names the
+ * last record it holds (cdc.checkpoint-id, cdc.offsets). Safe to repeat, like one
+ * record's commit; recs are not modified. Called off the coordinator's loop thread
+ * (pipeline.c), and by a new leader for the epochs its predecessor recorded.
+ */
+cdc_err_t cdc_committer_commit_group(cdc_committer_t *c, cdc_checkpoint_t *const *recs,
+                                     size_t nrecs, cdc_commit_result_t *res, cdc_error_t *e);
 
 /*
  * Slot that staged a data/delete file, from the worker's file name

@@ -133,6 +133,27 @@ typedef struct cdc_pending_commit {
     int64_t commit_ms; /* time of the Iceberg commits */
 } cdc_pending_commit_t;
 
+/*
+ * The commit round in flight (owned by pipeline.c; docs/design.md, "The epoch protocol"):
+ * the recorded epochs at the head of the queue, committed to Iceberg as one group by the
+ * commit thread while the loop goes on with barriers, acks and records. The loop reads
+ * its outcome after `done`; nothing else touches it while `running`.
+ */
+typedef struct cdc_commit_round {
+    pthread_t thread;
+    bool running;      /* started and not yet joined (loop thread) */
+    _Atomic bool done; /* the commit thread's last write */
+    int n;             /* the queue's first n entries */
+    cdc_checkpoint_t *recs[CDC_COMMIT_QUEUE_MAX];
+    cdc_committer_t *committer;
+    cdc_commit_result_t res;
+    cdc_err_t rc;
+    cdc_error_t e;
+    int64_t ms;       /* the group's commit time */
+    int last_size;    /* epochs in the last round that committed (for /status) */
+    uint64_t grouped; /* epochs that joined an earlier one's snapshots, ever */
+} cdc_commit_round_t;
+
 /* What /status shows about a finished checkpoint. */
 typedef struct cdc_ckpt_summary {
     uint64_t epoch;
@@ -228,6 +249,7 @@ typedef struct cdc_coord {
 
     cdc_pending_commit_t queue[CDC_COMMIT_QUEUE_MAX];
     int nqueue;
+    cdc_commit_round_t round;
     int64_t commit_retry_ms;
     char last_commit_error[256];
     /* the warehouse's file system full: commits wait (docs/operations.md, "Disk faults") */
@@ -248,6 +270,7 @@ typedef struct cdc_coord {
     cdc_progress_t progress; /* high watermarks from the owners' acks, the progress check */
 
     /* metrics */
+    cdc_counter_t *m_grouped;
     cdc_counter_t *m_committed, *m_failures, *m_rejected, *m_aborted, *m_etcd_errors,
         *m_commit_errors, *m_no_progress, *m_missing_topic, *m_tables_widened,
         *m_refused[CDC_ADMISSION_REASONS], *m_table_refused[CDC_TABLESET_VERDICTS],
@@ -269,6 +292,19 @@ typedef struct cdc_coord {
     char forward_to[256];
     _Atomic int state_seen; /* c->state for the HTTP thread (/readyz) */
 } cdc_coord_t;
+
+/* The commit round, read from the loop thread (pipeline.c owns it): whether one is in
+ * flight on the commit thread, and the epochs that shared an earlier epoch's snapshots,
+ * ever, with the epochs of the last round that committed in *last_group (/status). */
+static inline bool cdc_job_commit_running(const cdc_coord_t *c)
+{
+    return c->round.running;
+}
+static inline uint64_t cdc_job_commit_groups(const cdc_coord_t *c, int *last_group)
+{
+    *last_group = c->round.last_size;
+    return c->round.grouped;
+}
 
 /* Opens servers and clients from c->cfg. */
 cdc_err_t cdc_coord_open(cdc_coord_t *c, cdc_error_t *e);

@@ -51,6 +51,7 @@ void cdc_epochs_reset(cdc_epochs_t *t, uint64_t term, uint64_t generation,
     cdc_epochs_clear(t);
     t->term = term;
     t->generation = generation;
+    memset(t->slot_acked_ms, 0, sizeof(t->slot_acked_ms));
     for (int p = 0; p < CDC_PARTITIONS; p++)
         snprintf(t->owner[p], sizeof(t->owner[p]), "%s", owner && owner[p] ? owner[p] : "");
 }
@@ -291,15 +292,33 @@ cdc_checkpoint_t *cdc_epochs_take_complete(cdc_epochs_t *t)
 bool cdc_epochs_overdue(const cdc_epochs_t *t, int64_t now_ms, int64_t deadline_ms, uint64_t *epoch,
                         cdc_pset_t *missing)
 {
+    cdc_pset_t late = 0;
+
     if (t->nopen == 0 || t->open[0].acked == CDC_PSET_ALL)
         return false;
-    if (now_ms - t->open[0].barrier_ms <= deadline_ms)
+    for (int p = 0; p < CDC_PARTITIONS; p++) {
+        int64_t since = t->open[0].barrier_ms;
+        if (t->open[0].acked & (1u << p))
+            continue;
+        if (t->slot_acked_ms[p] > since)
+            since = t->slot_acked_ms[p];
+        if (now_ms - since > deadline_ms)
+            late |= (cdc_pset_t)(1u << p);
+    }
+    if (late == 0)
         return false;
     if (epoch)
         *epoch = t->open[0].epoch;
     if (missing)
-        *missing = (cdc_pset_t)(CDC_PSET_ALL & ~t->open[0].acked);
+        *missing = late;
     return true;
+}
+
+void cdc_epochs_note_acked(cdc_epochs_t *t, cdc_pset_t slots, int64_t now_ms)
+{
+    for (int p = 0; p < CDC_PARTITIONS; p++)
+        if (slots & (1u << p))
+            t->slot_acked_ms[p] = now_ms;
 }
 
 uint64_t cdc_epochs_oldest_open(const cdc_epochs_t *t)

@@ -52,6 +52,9 @@ typedef struct cdc_epochs {
     uint64_t last_completed;                       /* highest epoch that left via take */
     cdc_epoch_open_t open[CDC_EPOCH_MAX_INFLIGHT]; /* ascending epoch order */
     int nopen;
+    /* when each slot last acked in this generation (monotonic ms, 0 = not yet): a slot
+     * acks its epochs in order, so it starts on an epoch when it acked the one before */
+    int64_t slot_acked_ms[CDC_PARTITIONS];
 } cdc_epochs_t;
 
 void cdc_epochs_init(cdc_epochs_t *t, const char *job);
@@ -92,9 +95,14 @@ cdc_ack_result_t cdc_epochs_ack(cdc_epochs_t *t, const struct Cdc__Ack *ack, int
  */
 cdc_checkpoint_t *cdc_epochs_take_complete(cdc_epochs_t *t);
 
+/* Notes that the slots acked at now_ms (monotonic), for cdc_epochs_overdue. */
+void cdc_epochs_note_acked(cdc_epochs_t *t, cdc_pset_t slots, int64_t now_ms);
+
 /*
- * True when the oldest open epoch has waited longer than deadline_ms for its acks; sets
- * *epoch and *missing (the slots not acked yet).
+ * True when a slot has worked on the oldest open epoch for longer than deadline_ms
+ * without acking it: since the epoch's barrier, or since the slot acked the epoch
+ * before when that came later (epochs queue at a slow worker; docs/protocol.md, "Ack
+ * deadline"). Sets *epoch and *missing (the slots past their deadline).
  */
 bool cdc_epochs_overdue(const cdc_epochs_t *t, int64_t now_ms, int64_t deadline_ms, uint64_t *epoch,
                         cdc_pset_t *missing);

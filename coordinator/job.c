@@ -34,6 +34,7 @@
 #include "common/evchunk.h"
 #include "common/log.h"
 
+#define COMMIT_LOOK_MS 10         /* a running leader's wait while a commit round is in flight */
 #define LOOP_WAIT_MAX_MS 50       /* longest message wait of a running leader's loop */
 #define STANDBY_WAIT_MS 100       /* a standby's message wait */
 #define REJECT_CLOSE_DELAY_MS 200 /* a standby closes a rejected worker's pipe after this */
@@ -454,16 +455,18 @@ void cdc_job_leader_start(cdc_coord_t *c, int64_t now)
         if ((rc = cdc_store_list_checkpoints(&c->store, committed + 1, latest, &recs, &nrecs,
                                              &e)) != CDC_OK)
             goto retry;
-        for (size_t i = 0; i < nrecs && rc == CDC_OK; i++) {
-            cdc_commit_result_t res;
+        cdc_commit_result_t res;
+        for (size_t i = 0; i < nrecs && rc == CDC_OK; i++)
             rc = cdc_committer_load_pending(c->committer, recs[i], &e);
-            if (rc == CDC_OK)
-                rc = cdc_committer_commit(c->committer, recs[i], &res, &e);
-            if (rc == CDC_OK)
-                cdc_log_info("leader start: checkpoint %" PRIu64 " of the previous term "
-                             "committed (%d tables, %d already had it)",
-                             recs[i]->epoch, res.tables_committed, res.tables_skipped);
-        }
+        /* one group: a table gets one snapshot for all of them (commit.h) */
+        if (rc == CDC_OK && nrecs > 0)
+            rc = cdc_committer_commit_group(c->committer, recs, nrecs, &res, &e);
+        if (rc == CDC_OK && nrecs > 0)
+            cdc_log_info("leader start: checkpoints %" PRIu64 " to %" PRIu64
+                         " of the previous term committed (%d snapshots, %d tables already "
+                         "had them)",
+                         recs[0]->epoch, recs[nrecs - 1]->epoch, res.tables_committed,
+                         res.tables_skipped);
         for (size_t i = 0; i < nrecs; i++)
             cdc_checkpoint_free(recs[i]);
         free(recs);
@@ -560,7 +563,13 @@ static bool admit(cdc_coord_t *c, const Cdc__Register *r, uint32_t pipe, int64_t
     Cdc__Envelope env = CDC__ENVELOPE__INIT;
     Cdc__Challenge ch = CDC__CHALLENGE__INIT;
     cdc_error_t e;
+    const cdc_member_t *m = cdc_members_by_pipe(&c->members, pipe);
 
+    /* a Register again on a connection that proved the secret (the worker answered two
+     * challenges, or lost our Assign): the same worker asks again */
+    if (m != NULL && m->alive && r->worker_id != NULL && strcmp(m->id, r->worker_id) == 0 &&
+        m->incarnation == r->incarnation)
+        return true;
     if (cdc_admission_check(&c->admission, pipe, r->worker_id, r->incarnation, r->admin_endpoint,
                             r->proof.data, r->proof.len, now, nonce, &verdict, &reason,
                             &e) != CDC_OK) {
@@ -842,6 +851,8 @@ int cdc_job_loop_wait_ms(const cdc_coord_t *c, int64_t now)
         return 20; /* starting or recovering: assignment and grace timers */
     if (c->nqueue > 0)
         w = c->commit_retry_ms - now < w ? c->commit_retry_ms - now : w;
+    if (cdc_job_commit_running(c) && w > COMMIT_LOOK_MS)
+        w = COMMIT_LOOK_MS; /* the round's end is seen within COMMIT_LOOK_MS */
     w = c->next_barrier_ms - now < w ? c->next_barrier_ms - now : w;
     return w < 0 ? 0 : (int)w;
 }

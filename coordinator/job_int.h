@@ -112,7 +112,7 @@ void cdc_job_persist_tables(cdc_coord_t *c, int64_t now);
 
 /* ---- pipeline.c ---- */
 
-/* Frees the commit queue. */
+/* Frees the commit queue, after the commit round in flight ended. */
 void cdc_job_clear_queue(cdc_coord_t *c);
 
 /* Records and commits the queued epochs in order, as far as etcd and the warehouse let

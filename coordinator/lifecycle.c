@@ -19,6 +19,10 @@ static void init_metrics(cdc_coord_t *c)
 
     c->m_committed = cdc_metrics_counter(r, "cdc_coordinator_epochs_committed_total",
                                          "Epochs committed to Iceberg.", NULL);
+    c->m_grouped = cdc_metrics_counter(
+        r, "cdc_coordinator_epochs_grouped_total",
+        "Epochs committed in the same Iceberg snapshots as an earlier epoch (group commits).",
+        NULL);
     c->m_failures = cdc_metrics_counter(r, "cdc_coordinator_failures_total",
                                         "Failures that triggered a recovery.", NULL);
     c->m_rejected =

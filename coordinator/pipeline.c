@@ -4,7 +4,14 @@
  * completed checkpoint), and completed epochs go through a queue: record in etcd
  * (fenced, the point of no return), commit to Iceberg, move `committed`, tell the
  * workers. Warehouse maintenance (orphan files, snapshot expiry) runs between commits.
- * The job's state machine and loop that drive it are in job.c (job_int.h). *
+ * The job's state machine and loop that drive it are in job.c (job_int.h).
+ *
+ * Threads: everything here runs on the loop thread except the Iceberg commits, which a
+ * commit round runs on a thread of its own (round_main). This file owns the round
+ * (cdc_coord_t.round): the loop starts it over the recorded head of the queue, and
+ * touches neither those records nor the round until `done`; the committer guards its own
+ * state (commit_int.h). Clearing the queue waits for the round first.
+ *
  * A call circle of three files (docs/development.md, "Call circles"): job.c, job_tables.c
  * and pipeline.c are one concept, the job, split by part. The loop (job.c) drives the
  * table set and the commit pipeline; both fall back on the loop's own moves: a send to
@@ -12,6 +19,8 @@
  * coordinator/ sits below them: admin.c, dashboard.c and lag.c only read the job.
  */
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,8 +66,64 @@ static void fault_stall(cdc_coord_t *c, const char *name, int64_t ms)
 #endif
 }
 
+/* ---- the commit round --------------------------------------------------------------- */
+
+/* The commit thread: one group commit of the round's records (commit.h). */
+static void *round_main(void *arg)
+{
+    cdc_commit_round_t *r = arg;
+    int64_t t0 = cdc_clock_mono_ms();
+    cdc_error_clear(&r->e);
+    r->rc = cdc_committer_commit_group(r->committer, r->recs, (size_t)r->n, &r->res, &r->e);
+    r->ms = cdc_clock_mono_ms() - t0;
+    atomic_store(&r->done, true);
+    return NULL;
+}
+
+/* Waits for the round in flight, if any, and leaves its outcome for finish_round. */
+static void round_join(cdc_coord_t *c)
+{
+    if (!c->round.running)
+        return;
+    pthread_join(c->round.thread, NULL);
+    c->round.running = false;
+}
+
+/*
+ * Starts a round of the recorded epochs at the head of the queue (every recorded one,
+ * so the commits of epochs that waited while the last round ran share their snapshots),
+ * on the commit thread; on the loop thread itself when no thread can be started.
+ */
+static void start_round(cdc_coord_t *c)
+{
+    cdc_commit_round_t *r = &c->round;
+    int n = 0;
+
+    if (r->running || r->n > 0)
+        return;
+    while (n < c->nqueue && c->queue[n].recorded)
+        n++;
+    if (n == 0)
+        return;
+    for (int i = 0; i < n; i++)
+        r->recs[i] = c->queue[i].rec;
+    r->n = n;
+    r->committer = c->committer;
+    atomic_store(&r->done, false);
+    if (pthread_create(&r->thread, NULL, round_main, r) == 0) {
+        r->running = true;
+        return;
+    }
+    cdc_log_warn("could not start the commit thread: committing on the loop thread");
+    round_main(r);
+}
+
 void cdc_job_clear_queue(cdc_coord_t *c)
 {
+    /* a round in flight reads the records: it ends first (its commits are idempotent;
+     * the next leader commits the recorded epochs again) */
+    round_join(c);
+    c->round.n = 0;
     for (int i = 0; i < c->nqueue; i++)
         cdc_checkpoint_free(c->queue[i].rec);
     c->nqueue = 0;
@@ -136,114 +201,63 @@ static void security_event(cdc_coord_t *c, cdc_staged_reason_t reason, const cha
                   worker ? " from worker \"" : "", worker ? worker : "", worker ? "\"" : "", why);
 }
 
-void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
+/*
+ * The outcome of the round that ended (when one did): a failure is retried with a new
+ * round; a success moves `committed` to its last epoch in etcd, tells the workers, and
+ * takes its epochs off the queue.
+ */
+static void finish_round(cdc_coord_t *c, int64_t now)
 {
-    while (c->nqueue > 0 && now >= c->commit_retry_ms) {
-        cdc_pending_commit_t *q = &c->queue[0];
-        cdc_error_t e;
-        cdc_err_t rc;
-        cdc_commit_result_t res;
+    cdc_commit_round_t *r = &c->round;
+    cdc_pending_commit_t *q = &c->queue[0];
+    cdc_error_t e;
+    cdc_err_t rc;
 
-        cdc_error_clear(&e);
-        if (!q->recorded) {
-            char *json = NULL;
-            cdc_staged_reason_t why = CDC_STAGED_OK;
-            /* every file there with its acked size, before anything refers to it */
-            if ((rc = cdc_committer_verify_files(c->committer, q->rec, &why, &e)) != CDC_OK) {
-                if (why != CDC_STAGED_OK) {
-                    uint64_t epoch = q->rec->epoch;
-                    security_event(c, why, NULL, epoch, e.msg);
-                    /* this record and the later ones (built on its offsets) are dropped:
-                     * the job replays from the last recorded checkpoint */
-                    cdc_job_clear_queue(c);
-                    cdc_job_recover(c, e.msg, true);
-                    return;
-                }
-                step_failed(c, q, rc, &e, c->m_commit_errors, "check the files of", "",
-                            now + COMMIT_RETRY_MS);
-                return;
-            }
-            /* before it is encoded, so that the commit below gets what a replay would */
-            cdc_schema_memo_strip(&c->schema_memo, q->rec);
-            if ((int64_t)q->rec->nfiles > c->cfg.inline_files_max && q->rec->files_path == NULL) {
-                if ((rc = cdc_committer_put_pending(c->committer, q->rec, &e)) != CDC_OK) {
-                    cdc_log_warn("could not write pending file list of checkpoint %" PRIu64 ": %s",
-                                 q->rec->epoch, e.msg);
-                    cdc_diskfull_failed(&c->warehouse_disk, &e);
-                    snprintf(c->last_commit_error, sizeof(c->last_commit_error), "%s", e.msg);
-                    c->commit_retry_ms = now + COMMIT_RETRY_MS;
-                    return;
-                }
-            }
-            /* only the offsets that moved once there are many (offsets_base.h) */
-            rc = cdc_offsets_base_record_json(&c->offsets_base, cdc_committer_storage(c->committer),
-                                              c->cfg.warehouse, q->rec, q->rec->files_path == NULL,
-                                              c->cfg.checkpoint_inline_offsets, &json, &e);
-            if (rc != CDC_OK) {
-                cdc_log_warn("could not encode checkpoint %" PRIu64 ": %s", q->rec->epoch, e.msg);
-                snprintf(c->last_commit_error, sizeof(c->last_commit_error), "%s", e.msg);
-                c->commit_retry_ms = now + COMMIT_RETRY_MS;
-                return;
-            }
-            int64_t t_rec = cdc_clock_mono_ms();
-            rc = cdc_store_put_checkpoint(&c->store, q->rec->epoch, json, &e);
-            q->record_ms = cdc_clock_mono_ms() - t_rec;
-            free(json);
-            if (rc != CDC_OK) {
-                /* etcd down: commits pause, nothing is lost, retried after */
-                step_failed(c, q, rc, &e, c->m_etcd_errors, "record", "in etcd",
-                            now + ETCD_RETRY_MS);
-                return;
-            }
-            q->recorded = true;
-            q->attempts = 0;
-            /* epochs are recorded in order, each once: ids are reserved and never reused */
-            CDC_ASSERT(q->rec->epoch > c->last_recorded);
-            c->last_recorded = q->rec->epoch;
-            if (cdc_schema_memo_note(&c->schema_memo, q->rec) != CDC_OK)
-                cdc_log_warn("out of memory noting the schemas of checkpoint %" PRIu64
-                             ": the next records carry every schema",
-                             q->rec->epoch);
-            cdc_metrics_histogram_observe(c->m_record_latency,
-                                          (double)(cdc_clock_mono_ms() - q->barrier_mono) / 1000.0);
-            fault_point(c, "after-checkpoint-record");
-        }
-        {
-            int64_t t_commit = cdc_clock_mono_ms();
-            rc = cdc_committer_commit(c->committer, q->rec, &res, &e);
-            q->commit_ms = cdc_clock_mono_ms() - t_commit;
-        }
-        if (rc != CDC_OK) {
-            step_failed(c, q, rc, &e, c->m_commit_errors, "commit", "to Iceberg",
-                        now + COMMIT_RETRY_MS);
-            return;
-        }
-        if (res.tables_committed > 0) /* (an epoch without files wrote nothing) */
-            cdc_diskfull_ok(&c->warehouse_disk);
-        fault_point(c, "after-iceberg-commit");
-        rc = cdc_store_put_committed(&c->store, q->rec->epoch, &e);
-        if (rc != CDC_OK) {
-            /* the commit is idempotent */
-            step_failed(c, q, rc, &e, c->m_etcd_errors, NULL, NULL, now + ETCD_RETRY_MS);
-            return;
-        }
-        c->last_commit_error[0] = '\0';
-        /* only a recorded epoch is committed (the point of no return comes first) */
-        CDC_ASSERT(q->recorded && q->rec->epoch <= c->last_recorded);
-        c->last_committed = q->rec->epoch;
-        send_committed(c, q->rec->epoch);
-        {
-            int64_t dur = cdc_clock_mono_ms() - q->barrier_mono;
-            cdc_metrics_histogram_observe(c->m_latency, (double)dur / 1000.0);
-            cdc_metrics_counter_inc(c->m_committed);
-            cdc_metrics_gauge_set(c->m_last_epoch, (double)q->rec->epoch);
-            record_history(c, q->rec, dur, res.tables_committed);
-            cdc_dashboard_committed(c, q->rec, dur, q->commit_ms);
-            cdc_log_debug("checkpoint %" PRIu64 " committed in %" PRId64 " ms (acks %" PRId64
-                          " ms, etcd record %" PRId64 " ms, iceberg %" PRId64 " ms, %d tables)",
-                          q->rec->epoch, dur, q->rec->completed_ms - q->rec->barrier_ms,
-                          q->record_ms, q->commit_ms, res.tables_committed);
-        }
+    if (r->n == 0 || (r->running && !atomic_load(&r->done)))
+        return;
+    round_join(c);
+    int n = r->n;
+    r->n = 0;
+    CDC_ASSERT(n <= c->nqueue && c->queue[n - 1].rec == r->recs[n - 1]);
+    for (int i = 0; i < n; i++)
+        c->queue[i].commit_ms = r->ms;
+    if (r->rc != CDC_OK) {
+        step_failed(c, q, r->rc, &r->e, c->m_commit_errors, "commit", "to Iceberg",
+                    now + COMMIT_RETRY_MS);
+        return;
+    }
+    if (r->res.tables_committed > 0) /* (an epoch without files wrote nothing) */
+        cdc_diskfull_ok(&c->warehouse_disk);
+    fault_point(c, "after-iceberg-commit");
+    uint64_t last = c->queue[n - 1].rec->epoch;
+    cdc_error_clear(&e);
+    rc = cdc_store_put_committed(&c->store, last, &e);
+    if (rc != CDC_OK) {
+        /* the commit is idempotent: the next round commits the same epochs again */
+        step_failed(c, q, rc, &e, c->m_etcd_errors, NULL, NULL, now + ETCD_RETRY_MS);
+        return;
+    }
+    c->last_commit_error[0] = '\0';
+    /* only a recorded epoch is committed (the point of no return comes first) */
+    CDC_ASSERT(c->queue[n - 1].recorded && last <= c->last_recorded);
+    c->last_committed = last;
+    send_committed(c, last);
+    r->last_size = n;
+    r->grouped += (uint64_t)r->res.epochs_grouped;
+    cdc_metrics_counter_add(c->m_grouped, (uint64_t)r->res.epochs_grouped);
+    for (int i = 0; i < n; i++) {
+        q = &c->queue[i];
+        int64_t dur = cdc_clock_mono_ms() - q->barrier_mono;
+        cdc_metrics_histogram_observe(c->m_latency, (double)dur / 1000.0);
+        cdc_metrics_counter_inc(c->m_committed);
+        cdc_metrics_gauge_set(c->m_last_epoch, (double)q->rec->epoch);
+        record_history(c, q->rec, dur, r->res.tables_committed);
+        cdc_dashboard_committed(c, q->rec, dur, q->commit_ms);
+        cdc_log_debug("checkpoint %" PRIu64 " committed in %" PRId64 " ms (acks %" PRId64
+                      " ms, etcd record %" PRId64 " ms, iceberg %" PRId64
+                      " ms, %d tables, a group of %d)",
+                      q->rec->epoch, dur, q->rec->completed_ms - q->rec->barrier_ms, q->record_ms,
+                      q->commit_ms, r->res.tables_committed, n);
         if (q->rec->epoch % 16 == 0 && c->cfg.checkpoints_retained > 0 &&
             q->rec->epoch > (uint64_t)c->cfg.checkpoints_retained) {
             uint64_t keep = q->rec->epoch - (uint64_t)c->cfg.checkpoints_retained;
@@ -257,9 +271,106 @@ void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
             cdc_checkpoint_free(oldest);
         }
         cdc_checkpoint_free(q->rec);
-        memmove(&c->queue[0], &c->queue[1], (size_t)(c->nqueue - 1) * sizeof(c->queue[0]));
-        c->nqueue--;
     }
+    memmove(&c->queue[0], &c->queue[n], (size_t)(c->nqueue - n) * sizeof(c->queue[0]));
+    c->nqueue -= n;
+}
+
+/* Records q (the oldest unrecorded epoch) in etcd; false when it could not (then it
+ * is retried later, or the job stepped down or recovers). */
+static bool record_one(cdc_coord_t *c, int at, int64_t now)
+{
+    cdc_pending_commit_t *q = &c->queue[at];
+    char *json = NULL;
+    cdc_staged_reason_t why = CDC_STAGED_OK;
+    cdc_error_t e;
+    cdc_err_t rc;
+
+    cdc_error_clear(&e);
+    /* every file there with its acked size, before anything refers to it */
+    if ((rc = cdc_committer_verify_files(c->committer, q->rec, &why, &e)) != CDC_OK) {
+        if (why != CDC_STAGED_OK) {
+            uint64_t epoch = q->rec->epoch;
+            security_event(c, why, NULL, epoch, e.msg);
+            /* this record and the later ones (built on its offsets) are dropped: the job
+             * replays from the last recorded checkpoint; the recorded ones before it are
+             * committed still */
+            for (int i = at; i < c->nqueue; i++)
+                cdc_checkpoint_free(c->queue[i].rec);
+            c->nqueue = at;
+            cdc_job_recover(c, e.msg, true);
+            return false;
+        }
+        step_failed(c, q, rc, &e, c->m_commit_errors, "check the files of", "",
+                    now + COMMIT_RETRY_MS);
+        return false;
+    }
+    /* before it is encoded, so that the commit gets what a replay would */
+    cdc_schema_memo_strip(&c->schema_memo, q->rec);
+    if ((int64_t)q->rec->nfiles > c->cfg.inline_files_max && q->rec->files_path == NULL) {
+        if ((rc = cdc_committer_put_pending(c->committer, q->rec, &e)) != CDC_OK) {
+            cdc_log_warn("could not write pending file list of checkpoint %" PRIu64 ": %s",
+                         q->rec->epoch, e.msg);
+            cdc_diskfull_failed(&c->warehouse_disk, &e);
+            snprintf(c->last_commit_error, sizeof(c->last_commit_error), "%s", e.msg);
+            c->commit_retry_ms = now + COMMIT_RETRY_MS;
+            return false;
+        }
+    }
+    /* only the offsets that moved once there are many (offsets_base.h) */
+    rc = cdc_offsets_base_record_json(&c->offsets_base, cdc_committer_storage(c->committer),
+                                      c->cfg.warehouse, q->rec, q->rec->files_path == NULL,
+                                      c->cfg.checkpoint_inline_offsets, &json, &e);
+    if (rc != CDC_OK) {
+        cdc_log_warn("could not encode checkpoint %" PRIu64 ": %s", q->rec->epoch, e.msg);
+        snprintf(c->last_commit_error, sizeof(c->last_commit_error), "%s", e.msg);
+        c->commit_retry_ms = now + COMMIT_RETRY_MS;
+        return false;
+    }
+    int64_t t_rec = cdc_clock_mono_ms();
+    rc = cdc_store_put_checkpoint(&c->store, q->rec->epoch, json, &e);
+    q->record_ms = cdc_clock_mono_ms() - t_rec;
+    free(json);
+    if (rc != CDC_OK) {
+        /* etcd down: commits pause, nothing is lost, retried after */
+        step_failed(c, q, rc, &e, c->m_etcd_errors, "record", "in etcd", now + ETCD_RETRY_MS);
+        return false;
+    }
+    q->recorded = true;
+    q->attempts = 0;
+    /* epochs are recorded in order, each once: ids are reserved and never reused */
+    CDC_ASSERT(q->rec->epoch > c->last_recorded);
+    c->last_recorded = q->rec->epoch;
+    if (cdc_schema_memo_note(&c->schema_memo, q->rec) != CDC_OK)
+        cdc_log_warn("out of memory noting the schemas of checkpoint %" PRIu64
+                     ": the next records carry every schema",
+                     q->rec->epoch);
+    cdc_metrics_histogram_observe(c->m_record_latency,
+                                  (double)(cdc_clock_mono_ms() - q->barrier_mono) / 1000.0);
+    fault_point(c, "after-checkpoint-record");
+    return true;
+}
+
+/*
+ * The queue's steps (docs/design.md, "The epoch protocol"): the round that ended is
+ * finished, the completed epochs are recorded in etcd in order, and the recorded ones
+ * go to the commit thread as the next round once the last one is done. So the loop never
+ * waits for Iceberg, and the epochs recorded while a round ran share the next round's
+ * snapshots: a slow warehouse makes fewer, larger commits instead of a stalled loop.
+ */
+void cdc_job_process_queue(cdc_coord_t *c, int64_t now)
+{
+    finish_round(c, now);
+    if (c->state == CDC_JOB_STANDBY || now < c->commit_retry_ms)
+        return;
+    for (int i = 0; i < c->nqueue; i++)
+        if (!c->queue[i].recorded && !record_one(c, i, now))
+            break;
+    if (c->state == CDC_JOB_STANDBY || now < c->commit_retry_ms)
+        return;
+    start_round(c);
+    if (c->round.n > 0 && !c->round.running)
+        finish_round(c, cdc_clock_mono_ms()); /* (committed on this thread) */
 }
 
 /* Keeps the high watermarks an owner reports with its ack (for the lag in /status and
@@ -371,6 +482,13 @@ void cdc_job_on_ack(cdc_coord_t *c, const Cdc__Ack *ack, uint32_t pipe)
     }
     cdc_error_clear(&e);
     r = cdc_epochs_ack(&c->epochs, ack, cdc_clock_wall_ms(), &e);
+    if (r == CDC_ACK_ACCEPTED || r == CDC_ACK_COMPLETE) {
+        cdc_pset_t slots = 0;
+        for (size_t i = 0; i < ack->n_partitions; i++)
+            if (ack->partitions[i]->partition < CDC_PARTITIONS)
+                slots |= (cdc_pset_t)(1u << ack->partitions[i]->partition);
+        cdc_epochs_note_acked(&c->epochs, slots, cdc_clock_mono_ms());
+    }
     switch (r) {
     case CDC_ACK_ACCEPTED:
         return;

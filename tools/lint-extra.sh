@@ -114,6 +114,7 @@ worker records worker/consume.c
 worker values worker/values.c
 capture request capture/request.c
 capture tx capture/txn.c
+coordinator round coordinator/pipeline.c
 EOF_OWNED
 
 # No `producer | grep -q`: grep -q exits at its first match, the producer then dies of

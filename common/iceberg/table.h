@@ -114,6 +114,17 @@ typedef struct cdc_ice_commit {
     /* NULL-terminated summary keys copied from the parent snapshot when it has them and
      * summary does not set them (a rewrite keeps cdc.checkpoint-id, cdc.offsets, ...). */
     const char *const *keep_parent_keys;
+    /*
+     * Several commits in one snapshot (the coordinator's group commit of several epochs,
+     * docs/iceberg.md "Group commits"): seq_span > 1 gives the snapshot the sequence
+     * number last-sequence-number + seq_span, and each added file the data sequence
+     * number last-sequence-number + its entry of data_seqs / delete_seqs (1..seq_span;
+     * NULL: seq_span for every file). A later part's equality deletes then apply to an
+     * earlier part's rows exactly as they would from snapshots of their own. 0 or 1:
+     * one part (the arrays are ignored). Not with data_sequence_number.
+     */
+    int64_t seq_span;
+    const int64_t *data_seqs, *delete_seqs;
 } cdc_ice_commit_t;
 
 /*

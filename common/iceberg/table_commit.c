@@ -196,12 +196,27 @@ static bool mf_push(mf_vec_t *mv, const cdc_ice_manifest_file_t *mf, bool copy)
 }
 
 /*
+ * The data sequence number an added file is written with: a rewrite's, the part of a
+ * group commit it belongs to (seqs[i] of cx->c->seq_span), or -1 to inherit the
+ * snapshot's (the last part of a group inherits it too).
+ */
+static int64_t file_sequence(const commit_ctx_t *cx, const int64_t *seqs, size_t i)
+{
+    const cdc_ice_commit_t *c = cx->c;
+    if (c->data_sequence_number > 0)
+        return c->data_sequence_number;
+    if (c->seq_span > 1 && seqs != NULL && seqs[i] < c->seq_span)
+        return cx->seq - c->seq_span + seqs[i];
+    return -1;
+}
+
+/*
  * Builds the manifests of one content kind and one partition spec (cx->spec): the new
  * files' entries of that spec, merged with the spec's small existing manifests of that
  * content when there are enough of them (min-count-to-merge).
  */
 static cdc_err_t build_content(commit_ctx_t *cx, cdc_ice_manifest_content_t content,
-                               const cdc_ice_data_file_t *files, size_t nfiles,
+                               const cdc_ice_data_file_t *files, const int64_t *seqs, size_t nfiles,
                                const cdc_ice_manifest_file_t *old, size_t nold, mf_vec_t *out,
                                cdc_error_t *e)
 {
@@ -224,12 +239,11 @@ static cdc_err_t build_content(commit_ctx_t *cx, cdc_ice_manifest_content_t cont
     for (size_t i = 0; i < nfiles; i++) {
         if (files[i].spec_id != spec_id)
             continue;
-        cdc_ice_manifest_entry_t en = {
-            .status = CDC_ICE_ENTRY_ADDED,
-            .snapshot_id = cx->snapshot_id,
-            .sequence_number = cx->c->data_sequence_number > 0 ? cx->c->data_sequence_number : -1,
-            .file_sequence_number = -1,
-            .file = files[i]};
+        cdc_ice_manifest_entry_t en = {.status = CDC_ICE_ENTRY_ADDED,
+                                       .snapshot_id = cx->snapshot_id,
+                                       .sequence_number = file_sequence(cx, seqs, i),
+                                       .file_sequence_number = -1,
+                                       .file = files[i]};
         en.file.content =
             content == CDC_ICE_MANIFEST_DATA ? CDC_ICE_CONTENT_DATA : files[i].content;
         if (content == CDC_ICE_MANIFEST_DELETES && en.file.content == CDC_ICE_CONTENT_DATA)
@@ -489,10 +503,10 @@ static cdc_err_t build_manifests(commit_ctx_t *cx, const cdc_ice_manifest_file_t
                         rc = oom(e);
                 continue;
             }
-            rc = k == 0
-                     ? build_content(cx, content, c->data_files, c->ndata_files, old, nold, list, e)
-                     : build_content(cx, content, c->delete_files, c->ndelete_files, old, nold,
-                                     list, e);
+            rc = k == 0 ? build_content(cx, content, c->data_files, c->data_seqs, c->ndata_files,
+                                        old, nold, list, e)
+                        : build_content(cx, content, c->delete_files, c->delete_seqs,
+                                        c->ndelete_files, old, nold, list, e);
             free(pf);
         }
     }
@@ -540,8 +554,20 @@ cdc_err_t cdc_ice_table_commit(cdc_ice_table_t *t, const cdc_ice_commit_t *c, in
                              "rewrite of table \"%s\": data sequence number %" PRId64
                              " is past the table's last one, %" PRId64,
                              t->location, c->data_sequence_number, t->md.last_sequence_number);
+    if (c->seq_span > 1 && c->data_sequence_number > 0)
+        return cdc_error_set(e, CDC_ERR_INVALID,
+                             "commit to table \"%s\": a group commit cannot be a rewrite",
+                             t->location);
+    for (size_t i = 0; c->seq_span > 1 && i < c->ndata_files + c->ndelete_files; i++) {
+        const int64_t *seqs = i < c->ndata_files ? c->data_seqs : c->delete_seqs;
+        int64_t s = seqs == NULL ? c->seq_span : seqs[i < c->ndata_files ? i : i - c->ndata_files];
+        if (s < 1 || s > c->seq_span)
+            return cdc_error_set(e, CDC_ERR_INVALID,
+                                 "commit to table \"%s\": part %" PRId64 " of a group of %" PRId64,
+                                 t->location, s, c->seq_span);
+    }
     cx.snapshot_id = cdc_ice_table_new_snapshot_id(&t->md);
-    cx.seq = t->md.last_sequence_number + 1;
+    cx.seq = t->md.last_sequence_number + (c->seq_span > 1 ? c->seq_span : 1);
     cx.schema_id = schema->schema_id;
     cx.codec = manifest_codec(&t->md);
     if (!(cx.schema_json = cdc_ice_schema_to_json(schema))) {

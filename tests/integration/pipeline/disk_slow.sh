@@ -7,6 +7,8 @@
 #   - commits go on (at least 3 while the storage is slow), and they take seconds (the
 #     slowest checkpoint in the leader's /status took 1 s or more: the delay bit);
 #   - no barrier misses its ack deadline: the coordinator recovers the job not once;
+#   - the epochs recorded while a commit ran share the next commit's snapshots (group
+#     commits, docs/iceberg.md): /status counts epochs grouped;
 # and chaos/verify finds every change once (0 lost, 0 duplicated).
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 1
@@ -36,9 +38,12 @@ chaos_wait 90 "3 commits on slow storage" committed_over "$((c0 + 3))" ||
 grep -q 'diskfault: DELAY' "$CHAOS_DIR/procs/coordinator-0.log" || fail "the shim delayed nothing"
 slowest=$(chaos_status | jq "[.checkpoints[] | select(.epoch > $c0) | .duration_ms] | max // 0")
 [ "$slowest" -ge 1000 ] || fail "the slowest commit took $slowest ms: the storage was not slow"
+grouped() { chaos_status | jq '.epochs.grouped // 0'; }
+grouped_over() { [ "$(grouped)" -gt "$1" ]; }
+chaos_wait 90 "epochs sharing snapshots" grouped_over 0 || fail "no epochs were grouped while commits took seconds (.epochs in /status: $(chaos_status | jq -c .epochs), checkpoints: $(chaos_status | jq -c "[.checkpoints[] | [.epoch, .tables, .data_files, .duration_ms]]"))"
 r1=$(recoveries)
 [ "$r1" = "$r0" ] || fail "the job recovered $((r1 - r0)) times while the storage was slow: $(grep 'recovering job' "$CHAOS_DIR/procs/coordinator-0.log" | tail -n 3)"
-echo "disk_slow: slow storage: committed $c0 -> $(pipeline_committed), slowest commit $slowest ms, no recovery"
+echo "disk_slow: slow storage: committed $c0 -> $(pipeline_committed), slowest commit $slowest ms, $(grouped) epochs grouped, no recovery"
 disk_fault_off
 
 kill "$LOAD_PID" 2>/dev/null

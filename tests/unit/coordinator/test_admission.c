@@ -62,25 +62,27 @@ static void test_challenge_and_proof(void **state)
 
     cdc_admission_init(&a, "s3cret");
     assert_true(cdc_admission_required(&a));
-    /* no proof: a challenge; asked again, a new nonce (the old one is void) */
+    /* no proof: a challenge; asked again, the same nonce (a worker that registered twice
+     * before it saw the first challenge answers both) */
     assert_int_equal(check(&a, 1, "w0", NULL, 0, 100, n1, &r), CDC_ADMISSION_CHALLENGE);
     assert_true(cdc_admission_pending(&a, 1));
     assert_int_equal(check(&a, 1, "w0", NULL, 0, 200, n2, &r), CDC_ADMISSION_CHALLENGE);
-    assert_memory_not_equal(n1, n2, sizeof(n1));
-    prove("s3cret", n1, "w0", old);
-    prove("s3cret", n2, "w0", proof);
-    /* the right proof of the current nonce: admitted, and the nonce is spent */
+    assert_memory_equal(n1, n2, sizeof(n1));
+    prove("s3cret", n1, "w0", proof);
+    /* the right proof of the nonce: admitted, and the nonce is spent */
     assert_int_equal(check(&a, 1, "w0", proof, sizeof(proof), 300, n1, &r), CDC_ADMISSION_ADMIT);
     assert_false(cdc_admission_pending(&a, 1));
-    /* a replay of it (same pipe, or another) answers no challenge */
+    /* a replay of it (same pipe, or another) answers no challenge (the coordinator admits a
+     * Register again on a pipe whose worker is a member before it asks here: job.c) */
     assert_int_equal(check(&a, 1, "w0", proof, sizeof(proof), 400, n1, &r), CDC_ADMISSION_REFUSE);
     assert_int_equal(r, CDC_ADMISSION_UNCHALLENGED);
     assert_int_equal(check(&a, 2, "w0", proof, sizeof(proof), 400, n1, &r), CDC_ADMISSION_REFUSE);
     assert_int_equal(r, CDC_ADMISSION_UNCHALLENGED);
-    /* the proof of a replaced nonce is wrong */
+    /* a proof of another pipe's nonce is wrong; the nonces of two pipes differ */
     assert_int_equal(check(&a, 3, "w1", NULL, 0, 500, n1, &r), CDC_ADMISSION_CHALLENGE);
-    assert_int_equal(check(&a, 3, "w1", NULL, 0, 500, n2, &r), CDC_ADMISSION_CHALLENGE);
-    prove("s3cret", n1, "w1", old);
+    assert_int_equal(check(&a, 4, "w1", NULL, 0, 500, n2, &r), CDC_ADMISSION_CHALLENGE);
+    assert_memory_not_equal(n1, n2, sizeof(n1));
+    prove("s3cret", n2, "w1", old);
     assert_int_equal(check(&a, 3, "w1", old, sizeof(old), 600, n1, &r), CDC_ADMISSION_REFUSE);
     assert_int_equal(r, CDC_ADMISSION_WRONG_PROOF);
     assert_int_equal(cdc_admission_refused_total(&a), 3);

@@ -232,6 +232,44 @@ static void test_overdue(void **state)
     cdc_epochs_clear(&t);
 }
 
+/* Epochs queued at a slow slot: a slot's time on an epoch counts from its ack of the
+ * epoch before when that came after the barrier, so only the slots that are late on
+ * their own work are missing. */
+static void test_overdue_queued(void **state)
+{
+    cdc_epochs_t t;
+    ack_buf_t b;
+    uint64_t e1, e2, oe;
+    cdc_pset_t missing;
+    cdc_error_t err;
+    (void)state;
+    setup_tracker(&t);
+    assert_int_equal(cdc_epochs_begin(&t, 1000, 0, &e1), CDC_OK);
+    assert_int_equal(cdc_epochs_begin(&t, 2000, 0, &e2), CDC_OK);
+    make_ack(&b, "w0", 7, 3, e1, w0s, 4);
+    assert_int_equal(cdc_epochs_ack(&t, &b.ack, 1, &err), CDC_ACK_ACCEPTED);
+    cdc_epochs_note_acked(&t, 0x000f, 1500);
+    make_ack(&b, "w1", 7, 3, e1, w1s, 4);
+    assert_int_equal(cdc_epochs_ack(&t, &b.ack, 1, &err), CDC_ACK_ACCEPTED);
+    make_ack(&b, "w2", 7, 3, e1, w2s, 4);
+    assert_int_equal(cdc_epochs_ack(&t, &b.ack, 1, &err), CDC_ACK_COMPLETE);
+    cdc_epochs_note_acked(&t, 0x0ff0, 9000);
+    cdc_checkpoint_free(cdc_epochs_take_complete(&t));
+    /* e2's barrier was at 2000: w0's slots are on it since then, w1's since 9000 */
+    assert_false(cdc_epochs_overdue(&t, 6900, 5000, &oe, &missing));
+    assert_true(cdc_epochs_overdue(&t, 7001, 5000, &oe, &missing));
+    assert_int_equal(oe, e2);
+    assert_int_equal(missing, 0x000f);
+    assert_true(cdc_epochs_overdue(&t, 14000, 5000, &oe, &missing));
+    assert_int_equal(missing, 0x000f);
+    assert_true(cdc_epochs_overdue(&t, 14001, 5000, &oe, &missing));
+    assert_int_equal(missing, 0x0fff);
+    /* a new generation forgets the acks */
+    cdc_epochs_reset(&t, 7, 4, NULL);
+    assert_int_equal(t.slot_acked_ms[5], 0);
+    cdc_epochs_clear(&t);
+}
+
 static void test_reservation(void **state)
 {
     cdc_epochs_t t;
@@ -296,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_truncates),
         cmocka_unit_test(test_reset_aborts_open),
         cmocka_unit_test(test_overdue),
+        cmocka_unit_test(test_overdue_queued),
         cmocka_unit_test(test_reservation),
         cmocka_unit_test(test_completion_in_order),
     };
