@@ -657,7 +657,9 @@ void cdc_job_maybe_orphans(cdc_coord_t *c, int64_t now)
 
     for (int i = 0; i < c->nqueue; i++)
         keep[nkeep++] = c->queue[i].rec;
-    /* a recorded epoch waits for its commit: its files must stay */
-    if (cdc_maint_tick(c->maint, now, keep, nkeep, c->nqueue > 0 && c->queue[0].recorded))
+    /* a recorded epoch waits for a commit that failed (not for the round in flight, whose
+     * files keep names like every queued record's): no scan until it committed */
+    if (cdc_maint_tick(c->maint, now, keep, nkeep,
+                       c->nqueue > 0 && c->queue[0].recorded && !c->round.running))
         fault_stall(c, "stall-orphan-scan", 3 * c->cfg.lease_ttl_ms);
 }
