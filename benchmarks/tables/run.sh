@@ -14,7 +14,10 @@
 #      worker-1: tables_recovery_s = seconds from the kill until the leader commits an
 #      epoch of the new assignment;
 #   4. at the end of the load: tables_fresh_p99_ms (the largest p99 freshness the leader
-#      estimates over the tables, /status tables[].fresh_p99_ms), RSS (MiB) and CPU
+#      estimates over the tables, /status tables[].fresh_p99_ms; _median_ms the median
+#      table's), tables_commit_latency_p99_ms (the leader's barrier-to-visible histogram,
+#      bucket bound), tables_loop_stall_max_ms (its longest loop iteration),
+#      tables_epochs_grouped (epochs that shared another's snapshots: group commits), RSS (MiB) and CPU
 #      seconds of every process (tables_rss_max_mib: the largest), the size of the latest
 #      checkpoint record in etcd (tables_checkpoint_record_bytes), data files and metadata
 #      files per source table (mirror + changelog; tables_files_per_table,
@@ -167,12 +170,14 @@ EOF
     # the leader's estimate, once its /status answers (a leader busy committing hundreds of
     # tables may miss chaos_status's 2 s): -1, and why, when it has none
     local st="" known=0 deadline=$((SECONDS + 60))
-    FRESH=-1
+    FRESH=-1 FRESH_MED=-1 GROUPED=0
     while [ "$SECONDS" -lt "$deadline" ]; do
         st=$(chaos_status) || st=""
         if [ -n "$st" ]; then
             known=$(jq '[.tables[]? | select(.table | test("^public\\.t[0-9]+$")) | select(.fresh_p99_ms != null)] | length' <<<"$st")
             FRESH=$(jq '[.tables[]? | select(.table | test("^public\\.t[0-9]+$")) | .fresh_p99_ms | select(. != null)] | max // -1' <<<"$st")
+            FRESH_MED=$(jq '[.tables[]? | select(.table | test("^public\\.t[0-9]+$")) | .fresh_p99_ms | select(. != null)] | sort | if length > 0 then .[length / 2 | floor] else -1 end' <<<"$st")
+            GROUPED=$(jq '.epochs.grouped // 0' <<<"$st")
             [ "${known:-0}" -gt 0 ] && break
         fi
         sleep 1
@@ -181,6 +186,16 @@ EOF
         bench_log "tables_fresh_p99_ms: no leader's /status answered within 60 s"
     else
         bench_log "tables_fresh_p99_ms: the leader estimates $known of $all tables' freshness"
+    fi
+    # the leader's commit latency (barrier to snapshots visible, p99 of its histogram since
+    # it became leader) and its longest loop iteration: what group commits change
+    COMMIT_P99=-1 STALL_MAX=-1
+    local m
+    if m=$(chaos_curl -fsS --max-time 5 "$(cat "$CHAOS_DIR/procs/$(chaos_leader).http" 2>/dev/null)/metrics" 2>/dev/null); then
+        COMMIT_P99=$(awk '/^cdc_coordinator_commit_latency_seconds_bucket/ { match($0, /le="[^"]*"/); le = substr($0, RSTART + 4, RLENGTH - 5); n++; les[n] = le; cs[n] = $NF }
+            /^cdc_coordinator_commit_latency_seconds_count/ { total = $NF }
+            END { if (total == 0) { print -1; exit } for (i = 1; i <= n; i++) if (cs[i] >= 0.99 * total) { print (les[i] == "+Inf" ? -1 : les[i] * 1000); exit } print -1 }' <<<"$m")
+        STALL_MAX=$(awk '/^cdc_coordinator_loop_stall_max_seconds / { print $2 * 1000 }' <<<"$m")
     fi
     RSS_MAX=0
     : >"$BENCH_WORK/procs-$n.txt"
@@ -216,6 +231,10 @@ EOF
     bench_line "tables${sfx}_readable_s" "$READABLE" s
     bench_line "tables${sfx}_recovery_s" "$RECOVERY" s
     bench_line "tables${sfx}_fresh_p99_ms" "$FRESH" ms
+    bench_line "tables${sfx}_fresh_p99_median_ms" "$FRESH_MED" ms
+    bench_line "tables${sfx}_commit_latency_p99_ms" "$COMMIT_P99" ms
+    bench_line "tables${sfx}_loop_stall_max_ms" "${STALL_MAX:--1}" ms
+    bench_line "tables${sfx}_epochs_grouped" "$GROUPED" epochs
     bench_line "tables${sfx}_rss_max_mib" "$RSS_MAX" MiB
     while read -r proc rss cpu; do
         bench_line "tables${sfx}_rss_mib_$proc" "$rss" MiB
