@@ -284,6 +284,7 @@ void cdc_coord_close(cdc_coord_t *c)
     c->msg = NULL;
     cdc_maint_close(c->maint); /* before the committer it uses */
     c->maint = NULL;
+    cdc_job_clear_queue(c); /* the commit round in flight ends first: it uses the committer */
     cdc_committer_close(c->committer);
     c->committer = NULL;
     cdc_offsets_base_clear(&c->offsets_base);
@@ -292,7 +293,6 @@ void cdc_coord_close(cdc_coord_t *c)
     cdc_tls_close(c->tls); /* after the servers that use it */
     c->tls = NULL;
     cdc_epochs_clear(&c->epochs);
-    cdc_job_clear_queue(c);
     cdc_checkpoint_free(c->base);
     c->base = NULL;
     cdc_members_free(&c->members);
