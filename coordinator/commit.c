@@ -517,10 +517,9 @@ static bool schema_moves(const cdc_checkpoint_t *first, const cdc_checkpoint_t *
  * One snapshot of a table for the records ep[0..nep) of a group (docs/iceberg.md, "Group
  * commits"): only the first may carry a truncate for the table or a schema update the
  * others do not carry (see commit_table), so the schema is evolved once before any file
- * is added, and each
- * record's files get the data sequence number of their place in the group. Records the
- * table already holds (its cdc.checkpoint-id) are left out; cdc.checkpoint-id and
- * cdc.offsets are the last record's.
+ * is added, and each record's files get the data sequence number of their place in the
+ * group. Records the table already holds (its cdc.checkpoint-id) are left out;
+ * cdc.checkpoint-id and cdc.offsets are the last record's.
  */
 static cdc_err_t commit_table_locked(cdc_committer_t *c, cdc_checkpoint_t *const *recs,
                                      const char *table, const table_epoch_t *ep, size_t nep,

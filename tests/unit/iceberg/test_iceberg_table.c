@@ -219,6 +219,85 @@ static void test_append_row_delta_schema(void **state)
     cdc_ice_table_close(t);
 }
 
+/*
+ * A group commit (cdc_ice_commit_t.seq_span): one snapshot for three parts, each part's
+ * files at its own data sequence number, the manifest list's minimum covering them; a
+ * part outside 1..seq_span, or a group that is also a rewrite, is refused and leaves the
+ * table as it was.
+ */
+static void test_group_commit_parts(void **state)
+{
+    fixture_t *f = *state;
+    cdc_error_t e;
+    cdc_ice_table_t *t;
+    cdc_ice_data_file_t d[3], x[2];
+    assert_int_equal(cdc_ice_table_open(f->st, f->loc, &SCHEMA, NULL, &t, &e), CDC_OK);
+    assert_int_equal(cdc_ice_table_append(t, &d[0], 0, NULL, NULL, &e), CDC_OK); /* seq 1 */
+    for (int i = 0; i < 3; i++)
+        fake_file(&d[i], f->loc, CDC_ICE_CONTENT_DATA, 10 + i);
+    for (int i = 0; i < 2; i++)
+        fake_file(&x[i], f->loc, CDC_ICE_CONTENT_EQUALITY_DELETES, 1);
+    int64_t dseq[3] = {1, 2, 3}, xseq[2] = {2, 3}, bad[3] = {1, 4, 3};
+    cdc_ice_commit_t c = {.data_files = d,
+                          .ndata_files = 3,
+                          .delete_files = x,
+                          .ndelete_files = 2,
+                          .seq_span = 3,
+                          .data_seqs = dseq,
+                          .delete_seqs = xseq};
+
+    /* refused: a part past the span, a part 0, a group that is a rewrite */
+    int version = cdc_ice_table_version(t);
+    c.data_seqs = bad;
+    assert_int_equal(cdc_ice_table_commit(t, &c, NULL, &e), CDC_ERR_INVALID);
+    assert_non_null(strstr(e.msg, "part 4 of a group of 3"));
+    bad[1] = 0;
+    assert_int_equal(cdc_ice_table_commit(t, &c, NULL, &e), CDC_ERR_INVALID);
+    c.data_seqs = dseq;
+    c.data_sequence_number = 1;
+    assert_int_equal(cdc_ice_table_commit(t, &c, NULL, &e), CDC_ERR_INVALID);
+    assert_non_null(strstr(e.msg, "cannot be a rewrite"));
+    c.data_sequence_number = 0;
+    assert_int_equal(cdc_ice_table_version(t), version);
+
+    /* committed: parts 1..3 at sequence numbers 2..4, the snapshot at 4 */
+    assert_int_equal(cdc_ice_table_commit(t, &c, NULL, &e), CDC_OK);
+    const cdc_ice_metadata_t *md = cdc_ice_table_metadata(t);
+    assert_int_equal(md->last_sequence_number, 4);
+    assert_int_equal(cdc_ice_metadata_current_snapshot(md)->sequence_number, 4);
+    cdc_ice_live_file_t *lf;
+    size_t nlf;
+    assert_int_equal(cdc_ice_table_live_files(t, &lf, &nlf, &e), CDC_OK);
+    assert_int_equal(nlf, 5);
+    for (size_t i = 0; i < nlf; i++)
+        for (int k = 0; k < 3; k++) {
+            if (strcmp(lf[i].file.path, d[k].path) == 0)
+                assert_int_equal(lf[i].sequence_number, 1 + dseq[k]);
+            if (k < 2 && strcmp(lf[i].file.path, x[k].path) == 0)
+                assert_int_equal(lf[i].sequence_number, 1 + xseq[k]);
+        }
+    cdc_ice_live_files_free(lf, nlf);
+    cdc_ice_manifest_file_t *mfs;
+    size_t nmf, len;
+    uint8_t *buf;
+    assert_int_equal(cdc_storage_get(f->st, cdc_ice_metadata_current_snapshot(md)->manifest_list,
+                                     &buf, &len, &e),
+                     CDC_OK);
+    assert_int_equal(cdc_ice_manifest_list_read(buf, len, &mfs, &nmf, &e), CDC_OK);
+    free(buf);
+    assert_int_equal(nmf, 2);
+    for (size_t i = 0; i < nmf; i++) {
+        assert_int_equal(mfs[i].sequence_number, 4);
+        assert_int_equal(mfs[i].min_sequence_number, mfs[i].content == 0 ? 2 : 3);
+    }
+    cdc_ice_manifest_files_free(mfs, nmf);
+    for (int i = 0; i < 3; i++)
+        cdc_ice_data_file_clear(&d[i]);
+    for (int i = 0; i < 2; i++)
+        cdc_ice_data_file_clear(&x[i]);
+    cdc_ice_table_close(t);
+}
+
 static void test_conflict_two_handles(void **state)
 {
     fixture_t *f = *state;
@@ -973,6 +1052,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_create_load, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_row_delta_schema, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_group_commit_parts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_conflict_two_handles, setup, teardown),
         cmocka_unit_test_setup_teardown(test_racing_committers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_manifest_growth_bounded, setup, teardown),
